@@ -1,0 +1,24 @@
+//! A pure model of PyTorch's native CUDA caching allocator.
+//!
+//! No I/O, no terminal, no async runtime: the device is a trait
+//! ([`DeviceMemory`]), time and addresses are inputs. The rules follow
+//! `shared/reference/pytorch-caching-allocator.md`; `docs/allocator.md` maps
+//! each part to PyTorch.
+
+pub mod allocator;
+pub mod config;
+pub mod device;
+pub mod layout;
+pub mod oom;
+pub mod sizing;
+pub mod stats;
+pub mod trace;
+
+pub use allocator::{AllocError, CachingAllocator, LiveAllocation, MempoolId, StreamId};
+pub use config::{AllocatorConfig, ConfigError};
+pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
+pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+pub use oom::OutOfMemory;
+pub use sizing::{allocation_size, format_size, human_bytes, round_size};
+pub use stats::{DeviceStats, Stat, StatArray};
+pub use trace::{TraceAction, TraceEntry};

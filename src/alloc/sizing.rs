@@ -1,0 +1,162 @@
+//! Constants and size arithmetic of PyTorch's caching allocator (spec §1).
+
+use super::config::AllocatorConfig;
+
+/// Every block is a multiple of this many bytes (`kMinBlockSize`).
+pub const MIN_BLOCK_SIZE: u64 = 512;
+/// Rounded requests of at most this many bytes use the small pool (`kSmallSize`, 1 MiB).
+pub const SMALL_SIZE: u64 = 1 << 20;
+/// Segment size of the small pool and page size of small expandable segments (`kSmallBuffer`, 2 MiB).
+pub const SMALL_BUFFER: u64 = 2 << 20;
+/// Large requests strictly below this get a whole [`LARGE_BUFFER`] segment (`kMinLargeAlloc`, 10 MiB).
+pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
+/// Segment size for 1–10 MiB requests and page size of large expandable segments (`kLargeBuffer`, 20 MiB).
+pub const LARGE_BUFFER: u64 = 20 << 20;
+/// Large segments of 10 MiB and more are rounded up to a multiple of this (`kRoundLarge`, 2 MiB).
+pub const ROUND_LARGE: u64 = 2 << 20;
+/// Requests of this size or more fail before anything else ("more than 1EB").
+pub const ONE_EXABYTE: u64 = 1 << 60;
+
+const MIB: u64 = 1 << 20;
+
+/// Rounds a request up to a power-of-two division (`roundup_power2_next_division`).
+///
+/// `divisions` must be a power of two of at least 2.
+pub fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
+    if size.is_power_of_two() {
+        return size;
+    }
+    let floor = 1u64 << (63 - size.leading_zeros());
+    let step = floor >> divisions.trailing_zeros();
+    if step == 0 {
+        return floor << 1;
+    }
+    let rounded_down = size & !(step - 1);
+    if rounded_down == size {
+        size
+    } else {
+        rounded_down + step
+    }
+}
+
+/// The block size actually carved for a request of `size` bytes (`round_size`, §1.2).
+pub fn round_size(size: u64, config: &AllocatorConfig) -> u64 {
+    if size < MIN_BLOCK_SIZE {
+        return MIN_BLOCK_SIZE;
+    }
+    let divisions = config.roundup_power2_divisions_for(size);
+    if divisions > 1 && size > MIN_BLOCK_SIZE * divisions {
+        roundup_power2_next_division(size, divisions)
+    } else {
+        size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+    }
+}
+
+/// The cudaMalloc (segment) size for an already rounded request (`get_allocation_size`, §1.4).
+pub fn allocation_size(rounded: u64) -> u64 {
+    if rounded <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if rounded < MIN_LARGE_ALLOC {
+        LARGE_BUFFER
+    } else {
+        rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
+    }
+}
+
+/// PyTorch's `format_size`: bytes up to 1024, then KiB up to 1 MiB, MiB up to
+/// 1 GiB, GiB beyond, each with two decimals.
+pub fn format_size(size: u64) -> String {
+    if size <= 1024 {
+        format!("{size} bytes")
+    } else if size <= MIB {
+        format!("{:.2} KiB", size as f64 / 1024.0)
+    } else if size <= 1024 * MIB {
+        format!("{:.2} MiB", size as f64 / MIB as f64)
+    } else {
+        format!("{:.2} GiB", size as f64 / (1024 * MIB) as f64)
+    }
+}
+
+/// Human-friendly binary size for our own output (not PyTorch's format):
+/// "512 B", "1.5 MiB", "20 MiB".
+pub fn human_bytes(size: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = size as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{size} B")
+    } else if (value - value.round()).abs() < 0.005 {
+        format!("{:.0} {}", value, UNITS[unit])
+    } else {
+        format!("{:.2} {}", value, UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_divisions(d: u64) -> AllocatorConfig {
+        AllocatorConfig::parse(&format!("roundup_power2_divisions:{d}")).expect("valid")
+    }
+
+    #[test]
+    fn round_size_default_rounds_to_512() {
+        let c = AllocatorConfig::default();
+        assert_eq!(round_size(0, &c), 512);
+        assert_eq!(round_size(1, &c), 512);
+        assert_eq!(round_size(511, &c), 512);
+        assert_eq!(round_size(512, &c), 512);
+        assert_eq!(round_size(513, &c), 1024);
+        assert_eq!(round_size(1000, &c), 1024);
+        assert_eq!(round_size(84 * MIB, &c), 84 * MIB);
+    }
+
+    #[test]
+    fn round_size_power2_division_vectors_from_spec() {
+        assert_eq!(round_size(1200, &with_divisions(4)), 1536);
+        assert_eq!(round_size(1200, &with_divisions(2)), 1536);
+        assert_eq!(round_size(5000, &with_divisions(4)), 5120);
+        assert_eq!(
+            round_size(2 * MIB + 1, &with_divisions(4)),
+            2 * MIB + MIB / 2
+        );
+        assert_eq!(round_size(3 * MIB, &with_divisions(4)), 3 * MIB);
+        assert_eq!(round_size(84 * MIB, &with_divisions(4)), 96 * MIB);
+        assert_eq!(round_size(84 * MIB, &with_divisions(8)), 88 * MIB);
+        assert_eq!(round_size(400 * MIB, &with_divisions(2)), 512 * MIB);
+        assert_eq!(round_size(96 * MIB, &with_divisions(4)), 96 * MIB);
+    }
+
+    #[test]
+    fn allocation_size_follows_segment_rules() {
+        assert_eq!(allocation_size(512), SMALL_BUFFER);
+        assert_eq!(allocation_size(MIB), SMALL_BUFFER);
+        assert_eq!(allocation_size(MIB + 512), LARGE_BUFFER);
+        assert_eq!(allocation_size(10 * MIB - 512), LARGE_BUFFER);
+        assert_eq!(allocation_size(10 * MIB), 10 * MIB);
+        assert_eq!(allocation_size(11 * MIB), 12 * MIB);
+        assert_eq!(allocation_size(12 * MIB + 512), 14 * MIB);
+    }
+
+    #[test]
+    fn format_size_matches_pytorch_vectors() {
+        assert_eq!(format_size(1024), "1024 bytes");
+        assert_eq!(format_size(1025), "1.00 KiB");
+        assert_eq!(format_size(1 << 20), "1024.00 KiB");
+        assert_eq!(format_size(1 << 30), "1024.00 MiB");
+        assert_eq!(format_size(2 << 20), "2.00 MiB");
+        assert_eq!(format_size(800_000_000u64 << 30), "800000000.00 GiB");
+    }
+
+    #[test]
+    fn human_bytes_is_compact() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(20 << 20), "20 MiB");
+        assert_eq!(human_bytes(1536), "1.50 KiB");
+    }
+}

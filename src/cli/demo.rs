@@ -1,0 +1,140 @@
+//! `vramtop demo` (and `vramtop` with no command, until the dashboard lands):
+//! a short walk through the caching allocator on a simulated GPU.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use color_eyre::eyre::{WrapErr, eyre};
+use serde::Serialize;
+
+use crate::alloc::{
+    AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, format_size, human_bytes,
+};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+/// Assumed CUDA context size on the simulated GPU (driver memory outside the
+/// allocator; real contexts are ~300–1000 MiB depending on CUDA version).
+const SIM_CONTEXT_BYTES: u64 = 500 * MIB;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoStep {
+    pub step: String,
+    pub allocated: u64,
+    pub reserved: u64,
+    pub driver_used: u64,
+    pub segments: i64,
+    pub inactive_split_bytes: i64,
+    pub lesson: &'static str,
+}
+
+/// Runs the demo script and returns its steps.
+pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
+    let mut device = InMemoryDevice::new(80 * GIB);
+    device.set_external_use(SIM_CONTEXT_BYTES);
+    let mut m = CachingAllocator::new(device, 0, AllocatorConfig::default());
+    let mut out = Vec::new();
+    let mut record = |m: &CachingAllocator<InMemoryDevice>, step: &str, lesson: &'static str| {
+        let info = m.device().mem_get_info();
+        out.push(DemoStep {
+            step: step.to_string(),
+            allocated: m.memory_allocated(),
+            reserved: m.memory_reserved(),
+            driver_used: info.total - info.free,
+            segments: m.stats().segment.all.current,
+            inactive_split_bytes: m.stats().inactive_split_bytes.all.current,
+            lesson,
+        });
+    };
+    let fail = |e| eyre!("the demo's model call failed: {e}");
+    record(
+        &m,
+        "start (CUDA context only)",
+        "nvidia-smi already shows the context",
+    );
+    let a = m.malloc(6 * MIB, 0).map_err(fail)?;
+    let b = m.malloc(6 * MIB, 0).map_err(fail)?;
+    let c = m.malloc(6 * MIB, 0).map_err(fail)?;
+    record(
+        &m,
+        "a, b, c = 3 × 6 MiB",
+        "one 20 MiB segment holds all three",
+    );
+    m.free(b).map_err(fail)?;
+    record(
+        &m,
+        "del b",
+        "allocated drops, reserved does not: b's block is cached",
+    );
+    let d = m.malloc(7 * MIB, 0).map_err(fail)?;
+    record(
+        &m,
+        "d = 7 MiB",
+        "no cached block is ≥ 7 MiB: a second segment",
+    );
+    m.empty_cache();
+    record(
+        &m,
+        "empty_cache()",
+        "nothing freed: every segment holds a live block",
+    );
+    m.free(a).map_err(fail)?;
+    m.free(c).map_err(fail)?;
+    m.empty_cache();
+    record(
+        &m,
+        "del a, c; empty_cache()",
+        "the first segment is entirely free: released",
+    );
+    m.free(d).map_err(fail)?;
+    m.empty_cache();
+    record(
+        &m,
+        "del d; empty_cache()",
+        "reserved is 0, the driver still holds the context",
+    );
+    m.check_invariants()
+        .map_err(|e| eyre!("model self-check failed: {e}"))?;
+    Ok(out)
+}
+
+pub fn run(json: bool) -> color_eyre::Result<ExitCode> {
+    let steps = steps()?;
+    if json {
+        let text = serde_json::to_string_pretty(&steps).wrap_err("cannot encode the demo")?;
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "vramtop demo: PyTorch's caching allocator on a simulated 80 GiB GPU \
+         ({} CUDA context assumed)\n",
+        format_size(SIM_CONTEXT_BYTES)
+    );
+    let _ = writeln!(
+        out,
+        "{:<28} {:>10} {:>10} {:>12} {:>4} {:>12}  why",
+        "step", "allocated", "reserved", "driver used", "segs", "split free"
+    );
+    for s in &steps {
+        let _ = writeln!(
+            out,
+            "{:<28} {:>10} {:>10} {:>12} {:>4} {:>12}  {}",
+            s.step,
+            human_bytes(s.allocated),
+            human_bytes(s.reserved),
+            human_bytes(s.driver_used),
+            s.segments,
+            human_bytes(s.inactive_split_bytes.max(0) as u64),
+            s.lesson
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nallocated = memory_allocated(), reserved = memory_reserved(), driver used = what \
+         nvidia-smi shows.\nTry: vramtop replay ../shared/snapshots/silmont_mem_snapshot.pickle"
+    );
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,358 @@
+//! Structural rules that every segment of a real allocator dump obeys.
+//!
+//! They follow from how the caching allocator carves segments (see
+//! `shared/reference/pytorch-caching-allocator.md` §2 and §9): blocks tile
+//! their segment exactly, sizes are rounded to 512 bytes, free neighbours are
+//! always merged, and segments come in 2 MiB units. A finding therefore
+//! means a hand-made or corrupted snapshot, or a PyTorch behaviour this
+//! project does not model yet.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::types::{Segment, Snapshot};
+use crate::alloc::{BlockState, PoolKind};
+
+/// Every block size is a multiple of this (PyTorch's `kMinBlockSize`).
+const BLOCK_ALIGNMENT: u64 = 512;
+/// Small-pool segments are exactly this big; large ones a multiple of it.
+const SEGMENT_GRANULARITY: u64 = 2 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Σ block sizes ≠ `total_size`.
+    BlockSizesDoNotSumToTotal,
+    /// A block does not start where the previous one ends (or the first
+    /// block not at the segment address).
+    NonContiguousBlocks,
+    /// A block size is not a multiple of 512.
+    UnalignedBlockSize,
+    /// Two neighbouring inactive blocks: the allocator would have merged them.
+    AdjacentInactiveBlocks,
+    /// `allocated_size` ≠ Σ sizes of `active_allocated` blocks.
+    AllocatedSizeMismatch,
+    /// `active_size` ≠ Σ sizes of active blocks.
+    ActiveSizeMismatch,
+    /// `requested_size` ≠ Σ requested sizes of active blocks.
+    RequestedSizeMismatch,
+    /// A non-expandable small segment that is not exactly 2 MiB.
+    SmallSegmentNot2MiB,
+    /// A non-expandable large segment that is not a multiple of 2 MiB.
+    LargeSegmentNotMultipleOf2MiB,
+}
+
+/// One broken rule in one segment. Rules that concern blocks are reported
+/// once per segment, naming the first offending block and the count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Index into [`Snapshot::segments`].
+    pub segment_index: usize,
+    pub device: u32,
+    /// The segment's address.
+    pub address: u64,
+    pub kind: FindingKind,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "segment {} (device {}, 0x{:x}): {}",
+            self.segment_index, self.device, self.address, self.message
+        )
+    }
+}
+
+/// Checks every segment; an empty result means the snapshot is consistent.
+pub fn check_invariants(snapshot: &Snapshot) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (index, segment) in snapshot.segments.iter().enumerate() {
+        let mut report = |kind, message| {
+            findings.push(Finding {
+                segment_index: index,
+                device: segment.device,
+                address: segment.address,
+                kind,
+                message,
+            })
+        };
+        check_segment(segment, &mut report);
+    }
+    findings
+}
+
+/// The first offending block index and how many there are.
+#[derive(Default)]
+struct Offenders {
+    first: Option<(usize, String)>,
+    count: usize,
+}
+
+impl Offenders {
+    fn note(&mut self, block_index: usize, what: impl FnOnce() -> String) {
+        if self.first.is_none() {
+            self.first = Some((block_index, what()));
+        }
+        self.count += 1;
+    }
+
+    fn message(self) -> Option<String> {
+        let (index, what) = self.first?;
+        Some(match self.count {
+            1 => format!("block {index} {what}"),
+            n => format!("block {index} {what} ({} more like it)", n - 1),
+        })
+    }
+}
+
+fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)) {
+    // u128 sums: a corrupted file must not overflow the checker.
+    let mut total: u128 = 0;
+    let mut allocated: u128 = 0;
+    let mut active: u128 = 0;
+    let mut requested: u128 = 0;
+    let mut expected_address = u128::from(segment.address);
+    let mut gaps = Offenders::default();
+    let mut unaligned = Offenders::default();
+    let mut merged_neighbours = Offenders::default();
+    let mut previous_inactive = false;
+
+    for (index, block) in segment.blocks.iter().enumerate() {
+        if u128::from(block.address) != expected_address {
+            gaps.note(index, || {
+                format!(
+                    "starts at 0x{:x}, expected 0x{expected_address:x}",
+                    block.address
+                )
+            });
+        }
+        expected_address = u128::from(block.address) + u128::from(block.size);
+        if block.size % BLOCK_ALIGNMENT != 0 {
+            unaligned.note(index, || {
+                format!(
+                    "has size {}, not a multiple of {BLOCK_ALIGNMENT}",
+                    block.size
+                )
+            });
+        }
+        let inactive = block.state == BlockState::Inactive;
+        if inactive && previous_inactive {
+            merged_neighbours.note(index, || {
+                "and the block before it are both inactive (free neighbours are always merged)"
+                    .to_string()
+            });
+        }
+        previous_inactive = inactive;
+
+        total += u128::from(block.size);
+        if block.state == BlockState::ActiveAllocated {
+            allocated += u128::from(block.size);
+        }
+        if block.state.is_active() {
+            active += u128::from(block.size);
+            requested += u128::from(block.requested_size);
+        }
+    }
+
+    if total != u128::from(segment.total_size) {
+        report(
+            FindingKind::BlockSizesDoNotSumToTotal,
+            format!(
+                "{} blocks sum to {total} bytes, total_size is {}",
+                segment.blocks.len(),
+                segment.total_size
+            ),
+        );
+    }
+    for (offenders, kind) in [
+        (gaps, FindingKind::NonContiguousBlocks),
+        (unaligned, FindingKind::UnalignedBlockSize),
+        (merged_neighbours, FindingKind::AdjacentInactiveBlocks),
+    ] {
+        if let Some(message) = offenders.message() {
+            report(kind, message);
+        }
+    }
+    let recorded_sums = [
+        (
+            segment.allocated_size,
+            allocated,
+            "allocated_size",
+            "active_allocated blocks' sizes",
+            FindingKind::AllocatedSizeMismatch,
+        ),
+        (
+            segment.active_size,
+            active,
+            "active_size",
+            "active blocks' sizes",
+            FindingKind::ActiveSizeMismatch,
+        ),
+        (
+            segment.requested_size,
+            requested,
+            "requested_size",
+            "active blocks' requested sizes",
+            FindingKind::RequestedSizeMismatch,
+        ),
+    ];
+    for (recorded, computed, field, what, kind) in recorded_sums {
+        if let Some(recorded) = recorded
+            && u128::from(recorded) != computed
+        {
+            report(
+                kind,
+                format!("{field} is {recorded}, the {what} sum to {computed}"),
+            );
+        }
+    }
+
+    // Expandable segments grow and shrink page by page, so their size says
+    // nothing about the pool.
+    if !segment.is_expandable {
+        match segment.segment_type {
+            PoolKind::Small if segment.total_size != SEGMENT_GRANULARITY => report(
+                FindingKind::SmallSegmentNot2MiB,
+                format!(
+                    "small-pool segment of {} bytes, expected exactly 2 MiB",
+                    segment.total_size
+                ),
+            ),
+            PoolKind::Large if segment.total_size % SEGMENT_GRANULARITY != 0 => report(
+                FindingKind::LargeSegmentNotMultipleOf2MiB,
+                format!(
+                    "large-pool segment of {} bytes, not a multiple of 2 MiB",
+                    segment.total_size
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::snapshot::types::{Block, SnapshotFormat};
+
+    fn block(address: u64, size: u64, state: BlockState) -> Block {
+        Block {
+            address,
+            size,
+            requested_size: size,
+            state,
+            frames: Arc::from([]),
+        }
+    }
+
+    fn snapshot_of(segment: Segment) -> Snapshot {
+        Snapshot {
+            format: SnapshotFormat::SegmentList,
+            segments: vec![segment],
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+        }
+    }
+
+    fn small_segment(blocks: Vec<Block>) -> Segment {
+        Segment {
+            device: 0,
+            address: 1 << 20,
+            total_size: 2 << 20,
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: 0,
+            segment_type: PoolKind::Small,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            frames: Arc::from([]),
+            blocks,
+        }
+    }
+
+    fn kinds(findings: &[Finding]) -> Vec<FindingKind> {
+        findings.iter().map(|f| f.kind).collect()
+    }
+
+    #[test]
+    fn a_consistent_segment_has_no_findings() {
+        let base = 1 << 20;
+        let mut segment = small_segment(vec![
+            block(base, 512, BlockState::ActiveAllocated),
+            block(base + 512, 1024, BlockState::ActivePendingFree),
+            block(base + 1536, (2 << 20) - 1536, BlockState::Inactive),
+        ]);
+        segment.allocated_size = Some(512);
+        segment.active_size = Some(1536);
+        segment.requested_size = Some(1536);
+        assert_eq!(check_invariants(&snapshot_of(segment)), vec![]);
+    }
+
+    #[test]
+    fn adjacent_inactive_blocks_and_gaps_are_reported_once_per_segment() {
+        let base = 1 << 20;
+        let segment = small_segment(vec![
+            block(base, 1 << 20, BlockState::Inactive),
+            block(base + (1 << 20), 512, BlockState::Inactive),
+            block(base + (1 << 20) + 1024, 512, BlockState::Inactive),
+            block(
+                base + (1 << 20) + 4096,
+                (1 << 20) - 1024,
+                BlockState::Inactive,
+            ),
+        ]);
+        let findings = check_invariants(&snapshot_of(segment));
+        assert_eq!(
+            kinds(&findings),
+            vec![
+                FindingKind::NonContiguousBlocks,
+                FindingKind::AdjacentInactiveBlocks
+            ]
+        );
+        assert!(findings[1].message.contains("block 1"), "{}", findings[1]);
+        assert!(findings[1].message.contains("2 more"), "{}", findings[1]);
+    }
+
+    #[test]
+    fn recorded_sums_and_segment_sizes_are_checked() {
+        let mut segment = small_segment(vec![block(
+            1 << 20,
+            (4 << 20) + 100,
+            BlockState::ActiveAllocated,
+        )]);
+        segment.allocated_size = Some(1);
+        segment.active_size = Some(2);
+        segment.requested_size = Some(3);
+        let findings = check_invariants(&snapshot_of(segment.clone()));
+        assert_eq!(
+            kinds(&findings),
+            vec![
+                FindingKind::BlockSizesDoNotSumToTotal,
+                FindingKind::UnalignedBlockSize,
+                FindingKind::AllocatedSizeMismatch,
+                FindingKind::ActiveSizeMismatch,
+                FindingKind::RequestedSizeMismatch,
+            ]
+        );
+        segment.segment_type = PoolKind::Large;
+        segment.total_size = 3 << 20;
+        let findings = check_invariants(&snapshot_of(segment));
+        assert!(kinds(&findings).contains(&FindingKind::LargeSegmentNotMultipleOf2MiB));
+    }
+
+    #[test]
+    fn expandable_segments_are_exempt_from_the_2mib_rules() {
+        let mut segment = small_segment(vec![block(1 << 20, 4 << 20, BlockState::ActiveAllocated)]);
+        segment.total_size = 4 << 20;
+        segment.is_expandable = true;
+        assert_eq!(check_invariants(&snapshot_of(segment)), vec![]);
+    }
+}

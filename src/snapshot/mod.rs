@@ -1,0 +1,23 @@
+//! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot` pickles and
+//! the bare segment list of `torch.cuda.memory_snapshot()`).
+//!
+//! Three layers, each usable on its own:
+//! - [`pickle`]: a restricted unpickler that refuses anything but plain data
+//!   and keeps memoised objects shared;
+//! - [`types`]: the typed snapshot ([`Snapshot`], [`Segment`], [`Block`],
+//!   [`TraceEntry`]) with interned traceback frames;
+//! - [`invariants`]: the structural rules every real allocator dump obeys.
+
+pub mod capture;
+pub mod invariants;
+pub mod pickle;
+pub mod replay;
+pub mod types;
+
+pub use invariants::{Finding, FindingKind, check_invariants};
+pub use pickle::{Limits, PickleError, Value};
+pub use types::{
+    AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotError,
+    SnapshotFormat, TraceEntry, read_snapshot, read_snapshot_file, read_snapshot_with_limits,
+    snapshot_from_value,
+};

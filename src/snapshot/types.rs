@@ -1,0 +1,957 @@
+//! The typed snapshot and its conversion from a parsed pickle [`Value`].
+//!
+//! Conversion is strict about types (a wrong type names the exact path, e.g.
+//! `segments[3].blocks[7].size: expected int, found str`) and lenient about
+//! versions: keys PyTorch added over time are optional, unknown keys are
+//! ignored, torch 2.0's per-block `history` is understood, and trace entries
+//! with an action this reader does not know are skipped and counted.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::pickle::{self, Limits, PickleError, Value};
+use crate::alloc::{BlockState, PoolKind, TraceAction};
+
+/// A traceback, innermost frame first as PyTorch records it.
+///
+/// Interned: every place the pickle referenced the same list object gets the
+/// same `Arc` (compare with [`Arc::ptr_eq`]).
+pub type Frames = Arc<[Frame]>;
+
+/// One Python (or C++) stack frame.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Frame {
+    #[serde(serialize_with = "ser::arc_str")]
+    pub filename: Arc<str>,
+    pub line: i64,
+    #[serde(serialize_with = "ser::arc_str")]
+    pub name: Arc<str>,
+}
+
+/// Which of PyTorch's two snapshot shapes the input was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotFormat {
+    /// `_dump_snapshot()` / `_snapshot()`: a dict with `segments` and more.
+    DumpSnapshot,
+    /// `memory_snapshot()`: a bare list of segments.
+    SegmentList,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub format: SnapshotFormat,
+    pub segments: Vec<Segment>,
+    /// Indexed by device, oldest entry first.
+    pub device_traces: Vec<Vec<TraceEntry>>,
+    pub allocator_settings: Option<AllocatorSettings>,
+    pub external_annotations: Vec<Annotation>,
+    /// Trace entries dropped because their action is unknown to this reader
+    /// (a newer PyTorch); the rest of the trace is kept.
+    pub skipped_trace_entries: usize,
+}
+
+/// One cudaMalloc'd range (or, for expandable segments, one mapped range).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Segment {
+    pub device: u32,
+    pub address: u64,
+    pub total_size: u64,
+    /// Σ sizes of `active_allocated` blocks, as recorded.
+    pub allocated_size: Option<u64>,
+    /// Σ sizes of active (allocated or pending free) blocks, as recorded.
+    pub active_size: Option<u64>,
+    /// Σ requested sizes of active blocks, as recorded.
+    pub requested_size: Option<u64>,
+    /// The `cudaStream_t` value; 0 is the default stream.
+    pub stream: u64,
+    pub segment_type: PoolKind,
+    /// `(0, 0)` for the default pools, also when the key is absent.
+    pub segment_pool_id: (i64, i64),
+    /// `false` when the key is absent (torch ≤ 2.0).
+    pub is_expandable: bool,
+    /// Stack of the cudaMalloc, empty if not recorded.
+    #[serde(serialize_with = "ser::frames")]
+    pub frames: Frames,
+    pub blocks: Vec<Block>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Block {
+    /// Torch 2.0 files do not record it: then the segment address plus the
+    /// sizes of the blocks before this one.
+    pub address: u64,
+    pub size: u64,
+    /// Stale for inactive blocks (PyTorch keeps the last value). Torch 2.0:
+    /// the last history entry's `real_size`, else the block size.
+    pub requested_size: u64,
+    pub state: BlockState,
+    /// Stack of the allocation that last used the block. Torch 2.0: the last
+    /// history entry's frames.
+    #[serde(serialize_with = "ser::frames")]
+    pub frames: Frames,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceEntry {
+    pub action: TraceAction,
+    /// For [`TraceAction::Oom`], the device's free bytes (`device_free`).
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
+    pub time_us: Option<i64>,
+    #[serde(serialize_with = "ser::frames")]
+    pub frames: Frames,
+    #[serde(serialize_with = "ser::opt_arc_str")]
+    pub compile_context: Option<Arc<str>>,
+    #[serde(serialize_with = "ser::opt_arc_str")]
+    pub user_metadata: Option<Arc<str>>,
+}
+
+/// `allocator_settings` (torch ≥ 2.3). Absent keys take PyTorch's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocatorSettings {
+    /// The last `PYTORCH_CUDA_ALLOC_CONF` string applied.
+    pub conf: String,
+    /// Bytes; −1 when unset (also when written as `SIZE_MAX`).
+    pub max_split_size: i64,
+    pub garbage_collection_threshold: f64,
+    pub expandable_segments: bool,
+    /// (size class in MiB, divisions), in file order.
+    pub roundup_power2_divisions: Vec<(u64, u64)>,
+    pub release_lock_on_cudamalloc: bool,
+    pub pinned_num_register_threads: Option<u64>,
+    pub pinned_use_cuda_host_register: Option<bool>,
+    pub graph_capture_record_stream_reuse: Option<bool>,
+}
+
+/// An `external_annotations` entry (record_function ranges).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Annotation {
+    /// "START" or "END".
+    pub stage: String,
+    pub name: String,
+    pub device: i64,
+    pub time_us: i64,
+}
+
+#[derive(Debug, Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Pickle(#[from] PickleError),
+
+    /// The pickle is fine but is not shaped like a snapshot at all.
+    #[error("not a PyTorch memory snapshot: {0}")]
+    Shape(String),
+
+    /// A snapshot field has the wrong type or an impossible value.
+    #[error("{path}: {message}")]
+    Field { path: String, message: String },
+
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Any of the above, for a named file.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        path: PathBuf,
+        #[source]
+        source: Box<SnapshotError>,
+    },
+}
+
+/// Reads a snapshot from pickle bytes with the default [`Limits`].
+pub fn read_snapshot(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+    read_snapshot_with_limits(bytes, &Limits::default())
+}
+
+pub fn read_snapshot_with_limits(bytes: &[u8], limits: &Limits) -> Result<Snapshot, SnapshotError> {
+    let root = pickle::parse(bytes, limits)?;
+    snapshot_from_value(&root)
+}
+
+/// Reads a snapshot file; errors name the file.
+pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source: SnapshotError| SnapshotError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let io_error = |source| SnapshotError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Refuse an oversized file before reading it into memory.
+    let len = std::fs::metadata(path).map_err(io_error)?.len();
+    if len > limits.max_input_bytes {
+        return Err(in_file(SnapshotError::Pickle(PickleError::LimitExceeded {
+            detail: format!(
+                "file is {len} bytes, the limit is {}",
+                limits.max_input_bytes
+            ),
+        })));
+    }
+    let bytes = std::fs::read(path).map_err(io_error)?;
+    read_snapshot_with_limits(&bytes, &limits).map_err(in_file)
+}
+
+/// Converts an already parsed pickle into a [`Snapshot`].
+pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
+    let mut reader = Reader::default();
+    let top = FieldPath::ROOT;
+    match root {
+        Value::Dict(_) => {
+            let Some(segments) = present(root, "segments") else {
+                return Err(SnapshotError::Shape(format!(
+                    "top level is a dict without a 'segments' key (keys: {})",
+                    describe_keys(root)
+                )));
+            };
+            let segments = reader.segments(segments, &top.key("segments"))?;
+            let device_traces = match present(root, "device_traces") {
+                Some(traces) => reader.device_traces(traces, &top.key("device_traces"))?,
+                None => Vec::new(),
+            };
+            let allocator_settings = present(root, "allocator_settings")
+                .map(|s| allocator_settings(s, &top.key("allocator_settings")))
+                .transpose()?;
+            let external_annotations = match present(root, "external_annotations") {
+                Some(list) => annotations(list, &top.key("external_annotations"))?,
+                None => Vec::new(),
+            };
+            Ok(Snapshot {
+                format: SnapshotFormat::DumpSnapshot,
+                segments,
+                device_traces,
+                allocator_settings,
+                external_annotations,
+                skipped_trace_entries: reader.skipped_trace_entries,
+            })
+        }
+        Value::List(items) => {
+            if let Some((index, item)) = items
+                .iter()
+                .enumerate()
+                .find(|(_, v)| !matches!(v, Value::Dict(_)))
+            {
+                return Err(SnapshotError::Shape(format!(
+                    "top level is a list whose item [{index}] is {}, not a segment dict",
+                    a_type(item)
+                )));
+            }
+            Ok(Snapshot {
+                format: SnapshotFormat::SegmentList,
+                segments: reader.segments(root, &top)?,
+                device_traces: Vec::new(),
+                allocator_settings: None,
+                external_annotations: Vec::new(),
+                skipped_trace_entries: 0,
+            })
+        }
+        other => Err(SnapshotError::Shape(format!(
+            "top level is {}, not a dict with 'segments' or a list of segments",
+            a_type(other)
+        ))),
+    }
+}
+
+/// Conversion state: the frames interned so far.
+#[derive(Default)]
+struct Reader {
+    /// Keyed by [`Value::identity`] of the source list. Sound because the
+    /// root value, which owns every list, outlives the reader.
+    frames_by_identity: HashMap<usize, Frames>,
+    /// One shared allocation for every empty traceback.
+    empty_frames: Option<Frames>,
+    skipped_trace_entries: usize,
+}
+
+impl Reader {
+    fn segments(&mut self, value: &Value, path: &FieldPath) -> Result<Vec<Segment>, SnapshotError> {
+        let list = expect_list(value, path)?;
+        let mut segments = Vec::with_capacity(list.len());
+        for (index, item) in list.iter().enumerate() {
+            segments.push(self.segment(item, &path.index(index))?);
+        }
+        Ok(segments)
+    }
+
+    fn segment(&mut self, value: &Value, path: &FieldPath) -> Result<Segment, SnapshotError> {
+        expect_dict(value, path)?;
+        let address = u64_field(value, "address", path)?;
+        let segment_type_path = path.key("segment_type");
+        let segment_type_name =
+            expect_str(required(value, "segment_type", path)?, &segment_type_path)?;
+        let segment_type = PoolKind::parse(segment_type_name).ok_or_else(|| {
+            segment_type_path.error(format!(
+                "unknown segment type '{}' (expected 'small' or 'large')",
+                segment_type_name.escape_debug()
+            ))
+        })?;
+        let frames = match present(value, "frames") {
+            Some(frames) => self.frames(frames, &path.key("frames"))?,
+            None => self.empty_frames(),
+        };
+        let blocks_path = path.key("blocks");
+        let blocks = self.blocks(required(value, "blocks", path)?, address, &blocks_path)?;
+        Ok(Segment {
+            device: u32_field(value, "device", path)?,
+            address,
+            total_size: u64_field(value, "total_size", path)?,
+            allocated_size: optional_u64(value, "allocated_size", path)?,
+            active_size: optional_u64(value, "active_size", path)?,
+            requested_size: optional_u64(value, "requested_size", path)?,
+            stream: u64_field(value, "stream", path)?,
+            segment_type,
+            segment_pool_id: match present(value, "segment_pool_id") {
+                Some(id) => pool_id(id, &path.key("segment_pool_id"))?,
+                None => (0, 0),
+            },
+            is_expandable: optional_bool(value, "is_expandable", path)?.unwrap_or(false),
+            frames,
+            blocks,
+        })
+    }
+
+    fn blocks(
+        &mut self,
+        value: &Value,
+        segment_address: u64,
+        path: &FieldPath,
+    ) -> Result<Vec<Block>, SnapshotError> {
+        let list = expect_list(value, path)?;
+        let mut blocks = Vec::with_capacity(list.len());
+        // Where the next block starts if it does not say (torch 2.0); `None`
+        // once that would pass 2^64.
+        let mut next_address = Some(segment_address);
+        for (index, item) in list.iter().enumerate() {
+            let path = path.index(index);
+            expect_dict(item, &path)?;
+            let size = u64_field(item, "size", &path)?;
+            let state_path = path.key("state");
+            let state_name = expect_str(required(item, "state", &path)?, &state_path)?;
+            let state = BlockState::parse(state_name).ok_or_else(|| {
+                state_path.error(format!(
+                    "unknown block state '{}' (expected 'active_allocated', 'active_pending_free' or 'inactive')",
+                    state_name.escape_debug()
+                ))
+            })?;
+            let address = match optional_u64(item, "address", &path)? {
+                Some(address) => address,
+                None => next_address.ok_or_else(|| {
+                    path.error(
+                        "blocks before this one extend past the 64-bit address space".to_string(),
+                    )
+                })?,
+            };
+            next_address = address.checked_add(size);
+
+            // Torch 2.0 kept `history: [{addr, real_size, frames}]` instead of
+            // `requested_size`/`frames`; the last entry is the current use.
+            let history_path = path.key("history");
+            let last_history = match present(item, "history") {
+                Some(history) => {
+                    let entries = expect_list(history, &history_path)?;
+                    match entries.last() {
+                        Some(last) => {
+                            let last_path = history_path.index(entries.len() - 1);
+                            expect_dict(last, &last_path)?;
+                            Some((last, last_path))
+                        }
+                        None => None,
+                    }
+                }
+                None => None,
+            };
+            let requested_size = match optional_u64(item, "requested_size", &path)? {
+                Some(requested) => requested,
+                None => match &last_history {
+                    Some((last, last_path)) => {
+                        optional_u64(last, "real_size", last_path)?.unwrap_or(size)
+                    }
+                    None => size,
+                },
+            };
+            let frames = match (present(item, "frames"), &last_history) {
+                (Some(frames), _) => self.frames(frames, &path.key("frames"))?,
+                (None, Some((last, last_path))) => match present(last, "frames") {
+                    Some(frames) => self.frames(frames, &last_path.key("frames"))?,
+                    None => self.empty_frames(),
+                },
+                (None, None) => self.empty_frames(),
+            };
+            blocks.push(Block {
+                address,
+                size,
+                requested_size,
+                state,
+                frames,
+            });
+        }
+        Ok(blocks)
+    }
+
+    fn device_traces(
+        &mut self,
+        value: &Value,
+        path: &FieldPath,
+    ) -> Result<Vec<Vec<TraceEntry>>, SnapshotError> {
+        let devices = expect_list(value, path)?;
+        let mut traces = Vec::with_capacity(devices.len());
+        for (device, trace) in devices.iter().enumerate() {
+            let device_path = path.index(device);
+            let entries = expect_list(trace, &device_path)?;
+            let mut out = Vec::with_capacity(entries.len());
+            for (index, entry) in entries.iter().enumerate() {
+                if let Some(entry) = self.trace_entry(entry, &device_path.index(index))? {
+                    out.push(entry);
+                }
+            }
+            traces.push(out);
+        }
+        Ok(traces)
+    }
+
+    /// `None` for an entry whose action this reader does not know.
+    fn trace_entry(
+        &mut self,
+        value: &Value,
+        path: &FieldPath,
+    ) -> Result<Option<TraceEntry>, SnapshotError> {
+        expect_dict(value, path)?;
+        let action_name = expect_str(required(value, "action", path)?, &path.key("action"))?;
+        let Some(action) = TraceAction::parse(action_name) else {
+            self.skipped_trace_entries += 1;
+            return Ok(None);
+        };
+        let addr = if action == TraceAction::Oom && present(value, "addr").is_none() {
+            u64_field(value, "device_free", path)?
+        } else {
+            u64_field(value, "addr", path)?
+        };
+        let frames = match present(value, "frames") {
+            Some(frames) => self.frames(frames, &path.key("frames"))?,
+            None => self.empty_frames(),
+        };
+        Ok(Some(TraceEntry {
+            action,
+            addr,
+            size: u64_field(value, "size", path)?,
+            stream: u64_field(value, "stream", path)?,
+            time_us: optional_i64(value, "time_us", path)?,
+            frames,
+            compile_context: optional_arc_str(value, "compile_context", path)?,
+            user_metadata: optional_arc_str(value, "user_metadata", path)?,
+        }))
+    }
+
+    fn empty_frames(&mut self) -> Frames {
+        self.empty_frames
+            .get_or_insert_with(|| Arc::from([]))
+            .clone()
+    }
+
+    /// Converts a frames list once per source object.
+    fn frames(&mut self, value: &Value, path: &FieldPath) -> Result<Frames, SnapshotError> {
+        let list = expect_list(value, path)?;
+        if list.is_empty() {
+            return Ok(self.empty_frames());
+        }
+        let identity = value.identity();
+        if let Some(frames) = identity.and_then(|id| self.frames_by_identity.get(&id)) {
+            return Ok(frames.clone());
+        }
+        let mut frames = Vec::with_capacity(list.len());
+        for (index, frame) in list.iter().enumerate() {
+            let path = path.index(index);
+            expect_dict(frame, &path)?;
+            frames.push(Frame {
+                filename: arc_str_field(frame, "filename", &path)?,
+                line: i64_field(frame, "line", &path)?,
+                name: arc_str_field(frame, "name", &path)?,
+            });
+        }
+        let frames: Frames = frames.into();
+        if let Some(id) = identity {
+            self.frames_by_identity.insert(id, frames.clone());
+        }
+        Ok(frames)
+    }
+}
+
+fn allocator_settings(value: &Value, path: &FieldPath) -> Result<AllocatorSettings, SnapshotError> {
+    expect_dict(value, path)?;
+    let max_split_size = match present(value, "max_split_size") {
+        None => -1,
+        Some(v) => {
+            let v_path = path.key("max_split_size");
+            let raw = expect_int(v, &v_path)?;
+            // C++ keeps "unset" as SIZE_MAX; newer bindings write -1.
+            if raw == i128::from(u64::MAX) {
+                -1
+            } else {
+                i64::try_from(raw)
+                    .map_err(|_| v_path.error(format!("{raw} does not fit in 64 bits")))?
+            }
+        }
+    };
+    let garbage_collection_threshold = match present(value, "garbage_collection_threshold") {
+        None => 0.0,
+        Some(v) => v
+            .as_f64()
+            .ok_or_else(|| mismatch(&path.key("garbage_collection_threshold"), "float", v))?,
+    };
+    let roundup_power2_divisions = match present(value, "roundup_power2_divisions") {
+        None => Vec::new(),
+        Some(v) => roundup_divisions(v, &path.key("roundup_power2_divisions"))?,
+    };
+    Ok(AllocatorSettings {
+        conf: optional_arc_str(value, "PYTORCH_CUDA_ALLOC_CONF", path)?
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        max_split_size,
+        garbage_collection_threshold,
+        expandable_segments: optional_bool(value, "expandable_segments", path)?.unwrap_or(false),
+        roundup_power2_divisions,
+        release_lock_on_cudamalloc: optional_bool(value, "release_lock_on_cudamalloc", path)?
+            .unwrap_or(false),
+        pinned_num_register_threads: optional_u64(value, "pinned_num_register_threads", path)?,
+        pinned_use_cuda_host_register: optional_bool(value, "pinned_use_cuda_host_register", path)?,
+        graph_capture_record_stream_reuse: optional_bool(
+            value,
+            "graph_capture_record_stream_reuse",
+            path,
+        )?,
+    })
+}
+
+/// `{"1": 0, "2": 0, …}` (size class in MiB → divisions). A list is read as
+/// the C++ vector it comes from, indexed by log2 of the size class.
+fn roundup_divisions(value: &Value, path: &FieldPath) -> Result<Vec<(u64, u64)>, SnapshotError> {
+    match value {
+        Value::Dict(pairs) => pairs
+            .iter()
+            .map(|(key, divisions)| {
+                let mib = match key {
+                    Value::Str(s) => s.trim().parse::<u64>().ok(),
+                    other => other.as_u64(),
+                }
+                .ok_or_else(|| {
+                    path.error(format!(
+                        "key {} is not a size in MiB",
+                        match key.as_str() {
+                            Some(s) => format!("'{}'", s.escape_debug()),
+                            None => a_type(key),
+                        }
+                    ))
+                })?;
+                let label = mib.to_string();
+                Ok((mib, expect_u64(divisions, &path.key(&label))?))
+            })
+            .collect(),
+        Value::List(items) | Value::Tuple(items) => items
+            .iter()
+            .enumerate()
+            .map(|(index, divisions)| {
+                let mib = u32::try_from(index).ok().and_then(|i| 1u64.checked_shl(i));
+                let mib = mib
+                    .ok_or_else(|| path.error(format!("more than 64 entries ({})", items.len())))?;
+                Ok((mib, expect_u64(divisions, &path.index(index))?))
+            })
+            .collect(),
+        other => Err(mismatch(path, "dict", other)),
+    }
+}
+
+fn annotations(value: &Value, path: &FieldPath) -> Result<Vec<Annotation>, SnapshotError> {
+    let list = expect_list(value, path)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let path = path.index(index);
+        expect_dict(item, &path)?;
+        out.push(Annotation {
+            stage: arc_str_field(item, "stage", &path)?.to_string(),
+            name: arc_str_field(item, "name", &path)?.to_string(),
+            device: i64_field(item, "device", &path)?,
+            time_us: i64_field(item, "time_us", &path)?,
+        });
+    }
+    Ok(out)
+}
+
+fn pool_id(value: &Value, path: &FieldPath) -> Result<(i64, i64), SnapshotError> {
+    match value.as_list() {
+        Some([first, second]) => Ok((
+            expect_i64(first, &path.index(0))?,
+            expect_i64(second, &path.index(1))?,
+        )),
+        Some(other) => Err(path.error(format!(
+            "expected a pair of ints, found {} items",
+            other.len()
+        ))),
+        None => Err(mismatch(path, "tuple", value)),
+    }
+}
+
+// ---- field access -----------------------------------------------------------
+
+/// A path into the snapshot, built on the stack and only rendered into text
+/// when there is an error to report.
+#[derive(Clone, Copy)]
+struct FieldPath<'a> {
+    parent: Option<&'a FieldPath<'a>>,
+    step: Step<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> FieldPath<'a> {
+    const ROOT: FieldPath<'static> = FieldPath {
+        parent: None,
+        step: Step::Root,
+    };
+
+    fn key(&'a self, key: &'a str) -> FieldPath<'a> {
+        FieldPath {
+            parent: Some(self),
+            step: Step::Key(key),
+        }
+    }
+
+    fn index(&'a self, index: usize) -> FieldPath<'a> {
+        FieldPath {
+            parent: Some(self),
+            step: Step::Index(index),
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut steps = Vec::new();
+        let mut cursor = Some(self);
+        while let Some(path) = cursor {
+            steps.push(path.step);
+            cursor = path.parent;
+        }
+        let mut out = String::new();
+        for step in steps.into_iter().rev() {
+            match step {
+                Step::Root => {}
+                Step::Key(key) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(key);
+                }
+                Step::Index(index) => {
+                    let _ = write!(out, "[{index}]");
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push_str("top level");
+        }
+        out
+    }
+
+    fn error(&self, message: String) -> SnapshotError {
+        SnapshotError::Field {
+            path: self.render(),
+            message,
+        }
+    }
+}
+
+/// A dict entry, treating an explicit Python `None` as absent.
+fn present<'v>(dict: &'v Value, key: &str) -> Option<&'v Value> {
+    dict.get(key).filter(|v| !matches!(v, Value::None))
+}
+
+fn required<'v>(dict: &'v Value, key: &str, path: &FieldPath) -> Result<&'v Value, SnapshotError> {
+    present(dict, key).ok_or_else(|| path.error(format!("missing key '{key}'")))
+}
+
+fn a_type(value: &Value) -> String {
+    let name = value.type_name();
+    match value {
+        Value::Int(i) => format!("an int ({i})"),
+        Value::Str(s) if s.len() <= 40 => format!("a str ('{}')", s.escape_debug()),
+        _ if name.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {name}"),
+        _ => format!("a {name}"),
+    }
+}
+
+fn describe_keys(dict: &Value) -> String {
+    const SHOWN: usize = 8;
+    let pairs = dict.as_dict().unwrap_or_default();
+    if pairs.is_empty() {
+        return "none".to_string();
+    }
+    let mut keys: Vec<String> = pairs
+        .iter()
+        .take(SHOWN)
+        .map(|(k, _)| match k.as_str() {
+            Some(s) => format!(
+                "'{}'",
+                s.chars().take(40).collect::<String>().escape_debug()
+            ),
+            None => format!("<{}>", k.type_name()),
+        })
+        .collect();
+    if pairs.len() > SHOWN {
+        keys.push(format!("… {} more", pairs.len() - SHOWN));
+    }
+    keys.join(", ")
+}
+
+fn mismatch(path: &FieldPath, expected: &str, found: &Value) -> SnapshotError {
+    path.error(format!("expected {expected}, found {}", found.type_name()))
+}
+
+fn expect_dict(value: &Value, path: &FieldPath) -> Result<(), SnapshotError> {
+    match value {
+        Value::Dict(_) => Ok(()),
+        other => Err(mismatch(path, "dict", other)),
+    }
+}
+
+fn expect_list<'v>(value: &'v Value, path: &FieldPath) -> Result<&'v [Value], SnapshotError> {
+    value.as_list().ok_or_else(|| mismatch(path, "list", value))
+}
+
+fn expect_str<'v>(value: &'v Value, path: &FieldPath) -> Result<&'v str, SnapshotError> {
+    value.as_str().ok_or_else(|| mismatch(path, "str", value))
+}
+
+fn expect_int(value: &Value, path: &FieldPath) -> Result<i128, SnapshotError> {
+    value.as_int().ok_or_else(|| mismatch(path, "int", value))
+}
+
+fn expect_u64(value: &Value, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let raw = expect_int(value, path)?;
+    u64::try_from(raw).map_err(|_| {
+        if raw < 0 {
+            path.error(format!("expected a non-negative int, found {raw}"))
+        } else {
+            path.error(format!("{raw} does not fit in 64 bits"))
+        }
+    })
+}
+
+fn expect_i64(value: &Value, path: &FieldPath) -> Result<i64, SnapshotError> {
+    let raw = expect_int(value, path)?;
+    i64::try_from(raw).map_err(|_| path.error(format!("{raw} does not fit in a signed 64-bit int")))
+}
+
+fn u64_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    expect_u64(required(dict, key, path)?, &path.key(key))
+}
+
+fn u32_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u32, SnapshotError> {
+    let field_path = path.key(key);
+    let raw = expect_u64(required(dict, key, path)?, &field_path)?;
+    u32::try_from(raw)
+        .map_err(|_| field_path.error(format!("{raw} is not a plausible device index")))
+}
+
+fn i64_field(dict: &Value, key: &str, path: &FieldPath) -> Result<i64, SnapshotError> {
+    expect_i64(required(dict, key, path)?, &path.key(key))
+}
+
+fn arc_str_field(dict: &Value, key: &str, path: &FieldPath) -> Result<Arc<str>, SnapshotError> {
+    let value = required(dict, key, path)?;
+    value
+        .as_arc_str()
+        .cloned()
+        .ok_or_else(|| mismatch(&path.key(key), "str", value))
+}
+
+fn optional_u64(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<u64>, SnapshotError> {
+    present(dict, key)
+        .map(|v| expect_u64(v, &path.key(key)))
+        .transpose()
+}
+
+fn optional_i64(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<i64>, SnapshotError> {
+    present(dict, key)
+        .map(|v| expect_i64(v, &path.key(key)))
+        .transpose()
+}
+
+fn optional_bool(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<bool>, SnapshotError> {
+    present(dict, key)
+        .map(|v| {
+            v.as_bool()
+                .ok_or_else(|| mismatch(&path.key(key), "bool", v))
+        })
+        .transpose()
+}
+
+fn optional_arc_str(
+    dict: &Value,
+    key: &str,
+    path: &FieldPath,
+) -> Result<Option<Arc<str>>, SnapshotError> {
+    present(dict, key)
+        .map(|v| {
+            v.as_arc_str()
+                .cloned()
+                .ok_or_else(|| mismatch(&path.key(key), "str", v))
+        })
+        .transpose()
+}
+
+/// Serde helpers: serde's `rc` feature is off, so `Arc` fields serialise
+/// through their contents here.
+mod ser {
+    use std::sync::Arc;
+
+    use serde::Serializer;
+
+    use super::Frames;
+
+    pub fn arc_str<S: Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(value)
+    }
+
+    pub fn opt_arc_str<S: Serializer>(
+        value: &Option<Arc<str>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(text) => serializer.serialize_some(&**text),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn frames<S: Serializer>(value: &Frames, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(value.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> Value {
+        Value::Str(text.into())
+    }
+
+    fn dict(pairs: Vec<(&str, Value)>) -> Value {
+        Value::Dict(pairs.into_iter().map(|(k, v)| (s(k), v)).collect())
+    }
+
+    fn list(items: Vec<Value>) -> Value {
+        Value::List(items.into())
+    }
+
+    fn torch20_segment() -> Value {
+        let frame = dict(vec![
+            ("filename", s("a.py")),
+            ("name", s("f")),
+            ("line", Value::Int(3)),
+        ]);
+        let history = list(vec![dict(vec![
+            ("addr", Value::Int(4096)),
+            ("real_size", Value::Int(1000)),
+            ("frames", list(vec![frame])),
+        ])]);
+        dict(vec![
+            ("device", Value::Int(0)),
+            ("address", Value::Int(4096)),
+            ("total_size", Value::Int(2 << 20)),
+            ("stream", Value::Int(0)),
+            ("segment_type", s("small")),
+            (
+                "blocks",
+                list(vec![
+                    dict(vec![
+                        ("size", Value::Int(1024)),
+                        ("state", s("active_allocated")),
+                        ("history", history),
+                    ]),
+                    dict(vec![
+                        ("size", Value::Int((2 << 20) - 1024)),
+                        ("state", s("inactive")),
+                    ]),
+                ]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn torch20_blocks_get_addresses_requested_sizes_and_frames_from_history() {
+        let snapshot = snapshot_from_value(&list(vec![torch20_segment()])).unwrap();
+        let segment = &snapshot.segments[0];
+        assert_eq!(segment.segment_pool_id, (0, 0));
+        assert!(!segment.is_expandable);
+        let [first, second] = &segment.blocks[..] else {
+            panic!("two blocks")
+        };
+        assert_eq!((first.address, first.requested_size), (4096, 1000));
+        assert_eq!(&*first.frames[0].filename, "a.py");
+        assert_eq!(
+            (second.address, second.requested_size),
+            (4096 + 1024, (2 << 20) - 1024)
+        );
+        assert!(second.frames.is_empty());
+    }
+
+    #[test]
+    fn field_path_renders_keys_and_indices() {
+        let root = FieldPath::ROOT;
+        let segments = root.key("segments");
+        let segment = segments.index(3);
+        let blocks = segment.key("blocks");
+        let block = blocks.index(7);
+        assert_eq!(block.key("size").render(), "segments[3].blocks[7].size");
+        assert_eq!(root.index(2).key("x").render(), "[2].x");
+        assert_eq!(root.render(), "top level");
+    }
+
+    #[test]
+    fn max_split_size_written_as_size_max_means_unset() {
+        let settings = dict(vec![("max_split_size", Value::Int(u64::MAX.into()))]);
+        let parsed = allocator_settings(&settings, &FieldPath::ROOT).unwrap();
+        assert_eq!(parsed.max_split_size, -1);
+        assert_eq!(parsed.conf, "");
+    }
+
+    #[test]
+    fn roundup_divisions_accept_a_dict_or_a_log2_indexed_list() {
+        let from_dict = roundup_divisions(
+            &dict(vec![("1", Value::Int(4)), ("64", Value::Int(8))]),
+            &FieldPath::ROOT,
+        );
+        assert_eq!(from_dict.unwrap(), vec![(1, 4), (64, 8)]);
+        let from_list = roundup_divisions(
+            &list(vec![Value::Int(1), Value::Int(2), Value::Int(0)]),
+            &FieldPath::ROOT,
+        );
+        assert_eq!(from_list.unwrap(), vec![(1, 1), (2, 2), (4, 0)]);
+    }
+
+    #[test]
+    fn snapshot_serialises_to_json_with_frames_inline() {
+        let snapshot = snapshot_from_value(&list(vec![torch20_segment()])).unwrap();
+        let json = serde_json::to_string(&snapshot).unwrap();
+        assert!(
+            json.contains(r#""frames":[{"filename":"a.py","line":3,"name":"f"}]"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""format":"segment_list""#));
+    }
+}

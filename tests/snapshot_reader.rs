@@ -1,0 +1,1479 @@
+//! The snapshot reader against the real PyTorch snapshots in
+//! `../shared/snapshots` (skipped with a note when that directory is absent)
+//! and against hand-built, truncated and mutated pickles.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use vramtop::alloc::{BlockState, PoolKind, TraceAction};
+use vramtop::snapshot::{
+    FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat, Value,
+    check_invariants, pickle, read_snapshot, read_snapshot_file, snapshot_from_value,
+};
+
+// ---- allocation probe ------------------------------------------------------
+
+/// Wraps the system allocator to record, per thread and only while asked,
+/// the largest single allocation. Lets a test prove that a forged length
+/// prefix is rejected without allocating what it claims.
+struct LargestAllocationProbe;
+
+thread_local! {
+    static PROBING: Cell<bool> = const { Cell::new(false) };
+    static LARGEST: Cell<usize> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for LargestAllocationProbe {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // `try_with`: the thread-locals may be gone while a thread exits.
+        let _ = PROBING.try_with(|probing| {
+            if probing.get() {
+                let _ = LARGEST.try_with(|largest| largest.set(largest.get().max(layout.size())));
+            }
+        });
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System.alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: LargestAllocationProbe = LargestAllocationProbe;
+
+/// Runs `f` and returns its result with the largest allocation it made.
+fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
+    LARGEST.with(|l| l.set(0));
+    PROBING.with(|p| p.set(true));
+    let out = f();
+    PROBING.with(|p| p.set(false));
+    (out, LARGEST.with(Cell::get))
+}
+
+// ---- real snapshots --------------------------------------------------------
+
+fn snapshots_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "note: {} is absent; skipping checks against real snapshots",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// Every snapshot file in the shared directory, sorted by name.
+fn all_snapshot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("pickle" | "pkl")
+            )
+        })
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn load(dir: &Path, name: &str) -> (Vec<u8>, Snapshot) {
+    let bytes = std::fs::read(dir.join(name)).unwrap();
+    let snapshot = read_snapshot(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (bytes, snapshot)
+}
+
+const HAND_MADE: &str = "snapviewer_memory.pickle";
+const SMALL_FILES: [&str; 3] = [
+    "albi2_thesis-text-to-SQL_dump_snapshot.pickle",
+    "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl",
+    "shreyansh26_MLSys-Experiments_model_memory_usage_profile_no_grad.pkl",
+];
+
+/// Facts checked with `shared/tools/inspect_snapshot.py`.
+struct Expected {
+    file: &'static str,
+    format: SnapshotFormat,
+    segments: usize,
+    /// (active_allocated, active_pending_free, inactive) blocks.
+    block_states: (usize, usize, usize),
+    /// Σ total_size over all segments.
+    reserved: u64,
+    devices: &'static [u32],
+    /// Per device trace: entries per action.
+    traces: &'static [&'static [(TraceAction, usize)]],
+    has_settings: bool,
+    annotations: usize,
+}
+
+use TraceAction::{Alloc, FreeCompleted, FreeRequested, SegmentAlloc, Snapshot as SnapshotTaken};
+
+const EXPECTED: &[Expected] = &[
+    Expected {
+        file: "JasperSolt_EoR_NN_snapshot.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 10,
+        block_states: (40, 0, 14),
+        reserved: 134_217_728,
+        devices: &[0],
+        traces: &[&[
+            (Alloc, 1935),
+            (SegmentAlloc, 7),
+            (FreeRequested, 1926),
+            (FreeCompleted, 1926),
+            (SnapshotTaken, 9),
+        ]],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 176,
+        block_states: (460, 0, 3),
+        reserved: 11_844_714_496,
+        devices: &[0],
+        traces: &[&[(SnapshotTaken, 1)]],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "albi2_thesis-text-to-SQL_dump_snapshot.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 3,
+        block_states: (4, 0, 6),
+        reserved: 85_983_232,
+        devices: &[0, 1],
+        traces: &[&[], &[]],
+        has_settings: true,
+        annotations: 0,
+    },
+    Expected {
+        file: "muduard_dump_snapshot_a.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 672,
+        block_states: (6241, 0, 392),
+        reserved: 11_276_386_304,
+        devices: &[0],
+        traces: &[&[], &[]],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "muduard_dump_snapshot_b.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 673,
+        block_states: (6240, 0, 404),
+        reserved: 11_274_289_152,
+        devices: &[1],
+        traces: &[&[(SnapshotTaken, 1)], &[(FreeCompleted, 1)]],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "muduard_dump_snapshot_c.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 368,
+        block_states: (2175, 0, 355),
+        reserved: 5_475_663_872,
+        devices: &[0],
+        traces: &[&[], &[]],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "muduard_memory_snapshot.pkl",
+        format: SnapshotFormat::SegmentList,
+        segments: 255,
+        block_states: (1938, 0, 202),
+        reserved: 3_649_044_480,
+        devices: &[1],
+        traces: &[],
+        has_settings: false,
+        annotations: 0,
+    },
+    Expected {
+        file: "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 7,
+        block_states: (5, 0, 4),
+        reserved: 4_439_670_784,
+        devices: &[0],
+        traces: &[&[
+            (SegmentAlloc, 7),
+            (Alloc, 12),
+            (FreeRequested, 7),
+            (FreeCompleted, 7),
+        ]],
+        has_settings: true,
+        annotations: 0,
+    },
+    Expected {
+        file: "shreyansh26_MLSys-Experiments_model_memory_usage_profile_no_grad.pkl",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 7,
+        block_states: (5, 0, 4),
+        reserved: 4_439_670_784,
+        devices: &[0],
+        traces: &[&[
+            (SegmentAlloc, 7),
+            (Alloc, 12),
+            (FreeRequested, 7),
+            (FreeCompleted, 7),
+        ]],
+        has_settings: true,
+        annotations: 0,
+    },
+    Expected {
+        file: "silmont_fwd_fp32_128.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 29,
+        block_states: (137, 0, 27),
+        reserved: 610_271_232,
+        devices: &[0],
+        traces: &[&[(Alloc, 681), (FreeRequested, 681), (FreeCompleted, 681)]],
+        has_settings: true,
+        annotations: 2,
+    },
+    Expected {
+        file: "silmont_mem_snapshot.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 9,
+        block_states: (10, 0, 10),
+        reserved: 3_781_165_056,
+        devices: &[0],
+        traces: &[&[
+            (SegmentAlloc, 9),
+            (Alloc, 36),
+            (FreeRequested, 26),
+            (FreeCompleted, 26),
+        ]],
+        has_settings: true,
+        annotations: 0,
+    },
+    Expected {
+        file: HAND_MADE,
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 5,
+        block_states: (17, 0, 0),
+        reserved: 262_144_000,
+        devices: &[0],
+        traces: &[&[(Alloc, 520), (FreeCompleted, 520)]],
+        has_settings: false,
+        annotations: 6,
+    },
+    Expected {
+        file: "volcengine_verl_mem.pickle",
+        format: SnapshotFormat::DumpSnapshot,
+        segments: 127,
+        block_states: (534, 9, 95),
+        reserved: 26_189_234_176,
+        devices: &[0],
+        traces: &[&[]],
+        has_settings: true,
+        annotations: 0,
+    },
+];
+
+fn action_counts(trace: &[vramtop::snapshot::TraceEntry]) -> BTreeMap<&'static str, usize> {
+    let mut counts = BTreeMap::new();
+    for entry in trace {
+        *counts.entry(entry.action.as_str()).or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn every_shared_snapshot_loads_with_the_known_shape() {
+    let Some(dir) = snapshots_dir() else { return };
+    let files = all_snapshot_files(&dir);
+    assert!(
+        files.len() >= EXPECTED.len(),
+        "expected at least {} snapshots",
+        EXPECTED.len()
+    );
+    for (name, bytes) in &files {
+        let snapshot = read_snapshot(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Files added later (e.g. the kept-back dumps) only need to load.
+        let Some(expected) = EXPECTED.iter().find(|e| e.file == name) else {
+            continue;
+        };
+        assert_eq!(snapshot.format, expected.format, "{name}");
+        assert_eq!(snapshot.segments.len(), expected.segments, "{name}");
+        let count = |state| {
+            snapshot
+                .segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == state)
+                .count()
+        };
+        assert_eq!(
+            (
+                count(BlockState::ActiveAllocated),
+                count(BlockState::ActivePendingFree),
+                count(BlockState::Inactive)
+            ),
+            expected.block_states,
+            "{name}"
+        );
+        let reserved: u64 = snapshot.segments.iter().map(|s| s.total_size).sum();
+        assert_eq!(reserved, expected.reserved, "{name}");
+        let devices: BTreeSet<u32> = snapshot.segments.iter().map(|s| s.device).collect();
+        assert_eq!(
+            devices.into_iter().collect::<Vec<_>>(),
+            expected.devices,
+            "{name}"
+        );
+        assert_eq!(
+            snapshot.device_traces.len(),
+            expected.traces.len(),
+            "{name}"
+        );
+        for (trace, expected_actions) in snapshot.device_traces.iter().zip(expected.traces) {
+            let expected_actions: BTreeMap<_, _> = expected_actions
+                .iter()
+                .map(|(a, n)| (a.as_str(), *n))
+                .collect();
+            assert_eq!(action_counts(trace), expected_actions, "{name}");
+        }
+        assert_eq!(snapshot.skipped_trace_entries, 0, "{name}");
+        assert_eq!(
+            snapshot.allocator_settings.is_some(),
+            expected.has_settings,
+            "{name}"
+        );
+        assert_eq!(
+            snapshot.external_annotations.len(),
+            expected.annotations,
+            "{name}"
+        );
+        // The typed snapshot serialises (JSON export must not fail).
+        serde_json::to_string(&snapshot).unwrap();
+    }
+}
+
+#[test]
+fn real_snapshots_satisfy_every_segment_invariant() {
+    let Some(dir) = snapshots_dir() else { return };
+    for (name, bytes) in all_snapshot_files(&dir) {
+        if name == HAND_MADE {
+            continue;
+        }
+        let snapshot = read_snapshot(&bytes).unwrap();
+        let findings = check_invariants(&snapshot);
+        assert!(
+            findings.is_empty(),
+            "{name}: {}",
+            findings
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+}
+
+#[test]
+fn hand_made_snapviewer_snapshot_breaks_invariants_without_crashing() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, snapshot) = load(&dir, HAND_MADE);
+    let findings = check_invariants(&snapshot);
+    let kinds: BTreeSet<String> = findings.iter().map(|f| format!("{:?}", f.kind)).collect();
+    // Its blocks do not add up to their segments and its small segments are
+    // 50 MiB (they are marked expandable, so that alone is not a finding).
+    assert!(kinds.contains("BlockSizesDoNotSumToTotal"), "{kinds:?}");
+    assert!(kinds.contains("AllocatedSizeMismatch"), "{kinds:?}");
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.kind != FindingKind::SmallSegmentNot2MiB)
+    );
+    assert_eq!(
+        findings
+            .iter()
+            .map(|f| f.segment_index)
+            .collect::<BTreeSet<_>>()
+            .len(),
+        5
+    );
+}
+
+#[test]
+fn torch_2_0_blocks_get_addresses_from_their_segment_and_frames_from_history() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, snapshot) = load(&dir, "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle");
+    let segment = &snapshot.segments[175];
+    assert_eq!(segment.address, 140_049_251_303_424);
+    assert_eq!(segment.blocks.len(), 88);
+    let addresses: Vec<u64> = segment.blocks.iter().map(|b| b.address).collect();
+    assert_eq!(
+        &addresses[..3],
+        &[
+            140_049_251_303_424,
+            140_049_251_336_192,
+            140_049_251_344_384
+        ]
+    );
+    assert_eq!(addresses[87], 140_049_252_237_312);
+    let last = &segment.blocks[87];
+    assert_eq!(
+        (last.size, last.requested_size, last.state),
+        (1_163_264, 0, BlockState::Inactive)
+    );
+    assert!(last.frames.is_empty());
+    // Absent keys take their defaults.
+    assert_eq!(
+        (segment.segment_pool_id, segment.is_expandable),
+        ((0, 0), false)
+    );
+    // Frames come from the last history entry.
+    let first = &snapshot.segments[0].blocks[0];
+    assert_eq!(first.frames.len(), 10);
+    assert_eq!(
+        &*first.frames[0].filename,
+        "/home/dingyiran/FlexGen/flexgen/pytorch_backend.py"
+    );
+    assert_eq!(
+        (&*first.frames[0].name, first.frames[0].line),
+        ("allocate", 190)
+    );
+    assert_eq!(first.requested_size, 33_554_432);
+    assert!(snapshot.device_traces[0][0].time_us.is_none());
+}
+
+#[test]
+fn bare_segment_list_reads_as_segment_list_format() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, snapshot) = load(&dir, "muduard_memory_snapshot.pkl");
+    assert_eq!(snapshot.format, SnapshotFormat::SegmentList);
+    assert!(snapshot.device_traces.is_empty() && snapshot.allocator_settings.is_none());
+    assert!(snapshot.segments.iter().all(|s| s.device == 1));
+}
+
+#[test]
+fn albi2_has_expandable_segments_on_two_devices_and_its_settings() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, snapshot) = load(&dir, "albi2_thesis-text-to-SQL_dump_snapshot.pickle");
+    let shape: Vec<(u32, PoolKind, u64, bool)> = snapshot
+        .segments
+        .iter()
+        .map(|s| (s.device, s.segment_type, s.total_size, s.is_expandable))
+        .collect();
+    assert_eq!(
+        shape,
+        vec![
+            (0, PoolKind::Small, 2 << 20, true),
+            (0, PoolKind::Large, 40 << 20, true),
+            (1, PoolKind::Large, 40 << 20, true)
+        ]
+    );
+    let settings = snapshot.allocator_settings.as_ref().unwrap();
+    assert_eq!(
+        settings.conf,
+        "expandable_segments:True,max_split_size_mb:128"
+    );
+    assert_eq!(settings.max_split_size, 134_217_728);
+    assert!(settings.expandable_segments);
+    assert_eq!(settings.garbage_collection_threshold, 0.0);
+    assert!(!settings.release_lock_on_cudamalloc);
+    assert_eq!(settings.pinned_num_register_threads, Some(1));
+    assert_eq!(settings.roundup_power2_divisions.len(), 16);
+    assert_eq!(settings.roundup_power2_divisions[15], (32768, 0));
+    let block = &snapshot.segments[0].blocks[1];
+    assert_eq!(
+        (block.address, block.size, block.requested_size),
+        (17_242_963_968, 5120, 4704)
+    );
+}
+
+#[test]
+fn volcengine_has_three_memory_pools_and_pending_free_blocks() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, snapshot) = load(&dir, "volcengine_verl_mem.pickle");
+    let mut pools = BTreeMap::new();
+    for segment in &snapshot.segments {
+        *pools.entry(segment.segment_pool_id).or_insert(0) += 1;
+    }
+    assert_eq!(
+        pools,
+        BTreeMap::from([((0, 0), 59), ((0, 1), 44), ((0, 2), 24)])
+    );
+    let pending = &snapshot.segments[69].blocks[0];
+    assert_eq!(
+        (pending.state, pending.size),
+        (BlockState::ActivePendingFree, 136_134_656)
+    );
+}
+
+#[test]
+fn frames_pickled_once_and_referenced_twice_are_one_allocation() {
+    let Some(dir) = snapshots_dir() else { return };
+    let (_, silmont) = load(&dir, "silmont_mem_snapshot.pickle");
+    let trace = &silmont.device_traces[0];
+    let segment_frames = &silmont.segments[0].frames;
+    assert_eq!(segment_frames.len(), 32);
+    assert_eq!(&*segment_frames[0].name, "torch::unwind::unwind()");
+    assert!(Arc::ptr_eq(segment_frames, &trace[51].frames));
+    assert!(Arc::ptr_eq(segment_frames, &trace[52].frames));
+    assert!(!Arc::ptr_eq(segment_frames, &silmont.segments[1].frames));
+
+    let (_, jasper) = load(&dir, "JasperSolt_EoR_NN_snapshot.pickle");
+    let block_frames = &jasper.segments[4].blocks[0].frames;
+    assert_eq!(block_frames.len(), 50);
+    assert!(Arc::ptr_eq(
+        block_frames,
+        &jasper.device_traces[0][1].frames
+    ));
+    assert!(Arc::ptr_eq(
+        block_frames,
+        &jasper.device_traces[0][2].frames
+    ));
+
+    let (_, grad) = load(
+        &dir,
+        "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl",
+    );
+    let frames = &grad.segments[2].frames;
+    assert_eq!(frames.len(), 48);
+    assert!(Arc::ptr_eq(frames, &grad.segments[2].blocks[0].frames));
+    assert!(Arc::ptr_eq(frames, &grad.device_traces[0][9].frames));
+}
+
+#[test]
+fn framed_and_unframed_encodings_of_a_snapshot_parse_identically() {
+    let Some(dir) = snapshots_dir() else { return };
+    for name in ["silmont_mem_snapshot.pickle", SMALL_FILES[0]] {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        let unframed = unframe(&bytes);
+        assert!(unframed.len() < bytes.len());
+        let limits = Limits::default();
+        assert_eq!(
+            pickle::parse(&bytes, &limits).unwrap(),
+            pickle::parse(&unframed, &limits).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn file_errors_name_the_file() {
+    let missing = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-such-snapshot.pickle");
+    let err = read_snapshot_file(&missing).unwrap_err();
+    assert!(matches!(err, SnapshotError::Io { .. }));
+    assert!(err.to_string().starts_with("cannot read "), "{err}");
+    assert!(err.to_string().contains("no-such-snapshot.pickle"), "{err}");
+
+    let path =
+        std::env::temp_dir().join(format!("vramtop-snapshot-test-{}.json", std::process::id()));
+    std::fs::write(&path, b"{\"segments\": []}").unwrap();
+    let err = read_snapshot_file(&path).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&path.display().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.ends_with(
+            "not a pickle: first byte 0x7b ('{') is not a pickle opcode (looks like JSON)"
+        ),
+        "{message}"
+    );
+
+    if let Some(dir) = snapshots_dir() {
+        read_snapshot_file(&dir.join(SMALL_FILES[0])).unwrap();
+    }
+}
+
+// ---- hand-built pickles ----------------------------------------------------
+
+fn parse(bytes: &[u8]) -> Result<Value, PickleError> {
+    pickle::parse(bytes, &Limits::default())
+}
+
+fn dict_of(pairs: &[(&str, Value)]) -> Value {
+    Value::Dict(
+        pairs
+            .iter()
+            .map(|(k, v)| (Value::Str((*k).into()), v.clone()))
+            .collect(),
+    )
+}
+
+#[test]
+fn global_opcode_is_refused_and_named() {
+    let pickle = b"\x80\x02cos\nsystem\n(S'echo pwned'\ntR.";
+    let err = parse(pickle).unwrap_err();
+    assert_eq!(
+        err,
+        PickleError::Refused {
+            opcode: "GLOBAL",
+            offset: 2,
+            detail: Some("os.system".into())
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "refused pickle opcode GLOBAL (os.system) at byte 2: snapshots contain only plain data; nothing was executed"
+    );
+    // What CPython writes for `os.system` itself.
+    let err = parse(b"\x80\x02cposix\x0asystem\x0aq\x00.").unwrap_err();
+    assert!(
+        err.to_string().contains("GLOBAL (posix.system) at byte 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn stack_global_and_reduce_are_refused_before_anything_runs() {
+    // posix.system via STACK_GLOBAL, then called with REDUCE.
+    let pickle = b"\x80\x04\x95\x14\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system\x94\x93\x94\x8c\x02id\x85R.";
+    let err = parse(pickle).unwrap_err();
+    assert_eq!(
+        err,
+        PickleError::Refused {
+            opcode: "STACK_GLOBAL",
+            offset: 28,
+            detail: Some("posix.system".into())
+        }
+    );
+    let err = parse(b"\x80\x04N)R.").unwrap_err();
+    assert_eq!(
+        err,
+        PickleError::Refused {
+            opcode: "REDUCE",
+            offset: 4,
+            detail: None
+        }
+    );
+}
+
+#[test]
+fn every_code_running_opcode_is_refused() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"(ios\nsystem\n.", "INST"),
+        (b"N}b.", "BUILD"),
+        (b"(N)o.", "OBJ"),
+        (b"N)\x81.", "NEWOBJ"),
+        (b"N)}\x92.", "NEWOBJ_EX"),
+        (b"Pkey\n.", "PERSID"),
+        (b"NQ.", "BINPERSID"),
+        (b"\x82\x01.", "EXT1"),
+        (b"\x83\x01\x00.", "EXT2"),
+        (b"\x84\x01\x00\x00\x00.", "EXT4"),
+        (b"\x97.", "NEXT_BUFFER"),
+        (b"N\x98.", "READONLY_BUFFER"),
+    ];
+    for (pickle, opcode) in cases {
+        match parse(pickle) {
+            Err(PickleError::Refused { opcode: found, .. }) => assert_eq!(found, *opcode),
+            other => panic!("{opcode}: {other:?}"),
+        }
+    }
+    assert!(
+        parse(b"(ios\nsystem\n.")
+            .unwrap_err()
+            .to_string()
+            .contains("INST (os.system)")
+    );
+    assert!(
+        parse(b"\x82\x07.")
+            .unwrap_err()
+            .to_string()
+            .contains("(extension code 7)")
+    );
+}
+
+#[test]
+fn protocol_2_dict_parses() {
+    // pickle.dumps({'a': 1, 'b': [2, 3], 'c': (True, None, 1.5), 'e': 'é',
+    //               'big': 2**70, 'neg': -2**70}, protocol=2)
+    let pickle = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01K\x01X\x01\x00\x00\x00bq\x02]q\x03(K\x02K\x03eX\x01\x00\x00\x00cq\x04\x88NG?\xf8\x00\x00\x00\x00\x00\x00\x87q\x05X\x01\x00\x00\x00eq\x06X\x02\x00\x00\x00\xc3\xa9q\x07X\x03\x00\x00\x00bigq\x08\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00@X\x03\x00\x00\x00negq\x09\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0u.";
+    let expected = dict_of(&[
+        ("a", Value::Int(1)),
+        ("b", Value::List(vec![Value::Int(2), Value::Int(3)].into())),
+        (
+            "c",
+            Value::Tuple(vec![Value::Bool(true), Value::None, Value::Float(1.5)].into()),
+        ),
+        ("e", Value::Str("é".into())),
+        ("big", Value::Int(1 << 70)),
+        ("neg", Value::Int(-(1 << 70))),
+    ]);
+    assert_eq!(parse(pickle).unwrap(), expected);
+}
+
+#[test]
+fn protocol_5_dict_with_frame_and_bytes_parses() {
+    // The same dict plus 'd': b'xy', protocol=5.
+    let pickle = b"\x80\x05\x95\x5c\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x01a\x94K\x01\x8c\x01b\x94]\x94(K\x02K\x03e\x8c\x01c\x94\x88NG?\xf8\x00\x00\x00\x00\x00\x00\x87\x94\x8c\x01d\x94C\x02xy\x94\x8c\x01e\x94\x8c\x02\xc3\xa9\x94\x8c\x03big\x94\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00@\x8c\x03neg\x94\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\xc0u.";
+    let value = parse(pickle).unwrap();
+    assert_eq!(value.get("d"), Some(&Value::Bytes(Arc::from(&b"xy"[..]))));
+    assert_eq!(
+        value.get("c").and_then(Value::as_list).map(<[Value]>::len),
+        Some(3)
+    );
+    assert_eq!(value.get("neg").and_then(Value::as_int), Some(-(1 << 70)));
+    assert_eq!(
+        parse(b"\x80\x05\x96\x02\x00\x00\x00\x00\x00\x00\x00ab.").unwrap(),
+        Value::Bytes(Arc::from(&b"ab"[..]))
+    );
+}
+
+#[test]
+fn long1_reads_negative_and_large_numbers() {
+    // [-1, -256, 2**63, -2**63-1, 2**127-1, -2**127] as CPython writes it.
+    let pickle = b"\x80\x04\x95I\x00\x00\x00\x00\x00\x00\x00]\x94(J\xff\xff\xff\xffJ\x00\xff\xff\xff\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00\x8a\x09\xff\xff\xff\xff\xff\xff\xff\x7f\xff\x8a\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f\x8a\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80e.";
+    let value = parse(pickle).unwrap();
+    let ints: Vec<i128> = value
+        .as_list()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_int().unwrap())
+        .collect();
+    assert_eq!(
+        ints,
+        vec![-1, -256, 1 << 63, -(1 << 63) - 1, i128::MAX, i128::MIN]
+    );
+    assert_eq!(value.as_list().unwrap()[2].as_u64(), Some(1 << 63));
+    assert_eq!(value.as_list().unwrap()[2].as_i64(), None);
+}
+
+#[test]
+fn integers_wider_than_16_bytes_are_refused() {
+    // pickle.dumps(2**200, protocol=4): LONG1 with 26 bytes.
+    let pickle = b"\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8a\x1a\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01.";
+    let err = parse(pickle).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PickleError::IntegerTooLarge {
+                opcode: "LONG1",
+                offset: 11,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("integer too large"), "{err}");
+    let err = parse(b"\x8b\x00\x00\x00\x40.").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PickleError::IntegerTooLarge {
+                opcode: "LONG4",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let err = parse(b"L1000000000000000000000000000000000000000000L\n.").unwrap_err();
+    assert!(
+        matches!(err, PickleError::IntegerTooLarge { opcode: "LONG", .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn list_appended_to_itself_is_a_cycle_error() {
+    // l = []; l.append(l); pickle.dumps(l, protocol=4)
+    let err = parse(b"\x80\x04\x95\x06\x00\x00\x00\x00\x00\x00\x00]\x94h\x00a.").unwrap_err();
+    assert_eq!(err, PickleError::Cycle { container: "list" });
+    // d = {}; d['self'] = d
+    let err = parse(b"}\x94\x8c\x04self\x94h\x00s.").unwrap_err();
+    assert_eq!(err, PickleError::Cycle { container: "dict" });
+    // Through a tuple: l = []; l.append((l,))
+    let err = parse(b"]\x94h\x00\x85a.").unwrap_err();
+    assert!(matches!(err, PickleError::Cycle { .. }), "{err:?}");
+}
+
+fn nested_lists(depth: usize) -> Vec<u8> {
+    let mut pickle = vec![b']'; depth];
+    pickle.extend(std::iter::repeat_n(b'a', depth - 1));
+    pickle.push(b'.');
+    pickle
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_an_error_not_a_stack_overflow() {
+    assert!(parse(&nested_lists(64)).is_ok());
+    for depth in [65, 1_000, 1_000_000] {
+        let err = parse(&nested_lists(depth)).unwrap_err();
+        assert!(
+            matches!(err, PickleError::LimitExceeded { .. }),
+            "{depth}: {err:?}"
+        );
+        assert!(err.to_string().contains("deeper than 64"), "{err}");
+    }
+    // One item on the stack, a million tuples deep.
+    let mut pickle = vec![b'N'];
+    pickle.extend(std::iter::repeat_n(0x85, 1_000_000));
+    pickle.push(b'.');
+    assert!(matches!(
+        parse(&pickle),
+        Err(PickleError::LimitExceeded { .. })
+    ));
+    let shallow = Limits {
+        max_depth: 2,
+        ..Limits::default()
+    };
+    assert!(pickle::parse(&nested_lists(3), &shallow).is_err());
+}
+
+#[test]
+fn shared_references_stay_linear_instead_of_doubling() {
+    // x0 = []; x(i+1) = (x(i), x(i)) sixty times: 2^60 leaves if copied.
+    let mut pickle = b"]\x94".to_vec();
+    for i in 0u8..60 {
+        pickle.extend_from_slice(&[b'h', i, b'h', i, 0x86, 0x94]);
+    }
+    pickle.push(b'.');
+    let value = parse(&pickle).unwrap();
+    let pair = value.as_list().unwrap();
+    assert_eq!(pair[0].identity(), pair[1].identity());
+}
+
+#[test]
+fn huge_length_prefixes_are_truncation_errors_without_allocating() {
+    let (result, largest) = largest_allocation(|| parse(b"\x80\x04X\xff\xff\xff\xffabc."));
+    assert_eq!(
+        result.unwrap_err(),
+        PickleError::Truncated {
+            opcode: "BINUNICODE",
+            offset: 2,
+            end: 11,
+            needed: 0xffff_ffff - 4
+        }
+    );
+    assert!(largest < 64 * 1024, "allocated {largest} bytes");
+    for (pickle, opcode) in [
+        (
+            &b"\x8d\x00\x00\x00\x00\x00\x00\x00\x40abc."[..],
+            "BINUNICODE8",
+        ),
+        (
+            &b"\x8e\xff\xff\xff\xff\xff\xff\xff\xffabc."[..],
+            "BINBYTES8",
+        ),
+        (
+            &b"\x96\x00\x00\x00\x00\x00\x00\x01\x00abc."[..],
+            "BYTEARRAY8",
+        ),
+        (&b"B\xff\xff\xff\x7fabc."[..], "BINBYTES"),
+        (&b"\x95\x00\x00\x00\x00\x00\x00\x00\x10N."[..], "FRAME"),
+    ] {
+        let (result, largest) = largest_allocation(|| parse(pickle));
+        match result {
+            Err(PickleError::Truncated { opcode: found, .. }) => assert_eq!(found, opcode),
+            other => panic!("{opcode}: {other:?}"),
+        }
+        assert!(largest < 64 * 1024, "{opcode}: allocated {largest} bytes");
+    }
+    let err = parse(b"\x8c\x10abc").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "truncated pickle: input ends at byte 5 inside SHORT_BINUNICODE (the opcode at byte 0 needs 13 more bytes)"
+    );
+}
+
+#[test]
+fn empty_input_is_not_a_pickle() {
+    assert_eq!(parse(b"").unwrap_err(), PickleError::Empty);
+    assert!(matches!(
+        read_snapshot(b""),
+        Err(SnapshotError::Pickle(PickleError::Empty))
+    ));
+}
+
+#[test]
+fn json_text_is_recognised() {
+    let err = parse(br#"{"segments": []}"#).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "not a pickle: first byte 0x7b ('{') is not a pickle opcode (looks like JSON)"
+    );
+    let err = parse(b"  [1, 2]").unwrap_err();
+    assert!(err.to_string().ends_with("(looks like JSON)"), "{err}");
+    let err = parse(b"Hello, world").unwrap_err();
+    assert!(err.to_string().ends_with("(looks like text)"), "{err}");
+}
+
+#[test]
+fn zip_archives_are_recognised_as_checkpoints() {
+    let err = read_snapshot(b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "not a pickle: looks like a zip archive (a torch.save checkpoint?), not a memory snapshot"
+    );
+    assert!(
+        parse(b"\x1f\x8b\x08\x00")
+            .unwrap_err()
+            .to_string()
+            .contains("gzip")
+    );
+}
+
+#[test]
+fn malformed_streams_say_what_and_where() {
+    let cases: &[(&[u8], &str)] = &[
+        (
+            b"\x80\x04K\x01",
+            "truncated pickle: input ends at byte 4 without a STOP opcode",
+        ),
+        (
+            b"\x80\x06N.",
+            "unsupported pickle protocol 6 at byte 0 (this reader knows 0 to 5)",
+        ),
+        (
+            b"N\xff.",
+            "unknown pickle opcode 0xff (not printable) at byte 1",
+        ),
+        (b"Nz.", "unknown pickle opcode 0x7a ('z') at byte 1"),
+        (
+            b"h\x05.",
+            "malformed pickle: BINGET at byte 0: memo index 5 was never stored",
+        ),
+        (
+            b".",
+            "malformed pickle: STOP at byte 0: stack underflow: needs an item above the last MARK",
+        ),
+        (
+            b"Ne.",
+            "malformed pickle: APPENDS at byte 1: no MARK to pop",
+        ),
+        (
+            b"N(N\x86.",
+            "malformed pickle: TUPLE2 at byte 3: stack underflow: needs 2 items above the last MARK",
+        ),
+        (
+            b"}(Nu.",
+            "malformed pickle: SETITEMS at byte 3: odd number of items (1) for key/value pairs",
+        ),
+        (
+            b"K\x01K\x02a.",
+            "malformed pickle: APPEND at byte 4: target is an int, not a container",
+        ),
+        (
+            b"}Na.",
+            "malformed pickle: APPEND at byte 2: target is a dict, not a list",
+        ),
+        (
+            b"\x8c\x02\xff\xfe.",
+            "malformed pickle: SHORT_BINUNICODE at byte 0: string is not valid UTF-8 (bad byte 0 of 2)",
+        ),
+        (
+            b"I12x\n.",
+            "malformed pickle: INT at byte 0: '12x' is not an integer",
+        ),
+        (
+            b"Sabc\n.",
+            "unsupported pickle opcode STRING at byte 0: Python 2 byte strings never occur in a memory snapshot",
+        ),
+        (
+            b"\x8f.",
+            "unsupported pickle opcode EMPTY_SET at byte 0: sets never occur in a memory snapshot",
+        ),
+        (
+            b"I12",
+            "truncated pickle: input ends at byte 3 inside INT (the opcode at byte 0 has no terminating newline)",
+        ),
+    ];
+    for (pickle, message) in cases {
+        assert_eq!(
+            parse(pickle).unwrap_err().to_string(),
+            *message,
+            "{pickle:?}"
+        );
+    }
+}
+
+#[test]
+fn data_after_stop_is_ignored() {
+    assert_eq!(parse(b"K\x07.garbage\xff").unwrap(), Value::Int(7));
+}
+
+#[test]
+fn item_limit_bounds_memory() {
+    let limits = Limits {
+        max_items: 10,
+        ..Limits::default()
+    };
+    let pickle = [&[b'('][..], &[b'N'; 20], b"l."].concat();
+    let err = pickle::parse(&pickle, &limits).unwrap_err();
+    assert!(err.to_string().contains("more than 10 values"), "{err}");
+    let limits = Limits {
+        max_input_bytes: 3,
+        ..Limits::default()
+    };
+    assert!(matches!(
+        pickle::parse(b"NNN.", &limits),
+        Err(PickleError::LimitExceeded { .. })
+    ));
+}
+
+// ---- typed layer on hand-built snapshots ----------------------------------
+
+/// A minimal protocol-4 pickle writer (no memo) for building test inputs.
+fn to_pickle(value: &Value) -> Vec<u8> {
+    fn write(value: &Value, out: &mut Vec<u8>) {
+        match value {
+            Value::None => out.push(b'N'),
+            Value::Bool(true) => out.push(0x88),
+            Value::Bool(false) => out.push(0x89),
+            Value::Int(i) => match u8::try_from(*i) {
+                Ok(small) => out.extend_from_slice(&[b'K', small]),
+                Err(_) => {
+                    // LONG1: minimal little-endian two's complement.
+                    let mut bytes = i.to_le_bytes().to_vec();
+                    while bytes.len() > 1 {
+                        let top = bytes[bytes.len() - 1];
+                        let next_sign = bytes[bytes.len() - 2] & 0x80;
+                        if (top == 0 && next_sign == 0) || (top == 0xff && next_sign != 0) {
+                            bytes.pop();
+                        } else {
+                            break;
+                        }
+                    }
+                    out.extend_from_slice(&[0x8a, bytes.len() as u8]);
+                    out.extend_from_slice(&bytes);
+                }
+            },
+            Value::Float(f) => {
+                out.push(b'G');
+                out.extend_from_slice(&f.to_be_bytes());
+            }
+            Value::Str(s) => {
+                out.push(b'X');
+                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+            Value::Bytes(b) => {
+                out.push(b'B');
+                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+                out.extend_from_slice(b);
+            }
+            Value::List(items) => {
+                out.extend_from_slice(b"](");
+                items.iter().for_each(|item| write(item, out));
+                out.push(b'e');
+            }
+            Value::Tuple(items) => {
+                out.push(b'(');
+                items.iter().for_each(|item| write(item, out));
+                out.push(b't');
+            }
+            Value::Dict(pairs) => {
+                out.extend_from_slice(b"}(");
+                for (key, value) in pairs.iter() {
+                    write(key, out);
+                    write(value, out);
+                }
+                out.push(b'u');
+            }
+        }
+    }
+    let mut out = vec![0x80, 4];
+    write(value, &mut out);
+    out.push(b'.');
+    out
+}
+
+fn int(i: i128) -> Value {
+    Value::Int(i)
+}
+
+fn text(s: &str) -> Value {
+    Value::Str(s.into())
+}
+
+fn list(items: Vec<Value>) -> Value {
+    Value::List(items.into())
+}
+
+fn block(size: i128, state: &str) -> Value {
+    dict_of(&[
+        ("address", int(1 << 20)),
+        ("size", int(size)),
+        ("requested_size", int(size)),
+        ("state", text(state)),
+    ])
+}
+
+fn segment(blocks: Vec<Value>) -> Value {
+    dict_of(&[
+        ("device", int(0)),
+        ("address", int(1 << 20)),
+        ("total_size", int(2 << 20)),
+        ("stream", int(0)),
+        ("segment_type", text("small")),
+        ("segment_pool_id", list(vec![int(0), int(3)])),
+        ("blocks", list(blocks)),
+    ])
+}
+
+fn snapshot_error(value: &Value) -> String {
+    read_snapshot(&to_pickle(value)).unwrap_err().to_string()
+}
+
+#[test]
+fn dict_without_segments_is_not_a_snapshot() {
+    let checkpoint = dict_of(&[("model", dict_of(&[])), ("optimizer", dict_of(&[]))]);
+    let err = read_snapshot(&to_pickle(&checkpoint)).unwrap_err();
+    assert!(matches!(err, SnapshotError::Shape(_)));
+    assert_eq!(
+        err.to_string(),
+        "not a PyTorch memory snapshot: top level is a dict without a 'segments' key (keys: 'model', 'optimizer')"
+    );
+    assert_eq!(
+        snapshot_error(&int(42)),
+        "not a PyTorch memory snapshot: top level is an int (42), not a dict with 'segments' or a list of segments"
+    );
+    assert_eq!(
+        snapshot_error(&list(vec![int(1), int(2)])),
+        "not a PyTorch memory snapshot: top level is a list whose item [0] is an int (1), not a segment dict"
+    );
+}
+
+#[test]
+fn wrong_field_types_name_the_path() {
+    let snapshot = dict_of(&[(
+        "segments",
+        list(vec![segment(vec![
+            block(1 << 20, "inactive"),
+            dict_of(&[("size", text("big")), ("state", text("inactive"))]),
+        ])]),
+    )]);
+    assert_eq!(
+        snapshot_error(&snapshot),
+        "segments[0].blocks[1].size: expected int, found str"
+    );
+    let bare = list(vec![segment(vec![]), dict_of(&[("device", int(0))])]);
+    assert_eq!(snapshot_error(&bare), "[1]: missing key 'address'");
+    let traces = dict_of(&[
+        ("segments", list(vec![])),
+        (
+            "device_traces",
+            list(vec![list(vec![dict_of(&[
+                ("action", text("alloc")),
+                ("addr", int(0)),
+                ("size", int(1)),
+                ("stream", Value::Float(0.0)),
+            ])])]),
+        ),
+    ]);
+    assert_eq!(
+        snapshot_error(&traces),
+        "device_traces[0][0].stream: expected int, found float"
+    );
+}
+
+#[test]
+fn negative_and_oversized_numbers_are_rejected() {
+    let negative = list(vec![segment(vec![block(-512, "inactive")])]);
+    assert_eq!(
+        snapshot_error(&negative),
+        "[0].blocks[0].size: expected a non-negative int, found -512"
+    );
+    let huge = list(vec![segment(vec![block(1 << 64, "inactive")])]);
+    assert_eq!(
+        snapshot_error(&huge),
+        "[0].blocks[0].size: 18446744073709551616 does not fit in 64 bits"
+    );
+    assert!(
+        read_snapshot(&to_pickle(&list(vec![segment(vec![block(
+            (1 << 64) - 1,
+            "inactive"
+        )])])))
+        .is_ok()
+    );
+}
+
+#[test]
+fn unknown_block_state_is_an_error_naming_it() {
+    let snapshot = list(vec![segment(vec![block(512, "active_free_ish")])]);
+    assert_eq!(
+        snapshot_error(&snapshot),
+        "[0].blocks[0].state: unknown block state 'active_free_ish' (expected 'active_allocated', 'active_pending_free' or 'inactive')"
+    );
+    // The docstring spelling is accepted.
+    let awaiting = list(vec![segment(vec![block(512, "active_awaiting_free")])]);
+    let snapshot = read_snapshot(&to_pickle(&awaiting)).unwrap();
+    assert_eq!(
+        snapshot.segments[0].blocks[0].state,
+        BlockState::ActivePendingFree
+    );
+    assert_eq!(snapshot.segments[0].segment_pool_id, (0, 3));
+}
+
+#[test]
+fn unknown_trace_actions_are_skipped_and_counted() {
+    let entry = |action: &str, addr_key: &str| {
+        dict_of(&[
+            ("action", text(action)),
+            (addr_key, int(4096)),
+            ("size", int(512)),
+            ("stream", int(0)),
+            ("time_us", int(17)),
+            ("compile_context", text("N/A")),
+            ("user_metadata", text("")),
+            ("pool_id", list(vec![int(0), int(0)])),
+        ])
+    };
+    let snapshot = dict_of(&[
+        ("segments", list(vec![])),
+        (
+            "device_traces",
+            list(vec![list(vec![
+                entry("alloc", "addr"),
+                entry("teleport", "addr"),
+                entry("oom", "device_free"),
+                entry("free_requested", "addr"),
+            ])]),
+        ),
+        ("some_future_key", int(1)),
+    ]);
+    let snapshot = read_snapshot(&to_pickle(&snapshot)).unwrap();
+    assert_eq!(snapshot.skipped_trace_entries, 1);
+    let trace = &snapshot.device_traces[0];
+    let actions: Vec<TraceAction> = trace.iter().map(|e| e.action).collect();
+    assert_eq!(
+        actions,
+        vec![
+            TraceAction::Alloc,
+            TraceAction::Oom,
+            TraceAction::FreeRequested
+        ]
+    );
+    assert_eq!(trace[1].addr, 4096);
+    assert_eq!(trace[0].time_us, Some(17));
+    assert_eq!(trace[0].compile_context.as_deref(), Some("N/A"));
+    assert_eq!(trace[0].user_metadata.as_deref(), Some(""));
+}
+
+// ---- truncation and mutation -----------------------------------------------
+
+/// Removes CPython's FRAME opcodes (which sit back to back after PROTO), so
+/// that truncations hit the opcodes themselves rather than the frame check.
+fn unframe(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes[..2].to_vec();
+    let mut pos = 2;
+    while bytes.get(pos) == Some(&0x95) {
+        let len = u64::from_le_bytes(bytes[pos + 1..pos + 9].try_into().unwrap()) as usize;
+        out.extend_from_slice(&bytes[pos + 9..pos + 9 + len]);
+        pos += 9 + len;
+    }
+    out.extend_from_slice(&bytes[pos..]);
+    out
+}
+
+fn assert_every_prefix_fails(
+    name: &str,
+    bytes: &[u8],
+    lengths: impl IntoIterator<Item = usize>,
+) -> usize {
+    let mut checked = 0;
+    for len in lengths {
+        if let Ok(snapshot) = read_snapshot(&bytes[..len]) {
+            panic!(
+                "{name}: the {len}-byte prefix read as a snapshot with {} segments",
+                snapshot.segments.len()
+            );
+        }
+        checked += 1;
+    }
+    checked
+}
+
+/// Every prefix in the first 4 KiB plus `spread` lengths evenly spaced over
+/// the whole file.
+fn prefix_lengths(size: usize, spread: usize) -> BTreeSet<usize> {
+    let mut lengths: BTreeSet<usize> = (0..size.min(4096)).collect();
+    lengths.extend((0..spread).map(|i| i * size / spread));
+    lengths
+}
+
+#[test]
+fn every_prefix_of_the_small_snapshots_fails_to_read() {
+    let Some(dir) = snapshots_dir() else { return };
+    for name in SMALL_FILES {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert!(bytes.len() <= 25 * 1024);
+        assert_every_prefix_fails(name, &bytes, 0..bytes.len());
+        // Without frames, each truncation lands inside a real opcode.
+        let unframed = unframe(&bytes);
+        assert_every_prefix_fails(name, &unframed, 0..unframed.len());
+    }
+}
+
+/// Debug builds parse at roughly a tenth of release speed and each prefix
+/// costs time proportional to its length, so the spread is smaller there;
+/// `cargo test --release` runs the full 2,000 per file.
+const LARGE_FILE_SPREAD: usize = if cfg!(debug_assertions) { 400 } else { 2000 };
+
+fn check_large_file_prefixes(names: &[&str]) {
+    let Some(dir) = snapshots_dir() else { return };
+    for name in names {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert_every_prefix_fails(name, &bytes, prefix_lengths(bytes.len(), LARGE_FILE_SPREAD));
+        let unframed = unframe(&bytes);
+        assert_every_prefix_fails(
+            name,
+            &unframed,
+            prefix_lengths(unframed.len(), LARGE_FILE_SPREAD),
+        );
+    }
+}
+
+#[test]
+fn prefixes_of_the_large_snapshots_fail_to_read_part_1() {
+    check_large_file_prefixes(&[
+        "JasperSolt_EoR_NN_snapshot.pickle",
+        "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle",
+        "muduard_dump_snapshot_c.pickle",
+        "muduard_memory_snapshot.pkl",
+        HAND_MADE,
+    ]);
+}
+
+#[test]
+fn prefixes_of_the_large_snapshots_fail_to_read_part_2() {
+    check_large_file_prefixes(&[
+        "muduard_dump_snapshot_a.pickle",
+        "muduard_dump_snapshot_b.pickle",
+        "silmont_fwd_fp32_128.pickle",
+        "silmont_mem_snapshot.pickle",
+        "volcengine_verl_mem.pickle",
+    ]);
+}
+
+/// xorshift64*: deterministic, dependency-free randomness.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Opcode and length bytes that make mutations reach interesting paths.
+const INTERESTING_BYTES: &[u8] = b"\x00\xff\x7f\x80().0a2ehjqsu}]\x94\x85\x86\x8a\x8c\x95X";
+
+fn mutate(rng: &mut Rng, original: &[u8]) -> Vec<u8> {
+    let mut bytes = original.to_vec();
+    let len = bytes.len();
+    match rng.below(6) {
+        0 => bytes[rng.below(len)] = rng.next() as u8,
+        1 => bytes[rng.below(len)] ^= 1 << rng.below(8),
+        2 => {
+            for _ in 0..2 + rng.below(7) {
+                bytes[rng.below(len)] = rng.next() as u8;
+            }
+        }
+        3 => bytes[rng.below(len)] = INTERESTING_BYTES[rng.below(INTERESTING_BYTES.len())],
+        4 => {
+            let start = rng.below(len);
+            let end = (start + 1 + rng.below(16)).min(len);
+            bytes.drain(start..end);
+        }
+        _ => {
+            let start = rng.below(len);
+            let end = (start + 1 + rng.below(64)).min(len);
+            let copy = bytes[start..end].to_vec();
+            let at = rng.below(len);
+            bytes.splice(at..at, copy);
+        }
+    }
+    bytes
+}
+
+#[test]
+fn random_mutations_of_real_snapshots_never_panic() {
+    let Some(dir) = snapshots_dir() else { return };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut ok, mut failed) = (0, 0);
+    for name in SMALL_FILES {
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        for original in [bytes.clone(), unframe(&bytes)] {
+            for _ in 0..400 {
+                let mutated = mutate(&mut rng, &original);
+                match read_snapshot(&mutated) {
+                    Ok(snapshot) => {
+                        ok += 1;
+                        check_invariants(&snapshot);
+                        serde_json::to_string(&snapshot).unwrap();
+                    }
+                    Err(err) => {
+                        failed += 1;
+                        // Messages stay on one line whatever the input.
+                        assert!(!err.to_string().contains('\n'), "{err}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(ok + failed, 2400);
+    assert!(ok > 0 && failed > 0, "ok {ok}, failed {failed}");
+}
+
+// ---- property tests ---------------------------------------------------------
+
+fn value_strategy() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::None),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i128>().prop_map(Value::Int),
+        any::<f64>()
+            .prop_filter("NaN is not equal to itself", |f| !f.is_nan())
+            .prop_map(Value::Float),
+        ".{0,12}".prop_map(|s| Value::Str(s.into())),
+        proptest::collection::vec(any::<u8>(), 0..12).prop_map(|b| Value::Bytes(b.into())),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        let key = prop_oneof![
+            ".{0,6}".prop_map(|s| Value::Str(s.into())),
+            any::<i64>().prop_map(|i| Value::Int(i.into()))
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(|v| Value::List(v.into())),
+            proptest::collection::vec(inner.clone(), 0..6).prop_map(|v| Value::Tuple(v.into())),
+            proptest::collection::vec((key, inner), 0..6).prop_map(|p| Value::Dict(p.into())),
+        ]
+    })
+}
+
+proptest! {
+    #[test]
+    fn written_values_parse_back_unchanged(value in value_strategy()) {
+        prop_assert_eq!(parse(&to_pickle(&value)).unwrap(), value);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+        if let Ok(value) = parse(&bytes) {
+            let _ = snapshot_from_value(&value);
+        }
+    }
+}
