@@ -56,13 +56,13 @@ fn settings() -> impl Strategy<Value = (String, Option<f64>)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn random_sequences_keep_layout_and_counters_consistent(
         (conf, fraction) in settings(),
         capacity_mib in 64u64..2048,
-        ops in prop::collection::vec(op(), 1..160),
+        ops in prop::collection::vec(op(), 1..300),
     ) {
         let capacity = capacity_mib * MIB;
         let config = AllocatorConfig::parse(&conf).expect("generated settings are valid");

@@ -130,7 +130,7 @@ fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)
             });
         }
         expected_address = u128::from(block.address) + u128::from(block.size);
-        if block.size % BLOCK_ALIGNMENT != 0 {
+        if !block.size.is_multiple_of(BLOCK_ALIGNMENT) {
             unaligned.note(index, || {
                 format!(
                     "has size {}, not a multiple of {BLOCK_ALIGNMENT}",
@@ -221,7 +221,7 @@ fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)
                     segment.total_size
                 ),
             ),
-            PoolKind::Large if segment.total_size % SEGMENT_GRANULARITY != 0 => report(
+            PoolKind::Large if !segment.total_size.is_multiple_of(SEGMENT_GRANULARITY) => report(
                 FindingKind::LargeSegmentNotMultipleOf2MiB,
                 format!(
                     "large-pool segment of {} bytes, not a multiple of 2 MiB",

@@ -238,7 +238,7 @@ pub enum PickleError {
         reason: &'static str,
     },
 
-    #[error("unknown pickle opcode 0x{byte:02x} ({}) at byte {offset}", printable(*.byte))]
+    #[error("unknown pickle opcode 0x{byte:02x}{} at byte {offset}", quoted_char_suffix(*.byte))]
     UnknownOpcode { byte: u8, offset: usize },
 
     #[error("unsupported pickle protocol {protocol} at byte {offset} (this reader knows 0 to 5)")]
@@ -274,11 +274,12 @@ fn detail_suffix(detail: &Option<String>) -> String {
     }
 }
 
-fn printable(byte: u8) -> String {
+/// " ('z')" for a printable ASCII byte, nothing otherwise.
+fn quoted_char_suffix(byte: u8) -> String {
     if byte.is_ascii_graphic() {
-        format!("'{}'", byte as char)
+        format!(" ('{}')", char::from(byte))
     } else {
-        "not printable".to_string()
+        String::new()
     }
 }
 
@@ -459,9 +460,46 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
         });
     }
     check_looks_like_pickle(bytes)?;
+    check_frame_chain(bytes)?;
     let mut parser = Parser::new(bytes, limits);
     let root = parser.run()?;
-    freeze(parser.arena, root, limits.max_depth)
+    freeze(parser.arena, &parser.scalars, root, limits.max_depth)
+}
+
+/// Walks the chain of FRAME headers that protocol 4+ writers put right after
+/// PROTO (each frame's payload is followed by the next FRAME opcode) before
+/// anything is parsed. A truncated file is then refused in time proportional
+/// to its number of 64 KiB frames, not its size, and the message names the
+/// frame that runs past the end.
+fn check_frame_chain(bytes: &[u8]) -> Result<(), PickleError> {
+    if bytes.first() != Some(&op::PROTO) {
+        return Ok(());
+    }
+    let mut pos = 2usize;
+    while bytes.get(pos) == Some(&op::FRAME) {
+        let header_end = pos.saturating_add(9);
+        let Some(len_bytes) = bytes.get(pos + 1..header_end) else {
+            return Err(PickleError::Truncated {
+                opcode: "FRAME",
+                offset: pos,
+                end: bytes.len(),
+                needed: (header_end - bytes.len()) as u64,
+            });
+        };
+        let mut len = [0u8; 8];
+        len.copy_from_slice(len_bytes);
+        let frame_end = (header_end as u64).saturating_add(u64::from_le_bytes(len));
+        if frame_end > bytes.len() as u64 {
+            return Err(PickleError::Truncated {
+                opcode: "FRAME",
+                offset: pos,
+                end: bytes.len(),
+                needed: frame_end - bytes.len() as u64,
+            });
+        }
+        pos = frame_end as usize;
+    }
+    Ok(())
 }
 
 /// Recognises common non-pickle inputs up front, so that the user reads
@@ -482,10 +520,7 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     if opcode_name(first).is_some() {
         return Ok(());
     }
-    let shown = match printable(first).as_str() {
-        "not printable" => String::new(),
-        text => format!(" ({text})"),
-    };
+    let shown = quoted_char_suffix(first);
     let trimmed = bytes.trim_ascii_start();
     let hint = if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
         " (looks like JSON)"
@@ -506,11 +541,21 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
 /// An arena index.
 type NodeId = u32;
 
-/// A stack or memo entry during parsing: a finished scalar, or a (possibly
-/// still growing) container in the arena.
-#[derive(Debug, Clone)]
+/// An index into the scalar table.
+type ScalarId = u32;
+
+/// A stack, memo or container entry during parsing: a small scalar inline, a
+/// larger scalar in the scalar table, or a (possibly still growing)
+/// container in the arena. Eight bytes and `Copy`, so the memo fetches that
+/// dominate real snapshots copy a handle instead of touching reference
+/// counts, and containers are cheap to fill.
+#[derive(Debug, Clone, Copy)]
 enum Item {
-    Value(Value),
+    None,
+    Bool(bool),
+    /// Most ints in a snapshot (BININT, BININT1, BININT2) fit.
+    SmallInt(i32),
+    Scalar(ScalarId),
     Node(NodeId),
 }
 
@@ -536,7 +581,7 @@ impl NodeKind {
             NodeKind::List(items) | NodeKind::Tuple(items) => items.get(index),
             NodeKind::Dict(pairs) => pairs
                 .get(index / 2)
-                .map(|(k, v)| if index % 2 == 0 { k } else { v }),
+                .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
         }
     }
 }
@@ -606,6 +651,8 @@ struct Parser<'a> {
     marks: Vec<usize>,
     memo: Memo,
     arena: Vec<Node>,
+    /// Strings, bytes, floats and wide ints, referenced by [`Item::Scalar`].
+    scalars: Vec<Value>,
     pushed: u64,
 }
 
@@ -619,6 +666,7 @@ impl<'a> Parser<'a> {
             marks: Vec::with_capacity(16),
             memo: Memo::default(),
             arena: Vec::new(),
+            scalars: Vec::new(),
             pushed: 0,
         }
     }
@@ -670,7 +718,7 @@ impl<'a> Parser<'a> {
                 self.pop_mark("POP_MARK", offset)?;
             }
             op::DUP => {
-                let top = self.top("DUP", offset)?.clone();
+                let top = *self.top("DUP", offset)?;
                 self.push(top)?;
             }
 
@@ -822,24 +870,24 @@ impl<'a> Parser<'a> {
             }
 
             op::MEMOIZE => {
-                let top = self.top("MEMOIZE", offset)?.clone();
+                let top = *self.top("MEMOIZE", offset)?;
                 let index = self.memo.len() as u64;
                 self.memo.put(index, top);
             }
             op::PUT => {
                 let line = self.take_line("PUT", offset)?;
                 let index = parse_memo_index(line, "PUT", offset)?;
-                let top = self.top("PUT", offset)?.clone();
+                let top = *self.top("PUT", offset)?;
                 self.memo.put(index, top);
             }
             op::BINPUT => {
                 let index = self.take_array::<1>("BINPUT", offset)?[0];
-                let top = self.top("BINPUT", offset)?.clone();
+                let top = *self.top("BINPUT", offset)?;
                 self.memo.put(index.into(), top);
             }
             op::LONG_BINPUT => {
                 let index = u32::from_le_bytes(self.take_array::<4>("LONG_BINPUT", offset)?);
-                let top = self.top("LONG_BINPUT", offset)?.clone();
+                let top = *self.top("LONG_BINPUT", offset)?;
                 self.memo.put(index.into(), top);
             }
             op::GET => {
@@ -1012,16 +1060,13 @@ impl<'a> Parser<'a> {
         if len < base + 2 {
             return None;
         }
-        match (self.stack.get(len - 2), self.stack.get(len - 1)) {
-            (Some(Item::Value(Value::Str(module))), Some(Item::Value(Value::Str(name)))) => {
-                Some(format!(
-                    "{}.{}",
-                    sanitize(module.as_bytes()),
-                    sanitize(name.as_bytes())
-                ))
-            }
-            _ => None,
-        }
+        let module = self.item_str(self.stack.get(len - 2)?)?;
+        let name = self.item_str(self.stack.get(len - 1)?)?;
+        Some(format!(
+            "{}.{}",
+            sanitize(module.as_bytes()),
+            sanitize(name.as_bytes())
+        ))
     }
 
     /// A little-endian two's-complement integer of `len` bytes (LONG1/4).
@@ -1101,7 +1146,29 @@ impl<'a> Parser<'a> {
     }
 
     fn push_value(&mut self, value: Value) -> Result<(), PickleError> {
-        self.push(Item::Value(value))
+        let item = match value {
+            Value::None => Item::None,
+            Value::Bool(b) => Item::Bool(b),
+            Value::Int(i) if i32::try_from(i).is_ok() => Item::SmallInt(i as i32),
+            other => {
+                let id = ScalarId::try_from(self.scalars.len()).map_err(|_| {
+                    PickleError::LimitExceeded {
+                        detail: format!("more than {} scalars at byte {}", ScalarId::MAX, self.pos),
+                    }
+                })?;
+                self.scalars.push(other);
+                Item::Scalar(id)
+            }
+        };
+        self.push(item)
+    }
+
+    /// The string a stack item stands for, if it is one.
+    fn item_str(&self, item: &Item) -> Option<&str> {
+        match item {
+            Item::Scalar(id) => self.scalars.get(*id as usize)?.as_str(),
+            _ => None,
+        }
     }
 
     fn push_memo(
@@ -1113,7 +1180,7 @@ impl<'a> Parser<'a> {
         let item = self
             .memo
             .get(index)
-            .cloned()
+            .copied()
             .ok_or_else(|| PickleError::Malformed {
                 opcode,
                 offset,
@@ -1162,8 +1229,8 @@ impl<'a> Parser<'a> {
 
     fn item_height(&self, item: &Item) -> usize {
         match item {
-            Item::Value(_) => 0,
             Item::Node(id) => self.arena.get(*id as usize).map_or(0, |n| n.height),
+            _ => 0,
         }
     }
 
@@ -1208,7 +1275,7 @@ impl<'a> Parser<'a> {
         opcode: &'static str,
         offset: usize,
     ) -> Result<Vec<(Item, Item)>, PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(PickleError::Malformed {
                 opcode,
                 offset,
@@ -1262,18 +1329,27 @@ impl<'a> Parser<'a> {
         let start = target_index + 1;
         let target = match self.stack.get(target_index) {
             Some(Item::Node(id)) => *id,
-            Some(Item::Value(v)) => {
+            Some(scalar) => {
+                let type_name = match scalar {
+                    Item::None => "None",
+                    Item::Bool(_) => "bool",
+                    Item::SmallInt(_) => "int",
+                    Item::Scalar(id) => {
+                        self.scalars.get(*id as usize).map_or("?", Value::type_name)
+                    }
+                    Item::Node(_) => "container",
+                };
                 return Err(PickleError::Malformed {
                     opcode,
                     offset,
-                    detail: format!("target is {}, not a container", with_article(v.type_name())),
+                    detail: format!("target is {}, not a container", with_article(type_name)),
                 });
             }
             None => return Err(internal(opcode, offset)),
         };
         let moved = self.stack.get(start..).unwrap_or_default();
         if wanted == Wanted::Dict {
-            if moved.len() % 2 != 0 {
+            if !moved.len().is_multiple_of(2) {
                 return Err(PickleError::Malformed {
                     opcode,
                     offset,
@@ -1456,10 +1532,29 @@ enum Slot {
 ///
 /// Iterative depth-first: the explicit path never grows past `max_depth`,
 /// so neither hostile depth nor hostile cycles can overflow the stack.
-fn freeze(mut arena: Vec<Node>, root: Item, max_depth: usize) -> Result<Value, PickleError> {
+fn freeze(
+    mut arena: Vec<Node>,
+    scalars: &[Value],
+    root: Item,
+    max_depth: usize,
+) -> Result<Value, PickleError> {
+    let lost = || PickleError::Malformed {
+        opcode: "STOP",
+        offset: 0,
+        detail: "internal reader error (dangling reference)".to_string(),
+    };
+    let scalar = |item: Item| -> Option<Value> {
+        match item {
+            Item::None => Some(Value::None),
+            Item::Bool(b) => Some(Value::Bool(b)),
+            Item::SmallInt(i) => Some(Value::Int(i.into())),
+            Item::Scalar(id) => scalars.get(id as usize).cloned(),
+            Item::Node(_) => None,
+        }
+    };
     let root_id = match root {
-        Item::Value(value) => return Ok(value),
         Item::Node(id) => id as usize,
+        other => return scalar(other).ok_or_else(lost),
     };
     let mut slots: Vec<Slot> = Vec::with_capacity(arena.len());
     slots.resize_with(arena.len(), || Slot::Unvisited);
@@ -1467,11 +1562,6 @@ fn freeze(mut arena: Vec<Node>, root: Item, max_depth: usize) -> Result<Value, P
         return Err(too_deep(max_depth, None));
     }
 
-    let lost = || PickleError::Malformed {
-        opcode: "STOP",
-        offset: 0,
-        detail: "internal reader error (dangling container reference)".to_string(),
-    };
     let set_slot = |slots: &mut Vec<Slot>, id: usize, slot: Slot| -> Result<(), PickleError> {
         *slots.get_mut(id).ok_or_else(lost)? = slot;
         Ok(())
@@ -1519,29 +1609,41 @@ fn freeze(mut arena: Vec<Node>, root: Item, max_depth: usize) -> Result<Value, P
             NodeKind::Tuple(Vec::new()),
         );
         let mut height = 0;
-        let mut resolve = |item: Item| -> Result<Value, PickleError> {
+        let mut dangling = false;
+        // Infallible so that `collect` can build each `Arc<[_]>` in one
+        // allocation straight from the node's vector.
+        let mut resolve = |item: Item| -> Value {
             match item {
-                Item::Value(value) => Ok(value),
                 Item::Node(child_id) => match slots.get(child_id as usize) {
                     Some(Slot::Done(value, child_height)) => {
                         height = height.max(*child_height);
-                        Ok(value.clone())
+                        value.clone()
                     }
-                    _ => Err(lost()),
+                    // Unreachable: the loop above froze every child first.
+                    _ => {
+                        dangling = true;
+                        Value::None
+                    }
                 },
+                other => scalar(other).unwrap_or_else(|| {
+                    dangling = true;
+                    Value::None
+                }),
             }
         };
         let value = match kind {
-            NodeKind::List(items) => Value::List(resolve_all(items, &mut resolve)?),
-            NodeKind::Tuple(items) => Value::Tuple(resolve_all(items, &mut resolve)?),
-            NodeKind::Dict(pairs) => {
-                let mut frozen = Vec::with_capacity(pairs.len());
-                for (key, value) in pairs {
-                    frozen.push((resolve(key)?, resolve(value)?));
-                }
-                Value::Dict(frozen.into())
-            }
+            NodeKind::List(items) => Value::List(items.into_iter().map(&mut resolve).collect()),
+            NodeKind::Tuple(items) => Value::Tuple(items.into_iter().map(&mut resolve).collect()),
+            NodeKind::Dict(pairs) => Value::Dict(
+                pairs
+                    .into_iter()
+                    .map(|(key, value)| (resolve(key), resolve(value)))
+                    .collect(),
+            ),
         };
+        if dangling {
+            return Err(lost());
+        }
         let height = height + 1;
         if height > max_depth {
             return Err(too_deep(max_depth, None));
@@ -1557,17 +1659,6 @@ fn freeze(mut arena: Vec<Node>, root: Item, max_depth: usize) -> Result<Value, P
         Some(Slot::Done(value, _)) => Ok(value),
         _ => Err(lost()),
     }
-}
-
-fn resolve_all(
-    items: Vec<Item>,
-    resolve: &mut impl FnMut(Item) -> Result<Value, PickleError>,
-) -> Result<Arc<[Value]>, PickleError> {
-    let mut values = Vec::with_capacity(items.len());
-    for item in items {
-        values.push(resolve(item)?);
-    }
-    Ok(values.into())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,7 +21,8 @@ use crate::alloc::{BlockState, PoolKind, TraceAction};
 /// A traceback, innermost frame first as PyTorch records it.
 ///
 /// Interned: every place the pickle referenced the same list object gets the
-/// same `Arc` (compare with [`Arc::ptr_eq`]).
+/// same `Arc` (compare with [`Arc::ptr_eq`]); so do distinct lists made of
+/// the same frame objects.
 pub type Frames = Arc<[Frame]>;
 
 /// One Python (or C++) stack frame.
@@ -264,12 +266,56 @@ pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
     }
 }
 
+/// A map keyed by [`Value::identity`] (an address): such keys need no
+/// collision-resistant hashing, and SipHash showed up in profiles.
+type IdentityMap<T> = HashMap<usize, T, BuildHasherDefault<AddressHasher>>;
+
+/// Multiplicative word-at-a-time hashing for address keys (and sequences
+/// of them); not collision resistant, which identity keys do not need.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl AddressHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        // Fold the well-mixed high bits into the low ones the table indexes by.
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for chunk in &mut words {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        for &byte in words.remainder() {
+            self.mix(u64::from(byte));
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        self.mix(address as u64);
+    }
+}
+
 /// Conversion state: the frames interned so far.
 #[derive(Default)]
 struct Reader {
     /// Keyed by [`Value::identity`] of the source list. Sound because the
     /// root value, which owns every list, outlives the reader.
-    frames_by_identity: HashMap<usize, Frames>,
+    frames_by_identity: IdentityMap<Frames>,
+    /// Keyed by the identities of the frame dicts in the list: PyTorch builds
+    /// a new list per allocation from cached frame objects, so thousands of
+    /// distinct lists hold only ~100 distinct sequences in real snapshots.
+    frames_by_content: HashMap<Vec<usize>, Frames, BuildHasherDefault<AddressHasher>>,
+    /// Frame dicts converted so far, by identity.
+    frame_by_identity: IdentityMap<Frame>,
     /// One shared allocation for every empty traceback.
     empty_frames: Option<Frames>,
     skipped_trace_entries: usize,
@@ -460,6 +506,25 @@ impl Reader {
             .clone()
     }
 
+    /// Converts a frame dict once per source object: real snapshots reuse a
+    /// few hundred frame dicts across ~10^5 traceback slots.
+    fn frame(&mut self, value: &Value, path: &FieldPath) -> Result<Frame, SnapshotError> {
+        let identity = value.identity();
+        if let Some(frame) = identity.and_then(|id| self.frame_by_identity.get(&id)) {
+            return Ok(frame.clone());
+        }
+        expect_dict(value, path)?;
+        let frame = Frame {
+            filename: arc_str_field(value, "filename", path)?,
+            line: i64_field(value, "line", path)?,
+            name: arc_str_field(value, "name", path)?,
+        };
+        if let Some(id) = identity {
+            self.frame_by_identity.insert(id, frame.clone());
+        }
+        Ok(frame)
+    }
+
     /// Converts a frames list once per source object.
     fn frames(&mut self, value: &Value, path: &FieldPath) -> Result<Frames, SnapshotError> {
         let list = expect_list(value, path)?;
@@ -470,17 +535,27 @@ impl Reader {
         if let Some(frames) = identity.and_then(|id| self.frames_by_identity.get(&id)) {
             return Ok(frames.clone());
         }
-        let mut frames = Vec::with_capacity(list.len());
-        for (index, frame) in list.iter().enumerate() {
-            let path = path.index(index);
-            expect_dict(frame, &path)?;
-            frames.push(Frame {
-                filename: arc_str_field(frame, "filename", &path)?,
-                line: i64_field(frame, "line", &path)?,
-                name: arc_str_field(frame, "name", &path)?,
-            });
-        }
-        let frames: Frames = frames.into();
+        // `None` if an element is not a shared object (then it is not a frame
+        // dict either and conversion below reports it).
+        let content_key: Option<Vec<usize>> = list.iter().map(Value::identity).collect();
+        let cached = content_key
+            .as_ref()
+            .and_then(|key| self.frames_by_content.get(key))
+            .cloned();
+        let frames = match cached {
+            Some(frames) => frames,
+            None => {
+                let mut frames = Vec::with_capacity(list.len());
+                for (index, frame) in list.iter().enumerate() {
+                    frames.push(self.frame(frame, &path.index(index))?);
+                }
+                let frames: Frames = frames.into();
+                if let Some(key) = content_key {
+                    self.frames_by_content.insert(key, frames.clone());
+                }
+                frames
+            }
+        };
         if let Some(id) = identity {
             self.frames_by_identity.insert(id, frames.clone());
         }
@@ -908,6 +983,36 @@ mod tests {
             (4096 + 1024, (2 << 20) - 1024)
         );
         assert!(second.frames.is_empty());
+    }
+
+    #[test]
+    fn lists_of_the_same_frame_objects_share_one_frames_arc() {
+        let frame = |file: &str, line| {
+            dict(vec![
+                ("filename", s(file)),
+                ("name", s("f")),
+                ("line", Value::Int(line)),
+            ])
+        };
+        let (a_py, b_py) = (frame("a.py", 1), frame("b.py", 2));
+        // All lists stay alive while the reader runs, as under a real root:
+        // identities are addresses and must not be reused.
+        let lists = [
+            list(vec![a_py.clone(), b_py.clone()]),
+            // A different list object holding the same frame objects.
+            list(vec![a_py.clone(), b_py.clone()]),
+            list(vec![b_py.clone(), a_py.clone()]),
+            // Equal text, but a different frame object: not assumed equal.
+            list(vec![frame("a.py", 1), b_py.clone()]),
+        ];
+        let mut reader = Reader::default();
+        let [first, same_objects, reordered, lookalike] = lists
+            .each_ref()
+            .map(|l| reader.frames(l, &FieldPath::ROOT).unwrap());
+        assert!(Arc::ptr_eq(&first, &same_objects));
+        assert!(!Arc::ptr_eq(&first, &reordered));
+        assert!(!Arc::ptr_eq(&first, &lookalike));
+        assert_eq!(first, lookalike);
     }
 
     #[test]
