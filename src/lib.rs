@@ -7,4 +7,5 @@
 
 pub mod alloc;
 pub mod cli;
+pub mod device;
 pub mod snapshot;

@@ -19,6 +19,6 @@ pub use config::{AllocatorConfig, ConfigError};
 pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
 pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
 pub use oom::OutOfMemory;
-pub use sizing::{allocation_size, format_size, human_bytes, round_size};
+pub use sizing::{allocation_size, format_size, human_bytes, parse_size, round_size};
 pub use stats::{DeviceStats, Stat, StatArray};
 pub use trace::{TraceAction, TraceEntry};

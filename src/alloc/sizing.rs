@@ -96,6 +96,32 @@ pub fn human_bytes(size: u64) -> String {
     }
 }
 
+/// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
+/// `80G` (binary), `80GB` (decimal, as GPU vendors print it). Case-insensitive
+/// units, optional space. Returns `None` for anything else.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let multiplier: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => return None,
+    };
+    let bytes = value * multiplier;
+    (0.0..1.8e19).contains(&bytes).then(|| bytes.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +177,22 @@ mod tests {
         assert_eq!(format_size(1 << 30), "1024.00 MiB");
         assert_eq!(format_size(2 << 20), "2.00 MiB");
         assert_eq!(format_size(800_000_000u64 << 30), "800000000.00 GiB");
+    }
+
+    #[test]
+    fn parse_size_reads_binary_and_decimal_units() {
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("512B"), Some(512));
+        assert_eq!(parse_size("37MiB"), Some(37 * MIB));
+        assert_eq!(parse_size("37 mib"), Some(37 * MIB));
+        assert_eq!(parse_size("1.5GiB"), Some(3 * MIB * 512));
+        assert_eq!(parse_size("80G"), Some(80 << 30));
+        assert_eq!(parse_size("80GB"), Some(80_000_000_000));
+        assert_eq!(parse_size("2k"), Some(2048));
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("MiB"), None);
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size("-1"), None);
     }
 
     #[test]

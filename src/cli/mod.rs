@@ -1,12 +1,18 @@
 //! The command line: argument parsing (clap) and the headless commands.
 
+pub mod check;
 pub mod demo;
+pub mod doctor;
 pub mod replay;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+
+use crate::alloc::parse_size;
+use crate::device::factory::BackendChoice;
+use crate::device::sim::SimConfig;
 
 /// vramtop: GPU memory made understandable.
 ///
@@ -15,8 +21,49 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "vramtop", version, about, long_about = None)]
 pub struct Cli {
+    #[command(flatten)]
+    pub device: DeviceArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Where GPU facts come from.
+#[derive(Debug, Clone, Args)]
+pub struct DeviceArgs {
+    /// Telemetry backend: auto = NVML if it initialises, else the simulated GPU.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto, global = true)]
+    pub backend: BackendChoice,
+    /// Number of simulated GPUs.
+    #[arg(long, default_value_t = 1, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub sim_gpus: u32,
+    /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
+    #[arg(long, default_value = "80GiB", global = true, value_parser = size_arg)]
+    pub sim_memory: u64,
+    /// Seed of the simulation (same seed, same run).
+    #[arg(long, default_value_t = 42, global = true)]
+    pub sim_seed: u64,
+}
+
+impl DeviceArgs {
+    pub fn sim_config(&self) -> SimConfig {
+        SimConfig {
+            gpus: self.sim_gpus as usize,
+            memory_per_gpu: self.sim_memory,
+            seed: self.sim_seed,
+            ..SimConfig::default()
+        }
+    }
+}
+
+/// Parses a size argument, with a message that shows the accepted forms.
+pub fn size_arg(text: &str) -> Result<u64, String> {
+    match parse_size(text) {
+        Some(0) | None => Err(format!(
+            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)"
+        )),
+        Some(n) => Ok(n),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,6 +89,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), why a
+    /// fallback happened, and what to install. Always exits 0.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Self-test the memory path: the allocator model on real CUDA memory (or
+    /// the simulated GPU), fill/verify kernels, driver-used vs reserved,
+    /// empty_cache. Exits 1 if a step fails.
+    Check {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The GPU to test.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// The most to allocate at once; on a real GPU also at most 5 % of
+        /// its free memory.
+        #[arg(long, default_value = "512MiB", value_parser = size_arg)]
+        budget: u64,
+    },
 }
 
 /// Exit code for bad input (unreadable file, not a snapshot), as clap uses
@@ -55,6 +124,12 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
         Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
         Some(Command::Demo { json }) => demo::run(json),
+        Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
+        Some(Command::Check {
+            json,
+            device,
+            budget,
+        }) => check::run(&cli.device, device, budget, json),
         None => demo::run(false),
     }
 }

@@ -1,0 +1,135 @@
+//! `vramtop check [--json] [--device N] [--budget SIZE]`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use color_eyre::eyre::WrapErr;
+
+use super::{DeviceArgs, EXIT_MISMATCH};
+use crate::alloc::{DeviceMemory, human_bytes};
+use crate::device::Telemetry;
+use crate::device::check::{CheckReport, run_check};
+use crate::device::cuda::{self, CudaMemory};
+use crate::device::factory::BackendChoice;
+use crate::device::nvml::NvmlTelemetry;
+use crate::device::sim::SimCluster;
+
+/// At most this share of a real GPU's free memory is used by the check.
+const REAL_GPU_FREE_SHARE: f64 = 0.05;
+
+pub fn run(
+    args: &DeviceArgs,
+    device: u32,
+    budget: u64,
+    json: bool,
+) -> color_eyre::Result<ExitCode> {
+    let report = if args.backend == BackendChoice::Sim {
+        sim_check(args, device, budget)
+    } else {
+        let probe = cuda::probe();
+        if probe.devices.iter().any(|d| d.index == device) {
+            real_check(device, budget)
+        } else {
+            eprintln!(
+                "vramtop check: no usable CUDA GPU {device}, checking the simulated GPU instead ({})",
+                probe.explain()
+            );
+            sim_check(args, device, budget)
+        }
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        println!("{text}");
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_MISMATCH)
+    })
+}
+
+fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
+    let mut config = args.sim_config();
+    config.gpus = config.gpus.max(device as usize + 1);
+    let cluster = SimCluster::new(config);
+    let used_cluster = cluster.clone();
+    run_check(
+        "sim",
+        &format!("simulated GPU {device}"),
+        || Ok(cluster.new_process(device, "vramtop check")),
+        move || {
+            used_cluster
+                .telemetry()
+                .sample()
+                .ok()?
+                .get(device as usize)?
+                .sample()?
+                .memory_used
+        },
+        budget,
+    )
+}
+
+fn real_check(device: u32, budget: u64) -> CheckReport {
+    // Never take more than a small share of what is free: the GPU may be shared.
+    let (name, budget) = match CudaMemory::open(device) {
+        Ok(m) => {
+            let free = m.mem_get_info().free;
+            let cap = (free as f64 * REAL_GPU_FREE_SHARE) as u64;
+            (m.name().to_string(), budget.min(cap))
+        }
+        Err(e) => {
+            return CheckReport {
+                backend: "cuda".to_string(),
+                device: device.to_string(),
+                budget: 0,
+                steps: vec![crate::device::check::CheckStep {
+                    name: "open the device".to_string(),
+                    ok: false,
+                    detail: e.to_string(),
+                }],
+            };
+        }
+    };
+    let mut nvml = NvmlTelemetry::init().ok();
+    run_check(
+        "cuda",
+        &format!("GPU {device} {name}"),
+        || CudaMemory::open(device).map_err(|e| e.to_string()),
+        move || {
+            nvml.as_mut()?
+                .sample()
+                .ok()?
+                .into_iter()
+                .filter_map(|r| r.sample().cloned())
+                .find(|s| s.index == device && s.mig.is_none())?
+                .memory_used
+        },
+        budget,
+    )
+}
+
+/// The human-readable report.
+pub fn render(r: &CheckReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "vramtop check on {} ({}), allocating at most {}",
+        r.device,
+        r.backend,
+        human_bytes(r.budget)
+    );
+    for s in &r.steps {
+        let _ = writeln!(
+            out,
+            "  [{}] {}: {}",
+            if s.ok { " ok " } else { "FAIL" },
+            s.name,
+            s.detail
+        );
+    }
+    let _ = writeln!(out, "result: {}", if r.passed() { "PASS" } else { "FAIL" });
+    out
+}

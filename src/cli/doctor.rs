@@ -1,0 +1,108 @@
+//! `vramtop doctor [--json]`.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use color_eyre::eyre::WrapErr;
+
+use super::DeviceArgs;
+use crate::alloc::human_bytes;
+use crate::device::doctor::{DoctorReport, diagnose};
+
+pub fn run(args: &DeviceArgs, json: bool) -> color_eyre::Result<ExitCode> {
+    let report = diagnose(&args.sim_config());
+    if json {
+        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        println!("{text}");
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn opt_bytes(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), human_bytes)
+}
+
+/// The human-readable report.
+pub fn render(r: &DoctorReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "vramtop {} ({})", r.vramtop_version, r.platform);
+    match &r.nvml {
+        Ok(info) => {
+            let cuda = info.cuda_driver_version.map_or("n/a".to_string(), |v| {
+                format!("{}.{}", v / 1000, (v % 1000) / 10)
+            });
+            let _ = writeln!(
+                out,
+                "NVML        ok: driver {}, NVML {}, supports CUDA {cuda}",
+                info.driver_version.as_deref().unwrap_or("n/a"),
+                info.nvml_version.as_deref().unwrap_or("n/a"),
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(out, "NVML        {why}");
+        }
+    }
+    let _ = writeln!(out, "CUDA        {}", r.cuda_summary);
+    let nvrtc = r.cuda.nvrtc.as_ref().map_or_else(
+        || "not found (kernels load from the shipped PTX)".to_string(),
+        |n| format!("{}.{}", n.version.0, n.version.1),
+    );
+    let _ = writeln!(out, "NVRTC       {nvrtc}");
+    match &r.fallback_reason {
+        Some(why) => {
+            let _ = writeln!(out, "Backend     {} (auto fell back: {why})", r.backend);
+        }
+        None => {
+            let _ = writeln!(out, "Backend     {}", r.backend);
+        }
+    }
+    if r.gpus.is_empty() {
+        let _ = writeln!(out, "GPUs        none");
+    }
+    for g in &r.gpus {
+        match &g.lost {
+            Some(why) => {
+                let _ = writeln!(out, "GPU {}       lost: {why}", g.index);
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "GPU {}       {}: {} used of {}",
+                    g.index,
+                    g.name,
+                    opt_bytes(g.memory_used),
+                    opt_bytes(g.memory_total)
+                );
+            }
+        }
+    }
+    for p in &r.processes {
+        let libs = match &p.libraries {
+            None => "libraries not readable (another user's process)".to_string(),
+            Some(l) if l.is_empty() => "no CUDA libraries mapped".to_string(),
+            Some(l) => l
+                .iter()
+                .map(|m| format!("{} {}", m.kind.label(), m.version.as_deref().unwrap_or("?")))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let _ = writeln!(
+            out,
+            "  pid {} on GPU {} ({}): {libs}",
+            p.pid,
+            p.gpu,
+            p.command.as_deref().unwrap_or("?")
+        );
+    }
+    if r.advice.is_empty() {
+        let _ = writeln!(out, "Advice      none: everything vramtop uses was found");
+    } else {
+        let _ = writeln!(out, "Advice");
+        for a in &r.advice {
+            let _ = writeln!(out, "  - {a}");
+        }
+    }
+    out
+}

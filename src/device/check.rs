@@ -1,0 +1,443 @@
+//! `vramtop check`: a self-test of the memory path on whatever backend is
+//! active — the allocator model on real CUDA memory (or the simulated GPU),
+//! the fill and verify kernels, and the driver's used-memory figure against
+//! the model's reserved bytes, before and after `empty_cache`.
+
+use serde::Serialize;
+
+use super::Kernels;
+use crate::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, human_bytes};
+
+const MIB: u64 = 1 << 20;
+
+/// One step of the self-test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckStep {
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// The whole self-test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// "cuda" or "sim".
+    pub backend: String,
+    pub device: String,
+    /// The most the test allocated at once (bytes).
+    pub budget: u64,
+    pub steps: Vec<CheckStep>,
+}
+
+impl CheckReport {
+    pub fn passed(&self) -> bool {
+        !self.steps.is_empty() && self.steps.iter().all(|s| s.ok)
+    }
+}
+
+/// How far the driver's used-memory change may be from the model's reserved
+/// change: the driver rounds allocations to its own granularity and other
+/// processes may allocate meanwhile (bytes).
+fn tolerance(expected: u64) -> u64 {
+    (expected / 50).max(4 * MIB)
+}
+
+fn step(steps: &mut Vec<CheckStep>, name: &str, ok: bool, detail: String) {
+    steps.push(CheckStep {
+        name: name.to_string(),
+        ok,
+        detail,
+    });
+}
+
+/// Compares a driver-used delta with the model's reserved delta.
+fn compare_delta(
+    steps: &mut Vec<CheckStep>,
+    name: &str,
+    before: Option<u64>,
+    after: Option<u64>,
+    model_delta: i64,
+) {
+    match (before, after) {
+        (Some(b), Some(a)) => {
+            let driver_delta = a as i64 - b as i64;
+            let diff = (driver_delta - model_delta).unsigned_abs();
+            step(
+                steps,
+                name,
+                diff <= tolerance(model_delta.unsigned_abs()),
+                format!(
+                    "driver used {:+} MiB, model reserved {:+} MiB (difference {}, tolerance {})",
+                    driver_delta / MIB as i64,
+                    model_delta / MIB as i64,
+                    human_bytes(diff),
+                    human_bytes(tolerance(model_delta.unsigned_abs()))
+                ),
+            );
+        }
+        _ => step(
+            steps,
+            name,
+            true,
+            "skipped: the driver does not report used memory (n/a)".to_string(),
+        ),
+    }
+}
+
+/// Runs the self-test. `open` gives a fresh memory handle for each phase
+/// (plain segments, then expandable segments); `driver_used` reads the
+/// driver's used bytes of the same GPU. At most `budget` bytes are allocated
+/// at once.
+pub fn run_check<D, O, U>(
+    backend: &str,
+    device: &str,
+    mut open: O,
+    mut driver_used: U,
+    budget: u64,
+) -> CheckReport
+where
+    D: DeviceMemory + Kernels,
+    O: FnMut() -> Result<D, String>,
+    U: FnMut() -> Option<u64>,
+{
+    let mut steps = Vec::new();
+    plain_segments(&mut steps, &mut open, &mut driver_used, budget);
+    if steps.iter().all(|s| s.ok) {
+        expandable_segments(&mut steps, &mut open, &mut driver_used, budget);
+    }
+    CheckReport {
+        backend: backend.to_string(),
+        device: device.to_string(),
+        budget,
+        steps,
+    }
+}
+
+fn plain_segments<D, O, U>(
+    steps: &mut Vec<CheckStep>,
+    open: &mut O,
+    driver_used: &mut U,
+    budget: u64,
+) where
+    D: DeviceMemory + Kernels,
+    O: FnMut() -> Result<D, String>,
+    U: FnMut() -> Option<u64>,
+{
+    let memory = match open() {
+        Ok(m) => m,
+        Err(e) => return step(steps, "open the device", false, e),
+    };
+    let mut m = CachingAllocator::new(memory, 0, AllocatorConfig::default());
+    // A first small allocation creates the CUDA context, so that the
+    // baseline below already includes it.
+    let anchor = match m.malloc(512, 0) {
+        Ok(p) => p,
+        Err(e) => {
+            return step(
+                steps,
+                "first allocation (creates the context)",
+                false,
+                e.to_string(),
+            );
+        }
+    };
+    let used0 = driver_used();
+    let reserved0 = m.memory_reserved();
+
+    let big = (budget / 2).clamp(MIB, 256 * MIB);
+    let sizes = [MIB, 10 * MIB - 1, 37 * MIB, big];
+    let mut ptrs = Vec::new();
+    for &size in &sizes {
+        match m.malloc(size, 0) {
+            Ok(p) => ptrs.push((p, size)),
+            Err(e) => {
+                step(
+                    steps,
+                    "allocate through the allocator model",
+                    false,
+                    e.to_string(),
+                );
+                return;
+            }
+        }
+    }
+    let reserved1 = m.memory_reserved();
+    step(
+        steps,
+        "allocate through the allocator model",
+        true,
+        format!(
+            "{} tensors ({}), reserved {} in {} segments",
+            ptrs.len(),
+            sizes
+                .iter()
+                .map(|&s| human_bytes(s))
+                .collect::<Vec<_>>()
+                .join(", "),
+            human_bytes(reserved1),
+            m.stats().segment.all.current
+        ),
+    );
+
+    let mut kernel_errors = Vec::new();
+    for (i, &(p, size)) in ptrs.iter().enumerate() {
+        let seed = 0x5eed + i as u32;
+        let dev = m.device_mut();
+        if let Err(e) = dev.fill(p, size, seed) {
+            kernel_errors.push(format!("fill {}: {e}", human_bytes(size)));
+            continue;
+        }
+        match dev.verify(p, size, seed) {
+            Ok(None) => {}
+            Ok(Some(off)) => kernel_errors.push(format!(
+                "verify {}: wrong byte at offset {off}",
+                human_bytes(size)
+            )),
+            Err(e) => kernel_errors.push(format!("verify {}: {e}", human_bytes(size))),
+        }
+    }
+    // The verify kernel must notice a wrong pattern, or it proves nothing.
+    if let Some(&(p, size)) = ptrs.first() {
+        match m.device_mut().verify(p, size, 0xbad) {
+            Ok(Some(_)) => {}
+            Ok(None) => kernel_errors.push("verify accepted a wrong pattern".to_string()),
+            Err(e) => kernel_errors.push(format!("verify (wrong seed): {e}")),
+        }
+    }
+    step(
+        steps,
+        "fill and verify kernels",
+        kernel_errors.is_empty(),
+        if kernel_errors.is_empty() {
+            format!(
+                "{} blocks filled and verified; a wrong pattern was detected",
+                ptrs.len()
+            )
+        } else {
+            kernel_errors.join("; ")
+        },
+    );
+
+    let used1 = driver_used();
+    compare_delta(
+        steps,
+        "driver-used change equals the model's reserved change",
+        used0,
+        used1,
+        reserved1 as i64 - reserved0 as i64,
+    );
+
+    for &(p, _) in &ptrs {
+        if let Err(e) = m.free(p) {
+            step(steps, "free", false, e.to_string());
+            return;
+        }
+    }
+    let used2 = driver_used();
+    let reserved2 = m.memory_reserved();
+    step(
+        steps,
+        "free keeps the memory cached",
+        reserved2 == reserved1 && m.memory_allocated() == 512,
+        format!(
+            "allocated {}, reserved still {}",
+            human_bytes(m.memory_allocated()),
+            human_bytes(reserved2)
+        ),
+    );
+    compare_delta(
+        steps,
+        "the driver still counts the cached memory",
+        used1,
+        used2,
+        0,
+    );
+
+    m.empty_cache();
+    let reserved3 = m.memory_reserved();
+    let used3 = driver_used();
+    step(
+        steps,
+        "empty_cache releases every free segment but the one in use",
+        reserved3 == reserved0,
+        format!(
+            "reserved {} (the 2 MiB segment holding the first 512-byte tensor stays)",
+            human_bytes(reserved3)
+        ),
+    );
+    compare_delta(
+        steps,
+        "the driver sees the release",
+        used2,
+        used3,
+        reserved3 as i64 - reserved2 as i64,
+    );
+    let _ = m.free(anchor);
+    m.empty_cache();
+    step(
+        steps,
+        "everything returned",
+        m.memory_reserved() == 0 && m.check_invariants().is_ok(),
+        format!("reserved {}", human_bytes(m.memory_reserved())),
+    );
+}
+
+fn expandable_segments<D, O, U>(
+    steps: &mut Vec<CheckStep>,
+    open: &mut O,
+    driver_used: &mut U,
+    budget: u64,
+) where
+    D: DeviceMemory + Kernels,
+    O: FnMut() -> Result<D, String>,
+    U: FnMut() -> Option<u64>,
+{
+    if budget < 64 * MIB {
+        return step(
+            steps,
+            "expandable segments",
+            true,
+            "skipped: the budget is below 64 MiB".to_string(),
+        );
+    }
+    let memory = match open() {
+        Ok(m) => m,
+        Err(e) => return step(steps, "expandable segments: open the device", false, e),
+    };
+    let config = match AllocatorConfig::parse("expandable_segments:True") {
+        Ok(c) => c,
+        Err(e) => return step(steps, "expandable segments", false, e.to_string()),
+    };
+    let mut m = CachingAllocator::new(memory, 0, config);
+    // Context first (a small-pool page), then the baseline.
+    let anchor = m.malloc(512, 0);
+    let used0 = driver_used();
+    let reserved0 = m.memory_reserved();
+    let (a, b) = match (m.malloc(30 * MIB, 0), m.malloc(30 * MIB, 0)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            return step(
+                steps,
+                "expandable segments: map pages",
+                false,
+                e.to_string(),
+            );
+        }
+    };
+    let reserved1 = m.memory_reserved();
+    step(
+        steps,
+        "expandable segments: tensors share one growing segment",
+        b == a + 30 * MIB && reserved1 - reserved0 == 60 * MIB,
+        format!(
+            "second tensor at +{} from the first; large pool mapped {}",
+            human_bytes(b.wrapping_sub(a)),
+            human_bytes(reserved1 - reserved0)
+        ),
+    );
+    let used1 = driver_used();
+    compare_delta(
+        steps,
+        "expandable segments: the driver sees the mapped pages",
+        used0,
+        used1,
+        reserved1 as i64 - reserved0 as i64,
+    );
+    let _ = m.free(a);
+    m.empty_cache();
+    let reserved2 = m.memory_reserved();
+    let used2 = driver_used();
+    step(
+        steps,
+        "expandable segments: empty_cache unmaps whole free pages only",
+        reserved1 - reserved2 == 20 * MIB,
+        format!(
+            "unmapped {} of the freed 30 MiB (the page shared with the live tensor stays)",
+            human_bytes(reserved1 - reserved2)
+        ),
+    );
+    compare_delta(
+        steps,
+        "expandable segments: the driver sees the unmap",
+        used1,
+        used2,
+        reserved2 as i64 - reserved1 as i64,
+    );
+    let _ = m.free(b);
+    if let Ok(p) = anchor {
+        let _ = m.free(p);
+    }
+    m.empty_cache();
+    step(
+        steps,
+        "expandable segments: everything returned",
+        m.memory_reserved() == 0 && m.check_invariants().is_ok(),
+        format!("reserved {}", human_bytes(m.memory_reserved())),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Telemetry;
+    use crate::device::sim::{Fault, SimCluster, SimConfig};
+
+    fn sim_used(cluster: &SimCluster) -> impl FnMut() -> Option<u64> + '_ {
+        move || {
+            cluster
+                .telemetry()
+                .sample()
+                .ok()?
+                .first()?
+                .sample()?
+                .memory_used
+        }
+    }
+
+    #[test]
+    fn check_passes_on_the_simulated_gpu() {
+        let cluster = SimCluster::new(SimConfig::default());
+        let report = run_check(
+            "sim",
+            "0",
+            || Ok(cluster.new_process(0, "vramtop check")),
+            sim_used(&cluster),
+            1 << 30,
+        );
+        assert!(report.passed(), "{report:#?}");
+        assert!(report.steps.len() >= 10);
+    }
+
+    #[test]
+    fn check_fails_when_the_device_refuses_memory() {
+        let cluster = SimCluster::new(SimConfig::default());
+        cluster.inject(Fault::OomAtOrAbove {
+            gpu: 0,
+            bytes: 30 * MIB,
+        });
+        let report = run_check(
+            "sim",
+            "0",
+            || Ok(cluster.new_process(0, "vramtop check")),
+            sim_used(&cluster),
+            1 << 30,
+        );
+        assert!(!report.passed());
+        let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
+        assert!(failed.detail.contains("out of memory"), "{failed:?}");
+    }
+
+    #[test]
+    fn missing_used_memory_is_reported_as_skipped_not_as_zero() {
+        let cluster = SimCluster::new(SimConfig::default());
+        let report = run_check(
+            "sim",
+            "0",
+            || Ok(cluster.new_process(0, "vramtop check")),
+            || None,
+            1 << 30,
+        );
+        assert!(report.passed());
+        assert!(report.steps.iter().any(|s| s.detail.contains("n/a")));
+    }
+}

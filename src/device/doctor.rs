@@ -1,0 +1,294 @@
+//! `vramtop doctor`: what was found, why a fallback happened, what to install,
+//! and the mixed-environment check (two CUDA runtimes in one process, or a
+//! runtime newer than the driver supports).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::cuda::{self, CudaProbe};
+use super::factory::{BackendChoice, select_telemetry};
+use super::procfs::{self, LibraryKind, MappedLibrary};
+use super::sim::SimConfig;
+use super::telemetry::{DriverInfo, GpuReading};
+
+/// One GPU process and the CUDA libraries it has mapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessLibraries {
+    pub gpu: u32,
+    pub pid: u32,
+    pub command: Option<String>,
+    /// `None` when /proc/PID/maps is not readable (another user's process).
+    pub libraries: Option<Vec<MappedLibrary>>,
+    pub warnings: Vec<String>,
+}
+
+/// One GPU as telemetry sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuLine {
+    pub index: u32,
+    pub name: String,
+    pub memory_total: Option<u64>,
+    pub memory_used: Option<u64>,
+    pub lost: Option<String>,
+}
+
+/// Everything `doctor` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DoctorReport {
+    pub vramtop_version: String,
+    pub platform: String,
+    /// NVML: versions when it initialised, else why not.
+    pub nvml: Result<DriverInfo, String>,
+    pub cuda: CudaProbe,
+    pub cuda_summary: String,
+    /// The telemetry backend `--backend auto` picks and why.
+    pub backend: String,
+    pub fallback_reason: Option<String>,
+    pub gpus: Vec<GpuLine>,
+    pub processes: Vec<ProcessLibraries>,
+    /// Things to do, most important first.
+    pub advice: Vec<String>,
+}
+
+/// "12.4" → 12040, as cuDriverGetVersion numbers CUDA versions.
+fn cuda_version_number(version: &str) -> Option<u32> {
+    let mut parts = version.split('.');
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some(major * 1000 + minor * 10)
+}
+
+/// Warnings about one process's CUDA libraries: two runtime versions mapped
+/// at once, or a runtime newer than the driver supports.
+pub fn environment_warnings(libraries: &[MappedLibrary], driver_cuda: Option<u32>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let runtimes: Vec<&str> = libraries
+        .iter()
+        .filter(|l| l.kind == LibraryKind::CudaRuntime)
+        .filter_map(|l| l.version.as_deref())
+        .collect();
+    // "12" and "12.4.127" are one runtime seen through two names: a mix is
+    // two majors, or two major.minor versions.
+    let majors: BTreeSet<&str> = runtimes
+        .iter()
+        .filter_map(|v| v.split('.').next())
+        .collect();
+    let major_minor: BTreeSet<String> = runtimes
+        .iter()
+        .filter(|v| v.contains('.'))
+        .map(|v| v.split('.').take(2).collect::<Vec<_>>().join("."))
+        .collect();
+    if majors.len() > 1 || major_minor.len() > 1 {
+        let shown: Vec<String> = if major_minor.len() > 1 {
+            major_minor.iter().cloned().collect()
+        } else {
+            majors.iter().map(|m| m.to_string()).collect()
+        };
+        warnings.push(format!(
+            "two CUDA runtimes in one process ({}): libraries built for different CUDA versions are \
+             mixed, a known cause of odd memory behaviour; use one environment (e.g. one conda env) \
+             for the whole job",
+            shown.join(" and ")
+        ));
+    }
+    if let Some(driver) = driver_cuda {
+        for v in &major_minor {
+            if let Some(n) = cuda_version_number(v)
+                && n > driver
+            {
+                warnings.push(format!(
+                    "CUDA runtime {v} is newer than the driver supports (CUDA {}.{}): upgrade the \
+                     NVIDIA driver or install a build of the framework for an older CUDA",
+                    driver / 1000,
+                    (driver % 1000) / 10
+                ));
+            }
+        }
+    }
+    warnings
+}
+
+/// Gathers the report. Never fails: whatever is missing is part of the answer.
+pub fn diagnose(sim: &SimConfig) -> DoctorReport {
+    let cuda_probe = cuda::probe();
+    let cuda_summary = cuda_probe.explain();
+    let mut advice = Vec::new();
+
+    let selection = select_telemetry(BackendChoice::Auto, sim);
+    let (backend, fallback_reason, mut telemetry, nvml) = match selection {
+        Ok(sel) => {
+            let info = sel.telemetry.driver_info();
+            let nvml = if sel.backend == "nvml" {
+                Ok(info)
+            } else {
+                Err(sel
+                    .nvml_error
+                    .as_ref()
+                    .map_or_else(|| "not tried".to_string(), ToString::to_string))
+            };
+            (
+                sel.backend.to_string(),
+                sel.fallback_reason,
+                Some(sel.telemetry),
+                nvml,
+            )
+        }
+        Err(e) => (
+            "none".to_string(),
+            Some(e.to_string()),
+            None,
+            Err(e.to_string()),
+        ),
+    };
+    if nvml.is_err() {
+        advice.push(
+            "NVML (libnvidia-ml.so.1) is missing: install the NVIDIA driver to see real GPUs; \
+             vramtop runs on a simulated GPU meanwhile (`--backend sim` to choose it explicitly)"
+                .to_string(),
+        );
+    }
+    if !cuda_probe.driver_library_found || cuda_probe.devices.is_empty() {
+        advice.push(format!(
+            "the stress panel and `vramtop check` use the simulated GPU: {cuda_summary}"
+        ));
+    } else if cuda_probe.nvrtc.is_none() {
+        advice.push(
+            "NVRTC not found: kernels load from the shipped PTX (fine); for native kernels \
+             `pip install nvidia-cuda-nvrtc-cu12` and add its lib folder to LD_LIBRARY_PATH"
+                .to_string(),
+        );
+    }
+
+    let readings = telemetry
+        .as_mut()
+        .and_then(|t| t.sample().ok())
+        .unwrap_or_default();
+    let driver_cuda = nvml
+        .as_ref()
+        .ok()
+        .and_then(|i| i.cuda_driver_version)
+        .or(cuda_probe.driver_version);
+    let mut gpus = Vec::new();
+    let mut processes = Vec::new();
+    for r in &readings {
+        match r {
+            GpuReading::Ok(s) => {
+                gpus.push(GpuLine {
+                    index: s.index,
+                    name: s.name.clone(),
+                    memory_total: s.memory_total,
+                    memory_used: s.memory_used,
+                    lost: None,
+                });
+                // The simulated processes have no /proc entries of their own.
+                if backend == "nvml" {
+                    for p in &s.processes {
+                        let libraries = procfs::gpu_libraries(p.pid);
+                        let warnings = libraries
+                            .as_deref()
+                            .map(|l| environment_warnings(l, driver_cuda))
+                            .unwrap_or_default();
+                        processes.push(ProcessLibraries {
+                            gpu: s.index,
+                            pid: p.pid,
+                            command: p.command.clone(),
+                            libraries,
+                            warnings,
+                        });
+                    }
+                }
+            }
+            GpuReading::Lost { index, reason } => {
+                advice.push(format!("GPU {index} is not answering: {reason}"));
+                gpus.push(GpuLine {
+                    index: *index,
+                    name: "?".to_string(),
+                    memory_total: None,
+                    memory_used: None,
+                    lost: Some(reason.clone()),
+                });
+            }
+        }
+    }
+    for p in &processes {
+        for w in &p.warnings {
+            advice.push(format!("pid {}: {w}", p.pid));
+        }
+    }
+
+    DoctorReport {
+        vramtop_version: env!("CARGO_PKG_VERSION").to_string(),
+        platform: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+        nvml,
+        cuda: cuda_probe,
+        cuda_summary,
+        backend,
+        fallback_reason,
+        gpus,
+        processes,
+        advice,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lib(kind: LibraryKind, version: &str) -> MappedLibrary {
+        MappedLibrary {
+            kind,
+            path: format!("/x/lib{version}.so"),
+            version: Some(version.to_string()),
+        }
+    }
+
+    #[test]
+    fn one_runtime_under_a_new_enough_driver_gives_no_warning() {
+        let libs = [
+            lib(LibraryKind::CudaRuntime, "12.4.127"),
+            lib(LibraryKind::CudaRuntime, "12"),
+            lib(LibraryKind::Cudnn, "9.1.0"),
+        ];
+        assert!(environment_warnings(&libs, Some(12080)).is_empty());
+    }
+
+    #[test]
+    fn two_runtime_versions_in_one_process_are_flagged() {
+        let libs = [
+            lib(LibraryKind::CudaRuntime, "11.8.89"),
+            lib(LibraryKind::CudaRuntime, "12.4.127"),
+        ];
+        let w = environment_warnings(&libs, Some(12080));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("11.8 and 12.4"), "{w:?}");
+    }
+
+    #[test]
+    fn runtime_newer_than_the_driver_is_flagged() {
+        let libs = [lib(LibraryKind::CudaRuntime, "12.8.57")];
+        let w = environment_warnings(&libs, Some(12020));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("newer than the driver supports (CUDA 12.2)"),
+            "{w:?}"
+        );
+        assert!(
+            environment_warnings(&libs, None).is_empty(),
+            "unknown driver: no claim"
+        );
+    }
+
+    #[test]
+    fn diagnose_without_a_driver_explains_and_picks_sim() {
+        let report = diagnose(&SimConfig::default());
+        if report.backend != "sim" {
+            return; // a machine with a real driver
+        }
+        assert!(report.nvml.is_err());
+        assert!(report.fallback_reason.is_some());
+        assert!(!report.advice.is_empty());
+        assert_eq!(report.gpus.len(), 1);
+        assert!(report.processes.is_empty());
+    }
+}

@@ -1,0 +1,124 @@
+//! Picks the backends and says why.
+
+use serde::Serialize;
+
+use super::nvml::NvmlTelemetry;
+use super::sim::{SimCluster, SimConfig};
+use super::telemetry::{Telemetry, TelemetryError};
+
+/// `--backend`: where telemetry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// NVML if it initialises, else the simulated GPU (with a banner saying why).
+    Auto,
+    /// Always the simulated GPU.
+    Sim,
+    /// NVML or an error.
+    Nvml,
+}
+
+/// The chosen telemetry backend.
+pub struct TelemetrySelection {
+    pub telemetry: Box<dyn Telemetry>,
+    /// "sim" or "nvml".
+    pub backend: &'static str,
+    /// Why `auto` fell back to the simulation (one line for a banner).
+    pub fallback_reason: Option<String>,
+    /// Why NVML did not initialise, when it was tried and failed.
+    pub nvml_error: Option<TelemetryError>,
+    /// The simulation, when it is the backend.
+    pub sim: Option<SimCluster>,
+}
+
+impl std::fmt::Debug for TelemetrySelection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetrySelection")
+            .field("backend", &self.backend)
+            .field("fallback_reason", &self.fallback_reason)
+            .finish_non_exhaustive()
+    }
+}
+
+fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> TelemetrySelection {
+    let cluster = SimCluster::new(config.clone());
+    let fallback_reason = nvml_error
+        .as_ref()
+        .map(|e| format!("{e}; showing {} simulated GPU(s)", config.gpus.max(1)));
+    TelemetrySelection {
+        telemetry: Box::new(cluster.live_telemetry()),
+        backend: "sim",
+        fallback_reason,
+        nvml_error,
+        sim: Some(cluster),
+    }
+}
+
+/// Chooses the telemetry backend. `Nvml` fails when NVML does not
+/// initialise; `Auto` then falls back to the simulation and explains why.
+pub fn select_telemetry(
+    choice: BackendChoice,
+    sim: &SimConfig,
+) -> Result<TelemetrySelection, TelemetryError> {
+    match choice {
+        BackendChoice::Sim => Ok(simulated(sim, None)),
+        BackendChoice::Nvml => Ok(nvml_selection(NvmlTelemetry::init()?)),
+        BackendChoice::Auto => match NvmlTelemetry::init() {
+            Ok(nvml) => Ok(nvml_selection(nvml)),
+            Err(e) => Ok(simulated(sim, Some(e))),
+        },
+    }
+}
+
+fn nvml_selection(nvml: NvmlTelemetry) -> TelemetrySelection {
+    TelemetrySelection {
+        telemetry: Box::new(nvml),
+        backend: "nvml",
+        fallback_reason: None,
+        nvml_error: None,
+        sim: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_without_a_driver_falls_back_to_sim_and_says_why() {
+        // This machine (and CI) has no NVIDIA driver.
+        if NvmlTelemetry::init().is_ok() {
+            return;
+        }
+        let sel = select_telemetry(BackendChoice::Auto, &SimConfig::default()).expect("auto works");
+        assert_eq!(sel.backend, "sim");
+        let why = sel.fallback_reason.expect("a reason");
+        assert!(why.contains("nvml") && why.contains("simulated"), "{why}");
+        assert!(sel.sim.is_some());
+    }
+
+    #[test]
+    fn explicit_nvml_without_a_driver_is_an_error_not_a_fallback() {
+        if NvmlTelemetry::init().is_ok() {
+            return;
+        }
+        let err =
+            select_telemetry(BackendChoice::Nvml, &SimConfig::default()).expect_err("no NVML");
+        assert!(matches!(err, TelemetryError::Unavailable { .. }));
+    }
+
+    #[test]
+    fn explicit_sim_never_touches_nvml() {
+        let mut sel = select_telemetry(
+            BackendChoice::Sim,
+            &SimConfig {
+                gpus: 3,
+                ..SimConfig::default()
+            },
+        )
+        .expect("sim always works");
+        assert_eq!(sel.backend, "sim");
+        assert_eq!(sel.fallback_reason, None);
+        assert_eq!(sel.telemetry.sample().expect("sim samples").len(), 3);
+    }
+}

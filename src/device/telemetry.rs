@@ -1,0 +1,141 @@
+//! What a backend reports about each GPU (the driver view, like nvidia-smi).
+//!
+//! Every figure is an `Option`: `None` means the GPU or driver does not
+//! report it (shown as "n/a"), never a fake 0.
+
+use serde::Serialize;
+use thiserror::Error;
+
+/// One compute process holding memory on a GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// Bytes of GPU memory the driver attributes to the process.
+    pub used_memory: Option<u64>,
+    /// The process owner, from /proc where visible.
+    pub user: Option<String>,
+    /// The command line, from /proc where visible.
+    pub command: Option<String>,
+    /// The parent process id, from /proc where visible.
+    pub parent_pid: Option<u32>,
+    /// MIG placement, when the GPU is partitioned.
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+}
+
+/// A MIG instance shown as its own row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MigInfo {
+    /// The physical GPU this instance lives on.
+    pub parent_index: u32,
+    pub gpu_instance_id: Option<u32>,
+    pub compute_instance_id: Option<u32>,
+}
+
+/// One sample of one GPU (or MIG instance).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuSample {
+    pub index: u32,
+    pub name: String,
+    pub uuid: Option<String>,
+    /// Bytes.
+    pub memory_total: Option<u64>,
+    pub memory_used: Option<u64>,
+    pub memory_free: Option<u64>,
+    /// Percent over the driver's last sample period.
+    pub gpu_utilization: Option<u32>,
+    pub memory_utilization: Option<u32>,
+    /// Degrees Celsius.
+    pub temperature_c: Option<u32>,
+    /// Milliwatts.
+    pub power_draw_mw: Option<u32>,
+    pub power_limit_mw: Option<u32>,
+    /// MHz.
+    pub sm_clock_mhz: Option<u32>,
+    pub memory_clock_mhz: Option<u32>,
+    /// Percent of maximum fan speed.
+    pub fan_percent: Option<u32>,
+    pub processes: Vec<GpuProcess>,
+    /// Set when this row is a MIG instance.
+    pub mig: Option<MigInfo>,
+}
+
+impl GpuSample {
+    /// A sample with only the identity known and every metric `None`.
+    pub fn unknown(index: u32, name: impl Into<String>) -> Self {
+        GpuSample {
+            index,
+            name: name.into(),
+            uuid: None,
+            memory_total: None,
+            memory_used: None,
+            memory_free: None,
+            gpu_utilization: None,
+            memory_utilization: None,
+            temperature_c: None,
+            power_draw_mw: None,
+            power_limit_mw: None,
+            sm_clock_mhz: None,
+            memory_clock_mhz: None,
+            fan_percent: None,
+            processes: Vec::new(),
+            mig: None,
+        }
+    }
+}
+
+/// A GPU that answered, or one that stopped answering.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum GpuReading {
+    Ok(GpuSample),
+    /// The GPU disappeared or failed (fell off the bus, reset); skipped, not fatal.
+    Lost {
+        index: u32,
+        reason: String,
+    },
+}
+
+impl GpuReading {
+    pub fn sample(&self) -> Option<&GpuSample> {
+        match self {
+            GpuReading::Ok(s) => Some(s),
+            GpuReading::Lost { .. } => None,
+        }
+    }
+}
+
+/// Facts about the driver stack, for `vramtop doctor`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DriverInfo {
+    pub driver_version: Option<String>,
+    pub nvml_version: Option<String>,
+    /// The newest CUDA version the driver supports, e.g. 12080 for 12.8.
+    pub cuda_driver_version: Option<u32>,
+}
+
+/// A telemetry backend failed as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TelemetryError {
+    #[error("{backend} is not available: {reason}")]
+    Unavailable {
+        backend: &'static str,
+        reason: String,
+    },
+    #[error("{backend} failed: {reason}")]
+    Failed {
+        backend: &'static str,
+        reason: String,
+    },
+}
+
+/// A source of per-GPU samples: the simulated GPUs or NVML.
+pub trait Telemetry: Send {
+    /// "sim" or "nvml".
+    fn backend_name(&self) -> &'static str;
+    /// Driver and library versions, as far as known.
+    fn driver_info(&self) -> DriverInfo;
+    /// Samples every GPU. A GPU that fails is reported as lost; only a
+    /// failure of the backend itself is an error.
+    fn sample(&mut self) -> Result<Vec<GpuReading>, TelemetryError>;
+}
