@@ -47,6 +47,8 @@ if [ -z "$lib" ]; then
   rm -rf "$unpacked.partial"
   python3 -m zipfile -e "$wheel" "$unpacked.partial"
   mv "$unpacked.partial" "$unpacked"
+  # The unpacked copy is all that is needed (pip keeps its own cache).
+  rm -f "$wheel"
   lib=$(find_lib || true)
   if [ -z "$lib" ]; then
     echo "fetch-nvrtc: $wheel holds no libnvrtc.so.12" >&2

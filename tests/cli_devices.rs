@@ -1,0 +1,129 @@
+//! The device commands as a user runs them: doctor and check with no driver,
+//! with a fake NVML driver, and the binary's link-time independence from CUDA.
+
+mod common;
+
+use std::process::Command;
+
+use common::fake_nvml::fake_nvml_with;
+
+fn vramtop(args: &[&str], ld_library_path: Option<&std::path::Path>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    cmd.args(args);
+    if let Some(dir) = ld_library_path {
+        cmd.env("LD_LIBRARY_PATH", dir);
+    }
+    let out = cmd.output().expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[test]
+fn doctor_on_the_simulation_lists_every_simulated_gpu_and_exits_0() {
+    let (code, out, err) = vramtop(
+        &[
+            "--backend",
+            "sim",
+            "--sim-gpus",
+            "3",
+            "--sim-memory",
+            "24GiB",
+            "doctor",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    // doctor reports what auto would pick; without a driver that is the sim.
+    if v["backend"] == "sim" {
+        assert_eq!(v["gpus"].as_array().map(Vec::len), Some(3), "{out}");
+        assert_eq!(v["gpus"][0]["memory_total"], 24u64 << 30);
+        assert!(
+            v["fallback_reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("simulated"))
+        );
+    }
+}
+
+#[test]
+fn doctor_without_a_driver_explains_what_to_install() {
+    let (code, out, err) = vramtop(&["doctor"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("NVML") && out.contains("CUDA") && out.contains("NVRTC"),
+        "{out}"
+    );
+    if out.contains("libnvidia-ml.so.1 not found") {
+        assert!(out.contains("install the NVIDIA driver"), "{out}");
+    }
+}
+
+#[test]
+fn doctor_with_a_fake_nvml_reports_its_gpus_and_the_libraries_of_each_process() {
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_GPUS", "2")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["doctor", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["backend"], "nvml", "{out}");
+    assert_eq!(v["gpus"].as_array().map(Vec::len), Some(2));
+    assert_eq!(v["gpus"][0]["name"], "Fake H200");
+    assert!(v["nvml"]["Ok"]["driver_version"].is_string(), "{out}");
+    // The fake lists the calling process (vramtop itself) on GPU 0: its
+    // /proc/PID/maps is readable and shows the (fake) NVML library.
+    let procs = v["processes"].as_array().expect("processes");
+    let own = procs
+        .iter()
+        .find(|p| p["libraries"].is_array())
+        .unwrap_or_else(|| panic!("a process with readable libraries: {out}"));
+    let libs = own["libraries"].as_array().expect("libraries");
+    assert!(libs.iter().any(|l| l["kind"] == "Nvml"), "{out}");
+}
+
+#[test]
+fn check_without_a_gpu_runs_on_the_simulation_and_passes() {
+    let (code, out, err) = vramtop(&["check", "--json", "--budget", "256MiB"], None);
+    let v = json(&out);
+    if v["backend"] == "sim" {
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(v["steps"].as_array().is_some_and(|s| s.len() >= 10));
+        assert!(err.contains("checking the simulated GPU instead"), "{err}");
+    }
+}
+
+#[test]
+fn bad_size_argument_is_a_usage_error_that_shows_the_accepted_forms() {
+    let (code, _, err) = vramtop(&["--sim-memory", "12parsecs", "doctor"], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("37MiB"), "{err}");
+    let (code, _, err) = vramtop(&["--backend", "rocm", "doctor"], None);
+    assert_eq!(code, 2);
+    assert!(err.contains("auto") && err.contains("nvml"), "{err}");
+}
+
+#[test]
+fn binary_links_no_cuda_or_nvml_library() {
+    let Ok(out) = Command::new("ldd")
+        .arg(env!("CARGO_BIN_EXE_vramtop"))
+        .output()
+    else {
+        eprintln!("skipping: ldd is not available");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("libc.so"), "ldd output looks wrong: {text}");
+    for lib in ["libcuda", "libnvidia-ml", "libnvrtc", "libcudart"] {
+        assert!(!text.contains(lib), "{lib} is linked: {text}");
+    }
+}
