@@ -6,6 +6,7 @@
 //!   and replay/verification of their traces through the model.
 
 pub mod alloc;
+pub mod app;
 pub mod cli;
 pub mod device;
 pub mod snapshot;

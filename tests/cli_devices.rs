@@ -127,3 +127,62 @@ fn binary_links_no_cuda_or_nvml_library() {
         assert!(!text.contains(lib), "{lib} is linked: {text}");
     }
 }
+
+/// Builds `tests/fixtures/fake_cuda.c` (no kernels, no device configured: its
+/// cuInit answers CUDA_ERROR_NO_DEVICE) as `libcuda.so.1` in a fresh folder.
+fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli_fake_cuda_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let lib = dir.join("libcuda.so.1");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
+    let built = Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O2",
+            "-DFAKE_CUDA_NO_KERNELS",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+        ])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .ok()?
+        .success();
+    if built {
+        Some(dir)
+    } else {
+        eprintln!("skipping: cannot build the fake libcuda");
+        None
+    }
+}
+
+#[test]
+fn driver_without_gpus_is_explained_by_doctor_and_check_falls_back() {
+    let Some(dir) = fake_libcuda_without_devices() else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["doctor", "--json"], Some(&dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["cuda"]["driver_library_found"], true, "{out}");
+    assert_eq!(v["cuda"]["devices"].as_array().map(Vec::len), Some(0));
+    let error = v["cuda"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("NO_DEVICE") || error.contains("no CUDA-capable device"),
+        "{out}"
+    );
+    assert!(
+        v["cuda_summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("no GPU is usable")),
+        "{out}"
+    );
+
+    let (code, out, err) = vramtop(&["check", "--budget", "128MiB"], Some(&dir));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("checking the simulated GPU instead"), "{err}");
+    assert!(out.contains("result: PASS"), "{out}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -6,6 +6,7 @@
 //! each part to PyTorch.
 
 pub mod allocator;
+pub mod analysis;
 pub mod config;
 pub mod device;
 pub mod layout;
@@ -15,6 +16,7 @@ pub mod stats;
 pub mod trace;
 
 pub use allocator::{AllocError, CachingAllocator, LiveAllocation, MempoolId, StreamId};
+pub use analysis::{Fragmentation, fragmentation};
 pub use config::{AllocatorConfig, ConfigError};
 pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
 pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};

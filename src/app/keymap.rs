@@ -1,0 +1,231 @@
+//! Keys as data: (key, context) → action. The status-line hints and the help
+//! overlay are generated from this table, so they cannot drift from what the
+//! keys do.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde::Serialize;
+
+use super::state::Pane;
+
+/// A user intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Action {
+    Quit,
+    ToggleHelp,
+    /// Close the overlay or stop editing the filter.
+    Back,
+    FocusNext,
+    FocusPrev,
+    Up,
+    Down,
+    Left,
+    Right,
+    PageUp,
+    PageDown,
+    ZoomIn,
+    ZoomOut,
+    TogglePause,
+    StartFilter,
+    ToggleTree,
+    /// Select GPU n (0-based) — keys 1…9.
+    SelectGpu(u8),
+}
+
+impl Action {
+    /// What the action does, for the help overlay.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::Quit => "quit",
+            Action::ToggleHelp => "help (this screen)",
+            Action::Back => "close help / stop filtering",
+            Action::FocusNext => "next pane",
+            Action::FocusPrev => "previous pane",
+            Action::Up => "move up (GPU, block, process)",
+            Action::Down => "move down",
+            Action::Left => "previous block / scroll left",
+            Action::Right => "next block / scroll right",
+            Action::PageUp => "page up",
+            Action::PageDown => "page down",
+            Action::ZoomIn => "zoom the timeline in",
+            Action::ZoomOut => "zoom the timeline out",
+            Action::TogglePause => "pause / resume the timeline",
+            Action::StartFilter => "filter processes",
+            Action::ToggleTree => "process tree / flat list",
+            Action::SelectGpu(_) => "select GPU 1…9",
+        }
+    }
+}
+
+/// One binding: the keys (as shown to users), the action, and the pane it
+/// applies to (`None`: everywhere).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Binding {
+    pub keys: &'static str,
+    pub action: Action,
+    pub pane: Option<Pane>,
+    /// Shown in the status line's key hints.
+    pub hint: Option<&'static str>,
+}
+
+/// The keymap: bindings in help order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Keymap {
+    pub bindings: Vec<Binding>,
+}
+
+impl Default for Keymap {
+    fn default() -> Self {
+        let b = |keys, action, pane, hint| Binding {
+            keys,
+            action,
+            pane,
+            hint,
+        };
+        Keymap {
+            bindings: vec![
+                b("q Ctrl-C", Action::Quit, None, Some("quit")),
+                b("? F1", Action::ToggleHelp, None, Some("help")),
+                b("Esc", Action::Back, None, None),
+                b("Tab", Action::FocusNext, None, Some("pane")),
+                b("Shift-Tab", Action::FocusPrev, None, None),
+                b("↑ k", Action::Up, None, None),
+                b("↓ j", Action::Down, None, None),
+                b("← h", Action::Left, Some(Pane::Segments), None),
+                b("→ l", Action::Right, Some(Pane::Segments), None),
+                b("PgUp", Action::PageUp, None, None),
+                b("PgDn", Action::PageDown, None, None),
+                b("+", Action::ZoomIn, Some(Pane::Timeline), Some("zoom")),
+                b("-", Action::ZoomOut, Some(Pane::Timeline), None),
+                b("p", Action::TogglePause, None, Some("pause")),
+                b(
+                    "/",
+                    Action::StartFilter,
+                    Some(Pane::Processes),
+                    Some("filter"),
+                ),
+                b("t", Action::ToggleTree, Some(Pane::Processes), Some("tree")),
+                b("1…9", Action::SelectGpu(0), None, Some("GPU")),
+            ],
+        }
+    }
+}
+
+impl Keymap {
+    /// The action for a key press. Panes are not consulted here: actions
+    /// that do nothing in the focused pane are ignored by the update.
+    pub fn action_for(&self, key: KeyEvent) -> Option<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        Some(match key.code {
+            KeyCode::Char('c') if ctrl => Action::Quit,
+            KeyCode::Char('q') => Action::Quit,
+            KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
+            KeyCode::Esc => Action::Back,
+            KeyCode::Tab => Action::FocusNext,
+            KeyCode::BackTab => Action::FocusPrev,
+            KeyCode::Up | KeyCode::Char('k') => Action::Up,
+            KeyCode::Down | KeyCode::Char('j') => Action::Down,
+            KeyCode::Left | KeyCode::Char('h') => Action::Left,
+            KeyCode::Right | KeyCode::Char('l') => Action::Right,
+            KeyCode::PageUp => Action::PageUp,
+            KeyCode::PageDown => Action::PageDown,
+            KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
+            KeyCode::Char('-') => Action::ZoomOut,
+            KeyCode::Char('p') => Action::TogglePause,
+            KeyCode::Char('/') => Action::StartFilter,
+            KeyCode::Char('t') => Action::ToggleTree,
+            KeyCode::Char(c @ '1'..='9') => Action::SelectGpu(c as u8 - b'1'),
+            _ => return None,
+        })
+    }
+
+    /// "key action" pairs for the status line, for the focused pane.
+    pub fn hints(&self, focus: Pane) -> Vec<(&'static str, &'static str)> {
+        self.bindings
+            .iter()
+            .filter(|b| b.pane.is_none_or(|p| p == focus))
+            .filter_map(|b| {
+                b.hint
+                    .map(|h| (b.keys.split(' ').next().unwrap_or(b.keys), h))
+            })
+            .collect()
+    }
+
+    /// (keys, description, where) rows for the help overlay.
+    pub fn help_rows(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+        self.bindings
+            .iter()
+            .map(|b| {
+                (
+                    b.keys,
+                    b.action.describe(),
+                    b.pane.map_or("everywhere", Pane::title),
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn htop_and_vim_keys_map_to_the_same_actions() {
+        let k = Keymap::default();
+        assert_eq!(k.action_for(key(KeyCode::Char('q'))), Some(Action::Quit));
+        assert_eq!(
+            k.action_for(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(k.action_for(key(KeyCode::F(1))), Some(Action::ToggleHelp));
+        assert_eq!(
+            k.action_for(key(KeyCode::Char('j'))),
+            k.action_for(key(KeyCode::Down))
+        );
+        assert_eq!(
+            k.action_for(key(KeyCode::Char('3'))),
+            Some(Action::SelectGpu(2))
+        );
+        assert_eq!(k.action_for(key(KeyCode::Char('z'))), None);
+    }
+
+    #[test]
+    fn every_action_a_key_produces_is_documented_in_the_help() {
+        let k = Keymap::default();
+        let documented: Vec<Action> = k.bindings.iter().map(|b| b.action).collect();
+        for code in [
+            KeyCode::Char('q'),
+            KeyCode::Char('?'),
+            KeyCode::Esc,
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Up,
+            KeyCode::Down,
+            KeyCode::Left,
+            KeyCode::Right,
+            KeyCode::PageUp,
+            KeyCode::PageDown,
+            KeyCode::Char('+'),
+            KeyCode::Char('-'),
+            KeyCode::Char('p'),
+            KeyCode::Char('/'),
+            KeyCode::Char('t'),
+        ] {
+            let a = k.action_for(key(code)).expect("bound");
+            assert!(documented.contains(&a), "{a:?} is not in the help");
+        }
+    }
+
+    #[test]
+    fn hints_follow_the_focused_pane() {
+        let k = Keymap::default();
+        let timeline: Vec<&str> = k.hints(Pane::Timeline).iter().map(|h| h.1).collect();
+        assert!(timeline.contains(&"zoom") && !timeline.contains(&"filter"));
+        let procs: Vec<&str> = k.hints(Pane::Processes).iter().map(|h| h.1).collect();
+        assert!(procs.contains(&"filter") && !procs.contains(&"zoom"));
+    }
+}

@@ -1,0 +1,603 @@
+//! The dashboard's state. Data (what was sampled) and UI state (focus,
+//! overlays, scroll positions) are separate structs; panes render from both
+//! and never change them. Everything here is pure: time comes in as
+//! milliseconds, samples come in as values.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
+use crate::device::{GpuProcess, GpuReading, GpuSample};
+
+/// Points kept per GPU (one per sample: an hour at 1 Hz).
+pub const HISTORY_CAPACITY: usize = 3600;
+/// Timeline windows the zoom keys step through (seconds).
+pub const ZOOM_WINDOWS_S: [u64; 6] = [30, 60, 120, 300, 900, 3600];
+/// The zoom step a fresh dashboard starts at (60 s).
+pub const DEFAULT_ZOOM: usize = 1;
+
+/// One point of the timeline (bytes; `None` when unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HistoryPoint {
+    pub t_ms: u64,
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+    pub driver_used: Option<u64>,
+}
+
+/// An event drawn on the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MarkerKind {
+    /// Cached segments were released (empty_cache, or the retry path).
+    EmptyCache,
+    /// An allocation failed with out-of-memory.
+    Oom,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Marker {
+    pub t_ms: u64,
+    pub kind: MarkerKind,
+}
+
+/// A GPU's timeline: bounded, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct History {
+    pub points: VecDeque<HistoryPoint>,
+    pub markers: VecDeque<Marker>,
+}
+
+impl History {
+    pub fn push(&mut self, point: HistoryPoint) {
+        if self.points.len() >= HISTORY_CAPACITY {
+            self.points.pop_front();
+        }
+        self.points.push_back(point);
+        let oldest = self.points.front().map_or(0, |p| p.t_ms);
+        while self.markers.front().is_some_and(|m| m.t_ms < oldest) {
+            self.markers.pop_front();
+        }
+    }
+
+    pub fn mark(&mut self, marker: Marker) {
+        self.markers.push_back(marker);
+    }
+
+    /// The points within the last `window_ms` before `now_ms`.
+    pub fn window(&self, now_ms: u64, window_ms: u64) -> impl Iterator<Item = &HistoryPoint> {
+        let from = now_ms.saturating_sub(window_ms);
+        self.points.iter().filter(move |p| p.t_ms >= from)
+    }
+}
+
+/// The allocator of one process on a GPU, when vramtop can see it (a
+/// simulated training run, the stress panel, or a probe).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllocatorView {
+    /// Who this allocator belongs to, e.g. "pid 4242 (simulated training)".
+    pub source: String,
+    pub pid: Option<u32>,
+    pub stats: DeviceStats,
+    pub layout: Vec<SegmentInfo>,
+    pub fragmentation: Fragmentation,
+}
+
+impl AllocatorView {
+    pub fn new(
+        source: String,
+        pid: Option<u32>,
+        stats: DeviceStats,
+        layout: Vec<SegmentInfo>,
+    ) -> Self {
+        let fragmentation = fragmentation(&layout);
+        AllocatorView {
+            source,
+            pid,
+            stats,
+            layout,
+            fragmentation,
+        }
+    }
+
+    /// `memory_allocated()` (bytes).
+    pub fn allocated(&self) -> u64 {
+        self.stats.allocated_bytes.all.current.max(0) as u64
+    }
+
+    /// `memory_reserved()` (bytes).
+    pub fn reserved(&self) -> u64 {
+        self.stats.reserved_bytes.all.current.max(0) as u64
+    }
+}
+
+/// The four parts of a GPU's memory (bytes), the dashboard's core pitch: why
+/// nvidia-smi and PyTorch disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Breakdown {
+    pub total: u64,
+    /// Handed out to tensors (`memory_allocated()`).
+    pub allocated: u64,
+    /// Reserved by the caching allocator but free (`reserved − allocated`).
+    pub cached_free: u64,
+    /// Driver-used memory outside the allocator: CUDA contexts, other
+    /// processes, non-PyTorch allocations (`driver used − reserved`).
+    pub context_and_other: u64,
+    /// Not used at all (`total − driver used`).
+    pub free: u64,
+}
+
+/// Computes the breakdown; without an allocator view the allocated and
+/// cached parts are unknown (`None`), and only used/free are shown.
+pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
+    let total = sample.memory_total?;
+    let used = sample.memory_used?.min(total);
+    let a = allocator?;
+    let reserved = a.reserved().min(used);
+    let allocated = a.allocated().min(reserved);
+    Some(Breakdown {
+        total,
+        allocated,
+        cached_free: reserved - allocated,
+        context_and_other: used - reserved,
+        free: total - used,
+    })
+}
+
+/// Driver-used memory no listed process accounts for (other PID namespaces,
+/// zombies), when every figure is known.
+pub fn unattributed(sample: &GpuSample) -> Option<u64> {
+    let used = sample.memory_used?;
+    let mut listed = 0u64;
+    for p in &sample.processes {
+        listed += p.used_memory?;
+    }
+    Some(used.saturating_sub(listed))
+}
+
+/// A row of the process tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProcessRow {
+    pub gpu: u32,
+    pub process: GpuProcess,
+    /// 0 for a root, 1 for a child of a listed GPU process, …
+    pub depth: usize,
+    /// A child of another GPU process holding its own CUDA context (e.g. a
+    /// DataLoader worker that touched CUDA: a whole context wasted).
+    pub own_context_in_child: bool,
+}
+
+/// Every GPU process of `samples`, in tree order when `tree` is set
+/// (children under their GPU-using parent), filtered by `filter` (a
+/// case-insensitive substring of the pid, user or command).
+pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<ProcessRow> {
+    let needle = filter.to_lowercase();
+    let matches = |p: &GpuProcess| {
+        needle.is_empty()
+            || p.pid.to_string().contains(&needle)
+            || p.user
+                .as_deref()
+                .is_some_and(|u| u.to_lowercase().contains(&needle))
+            || p.command
+                .as_deref()
+                .is_some_and(|c| c.to_lowercase().contains(&needle))
+    };
+    let all: Vec<(u32, &GpuProcess)> = samples
+        .iter()
+        .filter(|s| s.mig.is_none())
+        .flat_map(|s| s.processes.iter().map(move |p| (s.index, p)))
+        .collect();
+    let gpu_pids: std::collections::BTreeSet<u32> = all.iter().map(|(_, p)| p.pid).collect();
+    let is_child = |p: &GpuProcess| {
+        p.parent_pid
+            .is_some_and(|pp| pp != p.pid && gpu_pids.contains(&pp))
+    };
+    let row = |gpu: u32, p: &GpuProcess, depth: usize| ProcessRow {
+        gpu,
+        process: p.clone(),
+        depth,
+        own_context_in_child: is_child(p),
+    };
+    if !tree {
+        return all
+            .iter()
+            .filter(|(_, p)| matches(p))
+            .map(|&(g, p)| row(g, p, 0))
+            .collect();
+    }
+    let mut children: BTreeMap<u32, Vec<(u32, &GpuProcess)>> = BTreeMap::new();
+    for &(g, p) in &all {
+        if is_child(p)
+            && let Some(pp) = p.parent_pid
+        {
+            children.entry(pp).or_default().push((g, p));
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(u32, &GpuProcess, usize)> = all
+        .iter()
+        .rev()
+        .filter(|(_, p)| !is_child(p))
+        .map(|&(g, p)| (g, p, 0))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((g, p, depth)) = stack.pop() {
+        if !seen.insert((g, p.pid)) || depth > 16 {
+            continue;
+        }
+        if matches(p) {
+            out.push(row(g, p, depth));
+        }
+        if let Some(kids) = children.get(&p.pid) {
+            for &(kg, kp) in kids.iter().rev() {
+                stack.push((kg, kp, depth + 1));
+            }
+        }
+    }
+    out
+}
+
+/// A GPU as the dashboard holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuState {
+    pub reading: GpuReading,
+    pub allocator: Option<AllocatorView>,
+    pub history: History,
+}
+
+impl GpuState {
+    pub fn sample(&self) -> Option<&GpuSample> {
+        self.reading.sample()
+    }
+
+    pub fn index(&self) -> u32 {
+        match &self.reading {
+            GpuReading::Ok(s) => s.index,
+            GpuReading::Lost { index, .. } => *index,
+        }
+    }
+}
+
+/// The panes, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Pane {
+    Gpus,
+    Breakdown,
+    Timeline,
+    Fragmentation,
+    Segments,
+    Processes,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 6] = [
+        Pane::Gpus,
+        Pane::Breakdown,
+        Pane::Timeline,
+        Pane::Fragmentation,
+        Pane::Segments,
+        Pane::Processes,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Gpus => "GPUs",
+            Pane::Breakdown => "Memory breakdown",
+            Pane::Timeline => "Timeline",
+            Pane::Fragmentation => "Fragmentation",
+            Pane::Segments => "Segments",
+            Pane::Processes => "Processes",
+        }
+    }
+
+    pub fn next(self) -> Pane {
+        let i = Pane::ALL.iter().position(|&p| p == self).unwrap_or(0);
+        Pane::ALL[(i + 1) % Pane::ALL.len()]
+    }
+
+    pub fn prev(self) -> Pane {
+        let i = Pane::ALL.iter().position(|&p| p == self).unwrap_or(0);
+        Pane::ALL[(i + Pane::ALL.len() - 1) % Pane::ALL.len()]
+    }
+}
+
+/// What is drawn over the panes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Overlay {
+    None,
+    Help,
+}
+
+/// Focus, overlays, scroll positions: everything about the view, nothing
+/// about the GPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UiState {
+    pub focus: Pane,
+    pub overlay: Overlay,
+    /// The timeline stops scrolling (samples are still recorded).
+    pub paused: bool,
+    /// The time `paused` was set (ms), which the timeline then shows.
+    pub paused_at_ms: Option<u64>,
+    /// Index into [`ZOOM_WINDOWS_S`].
+    pub zoom: usize,
+    /// Index into `AppState::gpus`.
+    pub selected_gpu: usize,
+    /// The process filter typed after `/`.
+    pub process_filter: String,
+    /// Whether keys currently go into the filter.
+    pub filter_editing: bool,
+    pub process_tree: bool,
+    pub process_scroll: usize,
+    /// Index of the selected block among the selected GPU's blocks, in
+    /// layout order.
+    pub selected_block: usize,
+}
+
+impl Default for UiState {
+    fn default() -> Self {
+        UiState {
+            focus: Pane::Gpus,
+            overlay: Overlay::None,
+            paused: false,
+            paused_at_ms: None,
+            zoom: DEFAULT_ZOOM,
+            selected_gpu: 0,
+            process_filter: String::new(),
+            filter_editing: false,
+            process_tree: true,
+            process_scroll: 0,
+            selected_block: 0,
+        }
+    }
+}
+
+impl UiState {
+    /// The timeline window in milliseconds.
+    pub fn window_ms(&self) -> u64 {
+        ZOOM_WINDOWS_S[self.zoom.min(ZOOM_WINDOWS_S.len() - 1)] * 1000
+    }
+}
+
+/// The status line's facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatusState {
+    /// "sim" or "nvml".
+    pub backend: String,
+    /// Why the backend is a fallback, shown as a banner.
+    pub banner: Option<String>,
+    pub sample_interval_ms: u64,
+    pub samples: u64,
+    pub dropped_samples: u64,
+    pub last_error: Option<String>,
+}
+
+/// Everything the dashboard shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppState {
+    pub gpus: Vec<GpuState>,
+    pub ui: UiState,
+    pub status: StatusState,
+    /// Milliseconds since the dashboard started (the clock of the last sample).
+    pub now_ms: u64,
+}
+
+impl AppState {
+    pub fn new(status: StatusState) -> Self {
+        AppState {
+            gpus: Vec::new(),
+            ui: UiState::default(),
+            status,
+            now_ms: 0,
+        }
+    }
+
+    /// The selected GPU, if any.
+    pub fn selected(&self) -> Option<&GpuState> {
+        self.gpus
+            .get(self.ui.selected_gpu)
+            .or_else(|| self.gpus.first())
+    }
+
+    /// Takes one sample: readings from telemetry and the allocator views
+    /// known per GPU index. Extends every GPU's timeline and marks
+    /// empty_cache/OOM events seen in the allocator counters.
+    pub fn apply_sample(
+        &mut self,
+        now_ms: u64,
+        readings: Vec<GpuReading>,
+        mut allocators: BTreeMap<u32, AllocatorView>,
+    ) {
+        self.now_ms = now_ms;
+        self.status.samples += 1;
+        let mut next = Vec::with_capacity(readings.len());
+        for reading in readings {
+            let index = match &reading {
+                GpuReading::Ok(s) => s.index,
+                GpuReading::Lost { index, .. } => *index,
+            };
+            let is_mig = reading.sample().is_some_and(|s| s.mig.is_some());
+            let previous = self
+                .gpus
+                .iter()
+                .position(|g| {
+                    g.index() == index && g.sample().is_some_and(|s| s.mig.is_some()) == is_mig
+                })
+                .map(|i| self.gpus.swap_remove(i));
+            let allocator = if is_mig {
+                None
+            } else {
+                allocators.remove(&index)
+            };
+            let mut history = previous
+                .as_ref()
+                .map(|g| g.history.clone())
+                .unwrap_or_default();
+            if let (Some(prev), Some(now)) = (
+                previous.as_ref().and_then(|g| g.allocator.as_ref()),
+                allocator.as_ref(),
+            ) {
+                if now.stats.num_ooms > prev.stats.num_ooms {
+                    history.mark(Marker {
+                        t_ms: now_ms,
+                        kind: MarkerKind::Oom,
+                    });
+                }
+                if now.stats.num_device_free > prev.stats.num_device_free {
+                    history.mark(Marker {
+                        t_ms: now_ms,
+                        kind: MarkerKind::EmptyCache,
+                    });
+                }
+            }
+            history.push(HistoryPoint {
+                t_ms: now_ms,
+                allocated: allocator.as_ref().map(AllocatorView::allocated),
+                reserved: allocator.as_ref().map(AllocatorView::reserved),
+                driver_used: reading.sample().and_then(|s| s.memory_used),
+            });
+            next.push(GpuState {
+                reading,
+                allocator,
+                history,
+            });
+        }
+        self.gpus = next;
+        if self.ui.selected_gpu >= self.gpus.len() {
+            self.ui.selected_gpu = self.gpus.len().saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::GpuSample;
+
+    const GIB: u64 = 1 << 30;
+
+    fn sample(index: u32, used: u64) -> GpuSample {
+        let mut s = GpuSample::unknown(index, "GPU");
+        s.memory_total = Some(80 * GIB);
+        s.memory_used = Some(used);
+        s.memory_free = Some(80 * GIB - used);
+        s
+    }
+
+    fn proc_(pid: u32, parent: Option<u32>, used: Option<u64>) -> GpuProcess {
+        GpuProcess {
+            pid,
+            used_memory: used,
+            user: Some("u".into()),
+            command: Some(format!("python job{pid}")),
+            parent_pid: parent,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+
+    #[test]
+    fn breakdown_splits_driver_used_into_allocated_cached_and_context() {
+        let s = sample(0, 10 * GIB);
+        let mut stats = DeviceStats::default();
+        stats.allocated_bytes.all.current = (6 * GIB) as i64;
+        stats.reserved_bytes.all.current = (9 * GIB) as i64;
+        let a = AllocatorView::new("t".into(), None, stats, Vec::new());
+        let b = breakdown(&s, Some(&a)).expect("all known");
+        assert_eq!(b.allocated, 6 * GIB);
+        assert_eq!(b.cached_free, 3 * GIB);
+        assert_eq!(b.context_and_other, GIB);
+        assert_eq!(b.free, 70 * GIB);
+        assert_eq!(
+            b.allocated + b.cached_free + b.context_and_other + b.free,
+            b.total
+        );
+        assert_eq!(
+            breakdown(&s, None),
+            None,
+            "no allocator: no split, not zeros"
+        );
+    }
+
+    #[test]
+    fn unattributed_memory_is_what_no_listed_process_holds() {
+        let mut s = sample(0, 10 * GIB);
+        s.processes = vec![proc_(1, None, Some(4 * GIB)), proc_(2, None, Some(GIB))];
+        assert_eq!(unattributed(&s), Some(5 * GIB));
+        s.processes.push(proc_(3, None, None));
+        assert_eq!(
+            unattributed(&s),
+            None,
+            "one unknown figure: unknown, not a guess"
+        );
+    }
+
+    #[test]
+    fn process_tree_puts_children_under_parents_and_flags_their_contexts() {
+        let mut s = sample(0, 10 * GIB);
+        s.processes = vec![
+            proc_(100, Some(1), Some(4 * GIB)),
+            proc_(101, Some(100), Some(GIB)),
+            proc_(200, Some(1), Some(GIB)),
+        ];
+        let rows = process_rows(&[&s], true, "");
+        let order: Vec<(u32, usize, bool)> = rows
+            .iter()
+            .map(|r| (r.process.pid, r.depth, r.own_context_in_child))
+            .collect();
+        assert_eq!(
+            order,
+            vec![(100, 0, false), (101, 1, true), (200, 0, false)]
+        );
+        let filtered = process_rows(&[&s], false, "JOB2");
+        assert_eq!(filtered.len(), 1);
+        assert_eq!(filtered[0].process.pid, 200);
+    }
+
+    #[test]
+    fn history_is_bounded_and_windows_by_time() {
+        let mut h = History::default();
+        for t in 0..(HISTORY_CAPACITY as u64 + 10) {
+            h.push(HistoryPoint {
+                t_ms: t * 1000,
+                allocated: None,
+                reserved: None,
+                driver_used: Some(t),
+            });
+        }
+        assert_eq!(h.points.len(), HISTORY_CAPACITY);
+        let now = (HISTORY_CAPACITY as u64 + 9) * 1000;
+        assert_eq!(h.window(now, 30_000).count(), 31);
+    }
+
+    #[test]
+    fn apply_sample_marks_ooms_and_releases_from_allocator_counters() {
+        let mut st = AppState::new(StatusState::default());
+        let view = |ooms: i64, frees: i64| {
+            let mut stats = DeviceStats::default();
+            stats.num_ooms = ooms;
+            stats.num_device_free = frees;
+            AllocatorView::new("t".into(), Some(7), stats, Vec::new())
+        };
+        st.apply_sample(
+            0,
+            vec![GpuReading::Ok(sample(0, GIB))],
+            BTreeMap::from([(0, view(0, 0))]),
+        );
+        st.apply_sample(
+            1000,
+            vec![GpuReading::Ok(sample(0, GIB))],
+            BTreeMap::from([(0, view(1, 2))]),
+        );
+        let h = &st.gpus[0].history;
+        assert_eq!(h.points.len(), 2);
+        let kinds: Vec<MarkerKind> = h.markers.iter().map(|m| m.kind).collect();
+        assert_eq!(kinds, vec![MarkerKind::Oom, MarkerKind::EmptyCache]);
+        assert_eq!(st.status.samples, 2);
+    }
+
+    #[test]
+    fn pane_tab_order_wraps_both_ways() {
+        assert_eq!(Pane::Processes.next(), Pane::Gpus);
+        assert_eq!(Pane::Gpus.prev(), Pane::Processes);
+    }
+}
