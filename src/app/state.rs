@@ -573,9 +573,11 @@ mod tests {
     fn apply_sample_marks_ooms_and_releases_from_allocator_counters() {
         let mut st = AppState::new(StatusState::default());
         let view = |ooms: i64, frees: i64| {
-            let mut stats = DeviceStats::default();
-            stats.num_ooms = ooms;
-            stats.num_device_free = frees;
+            let stats = DeviceStats {
+                num_ooms: ooms,
+                num_device_free: frees,
+                ..DeviceStats::default()
+            };
             AllocatorView::new("t".into(), Some(7), stats, Vec::new())
         };
         st.apply_sample(
