@@ -21,6 +21,8 @@ pub use config::{AllocatorConfig, ConfigError};
 pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
 pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
 pub use oom::OutOfMemory;
-pub use sizing::{allocation_size, format_size, human_bytes, parse_size, round_size};
+pub use sizing::{
+    allocation_size, format_size, human_bytes, parse_duration_ms, parse_size, round_size,
+};
 pub use stats::{DeviceStats, Stat, StatArray};
 pub use trace::{TraceAction, TraceEntry};

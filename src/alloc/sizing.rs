@@ -122,6 +122,26 @@ pub fn parse_size(text: &str) -> Option<u64> {
     (0.0..1.8e19).contains(&bytes).then(|| bytes.round() as u64)
 }
 
+/// Parses a duration as people write it: `500ms`, `1s`, `1.5s`, `10m`, `2h`;
+/// a bare number is seconds. Returns milliseconds, or `None`.
+pub fn parse_duration_ms(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let ms_per_unit = match unit.trim() {
+        "ms" => 1.0,
+        "" | "s" => 1_000.0,
+        "m" | "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => return None,
+    };
+    let ms = value * ms_per_unit;
+    (0.0..1.0e15).contains(&ms).then(|| ms.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +213,18 @@ mod tests {
         assert_eq!(parse_size("MiB"), None);
         assert_eq!(parse_size("12 parsecs"), None);
         assert_eq!(parse_size("-1"), None);
+    }
+
+    #[test]
+    fn parse_duration_reads_the_usual_units() {
+        assert_eq!(parse_duration_ms("500ms"), Some(500));
+        assert_eq!(parse_duration_ms("1s"), Some(1000));
+        assert_eq!(parse_duration_ms("1.5s"), Some(1500));
+        assert_eq!(parse_duration_ms("2"), Some(2000));
+        assert_eq!(parse_duration_ms("10m"), Some(600_000));
+        assert_eq!(parse_duration_ms("1h"), Some(3_600_000));
+        assert_eq!(parse_duration_ms("soon"), None);
+        assert_eq!(parse_duration_ms("5 fortnights"), None);
     }
 
     #[test]

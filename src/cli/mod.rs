@@ -1,6 +1,7 @@
 //! The command line: argument parsing (clap) and the headless commands.
 
 pub mod check;
+pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod replay;
@@ -23,8 +24,47 @@ use crate::device::sim::SimConfig;
 pub struct Cli {
     #[command(flatten)]
     pub device: DeviceArgs,
+    #[command(flatten)]
+    pub display: DisplayArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// How the dashboard samples and draws.
+#[derive(Debug, Clone, Args)]
+pub struct DisplayArgs {
+    /// Sampling interval (e.g. 1s, 500ms, 2s).
+    #[arg(long, default_value = "1s", global = true, value_parser = duration_arg)]
+    pub interval: u64,
+    /// Print one full sample (GPUs, processes, allocator figures) and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: print it as JSON (the only format for now).
+    #[arg(long, requires = "once")]
+    pub json: bool,
+    /// No colours (also when the NO_COLOR environment variable is set).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// Plain ASCII charts and bars, for terminals without braille or block glyphs.
+    #[arg(long, global = true)]
+    pub ascii: bool,
+    /// A TOML config file (default: $XDG_CONFIG_HOME/vramtop/config.toml when it exists).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
+    #[arg(long, global = true)]
+    pub log_file: Option<PathBuf>,
+}
+
+/// Parses a duration argument (milliseconds).
+pub fn duration_arg(text: &str) -> Result<u64, String> {
+    match crate::alloc::parse_duration_ms(text) {
+        Some(ms) if ms >= 10 => Ok(ms),
+        Some(_) => Err(format!("'{text}' is too short: the least is 10ms")),
+        None => Err(format!(
+            "'{text}' is not a duration: write e.g. 500ms, 1s, 10m"
+        )),
+    }
 }
 
 /// Where GPU facts come from.
@@ -43,6 +83,10 @@ pub struct DeviceArgs {
     /// Seed of the simulation (same seed, same run).
     #[arg(long, default_value_t = 42, global = true)]
     pub sim_seed: u64,
+    /// Simulated training processes (spread over the simulated GPUs), so the
+    /// dashboard has a living allocator to show.
+    #[arg(long, default_value_t = 1, global = true)]
+    pub sim_training: u32,
 }
 
 impl DeviceArgs {
@@ -51,6 +95,7 @@ impl DeviceArgs {
             gpus: self.sim_gpus as usize,
             memory_per_gpu: self.sim_memory,
             seed: self.sim_seed,
+            training_processes: self.sim_training as usize,
             ..SimConfig::default()
         }
     }
@@ -82,8 +127,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Append one JSON line per sample to FILE (flushed per line) until
+    /// --duration passes or vramtop is stopped.
+    Record {
+        /// The JSON-lines file to append to.
+        file: PathBuf,
+        /// Stop after this long (e.g. 10m); default: until stopped.
+        #[arg(long, value_parser = duration_arg)]
+        duration: Option<u64>,
+    },
     /// Walk through the caching allocator step by step on a simulated 80 GiB
-    /// GPU: why reserved stays up after `del`, and what empty_cache frees.
+    /// GPU: why reserved stays up after `del`, and what empty_cache frees
+    /// (printed, no dashboard).
     Demo {
         /// Print each step as JSON.
         #[arg(long)]
@@ -122,6 +177,7 @@ pub const EXIT_MISMATCH: u8 = 1;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
+        Some(Command::Record { .. }) => Err(color_eyre::eyre::eyre!("record: not wired yet")),
         Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),

@@ -1,0 +1,270 @@
+//! Actions and typed text in, state changes and effects out. Pure: no
+//! terminal, no clock, no I/O, so every key flow is testable.
+
+use crossterm::event::{KeyCode, KeyEvent};
+
+use super::keymap::{Action, Keymap};
+use super::state::{AppState, Overlay, Pane, ZOOM_WINDOWS_S};
+
+/// What the event loop must do after an update.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Leave the dashboard (restore the terminal).
+    Quit,
+    /// Redraw: something visible changed.
+    Redraw,
+    /// Nothing changed.
+    None,
+}
+
+/// Rows a page key moves.
+const PAGE_ROWS: usize = 10;
+
+/// Handles a key press: while the process filter is being edited, keys go
+/// into it; otherwise the keymap decides.
+pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
+    if state.ui.filter_editing {
+        match key.code {
+            KeyCode::Esc | KeyCode::Enter => state.ui.filter_editing = false,
+            KeyCode::Backspace => {
+                state.ui.process_filter.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() => {
+                // A filter is a handful of characters; cap it so a pasted
+                // novel cannot grow the state without bound.
+                if state.ui.process_filter.chars().count() < 64 {
+                    state.ui.process_filter.push(c);
+                }
+            }
+            _ => return Effect::None,
+        }
+        state.ui.process_scroll = 0;
+        return Effect::Redraw;
+    }
+    match keymap.action_for(key) {
+        Some(action) => apply(state, action),
+        None => Effect::None,
+    }
+}
+
+fn block_count(state: &AppState) -> usize {
+    state
+        .selected()
+        .and_then(|g| g.allocator.as_ref())
+        .map_or(0, |a| a.layout.iter().map(|s| s.blocks.len()).sum())
+}
+
+fn move_selection(state: &mut AppState, delta: isize) {
+    let ui = &mut state.ui;
+    match ui.focus {
+        Pane::Gpus | Pane::Breakdown => {
+            let n = state.gpus.len();
+            if n > 0 {
+                ui.selected_gpu =
+                    (ui.selected_gpu as isize + delta).clamp(0, n as isize - 1) as usize;
+                ui.selected_block = 0;
+            }
+        }
+        Pane::Segments | Pane::Fragmentation => {
+            let n = block_count(state);
+            let ui = &mut state.ui;
+            ui.selected_block = if n == 0 {
+                0
+            } else {
+                (ui.selected_block as isize + delta).clamp(0, n as isize - 1) as usize
+            };
+        }
+        Pane::Processes => {
+            ui.process_scroll = (ui.process_scroll as isize + delta).max(0) as usize;
+        }
+        Pane::Timeline => {}
+    }
+}
+
+/// Applies one action.
+pub fn apply(state: &mut AppState, action: Action) -> Effect {
+    let ui = &mut state.ui;
+    if ui.overlay == Overlay::Help
+        && !matches!(action, Action::Quit | Action::ToggleHelp | Action::Back)
+    {
+        // The help overlay is modal: other keys do nothing behind it.
+        return Effect::None;
+    }
+    match action {
+        Action::Quit => return Effect::Quit,
+        Action::ToggleHelp => {
+            ui.overlay = if ui.overlay == Overlay::Help {
+                Overlay::None
+            } else {
+                Overlay::Help
+            };
+        }
+        Action::Back => {
+            if ui.overlay != Overlay::None {
+                ui.overlay = Overlay::None;
+            } else if !ui.process_filter.is_empty() && ui.focus == Pane::Processes {
+                ui.process_filter.clear();
+            } else {
+                return Effect::None;
+            }
+        }
+        Action::FocusNext => ui.focus = ui.focus.next(),
+        Action::FocusPrev => ui.focus = ui.focus.prev(),
+        Action::Up => move_selection(state, -1),
+        Action::Down => move_selection(state, 1),
+        Action::Left if matches!(ui.focus, Pane::Segments) => move_selection(state, -1),
+        Action::Right if matches!(ui.focus, Pane::Segments) => move_selection(state, 1),
+        Action::Left | Action::Right => return Effect::None,
+        Action::PageUp => move_selection(state, -(PAGE_ROWS as isize)),
+        Action::PageDown => move_selection(state, PAGE_ROWS as isize),
+        Action::ZoomIn => ui.zoom = ui.zoom.saturating_sub(1),
+        Action::ZoomOut => ui.zoom = (ui.zoom + 1).min(ZOOM_WINDOWS_S.len() - 1),
+        Action::TogglePause => {
+            ui.paused = !ui.paused;
+            ui.paused_at_ms = ui.paused.then_some(state.now_ms);
+        }
+        Action::StartFilter => {
+            ui.focus = Pane::Processes;
+            ui.filter_editing = true;
+        }
+        Action::ToggleTree => {
+            if ui.focus != Pane::Processes {
+                return Effect::None;
+            }
+            ui.process_tree = !ui.process_tree;
+        }
+        Action::SelectGpu(n) => {
+            let n = n as usize;
+            if n >= state.gpus.len() {
+                return Effect::None;
+            }
+            ui.selected_gpu = n;
+            ui.selected_block = 0;
+        }
+    }
+    Effect::Redraw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::state::StatusState;
+    use crate::device::{GpuReading, GpuSample};
+    use crossterm::event::KeyModifiers;
+    use std::collections::BTreeMap;
+
+    fn state_with_gpus(n: u32) -> AppState {
+        let mut s = AppState::new(StatusState::default());
+        let readings = (0..n)
+            .map(|i| GpuReading::Ok(GpuSample::unknown(i, "GPU")))
+            .collect();
+        s.apply_sample(0, readings, BTreeMap::new());
+        s
+    }
+
+    fn press(s: &mut AppState, code: KeyCode) -> Effect {
+        handle_key(
+            s,
+            &Keymap::default(),
+            KeyEvent::new(code, KeyModifiers::NONE),
+        )
+    }
+
+    #[test]
+    fn number_keys_select_existing_gpus_only() {
+        let mut s = state_with_gpus(3);
+        assert_eq!(press(&mut s, KeyCode::Char('3')), Effect::Redraw);
+        assert_eq!(s.ui.selected_gpu, 2);
+        assert_eq!(press(&mut s, KeyCode::Char('9')), Effect::None);
+        assert_eq!(s.ui.selected_gpu, 2);
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.selected_gpu, 1);
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.selected_gpu, 2, "clamped at the last GPU");
+    }
+
+    #[test]
+    fn help_is_modal_and_closes_with_escape_or_question_mark() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('?'));
+        assert_eq!(s.ui.overlay, Overlay::Help);
+        assert_eq!(
+            press(&mut s, KeyCode::Tab),
+            Effect::None,
+            "Tab is ignored behind help"
+        );
+        assert_eq!(s.ui.focus, Pane::Gpus);
+        press(&mut s, KeyCode::Esc);
+        assert_eq!(s.ui.overlay, Overlay::None);
+        press(&mut s, KeyCode::F(1));
+        press(&mut s, KeyCode::Char('?'));
+        assert_eq!(s.ui.overlay, Overlay::None);
+        assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
+    }
+
+    #[test]
+    fn slash_edits_the_filter_until_enter_and_escape_clears_it() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('/'));
+        assert!(s.ui.filter_editing);
+        assert_eq!(s.ui.focus, Pane::Processes);
+        for c in "pyq".chars() {
+            press(&mut s, KeyCode::Char(c));
+        }
+        press(&mut s, KeyCode::Backspace);
+        assert_eq!(s.ui.process_filter, "py");
+        assert_eq!(
+            s.ui.overlay,
+            Overlay::None,
+            "'?' typed in the filter would not open help"
+        );
+        press(&mut s, KeyCode::Enter);
+        assert!(!s.ui.filter_editing);
+        assert_eq!(
+            press(&mut s, KeyCode::Char('q')),
+            Effect::Quit,
+            "keys act again"
+        );
+        press(&mut s, KeyCode::Esc);
+        assert_eq!(s.ui.process_filter, "");
+    }
+
+    #[test]
+    fn zoom_steps_stay_within_the_windows() {
+        let mut s = state_with_gpus(1);
+        for _ in 0..10 {
+            press(&mut s, KeyCode::Char('+'));
+        }
+        assert_eq!(s.ui.zoom, 0);
+        for _ in 0..10 {
+            press(&mut s, KeyCode::Char('-'));
+        }
+        assert_eq!(s.ui.zoom, ZOOM_WINDOWS_S.len() - 1);
+    }
+
+    #[test]
+    fn pause_freezes_the_timeline_at_the_current_time() {
+        let mut s = state_with_gpus(1);
+        s.now_ms = 12_000;
+        press(&mut s, KeyCode::Char('p'));
+        assert_eq!(s.ui.paused_at_ms, Some(12_000));
+        press(&mut s, KeyCode::Char('p'));
+        assert_eq!(s.ui.paused_at_ms, None);
+    }
+
+    #[test]
+    fn tab_cycles_focus_through_every_pane() {
+        let mut s = state_with_gpus(1);
+        let mut seen = vec![s.ui.focus];
+        for _ in 0..Pane::ALL.len() {
+            press(&mut s, KeyCode::Tab);
+            seen.push(s.ui.focus);
+        }
+        assert_eq!(seen.first(), seen.last());
+        for p in Pane::ALL {
+            assert!(seen.contains(&p));
+        }
+        press(&mut s, KeyCode::BackTab);
+        assert_eq!(s.ui.focus, Pane::Processes);
+    }
+}

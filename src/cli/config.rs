@@ -1,0 +1,190 @@
+//! The optional TOML config file: the same keys as the command line
+//! (`interval = "2s"`, `backend = "sim"`, `sim_gpus = 4`, …). The command
+//! line wins; an unknown key is an error that names its line.
+
+use std::path::{Path, PathBuf};
+
+use clap::ArgMatches;
+use clap::parser::ValueSource;
+use thiserror::Error;
+
+use super::{Cli, duration_arg, size_arg};
+use crate::device::factory::BackendChoice;
+
+/// Keys the file may hold, with what each expects.
+pub const KNOWN_KEYS: &[(&str, &str)] = &[
+    ("interval", "a duration string such as \"1s\""),
+    ("backend", "\"auto\", \"sim\" or \"nvml\""),
+    ("sim_gpus", "an integer 1–64"),
+    ("sim_memory", "a size string such as \"80GiB\""),
+    ("sim_seed", "an integer"),
+    ("sim_training", "an integer"),
+    ("no_color", "true or false"),
+    ("ascii", "true or false"),
+];
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ConfigFileError {
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+}
+
+/// The default location: `$XDG_CONFIG_HOME/vramtop/config.toml`.
+pub fn default_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("vramtop").join("config.toml"))
+}
+
+fn line_of(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| {
+            let t = l.trim_start();
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map_or(0, |i| i + 1)
+}
+
+/// Reads and validates a config file, then applies every value the command
+/// line did not set.
+pub fn apply_file(cli: &mut Cli, matches: &ArgMatches, path: &Path) -> Result<(), ConfigFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError::Read {
+        path: shown.clone(),
+        message: e.to_string(),
+    })?;
+    apply_text(cli, matches, &shown, &text)
+}
+
+/// Like [`apply_file`], for the file's text.
+pub fn apply_text(
+    cli: &mut Cli,
+    matches: &ArgMatches,
+    path: &str,
+    text: &str,
+) -> Result<(), ConfigFileError> {
+    let invalid = |message: String| ConfigFileError::Invalid {
+        path: path.to_string(),
+        message,
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| invalid(e.to_string().trim().replace('\n', " ")))?;
+    let from_cli = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    for (key, value) in &table {
+        let line = line_of(text, key);
+        let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| k == key) else {
+            let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
+            return Err(invalid(format!(
+                "line {line}: unknown key '{key}' (known: {})",
+                known.join(", ")
+            )));
+        };
+        let bad = || {
+            invalid(format!(
+                "line {line}: '{key}' expects {expected}, found {value}"
+            ))
+        };
+        if from_cli(key) {
+            continue;
+        }
+        match key.as_str() {
+            "interval" => {
+                cli.display.interval = duration_arg(value.as_str().ok_or_else(bad)?)
+                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+            }
+            "backend" => {
+                cli.device.backend = match value.as_str() {
+                    Some("auto") => BackendChoice::Auto,
+                    Some("sim") => BackendChoice::Sim,
+                    Some("nvml") => BackendChoice::Nvml,
+                    _ => return Err(bad()),
+                };
+            }
+            "sim_gpus" => {
+                let n = value
+                    .as_integer()
+                    .filter(|n| (1..=64).contains(n))
+                    .ok_or_else(bad)?;
+                cli.device.sim_gpus = n as u32;
+            }
+            "sim_memory" => {
+                cli.device.sim_memory = size_arg(value.as_str().ok_or_else(bad)?)
+                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+            }
+            "sim_seed" => {
+                cli.device.sim_seed =
+                    value.as_integer().filter(|n| *n >= 0).ok_or_else(bad)? as u64;
+            }
+            "sim_training" => {
+                let n = value
+                    .as_integer()
+                    .filter(|n| (0..=64).contains(n))
+                    .ok_or_else(bad)?;
+                cli.device.sim_training = n as u32;
+            }
+            "no_color" => cli.display.no_color = value.as_bool().ok_or_else(bad)?,
+            "ascii" => cli.display.ascii = value.as_bool().ok_or_else(bad)?,
+            _ => return Err(bad()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    fn parse(args: &[&str]) -> (Cli, ArgMatches) {
+        let matches = Cli::command()
+            .try_get_matches_from(std::iter::once("vramtop").chain(args.iter().copied()))
+            .expect("valid arguments");
+        let cli = Cli::from_arg_matches(&matches).expect("valid arguments");
+        (cli, matches)
+    }
+
+    #[test]
+    fn file_values_apply_where_the_command_line_is_silent() {
+        let (mut cli, m) = parse(&["--sim-gpus", "2"]);
+        apply_text(
+            &mut cli,
+            &m,
+            "c.toml",
+            "interval = \"2s\"\nsim_gpus = 8\nbackend = \"sim\"\nsim_memory = \"24GiB\"\nascii = true\n",
+        )
+        .expect("valid file");
+        assert_eq!(cli.display.interval, 2000);
+        assert_eq!(cli.device.sim_gpus, 2, "the command line wins");
+        assert_eq!(cli.device.backend, BackendChoice::Sim);
+        assert_eq!(cli.device.sim_memory, 24 << 30);
+        assert!(cli.display.ascii);
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_with_their_line() {
+        let (mut cli, m) = parse(&[]);
+        let err = apply_text(
+            &mut cli,
+            &m,
+            "c.toml",
+            "interval = \"1s\"\n\nintervl = \"2s\"\n",
+        )
+        .expect_err("typo");
+        let text = err.to_string();
+        assert!(
+            text.contains("line 3") && text.contains("intervl") && text.contains("interval"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_bad_toml_say_what_was_expected() {
+        let (mut cli, m) = parse(&[]);
+        let err = apply_text(&mut cli, &m, "c.toml", "sim_gpus = \"four\"\n").expect_err("type");
+        assert!(err.to_string().contains("expects an integer"), "{err}");
+        let err = apply_text(&mut cli, &m, "c.toml", "interval = [\n").expect_err("syntax");
+        assert!(err.to_string().starts_with("c.toml:"), "{err}");
+    }
+}
