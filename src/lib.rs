@@ -10,3 +10,4 @@ pub mod app;
 pub mod cli;
 pub mod device;
 pub mod snapshot;
+pub mod ui;

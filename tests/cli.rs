@@ -37,8 +37,8 @@ fn unknown_flag_is_a_usage_error_with_exit_2() {
 }
 
 #[test]
-fn no_command_runs_the_demo_and_ends_with_reserved_zero() {
-    let (code, out, _) = vramtop(&[]);
+fn demo_walks_through_the_allocator_and_ends_with_reserved_zero() {
+    let (code, out, _) = vramtop(&["demo"]);
     assert_eq!(code, 0);
     assert!(out.contains("empty_cache()"), "{out}");
     let (code, json, _) = vramtop(&["demo", "--json"]);
@@ -101,4 +101,121 @@ fn replay_of_bad_input_is_one_line_with_exit_2() {
     assert_eq!(code, 2);
     assert!(err.contains("not/here.pickle"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn once_json_prints_one_full_sample_with_gpus_processes_and_allocator() {
+    let (code, out, err) = vramtop(&["--backend", "sim", "--sim-gpus", "2", "--once", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["backend"], "sim");
+    let gpus = v["gpus"].as_array().expect("gpus");
+    assert_eq!(gpus.len(), 2);
+    for key in [
+        "status",
+        "index",
+        "name",
+        "memory_total",
+        "memory_used",
+        "processes",
+        "allocator",
+        "breakdown",
+    ] {
+        assert!(gpus[0].get(key).is_some(), "missing {key}: {out}");
+    }
+    assert_eq!(
+        gpus[0]["fan_percent"],
+        serde_json::Value::Null,
+        "n/a is null, not 0"
+    );
+    let alloc = &gpus[0]["allocator"];
+    assert!(alloc["reserved"].as_u64().is_some_and(|r| r > 0), "{out}");
+    assert!(alloc["reserved"].as_u64() >= alloc["allocated"].as_u64());
+    assert!(
+        gpus[0]["breakdown"]["context_and_other"]
+            .as_u64()
+            .is_some_and(|c| c >= 500 << 20)
+    );
+    let (code, _, err) = vramtop(&["--json"]);
+    assert_eq!(code, 2, "--json needs --once: {err}");
+}
+
+#[test]
+fn record_appends_one_flushed_json_line_per_sample() {
+    let file = std::env::temp_dir().join(format!("vramtop-record-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let path = file.display().to_string();
+    let (code, _, err) = vramtop(&[
+        "--backend",
+        "sim",
+        "record",
+        &path,
+        "--interval",
+        "100ms",
+        "--duration",
+        "700ms",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&file).expect("the file exists");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!((4..=9).contains(&lines.len()), "{} lines", lines.len());
+    for line in &lines {
+        let v: serde_json::Value = serde_json::from_str(line).expect("each line is JSON");
+        assert_eq!(v["gpus"].as_array().map(Vec::len), Some(1));
+    }
+    // Appends, never truncates.
+    let (code, _, _) = vramtop(&[
+        "--backend",
+        "sim",
+        "record",
+        &path,
+        "--duration",
+        "300ms",
+        "--interval",
+        "100ms",
+    ]);
+    assert_eq!(code, 0);
+    let more = std::fs::read_to_string(&file)
+        .expect("the file exists")
+        .lines()
+        .count();
+    assert!(more > lines.len());
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn closed_stdout_pipe_is_not_a_panic() {
+    use std::io::Read as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["--backend", "sim", "--once", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut first = [0u8; 8];
+    let mut stdout = child.stdout.take().expect("piped");
+    let _ = stdout.read(&mut first);
+    drop(stdout);
+    let out = child.wait_with_output().expect("it exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn dashboard_without_a_terminal_explains_the_headless_options() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["--backend", "sim"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the binary runs");
+    // Without a TTY ratatui cannot start; the message says what to do.
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(2) {
+        assert!(
+            err.contains("--once --json") && err.contains("record"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }

@@ -1,6 +1,8 @@
 //! The dashboard application: state, keymap, update, and the event loop.
 
+pub mod click;
 pub mod keymap;
+pub mod run;
 pub mod source;
 pub mod state;
 pub mod update;

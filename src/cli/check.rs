@@ -39,9 +39,9 @@ pub fn run(
     };
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
-        println!("{text}");
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        print!("{}", render(&report));
+        super::emit(&render(&report)).wrap_err("cannot write the output")?;
     }
     Ok(if report.passed() {
         ExitCode::SUCCESS

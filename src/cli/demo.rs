@@ -102,7 +102,7 @@ pub fn run(json: bool) -> color_eyre::Result<ExitCode> {
     let steps = steps()?;
     if json {
         let text = serde_json::to_string_pretty(&steps).wrap_err("cannot encode the demo")?;
-        println!("{text}");
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = String::new();
@@ -135,6 +135,6 @@ pub fn run(json: bool) -> color_eyre::Result<ExitCode> {
         "\nallocated = memory_allocated(), reserved = memory_reserved(), driver used = what \
          nvidia-smi shows.\nTry: vramtop replay ../shared/snapshots/silmont_mem_snapshot.pickle"
     );
-    print!("{out}");
+    super::emit(&out).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }

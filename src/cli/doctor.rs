@@ -13,9 +13,9 @@ pub fn run(args: &DeviceArgs, json: bool) -> color_eyre::Result<ExitCode> {
     let report = diagnose(&args.sim_config());
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
-        println!("{text}");
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        print!("{}", render(&report));
+        super::emit(&render(&report)).wrap_err("cannot write the output")?;
     }
     Ok(ExitCode::SUCCESS)
 }

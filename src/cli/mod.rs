@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod config;
+pub mod dashboard;
 pub mod demo;
 pub mod doctor;
 pub mod replay;
@@ -168,6 +169,17 @@ pub enum Command {
     },
 }
 
+/// Writes command output to stdout. A closed pipe (`vramtop … | head`) is
+/// not an error worth a panic or a message: the reader has what it wanted.
+pub fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
 /// Exit code for bad input (unreadable file, not a snapshot), as clap uses
 /// for bad arguments.
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -177,7 +189,9 @@ pub const EXIT_MISMATCH: u8 = 1;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
-        Some(Command::Record { .. }) => Err(color_eyre::eyre::eyre!("record: not wired yet")),
+        Some(Command::Record { file, duration }) => {
+            dashboard::record(&cli.device, &cli.display, &file, duration)
+        }
         Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
@@ -186,6 +200,7 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             device,
             budget,
         }) => check::run(&cli.device, device, budget, json),
-        None => demo::run(false),
+        None if cli.display.once => dashboard::once(&cli.device),
+        None => dashboard::run(&cli.device, &cli.display),
     }
 }

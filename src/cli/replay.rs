@@ -22,9 +22,10 @@ pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
     let report = verify(&snapshot);
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
-        println!("{text}");
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        print!("{}", render_report(&file.display().to_string(), &report));
+        super::emit(&render_report(&file.display().to_string(), &report))
+            .wrap_err("cannot write the output")?;
     }
     Ok(if report.full_match() {
         ExitCode::SUCCESS

@@ -1,0 +1,64 @@
+//! Mouse clicks: focus the pane under the pointer; in the GPUs pane, select
+//! the GPU on that row. Uses the UI's own layout, so clicks land where the
+//! panes are drawn.
+
+use ratatui::layout::{Position, Rect};
+
+use super::state::{AppState, Pane};
+use crate::ui::{Theme, gpu_at, layout};
+
+/// Applies a left click at (`column`, `row`) of a screen of size `area`;
+/// returns whether anything changed.
+pub fn click(area: Rect, state: &mut AppState, theme: &Theme, column: u16, row: u16) -> bool {
+    let screen = layout(area, state, theme);
+    let at = Position { x: column, y: row };
+    let Some(&(pane, rect)) = screen.panes.iter().find(|(_, r)| r.contains(at)) else {
+        return false;
+    };
+    let before = (state.ui.focus, state.ui.selected_gpu);
+    state.ui.focus = pane;
+    // The pane knows where it drew each GPU (header shown or not, scrolled,
+    // MIG rows under their parent).
+    if pane == Pane::Gpus
+        && let Some(index) = gpu_at(state, rect, row)
+    {
+        state.ui.selected_gpu = index;
+        state.ui.selected_block = 0;
+    }
+    before != (state.ui.focus, state.ui.selected_gpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::state::StatusState;
+    use crate::device::{GpuReading, GpuSample};
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn clicking_a_gpu_row_focuses_the_pane_and_selects_that_gpu() {
+        let mut s = AppState::new(StatusState::default());
+        let readings = (0..3)
+            .map(|i| {
+                let mut g = GpuSample::unknown(i, "GPU");
+                g.memory_total = Some(1 << 30);
+                g.memory_used = Some(1 << 29);
+                GpuReading::Ok(g)
+            })
+            .collect();
+        s.apply_sample(0, readings, BTreeMap::new());
+        s.ui.focus = Pane::Processes;
+        let area = Rect::new(0, 0, 100, 30);
+        let theme = Theme::colored();
+        let gpus = layout(area, &s, &theme)
+            .area_of(Pane::Gpus)
+            .expect("GPUs shown");
+        let row = (gpus.y..gpus.bottom())
+            .find(|&r| gpu_at(&s, gpus, r) == Some(2))
+            .expect("GPU 2 is drawn");
+        assert!(click(area, &mut s, &theme, gpus.x + 3, row));
+        assert_eq!(s.ui.focus, Pane::Gpus);
+        assert_eq!(s.ui.selected_gpu, 2);
+        assert!(!click(area, &mut s, &theme, gpus.x + 3, row), "no change");
+    }
+}

@@ -1,0 +1,186 @@
+//! The live dashboard's event loop.
+//!
+//! Tasks and channels:
+//! - the input task owns crossterm's `EventStream` and forwards key presses,
+//!   mouse clicks and resizes;
+//! - the sampler thread ([`crate::device::sampler`]) samples telemetry at the
+//!   interval (late ticks skipped, a bounded queue, drops counted); a bridge
+//!   thread forwards its samples into the loop;
+//! - the loop `select!`s (biased: signals, then input, then samples, then the
+//!   render tick) and draws only when something changed.
+//!
+//! The terminal is restored on quit, on SIGTERM/SIGHUP/SIGINT and on panic
+//! (ratatui's panic hook, installed after color-eyre's).
+
+use std::time::{Duration, Instant};
+
+use color_eyre::eyre::{WrapErr, eyre};
+use crossterm::event::{Event, EventStream, KeyEventKind, MouseButton, MouseEventKind};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use super::click::click;
+use super::keymap::Keymap;
+use super::source::allocator_views;
+use super::state::{AppState, StatusState};
+use super::update::{Effect, handle_key};
+use crate::device::factory::TelemetrySelection;
+use crate::device::sampler::{SampleMsg, Sampler};
+use crate::ui::{self, Theme};
+
+/// How often the screen may be redrawn (ms): 4 Hz is smooth for a 1 Hz
+/// sampler and costs nothing when nothing changed.
+pub const RENDER_TICK_MS: u64 = 250;
+/// Samples in flight between the bridge and the loop.
+const LOOP_QUEUE_DEPTH: usize = 4;
+
+/// Options of the live dashboard.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub interval: Duration,
+    pub theme: Theme,
+}
+
+enum Input {
+    Key(crossterm::event::KeyEvent),
+    Click { column: u16, row: u16 },
+    Resize,
+}
+
+/// Runs the dashboard until the user quits or a signal arrives.
+pub fn run(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the async runtime")?;
+    runtime.block_on(run_async(selection, options))
+}
+
+async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<()> {
+    let mut terminal = ratatui::try_init().map_err(|e| {
+        eyre!("vramtop needs a terminal ({e}); for headless output use `vramtop --once --json` or `vramtop record FILE`")
+    })?;
+    // Mouse clicks select GPUs and panes; failure to enable is not fatal.
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
+    let result = event_loop(&mut terminal, selection, options).await;
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+    ratatui::restore();
+    result
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    selection: TelemetrySelection,
+    options: RunOptions,
+) -> color_eyre::Result<()> {
+    let keymap = Keymap::default();
+    let sim = selection.sim.clone();
+    let mut state = AppState::new(StatusState {
+        backend: selection.backend.to_string(),
+        banner: selection.fallback_reason.clone(),
+        sample_interval_ms: options.interval.as_millis() as u64,
+        ..StatusState::default()
+    });
+    let started = Instant::now();
+
+    let (sampler, sample_rx) = Sampler::spawn(selection.telemetry, options.interval)
+        .wrap_err("cannot start the sampler thread")?;
+    let (sample_tx, mut samples) = mpsc::channel::<SampleMsg>(LOOP_QUEUE_DEPTH);
+    std::thread::Builder::new()
+        .name("vramtop-sample-bridge".to_string())
+        .spawn(move || {
+            while let Ok(msg) = sample_rx.recv() {
+                if sample_tx.blocking_send(msg).is_err() {
+                    break;
+                }
+            }
+        })
+        .wrap_err("cannot start the sample bridge")?;
+
+    let (input_tx, mut inputs) = mpsc::channel::<Input>(64);
+    let input_task = tokio::spawn(async move {
+        let mut events = EventStream::new();
+        while let Some(Ok(event)) = events.next().await {
+            let input = match event {
+                // Key release/repeat events would fire actions twice.
+                Event::Key(k) if k.kind == KeyEventKind::Press => Input::Key(k),
+                Event::Mouse(m) if m.kind == MouseEventKind::Down(MouseButton::Left) => {
+                    Input::Click {
+                        column: m.column,
+                        row: m.row,
+                    }
+                }
+                Event::Resize(..) => Input::Resize,
+                _ => continue,
+            };
+            if input_tx.send(input).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .wrap_err("cannot watch SIGTERM")?;
+    let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .wrap_err("cannot watch SIGHUP")?;
+    let mut render = tokio::time::interval(Duration::from_millis(RENDER_TICK_MS));
+    render.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+
+    let mut dirty = true;
+    let mut area = terminal.get_frame().area();
+    loop {
+        tokio::select! {
+            biased;
+            _ = sigterm.recv() => break,
+            _ = sighup.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+            Some(input) = inputs.recv() => {
+                match input {
+                    Input::Key(key) => match handle_key(&mut state, &keymap, key) {
+                        Effect::Quit => break,
+                        Effect::Redraw => dirty = true,
+                        Effect::None => {}
+                    },
+                    Input::Click { column, row } => {
+                        if click(area, &mut state, &options.theme, column, row) {
+                            dirty = true;
+                        }
+                    }
+                    Input::Resize => dirty = true,
+                }
+            }
+            Some(msg) = samples.recv() => {
+                let now_ms = started.elapsed().as_millis() as u64;
+                match msg.readings {
+                    Ok(readings) => {
+                        let views = allocator_views(sim.as_ref());
+                        state.apply_sample(now_ms, readings, views);
+                        state.status.last_error = None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "sampling failed");
+                        state.status.last_error = Some(e.to_string());
+                    }
+                }
+                state.status.dropped_samples = sampler
+                    .counters()
+                    .dropped
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                dirty = true;
+            }
+            _ = render.tick() => {
+                if dirty {
+                    let completed = terminal
+                        .draw(|frame| ui::draw(frame, &state, &keymap, &options.theme))
+                        .wrap_err("cannot draw")?;
+                    area = completed.area;
+                    dirty = false;
+                }
+            }
+        }
+    }
+    input_task.abort();
+    sampler.stop();
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! The dashboard (`vramtop`), `vramtop --once --json` and `vramtop record`.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use color_eyre::eyre::{WrapErr, eyre};
+
+use super::{DeviceArgs, DisplayArgs};
+use crate::app::run::{RunOptions, run as run_dashboard};
+use crate::app::source::{allocator_views, headless_sample};
+use crate::device::factory::{TelemetrySelection, select_telemetry};
+use crate::device::sampler::Sampler;
+use crate::ui::Theme;
+
+/// Simulated time run before a one-off sample, so that the simulated
+/// training process has started (ms).
+const SIM_WARMUP_MS: u64 = 5_000;
+
+fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
+    select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))
+}
+
+/// The live dashboard.
+pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<ExitCode> {
+    let selection = select(device)?;
+    let no_color = display.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let mut theme = if no_color {
+        Theme::monochrome()
+    } else {
+        Theme::colored()
+    };
+    theme.ascii = display.ascii;
+    tracing::info!(backend = selection.backend, "dashboard starting");
+    run_dashboard(
+        selection,
+        RunOptions {
+            interval: Duration::from_millis(display.interval),
+            theme,
+        },
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--once --json`: one full sample on stdout.
+pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
+    let mut selection = select(device)?;
+    if let Some(sim) = &selection.sim {
+        sim.advance(SIM_WARMUP_MS);
+    }
+    let readings = selection
+        .telemetry
+        .sample()
+        .map_err(|e| eyre!("sampling failed: {e}"))?;
+    let views = allocator_views(selection.sim.as_ref());
+    let sample = headless_sample(
+        selection.backend,
+        selection.fallback_reason.as_deref(),
+        readings,
+        &views,
+    );
+    let text = serde_json::to_string_pretty(&sample).wrap_err("cannot encode the sample")?;
+    super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `record FILE`: one JSON line per sample, flushed per line.
+pub fn record(
+    device: &DeviceArgs,
+    display: &DisplayArgs,
+    file: &Path,
+    duration_ms: Option<u64>,
+) -> color_eyre::Result<ExitCode> {
+    let selection = select(device)?;
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .wrap_err_with(|| format!("cannot open {} for appending", file.display()))?;
+    // SIGINT/SIGTERM/SIGHUP end the recording cleanly (the last line stays whole).
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())
+            .wrap_err("cannot install a signal handler")?;
+    }
+    let sim = selection.sim.clone();
+    let backend = selection.backend;
+    let banner = selection.fallback_reason.clone();
+    let (sampler, rx) =
+        Sampler::spawn(selection.telemetry, Duration::from_millis(display.interval))
+            .wrap_err("cannot start the sampler thread")?;
+    let started = Instant::now();
+    let deadline = duration_ms.map(|ms| started + Duration::from_millis(ms));
+    let mut lines = 0u64;
+    while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        let Ok(msg) = rx.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        let readings = match msg.readings {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "sampling failed");
+                continue;
+            }
+        };
+        let sample = headless_sample(
+            backend,
+            banner.as_deref(),
+            readings,
+            &allocator_views(sim.as_ref()),
+        );
+        let line = serde_json::to_string(&sample).wrap_err("cannot encode a sample")?;
+        writeln!(out, "{line}").wrap_err("cannot write the record file")?;
+        out.flush().wrap_err("cannot flush the record file")?;
+        lines += 1;
+    }
+    sampler.stop();
+    eprintln!(
+        "vramtop record: {lines} samples written to {}",
+        file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,181 @@
+//! The memory breakdown of the selected GPU: the dashboard's answer to "why
+//! do nvidia-smi and PyTorch disagree". One stacked bar of the four parts
+//! of the GPU's memory (allocated | cached but free | context & other |
+//! free) and a legend with bytes and shares.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::chrome::{self, pane_block};
+use super::format;
+use super::theme::Theme;
+use crate::app::state::{AppState, Pane, breakdown};
+use crate::device::GpuReading;
+
+/// Shown when no process's allocator is visible on the selected GPU.
+pub const NO_ALLOCATOR_NOTE: &str = "allocator view: n/a — no process's allocator is visible \
+     (simulated training shows one; a probe, issue #7, will for real runs)";
+
+/// The breakdown pane of one frame.
+pub struct BreakdownPane<'a> {
+    state: &'a AppState,
+    theme: &'a Theme,
+}
+
+/// What the pane draws below its title: a bar (parts and their whole, in
+/// bytes) and text lines.
+struct Body {
+    bar: Vec<(u64, &'static str, Style)>,
+    total: u64,
+    lines: Vec<Line<'static>>,
+}
+
+impl<'a> BreakdownPane<'a> {
+    pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
+        BreakdownPane { state, theme }
+    }
+
+    /// Rows this pane would like at `width` columns, title included.
+    pub fn preferred_height(state: &AppState, theme: &Theme, width: u16) -> u16 {
+        let body = BreakdownPane::new(state, theme).body(width);
+        let rows = body.lines.len() + usize::from(body.total > 0) + 1;
+        u16::try_from(rows).unwrap_or(u16::MAX)
+    }
+
+    fn legend_item(
+        glyph: &'static str,
+        style: Style,
+        label: &str,
+        bytes: u64,
+        total: u64,
+    ) -> Line<'static> {
+        Line::from(vec![
+            Span::styled(glyph, style),
+            Span::raw(format!(" {label} ")),
+            Span::raw(format::bytes(bytes)),
+            Span::raw(format!(" {}", format::percent_of(bytes, total))),
+        ])
+    }
+
+    fn body(&self, width: u16) -> Body {
+        let theme = self.theme;
+        let g = theme.glyphs();
+        let mut body = Body {
+            bar: Vec::new(),
+            total: 0,
+            lines: Vec::new(),
+        };
+        let Some(gpu) = self.state.selected() else {
+            body.lines.push(Line::styled("no GPU found", theme.dim));
+            return body;
+        };
+        let sample = match &gpu.reading {
+            GpuReading::Ok(s) => s,
+            GpuReading::Lost { index, reason } => {
+                body.lines.push(Line::styled(
+                    format!("GPU {index} lost: {reason}"),
+                    theme.critical,
+                ));
+                return body;
+            }
+        };
+        let (Some(total), Some(used)) = (sample.memory_total, sample.memory_used) else {
+            body.lines.push(Line::styled(
+                "memory: n/a (the driver does not report it for this GPU)",
+                theme.dim,
+            ));
+            return body;
+        };
+        let used = used.min(total);
+        body.total = total;
+        let items = match breakdown(sample, gpu.allocator.as_ref()) {
+            Some(b) => {
+                body.bar = vec![
+                    (b.allocated, g.allocated, theme.allocated),
+                    (b.cached_free, g.cached_free, theme.cached_free),
+                    (b.context_and_other, g.context, theme.context),
+                    (b.free, g.free, theme.free),
+                ];
+                vec![
+                    Self::legend_item(
+                        g.allocated,
+                        theme.allocated,
+                        "allocated",
+                        b.allocated,
+                        total,
+                    ),
+                    Self::legend_item(
+                        g.cached_free,
+                        theme.cached_free,
+                        "cached but free",
+                        b.cached_free,
+                        total,
+                    ),
+                    Self::legend_item(
+                        g.context,
+                        theme.context,
+                        "context & other",
+                        b.context_and_other,
+                        total,
+                    ),
+                    Self::legend_item(g.free, theme.free, "free", b.free, total),
+                ]
+            }
+            None => {
+                body.bar = vec![
+                    (used, g.context, theme.context),
+                    (total - used, g.free, theme.free),
+                ];
+                vec![
+                    Self::legend_item(g.context, theme.context, "used", used, total),
+                    Self::legend_item(g.free, theme.free, "free", total - used, total),
+                ]
+            }
+        };
+        body.lines = chrome::flow(items, width, 3);
+        if gpu.allocator.is_none() {
+            body.lines.extend(
+                chrome::wrap(NO_ALLOCATOR_NOTE, width)
+                    .into_iter()
+                    .map(|l| Line::styled(l, theme.dim)),
+            );
+        }
+        body
+    }
+}
+
+impl Widget for BreakdownPane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = self.theme;
+        let mut detail = Vec::new();
+        if let Some(gpu) = self.state.selected() {
+            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+            if let Some(a) = &gpu.allocator {
+                detail.push(Span::styled(format!(" · {}", a.source), theme.dim));
+            }
+        }
+        let block = pane_block(
+            Pane::Breakdown,
+            detail,
+            self.state.ui.focus == Pane::Breakdown,
+            false,
+            theme,
+        );
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height > 0 && inner.width > 0 {
+            let body = self.body(inner.width);
+            let mut rows = inner;
+            if body.total > 0 {
+                chrome::bar(buf, Rect { height: 1, ..inner }, &body.bar, body.total);
+                rows.y += 1;
+                rows.height -= 1;
+            }
+            chrome::lines_at(buf, rows, &body.lines);
+        }
+        theme.finish(area, buf);
+    }
+}

@@ -1,0 +1,312 @@
+//! Pieces every pane uses: the titled top border, line placement that
+//! cannot write outside its area, proportional bars, and flowing short
+//! items ("label value") over as many lines as the width needs.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Widget};
+
+use super::theme::Theme;
+use crate::app::state::Pane;
+
+/// The frame of a pane: a top border carrying the title (and a left border
+/// when the pane sits right of another), so a pane costs one row of chrome.
+/// The focused pane's title is drawn in the focus style.
+pub(crate) fn pane_block<'a>(
+    pane: Pane,
+    detail: Vec<Span<'a>>,
+    focused: bool,
+    left_border: bool,
+    theme: &Theme,
+) -> Block<'a> {
+    let (title_style, border_style) = if focused {
+        (theme.title_focused, theme.border_focused)
+    } else {
+        (theme.title, theme.border)
+    };
+    let mut spans = vec![Span::styled(format!(" {} ", pane.title()), title_style)];
+    if !detail.is_empty() {
+        spans.push(Span::raw(" "));
+        spans.extend(detail);
+        spans.push(Span::raw(" "));
+    }
+    let borders = if left_border {
+        Borders::TOP | Borders::LEFT
+    } else {
+        Borders::TOP
+    };
+    Block::new()
+        .borders(borders)
+        .border_style(border_style)
+        .title(Line::from(spans))
+}
+
+/// Renders `line` on row `row` of `area`, ending it with "…" when it is
+/// cut; rows outside the area are skipped, so callers can write past the
+/// bottom without checks.
+pub(crate) fn line_at(buf: &mut Buffer, area: Rect, row: u16, line: &Line<'_>) {
+    if row >= area.height {
+        return;
+    }
+    let rect = Rect::new(area.x, area.y.saturating_add(row), area.width, 1);
+    if line.width() > usize::from(area.width) {
+        fit(line, area.width).render(rect, buf);
+    } else {
+        line.render(rect, buf);
+    }
+}
+
+/// `line` cut to `width` cells, the last one an "…" in the style of the
+/// span it cuts.
+pub(crate) fn fit<'a>(line: &Line<'a>, width: u16) -> Line<'a> {
+    let width = usize::from(width);
+    if line.width() <= width {
+        return line.clone();
+    }
+    let Some(room) = width.checked_sub(1) else {
+        return Line::default();
+    };
+    let mut used = 0usize;
+    let mut spans: Vec<Span<'a>> = Vec::new();
+    let mut last_style = line.style;
+    for span in &line.spans {
+        last_style = span.style;
+        let w = span.width();
+        if used + w <= room {
+            spans.push(span.clone());
+            used += w;
+            continue;
+        }
+        let mut cut = String::new();
+        for c in span.content.chars() {
+            let cw = Span::raw(c.to_string()).width();
+            if used + cw > room {
+                break;
+            }
+            cut.push(c);
+            used += cw;
+        }
+        spans.push(Span::styled(cut, span.style));
+        break;
+    }
+    spans.push(Span::styled("…", last_style));
+    Line::from(spans).style(line.style)
+}
+
+/// Renders one line per row from the top of `area` (extra lines dropped).
+pub(crate) fn lines_at(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
+    for (i, line) in lines.iter().enumerate() {
+        let Ok(row) = u16::try_from(i) else { break };
+        line_at(buf, area, row, line);
+    }
+}
+
+/// Sets one cell, ignoring positions outside the buffer.
+pub(crate) fn set_cell(buf: &mut Buffer, x: u16, y: u16, symbol: &str, style: Style) {
+    if let Some(cell) = buf.cell_mut((x, y)) {
+        cell.set_symbol(symbol).set_style(style);
+    }
+}
+
+/// Splits `width` cells among parts of `sizes` bytes in proportion
+/// (largest remainder, ties to the earlier part, so the cells sum to
+/// `width` and the result is deterministic). Then every non-zero part left
+/// without a cell takes one from the part with the most cells, when the
+/// width allows it: a 500 MiB CUDA context on an 80 GiB GPU, or a 512 B
+/// free block in a 20 MiB segment, must not vanish from the bar. All sizes
+/// 0: no cells.
+pub(crate) fn split_cells(sizes: &[u64], width: u16) -> Vec<u16> {
+    let total: u128 = sizes.iter().map(|&s| u128::from(s)).sum();
+    if total == 0 {
+        return vec![0; sizes.len()];
+    }
+    let w = u128::from(width);
+    let mut cells = Vec::with_capacity(sizes.len());
+    let mut remainders = Vec::with_capacity(sizes.len());
+    for (i, &s) in sizes.iter().enumerate() {
+        // ≤ 2^64 × 2^16: no overflow in u128; the quotient is ≤ width.
+        let exact = u128::from(s) * w;
+        cells.push(u16::try_from(exact / total).unwrap_or(width));
+        remainders.push((exact % total, i));
+    }
+    let given: u32 = cells.iter().map(|&c| u32::from(c)).sum();
+    let mut left = u32::from(width).saturating_sub(given);
+    remainders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, i) in remainders {
+        if left == 0 {
+            break;
+        }
+        cells[i] += 1;
+        left -= 1;
+    }
+    let non_zero = sizes.iter().filter(|&&s| s > 0).count();
+    if non_zero <= usize::from(width) {
+        for i in 0..sizes.len() {
+            if sizes[i] > 0 && cells[i] == 0 {
+                let richest = (0..cells.len())
+                    .max_by(|&a, &b| cells[a].cmp(&cells[b]).then(b.cmp(&a)))
+                    .unwrap_or(i);
+                if cells[richest] > 1 {
+                    cells[richest] -= 1;
+                    cells[i] = 1;
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// Draws a horizontal bar of parts `(bytes, glyph, style)` on the first row
+/// of `area`, sized by [`split_cells`]; `total` is the whole the parts are
+/// fractions of (bytes): what they do not cover stays blank.
+pub(crate) fn bar(buf: &mut Buffer, area: Rect, parts: &[(u64, &str, Style)], total: u64) {
+    if area.height == 0 || area.width == 0 {
+        return;
+    }
+    let mut sizes: Vec<u64> = parts.iter().map(|p| p.0).collect();
+    let covered = sizes.iter().fold(0u64, |a, &b| a.saturating_add(b));
+    sizes.push(total.saturating_sub(covered));
+    let cells = split_cells(&sizes, area.width);
+    let mut x = area.x;
+    for (&(_, glyph, style), &n) in parts.iter().zip(&cells) {
+        for _ in 0..n {
+            set_cell(buf, x, area.y, glyph, style);
+            x = x.saturating_add(1);
+        }
+    }
+}
+
+/// Packs short items onto lines of at most `width` cells, `gap` spaces
+/// apart; an item wider than the line gets a line of its own (and is cut
+/// when rendered).
+pub(crate) fn flow<'a>(items: Vec<Line<'a>>, width: u16, gap: usize) -> Vec<Line<'a>> {
+    let width = usize::from(width);
+    let mut lines: Vec<Line<'a>> = Vec::new();
+    let mut current: Vec<Span<'a>> = Vec::new();
+    let mut used = 0usize;
+    for item in items {
+        let w = item.width();
+        if !current.is_empty() && used + gap + w > width {
+            lines.push(Line::from(std::mem::take(&mut current)));
+            used = 0;
+        }
+        if !current.is_empty() {
+            current.push(Span::raw(" ".repeat(gap)));
+            used += gap;
+        }
+        used += w;
+        current.extend(item.spans);
+    }
+    if !current.is_empty() {
+        lines.push(Line::from(current));
+    }
+    lines
+}
+
+/// Breaks `text` into lines of at most `width` characters at spaces (a
+/// word longer than the line is cut), for explanations whose height the
+/// layout must know before drawing.
+pub(crate) fn wrap(text: &str, width: u16) -> Vec<String> {
+    let width = usize::from(width.max(1));
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for word in text.split_whitespace() {
+        let needed =
+            current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
+        if !current.is_empty() && needed > width {
+            lines.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push(' ');
+        }
+        current.push_str(word);
+    }
+    if !current.is_empty() {
+        lines.push(current);
+    }
+    lines
+}
+
+/// `text` padded with spaces on the left to `width` characters (cut with
+/// "…" when longer).
+pub(crate) fn right(text: &str, width: usize) -> String {
+    let t = super::format::truncate(text, width);
+    format!("{t:>width$}")
+}
+
+/// `text` padded with spaces on the right to `width` characters (cut with
+/// "…" when longer).
+pub(crate) fn left(text: &str, width: usize) -> String {
+    let t = super::format::truncate(text, width);
+    format!("{t:<width$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_cells_gives_every_non_zero_part_a_cell() {
+        let gib = 1u64 << 30;
+        let cells = split_cells(&[397 << 20, 163 << 20, 500 << 20, 79 * gib], 80);
+        assert!(cells[..3].iter().all(|&c| c >= 1), "{cells:?}");
+        assert_eq!(cells.iter().sum::<u16>(), 80);
+        assert_eq!(
+            split_cells(&[1, 1, 1], 2).iter().sum::<u16>(),
+            2,
+            "too narrow: proportional"
+        );
+        assert_eq!(split_cells(&[0, 0], 10), vec![0, 0]);
+        assert_eq!(split_cells(&[3, 1], 4), vec![3, 1]);
+        assert_eq!(
+            split_cells(&[397 << 20, 163 << 20, 500 << 20, 79 * gib], 80),
+            vec![1, 1, 1, 77],
+            "the small parts get one cell each, taken from the largest"
+        );
+        assert_eq!(
+            split_cells(&[u64::MAX, u64::MAX], u16::MAX)
+                .iter()
+                .map(|&c| u32::from(c))
+                .sum::<u32>(),
+            65535
+        );
+    }
+
+    #[test]
+    fn flow_wraps_items_that_do_not_fit() {
+        let items = vec![Line::from("aaaa"), Line::from("bbbb"), Line::from("cc")];
+        let lines = flow(items, 10, 2);
+        let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        assert_eq!(text, vec!["aaaa  bbbb", "cc"]);
+        assert!(flow(Vec::new(), 10, 2).is_empty());
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        assert_eq!(wrap("one two three", 7), vec!["one two", "three"]);
+        assert_eq!(wrap("", 7), Vec::<String>::new());
+        assert_eq!(
+            wrap("abc", 0),
+            vec!["abc"],
+            "a zero width still yields the text"
+        );
+    }
+
+    #[test]
+    fn fit_cuts_long_lines_with_an_ellipsis() {
+        let line = Line::from(vec![Span::raw("abc"), Span::raw("defgh")]);
+        assert_eq!(fit(&line, 20).to_string(), "abcdefgh");
+        assert_eq!(fit(&line, 5).to_string(), "abcd…");
+        assert_eq!(fit(&line, 3).to_string(), "ab…");
+        assert_eq!(fit(&line, 1).to_string(), "…");
+        assert_eq!(fit(&line, 0).to_string(), "");
+    }
+
+    #[test]
+    fn padding_cuts_long_text() {
+        assert_eq!(right("42", 4), "  42");
+        assert_eq!(left("abcdef", 4), "abc…");
+    }
+}

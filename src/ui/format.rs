@@ -1,0 +1,239 @@
+//! Text formatting shared by the panes: bytes in binary units, percentages,
+//! "n/a" for what is unknown. Pure and unit-tested; no pane formats numbers
+//! on its own, so the whole screen agrees on units and rounding.
+
+/// What every pane shows for a figure the driver or allocator does not
+/// report. Never a 0: an unknown value is not an empty one.
+pub const NA: &str = "n/a";
+
+const KIB: u64 = 1 << 10;
+
+/// Binary units, smallest first; index = power of 1024.
+const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+
+/// The power of 1024 that shows `bytes` with 1 to 4 integer digits.
+pub fn unit_exp(bytes: u64) -> usize {
+    let mut exp = 0;
+    let mut v = bytes;
+    while v >= KIB && exp + 1 < UNITS.len() {
+        v /= KIB;
+        exp += 1;
+    }
+    exp
+}
+
+/// The unit name for a power of 1024 ("B", "KiB", "MiB", …).
+pub fn unit_name(exp: usize) -> &'static str {
+    UNITS[exp.min(UNITS.len() - 1)]
+}
+
+/// `bytes` expressed in the unit 1024^`exp` (not rounded).
+pub fn in_unit(bytes: u64, exp: usize) -> f64 {
+    bytes as f64 / (1u64 << (10 * exp.min(UNITS.len() - 1))) as f64
+}
+
+/// A number with three significant digits (two decimals below 10, one
+/// below 100, none above), so columns of sizes keep a steady width.
+fn three_digits(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Bytes in the largest binary unit that keeps an integer part:
+/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB".
+pub fn bytes(b: u64) -> String {
+    let exp = unit_exp(b);
+    if exp == 0 {
+        return format!("{b} B");
+    }
+    format!("{} {}", three_digits(in_unit(b, exp)), unit_name(exp))
+}
+
+/// Like [`bytes`] but without the space and with a one-letter unit
+/// ("1.50G", "512M", "64K", "512B"), for histogram labels and tight columns.
+pub fn bytes_short(b: u64) -> String {
+    let exp = unit_exp(b);
+    let letter = ["B", "K", "M", "G", "T", "P", "E"][exp.min(6)];
+    if exp == 0 {
+        return format!("{b}{letter}");
+    }
+    let v = in_unit(b, exp);
+    // Powers of two (histogram bounds) read better without decimals.
+    if v.fract() == 0.0 {
+        format!("{v:.0}{letter}")
+    } else {
+        format!("{}{letter}", three_digits(v))
+    }
+}
+
+/// `bytes` or "n/a".
+pub fn opt_bytes(b: Option<u64>) -> String {
+    b.map_or_else(|| NA.to_string(), bytes)
+}
+
+/// "used/total unit" with both in the total's unit ("20.1/80.0 GiB"); an
+/// unknown side reads "n/a" ("n/a/80.0 GiB"); both unknown: "n/a".
+pub fn bytes_of(used: Option<u64>, total: Option<u64>) -> String {
+    let exp = match (used, total) {
+        (None, None) => return NA.to_string(),
+        (_, Some(t)) => unit_exp(t),
+        (Some(u), None) => unit_exp(u),
+    };
+    let part = |v: Option<u64>| match v {
+        Some(v) if exp == 0 => v.to_string(),
+        Some(v) => format!("{:.1}", in_unit(v, exp)),
+        None => NA.to_string(),
+    };
+    format!("{}/{} {}", part(used), part(total), unit_name(exp))
+}
+
+/// `part / whole` as a percentage: one decimal below 10 % ("0.6%"), none
+/// above ("15%"); "n/a" when the whole is 0.
+pub fn percent_of(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return NA.to_string();
+    }
+    percent(part as f64 / whole as f64)
+}
+
+/// A fraction in [0, 1] as a percentage, as [`percent_of`].
+pub fn percent(fraction: f64) -> String {
+    let p = (fraction * 100.0).clamp(0.0, 100.0);
+    if p.is_nan() {
+        return NA.to_string();
+    }
+    if p < 10.0 && p > 0.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
+}
+
+/// An optional integer with a unit suffix ("87%", "65°C") or "n/a".
+pub fn opt_unit(v: Option<u32>, unit: &str) -> String {
+    v.map_or_else(|| NA.to_string(), |v| format!("{v}{unit}"))
+}
+
+/// "a/b unit" for a pair read together (power draw/limit, SM/memory
+/// clocks); an unknown side reads "n/a", both unknown: "n/a".
+pub fn pair(a: Option<u32>, b: Option<u32>, unit: &str) -> String {
+    let side = |v: Option<u32>| v.map_or_else(|| NA.to_string(), |v| v.to_string());
+    match (a, b) {
+        (None, None) => NA.to_string(),
+        _ => format!("{}/{}{unit}", side(a), side(b)),
+    }
+}
+
+/// Power in watts from milliwatts, rounded to the nearest watt.
+pub fn watts(mw: Option<u32>) -> Option<u32> {
+    mw.map(|mw| (mw + 500) / 1000)
+}
+
+/// A duration in seconds for axis labels and titles: "45s", "5m", "1h",
+/// "90s" stays "90s" (only whole minutes and hours are abbreviated).
+pub fn seconds(s: u64) -> String {
+    if s >= 3600 && s.is_multiple_of(3600) {
+        format!("{}h", s / 3600)
+    } else if s >= 60 && s.is_multiple_of(60) {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Cuts `text` to at most `width` characters, ending with "…" when cut.
+pub fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = text.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn bytes_use_three_significant_digits_in_binary_units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1024), "1.00 KiB");
+        assert_eq!(bytes(3 * GIB / 2), "1.50 GiB");
+        assert_eq!(bytes(12 * GIB + 300 * MIB), "12.3 GiB");
+        assert_eq!(bytes(500 * MIB), "500 MiB");
+        assert_eq!(bytes(u64::MAX), "16.0 EiB");
+    }
+
+    #[test]
+    fn short_bytes_drop_decimals_for_whole_values() {
+        assert_eq!(bytes_short(512), "512B");
+        assert_eq!(bytes_short(2 * MIB), "2M");
+        assert_eq!(bytes_short(GIB), "1G");
+        assert_eq!(bytes_short(3 * GIB / 2), "1.50G");
+    }
+
+    #[test]
+    fn unknown_values_read_na_never_zero() {
+        assert_eq!(opt_bytes(None), "n/a");
+        assert_eq!(opt_unit(None, "%"), "n/a");
+        assert_eq!(pair(None, None, " W"), "n/a");
+        assert_eq!(pair(Some(612), None, " W"), "612/n/a W");
+        assert_eq!(bytes_of(None, None), "n/a");
+        assert_eq!(bytes_of(None, Some(80 * GIB)), "n/a/80.0 GiB");
+        assert_eq!(percent_of(1, 0), "n/a");
+    }
+
+    #[test]
+    fn used_of_total_shares_the_total_unit() {
+        assert_eq!(bytes_of(Some(512 * MIB), Some(80 * GIB)), "0.5/80.0 GiB");
+        assert_eq!(bytes_of(Some(20 * GIB), Some(80 * GIB)), "20.0/80.0 GiB");
+        assert_eq!(bytes_of(Some(100), Some(1000)), "100/1000 B");
+    }
+
+    #[test]
+    fn percentages_keep_one_decimal_only_below_ten() {
+        assert_eq!(percent_of(0, 100), "0%");
+        assert_eq!(percent_of(6, 1000), "0.6%");
+        assert_eq!(percent_of(15, 100), "15%");
+        assert_eq!(percent_of(100, 100), "100%");
+        assert_eq!(percent(f64::NAN), "n/a");
+        assert_eq!(percent(2.0), "100%", "clamped");
+    }
+
+    #[test]
+    fn watts_round_milliwatts_to_the_nearest_watt() {
+        assert_eq!(watts(Some(612_499)), Some(612));
+        assert_eq!(watts(Some(612_500)), Some(613));
+        assert_eq!(watts(None), None);
+    }
+
+    #[test]
+    fn seconds_abbreviate_whole_minutes_and_hours() {
+        assert_eq!(seconds(30), "30s");
+        assert_eq!(seconds(90), "90s");
+        assert_eq!(seconds(300), "5m");
+        assert_eq!(seconds(3600), "1h");
+    }
+
+    #[test]
+    fn truncate_marks_a_cut_with_an_ellipsis() {
+        assert_eq!(truncate("python train.py", 20), "python train.py");
+        assert_eq!(truncate("python train.py", 8), "python …");
+        assert_eq!(truncate("abc", 0), "");
+        assert_eq!(truncate("abc", 1), "…");
+    }
+}

@@ -1,0 +1,266 @@
+//! Fragmentation of the selected GPU's allocator: how its cached free
+//! memory is scattered. The figures on top (fragmentation, largest free
+//! block, external/non-releasable/internal free), then a histogram of free
+//! block sizes in log2 buckets, one line per bucket.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::chrome::{self, pane_block, right};
+use super::format;
+use super::theme::Theme;
+use crate::alloc::Fragmentation;
+use crate::alloc::analysis::Bucket;
+use crate::app::state::{AppState, Pane};
+
+/// Below this width the figures use short labels.
+const LONG_LABELS_WIDTH: u16 = 60;
+
+/// The fragmentation pane of one frame.
+pub struct FragmentationPane<'a> {
+    state: &'a AppState,
+    theme: &'a Theme,
+    left_border: bool,
+}
+
+impl<'a> FragmentationPane<'a> {
+    pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
+        FragmentationPane {
+            state,
+            theme,
+            left_border: false,
+        }
+    }
+
+    /// Draws a left border: the pane sits right of another one.
+    pub fn beside(mut self) -> Self {
+        self.left_border = true;
+        self
+    }
+}
+
+/// A bucket's label: "≤2M" for the range up to its bound, "≥1G" for the
+/// open-ended last one.
+pub(crate) fn bucket_label(b: &Bucket) -> String {
+    let sign = if b.open_ended { "≥" } else { "≤" };
+    format!("{sign}{}", format::bytes_short(b.bound))
+}
+
+/// How the histogram fits in `rows` lines.
+#[derive(Debug, PartialEq)]
+enum Histogram<'f> {
+    /// One bar line per bucket: every bucket from the smallest to the
+    /// largest non-empty one when they fit, else only the non-empty ones.
+    Bars(Vec<&'f Bucket>),
+    /// Too many buckets for one line each: "count×bound" items, flowed.
+    Compact(Vec<&'f Bucket>),
+}
+
+fn histogram(f: &Fragmentation, rows: usize) -> Histogram<'_> {
+    let non_empty: Vec<&Bucket> = f.histogram.iter().filter(|b| b.count > 0).collect();
+    let first = f.histogram.iter().position(|b| b.count > 0);
+    let last = f.histogram.iter().rposition(|b| b.count > 0);
+    if let (Some(first), Some(last)) = (first, last)
+        && last - first < rows
+    {
+        return Histogram::Bars(f.histogram[first..=last].iter().collect());
+    }
+    if non_empty.len() <= rows {
+        Histogram::Bars(non_empty)
+    } else {
+        Histogram::Compact(non_empty)
+    }
+}
+
+impl Widget for FragmentationPane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = self.theme;
+        let g = theme.glyphs();
+        let gpu = self.state.selected();
+        let mut detail = Vec::new();
+        if let Some(gpu) = gpu {
+            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+        }
+        let block = pane_block(
+            Pane::Fragmentation,
+            detail,
+            self.state.ui.focus == Pane::Fragmentation,
+            self.left_border,
+            theme,
+        );
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height == 0 || inner.width == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+        let Some(view) = gpu.and_then(|g| g.allocator.as_ref()) else {
+            let lines: Vec<Line> = chrome::wrap(
+                "allocator view: n/a — fragmentation needs a process's allocator \
+                 (simulated training shows one)",
+                inner.width,
+            )
+            .into_iter()
+            .map(|l| Line::styled(l, theme.dim))
+            .collect();
+            chrome::lines_at(buf, inner, &lines);
+            theme.finish(area, buf);
+            return;
+        };
+        let f = &view.fragmentation;
+        let long = inner.width >= LONG_LABELS_WIDTH;
+        let figure = |long_label: &str, short_label: &str, value: String| {
+            let label = if long { long_label } else { short_label };
+            Line::from(vec![
+                Span::styled(format!("{label} "), theme.dim),
+                Span::styled(value, theme.text),
+            ])
+        };
+        let frag_style = if f.fragmentation >= 0.5 {
+            theme.warning
+        } else {
+            theme.text
+        };
+        let mut items = vec![
+            Line::from(vec![
+                Span::styled(if long { "fragmentation " } else { "frag " }, theme.dim),
+                Span::styled(format::percent(f.fragmentation), frag_style),
+            ]),
+            figure(
+                "largest free block",
+                "largest",
+                format::bytes(f.largest_free_block),
+            ),
+            figure("external free", "ext free", format::bytes(f.external_free)),
+            figure("non-releasable", "non-rel", format::bytes(f.non_releasable)),
+            figure("internal free", "int free", format::bytes(f.internal_free)),
+        ];
+        if long {
+            items.push(figure("free blocks", "blocks", f.free_blocks.to_string()));
+        }
+        let figures = chrome::flow(items, inner.width, 2);
+        chrome::lines_at(buf, inner, &figures);
+        let used = u16::try_from(figures.len()).unwrap_or(u16::MAX);
+        let hist = Rect {
+            y: inner.y.saturating_add(used),
+            height: inner.height.saturating_sub(used),
+            ..inner
+        };
+        if hist.height == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+        if f.free_blocks == 0 {
+            chrome::line_at(
+                buf,
+                hist,
+                0,
+                &Line::styled("no free blocks: every cached byte is in use", theme.dim),
+            );
+            theme.finish(area, buf);
+            return;
+        }
+        let buckets = match histogram(f, usize::from(hist.height)) {
+            Histogram::Bars(b) => b,
+            Histogram::Compact(b) => {
+                let items = b
+                    .iter()
+                    .map(|b| {
+                        Line::from(vec![
+                            Span::styled(format!("{}×", b.count), theme.text),
+                            Span::styled(bucket_label(b), theme.dim),
+                        ])
+                    })
+                    .collect();
+                chrome::lines_at(buf, hist, &chrome::flow(items, hist.width, 2));
+                theme.finish(area, buf);
+                return;
+            }
+        };
+        let label_w = buckets
+            .iter()
+            .map(|b| bucket_label(b).chars().count())
+            .max()
+            .unwrap_or(4);
+        let count_w = buckets
+            .iter()
+            .map(|b| b.count.to_string().len())
+            .max()
+            .unwrap_or(1)
+            + 1;
+        let bytes_w = 10;
+        let width = usize::from(hist.width);
+        let show_bytes = width >= label_w + count_w + bytes_w + 8;
+        let bar_w = width
+            .saturating_sub(label_w + 1 + count_w + if show_bytes { bytes_w + 1 } else { 0 })
+            .max(1);
+        let max_count = buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+        let mut lines = Vec::new();
+        for b in &buckets {
+            // Bars scale with the block count; a non-empty bucket gets at
+            // least one cell so that it is never mistaken for an empty one.
+            let cells = if b.count == 0 {
+                0
+            } else {
+                let c = u128::from(b.count) * bar_w as u128 / u128::from(max_count);
+                usize::try_from(c).unwrap_or(bar_w).max(1)
+            };
+            let mut spans = vec![
+                Span::styled(right(&bucket_label(b), label_w), theme.dim),
+                Span::raw(" "),
+                Span::styled(g.histogram.repeat(cells), theme.histogram),
+                Span::raw(" ".repeat(bar_w - cells.min(bar_w))),
+                Span::raw(right(&b.count.to_string(), count_w)),
+            ];
+            if show_bytes {
+                spans.push(Span::styled(
+                    right(&format::bytes(b.bytes), bytes_w + 1),
+                    theme.dim,
+                ));
+            }
+            lines.push(Line::from(spans));
+        }
+        chrome::lines_at(buf, hist, &lines);
+        theme.finish(area, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::fragmentation;
+
+    #[test]
+    fn bucket_labels_show_the_bound_and_its_direction() {
+        let f = fragmentation(&[]);
+        assert_eq!(bucket_label(&f.histogram[0]), "≤512B");
+        assert_eq!(bucket_label(&f.histogram[12]), "≤2M");
+        assert_eq!(bucket_label(f.histogram.last().expect("22 buckets")), "≥1G");
+    }
+
+    #[test]
+    fn histogram_skips_empty_buckets_only_when_space_is_short() {
+        let mut f = fragmentation(&[]);
+        f.histogram[2].count = 1;
+        f.histogram[5].count = 3;
+        f.histogram[9].count = 2;
+        let lens = |h: Histogram| match h {
+            Histogram::Bars(b) => ("bars", b.len()),
+            Histogram::Compact(b) => ("compact", b.len()),
+        };
+        assert_eq!(
+            lens(histogram(&f, 10)),
+            ("bars", 8),
+            "2..=9, empties included"
+        );
+        assert_eq!(
+            lens(histogram(&f, 3)),
+            ("bars", 3),
+            "only the non-empty ones"
+        );
+        assert_eq!(lens(histogram(&f, 2)), ("compact", 3), "count×bound items");
+        assert_eq!(lens(histogram(&f, 0)), ("compact", 3));
+    }
+}

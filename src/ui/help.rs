@@ -1,0 +1,187 @@
+//! The help overlay: the keys, generated from the keymap (so it cannot
+//! drift from what the keys do), and what the dashboard's words mean.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
+
+use super::chrome::{self, left};
+use super::theme::Theme;
+use crate::app::keymap::Keymap;
+
+/// The definitions shown next to the keys: (term, meaning). Short on
+/// purpose: at 80×24 they share the screen with every key.
+pub const DEFINITIONS: [(&str, &str); 10] = [
+    ("allocated", "live tensors (memory_allocated())."),
+    (
+        "reserved",
+        "the allocator's segments (memory_reserved()) = allocated + cached.",
+    ),
+    (
+        "cached but free",
+        "reserved − allocated: freed blocks kept for reuse.",
+    ),
+    (
+        "context & other",
+        "driver used − reserved: CUDA contexts, other processes.",
+    ),
+    ("free", "total − driver used."),
+    ("internal free", "rounding inside allocated blocks."),
+    ("external free", "free blocks cached in segments."),
+    (
+        "non-releasable",
+        "external free in segments with a live block: empty_cache() cannot release it.",
+    ),
+    ("fragmentation", "= 1 − largest free block / external free."),
+    ("segments", "S/L small/large pool, E expandable."),
+];
+
+/// Width from which keys and definitions sit side by side.
+const TWO_COLUMNS_WIDTH: u16 = 70;
+/// The widest the popup gets (columns).
+const MAX_WIDTH: u16 = 110;
+
+/// The help overlay of one frame, drawn over the panes.
+pub struct HelpOverlay<'a> {
+    keymap: &'a Keymap,
+    theme: &'a Theme,
+}
+
+impl<'a> HelpOverlay<'a> {
+    pub fn new(keymap: &'a Keymap, theme: &'a Theme) -> Self {
+        HelpOverlay { keymap, theme }
+    }
+
+    /// Key lines grouped by where they apply: everywhere first, then one
+    /// heading per pane.
+    fn key_lines(&self) -> Vec<Line<'static>> {
+        let theme = self.theme;
+        let rows = self.keymap.help_rows();
+        let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
+        let mut groups: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !groups.contains(&r.2) {
+                groups.push(r.2);
+            }
+        }
+        let mut lines = Vec::new();
+        for group in groups {
+            let heading = if group == "everywhere" {
+                "Keys".to_string()
+            } else {
+                format!("In {group}")
+            };
+            lines.push(Line::styled(heading, theme.header));
+            for (keys, what, _) in rows.iter().filter(|r| r.2 == group) {
+                lines.push(Line::from(vec![
+                    Span::styled(left(keys, key_w), theme.key),
+                    Span::styled(*what, theme.text),
+                ]));
+            }
+        }
+        lines
+    }
+
+    /// Definition lines wrapped to `width`, the term in the header style.
+    fn definition_lines(&self, width: u16) -> Vec<Line<'static>> {
+        let theme = self.theme;
+        let mut lines = vec![Line::styled("What the words mean", theme.header)];
+        for (term, meaning) in DEFINITIONS {
+            // Wrap "term meaning" as one text, then style the term part of
+            // the first line.
+            // "fragmentation = …" reads as a formula, the rest as "term: …".
+            let colon = if meaning.starts_with('=') { "" } else { ":" };
+            let text = format!("{term}{colon} {meaning}");
+            // Continuation lines are indented by two columns.
+            for (i, l) in chrome::wrap(&text, width.saturating_sub(2))
+                .into_iter()
+                .enumerate()
+            {
+                if i == 0
+                    && let Some(rest) = l.strip_prefix(term)
+                {
+                    lines.push(Line::from(vec![
+                        Span::styled(term, theme.key),
+                        Span::styled(rest.to_string(), theme.text),
+                    ]));
+                } else {
+                    lines.push(Line::styled(format!("  {l}"), theme.text));
+                }
+            }
+        }
+        lines
+    }
+}
+
+impl Widget for HelpOverlay<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width < 3 || area.height < 3 {
+            return;
+        }
+        let theme = self.theme;
+        let width = area.width.min(MAX_WIDTH);
+        let keys = self.key_lines();
+        let two = width >= TWO_COLUMNS_WIDTH;
+        let keys_w = u16::try_from(keys.iter().map(Line::width).max().unwrap_or(0))
+            .unwrap_or(u16::MAX)
+            .min(width.saturating_sub(4));
+        let defs_w = if two {
+            width.saturating_sub(keys_w + 5)
+        } else {
+            width.saturating_sub(2)
+        };
+        let defs = self.definition_lines(defs_w);
+        let content_h = if two {
+            keys.len().max(defs.len())
+        } else {
+            keys.len() + 1 + defs.len()
+        };
+        let height = u16::try_from(content_h + 2)
+            .unwrap_or(u16::MAX)
+            .min(area.height);
+        let popup = Rect::new(
+            area.x + (area.width - width) / 2,
+            area.y + (area.height - height) / 2,
+            width,
+            height,
+        );
+        Clear.render(popup, buf);
+        let mut block = Block::new()
+            .borders(Borders::ALL)
+            .border_style(theme.border_focused)
+            .title(Line::styled(" Help ", theme.title_focused))
+            .title(Line::styled(" Esc or ? closes ", theme.dim).right_aligned());
+        // Say so when the terminal is too short for everything.
+        if content_h + 2 > usize::from(height) {
+            block = block.title_bottom(Line::styled(
+                " … a taller terminal shows the rest ",
+                theme.dim,
+            ));
+        }
+        let inner = block.inner(popup);
+        block.render(popup, buf);
+        if two {
+            let left_area = Rect {
+                width: keys_w.min(inner.width),
+                ..inner
+            };
+            let right_x = inner.x + keys_w + 3;
+            let right_area = Rect::new(
+                right_x.min(inner.right()),
+                inner.y,
+                inner.right().saturating_sub(right_x),
+                inner.height,
+            );
+            chrome::lines_at(buf, left_area, &keys);
+            chrome::lines_at(buf, right_area, &defs);
+        } else {
+            let mut lines = keys;
+            lines.push(Line::raw(""));
+            lines.extend(defs);
+            chrome::lines_at(buf, inner, &lines);
+        }
+        theme.finish(popup, buf);
+    }
+}

@@ -1,0 +1,303 @@
+//! The dashboard's drawing: pure functions of [`AppState`], one file per
+//! pane. Nothing here reads a clock, a terminal or the machine; the same
+//! state always draws the same screen.
+//!
+//! Layout at 80×24 (each pane costs one title row; the pane right of the
+//! middle band also a left border):
+//!
+//! ```text
+//!  GPUs ────────────────────────────────────────────────────────────────────────
+//! #  name                memory       used/total util temp     power       clocks
+//! ▶0 Simulated H100 80GB █░░░░░░░░░ 1.0/80.0 GiB  92% 64°C 649/700 W 1980/2619 MHz
+//!  1 …                                                             (one per GPU)
+//!  Memory breakdown  GPU 0 · pid 4242 (simulated training) ─────────────────────
+//! █▓▒░░░░░░░░░░░░░░░░░░░░░░░░░ allocated|cached but free|context & other|free
+//! █ allocated 397 MiB 0.5%   ▓ cached but free 163 MiB 0.2%          (legend)
+//!  Timeline  GPU 0 · last 1m ──────────────┌ Fragmentation  GPU 0 ─────────────
+//! 1.2 GiB│        driver used, reserved,  │frag 88%  largest 20.0 MiB
+//!        │        allocated; ┊ empty_cache│ext free …  non-rel …  int free …
+//!      0 └─────── ┃ OOM ──────────────────│ ≤2M ████     2   3.32 MiB
+//!      -1m          -30s              now │≤32M ████████ 7    140 MiB
+//!  Segments  GPU 0 · 28 segments · 110 blocks ──────█ allocated ▓ free ▚ pending
+//! L  0x7f0000000000    20M ████████▓▓▓▓████     (one strip per segment, scrolls)
+//! block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f… · stream 0 · segment 1/28
+//!  Processes  tree ─────────────────────────────────────────────────────────────
+//!     PID USER     GPU    MEMORY   alloc/res COMMAND        (+ unattributed/GPU)
+//! sim │ every 1000 ms │ 30 samples      q quit  ? help  Tab pane  p pause  1…9 GPU
+//! ```
+//!
+//! Rows are handed out in two passes: every shown pane gets its minimum,
+//! then the GPUs, breakdown, segments and processes grow to what their
+//! content needs (segments and processes up to about a fifth of the screen)
+//! and the middle band takes the rest. Smaller terminals drop panes,
+//! keeping the focused one first, then GPUs, breakdown, timeline,
+//! processes, fragmentation and segments, in that order. Narrower than 60
+//! columns, the timeline and fragmentation are stacked instead of side by
+//! side. Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small"
+//! line is drawn. The help overlay is drawn last, over everything.
+
+mod breakdown;
+mod chrome;
+mod fragmentation;
+mod gpus;
+mod help;
+mod processes;
+mod segments;
+mod status;
+mod timeline;
+
+pub mod format;
+pub mod theme;
+
+pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
+pub use fragmentation::FragmentationPane;
+pub use gpus::GpusPane;
+pub use help::{DEFINITIONS, HelpOverlay};
+pub use processes::ProcessesPane;
+pub use segments::SegmentsPane;
+pub use status::StatusLine;
+pub use theme::Theme;
+pub use timeline::TimelinePane;
+
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::Widget;
+
+use crate::app::keymap::Keymap;
+use crate::app::state::{AppState, Overlay, Pane};
+
+/// The smallest terminal the dashboard draws panes in (columns).
+pub const MIN_WIDTH: u16 = 40;
+/// The smallest terminal the dashboard draws panes in (rows).
+pub const MIN_HEIGHT: u16 = 10;
+/// From this width the timeline and fragmentation sit side by side.
+const SPLIT_WIDTH: u16 = 60;
+
+/// Where everything goes on one screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenLayout {
+    /// The panes shown, top to bottom, left to right.
+    pub panes: Vec<(Pane, Rect)>,
+    pub status: Rect,
+    /// The terminal is below the minimum: only a message is drawn.
+    pub too_small: bool,
+}
+
+impl ScreenLayout {
+    /// The area of `pane`, if it is shown.
+    pub fn area_of(&self, pane: Pane) -> Option<Rect> {
+        self.panes.iter().find(|(p, _)| *p == pane).map(|&(_, r)| r)
+    }
+}
+
+/// Draws the dashboard into the frame.
+pub fn draw(frame: &mut Frame, state: &AppState, keymap: &Keymap, theme: &Theme) {
+    let area = frame.area();
+    render(area, frame.buffer_mut(), state, keymap, theme);
+}
+
+/// Draws the dashboard into `area` of a buffer (what [`draw`] does with
+/// the whole frame).
+pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, theme: &Theme) {
+    let area = area.intersection(buf.area);
+    let screen = layout(area, state, theme);
+    if screen.too_small {
+        let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
+        let row = area.height / 2;
+        chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
+        return;
+    }
+    for &(pane, rect) in &screen.panes {
+        match pane {
+            Pane::Gpus => GpusPane::new(state, theme).render(rect, buf),
+            Pane::Breakdown => BreakdownPane::new(state, theme).render(rect, buf),
+            Pane::Timeline => TimelinePane::new(state, theme).render(rect, buf),
+            Pane::Fragmentation => {
+                let pane = FragmentationPane::new(state, theme);
+                if rect.x > area.x {
+                    pane.beside().render(rect, buf);
+                } else {
+                    pane.render(rect, buf);
+                }
+            }
+            Pane::Segments => SegmentsPane::new(state, theme).render(rect, buf),
+            Pane::Processes => ProcessesPane::new(state, theme).render(rect, buf),
+        }
+    }
+    StatusLine::new(state, keymap, theme).render(screen.status, buf);
+    if state.ui.overlay == Overlay::Help {
+        HelpOverlay::new(keymap, theme).render(area, buf);
+    }
+}
+
+/// The GPU (index into `state.gpus`) drawn on screen row `row` of a GPUs
+/// pane drawn in `gpus_area` (see [`ScreenLayout::area_of`]), for mouse
+/// clicks: accounts for the header, MIG rows and scrolling. `None` on the
+/// title, the header or below the last GPU.
+pub fn gpu_at(state: &AppState, gpus_area: Rect, row: u16) -> Option<usize> {
+    gpus::gpu_at(state, gpus_area, row)
+}
+
+/// The smallest useful height of a pane, title row included.
+fn min_height(pane: Pane) -> u16 {
+    match pane {
+        Pane::Gpus | Pane::Breakdown => 2,
+        Pane::Timeline => 5,
+        Pane::Fragmentation => 4,
+        Pane::Segments | Pane::Processes => 3,
+    }
+}
+
+/// A horizontal band of the screen: one pane, or timeline and
+/// fragmentation side by side.
+struct Band {
+    panes: Vec<Pane>,
+    min: u16,
+    /// The height the content asks for; `None`: takes what is left.
+    preferred: Option<u16>,
+}
+
+fn bands(included: &[Pane], width: u16, height: u16, state: &AppState, theme: &Theme) -> Vec<Band> {
+    let has = |p: Pane| included.contains(&p);
+    // Segments and processes are lists that scroll: they grow to about a
+    // fifth of the screen (a bit more on tall ones), the charts get the rest.
+    let cap = (height * 3 / 10).saturating_sub(2).max(3);
+    let fixed = |pane: Pane, preferred: u16| Band {
+        panes: vec![pane],
+        min: min_height(pane),
+        preferred: Some(preferred.max(min_height(pane))),
+    };
+    let flex = |panes: Vec<Pane>| Band {
+        min: panes.iter().map(|&p| min_height(p)).max().unwrap_or(0),
+        panes,
+        preferred: None,
+    };
+    let mut out = Vec::new();
+    if has(Pane::Gpus) {
+        out.push(fixed(Pane::Gpus, GpusPane::preferred_height(state)));
+    }
+    if has(Pane::Breakdown) {
+        out.push(fixed(
+            Pane::Breakdown,
+            BreakdownPane::preferred_height(state, theme, width),
+        ));
+    }
+    match (has(Pane::Timeline), has(Pane::Fragmentation)) {
+        (true, true) if width >= SPLIT_WIDTH => {
+            out.push(flex(vec![Pane::Timeline, Pane::Fragmentation]));
+        }
+        (t, f) => {
+            if t {
+                out.push(flex(vec![Pane::Timeline]));
+            }
+            if f {
+                out.push(flex(vec![Pane::Fragmentation]));
+            }
+        }
+    }
+    if has(Pane::Segments) {
+        out.push(fixed(
+            Pane::Segments,
+            SegmentsPane::preferred_height(state).min(cap),
+        ));
+    }
+    if has(Pane::Processes) {
+        out.push(fixed(
+            Pane::Processes,
+            ProcessesPane::preferred_height(state, theme).min(cap),
+        ));
+    }
+    out
+}
+
+/// Computes where each pane goes in `area` (see the module docs).
+pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return ScreenLayout {
+            panes: Vec::new(),
+            status: Rect::default(),
+            too_small: true,
+        };
+    }
+    let status_h = StatusLine::preferred_height(state);
+    let body_h = area.height - status_h;
+    let status = Rect::new(area.x, area.y + body_h, area.width, status_h);
+
+    let focus = state.ui.focus;
+    let mut priority = vec![focus];
+    for p in [
+        Pane::Gpus,
+        Pane::Breakdown,
+        Pane::Timeline,
+        Pane::Processes,
+        Pane::Fragmentation,
+        Pane::Segments,
+    ] {
+        if p != focus {
+            priority.push(p);
+        }
+    }
+    let total_min = |bands: &[Band]| bands.iter().map(|b| u32::from(b.min)).sum::<u32>();
+    let mut included: Vec<Pane> = Vec::new();
+    for &p in &priority {
+        let mut trial = included.clone();
+        trial.push(p);
+        if total_min(&bands(&trial, area.width, body_h, state, theme)) <= u32::from(body_h) {
+            included = trial;
+        }
+    }
+    let bands = bands(&included, area.width, body_h, state, theme);
+    let mut heights: Vec<u16> = bands.iter().map(|b| b.min).collect();
+    let mut extra = body_h.saturating_sub(heights.iter().sum());
+    let band_of = |p: Pane| bands.iter().position(|b| b.panes.contains(&p));
+    // Pass one: lists and bars grow to their content, in priority order.
+    for &p in &priority {
+        if let Some(i) = band_of(p)
+            && let Some(pref) = bands[i].preferred
+        {
+            let grow = pref.saturating_sub(heights[i]).min(extra);
+            heights[i] += grow;
+            extra -= grow;
+        }
+    }
+    // Pass two: the charts share the rest; without charts, the focused
+    // pane (or the first) takes it.
+    let flexible: Vec<usize> = (0..bands.len())
+        .filter(|&i| bands[i].preferred.is_none())
+        .collect();
+    if flexible.is_empty() {
+        if let Some(i) = band_of(focus).or(if bands.is_empty() { None } else { Some(0) }) {
+            heights[i] += extra;
+        }
+    } else {
+        let n = u16::try_from(flexible.len()).unwrap_or(1);
+        let share = extra / n;
+        for (k, &i) in flexible.iter().enumerate() {
+            heights[i] += share + u16::from(k == 0) * (extra % n);
+        }
+    }
+
+    let mut panes = Vec::new();
+    let mut y = area.y;
+    for (band, &h) in bands.iter().zip(&heights) {
+        match band.panes.as_slice() {
+            [left, right] => {
+                // Fragmentation needs ~30 columns; more than 60 only pads it.
+                let right_w = (area.width * 45 / 100).clamp(30, 60).min(area.width);
+                let left_w = area.width - right_w;
+                panes.push((*left, Rect::new(area.x, y, left_w, h)));
+                panes.push((*right, Rect::new(area.x + left_w, y, right_w, h)));
+            }
+            [only] => panes.push((*only, Rect::new(area.x, y, area.width, h))),
+            _ => {}
+        }
+        y += h;
+    }
+    ScreenLayout {
+        panes,
+        status,
+        too_small: false,
+    }
+}

@@ -1,0 +1,230 @@
+//! The processes pane: every GPU process (children under their parents in
+//! tree view), the allocator figures of the process whose allocator is
+//! visible, and per GPU the driver-used memory no listed process accounts
+//! for.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::chrome::{self, left, pane_block, right};
+use super::format::{self, NA};
+use super::theme::Theme;
+use crate::app::state::{AppState, Pane, ProcessRow, process_rows, unattributed};
+use crate::device::GpuSample;
+
+/// The processes pane of one frame.
+pub struct ProcessesPane<'a> {
+    state: &'a AppState,
+    theme: &'a Theme,
+}
+
+/// What one line of the table shows.
+enum Row {
+    Process(ProcessRow),
+    /// Driver-used bytes of a GPU that no listed process holds.
+    Unattributed {
+        gpu: u32,
+        bytes: u64,
+    },
+}
+
+impl<'a> ProcessesPane<'a> {
+    pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
+        ProcessesPane { state, theme }
+    }
+
+    fn samples(&self) -> Vec<&'a GpuSample> {
+        self.state.gpus.iter().filter_map(|g| g.sample()).collect()
+    }
+
+    fn rows(&self) -> Vec<Row> {
+        let ui = &self.state.ui;
+        let samples = self.samples();
+        let mut rows: Vec<Row> = process_rows(&samples, ui.process_tree, &ui.process_filter)
+            .into_iter()
+            .map(Row::Process)
+            .collect();
+        // A filter looks for processes: the per-GPU remainder is not one.
+        if !ui.process_filter.is_empty() {
+            return rows;
+        }
+        // MIG instances share their parent's memory: counted once, there.
+        for s in samples.iter().filter(|s| s.mig.is_none()) {
+            if let Some(bytes) = unattributed(s)
+                && bytes > 0
+            {
+                rows.push(Row::Unattributed {
+                    gpu: s.index,
+                    bytes,
+                });
+            }
+        }
+        rows
+    }
+
+    /// Rows this pane would like: title, header and one per table row.
+    pub fn preferred_height(state: &AppState, theme: &Theme) -> u16 {
+        let rows = ProcessesPane::new(state, theme).rows().len().max(1);
+        u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2)
+    }
+
+    /// "allocated/reserved" of the allocator owned by `pid` on `gpu`, if
+    /// that allocator is visible.
+    fn allocator_of(&self, pid: u32, gpu: u32) -> Option<String> {
+        self.state
+            .gpus
+            .iter()
+            .filter(|g| g.index() == gpu)
+            .filter_map(|g| g.allocator.as_ref())
+            .find(|a| a.pid == Some(pid))
+            .map(|a| {
+                format!(
+                    "{}/{}",
+                    format::bytes_short(a.allocated()),
+                    format::bytes_short(a.reserved())
+                )
+            })
+    }
+}
+
+impl Widget for ProcessesPane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = self.theme;
+        let g = theme.glyphs();
+        let ui = &self.state.ui;
+        let mut detail = vec![Span::styled(
+            if ui.process_tree { "tree" } else { "flat" },
+            theme.text,
+        )];
+        if ui.filter_editing {
+            detail.push(Span::styled(" · filter: ", theme.text));
+            detail.push(Span::styled(ui.process_filter.clone(), theme.key));
+            detail.push(Span::styled(g.cursor, theme.key));
+        } else if !ui.process_filter.is_empty() {
+            detail.push(Span::styled(
+                format!(" · filter: {}", ui.process_filter),
+                theme.text,
+            ));
+        }
+        let block = pane_block(
+            Pane::Processes,
+            detail,
+            ui.focus == Pane::Processes,
+            false,
+            theme,
+        );
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height == 0 || inner.width == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+        let rows = self.rows();
+        if rows.is_empty() {
+            let text = if ui.process_filter.is_empty() {
+                "no GPU processes".to_string()
+            } else {
+                format!("no process matches \"{}\"", ui.process_filter)
+            };
+            chrome::line_at(buf, inner, 0, &Line::styled(text, theme.dim));
+            theme.finish(area, buf);
+            return;
+        }
+
+        // Columns; narrow panes drop the user, then the allocator figures.
+        let width = usize::from(inner.width);
+        let pid_w = 7;
+        let gpu_w = 3;
+        let mem_w = 9;
+        let alloc_w = 11;
+        let user_w = 8;
+        let show_alloc = width >= pid_w + gpu_w + mem_w + alloc_w + 4 + 20;
+        let show_user = width >= pid_w + gpu_w + mem_w + alloc_w + user_w + 5 + 20;
+        let mut header = vec![Span::raw(right("PID", pid_w))];
+        if show_user {
+            header.push(Span::raw(format!(" {}", left("USER", user_w))));
+        }
+        header.push(Span::raw(format!(" {}", right("GPU", gpu_w))));
+        header.push(Span::raw(format!(" {}", right("MEMORY", mem_w))));
+        if show_alloc {
+            header.push(Span::raw(format!(" {}", right("alloc/res", alloc_w))));
+        }
+        header.push(Span::raw(" COMMAND"));
+        chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
+
+        let visible = usize::from(inner.height - 1);
+        // Scrolling never leaves the last page half empty.
+        let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
+        for (i, row) in rows.iter().skip(first).take(visible).enumerate() {
+            let y = u16::try_from(i + 1).unwrap_or(u16::MAX);
+            let mut spans = Vec::new();
+            match row {
+                Row::Process(r) => {
+                    let p = &r.process;
+                    spans.push(Span::raw(right(&p.pid.to_string(), pid_w)));
+                    if show_user {
+                        let user = p.user.as_deref().unwrap_or(NA);
+                        spans.push(Span::raw(format!(" {}", left(user, user_w))));
+                    }
+                    spans.push(Span::raw(format!(" {}", right(&r.gpu.to_string(), gpu_w))));
+                    let mem = format::opt_bytes(p.used_memory);
+                    let mem_style = if p.used_memory.is_some() {
+                        theme.text
+                    } else {
+                        theme.dim
+                    };
+                    spans.push(Span::styled(format!(" {}", right(&mem, mem_w)), mem_style));
+                    if show_alloc {
+                        let a = self.allocator_of(p.pid, r.gpu).unwrap_or_default();
+                        spans.push(Span::styled(
+                            format!(" {}", right(&a, alloc_w)),
+                            theme.allocated,
+                        ));
+                    }
+                    spans.push(Span::raw(" "));
+                    if r.depth > 0 {
+                        spans.push(Span::styled(
+                            format!("{}{}", "  ".repeat(r.depth - 1), g.branch),
+                            theme.dim,
+                        ));
+                    }
+                    if r.own_context_in_child {
+                        spans.push(Span::styled("own CUDA context! ", theme.warning));
+                    }
+                    let command = p.command.as_deref().unwrap_or(NA);
+                    let used: usize = spans.iter().map(Span::width).sum();
+                    let room = width.saturating_sub(used);
+                    spans.push(Span::raw(format::truncate(command, room)));
+                }
+                Row::Unattributed { gpu, bytes } => {
+                    spans.push(Span::styled(right("-", pid_w), theme.dim));
+                    if show_user {
+                        spans.push(Span::styled(format!(" {}", left("-", user_w)), theme.dim));
+                    }
+                    spans.push(Span::raw(format!(" {}", right(&gpu.to_string(), gpu_w))));
+                    spans.push(Span::raw(format!(
+                        " {}",
+                        right(&format::bytes(*bytes), mem_w)
+                    )));
+                    if show_alloc {
+                        spans.push(Span::raw(format!(" {}", right("", alloc_w))));
+                    }
+                    let used: usize = spans.iter().map(Span::width).sum();
+                    spans.push(Span::styled(
+                        format::truncate(
+                            " unattributed (no listed process holds it: other \
+                             containers, zombies, the driver)",
+                            width.saturating_sub(used),
+                        ),
+                        theme.dim,
+                    ));
+                }
+            }
+            // Long commands are cut at the pane's edge by the line itself.
+            chrome::line_at(buf, inner, y, &Line::from(spans));
+        }
+        theme.finish(area, buf);
+    }
+}

@@ -1,0 +1,287 @@
+//! The segment map of the selected GPU's allocator: one line per segment,
+//! its blocks drawn as a strip proportional to their sizes and styled by
+//! state, so splitting and cached holes are visible at a glance. The
+//! selected block (`ui.selected_block`, in layout order) is highlighted and
+//! described on the footer line.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::chrome::{self, pane_block, right};
+use super::format;
+use super::theme::{Glyphs, Theme};
+use crate::alloc::{BlockState, PoolKind, SegmentInfo};
+use crate::app::state::{AppState, Pane};
+
+/// Below this width the address column is dropped.
+const ADDRESS_WIDTH: u16 = 50;
+/// From this width the glyph legend goes in the title.
+const LEGEND_WIDTH: u16 = 70;
+
+/// The segment-map pane of one frame.
+pub struct SegmentsPane<'a> {
+    state: &'a AppState,
+    theme: &'a Theme,
+}
+
+impl<'a> SegmentsPane<'a> {
+    pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
+        SegmentsPane { state, theme }
+    }
+
+    /// Rows this pane would like: title, one per segment, footer.
+    pub fn preferred_height(state: &AppState) -> u16 {
+        let segments = state
+            .selected()
+            .and_then(|g| g.allocator.as_ref())
+            .map_or(0, |a| a.layout.len());
+        u16::try_from(segments.max(1))
+            .unwrap_or(u16::MAX)
+            .saturating_add(2)
+    }
+}
+
+fn glyph_and_style(state: BlockState, g: &Glyphs, theme: &Theme) -> (&'static str, Style) {
+    match state {
+        BlockState::ActiveAllocated => (g.allocated, theme.allocated),
+        BlockState::Inactive => (g.cached_free, theme.cached_free),
+        BlockState::ActivePendingFree => (g.pending_free, theme.pending_free),
+    }
+}
+
+/// The glyph of a highlighted block: ASCII, because a reversed full block
+/// would look like an empty cell.
+fn highlight_glyph(state: BlockState) -> &'static str {
+    match state {
+        BlockState::ActiveAllocated => "#",
+        BlockState::Inactive => "=",
+        BlockState::ActivePendingFree => "~",
+    }
+}
+
+fn state_name(state: BlockState) -> &'static str {
+    match state {
+        BlockState::ActiveAllocated => "allocated",
+        BlockState::Inactive => "free (cached)",
+        BlockState::ActivePendingFree => "pending free (stream events)",
+    }
+}
+
+fn pool_letter(seg: &SegmentInfo) -> &'static str {
+    match seg.segment_type {
+        PoolKind::Small => "S",
+        PoolKind::Large => "L",
+    }
+}
+
+/// The footer line describing the selected block.
+fn detail_line(
+    view: &[SegmentInfo],
+    at: (usize, usize),
+    index: usize,
+    count: usize,
+    theme: &Theme,
+) -> Line<'static> {
+    let (Some(seg), Some(block)) = (
+        view.get(at.0),
+        view.get(at.0).and_then(|s| s.blocks.get(at.1)),
+    ) else {
+        return Line::default();
+    };
+    // PyTorch leaves the last request on a free block.
+    let requested = if block.state == BlockState::Inactive {
+        format!(" (last req {})", format::bytes(block.requested_size))
+    } else {
+        format!(" (req {})", format::bytes(block.requested_size))
+    };
+    let (_, style) = glyph_and_style(block.state, &theme.glyphs(), theme);
+    // Most telling first: a narrow pane cuts the address, stream and
+    // segment (the segment's row is highlighted above anyway).
+    Line::from(vec![
+        Span::styled(format!("block {}/{count} ", index + 1), theme.header),
+        Span::styled(format::bytes(block.size), theme.text),
+        Span::styled(format!("{requested} "), theme.dim),
+        Span::styled(state_name(block.state), style),
+        Span::styled(
+            format!(
+                " · {:#x} · stream {} · segment {}/{}{}",
+                block.address,
+                seg.stream,
+                at.0 + 1,
+                view.len(),
+                if seg.is_expandable {
+                    " (expandable)"
+                } else {
+                    ""
+                }
+            ),
+            theme.dim,
+        ),
+    ])
+}
+
+impl Widget for SegmentsPane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = self.theme;
+        let g = theme.glyphs();
+        let view = self.state.selected().and_then(|gpu| gpu.allocator.as_ref());
+        let mut detail = Vec::new();
+        if let Some(gpu) = self.state.selected() {
+            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+        }
+        let blocks: Vec<(usize, usize)> = view
+            .map(|v| {
+                v.layout
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(s, seg)| (0..seg.blocks.len()).map(move |b| (s, b)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(v) = view {
+            detail.push(Span::styled(
+                format!(" · {} segments · {} blocks", v.layout.len(), blocks.len()),
+                theme.dim,
+            ));
+        }
+        let mut block = pane_block(
+            Pane::Segments,
+            detail,
+            self.state.ui.focus == Pane::Segments,
+            false,
+            theme,
+        );
+        if area.width >= LEGEND_WIDTH && view.is_some() {
+            let legend = Line::from(vec![
+                Span::styled(g.allocated, theme.allocated),
+                Span::raw(" allocated "),
+                Span::styled(g.cached_free, theme.cached_free),
+                Span::raw(" free "),
+                Span::styled(g.pending_free, theme.pending_free),
+                Span::raw(" pending "),
+            ]);
+            block = block.title(legend.right_aligned());
+        }
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height == 0 || inner.width == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+        let Some(view) = view else {
+            let lines: Vec<Line> = chrome::wrap(
+                "allocator view: n/a — the segment map needs a process's allocator \
+                 (simulated training shows one)",
+                inner.width,
+            )
+            .into_iter()
+            .map(|l| Line::styled(l, theme.dim))
+            .collect();
+            chrome::lines_at(buf, inner, &lines);
+            theme.finish(area, buf);
+            return;
+        };
+        let Some(last) = blocks.len().checked_sub(1) else {
+            chrome::line_at(
+                buf,
+                inner,
+                0,
+                &Line::styled("no segments: the allocator holds no memory", theme.dim),
+            );
+            theme.finish(area, buf);
+            return;
+        };
+        let selected = self.state.ui.selected_block.min(last);
+        let (sel_seg, sel_blk) = blocks[selected];
+
+        // The footer needs a second row; with one row only the strip of
+        // the selected block's segment is shown.
+        let footer = inner.height >= 2;
+        let strip_rows = usize::from(inner.height - u16::from(footer));
+        let first = (sel_seg + 1).saturating_sub(strip_rows);
+        let show_address = inner.width >= ADDRESS_WIDTH;
+        let addr_w = view
+            .layout
+            .iter()
+            .map(|s| format!("{:#x}", s.address).len())
+            .max()
+            .unwrap_or(0);
+        // Pool letter, E, space, [address, space], size (6), space.
+        let prefix_w = 3 + if show_address { addr_w + 1 } else { 0 } + 7;
+        let strip_w = inner
+            .width
+            .saturating_sub(u16::try_from(prefix_w).unwrap_or(u16::MAX));
+        for (row, (s, seg)) in view
+            .layout
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(strip_rows)
+            .enumerate()
+        {
+            let y = inner.y + u16::try_from(row).unwrap_or(u16::MAX);
+            let marker_style = if s == sel_seg {
+                theme.selected
+            } else {
+                theme.header
+            };
+            let mut spans = vec![
+                Span::styled(pool_letter(seg), marker_style),
+                Span::styled(if seg.is_expandable { "E" } else { " " }, marker_style),
+                Span::raw(" "),
+            ];
+            if show_address {
+                let style = if s == sel_seg {
+                    theme.header
+                } else {
+                    theme.dim
+                };
+                spans.push(Span::styled(format!("{:#x}", seg.address), style));
+                spans.push(Span::raw(
+                    " ".repeat(addr_w + 1 - format!("{:#x}", seg.address).len()),
+                ));
+            }
+            spans.push(Span::raw(right(&format::bytes_short(seg.total_size), 6)));
+            spans.push(Span::raw(" "));
+            chrome::line_at(buf, inner, y - inner.y, &Line::from(spans));
+            let x0 = inner.x + inner.width - strip_w;
+            let mut sizes: Vec<u64> = seg.blocks.iter().map(|b| b.size).collect();
+            let covered = sizes.iter().fold(0u64, |a, &b| a.saturating_add(b));
+            sizes.push(seg.total_size.saturating_sub(covered));
+            let cells = chrome::split_cells(&sizes, strip_w);
+            let mut x = x0;
+            for (b, (blk, &n)) in seg.blocks.iter().zip(&cells).enumerate() {
+                let (glyph, style) = if s == sel_seg && b == sel_blk {
+                    (highlight_glyph(blk.state), theme.selected)
+                } else {
+                    glyph_and_style(blk.state, &g, theme)
+                };
+                // With more blocks than cells a block may get none; the
+                // selected one still shows, over its neighbour's first cell.
+                let n = if n == 0 && s == sel_seg && b == sel_blk {
+                    1
+                } else {
+                    n
+                };
+                for k in 0..n {
+                    chrome::set_cell(buf, x.saturating_add(k), y, glyph, style);
+                }
+                x = x.saturating_add(cells[b]);
+            }
+        }
+        if footer {
+            let line = detail_line(
+                &view.layout,
+                (sel_seg, sel_blk),
+                selected,
+                blocks.len(),
+                theme,
+            );
+            chrome::line_at(buf, inner, inner.height - 1, &line);
+        }
+        theme.finish(area, buf);
+    }
+}

@@ -1,0 +1,173 @@
+//! The status line: where the data comes from (backend, sample interval,
+//! samples taken and dropped), what went wrong (last error, fallback
+//! banner) and the keys that work in the focused pane.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::chrome;
+use super::theme::Theme;
+use crate::app::keymap::Keymap;
+use crate::app::state::AppState;
+
+/// The status line of one frame: one row, or two when there is a banner
+/// or an error and the area has room for them.
+pub struct StatusLine<'a> {
+    state: &'a AppState,
+    keymap: &'a Keymap,
+    theme: &'a Theme,
+}
+
+impl<'a> StatusLine<'a> {
+    pub fn new(state: &'a AppState, keymap: &'a Keymap, theme: &'a Theme) -> Self {
+        StatusLine {
+            state,
+            keymap,
+            theme,
+        }
+    }
+
+    /// Rows the status line would like: a second one for the banner and
+    /// the last error.
+    pub fn preferred_height(state: &AppState) -> u16 {
+        if state.status.banner.is_some() || state.status.last_error.is_some() {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// The variants of the facts (backend, interval, samples, dropped),
+    /// longest first: "0 dropped" goes first (nothing was lost), then the
+    /// word "every", then the interval.
+    fn facts_variants(&self) -> [Line<'static>; 4] {
+        let theme = self.theme;
+        let s = &self.state.status;
+        let sep = self.theme.glyphs().separator;
+        let backend = if s.backend.is_empty() {
+            "no backend"
+        } else {
+            s.backend.as_str()
+        };
+        let build = |dropped_zero: bool, interval: Option<&str>| {
+            let mut spans = vec![Span::styled(backend.to_string(), theme.header)];
+            if let Some(prefix) = interval {
+                spans.push(Span::styled(sep, theme.dim));
+                spans.push(Span::raw(format!("{prefix}{} ms", s.sample_interval_ms)));
+            }
+            spans.push(Span::styled(sep, theme.dim));
+            spans.push(Span::raw(format!("{} samples", s.samples)));
+            if s.dropped_samples > 0 || dropped_zero {
+                let style = if s.dropped_samples > 0 {
+                    theme.warning
+                } else {
+                    theme.text
+                };
+                spans.push(Span::styled(sep, theme.dim));
+                spans.push(Span::styled(
+                    format!("{} dropped", s.dropped_samples),
+                    style,
+                ));
+            }
+            Line::from(spans)
+        };
+        [
+            build(true, Some("every ")),
+            build(false, Some("every ")),
+            build(false, Some("")),
+            build(false, None),
+        ]
+    }
+
+    /// The longest facts variant that fits `width` (the shortest, cut,
+    /// when none does).
+    fn facts(&self, width: usize) -> Line<'static> {
+        let [a, b, c, d] = self.facts_variants();
+        [a, b, c]
+            .into_iter()
+            .find(|l| l.width() <= width)
+            .unwrap_or(d)
+    }
+
+    fn problems(&self) -> Vec<Span<'static>> {
+        let theme = self.theme;
+        let s = &self.state.status;
+        let mut spans = Vec::new();
+        if let Some(e) = &s.last_error {
+            spans.push(Span::styled(format!("error: {e}"), theme.critical));
+        }
+        if let Some(b) = &s.banner {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(b.clone(), theme.warning));
+        }
+        spans
+    }
+
+    /// Key hints for the focused pane, as many as fit `width` (at least
+    /// the first two: quit and help).
+    fn hints(&self, width: usize) -> Line<'static> {
+        let theme = self.theme;
+        let all = self.keymap.hints(self.state.ui.focus);
+        let line = |n: usize| {
+            let mut spans = Vec::new();
+            for &(key, hint) in all.iter().take(n) {
+                if !spans.is_empty() {
+                    spans.push(Span::raw("  "));
+                }
+                spans.push(Span::styled(key, theme.key));
+                spans.push(Span::styled(format!(" {hint}"), theme.text));
+            }
+            Line::from(spans)
+        };
+        let mut n = all.len();
+        while n > 2 && line(n).width() > width {
+            n -= 1;
+        }
+        line(n)
+    }
+}
+
+impl Widget for StatusLine<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.height == 0 || area.width == 0 {
+            return;
+        }
+        let problems = self.problems();
+        // The hints stay right-aligned on the first row, leaving room for
+        // the shortest facts; the facts take what is left on the left.
+        let facts_min = self.facts_variants()[3].width() + 2;
+        let hints = self.hints(usize::from(area.width).saturating_sub(facts_min));
+        let hints_w = u16::try_from(hints.width()).unwrap_or(u16::MAX);
+        let (facts_w, hints_area) = if hints_w + 2 <= area.width {
+            let x = area.right() - hints_w;
+            (area.width - hints_w - 2, Rect::new(x, area.y, hints_w, 1))
+        } else {
+            (0, Rect::new(area.x, area.y, area.width, 1))
+        };
+        let first = if problems.is_empty() || area.height >= 2 {
+            self.facts(usize::from(facts_w))
+        } else {
+            // One row only: the problem matters more than the counters.
+            Line::from(problems.clone())
+        };
+        chrome::line_at(
+            buf,
+            Rect {
+                width: facts_w,
+                ..area
+            },
+            0,
+            &first,
+        );
+        hints.render(hints_area, buf);
+        if area.height >= 2 && !problems.is_empty() {
+            chrome::line_at(buf, area, 1, &Line::from(problems));
+        }
+        self.theme.finish(area, buf);
+    }
+}

@@ -1,0 +1,363 @@
+//! The timeline of the selected GPU: allocated, reserved and driver-used
+//! bytes over the zoom window, with empty_cache and OOM events marked as
+//! vertical lines. Time runs from "-window" on the left to "now" (or the
+//! moment of the pause) on the right.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
+
+use super::chrome::{self, pane_block};
+use super::format;
+use super::theme::Theme;
+use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane};
+
+/// The timeline pane of one frame.
+pub struct TimelinePane<'a> {
+    state: &'a AppState,
+    theme: &'a Theme,
+}
+
+/// The smallest y-axis maximum (bytes).
+const MIN_SCALE_BYTES: u64 = 1 << 20;
+
+/// Chart rows below which the pane shows one line of latest values instead.
+const MIN_CHART_ROWS: u16 = 3;
+
+impl<'a> TimelinePane<'a> {
+    pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
+        TimelinePane { state, theme }
+    }
+
+    /// The right edge of the window (ms): now, or when the timeline was paused.
+    fn end_ms(&self) -> u64 {
+        let ui = &self.state.ui;
+        match (ui.paused, ui.paused_at_ms) {
+            (true, Some(t)) => t.min(self.state.now_ms),
+            _ => self.state.now_ms,
+        }
+    }
+}
+
+/// The smallest "nice" axis maximum ≥ `v` (1, 1.2, 1.5, 2, 2.5, 3, 4, 5,
+/// 6, 8 × a power of ten), so labels read as round numbers.
+pub(crate) fn nice_ceiling(v: f64) -> f64 {
+    if !v.is_finite() || v <= 0.0 {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(v.log10().floor());
+    let f = v / magnitude;
+    let step = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+        .into_iter()
+        .find(|&s| s >= f - 1e-9)
+        .unwrap_or(10.0);
+    step * magnitude
+}
+
+/// An axis label number: no decimals when whole, else one.
+fn axis_number(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// One series: the points (seconds before the end, value in the axis unit).
+struct Series {
+    points: Vec<(f64, f64)>,
+    latest: Option<u64>,
+}
+
+fn series(
+    points: &[&HistoryPoint],
+    end_ms: u64,
+    exp: usize,
+    value: fn(&HistoryPoint) -> Option<u64>,
+) -> Series {
+    let mut s = Series {
+        points: Vec::new(),
+        latest: None,
+    };
+    for p in points {
+        if let Some(v) = value(p) {
+            // Seconds relative to the end: −window … 0.
+            let x = (p.t_ms as f64 - end_ms as f64) / 1000.0;
+            s.points.push((x, format::in_unit(v, exp)));
+            s.latest = Some(v);
+        }
+    }
+    s
+}
+
+fn dataset<'d>(
+    kind: GraphType,
+    marker: Marker,
+    style: Style,
+    data: &'d [(f64, f64)],
+) -> Dataset<'d> {
+    Dataset::default()
+        .marker(marker)
+        .graph_type(kind)
+        .style(style)
+        .data(data)
+}
+
+impl Widget for TimelinePane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = self.theme;
+        let g = theme.glyphs();
+        let ui = &self.state.ui;
+        let window_ms = ui.window_ms();
+        let window_s = window_ms / 1000;
+        let end = self.end_ms();
+        let gpu = self.state.selected();
+
+        let mut detail = Vec::new();
+        if let Some(gpu) = gpu {
+            detail.push(Span::styled(format!("GPU {} · ", gpu.index()), theme.text));
+        }
+        detail.push(Span::styled(
+            format!("last {}", format::seconds(window_s)),
+            theme.text,
+        ));
+        if ui.paused {
+            detail.push(Span::styled(" · PAUSED", theme.warning));
+        }
+        let block = pane_block(
+            Pane::Timeline,
+            detail,
+            ui.focus == Pane::Timeline,
+            false,
+            theme,
+        );
+        let inner = block.inner(area);
+        block.render(area, buf);
+        if inner.height == 0 || inner.width == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+        let Some(gpu) = gpu else {
+            chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
+            theme.finish(area, buf);
+            return;
+        };
+
+        let from = end.saturating_sub(window_ms);
+        let points: Vec<&HistoryPoint> = gpu
+            .history
+            .points
+            .iter()
+            .filter(|p| p.t_ms >= from && p.t_ms <= end)
+            .collect();
+        let max = points
+            .iter()
+            .flat_map(|p| [p.allocated, p.reserved, p.driver_used])
+            .flatten()
+            .max();
+        let Some(max) = max else {
+            let text = if points.is_empty() {
+                format!("no samples in the last {}", format::seconds(window_s))
+            } else {
+                "driver used: n/a (the driver does not report memory for this GPU)".to_string()
+            };
+            chrome::line_at(buf, inner, 0, &Line::styled(text, theme.dim));
+            theme.finish(area, buf);
+            return;
+        };
+        // An idle GPU still gets a readable scale (0 … 1 MiB, not 0 … 1 B).
+        let max = max.max(MIN_SCALE_BYTES);
+        let exp = format::unit_exp(max);
+        let top = nice_ceiling(format::in_unit(max, exp));
+        let driver = series(&points, end, exp, |p| p.driver_used);
+        let reserved = series(&points, end, exp, |p| p.reserved);
+        let allocated = series(&points, end, exp, |p| p.allocated);
+
+        let markers: Vec<(f64, MarkerKind)> = gpu
+            .history
+            .markers
+            .iter()
+            .filter(|m| m.t_ms >= from && m.t_ms <= end)
+            .map(|m| ((m.t_ms as f64 - end as f64) / 1000.0, m.kind))
+            .collect();
+        let count = |k: MarkerKind| markers.iter().filter(|m| m.1 == k).count();
+        let (releases, ooms) = (count(MarkerKind::EmptyCache), count(MarkerKind::Oom));
+
+        // The legend, with latest values when they fit on one line.
+        let item = |glyph: &'static str, style: Style, name: &str, v: Option<u64>, values: bool| {
+            let mut spans = vec![Span::styled(glyph, style), Span::raw(format!(" {name}"))];
+            if values && let Some(v) = v {
+                spans.push(Span::raw(format!(" {}", format::bytes_short(v))));
+            }
+            Line::from(spans)
+        };
+        let legend_items = |values: bool| {
+            let mut items = vec![item(
+                g.line,
+                theme.context,
+                "driver used",
+                driver.latest,
+                values,
+            )];
+            if reserved.points.is_empty() && allocated.points.is_empty() {
+                items.push(Line::styled("allocated, reserved: n/a", theme.dim));
+            } else {
+                items.push(item(
+                    g.line,
+                    theme.cached_free,
+                    "reserved",
+                    reserved.latest,
+                    values,
+                ));
+                items.push(item(
+                    g.line,
+                    theme.allocated,
+                    "allocated",
+                    allocated.latest,
+                    values,
+                ));
+            }
+            let mark = |m: Marker| match m {
+                Marker::Custom(c) => c.to_string(),
+                _ => "|".to_string(),
+            };
+            if releases > 0 {
+                items.push(Line::from(vec![
+                    Span::styled(mark(g.release_mark), theme.marker_release),
+                    Span::raw(format!(" empty_cache ×{releases}")),
+                ]));
+            }
+            if ooms > 0 {
+                items.push(Line::from(vec![
+                    Span::styled(mark(g.oom_mark), theme.marker_oom),
+                    Span::raw(format!(" OOM ×{ooms}")),
+                ]));
+            }
+            items
+        };
+        let mut legend = chrome::flow(legend_items(true), inner.width, 2);
+        if legend.len() > 1 {
+            legend = chrome::flow(legend_items(false), inner.width, 2);
+        }
+        let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
+        let chart_rows = inner.height.saturating_sub(legend_rows);
+        if chart_rows < MIN_CHART_ROWS {
+            // Too short for a chart: the latest values.
+            let summary = chrome::flow(legend_items(true), inner.width, 2);
+            chrome::lines_at(buf, inner, &summary);
+            theme.finish(area, buf);
+            return;
+        }
+        let chart_area = Rect {
+            height: chart_rows,
+            ..inner
+        };
+        let legend_area = Rect {
+            y: inner.y + chart_rows,
+            height: legend_rows,
+            ..inner
+        };
+
+        // Vertical marks: one point per chart row from 0 to the top, so a
+        // one-cell marker draws a full-height line.
+        let rows = f64::from(chart_rows.max(1));
+        let column = |kind: MarkerKind| -> Vec<(f64, f64)> {
+            markers
+                .iter()
+                .filter(|m| m.1 == kind)
+                .flat_map(|&(x, _)| (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows)))
+                .collect()
+        };
+        let release_points = column(MarkerKind::EmptyCache);
+        let oom_points = column(MarkerKind::Oom);
+
+        let datasets = vec![
+            dataset(
+                GraphType::Scatter,
+                g.release_mark,
+                theme.marker_release,
+                &release_points,
+            ),
+            dataset(
+                GraphType::Scatter,
+                g.oom_mark,
+                theme.marker_oom,
+                &oom_points,
+            ),
+            dataset(
+                GraphType::Line,
+                g.series_driver,
+                theme.context,
+                &driver.points,
+            ),
+            dataset(
+                GraphType::Line,
+                g.series_reserved,
+                theme.cached_free,
+                &reserved.points,
+            ),
+            dataset(
+                GraphType::Line,
+                g.series_allocated,
+                theme.allocated,
+                &allocated.points,
+            ),
+        ];
+        let half = window_s / 2;
+        let right_label = if ui.paused { "paused" } else { "now" };
+        let x_labels = vec![
+            Span::styled(format!("-{}", format::seconds(window_s)), theme.dim),
+            Span::styled(format!("-{}", format::seconds(half)), theme.dim),
+            Span::styled(right_label, theme.dim),
+        ];
+        let y_labels = vec![
+            Span::styled("0", theme.dim),
+            Span::styled(axis_number(top / 2.0), theme.dim),
+            Span::styled(
+                format!("{} {}", axis_number(top), format::unit_name(exp)),
+                theme.dim,
+            ),
+        ];
+        let chart = Chart::new(datasets)
+            .x_axis(
+                Axis::default()
+                    .bounds([-(window_s as f64), 0.0])
+                    .labels(x_labels)
+                    .style(theme.dim),
+            )
+            .y_axis(
+                Axis::default()
+                    .bounds([0.0, top])
+                    .labels(y_labels)
+                    .style(theme.dim),
+            )
+            .legend_position(None);
+        chart.render(chart_area, buf);
+        chrome::lines_at(buf, legend_area, &legend);
+        theme.finish(area, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_ceiling_rounds_up_to_a_readable_axis_maximum() {
+        assert_eq!(nice_ceiling(21.3), 25.0);
+        assert_eq!(nice_ceiling(20.0), 20.0);
+        assert_eq!(nice_ceiling(0.7), 0.8);
+        assert_eq!(nice_ceiling(810.0), 1000.0);
+        assert_eq!(nice_ceiling(0.0), 1.0);
+        assert_eq!(nice_ceiling(f64::NAN), 1.0);
+    }
+
+    #[test]
+    fn axis_numbers_drop_decimals_when_whole() {
+        assert_eq!(axis_number(25.0), "25");
+        assert_eq!(axis_number(12.5), "12.5");
+    }
+}

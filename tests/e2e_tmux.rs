@@ -1,0 +1,164 @@
+//! End to end: the dashboard binary in a real terminal emulator (tmux).
+//!
+//! Uses `VRAMTOP_E2E_BIN` (CI points it at the release build) or else the
+//! test profile's binary. Skips with a note when tmux is not installed.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn binary() -> PathBuf {
+    std::env::var_os("VRAMTOP_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
+}
+
+fn tmux(args: &[&str]) -> Option<String> {
+    let out = Command::new("tmux").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+struct Session {
+    name: String,
+}
+
+impl Session {
+    /// Starts the dashboard in a detached 100×30 session. The shell prints a
+    /// marker when vramtop has exited, then stays so the screen can be read.
+    fn start(tag: &str, extra: &str) -> Option<Session> {
+        if tmux(&["-V"]).is_none() {
+            eprintln!("skipping: tmux is not installed");
+            return None;
+        }
+        let name = format!("vramtop-e2e-{tag}-{}", std::process::id());
+        let log = std::env::temp_dir().join(format!("{name}.log"));
+        let command = format!(
+            "{} --backend sim --sim-gpus 2 --interval 200ms --log-file {} {extra}; echo VRAMTOP_EXITED $?; sleep 60",
+            binary().display(),
+            log.display()
+        );
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &command,
+        ])?;
+        Some(Session { name })
+    }
+
+    fn screen(&self) -> String {
+        tmux(&["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
+    }
+
+    fn display(&self, format: &str) -> String {
+        tmux(&["display-message", "-p", "-t", &self.name, format])
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.name];
+        args.extend_from_slice(keys);
+        tmux(&args);
+    }
+
+    /// Polls the screen until `pred` holds (deadline, not a fixed sleep).
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        tmux(&["kill-session", "-t", &self.name]);
+    }
+}
+
+fn dashboard_shown(screen: &str) -> bool {
+    screen.contains("GPUs") && screen.contains("Timeline") && screen.contains("Processes")
+}
+
+fn terminal_restored(s: &Session) {
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "exit status: {screen}");
+    assert_eq!(
+        s.display("#{alternate_on}"),
+        "0",
+        "the alternate screen was left"
+    );
+    assert_eq!(
+        s.display("#{cursor_flag}"),
+        "1",
+        "the cursor is shown again"
+    );
+    assert!(!dashboard_shown(&screen), "the dashboard is gone: {screen}");
+}
+
+#[test]
+fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal() {
+    let Some(s) = Session::start("keys", "") else {
+        return;
+    };
+    let screen = s.wait_for("the dashboard", dashboard_shown);
+    assert!(screen.contains("Memory breakdown"), "{screen}");
+    assert!(screen.contains("Simulated H100"), "{screen}");
+    assert_eq!(
+        s.display("#{alternate_on}"),
+        "1",
+        "the dashboard uses the alternate screen"
+    );
+
+    // Focus Timeline (GPUs → Breakdown → Timeline): its hints offer zoom.
+    s.keys(&["Tab", "Tab"]);
+    s.wait_for("the timeline's key hints", |sc| sc.contains("zoom"));
+    // The help overlay is generated from the keymap.
+    s.keys(&["?"]);
+    s.wait_for("the help overlay", |sc| {
+        sc.contains("quit") && sc.contains("next pane")
+    });
+    s.keys(&["Escape"]);
+    s.wait_for("the help to close", |sc| !sc.contains("next pane"));
+
+    s.keys(&["q"]);
+    terminal_restored(&s);
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    let marker = "987654";
+    let Some(s) = Session::start("term", &format!("--sim-seed {marker}")) else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    // Anchored on the binary's path: the wrapping shell's command line
+    // ("sh -c …") holds the marker too, and must survive to print its own.
+    let pattern = format!("^{}.*sim-seed {marker}", binary().display());
+    let pids = Command::new("pgrep")
+        .args(["-f", &pattern])
+        .output()
+        .expect("pgrep runs");
+    let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
+    assert!(!pids.trim().is_empty(), "vramtop's pid was not found");
+    for pid in pids.split_whitespace() {
+        let _ = Command::new("kill").args(["-TERM", pid]).status();
+    }
+    terminal_restored(&s);
+}

@@ -1,0 +1,790 @@
+//! Render tests of the dashboard: whole screens and single panes drawn into
+//! ratatui's `TestBackend`, compared with reviewed insta snapshots, plus
+//! style checks (threshold colours, NO_COLOR, ASCII) that text snapshots
+//! cannot see and "does not panic" sweeps over tiny and odd sizes.
+//!
+//! Every state is built from the simulation with a fixed seed and a
+//! simulated clock, or by hand: nothing depends on the wall clock, the test
+//! process or the machine.
+
+use std::collections::BTreeMap;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+use ratatui::widgets::Widget;
+use vramtop::alloc::{DeviceMemory, DeviceStats};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::state::{
+    AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, StatusState,
+};
+use vramtop::device::sim::{Fault, Metric, SimCluster, SimConfig};
+use vramtop::device::{GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry};
+use vramtop::ui::{
+    self, BreakdownPane, FragmentationPane, GpusPane, NO_ALLOCATOR_NOTE, ProcessesPane,
+    SegmentsPane, StatusLine, Theme, TimelinePane,
+};
+
+const GIB: u64 = 1 << 30;
+
+fn status() -> StatusState {
+    StatusState {
+        backend: "sim".to_string(),
+        banner: None,
+        sample_interval_ms: 1000,
+        samples: 0,
+        dropped_samples: 0,
+        last_error: None,
+    }
+}
+
+/// Takes `samples` samples one simulated second apart, with the allocator
+/// views of the simulated training processes.
+fn feed(cluster: &SimCluster, state: &mut AppState, samples: u64) {
+    let mut telemetry = cluster.telemetry();
+    for _ in 0..samples {
+        cluster.advance(1000);
+        let readings = telemetry.sample().expect("the simulation always answers");
+        let allocators: BTreeMap<u32, AllocatorView> = cluster
+            .trainers()
+            .into_iter()
+            .map(|t| {
+                (
+                    t.gpu,
+                    AllocatorView::new(
+                        format!("pid {} (simulated training)", t.pid),
+                        Some(t.pid),
+                        t.stats,
+                        t.layout,
+                    ),
+                )
+            })
+            .collect();
+        state.apply_sample(cluster.now_ms(), readings, allocators);
+    }
+}
+
+fn cluster(gpus: usize, training_processes: usize) -> SimCluster {
+    SimCluster::new(SimConfig {
+        gpus,
+        training_processes,
+        seed: 7,
+        ..SimConfig::default()
+    })
+}
+
+/// `gpus` simulated GPUs, one training process on GPU 0, 30 samples.
+fn training(gpus: usize) -> (SimCluster, AppState) {
+    let cluster = cluster(gpus, 1);
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 30);
+    (cluster, state)
+}
+
+/// One GPU used by a process whose allocator vramtop cannot see.
+fn plain_gpu() -> AppState {
+    let cluster = cluster(1, 0);
+    let mut process = cluster.new_process(0, "python infer.py --batch 64");
+    process
+        .malloc(12 * GIB)
+        .expect("12 GiB fit on a simulated 80 GiB GPU");
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 10);
+    state
+}
+
+fn draw(state: &AppState, theme: &Theme, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, state, &Keymap::default(), theme))
+        .expect("the test backend cannot fail");
+    terminal
+}
+
+fn draw_widget(widget: impl Widget, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(widget, f.area()))
+        .expect("the test backend cannot fail");
+    terminal
+}
+
+/// The buffer as plain text, one line per row.
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn row_text(buf: &Buffer, y: u16) -> String {
+    (buf.area.left()..buf.area.right())
+        .map(|x| buf.cell((x, y)).map_or(" ", |c| c.symbol()).to_string())
+        .collect()
+}
+
+/// A hand-made GPU sample: 80 GiB, `used` bytes used, every metric known.
+fn sample(index: u32, used: u64) -> GpuSample {
+    let mut s = GpuSample::unknown(index, "Test GPU 80GB");
+    s.memory_total = Some(80 * GIB);
+    s.memory_used = Some(used);
+    s.memory_free = Some(80 * GIB - used);
+    s.gpu_utilization = Some(50);
+    s.temperature_c = Some(60);
+    s.power_draw_mw = Some(300_000);
+    s.power_limit_mw = Some(700_000);
+    s.sm_clock_mhz = Some(1980);
+    s.memory_clock_mhz = Some(2619);
+    s
+}
+
+fn process(pid: u32, parent: Option<u32>, used: u64, command: &str) -> GpuProcess {
+    GpuProcess {
+        pid,
+        used_memory: Some(used),
+        user: Some("alice".to_string()),
+        command: Some(command.to_string()),
+        parent_pid: parent,
+        gpu_instance_id: None,
+        compute_instance_id: None,
+    }
+}
+
+// Whole screens.
+
+#[test]
+fn whole_screen_at_80x24_shows_every_pane() {
+    let (_cluster, state) = training(2);
+    let theme = Theme::colored();
+    let screen = ui::layout(Rect::new(0, 0, 80, 24), &state, &theme);
+    for pane in Pane::ALL {
+        let area = screen.area_of(pane).expect("every pane fits at 80×24");
+        assert!(area.height >= 2, "{pane:?} has a title and content");
+    }
+    let terminal = draw(&state, &theme, 80, 24);
+    insta::assert_snapshot!("screen_80x24", terminal.backend());
+}
+
+#[test]
+fn whole_screen_at_120x40_matches_its_snapshot() {
+    let (_cluster, state) = training(2);
+    let terminal = draw(&state, &Theme::colored(), 120, 40);
+    insta::assert_snapshot!("screen_120x40", terminal.backend());
+}
+
+#[test]
+fn whole_screen_at_200x60_matches_its_snapshot() {
+    let (_cluster, state) = training(2);
+    let terminal = draw(&state, &Theme::colored(), 200, 60);
+    insta::assert_snapshot!("screen_200x60", terminal.backend());
+}
+
+#[test]
+fn whole_screen_in_ascii_mode_has_no_braille_block_or_box_glyphs() {
+    let (_cluster, state) = training(2);
+    let theme = Theme::colored().with_ascii(true);
+    for (w, h) in [(80, 24), (120, 40)] {
+        let terminal = draw(&state, &theme, w, h);
+        let drawn = text(terminal.backend().buffer());
+        let bad: Vec<char> = drawn
+            .chars()
+            .filter(|c| matches!(c, '\u{2500}'..='\u{259F}' | '\u{2800}'..='\u{28FF}'))
+            .collect();
+        assert!(bad.is_empty(), "{w}×{h}: {bad:?}");
+        if w == 80 {
+            insta::assert_snapshot!("screen_80x24_ascii", terminal.backend());
+        }
+    }
+}
+
+#[test]
+fn help_overlay_lists_the_keys_and_defines_the_words() {
+    let (_cluster, mut state) = training(2);
+    state.ui.overlay = Overlay::Help;
+    let theme = Theme::colored();
+    let terminal = draw(&state, &theme, 120, 40);
+    let drawn = text(terminal.backend().buffer());
+    for (keys, _, _) in Keymap::default().help_rows() {
+        assert!(drawn.contains(keys), "{keys} is in the help");
+    }
+    for (term, _) in ui::DEFINITIONS {
+        assert!(drawn.contains(term), "{term} is defined");
+    }
+    assert!(drawn.contains("fragmentation = 1 − largest free block / external free"));
+    insta::assert_snapshot!("help_120x40", terminal.backend());
+
+    let small = draw(&state, &theme, 80, 24);
+    let drawn = text(small.backend().buffer());
+    assert!(
+        drawn.contains("fragmentation = 1 − largest free"),
+        "the fragmentation definition fits at 80×24"
+    );
+    insta::assert_snapshot!("help_80x24", small.backend());
+}
+
+#[test]
+fn gpu_without_allocator_view_shows_used_and_free_and_says_why() {
+    let state = plain_gpu();
+    let theme = Theme::colored();
+    let terminal = draw(&state, &theme, 80, 24);
+    insta::assert_snapshot!("screen_80x24_no_allocator", terminal.backend());
+
+    let pane = draw_widget(BreakdownPane::new(&state, &theme), 120, 5);
+    let drawn = text(pane.backend().buffer());
+    assert!(drawn.contains("used 12.5 GiB"), "{drawn}");
+    assert!(drawn.contains("free 67.5 GiB"), "{drawn}");
+    // The note wraps; compare it without the line breaks.
+    let flat: String = drawn.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(NO_ALLOCATOR_NOTE), "{flat}");
+    assert!(!drawn.contains("allocated"), "no made-up split");
+}
+
+#[test]
+fn eight_gpus_fit_at_80x24_one_line_each() {
+    let cluster = cluster(8, 1);
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 30);
+    let theme = Theme::colored();
+    let terminal = draw(&state, &theme, 80, 24);
+    let buf = terminal.backend().buffer();
+    for i in 0..8u16 {
+        // Title and header above the GPU rows.
+        let row = row_text(buf, i + 2);
+        assert!(
+            row.contains(&format!("{i} Simulated H100")),
+            "row {i}: {row}"
+        );
+    }
+    insta::assert_snapshot!("screen_80x24_eight_gpus", terminal.backend());
+}
+
+// Faults: lost GPUs and metrics the driver does not report.
+
+#[test]
+fn lost_gpu_reads_lost_with_its_reason() {
+    let (cluster, mut state) = training(2);
+    cluster.inject(Fault::GpuLost { gpu: 1 });
+    feed(&cluster, &mut state, 1);
+    let theme = Theme::colored();
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 80, 4);
+    let drawn = text(terminal.backend().buffer());
+    assert!(
+        drawn.contains("1 lost: GPU has fallen off the bus (simulated fault)"),
+        "{drawn}"
+    );
+    assert!(drawn.contains("1 lost"), "the title counts lost GPUs");
+    insta::assert_snapshot!("gpus_lost", terminal.backend());
+}
+
+#[test]
+fn unsupported_metrics_show_na_never_zero() {
+    let (cluster, mut state) = training(1);
+    for metric in [Metric::Power, Metric::Temperature, Metric::Clocks] {
+        cluster.inject(Fault::MetricUnsupported { gpu: 0, metric });
+    }
+    feed(&cluster, &mut state, 1);
+    let theme = Theme::colored();
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 80, 3);
+    let row = row_text(terminal.backend().buffer(), 2);
+    assert_eq!(row.matches("n/a").count(), 3, "temp, power, clocks: {row}");
+    assert!(!row.contains("0°C") && !row.contains(" W") && !row.contains("MHz"));
+    insta::assert_snapshot!("gpus_unsupported_metrics", terminal.backend());
+
+    // Memory unknown: the bar and the text say n/a.
+    cluster.inject(Fault::MetricUnsupported {
+        gpu: 0,
+        metric: Metric::Memory,
+    });
+    feed(&cluster, &mut state, 1);
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 80, 3);
+    let row = row_text(terminal.backend().buffer(), 2);
+    assert!(row.contains("n/a"), "{row}");
+    assert!(!row.contains("0.0/"), "{row}");
+}
+
+// Styles that text snapshots cannot see.
+
+/// Cells of row `y` drawn with `glyph`.
+fn cells_with<'b>(buf: &'b Buffer, y: u16, glyph: &str) -> Vec<&'b ratatui::buffer::Cell> {
+    (buf.area.left()..buf.area.right())
+        .filter_map(|x| buf.cell((x, y)))
+        .filter(|c| c.symbol() == glyph)
+        .collect()
+}
+
+#[test]
+fn memory_bar_turns_warning_at_80_and_critical_at_95_percent() {
+    let mut state = AppState::new(status());
+    state.apply_sample(
+        0,
+        vec![
+            GpuReading::Ok(sample(0, 40 * GIB)),
+            GpuReading::Ok(sample(1, 64 * GIB)),
+            GpuReading::Ok(sample(2, 77 * GIB)),
+        ],
+        BTreeMap::new(),
+    );
+    let theme = Theme::colored();
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 80, 5);
+    let buf = terminal.backend().buffer();
+    let fill = theme.glyphs().bar_fill;
+    for (y, expected, name) in [
+        (2, theme.bar_ok, "50 %: ok"),
+        (3, theme.bar_warning, "80 %: warning"),
+        (4, theme.bar_critical, "96 %: critical"),
+    ] {
+        let cells = cells_with(buf, y, fill);
+        assert!(!cells.is_empty(), "{name}: the bar is drawn");
+        for c in cells {
+            assert_eq!(c.fg, expected.fg.unwrap_or(Color::Reset), "{name}");
+        }
+    }
+    assert_eq!(theme.bar_critical.fg, Some(Color::Red));
+    // The used/total text carries the same style.
+    let row = row_text(buf, 4);
+    let at = row.find("77.0/80.0").expect("text shown");
+    let x = u16::try_from(row[..at].chars().count()).expect("fits");
+    assert_eq!(
+        buf.cell((x, 4)).map(|c| c.fg),
+        Some(Color::Red),
+        "critical text"
+    );
+}
+
+fn assert_no_colours(buf: &Buffer, what: &str) {
+    for (i, c) in buf.content().iter().enumerate() {
+        assert_eq!(
+            (c.fg, c.bg),
+            (Color::Reset, Color::Reset),
+            "{what}: cell {i} {:?}",
+            c.symbol()
+        );
+    }
+}
+
+#[test]
+fn monochrome_theme_uses_no_colours() {
+    let (_cluster, mut state) = training(2);
+    let theme = Theme::monochrome();
+    for focus in Pane::ALL {
+        state.ui.focus = focus;
+        let terminal = draw(&state, &theme, 120, 40);
+        assert_no_colours(terminal.backend().buffer(), &format!("{focus:?}"));
+    }
+    state.ui.overlay = Overlay::Help;
+    let terminal = draw(&state, &theme, 80, 24);
+    assert_no_colours(terminal.backend().buffer(), "help");
+}
+
+#[test]
+fn colored_theme_uses_only_the_16_basic_ansi_colours() {
+    let (_cluster, mut state) = training(2);
+    state.status.banner = Some("NVML not found: simulated GPUs".to_string());
+    state.status.last_error = Some("sampling took 3 s".to_string());
+    state.gpus[0].history.mark(Marker {
+        t_ms: state.now_ms - 5_000,
+        kind: MarkerKind::Oom,
+    });
+    let basic = |c: Color| !matches!(c, Color::Rgb(..) | Color::Indexed(_));
+    for overlay in [Overlay::None, Overlay::Help] {
+        state.ui.overlay = overlay;
+        let terminal = draw(&state, &Theme::colored(), 120, 40);
+        for c in terminal.backend().buffer().content() {
+            assert!(basic(c.fg) && basic(c.bg), "{:?} {:?}", c.fg, c.bg);
+        }
+    }
+}
+
+// Layout.
+
+#[test]
+fn smaller_terminals_collapse_panes_but_keep_the_focused_one() {
+    let (_cluster, mut state) = training(2);
+    let theme = Theme::colored();
+    for focus in Pane::ALL {
+        state.ui.focus = focus;
+        for (w, h) in [(40, 10), (50, 14), (60, 18), (79, 23)] {
+            let area = Rect::new(0, 0, w, h);
+            let screen = ui::layout(area, &state, &theme);
+            assert!(!screen.too_small);
+            assert!(
+                screen.area_of(focus).is_some(),
+                "{focus:?} is shown at {w}×{h}"
+            );
+            // Panes stay inside the screen, above the status line, and
+            // never overlap.
+            for (i, &(p, r)) in screen.panes.iter().enumerate() {
+                assert!(r.bottom() <= screen.status.top(), "{p:?} at {w}×{h}");
+                assert!(r.right() <= w);
+                for &(q, s) in &screen.panes[i + 1..] {
+                    assert!(!r.intersects(s), "{p:?} and {q:?} at {w}×{h}");
+                }
+            }
+        }
+    }
+    state.ui.focus = Pane::Segments;
+    let terminal = draw(&state, &theme, 40, 10);
+    insta::assert_snapshot!("screen_40x10_segments_focused", terminal.backend());
+}
+
+#[test]
+fn below_40x10_only_says_the_terminal_is_too_small() {
+    let (_cluster, state) = training(2);
+    let theme = Theme::colored();
+    for (w, h) in [(39, 24), (80, 9)] {
+        let terminal = draw(&state, &theme, w, h);
+        let drawn = text(terminal.backend().buffer());
+        assert!(drawn.contains("terminal too small (need 40×10)"), "{w}×{h}");
+        assert!(!drawn.contains("GPUs"), "{w}×{h}: no panes");
+    }
+}
+
+#[test]
+fn no_size_panics_from_0x0_to_20x5_nor_odd_shapes() {
+    let (_cluster, mut state) = training(2);
+    let keymap = Keymap::default();
+    let mut sizes: Vec<(u16, u16)> = Vec::new();
+    for w in 0..=20 {
+        for h in 0..=5 {
+            sizes.push((w, h));
+        }
+    }
+    sizes.extend([
+        (1, 100),
+        (100, 1),
+        (0, 100),
+        (100, 0),
+        (2, 60),
+        (300, 2),
+        (40, 10),
+        (41, 11),
+        (45, 50),
+    ]);
+    for theme in [Theme::colored(), Theme::monochrome().with_ascii(true)] {
+        for focus in Pane::ALL {
+            state.ui.focus = focus;
+            for overlay in [Overlay::None, Overlay::Help] {
+                state.ui.overlay = overlay;
+                for &(w, h) in &sizes {
+                    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+                    terminal
+                        .draw(|f| ui::draw(f, &state, &keymap, &theme))
+                        .expect("the test backend cannot fail");
+                }
+            }
+        }
+        // Each pane on its own, too.
+        for &(w, h) in &sizes {
+            let area = Rect::new(0, 0, w, h);
+            let mut buf = Buffer::empty(area);
+            GpusPane::new(&state, &theme).render(area, &mut buf);
+            BreakdownPane::new(&state, &theme).render(area, &mut buf);
+            TimelinePane::new(&state, &theme).render(area, &mut buf);
+            FragmentationPane::new(&state, &theme).render(area, &mut buf);
+            FragmentationPane::new(&state, &theme)
+                .beside()
+                .render(area, &mut buf);
+            SegmentsPane::new(&state, &theme).render(area, &mut buf);
+            ProcessesPane::new(&state, &theme).render(area, &mut buf);
+            StatusLine::new(&state, &keymap, &theme).render(area, &mut buf);
+            ui::HelpOverlay::new(&keymap, &theme).render(area, &mut buf);
+        }
+    }
+}
+
+#[test]
+fn an_empty_state_draws_without_gpus() {
+    let state = AppState::new(StatusState::default());
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("no GPU found"));
+    assert!(drawn.contains("no backend"));
+}
+
+#[test]
+fn same_state_draws_the_same_screen() {
+    let (_a, first) = training(2);
+    let (_b, second) = training(2);
+    let theme = Theme::colored();
+    let a = draw(&first, &theme, 120, 40);
+    let b = draw(&second, &theme, 120, 40);
+    assert_eq!(a.backend().buffer(), b.backend().buffer());
+}
+
+// Single panes.
+
+#[test]
+fn breakdown_splits_driver_used_memory_into_four_parts() {
+    let (_cluster, state) = training(1);
+    let theme = Theme::colored();
+    let terminal = draw_widget(BreakdownPane::new(&state, &theme), 120, 3);
+    let drawn = text(terminal.backend().buffer());
+    for part in ["allocated", "cached but free", "context & other", "free"] {
+        assert!(drawn.contains(part), "{part}");
+    }
+    assert!(
+        drawn.contains("pid 4242 (simulated training)"),
+        "the source"
+    );
+    insta::assert_snapshot!("breakdown_120", terminal.backend());
+}
+
+#[test]
+fn timeline_marks_empty_cache_and_oom_events() {
+    let (_cluster, mut state) = training(1);
+    let now = state.now_ms;
+    let history = &mut state.gpus[0].history;
+    history.mark(Marker {
+        t_ms: now - 20_000,
+        kind: MarkerKind::EmptyCache,
+    });
+    history.mark(Marker {
+        t_ms: now - 8_000,
+        kind: MarkerKind::Oom,
+    });
+    let theme = Theme::colored();
+    let terminal = draw_widget(TimelinePane::new(&state, &theme), 70, 14);
+    let buf = terminal.backend().buffer();
+    let drawn = text(buf);
+    assert!(drawn.contains("empty_cache ×1"), "{drawn}");
+    assert!(drawn.contains("OOM ×1"), "{drawn}");
+    let marks = buf.content().iter().filter(|c| c.symbol() == "┃").count();
+    assert!(marks >= 5, "the OOM is a vertical line: {marks} cells");
+    insta::assert_snapshot!("timeline_markers", terminal.backend());
+}
+
+#[test]
+fn paused_timeline_says_so_and_ends_at_the_pause() {
+    let (_cluster, mut state) = training(1);
+    state.ui.paused = true;
+    state.ui.paused_at_ms = Some(state.now_ms - 15_000);
+    state.ui.zoom = 0;
+    let theme = Theme::colored();
+    let terminal = draw_widget(TimelinePane::new(&state, &theme), 60, 10);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("last 30s · PAUSED"), "{drawn}");
+    assert!(drawn.contains("paused"), "the right edge is the pause");
+    assert!(drawn.contains("-30s"), "the window starts 30 s before");
+    insta::assert_snapshot!("timeline_paused", terminal.backend());
+}
+
+#[test]
+fn fragmentation_shows_its_figures_and_a_histogram_of_free_blocks() {
+    let (_cluster, state) = training(1);
+    let theme = Theme::colored();
+    let terminal = draw_widget(FragmentationPane::new(&state, &theme), 64, 12);
+    let drawn = text(terminal.backend().buffer());
+    let f = &state.gpus[0]
+        .allocator
+        .as_ref()
+        .expect("the trainer's allocator")
+        .fragmentation;
+    assert!(drawn.contains(&format!(
+        "fragmentation {}",
+        ui::format::percent(f.fragmentation)
+    )));
+    assert!(drawn.contains("largest free block"));
+    assert!(drawn.contains("non-releasable"));
+    insta::assert_snapshot!("fragmentation_64x12", terminal.backend());
+}
+
+#[test]
+fn segments_highlight_the_selected_block_and_describe_it() {
+    let (_cluster, mut state) = training(1);
+    state.ui.selected_block = 5;
+    let theme = Theme::colored();
+    let terminal = draw_widget(SegmentsPane::new(&state, &theme), 100, 8);
+    let buf = terminal.backend().buffer();
+    let drawn = text(buf);
+    assert!(drawn.contains("block 6/"), "{drawn}");
+    let highlighted = buf
+        .content()
+        .iter()
+        .filter(|c| c.modifier == theme.selected.add_modifier)
+        .count();
+    assert!(highlighted > 0, "the selected block is highlighted");
+    insta::assert_snapshot!("segments_selected_block", terminal.backend());
+
+    // Past the last block: the last one stays selected.
+    state.ui.selected_block = usize::MAX;
+    let terminal = draw_widget(SegmentsPane::new(&state, &theme), 100, 8);
+    let drawn = text(terminal.backend().buffer());
+    let count = state.gpus[0].allocator.as_ref().map_or(0, |a| {
+        a.layout.iter().map(|s| s.blocks.len()).sum::<usize>()
+    });
+    assert!(drawn.contains(&format!("block {count}/{count}")), "{drawn}");
+}
+
+/// Two processes on one GPU, the second a child of the first with its own
+/// CUDA context, 2 GiB that no process accounts for, and the parent's
+/// allocator visible.
+fn process_tree_state() -> AppState {
+    let mut s = sample(0, 20 * GIB);
+    s.processes = vec![
+        process(100, Some(1), 14 * GIB, "python train.py --epochs 3"),
+        process(
+            101,
+            Some(100),
+            4 * GIB,
+            "python train.py (DataLoader worker 0)",
+        ),
+    ];
+    let mut stats = DeviceStats::default();
+    stats.allocated_bytes.all.current = (10 * GIB) as i64;
+    stats.reserved_bytes.all.current = (12 * GIB) as i64;
+    let view = AllocatorView::new("pid 100 (probe)".to_string(), Some(100), stats, Vec::new());
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::from([(0, view)]));
+    state
+}
+
+#[test]
+fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
+    let state = process_tree_state();
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let buf = terminal.backend().buffer();
+    let parent = row_text(buf, 2);
+    let child = row_text(buf, 3);
+    let rest = row_text(buf, 4);
+    assert!(
+        parent.contains("100") && parent.contains("10G/12G"),
+        "{parent}"
+    );
+    assert!(child.contains("└ own CUDA context! python"), "{child}");
+    assert!(
+        rest.contains("2.00 GiB") && rest.contains("unattributed"),
+        "{rest}"
+    );
+    insta::assert_snapshot!("processes_tree", terminal.backend());
+}
+
+#[test]
+fn process_filter_shows_in_the_title_while_editing() {
+    let mut state = process_tree_state();
+    state.ui.filter_editing = true;
+    state.ui.process_filter = "worker".to_string();
+    state.ui.focus = Pane::Processes;
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("filter: worker▏"), "{drawn}");
+    assert!(drawn.contains("101") && !drawn.contains(" 100 "), "{drawn}");
+
+    state.ui.process_filter = "nothing-matches".to_string();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("no process matches \"nothing-matches\""));
+}
+
+#[test]
+fn mig_instances_are_indented_under_their_parent() {
+    let mig = |index: u32, gi: u32| {
+        let mut s = sample(index, 5 * GIB);
+        s.name = format!("MIG 3g.40gb GI {gi}");
+        s.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(gi),
+            compute_instance_id: Some(0),
+        });
+        GpuReading::Ok(s)
+    };
+    let mut state = AppState::new(status());
+    state.apply_sample(
+        0,
+        vec![
+            GpuReading::Ok(sample(0, 10 * GIB)),
+            GpuReading::Ok(sample(1, 10 * GIB)),
+            mig(0, 1),
+            mig(1, 2),
+        ],
+        BTreeMap::new(),
+    );
+    let theme = Theme::colored();
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 100, 6);
+    let buf = terminal.backend().buffer();
+    assert!(row_text(buf, 2).contains("0 Test GPU"));
+    assert!(row_text(buf, 3).contains("└ MIG 3g.40gb GI 1"));
+    assert!(row_text(buf, 4).contains("└ MIG 3g.40gb GI 2"));
+    assert!(row_text(buf, 5).contains("1 Test GPU"));
+    insta::assert_snapshot!("gpus_mig", terminal.backend());
+}
+
+#[test]
+fn status_line_shows_banner_error_dropped_samples_and_hints() {
+    let (_cluster, mut state) = training(1);
+    state.status.banner =
+        Some("no NVIDIA driver found: showing simulated GPUs (vramtop doctor says why)".into());
+    state.status.last_error = Some("NVML: timeout".into());
+    state.status.dropped_samples = 3;
+    state.ui.focus = Pane::Timeline;
+    let theme = Theme::colored();
+    let keymap = Keymap::default();
+    let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), 120, 2);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("3 dropped"));
+    assert!(drawn.contains("error: NVML: timeout"));
+    assert!(drawn.contains("no NVIDIA driver found"));
+    assert!(drawn.contains("+ zoom"), "hints follow the focused pane");
+    insta::assert_snapshot!("status_banner", terminal.backend());
+}
+
+#[test]
+fn focused_pane_title_uses_the_focus_style_and_no_other_does() {
+    let (_cluster, mut state) = training(2);
+    let theme = Theme::colored();
+    for focus in Pane::ALL {
+        state.ui.focus = focus;
+        let terminal = draw(&state, &theme, 120, 40);
+        let buf = terminal.backend().buffer();
+        let screen = ui::layout(buf.area, &state, &theme);
+        for &(pane, area) in &screen.panes {
+            // The title starts one cell in (after the left border, if any)
+            // with a space; its first letter follows.
+            let offset = if area.x > 0 { 2 } else { 1 };
+            let cell = buf.cell((area.x + offset, area.y)).expect("on screen");
+            let focused = cell.bg == theme.title_focused.bg.unwrap_or(Color::Reset);
+            assert_eq!(focused, pane == focus, "{pane:?} with {focus:?} focused");
+        }
+    }
+}
+
+#[test]
+fn gpu_at_maps_screen_rows_to_gpus_past_the_header_mig_rows_and_scrolling() {
+    let mig = |index: u32| {
+        let mut s = sample(index, 5 * GIB);
+        s.name = "MIG 3g.40gb".to_string();
+        s.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(index),
+            compute_instance_id: Some(0),
+        });
+        GpuReading::Ok(s)
+    };
+    let mut state = AppState::new(status());
+    state.apply_sample(
+        0,
+        vec![
+            GpuReading::Ok(sample(0, GIB)),
+            GpuReading::Ok(sample(1, GIB)),
+            mig(0),
+        ],
+        BTreeMap::new(),
+    );
+    // Title, header, GPU 0, its MIG instance (index 2 in `gpus`), GPU 1.
+    let area = Rect::new(0, 10, 80, 5);
+    let rows: Vec<Option<usize>> = (10..16).map(|r| ui::gpu_at(&state, area, r)).collect();
+    assert_eq!(rows, vec![None, None, Some(0), Some(2), Some(1), None]);
+    // Two rows: no header, scrolled so that the selected GPU 1 shows.
+    state.ui.selected_gpu = 1;
+    let short = Rect::new(0, 0, 80, 3);
+    let rows: Vec<Option<usize>> = (0..3).map(|r| ui::gpu_at(&state, short, r)).collect();
+    assert_eq!(rows, vec![None, Some(2), Some(1)]);
+}
