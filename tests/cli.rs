@@ -219,3 +219,17 @@ fn dashboard_without_a_terminal_explains_the_headless_options() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn docs_keys_lists_every_binding_of_the_keymap() {
+    let doc =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/keys.md"))
+            .expect("docs/keys.md exists");
+    for b in vramtop::app::keymap::Keymap::default().bindings {
+        assert!(
+            doc.contains(&format!("`{}`", b.keys)),
+            "`{}` missing from docs/keys.md",
+            b.keys
+        );
+    }
+}
