@@ -96,17 +96,23 @@ pub fn human_bytes(size: u64) -> String {
     }
 }
 
-/// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
-/// `80G` (binary), `80GB` (decimal, as GPU vendors print it). Case-insensitive
-/// units, optional space. Returns `None` for anything else.
-pub fn parse_size(text: &str) -> Option<u64> {
+/// Splits "1.5 GiB" into (1.5, "GiB"): a non-negative decimal number and the
+/// trimmed unit after it.
+fn number_and_unit(text: &str) -> Option<(f64, &str)> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let multiplier: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+    Some((number.parse().ok()?, unit.trim()))
+}
+
+/// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
+/// `80G` (binary), `80GB` (decimal, as GPU vendors print it). Case-insensitive
+/// units, optional space. Returns `None` for anything else.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let (value, unit) = number_and_unit(text)?;
+    let multiplier: f64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kib" => 1024.0,
         "m" | "mib" => 1024.0 * 1024.0,
@@ -125,13 +131,8 @@ pub fn parse_size(text: &str) -> Option<u64> {
 /// Parses a duration as people write it: `500ms`, `1s`, `1.5s`, `10m`, `2h`;
 /// a bare number is seconds. Returns milliseconds, or `None`.
 pub fn parse_duration_ms(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let ms_per_unit = match unit.trim() {
+    let (value, unit) = number_and_unit(text)?;
+    let ms_per_unit = match unit {
         "ms" => 1.0,
         "" | "s" => 1_000.0,
         "m" | "min" => 60_000.0,

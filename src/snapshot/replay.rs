@@ -20,8 +20,8 @@ use serde::Serialize;
 use super::invariants::{Finding, check_invariants};
 use super::types::{AllocatorSettings, Snapshot};
 use crate::alloc::{
-    AllocatorConfig, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo, PoolKind,
-    TraceAction, round_size,
+    AllocatorConfig, BlockInfo, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
+    PoolKind, TraceAction, round_size,
     sizing::{MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
 };
 
@@ -936,28 +936,27 @@ fn finish_report(
             ));
             continue;
         }
-        let mb: Vec<_> = m
-            .blocks
-            .iter()
-            .map(|b| {
-                (
-                    b.address,
-                    b.size,
-                    b.state,
-                    b.state.is_active().then_some(b.requested_size),
-                )
-            })
-            .collect();
+        // Sizes, states and the requested size of active blocks must agree;
+        // a free block's stale requested size is compared separately.
+        let key = |b: &BlockInfo| {
+            (
+                b.address,
+                b.size,
+                b.state,
+                b.state.is_active().then_some(b.requested_size),
+            )
+        };
+        let mb: Vec<_> = m.blocks.iter().map(key).collect();
         let rb: Vec<_> = r
             .blocks
             .iter()
             .map(|b| {
-                (
-                    b.address,
-                    b.size,
-                    b.state,
-                    b.state.is_active().then_some(b.requested_size),
-                )
+                key(&BlockInfo {
+                    address: b.address,
+                    size: b.size,
+                    requested_size: b.requested_size,
+                    state: b.state,
+                })
             })
             .collect();
         if mb != rb {
