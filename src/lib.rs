@@ -9,5 +9,6 @@ pub mod alloc;
 pub mod app;
 pub mod cli;
 pub mod device;
+pub mod scenario;
 pub mod snapshot;
 pub mod ui;

@@ -6,6 +6,7 @@ pub mod dashboard;
 pub mod demo;
 pub mod doctor;
 pub mod replay;
+pub mod scenario;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -167,6 +168,19 @@ pub enum Command {
         #[arg(long, default_value = "512MiB", value_parser = size_arg)]
         budget: u64,
     },
+    /// Run a scripted scenario of allocations and frees (a built-in name or a
+    /// .toml file) and print per-step allocated, reserved, driver used,
+    /// segments, fragmentation and the outcome.
+    Scenario {
+        /// A built-in scenario (see --list) or the path of a scenario .toml file.
+        name: Option<String>,
+        /// Print the results as JSON.
+        #[arg(long)]
+        json: bool,
+        /// List the built-in scenarios and exit.
+        #[arg(long)]
+        list: bool,
+    },
 }
 
 /// Writes command output to stdout. A closed pipe (`vramtop … | head`) is
@@ -200,6 +214,7 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             device,
             budget,
         }) => check::run(&cli.device, device, budget, json),
+        Some(Command::Scenario { name, json, list }) => scenario::run(name.as_deref(), json, list),
         None if cli.display.once => dashboard::once(&cli.device),
         None => dashboard::run(&cli.device, &cli.display),
     }

@@ -1,0 +1,188 @@
+//! `vramtop scenario`: run a built-in (or file) scenario headless and print
+//! its per-step figures and outcome, as a table or JSON.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use color_eyre::eyre::WrapErr;
+
+use crate::alloc::human_bytes;
+use crate::scenario::{self, ScenarioResult};
+
+/// Runs the `scenario` command.
+pub fn run(name: Option<&str>, json: bool, list: bool) -> color_eyre::Result<ExitCode> {
+    if list {
+        return print_list(json);
+    }
+    let Some(name) = name else {
+        eprintln!(
+            "vramtop scenario: name a scenario (or a .toml file); the built-in ones are:\n{}",
+            names_block()
+        );
+        return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+    };
+    let parsed = match scenario::builtin(name) {
+        Some(p) => p,
+        None if looks_like_path(name) => match std::fs::read_to_string(name) {
+            Ok(text) => scenario::parse(&text),
+            Err(e) => {
+                eprintln!("vramtop scenario: cannot read {name}: {e}");
+                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+            }
+        },
+        None => {
+            eprintln!(
+                "vramtop scenario: no scenario named '{name}'; the built-in ones are:\n{}",
+                names_block()
+            );
+            return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+        }
+    };
+    let result = match parsed.and_then(|s| scenario::run(&s)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vramtop scenario: {name}: {e}");
+            return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+        }
+    };
+    let text = if json {
+        let mut t = serde_json::to_string_pretty(&result).wrap_err("cannot encode the scenario")?;
+        t.push('\n');
+        t
+    } else {
+        render(&result)
+    };
+    super::emit(&text).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn looks_like_path(name: &str) -> bool {
+    name.ends_with(".toml") || name.contains('/') || Path::new(name).is_file()
+}
+
+fn names_block() -> String {
+    scenario::builtin_names()
+        .iter()
+        .map(|n| format!("  {n}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
+    let mut rows = Vec::new();
+    for (name, text) in scenario::BUILTIN {
+        let title = match scenario::parse(text) {
+            Ok(s) => s.title,
+            Err(e) => format!("(does not parse: {e})"),
+        };
+        rows.push((name, title));
+    }
+    let text = if json {
+        let list: Vec<_> = rows
+            .iter()
+            .map(|(n, t)| serde_json::json!({ "name": n, "title": t }))
+            .collect();
+        let mut t = serde_json::to_string_pretty(&list).wrap_err("cannot encode the list")?;
+        t.push('\n');
+        t
+    } else {
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+        rows.iter()
+            .map(|(n, t)| format!("{n:<width$}  {t}\n"))
+            .collect()
+    };
+    super::emit(&text).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human-readable report: explanation, then one table per variant.
+pub fn render(r: &ScenarioResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}: {}\n", r.name, r.title);
+    let _ = writeln!(out, "{}\n", wrap(&r.explanation, 96));
+    let _ = writeln!(
+        out,
+        "device {}, CUDA context {} (driver used = reserved + context)",
+        human_bytes(r.device_memory),
+        human_bytes(r.context)
+    );
+    for v in &r.variants {
+        let conf = if v.alloc_conf.is_empty() {
+            "PyTorch defaults".to_string()
+        } else {
+            format!("PYTORCH_CUDA_ALLOC_CONF={}", v.alloc_conf)
+        };
+        let _ = writeln!(out, "\n== {} ({conf})", v.variant);
+        let width = v
+            .steps
+            .iter()
+            .map(|s| s.label.chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(5, 60);
+        let _ = writeln!(
+            out,
+            "{:>4}  {:<width$}  {:>10} {:>10} {:>12} {:>5} {:>6}",
+            "step", "label", "allocated", "reserved", "driver used", "segs", "frag%"
+        );
+        for s in &v.steps {
+            let label: String = s.label.chars().take(width).collect();
+            let _ = write!(
+                out,
+                "{:>4}  {:<width$}  {:>10} {:>10} {:>12} {:>5} {:>6.1}",
+                s.step,
+                label,
+                human_bytes(s.allocated),
+                human_bytes(s.reserved),
+                human_bytes(s.driver_used),
+                s.segments,
+                s.fragmentation * 100.0
+            );
+            if s.released > 0 {
+                let _ = write!(out, "  released {}", human_bytes(s.released));
+            }
+            if s.oom.is_some() {
+                let _ = write!(out, "  OUT OF MEMORY");
+            }
+            out.push('\n');
+        }
+        let sm = &v.summary;
+        let _ = writeln!(
+            out,
+            "peak allocated {}, peak reserved {}, empty_cache released {}",
+            human_bytes(sm.peak_allocated),
+            human_bytes(sm.peak_reserved),
+            human_bytes(sm.empty_cache_released)
+        );
+        match (sm.oom_step, v.steps.last().and_then(|s| s.oom.as_deref())) {
+            (Some(step), Some(msg)) => {
+                let _ = writeln!(out, "outcome: out of memory at step {step}, the run stops:");
+                let _ = writeln!(out, "{}", wrap(msg, 96));
+            }
+            _ => {
+                let _ = writeln!(out, "outcome: completed without running out of memory");
+            }
+        }
+    }
+    out
+}
+
+/// Greedy word wrap for the terminal.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split_whitespace() {
+        let len = word.chars().count();
+        if line > 0 && line + 1 + len > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += len;
+    }
+    out
+}

@@ -1,0 +1,534 @@
+//! The scenario file format (TOML), its parsing and its validation.
+//!
+//! A file is parsed into raw serde structures (unknown keys are errors that
+//! name the key), then checked and flattened into a [`Scenario`]: sizes are
+//! parsed, `repeat` blocks are unrolled, `count` is expanded into names and
+//! every variant's sequence of allocations and frees is simulated by name so
+//! that a free of a name not held is caught before anything runs.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::alloc::{AllocatorConfig, parse_size};
+
+/// The name of the single run of a scenario without `[[variant]]` tables.
+pub const DEFAULT_VARIANT: &str = "default";
+
+/// The most steps a scenario may unroll to (repeats included).
+pub const MAX_STEPS: usize = 10_000;
+
+/// Why a scenario file was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ScenarioError {
+    #[error("not a valid scenario file:\n{0}")]
+    Syntax(String),
+    #[error("{what}: '{text}' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB or 4096")]
+    BadSize { what: String, text: String },
+    #[error("{what}: invalid alloc_conf '{text}': {reason}")]
+    BadAllocConf {
+        what: String,
+        text: String,
+        reason: String,
+    },
+    #[error("step {step}: {message}")]
+    Step { step: String, message: String },
+    #[error("variant '{variant}', step {step}: {message}")]
+    Names {
+        variant: String,
+        step: String,
+        message: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn syntax(e: toml::de::Error) -> ScenarioError {
+    ScenarioError::Syntax(e.to_string().trim_end().to_string())
+}
+
+// ------------------------------------------------------------------ raw form
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    title: String,
+    explanation: String,
+    device_memory: String,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    alloc_conf: Option<String>,
+    #[serde(default)]
+    variant: Vec<RawVariant>,
+    #[serde(default)]
+    step: Vec<RawStep>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    name: String,
+    #[serde(default)]
+    alloc_conf: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    only: Option<Vec<String>>,
+    #[serde(default)]
+    alloc: Option<RawAlloc>,
+    #[serde(default)]
+    free: Option<toml::Value>,
+    #[serde(default)]
+    empty_cache: Option<bool>,
+    #[serde(default)]
+    repeat: Option<RawRepeat>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlloc {
+    name: String,
+    size: String,
+    #[serde(default)]
+    count: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRepeat {
+    times: u32,
+    steps: Vec<RawStep>,
+}
+
+// --------------------------------------------------------------- checked form
+
+/// A checked scenario, ready to run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    pub title: String,
+    /// One paragraph: what the scenario shows and why.
+    pub explanation: String,
+    /// Device capacity in bytes.
+    pub device_memory: u64,
+    /// Driver memory outside the allocator (CUDA context), in bytes.
+    pub context: u64,
+    /// At least one; a file without `[[variant]]` has one named `default`.
+    pub variants: Vec<Variant>,
+    /// The unrolled steps (repeats and labels expanded).
+    pub steps: Vec<Step>,
+}
+
+/// One run of a scenario's steps under allocator settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    pub name: String,
+    /// PYTORCH_CUDA_ALLOC_CONF syntax; empty = PyTorch's defaults.
+    pub alloc_conf: String,
+}
+
+/// One unrolled step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub label: String,
+    /// The variants this step runs in; `None` = all.
+    pub only: Option<Vec<String>>,
+    pub action: Action,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Allocate `size` bytes once per name, in order.
+    Alloc { names: Vec<String>, size: u64 },
+    /// Free these patterns: exact names, or prefixes when ending in `*`.
+    Free { patterns: Vec<String> },
+    /// `torch.cuda.empty_cache()`.
+    EmptyCache,
+}
+
+impl Step {
+    /// Whether this step runs in `variant`.
+    pub fn runs_in(&self, variant: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|v| v.iter().any(|n| n == variant))
+    }
+}
+
+fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioError> {
+    parse_size(text).ok_or_else(|| ScenarioError::BadSize {
+        what: what(),
+        text: text.to_string(),
+    })
+}
+
+fn check_alloc_conf(text: &str, what: impl FnOnce() -> String) -> Result<(), ScenarioError> {
+    AllocatorConfig::parse(text)
+        .map(|_| ())
+        .map_err(|e| ScenarioError::BadAllocConf {
+            what: what(),
+            text: text.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Parses and checks a scenario file's text.
+pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    let raw: RawScenario = toml::from_str(text).map_err(syntax)?;
+    let name = raw.name.trim().to_string();
+    if name.is_empty() {
+        return Err(ScenarioError::Invalid("`name` must not be empty".into()));
+    }
+    let device_memory = size_of(&raw.device_memory, || "device_memory".into())?;
+    if device_memory == 0 {
+        return Err(ScenarioError::Invalid(
+            "device_memory must be more than 0 bytes".into(),
+        ));
+    }
+    let context = match &raw.context {
+        Some(t) => size_of(t, || "context".into())?,
+        None => 0,
+    };
+    if context >= device_memory {
+        return Err(ScenarioError::Invalid(format!(
+            "the context ({context} bytes) leaves nothing of device_memory ({device_memory} bytes)"
+        )));
+    }
+    let base_conf = raw.alloc_conf.clone().unwrap_or_default();
+    check_alloc_conf(&base_conf, || "alloc_conf".into())?;
+
+    let mut variants = Vec::new();
+    if raw.variant.is_empty() {
+        variants.push(Variant {
+            name: DEFAULT_VARIANT.into(),
+            alloc_conf: base_conf.clone(),
+        });
+    }
+    for v in &raw.variant {
+        let vname = v.name.trim().to_string();
+        if vname.is_empty() {
+            return Err(ScenarioError::Invalid(
+                "a [[variant]] has an empty name".into(),
+            ));
+        }
+        if variants.iter().any(|x: &Variant| x.name == vname) {
+            return Err(ScenarioError::Invalid(format!(
+                "variant '{vname}' is defined twice"
+            )));
+        }
+        let conf = v.alloc_conf.clone().unwrap_or_else(|| base_conf.clone());
+        check_alloc_conf(&conf, || format!("variant '{vname}'"))?;
+        variants.push(Variant {
+            name: vname,
+            alloc_conf: conf,
+        });
+    }
+
+    let mut steps = Vec::new();
+    let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    for (i, s) in raw.step.iter().enumerate() {
+        unroll(s, &(i + 1).to_string(), None, None, &names, &mut steps)?;
+    }
+    if steps.is_empty() {
+        return Err(ScenarioError::Invalid(
+            "the scenario has no [[step]]".into(),
+        ));
+    }
+    let scenario = Scenario {
+        name,
+        title: raw.title.trim().to_string(),
+        explanation: raw
+            .explanation
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+        device_memory,
+        context,
+        variants,
+        steps,
+    };
+    for v in &scenario.variants {
+        check_names(&scenario, &v.name)?;
+    }
+    Ok(scenario)
+}
+
+fn substitute(text: &str, iteration: Option<u32>) -> String {
+    match iteration {
+        Some(i) => text
+            .replace("{i}", &i.to_string())
+            .replace("{n}", &(i + 1).to_string()),
+        None => text.to_string(),
+    }
+}
+
+/// Unrolls one raw step (recursively for `repeat`) into `out`.
+fn unroll(
+    s: &RawStep,
+    id: &str,
+    iteration: Option<u32>,
+    outer_only: Option<&Vec<String>>,
+    variants: &[&str],
+    out: &mut Vec<Step>,
+) -> Result<(), ScenarioError> {
+    let err = |message: String| ScenarioError::Step {
+        step: id.to_string(),
+        message,
+    };
+    let actions = [
+        s.alloc.is_some(),
+        s.free.is_some(),
+        s.empty_cache.is_some(),
+        s.repeat.is_some(),
+    ]
+    .iter()
+    .filter(|x| **x)
+    .count();
+    if actions != 1 {
+        return Err(err(format!(
+            "needs exactly one of `alloc`, `free`, `empty_cache`, `repeat` (found {actions})"
+        )));
+    }
+    if let Some(only) = &s.only {
+        if only.is_empty() {
+            return Err(err("`only` lists no variant".into()));
+        }
+        if let Some(unknown) = only.iter().find(|n| !variants.contains(&n.as_str())) {
+            return Err(err(format!(
+                "`only` names variant '{unknown}', which is not defined (variants: {})",
+                variants.join(", ")
+            )));
+        }
+    }
+    let only = match (outer_only, &s.only) {
+        (None, None) => None,
+        (Some(o), None) => Some(o.clone()),
+        (None, Some(i)) => Some(i.clone()),
+        (Some(o), Some(i)) => Some(i.iter().filter(|n| o.contains(n)).cloned().collect()),
+    };
+    let label = s.label.as_deref().map(|l| substitute(l, iteration));
+
+    if let Some(r) = &s.repeat {
+        if r.times == 0 {
+            return Err(err("`repeat.times` must be at least 1".into()));
+        }
+        if r.steps.is_empty() {
+            return Err(err("`repeat.steps` is empty".into()));
+        }
+        for t in 0..r.times {
+            for (j, inner) in r.steps.iter().enumerate() {
+                let inner_id = format!("{id}, repeat {}/{}, step {}", t + 1, r.times, j + 1);
+                let before = out.len();
+                unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
+                if let Some(l) = &label {
+                    for step in &mut out[before..] {
+                        step.label = format!("{l}: {}", step.label);
+                    }
+                }
+            }
+        }
+        if out.len() > MAX_STEPS {
+            return Err(err(format!("unrolls to more than {MAX_STEPS} steps")));
+        }
+        return Ok(());
+    }
+
+    let (action, default_label) = if let Some(a) = &s.alloc {
+        let name = substitute(a.name.trim(), iteration);
+        if name.is_empty() || name.contains('*') {
+            return Err(err(format!(
+                "alloc name '{name}' must be non-empty and without '*'"
+            )));
+        }
+        let size = size_of(&a.size, || format!("step {id}, alloc '{name}'"))?;
+        if size == 0 {
+            return Err(err(format!("alloc '{name}' has size 0")));
+        }
+        let (names, label) = match a.count {
+            None => (vec![name.clone()], format!("alloc {name} ({})", a.size)),
+            Some(0) => return Err(err(format!("alloc '{name}' has count 0"))),
+            Some(n) => (
+                (0..n).map(|k| format!("{name}{k}")).collect(),
+                format!("alloc {name}0..{name}{} ({n} × {})", n - 1, a.size),
+            ),
+        };
+        (Action::Alloc { names, size }, label)
+    } else if let Some(f) = &s.free {
+        let as_name = |v: &toml::Value| v.as_str().map(|p| substitute(p.trim(), iteration));
+        let patterns: Option<Vec<String>> = match f {
+            toml::Value::Array(items) => items.iter().map(as_name).collect(),
+            one => as_name(one).map(|p| vec![p]),
+        };
+        let Some(patterns) = patterns else {
+            return Err(err(format!(
+                "`free = {f}`: write a name, a prefix ending in '*', or a list of them"
+            )));
+        };
+        if patterns.is_empty() {
+            return Err(err("`free` lists no name".into()));
+        }
+        if let Some(bad) = patterns
+            .iter()
+            .find(|p| p.is_empty() || p.trim_end_matches('*').contains('*'))
+        {
+            return Err(err(format!(
+                "free pattern '{bad}' must be a name or a prefix ending in a single '*'"
+            )));
+        }
+        let label = format!("free {}", patterns.join(", "));
+        (Action::Free { patterns }, label)
+    } else {
+        if s.empty_cache != Some(true) {
+            return Err(err("`empty_cache` may only be `true`".into()));
+        }
+        (Action::EmptyCache, "empty_cache()".to_string())
+    };
+    out.push(Step {
+        label: label.unwrap_or(default_label),
+        only,
+        action,
+    });
+    Ok(())
+}
+
+/// Expands free patterns against the names held, in allocation order.
+pub(crate) fn matching<'a>(pattern: &str, held: &'a [String]) -> Vec<&'a String> {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => held.iter().filter(|n| n.starts_with(prefix)).collect(),
+        None => held.iter().filter(|n| *n == pattern).collect(),
+    }
+}
+
+/// Simulates `variant`'s steps by name: no name allocated twice while held,
+/// no free of a name not held, no pattern matching nothing.
+fn check_names(s: &Scenario, variant: &str) -> Result<(), ScenarioError> {
+    let mut held: Vec<String> = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        if !step.runs_in(variant) {
+            continue;
+        }
+        let err = |message: String| ScenarioError::Names {
+            variant: variant.to_string(),
+            step: format!("{} ({})", i + 1, step.label),
+            message,
+        };
+        match &step.action {
+            Action::Alloc { names, .. } => {
+                for n in names {
+                    if held.contains(n) {
+                        return Err(err(format!("'{n}' is allocated while already held")));
+                    }
+                    held.push(n.clone());
+                }
+            }
+            Action::Free { patterns } => {
+                let mut gone = BTreeSet::new();
+                for p in patterns {
+                    let m = matching(p, &held);
+                    if m.is_empty() {
+                        return Err(err(format!("frees '{p}', but no such name is held")));
+                    }
+                    gone.extend(m.into_iter().cloned());
+                }
+                held.retain(|n| !gone.contains(n));
+            }
+            Action::EmptyCache => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "name = \"t\"\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = \"1GiB\"\n";
+
+    fn steps(body: &str) -> Result<Scenario, ScenarioError> {
+        parse(&format!("{HEADER}{body}"))
+    }
+
+    #[test]
+    fn count_expands_to_numbered_names_with_a_default_label() {
+        let s = steps("[[step]]\nalloc = { name = \"w\", size = \"2MiB\", count = 3 }\n")
+            .expect("parses");
+        assert_eq!(
+            s.steps[0].action,
+            Action::Alloc {
+                names: vec!["w0".into(), "w1".into(), "w2".into()],
+                size: 2 << 20
+            }
+        );
+        assert_eq!(s.steps[0].label, "alloc w0..w2 (3 × 2MiB)");
+    }
+
+    #[test]
+    fn a_prefix_pattern_matches_held_names_in_allocation_order() {
+        let held = vec!["act1".to_string(), "w0".into(), "act0".into()];
+        assert_eq!(matching("act*", &held), vec!["act1", "act0"]);
+        assert_eq!(matching("w0", &held), vec!["w0"]);
+        assert!(matching("w", &held).is_empty());
+    }
+
+    #[test]
+    fn repeat_only_is_intersected_with_its_inner_steps_only() {
+        let s = parse(&format!(
+            "{HEADER}[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n\
+             [[step]]\nonly = [\"a\"]\nrepeat = {{ times = 2, steps = [\n\
+             {{ empty_cache = true }},\n{{ only = [\"b\"], empty_cache = true }},\n] }}\n"
+        ))
+        .expect("parses");
+        assert_eq!(s.steps.len(), 4);
+        assert!(s.steps[0].runs_in("a") && !s.steps[0].runs_in("b"));
+        assert!(!s.steps[1].runs_in("a") && !s.steps[1].runs_in("b"));
+    }
+
+    #[test]
+    fn empty_cache_false_and_zero_counts_are_refused() {
+        let e = steps("[[step]]\nempty_cache = false\n").expect_err("refused");
+        assert!(e.to_string().contains("only be `true`"), "{e}");
+        let e = steps("[[step]]\nalloc = { name = \"w\", size = \"2MiB\", count = 0 }\n")
+            .expect_err("refused");
+        assert!(e.to_string().contains("count 0"), "{e}");
+    }
+
+    #[test]
+    fn allocating_a_held_name_again_is_refused() {
+        let e = steps(
+            "[[step]]\nalloc = { name = \"x\", size = \"2MiB\" }\n\
+             [[step]]\nalloc = { name = \"x\", size = \"2MiB\" }\n",
+        )
+        .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("'x' is allocated while already held"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_context_as_large_as_the_device_is_refused() {
+        let e = parse(&format!(
+            "{HEADER}context = \"1GiB\"\n[[step]]\nempty_cache = true\n"
+        ))
+        .expect_err("refused");
+        assert!(e.to_string().contains("context"), "{e}");
+    }
+
+    #[test]
+    fn a_file_without_steps_is_refused() {
+        let e = parse(HEADER).expect_err("refused");
+        assert!(e.to_string().contains("no [[step]]"), "{e}");
+    }
+}

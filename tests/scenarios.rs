@@ -1,0 +1,408 @@
+//! The built-in scenarios: they parse, run deterministically, and their key
+//! numbers are pinned (each one is explained in docs/scenarios.md). Parser
+//! errors name what is wrong.
+
+use std::process::Command;
+
+use vramtop::scenario::{self, ScenarioError, ScenarioResult, Summary};
+
+const MIB: u64 = 1 << 20;
+
+fn run_builtin(name: &str) -> ScenarioResult {
+    let parsed = scenario::builtin(name).expect("a built-in scenario");
+    let s = parsed.unwrap_or_else(|e| panic!("{name} does not parse: {e}"));
+    scenario::run(&s).unwrap_or_else(|e| panic!("{name} does not run: {e}"))
+}
+
+fn summary<'a>(r: &'a ScenarioResult, variant: &str) -> &'a Summary {
+    &r.variant(variant)
+        .unwrap_or_else(|| panic!("{} has no variant {variant}", r.name))
+        .summary
+}
+
+fn parse_err(text: &str) -> String {
+    match scenario::parse(text) {
+        Ok(_) => panic!("parsed, but should not have:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const HEADER: &str = r#"
+name = "t"
+title = "test"
+explanation = "a test"
+device_memory = "1GiB"
+context = "100MiB"
+"#;
+
+// ------------------------------------------------------------ all of them
+
+#[test]
+fn every_builtin_scenario_parses_and_runs_with_invariants_checked_after_each_step() {
+    assert_eq!(scenario::builtin_names().len(), 6);
+    for (name, text) in scenario::BUILTIN {
+        let s = scenario::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(s.name, name);
+        assert!(!s.title.is_empty() && s.explanation.len() > 100, "{name}");
+        assert!(s.steps.len() < 200, "{name} has {} steps", s.steps.len());
+        let r = scenario::run(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for v in &r.variants {
+            assert!(!v.steps.is_empty(), "{name}/{}", v.variant);
+        }
+    }
+}
+
+#[test]
+fn every_builtin_scenario_gives_the_same_result_twice() {
+    for name in scenario::builtin_names() {
+        assert_eq!(run_builtin(name), run_builtin(name), "{name}");
+    }
+}
+
+#[test]
+fn driver_used_is_reserved_plus_context_at_every_step() {
+    for name in scenario::builtin_names() {
+        let r = run_builtin(name);
+        for v in &r.variants {
+            for s in &v.steps {
+                assert_eq!(
+                    s.driver_used,
+                    s.reserved + r.context,
+                    "{name} step {}",
+                    s.step
+                );
+                assert!(s.allocated <= s.reserved);
+                assert!((0.0..=1.0).contains(&s.fragmentation));
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------- pinned numbers
+
+#[test]
+fn no_grad_inference_keeps_two_activations_instead_of_thirteen() {
+    let r = run_builtin("no_grad_inference");
+    let with = summary(&r, "with_grad");
+    let without = summary(&r, "no_grad");
+    // 12 × 48 MiB weights + 13 × 96 MiB activations (input + 12 layers).
+    assert_eq!(with.peak_reserved, (576 + 13 * 96) * MIB);
+    assert_eq!(with.peak_allocated, 1824 * MIB);
+    // Weights + the input and output of one layer.
+    assert_eq!(without.peak_reserved, (576 + 2 * 96) * MIB);
+    assert_eq!(without.peak_allocated, 768 * MIB);
+    assert!(!with.oom && !without.oom);
+    assert_eq!(with.empty_cache_released + without.empty_cache_released, 0);
+}
+
+#[test]
+fn mixed_precision_halves_activations_and_gradients() {
+    let r = run_builtin("mixed_precision");
+    let fp32 = summary(&r, "fp32");
+    let bf16 = summary(&r, "bf16");
+    // Weights 768 + activations 12 × 256 + the first 64 MiB gradient; later
+    // gradients are carved out of freed activation blocks.
+    assert_eq!(fp32.peak_reserved, (768 + 3072 + 64) * MIB);
+    assert_eq!(bf16.peak_reserved, (768 + 1536 + 32) * MIB);
+    assert_eq!(fp32.peak_allocated, fp32.peak_reserved);
+    assert_eq!(bf16.peak_allocated, bf16.peak_reserved);
+    assert!(!fp32.oom && !bf16.oom);
+    let last = r
+        .variant("bf16")
+        .and_then(|v| v.steps.last())
+        .expect("steps");
+    assert_eq!(last.allocated, 768 * MIB, "only the weights stay allocated");
+    assert_eq!(last.reserved, 2336 * MIB, "reserved stays at its peak");
+}
+
+#[test]
+fn gradient_accumulation_in_four_micro_batches_halves_the_peak() {
+    let r = run_builtin("gradient_accumulation");
+    let big = summary(&r, "big_batch");
+    let micro = summary(&r, "micro_batches");
+    // Weights 1 GiB + activations 4 GiB + gradients 1 GiB.
+    assert_eq!(big.peak_reserved, 6144 * MIB);
+    // Weights 1 GiB + a quarter of the activations + gradients 1 GiB.
+    assert_eq!(micro.peak_reserved, 3072 * MIB);
+    assert!(!big.oom && !micro.oom);
+    // Micro-batches 2-4 reuse the cached blocks of the first: no new segment.
+    let v = r.variant("micro_batches").expect("variant");
+    assert!(v.steps.iter().all(|s| s.reserved <= 3072 * MIB));
+    assert_eq!(v.steps.last().map(|s| s.segments), Some(48));
+}
+
+#[test]
+fn empty_cache_releases_only_segments_without_a_live_block() {
+    let r = run_builtin("empty_cache_live_block");
+    let v = r.variant("default").expect("variant");
+    let released: Vec<u64> = v
+        .steps
+        .iter()
+        .filter(|s| s.label.starts_with("empty_cache"))
+        .map(|s| s.released)
+        .collect();
+    assert_eq!(released, vec![512 * MIB, 20 * MIB, 2 * MIB]);
+    let first = v.steps.iter().find(|s| s.released > 0).expect("a release");
+    // t1 (6 MiB) pins the 20 MiB segment, the loss (4 KiB) the 2 MiB one.
+    assert_eq!(first.reserved, 22 * MIB);
+    assert_eq!(first.allocated, 6 * MIB + 4096);
+    assert_eq!(first.segments, 2);
+    let s = &v.summary;
+    assert_eq!(s.peak_reserved, 534 * MIB);
+    assert_eq!(s.empty_cache_released, 534 * MIB);
+    assert!(!s.oom);
+    assert_eq!(v.steps.last().map(|s| s.reserved), Some(0));
+}
+
+#[test]
+fn fragmentation_ooms_by_default_and_not_with_expandable_segments_or_max_split() {
+    let r = run_builtin("fragmentation_oom");
+    let plain = summary(&r, "default");
+    assert!(plain.oom);
+    assert_eq!(plain.oom_step, Some(4));
+    assert_eq!(plain.peak_reserved, 6000 * MIB);
+    let v = r.variant("default").expect("variant");
+    let msg = v.steps[3].oom.as_deref().expect("an OOM message");
+    assert!(
+        msg.contains("Tried to allocate 2.00 GiB")
+            && msg.contains("1.64 GiB is free")
+            && msg.contains("1.46 GiB is reserved by PyTorch but unallocated"),
+        "{msg}"
+    );
+
+    let exp = summary(&r, "expandable_segments");
+    assert!(!exp.oom);
+    // 6000 MiB mapped, then 28 more 20 MiB pages for the 548 MiB missing.
+    assert_eq!(exp.peak_reserved, (6000 + 560) * MIB);
+    assert_eq!(exp.peak_allocated, (4500 + 2048) * MIB);
+
+    let split = summary(&r, "max_split_size");
+    assert!(!split.oom);
+    // 6000 MiB of 200 MiB segments + 11 new 150 MiB segments before the
+    // first cudaMalloc failure releases an oversize cached block.
+    assert_eq!(split.peak_reserved, (6000 + 11 * 150) * MIB);
+    let last = r
+        .variant("max_split_size")
+        .and_then(|v| v.steps.last())
+        .expect("steps");
+    // 30 × 150 + 2048 + the 4 cached 200 MiB blocks not released.
+    assert_eq!(last.reserved, (4500 + 2048 + 4 * 200) * MIB);
+}
+
+#[test]
+fn batch_growth_runs_out_of_memory_at_batch_64() {
+    let r = run_builtin("batch_growth_oom");
+    let v = r.variant("default").expect("variant");
+    let s = &v.summary;
+    assert!(s.oom);
+    assert_eq!(s.oom_step, Some(18));
+    assert_eq!(v.steps[17].label, "batch 64: forward");
+    // Everything but 12 MiB of the 15,884 MiB left by the context.
+    assert_eq!(s.peak_reserved, 15872 * MIB);
+    assert_eq!(s.peak_allocated, 15872 * MIB);
+    let msg = v.steps[17].oom.as_deref().expect("an OOM message");
+    assert!(
+        msg.contains("Tried to allocate 256.00 MiB")
+            && msg.contains("0 bytes is reserved by PyTorch but unallocated"),
+        "{msg}"
+    );
+    // Batch 56 still fits: 8 GiB of state + 7 GiB of activations.
+    let b56 = v.steps.iter().find(|s| s.label == "batch 56: forward");
+    assert_eq!(b56.map(|s| s.allocated), Some(15 * 1024 * MIB));
+}
+
+// ------------------------------------------------------------ the format
+
+#[test]
+fn unknown_keys_are_errors_that_name_the_key() {
+    let e = parse_err(&format!("{HEADER}colour = \"red\"\n"));
+    assert!(e.contains("colour"), "{e}");
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\", cuont = 2 }}\n"
+    ));
+    assert!(e.contains("cuont"), "{e}");
+}
+
+#[test]
+fn bad_sizes_are_errors_that_quote_the_text() {
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"12 parsecs\" }}\n"
+    ));
+    assert!(
+        e.contains("'12 parsecs' is not a size") && e.contains("'a'"),
+        "{e}"
+    );
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "\"lots\""));
+    assert!(e.contains("device_memory") && e.contains("'lots'"), "{e}");
+}
+
+#[test]
+fn freeing_a_name_not_held_is_an_error_naming_it() {
+    let text = format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\" }}\n[[step]]\nfree = \"b\"\n"
+    );
+    let e = scenario::parse(&text).expect_err("b is not held");
+    assert!(matches!(e, ScenarioError::Names { .. }), "{e:?}");
+    assert!(e.to_string().contains("'b'"), "{e}");
+    let twice = format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\" }}\n\
+         [[step]]\nfree = \"a\"\n[[step]]\nfree = \"a*\"\n"
+    );
+    assert!(parse_err(&twice).contains("'a*'"));
+}
+
+#[test]
+fn a_step_needs_exactly_one_action() {
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nempty_cache = true\nfree = \"a\"\n"
+    ));
+    assert!(e.contains("exactly one"), "{e}");
+}
+
+#[test]
+fn only_must_name_a_defined_variant() {
+    let e = parse_err(&format!(
+        "{HEADER}[[variant]]\nname = \"x\"\n[[step]]\nonly = [\"y\"]\nempty_cache = true\n"
+    ));
+    assert!(e.contains("'y'") && e.contains("x"), "{e}");
+}
+
+#[test]
+fn invalid_alloc_conf_is_an_error() {
+    let e = parse_err(&format!(
+        "{HEADER}alloc_conf = \"max_split_size_mb:nope\"\n[[step]]\nempty_cache = true\n"
+    ));
+    assert!(
+        e.contains("alloc_conf") && e.contains("max_split_size_mb:nope"),
+        "{e}"
+    );
+}
+
+#[test]
+fn repeat_count_and_prefix_free_unroll_as_documented() {
+    let text = format!(
+        "{HEADER}[[step]]\nlabel = \"iter\"\nrepeat = {{ times = 3, steps = [\n\
+         {{ alloc = {{ name = \"x{{i}}_\", size = \"3MiB\", count = 2 }} }},\n\
+         {{ label = \"drop {{n}}\", free = \"x{{i}}_*\" }},\n] }}\n"
+    );
+    let s = scenario::parse(&text).expect("parses");
+    assert_eq!(s.steps.len(), 6);
+    assert_eq!(s.steps[3].label, "iter: drop 2");
+    let r = scenario::run(&s).expect("runs");
+    let v = &r.variants[0];
+    assert_eq!(v.variant, "default");
+    // 2 × 3 MiB share one 20 MiB segment, reused by every iteration.
+    assert!(v.steps.iter().all(|s| s.reserved == 20 * MIB));
+    assert_eq!(v.steps.last().map(|s| s.allocated), Some(0));
+}
+
+#[test]
+fn a_run_stops_at_the_first_out_of_memory_step() {
+    let text = format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"2GiB\" }}\n[[step]]\nempty_cache = true\n"
+    );
+    let r = scenario::run(&scenario::parse(&text).expect("parses")).expect("runs");
+    let v = &r.variants[0];
+    assert_eq!(v.steps.len(), 1);
+    assert_eq!(v.summary.oom_step, Some(1));
+    let msg = v.steps[0].oom.as_deref().expect("an OOM message");
+    assert!(
+        msg.starts_with("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        "{msg}"
+    );
+}
+
+// ------------------------------------------------------------ the command
+
+fn vramtop(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn scenario_list_names_every_builtin_with_its_title() {
+    let (code, out, _) = vramtop(&["scenario", "--list"]);
+    assert_eq!(code, 0);
+    for name in scenario::builtin_names() {
+        assert!(out.contains(name), "{out}");
+    }
+    assert!(out.contains("empty_cache() releases only whole free segments"));
+}
+
+#[test]
+fn scenario_prints_a_table_and_the_oom_outcome() {
+    let (code, out, _) = vramtop(&["scenario", "fragmentation_oom"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("== expandable_segments") && out.contains("frag%"),
+        "{out}"
+    );
+    assert!(out.contains("out of memory at step 4"), "{out}");
+    assert!(
+        out.contains("CUDA out of memory. Tried to allocate 2.00 GiB"),
+        "{out}"
+    );
+}
+
+#[test]
+fn scenario_json_matches_the_library_run() {
+    let (code, out, _) = vramtop(&["scenario", "empty_cache_live_block", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        v["variants"][0]["summary"]["empty_cache_released"],
+        serde_json::json!(534 * MIB)
+    );
+    assert_eq!(
+        v["variants"][0]["steps"][5]["released"],
+        serde_json::json!(512 * MIB)
+    );
+}
+
+#[test]
+fn unknown_scenario_exits_2_and_lists_the_names() {
+    let (code, _, err) = vramtop(&["scenario", "no_such_scenario"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no_such_scenario") && err.contains("batch_growth_oom"),
+        "{err}"
+    );
+}
+
+#[test]
+fn scenario_accepts_a_toml_file_path() {
+    let dir = std::env::temp_dir().join(format!("vramtop-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("mine.toml");
+    let text = format!("{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"64MiB\" }}\n");
+    std::fs::write(&path, text).expect("write");
+    let p = path.display().to_string();
+    let (code, out, err) = vramtop(&["scenario", &p, "--json"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        v["variants"][0]["summary"]["peak_reserved"],
+        serde_json::json!(64 * MIB)
+    );
+}
+
+#[test]
+fn a_broken_scenario_file_exits_2_with_the_reason() {
+    let dir = std::env::temp_dir().join(format!("vramtop-scenario-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, format!("{HEADER}[[step]]\nfree = \"ghost\"\n")).expect("write");
+    let p = path.display().to_string();
+    let (code, _, err) = vramtop(&["scenario", &p]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 2);
+    assert!(err.contains("'ghost'"), "{err}");
+}
