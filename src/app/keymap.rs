@@ -6,6 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
 use super::state::Pane;
+use super::stress::StressAction;
 
 /// A user intent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -67,10 +68,66 @@ pub struct Binding {
     pub hint: Option<&'static str>,
 }
 
+/// What a key does for the stress panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum PanelKey {
+    /// Opens the panel (only while it is closed).
+    Open,
+    /// Closes the panel; its tensors stay allocated.
+    Close,
+    Act(StressAction),
+}
+
+impl PanelKey {
+    pub fn describe(self) -> &'static str {
+        match self {
+            PanelKey::Open => "open the stress panel",
+            PanelKey::Close => "close the stress panel (tensors stay)",
+            PanelKey::Act(a) => a.describe(),
+        }
+    }
+}
+
+/// One binding of the stress panel (shown in its help section and hints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StressBinding {
+    pub keys: &'static str,
+    pub key: PanelKey,
+    pub hint: Option<&'static str>,
+}
+
 /// The keymap: bindings in help order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Keymap {
     pub bindings: Vec<Binding>,
+    /// The stress panel's keys: while it is open they come before
+    /// [`Keymap::bindings`] (quit, help, Tab and GPU keys still work).
+    pub stress: Vec<StressBinding>,
+}
+
+fn stress_bindings() -> Vec<StressBinding> {
+    use StressAction as S;
+    let b = |keys, key, hint| StressBinding { keys, key, hint };
+    let act = PanelKey::Act;
+    vec![
+        b("a F2", PanelKey::Open, None),
+        b("F2 Esc", PanelKey::Close, Some("close")),
+        b("a Enter", act(S::Allocate), Some("alloc")),
+        b("+", act(S::SizeUp), Some("size")),
+        b("-", act(S::SizeDown), None),
+        b("]", act(S::CountUp), Some("count")),
+        b("[", act(S::CountDown), None),
+        b("r", act(S::TogglePattern), Some("pattern")),
+        b("d Del", act(S::FreeSelected), Some("free")),
+        b("o", act(S::FreeOldest), Some("oldest")),
+        b("x", act(S::FreeRandom), Some("random")),
+        b("m", act(S::FreeEveryOther), Some("every other")),
+        b("D", act(S::FreeAll), Some("all")),
+        b("e", act(S::EmptyCache), Some("empty_cache")),
+        b("c", act(S::MarkCompare), Some("compare")),
+        b("↑ k", act(S::Up), None),
+        b("↓ j", act(S::Down), None),
+    ]
 }
 
 impl Default for Keymap {
@@ -106,6 +163,7 @@ impl Default for Keymap {
                 b("t", Action::ToggleTree, Some(Pane::Processes), Some("tree")),
                 b("1…9", Action::SelectGpu(0), None, Some("GPU")),
             ],
+            stress: stress_bindings(),
         }
     }
 }
@@ -136,6 +194,63 @@ impl Keymap {
             KeyCode::Char(c @ '1'..='9') => Action::SelectGpu(c as u8 - b'1'),
             _ => return None,
         })
+    }
+
+    /// Whether `key` opens the stress panel (while it is closed).
+    pub fn opens_stress(&self, key: KeyEvent) -> bool {
+        matches!(key.code, KeyCode::Char('a') | KeyCode::F(2))
+    }
+
+    /// What `key` does while the stress panel is open; `None`: the
+    /// ordinary keymap decides.
+    pub fn stress_key_for(&self, key: KeyEvent) -> Option<PanelKey> {
+        use StressAction as S;
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return None;
+        }
+        Some(match key.code {
+            KeyCode::F(2) | KeyCode::Esc => PanelKey::Close,
+            KeyCode::Char('a') | KeyCode::Enter => PanelKey::Act(S::Allocate),
+            KeyCode::Char('+') | KeyCode::Char('=') => PanelKey::Act(S::SizeUp),
+            KeyCode::Char('-') => PanelKey::Act(S::SizeDown),
+            KeyCode::Char(']') => PanelKey::Act(S::CountUp),
+            KeyCode::Char('[') => PanelKey::Act(S::CountDown),
+            KeyCode::Char('r') => PanelKey::Act(S::TogglePattern),
+            KeyCode::Char('d') | KeyCode::Delete => PanelKey::Act(S::FreeSelected),
+            KeyCode::Char('o') => PanelKey::Act(S::FreeOldest),
+            KeyCode::Char('x') => PanelKey::Act(S::FreeRandom),
+            KeyCode::Char('m') => PanelKey::Act(S::FreeEveryOther),
+            KeyCode::Char('D') => PanelKey::Act(S::FreeAll),
+            KeyCode::Char('e') => PanelKey::Act(S::EmptyCache),
+            KeyCode::Char('c') => PanelKey::Act(S::MarkCompare),
+            KeyCode::Up | KeyCode::Char('k') => PanelKey::Act(S::Up),
+            KeyCode::Down | KeyCode::Char('j') => PanelKey::Act(S::Down),
+            _ => return None,
+        })
+    }
+
+    /// "key action" pairs for the status line while the stress panel is
+    /// open: quit and help first, then the panel's keys.
+    pub fn stress_hints(&self) -> Vec<(&'static str, &'static str)> {
+        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
+        self.bindings
+            .iter()
+            .filter(|b| matches!(b.action, Action::Quit | Action::ToggleHelp))
+            .filter_map(|b| b.hint.map(|h| (first(b.keys), h)))
+            .chain(
+                self.stress
+                    .iter()
+                    .filter_map(|b| b.hint.map(|h| (first(b.keys), h))),
+            )
+            .collect()
+    }
+
+    /// (keys, description) rows of the stress panel for the help overlay.
+    pub fn stress_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+        self.stress
+            .iter()
+            .map(|b| (b.keys, b.key.describe()))
+            .collect()
     }
 
     /// "key action" pairs for the status line, for the focused pane.

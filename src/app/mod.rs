@@ -5,4 +5,6 @@ pub mod keymap;
 pub mod run;
 pub mod source;
 pub mod state;
+pub mod stress;
+pub mod stress_worker;
 pub mod update;

@@ -23,9 +23,12 @@ use super::click::click;
 use super::keymap::Keymap;
 use super::source::allocator_views;
 use super::state::{AppState, StatusState};
-use super::update::{Effect, handle_key};
+use super::stress::StressResult;
+use super::stress_worker::StressWorker;
+use super::update::{Effect, handle_key, on_stress_result};
 use crate::device::factory::TelemetrySelection;
 use crate::device::sampler::{SampleMsg, Sampler};
+use crate::device::sim::SimCluster;
 use crate::ui::{self, Theme};
 
 /// How often the screen may be redrawn (ms): 4 Hz is smooth for a 1 Hz
@@ -39,6 +42,51 @@ const LOOP_QUEUE_DEPTH: usize = 4;
 pub struct RunOptions {
     pub interval: Duration,
     pub theme: Theme,
+}
+
+/// Why the stress panel has no device on a real GPU yet.
+const STRESS_NEEDS_SIM: &str =
+    "the stress panel runs on the simulated GPU for now (--backend sim); CUDA is next";
+
+/// Starts the stress worker the first time the panel is opened, on the
+/// selected GPU of the simulation. `None` stays `None` without a simulation
+/// (the panel then says why).
+fn ensure_stress_worker(
+    worker: &mut Option<StressWorker>,
+    state: &mut AppState,
+    sim: Option<&SimCluster>,
+    results: &mpsc::UnboundedSender<StressResult>,
+) {
+    if !state.ui.stress_open || worker.is_some() {
+        return;
+    }
+    let Some(cluster) = sim else {
+        // Said after every key, so the panel's own "not started" never hides why.
+        state.stress.message = Some(STRESS_NEEDS_SIM.to_string());
+        return;
+    };
+    let gpu = state.selected().map_or(0, |g| g.index());
+    let tx = results.clone();
+    match StressWorker::spawn_sim(cluster, gpu, move |r| {
+        let _ = tx.send(r);
+    }) {
+        Ok(w) => *worker = Some(w),
+        Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
+    }
+}
+
+/// Hands commands to the worker; a worker that has gone (it panicked)
+/// leaves the panel idle with a message instead of waiting forever.
+fn send_stress(
+    worker: Option<&StressWorker>,
+    state: &mut AppState,
+    commands: Vec<super::stress::StressCommand>,
+) {
+    if !worker.is_some_and(|w| w.send(commands)) {
+        state.stress.busy = false;
+        state.stress.queued.clear();
+        state.stress.message = Some("the stress worker has stopped".to_string());
+    }
 }
 
 enum Input {
@@ -127,6 +175,11 @@ async fn event_loop(
     let mut render = tokio::time::interval(Duration::from_millis(RENDER_TICK_MS));
     render.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
+    // The stress worker starts when the panel is first opened; dropping it
+    // (on every exit path, panics included) frees what it holds.
+    let (stress_tx, mut stress_results) = mpsc::unbounded_channel::<StressResult>();
+    let mut stress_worker: Option<StressWorker> = None;
+
     let mut dirty = true;
     let mut area = terminal.get_frame().area();
     loop {
@@ -137,11 +190,19 @@ async fn event_loop(
             _ = tokio::signal::ctrl_c() => break,
             Some(input) = inputs.recv() => {
                 match input {
-                    Input::Key(key) => match handle_key(&mut state, &keymap, key) {
-                        Effect::Quit => break,
-                        Effect::Redraw => dirty = true,
-                        Effect::None => {}
-                    },
+                    Input::Key(key) => {
+                        let effect = handle_key(&mut state, &keymap, key);
+                        ensure_stress_worker(&mut stress_worker, &mut state, sim.as_ref(), &stress_tx);
+                        match effect {
+                            Effect::Quit => break,
+                            Effect::Redraw => dirty = true,
+                            Effect::Stress(commands) => {
+                                send_stress(stress_worker.as_ref(), &mut state, commands);
+                                dirty = true;
+                            }
+                            Effect::None => {}
+                        }
+                    }
                     Input::Click { column, row } => {
                         if click(area, &mut state, &options.theme, column, row) {
                             dirty = true;
@@ -149,6 +210,12 @@ async fn event_loop(
                     }
                     Input::Resize => dirty = true,
                 }
+            }
+            Some(result) = stress_results.recv() => {
+                if let Effect::Stress(commands) = on_stress_result(&mut state, result) {
+                    send_stress(stress_worker.as_ref(), &mut state, commands);
+                }
+                dirty = true;
             }
             Some(msg) = samples.recv() => {
                 let now_ms = started.elapsed().as_millis() as u64;
@@ -181,6 +248,8 @@ async fn event_loop(
         }
     }
     input_task.abort();
+    // Frees every stress tensor and empties its cache before leaving.
+    drop(stress_worker);
     sampler.stop();
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
+use super::stress::StressPanel;
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::{GpuProcess, GpuReading, GpuSample};
 
@@ -331,6 +332,8 @@ pub struct UiState {
     /// Index of the selected block among the selected GPU's blocks, in
     /// layout order.
     pub selected_block: usize,
+    /// The stress panel is open: panel keys act on it.
+    pub stress_open: bool,
 }
 
 impl Default for UiState {
@@ -347,6 +350,7 @@ impl Default for UiState {
             process_tree: true,
             process_scroll: 0,
             selected_block: 0,
+            stress_open: false,
         }
     }
 }
@@ -379,6 +383,8 @@ pub struct AppState {
     pub status: StatusState,
     /// Milliseconds since the dashboard started (the clock of the last sample).
     pub now_ms: u64,
+    /// The stress panel (kept while closed: its tensors stay allocated).
+    pub stress: StressPanel,
 }
 
 impl AppState {
@@ -388,6 +394,7 @@ impl AppState {
             ui: UiState::default(),
             status,
             now_ms: 0,
+            stress: StressPanel::default(),
         }
     }
 
@@ -409,6 +416,12 @@ impl AppState {
     ) {
         self.now_ms = now_ms;
         self.status.samples += 1;
+        // While the stress panel is open its allocator is its GPU's view.
+        if self.ui.stress_open
+            && let (Some(gpu), Some(view)) = (self.stress.gpu, self.stress.view.as_ref())
+        {
+            allocators.insert(gpu, view.clone());
+        }
         let mut next = Vec::with_capacity(readings.len());
         for reading in readings {
             let index = match &reading {

@@ -3,16 +3,19 @@
 
 use crossterm::event::{KeyCode, KeyEvent};
 
-use super::keymap::{Action, Keymap};
+use super::keymap::{Action, Keymap, PanelKey};
 use super::state::{AppState, Overlay, Pane, ZOOM_WINDOWS_S};
+use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Leave the dashboard (restore the terminal).
     Quit,
     /// Redraw: something visible changed.
     Redraw,
+    /// Send these commands to the stress worker, then redraw.
+    Stress(Vec<StressCommand>),
     /// Nothing changed.
     None,
 }
@@ -41,9 +44,85 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
         state.ui.process_scroll = 0;
         return Effect::Redraw;
     }
+    // Help is modal over the panel too: its keys go through `apply`.
+    if state.ui.overlay == Overlay::None {
+        if state.ui.stress_open {
+            if let Some(k) = keymap.stress_key_for(key) {
+                return apply_panel_key(state, k);
+            }
+        } else if keymap.opens_stress(key) {
+            return apply_panel_key(state, PanelKey::Open);
+        }
+    }
     match keymap.action_for(key) {
         Some(action) => apply(state, action),
         None => Effect::None,
+    }
+}
+
+/// Shows the stress allocator as its GPU's allocator while the panel is
+/// open, so the breakdown, fragmentation and segment panes follow it.
+pub fn show_stress_view(state: &mut AppState) {
+    if !state.ui.stress_open {
+        return;
+    }
+    let (Some(gpu), Some(view)) = (state.stress.gpu, state.stress.view.as_ref()) else {
+        return;
+    };
+    if let Some(g) = state.gpus.iter_mut().find(|g| g.index() == gpu) {
+        g.allocator = Some(view.clone());
+    }
+}
+
+/// Opens, closes or acts on the stress panel.
+pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
+    match key {
+        PanelKey::Open => {
+            state.ui.stress_open = true;
+            // The panes follow the panel's GPU.
+            if let Some(i) = state
+                .stress
+                .gpu
+                .and_then(|gpu| state.gpus.iter().position(|g| g.index() == gpu))
+            {
+                state.ui.selected_gpu = i;
+            }
+            show_stress_view(state);
+            Effect::Redraw
+        }
+        PanelKey::Close => {
+            state.ui.stress_open = false;
+            Effect::Redraw
+        }
+        PanelKey::Act(action) => {
+            let commands = state.stress.apply(action);
+            if commands.is_empty() {
+                Effect::Redraw
+            } else {
+                Effect::Stress(commands)
+            }
+        }
+    }
+}
+
+/// Takes the stress worker's answer; queued panel keys may send more.
+pub fn on_stress_result(state: &mut AppState, result: StressResult) -> Effect {
+    let started = state.stress.gpu.is_none();
+    let commands = state.stress.on_result(result);
+    if started
+        && state.ui.stress_open
+        && let Some(i) = state
+            .stress
+            .gpu
+            .and_then(|gpu| state.gpus.iter().position(|g| g.index() == gpu))
+    {
+        state.ui.selected_gpu = i;
+    }
+    show_stress_view(state);
+    if commands.is_empty() {
+        Effect::Redraw
+    } else {
+        Effect::Stress(commands)
     }
 }
 
@@ -266,5 +345,21 @@ mod tests {
         }
         press(&mut s, KeyCode::BackTab);
         assert_eq!(s.ui.focus, Pane::Processes);
+    }
+
+    #[test]
+    fn panel_keys_act_only_while_the_panel_is_open() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('+'));
+        assert_eq!(s.ui.zoom, 0, "closed: + zooms the timeline");
+        assert_eq!(s.stress.size_index, crate::app::stress::DEFAULT_SIZE);
+        press(&mut s, KeyCode::F(2));
+        assert!(s.ui.stress_open);
+        press(&mut s, KeyCode::Char('+'));
+        assert_eq!(s.stress.size_index, crate::app::stress::DEFAULT_SIZE + 1);
+        assert_eq!(s.ui.zoom, 0, "open: + steps the size");
+        assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
+        press(&mut s, KeyCode::Esc);
+        assert!(!s.ui.stress_open);
     }
 }

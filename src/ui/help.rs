@@ -46,11 +46,23 @@ const MAX_WIDTH: u16 = 110;
 pub struct HelpOverlay<'a> {
     keymap: &'a Keymap,
     theme: &'a Theme,
+    /// The stress panel is open: its keys are listed first.
+    stress: bool,
 }
 
 impl<'a> HelpOverlay<'a> {
     pub fn new(keymap: &'a Keymap, theme: &'a Theme) -> Self {
-        HelpOverlay { keymap, theme }
+        HelpOverlay {
+            keymap,
+            theme,
+            stress: false,
+        }
+    }
+
+    /// Lists the stress panel's keys first (while the panel is open).
+    pub fn with_stress(mut self, open: bool) -> Self {
+        self.stress = open;
+        self
     }
 
     /// Key lines grouped by where they apply: everywhere first, then one
@@ -66,6 +78,15 @@ impl<'a> HelpOverlay<'a> {
             }
         }
         let mut lines = Vec::new();
+        if self.stress {
+            lines.push(Line::styled("In the stress panel", theme.header));
+            for (keys, what) in self.keymap.stress_help_rows() {
+                lines.push(Line::from(vec![
+                    Span::styled(left(keys, key_w), theme.key),
+                    Span::styled(what, theme.text),
+                ]));
+            }
+        }
         for group in groups {
             let heading = if group == "everywhere" {
                 "Keys".to_string()

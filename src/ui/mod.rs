@@ -34,7 +34,9 @@
 //! processes, fragmentation and segments, in that order. Narrower than 60
 //! columns, the timeline and fragmentation are stacked instead of side by
 //! side. Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small"
-//! line is drawn. The help overlay is drawn last, over everything.
+//! line is drawn. The stress panel (`a`/F2, off by default) is drawn over
+//! the lower part of the body; the help overlay is drawn last, over
+//! everything.
 
 mod breakdown;
 mod chrome;
@@ -44,6 +46,7 @@ mod help;
 mod processes;
 mod segments;
 mod status;
+mod stress;
 mod timeline;
 
 pub mod format;
@@ -56,6 +59,7 @@ pub use help::{DEFINITIONS, HelpOverlay};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::StatusLine;
+pub use stress::{StressPane, highlighted_wrap};
 pub use theme::Theme;
 pub use timeline::TimelinePane;
 
@@ -126,9 +130,18 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
             Pane::Processes => ProcessesPane::new(state, theme).render(rect, buf),
         }
     }
+    if state.ui.stress_open {
+        let body = Rect {
+            height: screen.status.y.saturating_sub(area.y),
+            ..area
+        };
+        StressPane::new(&state.stress, theme).render(stress::panel_area(body), buf);
+    }
     StatusLine::new(state, keymap, theme).render(screen.status, buf);
     if state.ui.overlay == Overlay::Help {
-        HelpOverlay::new(keymap, theme).render(area, buf);
+        HelpOverlay::new(keymap, theme)
+            .with_stress(state.ui.stress_open)
+            .render(area, buf);
     }
 }
 

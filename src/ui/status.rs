@@ -111,7 +111,11 @@ impl<'a> StatusLine<'a> {
     /// the first two: quit and help).
     fn hints(&self, width: usize) -> Line<'static> {
         let theme = self.theme;
-        let all = self.keymap.hints(self.state.ui.focus);
+        let all = if self.state.ui.stress_open {
+            self.keymap.stress_hints()
+        } else {
+            self.keymap.hints(self.state.ui.focus)
+        };
         let line = |n: usize| {
             let mut spans = Vec::new();
             for &(key, hint) in all.iter().take(n) {

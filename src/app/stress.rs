@@ -1,0 +1,660 @@
+//! The stress panel's state machine: a person presses keys and watches
+//! PyTorch's caching allocator react.
+//!
+//! Pure: actions come in ([`StressPanel::apply`]) and commands for the device
+//! worker go out; the worker's answers come back in
+//! ([`StressPanel::on_result`]). No threads, no clock, no device here, so
+//! every flow (cap refusals, OOMs, holes, compare marks) is testable as
+//! plain values. The worker that executes the commands is
+//! [`super::stress_worker`].
+
+use serde::Serialize;
+
+use crate::alloc::{DeviceStats, SegmentInfo, fragmentation};
+
+use super::state::AllocatorView;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Tensor sizes `+`/`-` step through (bytes): a small-pool crumb, a
+/// small-pool-sized tensor, and large-pool tensors up to a whole GiB.
+pub const SIZE_PRESETS: [u64; 5] = [512, MIB, 10 * MIB, 100 * MIB, GIB];
+/// The preset a fresh panel starts at (1 MiB: small-pool tensors, two per
+/// 2 MiB segment, so freeing every other one leaves every segment half
+/// used: holes that empty_cache cannot return).
+pub const DEFAULT_SIZE: usize = 1;
+/// Tensors per allocation `]`/`[` step through.
+pub const COUNT_PRESETS: [u32; 7] = [1, 2, 5, 10, 20, 50, 100];
+/// The count a fresh panel starts at.
+pub const DEFAULT_COUNT: usize = 3;
+/// The smallest size the random pattern draws (bytes): PyTorch's 512-byte
+/// rounding unit, so every draw is a distinct block.
+pub const RANDOM_MIN_BYTES: u64 = 512;
+/// On a real GPU the panel may use this share of the memory free when it
+/// started (percent): the rest stays for whatever else runs there.
+pub const REAL_GPU_CAP_PERCENT: u64 = 50;
+/// Actions kept while the worker is busy (keys typed faster than it
+/// answers); more are refused.
+pub const MAX_QUEUED: usize = 32;
+/// The seed of the random pattern: the same key presses give the same sizes.
+pub const DEFAULT_SEED: u64 = 0x5eed_5eed;
+
+/// How an allocation chooses its sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Pattern {
+    /// Every tensor has the selected size.
+    Fixed,
+    /// Sizes are log-uniform between [`RANDOM_MIN_BYTES`] and the selected
+    /// size: as many 1 KiB tensors as 1 MiB ones, like a mixed workload.
+    RandomLogUniform,
+}
+
+impl Pattern {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Fixed => "fixed",
+            Pattern::RandomLogUniform => "random log-uniform",
+        }
+    }
+}
+
+/// A key's intent inside the panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum StressAction {
+    SizeUp,
+    SizeDown,
+    CountUp,
+    CountDown,
+    TogglePattern,
+    Allocate,
+    FreeSelected,
+    FreeOldest,
+    FreeRandom,
+    /// Frees the 2nd, 4th, … tensor in age order: the survivors pin their
+    /// segments, so the freed blocks become holes empty_cache cannot return.
+    FreeEveryOther,
+    FreeAll,
+    EmptyCache,
+    /// Marks A, then B; a third press starts over with a new A.
+    MarkCompare,
+    Up,
+    Down,
+}
+
+impl StressAction {
+    /// What the action does, for the help and the docs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StressAction::SizeUp => "next tensor size",
+            StressAction::SizeDown => "previous tensor size",
+            StressAction::CountUp => "more tensors per allocation",
+            StressAction::CountDown => "fewer tensors per allocation",
+            StressAction::TogglePattern => "pattern: fixed / random log-uniform",
+            StressAction::Allocate => "allocate count × size",
+            StressAction::FreeSelected => "free the selected tensor",
+            StressAction::FreeOldest => "free the oldest tensor",
+            StressAction::FreeRandom => "free a random tensor",
+            StressAction::FreeEveryOther => "free every other tensor (makes holes)",
+            StressAction::FreeAll => "free all tensors",
+            StressAction::EmptyCache => "empty_cache()",
+            StressAction::MarkCompare => "compare: mark A, then B",
+            StressAction::Up => "select the previous tensor",
+            StressAction::Down => "select the next tensor",
+        }
+    }
+}
+
+/// What the device worker must do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum StressCommand {
+    /// `torch.empty(size)` for each size, in order, stopping at the first OOM.
+    Malloc { sizes: Vec<u64> },
+    /// `del tensor` for each address.
+    Free { addresses: Vec<u64> },
+    /// `torch.cuda.empty_cache()`.
+    EmptyCache,
+}
+
+/// A tensor the worker allocated (bytes, device address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NewTensor {
+    pub address: u64,
+    /// The block size the allocator carved (rounded).
+    pub size: u64,
+    /// The size asked for.
+    pub requested: u64,
+}
+
+/// What happened on the device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum StressOutcome {
+    /// The worker is ready on `gpu`; `free_at_start` and `total` (bytes)
+    /// are `cudaMemGetInfo` before it allocated anything.
+    Started {
+        gpu: u32,
+        free_at_start: u64,
+        total: u64,
+        /// A real GPU gets a cap; the simulation may be driven into OOM.
+        real_gpu: bool,
+    },
+    Allocated(Vec<NewTensor>),
+    /// Some tensors may have been allocated before the OOM.
+    OutOfMemory {
+        allocated: Vec<NewTensor>,
+        /// PyTorch's message, as the model produces it.
+        message: String,
+        /// The "reserved by PyTorch but unallocated" figure (bytes).
+        reserved_but_unallocated: u64,
+    },
+    Freed(Vec<u64>),
+    CacheEmptied,
+    /// Anything else the device said no to, after `allocated` succeeded.
+    Failed {
+        allocated: Vec<NewTensor>,
+        message: String,
+    },
+}
+
+/// The device worker's answer to one command: the outcome and the
+/// allocator's fresh figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StressResult {
+    pub outcome: StressOutcome,
+    pub stats: DeviceStats,
+    pub layout: Vec<SegmentInfo>,
+    /// Bytes the driver reports used on the whole GPU (total − free).
+    pub driver_used: u64,
+}
+
+/// The figures the compare view puts side by side (bytes, except
+/// `segments` and `fragmentation_bp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Figures {
+    pub allocated: u64,
+    pub reserved: u64,
+    pub driver_used: u64,
+    pub segments: u64,
+    pub inactive_split_bytes: u64,
+    pub largest_free_block: u64,
+    /// Fragmentation in basis points (1/100 of a percent), kept integral
+    /// so figures compare exactly.
+    pub fragmentation_bp: u64,
+}
+
+/// Non-negative stat counter as bytes (a negative counter would be a model
+/// bug; show 0 rather than wrap).
+fn counter(v: i64) -> u64 {
+    v.max(0) as u64
+}
+
+impl Figures {
+    /// The figures of an allocator state.
+    pub fn of(stats: &DeviceStats, layout: &[SegmentInfo], driver_used: u64) -> Self {
+        let f = fragmentation(layout);
+        Figures {
+            allocated: counter(stats.allocated_bytes.all.current),
+            reserved: counter(stats.reserved_bytes.all.current),
+            driver_used,
+            segments: counter(stats.segment.all.current),
+            inactive_split_bytes: counter(stats.inactive_split_bytes.all.current),
+            largest_free_block: f.largest_free_block,
+            fragmentation_bp: (f.fragmentation.clamp(0.0, 1.0) * 10_000.0).round() as u64,
+        }
+    }
+}
+
+/// How a compare row's values read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FigureUnit {
+    Bytes,
+    Count,
+    /// Basis points, shown as a percentage.
+    BasisPoints,
+}
+
+/// One row of the compare view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CompareRow {
+    pub name: &'static str,
+    pub unit: FigureUnit,
+    pub a: u64,
+    pub b: u64,
+}
+
+impl CompareRow {
+    /// B − A.
+    pub fn delta(&self) -> i128 {
+        i128::from(self.b) - i128::from(self.a)
+    }
+}
+
+/// The compare view's rows, in the order.
+pub fn compare_rows(a: &Figures, b: &Figures) -> Vec<CompareRow> {
+    let row = |name, unit, f: fn(&Figures) -> u64| CompareRow {
+        name,
+        unit,
+        a: f(a),
+        b: f(b),
+    };
+    vec![
+        row("allocated", FigureUnit::Bytes, |f| f.allocated),
+        row("reserved", FigureUnit::Bytes, |f| f.reserved),
+        row("driver used", FigureUnit::Bytes, |f| f.driver_used),
+        row("segments", FigureUnit::Count, |f| f.segments),
+        row("inactive split", FigureUnit::Bytes, |f| {
+            f.inactive_split_bytes
+        }),
+        row("largest free block", FigureUnit::Bytes, |f| {
+            f.largest_free_block
+        }),
+        row("fragmentation", FigureUnit::BasisPoints, |f| {
+            f.fragmentation_bp
+        }),
+    ]
+}
+
+/// A live tensor of the panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Tensor {
+    /// Allocation order: smaller is older.
+    pub id: u64,
+    pub address: u64,
+    pub size: u64,
+    pub requested: u64,
+}
+
+/// The last out-of-memory, kept until the next successful allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OomState {
+    pub message: String,
+    pub reserved_but_unallocated: u64,
+}
+
+/// The default cap: on a real GPU [`REAL_GPU_CAP_PERCENT`] of the memory
+/// free at start; the simulation has none, so OOM can be reached.
+pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
+    // In u128 so that the product cannot overflow and no byte is lost to
+    // dividing first.
+    real_gpu.then(|| (u128::from(free_at_start) * u128::from(REAL_GPU_CAP_PERCENT) / 100) as u64)
+}
+
+/// Why a request exceeding the cap is refused (bytes in the message).
+pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
+    let total = reserved.saturating_add(request);
+    (total > cap).then(|| {
+        format!(
+            "refused: reserved {} + request {} = {} exceeds the stress cap of {}",
+            crate::alloc::sizing::format_size(reserved),
+            crate::alloc::sizing::format_size(request),
+            crate::alloc::sizing::format_size(total),
+            crate::alloc::sizing::format_size(cap),
+        )
+    })
+}
+
+/// A deterministic xorshift64* step: the next state and a 64-bit draw.
+fn next_random(state: u64) -> (u64, u64) {
+    let mut x = state.max(1);
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    (x, x.wrapping_mul(0x2545_f491_4f6c_dd1d))
+}
+
+/// A log-uniform size in `[lo, hi]` (bytes) from a 64-bit draw.
+pub fn log_uniform(draw: u64, lo: u64, hi: u64) -> u64 {
+    let (lo, hi) = (lo.max(1).min(hi.max(1)), hi.max(1));
+    // 53 bits give a uniform fraction in [0, 1).
+    let u = (draw >> 11) as f64 / (1u64 << 53) as f64;
+    let (ln_lo, ln_hi) = ((lo as f64).ln(), (hi as f64).ln());
+    ((ln_lo + u * (ln_hi - ln_lo)).exp().round() as u64).clamp(lo, hi)
+}
+
+/// The stress panel's state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StressPanel {
+    /// Index into [`SIZE_PRESETS`].
+    pub size_index: usize,
+    /// Index into [`COUNT_PRESETS`].
+    pub count_index: usize,
+    pub pattern: Pattern,
+    /// The random pattern's generator state.
+    pub rng: u64,
+    /// Live tensors, oldest first.
+    pub tensors: Vec<Tensor>,
+    /// Index into `tensors`.
+    pub selected: usize,
+    pub next_id: u64,
+    /// The GPU the worker runs on, once it started.
+    pub gpu: Option<u32>,
+    /// Bytes the panel may hold reserved; `None`: no cap (simulation).
+    pub cap: Option<u64>,
+    /// The allocator's figures after the last result.
+    pub figures: Figures,
+    /// The worker's allocator, for the dashboard's panes.
+    pub view: Option<AllocatorView>,
+    pub mark_a: Option<Figures>,
+    pub mark_b: Option<Figures>,
+    pub oom: Option<OomState>,
+    /// One line about the last thing that happened.
+    pub message: Option<String>,
+    /// A command is with the worker: new requests wait for its answer, so
+    /// the panel never frees an address twice.
+    pub busy: bool,
+    /// Actions typed while busy, applied in order after the answer (so a
+    /// mark typed after a free sees the free's figures).
+    pub queued: Vec<StressAction>,
+}
+
+impl Default for StressPanel {
+    fn default() -> Self {
+        StressPanel {
+            size_index: DEFAULT_SIZE,
+            count_index: DEFAULT_COUNT,
+            pattern: Pattern::Fixed,
+            rng: DEFAULT_SEED,
+            tensors: Vec::new(),
+            selected: 0,
+            next_id: 1,
+            gpu: None,
+            cap: None,
+            figures: Figures::default(),
+            view: None,
+            mark_a: None,
+            mark_b: None,
+            oom: None,
+            message: None,
+            busy: false,
+            queued: Vec::new(),
+        }
+    }
+}
+
+impl StressPanel {
+    pub fn size(&self) -> u64 {
+        SIZE_PRESETS[self.size_index.min(SIZE_PRESETS.len() - 1)]
+    }
+
+    pub fn count(&self) -> u32 {
+        COUNT_PRESETS[self.count_index.min(COUNT_PRESETS.len() - 1)]
+    }
+
+    /// Whether the worker has started and answers.
+    pub fn ready(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// The compare rows when both marks are set.
+    pub fn compare(&self) -> Option<Vec<CompareRow>> {
+        Some(compare_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+    }
+
+    /// The sizes of the next allocation; advances the generator.
+    fn next_sizes(&mut self) -> Vec<u64> {
+        let size = self.size();
+        (0..self.count())
+            .map(|_| match self.pattern {
+                Pattern::Fixed => size,
+                Pattern::RandomLogUniform => {
+                    let (state, draw) = next_random(self.rng);
+                    self.rng = state;
+                    log_uniform(draw, RANDOM_MIN_BYTES, size)
+                }
+            })
+            .collect()
+    }
+
+    fn say(&mut self, text: impl Into<String>) {
+        self.message = Some(text.into());
+    }
+
+    /// Why no command can go to the worker now.
+    fn unavailable(&self) -> Option<&'static str> {
+        if !self.ready() {
+            Some("the stress worker has not started")
+        } else if self.busy {
+            Some("busy: the last request has not been answered")
+        } else {
+            None
+        }
+    }
+
+    /// Sends `command` unless the worker is unavailable.
+    fn send(&mut self, command: StressCommand) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        self.busy = true;
+        vec![command]
+    }
+
+    fn free(&mut self, addresses: Vec<u64>) -> Vec<StressCommand> {
+        if addresses.is_empty() {
+            self.say("no live tensors to free");
+            return Vec::new();
+        }
+        self.send(StressCommand::Free { addresses })
+    }
+
+    fn allocate(&mut self) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        let sizes = self.next_sizes();
+        let request: u64 = sizes.iter().sum();
+        if let Some(cap) = self.cap
+            && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
+        {
+            self.say(why);
+            return Vec::new();
+        }
+        self.send(StressCommand::Malloc { sizes })
+    }
+
+    fn mark(&mut self) {
+        match (self.mark_a, self.mark_b) {
+            (None, _) => {
+                self.mark_a = Some(self.figures);
+                self.say("marked A: act, then press c again to mark B");
+            }
+            (Some(_), None) => {
+                self.mark_b = Some(self.figures);
+                self.say("marked B: A | B | Δ below; c starts over");
+            }
+            (Some(_), Some(_)) => {
+                self.mark_a = Some(self.figures);
+                self.mark_b = None;
+                self.say("marked a new A");
+            }
+        }
+    }
+
+    fn step(index: usize, len: usize, up: bool) -> usize {
+        if up {
+            (index + 1).min(len - 1)
+        } else {
+            index.saturating_sub(1)
+        }
+    }
+
+    /// Applies a key's action: the commands for the worker (at most one).
+    /// While the worker is busy, actions other than moving the cursor wait
+    /// in [`StressPanel::queued`].
+    pub fn apply(&mut self, action: StressAction) -> Vec<StressCommand> {
+        if self.busy && !matches!(action, StressAction::Up | StressAction::Down) {
+            if self.queued.len() < MAX_QUEUED {
+                self.queued.push(action);
+            } else {
+                self.say("busy: too many keys ahead of the device; this one was dropped");
+            }
+            return Vec::new();
+        }
+        match action {
+            StressAction::SizeUp | StressAction::SizeDown => {
+                let up = action == StressAction::SizeUp;
+                self.size_index = Self::step(self.size_index, SIZE_PRESETS.len(), up);
+            }
+            StressAction::CountUp | StressAction::CountDown => {
+                let up = action == StressAction::CountUp;
+                self.count_index = Self::step(self.count_index, COUNT_PRESETS.len(), up);
+            }
+            StressAction::TogglePattern => {
+                self.pattern = match self.pattern {
+                    Pattern::Fixed => Pattern::RandomLogUniform,
+                    Pattern::RandomLogUniform => Pattern::Fixed,
+                };
+            }
+            StressAction::Up => self.selected = self.selected.saturating_sub(1),
+            StressAction::Down => {
+                self.selected = (self.selected + 1).min(self.tensors.len().saturating_sub(1));
+            }
+            StressAction::Allocate => return self.allocate(),
+            StressAction::FreeSelected => {
+                let a = self.tensors.get(self.selected).map(|t| t.address);
+                return self.free(a.into_iter().collect());
+            }
+            StressAction::FreeOldest => {
+                let a = self.tensors.first().map(|t| t.address);
+                return self.free(a.into_iter().collect());
+            }
+            StressAction::FreeRandom => {
+                if self.tensors.is_empty() {
+                    return self.free(Vec::new());
+                }
+                let (state, draw) = next_random(self.rng);
+                self.rng = state;
+                let i = (draw % self.tensors.len() as u64) as usize;
+                return self.free(vec![self.tensors[i].address]);
+            }
+            StressAction::FreeEveryOther => {
+                let a = self.tensors.iter().skip(1).step_by(2).map(|t| t.address);
+                return self.free(a.collect());
+            }
+            StressAction::FreeAll => {
+                let a = self.tensors.iter().map(|t| t.address);
+                return self.free(a.collect());
+            }
+            StressAction::EmptyCache => return self.send(StressCommand::EmptyCache),
+            StressAction::MarkCompare => self.mark(),
+        }
+        Vec::new()
+    }
+
+    fn add(&mut self, new: &[NewTensor]) {
+        for t in new {
+            self.tensors.push(Tensor {
+                id: self.next_id,
+                address: t.address,
+                size: t.size,
+                requested: t.requested,
+            });
+            self.next_id += 1;
+        }
+    }
+
+    /// Takes the worker's answer, then applies queued actions up to the
+    /// next one that needs the worker: its commands are returned.
+    pub fn on_result(&mut self, result: StressResult) -> Vec<StressCommand> {
+        self.take_result(result);
+        while !self.queued.is_empty() {
+            let next = self.queued.remove(0);
+            let commands = self.apply(next);
+            if !commands.is_empty() {
+                return commands;
+            }
+        }
+        Vec::new()
+    }
+
+    fn take_result(&mut self, result: StressResult) {
+        let before = self.figures;
+        self.figures = Figures::of(&result.stats, &result.layout, result.driver_used);
+        let fmt = crate::alloc::sizing::format_size;
+        match result.outcome {
+            StressOutcome::Started {
+                gpu,
+                free_at_start,
+                total: _,
+                real_gpu,
+            } => {
+                self.gpu = Some(gpu);
+                self.cap = default_cap(free_at_start, real_gpu);
+                let cap = self.cap.map_or("no cap (simulated GPU)".to_string(), |c| {
+                    format!("cap {}", fmt(c))
+                });
+                self.say(format!("stress allocator ready on GPU {gpu}; {cap}"));
+            }
+            StressOutcome::Allocated(new) => {
+                self.oom = None;
+                self.add(&new);
+                let grown = self.figures.reserved.saturating_sub(before.reserved);
+                self.say(format!(
+                    "allocated {} tensor(s); reserved grew by {}",
+                    new.len(),
+                    fmt(grown)
+                ));
+            }
+            StressOutcome::OutOfMemory {
+                allocated,
+                message,
+                reserved_but_unallocated,
+            } => {
+                self.add(&allocated);
+                self.say(format!("out of memory after {} tensor(s)", allocated.len()));
+                self.oom = Some(OomState {
+                    message,
+                    reserved_but_unallocated,
+                });
+            }
+            StressOutcome::Freed(addresses) => {
+                self.tensors.retain(|t| !addresses.contains(&t.address));
+                self.say(format!(
+                    "freed {} tensor(s); reserved stays {} until empty_cache",
+                    addresses.len(),
+                    fmt(self.figures.reserved)
+                ));
+            }
+            StressOutcome::CacheEmptied => {
+                let released = before.reserved.saturating_sub(self.figures.reserved);
+                self.say(format!("empty_cache released {}", fmt(released)));
+            }
+            StressOutcome::Failed { allocated, message } => {
+                self.add(&allocated);
+                self.say(message);
+            }
+        }
+        self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
+        self.busy = false;
+        self.view = Some(AllocatorView::new(
+            "vramtop stress panel".to_string(),
+            None,
+            result.stats,
+            result.layout,
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1 << 10;
+
+    #[test]
+    fn log_uniform_stays_within_bounds() {
+        for draw in [0, 1, u64::MAX / 2, u64::MAX] {
+            let s = log_uniform(draw, 512, 10 * MIB);
+            assert!((512..=10 * MIB).contains(&s), "{s}");
+        }
+        assert_eq!(log_uniform(u64::MAX, 4 * KIB, 4 * KIB), 4 * KIB);
+    }
+
+    #[test]
+    fn real_gpus_get_half_the_free_memory_as_cap_and_the_simulation_none() {
+        assert_eq!(default_cap(80 * GIB, true), Some(40 * GIB));
+        assert_eq!(default_cap(80 * GIB, false), None);
+    }
+}

@@ -1,0 +1,285 @@
+//! The stress panel, drawn over the lower part of the screen while it is
+//! open (the breakdown, timeline and fragmentation above it follow the
+//! panel's allocator). Top to bottom: the size/count/pattern line, the last
+//! message, PyTorch's OOM message with "reserved but unallocated"
+//! highlighted, the live tensors and, once A and B are marked, the compare
+//! view (A | B | Δ), beside the tensors when the panel is wide enough.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
+
+use super::chrome;
+use super::format;
+use super::theme::Theme;
+use crate::alloc::sizing::format_size;
+use crate::app::stress::{CompareRow, FigureUnit, OomState, StressPanel};
+
+/// The panel's share of the screen height (percent) and its floor (rows).
+const HEIGHT_PERCENT: u16 = 55;
+const MIN_ROWS: u16 = 12;
+/// From this inner width the compare view sits right of the tensor list.
+const SIDE_BY_SIDE_WIDTH: u16 = 90;
+/// Columns of the compare view: name, A, B, Δ.
+const COMPARE_WIDTH: u16 = 52;
+/// Rows the OOM message may take.
+const OOM_ROWS: usize = 4;
+
+/// Where the panel goes: the bottom rows of `body` (the screen above the
+/// status line).
+pub fn panel_area(body: Rect) -> Rect {
+    let h = (body.height * HEIGHT_PERCENT / 100)
+        .max(MIN_ROWS)
+        .min(body.height);
+    Rect::new(body.x, body.bottom() - h, body.width, h)
+}
+
+/// The stress panel of one frame.
+pub struct StressPane<'a> {
+    panel: &'a StressPanel,
+    theme: &'a Theme,
+}
+
+impl<'a> StressPane<'a> {
+    pub fn new(panel: &'a StressPanel, theme: &'a Theme) -> Self {
+        StressPane { panel, theme }
+    }
+
+    fn settings_line(&self) -> Line<'static> {
+        let p = self.panel;
+        let t = self.theme;
+        let live: u64 = p.tensors.iter().map(|t| t.size).sum();
+        Line::from(vec![
+            Span::styled("size ", t.dim),
+            Span::styled(format::bytes(p.size()), t.key),
+            Span::styled("  count ", t.dim),
+            Span::styled(p.count().to_string(), t.key),
+            Span::styled("  pattern ", t.dim),
+            Span::styled(p.pattern.name(), t.key),
+            Span::styled("  live ", t.dim),
+            Span::raw(format!(
+                "{} tensors, {}",
+                p.tensors.len(),
+                format::bytes(live)
+            )),
+            Span::styled("  reserved ", t.dim),
+            Span::raw(format::bytes(p.figures.reserved)),
+        ])
+    }
+
+    fn title(&self) -> Line<'static> {
+        let p = self.panel;
+        let t = self.theme;
+        let where_ = match (p.gpu, p.cap) {
+            (None, _) => "starting".to_string(),
+            (Some(g), None) => format!("GPU {g} · no cap (simulated)"),
+            (Some(g), Some(c)) => format!("GPU {g} · cap {}", format::bytes(c)),
+        };
+        Line::from(vec![
+            Span::styled(" Stress panel ", t.title_focused),
+            Span::styled(format!(" {where_} "), t.text),
+        ])
+    }
+
+    fn tensor_lines(&self, rows: usize) -> Vec<Line<'static>> {
+        let p = self.panel;
+        let t = self.theme;
+        let mut lines = vec![Line::styled(
+            format!(
+                "{:>5} {:>10} {:>10}  {}",
+                "#", "size", "requested", "address"
+            ),
+            t.header,
+        )];
+        if p.tensors.is_empty() {
+            lines.push(Line::styled("no live tensors: a or Enter allocates", t.dim));
+            return lines;
+        }
+        // Keep the selected row in view.
+        let visible = rows.saturating_sub(1).max(1);
+        let first = p.selected.saturating_sub(visible - 1);
+        for (i, tensor) in p.tensors.iter().enumerate().skip(first).take(visible) {
+            let text = format!(
+                "{:>5} {:>10} {:>10}  {:#x}",
+                tensor.id,
+                format::bytes(tensor.size),
+                format::bytes(tensor.requested),
+                tensor.address
+            );
+            let style = if i == p.selected { t.selected } else { t.text };
+            lines.push(Line::styled(text, style));
+        }
+        lines
+    }
+
+    fn oom_lines(&self, oom: &OomState, width: u16) -> Vec<Line<'static>> {
+        let highlight = format!(
+            "{} is reserved by PyTorch but unallocated",
+            format_size(oom.reserved_but_unallocated)
+        );
+        let mut lines = highlighted_wrap(
+            &oom.message,
+            &highlight,
+            width,
+            self.theme.critical,
+            self.theme.warning,
+        );
+        lines.truncate(OOM_ROWS);
+        lines
+    }
+
+    fn compare_lines(&self, rows: &[CompareRow]) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let mut lines = vec![Line::styled(
+            format!("{:<18} {:>10} {:>10} {:>11}", "figure", "A", "B", "Δ"),
+            t.header,
+        )];
+        for r in rows {
+            let d = r.delta();
+            let style = match d.signum() {
+                1 => t.warning,
+                -1 => t.bar_ok,
+                _ => t.dim,
+            };
+            lines.push(Line::from(vec![
+                Span::raw(format!(
+                    "{:<18} {:>10} {:>10} ",
+                    r.name,
+                    figure(r.unit, r.a),
+                    figure(r.unit, r.b)
+                )),
+                Span::styled(format!("{:>11}", delta(r.unit, d)), style),
+            ]));
+        }
+        lines
+    }
+}
+
+/// A figure in its unit.
+fn figure(unit: FigureUnit, v: u64) -> String {
+    match unit {
+        FigureUnit::Bytes => format::bytes(v),
+        FigureUnit::Count => v.to_string(),
+        FigureUnit::BasisPoints => format!("{:.1}%", v as f64 / 100.0),
+    }
+}
+
+/// A signed difference in its unit ("+2.00 MiB", "-1", "0").
+fn delta(unit: FigureUnit, d: i128) -> String {
+    if d == 0 {
+        return "0".to_string();
+    }
+    let sign = if d > 0 { "+" } else { "-" };
+    let magnitude = u64::try_from(d.unsigned_abs()).unwrap_or(u64::MAX);
+    format!("{sign}{}", figure(unit, magnitude))
+}
+
+/// `text` wrapped at word boundaries to `width`, in `base` style, with the
+/// words of the first occurrence of `highlight` in `marked` style.
+pub fn highlighted_wrap(
+    text: &str,
+    highlight: &str,
+    width: u16,
+    base: Style,
+    marked: Style,
+) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
+    let range = text
+        .find(highlight)
+        .map(|s| s..s + highlight.len())
+        .unwrap_or(0..0);
+    let mut lines = Vec::new();
+    let mut spans: Vec<Span<'static>> = Vec::new();
+    let mut used = 0usize;
+    let mut offset = 0usize;
+    for word in text.split(' ') {
+        let start = offset;
+        offset += word.len() + 1;
+        let w = word.chars().count();
+        if used > 0 && used + 1 + w > width {
+            lines.push(Line::from(std::mem::take(&mut spans)));
+            used = 0;
+        }
+        if used > 0 {
+            spans.push(Span::styled(" ", base));
+            used += 1;
+        }
+        let style = if range.contains(&start) { marked } else { base };
+        spans.push(Span::styled(word.to_string(), style));
+        used += w;
+    }
+    if !spans.is_empty() {
+        lines.push(Line::from(spans));
+    }
+    lines
+}
+
+impl Widget for StressPane<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width < 3 || area.height < 3 {
+            return;
+        }
+        let t = self.theme;
+        Clear.render(area, buf);
+        let block = Block::new()
+            .borders(Borders::TOP)
+            .border_style(t.border_focused)
+            .title(self.title())
+            .title(Line::styled(" F2/Esc closes ", t.dim).right_aligned());
+        let inner = block.inner(area);
+        block.render(area, buf);
+
+        let mut head = vec![self.settings_line()];
+        if let Some(m) = &self.panel.message {
+            head.push(Line::styled(m.clone(), t.dim));
+        }
+        if let Some(oom) = &self.panel.oom {
+            head.extend(self.oom_lines(oom, inner.width));
+        }
+        let head_h = u16::try_from(head.len())
+            .unwrap_or(u16::MAX)
+            .min(inner.height);
+        chrome::lines_at(buf, inner, &head);
+        let rest = Rect::new(
+            inner.x,
+            inner.y + head_h,
+            inner.width,
+            inner.height - head_h,
+        );
+        let compare = self.panel.compare().map(|rows| self.compare_lines(&rows));
+        let (list_area, compare_area) = match &compare {
+            Some(_) if inner.width >= SIDE_BY_SIDE_WIDTH => {
+                let cw = COMPARE_WIDTH.min(rest.width);
+                (
+                    Rect {
+                        width: rest.width - cw - 1,
+                        ..rest
+                    },
+                    Rect::new(rest.right() - cw, rest.y, cw, rest.height),
+                )
+            }
+            Some(lines) => {
+                let ch = u16::try_from(lines.len())
+                    .unwrap_or(u16::MAX)
+                    .min(rest.height);
+                (
+                    Rect {
+                        height: rest.height - ch,
+                        ..rest
+                    },
+                    Rect::new(rest.x, rest.bottom() - ch, rest.width, ch),
+                )
+            }
+            None => (rest, Rect::default()),
+        };
+        let tensors = self.tensor_lines(usize::from(list_area.height));
+        chrome::lines_at(buf, list_area, &tensors);
+        if let Some(lines) = &compare {
+            chrome::lines_at(buf, compare_area, lines);
+        }
+        t.finish(area, buf);
+    }
+}

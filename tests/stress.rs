@@ -1,0 +1,535 @@
+//! The stress panel: the pure state machine with hand-made device answers
+//! (no threads), the worker on a simulated GPU end to end, the keys, and a
+//! render snapshot of the open panel.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStats, SegmentInfo};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::state::{AppState, StatusState};
+use vramtop::app::stress::{
+    COUNT_PRESETS, Figures, NewTensor, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction,
+    StressCommand, StressOutcome, StressPanel, StressResult,
+};
+use vramtop::app::stress_worker::{STRESS_COMMAND, StressExecutor, StressWorker};
+use vramtop::app::update::{Effect, handle_key, on_stress_result};
+use vramtop::device::Telemetry;
+use vramtop::device::sim::{SimCluster, SimConfig, SimMemory};
+use vramtop::ui::{self, Theme};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+// ------------------------------------------------------------ pure machine
+
+/// A device answer with `reserved` bytes reserved (the rest zero).
+fn answer(outcome: StressOutcome, reserved: u64) -> StressResult {
+    let mut stats = DeviceStats::default();
+    stats.reserved_bytes.all.current = reserved as i64;
+    StressResult {
+        outcome,
+        stats,
+        layout: Vec::<SegmentInfo>::new(),
+        driver_used: reserved,
+    }
+}
+
+fn started(real_gpu: bool, free: u64) -> StressPanel {
+    let mut p = StressPanel::default();
+    p.on_result(answer(
+        StressOutcome::Started {
+            gpu: 0,
+            free_at_start: free,
+            total: 80 * GIB,
+            real_gpu,
+        },
+        0,
+    ));
+    p
+}
+
+fn tensor(i: u64) -> NewTensor {
+    NewTensor {
+        address: 0x7f00_0000_0000 + i * 2 * MIB,
+        size: 2 * MIB,
+        requested: 2 * MIB - 100,
+    }
+}
+
+/// A ready panel holding `n` tensors.
+fn with_tensors(n: u64) -> StressPanel {
+    let mut p = started(false, 80 * GIB);
+    p.on_result(answer(
+        StressOutcome::Allocated((0..n).map(tensor).collect()),
+        n * 2 * MIB,
+    ));
+    p
+}
+
+fn freed(cmds: &[StressCommand]) -> Vec<u64> {
+    match cmds {
+        [StressCommand::Free { addresses }] => addresses.clone(),
+        other => panic!("expected one Free, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_request_that_would_push_reserved_over_the_cap_is_refused_with_the_figures() {
+    let mut p = started(true, 10 * GIB);
+    assert_eq!(p.cap, Some(5 * GIB), "half the memory free at start");
+    p.size_index = SIZE_PRESETS.len() - 1; // 1 GiB
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 10).unwrap();
+    assert!(p.apply(StressAction::Allocate).is_empty());
+    let why = p.message.clone().unwrap_or_default();
+    assert!(why.contains("exceeds the stress cap"), "{why}");
+    assert!(why.contains("5.00 GiB"), "{why}");
+    assert!(!p.busy, "a refusal sends nothing, so nothing is awaited");
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 2).unwrap();
+    assert_eq!(
+        p.apply(StressAction::Allocate),
+        vec![StressCommand::Malloc {
+            sizes: vec![GIB, GIB]
+        }]
+    );
+}
+
+#[test]
+fn the_simulation_has_no_cap_so_out_of_memory_can_be_reached() {
+    let mut p = started(false, 80 * GIB);
+    assert_eq!(p.cap, None);
+    p.size_index = SIZE_PRESETS.len() - 1;
+    p.count_index = COUNT_PRESETS.len() - 1;
+    let cmds = p.apply(StressAction::Allocate);
+    assert!(matches!(&cmds[..], [StressCommand::Malloc { sizes }] if sizes.len() == 100));
+}
+
+#[test]
+fn nothing_is_sent_before_the_worker_starts() {
+    let mut p = StressPanel::default();
+    assert!(p.apply(StressAction::Allocate).is_empty());
+    assert!(p.message.as_deref().unwrap_or("").contains("not started"));
+}
+
+#[test]
+fn keys_typed_while_busy_wait_and_run_in_order_after_the_answer() {
+    let mut p = with_tensors(4);
+    let first = p.apply(StressAction::FreeEveryOther);
+    assert_eq!(freed(&first).len(), 2);
+    assert!(
+        p.apply(StressAction::EmptyCache).is_empty(),
+        "queued, not sent"
+    );
+    assert!(p.apply(StressAction::MarkCompare).is_empty());
+    assert_eq!(p.queued.len(), 2);
+    let next = p.on_result(answer(StressOutcome::Freed(freed(&first)), 8 * MIB));
+    assert_eq!(
+        next,
+        vec![StressCommand::EmptyCache],
+        "the next one goes out"
+    );
+    assert_eq!(p.mark_a, None, "the mark waits for empty_cache's answer");
+    assert!(
+        p.on_result(answer(StressOutcome::CacheEmptied, 4 * MIB))
+            .is_empty()
+    );
+    assert_eq!(p.mark_a.map(|f| f.reserved), Some(4 * MIB));
+    assert!(p.queued.is_empty() && !p.busy);
+}
+
+#[test]
+fn free_selected_frees_the_row_under_the_cursor() {
+    let mut p = with_tensors(5);
+    p.apply(StressAction::Down);
+    p.apply(StressAction::Down);
+    assert_eq!(
+        freed(&p.apply(StressAction::FreeSelected)),
+        vec![tensor(2).address]
+    );
+}
+
+#[test]
+fn free_oldest_frees_the_first_allocated() {
+    let mut p = with_tensors(5);
+    assert_eq!(
+        freed(&p.apply(StressAction::FreeOldest)),
+        vec![tensor(0).address]
+    );
+}
+
+#[test]
+fn free_every_other_frees_the_second_fourth_and_so_on_leaving_holes() {
+    let mut p = with_tensors(5);
+    let addresses = freed(&p.apply(StressAction::FreeEveryOther));
+    assert_eq!(addresses, vec![tensor(1).address, tensor(3).address]);
+    p.on_result(answer(StressOutcome::Freed(addresses), 10 * MIB));
+    let left: Vec<u64> = p.tensors.iter().map(|t| t.address).collect();
+    assert_eq!(
+        left,
+        vec![tensor(0).address, tensor(2).address, tensor(4).address]
+    );
+}
+
+#[test]
+fn free_all_frees_every_tensor_and_free_random_one_live_tensor() {
+    let mut p = with_tensors(4);
+    assert_eq!(freed(&p.apply(StressAction::FreeAll)).len(), 4);
+    let mut p = with_tensors(4);
+    let one = freed(&p.apply(StressAction::FreeRandom));
+    assert_eq!(one.len(), 1);
+    assert!(p.tensors.iter().any(|t| t.address == one[0]));
+}
+
+#[test]
+fn freeing_with_no_tensors_says_so_and_sends_nothing() {
+    let mut p = started(false, GIB);
+    assert!(p.apply(StressAction::FreeAll).is_empty());
+    assert!(
+        p.message
+            .as_deref()
+            .unwrap_or("")
+            .contains("no live tensors")
+    );
+}
+
+#[test]
+fn random_sizes_are_log_uniform_within_bounds_and_reproducible() {
+    let draw = || {
+        let mut p = started(false, 80 * GIB);
+        p.apply(StressAction::TogglePattern);
+        assert_eq!(p.pattern, Pattern::RandomLogUniform);
+        p.count_index = COUNT_PRESETS.len() - 1;
+        match &p.apply(StressAction::Allocate)[..] {
+            [StressCommand::Malloc { sizes }] => sizes.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let sizes = draw();
+    assert_eq!(sizes, draw(), "same seed, same sizes");
+    assert!(sizes.iter().all(|s| (RANDOM_MIN_BYTES..=MIB).contains(s)));
+    assert!(
+        sizes.iter().any(|&s| s < 32 * 1024),
+        "small sizes are as likely"
+    );
+}
+
+#[test]
+fn compare_marks_a_then_b_and_reports_b_minus_a() {
+    let mut p = with_tensors(4);
+    p.apply(StressAction::MarkCompare);
+    assert!(p.compare().is_none(), "only A so far");
+    p.on_result(answer(StressOutcome::CacheEmptied, 2 * MIB));
+    p.apply(StressAction::MarkCompare);
+    let rows = p.compare().expect("A and B");
+    let reserved = rows.iter().find(|r| r.name == "reserved").unwrap();
+    assert_eq!(reserved.a, 8 * MIB);
+    assert_eq!(reserved.b, 2 * MIB);
+    assert_eq!(reserved.delta(), -6 * MIB as i128);
+    p.apply(StressAction::MarkCompare);
+    assert!(p.compare().is_none(), "a third press starts over");
+    assert_eq!(p.mark_a, Some(p.figures));
+}
+
+#[test]
+fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
+    let mut p = started(false, GIB);
+    p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: vec![tensor(0), tensor(1)],
+            message: "CUDA out of memory. Tried to allocate 2.00 MiB.".into(),
+            reserved_but_unallocated: 3 * MIB,
+        },
+        4 * MIB,
+    ));
+    assert_eq!(p.tensors.len(), 2);
+    let oom = p.oom.clone().expect("OOM kept");
+    assert_eq!(oom.reserved_but_unallocated, 3 * MIB);
+    assert!(!p.busy);
+    p.on_result(answer(StressOutcome::Allocated(vec![tensor(2)]), 6 * MIB));
+    assert!(p.oom.is_none(), "a successful allocation clears it");
+}
+
+// ------------------------------------------------------------ the worker
+
+fn sim() -> SimCluster {
+    SimCluster::new(SimConfig {
+        seed: 3,
+        ..SimConfig::default()
+    })
+}
+
+struct Driven {
+    worker: StressWorker,
+    results: mpsc::Receiver<StressResult>,
+    panel: StressPanel,
+}
+
+impl Driven {
+    fn start(cluster: &SimCluster) -> Driven {
+        let (tx, results) = mpsc::channel();
+        let worker = StressWorker::spawn_sim(cluster, 0, move |r| {
+            let _ = tx.send(r);
+        })
+        .expect("thread starts");
+        let mut d = Driven {
+            worker,
+            results,
+            panel: StressPanel::default(),
+        };
+        d.receive();
+        d
+    }
+
+    fn receive(&mut self) {
+        let r = self
+            .results
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the worker answers");
+        self.panel.on_result(r);
+    }
+
+    fn act(&mut self, action: StressAction) {
+        let cmds = self.panel.apply(action);
+        if !cmds.is_empty() {
+            assert!(self.worker.send(cmds));
+            self.receive();
+        }
+    }
+
+    /// Bytes of segments with no live block: what empty_cache may return.
+    fn fully_free_segment_bytes(&self) -> u64 {
+        let view = self.panel.view.as_ref().expect("a view");
+        view.layout
+            .iter()
+            .filter(|s| s.blocks.iter().all(|b| !b.state.is_active()))
+            .map(|s| s.total_size)
+            .sum()
+    }
+}
+
+fn free_bytes(cluster: &SimCluster) -> u64 {
+    // A process that never allocates pays no context: a pure probe.
+    let probe: SimMemory = cluster.new_process(0, "probe");
+    let free = probe.mem_get_info().free;
+    cluster.end_process(0, probe.pid());
+    free
+}
+
+#[test]
+fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_drop() {
+    let cluster = sim();
+    let free_before = free_bytes(&cluster);
+    let mut d = Driven::start(&cluster);
+    assert_eq!(d.panel.gpu, Some(0));
+    assert_eq!(d.panel.cap, None);
+
+    // 5 × 10 MiB: large-pool tensors, one segment each; then 10 × 1 MiB:
+    // small-pool tensors, two per 2 MiB segment.
+    d.panel.size_index = SIZE_PRESETS.iter().position(|&s| s == 10 * MIB).unwrap();
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
+    d.act(StressAction::Allocate);
+    d.panel.size_index = SIZE_PRESETS.iter().position(|&s| s == MIB).unwrap();
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 10).unwrap();
+    d.act(StressAction::Allocate);
+    assert_eq!(d.panel.tensors.len(), 15);
+    assert_eq!(d.panel.figures.allocated, 60 * MIB);
+    assert_eq!(d.panel.figures.reserved, 60 * MIB);
+    assert!(
+        d.panel.figures.driver_used >= 60 * MIB + 500 * MIB,
+        "the worker's own CUDA context is in driver used"
+    );
+
+    // Frees tensors 2, 4, …: two 10 MiB segments become entirely free,
+    // every small segment keeps one live tensor (a hole).
+    d.act(StressAction::FreeEveryOther);
+    assert_eq!(d.panel.tensors.len(), 8);
+    assert_eq!(
+        d.panel.figures.reserved,
+        60 * MIB,
+        "freeing keeps the cache"
+    );
+    let releasable = d.fully_free_segment_bytes();
+    assert_eq!(releasable, 20 * MIB);
+
+    d.act(StressAction::MarkCompare);
+    d.act(StressAction::EmptyCache);
+    d.act(StressAction::MarkCompare);
+    let rows = d.panel.compare().expect("A and B");
+    let row = |name: &str| *rows.iter().find(|r| r.name == name).unwrap();
+    assert_eq!(
+        row("reserved").delta(),
+        -(releasable as i128),
+        "reserved drops by the whole free segments only"
+    );
+    assert_eq!(row("segments").delta(), -2);
+    assert_eq!(row("allocated").delta(), 0);
+    assert_eq!(row("driver used").delta(), -(releasable as i128));
+    assert!(
+        row("inactive split").b > 0,
+        "the holes in the small segments stay"
+    );
+
+    drop(d);
+    assert_eq!(
+        free_bytes(&cluster),
+        free_before,
+        "dropping the worker frees every tensor, segment and its context"
+    );
+}
+
+#[test]
+fn worker_reports_out_of_memory_with_pytorchs_message() {
+    let cluster = SimCluster::new(SimConfig {
+        memory_per_gpu: 4 * GIB,
+        seed: 3,
+        ..SimConfig::default()
+    });
+    let mut d = Driven::start(&cluster);
+    d.panel.size_index = SIZE_PRESETS.len() - 1;
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
+    d.act(StressAction::Allocate);
+    let oom = d.panel.oom.clone().expect("4 GiB cannot hold 5 GiB");
+    // PyTorch's format_size prints exactly 1 GiB as "1024.00 MiB".
+    assert!(
+        oom.message
+            .starts_with("CUDA out of memory. Tried to allocate 1024.00 MiB.")
+    );
+    assert!(
+        oom.message
+            .contains("is reserved by PyTorch but unallocated")
+    );
+    assert_eq!(d.panel.tensors.len(), 3, "the three that fit stay live");
+}
+
+// ------------------------------------------------------------ keys and drawing
+
+fn press(state: &mut AppState, code: KeyCode) -> Effect {
+    handle_key(
+        state,
+        &Keymap::default(),
+        KeyEvent::new(code, KeyModifiers::NONE),
+    )
+}
+
+#[test]
+fn every_key_the_panel_answers_is_in_its_help_and_in_docs_keys() {
+    let keymap = Keymap::default();
+    let documented: Vec<_> = keymap.stress.iter().map(|b| b.key).collect();
+    for c in "a+-][rdoxmDeckj".chars() {
+        let k = keymap
+            .stress_key_for(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+            .unwrap_or_else(|| panic!("{c} is bound"));
+        assert!(documented.contains(&k), "{k:?} is not in the panel's help");
+    }
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))
+        .expect("docs/keys.md");
+    for b in &keymap.stress {
+        assert!(
+            doc.contains(&format!("`{}`", b.keys)),
+            "`{}` missing",
+            b.keys
+        );
+    }
+}
+
+/// A dashboard on a simulated GPU with the stress panel driven
+/// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
+/// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.
+fn stress_screen() -> AppState {
+    let cluster = sim();
+    let mut telemetry = cluster.telemetry();
+    let mut state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    assert_eq!(press(&mut state, KeyCode::F(2)), Effect::Redraw);
+    on_stress_result(&mut state, exec.started());
+    let mut keys = |state: &mut AppState, codes: &[KeyCode]| {
+        for &code in codes {
+            if let Effect::Stress(cmds) = press(state, code) {
+                for c in &cmds {
+                    on_stress_result(state, exec.execute(c));
+                }
+            }
+        }
+    };
+    keys(
+        &mut state,
+        &[
+            KeyCode::Enter,
+            KeyCode::Char('c'),
+            KeyCode::Char('m'),
+            KeyCode::Char('e'),
+            KeyCode::Char('c'),
+        ],
+    );
+    state.stress.size_index = SIZE_PRESETS.len() - 1;
+    state.stress.count_index = COUNT_PRESETS.len() - 1;
+    keys(&mut state, &[KeyCode::Char('a'), KeyCode::Down]);
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    state
+}
+
+#[test]
+fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
+    let state = stress_screen();
+    assert!(state.stress.oom.is_some());
+    assert!(state.stress.compare().is_some());
+    let view = state.gpus[0].allocator.as_ref().expect("the stress view");
+    assert_eq!(view.source, "vramtop stress panel");
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+        .expect("test backend");
+    insta::assert_snapshot!("stress_panel_120x40", terminal.backend());
+}
+
+#[test]
+fn the_highlighted_words_are_exactly_the_reserved_but_unallocated_phrase() {
+    let theme = Theme::colored();
+    let lines = ui::highlighted_wrap(
+        "a b 2.00 MiB is reserved by PyTorch but unallocated. c",
+        "2.00 MiB is reserved by PyTorch but unallocated",
+        12,
+        theme.critical,
+        theme.warning,
+    );
+    let marked: Vec<String> = lines
+        .iter()
+        .flat_map(|l| l.spans.iter())
+        .filter(|s| s.style == theme.warning)
+        .map(|s| s.content.to_string())
+        .collect();
+    assert_eq!(
+        marked.join(" "),
+        "2.00 MiB is reserved by PyTorch but unallocated."
+    );
+    assert!(lines.iter().all(|l| l.width() <= 12 || l.spans.len() == 1));
+}
+
+#[test]
+fn figures_count_only_what_the_allocator_reports() {
+    let f = Figures::of(&DeviceStats::default(), &[], 7);
+    assert_eq!(f.driver_used, 7);
+    assert_eq!(f.reserved, 0);
+}
