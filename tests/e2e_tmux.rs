@@ -13,11 +13,22 @@ fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
 }
 
-fn tmux(args: &[&str]) -> Option<String> {
-    let out = Command::new("tmux").args(args).output().ok()?;
+/// Runs tmux on the session's own server (`-L`), so that nothing else using
+/// tmux on the machine (or another test) can disturb it.
+fn tmux_on(socket: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn tmux(args: &[&str]) -> Option<String> {
+    tmux_on("vramtop-e2e-probe", args)
 }
 
 struct Session {
@@ -39,40 +50,56 @@ impl Session {
             binary().display(),
             log.display()
         );
-        tmux(&[
-            "new-session",
-            "-d",
-            "-s",
+        tmux_on(
             &name,
-            "-x",
-            "100",
-            "-y",
-            "30",
-            &command,
-        ])?;
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                "100",
+                "-y",
+                "30",
+                &command,
+            ],
+        )?;
         Some(Session { name })
     }
 
     fn screen(&self) -> String {
-        tmux(&["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
+        tmux_on(&self.name, &["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
+    }
+
+    /// The screen and up to 500 lines of scrollback.
+    fn history(&self) -> String {
+        tmux_on(
+            &self.name,
+            &["capture-pane", "-p", "-S", "-500", "-t", &self.name],
+        )
+        .unwrap_or_default()
     }
 
     fn display(&self, format: &str) -> String {
-        tmux(&["display-message", "-p", "-t", &self.name, format])
-            .unwrap_or_default()
-            .trim()
-            .to_string()
+        tmux_on(
+            &self.name,
+            &["display-message", "-p", "-t", &self.name, format],
+        )
+        .unwrap_or_default()
+        .trim()
+        .to_string()
     }
 
     fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", &self.name];
         args.extend_from_slice(keys);
-        tmux(&args);
+        tmux_on(&self.name, &args);
     }
 
     /// Polls the screen until `pred` holds (deadline, not a fixed sleep).
     fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // Generous: CI machines are busy; the poll returns as soon as it holds.
+        let deadline = Instant::now() + Duration::from_secs(45);
         loop {
             let screen = self.screen();
             if pred(&screen) {
@@ -88,7 +115,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        tmux(&["kill-session", "-t", &self.name]);
+        tmux_on(&self.name, &["kill-server"]);
     }
 }
 
@@ -97,8 +124,12 @@ fn dashboard_shown(screen: &str) -> bool {
 }
 
 fn terminal_restored(s: &Session) {
+    terminal_restored_with(s, "VRAMTOP_EXITED 0");
+}
+
+fn terminal_restored_with(s: &Session, exit_line: &str) {
     let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
-    assert!(screen.contains("VRAMTOP_EXITED 0"), "exit status: {screen}");
+    assert!(screen.contains(exit_line), "exit status: {screen}");
     assert_eq!(
         s.display("#{alternate_on}"),
         "0",
@@ -161,4 +192,36 @@ fn sigterm_restores_the_terminal() {
         let _ = Command::new("kill").args(["-TERM", pid]).status();
     }
     terminal_restored(&s);
+}
+
+#[test]
+fn sighup_restores_the_terminal() {
+    let marker = "987655";
+    let Some(s) = Session::start("hup", &format!("--sim-seed {marker}")) else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    let pattern = format!("^{}.*sim-seed {marker}", binary().display());
+    let pids = Command::new("pgrep")
+        .args(["-f", &pattern])
+        .output()
+        .expect("pgrep runs");
+    let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
+    assert!(!pids.trim().is_empty(), "vramtop's pid was not found");
+    for pid in pids.split_whitespace() {
+        let _ = Command::new("kill").args(["-HUP", pid]).status();
+    }
+    terminal_restored(&s);
+}
+
+#[test]
+fn a_panic_restores_the_terminal_and_reports_instead_of_garbling_it() {
+    let Some(s) = Session::start("panic", "--debug-panic-after 1500ms") else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    // Rust exits with 101 after a panic; the report is printed on the
+    // restored screen, not into the alternate one.
+    terminal_restored_with(&s, "VRAMTOP_EXITED 101");
+    assert!(s.history().contains("deliberate panic"), "{}", s.history());
 }

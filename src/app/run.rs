@@ -42,6 +42,9 @@ const LOOP_QUEUE_DEPTH: usize = 4;
 pub struct RunOptions {
     pub interval: Duration,
     pub theme: Theme,
+    /// Panic on purpose after this long: the end-to-end test's way to check
+    /// that a crash still restores the terminal (hidden `--debug-panic-after`).
+    pub debug_panic_after: Option<Duration>,
 }
 
 /// Why the stress panel has no device on a real GPU yet.
@@ -172,6 +175,9 @@ async fn event_loop(
         .wrap_err("cannot watch SIGTERM")?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .wrap_err("cannot watch SIGHUP")?;
+    let deliberate_panic =
+        tokio::time::sleep(options.debug_panic_after.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(deliberate_panic);
     let mut render = tokio::time::interval(Duration::from_millis(RENDER_TICK_MS));
     render.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
@@ -235,6 +241,9 @@ async fn event_loop(
                     .dropped
                     .load(std::sync::atomic::Ordering::Relaxed);
                 dirty = true;
+            }
+            () = &mut deliberate_panic, if options.debug_panic_after.is_some() => {
+                panic!("deliberate panic (--debug-panic-after), to check that the terminal is restored");
             }
             _ = render.tick() => {
                 if dirty {

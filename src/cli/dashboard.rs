@@ -40,6 +40,7 @@ pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<Exi
         RunOptions {
             interval: Duration::from_millis(display.interval),
             theme,
+            debug_panic_after: display.debug_panic_after.map(Duration::from_millis),
         },
     )?;
     Ok(ExitCode::SUCCESS)

@@ -56,6 +56,9 @@ pub struct DisplayArgs {
     /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
     #[arg(long, global = true)]
     pub log_file: Option<PathBuf>,
+    /// Test hook: panic on purpose after this long (checks terminal restoration).
+    #[arg(long, hide = true, value_parser = duration_arg)]
+    pub debug_panic_after: Option<u64>,
 }
 
 /// Parses a duration argument (milliseconds).
