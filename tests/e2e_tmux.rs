@@ -225,3 +225,108 @@ fn a_panic_restores_the_terminal_and_reports_instead_of_garbling_it() {
     terminal_restored_with(&s, "VRAMTOP_EXITED 101");
     assert!(s.history().contains("deliberate panic"), "{}", s.history());
 }
+
+/// The compare row `name` of the stress panel: the part of a screen line
+/// from the row's name on (the tensor list is drawn left of it), below the
+/// compare view's "figure A B Δ" header.
+fn compare_row<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    let mut lines = screen.lines();
+    let header = lines
+        .by_ref()
+        .find(|l| l.contains("figure") && l.contains('Δ'))?;
+    let column = header.find("figure")?;
+    lines.find_map(|line| {
+        let row = line.get(column..)?;
+        row.starts_with(&format!("{name} ")).then_some(row)
+    })
+}
+
+#[test]
+fn stress_panel_compare_shows_reserved_dropping_by_the_whole_free_segments() {
+    let Some(s) = Session::start("stress", "--sim-training 0") else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    s.keys(&["a"]);
+    s.wait_for("the stress worker", |sc| sc.contains("ready on GPU 0"));
+    // 10 MiB (`+` from 1 MiB) × 10 (the default count): PyTorch rounds a
+    // request of 10 MiB or more to 2 MiB and gives it a segment of its own,
+    // so 10 tensors make 10 segments of 10 MiB: reserved 100 MiB.
+    s.keys(&["+"]);
+    s.wait_for("the 10 MiB size", |sc| sc.contains("size 10.0 MiB"));
+    s.keys(&["a"]);
+    s.wait_for("the allocation", |sc| sc.contains("allocated 10 tensor(s)"));
+    s.keys(&["c"]);
+    s.wait_for("mark A", |sc| sc.contains("marked A"));
+    // Frees tensors 2, 4, 6, 8, 10: their five segments are entirely free
+    // (nothing else lives in them); reserved stays until empty_cache.
+    s.keys(&["m"]);
+    s.wait_for("the frees", |sc| sc.contains("freed 5 tensor(s)"));
+    // empty_cache returns exactly those whole free segments: 5 × 10 MiB.
+    s.keys(&["e"]);
+    s.wait_for("empty_cache", |sc| {
+        sc.contains("empty_cache released 50.00 MiB")
+    });
+    s.keys(&["c"]);
+    let screen = s.wait_for("mark B and the compare view", |sc| {
+        sc.contains("marked B") && compare_row(sc, "fragmentation").is_some()
+    });
+    let fields = |name: &str| -> Vec<String> {
+        compare_row(&screen, name)
+            .unwrap_or_else(|| panic!("no {name} row:\n{screen}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    // A 100 MiB, B 50 MiB, Δ −50 MiB: minus the five whole free segments.
+    assert_eq!(
+        fields("reserved"),
+        ["reserved", "100", "MiB", "50.0", "MiB", "-50.0", "MiB"],
+        "{screen}"
+    );
+    // The freed tensors were 5 × 10 MiB too.
+    assert_eq!(
+        fields("allocated"),
+        ["allocated", "100", "MiB", "50.0", "MiB", "-50.0", "MiB"],
+        "{screen}"
+    );
+    assert_eq!(
+        fields("segments"),
+        ["segments", "10", "5", "-5"],
+        "{screen}"
+    );
+    // No hole is left: every remaining segment is wholly in use.
+    assert_eq!(
+        fields("inactive split"),
+        ["inactive", "split", "0", "B", "0", "B", "0"],
+        "{screen}"
+    );
+    s.keys(&["q"]);
+    terminal_restored(&s);
+}
+
+#[test]
+fn stress_cap_from_the_command_line_refuses_a_bigger_request_on_screen() {
+    let Some(s) = Session::start("stresscap", "--sim-training 0 --stress-cap 50MiB") else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    s.keys(&["a"]);
+    s.wait_for("the capped stress worker", |sc| {
+        sc.contains("cap 50.00 MiB (--stress-cap)")
+    });
+    // 10 × 10 MiB = 100 MiB asked for, with a 50 MiB cap.
+    s.keys(&["+"]);
+    s.wait_for("the 10 MiB size", |sc| sc.contains("size 10.0 MiB"));
+    s.keys(&["a"]);
+    let screen = s.wait_for("the refusal", |sc| {
+        sc.contains("exceeds the stress cap of 50.00 MiB")
+    });
+    assert!(screen.contains("request 100.00 MiB"), "{screen}");
+    assert!(
+        screen.contains("live 0 tensors"),
+        "nothing allocated: {screen}"
+    );
+    s.keys(&["q"]);
+    terminal_restored(&s);
+}

@@ -12,8 +12,8 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, NewTensor, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction,
-    StressCommand, StressOutcome, StressPanel, StressResult,
+    COUNT_PRESETS, Figures, MAX_TYPED_SIZE, NewTensor, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS,
+    StressAction, StressCommand, StressOutcome, StressPanel, StressResult, parse_typed_size,
 };
 use vramtop::app::stress_worker::{STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -95,6 +95,65 @@ fn a_request_that_would_push_reserved_over_the_cap_is_refused_with_the_figures()
             sizes: vec![GIB, GIB]
         }]
     );
+}
+
+#[test]
+fn stress_cap_from_the_command_line_replaces_the_default_and_the_refusal_names_it() {
+    use clap::Parser as _;
+    use vramtop::cli::Cli;
+    let cli = Cli::try_parse_from(["vramtop", "--stress-cap", "2GiB"]).expect("parses");
+    assert_eq!(cli.display.stress_cap, Some(2 * GIB));
+    assert_eq!(
+        Cli::try_parse_from(["vramtop"]).unwrap().display.stress_cap,
+        None
+    );
+    assert!(Cli::try_parse_from(["vramtop", "--stress-cap", "lots"]).is_err());
+    assert!(Cli::try_parse_from(["vramtop", "--stress-cap", "0"]).is_err());
+
+    // The simulated GPU, which has no cap by default, gets it.
+    let mut p = StressPanel::with_cap(cli.display.stress_cap);
+    p.on_result(answer(
+        StressOutcome::Started {
+            gpu: 0,
+            free_at_start: 80 * GIB,
+            total: 80 * GIB,
+            real_gpu: false,
+        },
+        0,
+    ));
+    assert_eq!(p.cap, Some(2 * GIB));
+    let ready = p.message.clone().unwrap_or_default();
+    assert!(ready.contains("cap 2.00 GiB (--stress-cap)"), "{ready}");
+    p.size_index = SIZE_PRESETS.len() - 1; // 1 GiB
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
+    assert!(p.apply(StressAction::Allocate).is_empty());
+    let why = p.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("request 5.00 GiB") && why.contains("exceeds the stress cap of 2.00 GiB"),
+        "{why}"
+    );
+    assert!(!p.busy);
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 2).unwrap();
+    assert_eq!(
+        p.apply(StressAction::Allocate),
+        vec![StressCommand::Malloc {
+            sizes: vec![GIB, GIB]
+        }],
+        "exactly the cap is allowed"
+    );
+
+    // On a real GPU it replaces the 50 % default.
+    let mut real = StressPanel::with_cap(Some(GIB));
+    real.on_result(answer(
+        StressOutcome::Started {
+            gpu: 0,
+            free_at_start: 80 * GIB,
+            total: 80 * GIB,
+            real_gpu: true,
+        },
+        0,
+    ));
+    assert_eq!(real.cap, Some(GIB));
 }
 
 #[test]
@@ -252,6 +311,101 @@ fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
     assert!(p.oom.is_none(), "a successful allocation clears it");
 }
 
+// ------------------------------------------------------------ typed sizes
+
+fn type_text(p: &mut StressPanel, text: &str) {
+    for c in text.chars() {
+        p.type_char(c);
+    }
+}
+
+#[test]
+fn a_typed_size_replaces_the_preset_and_allocations_use_it() {
+    let mut p = started(false, 80 * GIB);
+    assert!(p.apply(StressAction::TypeSize).is_empty());
+    assert!(p.editing_size());
+    type_text(&mut p, "37MiX");
+    p.backspace();
+    type_text(&mut p, "B");
+    assert_eq!(p.size_input.as_deref(), Some("37MiB"));
+    assert!(p.submit_size().is_empty(), "setting a size sends nothing");
+    assert!(!p.editing_size());
+    assert_eq!(p.size(), 37 * MIB);
+    assert_eq!(p.custom_size, Some(37 * MIB));
+    assert!(p.message.as_deref().unwrap_or("").contains("37.00 MiB"));
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 2).unwrap();
+    assert_eq!(
+        p.apply(StressAction::Allocate),
+        vec![StressCommand::Malloc {
+            sizes: vec![37 * MIB, 37 * MIB]
+        }]
+    );
+}
+
+#[test]
+fn escape_cancels_the_size_field_and_invalid_text_says_why_and_keeps_it_open() {
+    let mut p = started(false, 80 * GIB);
+    p.apply(StressAction::TypeSize);
+    type_text(&mut p, "99MiB");
+    p.cancel_size_input();
+    assert!(!p.editing_size());
+    assert_eq!(p.size(), SIZE_PRESETS[1], "unchanged");
+
+    for bad in ["abc", "0", "", "12 parsecs", "2TiB"] {
+        p.apply(StressAction::TypeSize);
+        type_text(&mut p, bad);
+        assert!(p.submit_size().is_empty());
+        assert!(p.editing_size(), "{bad:?}: the field stays open to fix");
+        let why = p.message.clone().unwrap_or_default();
+        assert!(why.contains(&format!("'{bad}'")), "{why}");
+        assert_eq!(p.size(), SIZE_PRESETS[1], "{bad:?}: size unchanged");
+        p.cancel_size_input();
+    }
+    assert!(parse_typed_size("abc").unwrap_err().contains("37MiB"));
+    assert_eq!(parse_typed_size(" 1.5GiB "), Ok(3 * GIB / 2));
+    assert_eq!(parse_typed_size("1TiB"), Ok(MAX_TYPED_SIZE));
+    assert!(parse_typed_size("1.1TiB").is_err());
+}
+
+#[test]
+fn plus_and_minus_from_a_typed_size_go_to_the_nearest_preset_and_a_preset_is_a_preset() {
+    let mut p = started(false, 80 * GIB);
+    p.apply(StressAction::SetSize(37 * MIB));
+    p.apply(StressAction::SizeUp);
+    assert_eq!((p.size(), p.custom_size), (100 * MIB, None));
+    p.apply(StressAction::SetSize(37 * MIB));
+    p.apply(StressAction::SizeDown);
+    assert_eq!(p.size(), 10 * MIB);
+    p.apply(StressAction::SetSize(2 * GIB));
+    p.apply(StressAction::SizeUp);
+    assert_eq!(p.size(), GIB, "above every preset: the largest");
+    p.apply(StressAction::SetSize(100));
+    p.apply(StressAction::SizeDown);
+    assert_eq!(p.size(), 512, "below every preset: the smallest");
+    p.apply(StressAction::SetSize(10 * MIB));
+    assert_eq!(p.custom_size, None, "a typed preset selects it");
+    assert_eq!(p.size(), 10 * MIB);
+}
+
+#[test]
+fn a_size_typed_while_busy_opens_at_once_and_is_set_in_key_order() {
+    let mut p = with_tensors(2);
+    let first = p.apply(StressAction::FreeOldest);
+    assert_eq!(first.len(), 1);
+    p.apply(StressAction::Allocate); // queued, at the old size
+    p.apply(StressAction::TypeSize);
+    assert!(p.editing_size(), "the field opens while busy");
+    type_text(&mut p, "3MiB");
+    assert!(p.submit_size().is_empty());
+    p.apply(StressAction::Allocate); // queued, at the new size
+    assert_eq!(p.size(), MIB, "not set before the queued allocation");
+    let next = p.on_result(answer(StressOutcome::Freed(vec![tensor(0).address]), 0));
+    assert!(matches!(&next[..], [StressCommand::Malloc { sizes }] if sizes[0] == MIB));
+    assert_eq!(p.size(), MIB);
+    let after = p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
+    assert!(matches!(&after[..], [StressCommand::Malloc { sizes }] if sizes[0] == 3 * MIB));
+}
+
 // ------------------------------------------------------------ the worker
 
 fn sim() -> SimCluster {
@@ -269,6 +423,10 @@ struct Driven {
 
 impl Driven {
     fn start(cluster: &SimCluster) -> Driven {
+        Self::start_with(cluster, StressPanel::default())
+    }
+
+    fn start_with(cluster: &SimCluster, panel: StressPanel) -> Driven {
         let (tx, results) = mpsc::channel();
         let worker = StressWorker::spawn_sim(cluster, 0, move |r| {
             let _ = tx.send(r);
@@ -277,7 +435,7 @@ impl Driven {
         let mut d = Driven {
             worker,
             results,
-            panel: StressPanel::default(),
+            panel,
         };
         d.receive();
         d
@@ -381,6 +539,30 @@ fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_
 }
 
 #[test]
+fn a_capped_worker_on_the_simulation_allocates_up_to_the_cap_and_no_further() {
+    let cluster = sim();
+    let mut d = Driven::start_with(&cluster, StressPanel::with_cap(Some(50 * MIB)));
+    assert_eq!(d.panel.cap, Some(50 * MIB));
+    d.panel.size_index = SIZE_PRESETS.iter().position(|&s| s == 10 * MIB).unwrap();
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 10).unwrap();
+    d.act(StressAction::Allocate);
+    assert!(d.panel.tensors.is_empty(), "100 MiB > 50 MiB: nothing sent");
+    let why = d.panel.message.clone().unwrap_or_default();
+    assert!(why.contains("exceeds the stress cap of 50.00 MiB"), "{why}");
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
+    d.act(StressAction::Allocate);
+    assert_eq!(d.panel.tensors.len(), 5);
+    assert_eq!(d.panel.figures.reserved, 50 * MIB);
+    d.panel.count_index = 0;
+    d.act(StressAction::Allocate);
+    assert_eq!(d.panel.tensors.len(), 5, "one more would pass the cap");
+    assert!(
+        d.panel.oom.is_none(),
+        "refused before the device, not an OOM"
+    );
+}
+
+#[test]
 fn worker_reports_out_of_memory_with_pytorchs_message() {
     let cluster = SimCluster::new(SimConfig {
         memory_per_gpu: 4 * GIB,
@@ -415,10 +597,54 @@ fn press(state: &mut AppState, code: KeyCode) -> Effect {
 }
 
 #[test]
+fn s_opens_the_size_field_which_takes_every_key_until_enter_or_escape() {
+    let mut state = AppState::new(StatusState::default());
+    press(&mut state, KeyCode::F(2));
+    press(&mut state, KeyCode::Char('s'));
+    assert!(state.stress.editing_size());
+    for c in "q37MiB".chars() {
+        assert_eq!(press(&mut state, KeyCode::Char(c)), Effect::Redraw, "{c}");
+    }
+    press(&mut state, KeyCode::Backspace);
+    press(&mut state, KeyCode::Backspace);
+    press(&mut state, KeyCode::Backspace);
+    assert_eq!(state.stress.size_input.as_deref(), Some("q37"));
+    press(&mut state, KeyCode::Enter);
+    assert!(state.stress.editing_size(), "'q37' is no size");
+    press(&mut state, KeyCode::Esc);
+    assert!(!state.stress.editing_size());
+    assert!(state.ui.stress_open, "Esc closed the field, not the panel");
+
+    press(&mut state, KeyCode::Char('s'));
+    for c in "37MiB".chars() {
+        press(&mut state, KeyCode::Char(c));
+    }
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+        .expect("test backend");
+    let screen: String = terminal
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(screen.contains("set size: 37MiB"), "the field is drawn");
+    assert_eq!(
+        press(&mut state, KeyCode::Enter),
+        Effect::Redraw,
+        "Enter sets the size; it does not allocate"
+    );
+    assert_eq!(state.stress.size(), 37 * MIB);
+    assert!(!state.stress.editing_size());
+}
+
+#[test]
 fn every_key_the_panel_answers_is_in_its_help_and_in_docs_keys() {
     let keymap = Keymap::default();
     let documented: Vec<_> = keymap.stress.iter().map(|b| b.key).collect();
-    for c in "a+-][rdoxmDeckj".chars() {
+    for c in "a+-][rdoxmDecksj".chars() {
         let k = keymap
             .stress_key_for(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
             .unwrap_or_else(|| panic!("{c} is bound"));

@@ -125,6 +125,7 @@ fn stress_bindings() -> Vec<StressBinding> {
         b("D", act(S::FreeAll), Some("all")),
         b("e", act(S::EmptyCache), Some("empty_cache")),
         b("c", act(S::MarkCompare), Some("compare")),
+        b("s", act(S::TypeSize), None),
         b("↑ k", act(S::Up), None),
         b("↓ j", act(S::Down), None),
     ]
@@ -223,6 +224,7 @@ impl Keymap {
             KeyCode::Char('D') => PanelKey::Act(S::FreeAll),
             KeyCode::Char('e') => PanelKey::Act(S::EmptyCache),
             KeyCode::Char('c') => PanelKey::Act(S::MarkCompare),
+            KeyCode::Char('s') => PanelKey::Act(S::TypeSize),
             KeyCode::Up | KeyCode::Char('k') => PanelKey::Act(S::Up),
             KeyCode::Down | KeyCode::Char('j') => PanelKey::Act(S::Down),
             _ => return None,

@@ -23,7 +23,7 @@ use super::click::click;
 use super::keymap::Keymap;
 use super::source::allocator_views;
 use super::state::{AppState, StatusState};
-use super::stress::StressResult;
+use super::stress::{StressPanel, StressResult};
 use super::stress_worker::StressWorker;
 use super::update::{Effect, handle_key, on_stress_result};
 use crate::device::factory::TelemetrySelection;
@@ -45,6 +45,9 @@ pub struct RunOptions {
     /// Panic on purpose after this long: the end-to-end test's way to check
     /// that a crash still restores the terminal (hidden `--debug-panic-after`).
     pub debug_panic_after: Option<Duration>,
+    /// The stress panel's cap (bytes, `--stress-cap`); `None`: the default
+    /// (50 % of the free memory on a real GPU, none on the simulation).
+    pub stress_cap: Option<u64>,
 }
 
 /// Why the stress panel has no device on a real GPU yet.
@@ -133,6 +136,7 @@ async fn event_loop(
         sample_interval_ms: options.interval.as_millis() as u64,
         ..StatusState::default()
     });
+    state.stress = StressPanel::with_cap(options.stress_cap);
     let started = Instant::now();
 
     let (sampler, sample_rx) = Sampler::spawn(selection.telemetry, options.interval)

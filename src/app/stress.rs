@@ -37,6 +37,12 @@ pub const REAL_GPU_CAP_PERCENT: u64 = 50;
 /// Actions kept while the worker is busy (keys typed faster than it
 /// answers); more are refused.
 pub const MAX_QUEUED: usize = 32;
+/// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
+/// so that count × size cannot overflow.
+pub const MAX_TYPED_SIZE: u64 = 1 << 40;
+/// Characters the size field holds.
+pub const MAX_SIZE_INPUT: usize = 24;
+
 /// The seed of the random pattern: the same key presses give the same sizes.
 pub const DEFAULT_SEED: u64 = 0x5eed_5eed;
 
@@ -78,6 +84,10 @@ pub enum StressAction {
     EmptyCache,
     /// Marks A, then B; a third press starts over with a new A.
     MarkCompare,
+    /// Opens the size field: type an exact size (`37MiB`), Enter sets it.
+    TypeSize,
+    /// Sets the tensor size (bytes): what Enter in the size field does.
+    SetSize(u64),
     Up,
     Down,
 }
@@ -99,6 +109,8 @@ impl StressAction {
             StressAction::FreeAll => "free all tensors",
             StressAction::EmptyCache => "empty_cache()",
             StressAction::MarkCompare => "compare: mark A, then B",
+            StressAction::TypeSize => "type an exact size (37MiB), Enter sets it",
+            StressAction::SetSize(_) => "set the tensor size",
             StressAction::Up => "select the previous tensor",
             StressAction::Down => "select the next tensor",
         }
@@ -293,6 +305,22 @@ pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
     })
 }
 
+/// Parses the size field's text: a size as `--sim-memory` takes it,
+/// from 1 byte to [`MAX_TYPED_SIZE`]; the error says what to write.
+pub fn parse_typed_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    match crate::alloc::parse_size(text) {
+        Some(0) | None => Err(format!(
+            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB (Esc cancels)"
+        )),
+        Some(n) if n > MAX_TYPED_SIZE => Err(format!(
+            "'{text}' is more than the largest size, {}",
+            crate::alloc::sizing::format_size(MAX_TYPED_SIZE)
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
 /// A deterministic xorshift64* step: the next state and a 64-bit draw.
 fn next_random(state: u64) -> (u64, u64) {
     let mut x = state.max(1);
@@ -316,6 +344,10 @@ pub fn log_uniform(draw: u64, lo: u64, hi: u64) -> u64 {
 pub struct StressPanel {
     /// Index into [`SIZE_PRESETS`].
     pub size_index: usize,
+    /// A typed size (bytes) in place of the preset, until `+`/`-`.
+    pub custom_size: Option<u64>,
+    /// The size field's text while it is open (`s`).
+    pub size_input: Option<String>,
     /// Index into [`COUNT_PRESETS`].
     pub count_index: usize,
     pub pattern: Pattern,
@@ -330,6 +362,9 @@ pub struct StressPanel {
     pub gpu: Option<u32>,
     /// Bytes the panel may hold reserved; `None`: no cap (simulation).
     pub cap: Option<u64>,
+    /// The cap given with `--stress-cap`: it replaces the default (on the
+    /// simulated GPU too) when the worker starts.
+    pub cap_setting: Option<u64>,
     /// The allocator's figures after the last result.
     pub figures: Figures,
     /// The worker's allocator, for the dashboard's panes.
@@ -351,6 +386,8 @@ impl Default for StressPanel {
     fn default() -> Self {
         StressPanel {
             size_index: DEFAULT_SIZE,
+            custom_size: None,
+            size_input: None,
             count_index: DEFAULT_COUNT,
             pattern: Pattern::Fixed,
             rng: DEFAULT_SEED,
@@ -359,6 +396,7 @@ impl Default for StressPanel {
             next_id: 1,
             gpu: None,
             cap: None,
+            cap_setting: None,
             figures: Figures::default(),
             view: None,
             mark_a: None,
@@ -372,8 +410,91 @@ impl Default for StressPanel {
 }
 
 impl StressPanel {
+    /// A fresh panel whose cap is `cap` (bytes) instead of the default
+    /// (`--stress-cap`); `None`: the default.
+    pub fn with_cap(cap: Option<u64>) -> Self {
+        StressPanel {
+            cap_setting: cap,
+            ..StressPanel::default()
+        }
+    }
+
     pub fn size(&self) -> u64 {
-        SIZE_PRESETS[self.size_index.min(SIZE_PRESETS.len() - 1)]
+        self.custom_size
+            .unwrap_or(SIZE_PRESETS[self.size_index.min(SIZE_PRESETS.len() - 1)])
+    }
+
+    /// Whether the size field is open (keys then type into it).
+    pub fn editing_size(&self) -> bool {
+        self.size_input.is_some()
+    }
+
+    /// Types a character into the open size field.
+    pub fn type_char(&mut self, c: char) {
+        if let Some(text) = &mut self.size_input
+            && !c.is_control()
+            && text.chars().count() < MAX_SIZE_INPUT
+        {
+            text.push(c);
+        }
+    }
+
+    /// Deletes the size field's last character.
+    pub fn backspace(&mut self) {
+        if let Some(text) = &mut self.size_input {
+            text.pop();
+        }
+    }
+
+    /// Closes the size field without changing the size.
+    pub fn cancel_size_input(&mut self) {
+        if self.size_input.take().is_some() {
+            self.say("size unchanged");
+        }
+    }
+
+    /// Enter in the size field: a valid size closes it and is set (after
+    /// the device's answer when keys are queued); invalid text keeps it
+    /// open with a message saying why.
+    pub fn submit_size(&mut self) -> Vec<StressCommand> {
+        let Some(text) = self.size_input.clone() else {
+            return Vec::new();
+        };
+        match parse_typed_size(&text) {
+            Ok(size) => {
+                self.size_input = None;
+                self.apply(StressAction::SetSize(size))
+            }
+            Err(why) => {
+                self.say(why);
+                Vec::new()
+            }
+        }
+    }
+
+    /// `+`/`-`: the next or previous preset, from a typed size the nearest
+    /// preset above or below it.
+    fn step_size(&mut self, up: bool) {
+        let len = SIZE_PRESETS.len();
+        self.size_index = match self.custom_size.take() {
+            Some(c) if up => SIZE_PRESETS.iter().position(|&p| p > c).unwrap_or(len - 1),
+            Some(c) => SIZE_PRESETS.iter().rposition(|&p| p < c).unwrap_or(0),
+            None => Self::step(self.size_index, len, up),
+        };
+    }
+
+    fn set_size(&mut self, size: u64) {
+        match SIZE_PRESETS.iter().position(|&p| p == size) {
+            Some(i) => {
+                self.size_index = i;
+                self.custom_size = None;
+            }
+            None => self.custom_size = Some(size),
+        }
+        self.say(format!(
+            "size set to {}",
+            crate::alloc::sizing::format_size(size)
+        ));
     }
 
     pub fn count(&self) -> u32 {
@@ -484,7 +605,12 @@ impl StressPanel {
     /// While the worker is busy, actions other than moving the cursor wait
     /// in [`StressPanel::queued`].
     pub fn apply(&mut self, action: StressAction) -> Vec<StressCommand> {
-        if self.busy && !matches!(action, StressAction::Up | StressAction::Down) {
+        if self.busy
+            && !matches!(
+                action,
+                StressAction::Up | StressAction::Down | StressAction::TypeSize
+            )
+        {
             if self.queued.len() < MAX_QUEUED {
                 self.queued.push(action);
             } else {
@@ -494,9 +620,13 @@ impl StressPanel {
         }
         match action {
             StressAction::SizeUp | StressAction::SizeDown => {
-                let up = action == StressAction::SizeUp;
-                self.size_index = Self::step(self.size_index, SIZE_PRESETS.len(), up);
+                self.step_size(action == StressAction::SizeUp);
             }
+            StressAction::TypeSize => {
+                self.size_input = Some(String::new());
+                self.say("type a size (512, 37MiB, 1.5GiB): Enter sets it, Esc cancels");
+            }
+            StressAction::SetSize(size) => self.set_size(size),
             StressAction::CountUp | StressAction::CountDown => {
                 let up = action == StressAction::CountUp;
                 self.count_index = Self::step(self.count_index, COUNT_PRESETS.len(), up);
@@ -581,10 +711,14 @@ impl StressPanel {
                 real_gpu,
             } => {
                 self.gpu = Some(gpu);
-                self.cap = default_cap(free_at_start, real_gpu);
-                let cap = self.cap.map_or("no cap (simulated GPU)".to_string(), |c| {
-                    format!("cap {}", fmt(c))
-                });
+                self.cap = self
+                    .cap_setting
+                    .or_else(|| default_cap(free_at_start, real_gpu));
+                let cap = match (self.cap, self.cap_setting) {
+                    (None, _) => "no cap (simulated GPU)".to_string(),
+                    (Some(c), Some(_)) => format!("cap {} (--stress-cap)", fmt(c)),
+                    (Some(c), None) => format!("cap {}", fmt(c)),
+                };
                 self.say(format!("stress allocator ready on GPU {gpu}; {cap}"));
             }
             StressOutcome::Allocated(new) => {
@@ -610,7 +744,10 @@ impl StressPanel {
                 });
             }
             StressOutcome::Freed(addresses) => {
-                self.tensors.retain(|t| !addresses.contains(&t.address));
+                // A set: freeing every other of 100,000 tensors must not
+                // scan the freed list once per tensor.
+                let gone: rustc_hash::FxHashSet<u64> = addresses.iter().copied().collect();
+                self.tensors.retain(|t| !gone.contains(&t.address));
                 self.say(format!(
                     "freed {} tensor(s); reserved stays {} until empty_cache",
                     addresses.len(),

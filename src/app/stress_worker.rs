@@ -62,17 +62,23 @@ impl<D: DeviceMemory> StressExecutor<D> {
         })
     }
 
-    /// The block sizes of `addresses`, as the allocator carved them.
+    /// The block sizes of `addresses`, as the allocator carved them (one
+    /// look-up each, so that many tensors in one command stay linear).
     fn tensors(&self, allocated: &[(u64, u64)]) -> Vec<NewTensor> {
-        let live = self.allocator.live_allocations();
+        if allocated.is_empty() {
+            return Vec::new();
+        }
+        let live: rustc_hash::FxHashMap<u64, u64> = self
+            .allocator
+            .live_allocations()
+            .iter()
+            .map(|l| (l.address, l.size))
+            .collect();
         allocated
             .iter()
             .map(|&(address, requested)| NewTensor {
                 address,
-                size: live
-                    .iter()
-                    .find(|l| l.address == address)
-                    .map_or(requested, |l| l.size),
+                size: live.get(&address).copied().unwrap_or(requested),
                 requested,
             })
             .collect()

@@ -1,7 +1,7 @@
 //! Actions and typed text in, state changes and effects out. Pure: no
 //! terminal, no clock, no I/O, so every key flow is testable.
 
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::keymap::{Action, Keymap, PanelKey};
 use super::state::{AppState, Overlay, Pane, ZOOM_WINDOWS_S};
@@ -44,6 +44,14 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
         state.ui.process_scroll = 0;
         return Effect::Redraw;
     }
+    // The stress panel's size field takes the keys while it is open
+    // (Ctrl-C still quits).
+    if state.ui.stress_open
+        && state.stress.editing_size()
+        && !key.modifiers.contains(KeyModifiers::CONTROL)
+    {
+        return edit_size(state, key);
+    }
     // Help is modal over the panel too: its keys go through `apply`.
     if state.ui.overlay == Overlay::None {
         if state.ui.stress_open {
@@ -58,6 +66,25 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
         Some(action) => apply(state, action),
         None => Effect::None,
     }
+}
+
+/// A key in the stress panel's size field: Enter sets the size, Esc
+/// cancels, Backspace deletes, characters type.
+fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
+    let panel = &mut state.stress;
+    match key.code {
+        KeyCode::Enter => {
+            let commands = panel.submit_size();
+            if !commands.is_empty() {
+                return Effect::Stress(commands);
+            }
+        }
+        KeyCode::Esc => panel.cancel_size_input(),
+        KeyCode::Backspace => panel.backspace(),
+        KeyCode::Char(c) => panel.type_char(c),
+        _ => return Effect::None,
+    }
+    Effect::Redraw
 }
 
 /// Shows the stress allocator as its GPU's allocator while the panel is

@@ -41,6 +41,7 @@ pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<Exi
             interval: Duration::from_millis(display.interval),
             theme,
             debug_panic_after: display.debug_panic_after.map(Duration::from_millis),
+            stress_cap: display.stress_cap,
         },
     )?;
     Ok(ExitCode::SUCCESS)

@@ -56,6 +56,11 @@ pub struct DisplayArgs {
     /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
     #[arg(long, global = true)]
     pub log_file: Option<PathBuf>,
+    /// The most the stress panel may hold reserved (e.g. 2GiB): a request
+    /// above it is refused. Default: 50 % of the free memory on a real GPU,
+    /// no cap on the simulated GPU.
+    #[arg(long, value_parser = size_arg)]
+    pub stress_cap: Option<u64>,
     /// Test hook: panic on purpose after this long (checks terminal restoration).
     #[arg(long, hide = true, value_parser = duration_arg)]
     pub debug_panic_after: Option<u64>,

@@ -1,7 +1,7 @@
 //! The stress panel, drawn over the lower part of the screen while it is
 //! open (the breakdown, timeline and fragmentation above it follow the
-//! panel's allocator). Top to bottom: the size/count/pattern line, the last
-//! message, PyTorch's OOM message with "reserved but unallocated"
+//! panel's allocator). Top to bottom: the size/count/pattern line, the size
+//! field while one is typed (`s`), the last message, PyTorch's OOM message with "reserved but unallocated"
 //! highlighted, the live tensors and, once A and B are marked, the compare
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
 
@@ -233,6 +233,13 @@ impl Widget for StressPane<'_> {
         block.render(area, buf);
 
         let mut head = vec![self.settings_line()];
+        if let Some(text) = &self.panel.size_input {
+            head.push(Line::from(vec![
+                Span::styled("set size: ", t.key),
+                Span::styled(format!("{text}▏"), t.selected),
+                Span::styled("  Enter sets · Esc cancels", t.dim),
+            ]));
+        }
         if let Some(m) = &self.panel.message {
             head.push(Line::styled(m.clone(), t.dim));
         }
