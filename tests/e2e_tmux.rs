@@ -172,10 +172,10 @@ fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal()
     terminal_restored(&s);
 }
 
-#[test]
-fn sigterm_restores_the_terminal() {
-    let marker = "987654";
-    let Some(s) = Session::start("term", &format!("--sim-seed {marker}")) else {
+/// Starts the dashboard with a unique seed as a marker, sends `signal` to
+/// vramtop (not to the shell around it) and checks the terminal comes back.
+fn signal_restores_the_terminal(tag: &str, marker: &str, signal: &str) {
+    let Some(s) = Session::start(tag, &format!("--sim-seed {marker}")) else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);
@@ -189,29 +189,19 @@ fn sigterm_restores_the_terminal() {
     let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
     assert!(!pids.trim().is_empty(), "vramtop's pid was not found");
     for pid in pids.split_whitespace() {
-        let _ = Command::new("kill").args(["-TERM", pid]).status();
+        let _ = Command::new("kill").args([signal, pid]).status();
     }
     terminal_restored(&s);
 }
 
 #[test]
+fn sigterm_restores_the_terminal() {
+    signal_restores_the_terminal("term", "987654", "-TERM");
+}
+
+#[test]
 fn sighup_restores_the_terminal() {
-    let marker = "987655";
-    let Some(s) = Session::start("hup", &format!("--sim-seed {marker}")) else {
-        return;
-    };
-    s.wait_for("the dashboard", dashboard_shown);
-    let pattern = format!("^{}.*sim-seed {marker}", binary().display());
-    let pids = Command::new("pgrep")
-        .args(["-f", &pattern])
-        .output()
-        .expect("pgrep runs");
-    let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
-    assert!(!pids.trim().is_empty(), "vramtop's pid was not found");
-    for pid in pids.split_whitespace() {
-        let _ = Command::new("kill").args(["-HUP", pid]).status();
-    }
-    terminal_restored(&s);
+    signal_restores_the_terminal("hup", "987655", "-HUP");
 }
 
 #[test]
