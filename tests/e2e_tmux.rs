@@ -150,7 +150,8 @@ fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal()
     };
     let screen = s.wait_for("the dashboard", dashboard_shown);
     assert!(screen.contains("Memory breakdown"), "{screen}");
-    assert!(screen.contains("Simulated H100"), "{screen}");
+    // The first frame can come before the first sample: wait for the GPUs.
+    s.wait_for("the simulated GPUs", |sc| sc.contains("Simulated H100"));
     assert_eq!(
         s.display("#{alternate_on}"),
         "1",

@@ -26,6 +26,15 @@ fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
 
 /// The live dashboard.
 pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    // A dashboard drawn into a pipe or a file helps nobody (and would keep a
+    // script waiting forever): say what to use instead.
+    if !std::io::stdout().is_terminal() {
+        return Err(eyre!(
+            "the dashboard needs a terminal on stdout; for headless output use \
+             `vramtop --once --json` or `vramtop record FILE`"
+        ));
+    }
     let selection = select(device)?;
     let no_color = display.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut theme = if no_color {
