@@ -12,8 +12,9 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, MAX_TYPED_SIZE, NewTensor, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS,
-    StressAction, StressCommand, StressOutcome, StressPanel, StressResult, parse_typed_size,
+    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, Pattern, RANDOM_MIN_BYTES,
+    SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel, StressResult,
+    histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -758,4 +759,553 @@ fn figures_count_only_what_the_allocator_reports() {
     let f = Figures::of(&DeviceStats::default(), &[], 7);
     assert_eq!(f.driver_used, 7);
     assert_eq!(f.reserved, 0);
+}
+
+// ------------------------------------------------------ allocator settings
+
+#[test]
+fn shift_s_opens_the_settings_field_prefilled_with_the_active_settings() {
+    let mut p = started(false, 80 * GIB);
+    assert!(p.apply(StressAction::TypeSettings).is_empty());
+    assert!(p.editing_settings() && p.editing() && !p.editing_size());
+    assert_eq!(p.settings_input.as_deref(), Some(""));
+    type_text(&mut p, "expandable_segments:Tru");
+    p.backspace();
+    type_text(&mut p, "ue");
+    assert_eq!(
+        p.settings_input.as_deref(),
+        Some("expandable_segments:True")
+    );
+    p.cancel_input();
+    assert!(!p.editing());
+    assert_eq!(p.settings, "", "Esc changes nothing");
+}
+
+#[test]
+fn invalid_settings_show_pytorchs_validation_text_and_keep_the_field_open() {
+    let mut p = started(false, 80 * GIB);
+    p.apply(StressAction::TypeSettings);
+    type_text(&mut p, "max_split_size_mb:10");
+    assert!(p.submit_input().is_empty());
+    assert!(p.editing_settings(), "the field stays open");
+    let why = p.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("max_split_size_mb too small: 10 MiB, it must be at least 20 MiB"),
+        "{why}"
+    );
+    p.settings_input = Some("garbage:1".into());
+    assert!(p.submit_input().is_empty());
+    let why = p.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("unrecognized allocator option 'garbage'"),
+        "{why}"
+    );
+    assert!(!p.busy && p.pending_settings.is_none());
+}
+
+#[test]
+fn valid_settings_send_a_reconfigure_and_the_answer_clears_the_tensors() {
+    let mut p = with_tensors(4);
+    p.apply(StressAction::TypeSettings);
+    type_text(&mut p, " expandable_segments:True,max_split_size_mb:128 ");
+    let cmds = p.submit_input();
+    assert_eq!(
+        cmds,
+        vec![StressCommand::Reconfigure {
+            settings: "expandable_segments:True,max_split_size_mb:128".into()
+        }]
+    );
+    assert!(!p.editing() && p.busy);
+    let freed = p.tensors.iter().map(|t| t.address).collect();
+    p.on_result(answer(
+        StressOutcome::Reconfigured {
+            settings: "expandable_segments:True,max_split_size_mb:128".into(),
+            freed,
+        },
+        0,
+    ));
+    assert!(p.tensors.is_empty());
+    assert_eq!(p.settings, "expandable_segments:True,max_split_size_mb:128");
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("freed 4 tensor(s)"), "{said}");
+}
+
+#[test]
+fn settings_submitted_while_busy_wait_behind_the_earlier_keys() {
+    let mut p = with_tensors(2);
+    let cmds = p.apply(StressAction::FreeAll);
+    assert_eq!(freed(&cmds).len(), 2);
+    p.apply(StressAction::TypeSettings);
+    assert!(p.editing_settings(), "the field opens at once while busy");
+    type_text(&mut p, "expandable_segments:True");
+    assert!(p.submit_input().is_empty(), "queued behind the free");
+    let next = p.on_result(answer(StressOutcome::Freed(cmds_addresses(&cmds)), 0));
+    assert_eq!(
+        next,
+        vec![StressCommand::Reconfigure {
+            settings: "expandable_segments:True".into()
+        }]
+    );
+}
+
+fn cmds_addresses(cmds: &[StressCommand]) -> Vec<u64> {
+    freed(cmds)
+}
+
+/// Three 30 MiB tensors, one key press each; the panel's figures after.
+fn allocate_three_30_mib(d: &mut Driven) {
+    d.act(StressAction::SetSize(30 * MIB));
+    d.panel.count_index = 0; // one tensor per press
+    for _ in 0..3 {
+        d.act(StressAction::Allocate);
+    }
+    assert_eq!(d.panel.tensors.len(), 3);
+}
+
+#[test]
+fn expandable_segments_put_three_30_mib_tensors_in_one_mapped_range_of_20_mib_pages() {
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    // Default settings: one 30 MiB segment per tensor (this also pays the
+    // process's CUDA context, so driver-used deltas below are the
+    // allocator's alone).
+    allocate_three_30_mib(&mut d);
+    assert_eq!(d.panel.figures.segments, 3);
+    assert_eq!(d.panel.figures.reserved, 90 * MIB);
+
+    d.act(StressAction::TypeSettings);
+    type_text(&mut d.panel, "expandable_segments:True");
+    let cmds = d.panel.submit_input();
+    assert!(d.worker.send(cmds));
+    d.receive();
+    assert!(d.panel.tensors.is_empty(), "every tensor was freed");
+    assert_eq!(d.panel.settings, "expandable_segments:True");
+    assert_eq!(
+        d.panel.figures.reserved, 0,
+        "the old allocator held nothing"
+    );
+    let before = d.panel.figures.driver_used;
+
+    // Expandable: one reserved range grows by 20 MiB pages. 30 MiB maps
+    // 2 pages (40 MiB, 10 free at the end); the next 30 MiB uses those 10
+    // and maps 1 page (60); the third maps 2 more (100 MiB, 10 free).
+    allocate_three_30_mib(&mut d);
+    assert_eq!(d.panel.figures.segments, 1, "one mapped range");
+    let view = d.panel.view.as_ref().expect("a view");
+    assert_eq!(view.layout.len(), 1);
+    assert_eq!(d.panel.figures.reserved, 100 * MIB);
+    assert_eq!(d.panel.figures.driver_used - before, 100 * MIB);
+    assert_eq!(d.panel.figures.allocated, 90 * MIB);
+}
+
+#[test]
+fn reconfiguring_frees_everything_so_nothing_is_left_when_the_worker_ends() {
+    let cluster = sim();
+    let free_before = free_bytes(&cluster);
+    let mut d = Driven::start(&cluster);
+    d.act(StressAction::Allocate);
+    d.panel.pending_settings = Some("max_split_size_mb:128".into());
+    d.act(StressAction::Reconfigure);
+    assert_eq!(d.panel.settings, "max_split_size_mb:128");
+    d.act(StressAction::Allocate);
+    assert_eq!(
+        d.panel.tensors.len(),
+        COUNT_PRESETS[d.panel.count_index] as usize
+    );
+    drop(d);
+    assert_eq!(free_bytes(&cluster), free_before);
+}
+
+#[test]
+fn an_executor_without_a_reopen_refuses_to_reconfigure_and_keeps_its_tensors() {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    exec.execute(&StressCommand::Malloc { sizes: vec![MIB] });
+    let r = exec.execute(&StressCommand::Reconfigure {
+        settings: "expandable_segments:True".into(),
+    });
+    assert!(matches!(r.outcome, StressOutcome::Failed { .. }));
+    assert_eq!(exec.allocator().live_allocations().len(), 1);
+}
+
+#[test]
+fn the_title_names_non_default_settings() {
+    let mut p = started(false, 80 * GIB);
+    p.settings = "expandable_segments:True".into();
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(100, 14)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(&p, &theme), f.area()))
+        .expect("draw");
+    let top: String = (0..100)
+        .map(|x| terminal.backend().buffer()[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(top.contains("expandable_segments:True"), "{top}");
+}
+
+#[test]
+fn the_settings_field_and_a_validation_error_render() {
+    let mut p = with_tensors(2);
+    p.settings = "expandable_segments:True".into();
+    p.apply(StressAction::TypeSettings);
+    type_text(&mut p, ",max_split_size_mb:10");
+    assert!(p.submit_input().is_empty());
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(110, 12)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(&p, &theme), f.area()))
+        .expect("draw");
+    insta::assert_snapshot!("stress_settings_field_110x12", terminal.backend());
+}
+
+// ------------------------------------------------------ transformer step
+
+const KIB: u64 = 1 << 10;
+
+fn malloc_sizes(cmds: &[StressCommand]) -> Vec<u64> {
+    match cmds {
+        [StressCommand::Malloc { sizes }] => sizes.clone(),
+        other => panic!("expected one Malloc, got {other:?}"),
+    }
+}
+
+#[test]
+fn r_cycles_through_three_patterns() {
+    let mut p = started(false, 80 * GIB);
+    let mut seen = vec![p.pattern];
+    for _ in 0..3 {
+        p.apply(StressAction::TogglePattern);
+        seen.push(p.pattern);
+    }
+    assert_eq!(
+        seen,
+        [
+            Pattern::Fixed,
+            Pattern::RandomLogUniform,
+            Pattern::TransformerStep,
+            Pattern::Fixed
+        ]
+    );
+}
+
+#[test]
+fn the_transformer_step_allocates_weights_once_then_each_layers_activations() {
+    let mut p = started(false, 80 * GIB);
+    p.pattern = Pattern::TransformerStep;
+    let first = malloc_sizes(&p.apply(StressAction::Allocate));
+    let layer_weights = [8 * KIB, 12 * MIB, 4 * MIB, 8 * KIB, 16 * MIB, 16 * MIB];
+    let mut weights = vec![32 * MIB];
+    for _ in 0..4 {
+        weights.extend(layer_weights);
+    }
+    weights.push(8 * KIB);
+    let layer_acts = [24 * MIB, 32 * MIB, 8 * MIB, 32 * MIB, 8 * MIB];
+    let mut acts = vec![8 * MIB];
+    for _ in 0..4 {
+        acts.extend(layer_acts);
+    }
+    acts.extend([64 * MIB, 4]);
+    assert_eq!(first[..weights.len()], weights[..]);
+    assert_eq!(first[weights.len()..], acts[..]);
+    assert_eq!(weights.iter().sum::<u64>(), 224 * MIB + 72 * KIB);
+    assert_eq!(acts.iter().sum::<u64>(), 488 * MIB + 4);
+    assert_eq!(p.transformer_steps, 1);
+
+    let again = p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
+    assert!(again.is_empty());
+    let second = malloc_sizes(&p.apply(StressAction::Allocate));
+    assert_eq!(second, acts, "the weights are allocated once");
+    assert_eq!(p.transformer_steps, 2);
+
+    // A fresh allocator has no weights: the next step allocates them again.
+    p.on_result(answer(
+        StressOutcome::Reconfigured {
+            settings: String::new(),
+            freed: Vec::new(),
+        },
+        0,
+    ));
+    assert_eq!(p.transformer_steps, 0);
+    assert_eq!(malloc_sizes(&p.apply(StressAction::Allocate)), first);
+}
+
+#[test]
+fn a_refused_transformer_step_does_not_count() {
+    let mut p = started(true, 400 * MIB); // cap 200 MiB: less than one step
+    p.pattern = Pattern::TransformerStep;
+    assert!(p.apply(StressAction::Allocate).is_empty());
+    assert_eq!(p.transformer_steps, 0);
+}
+
+#[test]
+fn repeated_transformer_steps_grow_the_cache_on_the_simulation() {
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    d.act(StressAction::TogglePattern);
+    d.act(StressAction::TogglePattern);
+    assert_eq!(d.panel.pattern, Pattern::TransformerStep);
+    let mut reserved = Vec::new();
+    for _ in 0..3 {
+        d.act(StressAction::Allocate);
+        reserved.push(d.panel.figures.reserved);
+    }
+    assert_eq!(d.panel.tensors.len(), 26 + 3 * 23);
+    assert!(reserved.windows(2).all(|w| w[1] > w[0]), "{reserved:?}");
+    // Drop the activations of the first two steps (as backward would):
+    // the cache keeps them reserved as free blocks for the next step.
+    let acts: Vec<u64> = d.panel.tensors[26..26 + 2 * 23]
+        .iter()
+        .map(|t| t.address)
+        .collect();
+    assert!(d.worker.send(vec![StressCommand::Free { addresses: acts }]));
+    d.panel.busy = true;
+    d.receive();
+    assert_eq!(d.panel.figures.reserved, reserved[2], "freed, still cached");
+    assert!(d.panel.figures.inactive_split_bytes > 0 || d.fully_free_segment_bytes() > 0);
+}
+
+/// The text of row `y` of a rendered panel.
+fn panel_row(p: &StressPanel, width: u16, y: u16) -> String {
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(width, 12)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(p, &theme), f.area()))
+        .expect("draw");
+    (0..width)
+        .map(|x| terminal.backend().buffer()[(x, y)].symbol().to_string())
+        .collect()
+}
+
+#[test]
+fn the_settings_line_names_the_transformer_step_to_come() {
+    let mut p = started(false, 80 * GIB);
+    p.pattern = Pattern::TransformerStep;
+    p.transformer_steps = 1;
+    let line = panel_row(&p, 110, 1);
+    assert!(line.contains("pattern transformer step #2"), "{line}");
+}
+
+// ------------------------------------------------ histogram in compare
+
+fn with_buckets(buckets: &[(usize, u64, u64)]) -> Figures {
+    let mut f = Figures::default();
+    for &(i, count, bytes) in buckets {
+        f.free_histogram[i] = (count, bytes);
+    }
+    f
+}
+
+#[test]
+fn histogram_rows_list_only_buckets_where_a_or_b_has_free_blocks() {
+    // Bucket 0: ≤ 512 B; 11: ≤ 1 MiB; 21: ≥ 1 GiB.
+    let a = with_buckets(&[(0, 3, 1536), (11, 1, MIB)]);
+    let b = with_buckets(&[(11, 5, 5 * MIB), (21, 1, 2 * GIB)]);
+    let rows = histogram_rows(&a, &b);
+    assert_eq!(
+        rows,
+        vec![
+            HistogramRow {
+                bound: 512,
+                open_ended: false,
+                a_count: 3,
+                a_bytes: 1536,
+                b_count: 0,
+                b_bytes: 0,
+            },
+            HistogramRow {
+                bound: MIB,
+                open_ended: false,
+                a_count: 1,
+                a_bytes: MIB,
+                b_count: 5,
+                b_bytes: 5 * MIB,
+            },
+            HistogramRow {
+                bound: GIB,
+                open_ended: true,
+                a_count: 0,
+                a_bytes: 0,
+                b_count: 1,
+                b_bytes: 2 * GIB,
+            },
+        ]
+    );
+    assert_eq!((rows[0].count_delta(), rows[0].bytes_delta()), (-3, -1536));
+    assert_eq!(
+        (rows[1].count_delta(), rows[1].bytes_delta()),
+        (4, 4 * i128::from(MIB))
+    );
+    assert!(histogram_rows(&Figures::default(), &Figures::default()).is_empty());
+}
+
+#[test]
+fn figures_take_the_histogram_of_the_layout() {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    let r = exec.execute(&StressCommand::Malloc {
+        sizes: vec![MIB, MIB],
+    });
+    let first = match &r.outcome {
+        StressOutcome::Allocated(t) => t[0].address,
+        other => panic!("{other:?}"),
+    };
+    let r = exec.execute(&StressCommand::Free {
+        addresses: vec![first],
+    });
+    let f = Figures::of(&r.stats, &r.layout, r.driver_used);
+    assert_eq!(f.free_histogram[11], (1, MIB), "one free 1 MiB block");
+    assert_eq!(
+        f.free_histogram.iter().map(|b| b.0).sum::<u64>(),
+        1,
+        "and nothing else"
+    );
+}
+
+#[test]
+fn shift_h_toggles_the_histogram_even_while_busy() {
+    let mut p = with_tensors(2);
+    p.apply(StressAction::MarkCompare);
+    p.apply(StressAction::MarkCompare);
+    assert!(p.histogram_compare().is_none(), "off by default");
+    p.apply(StressAction::FreeAll);
+    assert!(p.busy);
+    p.apply(StressAction::ToggleHistogram);
+    assert!(p.queued.is_empty(), "a display toggle does not wait");
+    assert_eq!(p.histogram_compare(), Some(Vec::new()));
+}
+
+#[test]
+fn the_compare_view_lists_the_free_block_histogram_difference() {
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 10).unwrap();
+    d.act(StressAction::Allocate); // ten 1 MiB tensors, two per 2 MiB segment
+    d.act(StressAction::MarkCompare);
+    d.act(StressAction::FreeEveryOther);
+    d.act(StressAction::EmptyCache);
+    d.act(StressAction::MarkCompare);
+    d.act(StressAction::ToggleHistogram);
+    let rows = d.panel.histogram_compare().expect("both marks");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (
+            rows[0].bound,
+            rows[0].a_count,
+            rows[0].b_count,
+            rows[0].b_bytes
+        ),
+        (MIB, 0, 5, 5 * MIB)
+    );
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(120, 16)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(&d.panel, &theme), f.area()))
+        .expect("draw");
+    insta::assert_snapshot!("stress_compare_histogram_120x16", terminal.backend());
+}
+
+// ------------------------------------------------------------ verify
+
+#[test]
+fn verify_needs_tensors_and_reports_intact_or_the_first_bad_offset() {
+    let mut p = started(false, 80 * GIB);
+    assert!(p.apply(StressAction::Verify).is_empty());
+    assert_eq!(p.message.as_deref(), Some("no live tensors to verify"));
+    let mut p = with_tensors(3);
+    assert_eq!(p.apply(StressAction::Verify), vec![StressCommand::Verify]);
+    p.on_result(answer(
+        StressOutcome::Verified {
+            checked: 3,
+            bad: None,
+        },
+        6 * MIB,
+    ));
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("verified 3 tensor(s)"), "{said}");
+    p.apply(StressAction::Verify);
+    p.on_result(answer(
+        StressOutcome::Verified {
+            checked: 1,
+            bad: Some(vramtop::app::stress::BadTensor {
+                address: tensor(1).address,
+                offset: 4096,
+            }),
+        },
+        6 * MIB,
+    ));
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("tensor #2"), "{said}");
+    assert!(said.contains("offset 4096"), "{said}");
+}
+
+#[test]
+fn the_simulated_worker_fills_each_tensor_with_its_id_and_verify_finds_a_foreign_write() {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    )
+    .with_kernels();
+    let r = exec.execute(&StressCommand::Malloc {
+        sizes: vec![MIB, 3 * MIB, 5000],
+    });
+    let StressOutcome::Allocated(new) = r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    let r = exec.execute(&StressCommand::Verify);
+    assert_eq!(
+        r.outcome,
+        StressOutcome::Verified {
+            checked: 3,
+            bad: None
+        }
+    );
+    // Another process overwrites tensor #2 with seed 99.
+    let mut other: SimMemory = cluster.new_process(0, "intruder");
+    vramtop::device::Kernels::fill(&mut other, new[1].address, 3 * MIB, 99).expect("fills");
+    let r = exec.execute(&StressCommand::Verify);
+    let StressOutcome::Verified {
+        checked: 1,
+        bad: Some(bad),
+    } = r.outcome
+    else {
+        panic!("{:?}", r.outcome)
+    };
+    assert_eq!(bad.address, new[1].address);
+    let expected = (0..3 * MIB)
+        .find(|&o| vramtop::device::pattern_byte(o, 2) != vramtop::device::pattern_byte(o, 99));
+    assert_eq!(Some(bad.offset), expected);
+    cluster.end_process(0, other.pid());
+}
+
+#[test]
+fn an_executor_without_kernels_refuses_verify() {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    let r = exec.execute(&StressCommand::Verify);
+    assert!(matches!(r.outcome, StressOutcome::Failed { .. }));
+}
+
+#[test]
+fn v_on_the_simulation_worker_verifies_the_live_tensors() {
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    d.act(StressAction::Allocate);
+    d.act(StressAction::FreeOldest);
+    d.act(StressAction::Verify);
+    let said = d.panel.message.clone().unwrap_or_default();
+    assert!(said.contains("verified 9 tensor(s)"), "{said}");
 }

@@ -50,32 +50,48 @@ pub struct RunOptions {
     pub stress_cap: Option<u64>,
 }
 
-/// Why the stress panel has no device on a real GPU yet.
-const STRESS_NEEDS_SIM: &str =
-    "the stress panel runs on the simulated GPU for now (--backend sim); CUDA is next";
-
 /// Starts the stress worker the first time the panel is opened, on the
-/// selected GPU of the simulation. `None` stays `None` without a simulation
-/// (the panel then says why).
+/// selected GPU: of the simulation when it is the backend, else on CUDA when
+/// `cuda::probe()` lists that GPU. Without either it stays `None` and the
+/// panel says why (`no_cuda` keeps the probe's answer, so it runs once).
 fn ensure_stress_worker(
     worker: &mut Option<StressWorker>,
     state: &mut AppState,
     sim: Option<&SimCluster>,
+    no_cuda: &mut Option<String>,
     results: &mpsc::UnboundedSender<StressResult>,
 ) {
     if !state.ui.stress_open || worker.is_some() {
         return;
     }
-    let Some(cluster) = sim else {
-        // Said after every key, so the panel's own "not started" never hides why.
-        state.stress.message = Some(STRESS_NEEDS_SIM.to_string());
-        return;
-    };
     let gpu = state.selected().map_or(0, |g| g.index());
     let tx = results.clone();
-    match StressWorker::spawn_sim(cluster, gpu, move |r| {
+    let deliver = move |r| {
         let _ = tx.send(r);
-    }) {
+    };
+    let spawned = match sim {
+        Some(cluster) => StressWorker::spawn_sim(cluster, gpu, deliver),
+        None => {
+            if no_cuda.is_none() {
+                let probe = crate::device::cuda::probe();
+                if !probe.devices.iter().any(|d| d.index == gpu) {
+                    *no_cuda = Some(format!(
+                        "the stress panel needs CUDA GPU {gpu} or the simulation \
+                         (--backend sim): {}",
+                        probe.explain()
+                    ));
+                }
+            }
+            if let Some(why) = no_cuda {
+                // Said after every key, so the panel's own "not started"
+                // never hides why.
+                state.stress.message = Some(why.clone());
+                return;
+            }
+            StressWorker::spawn_cuda(gpu, deliver)
+        }
+    };
+    match spawned {
         Ok(w) => *worker = Some(w),
         Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
     }
@@ -189,6 +205,7 @@ async fn event_loop(
     // (on every exit path, panics included) frees what it holds.
     let (stress_tx, mut stress_results) = mpsc::unbounded_channel::<StressResult>();
     let mut stress_worker: Option<StressWorker> = None;
+    let mut no_cuda: Option<String> = None;
 
     let mut dirty = true;
     let mut area = terminal.get_frame().area();
@@ -202,7 +219,13 @@ async fn event_loop(
                 match input {
                     Input::Key(key) => {
                         let effect = handle_key(&mut state, &keymap, key);
-                        ensure_stress_worker(&mut stress_worker, &mut state, sim.as_ref(), &stress_tx);
+                        ensure_stress_worker(
+                            &mut stress_worker,
+                            &mut state,
+                            sim.as_ref(),
+                            &mut no_cuda,
+                            &stress_tx,
+                        );
                         match effect {
                             Effect::Quit => break,
                             Effect::Redraw => dirty = true,

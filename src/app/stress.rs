@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use crate::alloc::analysis::{BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2};
 use crate::alloc::{DeviceStats, SegmentInfo, fragmentation};
 
 use super::state::AllocatorView;
@@ -42,6 +43,8 @@ pub const MAX_QUEUED: usize = 32;
 pub const MAX_TYPED_SIZE: u64 = 1 << 40;
 /// Characters the size field holds.
 pub const MAX_SIZE_INPUT: usize = 24;
+/// Characters the allocator-settings field holds.
+pub const MAX_SETTINGS_INPUT: usize = 200;
 
 /// The seed of the random pattern: the same key presses give the same sizes.
 pub const DEFAULT_SEED: u64 = 0x5eed_5eed;
@@ -54,6 +57,10 @@ pub enum Pattern {
     /// Sizes are log-uniform between [`RANDOM_MIN_BYTES`] and the selected
     /// size: as many 1 KiB tensors as 1 MiB ones, like a mixed workload.
     RandomLogUniform,
+    /// One training step of [`TRANSFORMER`]: its weights on the first
+    /// allocation, then every layer's activations
+    /// ([`transformer_step_sizes`]); size and count are not used.
+    TransformerStep,
 }
 
 impl Pattern {
@@ -61,8 +68,102 @@ impl Pattern {
         match self {
             Pattern::Fixed => "fixed",
             Pattern::RandomLogUniform => "random log-uniform",
+            Pattern::TransformerStep => "transformer step",
         }
     }
+
+    /// The next pattern `r` selects.
+    pub fn next(self) -> Pattern {
+        match self {
+            Pattern::Fixed => Pattern::RandomLogUniform,
+            Pattern::RandomLogUniform => Pattern::TransformerStep,
+            Pattern::TransformerStep => Pattern::Fixed,
+        }
+    }
+}
+
+/// The shape of the small transformer whose training step the
+/// transformer pattern allocates (fp32, so 4 bytes an element).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TransformerShape {
+    pub layers: u64,
+    pub d_model: u64,
+    pub heads: u64,
+    pub seq: u64,
+    pub batch: u64,
+    pub vocab: u64,
+}
+
+/// 4 layers, d_model 1024, 8 heads, sequence 512, batch 4, vocabulary
+/// 8192: about 225 MiB of weights and 488 MiB of activations a step.
+pub const TRANSFORMER: TransformerShape = TransformerShape {
+    layers: 4,
+    d_model: 1024,
+    heads: 8,
+    seq: 512,
+    batch: 4,
+    vocab: 8192,
+};
+
+/// Bytes of one fp32 element.
+const FP32: u64 = 4;
+
+impl TransformerShape {
+    /// The weights, in allocation order (bytes): the token embedding
+    /// (vocab × d), then per layer LayerNorm 1 (weight + bias, 2 × d), the
+    /// fused QKV projection (d × 3d), the output projection (d × d),
+    /// LayerNorm 2 (2 × d), the MLP up (d × 4d) and down (4d × d)
+    /// projections, and the final LayerNorm (2 × d).
+    pub fn weights(&self) -> Vec<u64> {
+        let d = self.d_model;
+        let mut sizes = vec![self.vocab * d * FP32];
+        for _ in 0..self.layers {
+            sizes.extend([
+                2 * d * FP32,
+                d * 3 * d * FP32,
+                d * d * FP32,
+                2 * d * FP32,
+                d * 4 * d * FP32,
+                4 * d * d * FP32,
+            ]);
+        }
+        sizes.push(2 * d * FP32);
+        sizes
+    }
+
+    /// One forward pass's saved activations, in allocation order (bytes;
+    /// t = batch × seq tokens): the embedding output (t × d), per layer
+    /// Q, K and V (t × 3d), the attention scores (batch × heads × seq ×
+    /// seq), the attention output (t × d), the MLP hidden (t × 4d) and
+    /// output (t × d), then the logits (t × vocab) and the loss (a scalar).
+    pub fn activations(&self) -> Vec<u64> {
+        let d = self.d_model;
+        let t = self.batch * self.seq;
+        let mut sizes = vec![t * d * FP32];
+        for _ in 0..self.layers {
+            sizes.extend([
+                t * 3 * d * FP32,
+                self.batch * self.heads * self.seq * self.seq * FP32,
+                t * d * FP32,
+                t * 4 * d * FP32,
+                t * d * FP32,
+            ]);
+        }
+        sizes.extend([t * self.vocab * FP32, FP32]);
+        sizes
+    }
+}
+
+/// The requests of one [`TRANSFORMER`] training step: the weights first
+/// when `with_weights`, then the activations.
+pub fn transformer_step_sizes(with_weights: bool) -> Vec<u64> {
+    let mut sizes = if with_weights {
+        TRANSFORMER.weights()
+    } else {
+        Vec::new()
+    };
+    sizes.extend(TRANSFORMER.activations());
+    sizes
 }
 
 /// A key's intent inside the panel.
@@ -84,10 +185,22 @@ pub enum StressAction {
     EmptyCache,
     /// Marks A, then B; a third press starts over with a new A.
     MarkCompare,
+    /// Shows or hides the free-block histogram difference under the
+    /// compare figures.
+    ToggleHistogram,
+    /// Runs the verify kernel on every live tensor.
+    Verify,
     /// Opens the size field: type an exact size (`37MiB`), Enter sets it.
     TypeSize,
     /// Sets the tensor size (bytes): what Enter in the size field does.
     SetSize(u64),
+    /// Opens the allocator-settings field: type a `PYTORCH_CUDA_ALLOC_CONF`
+    /// string, Enter validates it and replaces the allocator.
+    TypeSettings,
+    /// Sends the validated settings waiting in
+    /// [`StressPanel::pending_settings`]: what Enter in the settings field
+    /// does.
+    Reconfigure,
     Up,
     Down,
 }
@@ -100,7 +213,7 @@ impl StressAction {
             StressAction::SizeDown => "previous tensor size",
             StressAction::CountUp => "more tensors per allocation",
             StressAction::CountDown => "fewer tensors per allocation",
-            StressAction::TogglePattern => "pattern: fixed / random log-uniform",
+            StressAction::TogglePattern => "pattern: fixed / random log-uniform / transformer step",
             StressAction::Allocate => "allocate count × size",
             StressAction::FreeSelected => "free the selected tensor",
             StressAction::FreeOldest => "free the oldest tensor",
@@ -109,8 +222,14 @@ impl StressAction {
             StressAction::FreeAll => "free all tensors",
             StressAction::EmptyCache => "empty_cache()",
             StressAction::MarkCompare => "compare: mark A, then B",
+            StressAction::ToggleHistogram => "compare: free-block histogram A | B | Δ on / off",
+            StressAction::Verify => "verify every tensor's fill pattern",
             StressAction::TypeSize => "type an exact size (37MiB), Enter sets it",
             StressAction::SetSize(_) => "set the tensor size",
+            StressAction::TypeSettings => {
+                "allocator settings (PYTORCH_CUDA_ALLOC_CONF): frees all, new allocator"
+            }
+            StressAction::Reconfigure => "replace the allocator with the typed settings",
             StressAction::Up => "select the previous tensor",
             StressAction::Down => "select the next tensor",
         }
@@ -126,6 +245,21 @@ pub enum StressCommand {
     Free { addresses: Vec<u64> },
     /// `torch.cuda.empty_cache()`.
     EmptyCache,
+    /// Frees every live tensor, empties the cache and replaces the
+    /// allocator with a fresh one under `settings` (a
+    /// `PYTORCH_CUDA_ALLOC_CONF` string, already validated by the panel).
+    Reconfigure { settings: String },
+    /// Runs the verify kernel over every live tensor (filled with the
+    /// pattern of its id when it was allocated).
+    Verify,
+}
+
+/// A tensor whose bytes are not the pattern they were filled with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BadTensor {
+    pub address: u64,
+    /// The offset of the first wrong byte (bytes).
+    pub offset: u64,
 }
 
 /// A tensor the worker allocated (bytes, device address).
@@ -161,6 +295,17 @@ pub enum StressOutcome {
     },
     Freed(Vec<u64>),
     CacheEmptied,
+    /// Every tensor was freed (`freed`: their addresses), the cache emptied
+    /// and a fresh allocator runs under `settings`.
+    Reconfigured {
+        settings: String,
+        freed: Vec<u64>,
+    },
+    /// `checked` tensors held their pattern; `bad`: the first that did not.
+    Verified {
+        checked: u64,
+        bad: Option<BadTensor>,
+    },
     /// Anything else the device said no to, after `allocated` succeeded.
     Failed {
         allocated: Vec<NewTensor>,
@@ -192,6 +337,10 @@ pub struct Figures {
     /// Fragmentation in basis points (1/100 of a percent), kept integral
     /// so figures compare exactly.
     pub fragmentation_bp: u64,
+    /// Free blocks per log2 size bucket (`analysis::Fragmentation::histogram`):
+    /// (count, bytes), bucket `i` holding sizes up to 2^(9 + i) bytes, the
+    /// last one 1 GiB and more.
+    pub free_histogram: [(u64, u64); BUCKETS],
 }
 
 /// Non-negative stat counter as bytes (a negative counter would be a model
@@ -204,11 +353,19 @@ impl Figures {
     /// The figures of an allocator state.
     pub fn of(stats: &DeviceStats, layout: &[SegmentInfo], driver_used: u64) -> Self {
         let f = fragmentation(layout);
+        let mut free_histogram = [(0, 0); BUCKETS];
+        for (slot, bucket) in free_histogram.iter_mut().zip(&f.histogram) {
+            *slot = (bucket.count, bucket.bytes);
+        }
         Figures {
+            free_histogram,
             allocated: counter(stats.allocated_bytes.all.current),
             reserved: counter(stats.reserved_bytes.all.current),
             driver_used,
-            segments: counter(stats.segment.all.current),
+            // The layout's segments: an expandable segment is one mapped
+            // range there, while `memory_stats()`'s segment counter only
+            // counts cudaMalloc'd segments.
+            segments: layout.len() as u64,
             inactive_split_bytes: counter(stats.inactive_split_bytes.all.current),
             largest_free_block: f.largest_free_block,
             fragmentation_bp: (f.fragmentation.clamp(0.0, 1.0) * 10_000.0).round() as u64,
@@ -266,6 +423,51 @@ pub fn compare_rows(a: &Figures, b: &Figures) -> Vec<CompareRow> {
     ]
 }
 
+/// One bucket of the compare view's free-block histogram difference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HistogramRow {
+    /// The bucket's upper bound (bytes; for the last: its lower bound).
+    pub bound: u64,
+    /// Whether this is the open-ended last bucket (≥ `bound`).
+    pub open_ended: bool,
+    pub a_count: u64,
+    pub a_bytes: u64,
+    pub b_count: u64,
+    pub b_bytes: u64,
+}
+
+impl HistogramRow {
+    /// B − A free blocks.
+    pub fn count_delta(&self) -> i128 {
+        i128::from(self.b_count) - i128::from(self.a_count)
+    }
+
+    /// B − A free bytes.
+    pub fn bytes_delta(&self) -> i128 {
+        i128::from(self.b_bytes) - i128::from(self.a_bytes)
+    }
+}
+
+/// The free-block histogram of A and B side by side, smallest bucket
+/// first, only the buckets where A or B has a free block.
+pub fn histogram_rows(a: &Figures, b: &Figures) -> Vec<HistogramRow> {
+    (0..BUCKETS)
+        .filter_map(|i| {
+            let log2 = FIRST_BUCKET_LOG2 + i as u32;
+            let ((a_count, a_bytes), (b_count, b_bytes)) =
+                (a.free_histogram[i], b.free_histogram[i]);
+            (a_count > 0 || b_count > 0).then_some(HistogramRow {
+                bound: 1 << log2,
+                open_ended: log2 == LAST_BUCKET_LOG2,
+                a_count,
+                a_bytes,
+                b_count,
+                b_bytes,
+            })
+        })
+        .collect()
+}
+
 /// A live tensor of the panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Tensor {
@@ -321,6 +523,16 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     }
 }
 
+/// Validates a `PYTORCH_CUDA_ALLOC_CONF` string as PyTorch would
+/// ([`AllocatorConfig::parse`](crate::alloc::AllocatorConfig::parse)): the
+/// trimmed string, or PyTorch-style validation text.
+pub fn parse_settings(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    crate::alloc::AllocatorConfig::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"))
+}
+
 /// A deterministic xorshift64* step: the next state and a 64-bit draw.
 fn next_random(state: u64) -> (u64, u64) {
     let mut x = state.max(1);
@@ -348,6 +560,16 @@ pub struct StressPanel {
     pub custom_size: Option<u64>,
     /// The size field's text while it is open (`s`).
     pub size_input: Option<String>,
+    /// The allocator-settings field's text while it is open (`S`).
+    pub settings_input: Option<String>,
+    /// Validated settings waiting for [`StressAction::Reconfigure`].
+    pub pending_settings: Option<String>,
+    /// Transformer steps sent since the start or the last reconfigure: the
+    /// first one also allocates the weights.
+    pub transformer_steps: u64,
+    /// The settings the worker's allocator runs under (`""`: PyTorch's
+    /// defaults).
+    pub settings: String,
     /// Index into [`COUNT_PRESETS`].
     pub count_index: usize,
     pub pattern: Pattern,
@@ -369,6 +591,8 @@ pub struct StressPanel {
     pub figures: Figures,
     /// The worker's allocator, for the dashboard's panes.
     pub view: Option<AllocatorView>,
+    /// Whether the compare view lists the free-block histogram too (`H`).
+    pub show_histogram: bool,
     pub mark_a: Option<Figures>,
     pub mark_b: Option<Figures>,
     pub oom: Option<OomState>,
@@ -388,6 +612,10 @@ impl Default for StressPanel {
             size_index: DEFAULT_SIZE,
             custom_size: None,
             size_input: None,
+            settings_input: None,
+            pending_settings: None,
+            settings: String::new(),
+            transformer_steps: 0,
             count_index: DEFAULT_COUNT,
             pattern: Pattern::Fixed,
             rng: DEFAULT_SEED,
@@ -399,6 +627,7 @@ impl Default for StressPanel {
             cap_setting: None,
             figures: Figures::default(),
             view: None,
+            show_histogram: false,
             mark_a: None,
             mark_b: None,
             oom: None,
@@ -429,20 +658,78 @@ impl StressPanel {
         self.size_input.is_some()
     }
 
-    /// Types a character into the open size field.
+    /// Whether the allocator-settings field is open.
+    pub fn editing_settings(&self) -> bool {
+        self.settings_input.is_some()
+    }
+
+    /// Whether a text field (size or settings) takes the keys.
+    pub fn editing(&self) -> bool {
+        self.editing_size() || self.editing_settings()
+    }
+
+    /// Types a character into the open field.
     pub fn type_char(&mut self, c: char) {
+        if c.is_control() {
+            return;
+        }
         if let Some(text) = &mut self.size_input
-            && !c.is_control()
             && text.chars().count() < MAX_SIZE_INPUT
+        {
+            text.push(c);
+        }
+        if let Some(text) = &mut self.settings_input
+            && text.chars().count() < MAX_SETTINGS_INPUT
         {
             text.push(c);
         }
     }
 
-    /// Deletes the size field's last character.
+    /// Deletes the open field's last character.
     pub fn backspace(&mut self) {
         if let Some(text) = &mut self.size_input {
             text.pop();
+        }
+        if let Some(text) = &mut self.settings_input {
+            text.pop();
+        }
+    }
+
+    /// Closes whichever field is open without changing anything.
+    pub fn cancel_input(&mut self) {
+        self.cancel_size_input();
+        if self.settings_input.take().is_some() {
+            self.say("allocator settings unchanged");
+        }
+    }
+
+    /// Enter in whichever field is open.
+    pub fn submit_input(&mut self) -> Vec<StressCommand> {
+        if self.editing_settings() {
+            self.submit_settings()
+        } else {
+            self.submit_size()
+        }
+    }
+
+    /// Enter in the settings field: text `AllocatorConfig::parse` accepts
+    /// closes it and replaces the allocator (after the device's answer when
+    /// keys are queued); anything else keeps it open with PyTorch's
+    /// validation message.
+    pub fn submit_settings(&mut self) -> Vec<StressCommand> {
+        let Some(text) = self.settings_input.clone() else {
+            return Vec::new();
+        };
+        match parse_settings(&text) {
+            Ok(settings) => {
+                self.settings_input = None;
+                self.pending_settings = Some(settings);
+                self.apply(StressAction::Reconfigure)
+            }
+            Err(why) => {
+                self.say(why);
+                Vec::new()
+            }
         }
     }
 
@@ -506,6 +793,14 @@ impl StressPanel {
         self.gpu.is_some()
     }
 
+    /// The histogram rows when both marks are set and `H` shows them.
+    pub fn histogram_compare(&self) -> Option<Vec<HistogramRow>> {
+        if !self.show_histogram {
+            return None;
+        }
+        Some(histogram_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+    }
+
     /// The compare rows when both marks are set.
     pub fn compare(&self) -> Option<Vec<CompareRow>> {
         Some(compare_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
@@ -513,10 +808,13 @@ impl StressPanel {
 
     /// The sizes of the next allocation; advances the generator.
     fn next_sizes(&mut self) -> Vec<u64> {
+        if self.pattern == Pattern::TransformerStep {
+            return transformer_step_sizes(self.transformer_steps == 0);
+        }
         let size = self.size();
         (0..self.count())
             .map(|_| match self.pattern {
-                Pattern::Fixed => size,
+                Pattern::Fixed | Pattern::TransformerStep => size,
                 Pattern::RandomLogUniform => {
                     let (state, draw) = next_random(self.rng);
                     self.rng = state;
@@ -572,7 +870,11 @@ impl StressPanel {
             self.say(why);
             return Vec::new();
         }
-        self.send(StressCommand::Malloc { sizes })
+        let commands = self.send(StressCommand::Malloc { sizes });
+        if self.pattern == Pattern::TransformerStep && !commands.is_empty() {
+            self.transformer_steps += 1;
+        }
+        commands
     }
 
     fn mark(&mut self) {
@@ -608,7 +910,11 @@ impl StressPanel {
         if self.busy
             && !matches!(
                 action,
-                StressAction::Up | StressAction::Down | StressAction::TypeSize
+                StressAction::Up
+                    | StressAction::Down
+                    | StressAction::TypeSize
+                    | StressAction::TypeSettings
+                    | StressAction::ToggleHistogram
             )
         {
             if self.queued.len() < MAX_QUEUED {
@@ -627,15 +933,26 @@ impl StressPanel {
                 self.say("type a size (512, 37MiB, 1.5GiB): Enter sets it, Esc cancels");
             }
             StressAction::SetSize(size) => self.set_size(size),
+            StressAction::TypeSettings => {
+                self.settings_input = Some(self.settings.clone());
+                self.say(
+                    "allocator settings, e.g. expandable_segments:True,max_split_size_mb:128: \
+                     Enter frees every tensor and starts a fresh allocator, Esc cancels",
+                );
+            }
+            StressAction::Reconfigure => {
+                let Some(settings) = self.pending_settings.take() else {
+                    self.say("no allocator settings to apply");
+                    return Vec::new();
+                };
+                return self.send(StressCommand::Reconfigure { settings });
+            }
             StressAction::CountUp | StressAction::CountDown => {
                 let up = action == StressAction::CountUp;
                 self.count_index = Self::step(self.count_index, COUNT_PRESETS.len(), up);
             }
             StressAction::TogglePattern => {
-                self.pattern = match self.pattern {
-                    Pattern::Fixed => Pattern::RandomLogUniform,
-                    Pattern::RandomLogUniform => Pattern::Fixed,
-                };
+                self.pattern = self.pattern.next();
             }
             StressAction::Up => self.selected = self.selected.saturating_sub(1),
             StressAction::Down => {
@@ -668,7 +985,22 @@ impl StressPanel {
                 return self.free(a.collect());
             }
             StressAction::EmptyCache => return self.send(StressCommand::EmptyCache),
+            StressAction::Verify => {
+                if self.tensors.is_empty() {
+                    self.say("no live tensors to verify");
+                    return Vec::new();
+                }
+                return self.send(StressCommand::Verify);
+            }
             StressAction::MarkCompare => self.mark(),
+            StressAction::ToggleHistogram => {
+                self.show_histogram = !self.show_histogram;
+                self.say(if self.show_histogram {
+                    "compare lists the free-block histogram (A | B | Δ per size bucket)"
+                } else {
+                    "free-block histogram hidden"
+                });
+            }
         }
         Vec::new()
     }
@@ -752,6 +1084,41 @@ impl StressPanel {
                     "freed {} tensor(s); reserved stays {} until empty_cache",
                     addresses.len(),
                     fmt(self.figures.reserved)
+                ));
+            }
+            StressOutcome::Reconfigured { settings, freed } => {
+                self.tensors.clear();
+                self.oom = None;
+                let shown = if settings.is_empty() {
+                    "PyTorch's defaults".to_string()
+                } else {
+                    settings.clone()
+                };
+                self.settings = settings;
+                self.transformer_steps = 0;
+                self.say(format!(
+                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}",
+                    freed.len()
+                ));
+            }
+            StressOutcome::Verified { checked, bad: None } => {
+                self.say(format!(
+                    "verified {checked} tensor(s): every byte holds its pattern"
+                ));
+            }
+            StressOutcome::Verified {
+                checked,
+                bad: Some(bad),
+            } => {
+                let id = self
+                    .tensors
+                    .iter()
+                    .find(|t| t.address == bad.address)
+                    .map_or_else(|| "?".to_string(), |t| t.id.to_string());
+                self.say(format!(
+                    "verify: tensor #{id} at {:#x} is corrupt: first bad byte at offset {} \
+                     ({checked} tensor(s) checked before it were intact)",
+                    bad.address, bad.offset
                 ));
             }
             StressOutcome::CacheEmptied => {

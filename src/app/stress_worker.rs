@@ -12,21 +12,56 @@
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
+use rustc_hash::FxHashMap;
+
 use crate::alloc::{AllocError, AllocatorConfig, CachingAllocator, DeviceMemory};
+use crate::device::Kernels;
+use crate::device::cuda::CudaMemory;
 use crate::device::sim::SimCluster;
 
-use super::stress::{NewTensor, StressCommand, StressOutcome, StressResult};
+use super::stress::{BadTensor, NewTensor, StressCommand, StressOutcome, StressResult};
 
 /// The command shown for the panel's process in the process list.
 pub const STRESS_COMMAND: &str = "vramtop stress panel";
 /// The stream every stress tensor is allocated on (the default stream).
 const STREAM: u64 = 0;
 
+/// Opens another handle on the executor's device, for the fresh allocator
+/// of a reconfigure (the old allocator and its handle are dropped once
+/// everything they held is freed).
+pub type Reopen<D> = Box<dyn FnMut() -> Result<D, String>>;
+
 /// Applies stress commands to an allocator.
 pub struct StressExecutor<D: DeviceMemory> {
     allocator: CachingAllocator<D>,
     /// Whether the device is a real GPU (it then gets a cap).
     real_gpu: bool,
+    /// How a reconfigure gets a device for its fresh allocator; `None`:
+    /// reconfigure is refused.
+    reopen: Option<Reopen<D>>,
+    /// The device's fill/verify kernels; `None`: tensors are not filled and
+    /// verify is refused.
+    kernels: Option<fn(&mut D) -> &mut dyn Kernels>,
+    /// Live tensors' (seed, requested bytes) by address, while kernels run.
+    filled: FxHashMap<u64, (u32, u64)>,
+    /// The id the next tensor gets (its fill seed): 1, 2, … in allocation
+    /// order, as the panel numbers its tensors.
+    next_id: u64,
+}
+
+/// The kernels of a device that has them.
+fn as_kernels<D: Kernels>(device: &mut D) -> &mut dyn Kernels {
+    device
+}
+
+impl<D: DeviceMemory + Kernels> StressExecutor<D> {
+    /// Fills every new tensor with the pattern of its id
+    /// ([`crate::device::pattern_byte`], seed = the tensor's id) and
+    /// answers [`StressCommand::Verify`].
+    pub fn with_kernels(mut self) -> Self {
+        self.kernels = Some(as_kernels::<D>);
+        self
+    }
 }
 
 impl<D: DeviceMemory> StressExecutor<D> {
@@ -34,7 +69,20 @@ impl<D: DeviceMemory> StressExecutor<D> {
         StressExecutor {
             allocator,
             real_gpu,
+            reopen: None,
+            kernels: None,
+            filled: FxHashMap::default(),
+            next_id: 1,
         }
+    }
+
+    /// Lets [`StressCommand::Reconfigure`] replace the allocator: `reopen`
+    /// gives the device the fresh allocator runs on (for the simulated GPU
+    /// a clone of the process's handle, for CUDA a new `CudaMemory` on the
+    /// same primary context).
+    pub fn with_reopen(mut self, reopen: impl FnMut() -> Result<D, String> + 'static) -> Self {
+        self.reopen = Some(Box::new(reopen));
+        self
     }
 
     pub fn allocator(&self) -> &CachingAllocator<D> {
@@ -88,7 +136,17 @@ impl<D: DeviceMemory> StressExecutor<D> {
         let mut done = Vec::with_capacity(sizes.len());
         for &size in sizes {
             match self.allocator.malloc(size, STREAM) {
-                Ok(address) => done.push((address, size)),
+                Ok(address) => {
+                    done.push((address, size));
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    if let Err(message) = self.fill(address, size, id) {
+                        return StressOutcome::Failed {
+                            allocated: self.tensors(&done),
+                            message,
+                        };
+                    }
+                }
                 Err(AllocError::OutOfMemory(oom)) => {
                     return StressOutcome::OutOfMemory {
                         allocated: self.tensors(&done),
@@ -107,15 +165,105 @@ impl<D: DeviceMemory> StressExecutor<D> {
         StressOutcome::Allocated(self.tensors(&done))
     }
 
+    /// Fills a new tensor with its id's pattern, when there are kernels.
+    fn fill(&mut self, address: u64, len: u64, id: u64) -> Result<(), String> {
+        let Some(kernels) = self.kernels else {
+            return Ok(());
+        };
+        // Seeds are 32-bit: ids past 2^32 wrap, still distinct from their
+        // neighbours.
+        let seed = id as u32;
+        self.filled.insert(address, (seed, len));
+        kernels(self.allocator.device_mut())
+            .fill(address, len, seed)
+            .map_err(|e| format!("fill of tensor #{id} failed: {e}"))
+    }
+
+    /// Verifies every live tensor, oldest first; stops at the first bad one.
+    fn verify(&mut self) -> StressOutcome {
+        let Some(kernels) = self.kernels else {
+            return StressOutcome::Failed {
+                allocated: Vec::new(),
+                message: "this device has no verify kernel".to_string(),
+            };
+        };
+        let mut live: Vec<(u64, u32, u64)> = self
+            .filled
+            .iter()
+            .map(|(&address, &(seed, len))| (address, seed, len))
+            .collect();
+        live.sort_unstable_by_key(|&(address, seed, _)| (seed, address));
+        let mut checked = 0;
+        for (address, seed, len) in live {
+            match kernels(self.allocator.device_mut()).verify(address, len, seed) {
+                Ok(None) => checked += 1,
+                Ok(Some(offset)) => {
+                    return StressOutcome::Verified {
+                        checked,
+                        bad: Some(BadTensor { address, offset }),
+                    };
+                }
+                Err(e) => {
+                    return StressOutcome::Failed {
+                        allocated: Vec::new(),
+                        message: format!("verify failed at {address:#x}: {e}"),
+                    };
+                }
+            }
+        }
+        StressOutcome::Verified { checked, bad: None }
+    }
+
     fn free(&mut self, addresses: &[u64]) -> StressOutcome {
         let mut freed = Vec::with_capacity(addresses.len());
         for &a in addresses {
             match self.allocator.free(a) {
-                Ok(()) => freed.push(a),
+                Ok(()) => {
+                    self.filled.remove(&a);
+                    freed.push(a);
+                }
                 Err(e) => tracing::warn!(error = %e, "stress panel free failed"),
             }
         }
         StressOutcome::Freed(freed)
+    }
+
+    /// Frees every tensor, empties the cache and replaces the allocator by a
+    /// fresh one under `settings`; the old one is dropped with nothing held.
+    /// On any error nothing changes.
+    fn reconfigure(&mut self, settings: &str) -> StressOutcome {
+        let failed = |message: String| StressOutcome::Failed {
+            allocated: Vec::new(),
+            message,
+        };
+        let config = match AllocatorConfig::parse(settings) {
+            Ok(c) => c,
+            Err(e) => return failed(format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e}")),
+        };
+        let Some(reopen) = self.reopen.as_mut() else {
+            return failed("this stress worker cannot replace its allocator".to_string());
+        };
+        let device = match reopen() {
+            Ok(d) => d,
+            Err(e) => return failed(format!("cannot reopen the device: {e}")),
+        };
+        let freed: Vec<u64> = self
+            .allocator
+            .live_allocations()
+            .iter()
+            .map(|l| l.address)
+            .collect();
+        self.release_all();
+        let gpu = self.allocator.device_index();
+        let old = std::mem::replace(
+            &mut self.allocator,
+            CachingAllocator::new(device, gpu, config),
+        );
+        drop(old);
+        StressOutcome::Reconfigured {
+            settings: settings.to_string(),
+            freed,
+        }
     }
 
     /// Applies one command; the answer carries the fresh figures.
@@ -127,12 +275,15 @@ impl<D: DeviceMemory> StressExecutor<D> {
                 self.allocator.empty_cache();
                 StressOutcome::CacheEmptied
             }
+            StressCommand::Reconfigure { settings } => self.reconfigure(settings),
+            StressCommand::Verify => self.verify(),
         };
         self.result(outcome)
     }
 
     /// Frees every live tensor and returns every segment to the device.
     pub fn release_all(&mut self) {
+        self.filled.clear();
         for live in self.allocator.live_allocations() {
             let _ = self.allocator.free(live.address);
         }
@@ -158,10 +309,23 @@ impl StressWorker {
     /// as a CUDA context must be), delivers its `Started` answer and then
     /// one answer per command, and calls `after` once the executor has
     /// released everything.
-    pub fn spawn<D, M, F, A>(make: M, mut deliver: F, after: A) -> std::io::Result<Self>
+    pub fn spawn<D, M, F, A>(make: M, deliver: F, after: A) -> std::io::Result<Self>
     where
         D: DeviceMemory + 'static,
         M: FnOnce() -> StressExecutor<D> + Send + 'static,
+        F: FnMut(StressResult) + Send + 'static,
+        A: FnOnce() + Send + 'static,
+    {
+        Self::try_spawn(move || Ok(make()), deliver, after)
+    }
+
+    /// Like [`StressWorker::spawn`], for a device that may fail to open:
+    /// then the only answer is a `Failed` one saying why, and the thread
+    /// ends (later sends report the worker gone).
+    pub fn try_spawn<D, M, F, A>(make: M, mut deliver: F, after: A) -> std::io::Result<Self>
+    where
+        D: DeviceMemory + 'static,
+        M: FnOnce() -> Result<StressExecutor<D>, String> + Send + 'static,
         F: FnMut(StressResult) + Send + 'static,
         A: FnOnce() + Send + 'static,
     {
@@ -169,7 +333,22 @@ impl StressWorker {
         let thread = std::thread::Builder::new()
             .name("vramtop-stress".to_string())
             .spawn(move || {
-                let mut executor = make();
+                let mut executor = match make() {
+                    Ok(e) => e,
+                    Err(message) => {
+                        deliver(StressResult {
+                            outcome: StressOutcome::Failed {
+                                allocated: Vec::new(),
+                                message,
+                            },
+                            stats: Default::default(),
+                            layout: Vec::new(),
+                            driver_used: 0,
+                        });
+                        after();
+                        return;
+                    }
+                };
                 deliver(executor.started());
                 while let Ok(command) = rx.recv() {
                     deliver(executor.execute(&command));
@@ -194,11 +373,39 @@ impl StressWorker {
         let ending = cluster.clone();
         Self::spawn(
             move || {
+                let handle = memory.clone();
                 let allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
+                // The same process: a clone of its handle.
                 StressExecutor::new(allocator, false)
+                    .with_kernels()
+                    .with_reopen(move || Ok(handle.clone()))
             },
             deliver,
             move || ending.end_process(gpu, pid),
+        )
+    }
+
+    /// A worker on CUDA GPU `gpu`: `CudaMemory::open` on the worker thread
+    /// (the context is bound to it), a real GPU (so the cap defaults to 50 %
+    /// of the memory free at start), every tensor filled with the pattern
+    /// of its id, and a reconfigure opening a fresh handle on the same
+    /// primary context. Everything is given back when the worker is dropped.
+    pub fn spawn_cuda<F>(gpu: u32, deliver: F) -> std::io::Result<Self>
+    where
+        F: FnMut(StressResult) + Send + 'static,
+    {
+        let open = move || {
+            CudaMemory::open(gpu).map_err(|e| format!("cannot open CUDA GPU {gpu}: {}", e.reason()))
+        };
+        Self::try_spawn(
+            move || {
+                let allocator = CachingAllocator::new(open()?, gpu, AllocatorConfig::default());
+                Ok(StressExecutor::new(allocator, true)
+                    .with_kernels()
+                    .with_reopen(open))
+            },
+            deliver,
+            || {},
         )
     }
 

@@ -44,10 +44,10 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
         state.ui.process_scroll = 0;
         return Effect::Redraw;
     }
-    // The stress panel's size field takes the keys while it is open
-    // (Ctrl-C still quits).
+    // The stress panel's size or settings field takes the keys while it
+    // is open (Ctrl-C still quits).
     if state.ui.stress_open
-        && state.stress.editing_size()
+        && state.stress.editing()
         && !key.modifiers.contains(KeyModifiers::CONTROL)
     {
         return edit_size(state, key);
@@ -68,18 +68,19 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
     }
 }
 
-/// A key in the stress panel's size field: Enter sets the size, Esc
-/// cancels, Backspace deletes, characters type.
+/// A key in the stress panel's size or settings field: Enter sets the size
+/// (or validates the settings and replaces the allocator), Esc cancels,
+/// Backspace deletes, characters type.
 fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
     let panel = &mut state.stress;
     match key.code {
         KeyCode::Enter => {
-            let commands = panel.submit_size();
+            let commands = panel.submit_input();
             if !commands.is_empty() {
                 return Effect::Stress(commands);
             }
         }
-        KeyCode::Esc => panel.cancel_size_input(),
+        KeyCode::Esc => panel.cancel_input(),
         KeyCode::Backspace => panel.backspace(),
         KeyCode::Char(c) => panel.type_char(c),
         _ => return Effect::None,

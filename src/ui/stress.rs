@@ -1,7 +1,8 @@
 //! The stress panel, drawn over the lower part of the screen while it is
 //! open (the breakdown, timeline and fragmentation above it follow the
-//! panel's allocator). Top to bottom: the size/count/pattern line, the size
-//! field while one is typed (`s`), the last message, PyTorch's OOM message with "reserved but unallocated"
+//! panel's allocator). The title names non-default allocator settings.
+//! Top to bottom: the size/count/pattern line, the size field while one is
+//! typed (`s`), the allocator-settings field (`S`), the last message, PyTorch's OOM message with "reserved but unallocated"
 //! highlighted, the live tensors and, once A and B are marked, the compare
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
 
@@ -15,7 +16,7 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
-use crate::app::stress::{CompareRow, FigureUnit, OomState, StressPanel};
+use crate::app::stress::{CompareRow, FigureUnit, HistogramRow, OomState, Pattern, StressPanel};
 
 /// The panel's share of the screen height (percent) and its floor (rows).
 const HEIGHT_PERCENT: u16 = 55;
@@ -24,6 +25,9 @@ const MIN_ROWS: u16 = 12;
 const SIDE_BY_SIDE_WIDTH: u16 = 90;
 /// Columns of the compare view: name, A, B, Δ.
 const COMPARE_WIDTH: u16 = 52;
+/// Columns of the compare view with the free-block histogram (`H`):
+/// bucket, A count and bytes, B count and bytes, Δ count and bytes.
+const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 4;
 
@@ -58,6 +62,10 @@ impl<'a> StressPane<'a> {
             Span::styled(p.count().to_string(), t.key),
             Span::styled("  pattern ", t.dim),
             Span::styled(p.pattern.name(), t.key),
+            Span::raw(match p.pattern {
+                Pattern::TransformerStep => format!(" #{}", p.transformer_steps + 1),
+                _ => String::new(),
+            }),
             Span::styled("  live ", t.dim),
             Span::raw(format!(
                 "{} tensors, {}",
@@ -77,10 +85,15 @@ impl<'a> StressPane<'a> {
             (Some(g), None) => format!("GPU {g} · no cap (simulated)"),
             (Some(g), Some(c)) => format!("GPU {g} · cap {}", format::bytes(c)),
         };
-        Line::from(vec![
+        let mut spans = vec![
             Span::styled(" Stress panel ", t.title_focused),
             Span::styled(format!(" {where_} "), t.text),
-        ])
+        ];
+        // PyTorch's defaults need no mention; other settings are named.
+        if !p.settings.is_empty() {
+            spans.push(Span::styled(format!(" {} ", p.settings), t.key));
+        }
+        Line::from(spans)
     }
 
     fn tensor_lines(&self, rows: usize) -> Vec<Line<'static>> {
@@ -151,6 +164,54 @@ impl<'a> StressPane<'a> {
                     figure(r.unit, r.b)
                 )),
                 Span::styled(format!("{:>11}", delta(r.unit, d)), style),
+            ]));
+        }
+        lines
+    }
+
+    /// The histogram difference under the compare figures: one row per
+    /// size bucket where A or B has a free block.
+    fn histogram_lines(&self, rows: &[HistogramRow]) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let mut lines = vec![Line::styled(
+            format!(
+                "{:<10} {:>4} {:>9} {:>4} {:>9} {:>5} {:>11}",
+                "free ≤", "A #", "A", "B #", "B", "Δ #", "Δ"
+            ),
+            t.header,
+        )];
+        if rows.is_empty() {
+            lines.push(Line::styled("no free blocks in A or B", t.dim));
+        }
+        for r in rows {
+            let d = r.bytes_delta();
+            let style = match d.signum() {
+                1 => t.warning,
+                -1 => t.bar_ok,
+                _ => t.dim,
+            };
+            let bucket = if r.open_ended {
+                format!("≥{}", format::bytes(r.bound))
+            } else {
+                format::bytes(r.bound)
+            };
+            lines.push(Line::from(vec![
+                Span::raw(format!(
+                    "{:<10} {:>4} {:>9} {:>4} {:>9} ",
+                    bucket,
+                    r.a_count,
+                    format::bytes(r.a_bytes),
+                    r.b_count,
+                    format::bytes(r.b_bytes)
+                )),
+                Span::styled(
+                    format!(
+                        "{:>5} {:>11}",
+                        delta(FigureUnit::Count, r.count_delta()),
+                        delta(FigureUnit::Bytes, d)
+                    ),
+                    style,
+                ),
             ]));
         }
         lines
@@ -240,6 +301,13 @@ impl Widget for StressPane<'_> {
                 Span::styled("  Enter sets · Esc cancels", t.dim),
             ]));
         }
+        if let Some(text) = &self.panel.settings_input {
+            head.push(Line::from(vec![
+                Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
+                Span::styled(format!("{text}▏"), t.selected),
+                Span::styled("  Enter frees all, new allocator · Esc cancels", t.dim),
+            ]));
+        }
         if let Some(m) = &self.panel.message {
             head.push(Line::styled(m.clone(), t.dim));
         }
@@ -256,10 +324,22 @@ impl Widget for StressPane<'_> {
             inner.width,
             inner.height - head_h,
         );
-        let compare = self.panel.compare().map(|rows| self.compare_lines(&rows));
+        let histogram = self.panel.histogram_compare();
+        let compare = self.panel.compare().map(|rows| {
+            let mut lines = self.compare_lines(&rows);
+            if let Some(h) = &histogram {
+                lines.extend(self.histogram_lines(h));
+            }
+            lines
+        });
+        let width = if histogram.is_some() {
+            HISTOGRAM_WIDTH
+        } else {
+            COMPARE_WIDTH
+        };
         let (list_area, compare_area) = match &compare {
             Some(_) if inner.width >= SIDE_BY_SIDE_WIDTH => {
-                let cw = COMPARE_WIDTH.min(rest.width);
+                let cw = width.min(rest.width);
                 (
                     Rect {
                         width: rest.width - cw - 1,
