@@ -10,6 +10,10 @@
 //! - `executor_allocate_one_fresh`: the device side: one `Malloc` of one
 //!   1 MiB tensor on a fresh executor over a simulated GPU (its first
 //!   allocation: the context and a 2 MiB segment).
+//! - `scenario_step_model_sim`: one scenario step (model + sim device): the
+//!   panel loaded with `empty_cache_live_block`, its first step (a 512 MiB
+//!   alloc) chosen by the machine, executed on the simulated GPU and the
+//!   answer applied. Target: well under a frame (16 ms).
 
 use std::hint::black_box;
 
@@ -113,5 +117,41 @@ fn bench_executor(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_panel, bench_executor);
+fn bench_scenario_step(c: &mut Criterion) {
+    let index = vramtop::scenario::builtin_names()
+        .iter()
+        .position(|n| *n == "empty_cache_live_block")
+        .expect("built-in");
+    c.bench_function("scenario_step_model_sim", |b| {
+        b.iter_batched(
+            || {
+                let cluster = cluster();
+                let memory = cluster.new_process(0, STRESS_COMMAND);
+                let handle = memory.clone();
+                let mut exec = StressExecutor::new(
+                    CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+                    false,
+                )
+                .with_reopen(move || Ok(handle.clone()));
+                let mut panel = StressPanel::default();
+                panel.on_result(exec.started());
+                for c in panel.apply(StressAction::LoadScenario(index)) {
+                    let r = exec.execute(&c);
+                    panel.on_result(r);
+                }
+                (panel, exec, cluster)
+            },
+            |(mut panel, mut exec, cluster)| {
+                for c in panel.apply(StressAction::ScenarioStep) {
+                    let r = exec.execute(&c);
+                    black_box(panel.on_result(r));
+                }
+                (panel, exec, cluster)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+criterion_group!(benches, bench_panel, bench_executor, bench_scenario_step);
 criterion_main!(benches);

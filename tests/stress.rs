@@ -1309,3 +1309,283 @@ fn v_on_the_simulation_worker_verifies_the_live_tensors() {
     let said = d.panel.message.clone().unwrap_or_default();
     assert!(said.contains("verified 9 tensor(s)"), "{said}");
 }
+
+// ------------------------------------------------------------- scenarios
+
+/// A panel and an executor (with reopen) on a simulated GPU, driven
+/// synchronously: every command is answered before the next key.
+fn scenario_rig() -> (StressPanel, StressExecutor<SimMemory>, SimCluster) {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let handle = memory.clone();
+    let exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    )
+    .with_reopen(move || Ok(handle.clone()));
+    let mut panel = StressPanel::default();
+    panel.on_result(exec.started());
+    (panel, exec, cluster)
+}
+
+/// Applies `action` and answers every command it leads to (a running
+/// scenario sends one per answer); the reserved figure after each answer.
+fn drive(
+    p: &mut StressPanel,
+    exec: &mut StressExecutor<SimMemory>,
+    action: StressAction,
+) -> Vec<u64> {
+    let mut reserved = Vec::new();
+    let mut cmds = p.apply(action);
+    while let [cmd] = &cmds[..] {
+        let r = exec.execute(cmd);
+        cmds = p.on_result(r);
+        reserved.push(p.figures.reserved);
+    }
+    reserved
+}
+
+fn builtin_index(name: &str) -> usize {
+    vramtop::scenario::builtin_names()
+        .iter()
+        .position(|n| *n == name)
+        .expect("built-in")
+}
+
+#[test]
+fn stepping_a_scenario_reaches_the_engines_reserved_figures_and_rewind_returns_to_zero() {
+    let name = "empty_cache_live_block";
+    let expected = vramtop::scenario::run(
+        &vramtop::scenario::builtin(name)
+            .expect("exists")
+            .expect("parses"),
+    )
+    .expect("runs");
+    let expected = &expected.variants[0].steps;
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index(name)),
+    );
+    assert_eq!(p.figures.reserved, 0);
+    let run = p.scenario.as_ref().expect("loaded");
+    assert_eq!(run.total(), expected.len());
+    for want in expected {
+        let got = drive(&mut p, &mut exec, StressAction::ScenarioStep);
+        assert_eq!(
+            got,
+            vec![want.reserved],
+            "step {} ({})",
+            want.step,
+            want.label
+        );
+        assert_eq!(p.figures.allocated, want.allocated, "step {}", want.step);
+    }
+    // Past the end: nothing is sent.
+    assert!(p.apply(StressAction::ScenarioStep).is_empty());
+    assert!(p.message.as_deref().unwrap_or("").contains("finished"));
+
+    // Rewind to step 0 with nothing reserved, then run it all: one step per
+    // answer, the same figures in order.
+    drive(&mut p, &mut exec, StressAction::ScenarioRewind);
+    assert_eq!(p.figures.reserved, 0);
+    assert!(p.tensors.is_empty());
+    assert_eq!(p.scenario.as_ref().map(|r| r.done), Some(0));
+    let all = drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let want: Vec<u64> = expected.iter().map(|s| s.reserved).collect();
+    assert_eq!(all, want);
+    assert!(!p.scenario.as_ref().expect("loaded").running);
+    drive(&mut p, &mut exec, StressAction::ScenarioRewind);
+    assert_eq!(p.figures.reserved, 0);
+}
+
+#[test]
+fn next_variant_applies_its_alloc_conf_through_reconfigure() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    let scenarios: Vec<_> = vramtop::scenario::builtin_names()
+        .into_iter()
+        .map(|n| {
+            vramtop::scenario::builtin(n)
+                .expect("exists")
+                .expect("parses")
+        })
+        .collect();
+    let (i, s) = scenarios
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.variants.len() > 1)
+        .expect("a built-in with variants");
+    drive(&mut p, &mut exec, StressAction::LoadScenario(i));
+    assert_eq!(p.settings, s.variants[0].alloc_conf);
+    let cmds = p.apply(StressAction::ScenarioNextVariant);
+    assert_eq!(
+        cmds,
+        vec![StressCommand::Reconfigure {
+            settings: s.variants[1].alloc_conf.clone()
+        }]
+    );
+    p.on_result(exec.execute(&cmds[0]));
+    assert_eq!(p.settings, s.variants[1].alloc_conf);
+    assert_eq!(p.scenario.as_ref().map(|r| r.variant), Some(1));
+}
+
+#[test]
+fn a_scenario_step_that_runs_out_of_memory_stops_the_run_with_pytorchs_message() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
+    );
+    // A step's OOM answer (hand-made: the simulated GPU is large).
+    assert!(!p.apply(StressAction::ScenarioRun).is_empty());
+    let more = p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: Vec::new(),
+            message: "CUDA out of memory. Tried to allocate 512.00 MiB.".into(),
+            reserved_but_unallocated: 0,
+        },
+        0,
+    ));
+    assert!(more.is_empty(), "the run stops: {more:?}");
+    assert!(!p.scenario.as_ref().expect("loaded").running);
+    assert!(p.oom.as_ref().expect("oom").message.contains("512.00 MiB"));
+}
+
+#[test]
+fn n_opens_the_scenario_list_and_enter_loads_the_selected_one() {
+    let mut state = AppState::new(StatusState::default());
+    press(&mut state, KeyCode::F(2));
+    on_stress_result(
+        &mut state,
+        answer(
+            StressOutcome::Started {
+                gpu: 0,
+                free_at_start: 80 * GIB,
+                total: 80 * GIB,
+                real_gpu: false,
+            },
+            0,
+        ),
+    );
+    assert_eq!(press(&mut state, KeyCode::Char('n')), Effect::Redraw);
+    let picker = state.stress.scenario_picker.as_ref().expect("open");
+    assert_eq!(picker.entries.len(), vramtop::scenario::BUILTIN.len());
+    press(&mut state, KeyCode::Down);
+    press(&mut state, KeyCode::Down);
+    press(&mut state, KeyCode::Up);
+    let Effect::Stress(cmds) = press(&mut state, KeyCode::Enter) else {
+        panic!("Enter loads and rewinds");
+    };
+    assert!(matches!(cmds[..], [StressCommand::Reconfigure { .. }]));
+    assert!(!state.stress.picking());
+    assert_eq!(state.stress.scenario.as_ref().map(|r| r.builtin), Some(1));
+    assert!(state.stress.tensors.is_empty());
+    // Esc closes the list without loading.
+    press(&mut state, KeyCode::Char('n'));
+    press(&mut state, KeyCode::Esc);
+    assert!(!state.stress.picking());
+    assert!(state.ui.stress_open, "Esc closed the list, not the panel");
+}
+
+#[test]
+fn a_loaded_scenario_renders_its_name_step_and_explanation() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
+    );
+    drive(&mut p, &mut exec, StressAction::ScenarioStep);
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(110, 14)).expect("test backend");
+    terminal
+        .draw(|f| {
+            f.render_widget(ui::StressPane::new(&p, &theme), f.area());
+        })
+        .expect("test backend");
+    insta::assert_snapshot!("stress_scenario_110x14", terminal.backend());
+}
+
+// ------------------------------------------------------------- OOM advice
+
+fn segment(total: u64, allocated: u64) -> SegmentInfo {
+    SegmentInfo {
+        device: 0,
+        address: 0,
+        total_size: total,
+        allocated_size: allocated,
+        active_size: allocated,
+        requested_size: allocated,
+        stream: 0,
+        segment_type: vramtop::alloc::PoolKind::Large,
+        segment_pool_id: (0, 0),
+        is_expandable: false,
+        blocks: Vec::new(),
+    }
+}
+
+#[test]
+fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
+    use vramtop::app::stress::{Reclaim, oom_advice, reclaim};
+    let layout = [
+        segment(20 * MIB, 0),
+        segment(512 * MIB, 100 * MIB),
+        segment(2 * MIB, MIB),
+    ];
+    assert_eq!(
+        reclaim(&layout),
+        Reclaim {
+            releasable: 20 * MIB,
+            non_releasable: 413 * MIB
+        }
+    );
+    let lines = oom_advice(&layout, "");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("could release 20.00 MiB"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("413.00 MiB is non-releasable"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].contains("expandable_segments:True or max_split_size_mb"));
+    assert!(lines[1].contains("press S"));
+    let on = oom_advice(&layout, "expandable_segments:True");
+    assert!(on[1].starts_with("expandable segments are on"), "{on:?}");
+    // Little stranded: one line, no settings to suggest.
+    let small = [segment(20 * MIB, 0), segment(2 * MIB, MIB)];
+    assert_eq!(oom_advice(&small, "").len(), 1);
+    // Nothing to release and little stranded: plain lack of capacity.
+    assert!(oom_advice(&[segment(GIB, GIB - MIB)], "").is_empty());
+    assert!(oom_advice(&[], "").is_empty());
+}
+
+#[test]
+fn the_panel_gives_advice_only_while_an_oom_is_shown() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    p.custom_size = Some(300 * MIB);
+    p.count_index = COUNT_PRESETS.iter().position(|&c| c == 2).expect("2");
+    drive(&mut p, &mut exec, StressAction::Allocate);
+    drive(&mut p, &mut exec, StressAction::FreeOldest);
+    assert!(p.oom_advice().is_empty(), "no OOM, no advice");
+    p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: Vec::new(),
+            message: "CUDA out of memory.".into(),
+            reserved_but_unallocated: 300 * MIB,
+        },
+        600 * MIB,
+    ));
+    // The hand-made answer has no layout: nothing to say.
+    assert!(p.oom_advice().is_empty());
+    let r = exec.execute(&StressCommand::Verify);
+    p.oom = Some(vramtop::app::stress::OomState {
+        message: "CUDA out of memory.".into(),
+        reserved_but_unallocated: 300 * MIB,
+    });
+    p.busy = true;
+    p.on_result(r);
+    let advice = p.oom_advice();
+    assert!(advice[0].contains("could release 300.00 MiB"), "{advice:?}");
+}

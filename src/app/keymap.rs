@@ -131,6 +131,11 @@ fn stress_bindings() -> Vec<StressBinding> {
         b("S", act(S::TypeSettings), Some("alloc conf")),
         b("↑ k", act(S::Up), None),
         b("↓ j", act(S::Down), None),
+        b("n", act(S::OpenScenarios), Some("scenarios")),
+        b(".", act(S::ScenarioStep), None),
+        b("g", act(S::ScenarioRun), None),
+        b("w", act(S::ScenarioRewind), None),
+        b("N", act(S::ScenarioNextVariant), None),
     ]
 }
 
@@ -233,6 +238,11 @@ impl Keymap {
             KeyCode::Char('S') => PanelKey::Act(S::TypeSettings),
             KeyCode::Up | KeyCode::Char('k') => PanelKey::Act(S::Up),
             KeyCode::Down | KeyCode::Char('j') => PanelKey::Act(S::Down),
+            KeyCode::Char('n') => PanelKey::Act(S::OpenScenarios),
+            KeyCode::Char('.') => PanelKey::Act(S::ScenarioStep),
+            KeyCode::Char('g') => PanelKey::Act(S::ScenarioRun),
+            KeyCode::Char('w') => PanelKey::Act(S::ScenarioRewind),
+            KeyCode::Char('N') => PanelKey::Act(S::ScenarioNextVariant),
             _ => return None,
         })
     }

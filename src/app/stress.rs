@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::alloc::analysis::{BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2};
 use crate::alloc::{DeviceStats, SegmentInfo, fragmentation};
+use crate::scenario::{self, Action as ScenarioAction, Scenario};
 
 use super::state::AllocatorView;
 
@@ -203,6 +204,19 @@ pub enum StressAction {
     Reconfigure,
     Up,
     Down,
+    /// Opens the list of built-in scenarios (`n`).
+    OpenScenarios,
+    /// Loads built-in scenario `i` ([`scenario::BUILTIN`]) and rewinds to
+    /// its first variant: what Enter in the list does.
+    LoadScenario(usize),
+    /// Runs the scenario's next step.
+    ScenarioStep,
+    /// Runs / pauses the scenario: one step per worker answer.
+    ScenarioRun,
+    /// Frees everything, applies the variant's settings, back to step 0.
+    ScenarioRewind,
+    /// The scenario's next variant (rewound).
+    ScenarioNextVariant,
 }
 
 impl StressAction {
@@ -232,6 +246,14 @@ impl StressAction {
             StressAction::Reconfigure => "replace the allocator with the typed settings",
             StressAction::Up => "select the previous tensor",
             StressAction::Down => "select the next tensor",
+            StressAction::OpenScenarios => "scenarios: ↑/↓ and Enter load a built-in one",
+            StressAction::LoadScenario(_) => "load a built-in scenario",
+            StressAction::ScenarioStep => "scenario: run the next step",
+            StressAction::ScenarioRun => "scenario: run / pause (one step per device answer)",
+            StressAction::ScenarioRewind => {
+                "scenario: rewind (free all, the variant's settings, step 0)"
+            }
+            StressAction::ScenarioNextVariant => "scenario: next variant (rewound)",
         }
     }
 }
@@ -485,6 +507,123 @@ pub struct OomState {
     pub reserved_but_unallocated: u64,
 }
 
+/// Non-releasable bytes from which the OOM advice suggests settings that
+/// let split segments be reused.
+pub const LARGE_NON_RELEASABLE: u64 = 64 * MIB;
+
+/// What `empty_cache` could do with the cached free memory (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Reclaim {
+    /// Segments without a live block: `empty_cache` returns them whole.
+    pub releasable: u64,
+    /// Free blocks inside segments that also hold a live block: they stay.
+    pub non_releasable: u64,
+}
+
+/// Splits the cached free memory of `layout` into what `empty_cache` could
+/// release and what it could not.
+pub fn reclaim(layout: &[SegmentInfo]) -> Reclaim {
+    let mut r = Reclaim::default();
+    for s in layout {
+        if s.allocated_size == 0 {
+            r.releasable += s.total_size;
+        } else {
+            r.non_releasable += s.total_size.saturating_sub(s.allocated_size);
+        }
+    }
+    r
+}
+
+/// The lines under an OOM message saying what would have helped, from the
+/// current layout and the allocator's `settings`: how much `empty_cache`
+/// could release and how much is non-releasable, and, when the latter is
+/// at least [`LARGE_NON_RELEASABLE`], the settings that let it be reused.
+/// None when nothing is releasable and little is stranded (plain lack of
+/// capacity).
+pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
+    let r = reclaim(layout);
+    if r.releasable == 0 && r.non_releasable < LARGE_NON_RELEASABLE {
+        return Vec::new();
+    }
+    let fmt = crate::alloc::sizing::format_size;
+    let mut lines = vec![format!(
+        "empty_cache() could release {} (whole free segments); {} is non-releasable          (free blocks in segments with live tensors)",
+        fmt(r.releasable),
+        fmt(r.non_releasable)
+    )];
+    if r.non_releasable >= LARGE_NON_RELEASABLE {
+        let expandable = settings.contains("expandable_segments:True");
+        lines.push(if expandable {
+            format!(
+                "expandable segments are on: max_split_size_mb would keep large blocks                  from being split, so {} could be reused (press S to try)",
+                fmt(r.non_releasable)
+            )
+        } else {
+            format!(
+                "expandable_segments:True or max_split_size_mb would let those {} be                  reused (press S to try)",
+                fmt(r.non_releasable)
+            )
+        });
+    }
+    lines
+}
+
+/// The list of built-in scenarios while it is open (`n`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScenarioPicker {
+    /// (name, title) of each built-in scenario, in [`scenario::BUILTIN`]
+    /// order.
+    pub entries: Vec<(String, String)>,
+    pub selected: usize,
+}
+
+/// A built-in scenario loaded into the panel, stepped through the worker.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioRun {
+    /// Index into [`scenario::BUILTIN`].
+    pub builtin: usize,
+    pub scenario: Scenario,
+    /// Index into `scenario.variants`.
+    pub variant: usize,
+    /// Index into `scenario.steps` from which the next step is looked for.
+    pub cursor: usize,
+    /// Steps of this variant sent so far (the engine's 1-based step number
+    /// of the last one).
+    pub done: usize,
+    /// Steps automatically, one per device answer.
+    pub running: bool,
+    /// Held scenario names and their panel tensor ids, in allocation order.
+    pub names: Vec<(String, u64)>,
+    /// The names of the alloc step with the worker.
+    pub pending: Vec<String>,
+    /// The command with the worker is one of this scenario's steps.
+    pub in_flight: bool,
+}
+
+impl ScenarioRun {
+    /// The variant's name.
+    pub fn variant_name(&self) -> &str {
+        &self.scenario.variants[self.variant].name
+    }
+
+    /// The variant's `PYTORCH_CUDA_ALLOC_CONF`.
+    pub fn alloc_conf(&self) -> &str {
+        &self.scenario.variants[self.variant].alloc_conf
+    }
+
+    /// The steps this variant runs.
+    pub fn total(&self) -> usize {
+        let v = self.variant_name();
+        self.scenario.steps.iter().filter(|s| s.runs_in(v)).count()
+    }
+
+    /// The index (into `scenario.steps`) of the next step this variant runs.
+    pub fn next_index(&self) -> Option<usize> {
+        let v = self.variant_name();
+        (self.cursor..self.scenario.steps.len()).find(|&i| self.scenario.steps[i].runs_in(v))
+    }
+}
+
 /// The default cap: on a real GPU [`REAL_GPU_CAP_PERCENT`] of the memory
 /// free at start; the simulation has none, so OOM can be reached.
 pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
@@ -604,6 +743,10 @@ pub struct StressPanel {
     /// Actions typed while busy, applied in order after the answer (so a
     /// mark typed after a free sees the free's figures).
     pub queued: Vec<StressAction>,
+    /// The built-in scenario list while it is open (`n`).
+    pub scenario_picker: Option<ScenarioPicker>,
+    /// The scenario loaded into the panel.
+    pub scenario: Option<ScenarioRun>,
 }
 
 impl Default for StressPanel {
@@ -634,6 +777,8 @@ impl Default for StressPanel {
             message: None,
             busy: false,
             queued: Vec::new(),
+            scenario_picker: None,
+            scenario: None,
         }
     }
 }
@@ -915,6 +1060,7 @@ impl StressPanel {
                     | StressAction::TypeSize
                     | StressAction::TypeSettings
                     | StressAction::ToggleHistogram
+                    | StressAction::OpenScenarios
             )
         {
             if self.queued.len() < MAX_QUEUED {
@@ -993,6 +1139,34 @@ impl StressPanel {
                 return self.send(StressCommand::Verify);
             }
             StressAction::MarkCompare => self.mark(),
+            StressAction::OpenScenarios => self.open_scenarios(),
+            StressAction::LoadScenario(i) => return self.load_scenario(i),
+            StressAction::ScenarioStep => {
+                if let Some(run) = &mut self.scenario {
+                    run.running = false;
+                }
+                return self.scenario_step();
+            }
+            StressAction::ScenarioRun => {
+                let Some(run) = &mut self.scenario else {
+                    self.say("no scenario loaded: n lists them");
+                    return Vec::new();
+                };
+                if run.running {
+                    run.running = false;
+                    self.say("scenario paused");
+                    return Vec::new();
+                }
+                run.running = true;
+                return self.scenario_step();
+            }
+            StressAction::ScenarioRewind => return self.rewind_scenario(),
+            StressAction::ScenarioNextVariant => {
+                if let Some(run) = &mut self.scenario {
+                    run.variant = (run.variant + 1) % run.scenario.variants.len();
+                }
+                return self.rewind_scenario();
+            }
             StressAction::ToggleHistogram => {
                 self.show_histogram = !self.show_histogram;
                 self.say(if self.show_histogram {
@@ -1003,6 +1177,192 @@ impl StressPanel {
             }
         }
         Vec::new()
+    }
+
+    /// The OOM advice lines for the current figures (empty without an OOM).
+    pub fn oom_advice(&self) -> Vec<String> {
+        match (&self.oom, &self.view) {
+            (Some(_), Some(view)) => oom_advice(&view.layout, &self.settings),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the scenario list takes the keys.
+    pub fn picking(&self) -> bool {
+        self.scenario_picker.is_some()
+    }
+
+    fn open_scenarios(&mut self) {
+        let entries = scenario::BUILTIN
+            .iter()
+            .map(|(name, text)| {
+                let title = scenario::parse(text).map_or_else(|e| e.to_string(), |s| s.title);
+                (name.to_string(), title)
+            })
+            .collect();
+        let selected = self.scenario.as_ref().map_or(0, |r| r.builtin);
+        self.scenario_picker = Some(ScenarioPicker { entries, selected });
+        self.say("scenarios: ↑/↓ choose, Enter loads, Esc closes");
+    }
+
+    /// Moves the scenario list's cursor.
+    pub fn pick_move(&mut self, up: bool) {
+        if let Some(p) = &mut self.scenario_picker {
+            p.selected = Self::step(p.selected, p.entries.len().max(1), !up);
+        }
+    }
+
+    /// Enter in the scenario list: loads the selected scenario.
+    pub fn pick_choose(&mut self) -> Vec<StressCommand> {
+        match self.scenario_picker.take() {
+            Some(p) => self.apply(StressAction::LoadScenario(p.selected)),
+            None => Vec::new(),
+        }
+    }
+
+    /// Esc in the scenario list.
+    pub fn pick_cancel(&mut self) {
+        if self.scenario_picker.take().is_some() {
+            self.say("no scenario chosen");
+        }
+    }
+
+    fn load_scenario(&mut self, i: usize) -> Vec<StressCommand> {
+        let Some((_, text)) = scenario::BUILTIN.get(i) else {
+            self.say("no such scenario");
+            return Vec::new();
+        };
+        let scenario = match scenario::parse(text) {
+            Ok(s) => s,
+            Err(e) => {
+                self.say(e.to_string());
+                return Vec::new();
+            }
+        };
+        self.scenario = Some(ScenarioRun {
+            builtin: i,
+            scenario,
+            variant: 0,
+            cursor: 0,
+            done: 0,
+            running: false,
+            names: Vec::new(),
+            pending: Vec::new(),
+            in_flight: false,
+        });
+        self.rewind_scenario()
+    }
+
+    /// Frees everything and starts a fresh allocator under the variant's
+    /// settings (the reconfigure command), back to step 0.
+    fn rewind_scenario(&mut self) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        let Some(run) = &mut self.scenario else {
+            self.say("no scenario loaded: n lists them");
+            return Vec::new();
+        };
+        run.cursor = 0;
+        run.done = 0;
+        run.running = false;
+        run.pending.clear();
+        run.in_flight = false;
+        let settings = run.alloc_conf().to_string();
+        self.send(StressCommand::Reconfigure { settings })
+    }
+
+    /// The command of the scenario's next step, chosen from the step
+    /// cursor alone; advances the cursor. A cap refusal stops the run.
+    fn scenario_step(&mut self) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        let Some(mut run) = self.scenario.take() else {
+            self.say("no scenario loaded: n lists them");
+            return Vec::new();
+        };
+        let commands = self.next_scenario_command(&mut run);
+        if commands.is_empty() {
+            run.running = false;
+        }
+        self.scenario = Some(run);
+        commands
+    }
+
+    fn next_scenario_command(&mut self, run: &mut ScenarioRun) -> Vec<StressCommand> {
+        let Some(at) = run.next_index() else {
+            self.say(format!(
+                "scenario {} finished ({} steps): w rewinds, N tries the next variant",
+                run.scenario.name, run.done
+            ));
+            return Vec::new();
+        };
+        let step = &run.scenario.steps[at];
+        let command = match &step.action {
+            ScenarioAction::Alloc { names, size } => {
+                let request = size.saturating_mul(names.len() as u64);
+                if let Some(cap) = self.cap
+                    && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
+                {
+                    self.say(why);
+                    return Vec::new();
+                }
+                run.pending = names.clone();
+                StressCommand::Malloc {
+                    sizes: vec![*size; names.len()],
+                }
+            }
+            ScenarioAction::Free { patterns } => {
+                let held: Vec<String> = run.names.iter().map(|(n, _)| n.clone()).collect();
+                let mut gone = std::collections::BTreeSet::new();
+                for p in patterns {
+                    gone.extend(scenario::format::matching(p, &held).into_iter().cloned());
+                }
+                let ids: rustc_hash::FxHashSet<u64> = run
+                    .names
+                    .iter()
+                    .filter(|(n, _)| gone.contains(n))
+                    .map(|&(_, id)| id)
+                    .collect();
+                run.names.retain(|(n, _)| !gone.contains(n));
+                let addresses = self
+                    .tensors
+                    .iter()
+                    .filter(|t| ids.contains(&t.id))
+                    .map(|t| t.address)
+                    .collect();
+                StressCommand::Free { addresses }
+            }
+            ScenarioAction::EmptyCache => StressCommand::EmptyCache,
+        };
+        run.cursor = at + 1;
+        run.done += 1;
+        run.in_flight = true;
+        self.send(command)
+    }
+
+    /// Records what the answer to a scenario step did: the new tensors get
+    /// their names; an OOM or a failure stops the run.
+    fn scenario_answer(&mut self, first_id: u64, stop: bool, reconfigured: bool) {
+        let next_id = self.next_id;
+        let Some(run) = &mut self.scenario else {
+            return;
+        };
+        if reconfigured {
+            run.names.clear();
+        }
+        if !run.in_flight {
+            return;
+        }
+        run.in_flight = false;
+        let pending = std::mem::take(&mut run.pending);
+        run.names.extend(pending.into_iter().zip(first_id..next_id));
+        if stop {
+            run.running = false;
+        }
     }
 
     fn add(&mut self, new: &[NewTensor]) {
@@ -1019,14 +1379,25 @@ impl StressPanel {
 
     /// Takes the worker's answer, then applies queued actions up to the
     /// next one that needs the worker: its commands are returned.
+    /// A running scenario then sends its next step.
     pub fn on_result(&mut self, result: StressResult) -> Vec<StressCommand> {
+        let first_id = self.next_id;
+        let stop = matches!(
+            result.outcome,
+            StressOutcome::OutOfMemory { .. } | StressOutcome::Failed { .. }
+        );
+        let reconfigured = matches!(result.outcome, StressOutcome::Reconfigured { .. });
         self.take_result(result);
+        self.scenario_answer(first_id, stop, reconfigured);
         while !self.queued.is_empty() {
             let next = self.queued.remove(0);
             let commands = self.apply(next);
             if !commands.is_empty() {
                 return commands;
             }
+        }
+        if self.scenario.as_ref().is_some_and(|r| r.running) && !self.busy {
+            return self.scenario_step();
         }
         Vec::new()
     }

@@ -52,6 +52,13 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
     {
         return edit_size(state, key);
     }
+    // The scenario list takes the arrows, Enter and Esc while it is open.
+    if state.ui.stress_open
+        && state.stress.picking()
+        && !key.modifiers.contains(KeyModifiers::CONTROL)
+    {
+        return pick_scenario(state, key);
+    }
     // Help is modal over the panel too: its keys go through `apply`.
     if state.ui.overlay == Overlay::None {
         if state.ui.stress_open {
@@ -83,6 +90,25 @@ fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
         KeyCode::Esc => panel.cancel_input(),
         KeyCode::Backspace => panel.backspace(),
         KeyCode::Char(c) => panel.type_char(c),
+        _ => return Effect::None,
+    }
+    Effect::Redraw
+}
+
+/// A key in the stress panel's scenario list: ↑/↓ (k/j) move, Enter loads
+/// the scenario (rewinding to its first variant), Esc closes the list.
+fn pick_scenario(state: &mut AppState, key: KeyEvent) -> Effect {
+    let panel = &mut state.stress;
+    match key.code {
+        KeyCode::Up | KeyCode::Char('k') => panel.pick_move(true),
+        KeyCode::Down | KeyCode::Char('j') => panel.pick_move(false),
+        KeyCode::Enter => {
+            let commands = panel.pick_choose();
+            if !commands.is_empty() {
+                return Effect::Stress(commands);
+            }
+        }
+        KeyCode::Esc => panel.pick_cancel(),
         _ => return Effect::None,
     }
     Effect::Redraw

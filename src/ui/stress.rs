@@ -3,7 +3,8 @@
 //! panel's allocator). The title names non-default allocator settings.
 //! Top to bottom: the size/count/pattern line, the size field while one is
 //! typed (`s`), the allocator-settings field (`S`), the last message, PyTorch's OOM message with "reserved but unallocated"
-//! highlighted, the live tensors and, once A and B are marked, the compare
+//! highlighted and what would have helped (empty_cache, non-releasable
+//! memory, settings to try), the scenario list or the loaded scenario, the live tensors and, once A and B are marked, the compare
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
 
 use ratatui::buffer::Buffer;
@@ -30,6 +31,8 @@ const COMPARE_WIDTH: u16 = 52;
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 4;
+/// Rows a scenario's explanation may take.
+const EXPLANATION_ROWS: usize = 3;
 
 /// Where the panel goes: the bottom rows of `body` (the screen above the
 /// status line).
@@ -140,6 +143,60 @@ impl<'a> StressPane<'a> {
             self.theme.warning,
         );
         lines.truncate(OOM_ROWS);
+        lines
+    }
+
+    /// The scenario list (`n`) or the loaded scenario: its name, variant,
+    /// step cursor, next step and explanation.
+    fn scenario_lines(&self, width: u16) -> Vec<Line<'static>> {
+        let p = self.panel;
+        let t = self.theme;
+        let mut lines = Vec::new();
+        if let Some(picker) = &p.scenario_picker {
+            lines.push(Line::styled(
+                "scenarios: ↑/↓ choose · Enter loads (frees all) · Esc closes",
+                t.header,
+            ));
+            for (i, (name, title)) in picker.entries.iter().enumerate() {
+                let style = if i == picker.selected {
+                    t.selected
+                } else {
+                    t.text
+                };
+                lines.push(Line::styled(format!("  {name:<24} {title}"), style));
+            }
+            return lines;
+        }
+        let Some(run) = &p.scenario else {
+            return lines;
+        };
+        let conf = if run.alloc_conf().is_empty() {
+            "defaults".to_string()
+        } else {
+            run.alloc_conf().to_string()
+        };
+        let next = run.next_index().map_or("finished".to_string(), |i| {
+            run.scenario.steps[i].label.clone()
+        });
+        lines.push(Line::from(vec![
+            Span::styled("scenario ", t.dim),
+            Span::styled(run.scenario.name.clone(), t.key),
+            Span::styled("  variant ", t.dim),
+            Span::raw(format!(
+                "{} ({conf}) {}/{}",
+                run.variant_name(),
+                run.variant + 1,
+                run.scenario.variants.len()
+            )),
+            Span::styled("  step ", t.dim),
+            Span::raw(format!("{}/{}", run.done, run.total())),
+            Span::styled(if run.running { "  running" } else { "  paused" }, t.dim),
+            Span::styled("  next ", t.dim),
+            Span::raw(next),
+        ]));
+        let mut explanation = highlighted_wrap(&run.scenario.explanation, "", width, t.dim, t.dim);
+        explanation.truncate(EXPLANATION_ROWS);
+        lines.extend(explanation);
         lines
     }
 
@@ -313,7 +370,11 @@ impl Widget for StressPane<'_> {
         }
         if let Some(oom) = &self.panel.oom {
             head.extend(self.oom_lines(oom, inner.width));
+            for advice in self.panel.oom_advice() {
+                head.push(Line::styled(advice, t.warning));
+            }
         }
+        head.extend(self.scenario_lines(inner.width));
         let head_h = u16::try_from(head.len())
             .unwrap_or(u16::MAX)
             .min(inner.height);
