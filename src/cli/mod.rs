@@ -5,6 +5,7 @@ pub mod config;
 pub mod dashboard;
 pub mod demo;
 pub mod doctor;
+pub mod open;
 pub mod replay;
 pub mod scenario;
 
@@ -137,6 +138,20 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Open a PyTorch memory snapshot. With --summary: print per device and
+    /// in total the segments, reserved/allocated bytes, block states, segment
+    /// sizes, `_memory_viz.py segsum` figures and fragmentation.
+    Open {
+        /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
+        /// `torch.cuda.memory_snapshot()` segment list).
+        file: PathBuf,
+        /// Print the summary (the interactive viewer is not built yet).
+        #[arg(long)]
+        summary: bool,
+        /// With --summary: print it as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Append one JSON line per sample to FILE (flushed per line) until
     /// --duration passes or vramtop is stopped.
     Record {
@@ -215,6 +230,11 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             dashboard::record(&cli.device, &cli.display, &file, duration)
         }
         Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
+        Some(Command::Open {
+            file,
+            summary,
+            json,
+        }) => open::run(&file, summary, json),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
         Some(Command::Check {

@@ -12,6 +12,7 @@ pub mod capture;
 pub mod invariants;
 pub mod pickle;
 pub mod replay;
+pub mod summary;
 pub mod types;
 
 pub use invariants::{Finding, FindingKind, check_invariants};

@@ -1,0 +1,353 @@
+//! The summary of a snapshot's final state (`vramtop open FILE --summary`):
+//! per device and in total the segment and block counts, reserved /
+//! allocated / active / requested bytes, the segment size histogram, the
+//! figures `torch/cuda/_memory_viz.py segsum` prints, and the fragmentation
+//! figures of [`crate::alloc::analysis`].
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::types::{Segment, Snapshot};
+use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
+
+/// Converts a snapshot segment to the allocator's [`SegmentInfo`]; sums the
+/// file does not record are computed from the blocks.
+pub fn segment_info(segment: &Segment) -> SegmentInfo {
+    let sum = |keep: fn(BlockState) -> bool, requested: bool| -> u64 {
+        segment
+            .blocks
+            .iter()
+            .filter(|b| keep(b.state))
+            .map(|b| if requested { b.requested_size } else { b.size })
+            .sum()
+    };
+    SegmentInfo {
+        device: segment.device,
+        address: segment.address,
+        total_size: segment.total_size,
+        allocated_size: segment
+            .allocated_size
+            .unwrap_or_else(|| sum(|s| s == BlockState::ActiveAllocated, false)),
+        active_size: segment
+            .active_size
+            .unwrap_or_else(|| sum(BlockState::is_active, false)),
+        requested_size: segment
+            .requested_size
+            .unwrap_or_else(|| sum(BlockState::is_active, true)),
+        stream: segment.stream,
+        segment_type: segment.segment_type,
+        segment_pool_id: segment.segment_pool_id,
+        is_expandable: segment.is_expandable,
+        blocks: segment
+            .blocks
+            .iter()
+            .map(|b| BlockInfo {
+                address: b.address,
+                size: b.size,
+                requested_size: b.requested_size,
+                state: b.state,
+            })
+            .collect(),
+    }
+}
+
+/// Number of blocks in each state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BlockCounts {
+    pub active_allocated: u64,
+    pub active_pending_free: u64,
+    pub inactive: u64,
+}
+
+/// One histogram entry: `count` segments of `size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SizeCount {
+    pub size: u64,
+    pub count: u64,
+}
+
+/// Segment sizes by kind, each sorted by size. Expandable segments are
+/// counted only under `expandable`, whatever their pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SegmentSizes {
+    pub small: Vec<SizeCount>,
+    pub large: Vec<SizeCount>,
+    pub expandable: Vec<SizeCount>,
+}
+
+/// What `_memory_viz.py segsum` totals: allocated = Σ requested sizes of
+/// allocated blocks, internal free = Σ (size − requested) of those blocks,
+/// external free = Σ sizes of every other block (pending-free included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Segsum {
+    pub total_reserved: u64,
+    pub total_allocated: u64,
+    pub internal_free: u64,
+    pub external_free: u64,
+    pub total_free: u64,
+    /// internal_free / total_free in percent (0 when nothing is free).
+    pub internal_percent: f64,
+    /// total_reserved − Σ block sizes: 0 in a real allocator dump (which
+    /// `_memory_viz.py` asserts); not 0 in a broken or hand-made file.
+    pub unaccounted: i64,
+}
+
+/// The figures of a set of segments (one device, or all).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    pub segments: u64,
+    /// Σ total_size.
+    pub reserved: u64,
+    /// Σ sizes of active_allocated blocks.
+    pub allocated: u64,
+    /// Σ sizes of active (allocated or pending free) blocks.
+    pub active: u64,
+    /// Σ requested sizes of active blocks.
+    pub requested: u64,
+    pub blocks: BlockCounts,
+    pub segment_sizes: SegmentSizes,
+    pub segsum: Segsum,
+    /// Free (inactive) blocks only; see [`crate::alloc::analysis`].
+    pub fragmentation: Fragmentation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSummary {
+    pub device: u32,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// One segment's `segsum` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentSummary {
+    pub device: u32,
+    pub address: u64,
+    pub total_size: u64,
+    pub segment_type: PoolKind,
+    pub is_expandable: bool,
+    pub allocated: u64,
+    pub internal_free: u64,
+    pub external_free: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SnapshotSummary {
+    pub devices: Vec<DeviceSummary>,
+    pub total: Figures,
+    /// In file order.
+    pub segments: Vec<SegmentSummary>,
+}
+
+fn segment_summary(s: &Segment) -> SegmentSummary {
+    let mut out = SegmentSummary {
+        device: s.device,
+        address: s.address,
+        total_size: s.total_size,
+        segment_type: s.segment_type,
+        is_expandable: s.is_expandable,
+        allocated: 0,
+        internal_free: 0,
+        external_free: 0,
+    };
+    for b in &s.blocks {
+        if b.state == BlockState::ActiveAllocated {
+            out.allocated += b.requested_size;
+            out.internal_free += b.size.saturating_sub(b.requested_size);
+        } else {
+            out.external_free += b.size;
+        }
+    }
+    out
+}
+
+fn histogram(map: BTreeMap<u64, u64>) -> Vec<SizeCount> {
+    map.into_iter()
+        .map(|(size, count)| SizeCount { size, count })
+        .collect()
+}
+
+/// The figures of `segments`.
+pub fn figures<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Figures {
+    let mut blocks = BlockCounts::default();
+    let (mut small, mut large, mut expandable) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    let mut segsum = Segsum::default();
+    let mut infos = Vec::new();
+    let (mut reserved, mut allocated, mut active, mut requested) = (0, 0, 0, 0);
+    for s in segments {
+        reserved += s.total_size;
+        for b in &s.blocks {
+            match b.state {
+                BlockState::ActiveAllocated => {
+                    blocks.active_allocated += 1;
+                    allocated += b.size;
+                }
+                BlockState::ActivePendingFree => blocks.active_pending_free += 1,
+                BlockState::Inactive => blocks.inactive += 1,
+            }
+            if b.state.is_active() {
+                active += b.size;
+                requested += b.requested_size;
+            }
+        }
+        let histogram = match (s.is_expandable, s.segment_type) {
+            (true, _) => &mut expandable,
+            (false, PoolKind::Small) => &mut small,
+            (false, PoolKind::Large) => &mut large,
+        };
+        *histogram.entry(s.total_size).or_insert(0u64) += 1;
+        let line = segment_summary(s);
+        segsum.total_allocated += line.allocated;
+        segsum.internal_free += line.internal_free;
+        segsum.external_free += line.external_free;
+        infos.push(segment_info(s));
+    }
+    segsum.total_reserved = reserved;
+    let covered = segsum.total_allocated + segsum.internal_free + segsum.external_free;
+    segsum.unaccounted = (i128::from(reserved) - i128::from(covered)) as i64;
+    segsum.total_free = segsum.internal_free + segsum.external_free;
+    if segsum.total_free > 0 {
+        segsum.internal_percent = segsum.internal_free as f64 * 100.0 / segsum.total_free as f64;
+    }
+    Figures {
+        segments: infos.len() as u64,
+        reserved,
+        allocated,
+        active,
+        requested,
+        blocks,
+        segment_sizes: SegmentSizes {
+            small: histogram(small),
+            large: histogram(large),
+            expandable: histogram(expandable),
+        },
+        segsum,
+        fragmentation: fragmentation(&infos),
+    }
+}
+
+/// Summarises a snapshot's segments, per device (ascending) and in total.
+pub fn summarize(snapshot: &Snapshot) -> SnapshotSummary {
+    let mut by_device: BTreeMap<u32, Vec<&Segment>> = BTreeMap::new();
+    for s in &snapshot.segments {
+        by_device.entry(s.device).or_default().push(s);
+    }
+    SnapshotSummary {
+        devices: by_device
+            .into_iter()
+            .map(|(device, segs)| DeviceSummary {
+                device,
+                figures: figures(segs),
+            })
+            .collect(),
+        total: figures(&snapshot.segments),
+        segments: snapshot.segments.iter().map(segment_summary).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::types::{Block, SnapshotFormat};
+    use std::sync::Arc;
+
+    const MIB: u64 = 1 << 20;
+
+    fn block(address: u64, size: u64, requested_size: u64, state: BlockState) -> Block {
+        Block {
+            address,
+            size,
+            requested_size,
+            state,
+            frames: Arc::from(Vec::new()),
+        }
+    }
+
+    fn segment(device: u32, address: u64, blocks: Vec<Block>) -> Segment {
+        Segment {
+            device,
+            address,
+            total_size: blocks.iter().map(|b| b.size).sum(),
+            allocated_size: None,
+            active_size: None,
+            requested_size: None,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            frames: Arc::from(Vec::new()),
+            blocks,
+        }
+    }
+
+    #[test]
+    fn segsum_and_totals_follow_memory_viz() {
+        let a = 1 << 40;
+        let snapshot = Snapshot {
+            format: SnapshotFormat::DumpSnapshot,
+            segments: vec![
+                segment(
+                    0,
+                    a,
+                    vec![
+                        block(a, 6 * MIB, 6 * MIB - 100, BlockState::ActiveAllocated),
+                        block(a + 6 * MIB, 4 * MIB, 4 * MIB, BlockState::ActivePendingFree),
+                        block(a + 10 * MIB, 10 * MIB, 1, BlockState::Inactive),
+                    ],
+                ),
+                segment(
+                    1,
+                    2 * a,
+                    vec![block(2 * a, 20 * MIB, 0, BlockState::Inactive)],
+                ),
+            ],
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+        };
+        let s = summarize(&snapshot);
+        assert_eq!(s.devices.len(), 2);
+        let d0 = &s.devices[0].figures;
+        assert_eq!(
+            (d0.reserved, d0.allocated, d0.active),
+            (20 * MIB, 6 * MIB, 10 * MIB)
+        );
+        assert_eq!(d0.requested, 10 * MIB - 100);
+        assert_eq!(d0.segsum.total_allocated, 6 * MIB - 100);
+        assert_eq!(d0.segsum.internal_free, 100);
+        assert_eq!(d0.segsum.external_free, 14 * MIB);
+        assert_eq!(d0.fragmentation.external_free, 10 * MIB);
+        assert_eq!(d0.fragmentation.internal_free, 100);
+        let t = &s.total;
+        assert_eq!((t.segments, t.reserved), (2, 40 * MIB));
+        assert_eq!(
+            t.blocks,
+            BlockCounts {
+                active_allocated: 1,
+                active_pending_free: 1,
+                inactive: 2
+            }
+        );
+        assert_eq!(
+            t.segment_sizes.large,
+            vec![SizeCount {
+                size: 20 * MIB,
+                count: 2
+            }]
+        );
+        assert_eq!(
+            t.segsum.total_free + t.segsum.total_allocated,
+            t.segsum.total_reserved
+        );
+        assert_eq!(t.segsum.unaccounted, 0);
+        assert_eq!(s.segments[1].external_free, 20 * MIB);
+        let info = segment_info(&snapshot.segments[0]);
+        assert_eq!(
+            (info.allocated_size, info.active_size, info.requested_size),
+            (6 * MIB, 10 * MIB, 10 * MIB - 100)
+        );
+    }
+}
