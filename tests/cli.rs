@@ -1,18 +1,12 @@
 //! The binary as a user runs it: exit codes, messages, JSON.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 fn vramtop(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_vramtop(args, None)
 }
 
 fn shared(name: &str) -> Option<String> {

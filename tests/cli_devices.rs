@@ -8,17 +8,7 @@ use std::process::Command;
 use common::fake_nvml::fake_nvml_with;
 
 fn vramtop(args: &[&str], ld_library_path: Option<&std::path::Path>) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
-    cmd.args(args);
-    if let Some(dir) = ld_library_path {
-        cmd.env("LD_LIBRARY_PATH", dir);
-    }
-    let out = cmd.output().expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_vramtop(args, ld_library_path)
 }
 
 fn json(text: &str) -> serde_json::Value {

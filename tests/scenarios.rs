@@ -2,7 +2,8 @@
 //! numbers are pinned (each one is explained in docs/scenarios.md). Parser
 //! errors name what is wrong.
 
-use std::process::Command;
+mod common;
+
 
 use vramtop::scenario::{self, ScenarioError, ScenarioResult, Summary};
 
@@ -315,15 +316,7 @@ fn a_run_stops_at_the_first_out_of_memory_step() {
 // ------------------------------------------------------------ the command
 
 fn vramtop(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_vramtop(args, None)
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! the independent Python inspector (`../shared/tools/inspect_snapshot.py`)
 //! and with sums computed here from the typed snapshot.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -234,15 +236,7 @@ fn summaries_of_every_shared_snapshot_agree_with_the_inspector_and_the_blocks() 
 }
 
 fn vramtop(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(args)
-        .output()
-        .expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::run_vramtop(args, None)
 }
 
 #[test]
