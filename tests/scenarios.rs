@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use vramtop::scenario::{self, ScenarioError, ScenarioResult, Summary};
 
 const MIB: u64 = 1 << 20;

@@ -103,6 +103,16 @@ pub(crate) fn lines_at(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
     }
 }
 
+/// Renders `text` word-wrapped to `area`'s width in `style` (the panes'
+/// "n/a, because …" notes).
+pub(crate) fn note_at(buf: &mut Buffer, area: Rect, text: &str, style: Style) {
+    let lines: Vec<Line> = wrap(text, area.width)
+        .into_iter()
+        .map(|l| Line::styled(l, style))
+        .collect();
+    lines_at(buf, area, &lines);
+}
+
 /// Sets one cell, ignoring positions outside the buffer.
 pub(crate) fn set_cell(buf: &mut Buffer, x: u16, y: u16, symbol: &str, style: Style) {
     if let Some(cell) = buf.cell_mut((x, y)) {

@@ -97,15 +97,13 @@ impl Widget for FragmentationPane<'_> {
             return;
         }
         let Some(view) = gpu.and_then(|g| g.allocator.as_ref()) else {
-            let lines: Vec<Line> = chrome::wrap(
+            chrome::note_at(
+                buf,
+                inner,
                 "allocator view: n/a — fragmentation needs a process's allocator \
                  (simulated training shows one)",
-                inner.width,
-            )
-            .into_iter()
-            .map(|l| Line::styled(l, theme.dim))
-            .collect();
-            chrome::lines_at(buf, inner, &lines);
+                theme.dim,
+            );
             theme.finish(area, buf);
             return;
         };

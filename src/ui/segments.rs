@@ -172,15 +172,13 @@ impl Widget for SegmentsPane<'_> {
             return;
         }
         let Some(view) = view else {
-            let lines: Vec<Line> = chrome::wrap(
+            chrome::note_at(
+                buf,
+                inner,
                 "allocator view: n/a — the segment map needs a process's allocator \
                  (simulated training shows one)",
-                inner.width,
-            )
-            .into_iter()
-            .map(|l| Line::styled(l, theme.dim))
-            .collect();
-            chrome::lines_at(buf, inner, &lines);
+                theme.dim,
+            );
             theme.finish(area, buf);
             return;
         };
