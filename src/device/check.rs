@@ -84,6 +84,21 @@ fn compare_delta(
     }
 }
 
+/// The last step of a phase: the allocator gave everything back and its
+/// counters still agree with its layout.
+fn everything_returned<D: DeviceMemory>(
+    steps: &mut Vec<CheckStep>,
+    name: &str,
+    m: &CachingAllocator<D>,
+) {
+    step(
+        steps,
+        name,
+        m.memory_reserved() == 0 && m.check_invariants().is_ok(),
+        format!("reserved {}", human_bytes(m.memory_reserved())),
+    );
+}
+
 /// Runs the self-test. `open` gives a fresh memory handle for each phase
 /// (plain segments, then expandable segments); `driver_used` reads the
 /// driver's used bytes of the same GPU. At most `budget` bytes are allocated
@@ -274,12 +289,7 @@ fn plain_segments<D, O, U>(
     );
     let _ = m.free(anchor);
     m.empty_cache();
-    step(
-        steps,
-        "everything returned",
-        m.memory_reserved() == 0 && m.check_invariants().is_ok(),
-        format!("reserved {}", human_bytes(m.memory_reserved())),
-    );
+    everything_returned(steps, "everything returned", &m);
 }
 
 fn expandable_segments<D, O, U>(
@@ -368,12 +378,7 @@ fn expandable_segments<D, O, U>(
         let _ = m.free(p);
     }
     m.empty_cache();
-    step(
-        steps,
-        "expandable segments: everything returned",
-        m.memory_reserved() == 0 && m.check_invariants().is_ok(),
-        format!("reserved {}", human_bytes(m.memory_reserved())),
-    );
+    everything_returned(steps, "expandable segments: everything returned", &m);
 }
 
 #[cfg(test)]
