@@ -304,22 +304,18 @@ impl SimCluster {
         }
     }
 
-    /// Removes a process and gives back everything it still holds (its
-    /// context and any segments), as the driver does when a process exits.
+    /// Removes a process and gives back its CUDA context, as the driver does
+    /// when a process exits. Its segments must be freed by its allocator
+    /// first (the simulation does not track which segment is whose).
     pub fn end_process(&self, gpu: u32, pid: u32) {
         let mut s = self.lock();
+        let context = s.config.context_overhead;
         if let Some(g) = s.gpus.get_mut(gpu as usize)
-            && let Some(p) = g.processes.remove(&pid)
+            && g.processes.remove(&pid).is_some()
         {
-            let context = if p.has_context {
-                s.config.context_overhead
-            } else {
-                0
-            };
-            let g = &mut s.gpus[gpu as usize];
-            let external = g.processes.values().filter(|p| p.has_context).count() as u64 * context;
-            g.memory.set_external_use(external);
-            let _ = p.allocator_bytes;
+            // The contexts still held are those of the processes that remain.
+            let contexts = g.processes.values().filter(|p| p.has_context).count() as u64;
+            g.memory.set_external_use(contexts * context);
         }
     }
 
@@ -852,6 +848,27 @@ mod tests {
             "the context stays"
         );
         c.end_process(0, mem.pid());
+        assert_eq!(
+            ok(&c.telemetry().sample().expect("sim")[0]).memory_used,
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn ending_a_process_without_a_context_keeps_the_others_contexts() {
+        let c = SimCluster::new(SimConfig::default());
+        let mut a = c.new_process(0, "a");
+        let p = a.malloc(2 * MIB).expect("fits");
+        a.free(p, 2 * MIB);
+        let idle = c.new_process(0, "never allocated");
+        c.end_process(0, idle.pid());
+        let used = ok(&c.telemetry().sample().expect("sim")[0]).memory_used;
+        assert_eq!(
+            used,
+            Some(DEFAULT_CONTEXT_OVERHEAD),
+            "a's context is still held"
+        );
+        c.end_process(0, a.pid());
         assert_eq!(
             ok(&c.telemetry().sample().expect("sim")[0]).memory_used,
             Some(0)
