@@ -1,0 +1,130 @@
+"""Where the socket lives, who may open it, and how clients are served (PROBE-PROTOCOL v1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import torch
+import vramtop_probe
+from vramtop_probe import _protocol as protocol
+
+from conftest import wait_for
+
+
+def test_socket_is_mode_0600_in_a_mode_0700_folder_named_for_the_pid(probe, runtime_dir):
+    assert probe.path == os.path.join(runtime_dir, "vramtop", f"{os.getpid()}.sock")
+    st = os.stat(probe.path)
+    assert stat.S_ISSOCK(st.st_mode)
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(probe.path)).st_mode) == 0o700
+
+
+def test_an_existing_folder_with_wider_mode_is_made_private(runtime_dir):
+    folder = os.path.join(runtime_dir, "vramtop")
+    os.mkdir(folder)
+    os.chmod(folder, 0o755)
+    handle = vramtop_probe.start()
+    assert handle.error is None
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+
+
+def test_xdg_runtime_dir_is_used_when_it_is_a_directory(tmp_path):
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    assert protocol.socket_dir(env) == str(tmp_path / "vramtop")
+    assert protocol.socket_path(4321, env) == str(tmp_path / "vramtop" / "4321.sock")
+
+
+def test_without_xdg_runtime_dir_the_socket_goes_under_tmp_per_user(tmp_path):
+    fallback = f"/tmp/vramtop-{protocol.username()}"
+    assert protocol.socket_dir({}) == fallback
+    assert protocol.socket_dir({"XDG_RUNTIME_DIR": ""}) == fallback
+    # Set but not a directory: the fallback too.
+    assert protocol.socket_dir({"XDG_RUNTIME_DIR": str(tmp_path / "missing")}) == fallback
+    assert protocol.socket_path(99, {}) == f"{fallback}/99.sock"
+
+
+def test_the_tmp_fallback_really_serves(monkeypatch, client_of):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    handle = vramtop_probe.start()
+    assert handle.error is None, handle.error
+    assert handle.path == f"/tmp/vramtop-{protocol.username()}/{os.getpid()}.sock"
+    assert stat.S_IMODE(os.stat(os.path.dirname(handle.path)).st_mode) == 0o700
+    assert client_of(handle).message()["type"] == "hello"
+    handle.stop()
+    assert not os.path.exists(handle.path)
+
+
+def test_a_stale_socket_at_the_path_is_removed_and_replaced(runtime_dir, client_of):
+    path = protocol.socket_path()
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(path)  # a socket file nobody listens on, like one left by a killed process
+    dead.close()
+    handle = vramtop_probe.start()
+    assert handle.error is None, handle.error
+    assert client_of(handle).message()["type"] == "hello"
+
+
+def test_a_live_socket_at_the_path_is_left_alone_and_the_probe_does_not_start(runtime_dir, caplog):
+    path = protocol.socket_path()
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(path)
+    other.listen(1)
+    try:
+        handle = vramtop_probe.start()
+        assert not handle.running
+        assert "live process" in handle.error
+        assert os.path.exists(path)
+        assert [r.levelname for r in caplog.records if r.name == "vramtop_probe"] == ["WARNING"]
+    finally:
+        other.close()
+
+
+def test_a_file_that_is_not_a_socket_at_the_path_is_not_removed(runtime_dir):
+    path = protocol.socket_path()
+    os.makedirs(os.path.dirname(path), mode=0o700)
+    with open(path, "w") as f:
+        f.write("keep me")
+    handle = vramtop_probe.start()
+    assert not handle.running and "not a socket" in handle.error
+    assert open(path).read() == "keep me"
+
+
+def test_two_clients_both_get_the_same_stream(probe, client_of):
+    first, second = client_of(probe), client_of(probe)
+    for client in (first, second):
+        assert client.message()["type"] == "hello"
+        assert client.until("stats")["stats"] == torch.cuda.memory_stats(0)
+        assert client.until("segments")["device"] == 0
+    wait_for(lambda: probe.clients == 2, "two clients")
+
+
+def test_a_client_that_hangs_up_is_forgotten_and_the_others_go_on(probe, client_of):
+    leaving, staying = client_of(probe), client_of(probe)
+    leaving.until("hello")
+    leaving.close()
+    wait_for(lambda: probe.clients == 1, "the closed client to be forgotten")
+    assert staying.until("stats")["device"] == 0
+    assert probe.running and probe.dropped == 0
+
+
+def test_a_stuck_client_is_dropped_while_a_reading_client_keeps_receiving(runtime_dir, client_of):
+    # 600 segments make a segments line of about 90 KB; 64 KiB of unsent bytes is the limit.
+    torch.cuda.standin_configure(segments=600)
+    handle = vramtop_probe.start(stats_interval=0.02, segments_interval=0.02, max_pending_bytes=1 << 16)
+    stuck = client_of(handle)  # never reads until it has been dropped
+    reader = client_of(handle)
+    reader.until("hello")
+    for _ in range(10_000):
+        reader.until("segments")
+        if handle.dropped:
+            break
+    assert handle.dropped == 1
+    assert handle.running and handle.clients == 1
+    # The reading client goes on receiving after the drop.
+    assert reader.until("segments")["device"] == 0
+    # The stuck one gets what the kernel had buffered, then the end of the stream.
+    stuck.rest()

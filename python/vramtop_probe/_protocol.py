@@ -1,0 +1,204 @@
+"""Wire format of the vramtop probe protocol, version 1 (see docs/probe-protocol.md).
+
+Pure functions only: socket paths, message builders and the line encoder. The server in
+``_server.py`` decides when to send what.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+from typing import Any, Iterable, Mapping
+
+VERSION = 1
+# Largest line a client accepts, in bytes, newline included.
+MAX_LINE_BYTES = 1_048_576
+# Longest single argv item kept in hello, in characters; a longer one is cut (the rest would
+# only risk the line bound).
+MAX_ARG_CHARS = 4096
+# Most argv items kept in hello.
+MAX_ARGS = 1000
+BLOCK_STATES = ("active_allocated", "active_pending_free", "inactive")
+
+
+def username() -> str:
+    """The effective user's login name, or the numeric uid when it has no passwd entry.
+
+    Taken from the uid rather than $USER so that vramtop (running as the same user) finds the
+    same /tmp directory even under sudo or in containers with a stale environment.
+    """
+    uid = os.geteuid()
+    try:
+        import pwd  # Unix only; this module must import anywhere
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return str(uid)
+
+
+def socket_dir(env: Mapping[str, str] | None = None) -> str:
+    """``$XDG_RUNTIME_DIR/vramtop`` when XDG_RUNTIME_DIR is a directory, else /tmp/vramtop-<user>."""
+    env = os.environ if env is None else env
+    runtime = env.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "vramtop")
+    return os.path.join("/tmp", f"vramtop-{username()}")
+
+
+def socket_path(pid: int | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The probe's socket path for ``pid`` (default: this process)."""
+    pid = os.getpid() if pid is None else pid
+    return os.path.join(socket_dir(env), f"{pid}.sock")
+
+
+def encode(message: Mapping[str, Any]) -> bytes:
+    """One protocol line: compact UTF-8 JSON and a newline."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8") + b"\n"
+
+
+def _number(value: Any) -> Any:
+    """A JSON-safe number: ints as they are, finite floats as they are, anything else null."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def hello(
+    devices: Iterable[int],
+    stats_interval_s: float,
+    segments_interval_s: float,
+    torch_version: str | None,
+    argv: Iterable[str] | None = None,
+) -> dict[str, Any]:
+    args = list(sys.argv if argv is None else argv)[:MAX_ARGS]
+    return {
+        "v": VERSION,
+        "type": "hello",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "argv": [str(a)[:MAX_ARG_CHARS] for a in args],
+        "torch": torch_version,
+        "devices": list(devices),
+        "stats_interval_s": float(stats_interval_s),
+        "segments_interval_s": float(segments_interval_s),
+        "time": time.time(),
+    }
+
+
+def stats(device: int, memory_stats: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
+    """``torch.cuda.memory_stats(device)`` as it is (non-finite floats become null)."""
+    return {
+        "v": VERSION,
+        "type": "stats",
+        "time": time.time() if now is None else now,
+        "device": device,
+        "stats": {str(k): _number(v) for k, v in memory_stats.items()},
+    }
+
+
+def compact_segment(segment: Mapping[str, Any]) -> dict[str, Any]:
+    """One ``memory_snapshot()`` segment with its blocks as [size, requested_size, state] triples.
+
+    Blocks are put in address order (PyTorch already lists them so; the sort is a guarantee).
+    ``requested_size`` is null for a block from a PyTorch too old to report it (before 2.1).
+    """
+    blocks = list(segment.get("blocks") or ())
+    if all("address" in b for b in blocks):
+        blocks.sort(key=lambda b: b["address"])
+    return {
+        "address": int(segment["address"]),
+        "total_size": int(segment["total_size"]),
+        "stream": int(segment.get("stream", 0)),
+        "segment_type": str(segment.get("segment_type", "large")),
+        "allocated_size": int(segment.get("allocated_size", 0)),
+        "active_size": int(segment.get("active_size", 0)),
+        "requested_size": _number(segment.get("requested_size")),
+        "is_expandable": bool(segment.get("is_expandable", False)),
+        "blocks": [
+            [int(b["size"]), _number(b.get("requested_size")), str(b["state"])] for b in blocks
+        ],
+    }
+
+
+def segments_lines(
+    device: int, snapshot: Iterable[Mapping[str, Any]], now: float | None = None
+) -> bytes:
+    """The encoded segments line for ``device`` from a whole-process ``memory_snapshot()``.
+
+    Segments go in address order. When the line would pass MAX_LINE_BYTES, segments are left
+    off from the high-address end until it fits and ``"truncated"`` says how many were left off
+    (an extra key, which clients ignore within v1); the figures of the kept ones are exact.
+    """
+    mine = [s for s in snapshot if int(s.get("device", 0)) == device]
+    mine.sort(key=lambda s: s["address"])
+    compact = [compact_segment(s) for s in mine]
+    message: dict[str, Any] = {
+        "v": VERSION,
+        "type": "segments",
+        "time": time.time() if now is None else now,
+        "device": device,
+        "segments": compact,
+    }
+    line = encode(message)
+    if len(line) <= MAX_LINE_BYTES:
+        return line
+    # Too long: keep the longest address-ordered prefix that fits. Each segment costs its own
+    # encoding plus a comma; the envelope (with room for the "truncated" figure) is fixed.
+    envelope = len(encode({**message, "segments": [], "truncated": len(compact)}))
+    budget = MAX_LINE_BYTES - envelope
+    kept = 0
+    for seg in compact:
+        cost = len(encode(seg)) - 1 + (1 if kept else 0)  # minus the newline, plus a comma
+        if cost > budget:
+            break
+        budget -= cost
+        kept += 1
+    message["segments"] = compact[:kept]
+    message["truncated"] = len(compact) - kept
+    return encode(message)
+
+
+def oom(device: int, alloc_bytes: int, device_allocated: int, device_free: int) -> dict[str, Any]:
+    message = (
+        f"CUDA out of memory on device {device}: tried to allocate {_human(alloc_bytes)} "
+        f"with {_human(device_allocated)} allocated by PyTorch and {_human(device_free)} "
+        "free on the device"
+    )
+    return {
+        "v": VERSION,
+        "type": "oom",
+        "time": time.time(),
+        "device": int(device),
+        "alloc_bytes": int(alloc_bytes),
+        "device_allocated": int(device_allocated),
+        "device_free": int(device_free),
+        "message": message,
+    }
+
+
+def bye(reason: str) -> dict[str, Any]:
+    return {"v": VERSION, "type": "bye", "time": time.time(), "reason": reason}
+
+
+def _human(n: int) -> str:
+    """Bytes in binary units, three significant figures (e.g. 1.50 GiB)."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{int(n)} B"
+    decimals = 0 if value >= 100 else 1 if value >= 10 else 2
+    return f"{value:.{decimals}f} {unit}"

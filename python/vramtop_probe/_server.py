@@ -1,0 +1,630 @@
+"""The probe: a daemon thread that serves the vramtop protocol on a Unix socket.
+
+Design rules (see docs/probe-protocol.md):
+* The training thread never waits on a client: every socket is non-blocking and all sending
+  happens on the probe's own thread. The only things the training thread does are ``start()``
+  (bind and listen), ``stop()`` (at most STOP_JOIN_S) and, on an out-of-memory error, appending
+  one dict to a deque.
+* The probe never raises into the training script: an error anywhere is logged once as a
+  warning on the ``vramtop_probe`` logger, and the probe stops.
+* The probe never imports torch and never initialises CUDA: it looks at ``sys.modules`` and asks
+  only once ``torch.cuda.is_initialized()`` is true, so no CUDA context appears on an idle GPU.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import logging
+import math
+import os
+import selectors
+import socket
+import stat
+import sys
+import threading
+import time
+from typing import Any
+
+from . import _protocol as protocol
+
+log = logging.getLogger("vramtop_probe")
+
+# How long stop() (and so process exit) waits for the probe thread, in seconds.
+STOP_JOIN_S = 2.0
+# How long the probe tries to deliver bye and what is still queued to slow clients, in seconds.
+FLUSH_AT_STOP_S = 0.5
+# Unsent bytes a client may have queued before it counts as stuck and is dropped: two full
+# lines, so a client that is merely busy for one segments message is not dropped.
+DEFAULT_MAX_PENDING_BYTES = 2 * protocol.MAX_LINE_BYTES
+# Bytes per recv when draining what a client sends (clients send nothing in v1; it is discarded).
+RECV_BYTES = 65536
+
+_lock = threading.Lock()
+# The running probe of this process, if any.
+_active: Probe | None = None
+# torch's OOM observers cannot be detached, so one forwarding function is attached once per
+# process and sends to whichever probe is active.
+_observer_attached = False
+_observer_missing_logged = False
+
+
+class ProbeSetupError(Exception):
+    """start() could not set up the socket (the message says why)."""
+
+
+class _Client:
+    __slots__ = ("sock", "pending")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        # Bytes accepted from the probe but not yet taken by the kernel.
+        self.pending = bytearray()
+
+
+def _loaded(name: str) -> Any:
+    """The module ``name`` if the script has imported it completely, else None."""
+    module = sys.modules.get(name)
+    if module is None:
+        return None
+    spec = getattr(module, "__spec__", None)
+    if getattr(spec, "_initializing", False):
+        return None  # the script's thread is still importing it
+    return module
+
+
+def torch_version() -> str | None:
+    """torch.__version__ when torch is imported, else the installed distribution's, else None."""
+    torch = _loaded("torch")
+    if torch is not None and getattr(torch, "__version__", None) is not None:
+        return str(torch.__version__)
+    try:
+        from importlib import metadata
+
+        return metadata.version("torch")
+    except Exception:
+        return None
+
+
+def _oom_observer(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+    """Called by PyTorch's allocator on the allocating thread, just before it raises."""
+    try:
+        probe = _active
+        if probe is not None:
+            probe._on_oom(device, alloc, device_allocated, device_free)
+    except Exception:
+        pass  # never disturb the allocator; the OOM error itself still reaches the script
+
+
+def _next_tick(previous: float, interval: float, now: float) -> float:
+    """The next deadline after ``previous``; missed ticks are skipped, not sent in a burst."""
+    deadline = previous + interval
+    return deadline if deadline > now else now + interval
+
+
+class Probe:
+    """Handle returned by ``vramtop_probe.start()``.
+
+    Attributes: ``path`` (the socket, or None), ``error`` (why the probe is not running, or
+    None), ``running``, ``clients`` (connected now), ``dropped`` (clients dropped as stuck).
+    """
+
+    def __init__(
+        self,
+        stats_interval: float = 1.0,
+        segments_interval: float = 5.0,
+        max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    ) -> None:
+        self.stats_interval = stats_interval
+        self.segments_interval = segments_interval
+        self.path: str | None = None
+        self.error: str | None = None
+        self.dropped = 0
+        # CPU seconds the probe thread spent building and sending messages (overhead bench).
+        self.busy_s = 0.0
+        self._max_pending = max_pending_bytes
+        self._owner_pid = os.getpid()
+        self._thread: threading.Thread | None = None
+        self._listener: socket.socket | None = None
+        self._inode: tuple[int, int] | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._clients: list[_Client] = []
+        self._stop_reason: str | None = None
+        self._ooms: collections.deque[dict[str, Any]] = collections.deque()
+
+    # ---- public -------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive() and os.getpid() == self._owner_pid
+
+    @property
+    def clients(self) -> int:
+        return len(self._clients)
+
+    def stop(self, reason: str = "stop") -> None:
+        """Send bye to every client, close the socket and remove its file. Never raises."""
+        try:
+            thread = self._thread
+            if thread is None or os.getpid() != self._owner_pid:
+                return
+            if self._stop_reason is None:
+                self._stop_reason = reason
+            self._wake()
+            if threading.current_thread() is not thread:
+                thread.join(STOP_JOIN_S)
+        except Exception as exc:  # pragma: no cover - defensive
+            log.warning("vramtop_probe: stopping failed: %s", exc)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the probe thread has ended; True when it has."""
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else f"stopped ({self.error})" if self.error else "stopped"
+        return f"<vramtop_probe.Probe {state} path={self.path!r} clients={self.clients}>"
+
+    # ---- setup (training thread) --------------------------------------------------------
+
+    def _open(self) -> None:
+        if not hasattr(socket, "AF_UNIX"):
+            raise ProbeSetupError("this platform has no Unix sockets (AF_UNIX); the probe does nothing")
+        for name in ("stats_interval", "segments_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > 0
+            ):
+                raise ProbeSetupError(f"{name} must be a positive number of seconds, not {value!r}")
+            setattr(self, name, float(value))
+        directory = protocol.socket_dir()
+        _private_dir(directory)
+        path = os.path.join(directory, f"{os.getpid()}.sock")
+        _remove_stale(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            self.path = path
+            os.chmod(path, 0o600)
+            st = os.stat(path)
+            self._inode = (st.st_dev, st.st_ino)
+            listener.listen(16)
+            listener.setblocking(False)
+            self._wake_r, self._wake_w = socket.socketpair()
+            self._wake_r.setblocking(False)
+            self._wake_w.setblocking(False)
+        except BaseException:
+            listener.close()
+            self._unlink()
+            raise
+        self._listener = listener
+        self._thread = threading.Thread(target=self._run, name="vramtop-probe", daemon=True)
+        self._thread.start()
+
+    # ---- the probe thread ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        reason = "error"
+        try:
+            self._serve()
+            reason = self._stop_reason or "stop"
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.warning("vramtop_probe stopped after an error: %s", self.error)
+            log.debug("vramtop_probe error details", exc_info=True)
+        finally:
+            try:
+                self._close(reason)
+            except Exception as exc:  # pragma: no cover - defensive
+                log.debug("vramtop_probe: closing failed: %s", exc)
+
+    def _serve(self) -> None:
+        sel = self._selector = selectors.DefaultSelector()
+        assert self._listener is not None and self._wake_r is not None
+        sel.register(self._listener, selectors.EVENT_READ, None)
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        now = time.monotonic()
+        next_stats = now + self.stats_interval
+        next_segments = now + self.segments_interval
+        self._attach_oom_observer()
+        while self._stop_reason is None:
+            timeout = max(0.0, min(next_stats, next_segments) - time.monotonic())
+            for key, events in sel.select(timeout):
+                if key.fileobj is self._listener:
+                    self._accept()
+                elif key.fileobj is self._wake_r:
+                    self._drain_wake()
+                else:
+                    client: _Client = key.data
+                    if events & selectors.EVENT_READ:
+                        self._read(client)
+                    if events & selectors.EVENT_WRITE and client in self._clients:
+                        self._flush(client)
+            if self._stop_reason is not None:
+                break
+            if self._ooms:
+                self._send_ooms()
+            now = time.monotonic()
+            if now >= next_stats:
+                started = time.thread_time()
+                self._attach_oom_observer()
+                if self._clients:
+                    self._broadcast(self._stats_lines(self._collect_stats()))
+                self.busy_s += time.thread_time() - started
+                next_stats = _next_tick(next_stats, self.stats_interval, now)
+            if now >= next_segments:
+                started = time.thread_time()
+                if self._clients:
+                    devices = [d for d, _ in self._collect_stats()]
+                    self._broadcast(self._segments_lines(devices))
+                self.busy_s += time.thread_time() - started
+                next_segments = _next_tick(next_segments, self.segments_interval, now)
+
+    def _close(self, reason: str) -> None:
+        sel = self._selector
+        if self._ooms and reason != "error":
+            try:
+                self._send_ooms(with_stats=False)
+            except Exception:
+                pass
+        bye = protocol.encode(protocol.bye(reason))
+        for client in list(self._clients):
+            self._send(client, bye)
+        deadline = time.monotonic() + FLUSH_AT_STOP_S
+        while sel is not None and any(c.pending for c in self._clients):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for key, events in sel.select(remaining):
+                if key.data is not None and events & selectors.EVENT_WRITE:
+                    self._flush(key.data)
+        for client in list(self._clients):
+            self._drop(client, None)
+        self._unlink()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        if sel is not None:
+            sel.close()
+        global _active
+        with _lock:
+            if _active is self:
+                _active = None
+
+    # ---- torch --------------------------------------------------------------------------
+
+    def _cuda(self) -> Any:
+        """torch.cuda once the script has imported it and CUDA is initialised, else None."""
+        if _loaded("torch") is None:
+            return None
+        cuda = _loaded("torch.cuda")
+        if cuda is None or not cuda.is_initialized():
+            return None
+        return cuda
+
+    def _collect_stats(self) -> list[tuple[int, Any]]:
+        """(device, memory_stats) for each device this process uses.
+
+        A device counts when it is the current device or its allocator has reserved memory or
+        ever called cudaMalloc. memory_stats(d) only reads the allocator's host-side counters,
+        so asking about an idle device creates no CUDA context on it.
+        """
+        cuda = self._cuda()
+        if cuda is None:
+            return []
+        current = cuda.current_device()
+        used = []
+        for device in range(cuda.device_count()):
+            figures = cuda.memory_stats(device)
+            if not figures:
+                continue
+            if (
+                device == current
+                or figures.get("reserved_bytes.all.current", 0) > 0
+                or figures.get("num_device_alloc", 0) > 0
+            ):
+                used.append((device, figures))
+        return used
+
+    def _stats_lines(self, collected: list[tuple[int, Any]]) -> list[bytes]:
+        now = time.time()
+        return [protocol.encode(protocol.stats(d, figures, now)) for d, figures in collected]
+
+    def _segments_lines(self, devices: list[int]) -> list[bytes]:
+        if not devices:
+            return []
+        cuda = self._cuda()
+        if cuda is None:
+            return []
+        snapshot = cuda.memory_snapshot()
+        now = time.time()
+        return [protocol.segments_lines(d, snapshot, now) for d in devices]
+
+    def _attach_oom_observer(self) -> None:
+        global _observer_attached, _observer_missing_logged
+        if _observer_attached or _observer_missing_logged:
+            return
+        if self._cuda() is None:
+            return  # attaching before CUDA is initialised would reach no device's allocator
+        torch = sys.modules["torch"]
+        attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+        if attach is None:
+            _observer_missing_logged = True
+            log.info(
+                "vramtop_probe: this PyTorch (%s) has no torch._C._cuda_attach_out_of_memory_observer;"
+                " out-of-memory errors will not be reported to vramtop",
+                torch_version(),
+            )
+            return
+        attach(_oom_observer)
+        _observer_attached = True
+
+    def _on_oom(self, device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+        """On the allocating (training) thread: queue the message and wake the probe thread."""
+        if self._stop_reason is None and os.getpid() == self._owner_pid:
+            self._ooms.append(protocol.oom(device, alloc, device_allocated, device_free))
+            self._wake()
+
+    def _send_ooms(self, with_stats: bool = True) -> None:
+        lines = []
+        while self._ooms:
+            lines.append(protocol.encode(self._ooms.popleft()))
+        if with_stats and self._clients:
+            # The allocator's figures right after the failure, which is what the user wants.
+            lines.extend(self._stats_lines(self._collect_stats()))
+        self._broadcast(lines)
+
+    # ---- clients ------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._listener is not None and self._selector is not None
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.debug("vramtop_probe: accept failed: %s", exc)
+                return
+            conn.setblocking(False)
+            client = _Client(conn)
+            self._selector.register(conn, selectors.EVENT_READ, client)
+            self._clients.append(client)
+            started = time.thread_time()
+            collected = self._collect_stats()
+            devices = [d for d, _ in collected]
+            hello = protocol.hello(
+                devices, self.stats_interval, self.segments_interval, torch_version()
+            )
+            lines = [protocol.encode(hello)]
+            lines.extend(self._stats_lines(collected))
+            lines.extend(self._segments_lines(devices))
+            self._send(client, b"".join(lines))
+            self.busy_s += time.thread_time() - started
+
+    def _broadcast(self, lines: list[bytes]) -> None:
+        if not lines:
+            return
+        data = b"".join(lines)
+        for client in list(self._clients):
+            self._send(client, data)
+
+    def _send(self, client: _Client, data: bytes) -> None:
+        if client.pending:
+            client.pending += data
+        else:
+            try:
+                sent = client.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._drop(client, "connection lost")
+                return
+            if sent == len(data):
+                return
+            client.pending += memoryview(data)[sent:]
+            self._watch(client, write=True)
+        if len(client.pending) > self._max_pending:
+            self.dropped += 1
+            self._drop(client, f"stopped reading ({len(client.pending)} bytes unsent)")
+
+    def _flush(self, client: _Client) -> None:
+        try:
+            sent = client.sock.send(client.pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(client, "connection lost")
+            return
+        del client.pending[:sent]
+        if not client.pending:
+            self._watch(client, write=False)
+
+    def _watch(self, client: _Client, write: bool) -> None:
+        if self._selector is not None:
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if write else 0)
+            self._selector.modify(client.sock, events, client)
+
+    def _read(self, client: _Client) -> None:
+        try:
+            data = client.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(client, None)  # the client hung up
+
+    def _drop(self, client: _Client, why: str | None) -> None:
+        if client not in self._clients:
+            return
+        self._clients.remove(client)
+        if why is not None:
+            log.info("vramtop_probe: dropped a client: %s", why)
+        try:
+            if self._selector is not None:
+                self._selector.unregister(client.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            client.sock.close()
+        except OSError:
+            pass
+
+    # ---- small helpers ------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        sock = self._wake_w
+        if sock is None:
+            return
+        try:
+            sock.send(b"\0")
+        except OSError:
+            pass  # full (a wake-up is already pending) or closed
+
+    def _drain_wake(self) -> None:
+        assert self._wake_r is not None
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _unlink(self) -> None:
+        """Remove the socket file, but only if it is still the one this probe bound."""
+        path = self.path
+        if path is None:
+            return
+        try:
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == self._inode or self._inode is None:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    def _abandon_in_child(self) -> None:
+        """After fork, in the child: the thread is gone; close the inherited descriptors only."""
+        for sock in [self._listener, self._wake_r, self._wake_w] + [c.sock for c in self._clients]:
+            try:
+                if sock is not None:
+                    sock.close()
+            except OSError:
+                pass
+        self._clients = []
+        self._thread = None
+
+
+def _private_dir(directory: str) -> None:
+    """Create ``directory`` with mode 0700, or check that an existing one is ours and private."""
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ProbeSetupError(f"{directory} exists and is not a directory")
+    if st.st_uid != os.geteuid():
+        raise ProbeSetupError(f"{directory} belongs to uid {st.st_uid}, not to this user")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+
+
+def _remove_stale(path: str) -> None:
+    """Remove a socket left at ``path`` by a process that is gone (nobody accepts on it)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ProbeSetupError(f"{path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(0.5)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        log.info("vramtop_probe: removed the stale socket %s", path)
+        return
+    except OSError as exc:
+        raise ProbeSetupError(f"{path} exists and could not be checked: {exc}") from exc
+    finally:
+        probe.close()
+    raise ProbeSetupError(f"{path} is served by a live process (same pid in another PID namespace?)")
+
+
+def start(
+    stats_interval: float = 1.0,
+    segments_interval: float = 5.0,
+    *,
+    max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+) -> Probe:
+    """Start the probe unless it runs already; returns its handle and never raises."""
+    global _active
+    try:
+        with _lock:
+            if _active is not None and _active.running:
+                return _active
+            probe = Probe(stats_interval, segments_interval, max_pending_bytes)
+            try:
+                probe._open()
+            except Exception as exc:
+                probe.error = str(exc) if isinstance(exc, ProbeSetupError) else (
+                    f"{type(exc).__name__}: {exc}"
+                )
+                log.warning("vramtop_probe not started: %s", probe.error)
+                return probe
+            _active = probe
+            return probe
+    except Exception as exc:  # pragma: no cover - defensive: even the lock failing
+        failed = Probe.__new__(Probe)
+        Probe.__init__(failed)
+        failed.error = f"{type(exc).__name__}: {exc}"
+        log.warning("vramtop_probe not started: %s", failed.error)
+        return failed
+
+
+def stop() -> None:
+    """Stop the running probe (bye reason "stop"); nothing happens when none runs."""
+    probe = _active
+    if probe is not None:
+        probe.stop("stop")
+
+
+def current() -> Probe | None:
+    """The running probe of this process, or None."""
+    probe = _active
+    return probe if probe is not None and probe.running else None
+
+
+def _at_exit() -> None:
+    probe = _active
+    if probe is not None:
+        probe.stop("exit")
+
+
+def _after_fork_in_child() -> None:
+    global _active
+    probe = _active
+    _active = None
+    if probe is not None:
+        try:
+            probe._abandon_in_child()
+        except Exception:
+            pass
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
