@@ -1,0 +1,144 @@
+"""Overhead of the vramtop probe on a training loop, with the stand-in torch (no GPU needed).
+
+A "training step" is a pure-Python CPU loop of about --step-ms milliseconds. Pure Python holds
+the GIL the whole time, so every millisecond the probe thread spends is taken from the step:
+this is the worst case for a real training loop, whose CUDA calls mostly release the GIL.
+
+Three figures:
+1. steps/s without the probe and with the probe plus one connected client (a separate process
+   that reads everything), alternating in rounds; on a busy machine the noise between rounds
+   can be larger than the probe's cost, so the spread is printed too;
+2. the probe thread's CPU time per second of wall time during the "with" phases;
+3. the cost of one stats tick and one segments tick, timed directly over many repetitions,
+   and what they add up to per second at the chosen rates.
+
+Usage: python3 python/bench/overhead.py [--rounds 3] [--seconds 10] [--step-ms 50]
+       [--segments 300] [--stats-interval 1.0] [--segments-interval 5.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(PYTHON_DIR, "tests", "stand_in"))
+sys.path.insert(0, PYTHON_DIR)
+
+import torch  # noqa: E402  (the stand-in)
+import vramtop_probe  # noqa: E402
+from vramtop_probe import _server  # noqa: E402
+
+READER = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "s.connect(sys.argv[1])\n"
+    "while s.recv(1 << 20):\n"
+    "    pass\n"
+)
+
+
+def busy(iterations: int) -> int:
+    total = 0
+    for i in range(iterations):
+        total += i
+    return total
+
+
+def calibrate(step_s: float) -> int:
+    iterations = 100_000
+    while True:
+        started = time.perf_counter()
+        busy(iterations)
+        took = time.perf_counter() - started
+        if took > 0.2:
+            return max(1, int(iterations * step_s / took))
+        iterations *= 2
+
+
+def steps_per_second(iterations: int, seconds: float) -> float:
+    steps = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        busy(iterations)
+        steps += 1
+    return steps / (time.perf_counter() - started)
+
+
+def per_call_ms(function, repeat: int) -> float:
+    started = time.perf_counter()
+    for _ in range(repeat):
+        function()
+    return (time.perf_counter() - started) * 1000 / repeat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per phase")
+    parser.add_argument("--step-ms", type=float, default=50.0)
+    parser.add_argument("--segments", type=int, default=300)
+    parser.add_argument("--stats-interval", type=float, default=1.0)
+    parser.add_argument("--segments-interval", type=float, default=5.0)
+    options = parser.parse_args()
+
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="vt")
+    torch.cuda.standin_configure(segments=options.segments)
+    iterations = calibrate(options.step_ms / 1000)
+
+    # 3. Direct cost of each tick, on this thread (same code the probe thread runs).
+    probe = _server.Probe(options.stats_interval, options.segments_interval)
+    stats_ms = per_call_ms(lambda: probe._stats_lines(probe._collect_stats()), 200)
+    segments_ms = per_call_ms(lambda: probe._segments_lines([0]), 50)
+    segments_bytes = len(probe._segments_lines([0])[0])
+    stats_bytes = len(probe._stats_lines(probe._collect_stats())[0])
+    tick_ms_per_s = stats_ms / options.stats_interval + segments_ms / options.segments_interval
+
+    # 1 and 2. Steps per second without and with the probe and a reading client.
+    without, with_probe, busy_share = [], [], []
+    for _ in range(options.rounds):
+        without.append(steps_per_second(iterations, options.seconds))
+        handle = vramtop_probe.start(options.stats_interval, options.segments_interval)
+        if handle.error:
+            sys.exit(f"the probe did not start: {handle.error}")
+        reader = subprocess.Popen([sys.executable, "-c", READER, handle.path])
+        while handle.clients < 1:
+            time.sleep(0.01)
+        busy_before, wall_before = handle.busy_s, time.perf_counter()
+        with_probe.append(steps_per_second(iterations, options.seconds))
+        busy_share.append((handle.busy_s - busy_before) / (time.perf_counter() - wall_before))
+        handle.stop()
+        reader.wait(10)
+
+    mean_without, mean_with = statistics.mean(without), statistics.mean(with_probe)
+    spread = (max(without) - min(without)) / mean_without * 100
+    print(
+        f"workload: {options.step_ms:.0f} ms pure-Python steps; stand-in torch with "
+        f"{len(torch.cuda.memory_stats(0))} stats keys and {options.segments} segments "
+        f"(stats line {stats_bytes / 1024:.1f} KiB, segments line {segments_bytes / 1024:.1f} KiB); "
+        f"rates: stats every {options.stats_interval:g} s, segments every {options.segments_interval:g} s"
+    )
+    print(
+        f"steps/s without probe: {mean_without:.3f}  with probe + 1 client: {mean_with:.3f}  "
+        f"slowdown: {(1 - mean_with / mean_without) * 100:+.2f} %  "
+        f"(round-to-round spread without probe: {spread:.2f} %; {options.rounds} rounds x "
+        f"{options.seconds:g} s)"
+    )
+    print(
+        f"probe thread CPU: {statistics.mean(busy_share) * 1000:.3f} ms per second "
+        f"= {statistics.mean(busy_share) * 100:.3f} % of wall time"
+    )
+    print(
+        f"cost per tick: stats {stats_ms:.3f} ms, segments {segments_ms:.3f} ms -> "
+        f"{tick_ms_per_s:.3f} ms per second = {tick_ms_per_s / 10:.3f} % of wall time"
+    )
+
+
+if __name__ == "__main__":
+    main()
