@@ -8,6 +8,7 @@ import socket
 import pytest
 import torch
 import vramtop_probe
+from vramtop_probe import _server
 
 
 def probe_warnings(caplog):
@@ -89,3 +90,13 @@ def test_a_forked_child_leaves_the_parent_probe_and_its_socket_alone(probe, clie
     assert os.waitstatus_to_exitcode(status) == 0
     assert probe.running and os.path.exists(probe.path)
     assert client_of(probe).message()["type"] == "hello"
+
+
+def test_a_costly_tick_spaces_out_the_next_one_to_stay_within_the_overhead_budget():
+    budget = _server.OVERHEAD_BUDGET
+    # A cheap tick keeps the interval.
+    assert _server._next_tick(10.0, 1.0, 10.0, spent=0.0001) == 11.0
+    # A tick that cost 0.1 s of CPU waits 0.1 / budget before the next.
+    assert _server._next_tick(10.0, 1.0, 10.0, spent=0.1) == 10.0 + 0.1 / budget
+    # Ticks missed while the thread was held up are skipped, not sent in a burst.
+    assert _server._next_tick(10.0, 1.0, 15.5) == 16.5

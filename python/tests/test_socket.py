@@ -9,6 +9,7 @@ import stat
 import torch
 import vramtop_probe
 from vramtop_probe import _protocol as protocol
+from vramtop_probe import _server
 
 from conftest import wait_for
 
@@ -111,7 +112,9 @@ def test_a_client_that_hangs_up_is_forgotten_and_the_others_go_on(probe, client_
     assert probe.running and probe.dropped == 0
 
 
-def test_a_stuck_client_is_dropped_while_a_reading_client_keeps_receiving(runtime_dir, client_of):
+def test_a_stuck_client_is_dropped_while_a_reading_client_keeps_receiving(runtime_dir, client_of, monkeypatch):
+    # No spacing of costly ticks here: the point is to fill the stuck client's buffers fast.
+    monkeypatch.setattr(_server, "OVERHEAD_BUDGET", 1.0)
     # 600 segments make a segments line of about 90 KB; 64 KiB of unsent bytes is the limit.
     torch.cuda.standin_configure(segments=600)
     handle = vramtop_probe.start(stats_interval=0.02, segments_interval=0.02, max_pending_bytes=1 << 16)

@@ -37,6 +37,9 @@ FLUSH_AT_STOP_S = 0.5
 # Unsent bytes a client may have queued before it counts as stuck and is dropped: two full
 # lines, so a client that is merely busy for one segments message is not dropped.
 DEFAULT_MAX_PENDING_BYTES = 2 * protocol.MAX_LINE_BYTES
+# Largest share of one core's time each kind of tick may take (stats and segments each); ticks
+# that cost more are spaced out (see _next_tick).
+OVERHEAD_BUDGET = 0.005
 # Bytes per recv when draining what a client sends (clients send nothing in v1; it is discarded).
 RECV_BYTES = 65536
 
@@ -96,8 +99,14 @@ def _oom_observer(device: int, alloc: int, device_allocated: int, device_free: i
         pass  # never disturb the allocator; the OOM error itself still reaches the script
 
 
-def _next_tick(previous: float, interval: float, now: float) -> float:
-    """The next deadline after ``previous``; missed ticks are skipped, not sent in a burst."""
+def _next_tick(previous: float, interval: float, now: float, spent: float = 0.0) -> float:
+    """The next deadline after a tick that began at deadline ``previous`` and cost ``spent``.
+
+    Missed ticks are skipped, not sent in a burst. A tick that cost ``spent`` CPU seconds waits
+    at least ``spent / OVERHEAD_BUDGET`` before the next one, so however slow torch is (a
+    memory_snapshot() with recorded history can take seconds) the probe stays within budget.
+    """
+    interval = max(interval, spent / OVERHEAD_BUDGET)
     deadline = previous + interval
     return deadline if deadline > now else now + interval
 
@@ -256,15 +265,17 @@ class Probe:
                 self._attach_oom_observer()
                 if self._clients:
                     self._broadcast(self._stats_lines(self._collect_stats()))
-                self.busy_s += time.thread_time() - started
-                next_stats = _next_tick(next_stats, self.stats_interval, now)
+                spent = time.thread_time() - started
+                self.busy_s += spent
+                next_stats = _next_tick(next_stats, self.stats_interval, now, spent)
             if now >= next_segments:
                 started = time.thread_time()
                 if self._clients:
                     devices = [d for d, _ in self._collect_stats()]
                     self._broadcast(self._segments_lines(devices))
-                self.busy_s += time.thread_time() - started
-                next_segments = _next_tick(next_segments, self.segments_interval, now)
+                spent = time.thread_time() - started
+                self.busy_s += spent
+                next_segments = _next_tick(next_segments, self.segments_interval, now, spent)
 
     def _close(self, reason: str) -> None:
         sel = self._selector
