@@ -4,15 +4,17 @@ A "training step" is a pure-Python CPU loop of about --step-ms milliseconds. Pur
 the GIL the whole time, so every millisecond the probe thread spends is taken from the step:
 this is the worst case for a real training loop, whose CUDA calls mostly release the GIL.
 
-Three figures:
+Four figures:
 1. steps/s without the probe and with the probe plus one connected client (a separate process
    that reads everything), alternating in rounds; on a busy machine the noise between rounds
    can be larger than the probe's cost, so the spread is printed too;
+1b. process CPU seconds per step (training plus probe thread) without and with the probe, which
+   other processes' load does not disturb;
 2. the probe thread's CPU time per second of wall time during the "with" phases;
 3. the cost of one stats tick and one segments tick, timed directly over many repetitions,
    and what they add up to per second at the chosen rates.
 
-Usage: python3 python/bench/overhead.py [--rounds 3] [--seconds 10] [--step-ms 50]
+Usage: python3 python/bench/overhead.py [--rounds 5] [--seconds 6] [--step-ms 50]
        [--segments 300] [--stats-interval 1.0] [--segments-interval 5.0]
 """
 
@@ -62,13 +64,15 @@ def calibrate(step_s: float) -> int:
         iterations *= 2
 
 
-def steps_per_second(iterations: int, seconds: float) -> float:
+def run_steps(iterations: int, seconds: float) -> tuple[float, float]:
+    """(steps per wall second, process CPU seconds per step) over about ``seconds``."""
     steps = 0
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     while time.perf_counter() - started < seconds:
         busy(iterations)
         steps += 1
-    return steps / (time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    return steps / wall, (time.process_time() - cpu_started) / steps
 
 
 def per_call_ms(function, repeat: int) -> float:
@@ -80,8 +84,8 @@ def per_call_ms(function, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per phase")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=6.0, help="seconds per phase")
     parser.add_argument("--step-ms", type=float, default=50.0)
     parser.add_argument("--segments", type=int, default=300)
     parser.add_argument("--stats-interval", type=float, default=1.0)
@@ -102,8 +106,11 @@ def main() -> None:
 
     # 1 and 2. Steps per second without and with the probe and a reading client.
     without, with_probe, busy_share = [], [], []
+    cpu_without, cpu_with = [], []
     for _ in range(options.rounds):
-        without.append(steps_per_second(iterations, options.seconds))
+        rate, cpu = run_steps(iterations, options.seconds)
+        without.append(rate)
+        cpu_without.append(cpu)
         handle = vramtop_probe.start(options.stats_interval, options.segments_interval)
         if handle.error:
             sys.exit(f"the probe did not start: {handle.error}")
@@ -111,7 +118,9 @@ def main() -> None:
         while handle.clients < 1:
             time.sleep(0.01)
         busy_before, wall_before = handle.busy_s, time.perf_counter()
-        with_probe.append(steps_per_second(iterations, options.seconds))
+        rate, cpu = run_steps(iterations, options.seconds)
+        with_probe.append(rate)
+        cpu_with.append(cpu)
         busy_share.append((handle.busy_s - busy_before) / (time.perf_counter() - wall_before))
         handle.stop()
         reader.wait(10)
@@ -129,6 +138,12 @@ def main() -> None:
         f"slowdown: {(1 - mean_with / mean_without) * 100:+.2f} %  "
         f"(round-to-round spread without probe: {spread:.2f} %; {options.rounds} rounds x "
         f"{options.seconds:g} s)"
+    )
+    step_cpu_without, step_cpu_with = statistics.median(cpu_without), statistics.median(cpu_with)
+    print(
+        f"process CPU per step (main + probe threads; less sensitive to other processes' load): "
+        f"without {step_cpu_without * 1000:.2f} ms, with {step_cpu_with * 1000:.2f} ms, "
+        f"overhead {(step_cpu_with / step_cpu_without - 1) * 100:+.2f} % (medians of the rounds)"
     )
     print(
         f"probe thread CPU: {statistics.mean(busy_share) * 1000:.3f} ms per second "

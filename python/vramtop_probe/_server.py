@@ -211,6 +211,10 @@ class Probe:
         except BaseException:
             listener.close()
             self._unlink()
+            self.path = None
+            for sock in (self._wake_r, self._wake_w):
+                if sock is not None:
+                    sock.close()
             raise
         self._listener = listener
         self._thread = threading.Thread(target=self._run, name="vramtop-probe", daemon=True)
