@@ -234,3 +234,20 @@ def test_module_stop_stops_the_running_probe(probe, client_of):
     vramtop_probe.stop()
     assert client.rest()[-1]["type"] == "bye"
     assert vramtop_probe.current() is None
+
+
+def test_non_finite_floats_in_memory_stats_become_null_and_the_line_stays_json():
+    line = protocol.encode(protocol.stats(0, {"a": 1, "b": float("nan"), "c": 2.5, "d": float("inf")}))
+    assert json.loads(line)["stats"] == {"a": 1, "b": None, "c": 2.5, "d": None}
+
+
+def test_a_huge_argv_is_cut_so_that_hello_stays_within_the_line_bound():
+    argv = ["train.py"] + ["x" * 10_000] * 5_000
+    line = protocol.encode(protocol.hello([0], 1.0, 5.0, "2.5.1", argv))
+    assert len(line) <= protocol.MAX_LINE_BYTES
+    hello = json.loads(line)
+    assert hello["argv"][0] == "train.py"
+    assert hello["argv"][1] == "x" * protocol.MAX_ARG_CHARS
+    assert 1 < len(hello["argv"]) < protocol.MAX_ARGS
+    many = json.loads(protocol.encode(protocol.hello([0], 1.0, 5.0, None, ["a"] * 5_000)))
+    assert len(many["argv"]) == protocol.MAX_ARGS

@@ -22,6 +22,9 @@ MAX_LINE_BYTES = 1_048_576
 MAX_ARG_CHARS = 4096
 # Most argv items kept in hello.
 MAX_ARGS = 1000
+# Most bytes the encoded argv may take in hello; later items are left off (keeps hello, whose
+# other fields are small, well under MAX_LINE_BYTES).
+MAX_ARGV_BYTES = 512 * 1024
 BLOCK_STATES = ("active_allocated", "active_pending_free", "inactive")
 
 
@@ -81,13 +84,20 @@ def hello(
     torch_version: str | None,
     argv: Iterable[str] | None = None,
 ) -> dict[str, Any]:
-    args = list(sys.argv if argv is None else argv)[:MAX_ARGS]
+    args = []
+    budget = MAX_ARGV_BYTES
+    for arg in list(sys.argv if argv is None else argv)[:MAX_ARGS]:
+        arg = str(arg)[:MAX_ARG_CHARS]
+        budget -= len(json.dumps(arg, ensure_ascii=False).encode("utf-8")) + 1
+        if budget < 0:
+            break
+        args.append(arg)
     return {
         "v": VERSION,
         "type": "hello",
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "argv": [str(a)[:MAX_ARG_CHARS] for a in args],
+        "argv": args,
         "torch": torch_version,
         "devices": list(devices),
         "stats_interval_s": float(stats_interval_s),
