@@ -38,17 +38,47 @@ pub struct Family {
     pub kind: MetricType,
 }
 
-/// One sample: label pairs (name, value) and a value. Label values are
-/// escaped by the writer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    pub labels: Vec<(&'static str, String)>,
+/// A label set, escaped and rendered once (`{gpu="0",name="H100"}`; empty
+/// without labels), so that the many families of one GPU or one process
+/// share it instead of re-escaping it for each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels(String);
+
+impl Labels {
+    /// Label names must be valid Prometheus label names (they come from
+    /// vramtop's code); values are escaped.
+    pub fn new(pairs: &[(&str, &str)]) -> Labels {
+        if pairs.is_empty() {
+            return Labels::default();
+        }
+        let mut out = String::from("{");
+        for (i, (name, value)) in pairs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push_str("=\"");
+            push_escaped_label_value(&mut out, value);
+            out.push('"');
+        }
+        out.push('}');
+        Labels(out)
+    }
+
+    /// The rendered form, as it follows the metric name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One sample: a label set and a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample<'l> {
+    pub labels: &'l Labels,
     pub value: f64,
 }
 
-/// Escapes a label value: backslash, double quote and line feed.
-pub fn escape_label_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
+fn push_escaped_label_value(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -57,6 +87,12 @@ pub fn escape_label_value(value: &str) -> String {
             c => out.push(c),
         }
     }
+}
+
+/// Escapes a label value: backslash, double quote and line feed.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    push_escaped_label_value(&mut out, value);
     out
 }
 
@@ -92,8 +128,9 @@ impl TextWriter {
     }
 
     /// Writes `family` with `samples`; nothing at all when there are none.
-    pub fn family(&mut self, family: &Family, samples: &[Sample]) {
-        if samples.is_empty() {
+    pub fn family<'l>(&mut self, family: &Family, samples: impl IntoIterator<Item = Sample<'l>>) {
+        let mut samples = samples.into_iter().peekable();
+        if samples.peek().is_none() {
             return;
         }
         let out = &mut self.out;
@@ -101,19 +138,7 @@ impl TextWriter {
         let _ = writeln!(out, "# TYPE {} {}", family.name, family.kind.as_str());
         for s in samples {
             out.push_str(family.name);
-            if !s.labels.is_empty() {
-                out.push('{');
-                for (i, (name, value)) in s.labels.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(name);
-                    out.push_str("=\"");
-                    out.push_str(&escape_label_value(value));
-                    out.push('"');
-                }
-                out.push('}');
-            }
+            out.push_str(s.labels.as_str());
             out.push(' ');
             write_value(out, s.value);
             out.push('\n');
@@ -135,11 +160,20 @@ mod tests {
         kind: MetricType::Gauge,
     };
 
-    fn sample(labels: &[(&'static str, &str)], value: f64) -> Sample {
-        Sample {
-            labels: labels.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-            value,
-        }
+    fn write(family: &Family, samples: &[(&[(&str, &str)], f64)]) -> String {
+        let labels: Vec<Labels> = samples.iter().map(|(l, _)| Labels::new(l)).collect();
+        let mut w = TextWriter::new();
+        w.family(
+            family,
+            labels
+                .iter()
+                .zip(samples)
+                .map(|(labels, (_, value))| Sample {
+                    labels,
+                    value: *value,
+                }),
+        );
+        w.finish()
     }
 
     #[test]
@@ -154,9 +188,7 @@ mod tests {
 
     #[test]
     fn escaped_label_values_appear_in_the_sample_line() {
-        let mut w = TextWriter::new();
-        w.family(&GAUGE, &[sample(&[("name", "say \"hi\"\\\nbye")], 1.0)]);
-        let text = w.finish();
+        let text = write(&GAUGE, &[(&[("name", "say \"hi\"\\\nbye")], 1.0)]);
         assert!(
             text.contains("test_bytes{name=\"say \\\"hi\\\"\\\\\\nbye\"} 1\n"),
             "{text}"
@@ -172,16 +204,11 @@ mod tests {
 
     #[test]
     fn family_writes_help_and_type_before_its_samples() {
-        let mut w = TextWriter::new();
-        w.family(
-            &GAUGE,
-            &[
-                sample(&[("gpu", "0")], 85_899_345_920.0),
-                sample(&[("gpu", "1")], 0.25),
-            ],
-        );
         assert_eq!(
-            w.finish(),
+            write(
+                &GAUGE,
+                &[(&[("gpu", "0")], 85_899_345_920.0), (&[("gpu", "1")], 0.25)]
+            ),
             "# HELP test_bytes A test gauge (bytes).\n\
              # TYPE test_bytes gauge\n\
              test_bytes{gpu=\"0\"} 85899345920\n\
@@ -190,22 +217,27 @@ mod tests {
     }
 
     #[test]
+    fn labels_render_in_order_and_empty_set_renders_nothing() {
+        assert_eq!(
+            Labels::new(&[("gpu", "0"), ("name", "A\\B")]).as_str(),
+            "{gpu=\"0\",name=\"A\\\\B\"}"
+        );
+        assert_eq!(Labels::new(&[]).as_str(), "");
+    }
+
+    #[test]
     fn family_without_samples_is_omitted_entirely() {
-        let mut w = TextWriter::new();
-        w.family(&GAUGE, &[]);
-        assert_eq!(w.finish(), "");
+        assert_eq!(write(&GAUGE, &[]), "");
     }
 
     #[test]
     fn counter_type_and_unlabelled_sample() {
-        let mut w = TextWriter::new();
         let f = Family {
             name: "test_errors_total",
             help: "Errors.",
             kind: MetricType::Counter,
         };
-        w.family(&f, &[sample(&[], 3.0)]);
-        let text = w.finish();
+        let text = write(&f, &[(&[], 3.0)]);
         assert!(
             text.contains("# TYPE test_errors_total counter\n"),
             "{text}"
@@ -215,17 +247,15 @@ mod tests {
 
     #[test]
     fn special_values_use_the_format_spelling() {
-        let mut w = TextWriter::new();
-        w.family(
+        let text = write(
             &GAUGE,
             &[
-                sample(&[("v", "nan")], f64::NAN),
-                sample(&[("v", "inf")], f64::INFINITY),
-                sample(&[("v", "-inf")], f64::NEG_INFINITY),
-                sample(&[("v", "big")], 1e21),
+                (&[("v", "nan")], f64::NAN),
+                (&[("v", "inf")], f64::INFINITY),
+                (&[("v", "-inf")], f64::NEG_INFINITY),
+                (&[("v", "big")], 1e21),
             ],
         );
-        let text = w.finish();
         assert!(text.contains("{v=\"nan\"} NaN\n"), "{text}");
         assert!(text.contains("{v=\"inf\"} +Inf\n"), "{text}");
         assert!(text.contains("{v=\"-inf\"} -Inf\n"), "{text}");

@@ -4,7 +4,7 @@
 //! hertz and ratios in 0–1; counters end in `_total`. A figure the GPU does
 //! not report (`None` in [`GpuSample`]) gives no series at all.
 
-use super::exposition::{Family, MetricType, Sample, TextWriter};
+use super::exposition::{Family, Labels, MetricType, Sample, TextWriter};
 use crate::app::state::AllocatorView;
 use crate::device::{GpuReading, GpuSample};
 
@@ -181,20 +181,21 @@ pub struct MetricsInput<'a> {
 /// The labels that identify a GPU row: `gpu` (the physical index), `uuid`
 /// when known, `name`, and for a MIG instance `mig_instance` (its slot on
 /// the parent GPU, as in nvidia-smi).
-fn gpu_labels(s: &GpuSample) -> Vec<(&'static str, String)> {
-    let mut labels = Vec::with_capacity(4);
-    match &s.mig {
-        Some(mig) => {
-            labels.push(("gpu", mig.parent_index.to_string()));
-            labels.push(("mig_instance", s.index.to_string()));
-        }
-        None => labels.push(("gpu", s.index.to_string())),
+fn gpu_labels(s: &GpuSample) -> Labels {
+    let (gpu, mig) = match &s.mig {
+        Some(mig) => (mig.parent_index, Some(s.index.to_string())),
+        None => (s.index, None),
+    };
+    let gpu = gpu.to_string();
+    let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
+    if let Some(slot) = &mig {
+        pairs.push(("mig_instance", slot));
     }
     if let Some(uuid) = &s.uuid {
-        labels.push(("uuid", uuid.clone()));
+        pairs.push(("uuid", uuid));
     }
-    labels.push(("name", s.name.clone()));
-    labels
+    pairs.push(("name", &s.name));
+    Labels::new(&pairs)
 }
 
 /// The executable's file name from a command line: `/usr/bin/python3 x.py`
@@ -209,36 +210,30 @@ pub fn process_name(command: &str) -> Option<&str> {
 fn per_gpu(
     w: &mut TextWriter,
     family: &Family,
-    gpus: &[(&GpuSample, Vec<(&'static str, String)>)],
+    gpus: &[(&GpuSample, Labels)],
     value: impl Fn(&GpuSample) -> Option<f64>,
 ) {
-    let samples: Vec<Sample> = gpus
-        .iter()
-        .filter_map(|(s, labels)| {
-            value(s).map(|value| Sample {
-                labels: labels.clone(),
-                value,
-            })
-        })
-        .collect();
-    w.family(family, &samples);
+    w.family(
+        family,
+        gpus.iter()
+            .filter_map(|(s, labels)| value(s).map(|value| Sample { labels, value })),
+    );
 }
 
 /// One allocator family over every allocator view.
 fn per_allocator(
     w: &mut TextWriter,
     family: &Family,
-    allocators: &[(Vec<(&'static str, String)>, &AllocatorView)],
+    allocators: &[(Labels, &AllocatorView)],
     value: impl Fn(&AllocatorView) -> f64,
 ) {
-    let samples: Vec<Sample> = allocators
-        .iter()
-        .map(|(labels, a)| Sample {
-            labels: labels.clone(),
+    w.family(
+        family,
+        allocators.iter().map(|(labels, a)| Sample {
+            labels,
             value: value(a),
-        })
-        .collect();
-    w.family(family, &samples);
+        }),
+    );
 }
 
 fn percent(p: Option<u32>) -> Option<f64> {
@@ -260,42 +255,39 @@ fn bytes(b: Option<u64>) -> Option<f64> {
 /// Renders the whole `/metrics` body.
 pub fn render(input: &MetricsInput<'_>) -> String {
     let mut w = TextWriter::new();
+    let none = Labels::default();
+    let build = Labels::new(&[("version", input.version), ("backend", input.backend)]);
     w.family(
         &BUILD_INFO,
-        &[Sample {
-            labels: vec![
-                ("version", input.version.to_string()),
-                ("backend", input.backend.to_string()),
-            ],
+        [Sample {
+            labels: &build,
             value: 1.0,
         }],
     );
     w.family(
         &SAMPLES,
-        &[Sample {
-            labels: Vec::new(),
+        [Sample {
+            labels: &none,
             value: input.samples_total as f64,
         }],
     );
     w.family(
         &SCRAPE_ERRORS,
-        &[Sample {
-            labels: Vec::new(),
+        [Sample {
+            labels: &none,
             value: input.scrape_errors_total as f64,
         }],
     );
-    if let Some(t) = input.last_sample_unix_s {
-        w.family(
-            &LAST_SAMPLE,
-            &[Sample {
-                labels: Vec::new(),
-                value: t,
-            }],
-        );
-    }
+    w.family(
+        &LAST_SAMPLE,
+        input.last_sample_unix_s.map(|value| Sample {
+            labels: &none,
+            value,
+        }),
+    );
 
     // Up/down per physical GPU: a lost GPU has only its index.
-    let up: Vec<Sample> = input
+    let up: Vec<(Labels, f64)> = input
         .readings
         .iter()
         .filter_map(|r| match r {
@@ -303,14 +295,17 @@ pub fn render(input: &MetricsInput<'_>) -> String {
             GpuReading::Ok(_) => None,
             GpuReading::Lost { index, .. } => Some((*index, 0.0)),
         })
-        .map(|(index, value)| Sample {
-            labels: vec![("gpu", index.to_string())],
-            value,
-        })
+        .map(|(index, value)| (Labels::new(&[("gpu", &index.to_string())]), value))
         .collect();
-    w.family(&GPU_UP, &up);
+    w.family(
+        &GPU_UP,
+        up.iter().map(|(labels, value)| Sample {
+            labels,
+            value: *value,
+        }),
+    );
 
-    let gpus: Vec<(&GpuSample, Vec<(&'static str, String)>)> = input
+    let gpus: Vec<(&GpuSample, Labels)> = input
         .readings
         .iter()
         .filter_map(GpuReading::sample)
@@ -338,34 +333,40 @@ pub fn render(input: &MetricsInput<'_>) -> String {
 
     // Processes from the physical GPUs only: a MIG row repeats a subset of
     // its parent's processes, which would count them twice.
-    let processes: Vec<Sample> = gpus
+    let processes: Vec<(Labels, f64)> = gpus
         .iter()
         .filter(|(s, _)| s.mig.is_none())
         .flat_map(|(s, _)| {
             s.processes.iter().filter_map(move |p| {
                 let used = p.used_memory?;
-                let mut labels = vec![("gpu", s.index.to_string()), ("pid", p.pid.to_string())];
+                let (gpu, pid) = (s.index.to_string(), p.pid.to_string());
+                let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu), ("pid", &pid)];
                 if let Some(name) = p.command.as_deref().and_then(process_name) {
-                    labels.push(("name", name.to_string()));
+                    pairs.push(("name", name));
                 }
-                Some(Sample {
-                    labels,
-                    value: used as f64,
-                })
+                Some((Labels::new(&pairs), used as f64))
             })
         })
         .collect();
-    w.family(&PROCESS_MEMORY, &processes);
+    w.family(
+        &PROCESS_MEMORY,
+        processes.iter().map(|(labels, value)| Sample {
+            labels,
+            value: *value,
+        }),
+    );
 
-    let allocators: Vec<(Vec<(&'static str, String)>, &AllocatorView)> = input
+    let allocators: Vec<(Labels, &AllocatorView)> = input
         .allocators
         .iter()
         .map(|(gpu, a)| {
-            let mut labels = vec![("gpu", gpu.to_string())];
-            if let Some(pid) = a.pid {
-                labels.push(("pid", pid.to_string()));
+            let gpu = gpu.to_string();
+            let pid = a.pid.map(|p| p.to_string());
+            let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
+            if let Some(pid) = &pid {
+                pairs.push(("pid", pid));
             }
-            (labels, *a)
+            (Labels::new(&pairs), *a)
         })
         .collect();
     per_allocator(&mut w, &ALLOCATED, &allocators, |a| a.allocated() as f64);
