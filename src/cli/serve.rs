@@ -128,7 +128,11 @@ fn answer(request: tiny_http::Request, body: &str) {
                 b"only GET and HEAD are allowed\n",
             ),
         };
-    let mut response = tiny_http::Response::from_data(data).with_status_code(status);
+    // The body is in memory: always send a Content-Length (tiny_http would
+    // switch to chunked encoding above 32 KiB, which eight GPUs reach).
+    let mut response = tiny_http::Response::from_data(data)
+        .with_status_code(status)
+        .with_chunked_threshold(usize::MAX);
     if let Some(h) = header(&format!("Content-Type: {content_type}")) {
         response.add_header(h);
     }

@@ -101,6 +101,9 @@ pub fn escape_help(text: &str) -> String {
     text.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
+/// 2^53: every integer below it is exact in an `f64`.
+const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
+
 /// Writes a value as the format wants it: `NaN`, `+Inf`, `-Inf`, or a plain
 /// decimal (Rust's `Display` for `f64` never uses an exponent, and whole
 /// numbers come out without a fraction, so byte counts read as integers).
@@ -111,6 +114,10 @@ fn write_value(out: &mut String, value: f64) {
         out.push_str("+Inf");
     } else if value == f64::NEG_INFINITY {
         out.push_str("-Inf");
+    } else if value.fract() == 0.0 && value.abs() < MAX_EXACT_INTEGER {
+        // Byte counts and counters: integer formatting is cheaper than the
+        // shortest-float algorithm and gives the same digits.
+        let _ = write!(out, "{}", value as i64);
     } else {
         let _ = write!(out, "{value}");
     }
@@ -254,8 +261,17 @@ mod tests {
                 (&[("v", "inf")], f64::INFINITY),
                 (&[("v", "-inf")], f64::NEG_INFINITY),
                 (&[("v", "big")], 1e21),
+                (&[("v", "neg")], -3.0),
+                (&[("v", "above_2_53")], 9_007_199_254_740_994.0),
+                (&[("v", "frac")], 0.125),
             ],
         );
+        assert!(text.contains("{v=\"neg\"} -3\n"), "{text}");
+        assert!(
+            text.contains("{v=\"above_2_53\"} 9007199254740994\n"),
+            "{text}"
+        );
+        assert!(text.contains("{v=\"frac\"} 0.125\n"), "{text}");
         assert!(text.contains("{v=\"nan\"} NaN\n"), "{text}");
         assert!(text.contains("{v=\"inf\"} +Inf\n"), "{text}");
         assert!(text.contains("{v=\"-inf\"} -Inf\n"), "{text}");
