@@ -10,5 +10,6 @@ pub mod app;
 pub mod cli;
 pub mod device;
 pub mod scenario;
+pub mod serve;
 pub mod snapshot;
 pub mod ui;

@@ -8,7 +8,9 @@ pub mod doctor;
 pub mod open;
 pub mod replay;
 pub mod scenario;
+pub mod serve;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -204,6 +206,19 @@ pub enum Command {
         #[arg(long)]
         list: bool,
     },
+    /// Run headless and serve the GPUs' telemetry and every visible
+    /// allocator's figures at http://ADDR/metrics in the Prometheus text
+    /// format (sampled every --interval). Stops on SIGINT/SIGTERM.
+    Serve {
+        /// The address to listen on; port 0 picks a free port (the address
+        /// is printed on stderr).
+        #[arg(long, default_value = crate::serve::DEFAULT_LISTEN)]
+        listen: SocketAddr,
+        /// Accept a --listen address that is not loopback (the metrics
+        /// name processes and GPUs: expose them on purpose only).
+        #[arg(long)]
+        allow_remote: bool,
+    },
 }
 
 /// Writes command output to stdout. A closed pipe (`vramtop … | head`) is
@@ -243,6 +258,10 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             budget,
         }) => check::run(&cli.device, device, budget, json),
         Some(Command::Scenario { name, json, list }) => scenario::run(name.as_deref(), json, list),
+        Some(Command::Serve {
+            listen,
+            allow_remote,
+        }) => serve::run(&cli.device, &cli.display, listen, allow_remote),
         None if cli.display.once => dashboard::once(&cli.device),
         None => dashboard::run(&cli.device, &cli.display),
     }

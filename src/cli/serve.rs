@@ -1,0 +1,213 @@
+//! `vramtop serve`: headless, serves `/metrics` in the Prometheus text format.
+//!
+//! Sampling runs in the background: the sampler thread (the dashboard's)
+//! samples the backend every `--interval`, and each sample is rendered once
+//! into the body that every scrape until the next sample gets. A scrape
+//! therefore never calls NVML and costs a copy of a few kilobytes, however
+//! often or from however many Prometheus servers it comes; the data is at
+//! most one interval old (`vramtop_last_sample_timestamp_seconds` says how
+//! old).
+//!
+//! The HTTP side is `tiny_http`: a small synchronous server whose accept and
+//! parse threads hand complete requests to this thread, which answers them
+//! between samples.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use color_eyre::eyre::{WrapErr, eyre};
+
+use super::{DeviceArgs, DisplayArgs};
+use crate::app::state::AllocatorView;
+use crate::device::GpuReading;
+use crate::device::factory::select_telemetry;
+use crate::device::sampler::{SampleMsg, Sampler};
+use crate::device::sim::SimCluster;
+use crate::serve::exposition::CONTENT_TYPE;
+use crate::serve::metrics::{MetricsInput, render};
+use crate::serve::{INDEX_HTML, Route, check_listen, route};
+
+/// Simulated time run before serving, so that the simulated training
+/// processes have started (ms; the same warm-up as `--once`).
+const SIM_WARMUP_MS: u64 = 5_000;
+
+/// How long the loop waits for a request before it looks at samples and
+/// signals again (ms): bounds how late a new sample is picked up.
+const POLL_MS: u64 = 50;
+
+/// The longest wait for the first sample before serving anyway.
+const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(5);
+
+/// Every simulated training process's allocator (the dashboard shows one
+/// per GPU; the exporter shows them all). Live probe views join this list.
+fn sim_allocators(sim: Option<&SimCluster>) -> Vec<(u32, AllocatorView)> {
+    let mut trainers = sim.map(SimCluster::trainers).unwrap_or_default();
+    // By GPU, then pid: series in a stable, readable order.
+    trainers.sort_by_key(|t| (t.gpu, t.pid));
+    trainers
+        .into_iter()
+        .map(|t| {
+            (
+                t.gpu,
+                AllocatorView::new(
+                    format!("pid {} (simulated training, step {})", t.pid, t.step),
+                    Some(t.pid),
+                    t.stats,
+                    t.layout,
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Counters and the latest body.
+struct Exporter {
+    backend: &'static str,
+    sim: Option<SimCluster>,
+    samples_total: u64,
+    scrape_errors_total: u64,
+    body: String,
+}
+
+impl Exporter {
+    fn render(&mut self, readings: &[GpuReading], last_sample_unix_s: Option<f64>) {
+        let views = sim_allocators(self.sim.as_ref());
+        let allocators: Vec<(u32, &AllocatorView)> = views.iter().map(|(g, v)| (*g, v)).collect();
+        self.body = render(&MetricsInput {
+            version: env!("CARGO_PKG_VERSION"),
+            backend: self.backend,
+            readings,
+            allocators: &allocators,
+            samples_total: self.samples_total,
+            scrape_errors_total: self.scrape_errors_total,
+            last_sample_unix_s,
+        });
+    }
+
+    fn take(&mut self, msg: SampleMsg) {
+        let unix_s = SystemTime::now()
+            .checked_sub(msg.taken_at.elapsed())
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_secs_f64());
+        match msg.readings {
+            Ok(readings) => {
+                self.samples_total += 1;
+                self.render(&readings, unix_s);
+            }
+            Err(e) => {
+                // A failed sample drops the GPU series (stale figures served
+                // as fresh would mislead) and counts the error.
+                tracing::warn!(error = %e, "sampling failed");
+                self.scrape_errors_total += 1;
+                self.render(&[], unix_s);
+            }
+        }
+    }
+}
+
+fn header(text: &str) -> Option<tiny_http::Header> {
+    text.parse().ok()
+}
+
+fn answer(request: tiny_http::Request, body: &str) {
+    let (status, content_type, data): (u16, &str, &[u8]) =
+        match route(request.method().as_str(), request.url()) {
+            Route::Metrics => (200, CONTENT_TYPE, body.as_bytes()),
+            Route::Index => (200, "text/html; charset=utf-8", INDEX_HTML.as_bytes()),
+            Route::NotFound => (
+                404,
+                "text/plain; charset=utf-8",
+                b"not found; try /metrics\n",
+            ),
+            Route::MethodNotAllowed => (
+                405,
+                "text/plain; charset=utf-8",
+                b"only GET and HEAD are allowed\n",
+            ),
+        };
+    // The body is in memory: always send a Content-Length (tiny_http would
+    // switch to chunked encoding above 32 KiB, which eight GPUs reach).
+    let mut response = tiny_http::Response::from_data(data)
+        .with_status_code(status)
+        .with_chunked_threshold(usize::MAX);
+    if let Some(h) = header(&format!("Content-Type: {content_type}")) {
+        response.add_header(h);
+    }
+    if status == 405
+        && let Some(h) = header("Allow: GET, HEAD")
+    {
+        response.add_header(h);
+    }
+    // A client that went away before reading its answer is its own business.
+    if let Err(e) = request.respond(response) {
+        tracing::debug!(error = %e, "cannot answer a request");
+    }
+}
+
+/// `vramtop serve`.
+pub fn run(
+    device: &DeviceArgs,
+    display: &DisplayArgs,
+    listen: SocketAddr,
+    allow_remote: bool,
+) -> color_eyre::Result<ExitCode> {
+    check_listen(listen, allow_remote).map_err(|e| eyre!("{e}"))?;
+    let selection =
+        select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))?;
+    if let Some(reason) = &selection.fallback_reason {
+        eprintln!("vramtop: {reason}");
+    }
+    if let Some(sim) = &selection.sim {
+        sim.advance(SIM_WARMUP_MS);
+    }
+    let server =
+        tiny_http::Server::http(listen).map_err(|e| eyre!("cannot listen on {listen}: {e}"))?;
+    // With port 0 the system picks the port: say which.
+    let bound = server.server_addr().to_ip().unwrap_or(listen);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())
+            .wrap_err("cannot install a signal handler")?;
+    }
+    let mut exporter = Exporter {
+        backend: selection.backend,
+        sim: selection.sim.clone(),
+        samples_total: 0,
+        scrape_errors_total: 0,
+        body: String::new(),
+    };
+    exporter.render(&[], None);
+    let (sampler, rx) =
+        Sampler::spawn(selection.telemetry, Duration::from_millis(display.interval))
+            .wrap_err("cannot start the sampler thread")?;
+    // The first sample is taken at once: wait for it (boundedly), so that
+    // the first scrape already has the GPUs.
+    if let Ok(msg) = rx.recv_timeout(FIRST_SAMPLE_WAIT) {
+        exporter.take(msg);
+    }
+    tracing::info!(%bound, backend = exporter.backend, "serving metrics");
+    eprintln!("serving metrics on http://{bound}/metrics");
+
+    while !stop.load(Ordering::Relaxed) {
+        for msg in rx.try_iter() {
+            exporter.take(msg);
+        }
+        match server.recv_timeout(Duration::from_millis(POLL_MS)) {
+            Ok(Some(request)) => answer(request, &exporter.body),
+            Ok(None) => {}
+            Err(e) => {
+                // Interrupted by a signal, or the listener failed: check the
+                // stop flag, and do not spin on a persistent failure.
+                tracing::warn!(error = %e, "cannot receive a request");
+                std::thread::sleep(Duration::from_millis(POLL_MS));
+            }
+        }
+    }
+    sampler.stop();
+    eprintln!("vramtop serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}

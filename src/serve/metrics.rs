@@ -1,0 +1,619 @@
+//! vramtop's metric families and the rendering of one sample into them.
+//!
+//! Units follow the Prometheus conventions: bytes, seconds, celsius, watts,
+//! hertz and ratios in 0–1; counters end in `_total`. A figure the GPU does
+//! not report (`None` in [`GpuSample`]) gives no series at all.
+
+use super::exposition::{Family, Labels, MetricType, Sample, TextWriter};
+use crate::app::state::AllocatorView;
+use crate::device::{GpuReading, GpuSample};
+
+const fn gauge(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: MetricType::Gauge,
+    }
+}
+
+const fn counter(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: MetricType::Counter,
+    }
+}
+
+pub const BUILD_INFO: Family = gauge(
+    "vramtop_build_info",
+    "Always 1; the labels say the vramtop version and the telemetry backend (nvml or sim).",
+);
+pub const SAMPLES: Family = counter(
+    "vramtop_samples_total",
+    "Telemetry samples taken successfully since vramtop started.",
+);
+pub const SCRAPE_ERRORS: Family = counter(
+    "vramtop_scrape_errors_total",
+    "Telemetry samples that failed as a whole (the backend did not answer); the GPU series are absent until a sample succeeds again.",
+);
+pub const LAST_SAMPLE: Family = gauge(
+    "vramtop_last_sample_timestamp_seconds",
+    "Unix time of the sample the metrics come from (seconds).",
+);
+pub const GPU_UP: Family = gauge(
+    "vramtop_gpu_up",
+    "1 when the GPU answered the last sample, 0 when it was lost (fell off the bus, reset).",
+);
+pub const MEMORY_TOTAL: Family = gauge(
+    "vramtop_gpu_memory_total_bytes",
+    "Memory of the GPU (bytes), as the driver reports it.",
+);
+pub const MEMORY_USED: Family = gauge(
+    "vramtop_gpu_memory_used_bytes",
+    "Memory the driver counts as used (bytes): CUDA contexts, every allocator's reserved memory, other allocations.",
+);
+pub const MEMORY_FREE: Family = gauge(
+    "vramtop_gpu_memory_free_bytes",
+    "Memory the driver counts as free (bytes).",
+);
+pub const UTILIZATION: Family = gauge(
+    "vramtop_gpu_utilization_ratio",
+    "Fraction of the driver's last sample period in which a kernel ran (0-1).",
+);
+pub const MEMORY_UTILIZATION: Family = gauge(
+    "vramtop_gpu_memory_utilization_ratio",
+    "Fraction of the driver's last sample period in which device memory was read or written (0-1).",
+);
+pub const TEMPERATURE: Family = gauge(
+    "vramtop_gpu_temperature_celsius",
+    "GPU core temperature (degrees Celsius).",
+);
+pub const POWER: Family = gauge(
+    "vramtop_gpu_power_watts",
+    "Power draw of the board (watts).",
+);
+pub const POWER_LIMIT: Family = gauge(
+    "vramtop_gpu_power_limit_watts",
+    "Power limit of the board (watts).",
+);
+pub const CLOCK_SM: Family = gauge("vramtop_gpu_clock_sm_hertz", "Current SM clock (hertz).");
+pub const CLOCK_MEMORY: Family = gauge(
+    "vramtop_gpu_clock_memory_hertz",
+    "Current memory clock (hertz).",
+);
+pub const FAN: Family = gauge(
+    "vramtop_gpu_fan_speed_ratio",
+    "Fan speed as a fraction of its maximum (0-1); absent on boards without a fan.",
+);
+pub const PROCESS_MEMORY: Family = gauge(
+    "vramtop_gpu_process_memory_used_bytes",
+    "GPU memory the driver attributes to a process (bytes); name is the executable's file name.",
+);
+pub const ALLOCATED: Family = gauge(
+    "vramtop_allocator_allocated_bytes",
+    "Bytes handed out to tensors by a process's caching allocator (torch.cuda.memory_allocated()).",
+);
+pub const RESERVED: Family = gauge(
+    "vramtop_allocator_reserved_bytes",
+    "Bytes the caching allocator holds from the driver (torch.cuda.memory_reserved()).",
+);
+pub const ACTIVE: Family = gauge(
+    "vramtop_allocator_active_bytes",
+    "Bytes in active blocks: allocated plus freed but still in use by a stream (active_bytes).",
+);
+pub const INACTIVE_SPLIT: Family = gauge(
+    "vramtop_allocator_inactive_split_bytes",
+    "Free bytes inside split segments, which empty_cache() cannot release (inactive_split_bytes).",
+);
+pub const SEGMENTS: Family = gauge(
+    "vramtop_allocator_segments",
+    "Segments (cudaMalloc'd blocks) the caching allocator holds.",
+);
+pub const ALLOC_RETRIES: Family = counter(
+    "vramtop_allocator_alloc_retries_total",
+    "Allocations that failed at first and succeeded after freeing the cache (num_alloc_retries).",
+);
+pub const OOMS: Family = counter(
+    "vramtop_allocator_ooms_total",
+    "Out-of-memory errors the caching allocator raised (num_ooms).",
+);
+pub const PEAK_ALLOCATED: Family = gauge(
+    "vramtop_allocator_peak_allocated_bytes",
+    "Highest allocated bytes since the process started or last reset its peak stats (max_memory_allocated()).",
+);
+pub const LARGEST_FREE_BLOCK: Family = gauge(
+    "vramtop_allocator_largest_free_block_bytes",
+    "The largest free block cached by the allocator (bytes): the largest request served without a new cudaMalloc.",
+);
+pub const FRAGMENTATION: Family = gauge(
+    "vramtop_allocator_fragmentation_ratio",
+    "1 - largest free block / free bytes cached in segments (0-1): 0 when the cached free memory is one block or there is none, near 1 when it is scattered in small pieces.",
+);
+
+/// Every family vramtop can emit, in the order it emits them.
+pub const FAMILIES: &[Family] = &[
+    BUILD_INFO,
+    SAMPLES,
+    SCRAPE_ERRORS,
+    LAST_SAMPLE,
+    GPU_UP,
+    MEMORY_TOTAL,
+    MEMORY_USED,
+    MEMORY_FREE,
+    UTILIZATION,
+    MEMORY_UTILIZATION,
+    TEMPERATURE,
+    POWER,
+    POWER_LIMIT,
+    CLOCK_SM,
+    CLOCK_MEMORY,
+    FAN,
+    PROCESS_MEMORY,
+    ALLOCATED,
+    RESERVED,
+    ACTIVE,
+    INACTIVE_SPLIT,
+    SEGMENTS,
+    ALLOC_RETRIES,
+    OOMS,
+    PEAK_ALLOCATED,
+    LARGEST_FREE_BLOCK,
+    FRAGMENTATION,
+];
+
+/// What one rendering of `/metrics` is made of.
+#[derive(Debug, Clone)]
+pub struct MetricsInput<'a> {
+    /// vramtop's version (`CARGO_PKG_VERSION`).
+    pub version: &'a str,
+    /// "nvml" or "sim".
+    pub backend: &'a str,
+    /// The latest sample; empty before the first or after a failed one.
+    pub readings: &'a [GpuReading],
+    /// Every visible process allocator, by the index of its (physical) GPU.
+    pub allocators: &'a [(u32, &'a AllocatorView)],
+    pub samples_total: u64,
+    pub scrape_errors_total: u64,
+    /// Unix time of the latest sample (seconds), if there was one.
+    pub last_sample_unix_s: Option<f64>,
+}
+
+/// The labels that identify a GPU row: `gpu` (the physical index), `uuid`
+/// when known, `name`, and for a MIG instance `mig_instance` (its slot on
+/// the parent GPU, as in nvidia-smi).
+fn gpu_labels(s: &GpuSample) -> Labels {
+    let (gpu, mig) = match &s.mig {
+        Some(mig) => (mig.parent_index, Some(s.index.to_string())),
+        None => (s.index, None),
+    };
+    let gpu = gpu.to_string();
+    let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
+    if let Some(slot) = &mig {
+        pairs.push(("mig_instance", slot));
+    }
+    if let Some(uuid) = &s.uuid {
+        pairs.push(("uuid", uuid));
+    }
+    pairs.push(("name", &s.name));
+    Labels::new(&pairs)
+}
+
+/// The executable's file name from a command line: `/usr/bin/python3 x.py`
+/// → `python3`. A short, stable label instead of a whole command line.
+pub fn process_name(command: &str) -> Option<&str> {
+    let first = command.split_whitespace().next()?;
+    first.rsplit('/').next().filter(|n| !n.is_empty())
+}
+
+/// One GPU family over every answering GPU row; rows where `value` is `None`
+/// give no sample.
+fn per_gpu(
+    w: &mut TextWriter,
+    family: &Family,
+    gpus: &[(&GpuSample, Labels)],
+    value: impl Fn(&GpuSample) -> Option<f64>,
+) {
+    w.family(
+        family,
+        gpus.iter()
+            .filter_map(|(s, labels)| value(s).map(|value| Sample { labels, value })),
+    );
+}
+
+/// One allocator family over every allocator view.
+fn per_allocator(
+    w: &mut TextWriter,
+    family: &Family,
+    allocators: &[(Labels, &AllocatorView)],
+    value: impl Fn(&AllocatorView) -> f64,
+) {
+    w.family(
+        family,
+        allocators.iter().map(|(labels, a)| Sample {
+            labels,
+            value: value(a),
+        }),
+    );
+}
+
+fn percent(p: Option<u32>) -> Option<f64> {
+    p.map(|p| f64::from(p) / 100.0)
+}
+
+fn milliwatts(mw: Option<u32>) -> Option<f64> {
+    mw.map(|mw| f64::from(mw) / 1_000.0)
+}
+
+fn megahertz(mhz: Option<u32>) -> Option<f64> {
+    mhz.map(|mhz| f64::from(mhz) * 1e6)
+}
+
+fn bytes(b: Option<u64>) -> Option<f64> {
+    b.map(|b| b as f64)
+}
+
+/// Renders the whole `/metrics` body.
+pub fn render(input: &MetricsInput<'_>) -> String {
+    let mut w = TextWriter::new();
+    let none = Labels::default();
+    let build = Labels::new(&[("version", input.version), ("backend", input.backend)]);
+    w.family(
+        &BUILD_INFO,
+        [Sample {
+            labels: &build,
+            value: 1.0,
+        }],
+    );
+    w.family(
+        &SAMPLES,
+        [Sample {
+            labels: &none,
+            value: input.samples_total as f64,
+        }],
+    );
+    w.family(
+        &SCRAPE_ERRORS,
+        [Sample {
+            labels: &none,
+            value: input.scrape_errors_total as f64,
+        }],
+    );
+    w.family(
+        &LAST_SAMPLE,
+        input.last_sample_unix_s.map(|value| Sample {
+            labels: &none,
+            value,
+        }),
+    );
+
+    // Up/down per physical GPU: a lost GPU has only its index.
+    let up: Vec<(Labels, f64)> = input
+        .readings
+        .iter()
+        .filter_map(|r| match r {
+            GpuReading::Ok(s) if s.mig.is_none() => Some((s.index, 1.0)),
+            GpuReading::Ok(_) => None,
+            GpuReading::Lost { index, .. } => Some((*index, 0.0)),
+        })
+        .map(|(index, value)| (Labels::new(&[("gpu", &index.to_string())]), value))
+        .collect();
+    w.family(
+        &GPU_UP,
+        up.iter().map(|(labels, value)| Sample {
+            labels,
+            value: *value,
+        }),
+    );
+
+    let gpus: Vec<(&GpuSample, Labels)> = input
+        .readings
+        .iter()
+        .filter_map(GpuReading::sample)
+        .map(|s| (s, gpu_labels(s)))
+        .collect();
+    per_gpu(&mut w, &MEMORY_TOTAL, &gpus, |s| bytes(s.memory_total));
+    per_gpu(&mut w, &MEMORY_USED, &gpus, |s| bytes(s.memory_used));
+    per_gpu(&mut w, &MEMORY_FREE, &gpus, |s| bytes(s.memory_free));
+    per_gpu(&mut w, &UTILIZATION, &gpus, |s| percent(s.gpu_utilization));
+    per_gpu(&mut w, &MEMORY_UTILIZATION, &gpus, |s| {
+        percent(s.memory_utilization)
+    });
+    per_gpu(&mut w, &TEMPERATURE, &gpus, |s| {
+        s.temperature_c.map(f64::from)
+    });
+    per_gpu(&mut w, &POWER, &gpus, |s| milliwatts(s.power_draw_mw));
+    per_gpu(&mut w, &POWER_LIMIT, &gpus, |s| {
+        milliwatts(s.power_limit_mw)
+    });
+    per_gpu(&mut w, &CLOCK_SM, &gpus, |s| megahertz(s.sm_clock_mhz));
+    per_gpu(&mut w, &CLOCK_MEMORY, &gpus, |s| {
+        megahertz(s.memory_clock_mhz)
+    });
+    per_gpu(&mut w, &FAN, &gpus, |s| percent(s.fan_percent));
+
+    // Processes from the physical GPUs only: a MIG row repeats a subset of
+    // its parent's processes, which would count them twice.
+    let processes: Vec<(Labels, f64)> = gpus
+        .iter()
+        .filter(|(s, _)| s.mig.is_none())
+        .flat_map(|(s, _)| {
+            s.processes.iter().filter_map(move |p| {
+                let used = p.used_memory?;
+                let (gpu, pid) = (s.index.to_string(), p.pid.to_string());
+                let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu), ("pid", &pid)];
+                if let Some(name) = p.command.as_deref().and_then(process_name) {
+                    pairs.push(("name", name));
+                }
+                Some((Labels::new(&pairs), used as f64))
+            })
+        })
+        .collect();
+    w.family(
+        &PROCESS_MEMORY,
+        processes.iter().map(|(labels, value)| Sample {
+            labels,
+            value: *value,
+        }),
+    );
+
+    let allocators: Vec<(Labels, &AllocatorView)> = input
+        .allocators
+        .iter()
+        .map(|(gpu, a)| {
+            let gpu = gpu.to_string();
+            let pid = a.pid.map(|p| p.to_string());
+            let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
+            if let Some(pid) = &pid {
+                pairs.push(("pid", pid));
+            }
+            (Labels::new(&pairs), *a)
+        })
+        .collect();
+    per_allocator(&mut w, &ALLOCATED, &allocators, |a| a.allocated() as f64);
+    per_allocator(&mut w, &RESERVED, &allocators, |a| a.reserved() as f64);
+    per_allocator(&mut w, &ACTIVE, &allocators, |a| {
+        a.stats.active_bytes.all.current as f64
+    });
+    per_allocator(&mut w, &INACTIVE_SPLIT, &allocators, |a| {
+        a.stats.inactive_split_bytes.all.current as f64
+    });
+    per_allocator(&mut w, &SEGMENTS, &allocators, |a| {
+        a.stats.segment.all.current as f64
+    });
+    per_allocator(&mut w, &ALLOC_RETRIES, &allocators, |a| {
+        a.stats.num_alloc_retries as f64
+    });
+    per_allocator(&mut w, &OOMS, &allocators, |a| a.stats.num_ooms as f64);
+    per_allocator(&mut w, &PEAK_ALLOCATED, &allocators, |a| {
+        a.stats.allocated_bytes.all.peak as f64
+    });
+    per_allocator(&mut w, &LARGEST_FREE_BLOCK, &allocators, |a| {
+        a.fragmentation.largest_free_block as f64
+    });
+    per_allocator(&mut w, &FRAGMENTATION, &allocators, |a| {
+        a.fragmentation.fragmentation
+    });
+    w.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::DeviceStats;
+    use crate::device::{GpuProcess, MigInfo};
+
+    fn full_gpu(index: u32) -> GpuSample {
+        GpuSample {
+            uuid: Some(format!("GPU-{index}")),
+            memory_total: Some(80 << 30),
+            memory_used: Some(10 << 30),
+            memory_free: Some(70 << 30),
+            gpu_utilization: Some(87),
+            memory_utilization: Some(40),
+            temperature_c: Some(61),
+            power_draw_mw: Some(350_500),
+            power_limit_mw: Some(700_000),
+            sm_clock_mhz: Some(1_980),
+            memory_clock_mhz: Some(2_619),
+            fan_percent: None,
+            processes: vec![GpuProcess {
+                pid: 4242,
+                used_memory: Some(9 << 30),
+                user: None,
+                command: Some("/usr/bin/python3 train.py --lr 0.1".to_string()),
+                parent_pid: None,
+                gpu_instance_id: None,
+                compute_instance_id: None,
+            }],
+            ..GpuSample::unknown(index, "NVIDIA H100 80GB HBM3")
+        }
+    }
+
+    fn input<'a>(
+        readings: &'a [GpuReading],
+        allocators: &'a [(u32, &'a AllocatorView)],
+    ) -> MetricsInput<'a> {
+        MetricsInput {
+            version: "0.1.0",
+            backend: "nvml",
+            readings,
+            allocators,
+            samples_total: 7,
+            scrape_errors_total: 1,
+            last_sample_unix_s: Some(1_700_000_000.5),
+        }
+    }
+
+    /// The sample lines (no comments) of family `name`.
+    fn lines_of<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gpu_figures_are_converted_to_base_units() {
+        let readings = [GpuReading::Ok(full_gpu(0))];
+        let text = render(&input(&readings, &[]));
+        let labels = "{gpu=\"0\",uuid=\"GPU-0\",name=\"NVIDIA H100 80GB HBM3\"}";
+        for expected in [
+            format!("vramtop_gpu_memory_total_bytes{labels} 85899345920"),
+            format!("vramtop_gpu_utilization_ratio{labels} 0.87"),
+            format!("vramtop_gpu_memory_utilization_ratio{labels} 0.4"),
+            format!("vramtop_gpu_temperature_celsius{labels} 61"),
+            format!("vramtop_gpu_power_watts{labels} 350.5"),
+            format!("vramtop_gpu_power_limit_watts{labels} 700"),
+            format!("vramtop_gpu_clock_sm_hertz{labels} 1980000000"),
+            format!("vramtop_gpu_clock_memory_hertz{labels} 2619000000"),
+            "vramtop_gpu_process_memory_used_bytes{gpu=\"0\",pid=\"4242\",name=\"python3\"} 9663676416"
+                .to_string(),
+            "vramtop_build_info{version=\"0.1.0\",backend=\"nvml\"} 1".to_string(),
+            "vramtop_scrape_errors_total 1".to_string(),
+            "vramtop_samples_total 7".to_string(),
+            "vramtop_gpu_up{gpu=\"0\"} 1".to_string(),
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
+        }
+    }
+
+    #[test]
+    fn unsupported_figures_give_no_series_not_zero() {
+        let mut g = GpuSample::unknown(3, "Mystery GPU");
+        g.memory_total = Some(1 << 30);
+        let readings = [GpuReading::Ok(g)];
+        let text = render(&input(&readings, &[]));
+        assert_eq!(lines_of(&text, "vramtop_gpu_memory_total_bytes").len(), 1);
+        for absent in [
+            "vramtop_gpu_memory_used_bytes",
+            "vramtop_gpu_utilization_ratio",
+            "vramtop_gpu_temperature_celsius",
+            "vramtop_gpu_power_watts",
+            "vramtop_gpu_clock_sm_hertz",
+            "vramtop_gpu_fan_speed_ratio",
+        ] {
+            assert!(
+                !text.contains(absent),
+                "{absent} should be omitted:\n{text}"
+            );
+        }
+        // Without a uuid the label is left out rather than set to "".
+        assert!(
+            text.contains(
+                "vramtop_gpu_memory_total_bytes{gpu=\"3\",name=\"Mystery GPU\"} 1073741824"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn lost_gpu_is_down_and_has_no_figures() {
+        let readings = [
+            GpuReading::Ok(full_gpu(0)),
+            GpuReading::Lost {
+                index: 1,
+                reason: "fell off the bus".to_string(),
+            },
+        ];
+        let text = render(&input(&readings, &[]));
+        assert!(text.contains("vramtop_gpu_up{gpu=\"1\"} 0\n"), "{text}");
+        assert_eq!(lines_of(&text, "vramtop_gpu_memory_total_bytes").len(), 1);
+    }
+
+    #[test]
+    fn mig_rows_carry_parent_and_instance_and_do_not_repeat_processes() {
+        let parent = full_gpu(0);
+        let mut mig = GpuSample::unknown(2, "MIG 1g.10gb");
+        mig.memory_total = Some(10 << 30);
+        mig.processes = parent.processes.clone();
+        mig.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(7),
+            compute_instance_id: Some(0),
+        });
+        let readings = [GpuReading::Ok(parent), GpuReading::Ok(mig)];
+        let text = render(&input(&readings, &[]));
+        assert!(
+            text.contains(
+                "vramtop_gpu_memory_total_bytes{gpu=\"0\",mig_instance=\"2\",name=\"MIG 1g.10gb\"} 10737418240"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            lines_of(&text, "vramtop_gpu_process_memory_used_bytes").len(),
+            1
+        );
+        assert_eq!(lines_of(&text, "vramtop_gpu_up").len(), 1);
+    }
+
+    #[test]
+    fn allocator_figures_per_process() {
+        let mut stats = DeviceStats::default();
+        stats.allocated_bytes.all.current = 3 << 20;
+        stats.allocated_bytes.all.peak = 5 << 20;
+        stats.reserved_bytes.all.current = 4 << 20;
+        stats.segment.all.current = 2;
+        stats.num_ooms = 3;
+        stats.num_alloc_retries = 1;
+        let view = AllocatorView::new("pid 9".to_string(), Some(9), stats, Vec::new());
+        let allocators = [(1u32, &view)];
+        let text = render(&input(&[], &allocators));
+        let labels = "{gpu=\"1\",pid=\"9\"}";
+        for expected in [
+            format!("vramtop_allocator_allocated_bytes{labels} 3145728"),
+            format!("vramtop_allocator_reserved_bytes{labels} 4194304"),
+            format!("vramtop_allocator_peak_allocated_bytes{labels} 5242880"),
+            format!("vramtop_allocator_segments{labels} 2"),
+            format!("vramtop_allocator_ooms_total{labels} 3"),
+            format!("vramtop_allocator_alloc_retries_total{labels} 1"),
+            format!("vramtop_allocator_fragmentation_ratio{labels} 0"),
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
+        }
+        assert!(text.contains("# TYPE vramtop_allocator_ooms_total counter\n"));
+    }
+
+    #[test]
+    fn every_emitted_family_is_declared_and_counters_end_in_total() {
+        let mut stats = DeviceStats::default();
+        stats.reserved_bytes.all.current = 1;
+        let view = AllocatorView::new("p".to_string(), Some(1), stats, Vec::new());
+        let readings = [GpuReading::Ok(full_gpu(0))];
+        let allocators = [(0u32, &view)];
+        let text = render(&input(&readings, &allocators));
+        let mut typed = Vec::new();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let mut parts = line.split(' ').skip(2);
+            let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+                panic!("malformed TYPE line {line}");
+            };
+            let family = FAMILIES
+                .iter()
+                .find(|f| f.name == name)
+                .unwrap_or_else(|| panic!("{name} is not in FAMILIES"));
+            assert_eq!(family.kind.as_str(), kind);
+            typed.push(name);
+        }
+        // Everything but the fan (n/a on this GPU) is emitted.
+        assert_eq!(typed.len(), FAMILIES.len() - 1, "{text}");
+        for f in FAMILIES {
+            assert_eq!(
+                f.kind == MetricType::Counter,
+                f.name.ends_with("_total"),
+                "{}",
+                f.name
+            );
+            assert!(f.name.starts_with("vramtop_"), "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn process_name_is_the_executable_file_name() {
+        assert_eq!(process_name("/usr/bin/python3 train.py"), Some("python3"));
+        assert_eq!(process_name("python train.py"), Some("python"));
+        assert_eq!(process_name("   "), None);
+        assert_eq!(process_name("/"), None);
+    }
+}

@@ -1,0 +1,431 @@
+//! `vramtop serve`: the exporter over real HTTP, on the simulated GPU.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use prometheus_parse::{Scrape, Value};
+use vramtop::serve::metrics::FAMILIES;
+
+/// How long a server may take to start or stop before the test gives up
+/// (a liveness bound, not a speed figure).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn log_file(test: &str) -> String {
+    std::env::temp_dir()
+        .join(format!("vramtop-serve-{}-{test}.log", std::process::id()))
+        .display()
+        .to_string()
+}
+
+/// A running `vramtop serve`; killed when dropped, so a failed assertion
+/// leaves no server behind.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+    stderr: BufReader<ChildStderr>,
+    log: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Starts `vramtop serve --backend sim --listen 127.0.0.1:0 ARGS` and reads
+/// the bound address from its "serving metrics on http://ADDR/metrics" line.
+fn serve(test: &str, args: &[&str]) -> Server {
+    let log = log_file(test);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0"])
+        .args(["--log-file", &log])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vramtop starts");
+    let stderr = child.stderr.take().map(BufReader::new);
+    // Kept in the guard at once, so that a failure below kills the child.
+    let mut server = Server {
+        child,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        stderr: stderr.expect("stderr is piped"),
+        log,
+    };
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = server.stderr.read_line(&mut line).expect("stderr readable");
+        assert!(n > 0, "vramtop serve ended before serving:\n{seen}");
+        seen.push_str(&line);
+        if let Some(rest) = line.trim().strip_prefix("serving metrics on http://") {
+            server.addr = rest
+                .strip_suffix("/metrics")
+                .expect("the line ends in /metrics")
+                .parse()
+                .expect("a socket address");
+            return server;
+        }
+    }
+}
+
+/// One HTTP/1.0 exchange: (status code, lower-cased header block, body).
+fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(PATIENCE))
+        .expect("timeout set");
+    write!(stream, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request sent");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("response read");
+    let text = String::from_utf8(raw).expect("UTF-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status code");
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+fn scrape(addr: SocketAddr) -> (String, Scrape) {
+    let (status, head, body) = http(addr, "GET", "/metrics");
+    assert_eq!(status, 200, "{head}");
+    let parsed =
+        Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("Prometheus text parses");
+    (body, parsed)
+}
+
+fn value(v: &Value) -> f64 {
+    match v {
+        Value::Counter(x) | Value::Gauge(x) | Value::Untyped(x) => *x,
+        other => panic!("unexpected histogram or summary {other:?}"),
+    }
+}
+
+/// The samples of family `name`.
+fn family<'s>(scrape: &'s Scrape, name: &str) -> Vec<&'s prometheus_parse::Sample> {
+    scrape.samples.iter().filter(|s| s.metric == name).collect()
+}
+
+fn once_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--backend", "sim", "--once", "--json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = common::run_vramtop(&all, None);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).expect("--once --json is JSON")
+}
+
+const SIM: &[&str] = &["--sim-gpus", "3", "--sim-training", "4", "--sim-seed", "7"];
+
+#[test]
+fn sim_metrics_match_once_json_for_the_same_seed() {
+    let server = serve("match", SIM);
+    let (_, scrape) = scrape(server.addr);
+    let once = once_json(SIM);
+    let gpus = once["gpus"].as_array().expect("a GPU list");
+    assert_eq!(gpus.len(), 3);
+
+    let totals = family(&scrape, "vramtop_gpu_memory_total_bytes");
+    assert_eq!(totals.len(), gpus.len(), "one total per GPU");
+    for gpu in gpus {
+        let index = gpu["index"].as_u64().expect("an index").to_string();
+        let sample = totals
+            .iter()
+            .find(|s| s.labels.get("gpu") == Some(index.as_str()))
+            .unwrap_or_else(|| panic!("no total for GPU {index}"));
+        assert_eq!(
+            value(&sample.value),
+            gpu["memory_total"].as_f64().expect("a total"),
+            "GPU {index}"
+        );
+        assert_eq!(sample.labels.get("uuid"), gpu["uuid"].as_str());
+        assert_eq!(sample.labels.get("name"), gpu["name"].as_str());
+    }
+
+    // Every simulated training process has allocator figures, labelled by
+    // GPU and pid; the ones --once shows (first per GPU) are among them.
+    let allocated = family(&scrape, "vramtop_allocator_allocated_bytes");
+    assert_eq!(allocated.len(), 4, "one series per training process");
+    let pids: BTreeSet<(String, String)> = allocated
+        .iter()
+        .map(|s| {
+            (
+                s.labels.get("gpu").expect("gpu label").to_string(),
+                s.labels.get("pid").expect("pid label").to_string(),
+            )
+        })
+        .collect();
+    for gpu in gpus {
+        let pid = gpu["allocator"]["pid"]
+            .as_u64()
+            .expect("a simulated trainer");
+        let index = gpu["index"].as_u64().expect("an index");
+        assert!(
+            pids.contains(&(index.to_string(), pid.to_string())),
+            "{pids:?} lacks GPU {index} pid {pid}"
+        );
+    }
+    for name in [
+        "vramtop_allocator_reserved_bytes",
+        "vramtop_allocator_active_bytes",
+        "vramtop_allocator_inactive_split_bytes",
+        "vramtop_allocator_segments",
+        "vramtop_allocator_peak_allocated_bytes",
+        "vramtop_allocator_fragmentation_ratio",
+    ] {
+        assert_eq!(family(&scrape, name).len(), 4, "{name}");
+    }
+    for s in family(&scrape, "vramtop_allocator_fragmentation_ratio") {
+        let f = value(&s.value);
+        assert!((0.0..=1.0).contains(&f), "a ratio: {f}");
+    }
+    for s in &allocated {
+        let reserved = family(&scrape, "vramtop_allocator_reserved_bytes")
+            .into_iter()
+            .find(|r| r.labels.get("pid") == s.labels.get("pid"))
+            .expect("reserved for the same pid");
+        assert!(value(&s.value) <= value(&reserved.value));
+    }
+
+    let build = family(&scrape, "vramtop_build_info");
+    assert_eq!(build.len(), 1);
+    assert_eq!(build[0].labels.get("backend"), Some("sim"));
+    assert_eq!(
+        build[0].labels.get("version"),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    // The simulated board has no fan: no series rather than a fake 0.
+    assert!(family(&scrape, "vramtop_gpu_fan_speed_ratio").is_empty());
+}
+
+#[test]
+fn every_family_has_help_and_type_and_counters_end_in_total() {
+    let server = serve("types", SIM);
+    let (body, scrape) = scrape(server.addr);
+    let names: BTreeSet<&str> = scrape.samples.iter().map(|s| s.metric.as_str()).collect();
+    assert!(names.len() >= 20, "{names:?}");
+    for name in &names {
+        assert!(
+            FAMILIES.iter().any(|f| f.name == *name),
+            "{name} not declared"
+        );
+        assert!(
+            scrape.docs.contains_key(*name),
+            "{name} has no HELP line:\n{body}"
+        );
+        let type_line = body
+            .lines()
+            .find(|l| l.starts_with(&format!("# TYPE {name} ")))
+            .unwrap_or_else(|| panic!("{name} has no TYPE line"));
+        let is_counter = type_line.ends_with(" counter");
+        assert_eq!(is_counter, name.ends_with("_total"), "{type_line}");
+    }
+    for s in &scrape.samples {
+        let counter = matches!(s.value, Value::Counter(_));
+        assert_eq!(counter, s.metric.ends_with("_total"), "{}", s.metric);
+    }
+    // The format wants each family's lines together: a name seen again
+    // after another family's lines would break that.
+    let mut order: Vec<&str> = Vec::new();
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let name = line.split(['{', ' ']).next().expect("a name");
+        if order.last() != Some(&name) {
+            assert!(!order.contains(&name), "{name} is split");
+            order.push(name);
+        }
+    }
+}
+
+#[test]
+fn http_routes_content_type_head_404_and_405() {
+    let server = serve("routes", &[]);
+    let (status, head, body) = http(server.addr, "GET", "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-type: text/plain; version=0.0.4; charset=utf-8"),
+        "{head}"
+    );
+    assert!(body.contains("# TYPE vramtop_build_info gauge"));
+
+    let (status, head, body) = http(server.addr, "HEAD", "/metrics");
+    assert_eq!(status, 200, "{head}");
+    assert!(body.is_empty(), "HEAD has no body: {body}");
+
+    let (status, _, body) = http(server.addr, "GET", "/");
+    assert_eq!(status, 200);
+    assert!(body.contains("href=\"/metrics\""), "{body}");
+
+    let (status, _, _) = http(server.addr, "GET", "/nothing-here");
+    assert_eq!(status, 404);
+
+    let (status, head, _) = http(server.addr, "POST", "/metrics");
+    assert_eq!(status, 405);
+    assert!(head.contains("allow: get, head"), "{head}");
+}
+
+#[test]
+fn simulated_figures_keep_moving_between_scrapes() {
+    let server = serve("moving", &["--interval", "100ms"]);
+    let (_, first) = scrape(server.addr);
+    let get = |s: &Scrape, name: &str| {
+        family(s, name)
+            .first()
+            .map(|x| value(&x.value))
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let samples0 = get(&first, "vramtop_samples_total");
+    let t0 = get(&first, "vramtop_last_sample_timestamp_seconds");
+    // Wait (boundedly) for the background sampler to take a newer sample.
+    let deadline = Instant::now() + PATIENCE;
+    let later = loop {
+        let (_, s) = scrape(server.addr);
+        if get(&s, "vramtop_samples_total") > samples0 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no new sample arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(get(&later, "vramtop_last_sample_timestamp_seconds") > t0);
+    assert_eq!(get(&later, "vramtop_scrape_errors_total"), 0.0);
+}
+
+#[test]
+fn sigterm_stops_serve_cleanly() {
+    let mut server = serve("sigterm", &[]);
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let deadline = Instant::now() + PATIENCE;
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().expect("wait works") {
+            break exit;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let mut rest = String::new();
+    server
+        .stderr
+        .read_to_string(&mut rest)
+        .expect("stderr readable");
+    assert!(rest.contains("stopped"), "{rest}");
+}
+
+#[test]
+fn non_loopback_listen_without_allow_remote_exits_2() {
+    let (code, stdout, stderr) = common::run_vramtop(
+        &["serve", "--backend", "sim", "--listen", "0.0.0.0:0"],
+        None,
+    );
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("--allow-remote"), "{stderr}");
+    assert!(stderr.contains("not a loopback address"), "{stderr}");
+    assert!(!stderr.contains("serving metrics"), "{stderr}");
+}
+
+#[test]
+fn bad_listen_address_is_refused_by_the_argument_parser() {
+    let (code, _, stderr) = common::run_vramtop(&["serve", "--listen", "localhost"], None);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--listen"), "{stderr}");
+}
+
+/// Every `vramtop_…` name in `text`.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("vramtop_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    names
+}
+
+fn expressions(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("expr" | "query", serde_json::Value::String(s)) => out.push(s.clone()),
+                    _ => expressions(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| expressions(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn grafana_dashboard_is_json_and_uses_only_emitted_metrics() {
+    let text = std::fs::read_to_string("docs/grafana/vramtop-dashboard.json")
+        .expect("the dashboard is committed");
+    let dash: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let panels = dash["panels"].as_array().expect("panels");
+    assert!(panels.len() >= 4, "{} panels", panels.len());
+    let vars: Vec<&str> = dash["templating"]["list"]
+        .as_array()
+        .expect("template variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(
+        vars.contains(&"node") || vars.contains(&"instance"),
+        "{vars:?}"
+    );
+
+    let mut exprs = Vec::new();
+    for p in panels {
+        expressions(&p["targets"], &mut exprs);
+    }
+    assert!(!exprs.is_empty());
+    let declared: BTreeSet<&str> = FAMILIES.iter().map(|f| f.name).collect();
+    let mut used = BTreeSet::new();
+    for e in &exprs {
+        for name in metric_names(e) {
+            assert!(declared.contains(name.as_str()), "{name} in `{e}`");
+            used.insert(name);
+        }
+        assert!(
+            e.contains("$node") || e.contains("$instance"),
+            "panel query ignores the node variable: {e}"
+        );
+    }
+    for needed in [
+        "vramtop_gpu_memory_used_bytes",
+        "vramtop_gpu_memory_total_bytes",
+        "vramtop_allocator_allocated_bytes",
+        "vramtop_allocator_reserved_bytes",
+        "vramtop_allocator_fragmentation_ratio",
+        "vramtop_allocator_ooms_total",
+    ] {
+        assert!(used.contains(needed), "no panel shows {needed}");
+    }
+}
+
+#[test]
+fn fleet_doc_names_only_emitted_metrics() {
+    let text = std::fs::read_to_string("docs/fleet.md").expect("docs/fleet.md");
+    let declared: BTreeSet<&str> = FAMILIES.iter().map(|f| f.name).collect();
+    let names = metric_names(&text);
+    assert!(names.contains("vramtop_allocator_ooms_total"), "{names:?}");
+    for name in names {
+        assert!(declared.contains(name.as_str()), "docs/fleet.md: {name}");
+    }
+}
