@@ -138,14 +138,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Open a PyTorch memory snapshot. With --summary: print per device and
-    /// in total the segments, reserved/allocated bytes, block states, segment
+    /// Open a PyTorch memory snapshot in the interactive viewer: scrub
+    /// through its trace (←/→, PgUp/PgDn, Home/End, o/n/e jump to OOMs,
+    /// segment_allocs, empty_cache points), select a block, Enter shows the
+    /// stack of its allocation. With --summary: print per device and in
+    /// total the segments, reserved/allocated bytes, block states, segment
     /// sizes, `_memory_viz.py segsum` figures and fragmentation.
     Open {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
         file: PathBuf,
-        /// Print the summary (the interactive viewer is not built yet).
+        /// Print the summary instead of opening the viewer.
         #[arg(long)]
         summary: bool,
         /// With --summary: print it as JSON.
@@ -234,7 +237,7 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             file,
             summary,
             json,
-        }) => open::run(&file, summary, json),
+        }) => open::run(&file, summary, json, &cli.display),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
         Some(Command::Check {
