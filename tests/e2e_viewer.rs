@@ -131,7 +131,7 @@ fn downs_to_a_block_with_frames(path: &std::path::Path, cursor: usize) -> (usize
     let snapshot = read_snapshot_file(path).expect("loads");
     let mut v = ViewerState::new(SILMONT.to_string(), snapshot);
     let keymap = Keymap::default();
-    let mut press = |v: &mut ViewerState, code| {
+    let press = |v: &mut ViewerState, code| {
         v.handle_key(&keymap, KeyEvent::new(code, KeyModifiers::NONE));
     };
     press(&mut v, KeyCode::Home);
