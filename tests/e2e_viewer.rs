@@ -237,3 +237,45 @@ fn a_bad_file_is_one_line_and_exit_2_without_touching_the_screen() {
     assert_eq!(s.display("#{alternate_on}"), "0");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let Some(s) = Session::start(
+        "bg",
+        &format!("open {} --debug-background-load", path.display()),
+    ) else {
+        return;
+    };
+    s.wait_for("the viewer after loading", |sc| sc.contains("event 97/97"));
+    s.keys(&["q"]);
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+    drop(s);
+
+    // An error found on the loader thread: the terminal is restored, then
+    // the one-line error is printed on the normal screen.
+    let dir = std::env::temp_dir().join(format!("vramtop-e2e-viewer-bg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("broken.pickle");
+    std::fs::write(&bad, b"\x80\x04not really").expect("write");
+    let Some(s) = Session::start(
+        "bgbad",
+        &format!("open {} --debug-background-load", bad.display()),
+    ) else {
+        return;
+    };
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
+    let errors: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("vramtop:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{screen}");
+    assert!(errors[0].contains("broken.pickle"), "{screen}");
+    assert_eq!(s.display("#{alternate_on}"), "0");
+    assert_eq!(s.display("#{cursor_flag}"), "1");
+    let _ = std::fs::remove_dir_all(&dir);
+}

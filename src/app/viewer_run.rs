@@ -68,9 +68,14 @@ pub enum ViewerExit {
     BadFile(SnapshotError),
 }
 
-/// Opens `path` in the viewer. Small files are loaded before the terminal
-/// is switched; a file that cannot even be opened is refused there too.
-pub fn run_viewer(path: &Path, theme: Theme) -> color_eyre::Result<ViewerExit> {
+/// Opens `path` in the viewer. Files up to `foreground_limit` bytes
+/// (normally [`FOREGROUND_LOAD_BYTES`]) are loaded before the terminal is
+/// switched; a file that cannot even be opened is refused there too.
+pub fn run_viewer(
+    path: &Path,
+    theme: Theme,
+    foreground_limit: u64,
+) -> color_eyre::Result<ViewerExit> {
     let total = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(source) => {
@@ -81,7 +86,7 @@ pub fn run_viewer(path: &Path, theme: Theme) -> color_eyre::Result<ViewerExit> {
         }
     };
     let progress = Arc::new(AtomicU64::new(0));
-    let preloaded = if total <= FOREGROUND_LOAD_BYTES {
+    let preloaded = if total <= foreground_limit {
         match load(path, &progress) {
             Ok(v) => Some(v),
             Err(e) => return Ok(ViewerExit::BadFile(e)),

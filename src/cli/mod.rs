@@ -154,6 +154,10 @@ pub enum Command {
         /// With --summary: print it as JSON.
         #[arg(long)]
         json: bool,
+        /// Test hook: read the file on the loader thread behind the
+        /// progress screen whatever its size.
+        #[arg(long, hide = true)]
+        debug_background_load: bool,
     },
     /// Append one JSON line per sample to FILE (flushed per line) until
     /// --duration passes or vramtop is stopped.
@@ -237,7 +241,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             file,
             summary,
             json,
-        }) => open::run(&file, summary, json, &cli.display),
+            debug_background_load,
+        }) => open::run(&file, summary, json, debug_background_load, &cli.display),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
         Some(Command::Check {

@@ -9,7 +9,7 @@ use color_eyre::eyre::WrapErr;
 
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
-use crate::app::viewer_run::{ViewerExit, run_viewer};
+use crate::app::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::summary::{Figures, SizeCount, SnapshotSummary, summarize};
 
@@ -20,6 +20,7 @@ pub fn run(
     file: &Path,
     summary: bool,
     json: bool,
+    background_load: bool,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
     if !summary {
@@ -27,7 +28,7 @@ pub fn run(
             eprintln!("vramtop: --json needs --summary");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
-        return viewer(file, display);
+        return viewer(file, background_load, display);
     }
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
@@ -49,7 +50,11 @@ pub fn run(
 
 /// The interactive viewer: refuses a non-terminal stdout (as the dashboard
 /// does), reports a bad file in one line with exit code 2.
-fn viewer(file: &Path, display: &DisplayArgs) -> color_eyre::Result<ExitCode> {
+fn viewer(
+    file: &Path,
+    background_load: bool,
+    display: &DisplayArgs,
+) -> color_eyre::Result<ExitCode> {
     use std::io::IsTerminal as _;
     if !std::io::stdout().is_terminal() {
         eprintln!(
@@ -66,7 +71,12 @@ fn viewer(file: &Path, display: &DisplayArgs) -> color_eyre::Result<ExitCode> {
         crate::ui::Theme::colored()
     }
     .with_ascii(display.ascii);
-    match run_viewer(file, theme)? {
+    let foreground_limit = if background_load {
+        0
+    } else {
+        FOREGROUND_LOAD_BYTES
+    };
+    match run_viewer(file, theme, foreground_limit)? {
         ViewerExit::Done => Ok(ExitCode::SUCCESS),
         ViewerExit::BadFile(e) => {
             eprintln!("vramtop: {e}");
