@@ -197,7 +197,7 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
     let screen = s.wait_for("the block detail with its frames", |sc| {
         sc.contains("innermost first") && sc.contains(&frame)
     });
-    assert!(screen.contains("state       allocated"), "{screen}");
+    assert!(screen.contains("state         allocated"), "{screen}");
     s.keys(&["Escape"]);
     s.wait_for("the detail to close", |sc| !sc.contains("innermost first"));
 

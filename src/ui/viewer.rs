@@ -700,7 +700,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         return vec![Line::raw("no block selected")];
     };
     // Detail theme-independent words; styles come from the caller.
-    let kv = |k: &str, val: String| Line::from(vec![Span::raw(format!("{k:<12}")), Span::raw(val)]);
+    let kv = |k: &str, val: String| Line::from(vec![Span::raw(format!("{k:<14}")), Span::raw(val)]);
     let state = match b.state {
         BlockState::ActiveAllocated => "allocated",
         BlockState::ActivePendingFree => "pending free (freed, waiting on stream events)",
