@@ -942,6 +942,42 @@ mod tests {
         }
     }
 
+    /// The state at `cursor` as a snapshot of its own, for the invariant
+    /// checker of real allocator dumps.
+    fn as_snapshot(d: &DeviceScrub, cursor: usize) -> Snapshot {
+        Snapshot {
+            format: crate::snapshot::SnapshotFormat::DumpSnapshot,
+            segments: d.segments_at(cursor),
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+        }
+    }
+
+    #[test]
+    fn every_reconstructed_state_obeys_the_rules_of_a_real_allocator_dump() {
+        for name in WITH_TRACES {
+            let Some(snapshot) = shared(name) else {
+                return;
+            };
+            let scrub = Scrub::new(Arc::new(snapshot));
+            for d in &scrub.devices {
+                for c in (0..=d.len()).step_by(37).chain([0, d.len()]) {
+                    let findings = crate::snapshot::check_invariants(&as_snapshot(d, c));
+                    assert!(findings.is_empty(), "{name} cursor {c}: {findings:?}");
+                }
+            }
+        }
+        let mut m = model("expandable_segments:True", 2 * GIB);
+        workload(&mut m, 1500, 0x2545_f491);
+        let d = &Scrub::new(Arc::new(snapshot_of(&m, 0))).devices[0];
+        for c in (0..=d.len()).step_by(11) {
+            let findings = crate::snapshot::check_invariants(&as_snapshot(d, c));
+            assert!(findings.is_empty(), "model cursor {c}: {findings:?}");
+        }
+    }
+
     #[test]
     fn full_history_trace_starts_empty_and_first_event_is_undone() {
         let Some(snapshot) = shared("silmont_mem_snapshot.pickle") else {
