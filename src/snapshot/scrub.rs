@@ -887,7 +887,13 @@ mod tests {
 
     fn check_consistency(d: &DeviceScrub, what: &str, every: usize) {
         for c in (0..=d.len()).step_by(every.max(1)).chain([d.len()]) {
-            let segs = d.segments_at(c);
+            let state = d.state_at(c);
+            assert_eq!(
+                state.recomputed_totals(),
+                (state.reserved, state.allocated, state.active),
+                "{what}: running totals at cursor {c}"
+            );
+            let segs = d.layout_of(&state);
             let reserved: u64 = segs.iter().map(|s| s.total_size).sum();
             let allocated: u64 = segs
                 .iter()
