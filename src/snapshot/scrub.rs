@@ -759,6 +759,17 @@ impl DeviceScrub {
         self.state_at(cursor).blocks.get(&addr).cloned()
     }
 
+    /// The index of the event that allocated the block live at `addr` at
+    /// `cursor`: the last `alloc` at that address before the cursor.
+    /// `None` when the block was allocated before the trace began (or no
+    /// block lives there). Cost: a scan of the events before the cursor.
+    pub fn allocated_by(&self, cursor: usize, addr: u64) -> Option<usize> {
+        let end = cursor.min(self.len());
+        self.events()[..end]
+            .iter()
+            .rposition(|e| e.action == TraceAction::Alloc && e.addr == addr)
+    }
+
     /// The cursor just after the next `kind` event after `cursor`.
     pub fn next_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
         self.marks
@@ -1150,6 +1161,12 @@ mod tests {
         assert!(!start.blocks.contains_key(&b));
         assert_eq!(d.inferred_sizes, 1);
         assert_eq!(d.points[0].allocated, 30 * MIB);
+        assert_eq!(d.allocated_by(d.len(), a), None, "before the trace");
+        let by = d
+            .allocated_by(d.len(), b)
+            .expect("b's alloc is in the trace");
+        assert_eq!(d.events()[by].action, TraceAction::Alloc);
+        assert_eq!(by, 1, "after the segment_alloc that made room for it");
         assert_eq!(d.points[d.len()].allocated, 4 * MIB);
     }
 

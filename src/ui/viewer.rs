@@ -694,6 +694,25 @@ fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
     format!("{file}{tail}")
 }
 
+/// When the selected block was allocated: "event k/N (t+… ms)", "before
+/// the trace began", or n/a for a free block.
+fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
+    let Some(d) = v.device() else {
+        return format::NA.to_string();
+    };
+    if b.state == BlockState::Inactive {
+        return format!("{} (a free block)", format::NA);
+    }
+    match d.allocated_by(v.cursor(), b.address) {
+        Some(i) => {
+            let first = d.events().first().and_then(|e| e.time_us);
+            let t = d.events().get(i).and_then(|e| e.time_us);
+            format!("at event {}/{} ({})", i + 1, d.len(), elapsed(first, t))
+        }
+        None => "before the trace began".to_string(),
+    }
+}
+
 /// The lines of the block-detail overlay for `width` columns.
 pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     let Some((seg, b)) = v.selected_block() else {
@@ -744,6 +763,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         ),
         kv("state", state.to_string()),
         kv("stream", seg.stream.to_string()),
+        kv("allocated", allocated_at(v, b)),
         kv(
             "segment",
             format!(
@@ -768,8 +788,8 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         let why = match b.state {
             BlockState::Inactive => "stack: n/a (a free block; no allocation recorded for it)",
             _ => {
-                "stack: n/a (allocated before the trace began, or recorded without stacks: \
-                 _record_memory_history(stacks=\"python\"))"
+                "stack: n/a (allocated before the trace began, or recorded without stacks; \
+                 record with _record_memory_history(stacks=\"python\") or \"all\")"
             }
         };
         for l in chrome::wrap(why, width) {
