@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::state::Pane;
 use super::stress::StressAction;
+use super::viewer::ViewerAction;
 
 /// A user intent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -103,6 +104,39 @@ pub struct Keymap {
     /// The stress panel's keys: while it is open they come before
     /// [`Keymap::bindings`] (quit, help, Tab and GPU keys still work).
     pub stress: Vec<StressBinding>,
+    /// The snapshot viewer's keys (`vramtop open FILE`): they come before
+    /// [`Keymap::bindings`] there.
+    pub viewer: Vec<ViewerBinding>,
+}
+
+/// One binding of the snapshot viewer (shown in its help and hints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ViewerBinding {
+    pub keys: &'static str,
+    pub action: ViewerAction,
+    pub hint: Option<&'static str>,
+}
+
+fn viewer_bindings() -> Vec<ViewerBinding> {
+    use ViewerAction as V;
+    let b = |keys, action, hint| ViewerBinding { keys, action, hint };
+    vec![
+        b("← h", V::StepBack, None),
+        b("→ l", V::StepForward, Some("event")),
+        b("PgUp", V::PageBack, None),
+        b("PgDn", V::PageForward, Some("step")),
+        b("Home", V::First, None),
+        b("End", V::Last, None),
+        b("o", V::NextOom, Some("OOM")),
+        b("O", V::PrevOom, None),
+        b("n", V::NextSegmentAlloc, Some("segment")),
+        b("N", V::PrevSegmentAlloc, None),
+        b("e", V::NextEmptyCache, Some("empty_cache")),
+        b("E", V::PrevEmptyCache, None),
+        b("Enter", V::BlockDetail, Some("block")),
+        b("s", V::CycleStream, Some("stream")),
+        b("p", V::CyclePool, Some("pool")),
+    ]
 }
 
 fn stress_bindings() -> Vec<StressBinding> {
@@ -173,6 +207,7 @@ impl Default for Keymap {
                 b("1…9", Action::SelectGpu(0), None, Some("GPU")),
             ],
             stress: stress_bindings(),
+            viewer: viewer_bindings(),
         }
     }
 }
@@ -203,6 +238,72 @@ impl Keymap {
             KeyCode::Char(c @ '1'..='9') => Action::SelectGpu(c as u8 - b'1'),
             _ => return None,
         })
+    }
+
+    /// What `key` does in the snapshot viewer; `None`: the ordinary keymap
+    /// decides (quit, help, Tab, ↑/↓, 1…9).
+    pub fn viewer_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
+        use ViewerAction as V;
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return None;
+        }
+        Some(match key.code {
+            KeyCode::Left | KeyCode::Char('h') => V::StepBack,
+            KeyCode::Right | KeyCode::Char('l') => V::StepForward,
+            KeyCode::PageUp => V::PageBack,
+            KeyCode::PageDown => V::PageForward,
+            KeyCode::Home => V::First,
+            KeyCode::End => V::Last,
+            KeyCode::Char('o') => V::NextOom,
+            KeyCode::Char('O') => V::PrevOom,
+            KeyCode::Char('n') => V::NextSegmentAlloc,
+            KeyCode::Char('N') => V::PrevSegmentAlloc,
+            KeyCode::Char('e') => V::NextEmptyCache,
+            KeyCode::Char('E') => V::PrevEmptyCache,
+            KeyCode::Enter => V::BlockDetail,
+            KeyCode::Char('s') => V::CycleStream,
+            KeyCode::Char('p') => V::CyclePool,
+            _ => return None,
+        })
+    }
+
+    /// "key action" pairs for the viewer's status line: quit and help,
+    /// then the viewer's keys.
+    pub fn viewer_hints(&self) -> Vec<(&'static str, &'static str)> {
+        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
+        self.bindings
+            .iter()
+            .filter(|b| matches!(b.action, Action::Quit | Action::ToggleHelp))
+            .filter_map(|b| b.hint.map(|h| (first(b.keys), h)))
+            .chain(
+                self.viewer
+                    .iter()
+                    .filter_map(|b| b.hint.map(|h| (first(b.keys), h))),
+            )
+            .collect()
+    }
+
+    /// (keys, description) rows of the viewer for the help overlay: its
+    /// own keys, then the dashboard keys that still work there.
+    pub fn viewer_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+        let shared = self.bindings.iter().filter(|b| {
+            matches!(
+                b.action,
+                Action::Quit
+                    | Action::ToggleHelp
+                    | Action::Back
+                    | Action::FocusNext
+                    | Action::FocusPrev
+                    | Action::Up
+                    | Action::Down
+                    | Action::SelectGpu(_)
+            )
+        });
+        self.viewer
+            .iter()
+            .map(|b| (b.keys, b.action.describe()))
+            .chain(shared.map(|b| (b.keys, b.action.describe())))
+            .collect()
     }
 
     /// Whether `key` opens the stress panel (while it is closed).

@@ -8,3 +8,5 @@ pub mod state;
 pub mod stress;
 pub mod stress_worker;
 pub mod update;
+pub mod viewer;
+pub mod viewer_run;

@@ -140,19 +140,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Open a PyTorch memory snapshot. With --summary: print per device and
-    /// in total the segments, reserved/allocated bytes, block states, segment
+    /// Open a PyTorch memory snapshot in the interactive viewer: scrub
+    /// through its trace (←/→, PgUp/PgDn, Home/End, o/n/e jump to OOMs,
+    /// segment_allocs, empty_cache points), select a block, Enter shows the
+    /// stack of its allocation. With --summary: print per device and in
+    /// total the segments, reserved/allocated bytes, block states, segment
     /// sizes, `_memory_viz.py segsum` figures and fragmentation.
     Open {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
         file: PathBuf,
-        /// Print the summary (the interactive viewer is not built yet).
+        /// Print the summary instead of opening the viewer.
         #[arg(long)]
         summary: bool,
         /// With --summary: print it as JSON.
         #[arg(long)]
         json: bool,
+        /// Test hook: read the file on the loader thread behind the
+        /// progress screen whatever its size.
+        #[arg(long, hide = true)]
+        debug_background_load: bool,
     },
     /// Append one JSON line per sample to FILE (flushed per line) until
     /// --duration passes or vramtop is stopped.
@@ -249,7 +256,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             file,
             summary,
             json,
-        }) => open::run(&file, summary, json),
+            debug_background_load,
+        }) => open::run(&file, summary, json, debug_background_load, &cli.display),
         Some(Command::Demo { json }) => demo::run(json),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
         Some(Command::Check {

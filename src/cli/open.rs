@@ -1,3 +1,4 @@
+//! `vramtop open FILE` (the interactive viewer) and
 //! `vramtop open FILE --summary [--json]`.
 
 use std::fmt::Write as _;
@@ -6,21 +7,28 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
-use super::EXIT_BAD_INPUT;
+use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
+use crate::app::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::summary::{Figures, SizeCount, SnapshotSummary, summarize};
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
 
-pub fn run(file: &Path, summary: bool, json: bool) -> color_eyre::Result<ExitCode> {
+pub fn run(
+    file: &Path,
+    summary: bool,
+    json: bool,
+    background_load: bool,
+    display: &DisplayArgs,
+) -> color_eyre::Result<ExitCode> {
     if !summary {
-        eprintln!(
-            "vramtop: the interactive snapshot viewer is not built yet; \
-             use `vramtop open FILE --summary [--json]`"
-        );
-        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        if json {
+            eprintln!("vramtop: --json needs --summary");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+        return viewer(file, background_load, display);
     }
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
@@ -38,6 +46,43 @@ pub fn run(file: &Path, summary: bool, json: bool) -> color_eyre::Result<ExitCod
             .wrap_err("cannot write the output")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The interactive viewer: refuses a non-terminal stdout (as the dashboard
+/// does), reports a bad file in one line with exit code 2.
+fn viewer(
+    file: &Path,
+    background_load: bool,
+    display: &DisplayArgs,
+) -> color_eyre::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() {
+        eprintln!(
+            "vramtop: the snapshot viewer needs a terminal on stdout; for text output use \
+             `vramtop open {} --summary [--json]`",
+            file.display()
+        );
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    let no_color = display.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let theme = if no_color {
+        crate::ui::Theme::monochrome()
+    } else {
+        crate::ui::Theme::colored()
+    }
+    .with_ascii(display.ascii);
+    let foreground_limit = if background_load {
+        0
+    } else {
+        FOREGROUND_LOAD_BYTES
+    };
+    match run_viewer(file, theme, foreground_limit)? {
+        ViewerExit::Done => Ok(ExitCode::SUCCESS),
+        ViewerExit::BadFile(e) => {
+            eprintln!("vramtop: {e}");
+            Ok(ExitCode::from(EXIT_BAD_INPUT))
+        }
+    }
 }
 
 fn bytes(n: u64) -> String {

@@ -12,6 +12,7 @@ pub mod capture;
 pub mod invariants;
 pub mod pickle;
 pub mod replay;
+pub mod scrub;
 pub mod summary;
 pub mod types;
 

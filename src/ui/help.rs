@@ -48,6 +48,8 @@ pub struct HelpOverlay<'a> {
     theme: &'a Theme,
     /// The stress panel is open: its keys are listed first.
     stress: bool,
+    /// The snapshot viewer: its keys instead of the dashboard's.
+    viewer: bool,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -56,7 +58,15 @@ impl<'a> HelpOverlay<'a> {
             keymap,
             theme,
             stress: false,
+            viewer: false,
         }
+    }
+
+    /// Lists the snapshot viewer's keys (and the dashboard keys that work
+    /// there) instead of the dashboard's.
+    pub fn with_viewer(mut self, viewer: bool) -> Self {
+        self.viewer = viewer;
+        self
     }
 
     /// Lists the stress panel's keys first (while the panel is open).
@@ -78,6 +88,18 @@ impl<'a> HelpOverlay<'a> {
             }
         }
         let mut lines = Vec::new();
+        if self.viewer {
+            let rows = self.keymap.viewer_help_rows();
+            let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
+            lines.push(Line::styled("In the snapshot viewer", theme.header));
+            for (keys, what) in rows {
+                lines.push(Line::from(vec![
+                    Span::styled(left(keys, key_w), theme.key),
+                    Span::styled(what, theme.text),
+                ]));
+            }
+            return lines;
+        }
         if self.stress {
             lines.push(Line::styled("In the stress panel", theme.header));
             for (keys, what) in self.keymap.stress_help_rows() {

@@ -48,6 +48,7 @@ mod segments;
 mod status;
 mod stress;
 mod timeline;
+mod viewer;
 
 pub mod format;
 pub mod theme;
@@ -62,6 +63,9 @@ pub use status::StatusLine;
 pub use stress::{StressPane, highlighted_wrap};
 pub use theme::Theme;
 pub use timeline::TimelinePane;
+pub use viewer::{
+    ViewerLayout, detail_lines, render_loading, render_viewer, status_text, viewer_layout,
+};
 
 use ratatui::Frame;
 use ratatui::buffer::Buffer;

@@ -1,0 +1,403 @@
+//! The snapshot viewer's state (`vramtop open FILE`): a snapshot source for
+//! the dashboard's app. The scrub engine ([`crate::snapshot::scrub`]) gives
+//! the allocator state at a cursor; the viewer puts it into an ordinary
+//! [`AppState`] (one "GPU" per snapshot device, its allocator view the state
+//! at the cursor), so the dashboard's fragmentation and segment panes draw
+//! it unchanged. Pure: keys in, state out, no terminal.
+
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde::Serialize;
+
+use super::keymap::{Action, Keymap};
+use super::state::{AllocatorView, AppState, GpuState, History, Overlay, Pane, StatusState};
+use super::update::{Effect, apply};
+use crate::alloc::{BlockState, DeviceStats, PoolKind};
+use crate::device::{GpuReading, GpuSample};
+use crate::snapshot::Snapshot;
+use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
+use crate::snapshot::summary::segment_info;
+use crate::snapshot::types::{Block, Segment};
+
+/// Events a page key moves at least (and 1 % of the trace when that is more).
+pub const PAGE_EVENTS: usize = 100;
+
+/// A viewer intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum ViewerAction {
+    StepBack,
+    StepForward,
+    PageBack,
+    PageForward,
+    First,
+    Last,
+    NextOom,
+    PrevOom,
+    NextSegmentAlloc,
+    PrevSegmentAlloc,
+    NextEmptyCache,
+    PrevEmptyCache,
+    /// Open (or close) the detail of the selected block.
+    BlockDetail,
+    CycleStream,
+    CyclePool,
+}
+
+impl ViewerAction {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ViewerAction::StepBack => "one event back",
+            ViewerAction::StepForward => "one event forward",
+            ViewerAction::PageBack => "back 1 % of the trace (at least 100 events)",
+            ViewerAction::PageForward => "forward 1 % of the trace (at least 100 events)",
+            ViewerAction::First => "before the first event",
+            ViewerAction::Last => "after the last event (the snapshot's own state)",
+            ViewerAction::NextOom => "next OOM",
+            ViewerAction::PrevOom => "previous OOM",
+            ViewerAction::NextSegmentAlloc => "next segment_alloc (cudaMalloc)",
+            ViewerAction::PrevSegmentAlloc => "previous segment_alloc",
+            ViewerAction::NextEmptyCache => "next empty_cache point",
+            ViewerAction::PrevEmptyCache => "previous empty_cache point",
+            ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
+            ViewerAction::CycleStream => "filter by stream: all, then each stream",
+            ViewerAction::CyclePool => "filter by pool: all, large, small",
+        }
+    }
+}
+
+/// The viewer: the snapshot, its scrub engine, a cursor per device, the
+/// filters, and the dashboard state the panes draw.
+#[derive(Debug, Clone)]
+pub struct ViewerState {
+    /// The file name as shown.
+    pub file: String,
+    pub scrub: Scrub,
+    /// Per device (index into `scrub.devices`): events applied, 0…=N.
+    pub cursors: Vec<usize>,
+    /// Only segments of this stream are shown.
+    pub stream_filter: Option<u64>,
+    /// Only segments of this pool are shown.
+    pub pool_filter: Option<PoolKind>,
+    /// The block-detail overlay is open.
+    pub detail_open: bool,
+    /// The selected block's address, kept while the cursor moves.
+    pub selected_address: Option<u64>,
+    /// The segments at the cursor after the filters (with frames), in
+    /// the order the segment pane lists them.
+    pub segments: Vec<Segment>,
+    /// The dashboard state the reused panes draw (its `gpus` are the
+    /// snapshot's devices).
+    pub app: AppState,
+}
+
+impl ViewerState {
+    /// A viewer on `snapshot`, every cursor at the end of its trace (the
+    /// state the file shows).
+    pub fn new(file: String, snapshot: Snapshot) -> Self {
+        let scrub = Scrub::new(Arc::new(snapshot));
+        let cursors = scrub.devices.iter().map(DeviceScrub::len).collect();
+        let mut app = AppState::new(StatusState {
+            backend: "snapshot".to_string(),
+            ..StatusState::default()
+        });
+        app.gpus = scrub
+            .devices
+            .iter()
+            .map(|d| GpuState {
+                reading: GpuReading::Ok(GpuSample::unknown(
+                    d.device,
+                    format!("snapshot device {}", d.device),
+                )),
+                allocator: None,
+                history: History::default(),
+            })
+            .collect();
+        app.ui.focus = Pane::Segments;
+        let mut v = ViewerState {
+            file,
+            scrub,
+            cursors,
+            stream_filter: None,
+            pool_filter: None,
+            detail_open: false,
+            selected_address: None,
+            segments: Vec::new(),
+            app,
+        };
+        v.refresh();
+        v
+    }
+
+    /// Index of the selected device in `scrub.devices`.
+    pub fn device_index(&self) -> usize {
+        self.app
+            .ui
+            .selected_gpu
+            .min(self.scrub.devices.len().saturating_sub(1))
+    }
+
+    pub fn device(&self) -> Option<&DeviceScrub> {
+        self.scrub.devices.get(self.device_index())
+    }
+
+    /// The selected device's cursor.
+    pub fn cursor(&self) -> usize {
+        self.cursors.get(self.device_index()).copied().unwrap_or(0)
+    }
+
+    /// Streams seen on the selected device (segments and trace), ascending.
+    pub fn streams(&self) -> Vec<u64> {
+        let Some(d) = self.device() else {
+            return Vec::new();
+        };
+        let mut s: Vec<u64> = self
+            .scrub
+            .snapshot
+            .segments
+            .iter()
+            .filter(|s| s.device == d.device)
+            .map(|s| s.stream)
+            .chain(d.events().iter().map(|e| e.stream))
+            .collect();
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+
+    /// The selected block (segment, block), if any.
+    pub fn selected_block(&self) -> Option<(&Segment, &Block)> {
+        let mut i = self.app.ui.selected_block;
+        for s in &self.segments {
+            if i < s.blocks.len() {
+                return Some((s, &s.blocks[i]));
+            }
+            i -= s.blocks.len();
+        }
+        None
+    }
+
+    fn block_count(&self) -> usize {
+        self.segments.iter().map(|s| s.blocks.len()).sum()
+    }
+
+    /// Recomputes the state at the cursor for the selected device: the
+    /// segments (filtered), its allocator view, and the block selection
+    /// (the block at the same address, if there still is one).
+    pub fn refresh(&mut self) {
+        let cursor = self.cursor();
+        let index = self.device_index();
+        let Some(d) = self.scrub.devices.get(index) else {
+            return;
+        };
+        let (stream, pool) = (self.stream_filter, self.pool_filter);
+        self.segments = d
+            .segments_at(cursor)
+            .into_iter()
+            .filter(|s| stream.is_none_or(|x| s.stream == x))
+            .filter(|s| pool.is_none_or(|p| s.segment_type == p))
+            .collect();
+        let layout: Vec<_> = self.segments.iter().map(segment_info).collect();
+        let mut stats = DeviceStats::default();
+        let sum = |f: fn(&crate::alloc::SegmentInfo) -> u64| layout.iter().map(f).sum::<u64>();
+        let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        stats.reserved_bytes.all.current = as_i64(sum(|s| s.total_size));
+        stats.allocated_bytes.all.current = as_i64(sum(|s| s.allocated_size));
+        stats.active_bytes.all.current = as_i64(sum(|s| s.active_size));
+        stats.requested_bytes.all.current = as_i64(sum(|s| s.requested_size));
+        let source = format!("{} · event {cursor}/{}", self.file, d.len());
+        let view = AllocatorView::new(source, None, stats, layout);
+        if let Some(g) = self.app.gpus.get_mut(index) {
+            g.allocator = Some(view);
+        }
+        // Keep the selection on the same block (or the block now covering
+        // its address); else clamp.
+        let count = self.block_count();
+        if let Some(addr) = self.selected_address {
+            let at =
+                self.segments.iter().flat_map(|s| &s.blocks).position(|b| {
+                    b.address <= addr && addr < b.address.saturating_add(b.size.max(1))
+                });
+            if let Some(i) = at {
+                self.app.ui.selected_block = i;
+            }
+        }
+        self.app.ui.selected_block = self.app.ui.selected_block.min(count.saturating_sub(1));
+        self.selected_address = self.selected_block().map(|(_, b)| b.address);
+    }
+
+    fn set_cursor(&mut self, cursor: usize) -> Effect {
+        let n = self.device().map_or(0, DeviceScrub::len);
+        let index = self.device_index();
+        let cursor = cursor.min(n);
+        match self.cursors.get_mut(index) {
+            Some(c) if *c != cursor => {
+                *c = cursor;
+                self.refresh();
+                Effect::Redraw
+            }
+            _ => Effect::None,
+        }
+    }
+
+    fn jump(&mut self, kind: MarkKind, forward: bool) -> Effect {
+        let cursor = self.cursor();
+        let target = self.device().and_then(|d| {
+            if forward {
+                d.next_mark(kind, cursor)
+            } else {
+                d.prev_mark(kind, cursor)
+            }
+        });
+        match target {
+            Some(t) => self.set_cursor(t),
+            None => Effect::None,
+        }
+    }
+
+    /// Events a page key moves: 1 % of the trace, at least [`PAGE_EVENTS`].
+    pub fn page(&self) -> usize {
+        let n = self.device().map_or(0, DeviceScrub::len);
+        (n / 100).max(PAGE_EVENTS)
+    }
+
+    /// Applies a viewer action.
+    pub fn act(&mut self, action: ViewerAction) -> Effect {
+        use ViewerAction as V;
+        let cursor = self.cursor();
+        match action {
+            V::StepBack => self.set_cursor(cursor.saturating_sub(1)),
+            V::StepForward => self.set_cursor(cursor.saturating_add(1)),
+            V::PageBack => self.set_cursor(cursor.saturating_sub(self.page())),
+            V::PageForward => self.set_cursor(cursor.saturating_add(self.page())),
+            V::First => self.set_cursor(0),
+            V::Last => self.set_cursor(usize::MAX),
+            V::NextOom => self.jump(MarkKind::Oom, true),
+            V::PrevOom => self.jump(MarkKind::Oom, false),
+            V::NextSegmentAlloc => self.jump(MarkKind::SegmentAlloc, true),
+            V::PrevSegmentAlloc => self.jump(MarkKind::SegmentAlloc, false),
+            V::NextEmptyCache => self.jump(MarkKind::EmptyCache, true),
+            V::PrevEmptyCache => self.jump(MarkKind::EmptyCache, false),
+            V::BlockDetail => {
+                if self.selected_block().is_none() && !self.detail_open {
+                    return Effect::None;
+                }
+                self.detail_open = !self.detail_open;
+                Effect::Redraw
+            }
+            V::CycleStream => {
+                let streams = self.streams();
+                self.stream_filter = match self.stream_filter {
+                    None => streams.first().copied(),
+                    Some(s) => streams.iter().copied().find(|&x| x > s),
+                };
+                self.refresh();
+                Effect::Redraw
+            }
+            V::CyclePool => {
+                self.pool_filter = match self.pool_filter {
+                    None => Some(PoolKind::Large),
+                    Some(PoolKind::Large) => Some(PoolKind::Small),
+                    Some(PoolKind::Small) => None,
+                };
+                self.refresh();
+                Effect::Redraw
+            }
+        }
+    }
+
+    fn move_block(&mut self, delta: isize) -> Effect {
+        let n = self.block_count();
+        if n == 0 {
+            return Effect::None;
+        }
+        let ui = &mut self.app.ui;
+        ui.selected_block = (ui.selected_block as isize + delta).clamp(0, n as isize - 1) as usize;
+        self.selected_address = self.selected_block().map(|(_, b)| b.address);
+        Effect::Redraw
+    }
+
+    /// Handles a key press.
+    pub fn handle_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if self.detail_open {
+            return match key.code {
+                KeyCode::Char('c') if ctrl => Effect::Quit,
+                KeyCode::Char('q') => Effect::Quit,
+                KeyCode::Esc | KeyCode::Enter => {
+                    self.detail_open = false;
+                    Effect::Redraw
+                }
+                KeyCode::Up | KeyCode::Char('k') => self.move_block(-1),
+                KeyCode::Down | KeyCode::Char('j') => self.move_block(1),
+                _ => Effect::None,
+            };
+        }
+        if self.app.ui.overlay == Overlay::None
+            && let Some(action) = keymap.viewer_key_for(key)
+        {
+            return self.act(action);
+        }
+        let Some(action) = keymap.action_for(key) else {
+            return Effect::None;
+        };
+        if self.app.ui.overlay != Overlay::None {
+            // Help is modal: apply() lets only quit/help/back through.
+            return apply(&mut self.app, action);
+        }
+        match action {
+            Action::Quit | Action::ToggleHelp | Action::Back => apply(&mut self.app, action),
+            Action::FocusNext | Action::FocusPrev => {
+                let effect = apply(&mut self.app, action);
+                // The viewer has no process list.
+                if self.app.ui.focus == Pane::Processes {
+                    apply(&mut self.app, action);
+                }
+                effect
+            }
+            Action::Up | Action::Down => {
+                let delta = if action == Action::Up { -1 } else { 1 };
+                if self.app.ui.focus == Pane::Gpus {
+                    let before = self.app.ui.selected_gpu;
+                    let effect = apply(&mut self.app, action);
+                    if self.app.ui.selected_gpu != before {
+                        self.selected_address = None;
+                        self.refresh();
+                    }
+                    effect
+                } else {
+                    self.move_block(delta)
+                }
+            }
+            Action::SelectGpu(_) => {
+                let effect = apply(&mut self.app, action);
+                if effect == Effect::Redraw {
+                    self.selected_address = None;
+                    self.refresh();
+                }
+                effect
+            }
+            _ => Effect::None,
+        }
+    }
+
+    /// The event the cursor is after (the last one applied), if any.
+    pub fn current_event(&self) -> Option<&crate::snapshot::TraceEntry> {
+        let c = self.cursor();
+        self.device()
+            .and_then(|d| c.checked_sub(1).and_then(|i| d.events().get(i)))
+    }
+
+    /// Whether the selected block's size was inferred (see the scrub docs).
+    pub fn selected_size_inferred(&self) -> bool {
+        let Some((_, b)) = self.selected_block() else {
+            return false;
+        };
+        if b.state == BlockState::Inactive {
+            return false;
+        }
+        self.device()
+            .and_then(|d| d.block_at(self.cursor(), b.address))
+            .is_some_and(|l| l.size_inferred)
+    }
+}

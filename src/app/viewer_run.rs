@@ -1,0 +1,203 @@
+//! The snapshot viewer's loop (`vramtop open FILE`): loads the file (on a
+//! background thread with a progress screen when it is big), then draws the
+//! viewer and hands keys to [`ViewerState::handle_key`] until `q`.
+//!
+//! Like the dashboard (`run.rs`) it uses ratatui's `try_init`/`restore`
+//! (alternate screen, raw mode, and a panic hook that restores the
+//! terminal); SIGTERM, SIGHUP and SIGINT end it cleanly too. The loop is
+//! synchronous: there is no sampler, only keys, resizes and the loader.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use color_eyre::eyre::{WrapErr, eyre};
+use crossterm::event::{Event, KeyEventKind};
+use ratatui::layout::Rect;
+
+use super::keymap::Keymap;
+use super::update::Effect;
+use super::viewer::ViewerState;
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::ui::{Theme, render_loading, render_viewer};
+
+/// Files up to this size are read before the terminal is switched, so a bad
+/// file is a one-line error on the normal screen (bytes).
+pub const FOREGROUND_LOAD_BYTES: u64 = 32 << 20;
+/// How often the loop wakes up to redraw the loading progress (ms).
+const POLL_MS: u64 = 100;
+
+/// Reads a snapshot file, storing the bytes consumed so far in `progress`.
+// TODO(integrator): use the reader's progress API
+// (`crate::snapshot::read_snapshot_file_with_progress`); this shim reads
+// the whole file and reports its size once done.
+fn read_snapshot_file_with_progress(
+    path: &Path,
+    progress: &AtomicU64,
+) -> Result<Snapshot, SnapshotError> {
+    let snapshot = crate::snapshot::read_snapshot_file(path)?;
+    if let Ok(m) = std::fs::metadata(path) {
+        progress.store(m.len(), Ordering::Relaxed);
+    }
+    Ok(snapshot)
+}
+
+/// What the loader thread hands back.
+type Loaded = Result<ViewerState, SnapshotError>;
+
+fn load(path: &Path, progress: &AtomicU64) -> Loaded {
+    let snapshot = read_snapshot_file_with_progress(path, progress)?;
+    Ok(ViewerState::new(display_name(path), snapshot))
+}
+
+/// The file name as the viewer shows it.
+pub fn display_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().to_string(),
+    )
+}
+
+/// Why the viewer stopped early: a file that cannot be read (the caller
+/// prints it as one line and exits 2).
+#[derive(Debug)]
+pub enum ViewerExit {
+    Done,
+    BadFile(SnapshotError),
+}
+
+/// Opens `path` in the viewer. Files up to `foreground_limit` bytes
+/// (normally [`FOREGROUND_LOAD_BYTES`]) are loaded before the terminal is
+/// switched; a file that cannot even be opened is refused there too.
+pub fn run_viewer(
+    path: &Path,
+    theme: Theme,
+    foreground_limit: u64,
+) -> color_eyre::Result<ViewerExit> {
+    let total = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(source) => {
+            return Ok(ViewerExit::BadFile(SnapshotError::Io {
+                path: path.to_path_buf(),
+                source,
+            }));
+        }
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let preloaded = if total <= foreground_limit {
+        match load(path, &progress) {
+            Ok(v) => Some(v),
+            Err(e) => return Ok(ViewerExit::BadFile(e)),
+        }
+    } else {
+        None
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGINT,
+    ] {
+        signal_hook::flag::register(signal, stop.clone())
+            .wrap_err("cannot install a signal handler")?;
+    }
+    let mut terminal = ratatui::try_init().map_err(|e| {
+        eyre!("the snapshot viewer needs a terminal ({e}); use `vramtop open FILE --summary`")
+    })?;
+    let result = event_loop(
+        &mut terminal,
+        path,
+        total,
+        preloaded,
+        &progress,
+        &stop,
+        &theme,
+    );
+    ratatui::restore();
+    result
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    path: &Path,
+    total: u64,
+    preloaded: Option<ViewerState>,
+    progress: &Arc<AtomicU64>,
+    stop: &AtomicBool,
+    theme: &Theme,
+) -> color_eyre::Result<ViewerExit> {
+    let keymap = Keymap::default();
+    let name = display_name(path);
+    let mut viewer = preloaded;
+    // Big files: parse on a thread; the loop shows the progress meanwhile.
+    let (tx, rx) = mpsc::channel::<Loaded>();
+    if viewer.is_none() {
+        let path: PathBuf = path.to_path_buf();
+        let progress = Arc::clone(progress);
+        std::thread::Builder::new()
+            .name("vramtop-snapshot-loader".to_string())
+            .spawn(move || {
+                let _ = tx.send(load(&path, &progress));
+            })
+            .wrap_err("cannot start the loader thread")?;
+    }
+    let mut dirty = true;
+    while !stop.load(Ordering::Relaxed) {
+        if viewer.is_none() {
+            match rx.try_recv() {
+                Ok(Ok(v)) => {
+                    viewer = Some(v);
+                    dirty = true;
+                }
+                Ok(Err(e)) => return Ok(ViewerExit::BadFile(e)),
+                Err(mpsc::TryRecvError::Empty) => dirty = true,
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    return Err(eyre!("the snapshot loader stopped"));
+                }
+            }
+        }
+        if dirty {
+            terminal
+                .draw(|frame| {
+                    let area: Rect = frame.area();
+                    match &viewer {
+                        Some(v) => render_viewer(area, frame.buffer_mut(), v, &keymap, theme),
+                        None => render_loading(
+                            area,
+                            frame.buffer_mut(),
+                            &name,
+                            progress.load(Ordering::Relaxed),
+                            total,
+                            theme,
+                        ),
+                    }
+                })
+                .wrap_err("cannot draw")?;
+            dirty = false;
+        }
+        if !crossterm::event::poll(Duration::from_millis(POLL_MS)).wrap_err("cannot read input")? {
+            continue;
+        }
+        match crossterm::event::read().wrap_err("cannot read input")? {
+            Event::Key(key) if key.kind == KeyEventKind::Press => {
+                let Some(v) = viewer.as_mut() else {
+                    // While loading only quitting does something.
+                    if keymap.action_for(key) == Some(super::keymap::Action::Quit) {
+                        break;
+                    }
+                    continue;
+                };
+                match v.handle_key(&keymap, key) {
+                    Effect::Quit => break,
+                    Effect::Redraw => dirty = true,
+                    Effect::Stress(_) | Effect::None => {}
+                }
+            }
+            Event::Resize(..) => dirty = true,
+            _ => {}
+        }
+    }
+    Ok(ViewerExit::Done)
+}

@@ -1,0 +1,1226 @@
+//! Scrubbing through a snapshot's trace: the allocator state of a device at
+//! any point of its recorded trace, and the allocated / reserved bytes after
+//! every event (the viewer's timeline).
+//!
+//! Reconstruction follows PyTorch's `_memory_viz.py`: the snapshot's
+//! segments are the state at the END of the trace, so the trace is undone
+//! backwards from there to find the state before its first event (a trace
+//! may start mid-run: blocks alive before it began are either still in the
+//! final layout or freed in the trace). That start state is then replayed
+//! forwards, event by event.
+//!
+//! Block sizes: a trace records the requested size, not the block size.
+//! Blocks alive at the end take their size from the final layout (exact);
+//! other blocks are sized as the allocator would carve them: the request
+//! rounded (`round_size`), or the whole free gap when the remainder would
+//! be too small to split off (≥ 512 B in the small pool, > 1 MiB in the
+//! large one, never for oversize blocks). Such sizes are counted in
+//! [`DeviceScrub::inferred_sizes`].
+//!
+//! Seeking: the forward replay stores a full copy of the state every
+//! [`DeviceScrub::checkpoint_every`] events (1024, or more for traces over
+//! 256 Ki events, so at most 256 checkpoints are kept). The state at a
+//! cursor is the nearest checkpoint at or before it plus at most that many
+//! events applied: O(live blocks + K · log(live blocks)). Memory: one state
+//! per checkpoint (about 100 bytes per live block and segment) plus one
+//! [`Point`] (32 bytes) per event.
+//!
+//! PyTorch records no `empty_cache` action. A run of `segment_free` /
+//! `segment_unmap` events that is not the allocator's own release-and-retry
+//! (a run followed by `segment_alloc`, `segment_map` or `oom` is the retry
+//! path of a failed cudaMalloc) is shown as an empty_cache point. The two
+//! cannot always be told apart: an `empty_cache()` directly followed by an
+//! allocation that needs a new segment looks like a retry and is not marked.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::replay::config_from_settings;
+use super::types::{Block, Frames, Segment, Snapshot, TraceEntry};
+use crate::alloc::{
+    AllocatorConfig, BlockState, PoolKind, TraceAction, round_size,
+    sizing::{LARGE_BUFFER, MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
+};
+
+/// Events between two stored states, at least.
+pub const CHECKPOINT_EVERY: usize = 1024;
+/// The most checkpoints kept per device (longer traces space them out).
+pub const MAX_CHECKPOINTS: usize = 256;
+
+/// A block the reconstruction holds (active: allocated or pending free;
+/// inactive space is whatever no block covers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveBlock {
+    pub size: u64,
+    pub requested_size: u64,
+    pub state: BlockState,
+    pub stream: u64,
+    /// The stack of the allocation, innermost first; empty when unknown
+    /// (allocated before the trace began and not recorded).
+    pub frames: Frames,
+    /// The size was inferred from the request (see the module docs).
+    pub size_inferred: bool,
+}
+
+/// A cudaMalloc'd segment, or one mapped range of an expandable segment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentRange {
+    pub size: u64,
+    pub stream: u64,
+    pub segment_type: PoolKind,
+    pub segment_pool_id: (i64, i64),
+    pub is_expandable: bool,
+    pub frames: Frames,
+}
+
+/// The allocator state at one cursor, with running totals (bytes).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScrubState {
+    pub segments: BTreeMap<u64, SegmentRange>,
+    pub blocks: BTreeMap<u64, LiveBlock>,
+    pub reserved: u64,
+    pub allocated: u64,
+    pub active: u64,
+}
+
+impl ScrubState {
+    fn insert_block(&mut self, addr: u64, b: LiveBlock) {
+        self.add_totals(&b, true);
+        if let Some(old) = self.blocks.insert(addr, b) {
+            self.add_totals(&old, false);
+        }
+    }
+
+    fn remove_block(&mut self, addr: u64) -> Option<LiveBlock> {
+        let old = self.blocks.remove(&addr)?;
+        self.add_totals(&old, false);
+        Some(old)
+    }
+
+    fn set_block_state(&mut self, addr: u64, state: BlockState) -> bool {
+        let Some(mut b) = self.remove_block(addr) else {
+            return false;
+        };
+        b.state = state;
+        self.insert_block(addr, b);
+        true
+    }
+
+    fn add_totals(&mut self, b: &LiveBlock, add: bool) {
+        let apply = |v: &mut u64, n: u64| {
+            *v = if add {
+                v.saturating_add(n)
+            } else {
+                v.saturating_sub(n)
+            }
+        };
+        if b.state == BlockState::ActiveAllocated {
+            apply(&mut self.allocated, b.size);
+        }
+        if b.state.is_active() {
+            apply(&mut self.active, b.size);
+        }
+    }
+
+    fn insert_segment(&mut self, addr: u64, s: SegmentRange) {
+        self.reserved = self.reserved.saturating_add(s.size);
+        if let Some(old) = self.segments.insert(addr, s) {
+            self.reserved = self.reserved.saturating_sub(old.size);
+        }
+    }
+
+    fn remove_segment(&mut self, addr: u64) -> bool {
+        match self.segments.remove(&addr) {
+            Some(old) => {
+                self.reserved = self.reserved.saturating_sub(old.size);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes `[addr, addr + size)` from the expandable ranges (splitting
+    /// ranges it cuts); the removed ranges' properties are returned.
+    fn unmap(&mut self, addr: u64, size: u64) -> Option<SegmentRange> {
+        let end = addr.saturating_add(size);
+        let hit: Vec<u64> = self
+            .segments
+            .range(..end)
+            .rev()
+            .take_while(|&(&a, s)| a.saturating_add(s.size) > addr)
+            .filter(|(_, s)| s.is_expandable)
+            .map(|(&a, _)| a)
+            .collect();
+        let mut template = None;
+        for a in hit {
+            let Some(s) = self.segments.get(&a).cloned() else {
+                continue;
+            };
+            self.remove_segment(a);
+            let s_end = a.saturating_add(s.size);
+            if a < addr {
+                self.insert_segment(
+                    a,
+                    SegmentRange {
+                        size: addr - a,
+                        ..s.clone()
+                    },
+                );
+            }
+            if s_end > end {
+                self.insert_segment(
+                    end,
+                    SegmentRange {
+                        size: s_end - end,
+                        ..s.clone()
+                    },
+                );
+            }
+            template = Some(s);
+        }
+        template
+    }
+
+    /// The segment (or contiguous run of mapped expandable ranges) that
+    /// holds `addr`: (start, end, expandable).
+    fn extent_of(&self, addr: u64) -> Option<(u64, u64, bool)> {
+        let (&start, seg) = self.segments.range(..=addr).next_back()?;
+        let mut end = start.saturating_add(seg.size);
+        if addr >= end {
+            return None;
+        }
+        if seg.is_expandable {
+            while let Some(next) = self.segments.get(&end).filter(|n| n.is_expandable) {
+                end = end.saturating_add(next.size);
+            }
+        }
+        Some((start, end, seg.is_expandable))
+    }
+
+    /// The block size the allocator would carve at `addr` for a request of
+    /// `requested` bytes, given the blocks around it.
+    fn infer_size(&self, addr: u64, requested: u64, config: &AllocatorConfig) -> u64 {
+        let rounded = round_size(requested, config);
+        let Some((_, seg_end, expandable)) = self.extent_of(addr) else {
+            return rounded;
+        };
+        // The pool follows the request, as in the allocator; with expandable
+        // segments every pool splits off any remainder of 512 B or more.
+        let small_rule = rounded <= SMALL_SIZE || expandable || config.expandable_segments;
+        let next = self
+            .blocks
+            .range(addr.saturating_add(1)..seg_end)
+            .next()
+            .map_or(seg_end, |(&a, _)| a);
+        let room = next.saturating_sub(addr);
+        let rounded = rounded.min(room);
+        let gap = room - rounded;
+        let unsplit = if small_rule {
+            gap < MIN_BLOCK_SIZE
+        } else {
+            gap <= SMALL_SIZE || rounded >= config.max_split_size_bytes()
+        };
+        if unsplit { room } else { rounded }
+    }
+
+    /// (reserved, allocated, active) recomputed from the segments and
+    /// blocks, to check the running totals.
+    pub fn recomputed_totals(&self) -> (u64, u64, u64) {
+        let reserved = self.segments.values().map(|s| s.size).sum();
+        let allocated = self
+            .blocks
+            .values()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum();
+        let active = self
+            .blocks
+            .values()
+            .filter(|b| b.state.is_active())
+            .map(|b| b.size)
+            .sum();
+        (reserved, allocated, active)
+    }
+}
+
+/// The figures after one event (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Point {
+    pub allocated: u64,
+    pub reserved: u64,
+    pub active: u64,
+    /// Microseconds as recorded; `None` when the file has no time.
+    pub time_us: Option<i64>,
+}
+
+/// Events worth jumping to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MarkKind {
+    Oom,
+    /// `segment_alloc` (and `segment_map`: new memory from the driver).
+    SegmentAlloc,
+    /// The last release of a run of `segment_free`/`segment_unmap` that is
+    /// not a release-and-retry (see the module docs).
+    EmptyCache,
+}
+
+impl MarkKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MarkKind::Oom => "OOM",
+            MarkKind::SegmentAlloc => "segment_alloc",
+            MarkKind::EmptyCache => "empty_cache",
+        }
+    }
+}
+
+/// One device's trace, ready to scrub.
+#[derive(Debug, Clone)]
+pub struct DeviceScrub {
+    snapshot: Arc<Snapshot>,
+    pub device: u32,
+    /// Index into `snapshot.device_traces`; `None`: no trace (state only).
+    trace: Option<usize>,
+    config: AllocatorConfig,
+    checkpoint_every: usize,
+    /// `checkpoints[k]` is the state at cursor `k * checkpoint_every`.
+    checkpoints: Vec<ScrubState>,
+    /// Exact block sizes of allocations alive at the end, by event index.
+    exact_sizes: HashMap<usize, u64>,
+    /// `points[c]`: the figures at cursor `c` (after `c` events), 0…=N.
+    pub points: Vec<Point>,
+    /// (event index, kind), in trace order.
+    pub marks: Vec<(usize, MarkKind)>,
+    /// Final-layout inactive blocks by (address, size): their stale
+    /// requested size and frames, so gaps that match one show them.
+    stale: HashMap<(u64, u64), (u64, Frames)>,
+    /// Final-layout segments by address: frames and pool id.
+    final_segments: HashMap<u64, SegmentRange>,
+    /// Block sizes inferred from requests (see the module docs).
+    pub inferred_sizes: usize,
+    /// Events that did not fit the reconstruction (a free of an unknown
+    /// block, …): 0 for a consistent file.
+    pub misfits: usize,
+}
+
+fn empty_frames() -> Frames {
+    Arc::from(Vec::new())
+}
+
+fn guess_pool(size: u64, expandable: bool) -> PoolKind {
+    // Small-pool segments are 2 MiB; a large segment of exactly 2 MiB cannot
+    // exist (1–10 MiB requests get 20 MiB). Large expandable segments map
+    // 20 MiB pages, small ones 2 MiB pages.
+    let small = if expandable {
+        !size.is_multiple_of(LARGE_BUFFER)
+    } else {
+        size == SMALL_BUFFER
+    };
+    if small {
+        PoolKind::Small
+    } else {
+        PoolKind::Large
+    }
+}
+
+impl DeviceScrub {
+    fn new(snapshot: Arc<Snapshot>, device: u32, trace: Option<usize>) -> Self {
+        let config = config_from_settings(snapshot.allocator_settings.as_ref());
+        let n = trace
+            .and_then(|t| snapshot.device_traces.get(t))
+            .map_or(0, Vec::len);
+        let checkpoint_every = CHECKPOINT_EVERY.max(n.div_ceil(MAX_CHECKPOINTS));
+        let mut me = DeviceScrub {
+            snapshot,
+            device,
+            trace,
+            config,
+            checkpoint_every,
+            checkpoints: Vec::new(),
+            exact_sizes: HashMap::new(),
+            points: Vec::with_capacity(n + 1),
+            marks: Vec::new(),
+            stale: HashMap::new(),
+            final_segments: HashMap::new(),
+            inferred_sizes: 0,
+            misfits: 0,
+        };
+        let start = me.undo_trace();
+        me.replay_forward(start);
+        me.find_marks();
+        me
+    }
+
+    /// The device's trace (empty without one).
+    pub fn events(&self) -> &[TraceEntry] {
+        self.trace
+            .and_then(|t| self.snapshot.device_traces.get(t))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of events: cursors run from 0 (before the first) to this.
+    pub fn len(&self) -> usize {
+        self.events().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Events between stored states.
+    pub fn checkpoint_every(&self) -> usize {
+        self.checkpoint_every
+    }
+
+    /// The final layout, as state.
+    fn final_state(&mut self) -> ScrubState {
+        let mut state = ScrubState::default();
+        let device = self.device;
+        let snapshot = Arc::clone(&self.snapshot);
+        for s in snapshot.segments.iter().filter(|s| s.device == device) {
+            let range = SegmentRange {
+                size: s.total_size,
+                stream: s.stream,
+                segment_type: s.segment_type,
+                segment_pool_id: s.segment_pool_id,
+                is_expandable: s.is_expandable,
+                frames: s.frames.clone(),
+            };
+            self.final_segments.insert(s.address, range.clone());
+            state.insert_segment(s.address, range);
+            for b in &s.blocks {
+                if b.state.is_active() {
+                    state.insert_block(
+                        b.address,
+                        LiveBlock {
+                            size: b.size,
+                            requested_size: b.requested_size,
+                            state: b.state,
+                            stream: s.stream,
+                            frames: b.frames.clone(),
+                            size_inferred: false,
+                        },
+                    );
+                } else {
+                    self.stale
+                        .insert((b.address, b.size), (b.requested_size, b.frames.clone()));
+                }
+            }
+        }
+        state
+    }
+
+    /// The state before the first event: the final layout with the trace
+    /// undone. Blocks freed in the trace but alive before it get an
+    /// inferred size (their size is recorded nowhere).
+    fn undo_trace(&mut self) -> ScrubState {
+        let mut state = self.final_state();
+        let snapshot = Arc::clone(&self.snapshot);
+        let events = self
+            .trace
+            .and_then(|t| snapshot.device_traces.get(t))
+            .map_or(&[][..], Vec::as_slice);
+        // Sizes still unknown at the start, by address.
+        let mut unknown: BTreeMap<u64, ()> = BTreeMap::new();
+        for (i, e) in events.iter().enumerate().rev() {
+            match e.action {
+                TraceAction::Alloc => {
+                    if let Some(b) = state.remove_block(e.addr) {
+                        if unknown.remove(&e.addr).is_none() {
+                            self.exact_sizes.insert(i, b.size);
+                        }
+                    } else {
+                        self.misfits += 1;
+                    }
+                }
+                TraceAction::FreeRequested => {
+                    if !state.set_block_state(e.addr, BlockState::ActiveAllocated) {
+                        // Allocated before the trace; its size and stack
+                        // are unknown (a free's frames are the free's).
+                        unknown.insert(e.addr, ());
+                        state.insert_block(
+                            e.addr,
+                            LiveBlock {
+                                size: 0,
+                                requested_size: e.size,
+                                state: BlockState::ActiveAllocated,
+                                stream: e.stream,
+                                frames: empty_frames(),
+                                size_inferred: true,
+                            },
+                        );
+                    }
+                }
+                TraceAction::FreeCompleted => {
+                    unknown.insert(e.addr, ());
+                    state.insert_block(
+                        e.addr,
+                        LiveBlock {
+                            size: 0,
+                            requested_size: e.size,
+                            state: BlockState::ActivePendingFree,
+                            stream: e.stream,
+                            frames: empty_frames(),
+                            size_inferred: true,
+                        },
+                    );
+                }
+                TraceAction::SegmentAlloc => {
+                    if !state.remove_segment(e.addr) {
+                        self.misfits += 1;
+                    }
+                }
+                TraceAction::SegmentFree => {
+                    let range = self.new_segment(e, false, &state);
+                    state.insert_segment(e.addr, range);
+                }
+                TraceAction::SegmentMap => {
+                    if state.unmap(e.addr, e.size).is_none() {
+                        self.misfits += 1;
+                    }
+                }
+                TraceAction::SegmentUnmap => {
+                    let range = self.new_segment(e, true, &state);
+                    state.insert_segment(e.addr, range);
+                }
+                TraceAction::Snapshot | TraceAction::Oom | TraceAction::Annotate => {}
+            }
+        }
+        // Blocks of unknown size at the start: sized in address order, each
+        // bounded by the next block (sizes of later ones are known or
+        // inferred the same way).
+        for (&addr, ()) in unknown.iter().rev() {
+            let Some(mut b) = state.remove_block(addr) else {
+                continue;
+            };
+            // In the pre-trace state the block may be allocated or pending;
+            // its frames stay unknown.
+            b.size = state.infer_size(addr, b.requested_size, &self.config);
+            b.size_inferred = true;
+            self.inferred_sizes += 1;
+            state.insert_block(addr, b);
+        }
+        // Blocks that lost their "unknown" mark to a later alloc were freed
+        // and reallocated in the trace; the ones left with size 0 are
+        // sized above, so none stays at 0 unless outside every segment.
+        state
+    }
+
+    /// A segment (or mapped range) that appears at event `e`: the final
+    /// layout's properties when it is there, else guessed from the size.
+    fn new_segment(&self, e: &TraceEntry, expandable: bool, state: &ScrubState) -> SegmentRange {
+        if let Some(f) = self.final_segments.get(&e.addr)
+            && f.is_expandable == expandable
+        {
+            return SegmentRange {
+                size: e.size,
+                ..f.clone()
+            };
+        }
+        // A mapped range next to another one of the same expandable
+        // segment shares its pool and stream.
+        if expandable {
+            let neighbour = state
+                .segments
+                .range(..e.addr)
+                .next_back()
+                .filter(|&(&a, s)| s.is_expandable && a.saturating_add(s.size) == e.addr)
+                .map(|(_, s)| s)
+                .or_else(|| {
+                    state
+                        .segments
+                        .get(&e.addr.saturating_add(e.size))
+                        .filter(|s| s.is_expandable)
+                });
+            if let Some(n) = neighbour {
+                return SegmentRange {
+                    size: e.size,
+                    frames: empty_frames(),
+                    ..n.clone()
+                };
+            }
+        }
+        SegmentRange {
+            size: e.size,
+            stream: e.stream,
+            segment_type: guess_pool(e.size, expandable),
+            segment_pool_id: (0, 0),
+            is_expandable: expandable,
+            frames: e.frames.clone(),
+        }
+    }
+
+    /// Applies event `i` to `state` (forwards).
+    fn apply(&self, state: &mut ScrubState, i: usize) -> bool {
+        let Some(e) = self.events().get(i) else {
+            return false;
+        };
+        match e.action {
+            TraceAction::Alloc => {
+                let (size, inferred) = match self.exact_sizes.get(&i) {
+                    Some(&s) => (s, false),
+                    None => (state.infer_size(e.addr, e.size, &self.config), true),
+                };
+                state.insert_block(
+                    e.addr,
+                    LiveBlock {
+                        size,
+                        requested_size: e.size,
+                        state: BlockState::ActiveAllocated,
+                        stream: e.stream,
+                        frames: e.frames.clone(),
+                        size_inferred: inferred,
+                    },
+                );
+                true
+            }
+            TraceAction::FreeRequested => {
+                state.set_block_state(e.addr, BlockState::ActivePendingFree)
+            }
+            TraceAction::FreeCompleted => state.remove_block(e.addr).is_some(),
+            TraceAction::SegmentAlloc => {
+                let range = self.new_segment(e, false, state);
+                state.insert_segment(e.addr, range);
+                true
+            }
+            TraceAction::SegmentFree => state.remove_segment(e.addr),
+            TraceAction::SegmentMap => {
+                let range = self.new_segment(e, true, state);
+                state.insert_segment(e.addr, range);
+                true
+            }
+            TraceAction::SegmentUnmap => state.unmap(e.addr, e.size).is_some(),
+            TraceAction::Snapshot | TraceAction::Oom | TraceAction::Annotate => true,
+        }
+    }
+
+    fn point(state: &ScrubState, time_us: Option<i64>) -> Point {
+        Point {
+            allocated: state.allocated,
+            reserved: state.reserved,
+            active: state.active,
+            time_us,
+        }
+    }
+
+    fn replay_forward(&mut self, start: ScrubState) {
+        let mut state = start;
+        let first_time = self.events().first().and_then(|e| e.time_us);
+        self.points.push(Self::point(&state, first_time));
+        self.checkpoints.push(state.clone());
+        let mut misfits = 0;
+        for i in 0..self.len() {
+            if !self.apply(&mut state, i) {
+                misfits += 1;
+            }
+            let time = self.events().get(i).and_then(|e| e.time_us);
+            self.points.push(Self::point(&state, time));
+            if (i + 1).is_multiple_of(self.checkpoint_every) {
+                self.checkpoints.push(state.clone());
+            }
+        }
+        self.misfits += misfits;
+    }
+
+    fn find_marks(&mut self) {
+        let events = self.events();
+        let mut marks = Vec::new();
+        let is_release =
+            |a: TraceAction| matches!(a, TraceAction::SegmentFree | TraceAction::SegmentUnmap);
+        for (i, e) in events.iter().enumerate() {
+            match e.action {
+                TraceAction::Oom => marks.push((i, MarkKind::Oom)),
+                TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
+                    marks.push((i, MarkKind::SegmentAlloc));
+                }
+                a if is_release(a) => {
+                    let next = events.get(i + 1).map(|n| n.action);
+                    let run_ends = !next.is_some_and(is_release);
+                    let retry = matches!(
+                        next,
+                        Some(
+                            TraceAction::SegmentAlloc | TraceAction::SegmentMap | TraceAction::Oom
+                        )
+                    );
+                    if run_ends && !retry {
+                        marks.push((i, MarkKind::EmptyCache));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.marks = marks;
+    }
+
+    /// The state at `cursor` (after `cursor` events; clamped to 0…=N).
+    pub fn state_at(&self, cursor: usize) -> ScrubState {
+        let cursor = cursor.min(self.len());
+        let k = (cursor / self.checkpoint_every).min(self.checkpoints.len().saturating_sub(1));
+        let mut state = self.checkpoints.get(k).cloned().unwrap_or_default();
+        for i in k * self.checkpoint_every..cursor {
+            self.apply(&mut state, i);
+        }
+        state
+    }
+
+    /// The state at `cursor` in the snapshot's own shape: segments in
+    /// address order (contiguous mapped ranges of an expandable segment
+    /// merged, as PyTorch reports them), each covered by its blocks, with
+    /// the gaps between active blocks as inactive blocks.
+    pub fn segments_at(&self, cursor: usize) -> Vec<Segment> {
+        self.layout_of(&self.state_at(cursor))
+    }
+
+    /// [`DeviceScrub::segments_at`] for an already computed state.
+    pub fn layout_of(&self, state: &ScrubState) -> Vec<Segment> {
+        let mut groups: Vec<(u64, u64, &SegmentRange)> = Vec::new();
+        for (&addr, s) in &state.segments {
+            if let Some(last) = groups.last_mut()
+                && s.is_expandable
+                && last.2.is_expandable
+                && last.1 == addr
+                && last.2.segment_type == s.segment_type
+                && last.2.stream == s.stream
+            {
+                last.1 = addr.saturating_add(s.size);
+                continue;
+            }
+            groups.push((addr, addr.saturating_add(s.size), s));
+        }
+        groups
+            .into_iter()
+            .map(|(start, end, s)| self.segment(state, start, end, s))
+            .collect()
+    }
+
+    fn segment(&self, state: &ScrubState, start: u64, end: u64, s: &SegmentRange) -> Segment {
+        let mut blocks = Vec::new();
+        let mut at = start;
+        let gap = |from: u64, to: u64, blocks: &mut Vec<Block>| {
+            if to > from {
+                let (requested, frames) = self
+                    .stale
+                    .get(&(from, to - from))
+                    .cloned()
+                    .unwrap_or_else(|| (0, empty_frames()));
+                blocks.push(Block {
+                    address: from,
+                    size: to - from,
+                    requested_size: requested,
+                    state: BlockState::Inactive,
+                    frames,
+                });
+            }
+        };
+        let (mut allocated, mut active, mut requested) = (0u64, 0u64, 0u64);
+        for (&addr, b) in state.blocks.range(start..end) {
+            gap(at, addr, &mut blocks);
+            blocks.push(Block {
+                address: addr,
+                size: b.size,
+                requested_size: b.requested_size,
+                state: b.state,
+                frames: b.frames.clone(),
+            });
+            if b.state == BlockState::ActiveAllocated {
+                allocated += b.size;
+            }
+            active += b.size;
+            requested += b.requested_size;
+            at = at.max(addr.saturating_add(b.size));
+        }
+        gap(at, end, &mut blocks);
+        let frames = self
+            .final_segments
+            .get(&start)
+            .map_or_else(|| s.frames.clone(), |f| f.frames.clone());
+        Segment {
+            device: self.device,
+            address: start,
+            total_size: end - start,
+            allocated_size: Some(allocated),
+            active_size: Some(active),
+            requested_size: Some(requested),
+            stream: s.stream,
+            segment_type: s.segment_type,
+            segment_pool_id: s.segment_pool_id,
+            is_expandable: s.is_expandable,
+            frames,
+            blocks,
+        }
+    }
+
+    /// The block state of the live block at `addr` at `cursor`, if any:
+    /// whether its size was inferred, for the detail view.
+    pub fn block_at(&self, cursor: usize, addr: u64) -> Option<LiveBlock> {
+        self.state_at(cursor).blocks.get(&addr).cloned()
+    }
+
+    /// The index of the event that allocated the block live at `addr` at
+    /// `cursor`: the last `alloc` at that address before the cursor.
+    /// `None` when the block was allocated before the trace began (or no
+    /// block lives there). Cost: a scan of the events before the cursor.
+    pub fn allocated_by(&self, cursor: usize, addr: u64) -> Option<usize> {
+        let end = cursor.min(self.len());
+        self.events()[..end]
+            .iter()
+            .rposition(|e| e.action == TraceAction::Alloc && e.addr == addr)
+    }
+
+    /// The cursor just after the next `kind` event after `cursor`.
+    pub fn next_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
+        self.marks
+            .iter()
+            .filter(|m| m.1 == kind)
+            .map(|m| m.0 + 1)
+            .find(|&c| c > cursor)
+    }
+
+    /// The cursor just after the previous `kind` event before `cursor`.
+    pub fn prev_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
+        self.marks
+            .iter()
+            .rev()
+            .filter(|m| m.1 == kind)
+            .map(|m| m.0 + 1)
+            .find(|&c| c < cursor)
+    }
+
+    /// How many `kind` events the trace holds.
+    pub fn count(&self, kind: MarkKind) -> usize {
+        self.marks.iter().filter(|m| m.1 == kind).count()
+    }
+
+    /// Peak reserved and allocated over the trace (bytes).
+    pub fn peaks(&self) -> (u64, u64) {
+        self.points
+            .iter()
+            .fold((0, 0), |(r, a), p| (r.max(p.reserved), a.max(p.allocated)))
+    }
+}
+
+/// Every device of a snapshot, ready to scrub.
+#[derive(Debug, Clone)]
+pub struct Scrub {
+    pub snapshot: Arc<Snapshot>,
+    /// Ascending by device index: every device with segments or a trace.
+    pub devices: Vec<DeviceScrub>,
+}
+
+impl Scrub {
+    pub fn new(snapshot: Arc<Snapshot>) -> Self {
+        let mut indices: Vec<u32> = snapshot.segments.iter().map(|s| s.device).collect();
+        for (i, t) in snapshot.device_traces.iter().enumerate() {
+            if !t.is_empty()
+                && let Ok(i) = u32::try_from(i)
+            {
+                indices.push(i);
+            }
+        }
+        indices.sort_unstable();
+        indices.dedup();
+        let devices = indices
+            .into_iter()
+            .map(|d| {
+                let trace = usize::try_from(d)
+                    .ok()
+                    .filter(|&t| snapshot.device_traces.get(t).is_some_and(|t| !t.is_empty()));
+                DeviceScrub::new(Arc::clone(&snapshot), d, trace)
+            })
+            .collect();
+        Scrub { snapshot, devices }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    use crate::snapshot::capture::snapshot_of;
+    use crate::snapshot::read_snapshot_file;
+    use crate::snapshot::summary::segment_info;
+    use std::path::PathBuf;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    fn shared(name: &str) -> Option<Snapshot> {
+        let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/snapshots")
+            .join(name);
+        if !p.exists() {
+            eprintln!("skipping: {} not found", p.display());
+            return None;
+        }
+        Some(read_snapshot_file(&p).expect("shared snapshot loads"))
+    }
+
+    /// Real traces (snapviewer_memory.pickle is hand-made and inconsistent:
+    /// see `hand_made_inconsistent_file_is_scrubbed_without_panicking`).
+    const WITH_TRACES: [&str; 5] = [
+        "JasperSolt_EoR_NN_snapshot.pickle",
+        "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl",
+        "shreyansh26_MLSys-Experiments_model_memory_usage_profile_no_grad.pkl",
+        "silmont_fwd_fp32_128.pickle",
+        "silmont_mem_snapshot.pickle",
+    ];
+
+    /// Segments compared as `memory_snapshot()` would list them: addresses,
+    /// sizes, states, and requested sizes of active blocks.
+    fn comparable(segments: &[Segment]) -> Vec<crate::alloc::SegmentInfo> {
+        segments
+            .iter()
+            .map(|s| {
+                let mut info = segment_info(s);
+                for b in &mut info.blocks {
+                    if !b.state.is_active() {
+                        b.requested_size = 0;
+                    }
+                }
+                info
+            })
+            .collect()
+    }
+
+    fn final_layout(snapshot: &Snapshot, device: u32) -> Vec<Segment> {
+        let mut segs: Vec<Segment> = snapshot
+            .segments
+            .iter()
+            .filter(|s| s.device == device)
+            .cloned()
+            .collect();
+        segs.sort_by_key(|s| s.address);
+        segs
+    }
+
+    fn check_consistency(d: &DeviceScrub, what: &str, every: usize) {
+        for c in (0..=d.len()).step_by(every.max(1)).chain([d.len()]) {
+            let state = d.state_at(c);
+            assert_eq!(
+                state.recomputed_totals(),
+                (state.reserved, state.allocated, state.active),
+                "{what}: running totals at cursor {c}"
+            );
+            let segs = d.layout_of(&state);
+            let reserved: u64 = segs.iter().map(|s| s.total_size).sum();
+            let allocated: u64 = segs
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size)
+                .sum();
+            let p = d.points[c];
+            assert_eq!(
+                (p.reserved, p.allocated),
+                (reserved, allocated),
+                "{what}: cursor {c}"
+            );
+            for s in &segs {
+                let covered: u64 = s.blocks.iter().map(|b| b.size).sum();
+                assert_eq!(covered, s.total_size, "{what}: cursor {c} {:#x}", s.address);
+            }
+        }
+    }
+
+    #[test]
+    fn last_cursor_of_every_shared_trace_is_the_final_layout() {
+        for name in WITH_TRACES {
+            let Some(snapshot) = shared(name) else {
+                return;
+            };
+            let scrub = Scrub::new(Arc::new(snapshot.clone()));
+            assert!(!scrub.devices.is_empty(), "{name}");
+            for d in &scrub.devices {
+                let at_end = d.segments_at(d.len());
+                assert_eq!(
+                    comparable(&at_end),
+                    comparable(&final_layout(&snapshot, d.device)),
+                    "{name} device {}",
+                    d.device
+                );
+                assert_eq!(d.misfits, 0, "{name}: every event fits");
+            }
+        }
+    }
+
+    #[test]
+    fn shared_traces_keep_totals_equal_to_the_blocks_at_every_cursor() {
+        for name in WITH_TRACES {
+            let Some(snapshot) = shared(name) else {
+                return;
+            };
+            let scrub = Scrub::new(Arc::new(snapshot));
+            for d in &scrub.devices {
+                check_consistency(d, name, 1);
+            }
+        }
+    }
+
+    /// The state at `cursor` as a snapshot of its own, for the invariant
+    /// checker of real allocator dumps.
+    fn as_snapshot(d: &DeviceScrub, cursor: usize) -> Snapshot {
+        Snapshot {
+            format: crate::snapshot::SnapshotFormat::DumpSnapshot,
+            segments: d.segments_at(cursor),
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+        }
+    }
+
+    #[test]
+    fn every_reconstructed_state_obeys_the_rules_of_a_real_allocator_dump() {
+        for name in WITH_TRACES {
+            let Some(snapshot) = shared(name) else {
+                return;
+            };
+            let scrub = Scrub::new(Arc::new(snapshot));
+            for d in &scrub.devices {
+                for c in (0..=d.len()).step_by(37).chain([0, d.len()]) {
+                    let findings = crate::snapshot::check_invariants(&as_snapshot(d, c));
+                    assert!(findings.is_empty(), "{name} cursor {c}: {findings:?}");
+                }
+            }
+        }
+        let mut m = model("expandable_segments:True", 2 * GIB);
+        workload(&mut m, 1500, 0x2545_f491);
+        let d = &Scrub::new(Arc::new(snapshot_of(&m, 0))).devices[0];
+        for c in (0..=d.len()).step_by(11) {
+            let findings = crate::snapshot::check_invariants(&as_snapshot(d, c));
+            assert!(findings.is_empty(), "model cursor {c}: {findings:?}");
+        }
+    }
+
+    #[test]
+    fn full_history_trace_starts_empty_and_first_event_is_undone() {
+        let Some(snapshot) = shared("silmont_mem_snapshot.pickle") else {
+            return;
+        };
+        let scrub = Scrub::new(Arc::new(snapshot));
+        let d = &scrub.devices[0];
+        assert!(
+            d.state_at(0).segments.is_empty(),
+            "nothing before the trace"
+        );
+        assert_eq!(d.points[0].reserved, 0);
+        let first = &d.events()[0];
+        assert_eq!(first.action, TraceAction::SegmentAlloc);
+        assert_eq!(d.points[1].reserved, first.size);
+        assert_eq!(d.count(MarkKind::SegmentAlloc), 9);
+    }
+
+    #[test]
+    fn stepping_forward_then_back_is_identity() {
+        let Some(snapshot) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+            return;
+        };
+        let scrub = Scrub::new(Arc::new(snapshot));
+        let d = &scrub.devices[0];
+        for c in [0, 1, 1023, 1024, 1025, 2500, d.len() - 1] {
+            let here = d.state_at(c);
+            let _ = d.state_at(c + 1);
+            assert_eq!(d.state_at(c), here, "cursor {c}");
+            // Forward from a checkpoint equals the one-by-one replay.
+            let mut stepped = d.state_at(c);
+            d.apply(&mut stepped, c);
+            assert_eq!(stepped, d.state_at(c + 1), "cursor {c} + 1");
+        }
+    }
+
+    fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
+        let config = AllocatorConfig::parse(settings).expect("valid");
+        let mut m = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
+        m.record_history(Some(1_000_000));
+        m
+    }
+
+    /// A workload with OOMs, empty_cache calls and pending frees; returns
+    /// the model's layout after each call, keyed by trace length.
+    fn workload(
+        m: &mut CachingAllocator<InMemoryDevice>,
+        steps: usize,
+        seed: u64,
+    ) -> (Vec<(usize, Vec<crate::alloc::SegmentInfo>)>, usize) {
+        let mut s = seed;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut live: Vec<u64> = Vec::new();
+        let mut layouts = Vec::new();
+        let mut empty_caches = 0;
+        for t in 0..steps {
+            m.set_time_us(t as u64);
+            let r = next() % 100;
+            if r < 55 || live.is_empty() {
+                let log2 = (next() % 2900) as f64 / 100.0;
+                if let Ok(p) = m.malloc(2f64.powf(log2) as u64, next() % 2) {
+                    live.push(p);
+                }
+            } else if r < 90 {
+                let p = live.swap_remove((next() as usize) % live.len());
+                m.free(p).expect("live");
+            } else if r < 96 {
+                let p = live.swap_remove((next() as usize) % live.len());
+                m.record_stream(p, 9).expect("live");
+                m.free(p).expect("live");
+            } else if r < 98 {
+                m.complete_stream_work(9);
+            } else {
+                let before = m.memory_reserved();
+                m.empty_cache();
+                if m.memory_reserved() < before {
+                    empty_caches += 1;
+                }
+            }
+            layouts.push((m.trace_len(), m.layout()));
+        }
+        (layouts, empty_caches)
+    }
+
+    fn check_model_trace(settings: &str, seed: u64, skip_fraction: usize) {
+        let mut m = model(settings, 2 * GIB);
+        let (layouts, empty_caches) = workload(&mut m, 2000, seed);
+        let skip = m.trace_len() / skip_fraction.max(1) * usize::from(skip_fraction > 1);
+        let snapshot = snapshot_of(&m, skip);
+        let scrub = Scrub::new(Arc::new(snapshot.clone()));
+        let d = &scrub.devices[0];
+        let what = format!("{settings:?} seed {seed} skip {skip}");
+        assert_eq!(d.misfits, 0, "{what}");
+        assert_eq!(
+            comparable(&d.segments_at(d.len())),
+            comparable(&final_layout(&snapshot, 0)),
+            "{what}: end"
+        );
+        check_consistency(d, &what, 7);
+        // Totals match the model's own after every call.
+        for (len, layout) in &layouts {
+            if *len < skip {
+                continue;
+            }
+            let c = len - skip;
+            let reserved: u64 = layout.iter().map(|s| s.total_size).sum();
+            let allocated: u64 = layout.iter().map(|s| s.allocated_size).sum();
+            assert_eq!(d.points[c].reserved, reserved, "{what}: reserved at {c}");
+            if skip == 0 {
+                assert_eq!(d.points[c].allocated, allocated, "{what}: allocated at {c}");
+            }
+        }
+        if skip == 0 {
+            assert!(d.count(MarkKind::Oom) > 0, "{what}: the workload ran out");
+            // An empty_cache() directly followed by a cudaMalloc reads as
+            // the allocator's release-and-retry (see the module docs).
+            let found = d.count(MarkKind::EmptyCache);
+            assert!(
+                found > 0 || empty_caches == 0,
+                "{what}: {found} of {empty_caches}"
+            );
+            if settings.is_empty() {
+                assert!(found <= empty_caches, "{what}: {found} of {empty_caches}");
+            }
+        }
+    }
+
+    #[test]
+    fn model_traces_reconstruct_the_models_totals_at_every_call() {
+        for seed in 1..=3u64 {
+            check_model_trace("", seed * 0x9e37_79b9, 1);
+            check_model_trace("expandable_segments:True", seed * 0x1234_5677, 1);
+            check_model_trace("max_split_size_mb:64", seed * 0xdead_beef, 1);
+        }
+    }
+
+    #[test]
+    fn model_traces_starting_mid_run_reconstruct_the_end_and_totals() {
+        for seed in 1..=3u64 {
+            check_model_trace("", seed * 0x5151_5151, 2);
+            check_model_trace("expandable_segments:True", seed * 0x7777_1111, 3);
+        }
+    }
+
+    #[test]
+    fn cursor_zero_is_the_state_before_the_first_event() {
+        let mut m = model("", 8 * GIB);
+        let a = m.malloc(30 * MIB, 0).expect("fits");
+        let skip = m.trace_len();
+        let b = m.malloc(4 * MIB, 0).expect("fits");
+        m.free(a).expect("live");
+        let snapshot = snapshot_of(&m, skip);
+        let d = &Scrub::new(Arc::new(snapshot)).devices[0];
+        let start = d.state_at(0);
+        assert_eq!(start.blocks.len(), 1, "only a was live");
+        let live = start.blocks.get(&a).expect("a live at the start");
+        assert_eq!(live.size, 30 * MIB, "inferred as the rounded request");
+        assert!(live.size_inferred);
+        assert!(!start.blocks.contains_key(&b));
+        assert_eq!(d.inferred_sizes, 1);
+        assert_eq!(d.points[0].allocated, 30 * MIB);
+        assert_eq!(d.allocated_by(d.len(), a), None, "before the trace");
+        let by = d
+            .allocated_by(d.len(), b)
+            .expect("b's alloc is in the trace");
+        assert_eq!(d.events()[by].action, TraceAction::Alloc);
+        assert_eq!(by, 1, "after the segment_alloc that made room for it");
+        assert_eq!(d.points[d.len()].allocated, 4 * MIB);
+    }
+
+    #[test]
+    fn marks_find_ooms_segment_allocs_and_empty_cache_points() {
+        let mut m = model("", GIB);
+        let a = m.malloc(300 * MIB, 0).expect("fits");
+        let b = m.malloc(300 * MIB, 0).expect("fits");
+        m.free(a).expect("live");
+        // Retry path: the cached 300 MiB is released, then cudaMalloc.
+        let c = m.malloc(500 * MIB, 0).expect("fits after a release");
+        assert!(m.malloc(800 * MIB, 0).is_err(), "OOM");
+        m.free(b).expect("live");
+        m.empty_cache();
+        m.free(c).expect("live");
+        let snapshot = snapshot_of(&m, 0);
+        let d = &Scrub::new(Arc::new(snapshot)).devices[0];
+        assert_eq!(d.count(MarkKind::Oom), 1);
+        assert_eq!(d.count(MarkKind::EmptyCache), 1, "{:?}", d.marks);
+        assert_eq!(d.count(MarkKind::SegmentAlloc), 3);
+        let oom = d.next_mark(MarkKind::Oom, 0).expect("an OOM");
+        assert_eq!(d.events()[oom - 1].action, TraceAction::Oom);
+        assert_eq!(d.prev_mark(MarkKind::Oom, oom), None);
+        assert_eq!(d.prev_mark(MarkKind::Oom, oom + 1), Some(oom));
+        let ec = d.next_mark(MarkKind::EmptyCache, 0).expect("empty_cache");
+        assert!(ec > oom);
+        assert_eq!(d.events()[ec - 1].action, TraceAction::SegmentFree);
+        assert!(d.points[ec].reserved < d.points[ec - 1].reserved);
+    }
+
+    #[test]
+    fn hand_made_inconsistent_file_is_scrubbed_without_panicking() {
+        let Some(snapshot) = shared("snapviewer_memory.pickle") else {
+            return;
+        };
+        let scrub = Scrub::new(Arc::new(snapshot));
+        let d = &scrub.devices[0];
+        for c in [0, d.len() / 2, d.len()] {
+            assert!(!d.segments_at(c).is_empty());
+        }
+    }
+
+    #[test]
+    fn state_only_snapshots_have_one_cursor_showing_the_layout() {
+        let Some(snapshot) = shared("muduard_dump_snapshot_a.pickle") else {
+            return;
+        };
+        let scrub = Scrub::new(Arc::new(snapshot.clone()));
+        assert_eq!(scrub.devices.len(), 1);
+        let d = &scrub.devices[0];
+        assert_eq!(d.len(), 0);
+        assert_eq!(
+            comparable(&d.segments_at(0)),
+            comparable(&final_layout(&snapshot, d.device))
+        );
+    }
+}

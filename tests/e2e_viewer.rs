@@ -1,0 +1,281 @@
+//! End to end: `vramtop open FILE` in a real terminal emulator (tmux), the
+//! same way as `tests/e2e_tmux.rs` (the binary from `VRAMTOP_E2E_BIN` or the
+//! test profile's, a private tmux server per session): open a shared
+//! snapshot, scrub with keys, select a block and read its frames, quit and
+//! find the terminal restored. Skips with a note when tmux or the shared
+//! snapshots are missing.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::viewer::ViewerState;
+use vramtop::snapshot::read_snapshot_file;
+
+const SILMONT: &str = "silmont_mem_snapshot.pickle";
+
+fn binary() -> PathBuf {
+    std::env::var_os("VRAMTOP_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
+}
+
+fn shared(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/snapshots")
+        .join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        None
+    }
+}
+
+fn tmux_on(socket: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+struct Session {
+    name: String,
+}
+
+impl Session {
+    /// Runs `vramtop ARGS` in a detached 120×40 session; the shell prints a
+    /// marker when vramtop has exited, then stays so the screen can be read.
+    fn start(tag: &str, args: &str) -> Option<Session> {
+        if tmux_on("vramtop-e2e-probe", &["-V"]).is_none() {
+            eprintln!("skipping: tmux is not installed");
+            return None;
+        }
+        let name = format!("vramtop-e2e-viewer-{tag}-{}", std::process::id());
+        let log = std::env::temp_dir().join(format!("{name}.log"));
+        let command = format!(
+            "{} --log-file {} {args}; echo VRAMTOP_EXITED $?; sleep 60",
+            binary().display(),
+            log.display()
+        );
+        tmux_on(
+            &name,
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                "120",
+                "-y",
+                "40",
+                &command,
+            ],
+        )?;
+        Some(Session { name })
+    }
+
+    fn screen(&self) -> String {
+        tmux_on(&self.name, &["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
+    }
+
+    fn display(&self, format: &str) -> String {
+        tmux_on(
+            &self.name,
+            &["display-message", "-p", "-t", &self.name, format],
+        )
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.name];
+        args.extend_from_slice(keys);
+        tmux_on(&self.name, &args);
+    }
+
+    /// Polls the screen until `pred` holds (a deadline, not a fixed sleep).
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(45);
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        tmux_on(&self.name, &["kill-server"]);
+    }
+}
+
+/// How many ↓ presses select, at cursor `cursor`, the first allocated
+/// block that has a stack: found on the library's own viewer, so the
+/// terminal run can be checked against it.
+fn downs_to_a_block_with_frames(path: &std::path::Path, cursor: usize) -> (usize, String) {
+    let snapshot = read_snapshot_file(path).expect("loads");
+    let mut v = ViewerState::new(SILMONT.to_string(), snapshot);
+    let keymap = Keymap::default();
+    let press = |v: &mut ViewerState, code| {
+        v.handle_key(&keymap, KeyEvent::new(code, KeyModifiers::NONE));
+    };
+    press(&mut v, KeyCode::Home);
+    for _ in 0..cursor {
+        press(&mut v, KeyCode::Right);
+    }
+    let mut downs = 0;
+    loop {
+        if let Some((_, b)) = v.selected_block()
+            && b.state.is_active()
+            && let Some(f) = b.frames.iter().find(|f| f.filename.ends_with(".py"))
+        {
+            let file = f.filename.rsplit('/').next().unwrap_or(&f.filename);
+            return (downs, format!("{file}:{} {}", f.line, f.name));
+        }
+        press(&mut v, KeyCode::Down);
+        downs += 1;
+        assert!(
+            downs < 100,
+            "no block with Python frames at cursor {cursor}"
+        );
+    }
+}
+
+#[test]
+fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let Some(s) = Session::start("scrub", &format!("open {}", path.display())) else {
+        return;
+    };
+    let screen = s.wait_for("the viewer", |sc| sc.contains("event 97/97"));
+    assert!(
+        screen.contains("Timeline") && screen.contains("Segments"),
+        "{screen}"
+    );
+    assert_eq!(s.display("#{alternate_on}"), "1", "the alternate screen");
+
+    s.keys(&["Home"]);
+    s.wait_for("the start of the trace", |sc| {
+        sc.contains("event 0/97 · before the first event")
+    });
+    s.keys(&["n", "n", "n"]);
+    s.wait_for("the third segment_alloc", |sc| {
+        sc.contains("· segment_alloc ")
+    });
+    s.keys(&["End"]);
+    s.wait_for("the end", |sc| sc.contains("event 97/97"));
+
+    // Scrub to event 20 with →, then select a block with a stack.
+    s.keys(&["Home"]);
+    s.wait_for("the start", |sc| sc.contains("event 0/97"));
+    let (downs, frame) = downs_to_a_block_with_frames(&path, 20);
+    for _ in 0..20 {
+        s.keys(&["Right"]);
+    }
+    s.wait_for("event 20", |sc| sc.contains("event 20/97"));
+    for _ in 0..downs {
+        s.keys(&["Down"]);
+    }
+    s.keys(&["Enter"]);
+    let screen = s.wait_for("the block detail with its frames", |sc| {
+        sc.contains("innermost first") && sc.contains(&frame)
+    });
+    assert!(screen.contains("state         allocated"), "{screen}");
+    s.keys(&["Escape"]);
+    s.wait_for("the detail to close", |sc| !sc.contains("innermost first"));
+
+    s.keys(&["q"]);
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+    assert_eq!(
+        s.display("#{alternate_on}"),
+        "0",
+        "the alternate screen was left"
+    );
+    assert_eq!(
+        s.display("#{cursor_flag}"),
+        "1",
+        "the cursor is shown again"
+    );
+    assert!(!screen.contains("Segments"), "the viewer is gone: {screen}");
+}
+
+#[test]
+fn a_bad_file_is_one_line_and_exit_2_without_touching_the_screen() {
+    let dir = std::env::temp_dir().join(format!("vramtop-e2e-viewer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("not-a-snapshot.pickle");
+    std::fs::write(&bad, b"this is not a pickle").expect("write");
+    let Some(s) = Session::start("bad", &format!("open {}", bad.display())) else {
+        return;
+    };
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
+    let errors: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("vramtop:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{screen}");
+    assert!(errors[0].contains("not-a-snapshot.pickle"), "{screen}");
+    assert_eq!(s.display("#{alternate_on}"), "0");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let Some(s) = Session::start(
+        "bg",
+        &format!("open {} --debug-background-load", path.display()),
+    ) else {
+        return;
+    };
+    s.wait_for("the viewer after loading", |sc| sc.contains("event 97/97"));
+    s.keys(&["q"]);
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+    drop(s);
+
+    // An error found on the loader thread: the terminal is restored, then
+    // the one-line error is printed on the normal screen.
+    let dir = std::env::temp_dir().join(format!("vramtop-e2e-viewer-bg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bad = dir.join("broken.pickle");
+    std::fs::write(&bad, b"\x80\x04not really").expect("write");
+    let Some(s) = Session::start(
+        "bgbad",
+        &format!("open {} --debug-background-load", bad.display()),
+    ) else {
+        return;
+    };
+    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
+    let errors: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("vramtop:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{screen}");
+    assert!(errors[0].contains("broken.pickle"), "{screen}");
+    assert_eq!(s.display("#{alternate_on}"), "0");
+    assert_eq!(s.display("#{cursor_flag}"), "1");
+    let _ = std::fs::remove_dir_all(&dir);
+}

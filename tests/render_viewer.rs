@@ -1,0 +1,254 @@
+//! Render tests of the snapshot viewer (`vramtop open FILE`): whole screens
+//! at several cursor positions of a real PyTorch snapshot and the block
+//! detail with its stack frames, drawn into ratatui's `TestBackend` and
+//! compared with reviewed insta snapshots. Keys go through the viewer's
+//! own key handling, as in the terminal.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use vramtop::alloc::TraceAction;
+use vramtop::app::keymap::Keymap;
+use vramtop::app::state::Overlay;
+use vramtop::app::viewer::ViewerState;
+use vramtop::snapshot::read_snapshot_file;
+use vramtop::ui::{Theme, detail_lines, render_loading, render_viewer, status_text};
+
+const SILMONT: &str = "silmont_mem_snapshot.pickle";
+
+fn viewer(name: &str) -> Option<ViewerState> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/snapshots")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        return None;
+    }
+    let snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
+    Some(ViewerState::new(name.to_string(), snapshot))
+}
+
+fn press(v: &mut ViewerState, code: KeyCode) {
+    v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn draw_with(v: &ViewerState, w: u16, h: u16, theme: &Theme) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| {
+            let area = f.area();
+            render_viewer(area, f.buffer_mut(), v, &Keymap::default(), theme);
+        })
+        .expect("draws");
+    terminal
+}
+
+fn draw(v: &ViewerState, w: u16, h: u16) -> Terminal<TestBackend> {
+    draw_with(v, w, h, &Theme::colored())
+}
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in buf.area.top()..buf.area.bottom() {
+        for x in buf.area.left()..buf.area.right() {
+            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Moves the cursor to `target` with Home and → presses.
+fn seek(v: &mut ViewerState, target: usize) {
+    press(v, KeyCode::Home);
+    for _ in 0..target {
+        press(v, KeyCode::Right);
+    }
+    assert_eq!(v.cursor(), target);
+}
+
+#[test]
+fn opens_at_the_end_of_the_trace_showing_the_files_own_state() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    assert_eq!(v.cursor(), 97);
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("event 97/97"), "{screen}");
+    assert!(screen.contains("9 segments"), "{screen}");
+    insta::assert_snapshot!("viewer_end_120x40", t.backend());
+}
+
+#[test]
+fn home_shows_the_empty_allocator_before_the_first_event() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(
+        screen.contains("event 0/97 · before the first event"),
+        "{screen}"
+    );
+    assert!(screen.contains("nothing reserved"), "{screen}");
+    insta::assert_snapshot!("viewer_start_120x40", t.backend());
+}
+
+#[test]
+fn middle_of_the_trace_draws_the_cursor_line_and_that_moments_segments() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 48);
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("event 48/97"), "{screen}");
+    assert!(screen.contains("cursor 48"), "{screen}");
+    insta::assert_snapshot!("viewer_middle_120x40", t.backend());
+}
+
+#[test]
+fn n_jumps_to_a_segment_alloc_and_shows_the_new_segment() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    for _ in 0..3 {
+        press(&mut v, KeyCode::Char('n'));
+    }
+    let e = v.current_event().expect("after an event");
+    assert_eq!(e.action, TraceAction::SegmentAlloc);
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("segment_alloc"), "{screen}");
+    insta::assert_snapshot!("viewer_segment_alloc_120x40", t.backend());
+}
+
+#[test]
+fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 20);
+    // The first allocated block with a stack.
+    let mut guard = 0;
+    while !v
+        .selected_block()
+        .is_some_and(|(_, b)| !b.frames.is_empty() && b.state.is_active())
+    {
+        press(&mut v, KeyCode::Down);
+        guard += 1;
+        assert!(guard < 100, "no block with frames at cursor 20");
+    }
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let lines: Vec<String> = detail_lines(&v, 100)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let frames = lines.join("\n");
+    assert!(frames.contains("innermost first"), "{frames}");
+    assert!(
+        frames.contains("cs336_systems/trace_peak_memory.py:35 main"),
+        "{frames}"
+    );
+    assert!(frames.contains("C++ frames not shown"), "{frames}");
+    let t = draw(&v, 120, 40);
+    insta::assert_snapshot!("viewer_block_detail_120x40", t.backend());
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.detail_open);
+}
+
+#[test]
+fn small_terminal_keeps_status_timeline_and_segments() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let t = draw(&v, 80, 24);
+    let screen = text(t.backend().buffer());
+    assert!(
+        screen.contains("Timeline") && screen.contains("Segments"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("viewer_end_80x24", t.backend());
+}
+
+#[test]
+fn help_lists_the_viewer_keys() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::Help);
+    let t = draw(&v, 100, 34);
+    let screen = text(t.backend().buffer());
+    for what in [
+        "In the snapshot viewer",
+        "next OOM",
+        "empty_cache point",
+        "filter by pool",
+    ] {
+        assert!(screen.contains(what), "{what}: {screen}");
+    }
+    insta::assert_snapshot!("viewer_help_100x34", t.backend());
+}
+
+#[test]
+fn loading_screen_shows_bytes_read_of_the_file_size() {
+    let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
+    render_loading(
+        buf.area,
+        &mut buf,
+        "big.pickle",
+        3 << 20,
+        12 << 20,
+        &Theme::colored(),
+    );
+    let screen = text(&buf);
+    assert!(
+        screen.contains("loading big.pickle: 3.00 MiB of 12.0 MiB"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn status_names_the_event_its_size_and_time() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 1);
+    let s = status_text(&v);
+    assert!(s.starts_with("event 1/97 · segment_alloc "), "{s}");
+    assert!(s.contains("t+0.000 ms"), "{s}");
+    press(&mut v, KeyCode::Char('p'));
+    assert!(
+        status_text(&v).ends_with("only large pool"),
+        "{}",
+        status_text(&v)
+    );
+}
+
+#[test]
+fn every_size_and_every_shared_snapshot_draws_without_panicking() {
+    for name in [
+        SILMONT,
+        "JasperSolt_EoR_NN_snapshot.pickle",
+        "snapviewer_memory.pickle",
+        "albi2_thesis-text-to-SQL_dump_snapshot.pickle",
+        "muduard_memory_snapshot.pkl",
+    ] {
+        let Some(mut v) = viewer(name) else {
+            return;
+        };
+        press(&mut v, KeyCode::Enter);
+        for (w, h) in [(1, 1), (39, 9), (40, 10), (59, 20), (80, 24), (200, 60)] {
+            draw_with(&v, w, h, &Theme::monochrome().with_ascii(true));
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! App-flow tests of the snapshot viewer: keys in, state out, no terminal.
+//! Traces come from a real PyTorch snapshot and from the allocator model
+//! (for OOMs, empty_cache, two streams and two devices, which no shared
+//! file holds).
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice, PoolKind, TraceAction};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::state::{Overlay, Pane};
+use vramtop::app::update::Effect;
+use vramtop::app::viewer::{PAGE_EVENTS, ViewerState};
+use vramtop::snapshot::capture::snapshot_of;
+use vramtop::snapshot::{Snapshot, read_snapshot_file};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+fn shared(name: &str) -> Option<ViewerState> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/snapshots")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        return None;
+    }
+    let snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
+    Some(ViewerState::new(name.to_string(), snapshot))
+}
+
+fn press(v: &mut ViewerState, code: KeyCode) -> Effect {
+    v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn model(device: u32) -> CachingAllocator<InMemoryDevice> {
+    let mut m = CachingAllocator::new(InMemoryDevice::new(GIB), device, AllocatorConfig::default());
+    m.record_history(Some(100_000));
+    m
+}
+
+/// One device's story with every kind of mark: segment allocs on two
+/// streams, a release-and-retry, an OOM, an empty_cache.
+fn story(device: u32) -> Snapshot {
+    let mut m = model(device);
+    let mut t = 0;
+    let mut tick = |m: &mut CachingAllocator<InMemoryDevice>| {
+        t += 1000;
+        m.set_time_us(t);
+    };
+    tick(&mut m);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    tick(&mut m);
+    let b = m.malloc(300 * MIB, 0).expect("fits");
+    tick(&mut m);
+    let small = m.malloc(4096, 7).expect("fits");
+    tick(&mut m);
+    m.free(a).expect("live");
+    tick(&mut m);
+    let c = m.malloc(500 * MIB, 0).expect("fits after a release");
+    tick(&mut m);
+    assert!(m.malloc(800 * MIB, 0).is_err(), "OOM");
+    tick(&mut m);
+    m.free(b).expect("live");
+    tick(&mut m);
+    m.empty_cache();
+    tick(&mut m);
+    m.free(c).expect("live");
+    let _ = small;
+    snapshot_of(&m, 0)
+}
+
+fn story_viewer() -> ViewerState {
+    ViewerState::new("story.pickle".to_string(), story(0))
+}
+
+#[test]
+fn arrows_step_one_event_and_stop_at_both_ends() {
+    let mut v = story_viewer();
+    let n = v.device().expect("one device").len();
+    assert_eq!(v.cursor(), n, "opens at the end: the file's own state");
+    assert_eq!(
+        press(&mut v, KeyCode::Right),
+        Effect::None,
+        "already at the end"
+    );
+    press(&mut v, KeyCode::Left);
+    assert_eq!(v.cursor(), n - 1);
+    press(&mut v, KeyCode::Char('l'));
+    assert_eq!(v.cursor(), n);
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.cursor(), 0);
+    assert!(v.segments.is_empty(), "nothing before the first event");
+    assert_eq!(press(&mut v, KeyCode::Char('h')), Effect::None);
+    press(&mut v, KeyCode::End);
+    assert_eq!(v.cursor(), n);
+}
+
+#[test]
+fn page_keys_move_one_percent_of_a_long_trace_at_least_a_hundred_events() {
+    let Some(mut v) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let n = v.device().expect("a device").len();
+    assert_eq!(n, 5803);
+    assert_eq!(v.page(), PAGE_EVENTS.max(n / 100));
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(v.cursor(), v.page());
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::PageUp);
+    assert_eq!(v.cursor(), n - v.page());
+}
+
+#[test]
+fn stepping_forward_then_back_restores_the_same_segments() {
+    let Some(mut v) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    for _ in 0..11 {
+        press(&mut v, KeyCode::PageDown);
+    }
+    let before = v.segments.clone();
+    let cursor = v.cursor();
+    for _ in 0..5 {
+        press(&mut v, KeyCode::Right);
+    }
+    for _ in 0..5 {
+        press(&mut v, KeyCode::Left);
+    }
+    assert_eq!(v.cursor(), cursor);
+    assert_eq!(v.segments, before);
+}
+
+#[test]
+fn jump_keys_land_just_after_the_oom_segment_alloc_and_empty_cache() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('o'));
+    let e = v.current_event().expect("after the OOM");
+    assert_eq!(e.action, TraceAction::Oom);
+    let oom = v.cursor();
+    assert_eq!(
+        press(&mut v, KeyCode::Char('o')),
+        Effect::None,
+        "only one OOM"
+    );
+    assert_eq!(v.cursor(), oom);
+
+    press(&mut v, KeyCode::Char('e'));
+    assert_eq!(
+        v.current_event().map(|e| e.action),
+        Some(TraceAction::SegmentFree)
+    );
+    let ec = v.cursor();
+    assert!(ec > oom);
+    press(&mut v, KeyCode::Char('E'));
+    assert_eq!(v.cursor(), ec, "no earlier empty_cache point");
+    press(&mut v, KeyCode::Char('O'));
+    assert_eq!(v.cursor(), oom, "back to the OOM");
+
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('n'));
+    assert_eq!(
+        v.current_event().map(|e| e.action),
+        Some(TraceAction::SegmentAlloc)
+    );
+    let first = v.cursor();
+    press(&mut v, KeyCode::Char('n'));
+    assert!(v.cursor() > first);
+    press(&mut v, KeyCode::Char('N'));
+    assert_eq!(v.cursor(), first);
+}
+
+#[test]
+fn the_selection_follows_its_block_while_the_cursor_moves() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    for _ in 0..4 {
+        press(&mut v, KeyCode::Right);
+    }
+    press(&mut v, KeyCode::Down);
+    let (_, b) = v.selected_block().expect("a block");
+    let addr = b.address;
+    press(&mut v, KeyCode::Right);
+    press(&mut v, KeyCode::Left);
+    assert_eq!(v.selected_block().map(|(_, b)| b.address), Some(addr));
+    assert_eq!(v.selected_address, Some(addr));
+}
+
+#[test]
+fn stream_and_pool_filters_cycle_and_narrow_the_segments() {
+    // At the end: the cached 500 MiB segment (stream 0, large pool) and
+    // the small segment of the live 4 KiB tensor (stream 7).
+    let mut v = story_viewer();
+    let all = v.segments.len();
+    assert!(v.segments.iter().any(|s| s.stream == 7));
+    assert_eq!(v.streams(), vec![0, 7]);
+    press(&mut v, KeyCode::Char('s'));
+    assert_eq!(v.stream_filter, Some(0));
+    assert!(v.segments.iter().all(|s| s.stream == 0) && v.segments.len() < all);
+    press(&mut v, KeyCode::Char('s'));
+    assert_eq!(v.stream_filter, Some(7));
+    assert!(v.segments.iter().all(|s| s.stream == 7));
+    press(&mut v, KeyCode::Char('s'));
+    assert_eq!(v.stream_filter, None);
+    assert_eq!(v.segments.len(), all);
+
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, Some(PoolKind::Large));
+    assert!(v.segments.iter().all(|s| s.segment_type == PoolKind::Large));
+    press(&mut v, KeyCode::Char('p'));
+    assert!(v.segments.iter().all(|s| s.segment_type == PoolKind::Small));
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, None);
+    // The panes draw the filtered layout.
+    let view = v.app.gpus[0].allocator.as_ref().expect("a view");
+    assert_eq!(view.layout.len(), all);
+}
+
+#[test]
+fn devices_switch_with_number_keys_and_keep_their_own_cursor() {
+    let mut a = story(0);
+    let b = story(1);
+    a.segments.extend(b.segments);
+    a.device_traces = vec![a.device_traces[0].clone(), b.device_traces[1].clone()];
+    let mut v = ViewerState::new("two.pickle".to_string(), a);
+    assert_eq!(v.scrub.devices.len(), 2);
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.cursor(), 0);
+    press(&mut v, KeyCode::Char('2'));
+    assert_eq!(v.device().map(|d| d.device), Some(1));
+    assert_eq!(
+        v.cursor(),
+        v.device().map_or(0, |d| d.len()),
+        "device 1 untouched"
+    );
+    assert!(v.segments.iter().all(|s| s.device == 1));
+    press(&mut v, KeyCode::Char('1'));
+    assert_eq!(v.cursor(), 0, "device 0 kept its cursor");
+    // ↑/↓ on the GPUs pane switch devices too.
+    v.app.ui.focus = Pane::Gpus;
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.device().map(|d| d.device), Some(1));
+    assert_eq!(
+        press(&mut v, KeyCode::Char('3')),
+        Effect::None,
+        "no third device"
+    );
+}
+
+#[test]
+fn tab_skips_the_process_pane_the_viewer_does_not_have() {
+    let mut v = story_viewer();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        press(&mut v, KeyCode::Tab);
+        seen.push(v.app.ui.focus);
+    }
+    assert!(!seen.contains(&Pane::Processes));
+    for p in [
+        Pane::Gpus,
+        Pane::Breakdown,
+        Pane::Timeline,
+        Pane::Fragmentation,
+        Pane::Segments,
+    ] {
+        assert!(seen.contains(&p), "{p:?}");
+    }
+}
+
+#[test]
+fn enter_opens_the_detail_escape_closes_it_and_q_quits_from_anywhere() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let first = v.selected_address;
+    press(&mut v, KeyCode::Down);
+    assert!(v.detail_open, "↓ moves the selection under the open detail");
+    assert_ne!(v.selected_address, first);
+    assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::None, "modal");
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.detail_open);
+    press(&mut v, KeyCode::Enter);
+    assert_eq!(press(&mut v, KeyCode::Char('q')), Effect::Quit);
+}
+
+#[test]
+fn help_is_modal_over_the_viewer() {
+    let mut v = story_viewer();
+    let cursor = v.cursor();
+    press(&mut v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::Help);
+    assert_eq!(press(&mut v, KeyCode::Left), Effect::None);
+    assert_eq!(v.cursor(), cursor);
+    press(&mut v, KeyCode::Esc);
+    assert_eq!(v.app.ui.overlay, Overlay::None);
+    press(&mut v, KeyCode::Left);
+    assert_eq!(v.cursor(), cursor - 1);
+}
+
+#[test]
+fn a_snapshot_without_a_trace_shows_its_state_and_ignores_scrub_keys() {
+    let Some(mut v) = shared("muduard_dump_snapshot_c.pickle") else {
+        return;
+    };
+    assert_eq!(v.cursor(), 0);
+    assert!(!v.segments.is_empty());
+    assert_eq!(press(&mut v, KeyCode::Left), Effect::None);
+    assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::None);
+    assert!(vramtop::ui::status_text(&v).contains("no trace"));
+}
+
+#[test]
+fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
+    let keymap = Keymap::default();
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))
+        .expect("docs/keys.md");
+    let help: Vec<&str> = keymap.viewer_help_rows().iter().map(|r| r.0).collect();
+    for b in &keymap.viewer {
+        assert!(
+            doc.contains(&format!("`{}`", b.keys)),
+            "`{}` missing from docs/keys.md",
+            b.keys
+        );
+        assert!(help.contains(&b.keys), "{} missing from the help", b.keys);
+        let first = b.keys.split(' ').next().unwrap_or(b.keys);
+        let code = match first {
+            "←" => KeyCode::Left,
+            "→" => KeyCode::Right,
+            "PgUp" => KeyCode::PageUp,
+            "PgDn" => KeyCode::PageDown,
+            "Home" => KeyCode::Home,
+            "End" => KeyCode::End,
+            "Enter" => KeyCode::Enter,
+            k => KeyCode::Char(k.chars().next().expect("a key")),
+        };
+        assert_eq!(
+            keymap.viewer_key_for(KeyEvent::new(code, KeyModifiers::NONE)),
+            Some(b.action),
+            "{}",
+            b.keys
+        );
+    }
+}
