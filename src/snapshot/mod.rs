@@ -14,6 +14,7 @@ pub mod pickle;
 pub mod replay;
 pub mod summary;
 pub mod types;
+pub mod whatif;
 
 pub use invariants::{Finding, FindingKind, check_invariants};
 pub use pickle::{Limits, PickleError, Value};
