@@ -292,19 +292,19 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
 
 fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&str>) {
     let start = match &d.start {
-        ReplayStart::Empty => "from an empty allocator (full history)".to_string(),
+        ReplayStart::Empty => "starts from an empty allocator (full history)".to_string(),
         ReplayStart::Reconstructed {
             segments,
             live_blocks,
             ..
         } => format!(
-            "mid-run, from the recorded state at the trace's start ({segments} segments, \
-             {live_blocks} live blocks)"
+            "starts mid-run, from the state rebuilt for the trace's start ({segments} \
+             segments, {live_blocks} live blocks)"
         ),
     };
     let _ = writeln!(
         out,
-        "device {}: {} trace entries, {} program calls replayed {start}",
+        "device {}: {} trace entries, {} program calls; {start}",
         d.device, d.trace_entries, d.calls
     );
     let rows = whatif_rows(d, recorded);
