@@ -339,6 +339,16 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    if let Some(c) = d.runs.iter().filter_map(|r| r.capacity).next()
+        && d.start_reserved > c
+    {
+        let _ = writeln!(
+            out,
+            "  note: the trace starts with {} reserved, more than the capacity: every \
+             cudaMalloc fails until enough is released",
+            human_bytes(d.start_reserved)
+        );
+    }
     if let Some(div) = &d.replica_divergence {
         let _ = writeln!(
             out,

@@ -172,6 +172,8 @@ pub struct RunFigures {
 pub struct DeviceWhatIf {
     pub device: u32,
     pub start: ReplayStart,
+    /// Bytes reserved at the trace's start (0 for a full history).
+    pub start_reserved: u64,
     /// Entries in the device's trace as stored.
     pub trace_entries: usize,
     /// Program calls replayed (allocations, OOMs, frees, empty_cache, syncs).
@@ -1126,6 +1128,12 @@ fn replay_device(
     DeviceWhatIf {
         device,
         start: layout.start.clone(),
+        start_reserved: layout
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .map(|b| b.0)
+            .sum(),
         trace_entries: ctx.trace.len(),
         calls,
         replica_divergence,
