@@ -539,3 +539,61 @@ fn cli_replay_without_whatif_flags_still_verifies() {
     assert!(out.contains("result: FULL MATCH"), "{out}");
     assert!(!out.contains("what-if"));
 }
+
+#[test]
+fn empty_cache_before_an_allocation_below_the_recorded_peak_is_read_as_empty_cache() {
+    let mut m = model("", 64 * GIB);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    let b = m.malloc(100 * MIB, 0).expect("fits");
+    m.free(b).expect("live");
+    m.empty_cache();
+    // Needs a new segment right after the release (the 100 MiB cached
+    // block was too small): reads like a retry path, but the original later
+    // held more than 400 + 150 MiB, so cudaMalloc could not have refused
+    // 150 MiB here.
+    let c = m.malloc(150 * MIB, 0).expect("fits");
+    let d = m.malloc(200 * MIB, 0).expect("fits");
+    for p in [a, c, d] {
+        m.free(p).expect("live");
+    }
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    let dev = &report.devices[0];
+    assert!(dev.releases_read_as_retry.is_empty());
+    assert_replica_of_itself(&snapshot, dev, "empty_cache then alloc");
+    assert_eq!(
+        dev.runs[1].segment_frees, 1,
+        "the empty_cache() released b's segment"
+    );
+}
+
+#[test]
+fn empty_cache_right_before_the_peak_allocation_is_read_as_a_retry_and_flagged() {
+    let mut m = model("", 64 * GIB);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    let b = m.malloc(100 * MIB, 0).expect("fits");
+    m.free(b).expect("live");
+    m.empty_cache();
+    // The same trace as a 450 MiB device's retry path: ambiguous.
+    let c = m.malloc(150 * MIB, 0).expect("fits");
+    let snapshot = snapshot_of(&m, 0);
+    let trace = &snapshot.device_traces[0];
+    let c_index = trace
+        .iter()
+        .rposition(|e| e.action == TraceAction::Alloc && e.addr == c)
+        .expect("recorded");
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    let dev = &report.devices[0];
+    assert_eq!(dev.releases_read_as_retry, vec![c_index]);
+    assert_eq!(dev.replica_divergence, None);
+    let div = dev.runs[1]
+        .divergence
+        .as_ref()
+        .expect("unlimited: no retry");
+    assert_eq!(div.event_index, c_index);
+    assert!(div.original.released && !div.whatif.released);
+    // With the device the retry reading implies, it is a replica again.
+    let report = whatif(&snapshot, &[own(&snapshot)], Some(450 * MIB)).expect("runs");
+    assert_replica_of_itself(&snapshot, &report.devices[0], "450 MiB device");
+    let _ = a;
+}

@@ -349,6 +349,15 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             human_bytes(d.start_reserved)
         );
     }
+    if let Some(&first) = d.releases_read_as_retry.first() {
+        let _ = writeln!(
+            out,
+            "  note: {} allocation(s) released cached segments first (first at #{first}); read \
+             as malloc's retry path on a full device, not empty_cache(): if the program called \
+             empty_cache() there, runs with more room diverge there",
+            d.releases_read_as_retry.len()
+        );
+    }
     if let Some(div) = &d.replica_divergence {
         let _ = writeln!(
             out,

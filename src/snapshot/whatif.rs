@@ -181,6 +181,10 @@ pub struct DeviceWhatIf {
     /// Where the replica with the recorded settings decided otherwise than
     /// the recording (then the original column is approximate).
     pub replica_divergence: Option<Divergence>,
+    /// Allocations (trace indices) with segment_frees right before them that
+    /// were read as malloc's retry path (the device was full) rather than an
+    /// `empty_cache()` call: the trace cannot tell the two apart there.
+    pub releases_read_as_retry: Vec<usize>,
     /// The original first, then one run per setting in order.
     pub runs: Vec<RunFigures>,
 }
@@ -884,6 +888,7 @@ fn replay_device(
     }
     let recorded_peak = recorded_peak_reserved(events, layout);
     let mut replica_divergence = None;
+    let mut read_as_retry = Vec::new();
     let mut calls = 0usize;
     let raw = |i: usize| ctx.raw_index.get(i).copied().unwrap_or(i);
 
@@ -957,6 +962,9 @@ fn replay_device(
                 && first_obtain.is_some_and(|o| {
                     runs[0].model.memory_reserved().saturating_add(o.size) <= recorded_peak
                 }));
+        if retry_path && releases(prefix) && a.action == TraceAction::Alloc {
+            read_as_retry.push(raw(anchor));
+        }
         if releases(prefix) && !retry_path {
             // The program called empty_cache() before this call.
             let cut = prefix
@@ -1137,6 +1145,7 @@ fn replay_device(
         trace_entries: ctx.trace.len(),
         calls,
         replica_divergence,
+        releases_read_as_retry: read_as_retry,
         runs: runs.into_iter().map(Run::finish).collect(),
     }
 }
