@@ -1149,3 +1149,89 @@ fn replay_device(
         runs: runs.into_iter().map(Run::finish).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const FRESH: u64 = 1 << 41;
+
+    fn script(hints: &[(u64, u64)], releases: usize, oom: bool) -> CallScript {
+        CallScript {
+            hints: hints
+                .iter()
+                .map(|&(a, s)| (TraceAction::SegmentAlloc, a, s))
+                .collect(),
+            releases_before_obtain: releases,
+            oom,
+            free_at_oom: 0,
+        }
+    }
+
+    #[test]
+    fn a_hint_of_the_same_size_gives_the_recorded_address_once() {
+        let mut d = WhatIfDevice::new(Limit::Capacity(None), FRESH);
+        d.begin_call(script(&[(0x1000_0000, 20 * MIB)], 0, false));
+        assert_eq!(d.malloc(2 * MIB), Ok(FRESH), "another size: fresh");
+        assert_eq!(d.malloc(20 * MIB), Ok(0x1000_0000));
+        assert_eq!(d.malloc(20 * MIB), Ok(FRESH + 2 * MIB), "hint used up");
+    }
+
+    #[test]
+    fn a_hint_whose_range_is_taken_is_not_used() {
+        let mut d = WhatIfDevice::new(Limit::Capacity(None), FRESH);
+        d.begin_call(script(&[(0x1000_0000, 40 * MIB)], 0, false));
+        assert_eq!(d.malloc(40 * MIB), Ok(0x1000_0000));
+        // The original freed that segment and took a new one inside it,
+        // but this run still holds the first.
+        d.begin_call(script(&[(0x1000_0000 + 20 * MIB, 40 * MIB)], 0, false));
+        assert_eq!(d.malloc(40 * MIB), Ok(FRESH));
+    }
+
+    #[test]
+    fn capacity_refuses_beyond_it_and_frees_make_room() {
+        let mut d = WhatIfDevice::new(Limit::Capacity(Some(100 * MIB)), FRESH);
+        let a = d.malloc(60 * MIB).expect("fits");
+        assert_eq!(d.malloc(60 * MIB), Err(DeviceError::OutOfMemory));
+        assert_eq!(d.mem_get_info().free, 40 * MIB);
+        d.free(a, 60 * MIB);
+        assert!(d.malloc(60 * MIB).is_ok());
+        assert_eq!(d.mem_get_info().total, 100 * MIB);
+    }
+
+    #[test]
+    fn the_replica_device_refuses_until_the_recorded_releases_happened() {
+        let mut d = WhatIfDevice::new(Limit::Recorded, FRESH);
+        d.begin_call(script(&[(0x1000_0000, 20 * MIB)], 2, false));
+        assert_eq!(d.malloc(20 * MIB), Err(DeviceError::OutOfMemory));
+        d.free(0x2000_0000, 2 * MIB);
+        assert_eq!(d.malloc(20 * MIB), Err(DeviceError::OutOfMemory));
+        d.free(0x3000_0000, 2 * MIB);
+        assert_eq!(d.malloc(20 * MIB), Ok(0x1000_0000));
+        d.begin_call(script(&[], 0, true));
+        assert_eq!(
+            d.malloc(2 * MIB),
+            Err(DeviceError::OutOfMemory),
+            "an oom call"
+        );
+        assert_eq!(d.mem_get_info().total, UNLIMITED_TOTAL);
+    }
+
+    #[test]
+    fn decisions_describe_what_happened() {
+        let d = Decision {
+            outcome: Outcome::NewMemory,
+            released: true,
+        };
+        assert_eq!(
+            d.describe(),
+            "released cached segments, then obtained new device memory"
+        );
+        let e = Decision {
+            outcome: Outcome::NoAllocation,
+            released: false,
+        };
+        assert_eq!(e.describe(), "released nothing");
+    }
+}
