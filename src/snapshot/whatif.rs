@@ -464,6 +464,22 @@ struct Run {
     pending: FxHashMap<u64, u64>,
     pending_rev: FxHashMap<u64, u64>,
     figures: RunFigures,
+    /// Mapped ranges of expandable segments (recounted when pages change).
+    expandable_ranges: usize,
+}
+
+/// `alloc::analysis::fragmentation`'s figure and largest free block without
+/// building the layout: the free (inactive) bytes are reserved − active.
+fn quick_fragmentation<D: DeviceMemory>(model: &CachingAllocator<D>) -> (f64, u64) {
+    let stats = model.stats();
+    let free = u64::try_from(stats.reserved_bytes.all.current - stats.active_bytes.all.current)
+        .unwrap_or(0);
+    let largest = model.largest_free_block();
+    if free == 0 {
+        (0.0, largest)
+    } else {
+        (1.0 - largest as f64 / free as f64, largest)
+    }
 }
 
 /// The Python frames (and true), or all frames (and false) if none is.
@@ -549,33 +565,40 @@ impl Run {
             pending,
             pending_rev,
             figures,
+            expandable_ranges: 0,
         };
         run.model.record_history(Some(usize::MAX));
         run.observe(true);
         run
     }
 
-    /// Updates the figures after a call; `segments_changed` forces a
-    /// recount of the segments.
-    fn observe(&mut self, segments_changed: bool) {
+    /// Updates the figures after a call; `pages_changed` (pages of an
+    /// expandable segment were mapped or unmapped) forces a recount of the
+    /// expandable segments' mapped ranges.
+    fn observe(&mut self, pages_changed: bool) {
+        if pages_changed {
+            self.expandable_ranges = self
+                .model
+                .layout()
+                .iter()
+                .filter(|s| s.is_expandable)
+                .count();
+        }
         let reserved = self.model.memory_reserved();
         let allocated = self.model.memory_allocated();
+        // `segment` counts cudaMalloc'd segments only.
+        let segments = usize::try_from(self.model.stats().segment.all.current).unwrap_or(0)
+            + self.expandable_ranges;
         let f = &mut self.figures;
         f.peak_reserved = f.peak_reserved.max(reserved);
         f.peak_allocated = f.peak_allocated.max(allocated);
+        f.peak_segments = f.peak_segments.max(segments);
         let gap = reserved.saturating_sub(allocated);
-        let new_peak = gap > f.peak_unallocated;
-        if new_peak || segments_changed {
-            let layout = self.model.layout();
-            if segments_changed {
-                self.figures.peak_segments = self.figures.peak_segments.max(layout.len());
-            }
-            if new_peak {
-                let frag = fragmentation(&layout);
-                self.figures.peak_unallocated = gap;
-                self.figures.fragmentation_at_peak = frag.fragmentation;
-                self.figures.largest_free_at_peak = frag.largest_free_block;
-            }
+        if gap > f.peak_unallocated {
+            let (fragmentation, largest) = quick_fragmentation(&self.model);
+            f.peak_unallocated = gap;
+            f.fragmentation_at_peak = fragmentation;
+            f.largest_free_at_peak = largest;
         }
     }
 
@@ -608,7 +631,7 @@ impl Run {
         let outcome = call(self);
         let mut obtained = false;
         let mut released = false;
-        let mut segments_changed = false;
+        let mut pages_changed = false;
         for e in self.model.trace() {
             match e.action {
                 TraceAction::SegmentAlloc => self.figures.segment_allocs += 1,
@@ -617,7 +640,10 @@ impl Run {
                 TraceAction::SegmentUnmap => self.figures.segment_unmaps += 1,
                 _ => continue,
             }
-            segments_changed = true;
+            pages_changed |= matches!(
+                e.action,
+                TraceAction::SegmentMap | TraceAction::SegmentUnmap
+            );
             match e.action {
                 TraceAction::SegmentAlloc | TraceAction::SegmentMap => obtained = true,
                 _ => released = true,
@@ -626,7 +652,7 @@ impl Run {
         // Start the next call with an empty trace (the model only records
         // so that its decisions can be read back).
         self.model.record_history(Some(usize::MAX));
-        self.observe(segments_changed);
+        self.observe(pages_changed);
         let outcome = match outcome {
             Outcome::CachedBlock if obtained => Outcome::NewMemory,
             o => o,
@@ -1216,6 +1242,45 @@ mod tests {
             "an oom call"
         );
         assert_eq!(d.mem_get_info().total, UNLIMITED_TOTAL);
+    }
+
+    #[test]
+    fn quick_fragmentation_equals_the_layout_analysis() {
+        use crate::alloc::InMemoryDevice;
+        for conf in ["", "expandable_segments:True"] {
+            let config = AllocatorConfig::parse(conf).expect("valid");
+            let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 34), 0, config);
+            let mut live = Vec::new();
+            let mut state = 0x2545_f491_u64;
+            for step in 0..3000u64 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                if state.is_multiple_of(2) || live.is_empty() {
+                    let size = 1 + (state >> 8) % (48 * MIB);
+                    let Ok(p) = m.malloc(size, (state >> 3) % 2) else {
+                        continue;
+                    };
+                    if state.is_multiple_of(7) {
+                        m.record_stream(p, 5).expect("live");
+                    }
+                    live.push(p);
+                } else {
+                    let p = live.swap_remove((state as usize >> 3) % live.len());
+                    m.free(p).expect("live");
+                }
+                if step % 97 == 0 {
+                    m.complete_stream_work(5);
+                }
+                let full = fragmentation(&m.layout());
+                let (f, largest) = quick_fragmentation(&m);
+                assert_eq!(largest, full.largest_free_block, "{conf:?} step {step}");
+                assert!(
+                    (f - full.fragmentation).abs() < 1e-12,
+                    "{conf:?} step {step}"
+                );
+            }
+        }
     }
 
     #[test]
