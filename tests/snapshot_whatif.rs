@@ -597,3 +597,58 @@ fn empty_cache_right_before_the_peak_allocation_is_read_as_a_retry_and_flagged()
     assert_replica_of_itself(&snapshot, &report.devices[0], "450 MiB device");
     let _ = a;
 }
+
+/// Traces with entries lost (a damaged file, a reader that skipped unknown
+/// actions) must give a report, never a panic.
+#[test]
+fn damaged_traces_give_a_report_not_a_panic() {
+    let mut m = model("", 2 * GIB);
+    mixed_workload(&mut m, 1500, 0xabcd_ef01);
+    let mut inputs = vec![snapshot_of(&m, 0)];
+    let mut e = model("expandable_segments:True", 2 * GIB);
+    mixed_workload(&mut e, 1500, 0x0bad_cafe);
+    inputs.push(snapshot_of(&e, 0));
+    if let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") {
+        inputs.push(read_snapshot_file(&path).expect("loads"));
+    }
+    let settings = [
+        setting("expandable_segments:True"),
+        setting("max_split_size_mb:20,roundup_power2_divisions:4"),
+    ];
+    let mut damaged = 0;
+    let mut replayed = 0;
+    for snapshot in &inputs {
+        for target in [
+            TraceAction::FreeCompleted,
+            TraceAction::FreeRequested,
+            TraceAction::Alloc,
+            TraceAction::SegmentAlloc,
+            TraceAction::SegmentFree,
+            TraceAction::SegmentMap,
+            TraceAction::Oom,
+        ] {
+            for every in [2usize, 5] {
+                let mut s = snapshot.clone();
+                let mut seen = 0usize;
+                s.device_traces[0].retain(|t| {
+                    if t.action != target {
+                        return true;
+                    }
+                    seen += 1;
+                    !seen.is_multiple_of(every)
+                });
+                for capacity in [None, Some(256 * MIB)] {
+                    let report = whatif(&s, &settings, capacity).expect("has a trace");
+                    assert_eq!(report.devices.len() + report.unreplayable.len(), 1);
+                    damaged += 1;
+                    replayed += report.devices.len();
+                }
+            }
+        }
+    }
+    assert!(damaged >= 32);
+    assert!(
+        replayed * 2 >= damaged,
+        "most damaged traces still replay: {replayed} of {damaged}"
+    );
+}
