@@ -11,7 +11,7 @@ use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::read_snapshot_file;
 use vramtop::snapshot::replay::{config_from_settings, verify};
 use vramtop::snapshot::whatif::{
-    DeviceWhatIf, Outcome, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+    DeviceWhatIf, Outcome, RECORDED_LABEL, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
 };
 use vramtop::snapshot::{Snapshot, TraceEntry};
 
@@ -160,6 +160,7 @@ fn capacity_below_the_peak_runs_out_at_an_allocation_that_needed_a_segment_with_
     let report = whatif(&snapshot, &[], Some(100 * MIB)).expect("runs");
     let d = &report.devices[0];
     assert_eq!(d.runs.len(), 2, "the original and the recorded settings");
+    assert_eq!(d.runs[1].label, RECORDED_LABEL);
     let r = &d.runs[1];
     assert!(r.peak_reserved <= 100 * MIB);
     let oom = r.first_oom.as_ref().expect("runs out of memory");

@@ -37,6 +37,10 @@ pub const UNLIMITED_TOTAL: u64 = 1 << 40;
 /// later (as `verify` does): completed with `complete_pending_free`.
 const DEFERRED_STREAM: u64 = u64::MAX;
 
+/// The label of the column that replays the recorded settings under a
+/// capacity (`--capacity` without `--alloc-conf`).
+pub const RECORDED_LABEL: &str = "recorded settings";
+
 /// One what-if setting: a `PYTORCH_CUDA_ALLOC_CONF` string and its parse.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WhatIfSetting {
@@ -224,7 +228,7 @@ pub fn whatif(
     let mut settings = settings.to_vec();
     if settings.is_empty() {
         settings.push(WhatIfSetting {
-            conf: own.last_settings.clone(),
+            conf: RECORDED_LABEL.to_string(),
             config: own.clone(),
         });
     }
