@@ -133,12 +133,22 @@ pub enum Command {
         /// `torch.cuda.memory_snapshot()` segment list).
         file: PathBuf,
         /// Verify: check the invariants and replay every device's trace
-        /// (the default, and for now the only mode).
+        /// (the default; --alloc-conf or --capacity run a what-if replay).
         #[arg(long, default_value_t = true)]
         verify: bool,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// What-if: replay the trace's allocations under these
+        /// PYTORCH_CUDA_ALLOC_CONF settings (parsed from PyTorch's defaults,
+        /// like a fresh process with that variable); repeat for a comparison
+        /// table. See docs/whatif.md.
+        #[arg(long = "alloc-conf", value_name = "CONF")]
+        alloc_conf: Vec<String>,
+        /// What-if: the bytes cudaMalloc may take (e.g. 24GiB); unlimited
+        /// when absent. Alone, it replays the recorded settings.
+        #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+        capacity: Option<u64>,
     },
     /// Open a PyTorch memory snapshot in the interactive viewer: scrub
     /// through its trace (←/→, PgUp/PgDn, Home/End, o/n/e jump to OOMs,
@@ -250,6 +260,15 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
         Some(Command::Record { file, duration }) => {
             dashboard::record(&cli.device, &cli.display, &file, duration)
+        }
+        Some(Command::Replay {
+            file,
+            json,
+            alloc_conf,
+            capacity,
+            ..
+        }) if !alloc_conf.is_empty() || capacity.is_some() => {
+            replay::run_whatif(&file, &alloc_conf, capacity, json)
         }
         Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
         Some(Command::Open {

@@ -1,4 +1,5 @@
-//! `vramtop replay FILE --verify [--json]`.
+//! `vramtop replay FILE --verify [--json]` and the what-if replay
+//! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,9 +8,10 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
-use crate::alloc::human_bytes;
+use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
+use crate::snapshot::whatif::{DeviceWhatIf, RunFigures, WhatIfReport, WhatIfSetting, whatif};
 
 pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
     let snapshot = match read_snapshot_file(file) {
@@ -148,5 +150,314 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
             "MISMATCH"
         }
     );
+    out
+}
+
+// --------------------------------------------------------------------- what-if
+
+/// `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
+pub fn run_whatif(
+    file: &Path,
+    confs: &[String],
+    capacity: Option<u64>,
+    json: bool,
+) -> color_eyre::Result<ExitCode> {
+    let mut settings = Vec::new();
+    for conf in confs {
+        match AllocatorConfig::parse(conf) {
+            Ok(config) => settings.push(WhatIfSetting {
+                conf: conf.clone(),
+                config,
+            }),
+            Err(e) => {
+                eprintln!("vramtop: --alloc-conf '{conf}': {e}");
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        }
+    }
+    let snapshot = match read_snapshot_file(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vramtop: {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let report = match whatif(&snapshot, &settings, capacity) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("vramtop: {}: {e}", file.display());
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
+    } else {
+        super::emit(&render_whatif(&file.display().to_string(), &report))
+            .wrap_err("cannot write the output")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn settings_label(settings: &str) -> String {
+    if settings.is_empty() {
+        "(defaults)".to_string()
+    } else {
+        settings.to_string()
+    }
+}
+
+/// The comparison table rows: (row name, one cell per run).
+fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
+    let runs = &d.runs;
+    let cells = |f: &dyn Fn(&RunFigures) -> String| runs.iter().map(f).collect::<Vec<_>>();
+    vec![
+        (
+            "settings",
+            cells(&|r| match (r.label.as_str(), recorded) {
+                ("original", Some(s)) => format!("{} (recorded)", settings_label(s)),
+                ("original", None) => "not recorded: defaults".to_string(),
+                _ => settings_label(&r.settings),
+            }),
+        ),
+        (
+            "capacity",
+            cells(&|r| match (r.label.as_str(), r.capacity) {
+                ("original", _) => "as recorded".to_string(),
+                (_, Some(c)) => human_bytes(c),
+                (_, None) => "unlimited".to_string(),
+            }),
+        ),
+        ("peak reserved", cells(&|r| human_bytes(r.peak_reserved))),
+        ("peak allocated", cells(&|r| human_bytes(r.peak_allocated))),
+        (
+            "peak reserved−allocated",
+            cells(&|r| human_bytes(r.peak_unallocated)),
+        ),
+        (
+            "fragmentation then",
+            cells(&|r| {
+                format!(
+                    "{:.2} (largest free {})",
+                    r.fragmentation_at_peak,
+                    human_bytes(r.largest_free_at_peak)
+                )
+            }),
+        ),
+        ("final reserved", cells(&|r| human_bytes(r.final_reserved))),
+        (
+            "final allocated",
+            cells(&|r| human_bytes(r.final_allocated)),
+        ),
+        (
+            "final fragmentation",
+            cells(&|r| format!("{:.2}", r.final_fragmentation)),
+        ),
+        (
+            "segments peak / final",
+            cells(&|r| format!("{} / {}", r.peak_segments, r.final_segments)),
+        ),
+        (
+            "cudaMalloc / cudaFree",
+            cells(&|r| format!("{} / {}", r.segment_allocs, r.segment_frees)),
+        ),
+        (
+            "pages mapped / unmapped",
+            cells(&|r| {
+                if r.expandable_segments || r.segment_maps > 0 {
+                    format!("{} / {}", r.segment_maps, r.segment_unmaps)
+                } else {
+                    "n/a".to_string()
+                }
+            }),
+        ),
+        (
+            "out of memory",
+            cells(&|r| match &r.first_oom {
+                None => "no".to_string(),
+                Some(o) if r.ooms == 1 => format!("at #{}", o.event_index),
+                Some(o) => format!("{}×, first at #{}", r.ooms, o.event_index),
+            }),
+        ),
+        (
+            "first divergence",
+            cells(&|r| match (&r.divergence, r.label.as_str()) {
+                (_, "original") => "—".to_string(),
+                (None, _) => "none".to_string(),
+                (Some(d), _) => format!("at #{}", d.event_index),
+            }),
+        ),
+    ]
+}
+
+fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&str>) {
+    let start = match &d.start {
+        ReplayStart::Empty => "starts from an empty allocator (full history)".to_string(),
+        ReplayStart::Reconstructed {
+            segments,
+            live_blocks,
+            ..
+        } => format!(
+            "starts mid-run, from the state rebuilt for the trace's start ({segments} \
+             segments, {live_blocks} live blocks)"
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "device {}: {} trace entries, {} program calls; {start}",
+        d.device, d.trace_entries, d.calls
+    );
+    let rows = whatif_rows(d, recorded);
+    let name_width = rows
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut widths: Vec<usize> = d.runs.iter().map(|r| r.label.chars().count()).collect();
+    for (_, cells) in &rows {
+        for (w, c) in widths.iter_mut().zip(cells) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
+    let mut header = format!("  {}", pad("", name_width));
+    for (r, &w) in d.runs.iter().zip(&widths) {
+        let label = if r.label == "original" {
+            r.label.clone()
+        } else {
+            settings_label(&r.label)
+        };
+        header.push_str("  ");
+        header.push_str(&pad(&label, w));
+    }
+    let _ = writeln!(out, "{}", header.trim_end());
+    for (name, cells) in &rows {
+        let mut line = format!("  {}", pad(name, name_width));
+        for (c, &w) in cells.iter().zip(&widths) {
+            line.push_str("  ");
+            line.push_str(&pad(c, w));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if let Some(c) = d.runs.iter().filter_map(|r| r.capacity).next()
+        && d.start_reserved > c
+    {
+        let _ = writeln!(
+            out,
+            "  note: the trace starts with {} reserved, more than the capacity: every \
+             cudaMalloc fails until enough is released",
+            human_bytes(d.start_reserved)
+        );
+    }
+    if let Some(&first) = d.releases_read_as_retry.first() {
+        let _ = writeln!(
+            out,
+            "  note: {} allocation(s) released cached segments first (first at #{first}); read \
+             as malloc's retry path on a full device, not empty_cache(): if the program called \
+             empty_cache() there, runs with more room diverge there",
+            d.releases_read_as_retry.len()
+        );
+    }
+    if let Some(div) = &d.replica_divergence {
+        let _ = writeln!(
+            out,
+            "  note: the model with the recorded settings decided otherwise than the recording \
+             at #{} ({}: {}); the original column is approximate from there",
+            div.event_index, div.call, div.summary
+        );
+    }
+    for r in &d.runs {
+        render_run_details(out, r);
+    }
+}
+
+fn render_run_details(out: &mut String, r: &RunFigures) {
+    let name = if r.label == "original" {
+        r.label.clone()
+    } else {
+        settings_label(&r.label)
+    };
+    let mut lines = Vec::new();
+    if let Some(div) = &r.divergence {
+        lines.push(format!(
+            "first divergence at #{} ({}): {}",
+            div.event_index, div.call, div.summary
+        ));
+    }
+    if let Some(o) = &r.first_oom {
+        lines.push(format!(
+            "out of memory at #{}: {} on stream {}",
+            o.event_index,
+            crate::alloc::format_size(o.size),
+            o.stream
+        ));
+        if o.frames.is_empty() {
+            lines.push("  (no stack frames recorded)".to_string());
+        } else if !o.python_frames {
+            lines.push("  (no Python frames recorded; C++ frames, innermost first:)".to_string());
+        }
+        for f in o.frames.iter().take(8) {
+            lines.push(format!("  {}:{} in {}", f.filename, f.line, f.name));
+        }
+        if o.frames.len() > 8 {
+            lines.push(format!("  … {} more frames", o.frames.len() - 8));
+        }
+        if let Some(m) = &o.message {
+            lines.push(format!("  {m}"));
+        }
+        if let Some(free) = o.device_free {
+            lines.push(format!(
+                "  the device had {} free then (recorded)",
+                human_bytes(free)
+            ));
+        }
+    }
+    if r.allocations_skipped > 0 {
+        lines.push(format!(
+            "{} allocation(s) the original got were skipped here (out of memory); later \
+             figures assume the program carried on without them",
+            r.allocations_skipped
+        ));
+    }
+    if r.allocations_kept > 0 {
+        lines.push(format!(
+            "{} allocation(s) that ran out of memory in the original succeeded here and stay \
+             allocated to the end",
+            r.allocations_kept
+        ));
+    }
+    if let Some(e) = &r.first_model_error {
+        lines.push(format!(
+            "{} call(s) the model refused (first: {e})",
+            r.model_errors
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  {name}:");
+    for l in lines {
+        let _ = writeln!(out, "    {l}");
+    }
+}
+
+/// The human-readable what-if report: one table per device, one column
+/// per run (the original first).
+pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
+    let mut out = String::new();
+    let capacity = report.capacity.map_or("unlimited".to_string(), |c| {
+        format!("{} ({c} B)", human_bytes(c))
+    });
+    let _ = writeln!(
+        out,
+        "{name}: what-if replay (allocation sizes, streams and order from the trace; \
+         cudaMalloc capacity {capacity})"
+    );
+    for d in &report.devices {
+        render_whatif_device(&mut out, d, report.recorded_settings.as_deref());
+    }
+    for u in &report.unreplayable {
+        let _ = writeln!(out, "device {}: not replayable: {}", u.device, u.reason);
+    }
     out
 }

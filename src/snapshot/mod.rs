@@ -15,6 +15,7 @@ pub mod replay;
 pub mod scrub;
 pub mod summary;
 pub mod types;
+pub mod whatif;
 
 pub use invariants::{Finding, FindingKind, check_invariants};
 pub use pickle::{Limits, PickleError, Value};

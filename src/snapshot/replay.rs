@@ -216,7 +216,7 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     }
 }
 
-fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
+pub(crate) fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
     trace
         .iter()
         .filter(|e| !matches!(e.action, TraceAction::Snapshot | TraceAction::Annotate))
@@ -432,6 +432,130 @@ fn starts_empty(start: &StartState) -> bool {
 
 type AdoptedBlocks = Vec<(u64, u64, BlockState)>;
 
+/// One segment of a rebuilt start state, ready for
+/// [`CachingAllocator::adopt_segment`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartSegment {
+    pub address: u64,
+    pub stream: u64,
+    pub kind: PoolKind,
+    /// `(size, requested_size, state)` in address order.
+    pub blocks: AdoptedBlocks,
+}
+
+/// The allocator state at the first event of a device's trace: empty for a
+/// full history, else rebuilt from the final layout with the trace undone.
+/// Shared by `verify` and the what-if replay (`super::whatif`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartLayout {
+    pub start: ReplayStart,
+    pub segments: Vec<StartSegment>,
+    /// Blocks whose size was inferred from a request: (address, size).
+    guessed: Vec<(u64, u64)>,
+}
+
+impl StartLayout {
+    /// Adopts the start segments into a fresh `model` and checks the result.
+    pub fn adopt_into<D: DeviceMemory>(
+        &self,
+        model: &mut CachingAllocator<D>,
+    ) -> Result<(), String> {
+        if self.segments.is_empty() {
+            return Ok(());
+        }
+        for s in &self.segments {
+            model.adopt_segment(s.address, s.stream, s.kind, &s.blocks);
+        }
+        model
+            .check_invariants()
+            .map_err(|e| format!("reconstructed start state is inconsistent: {e}"))
+    }
+}
+
+fn start_layout_from(
+    start: &StartState,
+    config: &AllocatorConfig,
+    known: &BTreeMap<u64, u64>,
+) -> Result<StartLayout, String> {
+    if !start.expandable_pages.is_empty() {
+        return Err(
+            "the trace starts mid-run with expandable segments already mapped; their address \
+             reservations cannot be rebuilt from a snapshot"
+                .to_string(),
+        );
+    }
+    if starts_empty(start) {
+        return Ok(StartLayout {
+            start: ReplayStart::Empty,
+            segments: Vec::new(),
+            guessed: Vec::new(),
+        });
+    }
+    let mut guessed_all = Vec::new();
+    let mut segments = Vec::new();
+    for (&address, seg) in &start.segments {
+        let (blocks, guessed) = start_blocks(address, seg, &start.live, config, known)?;
+        guessed_all.extend(guessed);
+        segments.push(StartSegment {
+            address,
+            stream: seg.stream,
+            kind: seg.kind,
+            blocks,
+        });
+    }
+    let in_segments = start
+        .live
+        .keys()
+        .filter(|&&a| {
+            start
+                .segments
+                .range(..=a)
+                .next_back()
+                .is_some_and(|(&s, seg)| a < s + seg.size)
+        })
+        .count();
+    if in_segments != start.live.len() {
+        return Err(format!(
+            "{} blocks live at the start of the trace lie outside every segment",
+            start.live.len() - in_segments
+        ));
+    }
+    Ok(StartLayout {
+        start: ReplayStart::Reconstructed {
+            segments: start.segments.len(),
+            live_blocks: start.live.len(),
+            guessed_block_sizes: guessed_all.len() + known.len(),
+            corrected_block_sizes: known.len(),
+        },
+        segments,
+        guessed: guessed_all,
+    })
+}
+
+/// The start state of `device`'s trace under the recorded settings `config`,
+/// with inferred block sizes corrected exactly as [`verify`] corrects them
+/// (by replaying the trace against the recording).
+pub fn start_layout(
+    snapshot: &Snapshot,
+    device: u32,
+    config: &AllocatorConfig,
+) -> Result<StartLayout, String> {
+    let events = replayable_events(
+        snapshot
+            .device_traces
+            .get(device as usize)
+            .map_or(&[][..], Vec::as_slice),
+    );
+    let start = undo_trace(snapshot, device, &events);
+    let first = start_layout_from(&start, config, &BTreeMap::new())?;
+    if first.guessed.is_empty() {
+        // Every size is known: nothing for a replay to correct.
+        return Ok(first);
+    }
+    let (_, known) = replay_device_with_corrections(snapshot, device, &events, config, &start)?;
+    start_layout_from(&start, config, &known)
+}
+
 /// Lays out one start segment's blocks; returns them and the (address, size)
 /// of each block whose size had to be inferred. `known` holds sizes learnt
 /// from earlier attempts.
@@ -519,8 +643,20 @@ fn replay_device(
     config: &AllocatorConfig,
 ) -> Result<DeviceReplay, String> {
     let start = undo_trace(snapshot, device, events);
+    replay_device_with_corrections(snapshot, device, events, config, &start).map(|(r, _)| r)
+}
+
+/// Replays from `start`, correcting inferred block sizes; returns the last
+/// replay and the corrected sizes (address → bytes).
+fn replay_device_with_corrections(
+    snapshot: &Snapshot,
+    device: u32,
+    events: &[Event],
+    config: &AllocatorConfig,
+    start: &StartState,
+) -> Result<(DeviceReplay, BTreeMap<u64, u64>), String> {
     let mut known = BTreeMap::new();
-    let (mut report, mut guessed) = replay_once(snapshot, device, events, config, &start, &known)?;
+    let (mut report, mut guessed) = replay_once(snapshot, device, events, config, start, &known)?;
     while known.len() < MAX_SIZE_CORRECTIONS {
         let Some((addr, size)) = correction(&report, &guessed, config) else {
             break;
@@ -531,13 +667,13 @@ fn replay_device(
         let mut attempt = known.clone();
         attempt.insert(addr, size);
         // A correction that makes the start state impossible is dropped.
-        let Ok(next) = replay_once(snapshot, device, events, config, &start, &attempt) else {
+        let Ok(next) = replay_once(snapshot, device, events, config, start, &attempt) else {
             break;
         };
         known = attempt;
         (report, guessed) = next;
     }
-    Ok(report)
+    Ok((report, known))
 }
 
 /// A block live before the trace was freed in it, so its size was inferred
@@ -586,13 +722,7 @@ fn replay_once(
     start: &StartState,
     known: &BTreeMap<u64, u64>,
 ) -> Result<(DeviceReplay, Vec<(u64, u64)>), String> {
-    if !start.expandable_pages.is_empty() {
-        return Err(
-            "the trace starts mid-run with expandable segments already mapped; their address \
-             reservations cannot be rebuilt from a snapshot"
-                .to_string(),
-        );
-    }
+    let layout = start_layout_from(start, config, known)?;
     let device_impl = ScriptedDevice {
         script: events.into(),
         pos: 0,
@@ -601,43 +731,9 @@ fn replay_once(
     };
     let mut model = CachingAllocator::new(device_impl, device, config.clone());
     model.record_history(Some(usize::MAX));
-
-    let mut guessed_all = Vec::new();
-    let replay_start = if starts_empty(start) {
-        ReplayStart::Empty
-    } else {
-        for (&address, seg) in &start.segments {
-            let (blocks, guessed) = start_blocks(address, seg, &start.live, config, known)?;
-            guessed_all.extend(guessed);
-            model.adopt_segment(address, seg.stream, seg.kind, &blocks);
-        }
-        let in_segments = start
-            .live
-            .keys()
-            .filter(|&&a| {
-                start
-                    .segments
-                    .range(..=a)
-                    .next_back()
-                    .is_some_and(|(&s, seg)| a < s + seg.size)
-            })
-            .count();
-        if in_segments != start.live.len() {
-            return Err(format!(
-                "{} blocks live at the start of the trace lie outside every segment",
-                start.live.len() - in_segments
-            ));
-        }
-        model
-            .check_invariants()
-            .map_err(|e| format!("reconstructed start state is inconsistent: {e}"))?;
-        ReplayStart::Reconstructed {
-            segments: start.segments.len(),
-            live_blocks: start.live.len(),
-            guessed_block_sizes: guessed_all.len() + known.len(),
-            corrected_block_sizes: known.len(),
-        }
-    };
+    layout.adopt_into(&mut model)?;
+    let guessed_all = layout.guessed;
+    let replay_start = layout.start;
 
     let mut report = DeviceReplay {
         device,

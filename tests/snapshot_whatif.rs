@@ -1,0 +1,655 @@
+//! What-if replay (`replay FILE --alloc-conf … --capacity …`): against every
+//! shared snapshot with a trace, and on traces the model records itself.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::run_vramtop;
+use vramtop::alloc::{AllocatorConfig, BlockState, CachingAllocator, InMemoryDevice, TraceAction};
+use vramtop::snapshot::capture::snapshot_of;
+use vramtop::snapshot::read_snapshot_file;
+use vramtop::snapshot::replay::{config_from_settings, verify};
+use vramtop::snapshot::whatif::{
+    DeviceWhatIf, Outcome, RECORDED_LABEL, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+};
+use vramtop::snapshot::{Snapshot, TraceEntry};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+fn shared_dir() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        None
+    }
+}
+
+fn shared(name: &str) -> Option<PathBuf> {
+    let p = shared_dir()?.join(name);
+    p.exists().then_some(p)
+}
+
+fn setting(conf: &str) -> WhatIfSetting {
+    WhatIfSetting {
+        conf: conf.to_string(),
+        config: AllocatorConfig::parse(conf).expect("valid conf"),
+    }
+}
+
+/// The recorded settings as a what-if column.
+fn own(snapshot: &Snapshot) -> WhatIfSetting {
+    let config = config_from_settings(snapshot.allocator_settings.as_ref());
+    WhatIfSetting {
+        conf: config.last_settings.clone(),
+        config,
+    }
+}
+
+fn final_reserved_of(snapshot: &Snapshot, device: u32) -> u64 {
+    snapshot
+        .segments
+        .iter()
+        .filter(|s| s.device == device)
+        .map(|s| s.total_size)
+        .sum()
+}
+
+fn assert_replica_of_itself(snapshot: &Snapshot, d: &DeviceWhatIf, what: &str) {
+    assert_eq!(d.replica_divergence, None, "{what}: replica");
+    let original = &d.runs[0];
+    let me = &d.runs[1];
+    assert_eq!(me.divergence, None, "{what}");
+    let reserved = final_reserved_of(snapshot, d.device);
+    assert_eq!(me.final_reserved, reserved, "{what}: final reserved");
+    assert_eq!(original.final_reserved, reserved, "{what}: original");
+    for (a, b, name) in [
+        (me.peak_reserved, original.peak_reserved, "peak reserved"),
+        (me.peak_allocated, original.peak_allocated, "peak allocated"),
+        (
+            me.segment_allocs as u64,
+            original.segment_allocs as u64,
+            "cudaMalloc",
+        ),
+        (
+            me.segment_frees as u64,
+            original.segment_frees as u64,
+            "cudaFree",
+        ),
+        (me.segment_maps as u64, original.segment_maps as u64, "maps"),
+        (me.ooms as u64, original.ooms as u64, "OOMs"),
+        (
+            me.final_allocated,
+            original.final_allocated,
+            "final allocated",
+        ),
+    ] {
+        assert_eq!(a, b, "{what}: {name}");
+    }
+}
+
+// ------------------------------------------------------------------ shared snapshots
+
+#[test]
+fn whatif_with_own_settings_reports_no_divergence_on_every_shared_trace() {
+    let Some(dir) = shared_dir() else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("readable")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
+        .collect();
+    names.sort();
+    let mut replayed = 0;
+    for path in names {
+        let what = path.display().to_string();
+        let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+        let report = match whatif(&snapshot, &[own(&snapshot)], None) {
+            Ok(r) => r,
+            Err(WhatIfError::NoTrace) => continue,
+            Err(e) => panic!("{what}: {e}"),
+        };
+        for d in &report.devices {
+            assert_replica_of_itself(&snapshot, d, &what);
+            assert_eq!(d.runs[1].capacity, None);
+            replayed += 1;
+        }
+        // The hand-made viewer sample starts with expandable segments mapped.
+        for u in &report.unreplayable {
+            assert!(u.reason.contains("expandable"), "{what}: {}", u.reason);
+        }
+    }
+    assert!(replayed >= 5, "only {replayed} device traces replayed");
+}
+
+#[test]
+fn expandable_segments_on_jaspersolt_lower_peak_reserved_and_segments() {
+    let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("loads");
+    let report = whatif(&snapshot, &[setting("expandable_segments:True")], None).expect("runs");
+    let d = &report.devices[0];
+    let (original, expandable) = (&d.runs[0], &d.runs[1]);
+    assert!(expandable.peak_reserved < original.peak_reserved);
+    assert!(expandable.peak_segments < original.peak_segments);
+    assert_eq!(expandable.segment_allocs, 0, "pages are mapped instead");
+    assert!(expandable.segment_maps > 0);
+    let div = expandable
+        .divergence
+        .as_ref()
+        .expect("it decides otherwise");
+    assert_eq!(div.original.outcome, Outcome::NewMemory);
+    assert_eq!(div.whatif.outcome, Outcome::CachedBlock);
+    assert_eq!(
+        snapshot.device_traces[0][div.event_index].action,
+        TraceAction::Alloc
+    );
+}
+
+#[test]
+fn capacity_below_the_peak_runs_out_at_an_allocation_that_needed_a_segment_with_frames() {
+    let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("loads");
+    let report = whatif(&snapshot, &[], Some(100 * MIB)).expect("runs");
+    let d = &report.devices[0];
+    assert_eq!(d.runs.len(), 2, "the original and the recorded settings");
+    assert_eq!(d.runs[1].label, RECORDED_LABEL);
+    let r = &d.runs[1];
+    assert!(r.peak_reserved <= 100 * MIB);
+    let oom = r.first_oom.as_ref().expect("runs out of memory");
+    let trace = &snapshot.device_traces[0];
+    // The original obtained a new segment for this very allocation.
+    assert_eq!(trace[oom.event_index].action, TraceAction::Alloc);
+    assert_eq!(trace[oom.event_index - 1].action, TraceAction::SegmentAlloc);
+    assert_eq!(oom.size, trace[oom.event_index].size);
+    assert!(!oom.frames.is_empty());
+    assert_eq!(oom.frames.len(), trace[oom.event_index].frames.len());
+    let message = oom
+        .message
+        .as_deref()
+        .expect("a what-if OOM has PyTorch's text");
+    assert!(message.starts_with("CUDA out of memory. Tried to allocate"));
+    assert!(
+        message.contains("total capacity of 100.00 MiB"),
+        "{message}"
+    );
+    assert!(r.allocations_skipped > 0);
+    assert_eq!(
+        r.divergence.as_ref().map(|d| d.event_index),
+        Some(oom.event_index),
+        "nothing differed before the OOM"
+    );
+    // The original never ran out.
+    assert!(d.runs[0].first_oom.is_none());
+}
+
+#[test]
+fn several_confs_give_one_column_each_after_the_original() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("loads");
+    let confs = [
+        "expandable_segments:True",
+        "max_split_size_mb:128",
+        "",
+        "roundup_power2_divisions:4",
+    ];
+    let settings: Vec<_> = confs.iter().map(|c| setting(c)).collect();
+    let report = whatif(&snapshot, &settings, None).expect("runs");
+    let labels: Vec<&str> = report.devices[0]
+        .runs
+        .iter()
+        .map(|r| r.label.as_str())
+        .collect();
+    assert_eq!(labels[0], "original");
+    assert_eq!(&labels[1..], &confs);
+    // The snapshot recorded the defaults: the "" column replicates it.
+    assert_eq!(report.devices[0].runs[3].divergence, None);
+    assert!(report.devices[0].runs[1].divergence.is_some());
+}
+
+// ------------------------------------------------------------------ model-made traces
+
+fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
+    let config = AllocatorConfig::parse(settings).expect("valid");
+    let mut m = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
+    m.record_history(Some(1_000_000));
+    m
+}
+
+/// A deterministic mixed workload: two streams, cross-stream uses,
+/// empty_cache, and OOMs on a small device.
+fn mixed_workload(m: &mut CachingAllocator<InMemoryDevice>, steps: usize, seed: u64) {
+    let mut state = seed;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut live: Vec<u64> = Vec::new();
+    for t in 0..steps {
+        m.set_time_us(t as u64);
+        let r = next() % 100;
+        if r < 55 || live.is_empty() {
+            let log2 = (next() % 2800) as f64 / 100.0;
+            let stream = next() % 2;
+            if let Ok(p) = m.malloc(2f64.powf(log2) as u64, stream) {
+                live.push(p);
+            }
+        } else if r < 90 {
+            let p = live.swap_remove((next() as usize) % live.len());
+            m.free(p).expect("live");
+        } else if r < 96 {
+            let p = live.swap_remove((next() as usize) % live.len());
+            m.record_stream(p, 9).expect("live");
+            m.free(p).expect("live");
+        } else if r < 98 {
+            m.complete_stream_work(9);
+        } else {
+            m.empty_cache();
+        }
+    }
+}
+
+fn count(m: &CachingAllocator<InMemoryDevice>, action: TraceAction) -> usize {
+    m.trace().filter(|e| e.action == action).count()
+}
+
+#[test]
+fn recorded_capacity_and_settings_reproduce_retries_ooms_empty_cache_and_pending_frees() {
+    let mut checked = 0;
+    for settings in ["", "expandable_segments:True", "max_split_size_mb:64"] {
+        for seed in 1..=3u64 {
+            let what = format!("{settings:?} seed {seed}");
+            let mut m = model(settings, 2 * GIB);
+            mixed_workload(&mut m, 2000, seed.wrapping_mul(0x9e37_79b9));
+            let snapshot = snapshot_of(&m, 0);
+            let report = whatif(&snapshot, &[own(&snapshot)], Some(2 * GIB)).expect("runs");
+            let d = &report.devices[0];
+            if let Some(v) = &verify(&snapshot).replays[0].divergence {
+                // Where `verify` cannot follow the recording (an OOM entry
+                // keeps only the rounded size), the replica says so too.
+                assert_eq!(
+                    d.replica_divergence.as_ref().map(|r| r.event_index),
+                    Some(v.event_index),
+                    "{what}"
+                );
+                continue;
+            }
+            checked += 1;
+            assert_replica_of_itself(&snapshot, d, &what);
+            assert_eq!(d.runs[1].ooms, count(&m, TraceAction::Oom), "{what}");
+            assert!(d.runs[1].ooms > 0, "{what}: the 2 GiB device ran out");
+            assert_eq!(
+                d.runs[1].segment_frees,
+                count(&m, TraceAction::SegmentFree),
+                "{what}: empty_cache and retry releases"
+            );
+            assert_eq!(d.runs[1].allocations_skipped, 0, "{what}");
+        }
+    }
+    assert!(
+        checked >= 7,
+        "only {checked} of 9 workloads checked in full"
+    );
+}
+
+#[test]
+fn unlimited_capacity_avoids_the_recorded_ooms_and_says_where_it_diverged() {
+    let mut m = model("", 2 * GIB);
+    mixed_workload(&mut m, 2000, 0x1234_5678);
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    let d = &report.devices[0];
+    assert_eq!(d.replica_divergence, None);
+    assert!(d.runs[0].ooms > 0);
+    let r = &d.runs[1];
+    assert_eq!(r.ooms, 0);
+    assert!(r.allocations_kept > 0);
+    let div = r
+        .divergence
+        .as_ref()
+        .expect("diverges at the first pressure");
+    // The original released cache or ran out there; the what-if did neither.
+    assert!(div.original.released || div.original.outcome == Outcome::OutOfMemory);
+    assert!(!div.whatif.released);
+    assert!(r.peak_reserved > 2 * GIB || div.original.released);
+}
+
+#[test]
+fn mid_run_truncated_trace_replays_from_the_rebuilt_start_without_divergence() {
+    let mut m = model("", 4 * GIB);
+    mixed_workload(&mut m, 3000, 0x5151_5151);
+    let snapshot = snapshot_of(&m, m.trace_len() / 2);
+    let report = whatif(&snapshot, &[own(&snapshot)], Some(4 * GIB)).expect("runs");
+    let d = &report.devices[0];
+    assert!(matches!(
+        d.start,
+        vramtop::snapshot::replay::ReplayStart::Reconstructed { .. }
+    ));
+    assert_replica_of_itself(&snapshot, d, "truncated");
+}
+
+/// Frees then asks for a slightly larger block, over and over: each request
+/// needs a new segment under the defaults, while an expandable segment just
+/// maps the difference.
+#[test]
+fn expandable_segments_reduce_peak_reserved_on_a_growing_request_trace() {
+    let mut m = model("", 64 * GIB);
+    for i in 0..20u64 {
+        let p = m.malloc(30 * MIB + i * 4 * MIB, 0).expect("fits");
+        m.free(p).expect("live");
+    }
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(&snapshot, &[setting("expandable_segments:True")], None).expect("runs");
+    let (original, expandable) = (&report.devices[0].runs[0], &report.devices[0].runs[1]);
+    assert_eq!(original.segment_allocs, 20);
+    assert!(
+        expandable.peak_reserved * 4 < original.peak_reserved,
+        "{} vs {}",
+        expandable.peak_reserved,
+        original.peak_reserved
+    );
+    assert!(expandable.final_segments < original.final_segments);
+}
+
+#[test]
+fn capacity_makes_the_first_allocation_beyond_it_oom_at_its_trace_index() {
+    let mut m = model("", 64 * GIB);
+    for _ in 0..10 {
+        m.malloc(20 * MIB, 0).expect("fits");
+    }
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(&snapshot, &[], Some(100 * MIB)).expect("runs");
+    let r = &report.devices[0].runs[1];
+    let oom = r.first_oom.as_ref().expect("runs out");
+    // segment_alloc, alloc, segment_alloc, alloc, …: the 6th alloc is #11.
+    assert_eq!(oom.event_index, 11);
+    assert_eq!(oom.size, 20 * MIB);
+    assert!(oom.frames.is_empty(), "model traces carry no frames");
+    assert_eq!(r.ooms, 5);
+    assert_eq!(r.allocations_skipped, 5);
+    assert_eq!(r.final_reserved, 100 * MIB);
+    assert_eq!(r.final_allocated, 100 * MIB);
+}
+
+#[test]
+fn a_memory_fraction_without_capacity_is_refused() {
+    let mut m = model("", GIB);
+    m.malloc(MIB, 0).expect("fits");
+    let snapshot = snapshot_of(&m, 0);
+    let err = whatif(
+        &snapshot,
+        &[setting("per_process_memory_fraction:0.5")],
+        None,
+    )
+    .expect_err("needs a capacity");
+    assert!(matches!(err, WhatIfError::FractionWithoutCapacity(_)));
+    let ok = whatif(
+        &snapshot,
+        &[setting("per_process_memory_fraction:0.5")],
+        Some(GIB),
+    );
+    assert!(ok.is_ok());
+}
+
+#[test]
+fn a_state_only_snapshot_has_no_trace_to_replay() {
+    let m = model("", GIB);
+    let mut snapshot = snapshot_of(&m, 0);
+    snapshot.device_traces = vec![Vec::<TraceEntry>::new()];
+    assert_eq!(
+        whatif(&snapshot, &[], None).map(|_: WhatIfReport| ()),
+        Err(WhatIfError::NoTrace)
+    );
+}
+
+#[test]
+fn pending_free_at_trace_start_completes_when_the_recording_says() {
+    // Freed with a cross-stream use before the recording began; completed
+    // inside it. The what-if must hold the block until then.
+    let mut m = model("", 8 * GIB);
+    let a = m.malloc(10 * MIB, 0).expect("fits");
+    m.record_stream(a, 5).expect("live");
+    m.free(a).expect("live");
+    let skip = m.trace_len();
+    let b = m.malloc(10 * MIB, 0).expect("fits");
+    m.complete_stream_work(5);
+    let c = m.malloc(10 * MIB, 0).expect("fits");
+    m.free(b).expect("live");
+    m.free(c).expect("live");
+    let snapshot = snapshot_of(&m, skip);
+    assert!(
+        snapshot.segments[0]
+            .blocks
+            .iter()
+            .all(|blk| blk.state == BlockState::Inactive)
+    );
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    assert_replica_of_itself(&snapshot, &report.devices[0], "pending at start");
+}
+
+// ------------------------------------------------------------------ the command line
+
+#[test]
+fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let (code, out, err) = run_vramtop(
+        &["replay", file, "--alloc-conf", "expandable_segmnts:True"],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("expandable_segmnts"), "{err}");
+    let (code, _, err) = run_vramtop(
+        &["replay", file, "--alloc-conf", "max_split_size_mb:5"],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("max_split_size_mb"), "{err}");
+}
+
+#[test]
+fn cli_bad_capacity_and_no_trace_exit_2() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let (code, _, err) = run_vramtop(&["replay", file, "--capacity", "lots"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("lots"), "{err}");
+    let Some(state_only) = shared("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    let (code, _, err) = run_vramtop(
+        &[
+            "replay",
+            state_only.to_str().expect("utf-8"),
+            "--capacity",
+            "24GiB",
+        ],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("no allocation trace"), "{err}");
+}
+
+#[test]
+fn cli_table_has_one_column_per_conf_and_json_has_one_run_each() {
+    let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let args = [
+        "replay",
+        file,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        "max_split_size_mb:20",
+        "--capacity",
+        "24GiB",
+    ];
+    let (code, out, err) = run_vramtop(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let header = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("original"))
+        .expect("a header row");
+    assert!(header.contains("expandable_segments:True"));
+    assert!(header.contains("max_split_size_mb:20"));
+    let peak = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("peak reserved "))
+        .expect("a peak reserved row");
+    assert_eq!(peak.matches("MiB").count(), 3, "{peak}");
+    assert!(out.contains("24 GiB"), "{out}");
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (code, out, _) = run_vramtop(&json_args, None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["capacity"], serde_json::json!(24 * GIB));
+    let runs = v["devices"][0]["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[1]["label"], "expandable_segments:True");
+    assert!(runs[1]["peak_reserved"].as_u64().is_some());
+}
+
+#[test]
+fn cli_replay_without_whatif_flags_still_verifies() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let (code, out, _) = run_vramtop(&["replay", path.to_str().expect("utf-8")], None);
+    assert_eq!(code, 0);
+    assert!(out.contains("result: FULL MATCH"), "{out}");
+    assert!(!out.contains("what-if"));
+}
+
+#[test]
+fn empty_cache_before_an_allocation_below_the_recorded_peak_is_read_as_empty_cache() {
+    let mut m = model("", 64 * GIB);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    let b = m.malloc(100 * MIB, 0).expect("fits");
+    m.free(b).expect("live");
+    m.empty_cache();
+    // Needs a new segment right after the release (the 100 MiB cached
+    // block was too small): reads like a retry path, but the original later
+    // held more than 400 + 150 MiB, so cudaMalloc could not have refused
+    // 150 MiB here.
+    let c = m.malloc(150 * MIB, 0).expect("fits");
+    let d = m.malloc(200 * MIB, 0).expect("fits");
+    for p in [a, c, d] {
+        m.free(p).expect("live");
+    }
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    let dev = &report.devices[0];
+    assert!(dev.releases_read_as_retry.is_empty());
+    assert_replica_of_itself(&snapshot, dev, "empty_cache then alloc");
+    assert_eq!(
+        dev.runs[1].segment_frees, 1,
+        "the empty_cache() released b's segment"
+    );
+}
+
+#[test]
+fn empty_cache_right_before_the_peak_allocation_is_read_as_a_retry_and_flagged() {
+    let mut m = model("", 64 * GIB);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    let b = m.malloc(100 * MIB, 0).expect("fits");
+    m.free(b).expect("live");
+    m.empty_cache();
+    // The same trace as a 450 MiB device's retry path: ambiguous.
+    let c = m.malloc(150 * MIB, 0).expect("fits");
+    let snapshot = snapshot_of(&m, 0);
+    let trace = &snapshot.device_traces[0];
+    let c_index = trace
+        .iter()
+        .rposition(|e| e.action == TraceAction::Alloc && e.addr == c)
+        .expect("recorded");
+    let report = whatif(&snapshot, &[own(&snapshot)], None).expect("runs");
+    let dev = &report.devices[0];
+    assert_eq!(dev.releases_read_as_retry, vec![c_index]);
+    assert_eq!(dev.replica_divergence, None);
+    let div = dev.runs[1]
+        .divergence
+        .as_ref()
+        .expect("unlimited: no retry");
+    assert_eq!(div.event_index, c_index);
+    assert!(div.original.released && !div.whatif.released);
+    // With the device the retry reading implies, it is a replica again.
+    let report = whatif(&snapshot, &[own(&snapshot)], Some(450 * MIB)).expect("runs");
+    assert_replica_of_itself(&snapshot, &report.devices[0], "450 MiB device");
+    let _ = a;
+}
+
+/// Traces with entries lost (a damaged file, a reader that skipped unknown
+/// actions) must give a report, never a panic.
+#[test]
+fn damaged_traces_give_a_report_not_a_panic() {
+    let mut m = model("", 2 * GIB);
+    mixed_workload(&mut m, 1500, 0xabcd_ef01);
+    let mut inputs = vec![snapshot_of(&m, 0)];
+    let mut e = model("expandable_segments:True", 2 * GIB);
+    mixed_workload(&mut e, 1500, 0x0bad_cafe);
+    inputs.push(snapshot_of(&e, 0));
+    if let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") {
+        inputs.push(read_snapshot_file(&path).expect("loads"));
+    }
+    let settings = [
+        setting("expandable_segments:True"),
+        setting("max_split_size_mb:20,roundup_power2_divisions:4"),
+    ];
+    let mut damaged = 0;
+    let mut replayed = 0;
+    for snapshot in &inputs {
+        for target in [
+            TraceAction::FreeCompleted,
+            TraceAction::FreeRequested,
+            TraceAction::Alloc,
+            TraceAction::SegmentAlloc,
+            TraceAction::SegmentFree,
+            TraceAction::SegmentMap,
+            TraceAction::Oom,
+        ] {
+            for every in [2usize, 5] {
+                let mut s = snapshot.clone();
+                let mut seen = 0usize;
+                s.device_traces[0].retain(|t| {
+                    if t.action != target {
+                        return true;
+                    }
+                    seen += 1;
+                    !seen.is_multiple_of(every)
+                });
+                for capacity in [None, Some(256 * MIB)] {
+                    let report = whatif(&s, &settings, capacity).expect("has a trace");
+                    assert_eq!(report.devices.len() + report.unreplayable.len(), 1);
+                    damaged += 1;
+                    replayed += report.devices.len();
+                }
+            }
+        }
+    }
+    assert!(damaged >= 32);
+    assert!(
+        replayed * 2 >= damaged,
+        "most damaged traces still replay: {replayed} of {damaged}"
+    );
+}
