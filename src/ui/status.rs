@@ -32,7 +32,10 @@ impl<'a> StatusLine<'a> {
     /// Rows the status line would like: a second one for the banner and
     /// the last error.
     pub fn preferred_height(state: &AppState) -> u16 {
-        if state.status.banner.is_some() || state.status.last_error.is_some() {
+        if state.status.banner.is_some()
+            || state.status.last_error.is_some()
+            || state.probes.status_note().is_some()
+        {
             2
         } else {
             1
@@ -103,6 +106,12 @@ impl<'a> StatusLine<'a> {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
             spans.push(Span::styled(b.clone(), theme.warning));
+        }
+        if let Some(note) = self.state.probes.status_note() {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(note, theme.warning));
         }
         spans
     }
