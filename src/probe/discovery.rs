@@ -44,21 +44,21 @@ pub struct Scan {
     pub skipped: Vec<Skipped>,
 }
 
-/// The current uid.
+/// The effective uid: the owner of the files this process creates, and
+/// so of the sockets it should trust.
 pub fn current_uid() -> u32 {
-    nix::unistd::getuid().as_raw()
+    nix::unistd::geteuid().as_raw()
 }
 
 /// The user names a probe may have used for `/tmp/vramtop-<user>`: the
-/// passwd name of `uid`, then `$LOGNAME` and `$USER` (Python's
-/// `getpass.getuser()` prefers those), without duplicates.
+/// passwd name of `uid` (what the probe uses) or, without a passwd entry,
+/// the number; then `$LOGNAME` and `$USER` (for other clients that used
+/// `getpass.getuser()`), without duplicates.
 fn user_names(uid: u32) -> Vec<String> {
     let mut names = Vec::new();
-    if let Ok(passwd) = std::fs::read_to_string("/etc/passwd")
-        && let Some(n) = crate::device::procfs::parse_passwd(&passwd, uid)
-    {
-        names.push(n);
-    }
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    names
+        .push(crate::device::procfs::parse_passwd(&passwd, uid).unwrap_or_else(|| uid.to_string()));
     for var in ["LOGNAME", "USER"] {
         if let Ok(n) = std::env::var(var)
             && !n.is_empty()
