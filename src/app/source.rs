@@ -186,10 +186,13 @@ fn oom_text(pid: Option<u32>, gpu: Option<u32>, e: &OomEvent) -> String {
 }
 
 impl AppState {
-    /// Takes the probes' state after a sample: rows for the panes, a
-    /// timeline OOM marker for each new OOM event (one per GPU and sample,
-    /// whether it was seen in the counters or the event), and the status
-    /// line's note.
+    /// Takes the probes' state after a sample (after [`AppState::apply_sample`]
+    /// with the same views): rows for the panes, the status line's note, and
+    /// timeline OOM markers. An OOM of the probe whose view the GPU shows is
+    /// marked by `apply_sample` when `num_ooms` rises (the probe's next
+    /// stats, up to a stats interval after the event), so its events are not
+    /// marked again; other probes' OOM events are marked here, at most one
+    /// per GPU and sample.
     pub fn apply_probes(&mut self, now_ms: u64, probes: &ProbeSnapshot) {
         let board = &mut self.probes;
         board.now_ms = now_ms;
@@ -221,7 +224,12 @@ impl AppState {
             let seen = board.seen_ooms.get(&key).copied().unwrap_or(0);
             for e in p.ooms.iter().filter(|e| e.seq > seen) {
                 let gpu = p.gpu_index(e.oom.device);
-                if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g)) {
+                if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g))
+                    && !g
+                        .allocator
+                        .as_ref()
+                        .is_some_and(|a| a.pid.is_some() && a.pid == p.pid())
+                {
                     let h = &mut g.history;
                     let already = h
                         .markers
@@ -422,5 +430,132 @@ pub fn headless_sample(
         gpus,
         probes: Vec::new(),
         probes_skipped: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::DeviceStats;
+    use crate::device::GpuSample;
+    use crate::probe::protocol::{Hello, Oom};
+    use crate::probe::registry::DeviceData;
+    use crate::probe::{ProbeState, ProbeStatus};
+    use std::path::PathBuf;
+
+    fn snapshot(pid: u32, num_ooms: i64, events: u64) -> ProbeSnapshot {
+        let stats = DeviceStats {
+            num_ooms,
+            ..DeviceStats::default()
+        };
+        ProbeSnapshot {
+            probes: vec![ProbeState {
+                socket: PathBuf::from(format!("/x/{pid}.sock")),
+                status: ProbeStatus::Connected,
+                problem: None,
+                hello: Some(Hello {
+                    pid,
+                    host: None,
+                    argv: vec!["train.py".into()],
+                    torch: None,
+                    devices: vec![0],
+                    stats_interval_s: None,
+                    segments_interval_s: None,
+                    time: None,
+                }),
+                host_pid: Some(pid),
+                pid_source: Some(PidSource::PeerCred),
+                visible_devices: VisibleDevices::All,
+                devices: BTreeMap::from([(
+                    0,
+                    DeviceData {
+                        stats: Some(stats),
+                        segments: None,
+                        stats_time: None,
+                    },
+                )]),
+                ooms: (1..=events)
+                    .map(|seq| OomEvent {
+                        seq,
+                        oom: Oom {
+                            time: None,
+                            device: 0,
+                            alloc_bytes: Some(1 << 30),
+                            device_allocated: None,
+                            device_free: None,
+                            message: String::new(),
+                        },
+                    })
+                    .collect(),
+                oom_total: events,
+                lines: 0,
+            }],
+            skipped: Vec::new(),
+        }
+    }
+
+    fn step(state: &mut AppState, t: u64, snap: &ProbeSnapshot) {
+        let reading = GpuReading::Ok(GpuSample::unknown(0, "GPU"));
+        state.apply_sample(t, vec![reading], allocator_views_with_probes(None, snap));
+        state.apply_probes(t, snap);
+    }
+
+    fn ooms(state: &AppState) -> Vec<u64> {
+        state.gpus[0]
+            .history
+            .markers
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Oom)
+            .map(|m| m.t_ms)
+            .collect()
+    }
+
+    #[test]
+    fn an_oom_event_before_its_counter_is_marked_once() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        step(&mut st, 0, &snapshot(7, 0, 0));
+        // The event arrives first, the counter with the next stats.
+        step(&mut st, 1000, &snapshot(7, 0, 1));
+        step(&mut st, 2000, &snapshot(7, 1, 1));
+        assert_eq!(ooms(&st), vec![2000]);
+        let note = st.probes.status_note().expect("an OOM note");
+        assert_eq!(note, "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB");
+    }
+
+    #[test]
+    fn another_probes_oom_on_a_shown_gpu_is_marked_from_its_event() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        let mut snap = snapshot(7, 0, 0);
+        snap.probes.extend(snapshot(8, 0, 0).probes);
+        step(&mut st, 0, &snap);
+        // Probe 8 (not the one shown on GPU 0) reports an OOM.
+        snap.probes[1] = snapshot(8, 1, 1).probes.remove(0);
+        step(&mut st, 1000, &snap);
+        assert_eq!(ooms(&st), vec![1000]);
+        assert_eq!(st.gpus[0].allocator.as_ref().and_then(|a| a.pid), Some(7));
+    }
+
+    #[test]
+    fn a_probe_wins_over_the_simulated_trainer_on_its_gpu() {
+        let cluster = SimCluster::new(crate::device::sim::SimConfig {
+            gpus: 2,
+            training_processes: 2,
+            seed: 7,
+            ..crate::device::sim::SimConfig::default()
+        });
+        cluster.advance(5_000);
+        let plain = allocator_views(Some(&cluster));
+        let views = allocator_views_with_probes(Some(&cluster), &snapshot(7, 0, 0));
+        assert_eq!(views[&0].pid, Some(7));
+        assert!(
+            views[&0]
+                .source
+                .starts_with("pid 7 (probe, cuda:0: train.py")
+        );
+        assert_eq!(
+            views.get(&1),
+            plain.get(&1),
+            "the other GPU keeps its trainer"
+        );
     }
 }

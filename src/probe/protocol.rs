@@ -214,6 +214,12 @@ fn convert_segment(device: u32, i: usize, w: SegmentWire) -> Result<SegmentInfo,
             ),
         )
     })?;
+    if w.address.checked_add(w.total_size).is_none() {
+        return Err(bad(
+            kind,
+            format!("segment {i}: address + total_size overflows 64 bits"),
+        ));
+    }
     let mut blocks = Vec::with_capacity(w.blocks.len());
     let mut offset = 0u64;
     for (j, (size, requested_size, state)) in w.blocks.into_iter().enumerate() {
@@ -304,6 +310,11 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
         }
         "segments" => {
             let w: SegmentsWire = typed("segments", value)?;
+            // Sums over segments (reserved bytes, free bytes) must not wrap.
+            w.segments
+                .iter()
+                .try_fold(0u64, |sum, seg| sum.checked_add(seg.total_size))
+                .ok_or_else(|| bad("segments", "the segments add up to more than 2^64 bytes"))?;
             let segments = w
                 .segments
                 .into_iter()
@@ -576,6 +587,9 @@ mod tests {
         let e = parse(r#"{"v":1,"type":"segments","device":0,"segments":[{"address":18446744073709551615,"total_size":10,"segment_type":"large","blocks":[[1,1,"inactive"],[1,1,"inactive"]]}]}"#)
             .expect_err("address overflow");
         assert!(e.to_string().contains("overflows"), "{e}");
+        let e = parse(r#"{"v":1,"type":"segments","device":0,"segments":[{"address":0,"total_size":18446744073709551615,"segment_type":"large","blocks":[]},{"address":0,"total_size":2,"segment_type":"large","blocks":[]}]}"#)
+            .expect_err("total overflow");
+        assert!(e.to_string().contains("more than 2^64"), "{e}");
         let e = parse(r#"{"v":1,"type":"segments","device":0,"segments":[{"address":0,"total_size":10,"segment_type":"large","blocks":[[8,8,"inactive"],[8,8,"inactive"]]}]}"#)
             .expect_err("blocks beyond the segment");
         assert!(e.to_string().contains("more than total_size"), "{e}");
