@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::click::click;
 use super::keymap::Keymap;
-use super::source::allocator_views_with_probes;
+use super::source::{allocator_views_with_probes, resolve_probe_devices};
 use super::state::{AppState, StatusState};
 use super::stress::{StressPanel, StressResult};
 use super::stress_worker::StressWorker;
@@ -257,7 +257,8 @@ async fn event_loop(
                 let now_ms = started.elapsed().as_millis() as u64;
                 match msg.readings {
                     Ok(readings) => {
-                        let snapshot = probes.snapshot();
+                        let mut snapshot = probes.snapshot();
+                        resolve_probe_devices(&mut snapshot, &readings);
                         let views = allocator_views_with_probes(sim.as_ref(), &snapshot);
                         state.apply_sample(now_ms, readings, views);
                         state.apply_probes(now_ms, &snapshot);

@@ -76,6 +76,21 @@ fn probe_source(p: &ProbeState, device: u32) -> String {
     format!("pid {pid} (probe{ns}, cuda:{device}: {command})")
 }
 
+/// Maps the probes' `CUDA_VISIBLE_DEVICES=GPU-<uuid>,…` to NVML indices with
+/// the UUIDs of `readings` (integer lists need no readings). Call before
+/// taking views.
+pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]) {
+    let uuids: Vec<(u32, String)> = readings
+        .iter()
+        .filter_map(GpuReading::sample)
+        .filter(|s| s.mig.is_none())
+        .filter_map(|s| Some((s.index, s.uuid.clone()?)))
+        .collect();
+    for p in &mut probes.probes {
+        p.visible_devices = p.visible_devices.resolve_uuids(&uuids);
+    }
+}
+
 /// Allocator views by GPU index: the simulated training processes, then
 /// the probes over them (a real probe's figures win; with several probes on
 /// one GPU the first socket's is shown, the others are in `--once --json`).

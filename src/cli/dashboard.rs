@@ -11,7 +11,7 @@ use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DeviceArgs, DisplayArgs};
 use crate::app::run::{RunOptions, run as run_dashboard};
-use crate::app::source::{allocator_views_with_probes, headless_sample};
+use crate::app::source::{allocator_views_with_probes, headless_sample, resolve_probe_devices};
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
 use crate::ui::Theme;
@@ -72,7 +72,8 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
         .sample()
         .map_err(|e| eyre!("sampling failed: {e}"))?;
     registry.wait_ready(PROBE_WAIT);
-    let probes = registry.snapshot();
+    let mut probes = registry.snapshot();
+    resolve_probe_devices(&mut probes, &readings);
     let views = allocator_views_with_probes(selection.sim.as_ref(), &probes);
     let sample = headless_sample(
         selection.backend,
@@ -130,7 +131,8 @@ pub fn record(
                 continue;
             }
         };
-        let probes = registry.snapshot();
+        let mut probes = registry.snapshot();
+        resolve_probe_devices(&mut probes, &readings);
         let sample = headless_sample(
             backend,
             banner.as_deref(),

@@ -130,6 +130,40 @@ impl VisibleDevices {
             })
     }
 
+    /// Resolves `GPU-<uuid>` entries (or unique prefixes of them, as CUDA
+    /// accepts) against `gpus` ((NVML index, UUID) pairs); integer entries
+    /// stay. The list ends at the first entry that resolves to nothing (as
+    /// CUDA ends it at an invalid one). `self` when there is nothing to
+    /// resolve or no entry resolves.
+    pub fn resolve_uuids(&self, gpus: &[(u32, String)]) -> VisibleDevices {
+        let VisibleDevices::Unresolved(raw) = self else {
+            return self.clone();
+        };
+        let mut out = Vec::new();
+        for entry in raw.split(',').map(str::trim) {
+            let found = if let Ok(i) = entry.parse::<u32>() {
+                Some(i)
+            } else if entry.starts_with("GPU-") {
+                let mut matches = gpus.iter().filter(|(_, u)| u.starts_with(entry));
+                match (matches.next(), matches.next()) {
+                    (Some((i, _)), None) => Some(*i),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            match found {
+                Some(i) => out.push(i),
+                None => break,
+            }
+        }
+        if out.is_empty() {
+            self.clone()
+        } else {
+            VisibleDevices::Indices(out)
+        }
+    }
+
     /// The NVML index of CUDA ordinal `device`, if known.
     pub fn gpu_index(&self, device: u32) -> Option<u32> {
         match self {
@@ -184,6 +218,26 @@ mod tests {
         let v = VisibleDevices::parse("GPU-fa4e0000-0000-4000-8000-000000000001");
         assert!(matches!(v, VisibleDevices::Unresolved(_)));
         assert_eq!(v.gpu_index(0), None);
+    }
+
+    #[test]
+    fn cuda_visible_devices_uuids_resolve_against_the_gpus_uuids() {
+        let gpus = vec![
+            (0, "GPU-aaaa1111-0000".to_string()),
+            (1, "GPU-bbbb2222-0000".to_string()),
+            (2, "GPU-bbbb3333-0000".to_string()),
+        ];
+        let v = VisibleDevices::parse("GPU-bbbb3333-0000,GPU-aaaa").resolve_uuids(&gpus);
+        assert_eq!(v, VisibleDevices::Indices(vec![2, 0]));
+        // "GPU-bbbb" matches two GPUs: ambiguous, nothing resolved.
+        let v = VisibleDevices::parse("GPU-bbbb").resolve_uuids(&gpus);
+        assert!(matches!(v, VisibleDevices::Unresolved(_)));
+        let v = VisibleDevices::parse("MIG-1234").resolve_uuids(&gpus);
+        assert_eq!(v.gpu_index(0), None);
+        assert_eq!(
+            VisibleDevices::All.resolve_uuids(&gpus),
+            VisibleDevices::All
+        );
     }
 
     #[test]
