@@ -278,3 +278,61 @@ fn a_disconnected_probe_leaves_the_gpu_to_telemetry_and_says_so() {
         Some("probe pid 4321: disconnected: connection closed")
     );
 }
+
+#[test]
+fn extreme_probe_figures_draw_without_panicking() {
+    // What a buggy or hostile probe may send and the parser accepts:
+    // counters at the ends of i64, one segment of 2^63 bytes.
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    let mut s = DeviceStats::default();
+    s.allocated_bytes.all.current = i64::MAX;
+    s.reserved_bytes.all.current = i64::MIN;
+    s.active_bytes.all.current = -1;
+    s.inactive_split_bytes.large_pool.current = i64::MAX;
+    s.segment.all.current = i64::MAX;
+    s.num_ooms = i64::MAX;
+    d.stats = Some(s);
+    let half = 1u64 << 63;
+    d.segments = Some(vec![SegmentInfo {
+        device: 0,
+        address: 0,
+        total_size: half,
+        allocated_size: half,
+        active_size: half,
+        requested_size: u64::MAX,
+        stream: u64::MAX,
+        segment_type: PoolKind::Large,
+        segment_pool_id: (0, 0),
+        is_expandable: true,
+        blocks: vec![
+            BlockInfo {
+                address: 0,
+                size: half - 1,
+                requested_size: u64::MAX,
+                state: BlockState::ActiveAllocated,
+            },
+            BlockInfo {
+                address: half - 1,
+                size: 1,
+                requested_size: 0,
+                state: BlockState::Inactive,
+            },
+        ],
+    }]);
+    let mut state = attached();
+    for t in [30_000, 31_000] {
+        state.apply_sample(
+            t,
+            vec![reading()],
+            allocator_views_with_probes(None, &snapshot),
+        );
+        state.apply_probes(t, &snapshot);
+    }
+    for (w, h) in [(120, 40), (80, 24), (40, 10), (20, 5)] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+        terminal
+            .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+            .expect("the test backend cannot fail");
+    }
+}
