@@ -223,9 +223,16 @@ fn the_python_probe_with_the_stand_in_torch_is_attached() {
     }
     let (root, dir) = runtime_dir();
     let script = root.path().join("train.py");
+    let ready = root.path().join("torch-imported");
+    // The probe reports a device only once torch is imported and CUDA
+    // initialised (the stand-in is initialised on import): the script says
+    // when, so vramtop does not connect before and see no device.
     std::fs::write(
         &script,
-        "import time\nimport torch\ntorch.cuda.memory_stats(0)\ntime.sleep(20)\n",
+        format!(
+            "import time\nimport torch\nopen({:?}, 'w').close()\ntime.sleep(20)\n",
+            ready.display().to_string()
+        ),
     )
     .expect("write the script");
     let mut child = Command::new(&python)
@@ -240,14 +247,15 @@ fn the_python_probe_with_the_stand_in_torch_is_attached() {
         .spawn()
         .expect("python runs");
     let path = dir.join(format!("{}.sock", child.id()));
-    // Wait for the probe to listen (bounded; the assertion below decides).
-    for _ in 0..200 {
-        if path.exists() {
+    // Wait for the probe to listen and torch to be imported (bounded; the
+    // assertion below decides).
+    for _ in 0..400 {
+        if path.exists() && ready.exists() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let sample = if path.exists() {
+    let sample = if path.exists() && ready.exists() {
         Some(once_json(root.path()))
     } else {
         None
