@@ -54,6 +54,8 @@ impl<'a> StatusLine<'a> {
         } else {
             s.backend.as_str()
         };
+        // Attached live probes (docs/attach.md).
+        let probes = self.state.probes.attached_pids().len();
         let build = |dropped_zero: bool, interval: Option<&str>| {
             let mut spans = vec![Span::styled(backend.to_string(), theme.header)];
             if let Some(prefix) = interval {
@@ -62,6 +64,11 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(sep, theme.dim));
             spans.push(Span::raw(format!("{} samples", s.samples)));
+            if probes > 0 {
+                spans.push(Span::styled(sep, theme.dim));
+                let plural = if probes == 1 { "" } else { "s" };
+                spans.push(Span::styled(format!("{probes} probe{plural}"), theme.key));
+            }
             if s.dropped_samples > 0 || dropped_zero {
                 let style = if s.dropped_samples > 0 {
                     theme.warning
