@@ -9,6 +9,7 @@ pub mod alloc;
 pub mod app;
 pub mod cli;
 pub mod device;
+pub mod probe;
 pub mod scenario;
 pub mod serve;
 pub mod snapshot;

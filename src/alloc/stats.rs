@@ -183,6 +183,89 @@ impl DeviceStats {
         out
     }
 
+    /// The inverse of [`DeviceStats::memory_stats`]: rebuilds the counters
+    /// from PyTorch's flat dotted keys (`"allocated_bytes.all.current"`, …),
+    /// as a live probe sends them. Keys this struct does not know (newer
+    /// PyTorch versions, other allocators) are ignored; missing keys stay 0.
+    /// Returns the stats and how many keys were recognised, so a caller can
+    /// tell an empty or foreign dict from a real one.
+    pub fn from_memory_stats<'a>(
+        entries: impl IntoIterator<Item = (&'a str, i64)>,
+    ) -> (Self, usize) {
+        let mut out = DeviceStats::default();
+        let mut known = 0;
+        for (key, value) in entries {
+            if let Some(slot) = out.slot_mut(key) {
+                *slot = value;
+                known += 1;
+            }
+        }
+        (out, known)
+    }
+
+    /// The field a `memory_stats()` key names, if any.
+    fn slot_mut(&mut self, key: &str) -> Option<&mut i64> {
+        fn stat_field<'s>(stat: &'s mut Stat, field: &str) -> Option<&'s mut i64> {
+            match field {
+                "current" => Some(&mut stat.current),
+                "peak" => Some(&mut stat.peak),
+                "allocated" => Some(&mut stat.allocated),
+                "freed" => Some(&mut stat.freed),
+                _ => None,
+            }
+        }
+        match key {
+            "num_alloc_retries" => return Some(&mut self.num_alloc_retries),
+            "num_ooms" => return Some(&mut self.num_ooms),
+            "num_sync_all_streams" => return Some(&mut self.num_sync_all_streams),
+            "num_device_alloc" => return Some(&mut self.num_device_alloc),
+            "num_device_free" => return Some(&mut self.num_device_free),
+            "max_split_size" => return Some(&mut self.max_split_size),
+            _ => {}
+        }
+        let mut parts = key.split('.');
+        let name = parts.next()?;
+        let second = parts.next()?;
+        match name {
+            "oversize_allocations" | "oversize_segments" => {
+                if parts.next().is_some() {
+                    return None;
+                }
+                let stat = if name == "oversize_allocations" {
+                    &mut self.oversize_allocations
+                } else {
+                    &mut self.oversize_segments
+                };
+                return stat_field(stat, second);
+            }
+            _ => {}
+        }
+        let field = parts.next()?;
+        if parts.next().is_some() {
+            return None;
+        }
+        let names = [
+            "allocation",
+            "segment",
+            "active",
+            "inactive_split",
+            "allocated_bytes",
+            "reserved_bytes",
+            "active_bytes",
+            "inactive_split_bytes",
+            "requested_bytes",
+        ];
+        let i = names.iter().position(|&n| n == name)?;
+        let array = self.arrays_mut().into_iter().nth(i)?;
+        let stat = match second {
+            "all" => &mut array.all,
+            "small_pool" => &mut array.small_pool,
+            "large_pool" => &mut array.large_pool,
+            _ => return None,
+        };
+        stat_field(stat, field)
+    }
+
     /// `reset_accumulated_memory_stats()`: zero every allocated/freed and the
     /// event counters.
     pub fn reset_accumulated(&mut self) {
@@ -225,6 +308,23 @@ mod tests {
         assert!(keys.contains_key("inactive_split_bytes.large_pool.freed"));
         assert!(keys.contains_key("oversize_segments.peak"));
         assert!(keys.contains_key("num_sync_all_streams"));
+    }
+
+    #[test]
+    fn from_memory_stats_inverts_memory_stats_and_ignores_unknown_keys() {
+        let mut d = DeviceStats::default();
+        d.allocated_bytes.increase(PoolKind::Large, 1 << 30);
+        d.reserved_bytes.increase(PoolKind::Small, 2 << 20);
+        d.oversize_segments.increase(3);
+        d.num_ooms = 2;
+        d.max_split_size = -1;
+        let map = d.memory_stats();
+        let mut entries: Vec<(&str, i64)> = map.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        entries.push(("some_future_counter.all.current", 99));
+        entries.push(("allocated_bytes.all.current.extra", 99));
+        let (back, known) = DeviceStats::from_memory_stats(entries);
+        assert_eq!(back, d);
+        assert_eq!(known, 122);
     }
 
     #[test]

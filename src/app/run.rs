@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 use super::click::click;
 use super::keymap::Keymap;
-use super::source::allocator_views;
+use super::source::{allocator_views_with_probes, resolve_probe_devices};
 use super::state::{AppState, StatusState};
 use super::stress::{StressPanel, StressResult};
 use super::stress_worker::StressWorker;
@@ -154,6 +154,9 @@ async fn event_loop(
     });
     state.stress = StressPanel::with_cap(options.stress_cap);
     let started = Instant::now();
+    // Live probes: scanned and read on their own threads; each sample
+    // takes a copy of what they last sent.
+    let probes = crate::probe::Registry::start_default();
 
     let (sampler, sample_rx) = Sampler::spawn(selection.telemetry, options.interval)
         .wrap_err("cannot start the sampler thread")?;
@@ -254,8 +257,11 @@ async fn event_loop(
                 let now_ms = started.elapsed().as_millis() as u64;
                 match msg.readings {
                     Ok(readings) => {
-                        let views = allocator_views(sim.as_ref());
+                        let mut snapshot = probes.snapshot();
+                        resolve_probe_devices(&mut snapshot, &readings);
+                        let views = allocator_views_with_probes(sim.as_ref(), &snapshot);
                         state.apply_sample(now_ms, readings, views);
+                        state.apply_probes(now_ms, &snapshot);
                         state.status.last_error = None;
                     }
                     Err(e) => {

@@ -1,16 +1,21 @@
 //! Where the dashboard's data comes from: the chosen telemetry backend plus
-//! the allocators vramtop can see (the simulated training processes now; the
-//! stress panel and live probes later).
+//! the allocators vramtop can see (the simulated training processes, the
+//! stress panel, and live probes: `docs/attach.md`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use super::state::{AllocatorView, Breakdown, breakdown, unattributed};
+use super::state::{
+    AllocatorView, AppState, Breakdown, Marker, MarkerKind, breakdown, unattributed,
+};
 use crate::alloc::Fragmentation;
 use crate::device::GpuReading;
 use crate::device::sim::SimCluster;
+use crate::probe::pid::{PidSource, VisibleDevices};
+use crate::probe::registry::OomEvent;
+use crate::probe::{ProbeSnapshot, ProbeState};
 
 /// Allocator views by GPU index (one per GPU: the first visible process).
 pub fn allocator_views(sim: Option<&SimCluster>) -> BTreeMap<u32, AllocatorView> {
@@ -28,6 +33,303 @@ pub fn allocator_views(sim: Option<&SimCluster>) -> BTreeMap<u32, AllocatorView>
         }
     }
     out
+}
+
+/// Every attached probe's allocator view with the GPU (NVML index) it is
+/// on, in socket order; devices whose GPU is unknown (unresolved
+/// `CUDA_VISIBLE_DEVICES`) or that sent no stats yet are left out. The
+/// shape `vramtop serve` and the dashboard read.
+pub fn probe_views(probes: &ProbeSnapshot) -> Vec<(u32, AllocatorView)> {
+    let mut out = Vec::new();
+    for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
+        for (&device, data) in &p.devices {
+            let (Some(gpu), Some(stats)) = (p.gpu_index(device), data.stats.as_ref()) else {
+                continue;
+            };
+            out.push((
+                gpu,
+                AllocatorView::new(
+                    probe_source(p, device),
+                    p.pid(),
+                    stats.clone(),
+                    data.segments.clone().unwrap_or_default(),
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// "pid 5678 (probe, cuda:0: train.py --lr 3e-4)", with the probe's own pid
+/// when its namespace numbers it differently.
+fn probe_source(p: &ProbeState, device: u32) -> String {
+    let pid = p
+        .pid()
+        .map_or_else(|| crate::ui::format::NA.to_string(), |x| x.to_string());
+    let ns = match (&p.hello, p.host_pid) {
+        (Some(h), Some(host)) if h.pid != host => format!(", pid {} in its namespace", h.pid),
+        _ => String::new(),
+    };
+    let command = p
+        .command()
+        .unwrap_or_else(|| crate::ui::format::NA.to_string());
+    format!("pid {pid} (probe{ns}, cuda:{device}: {command})")
+}
+
+/// Maps the probes' `CUDA_VISIBLE_DEVICES=GPU-<uuid>,…` to NVML indices with
+/// the UUIDs of `readings` (integer lists need no readings). Call before
+/// taking views.
+pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]) {
+    let uuids: Vec<(u32, String)> = readings
+        .iter()
+        .filter_map(GpuReading::sample)
+        .filter(|s| s.mig.is_none())
+        .filter_map(|s| Some((s.index, s.uuid.clone()?)))
+        .collect();
+    for p in &mut probes.probes {
+        p.visible_devices = p.visible_devices.resolve_uuids(&uuids);
+    }
+}
+
+/// Allocator views by GPU index: the simulated training processes, then
+/// the probes over them (a real probe's figures win; with several probes on
+/// one GPU the first socket's is shown, the others are in `--once --json`).
+pub fn allocator_views_with_probes(
+    sim: Option<&SimCluster>,
+    probes: &ProbeSnapshot,
+) -> BTreeMap<u32, AllocatorView> {
+    let mut out = allocator_views(sim);
+    let mut taken = BTreeSet::new();
+    for (gpu, view) in probe_views(probes) {
+        if taken.insert(gpu) {
+            out.insert(gpu, view);
+        }
+    }
+    out
+}
+
+/// How long a probe's OOM or disconnection stays on the status line (ms).
+pub const PROBE_NOTE_MS: u64 = 60_000;
+
+/// One probe as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeRow {
+    pub socket: String,
+    /// In vramtop's PID namespace.
+    pub pid: Option<u32>,
+    pub connected: bool,
+    /// "attached", "disconnected: …", "rejected: protocol version 2 not supported".
+    pub status: String,
+    /// The last skipped line, e.g. "line 3: not JSON (…)".
+    pub problem: Option<String>,
+    pub command: Option<String>,
+    /// NVML indices of the devices it reported.
+    pub gpus: Vec<u32>,
+}
+
+/// The probes as the dashboard holds them: rows, plus what the status line
+/// says about them (the last OOM, recent disconnections, problems).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProbeBoard {
+    pub rows: Vec<ProbeRow>,
+    /// The last OOM a probe reported: (time seen in ms, text).
+    pub last_oom: Option<(u64, String)>,
+    /// OOM events already marked, by socket.
+    seen_ooms: BTreeMap<String, u64>,
+    /// When each probe was first seen not connected (ms), by socket.
+    ended_at: BTreeMap<String, u64>,
+    now_ms: u64,
+}
+
+impl ProbeBoard {
+    /// Pids of the attached (connected) probes.
+    pub fn attached_pids(&self) -> BTreeSet<u32> {
+        self.rows
+            .iter()
+            .filter(|r| r.connected)
+            .filter_map(|r| r.pid)
+            .collect()
+    }
+
+    /// The status line's note about probes, most important first: a recent
+    /// OOM, a probe's last problem, a recent disconnection or rejection.
+    pub fn status_note(&self) -> Option<String> {
+        if let Some((t, text)) = &self.last_oom
+            && self.now_ms.saturating_sub(*t) < PROBE_NOTE_MS
+        {
+            return Some(text.clone());
+        }
+        let who = |r: &ProbeRow| match r.pid {
+            Some(p) => format!("probe pid {p}"),
+            None => format!("probe {}", r.socket),
+        };
+        if let Some(r) = self
+            .rows
+            .iter()
+            .find(|r| r.connected && r.problem.is_some())
+        {
+            return Some(format!(
+                "{}: {}",
+                who(r),
+                r.problem.as_deref().unwrap_or_default()
+            ));
+        }
+        self.rows
+            .iter()
+            .filter(|r| !r.connected)
+            .find(|r| {
+                self.ended_at
+                    .get(&r.socket)
+                    .is_some_and(|&t| self.now_ms.saturating_sub(t) < PROBE_NOTE_MS)
+            })
+            .map(|r| format!("{}: {}", who(r), r.status))
+    }
+}
+
+fn oom_text(pid: Option<u32>, gpu: Option<u32>, e: &OomEvent) -> String {
+    let pid = pid.map_or_else(|| crate::ui::format::NA.to_string(), |p| p.to_string());
+    let gpu = gpu.map_or_else(|| format!("cuda:{}", e.oom.device), |g| format!("GPU {g}"));
+    let detail = if e.oom.message.is_empty() {
+        e.oom.alloc_bytes.map_or_else(
+            || "out of memory".to_string(),
+            |b| format!("tried to allocate {}", crate::ui::format::bytes(b)),
+        )
+    } else {
+        e.oom.message.clone()
+    };
+    format!("OOM in pid {pid} on {gpu}: {detail}")
+}
+
+impl AppState {
+    /// Takes the probes' state after a sample (after [`AppState::apply_sample`]
+    /// with the same views): rows for the panes, the status line's note, and
+    /// timeline OOM markers. An OOM of the probe whose view the GPU shows is
+    /// marked by `apply_sample` when `num_ooms` rises (the probe's next
+    /// stats, up to a stats interval after the event), so its events are not
+    /// marked again; other probes' OOM events are marked here, at most one
+    /// per GPU and sample.
+    pub fn apply_probes(&mut self, now_ms: u64, probes: &ProbeSnapshot) {
+        let board = &mut self.probes;
+        board.now_ms = now_ms;
+        board.rows = probes
+            .probes
+            .iter()
+            .map(|p| ProbeRow {
+                socket: p.socket.display().to_string(),
+                pid: p.pid(),
+                connected: p.status.is_connected(),
+                status: p.status.to_string(),
+                problem: p.problem.clone(),
+                command: p.command(),
+                gpus: p.devices.keys().filter_map(|&d| p.gpu_index(d)).collect(),
+            })
+            .collect();
+        let live: BTreeSet<&String> = board.rows.iter().map(|r| &r.socket).collect();
+        board.ended_at.retain(|k, _| live.contains(k));
+        board.seen_ooms.retain(|k, _| live.contains(k));
+        for r in &board.rows {
+            if r.connected {
+                board.ended_at.remove(&r.socket);
+            } else {
+                board.ended_at.entry(r.socket.clone()).or_insert(now_ms);
+            }
+        }
+        for p in &probes.probes {
+            let key = p.socket.display().to_string();
+            let seen = board.seen_ooms.get(&key).copied().unwrap_or(0);
+            for e in p.ooms.iter().filter(|e| e.seq > seen) {
+                let gpu = p.gpu_index(e.oom.device);
+                if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g))
+                    && !g
+                        .allocator
+                        .as_ref()
+                        .is_some_and(|a| a.pid.is_some() && a.pid == p.pid())
+                {
+                    let h = &mut g.history;
+                    let already = h
+                        .markers
+                        .iter()
+                        .any(|m| m.t_ms == now_ms && m.kind == MarkerKind::Oom);
+                    if !already {
+                        h.mark(Marker {
+                            t_ms: now_ms,
+                            kind: MarkerKind::Oom,
+                        });
+                    }
+                }
+                board.last_oom = Some((now_ms, oom_text(p.pid(), gpu, e)));
+            }
+            board.seen_ooms.insert(key, p.oom_total);
+        }
+    }
+}
+
+/// One CUDA device of a probe in a headless sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeadlessProbeDevice {
+    /// The CUDA ordinal inside the probe.
+    pub device: u32,
+    /// The NVML index (`null` when `CUDA_VISIBLE_DEVICES` was not mapped).
+    pub gpu: Option<u32>,
+    pub allocator: Option<AllocatorSummary>,
+}
+
+/// One probe in a headless sample.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeadlessProbe {
+    pub socket: String,
+    /// In vramtop's PID namespace.
+    pub pid: Option<u32>,
+    /// The pid the probe reported (its own namespace).
+    pub probe_pid: Option<u32>,
+    pub pid_source: Option<PidSource>,
+    pub status: String,
+    pub problem: Option<String>,
+    pub command: Option<String>,
+    pub host: Option<String>,
+    pub torch: Option<String>,
+    pub visible_devices: VisibleDevices,
+    pub devices: Vec<HeadlessProbeDevice>,
+    pub oom_total: u64,
+    pub ooms: Vec<OomEvent>,
+}
+
+/// The probes of a snapshot as `--once --json` lists them.
+pub fn headless_probes(probes: &ProbeSnapshot) -> Vec<HeadlessProbe> {
+    probes
+        .probes
+        .iter()
+        .map(|p| HeadlessProbe {
+            socket: p.socket.display().to_string(),
+            pid: p.pid(),
+            probe_pid: p.hello.as_ref().map(|h| h.pid),
+            pid_source: p.pid_source,
+            status: p.status.to_string(),
+            problem: p.problem.clone(),
+            command: p.command(),
+            host: p.hello.as_ref().and_then(|h| h.host.clone()),
+            torch: p.hello.as_ref().and_then(|h| h.torch.clone()),
+            visible_devices: p.visible_devices.clone(),
+            devices: p
+                .devices
+                .iter()
+                .map(|(&device, data)| HeadlessProbeDevice {
+                    device,
+                    gpu: p.gpu_index(device),
+                    allocator: data.stats.as_ref().map(|stats| {
+                        AllocatorSummary::from(&AllocatorView::new(
+                            probe_source(p, device),
+                            p.pid(),
+                            stats.clone(),
+                            data.segments.clone().unwrap_or_default(),
+                        ))
+                    }),
+                })
+                .collect(),
+            oom_total: p.oom_total,
+            ooms: p.ooms.clone(),
+        })
+        .collect()
 }
 
 /// The allocator figures in a headless sample (bytes).
@@ -82,6 +384,26 @@ pub struct HeadlessSample {
     /// Why the backend is a fallback, if it is.
     pub banner: Option<String>,
     pub gpus: Vec<HeadlessGpu>,
+    /// The attached probes (`--once --json`; absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<HeadlessProbe>,
+    /// Probe directories and sockets that were not read, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes_skipped: Vec<String>,
+}
+
+impl HeadlessSample {
+    /// Adds the probes of `snapshot` (their views should already be in the
+    /// allocators the sample was built from).
+    pub fn with_probes(mut self, snapshot: &ProbeSnapshot) -> Self {
+        self.probes = headless_probes(snapshot);
+        self.probes_skipped = snapshot
+            .skipped
+            .iter()
+            .map(|(path, why)| format!("{}: {why}", path.display()))
+            .collect();
+        self
+    }
 }
 
 /// Builds a headless sample from readings and allocator views.
@@ -121,5 +443,134 @@ pub fn headless_sample(
         backend: backend.to_string(),
         banner: banner.map(str::to_string),
         gpus,
+        probes: Vec::new(),
+        probes_skipped: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::DeviceStats;
+    use crate::device::GpuSample;
+    use crate::probe::protocol::{Hello, Oom};
+    use crate::probe::registry::DeviceData;
+    use crate::probe::{ProbeState, ProbeStatus};
+    use std::path::PathBuf;
+
+    fn snapshot(pid: u32, num_ooms: i64, events: u64) -> ProbeSnapshot {
+        let stats = DeviceStats {
+            num_ooms,
+            ..DeviceStats::default()
+        };
+        ProbeSnapshot {
+            probes: vec![ProbeState {
+                socket: PathBuf::from(format!("/x/{pid}.sock")),
+                status: ProbeStatus::Connected,
+                problem: None,
+                hello: Some(Hello {
+                    pid,
+                    host: None,
+                    argv: vec!["train.py".into()],
+                    torch: None,
+                    devices: vec![0],
+                    stats_interval_s: None,
+                    segments_interval_s: None,
+                    time: None,
+                }),
+                host_pid: Some(pid),
+                pid_source: Some(PidSource::PeerCred),
+                visible_devices: VisibleDevices::All,
+                devices: BTreeMap::from([(
+                    0,
+                    DeviceData {
+                        stats: Some(stats),
+                        segments: None,
+                        stats_time: None,
+                    },
+                )]),
+                ooms: (1..=events)
+                    .map(|seq| OomEvent {
+                        seq,
+                        oom: Oom {
+                            time: None,
+                            device: 0,
+                            alloc_bytes: Some(1 << 30),
+                            device_allocated: None,
+                            device_free: None,
+                            message: String::new(),
+                        },
+                    })
+                    .collect(),
+                oom_total: events,
+                lines: 0,
+            }],
+            skipped: Vec::new(),
+        }
+    }
+
+    fn step(state: &mut AppState, t: u64, snap: &ProbeSnapshot) {
+        let reading = GpuReading::Ok(GpuSample::unknown(0, "GPU"));
+        state.apply_sample(t, vec![reading], allocator_views_with_probes(None, snap));
+        state.apply_probes(t, snap);
+    }
+
+    fn ooms(state: &AppState) -> Vec<u64> {
+        state.gpus[0]
+            .history
+            .markers
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Oom)
+            .map(|m| m.t_ms)
+            .collect()
+    }
+
+    #[test]
+    fn an_oom_event_before_its_counter_is_marked_once() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        step(&mut st, 0, &snapshot(7, 0, 0));
+        // The event arrives first, the counter with the next stats.
+        step(&mut st, 1000, &snapshot(7, 0, 1));
+        step(&mut st, 2000, &snapshot(7, 1, 1));
+        assert_eq!(ooms(&st), vec![2000]);
+        let note = st.probes.status_note().expect("an OOM note");
+        assert_eq!(note, "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB");
+    }
+
+    #[test]
+    fn another_probes_oom_on_a_shown_gpu_is_marked_from_its_event() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        let mut snap = snapshot(7, 0, 0);
+        snap.probes.extend(snapshot(8, 0, 0).probes);
+        step(&mut st, 0, &snap);
+        // Probe 8 (not the one shown on GPU 0) reports an OOM.
+        snap.probes[1] = snapshot(8, 1, 1).probes.remove(0);
+        step(&mut st, 1000, &snap);
+        assert_eq!(ooms(&st), vec![1000]);
+        assert_eq!(st.gpus[0].allocator.as_ref().and_then(|a| a.pid), Some(7));
+    }
+
+    #[test]
+    fn a_probe_wins_over_the_simulated_trainer_on_its_gpu() {
+        let cluster = SimCluster::new(crate::device::sim::SimConfig {
+            gpus: 2,
+            training_processes: 2,
+            seed: 7,
+            ..crate::device::sim::SimConfig::default()
+        });
+        cluster.advance(5_000);
+        let plain = allocator_views(Some(&cluster));
+        let views = allocator_views_with_probes(Some(&cluster), &snapshot(7, 0, 0));
+        assert_eq!(views[&0].pid, Some(7));
+        assert!(
+            views[&0]
+                .source
+                .starts_with("pid 7 (probe, cuda:0: train.py")
+        );
+        assert_eq!(
+            views.get(&1),
+            plain.get(&1),
+            "the other GPU keeps its trainer"
+        );
     }
 }

@@ -385,6 +385,8 @@ pub struct AppState {
     pub now_ms: u64,
     /// The stress panel (kept while closed: its tensors stay allocated).
     pub stress: StressPanel,
+    /// Attached live probes (`docs/attach.md`).
+    pub probes: super::source::ProbeBoard,
 }
 
 impl AppState {
@@ -395,6 +397,7 @@ impl AppState {
             status,
             now_ms: 0,
             stress: StressPanel::default(),
+            probes: super::source::ProbeBoard::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DeviceArgs, DisplayArgs};
 use crate::app::run::{RunOptions, run as run_dashboard};
-use crate::app::source::{allocator_views, headless_sample};
+use crate::app::source::{allocator_views_with_probes, headless_sample, resolve_probe_devices};
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
 use crate::ui::Theme;
@@ -19,6 +19,9 @@ use crate::ui::Theme;
 /// Simulated time run before a one-off sample, so that the simulated
 /// training process has started (ms).
 const SIM_WARMUP_MS: u64 = 5_000;
+/// How long `--once` waits for the probes it finds to send their hello,
+/// first stats and segments (they come right after connecting).
+const PROBE_WAIT: Duration = Duration::from_millis(1_500);
 
 fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
     select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))
@@ -58,6 +61,8 @@ pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<Exi
 
 /// `--once --json`: one full sample on stdout.
 pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
+    // Probes are discovered while the backend starts.
+    let registry = crate::probe::Registry::start_default();
     let mut selection = select(device)?;
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
@@ -66,13 +71,17 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
         .telemetry
         .sample()
         .map_err(|e| eyre!("sampling failed: {e}"))?;
-    let views = allocator_views(selection.sim.as_ref());
+    registry.wait_ready(PROBE_WAIT);
+    let mut probes = registry.snapshot();
+    resolve_probe_devices(&mut probes, &readings);
+    let views = allocator_views_with_probes(selection.sim.as_ref(), &probes);
     let sample = headless_sample(
         selection.backend,
         selection.fallback_reason.as_deref(),
         readings,
         &views,
-    );
+    )
+    .with_probes(&probes);
     let text = serde_json::to_string_pretty(&sample).wrap_err("cannot encode the sample")?;
     super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
@@ -101,6 +110,7 @@ pub fn record(
         signal_hook::flag::register(signal, stop.clone())
             .wrap_err("cannot install a signal handler")?;
     }
+    let registry = crate::probe::Registry::start_default();
     let sim = selection.sim.clone();
     let backend = selection.backend;
     let banner = selection.fallback_reason.clone();
@@ -121,12 +131,15 @@ pub fn record(
                 continue;
             }
         };
+        let mut probes = registry.snapshot();
+        resolve_probe_devices(&mut probes, &readings);
         let sample = headless_sample(
             backend,
             banner.as_deref(),
             readings,
-            &allocator_views(sim.as_ref()),
-        );
+            &allocator_views_with_probes(sim.as_ref(), &probes),
+        )
+        .with_probes(&probes);
         let line = serde_json::to_string(&sample).wrap_err("cannot encode a sample")?;
         writeln!(out, "{line}").wrap_err("cannot write the record file")?;
         out.flush().wrap_err("cannot flush the record file")?;

@@ -136,6 +136,19 @@ impl<'a> BreakdownPane<'a> {
             }
         };
         body.lines = chrome::flow(items, width, 3);
+        if let Some(a) = &gpu.allocator
+            && let Some(warning) = crate::probe::advice::cached_free_warning(
+                a.allocated(),
+                a.reserved(),
+                a.stats.inactive_split_bytes.large_pool.current.max(0) as u64,
+            )
+        {
+            body.lines.extend(
+                chrome::wrap(&format!("warning: {warning}"), width)
+                    .into_iter()
+                    .map(|l| Line::styled(l, theme.warning)),
+            );
+        }
         if gpu.allocator.is_none() {
             body.lines.extend(
                 chrome::wrap(NO_ALLOCATOR_NOTE, width)

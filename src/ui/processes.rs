@@ -154,6 +154,7 @@ impl Widget for ProcessesPane<'_> {
         header.push(Span::raw(" COMMAND"));
         chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
 
+        let attached = self.state.probes.attached_pids();
         let visible = usize::from(inner.height - 1);
         // Scrolling never leaves the last page half empty.
         let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
@@ -192,6 +193,10 @@ impl Widget for ProcessesPane<'_> {
                     }
                     if r.own_context_in_child {
                         spans.push(Span::styled("own CUDA context! ", theme.warning));
+                    }
+                    // A live probe reports this process's real allocator.
+                    if attached.contains(&p.pid) {
+                        spans.push(Span::styled("[probe] ", theme.key));
                     }
                     let command = p.command.as_deref().unwrap_or(NA);
                     let used: usize = spans.iter().map(Span::width).sum();

@@ -32,7 +32,10 @@ impl<'a> StatusLine<'a> {
     /// Rows the status line would like: a second one for the banner and
     /// the last error.
     pub fn preferred_height(state: &AppState) -> u16 {
-        if state.status.banner.is_some() || state.status.last_error.is_some() {
+        if state.status.banner.is_some()
+            || state.status.last_error.is_some()
+            || state.probes.status_note().is_some()
+        {
             2
         } else {
             1
@@ -51,6 +54,8 @@ impl<'a> StatusLine<'a> {
         } else {
             s.backend.as_str()
         };
+        // Attached live probes (docs/attach.md).
+        let probes = self.state.probes.attached_pids().len();
         let build = |dropped_zero: bool, interval: Option<&str>| {
             let mut spans = vec![Span::styled(backend.to_string(), theme.header)];
             if let Some(prefix) = interval {
@@ -59,6 +64,11 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(sep, theme.dim));
             spans.push(Span::raw(format!("{} samples", s.samples)));
+            if probes > 0 {
+                spans.push(Span::styled(sep, theme.dim));
+                let plural = if probes == 1 { "" } else { "s" };
+                spans.push(Span::styled(format!("{probes} probe{plural}"), theme.key));
+            }
             if s.dropped_samples > 0 || dropped_zero {
                 let style = if s.dropped_samples > 0 {
                     theme.warning
@@ -103,6 +113,12 @@ impl<'a> StatusLine<'a> {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
             spans.push(Span::styled(b.clone(), theme.warning));
+        }
+        if let Some(note) = self.state.probes.status_note() {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(note, theme.warning));
         }
         spans
     }

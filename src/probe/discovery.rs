@@ -1,0 +1,238 @@
+//! Where probes listen and which of their sockets vramtop trusts.
+//!
+//! A probe listens on `$XDG_RUNTIME_DIR/vramtop/<pid>.sock` or
+//! `/tmp/vramtop-<user>/<pid>.sock`. vramtop reads a socket only when
+//! - the directory is a real directory (not a symlink), owned by the
+//!   current uid and neither group- nor world-writable (so no one else can
+//!   plant a socket there), and
+//! - the entry is a socket (not a symlink, not a file) owned by the
+//!   current uid.
+//!
+//! Anything else is skipped with a reason (shown by the status line and
+//! in `--once --json`), never followed.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// The directory name under `$XDG_RUNTIME_DIR`.
+pub const RUNTIME_SUBDIR: &str = "vramtop";
+/// Group- and world-write bits: a directory with either is not private.
+const SHARED_WRITE_BITS: u32 = 0o022;
+
+/// A socket that passed the checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub path: PathBuf,
+    /// The pid in the file name (the probe's own namespace), if it is one.
+    pub pid_hint: Option<u32>,
+    /// (device, inode) of the socket file: a new probe on the same path is
+    /// a new file.
+    pub file_id: (u64, u64),
+}
+
+/// A path that was skipped, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// The result of one scan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub candidates: Vec<Candidate>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// The effective uid: the owner of the files this process creates, and
+/// so of the sockets it should trust.
+pub fn current_uid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+/// The user names a probe may have used for `/tmp/vramtop-<user>`: the
+/// passwd name of `uid` (what the probe uses) or, without a passwd entry,
+/// the number; then `$LOGNAME` and `$USER` (for other clients that used
+/// `getpass.getuser()`), without duplicates.
+fn user_names(uid: u32) -> Vec<String> {
+    let mut names = Vec::new();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    names
+        .push(crate::device::procfs::parse_passwd(&passwd, uid).unwrap_or_else(|| uid.to_string()));
+    for var in ["LOGNAME", "USER"] {
+        if let Ok(n) = std::env::var(var)
+            && !n.is_empty()
+            && !n.contains('/')
+            && !names.contains(&n)
+        {
+            names.push(n);
+        }
+    }
+    names
+}
+
+/// The directories to scan, in order: `$XDG_RUNTIME_DIR/vramtop` (when the
+/// variable is set) and `/tmp/vramtop-<user>`.
+pub fn default_dirs(uid: u32) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        dirs.push(Path::new(&xdg).join(RUNTIME_SUBDIR));
+    }
+    for name in user_names(uid) {
+        dirs.push(std::env::temp_dir().join(format!("vramtop-{name}")));
+    }
+    dirs
+}
+
+/// Why a directory may not be read (`None`: it may).
+pub fn check_dir(meta: &std::fs::Metadata, expected_uid: u32) -> Option<String> {
+    if !meta.file_type().is_dir() {
+        return Some("not a directory (symlinks are not followed)".to_string());
+    }
+    if meta.uid() != expected_uid {
+        return Some(format!(
+            "directory owned by uid {}, not {expected_uid}",
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & SHARED_WRITE_BITS != 0 {
+        return Some(format!(
+            "directory mode {mode:04o} is group- or world-writable (want 0700)"
+        ));
+    }
+    None
+}
+
+/// Why a directory entry may not be read (`None`: it may).
+pub fn check_socket(meta: &std::fs::Metadata, expected_uid: u32) -> Option<String> {
+    if !meta.file_type().is_socket() {
+        return Some("not a socket".to_string());
+    }
+    if meta.uid() != expected_uid {
+        return Some(format!(
+            "socket owned by uid {}, not {expected_uid}",
+            meta.uid()
+        ));
+    }
+    None
+}
+
+/// Lists the trusted sockets in `dirs` for `expected_uid`. A missing
+/// directory is not an error (no probe has run); an untrusted one is
+/// skipped whole.
+pub fn scan(dirs: &[PathBuf], expected_uid: u32) -> Scan {
+    let mut out = Scan::default();
+    for dir in dirs {
+        let meta = match std::fs::symlink_metadata(dir) {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if let Some(reason) = check_dir(&meta, expected_uid) {
+            out.skipped.push(Skipped {
+                path: dir.clone(),
+                reason,
+            });
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "sock") {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if let Some(reason) = check_socket(&meta, expected_uid) {
+                out.skipped.push(Skipped { path, reason });
+                continue;
+            }
+            let pid_hint = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.parse().ok());
+            found.push(Candidate {
+                path,
+                pid_hint,
+                file_id: (meta.dev(), meta.ino()),
+            });
+        }
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        out.candidates.extend(found);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    fn private_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        d
+    }
+
+    #[test]
+    fn sockets_in_a_private_dir_of_ours_are_candidates_and_files_are_not() {
+        let d = private_dir();
+        let _l = UnixListener::bind(d.path().join("4242.sock")).expect("bind");
+        std::fs::write(d.path().join("17.sock"), b"not a socket").expect("write");
+        std::fs::write(d.path().join("notes.txt"), b"ignored").expect("write");
+        let s = scan(&[d.path().to_path_buf()], current_uid());
+        assert_eq!(s.candidates.len(), 1);
+        assert_eq!(s.candidates[0].pid_hint, Some(4242));
+        assert_eq!(s.skipped.len(), 1);
+        assert_eq!(s.skipped[0].reason, "not a socket");
+    }
+
+    #[test]
+    fn a_world_or_group_writable_dir_is_skipped_whole() {
+        for mode in [0o777, 0o720, 0o702] {
+            let d = private_dir();
+            let _l = UnixListener::bind(d.path().join("1.sock")).expect("bind");
+            std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+            let s = scan(&[d.path().to_path_buf()], current_uid());
+            assert!(s.candidates.is_empty(), "mode {mode:o}");
+            assert!(s.skipped[0].reason.contains("writable"), "{:?}", s.skipped);
+        }
+    }
+
+    #[test]
+    fn a_dir_or_socket_owned_by_another_uid_is_skipped() {
+        let d = private_dir();
+        let _l = UnixListener::bind(d.path().join("1.sock")).expect("bind");
+        let other = current_uid().wrapping_add(1);
+        let s = scan(&[d.path().to_path_buf()], other);
+        assert!(s.candidates.is_empty());
+        assert!(s.skipped[0].reason.contains("directory owned by uid"));
+        let sock = std::fs::symlink_metadata(d.path().join("1.sock")).expect("stat");
+        let why = check_socket(&sock, other).expect("wrong owner");
+        assert!(why.starts_with("socket owned by uid"), "{why}");
+        assert_eq!(check_socket(&sock, current_uid()), None);
+    }
+
+    #[test]
+    fn a_symlinked_dir_is_not_followed() {
+        let d = private_dir();
+        let link_parent = private_dir();
+        let link = link_parent.path().join("vramtop");
+        std::os::unix::fs::symlink(d.path(), &link).expect("symlink");
+        let s = scan(&[link], current_uid());
+        assert!(s.candidates.is_empty());
+        assert!(s.skipped[0].reason.contains("symlinks are not followed"));
+    }
+
+    #[test]
+    fn a_missing_dir_is_quietly_nothing() {
+        let s = scan(&[PathBuf::from("/nonexistent/vramtop-test")], current_uid());
+        assert_eq!(s, Scan::default());
+    }
+}

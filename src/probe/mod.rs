@@ -1,0 +1,18 @@
+//! Live attach (issue #7): vramtop reads the allocator of running PyTorch
+//! processes through `vramtop_probe`, which serves newline-delimited JSON on
+//! a Unix socket (protocol v1, `docs/probe-protocol.md`; user guide in
+//! `docs/attach.md`).
+//!
+//! - [`protocol`]: the line reader and the typed messages;
+//! - [`discovery`]: where sockets are and which are trusted;
+//! - [`pid`]: host pid (SO_PEERCRED, NSpid) and CUDA ordinal → GPU index;
+//! - [`registry`]: the scanner and reader threads, and the latest figures;
+//! - [`advice`]: the reserved-but-unallocated warning.
+
+pub mod advice;
+pub mod discovery;
+pub mod pid;
+pub mod protocol;
+pub mod registry;
+
+pub use registry::{ProbeSnapshot, ProbeState, ProbeStatus, Registry};

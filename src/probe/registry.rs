@@ -1,0 +1,586 @@
+//! The attached probes: a scanner thread that looks for new sockets every
+//! [`RESCAN_INTERVAL`], and one reader thread per socket that keeps the
+//! latest hello/stats/segments per device, the OOM events and a status.
+//!
+//! Plain threads, not tokio tasks: `--once` has no runtime, the readers
+//! block on sockets (with a short timeout so they notice [`Registry`] being
+//! dropped), and nothing here touches the UI thread. The dashboard takes a
+//! [`ProbeSnapshot`] (a clone) once per sample.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufReader};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::discovery::{self, Skipped};
+use super::pid::{self, PidSource, VisibleDevices};
+use super::protocol::{Hello, LineReader, Message, Oom, parse_line};
+use crate::alloc::{DeviceStats, SegmentInfo};
+
+/// How often the directories are scanned for new sockets.
+pub const RESCAN_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a reader blocks on its socket before checking for shutdown.
+const READ_TIMEOUT: Duration = Duration::from_millis(200);
+/// How long a disconnected probe whose socket is gone stays listed.
+const KEEP_DISCONNECTED: Duration = Duration::from_secs(30);
+/// OOM events kept per probe (the newest).
+pub const MAX_OOM_EVENTS: usize = 32;
+/// The reader's buffer (bytes): most lines fit in one read.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Where a probe's connection stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+pub enum ProbeStatus {
+    /// Connected, waiting for the hello.
+    Connecting,
+    Connected,
+    /// The connection ended (the probe exited, or the socket was stale).
+    Disconnected(String),
+    /// vramtop hung up: e.g. "protocol version 2 not supported".
+    Rejected(String),
+}
+
+impl ProbeStatus {
+    pub fn is_connected(&self) -> bool {
+        matches!(self, ProbeStatus::Connecting | ProbeStatus::Connected)
+    }
+}
+
+impl std::fmt::Display for ProbeStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeStatus::Connecting => write!(f, "connecting"),
+            ProbeStatus::Connected => write!(f, "attached"),
+            ProbeStatus::Disconnected(why) => write!(f, "disconnected: {why}"),
+            ProbeStatus::Rejected(why) => write!(f, "rejected: {why}"),
+        }
+    }
+}
+
+/// The latest figures of one CUDA device of a probe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeviceData {
+    pub stats: Option<DeviceStats>,
+    pub segments: Option<Vec<SegmentInfo>>,
+    /// The probe's clock (Unix seconds) of the last stats message.
+    pub stats_time: Option<f64>,
+}
+
+/// One OOM event as vramtop keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomEvent {
+    /// 1 for the probe's first OOM, 2 for the next, …
+    pub seq: u64,
+    #[serde(flatten)]
+    pub oom: Oom,
+}
+
+/// Everything known about one probe.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProbeState {
+    pub socket: PathBuf,
+    pub status: ProbeStatus,
+    /// The last problem with the stream while it stayed open, e.g.
+    /// "line 3: not JSON (…)": that line was skipped.
+    pub problem: Option<String>,
+    pub hello: Option<Hello>,
+    /// The probe's pid in vramtop's PID namespace.
+    pub host_pid: Option<u32>,
+    pub pid_source: Option<PidSource>,
+    pub visible_devices: VisibleDevices,
+    /// By CUDA ordinal.
+    pub devices: BTreeMap<u32, DeviceData>,
+    /// The newest [`MAX_OOM_EVENTS`] OOM events.
+    pub ooms: Vec<OomEvent>,
+    /// OOM events seen in total.
+    pub oom_total: u64,
+    /// Lines read.
+    pub lines: u64,
+}
+
+impl ProbeState {
+    fn new(socket: PathBuf) -> Self {
+        ProbeState {
+            socket,
+            status: ProbeStatus::Connecting,
+            problem: None,
+            hello: None,
+            host_pid: None,
+            pid_source: None,
+            visible_devices: VisibleDevices::All,
+            devices: BTreeMap::new(),
+            ooms: Vec::new(),
+            oom_total: 0,
+            lines: 0,
+        }
+    }
+
+    /// The pid to show: the host pid, else the hello's.
+    pub fn pid(&self) -> Option<u32> {
+        self.host_pid.or(self.hello.as_ref().map(|h| h.pid))
+    }
+
+    /// The command line the hello sent, joined.
+    pub fn command(&self) -> Option<String> {
+        self.hello
+            .as_ref()
+            .filter(|h| !h.argv.is_empty())
+            .map(|h| h.argv.join(" "))
+    }
+
+    /// The NVML index of CUDA ordinal `device`.
+    pub fn gpu_index(&self, device: u32) -> Option<u32> {
+        self.visible_devices.gpu_index(device)
+    }
+
+    /// Whether the first figures have arrived: the hello, and stats and
+    /// segments of every device it lists (or the connection is over).
+    pub fn ready(&self) -> bool {
+        if !self.status.is_connected() {
+            return true;
+        }
+        let Some(hello) = &self.hello else {
+            return false;
+        };
+        hello.devices.iter().all(|d| {
+            self.devices
+                .get(d)
+                .is_some_and(|x| x.stats.is_some() && x.segments.is_some())
+        })
+    }
+
+    /// Applies one message.
+    fn apply(&mut self, msg: Message) {
+        match msg {
+            Message::Hello(h) => {
+                if self.host_pid.is_none() {
+                    match pid::host_pid_from_proc(h.pid) {
+                        Some(p) => {
+                            self.host_pid = Some(p);
+                            self.pid_source = Some(PidSource::NsPid);
+                        }
+                        None => {
+                            self.host_pid = Some(h.pid);
+                            self.pid_source = Some(PidSource::Hello);
+                        }
+                    }
+                }
+                if let Some(p) = self.host_pid {
+                    self.visible_devices = VisibleDevices::of_process(p);
+                }
+                self.hello = Some(h);
+                self.status = ProbeStatus::Connected;
+            }
+            Message::Stats(s) => {
+                let d = self.devices.entry(s.device).or_default();
+                d.stats = Some(s.stats);
+                d.stats_time = s.time;
+            }
+            Message::Segments(s) => {
+                self.devices.entry(s.device).or_default().segments = Some(s.segments);
+            }
+            Message::Oom(o) => {
+                self.oom_total += 1;
+                self.ooms.push(OomEvent {
+                    seq: self.oom_total,
+                    oom: o,
+                });
+                if self.ooms.len() > MAX_OOM_EVENTS {
+                    self.ooms.remove(0);
+                }
+            }
+            Message::Bye(b) => {
+                self.status = ProbeStatus::Disconnected(format!(
+                    "the probe stopped ({})",
+                    b.reason.as_deref().unwrap_or("no reason given")
+                ));
+            }
+            Message::Unknown(_) => {}
+        }
+    }
+}
+
+/// What the registry knows at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProbeSnapshot {
+    pub probes: Vec<ProbeState>,
+    /// Directories and sockets that were not read, and why.
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+struct Entry {
+    state: ProbeState,
+    file_id: (u64, u64),
+    /// A reader thread is running for it.
+    reading: bool,
+    /// When the reader stopped.
+    ended: Option<Instant>,
+}
+
+struct Shared {
+    dirs: Vec<PathBuf>,
+    uid: u32,
+    stop: AtomicBool,
+    entries: Mutex<BTreeMap<PathBuf, Entry>>,
+    skipped: Mutex<Vec<Skipped>>,
+    /// Scans done so far.
+    scans: Mutex<u64>,
+}
+
+/// A poisoned lock only means a reader panicked mid-update; its data is
+/// still the best there is.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The attached probes. Dropping it stops the scanner and the readers
+/// (each within [`READ_TIMEOUT`]).
+pub struct Registry {
+    shared: Arc<Shared>,
+    scanner: Option<JoinHandle<()>>,
+}
+
+impl Registry {
+    /// Watches the default directories for the current user.
+    pub fn start_default() -> Registry {
+        let uid = discovery::current_uid();
+        Registry::start(discovery::default_dirs(uid), uid)
+    }
+
+    /// Watches `dirs`, trusting sockets owned by `uid`.
+    pub fn start(dirs: Vec<PathBuf>, uid: u32) -> Registry {
+        let shared = Arc::new(Shared {
+            dirs,
+            uid,
+            stop: AtomicBool::new(false),
+            entries: Mutex::new(BTreeMap::new()),
+            skipped: Mutex::new(Vec::new()),
+            scans: Mutex::new(0),
+        });
+        let s = shared.clone();
+        let scanner = std::thread::Builder::new()
+            .name("vramtop-probe-scan".to_string())
+            .spawn(move || scan_loop(&s))
+            .map_err(|e| tracing::warn!(error = %e, "cannot start the probe scanner"))
+            .ok();
+        Registry { shared, scanner }
+    }
+
+    /// A copy of what is known now.
+    pub fn snapshot(&self) -> ProbeSnapshot {
+        let probes = lock(&self.shared.entries)
+            .values()
+            .map(|e| e.state.clone())
+            .collect();
+        let skipped = lock(&self.shared.skipped)
+            .iter()
+            .map(|s| (s.path.clone(), s.reason.clone()))
+            .collect();
+        ProbeSnapshot { probes, skipped }
+    }
+
+    /// Waits until the first scan is done and every probe it found has sent
+    /// its first figures (or is gone), at most `timeout`. For `--once`.
+    pub fn wait_ready(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            let scanned = *lock(&self.shared.scans) > 0;
+            if scanned && lock(&self.shared.entries).values().all(|e| e.state.ready()) {
+                return;
+            }
+            if self.scanner.is_none() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.scanner.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn scan_loop(shared: &Arc<Shared>) {
+    while !shared.stop.load(Ordering::Relaxed) {
+        scan_once(shared);
+        let until = Instant::now() + RESCAN_INTERVAL;
+        while Instant::now() < until && !shared.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn scan_once(shared: &Arc<Shared>) {
+    let scan = discovery::scan(&shared.dirs, shared.uid);
+    *lock(&shared.skipped) = scan.skipped;
+    {
+        let mut entries = lock(&shared.entries);
+        for c in scan.candidates {
+            let start = match entries.get(&c.path) {
+                None => true,
+                // A new socket file on a path whose reader has ended: a new
+                // probe (a stale file is tried once, then left alone).
+                Some(e) => !e.reading && e.file_id != c.file_id,
+            };
+            if !start {
+                continue;
+            }
+            entries.insert(
+                c.path.clone(),
+                Entry {
+                    state: ProbeState::new(c.path.clone()),
+                    file_id: c.file_id,
+                    reading: true,
+                    ended: None,
+                },
+            );
+            let s = shared.clone();
+            let path = c.path.clone();
+            let spawned = std::thread::Builder::new()
+                .name("vramtop-probe-read".to_string())
+                .spawn(move || read_probe(&s, path));
+            if let Err(e) = spawned
+                && let Some(entry) = entries.get_mut(&c.path)
+            {
+                entry.reading = false;
+                entry.ended = Some(Instant::now());
+                entry.state.status =
+                    ProbeStatus::Disconnected(format!("cannot start a reader thread: {e}"));
+            }
+        }
+        // Forget probes that ended a while ago and whose socket is gone.
+        entries.retain(|path, e| {
+            e.reading || path.exists() || e.ended.is_none_or(|t| t.elapsed() < KEEP_DISCONNECTED)
+        });
+    }
+    *lock(&shared.scans) += 1;
+}
+
+fn update(shared: &Shared, path: &PathBuf, f: impl FnOnce(&mut ProbeState)) {
+    if let Some(e) = lock(&shared.entries).get_mut(path) {
+        f(&mut e.state);
+    }
+}
+
+/// Connects to one probe and reads it until it ends or vramtop stops.
+fn read_probe(shared: &Shared, path: PathBuf) {
+    let end = read_stream(shared, &path);
+    if let Some(e) = lock(&shared.entries).get_mut(&path) {
+        e.reading = false;
+        e.ended = Some(Instant::now());
+        match end {
+            End::Rejected(why) => e.state.status = ProbeStatus::Rejected(why),
+            End::Closed(why) => {
+                // A bye already said why.
+                if e.state.status.is_connected() {
+                    e.state.status = ProbeStatus::Disconnected(why);
+                }
+            }
+        }
+    }
+}
+
+enum End {
+    Closed(String),
+    Rejected(String),
+}
+
+fn read_stream(shared: &Shared, path: &PathBuf) -> End {
+    let stream = match UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e) => return End::Closed(format!("cannot connect ({e}); a stale socket?")),
+    };
+    if let Some((Some(host_pid), _uid)) = pid::peer_credentials(&stream) {
+        update(shared, path, |st| {
+            st.host_pid = Some(host_pid);
+            st.pid_source = Some(PidSource::PeerCred);
+        });
+    }
+    if let Err(e) = stream.set_read_timeout(Some(READ_TIMEOUT)) {
+        return End::Closed(format!("cannot set a read timeout: {e}"));
+    }
+    let mut reader = LineReader::new(BufReader::with_capacity(READ_BUFFER, stream));
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            return End::Closed("vramtop stopped reading".to_string());
+        }
+        let item = match reader.next_line() {
+            Ok(Some(item)) => item,
+            Ok(None) => return End::Closed("connection closed".to_string()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return End::Closed(format!("read error: {e}")),
+        };
+        let (line, bytes) = match item {
+            Ok(x) => x,
+            Err(e) => {
+                update(shared, path, |st| st.problem = Some(e.to_string()));
+                continue;
+            }
+        };
+        // Blank lines carry nothing.
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_line(&bytes) {
+            Ok(msg) => update(shared, path, |st| {
+                st.lines = line;
+                st.apply(msg);
+            }),
+            Err(e) if e.is_version() => return End::Rejected(e.to_string()),
+            Err(e) => update(shared, path, |st| {
+                st.lines = line;
+                st.problem = Some(format!("line {line}: {e}"));
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    fn private_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        d
+    }
+
+    /// Serves `lines` to the first client, then keeps the connection open
+    /// until `hold` ends.
+    fn serve(listener: UnixListener, lines: Vec<String>, close: bool) -> JoinHandle<()> {
+        std::thread::spawn(move || {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            for l in lines {
+                let _ = conn.write_all(l.as_bytes());
+            }
+            if !close {
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        })
+    }
+
+    fn wait_for(reg: &Registry, what: impl Fn(&ProbeSnapshot) -> bool) -> ProbeSnapshot {
+        // Bounded polling, not a timed assertion: the condition decides.
+        for _ in 0..500 {
+            let s = reg.snapshot();
+            if what(&s) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        reg.snapshot()
+    }
+
+    const HELLO: &str =
+        "{\"v\":1,\"type\":\"hello\",\"pid\":4242,\"argv\":[\"train.py\"],\"devices\":[0]}\n";
+    const STATS: &str = "{\"v\":1,\"type\":\"stats\",\"device\":0,\"stats\":{\"allocated_bytes.all.current\":1024,\"reserved_bytes.all.current\":2048}}\n";
+    const SEGS: &str = "{\"v\":1,\"type\":\"segments\",\"device\":0,\"segments\":[]}\n";
+
+    #[test]
+    fn a_probe_is_read_and_its_pid_comes_from_peer_credentials() {
+        let d = private_dir();
+        let l = UnixListener::bind(d.path().join("4242.sock")).expect("bind");
+        let server = serve(
+            l,
+            vec![HELLO.into(), STATS.into(), SEGS.into(), "not json\n".into()],
+            false,
+        );
+        let reg = Registry::start(vec![d.path().to_path_buf()], discovery::current_uid());
+        let s = wait_for(&reg, |s| {
+            s.probes.first().is_some_and(|p| p.problem.is_some())
+        });
+        let p = &s.probes[0];
+        assert_eq!(p.status, ProbeStatus::Connected);
+        assert!(p.ready());
+        // The fake server is this test process.
+        assert_eq!(p.host_pid, Some(std::process::id()));
+        assert_eq!(p.pid_source, Some(PidSource::PeerCred));
+        assert_eq!(p.hello.as_ref().map(|h| h.pid), Some(4242));
+        let stats = p.devices[&0].stats.as_ref().expect("stats");
+        assert_eq!(stats.reserved_bytes.all.current, 2048);
+        let problem = p.problem.as_deref().unwrap_or_default();
+        assert!(problem.starts_with("line 4: not JSON"), "{problem}");
+        drop(reg);
+        let _ = server.join();
+    }
+
+    #[test]
+    fn version_2_is_rejected_and_a_closed_probe_is_disconnected() {
+        let d = private_dir();
+        let v2 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
+        let bye = UnixListener::bind(d.path().join("2.sock")).expect("bind");
+        let gone = UnixListener::bind(d.path().join("3.sock")).expect("bind");
+        let servers = [
+            serve(
+                v2,
+                vec!["{\"v\":2,\"type\":\"hello\",\"pid\":1}\n".into()],
+                false,
+            ),
+            serve(
+                bye,
+                vec![
+                    HELLO.into(),
+                    "{\"v\":1,\"type\":\"bye\",\"reason\":\"exit\"}\n".into(),
+                ],
+                true,
+            ),
+            serve(gone, vec![HELLO.into()], true),
+        ];
+        let reg = Registry::start(vec![d.path().to_path_buf()], discovery::current_uid());
+        let s = wait_for(&reg, |s| {
+            s.probes.len() == 3 && s.probes.iter().all(|p| !p.status.is_connected())
+        });
+        let status: Vec<String> = s.probes.iter().map(|p| p.status.to_string()).collect();
+        assert_eq!(
+            status,
+            vec![
+                "rejected: protocol version 2 not supported".to_string(),
+                "disconnected: the probe stopped (exit)".to_string(),
+                "disconnected: connection closed".to_string(),
+            ]
+        );
+        drop(reg);
+        for s in servers {
+            let _ = s.join();
+        }
+    }
+
+    #[test]
+    fn a_stale_socket_is_a_quiet_disconnect() {
+        let d = private_dir();
+        drop(UnixListener::bind(d.path().join("9.sock")).expect("bind"));
+        let reg = Registry::start(vec![d.path().to_path_buf()], discovery::current_uid());
+        reg.wait_ready(Duration::from_secs(5));
+        let s = reg.snapshot();
+        assert_eq!(s.probes.len(), 1);
+        assert!(
+            s.probes[0].status.to_string().contains("cannot connect"),
+            "{}",
+            s.probes[0].status
+        );
+    }
+}

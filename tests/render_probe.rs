@@ -1,0 +1,338 @@
+//! Render tests of the dashboard with a live probe attached: the probe's
+//! real allocator figures in the breakdown, timeline and fragmentation
+//! panes, the "[probe]" tag in the process pane, the reserved-but-
+//! unallocated warning and the OOM note. The probe state is built by hand
+//! (what the registry would hold) and goes through the same functions as
+//! the live dashboard: `allocator_views_with_probes`, `apply_sample`,
+//! `apply_probes`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use vramtop::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::source::allocator_views_with_probes;
+use vramtop::app::state::{AppState, MarkerKind, StatusState};
+use vramtop::device::{GpuProcess, GpuReading, GpuSample};
+use vramtop::probe::pid::{PidSource, VisibleDevices};
+use vramtop::probe::protocol::{Hello, Oom};
+use vramtop::probe::registry::{DeviceData, OomEvent};
+use vramtop::probe::{ProbeSnapshot, ProbeState, ProbeStatus};
+use vramtop::ui::{self, BreakdownPane, ProcessesPane, Theme};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+const PROBE_PID: u32 = 4321;
+
+/// Five 2 GiB large segments, each 1228.8 MiB allocated and the rest free:
+/// 6 GiB allocated, 10 GiB reserved, 4 GiB free inside split segments.
+fn layout() -> Vec<SegmentInfo> {
+    (0..5u64)
+        .map(|i| {
+            let address = 0x7f00_0000_0000 + i * 2 * GIB;
+            let used = 6 * GIB / 5;
+            SegmentInfo {
+                device: 0,
+                address,
+                total_size: 2 * GIB,
+                allocated_size: used,
+                active_size: used,
+                requested_size: used - MIB,
+                stream: 0,
+                segment_type: PoolKind::Large,
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                blocks: vec![
+                    BlockInfo {
+                        address,
+                        size: used,
+                        requested_size: used - MIB,
+                        state: BlockState::ActiveAllocated,
+                    },
+                    BlockInfo {
+                        address: address + used,
+                        size: 2 * GIB - used,
+                        requested_size: 0,
+                        state: BlockState::Inactive,
+                    },
+                ],
+            }
+        })
+        .collect()
+}
+
+fn stats(ooms: i64) -> DeviceStats {
+    let mut s = DeviceStats::default();
+    s.allocated_bytes.all.current = (6 * GIB) as i64;
+    s.reserved_bytes.all.current = (10 * GIB) as i64;
+    s.active_bytes.all.current = (6 * GIB) as i64;
+    s.inactive_split_bytes.all.current = (4 * GIB) as i64;
+    s.inactive_split_bytes.large_pool.current = (4 * GIB) as i64;
+    s.segment.all.current = 5;
+    s.num_ooms = ooms;
+    s
+}
+
+fn probe(ooms: u64) -> ProbeSnapshot {
+    let oom_events = (1..=ooms)
+        .map(|seq| OomEvent {
+            seq,
+            oom: Oom {
+                time: Some(1_764_489_600.0),
+                device: 0,
+                alloc_bytes: Some(8 * GIB),
+                device_allocated: Some(6 * GIB),
+                device_free: Some(GIB),
+                message: "tried to allocate 8.00 GiB on cuda:0 (6.00 GiB allocated, 1.00 GiB free)"
+                    .to_string(),
+            },
+        })
+        .collect();
+    ProbeSnapshot {
+        probes: vec![ProbeState {
+            socket: PathBuf::from("/run/user/1000/vramtop/17.sock"),
+            status: ProbeStatus::Connected,
+            problem: None,
+            hello: Some(Hello {
+                pid: 17,
+                host: Some("node7".to_string()),
+                argv: vec!["train.py".into(), "--lr".into(), "3e-4".into()],
+                torch: Some("2.5.1".to_string()),
+                devices: vec![0],
+                stats_interval_s: Some(1.0),
+                segments_interval_s: Some(5.0),
+                time: Some(1_764_489_600.0),
+            }),
+            host_pid: Some(PROBE_PID),
+            pid_source: Some(PidSource::PeerCred),
+            visible_devices: VisibleDevices::All,
+            devices: BTreeMap::from([(
+                0,
+                DeviceData {
+                    stats: Some(stats(ooms as i64)),
+                    segments: Some(layout()),
+                    stats_time: Some(1_764_489_600.0),
+                },
+            )]),
+            ooms: oom_events,
+            oom_total: ooms,
+            lines: 3,
+        }],
+        skipped: Vec::new(),
+    }
+}
+
+fn reading() -> GpuReading {
+    let mut s = GpuSample::unknown(0, "Test GPU 80GB");
+    s.memory_total = Some(80 * GIB);
+    s.memory_used = Some(12 * GIB + GIB / 2);
+    s.memory_free = Some(80 * GIB - (12 * GIB + GIB / 2));
+    s.gpu_utilization = Some(87);
+    s.temperature_c = Some(64);
+    s.power_draw_mw = Some(420_000);
+    s.power_limit_mw = Some(700_000);
+    let proc_ = |pid, used, command: &str| GpuProcess {
+        pid,
+        used_memory: Some(used),
+        user: Some("alice".to_string()),
+        command: Some(command.to_string()),
+        parent_pid: Some(1),
+        gpu_instance_id: None,
+        compute_instance_id: None,
+    };
+    s.processes = vec![
+        proc_(PROBE_PID, 10 * GIB + GIB / 2, "python train.py --lr 3e-4"),
+        proc_(999, 2 * GIB, "python infer.py"),
+    ];
+    GpuReading::Ok(s)
+}
+
+/// 30 samples a second apart; the probe reports one OOM from sample 20 on.
+fn attached() -> AppState {
+    let mut state = AppState::new(StatusState {
+        backend: "nvml".to_string(),
+        banner: None,
+        sample_interval_ms: 1000,
+        samples: 0,
+        dropped_samples: 0,
+        last_error: None,
+    });
+    for i in 0..30u64 {
+        let snapshot = probe(u64::from(i >= 20));
+        let now = i * 1000;
+        state.apply_sample(
+            now,
+            vec![reading()],
+            allocator_views_with_probes(None, &snapshot),
+        );
+        state.apply_probes(now, &snapshot);
+    }
+    state
+}
+
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn attached_probe_screen_matches_its_snapshot() {
+    let state = attached();
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+        .expect("the test backend cannot fail");
+    insta::assert_snapshot!("probe_screen_120x40", terminal.backend());
+}
+
+#[test]
+fn breakdown_shows_the_probes_figures_and_the_cached_free_warning() {
+    let state = attached();
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(100, 8)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(BreakdownPane::new(&state, &theme), f.area()))
+        .expect("the test backend cannot fail");
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains("pid 4321 (probe, pid 17 in its namespace"),
+        "{screen}"
+    );
+    assert!(screen.contains("allocated 6.00 GiB"), "{screen}");
+    assert!(
+        screen.contains("warning: 4.00 GiB reserved but unallocated (40 %"),
+        "{screen}"
+    );
+    assert!(screen.contains("expandable_segments:True"), "{screen}");
+    insta::assert_snapshot!("probe_breakdown_100x8", terminal.backend());
+}
+
+#[test]
+fn the_attached_process_is_tagged_and_the_other_is_not() {
+    let state = attached();
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(110, 6)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ProcessesPane::new(&state, &theme), f.area()))
+        .expect("the test backend cannot fail");
+    let screen = text(terminal.backend().buffer());
+    let row = |pid: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(pid))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row("4321").contains("[probe] python train.py"), "{screen}");
+    assert!(!row(" 999").contains("[probe]"), "{screen}");
+}
+
+#[test]
+fn a_probe_oom_marks_the_timeline_once_and_reaches_the_status_line() {
+    let state = attached();
+    let markers: Vec<(u64, MarkerKind)> = state.gpus[0]
+        .history
+        .markers
+        .iter()
+        .map(|m| (m.t_ms, m.kind))
+        .collect();
+    // Seen in the event and in num_ooms at the same sample: one marker.
+    assert_eq!(markers, vec![(20_000, MarkerKind::Oom)]);
+    let note = state.probes.status_note().expect("a recent OOM");
+    assert!(
+        note.starts_with("OOM in pid 4321 on GPU 0: tried to allocate 8.00 GiB"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_disconnected_probe_leaves_the_gpu_to_telemetry_and_says_so() {
+    let mut state = attached();
+    let mut gone = probe(1);
+    gone.probes[0].status = ProbeStatus::Disconnected("connection closed".to_string());
+    state.apply_sample(
+        30_000,
+        vec![reading()],
+        allocator_views_with_probes(None, &gone),
+    );
+    state.apply_probes(30_000, &gone);
+    assert!(
+        state.gpus[0].allocator.is_none(),
+        "stale figures are not shown"
+    );
+    assert!(state.probes.attached_pids().is_empty());
+    // The OOM note is still recent; after it, the disconnection is said.
+    state.apply_probes(85_000, &gone);
+    assert_eq!(
+        state.probes.status_note().as_deref(),
+        Some("probe pid 4321: disconnected: connection closed")
+    );
+}
+
+#[test]
+fn extreme_probe_figures_draw_without_panicking() {
+    // What a buggy or hostile probe may send and the parser accepts:
+    // counters at the ends of i64, one segment of 2^63 bytes.
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    let mut s = DeviceStats::default();
+    s.allocated_bytes.all.current = i64::MAX;
+    s.reserved_bytes.all.current = i64::MIN;
+    s.active_bytes.all.current = -1;
+    s.inactive_split_bytes.large_pool.current = i64::MAX;
+    s.segment.all.current = i64::MAX;
+    s.num_ooms = i64::MAX;
+    d.stats = Some(s);
+    let half = 1u64 << 63;
+    d.segments = Some(vec![SegmentInfo {
+        device: 0,
+        address: 0,
+        total_size: half,
+        allocated_size: half,
+        active_size: half,
+        requested_size: u64::MAX,
+        stream: u64::MAX,
+        segment_type: PoolKind::Large,
+        segment_pool_id: (0, 0),
+        is_expandable: true,
+        blocks: vec![
+            BlockInfo {
+                address: 0,
+                size: half - 1,
+                requested_size: u64::MAX,
+                state: BlockState::ActiveAllocated,
+            },
+            BlockInfo {
+                address: half - 1,
+                size: 1,
+                requested_size: 0,
+                state: BlockState::Inactive,
+            },
+        ],
+    }]);
+    let mut state = attached();
+    for t in [30_000, 31_000] {
+        state.apply_sample(
+            t,
+            vec![reading()],
+            allocator_views_with_probes(None, &snapshot),
+        );
+        state.apply_probes(t, &snapshot);
+    }
+    for (w, h) in [(120, 40), (80, 24), (40, 10), (20, 5)] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+        terminal
+            .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+            .expect("the test backend cannot fail");
+    }
+}
