@@ -42,11 +42,17 @@ impl Drop for Server {
 /// Starts `vramtop serve --backend sim --listen 127.0.0.1:0 ARGS` and reads
 /// the bound address from its "serving metrics on http://ADDR/metrics" line.
 fn serve(test: &str, args: &[&str]) -> Server {
+    serve_with_env(test, args, &[])
+}
+
+/// [`serve`] with extra environment variables.
+fn serve_with_env(test: &str, args: &[&str], envs: &[(&str, &std::path::Path)]) -> Server {
     let log = log_file(test);
     let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0"])
         .args(["--log-file", &log])
         .args(args)
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -427,5 +433,74 @@ fn fleet_doc_names_only_emitted_metrics() {
     assert!(names.contains("vramtop_allocator_ooms_total"), "{names:?}");
     for name in names {
         assert!(declared.contains(name.as_str()), "docs/fleet.md: {name}");
+    }
+}
+
+/// A probe socket in a private `$XDG_RUNTIME_DIR` that sends hello and stats
+/// (protocol v1) to every client, then holds the connection open.
+fn fake_probe(runtime: &std::path::Path, reserved: u64, allocated: u64) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = runtime.join("vramtop");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let listener =
+        std::os::unix::net::UnixListener::bind(dir.join("777.sock")).expect("bind the probe");
+    let lines = format!(
+        "{}\n{}\n",
+        serde_json::json!({"v": 1, "type": "hello", "pid": 777, "argv": ["train.py"],
+            "torch": "2.5.1", "devices": [0], "time": 1.0}),
+        serde_json::json!({"v": 1, "type": "stats", "time": 1.0, "device": 0, "stats": {
+            "allocated_bytes.all.current": allocated, "reserved_bytes.all.current": reserved,
+            "segment.all.current": 2, "num_ooms": 3}}),
+    );
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                if conn.write_all(lines.as_bytes()).is_ok() {
+                    let mut sink = [0u8; 64];
+                    while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn an_attached_probes_allocator_is_exported_under_its_host_pid() {
+    let runtime = tempfile::tempdir().expect("temp dir");
+    let (reserved, allocated) = (3u64 << 29, 1u64 << 30);
+    fake_probe(runtime.path(), reserved, allocated);
+    let server = serve_with_env(
+        "probe",
+        &["--interval", "200ms"],
+        &[("XDG_RUNTIME_DIR", runtime.path())],
+    );
+    // The fake probe is this process: the kernel's peer credentials say so.
+    let pid = std::process::id().to_string();
+    let started = Instant::now();
+    loop {
+        let (body, parsed) = scrape(server.addr);
+        let of_probe = |name: &str| {
+            family(&parsed, name)
+                .into_iter()
+                .find(|s| s.labels.get("pid") == Some(pid.as_str()))
+                .map(|s| value(&s.value))
+        };
+        if let Some(r) = of_probe("vramtop_allocator_reserved_bytes") {
+            assert_eq!(r, reserved as f64, "{body}");
+            assert_eq!(
+                of_probe("vramtop_allocator_allocated_bytes"),
+                Some(allocated as f64)
+            );
+            assert_eq!(of_probe("vramtop_allocator_ooms_total"), Some(3.0));
+            return;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "the probe's allocator never appeared:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -21,11 +21,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DeviceArgs, DisplayArgs};
+use crate::app::source::{probe_views, resolve_probe_devices};
 use crate::app::state::AllocatorView;
 use crate::device::GpuReading;
 use crate::device::factory::select_telemetry;
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::device::sim::SimCluster;
+use crate::probe::Registry;
 use crate::serve::exposition::CONTENT_TYPE;
 use crate::serve::metrics::{MetricsInput, render};
 use crate::serve::{INDEX_HTML, Route, check_listen, route};
@@ -42,7 +44,8 @@ const POLL_MS: u64 = 50;
 const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(5);
 
 /// Every simulated training process's allocator (the dashboard shows one
-/// per GPU; the exporter shows them all). Live probe views join this list.
+/// per GPU; the exporter shows them all). Live probe views are added to this
+/// list in [`Exporter::render`].
 fn sim_allocators(sim: Option<&SimCluster>) -> Vec<(u32, AllocatorView)> {
     let mut trainers = sim.map(SimCluster::trainers).unwrap_or_default();
     // By GPU, then pid: series in a stable, readable order.
@@ -67,6 +70,8 @@ fn sim_allocators(sim: Option<&SimCluster>) -> Vec<(u32, AllocatorView)> {
 struct Exporter {
     backend: &'static str,
     sim: Option<SimCluster>,
+    /// Attached `vramtop_probe` processes (real PyTorch allocators).
+    probes: Registry,
     samples_total: u64,
     scrape_errors_total: u64,
     body: String,
@@ -74,7 +79,10 @@ struct Exporter {
 
 impl Exporter {
     fn render(&mut self, readings: &[GpuReading], last_sample_unix_s: Option<f64>) {
-        let views = sim_allocators(self.sim.as_ref());
+        let mut views = sim_allocators(self.sim.as_ref());
+        let mut probes = self.probes.snapshot();
+        resolve_probe_devices(&mut probes, readings);
+        views.extend(probe_views(&probes));
         let allocators: Vec<(u32, &AllocatorView)> = views.iter().map(|(g, v)| (*g, v)).collect();
         self.body = render(&MetricsInput {
             version: env!("CARGO_PKG_VERSION"),
@@ -176,6 +184,7 @@ pub fn run(
     let mut exporter = Exporter {
         backend: selection.backend,
         sim: selection.sim.clone(),
+        probes: Registry::start_default(),
         samples_total: 0,
         scrape_errors_total: 0,
         body: String::new(),
