@@ -17,7 +17,7 @@ use crate::device::GpuReading;
 
 /// Shown when no process's allocator is visible on the selected GPU.
 pub const NO_ALLOCATOR_NOTE: &str = "allocator view: n/a — no process's allocator is visible \
-     (simulated training shows one; a probe, issue #7, will for real runs)";
+     (run PyTorch with `python -m vramtop_probe train.py` to attach)";
 
 /// The breakdown pane of one frame.
 pub struct BreakdownPane<'a> {
