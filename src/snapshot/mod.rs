@@ -13,7 +13,9 @@ pub mod invariants;
 pub mod pickle;
 pub mod replay;
 pub mod summary;
+pub mod synth;
 pub mod types;
+pub mod writer;
 
 pub use invariants::{Finding, FindingKind, check_invariants};
 pub use pickle::{Limits, PickleError, Value};
@@ -21,4 +23,8 @@ pub use types::{
     AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotError,
     SnapshotFormat, TraceEntry, read_snapshot, read_snapshot_file, read_snapshot_with_limits,
     snapshot_from_value,
+};
+pub use writer::{
+    WriteError, WriteOptions, snapshot_to_bytes, write_snapshot, write_snapshot_file,
+    write_snapshot_with,
 };

@@ -1,0 +1,1 @@
+//! Generators of large, realistic snapshots (see [`large`]).
