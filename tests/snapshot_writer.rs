@@ -308,3 +308,199 @@ fn inspect_snapshot_reports_the_same_figures_for_a_written_file() {
         assert_eq!(inspect_figures(python, &out), original, "{name}");
     }
 }
+
+// ---- exports from vramtop sessions ------------------------------------------
+
+mod common;
+
+use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+use vramtop::app::stress::{StressAction, StressCommand, StressOutcome, StressPanel};
+use vramtop::app::stress_worker::StressExecutor;
+use vramtop::snapshot::replay::verify;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn stress_session_snapshot_replays_as_a_full_match_with_named_frames() {
+    let device = InMemoryDevice::new(256 * MIB);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(device, 0, AllocatorConfig::default()),
+        false,
+    );
+    let mut addresses = Vec::new();
+    for command in [
+        StressCommand::Malloc {
+            sizes: vec![MIB, MIB, 3 * MIB, 30 * MIB, 512],
+        },
+        StressCommand::EmptyCache,
+        StressCommand::Malloc {
+            sizes: vec![100 * MIB, 100 * MIB, 100 * MIB],
+        },
+    ] {
+        let result = exec.execute(&command);
+        match result.outcome {
+            StressOutcome::Allocated(new) | StressOutcome::OutOfMemory { allocated: new, .. } => {
+                addresses.extend(new.iter().map(|t| t.address));
+            }
+            other => assert!(matches!(other, StressOutcome::CacheEmptied), "{other:?}"),
+        }
+    }
+    let every_other: Vec<u64> = addresses.iter().copied().step_by(2).collect();
+    exec.execute(&StressCommand::Free {
+        addresses: every_other,
+    });
+    let snapshot = exec.snapshot();
+    let trace = &snapshot.device_traces[0];
+    assert!(
+        trace
+            .iter()
+            .any(|e| e.action == vramtop::alloc::TraceAction::Oom),
+        "the third command ran out of memory"
+    );
+    let named: Vec<&str> = trace.iter().map(|e| &*e.frames[0].name).collect();
+    assert_eq!(named[0], "allocate 5 tensors");
+    assert!(named.contains(&"allocate 3 × 100 MiB"), "{named:?}");
+    // 5 + 2 allocated (the third 100 MiB ran out of memory): 4 freed.
+    assert_eq!(named.last(), Some(&"free 4 tensors"));
+    let written = snapshot_to_bytes(&snapshot);
+    let again = read_snapshot(&written).unwrap();
+    assert_eq!(again, snapshot);
+    let report = verify(&again);
+    assert!(report.full_match(), "{report:?}");
+    // Live blocks carry the traceback of the command that allocated them.
+    let live: Vec<_> = again
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state.is_active())
+        .collect();
+    assert!(!live.is_empty());
+    assert!(
+        live.iter()
+            .all(|b| b.frames[0].name.starts_with("allocate"))
+    );
+}
+
+#[test]
+fn stress_save_command_writes_a_replayable_file_and_the_panel_shows_its_path() {
+    let device = InMemoryDevice::new(256 * MIB);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(device, 0, AllocatorConfig::default()),
+        false,
+    );
+    let mut panel = StressPanel::default();
+    panel.on_result(exec.started());
+    for command in panel.apply(StressAction::Allocate) {
+        panel.on_result(exec.execute(&command));
+    }
+    let commands = panel.apply(StressAction::SaveSnapshot);
+    assert_eq!(commands, vec![StressCommand::SaveSnapshot]);
+    let result = exec.execute(&commands[0]);
+    let StressOutcome::SnapshotSaved { path, bytes, .. } = result.outcome.clone() else {
+        panic!("{:?}", result.outcome)
+    };
+    // Written in the current directory (the crate root under cargo test).
+    let file = PathBuf::from(&path);
+    let cleanup = scopeguard(&file);
+    assert!(
+        path.starts_with("vramtop-stress-") && path.ends_with(".pickle"),
+        "{path}"
+    );
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), bytes);
+    panel.on_result(result);
+    let message = panel.message.clone().unwrap_or_default();
+    assert!(message.contains(&path), "{message}");
+    let (code, out, err) = common::run_vramtop(&["replay", &path], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("FULL MATCH"), "{out}");
+    drop(cleanup);
+    assert!(!file.exists());
+}
+
+/// Removes `path` when dropped (also when the test fails).
+fn scopeguard(path: &Path) -> impl Drop + '_ {
+    struct Remove<'a>(&'a Path);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(self.0);
+        }
+    }
+    Remove(path)
+}
+
+#[test]
+fn scenario_and_demo_exports_open_and_replay_as_full_matches() {
+    let dir = scratch("cli");
+    let out = dir.join("frag.pickle");
+    let (code, _, err) = common::run_vramtop(
+        &[
+            "scenario",
+            "fragmentation_oom",
+            "--save-snapshot",
+            &out.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let variants = ["default", "expandable_segments", "max_split_size"];
+    for variant in variants {
+        let file = dir.join(format!("frag-{variant}.pickle"));
+        assert!(err.contains(&file.display().to_string()), "{err}");
+        let path = file.display().to_string();
+        let (code, stdout, stderr) = common::run_vramtop(&["replay", &path], None);
+        assert_eq!(code, 0, "{variant}: {stdout}{stderr}");
+        assert!(stdout.contains("FULL MATCH"), "{stdout}");
+        let (code, stdout, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+        assert_eq!(code, 0, "{stdout}");
+        let snapshot = read(&file);
+        let trace = &snapshot.device_traces[0];
+        // Every entry names its scenario step.
+        assert!(trace.iter().all(|e| {
+            e.frames.len() == 1 && &*e.frames[0].filename == "<vramtop scenario fragmentation_oom>"
+        }));
+        assert!(
+            snapshot.allocator_settings.is_some(),
+            "the variant's settings are exported"
+        );
+    }
+    let one = dir.join("single.pickle");
+    let (code, _, err) = common::run_vramtop(
+        &[
+            "scenario",
+            "empty_cache_live_block",
+            "--save-snapshot",
+            &one.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(one.exists(), "a one-variant scenario writes FILE itself");
+    let demo = dir.join("demo.pickle");
+    let (code, _, err) = common::run_vramtop(
+        &["demo", "--save-snapshot", &demo.display().to_string()],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, stdout, _) = common::run_vramtop(&["replay", &demo.display().to_string()], None);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("FULL MATCH"));
+    let names: Vec<String> = read(&demo).device_traces[0]
+        .iter()
+        .map(|e| e.frames[0].name.to_string())
+        .collect();
+    assert_eq!(names[0], "a, b, c = 3 × 6 MiB");
+    let (code, _, err) = common::run_vramtop(
+        &[
+            "demo",
+            "--save-snapshot",
+            "/definitely/not/here/demo.pickle",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot write /definitely/not/here/demo.pickle"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
