@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use thiserror::Error;
 
@@ -450,6 +451,28 @@ fn opcode_name(byte: u8) -> Option<&'static str> {
 ///
 /// Data after the `STOP` opcode is ignored, as Python does.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, None)
+}
+
+/// How often [`parse_with_progress`] publishes its position (bytes).
+pub const PROGRESS_STEP: usize = 64 * 1024;
+
+/// [`parse`], storing into `progress` the bytes parsed so far: every
+/// [`PROGRESS_STEP`] bytes (a relaxed store; another thread may poll it),
+/// and `bytes.len()` once the opcodes are read.
+pub fn parse_with_progress(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: &AtomicU64,
+) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, Some(progress))
+}
+
+fn parse_inner(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Value, PickleError> {
     if bytes.len() as u64 > limits.max_input_bytes {
         return Err(PickleError::LimitExceeded {
             detail: format!(
@@ -462,7 +485,11 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
     check_looks_like_pickle(bytes)?;
     check_frame_chain(bytes)?;
     let mut parser = Parser::new(bytes, limits);
+    parser.progress = progress;
     let root = parser.run()?;
+    if let Some(progress) = progress {
+        progress.store(bytes.len() as u64, Ordering::Relaxed);
+    }
     freeze(parser.arena, &parser.scalars, root, limits.max_depth)
 }
 
@@ -511,7 +538,7 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     let not_a_pickle = |reason: String| Err(PickleError::NotAPickle { reason });
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         return not_a_pickle(
-            "looks like a zip archive (a torch.save checkpoint?), not a memory snapshot".into(),
+            "this is a zip archive (a torch.save checkpoint?), not a memory snapshot".into(),
         );
     }
     if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -654,6 +681,10 @@ struct Parser<'a> {
     /// Strings, bytes, floats and wide ints, referenced by [`Item::Scalar`].
     scalars: Vec<Value>,
     pushed: u64,
+    /// Where to publish the parse position, and the position that triggers
+    /// the next store.
+    progress: Option<&'a AtomicU64>,
+    next_progress: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -668,6 +699,8 @@ impl<'a> Parser<'a> {
             arena: Vec::new(),
             scalars: Vec::new(),
             pushed: 0,
+            progress: None,
+            next_progress: PROGRESS_STEP,
         }
     }
 
@@ -682,6 +715,12 @@ impl<'a> Parser<'a> {
             self.pos += 1;
             if code == op::STOP {
                 return self.pop("STOP", offset);
+            }
+            if offset >= self.next_progress
+                && let Some(progress) = self.progress
+            {
+                progress.store(offset as u64, Ordering::Relaxed);
+                self.next_progress = offset + PROGRESS_STEP;
             }
             self.step(code, offset)?;
         }
@@ -1775,6 +1814,25 @@ mod tests {
         let pair = value.as_list().unwrap();
         assert_eq!(pair[0].as_list().unwrap(), &[Value::Int(1)]);
         assert_eq!(pair[0].identity(), pair[1].identity());
+    }
+
+    #[test]
+    fn progress_is_published_every_step_and_ends_at_the_length() {
+        // A list of 100,000 ints (BININT1: 2 bytes each) in 1000-item batches.
+        let mut pickle = b"\x80\x04]\x94".to_vec();
+        for _ in 0..100 {
+            pickle.push(b'(');
+            for _ in 0..1000 {
+                pickle.extend_from_slice(b"K\x07");
+            }
+            pickle.push(b'e');
+        }
+        pickle.push(b'.');
+        let progress = AtomicU64::new(0);
+        let value = parse_with_progress(&pickle, &Limits::default(), &progress).unwrap();
+        assert_eq!(value.as_list().map(<[Value]>::len), Some(100_000));
+        assert_eq!(progress.load(Ordering::Relaxed), pickle.len() as u64);
+        assert!(pickle.len() > 3 * PROGRESS_STEP);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -183,6 +184,22 @@ pub fn read_snapshot_with_limits(bytes: &[u8], limits: &Limits) -> Result<Snapsh
 
 /// Reads a snapshot file; errors name the file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
+    read_file(path, None)
+}
+
+/// [`read_snapshot_file`], storing into `progress` the bytes of the file
+/// parsed so far (every 64 KiB, relaxed; poll it from another thread and
+/// compare with the file's length). It reaches the file's length when the
+/// pickle is parsed, before the conversion into a [`Snapshot`] (a few
+/// tenths of the whole time).
+pub fn read_snapshot_file_with_progress(
+    path: &Path,
+    progress: &AtomicU64,
+) -> Result<Snapshot, SnapshotError> {
+    read_file(path, Some(progress))
+}
+
+fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let in_file = |source: SnapshotError| SnapshotError::InFile {
         path: path.to_path_buf(),
@@ -203,7 +220,15 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
         })));
     }
     let bytes = std::fs::read(path).map_err(io_error)?;
-    read_snapshot_with_limits(&bytes, &limits).map_err(in_file)
+    let root = match progress {
+        Some(progress) => pickle::parse_with_progress(&bytes, &limits, progress),
+        None => pickle::parse(&bytes, &limits),
+    }
+    .map_err(|e| in_file(e.into()))?;
+    // The parsed tree holds everything the conversion needs: give the
+    // file's bytes back first (peak memory, not speed).
+    drop(bytes);
+    snapshot_from_value(&root).map_err(in_file)
 }
 
 /// Converts an already parsed pickle into a [`Snapshot`].
