@@ -21,8 +21,11 @@
 //! nodes stay shared. The freeze also detects cycles and measures depth.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use thiserror::Error;
 
@@ -175,9 +178,11 @@ impl Value {
     }
 
     /// A stable identity for the shared allocation behind a str, bytes or
-    /// container: two values have the same identity exactly when the pickle
-    /// referenced the same object (through the memo). Valid while any clone
-    /// of the value is alive. `None` for scalars.
+    /// container: two values have the same identity when the pickle
+    /// referenced the same object (through the memo), and also for two
+    /// completed lists with identical items (the parser shares those, see
+    /// `Parser::intern`). Valid while any clone of the value is alive.
+    /// `None` for scalars.
     pub fn identity(&self) -> Option<usize> {
         let ptr: *const u8 = match self {
             Value::Str(s) => Arc::as_ptr(s).cast(),
@@ -473,6 +478,13 @@ fn parse_inner(
     limits: &Limits,
     progress: Option<&AtomicU64>,
 ) -> Result<Value, PickleError> {
+    check_input(bytes, limits)?;
+    let (arena, scalars, root) = run_parser(bytes, limits, progress)?;
+    freeze(arena, &scalars, root, limits.max_depth)
+}
+
+/// The checks before any opcode runs: size, non-pickle formats, frames.
+fn check_input(bytes: &[u8], limits: &Limits) -> Result<(), PickleError> {
     if bytes.len() as u64 > limits.max_input_bytes {
         return Err(PickleError::LimitExceeded {
             detail: format!(
@@ -483,14 +495,49 @@ fn parse_inner(
         });
     }
     check_looks_like_pickle(bytes)?;
-    check_frame_chain(bytes)?;
-    let mut parser = Parser::new(bytes, limits);
-    parser.progress = progress;
-    let root = parser.run()?;
-    if let Some(progress) = progress {
+    check_frame_chain(bytes)
+}
+
+/// [`parse_with_progress`] of a file's bytes that are no longer needed once
+/// the opcodes are read: they are dropped before the tree is built, which
+/// lowers the peak memory of reading a large file by its size.
+pub fn parse_owned(
+    bytes: Vec<u8>,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Value, PickleError> {
+    check_input(&bytes, limits)?;
+    let (arena, scalars, root) = run_parser(&bytes, limits, progress)?;
+    drop(bytes);
+    freeze(arena, &scalars, root, limits.max_depth)
+}
+
+/// Runs the opcodes with list interning, and again without it if the input
+/// turns out to mutate a completed list (see [`Parser::intern`]).
+fn run_parser(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<(Vec<Node>, Vec<Value>, Item), PickleError> {
+    let attempt = |intern: bool| {
+        let mut parser = Parser::new(bytes, limits);
+        parser.progress = progress;
+        parser.intern = intern;
+        let result = parser.run();
+        let broken = parser.intern_broken;
+        (
+            result.map(|root| (parser.arena, parser.scalars, root)),
+            broken,
+        )
+    };
+    let (result, broken) = attempt(true);
+    let result = if broken { attempt(false).0 } else { result };
+    if result.is_ok()
+        && let Some(progress) = progress
+    {
         progress.store(bytes.len() as u64, Ordering::Relaxed);
     }
-    freeze(parser.arena, &parser.scalars, root, limits.max_depth)
+    result
 }
 
 /// Walks the chain of FRAME headers that protocol 4+ writers put right after
@@ -576,7 +623,7 @@ type ScalarId = u32;
 /// container in the arena. Eight bytes and `Copy`, so the memo fetches that
 /// dominate real snapshots copy a handle instead of touching reference
 /// counts, and containers are cheap to fill.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Item {
     None,
     Bool(bool),
@@ -591,6 +638,10 @@ enum NodeKind {
     List(Vec<Item>),
     Tuple(Vec<Item>),
     Dict(Vec<(Item, Item)>),
+    /// A completed list whose items equal those of an earlier completed
+    /// list: its items were dropped and every reference goes to that one
+    /// (see [`Parser::intern`]).
+    Alias(NodeId),
 }
 
 impl NodeKind {
@@ -599,6 +650,7 @@ impl NodeKind {
             NodeKind::List(_) => "list",
             NodeKind::Tuple(_) => "tuple",
             NodeKind::Dict(_) => "dict",
+            NodeKind::Alias(_) => "list",
         }
     }
 
@@ -609,6 +661,7 @@ impl NodeKind {
             NodeKind::Dict(pairs) => pairs
                 .get(index / 2)
                 .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
+            NodeKind::Alias(_) => None,
         }
     }
 }
@@ -620,6 +673,9 @@ struct Node {
     /// it was added). A child that grows after being added is not
     /// propagated here; the freeze measures the exact height.
     height: usize,
+    /// A completed list other lists may alias: mutating it is not allowed
+    /// while interning.
+    canonical: bool,
 }
 
 /// CPython's memo: a dict from index to object. Pickles number their memo
@@ -685,6 +741,13 @@ struct Parser<'a> {
     /// the next store.
     progress: Option<&'a AtomicU64>,
     next_progress: usize,
+    /// Share completed lists with equal items (see [`Parser::intern`]).
+    intern: bool,
+    /// Canonical completed lists by the hash of their items.
+    interned: FxHashMap<u64, NodeId>,
+    /// Set when the input mutates a completed list: the parse is then
+    /// redone without interning.
+    intern_broken: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -701,6 +764,67 @@ impl<'a> Parser<'a> {
             pushed: 0,
             progress: None,
             next_progress: PROGRESS_STEP,
+            intern: false,
+            interned: FxHashMap::default(),
+            intern_broken: false,
+        }
+    }
+
+    /// The node an item stands for, through an alias.
+    fn resolve(&self, item: Item) -> Item {
+        match item {
+            Item::Node(id) => match self.arena.get(id as usize).map(|n| &n.kind) {
+                Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                _ => item,
+            },
+            other => other,
+        }
+    }
+
+    /// Called when the list `id` is moved into a container (APPEND(S),
+    /// SETITEM(S)): CPython's pickler has then written all of it and never
+    /// touches it again. If an earlier completed list has the same items,
+    /// `id` becomes an alias of it and its items are dropped.
+    ///
+    /// PyTorch builds a new traceback list for every allocation from a few
+    /// hundred cached frame objects: millions of lists with a few hundred
+    /// distinct contents. Sharing them keeps a large snapshot's parse within
+    /// a small multiple of the file size. Observable only through
+    /// [`Value::identity`] (equal lists may now share an allocation); if the
+    /// input does mutate a completed list (CPython's pickler never does),
+    /// the parse is redone without interning, so results stay exact.
+    fn intern(&mut self, id: NodeId) -> NodeId {
+        let Some(node) = self.arena.get(id as usize) else {
+            return id;
+        };
+        let NodeKind::List(items) = &node.kind else {
+            return id;
+        };
+        if node.canonical {
+            return id;
+        }
+        let mut hasher = FxHasher::default();
+        items.hash(&mut hasher);
+        let hash = hasher.finish();
+        let same = self.interned.get(&hash).copied().filter(|&c| {
+            c != id
+                && matches!(self.arena.get(c as usize).map(|n| &n.kind),
+                    Some(NodeKind::List(other)) if other == items)
+        });
+        match same {
+            Some(canonical) => {
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.kind = NodeKind::Alias(canonical);
+                }
+                canonical
+            }
+            None => {
+                self.interned.entry(hash).or_insert(id);
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.canonical = true;
+                }
+                id
+            }
         }
     }
 
@@ -714,7 +838,8 @@ impl<'a> Parser<'a> {
             };
             self.pos += 1;
             if code == op::STOP {
-                return self.pop("STOP", offset);
+                let root = self.pop("STOP", offset)?;
+                return Ok(self.resolve(root));
             }
             if offset >= self.next_progress
                 && let Some(progress) = self.progress
@@ -758,6 +883,7 @@ impl<'a> Parser<'a> {
             }
             op::DUP => {
                 let top = *self.top("DUP", offset)?;
+                let top = self.resolve(top);
                 self.push(top)?;
             }
 
@@ -875,7 +1001,10 @@ impl<'a> Parser<'a> {
                 if self.stack.len() < self.frame_base() + count {
                     return Err(underflow(name, offset, count));
                 }
-                let items = self.stack.split_off(self.stack.len() - count);
+                let mut items = self.stack.split_off(self.stack.len() - count);
+                for item in &mut items {
+                    *item = self.resolve(*item);
+                }
                 self.push_container(NodeKind::Tuple(items), offset)?;
             }
             op::TUPLE => {
@@ -1225,6 +1354,7 @@ impl<'a> Parser<'a> {
                 offset,
                 detail: format!("memo index {index} was never stored"),
             })?;
+        let item = self.resolve(item);
         self.push(item)
     }
 
@@ -1261,7 +1391,11 @@ impl<'a> Parser<'a> {
     /// Removes the innermost MARK and returns the items pushed since.
     fn pop_mark(&mut self, opcode: &'static str, offset: usize) -> Result<Vec<Item>, PickleError> {
         let base = self.pop_mark_position(opcode, offset)?;
-        Ok(self.stack.split_off(base))
+        let mut items = self.stack.split_off(base);
+        for item in &mut items {
+            *item = self.resolve(*item);
+        }
+        Ok(items)
     }
 
     // ---- containers -----------------------------------------------------
@@ -1290,7 +1424,11 @@ impl<'a> Parser<'a> {
         let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
             detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
         })?;
-        self.arena.push(Node { kind, height });
+        self.arena.push(Node {
+            kind,
+            height,
+            canonical: false,
+        });
         self.push(Item::Node(id))
     }
 
@@ -1304,6 +1442,7 @@ impl<'a> Parser<'a> {
                 .iter()
                 .map(|(k, v)| self.item_height(k).max(self.item_height(v)))
                 .max(),
+            NodeKind::Alias(_) => None,
         };
         self.push_node(kind, tallest_child.unwrap_or(0) + 1, offset)
     }
@@ -1405,6 +1544,33 @@ impl<'a> Parser<'a> {
             .max()
             .unwrap_or(0);
         self.check_height(grown, offset)?;
+
+        if self.intern {
+            let completed = self
+                .arena
+                .get(target as usize)
+                .is_some_and(|n| n.canonical || matches!(n.kind, NodeKind::Alias(_)));
+            if completed {
+                self.intern_broken = true;
+                return Err(PickleError::Malformed {
+                    opcode,
+                    offset,
+                    detail: "a completed list is mutated (retried without interning)".to_string(),
+                });
+            }
+            for index in start..self.stack.len() {
+                let Some(&item) = self.stack.get(index) else {
+                    break;
+                };
+                let item = match self.resolve(item) {
+                    Item::Node(id) if id != target => Item::Node(self.intern(id)),
+                    other => other,
+                };
+                if let Some(slot) = self.stack.get_mut(index) {
+                    *slot = item;
+                }
+            }
+        }
 
         let node = self
             .arena
@@ -1679,6 +1845,8 @@ fn freeze(
                     .map(|(key, value)| (resolve(key), resolve(value)))
                     .collect(),
             ),
+            // Every reference was redirected to the canonical list.
+            NodeKind::Alias(_) => return Err(lost()),
         };
         if dangling {
             return Err(lost());
@@ -1814,6 +1982,35 @@ mod tests {
         let pair = value.as_list().unwrap();
         assert_eq!(pair[0].as_list().unwrap(), &[Value::Int(1)]);
         assert_eq!(pair[0].identity(), pair[1].identity());
+    }
+
+    /// {'a': [1], 'b': [1]}, then (when `mutate`) `a.append(2)` through
+    /// the memo after both lists were completed.
+    fn two_equal_lists(mutate: bool) -> Vec<u8> {
+        let mut pickle =
+            b"\x80\x04}\x94(\x8c\x01a\x94]\x94K\x01a\x8c\x01b\x94]\x94K\x01au".to_vec();
+        if mutate {
+            pickle.extend_from_slice(b"h\x02K\x02a0");
+        }
+        pickle.push(b'.');
+        pickle
+    }
+
+    #[test]
+    fn completed_lists_with_equal_items_share_one_allocation() {
+        let value = parse_default(&two_equal_lists(false)).unwrap();
+        let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+        assert_eq!(a.as_list(), Some(&[Value::Int(1)][..]));
+        assert_eq!(a.identity(), b.identity());
+    }
+
+    #[test]
+    fn mutating_a_completed_list_is_exact_through_the_retry() {
+        let value = parse_default(&two_equal_lists(true)).unwrap();
+        let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+        assert_eq!(a.as_list(), Some(&[Value::Int(1), Value::Int(2)][..]));
+        assert_eq!(b.as_list(), Some(&[Value::Int(1)][..]));
+        assert_ne!(a.identity(), b.identity());
     }
 
     #[test]

@@ -34,9 +34,9 @@ pub struct LargeShape {
 impl LargeShape {
     /// Roughly `bytes` of pickle when written with
     /// [`super::WriteOptions::fresh_frame_lists`] (PyTorch's layout: about
-    /// 240 bytes a trace entry at the default depths).
+    /// 200 bytes a trace entry at the default depths).
     pub fn about_bytes(bytes: u64) -> Self {
-        const BYTES_PER_ENTRY: u64 = 240;
+        const BYTES_PER_ENTRY: u64 = 200;
         let entries = (bytes / BYTES_PER_ENTRY).max(1) as usize;
         LargeShape {
             trace_entries: entries,

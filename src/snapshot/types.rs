@@ -220,14 +220,8 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
         })));
     }
     let bytes = std::fs::read(path).map_err(io_error)?;
-    let root = match progress {
-        Some(progress) => pickle::parse_with_progress(&bytes, &limits, progress),
-        None => pickle::parse(&bytes, &limits),
-    }
-    .map_err(|e| in_file(e.into()))?;
-    // The parsed tree holds everything the conversion needs: give the
-    // file's bytes back first (peak memory, not speed).
-    drop(bytes);
+    // The bytes are dropped once parsed, before the tree is built.
+    let root = pickle::parse_owned(bytes, &limits, progress).map_err(|e| in_file(e.into()))?;
     snapshot_from_value(&root).map_err(in_file)
 }
 
