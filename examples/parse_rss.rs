@@ -64,27 +64,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 hwm as f64 / len as f64
             );
         }
-        ["stages", path] => {
-            let bytes = std::fs::read(path)?;
-            let len = bytes.len() as f64;
-            let show = |what: &str| {
-                eprintln!(
-                    "{what}: VmHWM {:.2} x",
-                    vm_hwm_kib().unwrap_or(0) as f64 * 1024.0 / len
-                )
-            };
-            show("read");
-            let root = vramtop::snapshot::pickle::parse_owned(
-                bytes,
-                &vramtop::snapshot::Limits::default(),
-                None,
-            )?;
-            show("parsed");
-            let snapshot = vramtop::snapshot::snapshot_from_value(&root)?;
-            show("converted");
-            drop(root);
-            drop(snapshot);
-        }
         _ => {
             eprintln!("usage: parse_rss generate FILE MIB | parse_rss parse FILE");
             std::process::exit(2);

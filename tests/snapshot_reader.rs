@@ -1599,3 +1599,42 @@ fn progress_reaches_the_file_length_and_the_result_is_the_plain_read() {
         .to_string();
     assert!(err.contains("no-such-file.pickle"), "{err}");
 }
+
+/// `read_snapshot` converts the trace entry by entry (never holding the
+/// whole trace as values); it must agree with converting the whole value
+/// tree, on every real file and on hand-made sharing the fast path must
+/// not break (an entry referenced twice, frames shared with blocks).
+#[test]
+fn entry_by_entry_reading_agrees_with_the_whole_tree() {
+    let check = |name: &str, bytes: &[u8]| {
+        let whole = vramtop::snapshot::snapshot_from_value(&parse(bytes).unwrap());
+        let streamed = read_snapshot(bytes);
+        match (whole, streamed) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
+            (a, b) => panic!("{name}: {a:?} vs {b:?}"),
+        }
+    };
+    if let Some(dir) = snapshots_dir() {
+        for (name, bytes) in all_snapshot_files(&dir) {
+            check(&name, &bytes);
+        }
+    }
+    // {'segments': [], 'device_traces': [[e, e]]} with e memoised once.
+    let entry = b"}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x00\x8c\x04size\x94M\x00\x02\x8c\x06stream\x94K\x00u";
+    let mut shared =
+        b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94(".to_vec();
+    shared.extend_from_slice(entry);
+    shared.extend_from_slice(b"h\x06eau.");
+    check("entry referenced twice", &shared);
+    let snapshot = read_snapshot(&shared).unwrap();
+    assert_eq!(snapshot.device_traces[0].len(), 2);
+    // A bad field inside an entry names its place in the trace.
+    let mut bad =
+        b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94(".to_vec();
+    bad.extend_from_slice(entry);
+    bad.extend_from_slice(b"}\x94(h\x07h\x08h\x09\x8c\x01xh\x0aM\x00\x02h\x0bK\x00ueau.");
+    check("bad second entry", &bad);
+    let err = read_snapshot(&bad).unwrap_err().to_string();
+    assert_eq!(err, "device_traces[0][1].addr: expected int, found str");
+}

@@ -478,9 +478,7 @@ fn parse_inner(
     limits: &Limits,
     progress: Option<&AtomicU64>,
 ) -> Result<Value, PickleError> {
-    check_input(bytes, limits)?;
-    let (arena, scalars, root) = run_parser(bytes, limits, progress)?;
-    freeze(arena, &scalars, root, limits.max_depth)
+    parse_document(bytes, limits, progress)?.freeze_root()
 }
 
 /// The checks before any opcode runs: size, non-pickle formats, frames.
@@ -506,10 +504,30 @@ pub fn parse_owned(
     limits: &Limits,
     progress: Option<&AtomicU64>,
 ) -> Result<Value, PickleError> {
+    parse_document_owned(bytes, limits, progress)?.freeze_root()
+}
+
+/// The parsed arena of `bytes`, not yet a value tree.
+pub(crate) fn parse_document(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
+    check_input(bytes, limits)?;
+    let (arena, scalars, root) = run_parser(bytes, limits, progress)?;
+    Ok(Document::new(arena, scalars, root, limits.max_depth))
+}
+
+/// [`parse_document`] of bytes that are dropped once the opcodes are read.
+pub(crate) fn parse_document_owned(
+    bytes: Vec<u8>,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
     check_input(&bytes, limits)?;
     let (arena, scalars, root) = run_parser(&bytes, limits, progress)?;
     drop(bytes);
-    freeze(arena, &scalars, root, limits.max_depth)
+    Ok(Document::new(arena, scalars, root, limits.max_depth))
 }
 
 /// Runs the opcodes with list interning, and again without it if the input
@@ -1562,8 +1580,16 @@ impl<'a> Parser<'a> {
                 let Some(&item) = self.stack.get(index) else {
                     break;
                 };
-                let item = match self.resolve(item) {
-                    Item::Node(id) if id != target => Item::Node(self.intern(id)),
+                // One look at the node: aliases resolve, lists intern, the
+                // rest (dicts, tuples, scalars: most items) stays as it is.
+                let item = match item {
+                    Item::Node(id) if id != target => {
+                        match self.arena.get(id as usize).map(|n| &n.kind) {
+                            Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                            Some(NodeKind::List(_)) => Item::Node(self.intern(id)),
+                            _ => item,
+                        }
+                    }
                     other => other,
                 };
                 if let Some(slot) = self.stack.get_mut(index) {
@@ -1731,140 +1757,319 @@ enum Slot {
     InProgress,
     /// Frozen value and its exact nesting height.
     Done(Value, usize),
+    /// Frozen, used once and dropped: nothing else refers to it.
+    Released,
 }
 
-/// Turns the arena nodes reachable from `root` into a shared [`Value`] tree.
-///
-/// Iterative depth-first: the explicit path never grows past `max_depth`,
-/// so neither hostile depth nor hostile cycles can overflow the stack.
-fn freeze(
-    mut arena: Vec<Node>,
-    scalars: &[Value],
-    root: Item,
-    max_depth: usize,
-) -> Result<Value, PickleError> {
-    let lost = || PickleError::Malformed {
+fn lost() -> PickleError {
+    PickleError::Malformed {
         opcode: "STOP",
         offset: 0,
         detail: "internal reader error (dangling reference)".to_string(),
-    };
-    let scalar = |item: Item| -> Option<Value> {
+    }
+}
+
+/// A parsed pickle before (or while) it becomes a [`Value`] tree: the
+/// parser's arena, frozen on demand.
+///
+/// The snapshot reader freezes everything but the per-device trace lists,
+/// then freezes, converts and releases one trace entry at a time
+/// ([`Document::defer_device_traces`], [`Document::freeze_entry`],
+/// [`Document::release_entry`]), so that a long trace never exists as
+/// values all at once.
+pub(crate) struct Document {
+    arena: Vec<Node>,
+    scalars: Vec<Value>,
+    slots: Vec<Slot>,
+    root: Item,
+    max_depth: usize,
+    /// How many container slots refer to each node (saturating): a node
+    /// referred to at most once can be released after its one use.
+    in_degree: Vec<u8>,
+    /// Nodes frozen by the last [`Document::freeze_entry`].
+    frozen_now: Vec<usize>,
+    /// The depth-first path of [`Document::freeze`], kept between calls
+    /// (one allocation for millions of trace entries).
+    path: Vec<(usize, usize)>,
+}
+
+/// Where the trace entries of one device are, when deferred: the items of
+/// its list, in order.
+pub(crate) struct DeferredTrace(Vec<Item>);
+
+impl DeferredTrace {
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Document {
+    fn new(arena: Vec<Node>, scalars: Vec<Value>, root: Item, max_depth: usize) -> Self {
+        let mut in_degree = vec![0u8; arena.len()];
+        for node in &arena {
+            let mut count = |item: &Item| {
+                if let Item::Node(id) = item
+                    && let Some(d) = in_degree.get_mut(*id as usize)
+                {
+                    *d = d.saturating_add(1);
+                }
+            };
+            match &node.kind {
+                NodeKind::List(items) | NodeKind::Tuple(items) => items.iter().for_each(&mut count),
+                NodeKind::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
+                    count(k);
+                    count(v);
+                }),
+                NodeKind::Alias(_) => {}
+            }
+        }
+        let mut slots = Vec::with_capacity(arena.len());
+        slots.resize_with(arena.len(), || Slot::Unvisited);
+        Document {
+            arena,
+            scalars,
+            slots,
+            root,
+            max_depth,
+            in_degree,
+            frozen_now: Vec::new(),
+            path: Vec::new(),
+        }
+    }
+
+    fn node_kind(&self, item: Item) -> Option<&NodeKind> {
+        match item {
+            Item::Node(id) => self.arena.get(id as usize).map(|n| &n.kind),
+            _ => None,
+        }
+    }
+
+    fn referred_once(&self, item: Item) -> bool {
+        matches!(item, Item::Node(id) if self.in_degree.get(id as usize) == Some(&1))
+    }
+
+    /// Takes the items of every per-device trace list out of the tree, so
+    /// that [`Document::freeze_root`] sees them empty: when the root is a
+    /// dict whose `device_traces` is a list of lists, each referred to only
+    /// there. `None` (nothing taken) for any other shape.
+    pub(crate) fn defer_device_traces(&mut self) -> Option<Vec<DeferredTrace>> {
+        let NodeKind::Dict(pairs) = self.node_kind(self.root)? else {
+            return None;
+        };
+        // The last pair with the key wins, as in Python (and `Value::get`).
+        let traces = pairs.iter().rev().find_map(|(key, value)| match key {
+            Item::Scalar(id) => match self.scalars.get(*id as usize) {
+                Some(Value::Str(name)) if &**name == "device_traces" => Some(*value),
+                _ => None,
+            },
+            _ => None,
+        })?;
+        let NodeKind::List(devices) = self.node_kind(traces)? else {
+            return None;
+        };
+        let deferrable = self.referred_once(traces)
+            && devices.iter().all(|&d| {
+                self.referred_once(d) && matches!(self.node_kind(d), Some(NodeKind::List(_)))
+            });
+        if !deferrable {
+            return None;
+        }
+        let ids: Vec<usize> = devices
+            .iter()
+            .filter_map(|d| match d {
+                Item::Node(id) => Some(*id as usize),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let items = match self.arena.get_mut(id).map(|n| &mut n.kind) {
+                Some(NodeKind::List(items)) => std::mem::take(items),
+                _ => Vec::new(),
+            };
+            out.push(DeferredTrace(items));
+        }
+        Some(out)
+    }
+
+    /// The whole (remaining) tree as a value.
+    pub(crate) fn freeze_root(&mut self) -> Result<Value, PickleError> {
+        let root = self.root;
+        let max_depth = self.max_depth;
+        self.freeze(root, max_depth)
+    }
+
+    /// Trace entry `index` of a deferred trace, as a value. Entries sit 4
+    /// levels down (root dict, device_traces, the device's list, the
+    /// entry), so they get the depth limit less 3.
+    pub(crate) fn freeze_entry(
+        &mut self,
+        trace: &DeferredTrace,
+        index: usize,
+    ) -> Result<Value, PickleError> {
+        let item = trace.0.get(index).copied().ok_or_else(lost)?;
+        self.frozen_now.clear();
+        let max_depth = self.max_depth.saturating_sub(3);
+        self.freeze(item, max_depth)
+    }
+
+    /// Drops the values of the nodes the last [`Document::freeze_entry`]
+    /// made that nothing else refers to.
+    pub(crate) fn release_entry(&mut self) {
+        for id in std::mem::take(&mut self.frozen_now) {
+            if self.in_degree.get(id).is_some_and(|&d| d <= 1)
+                && let Some(slot) = self.slots.get_mut(id)
+            {
+                *slot = Slot::Released;
+            }
+        }
+    }
+
+    fn scalar(&self, item: Item) -> Option<Value> {
         match item {
             Item::None => Some(Value::None),
             Item::Bool(b) => Some(Value::Bool(b)),
             Item::SmallInt(i) => Some(Value::Int(i.into())),
-            Item::Scalar(id) => scalars.get(id as usize).cloned(),
+            Item::Scalar(id) => self.scalars.get(id as usize).cloned(),
             Item::Node(_) => None,
         }
-    };
-    let root_id = match root {
-        Item::Node(id) => id as usize,
-        other => return scalar(other).ok_or_else(lost),
-    };
-    let mut slots: Vec<Slot> = Vec::with_capacity(arena.len());
-    slots.resize_with(arena.len(), || Slot::Unvisited);
-    if max_depth == 0 {
-        return Err(too_deep(max_depth, None));
     }
 
-    let set_slot = |slots: &mut Vec<Slot>, id: usize, slot: Slot| -> Result<(), PickleError> {
-        *slots.get_mut(id).ok_or_else(lost)? = slot;
+    fn set_slot(&mut self, id: usize, slot: Slot) -> Result<(), PickleError> {
+        *self.slots.get_mut(id).ok_or_else(lost)? = slot;
         Ok(())
-    };
+    }
 
-    set_slot(&mut slots, root_id, Slot::InProgress)?;
-    // (node, index of the next child to look at)
-    let mut path: Vec<(usize, usize)> = vec![(root_id, 0)];
-    while let Some((id, next_child)) = path.last_mut() {
-        let id = *id;
-        let node = arena.get(id).ok_or_else(lost)?;
-        let mut descend_into = None;
-        while let Some(child) = node.kind.child(*next_child) {
-            if let Item::Node(child_id) = child {
-                let child_id = *child_id as usize;
-                match slots.get(child_id).ok_or_else(lost)? {
-                    Slot::Done(..) => {}
-                    Slot::InProgress => {
-                        let container = arena
-                            .get(child_id)
-                            .map_or("container", |n| n.kind.type_name());
-                        return Err(PickleError::Cycle { container });
-                    }
-                    Slot::Unvisited => {
-                        descend_into = Some(child_id);
-                        break;
-                    }
-                }
-            }
-            *next_child += 1;
-        }
-        if let Some(child_id) = descend_into {
-            if path.len() >= max_depth {
-                return Err(too_deep(max_depth, None));
-            }
-            set_slot(&mut slots, child_id, Slot::InProgress)?;
-            path.push((child_id, 0));
-            continue;
-        }
-
-        // Every child is frozen: build this node. Its children vector is no
-        // longer needed, so take it (scalars are moved, not cloned).
-        let kind = std::mem::replace(
-            &mut arena.get_mut(id).ok_or_else(lost)?.kind,
-            NodeKind::Tuple(Vec::new()),
-        );
-        let mut height = 0;
-        let mut dangling = false;
-        // Infallible so that `collect` can build each `Arc<[_]>` in one
-        // allocation straight from the node's vector.
-        let mut resolve = |item: Item| -> Value {
-            match item {
-                Item::Node(child_id) => match slots.get(child_id as usize) {
-                    Some(Slot::Done(value, child_height)) => {
-                        height = height.max(*child_height);
-                        value.clone()
-                    }
-                    // Unreachable: the loop above froze every child first.
-                    _ => {
-                        dangling = true;
-                        Value::None
-                    }
-                },
-                other => scalar(other).unwrap_or_else(|| {
-                    dangling = true;
-                    Value::None
-                }),
-            }
+    /// Freezes `item`. Iterative depth-first: the explicit path never grows
+    /// past `max_depth`, so neither hostile depth nor hostile cycles can
+    /// overflow the stack. Frozen nodes keep their value (shared nodes stay
+    /// shared) until released.
+    fn freeze(&mut self, item: Item, max_depth: usize) -> Result<Value, PickleError> {
+        let root_id = match item {
+            Item::Node(id) => id as usize,
+            other => return self.scalar(other).ok_or_else(lost),
         };
-        let value = match kind {
-            NodeKind::List(items) => Value::List(items.into_iter().map(&mut resolve).collect()),
-            NodeKind::Tuple(items) => Value::Tuple(items.into_iter().map(&mut resolve).collect()),
-            NodeKind::Dict(pairs) => Value::Dict(
-                pairs
-                    .into_iter()
-                    .map(|(key, value)| (resolve(key), resolve(value)))
-                    .collect(),
-            ),
-            // Every reference was redirected to the canonical list.
-            NodeKind::Alias(_) => return Err(lost()),
-        };
-        if dangling {
-            return Err(lost());
+        match self.slots.get(root_id).ok_or_else(lost)? {
+            Slot::Done(value, _) => return Ok(value.clone()),
+            Slot::Unvisited => {}
+            Slot::InProgress | Slot::Released => return Err(lost()),
         }
-        let height = height + 1;
-        if height > max_depth {
+        if max_depth == 0 {
             return Err(too_deep(max_depth, None));
         }
-        set_slot(&mut slots, id, Slot::Done(value, height))?;
-        path.pop();
+        self.set_slot(root_id, Slot::InProgress)?;
+        // (node, index of the next child to look at)
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.push((root_id, 0));
+        let result = self.freeze_path(&mut path, max_depth);
+        self.path = path;
+        result?;
+        match self.slots.get(root_id) {
+            Some(Slot::Done(value, _)) => Ok(value.clone()),
+            _ => Err(lost()),
+        }
     }
 
-    match slots
-        .get_mut(root_id)
-        .map(|s| std::mem::replace(s, Slot::Unvisited))
-    {
-        Some(Slot::Done(value, _)) => Ok(value),
-        _ => Err(lost()),
+    /// The depth-first loop of [`Document::freeze`].
+    fn freeze_path(
+        &mut self,
+        path: &mut Vec<(usize, usize)>,
+        max_depth: usize,
+    ) -> Result<(), PickleError> {
+        while let Some(&mut (id, ref mut next_child)) = path.last_mut() {
+            let node = self.arena.get(id).ok_or_else(lost)?;
+            let mut descend_into = None;
+            while let Some(child) = node.kind.child(*next_child) {
+                if let Item::Node(child_id) = child {
+                    let child_id = *child_id as usize;
+                    match self.slots.get(child_id).ok_or_else(lost)? {
+                        Slot::Done(..) => {}
+                        Slot::InProgress => {
+                            let container = self
+                                .arena
+                                .get(child_id)
+                                .map_or("container", |n| n.kind.type_name());
+                            return Err(PickleError::Cycle { container });
+                        }
+                        Slot::Unvisited => {
+                            descend_into = Some(child_id);
+                            break;
+                        }
+                        Slot::Released => return Err(lost()),
+                    }
+                }
+                *next_child += 1;
+            }
+            if let Some(child_id) = descend_into {
+                if path.len() >= max_depth {
+                    return Err(too_deep(max_depth, None));
+                }
+                self.set_slot(child_id, Slot::InProgress)?;
+                path.push((child_id, 0));
+                continue;
+            }
+
+            // Every child is frozen: build this node. Its children vector is
+            // no longer needed, so take it (scalars are moved, not cloned).
+            let kind = std::mem::replace(
+                &mut self.arena.get_mut(id).ok_or_else(lost)?.kind,
+                NodeKind::Tuple(Vec::new()),
+            );
+            let mut height = 0;
+            let mut dangling = false;
+            let slots = &self.slots;
+            let scalars = &self.scalars;
+            // Infallible so that `collect` can build each `Arc<[_]>` in one
+            // allocation straight from the node's vector.
+            let mut resolve = |item: Item| -> Value {
+                match item {
+                    Item::Node(child_id) => match slots.get(child_id as usize) {
+                        Some(Slot::Done(value, child_height)) => {
+                            height = height.max(*child_height);
+                            value.clone()
+                        }
+                        // Unreachable: the loop above froze every child first.
+                        _ => {
+                            dangling = true;
+                            Value::None
+                        }
+                    },
+                    Item::None => Value::None,
+                    Item::Bool(b) => Value::Bool(b),
+                    Item::SmallInt(i) => Value::Int(i.into()),
+                    Item::Scalar(id) => scalars.get(id as usize).cloned().unwrap_or_else(|| {
+                        dangling = true;
+                        Value::None
+                    }),
+                }
+            };
+            let value = match kind {
+                NodeKind::List(items) => Value::List(items.into_iter().map(&mut resolve).collect()),
+                NodeKind::Tuple(items) => {
+                    Value::Tuple(items.into_iter().map(&mut resolve).collect())
+                }
+                NodeKind::Dict(pairs) => Value::Dict(
+                    pairs
+                        .into_iter()
+                        .map(|(key, value)| (resolve(key), resolve(value)))
+                        .collect(),
+                ),
+                // Every reference was redirected to the canonical list.
+                NodeKind::Alias(_) => return Err(lost()),
+            };
+            if dangling {
+                return Err(lost());
+            }
+            let height = height + 1;
+            if height > max_depth {
+                return Err(too_deep(max_depth, None));
+            }
+            self.set_slot(id, Slot::Done(value, height))?;
+            self.frozen_now.push(id);
+            path.pop();
+        }
+        Ok(())
     }
 }
 
