@@ -496,17 +496,6 @@ fn check_input(bytes: &[u8], limits: &Limits) -> Result<(), PickleError> {
     check_frame_chain(bytes)
 }
 
-/// [`parse_with_progress`] of a file's bytes that are no longer needed once
-/// the opcodes are read: they are dropped before the tree is built, which
-/// lowers the peak memory of reading a large file by its size.
-pub fn parse_owned(
-    bytes: Vec<u8>,
-    limits: &Limits,
-    progress: Option<&AtomicU64>,
-) -> Result<Value, PickleError> {
-    parse_document_owned(bytes, limits, progress)?.freeze_root()
-}
-
 /// The parsed arena of `bytes`, not yet a value tree.
 pub(crate) fn parse_document(
     bytes: &[u8],

@@ -75,11 +75,11 @@ pub fn write_snapshot_with<W: Write>(
     pickler.finish()
 }
 
-/// The pickle bytes of `snapshot`.
+/// The pickle bytes of `snapshot`. Writing into memory fails only past
+/// 2^32 memoised objects (hundreds of GB of snapshot); the result is then
+/// empty, which no reader accepts. Use [`write_snapshot`] to see the error.
 pub fn snapshot_to_bytes(snapshot: &Snapshot) -> Vec<u8> {
     let mut out = Vec::new();
-    // Writing into a Vec cannot fail; the memo limit (2^32 objects) needs
-    // more memory than any Vec here could hold.
     if write_snapshot(snapshot, &mut out).is_err() {
         out.clear();
     }
