@@ -1638,3 +1638,11 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
     let err = read_snapshot(&bad).unwrap_err().to_string();
     assert_eq!(err, "device_traces[0][1].addr: expected int, found str");
 }
+
+#[test]
+fn a_trace_entry_referring_to_the_root_is_a_cycle_error() {
+    // root = {'segments': [], 'device_traces': [[{'action': 'alloc', 'back': root}]]}
+    let pickle = b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04back\x94h\x00uaau.";
+    let err = read_snapshot(pickle).unwrap_err().to_string();
+    assert!(err.contains("contains itself"), "{err}");
+}

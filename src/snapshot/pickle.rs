@@ -1839,8 +1839,9 @@ impl Document {
 
     /// Takes the items of every per-device trace list out of the tree, so
     /// that [`Document::freeze_root`] sees them empty: when the root is a
-    /// dict whose `device_traces` is a list of lists, each referred to only
-    /// there. `None` (nothing taken) for any other shape.
+    /// dict nothing refers to, whose `device_traces` is a list of lists,
+    /// each referred to only there. `None` (nothing taken) for any other
+    /// shape: then nothing an entry refers to can contain the entry.
     pub(crate) fn defer_device_traces(&mut self) -> Option<Vec<DeferredTrace>> {
         let NodeKind::Dict(pairs) = self.node_kind(self.root)? else {
             return None;
@@ -1856,7 +1857,14 @@ impl Document {
         let NodeKind::List(devices) = self.node_kind(traces)? else {
             return None;
         };
-        let deferrable = self.referred_once(traces)
+        // Nothing may refer back to the root either: an entry that did would
+        // be a cycle, which only the whole-tree freeze can see.
+        let root_unreferenced = match self.root {
+            Item::Node(id) => self.in_degree.get(id as usize) == Some(&0),
+            _ => false,
+        };
+        let deferrable = root_unreferenced
+            && self.referred_once(traces)
             && devices.iter().all(|&d| {
                 self.referred_once(d) && matches!(self.node_kind(d), Some(NodeKind::List(_)))
             });

@@ -228,8 +228,9 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
 /// Converts a parsed pickle into a [`Snapshot`] without ever holding the
 /// whole trace as values: everything but the per-device trace lists is
 /// frozen and converted first, then each trace entry is frozen, converted
-/// and dropped in turn. Same result (and errors) as [`snapshot_from_value`]
-/// of the whole tree; peak memory for a long trace is a fraction of it.
+/// and dropped in turn. Same result as [`snapshot_from_value`] of the whole
+/// tree (a file with several bad fields may have another one reported
+/// first); peak memory for a long trace is a fraction of it.
 fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
     let root = document.freeze_root()?;
