@@ -919,7 +919,7 @@ fn zip_archives_are_recognised_as_checkpoints() {
     let err = read_snapshot(b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl").unwrap_err();
     assert_eq!(
         err.to_string(),
-        "not a pickle: looks like a zip archive (a torch.save checkpoint?), not a memory snapshot"
+        "not a pickle: this is a zip archive (a torch.save checkpoint?), not a memory snapshot"
     );
     assert!(
         parse(b"\x1f\x8b\x08\x00")
@@ -1477,4 +1477,172 @@ proptest! {
             let _ = snapshot_from_value(&value);
         }
     }
+}
+
+// ---- bad input through the CLI -----------------------------------------------
+
+mod common;
+
+/// A protocol 4 pickle of `{'segments': <value>}` built from raw opcodes
+/// (`value` is the opcodes of one value).
+fn dict_with_segments(value: &[u8]) -> Vec<u8> {
+    let mut out = b"\x80\x04}\x94\x8c\x08segments\x94".to_vec();
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"s.");
+    out
+}
+
+/// Every kind of bad input gives `vramtop open --summary` and `vramtop
+/// replay` one line on stderr saying what was found, exit code 2, nothing on
+/// stdout and no panic.
+#[test]
+fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
+    let dir = std::env::temp_dir().join(format!("vramtop-bad-input-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let marker = dir.join("executed");
+    let mut evil = b"cos\nsystem\n(S'touch ".to_vec();
+    evil.extend_from_slice(marker.display().to_string().as_bytes());
+    evil.extend_from_slice(b"'\ntR.");
+    let real =
+        snapshots_dir().map(|d| std::fs::read(d.join("silmont_mem_snapshot.pickle")).unwrap());
+    let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "empty.pickle",
+            Vec::new(),
+            "not a pickle: the input is empty",
+        ),
+        (
+            "magic.pickle",
+            b"\x00\x01binary junk".to_vec(),
+            "first byte 0x00 is not a pickle opcode",
+        ),
+        (
+            "model.pt",
+            b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl".to_vec(),
+            "this is a zip archive (a torch.save checkpoint?), not a memory snapshot",
+        ),
+        (
+            "gzipped.pickle",
+            b"\x1f\x8b\x08\x00\x00\x00".to_vec(),
+            "gzip",
+        ),
+        (
+            "no_segments.pickle",
+            b"\x80\x04}\x94\x8c\x03foo\x94K\x01s.".to_vec(),
+            "top level is a dict without a 'segments' key (keys: 'foo')",
+        ),
+        (
+            "ints.pickle",
+            b"\x80\x04]\x94(K\x01K\x02K\x03e.".to_vec(),
+            "top level is a list whose item [0] is an int (1), not a segment dict",
+        ),
+        (
+            "evil.pickle",
+            evil,
+            "refused pickle opcode GLOBAL (os.system)",
+        ),
+        (
+            "segments_int.pickle",
+            dict_with_segments(b"K\x05"),
+            "segments: expected list, found int",
+        ),
+        (
+            "segment_str_address.pickle",
+            dict_with_segments(b"]}(\x8c\x06device\x94K\x00\x8c\x07address\x94\x8c\x01x\x94ua"),
+            "segments[0].address: expected int, found str",
+        ),
+        (
+            "no_stop.pickle",
+            b"\x80\x04K\x01".to_vec(),
+            "without a STOP opcode",
+        ),
+    ];
+    if let Some(real) = real {
+        cases.push((
+            "truncated.pickle",
+            real[..real.len() / 2].to_vec(),
+            "truncated pickle",
+        ));
+    }
+    for (name, bytes, expected) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let path = path.display().to_string();
+        for args in [vec!["open", &path, "--summary"], vec!["replay", &path]] {
+            let (code, out, err) = common::run_vramtop(&args, None);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(out.is_empty(), "{args:?}: {out}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(expected), "{args:?}: {err}");
+            assert!(err.contains(name), "the file is named: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+        }
+    }
+    assert!(!marker.exists(), "the pickle's os.system call ran");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn progress_reaches_the_file_length_and_the_result_is_the_plain_read() {
+    let Some(dir) = snapshots_dir() else { return };
+    let path = dir.join("JasperSolt_EoR_NN_snapshot.pickle");
+    let progress = std::sync::atomic::AtomicU64::new(0);
+    let with = vramtop::snapshot::read_snapshot_file_with_progress(&path, &progress).unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(progress.load(std::sync::atomic::Ordering::Relaxed), len);
+    assert_eq!(with, vramtop::snapshot::read_snapshot_file(&path).unwrap());
+    // A bad file names itself through this entry point too.
+    let missing = dir.join("no-such-file.pickle");
+    let err = vramtop::snapshot::read_snapshot_file_with_progress(&missing, &progress)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no-such-file.pickle"), "{err}");
+}
+
+/// `read_snapshot` converts the trace entry by entry (never holding the
+/// whole trace as values); it must agree with converting the whole value
+/// tree, on every real file and on hand-made sharing the fast path must
+/// not break (an entry referenced twice, frames shared with blocks).
+#[test]
+fn entry_by_entry_reading_agrees_with_the_whole_tree() {
+    let check = |name: &str, bytes: &[u8]| {
+        let whole = vramtop::snapshot::snapshot_from_value(&parse(bytes).unwrap());
+        let streamed = read_snapshot(bytes);
+        match (whole, streamed) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
+            (a, b) => panic!("{name}: {a:?} vs {b:?}"),
+        }
+    };
+    if let Some(dir) = snapshots_dir() {
+        for (name, bytes) in all_snapshot_files(&dir) {
+            check(&name, &bytes);
+        }
+    }
+    // {'segments': [], 'device_traces': [[e, e]]} with e memoised once.
+    let entry = b"}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x00\x8c\x04size\x94M\x00\x02\x8c\x06stream\x94K\x00u";
+    let mut shared =
+        b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94(".to_vec();
+    shared.extend_from_slice(entry);
+    shared.extend_from_slice(b"h\x06eau.");
+    check("entry referenced twice", &shared);
+    let snapshot = read_snapshot(&shared).unwrap();
+    assert_eq!(snapshot.device_traces[0].len(), 2);
+    // A bad field inside an entry names its place in the trace.
+    let mut bad =
+        b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94(".to_vec();
+    bad.extend_from_slice(entry);
+    bad.extend_from_slice(b"}\x94(h\x07h\x08h\x09\x8c\x01xh\x0aM\x00\x02h\x0bK\x00ueau.");
+    check("bad second entry", &bad);
+    let err = read_snapshot(&bad).unwrap_err().to_string();
+    assert_eq!(err, "device_traces[0][1].addr: expected int, found str");
+}
+
+#[test]
+fn a_trace_entry_referring_to_the_root_is_a_cycle_error() {
+    // root = {'segments': [], 'device_traces': [[{'action': 'alloc', 'back': root}]]}
+    let pickle = b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04back\x94h\x00uaau.";
+    let err = read_snapshot(pickle).unwrap_err().to_string();
+    assert!(err.contains("contains itself"), "{err}");
 }

@@ -170,6 +170,7 @@ fn stress_bindings() -> Vec<StressBinding> {
         b("g", act(S::ScenarioRun), None),
         b("w", act(S::ScenarioRewind), None),
         b("N", act(S::ScenarioNextVariant), None),
+        b("W", act(S::SaveSnapshot), None),
     ]
 }
 
@@ -344,6 +345,7 @@ impl Keymap {
             KeyCode::Char('g') => PanelKey::Act(S::ScenarioRun),
             KeyCode::Char('w') => PanelKey::Act(S::ScenarioRewind),
             KeyCode::Char('N') => PanelKey::Act(S::ScenarioNextVariant),
+            KeyCode::Char('W') => PanelKey::Act(S::SaveSnapshot),
             _ => return None,
         })
     }

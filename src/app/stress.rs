@@ -217,6 +217,10 @@ pub enum StressAction {
     ScenarioRewind,
     /// The scenario's next variant (rewound).
     ScenarioNextVariant,
+    /// Writes the worker's allocator (layout and whole trace) as a PyTorch
+    /// memory snapshot `vramtop-stress-<unix time>.pickle` in the current
+    /// directory.
+    SaveSnapshot,
 }
 
 impl StressAction {
@@ -254,6 +258,9 @@ impl StressAction {
                 "scenario: rewind (free all, the variant's settings, step 0)"
             }
             StressAction::ScenarioNextVariant => "scenario: next variant (rewound)",
+            StressAction::SaveSnapshot => {
+                "write a PyTorch snapshot: vramtop-stress-<unix time>.pickle in the current directory"
+            }
         }
     }
 }
@@ -274,6 +281,10 @@ pub enum StressCommand {
     /// Runs the verify kernel over every live tensor (filled with the
     /// pattern of its id when it was allocated).
     Verify,
+    /// Writes the allocator as a PyTorch memory snapshot pickle named
+    /// `vramtop-stress-<unix time>.pickle` in the current directory (the
+    /// worker picks the name: the panel has no clock).
+    SaveSnapshot,
 }
 
 /// A tensor whose bytes are not the pattern they were filled with.
@@ -327,6 +338,13 @@ pub enum StressOutcome {
     Verified {
         checked: u64,
         bad: Option<BadTensor>,
+    },
+    /// The snapshot was written to `path` (`bytes` long, `trace_entries`
+    /// trace entries).
+    SnapshotSaved {
+        path: String,
+        bytes: u64,
+        trace_entries: usize,
     },
     /// Anything else the device said no to, after `allocated` succeeded.
     Failed {
@@ -1139,6 +1157,7 @@ impl StressPanel {
                 return self.send(StressCommand::Verify);
             }
             StressAction::MarkCompare => self.mark(),
+            StressAction::SaveSnapshot => return self.send(StressCommand::SaveSnapshot),
             StressAction::OpenScenarios => self.open_scenarios(),
             StressAction::LoadScenario(i) => return self.load_scenario(i),
             StressAction::ScenarioStep => {
@@ -1490,6 +1509,16 @@ impl StressPanel {
                     "verify: tensor #{id} at {:#x} is corrupt: first bad byte at offset {} \
                      ({checked} tensor(s) checked before it were intact)",
                     bad.address, bad.offset
+                ));
+            }
+            StressOutcome::SnapshotSaved {
+                path,
+                bytes,
+                trace_entries,
+            } => {
+                self.say(format!(
+                    "wrote {path} ({trace_entries} trace entries, {}): vramtop replay {path}",
+                    fmt(bytes)
                 ));
             }
             StressOutcome::CacheEmptied => {

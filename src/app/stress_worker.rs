@@ -9,6 +9,7 @@
 //! and the cache emptied, when it is dropped: on a normal exit, when the
 //! panel's owner drops the worker, and while unwinding from a panic.
 
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -18,6 +19,8 @@ use crate::alloc::{AllocError, AllocatorConfig, CachingAllocator, DeviceMemory};
 use crate::device::Kernels;
 use crate::device::cuda::CudaMemory;
 use crate::device::sim::SimCluster;
+use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
+use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 use super::stress::{BadTensor, NewTensor, StressCommand, StressOutcome, StressResult};
 
@@ -25,6 +28,13 @@ use super::stress::{BadTensor, NewTensor, StressCommand, StressOutcome, StressRe
 pub const STRESS_COMMAND: &str = "vramtop stress panel";
 /// The stream every stress tensor is allocated on (the default stream).
 const STREAM: u64 = 0;
+/// Trace entries the stress allocator keeps (`_record_memory_history`'s
+/// `max_entries`): about 40 MB at most; an older start is rebuilt by the
+/// replay from the final layout.
+const TRACE_ENTRIES: usize = 1_000_000;
+/// Microseconds of the trace clock per command: command `n` stamps its
+/// entries `n × COMMAND_TIME_US`, so an entry's time names its command.
+const COMMAND_TIME_US: u64 = 1_000;
 
 /// Opens another handle on the executor's device, for the fresh allocator
 /// of a reconfigure (the old allocator and its handle are dropped once
@@ -47,6 +57,9 @@ pub struct StressExecutor<D: DeviceMemory> {
     /// The id the next tensor gets (its fill seed): 1, 2, … in allocation
     /// order, as the panel numbers its tensors.
     next_id: u64,
+    /// A one-frame traceback per command executed, naming it: the frames of
+    /// the trace entries of an exported snapshot.
+    commands: Vec<Frames>,
 }
 
 /// The kernels of a device that has them.
@@ -65,7 +78,8 @@ impl<D: DeviceMemory + Kernels> StressExecutor<D> {
 }
 
 impl<D: DeviceMemory> StressExecutor<D> {
-    pub fn new(allocator: CachingAllocator<D>, real_gpu: bool) -> Self {
+    pub fn new(mut allocator: CachingAllocator<D>, real_gpu: bool) -> Self {
+        allocator.record_history(Some(TRACE_ENTRIES));
         StressExecutor {
             allocator,
             real_gpu,
@@ -73,6 +87,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
             kernels: None,
             filled: FxHashMap::default(),
             next_id: 1,
+            commands: Vec::new(),
         }
     }
 
@@ -255,10 +270,10 @@ impl<D: DeviceMemory> StressExecutor<D> {
             .collect();
         self.release_all();
         let gpu = self.allocator.device_index();
-        let old = std::mem::replace(
-            &mut self.allocator,
-            CachingAllocator::new(device, gpu, config),
-        );
+        let mut fresh = CachingAllocator::new(device, gpu, config);
+        fresh.record_history(Some(TRACE_ENTRIES));
+        fresh.set_time_us(self.commands.len() as u64 * COMMAND_TIME_US);
+        let old = std::mem::replace(&mut self.allocator, fresh);
         drop(old);
         StressOutcome::Reconfigured {
             settings: settings.to_string(),
@@ -266,8 +281,78 @@ impl<D: DeviceMemory> StressExecutor<D> {
         }
     }
 
+    /// The allocator as a snapshot: its layout and the trace it kept, each
+    /// entry with a one-frame traceback naming the panel command that made
+    /// it (`<vramtop stress panel>`, line = the command's number).
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot_with_frames(&self.allocator, 0, |entry| {
+            let command = (entry.time_us / COMMAND_TIME_US) as usize;
+            command
+                .checked_sub(1)
+                .and_then(|i| self.commands.get(i))
+                .cloned()
+                .unwrap_or_else(|| Frames::from(Vec::new()))
+        })
+    }
+
+    /// Writes [`Self::snapshot`] to `vramtop-stress-<unix time>.pickle` in
+    /// the current directory (`-2`, `-3`, … appended when that exists).
+    fn save_snapshot(&self) -> StressOutcome {
+        let failed = |message: String| StressOutcome::Failed {
+            allocated: Vec::new(),
+            message,
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut path = PathBuf::from(format!("vramtop-stress-{now}.pickle"));
+        let mut n = 2;
+        while path.exists() {
+            path = PathBuf::from(format!("vramtop-stress-{now}-{n}.pickle"));
+            n += 1;
+        }
+        let snapshot = self.snapshot();
+        match write_snapshot_file(&snapshot, &path) {
+            Ok(bytes) => StressOutcome::SnapshotSaved {
+                path: path.display().to_string(),
+                bytes,
+                trace_entries: snapshot.device_traces.iter().map(Vec::len).sum(),
+            },
+            Err(e) => failed(format!("snapshot not saved: {e}")),
+        }
+    }
+
+    /// The label of a command's synthetic frame.
+    fn describe(command: &StressCommand) -> String {
+        let fmt = crate::alloc::human_bytes;
+        match command {
+            StressCommand::Malloc { sizes } => match sizes.first() {
+                Some(&first) if sizes.iter().all(|&s| s == first) => {
+                    format!("allocate {} × {}", sizes.len(), fmt(first))
+                }
+                _ => format!("allocate {} tensors", sizes.len()),
+            },
+            StressCommand::Free { addresses } => format!("free {} tensors", addresses.len()),
+            StressCommand::EmptyCache => "empty_cache()".to_string(),
+            StressCommand::Reconfigure { settings } => {
+                format!("reconfigure PYTORCH_CUDA_ALLOC_CONF={settings}")
+            }
+            StressCommand::Verify => "verify".to_string(),
+            StressCommand::SaveSnapshot => "save snapshot".to_string(),
+        }
+    }
+
     /// Applies one command; the answer carries the fresh figures.
     pub fn execute(&mut self, command: &StressCommand) -> StressResult {
+        if !matches!(command, StressCommand::SaveSnapshot) {
+            self.commands.push(synthetic_frames(
+                "<vramtop stress panel>",
+                self.commands.len() as i64 + 1,
+                &Self::describe(command),
+            ));
+            self.allocator
+                .set_time_us(self.commands.len() as u64 * COMMAND_TIME_US);
+        }
         let outcome = match command {
             StressCommand::Malloc { sizes } => self.malloc(sizes),
             StressCommand::Free { addresses } => self.free(addresses),
@@ -277,6 +362,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
             }
             StressCommand::Reconfigure { settings } => self.reconfigure(settings),
             StressCommand::Verify => self.verify(),
+            StressCommand::SaveSnapshot => self.save_snapshot(),
         };
         self.result(outcome)
     }

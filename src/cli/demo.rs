@@ -2,6 +2,7 @@
 //! a short walk through the caching allocator on a simulated GPU.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 use color_eyre::eyre::{WrapErr, eyre};
@@ -10,6 +11,8 @@ use serde::Serialize;
 use crate::alloc::{
     AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, format_size, human_bytes,
 };
+use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
+use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -28,11 +31,40 @@ pub struct DemoStep {
     pub lesson: &'static str,
 }
 
+/// Microseconds of the trace clock per demo step: the entries of step `n`
+/// are stamped `n × STEP_TIME_US` (a synthetic clock; nothing is timed).
+const STEP_TIME_US: u64 = 1_000;
+
 /// Runs the demo script and returns its steps.
 pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
+    Ok(run_model()?.0)
+}
+
+/// The demo's allocator as a snapshot: its whole trace, each entry with a
+/// one-frame traceback naming the demo step (`<vramtop demo>`, line = step
+/// number, name = the step), and the (empty) final layout.
+pub fn snapshot() -> color_eyre::Result<Snapshot> {
+    let (steps, model) = run_model()?;
+    let frames: Vec<Frames> = steps
+        .iter()
+        .enumerate()
+        .map(|(n, s)| synthetic_frames("<vramtop demo>", n as i64, &s.step))
+        .collect();
+    Ok(snapshot_with_frames(&model, 0, |entry| {
+        let step = (entry.time_us / STEP_TIME_US) as usize;
+        frames
+            .get(step)
+            .cloned()
+            .unwrap_or_else(|| Frames::from(Vec::new()))
+    }))
+}
+
+/// Runs the demo script with the trace recorded.
+fn run_model() -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator<InMemoryDevice>)> {
     let mut device = InMemoryDevice::new(80 * GIB);
     device.set_external_use(SIM_CONTEXT_BYTES);
     let mut m = CachingAllocator::new(device, 0, AllocatorConfig::default());
+    m.record_history(Some(usize::MAX));
     let mut out = Vec::new();
     let mut record = |m: &CachingAllocator<InMemoryDevice>, step: &str, lesson: &'static str| {
         let info = m.device().mem_get_info();
@@ -52,6 +84,7 @@ pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
         "start (CUDA context only)",
         "nvidia-smi already shows the context",
     );
+    m.set_time_us(STEP_TIME_US);
     let a = m.malloc(6 * MIB, 0).map_err(fail)?;
     let b = m.malloc(6 * MIB, 0).map_err(fail)?;
     let c = m.malloc(6 * MIB, 0).map_err(fail)?;
@@ -60,24 +93,28 @@ pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
         "a, b, c = 3 × 6 MiB",
         "one 20 MiB segment holds all three",
     );
+    m.set_time_us(2 * STEP_TIME_US);
     m.free(b).map_err(fail)?;
     record(
         &m,
         "del b",
         "allocated drops, reserved does not: b's block is cached",
     );
+    m.set_time_us(3 * STEP_TIME_US);
     let d = m.malloc(7 * MIB, 0).map_err(fail)?;
     record(
         &m,
         "d = 7 MiB",
         "no cached block is ≥ 7 MiB: a second segment",
     );
+    m.set_time_us(4 * STEP_TIME_US);
     m.empty_cache();
     record(
         &m,
         "empty_cache()",
         "nothing freed: every segment holds a live block",
     );
+    m.set_time_us(5 * STEP_TIME_US);
     m.free(a).map_err(fail)?;
     m.free(c).map_err(fail)?;
     m.empty_cache();
@@ -86,6 +123,7 @@ pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
         "del a, c; empty_cache()",
         "the first segment is entirely free: released",
     );
+    m.set_time_us(6 * STEP_TIME_US);
     m.free(d).map_err(fail)?;
     m.empty_cache();
     record(
@@ -95,11 +133,25 @@ pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
     );
     m.check_invariants()
         .map_err(|e| eyre!("model self-check failed: {e}"))?;
-    Ok(out)
+    Ok((out, m))
 }
 
-pub fn run(json: bool) -> color_eyre::Result<ExitCode> {
+pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitCode> {
     let steps = steps()?;
+    if let Some(path) = save_snapshot {
+        let snapshot = snapshot()?;
+        match write_snapshot_file(&snapshot, path) {
+            Ok(bytes) => eprintln!(
+                "vramtop demo: wrote {} ({} trace entries, {bytes} bytes)",
+                path.display(),
+                snapshot.device_traces.iter().map(Vec::len).sum::<usize>()
+            ),
+            Err(e) => {
+                eprintln!("vramtop demo: {e}");
+                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+            }
+        }
+    }
     if json {
         let text = serde_json::to_string_pretty(&steps).wrap_err("cannot encode the demo")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;

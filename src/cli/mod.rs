@@ -187,6 +187,11 @@ pub enum Command {
         /// Print each step as JSON.
         #[arg(long)]
         json: bool,
+        /// Also write the demo's allocator as a PyTorch memory snapshot
+        /// pickle (segments and the whole trace; opens in `vramtop open`,
+        /// `vramtop replay` and PyTorch's memory_viz).
+        #[arg(long, value_name = "FILE")]
+        save_snapshot: Option<PathBuf>,
     },
     /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), why a
     /// fallback happened, and what to install. Always exits 0.
@@ -222,6 +227,11 @@ pub enum Command {
         /// List the built-in scenarios and exit.
         #[arg(long)]
         list: bool,
+        /// Also write each variant's allocator at the end of the run as a
+        /// PyTorch memory snapshot pickle (FILE; with several variants
+        /// FILE's name gets `-VARIANT` before its extension).
+        #[arg(long, value_name = "FILE")]
+        save_snapshot: Option<PathBuf>,
     },
     /// Run headless and serve the GPUs' telemetry and every visible
     /// allocator's figures at http://ADDR/metrics in the Prometheus text
@@ -277,14 +287,22 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             debug_background_load,
         }) => open::run(&file, summary, json, debug_background_load, &cli.display),
-        Some(Command::Demo { json }) => demo::run(json),
+        Some(Command::Demo {
+            json,
+            save_snapshot,
+        }) => demo::run(json, save_snapshot.as_deref()),
         Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
         Some(Command::Check {
             json,
             device,
             budget,
         }) => check::run(&cli.device, device, budget, json),
-        Some(Command::Scenario { name, json, list }) => scenario::run(name.as_deref(), json, list),
+        Some(Command::Scenario {
+            name,
+            json,
+            list,
+            save_snapshot,
+        }) => scenario::run(name.as_deref(), json, list, save_snapshot.as_deref()),
         Some(Command::Serve {
             listen,
             allow_remote,

@@ -2,16 +2,24 @@
 //! its per-step figures and outcome, as a table or JSON.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
 use crate::alloc::human_bytes;
-use crate::scenario::{self, ScenarioResult};
+use crate::scenario::engine::{STEP_TIME_US, run_variant_model};
+use crate::scenario::{self, Scenario, ScenarioResult};
+use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
+use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 /// Runs the `scenario` command.
-pub fn run(name: Option<&str>, json: bool, list: bool) -> color_eyre::Result<ExitCode> {
+pub fn run(
+    name: Option<&str>,
+    json: bool,
+    list: bool,
+    save_snapshot: Option<&Path>,
+) -> color_eyre::Result<ExitCode> {
     if list {
         return print_list(json);
     }
@@ -39,13 +47,43 @@ pub fn run(name: Option<&str>, json: bool, list: bool) -> color_eyre::Result<Exi
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
     };
-    let result = match parsed.and_then(|s| scenario::run(&s)) {
+    let ran = parsed.and_then(|s| scenario::run(&s).map(|r| (s, r)));
+    let (parsed, result) = match ran {
         Ok(r) => r,
         Err(e) => {
             eprintln!("vramtop scenario: {name}: {e}");
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
     };
+    if let Some(path) = save_snapshot {
+        let snapshots = match variant_snapshots(&parsed) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("vramtop scenario: {name}: {e}");
+                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+            }
+        };
+        let single = snapshots.len() == 1;
+        for (variant, snapshot) in snapshots {
+            let file = if single {
+                path.to_path_buf()
+            } else {
+                variant_path(path, &variant)
+            };
+            match write_snapshot_file(&snapshot, &file) {
+                Ok(bytes) => eprintln!(
+                    "vramtop scenario: wrote {} (variant {variant}: {} segments, {} trace entries, {bytes} bytes)",
+                    file.display(),
+                    snapshot.segments.len(),
+                    snapshot.device_traces.iter().map(Vec::len).sum::<usize>(),
+                ),
+                Err(e) => {
+                    eprintln!("vramtop scenario: {e}");
+                    return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+                }
+            }
+        }
+    }
     let text = if json {
         let mut t = serde_json::to_string_pretty(&result).wrap_err("cannot encode the scenario")?;
         t.push('\n');
@@ -55,6 +93,59 @@ pub fn run(name: Option<&str>, json: bool, list: bool) -> color_eyre::Result<Exi
     };
     super::emit(&text).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each variant's model at the end of its run as a snapshot: every trace
+/// entry carries a one-frame traceback naming its step
+/// (`<vramtop scenario NAME>`, line = step number, name = step label).
+pub fn variant_snapshots(
+    scenario: &Scenario,
+) -> Result<Vec<(String, Snapshot)>, scenario::ScenarioError> {
+    let file = format!("<vramtop scenario {}>", scenario.name);
+    scenario
+        .variants
+        .iter()
+        .map(|variant| {
+            let (result, model) = run_variant_model(scenario, variant)?;
+            let frames: Vec<Frames> = result
+                .steps
+                .iter()
+                .map(|s| synthetic_frames(&file, s.step as i64, &s.label))
+                .collect();
+            let snapshot = snapshot_with_frames(&model, 0, |entry| {
+                // Step n ran at n × STEP_TIME_US; entries before step 1: none.
+                let step = (entry.time_us / STEP_TIME_US) as usize;
+                step.checked_sub(1)
+                    .and_then(|i| frames.get(i))
+                    .cloned()
+                    .unwrap_or_else(|| Frames::from(Vec::new()))
+            });
+            Ok((variant.name.clone(), snapshot))
+        })
+        .collect()
+}
+
+/// `out.pickle` → `out-VARIANT.pickle` (the variant name made file-safe).
+fn variant_path(path: &Path, variant: &str) -> PathBuf {
+    let safe: String = variant
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{safe}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{safe}"),
+    };
+    path.with_file_name(name)
 }
 
 fn looks_like_path(name: &str) -> bool {

@@ -101,6 +101,28 @@ pub fn run(scenario: &Scenario) -> Result<ScenarioResult, ScenarioError> {
 /// Runs one variant; the run stops at the first out-of-memory error, as a
 /// PyTorch script would on the uncaught `OutOfMemoryError`.
 pub fn run_variant(scenario: &Scenario, variant: &Variant) -> Result<VariantResult, ScenarioError> {
+    run_variant_inner(scenario, variant, false).map(|(result, _)| result)
+}
+
+/// The microseconds of the trace clock each step advances: step `n` runs
+/// at `n × STEP_TIME_US`, so a trace entry's `time_us` names its step.
+pub const STEP_TIME_US: u64 = 1_000;
+
+/// Like [`run_variant`], and also returns the model at the end with its
+/// whole trace recorded (`_record_memory_history` on from the start; each
+/// step's entries stamped `step × STEP_TIME_US`), for exporting a snapshot.
+pub fn run_variant_model(
+    scenario: &Scenario,
+    variant: &Variant,
+) -> Result<(VariantResult, CachingAllocator<InMemoryDevice>), ScenarioError> {
+    run_variant_inner(scenario, variant, true)
+}
+
+fn run_variant_inner(
+    scenario: &Scenario,
+    variant: &Variant,
+    record: bool,
+) -> Result<(VariantResult, CachingAllocator<InMemoryDevice>), ScenarioError> {
     let failure = |message: String| {
         ScenarioError::Invalid(format!(
             "scenario '{}', variant '{}': {message}",
@@ -111,6 +133,9 @@ pub fn run_variant(scenario: &Scenario, variant: &Variant) -> Result<VariantResu
     let mut device = InMemoryDevice::new(scenario.device_memory);
     device.set_external_use(scenario.context);
     let mut m = CachingAllocator::new(device, 0, config);
+    if record {
+        m.record_history(Some(usize::MAX));
+    }
     // Held names with their pointers, in allocation order.
     let mut names: Vec<String> = Vec::new();
     let mut ptrs: Vec<u64> = Vec::new();
@@ -120,6 +145,7 @@ pub fn run_variant(scenario: &Scenario, variant: &Variant) -> Result<VariantResu
 
     for step in scenario.steps.iter().filter(|s| s.runs_in(&variant.name)) {
         let index = steps.len() + 1;
+        m.set_time_us(index as u64 * STEP_TIME_US);
         let mut released = 0;
         let mut oom = None;
         match &step.action {
@@ -184,7 +210,7 @@ pub fn run_variant(scenario: &Scenario, variant: &Variant) -> Result<VariantResu
         }
     }
     let stats = m.stats();
-    Ok(VariantResult {
+    let result = VariantResult {
         variant: variant.name.clone(),
         alloc_conf: variant.alloc_conf.clone(),
         summary: Summary {
@@ -196,7 +222,8 @@ pub fn run_variant(scenario: &Scenario, variant: &Variant) -> Result<VariantResu
             steps_run: steps.len(),
         },
         steps,
-    })
+    };
+    Ok((result, m))
 }
 
 #[cfg(test)]

@@ -3,15 +3,31 @@
 //! exporting vramtop sessions and for testing the replay on traces no shared
 //! file contains (several streams, pending frees, expandable segments, OOMs).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::types::{
-    AllocatorSettings, Block, Frames, Segment, Snapshot, SnapshotFormat, TraceEntry,
+    AllocatorSettings, Block, Frame, Frames, Segment, Snapshot, SnapshotFormat, TraceEntry,
 };
-use crate::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, TraceAction};
+use crate::alloc::{
+    AllocatorConfig, BlockState, CachingAllocator, DeviceMemory, TraceAction,
+    TraceEntry as ModelEntry,
+};
 
 fn no_frames() -> Frames {
     Arc::from(Vec::new())
+}
+
+/// A one-frame traceback naming what vramtop did, for exported sessions:
+/// `filename` names the source (e.g. `<vramtop scenario fragmentation>`),
+/// `line` the step number, `name` the step's label. Synthetic, and says
+/// so: no Python ran.
+pub fn synthetic_frames(filename: &str, line: i64, name: &str) -> Frames {
+    Arc::from(vec![Frame {
+        filename: Arc::from(filename),
+        line,
+        name: Arc::from(name),
+    }])
 }
 
 /// The `allocator_settings` PyTorch would export for `config`.
@@ -38,6 +54,55 @@ pub fn settings_of(config: &AllocatorConfig) -> AllocatorSettings {
 /// model's trace entries start at `skip_trace` — to imitate a ring buffer
 /// that lost the beginning) and its settings.
 pub fn snapshot_of<D: DeviceMemory>(model: &CachingAllocator<D>, skip_trace: usize) -> Snapshot {
+    snapshot_with_frames(model, skip_trace, |_| no_frames())
+}
+
+/// Like [`snapshot_of`], with a traceback for every trace entry from
+/// `frames_of` (called once per entry, oldest first). As in PyTorch, a live
+/// block carries the traceback of the allocation that handed it out and a
+/// segment the one of its `segment_alloc` (`segment_map` for expandable
+/// segments); blocks and segments whose entry the trace no longer holds
+/// have none.
+pub fn snapshot_with_frames<D: DeviceMemory>(
+    model: &CachingAllocator<D>,
+    skip_trace: usize,
+    mut frames_of: impl FnMut(&ModelEntry) -> Frames,
+) -> Snapshot {
+    let empty = no_frames();
+    let trace: Vec<TraceEntry> = model
+        .trace()
+        .skip(skip_trace)
+        .filter(|e| e.action != TraceAction::Snapshot)
+        .map(|e| TraceEntry {
+            action: e.action,
+            addr: e.addr,
+            size: e.size,
+            stream: e.stream,
+            time_us: i64::try_from(e.time_us).ok(),
+            frames: frames_of(e),
+            compile_context: None,
+            user_metadata: None,
+        })
+        .collect();
+    // The latest entry of each kind per address (later entries overwrite).
+    let mut alloc_frames: HashMap<u64, Frames> = HashMap::new();
+    let mut segment_frames: HashMap<u64, Frames> = HashMap::new();
+    for e in &trace {
+        match e.action {
+            TraceAction::Alloc => {
+                alloc_frames.insert(e.addr, e.frames.clone());
+            }
+            TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
+                segment_frames
+                    .entry(e.addr)
+                    .or_insert_with(|| e.frames.clone());
+            }
+            TraceAction::SegmentFree => {
+                segment_frames.remove(&e.addr);
+            }
+            _ => {}
+        }
+    }
     let segments = model
         .layout()
         .into_iter()
@@ -52,7 +117,10 @@ pub fn snapshot_of<D: DeviceMemory>(model: &CachingAllocator<D>, skip_trace: usi
             segment_type: s.segment_type,
             segment_pool_id: s.segment_pool_id,
             is_expandable: s.is_expandable,
-            frames: no_frames(),
+            frames: segment_frames
+                .get(&s.address)
+                .cloned()
+                .unwrap_or_else(|| empty.clone()),
             blocks: s
                 .blocks
                 .into_iter()
@@ -61,24 +129,15 @@ pub fn snapshot_of<D: DeviceMemory>(model: &CachingAllocator<D>, skip_trace: usi
                     size: b.size,
                     requested_size: b.requested_size,
                     state: b.state,
-                    frames: no_frames(),
+                    frames: match b.state {
+                        BlockState::Inactive => empty.clone(),
+                        _ => alloc_frames
+                            .get(&b.address)
+                            .cloned()
+                            .unwrap_or_else(|| empty.clone()),
+                    },
                 })
                 .collect(),
-        })
-        .collect();
-    let trace: Vec<TraceEntry> = model
-        .trace()
-        .skip(skip_trace)
-        .filter(|e| e.action != TraceAction::Snapshot)
-        .map(|e| TraceEntry {
-            action: e.action,
-            addr: e.addr,
-            size: e.size,
-            stream: e.stream,
-            time_us: i64::try_from(e.time_us).ok(),
-            frames: no_frames(),
-            compile_context: None,
-            user_metadata: None,
         })
         .collect();
     let mut device_traces = vec![Vec::new(); model.device_index() as usize];

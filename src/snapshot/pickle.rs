@@ -21,7 +21,11 @@
 //! nodes stay shared. The freeze also detects cycles and measures depth.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use thiserror::Error;
 
@@ -174,9 +178,11 @@ impl Value {
     }
 
     /// A stable identity for the shared allocation behind a str, bytes or
-    /// container: two values have the same identity exactly when the pickle
-    /// referenced the same object (through the memo). Valid while any clone
-    /// of the value is alive. `None` for scalars.
+    /// container: two values have the same identity when the pickle
+    /// referenced the same object (through the memo), and also for two
+    /// completed lists with identical items (the parser shares those, see
+    /// `Parser::intern`). Valid while any clone of the value is alive.
+    /// `None` for scalars.
     pub fn identity(&self) -> Option<usize> {
         let ptr: *const u8 = match self {
             Value::Str(s) => Arc::as_ptr(s).cast(),
@@ -450,6 +456,33 @@ fn opcode_name(byte: u8) -> Option<&'static str> {
 ///
 /// Data after the `STOP` opcode is ignored, as Python does.
 pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, None)
+}
+
+/// How often [`parse_with_progress`] publishes its position (bytes).
+pub const PROGRESS_STEP: usize = 64 * 1024;
+
+/// [`parse`], storing into `progress` the bytes parsed so far: every
+/// [`PROGRESS_STEP`] bytes (a relaxed store; another thread may poll it),
+/// and `bytes.len()` once the opcodes are read.
+pub fn parse_with_progress(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: &AtomicU64,
+) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, Some(progress))
+}
+
+fn parse_inner(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Value, PickleError> {
+    parse_document(bytes, limits, progress)?.freeze_root()
+}
+
+/// The checks before any opcode runs: size, non-pickle formats, frames.
+fn check_input(bytes: &[u8], limits: &Limits) -> Result<(), PickleError> {
     if bytes.len() as u64 > limits.max_input_bytes {
         return Err(PickleError::LimitExceeded {
             detail: format!(
@@ -460,10 +493,58 @@ pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
         });
     }
     check_looks_like_pickle(bytes)?;
-    check_frame_chain(bytes)?;
-    let mut parser = Parser::new(bytes, limits);
-    let root = parser.run()?;
-    freeze(parser.arena, &parser.scalars, root, limits.max_depth)
+    check_frame_chain(bytes)
+}
+
+/// The parsed arena of `bytes`, not yet a value tree.
+pub(crate) fn parse_document(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
+    check_input(bytes, limits)?;
+    let (arena, scalars, root) = run_parser(bytes, limits, progress)?;
+    Ok(Document::new(arena, scalars, root, limits.max_depth))
+}
+
+/// [`parse_document`] of bytes that are dropped once the opcodes are read.
+pub(crate) fn parse_document_owned(
+    bytes: Vec<u8>,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
+    check_input(&bytes, limits)?;
+    let (arena, scalars, root) = run_parser(&bytes, limits, progress)?;
+    drop(bytes);
+    Ok(Document::new(arena, scalars, root, limits.max_depth))
+}
+
+/// Runs the opcodes with list interning, and again without it if the input
+/// turns out to mutate a completed list (see [`Parser::intern`]).
+fn run_parser(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<(Vec<Node>, Vec<Value>, Item), PickleError> {
+    let attempt = |intern: bool| {
+        let mut parser = Parser::new(bytes, limits);
+        parser.progress = progress;
+        parser.intern = intern;
+        let result = parser.run();
+        let broken = parser.intern_broken;
+        (
+            result.map(|root| (parser.arena, parser.scalars, root)),
+            broken,
+        )
+    };
+    let (result, broken) = attempt(true);
+    let result = if broken { attempt(false).0 } else { result };
+    if result.is_ok()
+        && let Some(progress) = progress
+    {
+        progress.store(bytes.len() as u64, Ordering::Relaxed);
+    }
+    result
 }
 
 /// Walks the chain of FRAME headers that protocol 4+ writers put right after
@@ -511,7 +592,7 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     let not_a_pickle = |reason: String| Err(PickleError::NotAPickle { reason });
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         return not_a_pickle(
-            "looks like a zip archive (a torch.save checkpoint?), not a memory snapshot".into(),
+            "this is a zip archive (a torch.save checkpoint?), not a memory snapshot".into(),
         );
     }
     if bytes.starts_with(&[0x1f, 0x8b]) {
@@ -549,7 +630,7 @@ type ScalarId = u32;
 /// container in the arena. Eight bytes and `Copy`, so the memo fetches that
 /// dominate real snapshots copy a handle instead of touching reference
 /// counts, and containers are cheap to fill.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Item {
     None,
     Bool(bool),
@@ -564,6 +645,10 @@ enum NodeKind {
     List(Vec<Item>),
     Tuple(Vec<Item>),
     Dict(Vec<(Item, Item)>),
+    /// A completed list whose items equal those of an earlier completed
+    /// list: its items were dropped and every reference goes to that one
+    /// (see [`Parser::intern`]).
+    Alias(NodeId),
 }
 
 impl NodeKind {
@@ -572,6 +657,7 @@ impl NodeKind {
             NodeKind::List(_) => "list",
             NodeKind::Tuple(_) => "tuple",
             NodeKind::Dict(_) => "dict",
+            NodeKind::Alias(_) => "list",
         }
     }
 
@@ -582,6 +668,7 @@ impl NodeKind {
             NodeKind::Dict(pairs) => pairs
                 .get(index / 2)
                 .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
+            NodeKind::Alias(_) => None,
         }
     }
 }
@@ -593,6 +680,9 @@ struct Node {
     /// it was added). A child that grows after being added is not
     /// propagated here; the freeze measures the exact height.
     height: usize,
+    /// A completed list other lists may alias: mutating it is not allowed
+    /// while interning.
+    canonical: bool,
 }
 
 /// CPython's memo: a dict from index to object. Pickles number their memo
@@ -654,6 +744,17 @@ struct Parser<'a> {
     /// Strings, bytes, floats and wide ints, referenced by [`Item::Scalar`].
     scalars: Vec<Value>,
     pushed: u64,
+    /// Where to publish the parse position, and the position that triggers
+    /// the next store.
+    progress: Option<&'a AtomicU64>,
+    next_progress: usize,
+    /// Share completed lists with equal items (see [`Parser::intern`]).
+    intern: bool,
+    /// Canonical completed lists by the hash of their items.
+    interned: FxHashMap<u64, NodeId>,
+    /// Set when the input mutates a completed list: the parse is then
+    /// redone without interning.
+    intern_broken: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -668,6 +769,69 @@ impl<'a> Parser<'a> {
             arena: Vec::new(),
             scalars: Vec::new(),
             pushed: 0,
+            progress: None,
+            next_progress: PROGRESS_STEP,
+            intern: false,
+            interned: FxHashMap::default(),
+            intern_broken: false,
+        }
+    }
+
+    /// The node an item stands for, through an alias.
+    fn resolve(&self, item: Item) -> Item {
+        match item {
+            Item::Node(id) => match self.arena.get(id as usize).map(|n| &n.kind) {
+                Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                _ => item,
+            },
+            other => other,
+        }
+    }
+
+    /// Called when the list `id` is moved into a container (APPEND(S),
+    /// SETITEM(S)): CPython's pickler has then written all of it and never
+    /// touches it again. If an earlier completed list has the same items,
+    /// `id` becomes an alias of it and its items are dropped.
+    ///
+    /// PyTorch builds a new traceback list for every allocation from a few
+    /// hundred cached frame objects: millions of lists with a few hundred
+    /// distinct contents. Sharing them keeps a large snapshot's parse within
+    /// a small multiple of the file size. Observable only through
+    /// [`Value::identity`] (equal lists may now share an allocation); if the
+    /// input does mutate a completed list (CPython's pickler never does),
+    /// the parse is redone without interning, so results stay exact.
+    fn intern(&mut self, id: NodeId) -> NodeId {
+        let Some(node) = self.arena.get(id as usize) else {
+            return id;
+        };
+        let NodeKind::List(items) = &node.kind else {
+            return id;
+        };
+        if node.canonical {
+            return id;
+        }
+        let mut hasher = FxHasher::default();
+        items.hash(&mut hasher);
+        let hash = hasher.finish();
+        let same = self.interned.get(&hash).copied().filter(|&c| {
+            c != id
+                && matches!(self.arena.get(c as usize).map(|n| &n.kind),
+                    Some(NodeKind::List(other)) if other == items)
+        });
+        match same {
+            Some(canonical) => {
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.kind = NodeKind::Alias(canonical);
+                }
+                canonical
+            }
+            None => {
+                self.interned.entry(hash).or_insert(id);
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.canonical = true;
+                }
+                id
+            }
         }
     }
 
@@ -681,7 +845,14 @@ impl<'a> Parser<'a> {
             };
             self.pos += 1;
             if code == op::STOP {
-                return self.pop("STOP", offset);
+                let root = self.pop("STOP", offset)?;
+                return Ok(self.resolve(root));
+            }
+            if offset >= self.next_progress
+                && let Some(progress) = self.progress
+            {
+                progress.store(offset as u64, Ordering::Relaxed);
+                self.next_progress = offset + PROGRESS_STEP;
             }
             self.step(code, offset)?;
         }
@@ -719,6 +890,7 @@ impl<'a> Parser<'a> {
             }
             op::DUP => {
                 let top = *self.top("DUP", offset)?;
+                let top = self.resolve(top);
                 self.push(top)?;
             }
 
@@ -836,7 +1008,10 @@ impl<'a> Parser<'a> {
                 if self.stack.len() < self.frame_base() + count {
                     return Err(underflow(name, offset, count));
                 }
-                let items = self.stack.split_off(self.stack.len() - count);
+                let mut items = self.stack.split_off(self.stack.len() - count);
+                for item in &mut items {
+                    *item = self.resolve(*item);
+                }
                 self.push_container(NodeKind::Tuple(items), offset)?;
             }
             op::TUPLE => {
@@ -1186,6 +1361,7 @@ impl<'a> Parser<'a> {
                 offset,
                 detail: format!("memo index {index} was never stored"),
             })?;
+        let item = self.resolve(item);
         self.push(item)
     }
 
@@ -1222,7 +1398,11 @@ impl<'a> Parser<'a> {
     /// Removes the innermost MARK and returns the items pushed since.
     fn pop_mark(&mut self, opcode: &'static str, offset: usize) -> Result<Vec<Item>, PickleError> {
         let base = self.pop_mark_position(opcode, offset)?;
-        Ok(self.stack.split_off(base))
+        let mut items = self.stack.split_off(base);
+        for item in &mut items {
+            *item = self.resolve(*item);
+        }
+        Ok(items)
     }
 
     // ---- containers -----------------------------------------------------
@@ -1251,7 +1431,11 @@ impl<'a> Parser<'a> {
         let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
             detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
         })?;
-        self.arena.push(Node { kind, height });
+        self.arena.push(Node {
+            kind,
+            height,
+            canonical: false,
+        });
         self.push(Item::Node(id))
     }
 
@@ -1265,6 +1449,7 @@ impl<'a> Parser<'a> {
                 .iter()
                 .map(|(k, v)| self.item_height(k).max(self.item_height(v)))
                 .max(),
+            NodeKind::Alias(_) => None,
         };
         self.push_node(kind, tallest_child.unwrap_or(0) + 1, offset)
     }
@@ -1366,6 +1551,41 @@ impl<'a> Parser<'a> {
             .max()
             .unwrap_or(0);
         self.check_height(grown, offset)?;
+
+        if self.intern {
+            let completed = self
+                .arena
+                .get(target as usize)
+                .is_some_and(|n| n.canonical || matches!(n.kind, NodeKind::Alias(_)));
+            if completed {
+                self.intern_broken = true;
+                return Err(PickleError::Malformed {
+                    opcode,
+                    offset,
+                    detail: "a completed list is mutated (retried without interning)".to_string(),
+                });
+            }
+            for index in start..self.stack.len() {
+                let Some(&item) = self.stack.get(index) else {
+                    break;
+                };
+                // One look at the node: aliases resolve, lists intern, the
+                // rest (dicts, tuples, scalars: most items) stays as it is.
+                let item = match item {
+                    Item::Node(id) if id != target => {
+                        match self.arena.get(id as usize).map(|n| &n.kind) {
+                            Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                            Some(NodeKind::List(_)) => Item::Node(self.intern(id)),
+                            _ => item,
+                        }
+                    }
+                    other => other,
+                };
+                if let Some(slot) = self.stack.get_mut(index) {
+                    *slot = item;
+                }
+            }
+        }
 
         let node = self
             .arena
@@ -1526,138 +1746,327 @@ enum Slot {
     InProgress,
     /// Frozen value and its exact nesting height.
     Done(Value, usize),
+    /// Frozen, used once and dropped: nothing else refers to it.
+    Released,
 }
 
-/// Turns the arena nodes reachable from `root` into a shared [`Value`] tree.
-///
-/// Iterative depth-first: the explicit path never grows past `max_depth`,
-/// so neither hostile depth nor hostile cycles can overflow the stack.
-fn freeze(
-    mut arena: Vec<Node>,
-    scalars: &[Value],
-    root: Item,
-    max_depth: usize,
-) -> Result<Value, PickleError> {
-    let lost = || PickleError::Malformed {
+fn lost() -> PickleError {
+    PickleError::Malformed {
         opcode: "STOP",
         offset: 0,
         detail: "internal reader error (dangling reference)".to_string(),
-    };
-    let scalar = |item: Item| -> Option<Value> {
+    }
+}
+
+/// A parsed pickle before (or while) it becomes a [`Value`] tree: the
+/// parser's arena, frozen on demand.
+///
+/// The snapshot reader freezes everything but the per-device trace lists,
+/// then freezes, converts and releases one trace entry at a time
+/// ([`Document::defer_device_traces`], [`Document::freeze_entry`],
+/// [`Document::release_entry`]), so that a long trace never exists as
+/// values all at once.
+pub(crate) struct Document {
+    arena: Vec<Node>,
+    scalars: Vec<Value>,
+    slots: Vec<Slot>,
+    root: Item,
+    max_depth: usize,
+    /// How many container slots refer to each node (saturating): a node
+    /// referred to at most once can be released after its one use.
+    in_degree: Vec<u8>,
+    /// Nodes frozen by the last [`Document::freeze_entry`].
+    frozen_now: Vec<usize>,
+    /// The depth-first path of [`Document::freeze`], kept between calls
+    /// (one allocation for millions of trace entries).
+    path: Vec<(usize, usize)>,
+}
+
+/// Where the trace entries of one device are, when deferred: the items of
+/// its list, in order.
+pub(crate) struct DeferredTrace(Vec<Item>);
+
+impl DeferredTrace {
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl Document {
+    fn new(arena: Vec<Node>, scalars: Vec<Value>, root: Item, max_depth: usize) -> Self {
+        let mut in_degree = vec![0u8; arena.len()];
+        for node in &arena {
+            let mut count = |item: &Item| {
+                if let Item::Node(id) = item
+                    && let Some(d) = in_degree.get_mut(*id as usize)
+                {
+                    *d = d.saturating_add(1);
+                }
+            };
+            match &node.kind {
+                NodeKind::List(items) | NodeKind::Tuple(items) => items.iter().for_each(&mut count),
+                NodeKind::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
+                    count(k);
+                    count(v);
+                }),
+                NodeKind::Alias(_) => {}
+            }
+        }
+        let mut slots = Vec::with_capacity(arena.len());
+        slots.resize_with(arena.len(), || Slot::Unvisited);
+        Document {
+            arena,
+            scalars,
+            slots,
+            root,
+            max_depth,
+            in_degree,
+            frozen_now: Vec::new(),
+            path: Vec::new(),
+        }
+    }
+
+    fn node_kind(&self, item: Item) -> Option<&NodeKind> {
+        match item {
+            Item::Node(id) => self.arena.get(id as usize).map(|n| &n.kind),
+            _ => None,
+        }
+    }
+
+    fn referred_once(&self, item: Item) -> bool {
+        matches!(item, Item::Node(id) if self.in_degree.get(id as usize) == Some(&1))
+    }
+
+    /// Takes the items of every per-device trace list out of the tree, so
+    /// that [`Document::freeze_root`] sees them empty: when the root is a
+    /// dict nothing refers to, whose `device_traces` is a list of lists,
+    /// each referred to only there. `None` (nothing taken) for any other
+    /// shape: then nothing an entry refers to can contain the entry.
+    pub(crate) fn defer_device_traces(&mut self) -> Option<Vec<DeferredTrace>> {
+        let NodeKind::Dict(pairs) = self.node_kind(self.root)? else {
+            return None;
+        };
+        // The last pair with the key wins, as in Python (and `Value::get`).
+        let traces = pairs.iter().rev().find_map(|(key, value)| match key {
+            Item::Scalar(id) => match self.scalars.get(*id as usize) {
+                Some(Value::Str(name)) if &**name == "device_traces" => Some(*value),
+                _ => None,
+            },
+            _ => None,
+        })?;
+        let NodeKind::List(devices) = self.node_kind(traces)? else {
+            return None;
+        };
+        // Nothing may refer back to the root either: an entry that did would
+        // be a cycle, which only the whole-tree freeze can see.
+        let root_unreferenced = match self.root {
+            Item::Node(id) => self.in_degree.get(id as usize) == Some(&0),
+            _ => false,
+        };
+        let deferrable = root_unreferenced
+            && self.referred_once(traces)
+            && devices.iter().all(|&d| {
+                self.referred_once(d) && matches!(self.node_kind(d), Some(NodeKind::List(_)))
+            });
+        if !deferrable {
+            return None;
+        }
+        let ids: Vec<usize> = devices
+            .iter()
+            .filter_map(|d| match d {
+                Item::Node(id) => Some(*id as usize),
+                _ => None,
+            })
+            .collect();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let items = match self.arena.get_mut(id).map(|n| &mut n.kind) {
+                Some(NodeKind::List(items)) => std::mem::take(items),
+                _ => Vec::new(),
+            };
+            out.push(DeferredTrace(items));
+        }
+        Some(out)
+    }
+
+    /// The whole (remaining) tree as a value.
+    pub(crate) fn freeze_root(&mut self) -> Result<Value, PickleError> {
+        let root = self.root;
+        let max_depth = self.max_depth;
+        self.freeze(root, max_depth)
+    }
+
+    /// Trace entry `index` of a deferred trace, as a value. Entries sit 4
+    /// levels down (root dict, device_traces, the device's list, the
+    /// entry), so they get the depth limit less 3.
+    pub(crate) fn freeze_entry(
+        &mut self,
+        trace: &DeferredTrace,
+        index: usize,
+    ) -> Result<Value, PickleError> {
+        let item = trace.0.get(index).copied().ok_or_else(lost)?;
+        self.frozen_now.clear();
+        let max_depth = self.max_depth.saturating_sub(3);
+        self.freeze(item, max_depth)
+    }
+
+    /// Drops the values of the nodes the last [`Document::freeze_entry`]
+    /// made that nothing else refers to.
+    pub(crate) fn release_entry(&mut self) {
+        for id in std::mem::take(&mut self.frozen_now) {
+            if self.in_degree.get(id).is_some_and(|&d| d <= 1)
+                && let Some(slot) = self.slots.get_mut(id)
+            {
+                *slot = Slot::Released;
+            }
+        }
+    }
+
+    fn scalar(&self, item: Item) -> Option<Value> {
         match item {
             Item::None => Some(Value::None),
             Item::Bool(b) => Some(Value::Bool(b)),
             Item::SmallInt(i) => Some(Value::Int(i.into())),
-            Item::Scalar(id) => scalars.get(id as usize).cloned(),
+            Item::Scalar(id) => self.scalars.get(id as usize).cloned(),
             Item::Node(_) => None,
         }
-    };
-    let root_id = match root {
-        Item::Node(id) => id as usize,
-        other => return scalar(other).ok_or_else(lost),
-    };
-    let mut slots: Vec<Slot> = Vec::with_capacity(arena.len());
-    slots.resize_with(arena.len(), || Slot::Unvisited);
-    if max_depth == 0 {
-        return Err(too_deep(max_depth, None));
     }
 
-    let set_slot = |slots: &mut Vec<Slot>, id: usize, slot: Slot| -> Result<(), PickleError> {
-        *slots.get_mut(id).ok_or_else(lost)? = slot;
+    fn set_slot(&mut self, id: usize, slot: Slot) -> Result<(), PickleError> {
+        *self.slots.get_mut(id).ok_or_else(lost)? = slot;
         Ok(())
-    };
+    }
 
-    set_slot(&mut slots, root_id, Slot::InProgress)?;
-    // (node, index of the next child to look at)
-    let mut path: Vec<(usize, usize)> = vec![(root_id, 0)];
-    while let Some((id, next_child)) = path.last_mut() {
-        let id = *id;
-        let node = arena.get(id).ok_or_else(lost)?;
-        let mut descend_into = None;
-        while let Some(child) = node.kind.child(*next_child) {
-            if let Item::Node(child_id) = child {
-                let child_id = *child_id as usize;
-                match slots.get(child_id).ok_or_else(lost)? {
-                    Slot::Done(..) => {}
-                    Slot::InProgress => {
-                        let container = arena
-                            .get(child_id)
-                            .map_or("container", |n| n.kind.type_name());
-                        return Err(PickleError::Cycle { container });
-                    }
-                    Slot::Unvisited => {
-                        descend_into = Some(child_id);
-                        break;
-                    }
-                }
-            }
-            *next_child += 1;
-        }
-        if let Some(child_id) = descend_into {
-            if path.len() >= max_depth {
-                return Err(too_deep(max_depth, None));
-            }
-            set_slot(&mut slots, child_id, Slot::InProgress)?;
-            path.push((child_id, 0));
-            continue;
-        }
-
-        // Every child is frozen: build this node. Its children vector is no
-        // longer needed, so take it (scalars are moved, not cloned).
-        let kind = std::mem::replace(
-            &mut arena.get_mut(id).ok_or_else(lost)?.kind,
-            NodeKind::Tuple(Vec::new()),
-        );
-        let mut height = 0;
-        let mut dangling = false;
-        // Infallible so that `collect` can build each `Arc<[_]>` in one
-        // allocation straight from the node's vector.
-        let mut resolve = |item: Item| -> Value {
-            match item {
-                Item::Node(child_id) => match slots.get(child_id as usize) {
-                    Some(Slot::Done(value, child_height)) => {
-                        height = height.max(*child_height);
-                        value.clone()
-                    }
-                    // Unreachable: the loop above froze every child first.
-                    _ => {
-                        dangling = true;
-                        Value::None
-                    }
-                },
-                other => scalar(other).unwrap_or_else(|| {
-                    dangling = true;
-                    Value::None
-                }),
-            }
+    /// Freezes `item`. Iterative depth-first: the explicit path never grows
+    /// past `max_depth`, so neither hostile depth nor hostile cycles can
+    /// overflow the stack. Frozen nodes keep their value (shared nodes stay
+    /// shared) until released.
+    fn freeze(&mut self, item: Item, max_depth: usize) -> Result<Value, PickleError> {
+        let root_id = match item {
+            Item::Node(id) => id as usize,
+            other => return self.scalar(other).ok_or_else(lost),
         };
-        let value = match kind {
-            NodeKind::List(items) => Value::List(items.into_iter().map(&mut resolve).collect()),
-            NodeKind::Tuple(items) => Value::Tuple(items.into_iter().map(&mut resolve).collect()),
-            NodeKind::Dict(pairs) => Value::Dict(
-                pairs
-                    .into_iter()
-                    .map(|(key, value)| (resolve(key), resolve(value)))
-                    .collect(),
-            ),
-        };
-        if dangling {
-            return Err(lost());
+        match self.slots.get(root_id).ok_or_else(lost)? {
+            Slot::Done(value, _) => return Ok(value.clone()),
+            Slot::Unvisited => {}
+            Slot::InProgress | Slot::Released => return Err(lost()),
         }
-        let height = height + 1;
-        if height > max_depth {
+        if max_depth == 0 {
             return Err(too_deep(max_depth, None));
         }
-        set_slot(&mut slots, id, Slot::Done(value, height))?;
-        path.pop();
+        self.set_slot(root_id, Slot::InProgress)?;
+        // (node, index of the next child to look at)
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.push((root_id, 0));
+        let result = self.freeze_path(&mut path, max_depth);
+        self.path = path;
+        result?;
+        match self.slots.get(root_id) {
+            Some(Slot::Done(value, _)) => Ok(value.clone()),
+            _ => Err(lost()),
+        }
     }
 
-    match slots
-        .get_mut(root_id)
-        .map(|s| std::mem::replace(s, Slot::Unvisited))
-    {
-        Some(Slot::Done(value, _)) => Ok(value),
-        _ => Err(lost()),
+    /// The depth-first loop of [`Document::freeze`].
+    fn freeze_path(
+        &mut self,
+        path: &mut Vec<(usize, usize)>,
+        max_depth: usize,
+    ) -> Result<(), PickleError> {
+        while let Some(&mut (id, ref mut next_child)) = path.last_mut() {
+            let node = self.arena.get(id).ok_or_else(lost)?;
+            let mut descend_into = None;
+            while let Some(child) = node.kind.child(*next_child) {
+                if let Item::Node(child_id) = child {
+                    let child_id = *child_id as usize;
+                    match self.slots.get(child_id).ok_or_else(lost)? {
+                        Slot::Done(..) => {}
+                        Slot::InProgress => {
+                            let container = self
+                                .arena
+                                .get(child_id)
+                                .map_or("container", |n| n.kind.type_name());
+                            return Err(PickleError::Cycle { container });
+                        }
+                        Slot::Unvisited => {
+                            descend_into = Some(child_id);
+                            break;
+                        }
+                        Slot::Released => return Err(lost()),
+                    }
+                }
+                *next_child += 1;
+            }
+            if let Some(child_id) = descend_into {
+                if path.len() >= max_depth {
+                    return Err(too_deep(max_depth, None));
+                }
+                self.set_slot(child_id, Slot::InProgress)?;
+                path.push((child_id, 0));
+                continue;
+            }
+
+            // Every child is frozen: build this node. Its children vector is
+            // no longer needed, so take it (scalars are moved, not cloned).
+            let kind = std::mem::replace(
+                &mut self.arena.get_mut(id).ok_or_else(lost)?.kind,
+                NodeKind::Tuple(Vec::new()),
+            );
+            let mut height = 0;
+            let mut dangling = false;
+            let slots = &self.slots;
+            let scalars = &self.scalars;
+            // Infallible so that `collect` can build each `Arc<[_]>` in one
+            // allocation straight from the node's vector.
+            let mut resolve = |item: Item| -> Value {
+                match item {
+                    Item::Node(child_id) => match slots.get(child_id as usize) {
+                        Some(Slot::Done(value, child_height)) => {
+                            height = height.max(*child_height);
+                            value.clone()
+                        }
+                        // Unreachable: the loop above froze every child first.
+                        _ => {
+                            dangling = true;
+                            Value::None
+                        }
+                    },
+                    Item::None => Value::None,
+                    Item::Bool(b) => Value::Bool(b),
+                    Item::SmallInt(i) => Value::Int(i.into()),
+                    Item::Scalar(id) => scalars.get(id as usize).cloned().unwrap_or_else(|| {
+                        dangling = true;
+                        Value::None
+                    }),
+                }
+            };
+            let value = match kind {
+                NodeKind::List(items) => Value::List(items.into_iter().map(&mut resolve).collect()),
+                NodeKind::Tuple(items) => {
+                    Value::Tuple(items.into_iter().map(&mut resolve).collect())
+                }
+                NodeKind::Dict(pairs) => Value::Dict(
+                    pairs
+                        .into_iter()
+                        .map(|(key, value)| (resolve(key), resolve(value)))
+                        .collect(),
+                ),
+                // Every reference was redirected to the canonical list.
+                NodeKind::Alias(_) => return Err(lost()),
+            };
+            if dangling {
+                return Err(lost());
+            }
+            let height = height + 1;
+            if height > max_depth {
+                return Err(too_deep(max_depth, None));
+            }
+            self.set_slot(id, Slot::Done(value, height))?;
+            self.frozen_now.push(id);
+            path.pop();
+        }
+        Ok(())
     }
 }
 
@@ -1775,6 +2184,54 @@ mod tests {
         let pair = value.as_list().unwrap();
         assert_eq!(pair[0].as_list().unwrap(), &[Value::Int(1)]);
         assert_eq!(pair[0].identity(), pair[1].identity());
+    }
+
+    /// {'a': [1], 'b': [1]}, then (when `mutate`) `a.append(2)` through
+    /// the memo after both lists were completed.
+    fn two_equal_lists(mutate: bool) -> Vec<u8> {
+        let mut pickle =
+            b"\x80\x04}\x94(\x8c\x01a\x94]\x94K\x01a\x8c\x01b\x94]\x94K\x01au".to_vec();
+        if mutate {
+            pickle.extend_from_slice(b"h\x02K\x02a0");
+        }
+        pickle.push(b'.');
+        pickle
+    }
+
+    #[test]
+    fn completed_lists_with_equal_items_share_one_allocation() {
+        let value = parse_default(&two_equal_lists(false)).unwrap();
+        let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+        assert_eq!(a.as_list(), Some(&[Value::Int(1)][..]));
+        assert_eq!(a.identity(), b.identity());
+    }
+
+    #[test]
+    fn mutating_a_completed_list_is_exact_through_the_retry() {
+        let value = parse_default(&two_equal_lists(true)).unwrap();
+        let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+        assert_eq!(a.as_list(), Some(&[Value::Int(1), Value::Int(2)][..]));
+        assert_eq!(b.as_list(), Some(&[Value::Int(1)][..]));
+        assert_ne!(a.identity(), b.identity());
+    }
+
+    #[test]
+    fn progress_is_published_every_step_and_ends_at_the_length() {
+        // A list of 100,000 ints (BININT1: 2 bytes each) in 1000-item batches.
+        let mut pickle = b"\x80\x04]\x94".to_vec();
+        for _ in 0..100 {
+            pickle.push(b'(');
+            for _ in 0..1000 {
+                pickle.extend_from_slice(b"K\x07");
+            }
+            pickle.push(b'e');
+        }
+        pickle.push(b'.');
+        let progress = AtomicU64::new(0);
+        let value = parse_with_progress(&pickle, &Limits::default(), &progress).unwrap();
+        assert_eq!(value.as_list().map(<[Value]>::len), Some(100_000));
+        assert_eq!(progress.load(Ordering::Relaxed), pickle.len() as u64);
+        assert!(pickle.len() > 3 * PROGRESS_STEP);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -177,12 +178,27 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
 }
 
 pub fn read_snapshot_with_limits(bytes: &[u8], limits: &Limits) -> Result<Snapshot, SnapshotError> {
-    let root = pickle::parse(bytes, limits)?;
-    snapshot_from_value(&root)
+    snapshot_from_document(pickle::parse_document(bytes, limits, None)?)
 }
 
 /// Reads a snapshot file; errors name the file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
+    read_file(path, None)
+}
+
+/// [`read_snapshot_file`], storing into `progress` the bytes of the file
+/// parsed so far (every 64 KiB, relaxed; poll it from another thread and
+/// compare with the file's length). It reaches the file's length when the
+/// pickle is parsed, before the conversion into a [`Snapshot`] (a few
+/// tenths of the whole time).
+pub fn read_snapshot_file_with_progress(
+    path: &Path,
+    progress: &AtomicU64,
+) -> Result<Snapshot, SnapshotError> {
+    read_file(path, Some(progress))
+}
+
+fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let in_file = |source: SnapshotError| SnapshotError::InFile {
         path: path.to_path_buf(),
@@ -203,66 +219,114 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
         })));
     }
     let bytes = std::fs::read(path).map_err(io_error)?;
-    read_snapshot_with_limits(&bytes, &limits).map_err(in_file)
+    // The bytes are dropped once parsed, before any value is built.
+    let document =
+        pickle::parse_document_owned(bytes, &limits, progress).map_err(|e| in_file(e.into()))?;
+    snapshot_from_document(document).map_err(in_file)
+}
+
+/// Converts a parsed pickle into a [`Snapshot`] without ever holding the
+/// whole trace as values: everything but the per-device trace lists is
+/// frozen and converted first, then each trace entry is frozen, converted
+/// and dropped in turn. Same result as [`snapshot_from_value`] of the whole
+/// tree (a file with several bad fields may have another one reported
+/// first); peak memory for a long trace is a fraction of it.
+fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
+    let deferred = document.defer_device_traces();
+    let root = document.freeze_root()?;
+    let mut reader = Reader::default();
+    let mut snapshot = reader.snapshot(&root)?;
+    drop(root);
+    let Some(traces) = deferred else {
+        return Ok(snapshot);
+    };
+    // Entries are dropped after conversion, so the identity caches must
+    // keep what they are keyed by alive (addresses could be reused).
+    reader.keep_alive = true;
+    let path = FieldPath::ROOT;
+    let traces_path = path.key("device_traces");
+    for (device, trace) in traces.iter().enumerate() {
+        let device_path = traces_path.index(device);
+        let mut out = Vec::with_capacity(trace.len());
+        for index in 0..trace.len() {
+            let value = document.freeze_entry(trace, index)?;
+            if let Some(entry) = reader.trace_entry(&value, &device_path.index(index))? {
+                out.push(entry);
+            }
+            drop(value);
+            document.release_entry();
+        }
+        if let Some(slot) = snapshot.device_traces.get_mut(device) {
+            *slot = out;
+        }
+    }
+    snapshot.skipped_trace_entries = reader.skipped_trace_entries;
+    Ok(snapshot)
 }
 
 /// Converts an already parsed pickle into a [`Snapshot`].
 pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
-    let mut reader = Reader::default();
-    let top = FieldPath::ROOT;
-    match root {
-        Value::Dict(_) => {
-            let Some(segments) = present(root, "segments") else {
-                return Err(SnapshotError::Shape(format!(
-                    "top level is a dict without a 'segments' key (keys: {})",
-                    describe_keys(root)
-                )));
-            };
-            let segments = reader.segments(segments, &top.key("segments"))?;
-            let device_traces = match present(root, "device_traces") {
-                Some(traces) => reader.device_traces(traces, &top.key("device_traces"))?,
-                None => Vec::new(),
-            };
-            let allocator_settings = present(root, "allocator_settings")
-                .map(|s| allocator_settings(s, &top.key("allocator_settings")))
-                .transpose()?;
-            let external_annotations = match present(root, "external_annotations") {
-                Some(list) => annotations(list, &top.key("external_annotations"))?,
-                None => Vec::new(),
-            };
-            Ok(Snapshot {
-                format: SnapshotFormat::DumpSnapshot,
-                segments,
-                device_traces,
-                allocator_settings,
-                external_annotations,
-                skipped_trace_entries: reader.skipped_trace_entries,
-            })
-        }
-        Value::List(items) => {
-            if let Some((index, item)) = items
-                .iter()
-                .enumerate()
-                .find(|(_, v)| !matches!(v, Value::Dict(_)))
-            {
-                return Err(SnapshotError::Shape(format!(
-                    "top level is a list whose item [{index}] is {}, not a segment dict",
-                    a_type(item)
-                )));
+    Reader::default().snapshot(root)
+}
+
+impl Reader {
+    fn snapshot(&mut self, root: &Value) -> Result<Snapshot, SnapshotError> {
+        let reader = self;
+        let top = FieldPath::ROOT;
+        match root {
+            Value::Dict(_) => {
+                let Some(segments) = present(root, "segments") else {
+                    return Err(SnapshotError::Shape(format!(
+                        "top level is a dict without a 'segments' key (keys: {})",
+                        describe_keys(root)
+                    )));
+                };
+                let segments = reader.segments(segments, &top.key("segments"))?;
+                let device_traces = match present(root, "device_traces") {
+                    Some(traces) => reader.device_traces(traces, &top.key("device_traces"))?,
+                    None => Vec::new(),
+                };
+                let allocator_settings = present(root, "allocator_settings")
+                    .map(|s| allocator_settings(s, &top.key("allocator_settings")))
+                    .transpose()?;
+                let external_annotations = match present(root, "external_annotations") {
+                    Some(list) => annotations(list, &top.key("external_annotations"))?,
+                    None => Vec::new(),
+                };
+                Ok(Snapshot {
+                    format: SnapshotFormat::DumpSnapshot,
+                    segments,
+                    device_traces,
+                    allocator_settings,
+                    external_annotations,
+                    skipped_trace_entries: reader.skipped_trace_entries,
+                })
             }
-            Ok(Snapshot {
-                format: SnapshotFormat::SegmentList,
-                segments: reader.segments(root, &top)?,
-                device_traces: Vec::new(),
-                allocator_settings: None,
-                external_annotations: Vec::new(),
-                skipped_trace_entries: 0,
-            })
+            Value::List(items) => {
+                if let Some((index, item)) = items
+                    .iter()
+                    .enumerate()
+                    .find(|(_, v)| !matches!(v, Value::Dict(_)))
+                {
+                    return Err(SnapshotError::Shape(format!(
+                        "top level is a list whose item [{index}] is {}, not a segment dict",
+                        a_type(item)
+                    )));
+                }
+                Ok(Snapshot {
+                    format: SnapshotFormat::SegmentList,
+                    segments: reader.segments(root, &top)?,
+                    device_traces: Vec::new(),
+                    allocator_settings: None,
+                    external_annotations: Vec::new(),
+                    skipped_trace_entries: 0,
+                })
+            }
+            other => Err(SnapshotError::Shape(format!(
+                "top level is {}, not a dict with 'segments' or a list of segments",
+                a_type(other)
+            ))),
         }
-        other => Err(SnapshotError::Shape(format!(
-            "top level is {}, not a dict with 'segments' or a list of segments",
-            a_type(other)
-        ))),
     }
 }
 
@@ -319,6 +383,10 @@ struct Reader {
     /// One shared allocation for every empty traceback.
     empty_frames: Option<Frames>,
     skipped_trace_entries: usize,
+    /// Keep every value whose identity keys a cache (set while converting
+    /// trace entries that are dropped after use).
+    keep_alive: bool,
+    kept: Vec<Value>,
 }
 
 impl Reader {
@@ -521,6 +589,7 @@ impl Reader {
         };
         if let Some(id) = identity {
             self.frame_by_identity.insert(id, frame.clone());
+            self.keep(value);
         }
         Ok(frame)
     }
@@ -551,6 +620,8 @@ impl Reader {
                 }
                 let frames: Frames = frames.into();
                 if let Some(key) = content_key {
+                    // The key's identities are the frame dicts, kept alive
+                    // by `frame` above.
                     self.frames_by_content.insert(key, frames.clone());
                 }
                 frames
@@ -558,8 +629,15 @@ impl Reader {
         };
         if let Some(id) = identity {
             self.frames_by_identity.insert(id, frames.clone());
+            self.keep(value);
         }
         Ok(frames)
+    }
+
+    fn keep(&mut self, value: &Value) {
+        if self.keep_alive {
+            self.kept.push(value.clone());
+        }
     }
 }
 

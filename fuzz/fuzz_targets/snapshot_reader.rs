@@ -1,0 +1,29 @@
+//! Feeds arbitrary bytes to the snapshot reader: it must return `Ok` or a
+//! `SnapshotError`, never panic, overflow the stack or allocate without
+//! bound. Whatever it accepts must survive the invariant checks and must
+//! read back equal after going through the writer.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use vramtop::snapshot::{check_invariants, read_snapshot, snapshot_to_bytes};
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(snapshot) = read_snapshot(data) {
+        let _ = check_invariants(&snapshot);
+        let mut accepted = snapshot;
+        // Unknown trace actions are dropped on reading; the writer cannot
+        // bring them back.
+        accepted.skipped_trace_entries = 0;
+        let written = snapshot_to_bytes(&accepted);
+        // NaN never equals itself: compare such settings by their bits.
+        let nan = accepted
+            .allocator_settings
+            .as_ref()
+            .is_some_and(|s| s.garbage_collection_threshold.is_nan());
+        match read_snapshot(&written) {
+            Ok(again) if nan => assert_eq!(again.segments, accepted.segments),
+            Ok(again) => assert_eq!(again, accepted, "written snapshot reads back different"),
+            Err(e) => panic!("written snapshot does not read back: {e}"),
+        }
+    }
+});
