@@ -20,7 +20,7 @@ use ratatui::layout::Rect;
 use super::keymap::Keymap;
 use super::update::Effect;
 use super::viewer::ViewerState;
-use crate::snapshot::{Snapshot, SnapshotError};
+use crate::snapshot::{SnapshotError, read_snapshot_file_with_progress};
 use crate::ui::{Theme, render_loading, render_viewer};
 
 /// Files up to this size are read before the terminal is switched, so a bad
@@ -28,21 +28,6 @@ use crate::ui::{Theme, render_loading, render_viewer};
 pub const FOREGROUND_LOAD_BYTES: u64 = 32 << 20;
 /// How often the loop wakes up to redraw the loading progress (ms).
 const POLL_MS: u64 = 100;
-
-/// Reads a snapshot file, storing the bytes consumed so far in `progress`.
-// TODO(integrator): use the reader's progress API
-// (`crate::snapshot::read_snapshot_file_with_progress`); this shim reads
-// the whole file and reports its size once done.
-fn read_snapshot_file_with_progress(
-    path: &Path,
-    progress: &AtomicU64,
-) -> Result<Snapshot, SnapshotError> {
-    let snapshot = crate::snapshot::read_snapshot_file(path)?;
-    if let Ok(m) = std::fs::metadata(path) {
-        progress.store(m.len(), Ordering::Relaxed);
-    }
-    Ok(snapshot)
-}
 
 /// What the loader thread hands back.
 type Loaded = Result<ViewerState, SnapshotError>;
