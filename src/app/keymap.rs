@@ -271,16 +271,22 @@ impl Keymap {
     /// "key action" pairs for the viewer's status line: quit and help,
     /// then the viewer's keys.
     pub fn viewer_hints(&self) -> Vec<(&'static str, &'static str)> {
+        self.hints_with(self.viewer.iter().map(|b| (b.keys, b.hint)))
+    }
+
+    /// "key action" pairs: quit and help, then the `(keys, hint)` of a
+    /// mode's own bindings; a binding's first key stands for all of them.
+    fn hints_with(
+        &self,
+        own: impl Iterator<Item = (&'static str, Option<&'static str>)>,
+    ) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         self.bindings
             .iter()
             .filter(|b| matches!(b.action, Action::Quit | Action::ToggleHelp))
-            .filter_map(|b| b.hint.map(|h| (first(b.keys), h)))
-            .chain(
-                self.viewer
-                    .iter()
-                    .filter_map(|b| b.hint.map(|h| (first(b.keys), h))),
-            )
+            .map(|b| (b.keys, b.hint))
+            .chain(own)
+            .filter_map(|(keys, hint)| hint.map(|h| (first(keys), h)))
             .collect()
     }
 
@@ -353,17 +359,7 @@ impl Keymap {
     /// "key action" pairs for the status line while the stress panel is
     /// open: quit and help first, then the panel's keys.
     pub fn stress_hints(&self) -> Vec<(&'static str, &'static str)> {
-        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
-        self.bindings
-            .iter()
-            .filter(|b| matches!(b.action, Action::Quit | Action::ToggleHelp))
-            .filter_map(|b| b.hint.map(|h| (first(b.keys), h)))
-            .chain(
-                self.stress
-                    .iter()
-                    .filter_map(|b| b.hint.map(|h| (first(b.keys), h))),
-            )
-            .collect()
+        self.hints_with(self.stress.iter().map(|b| (b.keys, b.hint)))
     }
 
     /// (keys, description) rows of the stress panel for the help overlay.

@@ -10,8 +10,8 @@ use super::types::{
     AllocatorSettings, Block, Frame, Frames, Segment, Snapshot, SnapshotFormat, TraceEntry,
 };
 use crate::alloc::{
-    AllocatorConfig, BlockState, CachingAllocator, DeviceMemory, TraceAction,
-    TraceEntry as ModelEntry,
+    AllocError, AllocatorConfig, BlockState, CachingAllocator, ConfigError, DeviceMemory,
+    InMemoryDevice, TraceAction, TraceEntry as ModelEntry,
 };
 
 fn no_frames() -> Frames {
@@ -150,4 +150,81 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,
     }
+}
+
+// --------------------------------------------------------------------- test and bench support
+
+/// For tests and benches (the program does not use it): a model of device 0
+/// with `capacity` bytes under `settings` (`PYTORCH_CUDA_ALLOC_CONF`
+/// syntax), recording up to 1 000 000 trace entries — enough for the
+/// workloads below to keep their whole history.
+pub fn recording_model(
+    settings: &str,
+    capacity: u64,
+) -> Result<CachingAllocator<InMemoryDevice>, ConfigError> {
+    let config = AllocatorConfig::parse(settings)?;
+    let mut model = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
+    model.record_history(Some(1_000_000));
+    Ok(model)
+}
+
+/// For tests and benches (the program does not use it): drives `model`
+/// through `steps` calls of a deterministic mixed workload drawn from
+/// `seed` (xorshift64), with call `t` at time `t` µs:
+/// - 55 %: an allocation of 1 B to 2^`max_log2` B (log-uniform in steps of
+///   1/100) on stream 0 or 1 — on a small device some run out of memory;
+/// - 35 %: a free;
+/// - 6 %: a free of a block also used on stream 9 (pending until that
+///   stream's work completes);
+/// - 2 %: stream 9's work completes;
+/// - 2 %: `empty_cache()`.
+///
+/// `after_step` sees the model after each call. Returns how many
+/// `empty_cache()` calls released memory. An error is a model bug: the
+/// workload only frees what the model handed out.
+pub fn mixed_workload<D: DeviceMemory>(
+    model: &mut CachingAllocator<D>,
+    steps: usize,
+    seed: u64,
+    max_log2: u32,
+    mut after_step: impl FnMut(&CachingAllocator<D>),
+) -> Result<usize, AllocError> {
+    let mut state = seed;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut live: Vec<u64> = Vec::new();
+    let mut releasing_empty_caches = 0;
+    for t in 0..steps {
+        model.set_time_us(t as u64);
+        let r = next() % 100;
+        if r < 55 || live.is_empty() {
+            let log2 = (next() % (u64::from(max_log2) * 100)) as f64 / 100.0;
+            let stream = next() % 2;
+            // Running out of memory is part of the workload.
+            if let Ok(p) = model.malloc(2f64.powf(log2) as u64, stream) {
+                live.push(p);
+            }
+        } else if r < 90 {
+            let p = live.swap_remove((next() as usize) % live.len());
+            model.free(p)?;
+        } else if r < 96 {
+            let p = live.swap_remove((next() as usize) % live.len());
+            model.record_stream(p, 9)?;
+            model.free(p)?;
+        } else if r < 98 {
+            model.complete_stream_work(9);
+        } else {
+            let before = model.memory_reserved();
+            model.empty_cache();
+            if model.memory_reserved() < before {
+                releasing_empty_caches += 1;
+            }
+        }
+        after_step(model);
+    }
+    Ok(releasing_empty_caches)
 }

@@ -305,8 +305,9 @@ fn sanitize(bytes: &[u8]) -> String {
     out
 }
 
-/// Opcode bytes (names as in CPython's `pickletools`).
-mod op {
+/// Opcode bytes (names as in CPython's `pickletools`); the writer
+/// (`super::writer`) emits them too.
+pub(super) mod op {
     pub const MARK: u8 = b'(';
     pub const STOP: u8 = b'.';
     pub const POP: u8 = b'0';

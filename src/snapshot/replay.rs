@@ -182,17 +182,7 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     let config = config_from_settings(snapshot.allocator_settings.as_ref());
     let mut replays = Vec::new();
     let mut unreplayable = Vec::new();
-    for (device, trace) in snapshot.device_traces.iter().enumerate() {
-        let device = device as u32;
-        let events = replayable_events(trace);
-        // A trace without any allocator call is what the "state" recording
-        // mode leaves behind (one ring-buffer slot): nothing to replay.
-        let has_calls = events
-            .iter()
-            .any(|e| !matches!(e.action, TraceAction::FreeCompleted));
-        if !has_calls {
-            continue;
-        }
+    for (device, _, events) in devices_with_calls(snapshot) {
         match replay_device(snapshot, device, &events, &config) {
             Ok(r) => replays.push(r),
             Err(reason) => unreplayable.push(Unreplayable { device, reason }),
@@ -216,7 +206,7 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     }
 }
 
-pub(crate) fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
+fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
     trace
         .iter()
         .filter(|e| !matches!(e.action, TraceAction::Snapshot | TraceAction::Annotate))
@@ -227,6 +217,129 @@ pub(crate) fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event
             stream: e.stream,
         })
         .collect()
+}
+
+/// Each device whose trace holds an allocator call: its index, its trace as
+/// stored and the events to replay. A trace without a call is what the
+/// "state" recording mode leaves behind (one ring-buffer slot): nothing to
+/// replay.
+pub(crate) fn devices_with_calls(
+    snapshot: &Snapshot,
+) -> impl Iterator<Item = (u32, &[super::types::TraceEntry], Vec<Event>)> {
+    snapshot
+        .device_traces
+        .iter()
+        .enumerate()
+        .filter_map(|(device, trace)| {
+            let events = replayable_events(trace);
+            let has_calls = events
+                .iter()
+                .any(|e| !matches!(e.action, TraceAction::FreeCompleted));
+            has_calls.then_some((device as u32, trace.as_slice(), events))
+        })
+}
+
+// --------------------------------------------------------------------- reading calls
+//
+// How the trace is cut into the calls the program made; shared with the
+// what-if replay (`super::whatif`), which must read the trace the same way.
+
+/// The device returned memory (`segment_free` / `segment_unmap`).
+pub(crate) fn is_release(e: &Event) -> bool {
+    matches!(
+        e.action,
+        TraceAction::SegmentFree | TraceAction::SegmentUnmap
+    )
+}
+
+/// The device handed out memory (`segment_alloc` / `segment_map`).
+pub(crate) fn is_obtain(e: &Event) -> bool {
+    matches!(
+        e.action,
+        TraceAction::SegmentAlloc | TraceAction::SegmentMap
+    )
+}
+
+/// Whether `part` returned memory to the device.
+pub(crate) fn releases(part: &[Event]) -> bool {
+    part.iter().any(is_release)
+}
+
+/// Whether `part` obtained memory from the device.
+pub(crate) fn obtains(part: &[Event]) -> bool {
+    part.iter().any(is_obtain)
+}
+
+/// The index of the next call the program made from `k` on: an allocation
+/// (or its OOM) or a free; `None` when only device events are left.
+pub(crate) fn next_call(events: &[Event], k: usize) -> Option<usize> {
+    (k..events.len()).find(|&j| {
+        matches!(
+            events[j].action,
+            TraceAction::Alloc | TraceAction::Oom | TraceAction::FreeRequested
+        )
+    })
+}
+
+/// How many events of `prefix` (the events before a call) an
+/// `empty_cache()` before that call accounts for: up to its last release.
+pub(crate) fn empty_cache_len(prefix: &[Event]) -> usize {
+    prefix.iter().rposition(is_release).map_or(0, |p| p + 1)
+}
+
+/// Whether the free at `events[anchor]` was deferred: its completion does
+/// not follow right after it (the block had uses on other streams).
+pub(crate) fn free_is_deferred(events: &[Event], anchor: usize) -> bool {
+    let addr = events[anchor].addr;
+    events
+        .get(anchor + 1)
+        .is_none_or(|n| !(n.action == TraceAction::FreeCompleted && n.addr == addr))
+}
+
+/// Whether releases before the allocation `call` come from malloc's retry
+/// path: only if the cache of `model` (standing for the original) could not
+/// serve it. Otherwise the program called empty_cache() first.
+pub(crate) fn reads_as_retry_path<D: DeviceMemory>(
+    model: &CachingAllocator<D>,
+    prefix: &[Event],
+    call: &Event,
+) -> bool {
+    matches!(call.action, TraceAction::Alloc | TraceAction::Oom)
+        && (obtains(prefix) || call.action == TraceAction::Oom)
+        && !model.would_reuse_cached_block(call.size, call.stream)
+}
+
+/// How many of the completions at the start of `prefix` came from malloc's
+/// own event processing (before its cache search) rather than from the
+/// retry path's synchronisation (`went_to_device`), where the pool was not
+/// searched again, so they could not serve the request. A probe on a copy of
+/// `model` tells the two apart: if completing them first would let the
+/// cache serve `call`, PyTorch cannot have completed them first.
+/// `complete` marks one recorded `free_completed` done on the probe.
+pub(crate) fn completions_before_search<D: DeviceMemory + Clone>(
+    model: &CachingAllocator<D>,
+    prefix: &[Event],
+    call: &Event,
+    went_to_device: bool,
+    complete: impl Fn(&mut CachingAllocator<D>, &Event),
+) -> usize {
+    let leading = prefix
+        .iter()
+        .take_while(|e| e.action == TraceAction::FreeCompleted)
+        .count();
+    if leading == 0 || !went_to_device {
+        return leading;
+    }
+    let mut probe = model.clone();
+    for e in &prefix[..leading] {
+        complete(&mut probe, e);
+    }
+    probe.process_events();
+    if probe.would_reuse_cached_block(call.size, call.stream) {
+        0
+    } else {
+        leading
+    }
 }
 
 // --------------------------------------------------------------------- scripted device
@@ -764,23 +877,13 @@ fn replay_once(
     let mut k = 0;
     while k < events.len() {
         // The next call the program made: an allocation (or its OOM) or a free.
-        let Some(anchor) = (k..events.len()).find(|&j| {
-            matches!(
-                events[j].action,
-                TraceAction::Alloc | TraceAction::Oom | TraceAction::FreeRequested
-            )
-        }) else {
+        let Some(anchor) = next_call(events, k) else {
             // Trailing device events: an empty_cache at the end.
             let rest = &events[k..];
-            let releases = rest.iter().any(|e| {
-                matches!(
-                    e.action,
-                    TraceAction::SegmentFree | TraceAction::SegmentUnmap
-                )
-            });
+            let released = releases(rest);
             run_step(&mut model, events, &mut k, &mut report, |m| {
                 complete_recorded(m, rest);
-                if releases {
+                if released {
                     m.empty_cache();
                 } else {
                     m.process_events();
@@ -800,36 +903,11 @@ fn replay_once(
         };
         let prefix = &events[k..anchor];
         let a = events[anchor];
-        let releases_in_prefix = prefix.iter().any(|e| {
-            matches!(
-                e.action,
-                TraceAction::SegmentFree | TraceAction::SegmentUnmap
-            )
-        });
-        let obtains_in_prefix = prefix.iter().any(|e| {
-            matches!(
-                e.action,
-                TraceAction::SegmentAlloc | TraceAction::SegmentMap
-            )
-        });
         let is_malloc = matches!(a.action, TraceAction::Alloc | TraceAction::Oom);
-        // Releases before an allocation come from malloc's retry path only if
-        // the cache could not serve it; otherwise the program called
-        // empty_cache() first.
-        let retry_path = is_malloc
-            && (obtains_in_prefix || a.action == TraceAction::Oom)
-            && !model.would_reuse_cached_block(a.size, a.stream);
-        if releases_in_prefix && !retry_path {
+        let retry_path = reads_as_retry_path(&model, prefix, &a);
+        if releases(prefix) && !retry_path {
             // The program called empty_cache() before this call.
-            let cut = prefix
-                .iter()
-                .rposition(|e| {
-                    matches!(
-                        e.action,
-                        TraceAction::SegmentFree | TraceAction::SegmentUnmap
-                    )
-                })
-                .map_or(0, |p| p + 1);
+            let cut = empty_cache_len(prefix);
             let part = &events[k..k + cut];
             run_step(&mut model, events, &mut k, &mut report, |m| {
                 complete_recorded(m, part);
@@ -857,27 +935,11 @@ fn replay_once(
         }
         // Completions before the first device event come from malloc's own
         // event processing, unless the malloc went down the retry path and
-        // release_cached_blocks' sync completed them: then the pool was not
-        // searched again, so they could not serve the request. A probe tells
-        // the two apart: if completing them first would let the cache serve
-        // the request, PyTorch cannot have completed them first.
-        let leading = prefix
-            .iter()
-            .take_while(|e| e.action == TraceAction::FreeCompleted)
-            .count();
+        // release_cached_blocks' sync completed them.
         let went_to_device = retry_path || a.action == TraceAction::Oom;
-        let leading = if leading > 0 && went_to_device {
-            let mut probe = model.clone();
-            complete_recorded(&mut probe, &prefix[..leading]);
-            probe.process_events();
-            if probe.would_reuse_cached_block(a.size, a.stream) {
-                0
-            } else {
-                leading
-            }
-        } else {
-            leading
-        };
+        let leading = completions_before_search(&model, prefix, &a, went_to_device, |m, e| {
+            m.complete_pending_free(e.addr);
+        });
         complete_recorded(&mut model, &prefix[..leading]);
         let mut returned = None;
         match a.action {
@@ -901,9 +963,7 @@ fn replay_once(
                 });
             }
             _ => {
-                let deferred = events
-                    .get(anchor + 1)
-                    .is_none_or(|n| !(n.action == TraceAction::FreeCompleted && n.addr == a.addr));
+                let deferred = free_is_deferred(events, anchor);
                 run_step(&mut model, events, &mut k, &mut report, |m| {
                     if deferred {
                         m.record_stream(a.addr, u64::MAX)

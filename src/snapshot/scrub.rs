@@ -838,8 +838,8 @@ impl Scrub {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
-    use crate::snapshot::capture::snapshot_of;
+    use crate::alloc::{CachingAllocator, InMemoryDevice};
+    use crate::snapshot::capture::{mixed_workload, recording_model, snapshot_of};
     use crate::snapshot::read_snapshot_file;
     use crate::snapshot::summary::segment_info;
     use std::path::PathBuf;
@@ -856,6 +856,20 @@ mod tests {
             return None;
         }
         Some(read_snapshot_file(&p).expect("shared snapshot loads"))
+    }
+
+    /// The scrub of the shared snapshot `name` (`None`: not found).
+    fn shared_scrub(name: &str) -> Option<Scrub> {
+        shared(name).map(|s| Scrub::new(Arc::new(s)))
+    }
+
+    /// The snapshots of [`WITH_TRACES`] in order, loaded one at a time;
+    /// ends at the first one not found (the shared files are absent
+    /// outside the project's machines).
+    fn shared_with_traces() -> impl Iterator<Item = (&'static str, Snapshot)> {
+        WITH_TRACES
+            .into_iter()
+            .map_while(|name| shared(name).map(|s| (name, s)))
     }
 
     /// Real traces (snapviewer_memory.pickle is hand-made and inconsistent:
@@ -927,10 +941,7 @@ mod tests {
 
     #[test]
     fn last_cursor_of_every_shared_trace_is_the_final_layout() {
-        for name in WITH_TRACES {
-            let Some(snapshot) = shared(name) else {
-                return;
-            };
+        for (name, snapshot) in shared_with_traces() {
             let scrub = Scrub::new(Arc::new(snapshot.clone()));
             assert!(!scrub.devices.is_empty(), "{name}");
             for d in &scrub.devices {
@@ -948,10 +959,7 @@ mod tests {
 
     #[test]
     fn shared_traces_keep_totals_equal_to_the_blocks_at_every_cursor() {
-        for name in WITH_TRACES {
-            let Some(snapshot) = shared(name) else {
-                return;
-            };
+        for (name, snapshot) in shared_with_traces() {
             let scrub = Scrub::new(Arc::new(snapshot));
             for d in &scrub.devices {
                 check_consistency(d, name, 1);
@@ -974,10 +982,7 @@ mod tests {
 
     #[test]
     fn every_reconstructed_state_obeys_the_rules_of_a_real_allocator_dump() {
-        for name in WITH_TRACES {
-            let Some(snapshot) = shared(name) else {
-                return;
-            };
+        for (name, snapshot) in shared_with_traces() {
             let scrub = Scrub::new(Arc::new(snapshot));
             for d in &scrub.devices {
                 for c in (0..=d.len()).step_by(37).chain([0, d.len()]) {
@@ -997,10 +1002,9 @@ mod tests {
 
     #[test]
     fn full_history_trace_starts_empty_and_first_event_is_undone() {
-        let Some(snapshot) = shared("silmont_mem_snapshot.pickle") else {
+        let Some(scrub) = shared_scrub("silmont_mem_snapshot.pickle") else {
             return;
         };
-        let scrub = Scrub::new(Arc::new(snapshot));
         let d = &scrub.devices[0];
         assert!(
             d.state_at(0).segments.is_empty(),
@@ -1015,10 +1019,9 @@ mod tests {
 
     #[test]
     fn stepping_forward_then_back_is_identity() {
-        let Some(snapshot) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        let Some(scrub) = shared_scrub("JasperSolt_EoR_NN_snapshot.pickle") else {
             return;
         };
-        let scrub = Scrub::new(Arc::new(snapshot));
         let d = &scrub.devices[0];
         for c in [0, 1, 1023, 1024, 1025, 2500, d.len() - 1] {
             let here = d.state_at(c);
@@ -1032,55 +1035,22 @@ mod tests {
     }
 
     fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
-        let config = AllocatorConfig::parse(settings).expect("valid");
-        let mut m = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
-        m.record_history(Some(1_000_000));
-        m
+        recording_model(settings, capacity).expect("valid")
     }
 
     /// A workload with OOMs, empty_cache calls and pending frees; returns
-    /// the model's layout after each call, keyed by trace length.
+    /// the model's layout after each call, keyed by trace length, and how
+    /// many empty_cache calls released memory.
     fn workload(
         m: &mut CachingAllocator<InMemoryDevice>,
         steps: usize,
         seed: u64,
     ) -> (Vec<(usize, Vec<crate::alloc::SegmentInfo>)>, usize) {
-        let mut s = seed;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
-        let mut live: Vec<u64> = Vec::new();
         let mut layouts = Vec::new();
-        let mut empty_caches = 0;
-        for t in 0..steps {
-            m.set_time_us(t as u64);
-            let r = next() % 100;
-            if r < 55 || live.is_empty() {
-                let log2 = (next() % 2900) as f64 / 100.0;
-                if let Ok(p) = m.malloc(2f64.powf(log2) as u64, next() % 2) {
-                    live.push(p);
-                }
-            } else if r < 90 {
-                let p = live.swap_remove((next() as usize) % live.len());
-                m.free(p).expect("live");
-            } else if r < 96 {
-                let p = live.swap_remove((next() as usize) % live.len());
-                m.record_stream(p, 9).expect("live");
-                m.free(p).expect("live");
-            } else if r < 98 {
-                m.complete_stream_work(9);
-            } else {
-                let before = m.memory_reserved();
-                m.empty_cache();
-                if m.memory_reserved() < before {
-                    empty_caches += 1;
-                }
-            }
+        let empty_caches = mixed_workload(m, steps, seed, 29, |m| {
             layouts.push((m.trace_len(), m.layout()));
-        }
+        })
+        .expect("the workload frees only live blocks");
         (layouts, empty_caches)
     }
 
@@ -1199,10 +1169,9 @@ mod tests {
 
     #[test]
     fn hand_made_inconsistent_file_is_scrubbed_without_panicking() {
-        let Some(snapshot) = shared("snapviewer_memory.pickle") else {
+        let Some(scrub) = shared_scrub("snapviewer_memory.pickle") else {
             return;
         };
-        let scrub = Scrub::new(Arc::new(snapshot));
         let d = &scrub.devices[0];
         for c in [0, d.len() / 2, d.len()] {
             assert!(!d.segments_at(c).is_empty());

@@ -20,8 +20,9 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replay::{
-    Event, ReplayStart, StartLayout, Unreplayable, config_from_settings, replayable_events,
-    start_layout,
+    Event, ReplayStart, StartLayout, Unreplayable, completions_before_search, config_from_settings,
+    devices_with_calls, empty_cache_len, free_is_deferred, is_obtain, is_release, next_call,
+    obtains, reads_as_retry_path, releases, start_layout,
 };
 use super::types::{Frame, Snapshot};
 use crate::alloc::{
@@ -72,6 +73,14 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// A call that allocated nothing (a free, `empty_cache()`, a sync).
+    fn no_allocation(released: bool) -> Self {
+        Decision {
+            outcome: Outcome::NoAllocation,
+            released,
+        }
+    }
+
     fn describe(self) -> String {
         let what = match self.outcome {
             Outcome::CachedBlock => "reused a cached block",
@@ -241,15 +250,7 @@ pub fn whatif(
     }
     let mut devices = Vec::new();
     let mut unreplayable = Vec::new();
-    for (device, trace) in snapshot.device_traces.iter().enumerate() {
-        let device = device as u32;
-        let events = replayable_events(trace);
-        let has_calls = events
-            .iter()
-            .any(|e| !matches!(e.action, TraceAction::FreeCompleted));
-        if !has_calls {
-            continue;
-        }
+    for (device, trace, events) in devices_with_calls(snapshot) {
         let raw_index: Vec<usize> = trace
             .iter()
             .enumerate()
@@ -747,54 +748,18 @@ struct OomSite {
     device_free: u64,
 }
 
-fn releases(part: &[Event]) -> bool {
-    part.iter().any(|e| {
-        matches!(
-            e.action,
-            TraceAction::SegmentFree | TraceAction::SegmentUnmap
-        )
-    })
-}
-
-fn obtains(part: &[Event]) -> bool {
-    part.iter().any(|e| {
-        matches!(
-            e.action,
-            TraceAction::SegmentAlloc | TraceAction::SegmentMap
-        )
-    })
-}
-
 /// The device script of a call whose recorded events are `part`.
 fn script_of(part: &[Event], anchor: Option<&Event>) -> CallScript {
-    let first_obtain = part
-        .iter()
-        .position(|e| {
-            matches!(
-                e.action,
-                TraceAction::SegmentAlloc | TraceAction::SegmentMap
-            )
-        })
-        .unwrap_or(part.len());
+    let first_obtain = part.iter().position(is_obtain).unwrap_or(part.len());
     CallScript {
         hints: part
             .iter()
-            .filter(|e| {
-                matches!(
-                    e.action,
-                    TraceAction::SegmentAlloc | TraceAction::SegmentMap
-                )
-            })
+            .filter(|e| is_obtain(e))
             .map(|e| (e.action, e.addr, e.size))
             .collect(),
         releases_before_obtain: part[..first_obtain]
             .iter()
-            .filter(|e| {
-                matches!(
-                    e.action,
-                    TraceAction::SegmentFree | TraceAction::SegmentUnmap
-                )
-            })
+            .filter(|e| is_release(e))
             .count(),
         oom: anchor.is_some_and(|a| a.action == TraceAction::Oom),
         free_at_oom: anchor
@@ -814,6 +779,15 @@ fn describe_call(e: &Event) -> String {
         TraceAction::FreeRequested => format!("free of {size} on stream {}", e.stream),
         _ => e.action.as_str().to_string(),
     }
+}
+
+/// Makes the same call in every run (the replica first); their decisions.
+fn call_all(
+    runs: &mut [Run],
+    script: &CallScript,
+    call: impl Fn(&mut Run) -> Outcome,
+) -> Vec<Decision> {
+    runs.iter_mut().map(|r| r.call(script, &call)).collect()
 }
 
 /// Compares each what-if run's decision with the original's (and the
@@ -925,35 +899,21 @@ fn replay_device(
     let mut k = 0;
     while k < events.len() {
         calls += 1;
-        let anchor = (k..events.len()).find(|&j| {
-            matches!(
-                events[j].action,
-                TraceAction::Alloc | TraceAction::Oom | TraceAction::FreeRequested
-            )
-        });
-        let Some(anchor) = anchor else {
+        let Some(anchor) = next_call(events, k) else {
             // Trailing device events: an empty_cache (or a sync) at the end.
             let rest = &events[k..];
             let released = releases(rest);
             let script = script_of(rest, None);
-            let decisions: Vec<Decision> = runs
-                .iter_mut()
-                .map(|r| {
-                    r.call(&script, |r| {
-                        r.complete_all(rest);
-                        if released {
-                            r.model.empty_cache();
-                        } else {
-                            r.model.process_events();
-                        }
-                        Outcome::NoAllocation
-                    })
-                })
-                .collect();
-            let original = Decision {
-                outcome: Outcome::NoAllocation,
-                released,
-            };
+            let decisions = call_all(&mut runs, &script, |r| {
+                r.complete_all(rest);
+                if released {
+                    r.model.empty_cache();
+                } else {
+                    r.model.process_events();
+                }
+                Outcome::NoAllocation
+            });
+            let original = Decision::no_allocation(released);
             let call = if released {
                 "empty_cache()"
             } else {
@@ -974,19 +934,12 @@ fn replay_device(
         let is_malloc = matches!(a.action, TraceAction::Alloc | TraceAction::Oom);
         // The replica stands for the original: its state tells a retry
         // path from an empty_cache() call, as in `verify`.
-        let retry_path = is_malloc
-            && (obtains(prefix) || a.action == TraceAction::Oom)
-            && !runs[0].model.would_reuse_cached_block(a.size, a.stream);
+        let retry_path = reads_as_retry_path(&runs[0].model, prefix, &a);
         // Releases then a new segment read the same as empty_cache() then
         // an allocation that needed memory. If the original held at least
         // reserved + that segment at some point of the trace, cudaMalloc
         // could not have refused it: the program called empty_cache().
-        let first_obtain = prefix.iter().find(|e| {
-            matches!(
-                e.action,
-                TraceAction::SegmentAlloc | TraceAction::SegmentMap
-            )
-        });
+        let first_obtain = prefix.iter().find(|e| is_obtain(e));
         let retry_path = retry_path
             && !(a.action == TraceAction::Alloc
                 && first_obtain.is_some_and(|o| {
@@ -997,44 +950,20 @@ fn replay_device(
         }
         if releases(prefix) && !retry_path {
             // The program called empty_cache() before this call.
-            let cut = prefix
-                .iter()
-                .rposition(|e| {
-                    matches!(
-                        e.action,
-                        TraceAction::SegmentFree | TraceAction::SegmentUnmap
-                    )
-                })
-                .map_or(0, |p| p + 1);
+            let cut = empty_cache_len(prefix);
             let part = &events[k..k + cut];
             let script = script_of(part, None);
-            let decisions: Vec<Decision> = runs
-                .iter_mut()
-                .map(|r| {
-                    r.call(&script, |r| {
-                        r.complete_all(part);
-                        r.model.empty_cache();
-                        Outcome::NoAllocation
-                    })
-                })
-                .collect();
-            let first_release = part
-                .iter()
-                .position(|e| {
-                    matches!(
-                        e.action,
-                        TraceAction::SegmentFree | TraceAction::SegmentUnmap
-                    )
-                })
-                .unwrap_or(0);
+            let decisions = call_all(&mut runs, &script, |r| {
+                r.complete_all(part);
+                r.model.empty_cache();
+                Outcome::NoAllocation
+            });
+            let first_release = part.iter().position(is_release).unwrap_or(0);
             compare(
                 &mut runs,
                 &mut replica_divergence,
                 &decisions,
-                Decision {
-                    outcome: Outcome::NoAllocation,
-                    released: true,
-                },
+                Decision::no_allocation(true),
                 raw(k + first_release),
                 "empty_cache()",
             );
@@ -1044,24 +973,16 @@ fn replay_device(
         if !is_malloc && !prefix.is_empty() {
             // Completions with nothing released: finished stream work.
             let script = CallScript::default();
-            let decisions: Vec<Decision> = runs
-                .iter_mut()
-                .map(|r| {
-                    r.call(&script, |r| {
-                        r.complete_all(prefix);
-                        r.model.process_events();
-                        Outcome::NoAllocation
-                    })
-                })
-                .collect();
+            let decisions = call_all(&mut runs, &script, |r| {
+                r.complete_all(prefix);
+                r.model.process_events();
+                Outcome::NoAllocation
+            });
             compare(
                 &mut runs,
                 &mut replica_divergence,
                 &decisions,
-                Decision {
-                    outcome: Outcome::NoAllocation,
-                    released: false,
-                },
+                Decision::no_allocation(false),
                 raw(k),
                 "synchronize",
             );
@@ -1071,27 +992,14 @@ fn replay_device(
         // Completions the original saw at the start of malloc (before its
         // cache search) versus in its retry path's synchronisation: the
         // replica's probe tells them apart, as in `verify`.
-        let leading = prefix
-            .iter()
-            .take_while(|e| e.action == TraceAction::FreeCompleted)
-            .count();
         let went_to_device = retry_path || a.action == TraceAction::Oom;
-        let leading = if leading > 0 && went_to_device {
-            let mut probe = runs[0].model.clone();
-            for e in &prefix[..leading] {
-                if let Some(&mine) = runs[0].pending.get(&e.addr) {
-                    probe.complete_pending_free(mine);
+        let replica = &runs[0];
+        let leading =
+            completions_before_search(&replica.model, prefix, &a, went_to_device, |m, e| {
+                if let Some(&mine) = replica.pending.get(&e.addr) {
+                    m.complete_pending_free(mine);
                 }
-            }
-            probe.process_events();
-            if probe.would_reuse_cached_block(a.size, a.stream) {
-                0
-            } else {
-                leading
-            }
-        } else {
-            leading
-        };
+            });
         let script = script_of(prefix, Some(&a));
         let idx = raw(anchor);
         let call = describe_call(&a);
@@ -1108,19 +1016,15 @@ fn replay_device(
                 device_free: a.addr,
             };
             let orig = (a.action == TraceAction::Alloc).then_some(a.addr);
-            let decisions = runs
-                .iter_mut()
-                .map(|r| {
-                    let d = r.call(&script, |r| {
-                        r.complete_all(&prefix[..leading]);
-                        r.malloc(a.size, a.stream, orig, &site)
-                    });
-                    // Work the original saw finish in its retry path had
-                    // finished by now in every run.
-                    r.complete_all(&prefix[leading..]);
-                    d
-                })
-                .collect();
+            let decisions = call_all(&mut runs, &script, |r| {
+                r.complete_all(&prefix[..leading]);
+                r.malloc(a.size, a.stream, orig, &site)
+            });
+            // Work the original saw finish in its retry path had finished by
+            // now in every run (the runs are independent: order is free).
+            for r in &mut runs {
+                r.complete_all(&prefix[leading..]);
+            }
             let outcome = if a.action == TraceAction::Oom {
                 Outcome::OutOfMemory
             } else if obtains(prefix) {
@@ -1134,22 +1038,12 @@ fn replay_device(
             };
             (decisions, original, anchor + 1)
         } else {
-            let deferred = events
-                .get(anchor + 1)
-                .is_none_or(|n| !(n.action == TraceAction::FreeCompleted && n.addr == a.addr));
-            let decisions = runs
-                .iter_mut()
-                .map(|r| {
-                    r.call(&script, |r| {
-                        r.free(a.addr, deferred);
-                        Outcome::NoAllocation
-                    })
-                })
-                .collect();
-            let original = Decision {
-                outcome: Outcome::NoAllocation,
-                released: false,
-            };
+            let deferred = free_is_deferred(events, anchor);
+            let decisions = call_all(&mut runs, &script, |r| {
+                r.free(a.addr, deferred);
+                Outcome::NoAllocation
+            });
+            let original = Decision::no_allocation(false);
             (decisions, original, anchor + 1 + usize::from(!deferred))
         };
         compare(

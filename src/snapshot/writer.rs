@@ -30,6 +30,8 @@ use std::sync::Arc;
 
 use thiserror::Error;
 
+// The opcode bytes are the reader's table, so both sides name them alike.
+use super::pickle::op;
 use super::types::{
     AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotFormat,
     TraceEntry,
@@ -111,34 +113,6 @@ pub fn write_snapshot_file(snapshot: &Snapshot, path: &Path) -> Result<u64, Writ
         let _ = std::fs::remove_file(&partial);
     }
     result.map_err(wrap)
-}
-
-/// Opcode bytes (names as in CPython's `pickletools`).
-mod op {
-    pub const MARK: u8 = b'(';
-    pub const STOP: u8 = b'.';
-    pub const BININT: u8 = b'J';
-    pub const BININT1: u8 = b'K';
-    pub const BININT2: u8 = b'M';
-    pub const BINUNICODE: u8 = b'X';
-    pub const APPEND: u8 = b'a';
-    pub const APPENDS: u8 = b'e';
-    pub const EMPTY_DICT: u8 = b'}';
-    pub const EMPTY_LIST: u8 = b']';
-    pub const BINGET: u8 = b'h';
-    pub const LONG_BINGET: u8 = b'j';
-    pub const SETITEM: u8 = b's';
-    pub const SETITEMS: u8 = b'u';
-    pub const BINFLOAT: u8 = b'G';
-    pub const PROTO: u8 = 0x80;
-    pub const TUPLE2: u8 = 0x86;
-    pub const NEWTRUE: u8 = 0x88;
-    pub const NEWFALSE: u8 = 0x89;
-    pub const LONG1: u8 = 0x8a;
-    pub const SHORT_BINUNICODE: u8 = 0x8c;
-    pub const BINUNICODE8: u8 = 0x8d;
-    pub const MEMOIZE: u8 = 0x94;
-    pub const FRAME: u8 = 0x95;
 }
 
 /// CPython's `_FRAME_SIZE_TARGET` (bytes): a frame is closed at the first

@@ -6,7 +6,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Widget};
+use ratatui::widgets::{Block, Borders, Clear, Widget};
 
 use super::theme::Theme;
 use crate::app::state::Pane;
@@ -41,6 +41,61 @@ pub(crate) fn pane_block<'a>(
         .borders(borders)
         .border_style(border_style)
         .title(Line::from(spans))
+}
+
+/// Renders a pane's `block` over `area` and returns the area inside it;
+/// `None` when nothing fits inside, the pane then finished in `theme`'s
+/// style, so the caller just returns.
+pub(crate) fn inside(
+    block: Block<'_>,
+    area: Rect,
+    buf: &mut Buffer,
+    theme: &Theme,
+) -> Option<Rect> {
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height == 0 || inner.width == 0 {
+        theme.finish(area, buf);
+        return None;
+    }
+    Some(inner)
+}
+
+/// Draws an overlay: clears a popup of `(width, height)` cells centred in
+/// `area` (neither larger than it), frames it in the focus style with `title` on
+/// the left and `hint` on the right of the top border, and says at the
+/// bottom when `content_rows` rows do not fit inside. Returns the popup
+/// and the area inside its frame.
+pub(crate) fn popup(
+    buf: &mut Buffer,
+    area: Rect,
+    (width, height): (u16, u16),
+    title: &str,
+    hint: &str,
+    content_rows: usize,
+    theme: &Theme,
+) -> (Rect, Rect) {
+    let popup = Rect::new(
+        area.x + (area.width - width) / 2,
+        area.y + (area.height - height) / 2,
+        width,
+        height,
+    );
+    Clear.render(popup, buf);
+    let mut block = Block::new()
+        .borders(Borders::ALL)
+        .border_style(theme.border_focused)
+        .title(Line::styled(title, theme.title_focused))
+        .title(Line::styled(hint, theme.dim).right_aligned());
+    if content_rows + 2 > usize::from(height) {
+        block = block.title_bottom(Line::styled(
+            " … a taller terminal shows the rest ",
+            theme.dim,
+        ));
+    }
+    let inner = block.inner(popup);
+    block.render(popup, buf);
+    (popup, inner)
 }
 
 /// Renders `line` on row `row` of `area`, ending it with "…" when it is

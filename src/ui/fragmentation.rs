@@ -90,12 +90,9 @@ impl Widget for FragmentationPane<'_> {
             self.left_border,
             theme,
         );
-        let inner = block.inner(area);
-        block.render(area, buf);
-        if inner.height == 0 || inner.width == 0 {
-            theme.finish(area, buf);
+        let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
-        }
+        };
         let Some(view) = gpu.and_then(|g| g.allocator.as_ref()) else {
             chrome::note_at(
                 buf,

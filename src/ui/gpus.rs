@@ -223,12 +223,9 @@ impl Widget for GpusPane<'_> {
             false,
             theme,
         );
-        let inner = block.inner(area);
-        block.render(area, buf);
-        if inner.height == 0 || inner.width == 0 {
-            theme.finish(area, buf);
+        let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
-        }
+        };
         if gpus.is_empty() {
             chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
             theme.finish(area, buf);

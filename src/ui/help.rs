@@ -4,7 +4,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Widget};
+use ratatui::widgets::Widget;
 
 use super::chrome::{self, left};
 use super::theme::Theme;
@@ -184,27 +184,16 @@ impl Widget for HelpOverlay<'_> {
         let height = u16::try_from(content_h + 2)
             .unwrap_or(u16::MAX)
             .min(area.height);
-        let popup = Rect::new(
-            area.x + (area.width - width) / 2,
-            area.y + (area.height - height) / 2,
-            width,
-            height,
+        // Says so when the terminal is too short for everything.
+        let (popup, inner) = chrome::popup(
+            buf,
+            area,
+            (width, height),
+            " Help ",
+            " Esc or ? closes ",
+            content_h,
+            theme,
         );
-        Clear.render(popup, buf);
-        let mut block = Block::new()
-            .borders(Borders::ALL)
-            .border_style(theme.border_focused)
-            .title(Line::styled(" Help ", theme.title_focused))
-            .title(Line::styled(" Esc or ? closes ", theme.dim).right_aligned());
-        // Say so when the terminal is too short for everything.
-        if content_h + 2 > usize::from(height) {
-            block = block.title_bottom(Line::styled(
-                " … a taller terminal shows the rest ",
-                theme.dim,
-            ));
-        }
-        let inner = block.inner(popup);
-        block.render(popup, buf);
         if two {
             let left_area = Rect {
                 width: keys_w.min(inner.width),

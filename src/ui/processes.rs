@@ -115,12 +115,9 @@ impl Widget for ProcessesPane<'_> {
             false,
             theme,
         );
-        let inner = block.inner(area);
-        block.render(area, buf);
-        if inner.height == 0 || inner.width == 0 {
-            theme.finish(area, buf);
+        let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
-        }
+        };
         let rows = self.rows();
         if rows.is_empty() {
             let text = if ui.process_filter.is_empty() {

@@ -165,12 +165,9 @@ impl Widget for SegmentsPane<'_> {
             ]);
             block = block.title(legend.right_aligned());
         }
-        let inner = block.inner(area);
-        block.render(area, buf);
-        if inner.height == 0 || inner.width == 0 {
-            theme.finish(area, buf);
+        let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
-        }
+        };
         let Some(view) = view else {
             chrome::note_at(
                 buf,

@@ -42,6 +42,30 @@ impl<'a> TimelinePane<'a> {
     }
 }
 
+/// Legend entries for the chart's event marks, each only when there is
+/// one: `empty_cache()` calls that released memory, and OOMs.
+pub(super) fn mark_legend(releases: usize, ooms: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs();
+    let mark = |m: Marker| match m {
+        Marker::Custom(c) => c.to_string(),
+        _ => "|".to_string(),
+    };
+    let mut items = Vec::new();
+    if releases > 0 {
+        items.push(Line::from(vec![
+            Span::styled(mark(g.release_mark), theme.marker_release),
+            Span::raw(format!(" empty_cache ×{releases}")),
+        ]));
+    }
+    if ooms > 0 {
+        items.push(Line::from(vec![
+            Span::styled(mark(g.oom_mark), theme.marker_oom),
+            Span::raw(format!(" OOM ×{ooms}")),
+        ]));
+    }
+    items
+}
+
 /// The smallest "nice" axis maximum ≥ `v` (1, 1.2, 1.5, 2, 2.5, 3, 4, 5,
 /// 6, 8 × a power of ten), so labels read as round numbers.
 pub(crate) fn nice_ceiling(v: f64) -> f64 {
@@ -134,12 +158,9 @@ impl Widget for TimelinePane<'_> {
             false,
             theme,
         );
-        let inner = block.inner(area);
-        block.render(area, buf);
-        if inner.height == 0 || inner.width == 0 {
-            theme.finish(area, buf);
+        let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
-        }
+        };
         let Some(gpu) = gpu else {
             chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
             theme.finish(area, buf);
@@ -220,22 +241,7 @@ impl Widget for TimelinePane<'_> {
                     values,
                 ));
             }
-            let mark = |m: Marker| match m {
-                Marker::Custom(c) => c.to_string(),
-                _ => "|".to_string(),
-            };
-            if releases > 0 {
-                items.push(Line::from(vec![
-                    Span::styled(mark(g.release_mark), theme.marker_release),
-                    Span::raw(format!(" empty_cache ×{releases}")),
-                ]));
-            }
-            if ooms > 0 {
-                items.push(Line::from(vec![
-                    Span::styled(mark(g.oom_mark), theme.marker_oom),
-                    Span::raw(format!(" OOM ×{ooms}")),
-                ]));
-            }
+            items.extend(mark_legend(releases, ooms, theme));
             items
         };
         let mut legend = chrome::flow(legend_items(true), inner.width, 2);

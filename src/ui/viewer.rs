@@ -24,13 +24,13 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Block, Borders, Chart, Clear, Dataset, GraphType, Widget};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
 
 use super::chrome::{self, pane_block};
 use super::format;
 use super::help::HelpOverlay;
 use super::theme::Theme;
-use super::timeline::nice_ceiling;
+use super::timeline::{mark_legend, nice_ceiling};
 use super::{FragmentationPane, MIN_HEIGHT, MIN_WIDTH, SegmentsPane};
 use crate::alloc::{BlockState, PoolKind};
 use crate::app::keymap::Keymap;
@@ -423,12 +423,9 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
         false,
         theme,
     );
-    let inner = block.inner(area);
-    block.render(area, buf);
-    if inner.height == 0 || inner.width == 0 {
-        theme.finish(area, buf);
+    let Some(inner) = chrome::inside(block, area, buf, theme) else {
         return;
-    }
+    };
     if n == 0 {
         chrome::note_at(
             buf,
@@ -451,10 +448,6 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
     let allocated_pts = bucketed(&allocated, columns, exp);
     let now = d.points.get(cursor).copied();
     let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
-    let mark = |m: Marker| match m {
-        Marker::Custom(c) => c.to_string(),
-        _ => "|".to_string(),
-    };
     let mut legend_items = vec![
         Line::from(vec![
             Span::styled(g.line, theme.cached_free),
@@ -481,18 +474,7 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
             Span::raw(" cursor"),
         ]),
     ];
-    if releases > 0 {
-        legend_items.push(Line::from(vec![
-            Span::styled(mark(g.release_mark), theme.marker_release),
-            Span::raw(format!(" empty_cache ×{releases}")),
-        ]));
-    }
-    if ooms > 0 {
-        legend_items.push(Line::from(vec![
-            Span::styled(mark(g.oom_mark), theme.marker_oom),
-            Span::raw(format!(" OOM ×{ooms}")),
-        ]));
-    }
+    legend_items.extend(mark_legend(releases, ooms, theme));
     let legend = chrome::flow(legend_items, inner.width, 2);
     let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
     let chart_rows = inner.height.saturating_sub(legend_rows);
@@ -843,26 +825,15 @@ fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
     let height = u16::try_from(lines.len() + 2)
         .unwrap_or(u16::MAX)
         .min(area.height.saturating_sub(2));
-    let popup = Rect::new(
-        area.x + (area.width - width) / 2,
-        area.y + (area.height - height) / 2,
-        width,
-        height,
+    let (popup, inner) = chrome::popup(
+        buf,
+        area,
+        (width, height),
+        " Block ",
+        " ↑/↓ block · Esc closes ",
+        lines.len(),
+        theme,
     );
-    Clear.render(popup, buf);
-    let mut block = Block::new()
-        .borders(Borders::ALL)
-        .border_style(theme.border_focused)
-        .title(Line::styled(" Block ", theme.title_focused))
-        .title(Line::styled(" ↑/↓ block · Esc closes ", theme.dim).right_aligned());
-    if lines.len() + 2 > usize::from(height) {
-        block = block.title_bottom(Line::styled(
-            " … a taller terminal shows the rest ",
-            theme.dim,
-        ));
-    }
-    let inner = block.inner(popup);
-    block.render(popup, buf);
     let styled: Vec<Line> = lines
         .into_iter()
         .map(|l| {
