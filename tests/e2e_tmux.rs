@@ -3,120 +3,21 @@
 //! Uses `VRAMTOP_E2E_BIN` (CI points it at the release build) or else the
 //! test profile's binary. Skips with a note when tmux is not installed.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-fn binary() -> PathBuf {
-    std::env::var_os("VRAMTOP_E2E_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
-}
+use common::tmux::{Session, binary};
 
-/// Runs tmux on the session's own server (`-L`), so that nothing else using
-/// tmux on the machine (or another test) can disturb it.
-fn tmux_on(socket: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new("tmux")
-        .arg("-L")
-        .arg(socket)
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-fn tmux(args: &[&str]) -> Option<String> {
-    tmux_on("vramtop-e2e-probe", args)
-}
-
-struct Session {
-    name: String,
-}
-
-impl Session {
-    /// Starts the dashboard in a detached 100×30 session. The shell prints a
-    /// marker when vramtop has exited, then stays so the screen can be read.
-    fn start(tag: &str, extra: &str) -> Option<Session> {
-        if tmux(&["-V"]).is_none() {
-            eprintln!("skipping: tmux is not installed");
-            return None;
-        }
-        let name = format!("vramtop-e2e-{tag}-{}", std::process::id());
-        let log = std::env::temp_dir().join(format!("{name}.log"));
-        let command = format!(
-            "{} --backend sim --sim-gpus 2 --interval 200ms --log-file {} {extra}; echo VRAMTOP_EXITED $?; sleep 60",
-            binary().display(),
-            log.display()
-        );
-        tmux_on(
-            &name,
-            &[
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                "100",
-                "-y",
-                "30",
-                &command,
-            ],
-        )?;
-        Some(Session { name })
-    }
-
-    fn screen(&self) -> String {
-        tmux_on(&self.name, &["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
-    }
-
-    /// The screen and up to 500 lines of scrollback.
-    fn history(&self) -> String {
-        tmux_on(
-            &self.name,
-            &["capture-pane", "-p", "-S", "-500", "-t", &self.name],
-        )
-        .unwrap_or_default()
-    }
-
-    fn display(&self, format: &str) -> String {
-        tmux_on(
-            &self.name,
-            &["display-message", "-p", "-t", &self.name, format],
-        )
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", &self.name];
-        args.extend_from_slice(keys);
-        tmux_on(&self.name, &args);
-    }
-
-    /// Polls the screen until `pred` holds (deadline, not a fixed sleep).
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        // Generous: CI machines are busy; the poll returns as soon as it holds.
-        let deadline = Instant::now() + Duration::from_secs(45);
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        tmux_on(&self.name, &["kill-server"]);
-    }
+/// Starts the dashboard on two simulated GPUs in a detached 100×30 session
+/// (its own tmux server), with `extra` arguments.
+fn start(tag: &str, extra: &str) -> Option<Session> {
+    Session::start(
+        "vramtop-e2e",
+        tag,
+        (100, 30),
+        &format!("--backend sim --sim-gpus 2 --interval 200ms {extra}"),
+    )
 }
 
 fn dashboard_shown(screen: &str) -> bool {
@@ -128,24 +29,15 @@ fn terminal_restored(s: &Session) {
 }
 
 fn terminal_restored_with(s: &Session, exit_line: &str) {
-    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    let screen = s.exited();
     assert!(screen.contains(exit_line), "exit status: {screen}");
-    assert_eq!(
-        s.display("#{alternate_on}"),
-        "0",
-        "the alternate screen was left"
-    );
-    assert_eq!(
-        s.display("#{cursor_flag}"),
-        "1",
-        "the cursor is shown again"
-    );
+    s.assert_restored();
     assert!(!dashboard_shown(&screen), "the dashboard is gone: {screen}");
 }
 
 #[test]
 fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal() {
-    let Some(s) = Session::start("keys", "") else {
+    let Some(s) = start("keys", "") else {
         return;
     };
     let screen = s.wait_for("the dashboard", dashboard_shown);
@@ -176,7 +68,7 @@ fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal()
 /// Starts the dashboard with a unique seed as a marker, sends `signal` to
 /// vramtop (not to the shell around it) and checks the terminal comes back.
 fn signal_restores_the_terminal(tag: &str, marker: &str, signal: &str) {
-    let Some(s) = Session::start(tag, &format!("--sim-seed {marker}")) else {
+    let Some(s) = start(tag, &format!("--sim-seed {marker}")) else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);
@@ -207,7 +99,7 @@ fn sighup_restores_the_terminal() {
 
 #[test]
 fn a_panic_restores_the_terminal_and_reports_instead_of_garbling_it() {
-    let Some(s) = Session::start("panic", "--debug-panic-after 1500ms") else {
+    let Some(s) = start("panic", "--debug-panic-after 1500ms") else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);
@@ -234,7 +126,7 @@ fn compare_row<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn stress_panel_compare_shows_reserved_dropping_by_the_whole_free_segments() {
-    let Some(s) = Session::start("stress", "--sim-training 0") else {
+    let Some(s) = start("stress", "--sim-training 0") else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);
@@ -298,7 +190,7 @@ fn stress_panel_compare_shows_reserved_dropping_by_the_whole_free_segments() {
 
 #[test]
 fn stress_cap_from_the_command_line_refuses_a_bigger_request_on_screen() {
-    let Some(s) = Session::start("stresscap", "--sim-training 0 --stress-cap 50MiB") else {
+    let Some(s) = start("stresscap", "--sim-training 0 --stress-cap 50MiB") else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);

@@ -1,127 +1,40 @@
 //! End to end: `vramtop open FILE` in a real terminal emulator (tmux), the
-//! same way as `tests/e2e_tmux.rs` (the binary from `VRAMTOP_E2E_BIN` or the
-//! test profile's, a private tmux server per session): open a shared
+//! same way as `tests/e2e_tmux.rs` (`tests/common/tmux.rs`: the binary from
+//! `VRAMTOP_E2E_BIN` or the test profile's, a private tmux server per
+//! session): open a shared
 //! snapshot, scrub with keys, select a block and read its frames, quit and
 //! find the terminal restored. Skips with a note when tmux or the shared
 //! snapshots are missing.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+mod common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramtop::app::keymap::Keymap;
 use vramtop::app::viewer::ViewerState;
 use vramtop::snapshot::read_snapshot_file;
 
+use common::shared_snapshot as shared;
+use common::tmux::Session;
+
 const SILMONT: &str = "silmont_mem_snapshot.pickle";
 
-fn binary() -> PathBuf {
-    std::env::var_os("VRAMTOP_E2E_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
+/// Runs `vramtop ARGS` in a detached 120×40 session (its own tmux server).
+fn start(tag: &str, args: &str) -> Option<Session> {
+    Session::start("vramtop-e2e-viewer", tag, (120, 40), args)
 }
 
-fn shared(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found (../shared is absent)", p.display());
-        None
-    }
-}
-
-fn tmux_on(socket: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new("tmux")
-        .arg("-L")
-        .arg(socket)
-        .args(args)
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-struct Session {
-    name: String,
-}
-
-impl Session {
-    /// Runs `vramtop ARGS` in a detached 120×40 session; the shell prints a
-    /// marker when vramtop has exited, then stays so the screen can be read.
-    fn start(tag: &str, args: &str) -> Option<Session> {
-        if tmux_on("vramtop-e2e-probe", &["-V"]).is_none() {
-            eprintln!("skipping: tmux is not installed");
-            return None;
-        }
-        let name = format!("vramtop-e2e-viewer-{tag}-{}", std::process::id());
-        let log = std::env::temp_dir().join(format!("{name}.log"));
-        let command = format!(
-            "{} --log-file {} {args}; echo VRAMTOP_EXITED $?; sleep 60",
-            binary().display(),
-            log.display()
-        );
-        tmux_on(
-            &name,
-            &[
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                "120",
-                "-y",
-                "40",
-                &command,
-            ],
-        )?;
-        Some(Session { name })
-    }
-
-    fn screen(&self) -> String {
-        tmux_on(&self.name, &["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
-    }
-
-    fn display(&self, format: &str) -> String {
-        tmux_on(
-            &self.name,
-            &["display-message", "-p", "-t", &self.name, format],
-        )
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", &self.name];
-        args.extend_from_slice(keys);
-        tmux_on(&self.name, &args);
-    }
-
-    /// Polls the screen until `pred` holds (a deadline, not a fixed sleep).
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(45);
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                panic!("timed out waiting for {what}; screen:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        tmux_on(&self.name, &["kill-server"]);
-    }
+/// Waits for vramtop to exit and checks it failed the way bad input must:
+/// exit code 2 and one `vramtop:` line naming `file`, on the normal screen.
+fn exits_2_with_one_line_naming(s: &Session, file: &str) {
+    let screen = s.exited();
+    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
+    let errors: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.starts_with("vramtop:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{screen}");
+    assert!(errors[0].contains(file), "{screen}");
+    assert_eq!(s.display("#{alternate_on}"), "0");
 }
 
 /// How many ↓ presses select, at cursor `cursor`, the first allocated
@@ -161,7 +74,7 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
     let Some(path) = shared(SILMONT) else {
         return;
     };
-    let Some(s) = Session::start("scrub", &format!("open {}", path.display())) else {
+    let Some(s) = start("scrub", &format!("open {}", path.display())) else {
         return;
     };
     let screen = s.wait_for("the viewer", |sc| sc.contains("event 97/97"));
@@ -202,18 +115,9 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
     s.wait_for("the detail to close", |sc| !sc.contains("innermost first"));
 
     s.keys(&["q"]);
-    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    let screen = s.exited();
     assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
-    assert_eq!(
-        s.display("#{alternate_on}"),
-        "0",
-        "the alternate screen was left"
-    );
-    assert_eq!(
-        s.display("#{cursor_flag}"),
-        "1",
-        "the cursor is shown again"
-    );
+    s.assert_restored();
     assert!(!screen.contains("Segments"), "the viewer is gone: {screen}");
 }
 
@@ -223,18 +127,10 @@ fn a_bad_file_is_one_line_and_exit_2_without_touching_the_screen() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let bad = dir.join("not-a-snapshot.pickle");
     std::fs::write(&bad, b"this is not a pickle").expect("write");
-    let Some(s) = Session::start("bad", &format!("open {}", bad.display())) else {
+    let Some(s) = start("bad", &format!("open {}", bad.display())) else {
         return;
     };
-    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
-    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
-    let errors: Vec<&str> = screen
-        .lines()
-        .filter(|l| l.starts_with("vramtop:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{screen}");
-    assert!(errors[0].contains("not-a-snapshot.pickle"), "{screen}");
-    assert_eq!(s.display("#{alternate_on}"), "0");
+    exits_2_with_one_line_naming(&s, "not-a-snapshot.pickle");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -243,7 +139,7 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     let Some(path) = shared(SILMONT) else {
         return;
     };
-    let Some(s) = Session::start(
+    let Some(s) = start(
         "bg",
         &format!("open {} --debug-background-load", path.display()),
     ) else {
@@ -251,7 +147,7 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     };
     s.wait_for("the viewer after loading", |sc| sc.contains("event 97/97"));
     s.keys(&["q"]);
-    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
+    let screen = s.exited();
     assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
     drop(s);
 
@@ -261,21 +157,13 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     std::fs::create_dir_all(&dir).expect("temp dir");
     let bad = dir.join("broken.pickle");
     std::fs::write(&bad, b"\x80\x04not really").expect("write");
-    let Some(s) = Session::start(
+    let Some(s) = start(
         "bgbad",
         &format!("open {} --debug-background-load", bad.display()),
     ) else {
         return;
     };
-    let screen = s.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"));
-    assert!(screen.contains("VRAMTOP_EXITED 2"), "{screen}");
-    let errors: Vec<&str> = screen
-        .lines()
-        .filter(|l| l.starts_with("vramtop:"))
-        .collect();
-    assert_eq!(errors.len(), 1, "{screen}");
-    assert!(errors[0].contains("broken.pickle"), "{screen}");
-    assert_eq!(s.display("#{alternate_on}"), "0");
+    exits_2_with_one_line_naming(&s, "broken.pickle");
     assert_eq!(s.display("#{cursor_flag}"), "1");
     let _ = std::fs::remove_dir_all(&dir);
 }

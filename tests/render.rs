@@ -7,6 +7,8 @@
 //! simulated clock, or by hand: nothing depends on the wall clock, the test
 //! process or the machine.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use ratatui::Terminal;
@@ -26,6 +28,8 @@ use vramtop::ui::{
     self, BreakdownPane, FragmentationPane, GpusPane, NO_ALLOCATOR_NOTE, ProcessesPane,
     SegmentsPane, StatusLine, Theme, TimelinePane,
 };
+
+use common::screen::{draw, draw_widget, text};
 
 const GIB: u64 = 1 << 30;
 
@@ -93,35 +97,6 @@ fn plain_gpu() -> AppState {
     let mut state = AppState::new(status());
     feed(&cluster, &mut state, 10);
     state
-}
-
-fn draw(state: &AppState, theme: &Theme, w: u16, h: u16) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
-    terminal
-        .draw(|f| ui::draw(f, state, &Keymap::default(), theme))
-        .expect("the test backend cannot fail");
-    terminal
-}
-
-fn draw_widget(widget: impl Widget, w: u16, h: u16) -> Terminal<TestBackend> {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
-    terminal
-        .draw(|f| f.render_widget(widget, f.area()))
-        .expect("the test backend cannot fail");
-    terminal
-}
-
-/// The buffer as plain text, one line per row.
-fn text(buf: &Buffer) -> String {
-    let area = buf.area;
-    let mut out = String::new();
-    for y in area.top()..area.bottom() {
-        for x in area.left()..area.right() {
-            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
-        }
-        out.push('\n');
-    }
-    out
 }
 
 fn row_text(buf: &Buffer, y: u16) -> String {

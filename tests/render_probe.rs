@@ -6,14 +6,12 @@
 //! the live dashboard: `allocator_views_with_probes`, `apply_sample`,
 //! `apply_probes`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use ratatui::buffer::Buffer;
 use vramtop::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
-use vramtop::app::keymap::Keymap;
 use vramtop::app::source::allocator_views_with_probes;
 use vramtop::app::state::{AppState, MarkerKind, StatusState};
 use vramtop::device::{GpuProcess, GpuReading, GpuSample};
@@ -21,7 +19,9 @@ use vramtop::probe::pid::{PidSource, VisibleDevices};
 use vramtop::probe::protocol::{Hello, Oom};
 use vramtop::probe::registry::{DeviceData, OomEvent};
 use vramtop::probe::{ProbeSnapshot, ProbeState, ProbeStatus};
-use vramtop::ui::{self, BreakdownPane, ProcessesPane, Theme};
+use vramtop::ui::{BreakdownPane, ProcessesPane, Theme};
+
+use common::screen::{draw, draw_widget, text};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -173,25 +173,10 @@ fn attached() -> AppState {
     state
 }
 
-fn text(buf: &Buffer) -> String {
-    let area = buf.area;
-    let mut out = String::new();
-    for y in area.top()..area.bottom() {
-        for x in area.left()..area.right() {
-            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
-        }
-        out.push('\n');
-    }
-    out
-}
-
 #[test]
 fn attached_probe_screen_matches_its_snapshot() {
     let state = attached();
-    let mut terminal = Terminal::new(TestBackend::new(120, 40)).expect("test backend");
-    terminal
-        .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
-        .expect("the test backend cannot fail");
+    let terminal = draw(&state, &Theme::colored(), 120, 40);
     insta::assert_snapshot!("probe_screen_120x40", terminal.backend());
 }
 
@@ -199,10 +184,7 @@ fn attached_probe_screen_matches_its_snapshot() {
 fn breakdown_shows_the_probes_figures_and_the_cached_free_warning() {
     let state = attached();
     let theme = Theme::colored();
-    let mut terminal = Terminal::new(TestBackend::new(100, 8)).expect("test backend");
-    terminal
-        .draw(|f| f.render_widget(BreakdownPane::new(&state, &theme), f.area()))
-        .expect("the test backend cannot fail");
+    let terminal = draw_widget(BreakdownPane::new(&state, &theme), 100, 8);
     let screen = text(terminal.backend().buffer());
     assert!(
         screen.contains("pid 4321 (probe, pid 17 in its namespace"),
@@ -221,10 +203,7 @@ fn breakdown_shows_the_probes_figures_and_the_cached_free_warning() {
 fn the_attached_process_is_tagged_and_the_other_is_not() {
     let state = attached();
     let theme = Theme::colored();
-    let mut terminal = Terminal::new(TestBackend::new(110, 6)).expect("test backend");
-    terminal
-        .draw(|f| f.render_widget(ProcessesPane::new(&state, &theme), f.area()))
-        .expect("the test backend cannot fail");
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
     let screen = text(terminal.backend().buffer());
     let row = |pid: &str| {
         screen
@@ -330,9 +309,6 @@ fn extreme_probe_figures_draw_without_panicking() {
         state.apply_probes(t, &snapshot);
     }
     for (w, h) in [(120, 40), (80, 24), (40, 10), (20, 5)] {
-        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
-        terminal
-            .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
-            .expect("the test backend cannot fail");
+        draw(&state, &Theme::colored(), w, h);
     }
 }

@@ -4,7 +4,7 @@
 //! compared with reviewed insta snapshots. Keys go through the viewer's
 //! own key handling, as in the terminal.
 
-use std::path::PathBuf;
+mod common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -15,22 +15,12 @@ use vramtop::alloc::TraceAction;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::Overlay;
 use vramtop::app::viewer::ViewerState;
-use vramtop::snapshot::read_snapshot_file;
 use vramtop::ui::{Theme, detail_lines, render_loading, render_viewer, status_text};
 
-const SILMONT: &str = "silmont_mem_snapshot.pickle";
+use common::screen::text;
+use common::shared_viewer as viewer;
 
-fn viewer(name: &str) -> Option<ViewerState> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found (../shared is absent)", p.display());
-        return None;
-    }
-    let snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
-    Some(ViewerState::new(name.to_string(), snapshot))
-}
+const SILMONT: &str = "silmont_mem_snapshot.pickle";
 
 fn press(v: &mut ViewerState, code: KeyCode) {
     v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE));
@@ -49,17 +39,6 @@ fn draw_with(v: &ViewerState, w: u16, h: u16, theme: &Theme) -> Terminal<TestBac
 
 fn draw(v: &ViewerState, w: u16, h: u16) -> Terminal<TestBackend> {
     draw_with(v, w, h, &Theme::colored())
-}
-
-fn text(buf: &Buffer) -> String {
-    let mut out = String::new();
-    for y in buf.area.top()..buf.area.bottom() {
-        for x in buf.area.left()..buf.area.right() {
-            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// Moves the cursor to `target` with Home and → presses.

@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -59,37 +59,12 @@ fn largest_allocation<T>(f: impl FnOnce() -> T) -> (T, usize) {
 
 // ---- real snapshots --------------------------------------------------------
 
-fn snapshots_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!(
-            "note: {} is absent; skipping checks against real snapshots",
-            dir.display()
-        );
-        None
-    }
-}
-
 /// Every snapshot file in the shared directory, sorted by name.
 fn all_snapshot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            matches!(
-                path.extension().and_then(|e| e.to_str()),
-                Some("pickle" | "pkl")
-            )
-        })
-        .map(|path| {
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&path).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
+    common::snapshot_files_in(dir)
+        .into_iter()
+        .map(|(name, path)| (name, std::fs::read(&path).unwrap()))
+        .collect()
 }
 
 fn load(dir: &Path, name: &str) -> (Vec<u8>, Snapshot) {
@@ -300,7 +275,9 @@ fn action_counts(trace: &[vramtop::snapshot::TraceEntry]) -> BTreeMap<&'static s
 
 #[test]
 fn every_shared_snapshot_loads_with_the_known_shape() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let files = all_snapshot_files(&dir);
     assert!(
         files.len() >= EXPECTED.len(),
@@ -370,7 +347,9 @@ fn every_shared_snapshot_loads_with_the_known_shape() {
 
 #[test]
 fn real_snapshots_satisfy_every_segment_invariant() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     for (name, bytes) in all_snapshot_files(&dir) {
         if name == HAND_MADE {
             continue;
@@ -391,7 +370,9 @@ fn real_snapshots_satisfy_every_segment_invariant() {
 
 #[test]
 fn hand_made_snapviewer_snapshot_breaks_invariants_without_crashing() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, snapshot) = load(&dir, HAND_MADE);
     let findings = check_invariants(&snapshot);
     let kinds: BTreeSet<String> = findings.iter().map(|f| format!("{:?}", f.kind)).collect();
@@ -416,7 +397,9 @@ fn hand_made_snapviewer_snapshot_breaks_invariants_without_crashing() {
 
 #[test]
 fn torch_2_0_blocks_get_addresses_from_their_segment_and_frames_from_history() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, snapshot) = load(&dir, "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle");
     let segment = &snapshot.segments[175];
     assert_eq!(segment.address, 140_049_251_303_424);
@@ -459,7 +442,9 @@ fn torch_2_0_blocks_get_addresses_from_their_segment_and_frames_from_history() {
 
 #[test]
 fn bare_segment_list_reads_as_segment_list_format() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, snapshot) = load(&dir, "muduard_memory_snapshot.pkl");
     assert_eq!(snapshot.format, SnapshotFormat::SegmentList);
     assert!(snapshot.device_traces.is_empty() && snapshot.allocator_settings.is_none());
@@ -468,7 +453,9 @@ fn bare_segment_list_reads_as_segment_list_format() {
 
 #[test]
 fn albi2_has_expandable_segments_on_two_devices_and_its_settings() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, snapshot) = load(&dir, "albi2_thesis-text-to-SQL_dump_snapshot.pickle");
     let shape: Vec<(u32, PoolKind, u64, bool)> = snapshot
         .segments
@@ -504,7 +491,9 @@ fn albi2_has_expandable_segments_on_two_devices_and_its_settings() {
 
 #[test]
 fn volcengine_has_three_memory_pools_and_pending_free_blocks() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, snapshot) = load(&dir, "volcengine_verl_mem.pickle");
     let mut pools = BTreeMap::new();
     for segment in &snapshot.segments {
@@ -523,7 +512,9 @@ fn volcengine_has_three_memory_pools_and_pending_free_blocks() {
 
 #[test]
 fn frames_pickled_once_and_referenced_twice_are_one_allocation() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let (_, silmont) = load(&dir, "silmont_mem_snapshot.pickle");
     let trace = &silmont.device_traces[0];
     let segment_frames = &silmont.segments[0].frames;
@@ -557,7 +548,9 @@ fn frames_pickled_once_and_referenced_twice_are_one_allocation() {
 
 #[test]
 fn framed_and_unframed_encodings_of_a_snapshot_parse_identically() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     for name in ["silmont_mem_snapshot.pickle", SMALL_FILES[0]] {
         let bytes = std::fs::read(dir.join(name)).unwrap();
         let unframed = unframe(&bytes);
@@ -596,7 +589,7 @@ fn file_errors_name_the_file() {
         "{message}"
     );
 
-    if let Some(dir) = snapshots_dir() {
+    if let Some(dir) = common::shared_snapshots_dir() {
         read_snapshot_file(&dir.join(SMALL_FILES[0])).unwrap();
     }
 }
@@ -1307,7 +1300,9 @@ fn prefix_lengths(size: usize, spread: usize) -> BTreeSet<usize> {
 
 #[test]
 fn every_prefix_of_the_small_snapshots_fails_to_read() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     for name in SMALL_FILES {
         let bytes = std::fs::read(dir.join(name)).unwrap();
         assert!(bytes.len() <= 25 * 1024);
@@ -1326,7 +1321,9 @@ fn every_prefix_of_the_small_snapshots_fails_to_read() {
 const LARGE_FILE_SPREAD: usize = if cfg!(debug_assertions) { 150 } else { 2000 };
 
 fn check_large_file_prefixes(names: &[&str]) {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     for name in names {
         let bytes = std::fs::read(dir.join(name)).unwrap();
         // As PyTorch wrote them (with frames): every prefix. The frame chain
@@ -1412,7 +1409,9 @@ fn mutate(rng: &mut Rng, original: &[u8]) -> Vec<u8> {
 
 #[test]
 fn random_mutations_of_real_snapshots_never_panic() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut ok, mut failed) = (0, 0);
     for name in SMALL_FILES {
@@ -1504,8 +1503,8 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
     let mut evil = b"cos\nsystem\n(S'touch ".to_vec();
     evil.extend_from_slice(marker.display().to_string().as_bytes());
     evil.extend_from_slice(b"'\ntR.");
-    let real =
-        snapshots_dir().map(|d| std::fs::read(d.join("silmont_mem_snapshot.pickle")).unwrap());
+    let real = common::shared_snapshots_dir()
+        .map(|d| std::fs::read(d.join("silmont_mem_snapshot.pickle")).unwrap());
     let mut cases: Vec<(&str, Vec<u8>, &str)> = vec![
         (
             "empty.pickle",
@@ -1585,7 +1584,9 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
 
 #[test]
 fn progress_reaches_the_file_length_and_the_result_is_the_plain_read() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let path = dir.join("JasperSolt_EoR_NN_snapshot.pickle");
     let progress = std::sync::atomic::AtomicU64::new(0);
     let with = vramtop::snapshot::read_snapshot_file_with_progress(&path, &progress).unwrap();
@@ -1615,7 +1616,7 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
             (a, b) => panic!("{name}: {a:?} vs {b:?}"),
         }
     };
-    if let Some(dir) = snapshots_dir() {
+    if let Some(dir) = common::shared_snapshots_dir() {
         for (name, bytes) in all_snapshot_files(&dir) {
             check(&name, &bytes);
         }

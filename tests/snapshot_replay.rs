@@ -1,27 +1,18 @@
 //! `replay --verify` against real PyTorch snapshots (ground truth) and
 //! against traces the model records itself for cases no shared file holds.
 
-use std::path::PathBuf;
+mod common;
 
-use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+use vramtop::alloc::{CachingAllocator, InMemoryDevice};
 use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::read_snapshot_file;
 use vramtop::snapshot::replay::{ReplayStart, VerifyReport, verify};
 
+use common::shared_snapshot as shared;
+use common::workload::{mixed_workload, model};
+
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-
-fn shared(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found (../shared is absent)", p.display());
-        None
-    }
-}
 
 fn verify_shared(name: &str) -> Option<VerifyReport> {
     let path = shared(name)?;
@@ -119,13 +110,6 @@ fn hand_made_viewer_sample_is_reported_as_findings_not_a_crash() {
 
 // ------------------------------------------------------------------ model-made traces
 
-fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
-    let config = AllocatorConfig::parse(settings).expect("valid");
-    let mut m = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
-    m.record_history(Some(1_000_000));
-    m
-}
-
 fn assert_self_replay(
     m: &CachingAllocator<InMemoryDevice>,
     skip: usize,
@@ -139,40 +123,6 @@ fn assert_self_replay(
     assert_eq!(r.addresses_matched, r.allocations_replayed, "{what}");
     assert!(report.full_match(), "{what}: {report:?}");
     report
-}
-
-/// A deterministic mixed workload: two streams, cross-stream uses, empty_cache.
-fn mixed_workload(m: &mut CachingAllocator<InMemoryDevice>, steps: usize, seed: u64) {
-    let mut state = seed;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut live: Vec<u64> = Vec::new();
-    for t in 0..steps {
-        m.set_time_us(t as u64);
-        let r = next() % 100;
-        if r < 55 || live.is_empty() {
-            let log2 = (next() % 2800) as f64 / 100.0;
-            let stream = next() % 2;
-            if let Ok(p) = m.malloc(2f64.powf(log2) as u64, stream) {
-                live.push(p);
-            }
-        } else if r < 90 {
-            let p = live.swap_remove((next() as usize) % live.len());
-            m.free(p).expect("live");
-        } else if r < 96 {
-            let p = live.swap_remove((next() as usize) % live.len());
-            m.record_stream(p, 9).expect("live");
-            m.free(p).expect("live");
-        } else if r < 98 {
-            m.complete_stream_work(9);
-        } else {
-            m.empty_cache();
-        }
-    }
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::run_vramtop;
+use common::workload::{mixed_workload, model};
 use vramtop::alloc::{AllocatorConfig, BlockState, CachingAllocator, InMemoryDevice, TraceAction};
 use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::read_snapshot_file;
@@ -218,48 +219,6 @@ fn several_confs_give_one_column_each_after_the_original() {
 
 // ------------------------------------------------------------------ model-made traces
 
-fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
-    let config = AllocatorConfig::parse(settings).expect("valid");
-    let mut m = CachingAllocator::new(InMemoryDevice::new(capacity), 0, config);
-    m.record_history(Some(1_000_000));
-    m
-}
-
-/// A deterministic mixed workload: two streams, cross-stream uses,
-/// empty_cache, and OOMs on a small device.
-fn mixed_workload(m: &mut CachingAllocator<InMemoryDevice>, steps: usize, seed: u64) {
-    let mut state = seed;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut live: Vec<u64> = Vec::new();
-    for t in 0..steps {
-        m.set_time_us(t as u64);
-        let r = next() % 100;
-        if r < 55 || live.is_empty() {
-            let log2 = (next() % 2800) as f64 / 100.0;
-            let stream = next() % 2;
-            if let Ok(p) = m.malloc(2f64.powf(log2) as u64, stream) {
-                live.push(p);
-            }
-        } else if r < 90 {
-            let p = live.swap_remove((next() as usize) % live.len());
-            m.free(p).expect("live");
-        } else if r < 96 {
-            let p = live.swap_remove((next() as usize) % live.len());
-            m.record_stream(p, 9).expect("live");
-            m.free(p).expect("live");
-        } else if r < 98 {
-            m.complete_stream_work(9);
-        } else {
-            m.empty_cache();
-        }
-    }
-}
-
 fn count(m: &CachingAllocator<InMemoryDevice>, action: TraceAction) -> usize {
     m.trace().filter(|e| e.action == action).count()
 }
@@ -440,26 +399,31 @@ fn pending_free_at_trace_start_completes_when_the_recording_says() {
 
 // ------------------------------------------------------------------ the command line
 
+/// Runs `vramtop ARGS`; asserts exit code 2 (bad input) and a stderr that
+/// names `what`. Returns (stdout, stderr).
+fn replay_exits_2_naming(args: &[&str], what: &str) -> (String, String) {
+    let (code, out, err) = run_vramtop(args, None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(what), "{err}");
+    (out, err)
+}
+
 #[test]
 fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
         return;
     };
     let file = path.to_str().expect("utf-8 path");
-    let (code, out, err) = run_vramtop(
+    let (out, err) = replay_exits_2_naming(
         &["replay", file, "--alloc-conf", "expandable_segmnts:True"],
-        None,
+        "expandable_segmnts",
     );
-    assert_eq!(code, 2, "{err}");
     assert!(out.is_empty());
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("expandable_segmnts"), "{err}");
-    let (code, _, err) = run_vramtop(
+    replay_exits_2_naming(
         &["replay", file, "--alloc-conf", "max_split_size_mb:5"],
-        None,
+        "max_split_size_mb",
     );
-    assert_eq!(code, 2);
-    assert!(err.contains("max_split_size_mb"), "{err}");
 }
 
 #[test]
@@ -468,23 +432,19 @@ fn cli_bad_capacity_and_no_trace_exit_2() {
         return;
     };
     let file = path.to_str().expect("utf-8 path");
-    let (code, _, err) = run_vramtop(&["replay", file, "--capacity", "lots"], None);
-    assert_eq!(code, 2, "{err}");
-    assert!(err.contains("lots"), "{err}");
+    replay_exits_2_naming(&["replay", file, "--capacity", "lots"], "lots");
     let Some(state_only) = shared("volcengine_verl_mem.pickle") else {
         return;
     };
-    let (code, _, err) = run_vramtop(
+    replay_exits_2_naming(
         &[
             "replay",
             state_only.to_str().expect("utf-8"),
             "--capacity",
             "24GiB",
         ],
-        None,
+        "no allocation trace",
     );
-    assert_eq!(code, 2);
-    assert!(err.contains("no allocation trace"), "{err}");
 }
 
 #[test]

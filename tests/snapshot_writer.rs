@@ -13,37 +13,8 @@ use vramtop::snapshot::{
     write_snapshot_with,
 };
 
-fn snapshots_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        println!(
-            "note: {} is absent; skipping checks against real snapshots",
-            dir.display()
-        );
-        None
-    }
-}
-
 fn shared_snapshots(dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut files: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            matches!(
-                path.extension().and_then(|e| e.to_str()),
-                Some("pickle" | "pkl")
-            )
-        })
-        .map(|path| {
-            (
-                path.file_name().unwrap().to_string_lossy().into_owned(),
-                path,
-            )
-        })
-        .collect();
-    files.sort();
+    let files = common::snapshot_files_in(dir);
     assert!(files.len() >= 10, "expected the shared snapshots");
     files
 }
@@ -51,6 +22,21 @@ fn shared_snapshots(dir: &Path) -> Vec<(String, PathBuf)> {
 fn read(path: &Path) -> Snapshot {
     let bytes = std::fs::read(path).unwrap();
     read_snapshot(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `snapshot` written with a fresh frame list per entry (PyTorch's layout)
+/// instead of memoised shared ones.
+fn with_fresh_frame_lists(snapshot: &Snapshot) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_snapshot_with(
+        snapshot,
+        &mut out,
+        &WriteOptions {
+            fresh_frame_lists: true,
+        },
+    )
+    .unwrap();
+    out
 }
 
 /// A scratch directory of this test binary, emptied first.
@@ -63,7 +49,9 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn every_shared_snapshot_reads_back_equal_after_writing() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     for (name, path) in shared_snapshots(&dir) {
         let original = read(&path);
         let written = snapshot_to_bytes(&original);
@@ -89,15 +77,7 @@ fn every_shared_snapshot_reads_back_equal_after_writing() {
             previous = bytes;
         }
         // Fresh frame lists (PyTorch's layout) read back equal too.
-        let mut fresh = Vec::new();
-        write_snapshot_with(
-            &original,
-            &mut fresh,
-            &WriteOptions {
-                fresh_frame_lists: true,
-            },
-        )
-        .unwrap();
+        let fresh = with_fresh_frame_lists(&original);
         assert_eq!(
             read_snapshot(&fresh).unwrap(),
             original,
@@ -108,7 +88,9 @@ fn every_shared_snapshot_reads_back_equal_after_writing() {
 
 #[test]
 fn shared_frame_lists_are_written_once_and_read_back_shared() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let original = read(&dir.join("silmont_fwd_fp32_128.pickle"));
     let trace = &original.device_traces[0];
     let written = snapshot_to_bytes(&original);
@@ -126,15 +108,7 @@ fn shared_frame_lists_are_written_once_and_read_back_shared() {
         }
     }
     assert!(pairs > 0, "the file has shared tracebacks");
-    let mut fresh = Vec::new();
-    write_snapshot_with(
-        &original,
-        &mut fresh,
-        &WriteOptions {
-            fresh_frame_lists: true,
-        },
-    )
-    .unwrap();
+    let fresh = with_fresh_frame_lists(&original);
     assert!(
         written.len() < fresh.len(),
         "memoised lists make a smaller file: {} vs {}",
@@ -145,7 +119,9 @@ fn shared_frame_lists_are_written_once_and_read_back_shared() {
 
 #[test]
 fn written_file_is_renamed_into_place_and_reads_back() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let original = read(&dir.join("silmont_mem_snapshot.pickle"));
     let out = scratch("file").join("copy.pickle");
     let len = write_snapshot_file(&original, &out).unwrap();
@@ -247,7 +223,9 @@ print("OK", len(d['segments']), blocks, entries)
 
 #[test]
 fn python_restricted_unpickler_loads_written_files_with_pytorch_keys_and_types() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let Some(python) = python3() else { return };
     let out_dir = scratch("python");
     for (name, path) in shared_snapshots(&dir) {
@@ -293,7 +271,9 @@ fn inspect_figures(python: &str, path: &Path) -> Vec<String> {
 
 #[test]
 fn inspect_snapshot_reports_the_same_figures_for_a_written_file() {
-    let Some(dir) = snapshots_dir() else { return };
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
     let Some(python) = python3() else { return };
     let out_dir = scratch("inspect");
     for (name, path) in shared_snapshots(&dir) {
@@ -410,11 +390,17 @@ fn stress_save_command_writes_a_replayable_file_and_the_panel_shows_its_path() {
     panel.on_result(result);
     let message = panel.message.clone().unwrap_or_default();
     assert!(message.contains(&path), "{message}");
-    let (code, out, err) = common::run_vramtop(&["replay", &path], None);
-    assert_eq!(code, 0, "{out}{err}");
+    let (out, _) = vramtop_ok(&["replay", &path]);
     assert!(out.contains("FULL MATCH"), "{out}");
     drop(cleanup);
     assert!(!file.exists());
+}
+
+/// Runs `vramtop ARGS` and asserts it succeeded; returns (stdout, stderr).
+fn vramtop_ok(args: &[&str]) -> (String, String) {
+    let (code, out, err) = common::run_vramtop(args, None);
+    assert_eq!(code, 0, "{out}{err}");
+    (out, err)
 }
 
 /// Removes `path` when dropped (also when the test fails).
@@ -432,16 +418,12 @@ fn scopeguard(path: &Path) -> impl Drop + '_ {
 fn scenario_and_demo_exports_open_and_replay_as_full_matches() {
     let dir = scratch("cli");
     let out = dir.join("frag.pickle");
-    let (code, _, err) = common::run_vramtop(
-        &[
-            "scenario",
-            "fragmentation_oom",
-            "--save-snapshot",
-            &out.display().to_string(),
-        ],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
+    let (_, err) = vramtop_ok(&[
+        "scenario",
+        "fragmentation_oom",
+        "--save-snapshot",
+        &out.display().to_string(),
+    ]);
     let variants = ["default", "expandable_segments", "max_split_size"];
     for variant in variants {
         let file = dir.join(format!("frag-{variant}.pickle"));
@@ -450,8 +432,7 @@ fn scenario_and_demo_exports_open_and_replay_as_full_matches() {
         let (code, stdout, stderr) = common::run_vramtop(&["replay", &path], None);
         assert_eq!(code, 0, "{variant}: {stdout}{stderr}");
         assert!(stdout.contains("FULL MATCH"), "{stdout}");
-        let (code, stdout, _) = common::run_vramtop(&["open", &path, "--summary"], None);
-        assert_eq!(code, 0, "{stdout}");
+        vramtop_ok(&["open", &path, "--summary"]);
         let snapshot = read(&file);
         let trace = &snapshot.device_traces[0];
         // Every entry names its scenario step.
@@ -464,25 +445,16 @@ fn scenario_and_demo_exports_open_and_replay_as_full_matches() {
         );
     }
     let one = dir.join("single.pickle");
-    let (code, _, err) = common::run_vramtop(
-        &[
-            "scenario",
-            "empty_cache_live_block",
-            "--save-snapshot",
-            &one.display().to_string(),
-        ],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
+    vramtop_ok(&[
+        "scenario",
+        "empty_cache_live_block",
+        "--save-snapshot",
+        &one.display().to_string(),
+    ]);
     assert!(one.exists(), "a one-variant scenario writes FILE itself");
     let demo = dir.join("demo.pickle");
-    let (code, _, err) = common::run_vramtop(
-        &["demo", "--save-snapshot", &demo.display().to_string()],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    let (code, stdout, _) = common::run_vramtop(&["replay", &demo.display().to_string()], None);
-    assert_eq!(code, 0, "{stdout}");
+    vramtop_ok(&["demo", "--save-snapshot", &demo.display().to_string()]);
+    let (stdout, _) = vramtop_ok(&["replay", &demo.display().to_string()]);
     assert!(stdout.contains("FULL MATCH"));
     let names: Vec<String> = read(&demo).device_traces[0]
         .iter()

@@ -3,7 +3,7 @@
 //! (for OOMs, empty_cache, two streams and two devices, which no shared
 //! file holds).
 
-use std::path::PathBuf;
+mod common;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice, PoolKind, TraceAction};
@@ -11,23 +11,13 @@ use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{Overlay, Pane};
 use vramtop::app::update::Effect;
 use vramtop::app::viewer::{PAGE_EVENTS, ViewerState};
+use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::capture::snapshot_of;
-use vramtop::snapshot::{Snapshot, read_snapshot_file};
+
+use common::shared_viewer as shared;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-
-fn shared(name: &str) -> Option<ViewerState> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found (../shared is absent)", p.display());
-        return None;
-    }
-    let snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
-    Some(ViewerState::new(name.to_string(), snapshot))
-}
 
 fn press(v: &mut ViewerState, code: KeyCode) -> Effect {
     v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE))

@@ -3,9 +3,15 @@
 #![allow(dead_code)]
 
 pub mod fake_nvml;
+pub mod screen;
+pub mod tmux;
+pub mod workload;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use vramtop::app::viewer::ViewerState;
+use vramtop::snapshot::read_snapshot_file;
 
 /// Runs the vramtop binary with `args` (and `LD_LIBRARY_PATH` when given);
 /// returns (exit code, stdout, stderr).
@@ -21,4 +27,64 @@ pub fn run_vramtop(args: &[&str], ld_library_path: Option<&Path>) -> (i32, Strin
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `../shared/snapshots/NAME`, or None with a note when it is absent (the
+/// test then skips).
+pub fn shared_snapshot(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/snapshots")
+        .join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        None
+    }
+}
+
+/// The viewer opened on the shared snapshot `name`, or None (skip) when it
+/// is absent.
+pub fn shared_viewer(name: &str) -> Option<ViewerState> {
+    let p = shared_snapshot(name)?;
+    let snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
+    Some(ViewerState::new(name.to_string(), snapshot))
+}
+
+/// `../shared/snapshots`, or None with a note when it is absent (the
+/// checks against real snapshots then skip).
+pub fn shared_snapshots_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!(
+            "note: {} is absent; skipping checks against real snapshots",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// Every snapshot file (`.pickle` / `.pkl`) in `dir` as (file name, path),
+/// sorted by name.
+pub fn snapshot_files_in(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut files: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("pickle" | "pkl")
+            )
+        })
+        .map(|path| {
+            (
+                path.file_name().unwrap().to_string_lossy().into_owned(),
+                path,
+            )
+        })
+        .collect();
+    files.sort();
+    files
 }

@@ -1,0 +1,40 @@
+//! Drawing into ratatui's `TestBackend` and reading the result as text.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::widgets::Widget;
+use vramtop::app::keymap::Keymap;
+use vramtop::app::state::AppState;
+use vramtop::ui::{self, Theme};
+
+/// The whole dashboard for `state` on a `w`×`h` test terminal.
+pub fn draw(state: &AppState, theme: &Theme, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, state, &Keymap::default(), theme))
+        .expect("the test backend cannot fail");
+    terminal
+}
+
+/// One widget filling a `w`×`h` test terminal.
+pub fn draw_widget(widget: impl Widget, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(widget, f.area()))
+        .expect("the test backend cannot fail");
+    terminal
+}
+
+/// The buffer as plain text, one line per row.
+pub fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            out.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,145 @@
+//! vramtop in a real terminal emulator: a detached tmux session per test,
+//! each on its own tmux server (`-L`, named like the session), so that
+//! nothing else using tmux on the machine (or another test) can disturb it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The binary under test: `VRAMTOP_E2E_BIN` (CI points it at the release
+/// build) or else the test profile's.
+pub fn binary() -> PathBuf {
+    std::env::var_os("VRAMTOP_E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vramtop")))
+}
+
+/// Runs tmux on the server `socket` (`-L`); its stdout when it succeeded.
+pub fn tmux_on(socket: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new("tmux")
+        .arg("-L")
+        .arg(socket)
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub struct Session {
+    name: String,
+}
+
+impl Session {
+    /// Runs `vramtop --log-file LOG ARGS` in a detached `width`×`height`
+    /// session named `{prefix}-{tag}-{pid}` (also its server's name). The
+    /// shell prints a marker when vramtop has exited, then stays so the
+    /// screen can be read. None, with a note, when tmux is not installed.
+    pub fn start(
+        prefix: &str,
+        tag: &str,
+        (width, height): (u16, u16),
+        args: &str,
+    ) -> Option<Session> {
+        if tmux_on("vramtop-e2e-probe", &["-V"]).is_none() {
+            eprintln!("skipping: tmux is not installed");
+            return None;
+        }
+        let name = format!("{prefix}-{tag}-{}", std::process::id());
+        let log = std::env::temp_dir().join(format!("{name}.log"));
+        let command = format!(
+            "{} --log-file {} {args}; echo VRAMTOP_EXITED $?; sleep 60",
+            binary().display(),
+            log.display()
+        );
+        let (width, height) = (width.to_string(), height.to_string());
+        tmux_on(
+            &name,
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+                "-x",
+                &width,
+                "-y",
+                &height,
+                &command,
+            ],
+        )?;
+        Some(Session { name })
+    }
+
+    pub fn screen(&self) -> String {
+        tmux_on(&self.name, &["capture-pane", "-p", "-t", &self.name]).unwrap_or_default()
+    }
+
+    /// The screen and up to 500 lines of scrollback.
+    pub fn history(&self) -> String {
+        tmux_on(
+            &self.name,
+            &["capture-pane", "-p", "-S", "-500", "-t", &self.name],
+        )
+        .unwrap_or_default()
+    }
+
+    /// A tmux format (`#{alternate_on}`, `#{cursor_flag}`) of the pane.
+    pub fn display(&self, format: &str) -> String {
+        tmux_on(
+            &self.name,
+            &["display-message", "-p", "-t", &self.name, format],
+        )
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.name];
+        args.extend_from_slice(keys);
+        tmux_on(&self.name, &args);
+    }
+
+    /// Polls the screen until `pred` holds (a deadline, not a fixed sleep).
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        // Generous: CI machines are busy; the poll returns as soon as it holds.
+        let deadline = Instant::now() + Duration::from_secs(45);
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the shell's marker: the screen once vramtop has exited.
+    pub fn exited(&self) -> String {
+        self.wait_for("vramtop to exit", |sc| sc.contains("VRAMTOP_EXITED"))
+    }
+
+    /// Asserts the terminal is back to normal: the alternate screen left
+    /// and the cursor shown.
+    pub fn assert_restored(&self) {
+        assert_eq!(
+            self.display("#{alternate_on}"),
+            "0",
+            "the alternate screen was left"
+        );
+        assert_eq!(
+            self.display("#{cursor_flag}"),
+            "1",
+            "the cursor is shown again"
+        );
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        tmux_on(&self.name, &["kill-server"]);
+    }
+}
