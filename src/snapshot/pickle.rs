@@ -526,7 +526,7 @@ fn run_parser(
     bytes: &[u8],
     limits: &Limits,
     progress: Option<&AtomicU64>,
-) -> Result<(Vec<Node>, Vec<Value>, Item), PickleError> {
+) -> Result<(Vec<Node>, Scalars, Item), PickleError> {
     let attempt = |intern: bool| {
         let mut parser = Parser::new(bytes, limits);
         parser.progress = progress;
@@ -637,6 +637,10 @@ enum Item {
     Bool(bool),
     /// Most ints in a snapshot (BININT, BININT1, BININT2) fit.
     SmallInt(i32),
+    /// An int that fits `i64` but not `i32` (addresses, timestamps: two
+    /// per trace entry), in [`Scalars::ints`].
+    WideInt(ScalarId),
+    /// Any other scalar, in [`Scalars::values`].
     Scalar(ScalarId),
     Node(NodeId),
 }
@@ -651,6 +655,7 @@ impl Item {
             Item::SmallInt(i) => (2, i as u32),
             Item::Scalar(id) => (3, id),
             Item::Node(id) => (4, id),
+            Item::WideInt(id) => (5, id),
         };
         (tag << 32) | u64::from(payload)
     }
@@ -676,6 +681,26 @@ fn hash_items(items: &[Item]) -> u64 {
     let mut hasher = FxHasher::default();
     lanes.hash(&mut hasher);
     hasher.finish()
+}
+
+/// Scalars too big to sit in an [`Item`]. Ints that fit `i64` get their
+/// own table (8 bytes each instead of a 32-byte [`Value`]): a snapshot has
+/// two per trace entry, tens of millions in a 1 GB file.
+#[derive(Debug, Default)]
+struct Scalars {
+    values: Vec<Value>,
+    ints: Vec<i64>,
+}
+
+impl Scalars {
+    /// The value of an [`Item::WideInt`] or [`Item::Scalar`].
+    fn value(&self, item: Item) -> Option<Value> {
+        match item {
+            Item::WideInt(id) => self.ints.get(id as usize).map(|&i| Value::Int(i.into())),
+            Item::Scalar(id) => self.values.get(id as usize).cloned(),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -782,8 +807,8 @@ struct Parser<'a> {
     marks: Vec<usize>,
     memo: Memo,
     arena: Vec<Node>,
-    /// Strings, bytes, floats and wide ints, referenced by [`Item::Scalar`].
-    scalars: Vec<Value>,
+    /// Scalars that do not fit in an [`Item`].
+    scalars: Scalars,
     pushed: u64,
     /// Where to publish the parse position, and the position that triggers
     /// the next store.
@@ -808,7 +833,7 @@ impl<'a> Parser<'a> {
             marks: Vec::with_capacity(16),
             memo: Memo::default(),
             arena: Vec::new(),
-            scalars: Vec::new(),
+            scalars: Scalars::default(),
             pushed: 0,
             progress: None,
             next_progress: PROGRESS_STEP,
@@ -1364,23 +1389,31 @@ impl<'a> Parser<'a> {
             Value::None => Item::None,
             Value::Bool(b) => Item::Bool(b),
             Value::Int(i) if i32::try_from(i).is_ok() => Item::SmallInt(i as i32),
+            Value::Int(i) if i64::try_from(i).is_ok() => {
+                let id = self.scalar_id(self.scalars.ints.len())?;
+                self.scalars.ints.push(i as i64);
+                Item::WideInt(id)
+            }
             other => {
-                let id = ScalarId::try_from(self.scalars.len()).map_err(|_| {
-                    PickleError::LimitExceeded {
-                        detail: format!("more than {} scalars at byte {}", ScalarId::MAX, self.pos),
-                    }
-                })?;
-                self.scalars.push(other);
+                let id = self.scalar_id(self.scalars.values.len())?;
+                self.scalars.values.push(other);
                 Item::Scalar(id)
             }
         };
         self.push(item)
     }
 
+    /// The id of the next entry of a scalar table of length `len`.
+    fn scalar_id(&self, len: usize) -> Result<ScalarId, PickleError> {
+        ScalarId::try_from(len).map_err(|_| PickleError::LimitExceeded {
+            detail: format!("more than {} scalars at byte {}", ScalarId::MAX, self.pos),
+        })
+    }
+
     /// The string a stack item stands for, if it is one.
     fn item_str(&self, item: &Item) -> Option<&str> {
         match item {
-            Item::Scalar(id) => self.scalars.get(*id as usize)?.as_str(),
+            Item::Scalar(id) => self.scalars.values.get(*id as usize)?.as_str(),
             _ => None,
         }
     }
@@ -1560,10 +1593,12 @@ impl<'a> Parser<'a> {
                 let type_name = match scalar {
                     Item::None => "None",
                     Item::Bool(_) => "bool",
-                    Item::SmallInt(_) => "int",
-                    Item::Scalar(id) => {
-                        self.scalars.get(*id as usize).map_or("?", Value::type_name)
-                    }
+                    Item::SmallInt(_) | Item::WideInt(_) => "int",
+                    Item::Scalar(id) => self
+                        .scalars
+                        .values
+                        .get(*id as usize)
+                        .map_or("?", Value::type_name),
                     Item::Node(_) => "container",
                 };
                 return Err(PickleError::Malformed {
@@ -1814,7 +1849,7 @@ fn lost() -> PickleError {
 /// values all at once.
 pub(crate) struct Document {
     arena: Vec<Node>,
-    scalars: Vec<Value>,
+    scalars: Scalars,
     slots: Vec<Slot>,
     root: Item,
     max_depth: usize,
@@ -1839,7 +1874,7 @@ impl DeferredTrace {
 }
 
 impl Document {
-    fn new(arena: Vec<Node>, scalars: Vec<Value>, root: Item, max_depth: usize) -> Self {
+    fn new(arena: Vec<Node>, scalars: Scalars, root: Item, max_depth: usize) -> Self {
         let mut in_degree = vec![0u8; arena.len()];
         for node in &arena {
             let mut count = |item: &Item| {
@@ -1894,7 +1929,7 @@ impl Document {
         };
         // The last pair with the key wins, as in Python (and `Value::get`).
         let traces = pairs.iter().rev().find_map(|(key, value)| match key {
-            Item::Scalar(id) => match self.scalars.get(*id as usize) {
+            Item::Scalar(id) => match self.scalars.values.get(*id as usize) {
                 Some(Value::Str(name)) if &**name == "device_traces" => Some(*value),
                 _ => None,
             },
@@ -1973,7 +2008,7 @@ impl Document {
             Item::None => Some(Value::None),
             Item::Bool(b) => Some(Value::Bool(b)),
             Item::SmallInt(i) => Some(Value::Int(i.into())),
-            Item::Scalar(id) => self.scalars.get(id as usize).cloned(),
+            Item::WideInt(_) | Item::Scalar(_) => self.scalars.value(item),
             Item::Node(_) => None,
         }
     }
@@ -2081,10 +2116,12 @@ impl Document {
                     Item::None => Value::None,
                     Item::Bool(b) => Value::Bool(b),
                     Item::SmallInt(i) => Value::Int(i.into()),
-                    Item::Scalar(id) => scalars.get(id as usize).cloned().unwrap_or_else(|| {
-                        dangling = true;
-                        Value::None
-                    }),
+                    Item::WideInt(_) | Item::Scalar(_) => {
+                        scalars.value(item).unwrap_or_else(|| {
+                            dangling = true;
+                            Value::None
+                        })
+                    }
                 }
             };
             let value = match kind {
@@ -2209,6 +2246,24 @@ mod tests {
             Value::Int(255)
         );
         assert_eq!(parse_default(b"\x8a\x00.").unwrap(), Value::Int(0));
+    }
+
+    #[test]
+    fn ints_of_every_width_read_back_exactly() {
+        // [2**40, -2**40, 2**63 - 1, 2**64, 2**40 (memo fetch)]: i64 ints sit
+        // in their own table, wider ones among the values.
+        let pickle = b"\x80\x04](\x8a\x06\x00\x00\x00\x00\x00\x01\x94\x8a\x06\x00\x00\x00\x00\x00\xff\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01h\x00e.";
+        let value = parse_default(pickle).unwrap();
+        assert_eq!(
+            value.as_list().unwrap(),
+            &[
+                Value::Int(1 << 40),
+                Value::Int(-(1 << 40)),
+                Value::Int(i64::MAX.into()),
+                Value::Int(1 << 64),
+                Value::Int(1 << 40),
+            ][..]
+        );
     }
 
     #[test]
