@@ -1638,6 +1638,39 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
     check("bad second entry", &bad);
     let err = read_snapshot(&bad).unwrap_err().to_string();
     assert_eq!(err, "device_traces[0][1].addr: expected int, found str");
+    // PyTorch's layout (a new frames list per entry) with the optional
+    // fields in every combination the entry-by-entry fast path reads.
+    let mut snapshot =
+        vramtop::snapshot::synth::large(&vramtop::snapshot::synth::LargeShape::about_bytes(60_000));
+    for (i, entry) in snapshot.device_traces[0].iter_mut().enumerate() {
+        match i % 5 {
+            0 => entry.time_us = None,
+            1 => entry.compile_context = Some("torch.compile".into()),
+            2 => entry.user_metadata = Some("step 3".into()),
+            3 => {
+                entry.action = TraceAction::Oom;
+                entry.frames = Arc::from(Vec::new());
+            }
+            _ => {}
+        }
+    }
+    for fresh_frame_lists in [true, false] {
+        let mut bytes = Vec::new();
+        vramtop::snapshot::write_snapshot_with(
+            &snapshot,
+            &mut bytes,
+            &vramtop::snapshot::WriteOptions { fresh_frame_lists },
+        )
+        .unwrap();
+        check(
+            &format!("synthetic, fresh_frame_lists {fresh_frame_lists}"),
+            &bytes,
+        );
+        assert_eq!(
+            read_snapshot(&bytes).unwrap().device_traces,
+            snapshot.device_traces
+        );
+    }
 }
 
 #[test]

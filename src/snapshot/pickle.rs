@@ -1873,6 +1873,64 @@ impl DeferredTrace {
     }
 }
 
+/// A field of a flat dict read straight from the arena (see
+/// [`Document::flat_entry`]): no value is built and no reference count is
+/// touched.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Field<'d> {
+    None,
+    Int(i128),
+    Str(&'d Arc<str>),
+    /// A container that was frozen before (a shared frames list).
+    Frozen(&'d Value),
+    /// Anything else (bool, float, bytes, a container not frozen yet).
+    Other,
+}
+
+/// A trace entry that is a dict not frozen yet, read in place. Lookups
+/// follow [`Value::get`]: the last pair whose key is that string.
+pub(crate) struct FlatEntry<'d> {
+    document: &'d Document,
+    pairs: &'d [(Item, Item)],
+}
+
+impl<'d> FlatEntry<'d> {
+    /// The value under `key`, `None` if no pair has that key.
+    pub(crate) fn get(&self, key: &str) -> Option<Field<'d>> {
+        let document = self.document;
+        let (_, value) = self.pairs.iter().rev().find(|(k, _)| match k {
+            Item::Scalar(id) => {
+                matches!(document.scalars.values.get(*id as usize), Some(Value::Str(s)) if &**s == key)
+            }
+            _ => false,
+        })?;
+        Some(match *value {
+            Item::None => Field::None,
+            Item::SmallInt(i) => Field::Int(i.into()),
+            Item::WideInt(id) => document
+                .scalars
+                .ints
+                .get(id as usize)
+                .map_or(Field::Other, |&i| Field::Int(i.into())),
+            Item::Scalar(id) => match document.scalars.values.get(id as usize) {
+                Some(Value::Int(i)) => Field::Int(*i),
+                Some(Value::Str(s)) => Field::Str(s),
+                _ => Field::Other,
+            },
+            Item::Node(id) => match document.slots.get(id as usize) {
+                // Within the depth limit `freeze_entry` would apply.
+                Some(Slot::Done(value, height))
+                    if height.saturating_add(1) <= document.max_depth.saturating_sub(3) =>
+                {
+                    Field::Frozen(value)
+                }
+                _ => Field::Other,
+            },
+            Item::Bool(_) => Field::Other,
+        })
+    }
+}
+
 impl Document {
     fn new(arena: Vec<Node>, scalars: Scalars, root: Item, max_depth: usize) -> Self {
         let mut in_degree = vec![0u8; arena.len()];
@@ -1989,6 +2047,30 @@ impl Document {
         self.frozen_now.clear();
         let max_depth = self.max_depth.saturating_sub(3);
         self.freeze(item, max_depth)
+    }
+
+    /// Trace entry `index` read in place, when it is a dict that was not
+    /// frozen yet (nothing else refers to it): the snapshot reader converts
+    /// such an entry from its fields, without building its value, and falls
+    /// back to [`Document::freeze_entry`] for anything else.
+    pub(crate) fn flat_entry(&self, trace: &DeferredTrace, index: usize) -> Option<FlatEntry<'_>> {
+        let Some(&Item::Node(id)) = trace.0.get(index) else {
+            return None;
+        };
+        let id = id as usize;
+        // Below 2 levels even a flat entry is too deep for `freeze_entry`.
+        if self.max_depth.saturating_sub(3) < 2
+            || !matches!(self.slots.get(id), Some(Slot::Unvisited))
+        {
+            return None;
+        }
+        match self.arena.get(id).map(|n| &n.kind) {
+            Some(NodeKind::Dict(pairs)) => Some(FlatEntry {
+                document: self,
+                pairs,
+            }),
+            _ => None,
+        }
     }
 
     /// Drops the values of the nodes the last [`Document::freeze_entry`]

@@ -249,6 +249,16 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
         let device_path = traces_path.index(device);
         let mut out = Vec::with_capacity(trace.len());
         for index in 0..trace.len() {
+            // Fast path: a well-formed entry converted from its fields in
+            // place (no value built); anything unusual, including every
+            // error, takes the general path below, which reports it.
+            if let Some(entry) = document
+                .flat_entry(trace, index)
+                .and_then(|flat| reader.flat_trace_entry(&flat, &device_path.index(index)))
+            {
+                out.push(entry);
+                continue;
+            }
             let value = document.freeze_entry(trace, index)?;
             if let Some(entry) = reader.trace_entry(&value, &device_path.index(index))? {
                 out.push(entry);
@@ -566,6 +576,64 @@ impl Reader {
             compile_context: optional_arc_str(value, "compile_context", path)?,
             user_metadata: optional_arc_str(value, "user_metadata", path)?,
         }))
+    }
+
+    /// [`Reader::trace_entry`] of an entry read in place, for the common
+    /// case only: `None` wherever the general path could differ (a missing
+    /// or mistyped field, an unknown action, a frames list not frozen yet),
+    /// so the caller falls back to it and results stay identical.
+    fn flat_trace_entry(
+        &mut self,
+        entry: &pickle::FlatEntry<'_>,
+        path: &FieldPath,
+    ) -> Option<TraceEntry> {
+        use pickle::Field;
+        // `present` semantics: a None value counts as absent.
+        let present = |key: &str| entry.get(key).filter(|f| !matches!(f, Field::None));
+        let int = |key: &str| match present(key)? {
+            Field::Int(i) => Some(i),
+            _ => None,
+        };
+        let u64_of = |key: &str| int(key).and_then(|i| u64::try_from(i).ok());
+        let optional_i64 = |key: &str| match present(key) {
+            None => Some(None),
+            Some(Field::Int(i)) => i64::try_from(i).ok().map(Some),
+            Some(_) => None,
+        };
+        let optional_str = |key: &str| match present(key) {
+            None => Some(None),
+            Some(Field::Str(s)) => Some(Some(Arc::clone(s))),
+            Some(_) => None,
+        };
+        let Field::Str(action_name) = present("action")? else {
+            return None;
+        };
+        let action = TraceAction::parse(action_name)?;
+        let addr = if action == TraceAction::Oom && present("addr").is_none() {
+            u64_of("device_free")?
+        } else {
+            u64_of("addr")?
+        };
+        let size = u64_of("size")?;
+        let stream = u64_of("stream")?;
+        let time_us = optional_i64("time_us")?;
+        let compile_context = optional_str("compile_context")?;
+        let user_metadata = optional_str("user_metadata")?;
+        let frames = match present("frames") {
+            None => self.empty_frames(),
+            Some(Field::Frozen(value)) => self.frames(value, &path.key("frames")).ok()?,
+            Some(_) => return None,
+        };
+        Some(TraceEntry {
+            action,
+            addr,
+            size,
+            stream,
+            time_us,
+            frames,
+            compile_context,
+            user_metadata,
+        })
     }
 
     fn empty_frames(&mut self) -> Frames {
