@@ -32,7 +32,7 @@
 //! cannot always be told apart: an `empty_cache()` directly followed by an
 //! allocation that needs a new segment looks like a retry and is not marked.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -310,6 +310,19 @@ fn empty_frames() -> Frames {
     Arc::from(Vec::new())
 }
 
+/// A block alive before the trace began, met while undoing a free of it:
+/// its size (sized later, see `undo_trace`) and allocation stack are unknown.
+fn unsized_block(e: &TraceEntry, state: BlockState) -> LiveBlock {
+    LiveBlock {
+        size: 0,
+        requested_size: e.size,
+        state,
+        stream: e.stream,
+        frames: empty_frames(),
+        size_inferred: true,
+    }
+}
+
 fn guess_pool(size: u64, expandable: bool) -> PoolKind {
     // Small-pool segments are 2 MiB; a large segment of exactly 2 MiB cannot
     // exist (1–10 MiB requests get 20 MiB). Large expandable segments map
@@ -424,12 +437,12 @@ impl DeviceScrub {
             .and_then(|t| snapshot.device_traces.get(t))
             .map_or(&[][..], Vec::as_slice);
         // Sizes still unknown at the start, by address.
-        let mut unknown: BTreeMap<u64, ()> = BTreeMap::new();
+        let mut unknown: BTreeSet<u64> = BTreeSet::new();
         for (i, e) in events.iter().enumerate().rev() {
             match e.action {
                 TraceAction::Alloc => {
                     if let Some(b) = state.remove_block(e.addr) {
-                        if unknown.remove(&e.addr).is_none() {
+                        if !unknown.remove(&e.addr) {
                             self.exact_sizes.insert(i, b.size);
                         }
                     } else {
@@ -440,33 +453,13 @@ impl DeviceScrub {
                     if !state.set_block_state(e.addr, BlockState::ActiveAllocated) {
                         // Allocated before the trace; its size and stack
                         // are unknown (a free's frames are the free's).
-                        unknown.insert(e.addr, ());
-                        state.insert_block(
-                            e.addr,
-                            LiveBlock {
-                                size: 0,
-                                requested_size: e.size,
-                                state: BlockState::ActiveAllocated,
-                                stream: e.stream,
-                                frames: empty_frames(),
-                                size_inferred: true,
-                            },
-                        );
+                        unknown.insert(e.addr);
+                        state.insert_block(e.addr, unsized_block(e, BlockState::ActiveAllocated));
                     }
                 }
                 TraceAction::FreeCompleted => {
-                    unknown.insert(e.addr, ());
-                    state.insert_block(
-                        e.addr,
-                        LiveBlock {
-                            size: 0,
-                            requested_size: e.size,
-                            state: BlockState::ActivePendingFree,
-                            stream: e.stream,
-                            frames: empty_frames(),
-                            size_inferred: true,
-                        },
-                    );
+                    unknown.insert(e.addr);
+                    state.insert_block(e.addr, unsized_block(e, BlockState::ActivePendingFree));
                 }
                 TraceAction::SegmentAlloc => {
                     if !state.remove_segment(e.addr) {
@@ -492,7 +485,7 @@ impl DeviceScrub {
         // Blocks of unknown size at the start: sized in address order, each
         // bounded by the next block (sizes of later ones are known or
         // inferred the same way).
-        for (&addr, ()) in unknown.iter().rev() {
+        for &addr in unknown.iter().rev() {
             let Some(mut b) = state.remove_block(addr) else {
                 continue;
             };
