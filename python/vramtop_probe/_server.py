@@ -196,15 +196,22 @@ class Probe:
         _private_dir(directory)
         path = os.path.join(directory, f"{os.getpid()}.sock")
         _remove_stale(path)
+        # Bound and listening under a name no client looks for, then renamed into place: a client
+        # that finds <pid>.sock can connect at once (between bind and listen it would be refused,
+        # and a refused socket looks stale).
+        binding = path + ".binding"
+        _remove_stale(binding)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(path)
-            self.path = path
-            os.chmod(path, 0o600)
-            st = os.stat(path)
+            listener.bind(binding)
+            self.path = binding
+            os.chmod(binding, 0o600)
+            st = os.stat(binding)
             self._inode = (st.st_dev, st.st_ino)
             listener.listen(16)
             listener.setblocking(False)
+            os.rename(binding, path)
+            self.path = path
             self._wake_r, self._wake_w = socket.socketpair()
             self._wake_r.setblocking(False)
             self._wake_w.setblocking(False)
@@ -434,6 +441,13 @@ class Probe:
             self._send(client, data)
 
     def _send(self, client: _Client, data: bytes) -> None:
+        if client.pending:
+            # Give what the client has read since the last select a chance to make room before
+            # the new line is queued and counted against it: a client that reads, only late,
+            # must not be judged on bytes the kernel would already take.
+            self._flush(client)
+            if client not in self._clients:
+                return
         if client.pending:
             client.pending += data
         else:
