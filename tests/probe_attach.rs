@@ -120,9 +120,12 @@ fn probe_at<'a>(sample: &'a Value, path: &Path) -> &'a Value {
 fn once_json_shows_a_fake_probes_allocator_on_its_gpu_under_the_host_pid() {
     let (root, dir) = runtime_dir();
     let path = dir.join("4242.sock");
+    // The OOM (and the fresh stats a probe sends after one) comes before
+    // the first segments: `--once` samples as soon as each listed device
+    // has stats and segments, so a line after those may not be read yet.
     fake_probe(
         &path,
-        vec![hello(4242), stats(), segments(), OOM.to_string()],
+        vec![hello(4242), stats(), OOM.to_string(), stats(), segments()],
     );
     let sample = once_json(root.path());
     let p = probe_at(&sample, &path);
