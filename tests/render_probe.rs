@@ -11,9 +11,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramtop::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
+use vramtop::app::keymap::Keymap;
 use vramtop::app::source::allocator_views_with_probes;
 use vramtop::app::state::{AppState, MarkerKind, StatusState};
+use vramtop::app::update::{Effect, handle_key};
 use vramtop::device::{GpuProcess, GpuReading, GpuSample};
 use vramtop::probe::pid::{PidSource, VisibleDevices};
 use vramtop::probe::protocol::{Hello, Oom};
@@ -166,7 +169,7 @@ fn attached() -> AppState {
         state.apply_sample(
             now,
             vec![reading()],
-            allocator_views_with_probes(None, &snapshot),
+            allocator_views_with_probes(None, &snapshot, &BTreeMap::new()),
         );
         state.apply_probes(now, &snapshot);
     }
@@ -242,7 +245,7 @@ fn a_disconnected_probe_leaves_the_gpu_to_telemetry_and_says_so() {
     state.apply_sample(
         30_000,
         vec![reading()],
-        allocator_views_with_probes(None, &gone),
+        allocator_views_with_probes(None, &gone, &BTreeMap::new()),
     );
     state.apply_probes(30_000, &gone);
     assert!(
@@ -304,11 +307,100 @@ fn extreme_probe_figures_draw_without_panicking() {
         state.apply_sample(
             t,
             vec![reading()],
-            allocator_views_with_probes(None, &snapshot),
+            allocator_views_with_probes(None, &snapshot, &BTreeMap::new()),
         );
         state.apply_probes(t, &snapshot);
     }
     for (w, h) in [(120, 40), (80, 24), (40, 10), (20, 5)] {
         draw(&state, &Theme::colored(), w, h);
     }
+}
+
+/// `probe(0)` plus a second process on GPU 0 (host pid 5555) whose
+/// allocator holds 2 GiB and has seen 3 OOMs and 40 cudaFree calls.
+fn two_probes_on_one_gpu() -> ProbeSnapshot {
+    let mut snapshot = probe(0);
+    let mut other = snapshot.probes[0].clone();
+    other.socket = PathBuf::from("/run/user/1000/vramtop/18.sock");
+    other.host_pid = Some(5555);
+    if let Some(h) = other.hello.as_mut() {
+        h.pid = 18;
+        h.argv = vec!["eval.py".into()];
+    }
+    let mut s = DeviceStats::default();
+    s.allocated_bytes.all.current = (2 * GIB) as i64;
+    s.reserved_bytes.all.current = (2 * GIB) as i64;
+    s.num_ooms = 3;
+    s.num_device_free = 40;
+    let d = other.devices.get_mut(&0).expect("device 0");
+    d.stats = Some(s);
+    d.segments = Some(Vec::new());
+    snapshot.probes.push(other);
+    snapshot
+}
+
+fn breakdown_text(state: &AppState) -> String {
+    let theme = Theme::colored();
+    let terminal = draw_widget(BreakdownPane::new(state, &theme), 160, 8);
+    text(terminal.backend().buffer())
+}
+
+#[test]
+fn v_switches_the_allocator_between_two_probed_processes_on_one_gpu() {
+    let mut state = attached();
+    let both = two_probes_on_one_gpu();
+    let sample_at = |state: &mut AppState, t: u64| {
+        let views = allocator_views_with_probes(None, &both, &state.ui.allocator_pick);
+        state.apply_sample(t, vec![reading()], views);
+        state.apply_probes(t, &both);
+    };
+    sample_at(&mut state, 30_000);
+    assert_eq!(state.probes.pids_on(0), vec![PROBE_PID, 5555]);
+    let pid_shown = |s: &AppState| s.gpus[0].allocator.as_ref().and_then(|a| a.pid);
+    assert_eq!(
+        pid_shown(&state),
+        Some(PROBE_PID),
+        "the first socket's by default"
+    );
+    let screen = breakdown_text(&state);
+    assert!(screen.contains("1 of 2 probes, v: next"), "{screen}");
+
+    let keymap = Keymap::default();
+    let v = KeyEvent::new(KeyCode::Char('v'), KeyModifiers::NONE);
+    handle_key(&mut state, &keymap, v);
+    let screen = breakdown_text(&state);
+    assert!(
+        screen.contains("v: pid 5555 from the next sample"),
+        "{screen}"
+    );
+    let markers_before = state.gpus[0].history.markers.len();
+    sample_at(&mut state, 31_000);
+    assert_eq!(pid_shown(&state), Some(5555));
+    assert_eq!(
+        state.gpus[0].allocator.as_ref().map(|a| a.allocated()),
+        Some(2 * GIB)
+    );
+    let screen = breakdown_text(&state);
+    assert!(screen.contains("2 of 2 probes, v: next"), "{screen}");
+    assert!(screen.contains("pid 5555 (probe"), "{screen}");
+    // The other process's 3 OOMs and 40 cudaFrees are not events of this
+    // sample: the view changed hands.
+    assert_eq!(state.gpus[0].history.markers.len(), markers_before);
+
+    handle_key(&mut state, &keymap, v);
+    sample_at(&mut state, 32_000);
+    assert_eq!(pid_shown(&state), Some(PROBE_PID), "v wraps around");
+}
+
+#[test]
+fn v_does_nothing_with_a_single_probe_on_the_gpu() {
+    let mut state = attached();
+    let effect = handle_key(
+        &mut state,
+        &Keymap::default(),
+        KeyEvent::new(KeyCode::Char('v'), KeyModifiers::NONE),
+    );
+    assert_eq!(effect, Effect::None);
+    assert!(state.ui.allocator_pick.is_empty());
+    assert!(!breakdown_text(&state).contains("v: next"));
 }

@@ -29,6 +29,8 @@ pub enum Action {
     TogglePause,
     StartFilter,
     ToggleTree,
+    /// Show the next probed process's allocator on the selected GPU.
+    NextAllocator,
     /// Select GPU n (0-based) — keys 1…9.
     SelectGpu(u8),
 }
@@ -53,6 +55,7 @@ impl Action {
             Action::TogglePause => "pause / resume the timeline",
             Action::StartFilter => "filter processes",
             Action::ToggleTree => "process tree / flat list",
+            Action::NextAllocator => "allocator: next probe on GPU",
             Action::SelectGpu(_) => "select GPU 1…9",
         }
     }
@@ -205,6 +208,7 @@ impl Default for Keymap {
                     Some("filter"),
                 ),
                 b("t", Action::ToggleTree, Some(Pane::Processes), Some("tree")),
+                b("v", Action::NextAllocator, None, None),
                 b("1…9", Action::SelectGpu(0), None, Some("GPU")),
             ],
             stress: stress_bindings(),
@@ -236,6 +240,7 @@ impl Keymap {
             KeyCode::Char('p') => Action::TogglePause,
             KeyCode::Char('/') => Action::StartFilter,
             KeyCode::Char('t') => Action::ToggleTree,
+            KeyCode::Char('v') => Action::NextAllocator,
             KeyCode::Char(c @ '1'..='9') => Action::SelectGpu(c as u8 - b'1'),
             _ => return None,
         })

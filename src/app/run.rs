@@ -259,7 +259,7 @@ async fn event_loop(
                     Ok(readings) => {
                         let mut snapshot = probes.snapshot();
                         resolve_probe_devices(&mut snapshot, &readings);
-                        let views = allocator_views_with_probes(sim.as_ref(), &snapshot);
+                        let views = allocator_views_with_probes(sim.as_ref(), &snapshot, &state.ui.allocator_pick);
                         state.apply_sample(now_ms, readings, views);
                         state.apply_probes(now_ms, &snapshot);
                         state.status.last_error = None;

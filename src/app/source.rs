@@ -92,16 +92,19 @@ pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]
 }
 
 /// Allocator views by GPU index: the simulated training processes, then
-/// the probes over them (a real probe's figures win; with several probes on
-/// one GPU the first socket's is shown, the others are in `--once --json`).
+/// the probes over them (a real probe's figures win). With several probes on
+/// one GPU, the one whose pid `picks` names for that GPU (the dashboard's
+/// `v` key) is shown, else the first socket's; all are in `--once --json`.
 pub fn allocator_views_with_probes(
     sim: Option<&SimCluster>,
     probes: &ProbeSnapshot,
+    picks: &BTreeMap<u32, u32>,
 ) -> BTreeMap<u32, AllocatorView> {
     let mut out = allocator_views(sim);
     let mut taken = BTreeSet::new();
     for (gpu, view) in probe_views(probes) {
-        if taken.insert(gpu) {
+        let picked = picks.get(&gpu).is_some_and(|&pid| view.pid == Some(pid));
+        if taken.insert(gpu) || picked {
             out.insert(gpu, view);
         }
     }
@@ -142,6 +145,18 @@ pub struct ProbeBoard {
 }
 
 impl ProbeBoard {
+    /// Pids of the attached probes that report GPU `gpu` (NVML index),
+    /// ascending: the processes whose allocator `v` cycles through.
+    pub fn pids_on(&self, gpu: u32) -> Vec<u32> {
+        let pids: BTreeSet<u32> = self
+            .rows
+            .iter()
+            .filter(|r| r.connected && r.gpus.contains(&gpu))
+            .filter_map(|r| r.pid)
+            .collect();
+        pids.into_iter().collect()
+    }
+
     /// Pids of the attached (connected) probes.
     pub fn attached_pids(&self) -> BTreeSet<u32> {
         self.rows
@@ -511,7 +526,11 @@ mod tests {
 
     fn step(state: &mut AppState, t: u64, snap: &ProbeSnapshot) {
         let reading = GpuReading::Ok(GpuSample::unknown(0, "GPU"));
-        state.apply_sample(t, vec![reading], allocator_views_with_probes(None, snap));
+        state.apply_sample(
+            t,
+            vec![reading],
+            allocator_views_with_probes(None, snap, &BTreeMap::new()),
+        );
         state.apply_probes(t, snap);
     }
 
@@ -560,7 +579,8 @@ mod tests {
         });
         cluster.advance(5_000);
         let plain = allocator_views(Some(&cluster));
-        let views = allocator_views_with_probes(Some(&cluster), &snapshot(7, 0, 0));
+        let views =
+            allocator_views_with_probes(Some(&cluster), &snapshot(7, 0, 0), &BTreeMap::new());
         assert_eq!(views[&0].pid, Some(7));
         assert!(
             views[&0]

@@ -334,6 +334,10 @@ pub struct UiState {
     pub selected_block: usize,
     /// The stress panel is open: panel keys act on it.
     pub stress_open: bool,
+    /// Per GPU (NVML index), the pid whose probe's allocator to show when
+    /// several processes on it have a probe (`v` cycles; applied from the
+    /// next sample). A pid no longer there falls back to the first probe.
+    pub allocator_pick: BTreeMap<u32, u32>,
 }
 
 impl Default for UiState {
@@ -351,6 +355,7 @@ impl Default for UiState {
             process_scroll: 0,
             selected_block: 0,
             stress_open: false,
+            allocator_pick: BTreeMap::new(),
         }
     }
 }
@@ -448,10 +453,15 @@ impl AppState {
                 .as_ref()
                 .map(|g| g.history.clone())
                 .unwrap_or_default();
+            // Counters are compared only within one allocator: when the
+            // view changes hands (another probe, the stress panel, the
+            // simulation) a difference says nothing about an OOM or a release.
             if let (Some(prev), Some(now)) = (
                 previous.as_ref().and_then(|g| g.allocator.as_ref()),
                 allocator.as_ref(),
-            ) {
+            ) && prev.pid == now.pid
+                && (prev.pid.is_some() || prev.source == now.source)
+            {
                 if now.stats.num_ooms > prev.stats.num_ooms {
                     history.mark(Marker {
                         t_ms: now_ms,

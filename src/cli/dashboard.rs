@@ -1,5 +1,6 @@
 //! The dashboard (`vramtop`), `vramtop --once --json` and `vramtop record`.
 
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -74,7 +75,7 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
     registry.wait_ready(PROBE_WAIT);
     let mut probes = registry.snapshot();
     resolve_probe_devices(&mut probes, &readings);
-    let views = allocator_views_with_probes(selection.sim.as_ref(), &probes);
+    let views = allocator_views_with_probes(selection.sim.as_ref(), &probes, &BTreeMap::new());
     let sample = headless_sample(
         selection.backend,
         selection.fallback_reason.as_deref(),
@@ -137,7 +138,7 @@ pub fn record(
             backend,
             banner.as_deref(),
             readings,
-            &allocator_views_with_probes(sim.as_ref(), &probes),
+            &allocator_views_with_probes(sim.as_ref(), &probes, &BTreeMap::new()),
         )
         .with_probes(&probes);
         let line = serde_json::to_string(&sample).wrap_err("cannot encode a sample")?;

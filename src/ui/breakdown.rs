@@ -12,7 +12,7 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, pane_block};
 use super::format;
 use super::theme::Theme;
-use crate::app::state::{AppState, Pane, breakdown};
+use crate::app::state::{AppState, GpuState, Pane, breakdown};
 use crate::device::GpuReading;
 
 /// Shown when no process's allocator is visible on the selected GPU.
@@ -160,12 +160,36 @@ impl<'a> BreakdownPane<'a> {
     }
 }
 
+/// "1 of 2 probes, v: next" when several processes on the GPU have a probe,
+/// or "v: pid 5678 from the next sample" while a switch is pending.
+fn probe_choice_note(state: &AppState, gpu: &GpuState) -> Option<String> {
+    let pids = state.probes.pids_on(gpu.index());
+    if pids.len() < 2 {
+        return None;
+    }
+    let shown = gpu.allocator.as_ref().and_then(|a| a.pid);
+    if let Some(&picked) = state.ui.allocator_pick.get(&gpu.index())
+        && Some(picked) != shown
+        && pids.contains(&picked)
+    {
+        return Some(format!("v: pid {picked} from the next sample"));
+    }
+    let position = shown
+        .and_then(|pid| pids.iter().position(|&p| p == pid))
+        .map_or_else(|| "?".to_string(), |i| (i + 1).to_string());
+    Some(format!("{position} of {} probes, v: next", pids.len()))
+}
+
 impl Widget for BreakdownPane<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = self.theme;
         let mut detail = Vec::new();
         if let Some(gpu) = self.state.selected() {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+            // Before the source, which is long and is what gets cut off.
+            if let Some(note) = probe_choice_note(self.state, gpu) {
+                detail.push(Span::styled(format!(" · {note}"), theme.text));
+            }
             if let Some(a) = &gpu.allocator {
                 detail.push(Span::styled(format!(" · {}", a.source), theme.dim));
             }
