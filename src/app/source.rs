@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::state::{
-    AllocatorView, AppState, Breakdown, Marker, MarkerKind, breakdown, unattributed,
+    AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind, breakdown, unattributed,
 };
 use crate::alloc::Fragmentation;
 use crate::device::GpuReading;
@@ -215,7 +215,53 @@ fn oom_text(pid: Option<u32>, gpu: Option<u32>, e: &OomEvent) -> String {
     format!("OOM in pid {pid} on {gpu}: {detail}")
 }
 
+/// The probed processes of one GPU when there are several: what `v` cycles
+/// through and the breakdown title counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeChoice {
+    /// Ascending.
+    pub pids: Vec<u32>,
+    /// The pid whose allocator the GPU shows now.
+    pub shown: Option<u32>,
+    /// The pid `v` asked for (`UiState::allocator_pick`), shown from the
+    /// next sample on.
+    pub picked: Option<u32>,
+}
+
+impl ProbeChoice {
+    /// 1-based position of `pid` among the probed processes.
+    pub fn position(&self, pid: Option<u32>) -> Option<usize> {
+        pid.and_then(|pid| self.pids.iter().position(|&p| p == pid))
+            .map(|i| i + 1)
+    }
+
+    /// A pick still waiting for the next sample (and still attached).
+    pub fn pending(&self) -> Option<u32> {
+        self.picked
+            .filter(|&p| Some(p) != self.shown && self.pids.contains(&p))
+    }
+
+    /// The pid `v` moves to: after the picked one (else the shown one),
+    /// wrapping; the first when neither is among them.
+    pub fn next(&self) -> u32 {
+        match self.position(self.picked.or(self.shown)) {
+            Some(n) => self.pids[n % self.pids.len()],
+            None => self.pids[0],
+        }
+    }
+}
+
 impl AppState {
+    /// The probed processes of `gpu`, when more than one has a probe.
+    pub fn probe_choice(&self, gpu: &GpuState) -> Option<ProbeChoice> {
+        let pids = self.probes.pids_on(gpu.index());
+        (pids.len() >= 2).then(|| ProbeChoice {
+            pids,
+            shown: gpu.allocator.as_ref().and_then(|a| a.pid),
+            picked: self.ui.allocator_pick.get(&gpu.index()).copied(),
+        })
+    }
+
     /// Takes the probes' state after a sample (after [`AppState::apply_sample`]
     /// with the same views): rows for the panes, the status line's note, and
     /// timeline OOM markers. An OOM of the probe whose view the GPU shows is

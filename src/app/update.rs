@@ -267,23 +267,14 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             ui.process_tree = !ui.process_tree;
         }
         Action::NextAllocator => {
-            let Some(gpu) = state.gpus.get(ui.selected_gpu) else {
+            let Some(gpu) = state.gpus.get(state.ui.selected_gpu) else {
+                return Effect::None;
+            };
+            let Some(choice) = state.probe_choice(gpu) else {
                 return Effect::None;
             };
             let index = gpu.index();
-            let pids = state.probes.pids_on(index);
-            if pids.len() < 2 {
-                return Effect::None;
-            }
-            let shown = ui
-                .allocator_pick
-                .get(&index)
-                .copied()
-                .or_else(|| gpu.allocator.as_ref().and_then(|a| a.pid));
-            let next = shown
-                .and_then(|pid| pids.iter().position(|&p| p == pid))
-                .map_or(pids[0], |i| pids[(i + 1) % pids.len()]);
-            ui.allocator_pick.insert(index, next);
+            state.ui.allocator_pick.insert(index, choice.next());
         }
         Action::SelectGpu(n) => {
             let n = n as usize;

@@ -163,21 +163,17 @@ impl<'a> BreakdownPane<'a> {
 /// "1 of 2 probes, v: next" when several processes on the GPU have a probe,
 /// or "v: pid 5678 from the next sample" while a switch is pending.
 fn probe_choice_note(state: &AppState, gpu: &GpuState) -> Option<String> {
-    let pids = state.probes.pids_on(gpu.index());
-    if pids.len() < 2 {
-        return None;
-    }
-    let shown = gpu.allocator.as_ref().and_then(|a| a.pid);
-    if let Some(&picked) = state.ui.allocator_pick.get(&gpu.index())
-        && Some(picked) != shown
-        && pids.contains(&picked)
-    {
+    let choice = state.probe_choice(gpu)?;
+    if let Some(picked) = choice.pending() {
         return Some(format!("v: pid {picked} from the next sample"));
     }
-    let position = shown
-        .and_then(|pid| pids.iter().position(|&p| p == pid))
-        .map_or_else(|| "?".to_string(), |i| (i + 1).to_string());
-    Some(format!("{position} of {} probes, v: next", pids.len()))
+    let position = choice
+        .position(choice.shown)
+        .map_or_else(|| "?".to_string(), |n| n.to_string());
+    Some(format!(
+        "{position} of {} probes, v: next",
+        choice.pids.len()
+    ))
 }
 
 impl Widget for BreakdownPane<'_> {
