@@ -47,6 +47,7 @@ pub fn settings_of(config: &AllocatorConfig) -> AllocatorSettings {
         pinned_num_register_threads: Some(1),
         pinned_use_cuda_host_register: Some(false),
         graph_capture_record_stream_reuse: None,
+        file_order: Vec::new(),
     }
 }
 

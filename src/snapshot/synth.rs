@@ -252,6 +252,7 @@ pub fn large(shape: &LargeShape) -> Snapshot {
             pinned_num_register_threads: Some(1),
             pinned_use_cuda_host_register: Some(false),
             graph_capture_record_stream_reuse: None,
+            file_order: Vec::new(),
         }),
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,

@@ -117,7 +117,9 @@ pub struct TraceEntry {
 }
 
 /// `allocator_settings` (torch ≥ 2.3). Absent keys take PyTorch's defaults.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Two settings are equal when their values are: the key order of a file is
+/// how it is written, not what it says.
+#[derive(Debug, Clone, Serialize)]
 pub struct AllocatorSettings {
     /// The last `PYTORCH_CUDA_ALLOC_CONF` string applied.
     pub conf: String,
@@ -131,7 +133,59 @@ pub struct AllocatorSettings {
     pub pinned_num_register_threads: Option<u64>,
     pub pinned_use_cuda_host_register: Option<bool>,
     pub graph_capture_record_stream_reuse: Option<bool>,
+    /// The file's keys in the file's order, with the value of any key this
+    /// reader does not know, so that a written copy of a newer PyTorch's
+    /// file equals the original. Empty for settings made here (the writer
+    /// then uses PyTorch's current order).
+    #[serde(skip)]
+    pub file_order: Vec<SettingsKey>,
 }
+
+impl PartialEq for AllocatorSettings {
+    fn eq(&self, other: &Self) -> bool {
+        let unknown = |s: &Self| {
+            s.file_order
+                .iter()
+                .filter_map(|key| match key {
+                    SettingsKey::Other(k, v) => Some((k.clone(), v.clone())),
+                    SettingsKey::Known(_) => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        self.conf == other.conf
+            && self.max_split_size == other.max_split_size
+            && self.garbage_collection_threshold == other.garbage_collection_threshold
+            && self.expandable_segments == other.expandable_segments
+            && self.roundup_power2_divisions == other.roundup_power2_divisions
+            && self.release_lock_on_cudamalloc == other.release_lock_on_cudamalloc
+            && self.pinned_num_register_threads == other.pinned_num_register_threads
+            && self.pinned_use_cuda_host_register == other.pinned_use_cuda_host_register
+            && self.graph_capture_record_stream_reuse == other.graph_capture_record_stream_reuse
+            && unknown(self) == unknown(other)
+    }
+}
+
+/// One key of an `allocator_settings` dict as the file has it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SettingsKey {
+    /// A key read into a field of [`AllocatorSettings`].
+    Known(&'static str),
+    /// A key this reader does not know, kept with its value.
+    Other(Value, Value),
+}
+
+/// The `allocator_settings` keys read into fields, in PyTorch's order.
+pub const KNOWN_SETTINGS_KEYS: [&str; 9] = [
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "max_split_size",
+    "garbage_collection_threshold",
+    "expandable_segments",
+    "pinned_num_register_threads",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "roundup_power2_divisions",
+    "graph_capture_record_stream_reuse",
+];
 
 /// An `external_annotations` entry (record_function ranges).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -735,7 +789,23 @@ fn allocator_settings(value: &Value, path: &FieldPath) -> Result<AllocatorSettin
         None => Vec::new(),
         Some(v) => roundup_divisions(v, &path.key("roundup_power2_divisions"))?,
     };
+    let mut file_order: Vec<SettingsKey> = Vec::new();
+    if let Value::Dict(pairs) = value {
+        for (key, entry) in pairs.iter() {
+            let known = key
+                .as_str()
+                .and_then(|name| KNOWN_SETTINGS_KEYS.iter().find(|k| **k == name));
+            match known {
+                // A repeated known key is read as Python would (the last
+                // value wins) and written once, where it first stood.
+                Some(name) if file_order.contains(&SettingsKey::Known(name)) => {}
+                Some(name) => file_order.push(SettingsKey::Known(name)),
+                None => file_order.push(SettingsKey::Other(key.clone(), entry.clone())),
+            }
+        }
+    }
     Ok(AllocatorSettings {
+        file_order,
         conf: optional_arc_str(value, "PYTORCH_CUDA_ALLOC_CONF", path)?
             .map(|s| s.to_string())
             .unwrap_or_default(),

@@ -31,10 +31,10 @@ use std::sync::Arc;
 use thiserror::Error;
 
 // The opcode bytes are the reader's table, so both sides name them alike.
-use super::pickle::op;
+use super::pickle::{Value, op};
 use super::types::{
-    AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotFormat,
-    TraceEntry,
+    AllocatorSettings, Annotation, Block, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment, SettingsKey,
+    Snapshot, SnapshotFormat, TraceEntry,
 };
 use crate::alloc::TraceAction;
 
@@ -136,6 +136,8 @@ enum Item<'a> {
     Traces(&'a [Vec<TraceEntry>]),
     Trace(&'a [TraceEntry]),
     Annotations(&'a [Annotation]),
+    /// A plain value kept from a file as it was.
+    Value(&'a Value),
 }
 
 struct Pickler<W: Write> {
@@ -333,6 +335,7 @@ impl<W: Write> Pickler<W> {
                 self.memoize()?;
             }
             Item::Settings(settings) => self.settings(settings)?,
+            Item::Value(value) => self.value(value)?,
             Item::Divisions(divisions) => {
                 let labels: Vec<String> = divisions.iter().map(|(m, _)| m.to_string()).collect();
                 let pairs: Vec<(&str, Item<'_>)> = labels
@@ -504,34 +507,113 @@ impl<W: Write> Pickler<W> {
     }
 
     fn settings(&mut self, s: &AllocatorSettings) -> io::Result<()> {
-        // PyTorch's order (torch 2.5+), optional entries where it has them.
-        let mut pairs = vec![
-            ("PYTORCH_CUDA_ALLOC_CONF", Item::Str(&s.conf)),
-            ("max_split_size", Item::Int(s.max_split_size.into())),
-            (
-                "garbage_collection_threshold",
-                Item::Float(s.garbage_collection_threshold),
-            ),
-            ("expandable_segments", Item::Bool(s.expandable_segments)),
-        ];
-        if let Some(threads) = s.pinned_num_register_threads {
-            pairs.push(("pinned_num_register_threads", Item::Int(threads.into())));
+        let known = |key: &str| -> Option<Item<'_>> {
+            Some(match key {
+                "PYTORCH_CUDA_ALLOC_CONF" => Item::Str(&s.conf),
+                "max_split_size" => Item::Int(s.max_split_size.into()),
+                "garbage_collection_threshold" => Item::Float(s.garbage_collection_threshold),
+                "expandable_segments" => Item::Bool(s.expandable_segments),
+                "pinned_num_register_threads" => Item::Int(s.pinned_num_register_threads?.into()),
+                "release_lock_on_cudamalloc" => Item::Bool(s.release_lock_on_cudamalloc),
+                "pinned_use_cuda_host_register" => Item::Bool(s.pinned_use_cuda_host_register?),
+                "roundup_power2_divisions" => Item::Divisions(&s.roundup_power2_divisions),
+                "graph_capture_record_stream_reuse" => {
+                    Item::Bool(s.graph_capture_record_stream_reuse?)
+                }
+                _ => return None,
+            })
+        };
+        if s.file_order.is_empty() {
+            // Settings made here: PyTorch's current order (torch 2.5+), the
+            // optional entries only where they are set.
+            let pairs: Vec<(Item<'_>, Item<'_>)> = KNOWN_SETTINGS_KEYS
+                .iter()
+                .filter_map(|key| Some((Item::Str(key), known(key)?)))
+                .collect();
+            return self.dict_of(&pairs);
         }
-        pairs.push((
-            "release_lock_on_cudamalloc",
-            Item::Bool(s.release_lock_on_cudamalloc),
-        ));
-        if let Some(register) = s.pinned_use_cuda_host_register {
-            pairs.push(("pinned_use_cuda_host_register", Item::Bool(register)));
+        // A file's settings: its keys in its order, unknown ones as they were.
+        let pairs: Vec<(Item<'_>, Item<'_>)> = s
+            .file_order
+            .iter()
+            .filter_map(|key| match key {
+                SettingsKey::Known(name) => Some((Item::Str(name), known(name)?)),
+                SettingsKey::Other(key, value) => Some((Item::Value(key), Item::Value(value))),
+            })
+            .collect();
+        self.dict_of(&pairs)
+    }
+
+    /// A dict whose keys are items too (a file's unknown keys need not be
+    /// strings), batched like [`Self::dict`].
+    fn dict_of(&mut self, pairs: &[(Item<'_>, Item<'_>)]) -> io::Result<()> {
+        self.frame.push(op::EMPTY_DICT);
+        self.memoize()?;
+        for batch in pairs.chunks(BATCH) {
+            let single = batch.len() == 1;
+            if !single {
+                self.frame.push(op::MARK);
+            }
+            for (key, value) in batch {
+                self.item(key)?;
+                self.item(value)?;
+            }
+            self.frame
+                .push(if single { op::SETITEM } else { op::SETITEMS });
         }
-        pairs.push((
-            "roundup_power2_divisions",
-            Item::Divisions(&s.roundup_power2_divisions),
-        ));
-        if let Some(reuse) = s.graph_capture_record_stream_reuse {
-            pairs.push(("graph_capture_record_stream_reuse", Item::Bool(reuse)));
+        self.commit_frame(false)
+    }
+
+    /// Any plain value read from a file (nesting is bounded by the reader's
+    /// depth limit, so the recursion is too).
+    fn value(&mut self, value: &Value) -> io::Result<()> {
+        match value {
+            Value::None => self.frame.push(op::NONE),
+            Value::Bool(b) => self.bool(*b),
+            Value::Int(i) => self.int(*i),
+            Value::Float(f) => self.float(*f),
+            Value::Str(s) => self.str(s)?,
+            Value::Bytes(bytes) => {
+                let len = bytes.len();
+                if let Ok(short) = u8::try_from(len) {
+                    self.frame.extend_from_slice(&[op::SHORT_BINBYTES, short]);
+                } else if let Ok(medium) = u32::try_from(len) {
+                    self.frame.push(op::BINBYTES);
+                    self.frame.extend_from_slice(&medium.to_le_bytes());
+                } else {
+                    self.frame.push(op::BINBYTES8);
+                    self.frame.extend_from_slice(&(len as u64).to_le_bytes());
+                }
+                self.frame.extend_from_slice(bytes);
+                self.memoize()?;
+            }
+            Value::List(items) => {
+                self.list(items.len(), |p, i| match items.get(i) {
+                    Some(item) => p.value(item),
+                    None => Ok(()),
+                })?;
+            }
+            Value::Tuple(items) => {
+                if items.is_empty() {
+                    self.frame.push(op::EMPTY_TUPLE);
+                } else {
+                    self.frame.push(op::MARK);
+                    for item in items.iter() {
+                        self.value(item)?;
+                    }
+                    self.frame.push(op::TUPLE);
+                    self.memoize()?;
+                }
+            }
+            Value::Dict(pairs) => {
+                let pairs: Vec<(Item<'_>, Item<'_>)> = pairs
+                    .iter()
+                    .map(|(k, v)| (Item::Value(k), Item::Value(v)))
+                    .collect();
+                self.dict_of(&pairs)?;
+            }
         }
-        self.dict(&pairs)
+        self.commit_frame(false)
     }
 }
 
@@ -579,5 +661,61 @@ mod tests {
         let first = p.frame.len();
         p.str("address").unwrap();
         assert_eq!(&p.frame[first..], &[op::BINGET, 0]);
+    }
+
+    fn settings_keys(bytes: &[u8]) -> Vec<String> {
+        let root = parse(bytes, &Limits::default()).unwrap();
+        let Some(Value::Dict(pairs)) = root.get("allocator_settings") else {
+            panic!("no allocator_settings dict");
+        };
+        pairs.iter().map(|(k, _)| format!("{k:?}")).collect()
+    }
+
+    #[test]
+    fn unknown_settings_keys_are_written_back_where_the_file_had_them() {
+        let model = crate::snapshot::capture::recording_model("", 1 << 30).unwrap();
+        let mut snapshot = crate::snapshot::capture::snapshot_of(&model, 0);
+        let settings = snapshot.allocator_settings.as_mut().unwrap();
+        let future = Value::Dict(vec![(Value::Str("depth".into()), Value::Int(2))].into());
+        settings.file_order = vec![
+            SettingsKey::Known("expandable_segments"),
+            SettingsKey::Other(Value::Str("a_newer_knob".into()), future.clone()),
+            SettingsKey::Known("PYTORCH_CUDA_ALLOC_CONF"),
+        ];
+        let written = snapshot_to_bytes(&snapshot);
+        assert_eq!(
+            settings_keys(&written),
+            [
+                r#"Str("expandable_segments")"#,
+                r#"Str("a_newer_knob")"#,
+                r#"Str("PYTORCH_CUDA_ALLOC_CONF")"#
+            ]
+        );
+        let read = crate::snapshot::read_snapshot(&written).unwrap();
+        let read_settings = read.allocator_settings.unwrap();
+        assert_eq!(
+            read_settings.file_order.get(1),
+            Some(&SettingsKey::Other(
+                Value::Str("a_newer_knob".into()),
+                future
+            ))
+        );
+        // Written again, the copy has the same bytes: the order is kept.
+        let mut again = snapshot.clone();
+        again.allocator_settings = Some(read_settings);
+        assert_eq!(snapshot_to_bytes(&again), written);
+    }
+
+    #[test]
+    fn settings_made_here_are_written_in_pytorchs_order() {
+        let model = crate::snapshot::capture::recording_model("", 1 << 30).unwrap();
+        let snapshot = crate::snapshot::capture::snapshot_of(&model, 0);
+        let keys = settings_keys(&snapshot_to_bytes(&snapshot));
+        let expected: Vec<String> = KNOWN_SETTINGS_KEYS
+            .iter()
+            .filter(|k| **k != "graph_capture_record_stream_reuse")
+            .map(|k| format!("Str({k:?})"))
+            .collect();
+        assert_eq!(keys, expected);
     }
 }
