@@ -5,6 +5,7 @@
 //! `shared/reference/pytorch-caching-allocator.md`; `docs/allocator.md` maps
 //! each part to PyTorch.
 
+pub mod advice;
 pub mod allocator;
 pub mod analysis;
 pub mod config;

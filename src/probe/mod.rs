@@ -6,10 +6,8 @@
 //! - [`protocol`]: the line reader and the typed messages;
 //! - [`discovery`]: where sockets are and which are trusted;
 //! - [`pid`]: host pid (SO_PEERCRED, NSpid) and CUDA ordinal → GPU index;
-//! - [`registry`]: the scanner and reader threads, and the latest figures;
-//! - [`advice`]: the reserved-but-unallocated warning.
+//! - [`registry`]: the scanner and reader threads, and the latest figures.
 
-pub mod advice;
 pub mod discovery;
 pub mod pid;
 pub mod protocol;

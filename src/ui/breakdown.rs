@@ -12,6 +12,7 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, pane_block};
 use super::format;
 use super::theme::Theme;
+use crate::alloc::advice::{CachedFreeAdvice, cached_free_advice};
 use crate::app::state::{AppState, GpuState, Pane, breakdown};
 use crate::device::GpuReading;
 
@@ -137,12 +138,13 @@ impl<'a> BreakdownPane<'a> {
         };
         body.lines = chrome::flow(items, width, 3);
         if let Some(a) = &gpu.allocator
-            && let Some(warning) = crate::probe::advice::cached_free_warning(
+            && let Some(advice) = cached_free_advice(
                 a.allocated(),
                 a.reserved(),
                 a.stats.inactive_split_bytes.large_pool.current.max(0) as u64,
             )
         {
+            let warning = cached_free_warning(&advice);
             body.lines.extend(
                 chrome::wrap(&format!("warning: {warning}"), width)
                     .into_iter()
@@ -210,5 +212,41 @@ impl Widget for BreakdownPane<'_> {
             chrome::lines_at(buf, rows, &body.lines);
         }
         theme.finish(area, buf);
+    }
+}
+
+/// The breakdown's words for a large reserved-but-unallocated cache.
+fn cached_free_warning(advice: &CachedFreeAdvice) -> String {
+    let mut text = format!(
+        "{} reserved but unallocated ({:.0} % of reserved): try \
+         PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        format::bytes(advice.cached),
+        advice.percent_of_reserved.round()
+    );
+    if advice.suggest_max_split_size {
+        text.push_str(
+            "; most of it is in split large blocks: max_split_size_mb:N (e.g. 512) \
+             stops big blocks being split",
+        );
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_warning_names_the_cache_its_share_and_each_remedy_advised() {
+        let plain = cached_free_advice(6 * GIB, 9 * GIB, 0).expect("3 GiB, 33 %");
+        let w = cached_free_warning(&plain);
+        assert!(w.starts_with("3.00 GiB reserved but unallocated"), "{w}");
+        assert!(w.contains("(33 % of reserved)"), "{w}");
+        assert!(w.contains("expandable_segments:True"), "{w}");
+        assert!(!w.contains("max_split_size_mb"), "{w}");
+        let split = cached_free_advice(6 * GIB, 9 * GIB, 2 * GIB).expect("advises");
+        assert!(cached_free_warning(&split).contains("max_split_size_mb"));
     }
 }
