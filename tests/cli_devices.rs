@@ -6,6 +6,7 @@ mod common;
 use std::process::Command;
 
 use common::fake_nvml::fake_nvml_with;
+use common::skip::{Prerequisite, skip};
 
 fn vramtop(args: &[&str], ld_library_path: Option<&std::path::Path>) -> (i32, String, String) {
     common::run_vramtop(args, ld_library_path)
@@ -108,7 +109,11 @@ fn binary_links_no_cuda_or_nvml_library() {
         .arg(env!("CARGO_BIN_EXE_vramtop"))
         .output()
     else {
-        eprintln!("skipping: ldd is not available");
+        skip(
+            "binary_links_no_cuda_or_nvml_library",
+            "ldd is not available",
+            Prerequisite::ProvidedByCi,
+        );
         return;
     };
     let text = String::from_utf8_lossy(&out.stdout);
@@ -143,7 +148,11 @@ fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
     if built {
         Some(dir)
     } else {
-        eprintln!("skipping: cannot build the fake libcuda");
+        skip(
+            "a CLI test with a fake libcuda",
+            "cannot build the fake libcuda (no C compiler?)",
+            Prerequisite::ProvidedByCi,
+        );
         None
     }
 }

@@ -4,6 +4,9 @@
 //! VRAMTOP_PTXAS names one), and, with VRAMTOP_TEST_GPU=1, the backend on a
 //! real GPU.
 
+mod common;
+
+use common::skip::{Prerequisite, skip};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,9 +25,11 @@ fn gpu_tests_enabled() -> bool {
 /// Preloads NVRTC from VRAMTOP_NVRTC_LIB; false (with a note) when unset.
 fn nvrtc_or_skip(test: &str) -> bool {
     let Some(path) = std::env::var_os("VRAMTOP_NVRTC_LIB") else {
-        eprintln!(
-            "skipped {test}: set VRAMTOP_NVRTC_LIB to an absolute libnvrtc.so.12 \
-             (scripts/fetch-nvrtc.sh fetches one)"
+        skip(
+            test,
+            "VRAMTOP_NVRTC_LIB is unset: point it at an absolute libnvrtc.so.12 \
+             (scripts/fetch-nvrtc.sh fetches one)",
+            Prerequisite::ProvidedByCi,
         );
         return false;
     };
@@ -64,7 +69,11 @@ fn probe_without_a_driver_says_so_and_does_not_panic() {
 #[test]
 fn open_without_a_driver_is_an_error_not_a_panic() {
     if cuda::probe().driver_library_found {
-        eprintln!("a CUDA driver is installed here; skipped");
+        skip(
+            "open_without_a_driver_is_an_error_not_a_panic",
+            "a CUDA driver is installed here",
+            Prerequisite::OnlySomeMachines,
+        );
         return;
     }
     assert_eq!(
@@ -251,9 +260,13 @@ fn shipped_ptx_is_what_nvrtc_makes_of_the_source() {
     }
     let shipped_by = cuda::shipped_ptx_nvrtc_version();
     if shipped_by != Some(version) {
-        eprintln!(
-            "skipped the PTX comparison: the shipped PTX was made by NVRTC {shipped_by:?}, \
-             this is {version:?} (scripts/fetch-nvrtc.sh pins the version)"
+        skip(
+            "shipped_ptx_is_what_nvrtc_makes_of_the_source (the PTX comparison)",
+            &format!(
+                "the shipped PTX was made by NVRTC {shipped_by:?}, this is {version:?} \
+                 (scripts/fetch-nvrtc.sh pins the version)"
+            ),
+            Prerequisite::ProvidedByCi,
         );
         return;
     }
@@ -282,7 +295,11 @@ fn nvrtc_errors_carry_the_compiler_message() {
 #[test]
 fn shipped_ptx_assembles_with_ptxas() {
     let Some(ptxas) = std::env::var_os("VRAMTOP_PTXAS") else {
-        eprintln!("skipped shipped_ptx_assembles_with_ptxas: set VRAMTOP_PTXAS to a ptxas binary");
+        skip(
+            "shipped_ptx_assembles_with_ptxas",
+            "VRAMTOP_PTXAS is unset: point it at a ptxas binary (.ci/run fetches one)",
+            Prerequisite::ProvidedByCi,
+        );
         return;
     };
     let ptx = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/kernels/vramtop.ptx");
@@ -303,9 +320,15 @@ fn shipped_ptx_assembles_with_ptxas() {
 
 // --------------------------------------------------------------- on a real GPU
 
+/// GPU 0, for the tests marked `#[ignore]` below: they run only when asked
+/// for (`VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored`).
 fn gpu() -> Option<CudaMemory> {
     if !gpu_tests_enabled() {
-        eprintln!("skipped: set VRAMTOP_TEST_GPU=1 to run the real-GPU tests");
+        skip(
+            "a real-GPU test run with --ignored",
+            "VRAMTOP_TEST_GPU=1 is unset",
+            Prerequisite::OnlySomeMachines,
+        );
         return None;
     }
     if std::env::var_os("VRAMTOP_NVRTC_LIB").is_some() {
@@ -321,6 +344,7 @@ fn gpu() -> Option<CudaMemory> {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_malloc_and_free_change_free_memory() {
     let Some(mut mem) = gpu() else { return };
     let before = mem.mem_get_info();
@@ -339,6 +363,7 @@ fn gpu_malloc_and_free_change_free_memory() {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_absurd_malloc_is_out_of_memory() {
     let Some(mut mem) = gpu() else { return };
     assert_eq!(mem.malloc(1 << 50), Err(DeviceError::OutOfMemory));
@@ -346,6 +371,7 @@ fn gpu_absurd_malloc_is_out_of_memory() {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_expandable_pages_map_unmap_and_release() {
     let Some(mut mem) = gpu() else { return };
     let page = mem
@@ -371,6 +397,7 @@ fn gpu_expandable_pages_map_unmap_and_release() {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_fill_and_verify_with_each_kernel_origin() {
     let Some(mut mem) = gpu() else { return };
     let len = 64 * MIB + 3;
@@ -399,6 +426,7 @@ fn gpu_fill_and_verify_with_each_kernel_origin() {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_burn_takes_about_the_requested_time() {
     let Some(mut mem) = gpu() else { return };
     mem.burn(10).expect("warm-up, kernel load");
@@ -412,6 +440,7 @@ fn gpu_burn_takes_about_the_requested_time() {
 }
 
 #[test]
+#[ignore = "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test cuda_backend -- --ignored"]
 fn gpu_caching_allocator_runs_on_cuda_memory() {
     for settings in ["", "expandable_segments:True"] {
         let Some(mem) = gpu() else { return };

@@ -8,6 +8,9 @@
 //! Its own test binary because cudarc caches the loaded libcuda for the
 //! process. The fake's state is global, so the tests take turns (LOCK).
 
+mod common;
+
+use common::skip::{Prerequisite, skip};
 use std::ffi::{CString, c_char, c_int};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -219,7 +222,11 @@ fn fake() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
     match fake {
         Some(f) => Some((guard, f)),
         None => {
-            eprintln!("skipped: no C compiler (`cc`), so no fake CUDA driver");
+            skip(
+                "a fake-CUDA-driver test",
+                "no C compiler (`cc`), so no fake CUDA driver",
+                Prerequisite::ProvidedByCi,
+            );
             None
         }
     }
@@ -234,7 +241,11 @@ fn fake_gpu() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
 
 fn kernels_or_skip(fake: &Fake) -> bool {
     if !fake.has_kernels {
-        eprintln!("skipped: no C++ compiler, so the fake runs no kernels");
+        skip(
+            "a kernel test on the fake CUDA driver",
+            "no C++ compiler, so the fake runs no kernels",
+            Prerequisite::ProvidedByCi,
+        );
     }
     fake.has_kernels
 }

@@ -6,6 +6,9 @@
 //! Its own test binary because cudarc caches the loaded libcuda for the
 //! process; the fake's state is global, so the tests take turns (TURN).
 
+mod common;
+
+use common::skip::{Prerequisite, skip};
 use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -141,7 +144,11 @@ fn driver() -> Option<(MutexGuard<'static, ()>, &'static Driver)> {
         }
     });
     let Some(driver) = driver.as_ref() else {
-        eprintln!("skipped: no C compiler, so no fake CUDA driver");
+        skip(
+            "a stress test on the fake CUDA driver",
+            "no C compiler, so no fake CUDA driver",
+            Prerequisite::ProvidedByCi,
+        );
         return None;
     };
     // SAFETY: plain C function of the fake.
@@ -172,7 +179,11 @@ fn the_executor_fills_verifies_reconfigures_and_leaves_nothing_in_the_driver() {
         return;
     };
     if !driver.kernels {
-        eprintln!("skipped: no C++ compiler, so the fake runs no kernels");
+        skip(
+            "a stress kernel test on the fake CUDA driver",
+            "no C++ compiler, so the fake runs no kernels",
+            Prerequisite::ProvidedByCi,
+        );
         return;
     }
     let mut exec = executor();

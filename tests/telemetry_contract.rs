@@ -16,6 +16,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::fake_nvml::fake_nvml_with;
+use common::skip::{Prerequisite, skip};
 use vramtop::device::nvml::NvmlTelemetry;
 use vramtop::device::sim::{Fault, Metric, SimCluster, SimConfig};
 use vramtop::device::{GpuReading, GpuSample, Telemetry};
@@ -95,8 +96,10 @@ fn fake_nvml_without_power() -> Option<Subject> {
 
 fn real_nvml() -> Option<Subject> {
     if std::env::var("VRAMTOP_TEST_GPU").as_deref() != Ok("1") {
-        eprintln!(
-            "note: skipping the real-NVML contract (set VRAMTOP_TEST_GPU=1 on a GPU machine)"
+        skip(
+            "the real-NVML contract",
+            "VRAMTOP_TEST_GPU=1 is unset",
+            Prerequisite::OnlySomeMachines,
         );
         return None;
     }
@@ -210,6 +213,8 @@ fn unsupported_power_is_none_not_zero(mut s: Subject) {
 }
 
 macro_rules! contract {
+    // `ignored "why"` marks every clause `#[ignore]` (a backend that only some
+    // machines have); the clauses default to the whole contract.
     ($backend:ident: $make:expr => $($clause:ident),+ $(,)?) => {
         mod $backend {
             use super::*;
@@ -223,8 +228,22 @@ macro_rules! contract {
             )+
         }
     };
-    ($backend:ident: $make:expr) => {
-        contract!($backend: $make =>
+    (@ignored $why:literal $backend:ident: $make:expr => $($clause:ident),+ $(,)?) => {
+        mod $backend {
+            use super::*;
+            $(
+                #[test]
+                #[ignore = $why]
+                fn $clause() {
+                    if let Some(subject) = $make {
+                        super::$clause(subject);
+                    }
+                }
+            )+
+        }
+    };
+    ($(@$ignored:ident $why:literal)? $backend:ident: $make:expr) => {
+        contract!($(@$ignored $why)? $backend: $make =>
             reports_at_least_one_gpu,
             rows_are_identified_uniquely,
             names_are_not_empty,
@@ -240,6 +259,9 @@ contract!(sim: sim());
 contract!(sim_training: sim_training());
 contract!(fake_nvml: fake_nvml());
 contract!(fake_nvml_mig: fake_nvml_mig());
-contract!(real_nvml: real_nvml());
+contract!(
+    @ignored "needs a real NVIDIA GPU: VRAMTOP_TEST_GPU=1 cargo test --test telemetry_contract -- --ignored"
+    real_nvml: real_nvml()
+);
 contract!(sim_without_power: sim_without_power_on_gpu0() => unsupported_power_is_none_not_zero);
 contract!(fake_nvml_without_power: fake_nvml_without_power() => unsupported_power_is_none_not_zero);

@@ -173,9 +173,10 @@ fn compile(variant: Variant) -> Option<PathBuf> {
     let output = match cmd.output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!(
-                "note: skipping the fake-NVML test: no C compiler ({} not found)",
-                compiler.to_string_lossy()
+            super::skip::skip(
+                "a fake-NVML test",
+                &format!("no C compiler ({} not found)", compiler.to_string_lossy()),
+                super::skip::Prerequisite::ProvidedByCi,
             );
             return None;
         }

@@ -4,6 +4,7 @@
 
 pub mod fake_nvml;
 pub mod screen;
+pub mod skip;
 pub mod tmux;
 pub mod workload;
 
