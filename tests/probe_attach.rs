@@ -290,3 +290,49 @@ fn out_pid(path: &Path) -> u32 {
         .and_then(|s| s.parse().ok())
         .expect("<pid>.sock")
 }
+
+/// The login name the probe uses for `/tmp/vramtop-<user>`: the passwd
+/// name of the effective uid, else the number (as `id` prints them).
+fn login_name() -> String {
+    let id = |flag: &str| {
+        Command::new("id")
+            .arg(flag)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    id("-un").or_else(|| id("-u")).expect("`id` names the user")
+}
+
+#[test]
+fn once_json_finds_a_probe_in_the_tmp_fallback_whether_or_not_tmpdir_is_set() {
+    // Without XDG_RUNTIME_DIR the probe listens in /tmp/vramtop-<user>
+    // whatever TMPDIR says (schedulers such as SLURM set TMPDIR per job).
+    let dir = PathBuf::from(format!("/tmp/vramtop-{}", login_name()));
+    if !dir.exists() {
+        std::fs::create_dir(&dir).expect("mkdir the fallback directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let path = dir.join(format!("{}-tmpdir-test.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    fake_probe(&path, vec![hello(31), stats(), segments()]);
+    let job_tmp = tempfile::tempdir().expect("temp dir");
+    for tmpdir in [Some(job_tmp.path()), None] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+        cmd.args(["--backend", "sim", "--sim-gpus", "1", "--once", "--json"])
+            .env_remove("XDG_RUNTIME_DIR");
+        match tmpdir {
+            Some(t) => cmd.env("TMPDIR", t),
+            None => cmd.env_remove("TMPDIR"),
+        };
+        let out = cmd.output().expect("the binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        let sample: Value = serde_json::from_str(&stdout).expect("JSON");
+        let p = probe_at(&sample, &path);
+        assert_eq!(p["status"], "attached", "TMPDIR {tmpdir:?}: {p:#}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
