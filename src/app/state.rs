@@ -82,7 +82,16 @@ pub struct AllocatorView {
     pub stats: DeviceStats,
     pub layout: Vec<SegmentInfo>,
     pub fragmentation: Fragmentation,
+    /// Figures the source could not give (a probe's `null`s): `memory_stats()`
+    /// keys, and [`REQUESTED_SIZE`] when blocks came without their
+    /// requested size. Shown as n/a; their slots hold 0.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
+
+/// The name in [`AllocatorView::unknown`] for blocks without a requested
+/// size (PyTorch older than 2.1): the internal fragmentation is unknown.
+pub const REQUESTED_SIZE: &str = "requested_size";
 
 impl AllocatorView {
     pub fn new(
@@ -98,7 +107,25 @@ impl AllocatorView {
             stats,
             layout,
             fragmentation,
+            unknown: Vec::new(),
         }
+    }
+
+    /// The view with `unknown` figures (see [`AllocatorView::unknown`]).
+    pub fn with_unknown(mut self, unknown: Vec<String>) -> Self {
+        self.unknown = unknown;
+        self
+    }
+
+    /// Whether figure `name` (a `memory_stats()` key or [`REQUESTED_SIZE`])
+    /// is known.
+    pub fn knows(&self, name: &str) -> bool {
+        !self.unknown.iter().any(|u| u == name)
+    }
+
+    /// Whether `memory_allocated()` and `memory_reserved()` are both known.
+    pub fn knows_totals(&self) -> bool {
+        self.knows("allocated_bytes.all.current") && self.knows("reserved_bytes.all.current")
     }
 
     /// `memory_allocated()` (bytes).
@@ -133,7 +160,8 @@ pub struct Breakdown {
 pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
     let total = sample.memory_total?;
     let used = sample.memory_used?.min(total);
-    let a = allocator?;
+    // Unknown totals (a probe's nulls) split nothing: only used/free.
+    let a = allocator.filter(|a| a.knows_totals())?;
     let reserved = a.reserved().min(used);
     let allocated = a.allocated().min(reserved);
     Some(Breakdown {
