@@ -8,7 +8,7 @@ use clap::ArgMatches;
 use clap::parser::ValueSource;
 use thiserror::Error;
 
-use super::{Cli, duration_arg, size_arg};
+use super::{Cli, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX, duration_arg, size_arg};
 use crate::device::factory::BackendChoice;
 
 /// Keys the file may hold, with what each expects.
@@ -17,8 +17,8 @@ pub const KNOWN_KEYS: &[(&str, &str)] = &[
     ("backend", "\"auto\", \"sim\" or \"nvml\""),
     ("sim_gpus", "an integer 1–64"),
     ("sim_memory", "a size string such as \"80GiB\""),
-    ("sim_seed", "an integer"),
-    ("sim_training", "an integer"),
+    ("sim_seed", "an integer 0–9223372036854775807"),
+    ("sim_training", "an integer 0–64"),
     ("no_color", "true or false"),
     ("ascii", "true or false"),
 ];
@@ -103,26 +103,29 @@ pub fn apply_text(
                 };
             }
             "sim_gpus" => {
-                let n = value
+                cli.device.sim_gpus = value
                     .as_integer()
-                    .filter(|n| (1..=64).contains(n))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| (1..=SIM_GPUS_MAX).contains(n))
                     .ok_or_else(bad)?;
-                cli.device.sim_gpus = n as u32;
             }
             "sim_memory" => {
                 cli.device.sim_memory = size_arg(value.as_str().ok_or_else(bad)?)
                     .map_err(|e| invalid(format!("line {line}: {e}")))?;
             }
             "sim_seed" => {
-                cli.device.sim_seed =
-                    value.as_integer().filter(|n| *n >= 0).ok_or_else(bad)? as u64;
+                cli.device.sim_seed = value
+                    .as_integer()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .filter(|n| *n <= SIM_SEED_MAX)
+                    .ok_or_else(bad)?;
             }
             "sim_training" => {
-                let n = value
+                cli.device.sim_training = value
                     .as_integer()
-                    .filter(|n| (0..=64).contains(n))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n <= SIM_TRAINING_MAX)
                     .ok_or_else(bad)?;
-                cli.device.sim_training = n as u32;
             }
             "no_color" => cli.display.no_color = value.as_bool().ok_or_else(bad)?,
             "ascii" => cli.display.ascii = value.as_bool().ok_or_else(bad)?,
@@ -186,5 +189,64 @@ mod tests {
         assert!(err.to_string().contains("expects an integer"), "{err}");
         let err = apply_text(&mut cli, &m, "c.toml", "interval = [\n").expect_err("syntax");
         assert!(err.to_string().starts_with("c.toml:"), "{err}");
+    }
+
+    #[test]
+    fn numeric_options_have_the_same_bounds_on_the_command_line_and_in_the_file() {
+        let ints: &[i64] = &[-1, 0, 1, 64, 65, 100_000, 4_294_967_295, i64::MAX];
+        for (key, flag) in [
+            ("sim_gpus", "--sim-gpus"),
+            ("sim_training", "--sim-training"),
+            ("sim_seed", "--sim-seed"),
+        ] {
+            for v in ints {
+                let arg = format!("{flag}={v}");
+                let cli_ok = Cli::command()
+                    .try_get_matches_from(["vramtop", arg.as_str()])
+                    .is_ok();
+                let (mut cli, m) = parse(&[]);
+                let file_ok = apply_text(&mut cli, &m, "c.toml", &format!("{key} = {v}\n")).is_ok();
+                assert_eq!(
+                    cli_ok, file_ok,
+                    "{key} = {v}: command line {cli_ok}, file {file_ok}"
+                );
+            }
+        }
+        for (key, flag, texts) in [
+            (
+                "interval",
+                "--interval",
+                &["9ms", "10ms", "1s", "10m", "99999999999999999999s", "x"][..],
+            ),
+            (
+                "sim_memory",
+                "--sim-memory",
+                &["0", "1", "80GiB", "16EiB", "1e30", "big"][..],
+            ),
+        ] {
+            for t in texts {
+                let arg = format!("{flag}={t}");
+                let cli_ok = Cli::command()
+                    .try_get_matches_from(["vramtop", arg.as_str()])
+                    .is_ok();
+                let (mut cli, m) = parse(&[]);
+                let file_ok =
+                    apply_text(&mut cli, &m, "c.toml", &format!("{key} = \"{t}\"\n")).is_ok();
+                assert_eq!(
+                    cli_ok, file_ok,
+                    "{key} = {t}: command line {cli_ok}, file {file_ok}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sim_training_above_64_is_refused_on_the_command_line() {
+        for v in ["65", "100000", "4294967295"] {
+            let e = Cli::command()
+                .try_get_matches_from(["vramtop", "--sim-training", v])
+                .expect_err("above the bound");
+            assert!(e.to_string().contains("0..=64"), "{e}");
+        }
     }
 }

@@ -80,6 +80,15 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
     }
 }
 
+/// The most simulated GPUs (`--sim-gpus`, `sim_gpus`).
+pub const SIM_GPUS_MAX: u32 = 64;
+/// The most simulated training processes (`--sim-training`, `sim_training`):
+/// each keeps an allocator model of its own.
+pub const SIM_TRAINING_MAX: u32 = 64;
+/// The largest seed (`--sim-seed`, `sim_seed`): the largest TOML integer, so
+/// the command line and the config file take the same seeds.
+pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
+
 /// Where GPU facts come from.
 #[derive(Debug, Clone, Args)]
 pub struct DeviceArgs {
@@ -88,17 +97,19 @@ pub struct DeviceArgs {
     pub backend: BackendChoice,
     /// Number of simulated GPUs.
     #[arg(long, default_value_t = 1, global = true,
-          value_parser = clap::value_parser!(u32).range(1..=64))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
     #[arg(long, default_value = "80GiB", global = true, value_parser = size_arg)]
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
-    #[arg(long, default_value_t = 42, global = true)]
+    #[arg(long, default_value_t = 42, global = true,
+          value_parser = clap::value_parser!(u64).range(..=SIM_SEED_MAX))]
     pub sim_seed: u64,
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
-    #[arg(long, default_value_t = 1, global = true)]
+    #[arg(long, default_value_t = 1, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)))]
     pub sim_training: u32,
 }
 
