@@ -1,6 +1,8 @@
 //! The optional TOML config file: the same keys as the command line
 //! (`interval = "2s"`, `backend = "sim"`, `sim_gpus = 4`, …). The command
-//! line wins; an unknown key is an error that names its line.
+//! line wins, but a bad value is an error even where the command line
+//! overrides it; an unknown key is an error that names its line. Input is
+//! quoted cut short ([`crate::quote::cut`]).
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +12,7 @@ use thiserror::Error;
 
 use super::{Cli, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX, duration_arg, size_arg};
 use crate::device::factory::BackendChoice;
+use crate::quote::cut;
 
 /// Keys the file may hold, with what each expects.
 pub const KNOWN_KEYS: &[(&str, &str)] = &[
@@ -68,34 +71,50 @@ pub fn apply_text(
         path: path.to_string(),
         message,
     };
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| invalid(e.to_string().trim().replace('\n', " ")))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        // The message without toml's echo of the source line (which may be
+        // megabytes long).
+        let line = e
+            .span()
+            .and_then(|span| text.get(..span.start))
+            .map_or(0, |before| before.lines().count().max(1));
+        invalid(format!(
+            "line {line}: {}",
+            cut(e.message().trim()).replace('\n', " ")
+        ))
+    })?;
     let from_cli = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    // A value the command line overrides is still checked, into these.
+    let mut overridden_device = cli.device.clone();
+    let mut overridden_display = cli.display.clone();
     for (key, value) in &table {
         let line = line_of(text, key);
         let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| k == key) else {
             let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
             return Err(invalid(format!(
-                "line {line}: unknown key '{key}' (known: {})",
+                "line {line}: unknown key '{}' (known: {})",
+                cut(key),
                 known.join(", ")
             )));
         };
         let bad = || {
             invalid(format!(
-                "line {line}: '{key}' expects {expected}, found {value}"
+                "line {line}: '{key}' expects {expected}, found {}",
+                cut(&value.to_string())
             ))
         };
-        if from_cli(key) {
-            continue;
-        }
+        let (device, display) = if from_cli(key) {
+            (&mut overridden_device, &mut overridden_display)
+        } else {
+            (&mut cli.device, &mut cli.display)
+        };
         match key.as_str() {
             "interval" => {
-                cli.display.interval = duration_arg(value.as_str().ok_or_else(bad)?)
+                display.interval = duration_arg(value.as_str().ok_or_else(bad)?)
                     .map_err(|e| invalid(format!("line {line}: {e}")))?;
             }
             "backend" => {
-                cli.device.backend = match value.as_str() {
+                device.backend = match value.as_str() {
                     Some("auto") => BackendChoice::Auto,
                     Some("sim") => BackendChoice::Sim,
                     Some("nvml") => BackendChoice::Nvml,
@@ -103,32 +122,32 @@ pub fn apply_text(
                 };
             }
             "sim_gpus" => {
-                cli.device.sim_gpus = value
+                device.sim_gpus = value
                     .as_integer()
                     .and_then(|n| u32::try_from(n).ok())
                     .filter(|n| (1..=SIM_GPUS_MAX).contains(n))
                     .ok_or_else(bad)?;
             }
             "sim_memory" => {
-                cli.device.sim_memory = size_arg(value.as_str().ok_or_else(bad)?)
+                device.sim_memory = size_arg(value.as_str().ok_or_else(bad)?)
                     .map_err(|e| invalid(format!("line {line}: {e}")))?;
             }
             "sim_seed" => {
-                cli.device.sim_seed = value
+                device.sim_seed = value
                     .as_integer()
                     .and_then(|n| u64::try_from(n).ok())
                     .filter(|n| *n <= SIM_SEED_MAX)
                     .ok_or_else(bad)?;
             }
             "sim_training" => {
-                cli.device.sim_training = value
+                device.sim_training = value
                     .as_integer()
                     .and_then(|n| u32::try_from(n).ok())
                     .filter(|n| *n <= SIM_TRAINING_MAX)
                     .ok_or_else(bad)?;
             }
-            "no_color" => cli.display.no_color = value.as_bool().ok_or_else(bad)?,
-            "ascii" => cli.display.ascii = value.as_bool().ok_or_else(bad)?,
+            "no_color" => display.no_color = value.as_bool().ok_or_else(bad)?,
+            "ascii" => display.ascii = value.as_bool().ok_or_else(bad)?,
             _ => return Err(bad()),
         }
     }
@@ -248,5 +267,44 @@ mod tests {
                 .expect_err("above the bound");
             assert!(e.to_string().contains("0..=64"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_huge_value_or_key_is_quoted_cut_short() {
+        let huge = "x".repeat(1 << 20);
+        for text in [
+            format!("interval = \"{huge}\"\n"),
+            format!("sim_memory = \"{huge}\"\n"),
+            format!("sim_gpus = \"{huge}\"\n"),
+            format!("{huge} = 1\n"),
+            format!("interval = {huge}\n"),
+        ] {
+            let (mut cli, m) = parse(&[]);
+            let err = apply_text(&mut cli, &m, "c.toml", &text).expect_err("bad value");
+            let shown = err.to_string();
+            assert!(
+                shown.len() < 400,
+                "{} bytes: {}",
+                shown.len(),
+                &shown[..400]
+            );
+            assert!(shown.contains("line 1"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_bad_value_overridden_on_the_command_line_is_still_reported() {
+        let (mut cli, m) = parse(&["--interval", "2s", "--sim-gpus", "3"]);
+        let err =
+            apply_text(&mut cli, &m, "c.toml", "interval = \"soon\"\n").expect_err("a bad value");
+        assert!(
+            err.to_string().contains("'soon' is not a duration"),
+            "{err}"
+        );
+        let err = apply_text(&mut cli, &m, "c.toml", "sim_gpus = 500\n").expect_err("too many");
+        assert!(err.to_string().contains("expects an integer 1–64"), "{err}");
+        // A good value is still overridden.
+        apply_text(&mut cli, &m, "c.toml", "interval = \"5s\"\n").expect("valid");
+        assert_eq!(cli.display.interval, 2000);
     }
 }

@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::alloc::parse_size;
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
+use crate::quote::cut;
 
 /// vramtop: GPU memory made understandable.
 ///
@@ -73,9 +74,10 @@ pub struct DisplayArgs {
 pub fn duration_arg(text: &str) -> Result<u64, String> {
     match crate::alloc::parse_duration_ms(text) {
         Some(ms) if ms >= 10 => Ok(ms),
-        Some(_) => Err(format!("'{text}' is too short: the least is 10ms")),
+        Some(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
         None => Err(format!(
-            "'{text}' is not a duration: write e.g. 500ms, 1s, 10m"
+            "'{}' is not a duration: write e.g. 500ms, 1s, 10m",
+            cut(text)
         )),
     }
 }
@@ -129,7 +131,8 @@ impl DeviceArgs {
 pub fn size_arg(text: &str) -> Result<u64, String> {
     match parse_size(text) {
         Some(0) | None => Err(format!(
-            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)"
+            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
+            cut(text)
         )),
         Some(n) => Ok(n),
     }
@@ -320,5 +323,20 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         }) => serve::run(&cli.device, &cli.display, listen, allow_remote),
         None if cli.display.once => dashboard::once(&cli.device),
         None => dashboard::run(&cli.device, &cli.display),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_size_or_duration_argument_is_quoted_cut_short() {
+        let long = "9".repeat(100_000) + "zz";
+        for e in [size_arg(&long), duration_arg(&long)] {
+            let e = e.expect_err("not a size or duration");
+            assert!(e.len() < 300, "{} bytes", e.len());
+            assert!(e.contains("100002 bytes"), "{e}");
+        }
     }
 }
