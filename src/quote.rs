@@ -7,7 +7,13 @@ pub const MAX_QUOTED_CHARS: usize = 60;
 /// `text` whole when it is short, else its first [`MAX_QUOTED_CHARS`]
 /// characters, "…" and its length: "xxxx… (52428800 bytes)".
 pub fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_QUOTED_CHARS) {
+    cut_to(text, MAX_QUOTED_CHARS)
+}
+
+/// `text` cut to `max_chars` characters the same way: for a message of
+/// someone else's (a parser's) that may quote input whole.
+pub fn cut_to(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
         None => text.to_string(),
         Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
     }

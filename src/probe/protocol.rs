@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
+use crate::quote::{cut, cut_to};
 
 /// The protocol version this vramtop speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -195,7 +196,8 @@ fn bad(kind: &str, detail: impl std::fmt::Display) -> ProtocolError {
 }
 
 fn typed<T: DeserializeOwned>(kind: &str, value: serde_json::Value) -> Result<T, ProtocolError> {
-    serde_json::from_value(value).map_err(|e| bad(kind, e))
+    // serde quotes a wrong-typed string whole.
+    serde_json::from_value(value).map_err(|e| bad(kind, cut_to(&e.to_string(), 200)))
 }
 
 /// A stats value as i64: integers as they are, finite floats in range
@@ -209,7 +211,10 @@ fn stat_value(key: &str, n: &serde_json::Number) -> Result<i64, ProtocolError> {
         Some(f) if f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
             Ok(f.round() as i64)
         }
-        _ => Err(bad("stats", format!("\"{key}\": {n} is out of range"))),
+        _ => Err(bad(
+            "stats",
+            format!("\"{}\": {} is out of range", cut(key), cut(&n.to_string())),
+        )),
     }
 }
 
@@ -225,7 +230,7 @@ fn convert_segment(
             kind,
             format!(
                 "segment {i}: segment_type \"{}\" is not small or large",
-                w.segment_type
+                cut(&w.segment_type)
             ),
         )
     })?;
@@ -247,7 +252,7 @@ fn convert_segment(
         let state = BlockState::parse(&state).ok_or_else(|| {
             bad(
                 kind,
-                format!("segment {i} block {j}: unknown state \"{state}\""),
+                format!("segment {i} block {j}: unknown state \"{}\"", cut(&state)),
             )
         })?;
         let address = w.address.checked_add(offset).ok_or_else(|| {
@@ -313,7 +318,10 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
             return Err(ProtocolError::Version(v.to_string()));
         }
         Some(v) => {
-            return Err(bad("message", format!("\"v\" must be an integer, got {v}")));
+            return Err(bad(
+                "message",
+                format!("\"v\" must be an integer, got {}", cut(&v.to_string())),
+            ));
         }
     }
     let kind = match map.get("type") {
@@ -661,6 +669,25 @@ mod tests {
         let e = parse(r#"{"v":1,"type":"segments","device":0,"segments":[{"address":0,"total_size":10,"segment_type":"large","blocks":[[8,8,"inactive"],[8,8,"inactive"]]}]}"#)
             .expect_err("blocks beyond the segment");
         assert!(e.to_string().contains("more than total_size"), "{e}");
+    }
+
+    #[test]
+    fn long_input_in_a_problem_is_quoted_cut_short() {
+        let long = "z".repeat(500_000);
+        for line in [
+            format!(
+                r#"{{"v":1,"type":"segments","device":0,"segments":[{{"address":0,"total_size":10,"segment_type":"large","blocks":[[5,5,"{long}"]]}}]}}"#
+            ),
+            format!(
+                r#"{{"v":1,"type":"segments","device":0,"segments":[{{"address":0,"total_size":10,"segment_type":"{long}","blocks":[]}}]}}"#
+            ),
+            format!(r#"{{"v":"{long}","type":"hello","pid":1}}"#),
+            format!(r#"{{"v":1,"type":"stats","device":0,"stats":{{"{long}":1e300}}}}"#),
+            format!(r#"{{"v":1,"type":"hello","pid":"{long}"}}"#),
+        ] {
+            let e = parse(&line).expect_err("bad line").to_string();
+            assert!(e.len() < 300, "{} bytes: {}", e.len(), &e[..300]);
+        }
     }
 
     #[test]
