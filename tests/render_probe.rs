@@ -446,4 +446,10 @@ fn an_unknown_reserved_total_splits_no_breakdown() {
     let screen = text(terminal.backend().buffer());
     assert!(!screen.contains("allocated 6.00 GiB"), "{screen}");
     assert!(!screen.contains("reserved but unallocated"), "{screen}");
+    let last = state.gpus[0].history.points.back().expect("a point");
+    assert_eq!(last.reserved, None, "the timeline has no made-up reserved");
+    assert_eq!(last.allocated, Some(6 * GIB));
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("/n/a"), "{screen}");
 }

@@ -137,6 +137,18 @@ impl AllocatorView {
     pub fn reserved(&self) -> u64 {
         self.stats.reserved_bytes.all.current.max(0) as u64
     }
+
+    /// `memory_allocated()` (bytes), `None` when the source could not say.
+    pub fn known_allocated(&self) -> Option<u64> {
+        self.knows("allocated_bytes.all.current")
+            .then(|| self.allocated())
+    }
+
+    /// `memory_reserved()` (bytes), `None` when the source could not say.
+    pub fn known_reserved(&self) -> Option<u64> {
+        self.knows("reserved_bytes.all.current")
+            .then(|| self.reserved())
+    }
 }
 
 /// The four parts of a GPU's memory (bytes), the dashboard's core pitch: why
@@ -505,8 +517,8 @@ impl AppState {
             }
             history.push(HistoryPoint {
                 t_ms: now_ms,
-                allocated: allocator.as_ref().map(AllocatorView::allocated),
-                reserved: allocator.as_ref().map(AllocatorView::reserved),
+                allocated: allocator.as_ref().and_then(AllocatorView::known_allocated),
+                reserved: allocator.as_ref().and_then(AllocatorView::known_reserved),
                 driver_used: reading.sample().and_then(|s| s.memory_used),
             });
             next.push(GpuState {
