@@ -10,6 +10,7 @@ pub mod app;
 pub mod cli;
 pub mod device;
 pub mod probe;
+pub mod quote;
 pub mod scenario;
 pub mod serve;
 pub mod snapshot;

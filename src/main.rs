@@ -1,33 +1,133 @@
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::OnceLock;
 
+use clap::error::{ContextKind, ContextValue};
 use clap::{CommandFactory, FromArgMatches};
 use vramtop::cli::{self, Cli, config};
+use vramtop::quote::cut;
 
-/// Logs go to a file, never to the terminal (the dashboard owns it).
-fn init_logging(cli: &Cli) {
-    let path = cli.display.log_file.clone().or_else(|| {
-        dirs::state_dir()
-            .or_else(dirs::cache_dir)
-            .map(|d| d.join("vramtop").join("vramtop.log"))
-    });
-    let Some(path) = path else { return };
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
+/// The first failed write to the log file: said once, at exit (during the
+/// dashboard stderr is the screen).
+static LOG_WRITE_ERROR: OnceLock<String> = OnceLock::new();
+
+/// The log file as tracing writes it: a write that fails is remembered
+/// (the first one) and the line dropped, so nothing is printed over the
+/// dashboard and the run goes on.
+struct LogFile {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl std::io::Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Err(e) = self.file.write_all(buf) {
+            let _ = LOG_WRITE_ERROR.set(format!(
+                "cannot write the log file {}: {e}; the log lines from then on are lost",
+                self.path.display()
+            ));
+        }
+        Ok(buf.len())
     }
-    let Ok(file) = std::fs::OpenOptions::new()
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = self.file.flush();
+        Ok(())
+    }
+}
+
+/// Whether `path`'s folder exists: vramtop creates no folder for a path it
+/// was given (a typo would otherwise make a tree somewhere).
+fn missing_folder(path: &Path) -> Option<&Path> {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+}
+
+/// Logs go to a file, never to the terminal (the dashboard owns it). A
+/// `--log-file` in a missing folder or that cannot be opened is an error;
+/// the default file's folder is created, and when that file cannot be
+/// opened it is said once and logging is off.
+fn init_logging(cli: &Cli) -> Result<(), String> {
+    let (path, explicit) = match &cli.display.log_file {
+        Some(p) => (p.clone(), true),
+        None => {
+            let Some(p) = dirs::state_dir()
+                .or_else(dirs::cache_dir)
+                .map(|d| d.join("vramtop").join("vramtop.log"))
+            else {
+                return Ok(());
+            };
+            (p, false)
+        }
+    };
+    if explicit {
+        if let Some(dir) = missing_folder(&path) {
+            return Err(format!(
+                "cannot write the log file {}: its folder {} does not exist \
+                 (vramtop creates no folders for --log-file)",
+                path.display(),
+                dir.display()
+            ));
+        }
+    } else if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!(
+            "vramtop: cannot create {} for the log: {e}; logging is off (--log-file FILE to choose one)",
+            dir.display()
+        );
+        return Ok(());
+    }
+    let file = match std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-    else {
-        return;
+    {
+        Ok(f) => f,
+        Err(e) if explicit => {
+            return Err(format!("cannot open the log file {}: {e}", path.display()));
+        }
+        Err(e) => {
+            eprintln!(
+                "vramtop: cannot open the log file {}: {e}; logging is off (--log-file FILE to choose one)",
+                path.display()
+            );
+            return Ok(());
+        }
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("VRAMTOP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false)
-        .with_writer(std::sync::Mutex::new(file))
+        .log_internal_errors(false)
+        .with_writer(std::sync::Mutex::new(LogFile { file, path }))
         .try_init();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "vramtop started");
+    Ok(())
+}
+
+/// Exits with clap's usage error, the invalid value quoted cut short (an
+/// argument may be 128 KiB long).
+fn usage_error(e: clap::Error) -> ! {
+    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue)
+        && cut(value) != *value
+    {
+        let arg = e
+            .get(ContextKind::InvalidArg)
+            .map_or_else(String::new, |a| format!(" for '{a}'"));
+        let why = std::error::Error::source(&e)
+            .map(|s| format!(": {}", s.to_string().replace(value.as_str(), &cut(value))))
+            .unwrap_or_default();
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: invalid value '{}'{arg}{why}\n\nFor more information, try '--help'.",
+            cut(value)
+        );
+        std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
+    }
+    e.exit()
 }
 
 fn main() -> ExitCode {
@@ -36,10 +136,12 @@ fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
         eprintln!("vramtop: cannot install the error reporter: {e}");
     }
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command()
+        .try_get_matches()
+        .unwrap_or_else(|e| usage_error(e));
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => usage_error(e),
     };
     let config_path = cli
         .display
@@ -52,12 +154,19 @@ fn main() -> ExitCode {
         eprintln!("vramtop: {e}");
         return ExitCode::from(cli::EXIT_BAD_INPUT);
     }
-    init_logging(&cli);
-    match cli::run(cli) {
+    if let Err(e) = init_logging(&cli) {
+        eprintln!("vramtop: {e}");
+        return ExitCode::from(cli::EXIT_BAD_INPUT);
+    }
+    let code = match cli::run(cli) {
         Ok(code) => code,
         Err(report) => {
             eprintln!("vramtop: {report:#}");
             ExitCode::from(cli::EXIT_BAD_INPUT)
         }
+    };
+    if let Some(e) = LOG_WRITE_ERROR.get() {
+        eprintln!("vramtop: {e}");
     }
+    code
 }

@@ -98,6 +98,16 @@ fn sighup_restores_the_terminal() {
 }
 
 #[test]
+fn sigquit_restores_the_terminal() {
+    signal_restores_the_terminal("quit", "987656", "-QUIT");
+}
+
+#[test]
+fn sigusr1_restores_the_terminal() {
+    signal_restores_the_terminal("usr1", "987657", "-USR1");
+}
+
+#[test]
 fn a_panic_restores_the_terminal_and_reports_instead_of_garbling_it() {
     let Some(s) = start("panic", "--debug-panic-after 1500ms") else {
         return;

@@ -167,3 +167,32 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     assert_eq!(s.display("#{cursor_flag}"), "1");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    for (tag, marker, signal) in [("quit", "987658", "-QUIT"), ("usr1", "987659", "-USR1")] {
+        // The seed is only a marker to find this vramtop's pid.
+        let Some(s) = start(tag, &format!("open {} --sim-seed {marker}", path.display())) else {
+            return;
+        };
+        s.wait_for("the viewer", |sc| sc.contains("event 97/97"));
+        let pattern = format!("^{}.*sim-seed {marker}", common::tmux::binary().display());
+        let pids = std::process::Command::new("pgrep")
+            .args(["-f", &pattern])
+            .output()
+            .expect("pgrep runs");
+        let pids = String::from_utf8_lossy(&pids.stdout).into_owned();
+        assert!(!pids.trim().is_empty(), "vramtop's pid was not found");
+        for pid in pids.split_whitespace() {
+            let _ = std::process::Command::new("kill")
+                .args([signal, pid])
+                .status();
+        }
+        let screen = s.exited();
+        assert!(screen.contains("VRAMTOP_EXITED 0"), "{signal}: {screen}");
+        s.assert_restored();
+    }
+}

@@ -290,3 +290,141 @@ fn out_pid(path: &Path) -> u32 {
         .and_then(|s| s.parse().ok())
         .expect("<pid>.sock")
 }
+
+/// The login name the probe uses for `/tmp/vramtop-<user>`: the passwd
+/// name of the effective uid, else the number (as `id` prints them).
+fn login_name() -> String {
+    let id = |flag: &str| {
+        Command::new("id")
+            .arg(flag)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    id("-un").or_else(|| id("-u")).expect("`id` names the user")
+}
+
+#[test]
+fn once_json_finds_a_probe_in_the_tmp_fallback_whether_or_not_tmpdir_is_set() {
+    // Without XDG_RUNTIME_DIR the probe listens in /tmp/vramtop-<user>
+    // whatever TMPDIR says (schedulers such as SLURM set TMPDIR per job).
+    let dir = PathBuf::from(format!("/tmp/vramtop-{}", login_name()));
+    if !dir.exists() {
+        std::fs::create_dir(&dir).expect("mkdir the fallback directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let path = dir.join(format!("{}-tmpdir-test.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    fake_probe(&path, vec![hello(31), stats(), segments()]);
+    let job_tmp = tempfile::tempdir().expect("temp dir");
+    for tmpdir in [Some(job_tmp.path()), None] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+        cmd.args(["--backend", "sim", "--sim-gpus", "1", "--once", "--json"])
+            .env_remove("XDG_RUNTIME_DIR");
+        match tmpdir {
+            Some(t) => cmd.env("TMPDIR", t),
+            None => cmd.env_remove("TMPDIR"),
+        };
+        let out = cmd.output().expect("the binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        let sample: Value = serde_json::from_str(&stdout).expect("JSON");
+        let p = probe_at(&sample, &path);
+        assert_eq!(p["status"], "attached", "TMPDIR {tmpdir:?}: {p:#}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn once_json_keeps_an_old_pytorchs_segments_with_null_requested_sizes() {
+    // PyTorch < 2.1 reports no requested sizes: the probe sends null. The
+    // 1 GiB cached-but-free block must still count.
+    let (root, dir) = runtime_dir();
+    let path = dir.join("21.sock");
+    let old = serde_json::json!({
+        "v": 1, "type": "segments", "device": 0,
+        "segments": [{"address": 0x7f00_0000_0000u64, "total_size": 2 * GIB, "stream": 0,
+            "segment_type": "large", "allocated_size": GIB, "active_size": GIB,
+            "requested_size": null, "is_expandable": false,
+            "blocks": [[GIB, null, "active_allocated"], [GIB, null, "inactive"]]}]
+    });
+    let nan_stat = serde_json::json!({
+        "v": 1, "type": "stats", "device": 0,
+        "stats": {"allocated_bytes.all.current": GIB, "reserved_bytes.all.current": 2 * GIB,
+                  "requested_bytes.all.current": null}
+    });
+    fake_probe(
+        &path,
+        vec![hello(21), format!("{nan_stat}\n"), format!("{old}\n")],
+    );
+    let sample = once_json(root.path());
+    let p = probe_at(&sample, &path);
+    assert_eq!(p["problem"], Value::Null, "{p:#}");
+    let a = &p["devices"][0]["allocator"];
+    assert_eq!(a["fragmentation"]["external_free"], GIB, "{a:#}");
+    assert_eq!(a["fragmentation"]["free_blocks"], 1, "{a:#}");
+    assert_eq!(a["reserved"], 2 * GIB);
+    let unknown: Vec<&str> = a["unknown"]
+        .as_array()
+        .map(|u| u.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        unknown,
+        vec!["requested_bytes.all.current", "requested_size"],
+        "{a:#}"
+    );
+}
+
+#[test]
+fn once_json_flags_figures_that_cannot_be_true_on_this_machine() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("22.sock");
+    let line = |device: u32, allocated: u64, reserved: u64| {
+        let s = serde_json::json!({
+            "v": 1, "type": "stats", "device": device,
+            "stats": {"allocated_bytes.all.current": allocated,
+                      "reserved_bytes.all.current": reserved}
+        });
+        format!("{s}\n")
+    };
+    let hello2 = hello(22).replace("\"devices\":[0]", "\"devices\":[0,3]");
+    let empty = |device: u32| {
+        format!("{{\"v\":1,\"type\":\"segments\",\"device\":{device},\"segments\":[]}}\n")
+    };
+    // The simulated GPU has 80 GiB; there is no GPU 3.
+    fake_probe(
+        &path,
+        vec![
+            hello2,
+            line(0, GIB, 100 * GIB),
+            empty(0),
+            line(3, 1, 1),
+            empty(3),
+        ],
+    );
+    let sample = once_json(root.path());
+    let p = probe_at(&sample, &path);
+    let devices = p["devices"].as_array().expect("devices");
+    let invalid = |d: u64| {
+        devices
+            .iter()
+            .find(|x| x["device"] == d)
+            .map(|x| x["invalid"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    assert!(invalid(0).contains("more than GPU 0's"), "{p:#}");
+    assert!(invalid(3).contains("does not have"), "{p:#}");
+    assert!(devices.iter().all(|d| d["allocator"].is_null()), "{p:#}");
+    // The GPU does not show the impossible figures (another test's probe
+    // in /tmp may be shown: only this one's namespace pid is excluded).
+    let gpu = &sample["gpus"][0]["allocator"];
+    assert!(
+        !gpu["source"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pid 22 in its namespace"),
+        "{gpu:#}"
+    );
+}

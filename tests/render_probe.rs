@@ -22,7 +22,7 @@ use vramtop::probe::pid::{PidSource, VisibleDevices};
 use vramtop::probe::protocol::{Hello, Oom};
 use vramtop::probe::registry::{DeviceData, OomEvent};
 use vramtop::probe::{ProbeSnapshot, ProbeState, ProbeStatus};
-use vramtop::ui::{BreakdownPane, ProcessesPane, Theme};
+use vramtop::ui::{BreakdownPane, FragmentationPane, ProcessesPane, Theme};
 
 use common::screen::{draw, draw_widget, text};
 
@@ -118,6 +118,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                     stats: Some(stats(ooms as i64)),
                     segments: Some(layout()),
                     stats_time: Some(1_764_489_600.0),
+                    ..DeviceData::default()
                 },
             )]),
             ooms: oom_events,
@@ -403,4 +404,52 @@ fn v_does_nothing_with_a_single_probe_on_the_gpu() {
     assert_eq!(effect, Effect::None);
     assert!(state.ui.allocator_pick.is_empty());
     assert!(!breakdown_text(&state).contains("v: next"));
+}
+
+/// `attached()` then one sample of `snapshot`.
+fn after(snapshot: &ProbeSnapshot) -> AppState {
+    let mut state = attached();
+    state.apply_sample(
+        30_000,
+        vec![reading()],
+        allocator_views_with_probes(None, snapshot, &BTreeMap::new()),
+    );
+    state.apply_probes(30_000, snapshot);
+    state
+}
+
+#[test]
+fn unknown_requested_sizes_show_internal_free_as_na_and_the_rest_as_usual() {
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    d.requested_unknown = true;
+    let state = after(&snapshot);
+    let theme = Theme::colored();
+    let terminal = draw_widget(FragmentationPane::new(&state, &theme), 100, 8);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("internal free n/a"), "{screen}");
+    assert!(screen.contains("external free 4.00 GiB"), "{screen}");
+    let known = after(&probe(0));
+    let terminal = draw_widget(FragmentationPane::new(&known, &theme), 100, 8);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("internal free 5.00 MiB"), "{screen}");
+}
+
+#[test]
+fn an_unknown_reserved_total_splits_no_breakdown() {
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    d.unknown_stats = vec!["reserved_bytes.all.current".to_string()];
+    let state = after(&snapshot);
+    let theme = Theme::colored();
+    let terminal = draw_widget(BreakdownPane::new(&state, &theme), 100, 8);
+    let screen = text(terminal.backend().buffer());
+    assert!(!screen.contains("allocated 6.00 GiB"), "{screen}");
+    assert!(!screen.contains("reserved but unallocated"), "{screen}");
+    let last = state.gpus[0].history.points.back().expect("a point");
+    assert_eq!(last.reserved, None, "the timeline has no made-up reserved");
+    assert_eq!(last.allocated, Some(6 * GIB));
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("/n/a"), "{screen}");
 }

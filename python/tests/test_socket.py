@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 
+import pytest
 import torch
 import vramtop_probe
 from vramtop_probe import _protocol as protocol
@@ -46,6 +47,29 @@ def test_without_xdg_runtime_dir_the_socket_goes_under_tmp_per_user(tmp_path):
     # Set but not a directory: the fallback too.
     assert protocol.socket_dir({"XDG_RUNTIME_DIR": str(tmp_path / "missing")}) == fallback
     assert protocol.socket_path(99, {}) == f"{fallback}/99.sock"
+
+
+def test_tmpdir_does_not_move_the_socket_vramtop_looks_for_it_under_tmp(tmp_path):
+    # Schedulers such as SLURM set a per-job TMPDIR; vramtop scans /tmp/vramtop-<user>.
+    fallback = f"/tmp/vramtop-{protocol.username()}"
+    assert protocol.socket_dir({"TMPDIR": str(tmp_path)}) == fallback
+    assert protocol.socket_dir({"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}) == fallback
+
+
+@pytest.mark.parametrize("tmpdir_set", [True, False])
+def test_the_tmp_fallback_serves_under_tmp_with_tmpdir_set_or_unset(
+    monkeypatch, tmp_path, client_of, tmpdir_set
+):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    if tmpdir_set:
+        monkeypatch.setenv("TMPDIR", str(tmp_path))
+    else:
+        monkeypatch.delenv("TMPDIR", raising=False)
+    handle = vramtop_probe.start()
+    assert handle.error is None, handle.error
+    assert handle.path == f"/tmp/vramtop-{protocol.username()}/{os.getpid()}.sock"
+    assert client_of(handle).message()["type"] == "hello"
+    handle.stop()
 
 
 def test_the_tmp_fallback_really_serves(monkeypatch, client_of):

@@ -9,8 +9,10 @@
 //! - the loop `select!`s (biased: signals, then input, then samples, then the
 //!   render tick) and draws only when something changed.
 //!
-//! The terminal is restored on quit, on SIGTERM/SIGHUP/SIGINT and on panic
-//! (ratatui's panic hook, installed after color-eyre's).
+//! The terminal is restored on quit, on SIGTERM/SIGHUP/SIGINT/SIGQUIT/
+//! SIGUSR1/SIGUSR2 (whose default action would kill vramtop with the
+//! terminal in raw mode) and on panic (ratatui's panic hook, installed after
+//! color-eyre's, and before it ours, which turns mouse reporting off).
 
 use std::time::{Duration, Instant};
 
@@ -132,6 +134,13 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
         eyre!("vramtop needs a terminal ({e}); for headless output use `vramtop --once --json` or `vramtop record FILE`")
     })?;
     // Mouse clicks select GPUs and panes; failure to enable is not fatal.
+    // ratatui's panic hook leaves mouse reporting on: ours turns it off
+    // first, then runs ratatui's (which restores the rest and reports).
+    let ratatui_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+        ratatui_hook(info);
+    }));
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     let result = event_loop(&mut terminal, selection, options).await;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
@@ -198,6 +207,12 @@ async fn event_loop(
         .wrap_err("cannot watch SIGTERM")?;
     let mut sighup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .wrap_err("cannot watch SIGHUP")?;
+    let mut sigquit = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::quit())
+        .wrap_err("cannot watch SIGQUIT")?;
+    let mut sigusr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .wrap_err("cannot watch SIGUSR1")?;
+    let mut sigusr2 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined2())
+        .wrap_err("cannot watch SIGUSR2")?;
     let deliberate_panic =
         tokio::time::sleep(options.debug_panic_after.unwrap_or(Duration::MAX / 4));
     tokio::pin!(deliberate_panic);
@@ -217,6 +232,9 @@ async fn event_loop(
             biased;
             _ = sigterm.recv() => break,
             _ = sighup.recv() => break,
+            _ = sigquit.recv() => break,
+            _ = sigusr1.recv() => break,
+            _ = sigusr2.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
             Some(input) = inputs.recv() => {
                 match input {

@@ -8,13 +8,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::state::{
-    AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind, breakdown, unattributed,
+    AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind, REQUESTED_SIZE, breakdown,
+    unattributed,
 };
 use crate::alloc::Fragmentation;
 use crate::device::GpuReading;
 use crate::device::sim::SimCluster;
 use crate::probe::pid::{PidSource, VisibleDevices};
-use crate::probe::registry::OomEvent;
+use crate::probe::registry::{DeviceData, OomEvent};
 use crate::probe::{ProbeSnapshot, ProbeState};
 
 /// Allocator views by GPU index (one per GPU: the first visible process).
@@ -46,18 +47,30 @@ pub fn probe_views(probes: &ProbeSnapshot) -> Vec<(u32, AllocatorView)> {
             let (Some(gpu), Some(stats)) = (p.gpu_index(device), data.stats.as_ref()) else {
                 continue;
             };
-            out.push((
-                gpu,
-                AllocatorView::new(
-                    probe_source(p, device),
-                    p.pid(),
-                    stats.clone(),
-                    data.segments.clone().unwrap_or_default(),
-                ),
-            ));
+            out.push((gpu, probe_view(p, device, data, stats)));
         }
     }
     out
+}
+
+/// The allocator view of one device of a probe, its `null`s as unknown.
+fn probe_view(
+    p: &ProbeState,
+    device: u32,
+    data: &DeviceData,
+    stats: &crate::alloc::DeviceStats,
+) -> AllocatorView {
+    let mut unknown = data.unknown_stats.clone();
+    if data.requested_unknown {
+        unknown.push(REQUESTED_SIZE.to_string());
+    }
+    AllocatorView::new(
+        probe_source(p, device),
+        p.pid(),
+        stats.clone(),
+        data.segments.clone().unwrap_or_default(),
+    )
+    .with_unknown(unknown)
 }
 
 /// "pid 5678 (probe, cuda:0: train.py --lr 3e-4)", with the probe's own pid
@@ -77,9 +90,19 @@ fn probe_source(p: &ProbeState, device: u32) -> String {
 }
 
 /// Maps the probes' `CUDA_VISIBLE_DEVICES=GPU-<uuid>,…` to NVML indices with
-/// the UUIDs of `readings` (integer lists need no readings). Call before
+/// the UUIDs of `readings` (integer lists need no readings), and flags the
+/// figures that cannot be on these GPUs (a GPU the machine does not have,
+/// reserved above the GPU's memory): those are not drawn. Call before
 /// taking views.
 pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]) {
+    let gpus: Vec<(u32, Option<u64>)> = readings
+        .iter()
+        .map(|r| match r {
+            // A MIG instance's memory is part of its GPU's: no total to hold to.
+            GpuReading::Ok(s) => (s.index, s.memory_total.filter(|_| s.mig.is_none())),
+            GpuReading::Lost { index, .. } => (*index, None),
+        })
+        .collect();
     let uuids: Vec<(u32, String)> = readings
         .iter()
         .filter_map(GpuReading::sample)
@@ -88,6 +111,7 @@ pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]
         .collect();
     for p in &mut probes.probes {
         p.visible_devices = p.visible_devices.resolve_uuids(&uuids);
+        p.check_against_gpus(&gpus);
     }
 }
 
@@ -333,6 +357,9 @@ pub struct HeadlessProbeDevice {
     /// The NVML index (`null` when `CUDA_VISIBLE_DEVICES` was not mapped).
     pub gpu: Option<u32>,
     pub allocator: Option<AllocatorSummary>,
+    /// Why the device's figures are not shown (they cannot be true).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
 }
 
 /// One probe in a headless sample.
@@ -377,14 +404,11 @@ pub fn headless_probes(probes: &ProbeSnapshot) -> Vec<HeadlessProbe> {
                 .map(|(&device, data)| HeadlessProbeDevice {
                     device,
                     gpu: p.gpu_index(device),
-                    allocator: data.stats.as_ref().map(|stats| {
-                        AllocatorSummary::from(&AllocatorView::new(
-                            probe_source(p, device),
-                            p.pid(),
-                            stats.clone(),
-                            data.segments.clone().unwrap_or_default(),
-                        ))
-                    }),
+                    allocator: data
+                        .stats
+                        .as_ref()
+                        .map(|stats| AllocatorSummary::from(&probe_view(p, device, data, stats))),
+                    invalid: data.invalid.clone(),
                 })
                 .collect(),
             oom_total: p.oom_total,
@@ -406,6 +430,10 @@ pub struct AllocatorSummary {
     pub num_alloc_retries: i64,
     pub num_ooms: i64,
     pub fragmentation: Fragmentation,
+    /// Figures the probe sent as `null` (`memory_stats()` keys, or
+    /// `requested_size`): their values here are 0 and mean nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
 
 impl From<&AllocatorView> for AllocatorSummary {
@@ -421,6 +449,7 @@ impl From<&AllocatorView> for AllocatorSummary {
             num_alloc_retries: a.stats.num_alloc_retries,
             num_ooms: a.stats.num_ooms,
             fragmentation: a.fragmentation.clone(),
+            unknown: a.unknown.clone(),
         }
     }
 }
@@ -548,6 +577,7 @@ mod tests {
                         stats: Some(stats),
                         segments: None,
                         stats_time: None,
+                        ..DeviceData::default()
                     },
                 )]),
                 ooms: (1..=events)

@@ -82,7 +82,16 @@ pub struct AllocatorView {
     pub stats: DeviceStats,
     pub layout: Vec<SegmentInfo>,
     pub fragmentation: Fragmentation,
+    /// Figures the source could not give (a probe's `null`s): `memory_stats()`
+    /// keys, and [`REQUESTED_SIZE`] when blocks came without their
+    /// requested size. Shown as n/a; their slots hold 0.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
 }
+
+/// The name in [`AllocatorView::unknown`] for blocks without a requested
+/// size (PyTorch older than 2.1): the internal fragmentation is unknown.
+pub const REQUESTED_SIZE: &str = "requested_size";
 
 impl AllocatorView {
     pub fn new(
@@ -98,7 +107,25 @@ impl AllocatorView {
             stats,
             layout,
             fragmentation,
+            unknown: Vec::new(),
         }
+    }
+
+    /// The view with `unknown` figures (see [`AllocatorView::unknown`]).
+    pub fn with_unknown(mut self, unknown: Vec<String>) -> Self {
+        self.unknown = unknown;
+        self
+    }
+
+    /// Whether figure `name` (a `memory_stats()` key or [`REQUESTED_SIZE`])
+    /// is known.
+    pub fn knows(&self, name: &str) -> bool {
+        !self.unknown.iter().any(|u| u == name)
+    }
+
+    /// Whether `memory_allocated()` and `memory_reserved()` are both known.
+    pub fn knows_totals(&self) -> bool {
+        self.knows("allocated_bytes.all.current") && self.knows("reserved_bytes.all.current")
     }
 
     /// `memory_allocated()` (bytes).
@@ -109,6 +136,18 @@ impl AllocatorView {
     /// `memory_reserved()` (bytes).
     pub fn reserved(&self) -> u64 {
         self.stats.reserved_bytes.all.current.max(0) as u64
+    }
+
+    /// `memory_allocated()` (bytes), `None` when the source could not say.
+    pub fn known_allocated(&self) -> Option<u64> {
+        self.knows("allocated_bytes.all.current")
+            .then(|| self.allocated())
+    }
+
+    /// `memory_reserved()` (bytes), `None` when the source could not say.
+    pub fn known_reserved(&self) -> Option<u64> {
+        self.knows("reserved_bytes.all.current")
+            .then(|| self.reserved())
     }
 }
 
@@ -133,7 +172,8 @@ pub struct Breakdown {
 pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
     let total = sample.memory_total?;
     let used = sample.memory_used?.min(total);
-    let a = allocator?;
+    // Unknown totals (a probe's nulls) split nothing: only used/free.
+    let a = allocator.filter(|a| a.knows_totals())?;
     let reserved = a.reserved().min(used);
     let allocated = a.allocated().min(reserved);
     Some(Breakdown {
@@ -477,8 +517,8 @@ impl AppState {
             }
             history.push(HistoryPoint {
                 t_ms: now_ms,
-                allocated: allocator.as_ref().map(AllocatorView::allocated),
-                reserved: allocator.as_ref().map(AllocatorView::reserved),
+                allocated: allocator.as_ref().and_then(AllocatorView::known_allocated),
+                reserved: allocator.as_ref().and_then(AllocatorView::known_reserved),
                 driver_used: reading.sample().and_then(|s| s.memory_used),
             });
             next.push(GpuState {

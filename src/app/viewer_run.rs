@@ -84,6 +84,10 @@ pub fn run_viewer(
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
         signal_hook::consts::SIGINT,
+        // Their default action kills without restoring the terminal.
+        signal_hook::consts::SIGQUIT,
+        signal_hook::consts::SIGUSR1,
+        signal_hook::consts::SIGUSR2,
     ] {
         signal_hook::flag::register(signal, stop.clone())
             .wrap_err("cannot install a signal handler")?;

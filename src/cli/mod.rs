@@ -19,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::alloc::parse_size;
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
+use crate::quote::cut;
 
 /// vramtop: GPU memory made understandable.
 ///
@@ -73,12 +74,22 @@ pub struct DisplayArgs {
 pub fn duration_arg(text: &str) -> Result<u64, String> {
     match crate::alloc::parse_duration_ms(text) {
         Some(ms) if ms >= 10 => Ok(ms),
-        Some(_) => Err(format!("'{text}' is too short: the least is 10ms")),
+        Some(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
         None => Err(format!(
-            "'{text}' is not a duration: write e.g. 500ms, 1s, 10m"
+            "'{}' is not a duration: write e.g. 500ms, 1s, 10m",
+            cut(text)
         )),
     }
 }
+
+/// The most simulated GPUs (`--sim-gpus`, `sim_gpus`).
+pub const SIM_GPUS_MAX: u32 = 64;
+/// The most simulated training processes (`--sim-training`, `sim_training`):
+/// each keeps an allocator model of its own.
+pub const SIM_TRAINING_MAX: u32 = 64;
+/// The largest seed (`--sim-seed`, `sim_seed`): the largest TOML integer, so
+/// the command line and the config file take the same seeds.
+pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
 
 /// Where GPU facts come from.
 #[derive(Debug, Clone, Args)]
@@ -88,17 +99,19 @@ pub struct DeviceArgs {
     pub backend: BackendChoice,
     /// Number of simulated GPUs.
     #[arg(long, default_value_t = 1, global = true,
-          value_parser = clap::value_parser!(u32).range(1..=64))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
     #[arg(long, default_value = "80GiB", global = true, value_parser = size_arg)]
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
-    #[arg(long, default_value_t = 42, global = true)]
+    #[arg(long, default_value_t = 42, global = true,
+          value_parser = clap::value_parser!(u64).range(..=SIM_SEED_MAX))]
     pub sim_seed: u64,
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
-    #[arg(long, default_value_t = 1, global = true)]
+    #[arg(long, default_value_t = 1, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)))]
     pub sim_training: u32,
 }
 
@@ -118,7 +131,8 @@ impl DeviceArgs {
 pub fn size_arg(text: &str) -> Result<u64, String> {
     match parse_size(text) {
         Some(0) | None => Err(format!(
-            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)"
+            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
+            cut(text)
         )),
         Some(n) => Ok(n),
     }
@@ -309,5 +323,20 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         }) => serve::run(&cli.device, &cli.display, listen, allow_remote),
         None if cli.display.once => dashboard::once(&cli.device),
         None => dashboard::run(&cli.device, &cli.display),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_size_or_duration_argument_is_quoted_cut_short() {
+        let long = "9".repeat(100_000) + "zz";
+        for e in [size_arg(&long), duration_arg(&long)] {
+            let e = e.expect_err("not a size or duration");
+            assert!(e.len() < 300, "{} bytes", e.len());
+            assert!(e.contains("100002 bytes"), "{e}");
+        }
     }
 }

@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// The directory name under `$XDG_RUNTIME_DIR`.
 pub const RUNTIME_SUBDIR: &str = "vramtop";
+/// The fallback parent directory without `$XDG_RUNTIME_DIR`: `/tmp`
+/// literally, as the probe uses it. Not `$TMPDIR`: schedulers such as SLURM
+/// set a per-job `TMPDIR` that the probe (and other jobs) do not share.
+pub const FALLBACK_PARENT: &str = "/tmp";
 /// Group- and world-write bits: a directory with either is not private.
 const SHARED_WRITE_BITS: u32 = 0o022;
 
@@ -72,14 +76,14 @@ fn user_names(uid: u32) -> Vec<String> {
 }
 
 /// The directories to scan, in order: `$XDG_RUNTIME_DIR/vramtop` (when the
-/// variable is set) and `/tmp/vramtop-<user>`.
+/// variable is set) and `/tmp/vramtop-<user>` (never under `$TMPDIR`).
 pub fn default_dirs(uid: u32) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
         dirs.push(Path::new(&xdg).join(RUNTIME_SUBDIR));
     }
     for name in user_names(uid) {
-        dirs.push(std::env::temp_dir().join(format!("vramtop-{name}")));
+        dirs.push(Path::new(FALLBACK_PARENT).join(format!("vramtop-{name}")));
     }
     dirs
 }

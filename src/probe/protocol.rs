@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
+use crate::quote::{cut, cut_to};
 
 /// The protocol version this vramtop speaks.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -93,6 +94,9 @@ pub struct Stats {
     pub stats: DeviceStats,
     /// How many keys of the dict vramtop recognised.
     pub known_keys: usize,
+    /// Keys the probe sent as `null` (a non-finite value): unknown, so
+    /// left at 0 in `stats` and shown as n/a.
+    pub unknown_keys: Vec<String>,
 }
 
 /// The segments of one device, as `memory_snapshot()` lists them.
@@ -101,6 +105,10 @@ pub struct Segments {
     pub time: Option<f64>,
     pub device: u32,
     pub segments: Vec<SegmentInfo>,
+    /// Some block came without its requested size (`null`: PyTorch older
+    /// than 2.1). Such a block counts as requested = size, so the bytes
+    /// lost to rounding (internal fragmentation) are unknown.
+    pub requested_unknown: bool,
 }
 
 /// An out-of-memory event (PyTorch's OOM observer).
@@ -147,7 +155,8 @@ struct StatsWire {
     #[serde(default)]
     time: Option<f64>,
     device: u32,
-    stats: BTreeMap<String, serde_json::Number>,
+    /// `null` for a figure the probe could not send as a number.
+    stats: BTreeMap<String, Option<serde_json::Number>>,
 }
 
 #[derive(Deserialize)]
@@ -169,12 +178,14 @@ struct SegmentWire {
     allocated_size: u64,
     #[serde(default)]
     active_size: u64,
+    /// `null` (or absent) before PyTorch 2.1.
     #[serde(default)]
-    requested_size: u64,
+    requested_size: Option<u64>,
     #[serde(default)]
     is_expandable: bool,
-    /// `[size, requested_size, state]` in address order.
-    blocks: Vec<(u64, u64, String)>,
+    /// `[size, requested_size, state]` in address order; `requested_size`
+    /// is `null` before PyTorch 2.1.
+    blocks: Vec<(u64, Option<u64>, String)>,
 }
 
 fn bad(kind: &str, detail: impl std::fmt::Display) -> ProtocolError {
@@ -185,7 +196,8 @@ fn bad(kind: &str, detail: impl std::fmt::Display) -> ProtocolError {
 }
 
 fn typed<T: DeserializeOwned>(kind: &str, value: serde_json::Value) -> Result<T, ProtocolError> {
-    serde_json::from_value(value).map_err(|e| bad(kind, e))
+    // serde quotes a wrong-typed string whole.
+    serde_json::from_value(value).map_err(|e| bad(kind, cut_to(&e.to_string(), 200)))
 }
 
 /// A stats value as i64: integers as they are, finite floats in range
@@ -199,18 +211,26 @@ fn stat_value(key: &str, n: &serde_json::Number) -> Result<i64, ProtocolError> {
         Some(f) if f.is_finite() && f >= i64::MIN as f64 && f < i64::MAX as f64 => {
             Ok(f.round() as i64)
         }
-        _ => Err(bad("stats", format!("\"{key}\": {n} is out of range"))),
+        _ => Err(bad(
+            "stats",
+            format!("\"{}\": {} is out of range", cut(key), cut(&n.to_string())),
+        )),
     }
 }
 
-fn convert_segment(device: u32, i: usize, w: SegmentWire) -> Result<SegmentInfo, ProtocolError> {
+/// One segment, and whether a block's requested size was unknown.
+fn convert_segment(
+    device: u32,
+    i: usize,
+    w: SegmentWire,
+) -> Result<(SegmentInfo, bool), ProtocolError> {
     let kind = "segments";
     let segment_type = PoolKind::parse(&w.segment_type).ok_or_else(|| {
         bad(
             kind,
             format!(
                 "segment {i}: segment_type \"{}\" is not small or large",
-                w.segment_type
+                cut(&w.segment_type)
             ),
         )
     })?;
@@ -222,11 +242,17 @@ fn convert_segment(device: u32, i: usize, w: SegmentWire) -> Result<SegmentInfo,
     }
     let mut blocks = Vec::with_capacity(w.blocks.len());
     let mut offset = 0u64;
+    let mut requested_unknown = false;
     for (j, (size, requested_size, state)) in w.blocks.into_iter().enumerate() {
+        // Unknown: counted as no rounding loss, and said so.
+        let requested_size = requested_size.unwrap_or_else(|| {
+            requested_unknown = true;
+            size
+        });
         let state = BlockState::parse(&state).ok_or_else(|| {
             bad(
                 kind,
-                format!("segment {i} block {j}: unknown state \"{state}\""),
+                format!("segment {i} block {j}: unknown state \"{}\"", cut(&state)),
             )
         })?;
         let address = w.address.checked_add(offset).ok_or_else(|| {
@@ -254,19 +280,27 @@ fn convert_segment(device: u32, i: usize, w: SegmentWire) -> Result<SegmentInfo,
             state,
         });
     }
-    Ok(SegmentInfo {
+    let requested_size = match w.requested_size {
+        Some(r) => r,
+        None => {
+            requested_unknown = true;
+            w.allocated_size
+        }
+    };
+    let segment = SegmentInfo {
         device,
         address: w.address,
         total_size: w.total_size,
         allocated_size: w.allocated_size,
         active_size: w.active_size,
-        requested_size: w.requested_size,
+        requested_size,
         stream: w.stream,
         segment_type,
         segment_pool_id: (0, 0),
         is_expandable: w.is_expandable,
         blocks,
-    })
+    };
+    Ok((segment, requested_unknown))
 }
 
 /// Parses one line (without its newline) into a message.
@@ -284,7 +318,10 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
             return Err(ProtocolError::Version(v.to_string()));
         }
         Some(v) => {
-            return Err(bad("message", format!("\"v\" must be an integer, got {v}")));
+            return Err(bad(
+                "message",
+                format!("\"v\" must be an integer, got {}", cut(&v.to_string())),
+            ));
         }
     }
     let kind = match map.get("type") {
@@ -297,8 +334,12 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
         "stats" => {
             let w: StatsWire = typed("stats", value)?;
             let mut entries = Vec::with_capacity(w.stats.len());
+            let mut unknown_keys = Vec::new();
             for (k, n) in &w.stats {
-                entries.push((k.as_str(), stat_value(k, n)?));
+                match n {
+                    Some(n) => entries.push((k.as_str(), stat_value(k, n)?)),
+                    None => unknown_keys.push(k.clone()),
+                }
             }
             let (stats, known_keys) = DeviceStats::from_memory_stats(entries);
             Message::Stats(Box::new(Stats {
@@ -306,6 +347,7 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
                 device: w.device,
                 stats,
                 known_keys,
+                unknown_keys,
             }))
         }
         "segments" => {
@@ -315,16 +357,18 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
                 .iter()
                 .try_fold(0u64, |sum, seg| sum.checked_add(seg.total_size))
                 .ok_or_else(|| bad("segments", "the segments add up to more than 2^64 bytes"))?;
-            let segments = w
-                .segments
-                .into_iter()
-                .enumerate()
-                .map(|(i, s)| convert_segment(w.device, i, s))
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut segments = Vec::with_capacity(w.segments.len());
+            let mut requested_unknown = false;
+            for (i, s) in w.segments.into_iter().enumerate() {
+                let (segment, unknown) = convert_segment(w.device, i, s)?;
+                requested_unknown |= unknown;
+                segments.push(segment);
+            }
             Message::Segments(Segments {
                 time: w.time,
                 device: w.device,
                 segments,
+                requested_unknown,
             })
         }
         "oom" => Message::Oom(typed("oom", value)?),
@@ -504,6 +548,38 @@ mod tests {
     }
 
     #[test]
+    fn null_requested_sizes_of_an_old_pytorch_keep_the_segments() {
+        let line = r#"{"v":1,"type":"segments","device":0,"segments":[{"address":4096,"total_size":1073741824,"segment_type":"large","allocated_size":0,"active_size":0,"requested_size":null,"blocks":[[1073741824,null,"inactive"]]}]}"#;
+        let Ok(Message::Segments(s)) = parse(line) else {
+            panic!("segments expected: {:?}", parse(line));
+        };
+        assert!(s.requested_unknown);
+        assert_eq!(s.segments.len(), 1);
+        assert_eq!(s.segments[0].blocks[0].size, 1 << 30);
+        assert_eq!(s.segments[0].blocks[0].state, BlockState::Inactive);
+        let known = r#"{"v":1,"type":"segments","device":0,"segments":[{"address":0,"total_size":8,"segment_type":"large","requested_size":3,"blocks":[[8,3,"active_allocated"]]}]}"#;
+        let Ok(Message::Segments(s)) = parse(known) else {
+            panic!("segments expected");
+        };
+        assert!(!s.requested_unknown);
+    }
+
+    #[test]
+    fn a_null_stat_is_unknown_and_the_other_stats_are_kept() {
+        let line = r#"{"v":1,"type":"stats","device":0,"stats":{"allocated_bytes.all.current":1024,"reserved_bytes.all.current":null,"num_ooms":1}}"#;
+        let Ok(Message::Stats(s)) = parse(line) else {
+            panic!("stats expected: {:?}", parse(line));
+        };
+        assert_eq!(s.stats.allocated_bytes.all.current, 1024);
+        assert_eq!(s.stats.num_ooms, 1);
+        assert_eq!(
+            s.unknown_keys,
+            vec!["reserved_bytes.all.current".to_string()]
+        );
+        assert_eq!(s.known_keys, 2);
+    }
+
+    #[test]
     fn oom_and_bye_parse() {
         let oom = r#"{"v":1,"type":"oom","time":3,"device":0,"alloc_bytes":1024,"device_allocated":5,"device_free":6,"message":"tried to allocate 1 KiB"}"#;
         let Ok(Message::Oom(o)) = parse(oom) else {
@@ -593,6 +669,25 @@ mod tests {
         let e = parse(r#"{"v":1,"type":"segments","device":0,"segments":[{"address":0,"total_size":10,"segment_type":"large","blocks":[[8,8,"inactive"],[8,8,"inactive"]]}]}"#)
             .expect_err("blocks beyond the segment");
         assert!(e.to_string().contains("more than total_size"), "{e}");
+    }
+
+    #[test]
+    fn long_input_in_a_problem_is_quoted_cut_short() {
+        let long = "z".repeat(500_000);
+        for line in [
+            format!(
+                r#"{{"v":1,"type":"segments","device":0,"segments":[{{"address":0,"total_size":10,"segment_type":"large","blocks":[[5,5,"{long}"]]}}]}}"#
+            ),
+            format!(
+                r#"{{"v":1,"type":"segments","device":0,"segments":[{{"address":0,"total_size":10,"segment_type":"{long}","blocks":[]}}]}}"#
+            ),
+            format!(r#"{{"v":"{long}","type":"hello","pid":1}}"#),
+            format!(r#"{{"v":1,"type":"stats","device":0,"stats":{{"{long}":1e300}}}}"#),
+            format!(r#"{{"v":1,"type":"hello","pid":"{long}"}}"#),
+        ] {
+            let e = parse(&line).expect_err("bad line").to_string();
+            assert!(e.len() < 300, "{} bytes: {}", e.len(), &e[..300]);
+        }
     }
 
     #[test]

@@ -33,6 +33,16 @@ const KEEP_DISCONNECTED: Duration = Duration::from_secs(30);
 pub const MAX_OOM_EVENTS: usize = 32;
 /// The reader's buffer (bytes): most lines fit in one read.
 const READ_BUFFER: usize = 64 * 1024;
+/// CUDA devices kept per probe: more than any machine gives one process.
+/// Figures for further device numbers are dropped (and said), so a probe
+/// cannot make vramtop hold an unbounded map.
+pub const MAX_DEVICES_PER_PROBE: usize = 64;
+/// Blocks kept per probe over all its devices (32 bytes each: 8 MiB). A
+/// segments message that would pass it is dropped (and said). One 1 MiB
+/// line holds at most about 60 000 blocks.
+pub const MAX_BLOCKS_PER_PROBE: usize = 262_144;
+/// Characters of an OOM message kept (PyTorch's are a few hundred).
+pub const MAX_OOM_MESSAGE_CHARS: usize = 4096;
 
 /// Where a probe's connection stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -71,6 +81,59 @@ pub struct DeviceData {
     pub segments: Option<Vec<SegmentInfo>>,
     /// The probe's clock (Unix seconds) of the last stats message.
     pub stats_time: Option<f64>,
+    /// Keys of the last stats the probe sent as `null`: unknown, shown as
+    /// n/a (their slot in `stats` is 0 and means nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_stats: Vec<String>,
+    /// The last segments had blocks without a requested size (PyTorch
+    /// older than 2.1): the internal fragmentation is unknown.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub requested_unknown: bool,
+    /// Why this device's figures are not shown: they cannot be true
+    /// (negative bytes, allocated above reserved, reserved above the GPU's
+    /// memory, a GPU the machine does not have).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid: Option<String>,
+}
+
+impl DeviceData {
+    /// Whether the probe sent `key` of `memory_stats()` as a number (an
+    /// absent key counts as known: it is PyTorch's 0).
+    pub fn knows(&self, key: &str) -> bool {
+        !self.unknown_stats.iter().any(|k| k == key)
+    }
+
+    /// Blocks held for this device.
+    fn blocks(&self) -> usize {
+        self.segments
+            .as_ref()
+            .map_or(0, |s| s.iter().map(|seg| seg.blocks.len()).sum())
+    }
+}
+
+/// Why stats cannot be true, if they cannot: a negative byte or count
+/// figure (only `max_split_size` may be -1), or more allocated than
+/// reserved. `unknown` keys (sent as `null`) are not compared.
+pub fn impossible_stats(stats: &DeviceStats, unknown: &[String]) -> Option<String> {
+    let known = |k: &str| !unknown.iter().any(|u| u == k);
+    if let Some((key, value)) = stats
+        .memory_stats()
+        .into_iter()
+        .find(|(k, v)| *v < 0 && k != "max_split_size")
+    {
+        return Some(format!("{key} is negative ({value})"));
+    }
+    let allocated = stats.allocated_bytes.all.current;
+    let reserved = stats.reserved_bytes.all.current;
+    if known("allocated_bytes.all.current")
+        && known("reserved_bytes.all.current")
+        && allocated > reserved
+    {
+        return Some(format!(
+            "allocated ({allocated} bytes) is more than reserved ({reserved} bytes)"
+        ));
+    }
+    None
 }
 
 /// One OOM event as vramtop keeps it.
@@ -156,8 +219,28 @@ impl ProbeState {
         })
     }
 
-    /// Applies one message.
-    fn apply(&mut self, msg: Message) {
+    /// Applies one message; a message whose figures cannot be true is not
+    /// kept, and what was wrong is returned (for [`ProbeState::problem`]).
+    fn apply(&mut self, msg: Message) -> Result<(), String> {
+        let figures = match &msg {
+            Message::Stats(s) => Some(s.device),
+            Message::Segments(s) => Some(s.device),
+            Message::Oom(o) => Some(o.device),
+            Message::Hello(_) | Message::Bye(_) | Message::Unknown(_) => None,
+        };
+        if let Some(device) = figures {
+            if !self.status.is_connected() {
+                return Err(format!("cuda:{device}: figures after bye are not shown"));
+            }
+            if self.hello.is_none() {
+                return Err(format!("cuda:{device}: figures before hello are not shown"));
+            }
+            if !self.devices.contains_key(&device) && self.devices.len() >= MAX_DEVICES_PER_PROBE {
+                return Err(format!(
+                    "cuda:{device}: more than {MAX_DEVICES_PER_PROBE} devices; not kept"
+                ));
+            }
+        }
         match msg {
             Message::Hello(h) => {
                 if self.host_pid.is_none() {
@@ -180,13 +263,44 @@ impl ProbeState {
             }
             Message::Stats(s) => {
                 let d = self.devices.entry(s.device).or_default();
-                d.stats = Some(s.stats);
                 d.stats_time = s.time;
+                if let Some(why) = impossible_stats(&s.stats, &s.unknown_keys) {
+                    // Older figures are not shown in their place either.
+                    d.stats = None;
+                    d.unknown_stats.clear();
+                    let problem = format!("cuda:{}: {why}; figures not shown", s.device);
+                    d.invalid = Some(why);
+                    return Err(problem);
+                }
+                d.stats = Some(s.stats);
+                d.unknown_stats = s.unknown_keys;
+                d.invalid = None;
             }
             Message::Segments(s) => {
-                self.devices.entry(s.device).or_default().segments = Some(s.segments);
+                let others: usize = self
+                    .devices
+                    .iter()
+                    .filter(|(k, _)| **k != s.device)
+                    .map(|(_, d)| d.blocks())
+                    .sum();
+                let blocks: usize = s.segments.iter().map(|seg| seg.blocks.len()).sum();
+                let d = self.devices.entry(s.device).or_default();
+                if others.saturating_add(blocks) > MAX_BLOCKS_PER_PROBE {
+                    d.segments = None;
+                    return Err(format!(
+                        "cuda:{}: segments with {blocks} blocks pass the {MAX_BLOCKS_PER_PROBE} \
+                         blocks kept per probe; not kept",
+                        s.device
+                    ));
+                }
+                d.segments = Some(s.segments);
+                d.requested_unknown = s.requested_unknown;
             }
-            Message::Oom(o) => {
+            Message::Oom(mut o) => {
+                if let Some((cut, _)) = o.message.char_indices().nth(MAX_OOM_MESSAGE_CHARS) {
+                    o.message.truncate(cut);
+                    o.message.push('…');
+                }
                 self.oom_total += 1;
                 self.ooms.push(OomEvent {
                     seq: self.oom_total,
@@ -203,6 +317,49 @@ impl ProbeState {
                 ));
             }
             Message::Unknown(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Flags the figures of devices that cannot be on this machine:
+    /// `gpus` are the machine's GPUs as (NVML index, total memory in
+    /// bytes). A device on a GPU the machine does not have, or whose
+    /// reserved memory is more than its GPU's total, keeps no stats (so no
+    /// view is drawn) and says why in `invalid` and `problem`. Nothing is
+    /// checked against an empty list (the GPUs are not known).
+    pub fn check_against_gpus(&mut self, gpus: &[(u32, Option<u64>)]) {
+        if gpus.is_empty() {
+            return;
+        }
+        let visible = self.visible_devices.clone();
+        for (&device, d) in &mut self.devices {
+            let Some(gpu) = visible.gpu_index(device) else {
+                continue;
+            };
+            let why = match gpus.iter().find(|(index, _)| *index == gpu) {
+                None => Some(format!(
+                    "cuda:{device} is GPU {gpu}, which this machine does not have"
+                )),
+                Some((_, Some(total))) => d
+                    .stats
+                    .as_ref()
+                    .filter(|_| d.knows("reserved_bytes.all.current"))
+                    .map(|s| s.reserved_bytes.all.current)
+                    .filter(|&r| u64::try_from(r).is_ok_and(|r| r > *total))
+                    .map(|r| {
+                        format!(
+                            "cuda:{device}: reserved ({r} bytes) is more than GPU {gpu}'s \
+                             {total} bytes"
+                        )
+                    }),
+                Some((_, None)) => None,
+            };
+            if let Some(why) = why {
+                d.stats = None;
+                d.segments = None;
+                self.problem = Some(format!("{why}; figures not shown"));
+                d.invalid = Some(why);
+            }
         }
     }
 }
@@ -443,7 +600,9 @@ fn read_stream(shared: &Shared, path: &PathBuf) -> End {
         match parse_line(&bytes) {
             Ok(msg) => update(shared, path, |st| {
                 st.lines = line;
-                st.apply(msg);
+                if let Err(why) = st.apply(msg) {
+                    st.problem = Some(format!("line {line}: {why}"));
+                }
             }),
             Err(e) if e.is_version() => return End::Rejected(e.to_string()),
             Err(e) => update(shared, path, |st| {
@@ -567,6 +726,141 @@ mod tests {
         for s in servers {
             let _ = s.join();
         }
+    }
+
+    /// A probe state fed `lines` in order, with each line's problem.
+    fn fed(lines: &[&str]) -> (ProbeState, Vec<Option<String>>) {
+        let mut st = ProbeState::new(PathBuf::from("/x/1.sock"));
+        // No /proc lookups of a made-up pid: the host pid is known.
+        st.host_pid = Some(std::process::id());
+        let problems = lines
+            .iter()
+            .map(|l| {
+                let msg = parse_line(l.trim_end().as_bytes()).expect("a valid line");
+                st.apply(msg).err()
+            })
+            .collect();
+        (st, problems)
+    }
+
+    fn stats_line(device: u32, allocated: i64, reserved: i64) -> String {
+        format!(
+            "{{\"v\":1,\"type\":\"stats\",\"device\":{device},\"stats\":{{\"allocated_bytes.all.current\":{allocated},\"reserved_bytes.all.current\":{reserved}}}}}"
+        )
+    }
+
+    #[test]
+    fn figures_before_hello_are_flagged_and_not_kept() {
+        let (st, problems) = fed(&[STATS, SEGS, HELLO]);
+        assert!(st.devices.is_empty(), "{:?}", st.devices);
+        let p = problems[0].as_deref().unwrap_or_default();
+        assert!(p.contains("before hello"), "{p}");
+        assert!(problems[1].is_some());
+        assert_eq!(problems[2], None);
+    }
+
+    #[test]
+    fn figures_after_bye_are_flagged_and_not_kept() {
+        let bye = "{\"v\":1,\"type\":\"bye\",\"reason\":\"exit\"}";
+        let (st, problems) = fed(&[HELLO, bye, STATS]);
+        assert!(st.devices.is_empty());
+        let p = problems[2].as_deref().unwrap_or_default();
+        assert!(p.contains("after bye"), "{p}");
+    }
+
+    #[test]
+    fn negative_bytes_are_flagged_and_not_shown() {
+        let (st, problems) = fed(&[HELLO, STATS, &stats_line(0, -5, 2048)]);
+        let d = &st.devices[&0];
+        assert_eq!(d.stats, None, "the earlier figures are not shown either");
+        let why = d.invalid.as_deref().unwrap_or_default();
+        assert!(
+            why.contains("allocated_bytes.all.current is negative"),
+            "{why}"
+        );
+        assert!(
+            problems[2]
+                .as_deref()
+                .is_some_and(|p| p.contains("not shown"))
+        );
+    }
+
+    #[test]
+    fn allocated_above_reserved_is_flagged_and_good_figures_clear_it() {
+        let (mut st, problems) = fed(&[HELLO, &stats_line(0, 4096, 2048)]);
+        assert_eq!(st.devices[&0].stats, None);
+        let p = problems[1].as_deref().unwrap_or_default();
+        assert!(
+            p.contains("allocated (4096 bytes) is more than reserved (2048"),
+            "{p}"
+        );
+        let good = parse_line(STATS.trim_end().as_bytes()).expect("valid");
+        assert_eq!(st.apply(good), Ok(()));
+        assert!(st.devices[&0].stats.is_some());
+        assert_eq!(st.devices[&0].invalid, None);
+    }
+
+    #[test]
+    fn a_null_total_is_not_compared() {
+        let line = "{\"v\":1,\"type\":\"stats\",\"device\":0,\"stats\":{\"allocated_bytes.all.current\":4096,\"reserved_bytes.all.current\":null}}";
+        let (st, problems) = fed(&[HELLO, line]);
+        assert_eq!(problems[1], None);
+        let d = &st.devices[&0];
+        assert!(d.stats.is_some());
+        assert!(!d.knows("reserved_bytes.all.current"));
+        assert!(d.knows("allocated_bytes.all.current"));
+    }
+
+    #[test]
+    fn reserved_above_the_gpus_total_and_a_missing_gpu_are_flagged() {
+        let (mut st, _) = fed(&[HELLO, &stats_line(0, 1024, 2048), &stats_line(1, 1, 1)]);
+        // GPU 0 has 1 KiB; the machine has no GPU 1.
+        st.check_against_gpus(&[(0, Some(1024))]);
+        let why0 = st.devices[&0].invalid.as_deref().unwrap_or_default();
+        assert!(
+            why0.contains("reserved (2048 bytes) is more than GPU 0's 1024"),
+            "{why0}"
+        );
+        let why1 = st.devices[&1].invalid.as_deref().unwrap_or_default();
+        assert!(
+            why1.contains("GPU 1, which this machine does not have"),
+            "{why1}"
+        );
+        assert!(st.devices.values().all(|d| d.stats.is_none()));
+        assert!(st.problem.is_some());
+        // Within the GPU, or no GPU list at all: nothing flagged.
+        let (mut ok, _) = fed(&[HELLO, &stats_line(0, 1024, 2048)]);
+        ok.check_against_gpus(&[(0, Some(4096))]);
+        ok.check_against_gpus(&[]);
+        assert_eq!(ok.devices[&0].invalid, None);
+        assert!(ok.devices[&0].stats.is_some());
+    }
+
+    #[test]
+    fn a_probe_holds_at_most_max_devices_and_max_blocks() {
+        let many: Vec<String> = (0..MAX_DEVICES_PER_PROBE as u32 + 10)
+            .map(|d| stats_line(d, 1, 1))
+            .collect();
+        let mut lines = vec![HELLO];
+        lines.extend(many.iter().map(String::as_str));
+        let (st, problems) = fed(&lines);
+        assert_eq!(st.devices.len(), MAX_DEVICES_PER_PROBE);
+        let last = problems.last().cloned().flatten().unwrap_or_default();
+        assert!(last.contains("more than 64 devices"), "{last}");
+        // One segment of MAX_BLOCKS_PER_PROBE + 1 one-byte blocks.
+        let n = MAX_BLOCKS_PER_PROBE + 1;
+        let blocks = vec!["[1,1,\"inactive\"]"; n].join(",");
+        let segs = format!(
+            "{{\"v\":1,\"type\":\"segments\",\"device\":0,\"segments\":[{{\"address\":0,\"total_size\":{n},\"segment_type\":\"small\",\"blocks\":[{blocks}]}}]}}"
+        );
+        let mut st = ProbeState::new(PathBuf::from("/x/1.sock"));
+        st.host_pid = Some(1);
+        let hello = parse_line(HELLO.trim_end().as_bytes()).expect("valid");
+        assert_eq!(st.apply(hello), Ok(()));
+        let msg = parse_line(segs.as_bytes()).expect("valid");
+        let why = st.apply(msg).expect_err("too many blocks");
+        assert!(why.contains("blocks kept per probe"), "{why}");
+        assert_eq!(st.devices[&0].segments, None);
     }
 
     #[test]

@@ -137,7 +137,8 @@ impl<'a> BreakdownPane<'a> {
             }
         };
         body.lines = chrome::flow(items, width, 3);
-        if let Some(a) = &gpu.allocator
+        // Unknown totals (a probe's nulls) warn about nothing.
+        if let Some(a) = gpu.allocator.as_ref().filter(|a| a.knows_totals())
             && let Some(advice) = cached_free_advice(
                 a.allocated(),
                 a.reserved(),

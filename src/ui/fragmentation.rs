@@ -130,7 +130,16 @@ impl Widget for FragmentationPane<'_> {
             ),
             figure("external free", "ext free", format::bytes(f.external_free)),
             figure("non-releasable", "non-rel", format::bytes(f.non_releasable)),
-            figure("internal free", "int free", format::bytes(f.internal_free)),
+            figure(
+                "internal free",
+                "int free",
+                // Blocks without their requested size (PyTorch < 2.1).
+                if view.knows(crate::app::state::REQUESTED_SIZE) {
+                    format::bytes(f.internal_free)
+                } else {
+                    format::NA.to_string()
+                },
+            ),
         ];
         if long {
             items.push(figure("free blocks", "blocks", f.free_blocks.to_string()));

@@ -80,10 +80,13 @@ impl<'a> ProcessesPane<'a> {
             .filter_map(|g| g.allocator.as_ref())
             .find(|a| a.pid == Some(pid))
             .map(|a| {
+                let shown = |bytes: Option<u64>| {
+                    bytes.map_or_else(|| format::NA.to_string(), format::bytes_short)
+                };
                 format!(
                     "{}/{}",
-                    format::bytes_short(a.allocated()),
-                    format::bytes_short(a.reserved())
+                    shown(a.known_allocated()),
+                    shown(a.known_reserved())
                 )
             })
     }

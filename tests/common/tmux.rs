@@ -135,6 +135,11 @@ impl Session {
             "1",
             "the cursor is shown again"
         );
+        assert_eq!(
+            self.display("#{mouse_any_flag}"),
+            "0",
+            "mouse reporting is off again"
+        );
     }
 }
 

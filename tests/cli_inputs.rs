@@ -1,0 +1,134 @@
+//! The binary's handling of awkward input: long invalid arguments, bad
+//! config values the command line overrides, and files in folders that
+//! do not exist or cannot be written.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs vramtop with `args`, no config file of the user's and `env` set;
+/// (exit code, stdout, stderr).
+fn vramtop(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let home = tempfile::tempdir().expect("temp dir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    cmd.args(args)
+        .env("XDG_CONFIG_HOME", home.path())
+        .env("XDG_STATE_HOME", home.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_long_invalid_argument_is_quoted_cut_short() {
+    let long = "7".repeat(100_000) + "parsecs";
+    for flag in ["--interval", "--sim-memory", "--sim-training"] {
+        let (code, _, err) = vramtop(&[flag, &long, "--once"], &[]);
+        assert_eq!(code, 2, "{flag}");
+        assert!(err.len() < 1000, "{flag}: {} bytes of stderr", err.len());
+        assert!(err.contains(flag), "{flag}: {err}");
+        assert!(err.contains("100007 bytes"), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn a_bad_config_value_overridden_on_the_command_line_is_reported() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "interval = \"soon\"\n").expect("write");
+    let config = config.display().to_string();
+    let (code, _, err) = vramtop(
+        &[
+            "--config",
+            &config,
+            "--interval",
+            "2s",
+            "--backend",
+            "sim",
+            "--once",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 1: 'soon' is not a duration"), "{err}");
+}
+
+#[test]
+fn record_into_a_missing_folder_refuses_and_says_the_folder_is_missing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("not-yet/runs/a.jsonl");
+    let (code, _, err) = vramtop(
+        &[
+            "--backend",
+            "sim",
+            "record",
+            &file.display().to_string(),
+            "--duration",
+            "200ms",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not-yet/runs") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!dir.path().join("not-yet").exists(), "no folder is made");
+}
+
+#[test]
+fn a_log_file_in_a_missing_folder_is_refused_and_nothing_is_created() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("logs/vramtop.log");
+    let (code, _, err) = vramtop(
+        &[
+            "--log-file",
+            &log.display().to_string(),
+            "--backend",
+            "sim",
+            "--once",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("logs") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(!dir.path().join("logs").exists(), "no folder is made");
+}
+
+#[test]
+fn a_log_that_cannot_be_written_is_said_once() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipping: no /dev/full here");
+        return;
+    }
+    // Every write to /dev/full fails with ENOSPC.
+    let (code, out, err) = vramtop(
+        &[
+            "--log-file",
+            "/dev/full",
+            "--backend",
+            "sim",
+            "--once",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"gpus\""), "the sample is still printed");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("cannot write the log"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("/dev/full"), "{err}");
+}
