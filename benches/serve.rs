@@ -11,7 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use vramtop::app::state::AllocatorView;
 use vramtop::device::Telemetry;
 use vramtop::device::sim::{SimCluster, SimConfig};
-use vramtop::serve::metrics::{MetricsInput, render};
+use vramtop::serve::metrics::{AllocatorFigures, MetricsInput, render};
 
 fn render_8x4(c: &mut Criterion) {
     let cluster = SimCluster::new(SimConfig {
@@ -36,7 +36,15 @@ fn render_8x4(c: &mut Criterion) {
         })
         .collect();
     assert_eq!(views.len(), 32);
-    let allocators: Vec<(u32, &AllocatorView)> = views.iter().map(|(g, v)| (*g, v)).collect();
+    let allocators: Vec<AllocatorFigures<'_>> = views
+        .iter()
+        .map(|(gpu, v)| AllocatorFigures {
+            gpu: *gpu,
+            pid: v.pid,
+            stats: &v.stats,
+            fragmentation: &v.fragmentation,
+        })
+        .collect();
     let input = MetricsInput {
         version: env!("CARGO_PKG_VERSION"),
         backend: "sim",
