@@ -93,7 +93,11 @@ impl Limits {
 /// Answers HTTP requests on `listener` with the latest body published on
 /// `metrics`, within `limits`, until the returned future is dropped.
 pub async fn serve(listener: TcpListener, metrics: watch::Receiver<Bytes>, limits: Limits) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    // Semaphore::new panics beyond MAX_PERMITS, which no machine reaches in
+    // connections anyway.
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _peer)) => stream,
