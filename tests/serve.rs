@@ -278,6 +278,65 @@ fn http_routes_content_type_head_404_and_405() {
     assert!(head.contains("allow: get, head"), "{head}");
 }
 
+/// Reads what the server sends on `stream` until it closes the connection
+/// (end or reset), bounded by [`PATIENCE`].
+fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => return seen,
+            Ok(n) => seen.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return seen,
+            Err(e) => panic!("the connection was left open: {e}"),
+        }
+    }
+}
+
+#[test]
+fn scrapes_are_answered_while_another_client_pipelines_and_never_reads() {
+    let server = serve("pipeliner", SIM);
+    let mut pipeliner = TcpStream::connect(server.addr).expect("connects");
+    pipeliner
+        .set_write_timeout(Some(PATIENCE))
+        .expect("timeout set");
+    let requests = "GET /metrics HTTP/1.1\r\nHost: vramtop\r\n\r\n".repeat(2_000);
+    // The answers (megabytes) fill the socket buffers, and the server's
+    // write to this client waits; the client never reads.
+    let sender = std::thread::spawn(move || {
+        let _ = pipeliner.write_all(requests.as_bytes());
+        pipeliner
+    });
+    for _ in 0..10 {
+        let (_, parsed) = scrape(server.addr);
+        assert!(!family(&parsed, "vramtop_gpu_up").is_empty());
+    }
+    drop(sender.join().expect("the sender ends"));
+}
+
+#[test]
+fn http2_and_oversized_heads_get_an_answer_or_a_close() {
+    let server = serve("refusals", &[]);
+    let exchange = |request: &[u8]| {
+        let mut stream = TcpStream::connect(server.addr).expect("connects");
+        stream
+            .set_read_timeout(Some(PATIENCE))
+            .expect("timeout set");
+        // A refused request may be cut short by the server hanging up.
+        let _ = stream.write_all(request);
+        String::from_utf8_lossy(&read_until_closed(&mut stream)).into_owned()
+    };
+    let answer = exchange(b"GET /metrics HTTP/2.0\r\nHost: vramtop\r\n\r\n");
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    let answer = exchange(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+    assert!(answer.is_empty(), "closed without an answer: {answer}");
+    let mut huge = b"GET /metrics HTTP/1.1\r\nHost: vramtop\r\nX-Huge: ".to_vec();
+    huge.resize(huge.len() + (1 << 20), b'a');
+    huge.extend_from_slice(b"\r\n\r\n");
+    let answer = exchange(&huge);
+    assert!(answer.starts_with("HTTP/1.1 431 "), "{answer}");
+}
+
 #[test]
 fn simulated_figures_keep_moving_between_scrapes() {
     let server = serve("moving", &["--interval", "100ms"]);

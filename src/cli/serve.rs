@@ -8,17 +8,20 @@
 //! most one interval old (`vramtop_last_sample_timestamp_seconds` says how
 //! old).
 //!
-//! The HTTP side is `tiny_http`: a small synchronous server whose accept and
-//! parse threads hand complete requests to this thread, which answers them
-//! between samples.
+//! The HTTP side is [`crate::serve::http`]: hyper on a small tokio runtime
+//! of its own, one task per connection, within fixed limits. This thread
+//! takes the samples and publishes each rendered body to it.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use color_eyre::eyre::{WrapErr, eyre};
+use tokio::sync::watch;
 
 use super::{DeviceArgs, DisplayArgs};
 use crate::app::source::{probe_views, resolve_probe_devices};
@@ -28,17 +31,24 @@ use crate::device::factory::select_telemetry;
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::device::sim::SimCluster;
 use crate::probe::Registry;
-use crate::serve::exposition::CONTENT_TYPE;
-use crate::serve::metrics::{MetricsInput, render};
-use crate::serve::{INDEX_HTML, Route, check_listen, route};
+use crate::serve::check_listen;
+use crate::serve::http::{self, Limits};
+use crate::serve::metrics::{AllocatorFigures, MetricsInput, render};
 
 /// Simulated time run before serving, so that the simulated training
 /// processes have started (ms; the same warm-up as `--once`).
 const SIM_WARMUP_MS: u64 = 5_000;
 
-/// How long the loop waits for a request before it looks at samples and
-/// signals again (ms): bounds how late a new sample is picked up.
+/// How long the loop waits for a sample before it looks at the stop flag
+/// again (ms): bounds how late a signal is noticed.
 const POLL_MS: u64 = 50;
+
+/// The runtime threads that answer HTTP requests: answering is a copy of a
+/// ready body, so two keep up with hundreds of scrapers.
+const HTTP_THREADS: usize = 2;
+
+/// How long stopping waits for answers under way before it drops them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// The longest wait for the first sample before serving anyway.
 const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(5);
@@ -66,7 +76,7 @@ fn sim_allocators(sim: Option<&SimCluster>) -> Vec<(u32, AllocatorView)> {
         .collect()
 }
 
-/// Counters and the latest body.
+/// Counters, and where the latest body goes.
 struct Exporter {
     backend: &'static str,
     sim: Option<SimCluster>,
@@ -74,7 +84,8 @@ struct Exporter {
     probes: Registry,
     samples_total: u64,
     scrape_errors_total: u64,
-    body: String,
+    /// The body every scrape gets until the next sample.
+    body: watch::Sender<Bytes>,
 }
 
 impl Exporter {
@@ -83,8 +94,16 @@ impl Exporter {
         let mut probes = self.probes.snapshot();
         resolve_probe_devices(&mut probes, readings);
         views.extend(probe_views(&probes));
-        let allocators: Vec<(u32, &AllocatorView)> = views.iter().map(|(g, v)| (*g, v)).collect();
-        self.body = render(&MetricsInput {
+        let allocators: Vec<AllocatorFigures<'_>> = views
+            .iter()
+            .map(|(gpu, v)| AllocatorFigures {
+                gpu: *gpu,
+                pid: v.pid,
+                stats: &v.stats,
+                fragmentation: &v.fragmentation,
+            })
+            .collect();
+        let body = render(&MetricsInput {
             version: env!("CARGO_PKG_VERSION"),
             backend: self.backend,
             readings,
@@ -93,6 +112,7 @@ impl Exporter {
             scrape_errors_total: self.scrape_errors_total,
             last_sample_unix_s,
         });
+        self.body.send_replace(Bytes::from(body));
     }
 
     fn take(&mut self, msg: SampleMsg) {
@@ -116,45 +136,6 @@ impl Exporter {
     }
 }
 
-fn header(text: &str) -> Option<tiny_http::Header> {
-    text.parse().ok()
-}
-
-fn answer(request: tiny_http::Request, body: &str) {
-    let (status, content_type, data): (u16, &str, &[u8]) =
-        match route(request.method().as_str(), request.url()) {
-            Route::Metrics => (200, CONTENT_TYPE, body.as_bytes()),
-            Route::Index => (200, "text/html; charset=utf-8", INDEX_HTML.as_bytes()),
-            Route::NotFound => (
-                404,
-                "text/plain; charset=utf-8",
-                b"not found; try /metrics\n",
-            ),
-            Route::MethodNotAllowed => (
-                405,
-                "text/plain; charset=utf-8",
-                b"only GET and HEAD are allowed\n",
-            ),
-        };
-    // The body is in memory: always send a Content-Length (tiny_http would
-    // switch to chunked encoding above 32 KiB, which eight GPUs reach).
-    let mut response = tiny_http::Response::from_data(data)
-        .with_status_code(status)
-        .with_chunked_threshold(usize::MAX);
-    if let Some(h) = header(&format!("Content-Type: {content_type}")) {
-        response.add_header(h);
-    }
-    if status == 405
-        && let Some(h) = header("Allow: GET, HEAD")
-    {
-        response.add_header(h);
-    }
-    // A client that went away before reading its answer is its own business.
-    if let Err(e) = request.respond(response) {
-        tracing::debug!(error = %e, "cannot answer a request");
-    }
-}
-
 /// `vramtop serve`.
 pub fn run(
     device: &DeviceArgs,
@@ -171,10 +152,16 @@ pub fn run(
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
     }
-    let server =
-        tiny_http::Server::http(listen).map_err(|e| eyre!("cannot listen on {listen}: {e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(HTTP_THREADS)
+        .thread_name("vramtop-http")
+        .enable_all()
+        .build()
+        .wrap_err("cannot start the HTTP runtime")?;
+    let listener = http::bind(listen, runtime.handle())
+        .map_err(|e| eyre!("cannot listen on {listen}: {e}"))?;
     // With port 0 the system picks the port: say which.
-    let bound = server.server_addr().to_ip().unwrap_or(listen);
+    let bound = listener.local_addr().unwrap_or(listen);
 
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -187,7 +174,7 @@ pub fn run(
         probes: Registry::start_default(),
         samples_total: 0,
         scrape_errors_total: 0,
-        body: String::new(),
+        body: watch::Sender::new(Bytes::new()),
     };
     exporter.render(&[], None);
     let (sampler, rx) =
@@ -198,24 +185,25 @@ pub fn run(
     if let Ok(msg) = rx.recv_timeout(FIRST_SAMPLE_WAIT) {
         exporter.take(msg);
     }
+    runtime.spawn(http::serve(
+        listener,
+        exporter.body.subscribe(),
+        Limits::default(),
+    ));
     tracing::info!(%bound, backend = exporter.backend, "serving metrics");
     eprintln!("serving metrics on http://{bound}/metrics");
 
     while !stop.load(Ordering::Relaxed) {
-        for msg in rx.try_iter() {
-            exporter.take(msg);
-        }
-        match server.recv_timeout(Duration::from_millis(POLL_MS)) {
-            Ok(Some(request)) => answer(request, &exporter.body),
-            Ok(None) => {}
-            Err(e) => {
-                // Interrupted by a signal, or the listener failed: check the
-                // stop flag, and do not spin on a persistent failure.
-                tracing::warn!(error = %e, "cannot receive a request");
+        match rx.recv_timeout(Duration::from_millis(POLL_MS)) {
+            Ok(msg) => exporter.take(msg),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                tracing::warn!("the sampler stopped; serving the last sample");
                 std::thread::sleep(Duration::from_millis(POLL_MS));
             }
         }
     }
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
     sampler.stop();
     eprintln!("vramtop serve: stopped");
     Ok(ExitCode::SUCCESS)

@@ -5,7 +5,7 @@
 //! not report (`None` in [`GpuSample`]) gives no series at all.
 
 use super::exposition::{Family, Labels, MetricType, Sample, TextWriter};
-use crate::app::state::AllocatorView;
+use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::{GpuReading, GpuSample};
 
 const fn gauge(name: &'static str, help: &'static str) -> Family {
@@ -161,6 +161,30 @@ pub const FAMILIES: &[Family] = &[
     FRAGMENTATION,
 ];
 
+/// One process's caching allocator, as `/metrics` shows it: the figures
+/// that the dashboard's allocator view holds, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocatorFigures<'a> {
+    /// The index of the (physical) GPU the allocator is on.
+    pub gpu: u32,
+    /// The process, when known (the `pid` label is left out otherwise).
+    pub pid: Option<u32>,
+    pub stats: &'a DeviceStats,
+    pub fragmentation: &'a Fragmentation,
+}
+
+impl AllocatorFigures<'_> {
+    /// `memory_allocated()` (bytes; a negative counter reads as 0).
+    fn allocated(&self) -> f64 {
+        self.stats.allocated_bytes.all.current.max(0) as f64
+    }
+
+    /// `memory_reserved()` (bytes; a negative counter reads as 0).
+    fn reserved(&self) -> f64 {
+        self.stats.reserved_bytes.all.current.max(0) as f64
+    }
+}
+
 /// What one rendering of `/metrics` is made of.
 #[derive(Debug, Clone)]
 pub struct MetricsInput<'a> {
@@ -170,8 +194,8 @@ pub struct MetricsInput<'a> {
     pub backend: &'a str,
     /// The latest sample; empty before the first or after a failed one.
     pub readings: &'a [GpuReading],
-    /// Every visible process allocator, by the index of its (physical) GPU.
-    pub allocators: &'a [(u32, &'a AllocatorView)],
+    /// Every visible process allocator.
+    pub allocators: &'a [AllocatorFigures<'a>],
     pub samples_total: u64,
     pub scrape_errors_total: u64,
     /// Unix time of the latest sample (seconds), if there was one.
@@ -221,11 +245,11 @@ fn per_gpu(
 }
 
 /// One allocator family over every allocator view.
-fn per_allocator(
+fn per_allocator<'a>(
     w: &mut TextWriter,
     family: &Family,
-    allocators: &[(Labels, &AllocatorView)],
-    value: impl Fn(&AllocatorView) -> f64,
+    allocators: &[(Labels, &AllocatorFigures<'a>)],
+    value: impl Fn(&AllocatorFigures<'a>) -> f64,
 ) {
     w.family(
         family,
@@ -356,21 +380,21 @@ pub fn render(input: &MetricsInput<'_>) -> String {
         }),
     );
 
-    let allocators: Vec<(Labels, &AllocatorView)> = input
+    let allocators: Vec<(Labels, &AllocatorFigures<'_>)> = input
         .allocators
         .iter()
-        .map(|(gpu, a)| {
-            let gpu = gpu.to_string();
+        .map(|a| {
+            let gpu = a.gpu.to_string();
             let pid = a.pid.map(|p| p.to_string());
             let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
             if let Some(pid) = &pid {
                 pairs.push(("pid", pid));
             }
-            (Labels::new(&pairs), *a)
+            (Labels::new(&pairs), a)
         })
         .collect();
-    per_allocator(&mut w, &ALLOCATED, &allocators, |a| a.allocated() as f64);
-    per_allocator(&mut w, &RESERVED, &allocators, |a| a.reserved() as f64);
+    per_allocator(&mut w, &ALLOCATED, &allocators, AllocatorFigures::allocated);
+    per_allocator(&mut w, &RESERVED, &allocators, AllocatorFigures::reserved);
     per_allocator(&mut w, &ACTIVE, &allocators, |a| {
         a.stats.active_bytes.all.current as f64
     });
@@ -399,7 +423,7 @@ pub fn render(input: &MetricsInput<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alloc::DeviceStats;
+    use crate::alloc::fragmentation;
     use crate::device::{GpuProcess, MigInfo};
 
     fn full_gpu(index: u32) -> GpuSample {
@@ -431,7 +455,7 @@ mod tests {
 
     fn input<'a>(
         readings: &'a [GpuReading],
-        allocators: &'a [(u32, &'a AllocatorView)],
+        allocators: &'a [AllocatorFigures<'a>],
     ) -> MetricsInput<'a> {
         MetricsInput {
             version: "0.1.0",
@@ -557,8 +581,13 @@ mod tests {
         stats.segment.all.current = 2;
         stats.num_ooms = 3;
         stats.num_alloc_retries = 1;
-        let view = AllocatorView::new("pid 9".to_string(), Some(9), stats, Vec::new());
-        let allocators = [(1u32, &view)];
+        let free = fragmentation(&[]);
+        let allocators = [AllocatorFigures {
+            gpu: 1,
+            pid: Some(9),
+            stats: &stats,
+            fragmentation: &free,
+        }];
         let text = render(&input(&[], &allocators));
         let labels = "{gpu=\"1\",pid=\"9\"}";
         for expected in [
@@ -579,9 +608,14 @@ mod tests {
     fn every_emitted_family_is_declared_and_counters_end_in_total() {
         let mut stats = DeviceStats::default();
         stats.reserved_bytes.all.current = 1;
-        let view = AllocatorView::new("p".to_string(), Some(1), stats, Vec::new());
+        let free = fragmentation(&[]);
         let readings = [GpuReading::Ok(full_gpu(0))];
-        let allocators = [(0u32, &view)];
+        let allocators = [AllocatorFigures {
+            gpu: 0,
+            pid: Some(1),
+            stats: &stats,
+            fragmentation: &free,
+        }];
         let text = render(&input(&readings, &allocators));
         let mut typed = Vec::new();
         for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {

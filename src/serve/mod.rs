@@ -3,9 +3,11 @@
 //! - [`exposition`]: a pure writer of the text exposition format 0.0.4;
 //! - [`metrics`]: vramtop's metric families and the rendering of a sample;
 //! - [`route`]: which reply a request gets (pure, so it is unit-tested);
-//!   the HTTP server itself lives in `cli::serve`.
+//! - [`http`]: the HTTP server that answers with the latest body, within
+//!   [`http::Limits`]; `cli::serve` feeds it one body per sample.
 
 pub mod exposition;
+pub mod http;
 pub mod metrics;
 
 use std::net::SocketAddr;
