@@ -61,6 +61,7 @@ fn with_input_8x4<R>(f: impl FnOnce(&MetricsInput<'_>) -> R) -> R {
             pid: v.pid,
             stats: &v.stats,
             fragmentation: &v.fragmentation,
+            unknown: &v.unknown,
         })
         .collect();
     f(&MetricsInput {

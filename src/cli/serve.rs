@@ -101,6 +101,7 @@ impl Exporter {
                 pid: v.pid,
                 stats: &v.stats,
                 fragmentation: &v.fragmentation,
+                unknown: &v.unknown,
             })
             .collect();
         let body = render(&MetricsInput {

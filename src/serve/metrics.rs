@@ -171,17 +171,31 @@ pub struct AllocatorFigures<'a> {
     pub pid: Option<u32>,
     pub stats: &'a DeviceStats,
     pub fragmentation: &'a Fragmentation,
+    /// `memory_stats()` keys the source could not give (a probe's `null`s):
+    /// their samples are left out, never exported as 0.
+    pub unknown: &'a [String],
 }
 
 impl AllocatorFigures<'_> {
+    /// `value`, unless the figure under `memory_stats()` key `key` is unknown.
+    fn known(&self, key: &str, value: f64) -> Option<f64> {
+        (!self.unknown.iter().any(|u| u == key)).then_some(value)
+    }
+
     /// `memory_allocated()` (bytes; a negative counter reads as 0).
-    fn allocated(&self) -> f64 {
-        self.stats.allocated_bytes.all.current.max(0) as f64
+    fn allocated(&self) -> Option<f64> {
+        self.known(
+            "allocated_bytes.all.current",
+            self.stats.allocated_bytes.all.current.max(0) as f64,
+        )
     }
 
     /// `memory_reserved()` (bytes; a negative counter reads as 0).
-    fn reserved(&self) -> f64 {
-        self.stats.reserved_bytes.all.current.max(0) as f64
+    fn reserved(&self) -> Option<f64> {
+        self.known(
+            "reserved_bytes.all.current",
+            self.stats.reserved_bytes.all.current.max(0) as f64,
+        )
     }
 }
 
@@ -249,13 +263,15 @@ fn per_allocator<'a>(
     w: &mut TextWriter,
     family: &Family,
     allocators: &[(Labels, &AllocatorFigures<'a>)],
-    value: impl Fn(&AllocatorFigures<'a>) -> f64,
+    value: impl Fn(&AllocatorFigures<'a>) -> Option<f64>,
 ) {
     w.family(
         family,
-        allocators.iter().map(|(labels, a)| Sample {
-            labels,
-            value: value(a),
+        allocators.iter().filter_map(|(labels, a)| {
+            Some(Sample {
+                labels,
+                value: value(a)?,
+            })
         }),
     );
 }
@@ -396,26 +412,39 @@ pub fn render(input: &MetricsInput<'_>) -> String {
     per_allocator(&mut w, &ALLOCATED, &allocators, AllocatorFigures::allocated);
     per_allocator(&mut w, &RESERVED, &allocators, AllocatorFigures::reserved);
     per_allocator(&mut w, &ACTIVE, &allocators, |a| {
-        a.stats.active_bytes.all.current as f64
+        a.known(
+            "active_bytes.all.current",
+            a.stats.active_bytes.all.current as f64,
+        )
     });
     per_allocator(&mut w, &INACTIVE_SPLIT, &allocators, |a| {
-        a.stats.inactive_split_bytes.all.current as f64
+        a.known(
+            "inactive_split_bytes.all.current",
+            a.stats.inactive_split_bytes.all.current as f64,
+        )
     });
     per_allocator(&mut w, &SEGMENTS, &allocators, |a| {
-        a.stats.segment.all.current as f64
+        a.known("segment.all.current", a.stats.segment.all.current as f64)
     });
     per_allocator(&mut w, &ALLOC_RETRIES, &allocators, |a| {
-        a.stats.num_alloc_retries as f64
+        a.known("num_alloc_retries", a.stats.num_alloc_retries as f64)
     });
-    per_allocator(&mut w, &OOMS, &allocators, |a| a.stats.num_ooms as f64);
+    per_allocator(&mut w, &OOMS, &allocators, |a| {
+        a.known("num_ooms", a.stats.num_ooms as f64)
+    });
     per_allocator(&mut w, &PEAK_ALLOCATED, &allocators, |a| {
-        a.stats.allocated_bytes.all.peak as f64
+        a.known(
+            "allocated_bytes.all.peak",
+            a.stats.allocated_bytes.all.peak as f64,
+        )
     });
+    // The free-block figures come from the segment layout, which a probe
+    // always sends whole.
     per_allocator(&mut w, &LARGEST_FREE_BLOCK, &allocators, |a| {
-        a.fragmentation.largest_free_block as f64
+        Some(a.fragmentation.largest_free_block as f64)
     });
     per_allocator(&mut w, &FRAGMENTATION, &allocators, |a| {
-        a.fragmentation.fragmentation
+        Some(a.fragmentation.fragmentation)
     });
     w.finish()
 }
@@ -587,6 +616,7 @@ mod tests {
             pid: Some(9),
             stats: &stats,
             fragmentation: &free,
+            unknown: &[],
         }];
         let text = render(&input(&[], &allocators));
         let labels = "{gpu=\"1\",pid=\"9\"}";
@@ -605,6 +635,35 @@ mod tests {
     }
 
     #[test]
+    fn unknown_allocator_figures_are_left_out_not_exported_as_zero() {
+        let mut stats = DeviceStats::default();
+        stats.reserved_bytes.all.current = 4 << 20;
+        let free = fragmentation(&[]);
+        let unknown = [
+            "allocated_bytes.all.current".to_string(),
+            "num_ooms".to_string(),
+        ];
+        let allocators = [AllocatorFigures {
+            gpu: 0,
+            pid: Some(7),
+            stats: &stats,
+            fragmentation: &free,
+            unknown: &unknown,
+        }];
+        let text = render(&input(&[], &allocators));
+        assert!(
+            !text.contains("vramtop_allocator_allocated_bytes"),
+            "{text}"
+        );
+        assert!(!text.contains("vramtop_allocator_ooms_total"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l == "vramtop_allocator_reserved_bytes{gpu=\"0\",pid=\"7\"} 4194304"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn every_emitted_family_is_declared_and_counters_end_in_total() {
         let mut stats = DeviceStats::default();
         stats.reserved_bytes.all.current = 1;
@@ -615,6 +674,7 @@ mod tests {
             pid: Some(1),
             stats: &stats,
             fragmentation: &free,
+            unknown: &[],
         }];
         let text = render(&input(&readings, &allocators));
         let mut typed = Vec::new();
