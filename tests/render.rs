@@ -198,10 +198,14 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
     let small = draw(&state, &theme, 80, 24);
     let drawn = text(small.backend().buffer());
     assert!(
-        drawn.contains("fragmentation = 1 − largest free"),
-        "the fragmentation definition fits at 80×24"
+        drawn.contains("↓ j PgDn more"),
+        "at 80×24 the help says it scrolls"
     );
     insta::assert_snapshot!("help_80x24", small.backend());
+    state.ui.help_scroll = 200;
+    let scrolled = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert!(scrolled.contains("process tree / flat list"), "{scrolled}");
+    assert!(scrolled.contains("↑ k PgUp back"), "the end says so");
 }
 
 #[test]

@@ -338,6 +338,11 @@ pub struct UiState {
     /// several processes on it have a probe (`v` cycles; applied from the
     /// next sample). A pid no longer there falls back to the first probe.
     pub allocator_pick: BTreeMap<u32, u32>,
+    /// Why the last key did nothing ("no GPU 3: GPUs 0…1"), shown on the
+    /// status line until the next key.
+    pub notice: Option<String>,
+    /// Rows the help overlay is scrolled down (reset when it opens).
+    pub help_scroll: usize,
 }
 
 impl Default for UiState {
@@ -356,6 +361,8 @@ impl Default for UiState {
             selected_block: 0,
             stress_open: false,
             allocator_pick: BTreeMap::new(),
+            notice: None,
+            help_scroll: 0,
         }
     }
 }

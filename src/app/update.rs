@@ -4,7 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::keymap::{Action, Keymap, PanelKey};
-use super::state::{AppState, Overlay, Pane, ZOOM_WINDOWS_S};
+use super::state::{AppState, GpuState, Overlay, Pane, ZOOM_WINDOWS_S};
 use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
@@ -22,10 +22,30 @@ pub enum Effect {
 
 /// Rows a page key moves.
 const PAGE_ROWS: usize = 10;
+/// The furthest the help scrolls (rows): more than its longest content
+/// at 80 columns, so the bottom is always reachable.
+const MAX_HELP_SCROLL: usize = 200;
 
 /// Handles a key press: while the process filter is being edited, keys go
 /// into it; otherwise the keymap decides.
 pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
+    // A notice answers one key: the next key replaces it.
+    let had_notice = state.ui.notice.take().is_some();
+    let effect = dispatch_key(state, keymap, key);
+    if had_notice && effect == Effect::None {
+        Effect::Redraw
+    } else {
+        effect
+    }
+}
+
+/// Says on the status line why a key did nothing.
+fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
+    state.ui.notice = Some(text.into());
+    Effect::Redraw
+}
+
+fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
     if state.ui.filter_editing {
         match key.code {
             KeyCode::Esc | KeyCode::Enter => state.ui.filter_editing = false,
@@ -217,11 +237,21 @@ fn move_selection(state: &mut AppState, delta: isize) {
 /// Applies one action.
 pub fn apply(state: &mut AppState, action: Action) -> Effect {
     let ui = &mut state.ui;
-    if ui.overlay == Overlay::Help
-        && !matches!(action, Action::Quit | Action::ToggleHelp | Action::Back)
-    {
-        // The help overlay is modal: other keys do nothing behind it.
-        return Effect::None;
+    if ui.overlay == Overlay::Help {
+        // The help overlay is modal: it scrolls like less, other keys do
+        // nothing behind it. The drawing keeps the last row in view.
+        let scroll = match action {
+            Action::Up => ui.help_scroll.saturating_sub(1),
+            Action::Down => ui.help_scroll + 1,
+            Action::PageUp => ui.help_scroll.saturating_sub(PAGE_ROWS),
+            Action::PageDown => ui.help_scroll + PAGE_ROWS,
+            Action::Quit | Action::ToggleHelp | Action::Back => ui.help_scroll,
+            _ => return Effect::None,
+        };
+        if scroll != ui.help_scroll {
+            ui.help_scroll = scroll.min(MAX_HELP_SCROLL);
+            return Effect::Redraw;
+        }
     }
     match action {
         Action::Quit => return Effect::Quit,
@@ -229,6 +259,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             ui.overlay = if ui.overlay == Overlay::Help {
                 Overlay::None
             } else {
+                ui.help_scroll = 0;
                 Overlay::Help
             };
         }
@@ -277,11 +308,21 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             state.ui.allocator_pick.insert(index, choice.next());
         }
         Action::SelectGpu(n) => {
-            let n = n as usize;
-            if n >= state.gpus.len() {
-                return Effect::None;
-            }
-            ui.selected_gpu = n;
+            // The number on screen (nvidia-smi's index), not the row.
+            let Some(i) = state.gpus.iter().position(|g| g.index() == u32::from(n)) else {
+                let numbers: Vec<String> = {
+                    let mut v: Vec<u32> = state.gpus.iter().map(GpuState::index).collect();
+                    v.dedup();
+                    v.iter().map(u32::to_string).collect()
+                };
+                let have = if numbers.is_empty() {
+                    "no GPU is listed".to_string()
+                } else {
+                    format!("GPUs here: {}", numbers.join(", "))
+                };
+                return notice(state, format!("no GPU {n}: {have}"));
+            };
+            ui.selected_gpu = i;
             ui.selected_block = 0;
         }
     }
@@ -314,12 +355,19 @@ mod tests {
     }
 
     #[test]
-    fn number_keys_select_existing_gpus_only() {
+    fn number_keys_select_the_gpu_of_that_number_and_say_when_there_is_none() {
         let mut s = state_with_gpus(3);
-        assert_eq!(press(&mut s, KeyCode::Char('3')), Effect::Redraw);
+        assert_eq!(press(&mut s, KeyCode::Char('2')), Effect::Redraw);
+        assert_eq!(s.ui.selected_gpu, 2, "2 is GPU 2, as on screen");
+        press(&mut s, KeyCode::Char('0'));
+        assert_eq!(s.ui.selected_gpu, 0);
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(press(&mut s, KeyCode::Char('9')), Effect::Redraw);
         assert_eq!(s.ui.selected_gpu, 2);
-        assert_eq!(press(&mut s, KeyCode::Char('9')), Effect::None);
-        assert_eq!(s.ui.selected_gpu, 2);
+        assert_eq!(s.ui.notice.as_deref(), Some("no GPU 9: GPUs here: 0, 1, 2"));
+        press(&mut s, KeyCode::Tab);
+        assert_eq!(s.ui.notice, None, "the next key clears the notice");
+        press(&mut s, KeyCode::BackTab);
         press(&mut s, KeyCode::Up);
         assert_eq!(s.ui.selected_gpu, 1);
         press(&mut s, KeyCode::PageDown);

@@ -34,6 +34,7 @@ impl<'a> StatusLine<'a> {
     pub fn preferred_height(state: &AppState) -> u16 {
         if state.status.banner.is_some()
             || state.status.last_error.is_some()
+            || state.ui.notice.is_some()
             || state.probes.status_note().is_some()
         {
             2
@@ -105,7 +106,13 @@ impl<'a> StatusLine<'a> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
+        if let Some(n) = &self.state.ui.notice {
+            spans.push(Span::styled(n.clone(), theme.warning));
+        }
         if let Some(e) = &s.last_error {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
             spans.push(Span::styled(format!("error: {e}"), theme.critical));
         }
         if let Some(b) = &s.banner {

@@ -160,6 +160,7 @@ pub fn render_viewer(
     if v.app.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
+            .with_scroll(v.app.ui.help_scroll)
             .render(area, buf);
     }
 }
