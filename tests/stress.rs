@@ -731,6 +731,47 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
     insta::assert_snapshot!("stress_panel_120x40", terminal.backend());
 }
 
+fn screen_text(state: &AppState, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, state, &Keymap::default(), &Theme::colored()))
+        .expect("test backend");
+    terminal.backend().to_string()
+}
+
+#[test]
+fn the_panel_shares_the_screen_with_the_segment_map_from_120x40() {
+    let state = stress_screen();
+    for (w, h) in [(120, 40), (200, 60), (200, 100)] {
+        let screen = screen_text(&state, w, h);
+        assert!(screen.contains(" Stress panel "), "{w}×{h}: {screen}");
+        assert!(screen.contains(" Segments "), "{w}×{h}: the map: {screen}");
+        assert!(screen.contains(" Memory breakdown "), "{w}×{h}: {screen}");
+        assert!(screen.contains(" Fragmentation "), "{w}×{h}: {screen}");
+    }
+    insta::assert_snapshot!("stress_beside_map_200x60", screen_text(&state, 200, 60));
+}
+
+#[test]
+fn below_120x40_shift_m_shows_the_segment_map_in_place_of_the_panel() {
+    let mut state = stress_screen();
+    let panel = screen_text(&state, 80, 24);
+    assert!(panel.contains(" Stress panel "), "{panel}");
+    assert!(!panel.contains(" Segments "), "{panel}");
+    insta::assert_snapshot!("stress_panel_80x24", panel);
+    assert_eq!(press(&mut state, KeyCode::Char('M')), Effect::Redraw);
+    let map = screen_text(&state, 80, 24);
+    assert!(!map.contains(" Stress panel "), "{map}");
+    assert!(map.contains(" Segments "), "{map}");
+    insta::assert_snapshot!("stress_map_80x24", map);
+    // The panel's keys still act behind the map.
+    let before = state.stress.count();
+    press(&mut state, KeyCode::Char('['));
+    assert!(state.stress.count() < before);
+    press(&mut state, KeyCode::Char('M'));
+    assert!(screen_text(&state, 80, 24).contains(" Stress panel "));
+}
+
 #[test]
 fn the_highlighted_words_are_exactly_the_reserved_but_unallocated_phrase() {
     let theme = Theme::colored();

@@ -82,6 +82,9 @@ pub enum PanelKey {
     Open,
     /// Closes the panel; its tensors stay allocated.
     Close,
+    /// Where the panel and the segment map do not both fit: shows one or
+    /// the other (the panel's keys keep working behind the map).
+    ToggleMap,
     Act(StressAction),
 }
 
@@ -90,6 +93,7 @@ impl PanelKey {
         match self {
             PanelKey::Open => "open the stress panel",
             PanelKey::Close => "close the stress panel (tensors stay)",
+            PanelKey::ToggleMap => "segment map / panel (below 120×40: one at a time)",
             PanelKey::Act(a) => a.describe(),
         }
     }
@@ -162,6 +166,7 @@ fn stress_bindings() -> Vec<StressBinding> {
     vec![
         b("a F2", PanelKey::Open, Some("stress"), 1),
         b("F2 Esc", PanelKey::Close, Some("close"), 2),
+        b("M", PanelKey::ToggleMap, Some("map"), 2),
         b("a Enter", act(S::Allocate), Some("alloc"), 1),
         b("+", act(S::SizeUp), Some("size"), 2),
         b("-", act(S::SizeDown), None, 3),
@@ -359,6 +364,7 @@ impl Keymap {
         }
         Some(match key.code {
             KeyCode::F(2) | KeyCode::Esc => PanelKey::Close,
+            KeyCode::Char('M') => PanelKey::ToggleMap,
             KeyCode::Char('a') | KeyCode::Enter => PanelKey::Act(S::Allocate),
             KeyCode::Char('+') | KeyCode::Char('=') => PanelKey::Act(S::SizeUp),
             KeyCode::Char('-') => PanelKey::Act(S::SizeDown),

@@ -341,6 +341,9 @@ pub struct UiState {
     /// Why the last key did nothing ("no GPU 3: GPUs 0…1"), shown on the
     /// status line until the next key.
     pub notice: Option<String>,
+    /// Below the size where the stress panel and the segment map sit side
+    /// by side: the map is shown instead of the panel (`M`).
+    pub stress_map: bool,
     /// Rows the help overlay is scrolled down (reset when it opens).
     pub help_scroll: usize,
 }
@@ -363,6 +366,7 @@ impl Default for UiState {
             allocator_pick: BTreeMap::new(),
             notice: None,
             help_scroll: 0,
+            stress_map: false,
         }
     }
 }

@@ -168,6 +168,18 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             state.ui.stress_open = false;
             Effect::Redraw
         }
+        PanelKey::ToggleMap => {
+            state.ui.stress_map = !state.ui.stress_map;
+            state.stress.message = Some(
+                if state.ui.stress_map {
+                    "segment map shown in place of the panel (panel keys still act): M shows the panel"
+                } else {
+                    "panel shown: M shows the segment map (side by side from 120×40)"
+                }
+                .to_string(),
+            );
+            Effect::Redraw
+        }
         PanelKey::Act(action) => {
             let commands = state.stress.apply(action);
             if commands.is_empty() {
