@@ -12,11 +12,11 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, Pattern, RANDOM_MIN_BYTES,
-    SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel, StressResult,
-    histogram_rows, parse_typed_size,
+    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice, Pattern,
+    RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel,
+    StressResult, histogram_rows, parse_typed_size,
 };
-use vramtop::app::stress_worker::{STRESS_COMMAND, StressExecutor, StressWorker};
+use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
 use vramtop::device::Telemetry;
 use vramtop::device::sim::{SimCluster, SimConfig, SimMemory};
@@ -1355,7 +1355,7 @@ fn v_on_the_simulation_worker_verifies_the_live_tensors() {
 
 /// A panel and an executor (with reopen) on a simulated GPU, driven
 /// synchronously: every command is answered before the next key.
-fn scenario_rig() -> (StressPanel, StressExecutor<SimMemory>, SimCluster) {
+fn scenario_rig() -> (StressPanel, PanelExecutor<SimMemory>, SimCluster) {
     let cluster = sim();
     let memory = cluster.new_process(0, STRESS_COMMAND);
     let handle = memory.clone();
@@ -1364,16 +1364,93 @@ fn scenario_rig() -> (StressPanel, StressExecutor<SimMemory>, SimCluster) {
         false,
     )
     .with_reopen(move || Ok(handle.clone()));
+    let exec = PanelExecutor::new(exec);
     let mut panel = StressPanel::default();
     panel.on_result(exec.started());
     (panel, exec, cluster)
+}
+
+#[test]
+fn every_builtin_scenario_reaches_vramtop_scenarios_figures_step_by_step_in_the_panel() {
+    for (i, name) in vramtop::scenario::builtin_names().into_iter().enumerate() {
+        let scenario = vramtop::scenario::builtin(name)
+            .expect("exists")
+            .expect("parses");
+        let expected = vramtop::scenario::run(&scenario).expect("runs");
+        let (mut p, mut exec, _cluster) = scenario_rig();
+        drive(&mut p, &mut exec, StressAction::LoadScenario(i));
+        assert_eq!(
+            p.device,
+            PanelDevice::Scenario {
+                capacity: scenario.device_memory,
+                context: scenario.context
+            },
+            "{name}: the scenario's own device"
+        );
+        for (v, want) in expected.variants.iter().enumerate() {
+            if v > 0 {
+                drive(&mut p, &mut exec, StressAction::ScenarioNextVariant);
+            }
+            assert_eq!(p.settings, want.alloc_conf, "{name}/{}", want.variant);
+            assert_eq!(p.figures.reserved, 0, "{name}/{}: rewound", want.variant);
+            for step in &want.steps {
+                drive(&mut p, &mut exec, StressAction::ScenarioStep);
+                let at = format!(
+                    "{name}/{} step {} ({})",
+                    want.variant, step.step, step.label
+                );
+                assert_eq!(p.figures.allocated, step.allocated, "{at}: allocated");
+                assert_eq!(p.figures.reserved, step.reserved, "{at}: reserved");
+                assert_eq!(p.figures.driver_used, step.driver_used, "{at}: driver used");
+                assert_eq!(p.figures.segments, step.segments as u64, "{at}: segments");
+                assert_eq!(
+                    p.figures.largest_free_block, step.largest_free_block,
+                    "{at}: largest free block"
+                );
+                assert_eq!(p.oom.is_some(), step.oom.is_some(), "{at}: OOM");
+            }
+            assert_eq!(
+                p.oom.is_some(),
+                want.summary.oom,
+                "{name}/{}: the same outcome",
+                want.variant
+            );
+        }
+    }
+}
+
+#[test]
+fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_to_the_gpu() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let run = p.scenario.as_ref().expect("loaded");
+    assert_eq!(run.done, 4, "stopped at the OOM step");
+    assert!(!run.running);
+    let oom = p.oom.as_ref().expect("out of memory");
+    assert!(
+        oom.message
+            .contains("GPU 0 has a total capacity of 8.00 GiB"),
+        "{}",
+        oom.message
+    );
+    let row = panel_row(&p, 120, 0);
+    assert!(row.contains("scenario device: simulated 8.00 GiB"), "{row}");
+    drive(&mut p, &mut exec, StressAction::UnloadScenario);
+    assert_eq!(p.device, PanelDevice::Gpu);
+    assert!(p.scenario.is_none() && p.tensors.is_empty() && p.oom.is_none());
+    assert!(panel_row(&p, 120, 0).contains("GPU 0 · no cap (simulated)"));
 }
 
 /// Applies `action` and answers every command it leads to (a running
 /// scenario sends one per answer); the reserved figure after each answer.
 fn drive(
     p: &mut StressPanel,
-    exec: &mut StressExecutor<SimMemory>,
+    exec: &mut PanelExecutor<SimMemory>,
     action: StressAction,
 ) -> Vec<u64> {
     let mut reserved = Vec::new();
@@ -1519,7 +1596,10 @@ fn n_opens_the_scenario_list_and_enter_loads_the_selected_one() {
     let Effect::Stress(cmds) = press(&mut state, KeyCode::Enter) else {
         panic!("Enter loads and rewinds");
     };
-    assert!(matches!(cmds[..], [StressCommand::Reconfigure { .. }]));
+    assert!(
+        matches!(cmds[..], [StressCommand::UseScenarioDevice { .. }]),
+        "the scenario's own device: {cmds:?}"
+    );
     assert!(!state.stress.picking());
     assert_eq!(state.stress.scenario.as_ref().map(|r| r.builtin), Some(1));
     assert!(state.stress.tensors.is_empty());

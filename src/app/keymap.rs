@@ -191,6 +191,7 @@ fn stress_bindings() -> Vec<StressBinding> {
         b("g", act(S::ScenarioRun), None, 3),
         b("w", act(S::ScenarioRewind), None, 3),
         b("N", act(S::ScenarioNextVariant), None, 3),
+        b("u", act(S::UnloadScenario), None, 3),
         b("W", act(S::SaveSnapshot), None, 3),
     ]
 }
@@ -390,6 +391,7 @@ impl Keymap {
             KeyCode::Char('w') => PanelKey::Act(S::ScenarioRewind),
             KeyCode::Char('N') => PanelKey::Act(S::ScenarioNextVariant),
             KeyCode::Char('W') => PanelKey::Act(S::SaveSnapshot),
+            KeyCode::Char('u') => PanelKey::Act(S::UnloadScenario),
             _ => return None,
         })
     }

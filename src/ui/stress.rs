@@ -17,7 +17,9 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
-use crate::app::stress::{CompareRow, FigureUnit, HistogramRow, OomState, Pattern, StressPanel};
+use crate::app::stress::{
+    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, StressPanel,
+};
 
 /// The panel's share of the screen height (percent) and its floor (rows).
 const HEIGHT_PERCENT: u16 = 55;
@@ -83,10 +85,14 @@ impl<'a> StressPane<'a> {
     fn title(&self) -> Line<'static> {
         let p = self.panel;
         let t = self.theme;
-        let where_ = match (p.gpu, p.cap) {
-            (None, _) => "starting".to_string(),
-            (Some(g), None) => format!("GPU {g} · no cap (simulated)"),
-            (Some(g), Some(c)) => format!("GPU {g} · cap {}", format::bytes(c)),
+        let where_ = match (p.gpu, p.cap, p.device) {
+            (None, _, _) => "starting".to_string(),
+            (Some(_), _, PanelDevice::Scenario { capacity, .. }) => format!(
+                "scenario device: simulated {} as in vramtop scenario",
+                format::bytes(capacity)
+            ),
+            (Some(g), None, _) => format!("GPU {g} · no cap (simulated)"),
+            (Some(g), Some(c), _) => format!("GPU {g} · cap {}", format::bytes(c)),
         };
         let mut spans = vec![
             Span::styled(" Stress panel ", t.title_focused),
