@@ -1710,3 +1710,32 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
     let advice = p.oom_advice();
     assert!(advice[0].contains("could release 300.00 MiB"), "{advice:?}");
 }
+
+#[test]
+fn new_settings_or_a_loaded_scenario_clear_the_compare_marks_of_the_old_allocator() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(&mut p, &mut exec, StressAction::Allocate);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    drive(&mut p, &mut exec, StressAction::FreeEveryOther);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    assert!(p.compare().is_some());
+    p.pending_settings = Some("expandable_segments:True".into());
+    drive(&mut p, &mut exec, StressAction::Reconfigure);
+    assert!(p.compare().is_none(), "S: a new allocator, no old figures");
+    assert!(p.mark_a.is_none());
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("compare cleared"), "{said}");
+
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    drive(&mut p, &mut exec, StressAction::Allocate);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    assert!(p.compare().is_some());
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    assert!(p.compare().is_none(), "a loaded scenario: cleared too");
+    let screen = panel_row(&p, 120, 2);
+    assert!(!screen.contains("figure"), "{screen}");
+}

@@ -1086,6 +1086,17 @@ impl StressPanel {
         commands
     }
 
+    /// Forgets the compare marks: they were figures of an allocator that
+    /// has just been replaced. The words to add to the message, if any.
+    fn clear_marks(&mut self) -> &'static str {
+        let had = self.mark_a.take().is_some() | self.mark_b.take().is_some();
+        if had {
+            "; compare cleared (its marks were of the old allocator)"
+        } else {
+            ""
+        }
+    }
+
     fn mark(&mut self) {
         match (self.mark_a, self.mark_b) {
             (None, _) => {
@@ -1559,8 +1570,9 @@ impl StressPanel {
                 };
                 self.settings = settings;
                 self.transformer_steps = 0;
+                let cleared = self.clear_marks();
                 self.say(format!(
-                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}",
+                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}{cleared}",
                     freed.len()
                 ));
             }
@@ -1574,16 +1586,17 @@ impl StressPanel {
                 self.settings = settings;
                 self.transformer_steps = 0;
                 self.device = device;
+                let cleared = self.clear_marks();
                 self.say(match device {
                     PanelDevice::Scenario { capacity, context } => format!(
                         "freed {} tensor(s); the scenario runs on a simulated {} device \
-                         ({} context), as vramtop scenario runs it: u goes back to the GPU",
+                         ({} context), as vramtop scenario runs it: u goes back to the GPU{cleared}",
                         freed.len(),
                         fmt(capacity),
                         fmt(context)
                     ),
                     PanelDevice::Gpu => format!(
-                        "freed {} tensor(s) of the scenario device; back on the GPU",
+                        "freed {} tensor(s) of the scenario device; back on the GPU{cleared}",
                         freed.len()
                     ),
                 });
