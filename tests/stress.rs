@@ -2,6 +2,8 @@
 //! (no threads), the worker on a simulated GPU end to end, the keys, and a
 //! render snapshot of the open panel.
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -1738,4 +1740,105 @@ fn new_settings_or_a_loaded_scenario_clear_the_compare_marks_of_the_old_allocato
     assert!(p.compare().is_none(), "a loaded scenario: cleared too");
     let screen = panel_row(&p, 120, 2);
     assert!(!screen.contains("figure"), "{screen}");
+}
+
+/// A dashboard on a fresh simulated GPU (no training process) with the
+/// panel open and its worker answered synchronously.
+struct Demo {
+    state: AppState,
+    exec: PanelExecutor<SimMemory>,
+    cluster: SimCluster,
+    telemetry: vramtop::device::sim::SimTelemetry,
+}
+
+impl Demo {
+    fn open() -> Demo {
+        let cluster = SimCluster::new(SimConfig {
+            seed: 3,
+            training_processes: 0,
+            ..SimConfig::default()
+        });
+        let mut telemetry = cluster.telemetry();
+        let mut state = AppState::new(StatusState {
+            backend: "sim".into(),
+            sample_interval_ms: 1000,
+            ..StatusState::default()
+        });
+        cluster.advance(1000);
+        state.apply_sample(
+            cluster.now_ms(),
+            telemetry.sample().expect("sim"),
+            Default::default(),
+        );
+        let memory = cluster.new_process(0, STRESS_COMMAND);
+        let handle = memory.clone();
+        let exec = PanelExecutor::new(
+            StressExecutor::new(
+                CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+                false,
+            )
+            .with_reopen(move || Ok(handle.clone())),
+        );
+        press(&mut state, KeyCode::Char('a'));
+        on_stress_result(&mut state, exec.started());
+        Demo {
+            state,
+            exec,
+            cluster,
+            telemetry,
+        }
+    }
+
+    /// Presses `key` ("a", "Enter", …) and answers what it sends.
+    fn key(&mut self, key: &str) {
+        let code = match key {
+            "Enter" => KeyCode::Enter,
+            "Esc" => KeyCode::Esc,
+            k if k.chars().count() == 1 => KeyCode::Char(k.chars().next().unwrap_or(' ')),
+            other => panic!("no such key in the walk-through: {other}"),
+        };
+        let mut effect = press(&mut self.state, code);
+        while let Effect::Stress(cmds) = effect {
+            effect = Effect::None;
+            for c in &cmds {
+                if let Effect::Stress(more) =
+                    on_stress_result(&mut self.state, self.exec.execute(c))
+                {
+                    effect = Effect::Stress(more);
+                }
+            }
+        }
+    }
+
+    fn sample(&mut self) {
+        self.cluster.advance(1000);
+        let readings = self.telemetry.sample().expect("sim");
+        self.state
+            .apply_sample(self.cluster.now_ms(), readings, Default::default());
+    }
+}
+
+#[test]
+fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
+    let rows = common::walkthrough::rows();
+    assert!(rows.len() >= 4, "the table is there: {rows:?}");
+    let mut demo = Demo::open();
+    for row in &rows {
+        for key in &row.keys {
+            demo.key(key);
+        }
+        demo.sample();
+        let screen = screen_text(&demo.state, 120, 40);
+        let missing = common::walkthrough::missing(row, &screen);
+        assert!(
+            missing.is_empty(),
+            "after {:?} the screen lacks {missing:?}:\n{screen}",
+            row.keys
+        );
+        assert!(screen.contains(" Segments "), "the map is on screen");
+    }
+    insta::assert_snapshot!(
+        "stress_walkthrough_120x40",
+        screen_text(&demo.state, 120, 40)
+    );
 }

@@ -56,30 +56,34 @@ impl<'a> StressPane<'a> {
         StressPane { panel, theme }
     }
 
-    fn settings_line(&self) -> Line<'static> {
+    /// Size, count, pattern, live tensors and reserved, flowed onto as
+    /// many lines as `width` needs (beside the segment map the panel is
+    /// narrow, and reserved is the figure to watch).
+    fn settings_lines(&self, width: u16) -> Vec<Line<'static>> {
         let p = self.panel;
         let t = self.theme;
         let live: u64 = p.tensors.iter().map(|t| t.size).sum();
-        Line::from(vec![
-            Span::styled("size ", t.dim),
-            Span::styled(format::bytes(p.size()), t.key),
-            Span::styled("  count ", t.dim),
-            Span::styled(p.count().to_string(), t.key),
-            Span::styled("  pattern ", t.dim),
-            Span::styled(p.pattern.name(), t.key),
-            Span::raw(match p.pattern {
-                Pattern::TransformerStep => format!(" #{}", p.transformer_steps + 1),
-                _ => String::new(),
-            }),
-            Span::styled("  live ", t.dim),
-            Span::raw(format!(
-                "{} tensors, {}",
-                p.tensors.len(),
-                format::bytes(live)
-            )),
-            Span::styled("  reserved ", t.dim),
-            Span::raw(format::bytes(p.figures.reserved)),
-        ])
+        let item = |label: &'static str, value: String, style: Style| {
+            Line::from(vec![Span::styled(label, t.dim), Span::styled(value, style)])
+        };
+        let pattern = match p.pattern {
+            Pattern::TransformerStep => {
+                format!("{} #{}", p.pattern.name(), p.transformer_steps + 1)
+            }
+            _ => p.pattern.name().to_string(),
+        };
+        let items = vec![
+            item("size ", format::bytes(p.size()), t.key),
+            item("count ", p.count().to_string(), t.key),
+            item("pattern ", pattern, t.key),
+            item(
+                "live ",
+                format!("{} tensors, {}", p.tensors.len(), format::bytes(live)),
+                t.text,
+            ),
+            item("reserved ", format::bytes(p.figures.reserved), t.text),
+        ];
+        chrome::flow(items, width, 2)
     }
 
     fn title(&self) -> Line<'static> {
@@ -356,7 +360,7 @@ impl Widget for StressPane<'_> {
         let inner = block.inner(area);
         block.render(area, buf);
 
-        let mut head = vec![self.settings_line()];
+        let mut head = self.settings_lines(inner.width);
         if let Some(text) = &self.panel.size_input {
             head.push(Line::from(vec![
                 Span::styled("set size: ", t.key),

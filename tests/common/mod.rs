@@ -5,6 +5,7 @@
 pub mod fake_nvml;
 pub mod screen;
 pub mod tmux;
+pub mod walkthrough;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
