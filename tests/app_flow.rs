@@ -222,3 +222,15 @@ fn panel_hints_keep_the_walkthrough_keys_at_120_columns() {
         assert!(last.contains(hint), "{hint} missing: {last}");
     }
 }
+
+#[test]
+fn v_without_a_probe_says_why_nothing_changed() {
+    let mut f = Flow::new(1);
+    f.samples(3);
+    assert_eq!(f.key(KeyCode::Char('v')), Effect::Redraw);
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains("v: no process on GPU 0 has a probe to switch to"),
+        "{screen}"
+    );
+}

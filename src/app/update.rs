@@ -314,7 +314,18 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                 return Effect::None;
             };
             let Some(choice) = state.probe_choice(gpu) else {
-                return Effect::None;
+                let (index, probes) = (gpu.index(), state.probes.pids_on(gpu.index()).len());
+                return notice(
+                    state,
+                    if probes == 0 {
+                        format!(
+                            "v: no process on GPU {index} has a probe to switch to \
+                             (python -m vramtop_probe; docs/attach.md)"
+                        )
+                    } else {
+                        format!("v: GPU {index} has one probed process: nothing to switch to")
+                    },
+                );
             };
             let index = gpu.index();
             state.ui.allocator_pick.insert(index, choice.next());
