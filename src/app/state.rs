@@ -332,6 +332,10 @@ pub struct UiState {
     /// Index of the selected block among the selected GPU's blocks, in
     /// layout order.
     pub selected_block: usize,
+    /// The address of the block the user selected: after a sample the
+    /// selection follows it (or the block now holding that address)
+    /// instead of staying at an index that now names another block.
+    pub selected_block_address: Option<u64>,
     /// The stress panel is open: panel keys act on it.
     pub stress_open: bool,
     /// Per GPU (NVML index), the pid whose probe's allocator to show when
@@ -362,6 +366,7 @@ impl Default for UiState {
             process_tree: true,
             process_scroll: 0,
             selected_block: 0,
+            selected_block_address: None,
             stress_open: false,
             allocator_pick: BTreeMap::new(),
             notice: None,
@@ -501,6 +506,26 @@ impl AppState {
         self.gpus = next;
         if self.ui.selected_gpu >= self.gpus.len() {
             self.ui.selected_gpu = self.gpus.len().saturating_sub(1);
+        }
+        self.follow_selected_block();
+    }
+
+    /// Puts the selection back on the block the user selected, by address:
+    /// the block starting there, else the block now covering it (after a
+    /// merge), else the index stays.
+    fn follow_selected_block(&mut self) {
+        let Some(address) = self.ui.selected_block_address else {
+            return;
+        };
+        let Some(view) = self.selected().and_then(|g| g.allocator.as_ref()) else {
+            return;
+        };
+        let blocks = || view.layout.iter().flat_map(|s| &s.blocks);
+        let found = blocks().position(|b| b.address == address).or_else(|| {
+            blocks().position(|b| b.address <= address && address - b.address < b.size)
+        });
+        if let Some(i) = found {
+            self.ui.selected_block = i;
         }
     }
 }

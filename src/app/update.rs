@@ -228,6 +228,7 @@ fn move_selection(state: &mut AppState, delta: isize) {
                 ui.selected_gpu =
                     (ui.selected_gpu as isize + delta).clamp(0, n as isize - 1) as usize;
                 ui.selected_block = 0;
+                ui.selected_block_address = None;
             }
         }
         Pane::Segments | Pane::Fragmentation => {
@@ -238,12 +239,60 @@ fn move_selection(state: &mut AppState, delta: isize) {
             } else {
                 (ui.selected_block as isize + delta).clamp(0, n as isize - 1) as usize
             };
+            remember_selected_address(state);
         }
         Pane::Processes => {
             ui.process_scroll = (ui.process_scroll as isize + delta).max(0) as usize;
         }
         Pane::Timeline => {}
     }
+}
+
+/// Remembers the address of the selected block, so the selection follows
+/// that block when the layout changes between samples.
+fn remember_selected_address(state: &mut AppState) {
+    let address = state
+        .selected()
+        .and_then(|g| g.allocator.as_ref())
+        .and_then(|a| {
+            a.layout
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .nth(state.ui.selected_block)
+        })
+        .map(|b| b.address);
+    state.ui.selected_block_address = address;
+}
+
+/// Moves the segment map's selection `rows` segment rows up (negative) or
+/// down, keeping the block's place within its row where the new row has
+/// that many blocks.
+fn move_segment_rows(state: &mut AppState, rows: isize) {
+    let Some(layout) = state
+        .selected()
+        .and_then(|g| g.allocator.as_ref())
+        .map(|a| &a.layout)
+    else {
+        return;
+    };
+    if layout.is_empty() {
+        return;
+    }
+    // (segment, block within it) of the selection.
+    let mut left = state.ui.selected_block;
+    let mut at = (layout.len() - 1, 0);
+    for (i, s) in layout.iter().enumerate() {
+        if left < s.blocks.len() {
+            at = (i, left);
+            break;
+        }
+        left -= s.blocks.len();
+    }
+    let target = (at.0 as isize + rows).clamp(0, layout.len() as isize - 1) as usize;
+    let within = at.1.min(layout[target].blocks.len().saturating_sub(1));
+    let before: usize = layout[..target].iter().map(|s| s.blocks.len()).sum();
+    state.ui.selected_block = before + within;
+    remember_selected_address(state);
 }
 
 /// Applies one action.
@@ -286,6 +335,16 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         }
         Action::FocusNext => ui.focus = ui.focus.next(),
         Action::FocusPrev => ui.focus = ui.focus.prev(),
+        // In the segment map ↑/↓ move by segment row, ←/→ by block and
+        // the page keys by a page of rows.
+        Action::Up if ui.focus == Pane::Segments => move_segment_rows(state, -1),
+        Action::Down if ui.focus == Pane::Segments => move_segment_rows(state, 1),
+        Action::PageUp if ui.focus == Pane::Segments => {
+            move_segment_rows(state, -(PAGE_ROWS as isize));
+        }
+        Action::PageDown if ui.focus == Pane::Segments => {
+            move_segment_rows(state, PAGE_ROWS as isize);
+        }
         Action::Up => move_selection(state, -1),
         Action::Down => move_selection(state, 1),
         Action::Left if matches!(ui.focus, Pane::Segments) => move_selection(state, -1),
@@ -347,6 +406,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             };
             ui.selected_gpu = i;
             ui.selected_block = 0;
+            ui.selected_block_address = None;
         }
     }
     Effect::Redraw
@@ -395,6 +455,86 @@ mod tests {
         assert_eq!(s.ui.selected_gpu, 1);
         press(&mut s, KeyCode::PageDown);
         assert_eq!(s.ui.selected_gpu, 2, "clamped at the last GPU");
+    }
+
+    /// A view of segments at `starts`, each of `blocks` 1 MiB blocks.
+    fn map(starts: &[u64], blocks: u64) -> crate::app::state::AllocatorView {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        const MIB: u64 = 1 << 20;
+        let layout = starts
+            .iter()
+            .map(|&address| SegmentInfo {
+                device: 0,
+                address,
+                total_size: blocks * MIB,
+                allocated_size: blocks * MIB,
+                active_size: blocks * MIB,
+                requested_size: blocks * MIB,
+                stream: 0,
+                segment_type: PoolKind::Large,
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                blocks: (0..blocks)
+                    .map(|b| BlockInfo {
+                        address: address + b * MIB,
+                        size: MIB,
+                        requested_size: MIB,
+                        state: BlockState::ActiveAllocated,
+                    })
+                    .collect(),
+            })
+            .collect();
+        crate::app::state::AllocatorView::new(
+            "t".into(),
+            None,
+            crate::alloc::DeviceStats::default(),
+            layout,
+        )
+    }
+
+    fn sample_with(s: &mut AppState, view: crate::app::state::AllocatorView) {
+        let now = s.now_ms + 1000;
+        s.apply_sample(
+            now,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            BTreeMap::from([(0, view)]),
+        );
+    }
+
+    #[test]
+    fn segment_map_moves_by_row_block_and_page_and_follows_the_block_by_address() {
+        const GIB: u64 = 1 << 30;
+        let starts: Vec<u64> = (1..=30).map(|i| i * GIB).collect();
+        let mut s = AppState::new(StatusState::default());
+        sample_with(&mut s, map(&starts, 4));
+        s.ui.focus = Pane::Segments;
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.selected_block, 4, "↓: the next segment row");
+        press(&mut s, KeyCode::Right);
+        press(&mut s, KeyCode::Right);
+        assert_eq!(s.ui.selected_block, 6, "→: the next block");
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.selected_block, 10, "↓ keeps the place in the row");
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.selected_block, 12 * 4 + 2, "PgDn: ten rows");
+        press(&mut s, KeyCode::PageDown);
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.selected_block, 29 * 4 + 2, "stops at the last row");
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.selected_block, 28 * 4 + 2);
+        let address = starts[28] + 2 * (1 << 20);
+        // Two segments appear before it: the selection follows the block.
+        let mut more = vec![GIB / 4, GIB / 2];
+        more.extend(&starts);
+        sample_with(&mut s, map(&more, 4));
+        assert_eq!(s.ui.selected_block, 30 * 4 + 2);
+        let view = s.gpus[0].allocator.as_ref().expect("view");
+        let block = view
+            .layout
+            .iter()
+            .flat_map(|g| &g.blocks)
+            .nth(s.ui.selected_block);
+        assert_eq!(block.map(|b| b.address), Some(address));
     }
 
     #[test]
