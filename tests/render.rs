@@ -767,3 +767,34 @@ fn gpu_at_maps_screen_rows_to_gpus_past_the_header_mig_rows_and_scrolling() {
     let rows: Vec<Option<usize>> = (0..3).map(|r| ui::gpu_at(&state, short, r)).collect();
     assert_eq!(rows, vec![None, Some(2), Some(1)]);
 }
+
+#[test]
+fn breakdown_shows_a_reserved_above_used_as_it_is_and_flags_it() {
+    let mut state = AppState::new(status());
+    let mut stats = DeviceStats::default();
+    stats.allocated_bytes.all.current = GIB as i64;
+    stats.reserved_bytes.all.current = (3 * GIB / 2) as i64;
+    let view = AllocatorView::new("probe pid 7".into(), Some(7), stats, Vec::new());
+    state.apply_sample(
+        1000,
+        vec![GpuReading::Ok(sample(0, GIB))],
+        BTreeMap::from([(0, view)]),
+    );
+    let theme = Theme::colored();
+    let pane = draw_widget(BreakdownPane::new(&state, &theme), 120, 6);
+    let drawn = text(pane.backend().buffer());
+    assert!(
+        drawn.contains("the allocator's reserved 1.50 GiB exceeds the GPU's used memory 1.00 GiB"),
+        "{drawn}"
+    );
+    assert!(drawn.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{drawn}");
+    assert!(
+        drawn.contains("reserved 1.50 GiB"),
+        "the figure as it is: {drawn}"
+    );
+    assert!(
+        !drawn.contains("context & other 0 B"),
+        "no clamped figure that looks real: {drawn}"
+    );
+    insta::assert_snapshot!("breakdown_reserved_over_used_120x6", pane.backend());
+}

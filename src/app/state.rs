@@ -126,6 +126,13 @@ pub struct Breakdown {
     pub context_and_other: u64,
     /// Not used at all (`total − driver used`).
     pub free: u64,
+    /// By how much the allocator's reserved exceeds the GPU's used memory
+    /// (bytes), which cannot be on one GPU: the view is then likely of
+    /// another GPU (CUDA and NVML numbering them differently). The other
+    /// parts are not to be trusted and `context_and_other` is 0 only
+    /// because nothing is left for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_over_used: Option<u64>,
 }
 
 /// Computes the breakdown; without an allocator view the allocated and
@@ -142,6 +149,7 @@ pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Optio
         cached_free: reserved - allocated,
         context_and_other: used - reserved,
         free: total - used,
+        reserved_over_used: a.reserved().checked_sub(used).filter(|&d| d > 0),
     })
 }
 
