@@ -227,3 +227,28 @@ fn docs_keys_lists_every_binding_of_the_keymap() {
         );
     }
 }
+
+#[test]
+fn the_simulated_gpu_is_named_for_its_size_and_doctor_lists_its_processes() {
+    let (code, out, err) = vramtop(&[
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "24GiB",
+        "--once",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Simulated GPU 24GB"), "{out}");
+    assert!(!out.contains("H100 80GB"), "{out}");
+    let (code, out, err) = vramtop(&["--backend", "sim", "--sim-memory", "24GiB", "doctor"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("GPU 0       Simulated GPU 24GB"), "{out}");
+    // The dashboard's simulated training process, there too.
+    assert!(out.contains("pid 4242 on GPU 0 (python train.py"), "{out}");
+    let (_, out, _) = vramtop(&["--backend", "sim", "doctor"]);
+    assert!(
+        out.contains("Simulated H100 80GB"),
+        "the default keeps its name: {out}"
+    );
+}

@@ -106,11 +106,11 @@ impl DeviceArgs {
     pub fn sim_config(&self) -> SimConfig {
         SimConfig {
             gpus: self.sim_gpus as usize,
-            memory_per_gpu: self.sim_memory,
             seed: self.sim_seed,
             training_processes: self.sim_training as usize,
             ..SimConfig::default()
         }
+        .with_memory(self.sim_memory)
     }
 }
 

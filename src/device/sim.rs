@@ -96,6 +96,35 @@ impl Default for SimConfig {
     }
 }
 
+impl SimConfig {
+    /// GPUs of `bytes` memory each, named for their size as vendors name
+    /// cards ("Simulated H100 80GB" at the default 80 GiB, "Simulated GPU
+    /// 24GB", "Simulated GPU 1.5GB"), so the name never contradicts the
+    /// memory shown beside it.
+    pub fn with_memory(mut self, bytes: u64) -> Self {
+        self.memory_per_gpu = bytes;
+        self.name = sim_gpu_name(bytes);
+        self
+    }
+}
+
+/// The simulated GPU's name for `bytes` of memory (GiB written "GB", as on
+/// cards).
+pub fn sim_gpu_name(bytes: u64) -> String {
+    if bytes == 80 * GIB {
+        return "Simulated H100 80GB".to_string();
+    }
+    let gib = bytes as f64 / GIB as f64;
+    let size = if bytes.is_multiple_of(GIB) {
+        format!("{}GB", bytes / GIB)
+    } else if gib >= 0.1 {
+        format!("{:.1}GB", gib)
+    } else {
+        format!("{}MB", bytes >> 20)
+    };
+    format!("Simulated GPU {size}")
+}
+
 /// A deterministic xorshift64* generator (no dependency, reproducible).
 #[derive(Debug, Clone)]
 struct Rng(u64);
@@ -810,6 +839,20 @@ impl Telemetry for LiveSimTelemetry {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_simulated_gpus_name_follows_its_memory() {
+        assert_eq!(sim_gpu_name(80 * GIB), "Simulated H100 80GB");
+        assert_eq!(sim_gpu_name(24 * GIB), "Simulated GPU 24GB");
+        assert_eq!(sim_gpu_name(3 * GIB / 2), "Simulated GPU 1.5GB");
+        assert_eq!(sim_gpu_name(64 << 20), "Simulated GPU 64MB");
+        let c = SimConfig::default().with_memory(8 * GIB);
+        assert_eq!(
+            (c.memory_per_gpu, c.name.as_str()),
+            (8 * GIB, "Simulated GPU 8GB")
+        );
+    }
+
     use super::*;
 
     fn ok(r: &GpuReading) -> &GpuSample {
