@@ -234,3 +234,24 @@ fn v_without_a_probe_says_why_nothing_changed() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_frame_before_the_first_sample_says_it_is_sampling_not_that_there_is_no_gpu() {
+    let state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+    terminal
+        .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
+        .expect("draws");
+    let screen = terminal.backend().to_string();
+    assert!(screen.contains("sampling the GPUs…"), "{screen}");
+    assert!(screen.contains("first sample…"), "{screen}");
+    assert!(
+        !screen.contains("no GPU found"),
+        "a false statement: {screen}"
+    );
+    assert!(!screen.contains("0 samples"), "{screen}");
+}

@@ -480,7 +480,9 @@ fn no_size_panics_from_0x0_to_20x5_nor_odd_shapes() {
 
 #[test]
 fn an_empty_state_draws_without_gpus() {
-    let state = AppState::new(StatusState::default());
+    let mut state = AppState::new(StatusState::default());
+    // A sample that found no GPU (before any, the panes say "sampling").
+    state.apply_sample(1000, Vec::new(), BTreeMap::new());
     let terminal = draw(&state, &Theme::colored(), 80, 24);
     let drawn = text(terminal.backend().buffer());
     assert!(drawn.contains("no GPU found"));

@@ -69,7 +69,8 @@ impl<'a> BreakdownPane<'a> {
             lines: Vec::new(),
         };
         let Some(gpu) = self.state.selected() else {
-            body.lines.push(Line::styled("no GPU found", theme.dim));
+            body.lines
+                .push(Line::styled(super::format::no_gpu(self.state), theme.dim));
             return body;
         };
         let sample = match &gpu.reading {

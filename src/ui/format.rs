@@ -159,6 +159,16 @@ pub fn truncate(text: &str, width: usize) -> String {
     out
 }
 
+/// What a pane says when there is no GPU to show: before the first sample
+/// nothing is known yet, which is not the same as no GPU.
+pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
+    if state.status.samples == 0 {
+        "sampling the GPUs…"
+    } else {
+        "no GPU found"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,7 +64,12 @@ impl<'a> StatusLine<'a> {
                 spans.push(Span::raw(format!("{prefix}{} ms", s.sample_interval_ms)));
             }
             spans.push(Span::styled(sep, theme.dim));
-            spans.push(Span::raw(format!("{} samples", s.samples)));
+            // Before the first sample there is nothing to count yet.
+            spans.push(Span::raw(if s.samples == 0 {
+                "first sample…".to_string()
+            } else {
+                format!("{} samples", s.samples)
+            }));
             if probes > 0 {
                 spans.push(Span::styled(sep, theme.dim));
                 let plural = if probes == 1 { "" } else { "s" };

@@ -162,7 +162,12 @@ impl Widget for TimelinePane<'_> {
             return;
         };
         let Some(gpu) = gpu else {
-            chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
+            chrome::line_at(
+                buf,
+                inner,
+                0,
+                &Line::styled(super::format::no_gpu(self.state), theme.dim),
+            );
             theme.finish(area, buf);
             return;
         };
