@@ -374,3 +374,27 @@ fn jump_keys_with_nothing_to_jump_to_say_why() {
     press(&mut v, KeyCode::Char('o'));
     assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM after this event"));
 }
+
+#[test]
+fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('?'));
+    let theme = vramtop::ui::Theme::colored();
+    let mut screen = String::new();
+    // Every row of the help, page by page.
+    for _ in 0..6 {
+        let mut t =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("tb");
+        t.draw(|f| {
+            vramtop::ui::render_viewer(f.area(), f.buffer_mut(), &v, &Keymap::default(), &theme)
+        })
+        .expect("draws");
+        screen.push_str(&t.backend().to_string());
+        press(&mut v, KeyCode::PageDown);
+    }
+    assert!(screen.contains("Words in a snapshot"), "{screen}");
+    assert!(screen.contains("reserved: the allocator's"), "{screen}");
+    // The dashboard-only words (driver used, contexts) are left out.
+    assert!(!screen.contains("context & other"), "{screen}");
+    assert!(!screen.contains("driver used"), "{screen}");
+}

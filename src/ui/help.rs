@@ -37,6 +37,10 @@ pub const DEFINITIONS: [(&str, &str); 10] = [
     ("segments", "S/L small/large pool, E expandable."),
 ];
 
+/// Definitions that describe the live dashboard (driver-used memory,
+/// contexts), not a snapshot: the viewer's help leaves them out.
+pub const DASHBOARD_ONLY: [&str; 2] = ["context & other", "free"];
+
 /// Width from which keys and definitions sit side by side.
 const TWO_COLUMNS_WIDTH: u16 = 70;
 /// The widest the popup gets (columns).
@@ -138,8 +142,20 @@ impl<'a> HelpOverlay<'a> {
     /// Definition lines wrapped to `width`, the term in the header style.
     fn definition_lines(&self, width: u16) -> Vec<Line<'static>> {
         let theme = self.theme;
-        let mut lines = vec![Line::styled("What the words mean", theme.header)];
-        for (term, meaning) in DEFINITIONS {
+        let mut lines = vec![Line::styled(
+            if self.viewer {
+                "Words in a snapshot"
+            } else {
+                "What the words mean"
+            },
+            theme.header,
+        )];
+        // A snapshot has no driver figures: the words about the driver's
+        // used memory belong to the dashboard's help only.
+        let shown = DEFINITIONS
+            .into_iter()
+            .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term));
+        for (term, meaning) in shown {
             // Wrap "term meaning" as one text, then style the term part of
             // the first line.
             // "fragmentation = …" reads as a formula, the rest as "term: …".

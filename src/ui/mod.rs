@@ -56,7 +56,7 @@ pub mod theme;
 pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
 pub use fragmentation::FragmentationPane;
 pub use gpus::GpusPane;
-pub use help::{DEFINITIONS, HelpOverlay};
+pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::StatusLine;
