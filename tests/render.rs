@@ -800,3 +800,58 @@ fn breakdown_shows_a_reserved_above_used_as_it_is_and_flags_it() {
     );
     insta::assert_snapshot!("breakdown_reserved_over_used_120x6", pane.backend());
 }
+
+#[test]
+fn dataloader_workers_that_touched_cuda_show_under_the_trainer_with_their_contexts() {
+    let cluster = SimCluster::new(SimConfig {
+        gpus: 1,
+        training_processes: 1,
+        dataloader_workers: 2,
+        seed: 7,
+        ..SimConfig::default()
+    });
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 5);
+    state.ui.focus = Pane::Processes;
+    let theme = Theme::colored();
+    let drawn = text(draw(&state, &theme, 120, 40).backend().buffer());
+    assert!(
+        drawn.contains("pt_data_worker 0 (touched CUDA; simulated)"),
+        "{drawn}"
+    );
+    assert!(
+        drawn.contains("pt_data_worker 1 (touched CUDA; simulated)"),
+        "{drawn}"
+    );
+    let rows = vramtop::app::state::process_rows(
+        &state
+            .gpus
+            .iter()
+            .filter_map(|g| g.sample())
+            .collect::<Vec<_>>(),
+        true,
+        "",
+    );
+    let workers: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r.process
+                .command
+                .as_deref()
+                .is_some_and(|c| c.starts_with("pt_data_worker"))
+        })
+        .collect();
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        assert_eq!(
+            (w.depth, w.own_context_in_child),
+            (1, true),
+            "under the trainer, flagged"
+        );
+        assert_eq!(
+            w.process.used_memory,
+            Some(500 << 20),
+            "a context each, no tensor"
+        );
+    }
+}

@@ -1385,7 +1385,7 @@ fn every_builtin_scenario_reaches_vramtop_scenarios_figures_step_by_step_in_the_
             p.device,
             PanelDevice::Scenario {
                 capacity: scenario.device_memory,
-                context: scenario.context
+                context: scenario.variants[0].external_use(scenario.context)
             },
             "{name}: the scenario's own device"
         );
@@ -1541,7 +1541,9 @@ fn next_variant_applies_its_alloc_conf_through_reconfigure() {
     let cmds = p.apply(StressAction::ScenarioNextVariant);
     assert_eq!(
         cmds,
-        vec![StressCommand::Reconfigure {
+        vec![StressCommand::UseScenarioDevice {
+            capacity: s.device_memory,
+            context: s.variants[1].external_use(s.context),
             settings: s.variants[1].alloc_conf.clone()
         }]
     );

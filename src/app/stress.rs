@@ -1332,7 +1332,10 @@ impl StressPanel {
         }
         let command = StressCommand::UseScenarioDevice {
             capacity: scenario.device_memory,
-            context: scenario.context,
+            context: scenario
+                .variants
+                .first()
+                .map_or(scenario.context, |v| v.external_use(scenario.context)),
             settings: scenario
                 .variants
                 .first()
@@ -1370,7 +1373,15 @@ impl StressPanel {
         run.pending.clear();
         run.in_flight = false;
         let settings = run.alloc_conf().to_string();
-        self.send(StressCommand::Reconfigure { settings })
+        // A fresh device of the scenario's size with this variant's
+        // contexts (they differ between variants), as vramtop scenario runs it.
+        let variant = &run.scenario.variants[run.variant];
+        let command = StressCommand::UseScenarioDevice {
+            capacity: run.scenario.device_memory,
+            context: variant.external_use(run.scenario.context),
+            settings,
+        };
+        self.send(command)
     }
 
     /// The command of the scenario's next step, chosen from the step

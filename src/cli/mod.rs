@@ -100,6 +100,12 @@ pub struct DeviceArgs {
     /// dashboard has a living allocator to show.
     #[arg(long, default_value_t = 1, global = true)]
     pub sim_training: u32,
+    /// DataLoader workers per simulated training process that touched
+    /// CUDA: each holds its own CUDA context (see the dataloader_workers
+    /// scenario).
+    #[arg(long, default_value_t = 0, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub sim_dataloader_workers: u32,
 }
 
 impl DeviceArgs {
@@ -108,6 +114,7 @@ impl DeviceArgs {
             gpus: self.sim_gpus as usize,
             seed: self.sim_seed,
             training_processes: self.sim_training as usize,
+            dataloader_workers: self.sim_dataloader_workers as usize,
             ..SimConfig::default()
         }
         .with_memory(self.sim_memory)
