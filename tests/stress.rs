@@ -1442,6 +1442,18 @@ fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_t
     );
     let row = panel_row(&p, 120, 0);
     assert!(row.contains("scenario device: simulated 8.00 GiB"), "{row}");
+    // The panes split the scenario's 8 GiB device, not the 80 GiB GPU.
+    let view = p.view.as_ref().expect("a view");
+    let mut gpu = vramtop::device::GpuSample::unknown(0, "Simulated H100 80GB");
+    gpu.memory_total = Some(80 * GIB);
+    gpu.memory_used = Some(GIB / 2);
+    let split = vramtop::app::state::breakdown(&gpu, Some(view)).expect("known");
+    assert_eq!(split.total, 8 * GIB);
+    assert_eq!(split.reserved_over_used, None, "consistent");
+    assert_eq!(
+        split.allocated + split.cached_free + split.context_and_other,
+        p.figures.driver_used
+    );
     drive(&mut p, &mut exec, StressAction::UnloadScenario);
     assert_eq!(p.device, PanelDevice::Gpu);
     assert!(p.scenario.is_none() && p.tensors.is_empty() && p.oom.is_none());

@@ -82,9 +82,21 @@ pub struct AllocatorView {
     pub stats: DeviceStats,
     pub layout: Vec<SegmentInfo>,
     pub fragmentation: Fragmentation,
+    /// `(total, used)` bytes of the device this allocator runs on when it
+    /// is not the GPU's own (the stress panel's scenario device): the
+    /// breakdown splits these instead of the GPU's telemetry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_memory: Option<(u64, u64)>,
 }
 
 impl AllocatorView {
+    /// Says the allocator runs on a device of its own of `total` bytes,
+    /// `used` of them used (see [`AllocatorView::device_memory`]).
+    pub fn on_device(mut self, total: u64, used: u64) -> Self {
+        self.device_memory = Some((total, used.min(total)));
+        self
+    }
+
     pub fn new(
         source: String,
         pid: Option<u32>,
@@ -98,6 +110,7 @@ impl AllocatorView {
             stats,
             layout,
             fragmentation,
+            device_memory: None,
         }
     }
 
@@ -138,9 +151,14 @@ pub struct Breakdown {
 /// Computes the breakdown; without an allocator view the allocated and
 /// cached parts are unknown (`None`), and only used/free are shown.
 pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
-    let total = sample.memory_total?;
-    let used = sample.memory_used?.min(total);
     let a = allocator?;
+    let (total, used) = match a.device_memory {
+        Some(device) => device,
+        None => {
+            let total = sample.memory_total?;
+            (total, sample.memory_used?.min(total))
+        }
+    };
     let reserved = a.reserved().min(used);
     let allocated = a.allocated().min(reserved);
     Some(Breakdown {

@@ -1662,12 +1662,12 @@ impl StressPanel {
                 )
             }
         };
-        self.view = Some(AllocatorView::new(
-            source,
-            None,
-            result.stats,
-            result.layout,
-        ));
+        let view = AllocatorView::new(source, None, result.stats, result.layout);
+        self.view = Some(match self.device {
+            PanelDevice::Gpu => view,
+            // The scenario's own device: its size and use, not the GPU's.
+            PanelDevice::Scenario { capacity, .. } => view.on_device(capacity, result.driver_used),
+        });
     }
 }
 

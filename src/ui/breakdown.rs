@@ -90,7 +90,13 @@ impl<'a> BreakdownPane<'a> {
             ));
             return body;
         };
-        let used = used.min(total);
+        // The allocator's own device, when it has one (the stress panel's
+        // scenario device), is what the breakdown splits.
+        let (total, used) = gpu
+            .allocator
+            .as_ref()
+            .and_then(|a| a.device_memory)
+            .unwrap_or((total, used.min(total)));
         body.total = total;
         let split = breakdown(sample, gpu.allocator.as_ref());
         let items = match (split, gpu.allocator.as_ref()) {
