@@ -855,3 +855,18 @@ fn dataloader_workers_that_touched_cuda_show_under_the_trainer_with_their_contex
         );
     }
 }
+
+#[test]
+fn the_timeline_axes_use_one_time_style_and_label_every_value_with_its_unit() {
+    let (_cluster, mut state) = training(1);
+    state.ui.zoom = vramtop::app::state::ZOOM_WINDOWS_S
+        .iter()
+        .position(|&w| w == 300)
+        .expect("a 5 minute window");
+    let theme = Theme::colored();
+    let drawn = text(draw(&state, &theme, 120, 40).backend().buffer());
+    assert!(drawn.contains("-5m") && drawn.contains("-2m30s"), "{drawn}");
+    assert!(!drawn.contains("-150s"), "{drawn}");
+    assert!(drawn.contains("0 B    │"), "the zero has its unit: {drawn}");
+    assert!(drawn.contains("0.6 GiB│"), "the middle too: {drawn}");
+}
