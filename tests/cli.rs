@@ -227,3 +227,65 @@ fn docs_keys_lists_every_binding_of_the_keymap() {
         );
     }
 }
+
+#[test]
+fn the_simulated_gpu_is_named_for_its_size_and_doctor_lists_its_processes() {
+    let (code, out, err) = vramtop(&[
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "24GiB",
+        "--once",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Simulated GPU 24GB"), "{out}");
+    assert!(!out.contains("H100 80GB"), "{out}");
+    let (code, out, err) = vramtop(&["--backend", "sim", "--sim-memory", "24GiB", "doctor"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("GPU 0       Simulated GPU 24GB"), "{out}");
+    // The dashboard's simulated training process, there too.
+    assert!(out.contains("pid 4242 on GPU 0 (python train.py"), "{out}");
+    let (_, out, _) = vramtop(&["--backend", "sim", "doctor"]);
+    assert!(
+        out.contains("Simulated H100 80GB"),
+        "the default keeps its name: {out}"
+    );
+}
+
+#[test]
+fn demo_ends_by_suggesting_its_own_snapshot_which_saves_and_opens() {
+    let (code, out, _) = vramtop(&["demo"]);
+    assert_eq!(code, 0);
+    let suggestion = "vramtop demo --save-snapshot demo.pickle && vramtop open demo.pickle";
+    let last = out.lines().last().unwrap_or_default();
+    assert!(last.ends_with(suggestion), "{out}");
+    assert!(
+        !out.contains("../shared"),
+        "no neighbour's files needed: {out}"
+    );
+    // The suggestion works as written (the viewer's --summary stands in for
+    // the interactive screen).
+    let dir = std::env::temp_dir().join(format!("vramtop-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("demo.pickle");
+    let file = file.to_str().expect("utf-8 path");
+    let (code, _, err) = vramtop(&["demo", "--save-snapshot", file]);
+    assert_eq!(code, 0, "{err}");
+    let (code, summary, err) = vramtop(&["open", file, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!summary.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let section = readme
+        .split("Open a snapshot in the terminal")
+        .nth(1)
+        .expect("the snapshot section");
+    let first_command = section
+        .lines()
+        .skip_while(|l| !l.starts_with("```sh"))
+        .nth(1)
+        .unwrap_or_default();
+    assert_eq!(first_command, suggestion, "the section starts there");
+}

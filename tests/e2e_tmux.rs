@@ -223,3 +223,45 @@ fn stress_cap_from_the_command_line_refuses_a_bigger_request_on_screen() {
     s.keys(&["q"]);
     terminal_restored(&s);
 }
+
+#[test]
+fn the_stress_walkthrough_of_docs_stress_md_plays_at_120x40_and_fragmentation_oom_reaches_its_oom()
+{
+    let Some(s) = Session::start(
+        "vramtop-e2e",
+        "walk",
+        (120, 40),
+        "--backend sim --interval 200ms --sim-training 0",
+    ) else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    s.keys(&["a"]);
+    s.wait_for("the stress worker", |sc| sc.contains("ready on GPU 0"));
+    for row in common::walkthrough::rows() {
+        // Keys typed while the worker is busy wait in order behind it.
+        let keys: Vec<&str> = row.keys.iter().map(String::as_str).collect();
+        s.keys(&keys);
+        let screen = s.wait_for(&format!("the figures after {keys:?}"), |sc| {
+            common::walkthrough::missing(&row, sc).is_empty()
+        });
+        assert!(screen.contains(" Segments "), "the map: {screen}");
+    }
+    // fragmentation_oom: the fifth built-in scenario, run to its end.
+    s.keys(&["n"]);
+    s.wait_for("the scenario list", |sc| sc.contains("fragmentation_oom"));
+    s.keys(&["Down", "Down", "Down", "Down", "Enter"]);
+    s.wait_for("the scenario's device", |sc| {
+        sc.contains("scenario device: simulated 8.00 GiB")
+    });
+    s.keys(&["g"]);
+    let screen = s.wait_for("the scenario's OOM", |sc| {
+        sc.contains("out of memory") && sc.contains("step 4/")
+    });
+    assert!(
+        screen.contains("capacity of 8.00 GiB"),
+        "PyTorch's message names the scenario's card: {screen}"
+    );
+    s.keys(&["q"]);
+    terminal_restored(&s);
+}

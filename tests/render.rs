@@ -198,10 +198,14 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
     let small = draw(&state, &theme, 80, 24);
     let drawn = text(small.backend().buffer());
     assert!(
-        drawn.contains("fragmentation = 1 − largest free"),
-        "the fragmentation definition fits at 80×24"
+        drawn.contains("↓ j PgDn more"),
+        "at 80×24 the help says it scrolls"
     );
     insta::assert_snapshot!("help_80x24", small.backend());
+    state.ui.help_scroll = 200;
+    let scrolled = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert!(scrolled.contains("process tree / flat list"), "{scrolled}");
+    assert!(scrolled.contains("↑ k PgUp back"), "the end says so");
 }
 
 #[test]
@@ -476,7 +480,9 @@ fn no_size_panics_from_0x0_to_20x5_nor_odd_shapes() {
 
 #[test]
 fn an_empty_state_draws_without_gpus() {
-    let state = AppState::new(StatusState::default());
+    let mut state = AppState::new(StatusState::default());
+    // A sample that found no GPU (before any, the panes say "sampling").
+    state.apply_sample(1000, Vec::new(), BTreeMap::new());
     let terminal = draw(&state, &Theme::colored(), 80, 24);
     let drawn = text(terminal.backend().buffer());
     assert!(drawn.contains("no GPU found"));
@@ -762,4 +768,105 @@ fn gpu_at_maps_screen_rows_to_gpus_past_the_header_mig_rows_and_scrolling() {
     let short = Rect::new(0, 0, 80, 3);
     let rows: Vec<Option<usize>> = (0..3).map(|r| ui::gpu_at(&state, short, r)).collect();
     assert_eq!(rows, vec![None, Some(2), Some(1)]);
+}
+
+#[test]
+fn breakdown_shows_a_reserved_above_used_as_it_is_and_flags_it() {
+    let mut state = AppState::new(status());
+    let mut stats = DeviceStats::default();
+    stats.allocated_bytes.all.current = GIB as i64;
+    stats.reserved_bytes.all.current = (3 * GIB / 2) as i64;
+    let view = AllocatorView::new("probe pid 7".into(), Some(7), stats, Vec::new());
+    state.apply_sample(
+        1000,
+        vec![GpuReading::Ok(sample(0, GIB))],
+        BTreeMap::from([(0, view)]),
+    );
+    let theme = Theme::colored();
+    let pane = draw_widget(BreakdownPane::new(&state, &theme), 120, 6);
+    let drawn = text(pane.backend().buffer());
+    assert!(
+        drawn.contains("the allocator's reserved 1.50 GiB exceeds the GPU's used memory 1.00 GiB"),
+        "{drawn}"
+    );
+    assert!(drawn.contains("CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{drawn}");
+    assert!(
+        drawn.contains("reserved 1.50 GiB"),
+        "the figure as it is: {drawn}"
+    );
+    assert!(
+        !drawn.contains("context & other 0 B"),
+        "no clamped figure that looks real: {drawn}"
+    );
+    insta::assert_snapshot!("breakdown_reserved_over_used_120x6", pane.backend());
+}
+
+#[test]
+fn dataloader_workers_that_touched_cuda_show_under_the_trainer_with_their_contexts() {
+    let cluster = SimCluster::new(SimConfig {
+        gpus: 1,
+        training_processes: 1,
+        dataloader_workers: 2,
+        seed: 7,
+        ..SimConfig::default()
+    });
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 5);
+    state.ui.focus = Pane::Processes;
+    let theme = Theme::colored();
+    let drawn = text(draw(&state, &theme, 120, 40).backend().buffer());
+    assert!(
+        drawn.contains("pt_data_worker 0 (touched CUDA; simulated)"),
+        "{drawn}"
+    );
+    assert!(
+        drawn.contains("pt_data_worker 1 (touched CUDA; simulated)"),
+        "{drawn}"
+    );
+    let rows = vramtop::app::state::process_rows(
+        &state
+            .gpus
+            .iter()
+            .filter_map(|g| g.sample())
+            .collect::<Vec<_>>(),
+        true,
+        "",
+    );
+    let workers: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r.process
+                .command
+                .as_deref()
+                .is_some_and(|c| c.starts_with("pt_data_worker"))
+        })
+        .collect();
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        assert_eq!(
+            (w.depth, w.own_context_in_child),
+            (1, true),
+            "under the trainer, flagged"
+        );
+        assert_eq!(
+            w.process.used_memory,
+            Some(500 << 20),
+            "a context each, no tensor"
+        );
+    }
+}
+
+#[test]
+fn the_timeline_axes_use_one_time_style_and_label_every_value_with_its_unit() {
+    let (_cluster, mut state) = training(1);
+    state.ui.zoom = vramtop::app::state::ZOOM_WINDOWS_S
+        .iter()
+        .position(|&w| w == 300)
+        .expect("a 5 minute window");
+    let theme = Theme::colored();
+    let drawn = text(draw(&state, &theme, 120, 40).backend().buffer());
+    assert!(drawn.contains("-5m") && drawn.contains("-2m30s"), "{drawn}");
+    assert!(!drawn.contains("-150s"), "{drawn}");
+    assert!(drawn.contains("0 B    │"), "the zero has its unit: {drawn}");
+    assert!(drawn.contains("0.6 GiB│"), "the middle too: {drawn}");
 }

@@ -394,14 +394,18 @@ fn v_switches_the_allocator_between_two_probed_processes_on_one_gpu() {
 }
 
 #[test]
-fn v_does_nothing_with_a_single_probe_on_the_gpu() {
+fn v_does_nothing_with_a_single_probe_on_the_gpu_and_says_so() {
     let mut state = attached();
     let effect = handle_key(
         &mut state,
         &Keymap::default(),
         KeyEvent::new(KeyCode::Char('v'), KeyModifiers::NONE),
     );
-    assert_eq!(effect, Effect::None);
+    assert_eq!(effect, Effect::Redraw, "the notice is drawn");
+    assert_eq!(
+        state.ui.notice.as_deref(),
+        Some("v: GPU 0 has one probed process: nothing to switch to")
+    );
     assert!(state.ui.allocator_pick.is_empty());
     assert!(!breakdown_text(&state).contains("v: next"));
 }

@@ -39,7 +39,7 @@ context = "100MiB"
 
 #[test]
 fn every_builtin_scenario_parses_and_runs_with_invariants_checked_after_each_step() {
-    assert_eq!(scenario::builtin_names().len(), 6);
+    assert_eq!(scenario::builtin_names().len(), 7);
     for (name, text) in scenario::BUILTIN {
         let s = scenario::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(s.name, name);
@@ -64,10 +64,12 @@ fn driver_used_is_reserved_plus_context_at_every_step() {
     for name in scenario::builtin_names() {
         let r = run_builtin(name);
         for v in &r.variants {
+            // The main process's context and one per worker that has one.
+            let contexts = r.context * (1 + u64::from(v.worker_contexts));
             for s in &v.steps {
                 assert_eq!(
                     s.driver_used,
-                    s.reserved + r.context,
+                    s.reserved + contexts,
                     "{name} step {}",
                     s.step
                 );
@@ -397,4 +399,24 @@ fn a_broken_scenario_file_exits_2_with_the_reason() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 2);
     assert!(err.contains("'ghost'"), "{err}");
+}
+
+#[test]
+fn dataloader_workers_that_touch_cuda_run_out_of_memory_where_cpu_workers_fit() {
+    let s = vramtop::scenario::builtin("dataloader_workers")
+        .expect("built in")
+        .expect("parses");
+    let r = vramtop::scenario::run(&s).expect("runs");
+    let cuda = r.variant("workers_touch_cuda").expect("variant");
+    let cpu = r.variant("cpu_workers_pin_memory").expect("variant");
+    assert_eq!(cuda.worker_contexts, 8);
+    // Nine contexts before the first tensor: driver used = reserved + 9 × 500 MiB.
+    let first = &cuda.steps[0];
+    assert_eq!(first.driver_used - first.reserved, 9 * 500 * (1 << 20));
+    assert_eq!(cuda.summary.oom_step, Some(4), "the activations do not fit");
+    assert!(!cpu.summary.oom, "one context: everything fits");
+    assert_eq!(
+        cpu.steps[0].driver_used - cpu.steps[0].reserved,
+        500 * (1 << 20)
+    );
 }

@@ -2,6 +2,8 @@
 //! (no threads), the worker on a simulated GPU end to end, the keys, and a
 //! render snapshot of the open panel.
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,11 +14,11 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, Pattern, RANDOM_MIN_BYTES,
-    SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel, StressResult,
-    histogram_rows, parse_typed_size,
+    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice, Pattern,
+    RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel,
+    StressResult, histogram_rows, parse_typed_size,
 };
-use vramtop::app::stress_worker::{STRESS_COMMAND, StressExecutor, StressWorker};
+use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
 use vramtop::device::Telemetry;
 use vramtop::device::sim::{SimCluster, SimConfig, SimMemory};
@@ -731,6 +733,47 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
     insta::assert_snapshot!("stress_panel_120x40", terminal.backend());
 }
 
+fn screen_text(state: &AppState, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, state, &Keymap::default(), &Theme::colored()))
+        .expect("test backend");
+    terminal.backend().to_string()
+}
+
+#[test]
+fn the_panel_shares_the_screen_with_the_segment_map_from_120x40() {
+    let state = stress_screen();
+    for (w, h) in [(120, 40), (200, 60), (200, 100)] {
+        let screen = screen_text(&state, w, h);
+        assert!(screen.contains(" Stress panel "), "{w}×{h}: {screen}");
+        assert!(screen.contains(" Segments "), "{w}×{h}: the map: {screen}");
+        assert!(screen.contains(" Memory breakdown "), "{w}×{h}: {screen}");
+        assert!(screen.contains(" Fragmentation "), "{w}×{h}: {screen}");
+    }
+    insta::assert_snapshot!("stress_beside_map_200x60", screen_text(&state, 200, 60));
+}
+
+#[test]
+fn below_120x40_shift_m_shows_the_segment_map_in_place_of_the_panel() {
+    let mut state = stress_screen();
+    let panel = screen_text(&state, 80, 24);
+    assert!(panel.contains(" Stress panel "), "{panel}");
+    assert!(!panel.contains(" Segments "), "{panel}");
+    insta::assert_snapshot!("stress_panel_80x24", panel);
+    assert_eq!(press(&mut state, KeyCode::Char('M')), Effect::Redraw);
+    let map = screen_text(&state, 80, 24);
+    assert!(!map.contains(" Stress panel "), "{map}");
+    assert!(map.contains(" Segments "), "{map}");
+    insta::assert_snapshot!("stress_map_80x24", map);
+    // The panel's keys still act behind the map.
+    let before = state.stress.count();
+    press(&mut state, KeyCode::Char('['));
+    assert!(state.stress.count() < before);
+    press(&mut state, KeyCode::Char('M'));
+    assert!(screen_text(&state, 80, 24).contains(" Stress panel "));
+}
+
 #[test]
 fn the_highlighted_words_are_exactly_the_reserved_but_unallocated_phrase() {
     let theme = Theme::colored();
@@ -1314,7 +1357,7 @@ fn v_on_the_simulation_worker_verifies_the_live_tensors() {
 
 /// A panel and an executor (with reopen) on a simulated GPU, driven
 /// synchronously: every command is answered before the next key.
-fn scenario_rig() -> (StressPanel, StressExecutor<SimMemory>, SimCluster) {
+fn scenario_rig() -> (StressPanel, PanelExecutor<SimMemory>, SimCluster) {
     let cluster = sim();
     let memory = cluster.new_process(0, STRESS_COMMAND);
     let handle = memory.clone();
@@ -1323,16 +1366,105 @@ fn scenario_rig() -> (StressPanel, StressExecutor<SimMemory>, SimCluster) {
         false,
     )
     .with_reopen(move || Ok(handle.clone()));
+    let exec = PanelExecutor::new(exec);
     let mut panel = StressPanel::default();
     panel.on_result(exec.started());
     (panel, exec, cluster)
+}
+
+#[test]
+fn every_builtin_scenario_reaches_vramtop_scenarios_figures_step_by_step_in_the_panel() {
+    for (i, name) in vramtop::scenario::builtin_names().into_iter().enumerate() {
+        let scenario = vramtop::scenario::builtin(name)
+            .expect("exists")
+            .expect("parses");
+        let expected = vramtop::scenario::run(&scenario).expect("runs");
+        let (mut p, mut exec, _cluster) = scenario_rig();
+        drive(&mut p, &mut exec, StressAction::LoadScenario(i));
+        assert_eq!(
+            p.device,
+            PanelDevice::Scenario {
+                capacity: scenario.device_memory,
+                context: scenario.variants[0].external_use(scenario.context)
+            },
+            "{name}: the scenario's own device"
+        );
+        for (v, want) in expected.variants.iter().enumerate() {
+            if v > 0 {
+                drive(&mut p, &mut exec, StressAction::ScenarioNextVariant);
+            }
+            assert_eq!(p.settings, want.alloc_conf, "{name}/{}", want.variant);
+            assert_eq!(p.figures.reserved, 0, "{name}/{}: rewound", want.variant);
+            for step in &want.steps {
+                drive(&mut p, &mut exec, StressAction::ScenarioStep);
+                let at = format!(
+                    "{name}/{} step {} ({})",
+                    want.variant, step.step, step.label
+                );
+                assert_eq!(p.figures.allocated, step.allocated, "{at}: allocated");
+                assert_eq!(p.figures.reserved, step.reserved, "{at}: reserved");
+                assert_eq!(p.figures.driver_used, step.driver_used, "{at}: driver used");
+                assert_eq!(p.figures.segments, step.segments as u64, "{at}: segments");
+                assert_eq!(
+                    p.figures.largest_free_block, step.largest_free_block,
+                    "{at}: largest free block"
+                );
+                assert_eq!(p.oom.is_some(), step.oom.is_some(), "{at}: OOM");
+            }
+            assert_eq!(
+                p.oom.is_some(),
+                want.summary.oom,
+                "{name}/{}: the same outcome",
+                want.variant
+            );
+        }
+    }
+}
+
+#[test]
+fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_to_the_gpu() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let run = p.scenario.as_ref().expect("loaded");
+    assert_eq!(run.done, 4, "stopped at the OOM step");
+    assert!(!run.running);
+    let oom = p.oom.as_ref().expect("out of memory");
+    assert!(
+        oom.message
+            .contains("GPU 0 has a total capacity of 8.00 GiB"),
+        "{}",
+        oom.message
+    );
+    let row = panel_row(&p, 120, 0);
+    assert!(row.contains("scenario device: simulated 8.00 GiB"), "{row}");
+    // The panes split the scenario's 8 GiB device, not the 80 GiB GPU.
+    let view = p.view.as_ref().expect("a view");
+    let mut gpu = vramtop::device::GpuSample::unknown(0, "Simulated H100 80GB");
+    gpu.memory_total = Some(80 * GIB);
+    gpu.memory_used = Some(GIB / 2);
+    let split = vramtop::app::state::breakdown(&gpu, Some(view)).expect("known");
+    assert_eq!(split.total, 8 * GIB);
+    assert_eq!(split.reserved_over_used, None, "consistent");
+    assert_eq!(
+        split.allocated + split.cached_free + split.context_and_other,
+        p.figures.driver_used
+    );
+    drive(&mut p, &mut exec, StressAction::UnloadScenario);
+    assert_eq!(p.device, PanelDevice::Gpu);
+    assert!(p.scenario.is_none() && p.tensors.is_empty() && p.oom.is_none());
+    assert!(panel_row(&p, 120, 0).contains("GPU 0 · no cap (simulated)"));
 }
 
 /// Applies `action` and answers every command it leads to (a running
 /// scenario sends one per answer); the reserved figure after each answer.
 fn drive(
     p: &mut StressPanel,
-    exec: &mut StressExecutor<SimMemory>,
+    exec: &mut PanelExecutor<SimMemory>,
     action: StressAction,
 ) -> Vec<u64> {
     let mut reserved = Vec::new();
@@ -1421,7 +1553,9 @@ fn next_variant_applies_its_alloc_conf_through_reconfigure() {
     let cmds = p.apply(StressAction::ScenarioNextVariant);
     assert_eq!(
         cmds,
-        vec![StressCommand::Reconfigure {
+        vec![StressCommand::UseScenarioDevice {
+            capacity: s.device_memory,
+            context: s.variants[1].external_use(s.context),
             settings: s.variants[1].alloc_conf.clone()
         }]
     );
@@ -1478,7 +1612,10 @@ fn n_opens_the_scenario_list_and_enter_loads_the_selected_one() {
     let Effect::Stress(cmds) = press(&mut state, KeyCode::Enter) else {
         panic!("Enter loads and rewinds");
     };
-    assert!(matches!(cmds[..], [StressCommand::Reconfigure { .. }]));
+    assert!(
+        matches!(cmds[..], [StressCommand::UseScenarioDevice { .. }]),
+        "the scenario's own device: {cmds:?}"
+    );
     assert!(!state.stress.picking());
     assert_eq!(state.stress.scenario.as_ref().map(|r| r.builtin), Some(1));
     assert!(state.stress.tensors.is_empty());
@@ -1588,4 +1725,134 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
     p.on_result(r);
     let advice = p.oom_advice();
     assert!(advice[0].contains("could release 300.00 MiB"), "{advice:?}");
+}
+
+#[test]
+fn new_settings_or_a_loaded_scenario_clear_the_compare_marks_of_the_old_allocator() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(&mut p, &mut exec, StressAction::Allocate);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    drive(&mut p, &mut exec, StressAction::FreeEveryOther);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    assert!(p.compare().is_some());
+    p.pending_settings = Some("expandable_segments:True".into());
+    drive(&mut p, &mut exec, StressAction::Reconfigure);
+    assert!(p.compare().is_none(), "S: a new allocator, no old figures");
+    assert!(p.mark_a.is_none());
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("compare cleared"), "{said}");
+
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    drive(&mut p, &mut exec, StressAction::Allocate);
+    drive(&mut p, &mut exec, StressAction::MarkCompare);
+    assert!(p.compare().is_some());
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    assert!(p.compare().is_none(), "a loaded scenario: cleared too");
+    let screen = panel_row(&p, 120, 2);
+    assert!(!screen.contains("figure"), "{screen}");
+}
+
+/// A dashboard on a fresh simulated GPU (no training process) with the
+/// panel open and its worker answered synchronously.
+struct Demo {
+    state: AppState,
+    exec: PanelExecutor<SimMemory>,
+    cluster: SimCluster,
+    telemetry: vramtop::device::sim::SimTelemetry,
+}
+
+impl Demo {
+    fn open() -> Demo {
+        let cluster = SimCluster::new(SimConfig {
+            seed: 3,
+            training_processes: 0,
+            ..SimConfig::default()
+        });
+        let mut telemetry = cluster.telemetry();
+        let mut state = AppState::new(StatusState {
+            backend: "sim".into(),
+            sample_interval_ms: 1000,
+            ..StatusState::default()
+        });
+        cluster.advance(1000);
+        state.apply_sample(
+            cluster.now_ms(),
+            telemetry.sample().expect("sim"),
+            Default::default(),
+        );
+        let memory = cluster.new_process(0, STRESS_COMMAND);
+        let handle = memory.clone();
+        let exec = PanelExecutor::new(
+            StressExecutor::new(
+                CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+                false,
+            )
+            .with_reopen(move || Ok(handle.clone())),
+        );
+        press(&mut state, KeyCode::Char('a'));
+        on_stress_result(&mut state, exec.started());
+        Demo {
+            state,
+            exec,
+            cluster,
+            telemetry,
+        }
+    }
+
+    /// Presses `key` ("a", "Enter", …) and answers what it sends.
+    fn key(&mut self, key: &str) {
+        let code = match key {
+            "Enter" => KeyCode::Enter,
+            "Esc" => KeyCode::Esc,
+            k if k.chars().count() == 1 => KeyCode::Char(k.chars().next().unwrap_or(' ')),
+            other => panic!("no such key in the walk-through: {other}"),
+        };
+        let mut effect = press(&mut self.state, code);
+        while let Effect::Stress(cmds) = effect {
+            effect = Effect::None;
+            for c in &cmds {
+                if let Effect::Stress(more) =
+                    on_stress_result(&mut self.state, self.exec.execute(c))
+                {
+                    effect = Effect::Stress(more);
+                }
+            }
+        }
+    }
+
+    fn sample(&mut self) {
+        self.cluster.advance(1000);
+        let readings = self.telemetry.sample().expect("sim");
+        self.state
+            .apply_sample(self.cluster.now_ms(), readings, Default::default());
+    }
+}
+
+#[test]
+fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
+    let rows = common::walkthrough::rows();
+    assert!(rows.len() >= 4, "the table is there: {rows:?}");
+    let mut demo = Demo::open();
+    for row in &rows {
+        for key in &row.keys {
+            demo.key(key);
+        }
+        demo.sample();
+        let screen = screen_text(&demo.state, 120, 40);
+        let missing = common::walkthrough::missing(row, &screen);
+        assert!(
+            missing.is_empty(),
+            "after {:?} the screen lacks {missing:?}:\n{screen}",
+            row.keys
+        );
+        assert!(screen.contains(" Segments "), "the map is on screen");
+    }
+    insta::assert_snapshot!(
+        "stress_walkthrough_120x40",
+        screen_text(&demo.state, 120, 40)
+    );
 }

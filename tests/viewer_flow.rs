@@ -131,11 +131,9 @@ fn jump_keys_land_just_after_the_oom_segment_alloc_and_empty_cache() {
     let e = v.current_event().expect("after the OOM");
     assert_eq!(e.action, TraceAction::Oom);
     let oom = v.cursor();
-    assert_eq!(
-        press(&mut v, KeyCode::Char('o')),
-        Effect::None,
-        "only one OOM"
-    );
+    press(&mut v, KeyCode::Char('o'));
+    assert_eq!(v.cursor(), oom, "only one OOM");
+    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM after this event"));
     assert_eq!(v.cursor(), oom);
 
     press(&mut v, KeyCode::Char('e'));
@@ -219,7 +217,7 @@ fn devices_switch_with_number_keys_and_keep_their_own_cursor() {
     assert_eq!(v.scrub.devices.len(), 2);
     press(&mut v, KeyCode::Home);
     assert_eq!(v.cursor(), 0);
-    press(&mut v, KeyCode::Char('2'));
+    press(&mut v, KeyCode::Char('1'));
     assert_eq!(v.device().map(|d| d.device), Some(1));
     assert_eq!(
         v.cursor(),
@@ -227,16 +225,20 @@ fn devices_switch_with_number_keys_and_keep_their_own_cursor() {
         "device 1 untouched"
     );
     assert!(v.segments.iter().all(|s| s.device == 1));
-    press(&mut v, KeyCode::Char('1'));
+    press(&mut v, KeyCode::Char('0'));
     assert_eq!(v.cursor(), 0, "device 0 kept its cursor");
     // ↑/↓ on the GPUs pane switch devices too.
     v.app.ui.focus = Pane::Gpus;
     press(&mut v, KeyCode::Down);
     assert_eq!(v.device().map(|d| d.device), Some(1));
-    assert_eq!(
-        press(&mut v, KeyCode::Char('3')),
-        Effect::None,
-        "no third device"
+    press(&mut v, KeyCode::Char('2'));
+    assert_eq!(v.device().map(|d| d.device), Some(1), "no device 2");
+    assert!(
+        v.app
+            .ui
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.starts_with("no GPU 2"))
     );
 }
 
@@ -298,7 +300,9 @@ fn a_snapshot_without_a_trace_shows_its_state_and_ignores_scrub_keys() {
     assert_eq!(v.cursor(), 0);
     assert!(!v.segments.is_empty());
     assert_eq!(press(&mut v, KeyCode::Left), Effect::None);
-    assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::None);
+    press(&mut v, KeyCode::Char('o'));
+    assert_eq!(v.cursor(), 0, "o does not move");
+    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM in this trace"));
     assert!(vramtop::ui::status_text(&v).contains("no trace"));
 }
 
@@ -333,4 +337,64 @@ fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
             b.keys
         );
     }
+}
+
+#[test]
+fn jump_keys_with_nothing_to_jump_to_say_why() {
+    // A trace with neither an OOM nor an empty_cache point.
+    let mut m = model(0);
+    m.set_time_us(1000);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    m.set_time_us(2000);
+    m.free(a).expect("live");
+    let mut v = ViewerState::new("plain.pickle".to_string(), snapshot_of(&m, 0));
+    assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::Redraw);
+    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM in this trace"));
+    press(&mut v, KeyCode::Char('e'));
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("no empty_cache point in this trace")
+    );
+    let theme = vramtop::ui::Theme::colored();
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("tb");
+    t.draw(|f| {
+        vramtop::ui::render_viewer(f.area(), f.buffer_mut(), &v, &Keymap::default(), &theme)
+    })
+    .expect("draws");
+    assert!(
+        t.backend()
+            .to_string()
+            .contains("no empty_cache point in this trace")
+    );
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.app.ui.notice, None, "the next key clears it");
+
+    // In the story, past its only OOM.
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('o'));
+    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM after this event"));
+}
+
+#[test]
+fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('?'));
+    let theme = vramtop::ui::Theme::colored();
+    let mut screen = String::new();
+    // Every row of the help, page by page.
+    for _ in 0..6 {
+        let mut t =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).expect("tb");
+        t.draw(|f| {
+            vramtop::ui::render_viewer(f.area(), f.buffer_mut(), &v, &Keymap::default(), &theme)
+        })
+        .expect("draws");
+        screen.push_str(&t.backend().to_string());
+        press(&mut v, KeyCode::PageDown);
+    }
+    assert!(screen.contains("Words in a snapshot"), "{screen}");
+    assert!(screen.contains("reserved: the allocator's"), "{screen}");
+    // The dashboard-only words (driver used, contexts) are left out.
+    assert!(!screen.contains("context & other"), "{screen}");
+    assert!(!screen.contains("driver used"), "{screen}");
 }

@@ -24,6 +24,7 @@ pub fn click(area: Rect, state: &mut AppState, theme: &Theme, column: u16, row: 
     {
         state.ui.selected_gpu = index;
         state.ui.selected_block = 0;
+        state.ui.selected_block_address = None;
     }
     before != (state.ui.focus, state.ui.selected_gpu)
 }

@@ -31,7 +31,7 @@ pub enum Action {
     ToggleTree,
     /// Show the next probed process's allocator on the selected GPU.
     NextAllocator,
-    /// Select GPU n (0-based) — keys 1…9.
+    /// Select GPU n, numbered as nvidia-smi numbers them (from 0) — keys 0…9.
     SelectGpu(u8),
 }
 
@@ -56,7 +56,7 @@ impl Action {
             Action::StartFilter => "filter processes",
             Action::ToggleTree => "process tree / flat list",
             Action::NextAllocator => "allocator: next probe on GPU",
-            Action::SelectGpu(_) => "select GPU 1…9",
+            Action::SelectGpu(_) => "select GPU 0…9, as on screen",
         }
     }
 }
@@ -70,6 +70,9 @@ pub struct Binding {
     pub pane: Option<Pane>,
     /// Shown in the status line's key hints.
     pub hint: Option<&'static str>,
+    /// Which hints stay when the status line is short: lower ranks first
+    /// (0: quit and help, always shown).
+    pub rank: u8,
 }
 
 /// What a key does for the stress panel.
@@ -79,6 +82,9 @@ pub enum PanelKey {
     Open,
     /// Closes the panel; its tensors stay allocated.
     Close,
+    /// Where the panel and the segment map do not both fit: shows one or
+    /// the other (the panel's keys keep working behind the map).
+    ToggleMap,
     Act(StressAction),
 }
 
@@ -87,6 +93,7 @@ impl PanelKey {
         match self {
             PanelKey::Open => "open the stress panel",
             PanelKey::Close => "close the stress panel (tensors stay)",
+            PanelKey::ToggleMap => "segment map / panel (below 120×40: one at a time)",
             PanelKey::Act(a) => a.describe(),
         }
     }
@@ -98,6 +105,8 @@ pub struct StressBinding {
     pub keys: &'static str,
     pub key: PanelKey,
     pub hint: Option<&'static str>,
+    /// Which hints stay when the status line is short: lower ranks first.
+    pub rank: u8,
 }
 
 /// The keymap: bindings in help order.
@@ -144,72 +153,90 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
 
 fn stress_bindings() -> Vec<StressBinding> {
     use StressAction as S;
-    let b = |keys, key, hint| StressBinding { keys, key, hint };
+    // Rank 1: the walk-through of docs/stress.md (allocate, make holes,
+    // empty_cache, compare) and the scenarios; 2: what shapes the next
+    // step; 3: the rest, all listed by `?`.
+    let b = |keys, key, hint, rank| StressBinding {
+        keys,
+        key,
+        hint,
+        rank,
+    };
     let act = PanelKey::Act;
     vec![
-        b("a F2", PanelKey::Open, None),
-        b("F2 Esc", PanelKey::Close, Some("close")),
-        b("a Enter", act(S::Allocate), Some("alloc")),
-        b("+", act(S::SizeUp), Some("size")),
-        b("-", act(S::SizeDown), None),
-        b("]", act(S::CountUp), Some("count")),
-        b("[", act(S::CountDown), None),
-        b("r", act(S::TogglePattern), Some("pattern")),
-        b("d Del", act(S::FreeSelected), Some("free")),
-        b("o", act(S::FreeOldest), Some("oldest")),
-        b("x", act(S::FreeRandom), Some("random")),
-        b("m", act(S::FreeEveryOther), Some("every other")),
-        b("D", act(S::FreeAll), Some("all")),
-        b("e", act(S::EmptyCache), Some("empty_cache")),
-        b("c", act(S::MarkCompare), Some("compare")),
-        b("H", act(S::ToggleHistogram), None),
-        b("v", act(S::Verify), Some("verify")),
-        b("s", act(S::TypeSize), None),
-        b("S", act(S::TypeSettings), Some("alloc conf")),
-        b("↑ k", act(S::Up), None),
-        b("↓ j", act(S::Down), None),
-        b("n", act(S::OpenScenarios), Some("scenarios")),
-        b(".", act(S::ScenarioStep), None),
-        b("g", act(S::ScenarioRun), None),
-        b("w", act(S::ScenarioRewind), None),
-        b("N", act(S::ScenarioNextVariant), None),
-        b("W", act(S::SaveSnapshot), None),
+        b("a F2", PanelKey::Open, Some("stress"), 1),
+        b("F2 Esc", PanelKey::Close, Some("close"), 2),
+        b("M", PanelKey::ToggleMap, Some("map"), 2),
+        b("a Enter", act(S::Allocate), Some("alloc"), 1),
+        b("+", act(S::SizeUp), Some("size"), 2),
+        b("-", act(S::SizeDown), None, 3),
+        b("]", act(S::CountUp), Some("count"), 2),
+        b("[", act(S::CountDown), None, 3),
+        b("r", act(S::TogglePattern), Some("pattern"), 3),
+        b("d Del", act(S::FreeSelected), Some("free"), 2),
+        b("o", act(S::FreeOldest), Some("oldest"), 3),
+        b("x", act(S::FreeRandom), Some("random"), 3),
+        b("m", act(S::FreeEveryOther), Some("every other"), 1),
+        b("D", act(S::FreeAll), Some("all"), 3),
+        b("e", act(S::EmptyCache), Some("empty_cache"), 1),
+        b("c", act(S::MarkCompare), Some("compare"), 1),
+        b("H", act(S::ToggleHistogram), None, 3),
+        b("v", act(S::Verify), Some("verify"), 3),
+        b("s", act(S::TypeSize), None, 3),
+        b("S", act(S::TypeSettings), Some("alloc conf"), 2),
+        b("↑ k", act(S::Up), None, 3),
+        b("↓ j", act(S::Down), None, 3),
+        b("n", act(S::OpenScenarios), Some("scenarios"), 1),
+        b(".", act(S::ScenarioStep), None, 3),
+        b("g", act(S::ScenarioRun), None, 3),
+        b("w", act(S::ScenarioRewind), None, 3),
+        b("N", act(S::ScenarioNextVariant), None, 3),
+        b("u", act(S::UnloadScenario), None, 3),
+        b("W", act(S::SaveSnapshot), None, 3),
     ]
 }
 
 impl Default for Keymap {
     fn default() -> Self {
-        let b = |keys, action, pane, hint| Binding {
+        let b = |keys, action, pane, hint, rank| Binding {
             keys,
             action,
             pane,
             hint,
+            rank,
         };
         Keymap {
             bindings: vec![
-                b("q Ctrl-C", Action::Quit, None, Some("quit")),
-                b("? F1", Action::ToggleHelp, None, Some("help")),
-                b("Esc", Action::Back, None, None),
-                b("Tab", Action::FocusNext, None, Some("pane")),
-                b("Shift-Tab", Action::FocusPrev, None, None),
-                b("↑ k", Action::Up, None, None),
-                b("↓ j", Action::Down, None, None),
-                b("← h", Action::Left, Some(Pane::Segments), None),
-                b("→ l", Action::Right, Some(Pane::Segments), None),
-                b("PgUp", Action::PageUp, None, None),
-                b("PgDn", Action::PageDown, None, None),
-                b("+", Action::ZoomIn, Some(Pane::Timeline), Some("zoom")),
-                b("-", Action::ZoomOut, Some(Pane::Timeline), None),
-                b("p", Action::TogglePause, None, Some("pause")),
+                b("q Ctrl-C", Action::Quit, None, Some("quit"), 0),
+                b("? F1", Action::ToggleHelp, None, Some("help"), 0),
+                b("Esc", Action::Back, None, None, 3),
+                b("Tab", Action::FocusNext, None, Some("pane"), 1),
+                b("Shift-Tab", Action::FocusPrev, None, None, 3),
+                b("↑ k", Action::Up, None, None, 3),
+                b("↓ j", Action::Down, None, None, 3),
+                b("← h", Action::Left, Some(Pane::Segments), None, 3),
+                b("→ l", Action::Right, Some(Pane::Segments), None, 3),
+                b("PgUp", Action::PageUp, None, None, 3),
+                b("PgDn", Action::PageDown, None, None, 3),
+                b("+", Action::ZoomIn, Some(Pane::Timeline), Some("zoom"), 2),
+                b("-", Action::ZoomOut, Some(Pane::Timeline), None, 3),
+                b("p", Action::TogglePause, None, Some("pause"), 2),
                 b(
                     "/",
                     Action::StartFilter,
                     Some(Pane::Processes),
                     Some("filter"),
+                    2,
                 ),
-                b("t", Action::ToggleTree, Some(Pane::Processes), Some("tree")),
-                b("v", Action::NextAllocator, None, None),
-                b("1…9", Action::SelectGpu(0), None, Some("GPU")),
+                b(
+                    "t",
+                    Action::ToggleTree,
+                    Some(Pane::Processes),
+                    Some("tree"),
+                    2,
+                ),
+                b("v", Action::NextAllocator, None, None, 3),
+                b("0…9", Action::SelectGpu(0), None, Some("GPU"), 2),
             ],
             stress: stress_bindings(),
             viewer: viewer_bindings(),
@@ -241,7 +268,7 @@ impl Keymap {
             KeyCode::Char('/') => Action::StartFilter,
             KeyCode::Char('t') => Action::ToggleTree,
             KeyCode::Char('v') => Action::NextAllocator,
-            KeyCode::Char(c @ '1'..='9') => Action::SelectGpu(c as u8 - b'1'),
+            KeyCode::Char(c @ '0'..='9') => Action::SelectGpu(c as u8 - b'0'),
             _ => return None,
         })
     }
@@ -276,23 +303,29 @@ impl Keymap {
     /// "key action" pairs for the viewer's status line: quit and help,
     /// then the viewer's keys.
     pub fn viewer_hints(&self) -> Vec<(&'static str, &'static str)> {
-        self.hints_with(self.viewer.iter().map(|b| (b.keys, b.hint)))
+        self.hints_with(self.viewer.iter().map(|b| (b.keys, b.hint, 1)))
     }
 
-    /// "key action" pairs: quit and help, then the `(keys, hint)` of a
-    /// mode's own bindings; a binding's first key stands for all of them.
+    /// "key action" pairs, most important first: quit and help, then the
+    /// `(keys, hint, rank)` of a mode's own bindings by rank (table order
+    /// within a rank), so a short status line keeps the important ones; a
+    /// binding's first key stands for all of them.
     fn hints_with(
         &self,
-        own: impl Iterator<Item = (&'static str, Option<&'static str>)>,
+        own: impl Iterator<Item = (&'static str, Option<&'static str>, u8)>,
     ) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
-        self.bindings
+        let mut all: Vec<(&'static str, &'static str, u8)> = self
+            .bindings
             .iter()
             .filter(|b| matches!(b.action, Action::Quit | Action::ToggleHelp))
-            .map(|b| (b.keys, b.hint))
+            .map(|b| (b.keys, b.hint, 0))
             .chain(own)
-            .filter_map(|(keys, hint)| hint.map(|h| (first(keys), h)))
-            .collect()
+            .filter_map(|(keys, hint, rank)| hint.map(|h| (first(keys), h, rank)))
+            .collect();
+        // Stable: within a rank the table's order stays.
+        all.sort_by_key(|h| h.2);
+        all.into_iter().map(|(k, h, _)| (k, h)).collect()
     }
 
     /// (keys, description) rows of the viewer for the help overlay: its
@@ -332,6 +365,7 @@ impl Keymap {
         }
         Some(match key.code {
             KeyCode::F(2) | KeyCode::Esc => PanelKey::Close,
+            KeyCode::Char('M') => PanelKey::ToggleMap,
             KeyCode::Char('a') | KeyCode::Enter => PanelKey::Act(S::Allocate),
             KeyCode::Char('+') | KeyCode::Char('=') => PanelKey::Act(S::SizeUp),
             KeyCode::Char('-') => PanelKey::Act(S::SizeDown),
@@ -357,14 +391,20 @@ impl Keymap {
             KeyCode::Char('w') => PanelKey::Act(S::ScenarioRewind),
             KeyCode::Char('N') => PanelKey::Act(S::ScenarioNextVariant),
             KeyCode::Char('W') => PanelKey::Act(S::SaveSnapshot),
+            KeyCode::Char('u') => PanelKey::Act(S::UnloadScenario),
             _ => return None,
         })
     }
 
     /// "key action" pairs for the status line while the stress panel is
-    /// open: quit and help first, then the panel's keys.
+    /// open: quit and help first, then the panel's keys by rank.
     pub fn stress_hints(&self) -> Vec<(&'static str, &'static str)> {
-        self.hints_with(self.stress.iter().map(|b| (b.keys, b.hint)))
+        self.hints_with(
+            self.stress
+                .iter()
+                .filter(|b| b.key != PanelKey::Open)
+                .map(|b| (b.keys, b.hint, b.rank)),
+        )
     }
 
     /// (keys, description) rows of the stress panel for the help overlay.
@@ -375,20 +415,33 @@ impl Keymap {
             .collect()
     }
 
-    /// "key action" pairs for the status line, for the focused pane.
+    /// "key action" pairs for the status line, for the focused pane, most
+    /// important first (the stress panel's key among them, so it can be
+    /// found from inside the program).
     pub fn hints(&self, focus: Pane) -> Vec<(&'static str, &'static str)> {
-        self.bindings
+        let open = self
+            .stress
             .iter()
-            .filter(|b| b.pane.is_none_or(|p| p == focus))
-            .filter_map(|b| {
-                b.hint
-                    .map(|h| (b.keys.split(' ').next().unwrap_or(b.keys), h))
-            })
-            .collect()
+            .filter(|b| b.key == PanelKey::Open)
+            .map(|b| (b.keys, b.hint, b.rank));
+        self.hints_with(
+            self.bindings
+                .iter()
+                .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
+                .filter(|b| b.pane.is_none_or(|p| p == focus))
+                .map(|b| (b.keys, b.hint, b.rank))
+                .chain(open),
+        )
     }
 
-    /// (keys, description, where) rows for the help overlay.
+    /// (keys, description, where) rows for the help overlay: the
+    /// dashboard's bindings, then the key that opens the stress panel.
     pub fn help_rows(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+        let open = self
+            .stress
+            .iter()
+            .filter(|b| b.key == PanelKey::Open)
+            .map(|b| (b.keys, STRESS_OPEN_HELP, "everywhere"));
         self.bindings
             .iter()
             .map(|b| {
@@ -398,9 +451,13 @@ impl Keymap {
                     b.pane.map_or("everywhere", Pane::title),
                 )
             })
+            .chain(open)
             .collect()
     }
 }
+
+/// The help's line for the key that opens the stress panel.
+const STRESS_OPEN_HELP: &str = "stress panel (drive the allocator)";
 
 #[cfg(test)]
 mod tests {
@@ -425,7 +482,12 @@ mod tests {
         );
         assert_eq!(
             k.action_for(key(KeyCode::Char('3'))),
-            Some(Action::SelectGpu(2))
+            Some(Action::SelectGpu(3)),
+            "3 selects the GPU nvidia-smi calls 3"
+        );
+        assert_eq!(
+            k.action_for(key(KeyCode::Char('0'))),
+            Some(Action::SelectGpu(0))
         );
         assert_eq!(k.action_for(key(KeyCode::Char('z'))), None);
     }

@@ -87,6 +87,11 @@ pub struct AllocatorView {
     /// requested size. Shown as n/a; their slots hold 0.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<String>,
+    /// `(total, used)` bytes of the device this allocator runs on when it
+    /// is not the GPU's own (the stress panel's scenario device): the
+    /// breakdown splits these instead of the GPU's telemetry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_memory: Option<(u64, u64)>,
 }
 
 /// The name in [`AllocatorView::unknown`] for blocks without a requested
@@ -94,6 +99,13 @@ pub struct AllocatorView {
 pub const REQUESTED_SIZE: &str = "requested_size";
 
 impl AllocatorView {
+    /// Says the allocator runs on a device of its own of `total` bytes,
+    /// `used` of them used (see [`AllocatorView::device_memory`]).
+    pub fn on_device(mut self, total: u64, used: u64) -> Self {
+        self.device_memory = Some((total, used.min(total)));
+        self
+    }
+
     pub fn new(
         source: String,
         pid: Option<u32>,
@@ -108,6 +120,7 @@ impl AllocatorView {
             layout,
             fragmentation,
             unknown: Vec::new(),
+            device_memory: None,
         }
     }
 
@@ -165,15 +178,27 @@ pub struct Breakdown {
     pub context_and_other: u64,
     /// Not used at all (`total − driver used`).
     pub free: u64,
+    /// By how much the allocator's reserved exceeds the GPU's used memory
+    /// (bytes), which cannot be on one GPU: the view is then likely of
+    /// another GPU (CUDA and NVML numbering them differently). The other
+    /// parts are not to be trusted and `context_and_other` is 0 only
+    /// because nothing is left for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_over_used: Option<u64>,
 }
 
 /// Computes the breakdown; without an allocator view the allocated and
 /// cached parts are unknown (`None`), and only used/free are shown.
 pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
-    let total = sample.memory_total?;
-    let used = sample.memory_used?.min(total);
     // Unknown totals (a probe's nulls) split nothing: only used/free.
     let a = allocator.filter(|a| a.knows_totals())?;
+    let (total, used) = match a.device_memory {
+        Some(device) => device,
+        None => {
+            let total = sample.memory_total?;
+            (total, sample.memory_used?.min(total))
+        }
+    };
     let reserved = a.reserved().min(used);
     let allocated = a.allocated().min(reserved);
     Some(Breakdown {
@@ -182,6 +207,7 @@ pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Optio
         cached_free: reserved - allocated,
         context_and_other: used - reserved,
         free: total - used,
+        reserved_over_used: a.reserved().checked_sub(used).filter(|&d| d > 0),
     })
 }
 
@@ -372,12 +398,24 @@ pub struct UiState {
     /// Index of the selected block among the selected GPU's blocks, in
     /// layout order.
     pub selected_block: usize,
+    /// The address of the block the user selected: after a sample the
+    /// selection follows it (or the block now holding that address)
+    /// instead of staying at an index that now names another block.
+    pub selected_block_address: Option<u64>,
     /// The stress panel is open: panel keys act on it.
     pub stress_open: bool,
     /// Per GPU (NVML index), the pid whose probe's allocator to show when
     /// several processes on it have a probe (`v` cycles; applied from the
     /// next sample). A pid no longer there falls back to the first probe.
     pub allocator_pick: BTreeMap<u32, u32>,
+    /// Why the last key did nothing ("no GPU 3: GPUs 0…1"), shown on the
+    /// status line until the next key.
+    pub notice: Option<String>,
+    /// Below the size where the stress panel and the segment map sit side
+    /// by side: the map is shown instead of the panel (`M`).
+    pub stress_map: bool,
+    /// Rows the help overlay is scrolled down (reset when it opens).
+    pub help_scroll: usize,
 }
 
 impl Default for UiState {
@@ -394,8 +432,12 @@ impl Default for UiState {
             process_tree: true,
             process_scroll: 0,
             selected_block: 0,
+            selected_block_address: None,
             stress_open: false,
             allocator_pick: BTreeMap::new(),
+            notice: None,
+            help_scroll: 0,
+            stress_map: false,
         }
     }
 }
@@ -530,6 +572,26 @@ impl AppState {
         self.gpus = next;
         if self.ui.selected_gpu >= self.gpus.len() {
             self.ui.selected_gpu = self.gpus.len().saturating_sub(1);
+        }
+        self.follow_selected_block();
+    }
+
+    /// Puts the selection back on the block the user selected, by address:
+    /// the block starting there, else the block now covering it (after a
+    /// merge), else the index stays.
+    fn follow_selected_block(&mut self) {
+        let Some(address) = self.ui.selected_block_address else {
+            return;
+        };
+        let Some(view) = self.selected().and_then(|g| g.allocator.as_ref()) else {
+            return;
+        };
+        let blocks = || view.layout.iter().flat_map(|s| &s.blocks);
+        let found = blocks().position(|b| b.address == address).or_else(|| {
+            blocks().position(|b| b.address <= address && address - b.address < b.size)
+        });
+        if let Some(i) = found {
+            self.ui.selected_block = i;
         }
     }
 }

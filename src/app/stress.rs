@@ -221,6 +221,8 @@ pub enum StressAction {
     /// memory snapshot `vramtop-stress-<unix time>.pickle` in the current
     /// directory.
     SaveSnapshot,
+    /// Unloads the scenario: frees its tensors and goes back to the GPU.
+    UnloadScenario,
 }
 
 impl StressAction {
@@ -261,6 +263,9 @@ impl StressAction {
             StressAction::SaveSnapshot => {
                 "write a PyTorch snapshot: vramtop-stress-<unix time>.pickle in the current directory"
             }
+            StressAction::UnloadScenario => {
+                "scenario: unload (free its tensors, back to the GPU from its simulated device)"
+            }
         }
     }
 }
@@ -285,6 +290,28 @@ pub enum StressCommand {
     /// `vramtop-stress-<unix time>.pickle` in the current directory (the
     /// worker picks the name: the panel has no clock).
     SaveSnapshot,
+    /// Frees every tensor and moves to a fresh simulated device of
+    /// `capacity` bytes with `context` bytes of it used by the CUDA context
+    /// (a scenario's `device_memory` and `context`, as `vramtop scenario`
+    /// runs it), the allocator under `settings`.
+    UseScenarioDevice {
+        capacity: u64,
+        context: u64,
+        settings: String,
+    },
+    /// Frees everything on the scenario device and goes back to the GPU.
+    UseGpu,
+}
+
+/// Where the panel's allocator runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum PanelDevice {
+    /// The GPU the worker started on (simulated or real).
+    #[default]
+    Gpu,
+    /// A simulated device of a scenario's size (bytes), `context` of it
+    /// used by the CUDA context, as `vramtop scenario` runs it.
+    Scenario { capacity: u64, context: u64 },
 }
 
 /// A tensor whose bytes are not the pattern they were filled with.
@@ -331,6 +358,13 @@ pub enum StressOutcome {
     /// Every tensor was freed (`freed`: their addresses), the cache emptied
     /// and a fresh allocator runs under `settings`.
     Reconfigured {
+        settings: String,
+        freed: Vec<u64>,
+    },
+    /// Every tensor was freed (`freed`) and the allocator, under
+    /// `settings`, now runs on `device`.
+    DeviceChanged {
+        device: PanelDevice,
         settings: String,
         freed: Vec<u64>,
     },
@@ -765,6 +799,8 @@ pub struct StressPanel {
     pub scenario_picker: Option<ScenarioPicker>,
     /// The scenario loaded into the panel.
     pub scenario: Option<ScenarioRun>,
+    /// Where the allocator runs: the GPU, or a loaded scenario's device.
+    pub device: PanelDevice,
 }
 
 impl Default for StressPanel {
@@ -797,6 +833,7 @@ impl Default for StressPanel {
             queued: Vec::new(),
             scenario_picker: None,
             scenario: None,
+            device: PanelDevice::Gpu,
         }
     }
 }
@@ -956,6 +993,15 @@ impl StressPanel {
         self.gpu.is_some()
     }
 
+    /// The cap that applies now: a scenario's simulated device has none
+    /// (running out of its memory is the point).
+    pub fn active_cap(&self) -> Option<u64> {
+        match self.device {
+            PanelDevice::Gpu => self.cap,
+            PanelDevice::Scenario { .. } => None,
+        }
+    }
+
     /// The histogram rows when both marks are set and `H` shows them.
     pub fn histogram_compare(&self) -> Option<Vec<HistogramRow>> {
         if !self.show_histogram {
@@ -1027,7 +1073,7 @@ impl StressPanel {
         }
         let sizes = self.next_sizes();
         let request: u64 = sizes.iter().sum();
-        if let Some(cap) = self.cap
+        if let Some(cap) = self.active_cap()
             && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
         {
             self.say(why);
@@ -1038,6 +1084,17 @@ impl StressPanel {
             self.transformer_steps += 1;
         }
         commands
+    }
+
+    /// Forgets the compare marks: they were figures of an allocator that
+    /// has just been replaced. The words to add to the message, if any.
+    fn clear_marks(&mut self) -> &'static str {
+        let had = self.mark_a.take().is_some() | self.mark_b.take().is_some();
+        if had {
+            "; compare cleared (its marks were of the old allocator)"
+        } else {
+            ""
+        }
     }
 
     fn mark(&mut self) {
@@ -1180,6 +1237,17 @@ impl StressPanel {
                 return self.scenario_step();
             }
             StressAction::ScenarioRewind => return self.rewind_scenario(),
+            StressAction::UnloadScenario => {
+                if self.scenario.is_none() && self.device == PanelDevice::Gpu {
+                    self.say("no scenario loaded: n lists them");
+                    return Vec::new();
+                }
+                let commands = self.send(StressCommand::UseGpu);
+                if !commands.is_empty() {
+                    self.scenario = None;
+                }
+                return commands;
+            }
             StressAction::ScenarioNextVariant => {
                 if let Some(run) = &mut self.scenario {
                     run.variant = (run.variant + 1) % run.scenario.variants.len();
@@ -1258,6 +1326,22 @@ impl StressPanel {
                 return Vec::new();
             }
         };
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        let command = StressCommand::UseScenarioDevice {
+            capacity: scenario.device_memory,
+            context: scenario
+                .variants
+                .first()
+                .map_or(scenario.context, |v| v.external_use(scenario.context)),
+            settings: scenario
+                .variants
+                .first()
+                .map(|v| v.alloc_conf.clone())
+                .unwrap_or_default(),
+        };
         self.scenario = Some(ScenarioRun {
             builtin: i,
             scenario,
@@ -1269,7 +1353,7 @@ impl StressPanel {
             pending: Vec::new(),
             in_flight: false,
         });
-        self.rewind_scenario()
+        self.send(command)
     }
 
     /// Frees everything and starts a fresh allocator under the variant's
@@ -1289,7 +1373,15 @@ impl StressPanel {
         run.pending.clear();
         run.in_flight = false;
         let settings = run.alloc_conf().to_string();
-        self.send(StressCommand::Reconfigure { settings })
+        // A fresh device of the scenario's size with this variant's
+        // contexts (they differ between variants), as vramtop scenario runs it.
+        let variant = &run.scenario.variants[run.variant];
+        let command = StressCommand::UseScenarioDevice {
+            capacity: run.scenario.device_memory,
+            context: variant.external_use(run.scenario.context),
+            settings,
+        };
+        self.send(command)
     }
 
     /// The command of the scenario's next step, chosen from the step
@@ -1323,7 +1415,7 @@ impl StressPanel {
         let command = match &step.action {
             ScenarioAction::Alloc { names, size } => {
                 let request = size.saturating_mul(names.len() as u64);
-                if let Some(cap) = self.cap
+                if let Some(cap) = self.active_cap()
                     && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
                 {
                     self.say(why);
@@ -1405,7 +1497,10 @@ impl StressPanel {
             result.outcome,
             StressOutcome::OutOfMemory { .. } | StressOutcome::Failed { .. }
         );
-        let reconfigured = matches!(result.outcome, StressOutcome::Reconfigured { .. });
+        let reconfigured = matches!(
+            result.outcome,
+            StressOutcome::Reconfigured { .. } | StressOutcome::DeviceChanged { .. }
+        );
         self.take_result(result);
         self.scenario_answer(first_id, stop, reconfigured);
         while !self.queued.is_empty() {
@@ -1486,10 +1581,36 @@ impl StressPanel {
                 };
                 self.settings = settings;
                 self.transformer_steps = 0;
+                let cleared = self.clear_marks();
                 self.say(format!(
-                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}",
+                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}{cleared}",
                     freed.len()
                 ));
+            }
+            StressOutcome::DeviceChanged {
+                device,
+                settings,
+                freed,
+            } => {
+                self.tensors.clear();
+                self.oom = None;
+                self.settings = settings;
+                self.transformer_steps = 0;
+                self.device = device;
+                let cleared = self.clear_marks();
+                self.say(match device {
+                    PanelDevice::Scenario { capacity, context } => format!(
+                        "freed {} tensor(s); the scenario runs on a simulated {} device \
+                         ({} context), as vramtop scenario runs it: u goes back to the GPU{cleared}",
+                        freed.len(),
+                        fmt(capacity),
+                        fmt(context)
+                    ),
+                    PanelDevice::Gpu => format!(
+                        "freed {} tensor(s) of the scenario device; back on the GPU{cleared}",
+                        freed.len()
+                    ),
+                });
             }
             StressOutcome::Verified { checked, bad: None } => {
                 self.say(format!(
@@ -1532,12 +1653,21 @@ impl StressPanel {
         }
         self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
         self.busy = false;
-        self.view = Some(AllocatorView::new(
-            "vramtop stress panel".to_string(),
-            None,
-            result.stats,
-            result.layout,
-        ));
+        let source = match self.device {
+            PanelDevice::Gpu => "vramtop stress panel".to_string(),
+            PanelDevice::Scenario { capacity, .. } => {
+                format!(
+                    "stress panel · scenario device {} (simulated)",
+                    fmt(capacity)
+                )
+            }
+        };
+        let view = AllocatorView::new(source, None, result.stats, result.layout);
+        self.view = Some(match self.device {
+            PanelDevice::Gpu => view,
+            // The scenario's own device: its size and use, not the GPU's.
+            PanelDevice::Scenario { capacity, .. } => view.on_device(capacity, result.driver_used),
+        });
     }
 }
 

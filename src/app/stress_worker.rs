@@ -15,14 +15,16 @@ use std::thread::JoinHandle;
 
 use rustc_hash::FxHashMap;
 
-use crate::alloc::{AllocError, AllocatorConfig, CachingAllocator, DeviceMemory};
+use crate::alloc::{AllocError, AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice};
 use crate::device::Kernels;
 use crate::device::cuda::CudaMemory;
 use crate::device::sim::SimCluster;
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
-use super::stress::{BadTensor, NewTensor, StressCommand, StressOutcome, StressResult};
+use super::stress::{
+    BadTensor, NewTensor, PanelDevice, StressCommand, StressOutcome, StressResult,
+};
 
 /// The command shown for the panel's process in the process list.
 pub const STRESS_COMMAND: &str = "vramtop stress panel";
@@ -339,6 +341,10 @@ impl<D: DeviceMemory> StressExecutor<D> {
             }
             StressCommand::Verify => "verify".to_string(),
             StressCommand::SaveSnapshot => "save snapshot".to_string(),
+            StressCommand::UseScenarioDevice { capacity, .. } => {
+                format!("scenario device of {}", fmt(*capacity))
+            }
+            StressCommand::UseGpu => "back to the GPU".to_string(),
         }
     }
 
@@ -363,8 +369,27 @@ impl<D: DeviceMemory> StressExecutor<D> {
             StressCommand::Reconfigure { settings } => self.reconfigure(settings),
             StressCommand::Verify => self.verify(),
             StressCommand::SaveSnapshot => self.save_snapshot(),
+            // The device is chosen by `PanelExecutor`, above this one.
+            StressCommand::UseScenarioDevice { .. } | StressCommand::UseGpu => {
+                StressOutcome::Failed {
+                    allocated: Vec::new(),
+                    message: "this stress worker has one device".to_string(),
+                }
+            }
         };
         self.result(outcome)
+    }
+
+    /// The addresses of the live tensors, freed and the cache emptied.
+    fn release_listed(&mut self) -> Vec<u64> {
+        let freed = self
+            .allocator
+            .live_allocations()
+            .iter()
+            .map(|l| l.address)
+            .collect();
+        self.release_all();
+        freed
     }
 
     /// Frees every live tensor and returns every segment to the device.
@@ -380,6 +405,108 @@ impl<D: DeviceMemory> StressExecutor<D> {
 impl<D: DeviceMemory> Drop for StressExecutor<D> {
     fn drop(&mut self) {
         self.release_all();
+    }
+}
+
+/// The panel's executor: the GPU's, or while a scenario is loaded one on a
+/// simulated device of the scenario's size, so the scenario reaches the
+/// outcome `vramtop scenario` reports (an 8 GiB scenario runs out of memory
+/// where an 80 GiB GPU would not).
+pub struct PanelExecutor<D: DeviceMemory> {
+    gpu: StressExecutor<D>,
+    /// The GPU allocator's settings, for the answer when it is back.
+    gpu_settings: String,
+    scenario: Option<StressExecutor<InMemoryDevice>>,
+}
+
+/// A fresh simulated device of `capacity` bytes, `context` of them used.
+fn scenario_device(capacity: u64, context: u64) -> InMemoryDevice {
+    let mut device = InMemoryDevice::new(capacity);
+    device.set_external_use(context);
+    device
+}
+
+impl<D: DeviceMemory> PanelExecutor<D> {
+    pub fn new(gpu: StressExecutor<D>) -> Self {
+        PanelExecutor {
+            gpu,
+            gpu_settings: String::new(),
+            scenario: None,
+        }
+    }
+
+    /// The first answer, from the GPU.
+    pub fn started(&self) -> StressResult {
+        self.gpu.started()
+    }
+
+    /// Applies one command on the active device; the device commands move
+    /// between the GPU and a scenario device.
+    pub fn execute(&mut self, command: &StressCommand) -> StressResult {
+        match command {
+            StressCommand::UseScenarioDevice {
+                capacity,
+                context,
+                settings,
+            } => {
+                let config = match AllocatorConfig::parse(settings) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        return self.active_result(StressOutcome::Failed {
+                            allocated: Vec::new(),
+                            message: format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e}"),
+                        });
+                    }
+                };
+                let mut freed = self.gpu.release_listed();
+                if let Some(mut old) = self.scenario.take() {
+                    freed.extend(old.release_listed());
+                }
+                let (capacity, context) = (*capacity, *context);
+                let allocator = CachingAllocator::new(
+                    scenario_device(capacity, context),
+                    self.gpu.allocator().device_index(),
+                    config,
+                );
+                let executor = StressExecutor::new(allocator, false)
+                    .with_reopen(move || Ok(scenario_device(capacity, context)));
+                let scenario = self.scenario.insert(executor);
+                scenario.result(StressOutcome::DeviceChanged {
+                    device: PanelDevice::Scenario { capacity, context },
+                    settings: settings.clone(),
+                    freed,
+                })
+            }
+            StressCommand::UseGpu => {
+                let freed = self
+                    .scenario
+                    .take()
+                    .map(|mut s| s.release_listed())
+                    .unwrap_or_default();
+                self.gpu.result(StressOutcome::DeviceChanged {
+                    device: PanelDevice::Gpu,
+                    settings: self.gpu_settings.clone(),
+                    freed,
+                })
+            }
+            _ => match &mut self.scenario {
+                Some(s) => s.execute(command),
+                None => {
+                    let result = self.gpu.execute(command);
+                    if let StressOutcome::Reconfigured { settings, .. } = &result.outcome {
+                        self.gpu_settings = settings.clone();
+                    }
+                    result
+                }
+            },
+        }
+    }
+
+    fn active_result(&self, outcome: StressOutcome) -> StressResult {
+        match &self.scenario {
+            Some(s) => s.result(outcome),
+            None => self.gpu.result(outcome),
+        }
     }
 }
 
@@ -419,7 +546,7 @@ impl StressWorker {
         let thread = std::thread::Builder::new()
             .name("vramtop-stress".to_string())
             .spawn(move || {
-                let mut executor = match make() {
+                let executor = match make() {
                     Ok(e) => e,
                     Err(message) => {
                         deliver(StressResult {
@@ -435,6 +562,7 @@ impl StressWorker {
                         return;
                     }
                 };
+                let mut executor = PanelExecutor::new(executor);
                 deliver(executor.started());
                 while let Ok(command) = rx.recv() {
                     deliver(executor.execute(&command));

@@ -4,7 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::keymap::{Action, Keymap, PanelKey};
-use super::state::{AppState, Overlay, Pane, ZOOM_WINDOWS_S};
+use super::state::{AppState, GpuState, Overlay, Pane, ZOOM_WINDOWS_S};
 use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
@@ -22,10 +22,30 @@ pub enum Effect {
 
 /// Rows a page key moves.
 const PAGE_ROWS: usize = 10;
+/// The furthest the help scrolls (rows): more than its longest content
+/// at 80 columns, so the bottom is always reachable.
+const MAX_HELP_SCROLL: usize = 200;
 
 /// Handles a key press: while the process filter is being edited, keys go
 /// into it; otherwise the keymap decides.
 pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
+    // A notice answers one key: the next key replaces it.
+    let had_notice = state.ui.notice.take().is_some();
+    let effect = dispatch_key(state, keymap, key);
+    if had_notice && effect == Effect::None {
+        Effect::Redraw
+    } else {
+        effect
+    }
+}
+
+/// Says on the status line why a key did nothing.
+fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
+    state.ui.notice = Some(text.into());
+    Effect::Redraw
+}
+
+fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
     if state.ui.filter_editing {
         match key.code {
             KeyCode::Esc | KeyCode::Enter => state.ui.filter_editing = false,
@@ -148,6 +168,18 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             state.ui.stress_open = false;
             Effect::Redraw
         }
+        PanelKey::ToggleMap => {
+            state.ui.stress_map = !state.ui.stress_map;
+            state.stress.message = Some(
+                if state.ui.stress_map {
+                    "segment map shown in place of the panel (panel keys still act): M shows the panel"
+                } else {
+                    "panel shown: M shows the segment map (side by side from 120×40)"
+                }
+                .to_string(),
+            );
+            Effect::Redraw
+        }
         PanelKey::Act(action) => {
             let commands = state.stress.apply(action);
             if commands.is_empty() {
@@ -196,6 +228,7 @@ fn move_selection(state: &mut AppState, delta: isize) {
                 ui.selected_gpu =
                     (ui.selected_gpu as isize + delta).clamp(0, n as isize - 1) as usize;
                 ui.selected_block = 0;
+                ui.selected_block_address = None;
             }
         }
         Pane::Segments | Pane::Fragmentation => {
@@ -206,6 +239,7 @@ fn move_selection(state: &mut AppState, delta: isize) {
             } else {
                 (ui.selected_block as isize + delta).clamp(0, n as isize - 1) as usize
             };
+            remember_selected_address(state);
         }
         Pane::Processes => {
             ui.process_scroll = (ui.process_scroll as isize + delta).max(0) as usize;
@@ -214,14 +248,71 @@ fn move_selection(state: &mut AppState, delta: isize) {
     }
 }
 
+/// Remembers the address of the selected block, so the selection follows
+/// that block when the layout changes between samples.
+fn remember_selected_address(state: &mut AppState) {
+    let address = state
+        .selected()
+        .and_then(|g| g.allocator.as_ref())
+        .and_then(|a| {
+            a.layout
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .nth(state.ui.selected_block)
+        })
+        .map(|b| b.address);
+    state.ui.selected_block_address = address;
+}
+
+/// Moves the segment map's selection `rows` segment rows up (negative) or
+/// down, keeping the block's place within its row where the new row has
+/// that many blocks.
+fn move_segment_rows(state: &mut AppState, rows: isize) {
+    let Some(layout) = state
+        .selected()
+        .and_then(|g| g.allocator.as_ref())
+        .map(|a| &a.layout)
+    else {
+        return;
+    };
+    if layout.is_empty() {
+        return;
+    }
+    // (segment, block within it) of the selection.
+    let mut left = state.ui.selected_block;
+    let mut at = (layout.len() - 1, 0);
+    for (i, s) in layout.iter().enumerate() {
+        if left < s.blocks.len() {
+            at = (i, left);
+            break;
+        }
+        left -= s.blocks.len();
+    }
+    let target = (at.0 as isize + rows).clamp(0, layout.len() as isize - 1) as usize;
+    let within = at.1.min(layout[target].blocks.len().saturating_sub(1));
+    let before: usize = layout[..target].iter().map(|s| s.blocks.len()).sum();
+    state.ui.selected_block = before + within;
+    remember_selected_address(state);
+}
+
 /// Applies one action.
 pub fn apply(state: &mut AppState, action: Action) -> Effect {
     let ui = &mut state.ui;
-    if ui.overlay == Overlay::Help
-        && !matches!(action, Action::Quit | Action::ToggleHelp | Action::Back)
-    {
-        // The help overlay is modal: other keys do nothing behind it.
-        return Effect::None;
+    if ui.overlay == Overlay::Help {
+        // The help overlay is modal: it scrolls like less, other keys do
+        // nothing behind it. The drawing keeps the last row in view.
+        let scroll = match action {
+            Action::Up => ui.help_scroll.saturating_sub(1),
+            Action::Down => ui.help_scroll + 1,
+            Action::PageUp => ui.help_scroll.saturating_sub(PAGE_ROWS),
+            Action::PageDown => ui.help_scroll + PAGE_ROWS,
+            Action::Quit | Action::ToggleHelp | Action::Back => ui.help_scroll,
+            _ => return Effect::None,
+        };
+        if scroll != ui.help_scroll {
+            ui.help_scroll = scroll.min(MAX_HELP_SCROLL);
+            return Effect::Redraw;
+        }
     }
     match action {
         Action::Quit => return Effect::Quit,
@@ -229,6 +320,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             ui.overlay = if ui.overlay == Overlay::Help {
                 Overlay::None
             } else {
+                ui.help_scroll = 0;
                 Overlay::Help
             };
         }
@@ -243,6 +335,16 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         }
         Action::FocusNext => ui.focus = ui.focus.next(),
         Action::FocusPrev => ui.focus = ui.focus.prev(),
+        // In the segment map ↑/↓ move by segment row, ←/→ by block and
+        // the page keys by a page of rows.
+        Action::Up if ui.focus == Pane::Segments => move_segment_rows(state, -1),
+        Action::Down if ui.focus == Pane::Segments => move_segment_rows(state, 1),
+        Action::PageUp if ui.focus == Pane::Segments => {
+            move_segment_rows(state, -(PAGE_ROWS as isize));
+        }
+        Action::PageDown if ui.focus == Pane::Segments => {
+            move_segment_rows(state, PAGE_ROWS as isize);
+        }
         Action::Up => move_selection(state, -1),
         Action::Down => move_selection(state, 1),
         Action::Left if matches!(ui.focus, Pane::Segments) => move_selection(state, -1),
@@ -271,18 +373,40 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                 return Effect::None;
             };
             let Some(choice) = state.probe_choice(gpu) else {
-                return Effect::None;
+                let (index, probes) = (gpu.index(), state.probes.pids_on(gpu.index()).len());
+                return notice(
+                    state,
+                    if probes == 0 {
+                        format!(
+                            "v: no process on GPU {index} has a probe to switch to \
+                             (python -m vramtop_probe; docs/attach.md)"
+                        )
+                    } else {
+                        format!("v: GPU {index} has one probed process: nothing to switch to")
+                    },
+                );
             };
             let index = gpu.index();
             state.ui.allocator_pick.insert(index, choice.next());
         }
         Action::SelectGpu(n) => {
-            let n = n as usize;
-            if n >= state.gpus.len() {
-                return Effect::None;
-            }
-            ui.selected_gpu = n;
+            // The number on screen (nvidia-smi's index), not the row.
+            let Some(i) = state.gpus.iter().position(|g| g.index() == u32::from(n)) else {
+                let numbers: Vec<String> = {
+                    let mut v: Vec<u32> = state.gpus.iter().map(GpuState::index).collect();
+                    v.dedup();
+                    v.iter().map(u32::to_string).collect()
+                };
+                let have = if numbers.is_empty() {
+                    "no GPU is listed".to_string()
+                } else {
+                    format!("GPUs here: {}", numbers.join(", "))
+                };
+                return notice(state, format!("no GPU {n}: {have}"));
+            };
+            ui.selected_gpu = i;
             ui.selected_block = 0;
+            ui.selected_block_address = None;
         }
     }
     Effect::Redraw
@@ -314,16 +438,103 @@ mod tests {
     }
 
     #[test]
-    fn number_keys_select_existing_gpus_only() {
+    fn number_keys_select_the_gpu_of_that_number_and_say_when_there_is_none() {
         let mut s = state_with_gpus(3);
-        assert_eq!(press(&mut s, KeyCode::Char('3')), Effect::Redraw);
+        assert_eq!(press(&mut s, KeyCode::Char('2')), Effect::Redraw);
+        assert_eq!(s.ui.selected_gpu, 2, "2 is GPU 2, as on screen");
+        press(&mut s, KeyCode::Char('0'));
+        assert_eq!(s.ui.selected_gpu, 0);
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(press(&mut s, KeyCode::Char('9')), Effect::Redraw);
         assert_eq!(s.ui.selected_gpu, 2);
-        assert_eq!(press(&mut s, KeyCode::Char('9')), Effect::None);
-        assert_eq!(s.ui.selected_gpu, 2);
+        assert_eq!(s.ui.notice.as_deref(), Some("no GPU 9: GPUs here: 0, 1, 2"));
+        press(&mut s, KeyCode::Tab);
+        assert_eq!(s.ui.notice, None, "the next key clears the notice");
+        press(&mut s, KeyCode::BackTab);
         press(&mut s, KeyCode::Up);
         assert_eq!(s.ui.selected_gpu, 1);
         press(&mut s, KeyCode::PageDown);
         assert_eq!(s.ui.selected_gpu, 2, "clamped at the last GPU");
+    }
+
+    /// A view of segments at `starts`, each of `blocks` 1 MiB blocks.
+    fn map(starts: &[u64], blocks: u64) -> crate::app::state::AllocatorView {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        const MIB: u64 = 1 << 20;
+        let layout = starts
+            .iter()
+            .map(|&address| SegmentInfo {
+                device: 0,
+                address,
+                total_size: blocks * MIB,
+                allocated_size: blocks * MIB,
+                active_size: blocks * MIB,
+                requested_size: blocks * MIB,
+                stream: 0,
+                segment_type: PoolKind::Large,
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                blocks: (0..blocks)
+                    .map(|b| BlockInfo {
+                        address: address + b * MIB,
+                        size: MIB,
+                        requested_size: MIB,
+                        state: BlockState::ActiveAllocated,
+                    })
+                    .collect(),
+            })
+            .collect();
+        crate::app::state::AllocatorView::new(
+            "t".into(),
+            None,
+            crate::alloc::DeviceStats::default(),
+            layout,
+        )
+    }
+
+    fn sample_with(s: &mut AppState, view: crate::app::state::AllocatorView) {
+        let now = s.now_ms + 1000;
+        s.apply_sample(
+            now,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            BTreeMap::from([(0, view)]),
+        );
+    }
+
+    #[test]
+    fn segment_map_moves_by_row_block_and_page_and_follows_the_block_by_address() {
+        const GIB: u64 = 1 << 30;
+        let starts: Vec<u64> = (1..=30).map(|i| i * GIB).collect();
+        let mut s = AppState::new(StatusState::default());
+        sample_with(&mut s, map(&starts, 4));
+        s.ui.focus = Pane::Segments;
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.selected_block, 4, "↓: the next segment row");
+        press(&mut s, KeyCode::Right);
+        press(&mut s, KeyCode::Right);
+        assert_eq!(s.ui.selected_block, 6, "→: the next block");
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.selected_block, 10, "↓ keeps the place in the row");
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.selected_block, 12 * 4 + 2, "PgDn: ten rows");
+        press(&mut s, KeyCode::PageDown);
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.selected_block, 29 * 4 + 2, "stops at the last row");
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.selected_block, 28 * 4 + 2);
+        let address = starts[28] + 2 * (1 << 20);
+        // Two segments appear before it: the selection follows the block.
+        let mut more = vec![GIB / 4, GIB / 2];
+        more.extend(&starts);
+        sample_with(&mut s, map(&more, 4));
+        assert_eq!(s.ui.selected_block, 30 * 4 + 2);
+        let view = s.gpus[0].allocator.as_ref().expect("view");
+        let block = view
+            .layout
+            .iter()
+            .flat_map(|g| &g.blocks)
+            .nth(s.ui.selected_block);
+        assert_eq!(block.map(|b| b.address), Some(address));
     }
 
     #[test]

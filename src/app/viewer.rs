@@ -251,7 +251,24 @@ impl ViewerState {
         });
         match target {
             Some(t) => self.set_cursor(t),
-            None => Effect::None,
+            None => {
+                // Say why the key did nothing.
+                let what = match kind {
+                    MarkKind::Oom => "OOM",
+                    MarkKind::SegmentAlloc => "segment_alloc",
+                    MarkKind::EmptyCache => "empty_cache point",
+                };
+                let any = self
+                    .device()
+                    .is_some_and(|d| d.next_mark(kind, 0).is_some());
+                let where_ = match (any, forward) {
+                    (false, _) => "in this trace",
+                    (true, true) => "after this event",
+                    (true, false) => "before this event",
+                };
+                self.app.ui.notice = Some(format!("no {what} {where_}"));
+                Effect::Redraw
+            }
         }
     }
 
@@ -319,6 +336,8 @@ impl ViewerState {
 
     /// Handles a key press.
     pub fn handle_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
+        // A notice answers one key.
+        self.app.ui.notice = None;
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if self.detail_open {
             return match key.code {

@@ -136,6 +136,11 @@ fn run_model() -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator<InMemoryDe
     Ok((out, m))
 }
 
+/// What the demo suggests next: its own run as a PyTorch snapshot, opened
+/// in the viewer (no snapshot of anyone else's needed).
+pub const SAVE_AND_OPEN: &str =
+    "vramtop demo --save-snapshot demo.pickle && vramtop open demo.pickle";
+
 pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitCode> {
     let steps = steps()?;
     if let Some(path) = save_snapshot {
@@ -185,7 +190,8 @@ pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitC
     let _ = writeln!(
         out,
         "\nallocated = memory_allocated(), reserved = memory_reserved(), driver used = what \
-         nvidia-smi shows.\nTry: vramtop replay ../shared/snapshots/silmont_mem_snapshot.pickle"
+         nvidia-smi shows.\nSee it as a PyTorch snapshot, step by step: \
+         {SAVE_AND_OPEN}"
     );
     super::emit(&out).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)

@@ -113,17 +113,24 @@ pub struct DeviceArgs {
     #[arg(long, default_value_t = 1, global = true,
           value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)))]
     pub sim_training: u32,
+    /// DataLoader workers per simulated training process that touched
+    /// CUDA: each holds its own CUDA context (see the dataloader_workers
+    /// scenario).
+    #[arg(long, default_value_t = 0, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub sim_dataloader_workers: u32,
 }
 
 impl DeviceArgs {
     pub fn sim_config(&self) -> SimConfig {
         SimConfig {
             gpus: self.sim_gpus as usize,
-            memory_per_gpu: self.sim_memory,
             seed: self.sim_seed,
             training_processes: self.sim_training as usize,
+            dataloader_workers: self.sim_dataloader_workers as usize,
             ..SimConfig::default()
         }
+        .with_memory(self.sim_memory)
     }
 }
 

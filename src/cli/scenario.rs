@@ -204,7 +204,11 @@ pub fn render(r: &ScenarioResult) -> String {
         } else {
             format!("PYTORCH_CUDA_ALLOC_CONF={}", v.alloc_conf)
         };
-        let _ = writeln!(out, "\n== {} ({conf})", v.variant);
+        let workers = match v.worker_contexts {
+            0 => String::new(),
+            n => format!(", {n} worker processes with a CUDA context each"),
+        };
+        let _ = writeln!(out, "\n== {} ({conf}{workers})", v.variant);
         let width = v
             .steps
             .iter()

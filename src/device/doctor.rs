@@ -109,6 +109,10 @@ pub fn environment_warnings(libraries: &[MappedLibrary], driver_cuda: Option<u32
     warnings
 }
 
+/// Milliseconds of simulated time before the report's sample: the
+/// dashboard's first sample comes after one interval (1 s by default).
+const SIM_FIRST_SAMPLE_MS: u64 = 1000;
+
 /// Gathers the report. Never fails: whatever is missing is part of the answer.
 pub fn diagnose(sim: &SimConfig) -> DoctorReport {
     let cuda_probe = cuda::probe();
@@ -116,8 +120,10 @@ pub fn diagnose(sim: &SimConfig) -> DoctorReport {
     let mut advice = Vec::new();
 
     let selection = select_telemetry(BackendChoice::Auto, sim);
+    let mut simulation = None;
     let (backend, fallback_reason, mut telemetry, nvml) = match selection {
         Ok(sel) => {
+            simulation = sel.sim.clone();
             let info = sel.telemetry.driver_info();
             let nvml = if sel.backend == "nvml" {
                 Ok(info)
@@ -160,6 +166,11 @@ pub fn diagnose(sim: &SimConfig) -> DoctorReport {
         );
     }
 
+    // The simulation's first second, as the dashboard's first sample sees
+    // it: its training processes have started and allocated.
+    if let Some(cluster) = &simulation {
+        cluster.advance(SIM_FIRST_SAMPLE_MS);
+    }
     let readings = telemetry
         .as_mut()
         .and_then(|t| t.sample().ok())
@@ -181,8 +192,17 @@ pub fn diagnose(sim: &SimConfig) -> DoctorReport {
                     memory_used: s.memory_used,
                     lost: None,
                 });
-                // The simulated processes have no /proc entries of their own.
-                if backend == "nvml" {
+                // The simulated processes have no /proc entries of their own:
+                // listed as the dashboard lists them, with no libraries.
+                if backend != "nvml" {
+                    processes.extend(s.processes.iter().map(|p| ProcessLibraries {
+                        gpu: s.index,
+                        pid: p.pid,
+                        command: p.command.clone(),
+                        libraries: Some(Vec::new()),
+                        warnings: Vec::new(),
+                    }));
+                } else {
                     for p in &s.processes {
                         let libraries = procfs::gpu_libraries(p.pid);
                         let warnings = libraries

@@ -75,6 +75,9 @@ pub struct SimConfig {
     pub context_overhead: u64,
     /// Simulated training processes, spread over the GPUs round-robin.
     pub training_processes: usize,
+    /// DataLoader workers per training process that touched CUDA: child
+    /// processes that hold a CUDA context each and no tensor.
+    pub dataloader_workers: usize,
     /// Power limit per GPU (milliwatts).
     pub power_limit_mw: u32,
     /// Whether the simulated GPU has a fan (SXM boards do not).
@@ -90,10 +93,40 @@ impl Default for SimConfig {
             seed: 42,
             context_overhead: DEFAULT_CONTEXT_OVERHEAD,
             training_processes: 0,
+            dataloader_workers: 0,
             power_limit_mw: 700_000,
             has_fan: false,
         }
     }
+}
+
+impl SimConfig {
+    /// GPUs of `bytes` memory each, named for their size as vendors name
+    /// cards ("Simulated H100 80GB" at the default 80 GiB, "Simulated GPU
+    /// 24GB", "Simulated GPU 1.5GB"), so the name never contradicts the
+    /// memory shown beside it.
+    pub fn with_memory(mut self, bytes: u64) -> Self {
+        self.memory_per_gpu = bytes;
+        self.name = sim_gpu_name(bytes);
+        self
+    }
+}
+
+/// The simulated GPU's name for `bytes` of memory (GiB written "GB", as on
+/// cards).
+pub fn sim_gpu_name(bytes: u64) -> String {
+    if bytes == 80 * GIB {
+        return "Simulated H100 80GB".to_string();
+    }
+    let gib = bytes as f64 / GIB as f64;
+    let size = if bytes.is_multiple_of(GIB) {
+        format!("{}GB", bytes / GIB)
+    } else if gib >= 0.1 {
+        format!("{:.1}GB", gib)
+    } else {
+        format!("{}MB", bytes >> 20)
+    };
+    format!("Simulated GPU {size}")
 }
 
 /// A deterministic xorshift64* generator (no dependency, reproducible).
@@ -120,6 +153,8 @@ impl Rng {
 struct SimProcess {
     command: String,
     user: String,
+    /// The process that started it (init when none of the simulation's).
+    parent: Option<u32>,
     /// Bytes of segments and mapped pages (the context is separate).
     allocator_bytes: u64,
     has_context: bool,
@@ -257,11 +292,39 @@ impl SimCluster {
                 next_pid: 4242,
             })),
         };
+        let workers = cluster.lock().config.dataloader_workers;
         for i in 0..trainers {
             let gpus = cluster.gpu_count() as u32;
-            cluster.spawn_trainer(i as u32 % gpus);
+            let gpu = i as u32 % gpus;
+            let trainer = cluster.spawn_trainer(gpu);
+            for w in 0..workers {
+                cluster.spawn_cuda_worker(gpu, trainer, w);
+            }
         }
         cluster
+    }
+
+    /// A DataLoader worker of `parent` on `gpu` that touched CUDA: it holds
+    /// a context of its own (when the GPU has room for one) and no tensor.
+    pub fn spawn_cuda_worker(&self, gpu: u32, parent: u32, worker: usize) -> u32 {
+        let memory = self.new_process(
+            gpu,
+            &format!("pt_data_worker {worker} (touched CUDA; simulated)"),
+        );
+        let pid = memory.pid;
+        let mut s = self.lock();
+        let context = s.config.context_overhead;
+        if let Some(g) = s.gpus.get_mut(gpu as usize)
+            && g.memory.mem_get_info().free >= context
+        {
+            if let Some(p) = g.processes.get_mut(&pid) {
+                p.parent = Some(parent);
+                p.has_context = true;
+            }
+            let contexts = g.processes.values().filter(|p| p.has_context).count() as u64;
+            g.memory.set_external_use(contexts * context);
+        }
+        pid
     }
 
     fn lock(&self) -> MutexGuard<'_, SimState> {
@@ -290,6 +353,7 @@ impl SimCluster {
                     SimProcess {
                         command: command.to_string(),
                         user: "sim".to_string(),
+                        parent: None,
                         allocator_bytes: 0,
                         has_context: false,
                     },
@@ -503,7 +567,7 @@ impl SimCluster {
                     used_memory: Some(p.allocator_bytes + s.config.context_overhead),
                     user: Some(p.user.clone()),
                     command: Some(p.command.clone()),
-                    parent_pid: Some(1),
+                    parent_pid: Some(p.parent.unwrap_or(1)),
                     gpu_instance_id: None,
                     compute_instance_id: None,
                 })
@@ -810,6 +874,20 @@ impl Telemetry for LiveSimTelemetry {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_simulated_gpus_name_follows_its_memory() {
+        assert_eq!(sim_gpu_name(80 * GIB), "Simulated H100 80GB");
+        assert_eq!(sim_gpu_name(24 * GIB), "Simulated GPU 24GB");
+        assert_eq!(sim_gpu_name(3 * GIB / 2), "Simulated GPU 1.5GB");
+        assert_eq!(sim_gpu_name(64 << 20), "Simulated GPU 64MB");
+        let c = SimConfig::default().with_memory(8 * GIB);
+        assert_eq!(
+            (c.memory_per_gpu, c.name.as_str()),
+            (8 * GIB, "Simulated GPU 8GB")
+        );
+    }
+
     use super::*;
 
     fn ok(r: &GpuReading) -> &GpuSample {

@@ -59,6 +59,9 @@ pub struct Summary {
 pub struct VariantResult {
     pub variant: String,
     pub alloc_conf: String,
+    /// Other processes holding a CUDA context on the device (their
+    /// contexts count in driver used).
+    pub worker_contexts: u32,
     pub steps: Vec<StepResult>,
     pub summary: Summary,
 }
@@ -131,7 +134,8 @@ fn run_variant_inner(
     };
     let config = AllocatorConfig::parse(&variant.alloc_conf).map_err(|e| failure(e.to_string()))?;
     let mut device = InMemoryDevice::new(scenario.device_memory);
-    device.set_external_use(scenario.context);
+    // The main process's context, and one per worker that touched CUDA.
+    device.set_external_use(variant.external_use(scenario.context));
     let mut m = CachingAllocator::new(device, 0, config);
     if record {
         m.record_history(Some(usize::MAX));
@@ -213,6 +217,7 @@ fn run_variant_inner(
     let result = VariantResult {
         variant: variant.name.clone(),
         alloc_conf: variant.alloc_conf.clone(),
+        worker_contexts: variant.worker_contexts,
         summary: Summary {
             peak_allocated: stats.allocated_bytes.all.peak.max(0) as u64,
             peak_reserved: stats.reserved_bytes.all.peak.max(0) as u64,

@@ -73,6 +73,8 @@ struct RawVariant {
     name: String,
     #[serde(default)]
     alloc_conf: Option<String>,
+    #[serde(default)]
+    worker_contexts: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,7 +135,21 @@ pub struct Variant {
     pub name: String,
     /// PYTORCH_CUDA_ALLOC_CONF syntax; empty = PyTorch's defaults.
     pub alloc_conf: String,
+    /// Other processes on the device that each pay a CUDA context of the
+    /// scenario's `context` size (e.g. DataLoader workers that touched CUDA).
+    pub worker_contexts: u32,
 }
+
+impl Variant {
+    /// Bytes of the device used outside the allocator: the main process's
+    /// context and one more per worker context.
+    pub fn external_use(&self, context: u64) -> u64 {
+        context.saturating_mul(1 + u64::from(self.worker_contexts))
+    }
+}
+
+/// The most worker contexts a variant may declare.
+pub const MAX_WORKER_CONTEXTS: u32 = 64;
 
 /// One unrolled step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -212,6 +228,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         variants.push(Variant {
             name: DEFAULT_VARIANT.into(),
             alloc_conf: base_conf.clone(),
+            worker_contexts: 0,
         });
     }
     for v in &raw.variant {
@@ -228,10 +245,26 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         }
         let conf = v.alloc_conf.clone().unwrap_or_else(|| base_conf.clone());
         check_alloc_conf(&conf, || format!("variant '{vname}'"))?;
-        variants.push(Variant {
+        let worker_contexts = v.worker_contexts.unwrap_or(0);
+        if worker_contexts > MAX_WORKER_CONTEXTS {
+            return Err(ScenarioError::Invalid(format!(
+                "variant '{vname}': worker_contexts {worker_contexts} is more than \
+                 {MAX_WORKER_CONTEXTS}"
+            )));
+        }
+        let variant = Variant {
             name: vname,
             alloc_conf: conf,
-        });
+            worker_contexts,
+        };
+        if variant.external_use(context) >= device_memory {
+            return Err(ScenarioError::Invalid(format!(
+                "variant '{}': its {} contexts leave nothing of device_memory",
+                variant.name,
+                1 + worker_contexts
+            )));
+        }
+        variants.push(variant);
     }
 
     let mut steps = Vec::new();

@@ -12,7 +12,7 @@ pub use engine::{ScenarioResult, StepResult, Summary, VariantResult, run};
 pub use format::{Action, Scenario, ScenarioError, Step, Variant, parse};
 
 /// The built-in scenarios: (name, TOML text), in the order they are listed.
-pub const BUILTIN: [(&str, &str); 6] = [
+pub const BUILTIN: [(&str, &str); 7] = [
     (
         "no_grad_inference",
         include_str!("../../assets/scenarios/no_grad_inference.toml"),
@@ -36,6 +36,10 @@ pub const BUILTIN: [(&str, &str); 6] = [
     (
         "batch_growth_oom",
         include_str!("../../assets/scenarios/batch_growth_oom.toml"),
+    ),
+    (
+        "dataloader_workers",
+        include_str!("../../assets/scenarios/dataloader_workers.toml"),
     ),
 ];
 

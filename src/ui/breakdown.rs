@@ -70,7 +70,8 @@ impl<'a> BreakdownPane<'a> {
             lines: Vec::new(),
         };
         let Some(gpu) = self.state.selected() else {
-            body.lines.push(Line::styled("no GPU found", theme.dim));
+            body.lines
+                .push(Line::styled(super::format::no_gpu(self.state), theme.dim));
             return body;
         };
         let sample = match &gpu.reading {
@@ -90,10 +91,53 @@ impl<'a> BreakdownPane<'a> {
             ));
             return body;
         };
-        let used = used.min(total);
+        // The allocator's own device, when it has one (the stress panel's
+        // scenario device), is what the breakdown splits.
+        let (total, used) = gpu
+            .allocator
+            .as_ref()
+            .and_then(|a| a.device_memory)
+            .unwrap_or((total, used.min(total)));
         body.total = total;
-        let items = match breakdown(sample, gpu.allocator.as_ref()) {
-            Some(b) => {
+        let split = breakdown(sample, gpu.allocator.as_ref());
+        let items = match (split, gpu.allocator.as_ref()) {
+            // The figures as they are, never a clamped split that looks real.
+            (Some(b), Some(a)) if b.reserved_over_used.is_some() => {
+                body.bar = vec![
+                    (used, g.context, theme.context),
+                    (total - used, g.free, theme.free),
+                ];
+                let reserved = a.reserved();
+                let excess = b.reserved_over_used.unwrap_or_default();
+                body.lines.extend(
+                    chrome::wrap(
+                        &format!(
+                            "the allocator's reserved {} exceeds the GPU's used memory {} by {}: \
+                             is it on another GPU? CUDA numbers GPUs fastest first unless \
+                             CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                            format::bytes(reserved),
+                            format::bytes(used),
+                            format::bytes(excess)
+                        ),
+                        width,
+                    )
+                    .into_iter()
+                    .map(|l| Line::styled(l, theme.critical)),
+                );
+                vec![
+                    Self::legend_item(g.context, theme.context, "GPU used", used, total),
+                    Self::legend_item(g.free, theme.free, "free", total - used, total),
+                    Line::from(vec![
+                        Span::styled("allocator: ", theme.dim),
+                        Span::raw(format!(
+                            "allocated {}  reserved {}  (context & other: n/a)",
+                            format::bytes(a.allocated()),
+                            format::bytes(reserved)
+                        )),
+                    ]),
+                ]
+            }
+            (Some(b), _) => {
                 body.bar = vec![
                     (b.allocated, g.allocated, theme.allocated),
                     (b.cached_free, g.cached_free, theme.cached_free),
@@ -125,7 +169,7 @@ impl<'a> BreakdownPane<'a> {
                     Self::legend_item(g.free, theme.free, "free", b.free, total),
                 ]
             }
-            None => {
+            (None, _) => {
                 body.bar = vec![
                     (used, g.context, theme.context),
                     (total - used, g.free, theme.free),
@@ -136,7 +180,10 @@ impl<'a> BreakdownPane<'a> {
                 ]
             }
         };
-        body.lines = chrome::flow(items, width, 3);
+        let mut lines = chrome::flow(items, width, 3);
+        // The inconsistency (if any) comes first.
+        lines.splice(0..0, std::mem::take(&mut body.lines));
+        body.lines = lines;
         // Unknown totals (a probe's nulls) warn about nothing.
         if let Some(a) = gpu.allocator.as_ref().filter(|a| a.knows_totals())
             && let Some(advice) = cached_free_advice(

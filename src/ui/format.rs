@@ -137,13 +137,19 @@ pub fn watts(mw: Option<u32>) -> Option<u32> {
 /// A duration in seconds for axis labels and titles: "45s", "5m", "1h",
 /// "90s" stays "90s" (only whole minutes and hours are abbreviated).
 pub fn seconds(s: u64) -> String {
-    if s >= 3600 && s.is_multiple_of(3600) {
-        format!("{}h", s / 3600)
-    } else if s >= 60 && s.is_multiple_of(60) {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
+    // One style on one axis: "2m30s" beside "5m", never "150s".
+    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
     }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
 }
 
 /// Cuts `text` to at most `width` characters, ending with "…" when cut.
@@ -157,6 +163,16 @@ pub fn truncate(text: &str, width: usize) -> String {
     let mut out: String = text.chars().take(width - 1).collect();
     out.push('…');
     out
+}
+
+/// What a pane says when there is no GPU to show: before the first sample
+/// nothing is known yet, which is not the same as no GPU.
+pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
+    if state.status.samples == 0 {
+        "sampling the GPUs…"
+    } else {
+        "no GPU found"
+    }
 }
 
 #[cfg(test)]
@@ -224,7 +240,10 @@ mod tests {
     #[test]
     fn seconds_abbreviate_whole_minutes_and_hours() {
         assert_eq!(seconds(30), "30s");
-        assert_eq!(seconds(90), "90s");
+        assert_eq!(seconds(90), "1m30s");
+        assert_eq!(seconds(150), "2m30s", "not 150s beside 5m");
+        assert_eq!(seconds(1800), "30m");
+        assert_eq!(seconds(0), "0s");
         assert_eq!(seconds(300), "5m");
         assert_eq!(seconds(3600), "1h");
     }

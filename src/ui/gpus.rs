@@ -227,7 +227,12 @@ impl Widget for GpusPane<'_> {
             return;
         };
         if gpus.is_empty() {
-            chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
+            chrome::line_at(
+                buf,
+                inner,
+                0,
+                &Line::styled(super::format::no_gpu(self.state), theme.dim),
+            );
             theme.finish(area, buf);
             return;
         }

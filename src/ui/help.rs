@@ -37,6 +37,10 @@ pub const DEFINITIONS: [(&str, &str); 10] = [
     ("segments", "S/L small/large pool, E expandable."),
 ];
 
+/// Definitions that describe the live dashboard (driver-used memory,
+/// contexts), not a snapshot: the viewer's help leaves them out.
+pub const DASHBOARD_ONLY: [&str; 2] = ["context & other", "free"];
+
 /// Width from which keys and definitions sit side by side.
 const TWO_COLUMNS_WIDTH: u16 = 70;
 /// The widest the popup gets (columns).
@@ -50,6 +54,8 @@ pub struct HelpOverlay<'a> {
     stress: bool,
     /// The snapshot viewer: its keys instead of the dashboard's.
     viewer: bool,
+    /// Rows scrolled past (↓/j, PgDn); clamped so the last row stays in view.
+    scroll: usize,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -59,7 +65,14 @@ impl<'a> HelpOverlay<'a> {
             theme,
             stress: false,
             viewer: false,
+            scroll: 0,
         }
+    }
+
+    /// Starts `rows` rows down (the help scrolls like less: ↓/j, PgDn).
+    pub fn with_scroll(mut self, rows: usize) -> Self {
+        self.scroll = rows;
+        self
     }
 
     /// Lists the snapshot viewer's keys (and the dashboard keys that work
@@ -129,8 +142,20 @@ impl<'a> HelpOverlay<'a> {
     /// Definition lines wrapped to `width`, the term in the header style.
     fn definition_lines(&self, width: u16) -> Vec<Line<'static>> {
         let theme = self.theme;
-        let mut lines = vec![Line::styled("What the words mean", theme.header)];
-        for (term, meaning) in DEFINITIONS {
+        let mut lines = vec![Line::styled(
+            if self.viewer {
+                "Words in a snapshot"
+            } else {
+                "What the words mean"
+            },
+            theme.header,
+        )];
+        // A snapshot has no driver figures: the words about the driver's
+        // used memory belong to the dashboard's help only.
+        let shown = DEFINITIONS
+            .into_iter()
+            .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term));
+        for (term, meaning) in shown {
             // Wrap "term meaning" as one text, then style the term part of
             // the first line.
             // "fragmentation = …" reads as a formula, the rest as "term: …".
@@ -157,6 +182,9 @@ impl<'a> HelpOverlay<'a> {
     }
 }
 
+/// Columns the definitions need beside the keys; narrower, they go below.
+const MIN_DEFINITIONS_WIDTH: u16 = 30;
+
 impl Widget for HelpOverlay<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let area = area.intersection(buf.area);
@@ -166,10 +194,12 @@ impl Widget for HelpOverlay<'_> {
         let theme = self.theme;
         let width = area.width.min(MAX_WIDTH);
         let keys = self.key_lines();
-        let two = width >= TWO_COLUMNS_WIDTH;
         let keys_w = u16::try_from(keys.iter().map(Line::width).max().unwrap_or(0))
             .unwrap_or(u16::MAX)
             .min(width.saturating_sub(4));
+        // Side by side only when the definitions keep a readable width
+        // (the stress panel's long key lines would squash them).
+        let two = width >= TWO_COLUMNS_WIDTH && width >= keys_w + 5 + MIN_DEFINITIONS_WIDTH;
         let defs_w = if two {
             width.saturating_sub(keys_w + 5)
         } else {
@@ -184,16 +214,38 @@ impl Widget for HelpOverlay<'_> {
         let height = u16::try_from(content_h + 2)
             .unwrap_or(u16::MAX)
             .min(area.height);
-        // Says so when the terminal is too short for everything.
         let (popup, inner) = chrome::popup(
             buf,
             area,
             (width, height),
             " Help ",
             " Esc or ? closes ",
-            content_h,
+            0,
             theme,
         );
+        let visible = usize::from(inner.height);
+        let max_scroll = content_h.saturating_sub(visible);
+        let offset = self.scroll.min(max_scroll);
+        if max_scroll > 0 {
+            // Where the view is, as less says it, and how to move it.
+            let last = (offset + visible).min(content_h);
+            let more = if offset < max_scroll {
+                " ↓ j PgDn more"
+            } else {
+                " ↑ k PgUp back"
+            };
+            let text = format!("{more} · rows {}–{last} of {content_h} ", offset + 1);
+            let bottom = Rect::new(
+                popup.x + 1,
+                popup.bottom() - 1,
+                popup.width.saturating_sub(2),
+                1,
+            );
+            chrome::line_at(buf, bottom, 0, &Line::styled(text, theme.dim));
+        }
+        let skip = |lines: Vec<Line<'static>>| -> Vec<Line<'static>> {
+            lines.into_iter().skip(offset).collect()
+        };
         if two {
             let left_area = Rect {
                 width: keys_w.min(inner.width),
@@ -206,13 +258,13 @@ impl Widget for HelpOverlay<'_> {
                 inner.right().saturating_sub(right_x),
                 inner.height,
             );
-            chrome::lines_at(buf, left_area, &keys);
-            chrome::lines_at(buf, right_area, &defs);
+            chrome::lines_at(buf, left_area, &skip(keys));
+            chrome::lines_at(buf, right_area, &skip(defs));
         } else {
             let mut lines = keys;
             lines.push(Line::raw(""));
             lines.extend(defs);
-            chrome::lines_at(buf, inner, &lines);
+            chrome::lines_at(buf, inner, &skip(lines));
         }
         theme.finish(popup, buf);
     }

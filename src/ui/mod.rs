@@ -23,7 +23,7 @@
 //! block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f… · stream 0 · segment 1/28
 //!  Processes  tree ─────────────────────────────────────────────────────────────
 //!     PID USER     GPU    MEMORY   alloc/res COMMAND        (+ unattributed/GPU)
-//! sim │ every 1000 ms │ 30 samples      q quit  ? help  Tab pane  p pause  1…9 GPU
+//! sim │ 1000 ms │ 30 samples  q quit  ? help  Tab pane  a stress  p pause  0…9 GPU
 //! ```
 //!
 //! Rows are handed out in two passes: every shown pane gets its minimum,
@@ -56,7 +56,7 @@ pub mod theme;
 pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
 pub use fragmentation::FragmentationPane;
 pub use gpus::GpusPane;
-pub use help::{DEFINITIONS, HelpOverlay};
+pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::StatusLine;
@@ -83,11 +83,22 @@ pub const MIN_HEIGHT: u16 = 10;
 /// From this width the timeline and fragmentation sit side by side.
 const SPLIT_WIDTH: u16 = 60;
 
+/// From this size the stress panel and the segment map sit side by side
+/// (columns, rows); smaller, `M` shows one or the other.
+pub const STRESS_BESIDE_MAP: (u16, u16) = (120, 40);
+/// The segment map's share of the width beside the stress panel (percent)
+/// and its bounds (columns).
+const MAP_PERCENT: u16 = 40;
+const MAP_MIN_WIDTH: u16 = 40;
+const MAP_MAX_WIDTH: u16 = 80;
+
 /// Where everything goes on one screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScreenLayout {
     /// The panes shown, top to bottom, left to right.
     pub panes: Vec<(Pane, Rect)>,
+    /// The stress panel, while it is open and shown.
+    pub stress: Option<Rect>,
     pub status: Rect,
     /// The terminal is below the minimum: only a message is drawn.
     pub too_small: bool,
@@ -130,21 +141,25 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
                     pane.render(rect, buf);
                 }
             }
-            Pane::Segments => SegmentsPane::new(state, theme).render(rect, buf),
+            Pane::Segments => {
+                let pane = SegmentsPane::new(state, theme);
+                if rect.x > area.x {
+                    pane.beside().render(rect, buf);
+                } else {
+                    pane.render(rect, buf);
+                }
+            }
             Pane::Processes => ProcessesPane::new(state, theme).render(rect, buf),
         }
     }
-    if state.ui.stress_open {
-        let body = Rect {
-            height: screen.status.y.saturating_sub(area.y),
-            ..area
-        };
-        StressPane::new(&state.stress, theme).render(stress::panel_area(body), buf);
+    if let Some(panel) = screen.stress {
+        StressPane::new(&state.stress, theme).render(panel, buf);
     }
     StatusLine::new(state, keymap, theme).render(screen.status, buf);
     if state.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_stress(state.ui.stress_open)
+            .with_scroll(state.ui.help_scroll)
             .render(area, buf);
     }
 }
@@ -176,11 +191,19 @@ struct Band {
     preferred: Option<u16>,
 }
 
-fn bands(included: &[Pane], width: u16, height: u16, state: &AppState, theme: &Theme) -> Vec<Band> {
+fn bands(
+    included: &[Pane],
+    (width, height): (u16, u16),
+    map_first: bool,
+    state: &AppState,
+    theme: &Theme,
+) -> Vec<Band> {
     let has = |p: Pane| included.contains(&p);
     // Segments and processes are lists that scroll: they grow to about a
     // fifth of the screen (a bit more on tall ones), the charts get the rest.
     let cap = (height * 3 / 10).saturating_sub(2).max(3);
+    // The segment map shown in place of the stress panel takes what it needs.
+    let segments_cap = if map_first { height } else { cap };
     let fixed = |pane: Pane, preferred: u16| Band {
         panes: vec![pane],
         min: min_height(pane),
@@ -217,7 +240,7 @@ fn bands(included: &[Pane], width: u16, height: u16, state: &AppState, theme: &T
     if has(Pane::Segments) {
         out.push(fixed(
             Pane::Segments,
-            SegmentsPane::preferred_height(state).min(cap),
+            SegmentsPane::preferred_height(state).min(segments_cap),
         ));
     }
     if has(Pane::Processes) {
@@ -234,15 +257,48 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return ScreenLayout {
             panes: Vec::new(),
+            stress: None,
             status: Rect::default(),
             too_small: true,
         };
     }
     let status_h = StatusLine::preferred_height(state);
-    let body_h = area.height - status_h;
-    let status = Rect::new(area.x, area.y + body_h, area.width, status_h);
+    let full_body_h = area.height - status_h;
+    let status = Rect::new(area.x, area.y + full_body_h, area.width, status_h);
+    let body = Rect::new(area.x, area.y, area.width, full_body_h);
 
-    let focus = state.ui.focus;
+    // The stress panel takes the lower part of the body: beside the segment
+    // map where both fit, alone (or the map alone, `M`) where they do not.
+    let beside = area.width >= STRESS_BESIDE_MAP.0 && area.height >= STRESS_BESIDE_MAP.1;
+    let map_only = state.ui.stress_open && !beside && state.ui.stress_map;
+    let (body_h, stress_rect, map_rect) = if state.ui.stress_open && !map_only {
+        let panel = stress::panel_area(body);
+        let upper = panel.y - body.y;
+        if beside {
+            let map_w = (area.width * MAP_PERCENT / 100).clamp(MAP_MIN_WIDTH, MAP_MAX_WIDTH);
+            let panel_w = area.width - map_w;
+            let map = Rect::new(area.x + panel_w, panel.y, map_w, panel.height);
+            (
+                upper,
+                Some(Rect {
+                    width: panel_w,
+                    ..panel
+                }),
+                Some(map),
+            )
+        } else {
+            (upper, Some(panel), None)
+        }
+    } else {
+        (full_body_h, None, None)
+    };
+
+    // The map replacing the panel comes first, as if focused.
+    let focus = if map_only {
+        Pane::Segments
+    } else {
+        state.ui.focus
+    };
     let mut priority = vec![focus];
     for p in [
         Pane::Gpus,
@@ -256,16 +312,22 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
             priority.push(p);
         }
     }
+    if map_rect.is_some() {
+        // The segment map has its place beside the panel.
+        priority.retain(|&p| p != Pane::Segments);
+    }
     let total_min = |bands: &[Band]| bands.iter().map(|b| u32::from(b.min)).sum::<u32>();
     let mut included: Vec<Pane> = Vec::new();
     for &p in &priority {
         let mut trial = included.clone();
         trial.push(p);
-        if total_min(&bands(&trial, area.width, body_h, state, theme)) <= u32::from(body_h) {
+        if total_min(&bands(&trial, (area.width, body_h), map_only, state, theme))
+            <= u32::from(body_h)
+        {
             included = trial;
         }
     }
-    let bands = bands(&included, area.width, body_h, state, theme);
+    let bands = bands(&included, (area.width, body_h), map_only, state, theme);
     let mut heights: Vec<u16> = bands.iter().map(|b| b.min).collect();
     let mut extra = body_h.saturating_sub(heights.iter().sum());
     let band_of = |p: Pane| bands.iter().position(|b| b.panes.contains(&p));
@@ -312,8 +374,12 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
         }
         y += h;
     }
+    if let Some(map) = map_rect {
+        panes.push((Pane::Segments, map));
+    }
     ScreenLayout {
         panes,
+        stress: stress_rect,
         status,
         too_small: false,
     }

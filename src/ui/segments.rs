@@ -25,11 +25,23 @@ const LEGEND_WIDTH: u16 = 70;
 pub struct SegmentsPane<'a> {
     state: &'a AppState,
     theme: &'a Theme,
+    left_border: bool,
 }
 
 impl<'a> SegmentsPane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
-        SegmentsPane { state, theme }
+        SegmentsPane {
+            state,
+            theme,
+            left_border: false,
+        }
+    }
+
+    /// Draws a left border: the pane sits right of another one (the
+    /// stress panel).
+    pub fn beside(mut self) -> Self {
+        self.left_border = true;
+        self
     }
 
     /// Rows this pane would like: title, one per segment, footer.
@@ -151,7 +163,7 @@ impl Widget for SegmentsPane<'_> {
             Pane::Segments,
             detail,
             self.state.ui.focus == Pane::Segments,
-            false,
+            self.left_border,
             theme,
         );
         if area.width >= LEGEND_WIDTH && view.is_some() {

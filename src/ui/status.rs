@@ -34,6 +34,7 @@ impl<'a> StatusLine<'a> {
     pub fn preferred_height(state: &AppState) -> u16 {
         if state.status.banner.is_some()
             || state.status.last_error.is_some()
+            || state.ui.notice.is_some()
             || state.probes.status_note().is_some()
         {
             2
@@ -63,7 +64,12 @@ impl<'a> StatusLine<'a> {
                 spans.push(Span::raw(format!("{prefix}{} ms", s.sample_interval_ms)));
             }
             spans.push(Span::styled(sep, theme.dim));
-            spans.push(Span::raw(format!("{} samples", s.samples)));
+            // Before the first sample there is nothing to count yet.
+            spans.push(Span::raw(if s.samples == 0 {
+                "first sample…".to_string()
+            } else {
+                format!("{} samples", s.samples)
+            }));
             if probes > 0 {
                 spans.push(Span::styled(sep, theme.dim));
                 let plural = if probes == 1 { "" } else { "s" };
@@ -105,7 +111,13 @@ impl<'a> StatusLine<'a> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
+        if let Some(n) = &self.state.ui.notice {
+            spans.push(Span::styled(n.clone(), theme.warning));
+        }
         if let Some(e) = &s.last_error {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
             spans.push(Span::styled(format!("error: {e}"), theme.critical));
         }
         if let Some(b) = &s.banner {

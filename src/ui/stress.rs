@@ -17,7 +17,9 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
-use crate::app::stress::{CompareRow, FigureUnit, HistogramRow, OomState, Pattern, StressPanel};
+use crate::app::stress::{
+    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, StressPanel,
+};
 
 /// The panel's share of the screen height (percent) and its floor (rows).
 const HEIGHT_PERCENT: u16 = 55;
@@ -54,39 +56,47 @@ impl<'a> StressPane<'a> {
         StressPane { panel, theme }
     }
 
-    fn settings_line(&self) -> Line<'static> {
+    /// Size, count, pattern, live tensors and reserved, flowed onto as
+    /// many lines as `width` needs (beside the segment map the panel is
+    /// narrow, and reserved is the figure to watch).
+    fn settings_lines(&self, width: u16) -> Vec<Line<'static>> {
         let p = self.panel;
         let t = self.theme;
         let live: u64 = p.tensors.iter().map(|t| t.size).sum();
-        Line::from(vec![
-            Span::styled("size ", t.dim),
-            Span::styled(format::bytes(p.size()), t.key),
-            Span::styled("  count ", t.dim),
-            Span::styled(p.count().to_string(), t.key),
-            Span::styled("  pattern ", t.dim),
-            Span::styled(p.pattern.name(), t.key),
-            Span::raw(match p.pattern {
-                Pattern::TransformerStep => format!(" #{}", p.transformer_steps + 1),
-                _ => String::new(),
-            }),
-            Span::styled("  live ", t.dim),
-            Span::raw(format!(
-                "{} tensors, {}",
-                p.tensors.len(),
-                format::bytes(live)
-            )),
-            Span::styled("  reserved ", t.dim),
-            Span::raw(format::bytes(p.figures.reserved)),
-        ])
+        let item = |label: &'static str, value: String, style: Style| {
+            Line::from(vec![Span::styled(label, t.dim), Span::styled(value, style)])
+        };
+        let pattern = match p.pattern {
+            Pattern::TransformerStep => {
+                format!("{} #{}", p.pattern.name(), p.transformer_steps + 1)
+            }
+            _ => p.pattern.name().to_string(),
+        };
+        let items = vec![
+            item("size ", format::bytes(p.size()), t.key),
+            item("count ", p.count().to_string(), t.key),
+            item("pattern ", pattern, t.key),
+            item(
+                "live ",
+                format!("{} tensors, {}", p.tensors.len(), format::bytes(live)),
+                t.text,
+            ),
+            item("reserved ", format::bytes(p.figures.reserved), t.text),
+        ];
+        chrome::flow(items, width, 2)
     }
 
     fn title(&self) -> Line<'static> {
         let p = self.panel;
         let t = self.theme;
-        let where_ = match (p.gpu, p.cap) {
-            (None, _) => "starting".to_string(),
-            (Some(g), None) => format!("GPU {g} · no cap (simulated)"),
-            (Some(g), Some(c)) => format!("GPU {g} · cap {}", format::bytes(c)),
+        let where_ = match (p.gpu, p.cap, p.device) {
+            (None, _, _) => "starting".to_string(),
+            (Some(_), _, PanelDevice::Scenario { capacity, .. }) => format!(
+                "scenario device: simulated {} as in vramtop scenario",
+                format::bytes(capacity)
+            ),
+            (Some(g), None, _) => format!("GPU {g} · no cap (simulated)"),
+            (Some(g), Some(c), _) => format!("GPU {g} · cap {}", format::bytes(c)),
         };
         let mut spans = vec![
             Span::styled(" Stress panel ", t.title_focused),
@@ -350,7 +360,7 @@ impl Widget for StressPane<'_> {
         let inner = block.inner(area);
         block.render(area, buf);
 
-        let mut head = vec![self.settings_line()];
+        let mut head = self.settings_lines(inner.width);
         if let Some(text) = &self.panel.size_input {
             head.push(Line::from(vec![
                 Span::styled("set size: ", t.key),

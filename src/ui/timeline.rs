@@ -162,7 +162,12 @@ impl Widget for TimelinePane<'_> {
             return;
         };
         let Some(gpu) = gpu else {
-            chrome::line_at(buf, inner, 0, &Line::styled("no GPU found", theme.dim));
+            chrome::line_at(
+                buf,
+                inner,
+                0,
+                &Line::styled(super::format::no_gpu(self.state), theme.dim),
+            );
             theme.finish(area, buf);
             return;
         };
@@ -319,9 +324,13 @@ impl Widget for TimelinePane<'_> {
             Span::styled(format!("-{}", format::seconds(half)), theme.dim),
             Span::styled(right_label, theme.dim),
         ];
+        // Every label carries its unit, as the figures elsewhere do.
         let y_labels = vec![
-            Span::styled("0", theme.dim),
-            Span::styled(axis_number(top / 2.0), theme.dim),
+            Span::styled("0 B", theme.dim),
+            Span::styled(
+                format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
+                theme.dim,
+            ),
             Span::styled(
                 format!("{} {}", axis_number(top), format::unit_name(exp)),
                 theme.dim,

@@ -160,6 +160,7 @@ pub fn render_viewer(
     if v.app.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
+            .with_scroll(v.app.ui.help_scroll)
             .render(area, buf);
     }
 }
@@ -642,7 +643,12 @@ fn render_status(area: Rect, buf: &mut Buffer, v: &ViewerState, keymap: &Keymap,
     if area.height == 0 {
         return;
     }
-    chrome::line_at(buf, area, 0, &Line::styled(status_text(v), theme.header));
+    // Why the last key did nothing, in place of the position until the next key.
+    let first = match &v.app.ui.notice {
+        Some(n) => Line::styled(n.clone(), theme.warning),
+        None => Line::styled(status_text(v), theme.header),
+    };
+    chrome::line_at(buf, area, 0, &first);
     let all = keymap.viewer_hints();
     let line = |k: usize| {
         let mut spans = Vec::new();

@@ -6,6 +6,7 @@ pub mod fake_nvml;
 pub mod screen;
 pub mod skip;
 pub mod tmux;
+pub mod walkthrough;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
