@@ -534,6 +534,26 @@ impl Run {
                 addr += size;
             }
         }
+        for r in &layout.reservations {
+            dev.live.insert(r.base, r.size);
+            dev.used += r.mapped();
+            for s in &r.ranges {
+                let mut addr = s.address;
+                for &(size, _, state) in &s.blocks {
+                    match state {
+                        BlockState::ActiveAllocated => {
+                            live.insert(addr, addr);
+                        }
+                        BlockState::ActivePendingFree => {
+                            pending.insert(addr, addr);
+                            pending_rev.insert(addr, addr);
+                        }
+                        BlockState::Inactive => {}
+                    }
+                    addr += size;
+                }
+            }
+        }
         let mut model = CachingAllocator::new(dev, device, config.clone());
         // The layout was adopted without error by the replay that built it.
         let adopt_error = layout.adopt_into(&mut model).err();
@@ -829,7 +849,12 @@ fn recorded_peak_reserved(events: &[Event], layout: &StartLayout) -> u64 {
         .iter()
         .flat_map(|s| &s.blocks)
         .map(|b| b.0)
-        .sum();
+        .sum::<u64>()
+        + layout
+            .reservations
+            .iter()
+            .map(super::replay::StartReservation::mapped)
+            .sum::<u64>();
     let mut peak = reserved;
     for e in events {
         match e.action {
@@ -865,6 +890,12 @@ fn replay_device(
                 .segments
                 .iter()
                 .map(|s| s.address + s.blocks.iter().map(|b| b.0).sum::<u64>()),
+        )
+        .chain(
+            layout
+                .reservations
+                .iter()
+                .map(|r| r.base.saturating_add(r.size)),
         )
         .max()
         .unwrap_or(0);
