@@ -16,7 +16,7 @@
 use serde::Serialize;
 
 use super::invariants::{Finding, check_invariants};
-use super::start_state::{ASSUMED_DEVICE_MEMORY, replay_from_best_start, undo_trace};
+use super::start_state::{ASSUMED_DEVICE_MEMORY, replay_from_best_start};
 pub use super::start_state::{StartLayout, StartReservation, StartSegment, start_layout};
 use super::types::{AllocatorSettings, Snapshot};
 use crate::alloc::{
@@ -175,6 +175,11 @@ pub fn config_from_settings(settings: Option<&AllocatorSettings>) -> AllocatorCo
                 (key_mib.trailing_zeros() as usize).min(config.roundup_power2_divisions.len() - 1);
             config.roundup_power2_divisions[slot] = divisions;
         }
+    }
+    // The snapshot's settings dict has no entry for the oversize slack; the
+    // settings string it records does.
+    if let Ok(parsed) = AllocatorConfig::parse(&s.conf) {
+        config.max_non_split_rounding_size = parsed.max_non_split_rounding_size;
     }
     config.last_settings = s.conf.clone();
     config
@@ -462,8 +467,7 @@ fn replay_device(
     events: &[Event],
     config: &AllocatorConfig,
 ) -> Result<DeviceReplay, String> {
-    let start = undo_trace(snapshot, device, events)?;
-    replay_from_best_start(snapshot, device, events, config, &start).map(|(r, _, _)| r)
+    replay_from_best_start(snapshot, device, events, config).map(|(r, _, _)| r)
 }
 
 /// Replays `events` once from the start state `layout`.

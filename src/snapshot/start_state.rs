@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use super::replay::{DeviceReplay, Event, ReplayStart, replay_once};
+use super::replay::{DeviceReplay, Event, ReplayStart, next_call, replay_once};
 use super::types::Snapshot;
 use crate::alloc::{
     AdoptedRange, AdoptedReservation, AllocatorConfig, BlockState, CachingAllocator, DeviceMemory,
@@ -32,8 +32,9 @@ use crate::alloc::{
     sizing::{LARGE_BUFFER, MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
 };
 
-/// How many replays the search for a start state may run per device.
-const MAX_REPLAYS: usize = 512;
+/// How many replays the search for a start state may run per device (the
+/// shared traces need at most 9; a damaged trace must not cost minutes).
+const MAX_REPLAYS: usize = 48;
 
 /// The device memory a start reservation is sized for when the file does
 /// not record it: the scripted device's (1 TiB), more than any GPU has, so
@@ -333,6 +334,9 @@ pub struct StartLayout {
     pub segments: Vec<StartSegment>,
     /// Expandable segments mapped before the trace.
     pub reservations: Vec<StartReservation>,
+    /// The first replayed event: events before it belong to a call the
+    /// ring buffer cut, and the start is the state right after them.
+    pub first_event: usize,
     guessed: Vec<GuessedBlock>,
 }
 
@@ -492,6 +496,7 @@ pub(crate) fn start_layout_from(
             start: ReplayStart::Empty,
             segments: Vec::new(),
             reservations: Vec::new(),
+            first_event: 0,
             guessed: Vec::new(),
         });
     }
@@ -538,6 +543,7 @@ pub(crate) fn start_layout_from(
         },
         segments,
         reservations,
+        first_event: 0,
         guessed,
     })
 }
@@ -804,7 +810,67 @@ fn candidates(
 /// replay that explains the most events, with the start it used. A start
 /// that explains every event is a full match; otherwise the divergence
 /// names the first event no start state tried could explain.
+///
+/// A ring buffer can cut a call in two: the first recorded event is then an
+/// allocation whose `segment_alloc` or `segment_map` was dropped, and no
+/// state before the cut reproduces it. When the first call cannot be
+/// explained, the start is also tried right after it: the file determines
+/// that state completely (the final layout with the rest of the trace
+/// undone).
 pub(crate) fn replay_from_best_start(
+    snapshot: &Snapshot,
+    device: u32,
+    events: &[Event],
+    config: &AllocatorConfig,
+) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
+    let start = undo_trace(snapshot, device, events)?;
+    let whole = search(snapshot, device, events, config, &start);
+    let first_call = next_call(events, 0).filter(|&k| events[k].action == TraceAction::Alloc);
+    let Some(k) = first_call else {
+        return whole;
+    };
+    let unexplained = match &whole {
+        Ok((r, _, _)) => r.divergence.as_ref().is_some_and(|d| d.event_index <= k),
+        Err(_) => true,
+    };
+    if !unexplained {
+        return whole;
+    }
+    let rest = &events[k + 1..];
+    let after = undo_trace(snapshot, device, rest)
+        .and_then(|start| search(snapshot, device, rest, config, &start));
+    let Ok((mut r, mut l, c)) = after else {
+        return whole;
+    };
+    let given = k + 1;
+    r.events_in_trace = events.len();
+    r.events_matched += given;
+    r.segment_allocs = events
+        .iter()
+        .filter(|e| e.action == TraceAction::SegmentAlloc)
+        .count();
+    if let Some(d) = r.divergence.as_mut() {
+        d.event_index += given;
+    }
+    l.first_event = given;
+    if let ReplayStart::Reconstructed { inferences, .. } = &mut l.start {
+        inferences.insert(
+            0,
+            format!(
+                "the trace begins inside a call: the device events of the allocation at event \
+                 #{k} fell out of the ring buffer, so the start is the state right after it \
+                 (events #0-#{k} are that state's, not replayed)"
+            ),
+        );
+    }
+    r.start = l.start.clone();
+    match &whole {
+        Ok((w, _, _)) if progress(w) >= progress(&r) => whole,
+        _ => Ok((r, l, c)),
+    }
+}
+
+fn search(
     snapshot: &Snapshot,
     device: u32,
     events: &[Event],
@@ -857,11 +923,10 @@ pub fn start_layout(
             .map_or(&[][..], Vec::as_slice),
     );
     let start = undo_trace(snapshot, device, &events)?;
-    let first = start_layout_from(&start, config, &StartChoices::default())?;
-    if first.guessed.is_empty() && first.reservations.is_empty() {
-        // Nothing inferred: nothing for a replay to decide.
-        return Ok(first);
+    if starts_empty(&start) {
+        // A full history: nothing to infer.
+        return start_layout_from(&start, config, &StartChoices::default());
     }
-    let (_, layout, _) = replay_from_best_start(snapshot, device, &events, config, &start)?;
+    let (_, layout, _) = replay_from_best_start(snapshot, device, &events, config)?;
     Ok(layout)
 }

@@ -927,7 +927,9 @@ fn replay_device(
     let mut calls = 0usize;
     let raw = |i: usize| ctx.raw_index.get(i).copied().unwrap_or(i);
 
-    let mut k = 0;
+    // Events before `first_event` are the start state's (a call the ring
+    // buffer cut).
+    let mut k = layout.first_event;
     while k < events.len() {
         calls += 1;
         let Some(anchor) = next_call(events, k) else {

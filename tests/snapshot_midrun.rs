@@ -1,0 +1,111 @@
+//! Traces that begin mid-run: model-made runs cut the way PyTorch's ring
+//! buffer cuts them (only the last entries kept) must replay in full from
+//! the start state the replay rebuilds, with every inference reported.
+
+mod common;
+
+use proptest::prelude::*;
+use vramtop::alloc::{CachingAllocator, InMemoryDevice};
+use vramtop::snapshot::capture::snapshot_of;
+use vramtop::snapshot::replay::{ReplayStart, verify};
+
+use common::workload::{mixed_workload, model};
+
+const GIB: u64 = 1 << 30;
+
+const SETTINGS: [&str; 5] = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64,roundup_power2_divisions:4",
+    "max_split_size_mb:20,expandable_segments:True",
+    "max_split_size_mb:128,max_non_split_rounding_mb:64",
+];
+
+/// Verifies the trace of `m` with its first `skip` entries dropped and
+/// checks that it replays in full, reporting what it inferred.
+fn assert_cut_replays(m: &CachingAllocator<InMemoryDevice>, skip: usize, what: &str) {
+    let report = verify(&snapshot_of(m, skip));
+    let Some(r) = report.replays.first() else {
+        // A cut that leaves no allocator call has nothing to replay.
+        assert!(report.unreplayable.is_empty(), "{what}: {report:?}");
+        return;
+    };
+    assert!(
+        report.unreplayable.is_empty(),
+        "{what}: {:?}",
+        report.unreplayable
+    );
+    assert_eq!(r.divergence, None, "{what}: {:?}", r.start);
+    assert_eq!(r.events_matched, r.events_in_trace, "{what}");
+    assert!(r.final_layout_matches, "{what}: {:?}", r.layout_differences);
+    assert!(report.full_match(), "{what}: {report:?}");
+    if let ReplayStart::Reconstructed {
+        expandable_reservations,
+        corrected_block_sizes,
+        inferences,
+        ..
+    } = &r.start
+    {
+        // Each rebuilt reservation and each size the trace decided is
+        // said in words.
+        assert!(
+            inferences.len() >= expandable_reservations + corrected_block_sizes,
+            "{what}: {inferences:?}"
+        );
+        let mentioned = inferences
+            .iter()
+            .filter(|i| i.starts_with("expandable segment"))
+            .count();
+        assert_eq!(
+            mentioned, *expandable_reservations,
+            "{what}: {inferences:?}"
+        );
+    }
+}
+
+#[test]
+fn expandable_run_cut_at_every_position_replays_in_full() {
+    let mut m = model("expandable_segments:True", 3 * GIB);
+    mixed_workload(&mut m, 260, 0x2545_f491);
+    let n = m.trace_len();
+    let mut reservations_rebuilt = 0;
+    for skip in 1..n {
+        assert_cut_replays(&m, skip, &format!("cut at {skip} of {n}"));
+        let report = verify(&snapshot_of(&m, skip));
+        if let Some(ReplayStart::Reconstructed {
+            expandable_reservations,
+            ..
+        }) = report.replays.first().map(|r| &r.start)
+        {
+            reservations_rebuilt += expandable_reservations;
+        }
+    }
+    assert!(
+        reservations_rebuilt > 0,
+        "some cut starts with expandable segments mapped"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn long_runs_cut_anywhere_replay_in_full_with_the_inference_reported(
+        setting in 0..SETTINGS.len(),
+        seed in 1u64..u64::MAX,
+        steps in 500usize..1200,
+        cuts in proptest::collection::vec(1u32..1000, 4),
+    ) {
+        let settings = SETTINGS[setting];
+        let mut m = model(settings, 3 * GIB);
+        mixed_workload(&mut m, steps, seed);
+        // What the whole history does not replay is a limit of the model,
+        // not of the start state: such runs say nothing about cuts.
+        prop_assume!(verify(&snapshot_of(&m, 0)).full_match());
+        let n = m.trace_len();
+        for permille in cuts {
+            let skip = ((n as u64 * u64::from(permille) / 1000) as usize).max(1);
+            assert_cut_replays(&m, skip, &format!("{settings:?} seed {seed} steps {steps} cut {skip} of {n}"));
+        }
+    }
+}
