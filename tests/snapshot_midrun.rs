@@ -63,6 +63,72 @@ fn assert_cut_replays(m: &CachingAllocator<InMemoryDevice>, skip: usize, what: &
     }
 }
 
+/// A block live before the trace took a cached block whole (the remainder,
+/// under 1 MiB, could not be split off), so the free block after it is
+/// smaller than the rounded request suggests: an allocation that fits the
+/// guessed gap but not the real one went to a new segment in the recording.
+#[test]
+fn block_taken_whole_before_the_trace_is_sized_by_a_later_placement() {
+    let mut m = model("", 4 * GIB);
+    // One 20 MiB segment: 9 MiB, 3.125 MiB, 1.76 MiB and the rest.
+    let x1 = m.malloc(9 << 20, 0).expect("fits");
+    let x2 = m.malloc(3_276_800, 0).expect("same segment");
+    let x3 = m.malloc(1_843_200, 0).expect("same segment");
+    let x4 = m.malloc(6_414_336, 0).expect("the segment's rest");
+    m.free(x3).expect("live");
+    // Takes the 1_843_200-byte block whole: 532_480 bytes left are too few
+    // to split off in the large pool.
+    let y = m.malloc(1_310_720, 0).expect("cached");
+    assert_eq!(y, x3);
+    m.free(x4).expect("live");
+    let skip = m.trace_len();
+    // Fits y's guessed gap (532_480 + 6_414_336 free after the rounded
+    // request) but not the real one (6_414_336): a new segment.
+    let segments = m.layout().len();
+    let z = m.malloc(6_600_000, 0).expect("new segment");
+    assert_eq!(m.layout().len(), segments + 1);
+    m.free(y).expect("live");
+    m.free(z).expect("live");
+    let report = verify(&snapshot_of(&m, skip));
+    assert!(report.full_match(), "{report:?}");
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences.iter().any(|i| i.contains(&format!("{y:#x}"))),
+        "{inferences:?}"
+    );
+    let _ = (x1, x2);
+}
+
+/// The ring buffer kept an allocation but dropped the `segment_map` before
+/// it (a run the random property test found): the new pages had merged
+/// into a free block too big for this oversize request, so no state before
+/// the cut explains it and the replay starts right after that call.
+#[test]
+fn allocation_whose_segment_map_was_cut_off_starts_the_replay() {
+    let mut m = model("max_split_size_mb:20,expandable_segments:True", 3 * GIB);
+    mixed_workload(&mut m, 1500, 0x9e37_79b9);
+    let skip = 901;
+    let first = m.trace().nth(skip).copied().expect("long enough");
+    assert_eq!(first.action.as_str(), "alloc");
+    assert_eq!(
+        m.trace().nth(skip - 1).map(|e| e.action.as_str()),
+        Some("segment_map")
+    );
+    let report = verify(&snapshot_of(&m, skip));
+    assert!(report.full_match(), "{report:?}");
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("begins inside a call")),
+        "{inferences:?}"
+    );
+}
+
 #[test]
 fn expandable_run_cut_at_every_position_replays_in_full() {
     let mut m = model("expandable_segments:True", 3 * GIB);

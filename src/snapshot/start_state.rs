@@ -567,12 +567,13 @@ fn describe_choices(
                 format!("ending where event #{event} shows PyTorch could map no further")
             }
             None => {
-                "sized 1⅛ × 1 TiB, PyTorch's rule for a device larger than any recorded page needs"
+                "sized by PyTorch's rule (1⅛ × the device's memory) for 1 TiB, as the file does not \
+                 record the device's memory"
                     .to_string()
             }
         };
         out.push(format!(
-            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based at {base}, {size}; {} B mapped in {} ranges",
+            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based at {base}, {size}; {} B mapped in {} range(s)",
             r.kind,
             r.stream,
             r.base,
