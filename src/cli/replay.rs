@@ -79,6 +79,13 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             "  first divergence     event #{}: PyTorch {} / model {}",
             d.event_index, d.expected, d.model
         );
+        if matches!(r.start, ReplayStart::Reconstructed { .. }) {
+            let _ = writeln!(
+                out,
+                "                       (no start state the trace allows, of those tried, \
+                 explains this event)"
+            );
+        }
     }
     let layout = match (r.final_layout_matches, r.stale_requested_sizes_match) {
         (true, Some(true)) => "identical (including stale requested sizes of free blocks)",
