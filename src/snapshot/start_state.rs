@@ -457,7 +457,7 @@ fn build_reservations(
                 .unwrap_or(u64::MAX - (u64::MAX % page))
                 .max(last_mapped),
         };
-        let size = (end - base).div_ceil(page) * page;
+        let size = (end - base).div_ceil(page).saturating_mul(page);
         let mut segs = Vec::new();
         for &(address, m) in &ranges {
             let seg = SegmentAtStart {
@@ -742,7 +742,7 @@ fn candidates(
         // The least growth that leaves the start's gap too small, then the
         // most the split rule allows.
         let needed = round_size(got.size, config);
-        let unfit = (g.room + MIN_BLOCK_SIZE).saturating_sub(needed);
+        let unfit = g.room.saturating_add(MIN_BLOCK_SIZE).saturating_sub(needed);
         if unfit > g.size && unfit < g.largest {
             sized.push((g.address, unfit));
         }

@@ -536,7 +536,7 @@ impl Run {
         }
         for r in &layout.reservations {
             dev.live.insert(r.base, r.size);
-            dev.used += r.mapped();
+            dev.used = dev.used.saturating_add(r.mapped());
             for s in &r.ranges {
                 let mut addr = s.address;
                 for &(size, _, state) in &s.blocks {
