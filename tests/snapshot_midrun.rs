@@ -5,9 +5,12 @@
 mod common;
 
 use proptest::prelude::*;
+use std::sync::Arc;
 use vramtop::alloc::{CachingAllocator, InMemoryDevice};
 use vramtop::snapshot::capture::snapshot_of;
-use vramtop::snapshot::replay::{ReplayStart, verify};
+
+use vramtop::snapshot::replay::{ReplayStart, config_from_settings, start_layout, verify};
+use vramtop::snapshot::scrub::Scrub;
 
 use common::workload::{mixed_workload, model};
 
@@ -98,6 +101,17 @@ fn block_taken_whole_before_the_trace_is_sized_by_a_later_placement() {
         inferences.iter().any(|i| i.contains(&format!("{y:#x}"))),
         "{inferences:?}"
     );
+    // The viewer's state before the first event has the size the replay
+    // decided, not the rounded request.
+    let snapshot = Arc::new(snapshot_of(&m, skip));
+    let config = config_from_settings(snapshot.allocator_settings.as_ref());
+    let decided = start_layout(&snapshot, 0, &config)
+        .expect("rebuilt")
+        .block_sizes()[&y];
+    assert!(decided > 1_310_720, "{decided}");
+    let scrub = Scrub::new(Arc::clone(&snapshot));
+    let viewer = scrub.devices[0].block_at(0, y).expect("live at the start");
+    assert_eq!(viewer.size, decided);
     let _ = (x1, x2);
 }
 
