@@ -136,6 +136,28 @@ struct TraceBuffer {
     max_entries: usize,
 }
 
+/// A block to adopt: `(size, requested_size, state)`.
+pub type AdoptedBlock = (u64, u64, BlockState);
+
+/// A mapped range to adopt: its address and its blocks in address order.
+pub type AdoptedRange<'a> = (u64, &'a [AdoptedBlock]);
+
+/// A mapped piece's requested size and state.
+type AdoptedMapped = (u64, BlockState);
+
+/// An expandable segment's address reservation, for
+/// [`CachingAllocator::adopt_expandable_segment`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdoptedReservation {
+    pub base: u64,
+    /// Bytes of address space reserved (whole pages).
+    pub va_size: u64,
+    /// Bytes per page: 2 MiB (small pool) or 20 MiB (large).
+    pub page_size: u64,
+    pub stream: StreamId,
+    pub kind: PoolKind,
+}
+
 /// One live allocation, for listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LiveAllocation {
@@ -1653,6 +1675,123 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 }
             }
         }
+    }
+
+    /// Adopts an expandable segment that already exists on the device: its
+    /// address reservation `[base, base + va_size)` cut into `page_size`
+    /// pages, and its mapped ranges as `(address, blocks)` in address order,
+    /// blocks as for [`Self::adopt_segment`]. The space between mapped ranges
+    /// is unmapped. Counters are raised as if the pages had been mapped and
+    /// the blocks allocated here (the segment count stays, as in PyTorch).
+    pub fn adopt_expandable_segment(
+        &mut self,
+        reservation: AdoptedReservation,
+        ranges: &[AdoptedRange<'_>],
+    ) -> Result<(), String> {
+        let AdoptedReservation {
+            base,
+            va_size,
+            page_size,
+            stream,
+            kind,
+        } = reservation;
+        let end = base
+            .checked_add(va_size)
+            .ok_or_else(|| format!("reservation at {base:#x} runs past the address space"))?;
+        if page_size == 0 || !va_size.is_multiple_of(page_size) {
+            return Err(format!("reservation at {base:#x} is not whole pages"));
+        }
+        // Where each piece goes: (address, size, Some(state) = mapped).
+        let mut pieces: Vec<(u64, u64, Option<AdoptedMapped>)> = Vec::new();
+        let mut cursor = base;
+        for &(address, blocks) in ranges {
+            let size = blocks
+                .iter()
+                .try_fold(0u64, |acc, b| acc.checked_add(b.0))
+                .ok_or_else(|| format!("mapped range at {address:#x} overflows"))?;
+            let range_end = address
+                .checked_add(size)
+                .filter(|&e| e <= end)
+                .ok_or_else(|| format!("mapped range at {address:#x} runs past its reservation"))?;
+            if address < cursor
+                || size == 0
+                || !(address - base).is_multiple_of(page_size)
+                || !size.is_multiple_of(page_size)
+            {
+                return Err(format!(
+                    "mapped range at {address:#x} ({size} bytes) is not whole pages of the \
+                     reservation at {base:#x}"
+                ));
+            }
+            if address > cursor {
+                pieces.push((cursor, address - cursor, None));
+            }
+            let mut at = address;
+            for &(block_size, requested, state) in blocks {
+                pieces.push((at, block_size, Some((requested, state))));
+                at += block_size;
+            }
+            cursor = range_end;
+        }
+        if cursor < end {
+            pieces.push((cursor, end - cursor, None));
+        }
+        let pool = PoolRef { owner: 0, kind };
+        let segment_index = u32::try_from(self.expandable.len())
+            .map_err(|_| "too many expandable segments".to_string())?;
+        self.expandable.push(Some(ExpandableSegment {
+            base,
+            va_size,
+            page_size,
+        }));
+        let mut prev: Option<BlockId> = None;
+        let mut ids = Vec::with_capacity(pieces.len());
+        for &(ptr, size, mapped) in &pieces {
+            let id = self.new_block(ptr, size, stream, pool);
+            {
+                let b = self.bm(id);
+                b.prev = prev;
+                b.expandable = Some(segment_index);
+                b.mapped = mapped.is_some();
+                b.requested_size = mapped.map_or(0, |m| m.0);
+            }
+            if let Some(p) = prev {
+                self.bm(p).next = Some(id);
+            }
+            prev = Some(id);
+            ids.push(id);
+        }
+        for (&id, &(ptr, size, mapped)) in ids.iter().zip(&pieces) {
+            let Some((requested, state)) = mapped else {
+                self.pool_mut(pool).unmapped.insert((stream, ptr), id);
+                continue;
+            };
+            self.reserved_total += size;
+            self.stats.reserved_bytes.increase(kind, size);
+            match state {
+                BlockState::Inactive => self.insert_into_pool(id),
+                BlockState::ActiveAllocated | BlockState::ActivePendingFree => {
+                    self.stats.active.increase(kind, 1);
+                    self.stats.active_bytes.increase(kind, size);
+                    self.stats.requested_bytes.increase(kind, requested);
+                    if state == BlockState::ActiveAllocated {
+                        self.bm(id).allocated = true;
+                        self.active.insert(ptr, id);
+                        self.stats.allocation.increase(kind, 1);
+                        self.stats.allocated_bytes.increase(kind, size);
+                        if size >= self.max_split() {
+                            self.stats.oversize_allocations.increase(1);
+                        }
+                    } else {
+                        let synthetic = self.fresh_synthetic_stream();
+                        self.bm(id).stream_uses.push(synthetic);
+                        self.pending_free.insert(ptr, id);
+                        self.insert_events(id);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     // ----------------------------------------------------------------- self-check

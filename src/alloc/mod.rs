@@ -16,7 +16,10 @@ pub mod sizing;
 pub mod stats;
 pub mod trace;
 
-pub use allocator::{AllocError, CachingAllocator, LiveAllocation, MempoolId, StreamId};
+pub use allocator::{
+    AdoptedBlock, AdoptedRange, AdoptedReservation, AllocError, CachingAllocator, LiveAllocation,
+    MempoolId, StreamId,
+};
 pub use analysis::{Fragmentation, fragmentation};
 pub use config::{AllocatorConfig, ConfigError};
 pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};

@@ -48,13 +48,21 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             live_blocks,
             guessed_block_sizes,
             corrected_block_sizes,
+            expandable_reservations,
+            ..
         } => format!(
             "mid-run: start state rebuilt from the final layout ({segments} segments, \
-             {live_blocks} live blocks, {guessed_block_sizes} sizes inferred from requests, \
-             {corrected_block_sizes} of them corrected by the trace)"
+             {expandable_reservations} expandable segments, {live_blocks} live blocks, \
+             {guessed_block_sizes} sizes inferred from requests, {corrected_block_sizes} of them \
+             decided by the trace)"
         ),
     };
     let _ = writeln!(out, "device {}: trace {start}", r.device);
+    if let ReplayStart::Reconstructed { inferences, .. } = &r.start {
+        for inference in inferences {
+            let _ = writeln!(out, "  inferred: {inference}");
+        }
+    }
     let _ = writeln!(
         out,
         "  events matched       {}/{} ({} segment allocs, {} OOMs in the trace)",
@@ -71,6 +79,13 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             "  first divergence     event #{}: PyTorch {} / model {}",
             d.event_index, d.expected, d.model
         );
+        if matches!(r.start, ReplayStart::Reconstructed { .. }) {
+            let _ = writeln!(
+                out,
+                "                       (no start state the trace allows, of those tried, \
+                 explains this event)"
+            );
+        }
     }
     let layout = match (r.final_layout_matches, r.stale_requested_sizes_match) {
         (true, Some(true)) => "identical (including stale requested sizes of free blocks)",

@@ -13,6 +13,7 @@ pub mod invariants;
 pub mod pickle;
 pub mod replay;
 pub mod scrub;
+pub mod start_state;
 pub mod summary;
 pub mod synth;
 pub mod types;

@@ -13,16 +13,15 @@
 //! trace removed, segments freed during it restored, blocks allocated during
 //! it freed, blocks freed during it made live again).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use super::invariants::{Finding, check_invariants};
+use super::start_state::{ASSUMED_DEVICE_MEMORY, replay_from_best_start};
+pub use super::start_state::{StartLayout, StartReservation, StartSegment, start_layout};
 use super::types::{AllocatorSettings, Snapshot};
 use crate::alloc::{
     AllocatorConfig, BlockInfo, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
-    PoolKind, TraceAction, round_size,
-    sizing::{MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
+    TraceAction,
 };
 
 /// A recorded event reduced to what the model reproduces.
@@ -71,6 +70,11 @@ pub enum ReplayStart {
         guessed_block_sizes: usize,
         /// Inferred sizes corrected after a replay showed them wrong.
         corrected_block_sizes: usize,
+        /// Expandable segments mapped before the trace, whose address
+        /// reservations were rebuilt.
+        expandable_reservations: usize,
+        /// Each inference beyond the rounded request, in words.
+        inferences: Vec<String>,
     },
 }
 
@@ -82,9 +86,9 @@ pub struct Divergence {
     pub expected: String,
     pub model: String,
     #[serde(skip)]
-    expected_event: Option<Event>,
+    pub(crate) expected_event: Option<Event>,
     #[serde(skip)]
-    model_event: Option<Event>,
+    pub(crate) model_event: Option<Event>,
 }
 
 /// The replay of one device's trace.
@@ -172,6 +176,11 @@ pub fn config_from_settings(settings: Option<&AllocatorSettings>) -> AllocatorCo
             config.roundup_power2_divisions[slot] = divisions;
         }
     }
+    // The snapshot's settings dict has no entry for the oversize slack; the
+    // settings string it records does.
+    if let Ok(parsed) = AllocatorConfig::parse(&s.conf) {
+        config.max_non_split_rounding_size = parsed.max_non_split_rounding_size;
+    }
     config.last_settings = s.conf.clone();
     config
 }
@@ -206,7 +215,7 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     }
 }
 
-fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
+pub(crate) fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
     trace
         .iter()
         .filter(|e| !matches!(e.action, TraceAction::Snapshot | TraceAction::Annotate))
@@ -428,300 +437,6 @@ impl DeviceMemory for ScriptedDevice {
     }
 }
 
-// --------------------------------------------------------------------- start state
-
-#[derive(Debug, Clone, Copy)]
-struct LiveAtStart {
-    size: Option<u64>,
-    requested: u64,
-    state: BlockState,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct SegmentAtStart {
-    size: u64,
-    stream: u64,
-    kind: PoolKind,
-}
-
-struct StartState {
-    segments: BTreeMap<u64, SegmentAtStart>,
-    live: BTreeMap<u64, LiveAtStart>,
-    /// 2 MiB pages of expandable segments mapped at the start.
-    expandable_pages: std::collections::BTreeSet<u64>,
-}
-
-fn pages(addr: u64, size: u64) -> impl Iterator<Item = u64> {
-    (0..size / SMALL_BUFFER).map(move |i| addr + i * SMALL_BUFFER)
-}
-
-fn undo_trace(snapshot: &Snapshot, device: u32, events: &[Event]) -> StartState {
-    let mut segments: BTreeMap<u64, SegmentAtStart> = BTreeMap::new();
-    let mut live: BTreeMap<u64, LiveAtStart> = BTreeMap::new();
-    let mut expandable_pages = std::collections::BTreeSet::new();
-    for s in snapshot.segments.iter().filter(|s| s.device == device) {
-        if s.is_expandable {
-            expandable_pages.extend(pages(s.address, s.total_size));
-        } else {
-            segments.insert(
-                s.address,
-                SegmentAtStart {
-                    size: s.total_size,
-                    stream: s.stream,
-                    kind: s.segment_type,
-                },
-            );
-        }
-        for b in s.blocks.iter().filter(|b| b.state.is_active()) {
-            live.insert(
-                b.address,
-                LiveAtStart {
-                    size: Some(b.size),
-                    requested: b.requested_size,
-                    state: b.state,
-                },
-            );
-        }
-    }
-    for e in events.iter().rev() {
-        match e.action {
-            TraceAction::Alloc => {
-                live.remove(&e.addr);
-            }
-            TraceAction::FreeRequested => {
-                live.entry(e.addr)
-                    .or_insert(LiveAtStart {
-                        size: None,
-                        requested: e.size,
-                        state: BlockState::ActiveAllocated,
-                    })
-                    .state = BlockState::ActiveAllocated;
-            }
-            TraceAction::FreeCompleted => {
-                // Completed in the trace: pending (or allocated, if its
-                // free_requested is earlier in the trace) at the start.
-                live.entry(e.addr).or_insert(LiveAtStart {
-                    size: None,
-                    requested: e.size,
-                    state: BlockState::ActivePendingFree,
-                });
-            }
-            TraceAction::SegmentAlloc => {
-                segments.remove(&e.addr);
-            }
-            TraceAction::SegmentMap => {
-                for p in pages(e.addr, e.size) {
-                    expandable_pages.remove(&p);
-                }
-            }
-            TraceAction::SegmentUnmap => expandable_pages.extend(pages(e.addr, e.size)),
-            TraceAction::SegmentFree => {
-                segments.insert(
-                    e.addr,
-                    SegmentAtStart {
-                        size: e.size,
-                        stream: e.stream,
-                        kind: if e.size == SMALL_BUFFER {
-                            PoolKind::Small
-                        } else {
-                            PoolKind::Large
-                        },
-                    },
-                );
-            }
-            _ => {}
-        }
-    }
-    StartState {
-        segments,
-        live,
-        expandable_pages,
-    }
-}
-
-fn starts_empty(start: &StartState) -> bool {
-    start.segments.is_empty() && start.live.is_empty() && start.expandable_pages.is_empty()
-}
-
-type AdoptedBlocks = Vec<(u64, u64, BlockState)>;
-
-/// One segment of a rebuilt start state, ready for
-/// [`CachingAllocator::adopt_segment`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartSegment {
-    pub address: u64,
-    pub stream: u64,
-    pub kind: PoolKind,
-    /// `(size, requested_size, state)` in address order.
-    pub blocks: AdoptedBlocks,
-}
-
-/// The allocator state at the first event of a device's trace: empty for a
-/// full history, else rebuilt from the final layout with the trace undone.
-/// Shared by `verify` and the what-if replay (`super::whatif`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartLayout {
-    pub start: ReplayStart,
-    pub segments: Vec<StartSegment>,
-    /// Blocks whose size was inferred from a request: (address, size).
-    guessed: Vec<(u64, u64)>,
-}
-
-impl StartLayout {
-    /// Adopts the start segments into a fresh `model` and checks the result.
-    pub fn adopt_into<D: DeviceMemory>(
-        &self,
-        model: &mut CachingAllocator<D>,
-    ) -> Result<(), String> {
-        if self.segments.is_empty() {
-            return Ok(());
-        }
-        for s in &self.segments {
-            model.adopt_segment(s.address, s.stream, s.kind, &s.blocks);
-        }
-        model
-            .check_invariants()
-            .map_err(|e| format!("reconstructed start state is inconsistent: {e}"))
-    }
-}
-
-fn start_layout_from(
-    start: &StartState,
-    config: &AllocatorConfig,
-    known: &BTreeMap<u64, u64>,
-) -> Result<StartLayout, String> {
-    if !start.expandable_pages.is_empty() {
-        return Err(
-            "the trace starts mid-run with expandable segments already mapped; their address \
-             reservations cannot be rebuilt from a snapshot"
-                .to_string(),
-        );
-    }
-    if starts_empty(start) {
-        return Ok(StartLayout {
-            start: ReplayStart::Empty,
-            segments: Vec::new(),
-            guessed: Vec::new(),
-        });
-    }
-    let mut guessed_all = Vec::new();
-    let mut segments = Vec::new();
-    for (&address, seg) in &start.segments {
-        let (blocks, guessed) = start_blocks(address, seg, &start.live, config, known)?;
-        guessed_all.extend(guessed);
-        segments.push(StartSegment {
-            address,
-            stream: seg.stream,
-            kind: seg.kind,
-            blocks,
-        });
-    }
-    let in_segments = start
-        .live
-        .keys()
-        .filter(|&&a| {
-            start
-                .segments
-                .range(..=a)
-                .next_back()
-                .is_some_and(|(&s, seg)| a < s + seg.size)
-        })
-        .count();
-    if in_segments != start.live.len() {
-        return Err(format!(
-            "{} blocks live at the start of the trace lie outside every segment",
-            start.live.len() - in_segments
-        ));
-    }
-    Ok(StartLayout {
-        start: ReplayStart::Reconstructed {
-            segments: start.segments.len(),
-            live_blocks: start.live.len(),
-            guessed_block_sizes: guessed_all.len() + known.len(),
-            corrected_block_sizes: known.len(),
-        },
-        segments,
-        guessed: guessed_all,
-    })
-}
-
-/// The start state of `device`'s trace under the recorded settings `config`,
-/// with inferred block sizes corrected exactly as [`verify`] corrects them
-/// (by replaying the trace against the recording).
-pub fn start_layout(
-    snapshot: &Snapshot,
-    device: u32,
-    config: &AllocatorConfig,
-) -> Result<StartLayout, String> {
-    let events = replayable_events(
-        snapshot
-            .device_traces
-            .get(device as usize)
-            .map_or(&[][..], Vec::as_slice),
-    );
-    let start = undo_trace(snapshot, device, &events);
-    let first = start_layout_from(&start, config, &BTreeMap::new())?;
-    if first.guessed.is_empty() {
-        // Every size is known: nothing for a replay to correct.
-        return Ok(first);
-    }
-    let (_, known) = replay_device_with_corrections(snapshot, device, &events, config, &start)?;
-    start_layout_from(&start, config, &known)
-}
-
-/// Lays out one start segment's blocks; returns them and the (address, size)
-/// of each block whose size had to be inferred. `known` holds sizes learnt
-/// from earlier attempts.
-fn start_blocks(
-    address: u64,
-    seg: &SegmentAtStart,
-    live: &BTreeMap<u64, LiveAtStart>,
-    config: &AllocatorConfig,
-    known: &BTreeMap<u64, u64>,
-) -> Result<(AdoptedBlocks, Vec<(u64, u64)>), String> {
-    let end = address + seg.size;
-    let inside: Vec<(u64, LiveAtStart)> = live.range(address..end).map(|(&a, &l)| (a, l)).collect();
-    let mut blocks = Vec::new();
-    let mut guessed = Vec::new();
-    let mut cursor = address;
-    for (i, &(addr, l)) in inside.iter().enumerate() {
-        if addr < cursor {
-            return Err(format!("live blocks overlap at {addr:#x}"));
-        }
-        if addr > cursor {
-            blocks.push((addr - cursor, 0, BlockState::Inactive));
-        }
-        let next = inside.get(i + 1).map_or(end, |n| n.0);
-        let size = match (l.size, known.get(&addr)) {
-            (Some(s), _) => s,
-            (None, Some(&s)) => s,
-            (None, None) => {
-                let rounded = round_size(l.requested, config).min(next - addr);
-                let gap = next - addr - rounded;
-                // The remainder was too small to split off: the block took it.
-                let unsplit = match seg.kind {
-                    PoolKind::Small => gap < MIN_BLOCK_SIZE,
-                    PoolKind::Large => {
-                        gap <= SMALL_SIZE || rounded >= config.max_split_size_bytes()
-                    }
-                };
-                let size = if unsplit { next - addr } else { rounded };
-                guessed.push((addr, size));
-                size
-            }
-        };
-        if addr + size > end {
-            return Err(format!("block at {addr:#x} runs past its segment"));
-        }
-        blocks.push((size, l.requested, l.state));
-        cursor = addr + size;
-    }
-    if cursor < end {
-        blocks.push((end - cursor, 0, BlockState::Inactive));
-    }
-    Ok((blocks, guessed))
-}
-
 // --------------------------------------------------------------------- the replay
 
 fn normalised(events: &[Event]) -> Vec<Event> {
@@ -746,107 +461,33 @@ fn normalised(events: &[Event]) -> Vec<Event> {
     out
 }
 
-/// How many inferred block sizes a replay may correct before it reports.
-const MAX_SIZE_CORRECTIONS: usize = 256;
-
 fn replay_device(
     snapshot: &Snapshot,
     device: u32,
     events: &[Event],
     config: &AllocatorConfig,
 ) -> Result<DeviceReplay, String> {
-    let start = undo_trace(snapshot, device, events);
-    replay_device_with_corrections(snapshot, device, events, config, &start).map(|(r, _)| r)
+    replay_from_best_start(snapshot, device, events, config).map(|(r, _, _)| r)
 }
 
-/// Replays from `start`, correcting inferred block sizes; returns the last
-/// replay and the corrected sizes (address → bytes).
-fn replay_device_with_corrections(
+/// Replays `events` once from the start state `layout`.
+pub(crate) fn replay_once(
     snapshot: &Snapshot,
     device: u32,
     events: &[Event],
     config: &AllocatorConfig,
-    start: &StartState,
-) -> Result<(DeviceReplay, BTreeMap<u64, u64>), String> {
-    let mut known = BTreeMap::new();
-    let (mut report, mut guessed) = replay_once(snapshot, device, events, config, start, &known)?;
-    while known.len() < MAX_SIZE_CORRECTIONS {
-        let Some((addr, size)) = correction(&report, &guessed, config) else {
-            break;
-        };
-        if known.get(&addr) == Some(&size) {
-            break;
-        }
-        let mut attempt = known.clone();
-        attempt.insert(addr, size);
-        // A correction that makes the start state impossible is dropped.
-        let Ok(next) = replay_once(snapshot, device, events, config, start, &attempt) else {
-            break;
-        };
-        known = attempt;
-        (report, guessed) = next;
-    }
-    Ok((report, known))
-}
-
-/// A block live before the trace was freed in it, so its size was inferred
-/// from its request. When PyTorch then placed an allocation where the model
-/// had no free block to offer, the recorded address shows the block's real
-/// end: a little further than guessed (it had taken a cached block whole, the
-/// remainder too small to split), or before the guess ended.
-fn correction(
-    report: &DeviceReplay,
-    guessed: &[(u64, u64)],
-    config: &AllocatorConfig,
-) -> Option<(u64, u64)> {
-    let d = report.divergence.as_ref()?;
-    let want = d.expected_event?;
-    if want.action != TraceAction::Alloc {
-        return None;
-    }
-    let &(addr, size) = guessed
-        .iter()
-        .filter(|&&(a, _)| a <= want.addr)
-        .max_by_key(|&&(a, _)| a)?;
-    if addr == want.addr {
-        // Reused in place after its free: it was at least as big as the new
-        // request (the model found the freed space too small).
-        let needed = round_size(want.size, config);
-        return (needed > size).then_some((addr, needed));
-    }
-    let end = addr + size;
-    if want.addr < end {
-        // The allocation starts inside the guessed block: it was smaller.
-        return Some((addr, want.addr - addr));
-    }
-    let allowed = if size >= config.max_split_size_bytes() {
-        config.max_non_split_rounding_size
-    } else {
-        SMALL_SIZE
-    };
-    (want.addr - end <= allowed && want.addr > end).then_some((addr, want.addr - addr))
-}
-
-fn replay_once(
-    snapshot: &Snapshot,
-    device: u32,
-    events: &[Event],
-    config: &AllocatorConfig,
-    start: &StartState,
-    known: &BTreeMap<u64, u64>,
-) -> Result<(DeviceReplay, Vec<(u64, u64)>), String> {
-    let layout = start_layout_from(start, config, known)?;
+    layout: &StartLayout,
+) -> Result<DeviceReplay, String> {
     let device_impl = ScriptedDevice {
         script: events.into(),
         pos: 0,
         released: Vec::new(),
-        total: 1 << 40,
+        total: ASSUMED_DEVICE_MEMORY,
     };
     let mut model = CachingAllocator::new(device_impl, device, config.clone());
     model.record_history(Some(usize::MAX));
     layout.adopt_into(&mut model)?;
-    let guessed_all = layout.guessed;
-    let replay_start = layout.start;
+    let replay_start = layout.start.clone();
 
     let mut report = DeviceReplay {
         device,
@@ -979,7 +620,7 @@ fn replay_once(
     }
 
     finish_report(snapshot, device, &model, &mut report);
-    Ok((report, guessed_all))
+    Ok(report)
 }
 
 /// Marks the pending frees that the recording completed in `part` as done.

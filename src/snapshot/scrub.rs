@@ -485,13 +485,25 @@ impl DeviceScrub {
         // Blocks of unknown size at the start: sized in address order, each
         // bounded by the next block (sizes of later ones are known or
         // inferred the same way).
+        // The replay's start state decides what the trace shows of them
+        // (`start_state`); the split rule sizes the rest.
+        let decided = if unknown.is_empty() {
+            BTreeMap::new()
+        } else {
+            super::start_state::start_layout(&snapshot, self.device, &self.config)
+                .map(|l| l.block_sizes())
+                .unwrap_or_default()
+        };
         for &addr in unknown.iter().rev() {
             let Some(mut b) = state.remove_block(addr) else {
                 continue;
             };
             // In the pre-trace state the block may be allocated or pending;
             // its frames stay unknown.
-            b.size = state.infer_size(addr, b.requested_size, &self.config);
+            b.size = match decided.get(&addr) {
+                Some(&size) => size,
+                None => state.infer_size(addr, b.requested_size, &self.config),
+            };
             b.size_inferred = true;
             self.inferred_sizes += 1;
             state.insert_block(addr, b);

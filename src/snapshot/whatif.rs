@@ -534,6 +534,26 @@ impl Run {
                 addr += size;
             }
         }
+        for r in &layout.reservations {
+            dev.live.insert(r.base, r.size);
+            dev.used = dev.used.saturating_add(r.mapped());
+            for s in &r.ranges {
+                let mut addr = s.address;
+                for &(size, _, state) in &s.blocks {
+                    match state {
+                        BlockState::ActiveAllocated => {
+                            live.insert(addr, addr);
+                        }
+                        BlockState::ActivePendingFree => {
+                            pending.insert(addr, addr);
+                            pending_rev.insert(addr, addr);
+                        }
+                        BlockState::Inactive => {}
+                    }
+                    addr += size;
+                }
+            }
+        }
         let mut model = CachingAllocator::new(dev, device, config.clone());
         // The layout was adopted without error by the replay that built it.
         let adopt_error = layout.adopt_into(&mut model).err();
@@ -829,7 +849,12 @@ fn recorded_peak_reserved(events: &[Event], layout: &StartLayout) -> u64 {
         .iter()
         .flat_map(|s| &s.blocks)
         .map(|b| b.0)
-        .sum();
+        .sum::<u64>()
+        + layout
+            .reservations
+            .iter()
+            .map(super::replay::StartReservation::mapped)
+            .sum::<u64>();
     let mut peak = reserved;
     for e in events {
         match e.action {
@@ -866,6 +891,12 @@ fn replay_device(
                 .iter()
                 .map(|s| s.address + s.blocks.iter().map(|b| b.0).sum::<u64>()),
         )
+        .chain(
+            layout
+                .reservations
+                .iter()
+                .map(|r| r.base.saturating_add(r.size)),
+        )
         .max()
         .unwrap_or(0);
     let fresh = (top / UNLIMITED_TOTAL + 1).saturating_mul(UNLIMITED_TOTAL);
@@ -896,7 +927,9 @@ fn replay_device(
     let mut calls = 0usize;
     let raw = |i: usize| ctx.raw_index.get(i).copied().unwrap_or(i);
 
-    let mut k = 0;
+    // Events before `first_event` are the start state's (a call the ring
+    // buffer cut).
+    let mut k = layout.first_event;
     while k < events.len() {
         calls += 1;
         let Some(anchor) = next_call(events, k) else {

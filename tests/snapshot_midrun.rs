@@ -1,0 +1,191 @@
+//! Traces that begin mid-run: model-made runs cut the way PyTorch's ring
+//! buffer cuts them (only the last entries kept) must replay in full from
+//! the start state the replay rebuilds, with every inference reported.
+
+mod common;
+
+use proptest::prelude::*;
+use std::sync::Arc;
+use vramtop::alloc::{CachingAllocator, InMemoryDevice};
+use vramtop::snapshot::capture::snapshot_of;
+
+use vramtop::snapshot::replay::{ReplayStart, config_from_settings, start_layout, verify};
+use vramtop::snapshot::scrub::Scrub;
+
+use common::workload::{mixed_workload, model};
+
+const GIB: u64 = 1 << 30;
+
+const SETTINGS: [&str; 5] = [
+    "",
+    "expandable_segments:True",
+    "max_split_size_mb:64,roundup_power2_divisions:4",
+    "max_split_size_mb:20,expandable_segments:True",
+    "max_split_size_mb:128,max_non_split_rounding_mb:64",
+];
+
+/// Verifies the trace of `m` with its first `skip` entries dropped and
+/// checks that it replays in full, reporting what it inferred.
+fn assert_cut_replays(m: &CachingAllocator<InMemoryDevice>, skip: usize, what: &str) {
+    let report = verify(&snapshot_of(m, skip));
+    let Some(r) = report.replays.first() else {
+        // A cut that leaves no allocator call has nothing to replay.
+        assert!(report.unreplayable.is_empty(), "{what}: {report:?}");
+        return;
+    };
+    assert!(
+        report.unreplayable.is_empty(),
+        "{what}: {:?}",
+        report.unreplayable
+    );
+    assert_eq!(r.divergence, None, "{what}: {:?}", r.start);
+    assert_eq!(r.events_matched, r.events_in_trace, "{what}");
+    assert!(r.final_layout_matches, "{what}: {:?}", r.layout_differences);
+    assert!(report.full_match(), "{what}: {report:?}");
+    if let ReplayStart::Reconstructed {
+        expandable_reservations,
+        corrected_block_sizes,
+        inferences,
+        ..
+    } = &r.start
+    {
+        // Each rebuilt reservation and each size the trace decided is
+        // said in words.
+        assert!(
+            inferences.len() >= expandable_reservations + corrected_block_sizes,
+            "{what}: {inferences:?}"
+        );
+        let mentioned = inferences
+            .iter()
+            .filter(|i| i.starts_with("expandable segment"))
+            .count();
+        assert_eq!(
+            mentioned, *expandable_reservations,
+            "{what}: {inferences:?}"
+        );
+    }
+}
+
+/// A block live before the trace took a cached block whole (the remainder,
+/// under 1 MiB, could not be split off), so the free block after it is
+/// smaller than the rounded request suggests: an allocation that fits the
+/// guessed gap but not the real one went to a new segment in the recording.
+#[test]
+fn block_taken_whole_before_the_trace_is_sized_by_a_later_placement() {
+    let mut m = model("", 4 * GIB);
+    // One 20 MiB segment: 9 MiB, 3.125 MiB, 1.76 MiB and the rest.
+    let x1 = m.malloc(9 << 20, 0).expect("fits");
+    let x2 = m.malloc(3_276_800, 0).expect("same segment");
+    let x3 = m.malloc(1_843_200, 0).expect("same segment");
+    let x4 = m.malloc(6_414_336, 0).expect("the segment's rest");
+    m.free(x3).expect("live");
+    // Takes the 1_843_200-byte block whole: 532_480 bytes left are too few
+    // to split off in the large pool.
+    let y = m.malloc(1_310_720, 0).expect("cached");
+    assert_eq!(y, x3);
+    m.free(x4).expect("live");
+    let skip = m.trace_len();
+    // Fits y's guessed gap (532_480 + 6_414_336 free after the rounded
+    // request) but not the real one (6_414_336): a new segment.
+    let segments = m.layout().len();
+    let z = m.malloc(6_600_000, 0).expect("new segment");
+    assert_eq!(m.layout().len(), segments + 1);
+    m.free(y).expect("live");
+    m.free(z).expect("live");
+    let report = verify(&snapshot_of(&m, skip));
+    assert!(report.full_match(), "{report:?}");
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences.iter().any(|i| i.contains(&format!("{y:#x}"))),
+        "{inferences:?}"
+    );
+    // The viewer's state before the first event has the size the replay
+    // decided, not the rounded request.
+    let snapshot = Arc::new(snapshot_of(&m, skip));
+    let config = config_from_settings(snapshot.allocator_settings.as_ref());
+    let decided = start_layout(&snapshot, 0, &config)
+        .expect("rebuilt")
+        .block_sizes()[&y];
+    assert!(decided > 1_310_720, "{decided}");
+    let scrub = Scrub::new(Arc::clone(&snapshot));
+    let viewer = scrub.devices[0].block_at(0, y).expect("live at the start");
+    assert_eq!(viewer.size, decided);
+    let _ = (x1, x2);
+}
+
+/// The ring buffer kept an allocation but dropped the `segment_map` before
+/// it (a run the random property test found): the new pages had merged
+/// into a free block too big for this oversize request, so no state before
+/// the cut explains it and the replay starts right after that call.
+#[test]
+fn allocation_whose_segment_map_was_cut_off_starts_the_replay() {
+    let mut m = model("max_split_size_mb:20,expandable_segments:True", 3 * GIB);
+    mixed_workload(&mut m, 1500, 0x9e37_79b9);
+    let skip = 901;
+    let first = m.trace().nth(skip).copied().expect("long enough");
+    assert_eq!(first.action.as_str(), "alloc");
+    assert_eq!(
+        m.trace().nth(skip - 1).map(|e| e.action.as_str()),
+        Some("segment_map")
+    );
+    let report = verify(&snapshot_of(&m, skip));
+    assert!(report.full_match(), "{report:?}");
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("begins inside a call")),
+        "{inferences:?}"
+    );
+}
+
+#[test]
+fn expandable_run_cut_at_every_position_replays_in_full() {
+    let mut m = model("expandable_segments:True", 3 * GIB);
+    mixed_workload(&mut m, 260, 0x2545_f491);
+    let n = m.trace_len();
+    let mut reservations_rebuilt = 0;
+    for skip in 1..n {
+        assert_cut_replays(&m, skip, &format!("cut at {skip} of {n}"));
+        let report = verify(&snapshot_of(&m, skip));
+        if let Some(ReplayStart::Reconstructed {
+            expandable_reservations,
+            ..
+        }) = report.replays.first().map(|r| &r.start)
+        {
+            reservations_rebuilt += expandable_reservations;
+        }
+    }
+    assert!(
+        reservations_rebuilt > 0,
+        "some cut starts with expandable segments mapped"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn long_runs_cut_anywhere_replay_in_full_with_the_inference_reported(
+        setting in 0..SETTINGS.len(),
+        seed in 1u64..u64::MAX,
+        steps in 500usize..1200,
+        cuts in proptest::collection::vec(1u32..1000, 4),
+    ) {
+        let settings = SETTINGS[setting];
+        let mut m = model(settings, 3 * GIB);
+        mixed_workload(&mut m, steps, seed);
+        // What the whole history does not replay is a limit of the model,
+        // not of the start state: such runs say nothing about cuts.
+        prop_assume!(verify(&snapshot_of(&m, 0)).full_match());
+        let n = m.trace_len();
+        for permille in cuts {
+            let skip = ((n as u64 * u64::from(permille) / 1000) as usize).max(1);
+            assert_cut_replays(&m, skip, &format!("{settings:?} seed {seed} steps {steps} cut {skip} of {n}"));
+        }
+    }
+}
