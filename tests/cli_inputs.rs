@@ -2,6 +2,9 @@
 //! config values the command line overrides, and files in folders that
 //! do not exist or cannot be written.
 
+mod common;
+
+use common::skip::{Prerequisite, skip};
 use std::path::Path;
 use std::process::Command;
 
@@ -108,7 +111,11 @@ fn a_log_file_in_a_missing_folder_is_refused_and_nothing_is_created() {
 #[test]
 fn a_log_that_cannot_be_written_is_said_once() {
     if !Path::new("/dev/full").exists() {
-        eprintln!("skipping: no /dev/full here");
+        skip(
+            "a_log_that_cannot_be_written_is_said_once",
+            "no /dev/full here",
+            Prerequisite::OnlySomeMachines,
+        );
         return;
     }
     // Every write to /dev/full fails with ENOSPC.

@@ -6,6 +6,9 @@
 //! `python/vramtop_probe` are both here, the real probe (with the stand-in
 //! torch) is attached the same way.
 
+mod common;
+
+use common::skip::{Prerequisite, skip};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
@@ -216,12 +219,20 @@ fn once_json_skips_a_world_writable_probe_directory() {
 fn the_python_probe_with_the_stand_in_torch_is_attached() {
     let crate_root = Path::new(env!("CARGO_MANIFEST_DIR"));
     if !crate_root.join("python/vramtop_probe").is_dir() {
-        eprintln!("skipping: python/vramtop_probe is not in this tree");
+        skip(
+            "the_python_probe_with_the_stand_in_torch_is_attached",
+            "python/vramtop_probe is not in this tree",
+            Prerequisite::ProvidedByCi,
+        );
         return;
     }
     let python = std::env::var("VRAMTOP_PYTHON").unwrap_or_else(|_| "python3".to_string());
     if Command::new(&python).arg("--version").output().is_err() {
-        eprintln!("skipping: {python} cannot be run");
+        skip(
+            "the_python_probe_with_the_stand_in_torch_is_attached",
+            &format!("{python} cannot be run"),
+            Prerequisite::ProvidedByCi,
+        );
         return;
     }
     let (root, dir) = runtime_dir();

@@ -5,17 +5,19 @@
 //! `python3`. Without a Python that has pytest the test skips with a note, except when `CI` is
 //! set: then it fails, so CI cannot pass with the Python suite silently missing.
 
+mod common;
+
 use std::path::Path;
+
+use common::skip::{Prerequisite, skip};
 use std::process::Command;
 
 /// Why the suite cannot run here: skip with a note locally, fail under CI.
 fn unavailable(why: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the Python probe tests cannot run: {why}"
-    );
-    eprintln!(
-        "skipping the Python probe tests: {why} (set VRAMTOP_PYTHON to a Python with pytest)"
+    skip(
+        "the Python probe's pytest suite",
+        &format!("{why} (set VRAMTOP_PYTHON to a Python with pytest)"),
+        Prerequisite::ProvidedByCi,
     );
 }
 

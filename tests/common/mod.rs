@@ -40,7 +40,11 @@ pub fn shared_snapshot(name: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("skipping: {} not found (../shared is absent)", p.display());
+        skip::skip(
+            &format!("a check on the shared snapshot {name}"),
+            &format!("{} not found (../shared is absent)", p.display()),
+            skip::Prerequisite::ProvidedByCi,
+        );
         None
     }
 }
@@ -60,9 +64,10 @@ pub fn shared_snapshots_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        println!(
-            "note: {} is absent; skipping checks against real snapshots",
-            dir.display()
+        skip::skip(
+            "the checks against real snapshots",
+            &format!("{} is absent", dir.display()),
+            skip::Prerequisite::ProvidedByCi,
         );
         None
     }

@@ -43,7 +43,11 @@ impl Session {
         args: &str,
     ) -> Option<Session> {
         if tmux_on("vramtop-e2e-probe", &["-V"]).is_none() {
-            eprintln!("skipping: tmux is not installed");
+            super::skip::skip(
+                &format!("the end-to-end test {prefix}-{tag}"),
+                "tmux is not installed",
+                super::skip::Prerequisite::ProvidedByCi,
+            );
             return None;
         }
         let name = format!("{prefix}-{tag}-{}", std::process::id());
