@@ -140,9 +140,9 @@ fn record_appends_one_flushed_json_line_per_sample() {
     let _ = std::fs::remove_file(&file);
     let path = file.display().to_string();
     let (code, _, err) = vramtop(&[
+        "record",
         "--backend",
         "sim",
-        "record",
         &path,
         "--interval",
         "100ms",
@@ -159,9 +159,9 @@ fn record_appends_one_flushed_json_line_per_sample() {
     }
     // Appends, never truncates.
     let (code, _, _) = vramtop(&[
+        "record",
         "--backend",
         "sim",
-        "record",
         &path,
         "--duration",
         "300ms",

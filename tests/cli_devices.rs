@@ -20,13 +20,13 @@ fn json(text: &str) -> serde_json::Value {
 fn doctor_on_the_simulation_lists_every_simulated_gpu_and_exits_0() {
     let (code, out, err) = vramtop(
         &[
+            "doctor",
             "--backend",
             "sim",
             "--sim-gpus",
             "3",
             "--sim-memory",
             "24GiB",
-            "doctor",
             "--json",
         ],
         None,
@@ -95,10 +95,10 @@ fn check_without_a_gpu_runs_on_the_simulation_and_passes() {
 
 #[test]
 fn bad_size_argument_is_a_usage_error_that_shows_the_accepted_forms() {
-    let (code, _, err) = vramtop(&["--sim-memory", "12parsecs", "doctor"], None);
+    let (code, _, err) = vramtop(&["doctor", "--sim-memory", "12parsecs"], None);
     assert_eq!(code, 2);
     assert!(err.contains("37MiB"), "{err}");
-    let (code, _, err) = vramtop(&["--backend", "rocm", "doctor"], None);
+    let (code, _, err) = vramtop(&["doctor", "--backend", "rocm"], None);
     assert_eq!(code, 2);
     assert!(err.contains("auto") && err.contains("nvml"), "{err}");
 }

@@ -17,7 +17,7 @@ pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -170,7 +170,7 @@ pub fn run_whatif(
                 config,
             }),
             Err(e) => {
-                eprintln!("vramtop: --alloc-conf '{conf}': {e}");
+                super::say_error(format_args!("--alloc-conf '{conf}': {e}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         }
@@ -178,7 +178,7 @@ pub fn run_whatif(
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

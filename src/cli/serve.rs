@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use color_eyre::eyre::{WrapErr, eyre};
 
-use super::{DeviceArgs, DisplayArgs};
+use super::{DeviceArgs, SamplingArgs};
 use crate::app::source::{probe_views, resolve_probe_devices};
 use crate::app::state::AllocatorView;
 use crate::device::GpuReading;
@@ -158,7 +158,7 @@ fn answer(request: tiny_http::Request, body: &str) {
 /// `vramtop serve`.
 pub fn run(
     device: &DeviceArgs,
-    display: &DisplayArgs,
+    sampling: &SamplingArgs,
     listen: SocketAddr,
     allow_remote: bool,
 ) -> color_eyre::Result<ExitCode> {
@@ -166,7 +166,7 @@ pub fn run(
     let selection =
         select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))?;
     if let Some(reason) = &selection.fallback_reason {
-        eprintln!("vramtop: {reason}");
+        super::say_warning(reason);
     }
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
@@ -190,9 +190,11 @@ pub fn run(
         body: String::new(),
     };
     exporter.render(&[], None);
-    let (sampler, rx) =
-        Sampler::spawn(selection.telemetry, Duration::from_millis(display.interval))
-            .wrap_err("cannot start the sampler thread")?;
+    let (sampler, rx) = Sampler::spawn(
+        selection.telemetry,
+        Duration::from_millis(sampling.interval),
+    )
+    .wrap_err("cannot start the sampler thread")?;
     // The first sample is taken at once: wait for it (boundedly), so that
     // the first scrape already has the GPUs.
     if let Ok(msg) = rx.recv_timeout(FIRST_SAMPLE_WAIT) {
