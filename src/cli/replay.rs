@@ -11,7 +11,9 @@ use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
-use crate::snapshot::whatif::{DeviceWhatIf, RunFigures, WhatIfReport, WhatIfSetting, whatif};
+use crate::snapshot::whatif::{
+    DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+};
 
 pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
     let snapshot = match read_snapshot_file(file) {
@@ -262,8 +264,29 @@ pub fn run_whatif(
     };
     let report = match whatif(&snapshot, &settings, capacity) {
         Ok(r) => r,
+        // The same verdict as the verify mode gives a state-only file.
+        Err(WhatIfError::NoTrace) => {
+            let verdict = Verdict::NoTrace;
+            let text = if json {
+                let value = serde_json::json!({
+                    "result": verdict.label(),
+                    "why": verdict.why(),
+                });
+                serde_json::to_string_pretty(&value).wrap_err("cannot encode the report")? + "\n"
+            } else {
+                format!(
+                    "{}: {}\nresult: {} ({})\n",
+                    file.display(),
+                    WhatIfError::NoTrace,
+                    verdict.label(),
+                    verdict.why().unwrap_or_default()
+                )
+            };
+            super::emit(&text).wrap_err("cannot write the output")?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Err(e) => {
-            eprintln!("vramtop: {}: {e}", file.display());
+            super::say_error(format_args!("{}: {e}", file.display()));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
