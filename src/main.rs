@@ -49,7 +49,7 @@ fn missing_folder(path: &Path) -> Option<&Path> {
 /// the default file's folder is created, and when that file cannot be
 /// opened it is said once and logging is off.
 fn init_logging(cli: &Cli) -> Result<(), String> {
-    let (path, explicit) = match &cli.display.log_file {
+    let (path, explicit) = match &cli.log_file {
         Some(p) => (p.clone(), true),
         None => {
             let Some(p) = dirs::state_dir()
@@ -73,10 +73,10 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
     } else if let Some(dir) = path.parent()
         && let Err(e) = std::fs::create_dir_all(dir)
     {
-        eprintln!(
-            "vramtop: cannot create {} for the log: {e}; logging is off (--log-file FILE to choose one)",
+        cli::say_warning(format_args!(
+            "cannot create {} for the log: {e}; logging is off (--log-file FILE to choose one)",
             dir.display()
-        );
+        ));
         return Ok(());
     }
     let file = match std::fs::OpenOptions::new()
@@ -89,10 +89,10 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
             return Err(format!("cannot open the log file {}: {e}", path.display()));
         }
         Err(e) => {
-            eprintln!(
-                "vramtop: cannot open the log file {}: {e}; logging is off (--log-file FILE to choose one)",
+            cli::say_warning(format_args!(
+                "cannot open the log file {}: {e}; logging is off (--log-file FILE to choose one)",
                 path.display()
-            );
+            ));
             return Ok(());
         }
     };
@@ -108,9 +108,19 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
     Ok(())
 }
 
-/// Exits with clap's usage error, the invalid value quoted cut short (an
-/// argument may be 128 KiB long).
+/// Exits with clap's usage error (exit 2) under vramtop's one error
+/// prefix, the invalid value quoted cut short (an argument may be 128 KiB
+/// long); `--help` and `--version` print as clap prints them.
 fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
     if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue)
         && cut(value) != *value
     {
@@ -122,12 +132,17 @@ fn usage_error(e: clap::Error) -> ! {
             .unwrap_or_default();
         let _ = writeln!(
             std::io::stderr(),
-            "error: invalid value '{}'{arg}{why}\n\nFor more information, try '--help'.",
+            "{}invalid value '{}'{arg}{why}\n\nFor more information, try '--help'.",
+            cli::ERROR_PREFIX,
             cut(value)
         );
         std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
     }
-    e.exit()
+    // clap's text starts with "error: "; the prefix names the program.
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let _ = write!(std::io::stderr(), "{}{text}", cli::ERROR_PREFIX);
+    std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
 }
 
 fn main() -> ExitCode {
@@ -143,30 +158,41 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => usage_error(e),
     };
-    let config_path = cli
-        .display
-        .config
-        .clone()
-        .or_else(|| config::default_path().filter(|p| p.exists()));
-    if let Some(path) = config_path
-        && let Err(e) = config::apply_file(&mut cli, &matches, &path)
-    {
-        eprintln!("vramtop: {e}");
-        return ExitCode::from(cli::EXIT_BAD_INPUT);
+    let own_matches = matches.subcommand().map_or(&matches, |(_, m)| m);
+    let is_doctor = cli.is_doctor();
+    let targets = cli.config_targets();
+    // A command that reads no config file has no `--config`.
+    if let Some(explicit) = targets.path {
+        let config_path = explicit
+            .clone()
+            .or_else(|| config::default_path().filter(|p| p.exists()));
+        if let Some(path) = config_path {
+            match config::apply_file(targets, own_matches, &path) {
+                Ok(()) => {}
+                // doctor is where a broken setup is diagnosed: it runs on.
+                Err(e) if is_doctor => {
+                    cli::say_warning(format_args!("{e}; doctor runs without the config file"));
+                }
+                Err(e) => {
+                    cli::say_error(e);
+                    return ExitCode::from(cli::EXIT_BAD_INPUT);
+                }
+            }
+        }
     }
     if let Err(e) = init_logging(&cli) {
-        eprintln!("vramtop: {e}");
+        cli::say_error(e);
         return ExitCode::from(cli::EXIT_BAD_INPUT);
     }
     let code = match cli::run(cli) {
         Ok(code) => code,
         Err(report) => {
-            eprintln!("vramtop: {report:#}");
+            cli::say_error(format_args!("{report:#}"));
             ExitCode::from(cli::EXIT_BAD_INPUT)
         }
     };
     if let Some(e) = LOG_WRITE_ERROR.get() {
-        eprintln!("vramtop: {e}");
+        cli::say_warning(e);
     }
     code
 }

@@ -140,9 +140,9 @@ fn record_appends_one_flushed_json_line_per_sample() {
     let _ = std::fs::remove_file(&file);
     let path = file.display().to_string();
     let (code, _, err) = vramtop(&[
+        "record",
         "--backend",
         "sim",
-        "record",
         &path,
         "--interval",
         "100ms",
@@ -159,9 +159,9 @@ fn record_appends_one_flushed_json_line_per_sample() {
     }
     // Appends, never truncates.
     let (code, _, _) = vramtop(&[
+        "record",
         "--backend",
         "sim",
-        "record",
         &path,
         "--duration",
         "300ms",
@@ -241,12 +241,12 @@ fn the_simulated_gpu_is_named_for_its_size_and_doctor_lists_its_processes() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Simulated GPU 24GB"), "{out}");
     assert!(!out.contains("H100 80GB"), "{out}");
-    let (code, out, err) = vramtop(&["--backend", "sim", "--sim-memory", "24GiB", "doctor"]);
+    let (code, out, err) = vramtop(&["doctor", "--backend", "sim", "--sim-memory", "24GiB"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("GPU 0       Simulated GPU 24GB"), "{out}");
     // The dashboard's simulated training process, there too.
     assert!(out.contains("pid 4242 on GPU 0 (python train.py"), "{out}");
-    let (_, out, _) = vramtop(&["--backend", "sim", "doctor"]);
+    let (_, out, _) = vramtop(&["doctor", "--backend", "sim"]);
     assert!(
         out.contains("Simulated H100 80GB"),
         "the default keeps its name: {out}"

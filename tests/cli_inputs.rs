@@ -68,9 +68,9 @@ fn record_into_a_missing_folder_refuses_and_says_the_folder_is_missing() {
     let file = dir.path().join("not-yet/runs/a.jsonl");
     let (code, _, err) = vramtop(
         &[
+            "record",
             "--backend",
             "sim",
-            "record",
             &file.display().to_string(),
             "--duration",
             "200ms",

@@ -174,12 +174,18 @@ fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
         return;
     };
     for (tag, marker, signal) in [("quit", "987658", "-QUIT"), ("usr1", "987659", "-USR1")] {
-        // The seed is only a marker to find this vramtop's pid.
-        let Some(s) = start(tag, &format!("open {} --sim-seed {marker}", path.display())) else {
+        // The link's name is only a marker to find this vramtop's pid.
+        let link = std::env::temp_dir().join(format!("vramtop-e2e-{marker}.pickle"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&path, &link).expect("a link to the snapshot");
+        let Some(s) = start(tag, &format!("open {}", link.display())) else {
             return;
         };
         s.wait_for("the viewer", |sc| sc.contains("event 97/97"));
-        let pattern = format!("^{}.*sim-seed {marker}", common::tmux::binary().display());
+        let pattern = format!(
+            "^{}.*vramtop-e2e-{marker}",
+            common::tmux::binary().display()
+        );
         let pids = std::process::Command::new("pgrep")
             .args(["-f", &pattern])
             .output()
@@ -192,6 +198,7 @@ fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
                 .status();
         }
         let screen = s.exited();
+        let _ = std::fs::remove_file(&link);
         assert!(screen.contains("VRAMTOP_EXITED 0"), "{signal}: {screen}");
         s.assert_restored();
     }

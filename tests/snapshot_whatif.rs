@@ -432,7 +432,7 @@ fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
 }
 
 #[test]
-fn cli_bad_capacity_and_no_trace_exit_2() {
+fn cli_bad_capacity_exits_2_and_no_trace_is_the_verify_modes_verdict() {
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
         return;
     };
@@ -441,15 +441,25 @@ fn cli_bad_capacity_and_no_trace_exit_2() {
     let Some(state_only) = shared("volcengine_verl_mem.pickle") else {
         return;
     };
-    replay_exits_2_naming(
-        &[
-            "replay",
-            state_only.to_str().expect("utf-8"),
-            "--capacity",
-            "24GiB",
-        ],
-        "no allocation trace",
+    let state_only = state_only.to_str().expect("utf-8");
+    let (code, out, err) = run_vramtop(&["replay", state_only, "--capacity", "24GiB"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no allocation trace") && out.contains("result: NO TRACE"),
+        "{out}"
     );
+    let (code, out, _) = run_vramtop(&["replay", state_only], None);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("result: NO TRACE"),
+        "the verify mode agrees: {out}"
+    );
+    let (_, out, _) = run_vramtop(
+        &["replay", state_only, "--capacity", "24GiB", "--json"],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "NO TRACE", "{out}");
 }
 
 #[test]

@@ -105,16 +105,19 @@ fn stress_cap_from_the_command_line_replaces_the_default_and_the_refusal_names_i
     use clap::Parser as _;
     use vramtop::cli::Cli;
     let cli = Cli::try_parse_from(["vramtop", "--stress-cap", "2GiB"]).expect("parses");
-    assert_eq!(cli.display.stress_cap, Some(2 * GIB));
+    assert_eq!(cli.dashboard.stress_cap, Some(2 * GIB));
     assert_eq!(
-        Cli::try_parse_from(["vramtop"]).unwrap().display.stress_cap,
+        Cli::try_parse_from(["vramtop"])
+            .unwrap()
+            .dashboard
+            .stress_cap,
         None
     );
     assert!(Cli::try_parse_from(["vramtop", "--stress-cap", "lots"]).is_err());
     assert!(Cli::try_parse_from(["vramtop", "--stress-cap", "0"]).is_err());
 
     // The simulated GPU, which has no cap by default, gets it.
-    let mut p = StressPanel::with_cap(cli.display.stress_cap);
+    let mut p = StressPanel::with_cap(cli.dashboard.stress_cap);
     p.on_result(answer(
         StressOutcome::Started {
             gpu: 0,

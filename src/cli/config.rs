@@ -1,7 +1,9 @@
 //! The optional TOML config file: the same keys as the command line
 //! (`interval = "2s"`, `backend = "sim"`, `sim_gpus = 4`, …). The command
 //! line wins, but a bad value is an error even where the command line
-//! overrides it; an unknown key is an error that names its line. Input is
+//! overrides it or the command has no such option; an unknown key is an
+//! error that names its line. The file is read into [`ConfigFile`], a typed
+//! struct whose values pass the flags' own parsers and ranges. Input is
 //! quoted cut short ([`crate::quote::cut`]).
 
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use clap::ArgMatches;
 use clap::parser::ValueSource;
 use thiserror::Error;
 
-use super::{Cli, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX, duration_arg, size_arg};
+use super::{ConfigTargets, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX, duration_arg, size_arg};
 use crate::device::factory::BackendChoice;
 use crate::quote::cut;
 
@@ -49,24 +51,46 @@ fn line_of(text: &str, key: &str) -> usize {
         .map_or(0, |i| i + 1)
 }
 
-/// Reads and validates a config file, then applies every value the command
-/// line did not set.
-pub fn apply_file(cli: &mut Cli, matches: &ArgMatches, path: &Path) -> Result<(), ConfigFileError> {
+/// A config file's values, each checked with the same parser and range as
+/// its flag; `None` where the file is silent.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ConfigFile {
+    /// `interval`, milliseconds.
+    pub interval: Option<u64>,
+    pub backend: Option<BackendChoice>,
+    pub sim_gpus: Option<u32>,
+    /// `sim_memory`, bytes.
+    pub sim_memory: Option<u64>,
+    pub sim_seed: Option<u64>,
+    pub sim_training: Option<u32>,
+    pub no_color: Option<bool>,
+    pub ascii: Option<bool>,
+}
+
+/// Reads and validates a config file.
+pub fn read_file(path: &Path) -> Result<ConfigFile, ConfigFileError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError::Read {
         path: shown.clone(),
         message: e.to_string(),
     })?;
-    apply_text(cli, matches, &shown, &text)
+    parse_text(&shown, &text)
 }
 
-/// Like [`apply_file`], for the file's text.
-pub fn apply_text(
-    cli: &mut Cli,
+/// Reads a config file and applies every value the command line did not set
+/// to the options the command has (a key for another command's option is
+/// checked, then left alone: one file serves every command).
+pub fn apply_file(
+    targets: ConfigTargets<'_>,
     matches: &ArgMatches,
-    path: &str,
-    text: &str,
+    path: &Path,
 ) -> Result<(), ConfigFileError> {
+    read_file(path)?.apply(targets, matches);
+    Ok(())
+}
+
+/// Like [`read_file`], for the file's text (`path` names it in messages).
+pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError> {
     let invalid = |message: String| ConfigFileError::Invalid {
         path: path.to_string(),
         message,
@@ -83,10 +107,7 @@ pub fn apply_text(
             cut(e.message().trim()).replace('\n', " ")
         ))
     })?;
-    let from_cli = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    // A value the command line overrides is still checked, into these.
-    let mut overridden_device = cli.device.clone();
-    let mut overridden_display = cli.display.clone();
+    let mut file = ConfigFile::default();
     for (key, value) in &table {
         let line = line_of(text, key);
         let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| k == key) else {
@@ -103,60 +124,101 @@ pub fn apply_text(
                 cut(&value.to_string())
             ))
         };
-        let (device, display) = if from_cli(key) {
-            (&mut overridden_device, &mut overridden_display)
-        } else {
-            (&mut cli.device, &mut cli.display)
-        };
         match key.as_str() {
             "interval" => {
-                display.interval = duration_arg(value.as_str().ok_or_else(bad)?)
-                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+                file.interval = Some(
+                    duration_arg(value.as_str().ok_or_else(bad)?)
+                        .map_err(|e| invalid(format!("line {line}: {e}")))?,
+                );
             }
             "backend" => {
-                device.backend = match value.as_str() {
+                file.backend = Some(match value.as_str() {
                     Some("auto") => BackendChoice::Auto,
                     Some("sim") => BackendChoice::Sim,
                     Some("nvml") => BackendChoice::Nvml,
                     _ => return Err(bad()),
-                };
+                });
             }
             "sim_gpus" => {
-                device.sim_gpus = value
-                    .as_integer()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| (1..=SIM_GPUS_MAX).contains(n))
-                    .ok_or_else(bad)?;
+                file.sim_gpus = Some(
+                    value
+                        .as_integer()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| (1..=SIM_GPUS_MAX).contains(n))
+                        .ok_or_else(bad)?,
+                );
             }
             "sim_memory" => {
-                device.sim_memory = size_arg(value.as_str().ok_or_else(bad)?)
-                    .map_err(|e| invalid(format!("line {line}: {e}")))?;
+                file.sim_memory = Some(
+                    size_arg(value.as_str().ok_or_else(bad)?)
+                        .map_err(|e| invalid(format!("line {line}: {e}")))?,
+                );
             }
             "sim_seed" => {
-                device.sim_seed = value
-                    .as_integer()
-                    .and_then(|n| u64::try_from(n).ok())
-                    .filter(|n| *n <= SIM_SEED_MAX)
-                    .ok_or_else(bad)?;
+                file.sim_seed = Some(
+                    value
+                        .as_integer()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .filter(|n| *n <= SIM_SEED_MAX)
+                        .ok_or_else(bad)?,
+                );
             }
             "sim_training" => {
-                device.sim_training = value
-                    .as_integer()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|n| *n <= SIM_TRAINING_MAX)
-                    .ok_or_else(bad)?;
+                file.sim_training = Some(
+                    value
+                        .as_integer()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n <= SIM_TRAINING_MAX)
+                        .ok_or_else(bad)?,
+                );
             }
-            "no_color" => display.no_color = value.as_bool().ok_or_else(bad)?,
-            "ascii" => display.ascii = value.as_bool().ok_or_else(bad)?,
+            "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
+            "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
             _ => return Err(bad()),
         }
     }
-    Ok(())
+    Ok(file)
+}
+
+impl ConfigFile {
+    /// Sets each option the command has, the file gives and the command line
+    /// (`matches`, the command's own) did not set.
+    pub fn apply(&self, targets: ConfigTargets<'_>, matches: &ArgMatches) {
+        let unset = |id: &str| matches.value_source(id) != Some(ValueSource::CommandLine);
+        fn set<T: Copy>(slot: &mut T, value: Option<T>, unset: bool) {
+            if let (Some(v), true) = (value, unset) {
+                *slot = v;
+            }
+        }
+        if let Some(device) = targets.device {
+            set(&mut device.backend, self.backend, unset("backend"));
+            set(&mut device.sim.sim_gpus, self.sim_gpus, unset("sim_gpus"));
+            set(
+                &mut device.sim.sim_memory,
+                self.sim_memory,
+                unset("sim_memory"),
+            );
+            set(&mut device.sim.sim_seed, self.sim_seed, unset("sim_seed"));
+            set(
+                &mut device.sim.sim_training,
+                self.sim_training,
+                unset("sim_training"),
+            );
+        }
+        if let Some(sampling) = targets.sampling {
+            set(&mut sampling.interval, self.interval, unset("interval"));
+        }
+        if let Some(display) = targets.display {
+            set(&mut display.no_color, self.no_color, unset("no_color"));
+            set(&mut display.ascii, self.ascii, unset("ascii"));
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Cli, Command};
     use clap::{CommandFactory, FromArgMatches};
 
     fn parse(args: &[&str]) -> (Cli, ArgMatches) {
@@ -167,33 +229,61 @@ mod tests {
         (cli, matches)
     }
 
+    fn apply(cli: &mut Cli, matches: &ArgMatches, text: &str) -> Result<(), ConfigFileError> {
+        let file = parse_text("c.toml", text)?;
+        let own = matches.subcommand().map_or(matches, |(_, m)| m);
+        file.apply(cli.config_targets(), own);
+        Ok(())
+    }
+
     #[test]
     fn file_values_apply_where_the_command_line_is_silent() {
         let (mut cli, m) = parse(&["--sim-gpus", "2"]);
-        apply_text(
+        apply(
             &mut cli,
             &m,
-            "c.toml",
             "interval = \"2s\"\nsim_gpus = 8\nbackend = \"sim\"\nsim_memory = \"24GiB\"\nascii = true\n",
         )
         .expect("valid file");
-        assert_eq!(cli.display.interval, 2000);
-        assert_eq!(cli.device.sim_gpus, 2, "the command line wins");
-        assert_eq!(cli.device.backend, BackendChoice::Sim);
-        assert_eq!(cli.device.sim_memory, 24 << 30);
-        assert!(cli.display.ascii);
+        let d = &cli.dashboard;
+        assert_eq!(d.sampling.interval, 2000);
+        assert_eq!(d.device.sim.sim_gpus, 2, "the command line wins");
+        assert_eq!(d.device.backend, BackendChoice::Sim);
+        assert_eq!(d.device.sim.sim_memory, 24 << 30);
+        assert!(d.display.ascii);
+    }
+
+    #[test]
+    fn file_values_apply_to_a_commands_own_options_and_skip_others() {
+        let (mut cli, m) = parse(&["serve", "--sim-seed", "7"]);
+        apply(
+            &mut cli,
+            &m,
+            "interval = \"3s\"\nsim_seed = 9\nsim_gpus = 4\nascii = true\n",
+        )
+        .expect("valid file");
+        let Some(Command::Serve {
+            device, sampling, ..
+        }) = &cli.command
+        else {
+            panic!("serve parsed as {:?}", cli.command);
+        };
+        assert_eq!(sampling.interval, 3000);
+        assert_eq!(device.sim.sim_seed, 7, "the command line wins");
+        assert_eq!(device.sim.sim_gpus, 4);
+        // `open` has display options only: the telemetry keys are left alone.
+        let (mut cli, m) = parse(&["open", "x.pickle"]);
+        apply(&mut cli, &m, "sim_gpus = 4\nno_color = true\n").expect("valid file");
+        let Some(Command::Open { display, .. }) = &cli.command else {
+            panic!("open parsed as {:?}", cli.command);
+        };
+        assert!(display.no_color);
     }
 
     #[test]
     fn unknown_keys_are_reported_with_their_line() {
-        let (mut cli, m) = parse(&[]);
-        let err = apply_text(
-            &mut cli,
-            &m,
-            "c.toml",
-            "interval = \"1s\"\n\nintervl = \"2s\"\n",
-        )
-        .expect_err("typo");
+        let err =
+            parse_text("c.toml", "interval = \"1s\"\n\nintervl = \"2s\"\n").expect_err("typo");
         let text = err.to_string();
         assert!(
             text.contains("line 3") && text.contains("intervl") && text.contains("interval"),
@@ -203,11 +293,18 @@ mod tests {
 
     #[test]
     fn wrong_types_and_bad_toml_say_what_was_expected() {
-        let (mut cli, m) = parse(&[]);
-        let err = apply_text(&mut cli, &m, "c.toml", "sim_gpus = \"four\"\n").expect_err("type");
+        let err = parse_text("c.toml", "sim_gpus = \"four\"\n").expect_err("type");
         assert!(err.to_string().contains("expects an integer"), "{err}");
-        let err = apply_text(&mut cli, &m, "c.toml", "interval = [\n").expect_err("syntax");
+        let err = parse_text("c.toml", "interval = [\n").expect_err("syntax");
         assert!(err.to_string().starts_with("c.toml:"), "{err}");
+    }
+
+    #[test]
+    fn a_size_or_duration_without_a_unit_is_refused_in_the_file_too() {
+        let err = parse_text("c.toml", "sim_memory = \"24\"\n").expect_err("no unit");
+        assert!(err.to_string().contains("24 what?"), "{err}");
+        let err = parse_text("c.toml", "interval = \"2\"\n").expect_err("no unit");
+        assert!(err.to_string().contains("2 what?"), "{err}");
     }
 
     #[test]
@@ -223,8 +320,7 @@ mod tests {
                 let cli_ok = Cli::command()
                     .try_get_matches_from(["vramtop", arg.as_str()])
                     .is_ok();
-                let (mut cli, m) = parse(&[]);
-                let file_ok = apply_text(&mut cli, &m, "c.toml", &format!("{key} = {v}\n")).is_ok();
+                let file_ok = parse_text("c.toml", &format!("{key} = {v}\n")).is_ok();
                 assert_eq!(
                     cli_ok, file_ok,
                     "{key} = {v}: command line {cli_ok}, file {file_ok}"
@@ -235,12 +331,20 @@ mod tests {
             (
                 "interval",
                 "--interval",
-                &["9ms", "10ms", "1s", "10m", "99999999999999999999s", "x"][..],
+                &[
+                    "9ms",
+                    "10ms",
+                    "1s",
+                    "10m",
+                    "5",
+                    "99999999999999999999s",
+                    "x",
+                ][..],
             ),
             (
                 "sim_memory",
                 "--sim-memory",
-                &["0", "1", "80GiB", "16EiB", "1e30", "big"][..],
+                &["0", "1", "1B", "80GiB", "16EiB", "1e30", "big"][..],
             ),
         ] {
             for t in texts {
@@ -248,9 +352,7 @@ mod tests {
                 let cli_ok = Cli::command()
                     .try_get_matches_from(["vramtop", arg.as_str()])
                     .is_ok();
-                let (mut cli, m) = parse(&[]);
-                let file_ok =
-                    apply_text(&mut cli, &m, "c.toml", &format!("{key} = \"{t}\"\n")).is_ok();
+                let file_ok = parse_text("c.toml", &format!("{key} = \"{t}\"\n")).is_ok();
                 assert_eq!(
                     cli_ok, file_ok,
                     "{key} = {t}: command line {cli_ok}, file {file_ok}"
@@ -279,8 +381,7 @@ mod tests {
             format!("{huge} = 1\n"),
             format!("interval = {huge}\n"),
         ] {
-            let (mut cli, m) = parse(&[]);
-            let err = apply_text(&mut cli, &m, "c.toml", &text).expect_err("bad value");
+            let err = parse_text("c.toml", &text).expect_err("bad value");
             let shown = err.to_string();
             assert!(
                 shown.len() < 400,
@@ -295,16 +396,15 @@ mod tests {
     #[test]
     fn a_bad_value_overridden_on_the_command_line_is_still_reported() {
         let (mut cli, m) = parse(&["--interval", "2s", "--sim-gpus", "3"]);
-        let err =
-            apply_text(&mut cli, &m, "c.toml", "interval = \"soon\"\n").expect_err("a bad value");
+        let err = apply(&mut cli, &m, "interval = \"soon\"\n").expect_err("a bad value");
         assert!(
             err.to_string().contains("'soon' is not a duration"),
             "{err}"
         );
-        let err = apply_text(&mut cli, &m, "c.toml", "sim_gpus = 500\n").expect_err("too many");
+        let err = apply(&mut cli, &m, "sim_gpus = 500\n").expect_err("too many");
         assert!(err.to_string().contains("expects an integer 1–64"), "{err}");
         // A good value is still overridden.
-        apply_text(&mut cli, &m, "c.toml", "interval = \"5s\"\n").expect("valid");
-        assert_eq!(cli.display.interval, 2000);
+        apply(&mut cli, &m, "interval = \"5s\"\n").expect("valid");
+        assert_eq!(cli.dashboard.sampling.interval, 2000);
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use color_eyre::eyre::{WrapErr, eyre};
 
-use super::{DeviceArgs, DisplayArgs};
+use super::{DashboardArgs, DeviceArgs, SamplingArgs};
 use crate::app::run::{RunOptions, run as run_dashboard};
 use crate::app::source::{allocator_views_with_probes, headless_sample, resolve_probe_devices};
 use crate::device::factory::{TelemetrySelection, select_telemetry};
@@ -29,7 +29,8 @@ fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
 }
 
 /// The live dashboard.
-pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<ExitCode> {
+pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
+    let (device, display) = (&args.device, &args.display);
     use std::io::IsTerminal as _;
     // A dashboard drawn into a pipe or a file helps nobody (and would keep a
     // script waiting forever): say what to use instead.
@@ -51,10 +52,10 @@ pub fn run(device: &DeviceArgs, display: &DisplayArgs) -> color_eyre::Result<Exi
     run_dashboard(
         selection,
         RunOptions {
-            interval: Duration::from_millis(display.interval),
+            interval: Duration::from_millis(args.sampling.interval),
             theme,
-            debug_panic_after: display.debug_panic_after.map(Duration::from_millis),
-            stress_cap: display.stress_cap,
+            debug_panic_after: args.debug_panic_after.map(Duration::from_millis),
+            stress_cap: args.stress_cap,
         },
     )?;
     Ok(ExitCode::SUCCESS)
@@ -91,7 +92,7 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
 /// `record FILE`: one JSON line per sample, flushed per line.
 pub fn record(
     device: &DeviceArgs,
-    display: &DisplayArgs,
+    sampling: &SamplingArgs,
     file: &Path,
     duration_ms: Option<u64>,
 ) -> color_eyre::Result<ExitCode> {
@@ -126,9 +127,11 @@ pub fn record(
     let sim = selection.sim.clone();
     let backend = selection.backend;
     let banner = selection.fallback_reason.clone();
-    let (sampler, rx) =
-        Sampler::spawn(selection.telemetry, Duration::from_millis(display.interval))
-            .wrap_err("cannot start the sampler thread")?;
+    let (sampler, rx) = Sampler::spawn(
+        selection.telemetry,
+        Duration::from_millis(sampling.interval),
+    )
+    .wrap_err("cannot start the sampler thread")?;
     let started = Instant::now();
     let deadline = duration_ms.map(|ms| started + Duration::from_millis(ms));
     let mut lines = 0u64;

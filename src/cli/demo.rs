@@ -15,7 +15,6 @@ use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
 /// Assumed CUDA context size on the simulated GPU (driver memory outside the
 /// allocator; real contexts are ~300–1000 MiB depending on CUDA version).
 const SIM_CONTEXT_BYTES: u64 = 500 * MIB;
@@ -35,16 +34,20 @@ pub struct DemoStep {
 /// are stamped `n × STEP_TIME_US` (a synthetic clock; nothing is timed).
 const STEP_TIME_US: u64 = 1_000;
 
-/// Runs the demo script and returns its steps.
-pub fn steps() -> color_eyre::Result<Vec<DemoStep>> {
-    Ok(run_model()?.0)
+/// The least simulated memory the demo runs on: the CUDA context plus the
+/// 20 + 20 MiB segments it reserves at most, with room to spare (bytes).
+pub const DEMO_MEMORY_MIN: u64 = SIM_CONTEXT_BYTES + 64 * MIB;
+
+/// Runs the demo script on a simulated GPU of `memory` bytes and returns its steps.
+pub fn steps(memory: u64) -> color_eyre::Result<Vec<DemoStep>> {
+    Ok(run_model(memory)?.0)
 }
 
 /// The demo's allocator as a snapshot: its whole trace, each entry with a
 /// one-frame traceback naming the demo step (`<vramtop demo>`, line = step
 /// number, name = the step), and the (empty) final layout.
-pub fn snapshot() -> color_eyre::Result<Snapshot> {
-    let (steps, model) = run_model()?;
+pub fn snapshot(memory: u64) -> color_eyre::Result<Snapshot> {
+    let (steps, model) = run_model(memory)?;
     let frames: Vec<Frames> = steps
         .iter()
         .enumerate()
@@ -59,9 +62,9 @@ pub fn snapshot() -> color_eyre::Result<Snapshot> {
     }))
 }
 
-/// Runs the demo script with the trace recorded.
-fn run_model() -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator<InMemoryDevice>)> {
-    let mut device = InMemoryDevice::new(80 * GIB);
+/// Runs the demo script with the trace recorded, on `memory` bytes.
+fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator<InMemoryDevice>)> {
+    let mut device = InMemoryDevice::new(memory);
     device.set_external_use(SIM_CONTEXT_BYTES);
     let mut m = CachingAllocator::new(device, 0, AllocatorConfig::default());
     m.record_history(Some(usize::MAX));
@@ -141,10 +144,21 @@ fn run_model() -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator<InMemoryDe
 pub const SAVE_AND_OPEN: &str =
     "vramtop demo --save-snapshot demo.pickle && vramtop open demo.pickle";
 
-pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitCode> {
-    let steps = steps()?;
+/// `vramtop demo`, on a simulated GPU of `memory` bytes (`--sim-memory`).
+pub fn run(json: bool, save_snapshot: Option<&Path>, memory: u64) -> color_eyre::Result<ExitCode> {
+    if memory < DEMO_MEMORY_MIN {
+        super::say_error(format_args!(
+            "--sim-memory {} is too small for the demo: it needs at least {} \
+             (a {} CUDA context and its segments)",
+            human_bytes(memory),
+            human_bytes(DEMO_MEMORY_MIN),
+            human_bytes(SIM_CONTEXT_BYTES)
+        ));
+        return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+    }
+    let steps = steps(memory)?;
     if let Some(path) = save_snapshot {
-        let snapshot = snapshot()?;
+        let snapshot = snapshot(memory)?;
         match write_snapshot_file(&snapshot, path) {
             Ok(bytes) => eprintln!(
                 "vramtop demo: wrote {} ({} trace entries, {bytes} bytes)",
@@ -152,7 +166,7 @@ pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitC
                 snapshot.device_traces.iter().map(Vec::len).sum::<usize>()
             ),
             Err(e) => {
-                eprintln!("vramtop demo: {e}");
+                super::say_error(e);
                 return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
             }
         }
@@ -165,8 +179,9 @@ pub fn run(json: bool, save_snapshot: Option<&Path>) -> color_eyre::Result<ExitC
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "vramtop demo: PyTorch's caching allocator on a simulated 80 GiB GPU \
+        "vramtop demo: PyTorch's caching allocator on a simulated {} GPU \
          ({} CUDA context assumed)\n",
+        human_bytes(memory),
         format_size(SIM_CONTEXT_BYTES)
     );
     let _ = writeln!(

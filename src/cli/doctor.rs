@@ -10,7 +10,7 @@ use crate::alloc::human_bytes;
 use crate::device::doctor::{DoctorReport, diagnose};
 
 pub fn run(args: &DeviceArgs, json: bool) -> color_eyre::Result<ExitCode> {
-    let report = diagnose(&args.sim_config());
+    let report = diagnose(args.backend, &args.sim_config());
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
@@ -50,14 +50,7 @@ pub fn render(r: &DoctorReport) -> String {
         |n| format!("{}.{}", n.version.0, n.version.1),
     );
     let _ = writeln!(out, "NVRTC       {nvrtc}");
-    match &r.fallback_reason {
-        Some(why) => {
-            let _ = writeln!(out, "Backend     {} (auto fell back: {why})", r.backend);
-        }
-        None => {
-            let _ = writeln!(out, "Backend     {}", r.backend);
-        }
-    }
+    let _ = writeln!(out, "Backend     {} ({})", r.backend, r.backend_reason);
     if r.gpus.is_empty() {
         let _ = writeln!(out, "GPUs        none");
     }

@@ -1,4 +1,9 @@
 //! The command line: argument parsing (clap) and the headless commands.
+//!
+//! Every command takes only the options it uses: the option groups below
+//! are flattened into the commands that read them (none is global but
+//! `--log-file`, which every command honours), so an option a command
+//! cannot use is clap's usage error (exit 2).
 
 pub mod check;
 pub mod config;
@@ -26,52 +31,98 @@ use crate::quote::cut;
 /// Explains why nvidia-smi, memory_allocated() and memory_reserved() disagree,
 /// with a faithful model of PyTorch's CUDA caching allocator.
 #[derive(Debug, Parser)]
-#[command(name = "vramtop", version, about, long_about = None)]
+#[command(
+    name = "vramtop",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status: 0 success, 1 a verification found a mismatch or a \
+                  self-test failed, 2 bad input or usage (docs/cli.md)."
+)]
 pub struct Cli {
+    /// The dashboard's options (`vramtop` without a command).
     #[command(flatten)]
-    pub device: DeviceArgs,
-    #[command(flatten)]
-    pub display: DisplayArgs,
+    pub dashboard: DashboardArgs,
+    /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        help_heading = "Global options"
+    )]
+    pub log_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
 
-/// How the dashboard samples and draws.
+/// `vramtop` without a command: the live dashboard or one `--once` sample.
 #[derive(Debug, Clone, Args)]
-pub struct DisplayArgs {
-    /// Sampling interval (e.g. 1s, 500ms, 2s).
-    #[arg(long, default_value = "1s", global = true, value_parser = duration_arg)]
-    pub interval: u64,
+pub struct DashboardArgs {
+    #[command(flatten)]
+    pub device: DeviceArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    #[command(flatten)]
+    pub display: DisplayArgs,
+    #[command(flatten)]
+    pub config: ConfigArgs,
     /// Print one full sample (GPUs, processes, allocator figures) and exit.
-    #[arg(long)]
+    #[arg(long, help_heading = "Dashboard")]
     pub once: bool,
     /// With --once: print it as JSON (the only format for now).
-    #[arg(long, requires = "once")]
+    #[arg(long, requires = "once", help_heading = "Dashboard")]
     pub json: bool,
-    /// No colours (also when the NO_COLOR environment variable is set).
-    #[arg(long, global = true)]
-    pub no_color: bool,
-    /// Plain ASCII charts and bars, for terminals without braille or block glyphs.
-    #[arg(long, global = true)]
-    pub ascii: bool,
-    /// A TOML config file (default: $XDG_CONFIG_HOME/vramtop/config.toml when it exists).
-    #[arg(long, global = true)]
-    pub config: Option<PathBuf>,
-    /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
-    #[arg(long, global = true)]
-    pub log_file: Option<PathBuf>,
     /// The most the stress panel may hold reserved (e.g. 2GiB): a request
     /// above it is refused. Default: 50 % of the free memory on a real GPU,
     /// no cap on the simulated GPU.
-    #[arg(long, value_parser = size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, help_heading = "Dashboard")]
     pub stress_cap: Option<u64>,
     /// Test hook: panic on purpose after this long (checks terminal restoration).
     #[arg(long, hide = true, value_parser = duration_arg)]
     pub debug_panic_after: Option<u64>,
 }
 
-/// Parses a duration argument (milliseconds).
+/// How often telemetry is sampled (the dashboard, `record`, `serve`).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Sampling")]
+pub struct SamplingArgs {
+    /// Sampling interval (e.g. 1s, 500ms, 2s).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_arg)]
+    pub interval: u64,
+}
+
+/// How things are drawn on the terminal (the dashboard, the viewer).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Display")]
+pub struct DisplayArgs {
+    /// No colours (also when the NO_COLOR environment variable is set).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Plain ASCII charts and bars, for terminals without braille or block glyphs.
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+/// The config file, read by the commands whose options it sets.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Config file")]
+pub struct ConfigArgs {
+    /// A TOML config file of defaults for this command's options (default:
+    /// $XDG_CONFIG_HOME/vramtop/config.toml when it exists; docs/cli.md).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Parses a duration argument (milliseconds). A bare number is refused: the
+/// unit is part of the value.
 pub fn duration_arg(text: &str) -> Result<u64, String> {
+    if is_bare_number(text) {
+        return Err(format!(
+            "'{0}' has no unit: {0} what? write e.g. {0}s or {0}ms",
+            cut(text.trim())
+        ));
+    }
     match crate::alloc::parse_duration_ms(text) {
         Some(ms) if ms >= 10 => Ok(ms),
         Some(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
@@ -82,6 +133,14 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
     }
 }
 
+/// Whether `text` is a number without a unit ("24", "1.5").
+fn is_bare_number(text: &str) -> bool {
+    let t = text.trim();
+    !t.is_empty()
+        && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && t.chars().any(|c| c.is_ascii_digit())
+}
+
 /// The most simulated GPUs (`--sim-gpus`, `sim_gpus`).
 pub const SIM_GPUS_MAX: u32 = 64;
 /// The most simulated training processes (`--sim-training`, `sim_training`):
@@ -90,33 +149,44 @@ pub const SIM_TRAINING_MAX: u32 = 64;
 /// The largest seed (`--sim-seed`, `sim_seed`): the largest TOML integer, so
 /// the command line and the config file take the same seeds.
 pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
+/// The simulated GPU's memory when none is given (`--sim-memory`).
+pub const SIM_MEMORY_DEFAULT: &str = "80GiB";
 
 /// Where GPU facts come from.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Telemetry")]
 pub struct DeviceArgs {
     /// Telemetry backend: auto = NVML if it initialises, else the simulated GPU.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto, global = true)]
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+/// The simulated GPUs (`--backend sim`, or auto without NVML).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Simulated GPU")]
+pub struct SimArgs {
     /// Number of simulated GPUs.
-    #[arg(long, default_value_t = 1, global = true,
+    #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
-    #[arg(long, default_value = "80GiB", global = true, value_parser = size_arg)]
+    #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = size_arg)]
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
-    #[arg(long, default_value_t = 42, global = true,
+    #[arg(long, default_value_t = 42, value_name = "SEED",
           value_parser = clap::value_parser!(u64).range(..=SIM_SEED_MAX))]
     pub sim_seed: u64,
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
-    #[arg(long, default_value_t = 1, global = true,
+    #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)))]
     pub sim_training: u32,
     /// DataLoader workers per simulated training process that touched
     /// CUDA: each holds its own CUDA context (see the dataloader_workers
     /// scenario).
-    #[arg(long, default_value_t = 0, global = true,
+    #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = clap::value_parser!(u32).range(0..=64))]
     pub sim_dataloader_workers: u32,
 }
@@ -124,21 +194,28 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     pub fn sim_config(&self) -> SimConfig {
         SimConfig {
-            gpus: self.sim_gpus as usize,
-            seed: self.sim_seed,
-            training_processes: self.sim_training as usize,
-            dataloader_workers: self.sim_dataloader_workers as usize,
+            gpus: self.sim.sim_gpus as usize,
+            seed: self.sim.sim_seed,
+            training_processes: self.sim.sim_training as usize,
+            dataloader_workers: self.sim.sim_dataloader_workers as usize,
             ..SimConfig::default()
         }
-        .with_memory(self.sim_memory)
+        .with_memory(self.sim.sim_memory)
     }
 }
 
-/// Parses a size argument, with a message that shows the accepted forms.
+/// Parses a size argument, with a message that shows the accepted forms. A
+/// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
+    if is_bare_number(text) {
+        return Err(format!(
+            "'{0}' has no unit: {0} what? write e.g. {0}GiB, {0}MiB or {0}B",
+            cut(text.trim())
+        ));
+    }
     match parse_size(text) {
         Some(0) | None => Err(format!(
-            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
+            "'{}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
             cut(text)
         )),
         Some(n) => Ok(n),
@@ -149,26 +226,36 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
 pub enum Command {
     /// Replay a PyTorch memory snapshot's trace through the allocator model
     /// and check it event by event against what PyTorch recorded.
+    ///
+    /// Two modes: verify (the default, or --verify) checks the invariants and
+    /// replays every device's trace; what-if (--alloc-conf, --capacity)
+    /// replays the trace's allocations under other settings. The verdict is
+    /// one of FULL MATCH, MISMATCH, NOT REPLAYABLE or NO TRACE.
     Replay {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
         file: PathBuf,
-        /// Verify: check the invariants and replay every device's trace
-        /// (the default; --alloc-conf or --capacity run a what-if replay).
-        #[arg(long, default_value_t = true)]
+        /// Verify mode (the default): check the invariants and replay every
+        /// device's trace against what PyTorch recorded.
+        #[arg(long, conflicts_with_all = ["alloc_conf", "capacity"], help_heading = "Verify mode")]
         verify: bool,
-        /// Print the report as JSON.
+        /// Print the report as JSON (its `result` is the verdict).
         #[arg(long)]
         json: bool,
         /// What-if: replay the trace's allocations under these
         /// PYTORCH_CUDA_ALLOC_CONF settings (parsed from PyTorch's defaults,
         /// like a fresh process with that variable); repeat for a comparison
         /// table. See docs/whatif.md.
-        #[arg(long = "alloc-conf", value_name = "CONF")]
+        #[arg(
+            long = "alloc-conf",
+            value_name = "CONF",
+            help_heading = "What-if mode"
+        )]
         alloc_conf: Vec<String>,
-        /// What-if: the bytes cudaMalloc may take (e.g. 24GiB); unlimited
-        /// when absent. Alone, it replays the recorded settings.
-        #[arg(long, value_name = "SIZE", value_parser = size_arg)]
+        /// What-if: the memory cudaMalloc may take (e.g. 24GiB; a unit is
+        /// required); unlimited when absent. Alone, it replays the recorded
+        /// settings.
+        #[arg(long, value_name = "SIZE", value_parser = size_arg, help_heading = "What-if mode")]
         capacity: Option<u64>,
     },
     /// Open a PyTorch memory snapshot in the interactive viewer: scrub
@@ -185,12 +272,16 @@ pub enum Command {
         #[arg(long)]
         summary: bool,
         /// With --summary: print it as JSON.
-        #[arg(long)]
+        #[arg(long, requires = "summary")]
         json: bool,
         /// Test hook: read the file on the loader thread behind the
         /// progress screen whatever its size.
         #[arg(long, hide = true)]
         debug_background_load: bool,
+        #[command(flatten)]
+        display: DisplayArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
     /// Append one JSON line per sample to FILE (flushed per line) until
     /// --duration passes or vramtop is stopped.
@@ -198,12 +289,18 @@ pub enum Command {
         /// The JSON-lines file to append to.
         file: PathBuf,
         /// Stop after this long (e.g. 10m); default: until stopped.
-        #[arg(long, value_parser = duration_arg)]
+        #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
         duration: Option<u64>,
+        #[command(flatten)]
+        device: DeviceArgs,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
-    /// Walk through the caching allocator step by step on a simulated 80 GiB
-    /// GPU: why reserved stays up after `del`, and what empty_cache frees
-    /// (printed, no dashboard).
+    /// Walk through the caching allocator step by step on a simulated GPU
+    /// (80 GiB unless --sim-memory says otherwise): why reserved stays up
+    /// after `del`, and what empty_cache frees (printed, no dashboard).
     Demo {
         /// Print each step as JSON.
         #[arg(long)]
@@ -213,13 +310,22 @@ pub enum Command {
         /// `vramtop replay` and PyTorch's memory_viz).
         #[arg(long, value_name = "FILE")]
         save_snapshot: Option<PathBuf>,
+        /// Memory of the simulated GPU (e.g. 80GiB, 24G, 141GB).
+        #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE",
+              value_parser = size_arg, help_heading = "Simulated GPU")]
+        sim_memory: u64,
     },
-    /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), why a
-    /// fallback happened, and what to install. Always exits 0.
+    /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), which
+    /// backend was chosen and why, and what to install. Always exits 0,
+    /// also with a broken config file (said as a warning).
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        device: DeviceArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
     /// Self-test the memory path: the allocator model on real CUDA memory (or
     /// the simulated GPU), fill/verify kernels, driver-used vs reserved,
@@ -229,12 +335,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// The GPU to test.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_name = "INDEX")]
         device: u32,
         /// The most to allocate at once; on a real GPU also at most 5 % of
         /// its free memory.
-        #[arg(long, default_value = "512MiB", value_parser = size_arg)]
+        #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg)]
         budget: u64,
+        #[command(flatten)]
+        telemetry: DeviceArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
     /// Run a scripted scenario of allocations and frees (a built-in name or a
     /// .toml file) and print per-step allocated, reserved, driver used,
@@ -266,7 +376,100 @@ pub enum Command {
         /// name processes and GPUs: expose them on purpose only).
         #[arg(long)]
         allow_remote: bool,
+        #[command(flatten)]
+        device: DeviceArgs,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        #[command(flatten)]
+        config: ConfigArgs,
     },
+    /// Print a shell completion script for vramtop on stdout (e.g.
+    /// `vramtop completions bash > ~/.local/share/bash-completion/completions/vramtop`).
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`).
+    Man,
+}
+
+/// The options a config file may set, where the parsed command has them.
+#[derive(Debug, Default)]
+pub struct ConfigTargets<'a> {
+    /// `--config`, when the command reads a config file at all.
+    pub path: Option<&'a Option<PathBuf>>,
+    pub device: Option<&'a mut DeviceArgs>,
+    pub sampling: Option<&'a mut SamplingArgs>,
+    pub display: Option<&'a mut DisplayArgs>,
+}
+
+impl Cli {
+    /// The options of the parsed command that a config file may set;
+    /// `path` is `None` for a command that reads no config file.
+    pub fn config_targets(&mut self) -> ConfigTargets<'_> {
+        match &mut self.command {
+            None => {
+                let d = &mut self.dashboard;
+                ConfigTargets {
+                    path: Some(&d.config.config),
+                    device: Some(&mut d.device),
+                    sampling: Some(&mut d.sampling),
+                    display: Some(&mut d.display),
+                }
+            }
+            Some(Command::Open {
+                display, config, ..
+            }) => ConfigTargets {
+                path: Some(&config.config),
+                display: Some(display),
+                ..ConfigTargets::default()
+            },
+            Some(
+                Command::Record {
+                    device,
+                    sampling,
+                    config,
+                    ..
+                }
+                | Command::Serve {
+                    device,
+                    sampling,
+                    config,
+                    ..
+                },
+            ) => ConfigTargets {
+                path: Some(&config.config),
+                device: Some(device),
+                sampling: Some(sampling),
+                display: None,
+            },
+            Some(
+                Command::Doctor { device, config, .. }
+                | Command::Check {
+                    telemetry: device,
+                    config,
+                    ..
+                },
+            ) => ConfigTargets {
+                path: Some(&config.config),
+                device: Some(device),
+                ..ConfigTargets::default()
+            },
+            Some(
+                Command::Replay { .. }
+                | Command::Demo { .. }
+                | Command::Scenario { .. }
+                | Command::Completions { .. }
+                | Command::Man,
+            ) => ConfigTargets::default(),
+        }
+    }
+
+    /// Whether the command is `doctor`, which runs on with a broken config file.
+    pub fn is_doctor(&self) -> bool {
+        matches!(self.command, Some(Command::Doctor { .. }))
+    }
 }
 
 /// Writes command output to stdout. A closed pipe (`vramtop … | head`) is
@@ -280,18 +483,37 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
-/// Exit code for bad input (unreadable file, not a snapshot), as clap uses
-/// for bad arguments.
+/// The prefix of every error message on stderr (clap's usage errors too).
+pub const ERROR_PREFIX: &str = "vramtop: error: ";
+/// The prefix of every warning on stderr.
+pub const WARNING_PREFIX: &str = "vramtop: warning: ";
+
+/// Says an error on stderr, with the one prefix.
+pub fn say_error(message: impl std::fmt::Display) {
+    eprintln!("{ERROR_PREFIX}{message}");
+}
+
+/// Says a warning on stderr, with the one prefix.
+pub fn say_warning(message: impl std::fmt::Display) {
+    eprintln!("{WARNING_PREFIX}{message}");
+}
+
+/// Exit code for bad input or usage (unreadable file, not a snapshot, a bad
+/// option), as clap uses for bad arguments.
 pub const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code when a verification ran but did not match.
+/// Exit code when a verification ran but did not match, or a self-test failed.
 pub const EXIT_MISMATCH: u8 = 1;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
-        Some(Command::Record { file, duration }) => {
-            dashboard::record(&cli.device, &cli.display, &file, duration)
-        }
+        Some(Command::Record {
+            file,
+            duration,
+            device,
+            sampling,
+            ..
+        }) => dashboard::record(&device, &sampling, &file, duration),
         Some(Command::Replay {
             file,
             json,
@@ -307,17 +529,22 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             summary,
             json,
             debug_background_load,
-        }) => open::run(&file, summary, json, debug_background_load, &cli.display),
+            display,
+            ..
+        }) => open::run(&file, summary, json, debug_background_load, &display),
         Some(Command::Demo {
             json,
             save_snapshot,
-        }) => demo::run(json, save_snapshot.as_deref()),
-        Some(Command::Doctor { json }) => doctor::run(&cli.device, json),
+            sim_memory,
+        }) => demo::run(json, save_snapshot.as_deref(), sim_memory),
+        Some(Command::Doctor { json, device, .. }) => doctor::run(&device, json),
         Some(Command::Check {
             json,
             device,
             budget,
-        }) => check::run(&cli.device, device, budget, json),
+            telemetry,
+            ..
+        }) => check::run(&telemetry, device, budget, json),
         Some(Command::Scenario {
             name,
             json,
@@ -327,15 +554,45 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         Some(Command::Serve {
             listen,
             allow_remote,
-        }) => serve::run(&cli.device, &cli.display, listen, allow_remote),
-        None if cli.display.once => dashboard::once(&cli.device),
-        None => dashboard::run(&cli.device, &cli.display),
+            device,
+            sampling,
+            ..
+        }) => serve::run(&device, &sampling, listen, allow_remote),
+        Some(Command::Completions { shell }) => completions(shell),
+        Some(Command::Man) => man_page(),
+        None if cli.dashboard.once => dashboard::once(&cli.dashboard.device),
+        None => dashboard::run(&cli.dashboard),
     }
+}
+
+/// `vramtop completions SHELL`: the completion script, from the same clap
+/// definition as the parser.
+fn completions(shell: clap_complete::Shell) -> color_eyre::Result<ExitCode> {
+    use clap::CommandFactory as _;
+    use color_eyre::eyre::WrapErr as _;
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "vramtop", &mut script);
+    emit(&String::from_utf8_lossy(&script)).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vramtop man`: the man page (roff), from the same clap definition.
+fn man_page() -> color_eyre::Result<ExitCode> {
+    use clap::CommandFactory as _;
+    use color_eyre::eyre::WrapErr as _;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut page)
+        .wrap_err("cannot render the man page")?;
+    emit(&String::from_utf8_lossy(&page)).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory as _;
 
     #[test]
     fn a_long_size_or_duration_argument_is_quoted_cut_short() {
@@ -345,5 +602,21 @@ mod tests {
             assert!(e.len() < 300, "{} bytes", e.len());
             assert!(e.contains("100002 bytes"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_size_or_duration_without_a_unit_asks_for_one() {
+        let e = size_arg("24").expect_err("no unit");
+        assert!(e.contains("24 what? write e.g. 24GiB"), "{e}");
+        let e = duration_arg("5").expect_err("no unit");
+        assert!(e.contains("5 what?"), "{e}");
+        assert_eq!(size_arg("24B"), Ok(24));
+        assert_eq!(size_arg("24GiB"), Ok(24 << 30));
+        assert_eq!(duration_arg("5s"), Ok(5_000));
+    }
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

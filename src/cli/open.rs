@@ -25,7 +25,7 @@ pub fn run(
 ) -> color_eyre::Result<ExitCode> {
     if !summary {
         if json {
-            eprintln!("vramtop: --json needs --summary");
+            super::say_error(format_args!("--json needs --summary"));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         return viewer(file, background_load, display);
@@ -33,7 +33,7 @@ pub fn run(
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -57,11 +57,11 @@ fn viewer(
 ) -> color_eyre::Result<ExitCode> {
     use std::io::IsTerminal as _;
     if !std::io::stdout().is_terminal() {
-        eprintln!(
-            "vramtop: the snapshot viewer needs a terminal on stdout; for text output use \
+        super::say_error(format_args!(
+            "the snapshot viewer needs a terminal on stdout; for text output use \
              `vramtop open {} --summary [--json]`",
             file.display()
-        );
+        ));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     let no_color = display.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -79,7 +79,7 @@ fn viewer(
     match run_viewer(file, theme, foreground_limit)? {
         ViewerExit::Done => Ok(ExitCode::SUCCESS),
         ViewerExit::BadFile(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
     }

@@ -11,29 +11,113 @@ use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
-use crate::snapshot::whatif::{DeviceWhatIf, RunFigures, WhatIfReport, WhatIfSetting, whatif};
+use crate::snapshot::whatif::{
+    DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+};
 
 pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
     let report = verify(&snapshot);
+    let verdict = Verdict::of(&report);
     if json {
-        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        let text = serde_json::to_string_pretty(&JsonReport {
+            result: verdict.label(),
+            why: verdict.why(),
+            report: &report,
+        })
+        .wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         super::emit(&render_report(&file.display().to_string(), &report))
             .wrap_err("cannot write the output")?;
     }
-    Ok(if report.full_match() {
+    Ok(if verdict.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_MISMATCH)
     })
+}
+
+/// The one verdict of a verify replay, the same in text and JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every invariant holds and every device's trace replayed in full.
+    FullMatch,
+    /// An invariant failed or a replay diverged: the first divergence.
+    Mismatch(String),
+    /// A device's trace could not be replayed: why.
+    NotReplayable(String),
+    /// A state-only file: invariants checked, nothing replayed.
+    NoTrace,
+}
+
+impl Verdict {
+    pub fn of(report: &VerifyReport) -> Verdict {
+        if let Some(f) = report.findings.first() {
+            return Verdict::Mismatch(format!(
+                "invariant: segment {:#x} (device {}): {}",
+                f.address, f.device, f.message
+            ));
+        }
+        if let Some(r) = report.replays.iter().find(|r| !r.full_match()) {
+            return Verdict::Mismatch(match &r.divergence {
+                Some(d) => format!(
+                    "device {}: event #{}: PyTorch {} / model {}",
+                    r.device, d.event_index, d.expected, d.model
+                ),
+                None => format!("device {}: the final state differs", r.device),
+            });
+        }
+        if let Some(u) = report.unreplayable.first() {
+            return Verdict::NotReplayable(format!("device {}: {}", u.device, u.reason));
+        }
+        if report.replays.is_empty() {
+            return Verdict::NoTrace;
+        }
+        Verdict::FullMatch
+    }
+
+    /// FULL MATCH, MISMATCH, NOT REPLAYABLE or NO TRACE.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::FullMatch => "FULL MATCH",
+            Verdict::Mismatch(_) => "MISMATCH",
+            Verdict::NotReplayable(_) => "NOT REPLAYABLE",
+            Verdict::NoTrace => "NO TRACE",
+        }
+    }
+
+    /// What the label stands on (the first divergence, why not replayable).
+    pub fn why(&self) -> Option<String> {
+        match self {
+            Verdict::Mismatch(why) | Verdict::NotReplayable(why) => Some(why.clone()),
+            Verdict::NoTrace => {
+                Some("state-only snapshot: invariants checked, nothing replayed".to_string())
+            }
+            Verdict::FullMatch => None,
+        }
+    }
+
+    /// Exit 0: nothing was found wrong (a state-only file's invariants held).
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::FullMatch | Verdict::NoTrace)
+    }
+}
+
+/// `replay --json`: the verdict on top, then the report's fields.
+#[derive(serde::Serialize)]
+struct JsonReport<'a> {
+    result: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    #[serde(flatten)]
+    report: &'a VerifyReport,
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -156,15 +240,11 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     for u in &report.unreplayable {
         let _ = writeln!(out, "device {}: not replayable: {}", u.device, u.reason);
     }
-    let _ = writeln!(
-        out,
-        "result: {}",
-        if report.full_match() {
-            "FULL MATCH"
-        } else {
-            "MISMATCH"
-        }
-    );
+    let verdict = Verdict::of(report);
+    let _ = match verdict.why() {
+        Some(why) => writeln!(out, "result: {} ({why})", verdict.label()),
+        None => writeln!(out, "result: {}", verdict.label()),
+    };
     out
 }
 
@@ -185,7 +265,7 @@ pub fn run_whatif(
                 config,
             }),
             Err(e) => {
-                eprintln!("vramtop: --alloc-conf '{conf}': {e}");
+                super::say_error(format_args!("--alloc-conf '{conf}': {e}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
         }
@@ -193,14 +273,35 @@ pub fn run_whatif(
     let snapshot = match read_snapshot_file(file) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
     let report = match whatif(&snapshot, &settings, capacity) {
         Ok(r) => r,
+        // The same verdict as the verify mode gives a state-only file.
+        Err(WhatIfError::NoTrace) => {
+            let verdict = Verdict::NoTrace;
+            let text = if json {
+                let value = serde_json::json!({
+                    "result": verdict.label(),
+                    "why": verdict.why(),
+                });
+                serde_json::to_string_pretty(&value).wrap_err("cannot encode the report")? + "\n"
+            } else {
+                format!(
+                    "{}: {}\nresult: {} ({})\n",
+                    file.display(),
+                    WhatIfError::NoTrace,
+                    verdict.label(),
+                    verdict.why().unwrap_or_default()
+                )
+            };
+            super::emit(&text).wrap_err("cannot write the output")?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Err(e) => {
-            eprintln!("vramtop: {}: {e}", file.display());
+            super::say_error(format_args!("{}: {e}", file.display()));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

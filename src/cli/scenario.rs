@@ -24,10 +24,10 @@ pub fn run(
         return print_list(json);
     }
     let Some(name) = name else {
-        eprintln!(
-            "vramtop scenario: name a scenario (or a .toml file); the built-in ones are:\n{}",
+        super::say_error(format_args!(
+            "name a scenario (or a .toml file); the built-in ones are:\n{}",
             names_block()
-        );
+        ));
         return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
     };
     let parsed = match scenario::builtin(name) {
@@ -35,15 +35,15 @@ pub fn run(
         None if looks_like_path(name) => match std::fs::read_to_string(name) {
             Ok(text) => scenario::parse(&text),
             Err(e) => {
-                eprintln!("vramtop scenario: cannot read {name}: {e}");
+                super::say_error(format_args!("cannot read {name}: {e}"));
                 return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
             }
         },
         None => {
-            eprintln!(
-                "vramtop scenario: no scenario named '{name}'; the built-in ones are:\n{}",
+            super::say_error(format_args!(
+                "no scenario named '{name}'; the built-in ones are:\n{}",
                 names_block()
-            );
+            ));
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
     };
@@ -51,7 +51,7 @@ pub fn run(
     let (parsed, result) = match ran {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("vramtop scenario: {name}: {e}");
+            super::say_error(format_args!("{name}: {e}"));
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
     };
@@ -59,7 +59,7 @@ pub fn run(
         let snapshots = match variant_snapshots(&parsed) {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("vramtop scenario: {name}: {e}");
+                super::say_error(format_args!("{name}: {e}"));
                 return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
             }
         };
@@ -78,7 +78,7 @@ pub fn run(
                     snapshot.device_traces.iter().map(Vec::len).sum::<usize>(),
                 ),
                 Err(e) => {
-                    eprintln!("vramtop scenario: {e}");
+                    super::say_error(e);
                     return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
                 }
             }

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use color_eyre::eyre::{WrapErr, eyre};
 use tokio::sync::watch;
 
-use super::{DeviceArgs, DisplayArgs};
+use super::{DeviceArgs, SamplingArgs};
 use crate::app::source::{probe_views, resolve_probe_devices};
 use crate::app::state::AllocatorView;
 use crate::device::GpuReading;
@@ -140,7 +140,7 @@ impl Exporter {
 /// `vramtop serve`.
 pub fn run(
     device: &DeviceArgs,
-    display: &DisplayArgs,
+    sampling: &SamplingArgs,
     listen: SocketAddr,
     allow_remote: bool,
 ) -> color_eyre::Result<ExitCode> {
@@ -148,7 +148,7 @@ pub fn run(
     let selection =
         select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))?;
     if let Some(reason) = &selection.fallback_reason {
-        eprintln!("vramtop: {reason}");
+        super::say_warning(reason);
     }
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
@@ -178,9 +178,11 @@ pub fn run(
         body: watch::Sender::new(Bytes::new()),
     };
     exporter.render(&[], None);
-    let (sampler, rx) =
-        Sampler::spawn(selection.telemetry, Duration::from_millis(display.interval))
-            .wrap_err("cannot start the sampler thread")?;
+    let (sampler, rx) = Sampler::spawn(
+        selection.telemetry,
+        Duration::from_millis(sampling.interval),
+    )
+    .wrap_err("cannot start the sampler thread")?;
     // The first sample is taken at once: wait for it (boundedly), so that
     // the first scrape already has the GPUs.
     if let Ok(msg) = rx.recv_timeout(FIRST_SAMPLE_WAIT) {

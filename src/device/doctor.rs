@@ -38,17 +38,44 @@ pub struct GpuLine {
 pub struct DoctorReport {
     pub vramtop_version: String,
     pub platform: String,
-    /// NVML: versions when it initialised, else why not.
+    /// NVML: versions when it initialised, else why not (in JSON
+    /// `{"ok": true, "driver": …}` or `{"ok": false, "error": …}`).
+    #[serde(serialize_with = "nvml_as_json")]
     pub nvml: Result<DriverInfo, String>,
     pub cuda: CudaProbe,
     pub cuda_summary: String,
-    /// The telemetry backend `--backend auto` picks and why.
+    /// What `--backend` asked for: auto, sim or nvml.
+    pub backend_choice: BackendChoice,
+    /// The telemetry backend actually chosen ("nvml", "sim", or "none"
+    /// when `--backend nvml` failed), and why.
     pub backend: String,
+    pub backend_reason: String,
+    /// Set when auto fell back to the simulation (or nvml failed): why.
     pub fallback_reason: Option<String>,
     pub gpus: Vec<GpuLine>,
     pub processes: Vec<ProcessLibraries>,
     /// Things to do, most important first.
     pub advice: Vec<String>,
+}
+
+/// NVML's status as a JSON object, not Rust's `{"Ok": …}` / `{"Err": …}`.
+fn nvml_as_json<S: serde::Serializer>(
+    nvml: &Result<DriverInfo, String>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct as _;
+    let mut out = serializer.serialize_struct("Nvml", 2)?;
+    match nvml {
+        Ok(info) => {
+            out.serialize_field("ok", &true)?;
+            out.serialize_field("driver", info)?;
+        }
+        Err(why) => {
+            out.serialize_field("ok", &false)?;
+            out.serialize_field("error", why)?;
+        }
+    }
+    out.end()
 }
 
 /// "12.4" → 12040, as cuDriverGetVersion numbers CUDA versions.
@@ -113,13 +140,14 @@ pub fn environment_warnings(libraries: &[MappedLibrary], driver_cuda: Option<u32
 /// dashboard's first sample comes after one interval (1 s by default).
 const SIM_FIRST_SAMPLE_MS: u64 = 1000;
 
-/// Gathers the report. Never fails: whatever is missing is part of the answer.
-pub fn diagnose(sim: &SimConfig) -> DoctorReport {
+/// Gathers the report for the backend `choice` would select. Never fails:
+/// whatever is missing is part of the answer.
+pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
     let cuda_probe = cuda::probe();
     let cuda_summary = cuda_probe.explain();
     let mut advice = Vec::new();
 
-    let selection = select_telemetry(BackendChoice::Auto, sim);
+    let selection = select_telemetry(choice, sim);
     let mut simulation = None;
     let (backend, fallback_reason, mut telemetry, nvml) = match selection {
         Ok(sel) => {
@@ -127,11 +155,15 @@ pub fn diagnose(sim: &SimConfig) -> DoctorReport {
             let info = sel.telemetry.driver_info();
             let nvml = if sel.backend == "nvml" {
                 Ok(info)
+            } else if let Some(e) = &sel.nvml_error {
+                Err(e.to_string())
             } else {
-                Err(sel
-                    .nvml_error
-                    .as_ref()
-                    .map_or_else(|| "not tried".to_string(), ToString::to_string))
+                // `--backend sim` does not need NVML; it is still looked
+                // for, since what was found is doctor's answer.
+                match super::nvml::NvmlTelemetry::init() {
+                    Ok(nvml) => Ok(super::Telemetry::driver_info(&nvml)),
+                    Err(e) => Err(e.to_string()),
+                }
             };
             (
                 sel.backend.to_string(),
@@ -237,13 +269,22 @@ pub fn diagnose(sim: &SimConfig) -> DoctorReport {
         }
     }
 
+    let backend_reason = match (choice, &fallback_reason) {
+        (BackendChoice::Auto, None) => "auto: NVML initialised".to_string(),
+        (BackendChoice::Auto, Some(why)) => format!("auto fell back: {why}"),
+        (BackendChoice::Sim, _) => "chosen with --backend sim".to_string(),
+        (BackendChoice::Nvml, None) => "chosen with --backend nvml".to_string(),
+        (BackendChoice::Nvml, Some(why)) => format!("--backend nvml failed: {why}"),
+    };
     DoctorReport {
         vramtop_version: env!("CARGO_PKG_VERSION").to_string(),
         platform: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
         nvml,
         cuda: cuda_probe,
         cuda_summary,
+        backend_choice: choice,
         backend,
+        backend_reason,
         fallback_reason,
         gpus,
         processes,
@@ -301,7 +342,7 @@ mod tests {
 
     #[test]
     fn diagnose_without_a_driver_explains_and_picks_sim() {
-        let report = diagnose(&SimConfig::default());
+        let report = diagnose(BackendChoice::Auto, &SimConfig::default());
         if report.backend != "sim" {
             return; // a machine with a real driver
         }
@@ -310,5 +351,17 @@ mod tests {
         assert!(!report.advice.is_empty());
         assert_eq!(report.gpus.len(), 1);
         assert!(report.processes.is_empty());
+        assert!(report.backend_reason.starts_with("auto fell back"));
+    }
+
+    #[test]
+    fn diagnose_with_backend_sim_says_it_was_chosen_not_fallen_back_to() {
+        let report = diagnose(BackendChoice::Sim, &SimConfig::default());
+        assert_eq!(report.backend, "sim");
+        assert_eq!(report.backend_reason, "chosen with --backend sim");
+        assert!(report.fallback_reason.is_none());
+        let json = serde_json::to_value(&report).expect("JSON");
+        assert!(json["nvml"]["ok"].is_boolean(), "{}", json["nvml"]);
+        assert!(json["nvml"].get("Err").is_none() && json["nvml"].get("Ok").is_none());
     }
 }

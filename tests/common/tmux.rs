@@ -53,7 +53,10 @@ impl Session {
         let name = format!("{prefix}-{tag}-{}", std::process::id());
         let log = std::env::temp_dir().join(format!("{name}.log"));
         let command = format!(
-            "{} --log-file {} {args}; echo VRAMTOP_EXITED $?; sleep 60",
+            // `--log-file` is global: after a subcommand it is that
+            // command's, before one it is refused (the dashboard's options
+            // stand alone).
+            "{} {args} --log-file {}; echo VRAMTOP_EXITED $?; sleep 60",
             binary().display(),
             log.display()
         );

@@ -1,0 +1,219 @@
+//! Each command takes only its own options, conflicting options are
+//! refused, sizes need a unit, one error prefix and exit-code table, replay's
+//! verdicts, doctor's backend and broken config, completions and man page.
+
+mod common;
+
+use vramtop::cli::ERROR_PREFIX;
+
+fn vramtop(args: &[&str]) -> (i32, String, String) {
+    common::run_vramtop(args, None)
+}
+
+/// Asserts exit 2 with clap's usage error under the one prefix.
+fn usage_error(args: &[&str]) -> String {
+    let (code, out, err) = vramtop(args);
+    assert_eq!(code, 2, "{args:?}: {out}\n{err}");
+    assert!(err.starts_with(ERROR_PREFIX), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn an_option_a_command_cannot_use_is_a_usage_error() {
+    for args in [
+        &["replay", "x.pickle", "--backend", "nvml"][..],
+        &["replay", "x.pickle", "--sim-gpus", "8"],
+        &["replay", "x.pickle", "--interval", "5s"],
+        &["replay", "x.pickle", "--ascii"],
+        &["demo", "--sim-gpus", "2"],
+        &["demo", "--backend", "sim"],
+        &["doctor", "--interval", "1s"],
+        &["scenario", "--sim-memory", "8GiB"],
+        &["open", "x.pickle", "--backend", "sim"],
+        &["record", "r.jsonl", "--ascii"],
+    ] {
+        usage_error(args);
+    }
+}
+
+#[test]
+fn dashboard_options_before_a_command_are_refused_not_ignored() {
+    let err = usage_error(&["--sim-memory", "24GiB", "demo"]);
+    assert!(err.contains("demo"), "{err}");
+    usage_error(&["--backend", "sim", "doctor"]);
+}
+
+#[test]
+fn demo_runs_on_the_simulated_memory_it_is_given() {
+    let (code, out, err) = vramtop(&["demo", "--sim-memory", "24GiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("simulated 24 GiB GPU"), "{out}");
+    let (code, out, _) = vramtop(&["demo"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("simulated 80 GiB GPU"), "{out}");
+    let (code, _, err) = vramtop(&["demo", "--sim-memory", "100MiB"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with(ERROR_PREFIX) && err.contains("too small"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_size_or_duration_without_a_unit_asks_for_one() {
+    let err = usage_error(&["replay", "x.pickle", "--capacity", "24"]);
+    assert!(err.contains("24 what? write e.g. 24GiB"), "{err}");
+    let err = usage_error(&["check", "--budget", "512"]);
+    assert!(err.contains("512 what?"), "{err}");
+    let err = usage_error(&["--stress-cap", "2"]);
+    assert!(err.contains("2 what?"), "{err}");
+    let err = usage_error(&["record", "r.jsonl", "--duration", "10"]);
+    assert!(err.contains("10 what?"), "{err}");
+}
+
+#[test]
+fn replay_verify_and_what_if_options_conflict() {
+    for what_if in [
+        &["--capacity", "24GiB"][..],
+        &["--alloc-conf", "expandable_segments:True"],
+    ] {
+        let mut args = vec!["replay", "x.pickle", "--verify"];
+        args.extend_from_slice(what_if);
+        let err = usage_error(&args);
+        assert!(
+            err.contains("--verify") && err.contains("cannot be used"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn open_json_without_summary_is_a_usage_error() {
+    usage_error(&["open", "x.pickle", "--json"]);
+}
+
+#[test]
+fn bad_input_and_usage_share_the_prefix_and_exit_2() {
+    let (code, _, err) = vramtop(&["replay", "/nonexistent/x.pickle"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with(ERROR_PREFIX), "{err}");
+    let (code, _, err) = vramtop(&["scenario", "no-such-scenario"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with(ERROR_PREFIX), "{err}");
+    let err = usage_error(&["--no-such-flag"]);
+    assert!(err.contains("--no-such-flag"), "{err}");
+}
+
+#[test]
+fn replay_verdict_is_full_match_in_text_and_json() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, _) = vramtop(&["replay", &path]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("result: FULL MATCH\n"), "{out}");
+    let (code, out, _) = vramtop(&["replay", &path, "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "FULL MATCH");
+    assert!(v.get("why").is_none(), "{out}");
+}
+
+#[test]
+fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
+    let Some(path) = common::shared_snapshot("snapviewer_memory.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, _) = vramtop(&["replay", &path, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "MISMATCH", "{out}");
+    assert!(v["why"].as_str().is_some_and(|w| !w.is_empty()), "{out}");
+}
+
+#[test]
+fn replay_of_a_state_only_file_is_no_trace_not_full_match() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("state-only.pickle");
+    let mut snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
+    snapshot.device_traces.clear();
+    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
+    let file = file.display().to_string();
+    let (code, out, err) = vramtop(&["replay", &file]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("result: NO TRACE"), "{out}");
+    assert!(!out.contains("FULL MATCH"), "{out}");
+    let (_, out, _) = vramtop(&["replay", &file, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "NO TRACE", "{out}");
+}
+
+#[test]
+fn doctor_with_backend_sim_says_it_was_chosen() {
+    let (code, out, err) = vramtop(&["doctor", "--backend", "sim"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Backend     sim (chosen with --backend sim)"),
+        "{out}"
+    );
+    assert!(!out.contains("fell back"), "{out}");
+}
+
+#[test]
+fn doctor_runs_with_a_broken_config_file_and_warns() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "intervl = \"2s\"\n").expect("write");
+    let config = config.display().to_string();
+    let (code, out, err) = vramtop(&["doctor", "--json", "--config", &config]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.starts_with("vramtop: warning: ") && err.contains("intervl"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("doctor's JSON");
+    assert!(v["nvml"]["ok"].is_boolean(), "{out}");
+    assert!(!out.contains("\"Err\"") && !out.contains("\"Ok\""), "{out}");
+    // Any other command refuses the same file.
+    let (code, _, err) = vramtop(&["--once", "--json", "--config", &config]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with(ERROR_PREFIX), "{err}");
+}
+
+#[test]
+fn completions_come_for_bash_zsh_and_fish() {
+    for (shell, mark) in [
+        ("bash", "_vramtop"),
+        ("zsh", "#compdef vramtop"),
+        ("fish", "complete -c vramtop"),
+    ] {
+        let (code, out, err) = vramtop(&["completions", shell]);
+        assert_eq!(code, 0, "{shell}: {err}");
+        assert!(
+            out.contains(mark),
+            "{shell}: {}",
+            &out[..out.len().min(400)]
+        );
+        assert!(
+            out.contains("replay") && out.contains("sim-memory"),
+            "{shell}"
+        );
+    }
+    usage_error(&["completions", "tcsh"]);
+}
+
+#[test]
+fn man_page_is_roff_and_names_every_command() {
+    let (code, out, err) = vramtop(&["man"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(".TH vramtop"),
+        "{}",
+        &out[..out.len().min(400)]
+    );
+    for command in ["replay", "open", "doctor", "demo", "serve", "completions"] {
+        assert!(out.contains(command), "{command}");
+    }
+}
