@@ -10,9 +10,11 @@
 
 pub mod capture;
 pub mod invariants;
+pub mod peak;
 pub mod pickle;
 pub mod replay;
 pub mod scrub;
+pub mod sites;
 pub mod summary;
 pub mod synth;
 pub mod types;
