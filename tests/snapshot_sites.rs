@@ -3,6 +3,8 @@
 //! independently of the grouping), at the end of every file and at
 //! cursors of every trace; the peaks found equal the timeline's maxima.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -181,5 +183,58 @@ fn peaks_equal_the_maxima_of_every_shared_timeline() {
                 assert_eq!((e.action, e.size), (TraceAction::Alloc, m.bytes), "{name}");
             }
         }
+    }
+}
+
+#[test]
+fn open_summary_lists_top_sites_at_the_end_and_at_the_peak() {
+    let path = shared_dir().join("silmont_mem_snapshot.pickle");
+    let Ok(snapshot) = read_snapshot_file(&path) else {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) =
+        common::run_vramtop(&["open", &path, "--summary", "--json", "--top", "3"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert!(v.get("segments").is_some(), "the summary's keys stay");
+    assert!(v.get("allocator_settings").is_some());
+    assert_eq!(v["top"], 3);
+    let device = &v["sites"][0];
+    let at_end = &device["at_end"];
+    let listed = at_end["sites"].as_array().expect("sites");
+    assert!(listed.len() <= 3);
+    let listed_bytes: u64 = listed
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap_or(0))
+        .sum();
+    let allocated: u64 = snapshot
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| b.size)
+        .sum();
+    assert_eq!(at_end["allocated"].as_u64(), Some(allocated));
+    assert_eq!(
+        listed_bytes + at_end["other_bytes"].as_u64().unwrap_or(0),
+        allocated
+    );
+    let scrub = Scrub::new(Arc::new(snapshot));
+    let max = scrub.devices[0].points.iter().map(|p| p.allocated).max();
+    assert_eq!(device["peaks"]["allocated"]["bytes"].as_u64(), max);
+    assert_eq!(device["at_peak_allocated"]["allocated"].as_u64(), max);
+
+    let (code, text, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0);
+    for needle in [
+        "allocation sites",
+        "peak allocated",
+        "at the peak of allocated",
+        "allocator_settings",
+        ".py:",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in {text}");
     }
 }

@@ -155,7 +155,9 @@ pub enum Command {
     /// segment_allocs, empty_cache points), select a block, Enter shows the
     /// stack of its allocation. With --summary: print per device and in
     /// total the segments, reserved/allocated bytes, block states, segment
-    /// sizes, `_memory_viz.py segsum` figures and fragmentation.
+    /// sizes, `_memory_viz.py segsum` figures and fragmentation, then the
+    /// top allocation sites at the end and at the peak of allocated bytes,
+    /// and the file's allocator settings.
     Open {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
@@ -166,6 +168,10 @@ pub enum Command {
         /// With --summary: print it as JSON.
         #[arg(long)]
         json: bool,
+        /// With --summary: how many allocation sites to list at the end
+        /// and at the peak of allocated bytes.
+        #[arg(long, value_name = "N", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
+        top: usize,
         /// Test hook: read the file on the loader thread behind the
         /// progress screen whatever its size.
         #[arg(long, hide = true)]
@@ -285,8 +291,16 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             file,
             summary,
             json,
+            top,
             debug_background_load,
-        }) => open::run(&file, summary, json, debug_background_load, &cli.display),
+        }) => open::run(
+            &file,
+            summary,
+            json,
+            top,
+            debug_background_load,
+            &cli.display,
+        ),
         Some(Command::Demo {
             json,
             save_snapshot,

@@ -130,23 +130,74 @@ pub fn file_line(f: &Frame) -> String {
     }
 }
 
+/// A C++ function name without its return type and parameter list
+/// (`at::TensorBase at::detail::empty<long>(c10::ArrayRef<long>)` →
+/// `at::detail::empty<long>`).
+pub fn short_function(name: &str) -> &str {
+    let head = name.split('(').next().unwrap_or(name).trim();
+    // The return type, if any, ends at the last space outside template
+    // brackets; a scan from the right finds it.
+    let mut depth = 0i32;
+    for (i, c) in head.char_indices().rev() {
+        match c {
+            '>' => depth += 1,
+            '<' => depth -= 1,
+            ' ' if depth == 0 => return head.get(i + 1..).unwrap_or(head),
+            _ => {}
+        }
+    }
+    if head.is_empty() { name } else { head }
+}
+
+/// One line naming a frame: `file:line function` for Python, the short
+/// function name (and file when known) for C++.
+pub fn frame_label(f: &Frame) -> String {
+    if is_python(f) {
+        return format!("{} {}", file_line(f), f.name);
+    }
+    let file = short_file(&f.filename);
+    if file.is_empty() || file == "??" {
+        format!("{} (C++)", short_function(&f.name))
+    } else {
+        format!("{} ({})", short_function(&f.name), file_line(f))
+    }
+}
+
+/// The user's frames that called the frame at `site` of `stack` (those
+/// after it, innermost first), or the Python frames when there are none.
+pub fn callers<'a>(stack: &'a [Frame], site: &Frame) -> Vec<&'a Frame> {
+    let after = stack
+        .iter()
+        .position(|f| f == site)
+        .map_or(&stack[..0], |i| &stack[i + 1..]);
+    let user: Vec<&Frame> = after.iter().filter(|f| is_user(f)).collect();
+    if !user.is_empty() {
+        return user;
+    }
+    informative(after).filter(|f| is_python(f)).collect()
+}
+
 impl SiteKey {
+    /// The frame a site is named after, when it is one frame.
+    pub fn frame(&self) -> Option<&Frame> {
+        match self {
+            SiteKey::Frame(f) => Some(f),
+            SiteKey::Stack(frames) => frames.first(),
+            _ => None,
+        }
+    }
+
     /// One line naming the site.
     pub fn label(&self) -> String {
         match self {
-            SiteKey::Frame(f) => format!("{} {}", file_line(f), f.name),
+            SiteKey::Frame(f) => frame_label(f),
             SiteKey::Function { filename, name } => {
                 format!("{} ({})", name, short_file(filename))
             }
             SiteKey::Stack(frames) => {
                 let head = frames.iter().find(|f| is_python(f)).or(frames.first());
                 match head {
-                    Some(f) => format!(
-                        "{} {} (stack of {} frames)",
-                        file_line(f),
-                        f.name,
-                        frames.len()
-                    ),
+                    Some(f) => format!("{} (stack of {} frames)", frame_label(f), frames.len()),
                     None => "(empty stack)".to_string(),
                 }
             }
@@ -243,6 +294,19 @@ pub fn user_facing(frames: &[Frame]) -> Vec<&Frame> {
     informative(frames).collect()
 }
 
+/// A frame of the caching allocator itself (every stack starts there).
+pub fn is_allocator(f: &Frame) -> bool {
+    f.name.contains("CachingAllocator") || f.filename.contains("CachingAllocator")
+}
+
+/// The innermost informative frame outside the allocator (C++ stacks,
+/// such as the autograd engine's threads, have no Python frame).
+fn innermost_cpp(frames: &[Frame]) -> Option<&Frame> {
+    informative(frames)
+        .find(|f| !is_allocator(f))
+        .or_else(|| informative(frames).next())
+}
+
 fn innermost_python(frames: &[Frame]) -> Option<&Frame> {
     informative(frames).find(|f| is_python(f))
 }
@@ -257,18 +321,20 @@ pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
             .iter()
             .find(|f| is_user(f))
             .or_else(|| innermost_python(frames))
-            .or_else(|| informative(frames).next())
+            .or_else(|| innermost_cpp(frames))
             .or(frames.first())
     };
     match grouping {
         Grouping::UserFrame => user_or_fallback().cloned().map(SiteKey::Frame),
         Grouping::PythonFrame => innermost_python(frames)
-            .or_else(|| informative(frames).next())
+            .or_else(|| innermost_cpp(frames))
             .or(frames.first())
             .cloned()
             .map(SiteKey::Frame),
         Grouping::FileLine => informative(frames)
-            .find(|f| f.line > 0 && !f.filename.is_empty() && &*f.filename != "??")
+            .find(|f| {
+                f.line > 0 && !f.filename.is_empty() && &*f.filename != "??" && !is_allocator(f)
+            })
             .or_else(user_or_fallback)
             .cloned()
             .map(SiteKey::Frame),
@@ -316,6 +382,7 @@ pub struct Site {
     /// Informative C++ frames in [`Site::stack`].
     pub cpp_frames: usize,
     /// The blocks' addresses, ascending.
+    #[serde(skip)]
     pub addresses: Vec<u64>,
     /// The largest block's size (bytes), which gave [`Site::stack`].
     #[serde(skip)]
@@ -626,6 +693,25 @@ mod tests {
     }
 
     #[test]
+    fn cpp_only_stack_is_named_after_its_first_frame_outside_the_allocator() {
+        let s: Frames = vec![
+            frame("??", 0, "torch::unwind::unwind()"),
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            ),
+            frame("", 0, "at::cuda::getNewWorkspace()"),
+            frame("??", 0, "torch::autograd::Engine::thread_main"),
+        ]
+        .into();
+        let Some(SiteKey::Frame(f)) = site_key(&s, Grouping::UserFrame) else {
+            panic!("a frame key");
+        };
+        assert_eq!(&*f.name, "at::cuda::getNewWorkspace()");
+    }
+
+    #[test]
     fn stack_of_only_noise_still_gets_a_site() {
         let s: Frames = vec![frame("??", 0, "torch::unwind::unwind()")].into();
         for g in Grouping::ALL {
@@ -652,6 +738,34 @@ mod tests {
             "f"
         )));
         assert!(is_user(&frame("/home/me/cz3vkiv.py", 1647, "call")));
+    }
+
+    #[test]
+    fn cpp_names_lose_return_type_and_parameters() {
+        assert_eq!(
+            short_function("at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)"),
+            "at::detail::_empty_generic<long>"
+        );
+        assert_eq!(
+            short_function("void f<std::pair<a, b> >(int)"),
+            "f<std::pair<a, b> >"
+        );
+        assert_eq!(
+            short_function("at::cuda::getNewWorkspace()"),
+            "at::cuda::getNewWorkspace"
+        );
+        assert_eq!(
+            frame_label(&frame("??", 0, "at::cuda::getNewWorkspace()")),
+            "at::cuda::getNewWorkspace (C++)"
+        );
+    }
+
+    #[test]
+    fn callers_are_the_user_frames_outside_the_site() {
+        let site = frame("/home/me/model.py", 42, "step");
+        let s = cuda_stack(site.clone());
+        let c: Vec<&str> = callers(&s, &site).iter().map(|f| &*f.name).collect();
+        assert_eq!(c, vec!["<module>"]);
     }
 
     #[test]
