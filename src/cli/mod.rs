@@ -4,6 +4,7 @@ pub mod check;
 pub mod config;
 pub mod dashboard;
 pub mod demo;
+pub mod diff;
 pub mod doctor;
 pub mod open;
 pub mod replay;
@@ -126,6 +127,24 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Compare two PyTorch memory snapshots (e.g. N steps apart): reserved,
+    /// allocated and segments before, after and the change; the segments
+    /// only in BEFORE / only in AFTER (by address and size, as
+    /// `_memory_viz.py compare`); the live bytes by allocation site (new,
+    /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read
+    /// or the files are of different devices.
+    Diff {
+        /// The earlier snapshot.
+        before: PathBuf,
+        /// The later snapshot.
+        after: PathBuf,
+        /// Print the comparison as JSON (every segment and site).
+        #[arg(long)]
+        json: bool,
+        /// Sites and segments listed in the text output per section.
+        #[arg(long, value_name = "N", default_value_t = diff::DEFAULT_LINES)]
+        top: usize,
+    },
     /// Replay a PyTorch memory snapshot's trace through the allocator model
     /// and check it event by event against what PyTorch recorded.
     Replay {
@@ -274,6 +293,12 @@ pub const EXIT_MISMATCH: u8 = 1;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
+        Some(Command::Diff {
+            before,
+            after,
+            json,
+            top,
+        }) => diff::run(&before, &after, json, top),
         Some(Command::Record { file, duration }) => {
             dashboard::record(&cli.device, &cli.display, &file, duration)
         }

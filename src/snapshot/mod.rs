@@ -9,6 +9,7 @@
 //! - [`invariants`]: the structural rules every real allocator dump obeys.
 
 pub mod capture;
+pub mod diff;
 pub mod invariants;
 pub mod peak;
 pub mod pickle;
