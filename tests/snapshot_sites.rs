@@ -238,3 +238,28 @@ fn open_summary_lists_top_sites_at_the_end_and_at_the_peak() {
         assert!(text.contains(needle), "no {needle:?} in {text}");
     }
 }
+
+#[test]
+fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
+    let path = shared_dir().join("silmont_mem_snapshot.pickle");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let path = path.display().to_string();
+    let (code, out, err) = common::run_vramtop(&["replay", &path, "--capacity", "1GiB"], None);
+    assert!(code == 0 || code == 1, "{err}");
+    let report = out
+        .split("out of memory at")
+        .nth(1)
+        .expect("the what-if runs out of memory at 1 GiB");
+    let frames: Vec<&str> = report
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("      /") || l.starts_with("  /"))
+        .collect();
+    assert!(!frames.is_empty(), "{report}");
+    assert!(frames.iter().all(|l| l.contains(".py:")), "{frames:?}");
+    assert!(!report.contains("unwind"), "{report}");
+    assert!(!report.contains("CachingAllocator"), "{report}");
+}

@@ -281,7 +281,8 @@ pub fn cpp_frames(frames: &[Frame]) -> usize {
 }
 
 /// The frames worth showing first: the user's frames, or when there are
-/// none the Python frames, or else the informative ones; innermost first.
+/// none the Python frames, or else the informative ones outside the
+/// allocator; innermost first.
 pub fn user_facing(frames: &[Frame]) -> Vec<&Frame> {
     let user: Vec<&Frame> = frames.iter().filter(|f| is_user(f)).collect();
     if !user.is_empty() {
@@ -291,7 +292,12 @@ pub fn user_facing(frames: &[Frame]) -> Vec<&Frame> {
     if !python.is_empty() {
         return python;
     }
-    informative(frames).collect()
+    let cpp: Vec<&Frame> = informative(frames).filter(|f| !is_allocator(f)).collect();
+    if cpp.is_empty() {
+        informative(frames).collect()
+    } else {
+        cpp
+    }
 }
 
 /// A frame of the caching allocator itself (every stack starts there).
