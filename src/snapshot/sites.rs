@@ -132,9 +132,10 @@ pub fn file_line(f: &Frame) -> String {
 
 /// A C++ function name without its return type and parameter list
 /// (`at::TensorBase at::detail::empty<long>(c10::ArrayRef<long>)` →
-/// `at::detail::empty<long>`).
-pub fn short_function(name: &str) -> &str {
-    let head = name.split('(').next().unwrap_or(name).trim();
+/// `at::detail::empty<long>`); `(anonymous namespace)` becomes `{anon}`.
+pub fn short_function(name: &str) -> String {
+    let name = name.replace("(anonymous namespace)", "{anon}");
+    let head = name.split('(').next().unwrap_or(&name).trim();
     // The return type, if any, ends at the last space outside template
     // brackets; a scan from the right finds it.
     let mut depth = 0i32;
@@ -142,11 +143,15 @@ pub fn short_function(name: &str) -> &str {
         match c {
             '>' => depth += 1,
             '<' => depth -= 1,
-            ' ' if depth == 0 => return head.get(i + 1..).unwrap_or(head),
+            ' ' if depth == 0 => return head.get(i + 1..).unwrap_or(head).to_string(),
             _ => {}
         }
     }
-    if head.is_empty() { name } else { head }
+    if head.is_empty() {
+        name
+    } else {
+        head.to_string()
+    }
 }
 
 /// One line naming a frame: `file:line function` for Python, the short
@@ -156,10 +161,15 @@ pub fn frame_label(f: &Frame) -> String {
         return format!("{} {}", file_line(f), f.name);
     }
     let file = short_file(&f.filename);
+    let short = short_function(&f.name);
+    // Autograd nodes are generated into one long namespace.
+    let name = short
+        .strip_prefix("torch::autograd::generated::")
+        .unwrap_or(&short);
     if file.is_empty() || file == "??" {
-        format!("{} (C++)", short_function(&f.name))
+        format!("{name} (C++)")
     } else {
-        format!("{} ({})", short_function(&f.name), file_line(f))
+        format!("{name} ({})", file_line(f))
     }
 }
 
@@ -305,11 +315,27 @@ pub fn is_allocator(f: &Frame) -> bool {
     f.name.contains("CachingAllocator") || f.filename.contains("CachingAllocator")
 }
 
-/// The innermost informative frame outside the allocator (C++ stacks,
-/// such as the autograd engine's threads, have no Python frame).
+/// A C++ frame of tensor-creation and dispatch plumbing (`empty_cuda`,
+/// `at::_ops::…::call`, kernel wrappers) that every op passes through.
+pub fn is_plumbing(f: &Frame) -> bool {
+    let name = short_function(&f.name);
+    name.contains("empty")
+        || name.starts_with("c10::impl::")
+        || name.starts_with("at::_ops::")
+        || name.contains("create_out")
+        || name.contains("wrapper_")
+        || name.contains("set_output")
+}
+
+/// The innermost frame naming a C++-only stack (the autograd engine's
+/// threads record no Python frame): the autograd node when there is one
+/// (`BmmBackward0::apply`), else the first frame outside the allocator and
+/// the dispatch plumbing.
 fn innermost_cpp(frames: &[Frame]) -> Option<&Frame> {
     informative(frames)
-        .find(|f| !is_allocator(f))
+        .find(|f| f.name.contains("Backward") && f.name.contains("::apply"))
+        .or_else(|| informative(frames).find(|f| !is_allocator(f) && !is_plumbing(f)))
+        .or_else(|| informative(frames).find(|f| !is_allocator(f)))
         .or_else(|| informative(frames).next())
 }
 
@@ -707,6 +733,11 @@ mod tests {
                 0,
                 "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
             ),
+            frame(
+                "",
+                0,
+                "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)",
+            ),
             frame("", 0, "at::cuda::getNewWorkspace()"),
             frame("??", 0, "torch::autograd::Engine::thread_main"),
         ]
@@ -715,6 +746,19 @@ mod tests {
             panic!("a frame key");
         };
         assert_eq!(&*f.name, "at::cuda::getNewWorkspace()");
+        let mut backward = s.to_vec();
+        backward.insert(
+            4,
+            frame(
+                "??",
+                0,
+                "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+        );
+        let Some(SiteKey::Frame(f)) = site_key(&backward, Grouping::UserFrame) else {
+            panic!("a frame key");
+        };
+        assert!(f.name.contains("BmmBackward0"), "{}", f.name);
     }
 
     #[test]

@@ -25,11 +25,24 @@ const LEGEND_WIDTH: u16 = 70;
 pub struct SegmentsPane<'a> {
     state: &'a AppState,
     theme: &'a Theme,
+    /// Addresses of blocks drawn highlighted (ascending): the snapshot
+    /// viewer's selected allocation site.
+    highlight: &'a [u64],
 }
 
 impl<'a> SegmentsPane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
-        SegmentsPane { state, theme }
+        SegmentsPane {
+            state,
+            theme,
+            highlight: &[],
+        }
+    }
+
+    /// Highlights the blocks at `addresses` (ascending).
+    pub fn with_highlight(mut self, addresses: &'a [u64]) -> Self {
+        self.highlight = addresses;
+        self
     }
 
     /// Rows this pane would like: title, one per segment, footer.
@@ -251,6 +264,8 @@ impl Widget for SegmentsPane<'_> {
             for (b, (blk, &n)) in seg.blocks.iter().zip(&cells).enumerate() {
                 let (glyph, style) = if s == sel_seg && b == sel_blk {
                     (highlight_glyph(blk.state), theme.selected)
+                } else if self.highlight.binary_search(&blk.address).is_ok() {
+                    (highlight_glyph(blk.state), theme.warning)
                 } else {
                     glyph_and_style(blk.state, &g, theme)
                 };
