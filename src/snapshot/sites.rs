@@ -13,9 +13,10 @@
 //! The sites' bytes add up to the allocated bytes of the input: every
 //! allocated block is in exactly one site. Pure: no I/O.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
+use aho_corasick::AhoCorasick;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::scrub::ScrubState;
@@ -246,10 +247,26 @@ const NOISE_FILES: [&str; 10] = [
     "cpython/abstract.h",
 ];
 
+/// One automaton per list: a frame is tested in one pass over each string
+/// instead of one substring search per pattern (the grouping tests every
+/// frame of every distinct stack). `None` only if the automaton could not
+/// be built; the patterns are then searched one by one.
+static NOISE_FUNCTION_MATCHER: LazyLock<Option<AhoCorasick>> =
+    LazyLock::new(|| AhoCorasick::new(NOISE_FUNCTIONS).ok());
+static NOISE_FILE_MATCHER: LazyLock<Option<AhoCorasick>> =
+    LazyLock::new(|| AhoCorasick::new(NOISE_FILES).ok());
+
+fn matches_any(matcher: &Option<AhoCorasick>, patterns: &[&str], text: &str) -> bool {
+    match matcher {
+        Some(m) => m.is_match(text),
+        None => patterns.iter().any(|p| text.contains(p)),
+    }
+}
+
 /// A frame that carries no information (unwinder, interpreter, dispatcher).
 pub fn is_noise(f: &Frame) -> bool {
-    NOISE_FUNCTIONS.iter().any(|n| f.name.contains(n))
-        || NOISE_FILES.iter().any(|n| f.filename.contains(n))
+    matches_any(&NOISE_FUNCTION_MATCHER, &NOISE_FUNCTIONS, &f.name)
+        || matches_any(&NOISE_FILE_MATCHER, &NOISE_FILES, &f.filename)
 }
 
 /// A Python source frame (`.py`, or generated code such as `<string>`).
@@ -455,10 +472,10 @@ pub fn group<'a>(
     grouping: Grouping,
     no_stack: NoStackReason,
 ) -> Sites {
-    let mut index: HashMap<SiteKey, usize> = HashMap::new();
+    let mut index: FxHashMap<SiteKey, usize> = FxHashMap::default();
     // Stacks are interned (one Arc per distinct stack), so a stack's key is
     // computed once; keyed by the slice's address and length.
-    let mut by_stack: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut by_stack: FxHashMap<(usize, usize), usize> = FxHashMap::default();
     let mut sites: Vec<Site> = Vec::new();
     let mut allocated = 0u64;
     for b in blocks {
