@@ -203,3 +203,55 @@ fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
         s.assert_restored();
     }
 }
+
+/// The viewer's own answer for a file: after `P` and `w`, the top site's
+/// label and its first Python frame as the expanded pane lists it.
+fn top_site_at_the_peak(path: &std::path::Path, name: &str) -> (String, String) {
+    let snapshot = read_snapshot_file(path).expect("loads");
+    let mut v = ViewerState::new(name.to_string(), snapshot);
+    let keymap = Keymap::default();
+    for c in ['P', 'w'] {
+        v.handle_key(&keymap, KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    }
+    let site = v.selected_site().expect("a site at the peak");
+    let frame = site
+        .stack
+        .iter()
+        .find(|f| vramtop::snapshot::sites::is_python(f))
+        .map(vramtop::snapshot::sites::frame_label)
+        .expect("a Python frame");
+    (site.label.clone(), frame)
+}
+
+#[test]
+fn viewer_jumps_to_the_peak_and_the_sites_pane_expands_the_top_site_to_file_lines() {
+    const GRAD: &str = "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl";
+    let Some(path) = shared(GRAD) else {
+        return;
+    };
+    let (label, frame) = top_site_at_the_peak(&path, GRAD);
+    assert!(frame.contains(".py:"), "{frame}");
+    let Some(s) = start("sites", &format!("open {}", path.display())) else {
+        return;
+    };
+    s.wait_for("the viewer", |sc| sc.contains("event 33/33"));
+    s.keys(&["P"]);
+    s.wait_for("the peak", |sc| sc.contains("peak alloc 4.13 GiB here"));
+    s.keys(&["w"]);
+    s.wait_for("the sites pane", |sc| {
+        sc.contains("Sites") && sc.contains(&label)
+    });
+    s.keys(&["Enter"]);
+    let screen = s.wait_for("the expanded top site", |sc| {
+        sc.contains("stack, innermost first") && sc.contains(&frame)
+    });
+    assert!(screen.contains("blocks ("), "{screen}");
+    s.keys(&["Escape", "Escape"]);
+    s.wait_for("the pane to close", |sc| {
+        !sc.contains("stack, innermost first")
+    });
+    s.keys(&["q"]);
+    let screen = s.exited();
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+    s.assert_restored();
+}

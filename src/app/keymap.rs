@@ -148,6 +148,15 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("Enter", V::BlockDetail, Some("block")),
         b("s", V::CycleStream, Some("stream")),
         b("p", V::CyclePool, Some("pool")),
+        b("P", V::PeakAllocated, Some("peak")),
+        b("R", V::PeakReserved, None),
+        b("B", V::BiggestAllocation, None),
+        b("w", V::ToggleSites, Some("sites")),
+        b("g", V::CycleGrouping, Some("group")),
+        b("x", V::ToggleCppFrames, None),
+        b("m", V::MarkA, Some("mark A")),
+        b("M", V::MarkB, None),
+        b("c", V::Compare, Some("A/B")),
     ]
 }
 
@@ -296,6 +305,15 @@ impl Keymap {
             KeyCode::Enter => V::BlockDetail,
             KeyCode::Char('s') => V::CycleStream,
             KeyCode::Char('p') => V::CyclePool,
+            KeyCode::Char('P') => V::PeakAllocated,
+            KeyCode::Char('R') => V::PeakReserved,
+            KeyCode::Char('B') => V::BiggestAllocation,
+            KeyCode::Char('w') => V::ToggleSites,
+            KeyCode::Char('g') => V::CycleGrouping,
+            KeyCode::Char('x') => V::ToggleCppFrames,
+            KeyCode::Char('m') => V::MarkA,
+            KeyCode::Char('M') => V::MarkB,
+            KeyCode::Char('c') => V::Compare,
             _ => return None,
         })
     }

@@ -16,7 +16,12 @@ use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
 use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
+use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
+use crate::snapshot::peak::{Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
+use crate::snapshot::sites::{
+    Grouping, LiveAllocation, NoStackReason, Sites, group, no_stack_reason, records_stacks,
+};
 use crate::snapshot::summary::segment_info;
 use crate::snapshot::types::{Block, Segment};
 
@@ -42,6 +47,26 @@ pub enum ViewerAction {
     BlockDetail,
     CycleStream,
     CyclePool,
+    /// Jump to the first cursor at the peak of allocated bytes.
+    PeakAllocated,
+    /// Jump to the first cursor at the peak of reserved bytes.
+    PeakReserved,
+    /// Jump to just after the biggest single allocation.
+    BiggestAllocation,
+    /// Open (or close) the sites pane.
+    ToggleSites,
+    /// In the sites pane: expand (or fold) the selected site.
+    ExpandSite,
+    /// Group the sites by the next mode.
+    CycleGrouping,
+    /// Show (or count only) the C++ frames of an expanded site.
+    ToggleCppFrames,
+    /// Mark the cursor as A.
+    MarkA,
+    /// Mark the cursor as B.
+    MarkB,
+    /// Open (or close) the comparison of A and B.
+    Compare,
 }
 
 impl ViewerAction {
@@ -62,6 +87,16 @@ impl ViewerAction {
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
             ViewerAction::CycleStream => "filter by stream: all, then each stream",
             ViewerAction::CyclePool => "filter by pool: all, large, small",
+            ViewerAction::PeakAllocated => "jump to the peak of allocated bytes",
+            ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
+            ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
+            ViewerAction::ToggleSites => "sites pane: live memory by site (Enter expands)",
+            ViewerAction::ExpandSite => "in the sites pane: a site's stack and blocks",
+            ViewerAction::CycleGrouping => "next grouping of sites (user frame, file:line, …)",
+            ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
+            ViewerAction::MarkA => "mark the cursor as A (for A/B)",
+            ViewerAction::MarkB => "mark the cursor as B",
+            ViewerAction::Compare => "compare A and B (and what was allocated between)",
         }
     }
 }
@@ -89,6 +124,37 @@ pub struct ViewerState {
     /// The dashboard state the reused panes draw (its `gpus` are the
     /// snapshot's devices).
     pub app: AppState,
+    /// Per device (index into `scrub.devices`): the trace's peaks.
+    pub peaks: Vec<Peaks>,
+    /// The sites pane is open.
+    pub sites_open: bool,
+    pub grouping: Grouping,
+    /// The sites at the cursor (of the shown segments), while the pane is
+    /// open.
+    pub sites: Option<Sites>,
+    /// Index into `sites.sites`.
+    pub selected_site: usize,
+    /// The selected site shows its stack and blocks.
+    pub site_expanded: bool,
+    /// An expanded site lists its C++ frames too.
+    pub show_cpp: bool,
+    /// Why blocks without stacks have none (the same for the whole file).
+    pub no_stack: NoStackReason,
+    /// The A and B marks (cursors of the selected device).
+    pub mark_a: Option<usize>,
+    pub mark_b: Option<usize>,
+    /// The A/B comparison, while it is open.
+    pub compare: Option<AbCompare>,
+}
+
+/// The comparison of the states at the A and B marks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbCompare {
+    pub a: usize,
+    pub b: usize,
+    pub diff: Diff,
+    /// The blocks alive at B allocated by events between A and B.
+    pub between: Sites,
 }
 
 impl ViewerState {
@@ -114,6 +180,8 @@ impl ViewerState {
             })
             .collect();
         app.ui.focus = Pane::Segments;
+        let peaks = scrub.devices.iter().map(peaks).collect();
+        let no_stack = no_stack_reason(records_stacks(&scrub.snapshot));
         let mut v = ViewerState {
             file,
             scrub,
@@ -124,9 +192,124 @@ impl ViewerState {
             selected_address: None,
             segments: Vec::new(),
             app,
+            peaks,
+            sites_open: false,
+            grouping: Grouping::default(),
+            sites: None,
+            selected_site: 0,
+            site_expanded: false,
+            show_cpp: false,
+            no_stack,
+            mark_a: None,
+            mark_b: None,
+            compare: None,
         };
         v.refresh();
         v
+    }
+
+    /// The selected device's peaks.
+    pub fn device_peaks(&self) -> Option<&Peaks> {
+        self.peaks.get(self.device_index())
+    }
+
+    /// The sites of the shown segments' allocated blocks.
+    pub fn sites_now(&self) -> Sites {
+        let blocks = self
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| LiveAllocation {
+                address: b.address,
+                size: b.size,
+                requested_size: b.requested_size,
+                frames: &b.frames,
+            });
+        group(blocks, self.grouping, self.no_stack)
+    }
+
+    /// The selected site, while the sites pane is open.
+    pub fn selected_site(&self) -> Option<&crate::snapshot::sites::Site> {
+        self.sites.as_ref()?.sites.get(self.selected_site)
+    }
+
+    /// The addresses of the selected site's blocks (ascending), for the
+    /// segment map's highlight.
+    pub fn highlighted(&self) -> &[u64] {
+        self.selected_site().map_or(&[], |s| s.addresses.as_slice())
+    }
+
+    fn refresh_sites(&mut self) {
+        if !self.sites_open {
+            self.sites = None;
+            return;
+        }
+        // Keep the same site selected when it is still there.
+        let key = self.selected_site().map(|s| s.key.clone());
+        let sites = self.sites_now();
+        let at = key.and_then(|k| sites.sites.iter().position(|s| s.key == k));
+        self.selected_site = at
+            .unwrap_or(self.selected_site)
+            .min(sites.sites.len().saturating_sub(1));
+        self.sites = Some(sites);
+    }
+
+    /// Moves the block selection to the selected site's largest block.
+    fn select_site_block(&mut self) {
+        let Some(site) = self.selected_site() else {
+            return;
+        };
+        let Some(&addr) = site.addresses.first() else {
+            return;
+        };
+        let at = self
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .position(|b| b.address == addr);
+        if let Some(i) = at {
+            self.app.ui.selected_block = i;
+            self.selected_address = Some(addr);
+        }
+    }
+
+    fn move_site(&mut self, delta: isize) -> Effect {
+        let n = self.sites.as_ref().map_or(0, |s| s.sites.len());
+        if n == 0 {
+            return Effect::None;
+        }
+        let next = (self.selected_site as isize + delta).clamp(0, n as isize - 1) as usize;
+        if next == self.selected_site {
+            return Effect::None;
+        }
+        self.selected_site = next;
+        self.select_site_block();
+        Effect::Redraw
+    }
+
+    /// Recomputes the A/B comparison (both marks set).
+    fn refresh_compare(&mut self) {
+        let (Some(a), Some(b)) = (self.mark_a, self.mark_b) else {
+            self.compare = None;
+            return;
+        };
+        let Some(d) = self.device() else {
+            return;
+        };
+        let (a, b) = (a.min(b), a.max(b));
+        let (sa, sb) = (d.state_at(a), d.state_at(b));
+        let (la, lb) = (d.layout_of(&sa), d.layout_of(&sb));
+        let sites_a = crate::snapshot::sites::sites_of_state(&sa, self.grouping, self.no_stack);
+        let sites_b = crate::snapshot::sites::sites_of_state(&sb, self.grouping, self.no_stack);
+        let diff = diff_segments(&la, &lb, &sites_a, &sites_b);
+        let between = allocated_between(d, a, b, self.grouping, self.no_stack);
+        self.compare = Some(AbCompare {
+            a,
+            b,
+            diff,
+            between,
+        });
     }
 
     /// Index of the selected device in `scrub.devices`.
@@ -224,6 +407,7 @@ impl ViewerState {
         }
         self.app.ui.selected_block = self.app.ui.selected_block.min(count.saturating_sub(1));
         self.selected_address = self.selected_block().map(|(_, b)| b.address);
+        self.refresh_sites();
     }
 
     fn set_cursor(&mut self, cursor: usize) -> Effect {
@@ -320,6 +504,76 @@ impl ViewerState {
                 self.refresh();
                 Effect::Redraw
             }
+            V::PeakAllocated => match self.device_peaks().map(|p| p.allocated.cursor) {
+                Some(c) => self.set_cursor(c),
+                None => Effect::None,
+            },
+            V::PeakReserved => match self.device_peaks().map(|p| p.reserved.cursor) {
+                Some(c) => self.set_cursor(c),
+                None => Effect::None,
+            },
+            V::BiggestAllocation => {
+                match self
+                    .device_peaks()
+                    .and_then(|p| p.biggest_allocation)
+                    .map(|m| m.cursor)
+                {
+                    Some(c) => self.set_cursor(c),
+                    None => Effect::None,
+                }
+            }
+            V::ToggleSites => {
+                self.sites_open = !self.sites_open;
+                self.site_expanded = false;
+                self.refresh_sites();
+                if self.sites_open {
+                    self.select_site_block();
+                }
+                Effect::Redraw
+            }
+            V::ExpandSite => {
+                if !self.sites_open || self.selected_site().is_none() {
+                    return Effect::None;
+                }
+                self.site_expanded = !self.site_expanded;
+                Effect::Redraw
+            }
+            V::CycleGrouping => {
+                self.grouping = self.grouping.next();
+                self.selected_site = 0;
+                self.refresh_sites();
+                if self.compare.is_some() {
+                    self.refresh_compare();
+                }
+                Effect::Redraw
+            }
+            V::ToggleCppFrames => {
+                self.show_cpp = !self.show_cpp;
+                Effect::Redraw
+            }
+            V::MarkA | V::MarkB => {
+                if action == V::MarkA {
+                    self.mark_a = Some(cursor);
+                } else {
+                    self.mark_b = Some(cursor);
+                }
+                if self.compare.is_some() {
+                    self.refresh_compare();
+                }
+                Effect::Redraw
+            }
+            V::Compare => {
+                if self.compare.is_some() {
+                    self.compare = None;
+                    return Effect::Redraw;
+                }
+                self.refresh_compare();
+                if self.compare.is_some() {
+                    Effect::Redraw
+                } else {
+                    Effect::None
+                }
+            }
         }
     }
 
@@ -339,6 +593,33 @@ impl ViewerState {
         // A notice answers one key.
         self.app.ui.notice = None;
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if self.compare.is_some() {
+            return match key.code {
+                KeyCode::Char('c') if ctrl => Effect::Quit,
+                KeyCode::Char('q') => Effect::Quit,
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('c') => {
+                    self.compare = None;
+                    Effect::Redraw
+                }
+                _ => Effect::None,
+            };
+        }
+        if self.sites_open && !self.detail_open && self.app.ui.overlay == Overlay::None {
+            match key.code {
+                KeyCode::Up | KeyCode::Char('k') => return self.move_site(-1),
+                KeyCode::Down | KeyCode::Char('j') => return self.move_site(1),
+                KeyCode::Enter => return self.act(ViewerAction::ExpandSite),
+                KeyCode::Esc => {
+                    let action = if self.site_expanded {
+                        ViewerAction::ExpandSite
+                    } else {
+                        ViewerAction::ToggleSites
+                    };
+                    return self.act(action);
+                }
+                _ => {}
+            }
+        }
         if self.detail_open {
             return match key.code {
                 KeyCode::Char('c') if ctrl => Effect::Quit,

@@ -9,6 +9,7 @@ pub mod check;
 pub mod config;
 pub mod dashboard;
 pub mod demo;
+pub mod diff;
 pub mod doctor;
 pub mod open;
 pub mod replay;
@@ -224,6 +225,24 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Compare two PyTorch memory snapshots (e.g. N steps apart): reserved,
+    /// allocated and segments before, after and the change; the segments
+    /// only in BEFORE / only in AFTER (by address and size, as
+    /// `_memory_viz.py compare`); the live bytes by allocation site (new,
+    /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read
+    /// or the files are of different devices.
+    Diff {
+        /// The earlier snapshot.
+        before: PathBuf,
+        /// The later snapshot.
+        after: PathBuf,
+        /// Print the comparison as JSON (every segment and site).
+        #[arg(long)]
+        json: bool,
+        /// Sites and segments listed in the text output per section.
+        #[arg(long, value_name = "N", default_value_t = diff::DEFAULT_LINES)]
+        top: usize,
+    },
     /// Replay a PyTorch memory snapshot's trace through the allocator model
     /// and check it event by event against what PyTorch recorded.
     ///
@@ -263,7 +282,9 @@ pub enum Command {
     /// segment_allocs, empty_cache points), select a block, Enter shows the
     /// stack of its allocation. With --summary: print per device and in
     /// total the segments, reserved/allocated bytes, block states, segment
-    /// sizes, `_memory_viz.py segsum` figures and fragmentation.
+    /// sizes, `_memory_viz.py segsum` figures and fragmentation, then the
+    /// top allocation sites at the end and at the peak of allocated bytes,
+    /// and the file's allocator settings.
     Open {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
@@ -274,6 +295,10 @@ pub enum Command {
         /// With --summary: print it as JSON.
         #[arg(long, requires = "summary")]
         json: bool,
+        /// With --summary: how many allocation sites to list at the end
+        /// and at the peak of allocated bytes.
+        #[arg(long, value_name = "N", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
+        top: usize,
         /// Test hook: read the file on the loader thread behind the
         /// progress screen whatever its size.
         #[arg(long, hide = true)]
@@ -457,7 +482,8 @@ impl Cli {
                 ..ConfigTargets::default()
             },
             Some(
-                Command::Replay { .. }
+                Command::Diff { .. }
+                | Command::Replay { .. }
                 | Command::Demo { .. }
                 | Command::Scenario { .. }
                 | Command::Completions { .. }
@@ -507,6 +533,12 @@ pub const EXIT_MISMATCH: u8 = 1;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
+        Some(Command::Diff {
+            before,
+            after,
+            json,
+            top,
+        }) => diff::run(&before, &after, json, top),
         Some(Command::Record {
             file,
             duration,
@@ -528,10 +560,11 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             file,
             summary,
             json,
+            top,
             debug_background_load,
             display,
             ..
-        }) => open::run(&file, summary, json, debug_background_load, &display),
+        }) => open::run(&file, summary, json, top, debug_background_load, &display),
         Some(Command::Demo {
             json,
             save_snapshot,

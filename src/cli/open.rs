@@ -10,8 +10,16 @@ use color_eyre::eyre::WrapErr;
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
 use crate::app::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
+use std::sync::Arc;
+
+use serde::Serialize;
+
 use crate::snapshot::read_snapshot_file;
-use crate::snapshot::summary::{Figures, SizeCount, SnapshotSummary, summarize};
+use crate::snapshot::sites::{Grouping, callers, frame_label};
+use crate::snapshot::summary::{
+    Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
+};
+use crate::snapshot::types::AllocatorSettings;
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
@@ -20,6 +28,7 @@ pub fn run(
     file: &Path,
     summary: bool,
     json: bool,
+    top: usize,
     background_load: bool,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
@@ -37,15 +46,32 @@ pub fn run(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    let snapshot = Arc::new(snapshot);
     let report = summarize(&snapshot);
+    let sites = sites_report(&snapshot, Grouping::default(), top);
     if json {
-        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the summary")?;
+        let full = FullSummary {
+            summary: &report,
+            sites: &sites,
+        };
+        let text = serde_json::to_string_pretty(&full).wrap_err("cannot encode the summary")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit(&render_summary(&file.display().to_string(), &report))
-            .wrap_err("cannot write the output")?;
+        let mut text = render_summary(&file.display().to_string(), &report);
+        text.push_str(&render_sites(&sites));
+        super::emit(&text).wrap_err("cannot write the output")?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The JSON of `--summary --json`: the summary's keys, then `sites`
+/// (per device, at the end and at the peak) and `allocator_settings`.
+#[derive(Serialize)]
+struct FullSummary<'a> {
+    #[serde(flatten)]
+    summary: &'a SnapshotSummary,
+    #[serde(flatten)]
+    sites: &'a SitesReport,
 }
 
 /// The interactive viewer: refuses a non-terminal stdout (as the dashboard
@@ -186,6 +212,140 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
             "  … {} more (all are in --json)",
             report.segments.len() - SEGMENT_LINES
         );
+    }
+    out
+}
+
+fn moment(
+    cursor: Option<usize>,
+    events: usize,
+    time_us: Option<i64>,
+    first_us: Option<i64>,
+) -> String {
+    let Some(c) = cursor else {
+        return "the end (the file's own state)".to_string();
+    };
+    let mut out = format!("event {c}/{events}");
+    if let (Some(t), Some(t0)) = (time_us, first_us) {
+        let ms = t.saturating_sub(t0) as f64 / 1000.0;
+        let _ = write!(out, ", t+{ms:.3} ms");
+    }
+    out
+}
+
+fn render_sites_at(out: &mut String, at: &SitesAt) {
+    for s in &at.sites {
+        let _ = writeln!(
+            out,
+            "    {:>10} {:>5.1}% {:>6} blocks  {}",
+            human_bytes(s.bytes),
+            s.share * 100.0,
+            s.blocks,
+            s.label
+        );
+        // The next user frames (callers) say how the site was reached.
+        let callers: Vec<String> = s
+            .key
+            .frame()
+            .map(|site| callers(&s.stack, site))
+            .unwrap_or_default()
+            .into_iter()
+            .take(2)
+            .map(frame_label)
+            .collect();
+        if !callers.is_empty() {
+            let _ = writeln!(out, "{:32}called from {}", "", callers.join(" < "));
+        }
+    }
+    if at.other_sites > 0 {
+        let _ = writeln!(
+            out,
+            "    {:>10} {:>5.1}% {:>6} blocks  … {} more sites",
+            human_bytes(at.other_bytes),
+            if at.allocated == 0 {
+                0.0
+            } else {
+                at.other_bytes as f64 * 100.0 / at.allocated as f64
+            },
+            at.other_blocks,
+            at.other_sites
+        );
+    }
+}
+
+fn render_settings(out: &mut String, s: &AllocatorSettings) {
+    let conf = if s.conf.is_empty() {
+        "(empty)"
+    } else {
+        &s.conf
+    };
+    let split = if s.max_split_size < 0 {
+        "unlimited".to_string()
+    } else {
+        human_bytes(u64::try_from(s.max_split_size).unwrap_or(0))
+    };
+    let _ = writeln!(
+        out,
+        "allocator_settings: PYTORCH_CUDA_ALLOC_CONF {conf}; max_split_size {split}, \
+         expandable_segments {}, garbage_collection_threshold {}, release_lock_on_cudamalloc {}",
+        s.expandable_segments, s.garbage_collection_threshold, s.release_lock_on_cudamalloc
+    );
+}
+
+/// The human-readable sites part of the summary: per device the peaks
+/// and the top sites at the end and at the peak of allocated bytes.
+pub fn render_sites(report: &SitesReport) -> String {
+    let mut out = String::new();
+    for d in &report.sites {
+        let t0 = d.first_time_us;
+        let _ = writeln!(
+            out,
+            "allocation sites, device {} (by {}; sizes are block sizes):",
+            d.device,
+            report.grouping.name()
+        );
+        if let Some(p) = &d.peaks {
+            let at =
+                |m: &crate::snapshot::peak::Moment| moment(Some(m.cursor), d.events, m.time_us, t0);
+            let _ = writeln!(
+                out,
+                "  peak allocated {} at {}; peak reserved {} at {}",
+                human_bytes(p.allocated.bytes),
+                at(&p.allocated),
+                human_bytes(p.reserved.bytes),
+                at(&p.reserved)
+            );
+            if let Some(b) = &p.biggest_allocation {
+                let _ = writeln!(
+                    out,
+                    "  biggest allocation {} (requested) at {}",
+                    human_bytes(b.bytes),
+                    at(b)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  at {}: {} allocated",
+            moment(d.at_end.cursor, d.events, None, None),
+            human_bytes(d.at_end.allocated)
+        );
+        render_sites_at(&mut out, &d.at_end);
+        if let Some(at) = &d.at_peak_allocated {
+            let _ = writeln!(
+                out,
+                "  at the peak of allocated, {}: {} allocated",
+                moment(at.cursor, d.events, at.time_us, t0),
+                human_bytes(at.allocated)
+            );
+            render_sites_at(&mut out, at);
+        }
+    }
+    match &report.allocator_settings {
+        Some(s) => render_settings(&mut out, s),
+        None => {
+            let _ = writeln!(out, "allocator_settings: not in the file (torch < 2.3)");
+        }
     }
     out
 }

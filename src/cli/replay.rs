@@ -511,6 +511,8 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
             lines.push("  (no stack frames recorded)".to_string());
         } else if !o.python_frames {
             lines.push("  (no Python frames recorded; C++ frames, innermost first:)".to_string());
+        } else {
+            lines.push("  allocated at (the user's frames, innermost first):".to_string());
         }
         for f in o.frames.iter().take(8) {
             lines.push(format!("  {}:{} in {}", f.filename, f.line, f.name));

@@ -9,10 +9,13 @@
 //! - [`invariants`]: the structural rules every real allocator dump obeys.
 
 pub mod capture;
+pub mod diff;
 pub mod invariants;
+pub mod peak;
 pub mod pickle;
 pub mod replay;
 pub mod scrub;
+pub mod sites;
 pub mod start_state;
 pub mod summary;
 pub mod synth;

@@ -5,10 +5,16 @@
 //! figures of [`crate::alloc::analysis`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::types::{Segment, Snapshot};
+use super::peak::{Moment, Peaks, peaks};
+use super::scrub::Scrub;
+use super::sites::{
+    Grouping, Site, Sites, no_stack_reason, records_stacks, sites_of_snapshot, sites_of_state,
+};
+use super::types::{AllocatorSettings, Segment, Snapshot};
 use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
 
 /// Converts a snapshot segment to the allocator's [`SegmentInfo`]; sums the
@@ -244,6 +250,114 @@ pub fn summarize(snapshot: &Snapshot) -> SnapshotSummary {
             .collect(),
         total: figures(&snapshot.segments),
         segments: snapshot.segments.iter().map(segment_summary).collect(),
+    }
+}
+
+/// Sites listed by default (`--top`).
+pub const DEFAULT_TOP_SITES: usize = 10;
+
+/// The largest sites at one moment, and what the rest add up to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SitesAt {
+    /// Events applied (`None`: the file's own final state).
+    pub cursor: Option<usize>,
+    pub time_us: Option<i64>,
+    /// Allocated bytes there (= Σ of every site's bytes, listed or not).
+    pub allocated: u64,
+    /// The largest sites, largest first.
+    pub sites: Vec<Site>,
+    /// Sites not listed, and their bytes and blocks.
+    pub other_sites: usize,
+    pub other_bytes: u64,
+    pub other_blocks: u64,
+}
+
+impl SitesAt {
+    fn new(sites: Sites, top: usize, cursor: Option<usize>, time_us: Option<i64>) -> Self {
+        let allocated = sites.allocated;
+        let mut list = sites.sites;
+        let rest = list.split_off(top.min(list.len()));
+        SitesAt {
+            cursor,
+            time_us,
+            allocated,
+            sites: list,
+            other_sites: rest.len(),
+            other_bytes: rest.iter().map(|s| s.bytes).sum(),
+            other_blocks: rest.iter().map(|s| s.blocks).sum(),
+        }
+    }
+}
+
+/// One device's sites at the end of the trace and at its peak.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSites {
+    pub device: u32,
+    /// Events in the device's trace (0: state only).
+    pub events: usize,
+    /// The trace's first recorded time (µs), the origin of "t+".
+    pub first_time_us: Option<i64>,
+    /// `None` without a trace.
+    pub peaks: Option<Peaks>,
+    pub at_end: SitesAt,
+    /// At the peak of allocated bytes (`None` without a trace).
+    pub at_peak_allocated: Option<SitesAt>,
+}
+
+/// Who holds the memory: per device, the top sites at the end and at the
+/// peak of allocated bytes, and the file's allocator settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SitesReport {
+    pub grouping: Grouping,
+    pub top: usize,
+    /// Per device, ascending.
+    pub sites: Vec<DeviceSites>,
+    pub allocator_settings: Option<AllocatorSettings>,
+}
+
+/// The sites report of `snapshot`, `top` sites per moment.
+pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) -> SitesReport {
+    let reason = no_stack_reason(records_stacks(snapshot));
+    let scrub = Scrub::new(Arc::clone(snapshot));
+    let sites = scrub
+        .devices
+        .iter()
+        .map(|d| {
+            let at_end = SitesAt::new(
+                sites_of_snapshot(snapshot, Some(d.device), grouping),
+                top,
+                None,
+                None,
+            );
+            let (peaks, at_peak) = if d.is_empty() {
+                (None, None)
+            } else {
+                let p = peaks(d);
+                let Moment {
+                    cursor, time_us, ..
+                } = p.allocated;
+                let state = d.state_at(cursor);
+                let sites = sites_of_state(&state, grouping, reason);
+                (
+                    Some(p),
+                    Some(SitesAt::new(sites, top, Some(cursor), time_us)),
+                )
+            };
+            DeviceSites {
+                device: d.device,
+                events: d.len(),
+                first_time_us: d.events().iter().find_map(|e| e.time_us),
+                peaks,
+                at_end,
+                at_peak_allocated: at_peak,
+            }
+        })
+        .collect();
+    SitesReport {
+        grouping,
+        top,
+        sites,
+        allocator_settings: snapshot.allocator_settings.clone(),
     }
 }
 

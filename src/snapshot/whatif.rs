@@ -487,18 +487,13 @@ fn quick_fragmentation<D: DeviceMemory>(model: &CachingAllocator<D>) -> (f64, u6
     }
 }
 
-/// The Python frames (and true), or all frames (and false) if none is.
+/// The frames worth reading first (and whether they are Python): the
+/// user's own frames, or the Python frames, or the informative C++ frames
+/// outside the allocator ([`super::sites::user_facing`]).
 fn python_frames(frames: &[Frame]) -> (Vec<Frame>, bool) {
-    let py: Vec<Frame> = frames
-        .iter()
-        .filter(|f| f.filename.ends_with(".py"))
-        .cloned()
-        .collect();
-    if py.is_empty() {
-        (frames.to_vec(), false)
-    } else {
-        (py, true)
-    }
+    let shown = super::sites::user_facing(frames);
+    let python = shown.first().is_some_and(|f| super::sites::is_python(f));
+    (shown.into_iter().cloned().collect(), python)
 }
 
 impl Run {

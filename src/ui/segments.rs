@@ -26,6 +26,9 @@ pub struct SegmentsPane<'a> {
     state: &'a AppState,
     theme: &'a Theme,
     left_border: bool,
+    /// Addresses of blocks drawn highlighted (ascending): the snapshot
+    /// viewer's selected allocation site.
+    highlight: &'a [u64],
 }
 
 impl<'a> SegmentsPane<'a> {
@@ -34,6 +37,7 @@ impl<'a> SegmentsPane<'a> {
             state,
             theme,
             left_border: false,
+            highlight: &[],
         }
     }
 
@@ -41,6 +45,12 @@ impl<'a> SegmentsPane<'a> {
     /// stress panel).
     pub fn beside(mut self) -> Self {
         self.left_border = true;
+        self
+    }
+
+    /// Highlights the blocks at `addresses` (ascending).
+    pub fn with_highlight(mut self, addresses: &'a [u64]) -> Self {
+        self.highlight = addresses;
         self
     }
 
@@ -263,6 +273,8 @@ impl Widget for SegmentsPane<'_> {
             for (b, (blk, &n)) in seg.blocks.iter().zip(&cells).enumerate() {
                 let (glyph, style) = if s == sel_seg && b == sel_blk {
                     (highlight_glyph(blk.state), theme.selected)
+                } else if self.highlight.binary_search(&blk.address).is_ok() {
+                    (highlight_glyph(blk.state), theme.warning)
                 } else {
                     glyph_and_style(blk.state, &g, theme)
                 };

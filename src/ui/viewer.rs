@@ -37,7 +37,9 @@ use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::ViewerState;
 use crate::snapshot::TraceEntry;
+use crate::snapshot::diff::SiteChangeKind;
 use crate::snapshot::scrub::MarkKind;
+use crate::snapshot::sites::{Site, frame_label, informative, is_allocator, is_python, site_key};
 
 /// From this width the timeline and fragmentation sit side by side.
 const SPLIT_WIDTH: u16 = 60;
@@ -46,9 +48,16 @@ const SPLIT_WIDTH: u16 = 60;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewerLayout {
     pub panes: Vec<(Pane, Rect)>,
+    /// The sites pane, while it is open (beside the timeline on wide
+    /// terminals, in its place on narrow ones; the fragmentation pane
+    /// gives way).
+    pub sites: Option<Rect>,
     pub status: Rect,
     pub too_small: bool,
 }
+
+/// From this width the sites pane sits beside the timeline.
+const SITES_BESIDE_WIDTH: u16 = 100;
 
 /// Computes the viewer's layout: devices, breakdown, timeline beside
 /// fragmentation, segments, a two-row status line. Short terminals drop
@@ -57,6 +66,7 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return ViewerLayout {
             panes: Vec::new(),
+            sites: None,
             status: Rect::default(),
             too_small: true,
         };
@@ -94,7 +104,21 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
         push(Pane::Breakdown, area.x, area.width, breakdown_h, y);
         y += breakdown_h;
     }
-    if area.width >= SPLIT_WIDTH {
+    let mut sites = None;
+    if v.sites_open {
+        if area.width >= SITES_BESIDE_WIDTH {
+            let right_w = area.width * 60 / 100;
+            push(Pane::Timeline, area.x, area.width - right_w, middle_h, y);
+            sites = Some(Rect::new(
+                area.x + area.width - right_w,
+                y,
+                right_w,
+                middle_h,
+            ));
+        } else {
+            sites = Some(Rect::new(area.x, y, area.width, middle_h));
+        }
+    } else if area.width >= SPLIT_WIDTH {
         let right_w = (area.width * 45 / 100).clamp(30, 60).min(area.width);
         push(Pane::Timeline, area.x, area.width - right_w, middle_h, y);
         push(
@@ -111,6 +135,7 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
     push(Pane::Segments, area.x, area.width, segments_h, y);
     ViewerLayout {
         panes,
+        sites,
         status: Rect::new(area.x, area.y + body, area.width, status_h),
         too_small: false,
     }
@@ -149,13 +174,21 @@ pub fn render_viewer(
                     pane.render(rect, buf);
                 }
             }
-            Pane::Segments => SegmentsPane::new(&v.app, theme).render(rect, buf),
+            Pane::Segments => SegmentsPane::new(&v.app, theme)
+                .with_highlight(v.highlighted())
+                .render(rect, buf),
             Pane::Processes => {}
         }
+    }
+    if let Some(rect) = screen.sites {
+        render_sites(rect, rect.x > area.x, buf, v, theme);
     }
     render_status(screen.status, buf, v, keymap, theme);
     if v.detail_open {
         render_detail(area, buf, v, theme);
+    }
+    if v.compare.is_some() {
+        render_compare(area, buf, v, theme);
     }
     if v.app.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
@@ -245,7 +278,7 @@ fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) 
     {
         let cursor = v.cursors.get(i).copied().unwrap_or(0);
         let p = d.points.get(cursor).copied();
-        let (peak_r, peak_a) = d.peaks();
+        let peaks = v.peaks.get(i);
         let pointer = if i == selected { g.pointer } else { " " };
         let style = if i == selected {
             theme.header
@@ -257,13 +290,15 @@ fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) 
             Span::styled(format!("device {}", d.device), style),
             Span::styled(format!("  {} events", d.len()), theme.dim),
         ];
-        if let Some(p) = p {
+        if let (Some(p), Some(pk)) = (p, peaks) {
             spans.push(Span::raw(format!(
-                "  reserved {} (peak {})  allocated {} (peak {})",
+                "  reserved {} (peak {} @{})  allocated {} (peak {} @{})",
                 format::bytes(p.reserved),
-                format::bytes(peak_r),
+                format::bytes(pk.reserved.bytes),
+                pk.reserved.cursor,
                 format::bytes(p.allocated),
-                format::bytes(peak_a)
+                format::bytes(pk.allocated.bytes),
+                pk.allocated.cursor
             )));
         }
         let ooms = d.count(MarkKind::Oom);
@@ -632,6 +667,29 @@ pub fn status_text(v: &ViewerState) -> String {
         None if n == 0 => parts.push("no trace: the final state".to_string()),
         None => parts.push(format!("event 0/{n} · before the first event")),
     }
+    if let Some(p) = v.device_peaks().filter(|_| n > 0) {
+        let at = |cursor: usize| {
+            if cursor == c {
+                "here".to_string()
+            } else {
+                format!("@{cursor}")
+            }
+        };
+        parts.push(format!(
+            "peak alloc {} {} · reserved {} {}",
+            format::bytes(p.allocated.bytes),
+            at(p.allocated.cursor),
+            format::bytes(p.reserved.bytes),
+            at(p.reserved.cursor)
+        ));
+    }
+    match (v.mark_a, v.mark_b) {
+        (None, None) => {}
+        (a, b) => {
+            let show = |m: Option<usize>| m.map_or_else(|| "-".to_string(), |m| m.to_string());
+            parts.push(format!("A {} B {}", show(a), show(b)));
+        }
+    }
     for f in filters(v) {
         parts.push(format!("only {f}"));
     }
@@ -701,6 +759,17 @@ fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
     }
 }
 
+/// The allocation site of a block, in the viewer's grouping.
+fn site_of_block(v: &ViewerState, b: &crate::snapshot::Block) -> String {
+    if b.state == BlockState::Inactive {
+        return format!("{} (a free block)", format::NA);
+    }
+    match site_key(&b.frames, v.grouping) {
+        Some(k) => format!("{} (by {})", k.label(), v.grouping.name()),
+        None => v.no_stack.describe().to_string(),
+    }
+}
+
 /// The lines of the block-detail overlay for `width` columns.
 pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     let Some((seg, b)) = v.selected_block() else {
@@ -752,6 +821,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         kv("state", state.to_string()),
         kv("stream", seg.stream.to_string()),
         kv("allocated", allocated_at(v, b)),
+        kv("site", site_of_block(v, b)),
         kv(
             "segment",
             format!(
@@ -852,6 +922,308 @@ fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
                 l.style(theme.text)
             }
         })
+        .collect();
+    chrome::lines_at(buf, inner, &styled);
+    theme.finish(popup, buf);
+}
+
+fn share(bytes: u64, of: u64) -> String {
+    if of == 0 {
+        return "   -".to_string();
+    }
+    format!("{:>5.1}%", bytes as f64 * 100.0 / of as f64)
+}
+
+/// One site's row: bytes, share, blocks, label.
+fn site_row(site: &Site, allocated: u64) -> String {
+    format!(
+        "{:>10} {} {:>5} blk  {}",
+        format::bytes(site.bytes),
+        share(site.bytes, allocated),
+        site.blocks,
+        site.label
+    )
+}
+
+/// The lines of an expanded site: what it is, its stack (Python frames,
+/// C++ frames counted or shown), its blocks.
+pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String> {
+    let width = usize::from(width);
+    let mut lines = Vec::new();
+    lines.push(format!(
+        "{} · {} requested of {} in blocks",
+        site.label,
+        format::bytes(site.requested_bytes),
+        format::bytes(site.bytes)
+    ));
+    if site.key.is_no_stack() {
+        let why = match v.no_stack {
+            crate::snapshot::sites::NoStackReason::BeforeRecording => {
+                "These blocks were allocated before _record_memory_history began (typically \
+                 the weights and the optimizer state): the file has no stack for them."
+            }
+            crate::snapshot::sites::NoStackReason::WithoutStacks => {
+                "The file records no stacks: record with \
+                 _record_memory_history(stacks=\"python\") or \"all\" to see sites."
+            }
+        };
+        lines.extend(chrome::wrap(why, u16::try_from(width).unwrap_or(u16::MAX)));
+    } else {
+        let kept: Vec<&crate::snapshot::Frame> = informative(&site.stack)
+            .filter(|f| !is_allocator(f))
+            .collect();
+        let python = kept.iter().filter(|f| is_python(f)).count();
+        let cpp = kept.len() - python;
+        let dropped = site.stack.len() - kept.len();
+        let how = if v.show_cpp || python == 0 {
+            format!(
+                "stack, innermost first ({dropped} unwinder, allocator and interpreter frames \
+                 dropped):"
+            )
+        } else {
+            format!("stack, innermost first ({cpp} C++ frames not shown, x shows them):")
+        };
+        lines.push(how);
+        for f in kept {
+            if !v.show_cpp && python > 0 && !is_python(f) {
+                continue;
+            }
+            lines.push(format!("  {}", frame_label(f)));
+        }
+    }
+    lines.push(format!("blocks ({}):", site.blocks));
+    let sizes: std::collections::HashMap<u64, (u64, u64)> = v
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .map(|b| (b.address, (b.size, b.requested_size)))
+        .collect();
+    for addr in &site.addresses {
+        let (size, req) = sizes.get(addr).copied().unwrap_or((0, 0));
+        lines.push(format!(
+            "  {addr:#x}  {} (req {})",
+            format::bytes(size),
+            format::bytes(req)
+        ));
+    }
+    lines
+}
+
+/// The sites pane: the live allocated memory at the cursor by site,
+/// largest first; the selected site expands below the list.
+fn render_sites(area: Rect, beside: bool, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    use ratatui::widgets::{Block, Borders};
+    let Some(sites) = &v.sites else {
+        return;
+    };
+    let title = Line::from(vec![
+        Span::styled(" Sites ", theme.title_focused),
+        Span::styled(
+            format!(
+                " by {} · {} sites · {} allocated · g groups ",
+                v.grouping.name(),
+                sites.sites.len(),
+                format::bytes(sites.allocated)
+            ),
+            theme.text,
+        ),
+    ]);
+    let borders = if beside {
+        Borders::TOP | Borders::LEFT
+    } else {
+        Borders::TOP
+    };
+    let block = Block::new()
+        .borders(borders)
+        .border_style(theme.border_focused)
+        .title(title);
+    let Some(inner) = chrome::inside(block, area, buf, theme) else {
+        return;
+    };
+    if sites.sites.is_empty() {
+        chrome::line_at(
+            buf,
+            inner,
+            0,
+            &Line::styled("nothing allocated at this cursor", theme.dim),
+        );
+        theme.finish(area, buf);
+        return;
+    }
+    let list_h = if v.site_expanded {
+        (inner.height / 3).max(2).min(inner.height)
+    } else {
+        inner.height
+    };
+    let rows = usize::from(list_h);
+    let first = (v.selected_site + 1).saturating_sub(rows);
+    for (row, (i, site)) in sites
+        .sites
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(rows)
+        .enumerate()
+    {
+        let selected = i == v.selected_site;
+        let pointer = if selected {
+            theme.glyphs().pointer
+        } else {
+            " "
+        };
+        let style = if selected {
+            theme.selected
+        } else if site.key.is_no_stack() {
+            theme.dim
+        } else {
+            theme.text
+        };
+        let line = Line::styled(
+            format!("{pointer}{}", site_row(site, sites.allocated)),
+            style,
+        );
+        chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
+    }
+    if v.site_expanded
+        && let Some(site) = v.selected_site()
+    {
+        let detail = Rect::new(
+            inner.x,
+            inner.y + list_h,
+            inner.width,
+            inner.height - list_h,
+        );
+        let lines: Vec<Line> = site_detail_lines(v, site, detail.width)
+            .into_iter()
+            .enumerate()
+            .map(|(k, l)| {
+                if k == 0 {
+                    Line::styled(l, theme.header)
+                } else {
+                    Line::styled(l, theme.text)
+                }
+            })
+            .collect();
+        chrome::lines_at(buf, detail, &lines);
+    }
+    theme.finish(area, buf);
+}
+
+/// The lines of the A/B comparison.
+pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
+    let Some(c) = &v.compare else {
+        return Vec::new();
+    };
+    let n = v.device().map_or(0, |d| d.len());
+    let d = &c.diff;
+    let signed = |x: i64| {
+        let m = format::bytes(x.unsigned_abs());
+        match x.signum() {
+            1 => format!("+{m}"),
+            -1 => format!("-{m}"),
+            _ => m,
+        }
+    };
+    let mut lines = vec![
+        format!("A = event {}/{n}   B = event {}/{n}", c.a, c.b),
+        format!("{:<11}{:>12}{:>12}{:>12}", "", "A", "B", "change"),
+        format!(
+            "{:<11}{:>12}{:>12}{:>12}",
+            "reserved",
+            format::bytes(d.reserved.before),
+            format::bytes(d.reserved.after),
+            signed(d.reserved.change)
+        ),
+        format!(
+            "{:<11}{:>12}{:>12}{:>12}",
+            "allocated",
+            format::bytes(d.allocated.before),
+            format::bytes(d.allocated.after),
+            signed(d.allocated.change)
+        ),
+        format!(
+            "{:<11}{:>12}{:>12}{:>+12}",
+            "segments", d.segments.before, d.segments.after, d.segments.change
+        ),
+        format!(
+            "segments only at A: {} ({}) · only at B: {} ({})",
+            d.only_before.len(),
+            format::bytes(d.only_before.iter().map(|s| s.total_size).sum()),
+            d.only_after.len(),
+            format::bytes(d.only_after.iter().map(|s| s.total_size).sum())
+        ),
+        String::new(),
+        format!("live bytes by site (by {}), by change:", d.grouping.name()),
+    ];
+    let changed: Vec<_> = d
+        .sites
+        .iter()
+        .filter(|s| s.kind != SiteChangeKind::Same)
+        .collect();
+    if changed.is_empty() {
+        lines.push("  no site changed".to_string());
+    }
+    for s in changed.iter().take(8) {
+        lines.push(format!(
+            "  {:>11} {:<6} {:>10} → {:>10}  {}",
+            signed(s.bytes.change),
+            s.kind.name(),
+            format::bytes(s.bytes.before),
+            format::bytes(s.bytes.after),
+            s.label
+        ));
+    }
+    if changed.len() > 8 {
+        lines.push(format!("  … {} more changed sites", changed.len() - 8));
+    }
+    lines.push(String::new());
+    lines.push(format!(
+        "allocated between A and B and still alive at B: {} in {} sites",
+        format::bytes(c.between.allocated),
+        c.between.sites.len()
+    ));
+    for s in c.between.sites.iter().take(8) {
+        lines.push(format!("  {}", site_row(s, c.between.allocated)));
+    }
+    if c.between.sites.len() > 8 {
+        lines.push(format!("  … {} more sites", c.between.sites.len() - 8));
+    }
+    let w = usize::from(width);
+    lines
+        .into_iter()
+        .map(|l| {
+            if l.chars().count() > w {
+                let mut t: String = l.chars().take(w.saturating_sub(1)).collect();
+                t.push('…');
+                t
+            } else {
+                l
+            }
+        })
+        .collect()
+}
+
+fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    if area.width < 10 || area.height < 5 {
+        return;
+    }
+    let width = area.width.saturating_sub(4).min(120);
+    let lines = compare_lines(v, width.saturating_sub(2));
+    let height = u16::try_from(lines.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height.saturating_sub(2));
+    let (popup, inner) = chrome::popup(
+        buf,
+        area,
+        (width, height),
+        " A/B ",
+        " Esc closes ",
+        lines.len(),
+        theme,
+    );
+    let styled: Vec<Line> = lines
+        .into_iter()
+        .map(|l| Line::styled(l, theme.text))
         .collect();
     chrome::lines_at(buf, inner, &styled);
     theme.finish(popup, buf);

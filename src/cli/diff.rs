@@ -1,0 +1,157 @@
+//! `vramtop diff BEFORE AFTER [--json]`: what changed between two
+//! snapshot files (see [`crate::snapshot::diff`]).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use color_eyre::eyre::WrapErr;
+
+use super::EXIT_BAD_INPUT;
+use crate::alloc::human_bytes;
+use crate::snapshot::diff::{Change, Diff, SegmentRef, SiteChangeKind, diff_snapshots};
+use crate::snapshot::read_snapshot_file;
+use crate::snapshot::sites::Grouping;
+
+/// Lines per section in the text output (`--top`); the JSON has all.
+pub const DEFAULT_LINES: usize = 20;
+
+pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::Result<ExitCode> {
+    let read =
+        |p: &Path| read_snapshot_file(p).map_err(|e| format!("vramtop: {}: {e}", p.display()));
+    let (b, a) = match (read(before), read(after)) {
+        (Ok(b), Ok(a)) => (b, a),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let diff = match diff_snapshots(&b, &a, Grouping::default()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("vramtop: {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let text = if json {
+        let mut t = serde_json::to_string_pretty(&diff).wrap_err("cannot encode the diff")?;
+        t.push('\n');
+        t
+    } else {
+        render_diff(
+            &before.display().to_string(),
+            &after.display().to_string(),
+            &diff,
+            top,
+        )
+    };
+    super::emit(&text).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A signed byte count: `+1.50 MiB`, `-2 KiB`, `0 B`.
+pub fn signed_bytes(change: i64) -> String {
+    let magnitude = human_bytes(change.unsigned_abs());
+    match change.signum() {
+        1 => format!("+{magnitude}"),
+        -1 => format!("-{magnitude}"),
+        _ => magnitude,
+    }
+}
+
+fn change_line(out: &mut String, what: &str, c: &Change, bytes: bool) {
+    let show = |v: u64| if bytes { human_bytes(v) } else { v.to_string() };
+    let change = if bytes {
+        signed_bytes(c.change)
+    } else {
+        format!("{:+}", c.change)
+    };
+    let _ = writeln!(
+        out,
+        "  {what:<10} {:>12} {:>12} {:>12}",
+        show(c.before),
+        show(c.after),
+        change
+    );
+}
+
+fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize) {
+    let total: u64 = list.iter().map(|s| s.total_size).sum();
+    let _ = writeln!(
+        out,
+        "{title}: {} segments, {}",
+        list.len(),
+        human_bytes(total)
+    );
+    for s in list.iter().take(top) {
+        let _ = writeln!(
+            out,
+            "  {:#x} dev {} stream {} {} {} ({} allocated)",
+            s.address,
+            s.device,
+            s.stream,
+            s.segment_type.as_str(),
+            human_bytes(s.total_size),
+            human_bytes(s.allocated)
+        );
+    }
+    if list.len() > top {
+        let _ = writeln!(out, "  … {} more (all are in --json)", list.len() - top);
+    }
+}
+
+/// The human-readable comparison.
+pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "before: {before}");
+    let _ = writeln!(out, "after:  {after}");
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>12} {:>12} {:>12}",
+        "", "before", "after", "change"
+    );
+    change_line(&mut out, "reserved", &diff.reserved, true);
+    change_line(&mut out, "allocated", &diff.allocated, true);
+    change_line(&mut out, "segments", &diff.segments, false);
+    segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
+    segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
+    out.push_str(&render_site_changes(diff, top));
+    out
+}
+
+/// The "live bytes by site" table (also the viewer's A/B text).
+pub fn render_site_changes(diff: &Diff, top: usize) -> String {
+    let mut out = String::new();
+    let changed: Vec<_> = diff
+        .sites
+        .iter()
+        .filter(|s| s.kind != SiteChangeKind::Same)
+        .collect();
+    let _ = writeln!(
+        out,
+        "live bytes by site (by {}): {} changed, {} unchanged",
+        diff.grouping.name(),
+        changed.len(),
+        diff.sites.len() - changed.len()
+    );
+    let _ = writeln!(
+        out,
+        "  {:>12} {:>12} {:>12}  {:<6}  site",
+        "before", "after", "change", ""
+    );
+    for s in changed.iter().take(top) {
+        let _ = writeln!(
+            out,
+            "  {:>12} {:>12} {:>12}  {:<6}  {}",
+            human_bytes(s.bytes.before),
+            human_bytes(s.bytes.after),
+            signed_bytes(s.bytes.change),
+            s.kind.name(),
+            s.label
+        );
+    }
+    if changed.len() > top {
+        let _ = writeln!(out, "  … {} more (all are in --json)", changed.len() - top);
+    }
+    out
+}

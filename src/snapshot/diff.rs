@@ -1,0 +1,324 @@
+//! Comparing two moments: two snapshot files (`vramtop diff BEFORE AFTER`)
+//! or two cursors of one trace (the viewer's A/B marks).
+//!
+//! Segments only before / only after are keyed by (address, total size),
+//! as `torch/cuda/_memory_viz.py compare` keys them; live bytes are
+//! compared by allocation site ([`super::sites`]). Pure: no I/O.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::scrub::DeviceScrub;
+use super::sites::{Grouping, NoStackReason, SiteKey, Sites, sites_of_snapshot, sites_of_state};
+use super::types::{Segment, Snapshot};
+use crate::alloc::{BlockState, PoolKind, TraceAction};
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum DiffError {
+    #[error("the snapshots are of different devices (before: {before:?}, after: {after:?})")]
+    DifferentDevices { before: Vec<u32>, after: Vec<u32> },
+}
+
+/// A figure before, after, and the change (after − before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub before: u64,
+    pub after: u64,
+    pub change: i64,
+}
+
+impl Change {
+    pub fn new(before: u64, after: u64) -> Self {
+        let change = i128::from(after) - i128::from(before);
+        Change {
+            before,
+            after,
+            change: i64::try_from(change).unwrap_or(if change < 0 { i64::MIN } else { i64::MAX }),
+        }
+    }
+}
+
+/// A segment present on one side only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SegmentRef {
+    pub device: u32,
+    pub address: u64,
+    pub total_size: u64,
+    pub stream: u64,
+    pub segment_type: PoolKind,
+    /// Σ sizes of its allocated blocks (bytes).
+    pub allocated: u64,
+}
+
+/// How a site's live bytes changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteChangeKind {
+    New,
+    Grown,
+    Same,
+    Shrunk,
+    Gone,
+}
+
+impl SiteChangeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SiteChangeKind::New => "new",
+            SiteChangeKind::Grown => "grown",
+            SiteChangeKind::Same => "same",
+            SiteChangeKind::Shrunk => "shrunk",
+            SiteChangeKind::Gone => "gone",
+        }
+    }
+}
+
+/// One site's live bytes before and after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteChange {
+    pub key: SiteKey,
+    pub label: String,
+    pub kind: SiteChangeKind,
+    pub bytes: Change,
+    pub blocks: Change,
+}
+
+/// What changed between two moments.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diff {
+    pub grouping: Grouping,
+    pub reserved: Change,
+    pub allocated: Change,
+    pub segments: Change,
+    /// In BEFORE's order.
+    pub only_before: Vec<SegmentRef>,
+    /// In AFTER's order.
+    pub only_after: Vec<SegmentRef>,
+    /// Every site of either side, by change (largest growth first, largest
+    /// shrink last; ties by label).
+    pub sites: Vec<SiteChange>,
+}
+
+fn segment_ref(s: &Segment) -> SegmentRef {
+    SegmentRef {
+        device: s.device,
+        address: s.address,
+        total_size: s.total_size,
+        stream: s.stream,
+        segment_type: s.segment_type,
+        allocated: s
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum(),
+    }
+}
+
+/// The sites of both sides matched by key.
+pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
+    let mut rows: Vec<SiteChange> = Vec::new();
+    let mut at: HashMap<&SiteKey, usize> = HashMap::new();
+    for s in &before.sites {
+        at.insert(&s.key, rows.len());
+        rows.push(SiteChange {
+            key: s.key.clone(),
+            label: s.label.clone(),
+            kind: SiteChangeKind::Gone,
+            bytes: Change::new(s.bytes, 0),
+            blocks: Change::new(s.blocks, 0),
+        });
+    }
+    for s in &after.sites {
+        match at.get(&s.key) {
+            Some(&i) => {
+                if let Some(r) = rows.get_mut(i) {
+                    r.bytes = Change::new(r.bytes.before, s.bytes);
+                    r.blocks = Change::new(r.blocks.before, s.blocks);
+                }
+            }
+            None => rows.push(SiteChange {
+                key: s.key.clone(),
+                label: s.label.clone(),
+                kind: SiteChangeKind::New,
+                bytes: Change::new(0, s.bytes),
+                blocks: Change::new(0, s.blocks),
+            }),
+        }
+    }
+    for r in &mut rows {
+        r.kind = match (r.bytes.before, r.bytes.after) {
+            (0, _) => SiteChangeKind::New,
+            (_, 0) => SiteChangeKind::Gone,
+            (b, a) if a > b => SiteChangeKind::Grown,
+            (b, a) if a < b => SiteChangeKind::Shrunk,
+            _ => SiteChangeKind::Same,
+        };
+    }
+    rows.sort_by(|a, b| {
+        b.bytes
+            .change
+            .cmp(&a.bytes.change)
+            .then_with(|| a.label.cmp(&b.label))
+    });
+    rows
+}
+
+/// Compares two sets of segments and their sites.
+pub fn diff_segments(
+    before: &[Segment],
+    after: &[Segment],
+    before_sites: &Sites,
+    after_sites: &Sites,
+) -> Diff {
+    let key = |s: &Segment| (s.address, s.total_size);
+    let before_keys: HashSet<(u64, u64)> = before.iter().map(key).collect();
+    let after_keys: HashSet<(u64, u64)> = after.iter().map(key).collect();
+    let total = |segs: &[Segment]| -> (u64, u64) {
+        let reserved = segs.iter().map(|s| s.total_size).sum();
+        let allocated = segs
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .sum();
+        (reserved, allocated)
+    };
+    let (rb, ab) = total(before);
+    let (ra, aa) = total(after);
+    Diff {
+        grouping: after_sites.grouping,
+        reserved: Change::new(rb, ra),
+        allocated: Change::new(ab, aa),
+        segments: Change::new(before.len() as u64, after.len() as u64),
+        only_before: before
+            .iter()
+            .filter(|s| !after_keys.contains(&key(s)))
+            .map(segment_ref)
+            .collect(),
+        only_after: after
+            .iter()
+            .filter(|s| !before_keys.contains(&key(s)))
+            .map(segment_ref)
+            .collect(),
+        sites: compare_sites(before_sites, after_sites),
+    }
+}
+
+/// The devices a snapshot's segments are on, ascending.
+pub fn devices_of(snapshot: &Snapshot) -> Vec<u32> {
+    let set: BTreeSet<u32> = snapshot.segments.iter().map(|s| s.device).collect();
+    set.into_iter().collect()
+}
+
+/// Compares two snapshot files' final states (all their devices, which
+/// must be the same).
+pub fn diff_snapshots(
+    before: &Snapshot,
+    after: &Snapshot,
+    grouping: Grouping,
+) -> Result<Diff, DiffError> {
+    let (db, da) = (devices_of(before), devices_of(after));
+    if !db.is_empty() && !da.is_empty() && db != da {
+        return Err(DiffError::DifferentDevices {
+            before: db,
+            after: da,
+        });
+    }
+    let sb = sites_of_snapshot(before, None, grouping);
+    let sa = sites_of_snapshot(after, None, grouping);
+    Ok(diff_segments(&before.segments, &after.segments, &sb, &sa))
+}
+
+/// The live blocks at cursor `b` that were allocated by an event at or
+/// after cursor `a` (events `a..b`), by site. A block alive at `b` was
+/// allocated by the last `alloc` at its address before `b`; it is in the
+/// window when any `alloc` at that address falls in it. Cost: the events
+/// of the window plus the live blocks at `b`.
+pub fn allocated_between(
+    device: &DeviceScrub,
+    a: usize,
+    b: usize,
+    grouping: Grouping,
+    reason: NoStackReason,
+) -> Sites {
+    let (a, b) = (a.min(b), a.max(b).min(device.len()));
+    let window: HashSet<u64> = device
+        .events()
+        .get(a..b)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.action == TraceAction::Alloc)
+        .map(|e| e.addr)
+        .collect();
+    let mut state = device.state_at(b);
+    state.blocks.retain(|addr, _| window.contains(addr));
+    sites_of_state(&state, grouping, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::sites::LiveAllocation;
+    use crate::snapshot::sites::group;
+    use crate::snapshot::types::Frame;
+    use crate::snapshot::types::Frames;
+
+    fn stack(file: &str, line: i64) -> Frames {
+        vec![Frame {
+            filename: file.into(),
+            line,
+            name: "f".into(),
+        }]
+        .into()
+    }
+
+    #[test]
+    fn site_changes_say_new_grown_shrunk_gone_sorted_by_change() {
+        let (a, b, c, d) = (
+            stack("/u/a.py", 1),
+            stack("/u/b.py", 2),
+            stack("/u/c.py", 3),
+            stack("/u/d.py", 4),
+        );
+        let at = |addr, size, f| LiveAllocation {
+            address: addr,
+            size,
+            requested_size: size,
+            frames: f,
+        };
+        let r = NoStackReason::BeforeRecording;
+        let before = group(
+            [at(1, 100, &a), at(2, 100, &b), at(3, 50, &c)],
+            Grouping::UserFrame,
+            r,
+        );
+        let after = group(
+            [at(1, 300, &a), at(2, 40, &b), at(4, 70, &d)],
+            Grouping::UserFrame,
+            r,
+        );
+        let rows = compare_sites(&before, &after);
+        let kinds: Vec<SiteChangeKind> = rows.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                SiteChangeKind::Grown,
+                SiteChangeKind::New,
+                SiteChangeKind::Gone,
+                SiteChangeKind::Shrunk
+            ]
+        );
+        let total: i64 = rows.iter().map(|r| r.bytes.change).sum();
+        assert_eq!(total, 410 - 250);
+        assert_eq!(rows[0].bytes, Change::new(100, 300));
+    }
+
+    #[test]
+    fn change_of_huge_figures_saturates() {
+        assert_eq!(Change::new(0, u64::MAX).change, i64::MAX);
+        assert_eq!(Change::new(u64::MAX, 0).change, i64::MIN);
+    }
+}

@@ -1,0 +1,856 @@
+//! Whose memory is it: the live allocated blocks of a snapshot (its final
+//! segments, or the scrub state at any cursor) grouped by allocation site.
+//!
+//! A block's site comes from the stack PyTorch recorded when it was
+//! allocated (innermost frame first). Frames that carry no information are
+//! dropped the way `torch/cuda/_memory_viz.py` drops them (its frame
+//! filter: the unwinder, the interpreter's evaluation loop, the
+//! dispatcher's boxing and registration frames). What is left is grouped by
+//! one of the [`Grouping`] modes; the default is the innermost frame of the
+//! user's own code (a Python frame outside torch's package and the standard
+//! library). Blocks without a stack form one group that says why.
+//!
+//! The sites' bytes add up to the allocated bytes of the input: every
+//! allocated block is in exactly one site. Pure: no I/O.
+
+use std::sync::{Arc, LazyLock};
+
+use aho_corasick::AhoCorasick;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::scrub::ScrubState;
+use super::types::{Frame, Frames, Snapshot, TraceEntry};
+use crate::alloc::{BlockState, TraceAction};
+
+/// How blocks are grouped into sites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Grouping {
+    /// The innermost Python frame outside torch's package and the standard
+    /// library (falls back to the innermost Python frame, then to the
+    /// innermost informative frame).
+    #[default]
+    UserFrame,
+    /// The innermost Python frame, torch's own included.
+    PythonFrame,
+    /// The innermost informative frame that has a source line, C++ included.
+    FileLine,
+    /// The function (file and name) of the user frame, every line merged.
+    Function,
+    /// The whole informative stack.
+    Stack,
+}
+
+impl Grouping {
+    pub const ALL: [Grouping; 5] = [
+        Grouping::UserFrame,
+        Grouping::PythonFrame,
+        Grouping::FileLine,
+        Grouping::Function,
+        Grouping::Stack,
+    ];
+
+    /// The name shown in the viewer and accepted on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grouping::UserFrame => "user frame",
+            Grouping::PythonFrame => "python frame",
+            Grouping::FileLine => "file:line",
+            Grouping::Function => "function",
+            Grouping::Stack => "whole stack",
+        }
+    }
+
+    /// The next mode (wraps).
+    pub fn next(self) -> Grouping {
+        let i = Grouping::ALL.iter().position(|&g| g == self).unwrap_or(0);
+        Grouping::ALL[(i + 1) % Grouping::ALL.len()]
+    }
+}
+
+/// Why a group of blocks has no stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoStackReason {
+    /// The file records stacks, but these blocks were allocated before
+    /// `_record_memory_history` was called (typically weights and
+    /// optimizer state).
+    BeforeRecording,
+    /// The file records no stacks at all (history off, or recorded with
+    /// `stacks` disabled).
+    WithoutStacks,
+}
+
+impl NoStackReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            NoStackReason::BeforeRecording => "no stack: allocated before the recording began",
+            NoStackReason::WithoutStacks => "no stack: recorded without stacks",
+        }
+    }
+}
+
+/// What a site is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SiteKey {
+    /// One frame (user frame, Python frame and file:line groupings).
+    Frame(Frame),
+    /// One function, every line of it.
+    Function {
+        #[serde(serialize_with = "ser_arc_str")]
+        filename: Arc<str>,
+        #[serde(serialize_with = "ser_arc_str")]
+        name: Arc<str>,
+    },
+    /// A whole stack of informative frames, innermost first.
+    Stack(Vec<Frame>),
+    NoStack(NoStackReason),
+}
+
+fn ser_arc_str<S: serde::Serializer>(v: &Arc<str>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v)
+}
+
+/// The last path component (either separator), as `_memory_viz.py` shows
+/// file names.
+pub fn short_file(filename: &str) -> &str {
+    filename.rsplit(['/', '\\']).next().unwrap_or(filename)
+}
+
+/// `file:line` (line `?` when unknown: PyTorch writes 0 for C++ frames
+/// without line information and 2^64−1, read as −1, for unknown lines).
+pub fn file_line(f: &Frame) -> String {
+    let file = short_file(&f.filename);
+    let file = if file.is_empty() { "??" } else { file };
+    if f.line > 0 {
+        format!("{file}:{}", f.line)
+    } else {
+        format!("{file}:?")
+    }
+}
+
+/// A C++ function name without its return type and parameter list
+/// (`at::TensorBase at::detail::empty<long>(c10::ArrayRef<long>)` →
+/// `at::detail::empty<long>`); `(anonymous namespace)` becomes `{anon}`.
+pub fn short_function(name: &str) -> String {
+    let name = name.replace("(anonymous namespace)", "{anon}");
+    let head = name.split('(').next().unwrap_or(&name).trim();
+    // The return type, if any, ends at the last space outside template
+    // brackets; a scan from the right finds it.
+    let mut depth = 0i32;
+    for (i, c) in head.char_indices().rev() {
+        match c {
+            '>' => depth += 1,
+            '<' => depth -= 1,
+            ' ' if depth == 0 => return head.get(i + 1..).unwrap_or(head).to_string(),
+            _ => {}
+        }
+    }
+    if head.is_empty() {
+        name
+    } else {
+        head.to_string()
+    }
+}
+
+/// One line naming a frame: `file:line function` for Python, the short
+/// function name (and file when known) for C++.
+pub fn frame_label(f: &Frame) -> String {
+    if is_python(f) {
+        return format!("{} {}", file_line(f), f.name);
+    }
+    let file = short_file(&f.filename);
+    let short = short_function(&f.name);
+    // Autograd nodes are generated into one long namespace.
+    let name = short
+        .strip_prefix("torch::autograd::generated::")
+        .unwrap_or(&short);
+    if file.is_empty() || file == "??" {
+        format!("{name} (C++)")
+    } else {
+        format!("{name} ({})", file_line(f))
+    }
+}
+
+/// The user's frames that called the frame at `site` of `stack` (those
+/// after it, innermost first), or the Python frames when there are none.
+pub fn callers<'a>(stack: &'a [Frame], site: &Frame) -> Vec<&'a Frame> {
+    let after = stack
+        .iter()
+        .position(|f| f == site)
+        .map_or(&stack[..0], |i| &stack[i + 1..]);
+    let user: Vec<&Frame> = after.iter().filter(|f| is_user(f)).collect();
+    if !user.is_empty() {
+        return user;
+    }
+    informative(after).filter(|f| is_python(f)).collect()
+}
+
+impl SiteKey {
+    /// The frame a site is named after, when it is one frame.
+    pub fn frame(&self) -> Option<&Frame> {
+        match self {
+            SiteKey::Frame(f) => Some(f),
+            SiteKey::Stack(frames) => frames.first(),
+            _ => None,
+        }
+    }
+
+    /// One line naming the site.
+    pub fn label(&self) -> String {
+        match self {
+            SiteKey::Frame(f) => frame_label(f),
+            SiteKey::Function { filename, name } => {
+                format!("{} ({})", name, short_file(filename))
+            }
+            SiteKey::Stack(frames) => {
+                let head = frames.iter().find(|f| is_python(f)).or(frames.first());
+                match head {
+                    Some(f) => format!("{} (stack of {} frames)", frame_label(f), frames.len()),
+                    None => "(empty stack)".to_string(),
+                }
+            }
+            SiteKey::NoStack(reason) => reason.describe().to_string(),
+        }
+    }
+
+    pub fn is_no_stack(&self) -> bool {
+        matches!(self, SiteKey::NoStack(_))
+    }
+}
+
+/// Function names `_memory_viz.py` omits (substring match).
+const NOISE_FUNCTIONS: [&str; 8] = [
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_start",
+    "__libc_start_main",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+];
+
+/// File names `_memory_viz.py` omits (substring match).
+const NOISE_FILES: [&str; 10] = [
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+];
+
+/// One automaton per list: a frame is tested in one pass over each string
+/// instead of one substring search per pattern (the grouping tests every
+/// frame of every distinct stack). `None` only if the automaton could not
+/// be built; the patterns are then searched one by one.
+static NOISE_FUNCTION_MATCHER: LazyLock<Option<AhoCorasick>> =
+    LazyLock::new(|| AhoCorasick::new(NOISE_FUNCTIONS).ok());
+static NOISE_FILE_MATCHER: LazyLock<Option<AhoCorasick>> =
+    LazyLock::new(|| AhoCorasick::new(NOISE_FILES).ok());
+
+fn matches_any(matcher: &Option<AhoCorasick>, patterns: &[&str], text: &str) -> bool {
+    match matcher {
+        Some(m) => m.is_match(text),
+        None => patterns.iter().any(|p| text.contains(p)),
+    }
+}
+
+/// A frame that carries no information (unwinder, interpreter, dispatcher).
+pub fn is_noise(f: &Frame) -> bool {
+    matches_any(&NOISE_FUNCTION_MATCHER, &NOISE_FUNCTIONS, &f.name)
+        || matches_any(&NOISE_FILE_MATCHER, &NOISE_FILES, &f.filename)
+}
+
+/// A Python source frame (`.py`, or generated code such as `<string>`).
+pub fn is_python(f: &Frame) -> bool {
+    f.filename.ends_with(".py") || (f.filename.starts_with('<') && f.filename.ends_with('>'))
+}
+
+/// A frame of torch's own package (Linux, macOS or Windows paths).
+pub fn is_torch(f: &Frame) -> bool {
+    let p = &*f.filename;
+    p.contains("/torch/") || p.contains("\\torch\\") || p.starts_with("torch/")
+}
+
+/// A frame of Python's standard library: under `lib/python3.X/` (or
+/// Windows' `Lib\`) but not in an installed package, or a frozen module.
+pub fn is_stdlib(f: &Frame) -> bool {
+    let p = &*f.filename;
+    if p.starts_with("<frozen") {
+        return true;
+    }
+    let installed = p.contains("site-packages") || p.contains("dist-packages");
+    let stdlib_dir = p.contains("/lib/python") || p.contains("\\Lib\\");
+    stdlib_dir && !installed
+}
+
+/// A frame of the user's own code: Python, outside torch and the stdlib.
+pub fn is_user(f: &Frame) -> bool {
+    is_python(f) && !is_torch(f) && !is_stdlib(f) && !is_noise(f)
+}
+
+/// The informative frames of a stack, innermost first.
+pub fn informative(frames: &[Frame]) -> impl Iterator<Item = &Frame> {
+    frames.iter().filter(|f| !is_noise(f))
+}
+
+/// The number of informative C++ (non-Python) frames of a stack.
+pub fn cpp_frames(frames: &[Frame]) -> usize {
+    informative(frames).filter(|f| !is_python(f)).count()
+}
+
+/// The frames worth showing first: the user's frames, or when there are
+/// none the Python frames, or else the informative ones outside the
+/// allocator; innermost first.
+pub fn user_facing(frames: &[Frame]) -> Vec<&Frame> {
+    let user: Vec<&Frame> = frames.iter().filter(|f| is_user(f)).collect();
+    if !user.is_empty() {
+        return user;
+    }
+    let python: Vec<&Frame> = informative(frames).filter(|f| is_python(f)).collect();
+    if !python.is_empty() {
+        return python;
+    }
+    let cpp: Vec<&Frame> = informative(frames).filter(|f| !is_allocator(f)).collect();
+    if cpp.is_empty() {
+        informative(frames).collect()
+    } else {
+        cpp
+    }
+}
+
+/// A frame of the caching allocator itself (every stack starts there).
+pub fn is_allocator(f: &Frame) -> bool {
+    f.name.contains("CachingAllocator") || f.filename.contains("CachingAllocator")
+}
+
+/// A C++ frame of tensor-creation and dispatch plumbing (`empty_cuda`,
+/// `at::_ops::…::call`, kernel wrappers) that every op passes through.
+pub fn is_plumbing(f: &Frame) -> bool {
+    let name = short_function(&f.name);
+    name.contains("empty")
+        || name.starts_with("c10::impl::")
+        || name.starts_with("at::_ops::")
+        || name.contains("create_out")
+        || name.contains("wrapper_")
+        || name.contains("set_output")
+}
+
+/// The innermost frame naming a C++-only stack (the autograd engine's
+/// threads record no Python frame): the autograd node when there is one
+/// (`BmmBackward0::apply`), else the first frame outside the allocator and
+/// the dispatch plumbing.
+fn innermost_cpp(frames: &[Frame]) -> Option<&Frame> {
+    informative(frames)
+        .find(|f| f.name.contains("Backward") && f.name.contains("::apply"))
+        .or_else(|| informative(frames).find(|f| !is_allocator(f) && !is_plumbing(f)))
+        .or_else(|| informative(frames).find(|f| !is_allocator(f)))
+        .or_else(|| informative(frames).next())
+}
+
+fn innermost_python(frames: &[Frame]) -> Option<&Frame> {
+    informative(frames).find(|f| is_python(f))
+}
+
+/// The site of one stack (`None`: the stack is empty).
+pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
+    if frames.is_empty() {
+        return None;
+    }
+    let user_or_fallback = || {
+        frames
+            .iter()
+            .find(|f| is_user(f))
+            .or_else(|| innermost_python(frames))
+            .or_else(|| innermost_cpp(frames))
+            .or(frames.first())
+    };
+    match grouping {
+        Grouping::UserFrame => user_or_fallback().cloned().map(SiteKey::Frame),
+        Grouping::PythonFrame => innermost_python(frames)
+            .or_else(|| innermost_cpp(frames))
+            .or(frames.first())
+            .cloned()
+            .map(SiteKey::Frame),
+        Grouping::FileLine => informative(frames)
+            .find(|f| {
+                f.line > 0 && !f.filename.is_empty() && &*f.filename != "??" && !is_allocator(f)
+            })
+            .or_else(user_or_fallback)
+            .cloned()
+            .map(SiteKey::Frame),
+        Grouping::Function => user_or_fallback().map(|f| SiteKey::Function {
+            filename: Arc::clone(&f.filename),
+            name: Arc::clone(&f.name),
+        }),
+        Grouping::Stack => {
+            let kept: Vec<Frame> = informative(frames).cloned().collect();
+            if kept.is_empty() {
+                Some(SiteKey::Stack(frames.to_vec()))
+            } else {
+                Some(SiteKey::Stack(kept))
+            }
+        }
+    }
+}
+
+/// One allocated block, as the grouping sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveAllocation<'a> {
+    pub address: u64,
+    /// Block size (bytes).
+    pub size: u64,
+    /// Requested size (bytes).
+    pub requested_size: u64,
+    pub frames: &'a Frames,
+}
+
+/// One allocation site and the live blocks allocated there.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Site {
+    pub key: SiteKey,
+    pub label: String,
+    /// Σ block sizes (bytes).
+    pub bytes: u64,
+    /// Σ requested sizes (bytes).
+    pub requested_bytes: u64,
+    pub blocks: u64,
+    /// bytes / allocated bytes (0…=1; 0 when nothing is allocated).
+    pub share: f64,
+    /// The full stack of the site's largest block, innermost first.
+    #[serde(skip)]
+    pub stack: Frames,
+    /// Informative C++ frames in [`Site::stack`].
+    pub cpp_frames: usize,
+    /// The blocks' addresses, ascending.
+    #[serde(skip)]
+    pub addresses: Vec<u64>,
+    /// The largest block's size (bytes), which gave [`Site::stack`].
+    #[serde(skip)]
+    largest: u64,
+}
+
+/// The live allocated memory by site, largest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sites {
+    pub grouping: Grouping,
+    /// Σ sizes of the allocated blocks grouped (bytes) = Σ site bytes.
+    pub allocated: u64,
+    pub sites: Vec<Site>,
+}
+
+impl Sites {
+    /// The site holding the block at `address`, if any.
+    pub fn site_of(&self, address: u64) -> Option<usize> {
+        self.sites
+            .iter()
+            .position(|s| s.addresses.binary_search(&address).is_ok())
+    }
+
+    /// The bytes of the no-stack group (0 when every block has a stack).
+    pub fn no_stack_bytes(&self) -> u64 {
+        self.sites
+            .iter()
+            .filter(|s| s.key.is_no_stack())
+            .map(|s| s.bytes)
+            .sum()
+    }
+}
+
+/// Groups `blocks` by site; blocks without a stack go to one group
+/// labelled with `no_stack`.
+pub fn group<'a>(
+    blocks: impl IntoIterator<Item = LiveAllocation<'a>>,
+    grouping: Grouping,
+    no_stack: NoStackReason,
+) -> Sites {
+    let mut index: FxHashMap<SiteKey, usize> = FxHashMap::default();
+    // Stacks are interned (one Arc per distinct stack), so a stack's key is
+    // computed once; keyed by the slice's address and length.
+    let mut by_stack: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+    let mut sites: Vec<Site> = Vec::new();
+    let mut allocated = 0u64;
+    for b in blocks {
+        allocated = allocated.saturating_add(b.size);
+        let stack_id = (
+            Arc::as_ptr(b.frames).cast::<Frame>() as usize,
+            b.frames.len(),
+        );
+        let at = match by_stack.get(&stack_id) {
+            Some(&i) => i,
+            None => {
+                let key = site_key(b.frames, grouping).unwrap_or(SiteKey::NoStack(no_stack));
+                let i = *index.entry(key.clone()).or_insert_with(|| {
+                    sites.push(Site {
+                        label: key.label(),
+                        key,
+                        bytes: 0,
+                        requested_bytes: 0,
+                        blocks: 0,
+                        share: 0.0,
+                        stack: Arc::clone(b.frames),
+                        cpp_frames: 0,
+                        addresses: Vec::new(),
+                        largest: 0,
+                    });
+                    sites.len() - 1
+                });
+                by_stack.insert(stack_id, i);
+                i
+            }
+        };
+        let Some(site) = sites.get_mut(at) else {
+            continue;
+        };
+        site.bytes = site.bytes.saturating_add(b.size);
+        site.requested_bytes = site.requested_bytes.saturating_add(b.requested_size);
+        site.blocks += 1;
+        site.addresses.push(b.address);
+        if b.size > site.largest || site.blocks == 1 {
+            site.largest = b.size;
+            site.stack = Arc::clone(b.frames);
+        }
+    }
+    for s in &mut sites {
+        s.addresses.sort_unstable();
+        s.cpp_frames = cpp_frames(&s.stack);
+        s.share = if allocated == 0 {
+            0.0
+        } else {
+            s.bytes as f64 / allocated as f64
+        };
+    }
+    sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.label.cmp(&b.label)));
+    Sites {
+        grouping,
+        allocated,
+        sites,
+    }
+}
+
+/// Whether a snapshot records stacks anywhere (a block's or an event's).
+pub fn records_stacks(snapshot: &Snapshot) -> bool {
+    snapshot
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .any(|b| !b.frames.is_empty())
+        || snapshot
+            .device_traces
+            .iter()
+            .flatten()
+            .any(|e| !e.frames.is_empty())
+}
+
+/// Why blocks without a stack have none, given whether the file records
+/// stacks at all.
+pub fn no_stack_reason(records_stacks: bool) -> NoStackReason {
+    if records_stacks {
+        NoStackReason::BeforeRecording
+    } else {
+        NoStackReason::WithoutStacks
+    }
+}
+
+/// Whether a trace's allocations carry stacks.
+pub fn trace_records_stacks(events: &[TraceEntry]) -> bool {
+    events
+        .iter()
+        .any(|e| e.action == TraceAction::Alloc && !e.frames.is_empty())
+}
+
+/// The sites of a snapshot's final state: every allocated block of the
+/// segments of `device` (all devices when `None`).
+pub fn sites_of_snapshot(snapshot: &Snapshot, device: Option<u32>, grouping: Grouping) -> Sites {
+    let reason = no_stack_reason(records_stacks(snapshot));
+    let blocks = snapshot
+        .segments
+        .iter()
+        .filter(|s| device.is_none_or(|d| s.device == d))
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| LiveAllocation {
+            address: b.address,
+            size: b.size,
+            requested_size: b.requested_size,
+            frames: &b.frames,
+        });
+    group(blocks, grouping, reason)
+}
+
+/// The sites of a scrub state (the allocated blocks at one cursor).
+pub fn sites_of_state(state: &ScrubState, grouping: Grouping, no_stack: NoStackReason) -> Sites {
+    let blocks = state
+        .blocks
+        .iter()
+        .filter(|(_, b)| b.state == BlockState::ActiveAllocated)
+        .map(|(&address, b)| LiveAllocation {
+            address,
+            size: b.size,
+            requested_size: b.requested_size,
+            frames: &b.frames,
+        });
+    group(blocks, grouping, no_stack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(file: &str, line: i64, name: &str) -> Frame {
+        Frame {
+            filename: file.into(),
+            line,
+            name: name.into(),
+        }
+    }
+
+    fn cuda_stack(user: Frame) -> Frames {
+        vec![
+            frame("??", 0, "torch::unwind::unwind()"),
+            frame(
+                "??",
+                0,
+                "torch::CapturedTraceback::gather(bool, bool, bool)",
+            ),
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            ),
+            frame(
+                "/build/aten/src/ATen/RegisterCUDA.cpp",
+                0,
+                "at::wrapper_CUDA_addmm",
+            ),
+            frame(
+                "/usr/src/python/Objects/call.c",
+                215,
+                "_PyObject_MakeTpCall",
+            ),
+            frame(
+                "/env/lib/python3.10/site-packages/torch/nn/modules/linear.py",
+                117,
+                "forward",
+            ),
+            frame("/env/lib/python3.10/contextlib.py", 79, "inner"),
+            user,
+            frame("/home/me/train.py", 10, "<module>"),
+        ]
+        .into()
+    }
+
+    fn alloc(address: u64, size: u64, frames: &Frames) -> LiveAllocation<'_> {
+        LiveAllocation {
+            address,
+            size,
+            requested_size: size - 1,
+            frames,
+        }
+    }
+
+    #[test]
+    fn memory_viz_noise_frames_are_dropped() {
+        let s = cuda_stack(frame("/home/me/model.py", 42, "step"));
+        let kept: Vec<&str> = informative(&s).map(|f| &*f.name).collect();
+        assert!(!kept.iter().any(|n| n.contains("unwind")));
+        assert!(!kept.iter().any(|n| n.contains("gather")));
+        assert!(!kept.iter().any(|n| n.contains("PyObject_")));
+        assert!(!kept.contains(&"at::wrapper_CUDA_addmm"), "dispatcher file");
+        assert!(kept.contains(&"forward"));
+        assert_eq!(
+            cpp_frames(&s),
+            1,
+            "only the allocator frame is C++ and kept"
+        );
+    }
+
+    #[test]
+    fn default_grouping_is_innermost_user_frame_outside_torch_and_stdlib() {
+        let s = cuda_stack(frame("/home/me/model.py", 42, "step"));
+        let key = site_key(&s, Grouping::UserFrame);
+        assert_eq!(
+            key,
+            Some(SiteKey::Frame(frame("/home/me/model.py", 42, "step")))
+        );
+        assert_eq!(key.map(|k| k.label()).as_deref(), Some("model.py:42 step"));
+    }
+
+    #[test]
+    fn python_frame_grouping_takes_torch_frames_too() {
+        let s = cuda_stack(frame("/home/me/model.py", 42, "step"));
+        let Some(SiteKey::Frame(f)) = site_key(&s, Grouping::PythonFrame) else {
+            panic!("a frame key");
+        };
+        assert_eq!(&*f.name, "forward");
+        assert!(is_torch(&f));
+    }
+
+    #[test]
+    fn function_grouping_merges_lines_of_one_function() {
+        let a = cuda_stack(frame("/home/me/model.py", 42, "step"));
+        let b = cuda_stack(frame("/home/me/model.py", 50, "step"));
+        let sites = group(
+            [alloc(0x1000, 512, &a), alloc(0x2000, 1024, &b)],
+            Grouping::Function,
+            NoStackReason::BeforeRecording,
+        );
+        assert_eq!(sites.sites.len(), 1);
+        assert_eq!(sites.sites[0].blocks, 2);
+        let by_line = group(
+            [alloc(0x1000, 512, &a), alloc(0x2000, 1024, &b)],
+            Grouping::UserFrame,
+            NoStackReason::BeforeRecording,
+        );
+        assert_eq!(by_line.sites.len(), 2);
+        assert_eq!(by_line.sites[0].bytes, 1024, "largest first");
+    }
+
+    #[test]
+    fn blocks_without_stack_form_one_group_that_says_why() {
+        let empty: Frames = Vec::new().into();
+        let s = cuda_stack(frame("/home/me/model.py", 42, "step"));
+        let sites = group(
+            [
+                alloc(0x1000, 4096, &empty),
+                alloc(0x3000, 2048, &empty),
+                alloc(0x2000, 512, &s),
+            ],
+            Grouping::UserFrame,
+            NoStackReason::BeforeRecording,
+        );
+        assert_eq!(sites.allocated, 4096 + 2048 + 512);
+        let top = &sites.sites[0];
+        assert!(top.key.is_no_stack());
+        assert_eq!(top.blocks, 2);
+        assert_eq!(top.addresses, vec![0x1000, 0x3000]);
+        assert!(top.label.contains("before the recording began"));
+        assert_eq!(sites.no_stack_bytes(), 6144);
+        assert_eq!(sites.site_of(0x2000), Some(1));
+        let total: u64 = sites.sites.iter().map(|s| s.bytes).sum();
+        assert_eq!(total, sites.allocated);
+        let shares: f64 = sites.sites.iter().map(|s| s.share).sum();
+        assert!((shares - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cpp_only_stack_is_named_after_its_first_frame_outside_the_allocator() {
+        let s: Frames = vec![
+            frame("??", 0, "torch::unwind::unwind()"),
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            ),
+            frame(
+                "",
+                0,
+                "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)",
+            ),
+            frame("", 0, "at::cuda::getNewWorkspace()"),
+            frame("??", 0, "torch::autograd::Engine::thread_main"),
+        ]
+        .into();
+        let Some(SiteKey::Frame(f)) = site_key(&s, Grouping::UserFrame) else {
+            panic!("a frame key");
+        };
+        assert_eq!(&*f.name, "at::cuda::getNewWorkspace()");
+        let mut backward = s.to_vec();
+        backward.insert(
+            4,
+            frame(
+                "??",
+                0,
+                "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+        );
+        let Some(SiteKey::Frame(f)) = site_key(&backward, Grouping::UserFrame) else {
+            panic!("a frame key");
+        };
+        assert!(f.name.contains("BmmBackward0"), "{}", f.name);
+    }
+
+    #[test]
+    fn stack_of_only_noise_still_gets_a_site() {
+        let s: Frames = vec![frame("??", 0, "torch::unwind::unwind()")].into();
+        for g in Grouping::ALL {
+            assert!(site_key(&s, g).is_some(), "{g:?}");
+        }
+    }
+
+    #[test]
+    fn stdlib_and_windows_torch_paths_are_not_user_code() {
+        assert!(is_stdlib(&frame(
+            "/usr/lib/python3.11/threading.py",
+            1,
+            "run"
+        )));
+        assert!(is_stdlib(&frame("<frozen runpy>", 1, "_run_code")));
+        assert!(!is_stdlib(&frame(
+            "/usr/lib/python3.11/site-packages/x/y.py",
+            1,
+            "f"
+        )));
+        assert!(is_torch(&frame(
+            "C:\\Python\\Lib\\site-packages\\torch\\nn\\functional.py",
+            1,
+            "f"
+        )));
+        assert!(is_user(&frame("/home/me/cz3vkiv.py", 1647, "call")));
+    }
+
+    #[test]
+    fn cpp_names_lose_return_type_and_parameters() {
+        assert_eq!(
+            short_function("at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)"),
+            "at::detail::_empty_generic<long>"
+        );
+        assert_eq!(
+            short_function("void f<std::pair<a, b> >(int)"),
+            "f<std::pair<a, b> >"
+        );
+        assert_eq!(
+            short_function("at::cuda::getNewWorkspace()"),
+            "at::cuda::getNewWorkspace"
+        );
+        assert_eq!(
+            frame_label(&frame("??", 0, "at::cuda::getNewWorkspace()")),
+            "at::cuda::getNewWorkspace (C++)"
+        );
+    }
+
+    #[test]
+    fn callers_are_the_user_frames_outside_the_site() {
+        let site = frame("/home/me/model.py", 42, "step");
+        let s = cuda_stack(site.clone());
+        let c: Vec<&str> = callers(&s, &site).iter().map(|f| &*f.name).collect();
+        assert_eq!(c, vec!["<module>"]);
+    }
+
+    #[test]
+    fn unknown_line_is_shown_as_question_mark() {
+        assert_eq!(file_line(&frame("/a/b.cpp", 0, "f")), "b.cpp:?");
+        assert_eq!(file_line(&frame("/a/b.py", -1, "f")), "b.py:?");
+        assert_eq!(file_line(&frame("", 0, "f")), "??:?");
+    }
+
+    #[test]
+    fn grouping_cycles_through_every_mode() {
+        let mut g = Grouping::default();
+        let mut seen = vec![g];
+        for _ in 1..Grouping::ALL.len() {
+            g = g.next();
+            seen.push(g);
+        }
+        assert_eq!(seen, Grouping::ALL.to_vec());
+        assert_eq!(g.next(), Grouping::UserFrame);
+    }
+}

@@ -1,0 +1,310 @@
+//! The snapshot viewer's sites pane, peaks and A/B comparison on real
+//! PyTorch snapshots: key flows through the viewer's own key handling, and
+//! whole screens compared with reviewed insta snapshots.
+
+mod common;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use vramtop::alloc::{BlockState, TraceAction};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::viewer::ViewerState;
+use vramtop::snapshot::sites::Grouping;
+use vramtop::ui::{Theme, compare_lines, detail_lines, render_viewer, status_text};
+
+use common::screen::text;
+use common::shared_viewer as viewer;
+
+const SILMONT: &str = "silmont_mem_snapshot.pickle";
+const HYPERION: &str = "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle";
+
+fn press(v: &mut ViewerState, code: KeyCode) {
+    v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE));
+}
+
+fn key(v: &mut ViewerState, c: char) {
+    press(v, KeyCode::Char(c));
+}
+
+fn draw(v: &ViewerState, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| {
+            let area = f.area();
+            render_viewer(
+                area,
+                f.buffer_mut(),
+                v,
+                &Keymap::default(),
+                &Theme::colored(),
+            );
+        })
+        .expect("draws");
+    terminal
+}
+
+fn allocated_now(v: &ViewerState) -> u64 {
+    v.segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| b.size)
+        .sum()
+}
+
+#[test]
+fn peak_keys_jump_to_the_timeline_maxima_and_the_biggest_allocation() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let d = v.device().expect("a device");
+    let max_alloc = d.points.iter().map(|p| p.allocated).max().expect("points");
+    let max_reserved = d.points.iter().map(|p| p.reserved).max().expect("points");
+    key(&mut v, 'P');
+    let d = v.device().expect("a device");
+    assert_eq!(d.points[v.cursor()].allocated, max_alloc);
+    key(&mut v, 'R');
+    let d = v.device().expect("a device");
+    assert_eq!(d.points[v.cursor()].reserved, max_reserved);
+    key(&mut v, 'B');
+    let e = v.current_event().expect("after an event");
+    let biggest = v
+        .device()
+        .expect("a device")
+        .events()
+        .iter()
+        .filter(|e| e.action == TraceAction::Alloc)
+        .map(|e| e.size)
+        .max();
+    assert_eq!((e.action, Some(e.size)), (TraceAction::Alloc, biggest));
+    key(&mut v, 'P');
+    let status = status_text(&v);
+    assert!(status.contains("peak alloc 3.03 GiB here"), "{status}");
+    assert!(status.contains("reserved 3.52 GiB @52"), "{status}");
+}
+
+#[test]
+fn sites_pane_at_the_peak_adds_up_and_highlights_the_selected_sites_blocks() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let sites = v.sites.clone().expect("the pane is open");
+    assert_eq!(sites.allocated, allocated_now(&v));
+    assert_eq!(
+        sites.sites.iter().map(|s| s.bytes).sum::<u64>(),
+        sites.allocated
+    );
+    // The block selection follows the selected site.
+    let (_, b) = v.selected_block().expect("a block");
+    assert!(v.highlighted().contains(&b.address));
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.selected_site, 1);
+    let (_, b) = v.selected_block().expect("a block");
+    assert_eq!(
+        v.selected_site().map(|s| s.addresses.contains(&b.address)),
+        Some(true)
+    );
+    // Moving the cursor keeps the pane and recomputes it.
+    press(&mut v, KeyCode::End);
+    let at_end = v.sites.as_ref().expect("still open");
+    assert_eq!(at_end.allocated, allocated_now(&v));
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.sites_open && v.sites.is_none());
+}
+
+#[test]
+fn sites_pane_at_the_peak_120x40() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("Sites"), "{screen}");
+    assert!(
+        screen.contains("trace_peak_memory.py:7 custom_softmax"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("sites_peak_120x40", t.backend());
+}
+
+#[test]
+fn expanded_site_shows_its_python_stack_and_blocks_and_cpp_on_demand() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    // The softmax site (a user frame) is second at the peak.
+    let at = v
+        .sites
+        .as_ref()
+        .and_then(|s| {
+            s.sites
+                .iter()
+                .position(|s| s.label.contains("custom_softmax"))
+        })
+        .expect("the softmax site");
+    for _ in 0..at {
+        press(&mut v, KeyCode::Down);
+    }
+    press(&mut v, KeyCode::Enter);
+    assert!(v.site_expanded);
+    assert!(
+        !v.detail_open,
+        "Enter expands the site, not the block detail"
+    );
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("trace_peak_memory.py:19"), "{screen}");
+    assert!(screen.contains("C++ frames not shown"), "{screen}");
+    insta::assert_snapshot!("sites_expanded_120x40", t.backend());
+    key(&mut v, 'x');
+    let site = v.selected_site().expect("selected").clone();
+    let lines = vramtop::ui::site_detail_lines(&v, &site, 118).join("\n");
+    assert!(lines.contains("(C++)") || lines.contains(".cpp"), "{lines}");
+    assert!(!lines.contains("unwind::unwind"), "{lines}");
+    assert!(!lines.contains("CachingAllocator"), "{lines}");
+}
+
+#[test]
+fn grouping_key_cycles_every_mode_and_sums_stay_equal() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let mut seen = Vec::new();
+    for _ in 0..Grouping::ALL.len() {
+        seen.push(v.grouping);
+        let s = v.sites.as_ref().expect("open");
+        assert_eq!(s.grouping, v.grouping);
+        assert_eq!(
+            s.sites.iter().map(|s| s.bytes).sum::<u64>(),
+            allocated_now(&v)
+        );
+        key(&mut v, 'g');
+    }
+    assert_eq!(seen, Grouping::ALL.to_vec());
+    assert_eq!(v.grouping, Grouping::UserFrame);
+    for g in [Grouping::Function, Grouping::Stack] {
+        while v.grouping != g {
+            key(&mut v, 'g');
+        }
+        let t = draw(&v, 120, 40);
+        let name = format!("sites_by_{g:?}_120x40").to_lowercase();
+        insta::assert_snapshot!(name, t.backend());
+    }
+}
+
+#[test]
+fn no_stack_group_says_why_on_a_trace_that_starts_mid_run() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    let top = v.selected_site().expect("a site").clone();
+    assert!(top.key.is_no_stack(), "{}", top.label);
+    assert!(top.label.contains("allocated before the recording began"));
+    press(&mut v, KeyCode::Enter);
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(
+        screen.contains("weights and the optimizer state"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("sites_no_stack_120x40", t.backend());
+}
+
+#[test]
+fn sites_pane_fits_a_narrow_80x24_terminal() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Enter);
+    let t = draw(&v, 80, 24);
+    let screen = text(t.backend().buffer());
+    assert!(screen.contains("Sites"), "{screen}");
+    insta::assert_snapshot!("sites_expanded_80x24", t.backend());
+}
+
+#[test]
+fn block_detail_names_the_blocks_site() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let label = v.selected_site().expect("a site").label.clone();
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let lines: Vec<String> = detail_lines(&v, 110)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let site = lines
+        .iter()
+        .find(|l| l.starts_with("site"))
+        .expect("a site line");
+    assert!(site.contains(&label), "{site} vs {label}");
+}
+
+#[test]
+fn ab_marks_compare_two_cursors_and_list_what_was_allocated_between() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'c');
+    assert!(v.compare.is_none(), "no comparison without both marks");
+    press(&mut v, KeyCode::Home);
+    key(&mut v, 'm');
+    key(&mut v, 'P');
+    key(&mut v, 'M');
+    let peak = v.cursor();
+    key(&mut v, 'c');
+    let c = v.compare.clone().expect("both marks set");
+    assert_eq!((c.a, c.b), (0, peak));
+    let d = v.device().expect("a device");
+    assert_eq!(c.diff.allocated.after, d.points[peak].allocated);
+    assert_eq!(c.diff.allocated.before, d.points[0].allocated);
+    // From the start of a full trace everything alive at B was allocated
+    // in between.
+    assert_eq!(c.between.allocated, d.points[peak].allocated);
+    let site_after: u64 = c.diff.sites.iter().map(|s| s.bytes.after).sum();
+    assert_eq!(site_after, d.points[peak].allocated);
+    let lines = compare_lines(&v, 116).join("\n");
+    assert!(
+        lines.contains("allocated between A and B and still alive at B"),
+        "{lines}"
+    );
+    let t = draw(&v, 120, 40);
+    insta::assert_snapshot!("sites_ab_120x40", t.backend());
+    // Keys other than Esc/c do nothing while it is open; Esc closes it.
+    key(&mut v, 'h');
+    assert_eq!(v.cursor(), peak);
+    press(&mut v, KeyCode::Esc);
+    assert!(v.compare.is_none());
+    assert!(status_text(&v).contains(&format!("A 0 B {peak}")));
+}
+
+#[test]
+fn help_overlay_lists_the_new_keys() {
+    let rows = Keymap::default().viewer_help_rows();
+    for k in ["P", "R", "B", "w", "g", "x", "m", "M", "c"] {
+        assert!(
+            rows.iter().any(|(keys, _)| *keys == k),
+            "no help row for {k}"
+        );
+    }
+    let hints = Keymap::default().viewer_hints();
+    for h in ["peak", "sites", "A/B"] {
+        assert!(hints.iter().any(|(_, hint)| *hint == h), "no hint {h}");
+    }
+}

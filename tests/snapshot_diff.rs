@@ -1,0 +1,184 @@
+//! `vramtop diff` on pairs of shared snapshots, against an independent
+//! computation of `_memory_viz.py compare`'s only-before / only-after
+//! segments (keyed by address and total size) and of the allocated bytes.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use vramtop::alloc::BlockState;
+use vramtop::cli::diff::render_diff;
+use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshots};
+use vramtop::snapshot::sites::Grouping;
+use vramtop::snapshot::{Snapshot, read_snapshot_file};
+
+fn shared(name: &str) -> Option<(String, Snapshot)> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/snapshots")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipping: {} not found", p.display());
+        return None;
+    }
+    let s = read_snapshot_file(&p).expect("shared snapshot loads");
+    Some((p.display().to_string(), s))
+}
+
+const PAIRS: [(&str, &str); 3] = [
+    (
+        "muduard_dump_snapshot_a.pickle",
+        "muduard_dump_snapshot_c.pickle",
+    ),
+    (
+        "shreyansh26_MLSys-Experiments_model_memory_usage_profile_no_grad.pkl",
+        "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl",
+    ),
+    ("silmont_mem_snapshot.pickle", "silmont_fwd_fp32_128.pickle"),
+];
+
+fn allocated(s: &Snapshot) -> u64 {
+    s.segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| b.size)
+        .sum()
+}
+
+#[test]
+fn diff_of_shared_pairs_agrees_with_memory_viz_compare_definition() {
+    for (before_name, after_name) in PAIRS {
+        let (Some((_, before)), Some((_, after))) = (shared(before_name), shared(after_name))
+        else {
+            continue;
+        };
+        let diff = diff_snapshots(&before, &after, Grouping::UserFrame).expect("same devices");
+        let keys = |s: &Snapshot| -> HashSet<(u64, u64)> {
+            s.segments
+                .iter()
+                .map(|s| (s.address, s.total_size))
+                .collect()
+        };
+        let (kb, ka) = (keys(&before), keys(&after));
+        let only_before: HashSet<(u64, u64)> = kb.difference(&ka).copied().collect();
+        let only_after: HashSet<(u64, u64)> = ka.difference(&kb).copied().collect();
+        let got_before: HashSet<(u64, u64)> = diff
+            .only_before
+            .iter()
+            .map(|s| (s.address, s.total_size))
+            .collect();
+        let got_after: HashSet<(u64, u64)> = diff
+            .only_after
+            .iter()
+            .map(|s| (s.address, s.total_size))
+            .collect();
+        assert_eq!(got_before, only_before, "{before_name}");
+        assert_eq!(got_after, only_after, "{after_name}");
+        let reserved = |s: &Snapshot| s.segments.iter().map(|s| s.total_size).sum::<u64>();
+        assert_eq!(
+            (diff.reserved.before, diff.reserved.after),
+            (reserved(&before), reserved(&after))
+        );
+        assert_eq!(
+            (diff.allocated.before, diff.allocated.after),
+            (allocated(&before), allocated(&after))
+        );
+        let site_before: u64 = diff.sites.iter().map(|s| s.bytes.before).sum();
+        let site_after: u64 = diff.sites.iter().map(|s| s.bytes.after).sum();
+        assert_eq!(
+            site_before,
+            allocated(&before),
+            "{before_name}: Σ sites before"
+        );
+        assert_eq!(site_after, allocated(&after), "{after_name}: Σ sites after");
+        for w in diff.sites.windows(2) {
+            assert!(w[0].bytes.change >= w[1].bytes.change, "sorted by change");
+        }
+        for s in &diff.sites {
+            let kind = match (s.bytes.before, s.bytes.after) {
+                (0, _) => SiteChangeKind::New,
+                (_, 0) => SiteChangeKind::Gone,
+                (b, a) if a > b => SiteChangeKind::Grown,
+                (b, a) if a < b => SiteChangeKind::Shrunk,
+                _ => SiteChangeKind::Same,
+            };
+            assert_eq!(s.kind, kind, "{}", s.label);
+        }
+    }
+}
+
+#[test]
+fn diff_of_a_snapshot_with_itself_changes_nothing() {
+    let Some((_, s)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let diff = diff_snapshots(&s, &s, Grouping::Stack).expect("same devices");
+    assert!(diff.only_before.is_empty() && diff.only_after.is_empty());
+    assert_eq!(diff.allocated.change, 0);
+    assert!(diff.sites.iter().all(|s| s.kind == SiteChangeKind::Same));
+}
+
+#[test]
+fn diff_of_files_of_different_devices_is_refused() {
+    let (Some((a_path, a)), Some((b_path, b))) = (
+        shared("muduard_dump_snapshot_a.pickle"),
+        shared("muduard_dump_snapshot_b.pickle"),
+    ) else {
+        return;
+    };
+    assert!(matches!(
+        diff_snapshots(&a, &b, Grouping::UserFrame),
+        Err(DiffError::DifferentDevices { .. })
+    ));
+    let (code, out, err) = common::run_vramtop(&["diff", &a_path, &b_path], None);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.is_empty());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("different devices"), "{err}");
+}
+
+#[test]
+fn diff_of_an_unreadable_file_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad = dir.path().join("bad.pickle");
+    std::fs::write(&bad, b"not a pickle").expect("write");
+    let bad = bad.display().to_string();
+    let missing = dir.path().join("missing.pickle").display().to_string();
+    for args in [["diff", &bad, &missing], ["diff", &missing, &bad]] {
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(out.is_empty());
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn diff_text_and_json_of_a_shared_pair() {
+    let names = PAIRS[1];
+    let (Some((bp, before)), Some((ap, after))) = (shared(names.0), shared(names.1)) else {
+        return;
+    };
+    let diff = diff_snapshots(&before, &after, Grouping::UserFrame).expect("same devices");
+    insta::assert_snapshot!(
+        "diff_shreyansh_no_grad_vs_grad",
+        render_diff(names.0, names.1, &diff, 5)
+    );
+    let (code, out, err) = common::run_vramtop(&["diff", &bp, &ap, "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    for key in [
+        "reserved",
+        "allocated",
+        "segments",
+        "only_before",
+        "only_after",
+        "sites",
+    ] {
+        assert!(v.get(key).is_some(), "no {key}");
+    }
+    assert_eq!(
+        v["only_before"].as_array().map(Vec::len),
+        Some(diff.only_before.len())
+    );
+}

@@ -1,0 +1,265 @@
+//! Allocation sites and peaks on the shared real snapshots: the sites'
+//! bytes add up to the allocated bytes (computed here from the raw blocks,
+//! independently of the grouping), at the end of every file and at
+//! cursors of every trace; the peaks found equal the timeline's maxima.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use vramtop::alloc::{BlockState, TraceAction};
+use vramtop::snapshot::peak::peaks;
+use vramtop::snapshot::scrub::Scrub;
+use vramtop::snapshot::sites::{
+    Grouping, NoStackReason, Sites, sites_of_snapshot, sites_of_state, trace_records_stacks,
+};
+use vramtop::snapshot::{Snapshot, read_snapshot_file};
+
+fn shared_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots")
+}
+
+/// Every shared snapshot that loads, by name.
+fn shared_snapshots() -> Vec<(String, Snapshot)> {
+    let Ok(dir) = std::fs::read_dir(shared_dir()) else {
+        eprintln!("skipping: no shared snapshots");
+        return Vec::new();
+    };
+    let mut names: Vec<String> = dir
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pickle") || n.ends_with(".pkl"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|n| {
+            let s = read_snapshot_file(&shared_dir().join(&n)).ok()?;
+            Some((n, s))
+        })
+        .collect()
+}
+
+fn has_stacks(s: &Snapshot) -> bool {
+    s.segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .any(|b| !b.frames.is_empty())
+        || s.device_traces
+            .iter()
+            .flatten()
+            .any(|e| !e.frames.is_empty())
+}
+
+fn check_sums(sites: &Sites, allocated: u64, blocks: u64, what: &str) {
+    assert_eq!(sites.allocated, allocated, "{what}: allocated");
+    let bytes: u64 = sites.sites.iter().map(|s| s.bytes).sum();
+    assert_eq!(bytes, allocated, "{what}: Σ site bytes");
+    let count: u64 = sites.sites.iter().map(|s| s.blocks).sum();
+    assert_eq!(count, blocks, "{what}: Σ site blocks");
+    for w in sites.sites.windows(2) {
+        assert!(w[0].bytes >= w[1].bytes, "{what}: sorted by bytes");
+    }
+    let no_stack = sites.sites.iter().filter(|s| s.key.is_no_stack()).count();
+    assert!(no_stack <= 1, "{what}: one no-stack group at most");
+}
+
+#[test]
+fn sites_of_every_shared_snapshot_add_up_to_its_allocated_bytes() {
+    let snapshots = shared_snapshots();
+    let mut with_stacks = 0;
+    for (name, snapshot) in &snapshots {
+        if !has_stacks(snapshot) {
+            continue;
+        }
+        with_stacks += 1;
+        let allocated_blocks = || {
+            snapshot
+                .segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+        };
+        let allocated: u64 = allocated_blocks().map(|b| b.size).sum();
+        let count = allocated_blocks().count() as u64;
+        let stackless: u64 = allocated_blocks()
+            .filter(|b| b.frames.is_empty())
+            .map(|b| b.size)
+            .sum();
+        for g in Grouping::ALL {
+            let sites = sites_of_snapshot(snapshot, None, g);
+            check_sums(&sites, allocated, count, &format!("{name} {g:?}"));
+            assert_eq!(sites.no_stack_bytes(), stackless, "{name} {g:?}");
+        }
+    }
+    if !snapshots.is_empty() {
+        assert!(with_stacks >= 5, "the shared set has files with stacks");
+    }
+}
+
+#[test]
+fn user_frame_sites_of_a_real_snapshot_name_user_code() {
+    let path = shared_dir().join("muduard_memory_snapshot.pkl");
+    let Ok(snapshot) = read_snapshot_file(&path) else {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    };
+    let sites = sites_of_snapshot(&snapshot, None, Grouping::UserFrame);
+    let named: Vec<&str> = sites
+        .sites
+        .iter()
+        .filter(|s| !s.key.is_no_stack())
+        .map(|s| s.label.as_str())
+        .collect();
+    assert!(!named.is_empty());
+    // The user's code is outside torch's package: no torch/nn frame is a
+    // site in the default grouping when a user frame exists.
+    assert!(
+        named.iter().all(|l| !l.starts_with("module.py")),
+        "{named:?}"
+    );
+}
+
+#[test]
+fn sites_at_scrub_cursors_add_up_to_the_allocated_bytes_there() {
+    for (name, snapshot) in shared_snapshots() {
+        if snapshot.device_traces.iter().all(Vec::is_empty) {
+            continue;
+        }
+        let scrub = Scrub::new(Arc::new(snapshot));
+        for d in &scrub.devices {
+            let reason = if trace_records_stacks(d.events()) {
+                NoStackReason::BeforeRecording
+            } else {
+                NoStackReason::WithoutStacks
+            };
+            let every = (d.len() / 40).max(1);
+            for c in (0..=d.len()).step_by(every).chain([d.len()]) {
+                let state = d.state_at(c);
+                let live = || {
+                    state
+                        .blocks
+                        .values()
+                        .filter(|b| b.state == BlockState::ActiveAllocated)
+                };
+                let allocated: u64 = live().map(|b| b.size).sum();
+                let count = live().count() as u64;
+                let sites = sites_of_state(&state, Grouping::UserFrame, reason);
+                check_sums(&sites, allocated, count, &format!("{name} cursor {c}"));
+                assert_eq!(allocated, d.points[c].allocated, "{name} cursor {c}");
+            }
+        }
+    }
+}
+
+#[test]
+fn peaks_equal_the_maxima_of_every_shared_timeline() {
+    for (name, snapshot) in shared_snapshots() {
+        let scrub = Scrub::new(Arc::new(snapshot));
+        for d in &scrub.devices {
+            let p = peaks(d);
+            let max_alloc = d.points.iter().map(|p| p.allocated).max().unwrap_or(0);
+            let max_reserved = d.points.iter().map(|p| p.reserved).max().unwrap_or(0);
+            assert_eq!(p.allocated.bytes, max_alloc, "{name}");
+            assert_eq!(p.reserved.bytes, max_reserved, "{name}");
+            assert_eq!(d.points[p.allocated.cursor].allocated, max_alloc, "{name}");
+            assert_eq!(d.points[p.reserved.cursor].reserved, max_reserved, "{name}");
+            assert!(
+                d.points[..p.allocated.cursor]
+                    .iter()
+                    .all(|q| q.allocated < max_alloc),
+                "{name}: the first cursor at the peak"
+            );
+            let biggest = d
+                .events()
+                .iter()
+                .filter(|e| e.action == TraceAction::Alloc)
+                .map(|e| e.size)
+                .max();
+            assert_eq!(p.biggest_allocation.map(|m| m.bytes), biggest, "{name}");
+            if let Some(m) = p.biggest_allocation {
+                let e = &d.events()[m.cursor - 1];
+                assert_eq!((e.action, e.size), (TraceAction::Alloc, m.bytes), "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn open_summary_lists_top_sites_at_the_end_and_at_the_peak() {
+    let path = shared_dir().join("silmont_mem_snapshot.pickle");
+    let Ok(snapshot) = read_snapshot_file(&path) else {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) =
+        common::run_vramtop(&["open", &path, "--summary", "--json", "--top", "3"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert!(v.get("segments").is_some(), "the summary's keys stay");
+    assert!(v.get("allocator_settings").is_some());
+    assert_eq!(v["top"], 3);
+    let device = &v["sites"][0];
+    let at_end = &device["at_end"];
+    let listed = at_end["sites"].as_array().expect("sites");
+    assert!(listed.len() <= 3);
+    let listed_bytes: u64 = listed
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap_or(0))
+        .sum();
+    let allocated: u64 = snapshot
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::ActiveAllocated)
+        .map(|b| b.size)
+        .sum();
+    assert_eq!(at_end["allocated"].as_u64(), Some(allocated));
+    assert_eq!(
+        listed_bytes + at_end["other_bytes"].as_u64().unwrap_or(0),
+        allocated
+    );
+    let scrub = Scrub::new(Arc::new(snapshot));
+    let max = scrub.devices[0].points.iter().map(|p| p.allocated).max();
+    assert_eq!(device["peaks"]["allocated"]["bytes"].as_u64(), max);
+    assert_eq!(device["at_peak_allocated"]["allocated"].as_u64(), max);
+
+    let (code, text, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0);
+    for needle in [
+        "allocation sites",
+        "peak allocated",
+        "at the peak of allocated",
+        "allocator_settings",
+        ".py:",
+    ] {
+        assert!(text.contains(needle), "no {needle:?} in {text}");
+    }
+}
+
+#[test]
+fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
+    let path = shared_dir().join("silmont_mem_snapshot.pickle");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let path = path.display().to_string();
+    let (code, out, err) = common::run_vramtop(&["replay", &path, "--capacity", "1GiB"], None);
+    assert!(code == 0 || code == 1, "{err}");
+    let report = out
+        .split("out of memory at")
+        .nth(1)
+        .expect("the what-if runs out of memory at 1 GiB");
+    let frames: Vec<&str> = report
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with("      /") || l.starts_with("  /"))
+        .collect();
+    assert!(!frames.is_empty(), "{report}");
+    assert!(frames.iter().all(|l| l.contains(".py:")), "{frames:?}");
+    assert!(!report.contains("unwind"), "{report}");
+    assert!(!report.contains("CachingAllocator"), "{report}");
+}
