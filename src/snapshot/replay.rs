@@ -15,6 +15,8 @@
 
 use std::collections::BTreeMap;
 
+use rangemap::RangeSet;
+
 use serde::Serialize;
 
 use super::invariants::{Finding, check_invariants};
@@ -22,7 +24,7 @@ use super::types::{AllocatorSettings, Snapshot};
 use crate::alloc::{
     AllocatorConfig, BlockInfo, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
     PoolKind, TraceAction, round_size,
-    sizing::{MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
+    sizing::{MAX_DEVICE_BYTES, MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
 };
 
 /// A recorded event reduced to what the model reproduces.
@@ -45,7 +47,7 @@ impl Event {
             && self.stream == other.stream
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{}(addr={:#x}, size={}, stream={})",
             self.action.as_str(),
@@ -191,19 +193,26 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     VerifyReport {
         segments: snapshot.segments.len(),
         blocks: snapshot.segments.iter().map(|s| s.blocks.len()).sum(),
-        reserved: snapshot.segments.iter().map(|s| s.total_size).sum(),
-        allocated: snapshot
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum(),
+        reserved: saturating_sum(snapshot.segments.iter().map(|s| s.total_size)),
+        allocated: saturating_sum(
+            snapshot
+                .segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size),
+        ),
         trace_entries: snapshot.device_traces.iter().map(Vec::len).sum(),
         findings,
         replays,
         unreplayable,
     }
+}
+
+/// Σ of input-derived byte counts, pinned at `u64::MAX` rather than
+/// wrapping (only a damaged file gets there).
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
 }
 
 fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
@@ -447,21 +456,40 @@ struct SegmentAtStart {
 struct StartState {
     segments: BTreeMap<u64, SegmentAtStart>,
     live: BTreeMap<u64, LiveAtStart>,
-    /// 2 MiB pages of expandable segments mapped at the start.
-    expandable_pages: std::collections::BTreeSet<u64>,
+    /// Byte ranges of expandable segments mapped at the start. Kept as
+    /// ranges, not pages, so that a recorded size costs nothing to apply.
+    expandable_mapped: RangeSet<u64>,
 }
 
-fn pages(addr: u64, size: u64) -> impl Iterator<Item = u64> {
-    (0..size / SMALL_BUFFER).map(move |i| addr + i * SMALL_BUFFER)
+/// `[addr, addr + size)`, clamped at the top of the address space (an
+/// overflowing event is reported by the replay itself).
+fn byte_range(addr: u64, size: u64) -> std::ops::Range<u64> {
+    addr..addr.saturating_add(size)
+}
+
+/// Adds or removes `range` (an empty range changes nothing).
+fn mark_mapped(set: &mut RangeSet<u64>, range: std::ops::Range<u64>, mapped: bool) {
+    if range.is_empty() {
+        return;
+    }
+    if mapped {
+        set.insert(range);
+    } else {
+        set.remove(range);
+    }
 }
 
 fn undo_trace(snapshot: &Snapshot, device: u32, events: &[Event]) -> StartState {
     let mut segments: BTreeMap<u64, SegmentAtStart> = BTreeMap::new();
     let mut live: BTreeMap<u64, LiveAtStart> = BTreeMap::new();
-    let mut expandable_pages = std::collections::BTreeSet::new();
+    let mut expandable_mapped = RangeSet::new();
     for s in snapshot.segments.iter().filter(|s| s.device == device) {
         if s.is_expandable {
-            expandable_pages.extend(pages(s.address, s.total_size));
+            mark_mapped(
+                &mut expandable_mapped,
+                byte_range(s.address, s.total_size),
+                true,
+            );
         } else {
             segments.insert(
                 s.address,
@@ -510,11 +538,11 @@ fn undo_trace(snapshot: &Snapshot, device: u32, events: &[Event]) -> StartState 
                 segments.remove(&e.addr);
             }
             TraceAction::SegmentMap => {
-                for p in pages(e.addr, e.size) {
-                    expandable_pages.remove(&p);
-                }
+                mark_mapped(&mut expandable_mapped, byte_range(e.addr, e.size), false);
             }
-            TraceAction::SegmentUnmap => expandable_pages.extend(pages(e.addr, e.size)),
+            TraceAction::SegmentUnmap => {
+                mark_mapped(&mut expandable_mapped, byte_range(e.addr, e.size), true);
+            }
             TraceAction::SegmentFree => {
                 segments.insert(
                     e.addr,
@@ -535,12 +563,12 @@ fn undo_trace(snapshot: &Snapshot, device: u32, events: &[Event]) -> StartState 
     StartState {
         segments,
         live,
-        expandable_pages,
+        expandable_mapped,
     }
 }
 
 fn starts_empty(start: &StartState) -> bool {
-    start.segments.is_empty() && start.live.is_empty() && start.expandable_pages.is_empty()
+    start.segments.is_empty() && start.live.is_empty() && start.expandable_mapped.is_empty()
 }
 
 type AdoptedBlocks = Vec<(u64, u64, BlockState)>;
@@ -590,7 +618,7 @@ fn start_layout_from(
     config: &AllocatorConfig,
     known: &BTreeMap<u64, u64>,
 ) -> Result<StartLayout, String> {
-    if !start.expandable_pages.is_empty() {
+    if !start.expandable_mapped.is_empty() {
         return Err(
             "the trace starts mid-run with expandable segments already mapped; their address \
              reservations cannot be rebuilt from a snapshot"
@@ -624,7 +652,7 @@ fn start_layout_from(
                 .segments
                 .range(..=a)
                 .next_back()
-                .is_some_and(|(&s, seg)| a < s + seg.size)
+                .is_some_and(|(&s, seg)| a < s.saturating_add(seg.size))
         })
         .count();
     if in_segments != start.live.len() {
@@ -679,7 +707,12 @@ fn start_blocks(
     config: &AllocatorConfig,
     known: &BTreeMap<u64, u64>,
 ) -> Result<(AdoptedBlocks, Vec<(u64, u64)>), String> {
-    let end = address + seg.size;
+    let end = address.checked_add(seg.size).ok_or_else(|| {
+        format!(
+            "segment at {address:#x} of {} bytes runs past the end of the address space",
+            seg.size
+        )
+    })?;
     let inside: Vec<(u64, LiveAtStart)> = live.range(address..end).map(|(&a, &l)| (a, l)).collect();
     let mut blocks = Vec::new();
     let mut guessed = Vec::new();
@@ -710,11 +743,12 @@ fn start_blocks(
                 size
             }
         };
-        if addr + size > end {
-            return Err(format!("block at {addr:#x} runs past its segment"));
-        }
+        let block_end = addr
+            .checked_add(size)
+            .filter(|&block_end| block_end <= end)
+            .ok_or_else(|| format!("block at {addr:#x} runs past its segment"))?;
         blocks.push((size, l.requested, l.state));
-        cursor = addr + size;
+        cursor = block_end;
     }
     if cursor < end {
         blocks.push((end - cursor, 0, BlockState::Inactive));
@@ -770,7 +804,9 @@ fn replay_device_with_corrections(
 ) -> Result<(DeviceReplay, BTreeMap<u64, u64>), String> {
     let mut known = BTreeMap::new();
     let (mut report, mut guessed) = replay_once(snapshot, device, events, config, start, &known)?;
-    while known.len() < MAX_SIZE_CORRECTIONS {
+    // Bounded by attempts, not by distinct addresses: a correction may
+    // change a size learnt before and come back to it.
+    for _ in 0..MAX_SIZE_CORRECTIONS {
         let Some((addr, size)) = correction(&report, &guessed, config) else {
             break;
         };
@@ -814,7 +850,7 @@ fn correction(
         let needed = round_size(want.size, config);
         return (needed > size).then_some((addr, needed));
     }
-    let end = addr + size;
+    let end = addr.checked_add(size)?;
     if want.addr < end {
         // The allocation starts inside the guessed block: it was smaller.
         return Some((addr, want.addr - addr));
@@ -876,7 +912,19 @@ fn replay_once(
 
     let mut k = 0;
     while k < events.len() {
+        let step_start = k;
         // The next call the program made: an allocation (or its OOM) or a free.
+        let call_end = next_call(events, k).map_or(events.len(), |anchor| anchor + 1);
+        if let Some((index, why)) = first_impossible(events, k..call_end) {
+            report.divergence = Some(Divergence {
+                event_index: index,
+                expected: events[index].describe(),
+                model: why,
+                expected_event: Some(events[index]),
+                model_event: None,
+            });
+            break;
+        }
         let Some(anchor) = next_call(events, k) else {
             // Trailing device events: an empty_cache at the end.
             let rest = &events[k..];
@@ -914,7 +962,7 @@ fn replay_once(
                 m.empty_cache();
                 Ok(())
             });
-            if report.divergence.is_some() {
+            if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
                 break;
             }
             continue;
@@ -928,7 +976,7 @@ fn replay_once(
                 m.process_events();
                 Ok(())
             });
-            if report.divergence.is_some() {
+            if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
                 break;
             }
             continue;
@@ -973,13 +1021,80 @@ fn replay_once(
                 });
             }
         }
-        if report.divergence.is_some() {
+        if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
             break;
         }
     }
 
     finish_report(snapshot, device, &model, &mut report);
     Ok((report, guessed_all))
+}
+
+/// Whether a step that started at `step_start` left `k` where it was: the
+/// model did nothing with the recorded event at `k`, so the trace cannot go
+/// on from there. Then the divergence names that event. Every step of the
+/// replay either advances `k` or ends it.
+fn stalled(events: &[Event], step_start: usize, k: usize, report: &mut DeviceReplay) -> bool {
+    if k > step_start {
+        return false;
+    }
+    let Some(&stuck) = events.get(k) else {
+        return false;
+    };
+    report.divergence = Some(Divergence {
+        event_index: k,
+        expected: stuck.describe(),
+        model: format!("nothing: {}", unapplied(&stuck)),
+        expected_event: Some(stuck),
+        model_event: None,
+    });
+    true
+}
+
+/// What the model lacked to apply the recorded event `e`.
+fn unapplied(e: &Event) -> String {
+    match e.action {
+        TraceAction::FreeCompleted => format!("no pending free at {:#x} to complete", e.addr),
+        TraceAction::SegmentFree => {
+            format!("no cached segment at {:#x} to release", e.addr)
+        }
+        TraceAction::SegmentUnmap => format!(
+            "no free mapped pages at {:#x} ({} bytes) to unmap",
+            e.addr, e.size
+        ),
+        TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
+            "no allocation that needed new device memory".to_string()
+        }
+        _ => "the call changed nothing".to_string(),
+    }
+}
+
+/// The first event of `events[range]` that no device could have produced,
+/// with why: a size beyond [`MAX_DEVICE_BYTES`] or a range past the end of
+/// the address space. An `oom` entry's size is the request that failed, and
+/// its address the device's free bytes, so only its free bytes are bounded.
+pub(crate) fn first_impossible(
+    events: &[Event],
+    range: std::ops::Range<usize>,
+) -> Option<(usize, String)> {
+    let end = range.end.min(events.len());
+    (range.start.min(end)..end).find_map(|i| {
+        let e = &events[i];
+        let why = if e.action == TraceAction::Oom {
+            (e.addr > MAX_DEVICE_BYTES)
+                .then(|| format!("{} bytes free is beyond any device", e.addr))
+        } else if e.size > MAX_DEVICE_BYTES {
+            Some(format!("{} bytes is beyond any device", e.size))
+        } else if e.addr.checked_add(e.size).is_none() {
+            Some(format!(
+                "{:#x} + {} bytes runs past the end of the address space",
+                e.addr, e.size
+            ))
+        } else {
+            None
+        };
+        why.map(|why| (i, format!("nothing: {why}")))
+    })
 }
 
 /// Marks the pending frees that the recording completed in `part` as done.
@@ -1064,13 +1179,13 @@ fn finish_report(
     real.sort_by_key(|s| s.address);
     report.reserved_model = model.memory_reserved();
     report.allocated_model = model.memory_allocated();
-    report.reserved_snapshot = real.iter().map(|s| s.total_size).sum();
-    report.allocated_snapshot = real
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state == BlockState::ActiveAllocated)
-        .map(|b| b.size)
-        .sum();
+    report.reserved_snapshot = saturating_sum(real.iter().map(|s| s.total_size));
+    report.allocated_snapshot = saturating_sum(
+        real.iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size),
+    );
     report.model_invariant_error = model.check_invariants().err();
 
     let mut diffs = Vec::new();
