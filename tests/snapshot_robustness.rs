@@ -11,9 +11,11 @@ use vramtop::alloc::{AllocatorConfig, BlockState, PoolKind, TraceAction};
 use vramtop::snapshot::replay::{VerifyReport, verify};
 use vramtop::snapshot::scrub::Scrub;
 use vramtop::snapshot::summary::summarize;
+use vramtop::snapshot::synth::{LargeShape, large};
 use vramtop::snapshot::whatif::{WhatIfSetting, whatif};
 use vramtop::snapshot::{
-    Block, Frames, Segment, Snapshot, SnapshotFormat, TraceEntry, read_snapshot, read_snapshot_file,
+    Block, Frames, Limits, Segment, Snapshot, SnapshotFormat, TraceEntry, WriteOptions,
+    read_snapshot, read_snapshot_file, read_snapshot_with_limits, write_snapshot_with,
 };
 
 use common::shared_snapshot as shared;
@@ -619,5 +621,103 @@ proptest! {
                     || r.stale_requested_sizes_match == Some(false)
             );
         }
+    }
+}
+
+// ------------------------------------------------------------------ memory bounded by size
+
+/// The default limits without the floor for small files: the budget is
+/// what the input's size alone allows.
+fn budget_of_the_size_alone() -> Limits {
+    Limits {
+        min_memory_bytes: 0,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn every_shared_snapshot_reads_within_the_budget_of_its_size_alone() {
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    let mut read = 0;
+    for entry in std::fs::read_dir(&dir).expect("listable") {
+        let path = entry.expect("entry").path();
+        if !path
+            .extension()
+            .is_some_and(|x| x == "pickle" || x == "pkl")
+        {
+            continue;
+        }
+        let bytes = std::fs::read(&path).expect("readable");
+        if let Err(e) = read_snapshot_with_limits(&bytes, &budget_of_the_size_alone()) {
+            panic!("{}: {e}", path.display());
+        }
+        read += 1;
+    }
+    assert!(read >= 10, "{read} shared snapshots");
+}
+
+#[test]
+fn synthetic_training_traces_in_both_layouts_read_within_the_budget_of_their_size() {
+    let snapshot = large(&LargeShape::about_bytes(2 << 20));
+    for fresh_frame_lists in [true, false] {
+        let mut bytes = Vec::new();
+        write_snapshot_with(&snapshot, &mut bytes, &WriteOptions { fresh_frame_lists })
+            .expect("written");
+        let read = read_snapshot_with_limits(&bytes, &budget_of_the_size_alone());
+        assert!(read.is_ok(), "fresh lists {fresh_frame_lists}: {read:?}");
+    }
+}
+
+/// Protocol 2: a list of one memoised segment dict, then `refs` more
+/// references to it (two bytes each).
+fn one_segment_referred_to(refs: usize) -> Vec<u8> {
+    let segment = P::Dict(vec![
+        ("device", P::Int(0)),
+        ("address", P::Int(BASE)),
+        ("total_size", P::Int(2 << 20)),
+        ("stream", P::Int(0)),
+        ("segment_type", P::Str("small")),
+        (
+            "blocks",
+            P::List(vec![P::Dict(vec![
+                ("size", P::Int(2 << 20)),
+                ("state", P::Str("inactive")),
+            ])]),
+        ),
+    ]);
+    let mut out = vec![0x80, 2, b']', b'('];
+    encode(&segment, &mut out);
+    out.extend_from_slice(b"q\x00");
+    for _ in 0..refs {
+        out.extend_from_slice(b"h\x00");
+    }
+    out.extend_from_slice(b"e.");
+    out
+}
+
+#[test]
+fn a_segment_referred_to_a_million_times_is_refused_for_the_memory_it_would_take() {
+    let bytes = one_segment_referred_to(1_000_000);
+    let err = read_snapshot(&bytes).expect_err("2 MB would become hundreds of MB");
+    assert!(err.to_string().contains("MiB of memory"), "{err}");
+    // The same sharing a few times over is an ordinary file.
+    let few = read_snapshot(&one_segment_referred_to(3)).expect("reads");
+    assert_eq!(few.segments.len(), 4);
+}
+
+#[test]
+fn megabytes_of_trivial_opcodes_are_refused_for_the_memory_they_would_take() {
+    for opcode in [b']', b'}', b')'] {
+        let mut bytes = vec![0x80, 2];
+        bytes.extend(std::iter::repeat_n(opcode, 3_000_000));
+        bytes.push(b'.');
+        let err = read_snapshot(&bytes).expect_err("not a snapshot");
+        assert!(
+            err.to_string().contains("MiB of memory"),
+            "{}: {err}",
+            opcode as char
+        );
     }
 }

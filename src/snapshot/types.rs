@@ -320,7 +320,14 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
 fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
     let root = document.freeze_root()?;
-    let mut reader = Reader::default();
+    let mut reader = Reader {
+        memory: MemoryBudget {
+            used: document.memory_used,
+            budget: document.memory_budget,
+            input_len: document.input_len,
+        },
+        ..Reader::default()
+    };
     let mut snapshot = reader.snapshot(&root)?;
     drop(root);
     let Some(traces) = deferred else {
@@ -338,9 +345,13 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
             // Fast path: a well-formed entry converted from its fields in
             // place (no value built); anything unusual, including every
             // error, takes the general path below, which reports it.
+            let entry_path = device_path.index(index);
+            reader
+                .memory
+                .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
             if let Some(entry) = document
                 .flat_entry(trace, index)
-                .and_then(|flat| reader.flat_trace_entry(&flat, &device_path.index(index)))
+                .and_then(|flat| reader.flat_trace_entry(&flat, &entry_path))
             {
                 out.push(entry);
                 continue;
@@ -483,6 +494,40 @@ struct Reader {
     /// trace entries that are dropped after use).
     keep_alive: bool,
     kept: Vec<Value>,
+    memory: MemoryBudget,
+}
+
+/// What the snapshot being built may take: the file's budget (see
+/// [`Limits::memory_budget`]) less what parsing took. A value the pickle
+/// refers to many times is converted each time (segments, blocks, trace
+/// entries) and charged each time; shared tracebacks are charged once.
+#[derive(Debug)]
+struct MemoryBudget {
+    used: u64,
+    budget: u64,
+    input_len: usize,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget {
+            used: 0,
+            budget: u64::MAX,
+            input_len: 0,
+        }
+    }
+}
+
+impl MemoryBudget {
+    /// Counts `bytes` of converted values, doubled for the slack of growing
+    /// vectors and the allocator's headers.
+    fn charge(&mut self, bytes: usize, path: &FieldPath) -> Result<(), SnapshotError> {
+        self.used = self.used.saturating_add(2 * bytes as u64);
+        if self.used > self.budget {
+            return Err(path.error(pickle::memory_exceeded_detail(self.budget, self.input_len)));
+        }
+        Ok(())
+    }
 }
 
 impl Reader {
@@ -497,6 +542,7 @@ impl Reader {
 
     fn segment(&mut self, value: &Value, path: &FieldPath) -> Result<Segment, SnapshotError> {
         expect_dict(value, path)?;
+        self.memory.charge(std::mem::size_of::<Segment>(), path)?;
         let address = u64_field(value, "address", path)?;
         let segment_type_path = path.key("segment_type");
         let segment_type_name =
@@ -548,6 +594,7 @@ impl Reader {
         for (index, item) in list.iter().enumerate() {
             let path = path.index(index);
             expect_dict(item, &path)?;
+            self.memory.charge(std::mem::size_of::<Block>(), &path)?;
             let size = device_bytes_field(item, "size", &path)?;
             let state_path = path.key("state");
             let state_name = expect_str(required(item, "state", &path)?, &state_path)?;
@@ -625,7 +672,10 @@ impl Reader {
             let entries = expect_list(trace, &device_path)?;
             let mut out = Vec::with_capacity(entries.len());
             for (index, entry) in entries.iter().enumerate() {
-                if let Some(entry) = self.trace_entry(entry, &device_path.index(index))? {
+                let entry_path = device_path.index(index);
+                self.memory
+                    .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
+                if let Some(entry) = self.trace_entry(entry, &entry_path)? {
                     out.push(entry);
                 }
             }
@@ -787,6 +837,10 @@ impl Reader {
         let frames = match cached {
             Some(frames) => frames,
             None => {
+                self.memory.charge(
+                    list.len().saturating_mul(std::mem::size_of::<Frame>()),
+                    path,
+                )?;
                 let mut frames = Vec::with_capacity(list.len());
                 for (index, frame) in list.iter().enumerate() {
                     frames.push(self.frame(frame, &path.index(index))?);
