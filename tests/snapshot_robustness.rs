@@ -721,3 +721,14 @@ fn megabytes_of_trivial_opcodes_are_refused_for_the_memory_they_would_take() {
         );
     }
 }
+
+// ------------------------------------------------------------------ found by fuzzing
+
+#[test]
+fn whatif_with_expandable_segments_and_the_largest_capacity_does_not_overflow() {
+    // The what-if fuzzer's first crash: the expandable reservation was sized
+    // total + total / 8 with total = the capacity.
+    let Some(s) = silmont() else { return };
+    let report = whatif(&s, &[setting("expandable_segments:True")], Some(u64::MAX));
+    assert!(report.is_ok(), "{report:?}");
+}
