@@ -732,3 +732,23 @@ fn whatif_with_expandable_segments_and_the_largest_capacity_does_not_overflow() 
     let report = whatif(&s, &[setting("expandable_segments:True")], Some(u64::MAX));
     assert!(report.is_ok(), "{report:?}");
 }
+
+#[test]
+fn summary_and_viewer_states_of_blocks_summing_past_2_64_do_not_overflow() {
+    // The scrub and summary fuzzers' first crashes: sums of block sizes.
+    let huge = 1u64 << 63;
+    let blocks = vec![
+        block(0, huge, BlockState::ActiveAllocated),
+        block(huge, huge - 1, BlockState::ActiveAllocated),
+    ];
+    let snapshot = snapshot_with(
+        vec![
+            segment(0, u64::MAX, false, blocks.clone()),
+            segment(0, u64::MAX, false, blocks),
+        ],
+        vec![entry(TraceAction::FreeRequested, 0, huge)],
+    );
+    let summary = summarize(&snapshot);
+    assert_eq!(summary.segments.len(), 2);
+    let _ = every_command(snapshot);
+}

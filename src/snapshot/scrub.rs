@@ -726,11 +726,12 @@ impl DeviceScrub {
                 state: b.state,
                 frames: b.frames.clone(),
             });
+            // Sizes are input-derived: pin the sums rather than wrap.
             if b.state == BlockState::ActiveAllocated {
-                allocated += b.size;
+                allocated = allocated.saturating_add(b.size);
             }
-            active += b.size;
-            requested += b.requested_size;
+            active = active.saturating_add(b.size);
+            requested = requested.saturating_add(b.requested_size);
             at = at.max(addr.saturating_add(b.size));
         }
         gap(at, end, &mut blocks);
