@@ -28,7 +28,7 @@ const EVENTS: usize = 200_000;
 const MAX_LIVE: usize = 2_000;
 const STACKS: usize = 300;
 
-fn frame(file: &str, line: i64, name: &str) -> Frame {
+fn frame(file: &str, line: u64, name: &str) -> Frame {
     Frame {
         filename: file.into(),
         line,
@@ -68,7 +68,7 @@ fn stack(k: usize) -> Frames {
     for d in 0..6 {
         f.push(frame(
             &format!("/home/me/project/model_{}.py", k % 37),
-            i64::try_from(10 * k + d).unwrap_or(0),
+            u64::try_from(10 * k + d).unwrap_or(0),
             "forward",
         ));
     }

@@ -806,8 +806,13 @@ fn nested_lists(depth: usize) -> Vec<u8> {
 #[test]
 fn nesting_deeper_than_the_limit_is_an_error_not_a_stack_overflow() {
     assert!(parse(&nested_lists(64)).is_ok());
+    // The depth limit, not the memory budget, is what this checks.
+    let unbudgeted = Limits {
+        memory_per_input_byte: u64::MAX,
+        ..Limits::default()
+    };
     for depth in [65, 1_000, 1_000_000] {
-        let err = parse(&nested_lists(depth)).unwrap_err();
+        let err = pickle::parse(&nested_lists(depth), &unbudgeted).unwrap_err();
         assert!(
             matches!(err, PickleError::LimitExceeded { .. }),
             "{depth}: {err:?}"
@@ -1185,12 +1190,12 @@ fn negative_and_oversized_numbers_are_rejected() {
         snapshot_error(&huge),
         "[0].blocks[0].size: 18446744073709551616 does not fit in 64 bits"
     );
+    // Fits in 64 bits, but no device holds that many bytes.
+    let beyond_any_device = list(vec![segment(vec![block((1 << 64) - 1, "inactive")])]);
     assert!(
-        read_snapshot(&to_pickle(&list(vec![segment(vec![block(
-            (1 << 64) - 1,
-            "inactive"
-        )])])))
-        .is_ok()
+        snapshot_error(&beyond_any_device).contains("more than any device holds"),
+        "{}",
+        snapshot_error(&beyond_any_device)
     );
 }
 

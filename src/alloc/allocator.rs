@@ -15,8 +15,8 @@ use super::device::{DeviceError, DeviceMemory};
 use super::layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
 use super::oom::OutOfMemory;
 use super::sizing::{
-    LARGE_BUFFER, MIN_BLOCK_SIZE, ONE_EXABYTE, SMALL_BUFFER, SMALL_SIZE, allocation_size,
-    round_size,
+    LARGE_BUFFER, MAX_DEVICE_BYTES, MIN_BLOCK_SIZE, ONE_EXABYTE, SMALL_BUFFER, SMALL_SIZE,
+    allocation_size, round_size,
 };
 use super::stats::DeviceStats;
 use super::trace::{TraceAction, TraceEntry};
@@ -1255,7 +1255,15 @@ impl<D: DeviceMemory> CachingAllocator<D> {
             PoolKind::Large => LARGE_BUFFER,
         };
         let total = self.device.mem_get_info().total;
-        let va_size = (total + total / 8).div_ceil(page_size).max(1) * page_size;
+        // A device reporting an absurd total (a what-if capacity of 2^64 − 1
+        // bytes) gets a reservation no larger than any device, so that
+        // addresses inside it cannot overflow.
+        let most_pages = (MAX_DEVICE_BYTES / page_size).max(1);
+        let va_size = total
+            .saturating_add(total / 8)
+            .div_ceil(page_size)
+            .clamp(1, most_pages)
+            * page_size;
         let base = match self.device.reserve_address_range(va_size) {
             Ok(base) => base,
             Err(DeviceError::OutOfMemory) => return Ok(None),

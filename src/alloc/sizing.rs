@@ -16,6 +16,11 @@ pub const LARGE_BUFFER: u64 = 20 << 20;
 pub const ROUND_LARGE: u64 = 2 << 20;
 /// Requests of this size or more fail before anything else ("more than 1EB").
 pub const ONE_EXABYTE: u64 = 1 << 60;
+/// More bytes than any device holds (256 TiB: the largest GPUs hold a few
+/// hundred GiB, and a 48-bit virtual address space spans no more): a
+/// recorded segment, block or event size beyond this is bad input, not
+/// something to model.
+pub const MAX_DEVICE_BYTES: u64 = 1 << 48;
 
 const MIB: u64 = 1 << 20;
 
@@ -35,7 +40,8 @@ pub fn roundup_power2_next_division(size: u64, divisions: u64) -> u64 {
     if rounded_down == size {
         size
     } else {
-        rounded_down + step
+        // Saturates only for sizes no device holds (callers bound them).
+        rounded_down.saturating_add(step)
     }
 }
 
@@ -48,7 +54,7 @@ pub fn round_size(size: u64, config: &AllocatorConfig) -> u64 {
     if divisions > 1 && size > MIN_BLOCK_SIZE * divisions {
         roundup_power2_next_division(size, divisions)
     } else {
-        size.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+        size.div_ceil(MIN_BLOCK_SIZE).saturating_mul(MIN_BLOCK_SIZE)
     }
 }
 
@@ -59,7 +65,7 @@ pub fn allocation_size(rounded: u64) -> u64 {
     } else if rounded < MIN_LARGE_ALLOC {
         LARGE_BUFFER
     } else {
-        rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
+        rounded.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
     }
 }
 

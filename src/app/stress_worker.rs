@@ -353,7 +353,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
         if !matches!(command, StressCommand::SaveSnapshot) {
             self.commands.push(synthetic_frames(
                 "<vramtop stress panel>",
-                self.commands.len() as i64 + 1,
+                self.commands.len() as u64 + 1,
                 &Self::describe(command),
             ));
             self.allocator

@@ -51,7 +51,7 @@ pub fn snapshot(memory: u64) -> color_eyre::Result<Snapshot> {
     let frames: Vec<Frames> = steps
         .iter()
         .enumerate()
-        .map(|(n, s)| synthetic_frames("<vramtop demo>", n as i64, &s.step))
+        .map(|(n, s)| synthetic_frames("<vramtop demo>", n as u64, &s.step))
         .collect();
     Ok(snapshot_with_frames(&model, 0, |entry| {
         let step = (entry.time_us / STEP_TIME_US) as usize;

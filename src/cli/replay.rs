@@ -515,7 +515,7 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
             lines.push("  allocated at (the user's frames, innermost first):".to_string());
         }
         for f in o.frames.iter().take(8) {
-            lines.push(format!("  {}:{} in {}", f.filename, f.line, f.name));
+            lines.push(format!("  {}:{} in {}", f.filename, f.shown_line(), f.name));
         }
         if o.frames.len() > 8 {
             lines.push(format!("  … {} more frames", o.frames.len() - 8));

@@ -110,7 +110,7 @@ pub fn variant_snapshots(
             let frames: Vec<Frames> = result
                 .steps
                 .iter()
-                .map(|s| synthetic_frames(&file, s.step as i64, &s.label))
+                .map(|s| synthetic_frames(&file, s.step as u64, &s.label))
                 .collect();
             let snapshot = snapshot_with_frames(&model, 0, |entry| {
                 // Step n ran at n × STEP_TIME_US; entries before step 1: none.

@@ -22,7 +22,7 @@ fn no_frames() -> Frames {
 /// `filename` names the source (e.g. `<vramtop scenario fragmentation>`),
 /// `line` the step number, `name` the step's label. Synthetic, and says
 /// so: no Python ran.
-pub fn synthetic_frames(filename: &str, line: i64, name: &str) -> Frames {
+pub fn synthetic_frames(filename: &str, line: u64, name: &str) -> Frames {
     Arc::from(vec![Frame {
         filename: Arc::from(filename),
         line,

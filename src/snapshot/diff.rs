@@ -266,7 +266,7 @@ mod tests {
     use crate::snapshot::types::Frame;
     use crate::snapshot::types::Frames;
 
-    fn stack(file: &str, line: i64) -> Frames {
+    fn stack(file: &str, line: u64) -> Frames {
         vec![Frame {
             filename: file.into(),
             line,

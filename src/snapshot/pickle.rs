@@ -43,7 +43,28 @@ pub struct Limits {
     /// including memo fetches, counts one). Bounds memory for inputs made of
     /// cheap opcodes that each create an object.
     pub max_items: u64,
+    /// Memory the read may take per byte of input (the parsed values, then
+    /// the snapshot built from them), so that a small file cannot make the
+    /// reader, the replay or the viewer hold far more than its size.
+    pub memory_per_input_byte: u64,
+    /// Memory any input may take, however small.
+    pub min_memory_bytes: u64,
 }
+
+impl Limits {
+    /// The bytes of memory reading `input_len` bytes may take.
+    pub fn memory_budget(&self, input_len: u64) -> u64 {
+        input_len
+            .saturating_mul(self.memory_per_input_byte)
+            .max(self.min_memory_bytes)
+    }
+}
+
+/// Bytes charged per value pushed: its 8-byte slot, doubled for the slack
+/// of a growing vector.
+const ITEM_CHARGE: u64 = 2 * std::mem::size_of::<Item>() as u64;
+/// Bytes charged per container, on top of its slot (same slack).
+const NODE_CHARGE: u64 = 2 * std::mem::size_of::<Node>() as u64;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -51,6 +72,10 @@ impl Default for Limits {
             max_depth: 64,
             max_input_bytes: 8 << 30,
             max_items: 500_000_000,
+            // The charges count twice what the values hold (vector
+            // growth); real snapshots are charged 5-16 bytes a byte.
+            memory_per_input_byte: 24,
+            min_memory_bytes: 64 << 20,
         }
     }
 }
@@ -482,6 +507,15 @@ fn parse_inner(
     parse_document(bytes, limits, progress)?.freeze_root()
 }
 
+/// Why an input whose values would take more than `budget` bytes is refused.
+pub(crate) fn memory_exceeded_detail(budget: u64, input_len: usize) -> String {
+    format!(
+        "reading it would take more than {} MiB of memory, the limit for a file of {input_len} \
+         bytes (a real snapshot takes a few times its size)",
+        budget >> 20,
+    )
+}
+
 /// The checks before any opcode runs: size, non-pickle formats, frames.
 fn check_input(bytes: &[u8], limits: &Limits) -> Result<(), PickleError> {
     if bytes.len() as u64 > limits.max_input_bytes {
@@ -504,8 +538,12 @@ pub(crate) fn parse_document(
     progress: Option<&AtomicU64>,
 ) -> Result<Document, PickleError> {
     check_input(bytes, limits)?;
-    let (arena, scalars, root) = run_parser(bytes, limits, progress)?;
-    Ok(Document::new(arena, scalars, root, limits.max_depth))
+    let (arena, scalars, root, used) = run_parser(bytes, limits, progress)?;
+    let mut document = Document::new(arena, scalars, root, limits.max_depth);
+    document.memory_used = used;
+    document.memory_budget = limits.memory_budget(bytes.len() as u64);
+    document.input_len = bytes.len();
+    Ok(document)
 }
 
 /// [`parse_document`] of bytes that are dropped once the opcodes are read.
@@ -515,9 +553,14 @@ pub(crate) fn parse_document_owned(
     progress: Option<&AtomicU64>,
 ) -> Result<Document, PickleError> {
     check_input(&bytes, limits)?;
-    let (arena, scalars, root) = run_parser(&bytes, limits, progress)?;
+    let (arena, scalars, root, used) = run_parser(&bytes, limits, progress)?;
+    let input_len = bytes.len();
     drop(bytes);
-    Ok(Document::new(arena, scalars, root, limits.max_depth))
+    let mut document = Document::new(arena, scalars, root, limits.max_depth);
+    document.memory_used = used;
+    document.memory_budget = limits.memory_budget(input_len as u64);
+    document.input_len = input_len;
+    Ok(document)
 }
 
 /// Runs the opcodes with list interning, and again without it if the input
@@ -526,15 +569,16 @@ fn run_parser(
     bytes: &[u8],
     limits: &Limits,
     progress: Option<&AtomicU64>,
-) -> Result<(Vec<Node>, Scalars, Item), PickleError> {
+) -> Result<(Vec<Node>, Scalars, Item, u64), PickleError> {
     let attempt = |intern: bool| {
         let mut parser = Parser::new(bytes, limits);
         parser.progress = progress;
         parser.intern = intern;
         let result = parser.run();
         let broken = parser.intern_broken;
+        let used = parser.memory_used;
         (
-            result.map(|root| (parser.arena, parser.scalars, root)),
+            result.map(|root| (parser.arena, parser.scalars, root, used)),
             broken,
         )
     };
@@ -810,6 +854,9 @@ struct Parser<'a> {
     /// Scalars that do not fit in an [`Item`].
     scalars: Scalars,
     pushed: u64,
+    /// Estimated bytes of the values built so far, and the most allowed.
+    memory_used: u64,
+    memory_budget: u64,
     /// Where to publish the parse position, and the position that triggers
     /// the next store.
     progress: Option<&'a AtomicU64>,
@@ -835,6 +882,8 @@ impl<'a> Parser<'a> {
             arena: Vec::new(),
             scalars: Scalars::default(),
             pushed: 0,
+            memory_used: 0,
+            memory_budget: limits.memory_budget(data.len() as u64),
             progress: None,
             next_progress: PROGRESS_STEP,
             intern: false,
@@ -1370,7 +1419,23 @@ impl<'a> Parser<'a> {
         self.marks.last().copied().unwrap_or(0)
     }
 
+    /// Counts `bytes` more of parsed values against the memory budget.
+    fn charge(&mut self, bytes: u64) -> Result<(), PickleError> {
+        self.memory_used = self.memory_used.saturating_add(bytes);
+        if self.memory_used > self.memory_budget {
+            return Err(PickleError::LimitExceeded {
+                detail: format!(
+                    "{} (at byte {})",
+                    memory_exceeded_detail(self.memory_budget, self.data.len()),
+                    self.pos
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn push(&mut self, item: Item) -> Result<(), PickleError> {
+        self.charge(ITEM_CHARGE)?;
         self.pushed += 1;
         if self.pushed > self.limits.max_items {
             return Err(PickleError::LimitExceeded {
@@ -1396,6 +1461,12 @@ impl<'a> Parser<'a> {
             }
             other => {
                 let id = self.scalar_id(self.scalars.values.len())?;
+                let payload = match &other {
+                    Value::Str(text) => text.len(),
+                    Value::Bytes(bytes) => bytes.len(),
+                    _ => 0,
+                };
+                self.charge(2 * std::mem::size_of::<Value>() as u64 + payload as u64)?;
                 self.scalars.values.push(other);
                 Item::Scalar(id)
             }
@@ -1503,6 +1574,7 @@ impl<'a> Parser<'a> {
         offset: usize,
     ) -> Result<(), PickleError> {
         self.check_height(height, offset)?;
+        self.charge(NODE_CHARGE)?;
         let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
             detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
         })?;
@@ -1848,6 +1920,12 @@ fn lost() -> PickleError {
 /// [`Document::release_entry`]), so that a long trace never exists as
 /// values all at once.
 pub(crate) struct Document {
+    /// Estimated bytes of the parsed values, the most reading the input may
+    /// take (see [`Limits::memory_budget`]) and the input's length: what is
+    /// built from the document is charged to the same budget.
+    pub(crate) memory_used: u64,
+    pub(crate) memory_budget: u64,
+    pub(crate) input_len: usize,
     arena: Vec<Node>,
     scalars: Scalars,
     slots: Vec<Slot>,
@@ -1954,6 +2032,9 @@ impl Document {
         let mut slots = Vec::with_capacity(arena.len());
         slots.resize_with(arena.len(), || Slot::Unvisited);
         Document {
+            memory_used: 0,
+            memory_budget: u64::MAX,
+            input_len: 0,
             arena,
             scalars,
             slots,

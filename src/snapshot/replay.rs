@@ -21,7 +21,7 @@ pub use super::start_state::{StartLayout, StartReservation, StartSegment, start_
 use super::types::{AllocatorSettings, Snapshot};
 use crate::alloc::{
     AllocatorConfig, BlockInfo, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
-    TraceAction,
+    TraceAction, sizing::MAX_DEVICE_BYTES,
 };
 
 /// A recorded event reduced to what the model reproduces.
@@ -44,7 +44,7 @@ impl Event {
             && self.stream == other.stream
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "{}(addr={:#x}, size={}, stream={})",
             self.action.as_str(),
@@ -200,19 +200,26 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
     VerifyReport {
         segments: snapshot.segments.len(),
         blocks: snapshot.segments.iter().map(|s| s.blocks.len()).sum(),
-        reserved: snapshot.segments.iter().map(|s| s.total_size).sum(),
-        allocated: snapshot
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum(),
+        reserved: saturating_sum(snapshot.segments.iter().map(|s| s.total_size)),
+        allocated: saturating_sum(
+            snapshot
+                .segments
+                .iter()
+                .flat_map(|s| &s.blocks)
+                .filter(|b| b.state == BlockState::ActiveAllocated)
+                .map(|b| b.size),
+        ),
         trace_entries: snapshot.device_traces.iter().map(Vec::len).sum(),
         findings,
         replays,
         unreplayable,
     }
+}
+
+/// Σ of input-derived byte counts, pinned at `u64::MAX` rather than
+/// wrapping (only a damaged file gets there).
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
 }
 
 pub(crate) fn replayable_events(trace: &[super::types::TraceEntry]) -> Vec<Event> {
@@ -517,7 +524,19 @@ pub(crate) fn replay_once(
 
     let mut k = 0;
     while k < events.len() {
+        let step_start = k;
         // The next call the program made: an allocation (or its OOM) or a free.
+        let call_end = next_call(events, k).map_or(events.len(), |anchor| anchor + 1);
+        if let Some((index, why)) = first_impossible(events, k..call_end) {
+            report.divergence = Some(Divergence {
+                event_index: index,
+                expected: events[index].describe(),
+                model: why,
+                expected_event: Some(events[index]),
+                model_event: None,
+            });
+            break;
+        }
         let Some(anchor) = next_call(events, k) else {
             // Trailing device events: an empty_cache at the end.
             let rest = &events[k..];
@@ -555,7 +574,7 @@ pub(crate) fn replay_once(
                 m.empty_cache();
                 Ok(())
             });
-            if report.divergence.is_some() {
+            if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
                 break;
             }
             continue;
@@ -569,7 +588,7 @@ pub(crate) fn replay_once(
                 m.process_events();
                 Ok(())
             });
-            if report.divergence.is_some() {
+            if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
                 break;
             }
             continue;
@@ -614,13 +633,80 @@ pub(crate) fn replay_once(
                 });
             }
         }
-        if report.divergence.is_some() {
+        if report.divergence.is_some() || stalled(events, step_start, k, &mut report) {
             break;
         }
     }
 
     finish_report(snapshot, device, &model, &mut report);
     Ok(report)
+}
+
+/// Whether a step that started at `step_start` left `k` where it was: the
+/// model did nothing with the recorded event at `k`, so the trace cannot go
+/// on from there. Then the divergence names that event. Every step of the
+/// replay either advances `k` or ends it.
+fn stalled(events: &[Event], step_start: usize, k: usize, report: &mut DeviceReplay) -> bool {
+    if k > step_start {
+        return false;
+    }
+    let Some(&stuck) = events.get(k) else {
+        return false;
+    };
+    report.divergence = Some(Divergence {
+        event_index: k,
+        expected: stuck.describe(),
+        model: format!("nothing: {}", unapplied(&stuck)),
+        expected_event: Some(stuck),
+        model_event: None,
+    });
+    true
+}
+
+/// What the model lacked to apply the recorded event `e`.
+fn unapplied(e: &Event) -> String {
+    match e.action {
+        TraceAction::FreeCompleted => format!("no pending free at {:#x} to complete", e.addr),
+        TraceAction::SegmentFree => {
+            format!("no cached segment at {:#x} to release", e.addr)
+        }
+        TraceAction::SegmentUnmap => format!(
+            "no free mapped pages at {:#x} ({} bytes) to unmap",
+            e.addr, e.size
+        ),
+        TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
+            "no allocation that needed new device memory".to_string()
+        }
+        _ => "the call changed nothing".to_string(),
+    }
+}
+
+/// The first event of `events[range]` that no device could have produced,
+/// with why: a size beyond [`MAX_DEVICE_BYTES`] or a range past the end of
+/// the address space. An `oom` entry's size is the request that failed, and
+/// its address the device's free bytes, so only its free bytes are bounded.
+pub(crate) fn first_impossible(
+    events: &[Event],
+    range: std::ops::Range<usize>,
+) -> Option<(usize, String)> {
+    let end = range.end.min(events.len());
+    (range.start.min(end)..end).find_map(|i| {
+        let e = &events[i];
+        let why = if e.action == TraceAction::Oom {
+            (e.addr > MAX_DEVICE_BYTES)
+                .then(|| format!("{} bytes free is beyond any device", e.addr))
+        } else if e.size > MAX_DEVICE_BYTES {
+            Some(format!("{} bytes is beyond any device", e.size))
+        } else if e.addr.checked_add(e.size).is_none() {
+            Some(format!(
+                "{:#x} + {} bytes runs past the end of the address space",
+                e.addr, e.size
+            ))
+        } else {
+            None
+        };
+        why.map(|why| (i, format!("nothing: {why}")))
+    })
 }
 
 /// Marks the pending frees that the recording completed in `part` as done.
@@ -705,13 +791,13 @@ fn finish_report(
     real.sort_by_key(|s| s.address);
     report.reserved_model = model.memory_reserved();
     report.allocated_model = model.memory_allocated();
-    report.reserved_snapshot = real.iter().map(|s| s.total_size).sum();
-    report.allocated_snapshot = real
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state == BlockState::ActiveAllocated)
-        .map(|b| b.size)
-        .sum();
+    report.reserved_snapshot = saturating_sum(real.iter().map(|s| s.total_size));
+    report.allocated_snapshot = saturating_sum(
+        real.iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size),
+    );
     report.model_invariant_error = model.check_invariants().err();
 
     let mut diffs = Vec::new();

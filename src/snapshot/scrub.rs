@@ -192,8 +192,17 @@ impl ScrubState {
             return None;
         }
         if seg.is_expandable {
-            while let Some(next) = self.segments.get(&end).filter(|n| n.is_expandable) {
-                end = end.saturating_add(next.size);
+            // Each step moves `end` up by a non-zero size, so the walk ends.
+            while let Some(next) = self
+                .segments
+                .get(&end)
+                .filter(|n| n.is_expandable && n.size > 0)
+            {
+                let Some(next_end) = end.checked_add(next.size) else {
+                    end = u64::MAX;
+                    break;
+                };
+                end = next_end;
             }
         }
         Some((start, end, seg.is_expandable))
@@ -228,19 +237,18 @@ impl ScrubState {
     /// (reserved, allocated, active) recomputed from the segments and
     /// blocks, to check the running totals.
     pub fn recomputed_totals(&self) -> (u64, u64, u64) {
-        let reserved = self.segments.values().map(|s| s.size).sum();
-        let allocated = self
+        let sum = |sizes: &mut dyn Iterator<Item = u64>| sizes.fold(0, u64::saturating_add);
+        let reserved = sum(&mut self.segments.values().map(|s| s.size));
+        let allocated = sum(&mut self
             .blocks
             .values()
             .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| b.size)
-            .sum();
-        let active = self
+            .map(|b| b.size));
+        let active = sum(&mut self
             .blocks
             .values()
             .filter(|b| b.state.is_active())
-            .map(|b| b.size)
-            .sum();
+            .map(|b| b.size));
         (reserved, allocated, active)
     }
 }
@@ -730,11 +738,12 @@ impl DeviceScrub {
                 state: b.state,
                 frames: b.frames.clone(),
             });
+            // Sizes are input-derived: pin the sums rather than wrap.
             if b.state == BlockState::ActiveAllocated {
-                allocated += b.size;
+                allocated = allocated.saturating_add(b.size);
             }
-            active += b.size;
-            requested += b.requested_size;
+            active = active.saturating_add(b.size);
+            requested = requested.saturating_add(b.requested_size);
             at = at.max(addr.saturating_add(b.size));
         }
         gap(at, end, &mut blocks);

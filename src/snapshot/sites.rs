@@ -124,10 +124,10 @@ pub fn short_file(filename: &str) -> &str {
 pub fn file_line(f: &Frame) -> String {
     let file = short_file(&f.filename);
     let file = if file.is_empty() { "??" } else { file };
-    if f.line > 0 {
-        format!("{file}:{}", f.line)
-    } else {
-        format!("{file}:?")
+    // Line 0 (none recorded) and PyTorch's unknown line both read `?`.
+    match f.known_line().filter(|&line| line > 0) {
+        Some(line) => format!("{file}:{line}"),
+        None => format!("{file}:?"),
     }
 }
 
@@ -382,7 +382,10 @@ pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
             .map(SiteKey::Frame),
         Grouping::FileLine => informative(frames)
             .find(|f| {
-                f.line > 0 && !f.filename.is_empty() && &*f.filename != "??" && !is_allocator(f)
+                f.known_line().is_some_and(|line| line > 0)
+                    && !f.filename.is_empty()
+                    && &*f.filename != "??"
+                    && !is_allocator(f)
             })
             .or_else(user_or_fallback)
             .cloned()
@@ -605,7 +608,7 @@ pub fn sites_of_state(state: &ScrubState, grouping: Grouping, no_stack: NoStackR
 mod tests {
     use super::*;
 
-    fn frame(file: &str, line: i64, name: &str) -> Frame {
+    fn frame(file: &str, line: u64, name: &str) -> Frame {
         Frame {
             filename: file.into(),
             line,
@@ -838,7 +841,7 @@ mod tests {
     #[test]
     fn unknown_line_is_shown_as_question_mark() {
         assert_eq!(file_line(&frame("/a/b.cpp", 0, "f")), "b.cpp:?");
-        assert_eq!(file_line(&frame("/a/b.py", -1, "f")), "b.py:?");
+        assert_eq!(file_line(&frame("/a/b.py", u64::MAX, "f")), "b.py:?");
         assert_eq!(file_line(&frame("", 0, "f")), "??:?");
     }
 

@@ -26,7 +26,7 @@ pub fn segment_info(segment: &Segment) -> SegmentInfo {
             .iter()
             .filter(|b| keep(b.state))
             .map(|b| if requested { b.requested_size } else { b.size })
-            .sum()
+            .fold(0, u64::saturating_add)
     };
     SegmentInfo {
         device: segment.device,
@@ -181,21 +181,21 @@ pub fn figures<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Figures {
         (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     let mut segsum = Segsum::default();
     let mut infos = Vec::new();
-    let (mut reserved, mut allocated, mut active, mut requested) = (0, 0, 0, 0);
+    let (mut reserved, mut allocated, mut active, mut requested) = (0u64, 0u64, 0u64, 0u64);
     for s in segments {
-        reserved += s.total_size;
+        reserved = reserved.saturating_add(s.total_size);
         for b in &s.blocks {
             match b.state {
                 BlockState::ActiveAllocated => {
                     blocks.active_allocated += 1;
-                    allocated += b.size;
+                    allocated = allocated.saturating_add(b.size);
                 }
                 BlockState::ActivePendingFree => blocks.active_pending_free += 1,
                 BlockState::Inactive => blocks.inactive += 1,
             }
             if b.state.is_active() {
-                active += b.size;
-                requested += b.requested_size;
+                active = active.saturating_add(b.size);
+                requested = requested.saturating_add(b.requested_size);
             }
         }
         let histogram = match (s.is_expandable, s.segment_type) {
@@ -205,15 +205,18 @@ pub fn figures<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Figures {
         };
         *histogram.entry(s.total_size).or_insert(0u64) += 1;
         let line = segment_summary(s);
-        segsum.total_allocated += line.allocated;
-        segsum.internal_free += line.internal_free;
-        segsum.external_free += line.external_free;
+        segsum.total_allocated = segsum.total_allocated.saturating_add(line.allocated);
+        segsum.internal_free = segsum.internal_free.saturating_add(line.internal_free);
+        segsum.external_free = segsum.external_free.saturating_add(line.external_free);
         infos.push(segment_info(s));
     }
     segsum.total_reserved = reserved;
-    let covered = segsum.total_allocated + segsum.internal_free + segsum.external_free;
+    let covered = segsum
+        .total_allocated
+        .saturating_add(segsum.internal_free)
+        .saturating_add(segsum.external_free);
     segsum.unaccounted = (i128::from(reserved) - i128::from(covered)) as i64;
-    segsum.total_free = segsum.internal_free + segsum.external_free;
+    segsum.total_free = segsum.internal_free.saturating_add(segsum.external_free);
     if segsum.total_free > 0 {
         segsum.internal_percent = segsum.internal_free as f64 * 100.0 / segsum.total_free as f64;
     }

@@ -108,7 +108,7 @@ pub fn large(shape: &LargeShape) -> Snapshot {
                 "/opt/conda/lib/python3.11/site-packages/{}",
                 MODULES[i % MODULES.len()]
             )),
-            line: 10 + (i as i64 * 37) % 2000,
+            line: 10 + (i as u64 * 37) % 2000,
             name: Arc::from(FUNCTIONS[(i / MODULES.len()) % FUNCTIONS.len()]),
         })
         .collect();

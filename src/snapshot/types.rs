@@ -17,7 +17,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::pickle::{self, Limits, PickleError, Value};
-use crate::alloc::{BlockState, PoolKind, TraceAction};
+use crate::alloc::{BlockState, PoolKind, TraceAction, sizing::MAX_DEVICE_BYTES};
 
 /// A traceback, innermost frame first as PyTorch records it.
 ///
@@ -31,9 +31,41 @@ pub type Frames = Arc<[Frame]>;
 pub struct Frame {
     #[serde(serialize_with = "ser::arc_str")]
     pub filename: Arc<str>,
-    pub line: i64,
+    /// PyTorch's unsigned 64-bit line number; [`Frame::UNKNOWN_LINE`] when
+    /// the unwinder could not tell (serialised as `null`).
+    #[serde(serialize_with = "ser::line")]
+    pub line: u64,
     #[serde(serialize_with = "ser::arc_str")]
     pub name: Arc<str>,
+}
+
+impl Frame {
+    /// What PyTorch writes for a line it does not know: −1 stored in its
+    /// unsigned line field.
+    pub const UNKNOWN_LINE: u64 = u64::MAX;
+
+    /// The line number, `None` when unknown.
+    pub fn known_line(&self) -> Option<u64> {
+        (self.line != Self::UNKNOWN_LINE).then_some(self.line)
+    }
+
+    /// The line as shown to people: the number, or `?` when unknown.
+    pub fn shown_line(&self) -> ShownLine {
+        ShownLine(self.known_line())
+    }
+}
+
+/// A frame's line for display: the number, or `?` when unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShownLine(Option<u64>);
+
+impl std::fmt::Display for ShownLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(line) => write!(f, "{line}"),
+            None => f.write_str("?"),
+        }
+    }
 }
 
 /// Which of PyTorch's two snapshot shapes the input was.
@@ -288,7 +320,14 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
 fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
     let root = document.freeze_root()?;
-    let mut reader = Reader::default();
+    let mut reader = Reader {
+        memory: MemoryBudget {
+            used: document.memory_used,
+            budget: document.memory_budget,
+            input_len: document.input_len,
+        },
+        ..Reader::default()
+    };
     let mut snapshot = reader.snapshot(&root)?;
     drop(root);
     let Some(traces) = deferred else {
@@ -306,9 +345,13 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
             // Fast path: a well-formed entry converted from its fields in
             // place (no value built); anything unusual, including every
             // error, takes the general path below, which reports it.
+            let entry_path = device_path.index(index);
+            reader
+                .memory
+                .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
             if let Some(entry) = document
                 .flat_entry(trace, index)
-                .and_then(|flat| reader.flat_trace_entry(&flat, &device_path.index(index)))
+                .and_then(|flat| reader.flat_trace_entry(&flat, &entry_path))
             {
                 out.push(entry);
                 continue;
@@ -451,6 +494,40 @@ struct Reader {
     /// trace entries that are dropped after use).
     keep_alive: bool,
     kept: Vec<Value>,
+    memory: MemoryBudget,
+}
+
+/// What the snapshot being built may take: the file's budget (see
+/// [`Limits::memory_budget`]) less what parsing took. A value the pickle
+/// refers to many times is converted each time (segments, blocks, trace
+/// entries) and charged each time; shared tracebacks are charged once.
+#[derive(Debug)]
+struct MemoryBudget {
+    used: u64,
+    budget: u64,
+    input_len: usize,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget {
+            used: 0,
+            budget: u64::MAX,
+            input_len: 0,
+        }
+    }
+}
+
+impl MemoryBudget {
+    /// Counts `bytes` of converted values, doubled for the slack of growing
+    /// vectors and the allocator's headers.
+    fn charge(&mut self, bytes: usize, path: &FieldPath) -> Result<(), SnapshotError> {
+        self.used = self.used.saturating_add(2 * bytes as u64);
+        if self.used > self.budget {
+            return Err(path.error(pickle::memory_exceeded_detail(self.budget, self.input_len)));
+        }
+        Ok(())
+    }
 }
 
 impl Reader {
@@ -465,6 +542,7 @@ impl Reader {
 
     fn segment(&mut self, value: &Value, path: &FieldPath) -> Result<Segment, SnapshotError> {
         expect_dict(value, path)?;
+        self.memory.charge(std::mem::size_of::<Segment>(), path)?;
         let address = u64_field(value, "address", path)?;
         let segment_type_path = path.key("segment_type");
         let segment_type_name =
@@ -481,14 +559,16 @@ impl Reader {
         };
         let blocks_path = path.key("blocks");
         let blocks = self.blocks(required(value, "blocks", path)?, address, &blocks_path)?;
+        let total_size = device_bytes_field(value, "total_size", path)?;
+        within_address_space(address, total_size, path)?;
         Ok(Segment {
             device: u32_field(value, "device", path)?,
             address,
-            total_size: u64_field(value, "total_size", path)?,
+            total_size,
             allocated_size: optional_u64(value, "allocated_size", path)?,
             active_size: optional_u64(value, "active_size", path)?,
             requested_size: optional_u64(value, "requested_size", path)?,
-            stream: u64_field(value, "stream", path)?,
+            stream: int64_cast_field(value, "stream", path)?,
             segment_type,
             segment_pool_id: match present(value, "segment_pool_id") {
                 Some(id) => pool_id(id, &path.key("segment_pool_id"))?,
@@ -514,7 +594,8 @@ impl Reader {
         for (index, item) in list.iter().enumerate() {
             let path = path.index(index);
             expect_dict(item, &path)?;
-            let size = u64_field(item, "size", &path)?;
+            self.memory.charge(std::mem::size_of::<Block>(), &path)?;
+            let size = device_bytes_field(item, "size", &path)?;
             let state_path = path.key("state");
             let state_name = expect_str(required(item, "state", &path)?, &state_path)?;
             let state = BlockState::parse(state_name).ok_or_else(|| {
@@ -531,6 +612,7 @@ impl Reader {
                     )
                 })?,
             };
+            within_address_space(address, size, &path)?;
             next_address = address.checked_add(size);
 
             // Torch 2.0 kept `history: [{addr, real_size, frames}]` instead of
@@ -590,7 +672,10 @@ impl Reader {
             let entries = expect_list(trace, &device_path)?;
             let mut out = Vec::with_capacity(entries.len());
             for (index, entry) in entries.iter().enumerate() {
-                if let Some(entry) = self.trace_entry(entry, &device_path.index(index))? {
+                let entry_path = device_path.index(index);
+                self.memory
+                    .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
+                if let Some(entry) = self.trace_entry(entry, &entry_path)? {
                     out.push(entry);
                 }
             }
@@ -620,11 +705,20 @@ impl Reader {
             Some(frames) => self.frames(frames, &path.key("frames"))?,
             None => self.empty_frames(),
         };
+        // An oom entry's size is the request that failed (any size may be
+        // asked for) and its address the device's free bytes.
+        let size = if action == TraceAction::Oom {
+            u64_field(value, "size", path)?
+        } else {
+            let size = device_bytes_field(value, "size", path)?;
+            within_address_space(addr, size, path)?;
+            size
+        };
         Ok(Some(TraceEntry {
             action,
             addr,
-            size: u64_field(value, "size", path)?,
-            stream: u64_field(value, "stream", path)?,
+            size,
+            stream: int64_cast_field(value, "stream", path)?,
             time_us: optional_i64(value, "time_us", path)?,
             frames,
             compile_context: optional_arc_str(value, "compile_context", path)?,
@@ -649,6 +743,7 @@ impl Reader {
             _ => None,
         };
         let u64_of = |key: &str| int(key).and_then(|i| u64::try_from(i).ok());
+        let cast_of = |key: &str| int(key).and_then(int64_cast);
         let optional_i64 = |key: &str| match present(key) {
             None => Some(None),
             Some(Field::Int(i)) => i64::try_from(i).ok().map(Some),
@@ -669,7 +764,13 @@ impl Reader {
             u64_of("addr")?
         };
         let size = u64_of("size")?;
-        let stream = u64_of("stream")?;
+        // Out-of-bounds sizes take the general path, which reports them.
+        if action != TraceAction::Oom
+            && (size > MAX_DEVICE_BYTES || addr.checked_add(size).is_none())
+        {
+            return None;
+        }
+        let stream = cast_of("stream")?;
         let time_us = optional_i64("time_us")?;
         let compile_context = optional_str("compile_context")?;
         let user_metadata = optional_str("user_metadata")?;
@@ -706,7 +807,7 @@ impl Reader {
         expect_dict(value, path)?;
         let frame = Frame {
             filename: arc_str_field(value, "filename", path)?,
-            line: i64_field(value, "line", path)?,
+            line: int64_cast_field(value, "line", path)?,
             name: arc_str_field(value, "name", path)?,
         };
         if let Some(id) = identity {
@@ -736,6 +837,10 @@ impl Reader {
         let frames = match cached {
             Some(frames) => frames,
             None => {
+                self.memory.charge(
+                    list.len().saturating_mul(std::mem::size_of::<Frame>()),
+                    path,
+                )?;
                 let mut frames = Vec::with_capacity(list.len());
                 for (index, frame) in list.iter().enumerate() {
                     frames.push(self.frame(frame, &path.index(index))?);
@@ -880,11 +985,18 @@ fn annotations(value: &Value, path: &FieldPath) -> Result<Vec<Annotation>, Snaps
 }
 
 fn pool_id(value: &Value, path: &FieldPath) -> Result<(i64, i64), SnapshotError> {
+    // PyTorch's pool id is a pair of unsigned 64-bit ints (the Python
+    // binding) or their signed casts (the C++ writer). Ids only tell pools
+    // apart, so the bits are kept as they are in a signed pair.
+    let half = |item: &Value, index: usize| -> Result<i64, SnapshotError> {
+        let item_path = path.index(index);
+        let raw = expect_int(item, &item_path)?;
+        int64_cast(raw)
+            .map(u64::cast_signed)
+            .ok_or_else(|| item_path.error(format!("{raw} does not fit in 64 bits")))
+    };
     match value.as_list() {
-        Some([first, second]) => Ok((
-            expect_i64(first, &path.index(0))?,
-            expect_i64(second, &path.index(1))?,
-        )),
+        Some([first, second]) => Ok((half(first, 0)?, half(second, 1)?)),
         Some(other) => Err(path.error(format!(
             "expected a pair of ints, found {} items",
             other.len()
@@ -1047,6 +1159,43 @@ fn expect_i64(value: &Value, path: &FieldPath) -> Result<i64, SnapshotError> {
     i64::try_from(raw).map_err(|_| path.error(format!("{raw} does not fit in a signed 64-bit int")))
 }
 
+/// An unsigned 64-bit value that PyTorch may write through a signed 64-bit
+/// cast (`int64_t(stream)`, the C++ writer's `int64_t(lineno)`): a negative
+/// int is the same bits, so it reads back as what was cast.
+fn int64_cast(raw: i128) -> Option<u64> {
+    match i64::try_from(raw) {
+        Ok(signed) if signed < 0 => Some(signed.cast_unsigned()),
+        _ => u64::try_from(raw).ok(),
+    }
+}
+
+fn int64_cast_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let field_path = path.key(key);
+    let raw = expect_int(required(dict, key, path)?, &field_path)?;
+    int64_cast(raw).ok_or_else(|| field_path.error(format!("{raw} does not fit in 64 bits")))
+}
+
+/// A byte count of device memory: more than any device holds is bad input.
+fn device_bytes_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let bytes = u64_field(dict, key, path)?;
+    if bytes > MAX_DEVICE_BYTES {
+        return Err(path.key(key).error(format!(
+            "{bytes} bytes is more than any device holds (at most {MAX_DEVICE_BYTES})"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `[address, address + size)` must end inside the 64-bit address space.
+fn within_address_space(address: u64, size: u64, path: &FieldPath) -> Result<(), SnapshotError> {
+    match address.checked_add(size) {
+        Some(_) => Ok(()),
+        None => Err(path.error(format!(
+            "{address:#x} + {size} bytes runs past the end of the 64-bit address space"
+        ))),
+    }
+}
+
 fn u64_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
     expect_u64(required(dict, key, path)?, &path.key(key))
 }
@@ -1130,6 +1279,14 @@ mod ser {
 
     pub fn frames<S: Serializer>(value: &Frames, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(value.iter())
+    }
+
+    pub fn line<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        if *value == super::Frame::UNKNOWN_LINE {
+            serializer.serialize_none()
+        } else {
+            serializer.serialize_u64(*value)
+        }
     }
 }
 

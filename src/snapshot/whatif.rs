@@ -21,8 +21,8 @@ use serde::Serialize;
 
 use super::replay::{
     Event, ReplayStart, StartLayout, Unreplayable, completions_before_search, config_from_settings,
-    devices_with_calls, empty_cache_len, free_is_deferred, is_obtain, is_release, next_call,
-    obtains, reads_as_retry_path, releases, start_layout,
+    devices_with_calls, empty_cache_len, first_impossible, free_is_deferred, is_obtain, is_release,
+    next_call, obtains, reads_as_retry_path, releases, saturating_sum, start_layout,
 };
 use super::types::{Frame, Snapshot};
 use crate::alloc::{
@@ -257,6 +257,14 @@ pub fn whatif(
             .filter(|(_, e)| !matches!(e.action, TraceAction::Snapshot | TraceAction::Annotate))
             .map(|(i, _)| i)
             .collect();
+        if let Some((index, why)) = first_impossible(&events, 0..events.len()) {
+            let raw = raw_index.get(index).copied().unwrap_or(index);
+            unreplayable.push(Unreplayable {
+                device,
+                reason: format!("event #{raw} {}: {why}", events[index].describe()),
+            });
+            continue;
+        }
         let layout = match start_layout(snapshot, device, &own) {
             Ok(l) => l,
             Err(reason) => {
@@ -511,9 +519,9 @@ impl Run {
         let mut pending = FxHashMap::default();
         let mut pending_rev = FxHashMap::default();
         for s in &layout.segments {
-            let total: u64 = s.blocks.iter().map(|b| b.0).sum();
+            let total = saturating_sum(s.blocks.iter().map(|b| b.0));
             dev.live.insert(s.address, total);
-            dev.used += total;
+            dev.used = dev.used.saturating_add(total);
             let mut addr = s.address;
             for &(size, _, state) in &s.blocks {
                 match state {
@@ -839,17 +847,13 @@ fn compare(
 /// The original's peak reserved bytes, from the start state and the
 /// recorded segment events alone.
 fn recorded_peak_reserved(events: &[Event], layout: &StartLayout) -> u64 {
-    let mut reserved: u64 = layout
-        .segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .map(|b| b.0)
-        .sum::<u64>()
-        + layout
-            .reservations
-            .iter()
-            .map(super::replay::StartReservation::mapped)
-            .sum::<u64>();
+    let mut reserved = saturating_sum(layout.segments.iter().flat_map(|s| &s.blocks).map(|b| b.0))
+        .saturating_add(saturating_sum(
+            layout
+                .reservations
+                .iter()
+                .map(super::replay::StartReservation::mapped),
+        ));
     let mut peak = reserved;
     for e in events {
         match e.action {
@@ -880,12 +884,10 @@ fn replay_device(
         .iter()
         .filter(|e| e.action != TraceAction::Oom)
         .map(|e| e.addr.saturating_add(e.size))
-        .chain(
-            layout
-                .segments
-                .iter()
-                .map(|s| s.address + s.blocks.iter().map(|b| b.0).sum::<u64>()),
-        )
+        .chain(layout.segments.iter().map(|s| {
+            s.address
+                .saturating_add(saturating_sum(s.blocks.iter().map(|b| b.0)))
+        }))
         .chain(
             layout
                 .reservations
@@ -1088,12 +1090,7 @@ fn replay_device(
     DeviceWhatIf {
         device,
         start: layout.start.clone(),
-        start_reserved: layout
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .map(|b| b.0)
-            .sum(),
+        start_reserved: saturating_sum(layout.segments.iter().flat_map(|s| &s.blocks).map(|b| b.0)),
         trace_entries: ctx.trace.len(),
         calls,
         replica_divergence,

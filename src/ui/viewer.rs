@@ -729,7 +729,7 @@ fn render_status(area: Rect, buf: &mut Buffer, v: &ViewerState, keymap: &Keymap,
 
 /// A frame as "file:line name", the file cut from the left to fit.
 fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
-    let tail = format!(":{} {}", f.line, f.name);
+    let tail = format!(":{} {}", f.shown_line(), f.name);
     let room = width.saturating_sub(tail.chars().count()).max(8);
     let file: String = if f.filename.chars().count() > room {
         let skip = f.filename.chars().count() - (room - 1);
