@@ -830,6 +830,17 @@ pub(crate) fn replay_from_best_start(
     let Some(k) = first_call else {
         return whole;
     };
+    // Only a call whose device events were lost can have been cut: a
+    // segment_alloc before it is that call's own (a call makes at most one),
+    // so nothing was cut; and an event no device could have produced is
+    // reported where it stands, never skipped as part of the start.
+    let cut_possible = !events[..k]
+        .iter()
+        .any(|e| e.action == TraceAction::SegmentAlloc)
+        && super::replay::first_impossible(events, 0..k + 1).is_none();
+    if !cut_possible {
+        return whole;
+    }
     let unexplained = match &whole {
         Ok((r, _, _)) => r.divergence.as_ref().is_some_and(|d| d.event_index <= k),
         Err(_) => true,
