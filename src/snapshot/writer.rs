@@ -278,6 +278,17 @@ impl<W: Write> Pickler<W> {
 
     /// A dict from `(key, value)` pairs, batched like CPython.
     fn dict(&mut self, pairs: &[(&str, Item<'_>)]) -> io::Result<()> {
+        self.dict_with(pairs, |p, key| p.str(key))
+    }
+
+    /// The dict opcodes for `pairs`, each key written by `key` and each
+    /// value as an item: the one batching loop behind [`Self::dict`] and
+    /// [`Self::dict_of`] (string keys stay allocation-free on the hot path).
+    fn dict_with<K>(
+        &mut self,
+        pairs: &[(K, Item<'_>)],
+        mut key: impl FnMut(&mut Self, &K) -> io::Result<()>,
+    ) -> io::Result<()> {
         self.frame.push(op::EMPTY_DICT);
         self.memoize()?;
         for batch in pairs.chunks(BATCH) {
@@ -285,8 +296,8 @@ impl<W: Write> Pickler<W> {
             if !single {
                 self.frame.push(op::MARK);
             }
-            for (key, value) in batch {
-                self.str(key)?;
+            for (k, value) in batch {
+                key(self, k)?;
                 self.item(value)?;
             }
             self.frame
@@ -547,21 +558,7 @@ impl<W: Write> Pickler<W> {
     /// A dict whose keys are items too (a file's unknown keys need not be
     /// strings), batched like [`Self::dict`].
     fn dict_of(&mut self, pairs: &[(Item<'_>, Item<'_>)]) -> io::Result<()> {
-        self.frame.push(op::EMPTY_DICT);
-        self.memoize()?;
-        for batch in pairs.chunks(BATCH) {
-            let single = batch.len() == 1;
-            if !single {
-                self.frame.push(op::MARK);
-            }
-            for (key, value) in batch {
-                self.item(key)?;
-                self.item(value)?;
-            }
-            self.frame
-                .push(if single { op::SETITEM } else { op::SETITEMS });
-        }
-        self.commit_frame(false)
+        self.dict_with(pairs, |p, key| p.item(key))
     }
 
     /// Any plain value read from a file (nesting is bounded by the reader's
