@@ -518,12 +518,11 @@ impl Run {
         let mut live = FxHashMap::default();
         let mut pending = FxHashMap::default();
         let mut pending_rev = FxHashMap::default();
-        for s in &layout.segments {
-            let total = saturating_sum(s.blocks.iter().map(|b| b.0));
-            dev.live.insert(s.address, total);
-            dev.used = dev.used.saturating_add(total);
-            let mut addr = s.address;
-            for &(size, _, state) in &s.blocks {
+        // The live and pending blocks of a start segment (or mapped range)
+        // at `address`, laid end to end; sums saturate on a damaged layout.
+        let mut note_live_blocks = |address: u64, blocks: &[(u64, u64, BlockState)]| {
+            let mut addr = address;
+            for &(size, _, state) in blocks {
                 match state {
                     BlockState::ActiveAllocated => {
                         live.insert(addr, addr);
@@ -534,27 +533,20 @@ impl Run {
                     }
                     BlockState::Inactive => {}
                 }
-                addr += size;
+                addr = addr.saturating_add(size);
             }
+        };
+        for s in &layout.segments {
+            let total = saturating_sum(s.blocks.iter().map(|b| b.0));
+            dev.live.insert(s.address, total);
+            dev.used = dev.used.saturating_add(total);
+            note_live_blocks(s.address, &s.blocks);
         }
         for r in &layout.reservations {
             dev.live.insert(r.base, r.size);
             dev.used = dev.used.saturating_add(r.mapped());
             for s in &r.ranges {
-                let mut addr = s.address;
-                for &(size, _, state) in &s.blocks {
-                    match state {
-                        BlockState::ActiveAllocated => {
-                            live.insert(addr, addr);
-                        }
-                        BlockState::ActivePendingFree => {
-                            pending.insert(addr, addr);
-                            pending_rev.insert(addr, addr);
-                        }
-                        BlockState::Inactive => {}
-                    }
-                    addr += size;
-                }
+                note_live_blocks(s.address, &s.blocks);
             }
         }
         let mut model = CachingAllocator::new(dev, device, config.clone());
