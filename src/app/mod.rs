@@ -2,6 +2,7 @@
 
 pub mod click;
 pub mod keymap;
+pub mod observe;
 pub mod run;
 pub mod source;
 pub mod state;
