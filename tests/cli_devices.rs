@@ -5,6 +5,7 @@ mod common;
 
 use std::process::Command;
 
+use common::fake_cuda::{FakeKernels, build_fake_cuda};
 use common::fake_nvml::fake_nvml_with;
 use common::skip::{Prerequisite, skip};
 
@@ -121,37 +122,19 @@ fn binary_links_no_cuda_or_nvml_library() {
     }
 }
 
-/// Builds `tests/fixtures/fake_cuda.c` (no kernels, no device configured: its
-/// cuInit answers CUDA_ERROR_NO_DEVICE) as `libcuda.so.1` in a fresh folder.
+/// The fake CUDA driver without kernels and with no device configured (its
+/// cuInit answers CUDA_ERROR_NO_DEVICE): the folder holding `libcuda.so.1`.
 fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("cli_fake_cuda_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let lib = dir.join("libcuda.so.1");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake_cuda.c");
-    let built = Command::new("cc")
-        .args([
-            "-shared",
-            "-fPIC",
-            "-O2",
-            "-DFAKE_CUDA_NO_KERNELS",
-            "-Wl,-soname,libcuda.so.1",
-            "-o",
-        ])
-        .arg(&lib)
-        .arg(&src)
-        .status()
-        .ok()?
-        .success();
-    if built {
-        Some(dir)
-    } else {
-        skip(
-            "a CLI test with a fake libcuda",
-            "cannot build the fake libcuda (no C compiler?)",
-            Prerequisite::ProvidedByCi,
-        );
-        None
+    match build_fake_cuda("cli_fake_cuda", FakeKernels::Without) {
+        Some(fake) => Some(fake.dir),
+        None => {
+            skip(
+                "a CLI test with a fake libcuda",
+                "no C compiler (`cc`), so no fake libcuda",
+                Prerequisite::ProvidedByCi,
+            );
+            None
+        }
     }
 }
 

@@ -10,14 +10,14 @@
 
 mod common;
 
+use common::fake_cuda::load_fake_cuda;
 use common::skip::{Prerequisite, skip};
 use std::ffi::{CString, c_char, c_int};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+use libloading::os::unix::Library;
 use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceError, DeviceMemory};
 use vramtop::device::cuda::{self, CudaError, CudaMemory, KernelChoice, KernelOrigin};
 use vramtop::device::{Kernels, pattern_byte};
@@ -112,73 +112,6 @@ impl Fake {
 
 static LOCK: Mutex<()> = Mutex::new(());
 
-fn tool_runs(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn run(cmd: &mut Command) -> Result<(), String> {
-    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{cmd:?} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
-}
-
-/// Compiles the fake into a fresh folder as libcuda.so.1; `None` without `cc`.
-fn build_fake() -> Option<(PathBuf, bool)> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
-    if !tool_runs(&cc) {
-        return None;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake_cuda_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("create the fake's build folder");
-    let lib = dir.join("libcuda.so.1");
-    let c_obj = dir.join("fake_cuda.o");
-    let with_kernels = tool_runs(&cxx);
-    let mut c = Command::new(&cc);
-    c.args(["-c", "-fPIC", "-O2", "-fvisibility=hidden"]);
-    if !with_kernels {
-        c.arg("-DFAKE_CUDA_NO_KERNELS");
-    }
-    c.arg(root.join("tests/fixtures/fake_cuda.c"))
-        .arg("-o")
-        .arg(&c_obj);
-    run(&mut c).expect("the fake driver compiles");
-    if with_kernels {
-        let k_obj = dir.join("fake_cuda_kernels.o");
-        run(Command::new(&cxx)
-            .args(["-c", "-fPIC", "-O2", "-fvisibility=hidden", "-I"])
-            .arg(root.join("assets/kernels"))
-            .arg(root.join("tests/fixtures/fake_cuda_kernels.cpp"))
-            .arg("-o")
-            .arg(&k_obj))
-        .expect("vramtop.cu compiles as host C++");
-        run(Command::new(&cxx)
-            .args(["-shared", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(&lib)
-            .arg(&c_obj)
-            .arg(&k_obj))
-        .expect("the fake driver links");
-    } else {
-        run(Command::new(&cc)
-            .args(["-shared", "-Wl,-soname,libcuda.so.1", "-o"])
-            .arg(&lib)
-            .arg(&c_obj))
-        .expect("the fake driver links");
-    }
-    Some((lib, with_kernels))
-}
-
 /// Builds and preloads the fake once per process, then hands out exclusive
 /// access to it. `None` (with a note) when there is no C compiler.
 fn fake() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
@@ -187,21 +120,11 @@ fn fake() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
     let fake = FAKE.get_or_init(|| {
         // Before anything else, so that every test sees the same NVRTC.
         nvrtc_from_env();
-        let (path, with_kernels) = build_fake()?;
-        // SAFETY: the fake has no initialisers; RTLD_GLOBAL makes its soname
-        // libcuda.so.1 what cudarc's dlopen("libcuda.so.1") finds.
-        let lib = unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_GLOBAL) }
-            .expect("the fake driver loads");
-        // Loaded libraries stay mapped after their file goes.
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        let (lib, has_kernels) = load_fake_cuda("fake_cuda")?;
         // SAFETY: the symbols have these C signatures (fake_cuda.c).
         unsafe {
-            let has_kernels: unsafe extern "C" fn() -> c_int =
-                *lib.get(b"fake_cuda_has_kernels").expect("symbol");
-            let fake = Fake {
-                has_kernels: has_kernels() != 0,
+            Some(Fake {
+                has_kernels,
                 reset: *lib.get(b"fake_cuda_reset").expect("symbol"),
                 fail: *lib.get(b"fake_cuda_fail").expect("symbol"),
                 live_allocations: *lib.get(b"fake_cuda_live_allocations").expect("symbol"),
@@ -214,9 +137,7 @@ fn fake() -> Option<(MutexGuard<'static, ()>, &'static Fake)> {
                 launches: *lib.get(b"fake_cuda_launches").expect("symbol"),
                 used_bytes: *lib.get(b"fake_cuda_used_bytes").expect("symbol"),
                 _lib: lib,
-            };
-            assert_eq!(fake.has_kernels, with_kernels);
-            Some(fake)
+            })
         }
     });
     match fake {

@@ -8,14 +8,13 @@
 
 mod common;
 
+use common::fake_cuda::load_fake_cuda;
 use common::skip::{Prerequisite, skip};
 use std::ffi::c_int;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::Duration;
 
-use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+use libloading::os::unix::Library;
 use vramtop::alloc::{AllocatorConfig, CachingAllocator};
 use vramtop::app::stress::{StressAction, StressCommand, StressOutcome, StressPanel, StressResult};
 use vramtop::app::stress_worker::{StressExecutor, StressWorker};
@@ -54,85 +53,14 @@ impl Driver {
 
 static TURN: Mutex<()> = Mutex::new(());
 
-fn works(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn must(cmd: &mut Command) {
-    let out = cmd.output().expect("the compiler runs");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Compiles fake_cuda.c (and the kernels when `c++` works) into
-/// libcuda.so.1 in a folder of its own; `None` without a C compiler.
-fn compile() -> Option<(PathBuf, bool)> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    if !works(&cc) {
-        return None;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("stress_fake_cuda_{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a build folder");
-    let kernels = works(&cxx);
-    let c_obj = dir.join("fake.o");
-    let mut c = Command::new(&cc);
-    c.args(["-c", "-fPIC", "-O2", "-fvisibility=hidden"]);
-    if !kernels {
-        c.arg("-DFAKE_CUDA_NO_KERNELS");
-    }
-    must(
-        c.arg(root.join("tests/fixtures/fake_cuda.c"))
-            .arg("-o")
-            .arg(&c_obj),
-    );
-    let lib = dir.join("libcuda.so.1");
-    let mut link = Command::new(if kernels { &cxx } else { &cc });
-    link.args(["-shared", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&lib)
-        .arg(&c_obj);
-    if kernels {
-        let k_obj = dir.join("kernels.o");
-        must(
-            Command::new(&cxx)
-                .args(["-c", "-fPIC", "-O2", "-fvisibility=hidden", "-I"])
-                .arg(root.join("assets/kernels"))
-                .arg(root.join("tests/fixtures/fake_cuda_kernels.cpp"))
-                .arg("-o")
-                .arg(&k_obj),
-        );
-        link.arg(&k_obj);
-    }
-    must(&mut link);
-    Some((lib, kernels))
-}
-
 /// The fake with one GPU of 1 GiB and nothing live, held for one test.
 fn driver() -> Option<(MutexGuard<'static, ()>, &'static Driver)> {
     static DRIVER: OnceLock<Option<Driver>> = OnceLock::new();
     let turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
     let driver = DRIVER.get_or_init(|| {
-        let (path, kernels) = compile()?;
-        // SAFETY: the fake has no initialisers; RTLD_GLOBAL makes it the
-        // libcuda.so.1 that cudarc's dlopen finds.
-        let lib =
-            unsafe { Library::open(Some(&path), RTLD_NOW | RTLD_GLOBAL) }.expect("the fake loads");
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
+        let (lib, kernels) = load_fake_cuda("stress_fake_cuda")?;
         // SAFETY: these symbols have these C signatures in fake_cuda.c.
         unsafe {
-            let has: unsafe extern "C" fn() -> c_int =
-                *lib.get(b"fake_cuda_has_kernels").expect("symbol");
-            assert_eq!(has() != 0, kernels);
             let reset = *lib.get(b"fake_cuda_reset").expect("symbol");
             let counters = COUNTERS.map(|name| *lib.get(name).expect("symbol"));
             Some(Driver {
