@@ -1,0 +1,146 @@
+//! The panel's text fields: the tensor size (`s`) and the allocator
+//! settings (`S`), what they accept and how keys edit them.
+
+use super::{StressAction, StressCommand, StressPanel};
+
+/// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
+/// so that count × size cannot overflow.
+pub const MAX_TYPED_SIZE: u64 = 1 << 40;
+/// Characters the size field holds.
+pub const MAX_SIZE_INPUT: usize = 24;
+/// Characters the allocator-settings field holds.
+pub const MAX_SETTINGS_INPUT: usize = 200;
+
+/// Parses the size field's text: a size as `--sim-memory` takes it,
+/// from 1 byte to [`MAX_TYPED_SIZE`]; the error says what to write.
+pub fn parse_typed_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    match crate::alloc::parse_size(text) {
+        Some(0) | None => Err(format!(
+            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB (Esc cancels)"
+        )),
+        Some(n) if n > MAX_TYPED_SIZE => Err(format!(
+            "'{text}' is more than the largest size, {}",
+            crate::alloc::sizing::format_size(MAX_TYPED_SIZE)
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
+/// Validates a `PYTORCH_CUDA_ALLOC_CONF` string as PyTorch would
+/// ([`AllocatorConfig::parse`](crate::alloc::AllocatorConfig::parse)): the
+/// trimmed string, or PyTorch-style validation text.
+pub fn parse_settings(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    crate::alloc::AllocatorConfig::parse(text)
+        .map(|_| text.to_string())
+        .map_err(|e| format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"))
+}
+
+impl StressPanel {
+    /// Whether the size field is open (keys then type into it).
+    pub fn editing_size(&self) -> bool {
+        self.size_input.is_some()
+    }
+
+    /// Whether the allocator-settings field is open.
+    pub fn editing_settings(&self) -> bool {
+        self.settings_input.is_some()
+    }
+
+    /// Whether a text field (size or settings) takes the keys.
+    pub fn editing(&self) -> bool {
+        self.editing_size() || self.editing_settings()
+    }
+
+    /// Types a character into the open field.
+    pub fn type_char(&mut self, c: char) {
+        if c.is_control() {
+            return;
+        }
+        if let Some(text) = &mut self.size_input
+            && text.chars().count() < MAX_SIZE_INPUT
+        {
+            text.push(c);
+        }
+        if let Some(text) = &mut self.settings_input
+            && text.chars().count() < MAX_SETTINGS_INPUT
+        {
+            text.push(c);
+        }
+    }
+
+    /// Deletes the open field's last character.
+    pub fn backspace(&mut self) {
+        if let Some(text) = &mut self.size_input {
+            text.pop();
+        }
+        if let Some(text) = &mut self.settings_input {
+            text.pop();
+        }
+    }
+
+    /// Closes whichever field is open without changing anything.
+    pub fn cancel_input(&mut self) {
+        self.cancel_size_input();
+        if self.settings_input.take().is_some() {
+            self.say("allocator settings unchanged");
+        }
+    }
+
+    /// Enter in whichever field is open.
+    pub fn submit_input(&mut self) -> Vec<StressCommand> {
+        if self.editing_settings() {
+            self.submit_settings()
+        } else {
+            self.submit_size()
+        }
+    }
+
+    /// Enter in the settings field: text `AllocatorConfig::parse` accepts
+    /// closes it and replaces the allocator (after the device's answer when
+    /// keys are queued); anything else keeps it open with PyTorch's
+    /// validation message.
+    pub fn submit_settings(&mut self) -> Vec<StressCommand> {
+        let Some(text) = self.settings_input.clone() else {
+            return Vec::new();
+        };
+        match parse_settings(&text) {
+            Ok(settings) => {
+                self.settings_input = None;
+                self.pending_settings = Some(settings);
+                self.apply(StressAction::Reconfigure)
+            }
+            Err(why) => {
+                self.say(why);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Closes the size field without changing the size.
+    pub fn cancel_size_input(&mut self) {
+        if self.size_input.take().is_some() {
+            self.say("size unchanged");
+        }
+    }
+
+    /// Enter in the size field: a valid size closes it and is set (after
+    /// the device's answer when keys are queued); invalid text keeps it
+    /// open with a message saying why.
+    pub fn submit_size(&mut self) -> Vec<StressCommand> {
+        let Some(text) = self.size_input.clone() else {
+            return Vec::new();
+        };
+        match parse_typed_size(&text) {
+            Ok(size) => {
+                self.size_input = None;
+                self.apply(StressAction::SetSize(size))
+            }
+            Err(why) => {
+                self.say(why);
+                Vec::new()
+            }
+        }
+    }
+}

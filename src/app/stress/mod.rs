@@ -1,0 +1,717 @@
+//! The stress panel's state machine: a person presses keys and watches
+//! PyTorch's caching allocator react.
+//!
+//! Pure: actions come in ([`StressPanel::apply`]) and commands for the device
+//! worker go out; the worker's answers come back in
+//! ([`StressPanel::on_result`]). No threads, no clock, no device here, so
+//! every flow (cap refusals, OOMs, holes, compare marks) is testable as
+//! plain values. The worker that executes the commands is
+//! [`super::stress_worker`].
+
+use serde::Serialize;
+
+use super::state::AllocatorView;
+
+mod figures;
+mod input;
+mod patterns;
+mod protocol;
+mod runner;
+
+pub use figures::*;
+pub use input::*;
+pub use patterns::*;
+pub use protocol::*;
+pub use runner::*;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Tensor sizes `+`/`-` step through (bytes): a small-pool crumb, a
+/// small-pool-sized tensor, and large-pool tensors up to a whole GiB.
+pub const SIZE_PRESETS: [u64; 5] = [512, MIB, 10 * MIB, 100 * MIB, GIB];
+/// The preset a fresh panel starts at (1 MiB: small-pool tensors, two per
+/// 2 MiB segment, so freeing every other one leaves every segment half
+/// used: holes that empty_cache cannot return).
+pub const DEFAULT_SIZE: usize = 1;
+/// Tensors per allocation `]`/`[` step through.
+pub const COUNT_PRESETS: [u32; 7] = [1, 2, 5, 10, 20, 50, 100];
+/// The count a fresh panel starts at.
+pub const DEFAULT_COUNT: usize = 3;
+/// On a real GPU the panel may use this share of the memory free when it
+/// started (percent): the rest stays for whatever else runs there.
+pub const REAL_GPU_CAP_PERCENT: u64 = 50;
+/// Actions kept while the worker is busy (keys typed faster than it
+/// answers); more are refused.
+pub const MAX_QUEUED: usize = 32;
+
+/// A live tensor of the panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Tensor {
+    /// Allocation order: smaller is older.
+    pub id: u64,
+    pub address: u64,
+    pub size: u64,
+    pub requested: u64,
+}
+
+/// The last out-of-memory, kept until the next successful allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OomState {
+    pub message: String,
+    pub reserved_but_unallocated: u64,
+}
+
+/// The default cap: on a real GPU [`REAL_GPU_CAP_PERCENT`] of the memory
+/// free at start; the simulation has none, so OOM can be reached.
+pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
+    // In u128 so that the product cannot overflow and no byte is lost to
+    // dividing first.
+    real_gpu.then(|| (u128::from(free_at_start) * u128::from(REAL_GPU_CAP_PERCENT) / 100) as u64)
+}
+
+/// Why a request exceeding the cap is refused (bytes in the message).
+pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
+    let total = reserved.saturating_add(request);
+    (total > cap).then(|| {
+        format!(
+            "refused: reserved {} + request {} = {} exceeds the stress cap of {}",
+            crate::alloc::sizing::format_size(reserved),
+            crate::alloc::sizing::format_size(request),
+            crate::alloc::sizing::format_size(total),
+            crate::alloc::sizing::format_size(cap),
+        )
+    })
+}
+
+/// The stress panel's state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StressPanel {
+    /// Index into [`SIZE_PRESETS`].
+    pub size_index: usize,
+    /// A typed size (bytes) in place of the preset, until `+`/`-`.
+    pub custom_size: Option<u64>,
+    /// The size field's text while it is open (`s`).
+    pub size_input: Option<String>,
+    /// The allocator-settings field's text while it is open (`S`).
+    pub settings_input: Option<String>,
+    /// Validated settings waiting for [`StressAction::Reconfigure`].
+    pub pending_settings: Option<String>,
+    /// Transformer steps sent since the start or the last reconfigure: the
+    /// first one also allocates the weights.
+    pub transformer_steps: u64,
+    /// The settings the worker's allocator runs under (`""`: PyTorch's
+    /// defaults).
+    pub settings: String,
+    /// Index into [`COUNT_PRESETS`].
+    pub count_index: usize,
+    pub pattern: Pattern,
+    /// The random pattern's generator state.
+    pub rng: u64,
+    /// Live tensors, oldest first.
+    pub tensors: Vec<Tensor>,
+    /// Index into `tensors`.
+    pub selected: usize,
+    pub next_id: u64,
+    /// The GPU the worker runs on, once it started.
+    pub gpu: Option<u32>,
+    /// Bytes the panel may hold reserved; `None`: no cap (simulation).
+    pub cap: Option<u64>,
+    /// The cap given with `--stress-cap`: it replaces the default (on the
+    /// simulated GPU too) when the worker starts.
+    pub cap_setting: Option<u64>,
+    /// The allocator's figures after the last result.
+    pub figures: Figures,
+    /// The worker's allocator, for the dashboard's panes.
+    pub view: Option<AllocatorView>,
+    /// Whether the compare view lists the free-block histogram too (`H`).
+    pub show_histogram: bool,
+    pub mark_a: Option<Figures>,
+    pub mark_b: Option<Figures>,
+    pub oom: Option<OomState>,
+    /// One line about the last thing that happened.
+    pub message: Option<String>,
+    /// A command is with the worker: new requests wait for its answer, so
+    /// the panel never frees an address twice.
+    pub busy: bool,
+    /// Actions typed while busy, applied in order after the answer (so a
+    /// mark typed after a free sees the free's figures).
+    pub queued: Vec<StressAction>,
+    /// The built-in scenario list while it is open (`n`).
+    pub scenario_picker: Option<ScenarioPicker>,
+    /// The scenario loaded into the panel.
+    pub scenario: Option<ScenarioRun>,
+    /// Where the allocator runs: the GPU, or a loaded scenario's device.
+    pub device: PanelDevice,
+}
+
+impl Default for StressPanel {
+    fn default() -> Self {
+        StressPanel {
+            size_index: DEFAULT_SIZE,
+            custom_size: None,
+            size_input: None,
+            settings_input: None,
+            pending_settings: None,
+            settings: String::new(),
+            transformer_steps: 0,
+            count_index: DEFAULT_COUNT,
+            pattern: Pattern::Fixed,
+            rng: DEFAULT_SEED,
+            tensors: Vec::new(),
+            selected: 0,
+            next_id: 1,
+            gpu: None,
+            cap: None,
+            cap_setting: None,
+            figures: Figures::default(),
+            view: None,
+            show_histogram: false,
+            mark_a: None,
+            mark_b: None,
+            oom: None,
+            message: None,
+            busy: false,
+            queued: Vec::new(),
+            scenario_picker: None,
+            scenario: None,
+            device: PanelDevice::Gpu,
+        }
+    }
+}
+
+impl StressPanel {
+    /// A fresh panel whose cap is `cap` (bytes) instead of the default
+    /// (`--stress-cap`); `None`: the default.
+    pub fn with_cap(cap: Option<u64>) -> Self {
+        StressPanel {
+            cap_setting: cap,
+            ..StressPanel::default()
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.custom_size
+            .unwrap_or(SIZE_PRESETS[self.size_index.min(SIZE_PRESETS.len() - 1)])
+    }
+
+    /// `+`/`-`: the next or previous preset, from a typed size the nearest
+    /// preset above or below it.
+    fn step_size(&mut self, up: bool) {
+        let len = SIZE_PRESETS.len();
+        self.size_index = match self.custom_size.take() {
+            Some(c) if up => SIZE_PRESETS.iter().position(|&p| p > c).unwrap_or(len - 1),
+            Some(c) => SIZE_PRESETS.iter().rposition(|&p| p < c).unwrap_or(0),
+            None => Self::step(self.size_index, len, up),
+        };
+    }
+
+    fn set_size(&mut self, size: u64) {
+        match SIZE_PRESETS.iter().position(|&p| p == size) {
+            Some(i) => {
+                self.size_index = i;
+                self.custom_size = None;
+            }
+            None => self.custom_size = Some(size),
+        }
+        self.say(format!(
+            "size set to {}",
+            crate::alloc::sizing::format_size(size)
+        ));
+    }
+
+    pub fn count(&self) -> u32 {
+        COUNT_PRESETS[self.count_index.min(COUNT_PRESETS.len() - 1)]
+    }
+
+    /// Whether the worker has started and answers.
+    pub fn ready(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// The cap that applies now: a scenario's simulated device has none
+    /// (running out of its memory is the point).
+    pub fn active_cap(&self) -> Option<u64> {
+        match self.device {
+            PanelDevice::Gpu => self.cap,
+            PanelDevice::Scenario { .. } => None,
+        }
+    }
+
+    /// The histogram rows when both marks are set and `H` shows them.
+    pub fn histogram_compare(&self) -> Option<Vec<HistogramRow>> {
+        if !self.show_histogram {
+            return None;
+        }
+        Some(histogram_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+    }
+
+    /// The compare rows when both marks are set.
+    pub fn compare(&self) -> Option<Vec<CompareRow>> {
+        Some(compare_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+    }
+
+    /// The sizes of the next allocation; advances the generator.
+    fn next_sizes(&mut self) -> Vec<u64> {
+        if self.pattern == Pattern::TransformerStep {
+            return transformer_step_sizes(self.transformer_steps == 0);
+        }
+        let size = self.size();
+        (0..self.count())
+            .map(|_| match self.pattern {
+                Pattern::Fixed | Pattern::TransformerStep => size,
+                Pattern::RandomLogUniform => {
+                    let (state, draw) = next_random(self.rng);
+                    self.rng = state;
+                    log_uniform(draw, RANDOM_MIN_BYTES, size)
+                }
+            })
+            .collect()
+    }
+
+    fn say(&mut self, text: impl Into<String>) {
+        self.message = Some(text.into());
+    }
+
+    /// Why no command can go to the worker now.
+    fn unavailable(&self) -> Option<&'static str> {
+        if !self.ready() {
+            Some("the stress worker has not started")
+        } else if self.busy {
+            Some("busy: the last request has not been answered")
+        } else {
+            None
+        }
+    }
+
+    /// Sends `command` unless the worker is unavailable.
+    fn send(&mut self, command: StressCommand) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        self.busy = true;
+        vec![command]
+    }
+
+    fn free(&mut self, addresses: Vec<u64>) -> Vec<StressCommand> {
+        if addresses.is_empty() {
+            self.say("no live tensors to free");
+            return Vec::new();
+        }
+        self.send(StressCommand::Free { addresses })
+    }
+
+    fn allocate(&mut self) -> Vec<StressCommand> {
+        if let Some(why) = self.unavailable() {
+            self.say(why);
+            return Vec::new();
+        }
+        let sizes = self.next_sizes();
+        let request: u64 = sizes.iter().sum();
+        if let Some(cap) = self.active_cap()
+            && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
+        {
+            self.say(why);
+            return Vec::new();
+        }
+        let commands = self.send(StressCommand::Malloc { sizes });
+        if self.pattern == Pattern::TransformerStep && !commands.is_empty() {
+            self.transformer_steps += 1;
+        }
+        commands
+    }
+
+    /// Forgets the compare marks: they were figures of an allocator that
+    /// has just been replaced. The words to add to the message, if any.
+    fn clear_marks(&mut self) -> &'static str {
+        let had = self.mark_a.take().is_some() | self.mark_b.take().is_some();
+        if had {
+            "; compare cleared (its marks were of the old allocator)"
+        } else {
+            ""
+        }
+    }
+
+    fn mark(&mut self) {
+        match (self.mark_a, self.mark_b) {
+            (None, _) => {
+                self.mark_a = Some(self.figures);
+                self.say("marked A: act, then press c again to mark B");
+            }
+            (Some(_), None) => {
+                self.mark_b = Some(self.figures);
+                self.say("marked B: A | B | Δ below; c starts over");
+            }
+            (Some(_), Some(_)) => {
+                self.mark_a = Some(self.figures);
+                self.mark_b = None;
+                self.say("marked a new A");
+            }
+        }
+    }
+
+    fn step(index: usize, len: usize, up: bool) -> usize {
+        if up {
+            (index + 1).min(len - 1)
+        } else {
+            index.saturating_sub(1)
+        }
+    }
+
+    /// Applies a key's action: the commands for the worker (at most one).
+    /// While the worker is busy, actions other than moving the cursor wait
+    /// in [`StressPanel::queued`].
+    pub fn apply(&mut self, action: StressAction) -> Vec<StressCommand> {
+        if self.busy
+            && !matches!(
+                action,
+                StressAction::Up
+                    | StressAction::Down
+                    | StressAction::TypeSize
+                    | StressAction::TypeSettings
+                    | StressAction::ToggleHistogram
+                    | StressAction::OpenScenarios
+            )
+        {
+            if self.queued.len() < MAX_QUEUED {
+                self.queued.push(action);
+            } else {
+                self.say("busy: too many keys ahead of the device; this one was dropped");
+            }
+            return Vec::new();
+        }
+        match action {
+            StressAction::SizeUp | StressAction::SizeDown => {
+                self.step_size(action == StressAction::SizeUp);
+            }
+            StressAction::TypeSize => {
+                self.size_input = Some(String::new());
+                self.say("type a size (512, 37MiB, 1.5GiB): Enter sets it, Esc cancels");
+            }
+            StressAction::SetSize(size) => self.set_size(size),
+            StressAction::TypeSettings => {
+                self.settings_input = Some(self.settings.clone());
+                self.say(
+                    "allocator settings, e.g. expandable_segments:True,max_split_size_mb:128: \
+                     Enter frees every tensor and starts a fresh allocator, Esc cancels",
+                );
+            }
+            StressAction::Reconfigure => {
+                let Some(settings) = self.pending_settings.take() else {
+                    self.say("no allocator settings to apply");
+                    return Vec::new();
+                };
+                return self.send(StressCommand::Reconfigure { settings });
+            }
+            StressAction::CountUp | StressAction::CountDown => {
+                let up = action == StressAction::CountUp;
+                self.count_index = Self::step(self.count_index, COUNT_PRESETS.len(), up);
+            }
+            StressAction::TogglePattern => {
+                self.pattern = self.pattern.next();
+            }
+            StressAction::Up => self.selected = self.selected.saturating_sub(1),
+            StressAction::Down => {
+                self.selected = (self.selected + 1).min(self.tensors.len().saturating_sub(1));
+            }
+            StressAction::Allocate => return self.allocate(),
+            StressAction::FreeSelected => {
+                let a = self.tensors.get(self.selected).map(|t| t.address);
+                return self.free(a.into_iter().collect());
+            }
+            StressAction::FreeOldest => {
+                let a = self.tensors.first().map(|t| t.address);
+                return self.free(a.into_iter().collect());
+            }
+            StressAction::FreeRandom => {
+                if self.tensors.is_empty() {
+                    return self.free(Vec::new());
+                }
+                let (state, draw) = next_random(self.rng);
+                self.rng = state;
+                let i = (draw % self.tensors.len() as u64) as usize;
+                return self.free(vec![self.tensors[i].address]);
+            }
+            StressAction::FreeEveryOther => {
+                let a = self.tensors.iter().skip(1).step_by(2).map(|t| t.address);
+                return self.free(a.collect());
+            }
+            StressAction::FreeAll => {
+                let a = self.tensors.iter().map(|t| t.address);
+                return self.free(a.collect());
+            }
+            StressAction::EmptyCache => return self.send(StressCommand::EmptyCache),
+            StressAction::Verify => {
+                if self.tensors.is_empty() {
+                    self.say("no live tensors to verify");
+                    return Vec::new();
+                }
+                return self.send(StressCommand::Verify);
+            }
+            StressAction::MarkCompare => self.mark(),
+            StressAction::SaveSnapshot => return self.send(StressCommand::SaveSnapshot),
+            StressAction::OpenScenarios => self.open_scenarios(),
+            StressAction::LoadScenario(i) => return self.load_scenario(i),
+            StressAction::ScenarioStep => {
+                if let Some(run) = &mut self.scenario {
+                    run.running = false;
+                }
+                return self.scenario_step();
+            }
+            StressAction::ScenarioRun => {
+                let Some(run) = &mut self.scenario else {
+                    self.say("no scenario loaded: n lists them");
+                    return Vec::new();
+                };
+                if run.running {
+                    run.running = false;
+                    self.say("scenario paused");
+                    return Vec::new();
+                }
+                run.running = true;
+                return self.scenario_step();
+            }
+            StressAction::ScenarioRewind => return self.rewind_scenario(),
+            StressAction::UnloadScenario => {
+                if self.scenario.is_none() && self.device == PanelDevice::Gpu {
+                    self.say("no scenario loaded: n lists them");
+                    return Vec::new();
+                }
+                let commands = self.send(StressCommand::UseGpu);
+                if !commands.is_empty() {
+                    self.scenario = None;
+                }
+                return commands;
+            }
+            StressAction::ScenarioNextVariant => {
+                if let Some(run) = &mut self.scenario {
+                    run.variant = (run.variant + 1) % run.scenario.variants.len();
+                }
+                return self.rewind_scenario();
+            }
+            StressAction::ToggleHistogram => {
+                self.show_histogram = !self.show_histogram;
+                self.say(if self.show_histogram {
+                    "compare lists the free-block histogram (A | B | Δ per size bucket)"
+                } else {
+                    "free-block histogram hidden"
+                });
+            }
+        }
+        Vec::new()
+    }
+
+    /// The OOM advice lines for the current figures (empty without an OOM).
+    pub fn oom_advice(&self) -> Vec<String> {
+        match (&self.oom, &self.view) {
+            (Some(_), Some(view)) => oom_advice(&view.layout, &self.settings),
+            _ => Vec::new(),
+        }
+    }
+
+    fn add(&mut self, new: &[NewTensor]) {
+        for t in new {
+            self.tensors.push(Tensor {
+                id: self.next_id,
+                address: t.address,
+                size: t.size,
+                requested: t.requested,
+            });
+            self.next_id += 1;
+        }
+    }
+
+    /// Takes the worker's answer, then applies queued actions up to the
+    /// next one that needs the worker: its commands are returned.
+    /// A running scenario then sends its next step.
+    pub fn on_result(&mut self, result: StressResult) -> Vec<StressCommand> {
+        let first_id = self.next_id;
+        let stop = matches!(
+            result.outcome,
+            StressOutcome::OutOfMemory { .. } | StressOutcome::Failed { .. }
+        );
+        let reconfigured = matches!(
+            result.outcome,
+            StressOutcome::Reconfigured { .. } | StressOutcome::DeviceChanged { .. }
+        );
+        self.take_result(result);
+        self.scenario_answer(first_id, stop, reconfigured);
+        while !self.queued.is_empty() {
+            let next = self.queued.remove(0);
+            let commands = self.apply(next);
+            if !commands.is_empty() {
+                return commands;
+            }
+        }
+        if self.scenario.as_ref().is_some_and(|r| r.running) && !self.busy {
+            return self.scenario_step();
+        }
+        Vec::new()
+    }
+
+    fn take_result(&mut self, result: StressResult) {
+        let before = self.figures;
+        self.figures = Figures::of(&result.stats, &result.layout, result.driver_used);
+        let fmt = crate::alloc::sizing::format_size;
+        match result.outcome {
+            StressOutcome::Started {
+                gpu,
+                free_at_start,
+                total: _,
+                real_gpu,
+            } => {
+                self.gpu = Some(gpu);
+                self.cap = self
+                    .cap_setting
+                    .or_else(|| default_cap(free_at_start, real_gpu));
+                let cap = match (self.cap, self.cap_setting) {
+                    (None, _) => "no cap (simulated GPU)".to_string(),
+                    (Some(c), Some(_)) => format!("cap {} (--stress-cap)", fmt(c)),
+                    (Some(c), None) => format!("cap {}", fmt(c)),
+                };
+                self.say(format!("stress allocator ready on GPU {gpu}; {cap}"));
+            }
+            StressOutcome::Allocated(new) => {
+                self.oom = None;
+                self.add(&new);
+                let grown = self.figures.reserved.saturating_sub(before.reserved);
+                self.say(format!(
+                    "allocated {} tensor(s); reserved grew by {}",
+                    new.len(),
+                    fmt(grown)
+                ));
+            }
+            StressOutcome::OutOfMemory {
+                allocated,
+                message,
+                reserved_but_unallocated,
+            } => {
+                self.add(&allocated);
+                self.say(format!("out of memory after {} tensor(s)", allocated.len()));
+                self.oom = Some(OomState {
+                    message,
+                    reserved_but_unallocated,
+                });
+            }
+            StressOutcome::Freed(addresses) => {
+                // A set: freeing every other of 100,000 tensors must not
+                // scan the freed list once per tensor.
+                let gone: rustc_hash::FxHashSet<u64> = addresses.iter().copied().collect();
+                self.tensors.retain(|t| !gone.contains(&t.address));
+                self.say(format!(
+                    "freed {} tensor(s); reserved stays {} until empty_cache",
+                    addresses.len(),
+                    fmt(self.figures.reserved)
+                ));
+            }
+            StressOutcome::Reconfigured { settings, freed } => {
+                self.tensors.clear();
+                self.oom = None;
+                let shown = if settings.is_empty() {
+                    "PyTorch's defaults".to_string()
+                } else {
+                    settings.clone()
+                };
+                self.settings = settings;
+                self.transformer_steps = 0;
+                let cleared = self.clear_marks();
+                self.say(format!(
+                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}{cleared}",
+                    freed.len()
+                ));
+            }
+            StressOutcome::DeviceChanged {
+                device,
+                settings,
+                freed,
+            } => {
+                self.tensors.clear();
+                self.oom = None;
+                self.settings = settings;
+                self.transformer_steps = 0;
+                self.device = device;
+                let cleared = self.clear_marks();
+                self.say(match device {
+                    PanelDevice::Scenario { capacity, context } => format!(
+                        "freed {} tensor(s); the scenario runs on a simulated {} device \
+                         ({} context), as vramtop scenario runs it: u goes back to the GPU{cleared}",
+                        freed.len(),
+                        fmt(capacity),
+                        fmt(context)
+                    ),
+                    PanelDevice::Gpu => format!(
+                        "freed {} tensor(s) of the scenario device; back on the GPU{cleared}",
+                        freed.len()
+                    ),
+                });
+            }
+            StressOutcome::Verified { checked, bad: None } => {
+                self.say(format!(
+                    "verified {checked} tensor(s): every byte holds its pattern"
+                ));
+            }
+            StressOutcome::Verified {
+                checked,
+                bad: Some(bad),
+            } => {
+                let id = self
+                    .tensors
+                    .iter()
+                    .find(|t| t.address == bad.address)
+                    .map_or_else(|| "?".to_string(), |t| t.id.to_string());
+                self.say(format!(
+                    "verify: tensor #{id} at {:#x} is corrupt: first bad byte at offset {} \
+                     ({checked} tensor(s) checked before it were intact)",
+                    bad.address, bad.offset
+                ));
+            }
+            StressOutcome::SnapshotSaved {
+                path,
+                bytes,
+                trace_entries,
+            } => {
+                self.say(format!(
+                    "wrote {path} ({trace_entries} trace entries, {}): vramtop replay {path}",
+                    fmt(bytes)
+                ));
+            }
+            StressOutcome::CacheEmptied => {
+                let released = before.reserved.saturating_sub(self.figures.reserved);
+                self.say(format!("empty_cache released {}", fmt(released)));
+            }
+            StressOutcome::Failed { allocated, message } => {
+                self.add(&allocated);
+                self.say(message);
+            }
+        }
+        self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
+        self.busy = false;
+        let source = match self.device {
+            PanelDevice::Gpu => "vramtop stress panel".to_string(),
+            PanelDevice::Scenario { capacity, .. } => {
+                format!(
+                    "stress panel · scenario device {} (simulated)",
+                    fmt(capacity)
+                )
+            }
+        };
+        let view = AllocatorView::new(source, None, result.stats, result.layout);
+        self.view = Some(match self.device {
+            PanelDevice::Gpu => view,
+            // The scenario's own device: its size and use, not the GPU's.
+            PanelDevice::Scenario { capacity, .. } => view.on_device(capacity, result.driver_used),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_gpus_get_half_the_free_memory_as_cap_and_the_simulation_none() {
+        assert_eq!(default_cap(80 * GIB, true), Some(40 * GIB));
+        assert_eq!(default_cap(80 * GIB, false), None);
+    }
+}
