@@ -20,7 +20,7 @@ use ratatui::widgets::Widget;
 use vramtop::alloc::{DeviceMemory, DeviceStats};
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{
-    AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, StatusState,
+    AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, ProcessFilter, StatusState,
 };
 use vramtop::device::sim::{Fault, Metric, SimCluster, SimConfig};
 use vramtop::device::{GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry};
@@ -650,8 +650,7 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
 #[test]
 fn process_filter_shows_in_the_title_while_editing() {
     let mut state = process_tree_state();
-    state.ui.filter_editing = true;
-    state.ui.process_filter = "worker".to_string();
+    state.ui.process_filter = ProcessFilter::Editing("worker".to_string());
     state.ui.focus = Pane::Processes;
     let theme = Theme::colored();
     let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
@@ -659,7 +658,7 @@ fn process_filter_shows_in_the_title_while_editing() {
     assert!(drawn.contains("filter: worker▏"), "{drawn}");
     assert!(drawn.contains("101") && !drawn.contains(" 100 "), "{drawn}");
 
-    state.ui.process_filter = "nothing-matches".to_string();
+    state.ui.process_filter = ProcessFilter::Editing("nothing-matches".to_string());
     let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
     let drawn = text(terminal.backend().buffer());
     assert!(drawn.contains("no process matches \"nothing-matches\""));

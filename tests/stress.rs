@@ -14,9 +14,9 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice, Pattern,
-    RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel,
-    StressResult, histogram_rows, parse_typed_size,
+    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice, PanelModal,
+    Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome,
+    StressPanel, StressResult, histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -333,7 +333,7 @@ fn a_typed_size_replaces_the_preset_and_allocations_use_it() {
     type_text(&mut p, "37MiX");
     p.backspace();
     type_text(&mut p, "B");
-    assert_eq!(p.size_input.as_deref(), Some("37MiB"));
+    assert_eq!(p.size_text(), Some("37MiB"));
     assert!(p.submit_size().is_empty(), "setting a size sends nothing");
     assert!(!p.editing_size());
     assert_eq!(p.size(), 37 * MIB);
@@ -614,7 +614,7 @@ fn s_opens_the_size_field_which_takes_every_key_until_enter_or_escape() {
     press(&mut state, KeyCode::Backspace);
     press(&mut state, KeyCode::Backspace);
     press(&mut state, KeyCode::Backspace);
-    assert_eq!(state.stress.size_input.as_deref(), Some("q37"));
+    assert_eq!(state.stress.size_text(), Some("q37"));
     press(&mut state, KeyCode::Enter);
     assert!(state.stress.editing_size(), "'q37' is no size");
     press(&mut state, KeyCode::Esc);
@@ -814,14 +814,11 @@ fn shift_s_opens_the_settings_field_prefilled_with_the_active_settings() {
     let mut p = started(false, 80 * GIB);
     assert!(p.apply(StressAction::TypeSettings).is_empty());
     assert!(p.editing_settings() && p.editing() && !p.editing_size());
-    assert_eq!(p.settings_input.as_deref(), Some(""));
+    assert_eq!(p.settings_text(), Some(""));
     type_text(&mut p, "expandable_segments:Tru");
     p.backspace();
     type_text(&mut p, "ue");
-    assert_eq!(
-        p.settings_input.as_deref(),
-        Some("expandable_segments:True")
-    );
+    assert_eq!(p.settings_text(), Some("expandable_segments:True"));
     p.cancel_input();
     assert!(!p.editing());
     assert_eq!(p.settings, "", "Esc changes nothing");
@@ -839,7 +836,7 @@ fn invalid_settings_show_pytorchs_validation_text_and_keep_the_field_open() {
         why.contains("max_split_size_mb too small: 10 MiB, it must be at least 20 MiB"),
         "{why}"
     );
-    p.settings_input = Some("garbage:1".into());
+    p.modal = PanelModal::SettingsField("garbage:1".into());
     assert!(p.submit_input().is_empty());
     let why = p.message.clone().unwrap_or_default();
     assert!(
@@ -1607,7 +1604,7 @@ fn n_opens_the_scenario_list_and_enter_loads_the_selected_one() {
         ),
     );
     assert_eq!(press(&mut state, KeyCode::Char('n')), Effect::Redraw);
-    let picker = state.stress.scenario_picker.as_ref().expect("open");
+    let picker = state.stress.scenario_picker().expect("open");
     assert_eq!(picker.entries.len(), vramtop::scenario::BUILTIN.len());
     press(&mut state, KeyCode::Down);
     press(&mut state, KeyCode::Down);

@@ -375,6 +375,48 @@ pub enum Overlay {
     Help,
 }
 
+/// The process filter (a substring of the command or pid, typed after `/`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum ProcessFilter {
+    /// Keys go into the filter, which applies as it is typed.
+    Editing(String),
+    /// Typed and closed (Enter or Esc); empty: every process is listed.
+    Set(String),
+}
+
+impl ProcessFilter {
+    pub fn text(&self) -> &str {
+        match self {
+            ProcessFilter::Editing(text) | ProcessFilter::Set(text) => text,
+        }
+    }
+
+    pub fn is_editing(&self) -> bool {
+        matches!(self, ProcessFilter::Editing(_))
+    }
+
+    /// `/`: keys go into the filter, keeping what it holds.
+    pub fn edit(&mut self) {
+        if let ProcessFilter::Set(text) = self {
+            *self = ProcessFilter::Editing(std::mem::take(text));
+        }
+    }
+
+    /// Enter or Esc while editing: the filter stays as typed.
+    pub fn close(&mut self) {
+        if let ProcessFilter::Editing(text) = self {
+            *self = ProcessFilter::Set(std::mem::take(text));
+        }
+    }
+
+    /// The text, to edit.
+    pub fn text_mut(&mut self) -> &mut String {
+        match self {
+            ProcessFilter::Editing(text) | ProcessFilter::Set(text) => text,
+        }
+    }
+}
+
 /// Focus, overlays, scroll positions: everything about the view, nothing
 /// about the GPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -389,10 +431,8 @@ pub struct UiState {
     pub zoom: usize,
     /// Index into `AppState::gpus`.
     pub selected_gpu: usize,
-    /// The process filter typed after `/`.
-    pub process_filter: String,
-    /// Whether keys currently go into the filter.
-    pub filter_editing: bool,
+    /// The process filter typed after `/`, and whether keys go into it.
+    pub process_filter: ProcessFilter,
     pub process_tree: bool,
     pub process_scroll: usize,
     /// Index of the selected block among the selected GPU's blocks, in
@@ -427,8 +467,7 @@ impl Default for UiState {
             paused_at_ms: None,
             zoom: DEFAULT_ZOOM,
             selected_gpu: 0,
-            process_filter: String::new(),
-            filter_editing: false,
+            process_filter: ProcessFilter::Set(String::new()),
             process_tree: true,
             process_scroll: 0,
             selected_block: 0,

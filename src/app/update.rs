@@ -46,17 +46,19 @@ fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
 }
 
 fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
-    if state.ui.filter_editing {
+    if state.ui.process_filter.is_editing() {
+        let filter = &mut state.ui.process_filter;
         match key.code {
-            KeyCode::Esc | KeyCode::Enter => state.ui.filter_editing = false,
+            KeyCode::Esc | KeyCode::Enter => filter.close(),
             KeyCode::Backspace => {
-                state.ui.process_filter.pop();
+                filter.text_mut().pop();
             }
             KeyCode::Char(c) if !c.is_control() => {
                 // A filter is a handful of characters; cap it so a pasted
                 // novel cannot grow the state without bound.
-                if state.ui.process_filter.chars().count() < 64 {
-                    state.ui.process_filter.push(c);
+                let text = filter.text_mut();
+                if text.chars().count() < 64 {
+                    text.push(c);
                 }
             }
             _ => return Effect::None,
@@ -327,8 +329,8 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         Action::Back => {
             if ui.overlay != Overlay::None {
                 ui.overlay = Overlay::None;
-            } else if !ui.process_filter.is_empty() && ui.focus == Pane::Processes {
-                ui.process_filter.clear();
+            } else if !ui.process_filter.text().is_empty() && ui.focus == Pane::Processes {
+                ui.process_filter.text_mut().clear();
             } else {
                 return Effect::None;
             }
@@ -360,7 +362,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         }
         Action::StartFilter => {
             ui.focus = Pane::Processes;
-            ui.filter_editing = true;
+            ui.process_filter.edit();
         }
         Action::ToggleTree => {
             if ui.focus != Pane::Processes {
@@ -415,7 +417,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::state::StatusState;
+    use crate::app::state::{ProcessFilter, StatusState};
     use crate::device::{GpuReading, GpuSample};
     use crossterm::event::KeyModifiers;
     use std::collections::BTreeMap;
@@ -560,27 +562,27 @@ mod tests {
     fn slash_edits_the_filter_until_enter_and_escape_clears_it() {
         let mut s = state_with_gpus(1);
         press(&mut s, KeyCode::Char('/'));
-        assert!(s.ui.filter_editing);
+        assert!(s.ui.process_filter.is_editing());
         assert_eq!(s.ui.focus, Pane::Processes);
         for c in "pyq".chars() {
             press(&mut s, KeyCode::Char(c));
         }
         press(&mut s, KeyCode::Backspace);
-        assert_eq!(s.ui.process_filter, "py");
+        assert_eq!(s.ui.process_filter, ProcessFilter::Editing("py".into()));
         assert_eq!(
             s.ui.overlay,
             Overlay::None,
             "'?' typed in the filter would not open help"
         );
         press(&mut s, KeyCode::Enter);
-        assert!(!s.ui.filter_editing);
+        assert_eq!(s.ui.process_filter, ProcessFilter::Set("py".into()));
         assert_eq!(
             press(&mut s, KeyCode::Char('q')),
             Effect::Quit,
             "keys act again"
         );
         press(&mut s, KeyCode::Esc);
-        assert_eq!(s.ui.process_filter, "");
+        assert_eq!(s.ui.process_filter.text(), "");
     }
 
     #[test]

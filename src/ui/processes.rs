@@ -11,7 +11,7 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, left, pane_block, right};
 use super::format::{self, NA};
 use super::theme::Theme;
-use crate::app::state::{AppState, Pane, ProcessRow, process_rows, unattributed};
+use crate::app::state::{AppState, Pane, ProcessFilter, ProcessRow, process_rows, unattributed};
 use crate::device::GpuSample;
 
 /// The processes pane of one frame.
@@ -42,12 +42,12 @@ impl<'a> ProcessesPane<'a> {
     fn rows(&self) -> Vec<Row> {
         let ui = &self.state.ui;
         let samples = self.samples();
-        let mut rows: Vec<Row> = process_rows(&samples, ui.process_tree, &ui.process_filter)
+        let mut rows: Vec<Row> = process_rows(&samples, ui.process_tree, ui.process_filter.text())
             .into_iter()
             .map(Row::Process)
             .collect();
         // A filter looks for processes: the per-GPU remainder is not one.
-        if !ui.process_filter.is_empty() {
+        if !ui.process_filter.text().is_empty() {
             return rows;
         }
         // MIG instances share their parent's memory: counted once, there.
@@ -101,15 +101,16 @@ impl Widget for ProcessesPane<'_> {
             if ui.process_tree { "tree" } else { "flat" },
             theme.text,
         )];
-        if ui.filter_editing {
-            detail.push(Span::styled(" · filter: ", theme.text));
-            detail.push(Span::styled(ui.process_filter.clone(), theme.key));
-            detail.push(Span::styled(g.cursor, theme.key));
-        } else if !ui.process_filter.is_empty() {
-            detail.push(Span::styled(
-                format!(" · filter: {}", ui.process_filter),
-                theme.text,
-            ));
+        match &ui.process_filter {
+            ProcessFilter::Editing(text) => {
+                detail.push(Span::styled(" · filter: ", theme.text));
+                detail.push(Span::styled(text.clone(), theme.key));
+                detail.push(Span::styled(g.cursor, theme.key));
+            }
+            ProcessFilter::Set(text) if !text.is_empty() => {
+                detail.push(Span::styled(format!(" · filter: {text}"), theme.text));
+            }
+            ProcessFilter::Set(_) => {}
         }
         let block = pane_block(
             Pane::Processes,
@@ -123,10 +124,11 @@ impl Widget for ProcessesPane<'_> {
         };
         let rows = self.rows();
         if rows.is_empty() {
-            let text = if ui.process_filter.is_empty() {
+            let filter = ui.process_filter.text();
+            let text = if filter.is_empty() {
                 "no GPU processes".to_string()
             } else {
-                format!("no process matches \"{}\"", ui.process_filter)
+                format!("no process matches \"{filter}\"")
             };
             chrome::line_at(buf, inner, 0, &Line::styled(text, theme.dim));
             theme.finish(area, buf);

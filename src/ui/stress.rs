@@ -162,7 +162,7 @@ impl<'a> StressPane<'a> {
         let p = self.panel;
         let t = self.theme;
         let mut lines = Vec::new();
-        if let Some(picker) = &p.scenario_picker {
+        if let Some(picker) = p.scenario_picker() {
             lines.push(Line::styled(
                 "scenarios: ↑/↓ choose · Enter loads (frees all) · Esc closes",
                 t.header,
@@ -361,14 +361,14 @@ impl Widget for StressPane<'_> {
         block.render(area, buf);
 
         let mut head = self.settings_lines(inner.width);
-        if let Some(text) = &self.panel.size_input {
+        if let Some(text) = self.panel.size_text() {
             head.push(Line::from(vec![
                 Span::styled("set size: ", t.key),
                 Span::styled(format!("{text}▏"), t.selected),
                 Span::styled("  Enter sets · Esc cancels", t.dim),
             ]));
         }
-        if let Some(text) = &self.panel.settings_input {
+        if let Some(text) = self.panel.settings_text() {
             head.push(Line::from(vec![
                 Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
                 Span::styled(format!("{text}▏"), t.selected),

@@ -1,7 +1,7 @@
 //! The panel's text fields: the tensor size (`s`) and the allocator
 //! settings (`S`), what they accept and how keys edit them.
 
-use super::{StressAction, StressCommand, StressPanel};
+use super::{PanelModal, StressAction, StressCommand, StressPanel};
 
 /// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
 /// so that count × size cannot overflow.
@@ -38,14 +38,30 @@ pub fn parse_settings(text: &str) -> Result<String, String> {
 }
 
 impl StressPanel {
+    /// The size field's text while it is open (`s`).
+    pub fn size_text(&self) -> Option<&str> {
+        match &self.modal {
+            PanelModal::SizeField(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The allocator-settings field's text while it is open (`S`).
+    pub fn settings_text(&self) -> Option<&str> {
+        match &self.modal {
+            PanelModal::SettingsField(text) => Some(text),
+            _ => None,
+        }
+    }
+
     /// Whether the size field is open (keys then type into it).
     pub fn editing_size(&self) -> bool {
-        self.size_input.is_some()
+        matches!(self.modal, PanelModal::SizeField(_))
     }
 
     /// Whether the allocator-settings field is open.
     pub fn editing_settings(&self) -> bool {
-        self.settings_input.is_some()
+        matches!(self.modal, PanelModal::SettingsField(_))
     }
 
     /// Whether a text field (size or settings) takes the keys.
@@ -53,18 +69,22 @@ impl StressPanel {
         self.editing_size() || self.editing_settings()
     }
 
+    /// The open field's text and how many characters it holds.
+    fn open_field(&mut self) -> Option<(&mut String, usize)> {
+        match &mut self.modal {
+            PanelModal::SizeField(text) => Some((text, MAX_SIZE_INPUT)),
+            PanelModal::SettingsField(text) => Some((text, MAX_SETTINGS_INPUT)),
+            PanelModal::Keys | PanelModal::ScenarioList(_) => None,
+        }
+    }
+
     /// Types a character into the open field.
     pub fn type_char(&mut self, c: char) {
         if c.is_control() {
             return;
         }
-        if let Some(text) = &mut self.size_input
-            && text.chars().count() < MAX_SIZE_INPUT
-        {
-            text.push(c);
-        }
-        if let Some(text) = &mut self.settings_input
-            && text.chars().count() < MAX_SETTINGS_INPUT
+        if let Some((text, max)) = self.open_field()
+            && text.chars().count() < max
         {
             text.push(c);
         }
@@ -72,19 +92,18 @@ impl StressPanel {
 
     /// Deletes the open field's last character.
     pub fn backspace(&mut self) {
-        if let Some(text) = &mut self.size_input {
-            text.pop();
-        }
-        if let Some(text) = &mut self.settings_input {
+        if let Some((text, _)) = self.open_field() {
             text.pop();
         }
     }
 
     /// Closes whichever field is open without changing anything.
     pub fn cancel_input(&mut self) {
-        self.cancel_size_input();
-        if self.settings_input.take().is_some() {
+        if self.editing_settings() {
+            self.modal = PanelModal::Keys;
             self.say("allocator settings unchanged");
+        } else {
+            self.cancel_size_input();
         }
     }
 
@@ -102,12 +121,12 @@ impl StressPanel {
     /// keys are queued); anything else keeps it open with PyTorch's
     /// validation message.
     pub fn submit_settings(&mut self) -> Vec<StressCommand> {
-        let Some(text) = self.settings_input.clone() else {
+        let Some(text) = self.settings_text() else {
             return Vec::new();
         };
-        match parse_settings(&text) {
+        match parse_settings(text) {
             Ok(settings) => {
-                self.settings_input = None;
+                self.modal = PanelModal::Keys;
                 self.pending_settings = Some(settings);
                 self.apply(StressAction::Reconfigure)
             }
@@ -120,7 +139,8 @@ impl StressPanel {
 
     /// Closes the size field without changing the size.
     pub fn cancel_size_input(&mut self) {
-        if self.size_input.take().is_some() {
+        if self.editing_size() {
+            self.modal = PanelModal::Keys;
             self.say("size unchanged");
         }
     }
@@ -129,12 +149,12 @@ impl StressPanel {
     /// the device's answer when keys are queued); invalid text keeps it
     /// open with a message saying why.
     pub fn submit_size(&mut self) -> Vec<StressCommand> {
-        let Some(text) = self.size_input.clone() else {
+        let Some(text) = self.size_text() else {
             return Vec::new();
         };
-        match parse_typed_size(&text) {
+        match parse_typed_size(text) {
             Ok(size) => {
-                self.size_input = None;
+                self.modal = PanelModal::Keys;
                 self.apply(StressAction::SetSize(size))
             }
             Err(why) => {

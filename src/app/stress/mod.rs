@@ -62,6 +62,20 @@ pub struct OomState {
     pub reserved_but_unallocated: u64,
 }
 
+/// What takes the panel's keys: its own actions, or the one field or list
+/// that is open (opening one closes any other).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum PanelModal {
+    /// The panel's keys act.
+    Keys,
+    /// The size field is open (`s`), with its text.
+    SizeField(String),
+    /// The allocator-settings field is open (`S`), with its text.
+    SettingsField(String),
+    /// The built-in scenario list is open (`n`).
+    ScenarioList(ScenarioPicker),
+}
+
 /// The default cap: on a real GPU [`REAL_GPU_CAP_PERCENT`] of the memory
 /// free at start; the simulation has none, so OOM can be reached.
 pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
@@ -91,10 +105,8 @@ pub struct StressPanel {
     pub size_index: usize,
     /// A typed size (bytes) in place of the preset, until `+`/`-`.
     pub custom_size: Option<u64>,
-    /// The size field's text while it is open (`s`).
-    pub size_input: Option<String>,
-    /// The allocator-settings field's text while it is open (`S`).
-    pub settings_input: Option<String>,
+    /// Which field or list takes the keys, if any.
+    pub modal: PanelModal,
     /// Validated settings waiting for [`StressAction::Reconfigure`].
     pub pending_settings: Option<String>,
     /// Transformer steps sent since the start or the last reconfigure: the
@@ -137,8 +149,6 @@ pub struct StressPanel {
     /// Actions typed while busy, applied in order after the answer (so a
     /// mark typed after a free sees the free's figures).
     pub queued: Vec<StressAction>,
-    /// The built-in scenario list while it is open (`n`).
-    pub scenario_picker: Option<ScenarioPicker>,
     /// The scenario loaded into the panel.
     pub scenario: Option<ScenarioRun>,
     /// Where the allocator runs: the GPU, or a loaded scenario's device.
@@ -150,8 +160,7 @@ impl Default for StressPanel {
         StressPanel {
             size_index: DEFAULT_SIZE,
             custom_size: None,
-            size_input: None,
-            settings_input: None,
+            modal: PanelModal::Keys,
             pending_settings: None,
             settings: String::new(),
             transformer_steps: 0,
@@ -173,7 +182,6 @@ impl Default for StressPanel {
             message: None,
             busy: false,
             queued: Vec::new(),
-            scenario_picker: None,
             scenario: None,
             device: PanelDevice::Gpu,
         }
@@ -386,12 +394,12 @@ impl StressPanel {
                 self.step_size(action == StressAction::SizeUp);
             }
             StressAction::TypeSize => {
-                self.size_input = Some(String::new());
+                self.modal = PanelModal::SizeField(String::new());
                 self.say("type a size (512, 37MiB, 1.5GiB): Enter sets it, Esc cancels");
             }
             StressAction::SetSize(size) => self.set_size(size),
             StressAction::TypeSettings => {
-                self.settings_input = Some(self.settings.clone());
+                self.modal = PanelModal::SettingsField(self.settings.clone());
                 self.say(
                     "allocator settings, e.g. expandable_segments:True,max_split_size_mb:128: \
                      Enter frees every tensor and starts a fresh allocator, Esc cancels",
@@ -713,5 +721,23 @@ mod tests {
     fn real_gpus_get_half_the_free_memory_as_cap_and_the_simulation_none() {
         assert_eq!(default_cap(80 * GIB, true), Some(40 * GIB));
         assert_eq!(default_cap(80 * GIB, false), None);
+    }
+
+    #[test]
+    fn one_field_or_list_at_a_time_takes_the_keys() {
+        let mut p = StressPanel::default();
+        p.apply(StressAction::TypeSize);
+        p.type_char('5');
+        assert_eq!(p.size_text(), Some("5"));
+        p.apply(StressAction::OpenScenarios);
+        assert!(p.picking() && !p.editing(), "the list closed the field");
+        p.type_char('9');
+        assert_eq!(p.size_text(), None, "no field to type into");
+        p.pick_cancel();
+        assert_eq!(p.modal, PanelModal::Keys);
+        p.apply(StressAction::TypeSettings);
+        p.cancel_input();
+        assert_eq!(p.modal, PanelModal::Keys);
+        assert_eq!(p.message.as_deref(), Some("allocator settings unchanged"));
     }
 }

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::scenario::{self, Action as ScenarioAction, Scenario};
 
-use super::{StressAction, StressCommand, StressPanel, cap_refusal};
+use super::{PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
 
 /// The list of built-in scenarios while it is open (`n`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,7 +66,15 @@ impl ScenarioRun {
 impl StressPanel {
     /// Whether the scenario list takes the keys.
     pub fn picking(&self) -> bool {
-        self.scenario_picker.is_some()
+        self.scenario_picker().is_some()
+    }
+
+    /// The built-in scenario list while it is open (`n`).
+    pub fn scenario_picker(&self) -> Option<&ScenarioPicker> {
+        match &self.modal {
+            PanelModal::ScenarioList(picker) => Some(picker),
+            _ => None,
+        }
     }
 
     pub(super) fn open_scenarios(&mut self) {
@@ -78,28 +86,33 @@ impl StressPanel {
             })
             .collect();
         let selected = self.scenario.as_ref().map_or(0, |r| r.builtin);
-        self.scenario_picker = Some(ScenarioPicker { entries, selected });
+        self.modal = PanelModal::ScenarioList(ScenarioPicker { entries, selected });
         self.say("scenarios: ↑/↓ choose, Enter loads, Esc closes");
     }
 
     /// Moves the scenario list's cursor.
     pub fn pick_move(&mut self, up: bool) {
-        if let Some(p) = &mut self.scenario_picker {
+        if let PanelModal::ScenarioList(p) = &mut self.modal {
             p.selected = Self::step(p.selected, p.entries.len().max(1), !up);
         }
     }
 
     /// Enter in the scenario list: loads the selected scenario.
     pub fn pick_choose(&mut self) -> Vec<StressCommand> {
-        match self.scenario_picker.take() {
-            Some(p) => self.apply(StressAction::LoadScenario(p.selected)),
-            None => Vec::new(),
+        match &self.modal {
+            PanelModal::ScenarioList(p) => {
+                let selected = p.selected;
+                self.modal = PanelModal::Keys;
+                self.apply(StressAction::LoadScenario(selected))
+            }
+            _ => Vec::new(),
         }
     }
 
     /// Esc in the scenario list.
     pub fn pick_cancel(&mut self) {
-        if self.scenario_picker.take().is_some() {
+        if self.picking() {
+            self.modal = PanelModal::Keys;
             self.say("no scenario chosen");
         }
     }
