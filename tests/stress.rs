@@ -14,9 +14,9 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice, PanelModal,
-    Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome,
-    StressPanel, StressResult, histogram_rows, parse_typed_size,
+    COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice,
+    PanelModal, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand,
+    StressOutcome, StressPanel, StressResult, histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -196,12 +196,12 @@ fn keys_typed_while_busy_wait_and_run_in_order_after_the_answer() {
         vec![StressCommand::EmptyCache],
         "the next one goes out"
     );
-    assert_eq!(p.mark_a, None, "the mark waits for empty_cache's answer");
+    assert_eq!(p.marks.a(), None, "the mark waits for empty_cache's answer");
     assert!(
         p.on_result(answer(StressOutcome::CacheEmptied, 4 * MIB))
             .is_empty()
     );
-    assert_eq!(p.mark_a.map(|f| f.reserved), Some(4 * MIB));
+    assert_eq!(p.marks.a().map(|f| f.reserved), Some(4 * MIB));
     assert!(p.queued.is_empty() && !p.busy);
 }
 
@@ -295,7 +295,7 @@ fn compare_marks_a_then_b_and_reports_b_minus_a() {
     assert_eq!(reserved.delta(), -6 * MIB as i128);
     p.apply(StressAction::MarkCompare);
     assert!(p.compare().is_none(), "a third press starts over");
-    assert_eq!(p.mark_a, Some(p.figures));
+    assert_eq!(p.marks, CompareMarks::A(p.figures));
 }
 
 #[test]
@@ -1738,7 +1738,7 @@ fn new_settings_or_a_loaded_scenario_clear_the_compare_marks_of_the_old_allocato
     p.pending_settings = Some("expandable_segments:True".into());
     drive(&mut p, &mut exec, StressAction::Reconfigure);
     assert!(p.compare().is_none(), "S: a new allocator, no old figures");
-    assert!(p.mark_a.is_none());
+    assert_eq!(p.marks, CompareMarks::None);
     let said = p.message.clone().unwrap_or_default();
     assert!(said.contains("compare cleared"), "{said}");
 

@@ -76,6 +76,34 @@ pub enum PanelModal {
     ScenarioList(ScenarioPicker),
 }
 
+/// The compare view's marks: `c` marks A, then B, then starts over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+// One per panel, as large as the two marks it holds: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum CompareMarks {
+    None,
+    A(Figures),
+    Both(Figures, Figures),
+}
+
+impl CompareMarks {
+    /// The figures marked A, if any.
+    pub fn a(&self) -> Option<&Figures> {
+        match self {
+            CompareMarks::None => None,
+            CompareMarks::A(a) | CompareMarks::Both(a, _) => Some(a),
+        }
+    }
+
+    /// A and B, once both are marked.
+    pub fn both(&self) -> Option<(&Figures, &Figures)> {
+        match self {
+            CompareMarks::Both(a, b) => Some((a, b)),
+            _ => None,
+        }
+    }
+}
+
 /// The default cap: on a real GPU [`REAL_GPU_CAP_PERCENT`] of the memory
 /// free at start; the simulation has none, so OOM can be reached.
 pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
@@ -138,8 +166,8 @@ pub struct StressPanel {
     pub view: Option<AllocatorView>,
     /// Whether the compare view lists the free-block histogram too (`H`).
     pub show_histogram: bool,
-    pub mark_a: Option<Figures>,
-    pub mark_b: Option<Figures>,
+    /// The figures `c` marked for the compare view.
+    pub marks: CompareMarks,
     pub oom: Option<OomState>,
     /// One line about the last thing that happened.
     pub message: Option<String>,
@@ -176,8 +204,7 @@ impl Default for StressPanel {
             figures: Figures::default(),
             view: None,
             show_histogram: false,
-            mark_a: None,
-            mark_b: None,
+            marks: CompareMarks::None,
             oom: None,
             message: None,
             busy: false,
@@ -251,12 +278,14 @@ impl StressPanel {
         if !self.show_histogram {
             return None;
         }
-        Some(histogram_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+        let (a, b) = self.marks.both()?;
+        Some(histogram_rows(a, b))
     }
 
     /// The compare rows when both marks are set.
     pub fn compare(&self) -> Option<Vec<CompareRow>> {
-        Some(compare_rows(self.mark_a.as_ref()?, self.mark_b.as_ref()?))
+        let (a, b) = self.marks.both()?;
+        Some(compare_rows(a, b))
     }
 
     /// The sizes of the next allocation; advances the generator.
@@ -333,7 +362,7 @@ impl StressPanel {
     /// Forgets the compare marks: they were figures of an allocator that
     /// has just been replaced. The words to add to the message, if any.
     fn clear_marks(&mut self) -> &'static str {
-        let had = self.mark_a.take().is_some() | self.mark_b.take().is_some();
+        let had = std::mem::replace(&mut self.marks, CompareMarks::None) != CompareMarks::None;
         if had {
             "; compare cleared (its marks were of the old allocator)"
         } else {
@@ -342,18 +371,17 @@ impl StressPanel {
     }
 
     fn mark(&mut self) {
-        match (self.mark_a, self.mark_b) {
-            (None, _) => {
-                self.mark_a = Some(self.figures);
+        match self.marks {
+            CompareMarks::None => {
+                self.marks = CompareMarks::A(self.figures);
                 self.say("marked A: act, then press c again to mark B");
             }
-            (Some(_), None) => {
-                self.mark_b = Some(self.figures);
+            CompareMarks::A(a) => {
+                self.marks = CompareMarks::Both(a, self.figures);
                 self.say("marked B: A | B | Δ below; c starts over");
             }
-            (Some(_), Some(_)) => {
-                self.mark_a = Some(self.figures);
-                self.mark_b = None;
+            CompareMarks::Both(..) => {
+                self.marks = CompareMarks::A(self.figures);
                 self.say("marked a new A");
             }
         }
