@@ -13,5 +13,6 @@ pub mod probe;
 pub mod quote;
 pub mod scenario;
 pub mod serve;
+pub mod shell;
 pub mod snapshot;
 pub mod ui;

@@ -1,13 +1,11 @@
-//! The dashboard application: state, keymap, update, and the event loop.
+//! The dashboard application's pure part: state, keymap, update, the stress
+//! panel and the viewer's state. The event loops are in `crate::shell`.
 
-pub mod click;
 pub mod keymap;
 pub mod observe;
-pub mod run;
 pub mod source;
 pub mod state;
 pub mod stress;
 pub mod stress_worker;
 pub mod update;
 pub mod viewer;
-pub mod viewer_run;

@@ -11,9 +11,9 @@ use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DashboardArgs, DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
-use crate::app::run::{RunOptions, run as run_dashboard};
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
+use crate::shell::run::{RunOptions, run as run_dashboard};
 use crate::ui::Theme;
 
 /// Simulated time run before a one-off sample, so that the simulated

@@ -9,7 +9,7 @@ use color_eyre::eyre::WrapErr;
 
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
-use crate::app::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
+use crate::shell::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
 use std::sync::Arc;
 
 use serde::Serialize;

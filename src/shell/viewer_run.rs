@@ -17,9 +17,9 @@ use color_eyre::eyre::{WrapErr, eyre};
 use crossterm::event::{Event, KeyEventKind};
 use ratatui::layout::Rect;
 
-use super::keymap::Keymap;
-use super::update::Effect;
-use super::viewer::ViewerState;
+use crate::app::keymap::Keymap;
+use crate::app::update::Effect;
+use crate::app::viewer::ViewerState;
 use crate::snapshot::{SnapshotError, read_snapshot_file_with_progress};
 use crate::ui::{Theme, render_loading, render_viewer};
 
@@ -173,7 +173,7 @@ fn event_loop(
             Event::Key(key) if key.kind == KeyEventKind::Press => {
                 let Some(v) = viewer.as_mut() else {
                     // While loading only quitting does something.
-                    if keymap.action_for(key) == Some(super::keymap::Action::Quit) {
+                    if keymap.action_for(key) == Some(crate::app::keymap::Action::Quit) {
                         break;
                     }
                     continue;

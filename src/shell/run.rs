@@ -22,12 +22,12 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::click::click;
-use super::keymap::Keymap;
-use super::observe::AllocatorSources;
-use super::state::{AppState, StatusState};
-use super::stress::{StressPanel, StressResult};
-use super::stress_worker::StressWorker;
-use super::update::{Effect, handle_key, on_stress_result};
+use crate::app::keymap::Keymap;
+use crate::app::observe::AllocatorSources;
+use crate::app::state::{AppState, StatusState};
+use crate::app::stress::{StressPanel, StressResult};
+use crate::app::stress_worker::StressWorker;
+use crate::app::update::{Effect, handle_key, on_stress_result};
 use crate::device::factory::TelemetrySelection;
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::device::sim::SimCluster;
@@ -104,7 +104,7 @@ fn ensure_stress_worker(
 fn send_stress(
     worker: Option<&StressWorker>,
     state: &mut AppState,
-    commands: Vec<super::stress::StressCommand>,
+    commands: Vec<crate::app::stress::StressCommand>,
 ) {
     if !worker.is_some_and(|w| w.send(commands)) {
         state.stress.busy = false;

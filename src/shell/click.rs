@@ -4,7 +4,7 @@
 
 use ratatui::layout::{Position, Rect};
 
-use super::state::{AppState, Pane};
+use crate::app::state::{AppState, Pane};
 use crate::ui::{Theme, gpu_at, layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`;
