@@ -15,7 +15,13 @@ from a daemon thread. It never imports torch, never initialises CUDA and never r
 script: errors are logged once on the ``vramtop_probe`` logger and the probe stops.
 """
 
-from ._protocol import MAX_LINE_BYTES, VERSION as PROTOCOL_VERSION, socket_dir, socket_path
+from ._protocol import (
+    MAX_LINE_BYTES,
+    VERSION as PROTOCOL_VERSION,
+    snapshot_dir,
+    socket_dir,
+    socket_path,
+)
 from ._server import Probe, current, start, stop
 
 __version__ = "0.1.0"
@@ -25,6 +31,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Probe",
     "current",
+    "snapshot_dir",
     "socket_dir",
     "socket_path",
     "start",
