@@ -53,6 +53,9 @@ RECV_BYTES = 65536
 DEFAULT_HISTORY_ENTRIES = 100_000
 # Requests one client may have waiting; more are refused.
 MAX_QUEUED_REQUESTS = 4
+# Seconds between looks at whether CUDA is initialised yet, while the OOM observer or history
+# recording waits for it (short runs can fail within the first stats interval).
+SETUP_POLL_S = 0.05
 
 _lock = threading.Lock()
 # The running probe of this process, if any.
@@ -291,6 +294,8 @@ class Probe:
             timeout = max(0.0, min(next_stats, next_segments) - time.monotonic())
             if self._requests or self._ooms:
                 timeout = 0.0
+            elif self._setup_pending():
+                timeout = min(timeout, SETUP_POLL_S)
             for key, events in sel.select(timeout):
                 if key.fileobj is self._listener:
                     self._accept()
@@ -308,6 +313,9 @@ class Probe:
                 self._send_ooms()
             if self._requests:
                 self._serve_request()
+            if self._setup_pending():
+                self._attach_oom_observer()
+                self._turn_history_on()
             now = time.monotonic()
             if now >= next_stats:
                 started = time.thread_time()
@@ -434,6 +442,12 @@ class Probe:
             return
         attach(_oom_observer)
         _observer_attached = True
+
+    def _setup_pending(self) -> bool:
+        """Whether the OOM observer or history recording still waits for CUDA."""
+        observer = not (_observer_attached or _observer_missing_logged)
+        history = self.record_history is not None and not (self.history_on or self._history_failed)
+        return observer or history
 
     def _turn_history_on(self) -> None:
         """Once CUDA is initialised: ask PyTorch to record history (process-wide), once."""

@@ -47,6 +47,9 @@ class OutOfMemoryError(RuntimeError):
     """torch.OutOfMemoryError (torch.cuda.OutOfMemoryError): a RuntimeError subclass."""
 
 
+OutOfMemoryError.__module__ = "torch"
+
+
 def round_size(n: int) -> int:
     if n < MIN_BLOCK_SIZE:
         return MIN_BLOCK_SIZE
