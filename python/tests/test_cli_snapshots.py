@@ -186,7 +186,7 @@ def run_training(tmp_path, *train_args, probe_args=("--record-history",)):
 
 def test_the_training_run_ends_with_the_oom_and_leaves_its_snapshot(tmp_path):
     done, folder = run_training(tmp_path, "--capacity", "256MiB", "--steps", "10", "--oom-at-step", "4",
-                               "--wait-for-history")
+                               "--wait-for-probe")
     assert done.returncode == 1
     assert "OutOfMemoryError: CUDA out of memory. Tried to allocate" in done.stderr
     [name] = os.listdir(folder)
@@ -201,6 +201,7 @@ def test_the_training_run_ends_with_the_oom_and_leaves_its_snapshot(tmp_path):
 def test_the_training_run_can_catch_its_oom_and_go_on(tmp_path):
     done, folder = run_training(
         tmp_path, "--capacity", "256MiB", "--steps", "6", "--oom-at-step", "2", "--catch-oom",
+        "--wait-for-probe",
         probe_args=("--snapshot-on-oom",),
     )
     assert done.returncode == 0, done.stderr
@@ -222,7 +223,7 @@ def test_an_oom_snapshot_of_the_training_run_replays_as_a_full_match(tmp_path):
     if not os.environ.get("VRAMTOP_BIN"):
         pytest.skip("VRAMTOP_BIN is not set (the path of a built vramtop binary)")
     done, folder = run_training(tmp_path, "--capacity", "200MiB", "--steps", "0", "--leak", "5MiB",
-                                "--step-sleep", "0", "--wait-for-history")
+                                "--step-sleep", "0", "--wait-for-probe")
     assert done.returncode == 1
     [name] = os.listdir(folder)
     maybe_replay(folder / name)

@@ -850,15 +850,18 @@ def start(
                 )
                 if snapshot_dir is not None:
                     probe.snapshots.directory = os.fspath(snapshot_dir)
+                # Active (and the SIGTERM handler in place) before the socket appears: a
+                # SIGTERM sent as soon as the socket exists finds the probe to clean up.
+                _install_sigterm_handler()
+                _active = probe
                 probe._open()
             except Exception as exc:
+                _active = None
                 probe.error = str(exc) if isinstance(exc, ProbeSetupError) else (
                     f"{type(exc).__name__}: {exc}"
                 )
                 log.warning("vramtop_probe not started: %s", probe.error)
                 return probe
-            _active = probe
-            _install_sigterm_handler()
             return probe
     except Exception as exc:  # pragma: no cover - defensive: even the lock failing
         failed = Probe.__new__(Probe)
