@@ -489,7 +489,7 @@ def test_a_full_disk_is_logged_once_and_never_raised(live, client_of, monkeypatc
         failed = answer(client)
         assert failed["type"] == "snapshot_failed"
         reasons.append(failed["reason"])
-    assert all(r.startswith("disk full: ") for r in reasons)
+    assert all(r.startswith("disk full: ") and "-demand.pickle: No space left on device" in r for r in reasons)
     fill_then_oom(MIB)  # the training script sees its own OOM, nothing from the probe
     oom = client.until("oom")
     assert oom["snapshot"] is None and oom["snapshot_error"].startswith("disk full: ")

@@ -48,6 +48,7 @@ class SnapshotStore:
             data = pickle.dumps(snapshot, protocol=PICKLE_PROTOCOL)
         except Exception as exc:
             return None, 0, self._failed(f"cannot pickle the snapshot: {type(exc).__name__}: {exc}")
+        path = None
         try:
             self._ensure_directory()
             path = self._free_name(kind)
@@ -55,7 +56,7 @@ class SnapshotStore:
         except _Refused as exc:
             return None, 0, self._failed(str(exc))
         except OSError as exc:
-            return None, 0, self._failed(_describe(exc))
+            return None, 0, self._failed(_describe(exc, path))
         self._keep(kind, path)
         return path, len(data), None
 
@@ -126,6 +127,7 @@ class SnapshotStore:
                 pass  # already removed by the user
 
     def _failed(self, reason: str) -> str:
+        reason = " ".join(reason.split())  # one line, whatever the error said
         if not self._failure_logged:
             self._failure_logged = True
             log.warning("vramtop_probe: could not write a snapshot: %s", reason)
@@ -136,8 +138,10 @@ class _Refused(Exception):
     """The store will not write (a folder of another user, not a folder)."""
 
 
-def _describe(exc: OSError) -> str:
-    where = f"{exc.filename}: " if exc.filename else ""
+def _describe(exc: OSError, path: str | None) -> str:
+    """One line: what failed and where (os.write's errors name no file: the path is added)."""
+    filename = exc.filename or path
+    where = f"{filename}: " if filename else ""
     what = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"disk full: {where}{what}"

@@ -734,7 +734,8 @@ def _take_snapshot() -> tuple[dict[str, Any] | None, str | None]:
     try:
         snapshot = take()
     except Exception as exc:
-        return None, f"torch.cuda.memory._snapshot() failed: {type(exc).__name__}: {exc}"
+        said = " ".join(str(exc).split())  # one line (PyTorch's messages can span several)
+        return None, f"torch.cuda.memory._snapshot() failed: {type(exc).__name__}: {said}"
     if not isinstance(snapshot, dict):
         return None, f"torch.cuda.memory._snapshot() returned a {type(snapshot).__name__}"
     return snapshot, None
