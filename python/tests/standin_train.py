@@ -22,9 +22,10 @@ Options:
   --ready-file PATH    written once the first step is done (CUDA is initialised then)
   --stop-file PATH     the run ends after the step in which PATH appears
   --seed N             seed of the allocation sizes (default 1)
-  --wait-for-probe     after the first allocations, wait (up to 60 s) until the probe running
-                       in this process has attached its OOM observer and, when it records
-                       history, turned recording on (so the steps are traced)
+  --wait-for-probe     initialise CUDA, then wait (up to 60 s) until the probe running in this
+                       process has attached its OOM observer and, when it records history,
+                       turned recording on, before the first allocation (so the whole run is
+                       traced and replays from an empty allocator)
 
 It prints one line per OOM it caught ("caught OOM at step K") and "done N steps" at the end.
 """
@@ -102,10 +103,12 @@ def main() -> int:
 
     torch.cuda.standin_use_allocator(args.capacity)
     rng = random.Random(args.seed)
+    if args.wait_for_probe:
+        # CUDA first, then the probe's history, then every allocation: a trace from empty.
+        torch.cuda.init()
+        wait_for_probe()
     weights = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (4 << 20, 300_000, 16 << 20)]
     kept: list = []
-    if args.wait_for_probe:
-        wait_for_probe()
     index = 0
     while args.steps == 0 or index < args.steps:
         index += 1

@@ -195,7 +195,8 @@ def test_the_training_run_ends_with_the_oom_and_leaves_its_snapshot(tmp_path):
         snapshot = pickle.load(f)
     trace = snapshot["device_traces"][0]
     assert trace[-1]["action"] == "oom" and trace[-1]["size"] == 256 * (1 << 20) + 512
-    maybe_replay(folder / name)
+    assert trace[0]["action"] == "segment_alloc"  # traced from the first allocation
+    maybe_replay(folder / name, from_empty=True)
 
 
 def test_the_training_run_can_catch_its_oom_and_go_on(tmp_path):
@@ -211,12 +212,14 @@ def test_the_training_run_can_catch_its_oom_and_go_on(tmp_path):
         assert pickle.load(f)["device_traces"] == [[]]  # no history: segments only
 
 
-def maybe_replay(path):
+def maybe_replay(path, from_empty=False):
     binary = os.environ.get("VRAMTOP_BIN")
     if not binary:
         return
     done = subprocess.run([binary, "replay", str(path)], capture_output=True, text=True, timeout=120)
     assert "result: FULL MATCH" in done.stdout, done.stdout + done.stderr
+    if from_empty:
+        assert "from an empty allocator (full history)" in done.stdout, done.stdout
 
 
 def test_an_oom_snapshot_of_the_training_run_replays_as_a_full_match(tmp_path):
@@ -226,4 +229,32 @@ def test_an_oom_snapshot_of_the_training_run_replays_as_a_full_match(tmp_path):
                                 "--step-sleep", "0", "--wait-for-probe")
     assert done.returncode == 1
     [name] = os.listdir(folder)
-    maybe_replay(folder / name)
+    maybe_replay(folder / name, from_empty=True)
+
+
+def test_an_on_demand_snapshot_of_the_running_training_is_its_whole_trace(tmp_path):
+    runtime = tempfile.mkdtemp(prefix="vt")
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    folder = tmp_path / "snaps"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "vramtop_probe", "--record-history", "--snapshot-dir", str(folder),
+         TRAIN, "--capacity", "1GiB", "--steps", "0", "--wait-for-probe",
+         "--ready-file", str(ready), "--stop-file", str(stop)],
+        env=subprocess_env(XDG_RUNTIME_DIR=runtime), stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(ready.exists, "the first step")
+        client = LineClient(os.path.join(runtime, "vramtop", f"{child.pid}.sock"))
+        hello = client.until("hello")
+        assert hello["record_history"] == 100_000 and hello["capabilities"] == ["snapshot"]
+        client.sock.sendall(b'{"v":2,"type":"snapshot_request","id":"live-1"}\n')
+        done = client.until("snapshot_done")
+        assert done["id"] == "live-1" and done["has_trace"] and done["segments"] > 0
+        assert os.path.dirname(done["path"]) == str(folder)
+        maybe_replay(done["path"], from_empty=True)
+        stop.write_text("")
+        assert child.wait(60) == 0
+        assert child.stdout.read().startswith("done ")
+    finally:
+        child.kill()
+        child.wait()
