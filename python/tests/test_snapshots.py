@@ -432,6 +432,7 @@ def test_files_are_0600_in_a_created_0700_folder_named_per_the_spec(live, client
     assert name["host"] == re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())
     assert int(name["pid"]) == os.getpid()
     assert name["rank"] == "x"  # the rank is read at start, before RANK was set
+    assert client_of(live).message()["rank"] is None  # and so is hello's
     assert not [f for f in os.listdir(live.snapshots.directory) if f.endswith(".tmp")]
 
 

@@ -139,8 +139,9 @@ def hello(
     torch_version: str | None,
     argv: Iterable[str] | None = None,
     record_history: int | None = None,
-    env: Mapping[str, str] | None = None,
+    rank_figures: Mapping[str, int | None] | None = None,
 ) -> dict[str, Any]:
+    """hello; ``rank_figures`` as ranks() gives them (default: read from the env now)."""
     args = []
     budget = MAX_ARGV_BYTES
     for arg in list(sys.argv if argv is None else argv)[:MAX_ARGS]:
@@ -160,7 +161,7 @@ def hello(
         "stats_interval_s": float(stats_interval_s),
         "segments_interval_s": float(segments_interval_s),
         "time": time.time(),
-        **ranks(env),
+        **(ranks() if rank_figures is None else dict(rank_figures)),
         "record_history": record_history,
         "capabilities": list(CAPABILITIES),
     }

@@ -533,7 +533,7 @@ class Probe:
             devices = [d for d, _ in collected]
             hello = protocol.hello(
                 devices, self.stats_interval, self.segments_interval, torch_version(),
-                record_history=self._hello_record_history(),
+                record_history=self._hello_record_history(), rank_figures=self.ranks,
             )
             lines = [protocol.encode(hello)]
             lines.extend(self._stats_lines(collected))
