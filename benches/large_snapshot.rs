@@ -3,6 +3,7 @@
 //! ```text
 //! cargo bench --bench large_snapshot                 # 1 GB, 5 rounds
 //! VRAMTOP_BENCH_LARGE_BYTES=200000000 VRAMTOP_BENCH_ROUNDS=7 cargo bench --bench large_snapshot
+//! VRAMTOP_BENCH_LARGE_FILE=target/bench-data/model-1GB.pickle cargo bench --bench large_snapshot
 //! ```
 //!
 //! The file is generated once by the allocator model
@@ -80,7 +81,14 @@ fn main() {
     let rounds: usize = env_or("VRAMTOP_BENCH_ROUNDS", DEFAULT_ROUNDS).max(1);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
     let started = Instant::now();
-    let path = match cached_large_file(&dir, bytes) {
+    // A file made elsewhere (scripts/compare-peers.py's, by make-snapshot)
+    // is used as it is.
+    let given = std::env::var_os("VRAMTOP_BENCH_LARGE_FILE").map(PathBuf::from);
+    let made = match given {
+        Some(p) => Ok(p),
+        None => cached_large_file(&dir, bytes),
+    };
+    let path = match made {
         Ok(p) => p,
         Err(e) => {
             eprintln!("note: cannot generate the large snapshot: {e}");

@@ -10,7 +10,8 @@
 //! so `vramtop replay OUT.pickle` is a FULL MATCH and `vramtop open` shows
 //! the figures the model had. `--size` takes bytes with an optional suffix
 //! (kB, MB, GB: powers of 1000; KiB, MiB, GiB: powers of 1024); the result
-//! lands within a few percent of it.
+//! lands within a few percent of it. `--one-stream` keeps every call on the
+//! compute stream, for replayers that model one stream only.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ use std::time::Instant;
 
 use vramtop::snapshot::synth::{LargeShape, write_large_file};
 
-const USAGE: &str = "usage: make-snapshot [--size SIZE] [--stacks N] [--layers N] [--seed N] OUT\n\
+const USAGE: &str = "usage: make-snapshot [--size SIZE] [--stacks N] [--layers N] [--seed N] [--one-stream] OUT\n\
     SIZE: bytes, or with kB/MB/GB (1000s) or KiB/MiB/GiB (1024s); default 100MB";
 
 /// `"1GB"` → 10^9, `"512MiB"` → 2^29, `"1234"` → 1234.
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
     let mut stacks = None;
     let mut layers = None;
     let mut seed = None;
+    let mut one_stream = false;
     let mut out = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -59,6 +61,10 @@ fn main() -> ExitCode {
             "--stacks" => value(&number).map(|v| stacks = Some(v)).is_some(),
             "--layers" => value(&number).map(|v| layers = Some(v)).is_some(),
             "--seed" => value(&number).map(|v| seed = Some(v)).is_some(),
+            "--one-stream" => {
+                one_stream = true;
+                true
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -88,6 +94,7 @@ fn main() -> ExitCode {
     if let Some(n) = seed {
         shape.seed = n;
     }
+    shape.one_stream = one_stream;
     let start = Instant::now();
     match write_large_file(&shape, &out) {
         Ok(file) => {

@@ -44,7 +44,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "target", "bench-data")
-RELEASE = os.path.join(ROOT, "target", "release")
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 PYTHON = os.path.realpath(sys.executable)
 SEGSUM_PEER = os.path.join(ROOT, "scripts", "segsum-peer.py")
@@ -138,7 +137,7 @@ def ms(seconds):
 def span(side):
     s = side.summary()
     if s is None:
-        return f"failed: {side.error}" if side.error else "-"
+        return f"failed: {side.error.strip().splitlines()[-1][:160]}" if side.error else "-"
     low, mid = s["min_s"], s["median_s"]
     if low >= 1:
         return f"{low:.2f}–{mid:.2f} s"
@@ -173,21 +172,30 @@ def build_fake_nvml():
     return out, None
 
 
-def generated(make_snapshot, size, name):
+def generated(make_snapshot, size, name, *extra):
     path = os.path.join(DATA, name)
     if os.path.exists(path):
         return path
     os.makedirs(DATA, exist_ok=True)
     print(f"generating {path} ({size}) ...", file=sys.stderr)
-    subprocess.run([make_snapshot, "--size", size, path], check=True, stdout=sys.stderr)
+    subprocess.run([make_snapshot, "--size", size, *extra, path], check=True, stdout=sys.stderr)
     return path
+
+
+def trace_entries(vramtop, path):
+    done = subprocess.run([vramtop, "replay", "--verify", path, "--json"], capture_output=True, text=True)
+    try:
+        return json.loads(done.stdout)["trace_entries"]
+    except (ValueError, KeyError):
+        return "?"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds (>= 7 for the docs)")
     parser.add_argument("--json", default=os.path.join(DATA, "compare-peers.json"))
-    parser.add_argument("--vramtop", default=os.path.join(RELEASE, "vramtop"))
+    parser.add_argument("--profile", default="release", help="the target/ folder of the binaries (debug for a smoke test)")
+    parser.add_argument("--parse-size", default="200MB", help="size of the generated file of the parse row")
     parser.add_argument("--large-size", default="1GB", help="size of the large generated file")
     parser.add_argument("--large-rounds", type=int, default=3, help="rounds of the large row")
     parser.add_argument("--skip-large", action="store_true")
@@ -195,9 +203,10 @@ def main():
     parser.add_argument("--nvitop", default=None, help="nvitop executable (default: target/bench-data/venv/bin/nvitop, then PATH)")
     args = parser.parse_args()
 
-    vramtop = args.vramtop
-    make_snapshot = os.path.join(RELEASE, "examples", "make-snapshot")
-    parse_rss = os.path.join(RELEASE, "examples", "parse_rss")
+    binaries = os.path.join(ROOT, "target", args.profile)
+    vramtop = os.path.join(binaries, "vramtop")
+    make_snapshot = os.path.join(binaries, "examples", "make-snapshot")
+    parse_rss = os.path.join(binaries, "examples", "parse_rss")
     for tool in (vramtop, make_snapshot, parse_rss):
         if not os.access(tool, os.X_OK):
             sys.exit(
@@ -208,7 +217,7 @@ def main():
         print(f"note: {sys.executable} is a shim; running Python as {PYTHON}", file=sys.stderr)
 
     small = generated(make_snapshot, "4MB", "model-4MB.pickle")
-    medium = generated(make_snapshot, "200MB", "model-200MB.pickle")
+    medium = generated(make_snapshot, args.parse_size, f"model-{args.parse_size}.pickle")
     rows = []
 
     real = os.path.join(SHARED, "snapshots", REAL_SUMMARY_FILE)
@@ -223,15 +232,16 @@ def main():
             )
         )
 
+    # The reference model replays one stream from an empty allocator: the
+    # shared files start mid-run, so the trace is a generated one-stream one.
     replay_py = os.path.join(SHARED, "tools", "replay.py")
-    for path in summary_files:
-        ours = Side("vramtop", [vramtop, "replay", "--verify", path])
-        if os.path.exists(replay_py):
-            rows.append(Row(f"`replay --verify` of {os.path.basename(path)}", ours,
-                            Side("replay.py", [PYTHON, replay_py, path]), file=path))
-        else:
-            rows.append(Row(f"`replay --verify` of {os.path.basename(path)}", ours,
-                            skip_peer=f"{replay_py} is absent", file=path))
+    one_stream = generated(make_snapshot, "4MB", "model-4MB-one-stream.pickle", "--one-stream")
+    work = f"`replay --verify` of {os.path.basename(one_stream)} ({file_mb(one_stream):.1f} MB, {trace_entries(vramtop, one_stream)} events)"
+    ours = Side("vramtop", [vramtop, "replay", "--verify", one_stream])
+    if os.path.exists(replay_py):
+        rows.append(Row(work, ours, Side("replay.py", [PYTHON, replay_py, one_stream]), file=one_stream))
+    else:
+        rows.append(Row(work, ours, skip_peer=f"{replay_py} is absent", file=one_stream))
 
     rows.append(
         Row(

@@ -44,6 +44,10 @@ pub struct LargeShape {
     /// Transformer layers of the modelled network (each adds call sites and
     /// about 100 MB of bf16 weights).
     pub layers: usize,
+    /// Everything on the compute stream: no copy stream, and gradient
+    /// buckets freed without waiting for a communication stream. For
+    /// replayers that model a single stream (`shared/tools/replay.py`).
+    pub one_stream: bool,
     pub seed: u64,
 }
 
@@ -75,6 +79,7 @@ impl Default for LargeShape {
             max_depth: 40,
             frames: 3_000,
             layers: 24,
+            one_stream: false,
             seed: 0x5eed,
         }
     }
@@ -384,7 +389,8 @@ fn record(shape: &LargeShape) -> Recorder {
 
         // The input batch arrives on the copy stream.
         let site = r.site(Phase::Data, variant, layers, 0);
-        let input_ids = r.alloc(site, tokens * 8, COPY);
+        let input_stream = if shape.one_stream { COMPUTE } else { COPY };
+        let input_ids = r.alloc(site, tokens * 8, input_stream);
         let site = r.site(Phase::Data, variant, layers, 1);
         let embedded = r.alloc(site, act, COMPUTE);
 
@@ -460,7 +466,11 @@ fn record(shape: &LargeShape) -> Recorder {
                 let bucket: u64 = LAYER_WEIGHTS.iter().sum::<u64>() * LAYERS_PER_BUCKET as u64;
                 let flat = r.alloc(s, bucket, COMPUTE);
                 let s = r.site(Phase::Communication, variant, layer, 1);
-                r.free_used_on(s, flat, COMMUNICATION);
+                if shape.one_stream {
+                    r.free(s, flat);
+                } else {
+                    r.free_used_on(s, flat, COMMUNICATION);
+                }
             }
         }
         let site = r.site(Phase::Communication, variant, layers, 2);
@@ -687,6 +697,21 @@ mod tests {
             .and_then(|m| m.modified())
             .expect("mtime");
         assert_eq!(modified, modified_again);
+    }
+
+    #[test]
+    fn one_stream_snapshot_stays_on_the_compute_stream_and_replays() {
+        let shape = LargeShape {
+            one_stream: true,
+            ..small()
+        };
+        let snapshot = large(&shape);
+        assert!(
+            snapshot.device_traces[0]
+                .iter()
+                .all(|e| e.stream == COMPUTE)
+        );
+        assert!(verify(&snapshot).full_match());
     }
 
     #[test]
