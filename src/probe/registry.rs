@@ -455,7 +455,9 @@ impl Registry {
             if self.scanner.is_none() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Short: `--once` waits here for a scan that takes well under
+            // a millisecond when no probe runs.
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -464,6 +466,7 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.scanner.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -473,8 +476,12 @@ fn scan_loop(shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         scan_once(shared);
         let until = Instant::now() + RESCAN_INTERVAL;
-        while Instant::now() < until && !shared.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
+        // Parked rather than slept, so that dropping the registry (which
+        // unparks) does not wait for a poll interval.
+        while let Some(left) = until.checked_duration_since(Instant::now())
+            && !shared.stop.load(Ordering::Relaxed)
+        {
+            std::thread::park_timeout(left);
         }
     }
 }
