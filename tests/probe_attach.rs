@@ -163,13 +163,13 @@ fn once_json_shows_a_fake_probes_allocator_on_its_gpu_under_the_host_pid() {
 }
 
 #[test]
-fn once_json_reports_a_version_2_probe_and_a_garbage_line_without_failing() {
+fn once_json_reports_a_version_3_probe_and_a_garbage_line_without_failing() {
     let (root, dir) = runtime_dir();
     let v2 = dir.join("1.sock");
     let noisy = dir.join("2.sock");
     fake_probe(
         &v2,
-        vec!["{\"v\":2,\"type\":\"hello\",\"pid\":1}\n".to_string()],
+        vec!["{\"v\":3,\"type\":\"hello\",\"pid\":1}\n".to_string()],
     );
     fake_probe(
         &noisy,
@@ -183,7 +183,7 @@ fn once_json_reports_a_version_2_probe_and_a_garbage_line_without_failing() {
     let sample = once_json(root.path());
     assert_eq!(
         probe_at(&sample, &v2)["status"],
-        "rejected: protocol version 2 not supported"
+        "rejected: protocol version 3 not supported"
     );
     let p = probe_at(&sample, &noisy);
     assert_eq!(p["status"], "attached");

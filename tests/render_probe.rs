@@ -91,6 +91,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                 device_free: Some(GIB),
                 message: "tried to allocate 8.00 GiB on cuda:0 (6.00 GiB allocated, 1.00 GiB free)"
                     .to_string(),
+                ..Oom::default()
             },
         })
         .collect();
@@ -108,6 +109,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                 stats_interval_s: Some(1.0),
                 segments_interval_s: Some(5.0),
                 time: Some(1_764_489_600.0),
+                ..Hello::default()
             }),
             host_pid: Some(PROBE_PID),
             pid_source: Some(PidSource::PeerCred),

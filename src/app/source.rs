@@ -567,6 +567,7 @@ mod tests {
                     stats_interval_s: None,
                     segments_interval_s: None,
                     time: None,
+                    ..Hello::default()
                 }),
                 host_pid: Some(pid),
                 pid_source: Some(PidSource::PeerCred),
@@ -590,6 +591,7 @@ mod tests {
                             device_allocated: None,
                             device_free: None,
                             message: String::new(),
+                            ..Oom::default()
                         },
                     })
                     .collect(),

@@ -226,7 +226,12 @@ impl ProbeState {
             Message::Stats(s) => Some(s.device),
             Message::Segments(s) => Some(s.device),
             Message::Oom(o) => Some(o.device),
-            Message::Hello(_) | Message::Bye(_) | Message::Unknown(_) => None,
+            Message::Hello(_)
+            | Message::Bye(_)
+            | Message::Unknown(_)
+            | Message::SnapshotStarted(_)
+            | Message::SnapshotDone(_)
+            | Message::SnapshotFailed(_) => None,
         };
         if let Some(device) = figures {
             if !self.status.is_connected() {
@@ -316,7 +321,12 @@ impl ProbeState {
                     b.reason.as_deref().unwrap_or("no reason given")
                 ));
             }
-            Message::Unknown(_) => {}
+            // Answers to a request go only to the client that asked; the
+            // registry's reader never asks.
+            Message::Unknown(_)
+            | Message::SnapshotStarted(_)
+            | Message::SnapshotDone(_)
+            | Message::SnapshotFailed(_) => {}
         }
         Ok(())
     }
@@ -688,7 +698,7 @@ mod tests {
     }
 
     #[test]
-    fn version_2_is_rejected_and_a_closed_probe_is_disconnected() {
+    fn version_3_is_rejected_and_a_closed_probe_is_disconnected() {
         let d = private_dir();
         let v2 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
         let bye = UnixListener::bind(d.path().join("2.sock")).expect("bind");
@@ -696,7 +706,7 @@ mod tests {
         let servers = [
             serve(
                 v2,
-                vec!["{\"v\":2,\"type\":\"hello\",\"pid\":1}\n".into()],
+                vec!["{\"v\":3,\"type\":\"hello\",\"pid\":1}\n".into()],
                 false,
             ),
             serve(
@@ -717,7 +727,7 @@ mod tests {
         assert_eq!(
             status,
             vec![
-                "rejected: protocol version 2 not supported".to_string(),
+                "rejected: protocol version 3 not supported".to_string(),
                 "disconnected: the probe stopped (exit)".to_string(),
                 "disconnected: connection closed".to_string(),
             ]
