@@ -364,7 +364,7 @@ fn once_json_keeps_an_old_pytorchs_segments_with_null_requested_sizes() {
     let nan_stat = serde_json::json!({
         "v": 1, "type": "stats", "device": 0,
         "stats": {"allocated_bytes.all.current": GIB, "reserved_bytes.all.current": 2 * GIB,
-                  "requested_bytes.all.current": null}
+                  "requested_bytes.all.current": null, "num_ooms": null}
     });
     fake_probe(
         &path,
@@ -383,9 +383,12 @@ fn once_json_keeps_an_old_pytorchs_segments_with_null_requested_sizes() {
         .unwrap_or_default();
     assert_eq!(
         unknown,
-        vec!["requested_bytes.all.current", "requested_size"],
+        vec!["num_ooms", "requested_bytes.all.current", "requested_size"],
         "{a:#}"
     );
+    // An unknown count is null (n/a), never 0.
+    assert_eq!(a["num_ooms"], Value::Null, "{a:#}");
+    assert_eq!(a["num_alloc_retries"], 0, "absent is PyTorch's 0");
 }
 
 #[test]

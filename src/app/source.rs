@@ -427,8 +427,10 @@ pub struct AllocatorSummary {
     pub active: i64,
     pub inactive_split_bytes: i64,
     pub segments: i64,
-    pub num_alloc_retries: i64,
-    pub num_ooms: i64,
+    /// `null` when the probe sent it as `null` (unknown, not 0).
+    pub num_alloc_retries: Option<i64>,
+    /// `null` when the probe sent it as `null` (unknown, not 0).
+    pub num_ooms: Option<i64>,
     pub fragmentation: Fragmentation,
     /// Figures the probe sent as `null` (`memory_stats()` keys, or
     /// `requested_size`): their values here are 0 and mean nothing.
@@ -446,8 +448,10 @@ impl From<&AllocatorView> for AllocatorSummary {
             active: a.stats.active_bytes.all.current,
             inactive_split_bytes: a.stats.inactive_split_bytes.all.current,
             segments: a.stats.segment.all.current,
-            num_alloc_retries: a.stats.num_alloc_retries,
-            num_ooms: a.stats.num_ooms,
+            num_alloc_retries: a
+                .knows("num_alloc_retries")
+                .then_some(a.stats.num_alloc_retries),
+            num_ooms: a.knows("num_ooms").then_some(a.stats.num_ooms),
             fragmentation: a.fragmentation.clone(),
             unknown: a.unknown.clone(),
         }
