@@ -3,6 +3,7 @@
 //! stress panel, and live probes: `docs/attach.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -152,6 +153,22 @@ pub struct ProbeRow {
     pub command: Option<String>,
     /// NVML indices of the devices it reported.
     pub gpus: Vec<u32>,
+    /// The protocol version of its hello (0 before the hello).
+    pub protocol: u64,
+    /// It answers snapshot requests (a v2 probe with the capability).
+    pub serves_snapshots: bool,
+    /// "rank 3/8 local 1" when the hello says so.
+    pub rank: Option<String>,
+}
+
+/// The snapshot a probe wrote at an OOM: what the banner names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomSnapshot {
+    pub pid: Option<u32>,
+    pub command: Option<String>,
+    pub path: PathBuf,
+    /// When the dashboard saw it (ms).
+    pub seen_ms: u64,
 }
 
 /// The probes as the dashboard holds them: rows, plus what the status line
@@ -161,6 +178,8 @@ pub struct ProbeBoard {
     pub rows: Vec<ProbeRow>,
     /// The last OOM a probe reported: (time seen in ms, text).
     pub last_oom: Option<(u64, String)>,
+    /// The last OOM snapshot a probe wrote (the banner; `O` opens it).
+    pub oom_snapshot: Option<OomSnapshot>,
     /// OOM events already marked, by socket.
     seen_ooms: BTreeMap<String, u64>,
     /// When each probe was first seen not connected (ms), by socket.
@@ -179,6 +198,31 @@ impl ProbeBoard {
             .filter_map(|r| r.pid)
             .collect();
         pids.into_iter().collect()
+    }
+
+    /// The rank label of the attached probe of `pid`, if its hello gave one.
+    pub fn rank_of(&self, pid: u32) -> Option<&str> {
+        self.rows
+            .iter()
+            .find(|r| r.connected && r.pid == Some(pid))
+            .and_then(|r| r.rank.as_deref())
+    }
+
+    /// The OOM banner: which process hit an OOM and where its snapshot is.
+    pub fn oom_banner(&self) -> Option<String> {
+        let o = self.oom_snapshot.as_ref()?;
+        let pid = o
+            .pid
+            .map_or_else(|| crate::ui::format::NA.to_string(), |p| p.to_string());
+        let command = o
+            .command
+            .as_deref()
+            .map(|c| format!(" ({})", crate::ui::format::truncate(c, 40)))
+            .unwrap_or_default();
+        Some(format!(
+            "OOM in pid {pid}{command}: snapshot {} — O opens it at the OOM",
+            o.path.display()
+        ))
     }
 
     /// Pids of the attached (connected) probes.
@@ -307,6 +351,9 @@ impl AppState {
                 problem: p.problem.clone(),
                 command: p.command(),
                 gpus: p.devices.keys().filter_map(|&d| p.gpu_index(d)).collect(),
+                protocol: p.hello.as_ref().map_or(0, |h| h.version),
+                serves_snapshots: p.hello.as_ref().is_some_and(|h| h.serves_snapshots()),
+                rank: p.hello.as_ref().and_then(|h| h.rank_label()),
             })
             .collect();
         let live: BTreeSet<&String> = board.rows.iter().map(|r| &r.socket).collect();
@@ -343,6 +390,14 @@ impl AppState {
                     }
                 }
                 board.last_oom = Some((now_ms, oom_text(p.pid(), gpu, e)));
+                if let Some(path) = &e.oom.snapshot {
+                    board.oom_snapshot = Some(OomSnapshot {
+                        pid: p.pid(),
+                        command: p.command(),
+                        path: path.clone(),
+                        seen_ms: now_ms,
+                    });
+                }
             }
             board.seen_ooms.insert(key, p.oom_total);
         }

@@ -474,6 +474,8 @@ pub struct AppState {
     pub stress: StressPanel,
     /// Attached live probes (`docs/attach.md`).
     pub probes: super::source::ProbeBoard,
+    /// Snapshots asked of probes from the dashboard.
+    pub capture: super::capture::CaptureState,
 }
 
 impl AppState {
@@ -485,6 +487,7 @@ impl AppState {
             now_ms: 0,
             stress: StressPanel::default(),
             probes: super::source::ProbeBoard::default(),
+            capture: super::capture::CaptureState::default(),
         }
     }
 
