@@ -3,6 +3,7 @@
 pub mod capture;
 pub mod click;
 pub mod keymap;
+pub mod observe;
 pub mod run;
 pub mod source;
 pub mod state;

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use super::capture::{CAPTURE_TIMEOUT_MS, CaptureMsg};
 use super::click::click;
 use super::keymap::Keymap;
-use super::source::{allocator_views_with_probes, resolve_probe_devices};
+use super::observe::AllocatorSources;
 use super::state::{AppState, StatusState};
 use super::stress::{StressPanel, StressResult};
 use super::stress_worker::StressWorker;
@@ -225,7 +225,6 @@ async fn event_loop(
     options: RunOptions,
 ) -> color_eyre::Result<()> {
     let keymap = Keymap::default();
-    let sim = selection.sim.clone();
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
         banner: selection.fallback_reason.clone(),
@@ -236,7 +235,7 @@ async fn event_loop(
     let started = Instant::now();
     // Live probes: scanned and read on their own threads; each sample
     // takes a copy of what they last sent.
-    let probes = crate::probe::Registry::start_default();
+    let sources = AllocatorSources::start(selection.sim.clone());
 
     let (sampler, sample_rx) = Sampler::spawn(selection.telemetry, options.interval)
         .wrap_err("cannot start the sampler thread")?;
@@ -297,7 +296,7 @@ async fn event_loop(
                         ensure_stress_worker(
                             &mut stress_worker,
                             &mut state,
-                            sim.as_ref(),
+                            sources.sim(),
                             &mut no_cuda,
                             &stress_tx,
                         );
@@ -359,11 +358,7 @@ async fn event_loop(
                 let now_ms = started.elapsed().as_millis() as u64;
                 match msg.readings {
                     Ok(readings) => {
-                        let mut snapshot = probes.snapshot();
-                        resolve_probe_devices(&mut snapshot, &readings);
-                        let views = allocator_views_with_probes(sim.as_ref(), &snapshot, &state.ui.allocator_pick);
-                        state.apply_sample(now_ms, readings, views);
-                        state.apply_probes(now_ms, &snapshot);
+                        sources.observe(readings).apply_to(&mut state, now_ms);
                         state.status.last_error = None;
                     }
                     Err(e) => {

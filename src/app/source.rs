@@ -14,7 +14,7 @@ use super::state::{
 };
 use crate::alloc::Fragmentation;
 use crate::device::GpuReading;
-use crate::device::sim::SimCluster;
+use crate::device::sim::{SimCluster, TrainerView};
 use crate::probe::pid::{PidSource, VisibleDevices};
 use crate::probe::registry::{DeviceData, OomEvent};
 use crate::probe::{ProbeSnapshot, ProbeState};
@@ -24,17 +24,20 @@ pub fn allocator_views(sim: Option<&SimCluster>) -> BTreeMap<u32, AllocatorView>
     let mut out = BTreeMap::new();
     if let Some(cluster) = sim {
         for t in cluster.trainers() {
-            out.entry(t.gpu).or_insert_with(|| {
-                AllocatorView::new(
-                    format!("pid {} (simulated training, step {})", t.pid, t.step),
-                    Some(t.pid),
-                    t.stats,
-                    t.layout,
-                )
-            });
+            out.entry(t.gpu).or_insert_with(|| trainer_view(t));
         }
     }
     out
+}
+
+/// The allocator view of one simulated training process.
+pub fn trainer_view(t: TrainerView) -> AllocatorView {
+    AllocatorView::new(
+        format!("pid {} (simulated training, step {})", t.pid, t.step),
+        Some(t.pid),
+        t.stats,
+        t.layout,
+    )
 }
 
 /// Every attached probe's allocator view with the GPU (NVML index) it is

@@ -1,6 +1,5 @@
 //! The dashboard (`vramtop`), `vramtop --once --json` and `vramtop record`.
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -11,8 +10,8 @@ use std::time::{Duration, Instant};
 use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DashboardArgs, DeviceArgs, SamplingArgs};
+use crate::app::observe::AllocatorSources;
 use crate::app::run::{RunOptions, run as run_dashboard};
-use crate::app::source::{allocator_views_with_probes, headless_sample, resolve_probe_devices};
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
 use crate::ui::Theme;
@@ -73,17 +72,11 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
         .telemetry
         .sample()
         .map_err(|e| eyre!("sampling failed: {e}"))?;
-    registry.wait_ready(PROBE_WAIT);
-    let mut probes = registry.snapshot();
-    resolve_probe_devices(&mut probes, &readings);
-    let views = allocator_views_with_probes(selection.sim.as_ref(), &probes, &BTreeMap::new());
-    let sample = headless_sample(
-        selection.backend,
-        selection.fallback_reason.as_deref(),
-        readings,
-        &views,
-    )
-    .with_probes(&probes);
+    let sources = AllocatorSources::with_registry(selection.sim.clone(), registry);
+    sources.wait_for_probes(PROBE_WAIT);
+    let sample = sources
+        .observe(readings)
+        .headless(selection.backend, selection.fallback_reason.as_deref());
     let text = serde_json::to_string_pretty(&sample).wrap_err("cannot encode the sample")?;
     super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
@@ -123,8 +116,7 @@ pub fn record(
         signal_hook::flag::register(signal, stop.clone())
             .wrap_err("cannot install a signal handler")?;
     }
-    let registry = crate::probe::Registry::start_default();
-    let sim = selection.sim.clone();
+    let sources = AllocatorSources::start(selection.sim.clone());
     let backend = selection.backend;
     let banner = selection.fallback_reason.clone();
     let (sampler, rx) = Sampler::spawn(
@@ -146,15 +138,9 @@ pub fn record(
                 continue;
             }
         };
-        let mut probes = registry.snapshot();
-        resolve_probe_devices(&mut probes, &readings);
-        let sample = headless_sample(
-            backend,
-            banner.as_deref(),
-            readings,
-            &allocator_views_with_probes(sim.as_ref(), &probes, &BTreeMap::new()),
-        )
-        .with_probes(&probes);
+        let sample = sources
+            .observe(readings)
+            .headless(backend, banner.as_deref());
         let line = serde_json::to_string(&sample).wrap_err("cannot encode a sample")?;
         writeln!(out, "{line}").wrap_err("cannot write the record file")?;
         out.flush().wrap_err("cannot flush the record file")?;

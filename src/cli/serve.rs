@@ -24,13 +24,10 @@ use color_eyre::eyre::{WrapErr, eyre};
 use tokio::sync::watch;
 
 use super::{DeviceArgs, SamplingArgs};
-use crate::app::source::{probe_views, resolve_probe_devices};
-use crate::app::state::AllocatorView;
+use crate::app::observe::AllocatorSources;
 use crate::device::GpuReading;
 use crate::device::factory::select_telemetry;
 use crate::device::sampler::{SampleMsg, Sampler};
-use crate::device::sim::SimCluster;
-use crate::probe::Registry;
 use crate::serve::check_listen;
 use crate::serve::http::{self, Limits};
 use crate::serve::metrics::{AllocatorFigures, MetricsInput, render};
@@ -53,35 +50,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// The longest wait for the first sample before serving anyway.
 const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(5);
 
-/// Every simulated training process's allocator (the dashboard shows one
-/// per GPU; the exporter shows them all). Live probe views are added to this
-/// list in [`Exporter::render`].
-fn sim_allocators(sim: Option<&SimCluster>) -> Vec<(u32, AllocatorView)> {
-    let mut trainers = sim.map(SimCluster::trainers).unwrap_or_default();
-    // By GPU, then pid: series in a stable, readable order.
-    trainers.sort_by_key(|t| (t.gpu, t.pid));
-    trainers
-        .into_iter()
-        .map(|t| {
-            (
-                t.gpu,
-                AllocatorView::new(
-                    format!("pid {} (simulated training, step {})", t.pid, t.step),
-                    Some(t.pid),
-                    t.stats,
-                    t.layout,
-                ),
-            )
-        })
-        .collect()
-}
-
 /// Counters, and where the latest body goes.
 struct Exporter {
     backend: &'static str,
-    sim: Option<SimCluster>,
-    /// Attached `vramtop_probe` processes (real PyTorch allocators).
-    probes: Registry,
+    /// Every simulated trainer and attached `vramtop_probe` process (real
+    /// PyTorch allocators).
+    sources: AllocatorSources,
     samples_total: u64,
     scrape_errors_total: u64,
     /// The body every scrape gets until the next sample.
@@ -89,11 +63,10 @@ struct Exporter {
 }
 
 impl Exporter {
-    fn render(&mut self, readings: &[GpuReading], last_sample_unix_s: Option<f64>) {
-        let mut views = sim_allocators(self.sim.as_ref());
-        let mut probes = self.probes.snapshot();
-        resolve_probe_devices(&mut probes, readings);
-        views.extend(probe_views(&probes));
+    fn render(&mut self, readings: Vec<GpuReading>, last_sample_unix_s: Option<f64>) {
+        // The dashboard shows one allocator per GPU; the exporter all of them.
+        let observed = self.sources.observe(readings);
+        let views = observed.every_view();
         let allocators: Vec<AllocatorFigures<'_>> = views
             .iter()
             .map(|(gpu, v)| AllocatorFigures {
@@ -107,7 +80,7 @@ impl Exporter {
         let body = render(&MetricsInput {
             version: env!("CARGO_PKG_VERSION"),
             backend: self.backend,
-            readings,
+            readings: &observed.readings,
             allocators: &allocators,
             samples_total: self.samples_total,
             scrape_errors_total: self.scrape_errors_total,
@@ -124,14 +97,14 @@ impl Exporter {
         match msg.readings {
             Ok(readings) => {
                 self.samples_total += 1;
-                self.render(&readings, unix_s);
+                self.render(readings, unix_s);
             }
             Err(e) => {
                 // A failed sample drops the GPU series (stale figures served
                 // as fresh would mislead) and counts the error.
                 tracing::warn!(error = %e, "sampling failed");
                 self.scrape_errors_total += 1;
-                self.render(&[], unix_s);
+                self.render(Vec::new(), unix_s);
             }
         }
     }
@@ -171,13 +144,12 @@ pub fn run(
     }
     let mut exporter = Exporter {
         backend: selection.backend,
-        sim: selection.sim.clone(),
-        probes: Registry::start_default(),
+        sources: AllocatorSources::start(selection.sim.clone()),
         samples_total: 0,
         scrape_errors_total: 0,
         body: watch::Sender::new(Bytes::new()),
     };
-    exporter.render(&[], None);
+    exporter.render(Vec::new(), None);
     let (sampler, rx) = Sampler::spawn(
         selection.telemetry,
         Duration::from_millis(sampling.interval),

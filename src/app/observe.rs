@@ -1,0 +1,162 @@
+//! The one path from a telemetry sample to the allocator views: take the
+//! sample's readings, copy what the probes last sent, map the probes'
+//! devices to the readings' GPUs, build the views. The dashboard loop,
+//! `--once`, `record` and `serve` all go through [`AllocatorSources::observe`],
+//! so that they cannot disagree on which allocator a GPU shows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::source::{
+    HeadlessSample, allocator_views_with_probes, headless_sample, probe_views,
+    resolve_probe_devices, trainer_view,
+};
+use super::state::{AllocatorView, AppState};
+use crate::device::GpuReading;
+use crate::device::sim::SimCluster;
+use crate::probe::{ProbeSnapshot, Registry};
+
+/// The allocators vramtop can see beside the telemetry: the simulated
+/// training processes (when the simulation is the backend) and the live
+/// probes. Dropping it stops the probe threads.
+pub struct AllocatorSources {
+    sim: Option<SimCluster>,
+    probes: Registry,
+}
+
+impl AllocatorSources {
+    /// Starts watching the default probe directories.
+    pub fn start(sim: Option<SimCluster>) -> Self {
+        Self::with_registry(sim, Registry::start_default())
+    }
+
+    /// With a registry started earlier (`--once` discovers probes while the
+    /// backend starts).
+    pub fn with_registry(sim: Option<SimCluster>, probes: Registry) -> Self {
+        AllocatorSources { sim, probes }
+    }
+
+    /// The simulation, when it is the backend.
+    pub fn sim(&self) -> Option<&SimCluster> {
+        self.sim.as_ref()
+    }
+
+    /// Waits (at most `timeout`) for the probes found to send their first
+    /// figures: for a one-off sample.
+    pub fn wait_for_probes(&self, timeout: Duration) {
+        self.probes.wait_ready(timeout);
+    }
+
+    /// Takes the probes' state beside `readings` and maps their devices to
+    /// the readings' GPUs. Build views from the result right away: the
+    /// simulated trainers are read when the views are built.
+    pub fn observe(&self, readings: Vec<GpuReading>) -> Observation<'_> {
+        let mut probes = self.probes.snapshot();
+        resolve_probe_devices(&mut probes, &readings);
+        Observation {
+            sim: self.sim.as_ref(),
+            readings,
+            probes,
+        }
+    }
+}
+
+/// One sample with the probes as they were when it was taken, their
+/// devices mapped to its GPUs.
+pub struct Observation<'a> {
+    sim: Option<&'a SimCluster>,
+    pub readings: Vec<GpuReading>,
+    pub probes: ProbeSnapshot,
+}
+
+impl Observation<'_> {
+    /// One allocator view per GPU (NVML index), as the dashboard shows it:
+    /// a probe wins over a simulated trainer; with several probes on a GPU,
+    /// the one `picks` names for it, else the first socket's.
+    pub fn views(&self, picks: &BTreeMap<u32, u32>) -> BTreeMap<u32, AllocatorView> {
+        allocator_views_with_probes(self.sim, &self.probes, picks)
+    }
+
+    /// Every allocator with its GPU, as `serve` exports them: each simulated
+    /// trainer by GPU then pid, then each probe's devices in socket order.
+    pub fn every_view(&self) -> Vec<(u32, AllocatorView)> {
+        let mut trainers = self.sim.map(SimCluster::trainers).unwrap_or_default();
+        // By GPU, then pid: series in a stable, readable order.
+        trainers.sort_by_key(|t| (t.gpu, t.pid));
+        let mut views: Vec<(u32, AllocatorView)> = trainers
+            .into_iter()
+            .map(|t| (t.gpu, trainer_view(t)))
+            .collect();
+        views.extend(probe_views(&self.probes));
+        views
+    }
+
+    /// The sample as `--once --json` and `record` write it.
+    pub fn headless(self, backend: &str, banner: Option<&str>) -> HeadlessSample {
+        let views = self.views(&BTreeMap::new());
+        headless_sample(backend, banner, self.readings, &views).with_probes(&self.probes)
+    }
+
+    /// Hands the sample to the dashboard's state at `now_ms`: the readings
+    /// with the views `v` picked, then the probes' rows and OOMs.
+    pub fn apply_to(self, state: &mut AppState, now_ms: u64) {
+        let views = self.views(&state.ui.allocator_pick);
+        state.apply_sample(now_ms, self.readings, views);
+        state.apply_probes(now_ms, &self.probes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Telemetry as _;
+    use crate::device::sim::SimConfig;
+
+    fn sources_with_trainers(gpus: usize, trainers: usize) -> (AllocatorSources, Vec<GpuReading>) {
+        let cluster = SimCluster::new(SimConfig {
+            gpus,
+            training_processes: trainers,
+            seed: 3,
+            ..SimConfig::default()
+        });
+        cluster.advance(5_000);
+        let readings = cluster
+            .telemetry()
+            .sample()
+            .expect("the simulation samples");
+        // No probe directory: only the simulated trainers are seen.
+        let sources = AllocatorSources::with_registry(Some(cluster), Registry::start(vec![], 0));
+        (sources, readings)
+    }
+
+    #[test]
+    fn serve_sees_every_trainer_and_the_dashboard_one_per_gpu() {
+        let (sources, readings) = sources_with_trainers(2, 4);
+        let observed = sources.observe(readings);
+        let every = observed.every_view();
+        let per_gpu = observed.views(&BTreeMap::new());
+        assert_eq!(every.len(), 4);
+        assert_eq!(per_gpu.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        let order: Vec<(u32, Option<u32>)> = every.iter().map(|(g, v)| (*g, v.pid)).collect();
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(order, sorted, "by GPU, then pid");
+        for (gpu, view) in &per_gpu {
+            assert!(every.iter().any(|(g, v)| g == gpu && v == view));
+        }
+    }
+
+    #[test]
+    fn a_headless_sample_has_the_dashboards_view_of_each_gpu() {
+        let (sources, readings) = sources_with_trainers(2, 2);
+        let per_gpu = sources.observe(readings.clone()).views(&BTreeMap::new());
+        let sample = sources.observe(readings).headless("sim", None);
+        assert_eq!(sample.gpus.len(), 2);
+        for gpu in &sample.gpus {
+            let index = gpu.reading.sample().expect("a sample").index;
+            let shown = gpu.allocator.as_ref().and_then(|a| a.pid);
+            assert_eq!(shown, per_gpu.get(&index).and_then(|v| v.pid));
+            assert!(shown.is_some());
+        }
+    }
+}
