@@ -442,3 +442,46 @@ fn once_json_flags_figures_that_cannot_be_true_on_this_machine() {
         "{gpu:#}"
     );
 }
+
+#[test]
+fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("31.sock");
+    let hello = hello(31).replace("\"v\":1", "\"v\":2");
+    let oom = serde_json::json!({
+        "v": 2, "type": "oom", "time": 1764489600.4, "device": 0,
+        "alloc_bytes": 4 * GIB, "device_allocated": GIB, "device_free": 0,
+        "message": "tried to allocate 4.00 GiB on cuda:0",
+        "snapshot": "/s/node7-31-rank0-20261201T120002Z-oom.pickle", "snapshot_error": null,
+    });
+    let without = serde_json::json!({
+        "v": 2, "type": "oom", "device": 0, "message": "again",
+        "snapshot": null, "snapshot_error": "disk full",
+    });
+    fake_probe(
+        &path,
+        vec![
+            hello,
+            stats(),
+            format!("{oom}\n"),
+            format!("{without}\n"),
+            stats(),
+            segments(),
+        ],
+    );
+    let sample = once_json(root.path());
+    let ooms = sample["ooms"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ooms.len(), 2, "{sample:#}");
+    assert_eq!(ooms[0]["pid"], std::process::id());
+    assert_eq!(ooms[0]["gpu"], 0);
+    assert_eq!(ooms[0]["device"], 0);
+    assert_eq!(ooms[0]["alloc_bytes"], 4 * GIB);
+    assert_eq!(ooms[0]["time"], 1764489600.4);
+    assert_eq!(ooms[0]["message"], "tried to allocate 4.00 GiB on cuda:0");
+    assert_eq!(
+        ooms[0]["snapshot"],
+        "/s/node7-31-rank0-20261201T120002Z-oom.pickle"
+    );
+    assert_eq!(ooms[1]["snapshot"], Value::Null, "no snapshot is null");
+    assert_eq!(ooms[1]["snapshot_error"], "disk full");
+}

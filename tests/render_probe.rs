@@ -126,6 +126,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
             )]),
             ooms: oom_events,
             oom_total: ooms,
+            oom_by_device: BTreeMap::from([(0, ooms)]),
             lines: 3,
         }],
         skipped: Vec::new(),

@@ -542,6 +542,69 @@ pub struct HeadlessSample {
     /// Probe directories and sockets that were not read, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probes_skipped: Vec<String>,
+    /// The OOM events the probes reported (the newest each keeps), oldest
+    /// probe socket first; absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ooms: Vec<HeadlessOom>,
+}
+
+/// One OOM event a probe reported, as `--once --json` and `record` list it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeadlessOom {
+    /// The NVML index (`null` when `CUDA_VISIBLE_DEVICES` was not mapped).
+    pub gpu: Option<u32>,
+    /// The CUDA ordinal inside the process.
+    pub device: u32,
+    /// In vramtop's PID namespace.
+    pub pid: Option<u32>,
+    /// 1 for the probe's first OOM, 2 for the next, …
+    pub seq: u64,
+    /// Bytes the failed request asked for.
+    pub alloc_bytes: Option<u64>,
+    /// The probe's clock (Unix seconds).
+    pub time: Option<f64>,
+    pub message: String,
+    /// The snapshot the probe wrote of the moment (`null`: none).
+    pub snapshot: Option<PathBuf>,
+    /// Why none was written, when writing one failed.
+    pub snapshot_error: Option<String>,
+}
+
+/// The OOM events of `snapshot`'s probes.
+pub fn headless_ooms(snapshot: &ProbeSnapshot) -> Vec<HeadlessOom> {
+    snapshot
+        .probes
+        .iter()
+        .flat_map(|p| {
+            p.ooms.iter().map(move |e| HeadlessOom {
+                gpu: p.gpu_index(e.oom.device),
+                device: e.oom.device,
+                pid: p.pid(),
+                seq: e.seq,
+                alloc_bytes: e.oom.alloc_bytes,
+                time: e.oom.time,
+                message: e.oom.message.clone(),
+                snapshot: e.oom.snapshot.clone(),
+                snapshot_error: e.oom.snapshot_error.clone(),
+            })
+        })
+        .collect()
+}
+
+/// OOM events seen per (NVML index, pid) over every probe, for the
+/// `vramtop_allocator_ooms_total` counter.
+pub fn probe_oom_counts(snapshot: &ProbeSnapshot) -> BTreeMap<(u32, u32), u64> {
+    let mut counts = BTreeMap::new();
+    for p in &snapshot.probes {
+        let Some(pid) = p.pid() else { continue };
+        for (&device, &n) in &p.oom_by_device {
+            if let Some(gpu) = p.gpu_index(device) {
+                let c: &mut u64 = counts.entry((gpu, pid)).or_insert(0);
+                *c = c.saturating_add(n);
+            }
+        }
+    }
+    counts
 }
 
 impl HeadlessSample {
@@ -549,6 +612,7 @@ impl HeadlessSample {
     /// allocators the sample was built from).
     pub fn with_probes(mut self, snapshot: &ProbeSnapshot) -> Self {
         self.probes = headless_probes(snapshot);
+        self.ooms = headless_ooms(snapshot);
         self.probes_skipped = snapshot
             .skipped
             .iter()
@@ -597,6 +661,7 @@ pub fn headless_sample(
         gpus,
         probes: Vec::new(),
         probes_skipped: Vec::new(),
+        ooms: Vec::new(),
     }
 }
 
@@ -658,6 +723,7 @@ mod tests {
                     })
                     .collect(),
                 oom_total: events,
+                oom_by_device: BTreeMap::new(),
                 lines: 0,
             }],
             skipped: Vec::new(),

@@ -165,6 +165,10 @@ pub struct ProbeState {
     pub ooms: Vec<OomEvent>,
     /// OOM events seen in total.
     pub oom_total: u64,
+    /// OOM events seen per CUDA ordinal (at most [`MAX_DEVICES_PER_PROBE`]
+    /// ordinals).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub oom_by_device: BTreeMap<u32, u64>,
     /// Lines read.
     pub lines: u64,
 }
@@ -182,6 +186,7 @@ impl ProbeState {
             devices: BTreeMap::new(),
             ooms: Vec::new(),
             oom_total: 0,
+            oom_by_device: BTreeMap::new(),
             lines: 0,
         }
     }
@@ -308,6 +313,12 @@ impl ProbeState {
                     o.message.push('…');
                 }
                 self.oom_total += 1;
+                if self.oom_by_device.contains_key(&o.device)
+                    || self.oom_by_device.len() < MAX_DEVICES_PER_PROBE
+                {
+                    let n = self.oom_by_device.entry(o.device).or_insert(0);
+                    *n = n.saturating_add(1);
+                }
                 self.ooms.push(OomEvent {
                     seq: self.oom_total,
                     oom: o,
