@@ -30,7 +30,7 @@ use super::state::{AppState, StatusState};
 use super::stress::{StressPanel, StressResult};
 use super::stress_worker::StressWorker;
 use super::update::{Effect, handle_key, on_stress_result};
-use super::viewer_run::{ViewerExit, view_in_terminal};
+use super::viewer_run::{ViewerExit, repaint_whole, view_in_terminal};
 use crate::device::factory::TelemetrySelection;
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::device::sim::SimCluster;
@@ -320,7 +320,7 @@ async fn event_loop(
                                     view_in_terminal(terminal, &path, &options.theme, at_oom)
                                 });
                                 input_task = spawn_input(input_tx.clone());
-                                terminal.clear().wrap_err("cannot clear the terminal")?;
+                                repaint_whole(terminal)?;
                                 match shown {
                                     Ok(ViewerExit::Done) => {}
                                     Ok(ViewerExit::BadFile(e)) => {

@@ -131,10 +131,21 @@ pub fn view_in_terminal(
     };
     let progress = Arc::new(AtomicU64::new(0));
     let never = AtomicBool::new(false);
-    terminal.clear().wrap_err("cannot clear the terminal")?;
+    repaint_whole(terminal)?;
     event_loop(
         terminal, path, total, None, &progress, &never, theme, at_oom,
     )
+}
+
+/// Clears the screen and makes the next draw paint every cell. Not
+/// `Terminal::clear`: it asks the terminal for the cursor position, whose
+/// answer arrives on stdin and may be taken by (or wait behind) the input
+/// reader (seen: "the cursor position could not be read").
+pub fn repaint_whole(terminal: &mut ratatui::DefaultTerminal) -> color_eyre::Result<()> {
+    let size = terminal.size().wrap_err("cannot read the terminal size")?;
+    terminal
+        .resize(Rect::new(0, 0, size.width, size.height))
+        .wrap_err("cannot clear the terminal")
 }
 
 #[allow(clippy::too_many_arguments)]

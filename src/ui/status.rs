@@ -113,21 +113,22 @@ impl<'a> StatusLine<'a> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
-        // The OOM banner comes first: it names the file that explains it.
-        if let Some(b) = self.state.probes.oom_banner() {
-            spans.push(Span::styled(b, theme.critical));
-        }
         if let Some(n) = &self.state.ui.notice {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
             spans.push(Span::styled(n.clone(), theme.warning));
         }
+        // A capture under way (or just done) says so first: it answers a
+        // key; then the OOM banner, which names the file that explains it.
         if let Some(c) = self.state.capture.note_at(self.state.now_ms) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
             spans.push(Span::styled(c.to_string(), theme.key));
+        }
+        if let Some(b) = self.state.probes.oom_banner() {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(b, theme.critical));
         }
         if let Some(e) = &s.last_error {
             if !spans.is_empty() {
