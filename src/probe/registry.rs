@@ -758,12 +758,12 @@ mod tests {
     #[test]
     fn version_3_is_rejected_and_a_closed_probe_is_disconnected() {
         let d = private_dir();
-        let v2 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
+        let v3 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
         let bye = UnixListener::bind(d.path().join("2.sock")).expect("bind");
         let gone = UnixListener::bind(d.path().join("3.sock")).expect("bind");
         let servers = [
             serve(
-                v2,
+                v3,
                 vec!["{\"v\":3,\"type\":\"hello\",\"pid\":1}\n".into()],
                 false,
             ),
