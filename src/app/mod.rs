@@ -1,5 +1,6 @@
 //! The dashboard application: state, keymap, update, and the event loop.
 
+pub mod capture;
 pub mod click;
 pub mod keymap;
 pub mod observe;
