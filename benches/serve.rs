@@ -62,6 +62,7 @@ fn with_input_8x4<R>(f: impl FnOnce(&MetricsInput<'_>) -> R) -> R {
             stats: &v.stats,
             fragmentation: &v.fragmentation,
             unknown: &v.unknown,
+            ooms_seen: None,
         })
         .collect();
     f(&MetricsInput {

@@ -163,13 +163,13 @@ fn once_json_shows_a_fake_probes_allocator_on_its_gpu_under_the_host_pid() {
 }
 
 #[test]
-fn once_json_reports_a_version_2_probe_and_a_garbage_line_without_failing() {
+fn once_json_reports_a_version_3_probe_and_a_garbage_line_without_failing() {
     let (root, dir) = runtime_dir();
     let v2 = dir.join("1.sock");
     let noisy = dir.join("2.sock");
     fake_probe(
         &v2,
-        vec!["{\"v\":2,\"type\":\"hello\",\"pid\":1}\n".to_string()],
+        vec!["{\"v\":3,\"type\":\"hello\",\"pid\":1}\n".to_string()],
     );
     fake_probe(
         &noisy,
@@ -183,7 +183,7 @@ fn once_json_reports_a_version_2_probe_and_a_garbage_line_without_failing() {
     let sample = once_json(root.path());
     assert_eq!(
         probe_at(&sample, &v2)["status"],
-        "rejected: protocol version 2 not supported"
+        "rejected: protocol version 3 not supported"
     );
     let p = probe_at(&sample, &noisy);
     assert_eq!(p["status"], "attached");
@@ -364,7 +364,7 @@ fn once_json_keeps_an_old_pytorchs_segments_with_null_requested_sizes() {
     let nan_stat = serde_json::json!({
         "v": 1, "type": "stats", "device": 0,
         "stats": {"allocated_bytes.all.current": GIB, "reserved_bytes.all.current": 2 * GIB,
-                  "requested_bytes.all.current": null}
+                  "requested_bytes.all.current": null, "num_ooms": null}
     });
     fake_probe(
         &path,
@@ -383,9 +383,12 @@ fn once_json_keeps_an_old_pytorchs_segments_with_null_requested_sizes() {
         .unwrap_or_default();
     assert_eq!(
         unknown,
-        vec!["requested_bytes.all.current", "requested_size"],
+        vec!["num_ooms", "requested_bytes.all.current", "requested_size"],
         "{a:#}"
     );
+    // An unknown count is null (n/a), never 0.
+    assert_eq!(a["num_ooms"], Value::Null, "{a:#}");
+    assert_eq!(a["num_alloc_retries"], 0, "absent is PyTorch's 0");
 }
 
 #[test]
@@ -438,4 +441,47 @@ fn once_json_flags_figures_that_cannot_be_true_on_this_machine() {
             .contains("pid 22 in its namespace"),
         "{gpu:#}"
     );
+}
+
+#[test]
+fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("31.sock");
+    let hello = hello(31).replace("\"v\":1", "\"v\":2");
+    let oom = serde_json::json!({
+        "v": 2, "type": "oom", "time": 1764489600.4, "device": 0,
+        "alloc_bytes": 4 * GIB, "device_allocated": GIB, "device_free": 0,
+        "message": "tried to allocate 4.00 GiB on cuda:0",
+        "snapshot": "/s/node7-31-rank0-20261201T120002Z-oom.pickle", "snapshot_error": null,
+    });
+    let without = serde_json::json!({
+        "v": 2, "type": "oom", "device": 0, "message": "again",
+        "snapshot": null, "snapshot_error": "disk full",
+    });
+    fake_probe(
+        &path,
+        vec![
+            hello,
+            stats(),
+            format!("{oom}\n"),
+            format!("{without}\n"),
+            stats(),
+            segments(),
+        ],
+    );
+    let sample = once_json(root.path());
+    let ooms = sample["ooms"].as_array().cloned().unwrap_or_default();
+    assert_eq!(ooms.len(), 2, "{sample:#}");
+    assert_eq!(ooms[0]["pid"], std::process::id());
+    assert_eq!(ooms[0]["gpu"], 0);
+    assert_eq!(ooms[0]["device"], 0);
+    assert_eq!(ooms[0]["alloc_bytes"], 4 * GIB);
+    assert_eq!(ooms[0]["time"], 1764489600.4);
+    assert_eq!(ooms[0]["message"], "tried to allocate 4.00 GiB on cuda:0");
+    assert_eq!(
+        ooms[0]["snapshot"],
+        "/s/node7-31-rank0-20261201T120002Z-oom.pickle"
+    );
+    assert_eq!(ooms[1]["snapshot"], Value::Null, "no snapshot is null");
+    assert_eq!(ooms[1]["snapshot_error"], "disk full");
 }

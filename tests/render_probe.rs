@@ -91,6 +91,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                 device_free: Some(GIB),
                 message: "tried to allocate 8.00 GiB on cuda:0 (6.00 GiB allocated, 1.00 GiB free)"
                     .to_string(),
+                ..Oom::default()
             },
         })
         .collect();
@@ -108,6 +109,8 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                 stats_interval_s: Some(1.0),
                 segments_interval_s: Some(5.0),
                 time: Some(1_764_489_600.0),
+                version: 1,
+                ..Hello::default()
             }),
             host_pid: Some(PROBE_PID),
             pid_source: Some(PidSource::PeerCred),
@@ -123,6 +126,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
             )]),
             ooms: oom_events,
             oom_total: ooms,
+            oom_by_device: BTreeMap::from([(0, ooms)]),
             lines: 3,
         }],
         skipped: Vec::new(),
@@ -456,4 +460,177 @@ fn an_unknown_reserved_total_splits_no_breakdown() {
     let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
     let screen = text(terminal.backend().buffer());
     assert!(screen.contains("/n/a"), "{screen}");
+}
+
+/// The probe of `probe(ooms)` speaking protocol v2: ranks, the snapshot
+/// capability, and its OOMs naming `oom_snapshot`.
+fn probe_v2(ooms: u64, oom_snapshot: Option<&str>) -> ProbeSnapshot {
+    let mut snapshot = probe(ooms);
+    let p = &mut snapshot.probes[0];
+    if let Some(h) = p.hello.as_mut() {
+        h.version = 2;
+        h.rank = Some(3);
+        h.local_rank = Some(1);
+        h.world_size = Some(8);
+        h.record_history = Some(100_000);
+        h.capabilities = vec!["snapshot".to_string()];
+    }
+    for e in &mut p.ooms {
+        e.oom.snapshot = oom_snapshot.map(PathBuf::from);
+    }
+    snapshot
+}
+
+/// 30 samples of `snapshot(i)`, as `attached()` does.
+fn attached_with(snapshot: impl Fn(u64) -> ProbeSnapshot) -> AppState {
+    let mut state = AppState::new(StatusState {
+        backend: "nvml".to_string(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    for i in 0..30u64 {
+        let s = snapshot(i);
+        let now = i * 1000;
+        state.apply_sample(
+            now,
+            vec![reading()],
+            allocator_views_with_probes(None, &s, &BTreeMap::new()),
+        );
+        state.apply_probes(now, &s);
+    }
+    state
+}
+
+const OOM_FILE: &str =
+    "/home/u/.local/state/vramtop/snapshots/node7-17-rank3-20261201T120002Z-oom.pickle";
+
+fn press(state: &mut AppState, c: char) -> Effect {
+    handle_key(
+        state,
+        &Keymap::default(),
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE),
+    )
+}
+
+#[test]
+fn a_v2_probes_row_shows_its_rank_and_local_rank() {
+    let state = attached_with(|_| probe_v2(0, None));
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains("4321"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        row.contains("[probe rank 3/8 local 1] python train.py"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("probe_rows_with_rank_110x6", terminal.backend());
+}
+
+#[test]
+fn an_oom_with_a_snapshot_raises_a_banner_naming_the_process_and_the_file() {
+    let state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    let terminal = draw(&state, &Theme::colored(), 160, 40);
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains(&format!(
+            "OOM in pid 4321 (train.py --lr 3e-4): snapshot {OOM_FILE} — O opens it at the OOM"
+        )),
+        "{screen}"
+    );
+    insta::assert_snapshot!("probe_oom_banner_160x40", terminal.backend());
+    // An OOM without a snapshot raises no banner (the OOM note stays).
+    let none = attached_with(|i| probe_v2(u64::from(i >= 20), None));
+    assert_eq!(none.probes.oom_banner(), None);
+}
+
+#[test]
+fn capital_o_opens_the_oom_snapshot_at_the_oom_or_says_there_is_none() {
+    let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    assert_eq!(
+        press(&mut state, 'O'),
+        Effect::OpenSnapshot {
+            path: PathBuf::from(OOM_FILE),
+            at_oom: true
+        }
+    );
+    let mut quiet = attached_with(|_| probe_v2(0, None));
+    assert_eq!(press(&mut quiet, 'O'), Effect::Redraw);
+    let why = quiet.ui.notice.as_deref().unwrap_or_default();
+    assert!(why.starts_with("O: no OOM snapshot"), "{why}");
+}
+
+#[test]
+fn c_asks_the_shown_probe_for_a_snapshot_and_o_opens_it_when_done() {
+    use vramtop::app::capture::CaptureMsg;
+    let mut state = attached_with(|_| probe_v2(0, None));
+    // Before any request: nothing to open.
+    assert_eq!(press(&mut state, 'o'), Effect::Redraw);
+    assert!(
+        state
+            .ui
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.starts_with("o: no snapshot yet")),
+        "{:?}",
+        state.ui.notice
+    );
+    assert_eq!(
+        press(&mut state, 'c'),
+        Effect::RequestSnapshot {
+            pid: PROBE_PID,
+            socket: PathBuf::from("/run/user/1000/vramtop/17.sock"),
+        }
+    );
+    // One request at a time; the status line says it is under way.
+    assert_eq!(press(&mut state, 'c'), Effect::Redraw);
+    assert_eq!(
+        state.ui.notice.as_deref(),
+        Some("c: a snapshot of pid 4321 is being taken")
+    );
+    assert_eq!(press(&mut state, 'o'), Effect::Redraw);
+    assert_eq!(
+        state.ui.notice.as_deref(),
+        Some("o: the snapshot is still being taken")
+    );
+    state.capture.on_msg(
+        31_000,
+        CaptureMsg::Done {
+            pid: PROBE_PID,
+            path: PathBuf::from("/s/node7-17-rank3-demand.pickle"),
+            has_trace: true,
+        },
+    );
+    let terminal = draw(&state, &Theme::colored(), 160, 40);
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains("snapshot of pid 4321: /s/node7-17-rank3-demand.pickle (o opens it)"),
+        "{screen}"
+    );
+    assert_eq!(
+        press(&mut state, 'o'),
+        Effect::OpenSnapshot {
+            path: PathBuf::from("/s/node7-17-rank3-demand.pickle"),
+            at_oom: false
+        }
+    );
+}
+
+#[test]
+fn c_on_a_v1_probe_or_without_one_says_why_and_asks_nothing() {
+    let mut v1 = attached();
+    assert_eq!(press(&mut v1, 'c'), Effect::Redraw);
+    let why = v1.ui.notice.clone().unwrap_or_default();
+    assert!(
+        why.contains("speaks protocol v1 (figures only): upgrade vramtop_probe"),
+        "{why}"
+    );
+    assert_eq!(v1.capture.pending, None);
+    let mut none = attached_with(|_| ProbeSnapshot::default());
+    assert_eq!(press(&mut none, 'c'), Effect::Redraw);
+    let why = none.ui.notice.clone().unwrap_or_default();
+    assert!(why.starts_with("c: no probed process"), "{why}");
 }

@@ -398,3 +398,26 @@ fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
     assert!(!screen.contains("context & other"), "{screen}");
     assert!(!screen.contains("driver used"), "{screen}");
 }
+
+#[test]
+fn opening_at_the_oom_lands_on_it_with_the_allocation_sites_shown() {
+    let mut v = story_viewer();
+    v.open_at_oom();
+    assert_eq!(
+        v.current_event().map(|e| e.action),
+        Some(TraceAction::Oom),
+        "the state when the allocation failed"
+    );
+    assert!(v.sites_open, "who held the memory");
+    // On a second device only the one with an OOM is chosen.
+    let mut quiet = story(1);
+    quiet.device_traces[1].retain(|e| e.action != TraceAction::Oom);
+    let mut both = story(0);
+    both.segments.extend(quiet.segments);
+    both.device_traces.resize(2, Vec::new());
+    both.device_traces[1] = std::mem::take(&mut quiet.device_traces[1]);
+    both.device_traces.swap(0, 1);
+    let mut v = ViewerState::new("two.pickle".to_string(), both);
+    v.open_at_oom();
+    assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
+}

@@ -12,16 +12,22 @@ Four figures:
    other processes' load does not disturb;
 2. the probe thread's CPU time per second of wall time during the "with" phases;
 3. the cost of one stats tick and one segments tick, timed directly over many repetitions,
-   and what they add up to per second at the chosen rates.
+   and what they add up to per second at the chosen rates;
+4. history recording (``--record-history``): process CPU per step of an allocating step
+   (--history-allocs torch.empty calls and as many frees, on the stand-in's allocator model)
+   with recording off and on (100 000 entries, stacks as the probe asks), alternating in rounds,
+   plus the size of a snapshot taken with the full ring buffer and what taking it costs.
 
 Usage: python3 python/bench/overhead.py [--rounds 5] [--seconds 6] [--step-ms 50]
        [--segments 300] [--stats-interval 1.0] [--segments-interval 5.0]
+       [--history-allocs 200] [--history-steps 200] [--only-history]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import statistics
 import subprocess
 import sys
@@ -82,6 +88,52 @@ def per_call_ms(function, repeat: int) -> float:
     return (time.perf_counter() - started) * 1000 / repeat
 
 
+def allocating_step(allocs: int, sizes: list[int]) -> None:
+    """``allocs`` tensors alive at once, then all freed: what a step does to the allocator."""
+    live = [torch.empty(sizes[i % len(sizes)], dtype=torch.uint8, device="cuda") for i in range(allocs)]
+    del live
+
+
+def history_overhead(rounds: int, steps: int, allocs: int) -> None:
+    """Figure 4: CPU per allocating step with history recording off and on."""
+    torch.cuda.standin_use_allocator(80 << 30)
+    sizes = [1000, 4096, 300_000, 2 << 20, 6 << 20, 24 << 20, 512, 70_000]
+    allocating_step(allocs, sizes)  # warm: segments exist, later steps reuse cached blocks
+    off, on = [], []
+    for _ in range(rounds):
+        for recording, out in ((False, off), (True, on)):
+            torch.cuda.memory._record_memory_history(
+                enabled="all" if recording else None, context="all", stacks="all",
+                max_entries=_server.DEFAULT_HISTORY_ENTRIES,
+            )
+            started = time.process_time()
+            for _ in range(steps):
+                allocating_step(allocs, sizes)
+            out.append((time.process_time() - started) / steps)
+    # The ring buffer is full now (rounds * steps * allocs * 3 entries > 100 000 for defaults).
+    taken = time.perf_counter()
+    snapshot = torch.cuda.memory._snapshot()
+    snapshot_ms = (time.perf_counter() - taken) * 1000
+    taken = time.perf_counter()
+    data = pickle.dumps(snapshot, protocol=4)
+    pickle_ms = (time.perf_counter() - taken) * 1000
+    entries = sum(len(t) for t in snapshot["device_traces"])
+    torch.cuda.memory._record_memory_history(enabled=None)
+    step_off, step_on = statistics.median(off), statistics.median(on)
+    print(
+        f"history recording: step of {allocs} allocations + {allocs} frees on the stand-in "
+        f"allocator model: off {step_off * 1000:.3f} ms, on {step_on * 1000:.3f} ms CPU per step "
+        f"(+{(step_on - step_off) * 1e6 / (3 * allocs):.2f} us per trace entry, "
+        f"{(step_on / step_off - 1) * 100:+.1f} % of this allocation-only step; medians of "
+        f"{rounds} rounds x {steps} steps)"
+    )
+    print(
+        f"snapshot with a full ring buffer: {entries} trace entries, "
+        f"{len(snapshot['segments'])} segments, pickle {len(data) / (1 << 20):.1f} MiB; "
+        f"_snapshot() {snapshot_ms:.0f} ms, pickling {pickle_ms:.0f} ms (on the probe thread)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -90,7 +142,13 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=300)
     parser.add_argument("--stats-interval", type=float, default=1.0)
     parser.add_argument("--segments-interval", type=float, default=5.0)
+    parser.add_argument("--history-allocs", type=int, default=200)
+    parser.add_argument("--history-steps", type=int, default=200)
+    parser.add_argument("--only-history", action="store_true", help="figure 4 only")
     options = parser.parse_args()
+    if options.only_history:
+        history_overhead(options.rounds, options.history_steps, options.history_allocs)
+        return
 
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="vt")
     torch.cuda.standin_configure(segments=options.segments)
@@ -153,6 +211,7 @@ def main() -> None:
         f"cost per tick: stats {stats_ms:.3f} ms, segments {segments_ms:.3f} ms -> "
         f"{tick_ms_per_s:.3f} ms per second = {tick_ms_per_s / 10:.3f} % of wall time"
     )
+    history_overhead(options.rounds, options.history_steps, options.history_allocs)
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ def test_process_exit_sends_bye_with_reason_exit_and_removes_the_socket(tmp_path
         assert client.until("stats")["device"] == 0
         go.write_text("")
         rest = client.rest()
-        assert rest[-1] == {"v": 1, "type": "bye", "time": rest[-1]["time"], "reason": "exit"}
+        assert rest[-1] == {"v": 2, "type": "bye", "time": rest[-1]["time"], "reason": "exit"}
         assert child.wait(60) == 0
         assert not os.path.exists(path)
     finally:

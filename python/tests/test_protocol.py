@@ -22,7 +22,7 @@ def test_hello_is_the_first_line_and_describes_the_process(probe, client_of):
     client = client_of(probe)
     hello = client.message()
     assert hello["type"] == "hello"
-    assert hello["v"] == 1
+    assert hello["v"] == 2
     assert hello["pid"] == os.getpid()
     assert hello["host"] == socket.gethostname()
     assert hello["argv"] == sys.argv
@@ -42,7 +42,7 @@ def test_stats_and_segments_follow_hello_at_once(probe, client_of):
 def test_stats_are_exactly_memory_stats_of_each_device(probe, client_of):
     client = client_of(probe)
     stats = client.until("stats")
-    assert stats["v"] == 1 and stats["device"] == 0
+    assert stats["v"] == 2 and stats["device"] == 0
     assert stats["stats"] == torch.cuda.memory_stats(0)
     assert len(stats["stats"]) == 122
     # The stand-in's default figures, which the Rust end-to-end test also relies on.
@@ -118,7 +118,7 @@ def test_a_segments_line_over_one_mib_is_cut_to_fit_and_says_how_many_were_left_
     assert [s["address"] for s in message["segments"]] == lowest
 
 
-def test_every_line_on_the_wire_is_bounded_json_with_version_1(runtime_dir, client_of):
+def test_every_line_on_the_wire_is_bounded_json_with_version_2(runtime_dir, client_of):
     torch.cuda.standin_configure(segments=20_000)
     # Slow segments: building 20 000 segments takes a while and the client must keep up.
     handle = vramtop_probe.start(stats_interval=0.05, segments_interval=5.0)
@@ -127,7 +127,7 @@ def test_every_line_on_the_wire_is_bounded_json_with_version_1(runtime_dir, clie
         line = client.line()
         assert line is not None and len(line) <= vramtop_probe.MAX_LINE_BYTES
         message = json.loads(line)
-        assert message["v"] == 1
+        assert message["v"] == 2
     assert {json.loads(l)["type"] for l in client.raw_lines} >= {"hello", "stats", "segments"}
 
 
@@ -180,7 +180,7 @@ def test_oom_observer_sends_an_oom_message_with_the_figures(probe, client_of):
     wait_for(lambda: len(torch.cuda.standin_observers()) == 1, "the OOM observer to be attached")
     torch.cuda.standin_fire_oom(0, 2 * GIB, GIB, 5 * MIB)
     oom = client.until("oom")
-    assert oom["v"] == 1 and oom["device"] == 0
+    assert oom["v"] == 2 and oom["device"] == 0
     assert (oom["alloc_bytes"], oom["device_allocated"], oom["device_free"]) == (2 * GIB, GIB, 5 * MIB)
     assert oom["message"] == (
         "CUDA out of memory on device 0: tried to allocate 2.00 GiB with 1.00 GiB allocated "
@@ -223,7 +223,7 @@ def test_stop_sends_bye_and_ends_the_stream(probe, client_of):
     client.until("hello")
     probe.stop()
     rest = client.rest()
-    assert rest[-1]["type"] == "bye" and rest[-1]["reason"] == "stop" and rest[-1]["v"] == 1
+    assert rest[-1]["type"] == "bye" and rest[-1]["reason"] == "stop" and rest[-1]["v"] == 2
     assert not probe.running
     assert not os.path.exists(probe.path)
 

@@ -13,9 +13,19 @@ The probe serves ``torch.cuda.memory_stats()`` and ``torch.cuda.memory_snapshot(
 over a Unix socket (``$XDG_RUNTIME_DIR/vramtop/<pid>.sock`` or ``/tmp/vramtop-<user>/<pid>.sock``)
 from a daemon thread. It never imports torch, never initialises CUDA and never raises into the
 script: errors are logged once on the ``vramtop_probe`` logger and the probe stops.
+
+Snapshots (protocol v2): ``start(record_history=True)`` or ``--record-history`` records PyTorch's
+allocator history once CUDA is initialised; an out-of-memory error writes a snapshot taken inside
+PyTorch's OOM observer, and vramtop can ask for one on demand. Files go to ``snapshot_dir()``.
 """
 
-from ._protocol import MAX_LINE_BYTES, VERSION as PROTOCOL_VERSION, socket_dir, socket_path
+from ._protocol import (
+    MAX_LINE_BYTES,
+    VERSION as PROTOCOL_VERSION,
+    snapshot_dir,
+    socket_dir,
+    socket_path,
+)
 from ._server import Probe, current, start, stop
 
 __version__ = "0.1.0"
@@ -25,6 +35,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "Probe",
     "current",
+    "snapshot_dir",
     "socket_dir",
     "socket_path",
     "start",

@@ -1,4 +1,4 @@
-"""``python -m vramtop_probe [--interval S] [--segments-interval S] script.py ARGS...``
+"""``python -m vramtop_probe [OPTIONS] script.py ARGS...``
 
 Starts the probe, then runs the script as ``__main__`` with ``sys.argv = [script.py, ARGS...]``,
 as ``python script.py ARGS...`` would.
@@ -13,6 +13,9 @@ import sys
 
 from . import _server
 
+# Probe options that take a separate value (the scan for --record-history=N skips it).
+_VALUED = ("--interval", "--segments-interval", "--snapshot-dir")
+
 
 def _seconds(text: str) -> float:
     try:
@@ -22,6 +25,35 @@ def _seconds(text: str) -> float:
     if not (value > 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
     return value
+
+
+def _entries(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of entries: {text!r}")
+    return int(text)
+
+
+def _split_history_value(argv: list[str]) -> list[str]:
+    """``--record-history=N`` among the probe's options becomes ``--record-history-entries N``.
+
+    ``--record-history`` alone takes no value, so that ``--record-history train.py`` runs
+    train.py; only the ``=N`` form sets the number. Arguments after the script are not looked at.
+    """
+    out: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item.startswith("--record-history="):
+            out += ["--record-history-entries", item.split("=", 1)[1]]
+            continue
+        out.append(item)
+        if item in _VALUED:
+            following = next(items, None)
+            if following is not None:
+                out.append(following)
+        elif item == "--" or not item.startswith("-"):
+            out.extend(items)  # the script and its arguments, untouched
+            break
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,17 +69,41 @@ def main(argv: list[str] | None = None) -> None:
         "--segments-interval", type=_seconds, default=5.0, metavar="S",
         help="seconds between segments messages (default 5.0)",
     )
+    parser.add_argument(
+        "--record-history", action="store_true", default=None,
+        help="record PyTorch's allocator history once CUDA is initialised "
+        "(--record-history=MAX_ENTRIES, default 100000; env VRAMTOP_RECORD_HISTORY)",
+    )
+    parser.add_argument("--record-history-entries", type=_entries, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--snapshot-on-oom", action="store_true", default=None,
+        help="write a snapshot at an out-of-memory error even without history "
+        "(env VRAMTOP_SNAPSHOT_ON_OOM=1)",
+    )
+    parser.add_argument(
+        "--snapshot-dir", metavar="DIR",
+        help="folder for snapshot files (env VRAMTOP_SNAPSHOT_DIR; default "
+        "$XDG_STATE_HOME/vramtop/snapshots or ~/.local/state/vramtop/snapshots)",
+    )
     parser.add_argument("script", help="the Python script to run as __main__")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    options = parser.parse_args(argv)
+    raw = sys.argv[1:] if argv is None else argv
+    options = parser.parse_args(_split_history_value(list(raw)))
 
     script = options.script
     if not os.path.isfile(script):
         parser.exit(2, f"python -m vramtop_probe: can't open file {script!r}\n")
+    record_history = options.record_history_entries or options.record_history
     # As `python script.py` does: argv[0] is the script, its folder is first on sys.path.
     sys.argv = [script, *options.args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    _server.start(options.interval, options.segments_interval)
+    _server.start(
+        options.interval,
+        options.segments_interval,
+        record_history=record_history,
+        snapshot_on_oom=options.snapshot_on_oom,
+        snapshot_dir=options.snapshot_dir,
+    )
     runpy.run_path(script, run_name="__main__")
 
 

@@ -1,4 +1,4 @@
-"""Wire format of the vramtop probe protocol, version 1 (see docs/probe-protocol.md).
+"""Wire format of the vramtop probe protocol, version 2 (see docs/probe-protocol.md).
 
 Pure functions only: socket paths, message builders and the line encoder. The server in
 ``_server.py`` decides when to send what.
@@ -9,12 +9,24 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import sys
 import time
 from typing import Any, Iterable, Mapping
 
-VERSION = 1
+VERSION = 2
+# Longest line a client may send, in bytes, newline included.
+MAX_REQUEST_BYTES = 4096
+# A request id: what a client may choose, echoed in the answers.
+REQUEST_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# The env vars that give a process's rank, local rank and world size, torchrun's names first.
+RANK_VARS = {
+    "rank": ("RANK", "SLURM_PROCID"),
+    "local_rank": ("LOCAL_RANK", "SLURM_LOCALID"),
+    "world_size": ("WORLD_SIZE", "SLURM_NTASKS"),
+}
+CAPABILITIES = ("snapshot",)
 # Largest line a client accepts, in bytes, newline included.
 MAX_LINE_BYTES = 1_048_576
 # Longest single argv item kept in hello, in characters; a longer one is cut (the rest would
@@ -52,6 +64,49 @@ def socket_dir(env: Mapping[str, str] | None = None) -> str:
     return os.path.join("/tmp", f"vramtop-{username()}")
 
 
+def ranks(env: Mapping[str, str] | None = None) -> dict[str, int | None]:
+    """rank, local_rank and world_size from the launcher's env vars; None when unset or bad.
+
+    Each takes torchrun's name (RANK, LOCAL_RANK, WORLD_SIZE) and, when that is absent, SLURM's
+    (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS). A value that is not a non-negative decimal
+    integer counts as unset.
+    """
+    env = os.environ if env is None else env
+    out: dict[str, int | None] = {}
+    for key, names in RANK_VARS.items():
+        value = None
+        for name in names:
+            if name in env:
+                text = env[name].strip()
+                value = int(text) if text.isdigit() and text.isascii() else None
+                break
+        out[key] = value
+    return out
+
+
+def snapshot_dir(env: Mapping[str, str] | None = None) -> str:
+    """``$VRAMTOP_SNAPSHOT_DIR``, else ``$XDG_STATE_HOME/vramtop/snapshots``, else
+    ``~/.local/state/vramtop/snapshots``."""
+    env = os.environ if env is None else env
+    chosen = env.get("VRAMTOP_SNAPSHOT_DIR", "")
+    if chosen:
+        return chosen
+    state = env.get("XDG_STATE_HOME", "")
+    if state and os.path.isabs(state):
+        return os.path.join(state, "vramtop", "snapshots")
+    home = env.get("HOME") or os.path.expanduser("~")
+    return os.path.join(home, ".local", "state", "vramtop", "snapshots")
+
+
+def snapshot_name(host: str, pid: int, rank: int | None, when: float, kind: str, n: int = 0) -> str:
+    """``{host}-{pid}-rank{rank or x}-{UTC %Y%m%dT%H%M%SZ}[-{n}]-{kind}.pickle``."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+    safe_host = re.sub(r"[^A-Za-z0-9_.-]", "_", host) or "host"
+    rank_text = "x" if rank is None else str(rank)
+    suffix = f"-{n}" if n else ""
+    return f"{safe_host}-{pid}-rank{rank_text}-{stamp}{suffix}-{kind}.pickle"
+
+
 def socket_path(pid: int | None = None, env: Mapping[str, str] | None = None) -> str:
     """The probe's socket path for ``pid`` (default: this process)."""
     pid = os.getpid() if pid is None else pid
@@ -83,7 +138,10 @@ def hello(
     segments_interval_s: float,
     torch_version: str | None,
     argv: Iterable[str] | None = None,
+    record_history: int | None = None,
+    rank_figures: Mapping[str, int | None] | None = None,
 ) -> dict[str, Any]:
+    """hello; ``rank_figures`` as ranks() gives them (default: read from the env now)."""
     args = []
     budget = MAX_ARGV_BYTES
     for arg in list(sys.argv if argv is None else argv)[:MAX_ARGS]:
@@ -103,6 +161,9 @@ def hello(
         "stats_interval_s": float(stats_interval_s),
         "segments_interval_s": float(segments_interval_s),
         "time": time.time(),
+        **(ranks() if rank_figures is None else dict(rank_figures)),
+        "record_history": record_history,
+        "capabilities": list(CAPABILITIES),
     }
 
 
@@ -179,7 +240,14 @@ def segments_lines(
     return encode(message)
 
 
-def oom(device: int, alloc_bytes: int, device_allocated: int, device_free: int) -> dict[str, Any]:
+def oom(
+    device: int,
+    alloc_bytes: int,
+    device_allocated: int,
+    device_free: int,
+    snapshot: str | None = None,
+    snapshot_error: str | None = None,
+) -> dict[str, Any]:
     message = (
         f"CUDA out of memory on device {device}: tried to allocate {_human(alloc_bytes)} "
         f"with {_human(device_allocated)} allocated by PyTorch and {_human(device_free)} "
@@ -194,7 +262,67 @@ def oom(device: int, alloc_bytes: int, device_allocated: int, device_free: int) 
         "device_allocated": int(device_allocated),
         "device_free": int(device_free),
         "message": message,
+        "snapshot": snapshot,
+        "snapshot_error": snapshot_error,
     }
+
+
+def snapshot_started(request_id: str) -> dict[str, Any]:
+    return {"v": VERSION, "type": "snapshot_started", "id": request_id, "time": time.time()}
+
+
+def snapshot_done(request_id: str, path: str, size: int, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "v": VERSION,
+        "type": "snapshot_done",
+        "id": request_id,
+        "time": time.time(),
+        "path": path,
+        "bytes": int(size),
+        **snapshot_figures(snapshot),
+    }
+
+
+def snapshot_failed(request_id: str | None, reason: str) -> dict[str, Any]:
+    return {
+        "v": VERSION,
+        "type": "snapshot_failed",
+        "id": request_id,
+        "time": time.time(),
+        "reason": reason,
+    }
+
+
+def snapshot_figures(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """has_trace, trace_entries and segments of a ``_snapshot()`` dict."""
+    traces = snapshot.get("device_traces") or []
+    entries = sum(len(t) for t in traces if isinstance(t, list))
+    return {
+        "has_trace": entries > 0,
+        "trace_entries": entries,
+        "segments": len(snapshot.get("segments") or []),
+    }
+
+
+def parse_request(line: bytes) -> tuple[str | None, str | None]:
+    """(request id, None) for a valid snapshot_request line, else (id if readable, reason).
+
+    Keys other than v, type and id (a "path", a "dir") are ignored: the probe alone chooses
+    where it writes.
+    """
+    if len(line) > MAX_REQUEST_BYTES:
+        return None, "bad request"
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, "bad request"
+    if not isinstance(message, dict):
+        return None, "bad request"
+    request_id = message.get("id")
+    readable = request_id if isinstance(request_id, str) and REQUEST_ID.fullmatch(request_id) else None
+    if message.get("type") != "snapshot_request" or readable is None:
+        return readable, "bad request"
+    return readable, None
 
 
 def bye(reason: str) -> dict[str, Any]:

@@ -9,6 +9,11 @@ Design rules (see docs/probe-protocol.md):
   warning on the ``vramtop_probe`` logger, and the probe stops.
 * The probe never imports torch and never initialises CUDA: it looks at ``sys.modules`` and asks
   only once ``torch.cuda.is_initialized()`` is true, so no CUDA context appears on an idle GPU.
+* Snapshots (protocol v2): history recording is turned on from the probe thread once CUDA is
+  initialised; an OOM snapshot is taken inside PyTorch's OOM observer (on the allocating thread,
+  before the error unwinds and frees tensors) and pickled and written on the probe thread; an
+  on-demand snapshot is taken and written on the probe thread and answered to the asking client
+  only.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import math
 import os
 import selectors
+import signal
 import socket
 import stat
 import sys
@@ -26,6 +32,7 @@ import threading
 import time
 from typing import Any
 
+from . import _files
 from . import _protocol as protocol
 
 log = logging.getLogger("vramtop_probe")
@@ -40,8 +47,15 @@ DEFAULT_MAX_PENDING_BYTES = 2 * protocol.MAX_LINE_BYTES
 # Largest share of one core's time each kind of tick may take (stats and segments each); ticks
 # that cost more are spaced out (see _next_tick).
 OVERHEAD_BUDGET = 0.005
-# Bytes per recv when draining what a client sends (clients send nothing in v1; it is discarded).
+# Bytes per recv of what a client sends (snapshot requests).
 RECV_BYTES = 65536
+# max_entries asked of PyTorch when history recording is turned on without a number.
+DEFAULT_HISTORY_ENTRIES = 100_000
+# Requests one client may have waiting; more are refused.
+MAX_QUEUED_REQUESTS = 4
+# Seconds between looks at whether CUDA is initialised yet, while the OOM observer or history
+# recording waits for it (short runs can fail within the first stats interval).
+SETUP_POLL_S = 0.05
 
 _lock = threading.Lock()
 # The running probe of this process, if any.
@@ -57,12 +71,18 @@ class ProbeSetupError(Exception):
 
 
 class _Client:
-    __slots__ = ("sock", "pending")
+    __slots__ = ("sock", "pending", "received", "discarding", "queued")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         # Bytes accepted from the probe but not yet taken by the kernel.
         self.pending = bytearray()
+        # Bytes of an unfinished request line.
+        self.received = bytearray()
+        # Inside an over-long line, already answered: skip to its newline.
+        self.discarding = False
+        # Requests of this client waiting to be served.
+        self.queued = 0
 
 
 def _loaded(name: str) -> Any:
@@ -115,7 +135,10 @@ class Probe:
     """Handle returned by ``vramtop_probe.start()``.
 
     Attributes: ``path`` (the socket, or None), ``error`` (why the probe is not running, or
-    None), ``running``, ``clients`` (connected now), ``dropped`` (clients dropped as stuck).
+    None), ``running``, ``clients`` (connected now), ``dropped`` (clients dropped as stuck),
+    ``record_history`` (max_entries the probe records, or None), ``history_on`` (recording
+    turned on), ``snapshot_on_oom``, ``snapshots`` (the snapshot file store: ``directory``,
+    ``written``).
     """
 
     def __init__(
@@ -123,9 +146,22 @@ class Probe:
         stats_interval: float = 1.0,
         segments_interval: float = 5.0,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+        record_history: int | None = None,
+        snapshot_on_oom: bool = False,
+        snapshot_dir: str | None = None,
     ) -> None:
         self.stats_interval = stats_interval
         self.segments_interval = segments_interval
+        # max_entries of history recording the probe turns on, or None.
+        self.record_history = record_history
+        self.snapshot_on_oom = snapshot_on_oom
+        self.ranks = protocol.ranks()
+        self.snapshots = _files.SnapshotStore(snapshot_dir, self.ranks["rank"])
+        # Whether the probe has turned history recording on / could not.
+        self.history_on = False
+        self._history_failed = False
+        # Snapshot requests waiting: (client, id).
+        self._requests: collections.deque[tuple[_Client, str]] = collections.deque()
         self.path: str | None = None
         self.error: str | None = None
         self.dropped = 0
@@ -253,8 +289,13 @@ class Probe:
         next_stats = now + self.stats_interval
         next_segments = now + self.segments_interval
         self._attach_oom_observer()
+        self._turn_history_on()
         while self._stop_reason is None:
             timeout = max(0.0, min(next_stats, next_segments) - time.monotonic())
+            if self._requests or self._ooms:
+                timeout = 0.0
+            elif self._setup_pending():
+                timeout = min(timeout, SETUP_POLL_S)
             for key, events in sel.select(timeout):
                 if key.fileobj is self._listener:
                     self._accept()
@@ -270,10 +311,16 @@ class Probe:
                 break
             if self._ooms:
                 self._send_ooms()
+            if self._requests:
+                self._serve_request()
+            if self._setup_pending():
+                self._attach_oom_observer()
+                self._turn_history_on()
             now = time.monotonic()
             if now >= next_stats:
                 started = time.thread_time()
                 self._attach_oom_observer()
+                self._turn_history_on()
                 if self._clients:
                     self._broadcast(self._stats_lines(self._collect_stats()))
                 spent = time.thread_time() - started
@@ -295,6 +342,12 @@ class Probe:
                 self._send_ooms(with_stats=False)
             except Exception:
                 pass
+        while self._requests:
+            client, request_id = self._requests.popleft()
+            if client in self._clients:
+                self._send(client, protocol.encode(
+                    protocol.snapshot_failed(request_id, "the probe is stopping")
+                ))
         bye = protocol.encode(protocol.bye(reason))
         for client in list(self._clients):
             self._send(client, bye)
@@ -390,16 +443,70 @@ class Probe:
         attach(_oom_observer)
         _observer_attached = True
 
+    def _setup_pending(self) -> bool:
+        """Whether the OOM observer or history recording still waits for CUDA."""
+        observer = not (_observer_attached or _observer_missing_logged)
+        history = self.record_history is not None and not (self.history_on or self._history_failed)
+        return observer or history
+
+    def _turn_history_on(self) -> None:
+        """Once CUDA is initialised: ask PyTorch to record history (process-wide), once."""
+        if self.record_history is None or self.history_on or self._history_failed:
+            return
+        cuda = self._cuda()
+        if cuda is None:
+            return
+        record = getattr(getattr(cuda, "memory", None), "_record_memory_history", None)
+        if record is None:
+            self._history_failed = True
+            log.warning(
+                "vramtop_probe: this PyTorch (%s) has no torch.cuda.memory._record_memory_history;"
+                " history is not recorded",
+                torch_version(),
+            )
+            return
+        try:
+            record(enabled="all", context="all", stacks="all", max_entries=self.record_history)
+        except Exception as exc:
+            self._history_failed = True
+            log.warning("vramtop_probe: could not turn history recording on: %s: %s",
+                        type(exc).__name__, exc)
+            return
+        self.history_on = True
+        log.info("vramtop_probe: recording allocator history (max_entries=%d)", self.record_history)
+
+    def _hello_record_history(self) -> int | None:
+        """hello's record_history: what the probe records (or will, once CUDA is up), or None."""
+        if self.record_history is None or self._history_failed:
+            return None
+        return self.record_history
+
     def _on_oom(self, device: int, alloc: int, device_allocated: int, device_free: int) -> None:
-        """On the allocating (training) thread: queue the message and wake the probe thread."""
-        if self._stop_reason is None and os.getpid() == self._owner_pid:
-            self._ooms.append(protocol.oom(device, alloc, device_allocated, device_free))
-            self._wake()
+        """On the allocating (training) thread, before the OOM error is raised.
+
+        Queues the message and wakes the probe thread. When an OOM snapshot is wanted, the
+        allocator's state is taken here and now, while the tensors of the failing step are still
+        alive; pickling and writing it is left to the probe thread.
+        """
+        if self._stop_reason is not None or os.getpid() != self._owner_pid:
+            return
+        message = protocol.oom(device, alloc, device_allocated, device_free)
+        snapshot = None
+        error = None
+        if self.history_on or self.snapshot_on_oom:
+            snapshot, error = _take_snapshot()
+        self._ooms.append((message, snapshot, error))
+        self._wake()
 
     def _send_ooms(self, with_stats: bool = True) -> None:
         lines = []
         while self._ooms:
-            lines.append(protocol.encode(self._ooms.popleft()))
+            message, snapshot, error = self._ooms.popleft()
+            if snapshot is not None:
+                path, _, error = self.snapshots.write(snapshot, "oom")
+                message["snapshot"] = path
+            message["snapshot_error"] = error
+            lines.append(protocol.encode(message))
         if with_stats and self._clients:
             # The allocator's figures right after the failure, which is what the user wants.
             lines.extend(self._stats_lines(self._collect_stats()))
@@ -425,7 +532,8 @@ class Probe:
             collected = self._collect_stats()
             devices = [d for d, _ in collected]
             hello = protocol.hello(
-                devices, self.stats_interval, self.segments_interval, torch_version()
+                devices, self.stats_interval, self.segments_interval, torch_version(),
+                record_history=self._hello_record_history(), rank_figures=self.ranks,
             )
             lines = [protocol.encode(hello)]
             lines.extend(self._stats_lines(collected))
@@ -492,6 +600,71 @@ class Probe:
             data = b""
         if not data:
             self._drop(client, None)  # the client hung up
+            return
+        while data:
+            newline = data.find(b"\n")
+            piece, data = (data, b"") if newline < 0 else (data[:newline], data[newline + 1:])
+            if client.discarding:
+                if newline >= 0:
+                    client.discarding = False
+                continue
+            client.received += piece
+            if newline < 0:
+                if len(client.received) >= protocol.MAX_REQUEST_BYTES:
+                    # Over-long: answer now, skip the rest of the line whenever it comes.
+                    client.received.clear()
+                    client.discarding = True
+                    self._answer(client, protocol.snapshot_failed(None, "bad request"))
+                continue
+            line = bytes(client.received)
+            client.received.clear()
+            self._request(client, line)
+            if client not in self._clients:
+                return
+
+    def _request(self, client: _Client, line: bytes) -> None:
+        """One client line (newline removed): queue a snapshot request or answer why not."""
+        if not line.strip():
+            return
+        request_id, problem = protocol.parse_request(line + b"\n")
+        if problem is not None:
+            self._answer(client, protocol.snapshot_failed(request_id, problem))
+        elif client.queued >= MAX_QUEUED_REQUESTS:
+            self._answer(client, protocol.snapshot_failed(request_id, "too many requests"))
+        else:
+            client.queued += 1
+            self._requests.append((client, request_id))
+
+    def _answer(self, client: _Client, message: dict[str, Any]) -> None:
+        self._send(client, protocol.encode(message))
+
+    def _serve_request(self) -> None:
+        """Take and write one on-demand snapshot, answering the client that asked."""
+        client, request_id = self._requests.popleft()
+        client.queued -= 1
+        if client not in self._clients:
+            return  # it hung up: nobody to answer, nothing to write
+        started = time.thread_time()
+        self._answer(client, protocol.snapshot_started(request_id))
+        if _loaded("torch") is None:
+            self._answer(client, protocol.snapshot_failed(request_id, "torch is not imported"))
+            return
+        if self._cuda() is None:
+            self._answer(client, protocol.snapshot_failed(
+                request_id, "CUDA is not initialised in this process yet"
+            ))
+            return
+        self._turn_history_on()
+        snapshot, error = _take_snapshot()
+        if snapshot is None:
+            self._answer(client, protocol.snapshot_failed(request_id, error or "no snapshot"))
+            return
+        path, size, error = self.snapshots.write(snapshot, "demand")
+        if path is None:
+            self._answer(client, protocol.snapshot_failed(request_id, error or "not written"))
+        else:
+            self._answer(client, protocol.snapshot_done(request_id, path, size, snapshot))
+        self.busy_s += time.thread_time() - started
 
     def _drop(self, client: _Client, why: str | None) -> None:
         if client not in self._clients:
@@ -552,6 +725,22 @@ class Probe:
         self._thread = None
 
 
+def _take_snapshot() -> tuple[dict[str, Any] | None, str | None]:
+    """(torch.cuda.memory._snapshot(), None), or (None, a one-line reason). Never raises."""
+    memory = _loaded("torch.cuda.memory")
+    take = getattr(memory, "_snapshot", None)
+    if take is None:
+        return None, f"this PyTorch ({torch_version()}) has no torch.cuda.memory._snapshot"
+    try:
+        snapshot = take()
+    except Exception as exc:
+        said = " ".join(str(exc).split())  # one line (PyTorch's messages can span several)
+        return None, f"torch.cuda.memory._snapshot() failed: {type(exc).__name__}: {said}"
+    if not isinstance(snapshot, dict):
+        return None, f"torch.cuda.memory._snapshot() returned a {type(snapshot).__name__}"
+    return snapshot, None
+
+
 def _private_dir(directory: str) -> None:
     """Create ``directory`` with mode 0700, or check that an existing one is ours and private."""
     try:
@@ -593,13 +782,58 @@ def _remove_stale(path: str) -> None:
     raise ProbeSetupError(f"{path} is served by a live process (same pid in another PID namespace?)")
 
 
+def history_entries(value: Any, source: str) -> int | None:
+    """max_entries for a record_history option: None/False/0 off, True the default, an int > 0.
+
+    Raises ProbeSetupError naming ``source`` for anything else.
+    """
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DEFAULT_HISTORY_ENTRIES
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, int) and value == 0:
+        return None
+    raise ProbeSetupError(f"{source} must be True, False or a positive number of entries, not {value!r}")
+
+
+def _history_from_env() -> int | None:
+    """VRAMTOP_RECORD_HISTORY: 1/true/yes/on (default entries), 0/false/no/off/empty, or N > 0."""
+    text = os.environ.get("VRAMTOP_RECORD_HISTORY", "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return None
+    if text in ("1", "true", "yes", "on"):
+        return DEFAULT_HISTORY_ENTRIES
+    if text.isdigit() and text.isascii():
+        return int(text)
+    raise ProbeSetupError(
+        f"VRAMTOP_RECORD_HISTORY must be 1, true or a positive number of entries, not {text!r}"
+    )
+
+
+def _flag_from_env(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def start(
     stats_interval: float = 1.0,
     segments_interval: float = 5.0,
     *,
     max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+    record_history: int | bool | None = None,
+    snapshot_on_oom: bool | None = None,
+    snapshot_dir: str | None = None,
 ) -> Probe:
-    """Start the probe unless it runs already; returns its handle and never raises."""
+    """Start the probe unless it runs already; returns its handle and never raises.
+
+    ``record_history``: True (100 000 entries) or a number of entries turns PyTorch's memory
+    history recording on once CUDA is initialised; False or 0 leaves it off; None takes
+    VRAMTOP_RECORD_HISTORY. ``snapshot_on_oom``: write an OOM snapshot even without history
+    (None: VRAMTOP_SNAPSHOT_ON_OOM). ``snapshot_dir``: where snapshots go (None:
+    VRAMTOP_SNAPSHOT_DIR, else $XDG_STATE_HOME/vramtop/snapshots, else
+    ~/.local/state/vramtop/snapshots).
+    """
     global _active
     try:
         with _lock:
@@ -607,14 +841,28 @@ def start(
                 return _active
             probe = Probe(stats_interval, segments_interval, max_pending_bytes)
             try:
+                if record_history is None:
+                    probe.record_history = _history_from_env()
+                else:
+                    probe.record_history = history_entries(record_history, "record_history")
+                probe.snapshot_on_oom = (
+                    _flag_from_env("VRAMTOP_SNAPSHOT_ON_OOM")
+                    if snapshot_on_oom is None else bool(snapshot_on_oom)
+                )
+                if snapshot_dir is not None:
+                    probe.snapshots.directory = os.fspath(snapshot_dir)
+                # Active (and the SIGTERM handler in place) before the socket appears: a
+                # SIGTERM sent as soon as the socket exists finds the probe to clean up.
+                _install_sigterm_handler()
+                _active = probe
                 probe._open()
             except Exception as exc:
+                _active = None
                 probe.error = str(exc) if isinstance(exc, ProbeSetupError) else (
                     f"{type(exc).__name__}: {exc}"
                 )
                 log.warning("vramtop_probe not started: %s", probe.error)
                 return probe
-            _active = probe
             return probe
     except Exception as exc:  # pragma: no cover - defensive: even the lock failing
         failed = Probe.__new__(Probe)
@@ -622,6 +870,48 @@ def start(
         failed.error = f"{type(exc).__name__}: {exc}"
         log.warning("vramtop_probe not started: %s", failed.error)
         return failed
+
+
+# The SIGTERM handler the probe replaced (SIG_DFL or the script's), once installed.
+_previous_sigterm: Any = None
+_sigterm_installed = False
+
+
+def _install_sigterm_handler() -> None:
+    """Remove the socket on SIGTERM, then behave as the process would have without the probe.
+
+    Only from the main thread (Python allows no other) and only over SIG_DFL or a handler of
+    the script's own, which is chained to; an ignored SIGTERM stays ignored.
+    """
+    global _previous_sigterm, _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN or previous is None:
+            return  # ignored, or set outside Python: leave it alone
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError) as exc:
+        log.debug("vramtop_probe: no SIGTERM handler: %s", exc)
+        return
+    _previous_sigterm = previous
+    _sigterm_installed = True
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    probe = _active
+    if probe is not None:
+        try:
+            probe._unlink()
+        except Exception:
+            pass
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+        return
+    # SIG_DFL: die of the signal, as without the probe (same exit status for the launcher).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def stop() -> None:

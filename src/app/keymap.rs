@@ -31,6 +31,12 @@ pub enum Action {
     ToggleTree,
     /// Show the next probed process's allocator on the selected GPU.
     NextAllocator,
+    /// Ask the selected probed process's probe for a snapshot.
+    CaptureSnapshot,
+    /// Open the last snapshot taken in the snapshot viewer.
+    OpenSnapshot,
+    /// Open the last OOM snapshot at its OOM, with the allocation sites.
+    OpenOomSnapshot,
     /// Select GPU n, numbered as nvidia-smi numbers them (from 0) — keys 0…9.
     SelectGpu(u8),
 }
@@ -56,6 +62,9 @@ impl Action {
             Action::StartFilter => "filter processes",
             Action::ToggleTree => "process tree / flat list",
             Action::NextAllocator => "allocator: next probe on GPU",
+            Action::CaptureSnapshot => "snapshot of the probed process",
+            Action::OpenSnapshot => "open the last snapshot (q returns)",
+            Action::OpenOomSnapshot => "open the OOM snapshot at its OOM",
             Action::SelectGpu(_) => "select GPU 0…9, as on screen",
         }
     }
@@ -245,6 +254,9 @@ impl Default for Keymap {
                     2,
                 ),
                 b("v", Action::NextAllocator, None, None, 3),
+                b("c", Action::CaptureSnapshot, None, None, 3),
+                b("o", Action::OpenSnapshot, None, None, 3),
+                b("O", Action::OpenOomSnapshot, None, None, 3),
                 b("0…9", Action::SelectGpu(0), None, Some("GPU"), 2),
             ],
             stress: stress_bindings(),
@@ -277,6 +289,9 @@ impl Keymap {
             KeyCode::Char('/') => Action::StartFilter,
             KeyCode::Char('t') => Action::ToggleTree,
             KeyCode::Char('v') => Action::NextAllocator,
+            KeyCode::Char('c') => Action::CaptureSnapshot,
+            KeyCode::Char('o') => Action::OpenSnapshot,
+            KeyCode::Char('O') => Action::OpenOomSnapshot,
             KeyCode::Char(c @ '0'..='9') => Action::SelectGpu(c as u8 - b'0'),
             _ => return None,
         })
@@ -531,6 +546,9 @@ mod tests {
             KeyCode::Char('p'),
             KeyCode::Char('/'),
             KeyCode::Char('t'),
+            KeyCode::Char('c'),
+            KeyCode::Char('o'),
+            KeyCode::Char('O'),
         ] {
             let a = k.action_for(key(code)).expect("bound");
             assert!(documented.contains(&a), "{a:?} is not in the help");

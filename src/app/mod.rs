@@ -1,6 +1,7 @@
 //! The dashboard application's pure part: state, keymap, update, the stress
 //! panel and the viewer's state. The event loops are in `crate::shell`.
 
+pub mod capture;
 pub mod keymap;
 pub mod observe;
 pub mod source;

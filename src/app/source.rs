@@ -3,6 +3,7 @@
 //! stress panel, and live probes: `docs/attach.md`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -155,6 +156,22 @@ pub struct ProbeRow {
     pub command: Option<String>,
     /// NVML indices of the devices it reported.
     pub gpus: Vec<u32>,
+    /// The protocol version of its hello (0 before the hello).
+    pub protocol: u64,
+    /// It answers snapshot requests (a v2 probe with the capability).
+    pub serves_snapshots: bool,
+    /// "rank 3/8 local 1" when the hello says so.
+    pub rank: Option<String>,
+}
+
+/// The snapshot a probe wrote at an OOM: what the banner names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomSnapshot {
+    pub pid: Option<u32>,
+    pub command: Option<String>,
+    pub path: PathBuf,
+    /// When the dashboard saw it (ms).
+    pub seen_ms: u64,
 }
 
 /// The probes as the dashboard holds them: rows, plus what the status line
@@ -164,6 +181,8 @@ pub struct ProbeBoard {
     pub rows: Vec<ProbeRow>,
     /// The last OOM a probe reported: (time seen in ms, text).
     pub last_oom: Option<(u64, String)>,
+    /// The last OOM snapshot a probe wrote (the banner; `O` opens it).
+    pub oom_snapshot: Option<OomSnapshot>,
     /// OOM events already marked, by socket.
     seen_ooms: BTreeMap<String, u64>,
     /// When each probe was first seen not connected (ms), by socket.
@@ -182,6 +201,31 @@ impl ProbeBoard {
             .filter_map(|r| r.pid)
             .collect();
         pids.into_iter().collect()
+    }
+
+    /// The rank label of the attached probe of `pid`, if its hello gave one.
+    pub fn rank_of(&self, pid: u32) -> Option<&str> {
+        self.rows
+            .iter()
+            .find(|r| r.connected && r.pid == Some(pid))
+            .and_then(|r| r.rank.as_deref())
+    }
+
+    /// The OOM banner: which process hit an OOM and where its snapshot is.
+    pub fn oom_banner(&self) -> Option<String> {
+        let o = self.oom_snapshot.as_ref()?;
+        let pid = o
+            .pid
+            .map_or_else(|| crate::ui::format::NA.to_string(), |p| p.to_string());
+        let command = o
+            .command
+            .as_deref()
+            .map(|c| format!(" ({})", crate::ui::format::truncate(c, 40)))
+            .unwrap_or_default();
+        Some(format!(
+            "OOM in pid {pid}{command}: snapshot {} — O opens it at the OOM",
+            o.path.display()
+        ))
     }
 
     /// Pids of the attached (connected) probes.
@@ -310,6 +354,9 @@ impl AppState {
                 problem: p.problem.clone(),
                 command: p.command(),
                 gpus: p.devices.keys().filter_map(|&d| p.gpu_index(d)).collect(),
+                protocol: p.hello.as_ref().map_or(0, |h| h.version),
+                serves_snapshots: p.hello.as_ref().is_some_and(|h| h.serves_snapshots()),
+                rank: p.hello.as_ref().and_then(|h| h.rank_label()),
             })
             .collect();
         let live: BTreeSet<&String> = board.rows.iter().map(|r| &r.socket).collect();
@@ -346,6 +393,14 @@ impl AppState {
                     }
                 }
                 board.last_oom = Some((now_ms, oom_text(p.pid(), gpu, e)));
+                if let Some(path) = &e.oom.snapshot {
+                    board.oom_snapshot = Some(OomSnapshot {
+                        pid: p.pid(),
+                        command: p.command(),
+                        path: path.clone(),
+                        seen_ms: now_ms,
+                    });
+                }
             }
             board.seen_ooms.insert(key, p.oom_total);
         }
@@ -430,8 +485,10 @@ pub struct AllocatorSummary {
     pub active: i64,
     pub inactive_split_bytes: i64,
     pub segments: i64,
-    pub num_alloc_retries: i64,
-    pub num_ooms: i64,
+    /// `null` when the probe sent it as `null` (unknown, not 0).
+    pub num_alloc_retries: Option<i64>,
+    /// `null` when the probe sent it as `null` (unknown, not 0).
+    pub num_ooms: Option<i64>,
     pub fragmentation: Fragmentation,
     /// Figures the probe sent as `null` (`memory_stats()` keys, or
     /// `requested_size`): their values here are 0 and mean nothing.
@@ -449,8 +506,10 @@ impl From<&AllocatorView> for AllocatorSummary {
             active: a.stats.active_bytes.all.current,
             inactive_split_bytes: a.stats.inactive_split_bytes.all.current,
             segments: a.stats.segment.all.current,
-            num_alloc_retries: a.stats.num_alloc_retries,
-            num_ooms: a.stats.num_ooms,
+            num_alloc_retries: a
+                .knows("num_alloc_retries")
+                .then_some(a.stats.num_alloc_retries),
+            num_ooms: a.knows("num_ooms").then_some(a.stats.num_ooms),
             fragmentation: a.fragmentation.clone(),
             unknown: a.unknown.clone(),
         }
@@ -483,6 +542,69 @@ pub struct HeadlessSample {
     /// Probe directories and sockets that were not read, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probes_skipped: Vec<String>,
+    /// The OOM events the probes reported (the newest each keeps), oldest
+    /// probe socket first; absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ooms: Vec<HeadlessOom>,
+}
+
+/// One OOM event a probe reported, as `--once --json` and `record` list it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeadlessOom {
+    /// The NVML index (`null` when `CUDA_VISIBLE_DEVICES` was not mapped).
+    pub gpu: Option<u32>,
+    /// The CUDA ordinal inside the process.
+    pub device: u32,
+    /// In vramtop's PID namespace.
+    pub pid: Option<u32>,
+    /// 1 for the probe's first OOM, 2 for the next, …
+    pub seq: u64,
+    /// Bytes the failed request asked for.
+    pub alloc_bytes: Option<u64>,
+    /// The probe's clock (Unix seconds).
+    pub time: Option<f64>,
+    pub message: String,
+    /// The snapshot the probe wrote of the moment (`null`: none).
+    pub snapshot: Option<PathBuf>,
+    /// Why none was written, when writing one failed.
+    pub snapshot_error: Option<String>,
+}
+
+/// The OOM events of `snapshot`'s probes.
+pub fn headless_ooms(snapshot: &ProbeSnapshot) -> Vec<HeadlessOom> {
+    snapshot
+        .probes
+        .iter()
+        .flat_map(|p| {
+            p.ooms.iter().map(move |e| HeadlessOom {
+                gpu: p.gpu_index(e.oom.device),
+                device: e.oom.device,
+                pid: p.pid(),
+                seq: e.seq,
+                alloc_bytes: e.oom.alloc_bytes,
+                time: e.oom.time,
+                message: e.oom.message.clone(),
+                snapshot: e.oom.snapshot.clone(),
+                snapshot_error: e.oom.snapshot_error.clone(),
+            })
+        })
+        .collect()
+}
+
+/// OOM events seen per (NVML index, pid) over every probe, for the
+/// `vramtop_allocator_ooms_total` counter.
+pub fn probe_oom_counts(snapshot: &ProbeSnapshot) -> BTreeMap<(u32, u32), u64> {
+    let mut counts = BTreeMap::new();
+    for p in &snapshot.probes {
+        let Some(pid) = p.pid() else { continue };
+        for (&device, &n) in &p.oom_by_device {
+            if let Some(gpu) = p.gpu_index(device) {
+                let c: &mut u64 = counts.entry((gpu, pid)).or_insert(0);
+                *c = c.saturating_add(n);
+            }
+        }
+    }
+    counts
 }
 
 impl HeadlessSample {
@@ -490,6 +612,7 @@ impl HeadlessSample {
     /// allocators the sample was built from).
     pub fn with_probes(mut self, snapshot: &ProbeSnapshot) -> Self {
         self.probes = headless_probes(snapshot);
+        self.ooms = headless_ooms(snapshot);
         self.probes_skipped = snapshot
             .skipped
             .iter()
@@ -538,6 +661,7 @@ pub fn headless_sample(
         gpus,
         probes: Vec::new(),
         probes_skipped: Vec::new(),
+        ooms: Vec::new(),
     }
 }
 
@@ -570,6 +694,7 @@ mod tests {
                     stats_interval_s: None,
                     segments_interval_s: None,
                     time: None,
+                    ..Hello::default()
                 }),
                 host_pid: Some(pid),
                 pid_source: Some(PidSource::PeerCred),
@@ -593,10 +718,12 @@ mod tests {
                             device_allocated: None,
                             device_free: None,
                             message: String::new(),
+                            ..Oom::default()
                         },
                     })
                     .collect(),
                 oom_total: events,
+                oom_by_device: BTreeMap::new(),
                 lines: 0,
             }],
             skipped: Vec::new(),

@@ -513,6 +513,8 @@ pub struct AppState {
     pub stress: StressPanel,
     /// Attached live probes (`docs/attach.md`).
     pub probes: super::source::ProbeBoard,
+    /// Snapshots asked of probes from the dashboard.
+    pub capture: super::capture::CaptureState,
 }
 
 impl AppState {
@@ -524,6 +526,7 @@ impl AppState {
             now_ms: 0,
             stress: StressPanel::default(),
             probes: super::source::ProbeBoard::default(),
+            capture: super::capture::CaptureState::default(),
         }
     }
 
@@ -583,13 +586,17 @@ impl AppState {
             ) && prev.pid == now.pid
                 && (prev.pid.is_some() || prev.source == now.source)
             {
-                if now.stats.num_ooms > prev.stats.num_ooms {
+                // An unknown counter (sent as null) compares to nothing.
+                let known = |key: &str| now.knows(key) && prev.knows(key);
+                if known("num_ooms") && now.stats.num_ooms > prev.stats.num_ooms {
                     history.mark(Marker {
                         t_ms: now_ms,
                         kind: MarkerKind::Oom,
                     });
                 }
-                if now.stats.num_device_free > prev.stats.num_device_free {
+                if known("num_device_free")
+                    && now.stats.num_device_free > prev.stats.num_device_free
+                {
                     history.mark(Marker {
                         t_ms: now_ms,
                         kind: MarkerKind::EmptyCache,
@@ -762,6 +769,35 @@ mod tests {
         let kinds: Vec<MarkerKind> = h.markers.iter().map(|m| m.kind).collect();
         assert_eq!(kinds, vec![MarkerKind::Oom, MarkerKind::EmptyCache]);
         assert_eq!(st.status.samples, 2);
+    }
+
+    #[test]
+    fn an_unknown_oom_count_marks_no_oom() {
+        let mut st = AppState::new(StatusState::default());
+        let view = |ooms: i64, unknown: bool| {
+            let stats = DeviceStats {
+                num_ooms: ooms,
+                ..DeviceStats::default()
+            };
+            let v = AllocatorView::new("t".into(), Some(7), stats, Vec::new());
+            if unknown {
+                v.with_unknown(vec!["num_ooms".to_string()])
+            } else {
+                v
+            }
+        };
+        for (t, v) in [
+            (0, view(0, true)),
+            (1000, view(2, false)),
+            (2000, view(0, true)),
+        ] {
+            st.apply_sample(
+                t,
+                vec![GpuReading::Ok(sample(0, GIB))],
+                BTreeMap::from([(0, v)]),
+            );
+        }
+        assert!(st.gpus[0].history.markers.is_empty());
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Actions and typed text in, state changes and effects out. Pure: no
 //! terminal, no clock, no I/O, so every key flow is testable.
 
+use std::path::PathBuf;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::capture::{cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey};
 use super::state::{AppState, GpuState, Overlay, Pane, ZOOM_WINDOWS_S};
 use super::stress::{StressCommand, StressResult};
@@ -16,6 +19,11 @@ pub enum Effect {
     Redraw,
     /// Send these commands to the stress worker, then redraw.
     Stress(Vec<StressCommand>),
+    /// Ask the probe at `socket` (of `pid`) for a snapshot, then redraw.
+    RequestSnapshot { pid: u32, socket: PathBuf },
+    /// Open `path` in the snapshot viewer in this terminal; `at_oom`: at
+    /// its OOM, with the allocation sites shown.
+    OpenSnapshot { path: PathBuf, at_oom: bool },
     /// Nothing changed.
     None,
 }
@@ -391,6 +399,35 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             let index = gpu.index();
             state.ui.allocator_pick.insert(index, choice.next());
         }
+        Action::CaptureSnapshot => return capture_snapshot(state),
+        Action::OpenSnapshot => {
+            return match state.capture.last.clone() {
+                Some(path) => Effect::OpenSnapshot {
+                    path,
+                    at_oom: false,
+                },
+                None if state.capture.pending.is_some() => {
+                    notice(state, "o: the snapshot is still being taken")
+                }
+                None => notice(
+                    state,
+                    "o: no snapshot yet (c asks a probed process for one)",
+                ),
+            };
+        }
+        Action::OpenOomSnapshot => {
+            return match state.probes.oom_snapshot.as_ref() {
+                Some(o) => Effect::OpenSnapshot {
+                    path: o.path.clone(),
+                    at_oom: true,
+                },
+                None => notice(
+                    state,
+                    "O: no OOM snapshot (a probe writes one at an OOM with --record-history \
+                     or --snapshot-on-oom)",
+                ),
+            };
+        }
         Action::SelectGpu(n) => {
             // The number on screen (nvidia-smi's index), not the row.
             let Some(i) = state.gpus.iter().position(|g| g.index() == u32::from(n)) else {
@@ -412,6 +449,27 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         }
     }
     Effect::Redraw
+}
+
+/// `c`: asks the probe of the selected probed process for a snapshot, or
+/// says why it cannot.
+fn capture_snapshot(state: &mut AppState) -> Effect {
+    if let Some(pid) = state.capture.pending {
+        return notice(state, format!("c: a snapshot of pid {pid} is being taken"));
+    }
+    let row = match target_probe(state) {
+        Ok(row) => row,
+        Err(why) => return notice(state, format!("c: {why}")),
+    };
+    if let Some(why) = cannot_capture(row) {
+        return notice(state, format!("c: {why}"));
+    }
+    let (Some(pid), socket) = (row.pid, PathBuf::from(&row.socket)) else {
+        return notice(state, "c: the probe has no pid yet");
+    };
+    state.capture.pending = Some(pid);
+    state.capture.note = Some((state.now_ms, format!("snapshot of pid {pid}: asking…")));
+    Effect::RequestSnapshot { pid, socket }
 }
 
 #[cfg(test)]

@@ -208,6 +208,27 @@ impl ViewerState {
         v
     }
 
+    /// Shows the state at the (last) OOM of the first device whose trace
+    /// has one, with the allocation-sites pane open: who held the memory
+    /// when the allocation failed. Without an OOM in any trace (a snapshot
+    /// taken without history) the cursor stays at the end: the file's
+    /// state is the state at the OOM.
+    pub fn open_at_oom(&mut self) {
+        if let Some(i) = self
+            .scrub
+            .devices
+            .iter()
+            .position(|d| d.next_mark(MarkKind::Oom, 0).is_some())
+        {
+            self.app.ui.selected_gpu = i;
+            self.set_cursor(usize::MAX);
+            self.jump(MarkKind::Oom, false);
+        }
+        if !self.sites_open {
+            self.act(ViewerAction::ToggleSites);
+        }
+    }
+
     /// The selected device's peaks.
     pub fn device_peaks(&self) -> Option<&Peaks> {
         self.peaks.get(self.device_index())

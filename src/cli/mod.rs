@@ -15,6 +15,7 @@ pub mod open;
 pub mod replay;
 pub mod scenario;
 pub mod serve;
+pub mod snapshot;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -408,6 +409,26 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
+    /// Ask a running process's probe (python -m vramtop_probe) for a PyTorch
+    /// memory snapshot and copy it to FILE: segments and blocks, and the
+    /// trace when the probe records history (--record-history). Opens in
+    /// `vramtop open` and `vramtop replay`. Exit 2 when PID has no probe or
+    /// its probe cannot take snapshots (v1), 1 when the probe failed or did
+    /// not answer in time.
+    Snapshot {
+        /// The process (its pid as `ps` shows it here).
+        pid: u32,
+        /// Where to write the snapshot (default: PID-<UTC time>.pickle in
+        /// the current folder). Created with mode 0600.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace FILE when it exists.
+        #[arg(long)]
+        force: bool,
+        /// How long to wait for the probe's answer (e.g. 30s).
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+        timeout: u64,
+    },
     /// Print a shell completion script for vramtop on stdout (e.g.
     /// `vramtop completions bash > ~/.local/share/bash-completion/completions/vramtop`).
     Completions {
@@ -486,6 +507,7 @@ impl Cli {
                 | Command::Replay { .. }
                 | Command::Demo { .. }
                 | Command::Scenario { .. }
+                | Command::Snapshot { .. }
                 | Command::Completions { .. }
                 | Command::Man,
             ) => ConfigTargets::default(),
@@ -591,6 +613,12 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             sampling,
             ..
         }) => serve::run(&device, &sampling, listen, allow_remote),
+        Some(Command::Snapshot {
+            pid,
+            output,
+            force,
+            timeout,
+        }) => snapshot::run(pid, output.as_deref(), timeout, force),
         Some(Command::Completions { shell }) => completions(shell),
         Some(Command::Man) => man_page(),
         None if cli.dashboard.once => dashboard::once(&cli.dashboard.device),

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 
 use super::{DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
+use crate::app::source::probe_oom_counts;
 use crate::device::GpuReading;
 use crate::device::factory::select_telemetry;
 use crate::device::sampler::{SampleMsg, Sampler};
@@ -67,6 +68,7 @@ impl Exporter {
         // The dashboard shows one allocator per GPU; the exporter all of them.
         let observed = self.sources.observe(readings);
         let views = observed.every_view();
+        let ooms = probe_oom_counts(&observed.probes);
         let allocators: Vec<AllocatorFigures<'_>> = views
             .iter()
             .map(|(gpu, v)| AllocatorFigures {
@@ -75,6 +77,7 @@ impl Exporter {
                 stats: &v.stats,
                 fragmentation: &v.fragmentation,
                 unknown: &v.unknown,
+                ooms_seen: v.pid.and_then(|pid| ooms.get(&(*gpu, pid)).copied()),
             })
             .collect();
         let body = render(&MetricsInput {

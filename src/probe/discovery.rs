@@ -22,6 +22,12 @@ pub const RUNTIME_SUBDIR: &str = "vramtop";
 pub const FALLBACK_PARENT: &str = "/tmp";
 /// Group- and world-write bits: a directory with either is not private.
 const SHARED_WRITE_BITS: u32 = 0o022;
+/// Probe sockets read at most (over all directories): one reader thread
+/// and one probe's figures each. More are reported as one skipped line.
+pub const MAX_PROBE_SOCKETS: usize = 256;
+/// Directory entries looked at per directory and scan, so a folder of
+/// 100 000 files costs a bounded time and memory every scan.
+pub const MAX_DIR_ENTRIES: usize = 4096;
 
 /// A socket that passed the checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,7 +149,20 @@ pub fn scan(dirs: &[PathBuf], expected_uid: u32) -> Scan {
             continue;
         };
         let mut found = Vec::new();
+        let mut looked_at = 0usize;
+        let mut left_out = 0usize;
         for entry in entries.flatten() {
+            looked_at += 1;
+            if looked_at > MAX_DIR_ENTRIES {
+                out.skipped.push(Skipped {
+                    path: dir.clone(),
+                    reason: format!(
+                        "more than {MAX_DIR_ENTRIES} entries; the rest are not read \
+                         (remove old sockets)"
+                    ),
+                });
+                break;
+            }
             let path = entry.path();
             if path.extension().is_none_or(|e| e != "sock") {
                 continue;
@@ -155,6 +174,10 @@ pub fn scan(dirs: &[PathBuf], expected_uid: u32) -> Scan {
                 out.skipped.push(Skipped { path, reason });
                 continue;
             }
+            if out.candidates.len() + found.len() >= MAX_PROBE_SOCKETS {
+                left_out += 1;
+                continue;
+            }
             let pid_hint = path
                 .file_stem()
                 .and_then(|s| s.to_str())
@@ -163,6 +186,14 @@ pub fn scan(dirs: &[PathBuf], expected_uid: u32) -> Scan {
                 path,
                 pid_hint,
                 file_id: (meta.dev(), meta.ino()),
+            });
+        }
+        if left_out > 0 {
+            out.skipped.push(Skipped {
+                path: dir.clone(),
+                reason: format!(
+                    "{left_out} more probe sockets not read (at most {MAX_PROBE_SOCKETS} are)"
+                ),
             });
         }
         found.sort_by(|a, b| a.path.cmp(&b.path));
@@ -232,6 +263,34 @@ mod tests {
         let s = scan(&[link], current_uid());
         assert!(s.candidates.is_empty());
         assert!(s.skipped[0].reason.contains("symlinks are not followed"));
+    }
+
+    #[test]
+    fn at_most_max_probe_sockets_are_candidates_and_the_rest_is_one_line() {
+        let d = private_dir();
+        let n = MAX_PROBE_SOCKETS + 5;
+        let _listeners: Vec<UnixListener> = (0..n)
+            .map(|i| UnixListener::bind(d.path().join(format!("{i}.sock"))).expect("bind"))
+            .collect();
+        let s = scan(&[d.path().to_path_buf()], current_uid());
+        assert_eq!(s.candidates.len(), MAX_PROBE_SOCKETS);
+        assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+        assert_eq!(
+            s.skipped[0].reason,
+            format!("5 more probe sockets not read (at most {MAX_PROBE_SOCKETS} are)")
+        );
+    }
+
+    #[test]
+    fn a_folder_of_many_files_is_read_only_up_to_max_dir_entries() {
+        let d = private_dir();
+        for i in 0..MAX_DIR_ENTRIES + 10 {
+            std::fs::write(d.path().join(format!("{i}.txt")), b"").expect("write");
+        }
+        let s = scan(&[d.path().to_path_buf()], current_uid());
+        assert!(s.candidates.is_empty());
+        assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+        assert!(s.skipped[0].reason.starts_with("more than 4096 entries"));
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The probe wire protocol, version 1 (`docs/probe-protocol.md`): one JSON
-//! object per `\n`-terminated line, at most [`MAX_LINE_BYTES`] a line.
+//! The probe wire protocol, versions 1 and 2 (`docs/probe-protocol.md`): one
+//! JSON object per `\n`-terminated line, at most [`MAX_LINE_BYTES`] a line.
+//! Version 2 only adds keys and message types to version 1: a v1 probe
+//! sends figures, a v2 probe also answers snapshot requests.
 //!
 //! [`LineReader`] cuts a byte stream into lines (dropping oversized ones up
 //! to their newline) and [`parse_line`] turns one line into a typed
@@ -9,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, BufRead};
+use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -16,8 +19,14 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
 use crate::quote::{cut, cut_to};
 
-/// The protocol version this vramtop speaks.
-pub const PROTOCOL_VERSION: u64 = 1;
+/// The newest protocol version this vramtop speaks.
+pub const PROTOCOL_VERSION: u64 = 2;
+/// The oldest protocol version this vramtop still reads (figures only).
+pub const OLDEST_PROTOCOL_VERSION: u64 = 1;
+/// The hello capability of a probe that serves snapshot requests.
+pub const CAPABILITY_SNAPSHOT: &str = "snapshot";
+/// The longest request id (characters of `[A-Za-z0-9_.-]`).
+pub const MAX_REQUEST_ID_CHARS: usize = 64;
 /// The longest line accepted, newline included (bytes): 1 MiB. A
 /// `memory_stats()` dict is ~6 KiB; a segments message of a few thousand
 /// blocks fits comfortably.
@@ -62,8 +71,11 @@ pub struct LineError {
 }
 
 /// The first message: who the probe is.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct Hello {
+    /// The protocol version of the probe (1 or 2).
+    #[serde(rename = "v")]
+    pub version: u64,
     /// `os.getpid()` inside the probe's PID namespace.
     pub pid: u32,
     #[serde(default)]
@@ -83,6 +95,45 @@ pub struct Hello {
     /// Unix seconds.
     #[serde(default)]
     pub time: Option<f64>,
+    /// `RANK` (or `SLURM_PROCID`) of a distributed run; v2 only.
+    #[serde(default)]
+    pub rank: Option<u32>,
+    /// `LOCAL_RANK` (or `SLURM_LOCALID`); v2 only.
+    #[serde(default)]
+    pub local_rank: Option<u32>,
+    /// `WORLD_SIZE` (or `SLURM_NTASKS`); v2 only.
+    #[serde(default)]
+    pub world_size: Option<u32>,
+    /// The `max_entries` the probe turned history recording on with, or
+    /// `None` when the probe did not turn it on (the script may have).
+    #[serde(default)]
+    pub record_history: Option<u64>,
+    /// What the probe serves beyond figures, e.g. `"snapshot"`; v2 only.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+}
+
+impl Hello {
+    /// Whether the probe answers snapshot requests (a v2 probe that says
+    /// so; a v1 probe is never sent a request).
+    pub fn serves_snapshots(&self) -> bool {
+        self.version >= 2 && self.capabilities.iter().any(|c| c == CAPABILITY_SNAPSHOT)
+    }
+
+    /// "rank 3/8 local 1" (what the hello says of the distributed run),
+    /// or `None` when it says nothing.
+    pub fn rank_label(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        match (self.rank, self.world_size) {
+            (Some(r), Some(w)) => parts.push(format!("rank {r}/{w}")),
+            (Some(r), None) => parts.push(format!("rank {r}")),
+            _ => {}
+        }
+        if let Some(l) = self.local_rank {
+            parts.push(format!("local {l}"));
+        }
+        (!parts.is_empty()).then(|| parts.join(" "))
+    }
 }
 
 /// `torch.cuda.memory_stats(device)` of one device.
@@ -112,7 +163,7 @@ pub struct Segments {
 }
 
 /// An out-of-memory event (PyTorch's OOM observer).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct Oom {
     #[serde(default)]
     pub time: Option<f64>,
@@ -126,6 +177,70 @@ pub struct Oom {
     pub device_free: Option<u64>,
     #[serde(default)]
     pub message: String,
+    /// The snapshot the probe wrote of the moment of the OOM (v2), or
+    /// `None` when it wrote none.
+    #[serde(default)]
+    pub snapshot: Option<PathBuf>,
+    /// Why no snapshot was written, when writing one failed (v2).
+    #[serde(default)]
+    pub snapshot_error: Option<String>,
+}
+
+/// The probe began taking the snapshot request `id` asked for.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SnapshotStarted {
+    pub id: String,
+    #[serde(default)]
+    pub time: Option<f64>,
+}
+
+/// The snapshot request `id` asked for is written at `path`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SnapshotDone {
+    pub id: String,
+    #[serde(default)]
+    pub time: Option<f64>,
+    pub path: PathBuf,
+    /// The file's size.
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Whether any device trace has entries (history was recorded).
+    #[serde(default)]
+    pub has_trace: bool,
+    #[serde(default)]
+    pub trace_entries: Option<u64>,
+    #[serde(default)]
+    pub segments: Option<u64>,
+}
+
+/// The probe could not take a snapshot; `id` is `None` when the request
+/// it answers was unreadable.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct SnapshotFailed {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub time: Option<f64>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Whether `id` may be a request id: 1 to [`MAX_REQUEST_ID_CHARS`]
+/// characters of `[A-Za-z0-9_.-]`.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=MAX_REQUEST_ID_CHARS).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The one line a client sends: a snapshot request, newline included.
+/// `None` for an id the probe would refuse.
+pub fn snapshot_request_line(id: &str) -> Option<String> {
+    valid_request_id(id).then(|| {
+        let line = serde_json::json!({"v": PROTOCOL_VERSION, "type": "snapshot_request", "id": id});
+        format!("{line}\n")
+    })
 }
 
 /// The probe is stopping.
@@ -146,6 +261,9 @@ pub enum Message {
     Segments(Segments),
     Oom(Oom),
     Bye(Bye),
+    SnapshotStarted(SnapshotStarted),
+    SnapshotDone(SnapshotDone),
+    SnapshotFailed(SnapshotFailed),
     /// A type this version does not know (ignored: forward compatibility).
     Unknown(String),
 }
@@ -313,7 +431,9 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
     };
     match map.get("v") {
         None => return Err(ProtocolError::NoVersion),
-        Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => {}
+        Some(v)
+            if v.as_u64()
+                .is_some_and(|v| (OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&v)) => {}
         Some(v @ serde_json::Value::Number(_)) => {
             return Err(ProtocolError::Version(v.to_string()));
         }
@@ -373,6 +493,9 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
         }
         "oom" => Message::Oom(typed("oom", value)?),
         "bye" => Message::Bye(typed("bye", value)?),
+        "snapshot_started" => Message::SnapshotStarted(typed("snapshot_started", value)?),
+        "snapshot_done" => Message::SnapshotDone(typed("snapshot_done", value)?),
+        "snapshot_failed" => Message::SnapshotFailed(typed("snapshot_failed", value)?),
         _ => Message::Unknown(kind),
     })
 }
@@ -517,6 +640,109 @@ mod tests {
         assert_eq!(h.torch.as_deref(), Some("2.5.1"));
     }
 
+    const HELLO_V2: &str = r#"{"v":2,"type":"hello","pid":1234,"host":"node7","argv":["train.py"],"torch":"2.5.1","devices":[0],"stats_interval_s":1.0,"segments_interval_s":5.0,"time":1764489600.1,"rank":3,"local_rank":1,"world_size":8,"record_history":100000,"capabilities":["snapshot","later"]}"#;
+
+    #[test]
+    fn a_v1_hello_has_no_ranks_and_serves_no_snapshots() {
+        let Ok(Message::Hello(h)) = parse(HELLO) else {
+            panic!("hello expected");
+        };
+        assert_eq!(h.version, 1);
+        assert_eq!((h.rank, h.local_rank, h.world_size), (None, None, None));
+        assert_eq!(h.record_history, None);
+        assert!(!h.serves_snapshots());
+        assert_eq!(h.rank_label(), None);
+        // A v1 probe that lists the capability anyway is still never asked.
+        let odd = HELLO.replace("\"devices\"", "\"capabilities\":[\"snapshot\"],\"devices\"");
+        let Ok(Message::Hello(h)) = parse(&odd) else {
+            panic!("hello expected");
+        };
+        assert!(!h.serves_snapshots());
+    }
+
+    #[test]
+    fn a_v2_hello_carries_ranks_history_and_capabilities() {
+        let Ok(Message::Hello(h)) = parse(HELLO_V2) else {
+            panic!("hello expected: {:?}", parse(HELLO_V2));
+        };
+        assert_eq!(h.version, 2);
+        assert_eq!(
+            (h.rank, h.local_rank, h.world_size),
+            (Some(3), Some(1), Some(8))
+        );
+        assert_eq!(h.record_history, Some(100_000));
+        assert!(h.serves_snapshots());
+        assert_eq!(h.rank_label().as_deref(), Some("rank 3/8 local 1"));
+        let nulls = r#"{"v":2,"type":"hello","pid":1,"rank":null,"local_rank":null,"world_size":null,"record_history":null,"capabilities":[]}"#;
+        let Ok(Message::Hello(h)) = parse(nulls) else {
+            panic!("hello expected");
+        };
+        assert_eq!(h.rank_label(), None);
+        assert!(!h.serves_snapshots());
+        let e = parse(r#"{"v":2,"type":"hello","pid":1,"rank":-1}"#).expect_err("negative rank");
+        assert!(e.to_string().contains("bad hello message"), "{e}");
+    }
+
+    #[test]
+    fn a_v2_oom_names_its_snapshot_or_why_there_is_none() {
+        let with = r#"{"v":2,"type":"oom","time":3,"device":0,"alloc_bytes":1024,"message":"m","snapshot":"/s/node7-1-rank0-20261201T120002Z-oom.pickle","snapshot_error":null}"#;
+        let Ok(Message::Oom(o)) = parse(with) else {
+            panic!("oom expected");
+        };
+        assert_eq!(
+            o.snapshot.as_deref(),
+            Some(std::path::Path::new(
+                "/s/node7-1-rank0-20261201T120002Z-oom.pickle"
+            ))
+        );
+        assert_eq!(o.snapshot_error, None);
+        let without =
+            r#"{"v":2,"type":"oom","device":0,"snapshot":null,"snapshot_error":"disk full"}"#;
+        let Ok(Message::Oom(o)) = parse(without) else {
+            panic!("oom expected");
+        };
+        assert_eq!(o.snapshot, None);
+        assert_eq!(o.snapshot_error.as_deref(), Some("disk full"));
+    }
+
+    #[test]
+    fn snapshot_answers_parse_and_a_failure_may_have_no_id() {
+        let started = r#"{"v":2,"type":"snapshot_started","id":"a1b2c3","time":1764489601.0}"#;
+        assert!(matches!(parse(started), Ok(Message::SnapshotStarted(s)) if s.id == "a1b2c3"));
+        let done = r#"{"v":2,"type":"snapshot_done","id":"a1b2c3","time":1764489601.8,"path":"/s/x-demand.pickle","bytes":123456,"has_trace":true,"trace_entries":23000,"segments":28}"#;
+        let Ok(Message::SnapshotDone(d)) = parse(done) else {
+            panic!("snapshot_done expected");
+        };
+        assert_eq!(d.path, std::path::PathBuf::from("/s/x-demand.pickle"));
+        assert_eq!(
+            (d.bytes, d.has_trace, d.trace_entries, d.segments),
+            (Some(123_456), true, Some(23_000), Some(28))
+        );
+        let failed = r#"{"v":2,"type":"snapshot_failed","id":null,"reason":"bad request"}"#;
+        let Ok(Message::SnapshotFailed(f)) = parse(failed) else {
+            panic!("snapshot_failed expected");
+        };
+        assert_eq!(f.id, None);
+        assert_eq!(f.reason, "bad request");
+        let e = parse(r#"{"v":2,"type":"snapshot_done","id":"a"}"#).expect_err("no path");
+        assert!(e.to_string().contains("missing field `path`"), "{e}");
+    }
+
+    #[test]
+    fn a_request_line_is_one_json_line_and_bad_ids_are_refused() {
+        let line = snapshot_request_line("vramtop-17.a_b").expect("valid id");
+        assert!(line.ends_with('\n'));
+        assert_eq!(line.matches('\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_str(line.trim_end()).expect("JSON");
+        assert_eq!(v["v"], 2);
+        assert_eq!(v["type"], "snapshot_request");
+        assert_eq!(v["id"], "vramtop-17.a_b");
+        for bad in ["", "a b", "a\nb", "x/y", "\"", &"a".repeat(65)] {
+            assert_eq!(snapshot_request_line(bad), None, "{bad:?}");
+        }
+        assert!(snapshot_request_line(&"a".repeat(64)).is_some());
+    }
+
     #[test]
     fn stats_become_device_stats_with_pytorch_key_names() {
         let line = r#"{"v":1,"type":"stats","time":1.5,"device":1,"stats":{"allocated_bytes.all.current":1073741824,"reserved_bytes.all.current":1610612736,"num_ooms":2,"segment.all.current":3,"max_split_size":-1,"brand_new.all.current":5,"requested_bytes.all.peak":12.0}}"#;
@@ -602,10 +828,12 @@ mod tests {
     }
 
     #[test]
-    fn version_2_is_reported_as_not_supported() {
-        let e = parse(r#"{"v":2,"type":"hello","pid":1}"#).expect_err("v2");
+    fn version_3_is_reported_as_not_supported() {
+        let e = parse(r#"{"v":3,"type":"hello","pid":1}"#).expect_err("v3");
         assert!(e.is_version());
-        assert_eq!(e.to_string(), "protocol version 2 not supported");
+        assert_eq!(e.to_string(), "protocol version 3 not supported");
+        let e = parse(r#"{"v":0,"type":"hello","pid":1}"#).expect_err("v0");
+        assert!(e.is_version());
         assert!(parse(r#"{"v":"1","type":"hello","pid":1}"#).is_err());
         assert_eq!(
             parse(r#"{"type":"hello","pid":1}"#),

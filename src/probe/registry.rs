@@ -9,8 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, BufReader};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -164,6 +165,10 @@ pub struct ProbeState {
     pub ooms: Vec<OomEvent>,
     /// OOM events seen in total.
     pub oom_total: u64,
+    /// OOM events seen per CUDA ordinal (at most [`MAX_DEVICES_PER_PROBE`]
+    /// ordinals).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub oom_by_device: BTreeMap<u32, u64>,
     /// Lines read.
     pub lines: u64,
 }
@@ -181,6 +186,7 @@ impl ProbeState {
             devices: BTreeMap::new(),
             ooms: Vec::new(),
             oom_total: 0,
+            oom_by_device: BTreeMap::new(),
             lines: 0,
         }
     }
@@ -226,7 +232,12 @@ impl ProbeState {
             Message::Stats(s) => Some(s.device),
             Message::Segments(s) => Some(s.device),
             Message::Oom(o) => Some(o.device),
-            Message::Hello(_) | Message::Bye(_) | Message::Unknown(_) => None,
+            Message::Hello(_)
+            | Message::Bye(_)
+            | Message::Unknown(_)
+            | Message::SnapshotStarted(_)
+            | Message::SnapshotDone(_)
+            | Message::SnapshotFailed(_) => None,
         };
         if let Some(device) = figures {
             if !self.status.is_connected() {
@@ -302,6 +313,12 @@ impl ProbeState {
                     o.message.push('…');
                 }
                 self.oom_total += 1;
+                if self.oom_by_device.contains_key(&o.device)
+                    || self.oom_by_device.len() < MAX_DEVICES_PER_PROBE
+                {
+                    let n = self.oom_by_device.entry(o.device).or_insert(0);
+                    *n = n.saturating_add(1);
+                }
                 self.ooms.push(OomEvent {
                     seq: self.oom_total,
                     oom: o,
@@ -316,7 +333,12 @@ impl ProbeState {
                     b.reason.as_deref().unwrap_or("no reason given")
                 ));
             }
-            Message::Unknown(_) => {}
+            // Answers to a request go only to the client that asked; the
+            // registry's reader never asks.
+            Message::Unknown(_)
+            | Message::SnapshotStarted(_)
+            | Message::SnapshotDone(_)
+            | Message::SnapshotFailed(_) => {}
         }
         Ok(())
     }
@@ -455,7 +477,9 @@ impl Registry {
             if self.scanner.is_none() {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            // Short: `--once` waits here for a scan that takes well under
+            // a millisecond when no probe runs.
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -464,6 +488,7 @@ impl Drop for Registry {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.scanner.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }
@@ -473,8 +498,12 @@ fn scan_loop(shared: &Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         scan_once(shared);
         let until = Instant::now() + RESCAN_INTERVAL;
-        while Instant::now() < until && !shared.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(50));
+        // Parked rather than slept, so that dropping the registry (which
+        // unparks) does not wait for a poll interval.
+        while let Some(left) = until.checked_duration_since(Instant::now())
+            && !shared.stop.load(Ordering::Relaxed)
+        {
+            std::thread::park_timeout(left);
         }
     }
 }
@@ -549,6 +578,45 @@ fn read_probe(shared: &Shared, path: PathBuf) {
     }
 }
 
+/// Whether no process has pid `pid` here (kill(pid, 0) says ESRCH). A pid
+/// that exists, or one we may not signal, is not gone.
+fn process_gone(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    // 0 and negative numbers name process groups, not a process.
+    raw > 0
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None)
+            == Err(nix::errno::Errno::ESRCH)
+}
+
+/// Removes the socket at `path` when its probe is gone: the connection was
+/// refused, and no process has the pid its name carries. Only the socket
+/// file the scan found (same device and inode, a socket owned by us, in one
+/// of our folders, not a symlink) is removed. Says what was done.
+fn remove_if_stale(shared: &Shared, path: &Path) -> Option<String> {
+    let pid: u32 = path.file_stem()?.to_str()?.parse().ok()?;
+    if !process_gone(pid) {
+        return None;
+    }
+    let file_id = lock(&shared.entries).get(path).map(|e| e.file_id)?;
+    let in_our_dir = path
+        .parent()
+        .is_some_and(|parent| shared.dirs.iter().any(|d| d == parent));
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !in_our_dir
+        || discovery::check_socket(&meta, shared.uid).is_some()
+        || (meta.dev(), meta.ino()) != file_id
+    {
+        return None;
+    }
+    std::fs::remove_file(path).ok()?;
+    tracing::info!(socket = %path.display(), pid, "removed a stale probe socket");
+    Some(format!(
+        "removed its stale socket (pid {pid} is gone and nothing listened)"
+    ))
+}
+
 enum End {
     Closed(String),
     Rejected(String),
@@ -557,7 +625,14 @@ enum End {
 fn read_stream(shared: &Shared, path: &PathBuf) -> End {
     let stream = match UnixStream::connect(path) {
         Ok(s) => s,
-        Err(e) => return End::Closed(format!("cannot connect ({e}); a stale socket?")),
+        Err(e) => {
+            if e.kind() == io::ErrorKind::ConnectionRefused
+                && let Some(removed) = remove_if_stale(shared, path)
+            {
+                return End::Closed(removed);
+            }
+            return End::Closed(format!("cannot connect ({e}); a stale socket?"));
+        }
     };
     if let Some((Some(host_pid), _uid)) = pid::peer_credentials(&stream) {
         update(shared, path, |st| {
@@ -688,15 +763,15 @@ mod tests {
     }
 
     #[test]
-    fn version_2_is_rejected_and_a_closed_probe_is_disconnected() {
+    fn version_3_is_rejected_and_a_closed_probe_is_disconnected() {
         let d = private_dir();
-        let v2 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
+        let v3 = UnixListener::bind(d.path().join("1.sock")).expect("bind");
         let bye = UnixListener::bind(d.path().join("2.sock")).expect("bind");
         let gone = UnixListener::bind(d.path().join("3.sock")).expect("bind");
         let servers = [
             serve(
-                v2,
-                vec!["{\"v\":2,\"type\":\"hello\",\"pid\":1}\n".into()],
+                v3,
+                vec!["{\"v\":3,\"type\":\"hello\",\"pid\":1}\n".into()],
                 false,
             ),
             serve(
@@ -717,7 +792,7 @@ mod tests {
         assert_eq!(
             status,
             vec![
-                "rejected: protocol version 2 not supported".to_string(),
+                "rejected: protocol version 3 not supported".to_string(),
                 "disconnected: the probe stopped (exit)".to_string(),
                 "disconnected: connection closed".to_string(),
             ]
@@ -864,9 +939,43 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_socket_of_a_gone_process_is_removed_and_said_once() {
+        let d = private_dir();
+        // No process has this pid (above any pid_max).
+        let gone = d.path().join("2147480000.sock");
+        drop(UnixListener::bind(&gone).expect("bind"));
+        // A plain file of that kind of name is not a socket: never removed.
+        let file = d.path().join("2147480001.sock");
+        std::fs::write(&file, b"not a socket").expect("write");
+        let reg = Registry::start(vec![d.path().to_path_buf()], discovery::current_uid());
+        let s = wait_for(&reg, |s| {
+            s.probes.first().is_some_and(|p| !p.status.is_connected())
+        });
+        assert_eq!(s.probes.len(), 1);
+        let status = s.probes[0].status.to_string();
+        assert!(status.contains("removed its stale socket"), "{status}");
+        assert!(!gone.exists());
+        assert!(file.exists());
+        // The next scans find nothing new to say about it.
+        reg.wait_ready(Duration::from_secs(5));
+        assert_eq!(reg.snapshot().probes.len(), 1);
+    }
+
+    #[test]
+    fn a_refused_socket_of_a_live_process_is_kept() {
+        assert!(!process_gone(std::process::id()));
+        assert!(!process_gone(0), "0 is a process group");
+        assert!(process_gone(2_147_480_000));
+    }
+
+    #[test]
     fn a_stale_socket_is_a_quiet_disconnect() {
         let d = private_dir();
-        drop(UnixListener::bind(d.path().join("9.sock")).expect("bind"));
+        // Named for a live process (this one): not removed, only reported.
+        drop(
+            UnixListener::bind(d.path().join(format!("{}.sock", std::process::id())))
+                .expect("bind"),
+        );
         let reg = Registry::start(vec![d.path().to_path_buf()], discovery::current_uid());
         reg.wait_ready(Duration::from_secs(5));
         let s = reg.snapshot();

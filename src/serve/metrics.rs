@@ -115,7 +115,7 @@ pub const ALLOC_RETRIES: Family = counter(
 );
 pub const OOMS: Family = counter(
     "vramtop_allocator_ooms_total",
-    "Out-of-memory errors the caching allocator raised (num_ooms).",
+    "Out-of-memory errors the caching allocator raised (num_ooms, or the OOM events its probe reported when more).",
 );
 pub const PEAK_ALLOCATED: Family = gauge(
     "vramtop_allocator_peak_allocated_bytes",
@@ -174,6 +174,9 @@ pub struct AllocatorFigures<'a> {
     /// `memory_stats()` keys the source could not give (a probe's `null`s):
     /// their samples are left out, never exported as 0.
     pub unknown: &'a [String],
+    /// OOM events the process's probe reported on this GPU (`None`: not a
+    /// probe, or none seen).
+    pub ooms_seen: Option<u64>,
 }
 
 impl AllocatorFigures<'_> {
@@ -429,8 +432,15 @@ pub fn render(input: &MetricsInput<'_>) -> String {
     per_allocator(&mut w, &ALLOC_RETRIES, &allocators, |a| {
         a.known("num_alloc_retries", a.stats.num_alloc_retries as f64)
     });
+    // num_ooms comes with the stats (every stats interval); a probe's OOM
+    // events come at once, and count when num_ooms is unknown.
     per_allocator(&mut w, &OOMS, &allocators, |a| {
-        a.known("num_ooms", a.stats.num_ooms as f64)
+        let counted = a.known("num_ooms", a.stats.num_ooms.max(0) as f64);
+        let seen = a.ooms_seen.map(|n| n as f64);
+        match (counted, seen) {
+            (Some(c), Some(s)) => Some(c.max(s)),
+            (c, s) => c.or(s),
+        }
     });
     per_allocator(&mut w, &PEAK_ALLOCATED, &allocators, |a| {
         a.known(
@@ -617,6 +627,7 @@ mod tests {
             stats: &stats,
             fragmentation: &free,
             unknown: &[],
+            ooms_seen: None,
         }];
         let text = render(&input(&[], &allocators));
         let labels = "{gpu=\"1\",pid=\"9\"}";
@@ -649,6 +660,7 @@ mod tests {
             stats: &stats,
             fragmentation: &free,
             unknown: &unknown,
+            ooms_seen: None,
         }];
         let text = render(&input(&[], &allocators));
         assert!(
@@ -664,6 +676,38 @@ mod tests {
     }
 
     #[test]
+    fn a_probes_oom_events_count_when_num_ooms_is_unknown_or_behind() {
+        let stats = DeviceStats {
+            num_ooms: 1,
+            ..DeviceStats::default()
+        };
+        let free = fragmentation(&[]);
+        let unknown = ["num_ooms".to_string()];
+        let line = "vramtop_allocator_ooms_total{gpu=\"0\",pid=\"7\"}";
+        for (num_ooms_unknown, seen, want) in [
+            (true, Some(2), Some("2")),
+            (false, Some(3), Some("3")),
+            (false, Some(0), Some("1")),
+            (true, None, None),
+        ] {
+            let allocator = AllocatorFigures {
+                gpu: 0,
+                pid: Some(7),
+                stats: &stats,
+                fragmentation: &free,
+                unknown: if num_ooms_unknown { &unknown } else { &[] },
+                ooms_seen: seen,
+            };
+            let text = render(&input(&[], &[allocator]));
+            let got = text
+                .lines()
+                .find_map(|l| l.strip_prefix(line))
+                .map(str::trim);
+            assert_eq!(got, want, "{text}");
+        }
+    }
+
+    #[test]
     fn every_emitted_family_is_declared_and_counters_end_in_total() {
         let mut stats = DeviceStats::default();
         stats.reserved_bytes.all.current = 1;
@@ -675,6 +719,7 @@ mod tests {
             stats: &stats,
             fragmentation: &free,
             unknown: &[],
+            ooms_seen: None,
         }];
         let text = render(&input(&readings, &allocators));
         let mut typed = Vec::new();

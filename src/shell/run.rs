@@ -14,6 +14,7 @@
 //! terminal in raw mode) and on panic (ratatui's panic hook, installed after
 //! color-eyre's, and before it ours, which turns mouse reporting off).
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use color_eyre::eyre::{WrapErr, eyre};
@@ -22,6 +23,8 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::click::click;
+use super::viewer_run::{ViewerExit, repaint_whole, view_in_terminal};
+use crate::app::capture::{CAPTURE_TIMEOUT_MS, CaptureMsg};
 use crate::app::keymap::Keymap;
 use crate::app::observe::AllocatorSources;
 use crate::app::state::{AppState, StatusState};
@@ -31,6 +34,7 @@ use crate::app::update::{Effect, handle_key, on_stress_result};
 use crate::device::factory::TelemetrySelection;
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::device::sim::SimCluster;
+use crate::probe::client::{self, Progress};
 use crate::ui::{self, Theme};
 
 /// How often the screen may be redrawn (ms): 4 Hz is smooth for a 1 Hz
@@ -113,6 +117,73 @@ fn send_stress(
     }
 }
 
+/// Forwards key presses, clicks and resizes from crossterm's event stream.
+/// Stopped (aborted and awaited) while the snapshot viewer reads the
+/// terminal's events itself.
+fn spawn_input(input_tx: mpsc::Sender<Input>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut events = EventStream::new();
+        while let Some(Ok(event)) = events.next().await {
+            let input = match event {
+                // Key release/repeat events would fire actions twice.
+                Event::Key(k) if k.kind == KeyEventKind::Press => Input::Key(k),
+                Event::Mouse(m) if m.kind == MouseEventKind::Down(MouseButton::Left) => {
+                    Input::Click {
+                        column: m.column,
+                        row: m.row,
+                    }
+                }
+                Event::Resize(..) => Input::Resize,
+                _ => continue,
+            };
+            if input_tx.send(input).await.is_err() {
+                break;
+            }
+        }
+    })
+}
+
+/// Asks the probe at `socket` for a snapshot on a thread of its own; its
+/// progress and answer come back as [`CaptureMsg`]s.
+fn spawn_capture(pid: u32, socket: PathBuf, tx: mpsc::UnboundedSender<CaptureMsg>) {
+    let spawned = std::thread::Builder::new()
+        .name("vramtop-capture".to_string())
+        .spawn({
+            let tx = tx.clone();
+            move || {
+                let progress_tx = tx.clone();
+                let answer = client::request_snapshot(
+                    &socket,
+                    pid,
+                    Duration::from_millis(CAPTURE_TIMEOUT_MS),
+                    |p| {
+                        let _ = progress_tx.send(match p {
+                            Progress::Asked(_) => CaptureMsg::Asked { pid },
+                            Progress::Started => CaptureMsg::Started { pid },
+                        });
+                    },
+                );
+                let _ = tx.send(match answer {
+                    Ok(done) => CaptureMsg::Done {
+                        pid,
+                        path: done.path,
+                        has_trace: done.has_trace,
+                    },
+                    Err(e) => CaptureMsg::Failed {
+                        pid,
+                        why: e.to_string(),
+                    },
+                });
+            }
+        });
+    if let Err(e) = spawned {
+        let _ = tx.send(CaptureMsg::Failed {
+            pid,
+            why: format!("cannot start a thread: {e}"),
+        });
+    }
+}
+
 enum Input {
     Key(crossterm::event::KeyEvent),
     Click { column: u16, row: u16 },
@@ -181,26 +252,9 @@ async fn event_loop(
         .wrap_err("cannot start the sample bridge")?;
 
     let (input_tx, mut inputs) = mpsc::channel::<Input>(64);
-    let input_task = tokio::spawn(async move {
-        let mut events = EventStream::new();
-        while let Some(Ok(event)) = events.next().await {
-            let input = match event {
-                // Key release/repeat events would fire actions twice.
-                Event::Key(k) if k.kind == KeyEventKind::Press => Input::Key(k),
-                Event::Mouse(m) if m.kind == MouseEventKind::Down(MouseButton::Left) => {
-                    Input::Click {
-                        column: m.column,
-                        row: m.row,
-                    }
-                }
-                Event::Resize(..) => Input::Resize,
-                _ => continue,
-            };
-            if input_tx.send(input).await.is_err() {
-                break;
-            }
-        }
-    });
+    let mut input_task = spawn_input(input_tx.clone());
+    // Snapshot requests run on threads of their own and report here.
+    let (capture_tx, mut captures) = mpsc::unbounded_channel::<CaptureMsg>();
 
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .wrap_err("cannot watch SIGTERM")?;
@@ -253,6 +307,31 @@ async fn event_loop(
                                 send_stress(stress_worker.as_ref(), &mut state, commands);
                                 dirty = true;
                             }
+                            Effect::RequestSnapshot { pid, socket } => {
+                                spawn_capture(pid, socket, capture_tx.clone());
+                                dirty = true;
+                            }
+                            Effect::OpenSnapshot { path, at_oom } => {
+                                // The viewer reads the terminal's events
+                                // itself: the input task must not compete.
+                                input_task.abort();
+                                let _ = (&mut input_task).await;
+                                let shown = tokio::task::block_in_place(|| {
+                                    view_in_terminal(terminal, &path, &options.theme, at_oom)
+                                });
+                                input_task = spawn_input(input_tx.clone());
+                                repaint_whole(terminal)?;
+                                match shown {
+                                    Ok(ViewerExit::Done) => {}
+                                    Ok(ViewerExit::BadFile(e)) => {
+                                        state.ui.notice = Some(format!("cannot open the snapshot: {e}"));
+                                    }
+                                    Err(e) => {
+                                        state.ui.notice = Some(format!("the viewer stopped: {e}"));
+                                    }
+                                }
+                                dirty = true;
+                            }
                             Effect::None => {}
                         }
                     }
@@ -263,6 +342,11 @@ async fn event_loop(
                     }
                     Input::Resize => dirty = true,
                 }
+            }
+            Some(msg) = captures.recv() => {
+                let now_ms = started.elapsed().as_millis() as u64;
+                state.capture.on_msg(now_ms, msg);
+                dirty = true;
             }
             Some(result) = stress_results.recv() => {
                 if let Effect::Stress(commands) = on_stress_result(&mut state, result) {

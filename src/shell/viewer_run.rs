@@ -103,11 +103,52 @@ pub fn run_viewer(
         &progress,
         &stop,
         &theme,
+        false,
     );
     ratatui::restore();
     result
 }
 
+/// Opens `path` in the viewer inside a terminal the caller set up (the
+/// dashboard's), and returns when the user quits it; the caller redraws.
+/// The file is read on the loader thread behind the progress screen.
+/// `at_oom`: start at its OOM with the allocation sites shown
+/// ([`ViewerState::open_at_oom`]). Signals are the caller's to handle.
+pub fn view_in_terminal(
+    terminal: &mut ratatui::DefaultTerminal,
+    path: &Path,
+    theme: &Theme,
+    at_oom: bool,
+) -> color_eyre::Result<ViewerExit> {
+    let total = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(source) => {
+            return Ok(ViewerExit::BadFile(SnapshotError::Io {
+                path: path.to_path_buf(),
+                source,
+            }));
+        }
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let never = AtomicBool::new(false);
+    repaint_whole(terminal)?;
+    event_loop(
+        terminal, path, total, None, &progress, &never, theme, at_oom,
+    )
+}
+
+/// Clears the screen and makes the next draw paint every cell. Not
+/// `Terminal::clear`: it asks the terminal for the cursor position, whose
+/// answer arrives on stdin and may be taken by (or wait behind) the input
+/// reader (seen: "the cursor position could not be read").
+pub fn repaint_whole(terminal: &mut ratatui::DefaultTerminal) -> color_eyre::Result<()> {
+    let size = terminal.size().wrap_err("cannot read the terminal size")?;
+    terminal
+        .resize(Rect::new(0, 0, size.width, size.height))
+        .wrap_err("cannot clear the terminal")
+}
+
+#[allow(clippy::too_many_arguments)]
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     path: &Path,
@@ -116,10 +157,17 @@ fn event_loop(
     progress: &Arc<AtomicU64>,
     stop: &AtomicBool,
     theme: &Theme,
+    at_oom: bool,
 ) -> color_eyre::Result<ViewerExit> {
     let keymap = Keymap::default();
     let name = display_name(path);
-    let mut viewer = preloaded;
+    let start = |mut v: ViewerState| {
+        if at_oom {
+            v.open_at_oom();
+        }
+        v
+    };
+    let mut viewer = preloaded.map(start);
     // Big files: parse on a thread; the loop shows the progress meanwhile.
     let (tx, rx) = mpsc::channel::<Loaded>();
     if viewer.is_none() {
@@ -137,7 +185,7 @@ fn event_loop(
         if viewer.is_none() {
             match rx.try_recv() {
                 Ok(Ok(v)) => {
-                    viewer = Some(v);
+                    viewer = Some(start(v));
                     dirty = true;
                 }
                 Ok(Err(e)) => return Ok(ViewerExit::BadFile(e)),
@@ -181,7 +229,10 @@ fn event_loop(
                 match v.handle_key(&keymap, key) {
                     Effect::Quit => break,
                     Effect::Redraw => dirty = true,
-                    Effect::Stress(_) | Effect::None => {}
+                    Effect::Stress(_)
+                    | Effect::RequestSnapshot { .. }
+                    | Effect::OpenSnapshot { .. }
+                    | Effect::None => {}
                 }
             }
             Event::Resize(..) => dirty = true,

@@ -32,5 +32,5 @@ pub use types::{
 };
 pub use writer::{
     WriteError, WriteOptions, snapshot_to_bytes, write_snapshot, write_snapshot_file,
-    write_snapshot_with,
+    write_snapshot_file_with, write_snapshot_with,
 };

@@ -92,6 +92,15 @@ pub fn snapshot_to_bytes(snapshot: &Snapshot) -> Vec<u8> {
 /// place, so a failed write never leaves half a pickle under the name).
 /// Returns the bytes written.
 pub fn write_snapshot_file(snapshot: &Snapshot, path: &Path) -> Result<u64, WriteError> {
+    write_snapshot_file_with(snapshot, path, &WriteOptions::default())
+}
+
+/// [`write_snapshot_file`], with `options`.
+pub fn write_snapshot_file_with(
+    snapshot: &Snapshot,
+    path: &Path,
+    options: &WriteOptions,
+) -> Result<u64, WriteError> {
     let wrap = |source| WriteError {
         path: path.to_path_buf(),
         source,
@@ -102,7 +111,7 @@ pub fn write_snapshot_file(snapshot: &Snapshot, path: &Path) -> Result<u64, Writ
     let result = (|| {
         let file = std::fs::File::create(&partial)?;
         let mut out = io::BufWriter::with_capacity(1 << 20, file);
-        write_snapshot(snapshot, &mut out)?;
+        write_snapshot_with(snapshot, &mut out, options)?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         let len = file.metadata()?.len();

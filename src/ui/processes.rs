@@ -198,7 +198,11 @@ impl Widget for ProcessesPane<'_> {
                     }
                     // A live probe reports this process's real allocator.
                     if attached.contains(&p.pid) {
-                        spans.push(Span::styled("[probe] ", theme.key));
+                        let tag = match self.state.probes.rank_of(p.pid) {
+                            Some(rank) => format!("[probe {rank}] "),
+                            None => "[probe] ".to_string(),
+                        };
+                        spans.push(Span::styled(tag, theme.key));
                     }
                     let command = p.command.as_deref().unwrap_or(NA);
                     let used: usize = spans.iter().map(Span::width).sum();

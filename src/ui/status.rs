@@ -36,6 +36,8 @@ impl<'a> StatusLine<'a> {
             || state.status.last_error.is_some()
             || state.ui.notice.is_some()
             || state.probes.status_note().is_some()
+            || state.probes.oom_banner().is_some()
+            || state.capture.note_at(state.now_ms).is_some()
         {
             2
         } else {
@@ -113,6 +115,20 @@ impl<'a> StatusLine<'a> {
         let mut spans = Vec::new();
         if let Some(n) = &self.state.ui.notice {
             spans.push(Span::styled(n.clone(), theme.warning));
+        }
+        // A capture under way (or just done) says so first: it answers a
+        // key; then the OOM banner, which names the file that explains it.
+        if let Some(c) = self.state.capture.note_at(self.state.now_ms) {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(c.to_string(), theme.key));
+        }
+        if let Some(b) = self.state.probes.oom_banner() {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(b, theme.critical));
         }
         if let Some(e) = &s.last_error {
             if !spans.is_empty() {

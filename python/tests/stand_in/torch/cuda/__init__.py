@@ -1,6 +1,14 @@
-"""Stand-in for torch.cuda (see torch/__init__.py). Test hooks: standin_*."""
+"""Stand-in for torch.cuda (see torch/__init__.py). Test hooks: standin_*.
+
+Two modes. The default "layout" mode serves fixed figures (configurable with
+standin_configure). ``standin_use_allocator(capacity)`` switches to the "allocator" mode: a model
+of PyTorch's caching allocator (_caching.py) that torch.empty() allocates from, with memory
+history (torch.cuda.memory._record_memory_history / _snapshot / _dump_snapshot) and real OOMs.
+"""
 
 import threading
+
+from . import _caching
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -67,8 +75,46 @@ def standin_reset():
             observers=[],
             fail=None,
             stats_calls=0,
+            allocators=None,  # None: layout mode; else device -> _caching.DeviceAllocator
+            capacity=0,
+            history=_caching.History(),
         )
         _state["cache"] = None
+
+
+def standin_use_allocator(capacity, devices=1):
+    """Switch to the allocator model: ``capacity`` bytes per device, CUDA not initialised yet.
+
+    CUDA becomes initialised at the first allocation (torch.empty), as in PyTorch.
+    """
+    with _lock:
+        _state.update(
+            allocators={}, capacity=int(capacity), devices=int(devices), initialized=False,
+            used_devices=None, current=0, cache=None,
+        )
+
+
+def standin_allocator(device=None):
+    """The allocator model of ``device`` (default: the current one), created on first use."""
+    with _lock:
+        allocators = _state["allocators"]
+        if allocators is None:
+            raise RuntimeError("stand-in torch: call torch.cuda.standin_use_allocator() first")
+        device = _state["current"] if device is None else int(device)
+        if not 0 <= device < _state["devices"]:
+            raise RuntimeError(f"Invalid device argument {device}")
+        if device not in allocators:
+            allocator = _caching.DeviceAllocator(
+                device, _state["capacity"], _state["history"], _state["observers"]
+            )
+            allocator.resize_trace(_state["history"].max_entries)
+            allocators[device] = allocator
+        return allocators[device]
+
+
+def _allocators():
+    """Every device's allocator model, in device order (allocator mode, CUDA initialised)."""
+    return [standin_allocator(d) for d in range(_state["devices"])]
 
 
 def standin_configure(*, initialized=None, devices=None, used_devices=None, segments=None, current=None):
@@ -188,6 +234,11 @@ def _stats_of(device):
     return dict(sorted(figures.items()))
 
 
+def init():
+    """torch.cuda.init(): initialise CUDA now (allocator mode: before any allocation)."""
+    _state["initialized"] = True
+
+
 def is_available():
     return True
 
@@ -213,6 +264,8 @@ def memory_stats(device=None):
     device = _state["current"] if device is None else device
     if not 0 <= device < _state["devices"]:
         raise RuntimeError(f"Invalid device argument {device}")
+    if _state["allocators"] is not None:
+        return standin_allocator(device).memory_stats()
     with _lock:
         cache = _state["cache"]
         if cache is None:
@@ -227,8 +280,21 @@ def memory_snapshot():
     """Fresh segment dicts for every used device, as PyTorch builds on every call."""
     if not _state["initialized"]:
         return []
+    if _state["allocators"] is not None:
+        return [s for a in _allocators() for s in a.segment_dicts()]
     with _lock:
         return [s for d in range(_state["devices"]) if _uses(d) for s in _segments_of(d)]
 
 
+def empty_cache():
+    """Release every cached whole free segment (allocator mode; nothing in layout mode)."""
+    if _state["allocators"] is not None and _state["initialized"]:
+        for allocator in _allocators():
+            allocator.empty_cache()
+
+
+OutOfMemoryError = _caching.OutOfMemoryError
+
 standin_reset()
+
+from . import memory  # noqa: E402,F401

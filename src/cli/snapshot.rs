@@ -1,0 +1,232 @@
+//! `vramtop snapshot PID`: asks that process's probe for a PyTorch memory
+//! snapshot, waits for it, and copies the file the probe wrote to FILE.
+
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use super::{EXIT_BAD_INPUT, EXIT_MISMATCH, say_error};
+use crate::probe::client::{self, Progress};
+use crate::probe::discovery;
+use crate::probe::protocol::SnapshotDone;
+
+/// What a snapshot without a trace is called, and how to get one.
+pub const SEGMENTS_ONLY_NOTE: &str =
+    "segments only: no trace (start the probe with --record-history to get one)";
+
+/// Why the copy could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("{} exists; pass --force to overwrite it", .0.display())]
+    Exists(PathBuf),
+    #[error("the probe's file {} is not a regular file", .0.display())]
+    NotAFile(PathBuf),
+    #[error("cannot read the probe's file {}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// The default output name: `PID-<UTC time>.pickle` in the current folder.
+pub fn default_output(pid: u32, now: chrono::DateTime<chrono::Utc>) -> PathBuf {
+    PathBuf::from(format!("{pid}-{}.pickle", now.format("%Y%m%dT%H%M%SZ")))
+}
+
+/// Copies the probe's file `from` to `to` (mode 0600). Without `force` an
+/// existing `to` is refused; with it, `to` is replaced whole (through a
+/// temporary file beside it, renamed into place). Returns the bytes copied.
+pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyError> {
+    let read = |source| CopyError::Read {
+        path: from.to_path_buf(),
+        source,
+    };
+    let write = |source| CopyError::Write {
+        path: to.to_path_buf(),
+        source,
+    };
+    // The probe writes a plain file: a symlink in its place is not followed.
+    let meta = std::fs::symlink_metadata(from).map_err(read)?;
+    if !meta.file_type().is_file() {
+        return Err(CopyError::NotAFile(from.to_path_buf()));
+    }
+    let mut source = File::open(from).map_err(read)?;
+    let opened = source.metadata().map_err(read)?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        return Err(CopyError::NotAFile(from.to_path_buf()));
+    }
+    let target = if force {
+        let mut name = to.as_os_str().to_owned();
+        name.push(format!(".{}.partial", std::process::id()));
+        PathBuf::from(name)
+    } else {
+        to.to_path_buf()
+    };
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&target)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists && !force {
+                CopyError::Exists(to.to_path_buf())
+            } else {
+                write(e)
+            }
+        })?;
+    let copied = io::copy(&mut source, &mut out)
+        .and_then(|n| out.flush().map(|()| n))
+        .and_then(|n| out.sync_all().map(|()| n))
+        // io::copy does not say which side failed; either way no half file
+        // is left.
+        .map_err(write)
+        .and_then(|n| {
+            if force {
+                std::fs::rename(&target, to).map_err(write)?;
+            }
+            Ok(n)
+        });
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&target);
+    }
+    copied
+}
+
+/// What is said of a finished snapshot: its size, segments and trace.
+pub fn describe(done: &SnapshotDone) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = done.bytes {
+        parts.push(format!("{b} bytes"));
+    }
+    if let Some(s) = done.segments {
+        parts.push(format!("{s} segments"));
+    }
+    if done.has_trace {
+        match done.trace_entries {
+            Some(n) => parts.push(format!("{n} trace entries")),
+            None => parts.push("with a trace".to_string()),
+        }
+    }
+    parts.join(", ")
+}
+
+/// Runs `vramtop snapshot PID`.
+pub fn run(
+    pid: u32,
+    output: Option<&Path>,
+    timeout_ms: u64,
+    force: bool,
+) -> color_eyre::Result<ExitCode> {
+    let uid = discovery::current_uid();
+    let dirs = discovery::default_dirs(uid);
+    let fail = |e: &dyn std::fmt::Display, code: u8| -> color_eyre::Result<ExitCode> {
+        say_error(e);
+        Ok(ExitCode::from(code))
+    };
+    let socket = match client::find_socket(pid, &dirs, uid) {
+        Ok(s) => s,
+        Err(e) => return fail(&e, EXIT_BAD_INPUT),
+    };
+    let output = output.map_or_else(
+        || default_output(pid, std::time::SystemTime::now().into()),
+        Path::to_path_buf,
+    );
+    if !force && std::fs::symlink_metadata(&output).is_ok() {
+        // Said before the probe does any work.
+        return fail(&CopyError::Exists(output), EXIT_BAD_INPUT);
+    }
+    let done = client::request_snapshot(
+        &socket,
+        pid,
+        Duration::from_millis(timeout_ms),
+        |p| match p {
+            Progress::Asked(_) => {
+                eprintln!("vramtop snapshot: asked the probe of {pid} for a snapshot");
+            }
+            Progress::Started => eprintln!("vramtop snapshot: the probe of {pid} is taking it"),
+        },
+    );
+    let done = match done {
+        Ok(d) => d,
+        Err(e) => {
+            let code = if e.is_bad_input() {
+                EXIT_BAD_INPUT
+            } else {
+                EXIT_MISMATCH
+            };
+            return fail(&e, code);
+        }
+    };
+    if let Err(e) = copy_snapshot(&done.path, &output, force) {
+        let code = match e {
+            CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
+            CopyError::NotAFile(_) | CopyError::Read { .. } => EXIT_MISMATCH,
+        };
+        return fail(&e, code);
+    }
+    let about = describe(&done);
+    eprintln!(
+        "vramtop snapshot: wrote {}{}",
+        output.display(),
+        if about.is_empty() {
+            String::new()
+        } else {
+            format!(" ({about})")
+        }
+    );
+    if !done.has_trace {
+        eprintln!("vramtop snapshot: {SEGMENTS_ONLY_NOTE}");
+    }
+    // The path alone on stdout, for scripts.
+    super::emit(&format!("{}\n", output.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_name_is_the_pid_and_the_utc_time() {
+        let t = chrono::DateTime::from_timestamp(1_764_590_400, 0).expect("a time");
+        assert_eq!(
+            default_output(1234, t),
+            PathBuf::from("1234-20251201T120000Z.pickle")
+        );
+    }
+
+    #[test]
+    fn a_copy_is_0600_refuses_an_existing_file_and_replaces_it_with_force() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().expect("temp dir");
+        let from = d.path().join("probe.pickle");
+        std::fs::write(&from, b"pickle bytes").expect("write");
+        let to = d.path().join("out.pickle");
+        assert_eq!(copy_snapshot(&from, &to, false).expect("copied"), 12);
+        let mode = std::fs::metadata(&to).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::write(&from, b"newer").expect("write");
+        let e = copy_snapshot(&from, &to, false).expect_err("exists");
+        assert!(matches!(e, CopyError::Exists(_)), "{e}");
+        assert_eq!(std::fs::read(&to).expect("read"), b"pickle bytes");
+        copy_snapshot(&from, &to, true).expect("forced");
+        assert_eq!(std::fs::read(&to).expect("read"), b"newer");
+        let left: Vec<_> = std::fs::read_dir(d.path()).expect("ls").flatten().collect();
+        assert_eq!(left.len(), 2, "no temporary file is left behind");
+    }
+
+    #[test]
+    fn a_symlink_in_place_of_the_probes_file_is_not_followed() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let secret = d.path().join("secret");
+        std::fs::write(&secret, b"secret").expect("write");
+        let link = d.path().join("probe.pickle");
+        std::os::unix::fs::symlink(&secret, &link).expect("symlink");
+        let to = d.path().join("out.pickle");
+        let e = copy_snapshot(&link, &to, false).expect_err("symlink");
+        assert!(matches!(e, CopyError::NotAFile(_)), "{e}");
+        assert!(!to.exists());
+    }
+}

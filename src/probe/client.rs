@@ -1,0 +1,435 @@
+//! Asking a probe for a snapshot (protocol v2): connect to its socket, read
+//! its hello, send one `snapshot_request` line with an id of our own and wait,
+//! at most a given time, for the `snapshot_done` or `snapshot_failed` that
+//! echoes it. Figures the probe streams meanwhile are skipped.
+//!
+//! The probe alone chooses where it writes: the answer names the file, and
+//! the caller copies it where the user wants it.
+
+use std::io::{self, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::discovery;
+use super::pid;
+use super::protocol::{
+    Hello, LineReader, Message, SnapshotDone, parse_line, snapshot_request_line,
+};
+use crate::quote::cut;
+
+/// How long one read blocks before the deadline is checked again.
+const READ_SLICE: Duration = Duration::from_millis(200);
+/// How long writing the request may block (it is one short line).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Sockets tried when looking for a pid that no socket file is named for.
+const MAX_SOCKETS_TRIED: usize = 256;
+
+/// Why no snapshot came back.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no probe found for pid {pid} (looked in {dirs}); start the process under \
+         `python -m vramtop_probe`"
+    )]
+    NoProbe { pid: u32, dirs: String },
+    #[error("cannot connect to the probe of pid {pid} at {}: {source}", socket.display())]
+    Connect {
+        pid: u32,
+        socket: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "the probe of {pid} speaks protocol v1 (figures only): upgrade vramtop_probe to \
+         capture snapshots"
+    )]
+    V1Probe { pid: u32 },
+    #[error("the probe of {pid} does not serve snapshot requests (no \"snapshot\" capability)")]
+    NoCapability { pid: u32 },
+    #[error("the probe of {pid} could not take a snapshot: {reason}")]
+    Failed { pid: u32, reason: String },
+    #[error("no snapshot from the probe of {pid} within {}s ({stage})", waited.as_secs_f64())]
+    Timeout {
+        pid: u32,
+        waited: Duration,
+        stage: &'static str,
+    },
+    #[error("the probe of {pid} closed the connection before answering ({why})")]
+    Closed { pid: u32, why: String },
+    #[error("the probe of {pid} sent {what}")]
+    Protocol { pid: u32, what: String },
+}
+
+impl ClientError {
+    /// Whether asking again cannot help: there is no probe to ask, or it
+    /// cannot answer (exit 2 at the command line, like other bad input).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            ClientError::NoProbe { .. }
+                | ClientError::Connect { .. }
+                | ClientError::V1Probe { .. }
+                | ClientError::NoCapability { .. }
+        )
+    }
+}
+
+/// How a request is getting on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// The hello is read and the request sent.
+    Asked(Box<Hello>),
+    /// The probe began taking the snapshot.
+    Started,
+}
+
+/// A fresh request id: this process, the time and a counter, so two
+/// vramtops (or two requests of one) never share one.
+pub fn new_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("vramtop-{}-{nanos:x}-{n}", std::process::id())
+}
+
+/// The socket of the probe of host pid `pid` in `dirs` (sockets owned by
+/// `uid` in private folders only, as the dashboard reads them): the one
+/// named `<pid>.sock` whose peer is that process, else the first whose
+/// peer credentials say `pid` (a probe in a container names its socket by
+/// the container's pid).
+pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, ClientError> {
+    let scan = discovery::scan(dirs, uid);
+    let peer_pid = |path: &Path| {
+        UnixStream::connect(path)
+            .ok()
+            .and_then(|s| pid::peer_credentials(&s))
+            .and_then(|(p, _)| p)
+    };
+    let (named, others): (Vec<_>, Vec<_>) = scan
+        .candidates
+        .into_iter()
+        .partition(|c| c.pid_hint == Some(pid));
+    for c in &named {
+        // No credentials (not Linux): the name is all there is.
+        if peer_pid(&c.path).is_none_or(|p| p == pid) {
+            return Ok(c.path.clone());
+        }
+    }
+    for c in others.iter().take(MAX_SOCKETS_TRIED) {
+        if peer_pid(&c.path) == Some(pid) {
+            return Ok(c.path.clone());
+        }
+    }
+    let dirs = dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(ClientError::NoProbe { pid, dirs })
+}
+
+/// Asks the probe at `socket` (of host pid `pid`, for messages) for a
+/// snapshot and waits at most `timeout` for its answer, telling `progress`
+/// how it goes. Returns the probe's answer: where it wrote the file.
+pub fn request_snapshot(
+    socket: &Path,
+    pid: u32,
+    timeout: Duration,
+    mut progress: impl FnMut(Progress),
+) -> Result<SnapshotDone, ClientError> {
+    let deadline = Instant::now() + timeout;
+    let stream = UnixStream::connect(socket).map_err(|source| ClientError::Connect {
+        pid,
+        socket: socket.to_path_buf(),
+        source,
+    })?;
+    let mut writer = stream.try_clone().map_err(|source| ClientError::Connect {
+        pid,
+        socket: socket.to_path_buf(),
+        source,
+    })?;
+    let timeouts = stream.try_clone().map_err(|source| ClientError::Connect {
+        pid,
+        socket: socket.to_path_buf(),
+        source,
+    })?;
+    let mut reader = LineReader::new(BufReader::new(stream));
+    let id = new_request_id();
+    let mut asked = false;
+    loop {
+        let now = Instant::now();
+        let Some(left) = deadline
+            .checked_duration_since(now)
+            .filter(|d| !d.is_zero())
+        else {
+            return Err(ClientError::Timeout {
+                pid,
+                waited: timeout,
+                stage: if asked {
+                    "the request was sent; the probe did not answer"
+                } else {
+                    "no hello from the probe"
+                },
+            });
+        };
+        // A zero timeout would mean "block forever".
+        let slice = left.min(READ_SLICE).max(Duration::from_millis(1));
+        if let Err(e) = timeouts.set_read_timeout(Some(slice)) {
+            return Err(ClientError::Closed {
+                pid,
+                why: format!("cannot set a read timeout: {e}"),
+            });
+        }
+        let item = match reader.next_line() {
+            Ok(Some(item)) => item,
+            Ok(None) => {
+                return Err(ClientError::Closed {
+                    pid,
+                    why: "connection closed".to_string(),
+                });
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                return Err(ClientError::Closed {
+                    pid,
+                    why: format!("read error: {e}"),
+                });
+            }
+        };
+        // A line the reader or parser refuses is skipped, as the dashboard
+        // skips it: only the answer matters here.
+        let Ok((_, bytes)) = item else { continue };
+        let message = match parse_line(&bytes) {
+            Ok(m) => m,
+            Err(e) if !asked && e.is_version() => {
+                return Err(ClientError::Protocol {
+                    pid,
+                    what: e.to_string(),
+                });
+            }
+            Err(_) => continue,
+        };
+        match message {
+            Message::Hello(hello) if !asked => {
+                if hello.version < 2 {
+                    return Err(ClientError::V1Probe { pid });
+                }
+                if !hello.serves_snapshots() {
+                    return Err(ClientError::NoCapability { pid });
+                }
+                let line = snapshot_request_line(&id).ok_or_else(|| ClientError::Protocol {
+                    pid,
+                    what: "nothing: vramtop made a bad request id".to_string(),
+                })?;
+                let sent = writer
+                    .set_write_timeout(Some(WRITE_TIMEOUT))
+                    .and_then(|()| writer.write_all(line.as_bytes()))
+                    .and_then(|()| writer.flush());
+                if let Err(e) = sent {
+                    return Err(ClientError::Closed {
+                        pid,
+                        why: format!("cannot send the request: {e}"),
+                    });
+                }
+                asked = true;
+                progress(Progress::Asked(Box::new(hello)));
+            }
+            _ if !asked => {
+                return Err(ClientError::Protocol {
+                    pid,
+                    what: "figures before its hello".to_string(),
+                });
+            }
+            Message::SnapshotStarted(s) if s.id == id => progress(Progress::Started),
+            Message::SnapshotDone(d) if d.id == id => return Ok(d),
+            // No id: the probe could not read our (one) request.
+            Message::SnapshotFailed(f) if f.id.as_deref().is_none_or(|i| i == id) => {
+                return Err(ClientError::Failed {
+                    pid,
+                    reason: cut(&f.reason).to_string(),
+                });
+            }
+            Message::Bye(b) => {
+                return Err(ClientError::Closed {
+                    pid,
+                    why: format!(
+                        "the probe stopped: {}",
+                        cut(b.reason.as_deref().unwrap_or("no reason given"))
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::protocol::valid_request_id;
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    fn private_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().expect("temp dir");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        d
+    }
+
+    /// A probe that sends `hello`, then answers the first request line with
+    /// `answer(id)` (lines, newline included). Returns the request it read.
+    fn fake_probe(
+        listener: UnixListener,
+        hello: &'static str,
+        answer: impl FnOnce(&str) -> Vec<String> + Send + 'static,
+    ) -> std::thread::JoinHandle<Option<String>> {
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().ok()?;
+            conn.write_all(hello.as_bytes()).ok()?;
+            conn.write_all(b"{\"v\":2,\"type\":\"stats\",\"device\":0,\"stats\":{}}\n")
+                .ok()?;
+            let mut line = String::new();
+            let mut r = io::BufReader::new(conn.try_clone().ok()?);
+            r.read_line(&mut line).ok()?;
+            let v: serde_json::Value = serde_json::from_str(line.trim_end()).ok()?;
+            let id = v["id"].as_str()?.to_string();
+            for l in answer(&id) {
+                conn.write_all(l.as_bytes()).ok()?;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            Some(line)
+        })
+    }
+
+    const HELLO_V2: &str =
+        "{\"v\":2,\"type\":\"hello\",\"pid\":7,\"devices\":[0],\"capabilities\":[\"snapshot\"]}\n";
+
+    #[test]
+    fn a_request_echoing_our_id_returns_the_probes_path() {
+        let d = private_dir();
+        let sock = d.path().join("7.sock");
+        let server = fake_probe(UnixListener::bind(&sock).expect("bind"), HELLO_V2, |id| {
+            vec![
+                // Someone else's answer is not ours.
+                "{\"v\":2,\"type\":\"snapshot_done\",\"id\":\"other\",\"path\":\"/wrong\"}\n"
+                    .to_string(),
+                format!("{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\"}}\n"),
+                format!(
+                    "{{\"v\":2,\"type\":\"snapshot_done\",\"id\":\"{id}\",\"path\":\"/s/a.pickle\",\"bytes\":10,\"has_trace\":false,\"segments\":2}}\n"
+                ),
+            ]
+        });
+        let mut seen = Vec::new();
+        let done = request_snapshot(&sock, 7, Duration::from_secs(10), |p| seen.push(p))
+            .expect("answered");
+        assert_eq!(done.path, PathBuf::from("/s/a.pickle"));
+        assert!(!done.has_trace);
+        assert!(matches!(seen[0], Progress::Asked(_)));
+        assert_eq!(seen[1], Progress::Started);
+        let request = server.join().expect("server").expect("a request line");
+        let v: serde_json::Value = serde_json::from_str(request.trim_end()).expect("JSON");
+        assert_eq!(v["type"], "snapshot_request");
+        assert!(v["id"].as_str().is_some_and(valid_request_id));
+        assert_eq!(v.as_object().map(|o| o.len()), Some(3), "v, type, id only");
+    }
+
+    #[test]
+    fn a_failure_says_the_probes_reason() {
+        let d = private_dir();
+        let sock = d.path().join("7.sock");
+        let _server = fake_probe(UnixListener::bind(&sock).expect("bind"), HELLO_V2, |id| {
+            vec![format!(
+                "{{\"v\":2,\"type\":\"snapshot_failed\",\"id\":\"{id}\",\"reason\":\"CUDA is not initialised in this process yet\"}}\n"
+            )]
+        });
+        let e = request_snapshot(&sock, 7, Duration::from_secs(10), |_| {}).expect_err("failed");
+        assert_eq!(
+            e.to_string(),
+            "the probe of 7 could not take a snapshot: CUDA is not initialised in this process yet"
+        );
+        assert!(!e.is_bad_input());
+    }
+
+    #[test]
+    fn a_v1_probe_and_one_without_the_capability_are_never_asked() {
+        for (hello, want) in [
+            (
+                "{\"v\":1,\"type\":\"hello\",\"pid\":7}\n",
+                "speaks protocol v1 (figures only): upgrade vramtop_probe",
+            ),
+            (
+                "{\"v\":2,\"type\":\"hello\",\"pid\":7,\"capabilities\":[]}\n",
+                "does not serve snapshot requests",
+            ),
+        ] {
+            let d = private_dir();
+            let sock = d.path().join("7.sock");
+            let listener = UnixListener::bind(&sock).expect("bind");
+            let server = std::thread::spawn(move || {
+                let (mut conn, _) = listener.accept().ok()?;
+                conn.write_all(hello.as_bytes()).ok()?;
+                conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+                let mut line = String::new();
+                // The client hangs up without a request: EOF, empty line.
+                io::BufReader::new(conn).read_line(&mut line).ok()?;
+                Some(line)
+            });
+            let e = request_snapshot(&sock, 7, Duration::from_secs(10), |_| {}).expect_err(want);
+            assert!(e.to_string().contains(want), "{e}");
+            assert!(e.is_bad_input());
+            assert_eq!(server.join().expect("server"), Some(String::new()));
+        }
+    }
+
+    #[test]
+    fn a_silent_probe_times_out_and_says_the_request_was_sent() {
+        let d = private_dir();
+        let sock = d.path().join("7.sock");
+        let _server = fake_probe(UnixListener::bind(&sock).expect("bind"), HELLO_V2, |_| {
+            Vec::new()
+        });
+        let e =
+            request_snapshot(&sock, 7, Duration::from_millis(100), |_| {}).expect_err("timeout");
+        assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("did not answer"), "{e}");
+    }
+
+    #[test]
+    fn no_socket_for_the_pid_is_no_probe() {
+        let d = private_dir();
+        let e = find_socket(999_999, &[d.path().to_path_buf()], discovery::current_uid())
+            .expect_err("none");
+        assert!(
+            matches!(e, ClientError::NoProbe { pid: 999_999, .. }),
+            "{e}"
+        );
+        // Our own socket, named for our pid, is found.
+        let me = std::process::id();
+        let sock = d.path().join(format!("{me}.sock"));
+        let _l = UnixListener::bind(&sock).expect("bind");
+        let found =
+            find_socket(me, &[d.path().to_path_buf()], discovery::current_uid()).expect("found");
+        assert_eq!(found, sock);
+    }
+
+    #[test]
+    fn request_ids_are_valid_and_distinct() {
+        let a = new_request_id();
+        let b = new_request_id();
+        assert!(valid_request_id(&a), "{a}");
+        assert_ne!(a, b);
+    }
+}

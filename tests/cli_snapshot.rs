@@ -1,0 +1,295 @@
+//! `vramtop snapshot PID` against a fake probe written here: a Unix socket
+//! server in a private `$XDG_RUNTIME_DIR` that speaks protocol v2 and, when
+//! asked, writes a real snapshot (the crate's writer) into a folder of its
+//! own and names it in `snapshot_done`, as `vramtop_probe` does. The socket
+//! is named for this test process, which is also its peer (SO_PEERCRED).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+use vramtop::app::stress::StressCommand;
+use vramtop::app::stress_worker::StressExecutor;
+use vramtop::snapshot::{Snapshot, write_snapshot_file};
+
+const MIB: u64 = 1 << 20;
+
+/// What the fake probe does with a request.
+#[derive(Clone)]
+enum Answer {
+    /// Writes `snapshot` to `file` and says so.
+    Write {
+        snapshot: Box<Snapshot>,
+        file: PathBuf,
+    },
+    Fail(&'static str),
+    /// Reads the request and says nothing.
+    Silent,
+}
+
+/// A private runtime dir with the `vramtop` subdirectory (mode 0700).
+fn runtime_dir() -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("vramtop");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    (root, dir)
+}
+
+fn hello(version: u32) -> String {
+    format!(
+        "{{\"v\":{version},\"type\":\"hello\",\"pid\":{},\"argv\":[\"train.py\"],\"devices\":[0],\"rank\":0,\"local_rank\":0,\"world_size\":1,\"record_history\":100000,\"capabilities\":[\"snapshot\"]}}\n",
+        std::process::id()
+    )
+}
+
+/// Serves every client: the hello, a stats line, then the answer to the
+/// first request line.
+fn fake_probe(dir: &Path, version: u32, answer: Answer) {
+    let socket = dir.join(format!("{}.sock", std::process::id()));
+    let listener = UnixListener::bind(socket).expect("bind the fake probe");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let hello = hello(version);
+                let stats = "{\"v\":2,\"type\":\"stats\",\"device\":0,\"stats\":{}}\n";
+                if conn.write_all(hello.as_bytes()).is_err()
+                    || conn.write_all(stats.as_bytes()).is_err()
+                {
+                    return;
+                }
+                let Ok(read_half) = conn.try_clone() else {
+                    return;
+                };
+                let mut line = String::new();
+                if BufReader::new(read_half).read_line(&mut line).is_err() || line.is_empty() {
+                    return;
+                }
+                let Ok(request) = serde_json::from_str::<serde_json::Value>(line.trim_end()) else {
+                    return;
+                };
+                let id = request["id"].as_str().unwrap_or_default().to_string();
+                let started =
+                    format!("{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\"}}\n");
+                let reply = match &answer {
+                    Answer::Write { snapshot, file } => {
+                        let bytes = write_snapshot_file(snapshot, file).expect("write");
+                        let traced = snapshot.device_traces.iter().any(|t| !t.is_empty());
+                        let entries: usize = snapshot.device_traces.iter().map(Vec::len).sum();
+                        serde_json::json!({
+                            "v": 2, "type": "snapshot_done", "id": id, "time": 1.0,
+                            "path": file, "bytes": bytes, "has_trace": traced,
+                            "trace_entries": entries, "segments": snapshot.segments.len(),
+                        })
+                        .to_string()
+                    }
+                    Answer::Fail(reason) => serde_json::json!({
+                        "v": 2, "type": "snapshot_failed", "id": id, "reason": reason,
+                    })
+                    .to_string(),
+                    Answer::Silent => String::new(),
+                };
+                if !matches!(answer, Answer::Silent) {
+                    let _ = conn.write_all(started.as_bytes());
+                    let _ = conn.write_all(format!("{reply}\n").as_bytes());
+                }
+                // Hold the connection until the client hangs up.
+                let mut sink = String::new();
+                let _ = BufReader::new(conn).read_line(&mut sink);
+            });
+        }
+    });
+}
+
+/// A small snapshot with a trace: a few allocations, a free, empty_cache.
+fn traced_snapshot() -> Snapshot {
+    let device = InMemoryDevice::new(256 * MIB);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(device, 0, AllocatorConfig::default()),
+        false,
+    );
+    exec.execute(&StressCommand::Malloc {
+        sizes: vec![MIB, 3 * MIB, 30 * MIB, 512],
+    });
+    exec.execute(&StressCommand::EmptyCache);
+    exec.snapshot()
+}
+
+fn vramtop(root: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .current_dir(cwd)
+        .env("XDG_RUNTIME_DIR", root)
+        .env("XDG_STATE_HOME", root.join("state"))
+        .output()
+        .expect("run vramtop")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
+    let (root, dir) = runtime_dir();
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let written = probe_files
+        .path()
+        .join("node7-1-rank0-20261201T120000Z-demand.pickle");
+    fake_probe(
+        &dir,
+        2,
+        Answer::Write {
+            snapshot: Box::new(traced_snapshot()),
+            file: written.clone(),
+        },
+    );
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--output", "s.pickle"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(text(&out.stdout).trim_end(), "s.pickle");
+    assert!(stderr.contains("asked the probe of"), "{stderr}");
+    assert!(stderr.contains("wrote s.pickle ("), "{stderr}");
+    assert!(!stderr.contains("segments only"), "{stderr}");
+    let copy = cwd.path().join("s.pickle");
+    assert_eq!(
+        std::fs::read(&copy).expect("read the copy"),
+        std::fs::read(&written).expect("read the probe's file")
+    );
+    let mode = std::fs::metadata(&copy).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let replay = vramtop(root.path(), cwd.path(), &["replay", "s.pickle"]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+    assert!(
+        text(&replay.stdout).contains("FULL MATCH"),
+        "{}",
+        text(&replay.stdout)
+    );
+    // A second run refuses to overwrite the copy; --force replaces it.
+    let again = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--output", "s.pickle"],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        text(&again.stderr).contains("s.pickle exists; pass --force"),
+        "{}",
+        text(&again.stderr)
+    );
+    let forced = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--output", "s.pickle", "--force"],
+    );
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+}
+
+#[test]
+fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
+    let (root, dir) = runtime_dir();
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let mut snapshot = traced_snapshot();
+    for t in &mut snapshot.device_traces {
+        t.clear();
+    }
+    fake_probe(
+        &dir,
+        2,
+        Answer::Write {
+            snapshot: Box::new(snapshot),
+            file: probe_files.path().join("x-demand.pickle"),
+        },
+    );
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains("segments only: no trace (start the probe with --record-history to get one)"),
+        "{stderr}"
+    );
+    // The default name: PID-<UTC time>.pickle in the current folder.
+    let name = text(&out.stdout).trim_end().to_string();
+    assert!(name.starts_with(&format!("{pid}-")), "{name}");
+    assert!(name.ends_with("Z.pickle"), "{name}");
+    assert!(cwd.path().join(&name).is_file());
+}
+
+#[test]
+fn no_probe_for_the_pid_is_exit_2_and_says_so() {
+    let (root, _dir) = runtime_dir();
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", "4000000"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("vramtop: error: no probe found for pid 4000000"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_v1_probe_is_exit_2_and_asked_to_upgrade() {
+    let (root, dir) = runtime_dir();
+    fake_probe(&dir, 1, Answer::Silent);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the probe of {pid} speaks protocol v1 (figures only): upgrade vramtop_probe to \
+             capture snapshots"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(cwd.path()).expect("ls").count(), 0);
+}
+
+#[test]
+fn a_probe_failure_is_exit_1_with_its_reason() {
+    let (root, dir) = runtime_dir();
+    fake_probe(&dir, 2, Answer::Fail("torch is not imported"));
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("could not take a snapshot: torch is not imported"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_probe_that_does_not_answer_is_exit_1_after_the_timeout() {
+    let (root, dir) = runtime_dir();
+    fake_probe(&dir, 2, Answer::Silent);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--timeout", "300ms"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("no snapshot from the probe of"), "{stderr}");
+    assert!(stderr.contains("did not answer"), "{stderr}");
+}
