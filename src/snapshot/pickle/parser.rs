@@ -168,6 +168,7 @@ impl Memo {
         self.dense.len() + self.sparse.len()
     }
 
+    #[inline]
     fn put(&mut self, index: u64, item: Item) {
         let dense_len = self.dense.len() as u64;
         if index < dense_len {
@@ -190,6 +191,7 @@ impl Memo {
         }
     }
 
+    #[inline]
     fn get(&self, index: u64) -> Option<&Item> {
         match usize::try_from(index).ok().and_then(|i| self.dense.get(i)) {
             Some(item) => Some(item),
@@ -250,6 +252,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The node an item stands for, through an alias.
+    #[inline]
     fn resolve(&self, item: Item) -> Item {
         match item {
             Item::Node(id) => match self.arena.get(id as usize).map(|n| &n.kind) {
@@ -324,7 +327,25 @@ impl<'a> Parser<'a> {
                 progress.store(offset as u64, Ordering::Relaxed);
                 self.next_progress = offset + PROGRESS_STEP;
             }
-            self.step(code, offset)?;
+            // The memo opcodes are most of a snapshot: handled here, before
+            // the full dispatch (same semantics as in `step`).
+            match (code, self.data.get(self.pos)) {
+                (op::BINGET, Some(&index)) => {
+                    self.pos += 1;
+                    self.push_memo(index.into(), "BINGET", offset)?;
+                }
+                (op::BINPUT, Some(&index)) => {
+                    self.pos += 1;
+                    let top = *self.top("BINPUT", offset)?;
+                    self.memo.put(index.into(), top);
+                }
+                (op::MEMOIZE, _) => {
+                    let top = *self.top("MEMOIZE", offset)?;
+                    let index = self.memo.len() as u64;
+                    self.memo.put(index, top);
+                }
+                _ => self.step(code, offset)?,
+            }
         }
     }
 
@@ -777,33 +798,49 @@ impl<'a> Parser<'a> {
     }
 
     /// Counts `bytes` more of parsed values against the memory budget.
+    /// Inlined: it runs for every value pushed, and the error is built out
+    /// of line.
+    #[inline]
     fn charge(&mut self, bytes: u64) -> Result<(), PickleError> {
         self.memory_used = self.memory_used.saturating_add(bytes);
         if self.memory_used > self.memory_budget {
-            return Err(PickleError::LimitExceeded {
-                detail: format!(
-                    "{} (at byte {})",
-                    memory_exceeded_detail(self.memory_budget, self.data.len()),
-                    self.pos
-                ),
-            });
+            return Err(self.memory_exceeded());
         }
         Ok(())
     }
 
+    #[cold]
+    #[inline(never)]
+    fn memory_exceeded(&self) -> PickleError {
+        PickleError::LimitExceeded {
+            detail: format!(
+                "{} (at byte {})",
+                memory_exceeded_detail(self.memory_budget, self.data.len()),
+                self.pos
+            ),
+        }
+    }
+
+    #[inline]
     fn push(&mut self, item: Item) -> Result<(), PickleError> {
         self.charge(ITEM_CHARGE)?;
         self.pushed += 1;
         if self.pushed > self.limits.max_items {
-            return Err(PickleError::LimitExceeded {
-                detail: format!(
-                    "more than {} values at byte {}",
-                    self.limits.max_items, self.pos
-                ),
-            });
+            return Err(self.too_many_items());
         }
         self.stack.push(item);
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_many_items(&self) -> PickleError {
+        PickleError::LimitExceeded {
+            detail: format!(
+                "more than {} values at byte {}",
+                self.limits.max_items, self.pos
+            ),
+        }
     }
 
     fn push_value(&mut self, value: Value) -> Result<(), PickleError> {
@@ -846,21 +883,18 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The memo fetches (BINGET) are most of a snapshot's opcodes: inlined,
+    /// with the error built out of line.
+    #[inline]
     fn push_memo(
         &mut self,
         index: u64,
         opcode: &'static str,
         offset: usize,
     ) -> Result<(), PickleError> {
-        let item = self
-            .memo
-            .get(index)
-            .copied()
-            .ok_or_else(|| PickleError::Malformed {
-                opcode,
-                offset,
-                detail: format!("memo index {index} was never stored"),
-            })?;
+        let Some(&item) = self.memo.get(index) else {
+            return Err(memo_missing(index, opcode, offset));
+        };
         let item = self.resolve(item);
         self.push(item)
     }
@@ -872,6 +906,7 @@ impl<'a> Parser<'a> {
         self.stack.pop().ok_or_else(|| underflow(opcode, offset, 1))
     }
 
+    #[inline]
     fn top(&self, opcode: &'static str, offset: usize) -> Result<&Item, PickleError> {
         if self.stack.len() <= self.frame_base() {
             return Err(underflow(opcode, offset, 1));
@@ -1117,6 +1152,16 @@ impl<'a> Parser<'a> {
             }
         }
         Ok(())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn memo_missing(index: u64, opcode: &'static str, offset: usize) -> PickleError {
+    PickleError::Malformed {
+        opcode,
+        offset,
+        detail: format!("memo index {index} was never stored"),
     }
 }
 

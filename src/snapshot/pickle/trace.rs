@@ -33,24 +33,36 @@ pub(crate) enum Field<'d> {
     Other,
 }
 
-/// A trace entry that is a dict not frozen yet, read in place. Lookups
-/// follow [`Value::get`]: the last pair whose key is that string.
+/// A trace entry that is a dict not frozen yet, read in place.
 pub(crate) struct FlatEntry<'d> {
     document: &'d Document,
     pairs: &'d [(Item, Item)],
 }
 
 impl<'d> FlatEntry<'d> {
-    /// The value under `key`, `None` if no pair has that key.
-    pub(crate) fn get(&self, key: &str) -> Option<Field<'d>> {
-        let document = self.document;
-        let (_, value) = self.pairs.iter().rev().find(|(k, _)| match k {
-            Item::Scalar(id) => {
-                matches!(document.scalars.values.get(*id as usize), Some(Value::Str(s)) if &**s == key)
-            }
-            _ => false,
-        })?;
-        Some(match *value {
+    /// Every pair whose key is a string, in order (a repeated key appears
+    /// again later, so whoever keeps the last one sees what
+    /// `Value::get` returns). One walk instead of one per key.
+    pub(crate) fn fields(&self) -> impl Iterator<Item = (&'d str, Field<'d>)> + '_ {
+        self.pairs
+            .iter()
+            .filter_map(|(k, v)| Some((self.key_str(k)?, self.field(*v))))
+    }
+
+    fn key_str(&self, key: &Item) -> Option<&'d str> {
+        let document: &'d Document = self.document;
+        match key {
+            Item::Scalar(id) => match document.scalars.values.get(*id as usize) {
+                Some(Value::Str(s)) => Some(s),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn field(&self, value: Item) -> Field<'d> {
+        let document: &'d Document = self.document;
+        match value {
             Item::None => Field::None,
             Item::SmallInt(i) => Field::Int(i.into()),
             Item::WideInt(id) => document
@@ -73,7 +85,7 @@ impl<'d> FlatEntry<'d> {
                 _ => Field::Other,
             },
             Item::Bool(_) => Field::Other,
-        })
+        }
     }
 }
 
