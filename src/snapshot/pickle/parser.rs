@@ -821,7 +821,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, item: Item) -> Result<(), PickleError> {
         self.charge(ITEM_CHARGE)?;
         self.pushed += 1;
@@ -885,7 +885,7 @@ impl<'a> Parser<'a> {
 
     /// The memo fetches (BINGET) are most of a snapshot's opcodes: inlined,
     /// with the error built out of line.
-    #[inline]
+    #[inline(always)]
     fn push_memo(
         &mut self,
         index: u64,
