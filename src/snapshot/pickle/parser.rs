@@ -227,6 +227,11 @@ pub(super) struct Parser<'a> {
     /// Set when the input mutates a completed list: the parse is then
     /// redone without interning.
     pub(super) intern_broken: bool,
+    /// One bit per arena node, set when it became an alias: `resolve` runs
+    /// for every memo fetch, and this bitset (1/320 of the arena) stays in
+    /// cache where the arena's nodes do not, so a fetch of a node that is
+    /// not an alias (nearly all of them) touches no node.
+    aliased: Vec<u64>,
 }
 
 impl<'a> Parser<'a> {
@@ -247,6 +252,7 @@ impl<'a> Parser<'a> {
             next_progress: PROGRESS_STEP,
             intern: false,
             interned: FxHashMap::default(),
+            aliased: Vec::new(),
             intern_broken: false,
         }
     }
@@ -255,12 +261,23 @@ impl<'a> Parser<'a> {
     #[inline]
     fn resolve(&self, item: Item) -> Item {
         match item {
-            Item::Node(id) => match self.arena.get(id as usize).map(|n| &n.kind) {
-                Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
-                _ => item,
-            },
+            Item::Node(id) if self.is_aliased(id) => {
+                match self.arena.get(id as usize).map(|n| &n.kind) {
+                    Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                    _ => item,
+                }
+            }
             other => other,
         }
+    }
+
+    /// Whether node `id` was made an alias (see [`Parser::aliased`]).
+    #[inline]
+    fn is_aliased(&self, id: NodeId) -> bool {
+        let id = id as usize;
+        self.aliased
+            .get(id / 64)
+            .is_some_and(|word| word & (1u64 << (id % 64)) != 0)
     }
 
     /// Called when the list `id` is moved into a container (APPEND(S),
@@ -295,6 +312,9 @@ impl<'a> Parser<'a> {
             Some(canonical) => {
                 if let Some(node) = self.arena.get_mut(id as usize) {
                     node.kind = NodeKind::Alias(canonical);
+                }
+                if let Some(word) = self.aliased.get_mut(id as usize / 64) {
+                    *word |= 1u64 << (id as usize % 64);
                 }
                 canonical
             }
@@ -975,6 +995,9 @@ impl<'a> Parser<'a> {
             height: saturating_u32(height),
             canonical: false,
         });
+        if self.aliased.len() * 64 < self.arena.len() {
+            self.aliased.push(0);
+        }
         self.push(Item::Node(id))
     }
 
