@@ -1,9 +1,11 @@
-//! Throughput of the snapshot reader on real PyTorch snapshots, and on a
-//! large generated one.
+//! Throughput of the snapshot reader on real PyTorch snapshots, the work
+//! behind `open --summary` and `replay --verify` on the largest of them, and
+//! the reader on a large generated snapshot.
 //!
 //! The real inputs live outside the repository (`../shared/snapshots`, data
 //! from other projects that must not be committed); without them those
-//! benchmarks print a note and measure nothing. The large input is made
+//! benchmarks print a note and measure nothing. `VRAMTOP_BENCH_SNAPSHOT` names
+//! one more file to read (for example a large recording made elsewhere). The large input is made
 //! here ([`vramtop::snapshot::synth::large`], written in PyTorch's layout):
 //! 256 MB by default, `VRAMTOP_BENCH_SNAPSHOT_MB` to change it. Criterion
 //! reports its throughput in MB/s (`thrpt`). Peak memory at 1 GB is measured
@@ -12,36 +14,59 @@
 use std::hint::black_box;
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use vramtop::snapshot::replay::verify;
+use vramtop::snapshot::sites::Grouping;
+use vramtop::snapshot::summary::{DEFAULT_TOP_SITES, sites_report, summarize};
 use vramtop::snapshot::synth::{LargeShape, large};
 use vramtop::snapshot::{
     Limits, WriteOptions, pickle, read_snapshot, snapshot_to_bytes, write_snapshot_with,
 };
 
-const FILES: [&str; 2] = [
-    "silmont_fwd_fp32_128.pickle",
+/// The real snapshots with a trace or many blocks, largest first: the
+/// reader's speed is measured on each.
+const FILES: [&str; 6] = [
+    "bolongcheng_xl_fwd_cl128_float32_expandable.pickle",
+    "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle",
     "JasperSolt_EoR_NN_snapshot.pickle",
+    "muduard_dump_snapshot_b.pickle",
+    "silmont_fwd_fp32_128.pickle",
+    "volcengine_verl_mem.pickle",
 ];
+
+/// The file `open --summary` and `replay --verify` are measured on: the
+/// longest trace that replays to a full match.
+const WORKLOAD_FILE: &str = "JasperSolt_EoR_NN_snapshot.pickle";
 
 fn snapshot_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots")
 }
 
+/// The bytes of `path`, or a note and `None` when it cannot be read.
+fn read_input(path: &std::path::Path) -> Option<Vec<u8>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(err) => {
+            eprintln!("note: skipping {}: {err}", path.display());
+            None
+        }
+    }
+}
+
 fn bench_reader(c: &mut Criterion) {
     let dir = snapshot_dir();
     let limits = Limits::default();
-    for name in FILES {
-        let path = dir.join(name);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(err) => {
-                eprintln!(
-                    "note: skipping {name}: cannot read {}: {err}",
-                    path.display()
-                );
-                continue;
-            }
+    let extra = std::env::var_os("VRAMTOP_BENCH_SNAPSHOT").map(PathBuf::from);
+    let paths = FILES.iter().map(|name| dir.join(name)).chain(extra);
+    for path in paths {
+        let Some(bytes) = read_input(&path) else {
+            continue;
         };
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let mut group = c.benchmark_group(name);
         group.throughput(Throughput::Bytes(bytes.len() as u64));
         group.bench_function("parse", |b| {
@@ -52,6 +77,35 @@ fn bench_reader(c: &mut Criterion) {
         });
         group.finish();
     }
+}
+
+/// `open --summary` (read, segment figures, sites at the end and at the
+/// peak) and `replay --verify` (read, invariants, replay), without the
+/// process start and the output.
+fn bench_workloads(c: &mut Criterion) {
+    let Some(bytes) = read_input(&snapshot_dir().join(WORKLOAD_FILE)) else {
+        return;
+    };
+    let mut group = c.benchmark_group(format!("{WORKLOAD_FILE} workloads"));
+    group.throughput(Throughput::Bytes(bytes.len() as u64));
+    group.bench_function("summary", |b| {
+        b.iter(|| {
+            let snapshot = Arc::new(read_snapshot(black_box(&bytes)).ok()?);
+            let summary = summarize(&snapshot);
+            let sites = sites_report(&snapshot, Grouping::default(), DEFAULT_TOP_SITES);
+            Some((summary, sites))
+        })
+    });
+    group.bench_function("replay_verify", |b| {
+        b.iter(|| {
+            let snapshot = read_snapshot(black_box(&bytes)).ok()?;
+            Some(verify(&snapshot))
+        })
+    });
+    if let Ok(snapshot) = read_snapshot(&bytes) {
+        group.bench_function("verify_only", |b| b.iter(|| verify(black_box(&snapshot))));
+    }
+    group.finish();
 }
 
 /// Reading and writing a large realistic snapshot.
@@ -90,5 +144,5 @@ fn bench_large(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_reader, bench_large);
+criterion_group!(benches, bench_reader, bench_workloads, bench_large);
 criterion_main!(benches);

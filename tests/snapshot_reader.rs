@@ -1217,6 +1217,35 @@ fn unknown_block_state_is_an_error_naming_it() {
 }
 
 #[test]
+fn trace_entry_with_a_repeated_key_reads_its_last_value_as_python_does() {
+    // The reader takes a trace entry's fields in one walk over its pairs;
+    // a repeated key must still read as Python's dict would (the last
+    // value), a None counting as absent, exactly as the whole-tree path.
+    let entry = dict_of(&[
+        ("action", text("alloc")),
+        ("addr", int(4096)),
+        ("size", int(1024)),
+        ("stream", int(0)),
+        ("time_us", int(17)),
+        ("size", int(512)),
+        ("time_us", Value::None),
+        ("compile_context", text("N/A")),
+    ]);
+    let snapshot = dict_of(&[
+        ("segments", list(vec![])),
+        ("device_traces", list(vec![list(vec![entry])])),
+    ]);
+    let bytes = to_pickle(&snapshot);
+    let read = read_snapshot(&bytes).unwrap();
+    let trace = &read.device_traces[0];
+    assert_eq!(trace[0].size, 512);
+    assert_eq!(trace[0].time_us, None);
+    assert_eq!(trace[0].compile_context.as_deref(), Some("N/A"));
+    let whole = snapshot_from_value(&parse(&bytes).unwrap()).unwrap();
+    assert_eq!(whole.device_traces, read.device_traces);
+}
+
+#[test]
 fn unknown_trace_actions_are_skipped_and_counted() {
     let entry = |action: &str, addr_key: &str| {
         dict_of(&[

@@ -371,6 +371,19 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
     Ok(snapshot)
 }
 
+/// The trace entry keys [`Reader::flat_trace_entry`] reads.
+const FLAT_KEYS: [&str; 9] = [
+    "action",
+    "addr",
+    "device_free",
+    "size",
+    "stream",
+    "time_us",
+    "frames",
+    "compile_context",
+    "user_metadata",
+];
+
 /// Converts an already parsed pickle into a [`Snapshot`].
 pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
     Reader::default().snapshot(root)
@@ -736,8 +749,22 @@ impl Reader {
         path: &FieldPath,
     ) -> Option<TraceEntry> {
         use pickle::Field;
-        // `present` semantics: a None value counts as absent.
-        let present = |key: &str| entry.get(key).filter(|f| !matches!(f, Field::None));
+        // One walk over the pairs, keeping the last value of each key (as
+        // `Value::get` does); `present` semantics: a None value is absent.
+        let mut fields: [Option<Field<'_>>; FLAT_KEYS.len()] = [None; FLAT_KEYS.len()];
+        for (key, field) in entry.fields() {
+            if let Some(slot) = FLAT_KEYS
+                .iter()
+                .position(|&k| k == key)
+                .and_then(|i| fields.get_mut(i))
+            {
+                *slot = Some(field).filter(|f| !matches!(f, Field::None));
+            }
+        }
+        let present = |key: &str| {
+            let index = FLAT_KEYS.iter().position(|&k| k == key)?;
+            fields.get(index).copied().flatten()
+        };
         let int = |key: &str| match present(key)? {
             Field::Int(i) => Some(i),
             _ => None,

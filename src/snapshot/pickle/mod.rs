@@ -1,0 +1,273 @@
+//! A restricted, bounded unpickler for plain-data pickles.
+//!
+//! PyTorch memory snapshots are pickles of nothing but dicts, lists, tuples,
+//! ints, floats, strings and bools, heavily memoised: one traceback `frames`
+//! list is referenced from many blocks and trace entries. This reader
+//!
+//! * understands the data opcodes of protocols 0–5 and refuses every opcode
+//!   that would import or call anything (`GLOBAL`, `REDUCE`, …), so parsing
+//!   a hostile file can never run code;
+//! * checks every length prefix against the remaining input before it
+//!   allocates, and bounds nesting depth and the number of items;
+//! * keeps shared references shared: an object referenced twice through the
+//!   memo becomes one [`Arc`] in the result, so the typed layer can intern it
+//!   by pointer (see [`Value::identity`]).
+//!
+//! CPython's semantics need mutable containers (a list is memoised while
+//! empty and filled later by `APPENDS`; any memoised list can be appended to
+//! again), so parsing builds an arena of mutable nodes addressed by index and
+//! a final, iterative "freeze" turns the nodes reachable from the result into
+//! the immutable [`Value`] tree, caching each node's value so that shared
+//! nodes stay shared. The freeze also detects cycles and measures depth.
+
+mod document;
+mod error;
+mod opcodes;
+mod parser;
+#[cfg(test)]
+mod tests;
+mod trace;
+mod value;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub(crate) use document::Document;
+pub use error::PickleError;
+pub(super) use opcodes::op;
+pub(crate) use trace::{Field, FlatEntry};
+pub use value::Value;
+
+use error::quoted_char_suffix;
+use opcodes::opcode_name;
+use parser::{Item, Node, Parser, Scalars};
+
+/// Resource bounds for [`parse`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest allowed container nesting (a list of ints has depth 1).
+    ///
+    /// Dropping a [`Value`] recurses once per level, so keep this moderate
+    /// (the default, 64, is far above the 4 levels a snapshot uses).
+    pub max_depth: usize,
+    /// Largest accepted input, in bytes.
+    pub max_input_bytes: u64,
+    /// Most values the pickle may push (every opcode that produces a value,
+    /// including memo fetches, counts one). Bounds memory for inputs made of
+    /// cheap opcodes that each create an object.
+    pub max_items: u64,
+    /// Memory the read may take per byte of input (the parsed values, then
+    /// the snapshot built from them), so that a small file cannot make the
+    /// reader, the replay or the viewer hold far more than its size.
+    pub memory_per_input_byte: u64,
+    /// Memory any input may take, however small.
+    pub min_memory_bytes: u64,
+}
+
+impl Limits {
+    /// The bytes of memory reading `input_len` bytes may take.
+    pub fn memory_budget(&self, input_len: u64) -> u64 {
+        input_len
+            .saturating_mul(self.memory_per_input_byte)
+            .max(self.min_memory_bytes)
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 64,
+            max_input_bytes: 8 << 30,
+            max_items: 500_000_000,
+            // The charges count twice what the values hold (vector
+            // growth); real snapshots are charged 5-16 bytes a byte.
+            memory_per_input_byte: 24,
+            min_memory_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Parses a pickle made of plain data into a [`Value`].
+///
+/// Data after the `STOP` opcode is ignored, as Python does.
+pub fn parse(bytes: &[u8], limits: &Limits) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, None)
+}
+
+/// How often [`parse_with_progress`] publishes its position (bytes).
+pub const PROGRESS_STEP: usize = 64 * 1024;
+
+/// [`parse`], storing into `progress` the bytes parsed so far: every
+/// [`PROGRESS_STEP`] bytes (a relaxed store; another thread may poll it),
+/// and `bytes.len()` once the opcodes are read.
+pub fn parse_with_progress(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: &AtomicU64,
+) -> Result<Value, PickleError> {
+    parse_inner(bytes, limits, Some(progress))
+}
+
+fn parse_inner(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Value, PickleError> {
+    parse_document(bytes, limits, progress)?.freeze_root()
+}
+
+/// Why an input whose values would take more than `budget` bytes is refused.
+pub(crate) fn memory_exceeded_detail(budget: u64, input_len: usize) -> String {
+    format!(
+        "reading it would take more than {} MiB of memory, the limit for a file of {input_len} \
+         bytes (a real snapshot takes a few times its size)",
+        budget >> 20,
+    )
+}
+
+/// The checks before any opcode runs: size, non-pickle formats, frames.
+fn check_input(bytes: &[u8], limits: &Limits) -> Result<(), PickleError> {
+    if bytes.len() as u64 > limits.max_input_bytes {
+        return Err(PickleError::LimitExceeded {
+            detail: format!(
+                "input is {} bytes, the limit is {}",
+                bytes.len(),
+                limits.max_input_bytes
+            ),
+        });
+    }
+    check_looks_like_pickle(bytes)?;
+    check_frame_chain(bytes)
+}
+
+/// The parsed arena of `bytes`, not yet a value tree.
+pub(crate) fn parse_document(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
+    check_input(bytes, limits)?;
+    let (arena, scalars, root, used) = run_parser(bytes, limits, progress)?;
+    let mut document = Document::new(arena, scalars, root, limits.max_depth);
+    document.memory_used = used;
+    document.memory_budget = limits.memory_budget(bytes.len() as u64);
+    document.input_len = bytes.len();
+    Ok(document)
+}
+
+/// [`parse_document`] of bytes that are dropped once the opcodes are read.
+pub(crate) fn parse_document_owned(
+    bytes: Vec<u8>,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<Document, PickleError> {
+    check_input(&bytes, limits)?;
+    let (arena, scalars, root, used) = run_parser(&bytes, limits, progress)?;
+    let input_len = bytes.len();
+    drop(bytes);
+    let mut document = Document::new(arena, scalars, root, limits.max_depth);
+    document.memory_used = used;
+    document.memory_budget = limits.memory_budget(input_len as u64);
+    document.input_len = input_len;
+    Ok(document)
+}
+
+/// Runs the opcodes with list interning, and again without it if the input
+/// turns out to mutate a completed list (see [`Parser::intern`]).
+fn run_parser(
+    bytes: &[u8],
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> Result<(Vec<Node>, Scalars, Item, u64), PickleError> {
+    let attempt = |intern: bool| {
+        let mut parser = Parser::new(bytes, limits);
+        parser.progress = progress;
+        parser.intern = intern;
+        let result = parser.run();
+        let broken = parser.intern_broken;
+        let used = parser.memory_used;
+        (
+            result.map(|root| (parser.arena, parser.scalars, root, used)),
+            broken,
+        )
+    };
+    let (result, broken) = attempt(true);
+    let result = if broken { attempt(false).0 } else { result };
+    if result.is_ok()
+        && let Some(progress) = progress
+    {
+        progress.store(bytes.len() as u64, Ordering::Relaxed);
+    }
+    result
+}
+
+/// Walks the chain of FRAME headers that protocol 4+ writers put right after
+/// PROTO (each frame's payload is followed by the next FRAME opcode) before
+/// anything is parsed. A truncated file is then refused in time proportional
+/// to its number of 64 KiB frames, not its size, and the message names the
+/// frame that runs past the end.
+fn check_frame_chain(bytes: &[u8]) -> Result<(), PickleError> {
+    if bytes.first() != Some(&op::PROTO) {
+        return Ok(());
+    }
+    let mut pos = 2usize;
+    while bytes.get(pos) == Some(&op::FRAME) {
+        let header_end = pos.saturating_add(9);
+        let Some(len_bytes) = bytes.get(pos + 1..header_end) else {
+            return Err(PickleError::Truncated {
+                opcode: "FRAME",
+                offset: pos,
+                end: bytes.len(),
+                needed: (header_end - bytes.len()) as u64,
+            });
+        };
+        let mut len = [0u8; 8];
+        len.copy_from_slice(len_bytes);
+        let frame_end = (header_end as u64).saturating_add(u64::from_le_bytes(len));
+        if frame_end > bytes.len() as u64 {
+            return Err(PickleError::Truncated {
+                opcode: "FRAME",
+                offset: pos,
+                end: bytes.len(),
+                needed: frame_end - bytes.len() as u64,
+            });
+        }
+        pos = frame_end as usize;
+    }
+    Ok(())
+}
+
+/// Recognises common non-pickle inputs up front, so that the user reads
+/// "looks like a zip archive" rather than a refused `PERSID` opcode.
+fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
+    let Some(&first) = bytes.first() else {
+        return Err(PickleError::Empty);
+    };
+    let not_a_pickle = |reason: String| Err(PickleError::NotAPickle { reason });
+    if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+        return not_a_pickle(
+            "this is a zip archive (a torch.save checkpoint?), not a memory snapshot".into(),
+        );
+    }
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return not_a_pickle("looks like gzip-compressed data; decompress it first".into());
+    }
+    if opcode_name(first).is_some() {
+        return Ok(());
+    }
+    let shown = quoted_char_suffix(first);
+    let trimmed = bytes.trim_ascii_start();
+    let hint = if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
+        " (looks like JSON)"
+    } else if bytes
+        .iter()
+        .take(256)
+        .all(|b| (b.is_ascii() && !b.is_ascii_control()) || b.is_ascii_whitespace())
+    {
+        " (looks like text)"
+    } else {
+        ""
+    };
+    not_a_pickle(format!(
+        "first byte 0x{first:02x}{shown} is not a pickle opcode{hint}"
+    ))
+}

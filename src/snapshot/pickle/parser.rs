@@ -1,0 +1,1271 @@
+//! The opcode loop: runs a pickle's data opcodes into an arena of mutable
+//! containers (see the module documentation of `pickle`).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustc_hash::{FxHashMap, FxHasher};
+
+use super::error::{
+    PickleError, internal, sanitize, too_deep, underflow, with_article, wrong_target,
+};
+use super::opcodes::{op, opcode_name};
+use super::value::Value;
+use super::{Limits, PROGRESS_STEP, memory_exceeded_detail};
+
+/// Bytes charged per value pushed: its 8-byte slot, doubled for the slack
+/// of a growing vector.
+pub(super) const ITEM_CHARGE: u64 = 2 * std::mem::size_of::<Item>() as u64;
+/// Bytes charged per container, on top of its slot (same slack).
+pub(super) const NODE_CHARGE: u64 = 2 * std::mem::size_of::<Node>() as u64;
+
+/// An arena index.
+pub(super) type NodeId = u32;
+
+/// An index into the scalar table.
+pub(super) type ScalarId = u32;
+
+/// A stack, memo or container entry during parsing: a small scalar inline, a
+/// larger scalar in the scalar table, or a (possibly still growing)
+/// container in the arena. Eight bytes and `Copy`, so the memo fetches that
+/// dominate real snapshots copy a handle instead of touching reference
+/// counts, and containers are cheap to fill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Item {
+    None,
+    Bool(bool),
+    /// Most ints in a snapshot (BININT, BININT1, BININT2) fit.
+    SmallInt(i32),
+    /// An int that fits `i64` but not `i32` (addresses, timestamps: two
+    /// per trace entry), in [`Scalars::ints`].
+    WideInt(ScalarId),
+    /// Any other scalar, in [`Scalars::values`].
+    Scalar(ScalarId),
+    Node(NodeId),
+}
+
+impl Item {
+    /// The item as one word, distinct for distinct items: tag in the high
+    /// half, payload in the low half.
+    fn word(self) -> u64 {
+        let (tag, payload) = match self {
+            Item::None => (0u64, 0u32),
+            Item::Bool(b) => (1, u32::from(b)),
+            Item::SmallInt(i) => (2, i as u32),
+            Item::Scalar(id) => (3, id),
+            Item::Node(id) => (4, id),
+            Item::WideInt(id) => (5, id),
+        };
+        (tag << 32) | u64::from(payload)
+    }
+}
+
+/// The hash of a list's items for [`Parser::intern`], which runs for every
+/// completed list (millions in a large snapshot). One multiply per item,
+/// in two independent lanes so the multiplies overlap (the derived `Hash`
+/// with `FxHasher` costs two dependent multiplies per item). Collisions
+/// only cost a comparison: interning checks equality before sharing.
+fn hash_items(items: &[Item]) -> u64 {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let mut lanes = [items.len() as u64, 0x9e37_79b9_7f4a_7c15];
+    let mut pairs = items.chunks_exact(2);
+    for pair in &mut pairs {
+        for (lane, item) in lanes.iter_mut().zip(pair) {
+            *lane = (lane.rotate_left(26) ^ item.word()).wrapping_mul(K);
+        }
+    }
+    if let [last] = pairs.remainder() {
+        lanes[0] = (lanes[0].rotate_left(26) ^ last.word()).wrapping_mul(K);
+    }
+    let mut hasher = FxHasher::default();
+    lanes.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Scalars too big to sit in an [`Item`]. Ints that fit `i64` get their
+/// own table (8 bytes each instead of a 32-byte [`Value`]): a snapshot has
+/// two per trace entry, tens of millions in a 1 GB file.
+#[derive(Debug, Default)]
+pub(super) struct Scalars {
+    pub(super) values: Vec<Value>,
+    pub(super) ints: Vec<i64>,
+}
+
+impl Scalars {
+    /// The value of an [`Item::WideInt`] or [`Item::Scalar`].
+    pub(super) fn value(&self, item: Item) -> Option<Value> {
+        match item {
+            Item::WideInt(id) => self.ints.get(id as usize).map(|&i| Value::Int(i.into())),
+            Item::Scalar(id) => self.values.get(id as usize).cloned(),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum NodeKind {
+    List(Vec<Item>),
+    Tuple(Vec<Item>),
+    Dict(Vec<(Item, Item)>),
+    /// A completed list whose items equal those of an earlier completed
+    /// list: its items were dropped and every reference goes to that one
+    /// (see [`Parser::intern`]).
+    Alias(NodeId),
+}
+
+impl NodeKind {
+    pub(super) fn type_name(&self) -> &'static str {
+        match self {
+            NodeKind::List(_) => "list",
+            NodeKind::Tuple(_) => "tuple",
+            NodeKind::Dict(_) => "dict",
+            NodeKind::Alias(_) => "list",
+        }
+    }
+
+    /// Children in order, a dict's as key, value, key, value, …
+    pub(super) fn child(&self, index: usize) -> Option<&Item> {
+        match self {
+            NodeKind::List(items) | NodeKind::Tuple(items) => items.get(index),
+            NodeKind::Dict(pairs) => pairs
+                .get(index / 2)
+                .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
+            NodeKind::Alias(_) => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Node {
+    pub(super) kind: NodeKind,
+    /// Nesting height as far as parsing can tell (1 + the tallest child when
+    /// it was added). A child that grows after being added is not
+    /// propagated here; the freeze measures the exact height. `u32` keeps a
+    /// node at 32 bytes (tens of millions of nodes in a 1 GB snapshot);
+    /// stored heights never exceed `max_depth` (checked before storing) and
+    /// saturate rather than wrap for an absurd limit.
+    pub(super) height: u32,
+    /// A completed list other lists may alias: mutating it is not allowed
+    /// while interning.
+    pub(super) canonical: bool,
+}
+
+/// CPython's memo: a dict from index to object. Pickles number their memo
+/// entries 0, 1, 2, … so those live in a vector; any other index (only a
+/// hand-made file would use one) goes to a map, so a huge `LONG_BINPUT`
+/// index cannot make us allocate a huge vector. Invariant: every key in
+/// `sparse` is greater than `dense.len()`.
+#[derive(Debug, Default)]
+struct Memo {
+    dense: Vec<Item>,
+    sparse: HashMap<u64, Item>,
+}
+
+impl Memo {
+    fn len(&self) -> usize {
+        self.dense.len() + self.sparse.len()
+    }
+
+    #[inline]
+    fn put(&mut self, index: u64, item: Item) {
+        let dense_len = self.dense.len() as u64;
+        if index < dense_len {
+            if let Some(slot) = usize::try_from(index)
+                .ok()
+                .and_then(|i| self.dense.get_mut(i))
+            {
+                *slot = item;
+            }
+        } else if index == dense_len {
+            self.dense.push(item);
+            // Only a hand-made memo has sparse entries; skip hashing otherwise.
+            while !self.sparse.is_empty()
+                && let Some(next) = self.sparse.remove(&(self.dense.len() as u64))
+            {
+                self.dense.push(next);
+            }
+        } else {
+            self.sparse.insert(index, item);
+        }
+    }
+
+    #[inline]
+    fn get(&self, index: u64) -> Option<&Item> {
+        match usize::try_from(index).ok().and_then(|i| self.dense.get(i)) {
+            Some(item) => Some(item),
+            None => self.sparse.get(&index),
+        }
+    }
+}
+
+pub(super) struct Parser<'a> {
+    data: &'a [u8],
+    pos: usize,
+    limits: &'a Limits,
+    stack: Vec<Item>,
+    /// Stack lengths at each open MARK (CPython's metastack). Operations pop
+    /// only from the frame above the innermost mark.
+    marks: Vec<usize>,
+    memo: Memo,
+    pub(super) arena: Vec<Node>,
+    /// Scalars that do not fit in an [`Item`].
+    pub(super) scalars: Scalars,
+    pushed: u64,
+    /// Estimated bytes of the values built so far, and the most allowed.
+    pub(super) memory_used: u64,
+    memory_budget: u64,
+    /// Where to publish the parse position, and the position that triggers
+    /// the next store.
+    pub(super) progress: Option<&'a AtomicU64>,
+    next_progress: usize,
+    /// Share completed lists with equal items (see [`Parser::intern`]).
+    pub(super) intern: bool,
+    /// Canonical completed lists by the hash of their items.
+    interned: FxHashMap<u64, NodeId>,
+    /// Set when the input mutates a completed list: the parse is then
+    /// redone without interning.
+    pub(super) intern_broken: bool,
+    /// One bit per arena node, set when it became an alias: `resolve` runs
+    /// for every memo fetch, and this bitset (1/320 of the arena) stays in
+    /// cache where the arena's nodes do not, so a fetch of a node that is
+    /// not an alias (nearly all of them) touches no node.
+    aliased: Vec<u64>,
+}
+
+impl<'a> Parser<'a> {
+    pub(super) fn new(data: &'a [u8], limits: &'a Limits) -> Self {
+        Parser {
+            data,
+            pos: 0,
+            limits,
+            stack: Vec::with_capacity(64),
+            marks: Vec::with_capacity(16),
+            memo: Memo::default(),
+            arena: Vec::new(),
+            scalars: Scalars::default(),
+            pushed: 0,
+            memory_used: 0,
+            memory_budget: limits.memory_budget(data.len() as u64),
+            progress: None,
+            next_progress: PROGRESS_STEP,
+            intern: false,
+            interned: FxHashMap::default(),
+            aliased: Vec::new(),
+            intern_broken: false,
+        }
+    }
+
+    /// The node an item stands for, through an alias.
+    #[inline]
+    fn resolve(&self, item: Item) -> Item {
+        match item {
+            Item::Node(id) if self.is_aliased(id) => {
+                match self.arena.get(id as usize).map(|n| &n.kind) {
+                    Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                    _ => item,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Whether node `id` was made an alias (see [`Parser::aliased`]).
+    #[inline]
+    fn is_aliased(&self, id: NodeId) -> bool {
+        let id = id as usize;
+        self.aliased
+            .get(id / 64)
+            .is_some_and(|word| word & (1u64 << (id % 64)) != 0)
+    }
+
+    /// Called when the list `id` is moved into a container (APPEND(S),
+    /// SETITEM(S)): CPython's pickler has then written all of it and never
+    /// touches it again. If an earlier completed list has the same items,
+    /// `id` becomes an alias of it and its items are dropped.
+    ///
+    /// PyTorch builds a new traceback list for every allocation from a few
+    /// hundred cached frame objects: millions of lists with a few hundred
+    /// distinct contents. Sharing them keeps a large snapshot's parse within
+    /// a small multiple of the file size. Observable only through
+    /// [`Value::identity`] (equal lists may now share an allocation); if the
+    /// input does mutate a completed list (CPython's pickler never does),
+    /// the parse is redone without interning, so results stay exact.
+    fn intern(&mut self, id: NodeId) -> NodeId {
+        let Some(node) = self.arena.get(id as usize) else {
+            return id;
+        };
+        let NodeKind::List(items) = &node.kind else {
+            return id;
+        };
+        if node.canonical {
+            return id;
+        }
+        let hash = hash_items(items);
+        let same = self.interned.get(&hash).copied().filter(|&c| {
+            c != id
+                && matches!(self.arena.get(c as usize).map(|n| &n.kind),
+                    Some(NodeKind::List(other)) if other == items)
+        });
+        match same {
+            Some(canonical) => {
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.kind = NodeKind::Alias(canonical);
+                }
+                if let Some(word) = self.aliased.get_mut(id as usize / 64) {
+                    *word |= 1u64 << (id as usize % 64);
+                }
+                canonical
+            }
+            None => {
+                self.interned.entry(hash).or_insert(id);
+                if let Some(node) = self.arena.get_mut(id as usize) {
+                    node.canonical = true;
+                }
+                id
+            }
+        }
+    }
+
+    pub(super) fn run(&mut self) -> Result<Item, PickleError> {
+        loop {
+            let offset = self.pos;
+            let Some(&code) = self.data.get(offset) else {
+                return Err(PickleError::MissingStop {
+                    end: self.data.len(),
+                });
+            };
+            self.pos += 1;
+            if code == op::STOP {
+                let root = self.pop("STOP", offset)?;
+                return Ok(self.resolve(root));
+            }
+            if offset >= self.next_progress
+                && let Some(progress) = self.progress
+            {
+                progress.store(offset as u64, Ordering::Relaxed);
+                self.next_progress = offset + PROGRESS_STEP;
+            }
+            // The memo opcodes are most of a snapshot: handled here, before
+            // the full dispatch (same semantics as in `step`).
+            match (code, self.data.get(self.pos)) {
+                (op::BINGET, Some(&index)) => {
+                    self.pos += 1;
+                    self.push_memo(index.into(), "BINGET", offset)?;
+                }
+                (op::BINPUT, Some(&index)) => {
+                    self.pos += 1;
+                    let top = *self.top("BINPUT", offset)?;
+                    self.memo.put(index.into(), top);
+                }
+                (op::MEMOIZE, _) => {
+                    let top = *self.top("MEMOIZE", offset)?;
+                    let index = self.memo.len() as u64;
+                    self.memo.put(index, top);
+                }
+                _ => self.step(code, offset)?,
+            }
+        }
+    }
+
+    /// Executes one opcode other than STOP.
+    fn step(&mut self, code: u8, offset: usize) -> Result<(), PickleError> {
+        match code {
+            op::PROTO => {
+                let protocol = self.take_array::<1>("PROTO", offset)?[0];
+                if protocol > 5 {
+                    return Err(PickleError::UnsupportedProtocol { protocol, offset });
+                }
+            }
+            op::FRAME => {
+                // Frames only help buffered readers; check that the announced
+                // frame is present and read on as if it were not there.
+                let len = u64::from_le_bytes(self.take_array::<8>("FRAME", offset)?);
+                let remaining = (self.data.len() - self.pos) as u64;
+                if len > remaining {
+                    return Err(self.truncated("FRAME", offset, len - remaining));
+                }
+            }
+            op::MARK => self.marks.push(self.stack.len()),
+            op::POP => {
+                // CPython: popping an empty frame discards the mark instead.
+                if self.stack.len() > self.frame_base() {
+                    self.stack.pop();
+                } else {
+                    self.pop_mark("POP", offset)?;
+                }
+            }
+            op::POP_MARK => {
+                self.pop_mark("POP_MARK", offset)?;
+            }
+            op::DUP => {
+                let top = *self.top("DUP", offset)?;
+                let top = self.resolve(top);
+                self.push(top)?;
+            }
+
+            op::NONE => self.push_value(Value::None)?,
+            op::NEWTRUE => self.push_value(Value::Bool(true))?,
+            op::NEWFALSE => self.push_value(Value::Bool(false))?,
+            op::BININT => {
+                let v = i32::from_le_bytes(self.take_array::<4>("BININT", offset)?);
+                self.push_value(Value::Int(v.into()))?;
+            }
+            op::BININT1 => {
+                let v = self.take_array::<1>("BININT1", offset)?[0];
+                self.push_value(Value::Int(v.into()))?;
+            }
+            op::BININT2 => {
+                let v = u16::from_le_bytes(self.take_array::<2>("BININT2", offset)?);
+                self.push_value(Value::Int(v.into()))?;
+            }
+            op::LONG1 => {
+                let len = self.take_array::<1>("LONG1", offset)?[0];
+                let v = self.read_le_signed("LONG1", offset, len.into())?;
+                self.push_value(Value::Int(v))?;
+            }
+            op::LONG4 => {
+                let len = i32::from_le_bytes(self.take_array::<4>("LONG4", offset)?);
+                let len = u64::try_from(len).map_err(|_| PickleError::Malformed {
+                    opcode: "LONG4",
+                    offset,
+                    detail: format!("negative length {len}"),
+                })?;
+                let v = self.read_le_signed("LONG4", offset, len)?;
+                self.push_value(Value::Int(v))?;
+            }
+            op::INT => {
+                let line = self.take_line("INT", offset)?;
+                let value = match line {
+                    // Protocol 0 spells the bools as INT 01 / INT 00.
+                    b"01" => Value::Bool(true),
+                    b"00" => Value::Bool(false),
+                    text => Value::Int(parse_decimal(text, "INT", offset)?),
+                };
+                self.push_value(value)?;
+            }
+            op::LONG => {
+                let line = self.take_line("LONG", offset)?;
+                let digits = line.strip_suffix(b"L").unwrap_or(line);
+                let v = parse_decimal(digits, "LONG", offset)?;
+                self.push_value(Value::Int(v))?;
+            }
+            op::BINFLOAT => {
+                let v = f64::from_be_bytes(self.take_array::<8>("BINFLOAT", offset)?);
+                self.push_value(Value::Float(v))?;
+            }
+            op::FLOAT => {
+                let line = self.take_line("FLOAT", offset)?;
+                let v = std::str::from_utf8(line)
+                    .ok()
+                    .and_then(|text| text.trim().parse::<f64>().ok())
+                    .ok_or_else(|| PickleError::Malformed {
+                        opcode: "FLOAT",
+                        offset,
+                        detail: format!("'{}' is not a float", sanitize(line)),
+                    })?;
+                self.push_value(Value::Float(v))?;
+            }
+
+            op::SHORT_BINUNICODE => {
+                let len = self.take_array::<1>("SHORT_BINUNICODE", offset)?[0];
+                self.push_utf8("SHORT_BINUNICODE", offset, len.into())?;
+            }
+            op::BINUNICODE => {
+                let len = u32::from_le_bytes(self.take_array::<4>("BINUNICODE", offset)?);
+                self.push_utf8("BINUNICODE", offset, len.into())?;
+            }
+            op::BINUNICODE8 => {
+                let len = u64::from_le_bytes(self.take_array::<8>("BINUNICODE8", offset)?);
+                self.push_utf8("BINUNICODE8", offset, len)?;
+            }
+            op::UNICODE => {
+                let line = self.take_line("UNICODE", offset)?;
+                let text =
+                    decode_raw_unicode_escape(line).ok_or_else(|| PickleError::Malformed {
+                        opcode: "UNICODE",
+                        offset,
+                        detail: "bad \\u or \\U escape".to_string(),
+                    })?;
+                self.push_value(Value::Str(text.into()))?;
+            }
+            op::SHORT_BINBYTES => {
+                let len = self.take_array::<1>("SHORT_BINBYTES", offset)?[0];
+                self.push_bytes("SHORT_BINBYTES", offset, len.into())?;
+            }
+            op::BINBYTES => {
+                let len = u32::from_le_bytes(self.take_array::<4>("BINBYTES", offset)?);
+                self.push_bytes("BINBYTES", offset, len.into())?;
+            }
+            op::BINBYTES8 => {
+                let len = u64::from_le_bytes(self.take_array::<8>("BINBYTES8", offset)?);
+                self.push_bytes("BINBYTES8", offset, len)?;
+            }
+            op::BYTEARRAY8 => {
+                let len = u64::from_le_bytes(self.take_array::<8>("BYTEARRAY8", offset)?);
+                self.push_bytes("BYTEARRAY8", offset, len)?;
+            }
+
+            op::EMPTY_LIST => self.push_node(NodeKind::List(Vec::new()), 1, offset)?,
+            op::EMPTY_DICT => self.push_node(NodeKind::Dict(Vec::new()), 1, offset)?,
+            op::EMPTY_TUPLE => self.push_node(NodeKind::Tuple(Vec::new()), 1, offset)?,
+            op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {
+                let (name, count) = match code {
+                    op::TUPLE1 => ("TUPLE1", 1),
+                    op::TUPLE2 => ("TUPLE2", 2),
+                    _ => ("TUPLE3", 3),
+                };
+                if self.stack.len() < self.frame_base() + count {
+                    return Err(underflow(name, offset, count));
+                }
+                let mut items = self.stack.split_off(self.stack.len() - count);
+                for item in &mut items {
+                    *item = self.resolve(*item);
+                }
+                self.push_container(NodeKind::Tuple(items), offset)?;
+            }
+            op::TUPLE => {
+                let items = self.pop_mark("TUPLE", offset)?;
+                self.push_container(NodeKind::Tuple(items), offset)?;
+            }
+            op::LIST => {
+                let items = self.pop_mark("LIST", offset)?;
+                self.push_container(NodeKind::List(items), offset)?;
+            }
+            op::DICT => {
+                let items = self.pop_mark("DICT", offset)?;
+                let pairs = self.pair_up(items, "DICT", offset)?;
+                self.push_container(NodeKind::Dict(pairs), offset)?;
+            }
+            op::APPEND => {
+                let start = self.stack.len().checked_sub(1);
+                self.move_into_target(start, Wanted::List, "APPEND", offset)?;
+            }
+            op::APPENDS => {
+                let start = self.pop_mark_position("APPENDS", offset)?;
+                self.move_into_target(Some(start), Wanted::List, "APPENDS", offset)?;
+            }
+            op::SETITEM => {
+                let start = self.stack.len().checked_sub(2);
+                self.move_into_target(start, Wanted::Dict, "SETITEM", offset)?;
+            }
+            op::SETITEMS => {
+                let start = self.pop_mark_position("SETITEMS", offset)?;
+                self.move_into_target(Some(start), Wanted::Dict, "SETITEMS", offset)?;
+            }
+
+            op::MEMOIZE => {
+                let top = *self.top("MEMOIZE", offset)?;
+                let index = self.memo.len() as u64;
+                self.memo.put(index, top);
+            }
+            op::PUT => {
+                let line = self.take_line("PUT", offset)?;
+                let index = parse_memo_index(line, "PUT", offset)?;
+                let top = *self.top("PUT", offset)?;
+                self.memo.put(index, top);
+            }
+            op::BINPUT => {
+                let index = self.take_array::<1>("BINPUT", offset)?[0];
+                let top = *self.top("BINPUT", offset)?;
+                self.memo.put(index.into(), top);
+            }
+            op::LONG_BINPUT => {
+                let index = u32::from_le_bytes(self.take_array::<4>("LONG_BINPUT", offset)?);
+                let top = *self.top("LONG_BINPUT", offset)?;
+                self.memo.put(index.into(), top);
+            }
+            op::GET => {
+                let line = self.take_line("GET", offset)?;
+                let index = parse_memo_index(line, "GET", offset)?;
+                self.push_memo(index, "GET", offset)?;
+            }
+            op::BINGET => {
+                let index = self.take_array::<1>("BINGET", offset)?[0];
+                self.push_memo(index.into(), "BINGET", offset)?;
+            }
+            op::LONG_BINGET => {
+                let index = u32::from_le_bytes(self.take_array::<4>("LONG_BINGET", offset)?);
+                self.push_memo(index.into(), "LONG_BINGET", offset)?;
+            }
+
+            op::GLOBAL | op::INST => {
+                let name = if code == op::GLOBAL { "GLOBAL" } else { "INST" };
+                return Err(PickleError::Refused {
+                    opcode: name,
+                    offset,
+                    detail: self.peek_two_lines(),
+                });
+            }
+            op::STACK_GLOBAL => {
+                return Err(PickleError::Refused {
+                    opcode: "STACK_GLOBAL",
+                    offset,
+                    detail: self.stack_global_name(),
+                });
+            }
+            op::PERSID => {
+                let detail = self
+                    .peek_line()
+                    .map(|id| format!("persistent id '{}'", sanitize(id)));
+                return Err(PickleError::Refused {
+                    opcode: "PERSID",
+                    offset,
+                    detail,
+                });
+            }
+            op::EXT1 | op::EXT2 | op::EXT4 => {
+                let (name, width) = match code {
+                    op::EXT1 => ("EXT1", 1),
+                    op::EXT2 => ("EXT2", 2),
+                    _ => ("EXT4", 4),
+                };
+                let detail = self.data.get(self.pos..self.pos + width).map(|raw| {
+                    let mut le = [0u8; 4];
+                    le[..width].copy_from_slice(raw);
+                    format!("extension code {}", u32::from_le_bytes(le))
+                });
+                return Err(PickleError::Refused {
+                    opcode: name,
+                    offset,
+                    detail,
+                });
+            }
+            op::REDUCE
+            | op::BUILD
+            | op::OBJ
+            | op::NEWOBJ
+            | op::NEWOBJ_EX
+            | op::BINPERSID
+            | op::NEXT_BUFFER
+            | op::READONLY_BUFFER => {
+                return Err(PickleError::Refused {
+                    opcode: opcode_name(code).unwrap_or("?"),
+                    offset,
+                    detail: None,
+                });
+            }
+            op::STRING | op::BINSTRING | op::SHORT_BINSTRING => {
+                return Err(PickleError::Unsupported {
+                    opcode: opcode_name(code).unwrap_or("?"),
+                    offset,
+                    reason: "Python 2 byte strings never occur in a memory snapshot",
+                });
+            }
+            op::EMPTY_SET | op::ADDITEMS | op::FROZENSET => {
+                return Err(PickleError::Unsupported {
+                    opcode: opcode_name(code).unwrap_or("?"),
+                    offset,
+                    reason: "sets never occur in a memory snapshot",
+                });
+            }
+            byte => return Err(PickleError::UnknownOpcode { byte, offset }),
+        }
+        Ok(())
+    }
+
+    // ---- input ----------------------------------------------------------
+
+    fn truncated(&self, opcode: &'static str, offset: usize, needed: u64) -> PickleError {
+        PickleError::Truncated {
+            opcode,
+            offset,
+            end: self.data.len(),
+            needed,
+        }
+    }
+
+    /// The next `len` bytes. The length is compared with what is left before
+    /// anything is allocated, so a forged length costs nothing.
+    fn take(
+        &mut self,
+        len: u64,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<&'a [u8], PickleError> {
+        let remaining = self.data.len() - self.pos;
+        if len > remaining as u64 {
+            return Err(self.truncated(opcode, offset, len - remaining as u64));
+        }
+        // `len <= remaining`, so it fits in usize and the range is in bounds.
+        let end = self.pos + len as usize;
+        let bytes = self.data.get(self.pos..end).unwrap_or_default();
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    fn take_array<const N: usize>(
+        &mut self,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<[u8; N], PickleError> {
+        let bytes = self.take(N as u64, opcode, offset)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    /// A text argument up to (not including) the next newline.
+    fn take_line(&mut self, opcode: &'static str, offset: usize) -> Result<&'a [u8], PickleError> {
+        let rest = self.data.get(self.pos..).unwrap_or_default();
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            return Err(PickleError::TruncatedLine {
+                opcode,
+                offset,
+                end: self.data.len(),
+            });
+        };
+        let line = rest.get(..newline).unwrap_or_default();
+        self.pos += newline + 1;
+        Ok(line)
+    }
+
+    /// The next line, without consuming it, for error details.
+    fn peek_line(&self) -> Option<&'a [u8]> {
+        let rest = self.data.get(self.pos..)?;
+        let newline = rest.iter().position(|&b| b == b'\n')?;
+        rest.get(..newline)
+    }
+
+    /// "module.name" from GLOBAL/INST's two text lines, if present.
+    fn peek_two_lines(&self) -> Option<String> {
+        let rest = self.data.get(self.pos..)?;
+        let mut lines = rest.splitn(3, |&b| b == b'\n');
+        let module = lines.next()?;
+        let name = lines.next()?;
+        // A third piece exists only if the name line was terminated.
+        lines.next()?;
+        Some(format!("{}.{}", sanitize(module), sanitize(name)))
+    }
+
+    /// "module.name" from the two strings STACK_GLOBAL would consume.
+    fn stack_global_name(&self) -> Option<String> {
+        let base = self.frame_base();
+        let len = self.stack.len();
+        if len < base + 2 {
+            return None;
+        }
+        let module = self.item_str(self.stack.get(len - 2)?)?;
+        let name = self.item_str(self.stack.get(len - 1)?)?;
+        Some(format!(
+            "{}.{}",
+            sanitize(module.as_bytes()),
+            sanitize(name.as_bytes())
+        ))
+    }
+
+    /// A little-endian two's-complement integer of `len` bytes (LONG1/4).
+    fn read_le_signed(
+        &mut self,
+        opcode: &'static str,
+        offset: usize,
+        len: u64,
+    ) -> Result<i128, PickleError> {
+        if len > 16 {
+            return Err(PickleError::IntegerTooLarge {
+                opcode,
+                offset,
+                detail: format!("{len} bytes"),
+            });
+        }
+        let bytes = self.take(len, opcode, offset)?;
+        let Some(&last) = bytes.last() else {
+            return Ok(0);
+        };
+        // Sign-extend from the top byte.
+        let mut buf = if last & 0x80 != 0 {
+            [0xffu8; 16]
+        } else {
+            [0u8; 16]
+        };
+        buf[..bytes.len()].copy_from_slice(bytes);
+        Ok(i128::from_le_bytes(buf))
+    }
+
+    fn push_utf8(
+        &mut self,
+        opcode: &'static str,
+        offset: usize,
+        len: u64,
+    ) -> Result<(), PickleError> {
+        let bytes = self.take(len, opcode, offset)?;
+        let text = std::str::from_utf8(bytes).map_err(|e| PickleError::Malformed {
+            opcode,
+            offset,
+            detail: format!(
+                "string is not valid UTF-8 (bad byte {} of {len})",
+                e.valid_up_to()
+            ),
+        })?;
+        self.push_value(Value::Str(Arc::from(text)))
+    }
+
+    fn push_bytes(
+        &mut self,
+        opcode: &'static str,
+        offset: usize,
+        len: u64,
+    ) -> Result<(), PickleError> {
+        let bytes = self.take(len, opcode, offset)?;
+        self.push_value(Value::Bytes(Arc::from(bytes)))
+    }
+
+    // ---- stack ----------------------------------------------------------
+
+    fn frame_base(&self) -> usize {
+        self.marks.last().copied().unwrap_or(0)
+    }
+
+    /// Counts `bytes` more of parsed values against the memory budget.
+    /// Inlined: it runs for every value pushed, and the error is built out
+    /// of line.
+    #[inline]
+    fn charge(&mut self, bytes: u64) -> Result<(), PickleError> {
+        self.memory_used = self.memory_used.saturating_add(bytes);
+        if self.memory_used > self.memory_budget {
+            return Err(self.memory_exceeded());
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn memory_exceeded(&self) -> PickleError {
+        PickleError::LimitExceeded {
+            detail: format!(
+                "{} (at byte {})",
+                memory_exceeded_detail(self.memory_budget, self.data.len()),
+                self.pos
+            ),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, item: Item) -> Result<(), PickleError> {
+        self.charge(ITEM_CHARGE)?;
+        self.pushed += 1;
+        if self.pushed > self.limits.max_items {
+            return Err(self.too_many_items());
+        }
+        self.stack.push(item);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_many_items(&self) -> PickleError {
+        PickleError::LimitExceeded {
+            detail: format!(
+                "more than {} values at byte {}",
+                self.limits.max_items, self.pos
+            ),
+        }
+    }
+
+    fn push_value(&mut self, value: Value) -> Result<(), PickleError> {
+        let item = match value {
+            Value::None => Item::None,
+            Value::Bool(b) => Item::Bool(b),
+            Value::Int(i) if i32::try_from(i).is_ok() => Item::SmallInt(i as i32),
+            Value::Int(i) if i64::try_from(i).is_ok() => {
+                let id = self.scalar_id(self.scalars.ints.len())?;
+                self.scalars.ints.push(i as i64);
+                Item::WideInt(id)
+            }
+            other => {
+                let id = self.scalar_id(self.scalars.values.len())?;
+                let payload = match &other {
+                    Value::Str(text) => text.len(),
+                    Value::Bytes(bytes) => bytes.len(),
+                    _ => 0,
+                };
+                self.charge(2 * std::mem::size_of::<Value>() as u64 + payload as u64)?;
+                self.scalars.values.push(other);
+                Item::Scalar(id)
+            }
+        };
+        self.push(item)
+    }
+
+    /// The id of the next entry of a scalar table of length `len`.
+    fn scalar_id(&self, len: usize) -> Result<ScalarId, PickleError> {
+        ScalarId::try_from(len).map_err(|_| PickleError::LimitExceeded {
+            detail: format!("more than {} scalars at byte {}", ScalarId::MAX, self.pos),
+        })
+    }
+
+    /// The string a stack item stands for, if it is one.
+    fn item_str(&self, item: &Item) -> Option<&str> {
+        match item {
+            Item::Scalar(id) => self.scalars.values.get(*id as usize)?.as_str(),
+            _ => None,
+        }
+    }
+
+    /// The memo fetches (BINGET) are most of a snapshot's opcodes: inlined,
+    /// with the error built out of line.
+    #[inline(always)]
+    fn push_memo(
+        &mut self,
+        index: u64,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<(), PickleError> {
+        let Some(&item) = self.memo.get(index) else {
+            return Err(memo_missing(index, opcode, offset));
+        };
+        let item = self.resolve(item);
+        self.push(item)
+    }
+
+    fn pop(&mut self, opcode: &'static str, offset: usize) -> Result<Item, PickleError> {
+        if self.stack.len() <= self.frame_base() {
+            return Err(underflow(opcode, offset, 1));
+        }
+        self.stack.pop().ok_or_else(|| underflow(opcode, offset, 1))
+    }
+
+    #[inline]
+    fn top(&self, opcode: &'static str, offset: usize) -> Result<&Item, PickleError> {
+        if self.stack.len() <= self.frame_base() {
+            return Err(underflow(opcode, offset, 1));
+        }
+        self.stack
+            .last()
+            .ok_or_else(|| underflow(opcode, offset, 1))
+    }
+
+    /// Removes the innermost MARK and returns the stack length it recorded.
+    fn pop_mark_position(
+        &mut self,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<usize, PickleError> {
+        let base = self.marks.pop().ok_or_else(|| PickleError::Malformed {
+            opcode,
+            offset,
+            detail: "no MARK to pop".to_string(),
+        })?;
+        Ok(base.min(self.stack.len()))
+    }
+
+    /// Removes the innermost MARK and returns the items pushed since.
+    fn pop_mark(&mut self, opcode: &'static str, offset: usize) -> Result<Vec<Item>, PickleError> {
+        let base = self.pop_mark_position(opcode, offset)?;
+        let mut items = self.stack.split_off(base);
+        for item in &mut items {
+            *item = self.resolve(*item);
+        }
+        Ok(items)
+    }
+
+    // ---- containers -----------------------------------------------------
+
+    fn item_height(&self, item: &Item) -> usize {
+        match item {
+            Item::Node(id) => self
+                .arena
+                .get(*id as usize)
+                .map_or(0, |n| n.height as usize),
+            _ => 0,
+        }
+    }
+
+    fn check_height(&self, height: usize, offset: usize) -> Result<(), PickleError> {
+        if height > self.limits.max_depth {
+            return Err(too_deep(self.limits.max_depth, Some(offset)));
+        }
+        Ok(())
+    }
+
+    fn push_node(
+        &mut self,
+        kind: NodeKind,
+        height: usize,
+        offset: usize,
+    ) -> Result<(), PickleError> {
+        self.check_height(height, offset)?;
+        self.charge(NODE_CHARGE)?;
+        let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
+            detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
+        })?;
+        self.arena.push(Node {
+            kind,
+            height: saturating_u32(height),
+            canonical: false,
+        });
+        if self.aliased.len() * 64 < self.arena.len() {
+            self.aliased.push(0);
+        }
+        self.push(Item::Node(id))
+    }
+
+    /// Pushes a container made from popped items.
+    fn push_container(&mut self, kind: NodeKind, offset: usize) -> Result<(), PickleError> {
+        let tallest_child = match &kind {
+            NodeKind::List(items) | NodeKind::Tuple(items) => {
+                items.iter().map(|i| self.item_height(i)).max()
+            }
+            NodeKind::Dict(pairs) => pairs
+                .iter()
+                .map(|(k, v)| self.item_height(k).max(self.item_height(v)))
+                .max(),
+            NodeKind::Alias(_) => None,
+        };
+        self.push_node(kind, tallest_child.unwrap_or(0) + 1, offset)
+    }
+
+    fn pair_up(
+        &self,
+        items: Vec<Item>,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<Vec<(Item, Item)>, PickleError> {
+        if !items.len().is_multiple_of(2) {
+            return Err(PickleError::Malformed {
+                opcode,
+                offset,
+                detail: format!("odd number of items ({}) for key/value pairs", items.len()),
+            });
+        }
+        let mut pairs = Vec::with_capacity(items.len() / 2);
+        let mut iter = items.into_iter();
+        while let (Some(key), Some(value)) = (iter.next(), iter.next()) {
+            self.check_key(&key, opcode, offset)?;
+            pairs.push((key, value));
+        }
+        Ok(pairs)
+    }
+
+    /// Python refuses lists and dicts as dict keys (unhashable); so do we.
+    fn check_key(
+        &self,
+        key: &Item,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<(), PickleError> {
+        if let Item::Node(id) = key
+            && let Some(node) = self.arena.get(*id as usize)
+            && !matches!(node.kind, NodeKind::Tuple(_))
+        {
+            return Err(PickleError::Malformed {
+                opcode,
+                offset,
+                detail: format!("unhashable dict key of type {}", node.kind.type_name()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Moves `stack[start..]` into the container just below it (APPEND(S),
+    /// SETITEM(S)): CPython mutates that container in place. Draining the
+    /// stack straight into the node avoids a temporary vector per opcode.
+    fn move_into_target(
+        &mut self,
+        start: Option<usize>,
+        wanted: Wanted,
+        opcode: &'static str,
+        offset: usize,
+    ) -> Result<(), PickleError> {
+        // The target and the moved items must all lie in the current frame.
+        let target_index = start
+            .and_then(|s| s.checked_sub(1))
+            .filter(|&t| t >= self.frame_base() && t < self.stack.len())
+            .ok_or_else(|| underflow(opcode, offset, wanted.min_items()))?;
+        let start = target_index + 1;
+        let target = match self.stack.get(target_index) {
+            Some(Item::Node(id)) => *id,
+            Some(scalar) => {
+                let type_name = match scalar {
+                    Item::None => "None",
+                    Item::Bool(_) => "bool",
+                    Item::SmallInt(_) | Item::WideInt(_) => "int",
+                    Item::Scalar(id) => self
+                        .scalars
+                        .values
+                        .get(*id as usize)
+                        .map_or("?", Value::type_name),
+                    Item::Node(_) => "container",
+                };
+                return Err(PickleError::Malformed {
+                    opcode,
+                    offset,
+                    detail: format!("target is {}, not a container", with_article(type_name)),
+                });
+            }
+            None => return Err(internal(opcode, offset)),
+        };
+        let moved = self.stack.get(start..).unwrap_or_default();
+        if wanted == Wanted::Dict {
+            if !moved.len().is_multiple_of(2) {
+                return Err(PickleError::Malformed {
+                    opcode,
+                    offset,
+                    detail: format!("odd number of items ({}) for key/value pairs", moved.len()),
+                });
+            }
+            for key in moved.iter().step_by(2) {
+                self.check_key(key, opcode, offset)?;
+            }
+        }
+        let grown = moved
+            .iter()
+            .map(|i| self.item_height(i) + 1)
+            .max()
+            .unwrap_or(0);
+        self.check_height(grown, offset)?;
+
+        if self.intern {
+            let completed = self
+                .arena
+                .get(target as usize)
+                .is_some_and(|n| n.canonical || matches!(n.kind, NodeKind::Alias(_)));
+            if completed {
+                self.intern_broken = true;
+                return Err(PickleError::Malformed {
+                    opcode,
+                    offset,
+                    detail: "a completed list is mutated (retried without interning)".to_string(),
+                });
+            }
+            for index in start..self.stack.len() {
+                let Some(&item) = self.stack.get(index) else {
+                    break;
+                };
+                // One look at the node: aliases resolve, lists intern, the
+                // rest (dicts, tuples, scalars: most items) stays as it is.
+                let item = match item {
+                    Item::Node(id) if id != target => {
+                        match self.arena.get(id as usize).map(|n| &n.kind) {
+                            Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
+                            Some(NodeKind::List(_)) => Item::Node(self.intern(id)),
+                            _ => item,
+                        }
+                    }
+                    other => other,
+                };
+                if let Some(slot) = self.stack.get_mut(index) {
+                    *slot = item;
+                }
+            }
+        }
+
+        let node = self
+            .arena
+            .get_mut(target as usize)
+            .ok_or_else(|| internal(opcode, offset))?;
+        node.height = node.height.max(saturating_u32(grown));
+        let mut drained = self.stack.drain(start..);
+        match (&mut node.kind, wanted) {
+            (NodeKind::List(list), Wanted::List) => list.extend(drained),
+            (NodeKind::Dict(dict), Wanted::Dict) => {
+                dict.reserve(drained.len() / 2);
+                while let (Some(key), Some(value)) = (drained.next(), drained.next()) {
+                    dict.push((key, value));
+                }
+            }
+            (other, _) => {
+                return Err(wrong_target(
+                    opcode,
+                    offset,
+                    wanted.name(),
+                    other.type_name(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn memo_missing(index: u64, opcode: &'static str, offset: usize) -> PickleError {
+    PickleError::Malformed {
+        opcode,
+        offset,
+        detail: format!("memo index {index} was never stored"),
+    }
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The container kind a mutating opcode expects as its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wanted {
+    List,
+    Dict,
+}
+
+impl Wanted {
+    fn name(self) -> &'static str {
+        match self {
+            Wanted::List => "list",
+            Wanted::Dict => "dict",
+        }
+    }
+
+    /// Stack items the single-item form (APPEND / SETITEM) consumes.
+    fn min_items(self) -> usize {
+        match self {
+            Wanted::List => 2,
+            Wanted::Dict => 3,
+        }
+    }
+}
+
+/// Decimal integer text as protocol 0 writes it (optional sign).
+fn parse_decimal(text: &[u8], opcode: &'static str, offset: usize) -> Result<i128, PickleError> {
+    let str_text = std::str::from_utf8(text).ok().map(str::trim);
+    let digits = str_text.map(|t| t.trim_start_matches(['+', '-']));
+    match (str_text, digits) {
+        (Some(t), Some(d)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            t.parse::<i128>().map_err(|_| PickleError::IntegerTooLarge {
+                opcode,
+                offset,
+                detail: format!("{} decimal digits", d.len()),
+            })
+        }
+        _ => Err(PickleError::Malformed {
+            opcode,
+            offset,
+            detail: format!("'{}' is not an integer", sanitize(text)),
+        }),
+    }
+}
+
+fn parse_memo_index(text: &[u8], opcode: &'static str, offset: usize) -> Result<u64, PickleError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .ok_or_else(|| PickleError::Malformed {
+            opcode,
+            offset,
+            detail: format!("'{}' is not a memo index", sanitize(text)),
+        })
+}
+
+/// Python's `raw-unicode-escape`: bytes are Latin-1 characters, except
+/// `\uXXXX` and `\UXXXXXXXX`. `None` for a bad escape.
+pub(super) fn decode_raw_unicode_escape(bytes: &[u8]) -> Option<String> {
+    let mut out = String::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let width = match (b, bytes.get(i + 1)) {
+            (b'\\', Some(b'u')) => 4,
+            (b'\\', Some(b'U')) => 8,
+            _ => {
+                out.push(char::from(b));
+                i += 1;
+                continue;
+            }
+        };
+        let hex = bytes.get(i + 2..i + 2 + width)?;
+        let code = u32::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        out.push(char::from_u32(code)?);
+        i += 2 + width;
+    }
+    Some(out)
+}

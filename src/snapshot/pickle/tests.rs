@@ -1,0 +1,194 @@
+//! Unit tests of the parser and the freeze.
+
+use super::parser::decode_raw_unicode_escape;
+use super::*;
+
+fn parse_default(bytes: &[u8]) -> Result<Value, PickleError> {
+    parse(bytes, &Limits::default())
+}
+
+#[test]
+fn protocol_zero_text_opcodes_parse() {
+    // [1, True, -7, 2.5, 'h\xe9\u20ac', 12345678901234567890L] in protocol 0.
+    let pickle = b"(lp0\nI1\naI01\naI-7\naF2.5\naVh\xe9\\u20ac\np1\naL12345678901234567890L\na.";
+    let value = parse_default(pickle).unwrap();
+    let items = value.as_list().unwrap();
+    assert_eq!(items[0], Value::Int(1));
+    assert_eq!(items[1], Value::Bool(true));
+    assert_eq!(items[2], Value::Int(-7));
+    assert_eq!(items[3], Value::Float(2.5));
+    assert_eq!(items[4].as_str(), Some("hé€"));
+    assert_eq!(items[5], Value::Int(12345678901234567890));
+}
+
+#[test]
+fn memo_get_shares_one_allocation() {
+    // d = {'a': 1}; {'x': d, 'y': d} in protocol 4 (hand-assembled).
+    let pickle = b"\x80\x04}\x94(\x8c\x01x\x94}\x94\x8c\x01a\x94K\x01s\x8c\x01y\x94h\x02u.";
+    let value = parse_default(pickle).unwrap();
+    let x = value.get("x").unwrap();
+    let y = value.get("y").unwrap();
+    assert_eq!(x.identity(), y.identity());
+    assert_eq!(x.get("a"), Some(&Value::Int(1)));
+}
+
+#[test]
+fn sparse_memo_index_does_not_allocate_a_huge_vector() {
+    // LONG_BINPUT 0xfffffff0 then LONG_BINGET of it.
+    let pickle = b"K\x05r\xf0\xff\xff\xff0j\xf0\xff\xff\xff.";
+    assert_eq!(parse_default(pickle).unwrap(), Value::Int(5));
+}
+
+#[test]
+fn repeated_dict_key_reads_as_the_last_value() {
+    let pickle = b"}(\x8c\x01kK\x01\x8c\x01kK\x02u.";
+    assert_eq!(
+        parse_default(pickle).unwrap().get("k"),
+        Some(&Value::Int(2))
+    );
+}
+
+#[test]
+fn pop_on_an_empty_frame_discards_the_mark_like_cpython() {
+    assert_eq!(parse_default(b"K\x07(0.").unwrap(), Value::Int(7));
+}
+
+#[test]
+fn operations_cannot_reach_below_the_innermost_mark() {
+    let err = parse_default(b"](a.").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PickleError::Malformed {
+                opcode: "APPEND",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn list_as_dict_key_is_refused_as_unhashable() {
+    let err = parse_default(b"}]K\x01s.").unwrap_err();
+    assert!(err.to_string().contains("unhashable"), "{err}");
+}
+
+#[test]
+fn raw_unicode_escape_decodes_latin1_and_escapes() {
+    assert_eq!(
+        decode_raw_unicode_escape(b"a\xff\\u0041\\U0001F600\\x").as_deref(),
+        Some("a\u{ff}A\u{1F600}\\x")
+    );
+    assert_eq!(decode_raw_unicode_escape(b"\\u12"), None);
+}
+
+#[test]
+fn long1_sign_extends() {
+    assert_eq!(parse_default(b"\x8a\x01\xff.").unwrap(), Value::Int(-1));
+    assert_eq!(
+        parse_default(b"\x8a\x02\xff\x00.").unwrap(),
+        Value::Int(255)
+    );
+    assert_eq!(parse_default(b"\x8a\x00.").unwrap(), Value::Int(0));
+}
+
+#[test]
+fn ints_of_every_width_read_back_exactly() {
+    // [2**40, -2**40, 2**63 - 1, 2**64, 2**40 (memo fetch)]: i64 ints sit
+    // in their own table, wider ones among the values.
+    let pickle = b"\x80\x04](\x8a\x06\x00\x00\x00\x00\x00\x01\x94\x8a\x06\x00\x00\x00\x00\x00\xff\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01h\x00e.";
+    let value = parse_default(pickle).unwrap();
+    assert_eq!(
+        value.as_list().unwrap(),
+        &[
+            Value::Int(1 << 40),
+            Value::Int(-(1 << 40)),
+            Value::Int(i64::MAX.into()),
+            Value::Int(1 << 64),
+            Value::Int(1 << 40),
+        ][..]
+    );
+}
+
+#[test]
+fn value_accessors_check_types_and_ranges() {
+    assert_eq!(Value::Int(-1).as_u64(), None);
+    assert_eq!(Value::Int(1 << 64).as_u64(), None);
+    assert_eq!(Value::Int(1 << 63).as_i64(), None);
+    assert_eq!(Value::Int(3).as_f64(), Some(3.0));
+    assert_eq!(Value::Bool(true).as_int(), None);
+    assert_eq!(Value::Str("s".into()).type_name(), "str");
+    assert!(Value::Int(1).identity().is_none());
+}
+
+#[test]
+fn mutation_after_sharing_is_seen_by_every_reference() {
+    // l = []; t = (l, l); l.append(1) -- via memo, then return t.
+    let pickle = b"]\x94h\x00h\x00\x86\x94h\x00K\x01a0h\x01.";
+    let value = parse_default(pickle).unwrap();
+    let pair = value.as_list().unwrap();
+    assert_eq!(pair[0].as_list().unwrap(), &[Value::Int(1)]);
+    assert_eq!(pair[0].identity(), pair[1].identity());
+}
+
+/// {'a': [1], 'b': [1]}, then (when `mutate`) `a.append(2)` through
+/// the memo after both lists were completed.
+fn two_equal_lists(mutate: bool) -> Vec<u8> {
+    let mut pickle = b"\x80\x04}\x94(\x8c\x01a\x94]\x94K\x01a\x8c\x01b\x94]\x94K\x01au".to_vec();
+    if mutate {
+        pickle.extend_from_slice(b"h\x02K\x02a0");
+    }
+    pickle.push(b'.');
+    pickle
+}
+
+#[test]
+fn completed_lists_with_equal_items_share_one_allocation() {
+    let value = parse_default(&two_equal_lists(false)).unwrap();
+    let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+    assert_eq!(a.as_list(), Some(&[Value::Int(1)][..]));
+    assert_eq!(a.identity(), b.identity());
+}
+
+#[test]
+fn mutating_a_completed_list_is_exact_through_the_retry() {
+    let value = parse_default(&two_equal_lists(true)).unwrap();
+    let (a, b) = (value.get("a").unwrap(), value.get("b").unwrap());
+    assert_eq!(a.as_list(), Some(&[Value::Int(1), Value::Int(2)][..]));
+    assert_eq!(b.as_list(), Some(&[Value::Int(1)][..]));
+    assert_ne!(a.identity(), b.identity());
+}
+
+#[test]
+fn progress_is_published_every_step_and_ends_at_the_length() {
+    // A list of 100,000 ints (BININT1: 2 bytes each) in 1000-item batches.
+    let mut pickle = b"\x80\x04]\x94".to_vec();
+    for _ in 0..100 {
+        pickle.push(b'(');
+        for _ in 0..1000 {
+            pickle.extend_from_slice(b"K\x07");
+        }
+        pickle.push(b'e');
+    }
+    pickle.push(b'.');
+    let progress = AtomicU64::new(0);
+    let value = parse_with_progress(&pickle, &Limits::default(), &progress).unwrap();
+    assert_eq!(value.as_list().map(<[Value]>::len), Some(100_000));
+    assert_eq!(progress.load(Ordering::Relaxed), pickle.len() as u64);
+    assert!(pickle.len() > 3 * PROGRESS_STEP);
+}
+
+#[test]
+fn growth_after_nesting_is_caught_by_the_freeze_depth_check() {
+    // inner = []; outer = [inner]; then inner gets [[[]]] appended, so
+    // outer's depth becomes 5 but parsing still records 2 for it: only
+    // the freeze sees the final depth.
+    let pickle = b"]\x94]\x94h\x00a0h\x00]]]aaa0h\x01.";
+    let limits = Limits {
+        max_depth: 4,
+        ..Limits::default()
+    };
+    let err = parse(pickle, &limits).unwrap_err();
+    assert!(matches!(err, PickleError::LimitExceeded { .. }), "{err}");
+}
