@@ -597,7 +597,7 @@ pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
     if r.releasable == 0 && r.non_releasable < LARGE_NON_RELEASABLE {
         return Vec::new();
     }
-    let fmt = crate::alloc::sizing::format_size;
+    let fmt = crate::alloc::sizing::display_bytes;
     let mut lines = vec![format!(
         "empty_cache() could release {} (whole free segments); {} is non-releasable          (free blocks in segments with live tensors)",
         fmt(r.releasable),
@@ -690,10 +690,10 @@ pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
     (total > cap).then(|| {
         format!(
             "refused: reserved {} + request {} = {} exceeds the stress cap of {}",
-            crate::alloc::sizing::format_size(reserved),
-            crate::alloc::sizing::format_size(request),
-            crate::alloc::sizing::format_size(total),
-            crate::alloc::sizing::format_size(cap),
+            crate::alloc::sizing::display_bytes(reserved),
+            crate::alloc::sizing::display_bytes(request),
+            crate::alloc::sizing::display_bytes(total),
+            crate::alloc::sizing::display_bytes(cap),
         )
     })
 }
@@ -708,7 +708,7 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
         )),
         Some(n) if n > MAX_TYPED_SIZE => Err(format!(
             "'{text}' is more than the largest size, {}",
-            crate::alloc::sizing::format_size(MAX_TYPED_SIZE)
+            crate::alloc::sizing::display_bytes(MAX_TYPED_SIZE)
         )),
         Some(n) => Ok(n),
     }
@@ -980,7 +980,7 @@ impl StressPanel {
         }
         self.say(format!(
             "size set to {}",
-            crate::alloc::sizing::format_size(size)
+            crate::alloc::sizing::display_bytes(size)
         ));
     }
 
@@ -1519,7 +1519,7 @@ impl StressPanel {
     fn take_result(&mut self, result: StressResult) {
         let before = self.figures;
         self.figures = Figures::of(&result.stats, &result.layout, result.driver_used);
-        let fmt = crate::alloc::sizing::format_size;
+        let fmt = crate::alloc::sizing::display_bytes;
         match result.outcome {
             StressOutcome::Started {
                 gpu,
