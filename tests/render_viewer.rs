@@ -278,3 +278,15 @@ fn ascii_mode_draws_the_viewer_its_panes_and_overlays_in_ascii_only() {
     let bad = common::screen::non_ascii(loading.backend().buffer());
     assert!(bad.is_empty(), "loading: {bad:?}");
 }
+
+#[test]
+fn viewer_timeline_axes_label_every_value_with_its_unit() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(screen.contains("0 B  │"), "the zero has its unit: {screen}");
+    assert!(screen.contains("2 GiB│"), "the middle too: {screen}");
+    assert!(screen.contains("#0") && screen.contains("#97"), "{screen}");
+    assert!(!screen.contains("device 0"), "a GPU is a GPU: {screen}");
+}

@@ -591,19 +591,24 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
         .x_axis(
             Axis::default()
                 .bounds([0.0, n as f64])
+                // Event indices, as "#52" in the peaks and replay's report.
                 .labels(vec![
-                    Span::styled("0", theme.dim),
-                    Span::styled(format!("{}", n / 2), theme.dim),
-                    Span::styled(format!("{n}"), theme.dim),
+                    Span::styled("#0", theme.dim),
+                    Span::styled(format!("#{}", n / 2), theme.dim),
+                    Span::styled(format!("#{n}"), theme.dim),
                 ])
                 .style(theme.dim),
         )
         .y_axis(
             Axis::default()
                 .bounds([0.0, top])
+                // Every label carries its unit, as on the dashboard.
                 .labels(vec![
-                    Span::styled("0", theme.dim),
-                    Span::styled(axis_number(top / 2.0), theme.dim),
+                    Span::styled("0 B", theme.dim),
+                    Span::styled(
+                        format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
+                        theme.dim,
+                    ),
                     Span::styled(
                         format!("{} {}", axis_number(top), format::unit_name(exp)),
                         theme.dim,
