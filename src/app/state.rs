@@ -422,7 +422,8 @@ pub struct UiState {
     /// before it was drawn. Only the drawing knows the terminal size and
     /// how the help wraps, so it writes this and the keys clamp to it:
     /// PgDn past the end leaves the scroll at the end, and PgUp moves at
-    /// once.
+    /// once. Not serialized: it describes the last frame, not the state.
+    #[serde(skip)]
     pub help_scroll_limit: Cell<usize>,
 }
 

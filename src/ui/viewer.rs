@@ -263,7 +263,7 @@ fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) 
             inner,
             0,
             &Line::styled(
-                "no devices: the snapshot has no segments and no trace",
+                "no GPUs: the snapshot has no segments and no trace",
                 theme.dim,
             ),
         );
@@ -671,7 +671,7 @@ fn describe_event(e: &TraceEntry) -> String {
 /// The status text: "event i/N · action … · stream s · t+… · filters".
 pub fn status_text(v: &ViewerState) -> String {
     let Some(d) = v.device() else {
-        return format!("{}: no devices", v.file);
+        return format!("{}: no GPUs", v.file);
     };
     let n = d.len();
     let c = v.cursor();
