@@ -158,7 +158,7 @@ fn stress_panel_compare_shows_reserved_dropping_by_the_whole_free_segments() {
     // empty_cache returns exactly those whole free segments: 5 × 10 MiB.
     s.keys(&["e"]);
     s.wait_for("empty_cache", |sc| {
-        sc.contains("empty_cache released 50.00 MiB")
+        sc.contains("empty_cache released 50.0 MiB")
     });
     s.keys(&["c"]);
     let screen = s.wait_for("mark B and the compare view", |sc| {
@@ -206,7 +206,7 @@ fn stress_cap_from_the_command_line_refuses_a_bigger_request_on_screen() {
     s.wait_for("the dashboard", dashboard_shown);
     s.keys(&["a"]);
     s.wait_for("the capped stress worker", |sc| {
-        sc.contains("cap 50.00 MiB (--stress-cap)")
+        sc.contains("cap 50.0 MiB (--stress-cap)")
     });
     // 10 × 10 MiB = 100 MiB asked for, with a 50 MiB cap.
     s.keys(&["+"]);

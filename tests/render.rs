@@ -11,6 +11,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -180,6 +181,69 @@ fn whole_screen_in_ascii_mode_has_no_braille_block_or_box_glyphs() {
 }
 
 #[test]
+fn ascii_mode_draws_only_ascii_in_every_pane_and_the_help() {
+    let theme = Theme::colored().with_ascii(true);
+    let (_cluster, training_state) = training(2);
+    let mut states = vec![
+        ("training", training_state),
+        ("tree", process_tree_state()),
+        ("no allocator", plain_gpu()),
+        ("empty", AppState::new(status())),
+    ];
+    let (_cluster, mut help) = training(2);
+    help.ui.overlay = Overlay::Help;
+    states.push(("help", help.clone()));
+    help.ui.help_scroll = 200;
+    states.push(("help at its end", help));
+    let (_cluster, mut filtered) = training(1);
+    filtered.ui.focus = Pane::Processes;
+    filtered.ui.filter_editing = true;
+    filtered.ui.process_filter = "train".to_string();
+    states.push(("filter", filtered));
+    for (what, state) in &states {
+        for (w, h) in [(80, 24), (120, 40), (30, 8)] {
+            let terminal = draw(state, &theme, w, h);
+            let bad = common::screen::non_ascii(terminal.backend().buffer());
+            assert!(bad.is_empty(), "{what} at {w}×{h}: {bad:?}");
+        }
+        // Each pane alone, at full size, too (the layout may drop some).
+        for (w, h) in [(80, 24), (120, 40)] {
+            let panes: Vec<(&str, Terminal<TestBackend>)> = vec![
+                ("GPUs", draw_widget(GpusPane::new(state, &theme), w, h)),
+                (
+                    "breakdown",
+                    draw_widget(BreakdownPane::new(state, &theme), w, h),
+                ),
+                (
+                    "timeline",
+                    draw_widget(TimelinePane::new(state, &theme), w, h),
+                ),
+                (
+                    "fragmentation",
+                    draw_widget(FragmentationPane::new(state, &theme), w, h),
+                ),
+                (
+                    "segments",
+                    draw_widget(SegmentsPane::new(state, &theme), w, h),
+                ),
+                (
+                    "processes",
+                    draw_widget(ProcessesPane::new(state, &theme), w, h),
+                ),
+                (
+                    "status",
+                    draw_widget(StatusLine::new(state, &Keymap::default(), &theme), w, h),
+                ),
+            ];
+            for (pane, terminal) in panes {
+                let bad = common::screen::non_ascii(terminal.backend().buffer());
+                assert!(bad.is_empty(), "{what}, {pane} at {w}×{h}: {bad:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn help_overlay_lists_the_keys_and_defines_the_words() {
     let (_cluster, mut state) = training(2);
     state.ui.overlay = Overlay::Help;
@@ -206,6 +270,31 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
     let scrolled = text(draw(&state, &theme, 80, 24).backend().buffer());
     assert!(scrolled.contains("process tree / flat list"), "{scrolled}");
     assert!(scrolled.contains("↑ k PgUp back"), "the end says so");
+}
+
+#[test]
+fn help_scrolled_past_its_end_comes_back_with_the_first_page_up() {
+    let (_cluster, mut state) = training(2);
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let key = |state: &mut AppState, code: KeyCode| {
+        vramtop::app::update::handle_key(state, &keymap, KeyEvent::new(code, KeyModifiers::NONE));
+    };
+    key(&mut state, KeyCode::Char('?'));
+    let top = text(draw(&state, &theme, 80, 24).backend().buffer());
+    for _ in 0..50 {
+        key(&mut state, KeyCode::PageDown);
+        draw(&state, &theme, 80, 24);
+    }
+    let end = state.ui.help_scroll;
+    assert!(end > 0 && end < 50 * 10, "clamped to the drawn end: {end}");
+    let at_end = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert!(at_end.contains("PgUp back"), "{at_end}");
+    key(&mut state, KeyCode::PageUp);
+    assert!(state.ui.help_scroll < end, "the first PgUp moves");
+    let back = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert_ne!(back, at_end, "and the screen shows it");
+    assert_ne!(top, at_end);
 }
 
 #[test]
@@ -636,7 +725,7 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
     let child = row_text(buf, 3);
     let rest = row_text(buf, 4);
     assert!(
-        parent.contains("100") && parent.contains("10G/12G"),
+        parent.contains("100") && parent.contains("10.0/12.0 GiB"),
         "{parent}"
     );
     assert!(child.contains("└ own CUDA context! python"), "{child}");

@@ -231,3 +231,62 @@ fn every_size_and_every_shared_snapshot_draws_without_panicking() {
         }
     }
 }
+
+#[test]
+fn ascii_mode_draws_the_viewer_its_panes_and_overlays_in_ascii_only() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored().with_ascii(true);
+    let check = |v: &ViewerState, what: &str| {
+        for (w, h) in [(80, 24), (120, 40)] {
+            let t = draw_with(v, w, h, &theme);
+            let bad = common::screen::non_ascii(t.backend().buffer());
+            assert!(bad.is_empty(), "{what} at {w}×{h}: {bad:?}");
+        }
+    };
+    check(&v, "the end");
+    press(&mut v, KeyCode::Home);
+    check(&v, "before the first event");
+    seek(&mut v, 20);
+    press(&mut v, KeyCode::Enter);
+    check(&v, "block detail");
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Char('w'));
+    check(&v, "sites");
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    check(&v, "A/B comparison");
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Char('?'));
+    check(&v, "help");
+    for _ in 0..30 {
+        press(&mut v, KeyCode::PageDown);
+    }
+    check(&v, "help at its end");
+    let mut loading = Terminal::new(TestBackend::new(80, 24)).expect("test backend");
+    loading
+        .draw(|f| {
+            let area = f.area();
+            render_loading(area, f.buffer_mut(), "a…b.pickle", 1 << 20, 8 << 20, &theme);
+        })
+        .expect("draws");
+    let bad = common::screen::non_ascii(loading.backend().buffer());
+    assert!(bad.is_empty(), "loading: {bad:?}");
+}
+
+#[test]
+fn viewer_timeline_axes_label_every_value_with_its_unit() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(screen.contains("0 B  │"), "the zero has its unit: {screen}");
+    assert!(screen.contains("2 GiB│"), "the middle too: {screen}");
+    assert!(screen.contains("#0") && screen.contains("#97"), "{screen}");
+    assert!(!screen.contains("device 0"), "a GPU is a GPU: {screen}");
+}

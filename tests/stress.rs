@@ -338,7 +338,7 @@ fn a_typed_size_replaces_the_preset_and_allocations_use_it() {
     assert!(!p.editing_size());
     assert_eq!(p.size(), 37 * MIB);
     assert_eq!(p.custom_size, Some(37 * MIB));
-    assert!(p.message.as_deref().unwrap_or("").contains("37.00 MiB"));
+    assert!(p.message.as_deref().unwrap_or("").contains("37.0 MiB"));
     p.count_index = COUNT_PRESETS.iter().position(|&c| c == 2).unwrap();
     assert_eq!(
         p.apply(StressAction::Allocate),
@@ -554,7 +554,7 @@ fn a_capped_worker_on_the_simulation_allocates_up_to_the_cap_and_no_further() {
     d.act(StressAction::Allocate);
     assert!(d.panel.tensors.is_empty(), "100 MiB > 50 MiB: nothing sent");
     let why = d.panel.message.clone().unwrap_or_default();
-    assert!(why.contains("exceeds the stress cap of 50.00 MiB"), "{why}");
+    assert!(why.contains("exceeds the stress cap of 50.0 MiB"), "{why}");
     d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
     d.act(StressAction::Allocate);
     assert_eq!(d.panel.tensors.len(), 5);
@@ -734,6 +734,34 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
         .draw(|f| ui::draw(f, &state, &Keymap::default(), &Theme::colored()))
         .expect("test backend");
     insta::assert_snapshot!("stress_panel_120x40", terminal.backend());
+}
+
+#[test]
+fn ascii_mode_draws_the_stress_panel_in_ascii_only() {
+    let mut state = stress_screen();
+    let theme = Theme::colored().with_ascii(true);
+    let mut shown = Vec::new();
+    for step in ["tensors, OOM and compare", "help over it", "size field"] {
+        match step {
+            "help over it" => state.ui.overlay = vramtop::app::state::Overlay::Help,
+            "size field" => {
+                state.ui.overlay = vramtop::app::state::Overlay::None;
+                press(&mut state, KeyCode::Char('s'));
+            }
+            _ => {}
+        }
+        for (w, h) in [(80, 24), (120, 40)] {
+            let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+            terminal
+                .draw(|f| ui::draw(f, &state, &Keymap::default(), &theme))
+                .expect("test backend");
+            let buf = terminal.backend().buffer();
+            let bad = common::screen::non_ascii(buf);
+            assert!(bad.is_empty(), "{step} at {w}×{h}: {bad:?}");
+            shown.push(common::screen::text(buf));
+        }
+    }
+    assert!(shown[1].contains("Stress panel"), "{}", shown[1]);
 }
 
 fn screen_text(state: &AppState, w: u16, h: u16) -> String {
@@ -1680,9 +1708,9 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
     );
     let lines = oom_advice(&layout, "");
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(lines[0].contains("could release 20.00 MiB"), "{}", lines[0]);
+    assert!(lines[0].contains("could release 20.0 MiB"), "{}", lines[0]);
     assert!(
-        lines[0].contains("413.00 MiB is non-releasable"),
+        lines[0].contains("413 MiB is non-releasable"),
         "{}",
         lines[0]
     );
@@ -1724,7 +1752,7 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
     p.busy = true;
     p.on_result(r);
     let advice = p.oom_advice();
-    assert!(advice[0].contains("could release 300.00 MiB"), "{advice:?}");
+    assert!(advice[0].contains("could release 300 MiB"), "{advice:?}");
 }
 
 #[test]

@@ -83,6 +83,39 @@ pub fn format_size(size: u64) -> String {
     }
 }
 
+/// A number with three significant digits (two decimals below 10, one
+/// below 100, none above), so columns of sizes keep a steady width.
+pub fn three_significant_digits(v: f64) -> String {
+    if v < 10.0 {
+        format!("{v:.2}")
+    } else if v < 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Bytes as every screen shows them (the dashboard, the viewer, the
+/// stress panel's messages): the largest binary unit that keeps an
+/// integer part, three significant digits: "512 B", "1.50 GiB",
+/// "12.3 MiB", "500 MiB". Lives here, the lowest layer, so that the
+/// application's messages and the panes agree; `ui::format::bytes` is
+/// this function.
+pub fn display_bytes(size: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut exp = 0usize;
+    let mut whole = size;
+    while whole >= 1024 && exp + 1 < UNITS.len() {
+        whole /= 1024;
+        exp += 1;
+    }
+    if exp == 0 {
+        return format!("{size} B");
+    }
+    let value = size as f64 / (1u64 << (10 * exp)) as f64;
+    format!("{} {}", three_significant_digits(value), UNITS[exp])
+}
+
 /// Human-friendly binary size for our own output (not PyTorch's format):
 /// "512 B", "1.5 MiB", "20 MiB".
 pub fn human_bytes(size: u64) -> String {

@@ -3,6 +3,7 @@
 //! and never change them. Everything here is pure: time comes in as
 //! milliseconds, samples come in as values.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
@@ -456,6 +457,14 @@ pub struct UiState {
     pub stress_map: bool,
     /// Rows the help overlay is scrolled down (reset when it opens).
     pub help_scroll: usize,
+    /// The largest useful `help_scroll` as the help was last drawn (rows
+    /// of help below the view when scrolled to the top); `usize::MAX`
+    /// before it was drawn. Only the drawing knows the terminal size and
+    /// how the help wraps, so it writes this and the keys clamp to it:
+    /// PgDn past the end leaves the scroll at the end, and PgUp moves at
+    /// once. Not serialized: it describes the last frame, not the state.
+    #[serde(skip)]
+    pub help_scroll_limit: Cell<usize>,
 }
 
 impl Default for UiState {
@@ -476,6 +485,7 @@ impl Default for UiState {
             allocator_pick: BTreeMap::new(),
             notice: None,
             help_scroll: 0,
+            help_scroll_limit: Cell::new(usize::MAX),
             stress_map: false,
         }
     }

@@ -326,7 +326,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
 
     /// The label of a command's synthetic frame.
     fn describe(command: &StressCommand) -> String {
-        let fmt = crate::alloc::human_bytes;
+        let fmt = crate::alloc::sizing::display_bytes;
         match command {
             StressCommand::Malloc { sizes } => match sizes.first() {
                 Some(&first) if sizes.iter().all(|&s| s == first) => {

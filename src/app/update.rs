@@ -311,16 +311,23 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
     if ui.overlay == Overlay::Help {
         // The help overlay is modal: it scrolls like less, other keys do
         // nothing behind it. The drawing keeps the last row in view.
+        // Clamped here to what the help last drew, not only when drawn,
+        // so that a scroll past the end never has to be paid back.
+        let limit = ui.help_scroll_limit.get().min(MAX_HELP_SCROLL);
+        let current = ui.help_scroll.min(limit);
         let scroll = match action {
-            Action::Up => ui.help_scroll.saturating_sub(1),
-            Action::Down => ui.help_scroll + 1,
-            Action::PageUp => ui.help_scroll.saturating_sub(PAGE_ROWS),
-            Action::PageDown => ui.help_scroll + PAGE_ROWS,
-            Action::Quit | Action::ToggleHelp | Action::Back => ui.help_scroll,
+            Action::Up => Some(current.saturating_sub(1)),
+            Action::Down => Some(current.saturating_add(1)),
+            Action::PageUp => Some(current.saturating_sub(PAGE_ROWS)),
+            Action::PageDown => Some(current.saturating_add(PAGE_ROWS)),
+            Action::Quit | Action::ToggleHelp | Action::Back => None,
             _ => return Effect::None,
         };
-        if scroll != ui.help_scroll {
-            ui.help_scroll = scroll.min(MAX_HELP_SCROLL);
+        if let Some(scroll) = scroll.map(|s| s.min(limit)) {
+            if scroll == ui.help_scroll {
+                return Effect::None;
+            }
+            ui.help_scroll = scroll;
             return Effect::Redraw;
         }
     }
@@ -495,6 +502,31 @@ mod tests {
             &Keymap::default(),
             KeyEvent::new(code, KeyModifiers::NONE),
         )
+    }
+
+    #[test]
+    fn help_scroll_stops_at_the_drawn_end_so_page_up_moves_at_once() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('?'));
+        assert_eq!(s.ui.overlay, Overlay::Help);
+        // As the drawing reports it: 23 rows of help below the view.
+        s.ui.help_scroll_limit.set(23);
+        for _ in 0..10 {
+            press(&mut s, KeyCode::PageDown);
+        }
+        assert_eq!(s.ui.help_scroll, 23, "PgDn stops at the end");
+        assert_eq!(press(&mut s, KeyCode::PageDown), Effect::None);
+        assert_eq!(press(&mut s, KeyCode::PageUp), Effect::Redraw);
+        assert_eq!(s.ui.help_scroll, 13, "the first PgUp moves a page");
+        // A larger terminal shows more: the scroll is clamped to the new
+        // end before the key applies.
+        s.ui.help_scroll = 23;
+        s.ui.help_scroll_limit.set(5);
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.help_scroll, 4);
+        // Up at the top does nothing, behind the help neither.
+        s.ui.help_scroll = 0;
+        assert_eq!(press(&mut s, KeyCode::Up), Effect::None);
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl ViewerState {
             .map(|d| GpuState {
                 reading: GpuReading::Ok(GpuSample::unknown(
                     d.device,
-                    format!("snapshot device {}", d.device),
+                    format!("snapshot GPU {}", d.device),
                 )),
                 allocator: None,
                 history: History::default(),

@@ -179,7 +179,7 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
         report.devices.len()
     );
     for d in &report.devices {
-        let _ = writeln!(out, "device {}:", d.device);
+        let _ = writeln!(out, "GPU {}:", d.device);
         render_figures(&mut out, &d.figures);
     }
     if report.devices.len() != 1 {
@@ -300,7 +300,7 @@ pub fn render_sites(report: &SitesReport) -> String {
         let t0 = d.first_time_us;
         let _ = writeln!(
             out,
-            "allocation sites, device {} (by {}; sizes are block sizes):",
+            "allocation sites, GPU {} (by {}; sizes are block sizes):",
             d.device,
             report.grouping.name()
         );

@@ -61,21 +61,21 @@ impl Verdict {
     pub fn of(report: &VerifyReport) -> Verdict {
         if let Some(f) = report.findings.first() {
             return Verdict::Mismatch(format!(
-                "invariant: segment {:#x} (device {}): {}",
+                "invariant: segment {:#x} (GPU {}): {}",
                 f.address, f.device, f.message
             ));
         }
         if let Some(r) = report.replays.iter().find(|r| !r.full_match()) {
             return Verdict::Mismatch(match &r.divergence {
                 Some(d) => format!(
-                    "device {}: event #{}: PyTorch {} / model {}",
+                    "GPU {}: event #{}: PyTorch {} / model {}",
                     r.device, d.event_index, d.expected, d.model
                 ),
-                None => format!("device {}: the final state differs", r.device),
+                None => format!("GPU {}: the final state differs", r.device),
             });
         }
         if let Some(u) = report.unreplayable.first() {
-            return Verdict::NotReplayable(format!("device {}: {}", u.device, u.reason));
+            return Verdict::NotReplayable(format!("GPU {}: {}", u.device, u.reason));
         }
         if report.replays.is_empty() {
             return Verdict::NoTrace;
@@ -141,7 +141,7 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
              decided by the trace)"
         ),
     };
-    let _ = writeln!(out, "device {}: trace {start}", r.device);
+    let _ = writeln!(out, "GPU {}: trace {start}", r.device);
     if let ReplayStart::Reconstructed { inferences, .. } = &r.start {
         for inference in inferences {
             let _ = writeln!(out, "  inferred: {inference}");
@@ -224,7 +224,7 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     for f in report.findings.iter().take(10) {
         let _ = writeln!(
             out,
-            "  segment {:#x} (device {}): {}",
+            "  segment {:#x} (GPU {}): {}",
             f.address, f.device, f.message
         );
     }
@@ -238,7 +238,7 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
         render_device(&mut out, r);
     }
     for u in &report.unreplayable {
-        let _ = writeln!(out, "device {}: not replayable: {}", u.device, u.reason);
+        let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
     }
     let verdict = Verdict::of(report);
     let _ = match verdict.why() {
@@ -420,7 +420,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     };
     let _ = writeln!(
         out,
-        "device {}: {} trace entries, {} program calls; {start}",
+        "GPU {}: {} trace entries, {} program calls; {start}",
         d.device, d.trace_entries, d.calls
     );
     let rows = whatif_rows(d, recorded);
@@ -575,7 +575,7 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
         render_whatif_device(&mut out, d, report.recorded_settings.as_deref());
     }
     for u in &report.unreplayable {
-        let _ = writeln!(out, "device {}: not replayable: {}", u.device, u.reason);
+        let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
     }
     out
 }

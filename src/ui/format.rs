@@ -35,40 +35,49 @@ pub fn in_unit(bytes: u64, exp: usize) -> f64 {
 /// A number with three significant digits (two decimals below 10, one
 /// below 100, none above), so columns of sizes keep a steady width.
 fn three_digits(v: f64) -> String {
-    if v < 10.0 {
-        format!("{v:.2}")
-    } else if v < 100.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.0}")
-    }
+    crate::alloc::sizing::three_significant_digits(v)
 }
 
 /// Bytes in the largest binary unit that keeps an integer part:
-/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB".
+/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB". The one byte style of
+/// every screen; the application layer's messages use the same function
+/// (`alloc::sizing::display_bytes`).
 pub fn bytes(b: u64) -> String {
-    let exp = unit_exp(b);
-    if exp == 0 {
-        return format!("{b} B");
-    }
-    format!("{} {}", three_digits(in_unit(b, exp)), unit_name(exp))
+    crate::alloc::sizing::display_bytes(b)
 }
 
-/// Like [`bytes`] but without the space and with a one-letter unit
-/// ("1.50G", "512M", "64K", "512B"), for histogram labels and tight columns.
+/// Like [`bytes`] but without the space ("1.50GiB", "512MiB", "64KiB",
+/// "512B"), for histogram labels and tight columns: the same units as
+/// everywhere else, only packed.
 pub fn bytes_short(b: u64) -> String {
     let exp = unit_exp(b);
-    let letter = ["B", "K", "M", "G", "T", "P", "E"][exp.min(6)];
     if exp == 0 {
-        return format!("{b}{letter}");
+        return format!("{b}B");
     }
     let v = in_unit(b, exp);
     // Powers of two (histogram bounds) read better without decimals.
     if v.fract() == 0.0 {
-        format!("{v:.0}{letter}")
+        format!("{v:.0}{}", unit_name(exp))
     } else {
-        format!("{}{letter}", three_digits(v))
+        format!("{}{}", three_digits(v), unit_name(exp))
     }
+}
+
+/// "a/b unit" with both in the unit of the larger one and three
+/// significant digits each ("397/560 MiB", "0.39/1.04 GiB"), for a pair
+/// read together in a tight column (allocated/reserved); an unknown side
+/// reads "n/a", both unknown: "n/a".
+pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
+    let exp = match (a, b) {
+        (None, None) => return NA.to_string(),
+        _ => unit_exp(a.unwrap_or(0).max(b.unwrap_or(0))),
+    };
+    let part = |v: Option<u64>| match v {
+        Some(v) if exp == 0 => v.to_string(),
+        Some(v) => three_digits(in_unit(v, exp)),
+        None => NA.to_string(),
+    };
+    format!("{}/{} {}", part(a), part(b), unit_name(exp))
 }
 
 /// `bytes` or "n/a".
@@ -197,9 +206,18 @@ mod tests {
     #[test]
     fn short_bytes_drop_decimals_for_whole_values() {
         assert_eq!(bytes_short(512), "512B");
-        assert_eq!(bytes_short(2 * MIB), "2M");
-        assert_eq!(bytes_short(GIB), "1G");
-        assert_eq!(bytes_short(3 * GIB / 2), "1.50G");
+        assert_eq!(bytes_short(2 * MIB), "2MiB");
+        assert_eq!(bytes_short(GIB), "1GiB");
+        assert_eq!(bytes_short(3 * GIB / 2), "1.50GiB");
+    }
+
+    #[test]
+    fn byte_pairs_share_the_larger_unit_with_three_digits_each() {
+        assert_eq!(bytes_pair(Some(397 * MIB), Some(560 * MIB)), "397/560 MiB");
+        assert_eq!(bytes_pair(Some(400 * MIB), Some(GIB)), "0.39/1.00 GiB");
+        assert_eq!(bytes_pair(Some(100), Some(1000)), "100/1000 B");
+        assert_eq!(bytes_pair(None, Some(GIB)), "n/a/1.00 GiB");
+        assert_eq!(bytes_pair(None, None), "n/a");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use ratatui::widgets::Widget;
 
 use super::chrome::{self, pane_block, right};
 use super::format;
-use super::theme::Theme;
+use super::theme::{Glyphs, Theme};
 use crate::alloc::Fragmentation;
 use crate::alloc::analysis::Bucket;
 use crate::app::state::{AppState, Pane};
@@ -41,10 +41,14 @@ impl<'a> FragmentationPane<'a> {
     }
 }
 
-/// A bucket's label: "≤2M" for the range up to its bound, "≥1G" for the
+/// A bucket's label: "≤2MiB" for the range up to its bound, "≥1GiB" for the
 /// open-ended last one.
-pub(crate) fn bucket_label(b: &Bucket) -> String {
-    let sign = if b.open_ended { "≥" } else { "≤" };
+pub(crate) fn bucket_label(b: &Bucket, glyphs: &Glyphs) -> String {
+    let sign = if b.open_ended {
+        glyphs.at_least
+    } else {
+        glyphs.at_most
+    };
     format!("{sign}{}", format::bytes_short(b.bound))
 }
 
@@ -174,7 +178,7 @@ impl Widget for FragmentationPane<'_> {
                     .map(|b| {
                         Line::from(vec![
                             Span::styled(format!("{}×", b.count), theme.text),
-                            Span::styled(bucket_label(b), theme.dim),
+                            Span::styled(bucket_label(b, &g), theme.dim),
                         ])
                     })
                     .collect();
@@ -185,7 +189,7 @@ impl Widget for FragmentationPane<'_> {
         };
         let label_w = buckets
             .iter()
-            .map(|b| bucket_label(b).chars().count())
+            .map(|b| bucket_label(b, &g).chars().count())
             .max()
             .unwrap_or(4);
         let count_w = buckets
@@ -212,7 +216,7 @@ impl Widget for FragmentationPane<'_> {
                 usize::try_from(c).unwrap_or(bar_w).max(1)
             };
             let mut spans = vec![
-                Span::styled(right(&bucket_label(b), label_w), theme.dim),
+                Span::styled(right(&bucket_label(b, &g), label_w), theme.dim),
                 Span::raw(" "),
                 Span::styled(g.histogram.repeat(cells), theme.histogram),
                 Span::raw(" ".repeat(bar_w - cells.min(bar_w))),
@@ -239,9 +243,13 @@ mod tests {
     #[test]
     fn bucket_labels_show_the_bound_and_its_direction() {
         let f = fragmentation(&[]);
-        assert_eq!(bucket_label(&f.histogram[0]), "≤512B");
-        assert_eq!(bucket_label(&f.histogram[12]), "≤2M");
-        assert_eq!(bucket_label(f.histogram.last().expect("22 buckets")), "≥1G");
+        let g = Theme::colored().glyphs();
+        assert_eq!(bucket_label(&f.histogram[0], &g), "≤512B");
+        assert_eq!(bucket_label(&f.histogram[12], &g), "≤2MiB");
+        let last = f.histogram.last().expect("22 buckets");
+        assert_eq!(bucket_label(last, &g), "≥1GiB");
+        let ascii = Theme::colored().with_ascii(true).glyphs();
+        assert_eq!(bucket_label(last, &ascii), ">=1GiB");
     }
 
     #[test]

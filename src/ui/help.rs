@@ -1,6 +1,8 @@
 //! The help overlay: the keys, generated from the keymap (so it cannot
 //! drift from what the keys do), and what the dashboard's words mean.
 
+use std::cell::Cell;
+
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -56,6 +58,8 @@ pub struct HelpOverlay<'a> {
     viewer: bool,
     /// Rows scrolled past (↓/j, PgDn); clamped so the last row stays in view.
     scroll: usize,
+    /// Where the drawing reports the largest useful scroll, for the keys.
+    scroll_limit: Option<&'a Cell<usize>>,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -66,12 +70,20 @@ impl<'a> HelpOverlay<'a> {
             stress: false,
             viewer: false,
             scroll: 0,
+            scroll_limit: None,
         }
     }
 
     /// Starts `rows` rows down (the help scrolls like less: ↓/j, PgDn).
     pub fn with_scroll(mut self, rows: usize) -> Self {
         self.scroll = rows;
+        self
+    }
+
+    /// Reports into `limit` how far the help can scroll at the size it is
+    /// drawn, so the keys clamp the scroll before the next frame.
+    pub fn with_scroll_limit(mut self, limit: &'a Cell<usize>) -> Self {
+        self.scroll_limit = Some(limit);
         self
     }
 
@@ -225,6 +237,9 @@ impl Widget for HelpOverlay<'_> {
         );
         let visible = usize::from(inner.height);
         let max_scroll = content_h.saturating_sub(visible);
+        if let Some(limit) = self.scroll_limit {
+            limit.set(max_scroll);
+        }
         let offset = self.scroll.min(max_scroll);
         if max_scroll > 0 {
             // Where the view is, as less says it, and how to move it.

@@ -16,13 +16,13 @@
 //!  Timeline  GPU 0 · last 1m ──────────────┌ Fragmentation  GPU 0 ─────────────
 //! 1.2 GiB│        driver used, reserved,  │frag 88%  largest 20.0 MiB
 //!        │        allocated; ┊ empty_cache│ext free …  non-rel …  int free …
-//!      0 └─────── ┃ OOM ──────────────────│ ≤2M ████     2   3.32 MiB
-//!      -1m          -30s              now │≤32M ████████ 7    140 MiB
+//!    0 B └─────── ┃ OOM ──────────────────│ ≤2MiB ███    2   3.32 MiB
+//!      -1m          -30s              now │≤32MiB ██████ 7    140 MiB
 //!  Segments  GPU 0 · 28 segments · 110 blocks ──────█ allocated ▓ free ▚ pending
-//! L  0x7f0000000000    20M ████████▓▓▓▓████     (one strip per segment, scrolls)
+//! L  0x7f0000000000   20MiB ████████▓▓▓▓████    (one strip per segment, scrolls)
 //! block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f… · stream 0 · segment 1/28
 //!  Processes  tree ─────────────────────────────────────────────────────────────
-//!     PID USER     GPU    MEMORY   alloc/res COMMAND        (+ unattributed/GPU)
+//!     PID USER     GPU    MEMORY     alloc/res COMMAND      (+ unattributed/GPU)
 //! sim │ 1000 ms │ 30 samples  q quit  ? help  Tab pane  a stress  p pause  0…9 GPU
 //! ```
 //!
@@ -127,6 +127,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
         let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
         let row = area.height / 2;
         chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
+        theme.finish(area, buf);
         return;
     }
     for &(pane, rect) in &screen.panes {
@@ -161,8 +162,12 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
         HelpOverlay::new(keymap, theme)
             .with_stress(state.ui.stress_open)
             .with_scroll(state.ui.help_scroll)
+            .with_scroll_limit(&state.ui.help_scroll_limit)
             .render(area, buf);
     }
+    // Every pane finishes its own area; this catches what is drawn
+    // between them (the status line, the stress panel's text).
+    theme.finish(area, buf);
 }
 
 /// The GPU (index into `state.gpus`) drawn on screen row `row` of a GPUs

@@ -79,16 +79,7 @@ impl<'a> ProcessesPane<'a> {
             .filter(|g| g.index() == gpu)
             .filter_map(|g| g.allocator.as_ref())
             .find(|a| a.pid == Some(pid))
-            .map(|a| {
-                let shown = |bytes: Option<u64>| {
-                    bytes.map_or_else(|| format::NA.to_string(), format::bytes_short)
-                };
-                format!(
-                    "{}/{}",
-                    shown(a.known_allocated()),
-                    shown(a.known_reserved())
-                )
-            })
+            .map(|a| format::bytes_pair(a.known_allocated(), a.known_reserved()))
     }
 }
 
@@ -140,7 +131,7 @@ impl Widget for ProcessesPane<'_> {
         let pid_w = 7;
         let gpu_w = 3;
         let mem_w = 9;
-        let alloc_w = 11;
+        let alloc_w = 13;
         let user_w = 8;
         let show_alloc = width >= pid_w + gpu_w + mem_w + alloc_w + 4 + 20;
         let show_user = width >= pid_w + gpu_w + mem_w + alloc_w + user_w + 5 + 20;

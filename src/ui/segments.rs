@@ -226,8 +226,8 @@ impl Widget for SegmentsPane<'_> {
             .map(|s| format!("{:#x}", s.address).len())
             .max()
             .unwrap_or(0);
-        // Pool letter, E, space, [address, space], size (6), space.
-        let prefix_w = 3 + if show_address { addr_w + 1 } else { 0 } + 7;
+        // Pool letter, E, space, [address, space], size (7), space.
+        let prefix_w = 3 + if show_address { addr_w + 1 } else { 0 } + 8;
         let strip_w = inner
             .width
             .saturating_sub(u16::try_from(prefix_w).unwrap_or(u16::MAX));
@@ -261,7 +261,7 @@ impl Widget for SegmentsPane<'_> {
                     " ".repeat(addr_w + 1 - format!("{:#x}", seg.address).len()),
                 ));
             }
-            spans.push(Span::raw(right(&format::bytes_short(seg.total_size), 6)));
+            spans.push(Span::raw(right(&format::bytes_short(seg.total_size), 7)));
             spans.push(Span::raw(" "));
             chrome::line_at(buf, inner, y - inner.y, &Line::from(spans));
             let x0 = inner.x + inner.width - strip_w;

@@ -243,7 +243,13 @@ impl<'a> StressPane<'a> {
         let mut lines = vec![Line::styled(
             format!(
                 "{:<10} {:>4} {:>9} {:>4} {:>9} {:>5} {:>11}",
-                "free ≤", "A #", "A", "B #", "B", "Δ #", "Δ"
+                format!("free {}", t.glyphs().at_most),
+                "A #",
+                "A",
+                "B #",
+                "B",
+                "Δ #",
+                "Δ"
             ),
             t.header,
         )];
@@ -258,7 +264,7 @@ impl<'a> StressPane<'a> {
                 _ => t.dim,
             };
             let bucket = if r.open_ended {
-                format!("≥{}", format::bytes(r.bound))
+                format!("{}{}", t.glyphs().at_least, format::bytes(r.bound))
             } else {
                 format::bytes(r.bound)
             };
@@ -364,14 +370,14 @@ impl Widget for StressPane<'_> {
         if let Some(text) = self.panel.size_text() {
             head.push(Line::from(vec![
                 Span::styled("set size: ", t.key),
-                Span::styled(format!("{text}▏"), t.selected),
+                Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
                 Span::styled("  Enter sets · Esc cancels", t.dim),
             ]));
         }
         if let Some(text) = self.panel.settings_text() {
             head.push(Line::from(vec![
                 Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
-                Span::styled(format!("{text}▏"), t.selected),
+                Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
                 Span::styled("  Enter frees all, new allocator · Esc cancels", t.dim),
             ]));
         }

@@ -83,6 +83,10 @@ pub struct Glyphs {
     pub separator: &'static str,
     /// Legend sample of a line series.
     pub line: &'static str,
+    /// In front of a histogram bucket's upper bound ("≤2MiB").
+    pub at_most: &'static str,
+    /// In front of the open-ended last bucket's bound ("≥1GiB").
+    pub at_least: &'static str,
     pub series_allocated: Marker,
     pub series_reserved: Marker,
     pub series_driver: Marker,
@@ -104,6 +108,8 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     branch: "└ ",
     separator: " │ ",
     line: "─",
+    at_most: "≤",
+    at_least: "≥",
     series_allocated: Marker::Braille,
     series_reserved: Marker::Braille,
     series_driver: Marker::Braille,
@@ -125,6 +131,8 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     branch: "`-",
     separator: " | ",
     line: "-",
+    at_most: "<=",
+    at_least: ">=",
     series_allocated: Marker::Custom('*'),
     series_reserved: Marker::Custom('+'),
     series_driver: Marker::Custom('.'),
@@ -235,9 +243,13 @@ impl Theme {
         }
     }
 
-    /// In ASCII mode, replaces what ratatui's own widgets drew with
-    /// box-drawing, block or braille characters (chart axes, borders) in
-    /// `area`. A no-op otherwise.
+    /// In ASCII mode, replaces every non-ASCII character drawn in `area`
+    /// with a one-cell ASCII stand-in: what ratatui's own widgets drew
+    /// with box-drawing, block or braille characters (chart axes,
+    /// borders) and the punctuation of the text ("…", "·", "→", "×",
+    /// "−"), so `--ascii` leaves only ASCII on the screen. One cell for
+    /// one cell: the layout measured in the Unicode text stays right. A
+    /// no-op otherwise.
     pub fn finish(&self, area: Rect, buf: &mut Buffer) {
         if !self.ascii {
             return;
@@ -255,7 +267,8 @@ impl Theme {
     }
 }
 
-/// The ASCII stand-in for a drawing character, `None` for anything else.
+/// The one-cell ASCII stand-in for a drawing or punctuation character,
+/// `None` for ASCII and for characters without one.
 fn ascii_for(symbol: &str) -> Option<&'static str> {
     let mut chars = symbol.chars();
     let c = chars.next()?;
@@ -268,7 +281,21 @@ fn ascii_for(symbol: &str) -> Option<&'static str> {
         '\u{2500}'..='\u{257F}' => "+",
         '\u{2580}'..='\u{259F}' => "#",
         '\u{2800}'..='\u{28FF}' => "*",
-        '▶' => ">",
+        '▶' | '→' | '►' => ">",
+        '◀' | '←' => "<",
+        '↑' | '▲' => "^",
+        '↓' | '▼' => "v",
+        '≤' => "<",
+        '≥' => ">",
+        '≠' => "#",
+        '×' => "x",
+        // Minus sign, en and em dashes.
+        '−' | '–' | '—' => "-",
+        '·' | '•' => "-",
+        // An ellipsis marks a cut; "~" keeps it one cell.
+        '…' => "~",
+        '°' => " ",
+        'Δ' => "D",
         _ => return None,
     })
 }
@@ -304,6 +331,8 @@ mod tests {
             g.branch,
             g.separator,
             g.line,
+            g.at_most,
+            g.at_least,
         ] {
             assert!(s.is_ascii(), "{s:?}");
         }
@@ -317,5 +346,15 @@ mod tests {
         assert_eq!(buf, Buffer::with_lines(["┌─⣿a"]));
         Theme::colored().with_ascii(true).finish(area, &mut buf);
         assert_eq!(buf, Buffer::with_lines(["+-*a"]));
+    }
+
+    #[test]
+    fn finish_turns_text_punctuation_into_one_ascii_cell_each() {
+        let line = "a…b·c→d×e−f≤g≥h°C";
+        let width = u16::try_from(line.chars().count()).expect("short");
+        let area = Rect::new(0, 0, width, 1);
+        let mut buf = Buffer::with_lines([line]);
+        Theme::colored().with_ascii(true).finish(area, &mut buf);
+        assert_eq!(buf, Buffer::with_lines(["a~b-c>dxe-f<g>h C"]));
     }
 }

@@ -212,15 +212,18 @@ impl Widget for TimelinePane<'_> {
         let count = |k: MarkerKind| markers.iter().filter(|m| m.1 == k).count();
         let (releases, ooms) = (count(MarkerKind::EmptyCache), count(MarkerKind::Oom));
 
-        // The legend, with latest values when they fit on one line.
-        let item = |glyph: &'static str, style: Style, name: &str, v: Option<u64>, values: bool| {
-            let mut spans = vec![Span::styled(glyph, style), Span::raw(format!(" {name}"))];
-            if values && let Some(v) = v {
-                spans.push(Span::raw(format!(" {}", format::bytes_short(v))));
-            }
-            Line::from(spans)
-        };
-        let legend_items = |values: bool| {
+        // The legend, with latest values when they fit on one line: as
+        // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none.
+        type Values = Option<fn(u64) -> String>;
+        let item =
+            |glyph: &'static str, style: Style, name: &str, v: Option<u64>, values: Values| {
+                let mut spans = vec![Span::styled(glyph, style), Span::raw(format!(" {name}"))];
+                if let (Some(shown), Some(v)) = (values, v) {
+                    spans.push(Span::raw(format!(" {}", shown(v))));
+                }
+                Line::from(spans)
+            };
+        let legend_items = |values: Values| {
             let mut items = vec![item(
                 g.line,
                 theme.context,
@@ -249,15 +252,25 @@ impl Widget for TimelinePane<'_> {
             items.extend(mark_legend(releases, ooms, theme));
             items
         };
-        let mut legend = chrome::flow(legend_items(true), inner.width, 2);
-        if legend.len() > 1 {
-            legend = chrome::flow(legend_items(false), inner.width, 2);
+        // Packed values also close up the gaps between the items.
+        let tiers: [(Values, usize); 4] = [
+            (Some(format::bytes), 2),
+            (Some(format::bytes_short), 2),
+            (Some(format::bytes_short), 1),
+            (None, 2),
+        ];
+        let mut legend = Vec::new();
+        for (values, gap) in tiers {
+            legend = chrome::flow(legend_items(values), inner.width, gap);
+            if legend.len() <= 1 {
+                break;
+            }
         }
         let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
         let chart_rows = inner.height.saturating_sub(legend_rows);
         if chart_rows < MIN_CHART_ROWS {
             // Too short for a chart: the latest values.
-            let summary = chrome::flow(legend_items(true), inner.width, 2);
+            let summary = chrome::flow(legend_items(Some(format::bytes)), inner.width, 2);
             chrome::lines_at(buf, inner, &summary);
             theme.finish(area, buf);
             return;

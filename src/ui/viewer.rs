@@ -38,7 +38,7 @@ use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::ViewerState;
 use crate::snapshot::TraceEntry;
 use crate::snapshot::diff::SiteChangeKind;
-use crate::snapshot::scrub::MarkKind;
+use crate::snapshot::scrub::{MarkKind, Point};
 use crate::snapshot::sites::{Site, frame_label, informative, is_allocator, is_python, site_key};
 
 /// From this width the timeline and fragmentation sit side by side.
@@ -159,6 +159,7 @@ pub fn render_viewer(
             area.height / 2,
             &Line::styled(text, theme.warning),
         );
+        theme.finish(area, buf);
         return;
     }
     for &(pane, rect) in &screen.panes {
@@ -194,8 +195,10 @@ pub fn render_viewer(
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
             .with_scroll(v.app.ui.help_scroll)
+            .with_scroll_limit(&v.app.ui.help_scroll_limit)
             .render(area, buf);
     }
+    theme.finish(area, buf);
 }
 
 /// The loading screen: "loading FILE: X MiB of Y MiB" and a bar.
@@ -260,7 +263,7 @@ fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) 
             inner,
             0,
             &Line::styled(
-                "no devices: the snapshot has no segments and no trace",
+                "no GPUs: the snapshot has no segments and no trace",
                 theme.dim,
             ),
         );
@@ -287,7 +290,7 @@ fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) 
         };
         let mut spans = vec![
             Span::styled(format!("{pointer}{} ", d.device), style),
-            Span::styled(format!("device {}", d.device), style),
+            Span::styled(format!("GPU {}", d.device), style),
             Span::styled(format!("  {} events", d.len()), theme.dim),
         ];
         if let (Some(p), Some(pk)) = (p, peaks) {
@@ -331,7 +334,7 @@ fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme
     let g = theme.glyphs();
     let mut detail = Vec::new();
     if let Some(d) = v.device() {
-        detail.push(Span::styled(format!("device {}", d.device), theme.text));
+        detail.push(Span::styled(format!("GPU {}", d.device), theme.text));
     }
     for f in filters(v) {
         detail.push(Span::styled(format!(" · {f}"), theme.warning));
@@ -449,7 +452,7 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
     let n = d.len();
     let cursor = v.cursor();
     let detail = vec![Span::styled(
-        format!("device {} · events 0…{n} · cursor {cursor}", d.device),
+        format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
         theme.text,
     )];
     let block = pane_block(
@@ -484,34 +487,46 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
     let allocated_pts = bucketed(&allocated, columns, exp);
     let now = d.points.get(cursor).copied();
     let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
-    let mut legend_items = vec![
-        Line::from(vec![
-            Span::styled(g.line, theme.cached_free),
-            Span::raw(format!(
-                " reserved {}",
-                now.map_or_else(
-                    || format::NA.to_string(),
-                    |p| format::bytes_short(p.reserved)
-                )
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled(g.line, theme.allocated),
-            Span::raw(format!(
-                " allocated {}",
-                now.map_or_else(
-                    || format::NA.to_string(),
-                    |p| format::bytes_short(p.allocated)
-                )
-            )),
-        ]),
-        Line::from(vec![
-            Span::styled(if theme.ascii { "|" } else { "│" }, theme.key),
-            Span::raw(" cursor"),
-        ]),
+    // The values at the cursor as everywhere ("3.52 GiB"), else packed
+    // ("3.52GiB"), else none: the legend keeps one row.
+    type Values = Option<fn(u64) -> String>;
+    let legend_items = |values: Values| {
+        let shown = |v: fn(&Point) -> u64| match (values, now) {
+            (Some(f), Some(p)) => format!(" {}", f(v(&p))),
+            (None, Some(_)) => String::new(),
+            (_, None) => format!(" {}", format::NA),
+        };
+        let mut items = vec![
+            Line::from(vec![
+                Span::styled(g.line, theme.cached_free),
+                Span::raw(format!(" reserved{}", shown(|p| p.reserved))),
+            ]),
+            Line::from(vec![
+                Span::styled(g.line, theme.allocated),
+                Span::raw(format!(" allocated{}", shown(|p| p.allocated))),
+            ]),
+            Line::from(vec![
+                Span::styled(if theme.ascii { "|" } else { "│" }, theme.key),
+                Span::raw(" cursor"),
+            ]),
+        ];
+        items.extend(mark_legend(releases, ooms, theme));
+        items
+    };
+    // Packed values also close up the gaps between the items.
+    let tiers: [(Values, usize); 4] = [
+        (Some(format::bytes), 2),
+        (Some(format::bytes_short), 2),
+        (Some(format::bytes_short), 1),
+        (None, 2),
     ];
-    legend_items.extend(mark_legend(releases, ooms, theme));
-    let legend = chrome::flow(legend_items, inner.width, 2);
+    let mut legend = Vec::new();
+    for (values, gap) in tiers {
+        legend = chrome::flow(legend_items(values), inner.width, gap);
+        if legend.len() <= 1 {
+            break;
+        }
+    }
     let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
     let chart_rows = inner.height.saturating_sub(legend_rows);
     if chart_rows < 3 {
@@ -576,19 +591,24 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
         .x_axis(
             Axis::default()
                 .bounds([0.0, n as f64])
+                // Event indices, as "#52" in the peaks and replay's report.
                 .labels(vec![
-                    Span::styled("0", theme.dim),
-                    Span::styled(format!("{}", n / 2), theme.dim),
-                    Span::styled(format!("{n}"), theme.dim),
+                    Span::styled("#0", theme.dim),
+                    Span::styled(format!("#{}", n / 2), theme.dim),
+                    Span::styled(format!("#{n}"), theme.dim),
                 ])
                 .style(theme.dim),
         )
         .y_axis(
             Axis::default()
                 .bounds([0.0, top])
+                // Every label carries its unit, as on the dashboard.
                 .labels(vec![
-                    Span::styled("0", theme.dim),
-                    Span::styled(axis_number(top / 2.0), theme.dim),
+                    Span::styled("0 B", theme.dim),
+                    Span::styled(
+                        format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
+                        theme.dim,
+                    ),
                     Span::styled(
                         format!("{} {}", axis_number(top), format::unit_name(exp)),
                         theme.dim,
@@ -651,7 +671,7 @@ fn describe_event(e: &TraceEntry) -> String {
 /// The status text: "event i/N · action … · stream s · t+… · filters".
 pub fn status_text(v: &ViewerState) -> String {
     let Some(d) = v.device() else {
-        return format!("{}: no devices", v.file);
+        return format!("{}: no GPUs", v.file);
     };
     let n = d.len();
     let c = v.cursor();

@@ -38,3 +38,20 @@ pub fn text(buf: &Buffer) -> String {
     }
     out
 }
+
+/// Every cell holding a non-ASCII character, as (column, row, symbol): what
+/// `--ascii` must leave empty.
+pub fn non_ascii(buf: &Buffer) -> Vec<(u16, u16, String)> {
+    let area = buf.area;
+    let mut out = Vec::new();
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            if let Some(cell) = buf.cell((x, y))
+                && !cell.symbol().is_ascii()
+            {
+                out.push((x, y, cell.symbol().to_string()));
+            }
+        }
+    }
+    out
+}

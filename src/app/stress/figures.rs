@@ -190,7 +190,7 @@ pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
     if r.releasable == 0 && r.non_releasable < LARGE_NON_RELEASABLE {
         return Vec::new();
     }
-    let fmt = crate::alloc::sizing::format_size;
+    let fmt = crate::alloc::sizing::display_bytes;
     let mut lines = vec![format!(
         "empty_cache() could release {} (whole free segments); {} is non-releasable          (free blocks in segments with live tensors)",
         fmt(r.releasable),

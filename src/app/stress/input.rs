@@ -21,7 +21,7 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
         )),
         Some(n) if n > MAX_TYPED_SIZE => Err(format!(
             "'{text}' is more than the largest size, {}",
-            crate::alloc::sizing::format_size(MAX_TYPED_SIZE)
+            crate::alloc::sizing::display_bytes(MAX_TYPED_SIZE)
         )),
         Some(n) => Ok(n),
     }

@@ -118,10 +118,10 @@ pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
     (total > cap).then(|| {
         format!(
             "refused: reserved {} + request {} = {} exceeds the stress cap of {}",
-            crate::alloc::sizing::format_size(reserved),
-            crate::alloc::sizing::format_size(request),
-            crate::alloc::sizing::format_size(total),
-            crate::alloc::sizing::format_size(cap),
+            crate::alloc::sizing::display_bytes(reserved),
+            crate::alloc::sizing::display_bytes(request),
+            crate::alloc::sizing::display_bytes(total),
+            crate::alloc::sizing::display_bytes(cap),
         )
     })
 }
@@ -251,7 +251,7 @@ impl StressPanel {
         }
         self.say(format!(
             "size set to {}",
-            crate::alloc::sizing::format_size(size)
+            crate::alloc::sizing::display_bytes(size)
         ));
     }
 
@@ -589,7 +589,7 @@ impl StressPanel {
     fn take_result(&mut self, result: StressResult) {
         let before = self.figures;
         self.figures = Figures::of(&result.stats, &result.layout, result.driver_used);
-        let fmt = crate::alloc::sizing::format_size;
+        let fmt = crate::alloc::sizing::display_bytes;
         match result.outcome {
             StressOutcome::Started {
                 gpu,
