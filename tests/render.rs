@@ -197,8 +197,7 @@ fn ascii_mode_draws_only_ascii_in_every_pane_and_the_help() {
     states.push(("help at its end", help));
     let (_cluster, mut filtered) = training(1);
     filtered.ui.focus = Pane::Processes;
-    filtered.ui.filter_editing = true;
-    filtered.ui.process_filter = "train".to_string();
+    filtered.ui.process_filter = ProcessFilter::Editing("train".to_string());
     states.push(("filter", filtered));
     for (what, state) in &states {
         for (w, h) in [(80, 24), (120, 40), (30, 8)] {
@@ -239,6 +238,30 @@ fn ascii_mode_draws_only_ascii_in_every_pane_and_the_help() {
                 let bad = common::screen::non_ascii(terminal.backend().buffer());
                 assert!(bad.is_empty(), "{what}, {pane} at {w}×{h}: {bad:?}");
             }
+        }
+    }
+}
+
+#[test]
+fn timeline_axis_labels_never_overlap_into_a_garbled_unit_on_a_short_chart() {
+    // An idle GPU's scale is 0 / 0.5 MiB / 1 MiB: labels of different widths.
+    let idle_cluster = cluster(1, 0);
+    let mut idle = AppState::new(status());
+    feed(&idle_cluster, &mut idle, 10);
+    let (_cluster, training_state) = training(1);
+    let theme = Theme::colored();
+    for (state, h) in [&idle, &plain_gpu(), &training_state]
+        .into_iter()
+        .flat_map(|s| (3..=8).map(move |h| (s, h)))
+    {
+        let terminal = draw_widget(TimelinePane::new(state, &theme), 100, h);
+        let buf = terminal.backend().buffer();
+        for y in 0..h {
+            let row = row_text(buf, y);
+            assert!(
+                !row.contains("iBiB") && !row.contains("B B"),
+                "height {h}, row {y}: {row}"
+            );
         }
     }
 }

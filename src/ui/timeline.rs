@@ -337,18 +337,19 @@ impl Widget for TimelinePane<'_> {
             Span::styled(format!("-{}", format::seconds(half)), theme.dim),
             Span::styled(right_label, theme.dim),
         ];
-        // Every label carries its unit, as the figures elsewhere do.
-        let y_labels = vec![
-            Span::styled("0 B", theme.dim),
-            Span::styled(
-                format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
-                theme.dim,
-            ),
-            Span::styled(
-                format!("{} {}", axis_number(top), format::unit_name(exp)),
-                theme.dim,
-            ),
+        // Every label carries its unit, as the figures elsewhere do. All are
+        // padded to one width: on a chart a row or two high the labels share
+        // rows, and a shorter one drawn over a longer one left "1 MiBiB".
+        let texts = [
+            "0 B".to_string(),
+            format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
+            format!("{} {}", axis_number(top), format::unit_name(exp)),
         ];
+        let width = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+        let y_labels: Vec<Span> = texts
+            .iter()
+            .map(|t| Span::styled(format!("{t:<width$}"), theme.dim))
+            .collect();
         let chart = Chart::new(datasets)
             .x_axis(
                 Axis::default()
