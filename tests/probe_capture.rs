@@ -223,3 +223,79 @@ fn an_oom_writes_a_snapshot_of_the_state_at_the_oom() {
         text(&replay.stdout)
     );
 }
+
+#[test]
+fn the_dashboard_shows_the_oom_banner_and_capital_o_opens_that_snapshot_at_its_oom() {
+    let test = "the_dashboard_shows_the_oom_banner_and_capital_o_opens_that_snapshot_at_its_oom";
+    let Some(python) = python(test) else { return };
+    let run = Run::new();
+    let (stop, oom) = (run.path("stop"), run.path("oom-now"));
+    let (stop_arg, oom_arg) = (
+        stop.to_string_lossy().to_string(),
+        oom.to_string_lossy().to_string(),
+    );
+    let child = run.start(
+        &python,
+        &[
+            "--steps",
+            "0",
+            "--step-sleep",
+            "0.05",
+            "--catch-oom",
+            "--stop-file",
+            &stop_arg,
+            "--oom-file",
+            &oom_arg,
+        ],
+    );
+    let pid = child.id();
+    let socket = run.path("vramtop").join(format!("{pid}.sock"));
+    wait_until(|| socket.exists() && run.path("ready").exists());
+    let runtime = run.root.path().to_string_lossy().to_string();
+    let state = run.path("state").to_string_lossy().to_string();
+    let Some(s) = common::tmux::Session::start_with_env(
+        "vramtop-e2e",
+        "oom-banner",
+        (120, 40),
+        &[("XDG_RUNTIME_DIR", &runtime), ("XDG_STATE_HOME", &state)],
+        "",
+    ) else {
+        std::fs::write(&stop, b"").expect("write the stop file");
+        let _ = child.wait_with_output();
+        return;
+    };
+    // A probe's OOM reaches the vramtops connected at that moment: ask for an
+    // OOM (one per file written) until the dashboard has seen one.
+    let banner =
+        |sc: &str| sc.contains(&format!("OOM in pid {pid}")) && sc.contains("O opens its snapshot");
+    for _ in 0..40 {
+        if banner(&s.screen()) {
+            break;
+        }
+        if !oom.exists() {
+            std::fs::write(&oom, b"").expect("write the OOM file");
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+    }
+    let screen = s.wait_for("the OOM banner", banner);
+    assert!(
+        screen.contains("snapshots/"),
+        "the banner names the file: {screen}"
+    );
+    s.keys(&["O"]);
+    let viewer = s.wait_for("the viewer at the OOM with its sites", |sc| {
+        sc.contains(" Sites ") && sc.contains("OOM")
+    });
+    assert!(
+        viewer.contains("oom"),
+        "the viewer shows the OOM snapshot: {viewer}"
+    );
+    s.keys(&["q"]);
+    s.wait_for("the live dashboard again", |sc| sc.contains(" GPUs "));
+    s.keys(&["q"]);
+    s.exited();
+    s.assert_restored();
+    std::fs::write(&stop, b"").expect("write the stop file");
+    let ended = child.wait_with_output().expect("python ends");
+    assert!(ended.status.success(), "{}", text(&ended.stderr));
+}

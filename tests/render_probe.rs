@@ -537,7 +537,7 @@ fn an_oom_with_a_snapshot_raises_a_banner_naming_the_process_and_the_file() {
     let screen = text(terminal.backend().buffer());
     assert!(
         screen.contains(&format!(
-            "OOM in pid 4321 (train.py --lr 3e-4): snapshot {OOM_FILE} — O opens it at the OOM"
+            "OOM in pid 4321 (train.py --lr 3e-4): O opens its snapshot at the OOM: {OOM_FILE}"
         )),
         "{screen}"
     );

@@ -65,7 +65,10 @@ def step(index: int, rng: random.Random, args, kept: list) -> None:
             nbytes = rng.randint(12 << 20, 48 << 20)
         activations.append(torch.empty(nbytes, dtype=torch.uint8, device="cuda"))
     del activations[::2]  # free half mid-step
-    if args.oom_at_step == index:
+    oom_now = args.oom_file is not None and os.path.exists(args.oom_file)
+    if oom_now:
+        os.remove(args.oom_file)  # one OOM per file written
+    if args.oom_at_step == index or oom_now:
         # The failing allocation: the step's live activations are in the OOM snapshot.
         torch.empty(args.capacity + 1, dtype=torch.uint8, device="cuda")
     if args.leak:
@@ -95,6 +98,8 @@ def main() -> int:
     parser.add_argument("--leak", type=size, default=0)
     parser.add_argument("--oom-at-step", type=int, default=None)
     parser.add_argument("--catch-oom", action="store_true")
+    # A test that must be watching first writes this file to get the OOM then.
+    parser.add_argument("--oom-file")
     parser.add_argument("--ready-file")
     parser.add_argument("--stop-file")
     parser.add_argument("--seed", type=int, default=1)

@@ -220,10 +220,12 @@ impl ProbeBoard {
         let command = o
             .command
             .as_deref()
-            .map(|c| format!(" ({})", crate::ui::format::truncate(c, 40)))
+            .map(|c| format!(" ({})", crate::ui::format::truncate(c, 24)))
             .unwrap_or_default();
+        // The key comes before the path: on a narrow terminal the line is
+        // cut at its end, and a long path would hide what to press.
         Some(format!(
-            "OOM in pid {pid}{command}: snapshot {} — O opens it at the OOM",
+            "OOM in pid {pid}{command}: O opens its snapshot at the OOM: {}",
             o.path.display()
         ))
     }

@@ -36,10 +36,17 @@ impl Session {
     /// session named `{prefix}-{tag}-{pid}` (also its server's name). The
     /// shell prints a marker when vramtop has exited, then stays so the
     /// screen can be read. None, with a note, when tmux is not installed.
-    pub fn start(
+    pub fn start(prefix: &str, tag: &str, size: (u16, u16), args: &str) -> Option<Session> {
+        Session::start_with_env(prefix, tag, size, &[], args)
+    }
+
+    /// `start`, with `env` (name, value) set for vramtop only (the values
+    /// are quoted for the shell).
+    pub fn start_with_env(
         prefix: &str,
         tag: &str,
         (width, height): (u16, u16),
+        env: &[(&str, &str)],
         args: &str,
     ) -> Option<Session> {
         if tmux_on("vramtop-e2e-probe", &["-V"]).is_none() {
@@ -51,12 +58,21 @@ impl Session {
             return None;
         }
         let name = format!("{prefix}-{tag}-{}", std::process::id());
+        let env_prefix: String = env
+            .iter()
+            .map(|(k, v)| format!("{k}='{}' ", v.replace('\'', "'\\''")))
+            .collect();
+        let env_prefix = if env_prefix.is_empty() {
+            env_prefix
+        } else {
+            format!("env {env_prefix}")
+        };
         let log = std::env::temp_dir().join(format!("{name}.log"));
         let command = format!(
             // `--log-file` is global: after a subcommand it is that
             // command's, before one it is refused (the dashboard's options
             // stand alone).
-            "{} {args} --log-file {}; echo VRAMTOP_EXITED $?; sleep 60",
+            "{env_prefix}{} {args} --log-file {}; echo VRAMTOP_EXITED $?; sleep 60",
             binary().display(),
             log.display()
         );
