@@ -637,3 +637,52 @@ fn damaged_traces_give_a_report_not_a_panic() {
         "most damaged traces still replay: {replayed} of {damaged}"
     );
 }
+
+/// The `whatif` fuzz target's `seed-13-9`: the bolongcheng trace (recorded
+/// with expandable segments) with its first segment marked non-expandable,
+/// replayed under `max_split_size_mb:64` at 3.75 GiB. The start state then
+/// holds split free blocks of 64 MiB and more in a plain segment; releasing
+/// one of them for a retry left its neighbours linked to a dead block, and
+/// the final layout walked that chain until memory ran out. The replay runs
+/// on a thread so that a regression fails the test instead of hanging it.
+#[test]
+fn max_split_retry_never_releases_a_split_block_of_a_start_segment() {
+    let Some(p) = shared("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
+        return;
+    };
+    let mut snapshot = read_snapshot_file(&p).expect("shared snapshot loads");
+    let first = snapshot
+        .segments
+        .first_mut()
+        .expect("the trace has segments");
+    assert!(first.is_expandable, "recorded with expandable segments");
+    first.is_expandable = false;
+    let settings = vec![setting("max_split_size_mb:64")];
+    let capacity = Some(15u64 << 28);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        sender.send(whatif(&snapshot, &settings, capacity)).ok();
+    });
+    let report = receiver
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the what-if finishes")
+        .expect("the snapshot has a trace");
+    assert_eq!(report.devices.len() + report.unreplayable.len(), 1);
+    for d in &report.devices {
+        for r in &d.runs {
+            assert!(
+                !r.first_model_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("layout is inconsistent")),
+                "{}: {:?}",
+                r.label,
+                r.first_model_error
+            );
+            assert!(
+                r.final_segments >= 1,
+                "{}: the start segment stays",
+                r.label
+            );
+        }
+    }
+}

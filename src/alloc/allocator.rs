@@ -1127,6 +1127,11 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         }
         let max_split = self.max_split();
         let key_size = size.max(max_split);
+        // Only a whole cudaMalloc'd segment can be cudaFree'd. Under one
+        // setting an oversize cached block is never split, but a start
+        // state recorded under other settings can hold split ones: freeing
+        // one would leave its neighbours linked to a dead block.
+        let releasable = |a: &Self, id: BlockId| a.b(id).expandable.is_none() && !a.is_split(id);
         let single = self
             .pool_ref(pool)
             .blocks
@@ -1135,7 +1140,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
             .filter(|(key, _)| key.0 == stream)
             .map(|(_, &id)| id);
         match single {
-            Some(id) if self.b(id).expandable.is_none() => {
+            Some(id) if releasable(self, id) => {
                 self.release_block(id);
                 true
             }
@@ -1148,7 +1153,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                     .rev()
                     .take_while(|(key, _)| key.0 == stream && key.1 >= max_split)
                     .map(|(_, &id)| id)
-                    .filter(|&id| self.b(id).expandable.is_none())
+                    .filter(|&id| releasable(self, id))
                     .collect();
                 let mut released = 0u64;
                 for id in candidates {
@@ -1538,8 +1543,37 @@ impl<D: DeviceMemory> CachingAllocator<D> {
 
     /// The segment/block layout `memory_snapshot()` would report, sorted by
     /// address; expandable segments give one entry per contiguous mapped
-    /// range. Pure: records nothing.
+    /// range. Pure: records nothing. A broken block chain ends its segment
+    /// early (see [`Self::layout_checked`]).
     pub fn layout(&self) -> Vec<SegmentInfo> {
+        self.layout_checked().0
+    }
+
+    /// The block after `id` in its segment, or why the link is broken: the
+    /// next block is dead, does not link back, or does not start where `id`
+    /// ends. Addresses then only grow along a chain, so a walk that follows
+    /// this ends at the segment's end.
+    fn next_in_chain(&self, id: BlockId) -> Result<Option<BlockId>, String> {
+        let b = self.b(id);
+        let Some(next) = b.next else {
+            return Ok(None);
+        };
+        let n = self.b(next);
+        if n.alive && n.prev == Some(id) && b.ptr.checked_add(b.size) == Some(n.ptr) {
+            Ok(Some(next))
+        } else {
+            Err(format!(
+                "block {:#x} ({} bytes) links to a block at {:#x} that does not follow it",
+                b.ptr, b.size, n.ptr
+            ))
+        }
+    }
+
+    /// [`Self::layout`], and the first broken block chain met, if any: the
+    /// walk of a segment stops at a broken link or after as many blocks as
+    /// the model holds, so it always ends.
+    pub fn layout_checked(&self) -> (Vec<SegmentInfo>, Option<String>) {
+        let mut broken = None;
         let mut out = Vec::new();
         for (index, head) in self.blocks.iter().enumerate() {
             if !head.alive || !head.mapped {
@@ -1570,6 +1604,15 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 if !b.mapped {
                     break;
                 }
+                if seg.blocks.len() >= self.blocks.len() {
+                    broken.get_or_insert_with(|| {
+                        format!(
+                            "the segment at {:#x} has more blocks than the model",
+                            head.ptr
+                        )
+                    });
+                    break;
+                }
                 let state = if b.allocated {
                     BlockState::ActiveAllocated
                 } else if b.event_count > 0 || !b.stream_uses.is_empty() {
@@ -1591,12 +1634,18 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                     requested_size: b.requested_size,
                     state,
                 });
-                cursor = b.next;
+                cursor = match self.next_in_chain(id) {
+                    Ok(next) => next,
+                    Err(why) => {
+                        broken.get_or_insert(why);
+                        None
+                    }
+                };
             }
             out.push(seg);
         }
         out.sort_by_key(|s| s.address);
-        out
+        (out, broken)
     }
 
     /// `torch.cuda.memory._snapshot()`'s segments: the layout, plus the
@@ -1856,11 +1905,16 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 reserved[k] += b.size;
             } else if b.prev.is_none() {
                 segments[k] += 1;
-                let mut total = 0;
+                let mut total = 0u64;
                 let mut c = Some(id);
+                let mut steps = 0usize;
                 while let Some(x) = c {
-                    total += self.b(x).size;
-                    c = self.b(x).next;
+                    steps += 1;
+                    if steps > self.blocks.len() {
+                        return Err(format!("the segment at {:#x} never ends", b.ptr));
+                    }
+                    total = total.saturating_add(self.b(x).size);
+                    c = self.next_in_chain(x)?;
                 }
                 reserved[k] += total;
             }
@@ -1937,5 +1991,70 @@ impl<D: DeviceMemory> CachingAllocator<D> {
             return Err("reserved_total disagrees with the layout".to_string());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::InMemoryDevice;
+
+    const MIB: u64 = 1 << 20;
+    /// Far from the simulated device's own addresses.
+    const ADOPTED_AT: u64 = 1 << 40;
+
+    fn model(settings: &str, capacity: u64) -> CachingAllocator<InMemoryDevice> {
+        let config = AllocatorConfig::parse(settings).expect("valid settings");
+        CachingAllocator::new(InMemoryDevice::new(capacity), 0, config)
+    }
+
+    #[test]
+    fn max_split_retry_keeps_a_split_oversize_block_in_its_segment() {
+        // A start state recorded without max_split_size: a 200 MiB free
+        // remainder split from a plain segment, next to a live block.
+        let mut m = model("max_split_size_mb:64", 64 * MIB);
+        m.adopt_segment(
+            ADOPTED_AT,
+            0,
+            PoolKind::Large,
+            &[
+                (200 * MIB, 0, BlockState::Inactive),
+                (20 * MIB, 20 * MIB, BlockState::ActiveAllocated),
+            ],
+        );
+        m.check_invariants()
+            .expect("the adopted segment is consistent");
+        let refused = m.malloc(100 * MIB, 0);
+        assert!(refused.is_err(), "nothing whole to release: {refused:?}");
+        m.check_invariants()
+            .expect("invariants hold after the retry");
+        let layout = m.layout();
+        assert_eq!(layout.len(), 1);
+        assert_eq!(layout[0].blocks.len(), 2);
+        assert_eq!(layout[0].total_size, 220 * MIB);
+    }
+
+    #[test]
+    fn layout_stops_at_a_block_linked_back_to_its_segment_start() {
+        let mut m = model("", 1 << 30);
+        let blocks = [
+            (2 * MIB, 2 * MIB, BlockState::ActiveAllocated),
+            (4 * MIB, 0, BlockState::Inactive),
+            (2 * MIB, 2 * MIB, BlockState::ActiveAllocated),
+        ];
+        m.adopt_segment(ADOPTED_AT, 0, PoolKind::Large, &blocks);
+        let first = m.active[&ADOPTED_AT];
+        let last = m.active[&(ADOPTED_AT + 6 * MIB)];
+        m.bm(last).next = Some(first);
+        let (layout, broken) = m.layout_checked();
+        assert_eq!(layout.len(), 1);
+        assert_eq!(layout[0].blocks.len(), blocks.len());
+        assert!(
+            broken
+                .as_deref()
+                .is_some_and(|why| why.contains("does not follow")),
+            "{broken:?}"
+        );
+        assert!(m.check_invariants().is_err());
     }
 }

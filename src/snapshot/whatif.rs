@@ -745,7 +745,10 @@ impl Run {
     }
 
     fn finish(mut self) -> RunFigures {
-        let layout = self.model.layout();
+        let (layout, broken) = self.model.layout_checked();
+        if let Some(why) = broken {
+            self.model_error(format!("the model's block layout is inconsistent: {why}"));
+        }
         let f = &mut self.figures;
         f.final_reserved = self.model.memory_reserved();
         f.final_allocated = self.model.memory_allocated();
