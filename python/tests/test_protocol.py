@@ -178,13 +178,15 @@ def test_oom_observer_sends_an_oom_message_with_the_figures(probe, client_of):
     client = client_of(probe)
     client.until("hello")
     wait_for(lambda: len(torch.cuda.standin_observers()) == 1, "the OOM observer to be attached")
-    torch.cuda.standin_fire_oom(0, 2 * GIB, GIB, 5 * MIB)
+    # PyTorch's observer arguments: device, alloc, total (or the allowed maximum), free.
+    torch.cuda.standin_fire_oom(0, 2 * GIB, 80 * GIB, 5 * MIB)
     oom = client.until("oom")
     assert oom["v"] == 2 and oom["device"] == 0
-    assert (oom["alloc_bytes"], oom["device_allocated"], oom["device_free"]) == (2 * GIB, GIB, 5 * MIB)
+    assert (oom["alloc_bytes"], oom["device_total"], oom["device_free"]) == (2 * GIB, 80 * GIB, 5 * MIB)
+    assert oom["device_allocated"] == oom["device_total"], "the v1 name of the same figure"
     assert oom["message"] == (
-        "CUDA out of memory on device 0: tried to allocate 2.00 GiB with 1.00 GiB allocated "
-        "by PyTorch and 5.00 MiB free on the device"
+        "CUDA out of memory on device 0: tried to allocate 2.00 GiB of 80.0 GiB (the device's "
+        "memory or the allowed maximum), 5.00 MiB free on the device"
     )
     # The figures right after the failure follow.
     assert client.message()["type"] == "stats"

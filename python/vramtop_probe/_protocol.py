@@ -243,15 +243,18 @@ def segments_lines(
 def oom(
     device: int,
     alloc_bytes: int,
-    device_allocated: int,
+    device_total: int,
     device_free: int,
     snapshot: str | None = None,
     snapshot_error: str | None = None,
 ) -> dict[str, Any]:
+    # PyTorch calls its OOM observers with (device, alloc, total, free), where total is
+    # the device's memory, or the allowed maximum under set_per_process_memory_fraction.
+    # The wire key keeps its version-1 name, device_allocated; device_total says what it is.
     message = (
         f"CUDA out of memory on device {device}: tried to allocate {_human(alloc_bytes)} "
-        f"with {_human(device_allocated)} allocated by PyTorch and {_human(device_free)} "
-        "free on the device"
+        f"of {_human(device_total)} (the device's memory or the allowed maximum), "
+        f"{_human(device_free)} free on the device"
     )
     return {
         "v": VERSION,
@@ -259,7 +262,8 @@ def oom(
         "time": time.time(),
         "device": int(device),
         "alloc_bytes": int(alloc_bytes),
-        "device_allocated": int(device_allocated),
+        "device_allocated": int(device_total),
+        "device_total": int(device_total),
         "device_free": int(device_free),
         "message": message,
         "snapshot": snapshot,

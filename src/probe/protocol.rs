@@ -171,6 +171,9 @@ pub struct Oom {
     /// Bytes the failed request asked for.
     #[serde(default)]
     pub alloc_bytes: Option<u64>,
+    /// PyTorch's third observer argument under its version-1 name: the
+    /// device's total memory, or the allowed maximum under a memory
+    /// fraction, in bytes; not what PyTorch has allocated.
     #[serde(default)]
     pub device_allocated: Option<u64>,
     #[serde(default)]
