@@ -53,6 +53,17 @@ pub enum ViewerExit {
     BadFile(SnapshotError),
 }
 
+/// The file's size in bytes, or the reader's error for a file that cannot
+/// even be looked at.
+fn file_size(path: &Path) -> Result<u64, SnapshotError> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|source| SnapshotError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 /// Opens `path` in the viewer. Files up to `foreground_limit` bytes
 /// (normally [`FOREGROUND_LOAD_BYTES`]) are loaded before the terminal is
 /// switched; a file that cannot even be opened is refused there too.
@@ -61,14 +72,9 @@ pub fn run_viewer(
     theme: Theme,
     foreground_limit: u64,
 ) -> color_eyre::Result<ViewerExit> {
-    let total = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(source) => {
-            return Ok(ViewerExit::BadFile(SnapshotError::Io {
-                path: path.to_path_buf(),
-                source,
-            }));
-        }
+    let total = match file_size(path) {
+        Ok(n) => n,
+        Err(e) => return Ok(ViewerExit::BadFile(e)),
     };
     let progress = Arc::new(AtomicU64::new(0));
     let preloaded = if total <= foreground_limit {
@@ -120,14 +126,9 @@ pub fn view_in_terminal(
     theme: &Theme,
     at_oom: bool,
 ) -> color_eyre::Result<ViewerExit> {
-    let total = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(source) => {
-            return Ok(ViewerExit::BadFile(SnapshotError::Io {
-                path: path.to_path_buf(),
-                source,
-            }));
-        }
+    let total = match file_size(path) {
+        Ok(n) => n,
+        Err(e) => return Ok(ViewerExit::BadFile(e)),
     };
     let progress = Arc::new(AtomicU64::new(0));
     let never = AtomicBool::new(false);

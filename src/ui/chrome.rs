@@ -243,6 +243,32 @@ pub(crate) fn bar(buf: &mut Buffer, area: Rect, parts: &[(u64, &str, Style)], to
     }
 }
 
+/// How a legend writes its byte values: a formatter, or none (names only).
+pub(crate) type LegendValues = Option<fn(u64) -> String>;
+
+/// A timeline legend that fits: with full values ("1.04 GiB") on one line
+/// if it can, else packed values ("1.04GiB"), else packed with one-space
+/// gaps, else names only (flowed over as many lines as that takes).
+pub(crate) fn fit_legend<'a>(
+    items: impl Fn(LegendValues) -> Vec<Line<'a>>,
+    width: u16,
+) -> Vec<Line<'a>> {
+    let tiers: [(LegendValues, usize); 4] = [
+        (Some(super::format::bytes), 2),
+        (Some(super::format::bytes_short), 2),
+        (Some(super::format::bytes_short), 1),
+        (None, 2),
+    ];
+    let mut legend = Vec::new();
+    for (values, gap) in tiers {
+        legend = flow(items(values), width, gap);
+        if legend.len() <= 1 {
+            break;
+        }
+    }
+    legend
+}
+
 /// Packs short items onto lines of at most `width` cells, `gap` spaces
 /// apart; an item wider than the line gets a line of its own (and is cut
 /// when rendered).

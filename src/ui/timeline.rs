@@ -214,7 +214,7 @@ impl Widget for TimelinePane<'_> {
 
         // The legend, with latest values when they fit on one line: as
         // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none.
-        type Values = Option<fn(u64) -> String>;
+        type Values = chrome::LegendValues;
         let item =
             |glyph: &'static str, style: Style, name: &str, v: Option<u64>, values: Values| {
                 let mut spans = vec![Span::styled(glyph, style), Span::raw(format!(" {name}"))];
@@ -252,20 +252,7 @@ impl Widget for TimelinePane<'_> {
             items.extend(mark_legend(releases, ooms, theme));
             items
         };
-        // Packed values also close up the gaps between the items.
-        let tiers: [(Values, usize); 4] = [
-            (Some(format::bytes), 2),
-            (Some(format::bytes_short), 2),
-            (Some(format::bytes_short), 1),
-            (None, 2),
-        ];
-        let mut legend = Vec::new();
-        for (values, gap) in tiers {
-            legend = chrome::flow(legend_items(values), inner.width, gap);
-            if legend.len() <= 1 {
-                break;
-            }
-        }
+        let legend = chrome::fit_legend(legend_items, inner.width);
         let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
         let chart_rows = inner.height.saturating_sub(legend_rows);
         if chart_rows < MIN_CHART_ROWS {

@@ -489,7 +489,7 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
     let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
     // The values at the cursor as everywhere ("3.52 GiB"), else packed
     // ("3.52GiB"), else none: the legend keeps one row.
-    type Values = Option<fn(u64) -> String>;
+    type Values = chrome::LegendValues;
     let legend_items = |values: Values| {
         let shown = |v: fn(&Point) -> u64| match (values, now) {
             (Some(f), Some(p)) => format!(" {}", f(v(&p))),
@@ -513,20 +513,7 @@ fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme)
         items.extend(mark_legend(releases, ooms, theme));
         items
     };
-    // Packed values also close up the gaps between the items.
-    let tiers: [(Values, usize); 4] = [
-        (Some(format::bytes), 2),
-        (Some(format::bytes_short), 2),
-        (Some(format::bytes_short), 1),
-        (None, 2),
-    ];
-    let mut legend = Vec::new();
-    for (values, gap) in tiers {
-        legend = chrome::flow(legend_items(values), inner.width, gap);
-        if legend.len() <= 1 {
-            break;
-        }
-    }
+    let legend = chrome::fit_legend(legend_items, inner.width);
     let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
     let chart_rows = inner.height.saturating_sub(legend_rows);
     if chart_rows < 3 {
