@@ -18,41 +18,16 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
 use vramtop::snapshot::Snapshot;
-use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::scrub::{CHECKPOINT_EVERY, Scrub};
 
-const GIB: u64 = 1 << 30;
+mod common;
+
 const EVENTS: usize = 200_000;
 const MAX_LIVE: usize = 2_000;
 
 fn big_trace() -> Snapshot {
-    let mut m = CachingAllocator::new(InMemoryDevice::new(80 * GIB), 0, AllocatorConfig::default());
-    m.record_history(Some(EVENTS));
-    let mut state = 0x9e37_79b9_u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    let mut live: Vec<u64> = Vec::new();
-    let mut t = 0u64;
-    while m.trace_len() < EVENTS {
-        t += 1;
-        m.set_time_us(t);
-        if (next() % 100 < 55 && live.len() < MAX_LIVE) || live.is_empty() {
-            let log2 = (next() % 2600) as f64 / 100.0;
-            if let Ok(p) = m.malloc(2f64.powf(log2) as u64, 0) {
-                live.push(p);
-            }
-        } else {
-            let p = live.swap_remove((next() as usize) % live.len());
-            let _ = m.free(p);
-        }
-    }
-    snapshot_of(&m, 0)
+    common::random_trace(EVENTS, MAX_LIVE)
 }
 
 fn scrub(c: &mut Criterion) {
