@@ -899,39 +899,45 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     lines
 }
 
-fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+/// A centred popup at most `max_width` wide and as high as its lines,
+/// `lines` made for the width inside its border.
+fn render_text_popup<'a>(
+    area: Rect,
+    buf: &mut Buffer,
+    (max_width, title, hint): (u16, &str, &str),
+    theme: &Theme,
+    lines: impl FnOnce(u16) -> Vec<Line<'a>>,
+) {
     if area.width < 10 || area.height < 5 {
         return;
     }
-    let width = area.width.saturating_sub(4).min(110);
-    let lines = detail_lines(v, width.saturating_sub(2));
+    let width = area.width.saturating_sub(4).min(max_width);
+    let lines = lines(width.saturating_sub(2));
     let height = u16::try_from(lines.len() + 2)
         .unwrap_or(u16::MAX)
         .min(area.height.saturating_sub(2));
-    let (popup, inner) = chrome::popup(
-        buf,
-        area,
-        (width, height),
-        " Block ",
-        " ↑/↓ block · Esc closes ",
-        lines.len(),
-        theme,
-    );
-    let styled: Vec<Line> = lines
-        .into_iter()
-        .map(|l| {
-            if l.spans.len() == 2 {
-                Line::from(vec![
-                    Span::styled(l.spans[0].content.to_string(), theme.key),
-                    Span::styled(l.spans[1].content.to_string(), theme.text),
-                ])
-            } else {
-                l.style(theme.text)
-            }
-        })
-        .collect();
-    chrome::lines_at(buf, inner, &styled);
+    let (popup, inner) = chrome::popup(buf, area, (width, height), title, hint, lines.len(), theme);
+    chrome::lines_at(buf, inner, &lines);
     theme.finish(popup, buf);
+}
+
+fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    let hint = " ↑/↓ block · Esc closes ";
+    render_text_popup(area, buf, (110, " Block ", hint), theme, |width| {
+        detail_lines(v, width)
+            .into_iter()
+            .map(|l| {
+                if l.spans.len() == 2 {
+                    Line::from(vec![
+                        Span::styled(l.spans[0].content.to_string(), theme.key),
+                        Span::styled(l.spans[1].content.to_string(), theme.text),
+                    ])
+                } else {
+                    l.style(theme.text)
+                }
+            })
+            .collect()
+    });
 }
 
 fn share(bytes: u64, of: u64) -> String {
@@ -1211,27 +1217,10 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
 }
 
 fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
-    if area.width < 10 || area.height < 5 {
-        return;
-    }
-    let width = area.width.saturating_sub(4).min(120);
-    let lines = compare_lines(v, width.saturating_sub(2));
-    let height = u16::try_from(lines.len() + 2)
-        .unwrap_or(u16::MAX)
-        .min(area.height.saturating_sub(2));
-    let (popup, inner) = chrome::popup(
-        buf,
-        area,
-        (width, height),
-        " A/B ",
-        " Esc closes ",
-        lines.len(),
-        theme,
-    );
-    let styled: Vec<Line> = lines
-        .into_iter()
-        .map(|l| Line::styled(l, theme.text))
-        .collect();
-    chrome::lines_at(buf, inner, &styled);
-    theme.finish(popup, buf);
+    render_text_popup(area, buf, (120, " A/B ", " Esc closes "), theme, |width| {
+        compare_lines(v, width)
+            .into_iter()
+            .map(|l| Line::styled(l, theme.text))
+            .collect()
+    });
 }
