@@ -22,12 +22,22 @@ pub fn bases() -> &'static [Snapshot] {
             .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
             .unwrap_or_default();
         paths.sort();
-        paths
+        let bases: Vec<Snapshot> = paths
             .iter()
             .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
             .filter_map(|p| read_snapshot_file(p).ok())
             .filter(|s| s.device_traces.iter().any(|t| !t.is_empty()))
-            .collect()
+            .collect();
+        if bases.is_empty() {
+            // Said once: run from fuzz/ the default path finds nothing, and the
+            // run would quietly fuzz an empty trace at a fraction of the coverage.
+            eprintln!(
+                "fuzz: no snapshot with a trace in {} (run from the repository root or set \
+                 VRAMTOP_FUZZ_SNAPSHOTS); fuzzing an empty trace only",
+                dir.display()
+            );
+        }
+        bases
     })
 }
 
