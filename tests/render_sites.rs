@@ -7,7 +7,7 @@ mod common;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use vramtop::alloc::{BlockState, TraceAction};
+use vramtop::alloc::TraceAction;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::viewer::ViewerState;
 use vramtop::snapshot::sites::Grouping;
@@ -45,12 +45,7 @@ fn draw(v: &ViewerState, w: u16, h: u16) -> Terminal<TestBackend> {
 }
 
 fn allocated_now(v: &ViewerState) -> u64 {
-    v.segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state == BlockState::ActiveAllocated)
-        .map(|b| b.size)
-        .sum()
+    common::allocated_in(&v.segments)
 }
 
 #[test]

@@ -7,7 +7,6 @@ mod common;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use vramtop::alloc::BlockState;
 use vramtop::cli::diff::render_diff;
 use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshots};
 use vramtop::snapshot::sites::Grouping;
@@ -38,12 +37,7 @@ const PAIRS: [(&str, &str); 3] = [
 ];
 
 fn allocated(s: &Snapshot) -> u64 {
-    s.segments
-        .iter()
-        .flat_map(|s| &s.blocks)
-        .filter(|b| b.state == BlockState::ActiveAllocated)
-        .map(|b| b.size)
-        .sum()
+    common::allocated_in(&s.segments)
 }
 
 #[test]

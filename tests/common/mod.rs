@@ -96,3 +96,14 @@ pub fn snapshot_files_in(dir: &Path) -> Vec<(String, PathBuf)> {
     files.sort();
     files
 }
+
+/// Bytes in allocated blocks over `segments`, summed here block by block so
+/// that a test does not take the figure from the code it checks.
+pub fn allocated_in(segments: &[vramtop::snapshot::Segment]) -> u64 {
+    segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == vramtop::alloc::BlockState::ActiveAllocated)
+        .map(|b| b.size)
+        .sum()
+}
