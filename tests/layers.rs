@@ -39,11 +39,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
 ];
 
 /// Known breaks of the rule: (file, module it uses, where the code belongs).
-const DEBTS: &[(&str, &str, &str)] = &[(
-    "src/app/source.rs",
-    "ui",
-    "status and OOM lines are words for people: state should hold data, ui words it",
-)];
+/// None today; a break that must land before it can be fixed goes here,
+/// with where it should go, and docs/architecture.md says so too.
+const DEBTS: &[(&str, &str, &str)] = &[];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("src/ is readable") {

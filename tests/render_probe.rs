@@ -235,7 +235,11 @@ fn a_probe_oom_marks_the_timeline_once_and_reaches_the_status_line() {
         .collect();
     // Seen in the event and in num_ooms at the same sample: one marker.
     assert_eq!(markers, vec![(20_000, MarkerKind::Oom)]);
-    let note = state.probes.status_note().expect("a recent OOM");
+    let note = state
+        .probes
+        .status_note()
+        .map(vramtop::ui::probe_note)
+        .expect("a recent OOM");
     assert!(
         note.starts_with("OOM in pid 4321 on GPU 0: tried to allocate 8.00 GiB"),
         "{note}"
@@ -261,7 +265,11 @@ fn a_disconnected_probe_leaves_the_gpu_to_telemetry_and_says_so() {
     // The OOM note is still recent; after it, the disconnection is said.
     state.apply_probes(85_000, &gone);
     assert_eq!(
-        state.probes.status_note().as_deref(),
+        state
+            .probes
+            .status_note()
+            .map(vramtop::ui::probe_note)
+            .as_deref(),
         Some("probe pid 4321: disconnected: connection closed")
     );
 }
@@ -544,7 +552,7 @@ fn an_oom_with_a_snapshot_raises_a_banner_naming_the_process_and_the_file() {
     insta::assert_snapshot!("probe_oom_banner_160x40", terminal.backend());
     // An OOM without a snapshot raises no banner (the OOM note stays).
     let none = attached_with(|i| probe_v2(u64::from(i >= 20), None));
-    assert_eq!(none.probes.oom_banner(), None);
+    assert_eq!(none.probes.oom_snapshot, None);
 }
 
 #[test]

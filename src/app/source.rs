@@ -79,18 +79,17 @@ fn probe_view(
 
 /// "pid 5678 (probe, cuda:0: train.py --lr 3e-4)", with the probe's own pid
 /// when its namespace numbers it differently.
+/// The label names the allocator's owner: it is also the `source` of
+/// `--once --json`, so it is data, not a sentence; a part the probe did not
+/// say (no pid before its hello, no command line) is left out.
 fn probe_source(p: &ProbeState, device: u32) -> String {
-    let pid = p
-        .pid()
-        .map_or_else(|| crate::ui::format::NA.to_string(), |x| x.to_string());
+    let pid = p.pid().map(|x| format!("pid {x} ")).unwrap_or_default();
     let ns = match (&p.hello, p.host_pid) {
         (Some(h), Some(host)) if h.pid != host => format!(", pid {} in its namespace", h.pid),
         _ => String::new(),
     };
-    let command = p
-        .command()
-        .unwrap_or_else(|| crate::ui::format::NA.to_string());
-    format!("pid {pid} (probe{ns}, cuda:{device}: {command})")
+    let command = p.command().map(|c| format!(": {c}")).unwrap_or_default();
+    format!("{pid}(probe{ns}, cuda:{device}{command})")
 }
 
 /// Maps the probes' `CUDA_VISIBLE_DEVICES=GPU-<uuid>,…` to NVML indices with
@@ -174,13 +173,41 @@ pub struct OomSnapshot {
     pub seen_ms: u64,
 }
 
+/// An OOM a probe reported, as data: `ui` words it for the status line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomNote {
+    /// When the dashboard saw it (ms).
+    pub seen_ms: u64,
+    pub pid: Option<u32>,
+    /// The NVML index of its GPU, when the probe's device maps to one.
+    pub gpu: Option<u32>,
+    /// The probe's CUDA device index (what the process calls `cuda:N`).
+    pub cuda_device: u32,
+    /// PyTorch's message, empty when the probe sent none.
+    pub message: String,
+    /// The allocation that failed (bytes), when known.
+    pub alloc_bytes: Option<u64>,
+}
+
+/// What the status line should say about the probes now, most important
+/// first (see [`ProbeBoard::status_note`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ProbeNote<'a> {
+    /// A recent OOM.
+    Oom(&'a OomNote),
+    /// A connected probe's last problem.
+    Problem(&'a ProbeRow),
+    /// A probe that ended recently (its row's `status` says how).
+    Ended(&'a ProbeRow),
+}
+
 /// The probes as the dashboard holds them: rows, plus what the status line
 /// says about them (the last OOM, recent disconnections, problems).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProbeBoard {
     pub rows: Vec<ProbeRow>,
-    /// The last OOM a probe reported: (time seen in ms, text).
-    pub last_oom: Option<(u64, String)>,
+    /// The last OOM a probe reported.
+    pub last_oom: Option<OomNote>,
     /// The last OOM snapshot a probe wrote (the banner; `O` opens it).
     pub oom_snapshot: Option<OomSnapshot>,
     /// OOM events already marked, by socket.
@@ -211,25 +238,6 @@ impl ProbeBoard {
             .and_then(|r| r.rank.as_deref())
     }
 
-    /// The OOM banner: which process hit an OOM and where its snapshot is.
-    pub fn oom_banner(&self) -> Option<String> {
-        let o = self.oom_snapshot.as_ref()?;
-        let pid = o
-            .pid
-            .map_or_else(|| crate::ui::format::NA.to_string(), |p| p.to_string());
-        let command = o
-            .command
-            .as_deref()
-            .map(|c| format!(" ({})", crate::ui::format::truncate(c, 24)))
-            .unwrap_or_default();
-        // The key comes before the path: on a narrow terminal the line is
-        // cut at its end, and a long path would hide what to press.
-        Some(format!(
-            "OOM in pid {pid}{command}: O opens its snapshot at the OOM: {}",
-            o.path.display()
-        ))
-    }
-
     /// Pids of the attached (connected) probes.
     pub fn attached_pids(&self) -> BTreeSet<u32> {
         self.rows
@@ -241,26 +249,18 @@ impl ProbeBoard {
 
     /// The status line's note about probes, most important first: a recent
     /// OOM, a probe's last problem, a recent disconnection or rejection.
-    pub fn status_note(&self) -> Option<String> {
-        if let Some((t, text)) = &self.last_oom
-            && self.now_ms.saturating_sub(*t) < PROBE_NOTE_MS
+    pub fn status_note(&self) -> Option<ProbeNote<'_>> {
+        if let Some(oom) = &self.last_oom
+            && self.now_ms.saturating_sub(oom.seen_ms) < PROBE_NOTE_MS
         {
-            return Some(text.clone());
+            return Some(ProbeNote::Oom(oom));
         }
-        let who = |r: &ProbeRow| match r.pid {
-            Some(p) => format!("probe pid {p}"),
-            None => format!("probe {}", r.socket),
-        };
         if let Some(r) = self
             .rows
             .iter()
             .find(|r| r.connected && r.problem.is_some())
         {
-            return Some(format!(
-                "{}: {}",
-                who(r),
-                r.problem.as_deref().unwrap_or_default()
-            ));
+            return Some(ProbeNote::Problem(r));
         }
         self.rows
             .iter()
@@ -270,22 +270,8 @@ impl ProbeBoard {
                     .get(&r.socket)
                     .is_some_and(|&t| self.now_ms.saturating_sub(t) < PROBE_NOTE_MS)
             })
-            .map(|r| format!("{}: {}", who(r), r.status))
+            .map(ProbeNote::Ended)
     }
-}
-
-fn oom_text(pid: Option<u32>, gpu: Option<u32>, e: &OomEvent) -> String {
-    let pid = pid.map_or_else(|| crate::ui::format::NA.to_string(), |p| p.to_string());
-    let gpu = gpu.map_or_else(|| format!("cuda:{}", e.oom.device), |g| format!("GPU {g}"));
-    let detail = if e.oom.message.is_empty() {
-        e.oom.alloc_bytes.map_or_else(
-            || "out of memory".to_string(),
-            |b| format!("tried to allocate {}", crate::ui::format::bytes(b)),
-        )
-    } else {
-        e.oom.message.clone()
-    };
-    format!("OOM in pid {pid} on {gpu}: {detail}")
 }
 
 /// The probed processes of one GPU when there are several: what `v` cycles
@@ -394,7 +380,14 @@ impl AppState {
                         });
                     }
                 }
-                board.last_oom = Some((now_ms, oom_text(p.pid(), gpu, e)));
+                board.last_oom = Some(OomNote {
+                    seen_ms: now_ms,
+                    pid: p.pid(),
+                    gpu,
+                    cuda_device: e.oom.device,
+                    message: e.oom.message.clone(),
+                    alloc_bytes: e.oom.alloc_bytes,
+                });
                 if let Some(path) = &e.oom.snapshot {
                     board.oom_snapshot = Some(OomSnapshot {
                         pid: p.pid(),
@@ -760,8 +753,13 @@ mod tests {
         step(&mut st, 1000, &snapshot(7, 0, 1));
         step(&mut st, 2000, &snapshot(7, 1, 1));
         assert_eq!(ooms(&st), vec![2000]);
-        let note = st.probes.status_note().expect("an OOM note");
-        assert_eq!(note, "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB");
+        let Some(ProbeNote::Oom(note)) = st.probes.status_note() else {
+            panic!("an OOM note, got {:?}", st.probes.status_note());
+        };
+        assert_eq!(
+            (note.pid, note.gpu, note.alloc_bytes),
+            (Some(7), Some(0), Some(1 << 30))
+        );
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub use gpus::GpusPane;
 pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
-pub use status::StatusLine;
+pub use status::{StatusLine, oom_banner, probe_note};
 pub use stress::{StressPane, highlighted_wrap};
 pub use theme::Theme;
 pub use timeline::TimelinePane;

@@ -8,8 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 use super::chrome;
+use super::format;
 use super::theme::Theme;
 use crate::app::keymap::Keymap;
+use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::AppState;
 
 /// The status line of one frame: one row, or two when there is a banner
@@ -36,7 +38,7 @@ impl<'a> StatusLine<'a> {
             || state.status.last_error.is_some()
             || state.ui.notice.is_some()
             || state.probes.status_note().is_some()
-            || state.probes.oom_banner().is_some()
+            || state.probes.oom_snapshot.is_some()
             || state.capture.note_at(state.now_ms).is_some()
         {
             2
@@ -124,7 +126,7 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(c.to_string(), theme.key));
         }
-        if let Some(b) = self.state.probes.oom_banner() {
+        if let Some(b) = self.state.probes.oom_snapshot.as_ref().map(oom_banner) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
@@ -142,7 +144,7 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(b.clone(), theme.warning));
         }
-        if let Some(note) = self.state.probes.status_note() {
+        if let Some(note) = self.state.probes.status_note().map(probe_note) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
@@ -218,4 +220,56 @@ impl Widget for StatusLine<'_> {
         }
         self.theme.finish(area, buf);
     }
+}
+
+/// The OOM banner: which process hit an OOM and where its snapshot is.
+pub fn oom_banner(o: &OomSnapshot) -> String {
+    let pid = o
+        .pid
+        .map_or_else(|| format::NA.to_string(), |p| p.to_string());
+    let command = o
+        .command
+        .as_deref()
+        .map(|c| format!(" ({})", format::truncate(c, 24)))
+        .unwrap_or_default();
+    // The key comes before the path: on a narrow terminal the line is
+    // cut at its end, and a long path would hide what to press.
+    format!(
+        "OOM in pid {pid}{command}: O opens its snapshot at the OOM: {}",
+        o.path.display()
+    )
+}
+
+/// The status line's words for a note about the probes.
+pub fn probe_note(note: ProbeNote<'_>) -> String {
+    let who = |r: &ProbeRow| match r.pid {
+        Some(p) => format!("probe pid {p}"),
+        None => format!("probe {}", r.socket),
+    };
+    match note {
+        ProbeNote::Oom(oom) => oom_note(oom),
+        ProbeNote::Problem(r) => {
+            format!("{}: {}", who(r), r.problem.as_deref().unwrap_or_default())
+        }
+        ProbeNote::Ended(r) => format!("{}: {}", who(r), r.status),
+    }
+}
+
+/// "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB".
+fn oom_note(o: &OomNote) -> String {
+    let pid = o
+        .pid
+        .map_or_else(|| format::NA.to_string(), |p| p.to_string());
+    let gpu = o
+        .gpu
+        .map_or_else(|| format!("cuda:{}", o.cuda_device), |g| format!("GPU {g}"));
+    let detail = if o.message.is_empty() {
+        o.alloc_bytes.map_or_else(
+            || "out of memory".to_string(),
+            |b| format!("tried to allocate {}", format::bytes(b)),
+        )
+    } else {
+        o.message.clone()
+    };
+    format!("OOM in pid {pid} on {gpu}: {detail}")
 }
