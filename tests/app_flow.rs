@@ -4,38 +4,59 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use tokio::sync::mpsc;
+use vramtop::app::capture::CaptureMsg;
 use vramtop::app::keymap::Keymap;
-use vramtop::app::source::allocator_views;
+use vramtop::app::observe::AllocatorSources;
 use vramtop::app::state::{AppState, Overlay, Pane, StatusState};
-use vramtop::app::update::{Effect, handle_key};
-use vramtop::device::Telemetry;
+use vramtop::app::stress::StressResult;
 use vramtop::device::sim::{Fault, SimCluster, SimConfig};
+use vramtop::device::{Telemetry, TelemetryError};
+use vramtop::probe::Registry;
+use vramtop::shell::dashboard::{Dashboard, Next, Replies};
 use vramtop::ui::{self, Theme};
 
+/// The live dashboard's own handlers (`shell::dashboard`), driven by a
+/// scripted clock, the simulation and key presses, drawn on a test backend.
 struct Flow {
     cluster: SimCluster,
-    state: AppState,
-    keymap: Keymap,
+    dash: Dashboard<TestBackend>,
     clock_ms: u64,
+    stress_results: mpsc::UnboundedReceiver<StressResult>,
+    _captures: mpsc::UnboundedReceiver<CaptureMsg>,
 }
 
 impl Flow {
     fn new(gpus: usize) -> Flow {
+        let cluster = SimCluster::new(SimConfig {
+            gpus,
+            training_processes: 1,
+            seed: 11,
+            ..SimConfig::default()
+        });
+        // No probe directory: the simulated trainers are the only allocators.
+        let sources =
+            AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
+        let state = AppState::new(StatusState {
+            backend: "sim".into(),
+            sample_interval_ms: 1000,
+            ..StatusState::default()
+        });
+        let terminal = Terminal::new(TestBackend::new(120, 40)).expect("test terminal");
+        let (stress, stress_results) = mpsc::unbounded_channel();
+        let (capture, captures) = mpsc::unbounded_channel();
+        let replies = Replies { stress, capture };
         Flow {
-            cluster: SimCluster::new(SimConfig {
-                gpus,
-                training_processes: 1,
-                seed: 11,
-                ..SimConfig::default()
-            }),
-            state: AppState::new(StatusState {
-                backend: "sim".into(),
-                sample_interval_ms: 1000,
-                ..StatusState::default()
-            }),
-            keymap: Keymap::default(),
+            cluster,
+            dash: Dashboard::new(terminal, state, sources, Theme::colored(), replies),
             clock_ms: 0,
+            stress_results,
+            _captures: captures,
         }
+    }
+
+    fn state(&self) -> &AppState {
+        self.dash.state()
     }
 
     fn samples(&mut self, n: u64) {
@@ -43,29 +64,44 @@ impl Flow {
         for _ in 0..n {
             self.cluster.advance(1000);
             self.clock_ms += 1000;
-            let readings = t.sample().expect("sim samples");
-            self.state.apply_sample(
-                self.clock_ms,
-                readings,
-                allocator_views(Some(&self.cluster)),
-            );
+            self.dash.on_sample(self.clock_ms, t.sample(), 0);
         }
     }
 
-    fn key(&mut self, code: KeyCode) -> Effect {
-        handle_key(
-            &mut self.state,
-            &self.keymap,
-            KeyEvent::new(code, KeyModifiers::NONE),
-        )
+    fn key(&mut self, code: KeyCode) -> Next {
+        self.dash.on_key(KeyEvent::new(code, KeyModifiers::NONE))
     }
 
-    fn screen(&self, w: u16, h: u16) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
-        terminal
-            .draw(|f| ui::draw(f, &self.state, &self.keymap, &Theme::colored()))
-            .expect("draws");
-        terminal.backend().to_string()
+    /// Presses `code` and checks that it changed what is drawn.
+    fn key_redraws(&mut self, code: KeyCode) {
+        assert_eq!(self.key(code), Next::Continue);
+        assert!(self.dash.is_dirty(), "{code:?} should redraw");
+    }
+
+    /// Hands the stress worker's next answer to the dashboard, as the loop
+    /// does (the worker runs on its own thread: waits up to 10 s).
+    fn stress_answer(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match self.stress_results.try_recv() {
+                Ok(result) => return self.dash.on_stress_result(result),
+                Err(mpsc::error::TryRecvError::Empty) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("no answer from the stress worker: {e}"),
+            }
+        }
+    }
+
+    /// The screen at `w`×`h`, as the loop's render tick draws it.
+    fn screen(&mut self, w: u16, h: u16) -> String {
+        self.dash.terminal_mut().backend_mut().resize(w, h);
+        self.dash.on_resize();
+        assert!(
+            self.dash.draw_if_dirty().expect("draws"),
+            "a resize redraws"
+        );
+        self.dash.terminal().backend().to_string()
     }
 }
 
@@ -89,18 +125,18 @@ fn selecting_the_second_gpu_moves_the_breakdown_to_it() {
 fn help_overlay_opens_and_closes_over_the_live_screen() {
     let mut f = Flow::new(1);
     f.samples(3);
-    assert_eq!(f.key(KeyCode::Char('?')), Effect::Redraw);
-    assert_eq!(f.state.ui.overlay, Overlay::Help);
+    f.key_redraws(KeyCode::Char('?'));
+    assert_eq!(f.state().ui.overlay, Overlay::Help);
     let screen = f.screen(120, 40);
     assert!(screen.contains("fragmentation"), "{screen}");
     f.samples(2);
     assert_eq!(
-        f.state.ui.overlay,
+        f.state().ui.overlay,
         Overlay::Help,
         "samples do not close the help"
     );
     f.key(KeyCode::Esc);
-    assert_eq!(f.state.ui.overlay, Overlay::None);
+    assert_eq!(f.state().ui.overlay, Overlay::None);
 }
 
 #[test]
@@ -113,7 +149,7 @@ fn process_filter_typed_after_slash_narrows_the_list() {
         f.key(KeyCode::Char(c));
     }
     f.key(KeyCode::Enter);
-    assert_eq!(f.state.ui.focus, Pane::Processes);
+    assert_eq!(f.state().ui.focus, Pane::Processes);
     assert!(!f.screen(120, 40).contains("train.py"));
     f.key(KeyCode::Esc);
     assert!(f.screen(120, 40).contains("train.py"));
@@ -124,12 +160,12 @@ fn paused_timeline_keeps_its_window_while_samples_arrive() {
     let mut f = Flow::new(1);
     f.samples(10);
     f.key(KeyCode::Char('p'));
-    let paused_at = f.state.ui.paused_at_ms;
+    let paused_at = f.state().ui.paused_at_ms;
     f.samples(20);
-    assert_eq!(f.state.ui.paused_at_ms, paused_at);
+    assert_eq!(f.state().ui.paused_at_ms, paused_at);
     assert!(f.screen(120, 40).contains("PAUSED"));
     assert_eq!(
-        f.state.gpus[0].history.points.len(),
+        f.state().gpus[0].history.points.len(),
         30,
         "samples are still recorded"
     );
@@ -143,14 +179,14 @@ fn a_gpu_lost_mid_run_is_shown_and_the_others_keep_updating() {
     f.samples(2);
     let screen = f.screen(120, 40);
     assert!(screen.contains("lost"), "{screen}");
-    assert!(f.state.gpus[0].sample().is_some());
-    assert_eq!(f.state.gpus[0].history.points.len(), 5);
+    assert!(f.state().gpus[0].sample().is_some());
+    assert_eq!(f.state().gpus[0].history.points.len(), 5);
 }
 
 #[test]
 fn quitting_is_an_effect_not_an_exit() {
     let mut f = Flow::new(1);
-    assert_eq!(f.key(KeyCode::Char('q')), Effect::Quit);
+    assert_eq!(f.key(KeyCode::Char('q')), Next::Quit);
 }
 
 #[test]
@@ -161,17 +197,21 @@ fn help_scrolls_with_j_and_page_down_to_its_last_row_at_80x24() {
     let first = f.screen(80, 24);
     assert!(first.contains("↓ j PgDn more"), "{first}");
     assert!(!first.contains("process tree / flat list"), "{first}");
-    assert_eq!(f.key(KeyCode::Char('j')), Effect::Redraw);
+    f.key_redraws(KeyCode::Char('j'));
     for _ in 0..5 {
         f.key(KeyCode::PageDown);
     }
     let end = f.screen(80, 24);
     assert!(end.contains("process tree / flat list"), "{end}");
     assert!(end.contains("↑ k PgUp back"), "{end}");
-    assert_eq!(f.state.ui.focus, Pane::Gpus, "keys scroll, not move focus");
+    assert_eq!(
+        f.state().ui.focus,
+        Pane::Gpus,
+        "keys scroll, not move focus"
+    );
     f.key(KeyCode::Esc);
     f.key(KeyCode::Char('?'));
-    assert_eq!(f.state.ui.help_scroll, 0, "help opens at the top");
+    assert_eq!(f.state().ui.help_scroll, 0, "help opens at the top");
 }
 
 #[test]
@@ -183,7 +223,7 @@ fn help_with_the_stress_panel_open_keeps_its_definitions_readable() {
     let screen = f.screen(120, 40);
     assert!(screen.contains("In the stress panel"), "{screen}");
     // Not squashed into a narrow column beside the panel's long key lines.
-    f.state.ui.help_scroll = 200;
+    f.dash.state_mut().ui.help_scroll = 200;
     let end = f.screen(120, 40);
     assert!(
         end.contains("fragmentation = 1 − largest free block / external free."),
@@ -227,7 +267,7 @@ fn panel_hints_keep_the_walkthrough_keys_at_120_columns() {
 fn v_without_a_probe_says_why_nothing_changed() {
     let mut f = Flow::new(1);
     f.samples(3);
-    assert_eq!(f.key(KeyCode::Char('v')), Effect::Redraw);
+    f.key_redraws(KeyCode::Char('v'));
     let screen = f.screen(120, 40);
     assert!(
         screen.contains("v: no process on GPU 0 has a probe to switch to"),
@@ -254,4 +294,80 @@ fn a_frame_before_the_first_sample_says_it_is_sampling_not_that_there_is_no_gpu(
         "a false statement: {screen}"
     );
     assert!(!screen.contains("0 samples"), "{screen}");
+}
+
+#[test]
+fn nothing_new_draws_nothing_and_a_sample_draws_again() {
+    let mut f = Flow::new(1);
+    f.samples(1);
+    f.screen(80, 24);
+    assert!(
+        !f.dash.draw_if_dirty().expect("draws"),
+        "no change, no draw"
+    );
+    f.samples(1);
+    assert!(f.dash.draw_if_dirty().expect("draws"), "a sample redraws");
+    // A key that does nothing in this context redraws nothing either.
+    assert_eq!(f.key(KeyCode::F(12)), Next::Continue);
+    assert!(!f.dash.is_dirty());
+}
+
+#[test]
+fn a_failed_sample_is_said_on_the_status_line_and_the_next_one_clears_it() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.dash.on_sample(
+        f.clock_ms + 1000,
+        Err(TelemetryError::Failed {
+            backend: "sim",
+            reason: "the driver stopped answering".into(),
+        }),
+        3,
+    );
+    let screen = f.screen(120, 40);
+    assert!(screen.contains("error: "), "{screen}");
+    assert!(screen.contains("the driver stopped answering"), "{screen}");
+    assert_eq!(f.state().status.dropped_samples, 3);
+    f.samples(1);
+    assert_eq!(f.state().status.last_error, None);
+}
+
+#[test]
+fn a_click_on_the_processes_pane_moves_the_focus_there() {
+    let mut f = Flow::new(1);
+    f.samples(3);
+    let screen = f.screen(120, 40);
+    let row = screen
+        .lines()
+        .position(|l| l.contains("train.py"))
+        .expect("the trainer is listed");
+    f.dash
+        .on_click(10, u16::try_from(row).expect("a screen row"));
+    assert_eq!(f.state().ui.focus, Pane::Processes);
+    assert!(f.dash.is_dirty(), "a focus change redraws");
+}
+
+#[test]
+fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    assert!(
+        !f.dash.has_stress_worker(),
+        "nothing runs before the panel opens"
+    );
+    f.key_redraws(KeyCode::F(2));
+    assert!(f.dash.has_stress_worker(), "opening the panel starts it");
+    // The worker's first answer is its starting state.
+    f.stress_answer();
+    assert!(f.state().stress.tensors.is_empty());
+    let count = f.state().stress.count() as usize;
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    assert_eq!(
+        f.state().stress.tensors.len(),
+        count,
+        "{:?}",
+        f.state().stress.message
+    );
+    assert!(!f.state().stress.busy, "the answer ends the wait");
 }

@@ -14,7 +14,6 @@
 //! terminal in raw mode) and on panic (ratatui's panic hook, installed after
 //! color-eyre's, and before it ours, which turns mouse reporting off).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use color_eyre::eyre::{WrapErr, eyre};
@@ -22,20 +21,15 @@ use crossterm::event::{Event, EventStream, KeyEventKind, MouseButton, MouseEvent
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use super::click::click;
-use super::viewer_run::{ViewerExit, repaint_whole, view_in_terminal};
-use crate::app::capture::{CAPTURE_TIMEOUT_MS, CaptureMsg};
-use crate::app::keymap::Keymap;
+use super::dashboard::{Dashboard, Next, Replies};
+use super::viewer_run::{repaint_whole, view_in_terminal};
+use crate::app::capture::CaptureMsg;
 use crate::app::observe::AllocatorSources;
 use crate::app::state::{AppState, StatusState};
 use crate::app::stress::{StressPanel, StressResult};
-use crate::app::stress_worker::StressWorker;
-use crate::app::update::{Effect, handle_key, on_stress_result};
 use crate::device::factory::TelemetrySelection;
 use crate::device::sampler::{SampleMsg, Sampler};
-use crate::device::sim::SimCluster;
-use crate::probe::client::{self, Progress};
-use crate::ui::{self, Theme};
+use crate::ui::Theme;
 
 /// How often the screen may be redrawn (ms): 4 Hz is smooth for a 1 Hz
 /// sampler and costs nothing when nothing changed.
@@ -54,67 +48,6 @@ pub struct RunOptions {
     /// The stress panel's cap (bytes, `--stress-cap`); `None`: the default
     /// (50 % of the free memory on a real GPU, none on the simulation).
     pub stress_cap: Option<u64>,
-}
-
-/// Starts the stress worker the first time the panel is opened, on the
-/// selected GPU: of the simulation when it is the backend, else on CUDA when
-/// `cuda::probe()` lists that GPU. Without either it stays `None` and the
-/// panel says why (`no_cuda` keeps the probe's answer, so it runs once).
-fn ensure_stress_worker(
-    worker: &mut Option<StressWorker>,
-    state: &mut AppState,
-    sim: Option<&SimCluster>,
-    no_cuda: &mut Option<String>,
-    results: &mpsc::UnboundedSender<StressResult>,
-) {
-    if !state.ui.stress_open || worker.is_some() {
-        return;
-    }
-    let gpu = state.selected().map_or(0, |g| g.index());
-    let tx = results.clone();
-    let deliver = move |r| {
-        let _ = tx.send(r);
-    };
-    let spawned = match sim {
-        Some(cluster) => StressWorker::spawn_sim(cluster, gpu, deliver),
-        None => {
-            if no_cuda.is_none() {
-                let probe = crate::device::cuda::probe();
-                if !probe.devices.iter().any(|d| d.index == gpu) {
-                    *no_cuda = Some(format!(
-                        "the stress panel needs CUDA GPU {gpu} or the simulation \
-                         (--backend sim): {}",
-                        probe.explain()
-                    ));
-                }
-            }
-            if let Some(why) = no_cuda {
-                // Said after every key, so the panel's own "not started"
-                // never hides why.
-                state.stress.message = Some(why.clone());
-                return;
-            }
-            StressWorker::spawn_cuda(gpu, deliver)
-        }
-    };
-    match spawned {
-        Ok(w) => *worker = Some(w),
-        Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
-    }
-}
-
-/// Hands commands to the worker; a worker that has gone (it panicked)
-/// leaves the panel idle with a message instead of waiting forever.
-fn send_stress(
-    worker: Option<&StressWorker>,
-    state: &mut AppState,
-    commands: Vec<crate::app::stress::StressCommand>,
-) {
-    if !worker.is_some_and(|w| w.send(commands)) {
-        state.stress.busy = false;
-        state.stress.queued.clear();
-        state.stress.message = Some("the stress worker has stopped".to_string());
-    }
 }
 
 /// Forwards key presses, clicks and resizes from crossterm's event stream.
@@ -143,47 +76,6 @@ fn spawn_input(input_tx: mpsc::Sender<Input>) -> tokio::task::JoinHandle<()> {
     })
 }
 
-/// Asks the probe at `socket` for a snapshot on a thread of its own; its
-/// progress and answer come back as [`CaptureMsg`]s.
-fn spawn_capture(pid: u32, socket: PathBuf, tx: mpsc::UnboundedSender<CaptureMsg>) {
-    let spawned = std::thread::Builder::new()
-        .name("vramtop-capture".to_string())
-        .spawn({
-            let tx = tx.clone();
-            move || {
-                let progress_tx = tx.clone();
-                let answer = client::request_snapshot(
-                    &socket,
-                    pid,
-                    Duration::from_millis(CAPTURE_TIMEOUT_MS),
-                    |p| {
-                        let _ = progress_tx.send(match p {
-                            Progress::Asked(_) => CaptureMsg::Asked { pid },
-                            Progress::Started => CaptureMsg::Started { pid },
-                        });
-                    },
-                );
-                let _ = tx.send(match answer {
-                    Ok(done) => CaptureMsg::Done {
-                        pid,
-                        path: done.path,
-                        has_trace: done.has_trace,
-                    },
-                    Err(e) => CaptureMsg::Failed {
-                        pid,
-                        why: e.to_string(),
-                    },
-                });
-            }
-        });
-    if let Err(e) = spawned {
-        let _ = tx.send(CaptureMsg::Failed {
-            pid,
-            why: format!("cannot start a thread: {e}"),
-        });
-    }
-}
-
 enum Input {
     Key(crossterm::event::KeyEvent),
     Click { column: u16, row: u16 },
@@ -201,7 +93,7 @@ pub fn run(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Re
 }
 
 async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<()> {
-    let mut terminal = ratatui::try_init().map_err(|e| {
+    let terminal = ratatui::try_init().map_err(|e| {
         eyre!("vramtop needs a terminal ({e}); for headless output use `vramtop --once --json` or `vramtop record FILE`")
     })?;
     // Mouse clicks select GPUs and panes; failure to enable is not fatal.
@@ -213,18 +105,17 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
         ratatui_hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
-    let result = event_loop(&mut terminal, selection, options).await;
+    let result = event_loop(terminal, selection, options).await;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
     result
 }
 
 async fn event_loop(
-    terminal: &mut ratatui::DefaultTerminal,
+    terminal: ratatui::DefaultTerminal,
     selection: TelemetrySelection,
     options: RunOptions,
 ) -> color_eyre::Result<()> {
-    let keymap = Keymap::default();
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
         banner: selection.fallback_reason.clone(),
@@ -272,14 +163,14 @@ async fn event_loop(
     let mut render = tokio::time::interval(Duration::from_millis(RENDER_TICK_MS));
     render.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
-    // The stress worker starts when the panel is first opened; dropping it
-    // (on every exit path, panics included) frees what it holds.
+    // The stress worker starts when the panel is first opened and reports
+    // here; it goes with the dashboard, whose drop frees what it holds.
     let (stress_tx, mut stress_results) = mpsc::unbounded_channel::<StressResult>();
-    let mut stress_worker: Option<StressWorker> = None;
-    let mut no_cuda: Option<String> = None;
-
-    let mut dirty = true;
-    let mut area = terminal.get_frame().area();
+    let replies = Replies {
+        stress: stress_tx,
+        capture: capture_tx,
+    };
+    let mut dashboard = Dashboard::new(terminal, state, sources, options.theme.clone(), replies);
     loop {
         tokio::select! {
             biased;
@@ -291,104 +182,51 @@ async fn event_loop(
             _ = tokio::signal::ctrl_c() => break,
             Some(input) = inputs.recv() => {
                 match input {
-                    Input::Key(key) => {
-                        let effect = handle_key(&mut state, &keymap, key);
-                        ensure_stress_worker(
-                            &mut stress_worker,
-                            &mut state,
-                            sources.sim(),
-                            &mut no_cuda,
-                            &stress_tx,
-                        );
-                        match effect {
-                            Effect::Quit => break,
-                            Effect::Redraw => dirty = true,
-                            Effect::Stress(commands) => {
-                                send_stress(stress_worker.as_ref(), &mut state, commands);
-                                dirty = true;
-                            }
-                            Effect::RequestSnapshot { pid, socket } => {
-                                spawn_capture(pid, socket, capture_tx.clone());
-                                dirty = true;
-                            }
-                            Effect::OpenSnapshot { path, at_oom } => {
-                                // The viewer reads the terminal's events
-                                // itself: the input task must not compete.
-                                input_task.abort();
-                                let _ = (&mut input_task).await;
-                                let shown = tokio::task::block_in_place(|| {
-                                    view_in_terminal(terminal, &path, &options.theme, at_oom)
-                                });
-                                input_task = spawn_input(input_tx.clone());
-                                repaint_whole(terminal)?;
-                                match shown {
-                                    Ok(ViewerExit::Done) => {}
-                                    Ok(ViewerExit::BadFile(e)) => {
-                                        state.ui.notice = Some(format!("cannot open the snapshot: {e}"));
-                                    }
-                                    Err(e) => {
-                                        state.ui.notice = Some(format!("the viewer stopped: {e}"));
-                                    }
-                                }
-                                dirty = true;
-                            }
-                            Effect::None => {}
+                    Input::Key(key) => match dashboard.on_key(key) {
+                        Next::Quit => break,
+                        Next::Continue => {}
+                        Next::OpenSnapshot { path, at_oom } => {
+                            // The viewer reads the terminal's events
+                            // itself: the input task must not compete.
+                            input_task.abort();
+                            let _ = (&mut input_task).await;
+                            let theme = dashboard.theme().clone();
+                            let shown = tokio::task::block_in_place(|| {
+                                view_in_terminal(dashboard.terminal_mut(), &path, &theme, at_oom)
+                            });
+                            input_task = spawn_input(input_tx.clone());
+                            repaint_whole(dashboard.terminal_mut())?;
+                            dashboard.on_viewer_closed(shown);
                         }
-                    }
-                    Input::Click { column, row } => {
-                        if click(area, &mut state, &options.theme, column, row) {
-                            dirty = true;
-                        }
-                    }
-                    Input::Resize => dirty = true,
+                    },
+                    Input::Click { column, row } => dashboard.on_click(column, row),
+                    Input::Resize => dashboard.on_resize(),
                 }
             }
             Some(msg) = captures.recv() => {
                 let now_ms = started.elapsed().as_millis() as u64;
-                state.capture.on_msg(now_ms, msg);
-                dirty = true;
+                dashboard.on_capture(now_ms, msg);
             }
-            Some(result) = stress_results.recv() => {
-                if let Effect::Stress(commands) = on_stress_result(&mut state, result) {
-                    send_stress(stress_worker.as_ref(), &mut state, commands);
-                }
-                dirty = true;
-            }
+            Some(result) = stress_results.recv() => dashboard.on_stress_result(result),
             Some(msg) = samples.recv() => {
                 let now_ms = started.elapsed().as_millis() as u64;
-                match msg.readings {
-                    Ok(readings) => {
-                        sources.observe(readings).apply_to(&mut state, now_ms);
-                        state.status.last_error = None;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "sampling failed");
-                        state.status.last_error = Some(e.to_string());
-                    }
-                }
-                state.status.dropped_samples = sampler
+                let dropped = sampler
                     .counters()
                     .dropped
                     .load(std::sync::atomic::Ordering::Relaxed);
-                dirty = true;
+                dashboard.on_sample(now_ms, msg.readings, dropped);
             }
             () = &mut deliberate_panic, if options.debug_panic_after.is_some() => {
                 panic!("deliberate panic (--debug-panic-after), to check that the terminal is restored");
             }
             _ = render.tick() => {
-                if dirty {
-                    let completed = terminal
-                        .draw(|frame| ui::draw(frame, &state, &keymap, &options.theme))
-                        .wrap_err("cannot draw")?;
-                    area = completed.area;
-                    dirty = false;
-                }
+                dashboard.draw_if_dirty().wrap_err("cannot draw")?;
             }
         }
     }
     input_task.abort();
     // Frees every stress tensor and empties its cache before leaving.
-    drop(stress_worker);
+    drop(dashboard);
     sampler.stop();
     Ok(())
 }

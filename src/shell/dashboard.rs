@@ -1,0 +1,339 @@
+//! The dashboard between events: its state, the terminal it draws on, the
+//! stress worker and one handler per kind of event (a key, a click, a
+//! resize, a sample, a capture's progress, a stress result). Each handler
+//! updates the state, marks the screen dirty when something changed, starts
+//! what the state asked for (the stress worker and its commands, a snapshot
+//! request's thread) and returns what only the loop can do ([`Next`]: quit,
+//! or hand the terminal to the viewer).
+//!
+//! It is generic over the ratatui backend, so the app-flow tests drive
+//! these same handlers on a `TestBackend` with scripted samples and keys;
+//! `run.rs` owns only the event sources (input task, sampler, signals,
+//! render tick) and the real terminal.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crossterm::event::KeyEvent;
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::layout::Rect;
+
+use super::click::click;
+use super::viewer_run::ViewerExit;
+use crate::app::capture::{CAPTURE_TIMEOUT_MS, CaptureMsg};
+use crate::app::keymap::Keymap;
+use crate::app::observe::AllocatorSources;
+use crate::app::state::AppState;
+use crate::app::stress::{StressCommand, StressResult};
+use crate::app::stress_worker::StressWorker;
+use crate::app::update::{Effect, handle_key, on_stress_result};
+use crate::device::{GpuReading, TelemetryError};
+use crate::probe::client::{self, Progress};
+use crate::ui::{self, Theme};
+
+/// Where the threads the dashboard starts send their answers back to the
+/// loop: the stress worker's results and a snapshot request's progress.
+#[derive(Clone)]
+pub struct Replies {
+    pub stress: tokio::sync::mpsc::UnboundedSender<StressResult>,
+    pub capture: tokio::sync::mpsc::UnboundedSender<CaptureMsg>,
+}
+
+/// What the loop must do after a handler.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Continue,
+    Quit,
+    /// Hand the terminal to the snapshot viewer for `path` (at its OOM
+    /// event when `at_oom`), then call [`Dashboard::on_viewer_closed`].
+    OpenSnapshot {
+        path: PathBuf,
+        at_oom: bool,
+    },
+}
+
+pub struct Dashboard<B: Backend> {
+    terminal: Terminal<B>,
+    state: AppState,
+    keymap: Keymap,
+    theme: Theme,
+    sources: AllocatorSources,
+    /// Something changed since the last draw.
+    dirty: bool,
+    /// The screen of the last draw: clicks are hit-tested against it.
+    area: Rect,
+    replies: Replies,
+    /// Started when the stress panel is first opened; dropping it (with
+    /// the dashboard, on every exit path) frees what it holds.
+    stress_worker: Option<StressWorker>,
+    /// Why the stress panel cannot run here (no CUDA GPU, no simulation):
+    /// asked once.
+    no_cuda: Option<String>,
+}
+
+impl<B: Backend> Dashboard<B> {
+    pub fn new(
+        terminal: Terminal<B>,
+        state: AppState,
+        sources: AllocatorSources,
+        theme: Theme,
+        replies: Replies,
+    ) -> Self {
+        // Until the first draw, the whole backend is the best guess.
+        let area = terminal
+            .size()
+            .map(|s| Rect::new(0, 0, s.width, s.height))
+            .unwrap_or_default();
+        Dashboard {
+            terminal,
+            state,
+            keymap: Keymap::default(),
+            theme,
+            sources,
+            dirty: true,
+            area,
+            replies,
+            stress_worker: None,
+            no_cuda: None,
+        }
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// For what the loop itself reports (a stress worker that stopped).
+    pub fn state_mut(&mut self) -> &mut AppState {
+        self.dirty = true;
+        &mut self.state
+    }
+
+    pub fn sources(&self) -> &AllocatorSources {
+        &self.sources
+    }
+
+    pub fn theme(&self) -> &Theme {
+        &self.theme
+    }
+
+    pub fn terminal(&self) -> &Terminal<B> {
+        &self.terminal
+    }
+
+    pub fn terminal_mut(&mut self) -> &mut Terminal<B> {
+        &mut self.terminal
+    }
+
+    /// Whether the next [`Dashboard::draw_if_dirty`] will draw.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    /// A key press: stress commands go to the worker (started the first
+    /// time the panel opens), a snapshot request to a thread of its own.
+    pub fn on_key(&mut self, key: KeyEvent) -> Next {
+        let effect = handle_key(&mut self.state, &self.keymap, key);
+        self.ensure_stress_worker();
+        if effect != Effect::None {
+            self.dirty = true;
+        }
+        match effect {
+            Effect::None | Effect::Redraw => Next::Continue,
+            Effect::Quit => Next::Quit,
+            Effect::Stress(commands) => {
+                self.send_stress(commands);
+                Next::Continue
+            }
+            Effect::RequestSnapshot { pid, socket } => {
+                spawn_capture(pid, socket, self.replies.capture.clone());
+                Next::Continue
+            }
+            Effect::OpenSnapshot { path, at_oom } => Next::OpenSnapshot { path, at_oom },
+        }
+    }
+
+    /// A left click at a cell of the last drawn screen.
+    pub fn on_click(&mut self, column: u16, row: u16) {
+        if click(self.area, &mut self.state, &self.theme, column, row) {
+            self.dirty = true;
+        }
+    }
+
+    pub fn on_resize(&mut self) {
+        self.dirty = true;
+    }
+
+    /// A telemetry sample at `now_ms`, with the sampler's dropped-tick
+    /// count: the allocator views are built from it and the probes' state
+    /// of the same moment.
+    pub fn on_sample(
+        &mut self,
+        now_ms: u64,
+        readings: Result<Vec<GpuReading>, TelemetryError>,
+        dropped_samples: u64,
+    ) {
+        match readings {
+            Ok(readings) => {
+                self.sources
+                    .observe(readings)
+                    .apply_to(&mut self.state, now_ms);
+                self.state.status.last_error = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "sampling failed");
+                self.state.status.last_error = Some(e.to_string());
+            }
+        }
+        self.state.status.dropped_samples = dropped_samples;
+        self.dirty = true;
+    }
+
+    /// A snapshot request's progress or answer.
+    pub fn on_capture(&mut self, now_ms: u64, msg: CaptureMsg) {
+        self.state.capture.on_msg(now_ms, msg);
+        self.dirty = true;
+    }
+
+    /// The stress worker's answer; the panel's next queued commands go
+    /// to the worker.
+    pub fn on_stress_result(&mut self, result: StressResult) {
+        self.dirty = true;
+        if let Effect::Stress(commands) = on_stress_result(&mut self.state, result) {
+            self.send_stress(commands);
+        }
+    }
+
+    /// Whether the stress worker runs (it starts when the panel opens).
+    pub fn has_stress_worker(&self) -> bool {
+        self.stress_worker.is_some()
+    }
+
+    /// The viewer the dashboard handed the terminal to has returned: a file
+    /// it could not open, or its own failure, is said on the status line.
+    pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) {
+        match shown {
+            Ok(ViewerExit::Done) => {}
+            Ok(ViewerExit::BadFile(e)) => {
+                self.state.ui.notice = Some(format!("cannot open the snapshot: {e}"));
+            }
+            Err(e) => {
+                self.state.ui.notice = Some(format!("the viewer stopped: {e}"));
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// Draws when something changed since the last draw; says whether it drew.
+    pub fn draw_if_dirty(&mut self) -> Result<bool, B::Error> {
+        if !self.dirty {
+            return Ok(false);
+        }
+        let (state, keymap, theme) = (&self.state, &self.keymap, &self.theme);
+        let completed = self
+            .terminal
+            .draw(|frame| ui::draw(frame, state, keymap, theme))?;
+        self.area = completed.area;
+        self.dirty = false;
+        Ok(true)
+    }
+
+    /// Starts the stress worker the first time the panel is opened, on the
+    /// selected GPU: of the simulation when it is the backend, else on CUDA when
+    /// `cuda::probe()` lists that GPU. Without either it stays `None` and the
+    /// panel says why (`no_cuda` keeps the probe's answer, so it runs once).
+    fn ensure_stress_worker(&mut self) {
+        if !self.state.ui.stress_open || self.stress_worker.is_some() {
+            return;
+        }
+        let state = &mut self.state;
+        let no_cuda = &mut self.no_cuda;
+        let gpu = state.selected().map_or(0, |g| g.index());
+        let tx = self.replies.stress.clone();
+        let deliver = move |r| {
+            let _ = tx.send(r);
+        };
+        let spawned = match self.sources.sim() {
+            Some(cluster) => StressWorker::spawn_sim(cluster, gpu, deliver),
+            None => {
+                if no_cuda.is_none() {
+                    let probe = crate::device::cuda::probe();
+                    if !probe.devices.iter().any(|d| d.index == gpu) {
+                        *no_cuda = Some(format!(
+                            "the stress panel needs CUDA GPU {gpu} or the simulation \
+                         (--backend sim): {}",
+                            probe.explain()
+                        ));
+                    }
+                }
+                if let Some(why) = no_cuda {
+                    // Said after every key, so the panel's own "not started"
+                    // never hides why.
+                    state.stress.message = Some(why.clone());
+                    return;
+                }
+                StressWorker::spawn_cuda(gpu, deliver)
+            }
+        };
+        match spawned {
+            Ok(w) => self.stress_worker = Some(w),
+            Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
+        }
+    }
+
+    /// Hands commands to the worker; a worker that has gone (it panicked)
+    /// leaves the panel idle with a message instead of waiting forever.
+    fn send_stress(&mut self, commands: Vec<StressCommand>) {
+        if !self
+            .stress_worker
+            .as_ref()
+            .is_some_and(|w| w.send(commands))
+        {
+            let state = &mut self.state;
+            state.stress.busy = false;
+            state.stress.queued.clear();
+            state.stress.message = Some("the stress worker has stopped".to_string());
+        }
+    }
+}
+
+/// Asks the probe at `socket` for a snapshot on a thread of its own; its
+/// progress and answer come back as [`CaptureMsg`]s.
+fn spawn_capture(pid: u32, socket: PathBuf, tx: tokio::sync::mpsc::UnboundedSender<CaptureMsg>) {
+    let spawned = std::thread::Builder::new()
+        .name("vramtop-capture".to_string())
+        .spawn({
+            let tx = tx.clone();
+            move || {
+                let progress_tx = tx.clone();
+                let answer = client::request_snapshot(
+                    &socket,
+                    pid,
+                    Duration::from_millis(CAPTURE_TIMEOUT_MS),
+                    |p| {
+                        let _ = progress_tx.send(match p {
+                            Progress::Asked(_) => CaptureMsg::Asked { pid },
+                            Progress::Started => CaptureMsg::Started { pid },
+                        });
+                    },
+                );
+                let _ = tx.send(match answer {
+                    Ok(done) => CaptureMsg::Done {
+                        pid,
+                        path: done.path,
+                        has_trace: done.has_trace,
+                    },
+                    Err(e) => CaptureMsg::Failed {
+                        pid,
+                        why: e.to_string(),
+                    },
+                });
+            }
+        });
+    if let Err(e) = spawned {
+        let _ = tx.send(CaptureMsg::Failed {
+            pid,
+            why: format!("cannot start a thread: {e}"),
+        });
+    }
+}
