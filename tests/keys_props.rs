@@ -1,0 +1,259 @@
+//! Keys are input too: arbitrary key sequences, with samples and stress
+//! answers between them, through the dashboard's own handlers and through
+//! the snapshot viewer, drawn at arbitrary terminal sizes down to 1×1.
+//! Nothing may panic, every draw must succeed, and some state must stay
+//! true whatever was pressed (the selected GPU exists, Esc closes the
+//! help, the viewer's cursor stays inside the trace).
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use proptest::prelude::*;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tokio::sync::mpsc;
+use vramtop::app::keymap::Keymap;
+use vramtop::app::observe::AllocatorSources;
+use vramtop::app::state::{AppState, Overlay, StatusState};
+use vramtop::app::stress::StressResult;
+use vramtop::app::viewer::ViewerState;
+use vramtop::device::Telemetry;
+use vramtop::device::sim::{SimCluster, SimConfig};
+use vramtop::probe::Registry;
+use vramtop::shell::dashboard::{Dashboard, Replies};
+use vramtop::snapshot::Snapshot;
+use vramtop::snapshot::synth::{self, LargeShape};
+use vramtop::ui::{Theme, render_viewer};
+
+/// Every key any keymap context binds, and keys none does.
+fn key_code() -> impl Strategy<Value = KeyCode> {
+    prop_oneof![
+        8 => proptest::char::range(' ', '~').prop_map(KeyCode::Char),
+        1 => Just(KeyCode::Char('é')),
+        2 => Just(KeyCode::Esc),
+        2 => Just(KeyCode::Enter),
+        1 => Just(KeyCode::Tab),
+        1 => Just(KeyCode::BackTab),
+        1 => Just(KeyCode::Backspace),
+        1 => Just(KeyCode::Delete),
+        2 => Just(KeyCode::Up),
+        2 => Just(KeyCode::Down),
+        2 => Just(KeyCode::Left),
+        2 => Just(KeyCode::Right),
+        1 => Just(KeyCode::PageUp),
+        1 => Just(KeyCode::PageDown),
+        1 => Just(KeyCode::Home),
+        1 => Just(KeyCode::End),
+        2 => (1u8..=12).prop_map(KeyCode::F),
+    ]
+}
+
+fn key_event() -> impl Strategy<Value = KeyEvent> {
+    (
+        key_code(),
+        prop_oneof![
+            6 => Just(KeyModifiers::NONE),
+            1 => Just(KeyModifiers::SHIFT),
+            1 => Just(KeyModifiers::CONTROL),
+            1 => Just(KeyModifiers::ALT),
+        ],
+    )
+        .prop_map(|(code, modifiers)| KeyEvent::new(code, modifiers))
+}
+
+/// One step of a session: a key, a sample, or a draw at a size.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(KeyEvent),
+    Sample,
+    Draw { width: u16, height: u16 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        12 => key_event().prop_map(Step::Key),
+        2 => Just(Step::Sample),
+        1 => (1u16..=200, 1u16..=60).prop_map(|(width, height)| Step::Draw { width, height }),
+    ]
+}
+
+struct Session {
+    cluster: SimCluster,
+    dash: Dashboard<TestBackend>,
+    stress_results: mpsc::UnboundedReceiver<StressResult>,
+    clock_ms: u64,
+}
+
+impl Session {
+    fn new(gpus: usize) -> Session {
+        let cluster = SimCluster::new(SimConfig {
+            gpus,
+            training_processes: 2,
+            seed: 5,
+            ..SimConfig::default()
+        });
+        let sources =
+            AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
+        let state = AppState::new(StatusState {
+            backend: "sim".into(),
+            sample_interval_ms: 1000,
+            ..StatusState::default()
+        });
+        let (stress, stress_results) = mpsc::unbounded_channel();
+        // Snapshot requests need a probe; with none, nothing is asked.
+        let (capture, _) = mpsc::unbounded_channel();
+        let terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+        Session {
+            cluster,
+            dash: Dashboard::new(
+                terminal,
+                state,
+                sources,
+                Theme::colored(),
+                Replies { stress, capture },
+            ),
+            stress_results,
+            clock_ms: 0,
+        }
+    }
+
+    fn sample(&mut self) {
+        self.cluster.advance(1000);
+        self.clock_ms += 1000;
+        let readings = self.cluster.telemetry().sample();
+        self.dash.on_sample(self.clock_ms, readings, 0);
+    }
+
+    /// Hands over what the stress worker has answered so far, as the loop
+    /// would between events.
+    fn drain_stress(&mut self) {
+        while let Ok(result) = self.stress_results.try_recv() {
+            self.dash.on_stress_result(result);
+        }
+    }
+
+    /// Waits (at most 10 s) until the stress panel is not waiting for its
+    /// worker: a queued command must always get its answer.
+    fn settle(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.dash.state().stress.busy && Instant::now() < deadline {
+            self.drain_stress();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.drain_stress();
+    }
+
+    fn draw(&mut self, width: u16, height: u16) {
+        self.dash.terminal_mut().backend_mut().resize(width, height);
+        self.dash.on_resize();
+        self.dash.draw_if_dirty().expect("a test backend draws");
+    }
+}
+
+fn check_dashboard(s: &Session) -> Result<(), TestCaseError> {
+    let state = s.dash.state();
+    if !state.gpus.is_empty() {
+        prop_assert!(
+            state.ui.selected_gpu < state.gpus.len(),
+            "selected {} of {} GPUs",
+            state.ui.selected_gpu,
+            state.gpus.len()
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_keys_on_the_dashboard_draw_and_esc_leaves_every_overlay(
+        gpus in 1usize..=3,
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        let mut s = Session::new(gpus);
+        s.sample();
+        for step in steps {
+            match step {
+                Step::Key(key) => {
+                    // Quit ends the real loop; here the state must simply
+                    // stay usable after it.
+                    let _ = s.dash.on_key(key);
+                    s.drain_stress();
+                }
+                Step::Sample => s.sample(),
+                Step::Draw { width, height } => s.draw(width, height),
+            }
+            check_dashboard(&s)?;
+        }
+        s.settle();
+        prop_assert!(!s.dash.state().stress.busy, "the stress worker answered");
+        s.draw(80, 24);
+        s.draw(120, 40);
+        // However it got there, Esc (a few times: a field, a picker, then
+        // the panel or overlay) comes back to a screen without the help.
+        for _ in 0..4 {
+            let _ = s.dash.on_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+            s.drain_stress();
+        }
+        prop_assert_eq!(s.dash.state().ui.overlay, Overlay::None);
+    }
+}
+
+/// The viewer on a model-made training-like trace (three streams, many
+/// stacks), or on a real one from the shared set.
+fn viewer(real: bool) -> Option<ViewerState> {
+    if real {
+        return common::shared_viewer("silmont_mem_snapshot.pickle");
+    }
+    static MADE: OnceLock<Snapshot> = OnceLock::new();
+    let snapshot = MADE.get_or_init(|| synth::large(&LargeShape::about_bytes(300_000)));
+    Some(ViewerState::new(
+        "made.pickle".to_string(),
+        snapshot.clone(),
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_keys_in_the_viewer_draw_and_keep_the_cursor_in_the_trace(
+        real in any::<bool>(),
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        let Some(mut v) = viewer(real) else {
+            common::skip::skip(
+                "any_keys_in_the_viewer_draw_and_keep_the_cursor_in_the_trace (real file)",
+                "../shared/snapshots is not here",
+                common::skip::Prerequisite::ProvidedByCi,
+            );
+            return Ok(());
+        };
+        let keymap = Keymap::default();
+        let theme = Theme::colored();
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+        for step in steps {
+            match step {
+                Step::Key(key) => {
+                    let _ = v.handle_key(&keymap, key);
+                }
+                Step::Sample => {}
+                Step::Draw { width, height } => {
+                    terminal.backend_mut().resize(width, height);
+                    terminal
+                        .draw(|f| {
+                            let area = f.area();
+                            render_viewer(area, f.buffer_mut(), &v, &keymap, &theme);
+                        })
+                        .expect("a test backend draws");
+                }
+            }
+            let events = v.device().map_or(0, |d| d.len());
+            prop_assert!(v.cursor() <= events, "cursor {} past {events} events", v.cursor());
+        }
+    }
+}
