@@ -1,5 +1,5 @@
-//! Keys are input too: arbitrary key sequences, with samples and stress
-//! answers between them, through the dashboard's own handlers and through
+//! Keys are input too: arbitrary key sequences, with samples, clicks and
+//! stress answers between them, through the dashboard's own handlers and through
 //! the snapshot viewer, drawn at arbitrary terminal sizes down to 1×1.
 //! Nothing may panic, every draw must succeed, and some state must stay
 //! true whatever was pressed (the selected GPU exists, Esc closes the
@@ -69,7 +69,15 @@ fn key_event() -> impl Strategy<Value = KeyEvent> {
 enum Step {
     Key(KeyEvent),
     Sample,
-    Draw { width: u16, height: u16 },
+    Draw {
+        width: u16,
+        height: u16,
+    },
+    /// A left click (the dashboard hit-tests it against its last draw).
+    Click {
+        column: u16,
+        row: u16,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -77,6 +85,7 @@ fn step() -> impl Strategy<Value = Step> {
         12 => key_event().prop_map(Step::Key),
         2 => Just(Step::Sample),
         1 => (1u16..=200, 1u16..=60).prop_map(|(width, height)| Step::Draw { width, height }),
+        2 => (0u16..=210, 0u16..=70).prop_map(|(column, row)| Step::Click { column, row }),
     ]
 }
 
@@ -186,6 +195,7 @@ proptest! {
                 }
                 Step::Sample => s.sample(),
                 Step::Draw { width, height } => s.draw(width, height),
+                Step::Click { column, row } => s.dash.on_click(column, row),
             }
             check_dashboard(&s)?;
         }
@@ -241,7 +251,8 @@ proptest! {
                 Step::Key(key) => {
                     let _ = v.handle_key(&keymap, key);
                 }
-                Step::Sample => {}
+                // The viewer takes no samples and no clicks.
+                Step::Sample | Step::Click { .. } => {}
                 Step::Draw { width, height } => {
                     terminal.backend_mut().resize(width, height);
                     terminal
