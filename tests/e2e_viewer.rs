@@ -255,3 +255,65 @@ fn viewer_jumps_to_the_peak_and_the_sites_pane_expands_the_top_site_to_file_line
     assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
     s.assert_restored();
 }
+
+/// Whether a process whose command line matches `pattern` (pgrep -f) runs.
+fn running(pattern: &str) -> Vec<String> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_closed_terminal_ends_the_viewer_and_the_dashboard_instead_of_spinning() {
+    // crossterm's reader loops forever on a hung-up terminal; before the
+    // viewer polled the terminal itself, a closed SSH window left it at
+    // 100 % CPU, deaf to SIGTERM.
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    // The link's name and the odd cap are markers to find each pid.
+    let link = std::env::temp_dir().join("vramtop-e2e-987660.pickle");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&path, &link).expect("a link to the snapshot");
+    for (tag, args, marker) in [
+        ("hupviewer", format!("open {}", link.display()), "987660"),
+        (
+            "hupdash",
+            "--backend sim --stress-cap 987661MiB".to_string(),
+            "987661MiB",
+        ),
+    ] {
+        let pattern = format!("^{}.*{marker}", common::tmux::binary().display());
+        let Some(s) = start(tag, &args) else {
+            return;
+        };
+        s.wait_for("the screen", |sc| sc.contains("q quit"));
+        assert!(
+            !running(&pattern).is_empty(),
+            "{tag}: vramtop's pid was not found"
+        );
+        // The window closes: tmux hangs up the terminal.
+        drop(s);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut left = running(&pattern);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            left = running(&pattern);
+        }
+        for pid in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", pid])
+                .status();
+        }
+        assert!(
+            left.is_empty(),
+            "{tag}: vramtop still runs after its terminal closed"
+        );
+    }
+    let _ = std::fs::remove_file(&link);
+}

@@ -26,6 +26,16 @@ use crate::ui::{Theme, render_loading, render_viewer};
 /// Files up to this size are read before the terminal is switched, so a bad
 /// file is a one-line error on the normal screen (bytes).
 pub const FOREGROUND_LOAD_BYTES: u64 = 32 << 20;
+/// The signals that end the viewer with the terminal restored (the
+/// default action of the last three kills without restoring it).
+const STOP_SIGNALS: [i32; 6] = [
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGQUIT,
+    signal_hook::consts::SIGUSR1,
+    signal_hook::consts::SIGUSR2,
+];
 /// How often the loop wakes up to redraw the loading progress (ms).
 const POLL_MS: u64 = 100;
 
@@ -86,15 +96,7 @@ pub fn run_viewer(
         None
     };
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-        signal_hook::consts::SIGINT,
-        // Their default action kills without restoring the terminal.
-        signal_hook::consts::SIGQUIT,
-        signal_hook::consts::SIGUSR1,
-        signal_hook::consts::SIGUSR2,
-    ] {
+    for signal in STOP_SIGNALS {
         signal_hook::flag::register(signal, stop.clone())
             .wrap_err("cannot install a signal handler")?;
     }
@@ -131,11 +133,62 @@ pub fn view_in_terminal(
         Err(e) => return Ok(ViewerExit::BadFile(e)),
     };
     let progress = Arc::new(AtomicU64::new(0));
-    let never = AtomicBool::new(false);
+    // The caller's loop is blocked while the viewer runs: a signal must end
+    // the viewer too, and then reaches the caller's own handler.
+    let stop = Arc::new(AtomicBool::new(false));
+    let registered: Vec<signal_hook::SigId> = STOP_SIGNALS
+        .iter()
+        .filter_map(|&signal| signal_hook::flag::register(signal, stop.clone()).ok())
+        .collect();
     repaint_whole(terminal)?;
-    event_loop(
-        terminal, path, total, None, &progress, &never, theme, at_oom,
-    )
+    let result = event_loop(terminal, path, total, None, &progress, &stop, theme, at_oom);
+    for id in registered {
+        signal_hook::low_level::unregister(id);
+    }
+    result
+}
+
+/// What waiting for the terminal found.
+enum Input {
+    Nothing,
+    Ready,
+    /// The terminal hung up (its window or SSH session closed).
+    TerminalGone,
+}
+
+/// Waits up to `timeout` for input on the terminal. crossterm's own poll
+/// never returns once the terminal has hung up (its reader loops on reads
+/// of 0 bytes, at 100 % CPU, and the signal flag is never looked at
+/// again), so the terminal is polled here first and a hang-up ends the
+/// viewer; crossterm is then asked only when bytes are waiting.
+fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::io::IsTerminal as _;
+    use std::os::fd::AsFd as _;
+    let stdin = std::io::stdin();
+    // crossterm reads stdin when it is the terminal, else /dev/tty: only
+    // the first can be watched here.
+    if !stdin.is_terminal() {
+        return Ok(if crossterm::event::poll(timeout)? {
+            Input::Ready
+        } else {
+            Input::Nothing
+        });
+    }
+    let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(millis)) {
+        Ok(0) => return Ok(Input::Nothing),
+        Ok(_) => {}
+        // A signal arrived: the caller looks at its flag.
+        Err(nix::errno::Errno::EINTR) => return Ok(Input::Nothing),
+        Err(e) => return Err(std::io::Error::from(e)),
+    }
+    let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+    if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+        return Ok(Input::TerminalGone);
+    }
+    Ok(Input::Ready)
 }
 
 /// Clears the screen and makes the next draw paint every cell. Not
@@ -215,8 +268,14 @@ fn event_loop(
                 .wrap_err("cannot draw")?;
             dirty = false;
         }
-        if !crossterm::event::poll(Duration::from_millis(POLL_MS)).wrap_err("cannot read input")? {
-            continue;
+        match wait_for_input(Duration::from_millis(POLL_MS)).wrap_err("cannot read input")? {
+            Input::Nothing => continue,
+            Input::TerminalGone => break,
+            Input::Ready => {
+                if !crossterm::event::poll(Duration::ZERO).wrap_err("cannot read input")? {
+                    continue;
+                }
+            }
         }
         match crossterm::event::read().wrap_err("cannot read input")? {
             Event::Key(key) if key.kind == KeyEventKind::Press => {
