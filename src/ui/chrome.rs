@@ -334,6 +334,31 @@ pub(crate) fn left(text: &str, width: usize) -> String {
     format!("{t:<width$}")
 }
 
+/// Key hints ("q quit  ? help  …"), as many of `all` as fit `width`
+/// cells, but at least the first two (quit and help).
+pub(crate) fn key_hints(
+    all: &[(&'static str, &'static str)],
+    width: usize,
+    theme: &Theme,
+) -> Line<'static> {
+    let line = |n: usize| {
+        let mut spans = Vec::new();
+        for &(key, hint) in all.iter().take(n) {
+            if !spans.is_empty() {
+                spans.push(Span::raw("  "));
+            }
+            spans.push(Span::styled(key, theme.key));
+            spans.push(Span::styled(format!(" {hint}"), theme.text));
+        }
+        Line::from(spans)
+    };
+    let mut n = all.len();
+    while n > 2 && line(n).width() > width {
+        n -= 1;
+    }
+    line(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,5 +424,24 @@ mod tests {
     fn padding_cuts_long_text() {
         assert_eq!(right("42", 4), "  42");
         assert_eq!(left("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn key_hints_drop_the_last_that_do_not_fit_but_keep_quit_and_help() {
+        let all = [
+            ("q", "quit"),
+            ("?", "help"),
+            ("Tab", "pane"),
+            ("p", "pause"),
+        ];
+        let theme = Theme::colored();
+        let text = |w: usize| key_hints(&all, w, &theme).to_string();
+        assert_eq!(text(80), "q quit  ? help  Tab pane  p pause");
+        assert_eq!(text(26), "q quit  ? help  Tab pane");
+        assert_eq!(
+            text(3),
+            "q quit  ? help",
+            "quit and help stay, cut when drawn"
+        );
     }
 }

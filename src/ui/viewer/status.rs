@@ -3,7 +3,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::text::{Line, Span};
+use ratatui::text::Line;
 
 use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
@@ -96,21 +96,7 @@ pub(super) fn render_status(
     };
     chrome::line_at(buf, area, 0, &first);
     let all = keymap.viewer_hints();
-    let line = |k: usize| {
-        let mut spans = Vec::new();
-        for &(key, hint) in all.iter().take(k) {
-            if !spans.is_empty() {
-                spans.push(Span::raw("  "));
-            }
-            spans.push(Span::styled(key, theme.key));
-            spans.push(Span::styled(format!(" {hint}"), theme.text));
-        }
-        Line::from(spans)
-    };
-    let mut k = all.len();
-    while k > 2 && line(k).width() > usize::from(area.width) {
-        k -= 1;
-    }
-    chrome::line_at(buf, area, 1, &line(k));
+    let hints = chrome::key_hints(&all, usize::from(area.width), theme);
+    chrome::line_at(buf, area, 1, &hints);
     theme.finish(area, buf);
 }
