@@ -3,10 +3,9 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
+use ratatui::widgets::{Axis, Chart, GraphType, Widget};
 
 use super::focused;
 use crate::app::state::Pane;
@@ -15,7 +14,9 @@ use crate::snapshot::scrub::{MarkKind, Point};
 use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
-use crate::ui::timeline::{mark_legend, nice_ceiling};
+use crate::ui::timeline::{
+    MIN_CHART_ROWS, MIN_SCALE_BYTES, axis_number, dataset, mark_legend, nice_ceiling, vertical_line,
+};
 
 /// Downsamples a series to at most `columns` × 2 points: per bucket of
 /// events, the maximum (peaks must not vanish between samples).
@@ -78,7 +79,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let reserved: Vec<u64> = d.points.iter().map(|p| p.reserved).collect();
     let allocated: Vec<u64> = d.points.iter().map(|p| p.allocated).collect();
     let (peak_r, peak_a) = d.peaks();
-    let max = peak_r.max(peak_a).max(1 << 20);
+    let max = peak_r.max(peak_a).max(MIN_SCALE_BYTES);
     let exp = format::unit_exp(max);
     let top = nice_ceiling(format::in_unit(max, exp));
     let columns = usize::from(inner.width);
@@ -115,15 +116,14 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let legend = chrome::fit_legend(legend_items, inner.width);
     let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
     let chart_rows = inner.height.saturating_sub(legend_rows);
-    if chart_rows < 3 {
+    if chart_rows < MIN_CHART_ROWS {
         chrome::lines_at(buf, inner, &legend);
         theme.finish(area, buf);
         return;
     }
-    let rows = f64::from(chart_rows);
     let column = |xs: Vec<f64>| -> Vec<(f64, f64)> {
         xs.into_iter()
-            .flat_map(|x| (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows)))
+            .flat_map(|x| vertical_line(x, chart_rows, top))
             .collect()
     };
     let at = |kind: MarkKind| -> Vec<f64> {
@@ -137,42 +137,28 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let release_pts = column(at(MarkKind::EmptyCache));
     let cursor_pts = column(vec![cursor as f64]);
     let cursor_marker = Marker::Custom(if theme.ascii { '|' } else { '│' });
-    let ds = |kind: GraphType, marker: Marker, style: Style, data| {
-        Dataset::default()
-            .graph_type(kind)
-            .marker(marker)
-            .style(style)
-            .data(data)
-    };
     let datasets = vec![
-        ds(
+        dataset(
             GraphType::Scatter,
             g.release_mark,
             theme.marker_release,
             &release_pts,
         ),
-        ds(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
-        ds(
+        dataset(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
+        dataset(
             GraphType::Line,
             g.series_reserved,
             theme.cached_free,
             &reserved_pts,
         ),
-        ds(
+        dataset(
             GraphType::Line,
             g.series_allocated,
             theme.allocated,
             &allocated_pts,
         ),
-        ds(GraphType::Scatter, cursor_marker, theme.key, &cursor_pts),
+        dataset(GraphType::Scatter, cursor_marker, theme.key, &cursor_pts),
     ];
-    let axis_number = |x: f64| {
-        if (x - x.round()).abs() < 1e-9 {
-            format!("{x:.0}")
-        } else {
-            format!("{x:.1}")
-        }
-    };
     let chart = Chart::new(datasets)
         .x_axis(
             Axis::default()
