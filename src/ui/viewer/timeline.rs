@@ -15,7 +15,8 @@ use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
-    MIN_CHART_ROWS, MIN_SCALE_BYTES, axis_number, dataset, mark_legend, nice_ceiling, vertical_line,
+    MIN_CHART_ROWS, MIN_SCALE_BYTES, byte_axis_labels, dataset, mark_legend, nice_ceiling,
+    vertical_line,
 };
 
 /// Downsamples a series to at most `columns` × 2 points: per bucket of
@@ -174,18 +175,9 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         .y_axis(
             Axis::default()
                 .bounds([0.0, top])
-                // Every label carries its unit, as on the dashboard.
-                .labels(vec![
-                    Span::styled("0 B", theme.dim),
-                    Span::styled(
-                        format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
-                        theme.dim,
-                    ),
-                    Span::styled(
-                        format!("{} {}", axis_number(top), format::unit_name(exp)),
-                        theme.dim,
-                    ),
-                ])
+                // Every label carries its unit and all share one width, as on
+                // the dashboard.
+                .labels(byte_axis_labels(top, exp, theme))
                 .style(theme.dim),
         )
         .legend_position(None);
