@@ -3,7 +3,6 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
@@ -11,6 +10,7 @@ use super::{filters, focused};
 use crate::alloc::BlockState;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
+use crate::ui::breakdown::legend_item;
 use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -70,16 +70,7 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         ],
         reserved,
     );
-    let item = |glyph: &'static str, style: Style, label: &str, b: u64| {
-        Line::from(vec![
-            Span::styled(glyph, style),
-            Span::raw(format!(
-                " {label} {} {}",
-                format::bytes(b),
-                format::percent_of(b, reserved)
-            )),
-        ])
-    };
+    let item = |glyph, style, label, bytes| legend_item(glyph, style, label, bytes, reserved);
     let mut items = vec![
         item(g.allocated, theme.allocated, "allocated", allocated),
         item(g.cached_free, theme.cached_free, "cached but free", cached),
