@@ -124,10 +124,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     let area = area.intersection(buf.area);
     let screen = layout(area, state, theme);
     if screen.too_small {
-        let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
-        let row = area.height / 2;
-        chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
-        theme.finish(area, buf);
+        render_too_small(area, buf, theme);
         return;
     }
     for &(pane, rect) in &screen.panes {
@@ -167,6 +164,19 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     }
     // Every pane finishes its own area; this catches what is drawn
     // between them (the status line, the stress panel's text).
+    theme.finish(area, buf);
+}
+
+/// Whether `area` is below the smallest terminal the panes are drawn in.
+fn too_small(area: Rect) -> bool {
+    area.width < MIN_WIDTH || area.height < MIN_HEIGHT
+}
+
+/// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of panes.
+fn render_too_small(area: Rect, buf: &mut Buffer, theme: &Theme) {
+    let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
+    let row = area.height / 2;
+    chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
     theme.finish(area, buf);
 }
 
@@ -260,7 +270,7 @@ fn bands(
 
 /// Computes where each pane goes in `area` (see the module docs).
 pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+    if too_small(area) {
         return ScreenLayout {
             panes: Vec::new(),
             stress: None,

@@ -36,14 +36,12 @@ mod timeline;
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
-use super::chrome;
 use super::format;
 use super::help::HelpOverlay;
 use super::theme::Theme;
-use super::{FragmentationPane, MIN_HEIGHT, MIN_WIDTH, SegmentsPane};
+use super::{FragmentationPane, SegmentsPane, render_too_small, too_small};
 use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::ViewerState;
@@ -84,7 +82,7 @@ const SITES_BESIDE_WIDTH: u16 = 100;
 /// fragmentation, segments, a two-row status line. Short terminals drop
 /// the devices, then the breakdown, then the fragmentation.
 pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+    if too_small(area) {
         return ViewerLayout {
             panes: Vec::new(),
             sites: None,
@@ -173,14 +171,7 @@ pub fn render_viewer(
     let area = area.intersection(buf.area);
     let screen = viewer_layout(area, v);
     if screen.too_small {
-        let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
-        chrome::line_at(
-            buf,
-            area,
-            area.height / 2,
-            &Line::styled(text, theme.warning),
-        );
-        theme.finish(area, buf);
+        render_too_small(area, buf, theme);
         return;
     }
     for &(pane, rect) in &screen.panes {
