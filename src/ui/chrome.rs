@@ -334,6 +334,13 @@ pub(crate) fn left(text: &str, width: usize) -> String {
     format!("{t:<width$}")
 }
 
+/// The first item a list `rows` high shows so that item `selected` is
+/// on screen: the top until the selection passes the last row, then the
+/// list scrolls with the selection on its last row.
+pub(crate) fn first_shown(selected: usize, rows: usize) -> usize {
+    (selected + 1).saturating_sub(rows)
+}
+
 /// Key hints ("q quit  ? help  …"), as many of `all` as fit `width`
 /// cells, but at least the first two (quit and help).
 pub(crate) fn key_hints(
@@ -424,6 +431,15 @@ mod tests {
     fn padding_cuts_long_text() {
         assert_eq!(right("42", 4), "  42");
         assert_eq!(left("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn a_list_scrolls_only_once_the_selection_passes_its_last_row() {
+        assert_eq!(first_shown(0, 5), 0);
+        assert_eq!(first_shown(4, 5), 0, "the fifth item is on the last row");
+        assert_eq!(first_shown(5, 5), 1);
+        assert_eq!(first_shown(9, 5), 5);
+        assert_eq!(first_shown(3, 0), 4, "no rows: nothing is shown");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         );
     }
     let selected = v.device_index();
-    let first = (selected + 1).saturating_sub(usize::from(inner.height));
+    let first = chrome::first_shown(selected, usize::from(inner.height));
     for (row, (i, d)) in v
         .scrub
         .devices

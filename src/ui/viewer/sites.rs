@@ -146,7 +146,7 @@ pub(super) fn render_sites(
         inner.height
     };
     let rows = usize::from(list_h);
-    let first = (v.selected_site + 1).saturating_sub(rows);
+    let first = chrome::first_shown(v.selected_site, rows);
     for (row, (i, site)) in sites
         .sites
         .iter()
