@@ -91,18 +91,9 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     if c.between.sites.len() > 8 {
         lines.push(format!("  … {} more sites", c.between.sites.len() - 8));
     }
-    let w = usize::from(width);
     lines
-        .into_iter()
-        .map(|l| {
-            if l.chars().count() > w {
-                let mut t: String = l.chars().take(w.saturating_sub(1)).collect();
-                t.push('…');
-                t
-            } else {
-                l
-            }
-        })
+        .iter()
+        .map(|l| format::truncate(l, usize::from(width)))
         .collect()
 }
 
