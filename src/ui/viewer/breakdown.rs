@@ -37,19 +37,21 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         theme.finish(area, buf);
         return;
     }
+    // Sizes come from the file: the sums saturate rather than overflow.
     let blocks = v.segments.iter().flat_map(|s| &s.blocks);
-    let (mut allocated, mut pending, mut reserved) = (0u64, 0u64, 0u64);
+    let (mut allocated, mut pending) = (0u64, 0u64);
     for b in blocks {
         match b.state {
-            BlockState::ActiveAllocated => allocated += b.size,
-            BlockState::ActivePendingFree => pending += b.size,
+            BlockState::ActiveAllocated => allocated = allocated.saturating_add(b.size),
+            BlockState::ActivePendingFree => pending = pending.saturating_add(b.size),
             BlockState::Inactive => {}
         }
     }
-    for s in &v.segments {
-        reserved += s.total_size;
-    }
-    let cached = reserved.saturating_sub(allocated + pending);
+    let reserved = v
+        .segments
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.total_size));
+    let cached = reserved.saturating_sub(allocated.saturating_add(pending));
     if reserved == 0 {
         chrome::line_at(
             buf,

@@ -8,9 +8,17 @@ use ratatui::text::Line;
 use super::popup::render_text_popup;
 use super::sites::site_row;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::diff::SiteChangeKind;
+use crate::snapshot::diff::{SegmentRef, SiteChangeKind};
 use crate::ui::format;
 use crate::ui::theme::Theme;
+
+/// The bytes of `segments` together (sizes come from the file: the sum
+/// saturates rather than overflows).
+fn total_size(segments: &[SegmentRef]) -> u64 {
+    segments
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.total_size))
+}
 
 /// The lines of the A/B comparison.
 pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
@@ -51,9 +59,9 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         format!(
             "segments only at A: {} ({}) · only at B: {} ({})",
             d.only_before.len(),
-            format::bytes(d.only_before.iter().map(|s| s.total_size).sum()),
+            format::bytes(total_size(&d.only_before)),
             d.only_after.len(),
-            format::bytes(d.only_after.iter().map(|s| s.total_size).sum())
+            format::bytes(total_size(&d.only_after))
         ),
         String::new(),
         format!("live bytes by site (by {}), by change:", d.grouping.name()),
