@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 
 use super::elapsed;
 use super::popup::render_text_popup;
-use crate::alloc::{BlockState, PoolKind};
+use crate::alloc::BlockState;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::sites::site_key;
 use crate::ui::chrome;
@@ -116,10 +116,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
                 v.segments.len(),
                 seg.address,
                 format::bytes(seg.total_size),
-                match seg.segment_type {
-                    PoolKind::Large => "large",
-                    PoolKind::Small => "small",
-                },
+                seg.segment_type.as_str(),
                 if seg.is_expandable {
                     ", expandable"
                 } else {
