@@ -243,3 +243,21 @@ pub(super) fn elapsed(first: Option<i64>, t: Option<i64>) -> String {
         _ => format!("time {}", format::NA),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_reads_milliseconds_below_a_second_and_seconds_from_one() {
+        assert_eq!(elapsed(Some(1_000), Some(13_345)), "t+12.345 ms");
+        assert_eq!(elapsed(Some(0), Some(2_500_000)), "t+2.500 s");
+        assert_eq!(elapsed(Some(0), Some(999_999)), "t+999.999 ms");
+    }
+
+    #[test]
+    fn elapsed_without_both_times_is_na() {
+        assert_eq!(elapsed(None, Some(5)), format!("time {}", format::NA));
+        assert_eq!(elapsed(Some(5), None), format!("time {}", format::NA));
+    }
+}

@@ -198,3 +198,15 @@ pub(super) fn render_sites(
     }
     theme.finish(area, buf);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sites_share_keeps_its_column_width_and_has_none_of_nothing() {
+        assert_eq!(share(1, 4), " 25.0%");
+        assert_eq!(share(4, 4), "100.0%");
+        assert_eq!(share(5, 0), "   -", "nothing allocated: no share");
+    }
+}

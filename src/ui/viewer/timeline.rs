@@ -199,3 +199,34 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     );
     theme.finish(area, buf);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucketed_keeps_every_buckets_peak_and_ends_on_the_last_value() {
+        // Ten events into one column (two buckets of five): the spike at
+        // event 3 survives the downsampling, and the line ends at event 9.
+        let values = [1, 2, 3, 90, 4, 5, 6, 7, 8, 9];
+        assert_eq!(
+            bucketed(&values, 1, 0),
+            vec![(0.0, 90.0), (5.0, 9.0), (9.0, 9.0)]
+        );
+    }
+
+    #[test]
+    fn bucketed_draws_every_event_when_the_columns_outnumber_them() {
+        let values = [4 << 20, 8 << 20, 2 << 20];
+        assert_eq!(
+            bucketed(&values, 80, 2),
+            vec![(0.0, 4.0), (1.0, 8.0), (2.0, 2.0), (2.0, 2.0)]
+        );
+        assert!(bucketed(&[], 80, 2).is_empty(), "no events, no line");
+        assert_eq!(
+            bucketed(&[7], 0, 0),
+            vec![(0.0, 7.0), (0.0, 7.0)],
+            "no columns still draws"
+        );
+    }
+}
