@@ -234,7 +234,8 @@ pub(super) fn elapsed(first: Option<i64>, t: Option<i64>) -> String {
     match (first, t) {
         (Some(f), Some(t)) => {
             let us = t.saturating_sub(f);
-            if us.abs() >= 1_000_000 {
+            // unsigned_abs: the negation of i64::MIN (a file's time) overflows.
+            if us.unsigned_abs() >= 1_000_000 {
                 format!("t+{:.3} s", us as f64 / 1e6)
             } else {
                 format!("t+{:.3} ms", us as f64 / 1e3)
@@ -256,8 +257,12 @@ mod tests {
     }
 
     #[test]
-    fn elapsed_without_both_times_is_na() {
+    fn elapsed_without_both_times_is_na_and_extreme_times_do_not_overflow() {
         assert_eq!(elapsed(None, Some(5)), format!("time {}", format::NA));
         assert_eq!(elapsed(Some(5), None), format!("time {}", format::NA));
+        assert!(elapsed(Some(i64::MIN), Some(i64::MAX)).ends_with(" s"));
+        // An event stamped i64::MIN after one at 1 µs: the difference
+        // saturates at i64::MIN, whose absolute value has no i64.
+        assert!(elapsed(Some(1), Some(i64::MIN)).ends_with(" s"));
     }
 }
