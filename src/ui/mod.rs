@@ -167,6 +167,13 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     theme.finish(area, buf);
 }
 
+/// The width of the fragmentation pane beside the timeline on a screen
+/// `width` columns wide: it needs about 30 columns, and more than 60 only
+/// pad it.
+fn fragmentation_width(width: u16) -> u16 {
+    (width * 45 / 100).clamp(30, 60).min(width)
+}
+
 /// Whether `area` is below the smallest terminal the panes are drawn in.
 fn too_small(area: Rect) -> bool {
     area.width < MIN_WIDTH || area.height < MIN_HEIGHT
@@ -379,8 +386,7 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
     for (band, &h) in bands.iter().zip(&heights) {
         match band.panes.as_slice() {
             [left, right] => {
-                // Fragmentation needs ~30 columns; more than 60 only pads it.
-                let right_w = (area.width * 45 / 100).clamp(30, 60).min(area.width);
+                let right_w = fragmentation_width(area.width);
                 let left_w = area.width - right_w;
                 panes.push((*left, Rect::new(area.x, y, left_w, h)));
                 panes.push((*right, Rect::new(area.x + left_w, y, right_w, h)));

@@ -41,7 +41,9 @@ use ratatui::widgets::Widget;
 use super::format;
 use super::help::HelpOverlay;
 use super::theme::Theme;
-use super::{FragmentationPane, SegmentsPane, render_too_small, too_small};
+use super::{
+    FragmentationPane, SPLIT_WIDTH, SegmentsPane, fragmentation_width, render_too_small, too_small,
+};
 use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::ViewerState;
@@ -59,9 +61,6 @@ use devices::render_devices;
 use sites::render_sites;
 use status::render_status;
 use timeline::render_timeline;
-
-/// From this width the timeline and fragmentation sit side by side.
-const SPLIT_WIDTH: u16 = 60;
 
 /// Where the viewer's panes go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,7 +137,7 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
             sites = Some(Rect::new(area.x, y, area.width, middle_h));
         }
     } else if area.width >= SPLIT_WIDTH {
-        let right_w = (area.width * 45 / 100).clamp(30, 60).min(area.width);
+        let right_w = fragmentation_width(area.width);
         push(Pane::Timeline, area.x, area.width - right_w, middle_h, y);
         push(
             Pane::Fragmentation,
