@@ -6,13 +6,14 @@
 //!
 //! ```text
 //!  GPUs  silmont_mem_snapshot.pickle ──────────────────────────────────────────
-//! ▶0 device 0   97 events   reserved 86.0 MiB (peak 86.0 MiB)   allocated …
-//!  Memory breakdown  device 0 ──────────────────────────────────────────────────
+//! ▶0 GPU 0  97 events  reserved 2.52 GiB (peak 3.52 GiB @52)  allocated …
+//!  Memory breakdown  GPU 0 ────────────────────────────────────────────────────
 //! ████████████▓▓▓▓▓▓▓▓  allocated | pending free | cached but free (of reserved)
-//!  Timeline  events 0…97 ─────────────────┌ Fragmentation  GPU 0 ─────────────
-//! 86 MiB│ reserved, allocated; │ cursor   │ frag …
-//!  Segments  GPU 0 · 9 segments · 30 blocks ───────────────────────────────────
-//! event 60/97 · alloc 4.00 MiB at 0x7f… · stream 0 · t+1.234 ms
+//!  Timeline  GPU 0 · events 0…97 · cursor 48 ───┌ Fragmentation  GPU 0 ───────
+//! 4 GiB│ reserved, allocated; │ cursor          │frag 50%  largest 512 MiB
+//!  Segments  GPU 0 · 7 segments · 20 blocks ──────█ allocated ▓ free ▚ pending
+//! L  0x7f2140000000  512MiB ██████████████████████  (one strip per segment)
+//! event 48/97 · segment_alloc 512 MiB at 0x7f… · stream 0 · t+943.889 ms · …
 //! q quit  ? help  → event  PgDn step  o OOM  n segment  e empty_cache …
 //! ```
 //!
