@@ -290,3 +290,17 @@ fn viewer_timeline_axes_label_every_value_with_its_unit() {
     assert!(screen.contains("#0") && screen.contains("#97"), "{screen}");
     assert!(!screen.contains("device 0"), "a GPU is a GPU: {screen}");
 }
+
+#[test]
+fn short_timeline_axis_labels_do_not_overprint_each_other() {
+    // A chart a few rows high puts two labels on one row: a shorter label
+    // drawn over a longer one left its tail ("15 GiBB").
+    let Some(v) = viewer("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
+        return;
+    };
+    for (w, h) in [(40, 10), (60, 16)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        assert!(screen.contains("15 GiB "), "{w}×{h}: {screen}");
+        assert!(!screen.contains("GiBB"), "{w}×{h}: {screen}");
+    }
+}

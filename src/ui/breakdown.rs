@@ -46,21 +46,6 @@ impl<'a> BreakdownPane<'a> {
         u16::try_from(rows).unwrap_or(u16::MAX)
     }
 
-    fn legend_item(
-        glyph: &'static str,
-        style: Style,
-        label: &str,
-        bytes: u64,
-        total: u64,
-    ) -> Line<'static> {
-        Line::from(vec![
-            Span::styled(glyph, style),
-            Span::raw(format!(" {label} ")),
-            Span::raw(format::bytes(bytes)),
-            Span::raw(format!(" {}", format::percent_of(bytes, total))),
-        ])
-    }
-
     fn body(&self, width: u16) -> Body {
         let theme = self.theme;
         let g = theme.glyphs();
@@ -125,8 +110,8 @@ impl<'a> BreakdownPane<'a> {
                     .map(|l| Line::styled(l, theme.critical)),
                 );
                 vec![
-                    Self::legend_item(g.context, theme.context, "GPU used", used, total),
-                    Self::legend_item(g.free, theme.free, "free", total - used, total),
+                    legend_item(g.context, theme.context, "GPU used", used, total),
+                    legend_item(g.free, theme.free, "free", total - used, total),
                     Line::from(vec![
                         Span::styled("allocator: ", theme.dim),
                         Span::raw(format!(
@@ -145,28 +130,28 @@ impl<'a> BreakdownPane<'a> {
                     (b.free, g.free, theme.free),
                 ];
                 vec![
-                    Self::legend_item(
+                    legend_item(
                         g.allocated,
                         theme.allocated,
                         "allocated",
                         b.allocated,
                         total,
                     ),
-                    Self::legend_item(
+                    legend_item(
                         g.cached_free,
                         theme.cached_free,
                         "cached but free",
                         b.cached_free,
                         total,
                     ),
-                    Self::legend_item(
+                    legend_item(
                         g.context,
                         theme.context,
                         "context & other",
                         b.context_and_other,
                         total,
                     ),
-                    Self::legend_item(g.free, theme.free, "free", b.free, total),
+                    legend_item(g.free, theme.free, "free", b.free, total),
                 ]
             }
             (None, _) => {
@@ -175,8 +160,8 @@ impl<'a> BreakdownPane<'a> {
                     (total - used, g.free, theme.free),
                 ];
                 vec![
-                    Self::legend_item(g.context, theme.context, "used", used, total),
-                    Self::legend_item(g.free, theme.free, "free", total - used, total),
+                    legend_item(g.context, theme.context, "used", used, total),
+                    legend_item(g.free, theme.free, "free", total - used, total),
                 ]
             }
         };
@@ -208,6 +193,23 @@ impl<'a> BreakdownPane<'a> {
         }
         body
     }
+}
+
+/// A legend entry: the glyph in its style, then "label bytes share" with
+/// the share of `total`.
+pub(super) fn legend_item(
+    glyph: &'static str,
+    style: Style,
+    label: &str,
+    bytes: u64,
+    total: u64,
+) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(glyph, style),
+        Span::raw(format!(" {label} ")),
+        Span::raw(format::bytes(bytes)),
+        Span::raw(format!(" {}", format::percent_of(bytes, total))),
+    ])
 }
 
 /// "1 of 2 probes, v: next" when several processes on the GPU have a probe,

@@ -334,6 +334,38 @@ pub(crate) fn left(text: &str, width: usize) -> String {
     format!("{t:<width$}")
 }
 
+/// The first item a list `rows` high shows so that item `selected` is
+/// on screen: the top until the selection passes the last row, then the
+/// list scrolls with the selection on its last row.
+pub(crate) fn first_shown(selected: usize, rows: usize) -> usize {
+    (selected + 1).saturating_sub(rows)
+}
+
+/// Key hints ("q quit  ? help  …"), as many of `all` as fit `width`
+/// cells, but at least the first two (quit and help).
+pub(crate) fn key_hints(
+    all: &[(&'static str, &'static str)],
+    width: usize,
+    theme: &Theme,
+) -> Line<'static> {
+    let line = |n: usize| {
+        let mut spans = Vec::new();
+        for &(key, hint) in all.iter().take(n) {
+            if !spans.is_empty() {
+                spans.push(Span::raw("  "));
+            }
+            spans.push(Span::styled(key, theme.key));
+            spans.push(Span::styled(format!(" {hint}"), theme.text));
+        }
+        Line::from(spans)
+    };
+    let mut n = all.len();
+    while n > 2 && line(n).width() > width {
+        n -= 1;
+    }
+    line(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,5 +431,33 @@ mod tests {
     fn padding_cuts_long_text() {
         assert_eq!(right("42", 4), "  42");
         assert_eq!(left("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn a_list_scrolls_only_once_the_selection_passes_its_last_row() {
+        assert_eq!(first_shown(0, 5), 0);
+        assert_eq!(first_shown(4, 5), 0, "the fifth item is on the last row");
+        assert_eq!(first_shown(5, 5), 1);
+        assert_eq!(first_shown(9, 5), 5);
+        assert_eq!(first_shown(3, 0), 4, "no rows: nothing is shown");
+    }
+
+    #[test]
+    fn key_hints_drop_the_last_that_do_not_fit_but_keep_quit_and_help() {
+        let all = [
+            ("q", "quit"),
+            ("?", "help"),
+            ("Tab", "pane"),
+            ("p", "pause"),
+        ];
+        let theme = Theme::colored();
+        let text = |w: usize| key_hints(&all, w, &theme).to_string();
+        assert_eq!(text(80), "q quit  ? help  Tab pane  p pause");
+        assert_eq!(text(26), "q quit  ? help  Tab pane");
+        assert_eq!(
+            text(3),
+            "q quit  ? help",
+            "quit and help stay, cut when drawn"
+        );
     }
 }

@@ -83,7 +83,7 @@ pub(crate) fn visible_rows(state: &AppState, rows: u16) -> (bool, Vec<(usize, bo
     let visible = rows - usize::from(header);
     let selected = selected_index(state);
     let pos = order.iter().position(|&(i, _)| i == selected).unwrap_or(0);
-    let first = (pos + 1).saturating_sub(visible);
+    let first = chrome::first_shown(pos, visible);
     let shown = order.into_iter().skip(first).take(visible).collect();
     (header, shown)
 }

@@ -124,10 +124,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     let area = area.intersection(buf.area);
     let screen = layout(area, state, theme);
     if screen.too_small {
-        let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
-        let row = area.height / 2;
-        chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
-        theme.finish(area, buf);
+        render_too_small(area, buf, theme);
         return;
     }
     for &(pane, rect) in &screen.panes {
@@ -167,6 +164,26 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     }
     // Every pane finishes its own area; this catches what is drawn
     // between them (the status line, the stress panel's text).
+    theme.finish(area, buf);
+}
+
+/// The width of the fragmentation pane beside the timeline on a screen
+/// `width` columns wide: it needs about 30 columns, and more than 60 only
+/// pad it.
+fn fragmentation_width(width: u16) -> u16 {
+    (width * 45 / 100).clamp(30, 60).min(width)
+}
+
+/// Whether `area` is below the smallest terminal the panes are drawn in.
+fn too_small(area: Rect) -> bool {
+    area.width < MIN_WIDTH || area.height < MIN_HEIGHT
+}
+
+/// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of panes.
+fn render_too_small(area: Rect, buf: &mut Buffer, theme: &Theme) {
+    let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
+    let row = area.height / 2;
+    chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
     theme.finish(area, buf);
 }
 
@@ -260,7 +277,7 @@ fn bands(
 
 /// Computes where each pane goes in `area` (see the module docs).
 pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+    if too_small(area) {
         return ScreenLayout {
             panes: Vec::new(),
             stress: None,
@@ -369,8 +386,7 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
     for (band, &h) in bands.iter().zip(&heights) {
         match band.panes.as_slice() {
             [left, right] => {
-                // Fragmentation needs ~30 columns; more than 60 only pads it.
-                let right_w = (area.width * 45 / 100).clamp(30, 60).min(area.width);
+                let right_w = fragmentation_width(area.width);
                 let left_w = area.width - right_w;
                 panes.push((*left, Rect::new(area.x, y, left_w, h)));
                 panes.push((*right, Rect::new(area.x + left_w, y, right_w, h)));

@@ -218,7 +218,7 @@ impl Widget for SegmentsPane<'_> {
         // the selected block's segment is shown.
         let footer = inner.height >= 2;
         let strip_rows = usize::from(inner.height - u16::from(footer));
-        let first = (sel_seg + 1).saturating_sub(strip_rows);
+        let first = chrome::first_shown(sel_seg, strip_rows);
         let show_address = inner.width >= ADDRESS_WIDTH;
         let addr_w = view
             .layout

@@ -162,22 +162,7 @@ impl<'a> StatusLine<'a> {
         } else {
             self.keymap.hints(self.state.ui.focus)
         };
-        let line = |n: usize| {
-            let mut spans = Vec::new();
-            for &(key, hint) in all.iter().take(n) {
-                if !spans.is_empty() {
-                    spans.push(Span::raw("  "));
-                }
-                spans.push(Span::styled(key, theme.key));
-                spans.push(Span::styled(format!(" {hint}"), theme.text));
-            }
-            Line::from(spans)
-        };
-        let mut n = all.len();
-        while n > 2 && line(n).width() > width {
-            n -= 1;
-        }
-        line(n)
+        chrome::key_hints(&all, width, theme)
     }
 }
 

@@ -21,11 +21,12 @@ pub struct TimelinePane<'a> {
     theme: &'a Theme,
 }
 
-/// The smallest y-axis maximum (bytes).
-const MIN_SCALE_BYTES: u64 = 1 << 20;
+/// The smallest y-axis maximum (bytes): an idle GPU or an empty trace
+/// still gets a readable scale (0 … 1 MiB, not 0 … 1 B).
+pub(super) const MIN_SCALE_BYTES: u64 = 1 << 20;
 
-/// Chart rows below which the pane shows one line of latest values instead.
-const MIN_CHART_ROWS: u16 = 3;
+/// Chart rows below which a timeline draws its legend (with values) only.
+pub(super) const MIN_CHART_ROWS: u16 = 3;
 
 impl<'a> TimelinePane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
@@ -82,12 +83,36 @@ pub(crate) fn nice_ceiling(v: f64) -> f64 {
 }
 
 /// An axis label number: no decimals when whole, else one.
-fn axis_number(v: f64) -> String {
+pub(super) fn axis_number(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
     }
+}
+
+/// The y-axis labels of a byte chart from 0 to `top` (in the unit of
+/// `exp`): "0 B", the middle and the top, every one with its unit. All are
+/// padded to one width: on a chart a row or two high the labels share
+/// rows, and a shorter one drawn over a longer one left "1 MiBiB".
+pub(super) fn byte_axis_labels(top: f64, exp: usize, theme: &Theme) -> Vec<Span<'static>> {
+    let texts = [
+        "0 B".to_string(),
+        format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
+        format!("{} {}", axis_number(top), format::unit_name(exp)),
+    ];
+    let width = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+    texts
+        .iter()
+        .map(|t| Span::styled(format!("{t:<width$}"), theme.dim))
+        .collect()
+}
+
+/// A vertical line at `x` from 0 to `top` for a chart `chart_rows` high:
+/// one point per row, so a one-cell marker draws the full height.
+pub(super) fn vertical_line(x: f64, chart_rows: u16, top: f64) -> impl Iterator<Item = (f64, f64)> {
+    let rows = f64::from(chart_rows.max(1));
+    (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows))
 }
 
 /// One series: the points (seconds before the end, value in the axis unit).
@@ -117,7 +142,8 @@ fn series(
     s
 }
 
-fn dataset<'d>(
+/// A chart dataset: `data` drawn as a line or scattered points.
+pub(super) fn dataset<'d>(
     kind: GraphType,
     marker: Marker,
     style: Style,
@@ -194,7 +220,6 @@ impl Widget for TimelinePane<'_> {
             theme.finish(area, buf);
             return;
         };
-        // An idle GPU still gets a readable scale (0 … 1 MiB, not 0 … 1 B).
         let max = max.max(MIN_SCALE_BYTES);
         let exp = format::unit_exp(max);
         let top = nice_ceiling(format::in_unit(max, exp));
@@ -272,14 +297,11 @@ impl Widget for TimelinePane<'_> {
             ..inner
         };
 
-        // Vertical marks: one point per chart row from 0 to the top, so a
-        // one-cell marker draws a full-height line.
-        let rows = f64::from(chart_rows.max(1));
         let column = |kind: MarkerKind| -> Vec<(f64, f64)> {
             markers
                 .iter()
                 .filter(|m| m.1 == kind)
-                .flat_map(|&(x, _)| (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows)))
+                .flat_map(|&(x, _)| vertical_line(x, chart_rows, top))
                 .collect()
         };
         let release_points = column(MarkerKind::EmptyCache);
@@ -324,19 +346,8 @@ impl Widget for TimelinePane<'_> {
             Span::styled(format!("-{}", format::seconds(half)), theme.dim),
             Span::styled(right_label, theme.dim),
         ];
-        // Every label carries its unit, as the figures elsewhere do. All are
-        // padded to one width: on a chart a row or two high the labels share
-        // rows, and a shorter one drawn over a longer one left "1 MiBiB".
-        let texts = [
-            "0 B".to_string(),
-            format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
-            format!("{} {}", axis_number(top), format::unit_name(exp)),
-        ];
-        let width = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
-        let y_labels: Vec<Span> = texts
-            .iter()
-            .map(|t| Span::styled(format!("{t:<width$}"), theme.dim))
-            .collect();
+        // Every label carries its unit, as the figures elsewhere do.
+        let y_labels = byte_axis_labels(top, exp, theme);
         let chart = Chart::new(datasets)
             .x_axis(
                 Axis::default()
@@ -375,5 +386,26 @@ mod tests {
     fn axis_numbers_drop_decimals_when_whole() {
         assert_eq!(axis_number(25.0), "25");
         assert_eq!(axis_number(12.5), "12.5");
+    }
+
+    #[test]
+    fn a_vertical_line_has_one_point_per_chart_row_from_zero_to_the_top() {
+        let points: Vec<(f64, f64)> = vertical_line(7.0, 4, 20.0).collect();
+        assert_eq!(
+            points,
+            vec![
+                (7.0, 0.0),
+                (7.0, 5.0),
+                (7.0, 10.0),
+                (7.0, 15.0),
+                (7.0, 20.0)
+            ]
+        );
+        let flat: Vec<(f64, f64)> = vertical_line(1.0, 0, 8.0).collect();
+        assert_eq!(
+            flat,
+            vec![(1.0, 0.0)],
+            "no rows: one point, no division by 0"
+        );
     }
 }

@@ -1,0 +1,97 @@
+//! The viewer's memory breakdown: allocated, pending free and cached but
+//! free bytes of the selected GPU's reserved memory at the cursor.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Widget;
+
+use super::{filters, focused};
+use crate::alloc::BlockState;
+use crate::app::state::Pane;
+use crate::app::viewer::ViewerState;
+use crate::ui::breakdown::legend_item;
+use crate::ui::chrome::{self, pane_block};
+use crate::ui::format;
+use crate::ui::theme::Theme;
+
+pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    let g = theme.glyphs();
+    let mut detail = Vec::new();
+    if let Some(d) = v.device() {
+        detail.push(Span::styled(format!("GPU {}", d.device), theme.text));
+    }
+    for f in filters(v) {
+        detail.push(Span::styled(format!(" · {f}"), theme.warning));
+    }
+    let block = pane_block(
+        Pane::Breakdown,
+        detail,
+        focused(v, Pane::Breakdown),
+        false,
+        theme,
+    );
+    let inner = block.inner(area);
+    block.render(area, buf);
+    if inner.height == 0 {
+        theme.finish(area, buf);
+        return;
+    }
+    // Sizes come from the file: the sums saturate rather than overflow.
+    let blocks = v.segments.iter().flat_map(|s| &s.blocks);
+    let (mut allocated, mut pending) = (0u64, 0u64);
+    for b in blocks {
+        match b.state {
+            BlockState::ActiveAllocated => allocated = allocated.saturating_add(b.size),
+            BlockState::ActivePendingFree => pending = pending.saturating_add(b.size),
+            BlockState::Inactive => {}
+        }
+    }
+    let reserved = v
+        .segments
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.total_size));
+    let cached = reserved.saturating_sub(allocated.saturating_add(pending));
+    if reserved == 0 {
+        chrome::line_at(
+            buf,
+            inner,
+            0,
+            &Line::styled("nothing reserved at this point of the trace", theme.dim),
+        );
+        theme.finish(area, buf);
+        return;
+    }
+    chrome::bar(
+        buf,
+        Rect { height: 1, ..inner },
+        &[
+            (allocated, g.allocated, theme.allocated),
+            (pending, g.pending_free, theme.pending_free),
+            (cached, g.cached_free, theme.cached_free),
+        ],
+        reserved,
+    );
+    let item = |glyph, style, label, bytes| legend_item(glyph, style, label, bytes, reserved);
+    let mut items = vec![
+        item(g.allocated, theme.allocated, "allocated", allocated),
+        item(g.cached_free, theme.cached_free, "cached but free", cached),
+    ];
+    if pending > 0 {
+        items.insert(
+            1,
+            item(g.pending_free, theme.pending_free, "pending free", pending),
+        );
+    }
+    items.push(Line::styled(
+        format!("of {} reserved", format::bytes(reserved)),
+        theme.dim,
+    ));
+    let rows = Rect {
+        y: inner.y + 1,
+        height: inner.height.saturating_sub(1),
+        ..inner
+    };
+    chrome::lines_at(buf, rows, &chrome::flow(items, inner.width, 3));
+    theme.finish(area, buf);
+}

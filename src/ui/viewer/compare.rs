@@ -1,0 +1,115 @@
+//! The A/B comparison overlay (`c`): two marked cursors side by side and
+//! what was allocated between them.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+
+use super::popup::render_text_popup;
+use super::sites::site_row;
+use crate::app::viewer::ViewerState;
+use crate::snapshot::diff::{SegmentRef, SiteChangeKind};
+use crate::ui::format;
+use crate::ui::theme::Theme;
+
+/// The bytes of `segments` together (sizes come from the file: the sum
+/// saturates rather than overflows).
+fn total_size(segments: &[SegmentRef]) -> u64 {
+    segments
+        .iter()
+        .fold(0u64, |sum, s| sum.saturating_add(s.total_size))
+}
+
+/// The lines of the A/B comparison.
+pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
+    let Some(c) = &v.compare else {
+        return Vec::new();
+    };
+    let n = v.device().map_or(0, |d| d.len());
+    let d = &c.diff;
+    let signed = |x: i64| {
+        let m = format::bytes(x.unsigned_abs());
+        match x.signum() {
+            1 => format!("+{m}"),
+            -1 => format!("-{m}"),
+            _ => m,
+        }
+    };
+    let mut lines = vec![
+        format!("A = event {}/{n}   B = event {}/{n}", c.a, c.b),
+        format!("{:<11}{:>12}{:>12}{:>12}", "", "A", "B", "change"),
+        format!(
+            "{:<11}{:>12}{:>12}{:>12}",
+            "reserved",
+            format::bytes(d.reserved.before),
+            format::bytes(d.reserved.after),
+            signed(d.reserved.change)
+        ),
+        format!(
+            "{:<11}{:>12}{:>12}{:>12}",
+            "allocated",
+            format::bytes(d.allocated.before),
+            format::bytes(d.allocated.after),
+            signed(d.allocated.change)
+        ),
+        format!(
+            "{:<11}{:>12}{:>12}{:>+12}",
+            "segments", d.segments.before, d.segments.after, d.segments.change
+        ),
+        format!(
+            "segments only at A: {} ({}) · only at B: {} ({})",
+            d.only_before.len(),
+            format::bytes(total_size(&d.only_before)),
+            d.only_after.len(),
+            format::bytes(total_size(&d.only_after))
+        ),
+        String::new(),
+        format!("live bytes by site (by {}), by change:", d.grouping.name()),
+    ];
+    let changed: Vec<_> = d
+        .sites
+        .iter()
+        .filter(|s| s.kind != SiteChangeKind::Same)
+        .collect();
+    if changed.is_empty() {
+        lines.push("  no site changed".to_string());
+    }
+    for s in changed.iter().take(8) {
+        lines.push(format!(
+            "  {:>11} {:<6} {:>10} → {:>10}  {}",
+            signed(s.bytes.change),
+            s.kind.name(),
+            format::bytes(s.bytes.before),
+            format::bytes(s.bytes.after),
+            s.label
+        ));
+    }
+    if changed.len() > 8 {
+        lines.push(format!("  … {} more changed sites", changed.len() - 8));
+    }
+    lines.push(String::new());
+    lines.push(format!(
+        "allocated between A and B and still alive at B: {} in {} sites",
+        format::bytes(c.between.allocated),
+        c.between.sites.len()
+    ));
+    for s in c.between.sites.iter().take(8) {
+        lines.push(format!("  {}", site_row(s, c.between.allocated)));
+    }
+    if c.between.sites.len() > 8 {
+        lines.push(format!("  … {} more sites", c.between.sites.len() - 8));
+    }
+    lines
+        .iter()
+        .map(|l| format::truncate(l, usize::from(width)))
+        .collect()
+}
+
+pub(super) fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    render_text_popup(area, buf, (120, " A/B ", " Esc closes "), theme, |width| {
+        compare_lines(v, width)
+            .into_iter()
+            .map(|l| Line::styled(l, theme.text))
+            .collect()
+    });
+}

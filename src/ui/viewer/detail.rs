@@ -1,0 +1,196 @@
+//! The block-detail overlay (Enter): the selected block's sizes, state,
+//! stream, segment, site and the stack of its allocation.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::elapsed;
+use super::popup::render_text_popup;
+use crate::alloc::BlockState;
+use crate::app::viewer::ViewerState;
+use crate::snapshot::sites::site_key;
+use crate::ui::chrome;
+use crate::ui::format;
+use crate::ui::theme::Theme;
+
+/// A frame as "file:line name", the file cut from the left to fit.
+fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
+    let tail = format!(":{} {}", f.shown_line(), f.name);
+    let room = width.saturating_sub(tail.chars().count()).max(8);
+    let file: String = if f.filename.chars().count() > room {
+        let skip = f.filename.chars().count() - (room - 1);
+        format!("…{}", f.filename.chars().skip(skip).collect::<String>())
+    } else {
+        f.filename.to_string()
+    };
+    format!("{file}{tail}")
+}
+
+/// When the selected block was allocated: "event k/N (t+… ms)", "before
+/// the trace began", or n/a for a free block.
+fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
+    let Some(d) = v.device() else {
+        return format::NA.to_string();
+    };
+    if b.state == BlockState::Inactive {
+        return format!("{} (a free block)", format::NA);
+    }
+    match d.allocated_by(v.cursor(), b.address) {
+        Some(i) => {
+            let first = d.events().first().and_then(|e| e.time_us);
+            let t = d.events().get(i).and_then(|e| e.time_us);
+            format!("at event {}/{} ({})", i + 1, d.len(), elapsed(first, t))
+        }
+        None => "before the trace began".to_string(),
+    }
+}
+
+/// The allocation site of a block, in the viewer's grouping.
+fn site_of_block(v: &ViewerState, b: &crate::snapshot::Block) -> String {
+    if b.state == BlockState::Inactive {
+        return format!("{} (a free block)", format::NA);
+    }
+    match site_key(&b.frames, v.grouping) {
+        Some(k) => format!("{} (by {})", k.label(), v.grouping.name()),
+        None => v.no_stack.describe().to_string(),
+    }
+}
+
+/// The lines of the block-detail overlay for `width` columns.
+pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
+    let Some((seg, b)) = v.selected_block() else {
+        return vec![Line::raw("no block selected")];
+    };
+    // Detail theme-independent words; styles come from the caller.
+    let kv = |k: &str, val: String| Line::from(vec![Span::raw(format!("{k:<14}")), Span::raw(val)]);
+    let state = match b.state {
+        BlockState::ActiveAllocated => "allocated",
+        BlockState::ActivePendingFree => "pending free (freed, waiting on stream events)",
+        BlockState::Inactive => "free (cached in its segment)",
+    };
+    let seg_index = v
+        .segments
+        .iter()
+        .position(|s| s.address == seg.address)
+        .map_or(0, |i| i + 1);
+    let mut lines = vec![
+        kv("address", format!("{:#x}", b.address)),
+        kv(
+            "size",
+            format!(
+                "{} ({} B){}",
+                format::bytes(b.size),
+                b.size,
+                if v.selected_size_inferred() {
+                    " — inferred from the request (the trace records requests only)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        kv(
+            if b.state == BlockState::Inactive {
+                "last request"
+            } else {
+                "requested"
+            },
+            if b.state == BlockState::Inactive && b.requested_size == 0 {
+                format::NA.to_string()
+            } else {
+                format!(
+                    "{} ({} B)",
+                    format::bytes(b.requested_size),
+                    b.requested_size
+                )
+            },
+        ),
+        kv("state", state.to_string()),
+        kv("stream", seg.stream.to_string()),
+        kv("allocated", allocated_at(v, b)),
+        kv("site", site_of_block(v, b)),
+        kv(
+            "segment",
+            format!(
+                "{seg_index}/{} at {:#x}, {} {} pool{}",
+                v.segments.len(),
+                seg.address,
+                format::bytes(seg.total_size),
+                seg.segment_type.as_str(),
+                if seg.is_expandable {
+                    ", expandable"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Line::raw(""),
+    ];
+    if b.frames.is_empty() {
+        let why = match b.state {
+            BlockState::Inactive => "stack: n/a (a free block; no allocation recorded for it)",
+            _ => {
+                "stack: n/a (allocated before the trace began, or recorded without stacks; \
+                 record with _record_memory_history(stacks=\"python\") or \"all\")"
+            }
+        };
+        for l in chrome::wrap(why, width) {
+            lines.push(Line::raw(l));
+        }
+    } else {
+        let title = if b.state == BlockState::Inactive {
+            "stack of its last allocation, innermost first"
+        } else {
+            "stack of the allocation, innermost first"
+        };
+        // Python frames answer "which line of my program"; the C++ frames
+        // of stacks="all" recordings would bury them, so they are counted.
+        let python: Vec<&crate::snapshot::Frame> = b
+            .frames
+            .iter()
+            .filter(|f| f.filename.ends_with(".py"))
+            .collect();
+        let hidden = if python.is_empty() {
+            0
+        } else {
+            b.frames.len() - python.len()
+        };
+        let shown: Vec<&crate::snapshot::Frame> = if python.is_empty() {
+            b.frames.iter().collect()
+        } else {
+            python
+        };
+        let title = if hidden > 0 {
+            format!("{title} (Python frames; {hidden} C++ frames not shown):")
+        } else {
+            format!("{title}:")
+        };
+        lines.push(Line::raw(title));
+        for f in shown {
+            lines.push(Line::raw(format!(
+                "  {}",
+                frame_line(f, usize::from(width).saturating_sub(2))
+            )));
+        }
+    }
+    lines
+}
+
+pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    let hint = " ↑/↓ block · Esc closes ";
+    render_text_popup(area, buf, (110, " Block ", hint), theme, |width| {
+        detail_lines(v, width)
+            .into_iter()
+            .map(|l| {
+                if l.spans.len() == 2 {
+                    Line::from(vec![
+                        Span::styled(l.spans[0].content.to_string(), theme.key),
+                        Span::styled(l.spans[1].content.to_string(), theme.text),
+                    ])
+                } else {
+                    l.style(theme.text)
+                }
+            })
+            .collect()
+    });
+}

@@ -1,0 +1,268 @@
+//! The snapshot viewer's screen (`vramtop open FILE`): pure functions of a
+//! [`ViewerState`]. The fragmentation and segment panes are the dashboard's
+//! own, drawn from the viewer's [`crate::app::state::AppState`]; the devices,
+//! breakdown and timeline panes are the viewer's own because a snapshot has
+//! no driver figures and its time axis is the trace's events.
+//!
+//! ```text
+//!  GPUs  silmont_mem_snapshot.pickle ──────────────────────────────────────────
+//! ▶0 GPU 0  97 events  reserved 2.52 GiB (peak 3.52 GiB @52)  allocated …
+//!  Memory breakdown  GPU 0 ────────────────────────────────────────────────────
+//! ████████████▓▓▓▓▓▓▓▓  allocated | pending free | cached but free (of reserved)
+//!  Timeline  GPU 0 · events 0…97 · cursor 48 ───┌ Fragmentation  GPU 0 ───────
+//! 4 GiB│ reserved, allocated; │ cursor          │frag 50%  largest 512 MiB
+//!  Segments  GPU 0 · 7 segments · 20 blocks ──────█ allocated ▓ free ▚ pending
+//! L  0x7f2140000000  512MiB ██████████████████████  (one strip per segment)
+//! event 48/97 · segment_alloc 512 MiB at 0x7f… · stream 0 · t+943.889 ms · …
+//! q quit  ? help  → event  PgDn step  o OOM  n segment  e empty_cache …
+//! ```
+//!
+//! Enter opens the selected block's detail (sizes, state, stream, segment,
+//! the stack of its allocation, innermost first) over the panes.
+//!
+//! This file lays the screen out and draws it; each pane and overlay is a
+//! file of its own: `devices`, `breakdown`, `timeline`, `sites`, `status`,
+//! `detail` and `compare` (both drawn in a `popup`), and `loading` (the
+//! screen shown while the file is read).
+
+mod breakdown;
+mod compare;
+mod detail;
+mod devices;
+mod loading;
+mod popup;
+mod sites;
+mod status;
+mod timeline;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::widgets::Widget;
+
+use super::format;
+use super::help::HelpOverlay;
+use super::theme::Theme;
+use super::{
+    FragmentationPane, SPLIT_WIDTH, SegmentsPane, fragmentation_width, render_too_small, too_small,
+};
+use crate::app::keymap::Keymap;
+use crate::app::state::{Overlay, Pane};
+use crate::app::viewer::ViewerState;
+
+pub use compare::compare_lines;
+pub use detail::detail_lines;
+pub use loading::render_loading;
+pub use sites::site_detail_lines;
+pub use status::status_text;
+
+use breakdown::render_breakdown;
+use compare::render_compare;
+use detail::render_detail;
+use devices::render_devices;
+use sites::render_sites;
+use status::render_status;
+use timeline::render_timeline;
+
+/// Where the viewer's panes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewerLayout {
+    pub panes: Vec<(Pane, Rect)>,
+    /// The sites pane, while it is open (beside the timeline on wide
+    /// terminals, in its place on narrow ones; the fragmentation pane
+    /// gives way).
+    pub sites: Option<Rect>,
+    pub status: Rect,
+    pub too_small: bool,
+}
+
+/// From this width the sites pane sits beside the timeline.
+const SITES_BESIDE_WIDTH: u16 = 100;
+
+/// Computes the viewer's layout: devices, breakdown, timeline beside
+/// fragmentation, segments, a two-row status line. Short terminals drop
+/// the devices, then the breakdown, then the fragmentation.
+pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
+    if too_small(area) {
+        return ViewerLayout {
+            panes: Vec::new(),
+            sites: None,
+            status: Rect::default(),
+            too_small: true,
+        };
+    }
+    let status_h = 2;
+    let body = area.height - status_h;
+    let devices_h = u16::try_from(v.scrub.devices.len().clamp(1, 4)).unwrap_or(4) + 1;
+    let breakdown_h = 3;
+    let cap = (body * 3 / 10).max(3);
+    let mut segments_h = SegmentsPane::preferred_height(&v.app).clamp(3, cap);
+    let mut show_devices = true;
+    let mut show_breakdown = true;
+    let middle_min = 6;
+    let used = |d: bool, b: bool, s: u16| u16::from(d) * devices_h + u16::from(b) * breakdown_h + s;
+    if used(show_devices, show_breakdown, segments_h) + middle_min > body {
+        segments_h = 3;
+    }
+    if used(show_devices, show_breakdown, segments_h) + middle_min > body {
+        show_devices = false;
+    }
+    if used(show_devices, show_breakdown, segments_h) + middle_min > body {
+        show_breakdown = false;
+    }
+    let middle_h = body.saturating_sub(used(show_devices, show_breakdown, segments_h));
+    let mut panes = Vec::new();
+    let mut y = area.y;
+    let mut push = |pane: Pane, x: u16, w: u16, h: u16, y: u16| {
+        panes.push((pane, Rect::new(x, y, w, h)));
+    };
+    if show_devices {
+        push(Pane::Gpus, area.x, area.width, devices_h, y);
+        y += devices_h;
+    }
+    if show_breakdown {
+        push(Pane::Breakdown, area.x, area.width, breakdown_h, y);
+        y += breakdown_h;
+    }
+    let mut sites = None;
+    if v.sites_open {
+        if area.width >= SITES_BESIDE_WIDTH {
+            let right_w = area.width * 60 / 100;
+            push(Pane::Timeline, area.x, area.width - right_w, middle_h, y);
+            sites = Some(Rect::new(
+                area.x + area.width - right_w,
+                y,
+                right_w,
+                middle_h,
+            ));
+        } else {
+            sites = Some(Rect::new(area.x, y, area.width, middle_h));
+        }
+    } else if area.width >= SPLIT_WIDTH {
+        let right_w = fragmentation_width(area.width);
+        push(Pane::Timeline, area.x, area.width - right_w, middle_h, y);
+        push(
+            Pane::Fragmentation,
+            area.x + area.width - right_w,
+            right_w,
+            middle_h,
+            y,
+        );
+    } else {
+        push(Pane::Timeline, area.x, area.width, middle_h, y);
+    }
+    y += middle_h;
+    push(Pane::Segments, area.x, area.width, segments_h, y);
+    ViewerLayout {
+        panes,
+        sites,
+        status: Rect::new(area.x, area.y + body, area.width, status_h),
+        too_small: false,
+    }
+}
+
+/// Draws the viewer into `area` of a buffer.
+pub fn render_viewer(
+    area: Rect,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    keymap: &Keymap,
+    theme: &Theme,
+) {
+    let area = area.intersection(buf.area);
+    let screen = viewer_layout(area, v);
+    if screen.too_small {
+        render_too_small(area, buf, theme);
+        return;
+    }
+    for &(pane, rect) in &screen.panes {
+        match pane {
+            Pane::Gpus => render_devices(rect, buf, v, theme),
+            Pane::Breakdown => render_breakdown(rect, buf, v, theme),
+            Pane::Timeline => render_timeline(rect, buf, v, theme),
+            Pane::Fragmentation => {
+                let pane = FragmentationPane::new(&v.app, theme);
+                if rect.x > area.x {
+                    pane.beside().render(rect, buf);
+                } else {
+                    pane.render(rect, buf);
+                }
+            }
+            Pane::Segments => SegmentsPane::new(&v.app, theme)
+                .with_highlight(v.highlighted())
+                .render(rect, buf),
+            Pane::Processes => {}
+        }
+    }
+    if let Some(rect) = screen.sites {
+        render_sites(rect, rect.x > area.x, buf, v, theme);
+    }
+    render_status(screen.status, buf, v, keymap, theme);
+    if v.detail_open {
+        render_detail(area, buf, v, theme);
+    }
+    if v.compare.is_some() {
+        render_compare(area, buf, v, theme);
+    }
+    if v.app.ui.overlay == Overlay::Help {
+        HelpOverlay::new(keymap, theme)
+            .with_viewer(true)
+            .with_scroll(v.app.ui.help_scroll)
+            .with_scroll_limit(&v.app.ui.help_scroll_limit)
+            .render(area, buf);
+    }
+    theme.finish(area, buf);
+}
+
+pub(super) fn focused(v: &ViewerState, pane: Pane) -> bool {
+    v.app.ui.focus == pane
+}
+
+/// The filters in words ("stream 7 · large pool"), empty when none.
+pub(super) fn filters(v: &ViewerState) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = v.stream_filter {
+        out.push(format!("stream {s}"));
+    }
+    if let Some(p) = v.pool_filter {
+        out.push(format!("{} pool", p.as_str()));
+    }
+    out
+}
+
+/// Microseconds as "t+12.345 ms" from the first event of the trace.
+pub(super) fn elapsed(first: Option<i64>, t: Option<i64>) -> String {
+    match (first, t) {
+        (Some(f), Some(t)) => {
+            let us = t.saturating_sub(f);
+            // unsigned_abs: the negation of i64::MIN (a file's time) overflows.
+            if us.unsigned_abs() >= 1_000_000 {
+                format!("t+{:.3} s", us as f64 / 1e6)
+            } else {
+                format!("t+{:.3} ms", us as f64 / 1e3)
+            }
+        }
+        _ => format!("time {}", format::NA),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_reads_milliseconds_below_a_second_and_seconds_from_one() {
+        assert_eq!(elapsed(Some(1_000), Some(13_345)), "t+12.345 ms");
+        assert_eq!(elapsed(Some(0), Some(2_500_000)), "t+2.500 s");
+        assert_eq!(elapsed(Some(0), Some(999_999)), "t+999.999 ms");
+    }
+
+    #[test]
+    fn elapsed_without_both_times_is_na_and_extreme_times_do_not_overflow() {
+        assert_eq!(elapsed(None, Some(5)), format!("time {}", format::NA));
+        assert_eq!(elapsed(Some(5), None), format!("time {}", format::NA));
+        assert!(elapsed(Some(i64::MIN), Some(i64::MAX)).ends_with(" s"));
+        // An event stamped i64::MIN after one at 1 µs: the difference
+        // saturates at i64::MIN, whose absolute value has no i64.
+        assert!(elapsed(Some(1), Some(i64::MIN)).ends_with(" s"));
+    }
+}

@@ -1,0 +1,212 @@
+//! The sites pane (`w`): the live allocated memory at the cursor by
+//! allocation site, and the selected site's stack and blocks.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use crate::app::viewer::ViewerState;
+use crate::snapshot::sites::{Site, frame_label, informative, is_allocator, is_python};
+use crate::ui::chrome;
+use crate::ui::format;
+use crate::ui::theme::Theme;
+
+fn share(bytes: u64, of: u64) -> String {
+    if of == 0 {
+        return "   -".to_string();
+    }
+    format!("{:>5.1}%", bytes as f64 * 100.0 / of as f64)
+}
+
+/// One site's row: bytes, share, blocks, label.
+pub(super) fn site_row(site: &Site, allocated: u64) -> String {
+    format!(
+        "{:>10} {} {:>5} blk  {}",
+        format::bytes(site.bytes),
+        share(site.bytes, allocated),
+        site.blocks,
+        site.label
+    )
+}
+
+/// The lines of an expanded site: what it is, its stack (Python frames,
+/// C++ frames counted or shown), its blocks.
+pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String> {
+    let width = usize::from(width);
+    let mut lines = Vec::new();
+    lines.push(format!(
+        "{} · {} requested of {} in blocks",
+        site.label,
+        format::bytes(site.requested_bytes),
+        format::bytes(site.bytes)
+    ));
+    if site.key.is_no_stack() {
+        let why = match v.no_stack {
+            crate::snapshot::sites::NoStackReason::BeforeRecording => {
+                "These blocks were allocated before _record_memory_history began (typically \
+                 the weights and the optimizer state): the file has no stack for them."
+            }
+            crate::snapshot::sites::NoStackReason::WithoutStacks => {
+                "The file records no stacks: record with \
+                 _record_memory_history(stacks=\"python\") or \"all\" to see sites."
+            }
+        };
+        lines.extend(chrome::wrap(why, u16::try_from(width).unwrap_or(u16::MAX)));
+    } else {
+        let kept: Vec<&crate::snapshot::Frame> = informative(&site.stack)
+            .filter(|f| !is_allocator(f))
+            .collect();
+        let python = kept.iter().filter(|f| is_python(f)).count();
+        let cpp = kept.len() - python;
+        let dropped = site.stack.len() - kept.len();
+        let how = if v.show_cpp || python == 0 {
+            format!(
+                "stack, innermost first ({dropped} unwinder, allocator and interpreter frames \
+                 dropped):"
+            )
+        } else {
+            format!("stack, innermost first ({cpp} C++ frames not shown, x shows them):")
+        };
+        lines.push(how);
+        for f in kept {
+            if !v.show_cpp && python > 0 && !is_python(f) {
+                continue;
+            }
+            lines.push(format!("  {}", frame_label(f)));
+        }
+    }
+    lines.push(format!("blocks ({}):", site.blocks));
+    let sizes: std::collections::HashMap<u64, (u64, u64)> = v
+        .segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .map(|b| (b.address, (b.size, b.requested_size)))
+        .collect();
+    for addr in &site.addresses {
+        let (size, req) = sizes.get(addr).copied().unwrap_or((0, 0));
+        lines.push(format!(
+            "  {addr:#x}  {} (req {})",
+            format::bytes(size),
+            format::bytes(req)
+        ));
+    }
+    lines
+}
+
+/// The sites pane: the live allocated memory at the cursor by site,
+/// largest first; the selected site expands below the list.
+pub(super) fn render_sites(
+    area: Rect,
+    beside: bool,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    theme: &Theme,
+) {
+    use ratatui::widgets::{Block, Borders};
+    let Some(sites) = &v.sites else {
+        return;
+    };
+    let title = Line::from(vec![
+        Span::styled(" Sites ", theme.title_focused),
+        Span::styled(
+            format!(
+                " by {} · {} sites · {} allocated · g groups ",
+                v.grouping.name(),
+                sites.sites.len(),
+                format::bytes(sites.allocated)
+            ),
+            theme.text,
+        ),
+    ]);
+    let borders = if beside {
+        Borders::TOP | Borders::LEFT
+    } else {
+        Borders::TOP
+    };
+    let block = Block::new()
+        .borders(borders)
+        .border_style(theme.border_focused)
+        .title(title);
+    let Some(inner) = chrome::inside(block, area, buf, theme) else {
+        return;
+    };
+    if sites.sites.is_empty() {
+        chrome::line_at(
+            buf,
+            inner,
+            0,
+            &Line::styled("nothing allocated at this cursor", theme.dim),
+        );
+        theme.finish(area, buf);
+        return;
+    }
+    let list_h = if v.site_expanded {
+        (inner.height / 3).max(2).min(inner.height)
+    } else {
+        inner.height
+    };
+    let rows = usize::from(list_h);
+    let first = chrome::first_shown(v.selected_site, rows);
+    for (row, (i, site)) in sites
+        .sites
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(rows)
+        .enumerate()
+    {
+        let selected = i == v.selected_site;
+        let pointer = if selected {
+            theme.glyphs().pointer
+        } else {
+            " "
+        };
+        let style = if selected {
+            theme.selected
+        } else if site.key.is_no_stack() {
+            theme.dim
+        } else {
+            theme.text
+        };
+        let line = Line::styled(
+            format!("{pointer}{}", site_row(site, sites.allocated)),
+            style,
+        );
+        chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
+    }
+    if v.site_expanded
+        && let Some(site) = v.selected_site()
+    {
+        let detail = Rect::new(
+            inner.x,
+            inner.y + list_h,
+            inner.width,
+            inner.height - list_h,
+        );
+        let lines: Vec<Line> = site_detail_lines(v, site, detail.width)
+            .into_iter()
+            .enumerate()
+            .map(|(k, l)| {
+                if k == 0 {
+                    Line::styled(l, theme.header)
+                } else {
+                    Line::styled(l, theme.text)
+                }
+            })
+            .collect();
+        chrome::lines_at(buf, detail, &lines);
+    }
+    theme.finish(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sites_share_keeps_its_column_width_and_has_none_of_nothing() {
+        assert_eq!(share(1, 4), " 25.0%");
+        assert_eq!(share(4, 4), "100.0%");
+        assert_eq!(share(5, 0), "   -", "nothing allocated: no share");
+    }
+}

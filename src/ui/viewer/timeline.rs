@@ -1,0 +1,232 @@
+//! The viewer's timeline: reserved and allocated bytes over the trace's
+//! events, with the cursor, empty_cache and OOM events as vertical lines.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::symbols::Marker;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Chart, GraphType, Widget};
+
+use super::focused;
+use crate::app::state::Pane;
+use crate::app::viewer::ViewerState;
+use crate::snapshot::scrub::{MarkKind, Point};
+use crate::ui::chrome::{self, pane_block};
+use crate::ui::format;
+use crate::ui::theme::Theme;
+use crate::ui::timeline::{
+    MIN_CHART_ROWS, MIN_SCALE_BYTES, byte_axis_labels, dataset, mark_legend, nice_ceiling,
+    vertical_line,
+};
+
+/// Downsamples a series to at most `columns` × 2 points: per bucket of
+/// events, the maximum (peaks must not vanish between samples).
+fn bucketed(values: &[u64], columns: usize, exp: usize) -> Vec<(f64, f64)> {
+    let n = values.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let buckets = (columns * 2).max(1);
+    let per = n.div_ceil(buckets).max(1);
+    values
+        .chunks(per)
+        .enumerate()
+        .map(|(k, chunk)| {
+            let max = chunk.iter().copied().max().unwrap_or(0);
+            ((k * per) as f64, format::in_unit(max, exp))
+        })
+        .chain(std::iter::once((
+            (n - 1) as f64,
+            format::in_unit(values[n - 1], exp),
+        )))
+        .collect()
+}
+
+pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+    let g = theme.glyphs();
+    let Some(d) = v.device() else {
+        let block = pane_block(Pane::Timeline, Vec::new(), false, false, theme);
+        block.render(area, buf);
+        theme.finish(area, buf);
+        return;
+    };
+    let n = d.len();
+    let cursor = v.cursor();
+    let detail = vec![Span::styled(
+        format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
+        theme.text,
+    )];
+    let block = pane_block(
+        Pane::Timeline,
+        detail,
+        focused(v, Pane::Timeline),
+        false,
+        theme,
+    );
+    let Some(inner) = chrome::inside(block, area, buf, theme) else {
+        return;
+    };
+    if n == 0 {
+        chrome::note_at(
+            buf,
+            inner,
+            "no trace: the snapshot holds only its final state (record with \
+             torch.cuda.memory._record_memory_history() to get one)",
+            theme.dim,
+        );
+        theme.finish(area, buf);
+        return;
+    }
+    let reserved: Vec<u64> = d.points.iter().map(|p| p.reserved).collect();
+    let allocated: Vec<u64> = d.points.iter().map(|p| p.allocated).collect();
+    let (peak_r, peak_a) = d.peaks();
+    let max = peak_r.max(peak_a).max(MIN_SCALE_BYTES);
+    let exp = format::unit_exp(max);
+    let top = nice_ceiling(format::in_unit(max, exp));
+    let columns = usize::from(inner.width);
+    let reserved_pts = bucketed(&reserved, columns, exp);
+    let allocated_pts = bucketed(&allocated, columns, exp);
+    let now = d.points.get(cursor).copied();
+    let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
+    // The values at the cursor as everywhere ("3.52 GiB"), else packed
+    // ("3.52GiB"), else none: the legend keeps one row.
+    type Values = chrome::LegendValues;
+    let legend_items = |values: Values| {
+        let shown = |v: fn(&Point) -> u64| match (values, now) {
+            (Some(f), Some(p)) => format!(" {}", f(v(&p))),
+            (None, Some(_)) => String::new(),
+            (_, None) => format!(" {}", format::NA),
+        };
+        let mut items = vec![
+            Line::from(vec![
+                Span::styled(g.line, theme.cached_free),
+                Span::raw(format!(" reserved{}", shown(|p| p.reserved))),
+            ]),
+            Line::from(vec![
+                Span::styled(g.line, theme.allocated),
+                Span::raw(format!(" allocated{}", shown(|p| p.allocated))),
+            ]),
+            Line::from(vec![
+                Span::styled(if theme.ascii { "|" } else { "│" }, theme.key),
+                Span::raw(" cursor"),
+            ]),
+        ];
+        items.extend(mark_legend(releases, ooms, theme));
+        items
+    };
+    let legend = chrome::fit_legend(legend_items, inner.width);
+    let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
+    let chart_rows = inner.height.saturating_sub(legend_rows);
+    if chart_rows < MIN_CHART_ROWS {
+        chrome::lines_at(buf, inner, &legend);
+        theme.finish(area, buf);
+        return;
+    }
+    let column = |xs: Vec<f64>| -> Vec<(f64, f64)> {
+        xs.into_iter()
+            .flat_map(|x| vertical_line(x, chart_rows, top))
+            .collect()
+    };
+    let at = |kind: MarkKind| -> Vec<f64> {
+        d.marks
+            .iter()
+            .filter(|m| m.1 == kind)
+            .map(|m| (m.0 + 1) as f64)
+            .collect()
+    };
+    let oom_pts = column(at(MarkKind::Oom));
+    let release_pts = column(at(MarkKind::EmptyCache));
+    let cursor_pts = column(vec![cursor as f64]);
+    let cursor_marker = Marker::Custom(if theme.ascii { '|' } else { '│' });
+    let datasets = vec![
+        dataset(
+            GraphType::Scatter,
+            g.release_mark,
+            theme.marker_release,
+            &release_pts,
+        ),
+        dataset(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
+        dataset(
+            GraphType::Line,
+            g.series_reserved,
+            theme.cached_free,
+            &reserved_pts,
+        ),
+        dataset(
+            GraphType::Line,
+            g.series_allocated,
+            theme.allocated,
+            &allocated_pts,
+        ),
+        dataset(GraphType::Scatter, cursor_marker, theme.key, &cursor_pts),
+    ];
+    let chart = Chart::new(datasets)
+        .x_axis(
+            Axis::default()
+                .bounds([0.0, n as f64])
+                // Event indices, as "#52" in the peaks and replay's report.
+                .labels(vec![
+                    Span::styled("#0", theme.dim),
+                    Span::styled(format!("#{}", n / 2), theme.dim),
+                    Span::styled(format!("#{n}"), theme.dim),
+                ])
+                .style(theme.dim),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds([0.0, top])
+                // Every label carries its unit and all share one width, as on
+                // the dashboard.
+                .labels(byte_axis_labels(top, exp, theme))
+                .style(theme.dim),
+        )
+        .legend_position(None);
+    chart.render(
+        Rect {
+            height: chart_rows,
+            ..inner
+        },
+        buf,
+    );
+    chrome::lines_at(
+        buf,
+        Rect {
+            y: inner.y + chart_rows,
+            height: legend_rows,
+            ..inner
+        },
+        &legend,
+    );
+    theme.finish(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucketed_keeps_every_buckets_peak_and_ends_on_the_last_value() {
+        // Ten events into one column (two buckets of five): the spike at
+        // event 3 survives the downsampling, and the line ends at event 9.
+        let values = [1, 2, 3, 90, 4, 5, 6, 7, 8, 9];
+        assert_eq!(
+            bucketed(&values, 1, 0),
+            vec![(0.0, 90.0), (5.0, 9.0), (9.0, 9.0)]
+        );
+    }
+
+    #[test]
+    fn bucketed_draws_every_event_when_the_columns_outnumber_them() {
+        let values = [4 << 20, 8 << 20, 2 << 20];
+        assert_eq!(
+            bucketed(&values, 80, 2),
+            vec![(0.0, 4.0), (1.0, 8.0), (2.0, 2.0), (2.0, 2.0)]
+        );
+        assert!(bucketed(&[], 80, 2).is_empty(), "no events, no line");
+        assert_eq!(
+            bucketed(&[7], 0, 0),
+            vec![(0.0, 7.0), (0.0, 7.0)],
+            "no columns still draws"
+        );
+    }
+}
