@@ -159,8 +159,8 @@ enum Input {
 /// Waits up to `timeout` for input on the terminal. crossterm's own poll
 /// never returns once the terminal has hung up (its reader loops on reads
 /// of 0 bytes, at 100 % CPU, and the signal flag is never looked at
-/// again), so the terminal is polled here first and a hang-up ends the
-/// viewer; crossterm is then asked only when bytes are waiting.
+/// again), so the terminal is polled here before crossterm is asked, and
+/// a hang-up ends the viewer.
 fn wait_for_input(timeout: Duration) -> std::io::Result<Input> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
     use std::io::IsTerminal as _;
@@ -268,13 +268,17 @@ fn event_loop(
                 .wrap_err("cannot draw")?;
             dirty = false;
         }
-        match wait_for_input(Duration::from_millis(POLL_MS)).wrap_err("cannot read input")? {
-            Input::Nothing => continue,
-            Input::TerminalGone => break,
-            Input::Ready => {
-                if !crossterm::event::poll(Duration::ZERO).wrap_err("cannot read input")? {
-                    continue;
-                }
+        // crossterm keeps what it has read but not yet handed out (a burst
+        // of keys is one read): those come first, without waiting on the
+        // terminal, which has nothing more to say about them. The hang-up
+        // check comes before each crossterm call (see `wait_for_input`).
+        if let Input::TerminalGone = wait_for_input(Duration::ZERO).wrap_err("cannot read input")? {
+            break;
+        }
+        if !crossterm::event::poll(Duration::ZERO).wrap_err("cannot read input")? {
+            match wait_for_input(Duration::from_millis(POLL_MS)).wrap_err("cannot read input")? {
+                Input::TerminalGone => break,
+                Input::Nothing | Input::Ready => continue,
             }
         }
         match crossterm::event::read().wrap_err("cannot read input")? {
