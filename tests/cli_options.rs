@@ -200,6 +200,10 @@ fn completions_come_for_bash_zsh_and_fish() {
             out.contains("replay") && out.contains("sim-memory"),
             "{shell}"
         );
+        assert!(
+            !out.contains("debug-"),
+            "{shell}: a test hook is offered to users"
+        );
     }
     usage_error(&["completions", "tcsh"]);
 }

@@ -109,7 +109,15 @@ fn sigusr1_restores_the_terminal() {
 
 #[test]
 fn a_panic_restores_the_terminal_and_reports_instead_of_garbling_it() {
-    let Some(s) = start("panic", "--debug-panic-after 1500ms") else {
+    // The test hook is an environment variable: hidden flags would show
+    // in the shell completions.
+    let Some(s) = Session::start_with_env(
+        "vramtop-e2e",
+        "panic",
+        (100, 30),
+        &[("VRAMTOP_DEBUG_PANIC_AFTER", "1500ms")],
+        "--backend sim --sim-gpus 2 --interval 200ms",
+    ) else {
         return;
     };
     s.wait_for("the dashboard", dashboard_shown);

@@ -23,6 +23,17 @@ fn start(tag: &str, args: &str) -> Option<Session> {
     Session::start("vramtop-e2e-viewer", tag, (120, 40), args)
 }
 
+/// `start`, reading the file behind the progress screen whatever its size.
+fn start_in_background(tag: &str, args: &str) -> Option<Session> {
+    Session::start_with_env(
+        "vramtop-e2e-viewer",
+        tag,
+        (120, 40),
+        &[("VRAMTOP_DEBUG_BACKGROUND_LOAD", "1")],
+        args,
+    )
+}
+
 /// Waits for vramtop to exit and checks it failed the way bad input must:
 /// exit code 2 and one `vramtop:` line naming `file`, on the normal screen.
 fn exits_2_with_one_line_naming(s: &Session, file: &str) {
@@ -139,10 +150,7 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     let Some(path) = shared(SILMONT) else {
         return;
     };
-    let Some(s) = start(
-        "bg",
-        &format!("open {} --debug-background-load", path.display()),
-    ) else {
+    let Some(s) = start_in_background("bg", &format!("open {}", path.display())) else {
         return;
     };
     s.wait_for("the viewer after loading", |sc| sc.contains("event 97/97"));
@@ -157,10 +165,7 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
     std::fs::create_dir_all(&dir).expect("temp dir");
     let bad = dir.join("broken.pickle");
     std::fs::write(&bad, b"\x80\x04not really").expect("write");
-    let Some(s) = start(
-        "bgbad",
-        &format!("open {} --debug-background-load", bad.display()),
-    ) else {
+    let Some(s) = start_in_background("bgbad", &format!("open {}", bad.display())) else {
         return;
     };
     exits_2_with_one_line_naming(&s, "broken.pickle");

@@ -130,6 +130,7 @@ fn diff_of_files_of_different_devices_is_refused() {
     assert!(out.is_empty());
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("different devices"), "{err}");
+    assert!(err.starts_with("vramtop: error: "), "the one prefix: {err}");
 }
 
 #[test]
@@ -144,6 +145,7 @@ fn diff_of_an_unreadable_file_exits_2_with_one_line() {
         assert_eq!(code, 2, "{out}{err}");
         assert!(out.is_empty());
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("vramtop: error: "), "the one prefix: {err}");
     }
 }
 

@@ -47,13 +47,20 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
         Theme::colored()
     };
     theme.ascii = display.ascii;
+    let debug_panic_after = match std::env::var(super::DEBUG_PANIC_AFTER_ENV) {
+        Ok(text) => Some(
+            super::duration_arg(&text)
+                .map_err(|e| eyre!("{}: {e}", super::DEBUG_PANIC_AFTER_ENV))?,
+        ),
+        Err(_) => None,
+    };
     tracing::info!(backend = selection.backend, "dashboard starting");
     run_dashboard(
         selection,
         RunOptions {
             interval: Duration::from_millis(args.sampling.interval),
             theme,
-            debug_panic_after: args.debug_panic_after.map(Duration::from_millis),
+            debug_panic_after: debug_panic_after.map(Duration::from_millis),
             stress_cap: args.stress_cap,
         },
     )?;

@@ -17,19 +17,18 @@ use crate::snapshot::sites::Grouping;
 pub const DEFAULT_LINES: usize = 20;
 
 pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::Result<ExitCode> {
-    let read =
-        |p: &Path| read_snapshot_file(p).map_err(|e| format!("vramtop: {}: {e}", p.display()));
+    let read = |p: &Path| read_snapshot_file(p).map_err(|e| format!("{}: {e}", p.display()));
     let (b, a) = match (read(before), read(after)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("{e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
     let diff = match diff_snapshots(&b, &a, Grouping::default()) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("vramtop: {e}");
+            super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

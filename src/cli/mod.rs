@@ -80,9 +80,6 @@ pub struct DashboardArgs {
     /// no cap on the simulated GPU.
     #[arg(long, value_name = "SIZE", value_parser = size_arg, help_heading = "Dashboard")]
     pub stress_cap: Option<u64>,
-    /// Test hook: panic on purpose after this long (checks terminal restoration).
-    #[arg(long, hide = true, value_parser = duration_arg)]
-    pub debug_panic_after: Option<u64>,
 }
 
 /// How often telemetry is sampled (the dashboard, `record`, `serve`).
@@ -300,10 +297,6 @@ pub enum Command {
         /// and at the peak of allocated bytes.
         #[arg(long, value_name = "N", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
-        /// Test hook: read the file on the loader thread behind the
-        /// progress screen whatever its size.
-        #[arg(long, hide = true)]
-        debug_background_load: bool,
         #[command(flatten)]
         display: DisplayArgs,
         #[command(flatten)]
@@ -531,6 +524,15 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// Test hooks are environment variables, not flags: hidden flags still
+/// appear in the generated shell completions. `VRAMTOP_DEBUG_PANIC_AFTER`
+/// (a duration) makes the dashboard panic on purpose, to check that the
+/// terminal is restored; `VRAMTOP_DEBUG_BACKGROUND_LOAD=1` makes the viewer
+/// read any file behind its progress screen.
+pub const DEBUG_PANIC_AFTER_ENV: &str = "VRAMTOP_DEBUG_PANIC_AFTER";
+/// See [`DEBUG_PANIC_AFTER_ENV`].
+pub const DEBUG_BACKGROUND_LOAD_ENV: &str = "VRAMTOP_DEBUG_BACKGROUND_LOAD";
+
 /// The prefix of every error message on stderr (clap's usage errors too).
 pub const ERROR_PREFIX: &str = "vramtop: error: ";
 /// The prefix of every warning on stderr.
@@ -583,10 +585,9 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             summary,
             json,
             top,
-            debug_background_load,
             display,
             ..
-        }) => open::run(&file, summary, json, top, debug_background_load, &display),
+        }) => open::run(&file, summary, json, top, &display),
         Some(Command::Demo {
             json,
             save_snapshot,

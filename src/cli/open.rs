@@ -29,9 +29,10 @@ pub fn run(
     summary: bool,
     json: bool,
     top: usize,
-    background_load: bool,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
+    let background_load =
+        std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
     if !summary {
         if json {
             super::say_error(format_args!("--json needs --summary"));
