@@ -141,8 +141,52 @@ fn usage_error(e: clap::Error) -> ! {
     // clap's text starts with "error: "; the prefix names the program.
     let text = e.render().to_string();
     let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let text = with_vramtop_tips(e.kind(), text);
     let _ = write!(std::io::stderr(), "{}{text}", cli::ERROR_PREFIX);
     std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
+}
+
+/// clap's usage text with its tips made right for vramtop: an option the
+/// command does not take is not a value to pass after `--` (clap's tip
+/// for it), and a command's option written before the command is told
+/// where it goes.
+fn with_vramtop_tips(kind: clap::error::ErrorKind, text: &str) -> String {
+    use clap::error::ErrorKind;
+    let mut lines: Vec<String> = Vec::new();
+    let mut skip_blank = false;
+    for line in text.lines() {
+        if kind == ErrorKind::UnknownArgument
+            && line.trim_start().starts_with("tip: to pass '")
+            && line.contains("as a value, use '-- ")
+        {
+            // The blank line after the tip goes with it.
+            skip_blank = true;
+            continue;
+        }
+        if skip_blank && line.is_empty() {
+            skip_blank = false;
+            continue;
+        }
+        skip_blank = false;
+        lines.push(line.to_string());
+    }
+    if kind == ErrorKind::ArgumentConflict
+        && let Some(first) = lines.first().cloned()
+        && let Some(rest) = first.strip_prefix("the subcommand '")
+        && let Some((command, rest)) = rest.split_once('\'')
+        && let Some(option) = rest
+            .strip_prefix(" cannot be used with '")
+            .and_then(|o| o.strip_suffix('\''))
+    {
+        lines.insert(1, String::new());
+        lines.insert(
+            2,
+            format!("  tip: a command's options come after it: vramtop {command} {option}"),
+        );
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
 }
 
 fn main() -> ExitCode {

@@ -32,14 +32,21 @@ fn an_option_a_command_cannot_use_is_a_usage_error() {
         &["open", "x.pickle", "--backend", "sim"],
         &["record", "r.jsonl", "--ascii"],
     ] {
-        usage_error(args);
+        let err = usage_error(args);
+        // clap's tip for an unknown option ("to pass '--backend' as a
+        // value, use '-- --backend'") does not apply: the command does not
+        // take it.
+        assert!(!err.contains("as a value"), "{args:?}: {err}");
     }
 }
 
 #[test]
 fn dashboard_options_before_a_command_are_refused_not_ignored() {
     let err = usage_error(&["--sim-memory", "24GiB", "demo"]);
-    assert!(err.contains("demo"), "{err}");
+    assert!(
+        err.contains("tip: a command's options come after it: vramtop demo --sim-memory"),
+        "{err}"
+    );
     usage_error(&["--backend", "sim", "doctor"]);
 }
 
@@ -220,4 +227,47 @@ fn man_page_is_roff_and_names_every_command() {
     for command in ["replay", "open", "doctor", "demo", "serve", "completions"] {
         assert!(out.contains(command), "{command}");
     }
+}
+
+#[test]
+fn save_snapshot_refuses_to_replace_a_file_without_force_and_names_a_missing_folder() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("demo.pickle");
+    std::fs::write(&file, b"keep me").expect("write");
+    let path = file.display().to_string();
+    let (code, out, err) = vramtop(&["demo", "--save-snapshot", &path]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("exists: add --force"), "{err}");
+    assert_eq!(std::fs::read(&file).expect("read"), b"keep me");
+    // A scenario of several variants writes one file each: a second run
+    // finds them and replaces none.
+    let set = dir.path().join("frag.pickle").display().to_string();
+    let scenario = ["scenario", "fragmentation_oom", "--save-snapshot", &set];
+    let (code, _, err) = vramtop(&scenario);
+    assert!(code == 0 || code == 1, "{err}");
+    let written: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("frag"))
+        .map(|e| {
+            std::fs::metadata(e.path())
+                .and_then(|m| m.modified())
+                .expect("mtime")
+        })
+        .collect();
+    assert!(!written.is_empty(), "{err}");
+    let (code, _, err) = vramtop(&scenario);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("exists: add --force"), "{err}");
+    let (code, _, err) = vramtop(&["demo", "--save-snapshot", &path, "--force"]);
+    assert_eq!(code, 0, "{err}");
+    assert_ne!(std::fs::read(&file).expect("read"), b"keep me");
+    let nowhere = dir.path().join("no/such/folder/d.pickle");
+    let (code, _, err) = vramtop(&["demo", "--save-snapshot", &nowhere.display().to_string()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("does not exist (vramtop creates no folders)"),
+        "{err}"
+    );
+    usage_error(&["demo", "--force"]);
 }

@@ -145,7 +145,16 @@ pub const SAVE_AND_OPEN: &str =
     "vramtop demo --save-snapshot demo.pickle && vramtop open demo.pickle";
 
 /// `vramtop demo`, on a simulated GPU of `memory` bytes (`--sim-memory`).
-pub fn run(json: bool, save_snapshot: Option<&Path>, memory: u64) -> color_eyre::Result<ExitCode> {
+pub fn run(
+    json: bool,
+    save_snapshot: Option<&Path>,
+    force: bool,
+    memory: u64,
+) -> color_eyre::Result<ExitCode> {
+    if let Some(problem) = save_snapshot.and_then(|p| super::output_file_problem(p, force)) {
+        super::say_error(problem);
+        return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+    }
     if memory < DEMO_MEMORY_MIN {
         super::say_error(format_args!(
             "--sim-memory {} is too small for the demo: it needs at least {} \

@@ -329,6 +329,9 @@ pub enum Command {
         /// `vramtop replay` and PyTorch's memory_viz).
         #[arg(long, value_name = "FILE")]
         save_snapshot: Option<PathBuf>,
+        /// Replace the --save-snapshot FILE when it exists.
+        #[arg(long, requires = "save_snapshot")]
+        force: bool,
         /// Memory of the simulated GPU (e.g. 80GiB, 24G, 141GB).
         #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE",
               value_parser = size_arg, help_heading = "Simulated GPU")]
@@ -382,6 +385,9 @@ pub enum Command {
         /// FILE's name gets `-VARIANT` before its extension).
         #[arg(long, value_name = "FILE")]
         save_snapshot: Option<PathBuf>,
+        /// Replace the --save-snapshot files when they exist.
+        #[arg(long, requires = "save_snapshot")]
+        force: bool,
     },
     /// Run headless and serve the GPUs' telemetry and every visible
     /// allocator's figures at http://ADDR/metrics in the Prometheus text
@@ -538,6 +544,29 @@ pub const ERROR_PREFIX: &str = "vramtop: error: ";
 /// The prefix of every warning on stderr.
 pub const WARNING_PREFIX: &str = "vramtop: warning: ";
 
+/// Why `file` cannot be written as asked, or None: it exists and `force`
+/// was not given, or its folder does not exist (vramtop makes no folders:
+/// a typo would otherwise make a tree).
+pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String> {
+    if let Some(dir) = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+    {
+        return Some(format!(
+            "cannot write {}: its folder {} does not exist (vramtop creates no folders)",
+            file.display(),
+            dir.display()
+        ));
+    }
+    if !force && file.exists() {
+        return Some(format!(
+            "{} exists: add --force to replace it, or choose another name",
+            file.display()
+        ));
+    }
+    None
+}
+
 /// Says an error on stderr, with the one prefix.
 pub fn say_error(message: impl std::fmt::Display) {
     eprintln!("{ERROR_PREFIX}{message}");
@@ -591,8 +620,9 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         Some(Command::Demo {
             json,
             save_snapshot,
+            force,
             sim_memory,
-        }) => demo::run(json, save_snapshot.as_deref(), sim_memory),
+        }) => demo::run(json, save_snapshot.as_deref(), force, sim_memory),
         Some(Command::Doctor { json, device, .. }) => doctor::run(&device, json),
         Some(Command::Check {
             json,
@@ -606,7 +636,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             list,
             save_snapshot,
-        }) => scenario::run(name.as_deref(), json, list, save_snapshot.as_deref()),
+            force,
+        }) => scenario::run(name.as_deref(), json, list, save_snapshot.as_deref(), force),
         Some(Command::Serve {
             listen,
             allow_remote,

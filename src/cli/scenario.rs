@@ -19,6 +19,7 @@ pub fn run(
     json: bool,
     list: bool,
     save_snapshot: Option<&Path>,
+    force: bool,
 ) -> color_eyre::Result<ExitCode> {
     if list {
         return print_list(json);
@@ -64,12 +65,23 @@ pub fn run(
             }
         };
         let single = snapshots.len() == 1;
-        for (variant, snapshot) in snapshots {
-            let file = if single {
+        let file_of = |variant: &str| {
+            if single {
                 path.to_path_buf()
             } else {
-                variant_path(path, &variant)
-            };
+                variant_path(path, variant)
+            }
+        };
+        // Every file is checked before any is written: no half-written set.
+        if let Some(problem) = snapshots
+            .iter()
+            .find_map(|(variant, _)| super::output_file_problem(&file_of(variant), force))
+        {
+            super::say_error(problem);
+            return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+        }
+        for (variant, snapshot) in snapshots {
+            let file = file_of(&variant);
             match write_snapshot_file(&snapshot, &file) {
                 Ok(bytes) => eprintln!(
                     "vramtop scenario: wrote {} (variant {variant}: {} segments, {} trace entries, {bytes} bytes)",
