@@ -371,3 +371,47 @@ fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() 
     );
     assert!(!f.state().stress.busy, "the answer ends the wait");
 }
+
+#[test]
+fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key(KeyCode::F(2));
+    f.key(KeyCode::Char('s'));
+    let last = f
+        .screen(80, 24)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        last.contains("Enter apply") && last.contains("Esc cancel"),
+        "{last}"
+    );
+    assert!(!last.contains("a alloc"), "a types into the field: {last}");
+    f.key(KeyCode::Esc);
+    f.key(KeyCode::Char('n'));
+    let last = f
+        .screen(80, 24)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(last.contains("Enter load"), "{last}");
+    f.key(KeyCode::Esc);
+    f.key(KeyCode::Esc);
+    f.key(KeyCode::Char('/'));
+    let last = f
+        .screen(80, 24)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(last.contains("Enter Esc done"), "{last}");
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(
+        f.dash.on_key(ctrl_c),
+        Next::Quit,
+        "Ctrl-C quits, it does not type c"
+    );
+}

@@ -492,6 +492,44 @@ impl Keymap {
 /// The help's line for the key that opens the stress panel.
 const STRESS_OPEN_HELP: &str = "stress panel (drive the allocator)";
 
+/// What takes the keys while something is being typed or picked: the
+/// keymap's bindings are off then, and the status line says which keys
+/// act instead (they are the ones `update` gives that mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypingMode {
+    /// The stress panel's size (`s`) or allocator-settings (`S`) field.
+    StressField,
+    /// The stress panel's scenario list (`n`).
+    ScenarioList,
+    /// The process filter (`/`).
+    ProcessFilter,
+}
+
+impl TypingMode {
+    /// (keys, action) for the status line.
+    pub fn hints(self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            TypingMode::StressField => vec![
+                ("Enter", "apply"),
+                ("Esc", "cancel"),
+                ("Bksp", "delete"),
+                ("Ctrl-C", "quit"),
+            ],
+            TypingMode::ScenarioList => vec![
+                ("Enter", "load"),
+                ("Esc", "close"),
+                ("↑↓ j k", "choose"),
+                ("Ctrl-C", "quit"),
+            ],
+            TypingMode::ProcessFilter => vec![
+                ("Enter Esc", "done"),
+                ("Bksp", "delete"),
+                ("Ctrl-C", "quit"),
+            ],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

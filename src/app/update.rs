@@ -54,7 +54,8 @@ fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
 }
 
 fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
-    if state.ui.process_filter.is_editing() {
+    // The filter takes the keys while it is typed (Ctrl-C still quits).
+    if state.ui.process_filter.is_editing() && !key.modifiers.contains(KeyModifiers::CONTROL) {
         let filter = &mut state.ui.process_filter;
         match key.code {
             KeyCode::Esc | KeyCode::Enter => filter.close(),

@@ -10,7 +10,7 @@ use ratatui::widgets::Widget;
 use super::chrome;
 use super::format;
 use super::theme::Theme;
-use crate::app::keymap::Keymap;
+use crate::app::keymap::{Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::AppState;
 
@@ -157,7 +157,19 @@ impl<'a> StatusLine<'a> {
     /// the first two: quit and help).
     fn hints(&self, width: usize) -> Line<'static> {
         let theme = self.theme;
-        let all = if self.state.ui.stress_open {
+        let state = self.state;
+        let typing = if state.ui.process_filter.is_editing() {
+            Some(TypingMode::ProcessFilter)
+        } else if state.ui.stress_open && state.stress.editing() {
+            Some(TypingMode::StressField)
+        } else if state.ui.stress_open && state.stress.picking() {
+            Some(TypingMode::ScenarioList)
+        } else {
+            None
+        };
+        let all = if let Some(mode) = typing {
+            mode.hints()
+        } else if self.state.ui.stress_open {
             self.keymap.stress_hints()
         } else {
             self.keymap.hints(self.state.ui.focus)
