@@ -163,6 +163,27 @@ fn whole_screen_at_200x60_matches_its_snapshot() {
 }
 
 #[test]
+fn without_colour_the_timelines_series_have_markers_of_their_own() {
+    let (_cluster, state) = training(2);
+    for theme in [Theme::monochrome(), Theme::monochrome().with_ascii(true)] {
+        let drawn = text(draw(&state, &theme, 120, 40).backend().buffer());
+        let legend = drawn
+            .lines()
+            .find(|l| l.contains("driver used"))
+            .expect("the timeline's legend");
+        let glyph = |name: &str| {
+            let at = legend.find(name).expect("a series");
+            legend[..at].trim_end().chars().last()
+        };
+        let glyphs = [glyph("driver used"), glyph("reserved"), glyph("allocated")];
+        assert!(
+            glyphs[0] != glyphs[1] && glyphs[1] != glyphs[2] && glyphs[0] != glyphs[2],
+            "one glyph for several series: {legend}"
+        );
+    }
+}
+
+#[test]
 fn whole_screen_in_ascii_mode_has_no_braille_block_or_box_glyphs() {
     let (_cluster, state) = training(2);
     let theme = Theme::colored().with_ascii(true);

@@ -13,6 +13,9 @@ pub struct Theme {
     /// No braille, block or box-drawing glyphs: charts use ASCII markers,
     /// bars '#' and '=', borders '-' '|' '+'.
     pub ascii: bool,
+    /// No colours (`--no-color`, NO_COLOR): the chart's series are told
+    /// apart by their markers, as in ASCII, not by colour.
+    pub colorless: bool,
     /// Ordinary text.
     pub text: Style,
     /// Secondary text: units, empty bar cells, explanations.
@@ -154,6 +157,7 @@ impl Theme {
         let bold = Modifier::BOLD;
         Theme {
             ascii: false,
+            colorless: false,
             text: Style::new(),
             dim: fg(Color::DarkGray),
             header: Style::new().add_modifier(bold),
@@ -191,6 +195,7 @@ impl Theme {
         let plain = Style::new();
         Theme {
             ascii: false,
+            colorless: true,
             text: plain,
             dim: m(Modifier::DIM),
             header: m(Modifier::BOLD | Modifier::UNDERLINED),
@@ -227,8 +232,26 @@ impl Theme {
     pub fn glyphs(&self) -> Glyphs {
         if self.ascii {
             ASCII_GLYPHS
+        } else if self.colorless {
+            // One braille line per series looks the same in every series
+            // without colour: each keeps the ASCII marker of its own.
+            Glyphs {
+                series_allocated: ASCII_GLYPHS.series_allocated,
+                series_reserved: ASCII_GLYPHS.series_reserved,
+                series_driver: ASCII_GLYPHS.series_driver,
+                ..UNICODE_GLYPHS
+            }
         } else {
             UNICODE_GLYPHS
+        }
+    }
+
+    /// The legend's sample of a chart series drawn with `marker`: its own
+    /// character when it has one, else a line.
+    pub fn series_glyph(&self, marker: Marker) -> String {
+        match marker {
+            Marker::Custom(c) => c.to_string(),
+            _ => self.glyphs().line.to_string(),
         }
     }
 

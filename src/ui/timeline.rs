@@ -240,17 +240,19 @@ impl Widget for TimelinePane<'_> {
         // The legend, with latest values when they fit on one line: as
         // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none.
         type Values = chrome::LegendValues;
-        let item =
-            |glyph: &'static str, style: Style, name: &str, v: Option<u64>, values: Values| {
-                let mut spans = vec![Span::styled(glyph, style), Span::raw(format!(" {name}"))];
-                if let (Some(shown), Some(v)) = (values, v) {
-                    spans.push(Span::raw(format!(" {}", shown(v))));
-                }
-                Line::from(spans)
-            };
+        let item = |marker: Marker, style: Style, name: &str, v: Option<u64>, values: Values| {
+            let mut spans = vec![
+                Span::styled(theme.series_glyph(marker), style),
+                Span::raw(format!(" {name}")),
+            ];
+            if let (Some(shown), Some(v)) = (values, v) {
+                spans.push(Span::raw(format!(" {}", shown(v))));
+            }
+            Line::from(spans)
+        };
         let legend_items = |values: Values| {
             let mut items = vec![item(
-                g.line,
+                g.series_driver,
                 theme.context,
                 "driver used",
                 driver.latest,
@@ -260,14 +262,14 @@ impl Widget for TimelinePane<'_> {
                 items.push(Line::styled("allocated, reserved: n/a", theme.dim));
             } else {
                 items.push(item(
-                    g.line,
+                    g.series_reserved,
                     theme.cached_free,
                     "reserved",
                     reserved.latest,
                     values,
                 ));
                 items.push(item(
-                    g.line,
+                    g.series_allocated,
                     theme.allocated,
                     "allocated",
                     allocated.latest,

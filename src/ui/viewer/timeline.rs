@@ -99,11 +99,11 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         };
         let mut items = vec![
             Line::from(vec![
-                Span::styled(g.line, theme.cached_free),
+                Span::styled(theme.series_glyph(g.series_reserved), theme.cached_free),
                 Span::raw(format!(" reserved{}", shown(|p| p.reserved))),
             ]),
             Line::from(vec![
-                Span::styled(g.line, theme.allocated),
+                Span::styled(theme.series_glyph(g.series_allocated), theme.allocated),
                 Span::raw(format!(" allocated{}", shown(|p| p.allocated))),
             ]),
             Line::from(vec![
