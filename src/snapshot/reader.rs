@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -44,6 +45,147 @@ pub fn read_snapshot_file_with_progress(
     progress: &AtomicU64,
 ) -> Result<Snapshot, SnapshotError> {
     read_file(path, Some(progress))
+}
+
+/// The top-level key after which a snapshot's bulk comes: every event with
+/// its stack frames. PyTorch writes `segments` (the final state) before it.
+const TRACE_KEY: &str = "device_traces";
+
+/// What the beginning of a snapshot says before the rest is read
+/// ([`read_segments_stage`]).
+#[derive(Debug)]
+pub enum SegmentsStage {
+    /// The final state: the snapshot's segments, with its allocator
+    /// settings and annotations if they came before the trace; the trace
+    /// itself is empty.
+    Ready(Snapshot),
+    /// The segments may be complete in a longer prefix.
+    NeedMore,
+    /// This file is read in one stage: a bare segment list, a dict without
+    /// a trace or with the trace before the segments, or input the full
+    /// read will report an error for.
+    Single,
+}
+
+/// The segments stage of a snapshot from `prefix`, the first bytes of a
+/// `file_len`-byte file (or all of them): parsed up to the `device_traces`
+/// key and converted, without the trace. Bounded like a full read (the
+/// whole file's memory budget); errors are left to the full read, which
+/// reports them as it always does.
+pub fn read_segments_stage(prefix: &[u8], file_len: u64, limits: &Limits) -> SegmentsStage {
+    let partial = pickle::parse_document_until_key(prefix, file_len, limits, TRACE_KEY);
+    match partial {
+        Ok(Some(document)) => match snapshot_from_document(document) {
+            Ok(snapshot) => SegmentsStage::Ready(snapshot),
+            Err(_) => SegmentsStage::Single,
+        },
+        Ok(None) => SegmentsStage::Single,
+        Err(_) if (prefix.len() as u64) < file_len => SegmentsStage::NeedMore,
+        Err(_) => SegmentsStage::Single,
+    }
+}
+
+/// [`read_snapshot_with_limits`] in two stages: `on_segments` gets the
+/// segments stage (see [`SegmentsStage::Ready`]) when the file has one,
+/// then the complete snapshot is returned. A file read in one stage
+/// never calls `on_segments`; errors are those of the one-stage read.
+pub fn read_snapshot_staged(
+    bytes: &[u8],
+    limits: &Limits,
+    on_segments: impl FnOnce(Snapshot),
+) -> Result<Snapshot, SnapshotError> {
+    if let SegmentsStage::Ready(stage) = read_segments_stage(bytes, bytes.len() as u64, limits) {
+        on_segments(stage);
+    }
+    read_snapshot_with_limits(bytes, limits)
+}
+
+/// Bytes read from a file at a time by [`read_snapshot_file_staged`].
+const STAGED_READ_CHUNK: usize = 4 << 20;
+
+/// [`read_snapshot_file_with_progress`] in two stages: `on_segments` gets
+/// the segments stage as soon as the beginning of the file holds it
+/// (typically the first few MiB of a long recording: the file is read in
+/// 4 MiB chunks and the stage is tried where the `device_traces` key
+/// appears), then the whole file is read and the complete snapshot
+/// returned. The stage's extra parsing is bounded: a try only when the bytes
+/// read have doubled since the last one, none past half the file. Files
+/// read in one stage, and every error, are as with the one-stage read.
+pub fn read_snapshot_file_staged(
+    path: &Path,
+    progress: &AtomicU64,
+    on_segments: impl FnOnce(Snapshot),
+) -> Result<Snapshot, SnapshotError> {
+    read_file_staged(path, progress, on_segments, STAGED_READ_CHUNK)
+}
+
+/// [`read_snapshot_file_staged`] reading `chunk` bytes at a time.
+fn read_file_staged(
+    path: &Path,
+    progress: &AtomicU64,
+    on_segments: impl FnOnce(Snapshot),
+    chunk: usize,
+) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source: SnapshotError| SnapshotError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let io_error = |source| SnapshotError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io_error)?.len();
+    if len > limits.max_input_bytes {
+        return read_file(path, Some(progress));
+    }
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    // The metadata's length is a hint: the file may change while read.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let mut on_segments = Some(on_segments);
+    let key = memchr::memmem::Finder::new(TRACE_KEY.as_bytes());
+    let mut searched = 0usize;
+    let mut key_seen = false;
+    let mut last_try = 0usize;
+    loop {
+        let read = (&mut file)
+            .take(chunk as u64)
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        if read == 0 {
+            break;
+        }
+        let in_first_half = bytes.len() as u64 <= (len / 2).max(chunk as u64);
+        if on_segments.is_none() || !in_first_half {
+            continue;
+        }
+        if !key_seen {
+            // The key may straddle a chunk boundary.
+            let from = searched.saturating_sub(TRACE_KEY.len());
+            searched = bytes.len();
+            key_seen = bytes.get(from..).and_then(|new| key.find(new)).is_some();
+        }
+        if !key_seen || bytes.len() < last_try.saturating_mul(2) {
+            continue;
+        }
+        last_try = bytes.len();
+        match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
+            SegmentsStage::Ready(stage) => {
+                if let Some(deliver) = on_segments.take() {
+                    deliver(stage);
+                }
+            }
+            SegmentsStage::NeedMore => {}
+            SegmentsStage::Single => on_segments = None,
+        }
+    }
+    if bytes.len() as u64 > limits.max_input_bytes {
+        // It grew while read: refused as its new length would have been.
+        return read_file(path, Some(progress));
+    }
+    let document = pickle::parse_document_owned(bytes, &limits, Some(progress))
+        .map_err(|e| in_file(e.into()))?;
+    snapshot_from_document(document).map_err(in_file)
 }
 
 fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
@@ -1173,6 +1315,30 @@ mod tests {
             &FieldPath::ROOT,
         );
         assert_eq!(from_list.unwrap(), vec![(1, 1), (2, 2), (4, 0)]);
+    }
+
+    #[test]
+    fn staged_file_read_in_small_chunks_hands_out_the_segments_then_the_same_snapshot() {
+        use crate::snapshot::synth::{LargeShape, large};
+        use crate::snapshot::writer::{WriteOptions, write_snapshot_file_with};
+        let snapshot = large(&LargeShape::about_bytes(1 << 20));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large.pickle");
+        let options = WriteOptions {
+            fresh_frame_lists: true,
+        };
+        let len = write_snapshot_file_with(&snapshot, &path, &options).unwrap();
+        let progress = AtomicU64::new(0);
+        let mut stage = None;
+        // 4 KiB chunks: the stage comes from a prefix that ends inside a
+        // pickle frame (the writer frames every 64 KiB).
+        let full = read_file_staged(&path, &progress, |s| stage = Some(s), 4096).unwrap();
+        assert_eq!(full, read_snapshot_file(&path).unwrap());
+        let stage = stage.expect("a segments stage");
+        assert_eq!(stage.segments, full.segments);
+        assert!(stage.device_traces.iter().all(Vec::is_empty));
+        assert!(full.device_traces.iter().any(|t| !t.is_empty()));
+        assert_eq!(progress.into_inner(), len);
     }
 
     #[test]
