@@ -2003,3 +2003,34 @@ fn truncated_files_give_the_one_stage_error_after_any_stage() {
     }
     assert!(stages > 0);
 }
+
+/// The one-stage read's result as comparable text (the error's message).
+fn outcome(result: Result<Snapshot, SnapshotError>) -> Result<Snapshot, String> {
+    result.map_err(|e| e.to_string())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn mutated_snapshots_read_in_stages_end_as_the_one_stage_read(
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        let value = hand_built_snapshot_value();
+        let mut bytes = with_key_order(
+            &value,
+            &["segments", "device_traces", "allocator_settings", "external_annotations"],
+        );
+        for (at, byte) in flips {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        bytes.truncate(cut % (bytes.len() + 1));
+        let (stage, full) = staged(&bytes);
+        prop_assert_eq!(outcome(full), outcome(read_snapshot(&bytes)));
+        if let Some(stage) = stage {
+            prop_assert!(stage.device_traces.iter().all(Vec::is_empty));
+        }
+    }
+}
