@@ -474,6 +474,7 @@ fn segments_stage_shows_the_final_state_and_the_trace_progress() {
     );
     assert!(screen.contains(&progress), "{progress} in\n{screen}");
     assert!(screen.contains("the final state is shown"), "{screen}");
+    assert!(screen.contains("GPU 0  trace being read"), "{screen}");
     assert!(vramtop::ui::status_text(&v).contains("the final state · reading trace"));
 }
 
