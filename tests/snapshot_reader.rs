@@ -7,12 +7,14 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use proptest::prelude::*;
 use vramtop::alloc::{BlockState, PoolKind, TraceAction};
 use vramtop::snapshot::{
     FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat, Value,
-    check_invariants, pickle, read_snapshot, read_snapshot_file, snapshot_from_value,
+    check_invariants, pickle, read_snapshot, read_snapshot_file, read_snapshot_file_staged,
+    read_snapshot_staged, snapshot_from_value,
 };
 
 // ---- allocation probe ------------------------------------------------------
@@ -1713,4 +1715,322 @@ fn a_trace_entry_referring_to_the_root_is_a_cycle_error() {
     let pickle = b"\x80\x04}\x94(\x8c\x08segments\x94]\x94\x8c\x0ddevice_traces\x94]\x94]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04back\x94h\x00uaau.";
     let err = read_snapshot(pickle).unwrap_err().to_string();
     assert!(err.contains("contains itself"), "{err}");
+}
+
+// ---- staged read: the segments first, then the whole snapshot ---------------
+
+/// Reads `bytes` in stages: the segments stage if there is one, and the
+/// complete read's result.
+fn staged(bytes: &[u8]) -> (Option<Snapshot>, Result<Snapshot, SnapshotError>) {
+    let mut stage = None;
+    let full = read_snapshot_staged(bytes, &Limits::default(), |s| stage = Some(s));
+    (stage, full)
+}
+
+/// The top-level keys of a pickled dict in file order (empty for a list).
+fn top_level_keys(bytes: &[u8]) -> Vec<String> {
+    let root = parse(bytes).unwrap();
+    root.as_dict()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(key, _)| key.as_str().map(str::to_string))
+        .collect()
+}
+
+/// Whether a file's segments come before its trace: what makes a
+/// segments stage.
+fn segments_before_trace(keys: &[String]) -> bool {
+    let at = |name: &str| keys.iter().position(|k| k == name);
+    matches!((at("segments"), at("device_traces")), (Some(s), Some(t)) if s < t)
+}
+
+fn assert_stage_matches(name: &str, stage: &Snapshot, full: &Snapshot) {
+    assert_eq!(stage.segments, full.segments, "{name}: segments");
+    assert_eq!(stage.format, full.format, "{name}: format");
+    assert!(
+        stage.device_traces.iter().all(Vec::is_empty),
+        "{name}: the stage has no trace"
+    );
+}
+
+#[test]
+fn segments_stage_of_every_shared_snapshot_equals_the_full_reads_segments() {
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    let mut staged_files = 0;
+    for (name, bytes) in all_snapshot_files(&dir) {
+        let (stage, full) = staged(&bytes);
+        let full = full.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(full, read_snapshot(&bytes).unwrap(), "{name}: full read");
+        let keys = top_level_keys(&bytes);
+        assert_eq!(
+            stage.is_some(),
+            segments_before_trace(&keys),
+            "{name}: a stage exactly when the segments precede the trace ({keys:?})"
+        );
+        if let Some(stage) = stage {
+            assert_stage_matches(&name, &stage, &full);
+            staged_files += 1;
+        }
+    }
+    assert!(
+        staged_files > 0,
+        "no shared snapshot was read in two stages"
+    );
+}
+
+#[test]
+fn staged_file_read_equals_the_one_stage_read_of_every_shared_snapshot() {
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    for (name, path) in common::snapshot_files_in(&dir) {
+        let progress = AtomicU64::new(0);
+        let mut stage = None;
+        let full = read_snapshot_file_staged(&path, &progress, |s| stage = Some(s))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(full, read_snapshot_file(&path).unwrap(), "{name}");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            stage.is_some(),
+            segments_before_trace(&top_level_keys(&bytes)),
+            "{name}"
+        );
+        if let Some(stage) = stage {
+            assert_stage_matches(&name, &stage, &full);
+        }
+        assert_eq!(
+            progress.into_inner(),
+            bytes.len() as u64,
+            "{name}: progress"
+        );
+    }
+}
+
+/// A small snapshot with every top-level key PyTorch writes, as a value.
+fn hand_built_snapshot_value() -> Value {
+    use vramtop::snapshot::{Annotation, Block, Frame, Segment, TraceEntry};
+    let frames: vramtop::snapshot::Frames = Arc::from(vec![Frame {
+        filename: "train.py".into(),
+        line: 7,
+        name: "step".into(),
+    }]);
+    let snapshot = Snapshot {
+        format: SnapshotFormat::DumpSnapshot,
+        segments: vec![Segment {
+            device: 0,
+            address: 1 << 30,
+            total_size: 2 << 20,
+            allocated_size: Some(1 << 20),
+            active_size: Some(1 << 20),
+            requested_size: Some(1 << 20),
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            frames: frames.clone(),
+            blocks: vec![
+                Block {
+                    address: 1 << 30,
+                    size: 1 << 20,
+                    requested_size: 1 << 20,
+                    state: BlockState::ActiveAllocated,
+                    frames: frames.clone(),
+                },
+                Block {
+                    address: (1 << 30) + (1 << 20),
+                    size: 1 << 20,
+                    requested_size: 0,
+                    state: BlockState::Inactive,
+                    frames: Arc::from(Vec::new()),
+                },
+            ],
+        }],
+        device_traces: vec![vec![TraceEntry {
+            action: TraceAction::Alloc,
+            addr: 1 << 30,
+            size: 1 << 20,
+            stream: 0,
+            time_us: Some(5),
+            frames,
+            compile_context: None,
+            user_metadata: None,
+        }]],
+        allocator_settings: Some(vramtop::snapshot::capture::settings_of(
+            &vramtop::alloc::AllocatorConfig::default(),
+        )),
+        external_annotations: vec![Annotation {
+            stage: "START".into(),
+            name: "fwd".into(),
+            device: 0,
+            time_us: 1,
+        }],
+        skipped_trace_entries: 0,
+    };
+    parse(&vramtop::snapshot::snapshot_to_bytes(&snapshot)).unwrap()
+}
+
+/// `value` (a dict) with its top-level keys in `order`.
+fn with_key_order(value: &Value, order: &[&str]) -> Vec<u8> {
+    let pairs = value.as_dict().unwrap();
+    let reordered: Vec<(Value, Value)> = order
+        .iter()
+        .map(|name| {
+            pairs
+                .iter()
+                .find(|(key, _)| key.as_str() == Some(name))
+                .unwrap_or_else(|| panic!("no key {name}"))
+                .clone()
+        })
+        .collect();
+    to_pickle(&Value::Dict(reordered.into()))
+}
+
+#[test]
+fn keys_in_any_order_read_the_same_with_a_stage_only_when_segments_lead() {
+    let value = hand_built_snapshot_value();
+    let orders: [&[&str]; 5] = [
+        &[
+            "segments",
+            "device_traces",
+            "allocator_settings",
+            "external_annotations",
+        ],
+        &[
+            "allocator_settings",
+            "segments",
+            "device_traces",
+            "external_annotations",
+        ],
+        &[
+            "device_traces",
+            "segments",
+            "allocator_settings",
+            "external_annotations",
+        ],
+        &[
+            "external_annotations",
+            "device_traces",
+            "allocator_settings",
+            "segments",
+        ],
+        &[
+            "segments",
+            "allocator_settings",
+            "external_annotations",
+            "device_traces",
+        ],
+    ];
+    let reference = read_snapshot(&with_key_order(&value, orders[0])).unwrap();
+    assert_eq!(reference.device_traces[0].len(), 1);
+    for order in orders {
+        let bytes = with_key_order(&value, order);
+        let (stage, full) = staged(&bytes);
+        assert_eq!(full.unwrap(), reference, "{order:?}");
+        let keys: Vec<String> = order.iter().map(|k| k.to_string()).collect();
+        assert_eq!(stage.is_some(), segments_before_trace(&keys), "{order:?}");
+        let Some(stage) = stage else { continue };
+        assert_stage_matches(&format!("{order:?}"), &stage, &reference);
+        let before_trace = |name: &str| {
+            order.iter().position(|k| *k == name) < order.iter().position(|k| *k == "device_traces")
+        };
+        assert_eq!(
+            stage.allocator_settings.is_some(),
+            before_trace("allocator_settings"),
+            "{order:?}: settings in the stage when they come first"
+        );
+        assert_eq!(
+            stage.external_annotations.is_empty(),
+            !before_trace("external_annotations"),
+            "{order:?}"
+        );
+    }
+}
+
+#[test]
+fn bare_segment_lists_and_state_only_files_read_in_one_stage() {
+    let value = hand_built_snapshot_value();
+    let segments = value.get("segments").unwrap().clone();
+    let state_only = with_key_order(&value, &["segments", "allocator_settings"]);
+    for bytes in [to_pickle(&segments), state_only] {
+        let (stage, full) = staged(&bytes);
+        assert!(stage.is_none());
+        assert_eq!(full.unwrap(), read_snapshot(&bytes).unwrap());
+    }
+}
+
+#[test]
+fn truncated_files_give_the_one_stage_error_after_any_stage() {
+    let value = hand_built_snapshot_value();
+    let bytes = with_key_order(
+        &value,
+        &[
+            "segments",
+            "device_traces",
+            "allocator_settings",
+            "external_annotations",
+        ],
+    );
+    let trace_at = bytes
+        .windows(b"device_traces".len())
+        .position(|w| w == b"device_traces")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.pickle");
+    let mut stages = 0;
+    for cut in (0..bytes.len()).step_by(7) {
+        let cut_bytes = &bytes[..cut];
+        let one_stage = read_snapshot(cut_bytes).unwrap_err().to_string();
+        let (stage, full) = staged(cut_bytes);
+        assert_eq!(full.unwrap_err().to_string(), one_stage, "cut at {cut}");
+        // The key and its length byte complete the segments.
+        assert_eq!(
+            stage.is_some(),
+            cut >= trace_at + b"device_traces".len(),
+            "cut at {cut}"
+        );
+        stages += usize::from(stage.is_some());
+
+        std::fs::write(&path, cut_bytes).unwrap();
+        let progress = AtomicU64::new(0);
+        let from_file = read_snapshot_file_staged(&path, &progress, |_| {}).unwrap_err();
+        assert_eq!(
+            from_file.to_string(),
+            read_snapshot_file(&path).unwrap_err().to_string(),
+            "cut at {cut}"
+        );
+    }
+    assert!(stages > 0);
+}
+
+/// The one-stage read's result as comparable text (the error's message).
+fn outcome(result: Result<Snapshot, SnapshotError>) -> Result<Snapshot, String> {
+    result.map_err(|e| e.to_string())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn mutated_snapshots_read_in_stages_end_as_the_one_stage_read(
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        cut in any::<usize>(),
+    ) {
+        let value = hand_built_snapshot_value();
+        let mut bytes = with_key_order(
+            &value,
+            &["segments", "device_traces", "allocator_settings", "external_annotations"],
+        );
+        for (at, byte) in flips {
+            let at = at % bytes.len();
+            bytes[at] = byte;
+        }
+        bytes.truncate(cut % (bytes.len() + 1));
+        let (stage, full) = staged(&bytes);
+        prop_assert_eq!(outcome(full), outcome(read_snapshot(&bytes)));
+        if let Some(stage) = stage {
+            prop_assert!(stage.device_traces.iter().all(Vec::is_empty));
+        }
+    }
 }

@@ -421,3 +421,109 @@ fn opening_at_the_oom_lands_on_it_with_the_allocation_sites_shown() {
     v.open_at_oom();
     assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
 }
+
+/// The story's file read in two stages: the viewer on its segments stage
+/// and the viewer on the whole file.
+fn staged_story() -> (ViewerState, ViewerState, u64) {
+    let bytes = vramtop::snapshot::snapshot_to_bytes(&story(0));
+    let mut stage = None;
+    let full = vramtop::snapshot::read_snapshot_staged(
+        &bytes,
+        &vramtop::snapshot::Limits::default(),
+        |s| stage = Some(s),
+    )
+    .expect("reads");
+    let total = bytes.len() as u64;
+    let name = "story.pickle".to_string();
+    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
+    (stage, ViewerState::new(name, full), total)
+}
+
+fn screen_of(v: &ViewerState) -> String {
+    let mut terminal =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).expect("backend");
+    terminal
+        .draw(|f| {
+            let area = f.area();
+            vramtop::ui::render_viewer(
+                area,
+                f.buffer_mut(),
+                v,
+                &Keymap::default(),
+                &vramtop::ui::Theme::default(),
+            );
+        })
+        .expect("draws");
+    common::screen::text(terminal.backend().buffer())
+}
+
+#[test]
+fn segments_stage_shows_the_final_state_and_the_trace_progress() {
+    let (mut v, full, total) = staged_story();
+    assert_eq!(
+        v.segments, full.segments,
+        "the final state, before the trace"
+    );
+    assert!(!v.segments.is_empty());
+    v.set_trace_read(total / 2);
+    let screen = screen_of(&v);
+    let progress = format!(
+        "reading trace: {} of {}",
+        vramtop::ui::format::bytes(total / 2),
+        vramtop::ui::format::bytes(total)
+    );
+    assert!(screen.contains(&progress), "{progress} in\n{screen}");
+    assert!(screen.contains("the final state is shown"), "{screen}");
+    assert!(screen.contains("GPU 0  trace being read"), "{screen}");
+    assert!(vramtop::ui::status_text(&v).contains("the final state · reading trace"));
+}
+
+#[test]
+fn keys_that_need_the_trace_say_they_wait_for_it() {
+    let (mut v, _, _) = staged_story();
+    for code in [
+        KeyCode::Left,
+        KeyCode::Home,
+        KeyCode::PageUp,
+        KeyCode::Char('o'),
+        KeyCode::Char('n'),
+        KeyCode::Char('e'),
+        KeyCode::Char('P'),
+        KeyCode::Char('B'),
+    ] {
+        assert_eq!(press(&mut v, code), Effect::Redraw, "{code:?}");
+        let notice = v.app.ui.notice.clone().unwrap_or_default();
+        assert!(
+            notice.starts_with("waiting for the trace"),
+            "{code:?}: {notice}"
+        );
+        assert_eq!(v.cursor(), 0, "the stage has no events to move along");
+        assert!(screen_of(&v).contains("waiting for the trace"));
+    }
+    // The final state's blocks carry their stacks: the sites work.
+    press(&mut v, KeyCode::Char('w'));
+    assert!(v.sites_open && v.sites.as_ref().is_some_and(|s| !s.sites.is_empty()));
+}
+
+#[test]
+fn the_complete_trace_keeps_the_users_selection_and_focus() {
+    let (mut v, full, _) = staged_story();
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Down);
+    let site = v.selected_site().expect("a site selected").key.clone();
+    let chosen = v.selected_address.expect("a block selected");
+    press(&mut v, KeyCode::Tab);
+    let focus = v.app.ui.focus;
+    let n = full.device().expect("a device").len();
+    v.complete_trace(full);
+    assert_eq!(v.trace_reading, None);
+    assert_eq!(v.selected_address, Some(chosen));
+    assert_eq!(v.app.ui.focus, focus);
+    assert!(v.sites_open, "the sites pane stays open");
+    assert_eq!(v.selected_site().map(|s| &s.key), Some(&site));
+    assert_eq!(v.cursor(), n, "at the end: the state the stage showed");
+    assert!(!screen_of(&v).contains("reading trace"));
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Left);
+    assert_eq!(v.cursor(), n - 1, "the trace can be stepped now");
+}

@@ -70,6 +70,41 @@ pub enum ViewerAction {
 }
 
 impl ViewerAction {
+    /// Whether the action moves along, or looks into, the trace: while
+    /// only the segments stage is read it waits for the trace.
+    pub fn needs_trace(self) -> bool {
+        use ViewerAction as V;
+        match self {
+            V::StepBack
+            | V::StepForward
+            | V::PageBack
+            | V::PageForward
+            | V::First
+            | V::NextOom
+            | V::PrevOom
+            | V::NextSegmentAlloc
+            | V::PrevSegmentAlloc
+            | V::NextEmptyCache
+            | V::PrevEmptyCache
+            | V::PeakAllocated
+            | V::PeakReserved
+            | V::BiggestAllocation
+            | V::MarkA
+            | V::MarkB
+            | V::Compare => true,
+            // The final state's blocks carry their stacks: the block
+            // detail and the sites pane work without the trace.
+            V::Last
+            | V::BlockDetail
+            | V::CycleStream
+            | V::CyclePool
+            | V::ToggleSites
+            | V::ExpandSite
+            | V::CycleGrouping
+            | V::ToggleCppFrames => false,
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             ViewerAction::StepBack => "one event back",
@@ -145,6 +180,19 @@ pub struct ViewerState {
     pub mark_b: Option<usize>,
     /// The A/B comparison, while it is open.
     pub compare: Option<AbCompare>,
+    /// While the viewer shows a file's segments stage (its final state)
+    /// and the trace is still being read: how far the reading is.
+    pub trace_reading: Option<TraceReading>,
+}
+
+/// How much of a file the reader has parsed, while the viewer waits for
+/// its trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceReading {
+    /// Bytes of the file parsed so far.
+    pub read: u64,
+    /// The file's size in bytes.
+    pub total: u64,
 }
 
 /// The comparison of the states at the A and B marks.
@@ -203,9 +251,58 @@ impl ViewerState {
             mark_a: None,
             mark_b: None,
             compare: None,
+            trace_reading: None,
         };
         v.refresh();
         v
+    }
+
+    /// A viewer on a file's segments stage (see
+    /// [`crate::snapshot::read_snapshot_file_staged`]): its final state,
+    /// while the trace of the `total`-byte file is still being read. Keys
+    /// that need the trace say so until [`ViewerState::complete_trace`].
+    pub fn segments_stage(file: String, stage: Snapshot, total: u64) -> Self {
+        let mut v = ViewerState::new(file, stage);
+        v.trace_reading = Some(TraceReading { read: 0, total });
+        v
+    }
+
+    /// Records how many bytes of the file are parsed; whether that
+    /// changed what the screen shows.
+    pub fn set_trace_read(&mut self, read: u64) -> bool {
+        match &mut self.trace_reading {
+            Some(reading) if reading.read != read => {
+                reading.read = read;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Swaps in `next`, the viewer on the complete snapshot of the file
+    /// whose segments stage is shown, keeping what the user chose: the
+    /// device, focus, overlay, filters, the selected block (by address),
+    /// the open panes and the selected site. `next`'s cursors are at the
+    /// end of their traces: the state the stage showed.
+    pub fn complete_trace(&mut self, mut next: ViewerState) {
+        let device = self.device().map(|d| d.device);
+        next.app.ui = self.app.ui.clone();
+        next.app.ui.selected_gpu = device
+            .and_then(|id| next.scrub.devices.iter().position(|d| d.device == id))
+            .unwrap_or(0);
+        next.stream_filter = self.stream_filter;
+        next.pool_filter = self.pool_filter;
+        next.selected_address = self.selected_address;
+        next.grouping = self.grouping;
+        next.sites_open = self.sites_open;
+        next.selected_site = self.selected_site;
+        next.site_expanded = self.site_expanded;
+        next.show_cpp = self.show_cpp;
+        // Keep the selected site by its key (refresh_sites looks it up).
+        next.sites = self.sites.take();
+        next.refresh();
+        next.detail_open = self.detail_open && next.selected_block().is_some();
+        *self = next;
     }
 
     /// Shows the state at the (last) OOM of the first device whose trace
@@ -486,6 +583,13 @@ impl ViewerState {
     /// Applies a viewer action.
     pub fn act(&mut self, action: ViewerAction) -> Effect {
         use ViewerAction as V;
+        if self.trace_reading.is_some() && action.needs_trace() {
+            self.app.ui.notice = Some(format!(
+                "waiting for the trace: {} once it is read",
+                action.describe()
+            ));
+            return Effect::Redraw;
+        }
         let cursor = self.cursor();
         match action {
             V::StepBack => self.set_cursor(cursor.saturating_sub(1)),

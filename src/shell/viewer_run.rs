@@ -1,6 +1,8 @@
 //! The snapshot viewer's loop (`vramtop open FILE`): loads the file (on a
-//! background thread with a progress screen when it is big), then draws the
-//! viewer and hands keys to [`ViewerState::handle_key`] until `q`.
+//! background thread when it is big: a progress screen, then the file's
+//! final state as soon as its segments are read, with the trace's progress
+//! on screen, then the whole file), draws the viewer and hands keys to
+//! [`ViewerState::handle_key`] until `q`.
 //!
 //! Like the dashboard (`run.rs`) it uses ratatui's `try_init`/`restore`
 //! (alternate screen, raw mode, and a panic hook that restores the
@@ -20,7 +22,7 @@ use ratatui::layout::Rect;
 use crate::app::keymap::Keymap;
 use crate::app::update::Effect;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::{SnapshotError, read_snapshot_file_with_progress};
+use crate::snapshot::{SnapshotError, read_snapshot_file_staged, read_snapshot_file_with_progress};
 use crate::ui::{Theme, render_loading, render_viewer};
 
 /// Files up to this size are read before the terminal is switched, so a bad
@@ -45,6 +47,24 @@ type Loaded = Result<ViewerState, SnapshotError>;
 fn load(path: &Path, progress: &AtomicU64) -> Loaded {
     let snapshot = read_snapshot_file_with_progress(path, progress)?;
     Ok(ViewerState::new(display_name(path), snapshot))
+}
+
+/// What the loader thread of a big file sends: the viewer on its segments
+/// stage (when the file has one), then the viewer on the whole file.
+enum LoaderMessage {
+    Segments(ViewerState),
+    Complete(Loaded),
+}
+
+/// Reads `path` in stages on the loader thread, sending each to `tx`.
+fn load_staged(path: &Path, total: u64, progress: &AtomicU64, tx: &mpsc::Sender<LoaderMessage>) {
+    let name = display_name(path);
+    let result = read_snapshot_file_staged(path, progress, |stage| {
+        let stage = ViewerState::segments_stage(name.clone(), stage, total);
+        let _ = tx.send(LoaderMessage::Segments(stage));
+    });
+    let loaded = result.map(|snapshot| ViewerState::new(name, snapshot));
+    let _ = tx.send(LoaderMessage::Complete(loaded));
 }
 
 /// The file name as the viewer shows it.
@@ -222,28 +242,45 @@ fn event_loop(
         v
     };
     let mut viewer = preloaded.map(start);
-    // Big files: parse on a thread; the loop shows the progress meanwhile.
-    let (tx, rx) = mpsc::channel::<Loaded>();
-    if viewer.is_none() {
+    // Big files: read on a thread; the loop shows the progress meanwhile,
+    // then the final state while the trace is read.
+    let (tx, rx) = mpsc::channel::<LoaderMessage>();
+    let mut loading = viewer.is_none();
+    if loading {
         let path: PathBuf = path.to_path_buf();
         let progress = Arc::clone(progress);
         std::thread::Builder::new()
             .name("vramtop-snapshot-loader".to_string())
-            .spawn(move || {
-                let _ = tx.send(load(&path, &progress));
-            })
+            .spawn(move || load_staged(&path, total, &progress, &tx))
             .wrap_err("cannot start the loader thread")?;
     }
     let mut dirty = true;
     while !stop.load(Ordering::Relaxed) {
-        if viewer.is_none() {
+        if loading {
             match rx.try_recv() {
-                Ok(Ok(v)) => {
-                    viewer = Some(start(v));
+                Ok(LoaderMessage::Segments(stage)) => {
+                    viewer = Some(stage);
                     dirty = true;
                 }
-                Ok(Err(e)) => return Ok(ViewerExit::BadFile(e)),
-                Err(mpsc::TryRecvError::Empty) => dirty = true,
+                Ok(LoaderMessage::Complete(Ok(full))) => {
+                    viewer = Some(match viewer.take() {
+                        Some(mut stage) => {
+                            stage.complete_trace(full);
+                            if at_oom {
+                                stage.open_at_oom();
+                            }
+                            stage
+                        }
+                        None => start(full),
+                    });
+                    loading = false;
+                    dirty = true;
+                }
+                Ok(LoaderMessage::Complete(Err(e))) => return Ok(ViewerExit::BadFile(e)),
+                Err(mpsc::TryRecvError::Empty) => match viewer.as_mut() {
+                    Some(stage) => dirty |= stage.set_trace_read(progress.load(Ordering::Relaxed)),
+                    None => dirty = true,
+                },
                 Err(mpsc::TryRecvError::Disconnected) => {
                     return Err(eyre!("the snapshot loader stopped"));
                 }

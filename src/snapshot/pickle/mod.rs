@@ -171,6 +171,54 @@ pub(crate) fn parse_document_owned(
     Ok(document)
 }
 
+/// Parses the beginning of a pickle whose top level is a dict, up to the
+/// moment `key` is pushed as its next key: the top-level dict with the
+/// pairs before the key, which are then complete. `None` when the key never
+/// came (the whole pickle was parsed). `bytes` may be a prefix of a `file_len`-byte file: the
+/// memory budget is the whole file's, and a prefix that ends before the
+/// key is an error (truncated, or a missing STOP). FRAME headers are not
+/// checked against the input's end: a prefix ends inside a frame.
+pub(crate) fn parse_document_until_key(
+    bytes: &[u8],
+    file_len: u64,
+    limits: &Limits,
+    key: &'static str,
+) -> Result<Option<Document>, PickleError> {
+    if file_len > limits.max_input_bytes {
+        return Err(PickleError::LimitExceeded {
+            detail: format!(
+                "input is {file_len} bytes, the limit is {}",
+                limits.max_input_bytes
+            ),
+        });
+    }
+    check_looks_like_pickle(bytes)?;
+    let budget = limits.memory_budget(file_len.max(bytes.len() as u64));
+    let attempt = |intern: bool| {
+        let mut parser = Parser::new(bytes, limits);
+        parser.memory_budget = budget;
+        parser.intern = intern;
+        parser.stop_before_top_level_key = Some(key);
+        parser.input_is_prefix = true;
+        let result = parser.run();
+        let broken = parser.intern_broken;
+        let (used, stopped) = (parser.memory_used, parser.stopped);
+        (
+            result.map(|root| (parser.arena, parser.scalars, root, used, stopped)),
+            broken,
+        )
+    };
+    let (result, broken) = attempt(true);
+    let (arena, scalars, root, used, stopped) = if broken { attempt(false).0 } else { result }?;
+    let mut document = Document::new(arena, scalars, root, limits.max_depth);
+    document.memory_used = used;
+    document.memory_budget = budget;
+    document.input_len = usize::try_from(file_len)
+        .unwrap_or(usize::MAX)
+        .max(bytes.len());
+    Ok(stopped.then_some(document))
+}
+
 /// Runs the opcodes with list interning, and again without it if the input
 /// turns out to mutate a completed list (see [`Parser::intern`]).
 fn run_parser(

@@ -215,7 +215,7 @@ pub(super) struct Parser<'a> {
     pushed: u64,
     /// Estimated bytes of the values built so far, and the most allowed.
     pub(super) memory_used: u64,
-    memory_budget: u64,
+    pub(super) memory_budget: u64,
     /// Where to publish the parse position, and the position that triggers
     /// the next store.
     pub(super) progress: Option<&'a AtomicU64>,
@@ -232,6 +232,14 @@ pub(super) struct Parser<'a> {
     /// cache where the arena's nodes do not, so a fetch of a node that is
     /// not an alias (nearly all of them) touches no node.
     aliased: Vec<u64>,
+    /// Stop once this string is pushed as the next key of the top-level
+    /// dict, the pairs before it set into that dict (see
+    /// [`Parser::pushed_top_level_key`]); `stopped` says it happened.
+    pub(super) stop_before_top_level_key: Option<&'static str>,
+    pub(super) stopped: bool,
+    /// The data is the beginning of a longer input: a FRAME may run past
+    /// its end (an opcode that does is still truncated).
+    pub(super) input_is_prefix: bool,
 }
 
 impl<'a> Parser<'a> {
@@ -254,6 +262,9 @@ impl<'a> Parser<'a> {
             interned: FxHashMap::default(),
             aliased: Vec::new(),
             intern_broken: false,
+            stop_before_top_level_key: None,
+            stopped: false,
+            input_is_prefix: false,
         }
     }
 
@@ -331,6 +342,11 @@ impl<'a> Parser<'a> {
     pub(super) fn run(&mut self) -> Result<Item, PickleError> {
         loop {
             let offset = self.pos;
+            if let Some(key) = self.stop_before_top_level_key
+                && self.pushed_top_level_key(key)
+            {
+                return self.stop_at_top_level_key(offset);
+            }
             let Some(&code) = self.data.get(offset) else {
                 return Err(PickleError::MissingStop {
                     end: self.data.len(),
@@ -369,6 +385,44 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Whether the item just pushed is the string `key`, as the next key of
+    /// the top-level dict: the root dict at the bottom of the stack, then
+    /// (after its MARK, if any) complete key/value pairs and this key. The
+    /// pairs before it are then complete: CPython's pickler writes a dict's
+    /// values one after the other and never returns to one.
+    fn pushed_top_level_key(&self, key: &str) -> bool {
+        let base = match self.marks.as_slice() {
+            [] => 1,
+            [only] => *only,
+            _ => return false,
+        };
+        base == 1
+            && self.stack.len() > base
+            && !(self.stack.len() - base).is_multiple_of(2)
+            && self.stack.last().and_then(|item| self.item_str(item)) == Some(key)
+            && matches!(
+                self.stack.first(),
+                Some(Item::Node(id)) if matches!(
+                    self.arena.get(*id as usize).map(|n| &n.kind),
+                    Some(NodeKind::Dict(_))
+                )
+            )
+    }
+
+    /// Ends a parse stopped by [`Parser::stop_before_top_level_key`]: drops
+    /// the key, sets the pairs before it into the top-level dict as their
+    /// SETITEMS would have, and returns that dict.
+    fn stop_at_top_level_key(&mut self, offset: usize) -> Result<Item, PickleError> {
+        self.stack.pop();
+        if !self.marks.is_empty() {
+            let start = self.pop_mark_position("SETITEMS", offset)?;
+            self.move_into_target(Some(start), Wanted::Dict, "SETITEMS", offset)?;
+        }
+        self.stopped = true;
+        let root = self.pop("STOP", offset)?;
+        Ok(self.resolve(root))
+    }
+
     /// Executes one opcode other than STOP.
     fn step(&mut self, code: u8, offset: usize) -> Result<(), PickleError> {
         match code {
@@ -383,7 +437,7 @@ impl<'a> Parser<'a> {
                 // frame is present and read on as if it were not there.
                 let len = u64::from_le_bytes(self.take_array::<8>("FRAME", offset)?);
                 let remaining = (self.data.len() - self.pos) as u64;
-                if len > remaining {
+                if len > remaining && !self.input_is_prefix {
                     return Err(self.truncated("FRAME", offset, len - remaining));
                 }
             }

@@ -59,7 +59,13 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         let mut spans = vec![
             Span::styled(format!("{pointer}{} ", d.device), style),
             Span::styled(format!("GPU {}", d.device), style),
-            Span::styled(format!("  {} events", d.len()), theme.dim),
+            Span::styled(
+                match v.trace_reading {
+                    Some(_) => "  trace being read".to_string(),
+                    None => format!("  {} events", d.len()),
+                },
+                theme.dim,
+            ),
         ];
         if let (Some(p), Some(pk)) = (p, peaks) {
             spans.push(Span::raw(format!(

@@ -30,6 +30,17 @@ fn describe_event(e: &TraceEntry) -> String {
     }
 }
 
+/// "reading trace: X of Y", while the viewer shows a file's segments stage.
+pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
+    v.trace_reading.map(|r| {
+        format!(
+            "reading trace: {} of {}",
+            format::bytes(r.read.min(r.total)),
+            format::bytes(r.total)
+        )
+    })
+}
+
 /// The status text: "event i/N · action … · stream s · t+… · filters".
 pub fn status_text(v: &ViewerState) -> String {
     let Some(d) = v.device() else {
@@ -46,7 +57,10 @@ pub fn status_text(v: &ViewerState) -> String {
             let first = d.events().first().and_then(|e| e.time_us);
             parts.push(elapsed(first, e.time_us));
         }
-        None if n == 0 => parts.push("no trace: the final state".to_string()),
+        None if n == 0 => parts.push(match trace_reading_text(v) {
+            Some(reading) => format!("the final state · {reading}"),
+            None => "no trace: the final state".to_string(),
+        }),
         None => parts.push(format!("event 0/{n} · before the first event")),
     }
     if let Some(p) = v.device_peaks().filter(|_| n > 0) {

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, GraphType, Widget};
 
 use super::focused;
+use super::status::trace_reading_text;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::scrub::{MarkKind, Point};
@@ -67,13 +68,16 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         return;
     };
     if n == 0 {
-        chrome::note_at(
-            buf,
-            inner,
-            "no trace: the snapshot holds only its final state (record with \
-             torch.cuda.memory._record_memory_history() to get one)",
-            theme.dim,
-        );
+        let note = match trace_reading_text(v) {
+            Some(reading) => format!(
+                "{reading}: the final state is shown; the timeline, stepping and marks \
+                 come with the trace"
+            ),
+            None => "no trace: the snapshot holds only its final state (record with \
+                     torch.cuda.memory._record_memory_history() to get one)"
+                .to_string(),
+        };
+        chrome::note_at(buf, inner, &note, theme.dim);
         theme.finish(area, buf);
         return;
     }

@@ -1,0 +1,1354 @@
+//! The conversion of a parsed pickle [`Value`] into the typed [`Snapshot`].
+//!
+//! Conversion is strict about types (a wrong type names the exact path, e.g.
+//! `segments[3].blocks[7].size: expected int, found str`) and lenient about
+//! versions: keys PyTorch added over time are optional, unknown keys are
+//! ignored, torch 2.0's per-block `history` is understood, and trace entries
+//! with an action this reader does not know are skipped and counted.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use super::pickle::{self, Limits, PickleError, Value};
+use super::types::{
+    AllocatorSettings, Annotation, Block, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment, SettingsKey,
+    Snapshot, SnapshotError, SnapshotFormat, TraceEntry,
+};
+use crate::alloc::{BlockState, PoolKind, TraceAction, sizing::MAX_DEVICE_BYTES};
+
+/// Reads a snapshot from pickle bytes with the default [`Limits`].
+pub fn read_snapshot(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+    read_snapshot_with_limits(bytes, &Limits::default())
+}
+
+pub fn read_snapshot_with_limits(bytes: &[u8], limits: &Limits) -> Result<Snapshot, SnapshotError> {
+    snapshot_from_document(pickle::parse_document(bytes, limits, None)?)
+}
+
+/// Reads a snapshot file; errors name the file.
+pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
+    read_file(path, None)
+}
+
+/// [`read_snapshot_file`], storing into `progress` the bytes of the file
+/// parsed so far (every 64 KiB, relaxed; poll it from another thread and
+/// compare with the file's length). It reaches the file's length when the
+/// pickle is parsed, before the conversion into a [`Snapshot`] (a few
+/// tenths of the whole time).
+pub fn read_snapshot_file_with_progress(
+    path: &Path,
+    progress: &AtomicU64,
+) -> Result<Snapshot, SnapshotError> {
+    read_file(path, Some(progress))
+}
+
+/// The top-level key after which a snapshot's bulk comes: every event with
+/// its stack frames. PyTorch writes `segments` (the final state) before it.
+const TRACE_KEY: &str = "device_traces";
+
+/// What the beginning of a snapshot says before the rest is read
+/// ([`read_segments_stage`]).
+#[derive(Debug)]
+pub enum SegmentsStage {
+    /// The final state: the snapshot's segments, with its allocator
+    /// settings and annotations if they came before the trace; the trace
+    /// itself is empty.
+    Ready(Snapshot),
+    /// The segments may be complete in a longer prefix.
+    NeedMore,
+    /// This file is read in one stage: a bare segment list, a dict without
+    /// a trace or with the trace before the segments, or input the full
+    /// read will report an error for.
+    Single,
+}
+
+/// The segments stage of a snapshot from `prefix`, the first bytes of a
+/// `file_len`-byte file (or all of them): parsed up to the `device_traces`
+/// key and converted, without the trace. Bounded like a full read (the
+/// whole file's memory budget); errors are left to the full read, which
+/// reports them as it always does.
+pub fn read_segments_stage(prefix: &[u8], file_len: u64, limits: &Limits) -> SegmentsStage {
+    let partial = pickle::parse_document_until_key(prefix, file_len, limits, TRACE_KEY);
+    match partial {
+        Ok(Some(document)) => match snapshot_from_document(document) {
+            Ok(snapshot) => SegmentsStage::Ready(snapshot),
+            Err(_) => SegmentsStage::Single,
+        },
+        Ok(None) => SegmentsStage::Single,
+        Err(_) if (prefix.len() as u64) < file_len => SegmentsStage::NeedMore,
+        Err(_) => SegmentsStage::Single,
+    }
+}
+
+/// [`read_snapshot_with_limits`] in two stages: `on_segments` gets the
+/// segments stage (see [`SegmentsStage::Ready`]) when the file has one,
+/// then the complete snapshot is returned. A file read in one stage
+/// never calls `on_segments`; errors are those of the one-stage read.
+pub fn read_snapshot_staged(
+    bytes: &[u8],
+    limits: &Limits,
+    on_segments: impl FnOnce(Snapshot),
+) -> Result<Snapshot, SnapshotError> {
+    if let SegmentsStage::Ready(stage) = read_segments_stage(bytes, bytes.len() as u64, limits) {
+        on_segments(stage);
+    }
+    read_snapshot_with_limits(bytes, limits)
+}
+
+/// Bytes read from a file at a time by [`read_snapshot_file_staged`].
+const STAGED_READ_CHUNK: usize = 4 << 20;
+
+/// [`read_snapshot_file_with_progress`] in two stages: `on_segments` gets
+/// the segments stage as soon as the beginning of the file holds it
+/// (typically the first few MiB of a long recording: the file is read in
+/// 4 MiB chunks and the stage is tried where the `device_traces` key
+/// appears), then the whole file is read and the complete snapshot
+/// returned. The stage's extra parsing is bounded: a try only when the bytes
+/// read have doubled since the last one, none past half the file. Files
+/// read in one stage, and every error, are as with the one-stage read.
+pub fn read_snapshot_file_staged(
+    path: &Path,
+    progress: &AtomicU64,
+    on_segments: impl FnOnce(Snapshot),
+) -> Result<Snapshot, SnapshotError> {
+    read_file_staged(path, progress, on_segments, STAGED_READ_CHUNK)
+}
+
+/// [`read_snapshot_file_staged`] reading `chunk` bytes at a time.
+fn read_file_staged(
+    path: &Path,
+    progress: &AtomicU64,
+    on_segments: impl FnOnce(Snapshot),
+    chunk: usize,
+) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source: SnapshotError| SnapshotError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let io_error = |source| SnapshotError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(path).map_err(io_error)?.len();
+    if len > limits.max_input_bytes {
+        return read_file(path, Some(progress));
+    }
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    // The metadata's length is a hint: the file may change while read.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    let mut on_segments = Some(on_segments);
+    let key = memchr::memmem::Finder::new(TRACE_KEY.as_bytes());
+    let mut searched = 0usize;
+    let mut key_seen = false;
+    let mut last_try = 0usize;
+    loop {
+        let read = (&mut file)
+            .take(chunk as u64)
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        if read == 0 {
+            break;
+        }
+        let in_first_half = bytes.len() as u64 <= (len / 2).max(chunk as u64);
+        if on_segments.is_none() || !in_first_half {
+            continue;
+        }
+        if !key_seen {
+            // The key may straddle a chunk boundary.
+            let from = searched.saturating_sub(TRACE_KEY.len());
+            searched = bytes.len();
+            key_seen = bytes.get(from..).and_then(|new| key.find(new)).is_some();
+        }
+        if !key_seen || bytes.len() < last_try.saturating_mul(2) {
+            continue;
+        }
+        last_try = bytes.len();
+        match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
+            SegmentsStage::Ready(stage) => {
+                if let Some(deliver) = on_segments.take() {
+                    deliver(stage);
+                }
+            }
+            SegmentsStage::NeedMore => {}
+            SegmentsStage::Single => on_segments = None,
+        }
+    }
+    if bytes.len() as u64 > limits.max_input_bytes {
+        // It grew while read: refused as its new length would have been.
+        return read_file(path, Some(progress));
+    }
+    let document = pickle::parse_document_owned(bytes, &limits, Some(progress))
+        .map_err(|e| in_file(e.into()))?;
+    snapshot_from_document(document).map_err(in_file)
+}
+
+fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source: SnapshotError| SnapshotError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let io_error = |source| SnapshotError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Refuse an oversized file before reading it into memory.
+    let len = std::fs::metadata(path).map_err(io_error)?.len();
+    if len > limits.max_input_bytes {
+        return Err(in_file(SnapshotError::Pickle(PickleError::LimitExceeded {
+            detail: format!(
+                "file is {len} bytes, the limit is {}",
+                limits.max_input_bytes
+            ),
+        })));
+    }
+    let bytes = std::fs::read(path).map_err(io_error)?;
+    // The bytes are dropped once parsed, before any value is built.
+    let document =
+        pickle::parse_document_owned(bytes, &limits, progress).map_err(|e| in_file(e.into()))?;
+    snapshot_from_document(document).map_err(in_file)
+}
+
+/// Converts a parsed pickle into a [`Snapshot`] without ever holding the
+/// whole trace as values: everything but the per-device trace lists is
+/// frozen and converted first, then each trace entry is frozen, converted
+/// and dropped in turn. Same result as [`snapshot_from_value`] of the whole
+/// tree (a file with several bad fields may have another one reported
+/// first); peak memory for a long trace is a fraction of it.
+fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
+    let deferred = document.defer_device_traces();
+    let root = document.freeze_root()?;
+    let mut reader = Reader {
+        memory: MemoryBudget {
+            used: document.memory_used,
+            budget: document.memory_budget,
+            input_len: document.input_len,
+        },
+        ..Reader::default()
+    };
+    let mut snapshot = reader.snapshot(&root)?;
+    drop(root);
+    let Some(traces) = deferred else {
+        return Ok(snapshot);
+    };
+    // Entries are dropped after conversion, so the identity caches must
+    // keep what they are keyed by alive (addresses could be reused).
+    reader.keep_alive = true;
+    let path = FieldPath::ROOT;
+    let traces_path = path.key("device_traces");
+    for (device, trace) in traces.iter().enumerate() {
+        let device_path = traces_path.index(device);
+        let mut out = Vec::with_capacity(trace.len());
+        for index in 0..trace.len() {
+            // Fast path: a well-formed entry converted from its fields in
+            // place (no value built); anything unusual, including every
+            // error, takes the general path below, which reports it.
+            let entry_path = device_path.index(index);
+            reader
+                .memory
+                .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
+            if let Some(entry) = document
+                .flat_entry(trace, index)
+                .and_then(|flat| reader.flat_trace_entry(&flat, &entry_path))
+            {
+                out.push(entry);
+                continue;
+            }
+            let value = document.freeze_entry(trace, index)?;
+            if let Some(entry) = reader.trace_entry(&value, &device_path.index(index))? {
+                out.push(entry);
+            }
+            drop(value);
+            document.release_entry();
+        }
+        if let Some(slot) = snapshot.device_traces.get_mut(device) {
+            *slot = out;
+        }
+    }
+    snapshot.skipped_trace_entries = reader.skipped_trace_entries;
+    Ok(snapshot)
+}
+
+/// The trace entry keys [`Reader::flat_trace_entry`] reads.
+const FLAT_KEYS: [&str; 9] = [
+    "action",
+    "addr",
+    "device_free",
+    "size",
+    "stream",
+    "time_us",
+    "frames",
+    "compile_context",
+    "user_metadata",
+];
+
+/// Converts an already parsed pickle into a [`Snapshot`].
+pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
+    Reader::default().snapshot(root)
+}
+
+impl Reader {
+    fn snapshot(&mut self, root: &Value) -> Result<Snapshot, SnapshotError> {
+        let reader = self;
+        let top = FieldPath::ROOT;
+        match root {
+            Value::Dict(_) => {
+                let Some(segments) = present(root, "segments") else {
+                    return Err(SnapshotError::Shape(format!(
+                        "top level is a dict without a 'segments' key (keys: {})",
+                        describe_keys(root)
+                    )));
+                };
+                let segments = reader.segments(segments, &top.key("segments"))?;
+                let device_traces = match present(root, "device_traces") {
+                    Some(traces) => reader.device_traces(traces, &top.key("device_traces"))?,
+                    None => Vec::new(),
+                };
+                let allocator_settings = present(root, "allocator_settings")
+                    .map(|s| allocator_settings(s, &top.key("allocator_settings")))
+                    .transpose()?;
+                let external_annotations = match present(root, "external_annotations") {
+                    Some(list) => annotations(list, &top.key("external_annotations"))?,
+                    None => Vec::new(),
+                };
+                Ok(Snapshot {
+                    format: SnapshotFormat::DumpSnapshot,
+                    segments,
+                    device_traces,
+                    allocator_settings,
+                    external_annotations,
+                    skipped_trace_entries: reader.skipped_trace_entries,
+                })
+            }
+            Value::List(items) => {
+                if let Some((index, item)) = items
+                    .iter()
+                    .enumerate()
+                    .find(|(_, v)| !matches!(v, Value::Dict(_)))
+                {
+                    return Err(SnapshotError::Shape(format!(
+                        "top level is a list whose item [{index}] is {}, not a segment dict",
+                        a_type(item)
+                    )));
+                }
+                Ok(Snapshot {
+                    format: SnapshotFormat::SegmentList,
+                    segments: reader.segments(root, &top)?,
+                    device_traces: Vec::new(),
+                    allocator_settings: None,
+                    external_annotations: Vec::new(),
+                    skipped_trace_entries: 0,
+                })
+            }
+            other => Err(SnapshotError::Shape(format!(
+                "top level is {}, not a dict with 'segments' or a list of segments",
+                a_type(other)
+            ))),
+        }
+    }
+}
+
+/// A map keyed by [`Value::identity`] (an address): such keys need no
+/// collision-resistant hashing, and SipHash showed up in profiles.
+type IdentityMap<T> = HashMap<usize, T, BuildHasherDefault<AddressHasher>>;
+
+/// Multiplicative word-at-a-time hashing for address keys (and sequences
+/// of them); not collision resistant, which identity keys do not need.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl AddressHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        // Fold the well-mixed high bits into the low ones the table indexes by.
+        self.0 ^ (self.0 >> 29)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for chunk in &mut words {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        for &byte in words.remainder() {
+            self.mix(u64::from(byte));
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        self.mix(address as u64);
+    }
+}
+
+/// Conversion state: the frames interned so far.
+#[derive(Default)]
+struct Reader {
+    /// Keyed by [`Value::identity`] of the source list. Sound because the
+    /// root value, which owns every list, outlives the reader.
+    frames_by_identity: IdentityMap<Frames>,
+    /// Keyed by the identities of the frame dicts in the list: PyTorch builds
+    /// a new list per allocation from cached frame objects, so thousands of
+    /// distinct lists hold only ~100 distinct sequences in real snapshots.
+    frames_by_content: HashMap<Vec<usize>, Frames, BuildHasherDefault<AddressHasher>>,
+    /// Frame dicts converted so far, by identity.
+    frame_by_identity: IdentityMap<Frame>,
+    /// One shared allocation for every empty traceback.
+    empty_frames: Option<Frames>,
+    skipped_trace_entries: usize,
+    /// Keep every value whose identity keys a cache (set while converting
+    /// trace entries that are dropped after use).
+    keep_alive: bool,
+    kept: Vec<Value>,
+    memory: MemoryBudget,
+}
+
+/// What the snapshot being built may take: the file's budget (see
+/// [`Limits::memory_budget`]) less what parsing took. A value the pickle
+/// refers to many times is converted each time (segments, blocks, trace
+/// entries) and charged each time; shared tracebacks are charged once.
+#[derive(Debug)]
+struct MemoryBudget {
+    used: u64,
+    budget: u64,
+    input_len: usize,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget {
+            used: 0,
+            budget: u64::MAX,
+            input_len: 0,
+        }
+    }
+}
+
+impl MemoryBudget {
+    /// Counts `bytes` of converted values, doubled for the slack of growing
+    /// vectors and the allocator's headers.
+    fn charge(&mut self, bytes: usize, path: &FieldPath) -> Result<(), SnapshotError> {
+        self.used = self.used.saturating_add(2 * bytes as u64);
+        if self.used > self.budget {
+            return Err(path.error(pickle::memory_exceeded_detail(self.budget, self.input_len)));
+        }
+        Ok(())
+    }
+}
+
+impl Reader {
+    fn segments(&mut self, value: &Value, path: &FieldPath) -> Result<Vec<Segment>, SnapshotError> {
+        let list = expect_list(value, path)?;
+        let mut segments = Vec::with_capacity(list.len());
+        for (index, item) in list.iter().enumerate() {
+            segments.push(self.segment(item, &path.index(index))?);
+        }
+        Ok(segments)
+    }
+
+    fn segment(&mut self, value: &Value, path: &FieldPath) -> Result<Segment, SnapshotError> {
+        expect_dict(value, path)?;
+        self.memory.charge(std::mem::size_of::<Segment>(), path)?;
+        let address = u64_field(value, "address", path)?;
+        let segment_type_path = path.key("segment_type");
+        let segment_type_name =
+            expect_str(required(value, "segment_type", path)?, &segment_type_path)?;
+        let segment_type = PoolKind::parse(segment_type_name).ok_or_else(|| {
+            segment_type_path.error(format!(
+                "unknown segment type '{}' (expected 'small' or 'large')",
+                segment_type_name.escape_debug()
+            ))
+        })?;
+        let frames = match present(value, "frames") {
+            Some(frames) => self.frames(frames, &path.key("frames"))?,
+            None => self.empty_frames(),
+        };
+        let blocks_path = path.key("blocks");
+        let blocks = self.blocks(required(value, "blocks", path)?, address, &blocks_path)?;
+        let total_size = device_bytes_field(value, "total_size", path)?;
+        within_address_space(address, total_size, path)?;
+        Ok(Segment {
+            device: u32_field(value, "device", path)?,
+            address,
+            total_size,
+            allocated_size: optional_u64(value, "allocated_size", path)?,
+            active_size: optional_u64(value, "active_size", path)?,
+            requested_size: optional_u64(value, "requested_size", path)?,
+            stream: int64_cast_field(value, "stream", path)?,
+            segment_type,
+            segment_pool_id: match present(value, "segment_pool_id") {
+                Some(id) => pool_id(id, &path.key("segment_pool_id"))?,
+                None => (0, 0),
+            },
+            is_expandable: optional_bool(value, "is_expandable", path)?.unwrap_or(false),
+            frames,
+            blocks,
+        })
+    }
+
+    fn blocks(
+        &mut self,
+        value: &Value,
+        segment_address: u64,
+        path: &FieldPath,
+    ) -> Result<Vec<Block>, SnapshotError> {
+        let list = expect_list(value, path)?;
+        let mut blocks = Vec::with_capacity(list.len());
+        // Where the next block starts if it does not say (torch 2.0); `None`
+        // once that would pass 2^64.
+        let mut next_address = Some(segment_address);
+        for (index, item) in list.iter().enumerate() {
+            let path = path.index(index);
+            expect_dict(item, &path)?;
+            self.memory.charge(std::mem::size_of::<Block>(), &path)?;
+            let size = device_bytes_field(item, "size", &path)?;
+            let state_path = path.key("state");
+            let state_name = expect_str(required(item, "state", &path)?, &state_path)?;
+            let state = BlockState::parse(state_name).ok_or_else(|| {
+                state_path.error(format!(
+                    "unknown block state '{}' (expected 'active_allocated', 'active_pending_free' or 'inactive')",
+                    state_name.escape_debug()
+                ))
+            })?;
+            let address = match optional_u64(item, "address", &path)? {
+                Some(address) => address,
+                None => next_address.ok_or_else(|| {
+                    path.error(
+                        "blocks before this one extend past the 64-bit address space".to_string(),
+                    )
+                })?,
+            };
+            within_address_space(address, size, &path)?;
+            next_address = address.checked_add(size);
+
+            // Torch 2.0 kept `history: [{addr, real_size, frames}]` instead of
+            // `requested_size`/`frames`; the last entry is the current use.
+            let history_path = path.key("history");
+            let last_history = match present(item, "history") {
+                Some(history) => {
+                    let entries = expect_list(history, &history_path)?;
+                    match entries.last() {
+                        Some(last) => {
+                            let last_path = history_path.index(entries.len() - 1);
+                            expect_dict(last, &last_path)?;
+                            Some((last, last_path))
+                        }
+                        None => None,
+                    }
+                }
+                None => None,
+            };
+            let requested_size = match optional_u64(item, "requested_size", &path)? {
+                Some(requested) => requested,
+                None => match &last_history {
+                    Some((last, last_path)) => {
+                        optional_u64(last, "real_size", last_path)?.unwrap_or(size)
+                    }
+                    None => size,
+                },
+            };
+            let frames = match (present(item, "frames"), &last_history) {
+                (Some(frames), _) => self.frames(frames, &path.key("frames"))?,
+                (None, Some((last, last_path))) => match present(last, "frames") {
+                    Some(frames) => self.frames(frames, &last_path.key("frames"))?,
+                    None => self.empty_frames(),
+                },
+                (None, None) => self.empty_frames(),
+            };
+            blocks.push(Block {
+                address,
+                size,
+                requested_size,
+                state,
+                frames,
+            });
+        }
+        Ok(blocks)
+    }
+
+    fn device_traces(
+        &mut self,
+        value: &Value,
+        path: &FieldPath,
+    ) -> Result<Vec<Vec<TraceEntry>>, SnapshotError> {
+        let devices = expect_list(value, path)?;
+        let mut traces = Vec::with_capacity(devices.len());
+        for (device, trace) in devices.iter().enumerate() {
+            let device_path = path.index(device);
+            let entries = expect_list(trace, &device_path)?;
+            let mut out = Vec::with_capacity(entries.len());
+            for (index, entry) in entries.iter().enumerate() {
+                let entry_path = device_path.index(index);
+                self.memory
+                    .charge(std::mem::size_of::<TraceEntry>(), &entry_path)?;
+                if let Some(entry) = self.trace_entry(entry, &entry_path)? {
+                    out.push(entry);
+                }
+            }
+            traces.push(out);
+        }
+        Ok(traces)
+    }
+
+    /// `None` for an entry whose action this reader does not know.
+    fn trace_entry(
+        &mut self,
+        value: &Value,
+        path: &FieldPath,
+    ) -> Result<Option<TraceEntry>, SnapshotError> {
+        expect_dict(value, path)?;
+        let action_name = expect_str(required(value, "action", path)?, &path.key("action"))?;
+        let Some(action) = TraceAction::parse(action_name) else {
+            self.skipped_trace_entries += 1;
+            return Ok(None);
+        };
+        let addr = if action == TraceAction::Oom && present(value, "addr").is_none() {
+            u64_field(value, "device_free", path)?
+        } else {
+            u64_field(value, "addr", path)?
+        };
+        let frames = match present(value, "frames") {
+            Some(frames) => self.frames(frames, &path.key("frames"))?,
+            None => self.empty_frames(),
+        };
+        // An oom entry's size is the request that failed (any size may be
+        // asked for) and its address the device's free bytes.
+        let size = if action == TraceAction::Oom {
+            u64_field(value, "size", path)?
+        } else {
+            let size = device_bytes_field(value, "size", path)?;
+            within_address_space(addr, size, path)?;
+            size
+        };
+        Ok(Some(TraceEntry {
+            action,
+            addr,
+            size,
+            stream: int64_cast_field(value, "stream", path)?,
+            time_us: optional_i64(value, "time_us", path)?,
+            frames,
+            compile_context: optional_arc_str(value, "compile_context", path)?,
+            user_metadata: optional_arc_str(value, "user_metadata", path)?,
+        }))
+    }
+
+    /// [`Reader::trace_entry`] of an entry read in place, for the common
+    /// case only: `None` wherever the general path could differ (a missing
+    /// or mistyped field, an unknown action, a frames list not frozen yet),
+    /// so the caller falls back to it and results stay identical.
+    fn flat_trace_entry(
+        &mut self,
+        entry: &pickle::FlatEntry<'_>,
+        path: &FieldPath,
+    ) -> Option<TraceEntry> {
+        use pickle::Field;
+        // One walk over the pairs, keeping the last value of each key (as
+        // `Value::get` does); `present` semantics: a None value is absent.
+        let mut fields: [Option<Field<'_>>; FLAT_KEYS.len()] = [None; FLAT_KEYS.len()];
+        for (key, field) in entry.fields() {
+            if let Some(slot) = FLAT_KEYS
+                .iter()
+                .position(|&k| k == key)
+                .and_then(|i| fields.get_mut(i))
+            {
+                *slot = Some(field).filter(|f| !matches!(f, Field::None));
+            }
+        }
+        let present = |key: &str| {
+            let index = FLAT_KEYS.iter().position(|&k| k == key)?;
+            fields.get(index).copied().flatten()
+        };
+        let int = |key: &str| match present(key)? {
+            Field::Int(i) => Some(i),
+            _ => None,
+        };
+        let u64_of = |key: &str| int(key).and_then(|i| u64::try_from(i).ok());
+        let cast_of = |key: &str| int(key).and_then(int64_cast);
+        let optional_i64 = |key: &str| match present(key) {
+            None => Some(None),
+            Some(Field::Int(i)) => i64::try_from(i).ok().map(Some),
+            Some(_) => None,
+        };
+        let optional_str = |key: &str| match present(key) {
+            None => Some(None),
+            Some(Field::Str(s)) => Some(Some(Arc::clone(s))),
+            Some(_) => None,
+        };
+        let Field::Str(action_name) = present("action")? else {
+            return None;
+        };
+        let action = TraceAction::parse(action_name)?;
+        let addr = if action == TraceAction::Oom && present("addr").is_none() {
+            u64_of("device_free")?
+        } else {
+            u64_of("addr")?
+        };
+        let size = u64_of("size")?;
+        // Out-of-bounds sizes take the general path, which reports them.
+        if action != TraceAction::Oom
+            && (size > MAX_DEVICE_BYTES || addr.checked_add(size).is_none())
+        {
+            return None;
+        }
+        let stream = cast_of("stream")?;
+        let time_us = optional_i64("time_us")?;
+        let compile_context = optional_str("compile_context")?;
+        let user_metadata = optional_str("user_metadata")?;
+        let frames = match present("frames") {
+            None => self.empty_frames(),
+            Some(Field::Frozen(value)) => self.frames(value, &path.key("frames")).ok()?,
+            Some(_) => return None,
+        };
+        Some(TraceEntry {
+            action,
+            addr,
+            size,
+            stream,
+            time_us,
+            frames,
+            compile_context,
+            user_metadata,
+        })
+    }
+
+    fn empty_frames(&mut self) -> Frames {
+        self.empty_frames
+            .get_or_insert_with(|| Arc::from([]))
+            .clone()
+    }
+
+    /// Converts a frame dict once per source object: real snapshots reuse a
+    /// few hundred frame dicts across ~10^5 traceback slots.
+    fn frame(&mut self, value: &Value, path: &FieldPath) -> Result<Frame, SnapshotError> {
+        let identity = value.identity();
+        if let Some(frame) = identity.and_then(|id| self.frame_by_identity.get(&id)) {
+            return Ok(frame.clone());
+        }
+        expect_dict(value, path)?;
+        let frame = Frame {
+            filename: arc_str_field(value, "filename", path)?,
+            line: int64_cast_field(value, "line", path)?,
+            name: arc_str_field(value, "name", path)?,
+        };
+        if let Some(id) = identity {
+            self.frame_by_identity.insert(id, frame.clone());
+            self.keep(value);
+        }
+        Ok(frame)
+    }
+
+    /// Converts a frames list once per source object.
+    fn frames(&mut self, value: &Value, path: &FieldPath) -> Result<Frames, SnapshotError> {
+        let list = expect_list(value, path)?;
+        if list.is_empty() {
+            return Ok(self.empty_frames());
+        }
+        let identity = value.identity();
+        if let Some(frames) = identity.and_then(|id| self.frames_by_identity.get(&id)) {
+            return Ok(frames.clone());
+        }
+        // `None` if an element is not a shared object (then it is not a frame
+        // dict either and conversion below reports it).
+        let content_key: Option<Vec<usize>> = list.iter().map(Value::identity).collect();
+        let cached = content_key
+            .as_ref()
+            .and_then(|key| self.frames_by_content.get(key))
+            .cloned();
+        let frames = match cached {
+            Some(frames) => frames,
+            None => {
+                self.memory.charge(
+                    list.len().saturating_mul(std::mem::size_of::<Frame>()),
+                    path,
+                )?;
+                let mut frames = Vec::with_capacity(list.len());
+                for (index, frame) in list.iter().enumerate() {
+                    frames.push(self.frame(frame, &path.index(index))?);
+                }
+                let frames: Frames = frames.into();
+                if let Some(key) = content_key {
+                    // The key's identities are the frame dicts, kept alive
+                    // by `frame` above.
+                    self.frames_by_content.insert(key, frames.clone());
+                }
+                frames
+            }
+        };
+        if let Some(id) = identity {
+            self.frames_by_identity.insert(id, frames.clone());
+            self.keep(value);
+        }
+        Ok(frames)
+    }
+
+    fn keep(&mut self, value: &Value) {
+        if self.keep_alive {
+            self.kept.push(value.clone());
+        }
+    }
+}
+
+fn allocator_settings(value: &Value, path: &FieldPath) -> Result<AllocatorSettings, SnapshotError> {
+    expect_dict(value, path)?;
+    let max_split_size = match present(value, "max_split_size") {
+        None => -1,
+        Some(v) => {
+            let v_path = path.key("max_split_size");
+            let raw = expect_int(v, &v_path)?;
+            // C++ keeps "unset" as SIZE_MAX; newer bindings write -1.
+            if raw == i128::from(u64::MAX) {
+                -1
+            } else {
+                i64::try_from(raw)
+                    .map_err(|_| v_path.error(format!("{raw} does not fit in 64 bits")))?
+            }
+        }
+    };
+    let garbage_collection_threshold = match present(value, "garbage_collection_threshold") {
+        None => 0.0,
+        Some(v) => v
+            .as_f64()
+            .ok_or_else(|| mismatch(&path.key("garbage_collection_threshold"), "float", v))?,
+    };
+    let roundup_power2_divisions = match present(value, "roundup_power2_divisions") {
+        None => Vec::new(),
+        Some(v) => roundup_divisions(v, &path.key("roundup_power2_divisions"))?,
+    };
+    let mut file_order: Vec<SettingsKey> = Vec::new();
+    if let Value::Dict(pairs) = value {
+        for (key, entry) in pairs.iter() {
+            let known = key
+                .as_str()
+                .and_then(|name| KNOWN_SETTINGS_KEYS.iter().find(|k| **k == name));
+            match known {
+                // A repeated known key is read as Python would (the last
+                // value wins) and written once, where it first stood.
+                Some(name) if file_order.contains(&SettingsKey::Known(name)) => {}
+                Some(name) => file_order.push(SettingsKey::Known(name)),
+                None => file_order.push(SettingsKey::Other(key.clone(), entry.clone())),
+            }
+        }
+    }
+    Ok(AllocatorSettings {
+        file_order,
+        conf: optional_arc_str(value, "PYTORCH_CUDA_ALLOC_CONF", path)?
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        max_split_size,
+        garbage_collection_threshold,
+        expandable_segments: optional_bool(value, "expandable_segments", path)?.unwrap_or(false),
+        roundup_power2_divisions,
+        release_lock_on_cudamalloc: optional_bool(value, "release_lock_on_cudamalloc", path)?
+            .unwrap_or(false),
+        pinned_num_register_threads: optional_u64(value, "pinned_num_register_threads", path)?,
+        pinned_use_cuda_host_register: optional_bool(value, "pinned_use_cuda_host_register", path)?,
+        graph_capture_record_stream_reuse: optional_bool(
+            value,
+            "graph_capture_record_stream_reuse",
+            path,
+        )?,
+    })
+}
+
+/// `{"1": 0, "2": 0, …}` (size class in MiB → divisions). A list is read as
+/// the C++ vector it comes from, indexed by log2 of the size class.
+fn roundup_divisions(value: &Value, path: &FieldPath) -> Result<Vec<(u64, u64)>, SnapshotError> {
+    match value {
+        Value::Dict(pairs) => pairs
+            .iter()
+            .map(|(key, divisions)| {
+                let mib = match key {
+                    Value::Str(s) => s.trim().parse::<u64>().ok(),
+                    other => other.as_u64(),
+                }
+                .ok_or_else(|| {
+                    path.error(format!(
+                        "key {} is not a size in MiB",
+                        match key.as_str() {
+                            Some(s) => format!("'{}'", s.escape_debug()),
+                            None => a_type(key),
+                        }
+                    ))
+                })?;
+                let label = mib.to_string();
+                Ok((mib, expect_u64(divisions, &path.key(&label))?))
+            })
+            .collect(),
+        Value::List(items) | Value::Tuple(items) => items
+            .iter()
+            .enumerate()
+            .map(|(index, divisions)| {
+                let mib = u32::try_from(index).ok().and_then(|i| 1u64.checked_shl(i));
+                let mib = mib
+                    .ok_or_else(|| path.error(format!("more than 64 entries ({})", items.len())))?;
+                Ok((mib, expect_u64(divisions, &path.index(index))?))
+            })
+            .collect(),
+        other => Err(mismatch(path, "dict", other)),
+    }
+}
+
+fn annotations(value: &Value, path: &FieldPath) -> Result<Vec<Annotation>, SnapshotError> {
+    let list = expect_list(value, path)?;
+    let mut out = Vec::with_capacity(list.len());
+    for (index, item) in list.iter().enumerate() {
+        let path = path.index(index);
+        expect_dict(item, &path)?;
+        out.push(Annotation {
+            stage: arc_str_field(item, "stage", &path)?.to_string(),
+            name: arc_str_field(item, "name", &path)?.to_string(),
+            device: i64_field(item, "device", &path)?,
+            time_us: i64_field(item, "time_us", &path)?,
+        });
+    }
+    Ok(out)
+}
+
+fn pool_id(value: &Value, path: &FieldPath) -> Result<(i64, i64), SnapshotError> {
+    // PyTorch's pool id is a pair of unsigned 64-bit ints (the Python
+    // binding) or their signed casts (the C++ writer). Ids only tell pools
+    // apart, so the bits are kept as they are in a signed pair.
+    let half = |item: &Value, index: usize| -> Result<i64, SnapshotError> {
+        let item_path = path.index(index);
+        let raw = expect_int(item, &item_path)?;
+        int64_cast(raw)
+            .map(u64::cast_signed)
+            .ok_or_else(|| item_path.error(format!("{raw} does not fit in 64 bits")))
+    };
+    match value.as_list() {
+        Some([first, second]) => Ok((half(first, 0)?, half(second, 1)?)),
+        Some(other) => Err(path.error(format!(
+            "expected a pair of ints, found {} items",
+            other.len()
+        ))),
+        None => Err(mismatch(path, "tuple", value)),
+    }
+}
+
+// ---- field access -----------------------------------------------------------
+
+/// A path into the snapshot, built on the stack and only rendered into text
+/// when there is an error to report.
+#[derive(Clone, Copy)]
+struct FieldPath<'a> {
+    parent: Option<&'a FieldPath<'a>>,
+    step: Step<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> FieldPath<'a> {
+    const ROOT: FieldPath<'static> = FieldPath {
+        parent: None,
+        step: Step::Root,
+    };
+
+    fn key(&'a self, key: &'a str) -> FieldPath<'a> {
+        FieldPath {
+            parent: Some(self),
+            step: Step::Key(key),
+        }
+    }
+
+    fn index(&'a self, index: usize) -> FieldPath<'a> {
+        FieldPath {
+            parent: Some(self),
+            step: Step::Index(index),
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut steps = Vec::new();
+        let mut cursor = Some(self);
+        while let Some(path) = cursor {
+            steps.push(path.step);
+            cursor = path.parent;
+        }
+        let mut out = String::new();
+        for step in steps.into_iter().rev() {
+            match step {
+                Step::Root => {}
+                Step::Key(key) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(key);
+                }
+                Step::Index(index) => {
+                    let _ = write!(out, "[{index}]");
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push_str("top level");
+        }
+        out
+    }
+
+    fn error(&self, message: String) -> SnapshotError {
+        SnapshotError::Field {
+            path: self.render(),
+            message,
+        }
+    }
+}
+
+/// A dict entry, treating an explicit Python `None` as absent.
+fn present<'v>(dict: &'v Value, key: &str) -> Option<&'v Value> {
+    dict.get(key).filter(|v| !matches!(v, Value::None))
+}
+
+fn required<'v>(dict: &'v Value, key: &str, path: &FieldPath) -> Result<&'v Value, SnapshotError> {
+    present(dict, key).ok_or_else(|| path.error(format!("missing key '{key}'")))
+}
+
+fn a_type(value: &Value) -> String {
+    let name = value.type_name();
+    match value {
+        Value::Int(i) => format!("an int ({i})"),
+        Value::Str(s) if s.len() <= 40 => format!("a str ('{}')", s.escape_debug()),
+        _ if name.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {name}"),
+        _ => format!("a {name}"),
+    }
+}
+
+fn describe_keys(dict: &Value) -> String {
+    const SHOWN: usize = 8;
+    let pairs = dict.as_dict().unwrap_or_default();
+    if pairs.is_empty() {
+        return "none".to_string();
+    }
+    let mut keys: Vec<String> = pairs
+        .iter()
+        .take(SHOWN)
+        .map(|(k, _)| match k.as_str() {
+            Some(s) => format!(
+                "'{}'",
+                s.chars().take(40).collect::<String>().escape_debug()
+            ),
+            None => format!("<{}>", k.type_name()),
+        })
+        .collect();
+    if pairs.len() > SHOWN {
+        keys.push(format!("… {} more", pairs.len() - SHOWN));
+    }
+    keys.join(", ")
+}
+
+fn mismatch(path: &FieldPath, expected: &str, found: &Value) -> SnapshotError {
+    path.error(format!("expected {expected}, found {}", found.type_name()))
+}
+
+fn expect_dict(value: &Value, path: &FieldPath) -> Result<(), SnapshotError> {
+    match value {
+        Value::Dict(_) => Ok(()),
+        other => Err(mismatch(path, "dict", other)),
+    }
+}
+
+fn expect_list<'v>(value: &'v Value, path: &FieldPath) -> Result<&'v [Value], SnapshotError> {
+    value.as_list().ok_or_else(|| mismatch(path, "list", value))
+}
+
+fn expect_str<'v>(value: &'v Value, path: &FieldPath) -> Result<&'v str, SnapshotError> {
+    value.as_str().ok_or_else(|| mismatch(path, "str", value))
+}
+
+fn expect_int(value: &Value, path: &FieldPath) -> Result<i128, SnapshotError> {
+    value.as_int().ok_or_else(|| mismatch(path, "int", value))
+}
+
+fn expect_u64(value: &Value, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let raw = expect_int(value, path)?;
+    u64::try_from(raw).map_err(|_| {
+        if raw < 0 {
+            path.error(format!("expected a non-negative int, found {raw}"))
+        } else {
+            path.error(format!("{raw} does not fit in 64 bits"))
+        }
+    })
+}
+
+fn expect_i64(value: &Value, path: &FieldPath) -> Result<i64, SnapshotError> {
+    let raw = expect_int(value, path)?;
+    i64::try_from(raw).map_err(|_| path.error(format!("{raw} does not fit in a signed 64-bit int")))
+}
+
+/// An unsigned 64-bit value that PyTorch may write through a signed 64-bit
+/// cast (`int64_t(stream)`, the C++ writer's `int64_t(lineno)`): a negative
+/// int is the same bits, so it reads back as what was cast.
+fn int64_cast(raw: i128) -> Option<u64> {
+    match i64::try_from(raw) {
+        Ok(signed) if signed < 0 => Some(signed.cast_unsigned()),
+        _ => u64::try_from(raw).ok(),
+    }
+}
+
+fn int64_cast_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let field_path = path.key(key);
+    let raw = expect_int(required(dict, key, path)?, &field_path)?;
+    int64_cast(raw).ok_or_else(|| field_path.error(format!("{raw} does not fit in 64 bits")))
+}
+
+/// A byte count of device memory: more than any device holds is bad input.
+fn device_bytes_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    let bytes = u64_field(dict, key, path)?;
+    if bytes > MAX_DEVICE_BYTES {
+        return Err(path.key(key).error(format!(
+            "{bytes} bytes is more than any device holds (at most {MAX_DEVICE_BYTES})"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `[address, address + size)` must end inside the 64-bit address space.
+fn within_address_space(address: u64, size: u64, path: &FieldPath) -> Result<(), SnapshotError> {
+    match address.checked_add(size) {
+        Some(_) => Ok(()),
+        None => Err(path.error(format!(
+            "{address:#x} + {size} bytes runs past the end of the 64-bit address space"
+        ))),
+    }
+}
+
+fn u64_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u64, SnapshotError> {
+    expect_u64(required(dict, key, path)?, &path.key(key))
+}
+
+fn u32_field(dict: &Value, key: &str, path: &FieldPath) -> Result<u32, SnapshotError> {
+    let field_path = path.key(key);
+    let raw = expect_u64(required(dict, key, path)?, &field_path)?;
+    u32::try_from(raw)
+        .map_err(|_| field_path.error(format!("{raw} is not a plausible device index")))
+}
+
+fn i64_field(dict: &Value, key: &str, path: &FieldPath) -> Result<i64, SnapshotError> {
+    expect_i64(required(dict, key, path)?, &path.key(key))
+}
+
+fn arc_str_field(dict: &Value, key: &str, path: &FieldPath) -> Result<Arc<str>, SnapshotError> {
+    let value = required(dict, key, path)?;
+    value
+        .as_arc_str()
+        .cloned()
+        .ok_or_else(|| mismatch(&path.key(key), "str", value))
+}
+
+fn optional_u64(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<u64>, SnapshotError> {
+    present(dict, key)
+        .map(|v| expect_u64(v, &path.key(key)))
+        .transpose()
+}
+
+fn optional_i64(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<i64>, SnapshotError> {
+    present(dict, key)
+        .map(|v| expect_i64(v, &path.key(key)))
+        .transpose()
+}
+
+fn optional_bool(dict: &Value, key: &str, path: &FieldPath) -> Result<Option<bool>, SnapshotError> {
+    present(dict, key)
+        .map(|v| {
+            v.as_bool()
+                .ok_or_else(|| mismatch(&path.key(key), "bool", v))
+        })
+        .transpose()
+}
+
+fn optional_arc_str(
+    dict: &Value,
+    key: &str,
+    path: &FieldPath,
+) -> Result<Option<Arc<str>>, SnapshotError> {
+    present(dict, key)
+        .map(|v| {
+            v.as_arc_str()
+                .cloned()
+                .ok_or_else(|| mismatch(&path.key(key), "str", v))
+        })
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> Value {
+        Value::Str(text.into())
+    }
+
+    fn dict(pairs: Vec<(&str, Value)>) -> Value {
+        Value::Dict(pairs.into_iter().map(|(k, v)| (s(k), v)).collect())
+    }
+
+    fn list(items: Vec<Value>) -> Value {
+        Value::List(items.into())
+    }
+
+    fn torch20_segment() -> Value {
+        let frame = dict(vec![
+            ("filename", s("a.py")),
+            ("name", s("f")),
+            ("line", Value::Int(3)),
+        ]);
+        let history = list(vec![dict(vec![
+            ("addr", Value::Int(4096)),
+            ("real_size", Value::Int(1000)),
+            ("frames", list(vec![frame])),
+        ])]);
+        dict(vec![
+            ("device", Value::Int(0)),
+            ("address", Value::Int(4096)),
+            ("total_size", Value::Int(2 << 20)),
+            ("stream", Value::Int(0)),
+            ("segment_type", s("small")),
+            (
+                "blocks",
+                list(vec![
+                    dict(vec![
+                        ("size", Value::Int(1024)),
+                        ("state", s("active_allocated")),
+                        ("history", history),
+                    ]),
+                    dict(vec![
+                        ("size", Value::Int((2 << 20) - 1024)),
+                        ("state", s("inactive")),
+                    ]),
+                ]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn torch20_blocks_get_addresses_requested_sizes_and_frames_from_history() {
+        let snapshot = snapshot_from_value(&list(vec![torch20_segment()])).unwrap();
+        let segment = &snapshot.segments[0];
+        assert_eq!(segment.segment_pool_id, (0, 0));
+        assert!(!segment.is_expandable);
+        let [first, second] = &segment.blocks[..] else {
+            panic!("two blocks")
+        };
+        assert_eq!((first.address, first.requested_size), (4096, 1000));
+        assert_eq!(&*first.frames[0].filename, "a.py");
+        assert_eq!(
+            (second.address, second.requested_size),
+            (4096 + 1024, (2 << 20) - 1024)
+        );
+        assert!(second.frames.is_empty());
+    }
+
+    #[test]
+    fn lists_of_the_same_frame_objects_share_one_frames_arc() {
+        let frame = |file: &str, line| {
+            dict(vec![
+                ("filename", s(file)),
+                ("name", s("f")),
+                ("line", Value::Int(line)),
+            ])
+        };
+        let (a_py, b_py) = (frame("a.py", 1), frame("b.py", 2));
+        // All lists stay alive while the reader runs, as under a real root:
+        // identities are addresses and must not be reused.
+        let lists = [
+            list(vec![a_py.clone(), b_py.clone()]),
+            // A different list object holding the same frame objects.
+            list(vec![a_py.clone(), b_py.clone()]),
+            list(vec![b_py.clone(), a_py.clone()]),
+            // Equal text, but a different frame object: not assumed equal.
+            list(vec![frame("a.py", 1), b_py.clone()]),
+        ];
+        let mut reader = Reader::default();
+        let [first, same_objects, reordered, lookalike] = lists
+            .each_ref()
+            .map(|l| reader.frames(l, &FieldPath::ROOT).unwrap());
+        assert!(Arc::ptr_eq(&first, &same_objects));
+        assert!(!Arc::ptr_eq(&first, &reordered));
+        assert!(!Arc::ptr_eq(&first, &lookalike));
+        assert_eq!(first, lookalike);
+    }
+
+    #[test]
+    fn field_path_renders_keys_and_indices() {
+        let root = FieldPath::ROOT;
+        let segments = root.key("segments");
+        let segment = segments.index(3);
+        let blocks = segment.key("blocks");
+        let block = blocks.index(7);
+        assert_eq!(block.key("size").render(), "segments[3].blocks[7].size");
+        assert_eq!(root.index(2).key("x").render(), "[2].x");
+        assert_eq!(root.render(), "top level");
+    }
+
+    #[test]
+    fn max_split_size_written_as_size_max_means_unset() {
+        let settings = dict(vec![("max_split_size", Value::Int(u64::MAX.into()))]);
+        let parsed = allocator_settings(&settings, &FieldPath::ROOT).unwrap();
+        assert_eq!(parsed.max_split_size, -1);
+        assert_eq!(parsed.conf, "");
+    }
+
+    #[test]
+    fn roundup_divisions_accept_a_dict_or_a_log2_indexed_list() {
+        let from_dict = roundup_divisions(
+            &dict(vec![("1", Value::Int(4)), ("64", Value::Int(8))]),
+            &FieldPath::ROOT,
+        );
+        assert_eq!(from_dict.unwrap(), vec![(1, 4), (64, 8)]);
+        let from_list = roundup_divisions(
+            &list(vec![Value::Int(1), Value::Int(2), Value::Int(0)]),
+            &FieldPath::ROOT,
+        );
+        assert_eq!(from_list.unwrap(), vec![(1, 1), (2, 2), (4, 0)]);
+    }
+
+    #[test]
+    fn staged_file_read_in_small_chunks_hands_out_the_segments_then_the_same_snapshot() {
+        use crate::snapshot::synth::{LargeShape, large};
+        use crate::snapshot::writer::{WriteOptions, write_snapshot_file_with};
+        let snapshot = large(&LargeShape::about_bytes(1 << 20));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large.pickle");
+        let options = WriteOptions {
+            fresh_frame_lists: true,
+        };
+        let len = write_snapshot_file_with(&snapshot, &path, &options).unwrap();
+        let progress = AtomicU64::new(0);
+        let mut stage = None;
+        // 4 KiB chunks: the stage comes from a prefix that ends inside a
+        // pickle frame (the writer frames every 64 KiB).
+        let full = read_file_staged(&path, &progress, |s| stage = Some(s), 4096).unwrap();
+        assert_eq!(full, read_snapshot_file(&path).unwrap());
+        let stage = stage.expect("a segments stage");
+        assert_eq!(stage.segments, full.segments);
+        assert!(stage.device_traces.iter().all(Vec::is_empty));
+        assert!(full.device_traces.iter().any(|t| !t.is_empty()));
+        assert_eq!(progress.into_inner(), len);
+    }
+
+    #[test]
+    fn snapshot_serialises_to_json_with_frames_inline() {
+        let snapshot = snapshot_from_value(&list(vec![torch20_segment()])).unwrap();
+        let json = serde_json::to_string(&snapshot).unwrap();
+        assert!(
+            json.contains(r#""frames":[{"filename":"a.py","line":3,"name":"f"}]"#),
+            "{json}"
+        );
+        assert!(json.contains(r#""format":"segment_list""#));
+    }
+}
