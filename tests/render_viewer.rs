@@ -304,3 +304,27 @@ fn short_timeline_axis_labels_do_not_overprint_each_other() {
         assert!(!screen.contains("GiBB"), "{w}×{h}: {screen}");
     }
 }
+
+#[test]
+fn the_timeline_title_shows_the_cursor_whole_or_not_at_all() {
+    let Some(mut v) = viewer("silmont_fwd_fp32_128.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::End);
+    let (cursor, n) = (v.cursor(), v.device().map_or(0, |d| d.len()));
+    for (w, h) in [(80, 24), (100, 30), (120, 40), (60, 20)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let title = screen
+            .lines()
+            .find(|l| l.contains("Timeline"))
+            .expect("the timeline pane");
+        // Whatever variant fits: the cursor's number is never cut short.
+        let digits: String = title
+            .split("cursor ")
+            .nth(1)
+            .map(|rest| rest.chars().take_while(char::is_ascii_digit).collect())
+            .unwrap_or_else(|| format!("{cursor}"));
+        assert_eq!(digits, cursor.to_string(), "{w}x{h}: {title}");
+        assert!(title.contains(&format!("{n}")), "{w}x{h}: {title}");
+    }
+}

@@ -527,3 +527,29 @@ fn the_complete_trace_keeps_the_users_selection_and_focus() {
     press(&mut v, KeyCode::Left);
     assert_eq!(v.cursor(), n - 1, "the trace can be stepped now");
 }
+
+#[test]
+fn marks_and_compare_say_what_they_did_and_a_later_a_is_swapped_with_b() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('c'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(said.contains("m marks A, M marks B"), "{said}");
+    assert!(v.compare.is_none());
+    press(&mut v, KeyCode::End);
+    let end = v.cursor();
+    press(&mut v, KeyCode::Char('m'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(said, format!("A = event {end}; M marks B"));
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    let compare = v.compare.as_ref().expect("both marks set");
+    assert!(compare.a < compare.b);
+    assert_eq!(
+        (v.mark_a, v.mark_b),
+        (Some(0), Some(end)),
+        "A is the earlier"
+    );
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(said.starts_with("A and B swapped"), "{said}");
+}

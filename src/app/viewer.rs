@@ -406,6 +406,19 @@ impl ViewerState {
         Effect::Redraw
     }
 
+    /// A is the earlier event and B the later (the comparison is B − A, as
+    /// time runs): marks set the other way round are swapped, and said so.
+    fn order_marks(&mut self) {
+        if let (Some(a), Some(b)) = (self.mark_a, self.mark_b)
+            && a > b
+        {
+            (self.mark_a, self.mark_b) = (Some(b), Some(a));
+            self.app.ui.notice = Some(format!(
+                "A and B swapped: A = event {b} (the earlier), B = event {a}"
+            ));
+        }
+    }
+
     /// Recomputes the A/B comparison (both marks set).
     fn refresh_compare(&mut self) {
         let (Some(a), Some(b)) = (self.mark_a, self.mark_b) else {
@@ -682,7 +695,17 @@ impl ViewerState {
                 } else {
                     self.mark_b = Some(cursor);
                 }
+                // Said on the status line: the marks' own place (the end of
+                // the event line) is cut on a narrow terminal.
+                let next = match (self.mark_a, self.mark_b) {
+                    (Some(_), Some(_)) => "c compares them",
+                    (Some(_), None) => "M marks B",
+                    (None, _) => "m marks A",
+                };
+                let which = if action == V::MarkA { "A" } else { "B" };
+                self.app.ui.notice = Some(format!("{which} = event {cursor}; {next}"));
                 if self.compare.is_some() {
+                    self.order_marks();
                     self.refresh_compare();
                 }
                 Effect::Redraw
@@ -692,6 +715,17 @@ impl ViewerState {
                     self.compare = None;
                     return Effect::Redraw;
                 }
+                let shown =
+                    |m: Option<usize>| m.map_or("not marked".to_string(), |e| format!("event {e}"));
+                if self.mark_a.is_none() || self.mark_b.is_none() {
+                    self.app.ui.notice = Some(format!(
+                        "c compares two marked events: m marks A, M marks B (A: {}, B: {})",
+                        shown(self.mark_a),
+                        shown(self.mark_b)
+                    ));
+                    return Effect::Redraw;
+                }
+                self.order_marks();
                 self.refresh_compare();
                 if self.compare.is_some() {
                     Effect::Redraw

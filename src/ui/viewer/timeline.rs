@@ -53,10 +53,19 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     };
     let n = d.len();
     let cursor = v.cursor();
-    let detail = vec![Span::styled(
+    // The title is cut by the border's width: a cut number would read as
+    // another number, so the longest variant that fits whole is shown.
+    let room = usize::from(area.width).saturating_sub(Pane::Timeline.title().chars().count() + 5);
+    let detail = [
         format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
-        theme.text,
-    )];
+        format!("GPU {} · cursor {cursor}/{n}", d.device),
+        format!("cursor {cursor}/{n}"),
+        format!("{cursor}/{n}"),
+    ]
+    .into_iter()
+    .find(|t| t.chars().count() <= room)
+    .map(|t| vec![Span::styled(t, theme.text)])
+    .unwrap_or_default();
     let block = pane_block(
         Pane::Timeline,
         detail,
