@@ -1,19 +1,19 @@
 //! App flows without a terminal or sleeps: scripted samples and key presses
 //! go through the same update and drawing code as the live dashboard.
 
+mod common;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 use vramtop::app::capture::CaptureMsg;
 use vramtop::app::keymap::Keymap;
-use vramtop::app::observe::AllocatorSources;
 use vramtop::app::state::{AppState, Overlay, Pane, StatusState};
 use vramtop::app::stress::StressResult;
-use vramtop::device::sim::{Fault, SimCluster, SimConfig};
+use vramtop::device::sim::{Fault, SimCluster};
 use vramtop::device::{Telemetry, TelemetryError};
-use vramtop::probe::Registry;
-use vramtop::shell::dashboard::{Dashboard, Next, Replies};
+use vramtop::shell::dashboard::{Dashboard, Next};
 use vramtop::ui::{self, Theme};
 
 /// The live dashboard's own handlers (`shell::dashboard`), driven by a
@@ -28,30 +28,13 @@ struct Flow {
 
 impl Flow {
     fn new(gpus: usize) -> Flow {
-        let cluster = SimCluster::new(SimConfig {
-            gpus,
-            training_processes: 1,
-            seed: 11,
-            ..SimConfig::default()
-        });
-        // No probe directory: the simulated trainers are the only allocators.
-        let sources =
-            AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
-        let state = AppState::new(StatusState {
-            backend: "sim".into(),
-            sample_interval_ms: 1000,
-            ..StatusState::default()
-        });
-        let terminal = Terminal::new(TestBackend::new(120, 40)).expect("test terminal");
-        let (stress, stress_results) = mpsc::unbounded_channel();
-        let (capture, captures) = mpsc::unbounded_channel();
-        let replies = Replies { stress, capture };
+        let made = common::dashboard::sim_dashboard(gpus, 1, 11, (120, 40));
         Flow {
-            cluster,
-            dash: Dashboard::new(terminal, state, sources, Theme::colored(), replies),
+            cluster: made.cluster,
+            dash: made.dash,
             clock_ms: 0,
-            stress_results,
-            _captures: captures,
+            stress_results: made.stress_results,
+            _captures: made.captures,
         }
     }
 
@@ -70,6 +53,15 @@ impl Flow {
 
     fn key(&mut self, code: KeyCode) -> Next {
         self.dash.on_key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    /// The last row of the 80×24 screen: the status line.
+    fn status_line(&mut self) -> String {
+        self.screen(80, 24)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Presses `code` and checks that it changed what is drawn.
@@ -378,12 +370,7 @@ fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
     f.samples(2);
     f.key(KeyCode::F(2));
     f.key(KeyCode::Char('s'));
-    let last = f
-        .screen(80, 24)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
+    let last = f.status_line();
     assert!(
         last.contains("Enter apply") && last.contains("Esc cancel"),
         "{last}"
@@ -391,22 +378,12 @@ fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
     assert!(!last.contains("a alloc"), "a types into the field: {last}");
     f.key(KeyCode::Esc);
     f.key(KeyCode::Char('n'));
-    let last = f
-        .screen(80, 24)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
+    let last = f.status_line();
     assert!(last.contains("Enter load"), "{last}");
     f.key(KeyCode::Esc);
     f.key(KeyCode::Esc);
     f.key(KeyCode::Char('/'));
-    let last = f
-        .screen(80, 24)
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .to_string();
+    let last = f.status_line();
     assert!(last.contains("Enter Esc done"), "{last}");
     let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert_eq!(

@@ -16,14 +16,12 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 use vramtop::app::keymap::Keymap;
-use vramtop::app::observe::AllocatorSources;
-use vramtop::app::state::{AppState, Overlay, StatusState};
+use vramtop::app::state::Overlay;
 use vramtop::app::stress::StressResult;
 use vramtop::app::viewer::ViewerState;
 use vramtop::device::Telemetry;
-use vramtop::device::sim::{SimCluster, SimConfig};
-use vramtop::probe::Registry;
-use vramtop::shell::dashboard::{Dashboard, Replies};
+use vramtop::device::sim::SimCluster;
+use vramtop::shell::dashboard::Dashboard;
 use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::synth::{self, LargeShape};
 use vramtop::ui::{Theme, render_viewer};
@@ -98,33 +96,11 @@ struct Session {
 
 impl Session {
     fn new(gpus: usize) -> Session {
-        let cluster = SimCluster::new(SimConfig {
-            gpus,
-            training_processes: 2,
-            seed: 5,
-            ..SimConfig::default()
-        });
-        let sources =
-            AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
-        let state = AppState::new(StatusState {
-            backend: "sim".into(),
-            sample_interval_ms: 1000,
-            ..StatusState::default()
-        });
-        let (stress, stress_results) = mpsc::unbounded_channel();
-        // Snapshot requests need a probe; with none, nothing is asked.
-        let (capture, _) = mpsc::unbounded_channel();
-        let terminal = Terminal::new(TestBackend::new(80, 24)).expect("test terminal");
+        let made = common::dashboard::sim_dashboard(gpus, 2, 5, (80, 24));
         Session {
-            cluster,
-            dash: Dashboard::new(
-                terminal,
-                state,
-                sources,
-                Theme::colored(),
-                Replies { stress, capture },
-            ),
-            stress_results,
+            cluster: made.cluster,
+            dash: made.dash,
+            stress_results: made.stress_results,
             clock_ms: 0,
         }
     }

@@ -96,16 +96,10 @@ pub fn record(
     file: &Path,
     duration_ms: Option<u64>,
 ) -> color_eyre::Result<ExitCode> {
-    // No folder is made for FILE: a typo would otherwise make a tree.
-    if let Some(dir) = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
-    {
-        return Err(eyre!(
-            "cannot record to {}: its folder {} does not exist (vramtop creates no folders)",
-            file.display(),
-            dir.display()
-        ));
+    // Samples are appended to an existing FILE (`force`); its folder must
+    // exist.
+    if let Some(problem) = super::output_file_problem(file, true) {
+        return Err(eyre!(problem));
     }
     let selection = select(device)?;
     let mut out = std::fs::OpenOptions::new()

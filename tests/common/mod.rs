@@ -2,6 +2,7 @@
 //! module on its own and uses only part of it, hence the allowance below.
 #![allow(dead_code)]
 
+pub mod dashboard;
 pub mod fake_cuda;
 pub mod fake_nvml;
 pub mod screen;

@@ -1,0 +1,62 @@
+//! The live dashboard's own handlers (`shell::dashboard::Dashboard`) on a
+//! test backend, fed by the simulation: what the app-flow and key-sequence
+//! tests drive.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tokio::sync::mpsc;
+use vramtop::app::capture::CaptureMsg;
+use vramtop::app::observe::AllocatorSources;
+use vramtop::app::state::{AppState, StatusState};
+use vramtop::app::stress::StressResult;
+use vramtop::device::sim::{SimCluster, SimConfig};
+use vramtop::probe::Registry;
+use vramtop::shell::dashboard::{Dashboard, Replies};
+use vramtop::ui::Theme;
+
+/// A dashboard on `gpus` simulated GPUs with `trainers` simulated training
+/// processes, drawing on a `width`×`height` test backend, with the
+/// receivers of what its threads send back to the loop.
+pub struct SimDashboard {
+    pub cluster: SimCluster,
+    pub dash: Dashboard<TestBackend>,
+    pub stress_results: mpsc::UnboundedReceiver<StressResult>,
+    pub captures: mpsc::UnboundedReceiver<CaptureMsg>,
+}
+
+pub fn sim_dashboard(
+    gpus: usize,
+    trainers: usize,
+    seed: u64,
+    (width, height): (u16, u16),
+) -> SimDashboard {
+    let cluster = SimCluster::new(SimConfig {
+        gpus,
+        training_processes: trainers,
+        seed,
+        ..SimConfig::default()
+    });
+    // No probe directory: the simulated trainers are the only allocators.
+    let sources =
+        AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
+    let state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    let terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    let (stress, stress_results) = mpsc::unbounded_channel();
+    let (capture, captures) = mpsc::unbounded_channel();
+    SimDashboard {
+        cluster,
+        dash: Dashboard::new(
+            terminal,
+            state,
+            sources,
+            Theme::colored(),
+            Replies { stress, capture },
+        ),
+        stress_results,
+        captures,
+    }
+}
