@@ -915,6 +915,22 @@ fn json_text_is_recognised() {
 }
 
 #[test]
+fn text_starting_with_an_opcode_no_pickle_can_start_with_is_not_a_pickle() {
+    // 'h' is BINGET and 'i' INST: opcodes, but both need what earlier
+    // opcodes leave, so no pickle starts with them.
+    for (text, opcode) in [(&b"hello\n"[..], "BINGET"), (b"import torch\n", "INST")] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.starts_with("not a pickle: "), "{err}");
+        assert!(
+            err.contains(opcode) && err.ends_with("(looks like text)"),
+            "{err}"
+        );
+    }
+    // A protocol 0 pickle's first opcode still reads.
+    assert!(parse(b"(lp0\nI1\na.").is_ok());
+}
+
+#[test]
 fn zip_archives_are_recognised_as_checkpoints() {
     let err = read_snapshot(b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl").unwrap_err();
     assert_eq!(
@@ -942,13 +958,15 @@ fn malformed_streams_say_what_and_where() {
         ),
         (b"N\xff.", "unknown pickle opcode 0xff at byte 1"),
         (b"Nz.", "unknown pickle opcode 0x7a ('z') at byte 1"),
+        // After PROTO: at byte 0 these are "not a pickle" (no pickle can
+        // start with them; see text_starting_with_an_opcode_…).
         (
-            b"h\x05.",
-            "malformed pickle: BINGET at byte 0: memo index 5 was never stored",
+            b"\x80\x02h\x05.",
+            "malformed pickle: BINGET at byte 2: memo index 5 was never stored",
         ),
         (
-            b".",
-            "malformed pickle: STOP at byte 0: stack underflow: needs an item above the last MARK",
+            b"\x80\x02.",
+            "malformed pickle: STOP at byte 2: stack underflow: needs an item above the last MARK",
         ),
         (
             b"Ne.",

@@ -299,7 +299,8 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         return not_a_pickle("looks like gzip-compressed data; decompress it first".into());
     }
-    if opcode_name(first).is_some() {
+    let name = opcode_name(first);
+    if name.is_some() && !CANNOT_START.contains(&first) {
         return Ok(());
     }
     let shown = quoted_char_suffix(first);
@@ -315,7 +316,53 @@ fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     } else {
         ""
     };
-    not_a_pickle(format!(
-        "first byte 0x{first:02x}{shown} is not a pickle opcode{hint}"
-    ))
+    match name {
+        // A text file "hello" starts with 'h', BINGET: an opcode, but one
+        // no pickle can start with.
+        Some(name) => not_a_pickle(format!(
+            "first byte 0x{first:02x}{shown} is {name}, which no pickle starts with \
+             (it needs a value or mark already read){hint}"
+        )),
+        None => not_a_pickle(format!(
+            "first byte 0x{first:02x}{shown} is not a pickle opcode{hint}"
+        )),
+    }
 }
+
+/// Opcodes that take what earlier opcodes left (the stack, a mark, the
+/// memo): at byte 0 there is none, so a file starting with one of them is
+/// not a pickle at all, whatever a parse would say next.
+const CANNOT_START: &[u8] = &[
+    op::STOP,
+    op::POP,
+    op::POP_MARK,
+    op::DUP,
+    op::REDUCE,
+    op::APPEND,
+    op::BUILD,
+    op::DICT,
+    op::APPENDS,
+    op::GET,
+    op::BINGET,
+    op::INST,
+    op::LONG_BINGET,
+    op::LIST,
+    op::OBJ,
+    op::PUT,
+    op::BINPUT,
+    op::LONG_BINPUT,
+    op::SETITEM,
+    op::TUPLE,
+    op::SETITEMS,
+    op::NEWOBJ,
+    op::TUPLE1,
+    op::TUPLE2,
+    op::TUPLE3,
+    op::ADDITEMS,
+    op::FROZENSET,
+    op::NEWOBJ_EX,
+    op::STACK_GLOBAL,
+    op::MEMOIZE,
+    op::BINPERSID,
+    op::READONLY_BUFFER,
+];
