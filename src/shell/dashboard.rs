@@ -109,10 +109,6 @@ impl<B: Backend> Dashboard<B> {
         &mut self.state
     }
 
-    pub fn sources(&self) -> &AllocatorSources {
-        &self.sources
-    }
-
     pub fn theme(&self) -> &Theme {
         &self.theme
     }

@@ -127,14 +127,8 @@ fn read_file_staged(
     chunk: usize,
 ) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
-    let in_file = |source: SnapshotError| SnapshotError::InFile {
-        path: path.to_path_buf(),
-        source: Box::new(source),
-    };
-    let io_error = |source| SnapshotError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let in_file = |source| in_file(path, source);
+    let io_error = |source| io_error(path, source);
     let len = std::fs::metadata(path).map_err(io_error)?.len();
     if len > limits.max_input_bytes {
         return read_file(path, Some(progress));
@@ -188,16 +182,26 @@ fn read_file_staged(
     snapshot_from_document(document).map_err(in_file)
 }
 
-fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
-    let limits = Limits::default();
-    let in_file = |source: SnapshotError| SnapshotError::InFile {
+/// `source`, found reading the snapshot at `path`.
+fn in_file(path: &Path, source: SnapshotError) -> SnapshotError {
+    SnapshotError::InFile {
         path: path.to_path_buf(),
         source: Box::new(source),
-    };
-    let io_error = |source| SnapshotError::Io {
+    }
+}
+
+/// An I/O error opening or reading `path`.
+fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+    SnapshotError::Io {
         path: path.to_path_buf(),
         source,
-    };
+    }
+}
+
+fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source| in_file(path, source);
+    let io_error = |source| io_error(path, source);
     // Refuse an oversized file before reading it into memory.
     let len = std::fs::metadata(path).map_err(io_error)?.len();
     if len > limits.max_input_bytes {

@@ -8,7 +8,7 @@ use ratatui::text::Line;
 use super::popup::render_text_popup;
 use super::sites::site_row;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::diff::{SegmentRef, SiteChangeKind};
+use crate::snapshot::diff::{Change, SegmentRef, SiteChangeKind};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
@@ -35,23 +35,19 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             _ => m,
         }
     };
+    let bytes_row = |name: &str, figure: &Change| {
+        format!(
+            "{name:<11}{:>12}{:>12}{:>12}",
+            format::bytes(figure.before),
+            format::bytes(figure.after),
+            signed(figure.change)
+        )
+    };
     let mut lines = vec![
         format!("A = event {}/{n}   B = event {}/{n}", c.a, c.b),
         format!("{:<11}{:>12}{:>12}{:>12}", "", "A", "B", "change"),
-        format!(
-            "{:<11}{:>12}{:>12}{:>12}",
-            "reserved",
-            format::bytes(d.reserved.before),
-            format::bytes(d.reserved.after),
-            signed(d.reserved.change)
-        ),
-        format!(
-            "{:<11}{:>12}{:>12}{:>12}",
-            "allocated",
-            format::bytes(d.allocated.before),
-            format::bytes(d.allocated.after),
-            signed(d.allocated.change)
-        ),
+        bytes_row("reserved", &d.reserved),
+        bytes_row("allocated", &d.allocated),
         format!(
             "{:<11}{:>12}{:>12}{:>+12}",
             "segments", d.segments.before, d.segments.after, d.segments.change
