@@ -245,17 +245,12 @@ fn save_snapshot_refuses_to_replace_a_file_without_force_and_names_a_missing_fol
     let scenario = ["scenario", "fragmentation_oom", "--save-snapshot", &set];
     let (code, _, err) = vramtop(&scenario);
     assert!(code == 0 || code == 1, "{err}");
-    let written: Vec<_> = std::fs::read_dir(dir.path())
+    let written = std::fs::read_dir(dir.path())
         .expect("list")
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("frag"))
-        .map(|e| {
-            std::fs::metadata(e.path())
-                .and_then(|m| m.modified())
-                .expect("mtime")
-        })
-        .collect();
-    assert!(!written.is_empty(), "{err}");
+        .count();
+    assert!(written > 0, "{err}");
     let (code, _, err) = vramtop(&scenario);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("exists: add --force"), "{err}");
