@@ -21,6 +21,10 @@ pub(super) const ITEM_CHARGE: u64 = 2 * std::mem::size_of::<Item>() as u64;
 /// Bytes charged per container, on top of its slot (same slack).
 pub(super) const NODE_CHARGE: u64 = 2 * std::mem::size_of::<Node>() as u64;
 
+/// Items CPython's pickler writes per APPENDS or SETITEMS: a container
+/// with more is written in several batches.
+const PICKLER_BATCH: usize = 1000;
+
 /// An arena index.
 pub(super) type NodeId = u32;
 
@@ -152,6 +156,43 @@ pub(super) struct Node {
     pub(super) canonical: bool,
 }
 
+/// Two bytes per arena node: its height (saturated: [`NodeMeta::HEIGHT`]
+/// means "this high or more, ask the node"), whether it is an alias, and
+/// whether it is a list not yet interned.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NodeMeta(u16);
+
+impl NodeMeta {
+    const HEIGHT: u16 = 0x3fff;
+    const ALIAS: u16 = 1 << 14;
+    const OPEN_LIST: u16 = 1 << 15;
+
+    fn new(list: bool) -> Self {
+        NodeMeta(if list { Self::OPEN_LIST } else { 0 })
+    }
+
+    fn height(self) -> u16 {
+        self.0 & Self::HEIGHT
+    }
+
+    fn set_height(&mut self, height: u32) {
+        let height = u16::try_from(height).map_or(Self::HEIGHT, |h| h.min(Self::HEIGHT));
+        self.0 = (self.0 & !Self::HEIGHT) | height;
+    }
+
+    fn is_open_list(self) -> bool {
+        self.0 & Self::OPEN_LIST != 0
+    }
+
+    fn make_alias(&mut self) {
+        self.0 = (self.0 & !Self::OPEN_LIST) | Self::ALIAS;
+    }
+
+    fn close_list(&mut self) {
+        self.0 &= !Self::OPEN_LIST;
+    }
+}
+
 /// CPython's memo: a dict from index to object. Pickles number their memo
 /// entries 0, 1, 2, … so those live in a vector; any other index (only a
 /// hand-made file would use one) goes to a map, so a huge `LONG_BINPUT`
@@ -227,11 +268,11 @@ pub(super) struct Parser<'a> {
     /// Set when the input mutates a completed list: the parse is then
     /// redone without interning.
     pub(super) intern_broken: bool,
-    /// One bit per arena node, set when it became an alias: `resolve` runs
-    /// for every memo fetch, and this bitset (1/320 of the arena) stays in
-    /// cache where the arena's nodes do not, so a fetch of a node that is
-    /// not an alias (nearly all of them) touches no node.
-    aliased: Vec<u64>,
+    /// Per arena node, what the hot paths ask of it (see [`NodeMeta`]):
+    /// `resolve` runs for every memo fetch and the frames of a traceback
+    /// are fetched by the million, and two bytes a node stay in cache where
+    /// the arena's 40-byte nodes do not.
+    meta: Vec<NodeMeta>,
     /// Stop once this string is pushed as the next key of the top-level
     /// dict, the pairs before it set into that dict (see
     /// [`Parser::pushed_top_level_key`]); `stopped` says it happened.
@@ -240,6 +281,8 @@ pub(super) struct Parser<'a> {
     /// The data is the beginning of a longer input: a FRAME may run past
     /// its end (an opcode that does is still truncated).
     pub(super) input_is_prefix: bool,
+    /// The items of [`Parser::append_memo_run`], reused.
+    memo_run: Vec<Item>,
 }
 
 impl<'a> Parser<'a> {
@@ -260,11 +303,12 @@ impl<'a> Parser<'a> {
             next_progress: PROGRESS_STEP,
             intern: false,
             interned: FxHashMap::default(),
-            aliased: Vec::new(),
+            meta: Vec::new(),
             intern_broken: false,
             stop_before_top_level_key: None,
             stopped: false,
             input_is_prefix: false,
+            memo_run: Vec::new(),
         }
     }
 
@@ -282,13 +326,16 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Whether node `id` was made an alias (see [`Parser::aliased`]).
+    /// Whether node `id` was made an alias (see [`Parser::meta`]).
     #[inline]
     fn is_aliased(&self, id: NodeId) -> bool {
-        let id = id as usize;
-        self.aliased
-            .get(id / 64)
-            .is_some_and(|word| word & (1u64 << (id % 64)) != 0)
+        self.meta
+            .get(id as usize)
+            .is_some_and(|m| m.0 & NodeMeta::ALIAS != 0)
+    }
+
+    fn meta_mut(&mut self, id: NodeId) -> Option<&mut NodeMeta> {
+        self.meta.get_mut(id as usize)
     }
 
     /// Called when the list `id` is moved into a container (APPEND(S),
@@ -324,8 +371,8 @@ impl<'a> Parser<'a> {
                 if let Some(node) = self.arena.get_mut(id as usize) {
                     node.kind = NodeKind::Alias(canonical);
                 }
-                if let Some(word) = self.aliased.get_mut(id as usize / 64) {
-                    *word |= 1u64 << (id as usize % 64);
+                if let Some(meta) = self.meta_mut(id) {
+                    meta.make_alias();
                 }
                 canonical
             }
@@ -333,6 +380,9 @@ impl<'a> Parser<'a> {
                 self.interned.entry(hash).or_insert(id);
                 if let Some(node) = self.arena.get_mut(id as usize) {
                     node.canonical = true;
+                }
+                if let Some(meta) = self.meta_mut(id) {
+                    meta.close_list();
                 }
                 id
             }
@@ -375,12 +425,160 @@ impl<'a> Parser<'a> {
                     let top = *self.top("BINPUT", offset)?;
                     self.memo.put(index.into(), top);
                 }
+                (op::LONG_BINGET, Some(_)) => {
+                    let index = u32::from_le_bytes(self.take_array::<4>("LONG_BINGET", offset)?);
+                    self.push_memo(index.into(), "LONG_BINGET", offset)?;
+                }
                 (op::MEMOIZE, _) => {
                     let top = *self.top("MEMOIZE", offset)?;
                     let index = self.memo.len() as u64;
                     self.memo.put(index, top);
                 }
+                (op::MARK, _) => {
+                    if !self.append_memo_run() {
+                        self.marks.push(self.stack.len());
+                    }
+                }
                 _ => self.step(code, offset)?,
+            }
+        }
+    }
+
+    /// Runs `MARK (BINGET | LONG_BINGET)* APPENDS` onto a list at the top of
+    /// the stack in one go, `self.pos` just after the MARK: the way CPython
+    /// writes every traceback of a snapshot (a fresh list of memoised
+    /// frames), most of a large file's opcodes. The items go straight into
+    /// the list instead of through the stack. Exactly what the opcodes one
+    /// by one would do, or nothing (`false`, nothing consumed) when any part
+    /// differs from the common case (a missing memo entry, a list item that
+    /// would be interned, a limit reached, another opcode): the generic path
+    /// then runs the same bytes and reports what it finds.
+    fn append_memo_run(&mut self) -> bool {
+        let Some(&Item::Node(target)) = self.stack.last() else {
+            return false;
+        };
+        if self.stack.len() <= self.frame_base() {
+            return false;
+        }
+        match self.arena.get(target as usize) {
+            Some(node) if matches!(node.kind, NodeKind::List(_)) && !node.canonical => {}
+            _ => return false,
+        }
+        let mut run = std::mem::take(&mut self.memo_run);
+        run.clear();
+        let mut pos = self.pos;
+        let mut tallest = 0u32;
+        let complete = loop {
+            let (index, width) = match self.data.get(pos) {
+                Some(&op::BINGET) => match self.data.get(pos + 1) {
+                    Some(&index) => (u64::from(index), 2),
+                    None => break false,
+                },
+                Some(&op::LONG_BINGET) => match self.data.get(pos + 1..pos + 5) {
+                    Some(raw) => {
+                        let mut le = [0u8; 4];
+                        le.copy_from_slice(raw);
+                        (u64::from(u32::from_le_bytes(le)), 5)
+                    }
+                    None => break false,
+                },
+                Some(&op::APPENDS) => break true,
+                _ => break false,
+            };
+            let Some(&item) = self.memo.get(index) else {
+                break false;
+            };
+            let item = self.resolve(item);
+            if let Item::Node(id) = item {
+                match self.meta.get(id as usize) {
+                    Some(&meta)
+                        if id != target
+                            && !(self.intern && meta.is_open_list())
+                            && meta.height() < NodeMeta::HEIGHT =>
+                    {
+                        tallest = tallest.max(u32::from(meta.height()));
+                    }
+                    _ => break false,
+                }
+            }
+            run.push(item);
+            pos += width;
+        };
+        let count = run.len() as u64;
+        let grown = if run.is_empty() {
+            0
+        } else {
+            tallest.saturating_add(1)
+        };
+        let within_limits = complete
+            && grown as usize <= self.limits.max_depth
+            && self.pushed.saturating_add(count) <= self.limits.max_items
+            && self
+                .memory_used
+                .saturating_add(count.saturating_mul(ITEM_CHARGE))
+                <= self.memory_budget;
+        let done = within_limits
+            && match self.arena.get_mut(target as usize) {
+                Some(Node {
+                    kind: NodeKind::List(list),
+                    height,
+                    ..
+                }) => {
+                    let fresh = list.is_empty();
+                    *height = (*height).max(grown);
+                    let height = *height;
+                    if let Some(meta) = self.meta.get_mut(target as usize) {
+                        meta.set_height(height);
+                    }
+                    if fresh && self.intern && run.len() < PICKLER_BATCH {
+                        self.intern_fresh(target, &run);
+                    } else {
+                        list.extend_from_slice(&run);
+                    }
+                    true
+                }
+                _ => false,
+            };
+        if done {
+            self.pushed += count;
+            self.memory_used += count * ITEM_CHARGE;
+            // Past the APPENDS.
+            self.pos = pos + 1;
+        }
+        self.memo_run = run;
+        done
+    }
+
+    /// Fills the empty list `id` with `items` and interns it at once (see
+    /// [`Parser::intern`]): a list CPython writes with fewer items than its
+    /// pickler's batch is complete after its one APPENDS, so a copy of an
+    /// earlier list becomes an alias without its items ever being stored.
+    /// Should the input append to it again, the parse is redone without
+    /// interning, as for any completed list.
+    fn intern_fresh(&mut self, id: NodeId, items: &[Item]) {
+        let hash = hash_items(items);
+        let same = self.interned.get(&hash).copied().filter(|&c| {
+            c != id
+                && matches!(self.arena.get(c as usize).map(|n| &n.kind),
+                    Some(NodeKind::List(other)) if other.as_slice() == items)
+        });
+        let Some(node) = self.arena.get_mut(id as usize) else {
+            return;
+        };
+        match same {
+            Some(canonical) => {
+                node.kind = NodeKind::Alias(canonical);
+                if let Some(meta) = self.meta.get_mut(id as usize) {
+                    meta.make_alias();
+                }
+            }
+            None => {
+                node.kind = NodeKind::List(items.to_vec());
+                node.canonical = true;
+                self.interned.entry(hash).or_insert(id);
+                if let Some(meta) = self.meta.get_mut(id as usize) {
+                    meta.close_list();
+                }
             }
         }
     }
@@ -1018,6 +1216,16 @@ impl<'a> Parser<'a> {
 
     fn item_height(&self, item: &Item) -> usize {
         match item {
+            Item::Node(id)
+                if self
+                    .meta
+                    .get(*id as usize)
+                    .is_some_and(|m| m.height() < NodeMeta::HEIGHT) =>
+            {
+                self.meta
+                    .get(*id as usize)
+                    .map_or(0, |m| usize::from(m.height()))
+            }
             Item::Node(id) => self
                 .arena
                 .get(*id as usize)
@@ -1044,14 +1252,14 @@ impl<'a> Parser<'a> {
         let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
             detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
         })?;
+        let mut meta = NodeMeta::new(matches!(kind, NodeKind::List(_)));
+        meta.set_height(saturating_u32(height));
         self.arena.push(Node {
             kind,
             height: saturating_u32(height),
             canonical: false,
         });
-        if self.aliased.len() * 64 < self.arena.len() {
-            self.aliased.push(0);
-        }
+        self.meta.push(meta);
         self.push(Item::Node(id))
     }
 
@@ -1190,6 +1398,15 @@ impl<'a> Parser<'a> {
                 // One look at the node: aliases resolve, lists intern, the
                 // rest (dicts, tuples, scalars: most items) stays as it is.
                 let item = match item {
+                    // Neither an alias nor a list to intern: nothing to do,
+                    // and the node itself is not touched.
+                    Item::Node(id)
+                        if self.meta.get(id as usize).is_some_and(|m| {
+                            m.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0
+                        }) =>
+                    {
+                        item
+                    }
                     Item::Node(id) if id != target => {
                         match self.arena.get(id as usize).map(|n| &n.kind) {
                             Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
@@ -1210,6 +1427,13 @@ impl<'a> Parser<'a> {
             .get_mut(target as usize)
             .ok_or_else(|| internal(opcode, offset))?;
         node.height = node.height.max(saturating_u32(grown));
+        let height = node.height;
+        if let Some(meta) = self.meta.get_mut(target as usize) {
+            meta.set_height(height);
+        }
+        let Some(node) = self.arena.get_mut(target as usize) else {
+            return Err(internal(opcode, offset));
+        };
         let mut drained = self.stack.drain(start..);
         match (&mut node.kind, wanted) {
             (NodeKind::List(list), Wanted::List) => list.extend(drained),

@@ -192,3 +192,217 @@ fn growth_after_nesting_is_caught_by_the_freeze_depth_check() {
     let err = parse(pickle, &limits).unwrap_err();
     assert!(matches!(err, PickleError::LimitExceeded { .. }), "{err}");
 }
+
+/// `{'f': [f0, f1], 'a': [f0, f1], 'b': [f0, f1], 'c': [f1, f0]}` with
+/// `f0`, `f1` two empty dicts, as CPython's pickler writes it: the lists
+/// 'a', 'b' and 'c' are `MARK BINGET BINGET APPENDS`, as a traceback is.
+const LISTS_OF_MEMO_FETCHES: &[u8] = b"\x80\x04}\x94(\x8c\x01f\x94]\x94(}\x94}\x94e\
+\x8c\x01a\x94]\x94(h\x03h\x04e\x8c\x01b\x94]\x94(h\x03h\x04e\x8c\x01c\x94]\x94(h\x04h\x03eu.";
+
+#[test]
+fn lists_of_memo_fetches_with_equal_items_share_one_allocation() {
+    let value = parse_default(LISTS_OF_MEMO_FETCHES).unwrap();
+    let list = |key| value.get(key).unwrap();
+    assert_eq!(list("a").as_list().map(<[Value]>::len), Some(2));
+    assert_eq!(list("a").identity(), list("f").identity());
+    assert_eq!(list("b").identity(), list("f").identity());
+    assert_ne!(list("c").identity(), list("f").identity());
+    let (a, c) = (list("a").as_list().unwrap(), list("c").as_list().unwrap());
+    assert_eq!(c[0].identity(), a[1].identity());
+    assert_eq!(c[1].identity(), a[0].identity());
+}
+
+#[test]
+fn appending_again_to_a_list_of_memo_fetches_is_exact_through_the_retry() {
+    // l0 = [f0, f1]; l1 = [f0, f1] by memo fetches; l1.extend([f0]); (l0, l1)
+    let pickle = b"\x80\x04]\x94(}\x94}\x94e]\x94(h\x01h\x02e(h\x01e\x86.";
+    let value = parse_default(pickle).unwrap();
+    let pair = value.as_list().unwrap();
+    assert_eq!(pair[0].as_list().map(<[Value]>::len), Some(2));
+    let l1 = pair[1].as_list().unwrap();
+    assert_eq!(l1.len(), 3);
+    assert_eq!(l1[2].identity(), l1[0].identity());
+    assert_ne!(pair[0].identity(), pair[1].identity());
+}
+
+#[test]
+fn a_missing_memo_entry_in_a_list_of_fetches_is_reported_at_its_opcode() {
+    let err = parse_default(b"\x80\x04]\x94(}\x94h\x07e.").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        parse_default(b"\x80\x04]\x94(}\x94h\x07a.")
+            .unwrap_err()
+            .to_string()
+    );
+    assert!(err.to_string().contains("memo index 7"), "{err}");
+    assert!(
+        matches!(err, PickleError::Malformed { offset: 7, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_list_of_fetches_containing_itself_is_refused_like_append() {
+    let by_run = parse_default(b"\x80\x04]\x94(h\x00e.").unwrap_err();
+    let by_append = parse_default(b"\x80\x04]\x94h\x00a.").unwrap_err();
+    assert_eq!(by_run.to_string(), by_append.to_string());
+}
+
+#[test]
+fn a_list_of_fetches_counts_against_the_item_and_depth_limits() {
+    // t = ([],); l = [t, t, t]: depth 3, seven values pushed.
+    let pickle = b"\x80\x04]\x85\x94](h\x00h\x00h\x00e.";
+    let value = parse_default(pickle).unwrap();
+    assert_eq!(value.as_list().map(<[Value]>::len), Some(3));
+    for limits in [
+        Limits {
+            max_depth: 2,
+            ..Limits::default()
+        },
+        Limits {
+            max_items: 4,
+            ..Limits::default()
+        },
+    ] {
+        let err = parse(pickle, &limits).unwrap_err();
+        assert!(matches!(err, PickleError::LimitExceeded { .. }), "{err}");
+    }
+}
+
+/// One opcode of [`ops_to_pickle`]'s small language: enough to build lists,
+/// dicts and tuples of memoised values, and to append to them again.
+#[derive(Debug, Clone)]
+enum SmallOp {
+    EmptyList,
+    EmptyDict,
+    Memoize,
+    Mark,
+    BinGet(u8),
+    LongBinGet(u32),
+    Appends,
+    Append,
+    SetItems,
+    Tuple,
+    SmallInt(u8),
+    Pop,
+}
+
+fn small_op() -> impl proptest::strategy::Strategy<Value = SmallOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => Just(SmallOp::EmptyList),
+        1 => Just(SmallOp::EmptyDict),
+        3 => Just(SmallOp::Memoize),
+        3 => Just(SmallOp::Mark),
+        6 => (0u8..10).prop_map(SmallOp::BinGet),
+        1 => (0u32..10).prop_map(SmallOp::LongBinGet),
+        3 => Just(SmallOp::Appends),
+        1 => Just(SmallOp::Append),
+        1 => Just(SmallOp::SetItems),
+        1 => Just(SmallOp::Tuple),
+        2 => (0u8..4).prop_map(SmallOp::SmallInt),
+        1 => Just(SmallOp::Pop),
+    ]
+}
+
+/// A few opcodes: a memoised value, a list filled by memo fetches (as
+/// CPython writes a traceback), or any one opcode.
+fn small_chunk() -> impl proptest::strategy::Strategy<Value = Vec<SmallOp>> {
+    use proptest::prelude::*;
+    let value = prop_oneof![
+        (0u8..4).prop_map(|n| vec![SmallOp::SmallInt(n)]),
+        Just(vec![SmallOp::EmptyDict]),
+        Just(vec![SmallOp::EmptyList]),
+    ];
+    let fetch = prop_oneof![
+        4 => (0u8..8).prop_map(SmallOp::BinGet),
+        1 => (0u32..8).prop_map(SmallOp::LongBinGet),
+    ];
+    prop_oneof![
+        2 => value.prop_map(|mut ops| {
+            ops.push(SmallOp::Memoize);
+            ops
+        }),
+        3 => (any::<bool>(), proptest::collection::vec(fetch, 0..6)).prop_map(|(fresh, gets)| {
+            let mut ops = if fresh {
+                vec![SmallOp::EmptyList, SmallOp::Memoize]
+            } else {
+                Vec::new()
+            };
+            ops.push(SmallOp::Mark);
+            ops.extend(gets);
+            ops.push(SmallOp::Appends);
+            ops
+        }),
+        1 => small_op().prop_map(|op| vec![op]),
+    ]
+}
+
+/// The pickle of `ops`; with `text_gets`, every memo fetch is written as the
+/// protocol-0 `GET n\n`, which means the same but no fast path reads.
+/// It starts with a MARK and ends with `closing_tuples` TUPLEs, so that the
+/// result can hold what the opcodes left on the stack, not only its top.
+fn ops_to_pickle(ops: &[SmallOp], text_gets: bool, closing_tuples: usize) -> Vec<u8> {
+    let mut out = b"\x80\x04(".to_vec();
+    for op in ops {
+        match (op, text_gets) {
+            (SmallOp::EmptyList, _) => out.push(b']'),
+            (SmallOp::EmptyDict, _) => out.push(b'}'),
+            (SmallOp::Memoize, _) => out.push(0x94),
+            (SmallOp::Mark, _) => out.push(b'('),
+            (SmallOp::BinGet(n), false) => out.extend([b'h', *n]),
+            (SmallOp::LongBinGet(n), false) => {
+                out.push(b'j');
+                out.extend(n.to_le_bytes());
+            }
+            (SmallOp::BinGet(n), true) => out.extend(format!("g{n}\n").bytes()),
+            (SmallOp::LongBinGet(n), true) => out.extend(format!("g{n}\n").bytes()),
+            (SmallOp::Appends, _) => out.push(b'e'),
+            (SmallOp::Append, _) => out.push(b'a'),
+            (SmallOp::SetItems, _) => out.push(b'u'),
+            (SmallOp::Tuple, _) => out.push(b't'),
+            (SmallOp::SmallInt(n), _) => out.extend([b'K', *n]),
+            (SmallOp::Pop, _) => out.push(b'0'),
+        }
+    }
+    out.extend(std::iter::repeat_n(b't', closing_tuples));
+    out.push(b'.');
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+    /// The one-go read of `MARK (BINGET|LONG_BINGET)* APPENDS` and the early
+    /// interning behind it give what the opcodes one by one give.
+    #[test]
+    fn runs_of_memo_fetches_read_like_the_opcodes_one_by_one(
+        chunks in proptest::collection::vec(small_chunk(), 1..16)
+    ) {
+        // Four memoised values first, so that most fetches find an entry.
+        let mut ops = vec![
+            SmallOp::SmallInt(0),
+            SmallOp::Memoize,
+            SmallOp::SmallInt(1),
+            SmallOp::Memoize,
+            SmallOp::EmptyDict,
+            SmallOp::Memoize,
+            SmallOp::EmptyList,
+            SmallOp::Memoize,
+        ];
+        ops.extend(chunks.concat());
+        let marks = ops.iter().filter(|op| matches!(op, SmallOp::Mark)).count();
+        for closing in 0..=marks + 1 {
+            let fast = parse_default(&ops_to_pickle(&ops, false, closing));
+            let generic = parse_default(&ops_to_pickle(&ops, true, closing));
+            match (fast, generic) {
+                (Ok(fast), Ok(generic)) => proptest::prop_assert_eq!(fast, generic),
+                (Err(_), Err(_)) => {}
+                (fast, generic) => proptest::prop_assert!(
+                    false,
+                    "one-go {fast:?} against one by one {generic:?}"
+                ),
+            }
+        }
+    }
+}
