@@ -4,15 +4,104 @@ use super::error::{PickleError, too_deep};
 use super::parser::{Item, Node, NodeKind, Scalars};
 use super::value::Value;
 
-/// Freeze state of one arena node.
-pub(super) enum Slot {
+/// Freeze state of one arena node, as [`Slots::get`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Slot<'a> {
     Unvisited,
     /// On the current DFS path: meeting it again means a cycle.
     InProgress,
     /// Frozen value and its exact nesting height.
-    Done(Value, usize),
+    Done(&'a Value, usize),
     /// Frozen, used once and dropped: nothing else refers to it.
     Released,
+}
+
+/// The freeze state of every arena node in four bytes a node: a snapshot
+/// has millions of nodes (two per trace entry) and freezes few of them (the
+/// reader converts trace entries in place), so the values live in a
+/// separate table that only the frozen nodes fill. The states start as
+/// zeroed memory the allocator maps lazily.
+#[derive(Debug, Default)]
+pub(super) struct Slots {
+    /// Per node: [`Slots::UNVISITED`], [`Slots::IN_PROGRESS`],
+    /// [`Slots::RELEASED`], or [`Slots::FROZEN`] plus an index into `frozen`.
+    states: Vec<u32>,
+    /// Frozen values and their heights.
+    frozen: Vec<(Value, usize)>,
+    /// Indices of `frozen` whose value was released, reused first.
+    free: Vec<u32>,
+}
+
+impl Slots {
+    const UNVISITED: u32 = 0;
+    const IN_PROGRESS: u32 = 1;
+    const RELEASED: u32 = 2;
+    const FROZEN: u32 = 3;
+
+    fn new(nodes: usize) -> Self {
+        Slots {
+            states: vec![Self::UNVISITED; nodes],
+            ..Slots::default()
+        }
+    }
+
+    pub(super) fn get(&self, id: usize) -> Option<Slot<'_>> {
+        Some(match *self.states.get(id)? {
+            Self::UNVISITED => Slot::Unvisited,
+            Self::IN_PROGRESS => Slot::InProgress,
+            Self::RELEASED => Slot::Released,
+            frozen => {
+                let index = (frozen - Self::FROZEN) as usize;
+                let (value, height) = self.frozen.get(index)?;
+                Slot::Done(value, *height)
+            }
+        })
+    }
+
+    fn state_mut(&mut self, id: usize) -> Result<&mut u32, PickleError> {
+        self.states.get_mut(id).ok_or_else(lost)
+    }
+
+    fn set_in_progress(&mut self, id: usize) -> Result<(), PickleError> {
+        *self.state_mut(id)? = Self::IN_PROGRESS;
+        Ok(())
+    }
+
+    fn set_done(&mut self, id: usize, value: Value, height: usize) -> Result<(), PickleError> {
+        let index = match self.free.pop() {
+            Some(index) => {
+                let slot = self.frozen.get_mut(index as usize).ok_or_else(lost)?;
+                *slot = (value, height);
+                index
+            }
+            None => {
+                // At most one frozen value per node, and nodes are indexed
+                // by u32: the index fits unless the states do not.
+                let index = u32::try_from(self.frozen.len())
+                    .ok()
+                    .filter(|i| i.checked_add(Self::FROZEN).is_some())
+                    .ok_or_else(lost)?;
+                self.frozen.push((value, height));
+                index
+            }
+        };
+        *self.state_mut(id)? = index + Self::FROZEN;
+        Ok(())
+    }
+
+    /// Drops node `id`'s frozen value, if it has one.
+    pub(super) fn release(&mut self, id: usize) {
+        let Some(state) = self.states.get_mut(id) else {
+            return;
+        };
+        if let Some(index) = state.checked_sub(Self::FROZEN) {
+            if let Some(slot) = self.frozen.get_mut(index as usize) {
+                *slot = (Value::None, 0);
+                self.free.push(index);
+            }
+            *state = Self::RELEASED;
+        }
+    }
 }
 
 pub(super) fn lost() -> PickleError {
@@ -40,7 +129,7 @@ pub(crate) struct Document {
     pub(crate) input_len: usize,
     pub(super) arena: Vec<Node>,
     pub(super) scalars: Scalars,
-    pub(super) slots: Vec<Slot>,
+    pub(super) slots: Slots,
     pub(super) root: Item,
     pub(super) max_depth: usize,
     /// How many container slots refer to each node (saturating): a node
@@ -73,8 +162,7 @@ impl Document {
                 NodeKind::Alias(_) => {}
             }
         }
-        let mut slots = Vec::with_capacity(arena.len());
-        slots.resize_with(arena.len(), || Slot::Unvisited);
+        let slots = Slots::new(arena.len());
         Document {
             memory_used: 0,
             memory_budget: u64::MAX,
@@ -118,11 +206,6 @@ impl Document {
         }
     }
 
-    fn set_slot(&mut self, id: usize, slot: Slot) -> Result<(), PickleError> {
-        *self.slots.get_mut(id).ok_or_else(lost)? = slot;
-        Ok(())
-    }
-
     /// Freezes `item`. Iterative depth-first: the explicit path never grows
     /// past `max_depth`, so neither hostile depth nor hostile cycles can
     /// overflow the stack. Frozen nodes keep their value (shared nodes stay
@@ -140,7 +223,7 @@ impl Document {
         if max_depth == 0 {
             return Err(too_deep(max_depth, None));
         }
-        self.set_slot(root_id, Slot::InProgress)?;
+        self.slots.set_in_progress(root_id)?;
         // (node, index of the next child to look at)
         let mut path = std::mem::take(&mut self.path);
         path.clear();
@@ -188,7 +271,7 @@ impl Document {
                 if path.len() >= max_depth {
                     return Err(too_deep(max_depth, None));
                 }
-                self.set_slot(child_id, Slot::InProgress)?;
+                self.slots.set_in_progress(child_id)?;
                 path.push((child_id, 0));
                 continue;
             }
@@ -209,7 +292,7 @@ impl Document {
                 match item {
                     Item::Node(child_id) => match slots.get(child_id as usize) {
                         Some(Slot::Done(value, child_height)) => {
-                            height = height.max(*child_height);
+                            height = height.max(child_height);
                             value.clone()
                         }
                         // Unreachable: the loop above froze every child first.
@@ -250,7 +333,7 @@ impl Document {
             if height > max_depth {
                 return Err(too_deep(max_depth, None));
             }
-            self.set_slot(id, Slot::Done(value, height))?;
+            self.slots.set_done(id, value, height)?;
             self.frozen_now.push(id);
             path.pop();
         }

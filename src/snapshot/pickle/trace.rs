@@ -184,10 +184,8 @@ impl Document {
     /// made that nothing else refers to.
     pub(crate) fn release_entry(&mut self) {
         for id in std::mem::take(&mut self.frozen_now) {
-            if self.in_degree.get(id).is_some_and(|&d| d <= 1)
-                && let Some(slot) = self.slots.get_mut(id)
-            {
-                *slot = Slot::Released;
+            if self.in_degree.get(id).is_some_and(|&d| d <= 1) {
+                self.slots.release(id);
             }
         }
     }
