@@ -212,6 +212,14 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
             ),
         })));
     }
+    if len >= pickle::PIECES_MIN_BYTES {
+        let mut file = std::fs::File::open(path).map_err(io_error)?;
+        if let Some(document) =
+            pickle::parse_file_in_pieces(&mut file, len, &limits, progress).map_err(io_error)?
+        {
+            return snapshot_from_document(document).map_err(in_file);
+        }
+    }
     let bytes = std::fs::read(path).map_err(io_error)?;
     // The bytes are dropped once parsed, before any value is built.
     let document =

@@ -29,6 +29,7 @@ mod tests;
 mod trace;
 mod value;
 
+use std::io::{Read, Seek, SeekFrom};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) use document::Document;
@@ -169,6 +170,186 @@ pub(crate) fn parse_document_owned(
     document.memory_budget = limits.memory_budget(input_len as u64);
     document.input_len = input_len;
     Ok(document)
+}
+
+/// Files at least this long are parsed in pieces by [`parse_file_in_pieces`]
+/// (bytes): below it the whole file in memory costs little.
+pub(crate) const PIECES_MIN_BYTES: u64 = 64 << 20;
+
+/// The bytes of a file [`parse_file_in_pieces`] holds at once, about: whole
+/// 64 KiB frames up to this.
+const PIECE_BYTES: usize = 16 << 20;
+
+/// Parses the pickle file `file` of `file_len` bytes a piece at a time,
+/// whole FRAMEs of about [`PIECE_BYTES`] each, so that the file is never in
+/// memory at once: a large snapshot's peak is then its parsed values, not
+/// those and its bytes. CPython's pickler writes protocol 4 and 5 in frames
+/// of whole opcodes, so the pieces parse exactly as the whole input does.
+///
+/// `Ok(None)` when a parse of the whole file in memory must answer instead:
+/// the file is not made of frames (protocol 3 or older, hand-made), or
+/// something went wrong (an opcode across a frame's end, a truncated frame,
+/// any error, a file that changes while read); the whole-file parse then
+/// reports it exactly as it always has (a damaged file is read twice).
+pub(crate) fn parse_file_in_pieces<R: Read + Seek>(
+    file: &mut R,
+    file_len: u64,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+) -> std::io::Result<Option<Document>> {
+    parse_file_in_pieces_of(file, file_len, limits, progress, PIECE_BYTES)
+}
+
+/// [`parse_file_in_pieces`] with pieces of about `piece_bytes`.
+fn parse_file_in_pieces_of<R: Read + Seek>(
+    file: &mut R,
+    file_len: u64,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+    piece_bytes: usize,
+) -> std::io::Result<Option<Document>> {
+    let Ok(input_len) = usize::try_from(file_len) else {
+        return Ok(None);
+    };
+    if file_len > limits.max_input_bytes {
+        return Ok(None);
+    }
+    let mut outcome = parse_pieces(file, input_len, limits, progress, piece_bytes, true)?;
+    if let PiecesOutcome::InternBroken = outcome {
+        outcome = parse_pieces(file, input_len, limits, progress, piece_bytes, false)?;
+    }
+    Ok(match outcome {
+        PiecesOutcome::WholeFile | PiecesOutcome::InternBroken => None,
+        PiecesOutcome::Done {
+            arena,
+            scalars,
+            root,
+            used,
+        } => {
+            if let Some(progress) = progress {
+                progress.store(file_len, Ordering::Relaxed);
+            }
+            let mut document = Document::new(arena, scalars, root, limits.max_depth);
+            document.memory_used = used;
+            document.memory_budget = limits.memory_budget(file_len);
+            document.input_len = input_len;
+            Some(document)
+        }
+    })
+}
+
+/// How one attempt of [`parse_file_in_pieces`] ended.
+enum PiecesOutcome {
+    Done {
+        arena: Vec<Node>,
+        scalars: Scalars,
+        root: Item,
+        used: u64,
+    },
+    /// Interning met a mutated list: parse again without.
+    InternBroken,
+    WholeFile,
+}
+
+/// Appends up to `len` more bytes of `file` to `buf`; `false` when the file
+/// ended first.
+fn read_more<R: Read>(file: &mut R, buf: &mut Vec<u8>, len: usize) -> std::io::Result<bool> {
+    let before = buf.len();
+    buf.try_reserve(len).map_err(std::io::Error::other)?;
+    file.by_ref().take(len as u64).read_to_end(buf)?;
+    Ok(buf.len() - before == len)
+}
+
+/// The end of the frame whose FRAME opcode is at `pos`, if all of it is in
+/// `buf`.
+fn complete_frame_at(buf: &[u8], pos: usize) -> Option<usize> {
+    if buf.get(pos) != Some(&op::FRAME) {
+        return None;
+    }
+    let header_end = pos.checked_add(9)?;
+    let mut len = [0u8; 8];
+    len.copy_from_slice(buf.get(pos + 1..header_end)?);
+    let end = header_end.checked_add(usize::try_from(u64::from_le_bytes(len)).ok()?)?;
+    (end <= buf.len()).then_some(end)
+}
+
+fn parse_pieces<R: Read + Seek>(
+    file: &mut R,
+    input_len: usize,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+    piece_bytes: usize,
+    intern: bool,
+) -> std::io::Result<PiecesOutcome> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut buf = Vec::new();
+    // At least PROTO and the first FRAME's opcode.
+    let first = piece_bytes.max(3).min(input_len);
+    if !read_more(file, &mut buf, first)? {
+        return Ok(PiecesOutcome::WholeFile);
+    }
+    if buf.first() != Some(&op::PROTO)
+        || !matches!(buf.get(1), Some(4 | 5))
+        || buf.get(2) != Some(&op::FRAME)
+    {
+        return Ok(PiecesOutcome::WholeFile);
+    }
+    let mut state = Parser::new(&[], limits);
+    state.set_input_len(input_len);
+    state.intern = intern;
+    state.progress = progress;
+    // Where the next piece starts: `base` in the file, `scan_from` in `buf`
+    // (after PROTO in the first piece).
+    let mut base = 0usize;
+    let mut scan_from = 2usize;
+    loop {
+        let read_all = base + buf.len() == input_len;
+        let mut end = scan_from;
+        while let Some(frame_end) = complete_frame_at(&buf, end) {
+            end = frame_end;
+        }
+        let (piece_len, last) = if read_all {
+            (buf.len(), true)
+        } else if end > scan_from {
+            (end, false)
+        } else {
+            // A frame longer than what is read, or no frame here (a large
+            // opcode CPython writes between frames, or unframed data): read
+            // more. Every turn reads or parses, so the loop ends.
+            let wanted = piece_bytes.min(input_len - base - buf.len());
+            if !read_more(file, &mut buf, wanted)? {
+                return Ok(PiecesOutcome::WholeFile);
+            }
+            continue;
+        };
+        let piece = buf.get(..piece_len).unwrap_or_default();
+        let mut parser = state.with_data(piece, base);
+        parser.more_input = !last;
+        let result = parser.run_piece();
+        state = parser.with_data(&[], base + piece_len);
+        match result {
+            Ok(Some(root)) => {
+                return Ok(PiecesOutcome::Done {
+                    arena: state.arena,
+                    scalars: state.scalars,
+                    root,
+                    used: state.memory_used,
+                });
+            }
+            Ok(None) => {}
+            Err(_) if state.intern_broken => return Ok(PiecesOutcome::InternBroken),
+            Err(_) => return Ok(PiecesOutcome::WholeFile),
+        }
+        buf.drain(..piece_len);
+        base += piece_len;
+        scan_from = 0;
+        let wanted = piece_bytes
+            .saturating_sub(buf.len())
+            .min(input_len - base - buf.len());
+        if !read_more(file, &mut buf, wanted)? {
+            return Ok(PiecesOutcome::WholeFile);
+        }
+    }
 }
 
 /// Parses the beginning of a pickle whose top level is a dict, up to the

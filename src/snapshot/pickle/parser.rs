@@ -241,9 +241,20 @@ impl Memo {
     }
 }
 
-pub(super) struct Parser<'a> {
-    data: &'a [u8],
+/// The parse of one input, which may arrive in pieces (see
+/// [`Parser::with_data`]): `'a` is the limits' and progress' lifetime, `'d`
+/// the current piece's.
+pub(super) struct Parser<'a, 'd> {
+    /// The current piece of the input, starting at byte `base` of it.
+    data: &'d [u8],
+    /// Position in `data` (add `base` for the input's byte offset).
     pos: usize,
+    base: usize,
+    /// The whole input's length, for messages.
+    input_len: usize,
+    /// More input follows `data`: its end pauses [`Parser::run_piece`]
+    /// instead of being a missing STOP.
+    pub(super) more_input: bool,
     limits: &'a Limits,
     stack: Vec<Item>,
     /// Stack lengths at each open MARK (CPython's metastack). Operations pop
@@ -285,11 +296,14 @@ pub(super) struct Parser<'a> {
     memo_run: Vec<Item>,
 }
 
-impl<'a> Parser<'a> {
-    pub(super) fn new(data: &'a [u8], limits: &'a Limits) -> Self {
+impl<'a, 'd> Parser<'a, 'd> {
+    pub(super) fn new(data: &'d [u8], limits: &'a Limits) -> Self {
         Parser {
             data,
             pos: 0,
+            base: 0,
+            input_len: data.len(),
+            more_input: false,
             limits,
             stack: Vec::with_capacity(64),
             marks: Vec::with_capacity(16),
@@ -310,6 +324,45 @@ impl<'a> Parser<'a> {
             input_is_prefix: false,
             memo_run: Vec::new(),
         }
+    }
+
+    /// The same parse, going on with `data`, the piece of the input that
+    /// starts at byte `base`; the state (stack, memo, arena, limits) carries
+    /// over. The previous piece is no longer borrowed.
+    pub(super) fn with_data<'e>(self, data: &'e [u8], base: usize) -> Parser<'a, 'e> {
+        Parser {
+            data,
+            pos: 0,
+            base,
+            input_len: self.input_len,
+            more_input: self.more_input,
+            limits: self.limits,
+            stack: self.stack,
+            marks: self.marks,
+            memo: self.memo,
+            arena: self.arena,
+            scalars: self.scalars,
+            pushed: self.pushed,
+            memory_used: self.memory_used,
+            memory_budget: self.memory_budget,
+            progress: self.progress,
+            next_progress: self.next_progress,
+            intern: self.intern,
+            interned: self.interned,
+            intern_broken: self.intern_broken,
+            meta: self.meta,
+            stop_before_top_level_key: self.stop_before_top_level_key,
+            stopped: self.stopped,
+            input_is_prefix: self.input_is_prefix,
+            memo_run: self.memo_run,
+        }
+    }
+
+    /// Sets the whole input's length (the first piece's by default), for
+    /// messages and the memory budget.
+    pub(super) fn set_input_len(&mut self, input_len: usize) {
+        self.input_len = input_len;
+        self.memory_budget = self.limits.memory_budget(input_len as u64);
     }
 
     /// The node an item stands for, through an alias.
@@ -390,22 +443,34 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn run(&mut self) -> Result<Item, PickleError> {
+        self.run_piece()?.ok_or(PickleError::MissingStop {
+            end: self.input_end(),
+        })
+    }
+
+    /// Runs the opcodes of the current piece: the root at STOP, `None` at
+    /// the end of a piece that more input follows.
+    pub(super) fn run_piece(&mut self) -> Result<Option<Item>, PickleError> {
         loop {
-            let offset = self.pos;
+            let at = self.pos;
+            let offset = self.base + at;
             if let Some(key) = self.stop_before_top_level_key
                 && self.pushed_top_level_key(key)
             {
-                return self.stop_at_top_level_key(offset);
+                return self.stop_at_top_level_key(offset).map(Some);
             }
-            let Some(&code) = self.data.get(offset) else {
+            let Some(&code) = self.data.get(at) else {
+                if self.more_input {
+                    return Ok(None);
+                }
                 return Err(PickleError::MissingStop {
-                    end: self.data.len(),
+                    end: self.input_end(),
                 });
             };
             self.pos += 1;
             if code == op::STOP {
                 let root = self.pop("STOP", offset)?;
-                return Ok(self.resolve(root));
+                return Ok(Some(self.resolve(root)));
             }
             if offset >= self.next_progress
                 && let Some(progress) = self.progress
@@ -923,9 +988,19 @@ impl<'a> Parser<'a> {
         PickleError::Truncated {
             opcode,
             offset,
-            end: self.data.len(),
+            end: self.input_end(),
             needed,
         }
+    }
+
+    /// The input offset of the end of the current piece.
+    fn input_end(&self) -> usize {
+        self.base + self.data.len()
+    }
+
+    /// The input offset of the next byte.
+    fn offset(&self) -> usize {
+        self.base + self.pos
     }
 
     /// The next `len` bytes. The length is compared with what is left before
@@ -935,7 +1010,7 @@ impl<'a> Parser<'a> {
         len: u64,
         opcode: &'static str,
         offset: usize,
-    ) -> Result<&'a [u8], PickleError> {
+    ) -> Result<&'d [u8], PickleError> {
         let remaining = self.data.len() - self.pos;
         if len > remaining as u64 {
             return Err(self.truncated(opcode, offset, len - remaining as u64));
@@ -959,13 +1034,13 @@ impl<'a> Parser<'a> {
     }
 
     /// A text argument up to (not including) the next newline.
-    fn take_line(&mut self, opcode: &'static str, offset: usize) -> Result<&'a [u8], PickleError> {
+    fn take_line(&mut self, opcode: &'static str, offset: usize) -> Result<&'d [u8], PickleError> {
         let rest = self.data.get(self.pos..).unwrap_or_default();
         let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
             return Err(PickleError::TruncatedLine {
                 opcode,
                 offset,
-                end: self.data.len(),
+                end: self.input_end(),
             });
         };
         let line = rest.get(..newline).unwrap_or_default();
@@ -974,7 +1049,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The next line, without consuming it, for error details.
-    fn peek_line(&self) -> Option<&'a [u8]> {
+    fn peek_line(&self) -> Option<&'d [u8]> {
         let rest = self.data.get(self.pos..)?;
         let newline = rest.iter().position(|&b| b == b'\n')?;
         rest.get(..newline)
@@ -1087,8 +1162,8 @@ impl<'a> Parser<'a> {
         PickleError::LimitExceeded {
             detail: format!(
                 "{} (at byte {})",
-                memory_exceeded_detail(self.memory_budget, self.data.len()),
-                self.pos
+                memory_exceeded_detail(self.memory_budget, self.input_len),
+                self.offset()
             ),
         }
     }
@@ -1110,7 +1185,8 @@ impl<'a> Parser<'a> {
         PickleError::LimitExceeded {
             detail: format!(
                 "more than {} values at byte {}",
-                self.limits.max_items, self.pos
+                self.limits.max_items,
+                self.offset()
             ),
         }
     }
@@ -1143,7 +1219,11 @@ impl<'a> Parser<'a> {
     /// The id of the next entry of a scalar table of length `len`.
     fn scalar_id(&self, len: usize) -> Result<ScalarId, PickleError> {
         ScalarId::try_from(len).map_err(|_| PickleError::LimitExceeded {
-            detail: format!("more than {} scalars at byte {}", ScalarId::MAX, self.pos),
+            detail: format!(
+                "more than {} scalars at byte {}",
+                ScalarId::MAX,
+                self.offset()
+            ),
         })
     }
 

@@ -406,3 +406,123 @@ proptest::proptest! {
         }
     }
 }
+
+/// `bytes` parsed as a file in pieces of about `piece_bytes`: `None` when
+/// the whole-file parse must answer.
+fn parse_in_pieces(bytes: &[u8], piece_bytes: usize) -> Option<Result<Value, PickleError>> {
+    let mut file = std::io::Cursor::new(bytes);
+    super::parse_file_in_pieces_of(
+        &mut file,
+        bytes.len() as u64,
+        &Limits::default(),
+        None,
+        piece_bytes,
+    )
+    .expect("a cursor reads without I/O errors")
+    .map(|mut document| document.freeze_root())
+}
+
+/// A framed protocol-4 pickle of a small generated snapshot, as PyTorch
+/// writes one (one frames list per trace entry).
+fn framed_snapshot_pickle() -> Vec<u8> {
+    let snapshot =
+        crate::snapshot::synth::large(&crate::snapshot::synth::LargeShape::about_bytes(600 << 10));
+    let mut out = Vec::new();
+    crate::snapshot::write_snapshot_with(
+        &snapshot,
+        &mut out,
+        &crate::snapshot::WriteOptions {
+            fresh_frame_lists: true,
+        },
+    )
+    .expect("writing to memory succeeds");
+    out
+}
+
+#[test]
+fn a_framed_pickle_parses_in_pieces_as_a_whole() {
+    let bytes = framed_snapshot_pickle();
+    let whole = parse_default(&bytes).unwrap();
+    // One frame a piece, a few frames, one piece.
+    for piece_bytes in [1, 100_000, 300_000, bytes.len()] {
+        let pieces = parse_in_pieces(&bytes, piece_bytes);
+        assert_eq!(pieces, Some(Ok(whole.clone())), "pieces of {piece_bytes}");
+    }
+}
+
+#[test]
+fn every_shared_snapshot_parses_in_pieces_as_a_whole() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipping: {} not found", dir.display());
+        return;
+    };
+    let mut checked = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("pickle" | "pkl")
+        ) {
+            continue;
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let whole = parse_default(&bytes);
+        let pieces = parse_in_pieces(&bytes, 200_000);
+        match (&whole, &pieces) {
+            (Ok(whole), Some(Ok(pieces))) => assert_eq!(whole, pieces, "{}", path.display()),
+            _ => panic!("{}: whole {whole:?}, in pieces {pieces:?}", path.display()),
+        }
+        checked += 1;
+    }
+    assert!(checked > 0, "no snapshot in {}", dir.display());
+}
+
+#[test]
+fn an_unframed_pickle_is_left_to_the_whole_file_parse() {
+    // Protocol 2: no frames.
+    assert!(parse_in_pieces(b"\x80\x02K\x05.", 1).is_none());
+    assert!(parse_in_pieces(b"K\x05.", 1).is_none());
+}
+
+#[test]
+fn an_opcode_across_a_frame_end_is_left_to_the_whole_file_parse() {
+    // BININT1 in the first frame, its argument in the second.
+    let pickle =
+        b"\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00K\x95\x02\x00\x00\x00\x00\x00\x00\x00\x05.";
+    assert!(parse_in_pieces(pickle, 1).is_none());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// A damaged framed pickle (cut short, or one byte changed) parsed in
+    /// pieces gives what the whole-file parse gives, or leaves it to it
+    /// (always when that is an error).
+    #[test]
+    fn a_damaged_framed_pickle_in_pieces_reads_like_the_whole(
+        cut in proptest::prelude::any::<proptest::sample::Index>(),
+        changed in proptest::prelude::any::<proptest::sample::Index>(),
+        byte in proptest::prelude::any::<u8>(),
+        truncate in proptest::prelude::any::<bool>(),
+        piece_bytes in 1usize..200_000,
+    ) {
+        use std::sync::OnceLock;
+        static PICKLE: OnceLock<Vec<u8>> = OnceLock::new();
+        let mut bytes = PICKLE.get_or_init(framed_snapshot_pickle).clone();
+        if truncate {
+            bytes.truncate(cut.index(bytes.len()));
+        } else {
+            let at = changed.index(bytes.len());
+            bytes[at] = byte;
+        }
+        let whole = parse_default(&bytes);
+        match (whole, parse_in_pieces(&bytes, piece_bytes)) {
+            (Ok(_), None) | (Err(_), None) => {}
+            (Ok(whole), Some(Ok(pieces))) => proptest::prop_assert_eq!(whole, pieces),
+            (whole, Some(pieces)) => {
+                proptest::prop_assert!(false, "whole {whole:?}, in pieces {pieces:?}");
+            }
+        }
+    }
+}
