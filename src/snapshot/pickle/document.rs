@@ -154,7 +154,9 @@ impl Document {
                 }
             };
             match &node.kind {
-                NodeKind::List(items) | NodeKind::Tuple(items) => items.iter().for_each(&mut count),
+                NodeKind::List(items)
+                | NodeKind::Tuple(items)
+                | NodeKind::Record { values: items, .. } => items.iter().for_each(&mut count),
                 NodeKind::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
                     count(k);
                     count(v);
@@ -323,6 +325,17 @@ impl Document {
                         .map(|(key, value)| (resolve(key), resolve(value)))
                         .collect(),
                 ),
+                NodeKind::Record { keys, values } => {
+                    let Some(keys) = scalars.key_sets.get(keys as usize) else {
+                        return Err(lost());
+                    };
+                    Value::Dict(
+                        keys.iter()
+                            .zip(values)
+                            .map(|(&key, value)| (resolve(key), resolve(value)))
+                            .collect(),
+                    )
+                }
                 // Every reference was redirected to the canonical list.
                 NodeKind::Alias(_) => return Err(lost()),
             };

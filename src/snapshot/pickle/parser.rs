@@ -21,6 +21,12 @@ pub(super) const ITEM_CHARGE: u64 = 2 * std::mem::size_of::<Item>() as u64;
 /// Bytes charged per container, on top of its slot (same slack).
 pub(super) const NODE_CHARGE: u64 = 2 * std::mem::size_of::<Node>() as u64;
 
+/// Most keys a [`NodeKind::Record`] has, and most key sets a parse keeps:
+/// a snapshot has a handful (trace entries, frames, blocks, segments), a
+/// hand-made file with fresh keys in every dict gets plain dicts.
+const MAX_RECORD_KEYS: usize = 64;
+const MAX_KEY_SETS: usize = 4096;
+
 /// Items CPython's pickler writes per APPENDS or SETITEMS: a container
 /// with more is written in several batches.
 const PICKLER_BATCH: usize = 1000;
@@ -95,6 +101,8 @@ fn hash_items(items: &[Item]) -> u64 {
 pub(super) struct Scalars {
     pub(super) values: Vec<Value>,
     pub(super) ints: Vec<i64>,
+    /// The keys of [`NodeKind::Record`]s, each set stored once.
+    pub(super) key_sets: Vec<Box<[Item]>>,
 }
 
 impl Scalars {
@@ -113,6 +121,15 @@ pub(super) enum NodeKind {
     List(Vec<Item>),
     Tuple(Vec<Item>),
     Dict(Vec<(Item, Item)>),
+    /// A dict filled by one SETITEMS with keys (no containers) another
+    /// such dict had in the same order: the keys are stored once, in
+    /// [`Scalars::key_sets`] at `keys`, and the node holds the values.
+    /// Every trace entry and frame of a snapshot is one: half the memory
+    /// of their pairs.
+    Record {
+        keys: u32,
+        values: Vec<Item>,
+    },
     /// A completed list whose items equal those of an earlier completed
     /// list: its items were dropped and every reference goes to that one
     /// (see [`Parser::intern`]).
@@ -124,15 +141,17 @@ impl NodeKind {
         match self {
             NodeKind::List(_) => "list",
             NodeKind::Tuple(_) => "tuple",
-            NodeKind::Dict(_) => "dict",
+            NodeKind::Dict(_) | NodeKind::Record { .. } => "dict",
             NodeKind::Alias(_) => "list",
         }
     }
 
-    /// Children in order, a dict's as key, value, key, value, …
+    /// Children in order, a dict's as key, value, key, value, … (a
+    /// record's values only: its keys are no containers).
     pub(super) fn child(&self, index: usize) -> Option<&Item> {
         match self {
             NodeKind::List(items) | NodeKind::Tuple(items) => items.get(index),
+            NodeKind::Record { values, .. } => values.get(index),
             NodeKind::Dict(pairs) => pairs
                 .get(index / 2)
                 .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
@@ -154,6 +173,47 @@ pub(super) struct Node {
     /// A completed list other lists may alias: mutating it is not allowed
     /// while interning.
     pub(super) canonical: bool,
+}
+
+/// A dict node's pairs, however it stores them.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum DictView<'k> {
+    Pairs(&'k [(Item, Item)]),
+    /// A record's keys and values.
+    Record(&'k [Item], &'k [Item]),
+}
+
+impl<'k> DictView<'k> {
+    /// The pairs of `kind`, if it is a dict.
+    pub(super) fn of(kind: &'k NodeKind, scalars: &'k Scalars) -> Option<Self> {
+        match kind {
+            NodeKind::Dict(pairs) => Some(DictView::Pairs(pairs)),
+            NodeKind::Record { keys, values } => {
+                let keys = scalars.key_sets.get(*keys as usize)?;
+                Some(DictView::Record(keys, values))
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn len(self) -> usize {
+        match self {
+            DictView::Pairs(pairs) => pairs.len(),
+            DictView::Record(keys, values) => keys.len().min(values.len()),
+        }
+    }
+
+    pub(super) fn pair(self, index: usize) -> Option<(Item, Item)> {
+        match self {
+            DictView::Pairs(pairs) => pairs.get(index).copied(),
+            DictView::Record(keys, values) => Some((*keys.get(index)?, *values.get(index)?)),
+        }
+    }
+
+    /// The pairs in order.
+    pub(super) fn pairs(self) -> impl DoubleEndedIterator<Item = (Item, Item)> + 'k {
+        (0..self.len()).filter_map(move |i| self.pair(i))
+    }
 }
 
 /// Two bytes per arena node: its height (saturated: [`NodeMeta::HEIGHT`]
@@ -292,8 +352,11 @@ pub(super) struct Parser<'a, 'd> {
     /// The data is the beginning of a longer input: a FRAME may run past
     /// its end (an opcode that does is still truncated).
     pub(super) input_is_prefix: bool,
-    /// The items of [`Parser::append_memo_run`], reused.
+    /// The items of [`Parser::append_memo_run`] and the keys of
+    /// [`Parser::record_keys`], reused.
     memo_run: Vec<Item>,
+    /// Record key sets by the hash of their keys.
+    key_set_ids: FxHashMap<u64, u32>,
 }
 
 impl<'a, 'd> Parser<'a, 'd> {
@@ -323,6 +386,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             stopped: false,
             input_is_prefix: false,
             memo_run: Vec::new(),
+            key_set_ids: FxHashMap::default(),
         }
     }
 
@@ -355,6 +419,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             stopped: self.stopped,
             input_is_prefix: self.input_is_prefix,
             memo_run: self.memo_run,
+            key_set_ids: self.key_set_ids,
         }
     }
 
@@ -667,7 +732,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                 self.stack.first(),
                 Some(Item::Node(id)) if matches!(
                     self.arena.get(*id as usize).map(|n| &n.kind),
-                    Some(NodeKind::Dict(_))
+                    Some(NodeKind::Dict(_) | NodeKind::Record { .. })
                 )
             )
     }
@@ -1353,6 +1418,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                 .iter()
                 .map(|(k, v)| self.item_height(k).max(self.item_height(v)))
                 .max(),
+            NodeKind::Record { values, .. } => values.iter().map(|v| self.item_height(v)).max(),
             NodeKind::Alias(_) => None,
         };
         self.push_node(kind, tallest_child.unwrap_or(0) + 1, offset)
@@ -1381,6 +1447,42 @@ impl<'a, 'd> Parser<'a, 'd> {
     }
 
     /// Python refuses lists and dicts as dict keys (unhashable); so do we.
+    /// The key set of a record for the keys at `start..` of the stack (every
+    /// other item), the keys of an empty dict's first SETITEMS: an existing
+    /// set, or a new one while there are fewer than [`MAX_KEY_SETS`]. `None`
+    /// (the dict stays a dict) for a container key or too many keys.
+    fn record_keys(&mut self, start: usize) -> Option<u32> {
+        let keys = self.stack.get(start..)?;
+        if keys.len() > 2 * MAX_RECORD_KEYS || !keys.len().is_multiple_of(2) {
+            return None;
+        }
+        let mut run = std::mem::take(&mut self.memo_run);
+        run.clear();
+        run.extend(keys.iter().step_by(2).copied());
+        let found = if run.iter().any(|k| matches!(k, Item::Node(_))) {
+            None
+        } else {
+            let hash = hash_items(&run);
+            match self.key_set_ids.get(&hash) {
+                Some(&id) => self
+                    .scalars
+                    .key_sets
+                    .get(id as usize)
+                    .is_some_and(|set| **set == *run)
+                    .then_some(id),
+                None if self.scalars.key_sets.len() < MAX_KEY_SETS => {
+                    let id = self.scalars.key_sets.len() as u32;
+                    self.scalars.key_sets.push(run.as_slice().into());
+                    self.key_set_ids.insert(hash, id);
+                    Some(id)
+                }
+                None => None,
+            }
+        };
+        self.memo_run = run;
+        found
+    }
+
     fn check_key(
         &self,
         key: &Item,
@@ -1502,6 +1604,12 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
         }
 
+        let record_keys = match self.arena.get(target as usize).map(|n| &n.kind) {
+            Some(NodeKind::Dict(pairs)) if wanted == Wanted::Dict && pairs.is_empty() => {
+                self.record_keys(start)
+            }
+            _ => None,
+        };
         let node = self
             .arena
             .get_mut(target as usize)
@@ -1514,6 +1622,21 @@ impl<'a, 'd> Parser<'a, 'd> {
         let Some(node) = self.arena.get_mut(target as usize) else {
             return Err(internal(opcode, offset));
         };
+        if let Some(keys) = record_keys {
+            let values = self.stack.drain(start..).skip(1).step_by(2).collect();
+            node.kind = NodeKind::Record { keys, values };
+            return Ok(());
+        }
+        if let NodeKind::Record { keys, values } = &mut node.kind {
+            // Set into again: a dict like any other from now on.
+            let keys = self
+                .scalars
+                .key_sets
+                .get(*keys as usize)
+                .ok_or_else(|| internal(opcode, offset))?;
+            let pairs = keys.iter().copied().zip(std::mem::take(values)).collect();
+            node.kind = NodeKind::Dict(pairs);
+        }
         let mut drained = self.stack.drain(start..);
         match (&mut node.kind, wanted) {
             (NodeKind::List(list), Wanted::List) => list.extend(drained),

@@ -526,3 +526,98 @@ proptest::proptest! {
         }
     }
 }
+
+/// A list of dicts over the keys 'a'…'h' (memoised, fetched again as CPython
+/// does), each written as `EMPTY_DICT MARK … SETITEMS` or as `MARK … DICT`,
+/// then given `extra` more pairs by SETITEM.
+/// (key index, value) pairs of one dict.
+type SmallPairs = Vec<(u8, u8)>;
+
+fn dicts_pickle(dicts: &[(SmallPairs, SmallPairs)], with_setitems: bool) -> Vec<u8> {
+    let mut out = b"\x80\x04](".to_vec();
+    let mut memo: [Option<u8>; 8] = [None; 8];
+    let mut next_memo = 0u8;
+    let mut key = |out: &mut Vec<u8>, k: u8| match memo[usize::from(k)] {
+        Some(index) => out.extend([b'h', index]),
+        None => {
+            out.extend([0x8c, 1, b'a' + k, 0x94]);
+            memo[usize::from(k)] = Some(next_memo);
+            next_memo += 1;
+        }
+    };
+    for (pairs, extra) in dicts {
+        out.extend(if with_setitems { &b"}("[..] } else { &b"("[..] });
+        for &(k, v) in pairs {
+            key(&mut out, k);
+            out.extend([b'K', v]);
+        }
+        out.push(if with_setitems { b'u' } else { b'd' });
+        for &(k, v) in extra {
+            key(&mut out, k);
+            out.extend([b'K', v, b's']);
+        }
+    }
+    out.extend(b"e.");
+    out
+}
+
+#[test]
+fn dicts_sharing_their_keys_read_back_exactly() {
+    let dicts = vec![
+        (vec![(0, 1), (1, 2)], vec![]),
+        (vec![(0, 3), (1, 4)], vec![]),
+        (vec![(1, 5), (0, 6)], vec![]),
+        (vec![(0, 7), (0, 8)], vec![(2, 9)]),
+    ];
+    let value = parse_default(&dicts_pickle(&dicts, true)).unwrap();
+    assert_eq!(value, parse_default(&dicts_pickle(&dicts, false)).unwrap());
+    let list = value.as_list().unwrap();
+    assert_eq!(list[1].get("b"), Some(&Value::Int(4)));
+    assert_eq!(list[2].get("a"), Some(&Value::Int(6)));
+    // A repeated key reads as its last value; a later SETITEM is kept.
+    assert_eq!(list[3].get("a"), Some(&Value::Int(8)));
+    assert_eq!(list[3].get("c"), Some(&Value::Int(9)));
+}
+
+#[test]
+fn dicts_with_ever_new_keys_stay_exact_past_the_key_set_limit() {
+    // 5000 dicts, each with its own key string (not memoised).
+    let mut pickle = b"\x80\x04](".to_vec();
+    for i in 0..5000u32 {
+        let name = format!("k{i}");
+        pickle.extend(b"}(");
+        pickle.extend([0x8c, name.len() as u8]);
+        pickle.extend(name.bytes());
+        pickle.extend(b"J");
+        pickle.extend(i.to_le_bytes());
+        pickle.push(b'u');
+    }
+    pickle.extend(b"e.");
+    let value = parse_default(&pickle).unwrap();
+    let list = value.as_list().unwrap();
+    assert_eq!(list.len(), 5000);
+    assert_eq!(list[4999].get("k4999"), Some(&Value::Int(4999)));
+    assert_eq!(list[17].get("k17"), Some(&Value::Int(17)));
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Dicts filled by SETITEMS (stored with shared keys) read exactly as
+    /// the same dicts built by DICT (stored as pairs), SETITEMs after.
+    #[test]
+    fn dicts_set_by_setitems_read_like_dicts_built_whole(
+        dicts in proptest::collection::vec(
+            (
+                proptest::collection::vec((0u8..8, 0u8..200), 0..6),
+                proptest::collection::vec((0u8..8, 0u8..200), 0..3),
+            ),
+            0..30,
+        )
+    ) {
+        proptest::prop_assert_eq!(
+            parse_default(&dicts_pickle(&dicts, true)).unwrap(),
+            parse_default(&dicts_pickle(&dicts, false)).unwrap()
+        );
+    }
+}

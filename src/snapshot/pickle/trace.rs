@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::document::{Document, Slot, lost};
 use super::error::PickleError;
-use super::parser::{Item, NodeKind};
+use super::parser::{DictView, Item, NodeKind};
 use super::value::Value;
 
 /// Where the trace entries of one device are, when deferred: the items of
@@ -36,7 +36,7 @@ pub(crate) enum Field<'d> {
 /// A trace entry that is a dict not frozen yet, read in place.
 pub(crate) struct FlatEntry<'d> {
     document: &'d Document,
-    pairs: &'d [(Item, Item)],
+    pairs: DictView<'d>,
 }
 
 impl<'d> FlatEntry<'d> {
@@ -45,8 +45,8 @@ impl<'d> FlatEntry<'d> {
     /// `Value::get` returns). One walk instead of one per key.
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&'d str, Field<'d>)> + '_ {
         self.pairs
-            .iter()
-            .filter_map(|(k, v)| Some((self.key_str(k)?, self.field(*v))))
+            .pairs()
+            .filter_map(|(k, v)| Some((self.key_str(&k)?, self.field(v))))
     }
 
     fn key_str(&self, key: &Item) -> Option<&'d str> {
@@ -96,13 +96,11 @@ impl Document {
     /// each referred to only there. `None` (nothing taken) for any other
     /// shape: then nothing an entry refers to can contain the entry.
     pub(crate) fn defer_device_traces(&mut self) -> Option<Vec<DeferredTrace>> {
-        let NodeKind::Dict(pairs) = self.node_kind(self.root)? else {
-            return None;
-        };
+        let pairs = DictView::of(self.node_kind(self.root)?, &self.scalars)?;
         // The last pair with the key wins, as in Python (and `Value::get`).
-        let traces = pairs.iter().rev().find_map(|(key, value)| match key {
-            Item::Scalar(id) => match self.scalars.values.get(*id as usize) {
-                Some(Value::Str(name)) if &**name == "device_traces" => Some(*value),
+        let traces = pairs.pairs().rev().find_map(|(key, value)| match key {
+            Item::Scalar(id) => match self.scalars.values.get(id as usize) {
+                Some(Value::Str(name)) if &**name == "device_traces" => Some(value),
                 _ => None,
             },
             _ => None,
@@ -171,13 +169,11 @@ impl Document {
         {
             return None;
         }
-        match self.arena.get(id).map(|n| &n.kind) {
-            Some(NodeKind::Dict(pairs)) => Some(FlatEntry {
-                document: self,
-                pairs,
-            }),
-            _ => None,
-        }
+        let pairs = DictView::of(&self.arena.get(id)?.kind, &self.scalars)?;
+        Some(FlatEntry {
+            document: self,
+            pairs,
+        })
     }
 
     /// Drops the values of the nodes the last [`Document::freeze_entry`]
