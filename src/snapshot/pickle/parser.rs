@@ -162,17 +162,10 @@ impl NodeKind {
 
 #[derive(Debug)]
 pub(super) struct Node {
+    /// What the node holds. Its height and whether it is a completed list
+    /// are in the parser's [`NodeMeta`] table: a node is its 32-byte kind
+    /// alone (millions of nodes in a large snapshot).
     pub(super) kind: NodeKind,
-    /// Nesting height as far as parsing can tell (1 + the tallest child when
-    /// it was added). A child that grows after being added is not
-    /// propagated here; the freeze measures the exact height. `u32` keeps a
-    /// node at 32 bytes (tens of millions of nodes in a 1 GB snapshot);
-    /// stored heights never exceed `max_depth` (checked before storing) and
-    /// saturate rather than wrap for an absurd limit.
-    pub(super) height: u32,
-    /// A completed list other lists may alias: mutating it is not allowed
-    /// while interning.
-    pub(super) canonical: bool,
 }
 
 /// A dict node's pairs, however it stores them.
@@ -216,9 +209,13 @@ impl<'k> DictView<'k> {
     }
 }
 
-/// Two bytes per arena node: its height (saturated: [`NodeMeta::HEIGHT`]
-/// means "this high or more, ask the node"), whether it is an alias, and
-/// whether it is a list not yet interned.
+/// Two bytes per arena node: its nesting height as far as parsing can tell
+/// (1 + the tallest child when it was added; a child that grows later is
+/// not propagated, the freeze measures the exact height), saturated at
+/// [`NodeMeta::HEIGHT`] (then in [`Parser::tall_heights`]); whether it is an
+/// alias; and whether it is a list not yet interned (an interned one is
+/// canonical: other lists may alias it, and mutating it is not allowed
+/// while interning).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct NodeMeta(u16);
 
@@ -336,6 +333,9 @@ pub(super) struct Parser<'a, 'd> {
     pub(super) intern: bool,
     /// Canonical completed lists by the hash of their items.
     interned: FxHashMap<u64, NodeId>,
+    /// The heights of nodes [`NodeMeta`] cannot hold (only under a depth
+    /// limit above 16,382).
+    tall_heights: FxHashMap<NodeId, u32>,
     /// Set when the input mutates a completed list: the parse is then
     /// redone without interning.
     pub(super) intern_broken: bool,
@@ -380,6 +380,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             next_progress: PROGRESS_STEP,
             intern: false,
             interned: FxHashMap::default(),
+            tall_heights: FxHashMap::default(),
             meta: Vec::new(),
             intern_broken: false,
             stop_before_top_level_key: None,
@@ -413,6 +414,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             next_progress: self.next_progress,
             intern: self.intern,
             interned: self.interned,
+            tall_heights: self.tall_heights,
             intern_broken: self.intern_broken,
             meta: self.meta,
             stop_before_top_level_key: self.stop_before_top_level_key,
@@ -456,6 +458,43 @@ impl<'a, 'd> Parser<'a, 'd> {
         self.meta.get_mut(id as usize)
     }
 
+    /// Whether node `id` is a completed (interned) list.
+    fn is_canonical(&self, id: NodeId) -> bool {
+        matches!(
+            self.arena.get(id as usize).map(|n| &n.kind),
+            Some(NodeKind::List(_))
+        ) && self
+            .meta
+            .get(id as usize)
+            .is_some_and(|m| !m.is_open_list())
+    }
+
+    /// Node `id`'s height (see [`NodeMeta`]).
+    fn node_height(&self, id: NodeId) -> u32 {
+        match self.meta.get(id as usize).map(|m| m.height()) {
+            Some(height) if height < NodeMeta::HEIGHT => u32::from(height),
+            Some(_) => self
+                .tall_heights
+                .get(&id)
+                .copied()
+                .unwrap_or(u32::from(NodeMeta::HEIGHT)),
+            None => 0,
+        }
+    }
+
+    /// Raises node `id`'s height to `height` if it is lower.
+    fn raise_height(&mut self, id: NodeId, height: u32) {
+        if height <= self.node_height(id) {
+            return;
+        }
+        if let Some(meta) = self.meta.get_mut(id as usize) {
+            meta.set_height(height);
+        }
+        if height >= u32::from(NodeMeta::HEIGHT) {
+            self.tall_heights.insert(id, height);
+        }
+    }
+
     /// Called when the list `id` is moved into a container (APPEND(S),
     /// SETITEM(S)): CPython's pickler has then written all of it and never
     /// touches it again. If an earlier completed list has the same items,
@@ -475,7 +514,11 @@ impl<'a, 'd> Parser<'a, 'd> {
         let NodeKind::List(items) = &node.kind else {
             return id;
         };
-        if node.canonical {
+        if self
+            .meta
+            .get(id as usize)
+            .is_some_and(|m| !m.is_open_list())
+        {
             return id;
         }
         let hash = hash_items(items);
@@ -496,9 +539,6 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
             None => {
                 self.interned.entry(hash).or_insert(id);
-                if let Some(node) = self.arena.get_mut(id as usize) {
-                    node.canonical = true;
-                }
                 if let Some(meta) = self.meta_mut(id) {
                     meta.close_list();
                 }
@@ -591,7 +631,12 @@ impl<'a, 'd> Parser<'a, 'd> {
             return false;
         }
         match self.arena.get(target as usize) {
-            Some(node) if matches!(node.kind, NodeKind::List(_)) && !node.canonical => {}
+            Some(node)
+                if matches!(node.kind, NodeKind::List(_))
+                    && self
+                        .meta
+                        .get(target as usize)
+                        .is_some_and(|m| m.is_open_list()) => {}
             _ => return false,
         }
         let mut run = std::mem::take(&mut self.memo_run);
@@ -647,19 +692,13 @@ impl<'a, 'd> Parser<'a, 'd> {
                 .memory_used
                 .saturating_add(count.saturating_mul(ITEM_CHARGE))
                 <= self.memory_budget;
-        let done = within_limits
-            && match self.arena.get_mut(target as usize) {
+        let done = within_limits && {
+            self.raise_height(target, grown);
+            match self.arena.get_mut(target as usize) {
                 Some(Node {
                     kind: NodeKind::List(list),
-                    height,
-                    ..
                 }) => {
                     let fresh = list.is_empty();
-                    *height = (*height).max(grown);
-                    let height = *height;
-                    if let Some(meta) = self.meta.get_mut(target as usize) {
-                        meta.set_height(height);
-                    }
                     if fresh && self.intern && run.len() < PICKLER_BATCH {
                         self.intern_fresh(target, &run);
                     } else {
@@ -668,7 +707,8 @@ impl<'a, 'd> Parser<'a, 'd> {
                     true
                 }
                 _ => false,
-            };
+            }
+        };
         if done {
             self.pushed += count;
             self.memory_used += count * ITEM_CHARGE;
@@ -704,7 +744,6 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
             None => {
                 node.kind = NodeKind::List(items.to_vec());
-                node.canonical = true;
                 self.interned.entry(hash).or_insert(id);
                 if let Some(meta) = self.meta.get_mut(id as usize) {
                     meta.close_list();
@@ -1361,20 +1400,7 @@ impl<'a, 'd> Parser<'a, 'd> {
 
     fn item_height(&self, item: &Item) -> usize {
         match item {
-            Item::Node(id)
-                if self
-                    .meta
-                    .get(*id as usize)
-                    .is_some_and(|m| m.height() < NodeMeta::HEIGHT) =>
-            {
-                self.meta
-                    .get(*id as usize)
-                    .map_or(0, |m| usize::from(m.height()))
-            }
-            Item::Node(id) => self
-                .arena
-                .get(*id as usize)
-                .map_or(0, |n| n.height as usize),
+            Item::Node(id) => self.node_height(*id) as usize,
             _ => 0,
         }
     }
@@ -1397,14 +1423,10 @@ impl<'a, 'd> Parser<'a, 'd> {
         let id = NodeId::try_from(self.arena.len()).map_err(|_| PickleError::LimitExceeded {
             detail: format!("more than {} containers at byte {offset}", NodeId::MAX),
         })?;
-        let mut meta = NodeMeta::new(matches!(kind, NodeKind::List(_)));
-        meta.set_height(saturating_u32(height));
-        self.arena.push(Node {
-            kind,
-            height: saturating_u32(height),
-            canonical: false,
-        });
-        self.meta.push(meta);
+        self.meta
+            .push(NodeMeta::new(matches!(kind, NodeKind::List(_))));
+        self.arena.push(Node { kind });
+        self.raise_height(id, saturating_u32(height));
         self.push(Item::Node(id))
     }
 
@@ -1564,7 +1586,8 @@ impl<'a, 'd> Parser<'a, 'd> {
             let completed = self
                 .arena
                 .get(target as usize)
-                .is_some_and(|n| n.canonical || matches!(n.kind, NodeKind::Alias(_)));
+                .is_some_and(|n| matches!(n.kind, NodeKind::Alias(_)))
+                || self.is_canonical(target);
             if completed {
                 self.intern_broken = true;
                 return Err(PickleError::Malformed {
@@ -1610,15 +1633,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
             _ => None,
         };
-        let node = self
-            .arena
-            .get_mut(target as usize)
-            .ok_or_else(|| internal(opcode, offset))?;
-        node.height = node.height.max(saturating_u32(grown));
-        let height = node.height;
-        if let Some(meta) = self.meta.get_mut(target as usize) {
-            meta.set_height(height);
-        }
+        self.raise_height(target, saturating_u32(grown));
         let Some(node) = self.arena.get_mut(target as usize) else {
             return Err(internal(opcode, offset));
         };

@@ -621,3 +621,44 @@ proptest::proptest! {
         );
     }
 }
+
+#[test]
+fn a_node_is_its_kind_alone() {
+    // Millions of nodes in a large snapshot: the height and flags live in
+    // the parser's side table.
+    assert!(std::mem::size_of::<super::parser::Node>() <= 32);
+}
+
+#[test]
+fn heights_past_the_side_table_stay_exact() {
+    // `depth` lists, each appended into the one below.
+    fn nested(depth: usize) -> Vec<u8> {
+        let mut pickle = vec![b']'; depth];
+        pickle.extend(std::iter::repeat_n(b'a', depth - 1));
+        pickle.push(b'.');
+        pickle
+    }
+    let limits = Limits {
+        max_depth: 16_390,
+        ..Limits::default()
+    };
+    // Dropping a deep value recurses once per level: a thread with room.
+    let outcome = std::thread::Builder::new()
+        .stack_size(512 << 20)
+        .spawn(move || {
+            [16_380, 16_390, 16_391, 16_400]
+                .map(|depth| (depth, parse(&nested(depth), &limits).is_ok()))
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(
+        outcome,
+        [
+            (16_380, true),
+            (16_390, true),
+            (16_391, false),
+            (16_400, false)
+        ]
+    );
+}
