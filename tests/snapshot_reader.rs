@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicU64;
 use proptest::prelude::*;
 use vramtop::alloc::{BlockState, PoolKind, TraceAction};
 use vramtop::snapshot::{
-    FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat, Value,
+    FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat, TraceExtra, Value,
     check_invariants, pickle, read_snapshot, read_snapshot_file, read_snapshot_file_staged,
     read_snapshot_staged, snapshot_from_value,
 };
@@ -1260,7 +1260,7 @@ fn trace_entry_with_a_repeated_key_reads_its_last_value_as_python_does() {
     let trace = &read.device_traces[0];
     assert_eq!(trace[0].size, 512);
     assert_eq!(trace[0].time_us, None);
-    assert_eq!(trace[0].compile_context.as_deref(), Some("N/A"));
+    assert_eq!(trace[0].compile_context().map(|t| &**t), Some("N/A"));
     let whole = snapshot_from_value(&parse(&bytes).unwrap()).unwrap();
     assert_eq!(whole.device_traces, read.device_traces);
 }
@@ -1306,8 +1306,12 @@ fn unknown_trace_actions_are_skipped_and_counted() {
     );
     assert_eq!(trace[1].addr, 4096);
     assert_eq!(trace[0].time_us, Some(17));
-    assert_eq!(trace[0].compile_context.as_deref(), Some("N/A"));
-    assert_eq!(trace[0].user_metadata.as_deref(), Some(""));
+    assert_eq!(trace[0].compile_context().map(|t| &**t), Some("N/A"));
+    assert_eq!(trace[0].user_metadata().map(|t| &**t), Some(""));
+    // Entries that say the same share one allocation for it.
+    let shared = |i: usize| trace[i].extra.as_ref().map(Arc::as_ptr);
+    assert!(shared(0).is_some());
+    assert!((1..trace.len()).all(|i| shared(i) == shared(0)));
 }
 
 // ---- truncation and mutation -----------------------------------------------
@@ -1699,8 +1703,8 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
     for (i, entry) in snapshot.device_traces[0].iter_mut().enumerate() {
         match i % 5 {
             0 => entry.time_us = None,
-            1 => entry.compile_context = Some("torch.compile".into()),
-            2 => entry.user_metadata = Some("step 3".into()),
+            1 => entry.extra = TraceExtra::of(Some("torch.compile".into()), None),
+            2 => entry.extra = TraceExtra::of(None, Some("step 3".into())),
             3 => {
                 entry.action = TraceAction::Oom;
                 entry.frames = Arc::from(Vec::new());
@@ -1872,8 +1876,7 @@ fn hand_built_snapshot_value() -> Value {
             stream: 0,
             time_us: Some(5),
             frames,
-            compile_context: None,
-            user_metadata: None,
+            extra: None,
         }]],
         allocator_settings: Some(vramtop::snapshot::capture::settings_of(
             &vramtop::alloc::AllocatorConfig::default(),

@@ -266,8 +266,7 @@ fn entry(action: TraceAction, addr: u64, size: u64) -> TraceEntry {
         stream: 0,
         time_us: None,
         frames: no_frames(),
-        compile_context: None,
-        user_metadata: None,
+        extra: None,
     }
 }
 

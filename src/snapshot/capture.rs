@@ -81,8 +81,7 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
             stream: e.stream,
             time_us: i64::try_from(e.time_us).ok(),
             frames: frames_of(e),
-            compile_context: None,
-            user_metadata: None,
+            extra: None,
         })
         .collect();
     // The latest entry of each kind per address (later entries overwrite).

@@ -34,7 +34,7 @@ pub use reader::{
 };
 pub use types::{
     AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotError,
-    SnapshotFormat, TraceEntry,
+    SnapshotFormat, TraceEntry, TraceExtra,
 };
 pub use writer::{
     WriteError, WriteOptions, snapshot_to_bytes, write_snapshot, write_snapshot_file,

@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicU64;
 use super::pickle::{self, Limits, PickleError, Value};
 use super::types::{
     AllocatorSettings, Annotation, Block, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment, SettingsKey,
-    Snapshot, SnapshotError, SnapshotFormat, TraceEntry,
+    Snapshot, SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
 };
 use crate::alloc::{BlockState, PoolKind, TraceAction, sizing::MAX_DEVICE_BYTES};
 
@@ -287,6 +287,10 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
     Ok(snapshot)
 }
 
+/// Most distinct [`TraceExtra`]s the reader shares: real files have a
+/// handful; a file with a new string in every entry gets one per entry.
+const MAX_SHARED_EXTRAS: usize = 4096;
+
 /// The trace entry keys [`Reader::flat_trace_entry`] reads.
 const FLAT_KEYS: [&str; 9] = [
     "action",
@@ -418,6 +422,8 @@ struct Reader {
     frame_by_identity: IdentityMap<Frame>,
     /// One shared allocation for every empty traceback.
     empty_frames: Option<Frames>,
+    /// The trace entries' extras so far, by content.
+    extras: HashMap<TraceExtra, Arc<TraceExtra>>,
     skipped_trace_entries: usize,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
@@ -650,8 +656,10 @@ impl Reader {
             stream: int64_cast_field(value, "stream", path)?,
             time_us: optional_i64(value, "time_us", path)?,
             frames,
-            compile_context: optional_arc_str(value, "compile_context", path)?,
-            user_metadata: optional_arc_str(value, "user_metadata", path)?,
+            extra: self.extra(
+                optional_arc_str(value, "compile_context", path)?,
+                optional_arc_str(value, "user_metadata", path)?,
+            ),
         }))
     }
 
@@ -729,9 +737,32 @@ impl Reader {
             stream,
             time_us,
             frames,
+            extra: self.extra(compile_context, user_metadata),
+        })
+    }
+
+    /// The shared [`TraceExtra`] of these strings (one per distinct pair,
+    /// up to [`MAX_SHARED_EXTRAS`]; past that, one per entry).
+    fn extra(
+        &mut self,
+        compile_context: Option<Arc<str>>,
+        user_metadata: Option<Arc<str>>,
+    ) -> Option<Arc<TraceExtra>> {
+        let key = TraceExtra {
             compile_context,
             user_metadata,
-        })
+        };
+        if key.compile_context.is_none() && key.user_metadata.is_none() {
+            return None;
+        }
+        if let Some(shared) = self.extras.get(&key) {
+            return Some(Arc::clone(shared));
+        }
+        let extra = Arc::new(key.clone());
+        if self.extras.len() < MAX_SHARED_EXTRAS {
+            self.extras.insert(key, Arc::clone(&extra));
+        }
+        Some(extra)
     }
 
     fn empty_frames(&mut self) -> Frames {

@@ -124,7 +124,9 @@ pub struct Block {
     pub frames: Frames,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A trace event. Millions of them in a long recording: 72 bytes each (the
+/// strings few entries differ in are behind one shared pointer).
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceEntry {
     pub action: TraceAction,
     /// For [`TraceAction::Oom`], the device's free bytes (`device_free`).
@@ -132,12 +134,69 @@ pub struct TraceEntry {
     pub size: u64,
     pub stream: u64,
     pub time_us: Option<i64>,
-    #[serde(serialize_with = "ser::frames")]
     pub frames: Frames,
-    #[serde(serialize_with = "ser::opt_arc_str")]
+    /// `compile_context` and `user_metadata`; `None` when the entry has
+    /// neither. Make it with [`TraceExtra::of`].
+    pub extra: Option<Arc<TraceExtra>>,
+}
+
+impl TraceEntry {
+    /// `compile_context` (torch ≥ 2.4): what `torch.compile` was doing.
+    pub fn compile_context(&self) -> Option<&Arc<str>> {
+        self.extra.as_ref()?.compile_context.as_ref()
+    }
+
+    /// `user_metadata` (torch ≥ 2.4): what the script attached.
+    pub fn user_metadata(&self) -> Option<&Arc<str>> {
+        self.extra.as_ref()?.user_metadata.as_ref()
+    }
+}
+
+/// The strings of a trace entry beyond its event, shared by every entry
+/// that says the same (most entries of a file do).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct TraceExtra {
     pub compile_context: Option<Arc<str>>,
-    #[serde(serialize_with = "ser::opt_arc_str")]
     pub user_metadata: Option<Arc<str>>,
+}
+
+impl TraceExtra {
+    /// The extra of an entry with these strings: `None` for neither.
+    pub fn of(
+        compile_context: Option<Arc<str>>,
+        user_metadata: Option<Arc<str>>,
+    ) -> Option<Arc<TraceExtra>> {
+        (compile_context.is_some() || user_metadata.is_some()).then(|| {
+            Arc::new(TraceExtra {
+                compile_context,
+                user_metadata,
+            })
+        })
+    }
+}
+
+// Written by hand for the JSON's flat shape: both strings are fields of the
+// entry (null when absent), as they were before they were shared.
+impl Serialize for TraceEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct FramesOf<'a>(&'a Frames);
+        impl Serialize for FramesOf<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                ser::frames(self.0, serializer)
+            }
+        }
+        let mut entry = serializer.serialize_struct("TraceEntry", 8)?;
+        entry.serialize_field("action", &self.action)?;
+        entry.serialize_field("addr", &self.addr)?;
+        entry.serialize_field("size", &self.size)?;
+        entry.serialize_field("stream", &self.stream)?;
+        entry.serialize_field("time_us", &self.time_us)?;
+        entry.serialize_field("frames", &FramesOf(&self.frames))?;
+        entry.serialize_field("compile_context", &self.compile_context().map(|t| &**t))?;
+        entry.serialize_field("user_metadata", &self.user_metadata().map(|t| &**t))?;
+        entry.end()
+    }
 }
 
 /// `allocator_settings` (torch ≥ 2.3). Absent keys take PyTorch's defaults.
@@ -260,16 +319,6 @@ mod ser {
 
     pub fn arc_str<S: Serializer>(value: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(value)
-    }
-
-    pub fn opt_arc_str<S: Serializer>(
-        value: &Option<Arc<str>>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(text) => serializer.serialize_some(&**text),
-            None => serializer.serialize_none(),
-        }
     }
 
     pub fn frames<S: Serializer>(value: &Frames, serializer: S) -> Result<S::Ok, S::Error> {

@@ -517,10 +517,10 @@ impl<W: Write> Pickler<W> {
             pairs.push(("time_us", Item::Int(time.into())));
         }
         pairs.push(("frames", Item::Frames(&e.frames)));
-        if let Some(context) = &e.compile_context {
+        if let Some(context) = e.compile_context() {
             pairs.push(("compile_context", Item::Str(context)));
         }
-        if let Some(metadata) = &e.user_metadata {
+        if let Some(metadata) = e.user_metadata() {
             pairs.push(("user_metadata", Item::Str(metadata)));
         }
         self.dict(&pairs)
