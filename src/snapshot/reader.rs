@@ -424,6 +424,9 @@ struct Reader {
     empty_frames: Option<Frames>,
     /// The trace entries' extras so far, by content.
     extras: HashMap<TraceExtra, Arc<TraceExtra>>,
+    /// Per key set of the trace entries read in place, the [`FLAT_KEYS`]
+    /// index of each key.
+    flat_slots: HashMap<u32, Vec<Option<usize>>>,
     skipped_trace_entries: usize,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
@@ -667,22 +670,37 @@ impl Reader {
     /// case only: `None` wherever the general path could differ (a missing
     /// or mistyped field, an unknown action, a frames list not frozen yet),
     /// so the caller falls back to it and results stay identical.
-    fn flat_trace_entry(
+    fn flat_trace_entry<'d>(
         &mut self,
-        entry: &pickle::FlatEntry<'_>,
+        entry: &pickle::FlatEntry<'d>,
         path: &FieldPath,
     ) -> Option<TraceEntry> {
         use pickle::Field;
         // One walk over the pairs, keeping the last value of each key (as
         // `Value::get` does); `present` semantics: a None value is absent.
-        let mut fields: [Option<Field<'_>>; FLAT_KEYS.len()] = [None; FLAT_KEYS.len()];
-        for (key, field) in entry.fields() {
-            if let Some(slot) = FLAT_KEYS
-                .iter()
-                .position(|&k| k == key)
-                .and_then(|i| fields.get_mut(i))
-            {
+        let mut fields: [Option<Field<'d>>; FLAT_KEYS.len()] = [None; FLAT_KEYS.len()];
+        let mut keep = |slot: Option<usize>, field: Field<'d>| {
+            if let Some(slot) = slot.and_then(|i| fields.get_mut(i)) {
                 *slot = Some(field).filter(|f| !matches!(f, Field::None));
+            }
+        };
+        let slot_of = |key: &str| FLAT_KEYS.iter().position(|&k| k == key);
+        match entry.key_set() {
+            // Entries that share their keys: where each key goes is worked
+            // out once per key set, not per entry.
+            Some(set) => {
+                let slots = self
+                    .flat_slots
+                    .entry(set)
+                    .or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect());
+                for (&slot, field) in slots.iter().zip(entry.values()) {
+                    keep(slot, field);
+                }
+            }
+            None => {
+                for (key, field) in entry.fields() {
+                    keep(slot_of(key), field);
+                }
             }
         }
         let present = |key: &str| {

@@ -172,8 +172,9 @@ pub(super) struct Node {
 #[derive(Debug, Clone, Copy)]
 pub(super) enum DictView<'k> {
     Pairs(&'k [(Item, Item)]),
-    /// A record's keys and values.
-    Record(&'k [Item], &'k [Item]),
+    /// A record's key set (its index in [`Scalars::key_sets`]), keys and
+    /// values.
+    Record(u32, &'k [Item], &'k [Item]),
 }
 
 impl<'k> DictView<'k> {
@@ -182,8 +183,8 @@ impl<'k> DictView<'k> {
         match kind {
             NodeKind::Dict(pairs) => Some(DictView::Pairs(pairs)),
             NodeKind::Record { keys, values } => {
-                let keys = scalars.key_sets.get(*keys as usize)?;
-                Some(DictView::Record(keys, values))
+                let set = scalars.key_sets.get(*keys as usize)?;
+                Some(DictView::Record(*keys, set, values))
             }
             _ => None,
         }
@@ -192,14 +193,14 @@ impl<'k> DictView<'k> {
     pub(super) fn len(self) -> usize {
         match self {
             DictView::Pairs(pairs) => pairs.len(),
-            DictView::Record(keys, values) => keys.len().min(values.len()),
+            DictView::Record(_, keys, values) => keys.len().min(values.len()),
         }
     }
 
     pub(super) fn pair(self, index: usize) -> Option<(Item, Item)> {
         match self {
             DictView::Pairs(pairs) => pairs.get(index).copied(),
-            DictView::Record(keys, values) => Some((*keys.get(index)?, *values.get(index)?)),
+            DictView::Record(_, keys, values) => Some((*keys.get(index)?, *values.get(index)?)),
         }
     }
 

@@ -49,6 +49,26 @@ impl<'d> FlatEntry<'d> {
             .filter_map(|(k, v)| Some((self.key_str(&k)?, self.field(v))))
     }
 
+    /// For an entry stored as a record (see [`DictView`]), its key set:
+    /// entries with the same set have the same keys in the same order, so
+    /// what a reader makes of the keys can be kept per set.
+    pub(crate) fn key_set(&self) -> Option<u32> {
+        match self.pairs {
+            DictView::Record(set, ..) => Some(set),
+            DictView::Pairs(_) => None,
+        }
+    }
+
+    /// The keys in order, `None` for a key that is not a string.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = Option<&'d str>> + '_ {
+        self.pairs.pairs().map(|(k, _)| self.key_str(&k))
+    }
+
+    /// The values in order, read as [`FlatEntry::fields`] reads them.
+    pub(crate) fn values(&self) -> impl Iterator<Item = Field<'d>> + '_ {
+        self.pairs.pairs().map(|(_, v)| self.field(v))
+    }
+
     fn key_str(&self, key: &Item) -> Option<&'d str> {
         let document: &'d Document = self.document;
         match key {
