@@ -116,15 +116,23 @@ pub fn read_snapshot_file_staged(
     progress: &AtomicU64,
     on_segments: impl FnOnce(Snapshot),
 ) -> Result<Snapshot, SnapshotError> {
-    read_file_staged(path, progress, on_segments, STAGED_READ_CHUNK)
+    read_file_staged(
+        path,
+        progress,
+        on_segments,
+        STAGED_READ_CHUNK,
+        pickle::PIECES_MIN_BYTES,
+    )
 }
 
-/// [`read_snapshot_file_staged`] reading `chunk` bytes at a time.
+/// [`read_snapshot_file_staged`] reading `chunk` bytes at a time, and
+/// parsing a file of `pieces_from` bytes or more in pieces.
 fn read_file_staged(
     path: &Path,
     progress: &AtomicU64,
     on_segments: impl FnOnce(Snapshot),
     chunk: usize,
+    pieces_from: u64,
 ) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let in_file = |source| in_file(path, source);
@@ -141,6 +149,9 @@ fn read_file_staged(
     let mut searched = 0usize;
     let mut key_seen = false;
     let mut last_try = 0usize;
+    // A large file is parsed in pieces from the disk once the stage is
+    // settled, so its bytes are never all in memory.
+    let in_pieces = len >= pieces_from;
     loop {
         let read = (&mut file)
             .take(chunk as u64)
@@ -150,6 +161,9 @@ fn read_file_staged(
             break;
         }
         let in_first_half = bytes.len() as u64 <= (len / 2).max(chunk as u64);
+        if in_pieces && (on_segments.is_none() || !in_first_half) {
+            break;
+        }
         if on_segments.is_none() || !in_first_half {
             continue;
         }
@@ -172,6 +186,16 @@ fn read_file_staged(
             SegmentsStage::NeedMore => {}
             SegmentsStage::Single => on_segments = None,
         }
+    }
+    if in_pieces {
+        drop(bytes);
+        if let Some(document) =
+            pickle::parse_file_in_pieces(&mut file, len, &limits, Some(progress))
+                .map_err(io_error)?
+        {
+            return snapshot_from_document(document).map_err(in_file);
+        }
+        return read_whole_file(path, Some(progress));
     }
     if bytes.len() as u64 > limits.max_input_bytes {
         // It grew while read: refused as its new length would have been.
@@ -220,6 +244,14 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
             return snapshot_from_document(document).map_err(in_file);
         }
     }
+    read_whole_file(path, progress)
+}
+
+/// [`read_file`] from one copy of the file in memory.
+fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let in_file = |source| in_file(path, source);
+    let io_error = |source| io_error(path, source);
     let bytes = std::fs::read(path).map_err(io_error)?;
     // The bytes are dropped once parsed, before any value is built.
     let document =
@@ -1393,13 +1425,39 @@ mod tests {
         let mut stage = None;
         // 4 KiB chunks: the stage comes from a prefix that ends inside a
         // pickle frame (the writer frames every 64 KiB).
-        let full = read_file_staged(&path, &progress, |s| stage = Some(s), 4096).unwrap();
+        let full = read_file_staged(&path, &progress, |s| stage = Some(s), 4096, u64::MAX).unwrap();
         assert_eq!(full, read_snapshot_file(&path).unwrap());
         let stage = stage.expect("a segments stage");
         assert_eq!(stage.segments, full.segments);
         assert!(stage.device_traces.iter().all(Vec::is_empty));
         assert!(full.device_traces.iter().any(|t| !t.is_empty()));
         assert_eq!(progress.into_inner(), len);
+    }
+
+    #[test]
+    fn staged_read_of_a_large_file_parses_it_in_pieces_to_the_same_snapshot() {
+        use crate::snapshot::synth::{LargeShape, large};
+        use crate::snapshot::writer::{WriteOptions, write_snapshot_file_with};
+        let snapshot = large(&LargeShape::about_bytes(1 << 20));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large.pickle");
+        let options = WriteOptions {
+            fresh_frame_lists: true,
+        };
+        let len = write_snapshot_file_with(&snapshot, &path, &options).unwrap();
+        let progress = AtomicU64::new(0);
+        let mut stage = None;
+        // Every file counts as large: after the stage, the file is parsed
+        // from the disk in pieces instead of from the bytes read.
+        let full = read_file_staged(&path, &progress, |s| stage = Some(s), 4096, 0).unwrap();
+        assert_eq!(full, read_snapshot_file(&path).unwrap());
+        assert_eq!(stage.expect("a segments stage").segments, full.segments);
+        assert_eq!(progress.into_inner(), len);
+        // A file without frames falls back to the whole-file read.
+        let unframed = dir.path().join("unframed.pickle");
+        std::fs::write(&unframed, b"\x80\x02]q\x00.").unwrap();
+        let one_stage = read_file_staged(&unframed, &AtomicU64::new(0), |_| {}, 4096, 0).unwrap();
+        assert_eq!(one_stage, read_snapshot_file(&unframed).unwrap());
     }
 
     #[test]
