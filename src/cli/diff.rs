@@ -1,6 +1,7 @@
 //! `vramtop diff BEFORE AFTER [--json]`: what changed between two
 //! snapshot files (see [`crate::snapshot::diff`]).
 
+use crate::ui::format::count_of;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -78,8 +79,8 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
     let total: u64 = list.iter().map(|s| s.total_size).sum();
     let _ = writeln!(
         out,
-        "{title}: {} segments, {}",
-        list.len(),
+        "{title}: {}, {}",
+        count_of(list.len(), "segment", "segments"),
         human_bytes(total)
     );
     for s in list.iter().take(top) {

@@ -1,6 +1,7 @@
 //! `vramtop open FILE` (the interactive viewer) and
 //! `vramtop open FILE --summary [--json]`.
 
+use crate::ui::format::{count, count_of};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -175,9 +176,9 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{name}: {} segments on {} device(s)",
-        report.total.segments,
-        report.devices.len()
+        "{name}: {} on {}",
+        count(report.total.segments, "segment", "segments"),
+        count_of(report.devices.len(), "device", "devices")
     );
     for d in &report.devices {
         let _ = writeln!(out, "GPU {}:", d.device);

@@ -1,6 +1,7 @@
 //! `vramtop replay FILE --verify [--json]` and the what-if replay
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
+use crate::ui::format::count_of;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -206,20 +207,20 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{name}: {} segments, {} blocks, reserved {} ({} B), allocated {} ({} B), {} trace entries",
-        report.segments,
-        report.blocks,
+        "{name}: {}, {}, reserved {} ({} B), allocated {} ({} B), {}",
+        count_of(report.segments, "segment", "segments"),
+        count_of(report.blocks, "block", "blocks"),
         human_bytes(report.reserved),
         report.reserved,
         human_bytes(report.allocated),
         report.allocated,
-        report.trace_entries
+        count_of(report.trace_entries, "trace entry", "trace entries")
     );
     let _ = writeln!(
         out,
-        "invariants: {} ({} findings)",
+        "invariants: {} ({})",
         verdict(report.findings.is_empty()),
-        report.findings.len()
+        count_of(report.findings.len(), "finding", "findings")
     );
     for f in report.findings.iter().take(10) {
         let _ = writeln!(

@@ -1,6 +1,7 @@
 //! `vramtop scenario`: run a built-in (or file) scenario headless and print
 //! its per-step figures and outcome, as a table or JSON.
 
+use crate::ui::format::count_of;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -84,10 +85,14 @@ pub fn run(
             let file = file_of(&variant);
             match write_snapshot_file(&snapshot, &file) {
                 Ok(bytes) => eprintln!(
-                    "vramtop scenario: wrote {} (variant {variant}: {} segments, {} trace entries, {bytes} bytes)",
+                    "vramtop scenario: wrote {} (variant {variant}: {}, {}, {bytes} bytes)",
                     file.display(),
-                    snapshot.segments.len(),
-                    snapshot.device_traces.iter().map(Vec::len).sum::<usize>(),
+                    count_of(snapshot.segments.len(), "segment", "segments"),
+                    count_of(
+                        snapshot.device_traces.iter().map(Vec::len).sum::<usize>(),
+                        "trace entry",
+                        "trace entries"
+                    ),
                 ),
                 Err(e) => {
                     super::say_error(e);

@@ -1,6 +1,7 @@
 //! `vramtop snapshot PID`: asks that process's probe for a PyTorch memory
 //! snapshot, waits for it, and copies the file the probe wrote to FILE.
 
+use crate::ui::format::count;
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
@@ -101,11 +102,11 @@ pub fn describe(done: &SnapshotDone) -> String {
         parts.push(format!("{b} bytes"));
     }
     if let Some(s) = done.segments {
-        parts.push(format!("{s} segments"));
+        parts.push(count(s, "segment", "segments"));
     }
     if done.has_trace {
         match done.trace_entries {
-            Some(n) => parts.push(format!("{n} trace entries")),
+            Some(n) => parts.push(count(n, "trace entry", "trace entries")),
             None => parts.push("with a trace".to_string()),
         }
     }

@@ -27,6 +27,17 @@ pub fn unit_name(exp: usize) -> &'static str {
     UNITS[exp.min(UNITS.len() - 1)]
 }
 
+/// "1 segment", "2 segments": `n` and the noun it takes (`one` for
+/// exactly one, else `many`).
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// [`count`] of a `usize`.
+pub fn count_of(n: usize, one: &str, many: &str) -> String {
+    count(n as u64, one, many)
+}
+
 /// `bytes` expressed in the unit 1024^`exp` (not rounded).
 pub fn in_unit(bytes: u64, exp: usize) -> f64 {
     bytes as f64 / (1u64 << (10 * exp.min(UNITS.len() - 1))) as f64
@@ -187,6 +198,16 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_one_takes_the_singular() {
+        assert_eq!(count(1, "segment", "segments"), "1 segment");
+        assert_eq!(count(0, "segment", "segments"), "0 segments");
+        assert_eq!(
+            count_of(2, "trace entry", "trace entries"),
+            "2 trace entries"
+        );
+    }
 
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;

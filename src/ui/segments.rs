@@ -165,7 +165,11 @@ impl Widget for SegmentsPane<'_> {
             .unwrap_or_default();
         if let Some(v) = view {
             detail.push(Span::styled(
-                format!(" · {} segments · {} blocks", v.layout.len(), blocks.len()),
+                format!(
+                    " · {} · {}",
+                    format::count_of(v.layout.len(), "segment", "segments"),
+                    format::count_of(blocks.len(), "block", "blocks")
+                ),
                 theme.dim,
             ));
         }

@@ -62,7 +62,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             Span::styled(
                 match v.trace_reading {
                     Some(_) => "  trace being read".to_string(),
-                    None => format!("  {} events", d.len()),
+                    None => format!("  {}", format::count_of(d.len(), "event", "events")),
                 },
                 theme.dim,
             ),
