@@ -2055,3 +2055,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_unknown_settings_nan_survives_the_writer() {
+    // Found by the reader fuzzer: `allocator_settings` with an unknown key
+    // whose value is NaN. The written copy reads back with the same keys and
+    // the NaN (which never equals itself, so the copy is compared printed).
+    let bytes = include_bytes!("fixtures/fuzz-nan-in-unknown-setting.pickle");
+    let read = read_snapshot(bytes).unwrap();
+    let settings = read.allocator_settings.as_ref().unwrap();
+    let nan_value = |s: &vramtop::snapshot::AllocatorSettings| {
+        s.file_order.iter().any(|key| {
+            matches!(key, vramtop::snapshot::types::SettingsKey::Other(_, Value::Float(f)) if f.is_nan())
+        })
+    };
+    assert!(nan_value(settings));
+    let again = read_snapshot(&vramtop::snapshot::snapshot_to_bytes(&read)).unwrap();
+    assert!(nan_value(again.allocator_settings.as_ref().unwrap()));
+    assert_eq!(again.segments, read.segments);
+    assert_eq!(format!("{again:?}"), format!("{read:?}"));
+}
