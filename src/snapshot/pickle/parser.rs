@@ -260,6 +260,9 @@ impl NodeMeta {
 struct Memo {
     dense: Vec<Item>,
     sparse: HashMap<u64, Item>,
+    /// Bumped whenever an entry is replaced (CPython's pickler never does):
+    /// what was read through the memo before may then read differently.
+    generation: u64,
 }
 
 impl Memo {
@@ -277,6 +280,7 @@ impl Memo {
             {
                 *slot = item;
             }
+            self.generation += 1;
         } else if index == dense_len {
             self.dense.push(item);
             // Only a hand-made memo has sparse entries; skip hashing otherwise.
@@ -285,8 +289,8 @@ impl Memo {
             {
                 self.dense.push(next);
             }
-        } else {
-            self.sparse.insert(index, item);
+        } else if self.sparse.insert(index, item).is_some() {
+            self.generation += 1;
         }
     }
 
@@ -358,6 +362,65 @@ pub(super) struct Parser<'a, 'd> {
     memo_run: Vec<Item>,
     /// Record key sets by the hash of their keys.
     key_set_ids: FxHashMap<u64, u32>,
+    /// Tracebacks by their bytes (see [`RunCache`]).
+    run_cache: RunCache,
+}
+
+/// The canonical list each `MARK (BINGET|LONG_BINGET)* APPENDS` span of
+/// bytes filled, so that the same span again (the same traceback written
+/// again: most of a long recording) is an alias without a memo fetch.
+/// Valid while the memo is not rewritten (see [`Memo::generation`]).
+#[derive(Debug, Default)]
+struct RunCache {
+    /// By a hash of the span: the canonical list and where the span's bytes
+    /// are in `spans`.
+    by_hash: FxHashMap<u64, (NodeId, u32, u32)>,
+    spans: Vec<u8>,
+    generation: u64,
+}
+
+impl RunCache {
+    /// Bytes of spans, and spans, kept at most: past these, no new span is
+    /// kept (a few thousand distinct tracebacks in a real recording).
+    const MAX_SPAN_BYTES: usize = 16 << 20;
+    const MAX_SPANS: usize = 1 << 18;
+
+    fn hash(span: &[u8]) -> u64 {
+        let mut hasher = FxHasher::default();
+        span.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// The canonical list `span` filled before, if the memo is unchanged.
+    fn get(&self, span: &[u8], hash: u64, generation: u64) -> Option<NodeId> {
+        if generation != self.generation {
+            return None;
+        }
+        let &(canonical, start, len) = self.by_hash.get(&hash)?;
+        let kept = self
+            .spans
+            .get(start as usize..(start as usize).checked_add(len as usize)?)?;
+        (kept == span).then_some(canonical)
+    }
+
+    fn insert(&mut self, span: &[u8], hash: u64, generation: u64, canonical: NodeId) {
+        if generation != self.generation {
+            self.by_hash.clear();
+            self.spans.clear();
+            self.generation = generation;
+        }
+        if self.spans.len() + span.len() > Self::MAX_SPAN_BYTES
+            || self.by_hash.len() >= Self::MAX_SPANS
+        {
+            return;
+        }
+        let (Ok(start), Ok(len)) = (u32::try_from(self.spans.len()), u32::try_from(span.len()))
+        else {
+            return;
+        };
+        self.spans.extend_from_slice(span);
+        self.by_hash.entry(hash).or_insert((canonical, start, len));
+    }
 }
 
 impl<'a, 'd> Parser<'a, 'd> {
@@ -389,6 +452,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             input_is_prefix: false,
             memo_run: Vec::new(),
             key_set_ids: FxHashMap::default(),
+            run_cache: RunCache::default(),
         }
     }
 
@@ -423,6 +487,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             input_is_prefix: self.input_is_prefix,
             memo_run: self.memo_run,
             key_set_ids: self.key_set_ids,
+            run_cache: self.run_cache,
         }
     }
 
@@ -640,6 +705,28 @@ impl<'a, 'd> Parser<'a, 'd> {
                         .is_some_and(|m| m.is_open_list()) => {}
             _ => return false,
         }
+        let fresh = matches!(
+            self.arena.get(target as usize).map(|n| &n.kind),
+            Some(NodeKind::List(list)) if list.is_empty()
+        );
+        // A traceback's bytes seen before: the same list (see RunCache).
+        let mut cache_key = None;
+        if self.intern
+            && fresh
+            && let Some((end, count)) = self.memo_run_span()
+            && count > 0
+            && count < PICKLER_BATCH as u64
+            && let Some(span) = self.data.get(self.pos..end)
+        {
+            let hash = RunCache::hash(span);
+            if let Some(canonical) = self.run_cache.get(span, hash, self.memo.generation)
+                && self.alias_cached_run(target, canonical, count, end)
+            {
+                return true;
+            }
+            cache_key = Some((hash, end));
+        }
+        let start = self.pos;
         let mut run = std::mem::take(&mut self.memo_run);
         run.clear();
         let mut pos = self.pos;
@@ -715,9 +802,81 @@ impl<'a, 'd> Parser<'a, 'd> {
             self.memory_used += count * ITEM_CHARGE;
             // Past the APPENDS.
             self.pos = pos + 1;
+            if let Some((hash, end)) = cache_key
+                && end == pos
+                && let Some(span) = self.data.get(start..end)
+            {
+                let canonical = match self.arena.get(target as usize).map(|n| &n.kind) {
+                    Some(NodeKind::Alias(canonical)) => Some(*canonical),
+                    Some(NodeKind::List(_)) if self.is_canonical(target) => Some(target),
+                    _ => None,
+                };
+                if let Some(canonical) = canonical {
+                    self.run_cache
+                        .insert(span, hash, self.memo.generation, canonical);
+                }
+            }
         }
         self.memo_run = run;
         done
+    }
+
+    /// Where `(BINGET | LONG_BINGET)* APPENDS` from `self.pos` ends (the
+    /// APPENDS' position) and how many fetches it has; `None` for anything
+    /// else, a piece's end included.
+    fn memo_run_span(&self) -> Option<(usize, u64)> {
+        let mut pos = self.pos;
+        let mut count = 0u64;
+        loop {
+            match *self.data.get(pos)? {
+                op::BINGET => pos = pos.checked_add(2)?,
+                op::LONG_BINGET => pos = pos.checked_add(5)?,
+                op::APPENDS => return (pos <= self.data.len()).then_some((pos, count)),
+                _ => return None,
+            }
+            count += 1;
+        }
+    }
+
+    /// The fresh list `target` becomes an alias of `canonical`, which the
+    /// same span of fetches filled before, as if the `count` fetches up to
+    /// `end` (the APPENDS) had run; `false` (nothing done) where a limit
+    /// stops it, for the generic path to report.
+    fn alias_cached_run(
+        &mut self,
+        target: NodeId,
+        canonical: NodeId,
+        count: u64,
+        end: usize,
+    ) -> bool {
+        // The canonical list's height is its tallest item's when it was
+        // filled, plus one: what this run would find.
+        let grown = self.node_height(canonical);
+        let within_limits = grown as usize <= self.limits.max_depth
+            && self.pushed.saturating_add(count) <= self.limits.max_items
+            && self
+                .memory_used
+                .saturating_add(count.saturating_mul(ITEM_CHARGE))
+                <= self.memory_budget
+            && matches!(
+                self.arena.get(canonical as usize).map(|n| &n.kind),
+                Some(NodeKind::List(_))
+            );
+        if !within_limits {
+            return false;
+        }
+        self.raise_height(target, grown);
+        let Some(node) = self.arena.get_mut(target as usize) else {
+            return false;
+        };
+        node.kind = NodeKind::Alias(canonical);
+        if let Some(meta) = self.meta_mut(target) {
+            meta.make_alias();
+        }
+        self.pushed += count;
+        self.memory_used += count * ITEM_CHARGE;
+        self.pos = end + 1;
+        true
     }
 
     /// Fills the empty list `id` with `items` and interns it at once (see

@@ -285,6 +285,8 @@ enum SmallOp {
     Tuple,
     SmallInt(u8),
     Pop,
+    /// BINPUT: replaces a memo entry (CPython's pickler never does).
+    BinPut(u8),
 }
 
 fn small_op() -> impl proptest::strategy::Strategy<Value = SmallOp> {
@@ -302,6 +304,7 @@ fn small_op() -> impl proptest::strategy::Strategy<Value = SmallOp> {
         1 => Just(SmallOp::Tuple),
         2 => (0u8..4).prop_map(SmallOp::SmallInt),
         1 => Just(SmallOp::Pop),
+        1 => (0u8..8).prop_map(SmallOp::BinPut),
     ]
 }
 
@@ -363,6 +366,7 @@ fn ops_to_pickle(ops: &[SmallOp], text_gets: bool, closing_tuples: usize) -> Vec
             (SmallOp::Tuple, _) => out.push(b't'),
             (SmallOp::SmallInt(n), _) => out.extend([b'K', *n]),
             (SmallOp::Pop, _) => out.push(b'0'),
+            (SmallOp::BinPut(n), _) => out.extend([b'q', *n]),
         }
     }
     out.extend(std::iter::repeat_n(b't', closing_tuples));
@@ -373,8 +377,9 @@ fn ops_to_pickle(ops: &[SmallOp], text_gets: bool, closing_tuples: usize) -> Vec
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
 
-    /// The one-go read of `MARK (BINGET|LONG_BINGET)* APPENDS` and the early
-    /// interning behind it give what the opcodes one by one give.
+    /// The one-go read of `MARK (BINGET|LONG_BINGET)* APPENDS`, the early
+    /// interning behind it and the cache of spans seen before (memo entries
+    /// replaced in between included) give what the opcodes one by one give.
     #[test]
     fn runs_of_memo_fetches_read_like_the_opcodes_one_by_one(
         chunks in proptest::collection::vec(small_chunk(), 1..16)
@@ -661,4 +666,26 @@ fn heights_past_the_side_table_stay_exact() {
             (16_400, false)
         ]
     );
+}
+
+#[test]
+fn a_traceback_span_read_again_after_its_memo_entry_changed_reads_the_new_entry() {
+    // (1, 2, [m0, m1], 9, [m0, m1]) with memo 0 rewritten to 9 between the
+    // two lists: the second list's bytes equal the first's.
+    let pickle = b"\x80\x04(K\x01\x94K\x02\x94]\x94(h\x00h\x01eK\x09q\x00]\x94(h\x00h\x01et.";
+    let value = parse_default(pickle).unwrap();
+    let items = match &value {
+        Value::Tuple(items) => items.clone(),
+        other => panic!("{other:?}"),
+    };
+    let ints = |v: &Value| -> Vec<Value> { v.as_list().unwrap().to_vec() };
+    assert_eq!(ints(&items[2]), vec![Value::Int(1), Value::Int(2)]);
+    assert_eq!(ints(&items[4]), vec![Value::Int(9), Value::Int(2)]);
+    // The same span again without the rewrite is the same list.
+    let again = b"\x80\x04(K\x01\x94K\x02\x94]\x94(h\x00h\x01e]\x94(h\x00h\x01et.";
+    let value = parse_default(again).unwrap();
+    let Value::Tuple(items) = &value else {
+        panic!("{value:?}")
+    };
+    assert_eq!(items[2].identity(), items[3].identity());
 }
