@@ -360,8 +360,9 @@ pub(super) struct Parser<'a, 'd> {
     /// The items of [`Parser::append_memo_run`] and the keys of
     /// [`Parser::record_keys`], reused.
     memo_run: Vec<Item>,
-    /// Record key sets by the hash of their keys.
+    /// Record key sets by the hash of their keys, and the last one used.
     key_set_ids: FxHashMap<u64, u32>,
+    last_key_set: Option<u32>,
     /// Tracebacks by their bytes (see [`RunCache`]).
     run_cache: RunCache,
 }
@@ -452,6 +453,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             input_is_prefix: false,
             memo_run: Vec::new(),
             key_set_ids: FxHashMap::default(),
+            last_key_set: None,
             run_cache: RunCache::default(),
         }
     }
@@ -487,6 +489,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             input_is_prefix: self.input_is_prefix,
             memo_run: self.memo_run,
             key_set_ids: self.key_set_ids,
+            last_key_set: self.last_key_set,
             run_cache: self.run_cache,
         }
     }
@@ -1638,6 +1641,15 @@ impl<'a, 'd> Parser<'a, 'd> {
         if keys.len() > 2 * MAX_RECORD_KEYS || !keys.len().is_multiple_of(2) {
             return None;
         }
+        // Consecutive dicts mostly have the last one's keys (trace entries,
+        // frames): compared in place, no hash.
+        if let Some(last) = self.last_key_set
+            && let Some(set) = self.scalars.key_sets.get(last as usize)
+            && set.len() * 2 == keys.len()
+            && set.iter().zip(keys.iter().step_by(2)).all(|(a, b)| a == b)
+        {
+            return Some(last);
+        }
         let mut run = std::mem::take(&mut self.memo_run);
         run.clear();
         run.extend(keys.iter().step_by(2).copied());
@@ -1662,6 +1674,9 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
         };
         self.memo_run = run;
+        if found.is_some() {
+            self.last_key_set = found;
+        }
         found
     }
 
