@@ -1410,17 +1410,24 @@ mod tests {
         assert_eq!(from_list.unwrap(), vec![(1, 1), (2, 2), (4, 0)]);
     }
 
-    #[test]
-    fn staged_file_read_in_small_chunks_hands_out_the_segments_then_the_same_snapshot() {
+    /// A generated 1 MiB snapshot in PyTorch's layout, written to `dir`:
+    /// its path and length.
+    fn generated_file(dir: &tempfile::TempDir) -> (std::path::PathBuf, u64) {
         use crate::snapshot::synth::{LargeShape, large};
         use crate::snapshot::writer::{WriteOptions, write_snapshot_file_with};
         let snapshot = large(&LargeShape::about_bytes(1 << 20));
-        let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("large.pickle");
         let options = WriteOptions {
             fresh_frame_lists: true,
         };
         let len = write_snapshot_file_with(&snapshot, &path, &options).unwrap();
+        (path, len)
+    }
+
+    #[test]
+    fn staged_file_read_in_small_chunks_hands_out_the_segments_then_the_same_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, len) = generated_file(&dir);
         let progress = AtomicU64::new(0);
         let mut stage = None;
         // 4 KiB chunks: the stage comes from a prefix that ends inside a
@@ -1436,15 +1443,8 @@ mod tests {
 
     #[test]
     fn staged_read_of_a_large_file_parses_it_in_pieces_to_the_same_snapshot() {
-        use crate::snapshot::synth::{LargeShape, large};
-        use crate::snapshot::writer::{WriteOptions, write_snapshot_file_with};
-        let snapshot = large(&LargeShape::about_bytes(1 << 20));
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("large.pickle");
-        let options = WriteOptions {
-            fresh_frame_lists: true,
-        };
-        let len = write_snapshot_file_with(&snapshot, &path, &options).unwrap();
+        let (path, len) = generated_file(&dir);
         let progress = AtomicU64::new(0);
         let mut stage = None;
         // Every file counts as large: after the stage, the file is parsed

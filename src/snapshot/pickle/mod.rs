@@ -147,12 +147,29 @@ pub(crate) fn parse_document(
     progress: Option<&AtomicU64>,
 ) -> Result<Document, PickleError> {
     check_input(bytes, limits)?;
-    let (arena, scalars, root, used) = run_parser(bytes, limits, progress)?;
+    let parsed = run_parser(bytes, limits, progress)?;
+    Ok(parsed_document(
+        parsed,
+        limits,
+        bytes.len(),
+        bytes.len() as u64,
+    ))
+}
+
+/// The document of a finished parse (arena, scalars, root, memory used) of
+/// an `input_len`-byte input whose memory budget is that of `budget_len`
+/// bytes.
+fn parsed_document(
+    (arena, scalars, root, used): (Vec<Node>, Scalars, Item, u64),
+    limits: &Limits,
+    input_len: usize,
+    budget_len: u64,
+) -> Document {
     let mut document = Document::new(arena, scalars, root, limits.max_depth);
     document.memory_used = used;
-    document.memory_budget = limits.memory_budget(bytes.len() as u64);
-    document.input_len = bytes.len();
-    Ok(document)
+    document.memory_budget = limits.memory_budget(budget_len);
+    document.input_len = input_len;
+    document
 }
 
 /// [`parse_document`] of bytes that are dropped once the opcodes are read.
@@ -162,14 +179,10 @@ pub(crate) fn parse_document_owned(
     progress: Option<&AtomicU64>,
 ) -> Result<Document, PickleError> {
     check_input(&bytes, limits)?;
-    let (arena, scalars, root, used) = run_parser(&bytes, limits, progress)?;
+    let parsed = run_parser(&bytes, limits, progress)?;
     let input_len = bytes.len();
     drop(bytes);
-    let mut document = Document::new(arena, scalars, root, limits.max_depth);
-    document.memory_used = used;
-    document.memory_budget = limits.memory_budget(input_len as u64);
-    document.input_len = input_len;
-    Ok(document)
+    Ok(parsed_document(parsed, limits, input_len, input_len as u64))
 }
 
 /// Files at least this long are parsed in pieces by [`parse_file_in_pieces`]
@@ -229,11 +242,8 @@ fn parse_file_in_pieces_of<R: Read + Seek>(
             if let Some(progress) = progress {
                 progress.store(file_len, Ordering::Relaxed);
             }
-            let mut document = Document::new(arena, scalars, root, limits.max_depth);
-            document.memory_used = used;
-            document.memory_budget = limits.memory_budget(file_len);
-            document.input_len = input_len;
-            Some(document)
+            let parsed = (arena, scalars, root, used);
+            Some(parsed_document(parsed, limits, input_len, file_len))
         }
     })
 }
