@@ -476,6 +476,16 @@ fn segments_stage_shows_the_final_state_and_the_trace_progress() {
     assert!(screen.contains("the final state is shown"), "{screen}");
     assert!(screen.contains("GPU 0  trace being read"), "{screen}");
     assert!(vramtop::ui::status_text(&v).contains("the final state · reading trace"));
+    // Every byte parsed: the events are being built, not a stuck "Y of Y".
+    v.set_trace_read(total);
+    let status = vramtop::ui::status_text(&v);
+    assert!(
+        status.contains(&format!(
+            "reading trace: {} parsed, building the events",
+            vramtop::ui::format::bytes(total)
+        )),
+        "{status}"
+    );
 }
 
 #[test]

@@ -30,14 +30,23 @@ fn describe_event(e: &TraceEntry) -> String {
     }
 }
 
-/// "reading trace: X of Y", while the viewer shows a file's segments stage.
+/// "reading trace: X of Y", while the viewer shows a file's segments stage;
+/// once every byte is parsed, that the events are being built (seconds on a
+/// GB file, which a "Y of Y" would show as stuck).
 pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
     v.trace_reading.map(|r| {
-        format!(
-            "reading trace: {} of {}",
-            format::bytes(r.read.min(r.total)),
-            format::bytes(r.total)
-        )
+        if r.total > 0 && r.read >= r.total {
+            format!(
+                "reading trace: {} parsed, building the events",
+                format::bytes(r.total)
+            )
+        } else {
+            format!(
+                "reading trace: {} of {}",
+                format::bytes(r.read.min(r.total)),
+                format::bytes(r.total)
+            )
+        }
     })
 }
 
