@@ -304,6 +304,16 @@ fn a_snapshot_without_a_trace_shows_its_state_and_ignores_scrub_keys() {
     assert_eq!(v.cursor(), 0, "o does not move");
     assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM in this trace"));
     assert!(vramtop::ui::status_text(&v).contains("no trace"));
+    // The panes say so instead of "0 events", "peak … @0" and "events 0…0",
+    // and the key hints leave out the keys that move along a trace.
+    let screen = screen_of(&v);
+    for shown in ["no trace  reserved", "Timeline  GPU", "· no trace"] {
+        assert!(screen.contains(shown), "{shown} in\n{screen}");
+    }
+    for absent in ["0 events", "@0", "events 0…0", "→ event", "PgDn step"] {
+        assert!(!screen.contains(absent), "{absent} in\n{screen}");
+    }
+    assert!(screen.contains("Enter block"), "{screen}");
 }
 
 #[test]

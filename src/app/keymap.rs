@@ -339,6 +339,17 @@ impl Keymap {
         self.hints_with(self.viewer.iter().map(|b| (b.keys, b.hint, 1)))
     }
 
+    /// [`Keymap::viewer_hints`] for a file without a trace: the keys that
+    /// move along or look into the trace are left out.
+    pub fn viewer_hints_without_trace(&self) -> Vec<(&'static str, &'static str)> {
+        self.hints_with(
+            self.viewer
+                .iter()
+                .filter(|b| !b.action.needs_trace())
+                .map(|b| (b.keys, b.hint, 1)),
+        )
+    }
+
     /// "key action" pairs, most important first: quit and help, then the
     /// `(keys, hint, rank)` of a mode's own bindings by rank (table order
     /// within a rank), so a short status line keeps the important ones; a

@@ -62,12 +62,22 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             Span::styled(
                 match v.trace_reading {
                     Some(_) => "  trace being read".to_string(),
+                    None if d.is_empty() => "  no trace".to_string(),
                     None => format!("  {}", format::count_of(d.len(), "event", "events")),
                 },
                 theme.dim,
             ),
         ];
-        if let (Some(p), Some(pk)) = (p, peaks) {
+        // Without a trace the final state is all there is: no peak to name.
+        if let Some(p) = p
+            && d.is_empty()
+        {
+            spans.push(Span::raw(format!(
+                "  reserved {}  allocated {}",
+                format::bytes(p.reserved),
+                format::bytes(p.allocated)
+            )));
+        } else if let (Some(p), Some(pk)) = (p, peaks) {
             spans.push(Span::raw(format!(
                 "  reserved {} (peak {} @{})  allocated {} (peak {} @{})",
                 format::bytes(p.reserved),

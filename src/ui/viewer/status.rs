@@ -118,7 +118,12 @@ pub(super) fn render_status(
         None => Line::styled(status_text(v), theme.header),
     };
     chrome::line_at(buf, area, 0, &first);
-    let all = keymap.viewer_hints();
+    let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
+    let all = if trace_less {
+        keymap.viewer_hints_without_trace()
+    } else {
+        keymap.viewer_hints()
+    };
     let hints = chrome::key_hints(&all, usize::from(area.width), theme);
     chrome::line_at(buf, area, 1, &hints);
     theme.finish(area, buf);

@@ -56,12 +56,20 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     // The title is cut by the border's width: a cut number would read as
     // another number, so the longest variant that fits whole is shown.
     let room = usize::from(area.width).saturating_sub(Pane::Timeline.title().chars().count() + 5);
-    let detail = [
-        format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
-        format!("GPU {} · cursor {cursor}/{n}", d.device),
-        format!("cursor {cursor}/{n}"),
-        format!("{cursor}/{n}"),
-    ]
+    // A file without a trace has no events to be at.
+    let detail = if n == 0 && v.trace_reading.is_none() {
+        vec![
+            format!("GPU {} · no trace", d.device),
+            "no trace".to_string(),
+        ]
+    } else {
+        vec![
+            format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
+            format!("GPU {} · cursor {cursor}/{n}", d.device),
+            format!("cursor {cursor}/{n}"),
+            format!("{cursor}/{n}"),
+        ]
+    }
     .into_iter()
     .find(|t| t.chars().count() <= room)
     .map(|t| vec![Span::styled(t, theme.text)])
