@@ -583,11 +583,7 @@ impl<'a, 'd> Parser<'a, 'd> {
         let NodeKind::List(items) = &node.kind else {
             return id;
         };
-        if self
-            .meta
-            .get(id as usize)
-            .is_some_and(|m| !m.is_open_list())
-        {
+        if self.is_canonical(id) {
             return id;
         }
         let hash = hash_items(items);
@@ -691,7 +687,9 @@ impl<'a, 'd> Parser<'a, 'd> {
     /// by one would do, or nothing (`false`, nothing consumed) when any part
     /// differs from the common case (a missing memo entry, a list item that
     /// would be interned, a limit reached, another opcode): the generic path
-    /// then runs the same bytes and reports what it finds.
+    /// then runs the same bytes and reports what it finds. A fresh list
+    /// whose bytes filled an earlier list becomes its alias without a fetch
+    /// (see [`RunCache`]).
     fn append_memo_run(&mut self) -> bool {
         let Some(&Item::Node(target)) = self.stack.last() else {
             return false;
@@ -699,19 +697,14 @@ impl<'a, 'd> Parser<'a, 'd> {
         if self.stack.len() <= self.frame_base() {
             return false;
         }
-        match self.arena.get(target as usize) {
-            Some(node)
-                if matches!(node.kind, NodeKind::List(_))
-                    && self
-                        .meta
-                        .get(target as usize)
-                        .is_some_and(|m| m.is_open_list()) => {}
+        let open = self
+            .meta
+            .get(target as usize)
+            .is_some_and(|m| m.is_open_list());
+        let fresh = match self.arena.get(target as usize).map(|n| &n.kind) {
+            Some(NodeKind::List(list)) if open => list.is_empty(),
             _ => return false,
-        }
-        let fresh = matches!(
-            self.arena.get(target as usize).map(|n| &n.kind),
-            Some(NodeKind::List(list)) if list.is_empty()
-        );
+        };
         // A traceback's bytes seen before: the same list (see RunCache).
         let mut cache_key = None;
         if self.intern
@@ -789,7 +782,6 @@ impl<'a, 'd> Parser<'a, 'd> {
                 Some(Node {
                     kind: NodeKind::List(list),
                 }) => {
-                    let fresh = list.is_empty();
                     if fresh && self.intern && run.len() < PICKLER_BATCH {
                         self.intern_fresh(target, &run);
                     } else {
