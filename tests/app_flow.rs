@@ -365,6 +365,37 @@ fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() 
 }
 
 #[test]
+fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
+    let mut f = Flow::new(1);
+    let dir = std::env::temp_dir().join(format!("vramtop-flow-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    f.dash.save_stress_snapshots_in(dir.clone());
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    f.key_redraws(KeyCode::Char('W'));
+    f.stress_answer();
+    let saved: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    let message = f.state().stress.message.clone().unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(saved.len(), 1, "{saved:?} {message}");
+    let name = saved[0].file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        name.starts_with("vramtop-stress-") && name.ends_with(".pickle"),
+        "{name}"
+    );
+    // The panel names the file where it is.
+    assert!(message.contains(&*saved[0].to_string_lossy()), "{message}");
+}
+
+#[test]
 fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
     let mut f = Flow::new(1);
     f.samples(2);

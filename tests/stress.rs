@@ -434,7 +434,7 @@ impl Driven {
 
     fn start_with(cluster: &SimCluster, panel: StressPanel) -> Driven {
         let (tx, results) = mpsc::channel();
-        let worker = StressWorker::spawn_sim(cluster, 0, move |r| {
+        let worker = StressWorker::spawn_sim(cluster, 0, None, move |r| {
             let _ = tx.send(r);
         })
         .expect("thread starts");

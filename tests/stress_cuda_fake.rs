@@ -207,7 +207,7 @@ fn the_cuda_worker_runs_on_its_thread_and_gives_everything_back_when_dropped() {
         return;
     };
     let (tx, rx) = mpsc::channel();
-    let worker = StressWorker::spawn_cuda(0, move |r| {
+    let worker = StressWorker::spawn_cuda(0, None, move |r| {
         let _ = tx.send(r);
     })
     .expect("the thread starts");
@@ -241,7 +241,7 @@ fn a_missing_gpu_is_one_failed_answer_not_a_hang() {
         return;
     };
     let (tx, rx) = mpsc::channel();
-    let worker = StressWorker::spawn_cuda(7, move |r| {
+    let worker = StressWorker::spawn_cuda(7, None, move |r| {
         let _ = tx.send(r);
     })
     .expect("the thread starts");

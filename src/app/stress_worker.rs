@@ -62,6 +62,8 @@ pub struct StressExecutor<D: DeviceMemory> {
     /// A one-frame traceback per command executed, naming it: the frames of
     /// the trace entries of an exported snapshot.
     commands: Vec<Frames>,
+    /// Where a saved snapshot is written; `None`: the current directory.
+    save_dir: Option<PathBuf>,
 }
 
 /// The kernels of a device that has them.
@@ -90,7 +92,14 @@ impl<D: DeviceMemory> StressExecutor<D> {
             filled: FxHashMap::default(),
             next_id: 1,
             commands: Vec::new(),
+            save_dir: None,
         }
+    }
+
+    /// Writes saved snapshots into `dir` (`None`: the current directory).
+    pub fn saving_in(mut self, dir: Option<PathBuf>) -> Self {
+        self.save_dir = dir;
+        self
     }
 
     /// Lets [`StressCommand::Reconfigure`] replace the allocator: `reopen`
@@ -298,7 +307,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
     }
 
     /// Writes [`Self::snapshot`] to `vramtop-stress-<unix time>.pickle` in
-    /// the current directory (`-2`, `-3`, … appended when that exists).
+    /// the save directory (`-2`, `-3`, … appended when that exists).
     fn save_snapshot(&self) -> StressOutcome {
         let failed = |message: String| StressOutcome::Failed {
             allocated: Vec::new(),
@@ -307,10 +316,14 @@ impl<D: DeviceMemory> StressExecutor<D> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let mut path = PathBuf::from(format!("vramtop-stress-{now}.pickle"));
+        let in_dir = |name: String| match &self.save_dir {
+            Some(dir) => dir.join(name),
+            None => PathBuf::from(name),
+        };
+        let mut path = in_dir(format!("vramtop-stress-{now}.pickle"));
         let mut n = 2;
         while path.exists() {
-            path = PathBuf::from(format!("vramtop-stress-{now}-{n}.pickle"));
+            path = in_dir(format!("vramtop-stress-{now}-{n}.pickle"));
             n += 1;
         }
         let snapshot = self.snapshot();
@@ -469,6 +482,7 @@ impl<D: DeviceMemory> PanelExecutor<D> {
                     config,
                 );
                 let executor = StressExecutor::new(allocator, false)
+                    .saving_in(self.gpu.save_dir.clone())
                     .with_reopen(move || Ok(scenario_device(capacity, context)));
                 let scenario = self.scenario.insert(executor);
                 scenario.result(StressOutcome::DeviceChanged {
@@ -578,7 +592,12 @@ impl StressWorker {
 
     /// A worker on simulated GPU `gpu` of `cluster`: a process of its own
     /// (with its own 500 MiB context once it allocates), ended on exit.
-    pub fn spawn_sim<F>(cluster: &SimCluster, gpu: u32, deliver: F) -> std::io::Result<Self>
+    pub fn spawn_sim<F>(
+        cluster: &SimCluster,
+        gpu: u32,
+        save_dir: Option<PathBuf>,
+        deliver: F,
+    ) -> std::io::Result<Self>
     where
         F: FnMut(StressResult) + Send + 'static,
     {
@@ -591,6 +610,7 @@ impl StressWorker {
                 let allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
                 // The same process: a clone of its handle.
                 StressExecutor::new(allocator, false)
+                    .saving_in(save_dir)
                     .with_kernels()
                     .with_reopen(move || Ok(handle.clone()))
             },
@@ -604,7 +624,7 @@ impl StressWorker {
     /// of the memory free at start), every tensor filled with the pattern
     /// of its id, and a reconfigure opening a fresh handle on the same
     /// primary context. Everything is given back when the worker is dropped.
-    pub fn spawn_cuda<F>(gpu: u32, deliver: F) -> std::io::Result<Self>
+    pub fn spawn_cuda<F>(gpu: u32, save_dir: Option<PathBuf>, deliver: F) -> std::io::Result<Self>
     where
         F: FnMut(StressResult) + Send + 'static,
     {
@@ -615,6 +635,7 @@ impl StressWorker {
             move || {
                 let allocator = CachingAllocator::new(open()?, gpu, AllocatorConfig::default());
                 Ok(StressExecutor::new(allocator, true)
+                    .saving_in(save_dir)
                     .with_kernels()
                     .with_reopen(open))
             },

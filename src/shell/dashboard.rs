@@ -70,6 +70,8 @@ pub struct Dashboard<B: Backend> {
     /// Why the stress panel cannot run here (no CUDA GPU, no simulation):
     /// asked once.
     no_cuda: Option<String>,
+    /// Where the stress panel's `W` writes; `None`: the current directory.
+    stress_save_dir: Option<PathBuf>,
 }
 
 impl<B: Backend> Dashboard<B> {
@@ -96,7 +98,14 @@ impl<B: Backend> Dashboard<B> {
             replies,
             stress_worker: None,
             no_cuda: None,
+            stress_save_dir: None,
         }
+    }
+
+    /// Makes the stress panel save its snapshots into `dir` instead of the
+    /// current directory (for a worker started after this call).
+    pub fn save_stress_snapshots_in(&mut self, dir: PathBuf) {
+        self.stress_save_dir = Some(dir);
     }
 
     pub fn state(&self) -> &AppState {
@@ -250,7 +259,9 @@ impl<B: Backend> Dashboard<B> {
             let _ = tx.send(r);
         };
         let spawned = match self.sources.sim() {
-            Some(cluster) => StressWorker::spawn_sim(cluster, gpu, deliver),
+            Some(cluster) => {
+                StressWorker::spawn_sim(cluster, gpu, self.stress_save_dir.clone(), deliver)
+            }
             None => {
                 if no_cuda.is_none() {
                     let probe = crate::device::cuda::probe();
@@ -268,7 +279,7 @@ impl<B: Backend> Dashboard<B> {
                     state.stress.message = Some(why.clone());
                     return;
                 }
-                StressWorker::spawn_cuda(gpu, deliver)
+                StressWorker::spawn_cuda(gpu, self.stress_save_dir.clone(), deliver)
             }
         };
         match spawned {

@@ -47,16 +47,28 @@ pub fn sim_dashboard(
     let terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
     let (stress, stress_results) = mpsc::unbounded_channel();
     let (capture, captures) = mpsc::unbounded_channel();
+    let mut dash = Dashboard::new(
+        terminal,
+        state,
+        sources,
+        Theme::colored(),
+        Replies { stress, capture },
+    );
+    // Sessions that press `W` save stress snapshots: never into the
+    // checkout (the current directory of `cargo test`).
+    dash.save_stress_snapshots_in(stress_save_dir());
     SimDashboard {
         cluster,
-        dash: Dashboard::new(
-            terminal,
-            state,
-            sources,
-            Theme::colored(),
-            Replies { stress, capture },
-        ),
+        dash,
         stress_results,
         captures,
     }
+}
+
+/// A folder of this test process for the stress panel's saved snapshots,
+/// under the system's temporary directory.
+pub fn stress_save_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramtop-stress-saves-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
 }
