@@ -100,15 +100,23 @@ impl ScrubState {
     }
 
     fn set_block_state(&mut self, addr: u64, state: BlockState) -> bool {
-        let Some(mut b) = self.remove_block(addr) else {
+        // In place: the block keeps its address, only the totals move.
+        let Some(b) = self.blocks.get_mut(&addr) else {
             return false;
         };
+        let (size, old) = (b.size, b.state);
         b.state = state;
-        self.insert_block(addr, b);
+        self.add_block_totals(size, old, false);
+        self.add_block_totals(size, state, true);
         true
     }
 
     fn add_totals(&mut self, b: &LiveBlock, add: bool) {
+        self.add_block_totals(b.size, b.state, add);
+    }
+
+    /// Adds (or takes away) a block of `size` bytes in `state` to the totals.
+    fn add_block_totals(&mut self, size: u64, state: BlockState, add: bool) {
         let apply = |v: &mut u64, n: u64| {
             *v = if add {
                 v.saturating_add(n)
@@ -116,11 +124,11 @@ impl ScrubState {
                 v.saturating_sub(n)
             }
         };
-        if b.state == BlockState::ActiveAllocated {
-            apply(&mut self.allocated, b.size);
+        if state == BlockState::ActiveAllocated {
+            apply(&mut self.allocated, size);
         }
-        if b.state.is_active() {
-            apply(&mut self.active, b.size);
+        if state.is_active() {
+            apply(&mut self.active, size);
         }
     }
 
