@@ -230,6 +230,79 @@ fn sites_pane_fits_a_narrow_80x24_terminal() {
 }
 
 #[test]
+fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_is_cut() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    // The einsum site: 16 Python frames and 651 blocks, far more rows
+    // than the pane has.
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    let site = v.selected_site().expect("a site").label.clone();
+    assert!(site.contains("einsum"), "{site}");
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(
+        screen.contains("… 661 more (1–6 of 667; ↓ j scrolls)"),
+        "{screen}"
+    );
+    assert!(screen.contains("model.py:41 forward"), "{screen}");
+    assert!(!screen.contains("module.py:1739"), "{screen}");
+    // ↓ scrolls the stack: the site stays selected and expanded.
+    for _ in 0..3 {
+        key(&mut v, 'j');
+    }
+    assert_eq!(v.selected_site().map(|s| s.label.as_str()), Some(&*site));
+    assert!(v.site_expanded);
+    let t = draw(&v, 80, 24);
+    let screen = text(t.backend().buffer());
+    assert!(
+        screen.contains("… 658 more (4–9 of 667; ↑ k ↓ j scroll)"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("module.py:1739 _wrapped_call_impl"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("sites_expanded_scrolled_80x24", t.backend());
+    // Scrolling stops at the end: the last block, and the rows above.
+    for _ in 0..1000 {
+        press(&mut v, KeyCode::Down);
+    }
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(
+        screen.contains("… 661 above (662–667 of 667; ↑ k scrolls back)"),
+        "{screen}"
+    );
+    assert!(screen.contains("0x7fddbfcf0000  320 KiB"), "{screen}");
+    // A taller terminal shows more of the end; the first ↑ moves at once.
+    let t = draw(&v, 120, 40);
+    let screen = text(t.backend().buffer());
+    assert!(
+        screen.contains("… 654 above (655–667 of 667; ↑ k scrolls back)"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("sites_expanded_end_120x40", t.backend());
+    press(&mut v, KeyCode::Up);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(
+        screen.contains("… 1 more (654–666 of 667; ↑ k ↓ j scroll)"),
+        "{screen}"
+    );
+    // Folded, ↑/↓ select sites again; expanded again, from the top.
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Down);
+    assert_ne!(v.selected_site().map(|s| s.label.as_str()), Some(&*site));
+    press(&mut v, KeyCode::Up);
+    press(&mut v, KeyCode::Enter);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(
+        screen.contains("… 654 more (1–13 of 667; ↓ j scrolls)"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn block_detail_names_the_blocks_site() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

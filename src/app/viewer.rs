@@ -5,6 +5,7 @@
 //! at the cursor), so the dashboard's fragmentation and segment panes draw
 //! it unchanged. Pure: keys in, state out, no terminal.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -125,8 +126,10 @@ impl ViewerAction {
             ViewerAction::PeakAllocated => "jump to the peak of allocated bytes",
             ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
             ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
-            ViewerAction::ToggleSites => "sites pane: live memory by site (Enter expands)",
-            ViewerAction::ExpandSite => "in the sites pane: a site's stack and blocks",
+            ViewerAction::ToggleSites => "sites pane: memory by site (Enter expands, ↑/↓ scroll)",
+            ViewerAction::ExpandSite => {
+                "in the sites pane: a site's stack and blocks (↑/↓ scroll them)"
+            }
             ViewerAction::CycleGrouping => "next grouping of sites (user frame, file:line, …)",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
@@ -171,6 +174,12 @@ pub struct ViewerState {
     pub selected_site: usize,
     /// The selected site shows its stack and blocks.
     pub site_expanded: bool,
+    /// Rows the expanded site's stack and blocks are scrolled down (`↑`/`↓`
+    /// while it is expanded).
+    pub site_scroll: usize,
+    /// The largest useful `site_scroll` as the expanded site was last
+    /// drawn (its rows that did not fit); `usize::MAX` before it is drawn.
+    pub site_scroll_limit: Cell<usize>,
     /// An expanded site lists its C++ frames too.
     pub show_cpp: bool,
     /// Why blocks without stacks have none (the same for the whole file).
@@ -246,6 +255,8 @@ impl ViewerState {
             sites: None,
             selected_site: 0,
             site_expanded: false,
+            site_scroll: 0,
+            site_scroll_limit: Cell::new(usize::MAX),
             show_cpp: false,
             no_stack,
             mark_a: None,
@@ -297,6 +308,7 @@ impl ViewerState {
         next.sites_open = self.sites_open;
         next.selected_site = self.selected_site;
         next.site_expanded = self.site_expanded;
+        next.site_scroll = self.site_scroll;
         next.show_cpp = self.show_cpp;
         // Keep the selected site by its key (refresh_sites looks it up).
         next.sites = self.sites.take();
@@ -367,6 +379,10 @@ impl ViewerState {
         let key = self.selected_site().map(|s| s.key.clone());
         let sites = self.sites_now();
         let at = key.and_then(|k| sites.sites.iter().position(|s| s.key == k));
+        if at.is_none() {
+            // Another site is selected now: its stack starts at the top.
+            self.site_scroll = 0;
+        }
         self.selected_site = at
             .unwrap_or(self.selected_site)
             .min(sites.sites.len().saturating_sub(1));
@@ -402,7 +418,22 @@ impl ViewerState {
             return Effect::None;
         }
         self.selected_site = next;
+        self.site_scroll = 0;
         self.select_site_block();
+        Effect::Redraw
+    }
+
+    /// Scrolls the expanded site's stack and blocks `delta` rows, within
+    /// what the pane last drew (so a scroll past the end never has to be
+    /// paid back).
+    fn scroll_site(&mut self, delta: isize) -> Effect {
+        let limit = self.site_scroll_limit.get();
+        let current = self.site_scroll.min(limit);
+        let next = current.saturating_add_signed(delta).min(limit);
+        if next == self.site_scroll {
+            return Effect::None;
+        }
+        self.site_scroll = next;
         Effect::Redraw
     }
 
@@ -663,6 +694,7 @@ impl ViewerState {
             V::ToggleSites => {
                 self.sites_open = !self.sites_open;
                 self.site_expanded = false;
+                self.site_scroll = 0;
                 self.refresh_sites();
                 if self.sites_open {
                     self.select_site_block();
@@ -674,11 +706,13 @@ impl ViewerState {
                     return Effect::None;
                 }
                 self.site_expanded = !self.site_expanded;
+                self.site_scroll = 0;
                 Effect::Redraw
             }
             V::CycleGrouping => {
                 self.grouping = self.grouping.next();
                 self.selected_site = 0;
+                self.site_scroll = 0;
                 self.refresh_sites();
                 if self.compare.is_some() {
                     self.refresh_compare();
@@ -687,6 +721,7 @@ impl ViewerState {
             }
             V::ToggleCppFrames => {
                 self.show_cpp = !self.show_cpp;
+                self.site_scroll = 0;
                 Effect::Redraw
             }
             V::MarkA | V::MarkB => {
@@ -764,7 +799,15 @@ impl ViewerState {
             };
         }
         if self.sites_open && !self.detail_open && self.app.ui.overlay == Overlay::None {
+            // An expanded site is read with ↑/↓: they scroll its stack and
+            // blocks; folded (Esc, Enter), they select a site.
             match key.code {
+                KeyCode::Up | KeyCode::Char('k') if self.site_expanded => {
+                    return self.scroll_site(-1);
+                }
+                KeyCode::Down | KeyCode::Char('j') if self.site_expanded => {
+                    return self.scroll_site(1);
+                }
                 KeyCode::Up | KeyCode::Char('k') => return self.move_site(-1),
                 KeyCode::Down | KeyCode::Char('j') => return self.move_site(1),
                 KeyCode::Enter => return self.act(ViewerAction::ExpandSite),

@@ -194,14 +194,108 @@ pub(super) fn render_sites(
                 }
             })
             .collect();
-        chrome::lines_at(buf, detail, &lines);
+        let shown = scrolled(lines.len(), usize::from(detail.height), v.site_scroll);
+        v.site_scroll_limit.set(shown.limit);
+        let rows: Vec<Line> = lines
+            .into_iter()
+            .skip(shown.first)
+            .take(shown.rows)
+            .collect();
+        chrome::lines_at(buf, detail, &rows);
+        if let Some(marker) = shown.marker() {
+            let row = u16::try_from(shown.rows).unwrap_or(u16::MAX);
+            chrome::line_at(buf, detail, row, &Line::styled(marker, theme.dim));
+        }
     }
     theme.finish(area, buf);
+}
+
+/// Which rows of an expanded site's `total` lines a detail area of
+/// `height` rows shows, scrolled `scroll` rows down: when they do not all
+/// fit, the last row says how many are cut and how to scroll to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Scrolled {
+    /// The first line shown.
+    first: usize,
+    /// Lines shown (the marker row not counted).
+    rows: usize,
+    total: usize,
+    /// The largest useful scroll (0: everything fits).
+    limit: usize,
+}
+
+fn scrolled(total: usize, height: usize, scroll: usize) -> Scrolled {
+    if total <= height || height < 2 {
+        return Scrolled {
+            first: 0,
+            rows: total.min(height),
+            total,
+            limit: 0,
+        };
+    }
+    // One row for the marker.
+    let rows = height - 1;
+    let limit = total - rows;
+    Scrolled {
+        first: scroll.min(limit),
+        rows,
+        total,
+        limit,
+    }
+}
+
+impl Scrolled {
+    /// "… 12 more (1–8 of 20; ↓ j scrolls)" when lines are cut.
+    fn marker(&self) -> Option<String> {
+        if self.limit == 0 {
+            return None;
+        }
+        let (first, last) = (self.first + 1, self.first + self.rows);
+        let below = self.total - last;
+        let total = self.total;
+        Some(match (self.first > 0, below > 0) {
+            (false, _) => format!("… {below} more ({first}–{last} of {total}; ↓ j scrolls)"),
+            (true, true) => {
+                format!("… {below} more ({first}–{last} of {total}; ↑ k ↓ j scroll)")
+            }
+            (true, false) => format!(
+                "… {} above ({first}–{last} of {total}; ↑ k scrolls back)",
+                self.first
+            ),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expanded_site_too_long_for_its_rows_keeps_the_last_row_for_a_more_marker() {
+        // 20 lines in 9 rows: 8 lines and the marker.
+        let top = scrolled(20, 9, 0);
+        assert_eq!((top.first, top.rows, top.limit), (0, 8, 12));
+        assert_eq!(
+            top.marker().as_deref(),
+            Some("… 12 more (1–8 of 20; ↓ j scrolls)")
+        );
+        let middle = scrolled(20, 9, 5);
+        assert_eq!(
+            middle.marker().as_deref(),
+            Some("… 7 more (6–13 of 20; ↑ k ↓ j scroll)")
+        );
+        // Scrolled past the end (a taller pane since): the last lines.
+        let end = scrolled(20, 9, 99);
+        assert_eq!((end.first, end.rows), (12, 8));
+        assert_eq!(
+            end.marker().as_deref(),
+            Some("… 12 above (13–20 of 20; ↑ k scrolls back)")
+        );
+        // Lines that fit: all of them, no marker, nothing to scroll.
+        let fits = scrolled(9, 9, 3);
+        assert_eq!((fits.first, fits.rows, fits.limit), (0, 9, 0));
+        assert_eq!(fits.marker(), None);
+    }
 
     #[test]
     fn a_sites_share_keeps_its_column_width_and_has_none_of_nothing() {
