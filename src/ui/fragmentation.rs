@@ -13,7 +13,7 @@ use super::format;
 use super::theme::{Glyphs, Theme};
 use crate::alloc::Fragmentation;
 use crate::alloc::analysis::Bucket;
-use crate::app::state::{AppState, Pane};
+use crate::app::state::{AllocatorView, AppState, Pane};
 
 /// Below this width the figures use short labels.
 const LONG_LABELS_WIDTH: u16 = 60;
@@ -50,6 +50,19 @@ pub(crate) fn bucket_label(b: &Bucket, glyphs: &Glyphs) -> String {
         glyphs.at_most
     };
     format!("{sign}{}", format::bytes_short(b.bound))
+}
+
+/// What the pane says when the allocator holds no memory: a process that
+/// has not allocated yet, after `empty_cache()` released every segment, or
+/// a snapshot before its first segment.
+const NOTHING_RESERVED: &str =
+    "nothing reserved: the allocator holds no memory, so there is nothing to fragment";
+
+/// Whether the allocator holds no memory: no segments and 0 B reserved
+/// (a probe whose segments have not come yet, with memory reserved, is
+/// not that).
+fn nothing_reserved(view: &AllocatorView) -> bool {
+    view.layout.iter().all(|s| s.total_size == 0) && view.known_reserved() == Some(0)
 }
 
 /// How the histogram fits in `rows` lines.
@@ -108,6 +121,13 @@ impl Widget for FragmentationPane<'_> {
             theme.finish(area, buf);
             return;
         };
+        if nothing_reserved(view) {
+            // All figures would be 0 and "every cached byte is in use"
+            // would claim a cache there is not.
+            chrome::note_at(buf, inner, NOTHING_RESERVED, theme.dim);
+            theme.finish(area, buf);
+            return;
+        }
         let f = &view.fragmentation;
         let long = inner.width >= LONG_LABELS_WIDTH;
         let figure = |long_label: &str, short_label: &str, value: String| {
@@ -250,6 +270,56 @@ mod tests {
         assert_eq!(bucket_label(last, &g), "≥1GiB");
         let ascii = Theme::colored().with_ascii(true).glyphs();
         assert_eq!(bucket_label(last, &ascii), ">=1GiB");
+    }
+
+    fn pane_text(view: AllocatorView, width: u16, height: u16) -> String {
+        use crate::device::{GpuReading, GpuSample};
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        state.apply_sample(
+            0,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            std::collections::BTreeMap::new(),
+        );
+        state.gpus[0].allocator = Some(view);
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, width, height);
+        let mut buf = Buffer::empty(area);
+        FragmentationPane::new(&state, &theme).render(area, &mut buf);
+        (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn an_allocator_with_nothing_reserved_says_so_instead_of_zero_figures() {
+        let empty = AllocatorView::new(
+            "pid 1 (not allocated yet)".into(),
+            Some(1),
+            crate::alloc::DeviceStats::default(),
+            Vec::new(),
+        );
+        let drawn = pane_text(empty, 64, 8);
+        assert!(
+            drawn.contains("nothing reserved: the allocator holds no memory, so there is"),
+            "{drawn}"
+        );
+        assert!(!drawn.contains("every cached byte is in use"), "{drawn}");
+        assert!(!drawn.contains("largest free block"), "{drawn}");
+    }
+
+    #[test]
+    fn reserved_memory_whose_segments_have_not_come_yet_is_not_called_nothing_reserved() {
+        // A probe sends its stats at once and its segments every 5 s.
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 20 << 20;
+        let view = AllocatorView::new("probe".into(), Some(1), stats, Vec::new());
+        let drawn = pane_text(view, 64, 8);
+        assert!(!drawn.contains("nothing reserved"), "{drawn}");
     }
 
     #[test]
