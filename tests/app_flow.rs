@@ -114,6 +114,37 @@ fn selecting_the_second_gpu_moves_the_breakdown_to_it() {
 }
 
 #[test]
+fn a_click_that_selects_a_gpu_clears_the_no_gpu_notice_like_a_key_does() {
+    let mut f = Flow::new(2);
+    f.samples(5);
+    f.key(KeyCode::Char('2'));
+    let screen = f.screen(120, 40);
+    assert!(screen.contains("no GPU 2: GPUs here: 0, 1"), "{screen}");
+    // Select GPU 1 with the mouse, on its row as drawn (the notice's
+    // status row included).
+    let row = screen
+        .lines()
+        .position(|l| l.contains(" 1 Simulated"))
+        .expect("GPU 1 is listed");
+    f.dash
+        .on_click(3, u16::try_from(row).expect("a screen row"));
+    assert_eq!(f.state().ui.selected_gpu, 1, "the click selected GPU 1");
+    assert_eq!(f.state().ui.notice, None);
+    // Nor does it come back with the next samples.
+    f.samples(2);
+    let screen = f.screen(120, 40);
+    assert!(screen.contains("Memory breakdown  GPU 1"), "{screen}");
+    assert!(!screen.contains("no GPU 2"), "stale: {screen}");
+    // A click that changes nothing else still answers the notice.
+    f.key(KeyCode::Char('7'));
+    assert!(f.screen(120, 40).contains("no GPU 7: GPUs here: 0, 1"));
+    f.dash
+        .on_click(3, u16::try_from(row).expect("a screen row"));
+    assert!(f.dash.is_dirty(), "the notice goes: a redraw");
+    assert!(!f.screen(120, 40).contains("no GPU 7"));
+}
+
+#[test]
 fn help_overlay_opens_and_closes_over_the_live_screen() {
     let mut f = Flow::new(1);
     f.samples(3);

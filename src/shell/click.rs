@@ -7,13 +7,18 @@ use ratatui::layout::{Position, Rect};
 use crate::app::state::{AppState, Pane};
 use crate::ui::{Theme, gpu_at, layout};
 
-/// Applies a left click at (`column`, `row`) of a screen of size `area`;
-/// returns whether anything changed.
+/// Applies a left click at (`column`, `row`) of a screen of size `area`,
+/// clearing the status line's notice as a key does; returns whether
+/// anything changed.
 pub fn click(area: Rect, state: &mut AppState, theme: &Theme, column: u16, row: u16) -> bool {
+    // The screen as drawn, the notice's status row included.
     let screen = layout(area, state, theme);
+    // A notice answers one key or click (as in `app::update::handle_key`):
+    // once the user has clicked, "no GPU 7" and the like are stale.
+    let had_notice = state.ui.notice.take().is_some();
     let at = Position { x: column, y: row };
     let Some(&(pane, rect)) = screen.panes.iter().find(|(_, r)| r.contains(at)) else {
-        return false;
+        return had_notice;
     };
     let before = (state.ui.focus, state.ui.selected_gpu);
     state.ui.focus = pane;
@@ -26,7 +31,7 @@ pub fn click(area: Rect, state: &mut AppState, theme: &Theme, column: u16, row: 
         state.ui.selected_block = 0;
         state.ui.selected_block_address = None;
     }
-    before != (state.ui.focus, state.ui.selected_gpu)
+    had_notice || before != (state.ui.focus, state.ui.selected_gpu)
 }
 
 #[cfg(test)]
