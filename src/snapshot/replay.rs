@@ -477,14 +477,61 @@ fn replay_device(
     replay_from_best_start(snapshot, device, events, config).map(|(r, _, _)| r)
 }
 
-/// Replays `events` once from the start state `layout`.
-pub(crate) fn replay_once(
+/// A replay of the start-state search: compared with the file's final
+/// layout at once when it explains every event, else only if it is the
+/// one kept (most candidates diverge early, and the comparison of a model
+/// stopped there with the final layout writes out hundreds of
+/// differences).
+pub(crate) struct SearchReplay {
+    pub(crate) report: DeviceReplay,
+    /// The model at the divergence, while the comparison is still to make.
+    unfinished: Option<Box<CachingAllocator<ScriptedDevice>>>,
+}
+
+impl SearchReplay {
+    /// The complete report, compared with the final layout.
+    pub(crate) fn finish(self, snapshot: &Snapshot, device: u32) -> DeviceReplay {
+        let mut report = self.report;
+        if let Some(model) = self.unfinished {
+            finish_report(snapshot, device, &model, &mut report);
+        }
+        report
+    }
+}
+
+/// Replays `events` once from the start state `layout`. The report's
+/// divergence and [`DeviceReplay::full_match`] are final at once (a replay
+/// that diverged is no full match whatever the comparison finds); the rest
+/// after [`SearchReplay::finish`].
+pub(crate) fn replay_for_search(
     snapshot: &Snapshot,
     device: u32,
     events: &[Event],
     config: &AllocatorConfig,
     layout: &StartLayout,
-) -> Result<DeviceReplay, String> {
+) -> Result<SearchReplay, String> {
+    let (mut report, model) = replay_model(device, events, config, layout)?;
+    if report.divergence.is_none() {
+        finish_report(snapshot, device, &model, &mut report);
+        return Ok(SearchReplay {
+            report,
+            unfinished: None,
+        });
+    }
+    Ok(SearchReplay {
+        report,
+        unfinished: Some(Box::new(model)),
+    })
+}
+
+/// The replay itself: the report without the comparison with the final
+/// layout, and the model as the replay left it.
+fn replay_model(
+    device: u32,
+    events: &[Event],
+    config: &AllocatorConfig,
+    layout: &StartLayout,
+) -> Result<(DeviceReplay, CachingAllocator<ScriptedDevice>), String> {
     let device_impl = ScriptedDevice {
         script: events.into(),
         pos: 0,
@@ -638,8 +685,7 @@ pub(crate) fn replay_once(
         }
     }
 
-    finish_report(snapshot, device, &model, &mut report);
-    Ok(report)
+    Ok((report, model))
 }
 
 /// Whether a step that started at `step_start` left `k` where it was: the

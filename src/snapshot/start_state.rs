@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use super::replay::{DeviceReplay, Event, ReplayStart, next_call, replay_once};
+use super::replay::{DeviceReplay, Event, ReplayStart, SearchReplay, next_call, replay_for_search};
 use super::types::Snapshot;
 use crate::alloc::{
     AdoptedRange, AdoptedReservation, AllocatorConfig, BlockState, CachingAllocator, DeviceMemory,
@@ -825,7 +825,19 @@ pub(crate) fn replay_from_best_start(
     config: &AllocatorConfig,
 ) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
     let start = undo_trace(snapshot, device, events)?;
-    let whole = search(snapshot, device, events, config, &start);
+    replay_from_best_start_of(snapshot, device, events, config, &start)
+}
+
+/// [`replay_from_best_start`] given the start state before `events`
+/// (`undo_trace` of them), when the caller has it already.
+fn replay_from_best_start_of(
+    snapshot: &Snapshot,
+    device: u32,
+    events: &[Event],
+    config: &AllocatorConfig,
+    start: &StartState,
+) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
+    let whole = search(snapshot, device, events, config, start);
     let first_call = next_call(events, 0).filter(|&k| events[k].action == TraceAction::Alloc);
     let Some(k) = first_call else {
         return whole;
@@ -891,11 +903,11 @@ fn search(
 ) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
     let mut choices = StartChoices::default();
     let mut layout = start_layout_from(start, config, &choices)?;
-    let mut report = replay_once(snapshot, device, events, config, &layout)?;
+    let mut replay = replay_for_search(snapshot, device, events, config, &layout)?;
     let mut replays = 1;
     while replays < MAX_REPLAYS {
-        let mut best: Option<(DeviceReplay, StartLayout, StartChoices)> = None;
-        for c in candidates(&report, &layout, &choices, start, config) {
+        let mut best: Option<(SearchReplay, StartLayout, StartChoices)> = None;
+        for c in candidates(&replay.report, &layout, &choices, start, config) {
             if replays >= MAX_REPLAYS {
                 break;
             }
@@ -904,20 +916,20 @@ fn search(
             let Ok(l) = start_layout_from(start, config, &c) else {
                 continue;
             };
-            let Ok(r) = replay_once(snapshot, device, events, config, &l) else {
+            let Ok(r) = replay_for_search(snapshot, device, events, config, &l) else {
                 continue;
             };
-            let beats = |p: &DeviceReplay| progress(&r) > progress(p);
-            if beats(&report) && best.as_ref().is_none_or(|(b, _, _)| beats(b)) {
+            let beats = |p: &DeviceReplay| progress(&r.report) > progress(p);
+            if beats(&replay.report) && best.as_ref().is_none_or(|(b, _, _)| beats(&b.report)) {
                 best = Some((r, l, c));
             }
         }
         let Some((r, l, c)) = best else {
             break;
         };
-        (report, layout, choices) = (r, l, c);
+        (replay, layout, choices) = (r, l, c);
     }
-    Ok((report, layout, choices))
+    Ok((replay.finish(snapshot, device), layout, choices))
 }
 
 /// The start state of `device`'s trace under the recorded settings `config`,
@@ -939,6 +951,6 @@ pub fn start_layout(
         // A full history: nothing to infer.
         return start_layout_from(&start, config, &StartChoices::default());
     }
-    let (_, layout, _) = replay_from_best_start(snapshot, device, &events, config)?;
+    let (_, layout, _) = replay_from_best_start_of(snapshot, device, &events, config, &start)?;
     Ok(layout)
 }
