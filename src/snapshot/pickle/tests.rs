@@ -503,7 +503,7 @@ proptest::proptest! {
 
     /// A damaged framed pickle (cut short, or one byte changed) parsed in
     /// pieces gives what the whole-file parse gives, or leaves it to it
-    /// (always when that is an error).
+    /// (always when the parse itself fails).
     #[test]
     fn a_damaged_framed_pickle_in_pieces_reads_like_the_whole(
         cut in proptest::prelude::any::<proptest::sample::Index>(),
@@ -525,6 +525,10 @@ proptest::proptest! {
         match (whole, parse_in_pieces(&bytes, piece_bytes)) {
             (Ok(_), None) | (Err(_), None) => {}
             (Ok(whole), Some(Ok(pieces))) => proptest::prop_assert_eq!(whole, pieces),
+            // Parsed alike, and the values then found wrong alike (a memo
+            // rewrite that makes a container hold itself is a cycle only
+            // once the values are built, after either parse).
+            (Err(whole), Some(Err(pieces))) if whole == pieces => {}
             (whole, Some(pieces)) => {
                 proptest::prop_assert!(false, "whole {whole:?}, in pieces {pieces:?}");
             }
