@@ -35,6 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replay::config_from_settings;
@@ -305,7 +306,9 @@ pub struct DeviceScrub {
     /// `checkpoints[k]` is the state at cursor `k * checkpoint_every`.
     checkpoints: Vec<ScrubState>,
     /// Exact block sizes of allocations alive at the end, by event index.
-    exact_sizes: HashMap<usize, u64>,
+    /// (Keyed by event index, never by anything a file chooses: a fast
+    /// hash is safe here.)
+    exact_sizes: FxHashMap<usize, u64>,
     /// `points[c]`: the figures at cursor `c` (after `c` events), 0…=N.
     pub points: Vec<Point>,
     /// (event index, kind), in trace order.
@@ -369,7 +372,7 @@ impl DeviceScrub {
             config,
             checkpoint_every,
             checkpoints: Vec::new(),
-            exact_sizes: HashMap::new(),
+            exact_sizes: FxHashMap::default(),
             points: Vec::with_capacity(n + 1),
             marks: Vec::new(),
             stale: HashMap::new(),

@@ -921,7 +921,13 @@ fn search(
             };
             let beats = |p: &DeviceReplay| progress(&r.report) > progress(p);
             if beats(&replay.report) && best.as_ref().is_none_or(|(b, _, _)| beats(&b.report)) {
+                // A full match is as far as a replay gets: no later
+                // candidate can beat it.
+                let unbeatable = r.report.full_match();
                 best = Some((r, l, c));
+                if unbeatable {
+                    break;
+                }
             }
         }
         let Some((r, l, c)) = best else {
