@@ -359,22 +359,45 @@ fn gpu_without_allocator_view_shows_used_and_free_and_says_why() {
 }
 
 #[test]
-fn eight_gpus_fit_at_80x24_one_line_each() {
+fn eight_gpus_at_80x24_scroll_and_leave_the_breakdown_its_figures() {
     let cluster = cluster(8, 1);
     let mut state = AppState::new(status());
     feed(&cluster, &mut state, 30);
     let theme = Theme::colored();
-    let terminal = draw(&state, &theme, 80, 24);
+    for selected in [0, 7] {
+        state.ui.selected_gpu = selected;
+        let terminal = draw(&state, &theme, 80, 24);
+        let screen = text(terminal.backend().buffer());
+        // The breakdown keeps its bar and legend (the figures), the GPU
+        // list scrolls and keeps the selected GPU on screen.
+        assert!(
+            screen.contains(&format!(" Memory breakdown  GPU {selected}")),
+            "{screen}"
+        );
+        assert!(screen.contains("free"), "the legend: {screen}");
+        assert!(screen.contains("8 GPUs, ↑↓ scrolls"), "{screen}");
+        assert!(
+            screen.contains(&format!("▶{selected} Simulated H100")),
+            "{screen}"
+        );
+        if selected == 0 {
+            assert!(screen.contains("▒ context & other"), "{screen}");
+            assert!(screen.contains("█ allocated"), "{screen}");
+            insta::assert_snapshot!("screen_80x24_eight_gpus", terminal.backend());
+        }
+    }
+    // Where the list fits it is not cut: 120×40 shows every GPU and the
+    // header.
+    state.ui.selected_gpu = 0;
+    let terminal = draw(&state, &theme, 120, 40);
     let buf = terminal.backend().buffer();
     for i in 0..8u16 {
-        // Title and header above the GPU rows.
         let row = row_text(buf, i + 2);
         assert!(
             row.contains(&format!("{i} Simulated H100")),
             "row {i}: {row}"
         );
     }
-    insta::assert_snapshot!("screen_80x24_eight_gpus", terminal.backend());
 }
 
 // Faults: lost GPUs and metrics the driver does not report.

@@ -27,9 +27,11 @@
 //! ```
 //!
 //! Rows are handed out in two passes: every shown pane gets its minimum,
-//! then the GPUs, breakdown, segments and processes grow to what their
-//! content needs (segments and processes up to about a fifth of the screen)
-//! and the middle band takes the rest. Smaller terminals drop panes,
+//! then the breakdown, GPUs, segments and processes grow to what their
+//! content needs (segments and processes up to about a fifth of the
+//! screen; the breakdown before the GPU list, even a focused one, since
+//! the list scrolls to keep the selected GPU in view) and the middle band
+//! takes the rest. Smaller terminals drop panes,
 //! keeping the focused one first, then GPUs, breakdown, timeline,
 //! processes, fragmentation and segments, in that order. Narrower than 60
 //! columns, the timeline and fragmentation are stacked instead of side by
@@ -354,8 +356,21 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
     let mut heights: Vec<u16> = bands.iter().map(|b| b.min).collect();
     let mut extra = body_h.saturating_sub(heights.iter().sum());
     let band_of = |p: Pane| bands.iter().position(|b| b.panes.contains(&p));
-    // Pass one: lists and bars grow to their content, in priority order.
-    for &p in &priority {
+    // Pass one: lists and bars grow to their content, in priority order,
+    // except that the breakdown grows before the GPU list even when the
+    // list is focused: the list scrolls to keep the selected GPU in view,
+    // the breakdown's figures have nowhere else to go (eight GPUs at 80×24
+    // would otherwise leave it a bare bar).
+    let mut growth = priority.clone();
+    if let (Some(b), Some(g)) = (
+        growth.iter().position(|&p| p == Pane::Breakdown),
+        growth.iter().position(|&p| p == Pane::Gpus),
+    ) && b > g
+    {
+        growth.remove(b);
+        growth.insert(g, Pane::Breakdown);
+    }
+    for &p in &growth {
         if let Some(i) = band_of(p)
             && let Some(pref) = bands[i].preferred
         {
