@@ -45,6 +45,28 @@ fn doctor_on_the_simulation_lists_every_simulated_gpu_and_exits_0() {
 }
 
 #[test]
+fn doctor_reports_the_same_used_memory_as_once_and_says_a_process_is_simulated() {
+    let (code, out, err) = vramtop(&["doctor", "--backend", "sim", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let doctor = json(&out);
+    let (code, once_out, err) = vramtop(&["--once", "--json", "--backend", "sim"], None);
+    assert_eq!(code, 0, "{err}");
+    let once = json(&once_out);
+    assert!(doctor["gpus"][0]["memory_used"].is_u64(), "{out}");
+    assert_eq!(
+        doctor["gpus"][0]["memory_used"], once["gpus"][0]["memory_used"],
+        "doctor {out}\n--once {once_out}"
+    );
+    let process = &doctor["processes"][0];
+    assert_eq!(process["simulated"], true, "{out}");
+    assert!(process["libraries"].is_null(), "{out}");
+    let (code, text, err) = vramtop(&["doctor", "--backend", "sim"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("simulated: no real process"), "{text}");
+    assert!(!text.contains("no CUDA libraries mapped"), "{text}");
+}
+
+#[test]
 fn doctor_without_a_driver_explains_what_to_install() {
     let (code, out, err) = vramtop(&["doctor"], None);
     assert_eq!(code, 0, "{err}");

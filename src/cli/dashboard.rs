@@ -13,12 +13,10 @@ use super::{DashboardArgs, DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
+use crate::device::sim::SIM_WARMUP_MS;
 use crate::shell::run::{RunOptions, run as run_dashboard};
 use crate::ui::Theme;
 
-/// Simulated time run before a one-off sample, so that the simulated
-/// training process has started (ms).
-const SIM_WARMUP_MS: u64 = 5_000;
 /// How long `--once` waits for the probes it finds to send their hello,
 /// first stats and segments (they come right after connecting).
 const PROBE_WAIT: Duration = Duration::from_millis(1_500);

@@ -62,7 +62,7 @@ pub fn render(r: &DoctorReport) -> String {
             None => {
                 let _ = writeln!(
                     out,
-                    "GPU {}       {}: {} used of {}",
+                    "GPU {}       {}: {} used of {} (as nvidia-smi and --once count it)",
                     g.index,
                     g.name,
                     opt_bytes(g.memory_used),
@@ -73,6 +73,7 @@ pub fn render(r: &DoctorReport) -> String {
     }
     for p in &r.processes {
         let libs = match &p.libraries {
+            None if p.simulated => "simulated: no real process, libraries not checked".to_string(),
             None => "libraries not readable (another user's process)".to_string(),
             Some(l) if l.is_empty() => "no CUDA libraries mapped".to_string(),
             Some(l) => l

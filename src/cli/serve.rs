@@ -33,9 +33,9 @@ use crate::serve::check_listen;
 use crate::serve::http::{self, Limits};
 use crate::serve::metrics::{AllocatorFigures, MetricsInput, render};
 
-/// Simulated time run before serving, so that the simulated training
-/// processes have started (ms; the same warm-up as `--once`).
-const SIM_WARMUP_MS: u64 = 5_000;
+// Simulated time run before serving, so that the simulated training
+// processes have started (the same warm-up as `--once`).
+use crate::device::sim::SIM_WARMUP_MS;
 
 /// How long the loop waits for a sample before it looks at the stop flag
 /// again (ms): bounds how late a signal is noticed.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::cuda::{self, CudaProbe};
 use super::factory::{BackendChoice, select_telemetry};
 use super::procfs::{self, LibraryKind, MappedLibrary};
-use super::sim::SimConfig;
+use super::sim::{SIM_WARMUP_MS, SimConfig};
 use super::telemetry::{DriverInfo, GpuReading};
 
 /// One GPU process and the CUDA libraries it has mapped.
@@ -18,8 +18,12 @@ pub struct ProcessLibraries {
     pub gpu: u32,
     pub pid: u32,
     pub command: Option<String>,
-    /// `None` when /proc/PID/maps is not readable (another user's process).
+    /// `None` when /proc/PID/maps is not readable (another user's process)
+    /// or the process is simulated (no /proc entry to read).
     pub libraries: Option<Vec<MappedLibrary>>,
+    /// A process of the simulated GPU: its pid is not a real process, so
+    /// its libraries were not looked for.
+    pub simulated: bool,
     pub warnings: Vec<String>,
 }
 
@@ -29,6 +33,8 @@ pub struct GpuLine {
     pub index: u32,
     pub name: String,
     pub memory_total: Option<u64>,
+    /// Driver-side used memory (nvidia-smi's figure: CUDA contexts and
+    /// every process's reserved memory), `--once`'s `memory_used`.
     pub memory_used: Option<u64>,
     pub lost: Option<String>,
 }
@@ -136,10 +142,6 @@ pub fn environment_warnings(libraries: &[MappedLibrary], driver_cuda: Option<u32
     warnings
 }
 
-/// Milliseconds of simulated time before the report's sample: the
-/// dashboard's first sample comes after one interval (1 s by default).
-const SIM_FIRST_SAMPLE_MS: u64 = 1000;
-
 /// Gathers the report for the backend `choice` would select. Never fails:
 /// whatever is missing is part of the answer.
 pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
@@ -198,10 +200,10 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
         );
     }
 
-    // The simulation's first second, as the dashboard's first sample sees
-    // it: its training processes have started and allocated.
+    // The simulation after the warm-up `--once` and `serve` run too, so
+    // that doctor's "used" is their `memory_used` for the same GPU.
     if let Some(cluster) = &simulation {
-        cluster.advance(SIM_FIRST_SAMPLE_MS);
+        cluster.advance(SIM_WARMUP_MS);
     }
     let readings = telemetry
         .as_mut()
@@ -224,14 +226,16 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                     memory_used: s.memory_used,
                     lost: None,
                 });
-                // The simulated processes have no /proc entries of their own:
-                // listed as the dashboard lists them, with no libraries.
+                // The simulated processes have no /proc entries of their own
+                // (their pids may be another, real process's): listed as the
+                // dashboard lists them, their libraries not looked for.
                 if backend != "nvml" {
                     processes.extend(s.processes.iter().map(|p| ProcessLibraries {
                         gpu: s.index,
                         pid: p.pid,
                         command: p.command.clone(),
-                        libraries: Some(Vec::new()),
+                        libraries: None,
+                        simulated: true,
                         warnings: Vec::new(),
                     }));
                 } else {
@@ -246,6 +250,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                             pid: p.pid,
                             command: p.command.clone(),
                             libraries,
+                            simulated: false,
                             warnings,
                         });
                     }
@@ -363,5 +368,40 @@ mod tests {
         let json = serde_json::to_value(&report).expect("JSON");
         assert!(json["nvml"]["ok"].is_boolean(), "{}", json["nvml"]);
         assert!(json["nvml"].get("Err").is_none() && json["nvml"].get("Ok").is_none());
+    }
+
+    fn with_training() -> SimConfig {
+        SimConfig {
+            training_processes: 1,
+            ..SimConfig::default()
+        }
+    }
+
+    #[test]
+    fn doctor_reports_simulated_processes_as_simulated_without_reading_proc() {
+        let report = diagnose(BackendChoice::Sim, &with_training());
+        assert!(!report.processes.is_empty(), "{report:?}");
+        for p in &report.processes {
+            assert!(p.simulated, "{p:?}");
+            assert_eq!(
+                p.libraries, None,
+                "no /proc check of a simulated pid: {p:?}"
+            );
+        }
+        let json = serde_json::to_value(&report).expect("JSON");
+        assert_eq!(json["processes"][0]["simulated"], true, "{json}");
+    }
+
+    #[test]
+    fn doctor_used_memory_is_the_sim_after_the_one_off_warm_up() {
+        let report = diagnose(BackendChoice::Sim, &with_training());
+        let sel = select_telemetry(BackendChoice::Sim, &with_training()).expect("sim");
+        let mut telemetry = sel.telemetry;
+        sel.sim.as_ref().expect("sim").advance(SIM_WARMUP_MS);
+        let readings = telemetry.sample().expect("sample");
+        let Some(GpuReading::Ok(s)) = readings.first() else {
+            panic!("{readings:?}");
+        };
+        assert_eq!(report.gpus[0].memory_used, s.memory_used);
     }
 }

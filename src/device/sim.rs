@@ -33,6 +33,11 @@ pub const DEFAULT_CONTEXT_OVERHEAD: u64 = 500 * MIB;
 /// The longest stretch of simulated time handled in one update (ms).
 pub const SIM_STEP_MS: u64 = 250;
 
+/// Simulated time run before a one-off sample (`--once`, `serve`,
+/// `doctor`), so that the simulated training processes have started and
+/// every one-off command reports the same moment (ms).
+pub const SIM_WARMUP_MS: u64 = 5_000;
+
 /// Idle power as a fraction of the power limit.
 const IDLE_POWER_FRACTION: f64 = 0.12;
 /// Ambient and fully-loaded temperatures (°C) and the thermal time constant (ms).
