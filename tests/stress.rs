@@ -1884,3 +1884,83 @@ fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
         screen_text(&demo.state, 120, 40)
     );
 }
+
+#[test]
+fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_highlight() {
+    let state = stress_screen();
+    let screen = screen_text(&state, 80, 24);
+    // Every figure is on a row of the compare view, under its header.
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.contains("figure") && l.contains('Δ'))
+        .expect("the compare header");
+    let table = lines[header + 1..].join("\n");
+    for label in [
+        "allocated",
+        "reserved",
+        "driver used",
+        "segments",
+        "split free",
+        "max free",
+        "fragmented",
+    ] {
+        assert!(table.contains(label), "{label}: {screen}");
+    }
+    assert!(screen.contains("+80.0%"), "fragmentation's delta: {screen}");
+    assert!(
+        screen.contains("+1.00 MiB"),
+        "largest free block's delta: {screen}"
+    );
+    assert!(
+        screen.contains("reserved by PyTorch but unallocated"),
+        "the OOM message's highlighted phrase: {screen}"
+    );
+    // 120×40 keeps the full one-figure-a-row table beside the tensors.
+    let wide = screen_text(&state, 120, 40);
+    assert!(wide.contains("largest free block"), "{wide}");
+    assert!(wide.contains("inactive split"), "{wide}");
+}
+
+/// The panel's text at `w`×`h` drawn alone, rows joined by newlines.
+fn panel_text(p: &StressPanel, w: u16, h: u16) -> String {
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(p, &theme), f.area()))
+        .expect("test backend");
+    common::screen::text(terminal.backend().buffer())
+}
+
+/// Text with its line breaks and runs of spaces made single spaces.
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
+    let (mut p, _exec, _cluster) = scenario_rig();
+    p.apply(StressAction::OpenScenarios);
+    // The panel at 80×24 has 12 rows (its title and 11 inside).
+    let list = flat(&panel_text(&p, 80, 12));
+    for name in vramtop::scenario::builtin_names() {
+        let s = vramtop::scenario::builtin(name)
+            .expect("exists")
+            .expect("parses");
+        assert!(list.contains(&s.title), "{}: {list}", s.title);
+    }
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
+    );
+    drive(&mut p, &mut exec, StressAction::ScenarioStep);
+    let run = p.scenario.as_ref().expect("loaded");
+    let next = run.scenario.steps[run.next_index().expect("a next step")]
+        .label
+        .clone();
+    let loaded = flat(&panel_text(&p, 80, 12));
+    assert!(loaded.contains(&format!("next {next}")), "{next}: {loaded}");
+    assert!(loaded.contains("step 1/10"), "{loaded}");
+}

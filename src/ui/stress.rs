@@ -6,6 +6,10 @@
 //! highlighted and what would have helped (empty_cache, non-releasable
 //! memory, settings to try), the scenario list or the loaded scenario, the live tensors and, once A and B are marked, the compare
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
+//! On a narrower panel the compare view goes under the tensors, two figures
+//! a row with shorter labels where that fits (80 columns), and keeps its
+//! rows: the head's last lines give way. Scenario texts wrap instead of
+//! being cut at the right edge.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -35,6 +39,16 @@ const HISTOGRAM_WIDTH: u16 = 60;
 const OOM_ROWS: usize = 4;
 /// Rows a scenario's explanation may take.
 const EXPLANATION_ROWS: usize = 3;
+/// The compare view two figures a row (narrow panels): label, A, B and Δ
+/// widths of one half, and the gap between the halves.
+const TWO_UP_LABEL: usize = 11;
+const TWO_UP_VALUE: usize = 8;
+const TWO_UP_DELTA: usize = 9;
+const TWO_UP_GAP: usize = 2;
+/// The width of one half of the two-up compare view.
+const TWO_UP_HALF: usize = TWO_UP_LABEL + 1 + TWO_UP_VALUE + 1 + TWO_UP_VALUE + 1 + TWO_UP_DELTA;
+/// The scenario list's name column.
+const SCENARIO_NAME_WIDTH: usize = 24;
 
 /// Where the panel goes: the bottom rows of `body` (the screen above the
 /// status line).
@@ -167,13 +181,25 @@ impl<'a> StressPane<'a> {
                 "scenarios: ↑/↓ choose · Enter loads (frees all) · Esc closes",
                 t.header,
             ));
+            // Titles that do not fit go on under themselves, right of the
+            // name column, instead of being cut at the edge.
+            let indent = 2 + SCENARIO_NAME_WIDTH + 1;
+            let title_w = u16::try_from(usize::from(width).saturating_sub(indent).max(20))
+                .unwrap_or(u16::MAX);
             for (i, (name, title)) in picker.entries.iter().enumerate() {
                 let style = if i == picker.selected {
                     t.selected
                 } else {
                     t.text
                 };
-                lines.push(Line::styled(format!("  {name:<24} {title}"), style));
+                for (k, part) in chrome::wrap(title, title_w).into_iter().enumerate() {
+                    let lead = if k == 0 {
+                        format!("  {name:<SCENARIO_NAME_WIDTH$} ")
+                    } else {
+                        " ".repeat(indent)
+                    };
+                    lines.push(Line::styled(format!("{lead}{part}"), style));
+                }
             }
             return lines;
         }
@@ -188,25 +214,85 @@ impl<'a> StressPane<'a> {
         let next = run.next_index().map_or("finished".to_string(), |i| {
             run.scenario.steps[i].label.clone()
         });
-        lines.push(Line::from(vec![
-            Span::styled("scenario ", t.dim),
-            Span::styled(run.scenario.name.clone(), t.key),
-            Span::styled("  variant ", t.dim),
-            Span::raw(format!(
-                "{} ({conf}) {}/{}",
-                run.variant_name(),
-                run.variant + 1,
-                run.scenario.variants.len()
-            )),
-            Span::styled("  step ", t.dim),
-            Span::raw(format!("{}/{}", run.done, run.total())),
-            Span::styled(if run.running { "  running" } else { "  paused" }, t.dim),
-            Span::styled("  next ", t.dim),
-            Span::raw(next),
-        ]));
+        // Flowed onto as many lines as the width needs: the next step's
+        // label is the part to read, never cut at the edge.
+        let item = |label: &'static str, value: Span<'static>| {
+            Line::from(vec![Span::styled(label, t.dim), value])
+        };
+        let items = vec![
+            item("scenario ", Span::styled(run.scenario.name.clone(), t.key)),
+            item(
+                "variant ",
+                Span::raw(format!(
+                    "{} ({conf}) {}/{}",
+                    run.variant_name(),
+                    run.variant + 1,
+                    run.scenario.variants.len()
+                )),
+            ),
+            item("step ", Span::raw(format!("{}/{}", run.done, run.total()))),
+            Line::styled(if run.running { "running" } else { "paused" }, t.dim),
+            item("next ", Span::raw(next)),
+        ];
+        lines.extend(chrome::flow(items, width, 2));
         let mut explanation = highlighted_wrap(&run.scenario.explanation, "", width, t.dim, t.dim);
         explanation.truncate(EXPLANATION_ROWS);
         lines.extend(explanation);
+        lines
+    }
+
+    /// The compare view for a panel `width` columns wide: one figure a
+    /// row where the full table sits beside the tensors, two a row with
+    /// shorter labels where it would sit under them and the two-up table
+    /// fits (the 80-column panel has no rows for seven).
+    fn compare_view(&self, rows: &[CompareRow], width: u16) -> Vec<Line<'static>> {
+        if width < SIDE_BY_SIDE_WIDTH && usize::from(width) >= 2 * TWO_UP_HALF + TWO_UP_GAP {
+            self.compare_two_up(rows)
+        } else {
+            self.compare_lines(rows)
+        }
+    }
+
+    /// The compare figures two a row: the memory figures on the left, the
+    /// layout's on the right.
+    fn compare_two_up(&self, rows: &[CompareRow]) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let half_header = format!(
+            "{:<TWO_UP_LABEL$} {:>TWO_UP_VALUE$} {:>TWO_UP_VALUE$} {:>TWO_UP_DELTA$}",
+            "figure", "A", "B", "Δ"
+        );
+        let gap = " ".repeat(TWO_UP_GAP);
+        let mut lines = vec![Line::styled(
+            format!("{half_header}{gap}{half_header}"),
+            t.header,
+        )];
+        let cell = |r: &CompareRow| {
+            let d = r.delta();
+            let style = match d.signum() {
+                1 => t.warning,
+                -1 => t.bar_ok,
+                _ => t.dim,
+            };
+            vec![
+                Span::raw(format!(
+                    "{:<TWO_UP_LABEL$} {:>TWO_UP_VALUE$} {:>TWO_UP_VALUE$} ",
+                    short_label(r.name),
+                    figure(r.unit, r.a),
+                    figure(r.unit, r.b)
+                )),
+                Span::styled(format!("{:>TWO_UP_DELTA$}", delta(r.unit, d)), style),
+            ]
+        };
+        let left_n = rows.len().div_ceil(2);
+        let (left, right) = rows.split_at(left_n);
+        for (k, l) in left.iter().enumerate() {
+            let mut spans = cell(l);
+            if let Some(r) = right.get(k) {
+                spans.push(Span::raw(gap.clone()));
+                spans.extend(cell(r));
+            }
+            lines.push(Line::from(spans));
+        }
         lines
     }
 
@@ -288,6 +374,17 @@ impl<'a> StressPane<'a> {
             ]));
         }
         lines
+    }
+}
+
+/// A compare figure's name in at most [`TWO_UP_LABEL`] columns, for the
+/// two-up view.
+fn short_label(name: &str) -> &str {
+    match name {
+        "inactive split" => "split free",
+        "largest free block" => "max free",
+        "fragmentation" => "fragmented",
+        other => other,
     }
 }
 
@@ -391,6 +488,30 @@ impl Widget for StressPane<'_> {
             }
         }
         head.extend(self.scenario_lines(inner.width));
+        let histogram = self.panel.histogram_compare();
+        let mut figure_rows = 0;
+        let compare = self.panel.compare().map(|rows| {
+            let mut lines = self.compare_view(&rows, inner.width);
+            figure_rows = lines.len();
+            if let Some(h) = &histogram {
+                lines.extend(self.histogram_lines(h));
+            }
+            lines
+        });
+        // The compare figures under the head keep their rows (a table cut
+        // short reads as figures that are not there): the head's last lines
+        // give way first; the histogram below them may be cut.
+        let stacked = if inner.width < SIDE_BY_SIDE_WIDTH {
+            figure_rows
+        } else {
+            0
+        };
+        head.truncate(
+            usize::from(inner.height)
+                .saturating_sub(stacked)
+                .max(1)
+                .min(head.len()),
+        );
         let head_h = u16::try_from(head.len())
             .unwrap_or(u16::MAX)
             .min(inner.height);
@@ -401,14 +522,6 @@ impl Widget for StressPane<'_> {
             inner.width,
             inner.height - head_h,
         );
-        let histogram = self.panel.histogram_compare();
-        let compare = self.panel.compare().map(|rows| {
-            let mut lines = self.compare_lines(&rows);
-            if let Some(h) = &histogram {
-                lines.extend(self.histogram_lines(h));
-            }
-            lines
-        });
         let width = if histogram.is_some() {
             HISTOGRAM_WIDTH
         } else {
