@@ -156,7 +156,7 @@ fn expanded_site_shows_its_python_stack_and_blocks_and_cpp_on_demand() {
     let t = draw(&v, 120, 40);
     let screen = text(t.backend().buffer());
     assert!(screen.contains("trace_peak_memory.py:19"), "{screen}");
-    assert!(screen.contains("C++ frames not shown"), "{screen}");
+    assert!(screen.contains("18 C++ frames hidden"), "{screen}");
     insta::assert_snapshot!("sites_expanded_120x40", t.backend());
     key(&mut v, 'x');
     let site = v.selected_site().expect("selected").clone();
@@ -375,4 +375,42 @@ fn help_overlay_lists_the_new_keys() {
     for h in ["peak", "sites", "A/B"] {
         assert!(hints.iter().any(|(_, hint)| *hint == h), "no hint {h}");
     }
+}
+
+#[test]
+fn a_sites_cpp_frame_count_is_the_same_in_the_pane_the_block_detail_and_the_json() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    let site = v.selected_site().expect("a site").clone();
+    assert!(site.label.contains("einsum"), "{}", site.label);
+    // `--summary --json` serialises the site as it is.
+    let json = serde_json::to_value(&site).expect("JSON");
+    let cpp = json["cpp_frames"].as_u64().expect("cpp_frames");
+    assert_eq!(cpp, 42, "the listable C++ frames, the allocator's excepted");
+    assert_eq!(json["python_frames"], 13);
+    assert_eq!(
+        cpp + json["python_frames"].as_u64().unwrap_or(0)
+            + json["dropped_frames"].as_u64().unwrap_or(0),
+        site.stack.len() as u64
+    );
+    let hidden = format!("{cpp} C++ frames hidden");
+    let pane = vramtop::ui::site_detail_lines(&v, &site, 118).join("\n");
+    assert!(pane.contains(&hidden), "{pane}");
+    // The site's largest block is selected; its detail counts alike.
+    let (_, block) = v.selected_block().expect("a block");
+    assert!(std::sync::Arc::ptr_eq(&block.frames, &site.stack));
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let detail: Vec<String> = detail_lines(&v, 100)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let detail = detail.join("\n");
+    assert!(detail.contains(&hidden), "{detail}");
 }

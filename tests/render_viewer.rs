@@ -137,7 +137,7 @@ fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
         frames.contains("cs336_systems/trace_peak_memory.py:35 main"),
         "{frames}"
     );
-    assert!(frames.contains("C++ frames not shown"), "{frames}");
+    assert!(frames.contains("20 C++ frames hidden"), "{frames}");
     let t = draw(&v, 120, 40);
     insta::assert_snapshot!("viewer_block_detail_120x40", t.backend());
     press(&mut v, KeyCode::Esc);

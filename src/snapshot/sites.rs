@@ -302,9 +302,61 @@ pub fn informative(frames: &[Frame]) -> impl Iterator<Item = &Frame> {
     frames.iter().filter(|f| !is_noise(f))
 }
 
-/// The number of informative C++ (non-Python) frames of a stack.
+/// A frame a stack listing shows: informative and not the caching
+/// allocator's own (every stack starts there).
+pub fn is_listed(f: &Frame) -> bool {
+    !is_noise(f) && !is_allocator(f)
+}
+
+/// How the frames of one stack are counted wherever a stack is shown (the
+/// sites pane, the block detail, `open --summary --json`): every frame is
+/// in exactly one of the three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct FrameCounts {
+    /// Python frames (listed first).
+    pub python: usize,
+    /// C++ frames that carry information, the allocator's own excepted:
+    /// hidden while Python frames are listed (`x` lists them in the sites
+    /// pane).
+    pub cpp: usize,
+    /// Frames never listed: the unwinder, the interpreter, the
+    /// dispatcher's boxing and registration, the caching allocator.
+    pub dropped: usize,
+}
+
+/// The [`FrameCounts`] of a stack.
+pub fn frame_counts(frames: &[Frame]) -> FrameCounts {
+    let mut counts = FrameCounts::default();
+    for f in frames {
+        if !is_listed(f) {
+            counts.dropped += 1;
+        } else if is_python(f) {
+            counts.python += 1;
+        } else {
+            counts.cpp += 1;
+        }
+    }
+    counts
+}
+
+/// The number of C++ frames of a stack that a listing can show (the
+/// informative ones outside the allocator; [`FrameCounts::cpp`]).
 pub fn cpp_frames(frames: &[Frame]) -> usize {
-    informative(frames).filter(|f| !is_python(f)).count()
+    frame_counts(frames).cpp
+}
+
+/// The frames a stack listing shows, innermost first: the Python ones, or
+/// every listed frame when `with_cpp` or when there is no Python frame
+/// (and every frame when none is listed at all).
+pub fn listed_frames(frames: &[Frame], with_cpp: bool) -> Vec<&Frame> {
+    let listed: Vec<&Frame> = frames.iter().filter(|f| is_listed(f)).collect();
+    if listed.is_empty() {
+        return frames.iter().collect();
+    }
+    if with_cpp || !listed.iter().any(|f| is_python(f)) {
+        return listed;
+    }
+    listed.into_iter().filter(|f| is_python(f)).collect()
 }
 
 /// The frames worth showing first: the user's frames, or when there are
@@ -431,8 +483,14 @@ pub struct Site {
     /// The full stack of the site's largest block, innermost first.
     #[serde(skip)]
     pub stack: Frames,
-    /// Informative C++ frames in [`Site::stack`].
+    /// C++ frames of [`Site::stack`] a listing can show (hidden while its
+    /// Python frames are listed; [`FrameCounts::cpp`]).
     pub cpp_frames: usize,
+    /// Python frames of [`Site::stack`].
+    pub python_frames: usize,
+    /// Frames of [`Site::stack`] never listed (unwinder, interpreter,
+    /// dispatcher, allocator); python + cpp + dropped = the stack's length.
+    pub dropped_frames: usize,
     /// The blocks' addresses, ascending.
     #[serde(skip)]
     pub addresses: Vec<u64>,
@@ -501,6 +559,8 @@ pub fn group<'a>(
                         share: 0.0,
                         stack: Arc::clone(b.frames),
                         cpp_frames: 0,
+                        python_frames: 0,
+                        dropped_frames: 0,
                         addresses: Vec::new(),
                         largest: 0,
                     });
@@ -524,7 +584,10 @@ pub fn group<'a>(
     }
     for s in &mut sites {
         s.addresses.sort_unstable();
-        s.cpp_frames = cpp_frames(&s.stack);
+        let counts = frame_counts(&s.stack);
+        s.cpp_frames = counts.cpp;
+        s.python_frames = counts.python;
+        s.dropped_frames = counts.dropped;
         s.share = if allocated == 0 {
             0.0
         } else {
@@ -671,9 +734,45 @@ mod tests {
         assert!(kept.contains(&"forward"));
         assert_eq!(
             cpp_frames(&s),
-            1,
-            "only the allocator frame is C++ and kept"
+            0,
+            "the allocator frame is C++ and informative, but never listed"
         );
+    }
+
+    #[test]
+    fn frame_counts_split_every_frame_into_python_listed_cpp_and_dropped() {
+        let mut s = cuda_stack(frame("/home/me/model.py", 42, "step")).to_vec();
+        s.insert(3, frame("??", 0, "at::native::addmm_out_cuda(at::Tensor&)"));
+        let counts = frame_counts(&s);
+        assert_eq!(
+            counts,
+            FrameCounts {
+                python: 4,
+                cpp: 1,
+                dropped: 5
+            }
+        );
+        assert_eq!(counts.python + counts.cpp + counts.dropped, s.len());
+        let python: Vec<&str> = listed_frames(&s, false).iter().map(|f| &*f.name).collect();
+        assert_eq!(python, ["forward", "inner", "step", "<module>"]);
+        let all = listed_frames(&s, true);
+        assert_eq!(all.len(), counts.python + counts.cpp, "{all:?}");
+    }
+
+    #[test]
+    fn site_json_counts_the_cpp_frames_the_viewer_hides() {
+        let mut s = cuda_stack(frame("/home/me/model.py", 42, "step")).to_vec();
+        s.insert(3, frame("??", 0, "at::native::addmm_out_cuda(at::Tensor&)"));
+        let s: Frames = s.into();
+        let sites = group(
+            [alloc(0x1000, 512, &s)],
+            Grouping::UserFrame,
+            NoStackReason::BeforeRecording,
+        );
+        let json = serde_json::to_value(&sites.sites[0]).expect("JSON");
+        assert_eq!(json["cpp_frames"], 1, "the allocator frame is not counted");
+        assert_eq!(json["python_frames"], 4);
+        assert_eq!(json["dropped_frames"], 5);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::elapsed;
 use super::popup::render_text_popup;
 use crate::alloc::BlockState;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::sites::site_key;
+use crate::snapshot::sites::{frame_counts, listed_frames, site_key};
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -144,24 +144,20 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
             "stack of the allocation, innermost first"
         };
         // Python frames answer "which line of my program"; the C++ frames
-        // of stacks="all" recordings would bury them, so they are counted.
-        let python: Vec<&crate::snapshot::Frame> = b
-            .frames
-            .iter()
-            .filter(|f| f.filename.ends_with(".py"))
-            .collect();
-        let hidden = if python.is_empty() {
-            0
-        } else {
-            b.frames.len() - python.len()
-        };
-        let shown: Vec<&crate::snapshot::Frame> = if python.is_empty() {
-            b.frames.iter().collect()
-        } else {
-            python
-        };
-        let title = if hidden > 0 {
-            format!("{title} (Python frames; {hidden} C++ frames not shown):")
+        // of stacks="all" recordings would bury them, so they are counted,
+        // as the sites pane and `--summary --json` count them.
+        let counts = frame_counts(&b.frames);
+        let shown = listed_frames(&b.frames, counts.python == 0);
+        let dropped = super::sites::dropped_note(counts);
+        let title = if counts.python > 0 && counts.cpp > 0 {
+            format!(
+                "{title} ({} Python frames; {} C++ frames hidden{dropped}):",
+                counts.python, counts.cpp
+            )
+        } else if counts.python > 0 {
+            format!("{title} ({} Python frames{dropped}):", counts.python)
+        } else if counts.cpp > 0 {
+            format!("{title} ({} C++ frames{dropped}):", counts.cpp)
         } else {
             format!("{title}:")
         };

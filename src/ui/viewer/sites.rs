@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::app::viewer::ViewerState;
-use crate::snapshot::sites::{Site, frame_label, informative, is_allocator, is_python};
+use crate::snapshot::sites::{FrameCounts, Site, frame_counts, frame_label, listed_frames};
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -27,6 +27,35 @@ pub(super) fn site_row(site: &Site, allocated: u64) -> String {
         site.blocks,
         site.label
     )
+}
+
+/// The heading of an expanded site's stack: what is listed and what is
+/// not, with the counts `--summary --json` gives (`python_frames`,
+/// `cpp_frames`, `dropped_frames`).
+fn stack_heading(c: FrameCounts, with_cpp: bool) -> String {
+    let dropped = dropped_note(c);
+    if !with_cpp {
+        format!(
+            "stack, innermost first ({} Python frames; {} C++ frames hidden, x shows them):",
+            c.python, c.cpp
+        )
+    } else if c.python == 0 {
+        format!("stack, innermost first ({} C++ frames{dropped}):", c.cpp)
+    } else {
+        format!(
+            "stack, innermost first ({} Python, {} C++ frames{dropped}):",
+            c.python, c.cpp
+        )
+    }
+}
+
+/// "; N unwinder/allocator frames dropped" (nothing when none is), as the
+/// sites pane and the block detail word the frames never listed.
+pub(super) fn dropped_note(c: FrameCounts) -> String {
+    if c.dropped == 0 {
+        return String::new();
+    }
+    format!("; {} unwinder/allocator frames dropped", c.dropped)
 }
 
 /// The lines of an expanded site: what it is, its stack (Python frames,
@@ -53,25 +82,10 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
         };
         lines.extend(chrome::wrap(why, u16::try_from(width).unwrap_or(u16::MAX)));
     } else {
-        let kept: Vec<&crate::snapshot::Frame> = informative(&site.stack)
-            .filter(|f| !is_allocator(f))
-            .collect();
-        let python = kept.iter().filter(|f| is_python(f)).count();
-        let cpp = kept.len() - python;
-        let dropped = site.stack.len() - kept.len();
-        let how = if v.show_cpp || python == 0 {
-            format!(
-                "stack, innermost first ({dropped} unwinder, allocator and interpreter frames \
-                 dropped):"
-            )
-        } else {
-            format!("stack, innermost first ({cpp} C++ frames not shown, x shows them):")
-        };
-        lines.push(how);
-        for f in kept {
-            if !v.show_cpp && python > 0 && !is_python(f) {
-                continue;
-            }
+        let counts = frame_counts(&site.stack);
+        let with_cpp = v.show_cpp || counts.python == 0;
+        lines.push(stack_heading(counts, with_cpp));
+        for f in listed_frames(&site.stack, with_cpp) {
             lines.push(format!("  {}", frame_label(f)));
         }
     }
