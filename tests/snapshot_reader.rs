@@ -1731,6 +1731,127 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
     }
 }
 
+/// Frames lists met for the first time are read in place, frame dict by
+/// frame dict, without building their values; odd frame dicts must read
+/// exactly as the whole tree does (the same frames, or the same error).
+#[test]
+fn tracebacks_read_in_place_agree_with_the_whole_tree_for_odd_frame_dicts() {
+    let frame = |pairs: &[(&str, Value)]| dict_of(pairs);
+    let plain = || {
+        frame(&[
+            ("filename", text("a.py")),
+            ("line", int(3)),
+            ("name", text("f")),
+        ])
+    };
+    let cases: Vec<(&str, Value)> = vec![
+        ("plain", list(vec![plain(), plain()])),
+        ("empty", list(vec![])),
+        (
+            "a repeated key: the last one counts",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(1)),
+                ("name", text("f")),
+                ("line", int(2)),
+            ])]),
+        ),
+        (
+            "a last value None is a missing key",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(1)),
+                ("name", text("f")),
+                ("name", Value::None),
+            ])]),
+        ),
+        (
+            "a bool line",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", Value::Bool(true)),
+                ("name", text("f")),
+            ])]),
+        ),
+        (
+            "a negative line (C++'s unsigned -1)",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(-1)),
+                ("name", text("f")),
+            ])]),
+        ),
+        (
+            "a line past 64 bits",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(1 << 70)),
+                ("name", text("f")),
+            ])]),
+        ),
+        (
+            "extra keys",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(3)),
+                ("name", text("f")),
+                ("column", int(7)),
+            ])]),
+        ),
+        (
+            "an extra key holding a container",
+            list(vec![frame(&[
+                ("filename", text("a.py")),
+                ("line", int(3)),
+                ("name", text("f")),
+                ("locals", list(vec![int(1)])),
+            ])]),
+        ),
+        (
+            "an int filename",
+            list(vec![frame(&[
+                ("filename", int(5)),
+                ("line", int(3)),
+                ("name", text("f")),
+            ])]),
+        ),
+        (
+            "a frame that is a list",
+            list(vec![plain(), list(vec![text("a.py")])]),
+        ),
+        ("a frame that is None", list(vec![plain(), Value::None])),
+        (
+            "a missing filename",
+            list(vec![frame(&[("line", int(3)), ("name", text("f"))])]),
+        ),
+    ];
+    for (name, frames) in cases {
+        let entry = dict_of(&[
+            ("action", text("alloc")),
+            ("addr", int(4096)),
+            ("size", int(512)),
+            ("stream", int(0)),
+            ("frames", frames),
+        ]);
+        // The trace first: nothing is frozen before its entries are read.
+        let snapshot = dict_of(&[
+            (
+                "device_traces",
+                list(vec![list(vec![entry.clone(), entry])]),
+            ),
+            ("segments", list(vec![])),
+        ]);
+        let bytes = to_pickle(&snapshot);
+        let whole = snapshot_from_value(&parse(&bytes).unwrap());
+        let in_place = read_snapshot(&bytes);
+        match (whole, in_place) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{name}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
+            (a, b) => panic!("{name}: {a:?} vs {b:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_trace_entry_referring_to_the_root_is_a_cycle_error() {
     // root = {'segments': [], 'device_traces': [[{'action': 'alloc', 'back': root}]]}

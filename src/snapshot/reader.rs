@@ -450,6 +450,8 @@ struct Reader {
     /// a new list per allocation from cached frame objects, so thousands of
     /// distinct lists hold only ~100 distinct sequences in real snapshots.
     frames_by_content: HashMap<Vec<usize>, Frames, BuildHasherDefault<AddressHasher>>,
+    /// Frames lists read in place (never frozen), by their document node.
+    frames_by_list_node: HashMap<u32, Frames, BuildHasherDefault<AddressHasher>>,
     /// Frame dicts converted so far, by identity.
     frame_by_identity: IdentityMap<Frame>,
     /// One shared allocation for every empty traceback.
@@ -778,6 +780,9 @@ impl Reader {
         let frames = match present("frames") {
             None => self.empty_frames(),
             Some(Field::Frozen(value)) => self.frames(value, &path.key("frames")).ok()?,
+            Some(Field::Unfrozen(node)) => {
+                self.frames_in_place(entry, node, &path.key("frames"))?
+            }
             Some(_) => return None,
         };
         Some(TraceEntry {
@@ -851,36 +856,113 @@ impl Reader {
         if let Some(frames) = identity.and_then(|id| self.frames_by_identity.get(&id)) {
             return Ok(frames.clone());
         }
-        // `None` if an element is not a shared object (then it is not a frame
-        // dict either and conversion below reports it).
-        let content_key: Option<Vec<usize>> = list.iter().map(Value::identity).collect();
+        let frames = self.frames_of(list.iter(), list.len(), path)?;
+        if let Some(id) = identity {
+            self.frames_by_identity.insert(id, frames.clone());
+            self.keep(value);
+        }
+        Ok(frames)
+    }
+
+    /// Converts the frames list at `node`, read in place (see
+    /// [`pickle::Field::Unfrozen`]), to what [`Reader::frames`] makes of
+    /// the same list frozen, once per distinct list of frame dicts; `None`
+    /// (leave it to that) for anything but frame dicts with a str filename
+    /// and name and an int line.
+    fn frames_in_place(
+        &mut self,
+        entry: &pickle::FlatEntry<'_>,
+        node: u32,
+        path: &FieldPath,
+    ) -> Option<Frames> {
+        // Looked up before the list itself is (its node is far in memory).
+        if let Some(frames) = self.frames_by_list_node.get(&node) {
+            return Some(frames.clone());
+        }
+        let list = entry.list_in_place(node)?;
+        if list.is_empty() {
+            return Some(self.empty_frames());
+        }
+        if !list.readable() {
+            return None;
+        }
+        let frames = self.new_frames_in_place(list, path)?;
+        self.frames_by_list_node.insert(list.node(), frames.clone());
+        Some(frames)
+    }
+
+    /// [`Reader::frames_in_place`] of a list node met for the first time.
+    fn new_frames_in_place(
+        &mut self,
+        list: pickle::ListInPlace<'_>,
+        path: &FieldPath,
+    ) -> Option<Frames> {
+        // A frozen dict is known by its value's identity, one not frozen by
+        // its node, marked apart (user-space addresses never have the top
+        // bit set): equal keys, the same dicts.
+        let content_key: Option<Vec<usize>> = list
+            .items()
+            .map(|item| match item {
+                pickle::ListItem::Frozen(value) => value.identity(),
+                pickle::ListItem::Flat(node, _) => Some(node as usize | NODE_KEY_BIT),
+            })
+            .collect();
         let cached = content_key
             .as_ref()
             .and_then(|key| self.frames_by_content.get(key))
             .cloned();
-        let frames = match cached {
-            Some(frames) => frames,
-            None => {
-                self.memory.charge(
-                    list.len().saturating_mul(std::mem::size_of::<Frame>()),
-                    path,
-                )?;
-                let mut frames = Vec::with_capacity(list.len());
-                for (index, frame) in list.iter().enumerate() {
-                    frames.push(self.frame(frame, &path.index(index))?);
-                }
-                let frames: Frames = frames.into();
-                if let Some(key) = content_key {
-                    // The key's identities are the frame dicts, kept alive
-                    // by `frame` above.
-                    self.frames_by_content.insert(key, frames.clone());
-                }
-                frames
-            }
-        };
-        if let Some(id) = identity {
-            self.frames_by_identity.insert(id, frames.clone());
-            self.keep(value);
+        if cached.is_some() {
+            return cached;
+        }
+        self.memory
+            .charge(
+                list.len().saturating_mul(std::mem::size_of::<Frame>()),
+                path,
+            )
+            .ok()?;
+        let mut frames = Vec::with_capacity(list.len());
+        for (index, item) in list.items().enumerate() {
+            frames.push(match item {
+                pickle::ListItem::Frozen(value) => self.frame(value, &path.index(index)).ok()?,
+                pickle::ListItem::Flat(_, dict) => flat_frame(&dict)?,
+            });
+        }
+        let frames: Frames = frames.into();
+        if let Some(key) = content_key {
+            self.frames_by_content.insert(key, frames.clone());
+        }
+        Some(frames)
+    }
+
+    /// The frames of a list of `len` frame dicts, once per distinct list of
+    /// frame dicts.
+    fn frames_of<'v>(
+        &mut self,
+        list: impl Iterator<Item = &'v Value> + Clone,
+        len: usize,
+        path: &FieldPath,
+    ) -> Result<Frames, SnapshotError> {
+        // `None` if an element is not a shared object (then it is not a frame
+        // dict either and conversion below reports it).
+        let content_key: Option<Vec<usize>> = list.clone().map(Value::identity).collect();
+        let cached = content_key
+            .as_ref()
+            .and_then(|key| self.frames_by_content.get(key))
+            .cloned();
+        if let Some(frames) = cached {
+            return Ok(frames);
+        }
+        self.memory
+            .charge(len.saturating_mul(std::mem::size_of::<Frame>()), path)?;
+        let mut frames = Vec::with_capacity(len);
+        for (index, frame) in list.enumerate() {
+            frames.push(self.frame(frame, &path.index(index))?);
+        }
+        let frames: Frames = frames.into();
+        if let Some(key) = content_key {
+            // The key's identities are the frame dicts, kept alive by
+            // `frame` above.
+            self.frames_by_content.insert(key, frames.clone());
         }
         Ok(frames)
     }
@@ -1186,6 +1268,37 @@ fn expect_i64(value: &Value, path: &FieldPath) -> Result<i64, SnapshotError> {
 /// An unsigned 64-bit value that PyTorch may write through a signed 64-bit
 /// cast (`int64_t(stream)`, the C++ writer's `int64_t(lineno)`): a negative
 /// int is the same bits, so it reads back as what was cast.
+/// Marks a frames-content key element as a document node, not an address
+/// (see [`Reader::frames_in_place`]).
+const NODE_KEY_BIT: usize = 1 << (usize::BITS - 1);
+
+/// A frame dict read in place, as [`Reader::frame`] reads it frozen: the
+/// last `filename`, `line` and `name` (a None value counts as absent);
+/// `None` where that would report an error.
+fn flat_frame(dict: &pickle::FlatEntry<'_>) -> Option<Frame> {
+    use pickle::Field;
+    let (mut filename, mut line, mut name) = (None, None, None);
+    for (key, field) in dict.fields() {
+        let slot = match key {
+            "filename" => &mut filename,
+            "line" => &mut line,
+            "name" => &mut name,
+            _ => continue,
+        };
+        *slot = Some(field).filter(|f| !matches!(f, Field::None));
+    }
+    let (Some(Field::Str(filename)), Some(Field::Int(line)), Some(Field::Str(name))) =
+        (filename, line, name)
+    else {
+        return None;
+    };
+    Some(Frame {
+        filename: Arc::clone(filename),
+        line: int64_cast(line)?,
+        name: Arc::clone(name),
+    })
+}
+
 fn int64_cast(raw: i128) -> Option<u64> {
     match i64::try_from(raw) {
         Ok(signed) if signed < 0 => Some(signed.cast_unsigned()),

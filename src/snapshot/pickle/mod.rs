@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) use document::Document;
 pub use error::PickleError;
 pub(super) use opcodes::op;
-pub(crate) use trace::{Field, FlatEntry};
+pub(crate) use trace::{Field, FlatEntry, ListInPlace, ListItem};
 pub use value::Value;
 
 use error::quoted_char_suffix;

@@ -29,8 +29,100 @@ pub(crate) enum Field<'d> {
     Str(&'d Arc<str>),
     /// A container that was frozen before (a shared frames list).
     Frozen(&'d Value),
+    /// A container not frozen (a traceback met for the first time, or only
+    /// ever in the trace), by its node: [`FlatEntry::list_in_place`] reads
+    /// it if it is a list.
+    Unfrozen(u32),
     /// Anything else (bool, float, bytes, a container not frozen yet).
     Other,
+}
+
+/// The items of a list read in place (see [`FlatEntry::list_in_place`]).
+#[derive(Clone, Copy)]
+pub(crate) struct ListInPlace<'d> {
+    document: &'d Document,
+    /// The list's node: the same node is the same list wherever it is
+    /// referred to.
+    node: u32,
+    items: &'d [Item],
+}
+
+/// One item of a [`ListInPlace`].
+pub(crate) enum ListItem<'d> {
+    /// A container frozen before: its value.
+    Frozen(&'d Value),
+    /// A dict of scalars not frozen: read in place as an entry is, known by
+    /// its node (the same node is the same dict wherever it is referred to).
+    Flat(u32, FlatEntry<'d>),
+}
+
+impl std::fmt::Debug for ListInPlace<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ListInPlace({} items)", self.items.len())
+    }
+}
+
+impl<'d> ListInPlace<'d> {
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub(crate) fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Whether every item is a frozen container or an unfrozen dict of
+    /// scalars, within the depth limit `freeze_entry` would apply (entry,
+    /// list, item): then [`ListInPlace::items`] reads them all.
+    pub(crate) fn readable(&self) -> bool {
+        let document: &'d Document = self.document;
+        let limit = document.max_depth.saturating_sub(3);
+        self.items.iter().all(|item| {
+            let Item::Node(child) = item else {
+                return false;
+            };
+            let child = *child as usize;
+            match document.slots.get(child) {
+                Some(Slot::Done(_, height)) => height.saturating_add(2) <= limit,
+                // A dict of scalars is 1 high.
+                Some(Slot::Unvisited) => {
+                    limit >= 3
+                        && document.arena.get(child).is_some_and(|node| {
+                            DictView::of(&node.kind, &document.scalars).is_some_and(|pairs| {
+                                pairs.pairs().all(|(k, v)| {
+                                    !matches!(k, Item::Node(_)) && !matches!(v, Item::Node(_))
+                                })
+                            })
+                        })
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// The items, in order, each one frozen or a flat dict (the others are
+    /// left out: check [`ListInPlace::readable`] first).
+    pub(crate) fn items(self) -> impl Iterator<Item = ListItem<'d>> + Clone + 'd {
+        let document: &'d Document = self.document;
+        self.items.iter().filter_map(move |item| {
+            let Item::Node(id) = item else {
+                return None;
+            };
+            match document.slots.get(*id as usize) {
+                Some(Slot::Done(value, _)) => Some(ListItem::Frozen(value)),
+                Some(Slot::Unvisited) => {
+                    let node = document.arena.get(*id as usize)?;
+                    let pairs = DictView::of(&node.kind, &document.scalars)?;
+                    Some(ListItem::Flat(*id, FlatEntry { document, pairs }))
+                }
+                _ => None,
+            }
+        })
+    }
 }
 
 /// A trace entry that is a dict not frozen yet, read in place.
@@ -69,6 +161,21 @@ impl<'d> FlatEntry<'d> {
         self.pairs.pairs().map(|(_, v)| self.field(v))
     }
 
+    /// The list at `node` (of a [`Field::Unfrozen`]) to read in place, if
+    /// it is a list. Whether its items can be read in place is checked by
+    /// [`ListInPlace::readable`].
+    pub(crate) fn list_in_place(&self, node: u32) -> Option<ListInPlace<'d>> {
+        let document: &'d Document = self.document;
+        let NodeKind::List(items) = &document.arena.get(node as usize)?.kind else {
+            return None;
+        };
+        Some(ListInPlace {
+            document,
+            node,
+            items,
+        })
+    }
+
     fn key_str(&self, key: &Item) -> Option<&'d str> {
         let document: &'d Document = self.document;
         match key {
@@ -102,6 +209,7 @@ impl<'d> FlatEntry<'d> {
                 {
                     Field::Frozen(value)
                 }
+                Some(Slot::Unvisited) => Field::Unfrozen(id),
                 _ => Field::Other,
             },
             Item::Bool(_) => Field::Other,
