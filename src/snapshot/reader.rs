@@ -452,6 +452,8 @@ struct Reader {
     frames_by_content: HashMap<Vec<usize>, Frames, BuildHasherDefault<AddressHasher>>,
     /// Frames lists read in place (never frozen), by their document node.
     frames_by_list_node: HashMap<u32, Frames, BuildHasherDefault<AddressHasher>>,
+    /// The same, by the nodes of their frame dicts when none was frozen.
+    frames_by_dict_nodes: HashMap<Vec<u32>, Frames, BuildHasherDefault<AddressHasher>>,
     /// Frame dicts converted so far, by identity.
     frame_by_identity: IdentityMap<Frame>,
     /// One shared allocation for every empty traceback.
@@ -897,22 +899,41 @@ impl Reader {
         list: pickle::ListInPlace<'_>,
         path: &FieldPath,
     ) -> Option<Frames> {
-        // A frozen dict is known by its value's identity, one not frozen by
-        // its node, marked apart (user-space addresses never have the top
-        // bit set): equal keys, the same dicts.
-        let content_key: Option<Vec<usize>> = list
-            .items()
-            .map(|item| match item {
-                pickle::ListItem::Frozen(value) => value.identity(),
-                pickle::ListItem::Flat(node, _) => Some(node as usize | NODE_KEY_BIT),
-            })
-            .collect();
-        let cached = content_key
-            .as_ref()
-            .and_then(|key| self.frames_by_content.get(key))
-            .cloned();
-        if cached.is_some() {
-            return cached;
+        // Equal frame dicts, equal frames: a list of frozen dicts is known by
+        // their values' identities, a list of dicts not frozen by their
+        // nodes (one of both kinds is converted each time it is met).
+        let mut frozen = Vec::new();
+        let mut nodes = Vec::new();
+        for item in list.items() {
+            match item {
+                pickle::ListItem::Frozen(value) => frozen.push(value.identity()),
+                pickle::ListItem::Flat(node, _) => nodes.push(node),
+            }
+        }
+        enum Key {
+            Identities(Vec<usize>),
+            Nodes(Vec<u32>),
+            None,
+        }
+        let key = if nodes.is_empty() {
+            // `None` if an element is not a shared object (then it is not a
+            // frame dict either and the conversion below fails).
+            frozen
+                .into_iter()
+                .collect::<Option<Vec<usize>>>()
+                .map_or(Key::None, Key::Identities)
+        } else if frozen.is_empty() {
+            Key::Nodes(nodes)
+        } else {
+            Key::None
+        };
+        let cached = match &key {
+            Key::Identities(k) => self.frames_by_content.get(k),
+            Key::Nodes(k) => self.frames_by_dict_nodes.get(k),
+            Key::None => None,
+        };
+        if let Some(frames) = cached {
+            return Some(frames.clone());
         }
         self.memory
             .charge(
@@ -928,8 +949,15 @@ impl Reader {
             });
         }
         let frames: Frames = frames.into();
-        if let Some(key) = content_key {
-            self.frames_by_content.insert(key, frames.clone());
+        match key {
+            // The identities are the frame dicts, kept alive by `frame`.
+            Key::Identities(k) => {
+                self.frames_by_content.insert(k, frames.clone());
+            }
+            Key::Nodes(k) => {
+                self.frames_by_dict_nodes.insert(k, frames.clone());
+            }
+            Key::None => {}
         }
         Some(frames)
     }
@@ -1268,10 +1296,6 @@ fn expect_i64(value: &Value, path: &FieldPath) -> Result<i64, SnapshotError> {
 /// An unsigned 64-bit value that PyTorch may write through a signed 64-bit
 /// cast (`int64_t(stream)`, the C++ writer's `int64_t(lineno)`): a negative
 /// int is the same bits, so it reads back as what was cast.
-/// Marks a frames-content key element as a document node, not an address
-/// (see [`Reader::frames_in_place`]).
-const NODE_KEY_BIT: usize = 1 << (usize::BITS - 1);
-
 /// A frame dict read in place, as [`Reader::frame`] reads it frozen: the
 /// last `filename`, `line` and `name` (a None value counts as absent);
 /// `None` where that would report an error.
