@@ -33,7 +33,8 @@ pub(crate) enum Field<'d> {
     /// ever in the trace), by its node: [`FlatEntry::list_in_place`] reads
     /// it if it is a list.
     Unfrozen(u32),
-    /// Anything else (bool, float, bytes, a container not frozen yet).
+    /// Anything else (bool, float, bytes, a container frozen past the depth
+    /// limit or being frozen).
     Other,
 }
 
