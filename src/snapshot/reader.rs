@@ -899,40 +899,31 @@ impl Reader {
         list: pickle::ListInPlace<'_>,
         path: &FieldPath,
     ) -> Option<Frames> {
-        // Equal frame dicts, equal frames: a list of frozen dicts is known by
-        // their values' identities, a list of dicts not frozen by their
-        // nodes (one of both kinds is converted each time it is met).
-        let mut frozen = Vec::new();
-        let mut nodes = Vec::new();
-        for item in list.items() {
-            match item {
-                pickle::ListItem::Frozen(value) => frozen.push(value.identity()),
-                pickle::ListItem::Flat(node, _) => nodes.push(node),
-            }
+        // Frame dicts all frozen before: converted as a frozen list of them.
+        let frozen: Option<Vec<&Value>> = list
+            .items()
+            .map(|item| match item {
+                pickle::ListItem::Frozen(value) => Some(value),
+                pickle::ListItem::Flat(..) => None,
+            })
+            .collect();
+        if let Some(values) = frozen {
+            return self.frames_of(values.into_iter(), list.len(), path).ok();
         }
-        enum Key {
-            Identities(Vec<usize>),
-            Nodes(Vec<u32>),
-            None,
-        }
-        let key = if nodes.is_empty() {
-            // `None` if an element is not a shared object (then it is not a
-            // frame dict either and the conversion below fails).
-            frozen
-                .into_iter()
-                .collect::<Option<Vec<usize>>>()
-                .map_or(Key::None, Key::Identities)
-        } else if frozen.is_empty() {
-            Key::Nodes(nodes)
-        } else {
-            Key::None
-        };
-        let cached = match &key {
-            Key::Identities(k) => self.frames_by_content.get(k),
-            Key::Nodes(k) => self.frames_by_dict_nodes.get(k),
-            Key::None => None,
-        };
-        if let Some(frames) = cached {
+        // Some not frozen: a list of only those is known by their nodes
+        // (equal nodes, equal frames); a mix of both kinds is converted
+        // each time it is met.
+        let nodes: Option<Vec<u32>> = list
+            .items()
+            .map(|item| match item {
+                pickle::ListItem::Flat(node, _) => Some(node),
+                pickle::ListItem::Frozen(_) => None,
+            })
+            .collect();
+        if let Some(frames) = nodes
+            .as_ref()
+            .and_then(|k| self.frames_by_dict_nodes.get(k))
+        {
             return Some(frames.clone());
         }
         self.memory
@@ -949,15 +940,8 @@ impl Reader {
             });
         }
         let frames: Frames = frames.into();
-        match key {
-            // The identities are the frame dicts, kept alive by `frame`.
-            Key::Identities(k) => {
-                self.frames_by_content.insert(k, frames.clone());
-            }
-            Key::Nodes(k) => {
-                self.frames_by_dict_nodes.insert(k, frames.clone());
-            }
-            Key::None => {}
+        if let Some(key) = nodes {
+            self.frames_by_dict_nodes.insert(key, frames.clone());
         }
         Some(frames)
     }

@@ -86,20 +86,10 @@ impl<'d> ListInPlace<'d> {
             let Item::Node(child) = item else {
                 return false;
             };
-            let child = *child as usize;
-            match document.slots.get(child) {
+            match document.slots.get(*child as usize) {
                 Some(Slot::Done(_, height)) => height.saturating_add(2) <= limit,
                 // A dict of scalars is 1 high.
-                Some(Slot::Unvisited) => {
-                    limit >= 3
-                        && document.arena.get(child).is_some_and(|node| {
-                            DictView::of(&node.kind, &document.scalars).is_some_and(|pairs| {
-                                pairs.pairs().all(|(k, v)| {
-                                    !matches!(k, Item::Node(_)) && !matches!(v, Item::Node(_))
-                                })
-                            })
-                        })
-                }
+                Some(Slot::Unvisited) => limit >= 3 && document.is_scalar_dict(*child as usize),
                 _ => false,
             }
         })
@@ -219,6 +209,18 @@ impl<'d> FlatEntry<'d> {
 }
 
 impl Document {
+    /// Whether node `id` is a dict whose keys and values are all scalars.
+    fn is_scalar_dict(&self, id: usize) -> bool {
+        let Some(node) = self.arena.get(id) else {
+            return false;
+        };
+        DictView::of(&node.kind, &self.scalars).is_some_and(|pairs| {
+            pairs
+                .pairs()
+                .all(|(k, v)| !matches!(k, Item::Node(_)) && !matches!(v, Item::Node(_)))
+        })
+    }
+
     /// Takes the items of every per-device trace list out of the tree, so
     /// that [`Document::freeze_root`] sees them empty: when the root is a
     /// dict nothing refers to, whose `device_traces` is a list of lists,
