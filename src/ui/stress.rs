@@ -267,21 +267,11 @@ impl<'a> StressPane<'a> {
             t.header,
         )];
         let cell = |r: &CompareRow| {
-            let d = r.delta();
-            let style = match d.signum() {
-                1 => t.warning,
-                -1 => t.bar_ok,
-                _ => t.dim,
-            };
-            vec![
-                Span::raw(format!(
-                    "{:<TWO_UP_LABEL$} {:>TWO_UP_VALUE$} {:>TWO_UP_VALUE$} ",
-                    short_label(r.name),
-                    figure(r.unit, r.a),
-                    figure(r.unit, r.b)
-                )),
-                Span::styled(format!("{:>TWO_UP_DELTA$}", delta(r.unit, d)), style),
-            ]
+            self.compare_cell(
+                r,
+                short_label(r.name),
+                (TWO_UP_LABEL, TWO_UP_VALUE, TWO_UP_DELTA),
+            )
         };
         let left_n = rows.len().div_ceil(2);
         let (left, right) = rows.split_at(left_n);
@@ -303,23 +293,34 @@ impl<'a> StressPane<'a> {
             t.header,
         )];
         for r in rows {
-            let d = r.delta();
-            let style = match d.signum() {
-                1 => t.warning,
-                -1 => t.bar_ok,
-                _ => t.dim,
-            };
-            lines.push(Line::from(vec![
-                Span::raw(format!(
-                    "{:<18} {:>10} {:>10} ",
-                    r.name,
-                    figure(r.unit, r.a),
-                    figure(r.unit, r.b)
-                )),
-                Span::styled(format!("{:>11}", delta(r.unit, d)), style),
-            ]));
+            lines.push(Line::from(self.compare_cell(r, r.name, (18, 10, 11))));
         }
         lines
+    }
+
+    /// One compare figure: `name`, A and B, and the difference coloured by
+    /// its sign, in columns of `(label, value, delta)` widths.
+    fn compare_cell(
+        &self,
+        r: &CompareRow,
+        name: &str,
+        (label_w, value_w, delta_w): (usize, usize, usize),
+    ) -> Vec<Span<'static>> {
+        let t = self.theme;
+        let d = r.delta();
+        let style = match d.signum() {
+            1 => t.warning,
+            -1 => t.bar_ok,
+            _ => t.dim,
+        };
+        vec![
+            Span::raw(format!(
+                "{name:<label_w$} {:>value_w$} {:>value_w$} ",
+                figure(r.unit, r.a),
+                figure(r.unit, r.b)
+            )),
+            Span::styled(format!("{:>delta_w$}", delta(r.unit, d)), style),
+        ]
     }
 
     /// The histogram difference under the compare figures: one row per
