@@ -61,6 +61,8 @@ fn min_median(values: &mut [f64]) -> (f64, f64) {
 }
 
 fn main() {
+    // The heap as the vramtop binary sets it, so the figures are its own.
+    vramtop::shell::heap::tune();
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
         let Some(path) = args.get(i + 1) else {

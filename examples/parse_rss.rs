@@ -30,6 +30,8 @@ fn vm_hwm_kib() -> Option<u64> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The heap as the vramtop binary sets it, so the figures are its own.
+    vramtop::shell::heap::tune();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
         ["generate", path, mib] => {

@@ -190,6 +190,7 @@ fn with_vramtop_tips(kind: clap::error::ErrorKind, text: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    vramtop::shell::heap::tune();
     // color-eyre first, so that ratatui's panic hook (installed later)
     // restores the terminal before the report is printed.
     if let Err(e) = color_eyre::install() {
