@@ -63,6 +63,7 @@ pub fn run(
         text.push_str(&render_sites(&sites));
         super::emit(&text).wrap_err("cannot write the output")?;
     }
+    super::leave_to_exit(snapshot);
     Ok(ExitCode::SUCCESS)
 }
 

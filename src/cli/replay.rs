@@ -38,6 +38,7 @@ pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
         super::emit(&render_report(&file.display().to_string(), &report))
             .wrap_err("cannot write the output")?;
     }
+    super::leave_to_exit(snapshot);
     Ok(if verdict.passed() {
         ExitCode::SUCCESS
     } else {
