@@ -150,6 +150,23 @@ fn diff_of_an_unreadable_file_exits_2_with_one_line() {
 }
 
 #[test]
+fn diff_names_an_unreadable_file_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let empty = dir.path().join("empty.pickle");
+    std::fs::write(&empty, b"").expect("write");
+    let empty = empty.display().to_string();
+    let missing = dir.path().join("missing.pickle").display().to_string();
+    for (args, named) in [
+        (["diff", &empty, &missing], &empty),
+        (["diff", &missing, &empty], &missing),
+    ] {
+        let (code, _, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err.matches(named.as_str()).count(), 1, "{err}");
+    }
+}
+
+#[test]
 fn diff_text_and_json_of_a_shared_pair() {
     let names = PAIRS[1];
     let (Some((bp, before)), Some((ap, after))) = (shared(names.0), shared(names.1)) else {

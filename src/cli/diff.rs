@@ -18,7 +18,8 @@ use crate::snapshot::sites::Grouping;
 pub const DEFAULT_LINES: usize = 20;
 
 pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::Result<ExitCode> {
-    let read = |p: &Path| read_snapshot_file(p).map_err(|e| format!("{}: {e}", p.display()));
+    // The reader's errors already start with the file's name.
+    let read = |p: &Path| read_snapshot_file(p).map_err(|e| e.to_string());
     let (b, a) = match (read(before), read(after)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
