@@ -115,6 +115,36 @@ fn check_without_a_gpu_runs_on_the_simulation_and_passes() {
 }
 
 #[test]
+fn check_refuses_a_gpu_the_simulation_does_not_have_in_one_line() {
+    for device in ["1", "4000000000"] {
+        let (code, out, err) = vramtop(&["check", "--backend", "sim", "--device", device], None);
+        assert_eq!(code, 2, "{out}\n{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("vramtop: error: no simulated GPU {device}: ")),
+            "{err}"
+        );
+    }
+    let (code, out, err) = vramtop(
+        &[
+            "check",
+            "--backend",
+            "sim",
+            "--device",
+            "1",
+            "--sim-gpus",
+            "2",
+            "--budget",
+            "128MiB",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("simulated GPU 1"), "{out}");
+}
+
+#[test]
 fn bad_size_argument_is_a_usage_error_that_shows_the_accepted_forms() {
     let (code, _, err) = vramtop(&["doctor", "--sim-memory", "12parsecs"], None);
     assert_eq!(code, 2);

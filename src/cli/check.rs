@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
-use super::{DeviceArgs, EXIT_MISMATCH};
+use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, SIM_GPUS_MAX};
 use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
 use crate::device::check::{CheckReport, run_check};
@@ -24,12 +24,20 @@ pub fn run(
     json: bool,
 ) -> color_eyre::Result<ExitCode> {
     let report = if args.backend == BackendChoice::Sim {
+        if let Some(why) = missing_sim_gpu(args, device) {
+            super::say_error(why);
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
         sim_check(args, device, budget)
     } else {
         let probe = cuda::probe();
         if probe.devices.iter().any(|d| d.index == device) {
             real_check(device, budget)
         } else {
+            if let Some(why) = missing_sim_gpu(args, device) {
+                super::say_error(format!("no usable CUDA GPU {device}, and {why}"));
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
             eprintln!(
                 "vramtop check: no usable CUDA GPU {device}, checking the simulated GPU instead ({})",
                 probe.explain()
@@ -50,10 +58,30 @@ pub fn run(
     })
 }
 
+/// Why `device` cannot be checked on the simulation, if it cannot: only the
+/// `--sim-gpus` GPUs exist there (growing the simulation to reach any index
+/// took seconds and gigabytes, or aborted, for a mistyped one).
+fn missing_sim_gpu(args: &DeviceArgs, device: u32) -> Option<String> {
+    let gpus = args.sim.sim_gpus;
+    if device < gpus {
+        return None;
+    }
+    let have = match gpus {
+        1 => "1 GPU (0)".to_string(),
+        n => format!("{n} GPUs (0…{})", n - 1),
+    };
+    let more = if device < SIM_GPUS_MAX {
+        format!("--sim-gpus {} simulates it", device + 1)
+    } else {
+        format!("at most {SIM_GPUS_MAX} GPUs can be simulated")
+    };
+    Some(format!(
+        "no simulated GPU {device}: the simulation has {have}; {more}"
+    ))
+}
+
 fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
-    let mut config = args.sim_config();
-    config.gpus = config.gpus.max(device as usize + 1);
-    let cluster = SimCluster::new(config);
+    let cluster = SimCluster::new(args.sim_config());
     let used_cluster = cluster.clone();
     run_check(
         "sim",
