@@ -386,6 +386,21 @@ fn jump_keys_with_nothing_to_jump_to_say_why() {
 }
 
 #[test]
+fn a_key_that_changes_nothing_still_clears_the_last_notice_from_the_screen() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('o'));
+    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM after this event"));
+    // Already at the end: → moves nothing, but the notice must go.
+    assert_eq!(press(&mut v, KeyCode::Right), Effect::Redraw);
+    assert_eq!(v.app.ui.notice, None);
+    assert_eq!(
+        press(&mut v, KeyCode::Right),
+        Effect::None,
+        "nothing to clear"
+    );
+}
+
+#[test]
 fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Char('?'));

@@ -784,8 +784,17 @@ impl ViewerState {
 
     /// Handles a key press.
     pub fn handle_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
-        // A notice answers one key.
-        self.app.ui.notice = None;
+        // A notice answers one key: a key that changes nothing else still
+        // has to redraw, or the screen keeps the old notice as if it were
+        // this key's answer ("no OOM in this trace" after `P`).
+        let had_notice = self.app.ui.notice.take().is_some();
+        match self.answer_key(keymap, key) {
+            Effect::None if had_notice => Effect::Redraw,
+            effect => effect,
+        }
+    }
+
+    fn answer_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if self.compare.is_some() {
             return match key.code {
