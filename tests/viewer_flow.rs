@@ -401,6 +401,28 @@ fn a_key_that_changes_nothing_still_clears_the_last_notice_from_the_screen() {
 }
 
 #[test]
+fn viewer_help_describes_shared_keys_without_the_dashboards_processes_or_filter() {
+    let rows = Keymap::default().viewer_help_rows();
+    for (keys, what) in &rows {
+        for word in ["process", "filtering"] {
+            assert!(!what.contains(word), "{keys}: {what}");
+        }
+    }
+    let esc = rows.iter().find(|r| r.0 == "Esc").expect("Esc is listed");
+    assert!(esc.1.contains("block detail"), "{}", esc.1);
+    // What the help says Esc closes, Esc closes.
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.detail_open);
+    press(&mut v, KeyCode::Char('w'));
+    assert!(v.sites_open);
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.sites_open);
+}
+
+#[test]
 fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Char('?'));

@@ -388,10 +388,18 @@ impl Keymap {
                     | Action::SelectGpu(_)
             )
         });
+        // The dashboard's words for these keys name its process list and
+        // its filter, which the viewer has not.
+        let in_viewer = |action: Action| match action {
+            Action::Back => "close help, the block detail, the sites pane or A/B",
+            Action::Up => "previous block (GPUs pane: GPU; sites pane: site)",
+            Action::Down => "next block (GPUs pane: GPU; sites pane: site)",
+            other => other.describe(),
+        };
         self.viewer
             .iter()
             .map(|b| (b.keys, b.action.describe()))
-            .chain(shared.map(|b| (b.keys, b.action.describe())))
+            .chain(shared.map(|b| (b.keys, in_viewer(b.action))))
             .collect()
     }
 
