@@ -292,6 +292,23 @@ fn viewer_timeline_axes_label_every_value_with_its_unit() {
 }
 
 #[test]
+fn a_one_event_timeline_does_not_repeat_an_event_number_on_its_axis() {
+    // The OOM snapshot's trace is one `snapshot` event.
+    let Some(v) = viewer("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle") else {
+        return;
+    };
+    assert_eq!(v.device().map(|d| d.len()), Some(1));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let axis = screen
+            .lines()
+            .find(|l| l.contains("#1"))
+            .unwrap_or_else(|| panic!("{w}×{h}: an axis row: {screen}"));
+        assert_eq!(axis.matches("#0").count(), 1, "{w}×{h}: {axis}");
+    }
+}
+
+#[test]
 fn short_timeline_axis_labels_do_not_overprint_each_other() {
     // A chart a few rows high puts two labels on one row: a shorter label
     // drawn over a longer one left its tail ("15 GiBB").
