@@ -216,6 +216,20 @@ fn no_stack_group_says_why_on_a_trace_that_starts_mid_run() {
 }
 
 #[test]
+fn sites_pane_title_counts_one_site_in_the_singular() {
+    // Mid-run from its first event on, every live block of this file was
+    // allocated before the recording: one site.
+    let Some(mut v) = viewer("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
+        return;
+    };
+    key(&mut v, 'w');
+    assert_eq!(v.sites.as_ref().map(|s| s.sites.len()), Some(1));
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(screen.contains(" · 1 site · "), "{screen}");
+    assert!(!screen.contains("1 sites"), "{screen}");
+}
+
+#[test]
 fn sites_pane_fits_a_narrow_80x24_terminal() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -124,9 +124,9 @@ pub(super) fn render_sites(
         Span::styled(" Sites ", theme.title_focused),
         Span::styled(
             format!(
-                " by {} · {} sites · {} allocated · g groups ",
+                " by {} · {} · {} allocated · g groups ",
                 v.grouping.name(),
-                sites.sites.len(),
+                format::count_of(sites.sites.len(), "site", "sites"),
                 format::bytes(sites.allocated)
             ),
             theme.text,
