@@ -156,13 +156,13 @@ fn stress_panel_compare_shows_reserved_dropping_by_the_whole_free_segments() {
     s.keys(&["+"]);
     s.wait_for("the 10 MiB size", |sc| sc.contains("size 10.0 MiB"));
     s.keys(&["a"]);
-    s.wait_for("the allocation", |sc| sc.contains("allocated 10 tensor(s)"));
+    s.wait_for("the allocation", |sc| sc.contains("allocated 10 tensors"));
     s.keys(&["c"]);
     s.wait_for("mark A", |sc| sc.contains("marked A"));
     // Frees tensors 2, 4, 6, 8, 10: their five segments are entirely free
     // (nothing else lives in them); reserved stays until empty_cache.
     s.keys(&["m"]);
-    s.wait_for("the frees", |sc| sc.contains("freed 5 tensor(s)"));
+    s.wait_for("the frees", |sc| sc.contains("freed 5 tensors"));
     // empty_cache returns exactly those whole free segments: 5 × 10 MiB.
     s.keys(&["e"]);
     s.wait_for("empty_cache", |sc| {

@@ -873,6 +873,19 @@ fn status_line_shows_banner_error_dropped_samples_and_hints() {
 }
 
 #[test]
+fn status_line_says_one_sample_not_samples() {
+    let (_cluster, mut state) = training(1);
+    let theme = Theme::colored();
+    let keymap = Keymap::default();
+    for (n, words) in [(1, "│ 1 sample "), (2, "│ 2 samples ")] {
+        state.status.samples = n;
+        let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), 120, 1);
+        let drawn = text(terminal.backend().buffer());
+        assert!(drawn.contains(words), "{words}: {drawn}");
+    }
+}
+
+#[test]
 fn focused_pane_title_uses_the_focus_style_and_no_other_does() {
     let (_cluster, mut state) = training(2);
     let theme = Theme::colored();

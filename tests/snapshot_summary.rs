@@ -240,6 +240,31 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
+    let path = shared_dir("snapshots/volcengine_verl_mem.pickle");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("fragmentation"))
+        .unwrap_or_else(|| panic!("a fragmentation line: {out}"));
+    // 1 − 260 MiB largest / 644.51 MiB free.
+    assert!(line.contains(" 59.7%: "), "{line}");
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let fraction = v["total"]["fragmentation"]["fragmentation"]
+        .as_f64()
+        .expect("the JSON keeps the fraction");
+    assert!((fraction - 0.5966).abs() < 1e-3, "{fraction}");
+}
+
+#[test]
 fn open_summary_json_has_the_documented_keys() {
     let path = shared_dir("snapshots/silmont_mem_snapshot.pickle");
     if !path.exists() {

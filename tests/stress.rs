@@ -898,7 +898,7 @@ fn valid_settings_send_a_reconfigure_and_the_answer_clears_the_tensors() {
     assert!(p.tensors.is_empty());
     assert_eq!(p.settings, "expandable_segments:True,max_split_size_mb:128");
     let said = p.message.clone().unwrap_or_default();
-    assert!(said.contains("freed 4 tensor(s)"), "{said}");
+    assert!(said.contains("freed 4 tensors"), "{said}");
 }
 
 #[test]
@@ -917,6 +917,38 @@ fn settings_submitted_while_busy_wait_behind_the_earlier_keys() {
             settings: "expandable_segments:True".into()
         }]
     );
+}
+
+#[test]
+fn stress_message_says_one_tensor_not_tensors() {
+    let mut p = with_tensors(1);
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.starts_with("allocated 1 tensor;"), "{said}");
+    let cmds = p.apply(StressAction::FreeAll);
+    p.on_result(answer(StressOutcome::Freed(freed(&cmds)), 2 * MIB));
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.starts_with("freed 1 tensor;"), "{said}");
+    let mut p = with_tensors(3);
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.starts_with("allocated 3 tensors;"), "{said}");
+    p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: Vec::new(),
+            message: "CUDA out of memory.".into(),
+            reserved_but_unallocated: 0,
+        },
+        6 * MIB,
+    ));
+    let said = p.message.clone().unwrap_or_default();
+    assert_eq!(said, "out of memory after 0 tensors");
+    for (n, words) in [(1, "live 1 tensor, "), (2, "live 2 tensors, ")] {
+        let mut state = AppState::new(StatusState::default());
+        state.ui.stress_open = true;
+        state.stress = with_tensors(n);
+        let screen = screen_text(&state, 120, 40);
+        assert!(screen.contains(words), "{words}: {screen}");
+        assert!(!screen.contains("tensor(s)"), "{screen}");
+    }
 }
 
 fn cmds_addresses(cmds: &[StressCommand]) -> Vec<u64> {
@@ -1300,7 +1332,7 @@ fn verify_needs_tensors_and_reports_intact_or_the_first_bad_offset() {
         6 * MIB,
     ));
     let said = p.message.clone().unwrap_or_default();
-    assert!(said.contains("verified 3 tensor(s)"), "{said}");
+    assert!(said.contains("verified 3 tensors"), "{said}");
     p.apply(StressAction::Verify);
     p.on_result(answer(
         StressOutcome::Verified {
@@ -1378,7 +1410,7 @@ fn v_on_the_simulation_worker_verifies_the_live_tensors() {
     d.act(StressAction::FreeOldest);
     d.act(StressAction::Verify);
     let said = d.panel.message.clone().unwrap_or_default();
-    assert!(said.contains("verified 9 tensor(s)"), "{said}");
+    assert!(said.contains("verified 9 tensors"), "{said}");
 }
 
 // ------------------------------------------------------------- scenarios

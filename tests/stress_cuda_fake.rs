@@ -228,7 +228,7 @@ fn the_cuda_worker_runs_on_its_thread_and_gives_everything_back_when_dropped() {
         assert!(worker.send(cmds));
         panel.on_result(next());
         let said = panel.message.clone().unwrap_or_default();
-        assert!(said.contains("verified 10 tensor(s)"), "{said}");
+        assert!(said.contains("verified 10 tensors"), "{said}");
     }
     assert!(driver.live()[0] > 0);
     drop(worker);

@@ -162,8 +162,10 @@ fn render_figures(out: &mut String, f: &Figures) {
     let fr = &f.fragmentation;
     let _ = writeln!(
         out,
-        "  fragmentation        {:.3}: {} free in {} inactive blocks, largest {}, {} non-releasable, {} internal",
-        fr.fragmentation,
+        // A percentage, as the viewer's "frag 60%" and the segsum line's
+        // internal share above (`--json` keeps the fraction).
+        "  fragmentation        {:.1}%: {} free in {} inactive blocks, largest {}, {} non-releasable, {} internal",
+        fr.fragmentation * 100.0,
         human_bytes(fr.external_free),
         fr.free_blocks,
         human_bytes(fr.largest_free_block),

@@ -42,9 +42,13 @@ impl std::fmt::Debug for TelemetrySelection {
 
 fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> TelemetrySelection {
     let cluster = SimCluster::new(config.clone());
-    let fallback_reason = nvml_error
-        .as_ref()
-        .map(|e| format!("{e}; showing {} simulated GPU(s)", config.gpus.max(1)));
+    let fallback_reason = nvml_error.as_ref().map(|e| {
+        let n = config.gpus.max(1);
+        // Said to a person on the banner and by doctor: "1 simulated
+        // GPU", never "GPU(s)".
+        let gpus = if n == 1 { "GPU" } else { "GPUs" };
+        format!("{e}; showing {n} simulated {gpus}")
+    });
     TelemetrySelection {
         telemetry: Box::new(cluster.live_telemetry()),
         backend: "sim",
@@ -95,6 +99,25 @@ mod tests {
         let why = sel.fallback_reason.expect("a reason");
         assert!(why.contains("nvml") && why.contains("simulated"), "{why}");
         assert!(sel.sim.is_some());
+    }
+
+    #[test]
+    fn the_fallback_reason_says_one_simulated_gpu_not_gpus() {
+        let no_nvml = || TelemetryError::Unavailable {
+            backend: "nvml",
+            reason: "libnvidia-ml.so.1 not found".into(),
+        };
+        let why = |gpus| {
+            let config = SimConfig {
+                gpus,
+                ..SimConfig::default()
+            };
+            simulated(&config, Some(no_nvml()))
+                .fallback_reason
+                .unwrap_or_default()
+        };
+        assert!(why(1).ends_with("; showing 1 simulated GPU"), "{}", why(1));
+        assert!(why(4).ends_with("; showing 4 simulated GPUs"), "{}", why(4));
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl<'a> StatusLine<'a> {
             spans.push(Span::raw(if s.samples == 0 {
                 "first sample…".to_string()
             } else {
-                format!("{} samples", s.samples)
+                format::count(s.samples, "sample", "samples")
             }));
             if probes > 0 {
                 spans.push(Span::styled(sep, theme.dim));

@@ -92,7 +92,11 @@ impl<'a> StressPane<'a> {
             item("pattern ", pattern, t.key),
             item(
                 "live ",
-                format!("{} tensors, {}", p.tensors.len(), format::bytes(live)),
+                format!(
+                    "{}, {}",
+                    format::count_of(p.tensors.len(), "tensor", "tensors"),
+                    format::bytes(live)
+                ),
                 t.text,
             ),
             item("reserved ", format::bytes(p.figures.reserved), t.text),

@@ -613,8 +613,8 @@ impl StressPanel {
                 self.add(&new);
                 let grown = self.figures.reserved.saturating_sub(before.reserved);
                 self.say(format!(
-                    "allocated {} tensor(s); reserved grew by {}",
-                    new.len(),
+                    "allocated {}; reserved grew by {}",
+                    tensors(new.len() as u64),
                     fmt(grown)
                 ));
             }
@@ -624,7 +624,10 @@ impl StressPanel {
                 reserved_but_unallocated,
             } => {
                 self.add(&allocated);
-                self.say(format!("out of memory after {} tensor(s)", allocated.len()));
+                self.say(format!(
+                    "out of memory after {}",
+                    tensors(allocated.len() as u64)
+                ));
                 self.oom = Some(OomState {
                     message,
                     reserved_but_unallocated,
@@ -636,8 +639,8 @@ impl StressPanel {
                 let gone: rustc_hash::FxHashSet<u64> = addresses.iter().copied().collect();
                 self.tensors.retain(|t| !gone.contains(&t.address));
                 self.say(format!(
-                    "freed {} tensor(s); reserved stays {} until empty_cache",
-                    addresses.len(),
+                    "freed {}; reserved stays {} until empty_cache",
+                    tensors(addresses.len() as u64),
                     fmt(self.figures.reserved)
                 ));
             }
@@ -653,8 +656,8 @@ impl StressPanel {
                 self.transformer_steps = 0;
                 let cleared = self.clear_marks();
                 self.say(format!(
-                    "freed {} tensor(s), emptied the cache; fresh allocator with {shown}{cleared}",
-                    freed.len()
+                    "freed {}, emptied the cache; fresh allocator with {shown}{cleared}",
+                    tensors(freed.len() as u64)
                 ));
             }
             StressOutcome::DeviceChanged {
@@ -670,21 +673,22 @@ impl StressPanel {
                 let cleared = self.clear_marks();
                 self.say(match device {
                     PanelDevice::Scenario { capacity, context } => format!(
-                        "freed {} tensor(s); the scenario runs on a simulated {} device \
+                        "freed {}; the scenario runs on a simulated {} device \
                          ({} context), as vramtop scenario runs it: u goes back to the GPU{cleared}",
-                        freed.len(),
+                        tensors(freed.len() as u64),
                         fmt(capacity),
                         fmt(context)
                     ),
                     PanelDevice::Gpu => format!(
-                        "freed {} tensor(s) of the scenario device; back on the GPU{cleared}",
-                        freed.len()
+                        "freed {} of the scenario device; back on the GPU{cleared}",
+                        tensors(freed.len() as u64)
                     ),
                 });
             }
             StressOutcome::Verified { checked, bad: None } => {
                 self.say(format!(
-                    "verified {checked} tensor(s): every byte holds its pattern"
+                    "verified {}: every byte holds its pattern",
+                    tensors(checked)
                 ));
             }
             StressOutcome::Verified {
@@ -698,8 +702,10 @@ impl StressPanel {
                     .map_or_else(|| "?".to_string(), |t| t.id.to_string());
                 self.say(format!(
                     "verify: tensor #{id} at {:#x} is corrupt: first bad byte at offset {} \
-                     ({checked} tensor(s) checked before it were intact)",
-                    bad.address, bad.offset
+                     ({} checked before it: intact)",
+                    bad.address,
+                    bad.offset,
+                    tensors(checked)
                 ));
             }
             StressOutcome::SnapshotSaved {
@@ -738,6 +744,16 @@ impl StressPanel {
             // The scenario's own device: its size and use, not the GPU's.
             PanelDevice::Scenario { capacity, .. } => view.on_device(capacity, result.driver_used),
         });
+    }
+}
+
+/// "1 tensor", "5 tensors": the panel's messages count in words a person
+/// reads, not "1 tensor(s)".
+pub fn tensors(n: u64) -> String {
+    if n == 1 {
+        "1 tensor".to_string()
+    } else {
+        format!("{n} tensors")
     }
 }
 
