@@ -52,3 +52,47 @@ fn replay_help_lists_only_replays_options() {
         assert!(help.contains(own), "{own} missing:\n{help}");
     }
 }
+
+#[test]
+fn docs_cli_table_lists_every_command_with_its_own_options() {
+    // The headings shared by several commands have columns of their own.
+    const SHARED: [&str; 6] = [
+        "Telemetry",
+        "Simulated GPU",
+        "Sampling",
+        "Display",
+        "Config file",
+        "Global options",
+    ];
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md");
+    let mut root = Cli::command();
+    root.build();
+    for sub in root.get_subcommands() {
+        let name = sub.get_name();
+        if name == "help" {
+            continue;
+        }
+        let row = doc
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .find(|l| {
+                let first = l.split('|').nth(1).unwrap_or_default();
+                first.contains(&format!("`{name}`")) || first.contains(&format!("`{name} "))
+            })
+            .unwrap_or_else(|| panic!("no row for `{name}` in docs/cli.md's table"));
+        let own = row.split('|').nth(2).unwrap_or_default();
+        for arg in sub.get_arguments() {
+            let (Some(long), false) = (arg.get_long(), arg.is_hide_set()) else {
+                continue;
+            };
+            if long == "help" || arg.get_help_heading().is_some_and(|h| SHARED.contains(&h)) {
+                continue;
+            }
+            assert!(
+                own.contains(&format!("`--{long}`")),
+                "`{name}`'s row lacks --{long}: {row}"
+            );
+        }
+    }
+}
