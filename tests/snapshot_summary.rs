@@ -342,3 +342,21 @@ fn open_of_a_bad_file_or_without_summary_exits_2_with_one_line() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn open_names_an_unreadable_file_before_asking_for_a_terminal() {
+    // A test's stdout is no terminal: a readable file gets the --summary
+    // hint, a missing file or a folder its own error.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().to_path_buf();
+    for unreadable in [dir.join("missing"), dir.clone()] {
+        let path = unreadable.display().to_string();
+        let (code, _, err) = vramtop(&["open", &path]);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("vramtop: error: cannot read {path}: ")),
+            "{err}"
+        );
+    }
+}

@@ -84,7 +84,14 @@ fn viewer(
     background_load: bool,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
-    use std::io::IsTerminal as _;
+    use std::io::{IsTerminal as _, Read as _};
+    // A file that cannot be read is said first: pointing to --summary,
+    // which then fails on the same file, costs a second try.
+    let readable = std::fs::File::open(file).and_then(|mut f| f.read(&mut [0u8; 1]));
+    if let Err(e) = readable {
+        super::say_error(format_args!("cannot read {}: {e}", file.display()));
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
     if !std::io::stdout().is_terminal() {
         super::say_error(format_args!(
             "the snapshot viewer needs a terminal on stdout; for text output use \
