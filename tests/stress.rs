@@ -875,6 +875,21 @@ fn invalid_settings_show_pytorchs_validation_text_and_keep_the_field_open() {
 }
 
 #[test]
+fn stress_message_wraps_instead_of_being_cut_at_80_columns() {
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = with_tensors(2);
+    state.stress.apply(StressAction::TypeSettings);
+    type_text(&mut state.stress, "max_split_size_mb:10");
+    assert!(state.stress.submit_input().is_empty());
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    // The rule is the part to read: it ends the message, past 80 columns.
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("it must be at least 20 MiB"), "{screen}");
+}
+
+#[test]
 fn valid_settings_send_a_reconfigure_and_the_answer_clears_the_tensors() {
     let mut p = with_tensors(4);
     p.apply(StressAction::TypeSettings);
@@ -1720,6 +1735,17 @@ fn segment(total: u64, allocated: u64) -> SegmentInfo {
         segment_pool_id: (0, 0),
         is_expandable: false,
         blocks: Vec::new(),
+    }
+}
+
+#[test]
+fn oom_advice_has_single_spaces_between_its_words() {
+    use vramtop::app::stress::oom_advice;
+    let layout = [segment(20 * MIB, 0), segment(512 * MIB, 100 * MIB)];
+    for settings in ["", "expandable_segments:True"] {
+        for line in oom_advice(&layout, settings) {
+            assert!(!line.contains("  "), "a run of spaces: {line:?}");
+        }
     }
 }
 

@@ -37,6 +37,9 @@ const COMPARE_WIDTH: u16 = 52;
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 4;
+/// Rows the last message may take, and each line of OOM advice.
+const MESSAGE_ROWS: usize = 3;
+const ADVICE_ROWS: usize = 2;
 /// Rows a scenario's explanation may take.
 const EXPLANATION_ROWS: usize = 3;
 /// The compare view two figures a row (narrow panels): label, A, B and Δ
@@ -382,6 +385,20 @@ impl<'a> StressPane<'a> {
     }
 }
 
+/// `text` wrapped to `width` on at most `rows` lines, the last one ending
+/// in "…" when there was more.
+fn wrapped(text: &str, width: u16, rows: usize, style: Style) -> Vec<Line<'static>> {
+    let mut lines = chrome::wrap(text, width);
+    if lines.len() > rows {
+        lines.truncate(rows);
+        if let Some(last) = lines.last_mut() {
+            let cut = format::truncate(&format!("{last} …"), usize::from(width));
+            *last = cut;
+        }
+    }
+    lines.into_iter().map(|l| Line::styled(l, style)).collect()
+}
+
 /// A compare figure's name in at most [`TWO_UP_LABEL`] columns, for the
 /// two-up view.
 fn short_label(name: &str) -> &str {
@@ -483,13 +500,16 @@ impl Widget for StressPane<'_> {
                 Span::styled("  Enter frees all, new allocator · Esc cancels", t.dim),
             ]));
         }
+        // The message and the advice wrap: cut at the edge, an invalid
+        // setting's rule ("it must be at least 20 MiB") or a path would be
+        // lost on an 80-column panel.
         if let Some(m) = &self.panel.message {
-            head.push(Line::styled(m.clone(), t.dim));
+            head.extend(wrapped(m, inner.width, MESSAGE_ROWS, t.dim));
         }
         if let Some(oom) = &self.panel.oom {
             head.extend(self.oom_lines(oom, inner.width));
             for advice in self.panel.oom_advice() {
-                head.push(Line::styled(advice, t.warning));
+                head.extend(wrapped(&advice, inner.width, ADVICE_ROWS, t.warning));
             }
         }
         head.extend(self.scenario_lines(inner.width));

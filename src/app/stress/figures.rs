@@ -192,7 +192,8 @@ pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
     }
     let fmt = crate::alloc::sizing::display_bytes;
     let mut lines = vec![format!(
-        "empty_cache() could release {} (whole free segments); {} is non-releasable          (free blocks in segments with live tensors)",
+        "empty_cache() could release {} (whole free segments); {} is non-releasable \
+         (free blocks in segments with live tensors)",
         fmt(r.releasable),
         fmt(r.non_releasable)
     )];
@@ -200,12 +201,14 @@ pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
         let expandable = settings.contains("expandable_segments:True");
         lines.push(if expandable {
             format!(
-                "expandable segments are on: max_split_size_mb would keep large blocks                  from being split, so {} could be reused (press S to try)",
+                "expandable segments are on: max_split_size_mb would keep large blocks \
+                 from being split, so {} could be reused (press S to try)",
                 fmt(r.non_releasable)
             )
         } else {
             format!(
-                "expandable_segments:True or max_split_size_mb would let those {} be                  reused (press S to try)",
+                "expandable_segments:True or max_split_size_mb would let those {} be \
+                 reused (press S to try)",
                 fmt(r.non_releasable)
             )
         });
