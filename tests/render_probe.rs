@@ -615,7 +615,7 @@ fn c_asks_the_shown_probe_for_a_snapshot_and_o_opens_it_when_done() {
     let terminal = draw(&state, &Theme::colored(), 160, 40);
     let screen = text(terminal.backend().buffer());
     assert!(
-        screen.contains("snapshot of pid 4321: /s/node7-17-rank3-demand.pickle (o opens it)"),
+        screen.contains("snapshot of pid 4321 (o opens it): /s/node7-17-rank3-demand.pickle"),
         "{screen}"
     );
     assert_eq!(
@@ -625,6 +625,29 @@ fn c_asks_the_shown_probe_for_a_snapshot_and_o_opens_it_when_done() {
             at_oom: false
         }
     );
+}
+
+#[test]
+fn capture_note_keeps_o_opens_it_at_80_columns_with_a_long_path() {
+    use vramtop::app::capture::CaptureMsg;
+    let mut state = attached_with(|_| probe_v2(0, None));
+    let long = "/home/someone/.local/state/vramtop/snapshots/node7-17-rank3-20261202T002819Z-demand.pickle";
+    for has_trace in [true, false] {
+        state.capture.on_msg(
+            31_000,
+            CaptureMsg::Done {
+                pid: PROBE_PID,
+                path: PathBuf::from(long),
+                has_trace,
+            },
+        );
+        let terminal = draw(&state, &Theme::colored(), 80, 24);
+        let screen = text(terminal.backend().buffer());
+        assert!(
+            screen.contains("snapshot of pid 4321") && screen.contains("(o opens it"),
+            "has_trace {has_trace}: {screen}"
+        );
+    }
 }
 
 #[test]

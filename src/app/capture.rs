@@ -66,14 +66,17 @@ impl CaptureState {
                 has_trace,
             } => {
                 self.pending = None;
+                // The key and the caveat before the path, as the OOM
+                // banner does: a narrow status line cuts at its end, and a
+                // long snapshot path would hide what to press.
                 let text = format!(
-                    "snapshot of pid {pid}: {}{} (o opens it)",
-                    path.display(),
+                    "snapshot of pid {pid} (o opens it){}: {}",
                     if has_trace {
                         ""
                     } else {
-                        " — segments only: no trace (start the probe with --record-history)"
-                    }
+                        ", segments only: no trace (start the probe with --record-history)"
+                    },
+                    path.display()
                 );
                 self.last = Some(path);
                 text
