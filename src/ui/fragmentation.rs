@@ -181,11 +181,13 @@ impl Widget for FragmentationPane<'_> {
             return;
         }
         if f.free_blocks == 0 {
-            chrome::line_at(
+            // Wrapped: the pane is about 36 columns at 80×24, where one
+            // line read "no free blocks: every cached byte …".
+            chrome::note_at(
                 buf,
                 hist,
-                0,
-                &Line::styled("no free blocks: every cached byte is in use", theme.dim),
+                "no free blocks: every cached byte is in use",
+                theme.dim,
             );
             theme.finish(area, buf);
             return;
@@ -320,6 +322,39 @@ mod tests {
         let view = AllocatorView::new("probe".into(), Some(1), stats, Vec::new());
         let drawn = pane_text(view, 64, 8);
         assert!(!drawn.contains("nothing reserved"), "{drawn}");
+    }
+
+    #[test]
+    fn no_free_blocks_note_wraps_in_a_narrow_pane() {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        const MIB: u64 = 1 << 20;
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 20 << 20;
+        let full = SegmentInfo {
+            device: 0,
+            address: 0x7f00_0000_0000,
+            total_size: 20 * MIB,
+            allocated_size: 20 * MIB,
+            active_size: 20 * MIB,
+            requested_size: 20 * MIB,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks: vec![BlockInfo {
+                address: 0x7f00_0000_0000,
+                size: 20 * MIB,
+                requested_size: 20 * MIB,
+                state: BlockState::ActiveAllocated,
+            }],
+        };
+        let view = AllocatorView::new("pid 1".into(), Some(1), stats, vec![full]);
+        let drawn = pane_text(view, 36, 6);
+        let flat = drawn.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("no free blocks: every cached byte is in use"),
+            "{drawn}"
+        );
     }
 
     #[test]
