@@ -423,6 +423,22 @@ fn viewer_help_describes_shared_keys_without_the_dashboards_processes_or_filter(
 }
 
 #[test]
+fn enter_with_no_block_to_show_says_why_instead_of_doing_nothing() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    assert!(
+        v.segments.is_empty(),
+        "nothing allocated before the first event"
+    );
+    assert_eq!(press(&mut v, KeyCode::Enter), Effect::Redraw);
+    assert!(!v.detail_open);
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("no block to show: the segment map is empty here")
+    );
+}
+
+#[test]
 fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Char('?'));

@@ -650,7 +650,14 @@ impl ViewerState {
             V::PrevEmptyCache => self.jump(MarkKind::EmptyCache, false),
             V::BlockDetail => {
                 if self.selected_block().is_none() && !self.detail_open {
-                    return Effect::None;
+                    // The hints offer "Enter block" everywhere: say why
+                    // there is none rather than ignore the key.
+                    self.app.ui.notice = Some(if self.segments.is_empty() {
+                        "no block to show: the segment map is empty here".to_string()
+                    } else {
+                        "no block selected: ↑/↓ select one".to_string()
+                    });
+                    return Effect::Redraw;
                 }
                 self.detail_open = !self.detail_open;
                 Effect::Redraw
