@@ -317,6 +317,21 @@ fn a_snapshot_without_a_trace_shows_its_state_and_ignores_scrub_keys() {
 }
 
 #[test]
+fn opens_on_a_gpu_that_holds_memory_when_the_first_gpu_holds_none() {
+    // GPU 0's trace is the dump's one `snapshot` event; the memory is on 1.
+    let Some(mut v) = shared("muduard_dump_snapshot_b.pickle") else {
+        return;
+    };
+    assert_eq!(v.scrub.devices.len(), 2);
+    assert_eq!(v.device().map(|d| d.device), Some(1));
+    assert!(!v.segments.is_empty());
+    // GPU 0 is still one key away.
+    press(&mut v, KeyCode::Char('0'));
+    assert_eq!(v.device().map(|d| d.device), Some(0));
+    assert!(v.segments.is_empty());
+}
+
+#[test]
 fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     let keymap = Keymap::default();
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))

@@ -264,6 +264,15 @@ impl ViewerState {
             compare: None,
             trace_reading: None,
         };
+        // Open on a GPU that holds memory: a dump of a process on GPU 1 can
+        // list GPU 0 first with nothing but the dump's `snapshot` event, and
+        // "nothing reserved" reads as an empty file.
+        let empty_at_end = |d: &DeviceScrub| d.segments_at(d.len()).is_empty();
+        if v.scrub.devices.first().is_some_and(empty_at_end)
+            && let Some(i) = v.scrub.devices.iter().position(|d| !empty_at_end(d))
+        {
+            v.app.ui.selected_gpu = i;
+        }
         v.refresh();
         v
     }
