@@ -667,6 +667,55 @@ fn every_key_the_panel_answers_is_in_its_help_and_in_docs_keys() {
     }
 }
 
+#[test]
+fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let help = |stress: bool| {
+        let mut terminal = Terminal::new(TestBackend::new(120, 90)).expect("test backend");
+        terminal
+            .draw(|f| {
+                f.render_widget(
+                    ui::HelpOverlay::new(&keymap, &theme).with_stress(stress),
+                    f.area(),
+                )
+            })
+            .expect("test backend");
+        common::screen::text(terminal.backend().buffer())
+    };
+    let open = help(true);
+    // The panel's own rows are there; the dashboard's for c, o, v, + and
+    // - (compare, free oldest, verify, size up and down in the panel) are
+    // not, and the keys that still act are.
+    for gone in [
+        "snapshot of the probed process",
+        "open the last snapshot",
+        "allocator: next probe on GPU",
+        "zoom the timeline in",
+        "zoom the timeline out",
+        "move up (GPU, block, process)",
+    ] {
+        assert!(!open.contains(gone), "{gone}: {open}");
+        assert!(help(false).contains(gone), "{gone} is the dashboard's");
+    }
+    for kept in [
+        "compare: mark A, then B",
+        "free the oldest tensor",
+        "pause / resume the timeline",
+        "open the OOM snapshot at its OOM",
+        "close help / stop filtering",
+        "process tree / flat list",
+    ] {
+        assert!(open.contains(kept), "{kept}: {open}");
+    }
+    for (keys, what, _) in keymap.help_rows_beside_stress() {
+        assert!(
+            keys == "Esc" || !keymap.stress_takes(keys),
+            "{keys} {what} is the panel's key"
+        );
+    }
+}
+
 /// A dashboard on a simulated GPU with the stress panel driven
 /// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
 /// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.

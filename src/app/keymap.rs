@@ -508,6 +508,66 @@ impl Keymap {
     }
 }
 
+impl Keymap {
+    /// [`Keymap::help_rows`] while the stress panel is open: without the
+    /// bindings whose every key the panel takes first (`c` compares, `o`
+    /// frees the oldest tensor, `+` sizes up…), which the help would
+    /// otherwise promise as the dashboard's. `Esc` stays: in the help and in
+    /// the process filter it still closes them.
+    pub fn help_rows_beside_stress(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+        let back = self
+            .bindings
+            .iter()
+            .find(|b| b.action == Action::Back)
+            .map(|b| b.keys);
+        self.help_rows()
+            .into_iter()
+            .filter(|r| Some(r.0) == back || !self.stress_takes(r.0))
+            .collect()
+    }
+
+    /// Whether the open stress panel takes every key a binding's label
+    /// names ("↑ k": Up and `k`); a label with a key this cannot read is
+    /// not taken.
+    pub fn stress_takes(&self, keys: &str) -> bool {
+        let events: Option<Vec<KeyEvent>> = keys.split(' ').map(label_key).collect();
+        events.is_some_and(|e| {
+            !e.is_empty() && e.into_iter().all(|k| self.stress_key_for(k).is_some())
+        })
+    }
+}
+
+/// The key a token of a binding's label names ("k", "↑", "PgDn", "F2",
+/// "Ctrl-C"; "0…9" stands for its first key).
+fn label_key(token: &str) -> Option<KeyEvent> {
+    let plain = |code| Some(KeyEvent::new(code, KeyModifiers::NONE));
+    match token {
+        "↑" => plain(KeyCode::Up),
+        "↓" => plain(KeyCode::Down),
+        "←" => plain(KeyCode::Left),
+        "→" => plain(KeyCode::Right),
+        "Esc" => plain(KeyCode::Esc),
+        "Tab" => plain(KeyCode::Tab),
+        "Shift-Tab" => plain(KeyCode::BackTab),
+        "PgUp" => plain(KeyCode::PageUp),
+        "PgDn" => plain(KeyCode::PageDown),
+        "Enter" => plain(KeyCode::Enter),
+        "Del" => plain(KeyCode::Delete),
+        "0…9" => plain(KeyCode::Char('0')),
+        "Ctrl-C" => Some(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        _ => {
+            if let Some(n) = token.strip_prefix('F').and_then(|n| n.parse::<u8>().ok()) {
+                return plain(KeyCode::F(n));
+            }
+            let mut chars = token.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => plain(KeyCode::Char(c)),
+                _ => None,
+            }
+        }
+    }
+}
+
 /// The help's line for the key that opens the stress panel.
 const STRESS_OPEN_HELP: &str = "stress panel (drive the allocator)";
 

@@ -104,7 +104,13 @@ impl<'a> HelpOverlay<'a> {
     /// heading per pane.
     fn key_lines(&self) -> Vec<Line<'static>> {
         let theme = self.theme;
-        let rows = self.keymap.help_rows();
+        // With the panel open its keys come first: the dashboard's rows
+        // for keys it takes would name what those keys no longer do.
+        let rows = if self.stress {
+            self.keymap.help_rows_beside_stress()
+        } else {
+            self.keymap.help_rows()
+        };
         let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
         let mut groups: Vec<&str> = Vec::new();
         for r in &rows {
