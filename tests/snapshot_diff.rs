@@ -167,6 +167,31 @@ fn diff_names_an_unreadable_file_once() {
 }
 
 #[test]
+fn diff_text_cut_by_top_keeps_the_sites_that_lost_the_most() {
+    // no_grad → grad: three sites gone (1.86 GiB the largest), three new.
+    let names = PAIRS[1];
+    let (Some((bp, before)), Some((ap, after))) = (shared(names.0), shared(names.1)) else {
+        return;
+    };
+    let diff = diff_snapshots(&before, &after, Grouping::UserFrame).expect("same devices");
+    let text = render_diff(&bp, &ap, &diff, 2);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("live bytes by site"))
+        .skip(2)
+        .take(2)
+        .collect();
+    assert!(
+        rows[0].contains("+1.86 GiB") && rows[0].contains("new"),
+        "{text}"
+    );
+    assert!(
+        rows[1].contains("-1.86 GiB") && rows[1].contains("gone"),
+        "{text}"
+    );
+}
+
+#[test]
 fn diff_text_and_json_of_a_shared_pair() {
     let names = PAIRS[1];
     let (Some((bp, before)), Some((ap, after))) = (shared(names.0), shared(names.1)) else {

@@ -10,7 +10,7 @@ use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
 use crate::alloc::human_bytes;
-use crate::snapshot::diff::{Change, Diff, SegmentRef, SiteChangeKind, diff_snapshots};
+use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::sites::Grouping;
 
@@ -123,14 +123,10 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
 /// The "live bytes by site" table (also the viewer's A/B text).
 pub fn render_site_changes(diff: &Diff, top: usize) -> String {
     let mut out = String::new();
-    let changed: Vec<_> = diff
-        .sites
-        .iter()
-        .filter(|s| s.kind != SiteChangeKind::Same)
-        .collect();
+    let changed = crate::ui::largest_changes_first(&diff.sites);
     let _ = writeln!(
         out,
-        "live bytes by site (by {}): {} changed, {} unchanged",
+        "live bytes by site (by {}): {} changed, {} unchanged, largest change first",
         diff.grouping.name(),
         changed.len(),
         diff.sites.len() - changed.len()

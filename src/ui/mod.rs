@@ -66,8 +66,8 @@ pub use stress::{StressPane, highlighted_wrap};
 pub use theme::Theme;
 pub use timeline::TimelinePane;
 pub use viewer::{
-    ViewerLayout, compare_lines, detail_lines, render_loading, render_viewer, site_detail_lines,
-    status_text, viewer_layout,
+    ViewerLayout, compare_lines, detail_lines, largest_changes_first, render_loading,
+    render_viewer, site_detail_lines, status_text, viewer_layout,
 };
 
 use ratatui::Frame;

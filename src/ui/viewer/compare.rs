@@ -8,9 +8,23 @@ use ratatui::text::Line;
 use super::popup::render_text_popup;
 use super::sites::site_row;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::diff::{Change, SegmentRef, SiteChangeKind};
+use crate::snapshot::diff::{Change, SegmentRef, SiteChange, SiteChangeKind};
 use crate::ui::format;
 use crate::ui::theme::Theme;
+
+/// The sites whose live bytes changed, the largest change first either way
+/// (ties in the diff's order): a list cut to its first rows keeps the
+/// biggest growth and the biggest loss, where the diff's own order (most
+/// grown first) would have put the sites that lost the most last, behind
+/// the cut.
+pub fn largest_changes_first(sites: &[SiteChange]) -> Vec<&SiteChange> {
+    let mut changed: Vec<_> = sites
+        .iter()
+        .filter(|s| s.kind != SiteChangeKind::Same)
+        .collect();
+    changed.sort_by_key(|s| std::cmp::Reverse(s.bytes.change.unsigned_abs()));
+    changed
+}
 
 /// The bytes of `segments` together (sizes come from the file: the sum
 /// saturates rather than overflows).
@@ -60,13 +74,12 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             format::bytes(total_size(&d.only_after))
         ),
         String::new(),
-        format!("live bytes by site (by {}), by change:", d.grouping.name()),
+        format!(
+            "live bytes by site (by {}), largest change first:",
+            d.grouping.name()
+        ),
     ];
-    let changed: Vec<_> = d
-        .sites
-        .iter()
-        .filter(|s| s.kind != SiteChangeKind::Same)
-        .collect();
+    let changed = largest_changes_first(&d.sites);
     if changed.is_empty() {
         lines.push("  no site changed".to_string());
     }
@@ -85,9 +98,9 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     }
     lines.push(String::new());
     lines.push(format!(
-        "allocated between A and B and still alive at B: {} in {} sites",
+        "allocated between A and B and still alive at B: {} in {}",
         format::bytes(c.between.allocated),
-        c.between.sites.len()
+        format::count_of(c.between.sites.len(), "site", "sites")
     ));
     for s in c.between.sites.iter().take(8) {
         lines.push(format!("  {}", site_row(s, c.between.allocated)));

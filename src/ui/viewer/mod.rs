@@ -49,7 +49,7 @@ use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::ViewerState;
 
-pub use compare::compare_lines;
+pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
 pub use loading::render_loading;
 pub use sites::site_detail_lines;
