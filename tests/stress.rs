@@ -786,6 +786,26 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
 }
 
 #[test]
+fn breakdown_keeps_context_and_free_when_the_stress_panel_leaves_it_one_row() {
+    let mut state = stress_screen();
+    // The fallback banner takes the status line's second row, as on a
+    // machine without NVML: the breakdown is left one legend row.
+    state.status.banner = Some("nvml is not available: showing 1 simulated GPU".into());
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    let legend: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains(" Memory breakdown "))
+        .skip(2)
+        .take_while(|l| !l.contains(" Timeline "))
+        .collect();
+    let legend = legend.join("\n");
+    for part in ["█ allocated", "▓ cached", "▒ context", "░ free"] {
+        assert!(legend.contains(part), "{part}: {legend}\n{screen}");
+    }
+}
+
+#[test]
 fn ascii_mode_draws_the_stress_panel_in_ascii_only() {
     let mut state = stress_screen();
     let theme = Theme::colored().with_ascii(true);

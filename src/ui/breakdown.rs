@@ -41,12 +41,16 @@ impl<'a> BreakdownPane<'a> {
 
     /// Rows this pane would like at `width` columns, title included.
     pub fn preferred_height(state: &AppState, theme: &Theme, width: u16) -> u16 {
-        let body = BreakdownPane::new(state, theme).body(width);
+        let body = BreakdownPane::new(state, theme).body(width, false);
         let rows = body.lines.len() + usize::from(body.total > 0) + 1;
         u16::try_from(rows).unwrap_or(u16::MAX)
     }
 
-    fn body(&self, width: u16) -> Body {
+    /// `compact`: the four-part legend in short words without shares, for
+    /// a pane given fewer rows than it would like (80×24 with the stress
+    /// panel open leaves one legend row, which cut off context & other
+    /// and free).
+    fn body(&self, width: u16, compact: bool) -> Body {
         let theme = self.theme;
         let g = theme.glyphs();
         let mut body = Body {
@@ -129,30 +133,45 @@ impl<'a> BreakdownPane<'a> {
                     (b.context_and_other, g.context, theme.context),
                     (b.free, g.free, theme.free),
                 ];
-                vec![
-                    legend_item(
-                        g.allocated,
-                        theme.allocated,
-                        "allocated",
-                        b.allocated,
-                        total,
-                    ),
-                    legend_item(
-                        g.cached_free,
-                        theme.cached_free,
-                        "cached but free",
-                        b.cached_free,
-                        total,
-                    ),
-                    legend_item(
-                        g.context,
-                        theme.context,
-                        "context & other",
-                        b.context_and_other,
-                        total,
-                    ),
-                    legend_item(g.free, theme.free, "free", b.free, total),
-                ]
+                if compact {
+                    let short = |glyph, style, label: &str, bytes| {
+                        Line::from(vec![
+                            Span::styled(glyph, style),
+                            Span::raw(format!(" {label} {}", format::bytes(bytes))),
+                        ])
+                    };
+                    vec![
+                        short(g.allocated, theme.allocated, "allocated", b.allocated),
+                        short(g.cached_free, theme.cached_free, "cached", b.cached_free),
+                        short(g.context, theme.context, "context", b.context_and_other),
+                        short(g.free, theme.free, "free", b.free),
+                    ]
+                } else {
+                    vec![
+                        legend_item(
+                            g.allocated,
+                            theme.allocated,
+                            "allocated",
+                            b.allocated,
+                            total,
+                        ),
+                        legend_item(
+                            g.cached_free,
+                            theme.cached_free,
+                            "cached but free",
+                            b.cached_free,
+                            total,
+                        ),
+                        legend_item(
+                            g.context,
+                            theme.context,
+                            "context & other",
+                            b.context_and_other,
+                            total,
+                        ),
+                        legend_item(g.free, theme.free, "free", b.free, total),
+                    ]
+                }
             }
             (None, _) => {
                 body.bar = vec![
@@ -165,7 +184,7 @@ impl<'a> BreakdownPane<'a> {
                 ]
             }
         };
-        let mut lines = chrome::flow(items, width, 3);
+        let mut lines = chrome::flow(items, width, if compact { 2 } else { 3 });
         // The inconsistency (if any) comes first.
         lines.splice(0..0, std::mem::take(&mut body.lines));
         body.lines = lines;
@@ -252,7 +271,14 @@ impl Widget for BreakdownPane<'_> {
         let inner = block.inner(area);
         block.render(area, buf);
         if inner.height > 0 && inner.width > 0 {
-            let body = self.body(inner.width);
+            let mut body = self.body(inner.width, false);
+            let legend_rows = inner.height.saturating_sub(u16::from(body.total > 0));
+            if body.lines.len() > usize::from(legend_rows) {
+                let compact = self.body(inner.width, true);
+                if compact.lines.len() < body.lines.len() {
+                    body = compact;
+                }
+            }
             let mut rows = inner;
             if body.total > 0 {
                 chrome::bar(buf, Rect { height: 1, ..inner }, &body.bar, body.total);
