@@ -191,6 +191,23 @@ fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
 }
 
 #[test]
+fn check_with_backend_nvml_and_no_gpu_is_an_error_not_the_simulation() {
+    let Some(dir) = fake_libcuda_without_devices() else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["check", "--backend", "nvml"], Some(&dir));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "nothing checked: {out}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("vramtop: error: no usable CUDA GPU 0 ("),
+        "{err}"
+    );
+    assert!(err.contains("--backend nvml does not fall back"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn driver_without_gpus_is_explained_by_doctor_and_check_falls_back() {
     let Some(dir) = fake_libcuda_without_devices() else {
         return;

@@ -34,6 +34,16 @@ pub fn run(
         if probe.devices.iter().any(|d| d.index == device) {
             real_check(device, budget)
         } else {
+            // "--backend nvml: NVML or an error": a check the user asked to
+            // run on real hardware must not pass on the simulation.
+            if args.backend == BackendChoice::Nvml {
+                super::say_error(format!(
+                    "no usable CUDA GPU {device} ({}); --backend nvml does not fall back to the \
+                     simulated GPU",
+                    probe.explain()
+                ));
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
             if let Some(why) = missing_sim_gpu(args, device) {
                 super::say_error(format!("no usable CUDA GPU {device}, and {why}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
