@@ -806,6 +806,24 @@ fn breakdown_keeps_context_and_free_when_the_stress_panel_leaves_it_one_row() {
 }
 
 #[test]
+fn stress_title_keeps_the_active_settings_whole_at_80_columns() {
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = with_tensors(2);
+    state.stress.settings = "expandable_segments:True".into();
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    let title = screen
+        .lines()
+        .find(|l| l.contains(" Stress panel "))
+        .unwrap_or_default();
+    assert!(title.contains("expandable_segments:True"), "{title}");
+    let wide = common::screen::draw(&state, &Theme::colored(), 160, 40);
+    let screen = common::screen::text(wide.backend().buffer());
+    assert!(screen.contains("F2/Esc closes"), "{screen}");
+}
+
+#[test]
 fn ascii_mode_draws_the_stress_panel_in_ascii_only() {
     let mut state = stress_screen();
     let theme = Theme::colored().with_ascii(true);

@@ -477,11 +477,19 @@ impl Widget for StressPane<'_> {
         }
         let t = self.theme;
         Clear.render(area, buf);
-        let block = Block::new()
+        let title = self.title();
+        let closes = Line::styled(" F2/Esc closes ", t.dim).right_aligned();
+        // The right-hand hint gives way to the title: at 80 columns both
+        // cut the active settings to "expandable_segments:Tr", and the
+        // status line names F2 anyway.
+        let fits = title.width() + closes.width() + 2 <= usize::from(area.width);
+        let mut block = Block::new()
             .borders(Borders::TOP)
             .border_style(t.border_focused)
-            .title(self.title())
-            .title(Line::styled(" F2/Esc closes ", t.dim).right_aligned());
+            .title(title);
+        if fits {
+            block = block.title(closes);
+        }
         let inner = block.inner(area);
         block.render(area, buf);
 
