@@ -332,6 +332,29 @@ fn opens_on_a_gpu_that_holds_memory_when_the_first_gpu_holds_none() {
 }
 
 #[test]
+fn a_filter_that_hides_every_segment_says_so_not_that_the_allocator_is_empty() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('n'));
+    assert!(
+        !v.segments.is_empty(),
+        "a segment after the first segment_alloc"
+    );
+    // The story's first segment is large: the small-pool filter hides it.
+    press(&mut v, KeyCode::Char('p'));
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, Some(PoolKind::Small));
+    assert!(v.segments.is_empty());
+    let screen = screen_of(&v);
+    assert!(
+        screen.contains("no segments match the filter (small pool); s and p cycle it"),
+        "{screen}"
+    );
+    assert!(!screen.contains("holds no memory"), "{screen}");
+    assert!(!screen.contains("this point of the trace"), "{screen}");
+}
+
+#[test]
 fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     let keymap = Keymap::default();
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))

@@ -23,6 +23,10 @@ pub struct FragmentationPane<'a> {
     state: &'a AppState,
     theme: &'a Theme,
     left_border: bool,
+    /// Said instead of [`NOTHING_RESERVED`] when there is nothing to show:
+    /// the snapshot viewer's filters can hide every segment of an
+    /// allocator that holds memory.
+    empty_note: Option<&'a str>,
 }
 
 impl<'a> FragmentationPane<'a> {
@@ -31,7 +35,14 @@ impl<'a> FragmentationPane<'a> {
             state,
             theme,
             left_border: false,
+            empty_note: None,
         }
+    }
+
+    /// What to say when no segment is shown (see `empty_note`).
+    pub fn with_empty_note(mut self, note: Option<&'a str>) -> Self {
+        self.empty_note = note;
+        self
     }
 
     /// Draws a left border: the pane sits right of another one.
@@ -124,7 +135,8 @@ impl Widget for FragmentationPane<'_> {
         if nothing_reserved(view) {
             // All figures would be 0 and "every cached byte is in use"
             // would claim a cache there is not.
-            chrome::note_at(buf, inner, NOTHING_RESERVED, theme.dim);
+            let note = self.empty_note.unwrap_or(NOTHING_RESERVED);
+            chrome::note_at(buf, inner, note, theme.dim);
             theme.finish(area, buf);
             return;
         }

@@ -29,6 +29,9 @@ pub struct SegmentsPane<'a> {
     /// Addresses of blocks drawn highlighted (ascending): the snapshot
     /// viewer's selected allocation site.
     highlight: &'a [u64],
+    /// Said instead of "the allocator holds no memory" when no segment is
+    /// shown: the snapshot viewer's filters can hide every one.
+    empty_note: Option<&'a str>,
 }
 
 impl<'a> SegmentsPane<'a> {
@@ -38,7 +41,14 @@ impl<'a> SegmentsPane<'a> {
             theme,
             left_border: false,
             highlight: &[],
+            empty_note: None,
         }
+    }
+
+    /// What to say when no segment is shown (see `empty_note`).
+    pub fn with_empty_note(mut self, note: Option<&'a str>) -> Self {
+        self.empty_note = note;
+        self
     }
 
     /// Draws a left border: the pane sits right of another one (the
@@ -210,7 +220,11 @@ impl Widget for SegmentsPane<'_> {
                 buf,
                 inner,
                 0,
-                &Line::styled("no segments: the allocator holds no memory", theme.dim),
+                &Line::styled(
+                    self.empty_note
+                        .unwrap_or("no segments: the allocator holds no memory"),
+                    theme.dim,
+                ),
             );
             theme.finish(area, buf);
             return;

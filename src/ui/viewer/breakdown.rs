@@ -53,12 +53,14 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         .fold(0u64, |sum, s| sum.saturating_add(s.total_size));
     let cached = reserved.saturating_sub(allocated.saturating_add(pending));
     if reserved == 0 {
-        chrome::line_at(
-            buf,
-            inner,
-            0,
-            &Line::styled("nothing reserved at this point of the trace", theme.dim),
-        );
+        // The title names the filter; the words must not claim the
+        // allocator is empty when the filter hid its segments.
+        let text = if super::filters(v).is_empty() {
+            "nothing reserved at this point of the trace"
+        } else {
+            "nothing reserved in the filtered segments here; s and p cycle the filter"
+        };
+        chrome::line_at(buf, inner, 0, &Line::styled(text, theme.dim));
         theme.finish(area, buf);
         return;
     }

@@ -174,13 +174,23 @@ pub fn render_viewer(
         render_too_small(area, buf, theme);
         return;
     }
+    // With a filter on, an empty map is what the filter left, not an
+    // allocator without memory.
+    let shown = filters(v);
+    let filtered_empty = (!shown.is_empty()).then(|| {
+        format!(
+            "no segments match the filter ({}); s and p cycle it",
+            shown.join(" · ")
+        )
+    });
     for &(pane, rect) in &screen.panes {
         match pane {
             Pane::Gpus => render_devices(rect, buf, v, theme),
             Pane::Breakdown => render_breakdown(rect, buf, v, theme),
             Pane::Timeline => render_timeline(rect, buf, v, theme),
             Pane::Fragmentation => {
-                let pane = FragmentationPane::new(&v.app, theme);
+                let pane = FragmentationPane::new(&v.app, theme)
+                    .with_empty_note(filtered_empty.as_deref());
                 if rect.x > area.x {
                     pane.beside().render(rect, buf);
                 } else {
@@ -189,6 +199,7 @@ pub fn render_viewer(
             }
             Pane::Segments => SegmentsPane::new(&v.app, theme)
                 .with_highlight(v.highlighted())
+                .with_empty_note(filtered_empty.as_deref())
                 .render(rect, buf),
             Pane::Processes => {}
         }
