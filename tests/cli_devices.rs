@@ -177,7 +177,12 @@ fn binary_links_no_cuda_or_nvml_library() {
 /// The fake CUDA driver without kernels and with no device configured (its
 /// cuInit answers CUDA_ERROR_NO_DEVICE): the folder holding `libcuda.so.1`.
 fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
-    match build_fake_cuda("cli_fake_cuda", FakeKernels::Without) {
+    fake_libcuda_without_devices_in("cli_fake_cuda")
+}
+
+/// [`fake_libcuda_without_devices`] built in `folder`.
+fn fake_libcuda_without_devices_in(folder: &str) -> Option<std::path::PathBuf> {
+    match build_fake_cuda(folder, FakeKernels::Without) {
         Some(fake) => Some(fake.dir),
         None => {
             skip(
@@ -192,7 +197,9 @@ fn fake_libcuda_without_devices() -> Option<std::path::PathBuf> {
 
 #[test]
 fn check_with_backend_nvml_and_no_gpu_is_an_error_not_the_simulation() {
-    let Some(dir) = fake_libcuda_without_devices() else {
+    // A folder of its own: tests run in parallel, and the other user of
+    // the fake removes its folder when done.
+    let Some(dir) = fake_libcuda_without_devices_in("cli_fake_cuda_nvml") else {
         return;
     };
     let (code, out, err) = vramtop(&["check", "--backend", "nvml"], Some(&dir));
