@@ -355,6 +355,32 @@ fn a_filter_that_hides_every_segment_says_so_not_that_the_allocator_is_empty() {
 }
 
 #[test]
+fn peak_and_mark_keys_on_a_file_without_a_trace_say_there_is_none() {
+    let Some(mut v) = shared("muduard_dump_snapshot_c.pickle") else {
+        return;
+    };
+    for (key, what) in [
+        ('P', "jump to"),
+        ('R', "jump to"),
+        ('B', "jump to"),
+        ('m', "mark"),
+        ('M', "mark"),
+        ('c', "compare"),
+    ] {
+        assert_eq!(press(&mut v, KeyCode::Char(key)), Effect::Redraw, "{key}");
+        assert_eq!(
+            v.app.ui.notice.as_deref(),
+            Some(
+                format!("no trace in this file (its final state only): nothing to {what}").as_str()
+            ),
+            "{key}"
+        );
+    }
+    assert_eq!((v.mark_a, v.mark_b), (None, None), "nothing marked");
+    assert!(v.compare.is_none());
+}
+
+#[test]
 fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     let keymap = Keymap::default();
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))

@@ -643,6 +643,32 @@ impl ViewerState {
             ));
             return Effect::Redraw;
         }
+        // A state-only file: a peak of a trace there is not, or a mark at
+        // "event 0" of none, would answer with a silent no-op or a
+        // comparison of the one state with itself.
+        let trace_less =
+            self.trace_reading.is_none() && self.device().is_some_and(|d| d.is_empty());
+        if trace_less
+            && matches!(
+                action,
+                V::PeakAllocated
+                    | V::PeakReserved
+                    | V::BiggestAllocation
+                    | V::MarkA
+                    | V::MarkB
+                    | V::Compare
+            )
+        {
+            self.app.ui.notice = Some(format!(
+                "no trace in this file (its final state only): nothing to {}",
+                match action {
+                    V::MarkA | V::MarkB => "mark",
+                    V::Compare => "compare",
+                    _ => "jump to",
+                }
+            ));
+            return Effect::Redraw;
+        }
         let cursor = self.cursor();
         match action {
             V::StepBack => self.set_cursor(cursor.saturating_sub(1)),
