@@ -549,6 +549,24 @@ fn opening_at_the_oom_lands_on_it_with_the_allocation_sites_shown() {
     assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
 }
 
+#[test]
+fn opening_at_an_oom_that_ends_the_trace_lands_on_it_without_a_notice() {
+    // An OOM snapshot is dumped when the allocation fails: its last event
+    // is the OOM.
+    let mut snapshot = story(0);
+    let trace = &mut snapshot.device_traces[0];
+    let last_oom = trace
+        .iter()
+        .rposition(|e| e.action == TraceAction::Oom)
+        .expect("the story has an OOM");
+    trace.truncate(last_oom + 1);
+    let mut v = ViewerState::new("oom.pickle".to_string(), snapshot);
+    v.open_at_oom();
+    assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
+    assert_eq!(v.app.ui.notice, None, "nothing failed");
+    assert!(v.sites_open, "who held the memory");
+}
+
 /// The story's file read in two stages: the viewer on its segments stage
 /// and the viewer on the whole file.
 fn staged_story() -> (ViewerState, ViewerState, u64) {

@@ -332,15 +332,17 @@ impl ViewerState {
     /// taken without history) the cursor stays at the end: the file's
     /// state is the state at the OOM.
     pub fn open_at_oom(&mut self) {
-        if let Some(i) = self
+        // The last OOM, found from past the end: an OOM snapshot's last
+        // event is often the OOM itself, so the cursor lands on the end.
+        if let Some((i, at)) = self
             .scrub
             .devices
             .iter()
-            .position(|d| d.next_mark(MarkKind::Oom, 0).is_some())
+            .enumerate()
+            .find_map(|(i, d)| d.prev_mark(MarkKind::Oom, usize::MAX).map(|at| (i, at)))
         {
             self.app.ui.selected_gpu = i;
-            self.set_cursor(usize::MAX);
-            self.jump(MarkKind::Oom, false);
+            self.set_cursor(at);
         }
         if !self.sites_open {
             self.act(ViewerAction::ToggleSites);
