@@ -686,3 +686,38 @@ fn max_split_retry_never_releases_a_split_block_of_a_start_segment() {
         }
     }
 }
+
+#[test]
+fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
+    let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let (code, out, err) = run_vramtop(
+        &["replay", file, "--alloc-conf", "expandable_segments:True"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    for row in ["fragmentation then", "final fragmentation"] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row: {out}"));
+        // Each column's figure is a percentage with one decimal (75.5%),
+        // never a bare fraction (0.75).
+        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
+        let figures: Vec<&str> = words
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            // A size (`20 MiB`) is the largest free block, not the figure.
+            .filter(|(i, _)| !words.get(i + 1).is_some_and(|u| u.ends_with("iB)")))
+            .map(|(_, w)| *w)
+            .collect();
+        assert!(
+            !figures.is_empty() && figures.iter().all(|f| f.ends_with('%')),
+            "{row}: {figures:?} in {line}"
+        );
+    }
+    assert!(!out.contains("(s)"), "counts in words: {out}");
+}

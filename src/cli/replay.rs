@@ -356,8 +356,8 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             "fragmentation then",
             cells(&|r| {
                 format!(
-                    "{:.2} (largest free {})",
-                    r.fragmentation_at_peak,
+                    "{:.1}% (largest free {})",
+                    r.fragmentation_at_peak * 100.0,
                     human_bytes(r.largest_free_at_peak)
                 )
             }),
@@ -369,7 +369,7 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
         ),
         (
             "final fragmentation",
-            cells(&|r| format!("{:.2}", r.final_fragmentation)),
+            cells(&|r| format!("{:.1}%", r.final_fragmentation * 100.0)),
         ),
         (
             "segments peak / final",
@@ -470,10 +470,10 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     if let Some(&first) = d.releases_read_as_retry.first() {
         let _ = writeln!(
             out,
-            "  note: {} allocation(s) released cached segments first (first at #{first}); read \
+            "  note: {} released cached segments first (first at #{first}); read \
              as malloc's retry path on a full device, not empty_cache(): if the program called \
              empty_cache() there, runs with more room diverge there",
-            d.releases_read_as_retry.len()
+            count_of(d.releases_read_as_retry.len(), "allocation", "allocations")
         );
     }
     if let Some(div) = &d.replica_divergence {
@@ -534,22 +534,37 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
     }
     if r.allocations_skipped > 0 {
         lines.push(format!(
-            "{} allocation(s) the original got were skipped here (out of memory); later \
-             figures assume the program carried on without them",
-            r.allocations_skipped
+            "{} the original got {} skipped here (out of memory); later \
+             figures assume the program carried on without {}",
+            count_of(r.allocations_skipped, "allocation", "allocations"),
+            if r.allocations_skipped == 1 {
+                "was"
+            } else {
+                "were"
+            },
+            if r.allocations_skipped == 1 {
+                "it"
+            } else {
+                "them"
+            }
         ));
     }
     if r.allocations_kept > 0 {
         lines.push(format!(
-            "{} allocation(s) that ran out of memory in the original succeeded here and stay \
+            "{} that ran out of memory in the original succeeded here and {} \
              allocated to the end",
-            r.allocations_kept
+            count_of(r.allocations_kept, "allocation", "allocations"),
+            if r.allocations_kept == 1 {
+                "stays"
+            } else {
+                "stay"
+            }
         ));
     }
     if let Some(e) = &r.first_model_error {
         lines.push(format!(
-            "{} call(s) the model refused (first: {e})",
-            r.model_errors
+            "{} the model refused (first: {e})",
+            count_of(r.model_errors, "call", "calls")
         ));
     }
     if lines.is_empty() {
