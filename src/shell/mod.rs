@@ -5,7 +5,7 @@
 //! handles each event; `run.rs` owns the channels, threads and signals.
 
 pub mod click;
-pub mod heap;
 pub mod dashboard;
+pub mod heap;
 pub mod run;
 pub mod viewer_run;
