@@ -230,6 +230,36 @@ fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
 }
 
 #[test]
+fn an_output_in_a_missing_folder_is_refused_before_the_probe_takes_a_snapshot() {
+    let (root, dir) = runtime_dir();
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let probe_file = probe_files.path().join("taken.pickle");
+    fake_probe(
+        &dir,
+        2,
+        Answer::Write {
+            snapshot: Box::new(traced_snapshot()),
+            file: probe_file.clone(),
+        },
+    );
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--output", "no/such/folder/s.pickle"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("vramtop: error: cannot write no/such/folder/s.pickle: its folder"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!probe_file.exists(), "the probe was asked for nothing");
+}
+
+#[test]
 fn no_probe_for_the_pid_is_exit_2_and_says_so() {
     let (root, _dir) = runtime_dir();
     let cwd = tempfile::tempdir().expect("temp dir");

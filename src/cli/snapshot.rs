@@ -134,8 +134,13 @@ pub fn run(
         || default_output(pid, std::time::SystemTime::now().into()),
         Path::to_path_buf,
     );
+    // Both said before the probe does any work: a snapshot of a large run
+    // takes seconds and pauses nothing, but it is wasted if it cannot be
+    // kept.
+    if let Some(why) = super::output_file_problem(&output, true) {
+        return fail(&why, EXIT_BAD_INPUT);
+    }
     if !force && std::fs::symlink_metadata(&output).is_ok() {
-        // Said before the probe does any work.
         return fail(&CopyError::Exists(output), EXIT_BAD_INPUT);
     }
     let done = client::request_snapshot(
