@@ -210,3 +210,34 @@ fn full_history_model_traces_replay_in_full_under_every_setting() {
         }
     }
 }
+
+#[test]
+fn a_cudamalloc_of_another_size_than_recorded_is_said_as_that_not_as_an_oom() {
+    let mut m = model("", 8 * GIB);
+    // A 1 MiB request is the small pool's: the model asks for a 2 MiB
+    // segment.
+    let a = m.malloc(MIB, 0).expect("fits");
+    m.free(a).expect("live");
+    let mut snapshot = snapshot_of(&m, 0);
+    // The recording shows a 20 MiB segment instead (what a program whose
+    // allocator was set up otherwise would have asked for).
+    let recorded = 20 * MIB;
+    for e in &mut snapshot.device_traces[0] {
+        if e.action.as_str() == "segment_alloc" {
+            e.size = recorded;
+        }
+    }
+    let report = verify(&snapshot);
+    let d = report.replays[0]
+        .divergence
+        .as_ref()
+        .expect("the replay diverges at the segment_alloc");
+    assert!(
+        d.expected.starts_with("segment_alloc(") && d.expected.contains(&recorded.to_string()),
+        "{d:?}"
+    );
+    assert!(
+        d.model.starts_with(&format!("cudaMalloc of {} B", 2 * MIB)),
+        "the model asked for another size; it did not run out of memory: {d:?}"
+    );
+}

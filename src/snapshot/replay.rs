@@ -368,6 +368,9 @@ struct ScriptedDevice {
     pos: usize,
     /// Segments and pages the model returned during the current call.
     released: Vec<u64>,
+    /// The last device request of the current call the recording does not
+    /// show (what, bytes): the model reports it as an OOM, which it is not.
+    refused: Option<(&'static str, u64)>,
     total: u64,
 }
 
@@ -402,7 +405,10 @@ impl DeviceMemory for ScriptedDevice {
                 self.pos = j + 1;
                 Ok(self.script[j].addr)
             }
-            _ => Err(DeviceError::OutOfMemory),
+            _ => {
+                self.refused = Some(("cudaMalloc", size));
+                Err(DeviceError::OutOfMemory)
+            }
         }
     }
 
@@ -435,7 +441,10 @@ impl DeviceMemory for ScriptedDevice {
                 self.pos = j + 1;
                 Ok(())
             }
-            _ => Err(DeviceError::OutOfMemory),
+            _ => {
+                self.refused = Some(("a map", size));
+                Err(DeviceError::OutOfMemory)
+            }
         }
     }
 
@@ -536,6 +545,7 @@ fn replay_model(
         script: events.into(),
         pos: 0,
         released: Vec::new(),
+        refused: None,
         total: ASSUMED_DEVICE_MEMORY,
     };
     let mut model = CachingAllocator::new(device_impl, device, config.clone());
@@ -776,6 +786,7 @@ fn run_step(
 ) {
     model.device_mut().pos = *k;
     model.device_mut().released.clear();
+    model.device_mut().refused = None;
     let before = model.trace_len();
     let outcome = call(model);
     let emitted: Vec<Event> = model
@@ -799,7 +810,7 @@ fn run_step(
                 report.divergence = Some(Divergence {
                     event_index: *k + i,
                     expected: other.map_or("end of trace".to_string(), Event::describe),
-                    model: g.describe(),
+                    model: model_side(g, model.device().refused),
                     expected_event: other.copied(),
                     model_event: Some(*g),
                 });
@@ -820,6 +831,21 @@ fn run_step(
         return;
     }
     *k = end;
+}
+
+/// The model's side of a divergence at its event `got`. An OOM that
+/// follows a device request the recording does not show is said as that
+/// request: the replay's device only grants the recorded ones, so the
+/// model did not run out of memory, it asked for another size.
+fn model_side(got: &Event, refused: Option<(&'static str, u64)>) -> String {
+    match refused {
+        Some((what, bytes)) if got.action == TraceAction::Oom => format!(
+            "{what} of {bytes} B, which the recording does not have here (so the model \
+             reports {})",
+            got.describe()
+        ),
+        _ => got.describe(),
+    }
 }
 
 fn finish_report(
