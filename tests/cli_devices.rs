@@ -242,3 +242,17 @@ fn driver_without_gpus_is_explained_by_doctor_and_check_falls_back() {
     assert!(out.contains("result: PASS"), "{out}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn check_refuses_a_budget_below_what_it_allocates_in_one_line() {
+    let (code, out, err) = vramtop(&["check", "--backend", "sim", "--budget", "1B"], None);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "nothing was checked: {out}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("vramtop: error: --budget 1 B is below the 70 MiB the check allocates"),
+        "{err}"
+    );
+    let (code, out, err) = vramtop(&["check", "--backend", "sim", "--budget", "70MiB"], None);
+    assert_eq!(code, 0, "the least budget is enough: {out}\n{err}");
+}

@@ -8,7 +8,7 @@ use color_eyre::eyre::WrapErr;
 use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, SIM_GPUS_MAX};
 use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
-use crate::device::check::{CheckReport, run_check};
+use crate::device::check::{CheckReport, MIN_BUDGET_BYTES, run_check};
 use crate::device::cuda::{self, CudaMemory};
 use crate::device::factory::BackendChoice;
 use crate::device::nvml::NvmlTelemetry;
@@ -23,6 +23,16 @@ pub fn run(
     budget: u64,
     json: bool,
 ) -> color_eyre::Result<ExitCode> {
+    if budget < MIN_BUDGET_BYTES {
+        super::say_error(format_args!(
+            "--budget {} is below the {} the check allocates at once (1 MiB, 10 MiB - 1, 37 MiB \
+             and a larger tensor); give {} or more",
+            human_bytes(budget),
+            human_bytes(MIN_BUDGET_BYTES),
+            human_bytes(MIN_BUDGET_BYTES)
+        ));
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
     let report = if args.backend == BackendChoice::Sim {
         if let Some(why) = missing_sim_gpu(args, device) {
             super::say_error(why);

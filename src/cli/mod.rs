@@ -359,8 +359,8 @@ pub enum Command {
         /// The GPU to test.
         #[arg(long, default_value_t = 0, value_name = "INDEX")]
         device: u32,
-        /// The most to allocate at once; on a real GPU also at most 5 % of
-        /// its free memory.
+        /// The most to allocate at once (at least 70 MiB); on a real GPU also
+        /// at most 5 % of its free memory.
         #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg)]
         budget: u64,
         #[command(flatten)]

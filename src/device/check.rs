@@ -42,6 +42,27 @@ fn tolerance(expected: u64) -> u64 {
     (expected / 50).max(4 * MIB)
 }
 
+/// The most the plain-segment phase reserves besides its larger tensor, in
+/// bytes: a 2 MiB small-pool segment (the 512 B and 1 MiB tensors), at
+/// most 20 MiB for 10 MiB − 1 (a large request under 10 MiB) and 38 MiB
+/// for 37 MiB (rounded up to 2 MiB).
+const FIXED_RESERVED_BYTES: u64 = 60 * MIB;
+
+/// The smallest larger tensor, in bytes: from 10 MiB a large request gets a
+/// segment of its own size (below, a 20 MiB one).
+const MIN_BIG_BYTES: u64 = 10 * MIB;
+
+/// The larger tensor, in bytes: what the budget leaves after the fixed
+/// segments, in whole 2 MiB (so its segment is its size), at most 256 MiB.
+fn big_tensor(budget: u64) -> u64 {
+    let left = budget.saturating_sub(FIXED_RESERVED_BYTES);
+    (left - left % (2 * MIB)).min(256 * MIB)
+}
+
+/// The least budget the check runs with, in bytes: each phase stays within
+/// its budget (the expandable phase maps 60 MiB).
+pub const MIN_BUDGET_BYTES: u64 = FIXED_RESERVED_BYTES + MIN_BIG_BYTES;
+
 fn step(steps: &mut Vec<CheckStep>, name: &str, ok: bool, detail: String) {
     steps.push(CheckStep {
         name: name.to_string(),
@@ -116,9 +137,28 @@ where
     U: FnMut() -> Option<u64>,
 {
     let mut steps = Vec::new();
+    if budget < MIN_BUDGET_BYTES {
+        // Nothing is allocated: the check could not keep to the budget.
+        step(
+            &mut steps,
+            "budget",
+            false,
+            format!(
+                "{} is below the {} the check allocates at once; nothing was allocated",
+                human_bytes(budget),
+                human_bytes(MIN_BUDGET_BYTES)
+            ),
+        );
+        return CheckReport {
+            backend: backend.to_string(),
+            device: device.to_string(),
+            budget,
+            steps,
+        };
+    }
     plain_segments(&mut steps, &mut open, &mut driver_used, budget);
     if steps.iter().all(|s| s.ok) {
-        expandable_segments(&mut steps, &mut open, &mut driver_used, budget);
+        expandable_segments(&mut steps, &mut open, &mut driver_used);
     }
     CheckReport {
         backend: backend.to_string(),
@@ -159,7 +199,7 @@ fn plain_segments<D, O, U>(
     let used0 = driver_used();
     let reserved0 = m.memory_reserved();
 
-    let big = (budget / 2).clamp(MIB, 256 * MIB);
+    let big = big_tensor(budget);
     let sizes = [MIB, 10 * MIB - 1, 37 * MIB, big];
     let mut ptrs = Vec::new();
     for &size in &sizes {
@@ -292,24 +332,12 @@ fn plain_segments<D, O, U>(
     everything_returned(steps, "everything returned", &m);
 }
 
-fn expandable_segments<D, O, U>(
-    steps: &mut Vec<CheckStep>,
-    open: &mut O,
-    driver_used: &mut U,
-    budget: u64,
-) where
+fn expandable_segments<D, O, U>(steps: &mut Vec<CheckStep>, open: &mut O, driver_used: &mut U)
+where
     D: DeviceMemory + Kernels,
     O: FnMut() -> Result<D, String>,
     U: FnMut() -> Option<u64>,
 {
-    if budget < 64 * MIB {
-        return step(
-            steps,
-            "expandable segments",
-            true,
-            "skipped: the budget is below 64 MiB".to_string(),
-        );
-    }
     let memory = match open() {
         Ok(m) => m,
         Err(e) => return step(steps, "expandable segments: open the device", false, e),
@@ -411,6 +439,52 @@ mod tests {
         );
         assert!(report.passed(), "{report:#?}");
         assert!(report.steps.len() >= 10);
+    }
+
+    #[test]
+    fn every_budget_from_the_least_keeps_the_plain_phase_within_it() {
+        for budget in [
+            MIN_BUDGET_BYTES,
+            MIN_BUDGET_BYTES + 1,
+            100 * MIB,
+            317 * MIB,
+            1 << 30,
+        ] {
+            let big = big_tensor(budget);
+            assert!(big >= MIN_BIG_BYTES, "{budget}: {big}");
+            assert_eq!(big % (2 * MIB), 0, "its segment is its size");
+            assert!(FIXED_RESERVED_BYTES + big <= budget, "{budget}: {big}");
+        }
+        let cluster = SimCluster::new(SimConfig::default());
+        let report = run_check(
+            "sim",
+            "0",
+            || Ok(cluster.new_process(0, "vramtop check")),
+            sim_used(&cluster),
+            MIN_BUDGET_BYTES,
+        );
+        assert!(report.passed(), "{report:#?}");
+    }
+
+    #[test]
+    fn a_budget_below_the_least_allocates_nothing_and_fails() {
+        let mut opened = false;
+        let report = run_check(
+            "sim",
+            "0",
+            || -> Result<crate::device::sim::SimMemory, String> {
+                opened = true;
+                Err("not reached".to_string())
+            },
+            || None,
+            MIN_BUDGET_BYTES - 1,
+        );
+        assert!(!report.passed());
+        assert!(!opened, "the device was never opened");
+        assert!(
+            report.steps[0].detail.contains("nothing was allocated"),
+            "{report:#?}"
+        );
     }
 
     #[test]
