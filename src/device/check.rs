@@ -149,16 +149,11 @@ where
                 human_bytes(MIN_BUDGET_BYTES)
             ),
         );
-        return CheckReport {
-            backend: backend.to_string(),
-            device: device.to_string(),
-            budget,
-            steps,
-        };
-    }
-    plain_segments(&mut steps, &mut open, &mut driver_used, budget);
-    if steps.iter().all(|s| s.ok) {
-        expandable_segments(&mut steps, &mut open, &mut driver_used);
+    } else {
+        plain_segments(&mut steps, &mut open, &mut driver_used, budget);
+        if steps.iter().all(|s| s.ok) {
+            expandable_segments(&mut steps, &mut open, &mut driver_used);
+        }
     }
     CheckReport {
         backend: backend.to_string(),
@@ -427,16 +422,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn check_passes_on_the_simulated_gpu() {
-        let cluster = SimCluster::new(SimConfig::default());
-        let report = run_check(
+    /// The check on `cluster`'s GPU 0, its driver figure read from there.
+    fn check_on(cluster: &SimCluster, budget: u64) -> CheckReport {
+        run_check(
             "sim",
             "0",
             || Ok(cluster.new_process(0, "vramtop check")),
-            sim_used(&cluster),
-            1 << 30,
-        );
+            sim_used(cluster),
+            budget,
+        )
+    }
+
+    #[test]
+    fn check_passes_on_the_simulated_gpu() {
+        let cluster = SimCluster::new(SimConfig::default());
+        let report = check_on(&cluster, 1 << 30);
         assert!(report.passed(), "{report:#?}");
         assert!(report.steps.len() >= 10);
     }
@@ -456,13 +456,7 @@ mod tests {
             assert!(FIXED_RESERVED_BYTES + big <= budget, "{budget}: {big}");
         }
         let cluster = SimCluster::new(SimConfig::default());
-        let report = run_check(
-            "sim",
-            "0",
-            || Ok(cluster.new_process(0, "vramtop check")),
-            sim_used(&cluster),
-            MIN_BUDGET_BYTES,
-        );
+        let report = check_on(&cluster, MIN_BUDGET_BYTES);
         assert!(report.passed(), "{report:#?}");
     }
 
@@ -494,13 +488,7 @@ mod tests {
             gpu: 0,
             bytes: 30 * MIB,
         });
-        let report = run_check(
-            "sim",
-            "0",
-            || Ok(cluster.new_process(0, "vramtop check")),
-            sim_used(&cluster),
-            1 << 30,
-        );
+        let report = check_on(&cluster, 1 << 30);
         assert!(!report.passed());
         let failed = report.steps.iter().find(|s| !s.ok).expect("a failed step");
         assert!(failed.detail.contains("out of memory"), "{failed:?}");
