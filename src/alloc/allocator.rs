@@ -304,6 +304,19 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         });
     }
 
+    /// Makes room for `blocks` more blocks and `trace_entries` more trace
+    /// entries, so that a model set up from a known layout (a replay's
+    /// start) grows its tables once instead of by doubling. Changes nothing
+    /// the model does.
+    pub fn reserve(&mut self, blocks: usize, trace_entries: usize) {
+        self.blocks.reserve(blocks);
+        self.active.reserve(blocks);
+        if let Some(t) = self.trace.as_mut() {
+            let room = t.max_entries.saturating_sub(t.entries.len());
+            t.entries.reserve(trace_entries.min(room));
+        }
+    }
+
     /// The trace, oldest first.
     pub fn trace(&self) -> impl Iterator<Item = &TraceEntry> {
         self.trace.iter().flat_map(|t| t.entries.iter())

@@ -14,6 +14,7 @@
 //! it freed, blocks freed during it made live again).
 
 use serde::Serialize;
+use std::rc::Rc;
 
 use super::invariants::{Finding, check_invariants};
 use super::start_state::{ASSUMED_DEVICE_MEMORY, replay_from_best_start};
@@ -363,7 +364,7 @@ pub(crate) fn completions_before_search<D: DeviceMemory + Clone>(
 /// A device whose answers come from the recorded trace.
 #[derive(Debug, Clone)]
 struct ScriptedDevice {
-    script: std::rc::Rc<[Event]>,
+    script: Rc<[Event]>,
     /// The recorded event the current top-level call starts at.
     pos: usize,
     /// Segments and pages the model returned during the current call.
@@ -455,10 +456,13 @@ impl DeviceMemory for ScriptedDevice {
 
 // --------------------------------------------------------------------- the replay
 
-fn normalised(events: &[Event]) -> Vec<Event> {
+/// `events` into `out` (cleared first), each run of completions and of
+/// releases in address order.
+fn normalise_into(events: &[Event], out: &mut Vec<Event>) {
     // PyTorch completes pending frees in hash-map order and frees cached
     // segments in pool order; compare runs of the same action as sets.
-    let mut out = events.to_vec();
+    out.clear();
+    out.extend_from_slice(events);
     let mut i = 0;
     while i < out.len() {
         let action = out[i].action;
@@ -474,7 +478,6 @@ fn normalised(events: &[Event]) -> Vec<Event> {
         }
         i = j;
     }
-    out
 }
 
 fn replay_device(
@@ -515,11 +518,11 @@ impl SearchReplay {
 pub(crate) fn replay_for_search(
     snapshot: &Snapshot,
     device: u32,
-    events: &[Event],
+    script: &Rc<[Event]>,
     config: &AllocatorConfig,
     layout: &StartLayout,
 ) -> Result<SearchReplay, String> {
-    let (mut report, model) = replay_model(device, events, config, layout)?;
+    let (mut report, model) = replay_model(device, script, config, layout)?;
     if report.divergence.is_none() {
         finish_report(snapshot, device, &model, &mut report);
         return Ok(SearchReplay {
@@ -537,12 +540,13 @@ pub(crate) fn replay_for_search(
 /// layout, and the model as the replay left it.
 fn replay_model(
     device: u32,
-    events: &[Event],
+    script: &Rc<[Event]>,
     config: &AllocatorConfig,
     layout: &StartLayout,
 ) -> Result<(DeviceReplay, CachingAllocator<ScriptedDevice>), String> {
+    let events: &[Event] = script;
     let device_impl = ScriptedDevice {
-        script: events.into(),
+        script: Rc::clone(script),
         pos: 0,
         released: Vec::new(),
         refused: None,
@@ -550,7 +554,10 @@ fn replay_model(
     };
     let mut model = CachingAllocator::new(device_impl, device, config.clone());
     model.record_history(Some(usize::MAX));
+    // Each event the model replays adds about one trace entry.
+    model.reserve(layout.block_count(), events.len());
     layout.adopt_into(&mut model)?;
+    let mut scratch = StepScratch::default();
     let replay_start = layout.start.clone();
 
     let mut report = DeviceReplay {
@@ -598,7 +605,7 @@ fn replay_model(
             // Trailing device events: an empty_cache at the end.
             let rest = &events[k..];
             let released = releases(rest);
-            run_step(&mut model, events, &mut k, &mut report, |m| {
+            run_step(&mut model, events, &mut k, &mut report, &mut scratch, |m| {
                 complete_recorded(m, rest);
                 if released {
                     m.empty_cache();
@@ -626,7 +633,7 @@ fn replay_model(
             // The program called empty_cache() before this call.
             let cut = empty_cache_len(prefix);
             let part = &events[k..k + cut];
-            run_step(&mut model, events, &mut k, &mut report, |m| {
+            run_step(&mut model, events, &mut k, &mut report, &mut scratch, |m| {
                 complete_recorded(m, part);
                 m.empty_cache();
                 Ok(())
@@ -640,7 +647,7 @@ fn replay_model(
             // Completions with nothing released: the allocator noticed
             // finished stream work (a sync that found nothing to release, or
             // a free whose request lies before a truncated trace).
-            run_step(&mut model, events, &mut k, &mut report, |m| {
+            run_step(&mut model, events, &mut k, &mut report, &mut scratch, |m| {
                 complete_recorded(m, prefix);
                 m.process_events();
                 Ok(())
@@ -662,7 +669,7 @@ fn replay_model(
         match a.action {
             TraceAction::Alloc => {
                 report.allocations_replayed += 1;
-                run_step(&mut model, events, &mut k, &mut report, |m| {
+                run_step(&mut model, events, &mut k, &mut report, &mut scratch, |m| {
                     returned = Some(m.malloc(a.size, a.stream).map_err(|e| e.to_string())?);
                     Ok(())
                 });
@@ -671,17 +678,22 @@ fn replay_model(
                 }
             }
             TraceAction::Oom => {
-                run_step(&mut model, events, &mut k, &mut report, |m| {
-                    match m.malloc(a.size, a.stream) {
+                run_step(
+                    &mut model,
+                    events,
+                    &mut k,
+                    &mut report,
+                    &mut scratch,
+                    |m| match m.malloc(a.size, a.stream) {
                         Err(e) if e.as_oom().is_some() => Ok(()),
                         Err(e) => Err(e.to_string()),
                         Ok(p) => Err(format!("allocation succeeded at {p:#x}")),
-                    }
-                });
+                    },
+                );
             }
             _ => {
                 let deferred = free_is_deferred(events, anchor);
-                run_step(&mut model, events, &mut k, &mut report, |m| {
+                run_step(&mut model, events, &mut k, &mut report, &mut scratch, |m| {
                     if deferred {
                         m.record_stream(a.addr, u64::MAX)
                             .map_err(|e| e.to_string())?;
@@ -777,11 +789,20 @@ fn complete_recorded(model: &mut CachingAllocator<ScriptedDevice>, part: &[Event
 
 /// Runs one program call on the model and compares the events it emits with
 /// the recording from `*k`; advances `*k` past the matched events.
+/// Buffers [`run_step`] fills at every step, kept for the next one.
+#[derive(Default)]
+struct StepScratch {
+    emitted: Vec<Event>,
+    want: Vec<Event>,
+    got: Vec<Event>,
+}
+
 fn run_step(
     model: &mut CachingAllocator<ScriptedDevice>,
     events: &[Event],
     k: &mut usize,
     report: &mut DeviceReplay,
+    scratch: &mut StepScratch,
     call: impl FnOnce(&mut CachingAllocator<ScriptedDevice>) -> Result<(), String>,
 ) {
     model.device_mut().pos = *k;
@@ -789,20 +810,23 @@ fn run_step(
     model.device_mut().refused = None;
     let before = model.trace_len();
     let outcome = call(model);
-    let emitted: Vec<Event> = model
-        .trace()
-        .skip(before)
-        .filter(|e| e.action != TraceAction::Snapshot)
-        .map(|e| Event {
-            action: e.action,
-            addr: e.addr,
-            size: e.size,
-            stream: e.stream,
-        })
-        .collect();
+    let StepScratch { emitted, want, got } = scratch;
+    emitted.clear();
+    emitted.extend(
+        model
+            .trace()
+            .skip(before)
+            .filter(|e| e.action != TraceAction::Snapshot)
+            .map(|e| Event {
+                action: e.action,
+                addr: e.addr,
+                size: e.size,
+                stream: e.stream,
+            }),
+    );
     let end = (*k + emitted.len()).min(events.len());
-    let want = normalised(&events[*k..end]);
-    let got = normalised(&emitted);
+    normalise_into(&events[*k..end], want);
+    normalise_into(emitted, got);
     for (i, g) in got.iter().enumerate() {
         match want.get(i) {
             Some(w) if w.matches(g) => report.events_matched += 1,

@@ -23,6 +23,7 @@
 //!   there.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use super::replay::{DeviceReplay, Event, ReplayStart, SearchReplay, next_call, replay_for_search};
 use super::types::Snapshot;
@@ -376,6 +377,15 @@ impl StartLayout {
             .map_err(|e| format!("reconstructed start state is inconsistent: {e}"))
     }
 
+    /// Number of blocks of the start, mapped ranges' included.
+    pub fn block_count(&self) -> usize {
+        self.segments
+            .iter()
+            .chain(self.reservations.iter().flat_map(|r| &r.ranges))
+            .map(|s| s.blocks.len())
+            .sum()
+    }
+
     /// Every block size of the start, by address (for the viewer).
     pub fn block_sizes(&self) -> BTreeMap<u64, u64> {
         let mut out = BTreeMap::new();
@@ -432,6 +442,7 @@ fn build_reservations(
     start: &StartState,
     config: &AllocatorConfig,
     choices: &StartChoices,
+    live: &[(u64, LiveAtStart)],
     guessed: &mut Vec<GuessedBlock>,
 ) -> Result<Vec<StartReservation>, String> {
     let mut out = Vec::new();
@@ -465,7 +476,7 @@ fn build_reservations(
                 stream,
                 kind,
             };
-            let (blocks, g) = start_blocks(address, &seg, &start.live, config, choices, true)?;
+            let (blocks, g) = start_blocks(address, &seg, live, config, choices, true)?;
             guessed.extend(g);
             segs.push(StartSegment {
                 address,
@@ -500,10 +511,14 @@ pub(crate) fn start_layout_from(
             guessed: Vec::new(),
         });
     }
+    // The live blocks in address order, in one array: each segment's are a
+    // slice of it, found by binary search (a layout is built per candidate
+    // of the search, and B-tree range lookups were much of its time).
+    let live: Vec<(u64, LiveAtStart)> = start.live.iter().map(|(&a, &l)| (a, l)).collect();
     let mut guessed = Vec::new();
     let mut segments = Vec::new();
     for (&address, seg) in &start.segments {
-        let (blocks, g) = start_blocks(address, seg, &start.live, config, choices, false)?;
+        let (blocks, g) = start_blocks(address, seg, &live, config, choices, false)?;
         guessed.extend(g);
         segments.push(StartSegment {
             address,
@@ -512,20 +527,23 @@ pub(crate) fn start_layout_from(
             blocks,
         });
     }
-    let reservations = build_reservations(start, config, choices, &mut guessed)?;
+    let reservations = build_reservations(start, config, choices, &live, &mut guessed)?;
+    let segment_ends: Vec<(u64, u64)> = start
+        .segments
+        .iter()
+        .map(|(&a, seg)| (a, seg.size))
+        .collect();
+    let mapped_ends: Vec<(u64, u64)> = start.mapped.iter().map(|(&a, m)| (a, m.end)).collect();
+    // The range starting last at or below `a`, as `(start, value)`.
+    fn last_at_or_below(ranges: &[(u64, u64)], a: u64) -> Option<(u64, u64)> {
+        let i = ranges.partition_point(|&(s, _)| s <= a);
+        i.checked_sub(1).and_then(|i| ranges.get(i)).copied()
+    }
     let inside = |a: u64| {
-        start
-            .segments
-            .range(..=a)
-            .next_back()
-            .is_some_and(|(&s, seg)| a - s < seg.size)
-            || start
-                .mapped
-                .range(..=a)
-                .next_back()
-                .is_some_and(|(_, m)| a < m.end)
+        last_at_or_below(&segment_ends, a).is_some_and(|(s, size)| a - s < size)
+            || last_at_or_below(&mapped_ends, a).is_some_and(|(_, end)| a < end)
     };
-    let outside = start.live.keys().filter(|&&a| !inside(a)).count();
+    let outside = live.iter().filter(|&&(a, _)| !inside(a)).count();
     if outside > 0 {
         return Err(format!(
             "{outside} blocks live at the start of the trace lie outside every segment"
@@ -598,7 +616,7 @@ fn describe_choices(
 fn start_blocks(
     address: u64,
     seg: &SegmentAtStart,
-    live: &BTreeMap<u64, LiveAtStart>,
+    live: &[(u64, LiveAtStart)],
     config: &AllocatorConfig,
     choices: &StartChoices,
     expandable: bool,
@@ -606,7 +624,10 @@ fn start_blocks(
     let end = address
         .checked_add(seg.size)
         .ok_or_else(|| format!("segment at {address:#x} overflows"))?;
-    let inside: Vec<(u64, LiveAtStart)> = live.range(address..end).map(|(&a, &l)| (a, l)).collect();
+    // `live` is in address order: the blocks in [address, end).
+    let first = live.partition_point(|&(a, _)| a < address);
+    let last = live.partition_point(|&(a, _)| a < end);
+    let inside = live.get(first..last).unwrap_or_default();
     let mut blocks = Vec::new();
     let mut guessed = Vec::new();
     let mut cursor = address;
@@ -901,9 +922,11 @@ fn search(
     config: &AllocatorConfig,
     start: &StartState,
 ) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
+    // One copy of the events for every replay of the search.
+    let script: Rc<[Event]> = events.into();
     let mut choices = StartChoices::default();
     let mut layout = start_layout_from(start, config, &choices)?;
-    let mut replay = replay_for_search(snapshot, device, events, config, &layout)?;
+    let mut replay = replay_for_search(snapshot, device, &script, config, &layout)?;
     let mut replays = 1;
     while replays < MAX_REPLAYS {
         let mut best: Option<(SearchReplay, StartLayout, StartChoices)> = None;
@@ -916,7 +939,7 @@ fn search(
             let Ok(l) = start_layout_from(start, config, &c) else {
                 continue;
             };
-            let Ok(r) = replay_for_search(snapshot, device, events, config, &l) else {
+            let Ok(r) = replay_for_search(snapshot, device, &script, config, &l) else {
                 continue;
             };
             let beats = |p: &DeviceReplay| progress(&r.report) > progress(p);
