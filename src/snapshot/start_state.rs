@@ -22,6 +22,7 @@
 //!   as far as the trace ever maps when a replay shows the segment ended
 //!   there.
 
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -133,7 +134,9 @@ pub(crate) fn undo_trace(
     events: &[Event],
 ) -> Result<StartState, String> {
     let mut segments: BTreeMap<u64, SegmentAtStart> = BTreeMap::new();
-    let mut live: BTreeMap<u64, LiveAtStart> = BTreeMap::new();
+    // Point lookups only while the trace is undone (one or two per event):
+    // a hash map, ordered once at the end.
+    let mut live: FxHashMap<u64, LiveAtStart> = FxHashMap::default();
     let mut mapped: BTreeMap<u64, MappedAtStart> = BTreeMap::new();
     let mut trace_maps = Vec::new();
     let end_of = |addr: u64, size: u64| {
@@ -262,7 +265,7 @@ pub(crate) fn undo_trace(
     }
     Ok(StartState {
         segments,
-        live,
+        live: live.into_iter().collect(),
         mapped: merged,
         trace_maps,
     })
