@@ -190,8 +190,11 @@ pub(crate) fn parse_document_owned(
 pub(crate) const PIECES_MIN_BYTES: u64 = 64 << 20;
 
 /// The bytes of a file [`parse_file_in_pieces`] holds at once, about: whole
-/// 64 KiB frames up to this.
-const PIECE_BYTES: usize = 16 << 20;
+/// 64 KiB frames up to this. Small enough that a piece is still in a core's
+/// L2 cache (1 MiB on this machine's EPYC) when the parser reads what the
+/// kernel has just copied there: 16 MiB pieces read the 1 GB file in
+/// 3.00–3.12 s, 1 MiB pieces in 2.95–2.99 s (`parse_rss`, interleaved).
+const PIECE_BYTES: usize = 1 << 20;
 
 /// Parses the pickle file `file` of `file_len` bytes a piece at a time,
 /// whole FRAMEs of about [`PIECE_BYTES`] each, so that the file is never in
