@@ -2052,7 +2052,10 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_highlight() {
     ] {
         assert!(table.contains(label), "{label}: {screen}");
     }
-    assert!(screen.contains("+80.0%"), "fragmentation's delta: {screen}");
+    assert!(
+        screen.contains("+80.0 pt"),
+        "fragmentation's delta: {screen}"
+    );
     assert!(
         screen.contains("+1.00 MiB"),
         "largest free block's delta: {screen}"

@@ -172,6 +172,18 @@ pub fn seconds(s: u64) -> String {
     out
 }
 
+/// A sampling interval: "250 ms" below a second, then as [`seconds`] does
+/// ("1s", "10s", "5m") when whole, else to a tenth ("1.5s").
+pub fn interval(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms.is_multiple_of(1000) {
+        seconds(ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
 /// Cuts `text` to at most `width` characters, ending with "…" when cut.
 pub fn truncate(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -274,6 +286,15 @@ mod tests {
         assert_eq!(watts(Some(612_499)), Some(612));
         assert_eq!(watts(Some(612_500)), Some(613));
         assert_eq!(watts(None), None);
+    }
+
+    #[test]
+    fn intervals_read_in_the_unit_they_were_given_in() {
+        assert_eq!(interval(250), "250 ms");
+        assert_eq!(interval(1000), "1s");
+        assert_eq!(interval(10_000), "10s", "not 10000 ms");
+        assert_eq!(interval(1500), "1.5s");
+        assert_eq!(interval(600_000), "10m");
     }
 
     #[test]

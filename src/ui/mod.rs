@@ -23,7 +23,7 @@
 //! block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f… · stream 0 · segment 1/28
 //!  Processes  tree ─────────────────────────────────────────────────────────────
 //!     PID USER     GPU    MEMORY     alloc/res COMMAND      (+ unattributed/GPU)
-//! sim │ 1000 ms │ 30 samples  q quit  ? help  Tab pane  a stress  p pause  0…9 GPU
+//! sim │ 1s │ 30 samples       q quit  ? help  Tab pane  a stress  p pause  0…9 GPU
 //! ```
 //!
 //! Rows are handed out in two passes: every shown pane gets its minimum,

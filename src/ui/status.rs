@@ -65,7 +65,10 @@ impl<'a> StatusLine<'a> {
             let mut spans = vec![Span::styled(backend.to_string(), theme.header)];
             if let Some(prefix) = interval {
                 spans.push(Span::styled(sep, theme.dim));
-                spans.push(Span::raw(format!("{prefix}{} ms", s.sample_interval_ms)));
+                spans.push(Span::raw(format!(
+                    "{prefix}{}",
+                    format::interval(s.sample_interval_ms)
+                )));
             }
             spans.push(Span::styled(sep, theme.dim));
             // Before the first sample there is nothing to count yet.

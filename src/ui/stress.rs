@@ -419,14 +419,19 @@ fn figure(unit: FigureUnit, v: u64) -> String {
     }
 }
 
-/// A signed difference in its unit ("+2.00 MiB", "-1", "0").
+/// A signed difference in its unit ("+2.00 MiB", "-1", "0"); percentages
+/// differ by points ("+80.0 pt"), which "+80.0%" would misread as a
+/// relative change.
 fn delta(unit: FigureUnit, d: i128) -> String {
     if d == 0 {
         return "0".to_string();
     }
     let sign = if d > 0 { "+" } else { "-" };
     let magnitude = u64::try_from(d.unsigned_abs()).unwrap_or(u64::MAX);
-    format!("{sign}{}", figure(unit, magnitude))
+    match unit {
+        FigureUnit::BasisPoints => format!("{sign}{:.1} pt", magnitude as f64 / 100.0),
+        _ => format!("{sign}{}", figure(unit, magnitude)),
+    }
 }
 
 /// `text` wrapped at word boundaries to `width`, in `base` style, with the
