@@ -265,6 +265,34 @@ fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
 }
 
 #[test]
+fn summary_sites_say_one_block_and_one_more_site_in_the_singular() {
+    let path = shared_dir("snapshots/JasperSolt_EoR_NN_snapshot.pickle");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--top", "30"]);
+    assert_eq!(code, 0, "{err}");
+    let site_rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains('%') && (l.contains(" block  ") || l.contains(" blocks  ")))
+        .collect();
+    assert!(
+        site_rows.iter().any(|l| l.contains("      1 block   ")),
+        "a one-block site, its name in the same column: {out}"
+    );
+    assert!(!out.contains(" 1 blocks"), "{out}");
+    assert!(!out.contains(" 1 more sites"), "{out}");
+    // The site names stay in one column whatever the word.
+    let columns: std::collections::BTreeSet<usize> = site_rows
+        .iter()
+        .filter_map(|l| l.find(" block").map(|i| i + " blocks  ".len()))
+        .collect();
+    assert_eq!(columns.len(), 1, "{site_rows:#?}");
+}
+
+#[test]
 fn open_summary_json_has_the_documented_keys() {
     let path = shared_dir("snapshots/silmont_mem_snapshot.pickle");
     if !path.exists() {

@@ -245,14 +245,20 @@ fn moment(
     out
 }
 
+/// "block" or "blocks" after a count of `n`.
+fn blocks_word(n: u64) -> &'static str {
+    if n == 1 { "block" } else { "blocks" }
+}
+
 fn render_sites_at(out: &mut String, at: &SitesAt) {
     for s in &at.sites {
         let _ = writeln!(
             out,
-            "    {:>10} {:>5.1}% {:>6} blocks  {}",
+            "    {:>10} {:>5.1}% {:>6} {:<6}  {}",
             human_bytes(s.bytes),
             s.share * 100.0,
             s.blocks,
+            blocks_word(s.blocks),
             s.label
         );
         // The next user frames (callers) say how the site was reached.
@@ -272,7 +278,7 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
     if at.other_sites > 0 {
         let _ = writeln!(
             out,
-            "    {:>10} {:>5.1}% {:>6} blocks  … {} more sites",
+            "    {:>10} {:>5.1}% {:>6} {:<6}  … {} more {}",
             human_bytes(at.other_bytes),
             if at.allocated == 0 {
                 0.0
@@ -280,7 +286,9 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
                 at.other_bytes as f64 * 100.0 / at.allocated as f64
             },
             at.other_blocks,
-            at.other_sites
+            blocks_word(at.other_blocks),
+            at.other_sites,
+            if at.other_sites == 1 { "site" } else { "sites" }
         );
     }
 }
