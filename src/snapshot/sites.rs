@@ -442,6 +442,18 @@ pub fn is_plumbing(f: &Frame) -> bool {
 /// threads record no Python frame): the autograd node when there is one
 /// (`BmmBackward0::apply`), else the first frame outside the allocator and
 /// the dispatch plumbing.
+/// A thread's entry point (libstdc++'s `execute_native_thread_routine`,
+/// glibc's `start_thread` and `clone`): the outermost frames of every
+/// stack of a C++ thread, such as autograd's backward threads. Often the
+/// only frames of such a stack with a source line, so a `file:line` site
+/// there would put every backward allocation in one group.
+pub fn is_thread_entry(f: &Frame) -> bool {
+    matches!(
+        short_function(&f.name).as_str(),
+        "execute_native_thread_routine" | "start_thread" | "clone" | "__clone" | "__clone3"
+    ) || f.filename.contains("libstdc++-v3/src/")
+}
+
 fn innermost_cpp(frames: &[Frame]) -> Option<&Frame> {
     informative(frames)
         .find(|f| f.name.contains("Backward") && f.name.contains("::apply"))
@@ -480,6 +492,7 @@ pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
                     && !f.filename.is_empty()
                     && &*f.filename != "??"
                     && !is_allocator(f)
+                    && !is_thread_entry(f)
             })
             .or_else(user_or_fallback)
             .cloned()
@@ -800,6 +813,50 @@ mod tests {
         assert_eq!(python, ["forward", "inner", "step", "<module>"]);
         let all = listed_frames(&s, true);
         assert_eq!(all.len(), counts.python + counts.cpp, "{all:?}");
+    }
+
+    #[test]
+    fn file_line_site_of_a_backward_thread_is_its_op_not_the_thread_entry() {
+        // A stack of autograd's backward thread: no Python frame, and the
+        // thread's entry the only frame with a line.
+        let stack = vec![
+            frame("??", 0, "torch::unwind::unwind()"),
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            ),
+            frame("??", 0, "at::_ops::mul_Scalar::call(at::Tensor const&)"),
+            frame(
+                "??",
+                0,
+                "torch::autograd::generated::PowBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+            frame(
+                "??",
+                0,
+                "torch::autograd::Engine::thread_main(std::shared_ptr<GraphTask> const&)",
+            ),
+            frame(
+                "/opt/conda/work/gcc/libstdc++-v3/src/c++11/thread.cc",
+                82,
+                "execute_native_thread_routine",
+            ),
+            frame("??", 0, "start_thread"),
+            frame("", 0, "__clone3"),
+        ];
+        let key = site_key(&stack, Grouping::FileLine).expect("a site");
+        assert_eq!(key, site_key(&stack, Grouping::UserFrame).expect("a site"));
+        assert!(
+            key.label().contains("PowBackward0::apply"),
+            "{}",
+            key.label()
+        );
+        // A C++ frame with a line of its own is still the file:line site.
+        let mut with_line = stack.clone();
+        with_line[2] = frame("BinaryOps.cpp", 123, "at::native::mul(at::Tensor const&)");
+        let key = site_key(&with_line, Grouping::FileLine).expect("a site");
+        assert!(key.label().contains("BinaryOps.cpp:123"), "{}", key.label());
     }
 
     #[test]
