@@ -77,6 +77,14 @@ fn doctor_without_a_driver_explains_what_to_install() {
     if out.contains("libnvidia-ml.so.1 not found") {
         assert!(out.contains("install the NVIDIA driver"), "{out}");
     }
+    // The CUDA line's explanation is said once: the advice points at it
+    // instead of starting a second sentence mid-line.
+    let cuda_line = out
+        .lines()
+        .find(|l| l.starts_with("CUDA"))
+        .expect("a CUDA line");
+    let explanation = cuda_line.trim_start_matches("CUDA").trim();
+    assert_eq!(out.matches(explanation).count(), 1, "{out}");
 }
 
 #[test]

@@ -189,9 +189,13 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
         );
     }
     if !cuda_probe.driver_library_found || cuda_probe.devices.is_empty() {
-        advice.push(format!(
-            "the stress panel and `vramtop check` use the simulated GPU: {cuda_summary}"
-        ));
+        // The CUDA line above gives the reason; repeated here it began a
+        // second sentence mid-line.
+        advice.push(
+            "the stress panel and `vramtop check` use the simulated GPU until CUDA can be used \
+             (the CUDA line above says why)"
+                .to_string(),
+        );
     } else if cuda_probe.nvrtc.is_none() {
         advice.push(
             "NVRTC not found: kernels load from the shipped PTX (fine); for native kernels \
