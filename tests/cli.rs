@@ -61,6 +61,21 @@ fn replay_of_a_real_snapshot_is_a_full_match_with_exit_0() {
 }
 
 #[test]
+fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed() {
+    let Some(path) = shared("muduard_dump_snapshot_b.pickle") else {
+        eprintln!("skipping: ../shared/snapshots/muduard_dump_snapshot_b.pickle not found");
+        return;
+    };
+    let (code, out, _) = vramtop(&["replay", &path]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 trace entries"), "{out}");
+    assert!(
+        out.contains("none of its 2 entries is an allocator call"),
+        "not a bare \"none to replay\" beside 2 entries: {out}"
+    );
+}
+
+#[test]
 fn replay_of_a_hand_made_sample_reports_findings_with_exit_1() {
     let Some(path) = shared("snapviewer_memory.pickle") else {
         return;

@@ -234,7 +234,20 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
         let _ = writeln!(out, "  … {} more", report.findings.len() - 10);
     }
     if report.replays.is_empty() && report.unreplayable.is_empty() {
-        let _ = writeln!(out, "trace: none to replay (state-only snapshot)");
+        if report.trace_entries == 0 {
+            let _ = writeln!(out, "trace: none to replay (state-only snapshot)");
+        } else {
+            // The "state" recording mode leaves a marker or two behind.
+            let _ = writeln!(
+                out,
+                "trace: none to replay: {} an allocator call (state-only snapshot)",
+                if report.trace_entries == 1 {
+                    "its 1 entry is not".to_string()
+                } else {
+                    format!("none of its {} entries is", report.trace_entries)
+                }
+            );
+        }
     }
     for r in &report.replays {
         render_device(&mut out, r);
