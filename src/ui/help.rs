@@ -14,7 +14,7 @@ use crate::app::keymap::Keymap;
 
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key.
-pub const DEFINITIONS: [(&str, &str); 10] = [
+pub const DEFINITIONS: [(&str, &str); 11] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -37,6 +37,10 @@ pub const DEFINITIONS: [(&str, &str); 10] = [
     ),
     ("fragmentation", "= 1 − largest free block / external free."),
     ("segments", "S/L small/large pool, E expandable."),
+    (
+        "selected block",
+        "drawn reversed as # allocated, = free, ~ pending.",
+    ),
 ];
 
 /// Definitions that describe the live dashboard (driver-used memory,
