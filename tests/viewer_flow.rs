@@ -585,8 +585,12 @@ fn staged_story() -> (ViewerState, ViewerState, u64) {
 }
 
 fn screen_of(v: &ViewerState) -> String {
+    screen_at(v, 120, 40)
+}
+
+fn screen_at(v: &ViewerState, width: u16, height: u16) -> String {
     let mut terminal =
-        ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).expect("backend");
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, height)).expect("backend");
     terminal
         .draw(|f| {
             let area = f.area();
@@ -681,6 +685,34 @@ fn the_complete_trace_keeps_the_users_selection_and_focus() {
     press(&mut v, KeyCode::Esc);
     press(&mut v, KeyCode::Left);
     assert_eq!(v.cursor(), n - 1, "the trace can be stepped now");
+}
+
+#[test]
+fn a_comparison_taller_than_the_terminal_scrolls_and_says_which_rows_it_shows() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_some());
+    let first = screen_at(&v, 80, 12);
+    assert!(first.contains("rows 1–8 of "), "{first}");
+    assert!(first.contains("↓ j scrolls"), "{first}");
+    assert_eq!(press(&mut v, KeyCode::Char('j')), Effect::Redraw);
+    let second = screen_at(&v, 80, 12);
+    assert!(second.contains("rows 2–9 of "), "{second}");
+    assert_ne!(first, second);
+    press(&mut v, KeyCode::End);
+    let last = screen_at(&v, 80, 12);
+    assert!(last.contains("↑ k scrolls back"), "{last}");
+    // Past the end is no scroll to pay back, and a new comparison starts
+    // at the top.
+    assert_eq!(press(&mut v, KeyCode::Char('j')), Effect::None);
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Char('c'));
+    assert!(screen_at(&v, 80, 12).contains("rows 1–8 of "));
+    // A comparison that fits says nothing of rows.
+    assert!(!screen_at(&v, 120, 60).contains("rows 1–"));
 }
 
 #[test]

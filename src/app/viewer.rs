@@ -29,6 +29,9 @@ use crate::snapshot::types::{Block, Segment};
 /// Events a page key moves at least (and 1 % of the trace when that is more).
 pub const PAGE_EVENTS: usize = 100;
 
+/// Rows PgUp/PgDn scroll a popup by.
+const POPUP_PAGE_ROWS: isize = 10;
+
 /// A viewer intent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum ViewerAction {
@@ -187,6 +190,11 @@ pub struct ViewerState {
     /// The A and B marks (cursors of the selected device).
     pub mark_a: Option<usize>,
     pub mark_b: Option<usize>,
+    /// Rows the A/B comparison is scrolled down (`↑`/`↓` while it is open)
+    /// and the largest useful scroll as it was last drawn (`usize::MAX`
+    /// before it is drawn).
+    pub compare_scroll: usize,
+    pub compare_scroll_limit: Cell<usize>,
     /// The A/B comparison, while it is open.
     pub compare: Option<AbCompare>,
     /// While the viewer shows a file's segments stage (its final state)
@@ -262,6 +270,8 @@ impl ViewerState {
             mark_a: None,
             mark_b: None,
             compare: None,
+            compare_scroll: 0,
+            compare_scroll_limit: Cell::new(usize::MAX),
             trace_reading: None,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
@@ -431,6 +441,21 @@ impl ViewerState {
         self.selected_site = next;
         self.site_scroll = 0;
         self.select_site_block();
+        Effect::Redraw
+    }
+
+    /// Scrolls the A/B comparison `delta` rows, within what it last drew.
+    fn scroll_compare(&mut self, delta: isize) -> Effect {
+        let limit = self.compare_scroll_limit.get();
+        let next = self
+            .compare_scroll
+            .min(limit)
+            .saturating_add_signed(delta)
+            .min(limit);
+        if next == self.compare_scroll {
+            return Effect::None;
+        }
+        self.compare_scroll = next;
         Effect::Redraw
     }
 
@@ -792,6 +817,7 @@ impl ViewerState {
             V::Compare => {
                 if self.compare.is_some() {
                     self.compare = None;
+                    self.compare_scroll = 0;
                     return Effect::Redraw;
                 }
                 let shown =
@@ -846,8 +872,15 @@ impl ViewerState {
                 KeyCode::Char('q') => Effect::Quit,
                 KeyCode::Esc | KeyCode::Enter | KeyCode::Char('c') => {
                     self.compare = None;
+                    self.compare_scroll = 0;
                     Effect::Redraw
                 }
+                KeyCode::Up | KeyCode::Char('k') => self.scroll_compare(-1),
+                KeyCode::Down | KeyCode::Char('j') => self.scroll_compare(1),
+                KeyCode::PageUp => self.scroll_compare(-POPUP_PAGE_ROWS),
+                KeyCode::PageDown => self.scroll_compare(POPUP_PAGE_ROWS),
+                KeyCode::Home => self.scroll_compare(isize::MIN),
+                KeyCode::End => self.scroll_compare(isize::MAX),
                 _ => Effect::None,
             };
         }

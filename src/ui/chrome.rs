@@ -98,6 +98,17 @@ pub(crate) fn popup(
     (popup, inner)
 }
 
+/// Writes `note` on the bottom border of `popup`, after its corner (cut to
+/// fit): where a scrolled popup says which rows it shows.
+pub(crate) fn bottom_note(buf: &mut Buffer, popup: Rect, note: &str, theme: &Theme) {
+    if popup.width < 4 || popup.height < 2 {
+        return;
+    }
+    let y = popup.y + popup.height - 1;
+    let room = usize::from(popup.width - 2);
+    buf.set_stringn(popup.x + 1, y, note, room, theme.dim);
+}
+
 /// Renders `line` on row `row` of `area`, ending it with "…" when it is
 /// cut; rows outside the area are skipped, so callers can write past the
 /// bottom without checks.
