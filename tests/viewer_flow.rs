@@ -263,6 +263,31 @@ fn tab_skips_the_process_pane_the_viewer_does_not_have() {
 }
 
 #[test]
+fn a_block_detail_taller_than_the_terminal_scrolls_by_pages_and_a_new_block_starts_at_the_top() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let first = screen_at(&v, 80, 10);
+    assert!(first.contains("rows 1–6 of "), "{first}");
+    assert!(
+        first.contains("PgDn scrolls"),
+        "not ↓, which moves the block: {first}"
+    );
+    assert_eq!(press(&mut v, KeyCode::PageDown), Effect::Redraw);
+    let paged = screen_at(&v, 80, 10);
+    assert!(!paged.contains("rows 1–6 of "), "{paged}");
+    assert!(paged.contains("PgUp"), "{paged}");
+    press(&mut v, KeyCode::Down);
+    assert_eq!(
+        v.detail_scroll, 0,
+        "the next block's detail starts at the top"
+    );
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Home);
+    assert!(screen_at(&v, 80, 10).contains("rows 1–6 of "));
+}
+
+#[test]
 fn enter_opens_the_detail_escape_closes_it_and_q_quits_from_anywhere() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Enter);

@@ -195,6 +195,10 @@ pub struct ViewerState {
     /// before it is drawn).
     pub compare_scroll: usize,
     pub compare_scroll_limit: Cell<usize>,
+    /// The same for the block detail (`PgUp`/`PgDn` while it is open; its
+    /// `↑`/`↓` move to the neighbouring block, which starts at the top).
+    pub detail_scroll: usize,
+    pub detail_scroll_limit: Cell<usize>,
     /// The A/B comparison, while it is open.
     pub compare: Option<AbCompare>,
     /// While the viewer shows a file's segments stage (its final state)
@@ -272,6 +276,8 @@ impl ViewerState {
             compare: None,
             compare_scroll: 0,
             compare_scroll_limit: Cell::new(usize::MAX),
+            detail_scroll: 0,
+            detail_scroll_limit: Cell::new(usize::MAX),
             trace_reading: None,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
@@ -447,16 +453,13 @@ impl ViewerState {
     /// Scrolls the A/B comparison `delta` rows, within what it last drew.
     fn scroll_compare(&mut self, delta: isize) -> Effect {
         let limit = self.compare_scroll_limit.get();
-        let next = self
-            .compare_scroll
-            .min(limit)
-            .saturating_add_signed(delta)
-            .min(limit);
-        if next == self.compare_scroll {
-            return Effect::None;
-        }
-        self.compare_scroll = next;
-        Effect::Redraw
+        scroll_within(&mut self.compare_scroll, limit, delta)
+    }
+
+    /// Scrolls the block detail `delta` rows, within what it last drew.
+    fn scroll_detail(&mut self, delta: isize) -> Effect {
+        let limit = self.detail_scroll_limit.get();
+        scroll_within(&mut self.detail_scroll, limit, delta)
     }
 
     /// Scrolls the expanded site's stack and blocks `delta` rows, within
@@ -914,10 +917,21 @@ impl ViewerState {
                 KeyCode::Char('q') => Effect::Quit,
                 KeyCode::Esc | KeyCode::Enter => {
                     self.detail_open = false;
+                    self.detail_scroll = 0;
                     Effect::Redraw
                 }
-                KeyCode::Up | KeyCode::Char('k') => self.move_block(-1),
-                KeyCode::Down | KeyCode::Char('j') => self.move_block(1),
+                KeyCode::Up | KeyCode::Char('k') => {
+                    self.detail_scroll = 0;
+                    self.move_block(-1)
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    self.detail_scroll = 0;
+                    self.move_block(1)
+                }
+                KeyCode::PageUp => self.scroll_detail(-POPUP_PAGE_ROWS),
+                KeyCode::PageDown => self.scroll_detail(POPUP_PAGE_ROWS),
+                KeyCode::Home => self.scroll_detail(isize::MIN),
+                KeyCode::End => self.scroll_detail(isize::MAX),
                 _ => Effect::None,
             };
         }
@@ -988,4 +1002,14 @@ impl ViewerState {
             .and_then(|d| d.block_at(self.cursor(), b.address))
             .is_some_and(|l| l.size_inferred)
     }
+}
+
+/// Moves `scroll` by `delta` rows within `0..=limit`: a redraw if it moved.
+fn scroll_within(scroll: &mut usize, limit: usize, delta: isize) -> Effect {
+    let next = (*scroll).min(limit).saturating_add_signed(delta).min(limit);
+    if next == *scroll {
+        return Effect::None;
+    }
+    *scroll = next;
+    Effect::Redraw
 }

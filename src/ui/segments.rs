@@ -123,8 +123,11 @@ fn detail_line(
     ) else {
         return Line::default();
     };
-    // PyTorch leaves the last request on a free block.
-    let requested = if block.state == BlockState::Inactive {
+    // PyTorch leaves the last request on a free block; one never used (a
+    // segment's remainder) has none, as the block detail says.
+    let requested = if block.state == BlockState::Inactive && block.requested_size == 0 {
+        String::new()
+    } else if block.state == BlockState::Inactive {
         format!(" (last req {})", format::bytes(block.requested_size))
     } else {
         format!(" (req {})", format::bytes(block.requested_size))
@@ -320,5 +323,44 @@ impl Widget for SegmentsPane<'_> {
             chrome::line_at(buf, inner, inner.height - 1, &line);
         }
         theme.finish(area, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::BlockInfo;
+
+    fn text(line: &Line<'_>) -> String {
+        line.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    #[test]
+    fn a_free_block_never_used_has_no_last_request_in_the_footer() {
+        let block = |requested_size| BlockInfo {
+            address: 0x1000,
+            size: 2 << 20,
+            requested_size,
+            state: BlockState::Inactive,
+        };
+        let segment = |b| SegmentInfo {
+            device: 0,
+            address: 0x1000,
+            total_size: 2 << 20,
+            allocated_size: 0,
+            active_size: 0,
+            requested_size: 0,
+            stream: 0,
+            segment_type: PoolKind::Small,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks: vec![b],
+        };
+        let theme = Theme::default();
+        let never = text(&detail_line(&[segment(block(0))], (0, 0), 0, 1, &theme));
+        assert!(!never.contains("last req"), "{never}");
+        assert!(never.contains("free (cached)"), "{never}");
+        let used = text(&detail_line(&[segment(block(4096))], (0, 0), 0, 1, &theme));
+        assert!(used.contains("(last req 4.00 KiB)"), "{used}");
     }
 }

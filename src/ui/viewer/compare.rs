@@ -5,7 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 
-use super::popup::render_scrolled_popup;
+use super::popup::{PopupScroll, render_text_popup};
 use super::sites::site_row;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::diff::{Change, SegmentRef, SiteChange, SiteChangeKind};
@@ -115,13 +115,17 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
 }
 
 pub(super) fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
-    let scroll = Some((v.compare_scroll, &v.compare_scroll_limit));
-    render_scrolled_popup(
+    let scroll = PopupScroll {
+        offset: v.compare_scroll,
+        limit: &v.compare_scroll_limit,
+        keys: ("↑ k", "↓ j"),
+    };
+    render_text_popup(
         area,
         buf,
         (120, " A/B ", " Esc closes "),
         theme,
-        scroll,
+        &scroll,
         |width| {
             compare_lines(v, width)
                 .into_iter()

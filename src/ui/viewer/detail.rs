@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::elapsed;
-use super::popup::render_text_popup;
+use super::popup::{PopupScroll, render_text_popup};
 use crate::alloc::BlockState;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::sites::{frame_counts, listed_frames, site_key};
@@ -174,7 +174,13 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
 
 pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
     let hint = " ↑/↓ block · Esc closes ";
-    render_text_popup(area, buf, (110, " Block ", hint), theme, |width| {
+    // ↑/↓ move to the next block: the detail scrolls by pages.
+    let scroll = PopupScroll {
+        offset: v.detail_scroll,
+        limit: &v.detail_scroll_limit,
+        keys: ("PgUp", "PgDn"),
+    };
+    render_text_popup(area, buf, (110, " Block ", hint), theme, &scroll, |width| {
         detail_lines(v, width)
             .into_iter()
             .map(|l| {

@@ -9,27 +9,25 @@ use ratatui::text::Line;
 use crate::ui::chrome;
 use crate::ui::theme::Theme;
 
+/// How a popup taller than the screen scrolls: the rows it is scrolled
+/// down, where it stores the largest useful scroll as drawn, and the keys
+/// that scroll it back and on ("↑ k", "↓ j").
+pub(super) struct PopupScroll<'s> {
+    pub offset: usize,
+    pub limit: &'s Cell<usize>,
+    pub keys: (&'static str, &'static str),
+}
+
 /// A centred popup at most `max_width` wide and as high as its lines,
-/// `lines` made for the width inside its border.
+/// `lines` made for the width inside its border. Lines that do not fit are
+/// scrolled to as `scroll` says, and the bottom border says which rows are
+/// shown and how to scroll.
 pub(super) fn render_text_popup<'a>(
     area: Rect,
     buf: &mut Buffer,
     (max_width, title, hint): (u16, &str, &str),
     theme: &Theme,
-    lines: impl FnOnce(u16) -> Vec<Line<'a>>,
-) {
-    render_scrolled_popup(area, buf, (max_width, title, hint), theme, None, lines);
-}
-
-/// [`render_text_popup`] scrolled `scroll.0` rows down, when its lines do
-/// not fit: the largest useful scroll goes to `scroll.1`, and the bottom
-/// border says which rows are shown and how to scroll.
-pub(super) fn render_scrolled_popup<'a>(
-    area: Rect,
-    buf: &mut Buffer,
-    (max_width, title, hint): (u16, &str, &str),
-    theme: &Theme,
-    scroll: Option<(usize, &Cell<usize>)>,
+    scroll: &PopupScroll<'_>,
     lines: impl FnOnce(u16) -> Vec<Line<'a>>,
 ) {
     if area.width < 10 || area.height < 5 {
@@ -40,26 +38,21 @@ pub(super) fn render_scrolled_popup<'a>(
     let height = u16::try_from(lines.len() + 2)
         .unwrap_or(u16::MAX)
         .min(area.height.saturating_sub(2));
-    let Some((wanted, limit)) = scroll else {
-        let (popup, inner) =
-            chrome::popup(buf, area, (width, height), title, hint, lines.len(), theme);
-        chrome::lines_at(buf, inner, &lines);
-        theme.finish(popup, buf);
-        return;
-    };
     let rows = usize::from(height.saturating_sub(2));
     let most = lines.len().saturating_sub(rows);
-    limit.set(most);
-    let first = wanted.min(most);
+    scroll.limit.set(most);
+    let first = scroll.offset.min(most);
     let (popup, inner) = chrome::popup(buf, area, (width, height), title, hint, rows, theme);
-    let shown = lines.get(first..).unwrap_or_default();
-    chrome::lines_at(buf, inner, shown);
+    chrome::lines_at(buf, inner, lines.get(first..).unwrap_or_default());
     if most > 0 {
         let last = (first + rows).min(lines.len());
-        let how = match (first == 0, first == most) {
-            (true, _) => "↓ j scrolls",
-            (false, true) => "↑ k scrolls back",
-            (false, false) => "↑ k ↓ j scroll",
+        let (back, on) = scroll.keys;
+        let how = if first == 0 {
+            format!("{on} scrolls")
+        } else if first == most {
+            format!("{back} scrolls back")
+        } else {
+            format!("{back} {on} scroll")
         };
         let note = format!(" rows {}–{last} of {} · {how} ", first + 1, lines.len());
         chrome::bottom_note(buf, popup, &note, theme);
