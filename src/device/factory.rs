@@ -45,9 +45,10 @@ fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> Telemetr
     let fallback_reason = nvml_error.as_ref().map(|e| {
         let n = config.gpus.max(1);
         // Said to a person on the banner and by doctor: "1 simulated
-        // GPU", never "GPU(s)".
+        // GPU", never "GPU(s)". The outcome first: an 80-column status
+        // line cuts the end of the reason.
         let gpus = if n == 1 { "GPU" } else { "GPUs" };
-        format!("{e}; showing {n} simulated {gpus}")
+        format!("showing {n} simulated {gpus}: {e}")
     });
     TelemetrySelection {
         telemetry: Box::new(cluster.live_telemetry()),
@@ -116,8 +117,37 @@ mod tests {
                 .fallback_reason
                 .unwrap_or_default()
         };
-        assert!(why(1).ends_with("; showing 1 simulated GPU"), "{}", why(1));
-        assert!(why(4).ends_with("; showing 4 simulated GPUs"), "{}", why(4));
+        assert!(
+            why(1).starts_with("showing 1 simulated GPU: "),
+            "{}",
+            why(1)
+        );
+        assert!(
+            why(4).starts_with("showing 4 simulated GPUs: "),
+            "{}",
+            why(4)
+        );
+        assert!(
+            why(1).ends_with("libnvidia-ml.so.1 not found"),
+            "{}",
+            why(1)
+        );
+    }
+
+    #[test]
+    fn the_fallback_banner_keeps_its_outcome_on_an_80_column_status_line() {
+        let config = SimConfig::default();
+        let why = simulated(
+            &config,
+            Some(TelemetryError::Unavailable {
+                backend: "nvml",
+                reason: "libnvidia-ml.so.1 not found: no NVIDIA driver is installed".into(),
+            }),
+        )
+        .fallback_reason
+        .unwrap_or_default();
+        let first_80: String = why.chars().take(79).collect();
+        assert!(first_80.contains("simulated GPU"), "{why}");
     }
 
     #[test]
