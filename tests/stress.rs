@@ -2086,6 +2086,19 @@ fn flat(text: &str) -> String {
 }
 
 #[test]
+fn the_scenario_list_gives_its_keys_once_and_its_message_says_what_a_scenario_is() {
+    let (mut p, _exec, _cluster) = scenario_rig();
+    p.apply(StressAction::OpenScenarios);
+    let text = flat(&panel_text(&p, 120, 20));
+    assert_eq!(text.matches("Enter loads").count(), 1, "{text}");
+    let count = vramtop::scenario::builtin_names().len();
+    assert!(
+        text.contains(&format!("{count} built-in scenarios")),
+        "{text}"
+    );
+}
+
+#[test]
 fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
     let (mut p, _exec, _cluster) = scenario_rig();
     p.apply(StressAction::OpenScenarios);

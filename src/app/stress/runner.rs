@@ -86,8 +86,13 @@ impl StressPanel {
             })
             .collect();
         let selected = self.scenario.as_ref().map_or(0, |r| r.builtin);
+        let count = scenario::BUILTIN.len();
         self.modal = PanelModal::ScenarioList(ScenarioPicker { entries, selected });
-        self.say("scenarios: ↑/↓ choose, Enter loads, Esc closes");
+        // The list's header gives the keys; the message says what a
+        // scenario is, once.
+        self.say(format!(
+            "{count} built-in scenarios, run on a simulated device like `vramtop scenario`"
+        ));
     }
 
     /// Moves the scenario list's cursor.
