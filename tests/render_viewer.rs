@@ -15,7 +15,9 @@ use vramtop::alloc::TraceAction;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::Overlay;
 use vramtop::app::viewer::ViewerState;
-use vramtop::ui::{Theme, detail_lines, render_loading, render_viewer, status_text};
+use vramtop::ui::{
+    Theme, detail_lines, render_loading, render_viewer, status_text, status_text_within,
+};
 
 use common::screen::text;
 use common::shared_viewer as viewer;
@@ -194,6 +196,27 @@ fn loading_screen_shows_bytes_read_of_the_file_size() {
         screen.contains("loading big.pickle: 3.00 MiB of 12.0 MiB"),
         "{screen}"
     );
+}
+
+#[test]
+fn a_narrow_status_line_keeps_the_marks_and_filters_and_leaves_out_what_does_not_fit() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 1);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('p'));
+    let full = status_text(&v);
+    assert!(full.contains("peak alloc"), "{full}");
+    let narrow = status_text_within(&v, 80);
+    assert!(narrow.chars().count() <= 80, "{narrow}");
+    assert!(narrow.starts_with("event 1/97"), "{narrow}");
+    assert!(narrow.contains("A 1 B -"), "{narrow}");
+    assert!(narrow.ends_with("only large pool"), "{narrow}");
+    assert!(!narrow.contains("peak alloc"), "{narrow}");
+    assert!(!narrow.contains('…'), "left out, not cut: {narrow}");
+    // Wide enough, nothing is left out.
+    assert_eq!(status_text_within(&v, 400), full);
 }
 
 #[test]

@@ -67,7 +67,7 @@ pub use theme::Theme;
 pub use timeline::TimelinePane;
 pub use viewer::{
     ViewerLayout, compare_lines, detail_lines, largest_changes_first, render_loading,
-    render_viewer, site_detail_lines, status_text, viewer_layout,
+    render_viewer, site_detail_lines, status_text, status_text_within, viewer_layout,
 };
 
 use ratatui::Frame;

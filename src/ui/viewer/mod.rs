@@ -53,7 +53,7 @@ pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
 pub use loading::render_loading;
 pub use sites::site_detail_lines;
-pub use status::status_text;
+pub use status::{status_text, status_text_within};
 
 use breakdown::render_breakdown;
 use compare::render_compare;

@@ -50,27 +50,46 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
     })
 }
 
-/// The status text: "event i/N · action … · stream s · t+… · filters".
-pub fn status_text(v: &ViewerState) -> String {
+/// How readily a part of the status text goes when the line is too narrow:
+/// the lowest first. Where the cursor is, the marks and the filters (what
+/// the user set) stay; the peaks ("here" at one) before the event's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Keep {
+    Time,
+    Stream,
+    Peaks,
+    Event,
+    Always,
+}
+
+/// The parts of the status text in their order, each with how readily it
+/// goes.
+fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
     let Some(d) = v.device() else {
-        return format!("{}: no GPUs", v.file);
+        return vec![(Keep::Always, format!("{}: no GPUs", v.file))];
     };
     let n = d.len();
     let c = v.cursor();
     let mut parts = Vec::new();
     match v.current_event() {
         Some(e) => {
-            parts.push(format!("event {c}/{n}"));
-            parts.push(describe_event(e));
-            parts.push(format!("stream {}", e.stream));
+            parts.push((Keep::Always, format!("event {c}/{n}")));
+            parts.push((Keep::Event, describe_event(e)));
+            parts.push((Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us);
-            parts.push(elapsed(first, e.time_us));
+            parts.push((Keep::Time, elapsed(first, e.time_us)));
         }
-        None if n == 0 => parts.push(match trace_reading_text(v) {
-            Some(reading) => format!("the final state · {reading}"),
-            None => "no trace: the final state".to_string(),
-        }),
-        None => parts.push(format!("event 0/{n} · before the first event")),
+        None if n == 0 => parts.push((
+            Keep::Always,
+            match trace_reading_text(v) {
+                Some(reading) => format!("the final state · {reading}"),
+                None => "no trace: the final state".to_string(),
+            },
+        )),
+        None => parts.push((
+            Keep::Always,
+            format!("event 0/{n} · before the first event"),
+        )),
     }
     if let Some(p) = v.device_peaks().filter(|_| n > 0) {
         let at = |cursor: usize| {
@@ -80,25 +99,68 @@ pub fn status_text(v: &ViewerState) -> String {
                 format!("@{cursor}")
             }
         };
-        parts.push(format!(
-            "peak alloc {} {} · reserved {} {}",
-            format::bytes(p.allocated.bytes),
-            at(p.allocated.cursor),
-            format::bytes(p.reserved.bytes),
-            at(p.reserved.cursor)
+        parts.push((
+            Keep::Peaks,
+            format!(
+                "peak alloc {} {} · reserved {} {}",
+                format::bytes(p.allocated.bytes),
+                at(p.allocated.cursor),
+                format::bytes(p.reserved.bytes),
+                at(p.reserved.cursor)
+            ),
         ));
     }
     match (v.mark_a, v.mark_b) {
         (None, None) => {}
         (a, b) => {
             let show = |m: Option<usize>| m.map_or_else(|| "-".to_string(), |m| m.to_string());
-            parts.push(format!("A {} B {}", show(a), show(b)));
+            parts.push((Keep::Always, format!("A {} B {}", show(a), show(b))));
         }
     }
     for f in filters(v) {
-        parts.push(format!("only {f}"));
+        parts.push((Keep::Always, format!("only {f}")));
     }
-    parts.join(" · ")
+    parts
+}
+
+/// The status text: "event i/N · action … · stream s · t+… · filters".
+pub fn status_text(v: &ViewerState) -> String {
+    join(status_parts(v).iter().map(|(_, p)| p.as_str()))
+}
+
+/// [`status_text`] for a row of `width` columns: the parts that always
+/// stay, then the others that still fit, those that go last first (what
+/// still does not fit is cut).
+pub fn status_text_within(v: &ViewerState, width: usize) -> String {
+    let parts = status_parts(v);
+    let text = |shown: &[bool]| {
+        join(
+            parts
+                .iter()
+                .zip(shown)
+                .filter(|(_, s)| **s)
+                .map(|((_, p), _)| p.as_str()),
+        )
+    };
+    let mut shown: Vec<bool> = parts
+        .iter()
+        .map(|(keep, _)| *keep == Keep::Always)
+        .collect();
+    for level in [Keep::Event, Keep::Peaks, Keep::Stream, Keep::Time] {
+        let with: Vec<bool> = parts
+            .iter()
+            .zip(&shown)
+            .map(|((keep, _), s)| *s || *keep == level)
+            .collect();
+        if text(&with).chars().count() <= width {
+            shown = with;
+        }
+    }
+    text(&shown)
+}
+
+fn join<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    parts.collect::<Vec<_>>().join(" · ")
 }
 
 pub(super) fn render_status(
@@ -115,7 +177,7 @@ pub(super) fn render_status(
     // Why the last key did nothing, in place of the position until the next key.
     let first = match &v.app.ui.notice {
         Some(n) => Line::styled(n.clone(), theme.warning),
-        None => Line::styled(status_text(v), theme.header),
+        None => Line::styled(status_text_within(v, usize::from(area.width)), theme.header),
     };
     chrome::line_at(buf, area, 0, &first);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
