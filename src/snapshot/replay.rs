@@ -787,8 +787,6 @@ fn complete_recorded(model: &mut CachingAllocator<ScriptedDevice>, part: &[Event
     }
 }
 
-/// Runs one program call on the model and compares the events it emits with
-/// the recording from `*k`; advances `*k` past the matched events.
 /// Buffers [`run_step`] fills at every step, kept for the next one.
 #[derive(Default)]
 struct StepScratch {
@@ -797,6 +795,8 @@ struct StepScratch {
     got: Vec<Event>,
 }
 
+/// Runs one program call on the model and compares the events it emits with
+/// the recording from `*k`; advances `*k` past the matched events.
 fn run_step(
     model: &mut CachingAllocator<ScriptedDevice>,
     events: &[Event],
