@@ -736,8 +736,14 @@ fn a_comparison_taller_than_the_terminal_scrolls_and_says_which_rows_it_shows() 
     press(&mut v, KeyCode::Esc);
     press(&mut v, KeyCode::Char('c'));
     assert!(screen_at(&v, 80, 12).contains("rows 1–8 of "));
-    // A comparison that fits says nothing of rows.
+    // A comparison that fits says nothing of rows; a narrow one keeps the
+    // rows and leaves out the keys rather than cutting them.
     assert!(!screen_at(&v, 120, 60).contains("rows 1–"));
+    screen_at(&v, 40, 12);
+    press(&mut v, KeyCode::End);
+    let narrow = screen_at(&v, 40, 12);
+    assert!(narrow.contains(" 4–11/11 "), "{narrow}");
+    assert!(!narrow.contains("scrolls ba"), "{narrow}");
 }
 
 #[test]

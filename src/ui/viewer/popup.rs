@@ -55,6 +55,13 @@ pub(super) fn render_text_popup<'a>(
             format!("{back} {on} scroll")
         };
         let note = format!(" rows {}–{last} of {} · {how} ", first + 1, lines.len());
+        // A narrow popup keeps the rows and leaves out the keys.
+        let room = usize::from(popup.width.saturating_sub(2));
+        let note = if note.chars().count() <= room {
+            note
+        } else {
+            format!(" {}–{last}/{} ", first + 1, lines.len())
+        };
         chrome::bottom_note(buf, popup, &note, theme);
     }
     theme.finish(popup, buf);
