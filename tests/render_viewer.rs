@@ -147,6 +147,34 @@ fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
 }
 
 #[test]
+fn a_narrow_block_detail_wraps_its_long_lines_instead_of_cutting_them() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 20);
+    let mut guard = 0;
+    while !v
+        .selected_block()
+        .is_some_and(|(_, b)| !b.frames.is_empty() && b.state.is_active())
+    {
+        press(&mut v, KeyCode::Down);
+        guard += 1;
+        assert!(guard < 100, "no block with frames at cursor 20");
+    }
+    let lines: Vec<String> = detail_lines(&v, 50).iter().map(|l| l.to_string()).collect();
+    for l in &lines {
+        assert!(l.chars().count() <= 50, "{l:?} is wider than 50");
+    }
+    let text = lines.join(" ");
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("20 C++ frames hidden"), "{words}");
+    assert!(
+        words.contains("large pool") || words.contains("small pool"),
+        "{words}"
+    );
+}
+
+#[test]
 fn small_terminal_keeps_status_timeline_and_segments() {
     let Some(v) = viewer(SILMONT) else {
         return;

@@ -63,7 +63,22 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         return vec![Line::raw("no block selected")];
     };
     // Detail theme-independent words; styles come from the caller.
-    let kv = |k: &str, val: String| Line::from(vec![Span::raw(format!("{k:<14}")), Span::raw(val)]);
+    // A value too long for the row wraps under itself, past the key column
+    // (the popup would cut it otherwise).
+    let room = width.saturating_sub(14).max(20);
+    let kv = |k: &str, val: String| -> Vec<Line<'static>> {
+        let mut rows = chrome::wrap(&val, room);
+        if rows.is_empty() {
+            rows.push(String::new());
+        }
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let key = if i == 0 { k } else { "" };
+                Line::from(vec![Span::raw(format!("{key:<14}")), Span::raw(row)])
+            })
+            .collect()
+    };
     let state = match b.state {
         BlockState::ActiveAllocated => "allocated",
         BlockState::ActivePendingFree => "pending free (freed, waiting on stream events)",
@@ -74,7 +89,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         .iter()
         .position(|s| s.address == seg.address)
         .map_or(0, |i| i + 1);
-    let mut lines = vec![
+    let mut lines: Vec<Line<'static>> = [
         kv("address", format!("{:#x}", b.address)),
         kv(
             "size",
@@ -124,8 +139,11 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
                 }
             ),
         ),
-        Line::raw(""),
-    ];
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    lines.push(Line::raw(""));
     if b.frames.is_empty() {
         let why = match b.state {
             BlockState::Inactive => "stack: n/a (a free block; no allocation recorded for it)",
@@ -161,7 +179,9 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         } else {
             format!("{title}:")
         };
-        lines.push(Line::raw(title));
+        for l in chrome::wrap(&title, width) {
+            lines.push(Line::raw(l));
+        }
         for f in shown {
             lines.push(Line::raw(format!(
                 "  {}",
