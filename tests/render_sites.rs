@@ -293,14 +293,14 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     let t = draw(&v, 120, 40);
     let screen = text(t.backend().buffer());
     assert!(
-        screen.contains("… 654 above (655–667 of 667; ↑ k scrolls back)"),
+        screen.contains("… 655 above (656–668 of 668; ↑ k scrolls back)"),
         "{screen}"
     );
     insta::assert_snapshot!("sites_expanded_end_120x40", t.backend());
     press(&mut v, KeyCode::Up);
     let screen = text(draw(&v, 120, 40).backend().buffer());
     assert!(
-        screen.contains("… 1 more (654–666 of 667; ↑ k ↓ j scroll)"),
+        screen.contains("… 1 more (655–667 of 668; ↑ k ↓ j scroll)"),
         "{screen}"
     );
     // Folded, ↑/↓ select sites again; expanded again, from the top.
@@ -311,7 +311,7 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     press(&mut v, KeyCode::Enter);
     let screen = text(draw(&v, 120, 40).backend().buffer());
     assert!(
-        screen.contains("… 654 more (1–13 of 667; ↓ j scrolls)"),
+        screen.contains("… 655 more (1–13 of 668; ↓ j scrolls)"),
         "{screen}"
     );
 }
@@ -427,4 +427,26 @@ fn a_sites_cpp_frame_count_is_the_same_in_the_pane_the_block_detail_and_the_json
         .collect();
     let detail = detail.join("\n");
     assert!(detail.contains(&hidden), "{detail}");
+}
+
+#[test]
+fn a_narrow_expanded_site_wraps_its_heading_and_keeps_the_x_hint() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    let site = v.selected_site().expect("a site").clone();
+    let lines = vramtop::ui::site_detail_lines(&v, &site, 60);
+    let frames_at = lines
+        .iter()
+        .position(|l| l.starts_with("  "))
+        .expect("a frame row");
+    for l in &lines[..frames_at] {
+        assert!(l.chars().count() <= 60, "{l:?} is wider than 60");
+    }
+    let heading = lines[..frames_at].join(" ");
+    assert!(heading.contains("x shows them"), "{heading}");
+    assert!(heading.contains("in blocks"), "{heading}");
 }

@@ -61,14 +61,17 @@ pub(super) fn dropped_note(c: FrameCounts) -> String {
 /// The lines of an expanded site: what it is, its stack (Python frames,
 /// C++ frames counted or shown), its blocks.
 pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String> {
-    let width = usize::from(width);
-    let mut lines = Vec::new();
-    lines.push(format!(
-        "{} · {} requested of {} in blocks",
-        site.label,
-        format::bytes(site.requested_bytes),
-        format::bytes(site.bytes)
-    ));
+    // The heading and the stack's title wrap (a cut one loses the "x shows
+    // them" hint); frames and blocks stay one a row.
+    let mut lines = chrome::wrap(
+        &format!(
+            "{} · {} requested of {} in blocks",
+            site.label,
+            format::bytes(site.requested_bytes),
+            format::bytes(site.bytes)
+        ),
+        width,
+    );
     if site.key.is_no_stack() {
         let why = match v.no_stack {
             crate::snapshot::sites::NoStackReason::BeforeRecording => {
@@ -80,11 +83,11 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
                  _record_memory_history(stacks=\"python\") or \"all\" to see sites."
             }
         };
-        lines.extend(chrome::wrap(why, u16::try_from(width).unwrap_or(u16::MAX)));
+        lines.extend(chrome::wrap(why, width));
     } else {
         let counts = frame_counts(&site.stack);
         let with_cpp = v.show_cpp || counts.python == 0;
-        lines.push(stack_heading(counts, with_cpp));
+        lines.extend(chrome::wrap(&stack_heading(counts, with_cpp), width));
         for f in listed_frames(&site.stack, with_cpp) {
             lines.push(format!("  {}", frame_label(f)));
         }
