@@ -716,6 +716,38 @@ fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
     }
 }
 
+#[test]
+fn help_at_80_columns_wraps_long_key_descriptions_instead_of_cutting_them() {
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    for stress in [false, true] {
+        let mut terminal = Terminal::new(TestBackend::new(80, 120)).expect("test backend");
+        terminal
+            .draw(|f| {
+                f.render_widget(
+                    ui::HelpOverlay::new(&keymap, &theme).with_stress(stress),
+                    f.area(),
+                )
+            })
+            .expect("test backend");
+        let screen = common::screen::text(terminal.backend().buffer());
+        for row in screen.lines() {
+            assert!(!row.trim_end().ends_with("…│"), "cut: {row}\n{screen}");
+        }
+        if stress {
+            let words = screen
+                .split_whitespace()
+                .filter(|w| *w != "│")
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                words.contains("in the current directory"),
+                "the W row is whole: {screen}"
+            );
+        }
+    }
+}
+
 /// A dashboard on a simulated GPU with the stress panel driven
 /// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
 /// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.

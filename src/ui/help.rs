@@ -105,9 +105,29 @@ impl<'a> HelpOverlay<'a> {
     }
 
     /// Key lines grouped by where they apply: everywhere first, then one
-    /// heading per pane.
-    fn key_lines(&self) -> Vec<Line<'static>> {
+    /// heading per pane; a description wider than `width` columns wraps
+    /// under itself, past the keys' column.
+    fn key_lines(&self, width: u16) -> Vec<Line<'static>> {
         let theme = self.theme;
+        let row = |keys: &str, what: &str, key_w: usize| -> Vec<Line<'static>> {
+            let room = usize::from(width).saturating_sub(key_w);
+            let parts = if what.chars().count() <= room {
+                vec![what.to_string()]
+            } else {
+                chrome::wrap(what, u16::try_from(room.max(10)).unwrap_or(u16::MAX))
+            };
+            parts
+                .into_iter()
+                .enumerate()
+                .map(|(i, part)| {
+                    let k = if i == 0 { keys } else { "" };
+                    Line::from(vec![
+                        Span::styled(left(k, key_w), theme.key),
+                        Span::styled(part, theme.text),
+                    ])
+                })
+                .collect()
+        };
         // With the panel open its keys come first: the dashboard's rows
         // for keys it takes would name what those keys no longer do.
         let rows = if self.stress {
@@ -128,20 +148,14 @@ impl<'a> HelpOverlay<'a> {
             let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
             lines.push(Line::styled("In the snapshot viewer", theme.header));
             for (keys, what) in rows {
-                lines.push(Line::from(vec![
-                    Span::styled(left(keys, key_w), theme.key),
-                    Span::styled(what, theme.text),
-                ]));
+                lines.extend(row(keys, what, key_w));
             }
             return lines;
         }
         if self.stress {
             lines.push(Line::styled("In the stress panel", theme.header));
             for (keys, what) in self.keymap.stress_help_rows() {
-                lines.push(Line::from(vec![
-                    Span::styled(left(keys, key_w), theme.key),
-                    Span::styled(what, theme.text),
-                ]));
+                lines.extend(row(keys, what, key_w));
             }
         }
         for group in groups {
@@ -152,10 +166,7 @@ impl<'a> HelpOverlay<'a> {
             };
             lines.push(Line::styled(heading, theme.header));
             for (keys, what, _) in rows.iter().filter(|r| r.2 == group) {
-                lines.push(Line::from(vec![
-                    Span::styled(left(keys, key_w), theme.key),
-                    Span::styled(*what, theme.text),
-                ]));
+                lines.extend(row(keys, what, key_w));
             }
         }
         lines
@@ -215,7 +226,7 @@ impl Widget for HelpOverlay<'_> {
         }
         let theme = self.theme;
         let width = area.width.min(MAX_WIDTH);
-        let keys = self.key_lines();
+        let keys = self.key_lines(u16::MAX);
         let keys_w = u16::try_from(keys.iter().map(Line::width).max().unwrap_or(0))
             .unwrap_or(u16::MAX)
             .min(width.saturating_sub(4));
@@ -228,6 +239,12 @@ impl Widget for HelpOverlay<'_> {
             width.saturating_sub(2)
         };
         let defs = self.definition_lines(defs_w);
+        // One column: the keys' descriptions wrap to its width.
+        let keys = if two {
+            keys
+        } else {
+            self.key_lines(width.saturating_sub(2))
+        };
         let content_h = if two {
             keys.len().max(defs.len())
         } else {
