@@ -2157,3 +2157,34 @@ fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
     assert!(loaded.contains(&format!("next {next}")), "{next}: {loaded}");
     assert!(loaded.contains("step 1/10"), "{loaded}");
 }
+
+#[test]
+fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    let explanation = p
+        .scenario
+        .as_ref()
+        .expect("loaded")
+        .scenario
+        .explanation
+        .clone();
+    let text = panel_text(&p, 80, 12);
+    let words = flat(&text);
+    assert!(
+        !words.contains(&flat(&explanation)),
+        "the explanation is longer than its rows at 80 columns: {words}"
+    );
+    let last = text
+        .lines()
+        .rfind(|l| {
+            let l = flat(l);
+            !l.is_empty() && explanation.contains(l.trim_end_matches(['…', ' ']))
+        })
+        .expect("the explanation's last row");
+    assert!(last.trim_end().ends_with('…'), "{last:?}\n{text}");
+}

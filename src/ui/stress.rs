@@ -242,9 +242,14 @@ impl<'a> StressPane<'a> {
             item("next ", Span::raw(next)),
         ];
         lines.extend(chrome::flow(items, width, 2));
-        let mut explanation = highlighted_wrap(&run.scenario.explanation, "", width, t.dim, t.dim);
-        explanation.truncate(EXPLANATION_ROWS);
-        lines.extend(explanation);
+        // Cut to its rows, the last says so ("…"): a sentence that simply
+        // stops reads as the whole explanation.
+        lines.extend(wrapped(
+            &run.scenario.explanation,
+            width,
+            EXPLANATION_ROWS,
+            t.dim,
+        ));
         lines
     }
 
