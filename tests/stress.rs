@@ -2188,3 +2188,25 @@ fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
         .expect("the explanation's last row");
     assert!(last.trim_end().ends_with('…'), "{last:?}\n{text}");
 }
+
+#[test]
+fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(
+        &mut p,
+        &mut exec,
+        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
+    );
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    assert!(p.oom.is_some(), "out of memory");
+    let text = panel_text(&p, 80, 24);
+    let last = text
+        .lines()
+        .rfind(|l| l.contains("try setting"))
+        .expect("the message's fourth row");
+    assert!(
+        !flat(&text).contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments"),
+        "the message is longer than its rows at 80 columns: {text}"
+    );
+    assert!(last.trim_end().ends_with('…'), "{last:?}\n{text}");
+}

@@ -173,7 +173,24 @@ impl<'a> StressPane<'a> {
             self.theme.critical,
             self.theme.warning,
         );
-        lines.truncate(OOM_ROWS);
+        // Cut to its rows, the last says so: PyTorch's sentence stopping at
+        // "try setting" would read as the whole message.
+        if lines.len() > OOM_ROWS {
+            lines.truncate(OOM_ROWS);
+            if let Some(last) = lines.last_mut() {
+                // Whole words give way to the mark, not the mark to them.
+                while last.spans.len() > 1
+                    && (last.width() + 2 > usize::from(width)
+                        || last
+                            .spans
+                            .last()
+                            .is_some_and(|s| s.content.trim().is_empty()))
+                {
+                    last.spans.pop();
+                }
+                last.spans.push(Span::styled(" …", self.theme.critical));
+            }
+        }
         lines
     }
 
