@@ -406,6 +406,35 @@ fn peak_and_mark_keys_on_a_file_without_a_trace_say_there_is_none() {
 }
 
 #[test]
+fn x_without_an_expanded_site_says_what_it_changed_and_where_it_shows() {
+    let Some(mut v) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('x'));
+    assert!(v.show_cpp);
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(said.contains("C++ frames now listed"), "{said:?}");
+    assert!(said.contains("Enter expands"), "{said:?}");
+    press(&mut v, KeyCode::Char('x'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(said.contains("C++ frames now counted"), "{said:?}");
+    // In an expanded site with a stack the pane itself shows the change.
+    press(&mut v, KeyCode::Char('w'));
+    let with_stack = v
+        .sites
+        .as_ref()
+        .and_then(|s| s.sites.iter().position(|s| !s.key.is_no_stack()))
+        .expect("a site with a stack");
+    for _ in 0..with_stack {
+        press(&mut v, KeyCode::Down);
+    }
+    press(&mut v, KeyCode::Enter);
+    assert!(v.site_expanded);
+    press(&mut v, KeyCode::Char('x'));
+    assert_eq!(v.app.ui.notice, None);
+}
+
+#[test]
 fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     let keymap = Keymap::default();
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))

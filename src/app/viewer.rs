@@ -794,6 +794,17 @@ impl ViewerState {
             V::ToggleCppFrames => {
                 self.show_cpp = !self.show_cpp;
                 self.site_scroll = 0;
+                // With no expanded site's stack on screen the key would seem
+                // to do nothing: say what it changed and where it shows.
+                let on_screen = self.sites_open
+                    && self.site_expanded
+                    && self.selected_site().is_some_and(|s| !s.key.is_no_stack());
+                if !on_screen {
+                    let how = if self.show_cpp { "listed" } else { "counted" };
+                    self.app.ui.notice = Some(format!(
+                        "x: C++ frames now {how} in expanded sites (w sites, Enter expands one)"
+                    ));
+                }
                 Effect::Redraw
             }
             V::MarkA | V::MarkB => {
