@@ -57,6 +57,17 @@ fn site_of_block(v: &ViewerState, b: &crate::snapshot::Block) -> String {
     }
 }
 
+/// "4.00 MiB (4194304 B)"; below a KiB the bytes once ("256 B", not
+/// "256 B (256 B)").
+fn bytes_exactly(n: u64) -> String {
+    let shown = format::bytes(n);
+    if n < 1024 {
+        shown
+    } else {
+        format!("{shown} ({n} B)")
+    }
+}
+
 /// The lines of the block-detail overlay for `width` columns.
 pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     let Some((seg, b)) = v.selected_block() else {
@@ -94,9 +105,8 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         kv(
             "size",
             format!(
-                "{} ({} B){}",
-                format::bytes(b.size),
-                b.size,
+                "{}{}",
+                bytes_exactly(b.size),
                 if v.selected_size_inferred() {
                     " — inferred from the request (the trace records requests only)"
                 } else {
@@ -113,11 +123,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
             if b.state == BlockState::Inactive && b.requested_size == 0 {
                 format::NA.to_string()
             } else {
-                format!(
-                    "{} ({} B)",
-                    format::bytes(b.requested_size),
-                    b.requested_size
-                )
+                bytes_exactly(b.requested_size)
             },
         ),
         kv("state", state.to_string()),
@@ -215,4 +221,15 @@ pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme
             })
             .collect()
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes_exactly;
+
+    #[test]
+    fn exact_bytes_are_given_once_below_a_kib_and_in_brackets_above() {
+        assert_eq!(bytes_exactly(256), "256 B", "not 256 B (256 B)");
+        assert_eq!(bytes_exactly(4 << 20), "4.00 MiB (4194304 B)");
+    }
 }

@@ -147,6 +147,14 @@ pub fn status_text_within(v: &ViewerState, width: usize) -> String {
         .map(|(keep, _)| *keep == Keep::Always)
         .collect();
     for level in [Keep::Event, Keep::Peaks, Keep::Stream, Keep::Time] {
+        // A stream without the event it belongs to reads as a filter.
+        let event_shown = parts
+            .iter()
+            .zip(&shown)
+            .any(|((keep, _), s)| *s && *keep == Keep::Event);
+        if level == Keep::Stream && !event_shown {
+            continue;
+        }
         let with: Vec<bool> = parts
             .iter()
             .zip(&shown)
