@@ -111,22 +111,26 @@ fn n_jumps_to_a_segment_alloc_and_shows_the_new_segment() {
     insta::assert_snapshot!("viewer_segment_alloc_120x40", t.backend());
 }
 
+/// Moves the selection down to the first allocated block with a stack.
+fn select_a_block_with_a_stack(v: &mut ViewerState) {
+    let mut guard = 0;
+    while !v
+        .selected_block()
+        .is_some_and(|(_, b)| !b.frames.is_empty() && b.state.is_active())
+    {
+        press(v, KeyCode::Down);
+        guard += 1;
+        assert!(guard < 100, "no block with frames at the cursor");
+    }
+}
+
 #[test]
 fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
     let Some(mut v) = viewer(SILMONT) else {
         return;
     };
     seek(&mut v, 20);
-    // The first allocated block with a stack.
-    let mut guard = 0;
-    while !v
-        .selected_block()
-        .is_some_and(|(_, b)| !b.frames.is_empty() && b.state.is_active())
-    {
-        press(&mut v, KeyCode::Down);
-        guard += 1;
-        assert!(guard < 100, "no block with frames at cursor 20");
-    }
+    select_a_block_with_a_stack(&mut v);
     press(&mut v, KeyCode::Enter);
     assert!(v.detail_open);
     let lines: Vec<String> = detail_lines(&v, 100)
@@ -152,15 +156,7 @@ fn a_narrow_block_detail_wraps_its_long_lines_instead_of_cutting_them() {
         return;
     };
     seek(&mut v, 20);
-    let mut guard = 0;
-    while !v
-        .selected_block()
-        .is_some_and(|(_, b)| !b.frames.is_empty() && b.state.is_active())
-    {
-        press(&mut v, KeyCode::Down);
-        guard += 1;
-        assert!(guard < 100, "no block with frames at cursor 20");
-    }
+    select_a_block_with_a_stack(&mut v);
     let lines: Vec<String> = detail_lines(&v, 50).iter().map(|l| l.to_string()).collect();
     for l in &lines {
         assert!(l.chars().count() <= 50, "{l:?} is wider than 50");

@@ -667,22 +667,31 @@ fn every_key_the_panel_answers_is_in_its_help_and_in_docs_keys() {
     }
 }
 
+/// The help overlay as text, on a `(width, height)` screen, with or
+/// without the stress panel open.
+fn help_screen(
+    keymap: &Keymap,
+    theme: &Theme,
+    (width, height): (u16, u16),
+    stress: bool,
+) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
+    terminal
+        .draw(|f| {
+            f.render_widget(
+                ui::HelpOverlay::new(keymap, theme).with_stress(stress),
+                f.area(),
+            )
+        })
+        .expect("test backend");
+    common::screen::text(terminal.backend().buffer())
+}
+
 #[test]
 fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
     let keymap = Keymap::default();
     let theme = Theme::colored();
-    let help = |stress: bool| {
-        let mut terminal = Terminal::new(TestBackend::new(120, 90)).expect("test backend");
-        terminal
-            .draw(|f| {
-                f.render_widget(
-                    ui::HelpOverlay::new(&keymap, &theme).with_stress(stress),
-                    f.area(),
-                )
-            })
-            .expect("test backend");
-        common::screen::text(terminal.backend().buffer())
-    };
+    let help = |stress: bool| help_screen(&keymap, &theme, (120, 90), stress);
     let open = help(true);
     // The panel's own rows are there; the dashboard's for c, o, v, + and
     // - (compare, free oldest, verify, size up and down in the panel) are
@@ -721,16 +730,7 @@ fn help_at_80_columns_wraps_long_key_descriptions_instead_of_cutting_them() {
     let keymap = Keymap::default();
     let theme = Theme::colored();
     for stress in [false, true] {
-        let mut terminal = Terminal::new(TestBackend::new(80, 120)).expect("test backend");
-        terminal
-            .draw(|f| {
-                f.render_widget(
-                    ui::HelpOverlay::new(&keymap, &theme).with_stress(stress),
-                    f.area(),
-                )
-            })
-            .expect("test backend");
-        let screen = common::screen::text(terminal.backend().buffer());
+        let screen = help_screen(&keymap, &theme, (80, 120), stress);
         for row in screen.lines() {
             assert!(!row.trim_end().ends_with("…│"), "cut: {row}\n{screen}");
         }
