@@ -76,6 +76,27 @@ fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed()
 }
 
 #[test]
+fn replay_says_how_many_trace_entries_are_markers_it_does_not_replay() {
+    let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        eprintln!("skipping: ../shared/snapshots/JasperSolt_EoR_NN_snapshot.pickle not found");
+        return;
+    };
+    let (code, out, _) = vramtop(&["replay", &path]);
+    assert_eq!(code, 0, "{out}");
+    // 5803 entries, 9 of them `snapshot` markers (the Python inspector's
+    // count of actions): 5794 replayed.
+    assert!(out.contains("5803 trace entries"), "{out}");
+    assert!(out.contains("9 of its 5803 entries not replayed"), "{out}");
+    assert!(out.contains("events matched       5794/5794"), "{out}");
+    // A trace with no marker says nothing of it.
+    let Some(silmont) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let (_, out, _) = vramtop(&["replay", &silmont]);
+    assert!(!out.contains("not replayed"), "{out}");
+}
+
+#[test]
 fn replay_of_a_hand_made_sample_reports_findings_with_exit_1() {
     let Some(path) = shared("snapviewer_memory.pickle") else {
         return;

@@ -249,6 +249,17 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
             );
         }
     }
+    // "events matched 5794/5794" beside "5803 trace entries" says why.
+    let replayed: usize = report.replays.iter().map(|r| r.events_in_trace).sum();
+    let left_out = report.trace_entries.saturating_sub(replayed);
+    if !report.replays.is_empty() && report.unreplayable.is_empty() && left_out > 0 {
+        let _ = writeln!(
+            out,
+            "trace: {left_out} of its {} entries not replayed: markers (snapshot, annotate), or \
+             on a GPU without an allocator call",
+            report.trace_entries
+        );
+    }
     for r in &report.replays {
         render_device(&mut out, r);
     }
