@@ -9,11 +9,17 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
     common::run_vramtop(args, None)
 }
 
+/// A shared snapshot's path; `None`, saying the test is skipped, when
+/// ../shared is absent.
 fn shared(name: &str) -> Option<String> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/snapshots")
         .join(name);
-    p.exists().then(|| p.display().to_string())
+    if !p.exists() {
+        eprintln!("skipping: {} not found", p.display());
+        return None;
+    }
+    Some(p.display().to_string())
 }
 
 #[test]
@@ -63,7 +69,6 @@ fn replay_of_a_real_snapshot_is_a_full_match_with_exit_0() {
 #[test]
 fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed() {
     let Some(path) = shared("muduard_dump_snapshot_b.pickle") else {
-        eprintln!("skipping: ../shared/snapshots/muduard_dump_snapshot_b.pickle not found");
         return;
     };
     let (code, out, _) = vramtop(&["replay", &path]);
@@ -78,7 +83,6 @@ fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed()
 #[test]
 fn replay_says_how_many_trace_entries_are_markers_it_does_not_replay() {
     let Some(path) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
-        eprintln!("skipping: ../shared/snapshots/JasperSolt_EoR_NN_snapshot.pickle not found");
         return;
     };
     let (code, out, _) = vramtop(&["replay", &path]);

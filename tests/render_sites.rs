@@ -10,7 +10,7 @@ use ratatui::backend::TestBackend;
 use vramtop::alloc::TraceAction;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::viewer::ViewerState;
-use vramtop::snapshot::sites::Grouping;
+use vramtop::snapshot::sites::{Grouping, Site};
 use vramtop::ui::{Theme, compare_lines, detail_lines, render_viewer, status_text};
 
 use common::screen::text;
@@ -391,15 +391,20 @@ fn help_overlay_lists_the_new_keys() {
     }
 }
 
+/// Opens the sites pane and expands its second site (Hyperion's einsum).
+fn expand_second_site(v: &mut ViewerState) -> Site {
+    key(v, 'w');
+    press(v, KeyCode::Down);
+    press(v, KeyCode::Enter);
+    v.selected_site().expect("a site").clone()
+}
+
 #[test]
 fn a_sites_cpp_frame_count_is_the_same_in_the_pane_the_block_detail_and_the_json() {
     let Some(mut v) = viewer(HYPERION) else {
         return;
     };
-    key(&mut v, 'w');
-    press(&mut v, KeyCode::Down);
-    press(&mut v, KeyCode::Enter);
-    let site = v.selected_site().expect("a site").clone();
+    let site = expand_second_site(&mut v);
     assert!(site.label.contains("einsum"), "{}", site.label);
     // `--summary --json` serialises the site as it is.
     let json = serde_json::to_value(&site).expect("JSON");
@@ -434,10 +439,7 @@ fn a_narrow_expanded_site_wraps_its_heading_and_keeps_the_x_hint() {
     let Some(mut v) = viewer(HYPERION) else {
         return;
     };
-    key(&mut v, 'w');
-    press(&mut v, KeyCode::Down);
-    press(&mut v, KeyCode::Enter);
-    let site = v.selected_site().expect("a site").clone();
+    let site = expand_second_site(&mut v);
     let lines = vramtop::ui::site_detail_lines(&v, &site, 60);
     let frames_at = lines
         .iter()

@@ -1618,11 +1618,7 @@ fn every_builtin_scenario_reaches_vramtop_scenarios_figures_step_by_step_in_the_
 #[test]
 fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_to_the_gpu() {
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
-    );
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
     drive(&mut p, &mut exec, StressAction::ScenarioRun);
     let run = p.scenario.as_ref().expect("loaded");
     assert_eq!(run.done, 4, "stopped at the OOM step");
@@ -1652,6 +1648,11 @@ fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_t
     assert_eq!(p.device, PanelDevice::Gpu);
     assert!(p.scenario.is_none() && p.tensors.is_empty() && p.oom.is_none());
     assert!(panel_row(&p, 120, 0).contains("GPU 0 · no cap (simulated)"));
+}
+
+/// Loads the built-in scenario `name` into the panel.
+fn load_builtin(p: &mut StressPanel, exec: &mut PanelExecutor<SimMemory>, name: &str) {
+    drive(p, exec, StressAction::LoadScenario(builtin_index(name)));
 }
 
 /// Applies `action` and answers every command it leads to (a running
@@ -1689,11 +1690,7 @@ fn stepping_a_scenario_reaches_the_engines_reserved_figures_and_rewind_returns_t
     .expect("runs");
     let expected = &expected.variants[0].steps;
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index(name)),
-    );
+    load_builtin(&mut p, &mut exec, name);
     assert_eq!(p.figures.reserved, 0);
     let run = p.scenario.as_ref().expect("loaded");
     assert_eq!(run.total(), expected.len());
@@ -1761,11 +1758,7 @@ fn next_variant_applies_its_alloc_conf_through_reconfigure() {
 #[test]
 fn a_scenario_step_that_runs_out_of_memory_stops_the_run_with_pytorchs_message() {
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
-    );
+    load_builtin(&mut p, &mut exec, "empty_cache_live_block");
     // A step's OOM answer (hand-made: the simulated GPU is large).
     assert!(!p.apply(StressAction::ScenarioRun).is_empty());
     let more = p.on_result(answer(
@@ -1823,11 +1816,7 @@ fn n_opens_the_scenario_list_and_enter_loads_the_selected_one() {
 #[test]
 fn a_loaded_scenario_renders_its_name_step_and_explanation() {
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
-    );
+    load_builtin(&mut p, &mut exec, "empty_cache_live_block");
     drive(&mut p, &mut exec, StressAction::ScenarioStep);
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(110, 14)).expect("test backend");
@@ -1951,11 +1940,7 @@ fn new_settings_or_a_loaded_scenario_clear_the_compare_marks_of_the_old_allocato
     drive(&mut p, &mut exec, StressAction::Allocate);
     drive(&mut p, &mut exec, StressAction::MarkCompare);
     assert!(p.compare().is_some());
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
-    );
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
     assert!(p.compare().is_none(), "a loaded scenario: cleared too");
     let screen = panel_row(&p, 120, 2);
     assert!(!screen.contains("figure"), "{screen}");
@@ -2143,11 +2128,7 @@ fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
         assert!(list.contains(&s.title), "{}: {list}", s.title);
     }
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("empty_cache_live_block")),
-    );
+    load_builtin(&mut p, &mut exec, "empty_cache_live_block");
     drive(&mut p, &mut exec, StressAction::ScenarioStep);
     let run = p.scenario.as_ref().expect("loaded");
     let next = run.scenario.steps[run.next_index().expect("a next step")]
@@ -2161,11 +2142,7 @@ fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
 #[test]
 fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
-    );
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
     let explanation = p
         .scenario
         .as_ref()
@@ -2192,11 +2169,7 @@ fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
 #[test]
 fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
     let (mut p, mut exec, _cluster) = scenario_rig();
-    drive(
-        &mut p,
-        &mut exec,
-        StressAction::LoadScenario(builtin_index("fragmentation_oom")),
-    );
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
     drive(&mut p, &mut exec, StressAction::ScenarioRun);
     assert!(p.oom.is_some(), "out of memory");
     let text = panel_text(&p, 80, 24);
