@@ -231,6 +231,15 @@ def main():
                 file=path,
             )
         )
+        # The same work as segsum: the final state's figures, no trace.
+        rows.append(
+            Row(
+                f"`open --summary --no-trace` of {os.path.basename(path)} ({file_mb(path):.1f} MB)",
+                Side("vramtop", [vramtop, "open", path, "--summary", "--no-trace"]),
+                Side("segsum peer", [PYTHON, SEGSUM_PEER, path]),
+                file=path,
+            )
+        )
 
     # The reference model replays one stream from an empty allocator: the
     # shared files start mid-run, so the trace is a generated one-stream one.
@@ -271,13 +280,16 @@ def main():
     # Both sides must agree on the figures before their times mean anything.
     checks = []
     for path in summary_files:
-        ours = subprocess.run([vramtop, "open", path, "--summary", "--json"], capture_output=True, text=True)
         theirs = subprocess.run([PYTHON, SEGSUM_PEER, "--json", path], capture_output=True, text=True)
-        if ours.returncode == 0 and theirs.returncode == 0:
-            segsum = json.loads(ours.stdout)["total"]["segsum"]
-            peer = json.loads(theirs.stdout)
-            same = all(segsum[k] == peer[k] for k in ("total_reserved", "total_allocated", "total_free"))
-            checks.append(f"{os.path.basename(path)}: segsum totals {'agree' if same else 'DIFFER'}")
+        for flags in ([], ["--no-trace"]):
+            ours = subprocess.run([vramtop, "open", path, "--summary", "--json", *flags],
+                                  capture_output=True, text=True)
+            if ours.returncode == 0 and theirs.returncode == 0:
+                segsum = json.loads(ours.stdout)["total"]["segsum"]
+                peer = json.loads(theirs.stdout)
+                same = all(segsum[k] == peer[k] for k in ("total_reserved", "total_allocated", "total_free"))
+                checks.append(f"{os.path.basename(path)} {' '.join(['--summary', *flags])}: "
+                              f"segsum totals {'agree' if same else 'DIFFER'}")
 
     load_before = uptime()
     for r in range(args.rounds):
@@ -296,10 +308,16 @@ def main():
             skip_peer=None if peer else "not run: Python needs several times the file in memory (--python-large)",
             file=large,
         )
+        large_summary = Row(
+            f"`open --summary --no-trace` of the {file_mb(large):.0f} MB generated snapshot",
+            Side("vramtop", [vramtop, "open", large, "--summary", "--no-trace"]),
+            skip_peer="memory_viz fails above 1 GB; the peer reads the whole file",
+        )
         for r in range(args.large_rounds):
             print(f"large round {r + 1}/{args.large_rounds}", file=sys.stderr)
             large_row.run(r)
-        rows.append(large_row)
+            large_summary.run(r)
+        rows.extend([large_row, large_summary])
     load_after = uptime()
 
     print(f"\nload before: {load_before}\nload after:  {load_after}")

@@ -100,6 +100,12 @@ fn open_json_without_summary_is_a_usage_error() {
 }
 
 #[test]
+fn open_no_trace_without_summary_is_a_usage_error() {
+    let err = usage_error(&["open", "x.pickle", "--no-trace"]);
+    assert!(err.contains("--summary"), "{err}");
+}
+
+#[test]
 fn bad_input_and_usage_share_the_prefix_and_exit_2() {
     let (code, _, err) = vramtop(&["replay", "/nonexistent/x.pickle"]);
     assert_eq!(code, 2);

@@ -1626,7 +1626,11 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         let path = dir.join(name);
         std::fs::write(&path, &bytes).unwrap();
         let path = path.display().to_string();
-        for args in [vec!["open", &path, "--summary"], vec!["replay", &path]] {
+        for args in [
+            vec!["open", &path, "--summary"],
+            vec!["open", &path, "--summary", "--no-trace"],
+            vec!["replay", &path],
+        ] {
             let (code, out, err) = common::run_vramtop(&args, None);
             assert_eq!(code, 2, "{args:?}: {err}");
             assert!(out.is_empty(), "{args:?}: {out}");
@@ -2009,6 +2013,7 @@ fn hand_built_snapshot_value() -> Value {
             time_us: 1,
         }],
         skipped_trace_entries: 0,
+        trace_not_read: false,
     };
     parse(&vramtop::snapshot::snapshot_to_bytes(&snapshot)).unwrap()
 }

@@ -282,6 +282,7 @@ fn snapshot_with(segments: Vec<Segment>, trace: Vec<TraceEntry>) -> Snapshot {
         allocator_settings: None,
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,
+        trace_not_read: false,
     }
 }
 

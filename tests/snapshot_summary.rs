@@ -388,3 +388,84 @@ fn open_names_an_unreadable_file_before_asking_for_a_terminal() {
         );
     }
 }
+
+#[test]
+fn no_trace_summary_has_the_full_reads_figures_on_every_shared_file() {
+    use vramtop::snapshot::sites::Grouping;
+    use vramtop::snapshot::summary::sites_report;
+    use vramtop::snapshot::{FinalStateRead, read_snapshot_file_final_state};
+    let Some(files) = snapshot_files() else {
+        return;
+    };
+    assert!(!files.is_empty());
+    let mut up_to_the_trace = 0;
+    for path in &files {
+        let full = read_snapshot_file(path).expect("a shared file reads");
+        let (state, how) = read_snapshot_file_final_state(path).expect("its final state reads");
+        let name = path.display();
+        assert_eq!(summarize(&state), summarize(&full), "{name}");
+        match how {
+            FinalStateRead::UpToTheTrace => {
+                up_to_the_trace += 1;
+                assert!(state.device_traces.iter().all(Vec::is_empty), "{name}");
+                assert_eq!(state.segments, full.segments, "{name}");
+                // The sites at the end come from the segments alone.
+                let (state, full) = (std::sync::Arc::new(state), std::sync::Arc::new(full));
+                let ends = |s| {
+                    sites_report(s, Grouping::default(), 5)
+                        .sites
+                        .into_iter()
+                        .filter(|d| !d.at_end.sites.is_empty())
+                        .map(|d| (d.device, d.at_end.allocated, d.at_end.sites.len()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(ends(&state), ends(&full), "{name}");
+            }
+            FinalStateRead::Whole => assert_eq!(state, full, "{name}"),
+        }
+    }
+    // PyTorch writes the segments first: most shared files stop early.
+    assert!(
+        up_to_the_trace * 2 > files.len(),
+        "{up_to_the_trace} of {}",
+        files.len()
+    );
+}
+
+#[test]
+fn open_summary_no_trace_says_what_it_did_not_read() {
+    let path = shared_dir("snapshots/silmont_fwd_fp32_128.pickle");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--no-trace", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["trace_read"], false, "{out}");
+    let device = &v["sites"][0];
+    assert!(device["peaks"].is_null() && device["at_peak_allocated"].is_null());
+    assert!(
+        !device["at_end"]["sites"]
+            .as_array()
+            .expect("sites")
+            .is_empty()
+    );
+    let (code, full, _) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0);
+    let full: serde_json::Value = serde_json::from_str(&full).expect("valid JSON");
+    assert_eq!(full["trace_read"], true);
+    assert_eq!(v["total"], full["total"]);
+
+    let (code, text, err) = vramtop(&["open", &path, "--summary", "--no-trace"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("peaks: not read (--no-trace)"), "{text}");
+    assert!(text.contains("allocator_settings: not read"), "{text}");
+    // Its blocks carry no stack and the trace is not read: it cannot say
+    // whether they predate the recording.
+    assert!(
+        text.contains("no stack in the final state (trace not read)"),
+        "{text}"
+    );
+}

@@ -13,6 +13,7 @@ use vramtop::app::update::Effect;
 use vramtop::app::viewer::{PAGE_EVENTS, ViewerState};
 use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::capture::snapshot_of;
+use vramtop::snapshot::sites::NoStackReason;
 
 use common::shared_viewer as shared;
 
@@ -733,12 +734,40 @@ fn the_complete_trace_keeps_the_users_selection_and_focus() {
     assert_eq!(v.selected_address, Some(chosen));
     assert_eq!(v.app.ui.focus, focus);
     assert!(v.sites_open, "the sites pane stays open");
-    assert_eq!(v.selected_site().map(|s| &s.key), Some(&site));
+    // The same site (the blocks without a stack keep their row, their
+    // reason settled by the trace).
+    let now = v.selected_site().expect("a site selected").key.clone();
+    assert!(now.same_site(&site), "{now:?} after {site:?}");
     assert_eq!(v.cursor(), n, "at the end: the state the stage showed");
     assert!(!screen_of(&v).contains("reading trace"));
     press(&mut v, KeyCode::Esc);
     press(&mut v, KeyCode::Left);
     assert_eq!(v.cursor(), n - 1, "the trace can be stepped now");
+}
+
+#[test]
+fn a_stage_without_stacks_in_its_blocks_leaves_the_reason_to_the_trace() {
+    // Its allocated blocks have no stack; its trace has stacks.
+    let Some(path) = common::shared_snapshot("bolongcheng_xl_fwd_cl128_float32_expandable.pickle")
+    else {
+        return;
+    };
+    let (stage, _) = vramtop::snapshot::read_snapshot_file_final_state(&path).expect("reads");
+    let full = vramtop::snapshot::read_snapshot_file(&path).expect("reads");
+    let total = std::fs::metadata(&path).expect("metadata").len();
+    let mut v = ViewerState::segments_stage("b.pickle".to_string(), stage, total);
+    assert_eq!(v.no_stack, NoStackReason::TraceNotRead);
+    press(&mut v, KeyCode::Char('w'));
+    let screen = screen_of(&v);
+    assert!(screen.contains("no stack in the final state"), "{screen}");
+    assert!(!screen.contains("recorded without stacks"), "{screen}");
+    v.complete_trace(ViewerState::new("b.pickle".to_string(), full));
+    assert_eq!(v.no_stack, NoStackReason::BeforeRecording);
+    let screen = screen_of(&v);
+    assert!(
+        screen.contains("no stack: allocated before the recording"),
+        "{screen}"
+    );
 }
 
 #[test]

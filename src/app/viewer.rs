@@ -21,7 +21,7 @@ use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
 use crate::snapshot::peak::{Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
 use crate::snapshot::sites::{
-    Grouping, LiveAllocation, NoStackReason, Sites, group, no_stack_reason, records_stacks,
+    Grouping, LiveAllocation, NoStackReason, Sites, group, snapshot_no_stack_reason,
 };
 use crate::snapshot::summary::segment_info;
 use crate::snapshot::types::{Block, Segment};
@@ -250,7 +250,7 @@ impl ViewerState {
             .collect();
         app.ui.focus = Pane::Segments;
         let peaks = scrub.devices.iter().map(peaks).collect();
-        let no_stack = no_stack_reason(records_stacks(&scrub.snapshot));
+        let no_stack = snapshot_no_stack_reason(&scrub.snapshot);
         let mut v = ViewerState {
             file,
             scrub,
@@ -405,7 +405,7 @@ impl ViewerState {
         // Keep the same site selected when it is still there.
         let key = self.selected_site().map(|s| s.key.clone());
         let sites = self.sites_now();
-        let at = key.and_then(|k| sites.sites.iter().position(|s| s.key == k));
+        let at = key.and_then(|k| sites.sites.iter().position(|s| s.key.same_site(&k)));
         if at.is_none() {
             // Another site is selected now: its stack starts at the top.
             self.site_scroll = 0;

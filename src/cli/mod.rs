@@ -297,6 +297,11 @@ pub enum Command {
         /// and at the peak of allocated bytes.
         #[arg(long, value_name = "N", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
+        /// With --summary: read only the final state (the segments, at the
+        /// start of the file) and not the trace: milliseconds on a GB
+        /// file. No peaks and no sites at the peak, which need the trace.
+        #[arg(long, requires = "summary")]
+        no_trace: bool,
         #[command(flatten)]
         display: DisplayArgs,
         #[command(flatten)]
@@ -622,9 +627,19 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             summary,
             json,
             top,
+            no_trace,
             display,
             ..
-        }) => open::run(&file, summary, json, top, &display),
+        }) => open::run(
+            &file,
+            summary,
+            open::SummaryOptions {
+                json,
+                top,
+                no_trace,
+            },
+            &display,
+        ),
         Some(Command::Demo {
             json,
             save_snapshot,

@@ -15,44 +15,62 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::snapshot::read_snapshot_file;
 use crate::snapshot::sites::{Grouping, callers, frame_label};
 use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
 use crate::snapshot::types::AllocatorSettings;
+use crate::snapshot::{FinalStateRead, read_snapshot_file, read_snapshot_file_final_state};
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
 
+/// What `--summary` prints, and from how much of the file.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryOptions {
+    pub json: bool,
+    /// Sites listed per moment.
+    pub top: usize,
+    /// Only the final state: the trace is not read.
+    pub no_trace: bool,
+}
+
 pub fn run(
     file: &Path,
     summary: bool,
-    json: bool,
-    top: usize,
+    options: SummaryOptions,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
     let background_load =
         std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
     if !summary {
-        if json {
-            super::say_error(format_args!("--json needs --summary"));
+        if options.json || options.no_trace {
+            let flag = if options.json { "--json" } else { "--no-trace" };
+            super::say_error(format_args!("{flag} needs --summary"));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         return viewer(file, background_load, display);
     }
-    let snapshot = match read_snapshot_file(file) {
-        Ok(s) => s,
+    let read = if options.no_trace {
+        read_snapshot_file_final_state(file)
+    } else {
+        read_snapshot_file(file).map(|s| (s, FinalStateRead::Whole))
+    };
+    let (snapshot, how) = match read {
+        Ok(read) => read,
         Err(e) => {
             super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    // A file whose trace comes first is read whole even with --no-trace.
+    let trace_read = how == FinalStateRead::Whole;
     let snapshot = Arc::new(snapshot);
     let report = summarize(&snapshot);
-    let sites = sites_report(&snapshot, Grouping::default(), top);
-    if json {
+    let sites = sites_report(&snapshot, Grouping::default(), options.top);
+    if options.json {
         let full = FullSummary {
+            trace_read,
             summary: &report,
             sites: &sites,
         };
@@ -60,17 +78,20 @@ pub fn run(
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         let mut text = render_summary(&file.display().to_string(), &report);
-        text.push_str(&render_sites(&sites));
+        text.push_str(&render_sites(&sites, trace_read));
         super::emit(&text).wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
     Ok(ExitCode::SUCCESS)
 }
 
-/// The JSON of `--summary --json`: the summary's keys, then `sites`
-/// (per device, at the end and at the peak) and `allocator_settings`.
+/// The JSON of `--summary --json`: `trace_read` (false when `--no-trace`
+/// read only the final state: no peaks, no sites at the peak, allocator
+/// settings only if they come before the trace), the summary's keys, then `sites` (per device,
+/// at the end and at the peak) and `allocator_settings`.
 #[derive(Serialize)]
 struct FullSummary<'a> {
+    trace_read: bool,
     #[serde(flatten)]
     summary: &'a SnapshotSummary,
     #[serde(flatten)]
@@ -313,8 +334,9 @@ fn render_settings(out: &mut String, s: &AllocatorSettings) {
 }
 
 /// The human-readable sites part of the summary: per device the peaks
-/// and the top sites at the end and at the peak of allocated bytes.
-pub fn render_sites(report: &SitesReport) -> String {
+/// and the top sites at the end and at the peak of allocated bytes
+/// (without `trace_read`, a line saying they were not read instead).
+pub fn render_sites(report: &SitesReport, trace_read: bool) -> String {
     let mut out = String::new();
     for d in &report.sites {
         let t0 = d.first_time_us;
@@ -360,9 +382,21 @@ pub fn render_sites(report: &SitesReport) -> String {
             );
             render_sites_at(&mut out, at);
         }
+        if !trace_read {
+            let _ = writeln!(
+                out,
+                "  peaks: not read (--no-trace); they and the sites at the peak come from the trace"
+            );
+        }
     }
     match &report.allocator_settings {
         Some(s) => render_settings(&mut out, s),
+        None if !trace_read => {
+            let _ = writeln!(
+                out,
+                "allocator_settings: not read (--no-trace; a _dump_snapshot file keeps them after the trace)"
+            );
+        }
         None => {
             let _ = writeln!(out, "allocator_settings: not in the file (torch < 2.3)");
         }

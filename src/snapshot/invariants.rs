@@ -258,6 +258,7 @@ mod tests {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            trace_not_read: false,
         }
     }
 

@@ -76,7 +76,10 @@ pub fn read_segments_stage(prefix: &[u8], file_len: u64, limits: &Limits) -> Seg
     let partial = pickle::parse_document_until_key(prefix, file_len, limits, TRACE_KEY);
     match partial {
         Ok(Some(document)) => match snapshot_from_document(document) {
-            Ok(snapshot) => SegmentsStage::Ready(snapshot),
+            Ok(snapshot) => SegmentsStage::Ready(Snapshot {
+                trace_not_read: true,
+                ..snapshot
+            }),
             Err(_) => SegmentsStage::Single,
         },
         Ok(None) => SegmentsStage::Single,
@@ -204,6 +207,91 @@ fn read_file_staged(
     let document = pickle::parse_document_owned(bytes, &limits, Some(progress))
         .map_err(|e| in_file(e.into()))?;
     snapshot_from_document(document).map_err(in_file)
+}
+
+/// How much of a file [`read_snapshot_file_final_state`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalStateRead {
+    /// Only its beginning, up to the trace (the segments stage): the
+    /// rest of the file, trace and whatever follows it, was not read.
+    UpToTheTrace,
+    /// The whole file, trace included: it is read in one stage (see
+    /// [`SegmentsStage::Single`]), so its trace costs nothing more.
+    Whole,
+}
+
+/// A snapshot file's final state without its trace: the segments (and
+/// the allocator settings and annotations if they come before the trace),
+/// every trace empty. It reads and parses only the file's beginning when
+/// the segments come first, as in every `_dump_snapshot` pickle, so its
+/// cost does not grow with the trace: `chunk`-sized reads (4 MiB) until
+/// the `device_traces` key, a parse of the bytes read when they have
+/// doubled since the last try. A file read in one stage is read whole,
+/// trace and all ([`FinalStateRead::Whole`]); its errors are the
+/// one-stage read's.
+pub fn read_snapshot_file_final_state(
+    path: &Path,
+) -> Result<(Snapshot, FinalStateRead), SnapshotError> {
+    read_final_state(path, STAGED_READ_CHUNK)
+}
+
+/// The first read of [`read_snapshot_file_final_state`], in bytes.
+const FIRST_FINAL_STATE_READ: usize = 256 << 10;
+
+fn read_final_state(
+    path: &Path,
+    chunk: usize,
+) -> Result<(Snapshot, FinalStateRead), SnapshotError> {
+    let limits = Limits::default();
+    let io_error = |source| io_error(path, source);
+    let len = std::fs::metadata(path).map_err(io_error)?.len();
+    let whole =
+        |snapshot: Result<Snapshot, SnapshotError>| snapshot.map(|s| (s, FinalStateRead::Whole));
+    if len > limits.max_input_bytes {
+        return whole(read_file(path, None));
+    }
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    let mut bytes = Vec::new();
+    let key = memchr::memmem::Finder::new(TRACE_KEY.as_bytes());
+    let (mut searched, mut key_seen, mut last_try) = (0usize, false, 0usize);
+    // The reads grow from 256 KiB to `chunk`: the segments of a small
+    // file end in its first few hundred KiB.
+    let mut next_read = chunk.min(FIRST_FINAL_STATE_READ);
+    loop {
+        let read = (&mut file)
+            .take(next_read as u64)
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        next_read = next_read.saturating_mul(2).min(chunk);
+        let at_end = read == 0;
+        if !key_seen {
+            // The key may straddle a chunk boundary.
+            let from = searched.saturating_sub(TRACE_KEY.len());
+            searched = bytes.len();
+            key_seen = bytes.get(from..).and_then(|new| key.find(new)).is_some();
+        }
+        let doubled = bytes.len() >= last_try.saturating_mul(2);
+        if key_seen && (doubled || (at_end && bytes.len() > last_try)) {
+            last_try = bytes.len();
+            match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
+                SegmentsStage::Ready(stage) => return Ok((stage, FinalStateRead::UpToTheTrace)),
+                SegmentsStage::NeedMore => {}
+                SegmentsStage::Single => break,
+            }
+        }
+        if at_end {
+            break;
+        }
+    }
+    // Read in one stage: the rest of the file, then all of it parsed.
+    file.read_to_end(&mut bytes).map_err(io_error)?;
+    if bytes.len() as u64 > limits.max_input_bytes {
+        // It grew while read: refused as its new length would have been.
+        return whole(read_file(path, None));
+    }
+    let document =
+        pickle::parse_document_owned(bytes, &limits, None).map_err(|e| in_file(path, e.into()))?;
+    whole(snapshot_from_document(document).map_err(|e| in_file(path, e)))
 }
 
 /// `source`, found reading the snapshot at `path`.
@@ -393,6 +481,7 @@ impl Reader {
                     allocator_settings,
                     external_annotations,
                     skipped_trace_entries: reader.skipped_trace_entries,
+                    trace_not_read: false,
                 })
             }
             Value::List(items) => {
@@ -413,6 +502,7 @@ impl Reader {
                     allocator_settings: None,
                     external_annotations: Vec::new(),
                     skipped_trace_entries: 0,
+                    trace_not_read: false,
                 })
             }
             other => Err(SnapshotError::Shape(format!(
@@ -1581,6 +1671,42 @@ mod tests {
         assert!(stage.device_traces.iter().all(Vec::is_empty));
         assert!(full.device_traces.iter().any(|t| !t.is_empty()));
         assert_eq!(progress.into_inner(), len);
+    }
+
+    #[test]
+    fn final_state_read_in_small_chunks_stops_before_the_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, len) = generated_file(&dir);
+        let full = read_snapshot_file(&path).unwrap();
+        // 4 KiB reads: the key and the segments' end straddle reads.
+        let (state, how) = read_final_state(&path, 4096).unwrap();
+        assert_eq!(how, FinalStateRead::UpToTheTrace);
+        assert_eq!(state.segments, full.segments);
+        assert!(state.trace_not_read && !full.trace_not_read);
+        assert!(state.device_traces.iter().all(Vec::is_empty));
+        // Cut inside its trace, the file still gives its final state; the
+        // full read says it is truncated.
+        let cut = dir.path().join("cut.pickle");
+        let bytes = std::fs::read(&path).unwrap();
+        let half = usize::try_from(len / 2).unwrap();
+        std::fs::write(&cut, &bytes[..half]).unwrap();
+        assert!(read_snapshot_file(&cut).is_err());
+        let (state, how) = read_final_state(&cut, 4096).unwrap();
+        assert_eq!(how, FinalStateRead::UpToTheTrace);
+        assert_eq!(state.segments, full.segments);
+        // A file without a trace key is read whole, as the full read does.
+        let unframed = dir.path().join("unframed.pickle");
+        std::fs::write(&unframed, b"\x80\x02]q\x00.").unwrap();
+        let (state, how) = read_final_state(&unframed, 4096).unwrap();
+        assert_eq!(how, FinalStateRead::Whole);
+        assert_eq!(state, read_snapshot_file(&unframed).unwrap());
+        // And a bad one gives the full read's error.
+        let bad = dir.path().join("bad.pickle");
+        std::fs::write(&bad, b"not a pickle").unwrap();
+        assert_eq!(
+            read_final_state(&bad, 4096).unwrap_err().to_string(),
+            read_snapshot_file(&bad).unwrap_err().to_string()
+        );
     }
 
     #[test]

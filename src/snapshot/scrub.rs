@@ -1017,6 +1017,7 @@ mod tests {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            trace_not_read: false,
         }
     }
 

@@ -80,6 +80,9 @@ pub enum NoStackReason {
     /// The file records no stacks at all (history off, or recorded with
     /// `stacks` disabled).
     WithoutStacks,
+    /// Only the final state was read, and none of its blocks has a stack:
+    /// the trace would say which of the two above it is.
+    TraceNotRead,
 }
 
 impl NoStackReason {
@@ -87,6 +90,7 @@ impl NoStackReason {
         match self {
             NoStackReason::BeforeRecording => "no stack: allocated before the recording began",
             NoStackReason::WithoutStacks => "no stack: recorded without stacks",
+            NoStackReason::TraceNotRead => "no stack in the final state (trace not read)",
         }
     }
 }
@@ -218,6 +222,12 @@ impl SiteKey {
 
     pub fn is_no_stack(&self) -> bool {
         matches!(self, SiteKey::NoStack(_))
+    }
+
+    /// Whether `other` is the same site: equal, or both the blocks without
+    /// a stack (whose reason the trace may settle once it is read).
+    pub fn same_site(&self, other: &SiteKey) -> bool {
+        self == other || (self.is_no_stack() && other.is_no_stack())
     }
 }
 
@@ -682,6 +692,18 @@ pub fn no_stack_reason(records_stacks: bool) -> NoStackReason {
     }
 }
 
+/// Why the blocks of `snapshot` without a stack have none: as
+/// [`no_stack_reason`], except that a final state read without its trace
+/// and with no stack in its blocks cannot tell.
+pub fn snapshot_no_stack_reason(snapshot: &Snapshot) -> NoStackReason {
+    let records = records_stacks(snapshot);
+    if !records && snapshot.trace_not_read {
+        NoStackReason::TraceNotRead
+    } else {
+        no_stack_reason(records)
+    }
+}
+
 /// Whether a trace's allocations carry stacks.
 pub fn trace_records_stacks(events: &[TraceEntry]) -> bool {
     events
@@ -692,7 +714,7 @@ pub fn trace_records_stacks(events: &[TraceEntry]) -> bool {
 /// The sites of a snapshot's final state: every allocated block of the
 /// segments of `device` (all devices when `None`).
 pub fn sites_of_snapshot(snapshot: &Snapshot, device: Option<u32>, grouping: Grouping) -> Sites {
-    let reason = no_stack_reason(records_stacks(snapshot));
+    let reason = snapshot_no_stack_reason(snapshot);
     let blocks = snapshot
         .segments
         .iter()

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::peak::{Moment, Peaks, peaks};
 use super::scrub::Scrub;
 use super::sites::{
-    Grouping, Site, Sites, no_stack_reason, records_stacks, sites_of_snapshot, sites_of_state,
+    Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
 use super::types::{AllocatorSettings, Segment, Snapshot};
 use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
@@ -320,7 +320,7 @@ pub struct SitesReport {
 
 /// The sites report of `snapshot`, `top` sites per moment.
 pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) -> SitesReport {
-    let reason = no_stack_reason(records_stacks(snapshot));
+    let reason = snapshot_no_stack_reason(snapshot);
     let scrub = Scrub::new(Arc::clone(snapshot));
     let sites = scrub
         .devices
@@ -424,6 +424,7 @@ mod tests {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            trace_not_read: false,
         };
         let s = summarize(&snapshot);
         assert_eq!(s.devices.len(), 2);

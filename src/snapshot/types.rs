@@ -81,6 +81,10 @@ pub struct Snapshot {
     /// Trace entries dropped because their action is unknown to this reader
     /// (a newer PyTorch); the rest of the trace is kept.
     pub skipped_trace_entries: usize,
+    /// True when only the final state was read (the segments stage): the
+    /// trace of the file, if it has one, is not in `device_traces`.
+    #[serde(skip)]
+    pub trace_not_read: bool,
 }
 
 /// One cudaMalloc'd range (or, for expandable segments, one mapped range).

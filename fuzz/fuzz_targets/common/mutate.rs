@@ -107,6 +107,7 @@ pub fn mutated(data: &[u8]) -> Option<(Snapshot, &[u8])> {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            trace_not_read: false,
         }
     } else {
         bases[usize::from(bytes.u8()?) % bases.len()].clone()

@@ -82,6 +82,10 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
                 "The file records no stacks: record with \
                  _record_memory_history(stacks=\"python\") or \"all\" to see sites."
             }
+            crate::snapshot::sites::NoStackReason::TraceNotRead => {
+                "No block of the final state has a stack; the trace, not read yet, says \
+                 whether they predate _record_memory_history or the file has no stacks."
+            }
         };
         lines.extend(chrome::wrap(why, width));
     } else {
