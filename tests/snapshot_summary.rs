@@ -391,9 +391,9 @@ fn open_names_an_unreadable_file_before_asking_for_a_terminal() {
 
 #[test]
 fn no_trace_summary_has_the_full_reads_figures_on_every_shared_file() {
+    use vramtop::snapshot::read_snapshot_file_final_state;
     use vramtop::snapshot::sites::Grouping;
     use vramtop::snapshot::summary::sites_report;
-    use vramtop::snapshot::{FinalStateRead, read_snapshot_file_final_state};
     let Some(files) = snapshot_files() else {
         return;
     };
@@ -401,28 +401,27 @@ fn no_trace_summary_has_the_full_reads_figures_on_every_shared_file() {
     let mut up_to_the_trace = 0;
     for path in &files {
         let full = read_snapshot_file(path).expect("a shared file reads");
-        let (state, how) = read_snapshot_file_final_state(path).expect("its final state reads");
+        let state = read_snapshot_file_final_state(path).expect("its final state reads");
         let name = path.display();
         assert_eq!(summarize(&state), summarize(&full), "{name}");
-        match how {
-            FinalStateRead::UpToTheTrace => {
-                up_to_the_trace += 1;
-                assert!(state.device_traces.iter().all(Vec::is_empty), "{name}");
-                assert_eq!(state.segments, full.segments, "{name}");
-                // The sites at the end come from the segments alone.
-                let (state, full) = (std::sync::Arc::new(state), std::sync::Arc::new(full));
-                let ends = |s| {
-                    sites_report(s, Grouping::default(), 5)
-                        .sites
-                        .into_iter()
-                        .filter(|d| !d.at_end.sites.is_empty())
-                        .map(|d| (d.device, d.at_end.allocated, d.at_end.sites.len()))
-                        .collect::<Vec<_>>()
-                };
-                assert_eq!(ends(&state), ends(&full), "{name}");
-            }
-            FinalStateRead::Whole => assert_eq!(state, full, "{name}"),
+        if !state.trace_not_read {
+            assert_eq!(state, full, "{name}");
+            continue;
         }
+        up_to_the_trace += 1;
+        assert!(state.device_traces.iter().all(Vec::is_empty), "{name}");
+        assert_eq!(state.segments, full.segments, "{name}");
+        // The sites at the end come from the segments alone.
+        let (state, full) = (std::sync::Arc::new(state), std::sync::Arc::new(full));
+        let ends = |s| {
+            sites_report(s, Grouping::default(), 5)
+                .sites
+                .into_iter()
+                .filter(|d| !d.at_end.sites.is_empty())
+                .map(|d| (d.device, d.at_end.allocated, d.at_end.sites.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ends(&state), ends(&full), "{name}");
     }
     // PyTorch writes the segments first: most shared files stop early.
     assert!(
@@ -434,11 +433,9 @@ fn no_trace_summary_has_the_full_reads_figures_on_every_shared_file() {
 
 #[test]
 fn open_summary_no_trace_says_what_it_did_not_read() {
-    let path = shared_dir("snapshots/silmont_fwd_fp32_128.pickle");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("silmont_fwd_fp32_128.pickle") else {
         return;
-    }
+    };
     let path = path.display().to_string();
     let (code, out, err) = vramtop(&["open", &path, "--summary", "--no-trace", "--json"]);
     assert_eq!(code, 0, "{err}");

@@ -752,7 +752,7 @@ fn a_stage_without_stacks_in_its_blocks_leaves_the_reason_to_the_trace() {
     else {
         return;
     };
-    let (stage, _) = vramtop::snapshot::read_snapshot_file_final_state(&path).expect("reads");
+    let stage = vramtop::snapshot::read_snapshot_file_final_state(&path).expect("reads");
     let full = vramtop::snapshot::read_snapshot_file(&path).expect("reads");
     let total = std::fs::metadata(&path).expect("metadata").len();
     let mut v = ViewerState::segments_stage("b.pickle".to_string(), stage, total);

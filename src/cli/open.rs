@@ -20,7 +20,7 @@ use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
 use crate::snapshot::types::AllocatorSettings;
-use crate::snapshot::{FinalStateRead, read_snapshot_file, read_snapshot_file_final_state};
+use crate::snapshot::{read_snapshot_file, read_snapshot_file_final_state};
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
@@ -44,9 +44,8 @@ pub fn run(
     let background_load =
         std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
     if !summary {
-        if options.json || options.no_trace {
-            let flag = if options.json { "--json" } else { "--no-trace" };
-            super::say_error(format_args!("{flag} needs --summary"));
+        if options.json {
+            super::say_error(format_args!("--json needs --summary"));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         return viewer(file, background_load, display);
@@ -54,17 +53,17 @@ pub fn run(
     let read = if options.no_trace {
         read_snapshot_file_final_state(file)
     } else {
-        read_snapshot_file(file).map(|s| (s, FinalStateRead::Whole))
+        read_snapshot_file(file)
     };
-    let (snapshot, how) = match read {
-        Ok(read) => read,
+    let snapshot = match read {
+        Ok(s) => s,
         Err(e) => {
             super::say_error(e);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
     // A file whose trace comes first is read whole even with --no-trace.
-    let trace_read = how == FinalStateRead::Whole;
+    let trace_read = !snapshot.trace_not_read;
     let snapshot = Arc::new(snapshot);
     let report = summarize(&snapshot);
     let sites = sites_report(&snapshot, Grouping::default(), options.top);
@@ -87,8 +86,9 @@ pub fn run(
 
 /// The JSON of `--summary --json`: `trace_read` (false when `--no-trace`
 /// read only the final state: no peaks, no sites at the peak, allocator
-/// settings only if they come before the trace), the summary's keys, then `sites` (per device,
-/// at the end and at the peak) and `allocator_settings`.
+/// settings only if they come before the trace), the summary's keys, then
+/// `sites` (per device, at the end and at the peak) and
+/// `allocator_settings`.
 #[derive(Serialize)]
 struct FullSummary<'a> {
     trace_read: bool,

@@ -28,7 +28,7 @@ pub mod writer;
 pub use invariants::{Finding, FindingKind, check_invariants};
 pub use pickle::{Limits, PickleError, Value};
 pub use reader::{
-    FinalStateRead, SegmentsStage, read_segments_stage, read_snapshot, read_snapshot_file,
+    SegmentsStage, read_segments_stage, read_snapshot, read_snapshot_file,
     read_snapshot_file_final_state, read_snapshot_file_staged, read_snapshot_file_with_progress,
     read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
 };

@@ -148,9 +148,7 @@ fn read_file_staged(
     // The metadata's length is a hint: the file may change while read.
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     let mut on_segments = Some(on_segments);
-    let key = memchr::memmem::Finder::new(TRACE_KEY.as_bytes());
-    let mut searched = 0usize;
-    let mut key_seen = false;
+    let mut key = TraceKeySearch::new();
     let mut last_try = 0usize;
     // A large file is parsed in pieces from the disk once the stage is
     // settled, so its bytes are never all in memory.
@@ -170,13 +168,7 @@ fn read_file_staged(
         if on_segments.is_none() || !in_first_half {
             continue;
         }
-        if !key_seen {
-            // The key may straddle a chunk boundary.
-            let from = searched.saturating_sub(TRACE_KEY.len());
-            searched = bytes.len();
-            key_seen = bytes.get(from..).and_then(|new| key.find(new)).is_some();
-        }
-        if !key_seen || bytes.len() < last_try.saturating_mul(2) {
+        if !key.seen_in(&bytes) || bytes.len() < last_try.saturating_mul(2) {
             continue;
         }
         last_try = bytes.len();
@@ -200,62 +192,86 @@ fn read_file_staged(
         }
         return read_whole_file(path, Some(progress));
     }
-    if bytes.len() as u64 > limits.max_input_bytes {
-        // It grew while read: refused as its new length would have been.
-        return read_file(path, Some(progress));
-    }
-    let document = pickle::parse_document_owned(bytes, &limits, Some(progress))
-        .map_err(|e| in_file(e.into()))?;
-    snapshot_from_document(document).map_err(in_file)
+    snapshot_from_bytes_read(path, bytes, Some(progress))
 }
 
-/// How much of a file [`read_snapshot_file_final_state`] read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinalStateRead {
-    /// Only its beginning, up to the trace (the segments stage): the
-    /// rest of the file, trace and whatever follows it, was not read.
-    UpToTheTrace,
-    /// The whole file, trace included: it is read in one stage (see
-    /// [`SegmentsStage::Single`]), so its trace costs nothing more.
-    Whole,
+/// The snapshot in `bytes`, all of the file at `path` as read.
+fn snapshot_from_bytes_read(
+    path: &Path,
+    bytes: Vec<u8>,
+    progress: Option<&AtomicU64>,
+) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    if bytes.len() as u64 > limits.max_input_bytes {
+        // It grew while read: refused as its new length would have been.
+        return read_file(path, progress);
+    }
+    let document = pickle::parse_document_owned(bytes, &limits, progress)
+        .map_err(|e| in_file(path, e.into()))?;
+    snapshot_from_document(document).map_err(|e| in_file(path, e))
+}
+
+/// Finds the `device_traces` key in a file's bytes as they are read,
+/// looking at each byte about once.
+struct TraceKeySearch {
+    finder: memchr::memmem::Finder<'static>,
+    /// Bytes already searched.
+    searched: usize,
+    seen: bool,
+}
+
+impl TraceKeySearch {
+    fn new() -> Self {
+        TraceKeySearch {
+            finder: memchr::memmem::Finder::new(TRACE_KEY.as_bytes()),
+            searched: 0,
+            seen: false,
+        }
+    }
+
+    /// Whether the key is in `bytes`, which extend the bytes of the last call.
+    fn seen_in(&mut self, bytes: &[u8]) -> bool {
+        if !self.seen {
+            // The key may straddle the end of the last bytes searched.
+            let from = self.searched.saturating_sub(TRACE_KEY.len());
+            self.searched = bytes.len();
+            self.seen = bytes
+                .get(from..)
+                .is_some_and(|new| self.finder.find(new).is_some());
+        }
+        self.seen
+    }
 }
 
 /// A snapshot file's final state without its trace: the segments (and
 /// the allocator settings and annotations if they come before the trace),
-/// every trace empty. It reads and parses only the file's beginning when
-/// the segments come first, as in every `_dump_snapshot` pickle, so its
-/// cost does not grow with the trace: `chunk`-sized reads (4 MiB) until
-/// the `device_traces` key, a parse of the bytes read when they have
-/// doubled since the last try. A file read in one stage is read whole,
-/// trace and all ([`FinalStateRead::Whole`]); its errors are the
-/// one-stage read's.
-pub fn read_snapshot_file_final_state(
-    path: &Path,
-) -> Result<(Snapshot, FinalStateRead), SnapshotError> {
+/// every trace empty and [`Snapshot::trace_not_read`] set. It reads and
+/// parses only the file's beginning when the segments come first, as in
+/// every `_dump_snapshot` pickle, so its cost does not grow with the
+/// trace: reads growing from 256 KiB to 4 MiB until the `device_traces`
+/// key, a parse of the bytes read each time they have doubled. A file read
+/// in one stage is read whole, trace and all (`trace_not_read` unset); its
+/// errors are the one-stage read's.
+pub fn read_snapshot_file_final_state(path: &Path) -> Result<Snapshot, SnapshotError> {
     read_final_state(path, STAGED_READ_CHUNK)
 }
 
 /// The first read of [`read_snapshot_file_final_state`], in bytes.
 const FIRST_FINAL_STATE_READ: usize = 256 << 10;
 
-fn read_final_state(
-    path: &Path,
-    chunk: usize,
-) -> Result<(Snapshot, FinalStateRead), SnapshotError> {
+/// [`read_snapshot_file_final_state`] with reads of at most `chunk` bytes.
+fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let io_error = |source| io_error(path, source);
     let len = std::fs::metadata(path).map_err(io_error)?.len();
-    let whole =
-        |snapshot: Result<Snapshot, SnapshotError>| snapshot.map(|s| (s, FinalStateRead::Whole));
     if len > limits.max_input_bytes {
-        return whole(read_file(path, None));
+        return read_file(path, None);
     }
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let mut bytes = Vec::new();
-    let key = memchr::memmem::Finder::new(TRACE_KEY.as_bytes());
-    let (mut searched, mut key_seen, mut last_try) = (0usize, false, 0usize);
-    // The reads grow from 256 KiB to `chunk`: the segments of a small
-    // file end in its first few hundred KiB.
+    let mut key = TraceKeySearch::new();
+    let mut last_try = 0usize;
+    // The segments of a small file end in its first few hundred KiB.
     let mut next_read = chunk.min(FIRST_FINAL_STATE_READ);
     loop {
         let read = (&mut file)
@@ -264,17 +280,11 @@ fn read_final_state(
             .map_err(io_error)?;
         next_read = next_read.saturating_mul(2).min(chunk);
         let at_end = read == 0;
-        if !key_seen {
-            // The key may straddle a chunk boundary.
-            let from = searched.saturating_sub(TRACE_KEY.len());
-            searched = bytes.len();
-            key_seen = bytes.get(from..).and_then(|new| key.find(new)).is_some();
-        }
         let doubled = bytes.len() >= last_try.saturating_mul(2);
-        if key_seen && (doubled || (at_end && bytes.len() > last_try)) {
+        if key.seen_in(&bytes) && (doubled || (at_end && bytes.len() > last_try)) {
             last_try = bytes.len();
             match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
-                SegmentsStage::Ready(stage) => return Ok((stage, FinalStateRead::UpToTheTrace)),
+                SegmentsStage::Ready(stage) => return Ok(stage),
                 SegmentsStage::NeedMore => {}
                 SegmentsStage::Single => break,
             }
@@ -285,13 +295,7 @@ fn read_final_state(
     }
     // Read in one stage: the rest of the file, then all of it parsed.
     file.read_to_end(&mut bytes).map_err(io_error)?;
-    if bytes.len() as u64 > limits.max_input_bytes {
-        // It grew while read: refused as its new length would have been.
-        return whole(read_file(path, None));
-    }
-    let document =
-        pickle::parse_document_owned(bytes, &limits, None).map_err(|e| in_file(path, e.into()))?;
-    whole(snapshot_from_document(document).map_err(|e| in_file(path, e)))
+    snapshot_from_bytes_read(path, bytes, None)
 }
 
 /// `source`, found reading the snapshot at `path`.
@@ -1679,8 +1683,7 @@ mod tests {
         let (path, len) = generated_file(&dir);
         let full = read_snapshot_file(&path).unwrap();
         // 4 KiB reads: the key and the segments' end straddle reads.
-        let (state, how) = read_final_state(&path, 4096).unwrap();
-        assert_eq!(how, FinalStateRead::UpToTheTrace);
+        let state = read_final_state(&path, 4096).unwrap();
         assert_eq!(state.segments, full.segments);
         assert!(state.trace_not_read && !full.trace_not_read);
         assert!(state.device_traces.iter().all(Vec::is_empty));
@@ -1691,14 +1694,14 @@ mod tests {
         let half = usize::try_from(len / 2).unwrap();
         std::fs::write(&cut, &bytes[..half]).unwrap();
         assert!(read_snapshot_file(&cut).is_err());
-        let (state, how) = read_final_state(&cut, 4096).unwrap();
-        assert_eq!(how, FinalStateRead::UpToTheTrace);
+        let state = read_final_state(&cut, 4096).unwrap();
+        assert!(state.trace_not_read);
         assert_eq!(state.segments, full.segments);
         // A file without a trace key is read whole, as the full read does.
         let unframed = dir.path().join("unframed.pickle");
         std::fs::write(&unframed, b"\x80\x02]q\x00.").unwrap();
-        let (state, how) = read_final_state(&unframed, 4096).unwrap();
-        assert_eq!(how, FinalStateRead::Whole);
+        let state = read_final_state(&unframed, 4096).unwrap();
+        assert!(!state.trace_not_read);
         assert_eq!(state, read_snapshot_file(&unframed).unwrap());
         // And a bad one gives the full read's error.
         let bad = dir.path().join("bad.pickle");
