@@ -274,10 +274,27 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
     // The segments of a small file end in its first few hundred KiB.
     let mut next_read = chunk.min(FIRST_FINAL_STATE_READ);
     loop {
+        // A stream that never ends (a device file, a pipe) is refused at
+        // the size limit, and a failed allocation is an error, not an abort.
+        if bytes.len() as u64 > limits.max_input_bytes {
+            return Err(in_file(
+                path,
+                SnapshotError::Pickle(PickleError::LimitExceeded {
+                    detail: format!("file is over {} bytes", limits.max_input_bytes),
+                }),
+            ));
+        }
+        bytes
+            .try_reserve(next_read)
+            .map_err(|e| io_error(std::io::Error::other(e)))?;
         let read = (&mut file)
             .take(next_read as u64)
             .read_to_end(&mut bytes)
             .map_err(io_error)?;
+        if read > 0 && bytes.len() == read {
+            // What is not a pickle says so from its first bytes.
+            pickle::check_looks_like_pickle(&bytes).map_err(|e| in_file(path, e.into()))?;
+        }
         next_read = next_read.saturating_mul(2).min(chunk);
         let at_end = read == 0;
         let doubled = bytes.len() >= last_try.saturating_mul(2);
@@ -1710,6 +1727,19 @@ mod tests {
             read_final_state(&bad, 4096).unwrap_err().to_string(),
             read_snapshot_file(&bad).unwrap_err().to_string()
         );
+    }
+
+    #[test]
+    fn final_state_read_of_an_endless_stream_ends_with_an_error() {
+        // /dev/zero never ends and holds no pickle: refused from its first
+        // bytes, not read until memory runs out.
+        let zero = Path::new("/dev/zero");
+        if !zero.exists() {
+            eprintln!("skipping: no /dev/zero on this system");
+            return;
+        }
+        let err = read_final_state(zero, 4096).unwrap_err().to_string();
+        assert!(err.contains("not a pickle opcode"), "{err}");
     }
 
     #[test]

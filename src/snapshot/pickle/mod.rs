@@ -480,7 +480,7 @@ fn check_frame_chain(bytes: &[u8]) -> Result<(), PickleError> {
 
 /// Recognises common non-pickle inputs up front, so that the user reads
 /// "looks like a zip archive" rather than a refused `PERSID` opcode.
-fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
+pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     let Some(&first) = bytes.first() else {
         return Err(PickleError::Empty);
     };
