@@ -2201,3 +2201,219 @@ fn an_unknown_settings_nan_survives_the_writer() {
     assert_eq!(again.segments, read.segments);
     assert_eq!(format!("{again:?}"), format!("{read:?}"));
 }
+
+// ---- segments read in place ---------------------------------------------------
+
+/// A valid segment dict (two blocks, frames shared) as PyTorch writes it.
+fn segment_dict(address: i128) -> Vec<(Value, Value)> {
+    let frame = dict_of(&[
+        ("filename", text("train.py")),
+        ("line", int(7)),
+        ("name", text("step")),
+    ]);
+    let frames = list(vec![frame]);
+    let block = |offset: i128, state: &str, frames: Value| {
+        dict_of(&[
+            ("address", int(address + offset)),
+            ("size", int(1 << 20)),
+            ("requested_size", int(1000)),
+            ("state", text(state)),
+            ("frames", frames),
+        ])
+    };
+    let pairs = [
+        ("device", int(0)),
+        ("address", int(address)),
+        ("total_size", int(2 << 20)),
+        ("allocated_size", int(1 << 20)),
+        ("active_size", int(1 << 20)),
+        ("requested_size", int(1000)),
+        ("stream", int(0)),
+        ("segment_type", text("large")),
+        ("segment_pool_id", Value::Tuple(vec![int(0), int(0)].into())),
+        ("is_expandable", Value::Bool(false)),
+        ("frames", frames.clone()),
+        (
+            "blocks",
+            list(vec![
+                block(0, "active_allocated", frames),
+                block(1 << 20, "inactive", list(vec![])),
+            ]),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .map(|(k, v)| (Value::Str(k.into()), v))
+        .collect()
+}
+
+/// Values a mutated field may take: right and wrong types, out-of-range
+/// ints, containers.
+fn odd_field_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::None),
+        (0i128..8).prop_map(|i| int(i << 20)),
+        Just(int(-1)),
+        Just(int(1 << 64)),
+        Just(int(1 << 62)),
+        Just(Value::Bool(true)),
+        Just(Value::Float(1.5)),
+        Just(text("small")),
+        Just(text("active_pending_free")),
+        Just(text("nonsense")),
+        Just(list(vec![int(3), int(-4)])),
+        Just(Value::Tuple(vec![int(1)].into())),
+        Just(list(vec![dict_of(&[
+            ("filename", text("a.py")),
+            ("line", int(-3)),
+            ("name", text("f")),
+        ])])),
+        Just(list(vec![int(5)])),
+        Just(list(vec![dict_of(&[
+            ("addr", int(0)),
+            ("real_size", int(7))
+        ])])),
+        Just(dict_of(&[("x", int(1))])),
+    ]
+}
+
+const SEGMENT_FIELD_NAMES: [&str; 14] = [
+    "device",
+    "address",
+    "total_size",
+    "allocated_size",
+    "active_size",
+    "requested_size",
+    "stream",
+    "segment_type",
+    "segment_pool_id",
+    "is_expandable",
+    "frames",
+    "blocks",
+    "unknown",
+    "history",
+];
+
+/// One change to a segment (`block` None) or to one of its blocks: a
+/// field removed, set, or given a second time.
+#[derive(Debug, Clone)]
+struct FieldChange {
+    block: Option<usize>,
+    key: usize,
+    kind: u8,
+    value: Value,
+}
+
+fn field_change() -> impl Strategy<Value = FieldChange> {
+    (
+        proptest::option::of(0usize..2),
+        0..SEGMENT_FIELD_NAMES.len(),
+        0u8..3,
+        odd_field_value(),
+    )
+        .prop_map(|(block, key, kind, value)| FieldChange {
+            block,
+            key,
+            kind,
+            value,
+        })
+}
+
+fn apply_change(pairs: &mut Vec<(Value, Value)>, key: &str, kind: u8, value: Value) {
+    let key = Value::Str(key.into());
+    match kind {
+        0 => pairs.retain(|(k, _)| *k != key),
+        1 => match pairs.iter_mut().find(|(k, _)| *k == key) {
+            Some(pair) => pair.1 = value,
+            None => pairs.push((key, value)),
+        },
+        _ => pairs.push((key, value)),
+    }
+}
+
+fn changed_segment(address: i128, changes: &[FieldChange]) -> Value {
+    let mut pairs = segment_dict(address);
+    for change in changes {
+        let key = SEGMENT_FIELD_NAMES[change.key];
+        match change.block {
+            None => apply_change(&mut pairs, key, change.kind, change.value.clone()),
+            Some(index) => {
+                let Some((_, Value::List(blocks))) =
+                    pairs.iter_mut().find(|(k, _)| k.as_str() == Some("blocks"))
+                else {
+                    continue;
+                };
+                let mut items = blocks.to_vec();
+                if let Some(Value::Dict(block)) = items.get_mut(index) {
+                    let mut block_pairs = block.to_vec();
+                    apply_change(&mut block_pairs, key, change.kind, change.value.clone());
+                    *block = block_pairs.into();
+                }
+                *blocks = items.into();
+            }
+        }
+    }
+    Value::Dict(pairs.into())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Segments read straight from the parsed document (the usual case)
+    /// must read exactly as converting their values does: the same
+    /// snapshot, or the same error, for any change to any field and under
+    /// any nesting limit.
+    #[test]
+    fn segments_read_in_place_agree_with_the_value_tree(
+        first in proptest::collection::vec(field_change(), 0..3),
+        second in proptest::collection::vec(field_change(), 0..2),
+        with_trace in any::<bool>(),
+        max_depth in 5usize..10,
+    ) {
+        let segments = list(vec![
+            changed_segment(1 << 30, &first),
+            changed_segment(1 << 31, &second),
+        ]);
+        let mut pairs = vec![("segments", segments.clone())];
+        if with_trace {
+            let entry = dict_of(&[
+                ("action", text("alloc")),
+                ("addr", int(1 << 30)),
+                ("size", int(1 << 20)),
+                ("stream", int(0)),
+                ("frames", list(vec![dict_of(&[
+                    ("filename", text("train.py")),
+                    ("line", int(7)),
+                    ("name", text("step")),
+                ])])),
+            ]);
+            pairs.push(("device_traces", list(vec![list(vec![entry])])));
+        }
+        let limits = Limits { max_depth, ..Limits::default() };
+        // The dict PyTorch dumps, and a bare list of segments.
+        for bytes in [to_pickle(&dict_of(&pairs)), to_pickle(&segments)] {
+            let read = outcome(vramtop::snapshot::read_snapshot_with_limits(&bytes, &limits));
+            let tree = match pickle::parse(&bytes, &limits) {
+                Ok(value) => outcome(snapshot_from_value(&value)),
+                Err(e) => outcome(Err(SnapshotError::from(e))),
+            };
+            prop_assert_eq!(read, tree);
+        }
+    }
+}
+
+#[test]
+fn unchanged_segments_read_in_place_as_the_value_tree_reads_them() {
+    let bytes = to_pickle(&dict_of(&[(
+        "segments",
+        list(vec![
+            changed_segment(1 << 30, &[]),
+            changed_segment(1 << 31, &[]),
+        ]),
+    )]));
+    let read = read_snapshot(&bytes).unwrap();
+    assert_eq!(read.segments.len(), 2);
+    assert_eq!(read.segments[0].blocks[0].frames[0].line, 7);
+    assert_eq!(read.segments[1].segment_pool_id, (0, 0));
+    assert_eq!(read, snapshot_from_value(&parse(&bytes).unwrap()).unwrap());
+}

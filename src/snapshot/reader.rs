@@ -376,7 +376,6 @@ fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot
 /// first); peak memory for a long trace is a fraction of it.
 fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
-    let root = document.freeze_root()?;
     let mut reader = Reader {
         memory: MemoryBudget {
             used: document.memory_used,
@@ -385,7 +384,14 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
         },
         ..Reader::default()
     };
-    let mut snapshot = reader.snapshot(&root)?;
+    if deferred.is_none()
+        && let Some(snapshot) = reader.segment_list_snapshot_in_place(&document)
+    {
+        return Ok(snapshot);
+    }
+    let segments = reader.segments_in_place(&mut document);
+    let root = document.freeze_root()?;
+    let mut snapshot = reader.snapshot_with(&root, segments)?;
     drop(root);
     let Some(traces) = deferred else {
         return Ok(snapshot);
@@ -473,17 +479,32 @@ pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
 
 impl Reader {
     fn snapshot(&mut self, root: &Value) -> Result<Snapshot, SnapshotError> {
+        self.snapshot_with(root, None)
+    }
+
+    /// [`Reader::snapshot`], with the segments already read in place when
+    /// `read_segments` holds them (then the root's `segments` is None).
+    fn snapshot_with(
+        &mut self,
+        root: &Value,
+        read_segments: Option<Vec<Segment>>,
+    ) -> Result<Snapshot, SnapshotError> {
         let reader = self;
         let top = FieldPath::ROOT;
         match root {
             Value::Dict(_) => {
-                let Some(segments) = present(root, "segments") else {
-                    return Err(SnapshotError::Shape(format!(
-                        "top level is a dict without a 'segments' key (keys: {})",
-                        describe_keys(root)
-                    )));
+                let segments = match read_segments {
+                    Some(segments) => segments,
+                    None => {
+                        let Some(segments) = present(root, "segments") else {
+                            return Err(SnapshotError::Shape(format!(
+                                "top level is a dict without a 'segments' key (keys: {})",
+                                describe_keys(root)
+                            )));
+                        };
+                        reader.segments(segments, &top.key("segments"))?
+                    }
                 };
-                let segments = reader.segments(segments, &top.key("segments"))?;
                 let device_traces = match present(root, "device_traces") {
                     Some(traces) => reader.device_traces(traces, &top.key("device_traces"))?,
                     None => Vec::new(),
@@ -633,6 +654,295 @@ impl MemoryBudget {
             return Err(path.error(pickle::memory_exceeded_detail(self.budget, self.input_len)));
         }
         Ok(())
+    }
+}
+
+/// The most nesting the segments read in place have (root dict, segment
+/// list, segment, block list, block, frames list, frame dict): below this
+/// limit the general path reports the file too deep.
+const SEGMENTS_IN_PLACE_DEPTH: usize = 7;
+
+/// The keys of a segment dict that [`Reader::segment_in_place`] reads.
+const SEGMENT_KEYS: [&str; 12] = [
+    "address",
+    "segment_type",
+    "frames",
+    "blocks",
+    "total_size",
+    "device",
+    "allocated_size",
+    "active_size",
+    "requested_size",
+    "stream",
+    "segment_pool_id",
+    "is_expandable",
+];
+
+/// The keys of a block dict that [`Reader::blocks_in_place`] reads.
+const BLOCK_KEYS: [&str; 6] = [
+    "address",
+    "size",
+    "requested_size",
+    "state",
+    "frames",
+    "history",
+];
+
+/// The fields of a dict read in place, by `N` keys.
+struct InPlaceFields<'d, const N: usize> {
+    keys: &'static [&'static str; N],
+    values: [Option<pickle::Field<'d>>; N],
+}
+
+impl<'d, const N: usize> InPlaceFields<'d, N> {
+    /// Walks the pairs of `entry` once. `None` (leave the dict to the
+    /// general path) for a key that is not a string, one of `keys` met
+    /// twice, or a container under another key: those are what the general
+    /// path could read differently (or report), so only plain dicts are
+    /// read in place.
+    fn of(entry: &pickle::FlatEntry<'d>, keys: &'static [&'static str; N]) -> Option<Self> {
+        let mut values = [None; N];
+        for (key, field) in entry.keys().zip(entry.values()) {
+            let key = key?;
+            match keys.iter().position(|&k| k == key) {
+                Some(index) => {
+                    let slot = values.get_mut(index)?;
+                    if slot.is_some() {
+                        return None;
+                    }
+                    *slot = Some(field);
+                }
+                None if matches!(
+                    field,
+                    pickle::Field::Unfrozen(_) | pickle::Field::Frozen(_) | pickle::Field::Other
+                ) =>
+                {
+                    return None;
+                }
+                None => {}
+            }
+        }
+        Some(InPlaceFields { keys, values })
+    }
+
+    /// The value of `key`, a None value read as absent (see [`present`]).
+    fn get(&self, key: &str) -> Option<pickle::Field<'d>> {
+        let index = self.keys.iter().position(|&k| k == key)?;
+        given(self.values.get(index).copied().flatten())
+    }
+
+    /// An unsigned int field, as [`optional_u64`] reads it; `Err(())`
+    /// where that reports an error.
+    fn u64(&self, key: &str) -> Result<Option<u64>, ()> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(pickle::Field::Int(i)) => u64::try_from(i).map(Some).map_err(|_| ()),
+            Some(_) => Err(()),
+        }
+    }
+}
+
+/// A field's value with a None value read as absent (see [`present`]).
+fn given<'d>(field: Option<pickle::Field<'d>>) -> Option<pickle::Field<'d>> {
+    field.filter(|f| !matches!(f, pickle::Field::None))
+}
+
+impl Reader {
+    /// The root's segments read straight from the document, without
+    /// building their values (which is most of the time of a summary that
+    /// reads no trace), for well-formed segments of the usual shape only:
+    /// `None` for anything else, and then the general path reads them (and
+    /// reports what is wrong), so results and errors stay those of the
+    /// general path. When read here, the root's `segments` is set to None.
+    fn segments_in_place(&mut self, document: &mut pickle::Document) -> Option<Vec<Segment>> {
+        if document.max_depth() < SEGMENTS_IN_PLACE_DEPTH {
+            return None;
+        }
+        let used_before = self.memory.used;
+        let (segments, index) = {
+            let (root, index) = document.root_in_place("segments")?;
+            let node = match root.values().nth(index)? {
+                pickle::Field::Unfrozen(node) => node,
+                _ => return None,
+            };
+            let list = root.list_in_place(node)?;
+            let segments = self.segment_list_in_place(list, &FieldPath::ROOT.key("segments"));
+            (segments, index)
+        };
+        match segments {
+            Some(segments) => {
+                document.detach_root_value(index);
+                Some(segments)
+            }
+            None => {
+                // The general path charges the segments afresh.
+                self.memory.used = used_before;
+                None
+            }
+        }
+    }
+
+    /// A bare list of segments (the top level of `torch.cuda.memory_snapshot()`
+    /// pickled) read in place, as [`Reader::segments_in_place`] reads a
+    /// dict's.
+    fn segment_list_snapshot_in_place(&mut self, document: &pickle::Document) -> Option<Snapshot> {
+        if document.max_depth() < SEGMENTS_IN_PLACE_DEPTH {
+            return None;
+        }
+        let used_before = self.memory.used;
+        let list = document.root_list_in_place()?;
+        match self.segment_list_in_place(list, &FieldPath::ROOT) {
+            Some(segments) => Some(Snapshot {
+                format: SnapshotFormat::SegmentList,
+                segments,
+                device_traces: Vec::new(),
+                allocator_settings: None,
+                external_annotations: Vec::new(),
+                skipped_trace_entries: 0,
+                trace_not_read: false,
+            }),
+            None => {
+                self.memory.used = used_before;
+                None
+            }
+        }
+    }
+
+    /// Every segment of `list` read in place, or `None`.
+    fn segment_list_in_place(
+        &mut self,
+        list: pickle::ListInPlace<'_>,
+        path: &FieldPath,
+    ) -> Option<Vec<Segment>> {
+        let mut segments = Vec::with_capacity(list.len());
+        for (index, item) in list.dict_items().enumerate() {
+            segments.push(self.segment_in_place(&item?, &path.index(index))?);
+        }
+        Some(segments)
+    }
+
+    /// [`Reader::segment`] of a segment dict read in place; `None` where
+    /// the general path could differ.
+    fn segment_in_place(
+        &mut self,
+        entry: &pickle::FlatEntry<'_>,
+        path: &FieldPath,
+    ) -> Option<Segment> {
+        use pickle::Field;
+        self.memory
+            .charge(std::mem::size_of::<Segment>(), path)
+            .ok()?;
+        let fields = InPlaceFields::of(entry, &SEGMENT_KEYS)?;
+        let address = fields.u64("address").ok()??;
+        let Some(Field::Str(type_name)) = fields.get("segment_type") else {
+            return None;
+        };
+        let segment_type = PoolKind::parse(type_name)?;
+        let frames = match fields.get("frames") {
+            None => self.empty_frames(),
+            Some(Field::Unfrozen(node)) => {
+                self.frames_in_place(entry, node, &path.key("frames"))?
+            }
+            Some(_) => return None,
+        };
+        let Some(Field::Unfrozen(blocks_node)) = fields.get("blocks") else {
+            return None;
+        };
+        let blocks = self.blocks_in_place(entry, blocks_node, address, &path.key("blocks"))?;
+        let total_size = fields.u64("total_size").ok()??;
+        if total_size > MAX_DEVICE_BYTES {
+            return None;
+        }
+        address.checked_add(total_size)?;
+        let device = u32::try_from(fields.u64("device").ok()??).ok()?;
+        let Some(Field::Int(stream)) = fields.get("stream") else {
+            return None;
+        };
+        let segment_pool_id = match fields.get("segment_pool_id") {
+            None => (0, 0),
+            Some(Field::Unfrozen(node)) => {
+                let (first, second) = entry.int_pair(node)?;
+                (
+                    int64_cast(first)?.cast_signed(),
+                    int64_cast(second)?.cast_signed(),
+                )
+            }
+            Some(_) => return None,
+        };
+        let is_expandable = match fields.get("is_expandable") {
+            None => false,
+            Some(Field::Bool(b)) => b,
+            Some(_) => return None,
+        };
+        Some(Segment {
+            device,
+            address,
+            total_size,
+            allocated_size: fields.u64("allocated_size").ok()?,
+            active_size: fields.u64("active_size").ok()?,
+            requested_size: fields.u64("requested_size").ok()?,
+            stream: int64_cast(stream)?,
+            segment_type,
+            segment_pool_id,
+            is_expandable,
+            frames,
+            blocks,
+        })
+    }
+
+    /// [`Reader::blocks`] of a block list read in place (blocks of the
+    /// torch 2.0 form, with a `history`, are left to the general path).
+    fn blocks_in_place(
+        &mut self,
+        segment: &pickle::FlatEntry<'_>,
+        node: u32,
+        segment_address: u64,
+        path: &FieldPath,
+    ) -> Option<Vec<Block>> {
+        use pickle::Field;
+        let list = segment.list_in_place(node)?;
+        let mut blocks = Vec::with_capacity(list.len());
+        let mut next_address = Some(segment_address);
+        for (index, item) in list.dict_items().enumerate() {
+            let entry = item?;
+            let path = path.index(index);
+            self.memory
+                .charge(std::mem::size_of::<Block>(), &path)
+                .ok()?;
+            let fields = InPlaceFields::of(&entry, &BLOCK_KEYS)?;
+            if fields.get("history").is_some() {
+                return None;
+            }
+            let size = fields.u64("size").ok()??;
+            if size > MAX_DEVICE_BYTES {
+                return None;
+            }
+            let Some(Field::Str(state_name)) = fields.get("state") else {
+                return None;
+            };
+            let state = BlockState::parse(state_name)?;
+            let address = match fields.u64("address").ok()? {
+                Some(address) => address,
+                None => next_address?,
+            };
+            next_address = Some(address.checked_add(size)?);
+            let requested_size = fields.u64("requested_size").ok()?.unwrap_or(size);
+            let frames = match fields.get("frames") {
+                None => self.empty_frames(),
+                Some(Field::Unfrozen(node)) => {
+                    self.frames_in_place(&entry, node, &path.key("frames"))?
+                }
+                Some(_) => return None,
+            };
+            blocks.push(Block {
+                address,
+                size,
+                requested_size,
+                state,
+                frames,
+            });
+        }
+        Some(blocks)
     }
 }
 

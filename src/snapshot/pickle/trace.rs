@@ -25,6 +25,7 @@ impl DeferredTrace {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Field<'d> {
     None,
+    Bool(bool),
     Int(i128),
     Str(&'d Arc<str>),
     /// A container that was frozen before (a shared frames list).
@@ -33,7 +34,7 @@ pub(crate) enum Field<'d> {
     /// ever in the trace), by its node: [`FlatEntry::list_in_place`] reads
     /// it if it is a list.
     Unfrozen(u32),
-    /// Anything else (bool, float, bytes, a container frozen past the depth
+    /// Anything else (float, bytes, a container frozen past the depth
     /// limit or being frozen).
     Other,
 }
@@ -114,6 +115,19 @@ impl<'d> ListInPlace<'d> {
             }
         })
     }
+
+    /// Each item as a dict read in place: `None` for an item that is not
+    /// a dict never frozen (the caller then leaves the list to the general
+    /// path).
+    pub(crate) fn dict_items(self) -> impl Iterator<Item = Option<FlatEntry<'d>>> + 'd {
+        let document: &'d Document = self.document;
+        self.items.iter().map(move |item| {
+            let Item::Node(id) = item else {
+                return None;
+            };
+            document.unvisited_dict(*id as usize)
+        })
+    }
 }
 
 /// A trace entry that is a dict not frozen yet, read in place.
@@ -167,6 +181,28 @@ impl<'d> FlatEntry<'d> {
         })
     }
 
+    /// The two ints of the list or tuple at `node` (of a
+    /// [`Field::Unfrozen`]: a pool id), read in place.
+    pub(crate) fn int_pair(&self, node: u32) -> Option<(i128, i128)> {
+        let document: &'d Document = self.document;
+        if !matches!(document.slots.get(node as usize), Some(Slot::Unvisited)) {
+            return None;
+        }
+        let (NodeKind::Tuple(items) | NodeKind::List(items)) =
+            &document.arena.get(node as usize)?.kind
+        else {
+            return None;
+        };
+        let int = |item: &Item| match document.scalar_field(*item) {
+            Field::Int(i) => Some(i),
+            _ => None,
+        };
+        match items.as_slice() {
+            [first, second] => Some((int(first)?, int(second)?)),
+            _ => None,
+        }
+    }
+
     fn key_str(&self, key: &Item) -> Option<&'d str> {
         let document: &'d Document = self.document;
         match key {
@@ -181,18 +217,6 @@ impl<'d> FlatEntry<'d> {
     fn field(&self, value: Item) -> Field<'d> {
         let document: &'d Document = self.document;
         match value {
-            Item::None => Field::None,
-            Item::SmallInt(i) => Field::Int(i.into()),
-            Item::WideInt(id) => document
-                .scalars
-                .ints
-                .get(id as usize)
-                .map_or(Field::Other, |&i| Field::Int(i.into())),
-            Item::Scalar(id) => match document.scalars.values.get(id as usize) {
-                Some(Value::Int(i)) => Field::Int(*i),
-                Some(Value::Str(s)) => Field::Str(s),
-                _ => Field::Other,
-            },
             Item::Node(id) => match document.slots.get(id as usize) {
                 // Within the depth limit `freeze_entry` would apply.
                 Some(Slot::Done(value, height))
@@ -203,12 +227,113 @@ impl<'d> FlatEntry<'d> {
                 Some(Slot::Unvisited) => Field::Unfrozen(id),
                 _ => Field::Other,
             },
-            Item::Bool(_) => Field::Other,
+            scalar => document.scalar_field(scalar),
         }
     }
 }
 
 impl Document {
+    /// A scalar item as a [`Field`] (a node is [`Field::Other`]).
+    fn scalar_field(&self, item: Item) -> Field<'_> {
+        match item {
+            Item::None => Field::None,
+            Item::Bool(b) => Field::Bool(b),
+            Item::SmallInt(i) => Field::Int(i.into()),
+            Item::WideInt(id) => self
+                .scalars
+                .ints
+                .get(id as usize)
+                .map_or(Field::Other, |&i| Field::Int(i.into())),
+            Item::Scalar(id) => match self.scalars.values.get(id as usize) {
+                Some(Value::Int(i)) => Field::Int(*i),
+                Some(Value::Str(s)) => Field::Str(s),
+                _ => Field::Other,
+            },
+            Item::Node(_) => Field::Other,
+        }
+    }
+
+    /// Node `id` read in place, if it is a dict never frozen.
+    fn unvisited_dict(&self, id: usize) -> Option<FlatEntry<'_>> {
+        if !matches!(self.slots.get(id), Some(Slot::Unvisited)) {
+            return None;
+        }
+        let pairs = DictView::of(&self.arena.get(id)?.kind, &self.scalars)?;
+        Some(FlatEntry {
+            document: self,
+            pairs,
+        })
+    }
+
+    /// The root dict read in place, with the index of the pair of `key`:
+    /// when the root is a dict nothing refers to, never frozen, with `key`
+    /// once.
+    pub(crate) fn root_in_place(&self, key: &str) -> Option<(FlatEntry<'_>, usize)> {
+        let Item::Node(root) = self.root else {
+            return None;
+        };
+        if self.in_degree.get(root as usize) != Some(&0) {
+            return None;
+        }
+        let entry = self.unvisited_dict(root as usize)?;
+        let mut found = entry
+            .keys()
+            .enumerate()
+            .filter(|(_, k)| *k == Some(key))
+            .map(|(index, _)| index);
+        let index = found.next()?;
+        let once = found.next().is_none();
+        drop(found);
+        once.then_some((entry, index))
+    }
+
+    /// The root read in place when it is a list nothing refers to, never
+    /// frozen (a bare list of segments).
+    pub(crate) fn root_list_in_place(&self) -> Option<ListInPlace<'_>> {
+        let Item::Node(root) = self.root else {
+            return None;
+        };
+        if self.in_degree.get(root as usize) != Some(&0)
+            || !matches!(self.slots.get(root as usize), Some(Slot::Unvisited))
+        {
+            return None;
+        }
+        let NodeKind::List(items) = &self.arena.get(root as usize)?.kind else {
+            return None;
+        };
+        Some(ListInPlace {
+            document: self,
+            node: root,
+            items,
+        })
+    }
+
+    /// Sets the value of the root dict's pair `index` to None, so that
+    /// [`Document::freeze_root`] leaves out what the caller read in place.
+    pub(crate) fn detach_root_value(&mut self, index: usize) {
+        let Item::Node(root) = self.root else {
+            return;
+        };
+        match self.arena.get_mut(root as usize).map(|n| &mut n.kind) {
+            Some(NodeKind::Dict(pairs)) => {
+                if let Some(pair) = pairs.get_mut(index) {
+                    pair.1 = Item::None;
+                }
+            }
+            Some(NodeKind::Record { values, .. }) => {
+                if let Some(value) = values.get_mut(index) {
+                    *value = Item::None;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The nesting limit (see [`Limits::max_depth`](super::Limits)).
+    pub(crate) fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
     /// Whether node `id` is a dict whose keys and values are all scalars.
     fn is_scalar_dict(&self, id: usize) -> bool {
         let Some(node) = self.arena.get(id) else {
