@@ -261,10 +261,19 @@ const NOISE_FILES: [&str; 10] = [
 /// instead of one substring search per pattern (the grouping tests every
 /// frame of every distinct stack). `None` only if the automaton could not
 /// be built; the patterns are then searched one by one.
+/// A contiguous NFA, not the DFA the crate picks for so few patterns:
+/// building the DFA took longer than all the searches of a summary.
 static NOISE_FUNCTION_MATCHER: LazyLock<Option<AhoCorasick>> =
-    LazyLock::new(|| AhoCorasick::new(NOISE_FUNCTIONS).ok());
+    LazyLock::new(|| noise_matcher(&NOISE_FUNCTIONS));
 static NOISE_FILE_MATCHER: LazyLock<Option<AhoCorasick>> =
-    LazyLock::new(|| AhoCorasick::new(NOISE_FILES).ok());
+    LazyLock::new(|| noise_matcher(&NOISE_FILES));
+
+fn noise_matcher(patterns: &[&str]) -> Option<AhoCorasick> {
+    AhoCorasick::builder()
+        .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+        .build(patterns)
+        .ok()
+}
 
 fn matches_any(matcher: &Option<AhoCorasick>, patterns: &[&str], text: &str) -> bool {
     match matcher {
