@@ -616,6 +616,9 @@ struct Reader {
     /// Per key set of the trace entries read in place, the [`FLAT_KEYS`]
     /// index of each key.
     flat_slots: HashMap<u32, Vec<Option<usize>>>,
+    /// The same for segment and block dicts read in place.
+    segment_slots: HashMap<u32, Vec<KeySlot>>,
+    block_slots: HashMap<u32, Vec<KeySlot>>,
     skipped_trace_entries: usize,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
@@ -688,6 +691,16 @@ const BLOCK_KEYS: [&str; 6] = [
     "history",
 ];
 
+/// Where a key of a dict read in place goes (see [`InPlaceFields::of`]).
+#[derive(Debug, Clone, Copy)]
+enum KeySlot {
+    /// The field at this index of the keys read.
+    Read(usize),
+    /// A string key not read.
+    Other,
+    NotAString,
+}
+
 /// The fields of a dict read in place, by `N` keys.
 struct InPlaceFields<'d, const N: usize> {
     keys: &'static [&'static str; N],
@@ -699,27 +712,53 @@ impl<'d, const N: usize> InPlaceFields<'d, N> {
     /// general path) for a key that is not a string, one of `keys` met
     /// twice, or a container under another key: those are what the general
     /// path could read differently (or report), so only plain dicts are
-    /// read in place.
-    fn of(entry: &pickle::FlatEntry<'d>, keys: &'static [&'static str; N]) -> Option<Self> {
+    /// read in place. Where each key goes is worked out once per key set
+    /// (`slots_by_key_set`), not per dict.
+    fn of(
+        entry: &pickle::FlatEntry<'d>,
+        keys: &'static [&'static str; N],
+        slots_by_key_set: &mut HashMap<u32, Vec<KeySlot>>,
+    ) -> Option<Self> {
+        let slot_of = |key: Option<&str>| match key {
+            None => KeySlot::NotAString,
+            Some(key) => keys
+                .iter()
+                .position(|&k| k == key)
+                .map_or(KeySlot::Other, KeySlot::Read),
+        };
         let mut values = [None; N];
-        for (key, field) in entry.keys().zip(entry.values()) {
-            let key = key?;
-            match keys.iter().position(|&k| k == key) {
-                Some(index) => {
-                    let slot = values.get_mut(index)?;
-                    if slot.is_some() {
+        let mut keep = |slot: KeySlot, field: pickle::Field<'d>| -> Option<()> {
+            match slot {
+                KeySlot::NotAString => None,
+                KeySlot::Read(index) => {
+                    let value = values.get_mut(index)?;
+                    if value.is_some() {
                         return None;
                     }
-                    *slot = Some(field);
+                    *value = Some(field);
+                    Some(())
                 }
-                None if matches!(
-                    field,
-                    pickle::Field::Unfrozen(_) | pickle::Field::Frozen(_) | pickle::Field::Other
-                ) =>
-                {
-                    return None;
+                KeySlot::Other => match field {
+                    pickle::Field::Unfrozen(_)
+                    | pickle::Field::Frozen(_)
+                    | pickle::Field::Other => None,
+                    _ => Some(()),
+                },
+            }
+        };
+        match entry.key_set() {
+            Some(set) => {
+                let slots = slots_by_key_set
+                    .entry(set)
+                    .or_insert_with(|| entry.keys().map(slot_of).collect());
+                for (&slot, field) in slots.iter().zip(entry.values()) {
+                    keep(slot, field)?;
                 }
-                None => {}
+            }
+            None => {
+                for (key, field) in entry.keys().zip(entry.values()) {
+                    keep(slot_of(key), field)?;
+                }
             }
         }
         Some(InPlaceFields { keys, values })
@@ -832,7 +871,7 @@ impl Reader {
         self.memory
             .charge(std::mem::size_of::<Segment>(), path)
             .ok()?;
-        let fields = InPlaceFields::of(entry, &SEGMENT_KEYS)?;
+        let fields = InPlaceFields::of(entry, &SEGMENT_KEYS, &mut self.segment_slots)?;
         let address = fields.u64("address").ok()??;
         let Some(Field::Str(type_name)) = fields.get("segment_type") else {
             return None;
@@ -909,7 +948,7 @@ impl Reader {
             self.memory
                 .charge(std::mem::size_of::<Block>(), &path)
                 .ok()?;
-            let fields = InPlaceFields::of(&entry, &BLOCK_KEYS)?;
+            let fields = InPlaceFields::of(&entry, &BLOCK_KEYS, &mut self.block_slots)?;
             if fields.get("history").is_some() {
                 return None;
             }
