@@ -384,12 +384,19 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
         },
         ..Reader::default()
     };
-    if deferred.is_none()
-        && let Some(snapshot) = reader.segment_list_snapshot_in_place(&document)
-    {
-        return Ok(snapshot);
-    }
-    let segments = reader.segments_in_place(&mut document);
+    // Segments are read in place only when no trace is read after them:
+    // trace entries then find the frame dicts the segments share with
+    // them frozen, which is faster for them than reading them in place
+    // again (`replay --verify` of a 4 MB file was 12 % slower).
+    let segments = match deferred {
+        None => {
+            if let Some(snapshot) = reader.segment_list_snapshot_in_place(&document) {
+                return Ok(snapshot);
+            }
+            reader.segments_in_place(&mut document)
+        }
+        Some(_) => None,
+    };
     let root = document.freeze_root()?;
     let mut snapshot = reader.snapshot_with(&root, segments)?;
     drop(root);
