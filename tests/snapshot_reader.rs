@@ -2359,10 +2359,12 @@ fn changed_segment(address: i128, changes: &[FieldChange]) -> Value {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Segments read straight from the parsed document (the usual case)
-    /// must read exactly as converting their values does: the same
-    /// snapshot, or the same error, for any change to any field and under
-    /// any nesting limit.
+    /// Segments read straight from the parsed document (when no trace is
+    /// read after them: a bare list, a dict without a trace) must read
+    /// exactly as converting their values does: the same snapshot, or the
+    /// same error, for any change to any field and under any nesting
+    /// limit. With a trace they are built as values first; that is
+    /// compared too.
     #[test]
     fn segments_read_in_place_agree_with_the_value_tree(
         first in proptest::collection::vec(field_change(), 0..3),
