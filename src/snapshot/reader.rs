@@ -717,9 +717,9 @@ struct InPlaceFields<'d, const N: usize> {
 impl<'d, const N: usize> InPlaceFields<'d, N> {
     /// Walks the pairs of `entry` once. `None` (leave the dict to the
     /// general path) for a key that is not a string, one of `keys` met
-    /// twice, or a container under another key: those are what the general
-    /// path could read differently (or report), so only plain dicts are
-    /// read in place. Where each key goes is worked out once per key set
+    /// twice, or under another key a container (or anything but None, a
+    /// bool, an int or a str): those are what the general path could read
+    /// differently (or report), so only plain dicts are read in place. Where each key goes is worked out once per key set
     /// (`slots_by_key_set`), not per dict.
     fn of(
         entry: &pickle::FlatEntry<'d>,

@@ -106,11 +106,9 @@ impl<'d> ListInPlace<'d> {
             };
             match document.slots.get(*id as usize) {
                 Some(Slot::Done(value, _)) => Some(ListItem::Frozen(value)),
-                Some(Slot::Unvisited) => {
-                    let node = document.arena.get(*id as usize)?;
-                    let pairs = DictView::of(&node.kind, &document.scalars)?;
-                    Some(ListItem::Flat(*id, FlatEntry { document, pairs }))
-                }
+                Some(Slot::Unvisited) => document
+                    .unvisited_dict(*id as usize)
+                    .map(|dict| ListItem::Flat(*id, dict)),
                 _ => None,
             }
         })
@@ -418,18 +416,11 @@ impl Document {
         let Some(&Item::Node(id)) = trace.0.get(index) else {
             return None;
         };
-        let id = id as usize;
         // Below 2 levels even a flat entry is too deep for `freeze_entry`.
-        if self.max_depth.saturating_sub(3) < 2
-            || !matches!(self.slots.get(id), Some(Slot::Unvisited))
-        {
+        if self.max_depth.saturating_sub(3) < 2 {
             return None;
         }
-        let pairs = DictView::of(&self.arena.get(id)?.kind, &self.scalars)?;
-        Some(FlatEntry {
-            document: self,
-            pairs,
-        })
+        self.unvisited_dict(id as usize)
     }
 
     /// Drops the values of the nodes the last [`Document::freeze_entry`]
