@@ -389,13 +389,13 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
     // them frozen, which is faster for them than reading them in place
     // again (`replay --verify` of a 4 MB file was 12 % slower).
     let segments = match deferred {
-        None => {
+        None if document.max_depth() >= SEGMENTS_IN_PLACE_DEPTH => {
             if let Some(snapshot) = reader.segment_list_snapshot_in_place(&document) {
                 return Ok(snapshot);
             }
             reader.segments_in_place(&mut document)
         }
-        Some(_) => None,
+        _ => None,
     };
     let root = document.freeze_root()?;
     let mut snapshot = reader.snapshot_with(&root, segments)?;
@@ -544,21 +544,26 @@ impl Reader {
                         a_type(item)
                     )));
                 }
-                Ok(Snapshot {
-                    format: SnapshotFormat::SegmentList,
-                    segments: reader.segments(root, &top)?,
-                    device_traces: Vec::new(),
-                    allocator_settings: None,
-                    external_annotations: Vec::new(),
-                    skipped_trace_entries: 0,
-                    trace_not_read: false,
-                })
+                Ok(segment_list_snapshot(reader.segments(root, &top)?))
             }
             other => Err(SnapshotError::Shape(format!(
                 "top level is {}, not a dict with 'segments' or a list of segments",
                 a_type(other)
             ))),
         }
+    }
+}
+
+/// The snapshot of a bare list of segments.
+fn segment_list_snapshot(segments: Vec<Segment>) -> Snapshot {
+    Snapshot {
+        format: SnapshotFormat::SegmentList,
+        segments,
+        device_traces: Vec::new(),
+        allocator_settings: None,
+        external_annotations: Vec::new(),
+        skipped_trace_entries: 0,
+        trace_not_read: false,
     }
 }
 
@@ -800,11 +805,8 @@ impl Reader {
     /// `None` for anything else, and then the general path reads them (and
     /// reports what is wrong), so results and errors stay those of the
     /// general path. When read here, the root's `segments` is set to None.
+    /// The caller checks the nesting limit ([`SEGMENTS_IN_PLACE_DEPTH`]).
     fn segments_in_place(&mut self, document: &mut pickle::Document) -> Option<Vec<Segment>> {
-        if document.max_depth() < SEGMENTS_IN_PLACE_DEPTH {
-            return None;
-        }
-        let used_before = self.memory.used;
         let (segments, index) = {
             let (root, index) = document.root_in_place("segments")?;
             let node = match root.values().nth(index)? {
@@ -815,54 +817,38 @@ impl Reader {
             let segments = self.segment_list_in_place(list, &FieldPath::ROOT.key("segments"));
             (segments, index)
         };
-        match segments {
-            Some(segments) => {
-                document.detach_root_value(index);
-                Some(segments)
-            }
-            None => {
-                // The general path charges the segments afresh.
-                self.memory.used = used_before;
-                None
-            }
+        if segments.is_some() {
+            document.detach_root_value(index);
         }
+        segments
     }
 
     /// A bare list of segments (the top level of `torch.cuda.memory_snapshot()`
     /// pickled) read in place, as [`Reader::segments_in_place`] reads a
     /// dict's.
     fn segment_list_snapshot_in_place(&mut self, document: &pickle::Document) -> Option<Snapshot> {
-        if document.max_depth() < SEGMENTS_IN_PLACE_DEPTH {
-            return None;
-        }
-        let used_before = self.memory.used;
         let list = document.root_list_in_place()?;
-        match self.segment_list_in_place(list, &FieldPath::ROOT) {
-            Some(segments) => Some(Snapshot {
-                format: SnapshotFormat::SegmentList,
-                segments,
-                device_traces: Vec::new(),
-                allocator_settings: None,
-                external_annotations: Vec::new(),
-                skipped_trace_entries: 0,
-                trace_not_read: false,
-            }),
-            None => {
-                self.memory.used = used_before;
-                None
-            }
-        }
+        self.segment_list_in_place(list, &FieldPath::ROOT)
+            .map(segment_list_snapshot)
     }
 
-    /// Every segment of `list` read in place, or `None`.
+    /// Every segment of `list` read in place, or `None` with nothing
+    /// charged (the general path charges the segments afresh).
     fn segment_list_in_place(
         &mut self,
         list: pickle::ListInPlace<'_>,
         path: &FieldPath,
     ) -> Option<Vec<Segment>> {
+        let used_before = self.memory.used;
         let mut segments = Vec::with_capacity(list.len());
         for (index, item) in list.dict_items().enumerate() {
-            segments.push(self.segment_in_place(&item?, &path.index(index))?);
+            match item.and_then(|entry| self.segment_in_place(&entry, &path.index(index))) {
+                Some(segment) => segments.push(segment),
+                None => {
+                    self.memory.used = used_before;
+                    return None;
+                }
+            }
         }
         Some(segments)
     }
