@@ -554,8 +554,14 @@ fn replay_model(
     };
     let mut model = CachingAllocator::new(device_impl, device, config.clone());
     model.record_history(Some(usize::MAX));
-    // Each event the model replays adds about one trace entry.
-    model.reserve(layout.block_count(), events.len());
+    // Each event the model replays adds about one trace entry. Splits add
+    // blocks: room for as many again as the start has (what the first
+    // doubling of the vector would reach), so the replay rarely copies them.
+    let start_blocks = layout.block_count();
+    model.reserve(
+        start_blocks.saturating_add(start_blocks.min(events.len())),
+        events.len(),
+    );
     layout.adopt_into(&mut model)?;
     let mut scratch = StepScratch::default();
     let replay_start = layout.start.clone();

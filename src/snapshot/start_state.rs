@@ -631,7 +631,8 @@ fn start_blocks(
     let first = live.partition_point(|&(a, _)| a < address);
     let last = live.partition_point(|&(a, _)| a < end);
     let inside = live.get(first..last).unwrap_or_default();
-    let mut blocks = Vec::new();
+    // At most a gap before each live block, the block, and a gap at the end.
+    let mut blocks = Vec::with_capacity(2 * inside.len() + 1);
     let mut guessed = Vec::new();
     let mut cursor = address;
     for (i, &(addr, l)) in inside.iter().enumerate() {
