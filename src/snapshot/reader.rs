@@ -479,6 +479,28 @@ const FLAT_KEYS: [&str; 9] = [
     "user_metadata",
 ];
 
+/// The index of `key` in [`FLAT_KEYS`], worked out at compile time (a key
+/// not in the list does not compile): a run-time search compared strings
+/// nine times per trace entry.
+const fn flat_slot(key: &str) -> usize {
+    let mut i = 0;
+    while i < FLAT_KEYS.len() {
+        let k = FLAT_KEYS[i].as_bytes();
+        let wanted = key.as_bytes();
+        if k.len() == wanted.len() {
+            let mut j = 0;
+            while j < k.len() && k[j] == wanted[j] {
+                j += 1;
+            }
+            if j == k.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a key of FLAT_KEYS")
+}
+
 /// Converts an already parsed pickle into a [`Snapshot`].
 pub fn snapshot_from_value(root: &Value) -> Result<Snapshot, SnapshotError> {
     Reader::default().snapshot(root)
@@ -1213,47 +1235,45 @@ impl Reader {
                 }
             }
         }
-        let present = |key: &str| {
-            let index = FLAT_KEYS.iter().position(|&k| k == key)?;
-            fields.get(index).copied().flatten()
-        };
-        let int = |key: &str| match present(key)? {
+        // By slot (`flat_slot` of the key, a constant).
+        let present = |slot: usize| fields.get(slot).copied().flatten();
+        let int = |slot: usize| match present(slot)? {
             Field::Int(i) => Some(i),
             _ => None,
         };
-        let u64_of = |key: &str| int(key).and_then(|i| u64::try_from(i).ok());
-        let cast_of = |key: &str| int(key).and_then(int64_cast);
-        let optional_i64 = |key: &str| match present(key) {
+        let u64_of = |slot: usize| int(slot).and_then(|i| u64::try_from(i).ok());
+        let cast_of = |slot: usize| int(slot).and_then(int64_cast);
+        let optional_i64 = |slot: usize| match present(slot) {
             None => Some(None),
             Some(Field::Int(i)) => i64::try_from(i).ok().map(Some),
             Some(_) => None,
         };
-        let optional_str = |key: &str| match present(key) {
+        let optional_str = |slot: usize| match present(slot) {
             None => Some(None),
             Some(Field::Str(s)) => Some(Some(Arc::clone(s))),
             Some(_) => None,
         };
-        let Field::Str(action_name) = present("action")? else {
+        let Field::Str(action_name) = present(const { flat_slot("action") })? else {
             return None;
         };
         let action = TraceAction::parse(action_name)?;
-        let addr = if action == TraceAction::Oom && present("addr").is_none() {
-            u64_of("device_free")?
+        let addr = if action == TraceAction::Oom && present(const { flat_slot("addr") }).is_none() {
+            u64_of(const { flat_slot("device_free") })?
         } else {
-            u64_of("addr")?
+            u64_of(const { flat_slot("addr") })?
         };
-        let size = u64_of("size")?;
+        let size = u64_of(const { flat_slot("size") })?;
         // Out-of-bounds sizes take the general path, which reports them.
         if action != TraceAction::Oom
             && (size > MAX_DEVICE_BYTES || addr.checked_add(size).is_none())
         {
             return None;
         }
-        let stream = cast_of("stream")?;
-        let time_us = optional_i64("time_us")?;
-        let compile_context = optional_str("compile_context")?;
-        let user_metadata = optional_str("user_metadata")?;
-        let frames = match present("frames") {
+        let stream = cast_of(const { flat_slot("stream") })?;
+        let time_us = optional_i64(const { flat_slot("time_us") })?;
+        let compile_context = optional_str(const { flat_slot("compile_context") })?;
+        let user_metadata = optional_str(const { flat_slot("user_metadata") })?;
+        let frames = match present(const { flat_slot("frames") }) {
             None => self.empty_frames(),
             Some(Field::Frozen(value)) => self.frames(value, &path.key("frames")).ok()?,
             Some(Field::Unfrozen(node)) => {
