@@ -1650,6 +1650,30 @@ fn fragmentation_oom_runs_out_of_memory_in_the_panel_at_step_4_and_u_goes_back_t
     assert!(panel_row(&p, 120, 0).contains("GPU 0 · no cap (simulated)"));
 }
 
+#[test]
+fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    assert!(p.oom.is_some() && !p.oom_advice().is_empty());
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = p;
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    // The OOM message and its advice share the panel with the scenario
+    // line, which says where the run stopped.
+    for part in [
+        "scenario fragmentation_oom",
+        "step 4/4",
+        "CUDA out of memory",
+        "reserved by PyTorch but unallocated",
+        "empty_cache() could release",
+    ] {
+        assert!(screen.contains(part), "{part}:\n{screen}");
+    }
+}
+
 /// Loads the built-in scenario `name` into the panel.
 fn load_builtin(p: &mut StressPanel, exec: &mut PanelExecutor<SimMemory>, name: &str) {
     drive(p, exec, StressAction::LoadScenario(builtin_index(name)));

@@ -161,7 +161,8 @@ impl<'a> StressPane<'a> {
         lines
     }
 
-    fn oom_lines(&self, oom: &OomState, width: u16) -> Vec<Line<'static>> {
+    /// PyTorch's OOM message on at most `rows` lines.
+    fn oom_lines(&self, oom: &OomState, width: u16, rows: usize) -> Vec<Line<'static>> {
         let highlight = format!(
             "{} is reserved by PyTorch but unallocated",
             format_size(oom.reserved_but_unallocated)
@@ -175,8 +176,8 @@ impl<'a> StressPane<'a> {
         );
         // Cut to its rows, the last says so: PyTorch's sentence stopping at
         // "try setting" would read as the whole message.
-        if lines.len() > OOM_ROWS {
-            lines.truncate(OOM_ROWS);
+        if lines.len() > rows {
+            lines.truncate(rows);
             if let Some(last) = lines.last_mut() {
                 // Whole words give way to the mark, not the mark to them.
                 while last.spans.len() > 1
@@ -259,15 +260,91 @@ impl<'a> StressPane<'a> {
             item("next ", Span::raw(next)),
         ];
         lines.extend(chrome::flow(items, width, 2));
-        // Cut to its rows, the last says so ("…"): a sentence that simply
-        // stops reads as the whole explanation.
-        lines.extend(wrapped(
-            &run.scenario.explanation,
-            width,
-            EXPLANATION_ROWS,
-            t.dim,
-        ));
         lines
+    }
+
+    /// The loaded scenario's explanation on at most `rows` lines (none
+    /// while the scenario list is open); cut, the last says so ("…"): a
+    /// sentence that simply stops reads as the whole explanation.
+    fn explanation_lines(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
+        match &self.panel.scenario {
+            Some(run) if self.panel.scenario_picker().is_none() => {
+                wrapped(&run.scenario.explanation, width, rows, self.theme.dim)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The head under the settings in at most `rows` rows where it can
+    /// be cut to them: the last message, the OOM message and its advice,
+    /// the scenario line (or list) and the scenario's explanation. The
+    /// scenario line says where the run is and what comes next, so it
+    /// stays: the explanation gives way first, then the OOM message (to
+    /// the three rows that hold "reserved but unallocated"), the advice
+    /// (the last first), the OOM message (to two rows), then the message:
+    /// 80×24 after an OOM has 11 rows for all of it.
+    fn fitted_head(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
+        let t = self.theme;
+        // The message and the advice wrap: cut at the edge, an invalid
+        // setting's rule ("it must be at least 20 MiB") or a path would be
+        // lost on an 80-column panel.
+        type Part<'p> = Box<dyn Fn(usize) -> Vec<Line<'static>> + 'p>;
+        let mut parts: Vec<(Part<'_>, usize)> = Vec::new();
+        let message = self.panel.message.clone().unwrap_or_default();
+        parts.push((
+            Box::new(move |r| wrapped(&message, width, r, t.dim)),
+            MESSAGE_ROWS,
+        ));
+        let oom_at = parts.len();
+        if let Some(oom) = &self.panel.oom {
+            parts.push((Box::new(move |r| self.oom_lines(oom, width, r)), OOM_ROWS));
+        }
+        let advice_at = parts.len();
+        if self.panel.oom.is_some() {
+            for advice in self.panel.oom_advice() {
+                parts.push((
+                    Box::new(move |r| wrapped(&advice, width, r, t.warning)),
+                    ADVICE_ROWS,
+                ));
+            }
+        }
+        let advice_end = parts.len();
+        let scenario = self.scenario_lines(width);
+        let scenario_rows = scenario.len();
+        parts.push((Box::new(move |_| scenario.clone()), scenario_rows));
+        let explanation_at = parts.len();
+        parts.push((
+            Box::new(move |r| self.explanation_lines(width, r)),
+            EXPLANATION_ROWS,
+        ));
+        // What each part takes uncut, within its own limit.
+        let mut given: Vec<usize> = parts
+            .iter()
+            .map(|(lines, limit)| lines(*limit).len())
+            .collect();
+        // (part, the fewest rows it is cut to), in the order they give way.
+        let mut order = vec![(explanation_at, 0)];
+        if oom_at < advice_at {
+            order.push((oom_at, 3));
+        }
+        order.extend((advice_at..advice_end).rev().map(|i| (i, 1)));
+        order.extend((advice_at..advice_end).rev().map(|i| (i, 0)));
+        if oom_at < advice_at {
+            order.push((oom_at, 2));
+        }
+        order.push((0, 1));
+        for (part, floor) in order {
+            let total: usize = given.iter().sum();
+            let Some(over) = total.checked_sub(rows).filter(|&o| o > 0) else {
+                break;
+            };
+            given[part] = given[part].saturating_sub(over).max(floor.min(given[part]));
+        }
+        parts
+            .iter()
+            .zip(given)
+            .flat_map(|((lines, _), r)| if r == 0 { Vec::new() } else { lines(r) })
+            .collect()
     }
 
     /// The compare view for a panel `width` columns wide: one figure a
@@ -535,19 +612,6 @@ impl Widget for StressPane<'_> {
                 Span::styled("  Enter frees all, new allocator · Esc cancels", t.dim),
             ]));
         }
-        // The message and the advice wrap: cut at the edge, an invalid
-        // setting's rule ("it must be at least 20 MiB") or a path would be
-        // lost on an 80-column panel.
-        if let Some(m) = &self.panel.message {
-            head.extend(wrapped(m, inner.width, MESSAGE_ROWS, t.dim));
-        }
-        if let Some(oom) = &self.panel.oom {
-            head.extend(self.oom_lines(oom, inner.width));
-            for advice in self.panel.oom_advice() {
-                head.extend(wrapped(&advice, inner.width, ADVICE_ROWS, t.warning));
-            }
-        }
-        head.extend(self.scenario_lines(inner.width));
         let histogram = self.panel.histogram_compare();
         let mut figure_rows = 0;
         let compare = self.panel.compare().map(|rows| {
@@ -566,12 +630,9 @@ impl Widget for StressPane<'_> {
         } else {
             0
         };
-        head.truncate(
-            usize::from(inner.height)
-                .saturating_sub(stacked)
-                .max(1)
-                .min(head.len()),
-        );
+        let rows = usize::from(inner.height).saturating_sub(stacked).max(1);
+        head.extend(self.fitted_head(inner.width, rows.saturating_sub(head.len())));
+        head.truncate(rows.min(head.len()));
         let head_h = u16::try_from(head.len())
             .unwrap_or(u16::MAX)
             .min(inner.height);
