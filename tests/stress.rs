@@ -1674,6 +1674,29 @@ fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
     }
 }
 
+#[test]
+fn stress_status_line_names_the_step_and_run_keys_while_a_scenario_is_loaded_at_80x24() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = p.clone();
+    let status = |state: &AppState| {
+        let terminal = common::screen::draw(state, &Theme::colored(), 80, 24);
+        let screen = common::screen::text(terminal.backend().buffer());
+        let hints = screen.lines().find(|l| l.contains("q quit"));
+        hints.unwrap_or_default().to_string()
+    };
+    let before = status(&state);
+    assert!(!before.contains(". step"), "no scenario to step: {before}");
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    state.stress = p;
+    let loaded = status(&state);
+    assert!(
+        loaded.contains(". step") && loaded.contains("g run"),
+        "{loaded}"
+    );
+}
+
 /// Loads the built-in scenario `name` into the panel.
 fn load_builtin(p: &mut StressPanel, exec: &mut PanelExecutor<SimMemory>, name: &str) {
     drive(p, exec, StressAction::LoadScenario(builtin_index(name)));

@@ -106,6 +106,22 @@ impl PanelKey {
             PanelKey::Act(a) => a.describe(),
         }
     }
+
+    /// Whether the key acts on a loaded scenario (and only says "no
+    /// scenario loaded" without one).
+    pub fn drives_scenario(self) -> bool {
+        use StressAction as S;
+        matches!(
+            self,
+            PanelKey::Act(
+                S::ScenarioStep
+                    | S::ScenarioRun
+                    | S::ScenarioRewind
+                    | S::ScenarioNextVariant
+                    | S::UnloadScenario
+            )
+        )
+    }
 }
 
 /// One binding of the stress panel (shown in its help section and hints).
@@ -205,8 +221,10 @@ fn stress_bindings() -> Vec<StressBinding> {
         b("↑ k", act(S::Up), None, 3),
         b("↓ j", act(S::Down), None, 3),
         b("n", act(S::OpenScenarios), Some("scenarios"), 1),
-        b(".", act(S::ScenarioStep), None, 3),
-        b("g", act(S::ScenarioRun), None, 3),
+        // Scenario keys: hinted first while a scenario is loaded, not at
+        // all without one (see `Keymap::stress_hints`).
+        b(".", act(S::ScenarioStep), Some("step"), 1),
+        b("g", act(S::ScenarioRun), Some("run"), 1),
         b("w", act(S::ScenarioRewind), None, 3),
         b("N", act(S::ScenarioNextVariant), None, 3),
         b("u", act(S::UnloadScenario), None, 3),
@@ -449,13 +467,20 @@ impl Keymap {
     }
 
     /// "key action" pairs for the status line while the stress panel is
-    /// open: quit and help first, then the panel's keys by rank.
-    pub fn stress_hints(&self) -> Vec<(&'static str, &'static str)> {
+    /// open: quit and help first, then the panel's keys by rank. With a
+    /// scenario loaded its keys (step, run) come right after quit and
+    /// help, the ones a scenario is driven with; without one they are left
+    /// out, as they would only say that none is loaded.
+    pub fn stress_hints(&self, scenario_loaded: bool) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.stress
                 .iter()
                 .filter(|b| b.key != PanelKey::Open)
-                .map(|b| (b.keys, b.hint, b.rank)),
+                .filter(|b| scenario_loaded || !b.key.drives_scenario())
+                .map(|b| {
+                    let rank = if b.key.drives_scenario() { 0 } else { b.rank };
+                    (b.keys, b.hint, rank)
+                }),
         )
     }
 
@@ -670,6 +695,23 @@ mod tests {
             let a = k.action_for(key(code)).expect("bound");
             assert!(documented.contains(&a), "{a:?} is not in the help");
         }
+    }
+
+    #[test]
+    fn stress_hints_name_the_scenario_step_and_run_keys_first_while_one_is_loaded() {
+        let k = Keymap::default();
+        let loaded = k.stress_hints(true);
+        assert_eq!(
+            loaded.get(2..4),
+            Some(&[(".", "step"), ("g", "run")][..]),
+            "right after quit and help: {loaded:?}"
+        );
+        let none = k.stress_hints(false);
+        assert!(
+            none.iter().all(|h| h.0 != "." && h.0 != "g"),
+            "no scenario, nothing to step: {none:?}"
+        );
+        assert!(none.iter().any(|h| h.1 == "scenarios"), "{none:?}");
     }
 
     #[test]

@@ -173,7 +173,7 @@ impl<'a> StatusLine<'a> {
         let all = if let Some(mode) = typing {
             mode.hints()
         } else if self.state.ui.stress_open {
-            self.keymap.stress_hints()
+            self.keymap.stress_hints(state.stress.scenario.is_some())
         } else {
             self.keymap.hints(self.state.ui.focus)
         };
