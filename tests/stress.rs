@@ -1697,6 +1697,39 @@ fn stress_status_line_names_the_step_and_run_keys_while_a_scenario_is_loaded_at_
     );
 }
 
+#[test]
+fn stress_scenario_line_says_what_the_next_step_does_and_that_the_run_finished() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    let screen = |p: &StressPanel| {
+        let mut state = AppState::new(StatusState::default());
+        state.ui.stress_open = true;
+        state.stress = p.clone();
+        let terminal = common::screen::draw(&state, &Theme::colored(), 120, 40);
+        common::screen::text(terminal.backend().buffer())
+    };
+    drive(&mut p, &mut exec, StressAction::ScenarioStep);
+    let after_one = screen(&p);
+    // The step frees the long sequences' tensors: "next batch done" read
+    // as if the next batch had already run.
+    assert!(
+        after_one.contains("next free the long batch (its 200 MiB blocks stay cached)"),
+        "{after_one}"
+    );
+    assert!(!after_one.contains("batch done"), "{after_one}");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let done = screen(&p);
+    let lines: Vec<&str> = done.lines().collect();
+    let at = lines.iter().position(|l| l.contains("step 4/4"));
+    let progress = at.map(|i| lines[i..(i + 2).min(lines.len())].join("\n"));
+    let progress = progress.unwrap_or_default();
+    assert!(progress.contains("finished"), "{done}");
+    assert!(
+        !progress.contains("paused") && !done.contains("next finished"),
+        "{done}"
+    );
+}
+
 /// Loads the built-in scenario `name` into the panel.
 fn load_builtin(p: &mut StressPanel, exec: &mut PanelExecutor<SimMemory>, name: &str) {
     drive(p, exec, StressAction::LoadScenario(builtin_index(name)));

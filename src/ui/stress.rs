@@ -236,15 +236,21 @@ impl<'a> StressPane<'a> {
         } else {
             run.alloc_conf().to_string()
         };
-        let next = run.next_index().map_or("finished".to_string(), |i| {
-            run.scenario.steps[i].label.clone()
-        });
         // Flowed onto as many lines as the width needs: the next step's
         // label is the part to read, never cut at the edge.
         let item = |label: &'static str, value: Span<'static>| {
             Line::from(vec![Span::styled(label, t.dim), value])
         };
-        let items = vec![
+        // After the last step there is no next one: "finished" alone, not
+        // "paused · next finished" (which reads as a step of that name).
+        let progress = match run.next_index() {
+            Some(i) => vec![
+                Line::styled(if run.running { "running" } else { "paused" }, t.dim),
+                item("next ", Span::raw(run.scenario.steps[i].label.clone())),
+            ],
+            None => vec![Line::styled("finished", t.dim)],
+        };
+        let mut items = vec![
             item("scenario ", Span::styled(run.scenario.name.clone(), t.key)),
             item(
                 "variant ",
@@ -256,9 +262,8 @@ impl<'a> StressPane<'a> {
                 )),
             ),
             item("step ", Span::raw(format!("{}/{}", run.done, run.total()))),
-            Line::styled(if run.running { "running" } else { "paused" }, t.dim),
-            item("next ", Span::raw(next)),
         ];
+        items.extend(progress);
         lines.extend(chrome::flow(items, width, 2));
         lines
     }
