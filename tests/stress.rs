@@ -832,7 +832,9 @@ fn breakdown_keeps_context_and_free_when_the_stress_panel_leaves_it_one_row() {
         .take_while(|l| !l.contains(" Timeline "))
         .collect();
     let legend = legend.join("\n");
-    for part in ["█ allocated", "▓ cached", "▒ context", "░ free"] {
+    // "context & other", the dashboard's and the help's term, not a
+    // shorter "context" of its own.
+    for part in ["█ allocated", "▓ cached", "▒ context & other", "░ free"] {
         assert!(legend.contains(part), "{part}: {legend}\n{screen}");
     }
 }
@@ -1728,6 +1730,41 @@ fn stress_scenario_line_says_what_the_next_step_does_and_that_the_run_finished()
         !progress.contains("paused") && !done.contains("next finished"),
         "{done}"
     );
+}
+
+#[test]
+fn stress_panel_calls_the_scenarios_context_context_and_other_as_the_breakdown_does() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    let message = p.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("(512 MiB of it context & other)"),
+        "{message}"
+    );
+}
+
+#[test]
+fn compact_breakdown_legend_keeps_context_and_other_and_free_on_one_80_column_row() {
+    let mut state = stress_screen();
+    state.status.banner = Some("nvml is not available: showing 1 simulated GPU".into());
+    // Every figure as wide as format::bytes writes one: allocated
+    // 79.0 GiB, cached 5.00 MiB, then 1.04 GiB and 1.46 GiB.
+    let gpu = state.gpus.first_mut().expect("one GPU");
+    let reserved = gpu.allocator.as_ref().expect("the stress view").reserved();
+    if let vramtop::device::GpuReading::Ok(s) = &mut gpu.reading {
+        s.memory_used = Some(reserved + 1040 * MIB);
+        s.memory_total = Some(reserved + 1040 * MIB + 1460 * MIB);
+    }
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    let legend = screen
+        .lines()
+        .skip_while(|l| !l.contains(" Memory breakdown "))
+        .nth(2)
+        .unwrap_or_default();
+    for part in ["allocated", "cached", "context & other", "free"] {
+        assert!(legend.contains(part), "{part}: {legend}\n{screen}");
+    }
 }
 
 /// Loads the built-in scenario `name` into the panel.

@@ -89,6 +89,8 @@ impl<'a> BreakdownPane<'a> {
             .unwrap_or((total, used.min(total)));
         body.total = total;
         let split = breakdown(sample, gpu.allocator.as_ref());
+        // Columns between legend items (the compact legend may narrow it).
+        let mut gap = if compact { 2 } else { 3 };
         let items = match (split, gpu.allocator.as_ref()) {
             // The figures as they are, never a clamped split that looks real.
             (Some(b), Some(a)) if b.reserved_over_used.is_some() => {
@@ -134,18 +136,52 @@ impl<'a> BreakdownPane<'a> {
                     (b.free, g.free, theme.free),
                 ];
                 if compact {
-                    let short = |glyph, style, label: &str, bytes| {
+                    // "context & other" as everywhere else (the help
+                    // defines it): where the row is short the gaps and then
+                    // the space after each glyph give way, not the term.
+                    let short = |glyph, style, label: &str, bytes, spaced: bool| {
+                        let space = if spaced { " " } else { "" };
                         Line::from(vec![
                             Span::styled(glyph, style),
-                            Span::raw(format!(" {label} {}", format::bytes(bytes))),
+                            Span::raw(format!("{space}{label} {}", format::bytes(bytes))),
                         ])
                     };
-                    vec![
-                        short(g.allocated, theme.allocated, "allocated", b.allocated),
-                        short(g.cached_free, theme.cached_free, "cached", b.cached_free),
-                        short(g.context, theme.context, "context", b.context_and_other),
-                        short(g.free, theme.free, "free", b.free),
-                    ]
+                    let legend = |spaced| {
+                        vec![
+                            short(
+                                g.allocated,
+                                theme.allocated,
+                                "allocated",
+                                b.allocated,
+                                spaced,
+                            ),
+                            short(
+                                g.cached_free,
+                                theme.cached_free,
+                                "cached",
+                                b.cached_free,
+                                spaced,
+                            ),
+                            short(
+                                g.context,
+                                theme.context,
+                                "context & other",
+                                b.context_and_other,
+                                spaced,
+                            ),
+                            short(g.free, theme.free, "free", b.free, spaced),
+                        ]
+                    };
+                    // The loosest of these that takes the fewest rows.
+                    let (items, tight_gap) =
+                        [(legend(true), 2), (legend(true), 1), (legend(false), 1)]
+                            .into_iter()
+                            .min_by_key(|(items, gap)| {
+                                chrome::flow(items.clone(), width, *gap).len()
+                            })
+                            .unwrap_or((legend(true), 2));
+                    gap = tight_gap;
+                    items
                 } else {
                     vec![
                         legend_item(
@@ -184,7 +220,7 @@ impl<'a> BreakdownPane<'a> {
                 ]
             }
         };
-        let mut lines = chrome::flow(items, width, if compact { 2 } else { 3 });
+        let mut lines = chrome::flow(items, width, gap);
         // The inconsistency (if any) comes first.
         lines.splice(0..0, std::mem::take(&mut body.lines));
         body.lines = lines;

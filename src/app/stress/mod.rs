@@ -673,8 +673,9 @@ impl StressPanel {
                 let cleared = self.clear_marks();
                 self.say(match device {
                     PanelDevice::Scenario { capacity, context } => format!(
-                        "freed {}; the scenario runs on a simulated {} device \
-                         ({} context), as vramtop scenario runs it: u goes back to the GPU{cleared}",
+                        "freed {}; the scenario runs on a simulated {} device ({} of it \
+                         context & other), as vramtop scenario runs it: u goes back to the \
+                         GPU{cleared}",
                         tensors(freed.len() as u64),
                         fmt(capacity),
                         fmt(context)
