@@ -257,7 +257,7 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     assert!(site.contains("einsum"), "{site}");
     let screen = text(draw(&v, 80, 24).backend().buffer());
     assert!(
-        screen.contains("… 661 more (1–6 of 667; ↓ j scrolls)"),
+        screen.contains("… 661 more (rows 1–6 of 667; ↓ j scrolls)"),
         "{screen}"
     );
     assert!(screen.contains("model.py:41 forward"), "{screen}");
@@ -271,7 +271,7 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     let t = draw(&v, 80, 24);
     let screen = text(t.backend().buffer());
     assert!(
-        screen.contains("… 658 more (4–9 of 667; ↑ k ↓ j scroll)"),
+        screen.contains("… 658 more (rows 4–9 of 667; ↑ k ↓ j scroll)"),
         "{screen}"
     );
     assert!(
@@ -285,7 +285,7 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     }
     let screen = text(draw(&v, 80, 24).backend().buffer());
     assert!(
-        screen.contains("… 661 above (662–667 of 667; ↑ k scrolls back)"),
+        screen.contains("… 661 above (rows 662–667 of 667; ↑ k scrolls back)"),
         "{screen}"
     );
     assert!(screen.contains("0x7fddbfcf0000  320 KiB"), "{screen}");
@@ -293,14 +293,14 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     let t = draw(&v, 120, 40);
     let screen = text(t.backend().buffer());
     assert!(
-        screen.contains("… 655 above (656–668 of 668; ↑ k scrolls back)"),
+        screen.contains("… 655 above (rows 656–668 of 668; ↑ k scrolls back)"),
         "{screen}"
     );
     insta::assert_snapshot!("sites_expanded_end_120x40", t.backend());
     press(&mut v, KeyCode::Up);
     let screen = text(draw(&v, 120, 40).backend().buffer());
     assert!(
-        screen.contains("… 1 more (655–667 of 668; ↑ k ↓ j scroll)"),
+        screen.contains("… 1 more (rows 655–667 of 668; ↑ k ↓ j scroll)"),
         "{screen}"
     );
     // Folded, ↑/↓ select sites again; expanded again, from the top.
@@ -311,9 +311,24 @@ fn an_expanded_site_longer_than_the_pane_scrolls_with_up_and_down_and_says_what_
     press(&mut v, KeyCode::Enter);
     let screen = text(draw(&v, 120, 40).backend().buffer());
     assert!(
-        screen.contains("… 655 more (1–13 of 668; ↓ j scrolls)"),
+        screen.contains("… 655 more (rows 1–13 of 668; ↓ j scrolls)"),
         "{screen}"
     );
+}
+
+#[test]
+fn an_expanded_sites_cut_marker_says_it_counts_rows_beside_the_block_count() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    // 651 blocks, 667 rows with the heading and the stack: "of 667" alone
+    // read as a second, different block count.
+    assert!(screen.contains("651 blk"), "{screen}");
+    assert!(screen.contains("(rows 1–6 of 667;"), "{screen}");
 }
 
 #[test]

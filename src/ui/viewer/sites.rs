@@ -266,7 +266,10 @@ fn scrolled(total: usize, height: usize, scroll: usize) -> Scrolled {
 }
 
 impl Scrolled {
-    /// "… 12 more (1–8 of 20; ↓ j scrolls)" when lines are cut.
+    /// "… 12 more (rows 1–8 of 20; ↓ j scrolls)" when lines are cut. The
+    /// figures count rows (heading, stack and blocks), which the "blocks
+    /// (N)" heading above does not: "of 20" alone read as a block count
+    /// that disagreed with it.
     fn marker(&self) -> Option<String> {
         if self.limit == 0 {
             return None;
@@ -275,12 +278,12 @@ impl Scrolled {
         let below = self.total - last;
         let total = self.total;
         Some(match (self.first > 0, below > 0) {
-            (false, _) => format!("… {below} more ({first}–{last} of {total}; ↓ j scrolls)"),
+            (false, _) => format!("… {below} more (rows {first}–{last} of {total}; ↓ j scrolls)"),
             (true, true) => {
-                format!("… {below} more ({first}–{last} of {total}; ↑ k ↓ j scroll)")
+                format!("… {below} more (rows {first}–{last} of {total}; ↑ k ↓ j scroll)")
             }
             (true, false) => format!(
-                "… {} above ({first}–{last} of {total}; ↑ k scrolls back)",
+                "… {} above (rows {first}–{last} of {total}; ↑ k scrolls back)",
                 self.first
             ),
         })
@@ -298,19 +301,19 @@ mod tests {
         assert_eq!((top.first, top.rows, top.limit), (0, 8, 12));
         assert_eq!(
             top.marker().as_deref(),
-            Some("… 12 more (1–8 of 20; ↓ j scrolls)")
+            Some("… 12 more (rows 1–8 of 20; ↓ j scrolls)")
         );
         let middle = scrolled(20, 9, 5);
         assert_eq!(
             middle.marker().as_deref(),
-            Some("… 7 more (6–13 of 20; ↑ k ↓ j scroll)")
+            Some("… 7 more (rows 6–13 of 20; ↑ k ↓ j scroll)")
         );
         // Scrolled past the end (a taller pane since): the last lines.
         let end = scrolled(20, 9, 99);
         assert_eq!((end.first, end.rows), (12, 8));
         assert_eq!(
             end.marker().as_deref(),
-            Some("… 12 above (13–20 of 20; ↑ k scrolls back)")
+            Some("… 12 above (rows 13–20 of 20; ↑ k scrolls back)")
         );
         // Lines that fit: all of them, no marker, nothing to scroll.
         let fits = scrolled(9, 9, 3);
