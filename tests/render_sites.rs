@@ -400,7 +400,7 @@ fn help_overlay_lists_the_new_keys() {
             "no help row for {k}"
         );
     }
-    let hints = Keymap::default().viewer_hints();
+    let hints = Keymap::default().viewer_hints(false);
     for h in ["peak", "sites", "A/B"] {
         assert!(hints.iter().any(|(_, hint)| *hint == h), "no hint {h}");
     }

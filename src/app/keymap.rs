@@ -171,6 +171,9 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("e", V::NextEmptyCache, Some("empty_cache")),
         b("E", V::PrevEmptyCache, None),
         b("Enter", V::BlockDetail, Some("block")),
+        // While the sites pane takes the keys Enter is its own (see
+        // `Keymap::sites_key_for`), and the hints name that instead.
+        b("Enter", V::ExpandSite, Some("expand/fold site")),
         b("s", V::CycleStream, Some("stream")),
         b("p", V::CyclePool, Some("pool")),
         b("P", V::PeakAllocated, Some("peak")),
@@ -351,21 +354,51 @@ impl Keymap {
         })
     }
 
+    /// What `key` does while the sites pane takes the keys (open, no block
+    /// detail or help over it); `None`: the viewer's other keys decide.
+    pub fn sites_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return None;
+        }
+        match key.code {
+            KeyCode::Enter => Some(ViewerAction::ExpandSite),
+            _ => None,
+        }
+    }
+
     /// "key action" pairs for the viewer's status line: quit and help,
-    /// then the viewer's keys.
-    pub fn viewer_hints(&self) -> Vec<(&'static str, &'static str)> {
-        self.hints_with(self.viewer.iter().map(|b| (b.keys, b.hint, 1)))
+    /// then the viewer's keys; `sites`: the sites pane takes the keys, so
+    /// its own binding of a key is hinted in place of the viewer's, first
+    /// (what Enter does there is what the pane is read with).
+    pub fn viewer_hints(&self, sites: bool) -> Vec<(&'static str, &'static str)> {
+        self.hints_with(
+            self.viewer
+                .iter()
+                .filter(|b| b.action.in_sites_pane() == sites || !self.sites_takes(b))
+                .map(|b| (b.keys, b.hint, u8::from(!b.action.in_sites_pane()))),
+        )
     }
 
     /// [`Keymap::viewer_hints`] for a file without a trace: the keys that
     /// move along or look into the trace are left out.
-    pub fn viewer_hints_without_trace(&self) -> Vec<(&'static str, &'static str)> {
+    pub fn viewer_hints_without_trace(&self, sites: bool) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.viewer
                 .iter()
                 .filter(|b| !b.action.needs_trace())
-                .map(|b| (b.keys, b.hint, 1)),
+                .filter(|b| b.action.in_sites_pane() == sites || !self.sites_takes(b))
+                .map(|b| (b.keys, b.hint, u8::from(!b.action.in_sites_pane()))),
         )
+    }
+
+    /// Whether a viewer binding's keys are the sites pane's too (its own
+    /// binding, or one the pane's binding shadows while it takes the keys).
+    fn sites_takes(&self, binding: &ViewerBinding) -> bool {
+        binding.action.in_sites_pane()
+            || self
+                .viewer
+                .iter()
+                .any(|b| b.action.in_sites_pane() && b.keys == binding.keys)
     }
 
     /// "key action" pairs, most important first: quit and help, then the
@@ -712,6 +745,28 @@ mod tests {
             "no scenario, nothing to step: {none:?}"
         );
         assert!(none.iter().any(|h| h.1 == "scenarios"), "{none:?}");
+    }
+
+    #[test]
+    fn viewer_hints_say_enter_expands_a_site_while_the_sites_pane_takes_the_keys() {
+        let k = Keymap::default();
+        let enter = |sites| {
+            k.viewer_hints(sites)
+                .into_iter()
+                .filter(|h| h.0 == "Enter")
+                .map(|h| h.1)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(enter(false), vec!["block"]);
+        assert_eq!(enter(true), vec!["expand/fold site"]);
+        assert_eq!(
+            k.viewer_hints(true).get(2),
+            Some(&("Enter", "expand/fold site")),
+            "right after quit and help"
+        );
+        let trace_less = k.viewer_hints_without_trace(true);
+        assert!(trace_less.contains(&("Enter", "expand/fold site")));
+        assert!(!trace_less.contains(&("Enter", "block")));
     }
 
     #[test]

@@ -109,6 +109,12 @@ impl ViewerAction {
         }
     }
 
+    /// Whether the action is the sites pane's own, answered while the
+    /// pane takes the keys ([`Keymap::sites_key_for`]).
+    pub fn in_sites_pane(self) -> bool {
+        self == ViewerAction::ExpandSite
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             ViewerAction::StepBack => "one event back",
@@ -130,9 +136,7 @@ impl ViewerAction {
             ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
             ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
             ViewerAction::ToggleSites => "sites pane: memory by site (Enter expands, ↑/↓ scroll)",
-            ViewerAction::ExpandSite => {
-                "in the sites pane: a site's stack and blocks (↑/↓ scroll them)"
-            }
+            ViewerAction::ExpandSite => "in the sites pane: expand / fold the site",
             ViewerAction::CycleGrouping => "next grouping of sites (user frame, file:line, …)",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
@@ -715,8 +719,8 @@ impl ViewerState {
             V::PrevEmptyCache => self.jump(MarkKind::EmptyCache, false),
             V::BlockDetail => {
                 if self.selected_block().is_none() && !self.detail_open {
-                    // The hints offer "Enter block" everywhere: say why
-                    // there is none rather than ignore the key.
+                    // The hints offer "Enter block" outside the sites
+                    // pane: say why there is none rather than ignore the key.
                     self.app.ui.notice = Some(if self.segments.is_empty() {
                         "no block to show: the segment map is empty here".to_string()
                     } else {
@@ -866,6 +870,12 @@ impl ViewerState {
         Effect::Redraw
     }
 
+    /// Whether the sites pane takes the keys it answers (↑/↓, Enter, Esc):
+    /// it is open with no block detail or help over it.
+    pub fn sites_take_keys(&self) -> bool {
+        self.sites_open && !self.detail_open && self.app.ui.overlay == Overlay::None
+    }
+
     /// Handles a key press.
     pub fn handle_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
         // A notice answers one key: a key that changes nothing else still
@@ -898,7 +908,10 @@ impl ViewerState {
                 _ => Effect::None,
             };
         }
-        if self.sites_open && !self.detail_open && self.app.ui.overlay == Overlay::None {
+        if self.sites_take_keys() {
+            if let Some(action) = keymap.sites_key_for(key) {
+                return self.act(action);
+            }
             // An expanded site is read with ↑/↓: they scroll its stack and
             // blocks; folded (Esc, Enter), they select a site.
             match key.code {
@@ -910,7 +923,6 @@ impl ViewerState {
                 }
                 KeyCode::Up | KeyCode::Char('k') => return self.move_site(-1),
                 KeyCode::Down | KeyCode::Char('j') => return self.move_site(1),
-                KeyCode::Enter => return self.act(ViewerAction::ExpandSite),
                 KeyCode::Esc => {
                     let action = if self.site_expanded {
                         ViewerAction::ExpandSite

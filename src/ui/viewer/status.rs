@@ -189,10 +189,11 @@ pub(super) fn render_status(
     };
     chrome::line_at(buf, area, 0, &first);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
+    let sites = v.sites_take_keys();
     let all = if trace_less {
-        keymap.viewer_hints_without_trace()
+        keymap.viewer_hints_without_trace(sites)
     } else {
-        keymap.viewer_hints()
+        keymap.viewer_hints(sites)
     };
     let hints = chrome::key_hints(&all, usize::from(area.width), theme);
     chrome::line_at(buf, area, 1, &hints);
