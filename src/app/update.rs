@@ -28,8 +28,8 @@ pub enum Effect {
     None,
 }
 
-/// Rows a page key moves.
-const PAGE_ROWS: usize = 10;
+/// Rows a page key moves (the help's words for PgUp/PgDn say it).
+pub const PAGE_ROWS: usize = 10;
 /// The furthest the help scrolls (rows): more than its longest content
 /// at 80 columns, so the bottom is always reachable.
 const MAX_HELP_SCROLL: usize = 200;
@@ -321,6 +321,8 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             Action::Down => Some(current.saturating_add(1)),
             Action::PageUp => Some(current.saturating_sub(PAGE_ROWS)),
             Action::PageDown => Some(current.saturating_add(PAGE_ROWS)),
+            Action::First => Some(0),
+            Action::Last => Some(limit),
             Action::Quit | Action::ToggleHelp | Action::Back => None,
             _ => return Effect::None,
         };
@@ -370,6 +372,21 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         Action::Left | Action::Right => return Effect::None,
         Action::PageUp => move_selection(state, -(PAGE_ROWS as isize)),
         Action::PageDown => move_selection(state, PAGE_ROWS as isize),
+        // The process list's scroll is clamped where it is drawn: End stops
+        // at its row count (one per process, one per GPU for the memory no
+        // process accounts for), not far past it.
+        Action::Last if ui.focus == Pane::Processes => {
+            let rows: usize = state
+                .gpus
+                .iter()
+                .filter_map(|g| g.sample())
+                .map(|s| s.processes.len() + 1)
+                .sum();
+            state.ui.process_scroll = rows;
+        }
+        // As far as a move goes: the moves clamp to the first and last row.
+        Action::First => move_selection(state, isize::MIN / 2),
+        Action::Last => move_selection(state, isize::MAX / 2),
         Action::ZoomIn => ui.zoom = ui.zoom.saturating_sub(1),
         Action::ZoomOut => ui.zoom = (ui.zoom + 1).min(ZOOM_WINDOWS_S.len() - 1),
         Action::TogglePause => {
@@ -528,6 +545,35 @@ mod tests {
         // Up at the top does nothing, behind the help neither.
         s.ui.help_scroll = 0;
         assert_eq!(press(&mut s, KeyCode::Up), Effect::None);
+    }
+
+    #[test]
+    fn home_and_end_go_to_the_first_and_last_row_and_the_help_says_what_page_keys_move() {
+        let mut s = state_with_gpus(5);
+        s.ui.focus = Pane::Gpus;
+        assert_eq!(press(&mut s, KeyCode::End), Effect::Redraw);
+        assert_eq!(s.ui.selected_gpu, 4, "End: the last GPU");
+        press(&mut s, KeyCode::Home);
+        assert_eq!(s.ui.selected_gpu, 0, "Home: the first");
+        // In the help they scroll it to its end and back to the top.
+        press(&mut s, KeyCode::Char('?'));
+        s.ui.help_scroll_limit.set(23);
+        press(&mut s, KeyCode::End);
+        assert_eq!(s.ui.help_scroll, 23);
+        press(&mut s, KeyCode::Home);
+        assert_eq!(s.ui.help_scroll, 0);
+        // The help's words for the page keys are what they do.
+        let rows = Keymap::default().help_rows();
+        let says = |keys: &str| {
+            rows.iter()
+                .find(|r| r.0 == keys)
+                .map(|r| r.1)
+                .unwrap_or_default()
+        };
+        assert!(says("PgDn").contains(&format!("down {PAGE_ROWS} rows")));
+        assert!(says("PgUp").contains(&format!("up {PAGE_ROWS} rows")));
+        assert!(says("Home").starts_with("first row"));
+        assert!(says("End").starts_with("last row"));
     }
 
     #[test]
