@@ -185,6 +185,34 @@ fn small_terminal_keeps_status_timeline_and_segments() {
 }
 
 #[test]
+fn timeline_cursor_at_the_last_event_is_one_mark_beside_the_next_panes_border() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    assert_eq!(
+        v.cursor(),
+        97,
+        "at the end: the cursor's column is the last"
+    );
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let rows: Vec<&str> = screen
+            .lines()
+            .skip_while(|l| !l.contains(" Timeline "))
+            .skip(1)
+            .take_while(|l| !l.contains("└"))
+            .collect();
+        assert!(!rows.is_empty(), "{screen}");
+        for row in &rows {
+            // "│" beside the border read as a doubled bar.
+            assert!(row.contains("▌│"), "{w}×{h}: {row}\n{screen}");
+            assert!(!row.contains("││"), "{w}×{h}: {row}\n{screen}");
+        }
+        assert!(screen.contains("▌ cursor"), "the legend's mark: {screen}");
+    }
+}
+
+#[test]
 fn help_lists_the_viewer_keys() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

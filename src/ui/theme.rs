@@ -95,6 +95,10 @@ pub struct Glyphs {
     pub series_driver: Marker,
     pub release_mark: Marker,
     pub oom_mark: Marker,
+    /// The viewer timeline's cursor column: a glyph no border or other
+    /// mark uses, so beside a pane's border it is still one mark (a "│"
+    /// cursor there read as "││").
+    pub timeline_cursor: char,
 }
 
 const UNICODE_GLYPHS: Glyphs = Glyphs {
@@ -118,6 +122,7 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     series_driver: Marker::Braille,
     release_mark: Marker::Custom('┊'),
     oom_mark: Marker::Custom('┃'),
+    timeline_cursor: '▌',
 };
 
 const ASCII_GLYPHS: Glyphs = Glyphs {
@@ -141,6 +146,7 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     series_driver: Marker::Custom('.'),
     release_mark: Marker::Custom('|'),
     oom_mark: Marker::Custom('!'),
+    timeline_cursor: '#',
 };
 
 impl Default for Theme {

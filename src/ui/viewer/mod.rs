@@ -10,7 +10,7 @@
 //!  Memory breakdown  GPU 0 ────────────────────────────────────────────────────
 //! ████████████▓▓▓▓▓▓▓▓  allocated | pending free | cached but free (of reserved)
 //!  Timeline  GPU 0 · events 0…97 · cursor 48 ───┌ Fragmentation  GPU 0 ───────
-//! 4 GiB│ reserved, allocated; │ cursor          │frag 50%  largest 512 MiB
+//! 4 GiB│ reserved, allocated; ▌ cursor          │frag 50%  largest 512 MiB
 //!  Segments  GPU 0 · 7 segments · 20 blocks ──────█ allocated ▓ free ▚ pending
 //! L  0x7f2140000000  512MiB ██████████████████████  (one strip per segment)
 //! event 48/97 · segment_alloc 512 MiB at 0x7f… · stream 0 · t+943.889 ms · …

@@ -128,7 +128,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 Span::raw(format!(" allocated{}", shown(|p| p.allocated))),
             ]),
             Line::from(vec![
-                Span::styled(if theme.ascii { "|" } else { "│" }, theme.key),
+                Span::styled(g.timeline_cursor.to_string(), theme.key),
                 Span::raw(" cursor"),
             ]),
         ];
@@ -158,7 +158,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let oom_pts = column(at(MarkKind::Oom));
     let release_pts = column(at(MarkKind::EmptyCache));
     let cursor_pts = column(vec![cursor as f64]);
-    let cursor_marker = Marker::Custom(if theme.ascii { '|' } else { '│' });
+    let cursor_marker = Marker::Custom(g.timeline_cursor);
     let datasets = vec![
         dataset(
             GraphType::Scatter,
