@@ -483,6 +483,35 @@ fn free_bytes(cluster: &SimCluster) -> u64 {
 }
 
 #[test]
+fn the_simulated_stress_process_is_listed_as_simulated_like_the_simulations_others() {
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    d.act(StressAction::Allocate);
+    let sample = cluster.telemetry().sample().expect("sim");
+    let commands: Vec<String> = sample
+        .iter()
+        .filter_map(|r| r.sample())
+        .flat_map(|s| s.processes.iter())
+        .filter_map(|p| p.command.clone())
+        .collect();
+    assert!(
+        !commands.is_empty(),
+        "the panel's process holds its context"
+    );
+    // Every process the simulation lists says it is simulated: none reads
+    // as a real one (vramtop itself) holding memory.
+    for c in &commands {
+        assert!(c.contains("simulated"), "{c}: {commands:?}");
+    }
+    assert!(
+        commands
+            .iter()
+            .any(|c| c == "vramtop stress panel (simulated)"),
+        "{commands:?}"
+    );
+}
+
+#[test]
 fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_drop() {
     let cluster = sim();
     let free_before = free_bytes(&cluster);

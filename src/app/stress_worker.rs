@@ -26,8 +26,11 @@ use super::stress::{
     BadTensor, NewTensor, PanelDevice, StressCommand, StressOutcome, StressResult,
 };
 
-/// The command shown for the panel's process in the process list.
-pub const STRESS_COMMAND: &str = "vramtop stress panel";
+/// The command the simulation lists for the panel's process. Marked
+/// simulated like the simulation's other processes: a bare "vramtop stress
+/// panel" read as vramtop itself holding memory on a GPU (on a real GPU the
+/// driver lists vramtop's own command line instead).
+pub const STRESS_COMMAND: &str = "vramtop stress panel (simulated)";
 /// The stream every stress tensor is allocated on (the default stream).
 const STREAM: u64 = 0;
 /// Trace entries the stress allocator keeps (`_record_memory_history`'s
