@@ -154,9 +154,10 @@ impl Document {
                 }
             };
             match &node.kind {
-                NodeKind::List(items)
-                | NodeKind::Tuple(items)
-                | NodeKind::Record { values: items, .. } => items.iter().for_each(&mut count),
+                NodeKind::List(items) | NodeKind::Tuple(items) => items.iter().for_each(&mut count),
+                &NodeKind::Record { start, len, .. } => {
+                    scalars.record(start, len).iter().for_each(&mut count);
+                }
                 NodeKind::Dict(pairs) => pairs.iter().for_each(|(k, v)| {
                     count(k);
                     count(v);
@@ -248,7 +249,7 @@ impl Document {
         while let Some(&mut (id, ref mut next_child)) = path.last_mut() {
             let node = self.arena.get(id).ok_or_else(lost)?;
             let mut descend_into = None;
-            while let Some(child) = node.kind.child(*next_child) {
+            while let Some(child) = node.kind.child(*next_child, &self.scalars) {
                 if let Item::Node(child_id) = child {
                     let child_id = *child_id as usize;
                     match self.slots.get(child_id).ok_or_else(lost)? {
@@ -325,14 +326,14 @@ impl Document {
                         .map(|(key, value)| (resolve(key), resolve(value)))
                         .collect(),
                 ),
-                NodeKind::Record { keys, values } => {
+                NodeKind::Record { keys, start, len } => {
                     let Some(keys) = scalars.key_sets.get(keys as usize) else {
                         return Err(lost());
                     };
                     Value::Dict(
                         keys.iter()
-                            .zip(values)
-                            .map(|(&key, value)| (resolve(key), resolve(value)))
+                            .zip(scalars.record(start, len))
+                            .map(|(&key, &value)| (resolve(key), resolve(value)))
                             .collect(),
                     )
                 }

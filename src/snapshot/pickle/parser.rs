@@ -103,6 +103,28 @@ pub(super) struct Scalars {
     pub(super) ints: Vec<i64>,
     /// The keys of [`NodeKind::Record`]s, each set stored once.
     pub(super) key_sets: Vec<Box<[Item]>>,
+    /// The values of every [`NodeKind::Record`], one after another: one
+    /// vector for the millions of trace entries and frames of a large
+    /// snapshot, not one allocation (and one free) each.
+    pub(super) record_values: Vec<Item>,
+}
+
+impl Scalars {
+    /// The values of a record stored at `start`, `len` of them.
+    pub(super) fn record(&self, start: u32, len: u32) -> &[Item] {
+        let start = start as usize;
+        self.record_values
+            .get(start..start.saturating_add(len as usize))
+            .unwrap_or_default()
+    }
+
+    /// [`Scalars::record`], to change in place.
+    pub(super) fn record_mut(&mut self, start: u32, len: u32) -> &mut [Item] {
+        let start = start as usize;
+        self.record_values
+            .get_mut(start..start.saturating_add(len as usize))
+            .unwrap_or_default()
+    }
 }
 
 impl Scalars {
@@ -123,12 +145,13 @@ pub(super) enum NodeKind {
     Dict(Vec<(Item, Item)>),
     /// A dict filled by one SETITEMS with keys (no containers) another
     /// such dict had in the same order: the keys are stored once, in
-    /// [`Scalars::key_sets`] at `keys`, and the node holds the values.
-    /// Every trace entry and frame of a snapshot is one: half the memory
-    /// of their pairs.
+    /// [`Scalars::key_sets`] at `keys`, and its values are `len` items
+    /// of [`Scalars::record_values`] from `start`. Every trace entry and
+    /// frame of a snapshot is one: half the memory of their pairs.
     Record {
         keys: u32,
-        values: Vec<Item>,
+        start: u32,
+        len: u32,
     },
     /// A completed list whose items equal those of an earlier completed
     /// list: its items were dropped and every reference goes to that one
@@ -147,11 +170,11 @@ impl NodeKind {
     }
 
     /// Children in order, a dict's as key, value, key, value, … (a
-    /// record's values only: its keys are no containers).
-    pub(super) fn child(&self, index: usize) -> Option<&Item> {
+    /// record's values only, from `scalars`: its keys are no containers).
+    pub(super) fn child<'s>(&'s self, index: usize, scalars: &'s Scalars) -> Option<&'s Item> {
         match self {
             NodeKind::List(items) | NodeKind::Tuple(items) => items.get(index),
-            NodeKind::Record { values, .. } => values.get(index),
+            &NodeKind::Record { start, len, .. } => scalars.record(start, len).get(index),
             NodeKind::Dict(pairs) => pairs
                 .get(index / 2)
                 .map(|(k, v)| if index.is_multiple_of(2) { k } else { v }),
@@ -182,9 +205,9 @@ impl<'k> DictView<'k> {
     pub(super) fn of(kind: &'k NodeKind, scalars: &'k Scalars) -> Option<Self> {
         match kind {
             NodeKind::Dict(pairs) => Some(DictView::Pairs(pairs)),
-            NodeKind::Record { keys, values } => {
-                let set = scalars.key_sets.get(*keys as usize)?;
-                Some(DictView::Record(*keys, set, values))
+            &NodeKind::Record { keys, start, len } => {
+                let set = scalars.key_sets.get(keys as usize)?;
+                Some(DictView::Record(keys, set, scalars.record(start, len)))
             }
             _ => None,
         }
@@ -1595,7 +1618,12 @@ impl<'a, 'd> Parser<'a, 'd> {
                 .iter()
                 .map(|(k, v)| self.item_height(k).max(self.item_height(v)))
                 .max(),
-            NodeKind::Record { values, .. } => values.iter().map(|v| self.item_height(v)).max(),
+            &NodeKind::Record { start, len, .. } => self
+                .scalars
+                .record(start, len)
+                .iter()
+                .map(|v| self.item_height(v))
+                .max(),
             NodeKind::Alias(_) => None,
         };
         self.push_node(kind, tallest_child.unwrap_or(0) + 1, offset)
@@ -1806,27 +1834,42 @@ impl<'a, 'd> Parser<'a, 'd> {
         };
         if let Some(keys) = record_keys {
             // The values of the key/value pairs (their count is even, checked
-            // above). A plain loop: `drain().skip(1).step_by(2).collect()`
-            // cost about 260 instructions a record more.
+            // above), appended to the records' one vector. Its length is at
+            // most the items pushed, bounded by `max_items` (below 2^32).
+            let pool = &mut self.scalars.record_values;
+            let (Ok(first), Ok(len)) = (
+                u32::try_from(pool.len()),
+                u32::try_from(self.stack.len().saturating_sub(start) / 2),
+            ) else {
+                return Err(self.too_many_items());
+            };
             let pairs = self.stack.get(start..).unwrap_or_default();
-            let mut values = Vec::with_capacity(pairs.len() / 2);
             for pair in pairs.chunks_exact(2) {
                 if let [_, value] = pair {
-                    values.push(*value);
+                    pool.push(*value);
                 }
             }
             self.stack.truncate(start);
-            node.kind = NodeKind::Record { keys, values };
+            let Some(node) = self.arena.get_mut(target as usize) else {
+                return Err(internal(opcode, offset));
+            };
+            node.kind = NodeKind::Record {
+                keys,
+                start: first,
+                len,
+            };
             return Ok(());
         }
-        if let NodeKind::Record { keys, values } = &mut node.kind {
-            // Set into again: a dict like any other from now on.
+        if let &NodeKind::Record { keys, start, len } = &node.kind {
+            // Set into again: a dict like any other from now on (its values
+            // stay behind in the records' vector, unused).
             let keys = self
                 .scalars
                 .key_sets
-                .get(*keys as usize)
+                .get(keys as usize)
                 .ok_or_else(|| internal(opcode, offset))?;
-            let pairs = keys.iter().copied().zip(std::mem::take(values)).collect();
+            let values = self.scalars.record(start, len);
+            let pairs = keys.iter().copied().zip(values.iter().copied()).collect();
             node.kind = NodeKind::Dict(pairs);
         }
         let mut drained = self.stack.drain(start..);

@@ -318,8 +318,8 @@ impl Document {
                     pair.1 = Item::None;
                 }
             }
-            Some(NodeKind::Record { values, .. }) => {
-                if let Some(value) = values.get_mut(index) {
+            Some(&mut NodeKind::Record { start, len, .. }) => {
+                if let Some(value) = self.scalars.record_mut(start, len).get_mut(index) {
                     *value = Item::None;
                 }
             }
