@@ -125,9 +125,7 @@ impl Scalars {
             .get_mut(start..start.saturating_add(len as usize))
             .unwrap_or_default()
     }
-}
 
-impl Scalars {
     /// The value of an [`Item::WideInt`] or [`Item::Scalar`].
     pub(super) fn value(&self, item: Item) -> Option<Value> {
         match item {
