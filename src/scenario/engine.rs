@@ -10,6 +10,7 @@ use super::format::{Action, Scenario, ScenarioError, Variant, matching};
 use crate::alloc::{
     AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, fragmentation,
 };
+use crate::quote::cut;
 
 /// The figures after one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -129,7 +130,8 @@ fn run_variant_inner(
     let failure = |message: String| {
         ScenarioError::Invalid(format!(
             "scenario '{}', variant '{}': {message}",
-            scenario.name, variant.name
+            cut(&scenario.name),
+            cut(&variant.name)
         ))
     };
     let config = AllocatorConfig::parse(&variant.alloc_conf).map_err(|e| failure(e.to_string()))?;

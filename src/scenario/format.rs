@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::alloc::{AllocatorConfig, parse_size};
+use crate::quote::{cut, cut_to};
 
 /// The name of the single run of a scenario without `[[variant]]` tables.
 pub const DEFAULT_VARIANT: &str = "default";
@@ -19,10 +20,21 @@ pub const DEFAULT_VARIANT: &str = "default";
 /// The most steps a scenario may unroll to (repeats included).
 pub const MAX_STEPS: usize = 10_000;
 
+/// The most allocations a scenario's unrolled steps may make in all (an
+/// `alloc` with `count` makes several): every step of a run looks at every
+/// live block, so this and [`MAX_STEPS`] bound a run's work.
+pub const MAX_ALLOCATIONS: usize = 10_000;
+
+/// The most `[[variant]]` tables a scenario may have (each is a whole run).
+pub const MAX_VARIANTS: usize = 8;
+
+/// The most characters of the TOML parser's message an error keeps.
+const MAX_SYNTAX_MESSAGE_CHARS: usize = 200;
+
 /// Why a scenario file was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ScenarioError {
-    #[error("not a valid scenario file:\n{0}")]
+    #[error("not a valid scenario file: {0}")]
     Syntax(String),
     #[error("{what}: '{text}' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB or 4096")]
     BadSize { what: String, text: String },
@@ -44,8 +56,23 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
-fn syntax(e: toml::de::Error) -> ScenarioError {
-    ScenarioError::Syntax(e.to_string().trim_end().to_string())
+/// The TOML parser's error on one line: where, and its message without the
+/// echo of the source line (which may be megabytes long).
+fn syntax(text: &str, e: &toml::de::Error) -> ScenarioError {
+    let place = e
+        .span()
+        .and_then(|span| {
+            let before = text.get(..span.start)?;
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            Some(format!("line {line}, column {column}: "))
+        })
+        .unwrap_or_default();
+    let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
+    ScenarioError::Syntax(format!(
+        "{place}{}",
+        cut_to(&message, MAX_SYNTAX_MESSAGE_CHARS)
+    ))
 }
 
 // ------------------------------------------------------------------ raw form
@@ -184,7 +211,7 @@ impl Step {
 fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioError> {
     parse_size(text).ok_or_else(|| ScenarioError::BadSize {
         what: what(),
-        text: text.to_string(),
+        text: cut(text),
     })
 }
 
@@ -193,14 +220,14 @@ fn check_alloc_conf(text: &str, what: impl FnOnce() -> String) -> Result<(), Sce
         .map(|_| ())
         .map_err(|e| ScenarioError::BadAllocConf {
             what: what(),
-            text: text.to_string(),
+            text: cut(text),
             reason: e.to_string(),
         })
 }
 
 /// Parses and checks a scenario file's text.
 pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
-    let raw: RawScenario = toml::from_str(text).map_err(syntax)?;
+    let raw: RawScenario = toml::from_str(text).map_err(|e| syntax(text, &e))?;
     let name = raw.name.trim().to_string();
     if name.is_empty() {
         return Err(ScenarioError::Invalid("`name` must not be empty".into()));
@@ -223,6 +250,12 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     let base_conf = raw.alloc_conf.clone().unwrap_or_default();
     check_alloc_conf(&base_conf, || "alloc_conf".into())?;
 
+    if raw.variant.len() > MAX_VARIANTS {
+        return Err(ScenarioError::Invalid(format!(
+            "{} [[variant]] tables; at most {MAX_VARIANTS} are run",
+            raw.variant.len()
+        )));
+    }
     let mut variants = Vec::new();
     if raw.variant.is_empty() {
         variants.push(Variant {
@@ -240,16 +273,18 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         }
         if variants.iter().any(|x: &Variant| x.name == vname) {
             return Err(ScenarioError::Invalid(format!(
-                "variant '{vname}' is defined twice"
+                "variant '{}' is defined twice",
+                cut(&vname)
             )));
         }
         let conf = v.alloc_conf.clone().unwrap_or_else(|| base_conf.clone());
-        check_alloc_conf(&conf, || format!("variant '{vname}'"))?;
+        check_alloc_conf(&conf, || format!("variant '{}'", cut(&vname)))?;
         let worker_contexts = v.worker_contexts.unwrap_or(0);
         if worker_contexts > MAX_WORKER_CONTEXTS {
             return Err(ScenarioError::Invalid(format!(
-                "variant '{vname}': worker_contexts {worker_contexts} is more than \
-                 {MAX_WORKER_CONTEXTS}"
+                "variant '{}': worker_contexts {worker_contexts} is more than \
+                 {MAX_WORKER_CONTEXTS}",
+                cut(&vname)
             )));
         }
         let variant = Variant {
@@ -267,11 +302,12 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         variants.push(variant);
     }
 
-    let mut steps = Vec::new();
+    let mut unrolled = Unrolled::default();
     let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
     for (i, s) in raw.step.iter().enumerate() {
-        unroll(s, &(i + 1).to_string(), None, None, &names, &mut steps)?;
+        unroll(s, &(i + 1).to_string(), None, None, &names, &mut unrolled)?;
     }
+    let steps = unrolled.steps;
     if steps.is_empty() {
         return Err(ScenarioError::Invalid(
             "the scenario has no [[step]]".into(),
@@ -305,14 +341,24 @@ fn substitute(text: &str, iteration: Option<u32>) -> String {
     }
 }
 
-/// Unrolls one raw step (recursively for `repeat`) into `out`.
+/// The steps unrolled so far, and the allocations they make.
+#[derive(Default)]
+struct Unrolled {
+    steps: Vec<Step>,
+    allocations: usize,
+}
+
+/// Unrolls one raw step (recursively for `repeat`) into `out`. Every call
+/// that returns `Ok` adds at least one step (a `repeat` has at least one
+/// inner step and runs at least once), so the bound on the steps, checked
+/// after every inner step, ends a `repeat` of any `times` early.
 fn unroll(
     s: &RawStep,
     id: &str,
     iteration: Option<u32>,
     outer_only: Option<&Vec<String>>,
     variants: &[&str],
-    out: &mut Vec<Step>,
+    out: &mut Unrolled,
 ) -> Result<(), ScenarioError> {
     let err = |message: String| ScenarioError::Step {
         step: id.to_string(),
@@ -338,8 +384,9 @@ fn unroll(
         }
         if let Some(unknown) = only.iter().find(|n| !variants.contains(&n.as_str())) {
             return Err(err(format!(
-                "`only` names variant '{unknown}', which is not defined (variants: {})",
-                variants.join(", ")
+                "`only` names variant '{}', which is not defined (variants: {})",
+                cut(unknown),
+                cut(&variants.join(", "))
             )));
         }
     }
@@ -361,17 +408,17 @@ fn unroll(
         for t in 0..r.times {
             for (j, inner) in r.steps.iter().enumerate() {
                 let inner_id = format!("{id}, repeat {}/{}, step {}", t + 1, r.times, j + 1);
-                let before = out.len();
+                let before = out.steps.len();
                 unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
+                if out.steps.len() > MAX_STEPS {
+                    return Err(err(format!("unrolls to more than {MAX_STEPS} steps")));
+                }
                 if let Some(l) = &label {
-                    for step in &mut out[before..] {
+                    for step in out.steps.get_mut(before..).unwrap_or_default() {
                         step.label = format!("{l}: {}", step.label);
                     }
                 }
             }
-        }
-        if out.len() > MAX_STEPS {
-            return Err(err(format!("unrolls to more than {MAX_STEPS} steps")));
         }
         return Ok(());
     }
@@ -380,16 +427,24 @@ fn unroll(
         let name = substitute(a.name.trim(), iteration);
         if name.is_empty() || name.contains('*') {
             return Err(err(format!(
-                "alloc name '{name}' must be non-empty and without '*'"
+                "alloc name '{}' must be non-empty and without '*'",
+                cut(&name)
             )));
         }
-        let size = size_of(&a.size, || format!("step {id}, alloc '{name}'"))?;
+        let size = size_of(&a.size, || format!("step {id}, alloc '{}'", cut(&name)))?;
         if size == 0 {
-            return Err(err(format!("alloc '{name}' has size 0")));
+            return Err(err(format!("alloc '{}' has size 0", cut(&name))));
+        }
+        let count = a.count.map_or(1, |n| n as usize);
+        if count > MAX_ALLOCATIONS.saturating_sub(out.allocations) {
+            return Err(err(format!(
+                "the scenario allocates more than {MAX_ALLOCATIONS} times \
+                 (an alloc with `count` allocates several)"
+            )));
         }
         let (names, label) = match a.count {
             None => (vec![name.clone()], format!("alloc {name} ({})", a.size)),
-            Some(0) => return Err(err(format!("alloc '{name}' has count 0"))),
+            Some(0) => return Err(err(format!("alloc '{}' has count 0", cut(&name)))),
             Some(n) => (
                 (0..n).map(|k| format!("{name}{k}")).collect(),
                 format!("alloc {name}0..{name}{} ({n} × {})", n - 1, a.size),
@@ -404,7 +459,8 @@ fn unroll(
         };
         let Some(patterns) = patterns else {
             return Err(err(format!(
-                "`free = {f}`: write a name, a prefix ending in '*', or a list of them"
+                "`free = {}`: write a name, a prefix ending in '*', or a list of them",
+                cut(&f.to_string())
             )));
         };
         if patterns.is_empty() {
@@ -415,7 +471,8 @@ fn unroll(
             .find(|p| p.is_empty() || p.trim_end_matches('*').contains('*'))
         {
             return Err(err(format!(
-                "free pattern '{bad}' must be a name or a prefix ending in a single '*'"
+                "free pattern '{}' must be a name or a prefix ending in a single '*'",
+                cut(bad)
             )));
         }
         let label = format!("free {}", patterns.join(", "));
@@ -426,11 +483,17 @@ fn unroll(
         }
         (Action::EmptyCache, "empty_cache()".to_string())
     };
-    out.push(Step {
+    if let Action::Alloc { names, .. } = &action {
+        out.allocations = out.allocations.saturating_add(names.len());
+    }
+    out.steps.push(Step {
         label: label.unwrap_or(default_label),
         only,
         action,
     });
+    if out.steps.len() > MAX_STEPS {
+        return Err(err(format!("unrolls to more than {MAX_STEPS} steps")));
+    }
     Ok(())
 }
 
@@ -451,15 +514,15 @@ fn check_names(s: &Scenario, variant: &str) -> Result<(), ScenarioError> {
             continue;
         }
         let err = |message: String| ScenarioError::Names {
-            variant: variant.to_string(),
-            step: format!("{} ({})", i + 1, step.label),
+            variant: cut(variant),
+            step: format!("{} ({})", i + 1, cut(&step.label)),
             message,
         };
         match &step.action {
             Action::Alloc { names, .. } => {
                 for n in names {
                     if held.contains(n) {
-                        return Err(err(format!("'{n}' is allocated while already held")));
+                        return Err(err(format!("'{}' is allocated while already held", cut(n))));
                     }
                     held.push(n.clone());
                 }
@@ -469,7 +532,7 @@ fn check_names(s: &Scenario, variant: &str) -> Result<(), ScenarioError> {
                 for p in patterns {
                     let m = matching(p, &held);
                     if m.is_empty() {
-                        return Err(err(format!("frees '{p}', but no such name is held")));
+                        return Err(err(format!("frees '{}', but no such name is held", cut(p))));
                     }
                     gone.extend(m.into_iter().cloned());
                 }
@@ -563,5 +626,89 @@ mod tests {
     fn a_file_without_steps_is_refused() {
         let e = parse(HEADER).expect_err("refused");
         assert!(e.to_string().contains("no [[step]]"), "{e}");
+    }
+
+    #[test]
+    fn a_repeat_of_billions_of_times_is_refused_at_the_step_bound() {
+        let e = steps(
+            "[[step]]\nrepeat = { times = 4000000000, steps = [ { empty_cache = true } ] }\n",
+        )
+        .expect_err("refused");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("more than {MAX_STEPS} steps")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("repeat {}/4000000000", MAX_STEPS + 1)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn nested_repeats_are_refused_as_soon_as_they_pass_the_step_bound() {
+        let inner = "{ repeat = { times = 100000, steps = [ { empty_cache = true } ] } }";
+        let e = steps(&format!(
+            "[[step]]\nrepeat = {{ times = 100000, steps = [ {inner} ] }}\n"
+        ))
+        .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("repeat 1/100000, step 1, repeat 10001/100000"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_count_beyond_the_allocation_bound_is_refused_before_naming_them() {
+        let e = steps("[[step]]\nalloc = { name = \"w\", size = \"512\", count = 4000000000 }\n")
+            .expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains(&format!("more than {MAX_ALLOCATIONS} times")),
+            "{e}"
+        );
+        let at_the_bound = format!(
+            "[[step]]\nalloc = {{ name = \"w\", size = \"512\", count = {MAX_ALLOCATIONS} }}\n"
+        );
+        assert!(steps(&at_the_bound).is_ok());
+        let over = format!("{at_the_bound}[[step]]\nalloc = {{ name = \"x\", size = \"512\" }}\n");
+        assert!(steps(&over).is_err());
+    }
+
+    #[test]
+    fn more_variants_than_the_bound_are_refused() {
+        let variants: String = (0..=MAX_VARIANTS)
+            .map(|i| format!("[[variant]]\nname = \"v{i}\"\n"))
+            .collect();
+        let e = steps(&format!("{variants}[[step]]\nempty_cache = true\n")).expect_err("refused");
+        assert!(
+            e.to_string().contains(&format!("at most {MAX_VARIANTS}")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_with_its_place_and_without_the_source_line() {
+        let long = "a".repeat(1 << 20);
+        let e = parse(&format!("name = \"t\"\ntitle = \"{long}\" junk\n")).expect_err("refused");
+        let text = e.to_string();
+        assert!(!text.contains('\n'), "{text}");
+        assert!(text.len() < 400, "{} bytes", text.len());
+        assert!(
+            text.contains(&format!("line 2, column {}", long.len() + 12)),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_long_name_is_quoted_cut_short() {
+        let name = "n".repeat(100_000);
+        let e = steps(&format!(
+            "[[step]]\nalloc = {{ name = \"{name}\", size = \"0\" }}\n"
+        ))
+        .expect_err("refused");
+        assert!(e.to_string().len() < 400, "{} bytes", e.to_string().len());
+        assert!(e.to_string().contains("(100000 bytes)"), "{e}");
     }
 }

@@ -1,0 +1,250 @@
+//! Scenario files are input: arbitrary text, and scenarios assembled from
+//! pieces both valid and not (huge `times` and `count`, nested repeats,
+//! unknown variants, bad sizes and settings), are parsed and, when they
+//! parse, run through the model. Nothing may panic, every refusal is one
+//! line of bounded length, and a run never exceeds the documented bounds.
+
+use proptest::prelude::*;
+use vramtop::scenario::format::{MAX_ALLOCATIONS, MAX_STEPS, MAX_VARIANTS};
+use vramtop::scenario::{Action, parse, run};
+
+/// The longest refusal a scenario may get: names and sizes are quoted cut
+/// short, the TOML parser's message is cut too.
+const MAX_ERROR_BYTES: usize = 1_000;
+
+fn assert_one_line(error: &str) -> Result<(), TestCaseError> {
+    prop_assert!(!error.contains('\n'), "more than one line: {error}");
+    prop_assert!(
+        error.len() <= MAX_ERROR_BYTES,
+        "{} bytes: {error}",
+        error.len()
+    );
+    Ok(())
+}
+
+fn size() -> impl Strategy<Value = String> {
+    prop_oneof![
+        10 => Just("512".to_string()),
+        10 => Just("2MiB".to_string()),
+        10 => Just("30MiB".to_string()),
+        4 => Just("1.5GiB".to_string()),
+        10 => "[1-9][0-9]{0,3}(KiB|MiB)",
+        1 => Just("0".to_string()),
+        1 => Just("-1".to_string()),
+        1 => Just("99999999999999999999999TiB".to_string()),
+        1 => Just("twelve".to_string()),
+    ]
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => Just("w".to_string()),
+        4 => Just("act{i}".to_string()),
+        4 => Just("g{n}".to_string()),
+        2 => "[a-c]{1,2}",
+    ]
+}
+
+fn times() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        40 => 1..4u64,
+        1 => Just(0u64),
+        1 => Just(10_000u64),
+        1 => Just(4_000_000_000u64),
+        // Not an i64: TOML refuses it.
+        1 => Just(u64::MAX),
+    ]
+}
+
+fn count() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![
+        20 => Just(None),
+        20 => (1..5u64).prop_map(Some),
+        1 => Just(Some(0)),
+        1 => Just(Some(MAX_ALLOCATIONS as u64)),
+        1 => Just(Some(4_000_000_000)),
+    ]
+}
+
+fn only() -> impl Strategy<Value = Option<Vec<String>>> {
+    proptest::option::weighted(
+        0.05,
+        proptest::collection::vec(
+            prop_oneof![
+                4 => Just("v0".to_string()),
+                4 => Just("v1".to_string()),
+                1 => Just("nope".to_string())
+            ],
+            1..3,
+        ),
+    )
+}
+
+/// What a free names: mostly prefixes of what the steps allocate.
+fn free_pattern() -> impl Strategy<Value = String> {
+    prop_oneof![
+        6 => Just("w*".to_string()),
+        6 => Just("act*".to_string()),
+        6 => Just("g*".to_string()),
+        2 => Just("act{i}".to_string()),
+        1 => Just("w".to_string()),
+        1 => Just("never_held".to_string()),
+    ]
+}
+
+/// One step's `key = value` fields, `depth` levels of `repeat` allowed.
+fn step(depth: u32) -> BoxedStrategy<Vec<String>> {
+    let leaf = prop_oneof![
+        14 => (name(), size(), count()).prop_map(|(n, s, c)| {
+            let count = c.map(|c| format!(", count = {c}")).unwrap_or_default();
+            format!("alloc = {{ name = \"{n}\", size = \"{s}\"{count} }}")
+        }),
+        10 => free_pattern().prop_map(|n| format!("free = \"{n}\"")),
+        3 => proptest::collection::vec(free_pattern(), 1..3).prop_map(|ns| {
+            let list: Vec<String> = ns.iter().map(|n| format!("\"{n}\"")).collect();
+            format!("free = [{}]", list.join(", "))
+        }),
+        5 => Just("empty_cache = true".to_string()),
+        1 => prop_oneof![
+            Just("free = 7"),
+            Just("repeat = { times = 2, steps = [] }"),
+            Just("free = []"),
+            Just("free = \"\""),
+            Just("empty_cache = false"),
+            Just("alloc = { name = \"\", size = \"1\" }"),
+            Just("alloc = { name = \"w*\", size = \"1\" }"),
+        ]
+        .prop_map(str::to_string),
+    ];
+    let body = if depth == 0 {
+        leaf.boxed()
+    } else {
+        prop_oneof![
+            3 => leaf,
+            1 => (times(), proptest::collection::vec(step(depth - 1), 1..3)).prop_map(
+                |(t, inner)| {
+                    let inner: Vec<String> =
+                        inner.iter().map(|s| format!("{{ {} }}", s.join(", "))).collect();
+                    format!("repeat = {{ times = {t}, steps = [{}] }}", inner.join(", "))
+                }
+            ),
+        ]
+        .boxed()
+    };
+    (body, only(), proptest::option::of(name()))
+        .prop_map(|(body, only, label)| {
+            let mut fields = vec![body];
+            if let Some(only) = only {
+                let list: Vec<String> = only.iter().map(|n| format!("\"{n}\"")).collect();
+                fields.push(format!("only = [{}]", list.join(", ")));
+            }
+            if let Some(label) = label {
+                fields.push(format!("label = \"{label}\""));
+            }
+            fields
+        })
+        .boxed()
+}
+
+fn alloc_conf() -> impl Strategy<Value = Option<String>> {
+    proptest::option::weighted(
+        0.5,
+        prop_oneof![
+            4 => Just(String::new()),
+            4 => Just("expandable_segments:True".to_string()),
+            4 => Just("max_split_size_mb:64".to_string()),
+            4 => Just("garbage_collection_threshold:0.8".to_string()),
+            4 => Just("roundup_power2_divisions:4".to_string()),
+            1 => Just("max_split_size_mb:banana".to_string()),
+            4 => Just("max_split_size_mb:64,expandable_segments:True".to_string()),
+            1 => Just("no_such_setting:1".to_string()),
+        ],
+    )
+}
+
+fn scenario_text() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            20 => Just("8GiB"),
+            20 => Just("80GiB"),
+            2 => Just("100MiB"),
+            1 => Just("lots"),
+        ],
+        proptest::option::weighted(
+            0.3,
+            prop_oneof![20 => Just("500MiB"), 1 => Just("100GiB"), 1 => Just("x")],
+        ),
+        alloc_conf(),
+        prop_oneof![
+            20 => proptest::collection::vec((0..20usize, alloc_conf(), 0..3u32), 0..4),
+            1 => proptest::collection::vec((0..20usize, alloc_conf(), 0..3u32), MAX_VARIANTS + 1),
+        ],
+        proptest::collection::vec(step(2), 1..6),
+    )
+        .prop_map(|(memory, context, conf, variants, steps)| {
+            let mut text = format!(
+                "name = \"p\"\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = \"{memory}\"\n"
+            );
+            if let Some(c) = context {
+                text += &format!("context = \"{c}\"\n");
+            }
+            if let Some(c) = conf {
+                text += &format!("alloc_conf = \"{c}\"\n");
+            }
+            for (i, (name, conf, workers)) in variants.iter().enumerate() {
+                // Now and then two variants share a name, which is refused.
+                let name = if *name == 0 { 0 } else { i };
+                text += &format!("[[variant]]\nname = \"v{name}\"\n");
+                if let Some(c) = conf {
+                    text += &format!("alloc_conf = \"{c}\"\n");
+                }
+                text += &format!("worker_contexts = {workers}\n");
+            }
+            for s in steps {
+                text += &format!("[[step]]\n{}\n", s.join("\n"));
+            }
+            text
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_text_is_a_scenario_or_a_one_line_refusal(text in "\\PC{0,300}") {
+        if let Err(e) = parse(&text) {
+            assert_one_line(&e.to_string())?;
+        }
+    }
+
+    #[test]
+    fn assembled_scenarios_parse_and_run_within_the_bounds_or_are_refused_in_one_line(
+        text in scenario_text(),
+    ) {
+        let scenario = match parse(&text) {
+            Ok(s) => s,
+            Err(e) => return assert_one_line(&e.to_string()),
+        };
+        prop_assert!(scenario.steps.len() <= MAX_STEPS);
+        prop_assert!(scenario.variants.len() <= MAX_VARIANTS.max(1));
+        let allocations: usize = scenario
+            .steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::Alloc { names, .. } => names.len(),
+                _ => 0,
+            })
+            .sum();
+        prop_assert!(allocations <= MAX_ALLOCATIONS);
+        match run(&scenario) {
+            Ok(result) => {
+                prop_assert_eq!(result.variants.len(), scenario.variants.len());
+                for v in &result.variants {
+                    prop_assert!(v.steps.len() <= scenario.steps.len());
+                    prop_assert_eq!(v.summary.oom, v.summary.oom_step.is_some());
+                }
+            }
+            Err(e) => assert_one_line(&e.to_string())?,
+        }
+    }
+}
