@@ -139,3 +139,32 @@ fn a_log_that_cannot_be_written_is_said_once() {
     assert_eq!(said.len(), 1, "{err}");
     assert!(said[0].contains("/dev/full"), "{err}");
 }
+
+#[test]
+fn an_endless_device_is_refused_at_its_first_bytes_by_every_reading_command() {
+    let zero = Path::new("/dev/zero");
+    if !zero.exists() {
+        skip(
+            "an_endless_device_is_refused_at_its_first_bytes_by_every_reading_command",
+            "no /dev/zero on this machine",
+            Prerequisite::OnlySomeMachines,
+        );
+        return;
+    }
+    let commands: [&[&str]; 5] = [
+        &["open", "/dev/zero", "--summary"],
+        &["open", "/dev/zero", "--summary", "--json"],
+        &["open", "/dev/zero", "--summary", "--no-trace"],
+        &["replay", "/dev/zero"],
+        &["diff", "/dev/zero", "/dev/zero"],
+    ];
+    for args in commands {
+        let (code, _, err) = vramtop(args, &[]);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("first byte 0x00 is not a pickle opcode"),
+            "{args:?}: {err}"
+        );
+    }
+}

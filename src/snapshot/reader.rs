@@ -154,12 +154,23 @@ fn read_file_staged(
     // settled, so its bytes are never all in memory.
     let in_pieces = len >= pieces_from;
     loop {
+        // A stream that never ends (a device file, a pipe) is refused at
+        // the size limit.
+        if bytes.len() as u64 > limits.max_input_bytes {
+            return Err(in_file(SnapshotError::Pickle(PickleError::LimitExceeded {
+                detail: format!("file is over {} bytes", limits.max_input_bytes),
+            })));
+        }
         let read = (&mut file)
             .take(chunk as u64)
             .read_to_end(&mut bytes)
             .map_err(io_error)?;
         if read == 0 {
             break;
+        }
+        if bytes.len() == read {
+            // What is not a pickle says so from its first bytes.
+            pickle::check_looks_like_pickle(&bytes).map_err(|e| in_file(e.into()))?;
         }
         let in_first_half = bytes.len() as u64 <= (len / 2).max(chunk as u64);
         if in_pieces && (on_segments.is_none() || !in_first_half) {
@@ -310,8 +321,13 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
             break;
         }
     }
-    // Read in one stage: the rest of the file, then all of it parsed.
-    file.read_to_end(&mut bytes).map_err(io_error)?;
+    // Read in one stage: the rest of the file (one byte past the limit
+    // tells a stream too long), then all of it parsed.
+    let rest = limits
+        .max_input_bytes
+        .saturating_add(1)
+        .saturating_sub(bytes.len() as u64);
+    file.take(rest).read_to_end(&mut bytes).map_err(io_error)?;
     snapshot_from_bytes_read(path, bytes, None)
 }
 
@@ -361,11 +377,59 @@ fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot
     let limits = Limits::default();
     let in_file = |source| in_file(path, source);
     let io_error = |source| io_error(path, source);
-    let bytes = std::fs::read(path).map_err(io_error)?;
+    let mut file = std::fs::File::open(path).map_err(io_error)?;
+    let len_hint = file.metadata().map_or(0, |m| m.len());
+    let bytes = read_within_limit(&mut file, len_hint, &limits).map_err(|e| match e {
+        BoundedReadError::Io(e) => io_error(e),
+        BoundedReadError::Pickle(e) => in_file(e.into()),
+    })?;
     // The bytes are dropped once parsed, before any value is built.
     let document =
         pickle::parse_document_owned(bytes, &limits, progress).map_err(|e| in_file(e.into()))?;
     snapshot_from_document(document).map_err(in_file)
+}
+
+/// The bytes the first look at an input takes, before it is read on.
+const FIRST_LOOK_BYTES: u64 = 64 << 10;
+
+/// Why [`read_within_limit`] gave no bytes.
+#[derive(Debug)]
+enum BoundedReadError {
+    Io(std::io::Error),
+    Pickle(PickleError),
+}
+
+/// All of `input` (about `len_hint` bytes), refused at its first bytes when
+/// they are not a pickle and once it passes the input limit. A pipe or a
+/// device has no length to check before reading (`/dev/zero` never ends),
+/// so the memory this takes is bounded here, not by the metadata.
+fn read_within_limit(
+    input: &mut impl std::io::Read,
+    len_hint: u64,
+    limits: &Limits,
+) -> Result<Vec<u8>, BoundedReadError> {
+    let capacity = usize::try_from(len_hint.min(limits.max_input_bytes)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    input
+        .take(FIRST_LOOK_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(BoundedReadError::Io)?;
+    pickle::check_looks_like_pickle(&bytes).map_err(BoundedReadError::Pickle)?;
+    // One byte past the limit tells an input at the limit from a longer one.
+    let rest = limits
+        .max_input_bytes
+        .saturating_add(1)
+        .saturating_sub(bytes.len() as u64);
+    input
+        .take(rest)
+        .read_to_end(&mut bytes)
+        .map_err(BoundedReadError::Io)?;
+    if bytes.len() as u64 > limits.max_input_bytes {
+        return Err(BoundedReadError::Pickle(PickleError::LimitExceeded {
+            detail: format!("file is over {} bytes", limits.max_input_bytes),
+        }));
+    }
+    Ok(bytes)
 }
 
 /// Converts a parsed pickle into a [`Snapshot`] without ever holding the
@@ -2144,5 +2208,68 @@ mod tests {
             "{json}"
         );
         assert!(json.contains(r#""format":"segment_list""#));
+    }
+
+    /// A reader that counts the bytes taken from it.
+    struct Counted<R> {
+        inner: R,
+        taken: u64,
+    }
+
+    impl<R: std::io::Read> std::io::Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.taken += n as u64;
+            Ok(n)
+        }
+    }
+
+    fn limits_of(max_input_bytes: u64) -> Limits {
+        Limits {
+            max_input_bytes,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn an_endless_stream_of_zeros_is_refused_at_its_first_bytes() {
+        let mut zeros = Counted {
+            inner: std::io::repeat(0),
+            taken: 0,
+        };
+        let e = read_within_limit(&mut zeros, 0, &Limits::default()).expect_err("refused");
+        assert!(
+            matches!(e, BoundedReadError::Pickle(PickleError::NotAPickle { .. })),
+            "{e:?}"
+        );
+        assert_eq!(zeros.taken, FIRST_LOOK_BYTES);
+    }
+
+    #[test]
+    fn an_endless_stream_of_opcodes_is_refused_one_byte_past_the_limit() {
+        let limit = 1 << 20;
+        let mut ints = Counted {
+            inner: std::io::repeat(b'K'),
+            taken: 0,
+        };
+        let e = read_within_limit(&mut ints, 0, &limits_of(limit)).expect_err("refused");
+        assert!(
+            matches!(&e, BoundedReadError::Pickle(PickleError::LimitExceeded { detail }) if detail.contains("1048576")),
+            "{e:?}"
+        );
+        assert_eq!(ints.taken, limit + 1);
+    }
+
+    #[test]
+    fn an_input_as_long_as_the_limit_is_read_whole() {
+        let limit = 1 << 20;
+        let mut input = std::io::Read::take(std::io::repeat(b'K'), limit);
+        let bytes = read_within_limit(&mut input, limit, &limits_of(limit)).expect("read");
+        assert_eq!(bytes.len() as u64, limit);
+        let mut short = &b"K"[..];
+        assert_eq!(
+            read_within_limit(&mut short, 0, &limits_of(limit)).expect("read"),
+            b"K"
+        );
     }
 }
