@@ -210,7 +210,15 @@ impl SiteKey {
                 format!("{} ({})", name, short_file(filename))
             }
             SiteKey::Stack(frames) => {
-                let head = frames.iter().find(|f| is_python(f)).or(frames.first());
+                // Named as the user-frame grouping names a stack: every
+                // stack starts in the allocator, so its first frame would
+                // give every C++-only stack the same name.
+                let head = frames
+                    .iter()
+                    .find(|f| is_user(f))
+                    .or_else(|| innermost_python(frames))
+                    .or_else(|| innermost_cpp(frames))
+                    .or(frames.first());
                 match head {
                     Some(f) => format!("{} (stack of {} frames)", frame_label(f), frames.len()),
                     None => "(empty stack)".to_string(),
@@ -888,6 +896,34 @@ mod tests {
         with_line[2] = frame("BinaryOps.cpp", 123, "at::native::mul(at::Tensor const&)");
         let key = site_key(&with_line, Grouping::FileLine).expect("a site");
         assert!(key.label().contains("BinaryOps.cpp:123"), "{}", key.label());
+    }
+
+    #[test]
+    fn a_whole_stack_site_without_python_is_named_after_its_op_not_the_allocator() {
+        let stack = vec![
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+            ),
+            frame("??", 0, "at::_ops::bmm::call(at::Tensor const&)"),
+            frame(
+                "??",
+                0,
+                "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)",
+            ),
+            frame("??", 0, "start_thread"),
+        ];
+        let label = site_key(&stack, Grouping::Stack).expect("a site").label();
+        assert!(label.starts_with("BmmBackward0::apply"), "{label}");
+        assert!(label.ends_with("(stack of 4 frames)"), "{label}");
+        // With a user frame the stack is named after it, as by user frame.
+        let mut with_user = stack.clone();
+        with_user.insert(3, frame("/home/me/train.py", 7, "step"));
+        let label = site_key(&with_user, Grouping::Stack)
+            .expect("a site")
+            .label();
+        assert!(label.starts_with("train.py:7 step"), "{label}");
     }
 
     #[test]
