@@ -125,11 +125,42 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
     match crate::alloc::parse_duration_ms(text) {
         Some(ms) if ms >= 10 => Ok(ms),
         Some(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
+        None if is_number_with_unit(text, |unit| {
+            crate::alloc::parse_duration_ms(&format!("1{unit}")).is_some()
+        }) =>
+        {
+            Err(format!(
+                "'{}' is too long: the most is {}h",
+                cut(text),
+                MAX_DURATION_HOURS
+            ))
+        }
         None => Err(format!(
             "'{}' is not a duration: write e.g. 500ms, 1s, 10m",
             cut(text)
         )),
     }
+}
+
+/// The longest duration [`crate::alloc::parse_duration_ms`] takes, in
+/// hours (just under 10^15 ms).
+const MAX_DURATION_HOURS: u64 = 277_777_777;
+
+/// The largest size [`parse_size`] takes, in EiB (just under 1.8 × 10^19
+/// bytes).
+const MAX_SIZE_EIB: &str = "15.6";
+
+/// Whether `text` is a positive number followed by a unit `known` accepts:
+/// when such a text does not parse, its number is out of range.
+fn is_number_with_unit(text: &str, known: impl Fn(&str) -> bool) -> bool {
+    let t = text.trim();
+    let unit_at = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(unit_at);
+    number
+        .trim()
+        .parse::<f64>()
+        .is_ok_and(|v| v.is_finite() && v > 0.0)
+        && known(unit)
 }
 
 /// Whether `text` is a number without a unit ("24", "1.5").
@@ -213,7 +244,14 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
         ));
     }
     match parse_size(text) {
-        Some(0) | None => Err(format!(
+        Some(0) => Err(format!("'{}' is zero: a size is at least 1B", cut(text))),
+        None if is_number_with_unit(text, |unit| parse_size(&format!("1{unit}")).is_some()) => {
+            Err(format!(
+                "'{}' is more than the largest size, {MAX_SIZE_EIB} EiB",
+                cut(text)
+            ))
+        }
+        None => Err(format!(
             "'{}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
             cut(text)
         )),
@@ -709,6 +747,31 @@ fn man_page() -> color_eyre::Result<ExitCode> {
 mod tests {
     use super::*;
     use clap::CommandFactory as _;
+
+    #[test]
+    fn sizes_and_durations_out_of_range_say_so_rather_than_not_a_size() {
+        let zero = size_arg("0B").expect_err("zero");
+        assert!(zero.contains("is zero"), "{zero}");
+        for big in ["99999999999TiB", "18446744073709551616B", "100000000TB"] {
+            let e = size_arg(big).expect_err("too big");
+            assert!(
+                e.contains("more than the largest size, 15.6 EiB"),
+                "{big}: {e}"
+            );
+        }
+        assert_eq!(
+            size_arg("15EiB").map_err(|e| e.contains("not a size")),
+            Err(true)
+        );
+        let long = duration_arg("99999999999h").expect_err("too long");
+        assert!(long.contains("too long: the most is 277777777h"), "{long}");
+        assert!(duration_arg("277777777h").is_ok());
+        assert!(
+            duration_arg("1.5fortnights")
+                .expect_err("no unit")
+                .contains("not a duration")
+        );
+    }
 
     #[test]
     fn a_long_size_or_duration_argument_is_quoted_cut_short() {
