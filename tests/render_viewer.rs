@@ -282,7 +282,7 @@ fn status_names_the_event_its_size_and_time() {
     };
     seek(&mut v, 1);
     let s = status_text(&v);
-    assert!(s.starts_with("event 1/97 · segment_alloc "), "{s}");
+    assert!(s.starts_with("event 1/97 (#0) · segment_alloc "), "{s}");
     assert!(s.contains("t+0.000 ms"), "{s}");
     press(&mut v, KeyCode::Char('p'));
     assert!(

@@ -52,11 +52,12 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
 
 /// How readily a part of the status text goes when the line is too narrow:
 /// the lowest first. Where the cursor is, the marks and the filters (what
-/// the user set) stay; the peaks ("here" at one) before the event's words.
+/// the user set) stay; the peaks ("here" at one) before the event's words,
+/// the event's time before its stream (almost always the default one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Keep {
-    Time,
     Stream,
+    Time,
     Peaks,
     Event,
     Always,
@@ -73,7 +74,10 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
     let mut parts = Vec::new();
     match v.current_event() {
         Some(e) => {
-            parts.push((Keep::Always, format!("event {c}/{n}")));
+            // The event's count from 1, as `--summary` gives peaks, and its
+            // index in the file's trace, as `replay` and what-if name events.
+            let index = c.saturating_sub(1);
+            parts.push((Keep::Always, format!("event {c}/{n} (#{index})")));
             parts.push((Keep::Event, describe_event(e)));
             parts.push((Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us);
@@ -146,7 +150,7 @@ pub fn status_text_within(v: &ViewerState, width: usize) -> String {
         .iter()
         .map(|(keep, _)| *keep == Keep::Always)
         .collect();
-    for level in [Keep::Event, Keep::Peaks, Keep::Stream, Keep::Time] {
+    for level in [Keep::Event, Keep::Peaks, Keep::Time, Keep::Stream] {
         // A stream without the event it belongs to reads as a filter.
         let event_shown = parts
             .iter()
