@@ -287,13 +287,14 @@ fn panel_hints_keep_the_walkthrough_keys_at_120_columns() {
 }
 
 #[test]
-fn v_without_a_probe_says_why_nothing_changed() {
+fn v_with_one_allocator_on_the_gpu_says_why_nothing_changed() {
+    // One simulated training process, no probe: one allocator to show.
     let mut f = Flow::new(1);
     f.samples(3);
     f.key_redraws(KeyCode::Char('v'));
     let screen = f.screen(120, 40);
     assert!(
-        screen.contains("v: no process on GPU 0 has a probe to switch to"),
+        screen.contains("v: GPU 0 has one process with an allocator: nothing to switch to"),
         "{screen}"
     );
 }

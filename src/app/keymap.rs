@@ -69,7 +69,7 @@ impl Action {
             Action::TogglePause => "pause / resume the timeline",
             Action::StartFilter => "filter processes",
             Action::ToggleTree => "process tree / flat list",
-            Action::NextAllocator => "allocator: next probe on GPU",
+            Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the probed process",
             Action::OpenSnapshot => "open the last snapshot (q returns)",
             Action::OpenOomSnapshot => "open the OOM snapshot at its OOM",

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::source::{
     HeadlessSample, allocator_views_with_probes, headless_sample, probe_views,
-    resolve_probe_devices, trainer_view,
+    resolve_probe_devices, simulated_allocators, trainer_view,
 };
 use super::state::{AllocatorView, AppState};
 use crate::device::GpuReading;
@@ -101,6 +101,7 @@ impl Observation<'_> {
     /// with the views `v` picked, then the probes' rows and OOMs.
     pub fn apply_to(self, state: &mut AppState, now_ms: u64) {
         let views = self.views(&state.ui.allocator_pick);
+        state.simulated_allocators = simulated_allocators(self.sim);
         state.apply_sample(now_ms, self.readings, views);
         state.apply_probes(now_ms, &self.probes);
     }
@@ -144,6 +145,36 @@ mod tests {
         for (gpu, view) in &per_gpu {
             assert!(every.iter().any(|(g, v)| g == gpu && v == view));
         }
+    }
+
+    #[test]
+    fn v_cycles_through_the_simulated_trainers_sharing_a_gpu() {
+        use crate::app::keymap::Action;
+        use crate::app::state::StatusState;
+        use crate::app::update::apply;
+        // Three trainers on two GPUs: GPU 0 has two.
+        let (sources, readings) = sources_with_trainers(2, 3);
+        let mut state = AppState::new(StatusState::default());
+        sources.observe(readings.clone()).apply_to(&mut state, 0);
+        let on_gpu0 = state.allocator_pids_on(0);
+        assert_eq!(on_gpu0.len(), 2, "{on_gpu0:?}");
+        let shown = |s: &AppState| s.gpus[0].allocator.as_ref().and_then(|a| a.pid);
+        assert_eq!(shown(&state), Some(on_gpu0[0]));
+        let choice = state.probe_choice(&state.gpus[0]).expect("a choice");
+        assert!(choice.simulated);
+        apply(&mut state, Action::NextAllocator);
+        sources
+            .observe(readings.clone())
+            .apply_to(&mut state, 1_000);
+        assert_eq!(shown(&state), Some(on_gpu0[1]));
+        apply(&mut state, Action::NextAllocator);
+        sources.observe(readings).apply_to(&mut state, 2_000);
+        assert_eq!(shown(&state), Some(on_gpu0[0]), "wraps to the first");
+        // GPU 1 has one trainer: nothing to switch to, and it says so.
+        state.ui.selected_gpu = 1;
+        apply(&mut state, Action::NextAllocator);
+        let said = state.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("one process with an allocator"), "{said}");
     }
 
     #[test]

@@ -21,11 +21,37 @@ use crate::probe::{ProbeSnapshot, ProbeState};
 
 /// Allocator views by GPU index (one per GPU: the first visible process).
 pub fn allocator_views(sim: Option<&SimCluster>) -> BTreeMap<u32, AllocatorView> {
+    picked_allocator_views(sim, &BTreeMap::new())
+}
+
+/// [`allocator_views`] with the trainer `picks` names for a GPU shown in
+/// place of the GPU's first one.
+fn picked_allocator_views(
+    sim: Option<&SimCluster>,
+    picks: &BTreeMap<u32, u32>,
+) -> BTreeMap<u32, AllocatorView> {
     let mut out = BTreeMap::new();
     if let Some(cluster) = sim {
         for t in cluster.trainers() {
-            out.entry(t.gpu).or_insert_with(|| trainer_view(t));
+            if picks.get(&t.gpu) == Some(&t.pid) {
+                out.insert(t.gpu, trainer_view(t));
+            } else {
+                out.entry(t.gpu).or_insert_with(|| trainer_view(t));
+            }
         }
+    }
+    out
+}
+
+/// The pids of the simulated training processes on each GPU, ascending.
+pub fn simulated_allocators(sim: Option<&SimCluster>) -> BTreeMap<u32, Vec<u32>> {
+    let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for t in sim.map(SimCluster::trainers).unwrap_or_default() {
+        out.entry(t.gpu).or_default().push(t.pid);
+    }
+    for pids in out.values_mut() {
+        pids.sort_unstable();
+        pids.dedup();
     }
     out
 }
@@ -127,11 +153,16 @@ pub fn allocator_views_with_probes(
     probes: &ProbeSnapshot,
     picks: &BTreeMap<u32, u32>,
 ) -> BTreeMap<u32, AllocatorView> {
-    let mut out = allocator_views(sim);
+    let mut out = picked_allocator_views(sim, picks);
     let mut taken = BTreeSet::new();
     for (gpu, view) in probe_views(probes) {
-        let picked = picks.get(&gpu).is_some_and(|&pid| view.pid == Some(pid));
-        if taken.insert(gpu) || picked {
+        let pick = picks.get(&gpu);
+        let picked = pick.is_some_and(|&pid| view.pid == Some(pid));
+        // A probe wins over a trainer, unless `v` picked the trainer.
+        let trainer_picked =
+            pick.is_some_and(|&pid| out.get(&gpu).is_some_and(|v| v.pid == Some(pid)));
+        let first = taken.insert(gpu);
+        if (first && !trainer_picked) || picked {
             out.insert(gpu, view);
         }
     }
@@ -280,6 +311,8 @@ impl ProbeBoard {
 pub struct ProbeChoice {
     /// Ascending.
     pub pids: Vec<u32>,
+    /// Some of them are simulated training processes, not probes.
+    pub simulated: bool,
     /// The pid whose allocator the GPU shows now.
     pub shown: Option<u32>,
     /// The pid `v` asked for (`UiState::allocator_pick`), shown from the
@@ -311,11 +344,26 @@ impl ProbeChoice {
 }
 
 impl AppState {
+    /// The pids on GPU `gpu` whose allocator the dashboard can show, probes
+    /// and simulated training processes, ascending: what `v` cycles through.
+    pub fn allocator_pids_on(&self, gpu: u32) -> Vec<u32> {
+        let mut pids = self.probes.pids_on(gpu);
+        pids.extend(self.simulated_allocators.get(&gpu).into_iter().flatten());
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
     /// The probed processes of `gpu`, when more than one has a probe.
     pub fn probe_choice(&self, gpu: &GpuState) -> Option<ProbeChoice> {
-        let pids = self.probes.pids_on(gpu.index());
+        let pids = self.allocator_pids_on(gpu.index());
+        let simulated = self
+            .simulated_allocators
+            .get(&gpu.index())
+            .is_some_and(|s| s.iter().any(|p| pids.contains(p)));
         (pids.len() >= 2).then(|| ProbeChoice {
             pids,
+            simulated,
             shown: gpu.allocator.as_ref().and_then(|a| a.pid),
             picked: self.ui.allocator_pick.get(&gpu.index()).copied(),
         })

@@ -525,6 +525,9 @@ pub struct AppState {
     pub probes: super::source::ProbeBoard,
     /// Snapshots asked of probes from the dashboard.
     pub capture: super::capture::CaptureState,
+    /// The pids of the simulated training processes on each GPU (NVML
+    /// index), ascending: allocators `v` cycles through beside the probes'.
+    pub simulated_allocators: BTreeMap<u32, Vec<u32>>,
 }
 
 impl AppState {
@@ -537,6 +540,7 @@ impl AppState {
             stress: StressPanel::default(),
             probes: super::source::ProbeBoard::default(),
             capture: super::capture::CaptureState::default(),
+            simulated_allocators: BTreeMap::new(),
         }
     }
 

@@ -408,7 +408,8 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                 return Effect::None;
             };
             let Some(choice) = state.probe_choice(gpu) else {
-                let (index, probes) = (gpu.index(), state.probes.pids_on(gpu.index()).len());
+                let index = gpu.index();
+                let probes = state.allocator_pids_on(index).len();
                 return notice(
                     state,
                     if probes == 0 {
@@ -417,7 +418,14 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                              (python -m vramtop_probe; docs/attach.md)"
                         )
                     } else {
-                        format!("v: GPU {index} has one probed process: nothing to switch to")
+                        format!(
+                            "v: GPU {index} has one {}: nothing to switch to",
+                            if state.simulated_allocators.contains_key(&index) {
+                                "process with an allocator"
+                            } else {
+                                "probed process"
+                            }
+                        )
                     },
                 );
             };

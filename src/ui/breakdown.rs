@@ -278,8 +278,13 @@ fn probe_choice_note(state: &AppState, gpu: &GpuState) -> Option<String> {
         .position(choice.shown)
         .map_or_else(|| "?".to_string(), |n| n.to_string());
     Some(format!(
-        "{position} of {} probes, v: next",
-        choice.pids.len()
+        "{position} of {} {}, v: next",
+        choice.pids.len(),
+        if choice.simulated {
+            "allocators"
+        } else {
+            "probes"
+        }
     ))
 }
 
