@@ -104,13 +104,22 @@ fn diff_of_shared_pairs_agrees_with_memory_viz_compare_definition() {
 
 #[test]
 fn diff_of_a_snapshot_with_itself_changes_nothing() {
-    let Some((_, s)) = shared("silmont_mem_snapshot.pickle") else {
+    let Some((path, s)) = shared("silmont_mem_snapshot.pickle") else {
         return;
     };
     let diff = diff_snapshots(&s, &s, Grouping::Stack).expect("same devices");
     assert!(diff.only_before.is_empty() && diff.only_after.is_empty());
     assert_eq!(diff.allocated.change, 0);
     assert!(diff.sites.iter().all(|s| s.kind == SiteChangeKind::Same));
+    // The text says so instead of an empty table.
+    let (code, out, err) = common::run_vramtop(&["diff", &path, &path], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 changed"), "{out}");
+    assert!(
+        out.trim_end().ends_with("no site's live bytes changed"),
+        "{out}"
+    );
+    assert!(!out.contains("change          site"), "{out}");
 }
 
 #[test]

@@ -240,6 +240,22 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn a_bare_segment_list_is_said_to_have_no_settings_for_its_shape_not_its_torch() {
+    let path = shared_dir("snapshots/muduard_memory_snapshot.pkl");
+    if !path.exists() {
+        eprintln!("skipping: {} not found", path.display());
+        return;
+    }
+    let (code, out, err) = vramtop(&["open", &path.display().to_string(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("allocator_settings: not in the file (a bare segment list"),
+        "{out}"
+    );
+    assert!(!out.contains("torch < 2.3"), "{out}");
+}
+
+#[test]
 fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
     let path = shared_dir("snapshots/volcengine_verl_mem.pickle");
     if !path.exists() {

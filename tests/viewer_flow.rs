@@ -319,16 +319,20 @@ fn help_is_modal_over_the_viewer() {
 }
 
 #[test]
-fn a_snapshot_without_a_trace_shows_its_state_and_ignores_scrub_keys() {
+fn a_snapshot_without_a_trace_shows_its_state_and_scrub_keys_say_there_is_none() {
     let Some(mut v) = shared("muduard_dump_snapshot_c.pickle") else {
         return;
     };
     assert_eq!(v.cursor(), 0);
     assert!(!v.segments.is_empty());
-    assert_eq!(press(&mut v, KeyCode::Left), Effect::None);
+    press(&mut v, KeyCode::Left);
+    assert_eq!(v.cursor(), 0, "← does not move");
     press(&mut v, KeyCode::Char('o'));
     assert_eq!(v.cursor(), 0, "o does not move");
-    assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM in this trace"));
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("no trace in this file (its final state only): nothing to jump to")
+    );
     assert!(vramtop::ui::status_text(&v).contains("no trace"));
     // The panes say so instead of "0 events", "peak … @0" and "events 0…0",
     // and the key hints leave out the keys that move along a trace.
@@ -404,6 +408,31 @@ fn peak_and_mark_keys_on_a_file_without_a_trace_say_there_is_none() {
     }
     assert_eq!((v.mark_a, v.mark_b), (None, None), "nothing marked");
     assert!(v.compare.is_none());
+}
+
+#[test]
+fn step_and_jump_keys_on_a_file_without_a_trace_say_there_is_none() {
+    let Some(mut v) = shared("muduard_dump_snapshot_c.pickle") else {
+        return;
+    };
+    for (key, what) in [
+        (KeyCode::Right, "step through"),
+        (KeyCode::Left, "step through"),
+        (KeyCode::PageDown, "step through"),
+        (KeyCode::Home, "step through"),
+        (KeyCode::Char('o'), "jump to"),
+        (KeyCode::Char('O'), "jump to"),
+        (KeyCode::Char('n'), "jump to"),
+    ] {
+        assert_eq!(press(&mut v, key), Effect::Redraw, "{key:?}");
+        assert_eq!(
+            v.app.ui.notice.as_deref(),
+            Some(
+                format!("no trace in this file (its final state only): nothing to {what}").as_str()
+            ),
+            "{key:?}"
+        );
+    }
 }
 
 #[test]

@@ -677,27 +677,21 @@ impl ViewerState {
             ));
             return Effect::Redraw;
         }
-        // A state-only file: a peak of a trace there is not, or a mark at
-        // "event 0" of none, would answer with a silent no-op or a
-        // comparison of the one state with itself.
+        // A state-only file: a step or a jump in a trace there is not, or a
+        // mark at "event 0" of none, would answer with a silent no-op, a
+        // misleading "no OOM in this trace" or a comparison of the one
+        // state with itself.
         let trace_less =
             self.trace_reading.is_none() && self.device().is_some_and(|d| d.is_empty());
-        if trace_less
-            && matches!(
-                action,
-                V::PeakAllocated
-                    | V::PeakReserved
-                    | V::BiggestAllocation
-                    | V::MarkA
-                    | V::MarkB
-                    | V::Compare
-            )
-        {
+        if trace_less && action.needs_trace() {
             self.app.ui.notice = Some(format!(
                 "no trace in this file (its final state only): nothing to {}",
                 match action {
                     V::MarkA | V::MarkB => "mark",
                     V::Compare => "compare",
+                    V::StepBack | V::StepForward | V::PageBack | V::PageForward | V::First => {
+                        "step through"
+                    }
                     _ => "jump to",
                 }
             ));

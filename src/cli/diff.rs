@@ -131,6 +131,10 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
         changed.len(),
         diff.sites.len() - changed.len()
     );
+    if changed.is_empty() {
+        let _ = writeln!(out, "  no site's live bytes changed");
+        return out;
+    }
     let _ = writeln!(
         out,
         "  {:>12} {:>12} {:>12}  {:<6}  site",

@@ -19,7 +19,7 @@ use crate::snapshot::sites::{Grouping, callers, frame_label};
 use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
-use crate::snapshot::types::AllocatorSettings;
+use crate::snapshot::types::{AllocatorSettings, SnapshotFormat};
 use crate::snapshot::{read_snapshot_file, read_snapshot_file_final_state};
 
 /// Segments listed in the text output (all of them are in the JSON).
@@ -77,7 +77,7 @@ pub fn run(
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         let mut text = render_summary(&file.display().to_string(), &report);
-        text.push_str(&render_sites(&sites, trace_read));
+        text.push_str(&render_sites(&sites, trace_read, snapshot.format));
         super::emit(&text).wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
@@ -336,7 +336,7 @@ fn render_settings(out: &mut String, s: &AllocatorSettings) {
 /// The human-readable sites part of the summary: per device the peaks
 /// and the top sites at the end and at the peak of allocated bytes
 /// (without `trace_read`, a line saying they were not read instead).
-pub fn render_sites(report: &SitesReport, trace_read: bool) -> String {
+pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotFormat) -> String {
     let mut out = String::new();
     for d in &report.sites {
         let t0 = d.first_time_us;
@@ -395,6 +395,13 @@ pub fn render_sites(report: &SitesReport, trace_read: bool) -> String {
             let _ = writeln!(
                 out,
                 "allocator_settings: not read (--no-trace; a _dump_snapshot file keeps them after the trace)"
+            );
+        }
+        None if format == SnapshotFormat::SegmentList => {
+            let _ = writeln!(
+                out,
+                "allocator_settings: not in the file (a bare segment list, as \
+                 torch.cuda.memory_snapshot() returns, has none)"
             );
         }
         None => {

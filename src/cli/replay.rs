@@ -357,7 +357,8 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
         (
             "settings",
             cells(&|r| match (r.label.as_str(), recorded) {
-                ("original", Some(s)) => format!("{} (recorded)", settings_label(s)),
+                ("original", Some("")) => "defaults (recorded)".to_string(),
+                ("original", Some(s)) => format!("{s} (recorded)"),
                 ("original", None) => "not recorded: defaults".to_string(),
                 _ => settings_label(&r.settings),
             }),
@@ -541,7 +542,17 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
             lines.push("  allocated at (the user's frames, innermost first):".to_string());
         }
         for f in o.frames.iter().take(8) {
-            lines.push(format!("  {}:{} in {}", f.filename, f.shown_line(), f.name));
+            // C++ frames often have no file, and line 0 when none is known.
+            let file = if f.filename.is_empty() {
+                "??"
+            } else {
+                &f.filename
+            };
+            let line = f
+                .known_line()
+                .filter(|&line| line > 0)
+                .map_or_else(|| "?".to_string(), |line| line.to_string());
+            lines.push(format!("  {file}:{line} in {}", f.name));
         }
         if o.frames.len() > 8 {
             lines.push(format!("  … {} more frames", o.frames.len() - 8));
