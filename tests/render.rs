@@ -573,10 +573,16 @@ fn smaller_terminals_collapse_panes_but_keep_the_focused_one() {
 fn below_40x10_only_says_the_terminal_is_too_small() {
     let (_cluster, state) = training(2);
     let theme = Theme::colored();
-    for (w, h) in [(39, 24), (80, 9)] {
+    for (w, h, said) in [
+        (39, 24, "terminal too small: 39x24, need 40x10"),
+        (33, 24, "terminal too small (need 40x10)"),
+        (80, 9, "terminal too small: 80x9, need 40x10"),
+        (30, 8, "too small: need 40x10"),
+        (12, 3, "need 40x10"),
+    ] {
         let terminal = draw(&state, &theme, w, h);
         let drawn = text(terminal.backend().buffer());
-        assert!(drawn.contains("terminal too small (need 40×10)"), "{w}×{h}");
+        assert!(drawn.contains(said), "{w}×{h}: {drawn}");
         assert!(!drawn.contains("GPUs"), "{w}×{h}: no panes");
     }
 }

@@ -183,10 +183,26 @@ fn too_small(area: Rect) -> bool {
 
 /// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of panes.
 fn render_too_small(area: Rect, buf: &mut Buffer, theme: &Theme) {
-    let text = format!("terminal too small (need {MIN_WIDTH}×{MIN_HEIGHT})");
     let row = area.height / 2;
+    let text = too_small_text(area.width, area.height);
     chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
     theme.finish(area, buf);
+}
+
+/// The longest way of saying the terminal is too small that fits `width`
+/// columns (ASCII `x`: it reads the same with `--ascii`).
+fn too_small_text(width: u16, height: u16) -> String {
+    let need = format!("{MIN_WIDTH}x{MIN_HEIGHT}");
+    [
+        format!("terminal too small: {width}x{height}, need {need}"),
+        format!("terminal too small (need {need})"),
+        format!("too small: need {need}"),
+        format!("need {need}"),
+        need.clone(),
+    ]
+    .into_iter()
+    .find(|t| t.chars().count() <= usize::from(width))
+    .unwrap_or(need)
 }
 
 /// The GPU (index into `state.gpus`) drawn on screen row `row` of a GPUs
