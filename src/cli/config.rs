@@ -12,9 +12,15 @@ use clap::ArgMatches;
 use clap::parser::ValueSource;
 use thiserror::Error;
 
-use super::{ConfigTargets, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX, duration_arg, size_arg};
+use super::{
+    ConfigTargets, SIM_DATALOADER_WORKERS_MAX, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX,
+    duration_arg, size_arg,
+};
 use crate::device::factory::BackendChoice;
-use crate::quote::cut;
+use crate::quote::{cut, cut_to};
+
+/// The most characters of the TOML parser's message an error keeps.
+const MAX_PARSER_MESSAGE_CHARS: usize = 200;
 
 /// Keys the file may hold, with what each expects.
 pub const KNOWN_KEYS: &[(&str, &str)] = &[
@@ -24,6 +30,7 @@ pub const KNOWN_KEYS: &[(&str, &str)] = &[
     ("sim_memory", "a size string such as \"80GiB\""),
     ("sim_seed", "an integer 0–9223372036854775807"),
     ("sim_training", "an integer 0–64"),
+    ("sim_dataloader_workers", "an integer 0–64"),
     ("no_color", "true or false"),
     ("ascii", "true or false"),
 ];
@@ -63,6 +70,7 @@ pub struct ConfigFile {
     pub sim_memory: Option<u64>,
     pub sim_seed: Option<u64>,
     pub sim_training: Option<u32>,
+    pub sim_dataloader_workers: Option<u32>,
     pub no_color: Option<bool>,
     pub ascii: Option<bool>,
 }
@@ -104,7 +112,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             .map_or(0, |before| before.lines().count().max(1));
         invalid(format!(
             "line {line}: {}",
-            cut(e.message().trim()).replace('\n', " ")
+            cut_to(e.message().trim(), MAX_PARSER_MESSAGE_CHARS).replace('\n', " ")
         ))
     })?;
     let mut file = ConfigFile::default();
@@ -172,6 +180,15 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
                         .ok_or_else(bad)?,
                 );
             }
+            "sim_dataloader_workers" => {
+                file.sim_dataloader_workers = Some(
+                    value
+                        .as_integer()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|n| *n <= SIM_DATALOADER_WORKERS_MAX)
+                        .ok_or_else(bad)?,
+                );
+            }
             "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
             "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
             _ => return Err(bad()),
@@ -203,6 +220,11 @@ impl ConfigFile {
                 &mut device.sim.sim_training,
                 self.sim_training,
                 unset("sim_training"),
+            );
+            set(
+                &mut device.sim.sim_dataloader_workers,
+                self.sim_dataloader_workers,
+                unset("sim_dataloader_workers"),
             );
         }
         if let Some(sampling) = targets.sampling {
@@ -313,6 +335,7 @@ mod tests {
         for (key, flag) in [
             ("sim_gpus", "--sim-gpus"),
             ("sim_training", "--sim-training"),
+            ("sim_dataloader_workers", "--sim-dataloader-workers"),
             ("sim_seed", "--sim-seed"),
         ] {
             for v in ints {

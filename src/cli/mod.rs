@@ -179,6 +179,9 @@ pub const SIM_TRAINING_MAX: u32 = 64;
 /// The largest seed (`--sim-seed`, `sim_seed`): the largest TOML integer, so
 /// the command line and the config file take the same seeds.
 pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
+/// The most DataLoader workers per simulated training process
+/// (`--sim-dataloader-workers`, `sim_dataloader_workers`).
+pub const SIM_DATALOADER_WORKERS_MAX: u32 = 64;
 /// The simulated GPU's memory when none is given (`--sim-memory`).
 pub const SIM_MEMORY_DEFAULT: &str = "80GiB";
 
@@ -217,7 +220,7 @@ pub struct SimArgs {
     /// CUDA: each holds its own CUDA context (see the dataloader_workers
     /// scenario).
     #[arg(long, default_value_t = 0, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(0..=64))]
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_DATALOADER_WORKERS_MAX)))]
     pub sim_dataloader_workers: u32,
 }
 
