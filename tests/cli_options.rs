@@ -100,6 +100,17 @@ fn open_json_without_summary_is_a_usage_error() {
 }
 
 #[test]
+fn scenario_list_with_a_name_or_a_snapshot_to_save_is_a_usage_error() {
+    let err = usage_error(&["scenario", "fragmentation_oom", "--list"]);
+    assert!(err.contains("--list"), "{err}");
+    usage_error(&["scenario", "--list", "--save-snapshot", "x.pickle"]);
+    let (code, out, err) = vramtop(&["scenario", "--list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert!(list.as_array().is_some_and(|l| !l.is_empty()), "{out}");
+}
+
+#[test]
 fn open_no_trace_without_summary_is_a_usage_error() {
     let err = usage_error(&["open", "x.pickle", "--no-trace"]);
     assert!(err.contains("--summary"), "{err}");

@@ -423,8 +423,8 @@ pub enum Command {
         /// Print the results as JSON.
         #[arg(long)]
         json: bool,
-        /// List the built-in scenarios and exit.
-        #[arg(long)]
+        /// List the built-in scenarios and exit (with --json, as JSON).
+        #[arg(long, conflicts_with_all = ["name", "save_snapshot"])]
         list: bool,
         /// Also write each variant's allocator at the end of the run as a
         /// PyTorch memory snapshot pickle (FILE; with several variants
