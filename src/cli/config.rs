@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use super::{
     ConfigTargets, SIM_DATALOADER_WORKERS_MAX, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX,
-    duration_arg, size_arg,
+    duration_arg, sim_memory_arg,
 };
 use crate::device::factory::BackendChoice;
 use crate::quote::{cut, cut_to};
@@ -158,7 +158,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             }
             "sim_memory" => {
                 file.sim_memory = Some(
-                    size_arg(value.as_str().ok_or_else(bad)?)
+                    sim_memory_arg(value.as_str().ok_or_else(bad)?)
                         .map_err(|e| invalid(format!("line {line}: {e}")))?,
                 );
             }

@@ -182,6 +182,23 @@ pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
 /// The most DataLoader workers per simulated training process
 /// (`--sim-dataloader-workers`, `sim_dataloader_workers`).
 pub const SIM_DATALOADER_WORKERS_MAX: u32 = 64;
+/// The least memory of a simulated GPU (`--sim-memory`, `sim_memory`),
+/// bytes: its CUDA context alone takes 500 MiB.
+pub const SIM_MEMORY_MIN: u64 = 1 << 30;
+
+/// Parses `--sim-memory`: a size of at least [`SIM_MEMORY_MIN`].
+pub fn sim_memory_arg(text: &str) -> Result<u64, String> {
+    let bytes = size_arg(text)?;
+    if bytes < SIM_MEMORY_MIN {
+        return Err(format!(
+            "'{}' is too small for a simulated GPU: the least is 1GiB (its CUDA context alone \
+             takes 500 MiB)",
+            cut(text)
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The simulated GPU's memory when none is given (`--sim-memory`).
 pub const SIM_MEMORY_DEFAULT: &str = "80GiB";
 
@@ -205,7 +222,7 @@ pub struct SimArgs {
           value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
-    #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = size_arg)]
+    #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = sim_memory_arg)]
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
     #[arg(long, default_value_t = 42, value_name = "SEED",
@@ -750,6 +767,20 @@ fn man_page() -> color_eyre::Result<ExitCode> {
 mod tests {
     use super::*;
     use clap::CommandFactory as _;
+
+    #[test]
+    fn a_simulated_gpu_smaller_than_its_context_is_refused() {
+        for small in ["1B", "512MiB", "1023MiB"] {
+            let e = sim_memory_arg(small).expect_err("too small");
+            assert!(e.contains("the least is 1GiB"), "{small}: {e}");
+        }
+        assert_eq!(sim_memory_arg("1GiB"), Ok(1 << 30));
+        assert!(
+            sim_memory_arg("24")
+                .expect_err("no unit")
+                .contains("24 what?")
+        );
+    }
 
     #[test]
     fn sizes_and_durations_out_of_range_say_so_rather_than_not_a_size() {
