@@ -874,7 +874,8 @@ fn status_line_shows_banner_error_dropped_samples_and_hints() {
     assert!(drawn.contains("3 dropped"));
     assert!(drawn.contains("error: NVML: timeout"));
     assert!(drawn.contains("no NVIDIA driver found"));
-    assert!(drawn.contains("+ zoom"), "hints follow the focused pane");
+    assert!(drawn.contains("+ zoom in"), "hints follow the focused pane");
+    assert!(drawn.contains("- zoom out"), "both ways of zooming");
     insta::assert_snapshot!("status_banner", terminal.backend());
 }
 

@@ -387,6 +387,25 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         // As far as a move goes: the moves clamp to the first and last row.
         Action::First => move_selection(state, isize::MIN / 2),
         Action::Last => move_selection(state, isize::MAX / 2),
+        // At either end the key says so instead of doing nothing.
+        Action::ZoomIn if ui.zoom == 0 => {
+            return notice(
+                state,
+                format!(
+                    "+: the timeline already shows its shortest window, {} s",
+                    ZOOM_WINDOWS_S[0]
+                ),
+            );
+        }
+        Action::ZoomOut if ui.zoom + 1 >= ZOOM_WINDOWS_S.len() => {
+            return notice(
+                state,
+                format!(
+                    "-: the timeline already shows its longest window, {} min",
+                    ZOOM_WINDOWS_S[ZOOM_WINDOWS_S.len() - 1] / 60
+                ),
+            );
+        }
         Action::ZoomIn => ui.zoom = ui.zoom.saturating_sub(1),
         Action::ZoomOut => ui.zoom = (ui.zoom + 1).min(ZOOM_WINDOWS_S.len() - 1),
         Action::TogglePause => {
@@ -737,10 +756,14 @@ mod tests {
             press(&mut s, KeyCode::Char('+'));
         }
         assert_eq!(s.ui.zoom, 0);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("shortest window, 30 s"), "{said}");
         for _ in 0..10 {
             press(&mut s, KeyCode::Char('-'));
         }
         assert_eq!(s.ui.zoom, ZOOM_WINDOWS_S.len() - 1);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("longest window, 60 min"), "{said}");
     }
 
     #[test]
