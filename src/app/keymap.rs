@@ -801,8 +801,11 @@ mod tests {
     fn hints_follow_the_focused_pane() {
         let k = Keymap::default();
         let timeline: Vec<&str> = k.hints(Pane::Timeline).iter().map(|h| h.1).collect();
-        assert!(timeline.contains(&"zoom") && !timeline.contains(&"filter"));
+        assert!(timeline.contains(&"zoom in") && timeline.contains(&"zoom out"));
+        assert!(!timeline.contains(&"filter"));
         let procs: Vec<&str> = k.hints(Pane::Processes).iter().map(|h| h.1).collect();
-        assert!(procs.contains(&"filter") && !procs.contains(&"zoom"));
+        assert!(procs.contains(&"filter") && !procs.contains(&"zoom in"));
+        let segments: Vec<&str> = k.hints(Pane::Segments).iter().map(|h| h.1).collect();
+        assert!(segments.contains(&"prev") && segments.contains(&"next"));
     }
 }
