@@ -11,12 +11,26 @@ pub fn cut(text: &str) -> String {
 }
 
 /// `text` cut to `max_chars` characters the same way: for a message of
-/// someone else's (a parser's) that may quote input whole.
+/// someone else's (a parser's) that may quote input whole. Control
+/// characters are written as escapes (`\n`, `\u{1b}`), so a quote stays
+/// on one line and cannot move the terminal's cursor.
 pub fn cut_to(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        None => text.to_string(),
-        Some((end, _)) => format!("{}… ({} bytes)", &text[..end], text.len()),
+    let (shown, rest) = match text.char_indices().nth(max_chars) {
+        None => (text, false),
+        Some((end, _)) => (&text[..end], true),
+    };
+    let mut out = String::with_capacity(shown.len());
+    for c in shown.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
     }
+    if rest {
+        out.push_str(&format!("… ({} bytes)", text.len()));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -32,5 +46,15 @@ mod tests {
         let shown = cut(&long);
         assert!(shown.starts_with(&"é".repeat(MAX_QUOTED_CHARS)));
         assert!(shown.ends_with("… (2000 bytes)"), "{shown}");
+    }
+
+    #[test]
+    fn control_characters_are_quoted_as_escapes_on_one_line() {
+        assert_eq!(cut("a\nb\tc"), "a\\nb\\tc");
+        assert_eq!(cut("\u{1b}[2J"), "\\u{1b}[2J");
+        let long = "\n".repeat(100);
+        let shown = cut(&long);
+        assert!(!shown.contains('\n'), "{shown}");
+        assert!(shown.ends_with("… (100 bytes)"), "{shown}");
     }
 }

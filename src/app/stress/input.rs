@@ -17,10 +17,12 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     match crate::alloc::parse_size(text) {
         Some(0) | None => Err(format!(
-            "'{text}' is not a size: write e.g. 512, 37MiB, 1.5GiB (Esc cancels)"
+            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB (Esc cancels)",
+            crate::quote::cut(text)
         )),
         Some(n) if n > MAX_TYPED_SIZE => Err(format!(
-            "'{text}' is more than the largest size, {}",
+            "'{}' is more than the largest size, {}",
+            crate::quote::cut(text),
             crate::alloc::sizing::display_bytes(MAX_TYPED_SIZE)
         )),
         Some(n) => Ok(n),
