@@ -354,7 +354,8 @@ impl AppState {
         pids
     }
 
-    /// The probed processes of `gpu`, when more than one has a probe.
+    /// The processes of `gpu` whose allocator can be shown (probes and
+    /// simulated trainers), when there is more than one.
     pub fn probe_choice(&self, gpu: &GpuState) -> Option<ProbeChoice> {
         let pids = self.allocator_pids_on(gpu.index());
         let simulated = self
