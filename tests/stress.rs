@@ -728,7 +728,7 @@ fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
     for gone in [
         "snapshot of the probed process",
         "open the last snapshot",
-        "allocator: next probe on GPU",
+        "allocator: next process on GPU",
         "zoom the timeline in",
         "zoom the timeline out",
         "move up (GPU, block, process)",
