@@ -4,6 +4,8 @@
 //! parse, run through the model. Nothing may panic, every refusal is one
 //! line of bounded length, and a run never exceeds the documented bounds.
 
+mod common;
+
 use proptest::prelude::*;
 use vramtop::scenario::format::{MAX_ALLOCATIONS, MAX_STEPS, MAX_VARIANTS};
 use vramtop::scenario::{Action, parse, run};
@@ -13,13 +15,7 @@ use vramtop::scenario::{Action, parse, run};
 const MAX_ERROR_BYTES: usize = 1_000;
 
 fn assert_one_line(error: &str) -> Result<(), TestCaseError> {
-    prop_assert!(!error.contains('\n'), "more than one line: {error}");
-    prop_assert!(
-        error.len() <= MAX_ERROR_BYTES,
-        "{} bytes: {error}",
-        error.len()
-    );
-    Ok(())
+    common::assert_one_line("scenario", error, MAX_ERROR_BYTES)
 }
 
 fn size() -> impl Strategy<Value = String> {

@@ -147,15 +147,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
                     _ => return Err(bad()),
                 });
             }
-            "sim_gpus" => {
-                file.sim_gpus = Some(
-                    value
-                        .as_integer()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| (1..=SIM_GPUS_MAX).contains(n))
-                        .ok_or_else(bad)?,
-                );
-            }
+            "sim_gpus" => file.sim_gpus = Some(u32_in(value, 1..=SIM_GPUS_MAX).ok_or_else(bad)?),
             "sim_memory" => {
                 file.sim_memory = Some(
                     sim_memory_arg(value.as_str().ok_or_else(bad)?)
@@ -172,22 +164,11 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
                 );
             }
             "sim_training" => {
-                file.sim_training = Some(
-                    value
-                        .as_integer()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| *n <= SIM_TRAINING_MAX)
-                        .ok_or_else(bad)?,
-                );
+                file.sim_training = Some(u32_in(value, 0..=SIM_TRAINING_MAX).ok_or_else(bad)?);
             }
             "sim_dataloader_workers" => {
-                file.sim_dataloader_workers = Some(
-                    value
-                        .as_integer()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .filter(|n| *n <= SIM_DATALOADER_WORKERS_MAX)
-                        .ok_or_else(bad)?,
-                );
+                file.sim_dataloader_workers =
+                    Some(u32_in(value, 0..=SIM_DATALOADER_WORKERS_MAX).ok_or_else(bad)?);
             }
             "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
             "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
@@ -195,6 +176,14 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
         }
     }
     Ok(file)
+}
+
+/// A TOML integer in `range`, as its flag's `u32` value parser takes it.
+fn u32_in(value: &toml::Value, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
+    value
+        .as_integer()
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| range.contains(n))
 }
 
 impl ConfigFile {

@@ -108,3 +108,15 @@ pub fn allocated_in(segments: &[vramtop::snapshot::Segment]) -> u64 {
         .map(|b| b.size)
         .sum()
 }
+
+/// Asserts that `error` (what `what` said) is one line of at most
+/// `max_bytes`: how every refusal of input reads.
+pub fn assert_one_line(
+    what: &str,
+    error: &str,
+    max_bytes: usize,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    proptest::prop_assert!(!error.contains('\n'), "{what}: more than one line: {error}");
+    proptest::prop_assert!(error.len() <= max_bytes, "{what}: {} bytes", error.len());
+    Ok(())
+}
