@@ -1,6 +1,8 @@
 //! Quoting input in messages: what a user or a probe sent is shown cut to a
 //! readable length, so a 50 MB value does not make a 50 MB error line.
 
+use std::fmt::Write as _;
+
 /// The most characters of input a message quotes.
 pub const MAX_QUOTED_CHARS: usize = 60;
 
@@ -28,9 +30,33 @@ pub fn cut_to(text: &str, max_chars: usize) -> String {
         }
     }
     if rest {
-        out.push_str(&format!("… ({} bytes)", text.len()));
+        // Writing to a String cannot fail.
+        let _ = write!(out, "… ({} bytes)", text.len());
     }
     out
+}
+
+/// A parser's complaint about `text` as one line: "line 3, column 7: …",
+/// the message's runs of whitespace (toml's echo of the source line, its
+/// caret lines) folded to single spaces and the whole cut to `max_chars`.
+/// `offset` is the byte where the parser stopped, when it says; line and
+/// column count from 1, the column in characters.
+pub fn parser_complaint(
+    text: &str,
+    offset: Option<usize>,
+    message: &str,
+    max_chars: usize,
+) -> String {
+    let place = offset
+        .and_then(|offset| text.get(..offset))
+        .map(|before| {
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: ")
+        })
+        .unwrap_or_default();
+    let message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{place}{}", cut_to(&message, max_chars))
 }
 
 #[cfg(test)]
@@ -56,5 +82,21 @@ mod tests {
         let shown = cut(&long);
         assert!(!shown.contains('\n'), "{shown}");
         assert!(shown.ends_with("… (100 bytes)"), "{shown}");
+    }
+
+    #[test]
+    fn parser_complaint_names_line_and_column_and_stays_on_one_line() {
+        let text = "a = 1\nb = \"é x\n";
+        let offset = text.find('x');
+        let shown = parser_complaint(text, offset, "bad\n  | b = ...\n  ^\n", 200);
+        assert_eq!(shown, "line 2, column 8: bad | b = ... ^");
+        // At the very start of a line, the line is that one, not the one before.
+        let at_start = parser_complaint("a\nb\n", Some(4), "end", 200);
+        assert_eq!(at_start, "line 3, column 1: end");
+        assert_eq!(parser_complaint("x", None, "no place", 200), "no place");
+        // An offset off the text or inside a character gives no place.
+        assert_eq!(parser_complaint("é", Some(1), "m", 200), "m");
+        assert_eq!(parser_complaint("ab", Some(9), "m", 200), "m");
+        assert!(parser_complaint("", None, &"w ".repeat(500), 10).ends_with("bytes)"));
     }
 }

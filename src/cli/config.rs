@@ -17,7 +17,7 @@ use super::{
     duration_arg, sim_memory_arg,
 };
 use crate::device::factory::BackendChoice;
-use crate::quote::{cut, cut_to};
+use crate::quote::{cut, parser_complaint};
 
 /// The most characters of the TOML parser's message an error keeps.
 const MAX_PARSER_MESSAGE_CHARS: usize = 200;
@@ -106,13 +106,11 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         // The message without toml's echo of the source line (which may be
         // megabytes long).
-        let line = e
-            .span()
-            .and_then(|span| text.get(..span.start))
-            .map_or(0, |before| before.lines().count().max(1));
-        invalid(format!(
-            "line {line}: {}",
-            cut_to(e.message().trim(), MAX_PARSER_MESSAGE_CHARS).replace('\n', " ")
+        invalid(parser_complaint(
+            text,
+            e.span().map(|span| span.start),
+            e.message(),
+            MAX_PARSER_MESSAGE_CHARS,
         ))
     })?;
     let mut file = ConfigFile::default();
@@ -403,6 +401,15 @@ mod tests {
             );
             assert!(shown.contains("line 1"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_syntax_error_names_its_own_line_and_column_even_at_a_line_start() {
+        let err = parse_text("c.toml", "interval = \"2s\"\nsim_gpus = 2\n= 3\n")
+            .expect_err("a key is missing");
+        let shown = err.to_string();
+        assert!(shown.contains("line 3, column 1: "), "{shown}");
+        assert!(!shown.contains('\n'), "{shown}");
     }
 
     #[test]

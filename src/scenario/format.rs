@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::alloc::{AllocatorConfig, parse_size};
-use crate::quote::{cut, cut_to};
+use crate::quote::{cut, parser_complaint};
 
 /// The name of the single run of a scenario without `[[variant]]` tables.
 pub const DEFAULT_VARIANT: &str = "default";
@@ -59,19 +59,11 @@ pub enum ScenarioError {
 /// The TOML parser's error on one line: where, and its message without the
 /// echo of the source line (which may be megabytes long).
 fn syntax(text: &str, e: &toml::de::Error) -> ScenarioError {
-    let place = e
-        .span()
-        .and_then(|span| {
-            let before = text.get(..span.start)?;
-            let line = before.matches('\n').count() + 1;
-            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-            Some(format!("line {line}, column {column}: "))
-        })
-        .unwrap_or_default();
-    let message = e.message().split_whitespace().collect::<Vec<_>>().join(" ");
-    ScenarioError::Syntax(format!(
-        "{place}{}",
-        cut_to(&message, MAX_SYNTAX_MESSAGE_CHARS)
+    ScenarioError::Syntax(parser_complaint(
+        text,
+        e.span().map(|span| span.start),
+        e.message(),
+        MAX_SYNTAX_MESSAGE_CHARS,
     ))
 }
 
@@ -351,7 +343,7 @@ struct Unrolled {
 /// Unrolls one raw step (recursively for `repeat`) into `out`. Every call
 /// that returns `Ok` adds at least one step (a `repeat` has at least one
 /// inner step and runs at least once), so the bound on the steps, checked
-/// after every inner step, ends a `repeat` of any `times` early.
+/// after every step pushed, ends a `repeat` of any `times` early.
 fn unroll(
     s: &RawStep,
     id: &str,
@@ -410,9 +402,6 @@ fn unroll(
                 let inner_id = format!("{id}, repeat {}/{}, step {}", t + 1, r.times, j + 1);
                 let before = out.steps.len();
                 unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
-                if out.steps.len() > MAX_STEPS {
-                    return Err(err(format!("unrolls to more than {MAX_STEPS} steps")));
-                }
                 if let Some(l) = &label {
                     for step in out.steps.get_mut(before..).unwrap_or_default() {
                         step.label = format!("{l}: {}", step.label);
