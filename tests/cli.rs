@@ -12,14 +12,7 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
 /// A shared snapshot's path; `None`, saying the test is skipped, when
 /// ../shared is absent.
 fn shared(name: &str) -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found", p.display());
-        return None;
-    }
-    Some(p.display().to_string())
+    common::shared_snapshot(name).map(|p| p.display().to_string())
 }
 
 #[test]

@@ -5,7 +5,6 @@
 mod common;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 
 use vramtop::cli::diff::render_diff;
 use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshots};
@@ -13,13 +12,7 @@ use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::{Snapshot, read_snapshot_file};
 
 fn shared(name: &str) -> Option<(String, Snapshot)> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/snapshots")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipping: {} not found", p.display());
-        return None;
-    }
+    let p = common::shared_snapshot(name)?;
     let s = read_snapshot_file(&p).expect("shared snapshot loads");
     Some((p.display().to_string(), s))
 }

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use vramtop::alloc::{BlockState, TraceAction};
@@ -16,28 +15,14 @@ use vramtop::snapshot::sites::{
 };
 use vramtop::snapshot::{Snapshot, read_snapshot_file};
 
-fn shared_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/snapshots")
-}
-
 /// Every shared snapshot that loads, by name.
 fn shared_snapshots() -> Vec<(String, Snapshot)> {
-    let Ok(dir) = std::fs::read_dir(shared_dir()) else {
-        eprintln!("skipping: no shared snapshots");
+    let Some(dir) = common::shared_snapshots_dir() else {
         return Vec::new();
     };
-    let mut names: Vec<String> = dir
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".pickle") || n.ends_with(".pkl"))
-        .collect();
-    names.sort();
-    names
+    common::snapshot_files_in(&dir)
         .into_iter()
-        .filter_map(|n| {
-            let s = read_snapshot_file(&shared_dir().join(&n)).ok()?;
-            Some((n, s))
-        })
+        .filter_map(|(name, path)| Some((name, read_snapshot_file(&path).ok()?)))
         .collect()
 }
 
@@ -100,11 +85,10 @@ fn sites_of_every_shared_snapshot_add_up_to_its_allocated_bytes() {
 
 #[test]
 fn user_frame_sites_of_a_real_snapshot_name_user_code() {
-    let path = shared_dir().join("muduard_memory_snapshot.pkl");
-    let Ok(snapshot) = read_snapshot_file(&path) else {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("muduard_memory_snapshot.pkl") else {
         return;
     };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
     let sites = sites_of_snapshot(&snapshot, None, Grouping::UserFrame);
     let named: Vec<&str> = sites
         .sites
@@ -188,11 +172,10 @@ fn peaks_equal_the_maxima_of_every_shared_timeline() {
 
 #[test]
 fn open_summary_lists_top_sites_at_the_end_and_at_the_peak() {
-    let path = shared_dir().join("silmont_mem_snapshot.pickle");
-    let Ok(snapshot) = read_snapshot_file(&path) else {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
         return;
     };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
     let path = path.display().to_string();
     let (code, out, err) =
         common::run_vramtop(&["open", &path, "--summary", "--json", "--top", "3"], None);
@@ -241,11 +224,9 @@ fn open_summary_lists_top_sites_at_the_end_and_at_the_peak() {
 
 #[test]
 fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
-    let path = shared_dir().join("silmont_mem_snapshot.pickle");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
         return;
-    }
+    };
     let path = path.display().to_string();
     let (code, out, err) = common::run_vramtop(&["replay", &path, "--capacity", "1GiB"], None);
     assert!(code == 0 || code == 1, "{err}");

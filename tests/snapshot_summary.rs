@@ -22,25 +22,13 @@ fn shared_dir(sub: &str) -> PathBuf {
 
 /// The snapshot files (`.pickle` / `.pkl`) of ../shared/snapshots, sorted.
 fn snapshot_files() -> Option<Vec<PathBuf>> {
-    let dir = shared_dir("snapshots");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        eprintln!(
-            "skipping: {} not found (../shared is absent)",
-            dir.display()
-        );
-        return None;
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("pickle" | "pkl")
-            )
-        })
-        .collect();
-    files.sort();
-    Some(files)
+    let dir = common::shared_snapshots_dir()?;
+    Some(
+        common::snapshot_files_in(&dir)
+            .into_iter()
+            .map(|(_, path)| path)
+            .collect(),
+    )
 }
 
 /// What the inspector prints for one file.
@@ -101,7 +89,11 @@ fn inspect(file: &Path) -> Option<Inspected> {
     let out = match Command::new("python3").arg(&tool).arg(file).output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipping the inspector cross-check: python3 not runnable ({e})");
+            common::skip::skip(
+                "the inspector cross-check",
+                &format!("python3 not runnable ({e})"),
+                common::skip::Prerequisite::ProvidedByCi,
+            );
             return None;
         }
     };
@@ -241,11 +233,9 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn a_bare_segment_list_is_said_to_have_no_settings_for_its_shape_not_its_torch() {
-    let path = shared_dir("snapshots/muduard_memory_snapshot.pkl");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("muduard_memory_snapshot.pkl") else {
         return;
-    }
+    };
     let (code, out, err) = vramtop(&["open", &path.display().to_string(), "--summary"]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -257,11 +247,9 @@ fn a_bare_segment_list_is_said_to_have_no_settings_for_its_shape_not_its_torch()
 
 #[test]
 fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
-    let path = shared_dir("snapshots/volcengine_verl_mem.pickle");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("volcengine_verl_mem.pickle") else {
         return;
-    }
+    };
     let path = path.display().to_string();
     let (code, out, err) = vramtop(&["open", &path, "--summary"]);
     assert_eq!(code, 0, "{err}");
@@ -282,11 +270,9 @@ fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
 
 #[test]
 fn summary_sites_say_one_block_and_one_more_site_in_the_singular() {
-    let path = shared_dir("snapshots/JasperSolt_EoR_NN_snapshot.pickle");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("JasperSolt_EoR_NN_snapshot.pickle") else {
         return;
-    }
+    };
     let path = path.display().to_string();
     let (code, out, err) = vramtop(&["open", &path, "--summary", "--top", "30"]);
     assert_eq!(code, 0, "{err}");
@@ -310,11 +296,9 @@ fn summary_sites_say_one_block_and_one_more_site_in_the_singular() {
 
 #[test]
 fn open_summary_json_has_the_documented_keys() {
-    let path = shared_dir("snapshots/silmont_mem_snapshot.pickle");
-    if !path.exists() {
-        eprintln!("skipping: {} not found", path.display());
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
         return;
-    }
+    };
     let path = path.display().to_string();
     let (code, out, err) = vramtop(&["open", &path, "--summary", "--json"]);
     assert_eq!(code, 0, "{err}");
