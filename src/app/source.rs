@@ -46,8 +46,8 @@ fn picked_allocator_views(
 /// The pids of the simulated training processes on each GPU, ascending.
 pub fn simulated_allocators(sim: Option<&SimCluster>) -> BTreeMap<u32, Vec<u32>> {
     let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for t in sim.map(SimCluster::trainers).unwrap_or_default() {
-        out.entry(t.gpu).or_default().push(t.pid);
+    for (gpu, pid) in sim.map(SimCluster::trainer_pids).unwrap_or_default() {
+        out.entry(gpu).or_default().push(pid);
     }
     for pids in out.values_mut() {
         pids.sort_unstable();

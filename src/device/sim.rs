@@ -507,6 +507,16 @@ impl SimCluster {
         }
     }
 
+    /// The (GPU, pid) of every simulated training process: what
+    /// [`Self::trainers`] tells without copying each one's layout.
+    pub fn trainer_pids(&self) -> Vec<(u32, u32)> {
+        self.lock()
+            .trainers
+            .iter()
+            .map(|t| (t.gpu, t.pid))
+            .collect()
+    }
+
     /// Allocator figures of every simulated training process.
     pub fn trainers(&self) -> Vec<TrainerView> {
         self.lock()

@@ -157,9 +157,7 @@ fn read_file_staged(
         // A stream that never ends (a device file, a pipe) is refused at
         // the size limit.
         if bytes.len() as u64 > limits.max_input_bytes {
-            return Err(in_file(SnapshotError::Pickle(PickleError::LimitExceeded {
-                detail: format!("file is over {} bytes", limits.max_input_bytes),
-            })));
+            return Err(in_file(SnapshotError::Pickle(over_the_limit(&limits))));
         }
         let read = (&mut file)
             .take(chunk as u64)
@@ -290,9 +288,7 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
         if bytes.len() as u64 > limits.max_input_bytes {
             return Err(in_file(
                 path,
-                SnapshotError::Pickle(PickleError::LimitExceeded {
-                    detail: format!("file is over {} bytes", limits.max_input_bytes),
-                }),
+                SnapshotError::Pickle(over_the_limit(&limits)),
             ));
         }
         bytes
@@ -392,6 +388,14 @@ fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot
 /// The bytes the first look at an input takes, before it is read on.
 const FIRST_LOOK_BYTES: u64 = 64 << 10;
 
+/// The refusal of a stream (a device file, a pipe, a file that grew) that
+/// went on past the size limit.
+fn over_the_limit(limits: &Limits) -> PickleError {
+    PickleError::LimitExceeded {
+        detail: format!("file is over {} bytes", limits.max_input_bytes),
+    }
+}
+
 /// Why [`read_within_limit`] gave no bytes.
 #[derive(Debug)]
 enum BoundedReadError {
@@ -425,9 +429,7 @@ fn read_within_limit(
         .read_to_end(&mut bytes)
         .map_err(BoundedReadError::Io)?;
     if bytes.len() as u64 > limits.max_input_bytes {
-        return Err(BoundedReadError::Pickle(PickleError::LimitExceeded {
-            detail: format!("file is over {} bytes", limits.max_input_bytes),
-        }));
+        return Err(BoundedReadError::Pickle(over_the_limit(limits)));
     }
     Ok(bytes)
 }
