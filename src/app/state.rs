@@ -528,7 +528,14 @@ pub struct AppState {
     /// The pids of the simulated training processes on each GPU (NVML
     /// index), ascending: allocators `v` cycles through beside the probes'.
     pub simulated_allocators: BTreeMap<u32, Vec<u32>>,
+    /// Every visible allocator's allocated and reserved bytes, by (GPU,
+    /// pid), for the processes pane.
+    pub allocator_figures: AllocatorFigures,
 }
+
+/// `memory_allocated()` and `memory_reserved()` (bytes, `None` when the
+/// source could not say) of allocators by (GPU index, pid).
+pub type AllocatorFigures = BTreeMap<(u32, u32), (Option<u64>, Option<u64>)>;
 
 impl AppState {
     pub fn new(status: StatusState) -> Self {
@@ -541,6 +548,7 @@ impl AppState {
             probes: super::source::ProbeBoard::default(),
             capture: super::capture::CaptureState::default(),
             simulated_allocators: BTreeMap::new(),
+            allocator_figures: AllocatorFigures::new(),
         }
     }
 
@@ -621,7 +629,12 @@ impl AppState {
                 t_ms: now_ms,
                 allocated: allocator.as_ref().and_then(AllocatorView::known_allocated),
                 reserved: allocator.as_ref().and_then(AllocatorView::known_reserved),
-                driver_used: reading.sample().and_then(|s| s.memory_used),
+                // The device the allocator runs on, as the breakdown: a
+                // scenario device's own use, not the GPU's beside it.
+                driver_used: match allocator.as_ref().and_then(|a| a.device_memory) {
+                    Some((_, used)) => Some(used),
+                    None => reading.sample().and_then(|s| s.memory_used),
+                },
             });
             next.push(GpuState {
                 reading,
@@ -755,6 +768,31 @@ mod tests {
         assert_eq!(h.points.len(), HISTORY_CAPACITY);
         let now = (HISTORY_CAPACITY as u64 + 9) * 1000;
         assert_eq!(h.window(now, 30_000).count(), 31);
+    }
+
+    #[test]
+    fn timeline_driver_used_is_the_scenario_devices_while_the_allocator_runs_on_one() {
+        let mut st = AppState::new(StatusState::default());
+        let on_scenario_device = AllocatorView::new(
+            "stress panel".into(),
+            None,
+            DeviceStats::default(),
+            Vec::new(),
+        )
+        .on_device(8 * GIB, 6 * GIB);
+        st.apply_sample(
+            0,
+            vec![GpuReading::Ok(sample(0, GIB))],
+            BTreeMap::from([(0, on_scenario_device)]),
+        );
+        st.apply_sample(1000, vec![GpuReading::Ok(sample(0, GIB))], BTreeMap::new());
+        let used: Vec<Option<u64>> = st.gpus[0]
+            .history
+            .points
+            .iter()
+            .map(|p| p.driver_used)
+            .collect();
+        assert_eq!(used, vec![Some(6 * GIB), Some(GIB)]);
     }
 
     #[test]

@@ -168,7 +168,21 @@ impl Widget for TimelinePane<'_> {
 
         let mut detail = Vec::new();
         if let Some(gpu) = gpu {
-            detail.push(Span::styled(format!("GPU {} · ", gpu.index()), theme.text));
+            // The stress panel's scenario device stands in for the GPU's
+            // figures while a scenario runs, as in the breakdown.
+            let on = if gpu
+                .allocator
+                .as_ref()
+                .is_some_and(|a| a.device_memory.is_some())
+            {
+                "scenario device · "
+            } else {
+                ""
+            };
+            detail.push(Span::styled(
+                format!("GPU {} · {on}", gpu.index()),
+                theme.text,
+            ));
         }
         detail.push(Span::styled(
             format!("last {}", format::seconds(window_s)),
