@@ -810,6 +810,30 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
 }
 
 #[test]
+fn processes_show_alloc_res_of_every_visible_allocator_not_only_the_breakdowns() {
+    let mut state = process_tree_state();
+    // A second allocator on the GPU (another trainer or probe): the
+    // breakdown shows pid 100's, the row of 101 still has its own figures.
+    state
+        .allocator_figures
+        .insert((0, 101), (Some(GIB), Some(2 * GIB)));
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let buf = terminal.backend().buffer();
+    let (parent, child) = (row_text(buf, 2), row_text(buf, 3));
+    assert!(parent.contains("10.0/12.0 GiB"), "{parent}");
+    assert!(child.contains("1.00/2.00 GiB"), "{child}");
+    // The same pid on another GPU is not this row's.
+    state.allocator_figures.clear();
+    state
+        .allocator_figures
+        .insert((1, 101), (Some(GIB), Some(2 * GIB)));
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let child = row_text(terminal.backend().buffer(), 3);
+    assert!(!child.contains("1.00/2.00"), "{child}");
+}
+
+#[test]
 fn process_filter_shows_in_the_title_while_editing() {
     let mut state = process_tree_state();
     state.ui.process_filter = ProcessFilter::Editing("worker".to_string());

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::source::{
-    HeadlessSample, allocator_views_with_probes, headless_sample, probe_views,
+    HeadlessSample, allocator_figures, allocator_views_with_probes, headless_sample, probe_views,
     resolve_probe_devices, simulated_allocators, trainer_view,
 };
 use super::state::{AllocatorView, AppState};
@@ -102,6 +102,7 @@ impl Observation<'_> {
     pub fn apply_to(self, state: &mut AppState, now_ms: u64) {
         let views = self.views(&state.ui.allocator_pick);
         state.simulated_allocators = simulated_allocators(self.sim);
+        state.allocator_figures = allocator_figures(self.sim, &self.probes);
         state.apply_sample(now_ms, self.readings, views);
         state.apply_probes(now_ms, &self.probes);
     }
@@ -144,6 +145,24 @@ mod tests {
         assert_eq!(order, sorted, "by GPU, then pid");
         for (gpu, view) in &per_gpu {
             assert!(every.iter().any(|(g, v)| g == gpu && v == view));
+        }
+    }
+
+    #[test]
+    fn every_trainers_figures_reach_the_state_not_only_the_shown_ones() {
+        use crate::app::state::StatusState;
+        let (sources, readings) = sources_with_trainers(2, 3);
+        let every = sources.observe(readings.clone()).every_view();
+        let mut state = AppState::new(StatusState::default());
+        sources.observe(readings).apply_to(&mut state, 0);
+        assert_eq!(state.allocator_figures.len(), every.len());
+        for (gpu, view) in &every {
+            let pid = view.pid.expect("a trainer has a pid");
+            assert_eq!(
+                state.allocator_figures.get(&(*gpu, pid)),
+                Some(&(view.known_allocated(), view.known_reserved())),
+                "pid {pid} on GPU {gpu}"
+            );
         }
     }
 

@@ -9,10 +9,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::state::{
-    AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind, REQUESTED_SIZE, breakdown,
-    unattributed,
+    AllocatorFigures, AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind,
+    REQUESTED_SIZE, breakdown, unattributed,
 };
-use crate::alloc::Fragmentation;
+use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::GpuReading;
 use crate::device::sim::{SimCluster, TrainerView};
 use crate::probe::pid::{PidSource, VisibleDevices};
@@ -46,12 +46,48 @@ fn picked_allocator_views(
 /// The pids of the simulated training processes on each GPU, ascending.
 pub fn simulated_allocators(sim: Option<&SimCluster>) -> BTreeMap<u32, Vec<u32>> {
     let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (gpu, pid) in sim.map(SimCluster::trainer_pids).unwrap_or_default() {
+    for (gpu, pid, _) in sim.map(SimCluster::trainer_stats).unwrap_or_default() {
         out.entry(gpu).or_default().push(pid);
     }
     for pids in out.values_mut() {
         pids.sort_unstable();
         pids.dedup();
+    }
+    out
+}
+
+/// `memory_allocated()` and `memory_reserved()` of every allocator seen in
+/// a sample (each simulated trainer, each probe's devices) by (GPU, pid),
+/// `None` where the source could not say: the processes pane shows them
+/// beside every process, not only the one whose view the breakdown shows.
+pub fn allocator_figures(sim: Option<&SimCluster>, probes: &ProbeSnapshot) -> AllocatorFigures {
+    let of = |stats: &DeviceStats, knows: &dyn Fn(&str) -> bool| {
+        let known = |key: &str, value: i64| knows(key).then(|| value.max(0) as u64);
+        (
+            known(
+                "allocated_bytes.all.current",
+                stats.allocated_bytes.all.current,
+            ),
+            known(
+                "reserved_bytes.all.current",
+                stats.reserved_bytes.all.current,
+            ),
+        )
+    };
+    let mut out = AllocatorFigures::new();
+    for (gpu, pid, stats) in sim.map(SimCluster::trainer_stats).unwrap_or_default() {
+        out.insert((gpu, pid), of(&stats, &|_| true));
+    }
+    for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
+        let Some(pid) = p.pid() else {
+            continue;
+        };
+        for (&device, data) in &p.devices {
+            let (Some(gpu), Some(stats)) = (p.gpu_index(device), data.stats.as_ref()) else {
+                continue;
+            };
+            out.insert((gpu, pid), of(stats, &|key| data.knows(key)));
+        }
     }
     out
 }

@@ -507,13 +507,14 @@ impl SimCluster {
         }
     }
 
-    /// The (GPU, pid) of every simulated training process: what
-    /// [`Self::trainers`] tells without copying each one's layout.
-    pub fn trainer_pids(&self) -> Vec<(u32, u32)> {
+    /// The GPU, pid and allocator counters of every simulated training
+    /// process: what [`Self::trainers`] tells without copying each one's
+    /// layout.
+    pub fn trainer_stats(&self) -> Vec<(u32, u32, DeviceStats)> {
         self.lock()
             .trainers
             .iter()
-            .map(|t| (t.gpu, t.pid))
+            .map(|t| (t.gpu, t.pid, t.allocator.stats().clone()))
             .collect()
     }
 

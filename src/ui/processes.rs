@@ -1,5 +1,5 @@
 //! The processes pane: every GPU process (children under their parents in
-//! tree view), the allocator figures of the process whose allocator is
+//! tree view), the allocator figures of every process whose allocator is
 //! visible, and per GPU the driver-used memory no listed process accounts
 //! for.
 
@@ -71,7 +71,8 @@ impl<'a> ProcessesPane<'a> {
     }
 
     /// "allocated/reserved" of the allocator owned by `pid` on `gpu`, if
-    /// that allocator is visible.
+    /// that allocator is visible: the one the breakdown shows, else any
+    /// other seen in the sample (another trainer or probe on the GPU).
     fn allocator_of(&self, pid: u32, gpu: u32) -> Option<String> {
         self.state
             .gpus
@@ -79,7 +80,9 @@ impl<'a> ProcessesPane<'a> {
             .filter(|g| g.index() == gpu)
             .filter_map(|g| g.allocator.as_ref())
             .find(|a| a.pid == Some(pid))
-            .map(|a| format::bytes_pair(a.known_allocated(), a.known_reserved()))
+            .map(|a| (a.known_allocated(), a.known_reserved()))
+            .or_else(|| self.state.allocator_figures.get(&(gpu, pid)).copied())
+            .map(|(allocated, reserved)| format::bytes_pair(allocated, reserved))
     }
 }
 
