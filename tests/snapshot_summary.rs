@@ -431,6 +431,35 @@ fn no_trace_summary_has_the_full_reads_figures_on_every_shared_file() {
     );
 }
 
+/// Whether the full summary's text carries `--no-trace`'s note.
+fn full_text_mentions_no_trace(path: &str) -> bool {
+    let (code, text, err) = vramtop(&["open", path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    text.contains("--no-trace read the file only")
+}
+
+#[test]
+fn open_summary_no_trace_on_a_file_cut_in_its_trace_says_the_rest_was_not_checked() {
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let bytes = std::fs::read(&path).expect("the shared file reads");
+    let dir = std::env::temp_dir().join(format!("vramtop-no-trace-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cut = dir.join("cut.pickle");
+    // Well past the segments, well before the end.
+    std::fs::write(&cut, &bytes[..bytes.len() * 5 / 8]).expect("write the cut file");
+    let cut = cut.display().to_string();
+    let (code, text, err) = vramtop(&["open", &cut, "--summary", "--no-trace"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("so a file cut or damaged there"), "{text}");
+    let (code, _, err) = vramtop(&["open", &cut, "--summary"]);
+    assert_eq!(code, 2, "the whole read finds the cut: {err}");
+    assert!(err.contains("truncated"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn open_summary_no_trace_says_what_it_did_not_read() {
     let Some(path) = common::shared_snapshot("silmont_fwd_fp32_128.pickle") else {
@@ -459,6 +488,14 @@ fn open_summary_no_trace_says_what_it_did_not_read() {
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("peaks: not read (--no-trace)"), "{text}");
     assert!(text.contains("allocator_settings: not read"), "{text}");
+    assert!(
+        text.contains("the rest (the trace, the settings after it) was not read"),
+        "{text}"
+    );
+    assert!(
+        !full_text_mentions_no_trace(&path),
+        "the note is --no-trace's"
+    );
     // Its blocks carry no stack and the trace is not read: it cannot say
     // whether they predate the recording.
     assert!(

@@ -78,11 +78,21 @@ pub fn run(
     } else {
         let mut text = render_summary(&file.display().to_string(), &report);
         text.push_str(&render_sites(&sites, trace_read, snapshot.format));
+        if !trace_read {
+            text.push_str(NO_TRACE_UNCHECKED);
+            text.push('\n');
+        }
         super::emit(&text).wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
     Ok(ExitCode::SUCCESS)
 }
+
+/// What `--no-trace` leaves unsaid: the file past its final state was not
+/// read, so neither its trace nor its end was checked.
+pub const NO_TRACE_UNCHECKED: &str = "note: --no-trace read the file only as far as its final \
+     state; the rest (the trace, the settings after it) was not read, so a file cut or damaged \
+     there still gives this summary (without --no-trace it is read whole and checked)";
 
 /// The JSON of `--summary --json`: `trace_read` (false when `--no-trace`
 /// read only the final state: no peaks, no sites at the peak, allocator
