@@ -527,12 +527,18 @@ impl Keymap {
     /// open: quit and help first, then the panel's keys by rank. With a
     /// scenario loaded its keys (step, run) come right after quit and
     /// help, the ones a scenario is driven with; without one they are left
-    /// out, as they would only say that none is loaded.
-    pub fn stress_hints(&self, scenario_loaded: bool) -> Vec<(&'static str, &'static str)> {
+    /// out, as they would only say that none is loaded. `M` is left out
+    /// where the segment map already sits beside the panel.
+    pub fn stress_hints(
+        &self,
+        scenario_loaded: bool,
+        beside_map: bool,
+    ) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.stress
                 .iter()
                 .filter(|b| b.key != PanelKey::Open)
+                .filter(|b| !(beside_map && b.key == PanelKey::ToggleMap))
                 .filter(|b| scenario_loaded || !b.key.drives_scenario())
                 .map(|b| {
                     let rank = if b.key.drives_scenario() { 0 } else { b.rank };
@@ -761,18 +767,24 @@ mod tests {
     #[test]
     fn stress_hints_name_the_scenario_step_and_run_keys_first_while_one_is_loaded() {
         let k = Keymap::default();
-        let loaded = k.stress_hints(true);
+        let loaded = k.stress_hints(true, false);
         assert_eq!(
             loaded.get(2..4),
             Some(&[(".", "step"), ("g", "run")][..]),
             "right after quit and help: {loaded:?}"
         );
-        let none = k.stress_hints(false);
+        let none = k.stress_hints(false, false);
         assert!(
             none.iter().all(|h| h.0 != "." && h.0 != "g"),
             "no scenario, nothing to step: {none:?}"
         );
         assert!(none.iter().any(|h| h.1 == "scenarios"), "{none:?}");
+        assert!(none.iter().any(|h| h.0 == "M"), "{none:?}");
+        let beside = k.stress_hints(false, true);
+        assert!(
+            beside.iter().all(|h| h.0 != "M"),
+            "the map is there: {beside:?}"
+        );
     }
 
     #[test]

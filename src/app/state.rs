@@ -465,7 +465,17 @@ pub struct UiState {
     /// once. Not serialized: it describes the last frame, not the state.
     #[serde(skip)]
     pub help_scroll_limit: Cell<usize>,
+    /// The dashboard's size as last drawn (columns, rows); `None` before
+    /// the first frame. Written by the drawing like `help_scroll_limit`,
+    /// so keys whose effect depends on the layout (`M`) can say what they
+    /// do at this size.
+    #[serde(skip)]
+    pub screen: Cell<Option<(u16, u16)>>,
 }
+
+/// From this size the stress panel and the segment map sit side by side
+/// (columns, rows); smaller, `M` shows one or the other.
+pub const STRESS_BESIDE_MAP: (u16, u16) = (120, 40);
 
 impl Default for UiState {
     fn default() -> Self {
@@ -487,11 +497,23 @@ impl Default for UiState {
             help_scroll: 0,
             help_scroll_limit: Cell::new(usize::MAX),
             stress_map: false,
+            screen: Cell::new(None),
         }
     }
 }
 
 impl UiState {
+    /// Whether the stress panel and the segment map sit side by side at
+    /// `(columns, rows)`.
+    pub fn stress_beside_map_at((columns, rows): (u16, u16)) -> bool {
+        columns >= STRESS_BESIDE_MAP.0 && rows >= STRESS_BESIDE_MAP.1
+    }
+
+    /// Whether they did in the last frame drawn.
+    pub fn stress_beside_map(&self) -> bool {
+        self.screen.get().is_some_and(Self::stress_beside_map_at)
+    }
+
     /// The timeline window in milliseconds.
     pub fn window_ms(&self) -> u64 {
         ZOOM_WINDOWS_S[self.zoom.min(ZOOM_WINDOWS_S.len() - 1)] * 1000

@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey};
-use super::state::{AppState, GpuState, Overlay, Pane, ZOOM_WINDOWS_S};
+use super::state::{AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, ZOOM_WINDOWS_S};
 use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
@@ -177,6 +177,14 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
         }
         PanelKey::Close => {
             state.ui.stress_open = false;
+            Effect::Redraw
+        }
+        PanelKey::ToggleMap if state.ui.stress_beside_map() => {
+            state.stress.message = Some(format!(
+                "the segment map is beside the panel at this size: M switches between them \
+                 below {}×{}",
+                STRESS_BESIDE_MAP.0, STRESS_BESIDE_MAP.1
+            ));
             Effect::Redraw
         }
         PanelKey::ToggleMap => {

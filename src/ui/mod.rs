@@ -77,7 +77,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
 use crate::app::keymap::Keymap;
-use crate::app::state::{AppState, Overlay, Pane};
+use crate::app::state::{AppState, Overlay, Pane, UiState};
 
 /// The smallest terminal the dashboard draws panes in (columns).
 pub const MIN_WIDTH: u16 = 40;
@@ -86,9 +86,7 @@ pub const MIN_HEIGHT: u16 = 10;
 /// From this width the timeline and fragmentation sit side by side.
 const SPLIT_WIDTH: u16 = 60;
 
-/// From this size the stress panel and the segment map sit side by side
-/// (columns, rows); smaller, `M` shows one or the other.
-pub const STRESS_BESIDE_MAP: (u16, u16) = (120, 40);
+pub use crate::app::state::STRESS_BESIDE_MAP;
 /// The segment map's share of the width beside the stress panel (percent)
 /// and its bounds (columns).
 const MAP_PERCENT: u16 = 40;
@@ -124,6 +122,7 @@ pub fn draw(frame: &mut Frame, state: &AppState, keymap: &Keymap, theme: &Theme)
 /// the whole frame).
 pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, theme: &Theme) {
     let area = area.intersection(buf.area);
+    state.ui.screen.set(Some((area.width, area.height)));
     let screen = layout(area, state, theme);
     if screen.too_small {
         render_too_small(area, buf, theme);
@@ -310,7 +309,7 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
 
     // The stress panel takes the lower part of the body: beside the segment
     // map where both fit, alone (or the map alone, `M`) where they do not.
-    let beside = area.width >= STRESS_BESIDE_MAP.0 && area.height >= STRESS_BESIDE_MAP.1;
+    let beside = UiState::stress_beside_map_at((area.width, area.height));
     let map_only = state.ui.stress_open && !beside && state.ui.stress_map;
     let (body_h, stress_rect, map_rect) = if state.ui.stress_open && !map_only {
         let panel = stress::panel_area(body);

@@ -173,7 +173,10 @@ impl<'a> StatusLine<'a> {
         let all = if let Some(mode) = typing {
             mode.hints()
         } else if self.state.ui.stress_open {
-            self.keymap.stress_hints(state.stress.scenario.is_some())
+            self.keymap.stress_hints(
+                state.stress.scenario.is_some(),
+                state.ui.stress_beside_map(),
+            )
         } else {
             self.keymap.hints(self.state.ui.focus)
         };
