@@ -939,11 +939,17 @@ fn the_panel_shares_the_screen_with_the_segment_map_from_120x40() {
 fn at_120x40_shift_m_says_the_map_is_already_beside_and_its_hint_is_gone() {
     let mut state = stress_screen();
     let screen = screen_text(&state, 120, 40);
-    assert!(!screen.contains("M map"), "no M hint beside the map: {screen}");
+    assert!(
+        !screen.contains("M map"),
+        "no M hint beside the map: {screen}"
+    );
     assert_eq!(press(&mut state, KeyCode::Char('M')), Effect::Redraw);
     assert!(!state.ui.stress_map, "nothing to toggle at this size");
     let message = state.stress.message.clone().unwrap_or_default();
-    assert!(message.contains("beside the panel at this size"), "{message}");
+    assert!(
+        message.contains("beside the panel at this size"),
+        "{message}"
+    );
     let screen = screen_text(&state, 120, 40);
     assert!(screen.contains(" Stress panel ") && screen.contains(" Segments "));
     // Smaller, M toggles again.

@@ -5,7 +5,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
-use super::state::Pane;
+use super::state::{Pane, UiState};
 use super::stress::StressAction;
 use super::viewer::ViewerAction;
 
@@ -47,6 +47,17 @@ pub enum Action {
 
 impl Action {
     /// What the action does, for the help overlay.
+    /// The status-line hint of a toggle as the state stands (the key
+    /// flips it), else the table's `hint`.
+    pub fn hint_now(self, hint: &'static str, ui: &UiState) -> &'static str {
+        match self {
+            Action::TogglePause if ui.paused => "resume",
+            Action::ToggleTree if ui.process_tree => "flat",
+            Action::ToggleTree => "tree",
+            _ => hint,
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Action::Quit => "quit",
@@ -154,6 +165,47 @@ pub struct Keymap {
     pub viewer: Vec<ViewerBinding>,
 }
 
+/// What a key does while the viewer's block detail is open (it takes the
+/// keys: the trace does not move under it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetailKey {
+    Quit,
+    Close,
+    PrevBlock,
+    NextBlock,
+    ScrollUp,
+    ScrollDown,
+    Top,
+    Bottom,
+}
+
+impl DetailKey {
+    pub fn describe(self) -> &'static str {
+        match self {
+            DetailKey::Quit => "quit",
+            DetailKey::Close => "close the block detail",
+            DetailKey::PrevBlock => "previous block's detail",
+            DetailKey::NextBlock => "next block's detail",
+            DetailKey::ScrollUp => "scroll the stack up a page",
+            DetailKey::ScrollDown => "scroll the stack down a page",
+            DetailKey::Top => "top of the stack",
+            DetailKey::Bottom => "bottom of the stack",
+        }
+    }
+}
+
+/// The block detail's keys: (keys, key, status-line hint).
+const DETAIL_BINDINGS: [(&str, DetailKey, Option<&str>); 8] = [
+    ("q", DetailKey::Quit, Some("quit")),
+    ("Esc Enter", DetailKey::Close, Some("close")),
+    ("↑ k", DetailKey::PrevBlock, Some("prev block")),
+    ("↓ j", DetailKey::NextBlock, Some("next block")),
+    ("PgUp", DetailKey::ScrollUp, None),
+    ("PgDn", DetailKey::ScrollDown, Some("scroll")),
+    ("Home", DetailKey::Top, None),
+    ("End", DetailKey::Bottom, None),
+];
+
 /// One binding of the snapshot viewer (shown in its help and hints).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ViewerBinding {
@@ -169,7 +221,7 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("← h", V::StepBack, None),
         b("→ l", V::StepForward, Some("event")),
         b("PgUp", V::PageBack, None),
-        b("PgDn", V::PageForward, Some("step")),
+        b("PgDn", V::PageForward, Some("page")),
         b("Home", V::First, None),
         b("End", V::Last, None),
         b("o", V::NextOom, Some("OOM")),
@@ -380,6 +432,42 @@ impl Keymap {
 
     /// What `key` does while the sites pane takes the keys (open, no block
     /// detail or help over it); `None`: the viewer's other keys decide.
+    /// What `key` does while the viewer's block detail is open.
+    pub fn detail_key_for(&self, key: KeyEvent) -> Option<DetailKey> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return (key.code == KeyCode::Char('c')).then_some(DetailKey::Quit);
+        }
+        Some(match key.code {
+            KeyCode::Char('q') => DetailKey::Quit,
+            KeyCode::Esc | KeyCode::Enter => DetailKey::Close,
+            KeyCode::Up | KeyCode::Char('k') => DetailKey::PrevBlock,
+            KeyCode::Down | KeyCode::Char('j') => DetailKey::NextBlock,
+            KeyCode::PageUp => DetailKey::ScrollUp,
+            KeyCode::PageDown => DetailKey::ScrollDown,
+            KeyCode::Home => DetailKey::Top,
+            KeyCode::End => DetailKey::Bottom,
+            _ => return None,
+        })
+    }
+
+    /// "key action" pairs for the viewer's status line while the block
+    /// detail is open (help is not among them: the detail takes `?` too).
+    pub fn detail_hints(&self) -> Vec<(&'static str, &'static str)> {
+        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
+        DETAIL_BINDINGS
+            .iter()
+            .filter_map(|(keys, _, hint)| hint.map(|h| (first(keys), h)))
+            .collect()
+    }
+
+    /// (keys, description) rows of the block detail for the help overlay.
+    pub fn detail_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+        DETAIL_BINDINGS
+            .iter()
+            .map(|(keys, key, _)| (*keys, key.describe()))
+            .collect()
+    }
+
     pub fn sites_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
         if key.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
@@ -557,8 +645,9 @@ impl Keymap {
 
     /// "key action" pairs for the status line, for the focused pane, most
     /// important first (the stress panel's key among them, so it can be
-    /// found from inside the program).
-    pub fn hints(&self, focus: Pane) -> Vec<(&'static str, &'static str)> {
+    /// found from inside the program). A toggle's hint says what it does
+    /// now: `p resume` while paused, `t flat` in tree view.
+    pub fn hints(&self, focus: Pane, ui: &UiState) -> Vec<(&'static str, &'static str)> {
         let open = self
             .stress
             .iter()
@@ -569,7 +658,7 @@ impl Keymap {
                 .iter()
                 .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
                 .filter(|b| b.pane.is_none_or(|p| p == focus))
-                .map(|b| (b.keys, b.hint, b.rank))
+                .map(|b| (b.keys, b.hint.map(|h| b.action.hint_now(h, ui)), b.rank))
                 .chain(open),
         )
     }
@@ -810,14 +899,57 @@ mod tests {
     }
 
     #[test]
+    fn every_block_detail_binding_dispatches_to_its_own_key() {
+        let k = Keymap::default();
+        for (keys, bound, _) in DETAIL_BINDINGS {
+            for name in keys.split(' ') {
+                let code = match name {
+                    "Esc" => KeyCode::Esc,
+                    "Enter" => KeyCode::Enter,
+                    "↑" => KeyCode::Up,
+                    "↓" => KeyCode::Down,
+                    "PgUp" => KeyCode::PageUp,
+                    "PgDn" => KeyCode::PageDown,
+                    "Home" => KeyCode::Home,
+                    "End" => KeyCode::End,
+                    one => KeyCode::Char(one.chars().next().expect("a key")),
+                };
+                let event = KeyEvent::new(code, KeyModifiers::NONE);
+                assert_eq!(k.detail_key_for(event), Some(bound), "{name}");
+            }
+        }
+        let arrow = KeyEvent::new(KeyCode::Right, KeyModifiers::NONE);
+        assert_eq!(k.detail_key_for(arrow), None, "the trace does not move");
+        assert!(k.detail_hints().contains(&("Esc", "close")));
+        assert!(!k.detail_hints().iter().any(|h| h.1 == "event"));
+    }
+
+    #[test]
+    fn toggle_hints_say_what_the_key_does_now() {
+        let k = Keymap::default();
+        let mut ui = UiState::default();
+        let has = |ui: &UiState, hint: (&str, &str)| k.hints(Pane::Processes, ui).contains(&hint);
+        assert!(
+            has(&ui, ("p", "pause")) && has(&ui, ("t", "flat")),
+            "tree view at start"
+        );
+        ui.paused = true;
+        ui.process_tree = false;
+        assert!(has(&ui, ("p", "resume")) && has(&ui, ("t", "tree")));
+        assert!(!has(&ui, ("p", "pause")) && !has(&ui, ("t", "flat")));
+    }
+
+    #[test]
     fn hints_follow_the_focused_pane() {
         let k = Keymap::default();
-        let timeline: Vec<&str> = k.hints(Pane::Timeline).iter().map(|h| h.1).collect();
+        let ui = UiState::default();
+        let hints = |pane| -> Vec<&str> { k.hints(pane, &ui).iter().map(|h| h.1).collect() };
+        let timeline = hints(Pane::Timeline);
         assert!(timeline.contains(&"zoom in") && timeline.contains(&"zoom out"));
         assert!(!timeline.contains(&"filter"));
-        let procs: Vec<&str> = k.hints(Pane::Processes).iter().map(|h| h.1).collect();
+        let procs = hints(Pane::Processes);
         assert!(procs.contains(&"filter") && !procs.contains(&"zoom in"));
-        let segments: Vec<&str> = k.hints(Pane::Segments).iter().map(|h| h.1).collect();
+        let segments = hints(Pane::Segments);
         assert!(segments.contains(&"prev") && segments.contains(&"next"));
     }
 }

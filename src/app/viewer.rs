@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
-use super::keymap::{Action, Keymap};
+use super::keymap::{Action, DetailKey, Keymap};
 use super::state::{AllocatorView, AppState, GpuState, History, Overlay, Pane, StatusState};
 use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
@@ -929,27 +929,26 @@ impl ViewerState {
             }
         }
         if self.detail_open {
-            return match key.code {
-                KeyCode::Char('c') if ctrl => Effect::Quit,
-                KeyCode::Char('q') => Effect::Quit,
-                KeyCode::Esc | KeyCode::Enter => {
+            return match keymap.detail_key_for(key) {
+                Some(DetailKey::Quit) => Effect::Quit,
+                Some(DetailKey::Close) => {
                     self.detail_open = false;
                     self.detail_scroll = 0;
                     Effect::Redraw
                 }
-                KeyCode::Up | KeyCode::Char('k') => {
+                Some(DetailKey::PrevBlock) => {
                     self.detail_scroll = 0;
                     self.move_block(-1)
                 }
-                KeyCode::Down | KeyCode::Char('j') => {
+                Some(DetailKey::NextBlock) => {
                     self.detail_scroll = 0;
                     self.move_block(1)
                 }
-                KeyCode::PageUp => self.scroll_detail(-POPUP_PAGE_ROWS),
-                KeyCode::PageDown => self.scroll_detail(POPUP_PAGE_ROWS),
-                KeyCode::Home => self.scroll_detail(isize::MIN),
-                KeyCode::End => self.scroll_detail(isize::MAX),
-                _ => Effect::None,
+                Some(DetailKey::ScrollUp) => self.scroll_detail(-POPUP_PAGE_ROWS),
+                Some(DetailKey::ScrollDown) => self.scroll_detail(POPUP_PAGE_ROWS),
+                Some(DetailKey::Top) => self.scroll_detail(isize::MIN),
+                Some(DetailKey::Bottom) => self.scroll_detail(isize::MAX),
+                None => Effect::None,
             };
         }
         if self.app.ui.overlay == Overlay::None

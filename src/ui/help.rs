@@ -150,6 +150,11 @@ impl<'a> HelpOverlay<'a> {
             for (keys, what) in rows {
                 lines.extend(row(keys, what, key_w));
             }
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("In the block detail (Enter)", theme.header));
+            for (keys, what) in self.keymap.detail_help_rows() {
+                lines.extend(row(keys, what, key_w));
+            }
             return lines;
         }
         if self.stress {

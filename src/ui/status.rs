@@ -178,7 +178,7 @@ impl<'a> StatusLine<'a> {
                 state.ui.stress_beside_map(),
             )
         } else {
-            self.keymap.hints(self.state.ui.focus)
+            self.keymap.hints(self.state.ui.focus, &self.state.ui)
         };
         chrome::key_hints(&all, width, theme)
     }

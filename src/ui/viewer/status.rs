@@ -194,7 +194,9 @@ pub(super) fn render_status(
     chrome::line_at(buf, area, 0, &first);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
     let sites = v.sites_take_keys();
-    let all = if trace_less {
+    let all = if v.detail_open {
+        keymap.detail_hints()
+    } else if trace_less {
         keymap.viewer_hints_without_trace(sites)
     } else {
         keymap.viewer_hints(sites)
