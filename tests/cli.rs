@@ -293,6 +293,17 @@ fn demo_ends_by_suggesting_its_own_snapshot_which_saves_and_opens() {
     let suggestion = "vramtop demo --save-snapshot demo.pickle && vramtop open demo.pickle";
     let last = out.lines().last().unwrap_or_default();
     assert!(last.ends_with(suggestion), "{out}");
+    // Every column is explained under the table, in the table's units.
+    for column in [
+        "allocated =",
+        "reserved =",
+        "driver used =",
+        "segs =",
+        "split free =",
+    ] {
+        assert!(out.contains(column), "{column}: {out}");
+    }
+    assert!(out.contains("(500 MiB CUDA context assumed)"), "{out}");
     assert!(
         !out.contains("../shared"),
         "no neighbour's files needed: {out}"

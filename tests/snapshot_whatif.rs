@@ -698,7 +698,7 @@ fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
         None,
     );
     assert_eq!(code, 0, "{err}");
-    for row in ["fragmentation then", "final fragmentation"] {
+    for row in ["fragmentation at peak", "final fragmentation"] {
         let line = out
             .lines()
             .find(|l| l.trim_start().starts_with(row))

@@ -8,9 +8,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::{WrapErr, eyre};
 use serde::Serialize;
 
-use crate::alloc::{
-    AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, format_size, human_bytes,
-};
+use crate::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, human_bytes};
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
@@ -191,7 +189,7 @@ pub fn run(
         "vramtop demo: PyTorch's caching allocator on a simulated {} GPU \
          ({} CUDA context assumed)\n",
         human_bytes(memory),
-        format_size(SIM_CONTEXT_BYTES)
+        human_bytes(SIM_CONTEXT_BYTES)
     );
     let _ = writeln!(
         out,
@@ -214,7 +212,9 @@ pub fn run(
     let _ = writeln!(
         out,
         "\nallocated = memory_allocated(), reserved = memory_reserved(), driver used = what \
-         nvidia-smi shows.\nSee it as a PyTorch snapshot, step by step: \
+         nvidia-smi shows,\nsegs = segments (cudaMalloc calls held), split free = free pieces of \
+         split segments\n(inactive_split_bytes: cached, but only for requests that fit them).\n\
+         See it as a PyTorch snapshot, step by step: \
          {SAVE_AND_OPEN}"
     );
     super::emit(&out).wrap_err("cannot write the output")?;

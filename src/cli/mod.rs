@@ -401,8 +401,9 @@ pub enum Command {
         sim_memory: u64,
     },
     /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), which
-    /// backend was chosen and why, and what to install. Always exits 0,
-    /// also with a broken config file (said as a warning).
+    /// backend was chosen and why, and what to install. Exits 0 whatever it
+    /// finds (2 only for a usage error), also with a broken config file
+    /// (said as a warning).
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]

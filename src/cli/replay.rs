@@ -378,7 +378,7 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             cells(&|r| human_bytes(r.peak_unallocated)),
         ),
         (
-            "fragmentation then",
+            "fragmentation at peak",
             cells(&|r| {
                 format!(
                     "{:.1}% (largest free {})",

@@ -217,7 +217,8 @@ fn plain_segments<D, O, U>(
         "allocate through the allocator model",
         true,
         format!(
-            "{} tensors ({}), reserved {} in {} segments",
+            "{} tensors ({}) beside the first 512-byte one (kept to the end: it \
+             created the context), reserved {} in {} segments",
             ptrs.len(),
             sizes
                 .iter()
@@ -260,7 +261,7 @@ fn plain_segments<D, O, U>(
         kernel_errors.is_empty(),
         if kernel_errors.is_empty() {
             format!(
-                "{} blocks filled and verified; a wrong pattern was detected",
+                "{} blocks filled and verified; verify also caught a planted wrong pattern",
                 ptrs.len()
             )
         } else {
