@@ -499,26 +499,27 @@ pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     }
     let shown = quoted_char_suffix(first);
     let trimmed = bytes.trim_ascii_start();
+    // What the file looks like comes first: it is what the user needs to
+    // read on an 80-column line; the byte says why.
     let hint = if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
-        " (looks like JSON)"
+        "looks like JSON: "
     } else if bytes
         .iter()
         .take(256)
         .all(|b| (b.is_ascii() && !b.is_ascii_control()) || b.is_ascii_whitespace())
     {
-        " (looks like text)"
+        "looks like text: "
     } else {
         ""
     };
     match name {
         // A text file "hello" starts with 'h', BINGET: an opcode, but one
-        // no pickle can start with.
+        // that needs a value or mark already read.
         Some(name) => not_a_pickle(format!(
-            "first byte 0x{first:02x}{shown} is {name}, which no pickle starts with \
-             (it needs a value or mark already read){hint}"
+            "{hint}first byte 0x{first:02x}{shown} is {name}, which no pickle starts with"
         )),
         None => not_a_pickle(format!(
-            "first byte 0x{first:02x}{shown} is not a pickle opcode{hint}"
+            "{hint}first byte 0x{first:02x}{shown} is not a pickle opcode"
         )),
     }
 }
