@@ -279,12 +279,12 @@ fn default_init_without_a_driver_is_unavailable_and_does_not_panic() {
             if !Path::new("/proc/driver/nvidia").exists() && !nvml_on_search_path() {
                 assert_eq!(
                     reason,
-                    "libnvidia-ml.so.1 not found: no NVIDIA driver is installed"
+                    "no NVIDIA driver is installed (libnvidia-ml.so.1 not found)"
                 );
                 assert_eq!(
                     e.to_string(),
-                    "nvml is not available: libnvidia-ml.so.1 not found: \
-                     no NVIDIA driver is installed"
+                    "nvml is not available: no NVIDIA driver is installed \
+                     (libnvidia-ml.so.1 not found)"
                 );
             }
         }

@@ -48,7 +48,14 @@ fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> Telemetr
         // GPU", never "GPU(s)". The outcome first: an 80-column status
         // line cuts the end of the reason.
         let gpus = if n == 1 { "GPU" } else { "GPUs" };
-        format!("showing {n} simulated {gpus}: {e}")
+        // Why NVML is unavailable is the point; that it is NVML's the
+        // backend says (doctor gives the whole error).
+        match e {
+            TelemetryError::Unavailable { reason, .. } => {
+                format!("showing {n} simulated {gpus}: {reason}")
+            }
+            other => format!("showing {n} simulated {gpus}: {other}"),
+        }
     });
     TelemetrySelection {
         telemetry: Box::new(cluster.live_telemetry()),
@@ -98,7 +105,11 @@ mod tests {
         let sel = select_telemetry(BackendChoice::Auto, &SimConfig::default()).expect("auto works");
         assert_eq!(sel.backend, "sim");
         let why = sel.fallback_reason.expect("a reason");
-        assert!(why.contains("nvml") && why.contains("simulated"), "{why}");
+        assert!(why.starts_with("showing 1 simulated GPU: "), "{why}");
+        assert!(why.len() > "showing 1 simulated GPU: ".len(), "a reason: {why}");
+        // The backend's error keeps the backend's name (doctor prints it).
+        let error = sel.nvml_error.expect("the NVML error").to_string();
+        assert!(error.starts_with("nvml "), "{error}");
         assert!(sel.sim.is_some());
     }
 
@@ -141,13 +152,14 @@ mod tests {
             &config,
             Some(TelemetryError::Unavailable {
                 backend: "nvml",
-                reason: "libnvidia-ml.so.1 not found: no NVIDIA driver is installed".into(),
+                reason: "no NVIDIA driver is installed (libnvidia-ml.so.1 not found)".into(),
             }),
         )
         .fallback_reason
         .unwrap_or_default();
         let first_80: String = why.chars().take(79).collect();
         assert!(first_80.contains("simulated GPU"), "{why}");
+        assert!(first_80.contains("no NVIDIA driver is installed"), "{why}");
     }
 
     #[test]

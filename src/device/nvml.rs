@@ -379,7 +379,7 @@ fn init_error(library: &str, explicit: Option<&Path>, e: NvmlError) -> Telemetry
             match explicit {
                 Some(path) if !path.exists() => format!("{library} not found"),
                 None if text.contains("No such file") => {
-                    format!("{library} not found: no NVIDIA driver is installed")
+                    format!("no NVIDIA driver is installed ({library} not found)")
                 }
                 _ => format!("could not load {library}: {text}"),
             }
