@@ -54,11 +54,28 @@ pub(crate) fn inside(
 ) -> Option<Rect> {
     let inner = block.inner(area);
     block.render(area, buf);
+    mark_cut_title(area, buf);
     if inner.height == 0 || inner.width == 0 {
         theme.finish(area, buf);
         return None;
     }
     Some(inner)
+}
+
+/// Ends a title the top border of `area` cut short with "…": ratatui cuts
+/// a title too long for its border without a mark. The border's last cell
+/// holds a border line or the title's closing space unless the title ran
+/// past it.
+pub(crate) fn mark_cut_title(area: Rect, buf: &mut Buffer) {
+    if area.width < 2 || area.height == 0 {
+        return;
+    }
+    let last = (area.right() - 1, area.y);
+    if let Some(cell) = buf.cell_mut(last)
+        && !matches!(cell.symbol(), "─" | " ")
+    {
+        cell.set_symbol("…");
+    }
 }
 
 /// Draws an overlay: clears a popup of `(width, height)` cells centred in

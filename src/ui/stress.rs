@@ -601,6 +601,7 @@ impl Widget for StressPane<'_> {
         }
         let inner = block.inner(area);
         block.render(area, buf);
+        chrome::mark_cut_title(area, buf);
 
         let mut head = self.settings_lines(inner.width);
         if let Some(text) = self.panel.size_text() {
