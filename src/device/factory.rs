@@ -106,7 +106,10 @@ mod tests {
         assert_eq!(sel.backend, "sim");
         let why = sel.fallback_reason.expect("a reason");
         assert!(why.starts_with("showing 1 simulated GPU: "), "{why}");
-        assert!(why.len() > "showing 1 simulated GPU: ".len(), "a reason: {why}");
+        assert!(
+            why.len() > "showing 1 simulated GPU: ".len(),
+            "a reason: {why}"
+        );
         // The backend's error keeps the backend's name (doctor prints it).
         let error = sel.nvml_error.expect("the NVML error").to_string();
         assert!(error.starts_with("nvml "), "{error}");

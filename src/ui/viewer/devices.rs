@@ -56,48 +56,63 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         } else {
             theme.text
         };
-        let mut spans = vec![
+        let head = vec![
             Span::styled(format!("{pointer}{} ", d.device), style),
             Span::styled(format!("GPU {}", d.device), style),
-            Span::styled(
-                match v.trace_reading {
-                    Some(_) => "  trace being read".to_string(),
-                    None if d.is_empty() => "  no trace".to_string(),
-                    None => format!("  {}", format::count_of(d.len(), "event", "events")),
-                },
-                theme.dim,
-            ),
         ];
-        // Without a trace the final state is all there is: no peak to name.
-        if let Some(p) = p
-            && d.is_empty()
-        {
-            spans.push(Span::raw(format!(
-                "  reserved {}  allocated {}",
-                format::bytes(p.reserved),
-                format::bytes(p.allocated)
-            )));
-        } else if let (Some(p), Some(pk)) = (p, peaks) {
-            spans.push(Span::raw(format!(
-                "  reserved {} (peak {} @{})  allocated {} (peak {} @{})",
-                format::bytes(p.reserved),
-                format::bytes(pk.reserved.bytes),
-                pk.reserved.cursor,
-                format::bytes(p.allocated),
-                format::bytes(pk.allocated.bytes),
-                pk.allocated.cursor
-            )));
-        }
-        let ooms = d.count(MarkKind::Oom);
-        if ooms > 0 {
-            spans.push(Span::styled(format!("  {ooms} OOM"), theme.critical));
-        }
-        chrome::line_at(
-            buf,
-            inner,
-            u16::try_from(row).unwrap_or(u16::MAX),
-            &Line::from(spans),
+        let events = Span::styled(
+            match v.trace_reading {
+                Some(_) => "  trace being read".to_string(),
+                None if d.is_empty() => "  no trace".to_string(),
+                None => format!("  {}", format::count_of(d.len(), "event", "events")),
+            },
+            theme.dim,
         );
+        // Without a trace the final state is all there is: no peak to name.
+        // The figures in words where they fit, else shorter (the status
+        // line counts the events), so a narrow row keeps both peaks.
+        let figures = |short: bool| -> Option<String> {
+            let (res, alloc, peak) = if short {
+                ("res", "alloc", "pk")
+            } else {
+                ("reserved", "allocated", "peak")
+            };
+            match (p, peaks) {
+                (Some(p), _) if d.is_empty() => Some(format!(
+                    "  {res} {}  {alloc} {}",
+                    format::bytes(p.reserved),
+                    format::bytes(p.allocated)
+                )),
+                (Some(p), Some(pk)) => Some(format!(
+                    "  {res} {} ({peak} {} @{})  {alloc} {} ({peak} {} @{})",
+                    format::bytes(p.reserved),
+                    format::bytes(pk.reserved.bytes),
+                    pk.reserved.cursor,
+                    format::bytes(p.allocated),
+                    format::bytes(pk.allocated.bytes),
+                    pk.allocated.cursor
+                )),
+                _ => None,
+            }
+        };
+        let ooms = d.count(MarkKind::Oom);
+        let oom = (ooms > 0).then(|| Span::styled(format!("  {ooms} OOM"), theme.critical));
+        let line_of = |with_events: bool, short: bool| {
+            let mut spans = head.clone();
+            if with_events {
+                spans.push(events.clone());
+            }
+            spans.extend(figures(short).map(Span::raw));
+            spans.extend(oom.clone());
+            Line::from(spans)
+        };
+        let width = usize::from(inner.width);
+        let line = [(true, false), (false, false), (false, true)]
+            .into_iter()
+            .map(|(with_events, short)| line_of(with_events, short))
+            .find(|l| l.width() <= width)
+            .unwrap_or_else(|| line_of(false, true));
+        chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
     }
     theme.finish(area, buf);
 }
