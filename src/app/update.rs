@@ -483,8 +483,8 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                 },
                 None => notice(
                     state,
-                    "O: no OOM snapshot (a probe writes one at an OOM with --record-history \
-                     or --snapshot-on-oom)",
+                    "O: no OOM snapshot yet (a probe with --snapshot-on-oom or history on \
+                     writes one)",
                 ),
             };
         }
