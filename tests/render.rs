@@ -834,6 +834,31 @@ fn processes_show_alloc_res_of_every_visible_allocator_not_only_the_breakdowns()
 }
 
 #[test]
+fn breakdown_names_the_allocators_place_only_while_one_of_them_is_shown() {
+    let theme = Theme::colored();
+    let title = |pid: Option<u32>| {
+        let mut state = AppState::new(status());
+        state.simulated_allocators = BTreeMap::from([(0, vec![10, 11])]);
+        let view = AllocatorView::new("shown".into(), pid, DeviceStats::default(), Vec::new());
+        state.apply_sample(
+            1000,
+            vec![GpuReading::Ok(sample(0, 20 * GIB))],
+            BTreeMap::from([(0, view)]),
+        );
+        let terminal = draw_widget(BreakdownPane::new(&state, &theme), 120, 6);
+        row_text(terminal.backend().buffer(), 0)
+    };
+    let trainer = title(Some(11));
+    assert!(trainer.contains("2 of 2 allocators, v: next"), "{trainer}");
+    // The stress panel's allocator is none of them: no "? of 2", no v.
+    let stress = title(None);
+    assert!(
+        !stress.contains("of 2") && !stress.contains('?'),
+        "{stress}"
+    );
+}
+
+#[test]
 fn process_filter_shows_in_the_title_while_editing() {
     let mut state = process_tree_state();
     state.ui.process_filter = ProcessFilter::Editing("worker".to_string());

@@ -268,15 +268,16 @@ pub(super) fn legend_item(
 }
 
 /// "1 of 2 probes, v: next" when several processes on the GPU have a probe,
-/// or "v: pid 5678 from the next sample" while a switch is pending.
+/// or "v: pid 5678 from the next sample" while a switch is pending; nothing
+/// while an allocator not among them is shown (the stress panel's).
 fn probe_choice_note(state: &AppState, gpu: &GpuState) -> Option<String> {
     let choice = state.probe_choice(gpu)?;
     if let Some(picked) = choice.pending() {
         return Some(format!("v: pid {picked} from the next sample"));
     }
-    let position = choice
-        .position(choice.shown)
-        .map_or_else(|| "?".to_string(), |n| n.to_string());
+    // Another allocator shown (the stress panel's): its keys are the
+    // panel's, and there is no place in the list to give.
+    let position = choice.position(choice.shown)?;
     Some(format!(
         "{position} of {} {}, v: next",
         choice.pids.len(),
