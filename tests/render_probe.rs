@@ -556,6 +556,36 @@ fn an_oom_with_a_snapshot_raises_a_banner_naming_the_process_and_the_file() {
 }
 
 #[test]
+fn a_fresh_oom_banner_comes_before_a_keys_notice_and_an_old_one_after() {
+    let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    state.ui.notice = Some("no GPU 5: GPUs here: 0".to_string());
+    let first_status_row = |state: &AppState| {
+        // Wide enough for both: the order is what is checked.
+        let terminal = draw(state, &Theme::colored(), 260, 40);
+        let screen = text(terminal.backend().buffer());
+        screen
+            .lines()
+            .find(|l| l.contains("OOM in pid") || l.contains("no GPU 5"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let row = first_status_row(&state);
+    assert!(row.trim_start().starts_with("OOM in pid 4321"), "{row}");
+    assert!(row.contains("no GPU 5"), "the notice follows: {row}");
+    // A minute on, the answer to the key comes first again.
+    let seen = state
+        .probes
+        .oom_snapshot
+        .as_ref()
+        .expect("a banner")
+        .seen_ms;
+    state.now_ms = seen + 61_000;
+    let row = first_status_row(&state);
+    assert!(row.trim_start().starts_with("no GPU 5"), "{row}");
+    assert!(row.contains("OOM in pid 4321"), "{row}");
+}
+
+#[test]
 fn capital_o_opens_the_oom_snapshot_at_the_oom_or_says_there_is_none() {
     let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
     assert_eq!(

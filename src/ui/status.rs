@@ -16,6 +16,10 @@ use crate::app::state::AppState;
 
 /// The status line of one frame: one row, or two when there is a banner
 /// or an error and the area has room for them.
+/// How long an OOM leads the status line (ms) before the answers to keys
+/// come first again.
+const FRESH_OOM_MS: u64 = 60_000;
+
 pub struct StatusLine<'a> {
     state: &'a AppState,
     keymap: &'a Keymap,
@@ -118,22 +122,33 @@ impl<'a> StatusLine<'a> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
+        let oom = self.state.probes.oom_snapshot.as_ref();
+        // An OOM seen in the last minute comes before anything else: it is
+        // what the user is waiting for, and a longer note before it would
+        // push it off an 80-column line. An older one gives way to the
+        // answers to keys.
+        let fresh_oom = oom.filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS);
+        if let Some(o) = fresh_oom {
+            spans.push(Span::styled(oom_banner(o), theme.critical));
+        }
         if let Some(n) = &self.state.ui.notice {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
             spans.push(Span::styled(n.clone(), theme.warning));
         }
-        // A capture under way (or just done) says so first: it answers a
-        // key; then the OOM banner, which names the file that explains it.
+        // A capture under way (or just done) answers a key too.
         if let Some(c) = self.state.capture.note_at(self.state.now_ms) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
             spans.push(Span::styled(c.to_string(), theme.key));
         }
-        if let Some(b) = self.state.probes.oom_snapshot.as_ref().map(oom_banner) {
+        if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
-            spans.push(Span::styled(b, theme.critical));
+            spans.push(Span::styled(oom_banner(o), theme.critical));
         }
         if let Some(e) = &s.last_error {
             if !spans.is_empty() {
