@@ -206,6 +206,7 @@ fn main() -> ExitCode {
     let own_matches = matches.subcommand().map_or(&matches, |(_, m)| m);
     let is_doctor = cli.is_doctor();
     let targets = cli.config_targets();
+    let mut config_read = None;
     // A command that reads no config file has no `--config`.
     if let Some(explicit) = targets.path {
         let config_path = explicit
@@ -213,7 +214,7 @@ fn main() -> ExitCode {
             .or_else(|| config::default_path().filter(|p| p.exists()));
         if let Some(path) = config_path {
             match config::apply_file(targets, own_matches, &path) {
-                Ok(()) => {}
+                Ok(()) => config_read = Some(path),
                 // doctor is where a broken setup is diagnosed: it runs on.
                 Err(e) if is_doctor => {
                     cli::say_warning(format_args!("{e}; doctor runs without the config file"));
@@ -224,6 +225,9 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+    if let Some(path) = config_read {
+        cli.note_config_read(path);
     }
     if let Err(e) = init_logging(&cli) {
         cli::say_error(e);

@@ -37,11 +37,34 @@ fn doctor_on_the_simulation_lists_every_simulated_gpu_and_exits_0() {
     // doctor reports the backend --backend chose, and that it was chosen.
     assert_eq!(v["backend"], "sim", "{out}");
     assert_eq!(v["backend_choice"], "sim", "{out}");
-    assert_eq!(v["backend_reason"], "chosen with --backend sim", "{out}");
+    assert_eq!(v["backend_reason"], "chosen: backend sim", "{out}");
     assert!(v["fallback_reason"].is_null(), "{out}");
     assert!(v["nvml"]["ok"].is_boolean(), "{out}");
     assert_eq!(v["gpus"].as_array().map(Vec::len), Some(3), "{out}");
     assert_eq!(v["gpus"][0]["memory_total"], 24u64 << 30);
+    assert!(v["config_file"].is_null(), "no config read: {out}");
+}
+
+#[test]
+fn doctor_names_the_config_file_it_read_and_what_chose_the_backend() {
+    let dir = std::env::temp_dir().join(format!("vramtop-doctor-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("config.toml");
+    std::fs::write(&file, "backend = \"sim\"\nsim_gpus = 2\n").expect("write config");
+    let path = file.display().to_string();
+    let (code, out, err) = vramtop(&["doctor", "--config", &path], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("Config      {path}")), "{out}");
+    // The backend came from the file, not from a flag: no "--backend" claim.
+    let backend = out
+        .lines()
+        .find(|l| l.starts_with("Backend"))
+        .unwrap_or_default();
+    assert_eq!(backend, "Backend     sim (chosen: backend sim)", "{out}");
+    let (code, out, _) = vramtop(&["doctor", "--config", &path, "--json"], None);
+    assert_eq!(code, 0);
+    assert_eq!(json(&out)["config_file"], path.as_str(), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -179,7 +179,7 @@ fn doctor_with_backend_sim_says_it_was_chosen() {
     let (code, out, err) = vramtop(&["doctor", "--backend", "sim"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("Backend     sim (chosen with --backend sim)"),
+        out.contains("Backend     sim (chosen: backend sim)"),
         "{out}"
     );
     assert!(!out.contains("fell back"), "{out}");

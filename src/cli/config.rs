@@ -43,19 +43,34 @@ pub enum ConfigFileError {
     Read { path: String, message: String },
 }
 
-/// The default location: `$XDG_CONFIG_HOME/vramtop/config.toml`.
+/// The default location: `$XDG_CONFIG_HOME/vramtop/config.toml`
+/// (`~/.config/vramtop/config.toml` when it is unset).
 pub fn default_path() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("vramtop").join("config.toml"))
 }
 
-fn line_of(text: &str, key: &str) -> usize {
+/// The line (from 1) where top-level `key` is set or its table begins;
+/// `None` where no line says (a key written some other way).
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let quoted = [format!("\"{key}\""), format!("'{key}'")];
+    let names = [key, quoted[0].as_str(), quoted[1].as_str()];
     text.lines()
         .position(|l| {
             let t = l.trim_start();
-            t.strip_prefix(key)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            // `key = …`, `key.sub = …` (dotted), and the headers `[key]`,
+            // `[key.sub]`, `[[key]]` of a table or an array of tables.
+            let header = t.trim_start_matches('[').trim_start();
+            let starts_key = |line: &str| {
+                names.iter().any(|name| {
+                    line.strip_prefix(name).is_some_and(|rest| {
+                        let rest = rest.trim_start();
+                        rest.starts_with('=') || rest.starts_with('.') || rest.starts_with(']')
+                    })
+                })
+            };
+            starts_key(t) || (t.starts_with('[') && starts_key(header))
         })
-        .map_or(0, |i| i + 1)
+        .map(|i| i + 1)
 }
 
 /// A config file's values, each checked with the same parser and range as
@@ -115,18 +130,19 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
     })?;
     let mut file = ConfigFile::default();
     for (key, value) in &table {
-        let line = line_of(text, key);
+        // "line 3: ", or nothing where the key's line cannot be told.
+        let line = line_of(text, key).map_or_else(String::new, |n| format!("line {n}: "));
         let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| k == key) else {
             let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
             return Err(invalid(format!(
-                "line {line}: unknown key '{}' (known: {})",
+                "{line}unknown key '{}' (known: {})",
                 cut(key),
                 known.join(", ")
             )));
         };
         let bad = || {
             invalid(format!(
-                "line {line}: '{key}' expects {expected}, found {}",
+                "{line}'{key}' expects {expected}, found {}",
                 cut(&value.to_string())
             ))
         };
@@ -134,7 +150,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             "interval" => {
                 file.interval = Some(
                     duration_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("line {line}: {e}")))?,
+                        .map_err(|e| invalid(format!("{line}{e}")))?,
                 );
             }
             "backend" => {
@@ -149,7 +165,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             "sim_memory" => {
                 file.sim_memory = Some(
                     sim_memory_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("line {line}: {e}")))?,
+                        .map_err(|e| invalid(format!("{line}{e}")))?,
                 );
             }
             "sim_seed" => {
@@ -400,6 +416,25 @@ mod tests {
                 &shown[..400]
             );
             assert!(shown.contains("line 1"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_table_or_dotted_key_names_its_line() {
+        for (text, line) in [
+            ("interval = \"1s\"\n\n[gpu]\nx = 1\n", 3),
+            ("[dashboard]\n", 1),
+            ("interval = \"1s\"\n[[x]]\n", 2),
+            ("a.b = 1\n", 1),
+            ("\"quoted\" = 1\n", 1),
+        ] {
+            let err = parse_text("c.toml", text).expect_err("unknown key");
+            let shown = err.to_string();
+            assert!(
+                shown.contains(&format!("line {line}: unknown key")),
+                "{text:?}: {shown}"
+            );
+            assert!(!shown.contains("line 0"), "{shown}");
         }
     }
 

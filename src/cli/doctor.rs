@@ -1,6 +1,7 @@
 //! `vramtop doctor [--json]`.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
@@ -9,8 +10,14 @@ use super::DeviceArgs;
 use crate::alloc::human_bytes;
 use crate::device::doctor::{DoctorReport, diagnose};
 
-pub fn run(args: &DeviceArgs, json: bool) -> color_eyre::Result<ExitCode> {
-    let report = diagnose(args.backend, &args.sim_config());
+/// `config_read`: the config file whose values were applied, if any.
+pub fn run(
+    args: &DeviceArgs,
+    config_read: Option<&Path>,
+    json: bool,
+) -> color_eyre::Result<ExitCode> {
+    let mut report = diagnose(args.backend, &args.sim_config());
+    report.config_file = config_read.map(|p| p.display().to_string());
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
@@ -50,6 +57,14 @@ pub fn render(r: &DoctorReport) -> String {
         |n| format!("{}.{}", n.version.0, n.version.1),
     );
     let _ = writeln!(out, "NVRTC       {nvrtc}");
+    let _ = writeln!(
+        out,
+        "Config      {}",
+        r.config_file.as_deref().map_or_else(
+            || "none read (no --config, and no default config file)".to_string(),
+            |p| format!("{p} (its values apply where no option is given)")
+        )
+    );
     let _ = writeln!(out, "Backend     {} ({})", r.backend, r.backend_reason);
     if r.gpus.is_empty() {
         let _ = writeln!(out, "GPUs        none");

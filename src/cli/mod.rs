@@ -108,7 +108,8 @@ pub struct DisplayArgs {
 #[command(next_help_heading = "Config file")]
 pub struct ConfigArgs {
     /// A TOML config file of defaults for this command's options (default:
-    /// $XDG_CONFIG_HOME/vramtop/config.toml when it exists; docs/cli.md).
+    /// $XDG_CONFIG_HOME/vramtop/config.toml, or ~/.config/vramtop/config.toml
+    /// without XDG_CONFIG_HOME, when it exists; docs/cli.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -581,6 +582,14 @@ impl Cli {
     pub fn is_doctor(&self) -> bool {
         matches!(self.command, Some(Command::Doctor { .. }))
     }
+
+    /// Tells `doctor` the config file that was read (the default one too),
+    /// so its report names it.
+    pub fn note_config_read(&mut self, path: PathBuf) {
+        if let Some(Command::Doctor { config, .. }) = &mut self.command {
+            config.config = Some(path);
+        }
+    }
 }
 
 /// Lets go of a command's snapshot without dropping it: the process exits
@@ -705,7 +714,11 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             force,
             sim_memory,
         }) => demo::run(json, save_snapshot.as_deref(), force, sim_memory),
-        Some(Command::Doctor { json, device, .. }) => doctor::run(&device, json),
+        Some(Command::Doctor {
+            json,
+            device,
+            config,
+        }) => doctor::run(&device, config.config.as_deref(), json),
         Some(Command::Check {
             json,
             device,

@@ -56,6 +56,9 @@ pub struct DoctorReport {
     /// when `--backend nvml` failed), and why.
     pub backend: String,
     pub backend_reason: String,
+    /// The config file whose values were applied (set by the command
+    /// line's reader; `None` when none was read).
+    pub config_file: Option<String>,
     /// Set when auto fell back to the simulation (or nvml failed): why.
     pub fallback_reason: Option<String>,
     pub gpus: Vec<GpuLine>,
@@ -281,8 +284,10 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
     let backend_reason = match (choice, &fallback_reason) {
         (BackendChoice::Auto, None) => "auto: NVML initialised".to_string(),
         (BackendChoice::Auto, Some(why)) => format!("auto fell back: {why}"),
-        (BackendChoice::Sim, _) => "chosen with --backend sim".to_string(),
-        (BackendChoice::Nvml, None) => "chosen with --backend nvml".to_string(),
+        // The choice came from --backend or a config file's `backend`;
+        // doctor's Config line says which file was read.
+        (BackendChoice::Sim, _) => "chosen: backend sim".to_string(),
+        (BackendChoice::Nvml, None) => "chosen: backend nvml".to_string(),
         (BackendChoice::Nvml, Some(why)) => format!("--backend nvml failed: {why}"),
     };
     DoctorReport {
@@ -294,6 +299,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
         backend_choice: choice,
         backend,
         backend_reason,
+        config_file: None,
         fallback_reason,
         gpus,
         processes,
@@ -367,7 +373,7 @@ mod tests {
     fn diagnose_with_backend_sim_says_it_was_chosen_not_fallen_back_to() {
         let report = diagnose(BackendChoice::Sim, &SimConfig::default());
         assert_eq!(report.backend, "sim");
-        assert_eq!(report.backend_reason, "chosen with --backend sim");
+        assert_eq!(report.backend_reason, "chosen: backend sim");
         assert!(report.fallback_reason.is_none());
         let json = serde_json::to_value(&report).expect("JSON");
         assert!(json["nvml"]["ok"].is_boolean(), "{}", json["nvml"]);

@@ -22,6 +22,12 @@ use vramtop::snapshot::read_snapshot_file;
 pub fn run_vramtop(args: &[&str], ld_library_path: Option<&Path>) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
     cmd.args(args);
+    // The user's own config file (~/.config/vramtop/config.toml) must not
+    // change what a test sees: the default location is an empty folder.
+    cmd.env(
+        "XDG_CONFIG_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+    );
     if let Some(dir) = ld_library_path {
         cmd.env("LD_LIBRARY_PATH", dir);
     }
