@@ -423,6 +423,20 @@ fn replay_exits_2_naming(args: &[&str], what: &str) -> (String, String) {
 }
 
 #[test]
+fn cli_cuda_malloc_async_is_refused_as_not_modelled_not_run_as_native() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let (out, err) = replay_exits_2_naming(
+        &["replay", file, "--alloc-conf", "backend:cudaMallocAsync"],
+        "does not model",
+    );
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
 fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
         return;

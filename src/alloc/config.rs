@@ -71,6 +71,10 @@ pub struct AllocatorConfig {
     pub per_process_memory_fraction: Option<f64>,
     /// The last settings string applied, as PyTorch exports it in snapshots.
     pub last_settings: String,
+    /// `backend:cudaMallocAsync`: PyTorch then hands every allocation to
+    /// CUDA's stream-ordered pool and there is no caching allocator (see
+    /// [`AllocatorConfig::not_modelled`]).
+    pub cuda_malloc_async: bool,
 }
 
 impl Default for AllocatorConfig {
@@ -84,7 +88,20 @@ impl Default for AllocatorConfig {
             release_lock_on_cudamalloc: false,
             per_process_memory_fraction: None,
             last_settings: String::new(),
+            cuda_malloc_async: false,
         }
+    }
+}
+
+impl AllocatorConfig {
+    /// Why the model cannot stand for these settings, when it cannot: the
+    /// model is PyTorch's native caching allocator, and with
+    /// `backend:cudaMallocAsync` PyTorch does not use one.
+    pub fn not_modelled(&self) -> Option<&'static str> {
+        self.cuda_malloc_async.then_some(
+            "backend:cudaMallocAsync hands allocations to CUDA's own stream-ordered pool, \
+             which vramtop does not model (it models the native caching allocator)",
+        )
     }
 }
 
@@ -272,6 +289,7 @@ impl AllocatorConfig {
                             found: w,
                         });
                     }
+                    next.cuda_malloc_async = w == "cudaMallocAsync";
                 }
                 "pinned_use_cuda_host_register"
                 | "pinned_use_background_threads"
@@ -394,6 +412,19 @@ fn parse_roundup(p: &mut Parser) -> Result<[u64; ROUNDUP_SLOTS], ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuda_malloc_async_parses_but_is_said_not_modelled() {
+        let native = AllocatorConfig::parse("backend:native").expect("valid");
+        assert_eq!(native.not_modelled(), None);
+        let pool = AllocatorConfig::parse("backend:cudaMallocAsync").expect("PyTorch takes it");
+        let why = pool.not_modelled().expect("not modelled");
+        assert!(why.contains("does not model"), "{why}");
+        // Not sticky: the next settings string says its own backend.
+        let mut config = pool;
+        config.apply("max_split_size_mb:20").expect("valid");
+        assert_eq!(config.not_modelled(), None);
+    }
     use crate::alloc::sizing::round_size;
 
     #[test]

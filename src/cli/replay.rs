@@ -286,10 +286,16 @@ pub fn run_whatif(
     let mut settings = Vec::new();
     for conf in confs {
         match AllocatorConfig::parse(conf) {
-            Ok(config) => settings.push(WhatIfSetting {
-                conf: conf.clone(),
-                config,
-            }),
+            Ok(config) => {
+                if let Some(why) = config.not_modelled() {
+                    super::say_error(format_args!("--alloc-conf '{conf}': {why}"));
+                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
+                }
+                settings.push(WhatIfSetting {
+                    conf: conf.clone(),
+                    config,
+                });
+            }
             Err(e) => {
                 super::say_error(format_args!("--alloc-conf '{conf}': {e}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));

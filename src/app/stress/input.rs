@@ -34,9 +34,13 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
 /// trimmed string, or PyTorch-style validation text.
 pub fn parse_settings(text: &str) -> Result<String, String> {
     let text = text.trim();
-    crate::alloc::AllocatorConfig::parse(text)
-        .map(|_| text.to_string())
-        .map_err(|e| format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"))
+    match crate::alloc::AllocatorConfig::parse(text) {
+        Ok(config) => match config.not_modelled() {
+            Some(why) => Err(format!("{why} (Esc cancels)")),
+            None => Ok(text.to_string()),
+        },
+        Err(e) => Err(format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)")),
+    }
 }
 
 impl StressPanel {
