@@ -122,6 +122,26 @@ struct JsonReport<'a> {
     report: &'a VerifyReport,
 }
 
+/// "12 segments, 2 expandable segments, 294 live blocks": the start state
+/// rebuilt for a trace that begins mid-run (each kind of segment only when
+/// there are some, the plain ones also when there are none at all).
+fn start_counts(segments: usize, expandable: usize, live_blocks: usize) -> String {
+    let mut parts = Vec::new();
+    // "0 segments, 2 expandable segments" reads as a contradiction.
+    if segments > 0 || expandable == 0 {
+        parts.push(count_of(segments, "segment", "segments"));
+    }
+    if expandable > 0 {
+        parts.push(count_of(
+            expandable,
+            "expandable segment",
+            "expandable segments",
+        ));
+    }
+    parts.push(count_of(live_blocks, "live block", "live blocks"));
+    parts.join(", ")
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "ok" } else { "MISMATCH" }
 }
@@ -137,10 +157,10 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             expandable_reservations,
             ..
         } => format!(
-            "mid-run: start state rebuilt from the final layout ({segments} segments, \
-             {expandable_reservations} expandable segments, {live_blocks} live blocks, \
+            "mid-run: start state rebuilt from the final layout ({}, \
              {guessed_block_sizes} sizes inferred from requests, {corrected_block_sizes} of them \
-             decided by the trace)"
+             decided by the trace)",
+            start_counts(*segments, *expandable_reservations, *live_blocks)
         ),
     };
     let _ = writeln!(out, "GPU {}: trace {start}", r.device);
@@ -445,10 +465,11 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         ReplayStart::Reconstructed {
             segments,
             live_blocks,
+            expandable_reservations,
             ..
         } => format!(
-            "starts mid-run, from the state rebuilt for the trace's start ({segments} \
-             segments, {live_blocks} live blocks)"
+            "starts mid-run, from the state rebuilt for the trace's start ({})",
+            start_counts(*segments, *expandable_reservations, *live_blocks)
         ),
     };
     let _ = writeln!(
@@ -636,4 +657,23 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
         let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::start_counts;
+
+    #[test]
+    fn start_counts_name_each_kind_of_segment_there_is() {
+        assert_eq!(start_counts(12, 0, 3), "12 segments, 3 live blocks");
+        assert_eq!(
+            start_counts(0, 2, 294),
+            "2 expandable segments, 294 live blocks"
+        );
+        assert_eq!(
+            start_counts(1, 1, 1),
+            "1 segment, 1 expandable segment, 1 live block"
+        );
+        assert_eq!(start_counts(0, 0, 0), "0 segments, 0 live blocks");
+    }
 }

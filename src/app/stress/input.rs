@@ -39,7 +39,9 @@ pub fn parse_settings(text: &str) -> Result<String, String> {
             Some(why) => Err(format!("{why} (Esc cancels)")),
             None => Ok(text.to_string()),
         },
-        Err(e) => Err(format!("invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)")),
+        Err(e) => Err(format!(
+            "invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"
+        )),
     }
 }
 
