@@ -147,7 +147,7 @@ fn number_and_unit(text: &str) -> Option<(f64, &str)> {
 }
 
 /// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
-/// `80G` (binary), `80GB` (decimal, as GPU vendors print it). Case-insensitive
+/// `80G` (binary), `80GB` (decimal, as GPU vendors print it), up to EiB/EB. Case-insensitive
 /// units, optional space. Returns `None` for anything else.
 pub fn parse_size(text: &str) -> Option<u64> {
     let (value, unit) = number_and_unit(text)?;
@@ -157,10 +157,16 @@ pub fn parse_size(text: &str) -> Option<u64> {
         "m" | "mib" => 1024.0 * 1024.0,
         "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
         "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        // PiB and EiB: the largest size a message names (15.6 EiB) is
+        // written in a unit the parser takes.
+        "p" | "pib" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        "e" | "eib" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
         "kb" => 1e3,
         "mb" => 1e6,
         "gb" => 1e9,
         "tb" => 1e12,
+        "pb" => 1e15,
+        "eb" => 1e18,
         _ => return None,
     };
     let bytes = value * multiplier;
@@ -249,6 +255,11 @@ mod tests {
         assert_eq!(parse_size("80G"), Some(80 << 30));
         assert_eq!(parse_size("80GB"), Some(80_000_000_000));
         assert_eq!(parse_size("2k"), Some(2048));
+        assert_eq!(parse_size("1PiB"), Some(1 << 50));
+        assert_eq!(parse_size("2EiB"), Some(2 << 60));
+        assert_eq!(parse_size("1PB"), Some(1_000_000_000_000_000));
+        // Past the largest size (about 15.6 EiB): none.
+        assert_eq!(parse_size("16EiB"), None);
         assert_eq!(parse_size(""), None);
         assert_eq!(parse_size("MiB"), None);
         assert_eq!(parse_size("12 parsecs"), None);
