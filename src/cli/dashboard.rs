@@ -17,8 +17,9 @@ use crate::device::sim::SIM_WARMUP_MS;
 use crate::shell::run::{RunOptions, run as run_dashboard};
 use crate::ui::Theme;
 
-/// How long `--once` waits for the probes it finds to send their hello,
-/// first stats and segments (they come right after connecting).
+/// How long `--once` and `record` wait for the probes they find to send
+/// their hello, first stats and segments (they come right after
+/// connecting).
 const PROBE_WAIT: Duration = Duration::from_millis(1_500);
 
 fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
@@ -116,6 +117,9 @@ pub fn record(
             .wrap_err("cannot install a signal handler")?;
     }
     let sources = AllocatorSources::start(selection.sim.clone());
+    // As `--once`: the first line already has the probes' figures, so a
+    // series does not change source after it.
+    sources.wait_for_probes(PROBE_WAIT);
     let backend = selection.backend;
     let banner = selection.fallback_reason.clone();
     let (sampler, rx) = Sampler::spawn(
