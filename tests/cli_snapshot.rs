@@ -184,7 +184,7 @@ fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
     );
     assert_eq!(again.status.code(), Some(2));
     assert!(
-        text(&again.stderr).contains("s.pickle exists; pass --force"),
+        text(&again.stderr).contains("s.pickle exists: add --force"),
         "{}",
         text(&again.stderr)
     );

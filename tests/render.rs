@@ -696,7 +696,7 @@ fn timeline_marks_empty_cache_and_oom_events() {
     let terminal = draw_widget(TimelinePane::new(&state, &theme), 70, 14);
     let buf = terminal.backend().buffer();
     let drawn = text(buf);
-    assert!(drawn.contains("empty_cache ×1"), "{drawn}");
+    assert!(drawn.contains("cache released ×1"), "{drawn}");
     assert!(drawn.contains("OOM ×1"), "{drawn}");
     let marks = buf.content().iter().filter(|c| c.symbol() == "┃").count();
     assert!(marks >= 5, "the OOM is a vertical line: {marks} cells");

@@ -104,3 +104,17 @@ def test_process_exit_sends_bye_with_reason_exit_and_removes_the_socket(tmp_path
     finally:
         child.kill()
         child.wait()
+
+
+def test_no_script_is_a_usage_error_naming_only_the_script():
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop_probe"],
+        env=subprocess_env(XDG_RUNTIME_DIR=tempfile.mkdtemp(prefix="vt")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "the script to run is required" in last, done.stderr
+    assert "args" not in last, done.stderr

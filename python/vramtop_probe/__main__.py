@@ -85,10 +85,16 @@ def main(argv: list[str] | None = None) -> None:
         help="folder for snapshot files (env VRAMTOP_SNAPSHOT_DIR; default "
         "$XDG_STATE_HOME/vramtop/snapshots or ~/.local/state/vramtop/snapshots)",
     )
-    parser.add_argument("script", help="the Python script to run as __main__")
+    # "?" and a check below: argparse's own error would also name the
+    # optional arguments as required ("required: script, args").
+    parser.add_argument("script", nargs="?", help="the Python script to run as __main__")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     raw = sys.argv[1:] if argv is None else argv
     options = parser.parse_args(_split_history_value(list(raw)))
+    if options.script is None:
+        parser.error(
+            "the script to run is required: python -m vramtop_probe [OPTIONS] SCRIPT [ARGS...]"
+        )
 
     script = options.script
     if not os.path.isfile(script):

@@ -21,7 +21,7 @@ pub const SEGMENTS_ONLY_NOTE: &str =
 /// Why the copy could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
-    #[error("{} exists; pass --force to overwrite it", .0.display())]
+    #[error("{} exists: add --force to replace it, or choose another name", .0.display())]
     Exists(PathBuf),
     #[error("the probe's file {} is not a regular file", .0.display())]
     NotAFile(PathBuf),

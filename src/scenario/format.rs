@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::alloc::{AllocatorConfig, parse_size};
+use crate::alloc::{AllocatorConfig, human_bytes, parse_size};
 use crate::quote::{cut, parser_complaint};
 
 /// The name of the single run of a scenario without `[[variant]]` tables.
@@ -241,7 +241,9 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     };
     if context >= device_memory {
         return Err(ScenarioError::Invalid(format!(
-            "the context ({context} bytes) leaves nothing of device_memory ({device_memory} bytes)"
+            "the context ({}) leaves nothing of device_memory ({})",
+            human_bytes(context),
+            human_bytes(device_memory)
         )));
     }
     let base_conf = raw.alloc_conf.clone().unwrap_or_default();

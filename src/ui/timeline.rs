@@ -45,7 +45,16 @@ impl<'a> TimelinePane<'a> {
 
 /// Legend entries for the chart's event marks, each only when there is
 /// one: `empty_cache()` calls that released memory, and OOMs.
-pub(super) fn mark_legend(releases: usize, ooms: usize, theme: &Theme) -> Vec<Line<'static>> {
+/// `release_word` names the release marks: the dashboard sees cached
+/// memory go back to the driver (`empty_cache()`, or PyTorch freeing its
+/// cache to retry a failed cudaMalloc) and cannot tell which; the viewer
+/// knows empty_cache points from the trace.
+pub(super) fn mark_legend(
+    releases: usize,
+    release_word: &str,
+    ooms: usize,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
     let g = theme.glyphs();
     let mark = |m: Marker| match m {
         Marker::Custom(c) => c.to_string(),
@@ -55,7 +64,7 @@ pub(super) fn mark_legend(releases: usize, ooms: usize, theme: &Theme) -> Vec<Li
     if releases > 0 {
         items.push(Line::from(vec![
             Span::styled(mark(g.release_mark), theme.marker_release),
-            Span::raw(format!(" empty_cache ×{releases}")),
+            Span::raw(format!(" {release_word} ×{releases}")),
         ]));
     }
     if ooms > 0 {
@@ -290,7 +299,7 @@ impl Widget for TimelinePane<'_> {
                     values,
                 ));
             }
-            items.extend(mark_legend(releases, ooms, theme));
+            items.extend(mark_legend(releases, "cache released", ooms, theme));
             items
         };
         let legend = chrome::fit_legend(legend_items, inner.width);

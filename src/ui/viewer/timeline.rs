@@ -132,7 +132,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 Span::raw(" cursor"),
             ]),
         ];
-        items.extend(mark_legend(releases, ooms, theme));
+        items.extend(mark_legend(releases, "empty_cache", ooms, theme));
         items
     };
     let legend = chrome::fit_legend(legend_items, inner.width);
