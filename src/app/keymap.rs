@@ -46,7 +46,6 @@ pub enum Action {
 }
 
 impl Action {
-    /// What the action does, for the help overlay.
     /// The status-line hint of a toggle as the state stands (the key
     /// flips it), else the table's `hint`.
     pub fn hint_now(self, hint: &'static str, ui: &UiState) -> &'static str {
@@ -58,6 +57,7 @@ impl Action {
         }
     }
 
+    /// What the action does, for the help overlay.
     pub fn describe(self) -> &'static str {
         match self {
             Action::Quit => "quit",
@@ -430,8 +430,6 @@ impl Keymap {
         })
     }
 
-    /// What `key` does while the sites pane takes the keys (open, no block
-    /// detail or help over it); `None`: the viewer's other keys decide.
     /// What `key` does while the viewer's block detail is open.
     pub fn detail_key_for(&self, key: KeyEvent) -> Option<DetailKey> {
         if key.modifiers.contains(KeyModifiers::CONTROL) {
@@ -468,6 +466,8 @@ impl Keymap {
             .collect()
     }
 
+    /// What `key` does while the sites pane takes the keys (open, no block
+    /// detail or help over it); `None`: the viewer's other keys decide.
     pub fn sites_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
         if key.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
