@@ -359,7 +359,7 @@ fn guess_pool(size: u64, expandable: bool) -> PoolKind {
 }
 
 impl DeviceScrub {
-    fn new(snapshot: Arc<Snapshot>, device: u32, trace: Option<usize>) -> Self {
+    pub(crate) fn new(snapshot: Arc<Snapshot>, device: u32, trace: Option<usize>) -> Self {
         let config = config_from_settings(snapshot.allocator_settings.as_ref());
         let n = trace
             .and_then(|t| snapshot.device_traces.get(t))
@@ -852,27 +852,37 @@ pub struct Scrub {
 
 impl Scrub {
     pub fn new(snapshot: Arc<Snapshot>) -> Self {
-        let mut indices: Vec<u32> = snapshot.segments.iter().map(|s| s.device).collect();
-        for (i, t) in snapshot.device_traces.iter().enumerate() {
-            if !t.is_empty()
-                && let Ok(i) = u32::try_from(i)
-            {
-                indices.push(i);
-            }
-        }
-        indices.sort_unstable();
-        indices.dedup();
-        let devices = indices
+        let devices = scrub_devices(&snapshot)
             .into_iter()
-            .map(|d| {
-                let trace = usize::try_from(d)
-                    .ok()
-                    .filter(|&t| snapshot.device_traces.get(t).is_some_and(|t| !t.is_empty()));
-                DeviceScrub::new(Arc::clone(&snapshot), d, trace)
-            })
+            .map(|(d, trace)| DeviceScrub::new(Arc::clone(&snapshot), d, trace))
             .collect();
         Scrub { snapshot, devices }
     }
+}
+
+/// The devices a [`Scrub`] of `snapshot` has, ascending: each with
+/// segments or a non-empty trace, with the index of its trace in
+/// `device_traces` when it has one.
+pub fn scrub_devices(snapshot: &Snapshot) -> Vec<(u32, Option<usize>)> {
+    let mut indices: Vec<u32> = snapshot.segments.iter().map(|s| s.device).collect();
+    for (i, t) in snapshot.device_traces.iter().enumerate() {
+        if !t.is_empty()
+            && let Ok(i) = u32::try_from(i)
+        {
+            indices.push(i);
+        }
+    }
+    indices.sort_unstable();
+    indices.dedup();
+    indices
+        .into_iter()
+        .map(|d| {
+            let trace = usize::try_from(d)
+                .ok()
+                .filter(|&t| snapshot.device_traces.get(t).is_some_and(|t| !t.is_empty()));
+            (d, trace)
+        })
+        .collect()
 }
 
 #[cfg(test)]

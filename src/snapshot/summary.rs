@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::peak::{Moment, Peaks, peaks};
-use super::scrub::Scrub;
+use super::scrub::{DeviceScrub, scrub_devices};
 use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
@@ -338,17 +338,29 @@ pub struct SitesReport {
 /// The sites report of `snapshot`, `top` sites per moment.
 pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) -> SitesReport {
     let reason = snapshot_no_stack_reason(snapshot);
-    let scrub = Scrub::new(Arc::clone(snapshot));
-    let sites = scrub
-        .devices
-        .iter()
-        .map(|d| {
+    let sites = scrub_devices(snapshot)
+        .into_iter()
+        .map(|(device, trace)| {
             let at_end = SitesAt::new(
-                sites_of_snapshot(snapshot, Some(d.device), grouping),
+                sites_of_snapshot(snapshot, Some(device), grouping),
                 top,
                 None,
                 None,
             );
+            // A device without a trace (or a file read with --no-trace)
+            // has its final state only: no scrub to build, no peak.
+            let Some(trace) = trace else {
+                return DeviceSites {
+                    device,
+                    events: 0,
+                    first_time_us: None,
+                    peaks: None,
+                    at_end,
+                    at_peak_allocated: None,
+                };
+            };
+            let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
+            let d = &d;
             let (peaks, at_peak) = if d.is_empty() {
                 (None, None)
             } else {
@@ -364,7 +376,7 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                 )
             };
             DeviceSites {
-                device: d.device,
+                device,
                 events: d.len(),
                 first_time_us: d.events().iter().find_map(|e| e.time_us),
                 peaks,
