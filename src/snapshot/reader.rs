@@ -317,13 +317,9 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
             break;
         }
     }
-    // Read in one stage: the rest of the file (one byte past the limit
-    // tells a stream too long), then all of it parsed.
-    let rest = limits
-        .max_input_bytes
-        .saturating_add(1)
-        .saturating_sub(bytes.len() as u64);
-    file.take(rest).read_to_end(&mut bytes).map_err(io_error)?;
+    // Read in one stage: the rest of the file (the parse refuses a
+    // stream too long), then all of it parsed.
+    read_rest(&mut file, &mut bytes, &limits).map_err(io_error)?;
     snapshot_from_bytes_read(path, bytes, None)
 }
 
@@ -396,6 +392,20 @@ fn over_the_limit(limits: &Limits) -> PickleError {
     }
 }
 
+/// Reads the rest of `input` onto `bytes`, to one byte past the input
+/// limit at most: that byte tells an input at the limit from a longer one.
+fn read_rest(
+    input: &mut impl std::io::Read,
+    bytes: &mut Vec<u8>,
+    limits: &Limits,
+) -> std::io::Result<()> {
+    let rest = limits
+        .max_input_bytes
+        .saturating_add(1)
+        .saturating_sub(bytes.len() as u64);
+    input.take(rest).read_to_end(bytes).map(|_| ())
+}
+
 /// Why [`read_within_limit`] gave no bytes.
 #[derive(Debug)]
 enum BoundedReadError {
@@ -419,15 +429,7 @@ fn read_within_limit(
         .read_to_end(&mut bytes)
         .map_err(BoundedReadError::Io)?;
     pickle::check_looks_like_pickle(&bytes).map_err(BoundedReadError::Pickle)?;
-    // One byte past the limit tells an input at the limit from a longer one.
-    let rest = limits
-        .max_input_bytes
-        .saturating_add(1)
-        .saturating_sub(bytes.len() as u64);
-    input
-        .take(rest)
-        .read_to_end(&mut bytes)
-        .map_err(BoundedReadError::Io)?;
+    read_rest(input, &mut bytes, limits).map_err(BoundedReadError::Io)?;
     if bytes.len() as u64 > limits.max_input_bytes {
         return Err(BoundedReadError::Pickle(over_the_limit(limits)));
     }
