@@ -146,6 +146,13 @@ fn number_and_unit(text: &str) -> Option<(f64, &str)> {
     Some((number.parse().ok()?, unit.trim()))
 }
 
+/// Sizes [`parse_size`] takes are below this (bytes): under `u64::MAX`,
+/// with room for the rounding of a decimal value.
+pub const MAX_PARSED_SIZE: u64 = 18_000_000_000_000_000_000;
+
+/// Durations [`parse_duration_ms`] takes are below this (milliseconds).
+pub const MAX_PARSED_DURATION_MS: u64 = 1_000_000_000_000_000;
+
 /// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
 /// `80G` (binary), `80GB` (decimal, as GPU vendors print it), up to EiB/EB. Case-insensitive
 /// units, optional space. Returns `None` for anything else.
@@ -170,7 +177,9 @@ pub fn parse_size(text: &str) -> Option<u64> {
         _ => return None,
     };
     let bytes = value * multiplier;
-    (0.0..1.8e19).contains(&bytes).then(|| bytes.round() as u64)
+    (0.0..MAX_PARSED_SIZE as f64)
+        .contains(&bytes)
+        .then(|| bytes.round() as u64)
 }
 
 /// Parses a duration as people write it: `500ms`, `1s`, `1.5s`, `10m`, `2h`;
@@ -185,7 +194,9 @@ pub fn parse_duration_ms(text: &str) -> Option<u64> {
         _ => return None,
     };
     let ms = value * ms_per_unit;
-    (0.0..1.0e15).contains(&ms).then(|| ms.round() as u64)
+    (0.0..MAX_PARSED_DURATION_MS as f64)
+        .contains(&ms)
+        .then(|| ms.round() as u64)
 }
 
 #[cfg(test)]

@@ -144,12 +144,8 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
 }
 
 /// The longest duration [`crate::alloc::parse_duration_ms`] takes, in
-/// hours (just under 10^15 ms).
-const MAX_DURATION_HOURS: u64 = 277_777_777;
-
-/// The largest size [`parse_size`] takes, in EiB (just under 1.8 × 10^19
-/// bytes).
-const MAX_SIZE_EIB: &str = "15.6";
+/// whole hours.
+const MAX_DURATION_HOURS: u64 = crate::alloc::sizing::MAX_PARSED_DURATION_MS / 3_600_000;
 
 /// Whether `text` is a positive number followed by a unit `known` accepts:
 /// when such a text does not parse, its number is out of range.
@@ -268,8 +264,9 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
         Some(0) => Err(format!("'{}' is zero: a size is at least 1B", cut(text))),
         None if is_number_with_unit(text, |unit| parse_size(&format!("1{unit}")).is_some()) => {
             Err(format!(
-                "'{}' is more than the largest size, {MAX_SIZE_EIB} EiB",
-                cut(text)
+                "'{}' is more than the largest size, {}",
+                cut(text),
+                crate::alloc::sizing::display_bytes(crate::alloc::sizing::MAX_PARSED_SIZE)
             ))
         }
         None => Err(format!(
