@@ -101,8 +101,11 @@ impl Observation<'_> {
     /// with the views `v` picked, then the probes' rows and OOMs.
     pub fn apply_to(self, state: &mut AppState, now_ms: u64) {
         let views = self.views(&state.ui.allocator_pick);
-        state.simulated_allocators = simulated_allocators(self.sim);
-        state.allocator_figures = allocator_figures(self.sim, &self.probes);
+        // One look at the trainers for both (the simulation's lock, each
+        // one's counters copied).
+        let trainers = self.sim.map(SimCluster::trainer_stats).unwrap_or_default();
+        state.simulated_allocators = simulated_allocators(&trainers);
+        state.allocator_figures = allocator_figures(&trainers, &self.probes);
         state.apply_sample(now_ms, self.readings, views);
         state.apply_probes(now_ms, &self.probes);
     }

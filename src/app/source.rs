@@ -43,10 +43,14 @@ fn picked_allocator_views(
     out
 }
 
+/// The GPU, pid and counters of each simulated training process
+/// ([`SimCluster::trainer_stats`]), none without a simulation.
+pub type TrainerStats = Vec<(u32, u32, DeviceStats)>;
+
 /// The pids of the simulated training processes on each GPU, ascending.
-pub fn simulated_allocators(sim: Option<&SimCluster>) -> BTreeMap<u32, Vec<u32>> {
+pub fn simulated_allocators(trainers: &TrainerStats) -> BTreeMap<u32, Vec<u32>> {
     let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    for (gpu, pid, _) in sim.map(SimCluster::trainer_stats).unwrap_or_default() {
+    for &(gpu, pid, _) in trainers {
         out.entry(gpu).or_default().push(pid);
     }
     for pids in out.values_mut() {
@@ -60,7 +64,7 @@ pub fn simulated_allocators(sim: Option<&SimCluster>) -> BTreeMap<u32, Vec<u32>>
 /// a sample (each simulated trainer, each probe's devices) by (GPU, pid),
 /// `None` where the source could not say: the processes pane shows them
 /// beside every process, not only the one whose view the breakdown shows.
-pub fn allocator_figures(sim: Option<&SimCluster>, probes: &ProbeSnapshot) -> AllocatorFigures {
+pub fn allocator_figures(trainers: &TrainerStats, probes: &ProbeSnapshot) -> AllocatorFigures {
     let of = |stats: &DeviceStats, knows: &dyn Fn(&str) -> bool| {
         let known = |key: &str, value: i64| knows(key).then(|| value.max(0) as u64);
         (
@@ -75,8 +79,8 @@ pub fn allocator_figures(sim: Option<&SimCluster>, probes: &ProbeSnapshot) -> Al
         )
     };
     let mut out = AllocatorFigures::new();
-    for (gpu, pid, stats) in sim.map(SimCluster::trainer_stats).unwrap_or_default() {
-        out.insert((gpu, pid), of(&stats, &|_| true));
+    for (gpu, pid, stats) in trainers {
+        out.insert((*gpu, *pid), of(stats, &|_| true));
     }
     for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
         let Some(pid) = p.pid() else {
