@@ -34,6 +34,10 @@ pub enum ConfigError {
     FractionOutOfRange(f64),
     #[error("allocator settings syntax error: {0}")]
     Syntax(String),
+    /// Valid for PyTorch, but not something the model can run
+    /// ([`AllocatorConfig::parse_modelled`]).
+    #[error("{0}")]
+    NotModelled(&'static str),
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -102,6 +106,16 @@ impl AllocatorConfig {
             "backend:cudaMallocAsync hands allocations to CUDA's own stream-ordered pool, \
              which vramtop does not model (it models the native caching allocator)",
         )
+    }
+
+    /// [`AllocatorConfig::parse`] for settings the model is to run: those
+    /// it cannot stand for are refused as [`ConfigError::NotModelled`].
+    pub fn parse_modelled(settings: &str) -> Result<Self, ConfigError> {
+        let config = Self::parse(settings)?;
+        match config.not_modelled() {
+            Some(why) => Err(ConfigError::NotModelled(why)),
+            None => Ok(config),
+        }
     }
 }
 
@@ -420,6 +434,11 @@ mod tests {
         let pool = AllocatorConfig::parse("backend:cudaMallocAsync").expect("PyTorch takes it");
         let why = pool.not_modelled().expect("not modelled");
         assert!(why.contains("does not model"), "{why}");
+        assert_eq!(
+            AllocatorConfig::parse_modelled("backend:cudaMallocAsync"),
+            Err(ConfigError::NotModelled(why))
+        );
+        assert!(AllocatorConfig::parse_modelled("backend:native").is_ok());
         // Not sticky: the next settings string says its own backend.
         let mut config = pool;
         config.apply("max_split_size_mb:20").expect("valid");

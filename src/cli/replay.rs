@@ -305,17 +305,11 @@ pub fn run_whatif(
 ) -> color_eyre::Result<ExitCode> {
     let mut settings = Vec::new();
     for conf in confs {
-        match AllocatorConfig::parse(conf) {
-            Ok(config) => {
-                if let Some(why) = config.not_modelled() {
-                    super::say_error(format_args!("--alloc-conf '{conf}': {why}"));
-                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
-                }
-                settings.push(WhatIfSetting {
-                    conf: conf.clone(),
-                    config,
-                });
-            }
+        match AllocatorConfig::parse_modelled(conf) {
+            Ok(config) => settings.push(WhatIfSetting {
+                conf: conf.clone(),
+                config,
+            }),
             Err(e) => {
                 super::say_error(format_args!("--alloc-conf '{conf}': {e}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));

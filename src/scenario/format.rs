@@ -208,18 +208,13 @@ fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioErr
 }
 
 fn check_alloc_conf(text: &str, what: impl FnOnce() -> String) -> Result<(), ScenarioError> {
-    let reason = match AllocatorConfig::parse(text) {
-        Ok(config) => match config.not_modelled() {
-            None => return Ok(()),
-            Some(why) => why.to_string(),
-        },
-        Err(e) => e.to_string(),
-    };
-    Err(ScenarioError::BadAllocConf {
-        what: what(),
-        text: cut(text),
-        reason,
-    })
+    AllocatorConfig::parse_modelled(text)
+        .map(|_| ())
+        .map_err(|e| ScenarioError::BadAllocConf {
+            what: what(),
+            text: cut(text),
+            reason: e.to_string(),
+        })
 }
 
 /// Parses and checks a scenario file's text.

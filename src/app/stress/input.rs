@@ -2,6 +2,7 @@
 //! settings (`S`), what they accept and how keys edit them.
 
 use super::{PanelModal, StressAction, StressCommand, StressPanel};
+use crate::alloc::{AllocatorConfig, ConfigError};
 
 /// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
 /// so that count × size cannot overflow.
@@ -29,16 +30,14 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     }
 }
 
-/// Validates a `PYTORCH_CUDA_ALLOC_CONF` string as PyTorch would
-/// ([`AllocatorConfig::parse`](crate::alloc::AllocatorConfig::parse)): the
+/// Validates a `PYTORCH_CUDA_ALLOC_CONF` string as PyTorch would, and as
+/// one the model can run ([`AllocatorConfig::parse_modelled`]): the
 /// trimmed string, or PyTorch-style validation text.
 pub fn parse_settings(text: &str) -> Result<String, String> {
     let text = text.trim();
-    match crate::alloc::AllocatorConfig::parse(text) {
-        Ok(config) => match config.not_modelled() {
-            Some(why) => Err(format!("{why} (Esc cancels)")),
-            None => Ok(text.to_string()),
-        },
+    match AllocatorConfig::parse_modelled(text) {
+        Ok(_) => Ok(text.to_string()),
+        Err(ConfigError::NotModelled(why)) => Err(format!("{why} (Esc cancels)")),
         Err(e) => Err(format!(
             "invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"
         )),
