@@ -2,6 +2,7 @@
 //! containers (see the module documentation of `pickle`).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -394,11 +395,26 @@ pub(super) struct Parser<'a, 'd> {
 /// Valid while the memo is not rewritten (see [`Memo::generation`]).
 #[derive(Debug, Default)]
 struct RunCache {
-    /// By a hash of the span: the canonical list and where the span's bytes
-    /// are in `spans`.
-    by_hash: FxHashMap<u64, (NodeId, u32, u32)>,
+    /// By a hash of the span: the span kept.
+    by_hash: FxHashMap<u64, KeptSpan>,
+    /// By the first [`RunCache::PREFIX_BYTES`] of input where a span began
+    /// (its own bytes, and for a short span what followed it): the last
+    /// span kept or found there. Found without a walk over the opcodes
+    /// to the span's end (see [`RunCache::find`]).
+    by_prefix: FxHashMap<u128, KeptSpan>,
     spans: Vec<u8>,
     generation: u64,
+}
+
+/// A span of fetches kept in [`RunCache::spans`] and the canonical list it
+/// filled.
+#[derive(Debug, Clone, Copy)]
+struct KeptSpan {
+    canonical: NodeId,
+    start: u32,
+    len: u32,
+    /// Its fetches (BINGET or LONG_BINGET opcodes).
+    count: u32,
 }
 
 impl RunCache {
@@ -406,6 +422,9 @@ impl RunCache {
     /// kept (a few thousand distinct tracebacks in a real recording).
     const MAX_SPAN_BYTES: usize = 16 << 20;
     const MAX_SPANS: usize = 1 << 18;
+    /// Bytes of input that key [`RunCache::by_prefix`]: three to eight
+    /// fetches, which tell most tracebacks apart.
+    const PREFIX_BYTES: usize = 16;
 
     fn hash(span: &[u8]) -> u64 {
         let mut hasher = FxHasher::default();
@@ -413,35 +432,103 @@ impl RunCache {
         hasher.finish()
     }
 
+    /// The [`RunCache::by_prefix`] key of the input at `pos`.
+    fn prefix(data: &[u8], pos: usize) -> Option<u128> {
+        let end = pos.checked_add(Self::PREFIX_BYTES)?;
+        let bytes: [u8; Self::PREFIX_BYTES] = data.get(pos..end)?.try_into().ok()?;
+        Some(u128::from_le_bytes(bytes))
+    }
+
+    fn bytes(&self, kept: &KeptSpan) -> Option<&[u8]> {
+        let start = kept.start as usize;
+        self.spans.get(start..start.checked_add(kept.len as usize)?)
+    }
+
     /// The canonical list `span` filled before, if the memo is unchanged.
-    fn get(&self, span: &[u8], hash: u64, generation: u64) -> Option<NodeId> {
+    fn get(&self, span: &[u8], hash: u64, generation: u64) -> Option<KeptSpan> {
         if generation != self.generation {
             return None;
         }
-        let &(canonical, start, len) = self.by_hash.get(&hash)?;
-        let kept = self
-            .spans
-            .get(start as usize..(start as usize).checked_add(len as usize)?)?;
-        (kept == span).then_some(canonical)
+        let kept = self.by_hash.get(&hash)?;
+        (self.bytes(kept)? == span).then_some(*kept)
     }
 
-    fn insert(&mut self, span: &[u8], hash: u64, generation: u64, canonical: NodeId) {
+    /// A kept span that the input at `pos` repeats, followed by an APPENDS,
+    /// if the memo is unchanged: what [`Parser::memo_run_span`] and
+    /// [`RunCache::get`] would find there, since the same bytes are the
+    /// same opcodes, without walking them one by one (a walk whose every
+    /// step waits on the byte before it). `None` says nothing: the caller
+    /// then takes that way.
+    fn find(&self, data: &[u8], pos: usize, generation: u64) -> Option<(KeptSpan, usize)> {
+        if generation != self.generation {
+            return None;
+        }
+        let kept = self.by_prefix.get(&Self::prefix(data, pos)?)?;
+        let end = pos.checked_add(kept.len as usize)?;
+        (data.get(pos..end)? == self.bytes(kept)? && data.get(end) == Some(&op::APPENDS))
+            .then_some((*kept, end))
+    }
+
+    /// Makes `kept`, found by its hash, the one found by the input's
+    /// prefix at `pos` (two tracebacks that begin alike take turns).
+    fn found_at(&mut self, data: &[u8], pos: usize, kept: KeptSpan) {
+        let Some(prefix) = Self::prefix(data, pos) else {
+            return;
+        };
+        let room = self.by_prefix.len() < Self::MAX_SPANS;
+        match self.by_prefix.entry(prefix) {
+            Entry::Occupied(mut slot) => {
+                slot.insert(kept);
+            }
+            Entry::Vacant(slot) if room => {
+                slot.insert(kept);
+            }
+            Entry::Vacant(_) => {}
+        }
+    }
+
+    /// Keeps the span `data[pos..end]` of `count` fetches, which filled
+    /// `canonical`.
+    fn insert(
+        &mut self,
+        data: &[u8],
+        (pos, end): (usize, usize),
+        (hash, count): (u64, u64),
+        generation: u64,
+        canonical: NodeId,
+    ) {
         if generation != self.generation {
             self.by_hash.clear();
+            self.by_prefix.clear();
             self.spans.clear();
             self.generation = generation;
         }
+        let Some(span) = data.get(pos..end) else {
+            return;
+        };
         if self.spans.len() + span.len() > Self::MAX_SPAN_BYTES
             || self.by_hash.len() >= Self::MAX_SPANS
         {
             return;
         }
-        let (Ok(start), Ok(len)) = (u32::try_from(self.spans.len()), u32::try_from(span.len()))
-        else {
+        let (Ok(start), Ok(len), Ok(count)) = (
+            u32::try_from(self.spans.len()),
+            u32::try_from(span.len()),
+            u32::try_from(count),
+        ) else {
             return;
         };
         self.spans.extend_from_slice(span);
-        self.by_hash.entry(hash).or_insert((canonical, start, len));
+        let kept = KeptSpan {
+            canonical,
+            start,
+            len,
+            count,
+        };
+        self.by_hash.entry(hash).or_insert(kept);
+        if let Some(prefix) = Self::prefix(data, pos) {
+            self.by_prefix.entry(prefix).or_insert(kept);
+        }
     }
 }
 
@@ -728,20 +815,30 @@ impl<'a, 'd> Parser<'a, 'd> {
         };
         // A traceback's bytes seen before: the same list (see RunCache).
         let mut cache_key = None;
-        if self.intern
-            && fresh
-            && let Some((end, count)) = self.memo_run_span()
-            && count > 0
-            && count < PICKLER_BATCH as u64
-            && let Some(span) = self.data.get(self.pos..end)
-        {
-            let hash = RunCache::hash(span);
-            if let Some(canonical) = self.run_cache.get(span, hash, self.memo.generation)
-                && self.alias_cached_run(target, canonical, count, end)
+        if self.intern && fresh {
+            if let Some((kept, end)) =
+                self.run_cache
+                    .find(self.data, self.pos, self.memo.generation)
+                && self.alias_cached_run(target, kept.canonical, kept.count.into(), end)
             {
                 return true;
             }
-            cache_key = Some((hash, end));
+            if let Some((end, count)) = self.memo_run_span()
+                && count > 0
+                && count < PICKLER_BATCH as u64
+                && let Some(span) = self.data.get(self.pos..end)
+            {
+                let hash = RunCache::hash(span);
+                if let Some(kept) = self.run_cache.get(span, hash, self.memo.generation)
+                    && self.alias_cached_run(target, kept.canonical, count, end)
+                {
+                    // `alias_cached_run` moved `self.pos` past the span.
+                    let at = end - span.len();
+                    self.run_cache.found_at(self.data, at, kept);
+                    return true;
+                }
+                cache_key = Some((hash, end, count));
+            }
         }
         let start = self.pos;
         let mut run = std::mem::take(&mut self.memo_run);
@@ -818,9 +915,8 @@ impl<'a, 'd> Parser<'a, 'd> {
             self.memory_used += count * ITEM_CHARGE;
             // Past the APPENDS.
             self.pos = pos + 1;
-            if let Some((hash, end)) = cache_key
+            if let Some((hash, end, count)) = cache_key
                 && end == pos
-                && let Some(span) = self.data.get(start..end)
             {
                 let canonical = match self.arena.get(target as usize).map(|n| &n.kind) {
                     Some(NodeKind::Alias(canonical)) => Some(*canonical),
@@ -828,8 +924,13 @@ impl<'a, 'd> Parser<'a, 'd> {
                     _ => None,
                 };
                 if let Some(canonical) = canonical {
-                    self.run_cache
-                        .insert(span, hash, self.memo.generation, canonical);
+                    self.run_cache.insert(
+                        self.data,
+                        (start, end),
+                        (hash, count),
+                        self.memo.generation,
+                        canonical,
+                    );
                 }
             }
         }

@@ -693,3 +693,135 @@ fn a_traceback_span_read_again_after_its_memo_entry_changed_reads_the_new_entry(
     };
     assert_eq!(items[2].identity(), items[3].identity());
 }
+
+/// A pickle of a tuple of lists of memoised ints: first `memo_len` ints
+/// memoised (LONG_BINPUT), then per step either a memo entry rewritten or
+/// a fresh list filled by `MARK (BINGET|LONG_BINGET)* APPENDS`, as
+/// CPython writes tracebacks; and the tuple it stands for.
+fn memo_lists_pickle(memo_len: u16, steps: &[MemoStep]) -> (Vec<u8>, Value) {
+    let mut memo: Vec<i128> = (0..i128::from(memo_len)).map(|i| 1000 + i).collect();
+    let mut pickle = b"\x80\x04(".to_vec();
+    for (index, value) in memo.iter().enumerate() {
+        pickle.push(b'M');
+        pickle.extend((*value as u16).to_le_bytes());
+        pickle.push(b'r');
+        pickle.extend((index as u32).to_le_bytes());
+        pickle.push(b'0');
+    }
+    let mut lists = Vec::new();
+    for step in steps {
+        match step {
+            MemoStep::Rewrite(index, value) => {
+                let index = usize::from(*index) % memo.len();
+                memo[index] = i128::from(*value);
+                pickle.push(b'M');
+                pickle.extend(value.to_le_bytes());
+                pickle.push(b'r');
+                pickle.extend((index as u32).to_le_bytes());
+                pickle.push(b'0');
+            }
+            MemoStep::List(fetches) => {
+                pickle.extend(b"](");
+                let mut items = Vec::new();
+                for &(index, long) in fetches {
+                    let index = usize::from(index) % memo.len();
+                    if long || index > 255 {
+                        pickle.push(b'j');
+                        pickle.extend((index as u32).to_le_bytes());
+                    } else {
+                        pickle.extend([b'h', index as u8]);
+                    }
+                    items.push(Value::Int(memo[index]));
+                }
+                pickle.push(b'e');
+                lists.push(Value::List(items.into()));
+            }
+        }
+    }
+    pickle.extend(b"t.");
+    (pickle, Value::Tuple(lists.into()))
+}
+
+#[derive(Debug, Clone)]
+enum MemoStep {
+    Rewrite(u16, u16),
+    List(Vec<(u16, bool)>),
+}
+
+/// Steps that repeat a few tracebacks whole, with their ends changed (the
+/// same first fetches, then others) and with memo rewrites between them.
+fn memo_steps() -> impl proptest::strategy::Strategy<Value = Vec<MemoStep>> {
+    use proptest::prelude::*;
+    let fetch = (0u16..400, any::<bool>());
+    let templates =
+        proptest::collection::vec(proptest::collection::vec(fetch.clone(), 0..24), 1..5);
+    let step = (
+        0u8..10,
+        any::<usize>(),
+        proptest::option::of((0usize..24, fetch)),
+        any::<(u16, u16)>(),
+    );
+    (templates, proptest::collection::vec(step, 0..40)).prop_map(|(templates, steps)| {
+        steps
+            .into_iter()
+            .map(|(kind, which, change, rewrite)| {
+                if kind == 0 {
+                    return MemoStep::Rewrite(rewrite.0, rewrite.1);
+                }
+                let mut fetches = templates[which % templates.len()].clone();
+                if let Some((at, fetch)) = change
+                    && kind < 4
+                {
+                    fetches.truncate(at);
+                    fetches.push(fetch);
+                }
+                MemoStep::List(fetches)
+            })
+            .collect()
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Lists of memo fetches read as the memo says at the time, however
+    /// often their bytes (or their first bytes) repeat and whatever the
+    /// memo rewrites between them.
+    #[test]
+    fn repeated_traceback_spans_read_as_the_memo_says(
+        memo_len in 1u16..300,
+        steps in memo_steps(),
+    ) {
+        let (pickle, expected) = memo_lists_pickle(memo_len, &steps);
+        proptest::prop_assert_eq!(parse_default(&pickle).unwrap(), expected);
+    }
+}
+
+#[test]
+fn tracebacks_that_begin_alike_read_as_their_own_fetches() {
+    // Two 10-fetch lists with the same first 8 fetches (the 16 bytes that
+    // find a span kept before), taking turns.
+    let first: Vec<(u16, bool)> = (0..10).map(|i| (i, false)).collect();
+    let mut second = first.clone();
+    second[8] = (40, false);
+    second[9] = (41, true);
+    let steps: Vec<MemoStep> = (0..6)
+        .map(|i| {
+            MemoStep::List(if i % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            })
+        })
+        .collect();
+    let (pickle, expected) = memo_lists_pickle(50, &steps);
+    let value = parse_default(&pickle).unwrap();
+    assert_eq!(value, expected);
+    let Value::Tuple(lists) = &value else {
+        panic!("{value:?}")
+    };
+    // The same bytes again are the same list.
+    assert_eq!(lists[0].identity(), lists[2].identity());
+    assert_eq!(lists[1].identity(), lists[5].identity());
+    assert_ne!(lists[0].identity(), lists[1].identity());
+}
