@@ -1278,10 +1278,13 @@ impl Reader {
         use pickle::Field;
         // One walk over the pairs, keeping the last value of each key (as
         // `Value::get` does); `present` semantics: a None value is absent.
-        let mut fields: [Option<Field<'d>>; FLAT_KEYS.len()] = [None; FLAT_KEYS.len()];
+        // Plain fields, not `Option`s of them: an `Option<Field>` put its
+        // payload one byte past its tag, and reading it back just after
+        // writing it stalled on every entry (perf: most of the entry's time).
+        let mut fields: [Field<'d>; FLAT_KEYS.len()] = [Field::None; FLAT_KEYS.len()];
         let mut keep = |slot: Option<usize>, field: Field<'d>| {
             if let Some(slot) = slot.and_then(|i| fields.get_mut(i)) {
-                *slot = Some(field).filter(|f| !matches!(f, Field::None));
+                *slot = field;
             }
         };
         let slot_of = |key: &str| FLAT_KEYS.iter().position(|&k| k == key);
@@ -1293,8 +1296,12 @@ impl Reader {
                     .flat_slots
                     .entry(set)
                     .or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect());
-                for (&slot, field) in slots.iter().zip(entry.values()) {
-                    keep(slot, field);
+                // By index (see `FlatEntry::value`); the slots are as many
+                // as the set's keys, so as the entry's pairs.
+                for (index, &slot) in slots.iter().enumerate() {
+                    if let Some(field) = entry.value(index) {
+                        keep(slot, field);
+                    }
                 }
             }
             None => {
@@ -1304,7 +1311,10 @@ impl Reader {
             }
         }
         // By slot (`flat_slot` of the key, a constant).
-        let present = |slot: usize| fields.get(slot).copied().flatten();
+        let present = |slot: usize| match fields.get(slot).copied() {
+            None | Some(Field::None) => None,
+            field => field,
+        };
         let int = |slot: usize| match present(slot)? {
             Field::Int(i) => Some(i),
             _ => None,

@@ -219,6 +219,7 @@ impl<'k> DictView<'k> {
         }
     }
 
+    #[inline]
     pub(super) fn pair(self, index: usize) -> Option<(Item, Item)> {
         match self {
             DictView::Pairs(pairs) => pairs.get(index).copied(),

@@ -164,6 +164,15 @@ impl<'d> FlatEntry<'d> {
         self.pairs.pairs().map(|(_, v)| self.field(v))
     }
 
+    /// The value of the pair at `index`, read as [`FlatEntry::values`]
+    /// reads it. Inlined, unlike that iterator: a trace entry's fields are
+    /// read in a loop where a call per value, returning a 32-byte field
+    /// through memory, stalled on every read-back (perf).
+    #[inline]
+    pub(crate) fn value(&self, index: usize) -> Option<Field<'d>> {
+        self.pairs.pair(index).map(|(_, v)| self.field(v))
+    }
+
     /// The list at `node` (of a [`Field::Unfrozen`]) to read in place, if
     /// it is a list. Whether its items can be read in place is checked by
     /// [`ListInPlace::readable`].
@@ -212,6 +221,9 @@ impl<'d> FlatEntry<'d> {
         }
     }
 
+    /// Inlined: called for every value of every trace entry, and its
+    /// 32-byte result read back through memory stalled the caller (perf).
+    #[inline]
     fn field(&self, value: Item) -> Field<'d> {
         let document: &'d Document = self.document;
         match value {
@@ -232,6 +244,7 @@ impl<'d> FlatEntry<'d> {
 
 impl Document {
     /// A scalar item as a [`Field`] (a node is [`Field::Other`]).
+    #[inline]
     fn scalar_field(&self, item: Item) -> Field<'_> {
         match item {
             Item::None => Field::None,
