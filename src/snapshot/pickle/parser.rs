@@ -1109,20 +1109,20 @@ impl<'a, 'd> Parser<'a, 'd> {
             op::NEWFALSE => self.push_value(Value::Bool(false))?,
             op::BININT => {
                 let v = i32::from_le_bytes(self.take_array::<4>("BININT", offset)?);
-                self.push_value(Value::Int(v.into()))?;
+                self.push_int(v.into())?;
             }
             op::BININT1 => {
                 let v = self.take_array::<1>("BININT1", offset)?[0];
-                self.push_value(Value::Int(v.into()))?;
+                self.push_int(v.into())?;
             }
             op::BININT2 => {
                 let v = u16::from_le_bytes(self.take_array::<2>("BININT2", offset)?);
-                self.push_value(Value::Int(v.into()))?;
+                self.push_int(v.into())?;
             }
             op::LONG1 => {
                 let len = self.take_array::<1>("LONG1", offset)?[0];
                 let v = self.read_le_signed("LONG1", offset, len.into())?;
-                self.push_value(Value::Int(v))?;
+                self.push_int(v)?;
             }
             op::LONG4 => {
                 let len = i32::from_le_bytes(self.take_array::<4>("LONG4", offset)?);
@@ -1132,7 +1132,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                     detail: format!("negative length {len}"),
                 })?;
                 let v = self.read_le_signed("LONG4", offset, len)?;
-                self.push_value(Value::Int(v))?;
+                self.push_int(v)?;
             }
             op::INT => {
                 let line = self.take_line("INT", offset)?;
@@ -1479,17 +1479,20 @@ impl<'a, 'd> Parser<'a, 'd> {
             });
         }
         let bytes = self.take(len, opcode, offset)?;
-        let Some(&last) = bytes.last() else {
+        if bytes.is_empty() {
             return Ok(0);
-        };
-        // Sign-extend from the top byte.
-        let mut buf = if last & 0x80 != 0 {
-            [0xffu8; 16]
-        } else {
-            [0u8; 16]
-        };
-        buf[..bytes.len()].copy_from_slice(bytes);
-        Ok(i128::from_le_bytes(buf))
+        }
+        // Assembled in a register and sign-extended from the top byte by a
+        // shift pair: copying the bytes into a buffer and loading it whole
+        // stalled the load on the copy's byte stores (perf: a trace entry's
+        // address and time are LONG1 each).
+        let mut value = 0u128;
+        for (index, &byte) in bytes.iter().enumerate() {
+            value |= u128::from(byte) << (8 * index);
+        }
+        // 1 to 16 bytes: a shift of 0 to 120 bits.
+        let unused_bits = 128 - 8 * bytes.len() as u32;
+        Ok(((value << unused_bits) as i128) >> unused_bits)
     }
 
     fn push_utf8(
@@ -1570,6 +1573,16 @@ impl<'a, 'd> Parser<'a, 'd> {
                 self.limits.max_items,
                 self.offset()
             ),
+        }
+    }
+
+    /// An int, as [`Parser::push_value`] pushes `Value::Int`: most of a
+    /// snapshot's ints fit 32 bits and never become a `Value`.
+    #[inline]
+    fn push_int(&mut self, int: i128) -> Result<(), PickleError> {
+        match i32::try_from(int) {
+            Ok(small) => self.push(Item::SmallInt(small)),
+            Err(_) => self.push_value(Value::Int(int)),
         }
     }
 

@@ -825,3 +825,22 @@ fn tracebacks_that_begin_alike_read_as_their_own_fetches() {
     assert_eq!(lists[1].identity(), lists[5].identity());
     assert_ne!(lists[0].identity(), lists[1].identity());
 }
+
+proptest::proptest! {
+    /// LONG1 of any 0 to 16 bytes is their little-endian two's complement.
+    #[test]
+    fn long1_of_any_bytes_reads_as_their_twos_complement(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..=16)
+    ) {
+        let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
+        let mut buf = [if negative { 0xff } else { 0 }; 16];
+        buf[..bytes.len()].copy_from_slice(&bytes);
+        let mut pickle = vec![0x8a, bytes.len() as u8];
+        pickle.extend(&bytes);
+        pickle.push(b'.');
+        proptest::prop_assert_eq!(
+            parse_default(&pickle).unwrap(),
+            Value::Int(i128::from_le_bytes(buf))
+        );
+    }
+}
