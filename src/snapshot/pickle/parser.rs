@@ -1092,11 +1092,11 @@ impl<'a, 'd> Parser<'a, 'd> {
                 if self.stack.len() > self.frame_base() {
                     self.stack.pop();
                 } else {
-                    self.pop_mark("POP", offset)?;
+                    self.discard_mark("POP", offset)?;
                 }
             }
             op::POP_MARK => {
-                self.pop_mark("POP_MARK", offset)?;
+                self.discard_mark("POP_MARK", offset)?;
             }
             op::DUP => {
                 let top = *self.top("DUP", offset)?;
@@ -1220,7 +1220,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                 }
                 let mut items = self.stack.split_off(self.stack.len() - count);
                 for item in &mut items {
-                    *item = self.resolve(*item);
+                    *item = self.contained(*item);
                 }
                 self.push_container(NodeKind::Tuple(items), offset)?;
             }
@@ -1678,13 +1678,41 @@ impl<'a, 'd> Parser<'a, 'd> {
     }
 
     /// Removes the innermost MARK and returns the items pushed since.
+    /// Removes the innermost MARK and returns the items pushed since, to
+    /// become a container's (see [`Parser::contained`]).
     fn pop_mark(&mut self, opcode: &'static str, offset: usize) -> Result<Vec<Item>, PickleError> {
         let base = self.pop_mark_position(opcode, offset)?;
         let mut items = self.stack.split_off(base);
         for item in &mut items {
-            *item = self.resolve(*item);
+            *item = self.contained(*item);
         }
         Ok(items)
+    }
+
+    /// Removes the innermost MARK and what was pushed since.
+    fn discard_mark(&mut self, opcode: &'static str, offset: usize) -> Result<(), PickleError> {
+        let base = self.pop_mark_position(opcode, offset)?;
+        self.stack.truncate(base);
+        Ok(())
+    }
+
+    /// `item` as an item of a container built whole (TUPLE, LIST, DICT):
+    /// through an alias, and a list interned, as when it is moved into a
+    /// container by APPEND(S) or SETITEM(S). A list held by a container
+    /// must not become an alias later (when it is moved somewhere else):
+    /// the container would still refer to the node, which then has no
+    /// items of its own. CPython writes a list whole before the container
+    /// it is in; an input that appends to it afterwards makes the parse
+    /// start again without interning, as for any completed list.
+    fn contained(&mut self, item: Item) -> Item {
+        match self.resolve(item) {
+            Item::Node(id)
+                if self.intern && self.meta.get(id as usize).is_some_and(|m| m.is_open_list()) =>
+            {
+                Item::Node(self.intern(id))
+            }
+            other => other,
+        }
     }
 
     // ---- containers -----------------------------------------------------

@@ -844,3 +844,29 @@ proptest::proptest! {
         );
     }
 }
+
+#[test]
+fn a_list_in_a_tuple_reads_back_after_an_equal_list_is_moved_elsewhere() {
+    // m3 = [] goes into a tuple while still open, then (fetched from the
+    // memo) into another list, where it is interned as an alias of the
+    // earlier equal list m4: the tuple must still read it.
+    // (0, 1, {}, m3 := [], m4 := [], 0, 0) = m7; then [m3]; then [0, m7].
+    let pickle = b"\x80\x04(K\x00\x94K\x01\x94}\x94]\x94]\x94(eK\x00\x94K\x00\x94t\x94]\x94(g3\ne]\x94(g0\ne(g7\ne.";
+    let empty = || Value::List(Vec::new().into());
+    let tuple = Value::Tuple(
+        vec![
+            Value::Int(0),
+            Value::Int(1),
+            Value::Dict(Vec::new().into()),
+            empty(),
+            empty(),
+            Value::Int(0),
+            Value::Int(0),
+        ]
+        .into(),
+    );
+    assert_eq!(
+        parse_default(pickle).unwrap(),
+        Value::List(vec![Value::Int(0), tuple].into())
+    );
+}
