@@ -1933,32 +1933,27 @@ impl<'a, 'd> Parser<'a, 'd> {
                 });
             }
             for index in start..self.stack.len() {
-                let Some(&item) = self.stack.get(index) else {
-                    break;
+                let Some(&Item::Node(id)) = self.stack.get(index) else {
+                    continue;
                 };
                 // One look at the node: aliases resolve, lists intern, the
-                // rest (dicts, tuples, scalars: most items) stays as it is.
-                let item = match item {
-                    // Neither an alias nor a list to intern: nothing to do,
-                    // and the node itself is not touched.
-                    Item::Node(id)
-                        if self.meta.get(id as usize).is_some_and(|m| {
-                            m.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0
-                        }) =>
-                    {
-                        item
-                    }
-                    Item::Node(id) if id != target => {
-                        match self.arena.get(id as usize).map(|n| &n.kind) {
-                            Some(NodeKind::Alias(canonical)) => Item::Node(*canonical),
-                            Some(NodeKind::List(_)) => Item::Node(self.intern(id)),
-                            _ => item,
-                        }
-                    }
-                    other => other,
+                // rest (dicts, tuples, scalars: most items) stays as it is,
+                // and is not written back: an item stored field by field
+                // and read whole right after stalled the read (perf).
+                if id == target
+                    || self.meta.get(id as usize).is_some_and(|m| {
+                        m.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0
+                    })
+                {
+                    continue;
+                }
+                let replaced = match self.arena.get(id as usize).map(|n| &n.kind) {
+                    Some(NodeKind::Alias(canonical)) => *canonical,
+                    Some(NodeKind::List(_)) => self.intern(id),
+                    _ => continue,
                 };
                 if let Some(slot) = self.stack.get_mut(index) {
-                    *slot = item;
+                    *slot = Item::Node(replaced);
                 }
             }
         }
