@@ -1478,6 +1478,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                 detail: format!("{len} bytes"),
             });
         }
+        let start = self.pos;
         let bytes = self.take(len, opcode, offset)?;
         if bytes.is_empty() {
             return Ok(0);
@@ -1486,11 +1487,29 @@ impl<'a, 'd> Parser<'a, 'd> {
         // shift pair: copying the bytes into a buffer and loading it whole
         // stalled the load on the copy's byte stores (perf: a trace entry's
         // address and time are LONG1 each).
+        if bytes.len() <= 8 {
+            // The 8 bytes from the int's first, where the input has them
+            // (the shift drops those past it); else byte by byte.
+            let word = match self
+                .data
+                .get(start..start + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            {
+                Some(word) => u64::from_le_bytes(word),
+                None => bytes
+                    .iter()
+                    .rev()
+                    .fold(0u64, |word, &byte| word << 8 | u64::from(byte)),
+            };
+            // 1 to 8 bytes: a shift of 0 to 56 bits.
+            let unused_bits = 64 - 8 * bytes.len() as u32;
+            return Ok(i128::from((word << unused_bits) as i64 >> unused_bits));
+        }
         let mut value = 0u128;
         for (index, &byte) in bytes.iter().enumerate() {
             value |= u128::from(byte) << (8 * index);
         }
-        // 1 to 16 bytes: a shift of 0 to 120 bits.
+        // 9 to 16 bytes: a shift of 0 to 56 bits.
         let unused_bits = 128 - 8 * bytes.len() as u32;
         Ok(((value << unused_bits) as i128) >> unused_bits)
     }
@@ -1941,9 +1960,10 @@ impl<'a, 'd> Parser<'a, 'd> {
                 // and is not written back: an item stored field by field
                 // and read whole right after stalled the read (perf).
                 if id == target
-                    || self.meta.get(id as usize).is_some_and(|m| {
-                        m.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0
-                    })
+                    || self
+                        .meta
+                        .get(id as usize)
+                        .is_some_and(|m| m.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0)
                 {
                     continue;
                 }

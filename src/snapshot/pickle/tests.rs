@@ -835,13 +835,21 @@ proptest::proptest! {
         let negative = bytes.last().is_some_and(|b| b & 0x80 != 0);
         let mut buf = [if negative { 0xff } else { 0 }; 16];
         buf[..bytes.len()].copy_from_slice(&bytes);
+        let expected = Value::Int(i128::from_le_bytes(buf));
+        // At the input's end, and followed by 8 more opcodes (NONE).
         let mut pickle = vec![0x8a, bytes.len() as u8];
         pickle.extend(&bytes);
         pickle.push(b'.');
-        proptest::prop_assert_eq!(
-            parse_default(&pickle).unwrap(),
-            Value::Int(i128::from_le_bytes(buf))
-        );
+        proptest::prop_assert_eq!(parse_default(&pickle).unwrap(), expected.clone());
+        let mut pickle = vec![b'(', 0x8a, bytes.len() as u8];
+        pickle.extend(&bytes);
+        pickle.extend(b"NNNNNNNNt.");
+        let value = parse_default(&pickle).unwrap();
+        let Value::Tuple(items) = &value else {
+            panic!("{value:?}")
+        };
+        proptest::prop_assert_eq!(&items[0], &expected);
+        proptest::prop_assert_eq!(items.len(), 9);
     }
 }
 
