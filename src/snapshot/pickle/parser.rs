@@ -201,6 +201,7 @@ pub(super) enum DictView<'k> {
 
 impl<'k> DictView<'k> {
     /// The pairs of `kind`, if it is a dict.
+    #[inline]
     pub(super) fn of(kind: &'k NodeKind, scalars: &'k Scalars) -> Option<Self> {
         match kind {
             NodeKind::Dict(pairs) => Some(DictView::Pairs(pairs)),
