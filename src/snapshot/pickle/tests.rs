@@ -287,6 +287,13 @@ enum SmallOp {
     Pop,
     /// BINPUT: replaces a memo entry (CPython's pickler never does).
     BinPut(u8),
+    /// Containers built whole, and the other stack opcodes.
+    TupleOf(u8),
+    List,
+    Dict,
+    Dup,
+    SetItem,
+    PopMark,
 }
 
 fn small_op() -> impl proptest::strategy::Strategy<Value = SmallOp> {
@@ -367,6 +374,12 @@ fn ops_to_pickle(ops: &[SmallOp], text_gets: bool, closing_tuples: usize) -> Vec
             (SmallOp::SmallInt(n), _) => out.extend([b'K', *n]),
             (SmallOp::Pop, _) => out.push(b'0'),
             (SmallOp::BinPut(n), _) => out.extend([b'q', *n]),
+            (SmallOp::TupleOf(n), _) => out.push([0x85, 0x86, 0x87][usize::from(*n % 3)]),
+            (SmallOp::List, _) => out.push(b'l'),
+            (SmallOp::Dict, _) => out.push(b'd'),
+            (SmallOp::Dup, _) => out.push(b'2'),
+            (SmallOp::SetItem, _) => out.push(b's'),
+            (SmallOp::PopMark, _) => out.push(b'1'),
         }
     }
     out.extend(std::iter::repeat_n(b't', closing_tuples));
@@ -877,4 +890,69 @@ fn a_list_in_a_tuple_reads_back_after_an_equal_list_is_moved_elsewhere() {
         parse_default(pickle).unwrap(),
         Value::List(vec![Value::Int(0), tuple].into())
     );
+}
+
+/// Any opcode of [`small_op`], the containers built whole and the other
+/// stack opcodes, in chunks like [`small_chunk`]'s.
+fn wide_chunk() -> impl proptest::strategy::Strategy<Value = Vec<SmallOp>> {
+    use proptest::prelude::*;
+    let other = prop_oneof![
+        (0u8..3).prop_map(SmallOp::TupleOf),
+        Just(SmallOp::List),
+        Just(SmallOp::Dict),
+        Just(SmallOp::Dup),
+        Just(SmallOp::SetItem),
+        Just(SmallOp::PopMark),
+    ];
+    prop_oneof![
+        3 => small_chunk(),
+        1 => other.prop_map(|op| vec![op]),
+    ]
+}
+
+/// What `bytes` reads as with no list interned at all: the plain
+/// semantics that interning (and every fast path behind it) must keep.
+fn parse_without_interning(bytes: &[u8]) -> Result<Value, PickleError> {
+    let limits = Limits::default();
+    let mut parser = super::parser::Parser::new(bytes, &limits);
+    parser.intern = false;
+    let root = parser.run()?;
+    Document::new(parser.arena, parser.scalars, root, limits.max_depth).freeze_root()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10000))]
+
+    /// Interning lists, the memo-run fast path and the span cache read
+    /// every sequence of these opcodes (containers built whole, DUP,
+    /// SETITEM, memo rewrites) as the parse without interning does.
+    #[test]
+    fn interning_never_changes_what_a_pickle_reads(
+        chunks in proptest::collection::vec(wide_chunk(), 1..20),
+        text_gets in proptest::prelude::any::<bool>(),
+    ) {
+        let mut ops = vec![
+            SmallOp::SmallInt(0),
+            SmallOp::Memoize,
+            SmallOp::SmallInt(1),
+            SmallOp::Memoize,
+            SmallOp::EmptyDict,
+            SmallOp::Memoize,
+            SmallOp::EmptyList,
+            SmallOp::Memoize,
+        ];
+        ops.extend(chunks.concat());
+        let marks = ops.iter().filter(|op| matches!(op, SmallOp::Mark)).count();
+        for closing in 0..=marks + 1 {
+            let pickle = ops_to_pickle(&ops, text_gets, closing);
+            match (parse_default(&pickle), parse_without_interning(&pickle)) {
+                (Ok(interned), Ok(plain)) => proptest::prop_assert_eq!(interned, plain),
+                (Err(_), Err(_)) => {}
+                (interned, plain) => proptest::prop_assert!(
+                    false,
+                    "interned {interned:?} against plain {plain:?}"
+                ),
+            }
+        }
+    }
 }
