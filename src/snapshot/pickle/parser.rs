@@ -1697,7 +1697,6 @@ impl<'a, 'd> Parser<'a, 'd> {
         Ok(base.min(self.stack.len()))
     }
 
-    /// Removes the innermost MARK and returns the items pushed since.
     /// Removes the innermost MARK and returns the items pushed since, to
     /// become a container's (see [`Parser::contained`]).
     fn pop_mark(&mut self, opcode: &'static str, offset: usize) -> Result<Vec<Item>, PickleError> {

@@ -348,6 +348,24 @@ fn small_chunk() -> impl proptest::strategy::Strategy<Value = Vec<SmallOp>> {
     ]
 }
 
+/// Four memoised values (so that most fetches find an entry), then the
+/// `chunks`; and how many MARKs they have.
+fn after_memoised_values(chunks: &[Vec<SmallOp>]) -> (Vec<SmallOp>, usize) {
+    let mut ops = vec![
+        SmallOp::SmallInt(0),
+        SmallOp::Memoize,
+        SmallOp::SmallInt(1),
+        SmallOp::Memoize,
+        SmallOp::EmptyDict,
+        SmallOp::Memoize,
+        SmallOp::EmptyList,
+        SmallOp::Memoize,
+    ];
+    ops.extend(chunks.concat());
+    let marks = ops.iter().filter(|op| matches!(op, SmallOp::Mark)).count();
+    (ops, marks)
+}
+
 /// The pickle of `ops`; with `text_gets`, every memo fetch is written as the
 /// protocol-0 `GET n\n`, which means the same but no fast path reads.
 /// It starts with a MARK and ends with `closing_tuples` TUPLEs, so that the
@@ -397,19 +415,7 @@ proptest::proptest! {
     fn runs_of_memo_fetches_read_like_the_opcodes_one_by_one(
         chunks in proptest::collection::vec(small_chunk(), 1..16)
     ) {
-        // Four memoised values first, so that most fetches find an entry.
-        let mut ops = vec![
-            SmallOp::SmallInt(0),
-            SmallOp::Memoize,
-            SmallOp::SmallInt(1),
-            SmallOp::Memoize,
-            SmallOp::EmptyDict,
-            SmallOp::Memoize,
-            SmallOp::EmptyList,
-            SmallOp::Memoize,
-        ];
-        ops.extend(chunks.concat());
-        let marks = ops.iter().filter(|op| matches!(op, SmallOp::Mark)).count();
+        let (ops, marks) = after_memoised_values(&chunks);
         for closing in 0..=marks + 1 {
             let fast = parse_default(&ops_to_pickle(&ops, false, closing));
             let generic = parse_default(&ops_to_pickle(&ops, true, closing));
@@ -931,18 +937,7 @@ proptest::proptest! {
         chunks in proptest::collection::vec(wide_chunk(), 1..20),
         text_gets in proptest::prelude::any::<bool>(),
     ) {
-        let mut ops = vec![
-            SmallOp::SmallInt(0),
-            SmallOp::Memoize,
-            SmallOp::SmallInt(1),
-            SmallOp::Memoize,
-            SmallOp::EmptyDict,
-            SmallOp::Memoize,
-            SmallOp::EmptyList,
-            SmallOp::Memoize,
-        ];
-        ops.extend(chunks.concat());
-        let marks = ops.iter().filter(|op| matches!(op, SmallOp::Mark)).count();
+        let (ops, marks) = after_memoised_values(&chunks);
         for closing in 0..=marks + 1 {
             let pickle = ops_to_pickle(&ops, text_gets, closing);
             match (parse_default(&pickle), parse_without_interning(&pickle)) {
