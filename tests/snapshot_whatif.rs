@@ -422,18 +422,21 @@ fn replay_exits_2_naming(args: &[&str], what: &str) -> (String, String) {
     (out, err)
 }
 
+/// `replay FILE --alloc-conf conf`: exit 2, nothing on stdout and one
+/// line on stderr that names `what`.
+fn replay_refuses_alloc_conf(file: &str, conf: &str, what: &str) {
+    let (out, err) = replay_exits_2_naming(&["replay", file, "--alloc-conf", conf], what);
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
 #[test]
 fn cli_cuda_malloc_async_is_refused_as_not_modelled_not_run_as_native() {
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
         return;
     };
     let file = path.to_str().expect("utf-8 path");
-    let (out, err) = replay_exits_2_naming(
-        &["replay", file, "--alloc-conf", "backend:cudaMallocAsync"],
-        "does not model",
-    );
-    assert!(out.is_empty(), "{out}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    replay_refuses_alloc_conf(file, "backend:cudaMallocAsync", "does not model");
 }
 
 #[test]
@@ -442,12 +445,7 @@ fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
         return;
     };
     let file = path.to_str().expect("utf-8 path");
-    let (out, err) = replay_exits_2_naming(
-        &["replay", file, "--alloc-conf", "expandable_segmnts:True"],
-        "expandable_segmnts",
-    );
-    assert!(out.is_empty());
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    replay_refuses_alloc_conf(file, "expandable_segmnts:True", "expandable_segmnts");
     replay_exits_2_naming(
         &["replay", file, "--alloc-conf", "max_split_size_mb:5"],
         "max_split_size_mb",
