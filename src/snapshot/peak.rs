@@ -41,14 +41,14 @@ pub fn peaks(device: &DeviceScrub) -> Peaks {
             allocated = Moment {
                 cursor,
                 bytes: p.allocated,
-                time_us: p.time_us,
+                time_us: device.time_at(cursor),
             };
         }
         if cursor == 0 || p.reserved > reserved.bytes {
             reserved = Moment {
                 cursor,
                 bytes: p.reserved,
-                time_us: p.time_us,
+                time_us: device.time_at(cursor),
             };
         }
     }

@@ -22,8 +22,9 @@
 //! 256 Ki events, so at most 256 checkpoints are kept). The state at a
 //! cursor is the nearest checkpoint at or before it plus at most that many
 //! events applied: O(live blocks + K · log(live blocks)). Memory: one state
-//! per checkpoint (about 100 bytes per live block and segment) plus one
-//! [`Point`] (32 bytes) per event.
+//! per checkpoint (about 100 bytes per live block and segment), one
+//! [`Point`] (24 bytes) per event and 16 bytes per allocation whose block
+//! size the final layout gives.
 //!
 //! PyTorch records no `empty_cache` action. A run of `segment_free` /
 //! `segment_unmap` events that is not the allocator's own release-and-retry
@@ -32,7 +33,7 @@
 //! cannot always be told apart: an `empty_cache()` directly followed by an
 //! allocation that needs a new segment looks like a retry and is not marked.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -262,14 +263,14 @@ impl ScrubState {
     }
 }
 
-/// The figures after one event (bytes).
+/// The figures after one event (bytes). Its time is the event's own
+/// ([`DeviceScrub::time_at`]): one per event of a trace of millions, so
+/// nothing the trace already holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Point {
     pub allocated: u64,
     pub reserved: u64,
     pub active: u64,
-    /// Microseconds as recorded; `None` when the file has no time.
-    pub time_us: Option<i64>,
 }
 
 /// Events worth jumping to.
@@ -294,6 +295,38 @@ impl MarkKind {
     }
 }
 
+/// The exact sizes of [`DeviceScrub`] read in step with events visited in
+/// ascending order.
+struct ExactSizes<'a> {
+    sizes: &'a [(usize, u64)],
+    next: usize,
+}
+
+impl<'a> ExactSizes<'a> {
+    /// For a walk that begins at event `first`.
+    fn from(sizes: &'a [(usize, u64)], first: usize) -> Self {
+        ExactSizes {
+            sizes,
+            next: sizes.partition_point(|&(event, _)| event < first),
+        }
+    }
+
+    /// The exact size of event `event`'s block, if recorded; events must
+    /// be asked in ascending order.
+    fn of(&mut self, event: usize) -> Option<u64> {
+        while let Some(&(at, size)) = self.sizes.get(self.next) {
+            if at > event {
+                return None;
+            }
+            self.next += 1;
+            if at == event {
+                return Some(size);
+            }
+        }
+        None
+    }
+}
+
 /// One device's trace, ready to scrub.
 #[derive(Debug, Clone)]
 pub struct DeviceScrub {
@@ -305,10 +338,11 @@ pub struct DeviceScrub {
     checkpoint_every: usize,
     /// `checkpoints[k]` is the state at cursor `k * checkpoint_every`.
     checkpoints: Vec<ScrubState>,
-    /// Exact block sizes of allocations alive at the end, by event index.
-    /// (Keyed by event index, never by anything a file chooses: a fast
-    /// hash is safe here.)
-    exact_sizes: FxHashMap<usize, u64>,
+    /// Exact block sizes of the trace's allocations whose block the final
+    /// layout (or a later free) gives, as (event index, bytes) ascending:
+    /// read in step with the events (a hash map of millions of entries
+    /// cost a cache miss an allocation, and its growth as much again).
+    exact_sizes: Vec<(usize, u64)>,
     /// `points[c]`: the figures at cursor `c` (after `c` events), 0…=N.
     pub points: Vec<Point>,
     /// (event index, kind), in trace order.
@@ -330,14 +364,15 @@ fn empty_frames() -> Frames {
 }
 
 /// A block alive before the trace began, met while undoing a free of it:
-/// its size (sized later, see `undo_trace`) and allocation stack are unknown.
-fn unsized_block(e: &TraceEntry, state: BlockState) -> LiveBlock {
+/// its size (sized later, see `undo_trace`) and allocation stack are unknown
+/// (`no_frames`: one empty list shared by all, not an allocation a free).
+fn unsized_block(e: &TraceEntry, state: BlockState, no_frames: &Frames) -> LiveBlock {
     LiveBlock {
         size: 0,
         requested_size: e.size,
         state,
         stream: e.stream,
-        frames: empty_frames(),
+        frames: Arc::clone(no_frames),
         size_inferred: true,
     }
 }
@@ -372,7 +407,7 @@ impl DeviceScrub {
             config,
             checkpoint_every,
             checkpoints: Vec::new(),
-            exact_sizes: FxHashMap::default(),
+            exact_sizes: Vec::new(),
             points: Vec::with_capacity(n + 1),
             marks: Vec::new(),
             stale: HashMap::new(),
@@ -462,14 +497,15 @@ impl DeviceScrub {
             std::mem::take(&mut state.blocks).into_iter().collect();
         state.allocated = 0;
         state.active = 0;
-        // Sizes still unknown at the start, by address.
-        let mut unknown: BTreeSet<u64> = BTreeSet::new();
+        // A block of unknown size (alive before the trace, freed in it) is
+        // one `unsized_block` made: `size_inferred` marks it until undone.
+        let no_frames = empty_frames();
         for (i, e) in events.iter().enumerate().rev() {
             match e.action {
                 TraceAction::Alloc => {
                     if let Some(b) = blocks.remove(&e.addr) {
-                        if !unknown.remove(&e.addr) {
-                            self.exact_sizes.insert(i, b.size);
+                        if !b.size_inferred {
+                            self.exact_sizes.push((i, b.size));
                         }
                     } else {
                         self.misfits += 1;
@@ -481,13 +517,17 @@ impl DeviceScrub {
                     } else {
                         // Allocated before the trace; its size and stack
                         // are unknown (a free's frames are the free's).
-                        unknown.insert(e.addr);
-                        blocks.insert(e.addr, unsized_block(e, BlockState::ActiveAllocated));
+                        blocks.insert(
+                            e.addr,
+                            unsized_block(e, BlockState::ActiveAllocated, &no_frames),
+                        );
                     }
                 }
                 TraceAction::FreeCompleted => {
-                    unknown.insert(e.addr);
-                    blocks.insert(e.addr, unsized_block(e, BlockState::ActivePendingFree));
+                    blocks.insert(
+                        e.addr,
+                        unsized_block(e, BlockState::ActivePendingFree, &no_frames),
+                    );
                 }
                 TraceAction::SegmentAlloc => {
                     if !state.remove_segment(e.addr) {
@@ -510,11 +550,19 @@ impl DeviceScrub {
                 TraceAction::Snapshot | TraceAction::Oom | TraceAction::Annotate => {}
             }
         }
+        // Pushed walking back: ascending from here.
+        self.exact_sizes.reverse();
         let mut ordered: Vec<(u64, LiveBlock)> = blocks.into_iter().collect();
         ordered.sort_unstable_by_key(|&(addr, _)| addr);
         for (_, b) in &ordered {
             state.add_totals(b, true);
         }
+        // Sizes still unknown at the start, by address.
+        let unknown: Vec<u64> = ordered
+            .iter()
+            .filter(|(_, b)| b.size_inferred)
+            .map(|&(addr, _)| addr)
+            .collect();
         state.blocks = ordered.into_iter().collect();
         // Blocks of unknown size at the start: sized in address order, each
         // bounded by the next block (sizes of later ones are known or
@@ -593,14 +641,22 @@ impl DeviceScrub {
     }
 
     /// Applies event `i` to `state` (forwards).
+    #[cfg(test)]
     fn apply(&self, state: &mut ScrubState, i: usize) -> bool {
+        let mut exact = ExactSizes::from(&self.exact_sizes, i);
+        self.apply_with(state, i, &mut exact)
+    }
+
+    /// Applies event `i` to `state` (forwards), its exact size (if any)
+    /// from `exact`, which walks the events in ascending order.
+    fn apply_with(&self, state: &mut ScrubState, i: usize, exact: &mut ExactSizes<'_>) -> bool {
         let Some(e) = self.events().get(i) else {
             return false;
         };
         match e.action {
             TraceAction::Alloc => {
-                let (size, inferred) = match self.exact_sizes.get(&i) {
-                    Some(&s) => (s, false),
+                let (size, inferred) = match exact.of(i) {
+                    Some(s) => (s, false),
                     None => (state.infer_size(e.addr, e.size, &self.config), true),
                 };
                 state.insert_block(
@@ -636,31 +692,41 @@ impl DeviceScrub {
         }
     }
 
-    fn point(state: &ScrubState, time_us: Option<i64>) -> Point {
+    fn point(state: &ScrubState) -> Point {
         Point {
             allocated: state.allocated,
             reserved: state.reserved,
             active: state.active,
-            time_us,
         }
+    }
+
+    /// Microseconds as recorded at `cursor` (the time of the event just
+    /// applied; at 0 the first event's); `None` when the file has no time.
+    pub fn time_at(&self, cursor: usize) -> Option<i64> {
+        self.events()
+            .get(cursor.saturating_sub(1))
+            .and_then(|e| e.time_us)
     }
 
     fn replay_forward(&mut self, start: ScrubState) {
         let mut state = start;
-        let first_time = self.events().first().and_then(|e| e.time_us);
-        self.points.push(Self::point(&state, first_time));
-        self.checkpoints.push(state.clone());
+        let mut points = std::mem::take(&mut self.points);
+        let mut checkpoints = std::mem::take(&mut self.checkpoints);
+        points.push(Self::point(&state));
+        checkpoints.push(state.clone());
         let mut misfits = 0;
+        let mut exact = ExactSizes::from(&self.exact_sizes, 0);
         for i in 0..self.len() {
-            if !self.apply(&mut state, i) {
+            if !self.apply_with(&mut state, i, &mut exact) {
                 misfits += 1;
             }
-            let time = self.events().get(i).and_then(|e| e.time_us);
-            self.points.push(Self::point(&state, time));
+            points.push(Self::point(&state));
             if (i + 1).is_multiple_of(self.checkpoint_every) {
-                self.checkpoints.push(state.clone());
+                checkpoints.push(state.clone());
             }
         }
+        self.points = points;
+        self.checkpoints = checkpoints;
         self.misfits += misfits;
     }
 
@@ -699,8 +765,10 @@ impl DeviceScrub {
         let cursor = cursor.min(self.len());
         let k = (cursor / self.checkpoint_every).min(self.checkpoints.len().saturating_sub(1));
         let mut state = self.checkpoints.get(k).cloned().unwrap_or_default();
-        for i in k * self.checkpoint_every..cursor {
-            self.apply(&mut state, i);
+        let from = k * self.checkpoint_every;
+        let mut exact = ExactSizes::from(&self.exact_sizes, from);
+        for i in from..cursor {
+            self.apply_with(&mut state, i, &mut exact);
         }
         state
     }
