@@ -15,17 +15,25 @@
 //! generator's or an earlier round's. A round measures the reader
 //! ([`read_snapshot_file`], "read") and then the viewer's state built on the
 //! result ([`ViewerState::new`], "ready": what `vramtop open FILE` has
-//! before it draws). Prints the minimum and the median of the rounds.
+//! before it draws), then one frame of the viewer at 120×40 ("frame": what
+//! every key press costs before the screen changes; the median of
+//! [`FRAMES`] draws). Prints the minimum and the median of the rounds.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use vramtop::app::keymap::Keymap;
 use vramtop::app::viewer::ViewerState;
 use vramtop::snapshot::read_snapshot_file;
 use vramtop::snapshot::synth::cached_large_file;
+use vramtop::ui::{Theme, render_viewer};
 
 const DEFAULT_BYTES: u64 = 1_000_000_000;
+/// Draws per round for the frame figure.
+const FRAMES: usize = 5;
 const DEFAULT_ROUNDS: usize = 5;
 
 fn vm_hwm_bytes() -> Option<u64> {
@@ -35,15 +43,33 @@ fn vm_hwm_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// One round, in this (fresh) process: prints `read_s ready_s peak_bytes`.
+/// One round, in this (fresh) process: prints
+/// `read_s ready_s peak_bytes frame_s`.
 fn child(path: &Path) -> Result<(), String> {
     let start = Instant::now();
     let snapshot = read_snapshot_file(path).map_err(|e| e.to_string())?;
     let read = start.elapsed().as_secs_f64();
     let viewer = ViewerState::new(path.display().to_string(), snapshot);
     let ready = start.elapsed().as_secs_f64();
-    std::hint::black_box(&viewer);
-    println!("{read} {ready} {}", vm_hwm_bytes().unwrap_or(0));
+    let peak = vm_hwm_bytes().unwrap_or(0);
+    let area = Rect::new(0, 0, 120, 40);
+    let mut frames: Vec<f64> = (0..FRAMES)
+        .map(|_| {
+            let mut buf = Buffer::empty(area);
+            let drawn = Instant::now();
+            render_viewer(
+                area,
+                &mut buf,
+                &viewer,
+                &Keymap::default(),
+                &Theme::colored(),
+            );
+            std::hint::black_box(&buf);
+            drawn.elapsed().as_secs_f64()
+        })
+        .collect();
+    let (_, frame) = min_median(&mut frames);
+    println!("{read} {ready} {peak} {frame}");
     Ok(())
 }
 
@@ -107,7 +133,8 @@ fn main() {
         eprintln!("note: cannot find this bench binary to run its rounds");
         return;
     };
-    let (mut reads, mut readies, mut peaks) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut reads, mut readies, mut peaks, mut frames) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let output = match Command::new(&exe).arg("--child").arg(&path).output() {
             Ok(o) if o.status.success() => o,
@@ -128,28 +155,34 @@ fn main() {
             .split_whitespace()
             .filter_map(|w| w.parse().ok())
             .collect();
-        let [read, ready, peak] = figures[..] else {
+        let [read, ready, peak, frame] = figures[..] else {
             eprintln!("round {round}: unexpected output {text:?}");
             return;
         };
         eprintln!(
-            "round {round}: read {read:.2} s, ready {ready:.2} s, peak RSS {:.0} MiB",
-            peak / f64::from(1u32 << 20)
+            "round {round}: read {read:.2} s, ready {ready:.2} s, peak RSS {:.0} MiB, frame {:.1} ms",
+            peak / f64::from(1u32 << 20),
+            frame * 1e3
         );
         reads.push(read);
         readies.push(ready);
         peaks.push(peak);
+        frames.push(frame);
     }
     let (read_min, read_median) = min_median(&mut reads);
     let (ready_min, ready_median) = min_median(&mut readies);
     let (peak_min, peak_median) = min_median(&mut peaks);
+    let (frame_min, frame_median) = min_median(&mut frames);
     let file = len.max(1) as f64;
     println!(
         "large_snapshot {len} B, {rounds} rounds (min / median):\n  \
          read   {read_min:.2} s / {read_median:.2} s = {:.0} MB/s at the median\n  \
          ready  {ready_min:.2} s / {ready_median:.2} s\n  \
+         frame  {:.1} ms / {:.1} ms (the viewer drawn at 120x40)\n  \
          peak RSS {:.0} MiB / {:.0} MiB = {:.2}x / {:.2}x the file",
         file / 1e6 / read_median,
+        frame_min * 1e3,
+        frame_median * 1e3,
         peak_min / f64::from(1u32 << 20),
         peak_median / f64::from(1u32 << 20),
         peak_min / file,
