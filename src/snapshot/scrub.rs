@@ -50,6 +50,9 @@ use crate::alloc::{
 pub const CHECKPOINT_EVERY: usize = 1024;
 /// The most checkpoints kept per device (longer traces space them out).
 pub const MAX_CHECKPOINTS: usize = 256;
+/// Points per block of [`DeviceScrub::highest`]'s table of maxima: a
+/// timeline of millions of events is drawn from a few thousand of them.
+const PEAK_BLOCK: usize = 1024;
 
 /// A block the reconstruction holds (active: allocated or pending free;
 /// inactive space is whatever no block covers).
@@ -295,6 +298,22 @@ impl MarkKind {
     }
 }
 
+/// Each figure's highest value over `points` (zeros when empty).
+fn highest_of(points: &[Point]) -> Point {
+    points.iter().fold(
+        Point {
+            allocated: 0,
+            reserved: 0,
+            active: 0,
+        },
+        |m, p| Point {
+            allocated: m.allocated.max(p.allocated),
+            reserved: m.reserved.max(p.reserved),
+            active: m.active.max(p.active),
+        },
+    )
+}
+
 /// The exact sizes of [`DeviceScrub`] read in step with events visited in
 /// ascending order.
 struct ExactSizes<'a> {
@@ -345,6 +364,8 @@ pub struct DeviceScrub {
     exact_sizes: Vec<(usize, u64)>,
     /// `points[c]`: the figures at cursor `c` (after `c` events), 0…=N.
     pub points: Vec<Point>,
+    /// Per block of [`PEAK_BLOCK`] points, each figure's highest value.
+    peak_blocks: Vec<Point>,
     /// (event index, kind), in trace order.
     pub marks: Vec<(usize, MarkKind)>,
     /// Final-layout inactive blocks by (address, size): their stale
@@ -409,6 +430,7 @@ impl DeviceScrub {
             checkpoints: Vec::new(),
             exact_sizes: Vec::new(),
             points: Vec::with_capacity(n + 1),
+            peak_blocks: Vec::new(),
             marks: Vec::new(),
             stale: HashMap::new(),
             final_segments: HashMap::new(),
@@ -725,9 +747,34 @@ impl DeviceScrub {
                 checkpoints.push(state.clone());
             }
         }
+        self.peak_blocks = points.chunks(PEAK_BLOCK).map(highest_of).collect();
         self.points = points;
         self.checkpoints = checkpoints;
         self.misfits += misfits;
+    }
+
+    /// The highest reserved and allocated bytes (in that order) at the
+    /// cursors `range` (clamped to 0…=N; zeros when empty): whole blocks
+    /// from their table, only the ends point by point.
+    pub fn highest(&self, range: std::ops::Range<usize>) -> (u64, u64) {
+        let end = range.end.min(self.points.len());
+        let start = range.start.min(end);
+        let points = |r: std::ops::Range<usize>| self.points.get(r).unwrap_or_default();
+        let (first_block, last_block) = (start.div_ceil(PEAK_BLOCK), end / PEAK_BLOCK);
+        let best = if first_block >= last_block {
+            highest_of(points(start..end))
+        } else {
+            let blocks = self
+                .peak_blocks
+                .get(first_block..last_block)
+                .unwrap_or_default();
+            highest_of(&[
+                highest_of(points(start..first_block * PEAK_BLOCK)),
+                highest_of(blocks),
+                highest_of(points(last_block * PEAK_BLOCK..end)),
+            ])
+        };
+        (best.reserved, best.allocated)
     }
 
     fn find_marks(&mut self) {
@@ -904,9 +951,7 @@ impl DeviceScrub {
 
     /// Peak reserved and allocated over the trace (bytes).
     pub fn peaks(&self) -> (u64, u64) {
-        self.points
-            .iter()
-            .fold((0, 0), |(r, a), p| (r.max(p.reserved), a.max(p.allocated)))
+        self.highest(0..self.points.len())
     }
 }
 
@@ -1214,6 +1259,53 @@ mod tests {
                 assert!(found <= empty_caches, "{what}: {found} of {empty_caches}");
             }
         }
+    }
+
+    #[test]
+    fn highest_over_any_range_is_the_maximum_of_its_points() {
+        let mut m = model("", 2 * GIB);
+        let _ = workload(&mut m, 6000, 0x5eed);
+        let scrub = Scrub::new(Arc::new(snapshot_of(&m, 0)));
+        let d = &scrub.devices[0];
+        let n = d.points.len();
+        assert!(
+            n > 3 * PEAK_BLOCK,
+            "the trace spans several blocks ({n} points)"
+        );
+        let naive = |r: std::ops::Range<usize>| {
+            let points = d.points.get(r).unwrap_or_default();
+            (
+                points.iter().map(|p| p.reserved).max().unwrap_or(0),
+                points.iter().map(|p| p.allocated).max().unwrap_or(0),
+            )
+        };
+        let b = PEAK_BLOCK;
+        let mut ranges = vec![
+            0..n,
+            0..0,
+            0..1,
+            b - 1..b + 1,
+            b..2 * b,
+            b..3 * b + 1,
+            1..n - 1,
+            n - 1..n,
+        ];
+        // Pseudo-random pairs (a fixed LCG: the test is repeatable).
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..500 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let a = (x >> 33) as usize % n;
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let z = (x >> 33) as usize % n;
+            ranges.push(a.min(z)..a.max(z) + 1);
+        }
+        for r in ranges {
+            assert_eq!(d.highest(r.clone()), naive(r.clone()), "range {r:?}");
+        }
+        // Out of range: clamped; backwards: nothing.
+        assert_eq!(d.highest(n - 1..n + 10), naive(n - 1..n));
+        assert_eq!(d.highest(5..2), (0, 0));
+        assert_eq!(d.peaks(), naive(0..n));
     }
 
     #[test]

@@ -20,25 +20,29 @@ use crate::ui::timeline::{
     vertical_line,
 };
 
-/// Downsamples a series to at most `columns` × 2 points: per bucket of
-/// events, the maximum (peaks must not vanish between samples).
-fn bucketed(values: &[u64], columns: usize, exp: usize) -> Vec<(f64, f64)> {
-    let n = values.len();
+/// Downsamples a series of `n` values to at most `columns` × 2 points: per
+/// bucket of events, the maximum (`highest` of a range of indices: peaks
+/// must not vanish between samples), then the last value.
+fn bucketed(
+    n: usize,
+    highest: impl Fn(std::ops::Range<usize>) -> u64,
+    columns: usize,
+    exp: usize,
+) -> Vec<(f64, f64)> {
     if n == 0 {
         return Vec::new();
     }
     let buckets = (columns * 2).max(1);
     let per = n.div_ceil(buckets).max(1);
-    values
-        .chunks(per)
-        .enumerate()
-        .map(|(k, chunk)| {
-            let max = chunk.iter().copied().max().unwrap_or(0);
-            ((k * per) as f64, format::in_unit(max, exp))
+    (0..n.div_ceil(per))
+        .map(|k| {
+            let start = k * per;
+            let max = highest(start..(start + per).min(n));
+            (start as f64, format::in_unit(max, exp))
         })
         .chain(std::iter::once((
             (n - 1) as f64,
-            format::in_unit(values[n - 1], exp),
+            format::in_unit(highest(n - 1..n), exp),
         )))
         .collect()
 }
@@ -98,15 +102,16 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         theme.finish(area, buf);
         return;
     }
-    let reserved: Vec<u64> = d.points.iter().map(|p| p.reserved).collect();
-    let allocated: Vec<u64> = d.points.iter().map(|p| p.allocated).collect();
+    // From the scrub's table of maxima: a frame costs the same for a trace
+    // of millions of events as for a short one.
+    let n_points = d.points.len();
     let (peak_r, peak_a) = d.peaks();
     let max = peak_r.max(peak_a).max(MIN_SCALE_BYTES);
     let exp = format::unit_exp(max);
     let top = nice_ceiling(format::in_unit(max, exp));
     let columns = usize::from(inner.width);
-    let reserved_pts = bucketed(&reserved, columns, exp);
-    let allocated_pts = bucketed(&allocated, columns, exp);
+    let reserved_pts = bucketed(n_points, |r| d.highest(r).0, columns, exp);
+    let allocated_pts = bucketed(n_points, |r| d.highest(r).1, columns, exp);
     let now = d.points.get(cursor).copied();
     let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
     // The values at the cursor as everywhere ("3.52 GiB"), else packed
@@ -235,13 +240,19 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
 mod tests {
     use super::*;
 
+    /// [`bucketed`] of a plain list of values.
+    fn bucketed_values(values: &[u64], columns: usize, exp: usize) -> Vec<(f64, f64)> {
+        let highest = |r: std::ops::Range<usize>| values[r].iter().copied().max().unwrap_or(0);
+        bucketed(values.len(), highest, columns, exp)
+    }
+
     #[test]
     fn bucketed_keeps_every_buckets_peak_and_ends_on_the_last_value() {
         // Ten events into one column (two buckets of five): the spike at
         // event 3 survives the downsampling, and the line ends at event 9.
         let values = [1, 2, 3, 90, 4, 5, 6, 7, 8, 9];
         assert_eq!(
-            bucketed(&values, 1, 0),
+            bucketed_values(&values, 1, 0),
             vec![(0.0, 90.0), (5.0, 9.0), (9.0, 9.0)]
         );
     }
@@ -250,12 +261,12 @@ mod tests {
     fn bucketed_draws_every_event_when_the_columns_outnumber_them() {
         let values = [4 << 20, 8 << 20, 2 << 20];
         assert_eq!(
-            bucketed(&values, 80, 2),
+            bucketed_values(&values, 80, 2),
             vec![(0.0, 4.0), (1.0, 8.0), (2.0, 2.0), (2.0, 2.0)]
         );
-        assert!(bucketed(&[], 80, 2).is_empty(), "no events, no line");
+        assert!(bucketed_values(&[], 80, 2).is_empty(), "no events, no line");
         assert_eq!(
-            bucketed(&[7], 0, 0),
+            bucketed_values(&[7], 0, 0),
             vec![(0.0, 7.0), (0.0, 7.0)],
             "no columns still draws"
         );
