@@ -23,7 +23,7 @@
 //! cursor is the nearest checkpoint at or before it plus at most that many
 //! events applied: O(live blocks + K · log(live blocks)). Memory: one state
 //! per checkpoint (about 100 bytes per live block and segment), one
-//! [`Point`] (24 bytes) per event and 16 bytes per allocation whose block
+//! [`Point`] (16 bytes) per event and 16 bytes per allocation whose block
 //! size the final layout gives.
 //!
 //! PyTorch records no `empty_cache` action. A run of `segment_free` /
@@ -266,14 +266,14 @@ impl ScrubState {
     }
 }
 
-/// The figures after one event (bytes). Its time is the event's own
-/// ([`DeviceScrub::time_at`]): one per event of a trace of millions, so
-/// nothing the trace already holds.
+/// The figures after one event (bytes): one per event of a trace of
+/// millions, so only what the timeline draws. Its time is the event's own
+/// ([`DeviceScrub::time_at`]); active bytes are in the state
+/// ([`DeviceScrub::state_at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Point {
     pub allocated: u64,
     pub reserved: u64,
-    pub active: u64,
 }
 
 /// Events worth jumping to.
@@ -304,12 +304,10 @@ fn highest_of(points: &[Point]) -> Point {
         Point {
             allocated: 0,
             reserved: 0,
-            active: 0,
         },
         |m, p| Point {
             allocated: m.allocated.max(p.allocated),
             reserved: m.reserved.max(p.reserved),
-            active: m.active.max(p.active),
         },
     )
 }
@@ -718,7 +716,6 @@ impl DeviceScrub {
         Point {
             allocated: state.allocated,
             reserved: state.reserved,
-            active: state.active,
         }
     }
 
