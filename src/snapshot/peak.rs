@@ -1,11 +1,11 @@
 //! The peaks of a trace: the cursor where allocated bytes were highest,
 //! where reserved bytes were highest, and the biggest single allocation.
-//! Pure: computed from a [`DeviceScrub`]'s timeline.
+//! Pure: computed from a [`DeviceScrub`]'s timeline (its table of maxima:
+//! a trace of millions of events is not walked again).
 
 use serde::Serialize;
 
-use super::scrub::DeviceScrub;
-use crate::alloc::TraceAction;
+use super::scrub::{DeviceScrub, Point};
 
 /// A moment of the trace and a figure there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,41 +30,28 @@ pub struct Peaks {
 
 /// The peaks of `device`'s timeline. The first cursor wins a tie.
 pub fn peaks(device: &DeviceScrub) -> Peaks {
-    let mut allocated = Moment {
-        cursor: 0,
-        bytes: 0,
-        time_us: None,
+    let (most_reserved, most_allocated) = device.peaks();
+    // The first cursor at the highest value (cursor 0 when all are 0, or
+    // without points).
+    let moment = |pick: fn(&Point) -> u64, bytes: u64| {
+        let cursor = device.first_reaching(pick, bytes).unwrap_or(0);
+        Moment {
+            cursor,
+            bytes,
+            time_us: device.time_at(cursor),
+        }
     };
-    let mut reserved = allocated;
-    for (cursor, p) in device.points.iter().enumerate() {
-        if cursor == 0 || p.allocated > allocated.bytes {
-            allocated = Moment {
-                cursor,
-                bytes: p.allocated,
-                time_us: device.time_at(cursor),
-            };
-        }
-        if cursor == 0 || p.reserved > reserved.bytes {
-            reserved = Moment {
-                cursor,
-                bytes: p.reserved,
-                time_us: device.time_at(cursor),
-            };
-        }
-    }
-    let mut biggest: Option<Moment> = None;
-    for (i, e) in device.events().iter().enumerate() {
-        if e.action == TraceAction::Alloc && biggest.is_none_or(|b| e.size > b.bytes) {
-            biggest = Some(Moment {
-                cursor: i.saturating_add(1),
-                bytes: e.size,
-                time_us: e.time_us,
-            });
-        }
-    }
+    let biggest = device.biggest_allocation().and_then(|i| {
+        let e = device.events().get(i)?;
+        Some(Moment {
+            cursor: i.saturating_add(1),
+            bytes: e.size,
+            time_us: e.time_us,
+        })
+    });
     Peaks {
-        allocated,
-        reserved,
+        allocated: moment(|p| p.allocated, most_allocated),
+        reserved: moment(|p| p.reserved, most_reserved),
         biggest_allocation: biggest,
     }
 }

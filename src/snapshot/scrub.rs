@@ -366,6 +366,8 @@ pub struct DeviceScrub {
     peak_blocks: Vec<Point>,
     /// (event index, kind), in trace order.
     pub marks: Vec<(usize, MarkKind)>,
+    /// The first `alloc` event of the largest request, if any.
+    biggest_allocation: Option<usize>,
     /// Final-layout inactive blocks by (address, size): their stale
     /// requested size and frames, so gaps that match one show them.
     stale: HashMap<(u64, u64), (u64, Frames)>,
@@ -430,6 +432,7 @@ impl DeviceScrub {
             points: Vec::with_capacity(n + 1),
             peak_blocks: Vec::new(),
             marks: Vec::new(),
+            biggest_allocation: None,
             stale: HashMap::new(),
             final_segments: HashMap::new(),
             inferred_sizes: 0,
@@ -777,10 +780,14 @@ impl DeviceScrub {
     fn find_marks(&mut self) {
         let events = self.events();
         let mut marks = Vec::new();
+        let mut biggest: Option<(usize, u64)> = None;
         let is_release =
             |a: TraceAction| matches!(a, TraceAction::SegmentFree | TraceAction::SegmentUnmap);
         for (i, e) in events.iter().enumerate() {
             match e.action {
+                TraceAction::Alloc if biggest.is_none_or(|(_, size)| e.size > size) => {
+                    biggest = Some((i, e.size));
+                }
                 TraceAction::Oom => marks.push((i, MarkKind::Oom)),
                 TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
                     marks.push((i, MarkKind::SegmentAlloc));
@@ -802,6 +809,26 @@ impl DeviceScrub {
             }
         }
         self.marks = marks;
+        self.biggest_allocation = biggest.map(|(i, _)| i);
+    }
+
+    /// The first `alloc` event of the largest request (the first of equal
+    /// ones), if the trace allocates at all.
+    pub fn biggest_allocation(&self) -> Option<usize> {
+        self.biggest_allocation
+    }
+
+    /// The first cursor whose figure (`pick` of its point) is at least
+    /// `bytes`: the blocks of maxima skipped whole until one reaches it.
+    pub fn first_reaching(&self, pick: fn(&Point) -> u64, bytes: u64) -> Option<usize> {
+        let block = self.peak_blocks.iter().position(|b| pick(b) >= bytes)?;
+        let start = block * PEAK_BLOCK;
+        let points = self.points.get(start..).unwrap_or_default();
+        points
+            .iter()
+            .take(PEAK_BLOCK)
+            .position(|p| pick(p) >= bytes)
+            .map(|i| start + i)
     }
 
     /// The state at `cursor` (after `cursor` events; clamped to 0…=N).
@@ -1301,8 +1328,28 @@ mod tests {
         }
         // Out of range: clamped; backwards: nothing.
         assert_eq!(d.highest(n - 1..n + 10), naive(n - 1..n));
-        assert_eq!(d.highest(5..2), (0, 0));
+        assert_eq!(d.highest(std::ops::Range { start: 5, end: 2 }), (0, 0));
         assert_eq!(d.peaks(), naive(0..n));
+        // The peaks' moments: the first cursor at each maximum, and the
+        // first allocation of the largest request, as a walk finds them.
+        let p = crate::snapshot::peak::peaks(d);
+        let first_at = |pick: fn(&Point) -> u64| {
+            let top = d.points.iter().map(pick).max().unwrap_or(0);
+            d.points.iter().position(|q| pick(q) == top)
+        };
+        assert_eq!(Some(p.allocated.cursor), first_at(|q| q.allocated));
+        assert_eq!(Some(p.reserved.cursor), first_at(|q| q.reserved));
+        let mut biggest: Option<(usize, u64)> = None;
+        for (i, e) in d.events().iter().enumerate() {
+            if e.action == TraceAction::Alloc && biggest.is_none_or(|(_, b)| e.size > b) {
+                biggest = Some((i + 1, e.size));
+            }
+        }
+        assert_eq!(p.biggest_allocation.map(|m| (m.cursor, m.bytes)), biggest);
+        assert!(
+            p.allocated.cursor > PEAK_BLOCK,
+            "the peak is past the first block"
+        );
     }
 
     #[test]
