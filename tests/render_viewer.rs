@@ -66,6 +66,23 @@ fn opens_at_the_end_of_the_trace_showing_the_files_own_state() {
 }
 
 #[test]
+fn an_inconsistent_trace_is_said_to_be_so_beside_its_figures() {
+    // SnapViewer's sample file is hand-made: its trace allocates 2.10 GiB
+    // in 250 MiB of segments. A consistent file says nothing of the kind.
+    let Some(v) = viewer("snapviewer_memory.pickle") else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let gpu_row = screen.lines().nth(1).unwrap_or_default();
+    assert!(gpu_row.contains("events inconsistent"), "{screen}");
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(!screen.contains("inconsistent"), "{screen}");
+}
+
+#[test]
 fn home_shows_the_empty_allocator_before_the_first_event() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -1,5 +1,6 @@
 //! The viewer's devices pane: one row per GPU of the snapshot with its
-//! events, reserved and allocated bytes at the cursor and their peaks.
+//! events, reserved and allocated bytes at the cursor and their peaks, its
+//! OOMs, and the events an inconsistent file's trace could not place.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -97,6 +98,18 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         };
         let ooms = d.count(MarkKind::Oom);
         let oom = (ooms > 0).then(|| Span::styled(format!("  {ooms} OOM"), theme.critical));
+        // Events the reconstruction could not place (a free of a block the
+        // file never had, …): the figures shown are then approximate, and
+        // `vramtop replay FILE` names what is wrong.
+        let misfit = (d.misfits > 0).then(|| {
+            Span::styled(
+                format!(
+                    "  {} inconsistent",
+                    format::count_of(d.misfits, "event", "events")
+                ),
+                theme.warning,
+            )
+        });
         let line_of = |with_events: bool, short: bool| {
             let mut spans = head.clone();
             if with_events {
@@ -104,6 +117,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             }
             spans.extend(figures(short).map(Span::raw));
             spans.extend(oom.clone());
+            spans.extend(misfit.clone());
             Line::from(spans)
         };
         let width = usize::from(inner.width);
