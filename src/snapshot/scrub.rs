@@ -355,8 +355,8 @@ pub struct DeviceScrub {
     checkpoint_every: usize,
     /// `checkpoints[k]` is the state at cursor `k * checkpoint_every`.
     checkpoints: Vec<ScrubState>,
-    /// Exact block sizes of the trace's allocations whose block the final
-    /// layout (or a later free) gives, as (event index, bytes) ascending:
+    /// Exact block sizes of the trace's allocations whose block is still
+    /// in the final layout, as (event index, bytes) ascending:
     /// read in step with the events (a hash map of millions of entries
     /// cost a cache miss an allocation, and its growth as much again).
     exact_sizes: Vec<(usize, u64)>,
