@@ -7,7 +7,9 @@
 //! keys, numbers at every int opcode width, traces across the pickler's
 //! 1000-item APPENDS batches. Every read path must agree on each file (the
 //! entry-by-entry fast path, the whole value tree, the file reader, the
-//! final-state reader) and with the counts Python computed from its objects.
+//! final-state reader) and with the counts Python computed from its objects,
+//! then go through what a user runs next: the summary, `replay`, `whatif`
+//! and the viewer.
 
 mod common;
 
@@ -16,14 +18,21 @@ use std::process::Command;
 use std::sync::Arc;
 
 use common::skip::{Prerequisite, skip};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use vramtop::alloc::{AllocatorConfig, TraceAction};
+use vramtop::app::keymap::Keymap;
+use vramtop::app::viewer::ViewerState;
 use vramtop::snapshot::pickle::{Limits, parse};
 use vramtop::snapshot::replay::verify;
 use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::summary::{sites_report, summarize};
+use vramtop::snapshot::whatif::{WhatIfError, WhatIfSetting, whatif};
 use vramtop::snapshot::{
     Snapshot, SnapshotFormat, read_snapshot, read_snapshot_file, read_snapshot_file_final_state,
     snapshot_from_value,
 };
+use vramtop::ui::{Theme, render_viewer};
 
 /// Files per run: enough for every protocol, sharing mode and optional key
 /// to turn up many times (about 2 s of Python).
@@ -158,6 +167,39 @@ fn check_files(seed: u64) {
             (tree.segments.len(), entries),
             "{name}"
         );
+        // `whatif` under the recorded settings and a small capacity, and
+        // the viewer opened and drawn at both sizes the guide tries.
+        let expandable = WhatIfSetting {
+            conf: "expandable_segments:True".to_string(),
+            config: AllocatorConfig::parse("expandable_segments:True").expect("valid"),
+        };
+        match whatif(&tree, &[expandable], Some(1 << 30)) {
+            // The original, then the one setting, for every device replayed.
+            Ok(w) => assert!(w.devices.iter().all(|d| d.runs.len() == 2), "{name}"),
+            // Refused only for a trace without a program call in it.
+            Err(WhatIfError::NoTrace) => assert!(
+                tree.device_traces
+                    .iter()
+                    .flatten()
+                    .all(|e| !matches!(e.action, TraceAction::Alloc | TraceAction::FreeRequested)),
+                "{name}"
+            ),
+            Err(e) => panic!("{name}: {e}"),
+        }
+        let viewer = ViewerState::new(name.to_string(), (*tree).clone());
+        for (width, height) in [(80, 24), (120, 40)] {
+            let area = Rect::new(0, 0, width, height);
+            let mut buf = Buffer::empty(area);
+            render_viewer(
+                area,
+                &mut buf,
+                &viewer,
+                &Keymap::default(),
+                &Theme::colored(),
+            );
+            let screen: String = buf.content().iter().map(|c| c.symbol()).collect();
+            assert!(screen.contains("GPU"), "{name} at {width}x{height}");
+        }
     }
 }
 
