@@ -368,6 +368,8 @@ pub struct DeviceScrub {
     pub marks: Vec<(usize, MarkKind)>,
     /// The first `alloc` event of the largest request, if any.
     biggest_allocation: Option<usize>,
+    /// The streams the trace's events name, ascending.
+    trace_streams: Vec<u64>,
     /// Final-layout inactive blocks by (address, size): their stale
     /// requested size and frames, so gaps that match one show them.
     stale: HashMap<(u64, u64), (u64, Frames)>,
@@ -434,6 +436,7 @@ impl DeviceScrub {
             peak_blocks: Vec::new(),
             marks: Vec::new(),
             biggest_allocation: None,
+            trace_streams: Vec::new(),
             stale: HashMap::new(),
             final_segments: HashMap::new(),
             inferred_sizes: 0,
@@ -785,9 +788,17 @@ impl DeviceScrub {
         let events = self.events();
         let mut marks = Vec::new();
         let mut biggest: Option<(usize, u64)> = None;
+        // A trace of millions of events names a few streams, mostly the
+        // same one event after event: the set is fed on a change only.
+        let mut streams = std::collections::BTreeSet::new();
+        let mut last_stream = None;
         let is_release =
             |a: TraceAction| matches!(a, TraceAction::SegmentFree | TraceAction::SegmentUnmap);
         for (i, e) in events.iter().enumerate() {
+            if last_stream != Some(e.stream) {
+                streams.insert(e.stream);
+                last_stream = Some(e.stream);
+            }
             match e.action {
                 TraceAction::Alloc if biggest.is_none_or(|(_, size)| e.size > size) => {
                     biggest = Some((i, e.size));
@@ -814,6 +825,13 @@ impl DeviceScrub {
         }
         self.marks = marks;
         self.biggest_allocation = biggest.map(|(i, _)| i);
+        self.trace_streams = streams.into_iter().collect();
+    }
+
+    /// The streams the trace's events name, ascending (found while the
+    /// scrub is built: no walk of the trace again).
+    pub fn trace_streams(&self) -> &[u64] {
+        &self.trace_streams
     }
 
     /// The first `alloc` event of the largest request (the first of equal
@@ -1354,6 +1372,10 @@ mod tests {
             p.allocated.cursor > PEAK_BLOCK,
             "the peak is past the first block"
         );
+        let mut streams: Vec<u64> = d.events().iter().map(|e| e.stream).collect();
+        streams.sort_unstable();
+        streams.dedup();
+        assert_eq!(d.trace_streams(), streams);
     }
 
     #[test]
