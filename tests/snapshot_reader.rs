@@ -12,9 +12,9 @@ use std::sync::atomic::AtomicU64;
 use proptest::prelude::*;
 use vramtop::alloc::{BlockState, PoolKind, TraceAction};
 use vramtop::snapshot::{
-    FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat, TraceExtra, Value,
-    check_invariants, pickle, read_snapshot, read_snapshot_file, read_snapshot_file_staged,
-    read_snapshot_staged, snapshot_from_value,
+    EntryTime, FindingKind, Limits, PickleError, Snapshot, SnapshotError, SnapshotFormat,
+    TraceExtra, Value, check_invariants, pickle, read_snapshot, read_snapshot_file,
+    read_snapshot_file_staged, read_snapshot_staged, snapshot_from_value,
 };
 
 // ---- allocation probe ------------------------------------------------------
@@ -439,7 +439,7 @@ fn torch_2_0_blocks_get_addresses_from_their_segment_and_frames_from_history() {
         ("allocate", 190)
     );
     assert_eq!(first.requested_size, 33_554_432);
-    assert!(snapshot.device_traces[0][0].time_us.is_none());
+    assert!(snapshot.device_traces[0][0].time_us().is_none());
 }
 
 #[test]
@@ -1264,7 +1264,7 @@ fn trace_entry_with_a_repeated_key_reads_its_last_value_as_python_does() {
     let read = read_snapshot(&bytes).unwrap();
     let trace = &read.device_traces[0];
     assert_eq!(trace[0].size, 512);
-    assert_eq!(trace[0].time_us, None);
+    assert_eq!(trace[0].time_us(), None);
     assert_eq!(trace[0].compile_context().map(|t| &**t), Some("N/A"));
     let whole = snapshot_from_value(&parse(&bytes).unwrap()).unwrap();
     assert_eq!(whole.device_traces, read.device_traces);
@@ -1310,7 +1310,7 @@ fn unknown_trace_actions_are_skipped_and_counted() {
         ]
     );
     assert_eq!(trace[1].addr, 4096);
-    assert_eq!(trace[0].time_us, Some(17));
+    assert_eq!(trace[0].time_us(), Some(17));
     assert_eq!(trace[0].compile_context().map(|t| &**t), Some("N/A"));
     assert_eq!(trace[0].user_metadata().map(|t| &**t), Some(""));
     // Entries that say the same share one allocation for it.
@@ -1711,7 +1711,7 @@ fn entry_by_entry_reading_agrees_with_the_whole_tree() {
         vramtop::snapshot::synth::large(&vramtop::snapshot::synth::LargeShape::about_bytes(60_000));
     for (i, entry) in snapshot.device_traces[0].iter_mut().enumerate() {
         match i % 5 {
-            0 => entry.time_us = None,
+            0 => entry.time = EntryTime::NONE,
             1 => entry.extra = TraceExtra::of(Some("torch.compile".into()), None),
             2 => entry.extra = TraceExtra::of(None, Some("step 3".into())),
             3 => {
@@ -2004,7 +2004,7 @@ fn hand_built_snapshot_value() -> Value {
             addr: 1 << 30,
             size: 1 << 20,
             stream: 0,
-            time_us: Some(5),
+            time: EntryTime::new(Some(5)),
             frames,
             extra: None,
         }]],

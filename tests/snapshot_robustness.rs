@@ -14,7 +14,7 @@ use vramtop::snapshot::summary::summarize;
 use vramtop::snapshot::synth::{LargeShape, large};
 use vramtop::snapshot::whatif::{WhatIfSetting, whatif};
 use vramtop::snapshot::{
-    Block, Frames, Limits, Segment, Snapshot, SnapshotFormat, TraceEntry, WriteOptions,
+    Block, EntryTime, Frames, Limits, Segment, Snapshot, SnapshotFormat, TraceEntry, WriteOptions,
     read_snapshot, read_snapshot_file, read_snapshot_with_limits, write_snapshot_with,
 };
 
@@ -264,7 +264,7 @@ fn entry(action: TraceAction, addr: u64, size: u64) -> TraceEntry {
         addr,
         size,
         stream: 0,
-        time_us: None,
+        time: EntryTime::NONE,
         frames: no_frames(),
         extra: None,
     }

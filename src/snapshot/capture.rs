@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::types::{
-    AllocatorSettings, Block, Frame, Frames, Segment, Snapshot, SnapshotFormat, TraceEntry,
+    AllocatorSettings, Block, EntryTime, Frame, Frames, Segment, Snapshot, SnapshotFormat,
+    TraceEntry,
 };
 use crate::alloc::{
     AllocError, AllocatorConfig, BlockState, CachingAllocator, ConfigError, DeviceMemory,
@@ -79,7 +80,7 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
             addr: e.addr,
             size: e.size,
             stream: e.stream,
-            time_us: i64::try_from(e.time_us).ok(),
+            time: EntryTime::new(i64::try_from(e.time_us).ok()),
             frames: frames_of(e),
             extra: None,
         })

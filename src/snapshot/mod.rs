@@ -33,8 +33,8 @@ pub use reader::{
     read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
 };
 pub use types::{
-    AllocatorSettings, Annotation, Block, Frame, Frames, Segment, Snapshot, SnapshotError,
-    SnapshotFormat, TraceEntry, TraceExtra,
+    AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, Segment, Snapshot,
+    SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
 };
 pub use writer::{
     WriteError, WriteOptions, snapshot_to_bytes, write_snapshot, write_snapshot_file,

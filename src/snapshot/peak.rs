@@ -46,7 +46,7 @@ pub fn peaks(device: &DeviceScrub) -> Peaks {
         Some(Moment {
             cursor: i.saturating_add(1),
             bytes: e.size,
-            time_us: e.time_us,
+            time_us: e.time_us(),
         })
     });
     Peaks {

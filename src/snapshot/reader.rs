@@ -16,8 +16,8 @@ use std::sync::atomic::AtomicU64;
 
 use super::pickle::{self, Limits, PickleError, Value};
 use super::types::{
-    AllocatorSettings, Annotation, Block, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment, SettingsKey,
-    Snapshot, SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
+    AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment,
+    SettingsKey, Snapshot, SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
 };
 use crate::alloc::{BlockState, PoolKind, TraceAction, sizing::MAX_DEVICE_BYTES};
 
@@ -1257,7 +1257,7 @@ impl Reader {
             addr,
             size,
             stream: int64_cast_field(value, "stream", path)?,
-            time_us: optional_i64(value, "time_us", path)?,
+            time: EntryTime::new(optional_i64(value, "time_us", path)?),
             frames,
             extra: self.extra(
                 optional_arc_str(value, "compile_context", path)?,
@@ -1365,7 +1365,7 @@ impl Reader {
             addr,
             size,
             stream,
-            time_us,
+            time: EntryTime::new(time_us),
             frames,
             extra: self.extra(compile_context, user_metadata),
         })

@@ -731,7 +731,7 @@ impl DeviceScrub {
     pub fn time_at(&self, cursor: usize) -> Option<i64> {
         self.events()
             .get(cursor.saturating_sub(1))
-            .and_then(|e| e.time_us)
+            .and_then(|e| e.time_us())
     }
 
     fn replay_forward(&mut self, start: ScrubState) {

@@ -378,7 +378,7 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
             DeviceSites {
                 device,
                 events: d.len(),
-                first_time_us: d.events().iter().find_map(|e| e.time_us),
+                first_time_us: d.events().iter().find_map(|e| e.time_us()),
                 peaks,
                 at_end,
                 at_peak_allocated: at_peak,

@@ -513,7 +513,7 @@ impl<W: Write> Pickler<W> {
             ("size", Item::Int(e.size.into())),
             ("stream", Item::Int(e.stream.into())),
         ];
-        if let Some(time) = e.time_us {
+        if let Some(time) = e.time_us() {
             pairs.push(("time_us", Item::Int(time.into())));
         }
         pairs.push(("frames", Item::Frames(&e.frames)));

@@ -38,8 +38,8 @@ fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
     }
     match d.allocated_by(v.cursor(), b.address) {
         Some(i) => {
-            let first = d.events().first().and_then(|e| e.time_us);
-            let t = d.events().get(i).and_then(|e| e.time_us);
+            let first = d.events().first().and_then(|e| e.time_us());
+            let t = d.events().get(i).and_then(|e| e.time_us());
             format!("at event {}/{} ({})", i + 1, d.len(), elapsed(first, t))
         }
         None => "before the trace began".to_string(),

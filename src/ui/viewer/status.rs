@@ -80,8 +80,8 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
             parts.push((Keep::Always, format!("event {c}/{n} (#{index})")));
             parts.push((Keep::Event, describe_event(e)));
             parts.push((Keep::Stream, format!("stream {}", e.stream)));
-            let first = d.events().first().and_then(|e| e.time_us);
-            parts.push((Keep::Time, elapsed(first, e.time_us)));
+            let first = d.events().first().and_then(|e| e.time_us());
+            parts.push((Keep::Time, elapsed(first, e.time_us())));
         }
         None if n == 0 => parts.push((
             Keep::Always,
