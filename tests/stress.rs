@@ -1999,7 +1999,27 @@ fn a_loaded_scenario_renders_its_name_step_and_explanation() {
 
 // ------------------------------------------------------------- OOM advice
 
+/// A segment of `total` bytes: one live block of `allocated` bytes at its
+/// start (when not 0), the rest one free block.
 fn segment(total: u64, allocated: u64) -> SegmentInfo {
+    use vramtop::alloc::{BlockInfo, BlockState};
+    let block = |address, size, state| BlockInfo {
+        address,
+        size,
+        requested_size: if state == BlockState::Inactive {
+            0
+        } else {
+            size
+        },
+        state,
+    };
+    let mut blocks = Vec::new();
+    if allocated > 0 {
+        blocks.push(block(0, allocated, BlockState::ActiveAllocated));
+    }
+    if total > allocated {
+        blocks.push(block(allocated, total - allocated, BlockState::Inactive));
+    }
     SegmentInfo {
         device: 0,
         address: 0,
@@ -2011,7 +2031,7 @@ fn segment(total: u64, allocated: u64) -> SegmentInfo {
         segment_type: vramtop::alloc::PoolKind::Large,
         segment_pool_id: (0, 0),
         is_expandable: false,
-        blocks: Vec::new(),
+        blocks,
     }
 }
 
@@ -2024,6 +2044,24 @@ fn oom_advice_has_single_spaces_between_its_words() {
             assert!(!line.contains("  "), "a run of spaces: {line:?}");
         }
     }
+}
+
+#[test]
+fn reclaim_counts_the_whole_free_pages_of_an_expandable_segment() {
+    use vramtop::app::stress::{Reclaim, reclaim};
+    // 100 MiB mapped in 20 MiB pages, 10 MiB live at its start: the pages
+    // from 20 MiB on are wholly free and unmapped; [10, 20) MiB stays.
+    let expandable = SegmentInfo {
+        is_expandable: true,
+        ..segment(100 * MIB, 10 * MIB)
+    };
+    assert_eq!(
+        reclaim(&[expandable]),
+        Reclaim {
+            releasable: 80 * MIB,
+            non_releasable: 10 * MIB
+        }
+    );
 }
 
 #[test]

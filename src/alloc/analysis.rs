@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use super::layout::{BlockState, SegmentInfo};
+use super::layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+use super::sizing::{LARGE_BUFFER, SMALL_BUFFER};
 
 /// The smallest histogram bucket holds blocks of at most 512 B (2^9); each
 /// next bucket doubles; the last holds everything of 1 GiB (2^30) and more.
@@ -34,8 +35,10 @@ pub struct Fragmentation {
     pub internal_free: u64,
     /// Bytes of inactive blocks: cached, free, in segments.
     pub external_free: u64,
-    /// The part of `external_free` in segments that also hold an active
-    /// block: empty_cache cannot release it (PyTorch's "non-releasable").
+    /// The part of `external_free` that `empty_cache` cannot release: every
+    /// free block of a segment that also holds an active block (PyTorch's
+    /// "non-releasable"), and in expandable segments the parts of free
+    /// blocks short of a whole page (whole pages are unmapped).
     pub non_releasable: u64,
     pub largest_free_block: u64,
     pub free_blocks: u64,
@@ -51,6 +54,66 @@ fn bucket_index(size: u64) -> usize {
     // ceil(log2(size)) without floating point.
     let log2_ceil = 64 - (size - 1).leading_zeros();
     (log2_ceil.min(LAST_BUCKET_LOG2) - FIRST_BUCKET_LOG2) as usize
+}
+
+/// Bytes of a segment's page: expandable segments map 2 MiB pages in the
+/// small pool and 20 MiB pages in the large one.
+pub fn expandable_page_size(kind: PoolKind) -> u64 {
+    match kind {
+        PoolKind::Small => SMALL_BUFFER,
+        PoolKind::Large => LARGE_BUFFER,
+    }
+}
+
+/// Bytes `empty_cache` would give back to the device from `segment`. A
+/// segment goes back only whole, when every block in it is free; an
+/// expandable segment unmaps, in every run of adjacent free blocks, the
+/// whole pages strictly inside the run, counted from the mapped range's
+/// start (a range begins on a page). With `pending_complete`, blocks
+/// waiting for stream events count as free: `empty_cache` synchronises the
+/// streams first.
+pub fn released_by_empty_cache(segment: &SegmentInfo, pending_complete: bool) -> u64 {
+    let is_free = |b: &BlockInfo| match b.state {
+        BlockState::Inactive => true,
+        BlockState::ActivePendingFree => pending_complete,
+        BlockState::ActiveAllocated => false,
+    };
+    if !segment.is_expandable {
+        return if segment.blocks.iter().all(is_free) {
+            segment.total_size
+        } else {
+            0
+        };
+    }
+    let page = expandable_page_size(segment.segment_type);
+    let whole_pages = |(start, end): (u64, u64)| {
+        (end / page)
+            .saturating_sub(start.div_ceil(page))
+            .saturating_mul(page)
+    };
+    let mut released = 0u64;
+    // The current run of free blocks as offsets into the range.
+    let mut run: Option<(u64, u64)> = None;
+    for b in &segment.blocks {
+        let span = b
+            .address
+            .checked_sub(segment.address)
+            .and_then(|start| Some((start, start.checked_add(b.size)?)));
+        match (span, run) {
+            (Some((start, end)), Some((first, last))) if is_free(b) && start == last => {
+                run = Some((first, end));
+            }
+            (Some(span), _) if is_free(b) => {
+                released = released.saturating_add(run.map_or(0, whole_pages));
+                run = Some(span);
+            }
+            _ => {
+                released = released.saturating_add(run.map_or(0, whole_pages));
+                run = None;
+            }
+        }
+    }
+    released.saturating_add(run.map_or(0, whole_pages))
 }
 
 /// Computes the free-memory figures of `segments`.
@@ -76,7 +139,7 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         fragmentation: 0.0,
     };
     for seg in segments {
-        let has_active = seg.blocks.iter().any(|b| b.state.is_active());
+        let mut segment_free = 0u64;
         for b in &seg.blocks {
             match b.state {
                 BlockState::ActiveAllocated => {
@@ -90,12 +153,12 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
                     f.external_free += b.size;
                     f.free_blocks += 1;
                     f.largest_free_block = f.largest_free_block.max(b.size);
-                    if has_active {
-                        f.non_releasable += b.size;
-                    }
+                    segment_free += b.size;
                 }
             }
         }
+        // As things stand: a block waiting for its stream events is not free.
+        f.non_releasable += segment_free.saturating_sub(released_by_empty_cache(seg, false));
     }
     if f.external_free > 0 {
         f.fragmentation = 1.0 - f.largest_free_block as f64 / f.external_free as f64;
@@ -163,5 +226,63 @@ mod tests {
         assert_eq!(f.external_free, 30 * MIB);
         assert_eq!(f.non_releasable, 0);
         assert_eq!(f.fragmentation, 0.0);
+    }
+
+    /// Runs `ops` (a size in KiB to allocate, or an index of a live block to
+    /// free) through a model with `settings`, then checks the figures of its
+    /// layout against what the model's own `empty_cache` releases.
+    fn empty_cache_releases_what_the_figures_say(settings: &str, ops: &[(bool, u64)]) {
+        let config = AllocatorConfig::parse(settings).expect("valid settings");
+        let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 40), 0, config);
+        let mut live = Vec::new();
+        for &(alloc, n) in ops {
+            if alloc || live.is_empty() {
+                live.push(m.malloc(n << 10, 0).expect("fits"));
+            } else {
+                let ptr = live.swap_remove((n as usize) % live.len());
+                m.free(ptr).expect("live");
+            }
+        }
+        let layout = m.layout();
+        let f = fragmentation(&layout);
+        let reserved = |l: &[SegmentInfo]| l.iter().map(|s| s.total_size).sum::<u64>();
+        let released: u64 = layout
+            .iter()
+            .map(|s| released_by_empty_cache(s, true))
+            .sum();
+        let before = reserved(&layout);
+        m.empty_cache();
+        let after = reserved(&m.layout());
+        assert_eq!(before - after, released, "{settings}: released bytes");
+        assert_eq!(
+            f.external_free - f.non_releasable,
+            released,
+            "{settings}: free memory empty_cache can give back"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn non_releasable_is_what_empty_cache_keeps(
+            ops in proptest::collection::vec((proptest::bool::weighted(0.6), 1u64..80_000), 1..60),
+        ) {
+            empty_cache_releases_what_the_figures_say("", &ops);
+            empty_cache_releases_what_the_figures_say("expandable_segments:True", &ops);
+        }
+    }
+
+    #[test]
+    fn an_expandable_free_block_gives_back_its_whole_pages() {
+        let config = AllocatorConfig::parse("expandable_segments:True").expect("valid");
+        let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 40), 0, config);
+        // 3 MiB at the range's start, 50 MiB after it: 60 MiB mapped
+        // (three 20 MiB pages), then the 50 MiB freed.
+        let _a = m.malloc(3 * MIB, 0).expect("fits");
+        let b = m.malloc(50 * MIB, 0).expect("fits");
+        m.free(b).expect("live");
+        let f = fragmentation(&m.layout());
+        assert_eq!(f.external_free, 57 * MIB);
+        // Pages 2 and 3 ([20, 60) MiB) lie wholly in the free block [3, 60).
+        assert_eq!(f.non_releasable, 17 * MIB);
     }
 }

@@ -33,7 +33,7 @@ pub const DEFINITIONS: [(&str, &str); 11] = [
     ("external free", "free blocks cached in segments."),
     (
         "non-releasable",
-        "external free in segments with a live block: empty_cache() cannot release it.",
+        "free memory empty_cache() cannot release: in segments with a live block, or short of a page (expandable).",
     ),
     ("fragmentation", "= 1 − largest free block / external free."),
     ("segments", "S/L small/large pool, E expandable."),

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use crate::alloc::analysis::{BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2};
+use crate::alloc::analysis::{
+    BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2, released_by_empty_cache,
+};
 use crate::alloc::{DeviceStats, SegmentInfo, fragmentation};
 
 use super::MIB;
@@ -159,22 +161,26 @@ pub const LARGE_NON_RELEASABLE: u64 = 64 * MIB;
 /// What `empty_cache` could do with the cached free memory (bytes).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Reclaim {
-    /// Segments without a live block: `empty_cache` returns them whole.
+    /// Segments without a live block, returned whole, and the whole free
+    /// pages of expandable segments, unmapped.
     pub releasable: u64,
-    /// Free blocks inside segments that also hold a live block: they stay.
+    /// Free memory that stays: free blocks inside segments that also hold a
+    /// live block, and parts of free pages of expandable segments.
     pub non_releasable: u64,
 }
 
 /// Splits the cached free memory of `layout` into what `empty_cache` could
-/// release and what it could not.
+/// release and what it could not (it synchronises the streams first, so
+/// blocks waiting for stream events count as free).
 pub fn reclaim(layout: &[SegmentInfo]) -> Reclaim {
     let mut r = Reclaim::default();
     for s in layout {
-        if s.allocated_size == 0 {
-            r.releasable += s.total_size;
-        } else {
-            r.non_releasable += s.total_size.saturating_sub(s.allocated_size);
-        }
+        let released = released_by_empty_cache(s, true);
+        r.releasable += released;
+        r.non_releasable += s
+            .total_size
+            .saturating_sub(s.allocated_size)
+            .saturating_sub(released);
     }
     r
 }
@@ -192,8 +198,8 @@ pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
     }
     let fmt = crate::alloc::sizing::display_bytes;
     let mut lines = vec![format!(
-        "empty_cache() could release {} (whole free segments); {} is non-releasable \
-         (free blocks in segments with live tensors)",
+        "empty_cache() could release {} (whole free segments and pages); {} is \
+         non-releasable (free blocks in segments with live tensors)",
         fmt(r.releasable),
         fmt(r.non_releasable)
     )];
