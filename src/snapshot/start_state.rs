@@ -30,7 +30,9 @@ use super::replay::{DeviceReplay, Event, ReplayStart, SearchReplay, next_call, r
 use super::types::Snapshot;
 use crate::alloc::{
     AdoptedRange, AdoptedReservation, AllocatorConfig, BlockState, CachingAllocator, DeviceMemory,
-    PoolKind, TraceAction, round_size,
+    PoolKind, TraceAction,
+    analysis::expandable_page_size,
+    round_size,
     sizing::{LARGE_BUFFER, MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
 };
 
@@ -73,13 +75,6 @@ pub(crate) struct StartState {
     mapped: BTreeMap<u64, MappedAtStart>,
     /// Every `segment_map` of the trace: (address, end, stream).
     trace_maps: Vec<(u64, u64, u64)>,
-}
-
-fn page_size(kind: PoolKind) -> u64 {
-    match kind {
-        PoolKind::Small => SMALL_BUFFER,
-        PoolKind::Large => LARGE_BUFFER,
-    }
 }
 
 /// Removes `[addr, end)` from the mapped ranges.
@@ -431,7 +426,7 @@ fn pytorch_reservation(device_memory: u64, page: u64) -> u64 {
 fn reservation_groups(start: &StartState) -> BTreeMap<(u64, u8, u64), Vec<(u64, MappedAtStart)>> {
     let mut groups: BTreeMap<(u64, u8, u64), Vec<(u64, MappedAtStart)>> = BTreeMap::new();
     for (&a, &m) in &start.mapped {
-        let page = page_size(m.kind);
+        let page = expandable_page_size(m.kind);
         let kind_key = u8::from(m.kind == PoolKind::Large);
         groups
             .entry((m.stream, kind_key, a % page))
@@ -454,7 +449,7 @@ fn build_reservations(
             continue;
         };
         let kind = first.kind;
-        let page = page_size(kind);
+        let page = expandable_page_size(kind);
         let base = choices.bases.get(&lowest).map_or(lowest, |b| b.0);
         // Every page the file shows mapped in this reservation must fit.
         let last_start_end = ranges.iter().map(|(_, m)| m.end).max().unwrap_or(lowest);
@@ -505,68 +500,135 @@ pub(crate) fn start_layout_from(
     config: &AllocatorConfig,
     choices: &StartChoices,
 ) -> Result<StartLayout, String> {
-    if starts_empty(start) {
-        return Ok(StartLayout {
-            start: ReplayStart::Empty,
-            segments: Vec::new(),
-            reservations: Vec::new(),
-            first_event: 0,
-            guessed: Vec::new(),
-        });
+    LayoutBuilder::new(start, config).layout(choices)
+}
+
+/// One start segment laid out without any inference from the trace, and
+/// the blocks whose size it guessed.
+type LaidOut = Result<(StartSegment, Vec<GuessedBlock>), String>;
+
+/// Builds the start layouts of one start state under different choices.
+/// A search builds one per candidate, and a candidate changes the sizes
+/// of a block or two: everything that does not depend on the choices (the
+/// live blocks in one array, the check that each lies in a segment, every
+/// segment without a chosen size) is worked out once.
+struct LayoutBuilder<'a> {
+    start: &'a StartState,
+    config: &'a AllocatorConfig,
+    /// The live blocks in address order, in one array: each segment's are
+    /// a slice of it, found by binary search.
+    live: Vec<(u64, LiveAtStart)>,
+    /// Every segment laid out with no choices, in address order.
+    plain: Vec<LaidOut>,
+    /// Live blocks outside every segment and mapped range.
+    outside: usize,
+}
+
+impl<'a> LayoutBuilder<'a> {
+    fn new(start: &'a StartState, config: &'a AllocatorConfig) -> Self {
+        let live: Vec<(u64, LiveAtStart)> = start.live.iter().map(|(&a, &l)| (a, l)).collect();
+        let no_choices = StartChoices::default();
+        let plain = start
+            .segments
+            .iter()
+            .map(|(&address, seg)| laid_out(address, seg, &live, config, &no_choices))
+            .collect();
+        let segment_ends: Vec<(u64, u64)> = start
+            .segments
+            .iter()
+            .map(|(&a, seg)| (a, seg.size))
+            .collect();
+        let mapped_ends: Vec<(u64, u64)> = start.mapped.iter().map(|(&a, m)| (a, m.end)).collect();
+        // The range starting last at or below `a`, as `(start, value)`.
+        fn last_at_or_below(ranges: &[(u64, u64)], a: u64) -> Option<(u64, u64)> {
+            let i = ranges.partition_point(|&(s, _)| s <= a);
+            i.checked_sub(1).and_then(|i| ranges.get(i)).copied()
+        }
+        let inside = |a: u64| {
+            last_at_or_below(&segment_ends, a).is_some_and(|(s, size)| a - s < size)
+                || last_at_or_below(&mapped_ends, a).is_some_and(|(_, end)| a < end)
+        };
+        let outside = live.iter().filter(|&&(a, _)| !inside(a)).count();
+        LayoutBuilder {
+            start,
+            config,
+            live,
+            plain,
+            outside,
+        }
     }
-    // The live blocks in address order, in one array: each segment's are a
-    // slice of it, found by binary search (a layout is built per candidate
-    // of the search, and B-tree range lookups were much of its time).
-    let live: Vec<(u64, LiveAtStart)> = start.live.iter().map(|(&a, &l)| (a, l)).collect();
-    let mut guessed = Vec::new();
-    let mut segments = Vec::new();
-    for (&address, seg) in &start.segments {
-        let (blocks, g) = start_blocks(address, seg, &live, config, choices, false)?;
-        guessed.extend(g);
-        segments.push(StartSegment {
+
+    /// The start layout under `choices`.
+    fn layout(&self, choices: &StartChoices) -> Result<StartLayout, String> {
+        let start = self.start;
+        if starts_empty(start) {
+            return Ok(StartLayout {
+                start: ReplayStart::Empty,
+                segments: Vec::new(),
+                reservations: Vec::new(),
+                first_event: 0,
+                guessed: Vec::new(),
+            });
+        }
+        let mut guessed = Vec::new();
+        let mut segments = Vec::with_capacity(self.plain.len());
+        for ((&address, seg), plain) in start.segments.iter().zip(&self.plain) {
+            // Only a size chosen inside the segment changes its layout.
+            let chosen_inside = address
+                .checked_add(seg.size)
+                .is_some_and(|end| choices.sizes.range(address..end).next().is_some());
+            let (segment, g) = if chosen_inside {
+                laid_out(address, seg, &self.live, self.config, choices)?
+            } else {
+                plain.clone()?
+            };
+            guessed.extend(g);
+            segments.push(segment);
+        }
+        let reservations =
+            build_reservations(start, self.config, choices, &self.live, &mut guessed)?;
+        let outside = self.outside;
+        if outside > 0 {
+            return Err(format!(
+                "{outside} blocks live at the start of the trace lie outside every segment"
+            ));
+        }
+        let inferences = describe_choices(start, choices, &reservations);
+        Ok(StartLayout {
+            start: ReplayStart::Reconstructed {
+                segments: start.segments.len(),
+                live_blocks: start.live.len(),
+                guessed_block_sizes: guessed.len(),
+                corrected_block_sizes: choices.sizes.len(),
+                expandable_reservations: reservations.len(),
+                inferences,
+            },
+            segments,
+            reservations,
+            first_event: 0,
+            guessed,
+        })
+    }
+}
+
+/// The start segment at `address` laid out under `choices`.
+fn laid_out(
+    address: u64,
+    seg: &SegmentAtStart,
+    live: &[(u64, LiveAtStart)],
+    config: &AllocatorConfig,
+    choices: &StartChoices,
+) -> LaidOut {
+    let (blocks, guessed) = start_blocks(address, seg, live, config, choices, false)?;
+    Ok((
+        StartSegment {
             address,
             stream: seg.stream,
             kind: seg.kind,
             blocks,
-        });
-    }
-    let reservations = build_reservations(start, config, choices, &live, &mut guessed)?;
-    let segment_ends: Vec<(u64, u64)> = start
-        .segments
-        .iter()
-        .map(|(&a, seg)| (a, seg.size))
-        .collect();
-    let mapped_ends: Vec<(u64, u64)> = start.mapped.iter().map(|(&a, m)| (a, m.end)).collect();
-    // The range starting last at or below `a`, as `(start, value)`.
-    fn last_at_or_below(ranges: &[(u64, u64)], a: u64) -> Option<(u64, u64)> {
-        let i = ranges.partition_point(|&(s, _)| s <= a);
-        i.checked_sub(1).and_then(|i| ranges.get(i)).copied()
-    }
-    let inside = |a: u64| {
-        last_at_or_below(&segment_ends, a).is_some_and(|(s, size)| a - s < size)
-            || last_at_or_below(&mapped_ends, a).is_some_and(|(_, end)| a < end)
-    };
-    let outside = live.iter().filter(|&&(a, _)| !inside(a)).count();
-    if outside > 0 {
-        return Err(format!(
-            "{outside} blocks live at the start of the trace lie outside every segment"
-        ));
-    }
-    let inferences = describe_choices(start, choices, &reservations);
-    Ok(StartLayout {
-        start: ReplayStart::Reconstructed {
-            segments: start.segments.len(),
-            live_blocks: start.live.len(),
-            guessed_block_sizes: guessed.len(),
-            corrected_block_sizes: choices.sizes.len(),
-            expandable_reservations: reservations.len(),
-            inferences,
         },
-        segments,
-        reservations,
-        first_event: 0,
         guessed,
-    })
+    ))
 }
 
 fn describe_choices(
@@ -799,7 +861,7 @@ fn candidates(
             let Some(&(lowest, first)) = ranges.first() else {
                 continue;
             };
-            let page = page_size(first.kind);
+            let page = expandable_page_size(first.kind);
             let Some(r) = layout
                 .reservations
                 .iter()
@@ -928,8 +990,9 @@ fn search(
 ) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
     // One copy of the events for every replay of the search.
     let script: Rc<[Event]> = events.into();
+    let builder = LayoutBuilder::new(start, config);
     let mut choices = StartChoices::default();
-    let mut layout = start_layout_from(start, config, &choices)?;
+    let mut layout = builder.layout(&choices)?;
     let mut replay = replay_for_search(snapshot, device, &script, config, &layout)?;
     let mut replays = 1;
     while replays < MAX_REPLAYS {
@@ -940,7 +1003,7 @@ fn search(
             }
             replays += 1;
             // A candidate that makes the start state impossible is dropped.
-            let Ok(l) = start_layout_from(start, config, &c) else {
+            let Ok(l) = builder.layout(&c) else {
                 continue;
             };
             let Ok(r) = replay_for_search(snapshot, device, &script, config, &l) else {
