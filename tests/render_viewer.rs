@@ -75,6 +75,16 @@ fn an_inconsistent_trace_is_said_to_be_so_beside_its_figures() {
     let screen = text(draw(&v, 120, 40).backend().buffer());
     let gpu_row = screen.lines().nth(1).unwrap_or_default();
     assert!(gpu_row.contains("events inconsistent"), "{screen}");
+    // At 80 columns the warning stays whole: the peaks' cursors go first.
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    let gpu_row = screen.lines().nth(1).unwrap_or_default();
+    let misfits = v.scrub.devices[0].misfits;
+    assert!(misfits > 0);
+    assert!(
+        gpu_row.contains(&format!("  {misfits} inconsistent")),
+        "{screen}"
+    );
+    assert!(gpu_row.contains("(pk 2.10 GiB)"), "{screen}");
     let Some(v) = viewer(SILMONT) else {
         return;
     };

@@ -71,12 +71,20 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         );
         // Without a trace the final state is all there is: no peak to name.
         // The figures in words where they fit, else shorter (the status
-        // line counts the events), so a narrow row keeps both peaks.
-        let figures = |short: bool| -> Option<String> {
+        // line counts the events), so a narrow row keeps both peaks; the
+        // narrowest drops the peaks' cursors (`P` and `R` jump there).
+        let figures = |short: bool, cursors: bool| -> Option<String> {
             let (res, alloc, peak) = if short {
                 ("res", "alloc", "pk")
             } else {
                 ("reserved", "allocated", "peak")
+            };
+            let at = |cursor: usize| {
+                if cursors {
+                    format!(" @{cursor}")
+                } else {
+                    String::new()
+                }
             };
             match (p, peaks) {
                 (Some(p), _) if d.is_empty() => Some(format!(
@@ -85,13 +93,13 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
                     format::bytes(p.allocated)
                 )),
                 (Some(p), Some(pk)) => Some(format!(
-                    "  {res} {} ({peak} {} @{})  {alloc} {} ({peak} {} @{})",
+                    "  {res} {} ({peak} {}{})  {alloc} {} ({peak} {}{})",
                     format::bytes(p.reserved),
                     format::bytes(pk.reserved.bytes),
-                    pk.reserved.cursor,
+                    at(pk.reserved.cursor),
                     format::bytes(p.allocated),
                     format::bytes(pk.allocated.bytes),
-                    pk.allocated.cursor
+                    at(pk.allocated.cursor)
                 )),
                 _ => None,
             }
@@ -100,32 +108,46 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         let oom = (ooms > 0).then(|| Span::styled(format!("  {ooms} OOM"), theme.critical));
         // Events the reconstruction could not place (a free of a block the
         // file never had, …): the figures shown are then approximate, and
-        // `vramtop replay FILE` names what is wrong.
-        let misfit = (d.misfits > 0).then(|| {
-            Span::styled(
-                format!(
-                    "  {} inconsistent",
+        // `vramtop replay FILE` names what is wrong. It matters more than
+        // the peaks' cursors, so a narrow row drops those first.
+        let misfit = |short: bool| {
+            (d.misfits > 0).then(|| {
+                let count = if short {
+                    d.misfits.to_string()
+                } else {
                     format::count_of(d.misfits, "event", "events")
-                ),
-                theme.warning,
-            )
-        });
-        let line_of = |with_events: bool, short: bool| {
-            let mut spans = head.clone();
+                };
+                Span::styled(format!("  {count} inconsistent"), theme.warning)
+            })
+        };
+        let line_of = |with_events: bool, short: bool, cursors: bool| {
+            let mut spans = if short && !cursors {
+                // The row's number is the GPU's: "GPU N" would say it twice.
+                vec![Span::styled(format!("{pointer}{}", d.device), style)]
+            } else {
+                head.clone()
+            };
             if with_events {
                 spans.push(events.clone());
             }
-            spans.extend(figures(short).map(Span::raw));
+            spans.extend(figures(short, cursors).map(Span::raw));
             spans.extend(oom.clone());
-            spans.extend(misfit.clone());
+            spans.extend(misfit(short && !cursors));
             Line::from(spans)
         };
         let width = usize::from(inner.width);
-        let line = [(true, false), (false, false), (false, true)]
+        // (with events, short words, peaks' cursors), widest first.
+        let tiers = [
+            (true, false, true),
+            (false, false, true),
+            (false, true, true),
+            (false, true, false),
+        ];
+        let line = tiers
             .into_iter()
-            .map(|(with_events, short)| line_of(with_events, short))
+            .map(|(with_events, short, cursors)| line_of(with_events, short, cursors))
             .find(|l| l.width() <= width)
-            .unwrap_or_else(|| line_of(false, true));
+            .unwrap_or_else(|| line_of(false, true, false));
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
     }
     theme.finish(area, buf);
