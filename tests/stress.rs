@@ -14,8 +14,8 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, PanelDevice,
-    PanelModal, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand,
+    COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, OomRoom,
+    PanelDevice, PanelModal, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand,
     StressOutcome, StressPanel, StressResult, histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
@@ -306,10 +306,20 @@ fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
             allocated: vec![tensor(0), tensor(1)],
             message: "CUDA out of memory. Tried to allocate 2.00 MiB.".into(),
             reserved_but_unallocated: 3 * MIB,
+            room: OomRoom {
+                tried: 2 * MIB,
+                device_free: 0,
+                reserved: 4 * MIB,
+            },
         },
         4 * MIB,
     ));
     assert_eq!(p.tensors.len(), 2);
+    let said = p.message.clone().unwrap_or_default();
+    assert_eq!(
+        said,
+        "out of memory after 2 tensors: 2.00 MiB more could not be obtained"
+    );
     let oom = p.oom.clone().expect("OOM kept");
     assert_eq!(oom.reserved_but_unallocated, 3 * MIB);
     assert!(!p.busy);
@@ -1124,11 +1134,15 @@ fn stress_message_says_one_tensor_not_tensors() {
             allocated: Vec::new(),
             message: "CUDA out of memory.".into(),
             reserved_but_unallocated: 0,
+            room: OomRoom {
+                tried: 20 * MIB,
+                ..OomRoom::default()
+            },
         },
         6 * MIB,
     ));
     let said = p.message.clone().unwrap_or_default();
-    assert_eq!(said, "out of memory after 0 tensors");
+    assert_eq!(said, "out of memory: 20.0 MiB could not be obtained");
     for (n, words) in [(1, "live 1 tensor, "), (2, "live 2 tensors, ")] {
         let mut state = AppState::new(StatusState::default());
         state.ui.stress_open = true;
@@ -1935,6 +1949,7 @@ fn a_scenario_step_that_runs_out_of_memory_stops_the_run_with_pytorchs_message()
             allocated: Vec::new(),
             message: "CUDA out of memory. Tried to allocate 512.00 MiB.".into(),
             reserved_but_unallocated: 0,
+            room: OomRoom::default(),
         },
         0,
     ));
@@ -2035,38 +2050,40 @@ fn segment(total: u64, allocated: u64) -> SegmentInfo {
     }
 }
 
+/// An OOM of `tried` bytes with nothing free on the device and `reserved`
+/// bytes reserved, as now.
+fn oom_of(tried: u64, layout: &[SegmentInfo]) -> (OomRoom, u64) {
+    let reserved = layout.iter().map(|s| s.total_size).sum();
+    (
+        OomRoom {
+            tried,
+            device_free: 0,
+            reserved,
+        },
+        reserved,
+    )
+}
+
+fn advice(layout: &[SegmentInfo], settings: &str, tried: u64) -> Vec<String> {
+    let (room, reserved) = oom_of(tried, layout);
+    vramtop::app::stress::oom_advice(layout, settings, &room, reserved)
+}
+
 #[test]
 fn oom_advice_has_single_spaces_between_its_words() {
-    use vramtop::app::stress::oom_advice;
     let layout = [segment(20 * MIB, 0), segment(512 * MIB, 100 * MIB)];
     for settings in ["", "expandable_segments:True"] {
-        for line in oom_advice(&layout, settings) {
-            assert!(!line.contains("  "), "a run of spaces: {line:?}");
+        for tried in [MIB, 300 * MIB, 2 * GIB] {
+            for line in advice(&layout, settings, tried) {
+                assert!(!line.contains("  "), "a run of spaces: {line:?}");
+            }
         }
     }
 }
 
 #[test]
-fn reclaim_counts_the_whole_free_pages_of_an_expandable_segment() {
-    use vramtop::app::stress::{Reclaim, reclaim};
-    // 100 MiB mapped in 20 MiB pages, 10 MiB live at its start: the pages
-    // from 20 MiB on are wholly free and unmapped; [10, 20) MiB stays.
-    let expandable = SegmentInfo {
-        is_expandable: true,
-        ..segment(100 * MIB, 10 * MIB)
-    };
-    assert_eq!(
-        reclaim(&[expandable]),
-        Reclaim {
-            releasable: 80 * MIB,
-            non_releasable: 10 * MIB
-        }
-    );
-}
-
-#[test]
 fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
-    use vramtop::app::stress::{Reclaim, oom_advice, reclaim};
+    use vramtop::app::stress::{Reclaim, reclaim};
     let layout = [
         segment(20 * MIB, 0),
         segment(512 * MIB, 100 * MIB),
@@ -2076,10 +2093,12 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
         reclaim(&layout),
         Reclaim {
             releasable: 20 * MIB,
-            non_releasable: 413 * MIB
+            non_releasable: 413 * MIB,
+            stranded_large_pool: 413 * MIB,
+            stranded_expandable: 0,
         }
     );
-    let lines = oom_advice(&layout, "");
+    let lines = advice(&layout, "", 300 * MIB);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].contains("could release 20.0 MiB"), "{}", lines[0]);
     assert!(
@@ -2089,14 +2108,50 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
     );
     assert!(lines[1].contains("expandable_segments:True or max_split_size_mb"));
     assert!(lines[1].contains("press S"));
-    let on = oom_advice(&layout, "expandable_segments:True");
+    let on = advice(&layout, "expandable_segments:True", 300 * MIB);
     assert!(on[1].starts_with("expandable segments are on"), "{on:?}");
-    // Little stranded: one line, no settings to suggest.
+    assert!(!on[1].contains("max_split_size_mb"), "{on:?}");
+    // Little stranded: one line, no settings to suggest (10 MiB fits in
+    // what empty_cache() returns; 300 MiB would not fit in anything).
     let small = [segment(20 * MIB, 0), segment(2 * MIB, MIB)];
-    assert_eq!(oom_advice(&small, "").len(), 1);
+    assert_eq!(advice(&small, "", 10 * MIB).len(), 1);
+    assert!(advice(&small, "", 300 * MIB)[1].contains("too small"));
     // Nothing to release and little stranded: plain lack of capacity.
-    assert!(oom_advice(&[segment(GIB, GIB - MIB)], "").is_empty());
-    assert!(oom_advice(&[], "").is_empty());
+    assert!(advice(&[segment(GIB, GIB - MIB)], "", 300 * MIB).is_empty());
+    assert!(advice(&[], "", 300 * MIB).is_empty());
+}
+
+#[test]
+fn oom_advice_suggests_no_setting_for_a_request_no_cache_could_hold() {
+    // 433 MiB cached in all, 1 GiB asked, nothing free on the device.
+    let layout = [segment(20 * MIB, 0), segment(512 * MIB, 100 * MIB)];
+    let lines = advice(&layout, "", GIB);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("too small"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("press S")), "{lines:?}");
+    // Memory given back since the OOM counts as free.
+    let (mut room, _) = oom_of(GIB, &layout);
+    room.reserved += GIB;
+    let lines = vramtop::app::stress::oom_advice(&layout, "", &room, 532 * MIB);
+    assert!(lines.iter().any(|l| l.contains("press S")), "{lines:?}");
+}
+
+#[test]
+fn oom_advice_says_the_small_pool_cannot_serve_a_large_request() {
+    use vramtop::alloc::PoolKind;
+    // 100 holes of 1 MiB in 2 MiB small-pool segments, 80 MiB asked.
+    let holes: Vec<SegmentInfo> = (0..100)
+        .map(|_| SegmentInfo {
+            segment_type: PoolKind::Small,
+            ..segment(2 * MIB, MIB)
+        })
+        .collect();
+    let lines = advice(&holes, "", 80 * MIB);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("small pool's 100 MiB"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("press S")), "{lines:?}");
+    // A small request is not told so (it would have fitted a hole).
+    assert_eq!(advice(&holes, "", MIB / 2).len(), 1);
 }
 
 #[test]
@@ -2112,6 +2167,7 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
             allocated: Vec::new(),
             message: "CUDA out of memory.".into(),
             reserved_but_unallocated: 300 * MIB,
+            room: OomRoom::default(),
         },
         600 * MIB,
     ));
@@ -2121,6 +2177,7 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
     p.oom = Some(vramtop::app::stress::OomState {
         message: "CUDA out of memory.".into(),
         reserved_but_unallocated: 300 * MIB,
+        room: OomRoom::default(),
     });
     p.busy = true;
     p.on_result(r);

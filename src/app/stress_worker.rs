@@ -23,7 +23,7 @@ use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 use super::stress::{
-    BadTensor, NewTensor, PanelDevice, StressCommand, StressOutcome, StressResult,
+    BadTensor, NewTensor, OomRoom, PanelDevice, StressCommand, StressOutcome, StressResult,
 };
 
 /// The command the simulation lists for the panel's process. Marked
@@ -181,6 +181,15 @@ impl<D: DeviceMemory> StressExecutor<D> {
                         allocated: self.tensors(&done),
                         message: oom.message(),
                         reserved_but_unallocated: oom.reserved_but_unallocated(),
+                        room: OomRoom {
+                            tried: oom.alloc_size,
+                            // A memory fraction (the panel's cap) bounds
+                            // what the allocator may take, free or not.
+                            device_free: oom.allowed.map_or(oom.device_free, |allowed| {
+                                oom.device_free.min(allowed.saturating_sub(oom.reserved))
+                            }),
+                            reserved: oom.reserved,
+                        },
                     };
                 }
                 Err(e) => {

@@ -6,9 +6,10 @@ use serde::Serialize;
 use crate::alloc::analysis::{
     BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2, released_by_empty_cache,
 };
-use crate::alloc::{DeviceStats, SegmentInfo, fragmentation};
+use crate::alloc::sizing::SMALL_SIZE;
+use crate::alloc::{DeviceStats, PoolKind, SegmentInfo, fragmentation};
 
-use super::MIB;
+use super::{MIB, OomRoom};
 
 /// The figures the compare view puts side by side (bytes, except
 /// `segments` and `fragmentation_bp`).
@@ -167,6 +168,13 @@ pub struct Reclaim {
     /// Free memory that stays: free blocks inside segments that also hold a
     /// live block, and parts of free pages of expandable segments.
     pub non_releasable: u64,
+    /// The part of `non_releasable` in ordinary (not expandable) segments
+    /// of the large pool: the memory expandable segments or
+    /// `max_split_size_mb` could make reusable for a large request.
+    pub stranded_large_pool: u64,
+    /// The part of `non_releasable` in expandable segments: parts of pages
+    /// that also hold live tensors, which no setting returns.
+    pub stranded_expandable: u64,
 }
 
 /// Splits the cached free memory of `layout` into what `empty_cache` could
@@ -176,48 +184,102 @@ pub fn reclaim(layout: &[SegmentInfo]) -> Reclaim {
     let mut r = Reclaim::default();
     for s in layout {
         let released = released_by_empty_cache(s, true);
-        r.releasable += released;
-        r.non_releasable += s
+        let stays = s
             .total_size
             .saturating_sub(s.allocated_size)
             .saturating_sub(released);
+        r.releasable += released;
+        r.non_releasable += stays;
+        if s.is_expandable {
+            r.stranded_expandable += stays;
+        } else if s.segment_type == PoolKind::Large {
+            r.stranded_large_pool += stays;
+        }
     }
     r
 }
 
 /// The lines under an OOM message saying what would have helped, from the
-/// current layout and the allocator's `settings`: how much `empty_cache`
-/// could release and how much is non-releasable, and, when the latter is
-/// at least [`LARGE_NON_RELEASABLE`], the settings that let it be reused.
+/// current layout, the allocator's `settings`, the room there was at the
+/// OOM and the bytes reserved now (`empty_cache()` after the OOM gave the
+/// difference back): how much `empty_cache` could release and how much is
+/// non-releasable; that no setting helps when the request would not fit
+/// even if every cached byte were reused; else, when at least
+/// [`LARGE_NON_RELEASABLE`] is stranded where settings act, which ones.
 /// None when nothing is releasable and little is stranded (plain lack of
 /// capacity).
-pub fn oom_advice(layout: &[SegmentInfo], settings: &str) -> Vec<String> {
+pub fn oom_advice(
+    layout: &[SegmentInfo],
+    settings: &str,
+    oom: &OomRoom,
+    reserved_now: u64,
+) -> Vec<String> {
     let r = reclaim(layout);
     if r.releasable == 0 && r.non_releasable < LARGE_NON_RELEASABLE {
         return Vec::new();
     }
     let fmt = crate::alloc::sizing::display_bytes;
+    let why = if r.stranded_expandable == 0 {
+        "free blocks in segments with live tensors"
+    } else if r.stranded_expandable == r.non_releasable {
+        "free parts of pages that also hold live tensors"
+    } else {
+        "free blocks beside live tensors"
+    };
     let mut lines = vec![format!(
         "empty_cache() could release {} (whole free segments and pages); {} is \
-         non-releasable (free blocks in segments with live tensors)",
+         non-releasable ({why})",
         fmt(r.releasable),
         fmt(r.non_releasable)
     )];
-    if r.non_releasable >= LARGE_NON_RELEASABLE {
-        let expandable = settings.contains("expandable_segments:True");
-        lines.push(if expandable {
-            format!(
-                "expandable segments are on: max_split_size_mb would keep large blocks \
-                 from being split, so {} could be reused (press S to try)",
-                fmt(r.non_releasable)
-            )
-        } else {
-            format!(
-                "expandable_segments:True or max_split_size_mb would let those {} be \
-                 reused (press S to try)",
-                fmt(r.non_releasable)
-            )
-        });
+    // Free on the device now: what was free at the OOM and what has been
+    // given back since, then what empty_cache() would give back.
+    let free_now = oom
+        .device_free
+        .saturating_add(oom.reserved.saturating_sub(reserved_now));
+    let free_with_cache = free_now.saturating_add(r.releasable);
+    if oom.tried > free_with_cache.saturating_add(r.non_releasable) {
+        lines.push(format!(
+            "{} was asked and {} would be free even with every cached byte reused: \
+             the GPU is too small for it, whatever the settings",
+            fmt(oom.tried),
+            fmt(free_with_cache.saturating_add(r.non_releasable))
+        ));
+        return lines;
+    }
+    let expandable = settings.contains("expandable_segments:True");
+    // Requests above 1 MiB are served from the large pool only.
+    let large_request = oom.tried > SMALL_SIZE;
+    let stranded_small_pool = r
+        .non_releasable
+        .saturating_sub(r.stranded_large_pool)
+        .saturating_sub(r.stranded_expandable);
+    if r.non_releasable < LARGE_NON_RELEASABLE {
+        return lines;
+    }
+    if expandable {
+        // Blocks of expandable segments are split whatever
+        // max_split_size_mb says; what stays shares pages with tensors.
+        lines.push(format!(
+            "expandable segments are on: the {} left shares pages with live tensors, which \
+             no setting returns; freeing those tensors does",
+            fmt(r.non_releasable)
+        ));
+    } else if large_request
+        && r.stranded_large_pool >= LARGE_NON_RELEASABLE
+        && oom.tried <= free_with_cache.saturating_add(r.stranded_large_pool)
+    {
+        lines.push(format!(
+            "expandable_segments:True or max_split_size_mb would let those {} be \
+             reused (press S to try)",
+            fmt(r.stranded_large_pool)
+        ));
+    } else if large_request && stranded_small_pool >= LARGE_NON_RELEASABLE {
+        lines.push(format!(
+            "the small pool's {} serves only requests of 1 MiB or less: no setting lets \
+             this one use it",
+            fmt(stranded_small_pool)
+        ));
     }
     lines
 }

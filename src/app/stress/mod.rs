@@ -60,6 +60,7 @@ pub struct Tensor {
 pub struct OomState {
     pub message: String,
     pub reserved_but_unallocated: u64,
+    pub room: OomRoom,
 }
 
 /// What takes the panel's keys: its own actions, or the one field or list
@@ -541,7 +542,12 @@ impl StressPanel {
     /// The OOM advice lines for the current figures (empty without an OOM).
     pub fn oom_advice(&self) -> Vec<String> {
         match (&self.oom, &self.view) {
-            (Some(_), Some(view)) => oom_advice(&view.layout, &self.settings),
+            (Some(oom), Some(view)) => oom_advice(
+                &view.layout,
+                &self.settings,
+                &oom.room,
+                self.figures.reserved,
+            ),
             _ => Vec::new(),
         }
     }
@@ -622,15 +628,22 @@ impl StressPanel {
                 allocated,
                 message,
                 reserved_but_unallocated,
+                room,
             } => {
                 self.add(&allocated);
-                self.say(format!(
-                    "out of memory after {}",
-                    tensors(allocated.len() as u64)
-                ));
+                self.say(if allocated.is_empty() {
+                    format!("out of memory: {} could not be obtained", fmt(room.tried))
+                } else {
+                    format!(
+                        "out of memory after {}: {} more could not be obtained",
+                        tensors(allocated.len() as u64),
+                        fmt(room.tried)
+                    )
+                });
                 self.oom = Some(OomState {
                     message,
                     reserved_but_unallocated,
+                    room,
                 });
             }
             StressOutcome::Freed(addresses) => {

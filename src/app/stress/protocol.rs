@@ -171,6 +171,17 @@ pub struct NewTensor {
     pub requested: u64,
 }
 
+/// The room there was at an out-of-memory (bytes): what the failed call
+/// tried to obtain from the device, what the device (or the panel's cap)
+/// had free, and what the allocator held reserved then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OomRoom {
+    /// PyTorch's "Tried to allocate" (the segment size asked for).
+    pub tried: u64,
+    pub device_free: u64,
+    pub reserved: u64,
+}
+
 /// What happened on the device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum StressOutcome {
@@ -191,6 +202,7 @@ pub enum StressOutcome {
         message: String,
         /// The "reserved by PyTorch but unallocated" figure (bytes).
         reserved_but_unallocated: u64,
+        room: OomRoom,
     },
     Freed(Vec<u64>),
     CacheEmptied,
