@@ -320,6 +320,23 @@ fn status_names_the_event_its_size_and_time() {
 }
 
 #[test]
+fn the_fragmentation_pane_says_which_pool_its_figures_are_of() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let title = |v: &ViewerState| {
+        let screen = text(draw(v, 120, 40).backend().buffer());
+        screen
+            .lines()
+            .find_map(|l| l.find("Fragmentation").map(|i| l[i..].to_string()))
+            .unwrap_or_default()
+    };
+    assert!(!title(&v).contains("pool"), "{}", title(&v));
+    press(&mut v, KeyCode::Char('p'));
+    assert!(title(&v).contains("GPU 0 · large pool"), "{}", title(&v));
+}
+
+#[test]
 fn every_size_and_every_shared_snapshot_draws_without_panicking() {
     for name in [
         SILMONT,

@@ -125,8 +125,8 @@ impl ViewerAction {
             ViewerAction::Last => "after the last event (the snapshot's own state)",
             ViewerAction::NextOom => "next OOM",
             ViewerAction::PrevOom => "previous OOM",
-            ViewerAction::NextSegmentAlloc => "next segment_alloc (cudaMalloc)",
-            ViewerAction::PrevSegmentAlloc => "previous segment_alloc",
+            ViewerAction::NextSegmentAlloc => "next segment_alloc or segment_map (new memory)",
+            ViewerAction::PrevSegmentAlloc => "previous segment_alloc or segment_map",
             ViewerAction::NextEmptyCache => "next empty_cache point",
             ViewerAction::PrevEmptyCache => "previous empty_cache point",
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
@@ -644,7 +644,7 @@ impl ViewerState {
                 // Say why the key did nothing.
                 let what = match kind {
                     MarkKind::Oom => "OOM",
-                    MarkKind::SegmentAlloc => "segment_alloc",
+                    MarkKind::SegmentAlloc => "segment_alloc or segment_map",
                     MarkKind::EmptyCache => "empty_cache point",
                 };
                 let any = self

@@ -27,6 +27,8 @@ pub struct FragmentationPane<'a> {
     /// the snapshot viewer's filters can hide every segment of an
     /// allocator that holds memory.
     empty_note: Option<&'a str>,
+    /// Filters the figures are of, said in the title ("large pool").
+    filters: &'a [String],
 }
 
 impl<'a> FragmentationPane<'a> {
@@ -36,7 +38,14 @@ impl<'a> FragmentationPane<'a> {
             theme,
             left_border: false,
             empty_note: None,
+            filters: &[],
         }
+    }
+
+    /// Says in the title which filters the figures are of.
+    pub fn with_filters(mut self, filters: &'a [String]) -> Self {
+        self.filters = filters;
+        self
     }
 
     /// What to say when no segment is shown (see `empty_note`).
@@ -110,6 +119,9 @@ impl Widget for FragmentationPane<'_> {
         let mut detail = Vec::new();
         if let Some(gpu) = gpu {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+        }
+        for f in self.filters {
+            detail.push(Span::styled(format!(" · {f}"), theme.warning));
         }
         let block = pane_block(
             Pane::Fragmentation,

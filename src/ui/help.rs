@@ -33,7 +33,7 @@ pub const DEFINITIONS: [(&str, &str); 11] = [
     ("external free", "free blocks cached in segments."),
     (
         "non-releasable",
-        "free memory empty_cache() cannot release: in segments with a live block, or short of a page (expandable).",
+        "free memory empty_cache() keeps: free blocks of segments with a live block (of an expandable one, only what falls short of a whole page).",
     ),
     ("fragmentation", "= 1 − largest free block / external free."),
     ("segments", "S/L small/large pool, E expandable."),

@@ -190,7 +190,8 @@ pub fn render_viewer(
             Pane::Timeline => render_timeline(rect, buf, v, theme),
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(&v.app, theme)
-                    .with_empty_note(filtered_empty.as_deref());
+                    .with_empty_note(filtered_empty.as_deref())
+                    .with_filters(&shown);
                 if rect.x > area.x {
                     pane.beside().render(rect, buf);
                 } else {
