@@ -342,3 +342,34 @@ fn demo_ends_by_suggesting_its_own_snapshot_which_saves_and_opens() {
         .unwrap_or_default();
     assert_eq!(first_command, suggestion, "the section starts there");
 }
+
+#[test]
+fn a_summary_of_two_gpus_gives_fragmentation_per_gpu_only() {
+    // Free blocks of two GPUs never combine: the total says none.
+    let Some(file) = shared("albi2_thesis-text-to-SQL_dump_snapshot.pickle") else {
+        return;
+    };
+    let (code, summary, err) = vramtop(&["open", &file, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let (per_gpu, total) = summary.split_once("\ntotal:\n").expect("a total section");
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with("fragmentation"))
+            .map(str::to_string)
+            .collect()
+    };
+    let gpus = lines(per_gpu);
+    assert_eq!(gpus.len(), 2, "{summary}");
+    assert!(
+        gpus.iter()
+            .all(|l| l.contains("%:") && l.contains("largest")),
+        "{gpus:?}"
+    );
+    let total = lines(total);
+    assert_eq!(total.len(), 1, "{summary}");
+    assert!(total[0].contains("per GPU, above"), "{total:?}");
+    assert!(
+        !total[0].contains('%') && !total[0].contains("largest"),
+        "{total:?}"
+    );
+}

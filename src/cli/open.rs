@@ -166,7 +166,9 @@ fn sizes(list: &[SizeCount]) -> String {
         .join(", ")
 }
 
-fn render_figures(out: &mut String, f: &Figures) {
+/// `across_gpus`: the figures are the total of several GPUs, whose free
+/// blocks never combine: no fragmentation or largest block is said for them.
+fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
     let _ = writeln!(out, "  segments             {}", f.segments);
     let _ = writeln!(out, "  reserved             {}", bytes(f.reserved));
     let _ = writeln!(out, "  allocated            {}", bytes(f.allocated));
@@ -198,6 +200,17 @@ fn render_figures(out: &mut String, f: &Figures) {
         );
     }
     let fr = &f.fragmentation;
+    if across_gpus {
+        let _ = writeln!(
+            out,
+            "  fragmentation        per GPU, above; in all {} free in {} inactive blocks, {} non-releasable, {} internal",
+            human_bytes(fr.external_free),
+            fr.free_blocks,
+            human_bytes(fr.non_releasable),
+            human_bytes(fr.internal_free)
+        );
+        return;
+    }
     let _ = writeln!(
         out,
         // A percentage, as the viewer's "frag 60%" and the segsum line's
@@ -223,11 +236,11 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     );
     for d in &report.devices {
         let _ = writeln!(out, "GPU {}:", d.device);
-        render_figures(&mut out, &d.figures);
+        render_figures(&mut out, &d.figures, false);
     }
     if report.devices.len() != 1 {
         let _ = writeln!(out, "total:");
-        render_figures(&mut out, &report.total);
+        render_figures(&mut out, &report.total, report.devices.len() > 1);
     }
     if !report.segments.is_empty() {
         let _ = writeln!(
