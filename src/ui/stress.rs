@@ -36,7 +36,7 @@ const COMPARE_WIDTH: u16 = 52;
 /// bucket, A count and bytes, B count and bytes, Δ count and bytes.
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
-const OOM_ROWS: usize = 4;
+const OOM_ROWS: usize = 7;
 /// Rows the last message may take, and each line of OOM advice.
 const MESSAGE_ROWS: usize = 3;
 const ADVICE_ROWS: usize = 2;
