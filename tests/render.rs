@@ -301,6 +301,7 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
         assert!(drawn.contains(term), "{term} is defined");
     }
     assert!(drawn.contains("fragmentation = 1 − largest free block / external free"));
+    assert!(!drawn.contains("event N/M"), "a viewer word: {drawn}");
     insta::assert_snapshot!("help_120x40", terminal.backend());
 
     let small = draw(&state, &theme, 80, 24);

@@ -257,6 +257,11 @@ fn help_lists_the_viewer_keys() {
         assert!(screen.contains(what), "{what}: {screen}");
     }
     insta::assert_snapshot!("viewer_help_100x34", t.backend());
+    // Tall enough for every word: the viewer's own are defined too.
+    let tall = text(draw(&v, 120, 80).backend().buffer());
+    for (term, _) in vramtop::ui::VIEWER_DEFINITIONS {
+        assert!(tall.contains(term), "{term}: {tall}");
+    }
 }
 
 #[test]

@@ -47,6 +47,18 @@ pub const DEFINITIONS: [(&str, &str); 11] = [
 /// contexts), not a snapshot: the viewer's help leaves them out.
 pub const DASHBOARD_ONLY: [&str; 2] = ["context & other", "free"];
 
+/// Words only the snapshot viewer shows, defined after the others there.
+pub const VIEWER_DEFINITIONS: [(&str, &str); 2] = [
+    (
+        "event N/M (#i)",
+        "the state after the Nth of M events; #i is that event's index in the file's trace, as replay names it.",
+    ),
+    (
+        "inconsistent",
+        "events the final state cannot explain (a hand-made or damaged file): figures are approximate; replay FILE says why.",
+    ),
+];
+
 /// Width from which keys and definitions sit side by side.
 const TWO_COLUMNS_WIDTH: u16 = 70;
 /// The widest the popup gets (columns).
@@ -190,9 +202,15 @@ impl<'a> HelpOverlay<'a> {
         )];
         // A snapshot has no driver figures: the words about the driver's
         // used memory belong to the dashboard's help only.
+        let viewer_only: &[(&str, &str)] = if self.viewer {
+            &VIEWER_DEFINITIONS
+        } else {
+            &[]
+        };
         let shown = DEFINITIONS
             .into_iter()
-            .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term));
+            .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term))
+            .chain(viewer_only.iter().copied());
         for (term, meaning) in shown {
             // Wrap "term meaning" as one text, then style the term part of
             // the first line.
