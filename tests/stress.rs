@@ -2453,3 +2453,18 @@ fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
         .expect("a row that says it was cut");
     assert!(cut >= first, "the cut row is the message's: {text}");
 }
+
+#[test]
+fn at_80_columns_the_title_keeps_the_settings_of_a_scenario_device() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    p.settings = "expandable_segments:True".into();
+    let narrow = panel_text(&p, 80, 24);
+    let title = narrow.lines().next().unwrap_or_default();
+    assert!(title.contains("expandable_segments:True"), "{title}");
+    assert!(title.contains("scenario device: simulated"), "{title}");
+    let wide = panel_text(&p, 120, 24);
+    let title = wide.lines().next().unwrap_or_default();
+    assert!(title.contains("as in vramtop scenario"), "{title}");
+    assert!(title.contains("expandable_segments:True"), "{title}");
+}

@@ -107,14 +107,17 @@ impl<'a> StressPane<'a> {
         chrome::flow(items, width, 2)
     }
 
-    fn title(&self) -> Line<'static> {
+    /// The title; `short` leaves out where the scenario device comes from,
+    /// so that the active settings fit at 80 columns.
+    fn title(&self, short: bool) -> Line<'static> {
         let p = self.panel;
         let t = self.theme;
         let where_ = match (p.gpu, p.cap, p.device) {
             (None, _, _) => "starting".to_string(),
             (Some(_), _, PanelDevice::Scenario { capacity, .. }) => format!(
-                "scenario device: simulated {} as in vramtop scenario",
-                format::bytes(capacity)
+                "scenario device: simulated {}{}",
+                format::bytes(capacity),
+                if short { "" } else { " as in vramtop scenario" }
             ),
             (Some(g), None, _) => format!("GPU {g} · no cap (simulated)"),
             (Some(g), Some(c), _) => format!("GPU {g} · cap {}", format::bytes(c)),
@@ -586,7 +589,9 @@ impl Widget for StressPane<'_> {
         }
         let t = self.theme;
         Clear.render(area, buf);
-        let title = self.title();
+        let title = Some(self.title(false))
+            .filter(|l| l.width() + 2 <= usize::from(area.width))
+            .unwrap_or_else(|| self.title(true));
         let closes = Line::styled(" F2/Esc closes ", t.dim).right_aligned();
         // The right-hand hint gives way to the title: at 80 columns both
         // cut the active settings to "expandable_segments:Tr", and the
