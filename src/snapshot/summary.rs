@@ -260,15 +260,22 @@ pub fn summarize(snapshot: &Snapshot) -> SnapshotSummary {
             by_device.entry(device).or_default();
         }
     }
+    let devices: Vec<DeviceSummary> = by_device
+        .into_iter()
+        .map(|(device, segs)| DeviceSummary {
+            device,
+            figures: figures(segs),
+        })
+        .collect();
+    // One device holding every segment (in file order, as the total
+    // lists them) has the total's figures: they are not worked out twice.
+    let total = match devices.as_slice() {
+        [only] if only.figures.segments == snapshot.segments.len() as u64 => only.figures.clone(),
+        _ => figures(&snapshot.segments),
+    };
     SnapshotSummary {
-        devices: by_device
-            .into_iter()
-            .map(|(device, segs)| DeviceSummary {
-                device,
-                figures: figures(segs),
-            })
-            .collect(),
-        total: figures(&snapshot.segments),
+        devices,
+        total,
         segments: snapshot.segments.iter().map(segment_summary).collect(),
     }
 }
