@@ -860,3 +860,69 @@ fn marks_and_compare_say_what_they_did_and_a_later_a_is_swapped_with_b() {
     let said = v.app.ui.notice.clone().unwrap_or_default();
     assert!(said.starts_with("A and B swapped"), "{said}");
 }
+
+#[test]
+fn brackets_move_the_selection_a_whole_segment_at_a_time() {
+    let Some(mut v) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    // Where each segment's first block is in the map's block order.
+    let firsts: Vec<usize> = v
+        .segments
+        .iter()
+        .scan(0usize, |at, s| {
+            let first = *at;
+            *at += s.blocks.len();
+            Some((first, s.blocks.len()))
+        })
+        .filter(|&(_, n)| n > 0)
+        .map(|(first, _)| first)
+        .collect();
+    assert!(firsts.len() > 3, "a map of many segments");
+    assert_eq!(v.app.ui.selected_block, 0);
+    for &want in &firsts[1..4] {
+        assert_eq!(press(&mut v, KeyCode::Char(']')), Effect::Redraw);
+        assert_eq!(v.app.ui.selected_block, want);
+        let (segment, block) = v.selected_block().expect("a block");
+        assert_eq!(block.address, segment.address, "the segment's first block");
+    }
+    // From inside a segment, [ goes to its first block, then to the one
+    // before; from a first block, to the one before.
+    let multi = firsts
+        .windows(2)
+        .find(|w| w[1] - w[0] > 1)
+        .map(|w| w[0])
+        .expect("a segment of more than one block");
+    while v.app.ui.selected_block != multi + 1 {
+        let before = v.app.ui.selected_block;
+        press(
+            &mut v,
+            if before < multi + 1 {
+                KeyCode::Down
+            } else {
+                KeyCode::Up
+            },
+        );
+        assert_ne!(v.app.ui.selected_block, before, "↑/↓ move");
+    }
+    press(&mut v, KeyCode::Char('['));
+    assert_eq!(v.app.ui.selected_block, multi);
+    press(&mut v, KeyCode::Char('['));
+    let before = firsts.iter().copied().filter(|&f| f < multi).max();
+    assert_eq!(v.app.ui.selected_block, before.unwrap_or(multi));
+    // At either end the key says so and the selection stays.
+    press(&mut v, KeyCode::Home);
+    for _ in 0..firsts.len() + 2 {
+        press(&mut v, KeyCode::Char('['));
+    }
+    assert_eq!(v.app.ui.selected_block, 0);
+    assert!(
+        v.app
+            .ui
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.contains("first segment")),
+        "{:?}",
+        v.app.ui.notice
+    );
+}

@@ -230,6 +230,8 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("N", V::PrevSegmentAlloc, None),
         b("e", V::NextEmptyCache, Some("empty_cache")),
         b("E", V::PrevEmptyCache, None),
+        b("]", V::NextSegment, None),
+        b("[", V::PrevSegment, None),
         b("Enter", V::BlockDetail, Some("block")),
         // While the sites pane takes the keys Enter is its own (see
         // `Keymap::sites_key_for`), and the hints name that instead.
@@ -414,6 +416,8 @@ impl Keymap {
             KeyCode::Char('N') => V::PrevSegmentAlloc,
             KeyCode::Char('e') => V::NextEmptyCache,
             KeyCode::Char('E') => V::PrevEmptyCache,
+            KeyCode::Char(']') => V::NextSegment,
+            KeyCode::Char('[') => V::PrevSegment,
             KeyCode::Enter => V::BlockDetail,
             KeyCode::Char('s') => V::CycleStream,
             KeyCode::Char('p') => V::CyclePool,

@@ -47,6 +47,11 @@ pub enum ViewerAction {
     PrevSegmentAlloc,
     NextEmptyCache,
     PrevEmptyCache,
+    /// Select the first block of the next segment in the map.
+    NextSegment,
+    /// Select the first block of the selected block's segment, or of the
+    /// one before when it is selected already.
+    PrevSegment,
     /// Open (or close) the detail of the selected block.
     BlockDetail,
     CycleStream,
@@ -99,6 +104,8 @@ impl ViewerAction {
             // The final state's blocks carry their stacks: the block
             // detail and the sites pane work without the trace.
             V::Last
+            | V::NextSegment
+            | V::PrevSegment
             | V::BlockDetail
             | V::CycleStream
             | V::CyclePool
@@ -129,6 +136,8 @@ impl ViewerAction {
             ViewerAction::PrevSegmentAlloc => "previous segment_alloc or segment_map",
             ViewerAction::NextEmptyCache => "next empty_cache point",
             ViewerAction::PrevEmptyCache => "previous empty_cache point",
+            ViewerAction::NextSegment => "next segment in the map (its first block)",
+            ViewerAction::PrevSegment => "previous segment in the map (its first block)",
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
             ViewerAction::CycleStream => "filter by stream: all, then each stream",
             ViewerAction::CyclePool => "filter by pool: all, large, small",
@@ -711,6 +720,8 @@ impl ViewerState {
             V::PrevSegmentAlloc => self.jump(MarkKind::SegmentAlloc, false),
             V::NextEmptyCache => self.jump(MarkKind::EmptyCache, true),
             V::PrevEmptyCache => self.jump(MarkKind::EmptyCache, false),
+            V::NextSegment => self.move_segment(true),
+            V::PrevSegment => self.move_segment(false),
             V::BlockDetail => {
                 if self.selected_block().is_none() && !self.detail_open {
                     // The hints offer "Enter block" outside the sites
@@ -860,6 +871,50 @@ impl ViewerState {
         }
         let ui = &mut self.app.ui;
         ui.selected_block = (ui.selected_block as isize + delta).clamp(0, n as isize - 1) as usize;
+        self.selected_address = self.selected_block().map(|(_, b)| b.address);
+        Effect::Redraw
+    }
+
+    /// Moves the selection to the first block of the next segment in the
+    /// map (`forward`), or of the selected block's own segment, or the one
+    /// before when the selection is there already. A map of hundreds of
+    /// segments is otherwise crossed one block a key.
+    fn move_segment(&mut self, forward: bool) -> Effect {
+        let selected = self.app.ui.selected_block;
+        // The index of each segment's first block; empty segments have none.
+        let mut starts = Vec::with_capacity(self.segments.len());
+        let mut at = 0usize;
+        for s in &self.segments {
+            if !s.blocks.is_empty() {
+                starts.push(at);
+            }
+            at = at.saturating_add(s.blocks.len());
+        }
+        // The selected block's segment: the last one starting at or before it.
+        let own = starts.partition_point(|&s| s <= selected).checked_sub(1);
+        let target = match (own, forward) {
+            (None, true) => starts.first().copied(),
+            (None, false) => None,
+            (Some(k), true) => starts.get(k + 1).copied(),
+            (Some(k), false) => match starts.get(k).copied() {
+                Some(first) if first < selected => Some(first),
+                _ => k.checked_sub(1).and_then(|j| starts.get(j).copied()),
+            },
+        };
+        let Some(target) = target else {
+            self.app.ui.notice = Some(
+                if starts.is_empty() {
+                    "the segment map is empty here"
+                } else if forward {
+                    "the last segment of the map is selected"
+                } else {
+                    "the first segment of the map is selected"
+                }
+                .to_string(),
+            );
+            return Effect::Redraw;
+        };
+        self.app.ui.selected_block = target;
         self.selected_address = self.selected_block().map(|(_, b)| b.address);
         Effect::Redraw
     }
