@@ -308,6 +308,7 @@ fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
             reserved_but_unallocated: 3 * MIB,
             room: OomRoom {
                 tried: 2 * MIB,
+                request: MIB,
                 device_free: 0,
                 reserved: 4 * MIB,
             },
@@ -2050,13 +2051,14 @@ fn segment(total: u64, allocated: u64) -> SegmentInfo {
     }
 }
 
-/// An OOM of `tried` bytes with nothing free on the device and `reserved`
-/// bytes reserved, as now.
+/// An OOM of `tried` bytes (the request too) with nothing free on the
+/// device and `reserved` bytes reserved, as now.
 fn oom_of(tried: u64, layout: &[SegmentInfo]) -> (OomRoom, u64) {
     let reserved = layout.iter().map(|s| s.total_size).sum();
     (
         OomRoom {
             tried,
+            request: tried,
             device_free: 0,
             reserved,
         },
@@ -2073,7 +2075,7 @@ fn advice(layout: &[SegmentInfo], settings: &str, tried: u64) -> Vec<String> {
 fn oom_advice_has_single_spaces_between_its_words() {
     let layout = [segment(20 * MIB, 0), segment(512 * MIB, 100 * MIB)];
     for settings in ["", "expandable_segments:True"] {
-        for tried in [MIB, 300 * MIB, 2 * GIB] {
+        for tried in [MIB, 300 * MIB, 420 * MIB, 2 * GIB] {
             for line in advice(&layout, settings, tried) {
                 assert!(!line.contains("  "), "a run of spaces: {line:?}");
             }
@@ -2098,7 +2100,9 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
             stranded_expandable: 0,
         }
     );
-    let lines = advice(&layout, "", 300 * MIB);
+    // 420 MiB: more than the 412 MiB hole, less than the free segment and
+    // the hole's 400 MiB of whole pages together.
+    let lines = advice(&layout, "", 420 * MIB);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[0].contains("could release 20.0 MiB"), "{}", lines[0]);
     assert!(
@@ -2106,19 +2110,26 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
         "{}",
         lines[0]
     );
-    assert!(lines[1].contains("expandable_segments:True or max_split_size_mb"));
+    assert!(
+        lines[1].contains("expandable_segments:True or max_split_size_mb would let 400 MiB"),
+        "{lines:?}"
+    );
     assert!(lines[1].contains("press S"));
-    let on = advice(&layout, "expandable_segments:True", 300 * MIB);
+    let on = advice(&layout, "expandable_segments:True", 420 * MIB);
     assert!(on[1].starts_with("expandable segments are on"), "{on:?}");
     assert!(!on[1].contains("max_split_size_mb"), "{on:?}");
-    // Little stranded: one line, no settings to suggest (10 MiB fits in
-    // what empty_cache() returns; 300 MiB would not fit in anything).
+    // A request the free segment holds: freed since, it fits now.
     let small = [segment(20 * MIB, 0), segment(2 * MIB, MIB)];
-    assert_eq!(advice(&small, "", 10 * MIB).len(), 1);
+    let lines = advice(&small, "", 10 * MIB);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains("the same request fits"), "{lines:?}");
     assert!(advice(&small, "", 300 * MIB)[1].contains("too small"));
-    // Nothing to release and little stranded: plain lack of capacity.
-    assert!(advice(&[segment(GIB, GIB - MIB)], "", 300 * MIB).is_empty());
-    assert!(advice(&[], "", 300 * MIB).is_empty());
+    // Nothing cached to speak of: only that the GPU is too small.
+    for layout in [&[segment(GIB, GIB - MIB)][..], &[]] {
+        let lines = advice(layout, "", 300 * MIB);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("too small"), "{lines:?}");
+    }
 }
 
 #[test]
@@ -2137,6 +2148,46 @@ fn oom_advice_suggests_no_setting_for_a_request_no_cache_could_hold() {
 }
 
 #[test]
+fn oom_advice_suggests_no_setting_for_holes_smaller_than_a_page() {
+    use vramtop::alloc::{BlockInfo, BlockState};
+    // 20 segments of 20 MiB, each two 5 MiB tensors with a 5 MiB hole after
+    // each: 200 MiB stranded, not one whole 20 MiB page of it.
+    let block = |address, size, state| BlockInfo {
+        address,
+        size,
+        requested_size: if state == BlockState::Inactive {
+            0
+        } else {
+            size
+        },
+        state,
+    };
+    let holes: Vec<SegmentInfo> = (0..20u64)
+        .map(|i| {
+            let base = i * 20 * MIB;
+            SegmentInfo {
+                address: base,
+                blocks: (0..4u64)
+                    .map(|k| {
+                        let state = if k % 2 == 0 {
+                            BlockState::ActiveAllocated
+                        } else {
+                            BlockState::Inactive
+                        };
+                        block(base + k * 5 * MIB, 5 * MIB, state)
+                    })
+                    .collect(),
+                ..segment(20 * MIB, 10 * MIB)
+            }
+        })
+        .collect();
+    let lines = advice(&holes, "", 100 * MIB);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].starts_with("no setting makes room"), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("press S")), "{lines:?}");
+}
+
+#[test]
 fn oom_advice_says_the_small_pool_cannot_serve_a_large_request() {
     use vramtop::alloc::PoolKind;
     // 100 holes of 1 MiB in 2 MiB small-pool segments, 80 MiB asked.
@@ -2150,8 +2201,10 @@ fn oom_advice_says_the_small_pool_cannot_serve_a_large_request() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[1].contains("small pool's 100 MiB"), "{lines:?}");
     assert!(!lines.iter().any(|l| l.contains("press S")), "{lines:?}");
-    // A small request is not told so (it would have fitted a hole).
-    assert_eq!(advice(&holes, "", MIB / 2).len(), 1);
+    // A request of 1 MiB or less fits a hole: it is told so, not that the
+    // small pool cannot serve it.
+    let lines = advice(&holes, "", MIB / 2);
+    assert!(lines[1].contains("small pool now"), "{lines:?}");
 }
 
 #[test]

@@ -183,6 +183,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
                         reserved_but_unallocated: oom.reserved_but_unallocated(),
                         room: OomRoom {
                             tried: oom.alloc_size,
+                            request: oom.rounded,
                             // A memory fraction (the panel's cap) bounds
                             // what the allocator may take, free or not.
                             device_free: oom.allowed.map_or(oom.device_free, |allowed| {

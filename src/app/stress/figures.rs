@@ -6,8 +6,8 @@ use serde::Serialize;
 use crate::alloc::analysis::{
     BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2, released_by_empty_cache,
 };
-use crate::alloc::sizing::SMALL_SIZE;
-use crate::alloc::{DeviceStats, PoolKind, SegmentInfo, fragmentation};
+use crate::alloc::sizing::{LARGE_BUFFER, SMALL_SIZE};
+use crate::alloc::{BlockState, DeviceStats, PoolKind, SegmentInfo, fragmentation};
 
 use super::{MIB, OomRoom};
 
@@ -199,15 +199,50 @@ pub fn reclaim(layout: &[SegmentInfo]) -> Reclaim {
     r
 }
 
+/// Bytes of free blocks in ordinary large-pool segments that also hold a
+/// live block, counted in whole 20 MiB pages: what expandable segments
+/// (which unmap whole free pages and map them again where a request needs
+/// them) or `max_split_size_mb` (which keeps big blocks whole) could turn
+/// into room for a large request. Holes smaller than a page stay holes
+/// under any setting.
+fn stranded_in_whole_pages(layout: &[SegmentInfo]) -> u64 {
+    layout
+        .iter()
+        .filter(|s| !s.is_expandable && s.segment_type == PoolKind::Large)
+        .filter(|s| s.blocks.iter().any(|b| b.state.is_active()))
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::Inactive)
+        .map(|b| b.size / LARGE_BUFFER * LARGE_BUFFER)
+        .fold(0, u64::saturating_add)
+}
+
+/// The largest free block of the pool a request of `request` bytes is
+/// served from (the small pool up to 1 MiB, the large one above).
+fn largest_free_for(layout: &[SegmentInfo], request: u64) -> u64 {
+    let pool = if request > SMALL_SIZE {
+        PoolKind::Large
+    } else {
+        PoolKind::Small
+    };
+    layout
+        .iter()
+        .filter(|s| s.segment_type == pool)
+        .flat_map(|s| &s.blocks)
+        .filter(|b| b.state == BlockState::Inactive)
+        .map(|b| b.size)
+        .max()
+        .unwrap_or(0)
+}
+
 /// The lines under an OOM message saying what would have helped, from the
 /// current layout, the allocator's `settings`, the room there was at the
 /// OOM and the bytes reserved now (`empty_cache()` after the OOM gave the
 /// difference back): how much `empty_cache` could release and how much is
-/// non-releasable; that no setting helps when the request would not fit
-/// even if every cached byte were reused; else, when at least
-/// [`LARGE_NON_RELEASABLE`] is stranded where settings act, which ones.
-/// None when nothing is releasable and little is stranded (plain lack of
-/// capacity).
+/// non-releasable (when any of it is worth a word); then the first that
+/// holds of: enough was freed since for the same request; the request
+/// would not fit even if every cached byte were reused (the GPU is too
+/// small); and, when at least [`LARGE_NON_RELEASABLE`] is stranded, whether
+/// a setting could make room of it.
 pub fn oom_advice(
     layout: &[SegmentInfo],
     settings: &str,
@@ -215,48 +250,63 @@ pub fn oom_advice(
     reserved_now: u64,
 ) -> Vec<String> {
     let r = reclaim(layout);
-    if r.releasable == 0 && r.non_releasable < LARGE_NON_RELEASABLE {
-        return Vec::new();
-    }
     let fmt = crate::alloc::sizing::display_bytes;
-    let why = if r.stranded_expandable == 0 {
-        "free blocks in segments with live tensors"
-    } else if r.stranded_expandable == r.non_releasable {
-        "free parts of pages that also hold live tensors"
-    } else {
-        "free blocks beside live tensors"
-    };
-    let mut lines = vec![format!(
-        "empty_cache() could release {} (whole free segments and pages); {} is \
-         non-releasable ({why})",
-        fmt(r.releasable),
-        fmt(r.non_releasable)
-    )];
+    let mut lines = Vec::new();
+    if r.releasable > 0 || r.non_releasable >= LARGE_NON_RELEASABLE {
+        let why = if r.stranded_expandable == 0 {
+            "free blocks in segments with live tensors"
+        } else if r.stranded_expandable == r.non_releasable {
+            "free parts of pages that also hold live tensors"
+        } else {
+            "free blocks beside live tensors"
+        };
+        lines.push(format!(
+            "empty_cache() could release {} (whole free segments and pages); {} is \
+             non-releasable ({why})",
+            fmt(r.releasable),
+            fmt(r.non_releasable)
+        ));
+    }
+    let largest = largest_free_for(layout, oom.request);
+    if oom.request > 0 && largest >= oom.request {
+        lines.push(format!(
+            "freed since: a {} block is free in the {} pool now, so the same request fits",
+            fmt(largest),
+            if oom.request > SMALL_SIZE {
+                "large"
+            } else {
+                "small"
+            }
+        ));
+        return lines;
+    }
     // Free on the device now: what was free at the OOM and what has been
     // given back since, then what empty_cache() would give back.
     let free_now = oom
         .device_free
         .saturating_add(oom.reserved.saturating_sub(reserved_now));
     let free_with_cache = free_now.saturating_add(r.releasable);
-    if oom.tried > free_with_cache.saturating_add(r.non_releasable) {
+    let everything = free_with_cache.saturating_add(r.non_releasable);
+    if oom.tried > everything {
         lines.push(format!(
             "{} was asked and {} would be free even with every cached byte reused: \
              the GPU is too small for it, whatever the settings",
             fmt(oom.tried),
-            fmt(free_with_cache.saturating_add(r.non_releasable))
+            fmt(everything)
         ));
+        return lines;
+    }
+    if r.non_releasable < LARGE_NON_RELEASABLE {
         return lines;
     }
     let expandable = settings.contains("expandable_segments:True");
     // Requests above 1 MiB are served from the large pool only.
-    let large_request = oom.tried > SMALL_SIZE;
+    let large_request = oom.request > SMALL_SIZE;
     let stranded_small_pool = r
         .non_releasable
         .saturating_sub(r.stranded_large_pool)
         .saturating_sub(r.stranded_expandable);
-    if r.non_releasable < LARGE_NON_RELEASABLE {
-        return lines;
-    }
+    let in_pages = stranded_in_whole_pages(layout);
     if expandable {
         // Blocks of expandable segments are split whatever
         // max_split_size_mb says; what stays shares pages with tensors.
@@ -266,13 +316,20 @@ pub fn oom_advice(
             fmt(r.non_releasable)
         ));
     } else if large_request
-        && r.stranded_large_pool >= LARGE_NON_RELEASABLE
-        && oom.tried <= free_with_cache.saturating_add(r.stranded_large_pool)
+        && in_pages >= LARGE_NON_RELEASABLE
+        && oom.tried <= free_with_cache.saturating_add(in_pages)
     {
         lines.push(format!(
-            "expandable_segments:True or max_split_size_mb would let those {} be \
-             reused (press S to try)",
-            fmt(r.stranded_large_pool)
+            "expandable_segments:True or max_split_size_mb would let {} of it be reused \
+             (press S to try)",
+            fmt(in_pages)
+        ));
+    } else if large_request && r.stranded_large_pool >= LARGE_NON_RELEASABLE {
+        lines.push(format!(
+            "no setting makes room of the large pool's {}: its holes between live tensors are \
+             too small or too few for {}; freeing the tensors beside them does",
+            fmt(r.stranded_large_pool),
+            fmt(oom.request)
         ));
     } else if large_request && stranded_small_pool >= LARGE_NON_RELEASABLE {
         lines.push(format!(

@@ -617,12 +617,21 @@ impl StressPanel {
             StressOutcome::Allocated(new) => {
                 self.oom = None;
                 self.add(&new);
-                let grown = self.figures.reserved.saturating_sub(before.reserved);
-                self.say(format!(
-                    "allocated {}; reserved grew by {}",
-                    tensors(new.len() as u64),
-                    fmt(grown)
-                ));
+                let (now, then) = (self.figures.reserved, before.reserved);
+                self.say(if now < then {
+                    // The retry path released cached segments to make room.
+                    format!(
+                        "allocated {}; reserved fell by {} (cached segments released to make room)",
+                        tensors(new.len() as u64),
+                        fmt(then - now)
+                    )
+                } else {
+                    format!(
+                        "allocated {}; reserved grew by {}",
+                        tensors(new.len() as u64),
+                        fmt(now - then)
+                    )
+                });
             }
             StressOutcome::OutOfMemory {
                 allocated,

@@ -178,6 +178,9 @@ pub struct NewTensor {
 pub struct OomRoom {
     /// PyTorch's "Tried to allocate" (the segment size asked for).
     pub tried: u64,
+    /// The request as the allocator rounded it (what a cached free block
+    /// would have had to hold).
+    pub request: u64,
     pub device_free: u64,
     pub reserved: u64,
 }
