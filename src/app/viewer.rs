@@ -137,7 +137,7 @@ impl ViewerAction {
             ViewerAction::NextEmptyCache => "next empty_cache point",
             ViewerAction::PrevEmptyCache => "previous empty_cache point",
             ViewerAction::NextSegment => "next segment in the map (its first block)",
-            ViewerAction::PrevSegment => "previous segment in the map (its first block)",
+            ViewerAction::PrevSegment => "this segment's first block, then the previous one's",
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
             ViewerAction::CycleStream => "filter by stream: all, then each stream",
             ViewerAction::CyclePool => "filter by pool: all, large, small",
