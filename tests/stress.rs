@@ -2015,20 +2015,25 @@ fn a_loaded_scenario_renders_its_name_step_and_explanation() {
 
 // ------------------------------------------------------------- OOM advice
 
+/// A block of a layout: requested in full unless free.
+fn block(address: u64, size: u64, state: vramtop::alloc::BlockState) -> vramtop::alloc::BlockInfo {
+    let requested_size = if state == vramtop::alloc::BlockState::Inactive {
+        0
+    } else {
+        size
+    };
+    vramtop::alloc::BlockInfo {
+        address,
+        size,
+        requested_size,
+        state,
+    }
+}
+
 /// A segment of `total` bytes: one live block of `allocated` bytes at its
 /// start (when not 0), the rest one free block.
 fn segment(total: u64, allocated: u64) -> SegmentInfo {
-    use vramtop::alloc::{BlockInfo, BlockState};
-    let block = |address, size, state| BlockInfo {
-        address,
-        size,
-        requested_size: if state == BlockState::Inactive {
-            0
-        } else {
-            size
-        },
-        state,
-    };
+    use vramtop::alloc::BlockState;
     let mut blocks = Vec::new();
     if allocated > 0 {
         blocks.push(block(0, allocated, BlockState::ActiveAllocated));
@@ -2149,19 +2154,9 @@ fn oom_advice_suggests_no_setting_for_a_request_no_cache_could_hold() {
 
 #[test]
 fn oom_advice_suggests_no_setting_for_holes_smaller_than_a_page() {
-    use vramtop::alloc::{BlockInfo, BlockState};
+    use vramtop::alloc::BlockState;
     // 20 segments of 20 MiB, each two 5 MiB tensors with a 5 MiB hole after
     // each: 200 MiB stranded, not one whole 20 MiB page of it.
-    let block = |address, size, state| BlockInfo {
-        address,
-        size,
-        requested_size: if state == BlockState::Inactive {
-            0
-        } else {
-            size
-        },
-        state,
-    };
     let holes: Vec<SegmentInfo> = (0..20u64)
         .map(|i| {
             let base = i * 20 * MIB;
