@@ -216,14 +216,8 @@ fn stranded_in_whole_pages(layout: &[SegmentInfo]) -> u64 {
         .fold(0, u64::saturating_add)
 }
 
-/// The largest free block of the pool a request of `request` bytes is
-/// served from (the small pool up to 1 MiB, the large one above).
-fn largest_free_for(layout: &[SegmentInfo], request: u64) -> u64 {
-    let pool = if request > SMALL_SIZE {
-        PoolKind::Large
-    } else {
-        PoolKind::Small
-    };
+/// The largest free block of `pool`.
+fn largest_free_in(layout: &[SegmentInfo], pool: PoolKind) -> u64 {
     layout
         .iter()
         .filter(|s| s.segment_type == pool)
@@ -267,16 +261,19 @@ pub fn oom_advice(
             fmt(r.non_releasable)
         ));
     }
-    let largest = largest_free_for(layout, oom.request);
+    // Requests above 1 MiB are served from the large pool only.
+    let large_request = oom.request > SMALL_SIZE;
+    let pool = if large_request {
+        PoolKind::Large
+    } else {
+        PoolKind::Small
+    };
+    let largest = largest_free_in(layout, pool);
     if oom.request > 0 && largest >= oom.request {
         lines.push(format!(
             "freed since: a {} block is free in the {} pool now, so the same request fits",
             fmt(largest),
-            if oom.request > SMALL_SIZE {
-                "large"
-            } else {
-                "small"
-            }
+            pool.as_str()
         ));
         return lines;
     }
@@ -300,8 +297,6 @@ pub fn oom_advice(
         return lines;
     }
     let expandable = settings.contains("expandable_segments:True");
-    // Requests above 1 MiB are served from the large pool only.
-    let large_request = oom.request > SMALL_SIZE;
     let stranded_small_pool = r
         .non_releasable
         .saturating_sub(r.stranded_large_pool)
