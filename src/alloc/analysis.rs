@@ -138,27 +138,32 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         free_blocks: 0,
         fragmentation: 0.0,
     };
+    // Sizes come from files: a damaged one may list more bytes than a u64
+    // holds, so every sum saturates.
     for seg in segments {
         let mut segment_free = 0u64;
         for b in &seg.blocks {
             match b.state {
                 BlockState::ActiveAllocated => {
-                    f.internal_free += b.size.saturating_sub(b.requested_size);
+                    f.internal_free = f
+                        .internal_free
+                        .saturating_add(b.size.saturating_sub(b.requested_size));
                 }
                 BlockState::ActivePendingFree => {}
                 BlockState::Inactive => {
                     let bucket = &mut histogram[bucket_index(b.size)];
                     bucket.count += 1;
-                    bucket.bytes += b.size;
-                    f.external_free += b.size;
+                    bucket.bytes = bucket.bytes.saturating_add(b.size);
+                    f.external_free = f.external_free.saturating_add(b.size);
                     f.free_blocks += 1;
                     f.largest_free_block = f.largest_free_block.max(b.size);
-                    segment_free += b.size;
+                    segment_free = segment_free.saturating_add(b.size);
                 }
             }
         }
         // As things stand: a block waiting for its stream events is not free.
-        f.non_releasable += segment_free.saturating_sub(released_by_empty_cache(seg, false));
+        let kept = segment_free.saturating_sub(released_by_empty_cache(seg, false));
+        f.non_releasable = f.non_releasable.saturating_add(kept);
     }
     if f.external_free > 0 {
         f.fragmentation = 1.0 - f.largest_free_block as f64 / f.external_free as f64;
@@ -284,5 +289,40 @@ mod tests {
         assert_eq!(f.external_free, 57 * MIB);
         // Pages 2 and 3 ([20, 60) MiB) lie wholly in the free block [3, 60).
         assert_eq!(f.non_releasable, 17 * MIB);
+    }
+
+    #[test]
+    fn sizes_past_what_a_u64_holds_saturate_instead_of_overflowing() {
+        use super::super::layout::BlockInfo;
+        let huge = |state| BlockInfo {
+            address: 0,
+            size: 1 << 62,
+            requested_size: 0,
+            state,
+        };
+        let seg = SegmentInfo {
+            device: 0,
+            address: 0,
+            total_size: u64::MAX,
+            allocated_size: 0,
+            active_size: 0,
+            requested_size: 0,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks: vec![
+                huge(BlockState::ActiveAllocated),
+                huge(BlockState::Inactive),
+                huge(BlockState::Inactive),
+                huge(BlockState::Inactive),
+                huge(BlockState::Inactive),
+                huge(BlockState::Inactive),
+            ],
+        };
+        let f = fragmentation(&[seg.clone(), seg]);
+        assert_eq!(f.external_free, u64::MAX);
+        assert_eq!(f.non_releasable, u64::MAX);
+        assert_eq!(f.internal_free, 1 << 63);
     }
 }
