@@ -465,6 +465,38 @@ fn x_without_an_expanded_site_says_what_it_changed_and_where_it_shows() {
 }
 
 #[test]
+fn selecting_a_site_selects_its_largest_block() {
+    let Some(mut v) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('w'));
+    let sites = v.sites.as_ref().map_or(0, |s| s.sites.len());
+    assert!(sites > 3, "Hyperion's peak has many sites");
+    // Sites of one block and of many, of equal and of mixed block sizes.
+    let mut mixed_sizes = 0;
+    for k in 0..sites {
+        let site = v.selected_site().expect("a selected site").clone();
+        let sizes: Vec<u64> = v
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| site.addresses.binary_search(&b.address).is_ok())
+            .map(|b| b.size)
+            .collect();
+        let largest = sizes.iter().copied().max().expect("a site has blocks");
+        if sizes.iter().any(|&s| s != largest) {
+            mixed_sizes += 1;
+        }
+        let (_, block) = v.selected_block().expect("a selected block");
+        assert_eq!(block.size, largest, "site {k} ({})", site.label);
+        assert!(site.addresses.binary_search(&block.address).is_ok());
+        press(&mut v, KeyCode::Down);
+    }
+    assert!(mixed_sizes > 0, "no site had blocks of several sizes");
+}
+
+#[test]
 fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     let keymap = Keymap::default();
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/keys.md"))

@@ -429,20 +429,22 @@ impl ViewerState {
         self.sites = Some(sites);
     }
 
-    /// Moves the block selection to the selected site's largest block.
+    /// Moves the block selection to the selected site's largest block (the
+    /// lowest-addressed of equally large ones).
     fn select_site_block(&mut self) {
         let Some(site) = self.selected_site() else {
             return;
         };
-        let Some(&addr) = site.addresses.first() else {
-            return;
-        };
-        let at = self
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .position(|b| b.address == addr);
-        if let Some(i) = at {
+        let mut largest: Option<(usize, u64, u64)> = None;
+        for (i, b) in self.segments.iter().flat_map(|s| &s.blocks).enumerate() {
+            if b.state == BlockState::ActiveAllocated
+                && site.addresses.binary_search(&b.address).is_ok()
+                && largest.is_none_or(|(_, size, _)| b.size > size)
+            {
+                largest = Some((i, b.size, b.address));
+            }
+        }
+        if let Some((i, _, addr)) = largest {
             self.app.ui.selected_block = i;
             self.selected_address = Some(addr);
         }
