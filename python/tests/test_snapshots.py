@@ -210,6 +210,19 @@ def test_an_oom_snapshot_holds_the_state_at_the_oom(live, client_of):
     assert any(e["action"] == "alloc" and e["addr"] == address for e in trace)
 
 
+def test_a_client_connecting_after_an_oom_is_told_of_it_as_earlier(live, client_of):
+    first = client_of(live)
+    first.until("hello")
+    fill_then_oom(300 * MIB)
+    oom = first.until("oom")
+    assert "earlier" not in oom, "sent as it happens"
+    later = client_of(live)
+    assert later.until("hello")["type"] == "hello"
+    again = later.message()
+    assert again["type"] == "oom" and again["earlier"] is True
+    assert again["snapshot"] == oom["snapshot"] and again["alloc_bytes"] == oom["alloc_bytes"]
+
+
 def test_an_oom_without_history_or_snapshot_on_oom_writes_nothing(runtime_dir, snapshot_dir, client_of):
     torch.cuda.standin_use_allocator(GIB)
     x = uint8(1)

@@ -178,6 +178,9 @@ class Probe:
         self._clients: list[_Client] = []
         self._stop_reason: str | None = None
         self._ooms: collections.deque[dict[str, Any]] = collections.deque()
+        # The last OOM, sent again to every client that connects later (marked "earlier"), so that
+        # a dashboard started after the OOM still offers its snapshot.
+        self._last_oom: bytes | None = None
 
     # ---- public -------------------------------------------------------------------------
 
@@ -507,6 +510,7 @@ class Probe:
                 message["snapshot"] = path
             message["snapshot_error"] = error
             lines.append(protocol.encode(message))
+            self._last_oom = protocol.encode({**message, "earlier": True})
         if with_stats and self._clients:
             # The allocator's figures right after the failure, which is what the user wants.
             lines.extend(self._stats_lines(self._collect_stats()))
@@ -536,6 +540,8 @@ class Probe:
                 record_history=self._hello_record_history(), rank_figures=self.ranks,
             )
             lines = [protocol.encode(hello)]
+            if self._last_oom is not None:
+                lines.append(self._last_oom)
             lines.extend(self._stats_lines(collected))
             lines.extend(self._segments_lines(devices))
             self._send(client, b"".join(lines))

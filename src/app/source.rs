@@ -451,6 +451,19 @@ impl AppState {
             let seen = board.seen_ooms.get(&key).copied().unwrap_or(0);
             for e in p.ooms.iter().filter(|e| e.seq > seen) {
                 let gpu = p.gpu_index(e.oom.device);
+                if e.oom.earlier {
+                    // Before the dashboard connected: its time is not now,
+                    // so no mark and no note, but `O` opens its snapshot.
+                    if let Some(path) = &e.oom.snapshot {
+                        board.oom_snapshot = Some(OomSnapshot {
+                            pid: p.pid(),
+                            command: p.command(),
+                            path: path.clone(),
+                            seen_ms: now_ms,
+                        });
+                    }
+                    continue;
+                }
                 if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g))
                     && !g
                         .allocator
@@ -849,6 +862,21 @@ mod tests {
             (note.pid, note.gpu, note.alloc_bytes),
             (Some(7), Some(0), Some(1 << 30))
         );
+    }
+
+    #[test]
+    fn an_oom_from_before_the_connection_offers_its_snapshot_without_a_mark() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        let mut snap = snapshot(7, 1, 1);
+        let oom = &mut snap.probes[0].ooms[0].oom;
+        oom.earlier = true;
+        oom.snapshot = Some(PathBuf::from("/s/node-7-rankx-oom.pickle"));
+        step(&mut st, 0, &snap);
+        step(&mut st, 1000, &snap);
+        assert_eq!(ooms(&st), Vec::<u64>::new(), "it did not happen now");
+        assert!(st.probes.status_note().is_none());
+        let offered = st.probes.oom_snapshot.as_ref().map(|o| o.path.clone());
+        assert_eq!(offered, Some(PathBuf::from("/s/node-7-rankx-oom.pickle")));
     }
 
     #[test]

@@ -187,6 +187,10 @@ pub struct Oom {
     /// Why no snapshot was written, when writing one failed (v2).
     #[serde(default)]
     pub snapshot_error: Option<String>,
+    /// The probe's last OOM, sent again right after `hello` to a client
+    /// that connected after it: it happened before this connection.
+    #[serde(default)]
+    pub earlier: bool,
 }
 
 /// The probe began taking the snapshot request `id` asked for.
@@ -706,6 +710,18 @@ mod tests {
         };
         assert_eq!(o.snapshot, None);
         assert_eq!(o.snapshot_error.as_deref(), Some("disk full"));
+        assert!(!o.earlier, "as it happens unless said otherwise");
+    }
+
+    #[test]
+    fn an_oom_resent_to_a_later_client_says_it_was_earlier() {
+        let line = r#"{"v":2,"type":"oom","device":0,"snapshot":"/s/x-oom.pickle","earlier":true}"#;
+        let Ok(Message::Oom(o)) = parse(line) else {
+            panic!("oom expected");
+        };
+        assert!(o.earlier);
+        let bad = r#"{"v":2,"type":"oom","device":0,"earlier":"yes"}"#;
+        assert!(parse(bad).is_err(), "not a bool");
     }
 
     #[test]
