@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use vramtop::cli::diff::render_diff;
-use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshots};
+use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshot_devices, diff_snapshots};
 use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::{Snapshot, read_snapshot_file};
 
@@ -132,7 +132,53 @@ fn diff_of_files_of_different_devices_is_refused() {
     assert!(out.is_empty());
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("different devices"), "{err}");
+    assert!(
+        err.contains("--devices 0:1"),
+        "says how to compare anyway: {err}"
+    );
     assert!(err.starts_with("vramtop: error: "), "the one prefix: {err}");
+}
+
+#[test]
+fn diff_with_devices_compares_one_gpu_of_each_file() {
+    let (Some((a_path, a)), Some((b_path, b))) = (
+        shared("muduard_dump_snapshot_a.pickle"),
+        shared("muduard_dump_snapshot_b.pickle"),
+    ) else {
+        return;
+    };
+    let diff = diff_snapshot_devices(&a, &b, (0, 1), Grouping::UserFrame).expect("0 and 1 exist");
+    assert_eq!(diff.allocated.before, allocated(&a));
+    assert_eq!(diff.allocated.after, allocated(&b));
+    assert_eq!(diff.segments.before as usize, a.segments.len());
+    assert_eq!(diff.segments.after as usize, b.segments.len());
+    let site_bytes = |after: bool| -> u64 {
+        diff.sites
+            .iter()
+            .map(|s| if after { s.bytes.after } else { s.bytes.before })
+            .sum()
+    };
+    assert_eq!(
+        site_bytes(false),
+        allocated(&a),
+        "every live byte has a site"
+    );
+    assert_eq!(site_bytes(true), allocated(&b));
+    assert_eq!(
+        diff_snapshot_devices(&a, &b, (0, 2), Grouping::UserFrame),
+        Err(DiffError::NoSuchDevice {
+            side: "AFTER",
+            device: 2,
+            have: vec![1]
+        })
+    );
+    let (code, out, err) =
+        common::run_vramtop(&["diff", &a_path, &b_path, "--devices", "0:1"], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("(GPU 0)") && out.contains("(GPU 1)"), "{out}");
+    let (code, _, err) = common::run_vramtop(&["diff", &a_path, &b_path, "--devices", "0-1"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not B:A"), "{err}");
 }
 
 #[test]

@@ -101,6 +101,7 @@ proptest! {
             ("size option", size_arg(&text).map(|_| ())),
             ("duration option", duration_arg(&text).map(|_| ())),
             ("stress size field", parse_typed_size(&text).map(|_| ())),
+            ("diff --devices", vramtop::cli::diff::parse_device_pair(&text).map(|_| ())),
         ] {
             if let Err(e) = result {
                 assert_one_line(what, &e)?;
@@ -139,4 +140,12 @@ proptest! {
         prop_assert!(pids.len() <= text.len());
         let _ = VisibleDevices::parse(&text);
     }
+}
+
+#[test]
+fn a_long_diff_devices_value_is_quoted_cut() {
+    let long = "7:".repeat(100_000);
+    let e = vramtop::cli::diff::parse_device_pair(&long).expect_err("not B:A");
+    assert!(e.len() < MAX_ERROR_BYTES, "{} bytes", e.len());
+    assert!(!e.contains('\n'));
 }

@@ -10,14 +10,33 @@ use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
 use crate::alloc::human_bytes;
-use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshots};
+use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
 use crate::snapshot::sites::Grouping;
 
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
 
-pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::Result<ExitCode> {
+/// `B:A` of `--devices`: two device numbers.
+pub fn parse_device_pair(text: &str) -> Result<(u32, u32), String> {
+    let bad = || {
+        format!(
+            "\"{}\" is not B:A (two device numbers, as 0:1)",
+            crate::quote::cut(text)
+        )
+    };
+    let (b, a) = text.split_once(':').ok_or_else(bad)?;
+    let number = |t: &str| t.trim().parse::<u32>().map_err(|_| bad());
+    Ok((number(b)?, number(a)?))
+}
+
+pub fn run(
+    before: &Path,
+    after: &Path,
+    json: bool,
+    devices: Option<(u32, u32)>,
+    top: usize,
+) -> color_eyre::Result<ExitCode> {
     // The reader's errors already start with the file's name.
     let read = |p: &Path| read_snapshot_file(p).map_err(|e| e.to_string());
     let (b, a) = match (read(before), read(after)) {
@@ -27,7 +46,11 @@ pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::R
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let diff = match diff_snapshots(&b, &a, Grouping::default()) {
+    let compared = match devices {
+        Some(pair) => diff_snapshot_devices(&b, &a, pair, Grouping::default()),
+        None => diff_snapshots(&b, &a, Grouping::default()),
+    };
+    let diff = match compared {
         Ok(d) => d,
         Err(e) => {
             super::say_error(e);
@@ -40,14 +63,22 @@ pub fn run(before: &Path, after: &Path, json: bool, top: usize) -> color_eyre::R
         t
     } else {
         render_diff(
-            &before.display().to_string(),
-            &after.display().to_string(),
+            &on_device(before, devices.map(|d| d.0)),
+            &on_device(after, devices.map(|d| d.1)),
             &diff,
             top,
         )
     };
     super::emit(&text).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A file's name for the header, with the device compared when one is.
+fn on_device(path: &Path, device: Option<u32>) -> String {
+    match device {
+        Some(d) => format!("{} (GPU {d})", path.display()),
+        None => path.display().to_string(),
+    }
 }
 
 /// A signed byte count: `+1.50 MiB`, `-2 KiB`, `0 B`.

@@ -284,7 +284,8 @@ pub enum Command {
     /// only in BEFORE / only in AFTER (by address and size, as
     /// `_memory_viz.py compare`); the live bytes by allocation site (new,
     /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read
-    /// or the files are of different devices.
+    /// or the files are of different devices (unless `--devices` says which
+    /// to compare).
     Diff {
         /// The earlier snapshot.
         before: PathBuf,
@@ -293,6 +294,10 @@ pub enum Command {
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
         json: bool,
+        /// Compare one device of each file: GPU B of BEFORE with GPU A of
+        /// AFTER (e.g. `0:1`: two ranks' dumps, or a run that moved GPU).
+        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
+        devices: Option<(u32, u32)>,
         /// Sites and segments listed in the text output per section.
         #[arg(long, value_name = "N", default_value_t = diff::DEFAULT_LINES)]
         top: usize,
@@ -668,8 +673,9 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             before,
             after,
             json,
+            devices,
             top,
-        }) => diff::run(&before, &after, json, top),
+        }) => diff::run(&before, &after, json, devices, top),
         Some(Command::Record {
             file,
             duration,

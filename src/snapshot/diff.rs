@@ -17,8 +17,27 @@ use crate::alloc::{BlockState, PoolKind, TraceAction};
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum DiffError {
-    #[error("the snapshots are of different devices (before: {before:?}, after: {after:?})")]
+    #[error(
+        "the snapshots are of different devices (before: {before:?}, after: {after:?}){}",
+        devices_hint(before, after)
+    )]
     DifferentDevices { before: Vec<u32>, after: Vec<u32> },
+    #[error("{side} has no device {device} (its devices: {have:?})")]
+    NoSuchDevice {
+        side: &'static str,
+        device: u32,
+        have: Vec<u32>,
+    },
+}
+
+/// How to compare anyway: `--devices` with the first device of each file.
+fn devices_hint(before: &[u32], after: &[u32]) -> String {
+    match (before.first(), after.first()) {
+        (Some(b), Some(a)) => {
+            format!("; --devices {b}:{a} compares GPU {b} of BEFORE with GPU {a} of AFTER")
+        }
+        _ => String::new(),
+    }
 }
 
 /// A figure before, after, and the change (after − before).
@@ -230,6 +249,36 @@ pub fn diff_snapshots(
     let sb = sites_of_snapshot(before, None, grouping);
     let sa = sites_of_snapshot(after, None, grouping);
     Ok(diff_segments(&before.segments, &after.segments, &sb, &sa))
+}
+
+/// Compares device `devices.0` of BEFORE with device `devices.1` of AFTER
+/// (two ranks' dumps, or one process that moved to another GPU).
+pub fn diff_snapshot_devices(
+    before: &Snapshot,
+    after: &Snapshot,
+    devices: (u32, u32),
+    grouping: Grouping,
+) -> Result<Diff, DiffError> {
+    let (db, da) = devices;
+    let side = |snapshot: &Snapshot, side: &'static str, device: u32| {
+        let have = devices_of(snapshot);
+        if have.contains(&device) {
+            let segments: Vec<Segment> = snapshot
+                .segments
+                .iter()
+                .filter(|s| s.device == device)
+                .cloned()
+                .collect();
+            Ok(segments)
+        } else {
+            Err(DiffError::NoSuchDevice { side, device, have })
+        }
+    };
+    let (segments_before, segments_after) =
+        (side(before, "BEFORE", db)?, side(after, "AFTER", da)?);
+    let sb = sites_of_snapshot(before, Some(db), grouping);
+    let sa = sites_of_snapshot(after, Some(da), grouping);
+    Ok(diff_segments(&segments_before, &segments_after, &sb, &sa))
 }
 
 /// The live blocks at cursor `b` that were allocated by an event at or
