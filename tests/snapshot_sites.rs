@@ -244,3 +244,77 @@ fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
     assert!(!report.contains("unwind"), "{report}");
     assert!(!report.contains("CachingAllocator"), "{report}");
 }
+
+/// A model run that runs out of memory twice: 600 MiB live at the first
+/// OOM, 300 MiB at the second.
+fn twice_out_of_memory() -> Snapshot {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const MIB: u64 = 1 << 20;
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(10_000));
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    let b = m.malloc(300 * MIB, 0).expect("fits");
+    assert!(m.malloc(700 * MIB, 0).is_err(), "first OOM");
+    m.free(a).expect("live");
+    m.empty_cache();
+    assert!(m.malloc(900 * MIB, 0).is_err(), "second OOM");
+    let _ = b;
+    vramtop::snapshot::capture::snapshot_of(&m, 0)
+}
+
+#[test]
+fn open_summary_names_the_last_oom_with_the_sites_it_met() {
+    use vramtop::snapshot::summary::sites_report;
+    const MIB: u64 = 1 << 20;
+    let snapshot = Arc::new(twice_out_of_memory());
+    let ooms: Vec<usize> = snapshot.device_traces[0]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == TraceAction::Oom)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(ooms.len(), 2);
+    let report = sites_report(&snapshot, Grouping::default(), 5);
+    let d = &report.sites[0];
+    assert_eq!(d.ooms, 2);
+    let oom = d.at_last_oom.as_ref().expect("the last OOM");
+    assert_eq!(
+        oom.sites.cursor,
+        Some(ooms[1] + 1),
+        "the state right after it"
+    );
+    assert_eq!(oom.requested, 900 * MIB);
+    assert_eq!(oom.sites.allocated, 300 * MIB, "b alone was live");
+    let listed: u64 = oom.sites.sites.iter().map(|s| s.bytes).sum();
+    assert_eq!(listed + oom.sites.other_bytes, oom.sites.allocated);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ooms.pickle");
+    let file = std::fs::File::create(&path).expect("create");
+    vramtop::snapshot::write_snapshot(&snapshot, std::io::BufWriter::new(file)).expect("write");
+    let path = path.display().to_string();
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("at the last of 2 OOMs, event "), "{text}");
+    assert!(text.contains("900 MiB requested"), "{text}");
+    let (code, json, err) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["sites"][0]["ooms"], 2);
+    assert_eq!(v["sites"][0]["at_last_oom"]["requested"], 900 * MIB);
+}
+
+#[test]
+fn a_summary_without_an_oom_says_none() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, text, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0);
+    assert!(!text.contains("OOM"), "{text}");
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["sites"][0]["ooms"], 0);
+    assert!(v["sites"][0]["at_last_oom"].is_null());
+}

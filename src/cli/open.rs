@@ -405,6 +405,22 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             );
             render_sites_at(&mut out, at);
         }
+        if let Some(oom) = &d.at_last_oom {
+            let which = if d.ooms > 1 {
+                format!("the last of {} OOMs", d.ooms)
+            } else {
+                "the OOM".to_string()
+            };
+            let _ = writeln!(
+                out,
+                "  at {which}, {}: {} requested, {} free on the device; {} allocated",
+                moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
+                human_bytes(oom.requested),
+                human_bytes(oom.device_free),
+                human_bytes(oom.sites.allocated)
+            );
+            render_sites_at(&mut out, &oom.sites);
+        }
         if !trace_read {
             let _ = writeln!(
                 out,

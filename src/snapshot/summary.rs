@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::peak::{Moment, Peaks, peaks};
-use super::scrub::{DeviceScrub, scrub_devices};
+use super::scrub::{DeviceScrub, MarkKind, scrub_devices};
 use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
@@ -329,6 +329,23 @@ pub struct DeviceSites {
     pub at_end: SitesAt,
     /// At the peak of allocated bytes (`None` without a trace).
     pub at_peak_allocated: Option<SitesAt>,
+    /// OOM events in the trace.
+    pub ooms: usize,
+    /// The last OOM of the trace, with the sites the failed request met.
+    pub at_last_oom: Option<OomMoment>,
+}
+
+/// An OOM of the trace: what was asked, what the device had free, and the
+/// sites at that moment (the state right after the OOM event, which
+/// changes nothing).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomMoment {
+    /// Bytes the failed request asked for.
+    pub requested: u64,
+    /// Free bytes on the device as the driver said at the OOM (PyTorch
+    /// writes them in the event's address field).
+    pub device_free: u64,
+    pub sites: SitesAt,
 }
 
 /// Who holds the memory: per device, the top sites at the end and at the
@@ -364,6 +381,8 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                     peaks: None,
                     at_end,
                     at_peak_allocated: None,
+                    ooms: 0,
+                    at_last_oom: None,
                 };
             };
             let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
@@ -382,6 +401,16 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                     Some(SitesAt::new(sites, top, Some(cursor), time_us)),
                 )
             };
+            let at_last_oom = d.prev_mark(MarkKind::Oom, usize::MAX).and_then(|cursor| {
+                let e = d.events().get(cursor.checked_sub(1)?)?;
+                let state = d.state_at(cursor);
+                let sites = sites_of_state(&state, grouping, reason);
+                Some(OomMoment {
+                    requested: e.size,
+                    device_free: e.addr,
+                    sites: SitesAt::new(sites, top, Some(cursor), e.time_us()),
+                })
+            });
             DeviceSites {
                 device,
                 events: d.len(),
@@ -389,6 +418,8 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                 peaks,
                 at_end,
                 at_peak_allocated: at_peak,
+                ooms: d.count(MarkKind::Oom),
+                at_last_oom,
             }
         })
         .collect();
