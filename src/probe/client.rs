@@ -30,10 +30,16 @@ const MAX_SOCKETS_TRIED: usize = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(
-        "no probe found for pid {pid} (looked in {dirs}); start the process under \
-         `python -m vramtop_probe`"
+        "no probe found for pid {pid} (looked in {dirs}){}; start the process under \
+         `python -m vramtop_probe`",
+        probes_there(others)
     )]
-    NoProbe { pid: u32, dirs: String },
+    NoProbe {
+        pid: u32,
+        dirs: String,
+        /// Pids whose probes were found there instead, ascending.
+        others: Vec<u32>,
+    },
     #[error("cannot connect to the probe of pid {pid} at {}: {source}", socket.display())]
     Connect {
         pid: u32,
@@ -59,6 +65,29 @@ pub enum ClientError {
     Closed { pid: u32, why: String },
     #[error("the probe of {pid} sent {what}")]
     Protocol { pid: u32, what: String },
+}
+
+/// The most other probes' pids a "no probe" message lists.
+const MAX_OTHERS_LISTED: usize = 8;
+
+/// ", probes there: pids 12, 34" (the first few), or nothing.
+fn probes_there(others: &[u32]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    let listed: Vec<String> = others
+        .iter()
+        .take(MAX_OTHERS_LISTED)
+        .map(u32::to_string)
+        .collect();
+    let more = others.len().saturating_sub(MAX_OTHERS_LISTED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    let noun = if others.len() == 1 { "pid" } else { "pids" };
+    format!(", probes there: {noun} {}{more}", listed.join(", "))
 }
 
 impl ClientError {
@@ -112,15 +141,26 @@ pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, Clie
         .candidates
         .into_iter()
         .partition(|c| c.pid_hint == Some(pid));
+    // The probes met on the way, to name them when none is `pid`'s.
+    let mut seen = std::collections::BTreeSet::new();
     for c in &named {
         // No credentials (not Linux): the name is all there is.
-        if peer_pid(&c.path).is_none_or(|p| p == pid) {
-            return Ok(c.path.clone());
+        match peer_pid(&c.path) {
+            None => return Ok(c.path.clone()),
+            Some(p) if p == pid => return Ok(c.path.clone()),
+            Some(p) => {
+                seen.insert(p);
+            }
         }
     }
     for c in others.iter().take(MAX_SOCKETS_TRIED) {
-        if peer_pid(&c.path) == Some(pid) {
-            return Ok(c.path.clone());
+        match peer_pid(&c.path) {
+            Some(p) if p == pid => return Ok(c.path.clone()),
+            Some(p) => {
+                seen.insert(p);
+            }
+            // A socket nobody answers on is no probe to suggest.
+            None => {}
         }
     }
     let dirs = dirs
@@ -128,7 +168,11 @@ pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, Clie
         .map(|d| d.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    Err(ClientError::NoProbe { pid, dirs })
+    Err(ClientError::NoProbe {
+        pid,
+        dirs,
+        others: seen.into_iter().collect(),
+    })
 }
 
 /// Asks the probe at `socket` (of host pid `pid`, for messages) for a
@@ -405,6 +449,30 @@ mod tests {
             request_snapshot(&sock, 7, Duration::from_millis(100), |_| {}).expect_err("timeout");
         assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
         assert!(e.to_string().contains("did not answer"), "{e}");
+    }
+
+    #[test]
+    fn no_probe_for_the_pid_names_the_probes_that_are_there() {
+        let d = private_dir();
+        let _listener = UnixListener::bind(d.path().join("123.sock")).expect("bind");
+        let e = find_socket(999_999, &[d.path().to_path_buf()], discovery::current_uid())
+            .expect_err("not that pid");
+        let me = std::process::id();
+        let ClientError::NoProbe { others, .. } = &e else {
+            panic!("no probe expected, got {e}");
+        };
+        assert_eq!(others, &vec![me], "the socket's peer is this test");
+        assert!(
+            e.to_string().contains(&format!("probes there: pid {me};")),
+            "{e}"
+        );
+        assert!(!e.to_string().contains('\n'));
+        let many: Vec<u32> = (1..=20).collect();
+        let said = probes_there(&many);
+        assert!(
+            said.ends_with("1, 2, 3, 4, 5, 6, 7, 8 and 12 more"),
+            "{said}"
+        );
     }
 
     #[test]
