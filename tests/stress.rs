@@ -1786,6 +1786,8 @@ fn stress_scenario_line_says_what_the_next_step_does_and_that_the_run_finished()
         "{after_one}"
     );
     assert!(!after_one.contains("batch done"), "{after_one}");
+    // The expandable_segments variant runs every step without an OOM.
+    drive(&mut p, &mut exec, StressAction::ScenarioNextVariant);
     drive(&mut p, &mut exec, StressAction::ScenarioRun);
     let done = screen(&p);
     let lines: Vec<&str> = done.lines().collect();
@@ -1797,6 +1799,42 @@ fn stress_scenario_line_says_what_the_next_step_does_and_that_the_run_finished()
         !progress.contains("paused") && !done.contains("next finished"),
         "{done}"
     );
+}
+
+#[test]
+fn stress_scenario_line_says_a_last_step_that_ran_out_of_memory_failed_not_finished() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    // The default variant's fourth and last step (a 2 GiB tensor) runs
+    // out of memory.
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut state = AppState::new(StatusState::default());
+        state.ui.stress_open = true;
+        state.stress = p.clone();
+        let terminal = common::screen::draw(&state, &Theme::colored(), w, h);
+        let screen = common::screen::text(terminal.backend().buffer());
+        let lines: Vec<&str> = screen.lines().collect();
+        let at = lines.iter().position(|l| l.contains("step 4/4"));
+        let progress = at.map(|i| lines[i..(i + 2).min(lines.len())].join(" "));
+        let progress = progress.unwrap_or_default();
+        assert!(
+            progress.contains("failed: out of memory (2.00 GiB asked)"),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(!progress.contains("finished"), "{w}x{h}:\n{screen}");
+    }
+    // Stepping past the end says where the run stopped, not that it finished.
+    assert!(p.apply(StressAction::ScenarioStep).is_empty());
+    let message = p.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("stopped at step 4/4 (out of memory)"),
+        "{message}"
+    );
+    assert!(!message.contains("finished"), "{message}");
+    // A rewind forgets the failure.
+    drive(&mut p, &mut exec, StressAction::ScenarioRewind);
+    assert_eq!(p.scenario.as_ref().and_then(|r| r.stopped.clone()), None);
 }
 
 #[test]

@@ -22,7 +22,7 @@ use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
 use crate::app::stress::{
-    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, StressPanel,
+    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioStop, StressPanel,
 };
 
 /// The panel's share of the screen height (percent) and its floor (rows).
@@ -246,12 +246,28 @@ impl<'a> StressPane<'a> {
         };
         // After the last step there is no next one: "finished" alone, not
         // "paused · next finished" (which reads as a step of that name).
-        let progress = match run.next_index() {
-            Some(i) => vec![
+        // A step the device refused says so: fragmentation_oom's last step
+        // runs out of memory, which is not the run finishing.
+        let next = run
+            .next_index()
+            .map(|i| item("next ", Span::raw(run.scenario.steps[i].label.clone())));
+        let progress = match (&run.stopped, next) {
+            (Some(stop), next) => {
+                let why = match stop {
+                    ScenarioStop::OutOfMemory { tried } => {
+                        format!("failed: out of memory ({} asked)", format::bytes(*tried))
+                    }
+                    ScenarioStop::Failed => "failed (the message above says why)".to_string(),
+                };
+                std::iter::once(Line::styled(why, t.critical))
+                    .chain(next)
+                    .collect()
+            }
+            (None, Some(next)) => vec![
                 Line::styled(if run.running { "running" } else { "paused" }, t.dim),
-                item("next ", Span::raw(run.scenario.steps[i].label.clone())),
+                next,
             ],
-            None => vec![Line::styled("finished", t.dim)],
+            (None, None) => vec![Line::styled("finished", t.dim)],
         };
         let mut items = vec![
             item("scenario ", Span::styled(run.scenario.name.clone(), t.key)),

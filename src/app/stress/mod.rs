@@ -569,10 +569,13 @@ impl StressPanel {
     /// A running scenario then sends its next step.
     pub fn on_result(&mut self, result: StressResult) -> Vec<StressCommand> {
         let first_id = self.next_id;
-        let stop = matches!(
-            result.outcome,
-            StressOutcome::OutOfMemory { .. } | StressOutcome::Failed { .. }
-        );
+        let stop = match &result.outcome {
+            StressOutcome::OutOfMemory { room, .. } => {
+                Some(ScenarioStop::OutOfMemory { tried: room.tried })
+            }
+            StressOutcome::Failed { .. } => Some(ScenarioStop::Failed),
+            _ => None,
+        };
         let reconfigured = matches!(
             result.outcome,
             StressOutcome::Reconfigured { .. } | StressOutcome::DeviceChanged { .. }

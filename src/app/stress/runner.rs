@@ -37,6 +37,19 @@ pub struct ScenarioRun {
     pub pending: Vec<String>,
     /// The command with the worker is one of this scenario's steps.
     pub in_flight: bool,
+    /// How the last step sent ended, when the device refused it (an OOM
+    /// or another failure); `None` while it succeeded or is in flight.
+    pub stopped: Option<ScenarioStop>,
+}
+
+/// Why the last step of a scenario run did not complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum ScenarioStop {
+    /// The allocator ran out of memory; `tried` is PyTorch's "Tried to
+    /// allocate" (bytes).
+    OutOfMemory { tried: u64 },
+    /// The device said no for another reason (the panel's message says it).
+    Failed,
 }
 
 impl ScenarioRun {
@@ -160,6 +173,7 @@ impl StressPanel {
             names: Vec::new(),
             pending: Vec::new(),
             in_flight: false,
+            stopped: None,
         });
         self.send(command)
     }
@@ -180,6 +194,7 @@ impl StressPanel {
         run.running = false;
         run.pending.clear();
         run.in_flight = false;
+        run.stopped = None;
         let settings = run.alloc_conf().to_string();
         // A fresh device of the scenario's size with this variant's
         // contexts (they differ between variants), as vramtop scenario runs it.
@@ -213,9 +228,21 @@ impl StressPanel {
 
     fn next_scenario_command(&mut self, run: &mut ScenarioRun) -> Vec<StressCommand> {
         let Some(at) = run.next_index() else {
+            // A last step that ran out of memory did not finish the run.
+            let how = match &run.stopped {
+                Some(ScenarioStop::OutOfMemory { .. }) => format!(
+                    "stopped at step {}/{} (out of memory)",
+                    run.done,
+                    run.total()
+                ),
+                Some(ScenarioStop::Failed) => {
+                    format!("stopped at step {}/{} (it failed)", run.done, run.total())
+                }
+                None => format!("finished ({} steps)", run.done),
+            };
             self.say(format!(
-                "scenario {} finished ({} steps): w rewinds, N tries the next variant",
-                run.scenario.name, run.done
+                "scenario {} {how}: w rewinds, N tries the next variant",
+                run.scenario.name
             ));
             return Vec::new();
         };
@@ -260,12 +287,19 @@ impl StressPanel {
         run.cursor = at + 1;
         run.done += 1;
         run.in_flight = true;
+        run.stopped = None;
         self.send(command)
     }
 
     /// Records what the answer to a scenario step did: the new tensors get
-    /// their names; an OOM or a failure stops the run.
-    pub(super) fn scenario_answer(&mut self, first_id: u64, stop: bool, reconfigured: bool) {
+    /// their names; an OOM or a failure stops the run and is kept, so the
+    /// panel says the step failed rather than that the run finished.
+    pub(super) fn scenario_answer(
+        &mut self,
+        first_id: u64,
+        stop: Option<ScenarioStop>,
+        reconfigured: bool,
+    ) {
         let next_id = self.next_id;
         let Some(run) = &mut self.scenario else {
             return;
@@ -279,8 +313,9 @@ impl StressPanel {
         run.in_flight = false;
         let pending = std::mem::take(&mut run.pending);
         run.names.extend(pending.into_iter().zip(first_id..next_id));
-        if stop {
+        if stop.is_some() {
             run.running = false;
         }
+        run.stopped = stop;
     }
 }
