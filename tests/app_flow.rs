@@ -249,7 +249,7 @@ fn help_with_the_stress_panel_open_keeps_its_definitions_readable() {
     f.dash.state_mut().ui.help_scroll = 200;
     let end = f.screen(120, 40);
     assert!(
-        end.contains("fragmentation = 1 − largest free block / external free."),
+        end.contains("fragmentation (frag) = 1 − largest free block / external free."),
         "{end}"
     );
 }

@@ -300,7 +300,7 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
     for (term, _) in ui::DEFINITIONS {
         assert!(drawn.contains(term), "{term} is defined");
     }
-    assert!(drawn.contains("fragmentation = 1 − largest free block / external free"));
+    assert!(drawn.contains("fragmentation (frag) = 1 − largest free block / external"));
     assert!(!drawn.contains("event N/M"), "a viewer word: {drawn}");
     insta::assert_snapshot!("help_120x40", terminal.backend());
 

@@ -265,6 +265,52 @@ fn help_lists_the_viewer_keys() {
 }
 
 #[test]
+fn viewer_help_defines_the_short_words_and_the_pending_glyph_an_80_column_screen_shows() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // What the 80-column screen abbreviates (the GPUs row and the
+    // fragmentation pane).
+    let narrow = text(draw(&v, 80, 24).backend().buffer());
+    for short in [
+        "res ", "(pk ", " @52", "ext free", "non-rel", "int free", "frag ",
+    ] {
+        assert!(narrow.contains(short), "{short}: {narrow}");
+    }
+    press(&mut v, KeyCode::Char('?'));
+    for ascii in [false, true] {
+        let theme = Theme::colored().with_ascii(ascii);
+        let glyph = if ascii { "~" } else { "▚" };
+        // One column (below 70 columns), tall enough for every row: each
+        // definition reads on as one text.
+        let help = text(draw_with(&v, 64, 160, &theme).backend().buffer());
+        let help: String = help
+            .lines()
+            .map(|l| l.trim_matches(['│', '|', ' ']))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for defined in [
+            "res, alloc, pk X @N:",
+            "first reached at event N",
+            "external free (ext free):",
+            "non-releasable (non-rel):",
+            "internal free (int free):",
+            "fragmentation (frag) = 1 − largest free block",
+        ] {
+            let defined = if ascii {
+                defined.replace('−', "-")
+            } else {
+                defined.to_string()
+            };
+            assert!(help.contains(&defined), "{defined}: {help}");
+        }
+        let pending = format!("{glyph} pending free: a block the program freed");
+        assert!(help.contains(&pending), "{pending}: {help}");
+    }
+}
+
+#[test]
 fn loading_screen_shows_bytes_read_of_the_file_size() {
     let mut buf = Buffer::empty(Rect::new(0, 0, 60, 8));
     render_loading(

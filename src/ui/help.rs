@@ -13,8 +13,9 @@ use super::theme::Theme;
 use crate::app::keymap::Keymap;
 
 /// The definitions shown next to the keys: (term, meaning). Short on
-/// purpose: at 80×24 they share the screen with every key.
-pub const DEFINITIONS: [(&str, &str); 11] = [
+/// purpose: at 80×24 they share the screen with every key. A term names
+/// in parentheses the short form a narrow pane shows ("ext free").
+pub const DEFINITIONS: [(&str, &str); 12] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -29,13 +30,26 @@ pub const DEFINITIONS: [(&str, &str); 11] = [
         "driver used − reserved: CUDA contexts, other processes.",
     ),
     ("free", "total − driver used."),
-    ("internal free", "rounding inside allocated blocks."),
-    ("external free", "free blocks cached in segments."),
     (
-        "non-releasable",
+        "internal free (int free)",
+        "rounding inside allocated blocks.",
+    ),
+    (
+        "external free (ext free)",
+        "free blocks cached in segments.",
+    ),
+    (
+        "non-releasable (non-rel)",
         "free memory empty_cache() keeps: free blocks of segments with a live block (of an expandable one, only what falls short of a whole page).",
     ),
-    ("fragmentation", "= 1 − largest free block / external free."),
+    (
+        "fragmentation (frag)",
+        "= 1 − largest free block / external free.",
+    ),
+    (
+        PENDING_FREE,
+        "a block the program freed while another stream still used it (record_stream): not reusable until that stream's work is done.",
+    ),
     ("segments", "S/L small/large pool, E expandable."),
     (
         "selected block",
@@ -43,15 +57,23 @@ pub const DEFINITIONS: [(&str, &str); 11] = [
     ),
 ];
 
+/// The term the segment map's legend calls "pending": shown after the
+/// theme's glyph for it (▚, or ~ in ASCII), as the legend draws it.
+const PENDING_FREE: &str = "pending free";
+
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
 pub const DASHBOARD_ONLY: [&str; 2] = ["context & other", "free"];
 
 /// Words only the snapshot viewer shows, defined after the others there.
-pub const VIEWER_DEFINITIONS: [(&str, &str); 2] = [
+pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
     (
         "event N/M (#i)",
         "the state after the Nth of M events; #i is that event's index in the file's trace, as replay names it.",
+    ),
+    (
+        "res, alloc, pk X @N",
+        "the GPUs row in a narrow terminal: reserved and allocated at the cursor, each with its peak X over the trace, first reached at event N (R and P jump there).",
     ),
     (
         "inconsistent",
@@ -211,7 +233,15 @@ impl<'a> HelpOverlay<'a> {
             .into_iter()
             .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term))
             .chain(viewer_only.iter().copied());
+        let glyphs = theme.glyphs();
         for (term, meaning) in shown {
+            // "▚ pending free": the glyph the map draws, in this theme.
+            let term = if term == PENDING_FREE {
+                format!("{} {term}", glyphs.pending_free)
+            } else {
+                term.to_string()
+            };
+            let term = term.as_str();
             // Wrap "term meaning" as one text, then style the term part of
             // the first line.
             // "fragmentation = …" reads as a formula, the rest as "term: …".
@@ -226,7 +256,7 @@ impl<'a> HelpOverlay<'a> {
                     && let Some(rest) = l.strip_prefix(term)
                 {
                     lines.push(Line::from(vec![
-                        Span::styled(term, theme.key),
+                        Span::styled(term.to_string(), theme.key),
                         Span::styled(rest.to_string(), theme.text),
                     ]));
                 } else {
