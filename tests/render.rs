@@ -930,6 +930,35 @@ fn status_line_shows_banner_error_dropped_samples_and_hints() {
 }
 
 #[test]
+fn the_no_driver_banner_drops_its_details_to_fit_80_columns_and_is_whole_at_120() {
+    let (_cluster, mut state) = training(1);
+    // The banner `--backend auto` raises on a machine without a driver.
+    let full =
+        "showing 1 simulated GPU: no NVIDIA driver is installed (libnvidia-ml.so.1 not found)";
+    state.status.banner = Some(full.into());
+    let theme = Theme::colored();
+    let keymap = Keymap::default();
+    let row = |w: u16| {
+        let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), w, 2);
+        text(terminal.backend().buffer())
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    assert_eq!(row(120), full);
+    // 85 columns do not fit 80: the file name in parentheses goes first,
+    // and nothing is cut mid-word.
+    assert_eq!(
+        row(80),
+        "showing 1 simulated GPU: no NVIDIA driver is installed"
+    );
+    // Narrower still: the outcome, and where the reason is.
+    assert_eq!(row(50), "showing 1 simulated GPU: vramtop doctor says why");
+}
+
+#[test]
 fn status_line_says_one_sample_not_samples() {
     let (_cluster, mut state) = training(1);
     let theme = Theme::colored();

@@ -118,7 +118,12 @@ impl<'a> StatusLine<'a> {
             .unwrap_or(d)
     }
 
+    /// The problems, the fallback banner as `banner` words it.
     fn problems(&self) -> Vec<Span<'static>> {
+        self.problems_with(self.state.status.banner.clone())
+    }
+
+    fn problems_with(&self, banner: Option<String>) -> Vec<Span<'static>> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
@@ -156,11 +161,11 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(format!("error: {e}"), theme.critical));
         }
-        if let Some(b) = &s.banner {
+        if let Some(b) = banner {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
-            spans.push(Span::styled(b.clone(), theme.warning));
+            spans.push(Span::styled(b, theme.warning));
         }
         if let Some(note) = self.state.probes.status_note().map(probe_note) {
             if !spans.is_empty() {
@@ -205,7 +210,19 @@ impl Widget for StatusLine<'_> {
         if area.height == 0 || area.width == 0 {
             return;
         }
-        let problems = self.problems();
+        // The longest wording of the fallback banner that lets the row
+        // fit: cut at the edge, it lost its reason mid-word at 80 columns.
+        let problems = banner_tiers(self.state.status.banner.as_deref())
+            .into_iter()
+            .map(|b| self.problems_with(b))
+            .reduce(|fits, shorter| {
+                if Line::from(fits.clone()).width() <= usize::from(area.width) {
+                    fits
+                } else {
+                    shorter
+                }
+            })
+            .unwrap_or_else(|| self.problems());
         // The hints stay right-aligned on the first row, leaving room for
         // the shortest facts; the facts take what is left on the left.
         let facts_min = self.facts_variants()[3].width() + 2;
@@ -238,6 +255,39 @@ impl Widget for StatusLine<'_> {
         }
         self.theme.finish(area, buf);
     }
+}
+
+/// The fallback banner's wordings, longest first: as given; without its
+/// parenthesised details ("(libnvidia-ml.so.1 not found)"); the outcome
+/// alone ("showing 1 simulated GPU", before the first ": "), pointing to
+/// doctor for the reason. Each differs from the one before; none without
+/// a banner.
+fn banner_tiers(banner: Option<&str>) -> Vec<Option<String>> {
+    let Some(full) = banner else {
+        return vec![None];
+    };
+    let mut plain = String::with_capacity(full.len());
+    let mut depth = 0usize;
+    for c in full.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' if depth > 0 => depth -= 1,
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    // "installed (x) now" leaves "installed  now": one space, none at the end.
+    let plain = plain.split_whitespace().collect::<Vec<_>>().join(" ");
+    let outcome = full
+        .split_once(": ")
+        .map(|(outcome, _)| format!("{outcome}: vramtop doctor says why"));
+    let mut tiers = vec![Some(full.to_string())];
+    for t in [Some(plain), outcome].into_iter().flatten() {
+        if !tiers.contains(&Some(t.clone())) {
+            tiers.push(Some(t));
+        }
+    }
+    tiers
 }
 
 /// The OOM banner: which process hit an OOM and where its snapshot is.
