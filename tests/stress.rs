@@ -1074,6 +1074,48 @@ fn stress_message_wraps_instead_of_being_cut_at_80_columns() {
 }
 
 #[test]
+fn the_settings_fields_hint_shortens_to_fit_80_columns_and_is_whole_where_it_fits() {
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = with_tensors(2);
+    state.stress.apply(StressAction::TypeSettings);
+    type_text(&mut state.stress, "expandable_segments:True");
+    let field = |state: &AppState, w: u16, h: u16| {
+        let terminal = common::screen::draw(state, &Theme::colored(), w, h);
+        let screen = common::screen::text(terminal.backend().buffer());
+        let line = screen
+            .lines()
+            .find(|l| l.contains("PYTORCH_CUDA_ALLOC_CONF="));
+        let line = line.unwrap_or_default();
+        // At 120×40 the panel sits left of the segment map.
+        let line = line.split('│').next().unwrap_or_default();
+        line.trim_end().to_string()
+    };
+    // A panel as wide as the terminal (below 120×40 it is not beside the map).
+    let wide = field(&state, 119, 40);
+    assert!(
+        wide.ends_with("  Enter frees all, new allocator · Esc cancels"),
+        "{wide}"
+    );
+    // At 80 columns a shorter hint, whole: not cut to "new allocator…".
+    let narrow = field(&state, 80, 24);
+    assert!(
+        narrow.ends_with("  Enter frees all · Esc cancels"),
+        "{narrow}"
+    );
+    // Beside the map at 120×40, shorter still, never cut.
+    let beside = field(&state, 120, 40);
+    assert!(beside.ends_with("  Enter applies · Esc"), "{beside}");
+    // A text too long for any hint keeps the whole line for itself.
+    type_text(&mut state.stress, ",max_split_size_mb:128");
+    let long = field(&state, 80, 24);
+    assert!(
+        long.ends_with("max_split_size_mb:128▏") && !long.contains('…'),
+        "{long}"
+    );
+}
+
+#[test]
 fn valid_settings_send_a_reconfigure_and_the_answer_clears_the_tensors() {
     let mut p = with_tensors(4);
     p.apply(StressAction::TypeSettings);

@@ -25,6 +25,14 @@ use crate::app::stress::{
     CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioStop, StressPanel,
 };
 
+/// The settings field's hint, longest first: the first that fits beside
+/// the typed text is shown, none when none does.
+const SETTINGS_HINTS: [&str; 3] = [
+    "  Enter frees all, new allocator · Esc cancels",
+    "  Enter frees all · Esc cancels",
+    "  Enter applies · Esc",
+];
+
 /// The panel's share of the screen height (percent) and its floor (rows).
 const HEIGHT_PERCENT: u16 = 55;
 const MIN_ROWS: u16 = 12;
@@ -633,11 +641,22 @@ impl Widget for StressPane<'_> {
             ]));
         }
         if let Some(text) = self.panel.settings_text() {
-            head.push(Line::from(vec![
-                Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
-                Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
-                Span::styled("  Enter frees all, new allocator · Esc cancels", t.dim),
-            ]));
+            // The hint gives way to what is typed: shorter, then gone (the
+            // status line still lists Enter and Esc). Cut at the edge it
+            // read "Enter frees all, new allocator…" at 80 columns.
+            let field = |hint: &'static str| {
+                Line::from(vec![
+                    Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
+                    Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
+                    Span::styled(hint, t.dim),
+                ])
+            };
+            let line = SETTINGS_HINTS
+                .into_iter()
+                .map(field)
+                .find(|l| l.width() <= usize::from(inner.width))
+                .unwrap_or_else(|| field(""));
+            head.push(line);
         }
         let histogram = self.panel.histogram_compare();
         let mut figure_rows = 0;
