@@ -109,12 +109,13 @@ fn pool_letter(seg: &SegmentInfo) -> &'static str {
     }
 }
 
-/// The footer line describing the selected block.
+/// The footer line describing the selected block, within `width` columns.
 fn detail_line(
     view: &[SegmentInfo],
     at: (usize, usize),
     index: usize,
     count: usize,
+    width: u16,
     theme: &Theme,
 ) -> Line<'static> {
     let (Some(seg), Some(block)) = (
@@ -133,29 +134,44 @@ fn detail_line(
         format!(" (req {})", format::bytes(block.requested_size))
     };
     let (_, style) = glyph_and_style(block.state, &theme.glyphs(), theme);
-    // Most telling first: a narrow pane cuts the address, stream and
-    // segment (the segment's row is highlighted above anyway).
-    Line::from(vec![
-        Span::styled(format!("block {}/{count} ", index + 1), theme.header),
-        Span::styled(format::bytes(block.size), theme.text),
-        Span::styled(format!("{requested} "), theme.dim),
-        Span::styled(state_name(block.state), style),
-        Span::styled(
-            format!(
-                " · {:#x} · stream {} · segment {}/{}{}",
-                block.address,
-                seg.stream,
-                at.0 + 1,
-                view.len(),
-                if seg.is_expandable {
-                    " (expandable)"
-                } else {
-                    ""
-                }
-            ),
-            theme.dim,
+    // Most telling first; a narrow pane leaves out whole parts from the
+    // end (the segment, whose row is highlighted above anyway, then the
+    // stream, the address, the requested size) instead of cutting one
+    // mid-word ("· se…" at 80 columns).
+    let tail = [
+        format!(" · {:#x}", block.address),
+        format!(" · stream {}", seg.stream),
+        format!(
+            " · segment {}/{}{}",
+            at.0 + 1,
+            view.len(),
+            if seg.is_expandable {
+                " (expandable)"
+            } else {
+                ""
+            }
         ),
-    ])
+    ];
+    let line = |with_requested: bool, parts: usize| {
+        let requested = if with_requested {
+            requested.as_str()
+        } else {
+            ""
+        };
+        Line::from(vec![
+            Span::styled(format!("block {}/{count} ", index + 1), theme.header),
+            Span::styled(format::bytes(block.size), theme.text),
+            Span::styled(format!("{requested} "), theme.dim),
+            Span::styled(state_name(block.state), style),
+            Span::styled(tail[..parts].concat(), theme.dim),
+        ])
+    };
+    (0..=tail.len())
+        .rev()
+        .map(|parts| line(true, parts))
+        .chain(std::iter::once(line(false, 0)))
+        .find(|l| l.width() <= usize::from(width))
+        .unwrap_or_else(|| line(false, 0))
 }
 
 impl Widget for SegmentsPane<'_> {
@@ -318,6 +334,7 @@ impl Widget for SegmentsPane<'_> {
                 (sel_seg, sel_blk),
                 selected,
                 blocks.len(),
+                inner.width,
                 theme,
             );
             chrome::line_at(buf, inner, inner.height - 1, &line);
@@ -357,10 +374,76 @@ mod tests {
             blocks: vec![b],
         };
         let theme = Theme::default();
-        let never = text(&detail_line(&[segment(block(0))], (0, 0), 0, 1, &theme));
+        let never = text(&detail_line(
+            &[segment(block(0))],
+            (0, 0),
+            0,
+            1,
+            200,
+            &theme,
+        ));
         assert!(!never.contains("last req"), "{never}");
         assert!(never.contains("free (cached)"), "{never}");
-        let used = text(&detail_line(&[segment(block(4096))], (0, 0), 0, 1, &theme));
+        let used = text(&detail_line(
+            &[segment(block(4096))],
+            (0, 0),
+            0,
+            1,
+            200,
+            &theme,
+        ));
         assert!(used.contains("(last req 4.00 KiB)"), "{used}");
+    }
+
+    #[test]
+    fn the_footer_leaves_out_whole_parts_from_the_end_to_fit_its_width() {
+        let block = BlockInfo {
+            address: 0x7f00_0000_0000,
+            size: 4 << 20,
+            requested_size: 4 << 20,
+            state: BlockState::ActiveAllocated,
+        };
+        let segment = SegmentInfo {
+            device: 0,
+            address: 0x7f00_0000_0000,
+            total_size: 20 << 20,
+            allocated_size: 4 << 20,
+            active_size: 4 << 20,
+            requested_size: 4 << 20,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: true,
+            blocks: vec![block],
+        };
+        let theme = Theme::default();
+        let at = |width| {
+            text(&detail_line(
+                std::slice::from_ref(&segment),
+                (0, 0),
+                0,
+                110,
+                width,
+                &theme,
+            ))
+        };
+        let full = "block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f0000000000 · \
+                    stream 0 · segment 1/1 (expandable)";
+        assert_eq!(at(118), full);
+        // The 78 columns of an 80-column pane: the segment goes, whole.
+        assert_eq!(
+            at(78),
+            "block 1/110 4.00 MiB (req 4.00 MiB) allocated · 0x7f0000000000 · stream 0"
+        );
+        assert_eq!(at(60), "block 1/110 4.00 MiB (req 4.00 MiB) allocated");
+        assert_eq!(at(40), "block 1/110 4.00 MiB allocated");
+        for width in 0..130 {
+            let line = at(width);
+            let shortest = "block 1/110 4.00 MiB allocated".len();
+            assert!(
+                line.chars().count() <= usize::from(width).max(shortest),
+                "{width}: {line}"
+            );
+        }
     }
 }
