@@ -85,6 +85,14 @@ fn an_inconsistent_trace_is_said_to_be_so_beside_its_figures() {
         "{screen}"
     );
     assert!(gpu_row.contains("(pk 2.10 GiB)"), "{screen}");
+    // Three columns more and "events" fits: it says what is inconsistent.
+    let screen = text(draw(&v, 83, 24).backend().buffer());
+    let gpu_row = screen.lines().nth(1).unwrap_or_default();
+    assert!(
+        gpu_row.contains(&format!("  {misfits} events inconsistent"))
+            && gpu_row.contains("(pk 2.10 GiB)"),
+        "{screen}"
+    );
     let Some(v) = viewer(SILMONT) else {
         return;
     };

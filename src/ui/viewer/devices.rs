@@ -120,7 +120,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
                 Span::styled(format!("  {count} inconsistent"), theme.warning)
             })
         };
-        let line_of = |with_events: bool, short: bool, cursors: bool| {
+        let line_of = |with_events: bool, short: bool, cursors: bool, terse: bool| {
             let mut spans = if short && !cursors {
                 // The row's number is the GPU's: "GPU N" would say it twice.
                 vec![Span::styled(format!("{pointer}{}", d.device), style)]
@@ -132,22 +132,25 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             }
             spans.extend(figures(short, cursors).map(Span::raw));
             spans.extend(oom.clone());
-            spans.extend(misfit(short && !cursors));
+            spans.extend(misfit(terse));
             Line::from(spans)
         };
         let width = usize::from(inner.width);
-        // (with events, short words, peaks' cursors), widest first.
+        // (with events, short words, peaks' cursors, "N inconsistent"
+        // without "events"), widest first: the word "events" is the last
+        // thing to go (SnapViewer's file needs 83 columns for it).
         let tiers = [
-            (true, false, true),
-            (false, false, true),
-            (false, true, true),
-            (false, true, false),
+            (true, false, true, false),
+            (false, false, true, false),
+            (false, true, true, false),
+            (false, true, false, false),
+            (false, true, false, true),
         ];
         let line = tiers
             .into_iter()
-            .map(|(with_events, short, cursors)| line_of(with_events, short, cursors))
+            .map(|(with_events, short, cursors, terse)| line_of(with_events, short, cursors, terse))
             .find(|l| l.width() <= width)
-            .unwrap_or_else(|| line_of(false, true, false));
+            .unwrap_or_else(|| line_of(false, true, false, true));
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
     }
     theme.finish(area, buf);
