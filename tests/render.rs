@@ -318,6 +318,28 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
 }
 
 #[test]
+fn two_column_help_keeps_the_definitions_in_view_while_the_keys_scroll() {
+    let (_cluster, mut state) = training(2);
+    state.ui.overlay = Overlay::Help;
+    let theme = Theme::colored();
+    // 120×26: two columns; the keys need a few rows more than there are,
+    // the definitions fit.
+    let top = text(draw(&state, &theme, 120, 26).backend().buffer());
+    assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
+    state.ui.help_scroll = 200;
+    let end = text(draw(&state, &theme, 120, 26).backend().buffer());
+    assert!(end.contains("process tree / flat list"), "{end}");
+    assert!(!end.contains("q Ctrl-C   quit"), "the keys moved: {end}");
+    for kept in [
+        "What the words mean",
+        "allocated: live tensors",
+        "selected block: drawn reversed",
+    ] {
+        assert!(end.contains(kept), "{kept} stays in view: {end}");
+    }
+}
+
+#[test]
 fn help_scrolled_past_its_end_comes_back_with_the_first_page_up() {
     let (_cluster, mut state) = training(2);
     let keymap = Keymap::default();

@@ -338,8 +338,13 @@ impl Widget for HelpOverlay<'_> {
             );
             chrome::line_at(buf, bottom, 0, &Line::styled(text, theme.dim));
         }
+        // Each column scrolls only as far as its own last row: in two
+        // columns the shorter one (the definitions, beside the viewer's or
+        // the stress panel's long key lists) stays in view while the other
+        // scrolls, instead of scrolling away into blank rows.
         let skip = |lines: Vec<Line<'static>>| -> Vec<Line<'static>> {
-            lines.into_iter().skip(offset).collect()
+            let own_max = lines.len().saturating_sub(visible);
+            lines.into_iter().skip(offset.min(own_max)).collect()
         };
         if two {
             let left_area = Rect {
