@@ -307,25 +307,34 @@ impl Widget for SegmentsPane<'_> {
             sizes.push(seg.total_size.saturating_sub(covered));
             let cells = chrome::split_cells(&sizes, strip_w);
             let mut x = x0;
+            // Where the selected block starts when it got no cell of its own.
+            let mut cellless_selection = None;
             for (b, (blk, &n)) in seg.blocks.iter().zip(&cells).enumerate() {
-                let (glyph, style) = if s == sel_seg && b == sel_blk {
+                let selected = s == sel_seg && b == sel_blk;
+                let (glyph, style) = if selected {
                     (highlight_glyph(blk.state), theme.selected)
                 } else if self.highlight.binary_search(&blk.address).is_ok() {
                     (highlight_glyph(blk.state), theme.warning)
                 } else {
                     glyph_and_style(blk.state, &g, theme)
                 };
-                // With more blocks than cells a block may get none; the
-                // selected one still shows, over its neighbour's first cell.
-                let n = if n == 0 && s == sel_seg && b == sel_blk {
-                    1
-                } else {
-                    n
-                };
+                if selected && n == 0 {
+                    cellless_selection = Some((x, glyph));
+                }
                 for k in 0..n {
                     chrome::set_cell(buf, x.saturating_add(k), y, glyph, style);
                 }
-                x = x.saturating_add(cells[b]);
+                x = x.saturating_add(n);
+            }
+            // With more blocks than cells (a 12.8 GiB expandable segment of
+            // hundreds of blocks) a block may get none; the selected one
+            // still shows, over the cell of the neighbour drawn after it,
+            // so it is drawn last (and inside the strip at its end).
+            if let Some((at, glyph)) = cellless_selection
+                && strip_w > 0
+            {
+                let last = x0.saturating_add(strip_w - 1);
+                chrome::set_cell(buf, at.min(last), y, glyph, theme.selected);
             }
         }
         if footer {
@@ -393,6 +402,76 @@ mod tests {
             &theme,
         ));
         assert!(used.contains("(last req 4.00 KiB)"), "{used}");
+    }
+
+    /// The map's strip row of an expandable segment of one 97.7 MiB block
+    /// then 299 of 43.6 MiB (12.8 GiB), block `selected` selected.
+    fn huge_segment_row(selected: usize, width: u16) -> String {
+        use crate::device::{GpuReading, GpuSample};
+        const MIB: u64 = 1 << 20;
+        let base = 0x3_0200_0000u64;
+        let sizes: Vec<u64> = std::iter::once(97 * MIB + 700 * 1024)
+            .chain(std::iter::repeat_n(43 * MIB + 600 * 1024, 299))
+            .collect();
+        let mut address = base;
+        let blocks: Vec<BlockInfo> = sizes
+            .iter()
+            .map(|&size| {
+                let b = BlockInfo {
+                    address,
+                    size,
+                    requested_size: size,
+                    state: BlockState::ActiveAllocated,
+                };
+                address += size;
+                b
+            })
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        let segment = SegmentInfo {
+            device: 0,
+            address: base,
+            total_size: total,
+            allocated_size: total,
+            active_size: total,
+            requested_size: total,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: true,
+            blocks,
+        };
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = i64::try_from(total).unwrap_or(i64::MAX);
+        let view =
+            crate::app::state::AllocatorView::new("file".into(), Some(1), stats, vec![segment]);
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        state.apply_sample(
+            0,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            std::collections::BTreeMap::new(),
+        );
+        state.gpus[0].allocator = Some(view);
+        state.ui.selected_block = selected;
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, width, 4);
+        let mut buf = Buffer::empty(area);
+        SegmentsPane::new(&state, &theme).render(area, &mut buf);
+        (0..width)
+            .map(|x| buf[(x, 1)].symbol().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_selected_block_too_small_for_a_cell_of_a_huge_segment_still_shows() {
+        // 300 blocks on fewer than 100 cells: most get none, and the next
+        // block's cells used to cover the selected one.
+        for width in [80, 120] {
+            for selected in [0, 1, 150, 299] {
+                let row = huge_segment_row(selected, width);
+                assert_eq!(row.matches('#').count(), 1, "{width}, {selected}: {row}");
+            }
+        }
     }
 
     #[test]
