@@ -250,15 +250,17 @@ impl Widget for FragmentationPane<'_> {
         let bar_w = width
             .saturating_sub(label_w + 1 + count_w + if show_bytes { bytes_w + 1 } else { 0 })
             .max(1);
-        let max_count = buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+        let max_bytes = buckets.iter().map(|b| b.bytes).max().unwrap_or(1).max(1);
         let mut lines = Vec::new();
         for b in &buckets {
-            // Bars scale with the block count; a non-empty bucket gets at
+            // Bars scale with the bucket's free bytes, what a request can
+            // use (a thousand 512 B crumbs are not a 1 GiB block); the
+            // count is the number beside it. A non-empty bucket gets at
             // least one cell so that it is never mistaken for an empty one.
             let cells = if b.count == 0 {
                 0
             } else {
-                let c = u128::from(b.count) * bar_w as u128 / u128::from(max_count);
+                let c = u128::from(b.bytes) * bar_w as u128 / u128::from(max_bytes);
                 usize::try_from(c).unwrap_or(bar_w).max(1)
             };
             let mut spans = vec![
@@ -377,6 +379,74 @@ mod tests {
         let flat = drawn.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
             flat.contains("no free blocks: every cached byte is in use"),
+            "{drawn}"
+        );
+    }
+
+    #[test]
+    fn histogram_bars_are_as_long_as_the_buckets_bytes_not_their_block_counts() {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        const MIB: u64 = 1 << 20;
+        // Ten free 1 MiB blocks between allocated ones, then one free
+        // 1 GiB block: by count the 1 MiB bucket's bar would be ten times
+        // the 1 GiB one's; by bytes it is about a hundredth of it.
+        let mut blocks = Vec::new();
+        let mut address = 0x7f00_0000_0000u64;
+        let mut push = |size, state| {
+            blocks.push(BlockInfo {
+                address,
+                size,
+                requested_size: if state == BlockState::Inactive {
+                    0
+                } else {
+                    size
+                },
+                state,
+            });
+            address += size;
+        };
+        for _ in 0..10 {
+            push(MIB, BlockState::Inactive);
+            push(MIB, BlockState::ActiveAllocated);
+        }
+        push(1024 * MIB, BlockState::Inactive);
+        let total = 1044 * MIB;
+        let segment = SegmentInfo {
+            device: 0,
+            address: 0x7f00_0000_0000,
+            total_size: total,
+            allocated_size: 10 * MIB,
+            active_size: 10 * MIB,
+            requested_size: 10 * MIB,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks,
+        };
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = i64::try_from(total).unwrap_or(i64::MAX);
+        let view = AllocatorView::new("pid 1".into(), Some(1), stats, vec![segment]);
+        let drawn = pane_text(view, 60, 8);
+        let bar = |label: &str| {
+            let row = drawn.lines().find(|l| l.trim_start().starts_with(label));
+            row.unwrap_or_default().matches('█').count()
+        };
+        let (small, big) = (bar("≤1MiB"), bar("≥1GiB"));
+        assert_eq!(small, 1, "{drawn}");
+        assert!(big > 10 * small, "{drawn}");
+        // The counts stay the labels.
+        let count = |label: &str| {
+            let row = drawn.lines().find(|l| l.trim_start().starts_with(label));
+            let row = row.unwrap_or_default().replace('█', " ");
+            row.split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(
+            (count("≤1MiB"), count("≥1GiB")),
+            ("10".into(), "1".into()),
             "{drawn}"
         );
     }
