@@ -392,6 +392,33 @@ fn ab_marks_compare_two_cursors_and_list_what_was_allocated_between() {
 }
 
 #[test]
+fn the_ab_popup_lists_every_changed_site_the_scroll_can_reach() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    key(&mut v, 'm');
+    key(&mut v, 'P');
+    key(&mut v, 'M');
+    key(&mut v, 'c');
+    let c = v.compare.clone().expect("both marks set");
+    let changed = vramtop::ui::largest_changes_first(&c.diff.sites).len();
+    assert!(
+        changed > 8,
+        "Hyperion's peak has many changed sites: {changed}"
+    );
+    let lines = compare_lines(&v, 116);
+    let listed = lines
+        .iter()
+        .skip_while(|l| !l.starts_with("live bytes by site"))
+        .skip(1)
+        .take_while(|l| !l.is_empty() && !l.contains("more changed sites"))
+        .count();
+    assert_eq!(listed, changed.min(64), "{}", lines.join("\n"));
+    assert!(!lines.iter().any(|l| l.contains("more changed sites")) || changed > 64);
+}
+
+#[test]
 fn help_overlay_lists_the_new_keys() {
     let rows = Keymap::default().viewer_help_rows();
     for k in ["P", "R", "B", "w", "g", "x", "m", "M", "c"] {

@@ -34,6 +34,10 @@ fn total_size(segments: &[SegmentRef]) -> u64 {
         .fold(0u64, |sum, s| sum.saturating_add(s.total_size))
 }
 
+/// Sites listed per section: the popup scrolls, so far more than fit; a
+/// file with thousands of sites still makes a bounded popup.
+const LISTED_SITES: usize = 64;
+
 /// The lines of the A/B comparison.
 pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     let Some(c) = &v.compare else {
@@ -83,7 +87,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     if changed.is_empty() {
         lines.push("  no site changed".to_string());
     }
-    for s in changed.iter().take(8) {
+    for s in changed.iter().take(LISTED_SITES) {
         lines.push(format!(
             "  {:>11} {:<6} {:>10} → {:>10}  {}",
             signed(s.bytes.change),
@@ -93,8 +97,11 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             s.label
         ));
     }
-    if changed.len() > 8 {
-        lines.push(format!("  … {} more changed sites", changed.len() - 8));
+    if changed.len() > LISTED_SITES {
+        lines.push(format!(
+            "  … {} more changed sites",
+            changed.len() - LISTED_SITES
+        ));
     }
     lines.push(String::new());
     lines.push(format!(
@@ -102,11 +109,14 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         format::bytes(c.between.allocated),
         format::count_of(c.between.sites.len(), "site", "sites")
     ));
-    for s in c.between.sites.iter().take(8) {
+    for s in c.between.sites.iter().take(LISTED_SITES) {
         lines.push(format!("  {}", site_row(s, c.between.allocated)));
     }
-    if c.between.sites.len() > 8 {
-        lines.push(format!("  … {} more sites", c.between.sites.len() - 8));
+    if c.between.sites.len() > LISTED_SITES {
+        lines.push(format!(
+            "  … {} more sites",
+            c.between.sites.len() - LISTED_SITES
+        ));
     }
     lines
         .iter()
