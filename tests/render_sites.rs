@@ -419,6 +419,27 @@ fn the_ab_popup_lists_every_changed_site_the_scroll_can_reach() {
 }
 
 #[test]
+fn an_expanded_lone_site_has_its_stack_right_below_it() {
+    let Some(mut v) = viewer("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle") else {
+        return;
+    };
+    key(&mut v, 'w');
+    assert_eq!(v.sites.as_ref().map(|s| s.sites.len()), Some(1));
+    press(&mut v, KeyCode::Enter);
+    let t = draw(&v, 80, 24);
+    let screen = common::screen::text(t.backend().buffer());
+    let lines: Vec<&str> = screen.lines().collect();
+    let row = lines
+        .iter()
+        .position(|l| l.contains("460 blk"))
+        .expect("the site's row");
+    assert!(
+        lines[row + 1].contains("requested of"),
+        "the stack's heading follows the site, no blank rows: {screen}"
+    );
+}
+
+#[test]
 fn help_overlay_lists_the_new_keys() {
     let rows = Keymap::default().viewer_help_rows();
     for k in ["P", "R", "B", "w", "g", "x", "m", "M", "c"] {

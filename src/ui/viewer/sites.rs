@@ -162,7 +162,14 @@ pub(super) fn render_sites(
         return;
     }
     let list_h = if v.site_expanded {
-        (inner.height / 3).max(2).min(inner.height)
+        // A third of the pane, or fewer rows when there are fewer sites:
+        // rows left blank would push the stack down.
+        let sites_n = u16::try_from(sites.sites.len()).unwrap_or(u16::MAX);
+        (inner.height / 3)
+            .max(2)
+            .min(sites_n)
+            .max(1)
+            .min(inner.height)
     } else {
         inner.height
     };
