@@ -16,7 +16,7 @@
 use std::sync::{Arc, LazyLock};
 
 use memchr::memmem::Finder;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use super::scrub::ScrubState;
@@ -665,11 +665,89 @@ pub fn group<'a>(
             s.bytes as f64 / allocated as f64
         };
     }
+    distinguish_stack_labels(&mut sites);
     sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.label.cmp(&b.label)));
     Sites {
         grouping,
         allocated,
         sites,
+    }
+}
+
+/// Whole stacks that part only past the frame naming them share a label
+/// (five rows of "_backends.py:288 einsum (stack of 70 frames)"): each such
+/// label gains the innermost frame, user frames first, that some stack of
+/// them lacks ("einsum … model.py:397 forward (stack of …)"), else the
+/// first frame where its stack parts from another at the same depth.
+/// Cost: the frames of those stacks, a few times over.
+fn distinguish_stack_labels(sites: &mut [Site]) {
+    let mut by_label: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
+    for (i, s) in sites.iter().enumerate() {
+        if matches!(s.key, SiteKey::Stack(_)) {
+            by_label.entry(s.label.as_str()).or_default().push(i);
+        }
+    }
+    let mut relabel: Vec<(usize, String)> = Vec::new();
+    for group in by_label.into_values().filter(|g| g.len() > 1) {
+        let stacks: Vec<&[Frame]> = group
+            .iter()
+            .map(|&i| match &sites[i].key {
+                SiteKey::Stack(frames) => frames.as_slice(),
+                _ => &[],
+            })
+            .collect();
+        let n = stacks.len();
+        // How many stacks of the group hold each frame, and how many hold
+        // each frame at each depth.
+        let mut holding: FxHashMap<&Frame, usize> = FxHashMap::default();
+        let deepest = stacks.iter().map(|s| s.len()).max().unwrap_or(0);
+        let mut at_depth: Vec<FxHashMap<&Frame, usize>> = vec![FxHashMap::default(); deepest];
+        for stack in &stacks {
+            let mut seen: FxHashSet<&Frame> = FxHashSet::default();
+            for (depth, f) in stack.iter().enumerate() {
+                if seen.insert(f) {
+                    *holding.entry(f).or_default() += 1;
+                }
+                *at_depth[depth].entry(f).or_default() += 1;
+            }
+        }
+        for (&i, stack) in group.iter().zip(&stacks) {
+            let head = sites[i]
+                .label
+                .rsplit_once(" (stack of ")
+                .map_or(sites[i].label.as_str(), |(h, _)| h);
+            let names_more = |f: &Frame| frame_label(f) != head;
+            let held = |f: &Frame| holding.get(f).copied().unwrap_or(0);
+            // The frame fewest of them hold (the innermost of equals): the
+            // one that tells this stack from the most others.
+            let rarest = |user_only: bool| {
+                stack
+                    .iter()
+                    .filter(|f| (!user_only || is_user(f)) && names_more(f) && held(f) < n)
+                    .min_by_key(|f| held(f))
+            };
+            let parts_here =
+                |depth: usize, f: &Frame| at_depth[depth].get(f).copied().unwrap_or(0) < n;
+            let found = rarest(true).or_else(|| rarest(false)).or_else(|| {
+                stack
+                    .iter()
+                    .enumerate()
+                    .find(|&(depth, f)| parts_here(depth, f) && names_more(f))
+                    .map(|(_, f)| f)
+            });
+            let Some(f) = found else {
+                continue;
+            };
+            let label = &sites[i].label;
+            let new = match label.rsplit_once(" (stack of ") {
+                Some((head, tail)) => format!("{head} … {} (stack of {tail}", frame_label(f)),
+                None => format!("{label} … {}", frame_label(f)),
+            };
+            relabel.push((i, new));
+        }
+    }
+    for (i, label) in relabel {
+        sites[i].label = label;
     }
 }
 
@@ -972,6 +1050,60 @@ mod tests {
         assert_eq!(json["cpp_frames"], 1, "the allocator frame is not counted");
         assert_eq!(json["python_frames"], 4);
         assert_eq!(json["dropped_frames"], 5);
+    }
+
+    #[test]
+    fn whole_stacks_named_alike_gain_the_frame_where_they_part() {
+        // One einsum called from two lines of the model, and from the
+        // first line again under another script.
+        let with_caller = |caller: Frame, script: &str| -> Frames {
+            let mut s = cuda_stack(frame("/home/me/einsum_lib.py", 288, "einsum")).to_vec();
+            s.push(caller);
+            s.push(frame(script, 9, "main"));
+            s.into()
+        };
+        let a = with_caller(
+            frame("/home/me/model.py", 397, "forward"),
+            "/home/me/train.py",
+        );
+        let b = with_caller(
+            frame("/home/me/model.py", 490, "forward"),
+            "/home/me/train.py",
+        );
+        let c = with_caller(
+            frame("/home/me/model.py", 397, "forward"),
+            "/home/me/eval.py",
+        );
+        let sites = group(
+            [
+                alloc(0x1000, 3 << 20, &a),
+                alloc(0x2000, 2 << 20, &b),
+                alloc(0x3000, 1 << 20, &c),
+            ],
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        let labels: Vec<&str> = sites.sites.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels.len(), 3);
+        assert!(
+            labels[0].contains("einsum … model.py:397 forward (stack of"),
+            "{labels:?}"
+        );
+        assert!(
+            labels[1].contains("einsum … model.py:490 forward (stack of"),
+            "{labels:?}"
+        );
+        assert!(
+            labels[2].contains("einsum … eval.py:9 main (stack of"),
+            "{labels:?}"
+        );
+        // A lone stack keeps its plain name; other groupings are untouched.
+        let one = group(
+            [alloc(0x1000, 512, &a)],
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        assert!(!one.sites[0].label.contains('…'), "{}", one.sites[0].label);
     }
 
     #[test]
