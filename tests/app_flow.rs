@@ -357,6 +357,22 @@ fn a_failed_sample_is_said_on_the_status_line_and_the_next_one_clears_it() {
 }
 
 #[test]
+fn samples_dropped_while_the_viewer_had_the_screen_are_not_counted() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    // 3 dropped before the viewer (the dashboard fell behind), 20 while
+    // it was open (nobody read them).
+    f.dash
+        .on_viewer_closed(Ok(vramtop::shell::viewer_run::ViewerExit::Done), 20);
+    let mut t = f.cluster.telemetry();
+    f.dash.on_sample(f.clock_ms + 1000, t.sample(), 23);
+    assert_eq!(f.state().status.dropped_samples, 3);
+    // Later drops count again.
+    f.dash.on_sample(f.clock_ms + 2000, t.sample(), 25);
+    assert_eq!(f.state().status.dropped_samples, 5);
+}
+
+#[test]
 fn a_click_on_the_processes_pane_moves_the_focus_there() {
     let mut f = Flow::new(1);
     f.samples(3);

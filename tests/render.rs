@@ -322,12 +322,12 @@ fn two_column_help_keeps_the_definitions_in_view_while_the_keys_scroll() {
     let (_cluster, mut state) = training(2);
     state.ui.overlay = Overlay::Help;
     let theme = Theme::colored();
-    // 120×26: two columns; the keys need a few rows more than there are,
+    // 120×27: two columns; the keys need a few rows more than there are,
     // the definitions fit.
-    let top = text(draw(&state, &theme, 120, 26).backend().buffer());
+    let top = text(draw(&state, &theme, 120, 27).backend().buffer());
     assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
     state.ui.help_scroll = 200;
-    let end = text(draw(&state, &theme, 120, 26).backend().buffer());
+    let end = text(draw(&state, &theme, 120, 27).backend().buffer());
     assert!(end.contains("process tree / flat list"), "{end}");
     assert!(!end.contains("q Ctrl-C   quit"), "the keys moved: {end}");
     for kept in [

@@ -72,6 +72,10 @@ pub struct Dashboard<B: Backend> {
     no_cuda: Option<String>,
     /// Where the stress panel's `W` writes; `None`: the current directory.
     stress_save_dir: Option<PathBuf>,
+    /// Samples the sampler dropped while the snapshot viewer had the
+    /// screen: nobody read them then, which says nothing of whether the
+    /// dashboard keeps up, so the status line does not count them.
+    dropped_while_viewing: u64,
 }
 
 impl<B: Backend> Dashboard<B> {
@@ -94,6 +98,7 @@ impl<B: Backend> Dashboard<B> {
             theme,
             sources,
             dirty: true,
+            dropped_while_viewing: 0,
             area,
             replies,
             stress_worker: None,
@@ -190,7 +195,8 @@ impl<B: Backend> Dashboard<B> {
                 self.state.status.last_error = Some(e.to_string());
             }
         }
-        self.state.status.dropped_samples = dropped_samples;
+        self.state.status.dropped_samples =
+            dropped_samples.saturating_sub(self.dropped_while_viewing);
         self.dirty = true;
     }
 
@@ -216,7 +222,14 @@ impl<B: Backend> Dashboard<B> {
 
     /// The viewer the dashboard handed the terminal to has returned: a file
     /// it could not open, or its own failure, is said on the status line.
-    pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) {
+    /// The snapshot viewer gave the screen back; the sampler dropped
+    /// `dropped_meanwhile` samples while it had it.
+    pub fn on_viewer_closed(
+        &mut self,
+        shown: color_eyre::Result<ViewerExit>,
+        dropped_meanwhile: u64,
+    ) {
+        self.dropped_while_viewing = self.dropped_while_viewing.saturating_add(dropped_meanwhile);
         match shown {
             Ok(ViewerExit::Done) => {}
             Ok(ViewerExit::BadFile(e)) => {

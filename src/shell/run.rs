@@ -191,12 +191,22 @@ async fn event_loop(
                             input_task.abort();
                             let _ = (&mut input_task).await;
                             let theme = dashboard.theme().clone();
+                            let dropped = || {
+                                sampler
+                                    .counters()
+                                    .dropped
+                                    .load(std::sync::atomic::Ordering::Relaxed)
+                            };
+                            let dropped_before = dropped();
                             let shown = tokio::task::block_in_place(|| {
                                 view_in_terminal(dashboard.terminal_mut(), &path, &theme, at_oom)
                             });
                             input_task = spawn_input(input_tx.clone());
                             repaint_whole(dashboard.terminal_mut())?;
-                            dashboard.on_viewer_closed(shown);
+                            dashboard.on_viewer_closed(
+                                shown,
+                                dropped().saturating_sub(dropped_before),
+                            );
                         }
                     },
                     Input::Click { column, row } => dashboard.on_click(column, row),

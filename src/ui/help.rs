@@ -15,7 +15,7 @@ use crate::app::keymap::Keymap;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 12] = [
+pub const DEFINITIONS: [(&str, &str); 13] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -55,6 +55,10 @@ pub const DEFINITIONS: [(&str, &str); 12] = [
         "selected block",
         "drawn reversed as # allocated, = free, ~ pending.",
     ),
+    (
+        "dropped",
+        "samples the dashboard was too busy to read; the timeline has gaps there.",
+    ),
 ];
 
 /// The term the segment map's legend calls "pending": shown after the
@@ -63,7 +67,7 @@ const PENDING_FREE: &str = "pending free";
 
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
-pub const DASHBOARD_ONLY: [&str; 2] = ["context & other", "free"];
+pub const DASHBOARD_ONLY: [&str; 3] = ["context & other", "free", "dropped"];
 
 /// Words only the snapshot viewer shows, defined after the others there.
 pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [

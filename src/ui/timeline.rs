@@ -124,28 +124,51 @@ pub(super) fn vertical_line(x: f64, chart_rows: u16, top: f64) -> impl Iterator<
     (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows))
 }
 
-/// One series: the points (seconds before the end, value in the axis unit).
+/// One series: its runs of points (seconds before the end, value in the
+/// axis unit), each drawn as a line of its own.
 struct Series {
-    points: Vec<(f64, f64)>,
+    runs: Vec<Vec<(f64, f64)>>,
     latest: Option<u64>,
 }
 
+impl Series {
+    fn is_empty(&self) -> bool {
+        self.runs.iter().all(Vec::is_empty)
+    }
+}
+
+/// Samples further apart than this many intervals leave a gap in the line
+/// (the snapshot viewer had the screen, or sampling stalled): a line drawn
+/// across it would show figures nobody measured.
+const GAP_INTERVALS: u64 = 3;
+
+/// `value` of `points` as a series; a new run starts after a gap of more
+/// than `gap_ms`.
 fn series(
     points: &[&HistoryPoint],
     end_ms: u64,
     exp: usize,
+    gap_ms: u64,
     value: fn(&HistoryPoint) -> Option<u64>,
 ) -> Series {
     let mut s = Series {
-        points: Vec::new(),
+        runs: Vec::new(),
         latest: None,
     };
+    let mut last_t: Option<u64> = None;
     for p in points {
         if let Some(v) = value(p) {
+            let gap = last_t.is_none_or(|t| p.t_ms.saturating_sub(t) > gap_ms);
+            if gap {
+                s.runs.push(Vec::new());
+            }
             // Seconds relative to the end: −window … 0.
             let x = (p.t_ms as f64 - end_ms as f64) / 1000.0;
-            s.points.push((x, format::in_unit(v, exp)));
+            if let Some(run) = s.runs.last_mut() {
+                run.push((x, format::in_unit(v, exp)));
+            }
             s.latest = Some(v);
+            last_t = Some(p.t_ms);
         }
     }
     s
@@ -246,9 +269,15 @@ impl Widget for TimelinePane<'_> {
         let max = max.max(MIN_SCALE_BYTES);
         let exp = format::unit_exp(max);
         let top = nice_ceiling(format::in_unit(max, exp));
-        let driver = series(&points, end, exp, |p| p.driver_used);
-        let reserved = series(&points, end, exp, |p| p.reserved);
-        let allocated = series(&points, end, exp, |p| p.allocated);
+        let gap_ms = self
+            .state
+            .status
+            .sample_interval_ms
+            .max(1)
+            .saturating_mul(GAP_INTERVALS);
+        let driver = series(&points, end, exp, gap_ms, |p| p.driver_used);
+        let reserved = series(&points, end, exp, gap_ms, |p| p.reserved);
+        let allocated = series(&points, end, exp, gap_ms, |p| p.allocated);
 
         let markers: Vec<(f64, MarkerKind)> = gpu
             .history
@@ -281,7 +310,7 @@ impl Widget for TimelinePane<'_> {
                 driver.latest,
                 values,
             )];
-            if reserved.points.is_empty() && allocated.points.is_empty() {
+            if reserved.is_empty() && allocated.is_empty() {
                 items.push(Line::styled("allocated, reserved: n/a", theme.dim));
             } else {
                 items.push(item(
@@ -332,7 +361,7 @@ impl Widget for TimelinePane<'_> {
         let release_points = column(MarkerKind::EmptyCache);
         let oom_points = column(MarkerKind::Oom);
 
-        let datasets = vec![
+        let mut datasets = vec![
             dataset(
                 GraphType::Scatter,
                 g.release_mark,
@@ -345,25 +374,19 @@ impl Widget for TimelinePane<'_> {
                 theme.marker_oom,
                 &oom_points,
             ),
-            dataset(
-                GraphType::Line,
-                g.series_driver,
-                theme.context,
-                &driver.points,
-            ),
-            dataset(
-                GraphType::Line,
-                g.series_reserved,
-                theme.cached_free,
-                &reserved.points,
-            ),
-            dataset(
-                GraphType::Line,
-                g.series_allocated,
-                theme.allocated,
-                &allocated.points,
-            ),
         ];
+        // One line per run, so that gaps stay gaps; allocated drawn last,
+        // on top.
+        let lines = [
+            (&driver, g.series_driver, theme.context),
+            (&reserved, g.series_reserved, theme.cached_free),
+            (&allocated, g.series_allocated, theme.allocated),
+        ];
+        for (series, marker, style) in lines {
+            for run in &series.runs {
+                datasets.push(dataset(GraphType::Line, marker, style, run));
+            }
+        }
         let half = window_s / 2;
         let right_label = if ui.paused { "paused" } else { "now" };
         let x_labels = vec![
@@ -405,6 +428,41 @@ mod tests {
         assert_eq!(nice_ceiling(810.0), 1000.0);
         assert_eq!(nice_ceiling(0.0), 1.0);
         assert_eq!(nice_ceiling(f64::NAN), 1.0);
+    }
+
+    #[test]
+    fn a_gap_in_the_samples_breaks_the_line_instead_of_bridging_it() {
+        let at = |t_ms: u64, v: u64| HistoryPoint {
+            t_ms,
+            allocated: Some(v),
+            reserved: None,
+            driver_used: None,
+        };
+        // 1 s samples, then nothing for 20 s (the viewer was open).
+        let points = [
+            at(0, 1),
+            at(1000, 2),
+            at(2000, 3),
+            at(22_000, 4),
+            at(23_000, 5),
+        ];
+        let refs: Vec<&HistoryPoint> = points.iter().collect();
+        let s = series(&refs, 23_000, 0, 3000, |p| p.allocated);
+        let lengths: Vec<usize> = s.runs.iter().map(Vec::len).collect();
+        assert_eq!(lengths, vec![3, 2]);
+        assert_eq!(s.latest, Some(5));
+        // Unknown figures are no gap; late samples within 3 intervals are none either.
+        let unknown = HistoryPoint {
+            allocated: None,
+            ..at(1500, 0)
+        };
+        let points = [at(0, 1), unknown, at(2900, 2)];
+        let refs: Vec<&HistoryPoint> = points.iter().collect();
+        let s = series(&refs, 3000, 0, 3000, |p| p.allocated);
+        assert_eq!(s.runs.len(), 1);
+        assert!(!s.is_empty());
+        let none = series(&[], 0, 0, 3000, |p| p.allocated);
+        assert!(none.is_empty());
     }
 
     #[test]
