@@ -45,6 +45,31 @@ pub enum Action {
     SelectGpu(u8),
 }
 
+/// What the dashboard can do only at times: the keys for it are hinted on
+/// the status line then (and always listed in the help).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Offers {
+    /// A probed process that takes snapshot requests is attached (`c`).
+    pub capture: bool,
+    /// A snapshot was taken (`o`).
+    pub open: bool,
+    /// A probe wrote an OOM snapshot (`O`).
+    pub open_oom: bool,
+}
+
+impl Offers {
+    /// Whether `action`'s hint may show: always, unless it is one of the
+    /// actions above and not on offer now.
+    fn allow(self, action: Action) -> bool {
+        match action {
+            Action::CaptureSnapshot => self.capture,
+            Action::OpenSnapshot => self.open,
+            Action::OpenOomSnapshot => self.open_oom,
+            _ => true,
+        }
+    }
+}
+
 impl Action {
     /// The status-line hint of a toggle as the state stands (the key
     /// flips it), else the table's `hint`.
@@ -351,9 +376,11 @@ impl Default for Keymap {
                     2,
                 ),
                 b("v", Action::NextAllocator, None, None, 3),
-                b("c", Action::CaptureSnapshot, None, None, 3),
-                b("o", Action::OpenSnapshot, None, None, 3),
-                b("O", Action::OpenOomSnapshot, None, None, 3),
+                // Hinted while on offer (`Offers`): a probe attached, a
+                // snapshot taken, an OOM snapshot written.
+                b("c", Action::CaptureSnapshot, None, Some("snapshot"), 1),
+                b("o", Action::OpenSnapshot, None, Some("open snap"), 1),
+                b("O", Action::OpenOomSnapshot, None, Some("OOM snap"), 1),
                 b("0…9", Action::SelectGpu(0), None, Some("GPU"), 2),
             ],
             stress: stress_bindings(),
@@ -651,7 +678,12 @@ impl Keymap {
     /// important first (the stress panel's key among them, so it can be
     /// found from inside the program). A toggle's hint says what it does
     /// now: `p resume` while paused, `t flat` in tree view.
-    pub fn hints(&self, focus: Pane, ui: &UiState) -> Vec<(&'static str, &'static str)> {
+    pub fn hints(
+        &self,
+        focus: Pane,
+        ui: &UiState,
+        offers: Offers,
+    ) -> Vec<(&'static str, &'static str)> {
         let open = self
             .stress
             .iter()
@@ -662,6 +694,7 @@ impl Keymap {
                 .iter()
                 .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
                 .filter(|b| b.pane.is_none_or(|p| p == focus))
+                .filter(|b| offers.allow(b.action))
                 .map(|b| (b.keys, b.hint.map(|h| b.action.hint_now(h, ui)), b.rank))
                 .chain(open),
         )
@@ -932,7 +965,10 @@ mod tests {
     fn toggle_hints_say_what_the_key_does_now() {
         let k = Keymap::default();
         let mut ui = UiState::default();
-        let has = |ui: &UiState, hint: (&str, &str)| k.hints(Pane::Processes, ui).contains(&hint);
+        let has = |ui: &UiState, hint: (&str, &str)| {
+            k.hints(Pane::Processes, ui, Offers::default())
+                .contains(&hint)
+        };
         assert!(
             has(&ui, ("p", "pause")) && has(&ui, ("t", "flat")),
             "tree view at start"
@@ -944,10 +980,43 @@ mod tests {
     }
 
     #[test]
+    fn snapshot_keys_are_hinted_while_they_can_act() {
+        let k = Keymap::default();
+        let ui = UiState::default();
+        let hinted = |offers: Offers| -> Vec<&str> {
+            k.hints(Pane::Gpus, &ui, offers)
+                .iter()
+                .map(|h| h.0)
+                .collect()
+        };
+        let none = hinted(Offers::default());
+        assert!(
+            !none.iter().any(|key| ["c", "o", "O"].contains(key)),
+            "{none:?}"
+        );
+        let all = hinted(Offers {
+            capture: true,
+            open: true,
+            open_oom: true,
+        });
+        for key in ["c", "o", "O"] {
+            assert!(all.contains(&key), "{key} in {all:?}");
+        }
+        // Ahead of the pane's own keys: a short status line keeps them.
+        let at = |key: &str| all.iter().position(|k| *k == key);
+        assert!(at("c") < at("p"), "{all:?}");
+    }
+
+    #[test]
     fn hints_follow_the_focused_pane() {
         let k = Keymap::default();
         let ui = UiState::default();
-        let hints = |pane| -> Vec<&str> { k.hints(pane, &ui).iter().map(|h| h.1).collect() };
+        let hints = |pane| -> Vec<&str> {
+            k.hints(pane, &ui, Offers::default())
+                .iter()
+                .map(|h| h.1)
+                .collect()
+        };
         let timeline = hints(Pane::Timeline);
         assert!(timeline.contains(&"zoom in") && timeline.contains(&"zoom out"));
         assert!(!timeline.contains(&"filter"));
