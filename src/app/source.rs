@@ -451,17 +451,17 @@ impl AppState {
             let seen = board.seen_ooms.get(&key).copied().unwrap_or(0);
             for e in p.ooms.iter().filter(|e| e.seq > seen) {
                 let gpu = p.gpu_index(e.oom.device);
+                if let Some(path) = &e.oom.snapshot {
+                    board.oom_snapshot = Some(OomSnapshot {
+                        pid: p.pid(),
+                        command: p.command(),
+                        path: path.clone(),
+                        seen_ms: now_ms,
+                    });
+                }
                 if e.oom.earlier {
                     // Before the dashboard connected: its time is not now,
-                    // so no mark and no note, but `O` opens its snapshot.
-                    if let Some(path) = &e.oom.snapshot {
-                        board.oom_snapshot = Some(OomSnapshot {
-                            pid: p.pid(),
-                            command: p.command(),
-                            path: path.clone(),
-                            seen_ms: now_ms,
-                        });
-                    }
+                    // so no mark and no note; `O` opens its snapshot.
                     continue;
                 }
                 if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g))
@@ -490,14 +490,6 @@ impl AppState {
                     message: e.oom.message.clone(),
                     alloc_bytes: e.oom.alloc_bytes,
                 });
-                if let Some(path) = &e.oom.snapshot {
-                    board.oom_snapshot = Some(OomSnapshot {
-                        pid: p.pid(),
-                        command: p.command(),
-                        path: path.clone(),
-                        seen_ms: now_ms,
-                    });
-                }
             }
             board.seen_ooms.insert(key, p.oom_total);
         }
