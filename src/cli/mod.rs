@@ -78,7 +78,7 @@ pub struct DashboardArgs {
     /// The most the stress panel may hold reserved (e.g. 2GiB): a request
     /// above it is refused. Default: 50 % of the free memory on a real GPU,
     /// no cap on the simulated GPU.
-    #[arg(long, value_name = "SIZE", value_parser = size_arg, help_heading = "Dashboard")]
+    #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "Dashboard")]
     pub stress_cap: Option<u64>,
 }
 
@@ -87,7 +87,7 @@ pub struct DashboardArgs {
 #[command(next_help_heading = "Sampling")]
 pub struct SamplingArgs {
     /// Sampling interval (e.g. 1s, 500ms, 2s).
-    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_arg)]
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
     pub interval: u64,
 }
 
@@ -117,6 +117,12 @@ pub struct ConfigArgs {
 /// Parses a duration argument (milliseconds). A bare number is refused: the
 /// unit is part of the value.
 pub fn duration_arg(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{}' is negative: a duration is at least 10ms",
+            cut(text.trim())
+        ));
+    }
     if is_bare_number(text) {
         return Err(format!(
             "'{0}' has no unit: {0} what? write e.g. {0}s or {0}ms",
@@ -183,9 +189,20 @@ pub const SIM_DATALOADER_WORKERS_MAX: u32 = 64;
 /// bytes: its CUDA context alone takes 500 MiB.
 pub const SIM_MEMORY_MIN: u64 = 1 << 30;
 
-/// Parses `--sim-memory`: a size of at least [`SIM_MEMORY_MIN`].
+/// The most memory of a simulated GPU (`--sim-memory`), bytes: far above
+/// any GPU made, low enough that every figure stays readable.
+pub const SIM_MEMORY_MAX: u64 = 64 << 40;
+
+/// Parses `--sim-memory`: a size from [`SIM_MEMORY_MIN`] to
+/// [`SIM_MEMORY_MAX`].
 pub fn sim_memory_arg(text: &str) -> Result<u64, String> {
     let bytes = size_arg(text)?;
+    if bytes > SIM_MEMORY_MAX {
+        return Err(format!(
+            "'{}' is too large for a simulated GPU: the most is 64TiB",
+            cut(text)
+        ));
+    }
     if bytes < SIM_MEMORY_MIN {
         return Err(format!(
             "'{}' is too small for a simulated GPU: the least is 1GiB (its CUDA context alone \
@@ -219,7 +236,7 @@ pub struct SimArgs {
           value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
-    #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = sim_memory_arg)]
+    #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = sim_memory_arg, allow_hyphen_values = true)]
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
     #[arg(long, default_value_t = 42, value_name = "SEED",
@@ -254,6 +271,12 @@ impl DeviceArgs {
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{}' is negative: a size is at least 1B",
+            cut(text.trim())
+        ));
+    }
     if is_bare_number(text) {
         return Err(format!(
             "'{0}' has no unit: {0} what? write e.g. {0}GiB, {0}MiB or {0}B",
@@ -333,7 +356,7 @@ pub enum Command {
         /// What-if: the memory cudaMalloc may take (e.g. 24GiB; a unit is
         /// required); unlimited when absent. Alone, it replays the recorded
         /// settings.
-        #[arg(long, value_name = "SIZE", value_parser = size_arg, help_heading = "What-if mode")]
+        #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
         capacity: Option<u64>,
     },
     /// Open a PyTorch memory snapshot in the interactive viewer: scrub
@@ -374,7 +397,7 @@ pub enum Command {
         /// The JSON-lines file to append to.
         file: PathBuf,
         /// Stop after this long (e.g. 10m); default: until stopped.
-        #[arg(long, value_name = "DURATION", value_parser = duration_arg)]
+        #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
         duration: Option<u64>,
         #[command(flatten)]
         device: DeviceArgs,
@@ -400,7 +423,7 @@ pub enum Command {
         force: bool,
         /// Memory of the simulated GPU (e.g. 80GiB, 24G, 141GB).
         #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE",
-              value_parser = size_arg, help_heading = "Simulated GPU")]
+              value_parser = size_arg, allow_hyphen_values = true, help_heading = "Simulated GPU")]
         sim_memory: u64,
     },
     /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), which
@@ -428,7 +451,7 @@ pub enum Command {
         device: u32,
         /// The most to allocate at once (at least 70 MiB); on a real GPU also
         /// at most 5 % of its free memory.
-        #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg)]
+        #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true)]
         budget: u64,
         #[command(flatten)]
         telemetry: DeviceArgs,
@@ -492,7 +515,7 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         /// How long to wait for the probe's answer (e.g. 30s).
-        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg)]
+        #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg, allow_hyphen_values = true)]
         timeout: u64,
     },
     /// Print a shell completion script for vramtop on stdout (e.g.
@@ -801,6 +824,17 @@ mod tests {
 
     #[test]
     fn sizes_and_durations_out_of_range_say_so_rather_than_not_a_size() {
+        for (negative, e) in [
+            ("-5GiB", size_arg("-5GiB")),
+            ("-1s", duration_arg("-1s")),
+            ("-5", size_arg(" -5")),
+        ] {
+            let e = e.expect_err("negative");
+            assert!(e.contains("is negative"), "{negative}: {e}");
+        }
+        let huge = sim_memory_arg("15EiB").expect_err("too large");
+        assert!(huge.contains("the most is 64TiB"), "{huge}");
+        assert_eq!(sim_memory_arg("64TiB"), Ok(64 << 40));
         let zero = size_arg("0B").expect_err("zero");
         assert!(zero.contains("is zero"), "{zero}");
         for big in ["99999999999TiB", "18446744073709551616B", "100000000TB"] {
