@@ -2209,12 +2209,19 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines[1].contains("the same request fits"), "{lines:?}");
     assert!(advice(&small, "", 300 * MIB)[1].contains("too small"));
-    // Nothing cached to speak of: only that the GPU is too small.
-    for layout in [&[segment(GIB, GIB - MIB)][..], &[]] {
-        let lines = advice(layout, "", 300 * MIB);
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].contains("too small"), "{lines:?}");
-    }
+    // Nothing cached to speak of: one line, the GPU too small for the
+    // request, or the panel's own tensors filling it.
+    let lines = advice(&[], "", 300 * MIB);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("too small"), "{lines:?}");
+    let lines = advice(&[segment(GIB, GIB - MIB)], "", 300 * MIB);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0]
+            .starts_with("free some of the panel's live tensors (d, o, x, D): they hold 1023 MiB"),
+        "{lines:?}"
+    );
+    assert!(!lines[0].contains("too small"), "{lines:?}");
 }
 
 #[test]
@@ -2440,7 +2447,7 @@ fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
 }
 
 #[test]
-fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_highlight() {
+fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     let state = stress_screen();
     let screen = screen_text(&state, 80, 24);
     // Every figure is on a row of the compare view, under its header.
@@ -2469,9 +2476,15 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_highlight() {
         screen.contains("+1.00 MiB"),
         "largest free block's delta: {screen}"
     );
+    // The advice's verdict outlasts the OOM message's third row: with
+    // the GPU full of the panel's own tensors, what to do comes first.
     assert!(
-        screen.contains("reserved by PyTorch but unallocated"),
-        "the OOM message's highlighted phrase: {screen}"
+        screen.contains("free some of the panel's live tensors (d, o, x, D)"),
+        "the advice's verdict: {screen}"
+    );
+    assert!(
+        screen.contains("CUDA out of memory. Tried to allocate"),
+        "the OOM message's start: {screen}"
     );
     // 120×40 keeps the full one-figure-a-row table beside the tensors.
     let wide = screen_text(&state, 120, 40);

@@ -313,8 +313,9 @@ impl<'a> StressPane<'a> {
     /// scenario line says where the run is and what comes next, so it
     /// stays: the explanation gives way first, then the OOM message (to
     /// the three rows that hold "reserved but unallocated"), the advice
-    /// (the last first), the OOM message (to two rows), then the message:
-    /// 80×24 after an OOM has 11 rows for all of it.
+    /// before its verdict (its last line: what to do, or that nothing
+    /// would help), the OOM message (to two rows), the verdict, then the
+    /// message: 80×24 after an OOM has 11 rows for all of it.
     fn fitted_head(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
         let t = self.theme;
         // The message and the advice wrap: cut at the edge, an invalid
@@ -355,14 +356,22 @@ impl<'a> StressPane<'a> {
             .map(|(lines, limit)| lines(*limit).len())
             .collect();
         // (part, the fewest rows it is cut to), in the order they give way.
+        // The advice's last line is its verdict (what to do, or that
+        // nothing would help): it stays longest, whole.
+        let verdict = advice_end.checked_sub(1).filter(|&v| v >= advice_at);
         let mut order = vec![(explanation_at, 0)];
         if oom_at < advice_at {
             order.push((oom_at, 3));
         }
-        order.extend((advice_at..advice_end).rev().map(|i| (i, 1)));
-        order.extend((advice_at..advice_end).rev().map(|i| (i, 0)));
+        let before_verdict = advice_at..verdict.unwrap_or(advice_end);
+        order.extend(before_verdict.clone().map(|i| (i, 1)));
+        order.extend(before_verdict.map(|i| (i, 0)));
         if oom_at < advice_at {
             order.push((oom_at, 2));
+        }
+        if let Some(v) = verdict {
+            order.push((v, 1));
+            order.push((v, 0));
         }
         order.push((0, 1));
         for (part, floor) in order {

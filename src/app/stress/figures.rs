@@ -285,12 +285,32 @@ pub fn oom_advice(
     let free_with_cache = free_now.saturating_add(r.releasable);
     let everything = free_with_cache.saturating_add(r.non_releasable);
     if oom.tried > everything {
-        lines.push(format!(
-            "{} was asked and {} would be free even with every cached byte reused: \
-             the GPU is too small for it, whatever the settings",
-            fmt(oom.tried),
-            fmt(everything)
-        ));
+        // The panel's own live tensors: freeing them is the remedy when
+        // they are what fills the GPU.
+        let live: u64 = layout
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .fold(0, u64::saturating_add);
+        // What to do first: a line cut to one row still says it.
+        let line = if everything.saturating_add(live) >= oom.tried {
+            format!(
+                "free some of the panel's live tensors (d, o, x, D): they hold {}, and the {} \
+                 asked would not fit in the {} free even with every cached byte reused",
+                fmt(live),
+                fmt(oom.tried),
+                fmt(everything)
+            )
+        } else {
+            format!(
+                "the GPU is too small for {}, whatever the settings: {} would be free even \
+                 with every cached byte reused",
+                fmt(oom.tried),
+                fmt(everything)
+            )
+        };
+        lines.push(line);
         return lines;
     }
     if r.non_releasable < LARGE_NON_RELEASABLE {
