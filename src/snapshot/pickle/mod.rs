@@ -512,6 +512,16 @@ pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     } else {
         ""
     };
+    if !hint.is_empty() {
+        // Text needs no opcode names: what it starts with says it all.
+        let start = String::from_utf8_lossy(&trimmed[..trimmed.len().min(64)]);
+        let start = start.lines().next().unwrap_or_default();
+        return not_a_pickle(format!(
+            "{hint}it starts \"{}\"; a memory snapshot is the binary pickle \
+             torch.cuda.memory._dump_snapshot() writes",
+            crate::quote::cut_to(start, 24)
+        ));
+    }
     match name {
         // A text file "hello" starts with 'h', BINGET: an opcode, but one
         // that needs a value or mark already read.
