@@ -15,7 +15,7 @@ use crate::app::keymap::Keymap;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 13] = [
+pub const DEFINITIONS: [(&str, &str); 16] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -59,6 +59,15 @@ pub const DEFINITIONS: [(&str, &str); 13] = [
         "dropped",
         "samples the dashboard was too busy to read; the timeline has gaps there.",
     ),
+    (
+        "alloc/res",
+        "a process's allocated / reserved, where its allocator is seen (probe, simulation).",
+    ),
+    (
+        "inactive split (split free)",
+        "free blocks in segments that also hold others: reused only by requests that fit.",
+    ),
+    ("pt", "percentage points: the change of a percentage."),
 ];
 
 /// The term the segment map's legend calls "pending": shown after the
@@ -67,7 +76,14 @@ const PENDING_FREE: &str = "pending free";
 
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
-pub const DASHBOARD_ONLY: [&str; 3] = ["context & other", "free", "dropped"];
+pub const DASHBOARD_ONLY: [&str; 6] = [
+    "context & other",
+    "free",
+    "dropped",
+    "alloc/res",
+    "inactive split (split free)",
+    "pt",
+];
 
 /// Words only the snapshot viewer shows, defined after the others there.
 pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
