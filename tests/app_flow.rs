@@ -413,6 +413,42 @@ fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() 
 }
 
 #[test]
+fn the_stress_panels_process_row_shows_its_allocator_figures() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    f.samples(1);
+    let pid = f
+        .state()
+        .stress
+        .pid
+        .expect("the simulated process of the panel");
+    let view = f.state().gpus[0]
+        .allocator
+        .clone()
+        .expect("the panel's view");
+    assert_eq!(
+        view.pid,
+        Some(pid),
+        "the breakdown's allocator is that process's"
+    );
+    // Its row in the process list carries the panel's allocated/reserved
+    // (the list has room for both processes with the panel closed).
+    f.key_redraws(KeyCode::F(2));
+    let screen = f.screen(120, 60);
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&format!(" {pid} ")) && l.contains("vramtop stress panel"))
+        .unwrap_or_default()
+        .to_string();
+    let figures = vramtop::ui::format::bytes_pair(view.known_allocated(), view.known_reserved());
+    assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
+}
+
+#[test]
 fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
     let mut f = Flow::new(1);
     let dir = std::env::temp_dir().join(format!("vramtop-flow-save-{}", std::process::id()));

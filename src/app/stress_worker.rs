@@ -542,6 +542,8 @@ impl<D: DeviceMemory> PanelExecutor<D> {
 pub struct StressWorker {
     commands: Option<mpsc::Sender<StressCommand>>,
     thread: Option<JoinHandle<()>>,
+    /// The process whose memory it allocates on the GPU.
+    pid: Option<u32>,
 }
 
 impl StressWorker {
@@ -600,6 +602,7 @@ impl StressWorker {
         Ok(StressWorker {
             commands: Some(tx),
             thread: Some(thread),
+            pid: None,
         })
     }
 
@@ -617,7 +620,7 @@ impl StressWorker {
         let memory = cluster.new_process(gpu, STRESS_COMMAND);
         let pid = memory.pid();
         let ending = cluster.clone();
-        Self::spawn(
+        let worker = Self::spawn(
             move || {
                 let handle = memory.clone();
                 let allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
@@ -629,7 +632,19 @@ impl StressWorker {
             },
             deliver,
             move || ending.end_process(gpu, pid),
-        )
+        )?;
+        Ok(worker.for_pid(pid))
+    }
+
+    /// The worker, saying it allocates as process `pid`.
+    fn for_pid(mut self, pid: u32) -> Self {
+        self.pid = Some(pid);
+        self
+    }
+
+    /// The process whose memory the worker allocates on the GPU.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 
     /// A worker on CUDA GPU `gpu`: `CudaMemory::open` on the worker thread
@@ -655,6 +670,8 @@ impl StressWorker {
             deliver,
             || {},
         )
+        // The CUDA context is this process's own.
+        .map(|w| w.for_pid(std::process::id()))
     }
 
     /// Queues commands; false when the worker has gone (it panicked).

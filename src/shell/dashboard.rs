@@ -296,7 +296,10 @@ impl<B: Backend> Dashboard<B> {
             }
         };
         match spawned {
-            Ok(w) => self.stress_worker = Some(w),
+            Ok(w) => {
+                state.stress.pid = w.pid();
+                self.stress_worker = Some(w);
+            }
             Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
         }
     }

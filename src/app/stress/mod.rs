@@ -156,6 +156,10 @@ pub struct StressPanel {
     pub next_id: u64,
     /// The GPU the worker runs on, once it started.
     pub gpu: Option<u32>,
+    /// The process whose memory the worker allocates on the GPU (vramtop
+    /// itself on CUDA, a process of its own on the simulation): its row in
+    /// the process list shows the panel's figures.
+    pub pid: Option<u32>,
     /// Bytes the panel may hold reserved; `None`: no cap (simulation).
     pub cap: Option<u64>,
     /// The cap given with `--stress-cap`: it replaces the default (on the
@@ -200,6 +204,7 @@ impl Default for StressPanel {
             selected: 0,
             next_id: 1,
             gpu: None,
+            pid: None,
             cap: None,
             cap_setting: None,
             figures: Figures::default(),
@@ -764,7 +769,12 @@ impl StressPanel {
                 )
             }
         };
-        let view = AllocatorView::new(source, None, result.stats, result.layout);
+        // A scenario's device is no process on the GPU.
+        let pid = match self.device {
+            PanelDevice::Gpu => self.pid,
+            PanelDevice::Scenario { .. } => None,
+        };
+        let view = AllocatorView::new(source, pid, result.stats, result.layout);
         self.view = Some(match self.device {
             PanelDevice::Gpu => view,
             // The scenario's own device: its size and use, not the GPU's.
