@@ -733,3 +733,52 @@ fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
     }
     assert!(!out.contains("(s)"), "counts in words: {out}");
 }
+
+#[test]
+fn expandable_segments_on_a_trace_that_needs_no_new_memory_says_it_had_nothing_to_act_on() {
+    let Some(path) = shared("silmont_fwd_fp32_128.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = run_vramtop(
+        &["replay", &path, "--alloc-conf", "expandable_segments:True"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "note: expandable_segments:True mapped no page: the trace needed no new memory, \
+             and the 29 segments of its start are ordinary ones"
+        ),
+        "{out}"
+    );
+    // A trace that does need memory under the setting gets no such note.
+    let Some(jasper) = shared("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let jasper = jasper.display().to_string();
+    let (_, out, _) = run_vramtop(
+        &[
+            "replay",
+            &jasper,
+            "--alloc-conf",
+            "expandable_segments:True",
+        ],
+        None,
+    );
+    assert!(!out.contains("mapped no page"), "{out}");
+}
+
+#[test]
+fn an_oom_line_names_the_request_and_points_at_the_segment_pytorch_names() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (_, out, err) = run_vramtop(&["replay", &path, "--capacity", "1KiB"], None);
+    assert!(
+        out.contains("out of memory at #1: a 2.00 MiB request on stream 0; PyTorch's message below names the segment it tried to reserve for it"),
+        "{out}{err}"
+    );
+    assert!(out.contains("Tried to allocate 20.00 MiB"), "{out}");
+}

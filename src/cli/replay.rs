@@ -522,6 +522,27 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             count_of(d.releases_read_as_retry.len(), "allocation", "allocations")
         );
     }
+    if let ReplayStart::Reconstructed {
+        segments,
+        expandable_reservations: 0,
+        ..
+    } = &d.start
+    {
+        for r in d
+            .runs
+            .iter()
+            .filter(|r| r.label != "original" && r.expandable_segments && r.segment_maps == 0)
+        {
+            let _ = writeln!(
+                out,
+                "  note: {} mapped no page: the trace needed no new memory, and the {} of \
+                 its start are ordinary ones made under the recorded settings, so the setting \
+                 had nothing to act on here",
+                settings_label(&r.label),
+                count_of(*segments, "segment", "segments")
+            );
+        }
+    }
     if let Some(div) = &d.replica_divergence {
         let _ = writeln!(
             out,
@@ -549,8 +570,15 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
         ));
     }
     if let Some(o) = &r.first_oom {
+        // PyTorch's message names what cudaMalloc was asked for (the
+        // request rounded up to a segment), which the request is not.
+        let message_says = if o.message.is_some() {
+            "; PyTorch's message below names the segment it tried to reserve for it"
+        } else {
+            ""
+        };
         lines.push(format!(
-            "out of memory at #{}: {} on stream {}",
+            "out of memory at #{}: a {} request on stream {}{message_says}",
             o.event_index,
             crate::alloc::format_size(o.size),
             o.stream
