@@ -493,11 +493,12 @@ fn a_one_event_timeline_does_not_repeat_an_event_number_on_its_axis() {
 #[test]
 fn short_timeline_axis_labels_do_not_overprint_each_other() {
     // A chart a few rows high puts two labels on one row: a shorter label
-    // drawn over a longer one left its tail ("15 GiBB").
+    // drawn over a longer one left its tail ("15 GiBB"). The sizes are the
+    // shortest that still draw a chart (below, the latest values only).
     let Some(v) = viewer("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
         return;
     };
-    for (w, h) in [(40, 10), (60, 16)] {
+    for (w, h) in [(40, 13), (60, 19)] {
         let screen = text(draw(&v, w, h).backend().buffer());
         assert!(screen.contains("15 GiB "), "{w}×{h}: {screen}");
         assert!(!screen.contains("GiBB"), "{w}×{h}: {screen}");

@@ -25,8 +25,10 @@ pub struct TimelinePane<'a> {
 /// still gets a readable scale (0 … 1 MiB, not 0 … 1 B).
 pub(super) const MIN_SCALE_BYTES: u64 = 1 << 20;
 
-/// Chart rows below which a timeline draws its legend (with values) only.
-pub(super) const MIN_CHART_ROWS: u16 = 3;
+/// Chart rows below which a timeline draws its legend (with values) only:
+/// the x axis and its labels take two, and a plot of one or two rows shows
+/// a line with no scale to read it by.
+pub(super) const MIN_CHART_ROWS: u16 = 5;
 
 impl<'a> TimelinePane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
