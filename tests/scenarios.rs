@@ -420,3 +420,29 @@ fn dataloader_workers_that_touch_cuda_run_out_of_memory_where_cpu_workers_fit() 
         500 * (1 << 20)
     );
 }
+
+#[test]
+fn every_scenario_report_reads_at_80_columns_but_for_long_step_labels() {
+    for name in scenario::builtin_names() {
+        let (code, out, _) = vramtop(&["scenario", name]);
+        assert_eq!(code, 0, "{name}");
+        let mut rows = 0;
+        for line in out.lines() {
+            let is_row = line.trim_start().split(' ').next().is_some_and(|w| {
+                w == "step" || (!w.is_empty() && w.chars().all(|c| c.is_ascii_digit()))
+            });
+            if is_row {
+                rows += 1;
+                // The figures end at the same column; the label follows.
+                let label_at = "step  allocated   reserved  driver used  segs  frag%  ".len();
+                assert!(
+                    line.chars().count() >= label_at,
+                    "{name}: a short row: {line:?}"
+                );
+            } else {
+                assert!(line.chars().count() <= 80, "{name}: {line:?}");
+            }
+        }
+        assert!(rows > 1, "{name}: a table: {out}");
+    }
+}

@@ -204,11 +204,19 @@ fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Columns the report's prose is wrapped to: it reads whole on an
+/// 80-column terminal.
+const TEXT_WIDTH: usize = 78;
+
+/// The most of a step's label a row shows (a scenario file may give a
+/// long one).
+const MAX_LABEL_CHARS: usize = 60;
+
 /// The human-readable report: explanation, then one table per variant.
 pub fn render(r: &ScenarioResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}: {}\n", r.name, r.title);
-    let _ = writeln!(out, "{}\n", wrap(&r.explanation, 96));
+    let _ = writeln!(out, "{}\n", wrap(&r.explanation, TEXT_WIDTH));
     let _ = writeln!(
         out,
         "device {}, CUDA context {} (driver used = reserved + context)",
@@ -223,28 +231,23 @@ pub fn render(r: &ScenarioResult) -> String {
         };
         let workers = match v.worker_contexts {
             0 => String::new(),
-            n => format!(", {n} worker processes with a CUDA context each"),
+            n => format!("; {n} workers with a CUDA context each"),
         };
         let _ = writeln!(out, "\n== {} ({conf}{workers})", v.variant);
-        let width = v
-            .steps
-            .iter()
-            .map(|s| s.label.chars().count())
-            .max()
-            .unwrap_or(0)
-            .clamp(5, 60);
+        // The figures first, in columns that fit 80: the label, of any
+        // length, ends the row (a long one wraps there, not in the middle
+        // of the figures).
         let _ = writeln!(
             out,
-            "{:>4}  {:<width$}  {:>10} {:>10} {:>12} {:>5} {:>6}",
-            "step", "label", "allocated", "reserved", "driver used", "segs", "frag%"
+            "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6}  {}",
+            "step", "allocated", "reserved", "driver used", "segs", "frag%", "label"
         );
         for s in &v.steps {
-            let label: String = s.label.chars().take(width).collect();
+            let label: String = s.label.chars().take(MAX_LABEL_CHARS).collect();
             let _ = write!(
                 out,
-                "{:>4}  {:<width$}  {:>10} {:>10} {:>12} {:>5} {:>6.1}",
+                "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6.1}  {label}",
                 s.step,
-                label,
                 human_bytes(s.allocated),
                 human_bytes(s.reserved),
                 human_bytes(s.driver_used),
@@ -252,10 +255,10 @@ pub fn render(r: &ScenarioResult) -> String {
                 s.fragmentation * 100.0
             );
             if s.released > 0 {
-                let _ = write!(out, "  released {}", human_bytes(s.released));
+                let _ = write!(out, " · released {}", human_bytes(s.released));
             }
             if s.oom.is_some() {
-                let _ = write!(out, "  OUT OF MEMORY");
+                let _ = write!(out, " · OUT OF MEMORY");
             }
             out.push('\n');
         }
@@ -270,7 +273,7 @@ pub fn render(r: &ScenarioResult) -> String {
         match (sm.oom_step, v.steps.last().and_then(|s| s.oom.as_deref())) {
             (Some(step), Some(msg)) => {
                 let _ = writeln!(out, "outcome: out of memory at step {step}, the run stops:");
-                let _ = writeln!(out, "{}", wrap(msg, 96));
+                let _ = writeln!(out, "{}", wrap(msg, TEXT_WIDTH));
             }
             _ => {
                 let _ = writeln!(out, "outcome: completed without running out of memory");
