@@ -239,8 +239,8 @@ pub fn render(r: &ScenarioResult) -> String {
         // of the figures).
         let _ = writeln!(
             out,
-            "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6}  {}",
-            "step", "allocated", "reserved", "driver used", "segs", "frag%", "label"
+            "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6}  label",
+            "step", "allocated", "reserved", "driver used", "segs", "frag%"
         );
         for s in &v.steps {
             let label: String = s.label.chars().take(MAX_LABEL_CHARS).collect();
