@@ -916,6 +916,13 @@ fn json_text_is_recognised() {
             .starts_with("not a pickle: looks like JSON: "),
         "{err}"
     );
+    // A TOML or INI section header opens no JSON array.
+    let err = parse(b"[package]\nname = \"x\"\n").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("not a pickle: looks like text: it starts \"[package]\""),
+        "{err}"
+    );
     let err = parse(b"Hello, world").unwrap_err();
     assert!(
         err.to_string()

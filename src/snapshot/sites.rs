@@ -665,6 +665,9 @@ pub fn group<'a>(
             s.bytes as f64 / allocated as f64
         };
     }
+    // Twice: stacks that the first frame found still leaves alike (they
+    // part in C++ frames or deeper) get a second one.
+    distinguish_stack_labels(&mut sites);
     distinguish_stack_labels(&mut sites);
     sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.label.cmp(&b.label)));
     Sites {
@@ -681,10 +684,16 @@ pub fn group<'a>(
 /// first frame where its stack parts from another at the same depth.
 /// Cost: the frames of those stacks, a few times over.
 fn distinguish_stack_labels(sites: &mut [Site]) {
+    // Grouped by the name without its frame count: a narrow pane cuts the
+    // count first, so stacks of 65 and 70 frames named alike read alike.
     let mut by_label: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
     for (i, s) in sites.iter().enumerate() {
         if matches!(s.key, SiteKey::Stack(_)) {
-            by_label.entry(s.label.as_str()).or_default().push(i);
+            let head = s
+                .label
+                .rsplit_once(" (stack of ")
+                .map_or(s.label.as_str(), |(h, _)| h);
+            by_label.entry(head).or_default().push(i);
         }
     }
     let mut relabel: Vec<(usize, String)> = Vec::new();
@@ -1097,6 +1106,24 @@ mod tests {
             labels[2].contains("einsum … eval.py:9 main (stack of"),
             "{labels:?}"
         );
+        // Stacks named alike but of different lengths are told apart too
+        // (a narrow pane cuts the frame count first); the second pass tells
+        // apart those the first frame left alike.
+        let mut deeper = a.to_vec();
+        deeper.insert(3, frame("??", 0, "at::native::empty_cuda(long)"));
+        let deeper: Frames = deeper.into();
+        let sites = group(
+            [alloc(0x1000, 3 << 20, &a), alloc(0x2000, 2 << 20, &deeper)],
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        let labels: Vec<&str> = sites.sites.iter().map(|s| s.label.as_str()).collect();
+        let heads: Vec<&str> = labels
+            .iter()
+            .map(|l| l.rsplit_once(" (stack of ").map_or(*l, |(h, _)| h))
+            .collect();
+        assert_ne!(heads[0], heads[1], "{labels:?}");
+        assert!(labels[1].contains("empty_cuda"), "{labels:?}");
         // A lone stack keeps its plain name; other groupings are untouched.
         let one = group(
             [alloc(0x1000, 512, &a)],

@@ -501,7 +501,16 @@ pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     let trimmed = bytes.trim_ascii_start();
     // What the file looks like comes first: it is what the user needs to
     // read on an 80-column line; the byte says why.
-    let hint = if trimmed.starts_with(b"{") || trimmed.starts_with(b"[") {
+    // JSON opens an object or an array of values; "[package]" (TOML, INI)
+    // opens neither.
+    let json_value_follows = |rest: &[u8]| {
+        rest.trim_ascii_start()
+            .first()
+            .is_none_or(|&b| b"\"{[]-0123456789tfn".contains(&b))
+    };
+    let hint = if trimmed.starts_with(b"{")
+        || (trimmed.starts_with(b"[") && json_value_follows(&trimmed[1..]))
+    {
         "looks like JSON: "
     } else if bytes
         .iter()

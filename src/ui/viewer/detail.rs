@@ -173,15 +173,14 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         let counts = frame_counts(&b.frames);
         let shown = listed_frames(&b.frames, counts.python == 0);
         let dropped = super::sites::dropped_note(counts);
+        let python = format::count_of(counts.python, "Python frame", "Python frames");
+        let cpp = format::count_of(counts.cpp, "C++ frame", "C++ frames");
         let title = if counts.python > 0 && counts.cpp > 0 {
-            format!(
-                "{title} ({} Python frames; {} C++ frames hidden{dropped}):",
-                counts.python, counts.cpp
-            )
+            format!("{title} ({python}; {cpp} hidden{dropped}):")
         } else if counts.python > 0 {
-            format!("{title} ({} Python frames{dropped}):", counts.python)
+            format!("{title} ({python}{dropped}):")
         } else if counts.cpp > 0 {
-            format!("{title} ({} C++ frames{dropped}):", counts.cpp)
+            format!("{title} ({cpp}{dropped}):")
         } else {
             format!("{title}:")
         };

@@ -34,18 +34,14 @@ pub(super) fn site_row(site: &Site, allocated: u64) -> String {
 /// `cpp_frames`, `dropped_frames`).
 fn stack_heading(c: FrameCounts, with_cpp: bool) -> String {
     let dropped = dropped_note(c);
+    let python = format::count_of(c.python, "Python frame", "Python frames");
+    let cpp = format::count_of(c.cpp, "C++ frame", "C++ frames");
     if !with_cpp {
-        format!(
-            "stack, innermost first ({} Python frames; {} C++ frames hidden, x shows them):",
-            c.python, c.cpp
-        )
+        format!("stack, innermost first ({python}; {cpp} hidden, x shows them):")
     } else if c.python == 0 {
-        format!("stack, innermost first ({} C++ frames{dropped}):", c.cpp)
+        format!("stack, innermost first ({cpp}{dropped}):")
     } else {
-        format!(
-            "stack, innermost first ({} Python, {} C++ frames{dropped}):",
-            c.python, c.cpp
-        )
+        format!("stack, innermost first ({python}, {cpp}{dropped}):")
     }
 }
 
