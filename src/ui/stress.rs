@@ -45,9 +45,11 @@ const COMPARE_WIDTH: u16 = 52;
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 7;
-/// Rows the last message may take, and each line of OOM advice.
+/// Rows the last message may take, and each line of OOM advice (the
+/// verdict, "free some of the panel's live tensors … even with every
+/// cached byte reused", takes three at a 72-column panel).
 const MESSAGE_ROWS: usize = 3;
-const ADVICE_ROWS: usize = 2;
+const ADVICE_ROWS: usize = 3;
 /// Rows a scenario's explanation may take.
 const EXPLANATION_ROWS: usize = 3;
 /// The compare view two figures a row (narrow panels): label, A, B and Δ
