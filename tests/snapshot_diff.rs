@@ -176,6 +176,16 @@ fn diff_with_devices_compares_one_gpu_of_each_file() {
         common::run_vramtop(&["diff", &a_path, &b_path, "--devices", "0:1"], None);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("(GPU 0)") && out.contains("(GPU 1)"), "{out}");
+    assert!(
+        out.contains("note: no segment is at the same address on both sides"),
+        "{out}"
+    );
+    // A file against itself shares every segment: no such note.
+    let (_, same, _) = common::run_vramtop(&["diff", &a_path, &a_path], None);
+    assert!(
+        !same.contains("no segment is at the same address"),
+        "{same}"
+    );
     let (code, _, err) = common::run_vramtop(&["diff", &a_path, &b_path, "--devices", "0-1"], None);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not B:A"), "{err}");

@@ -145,6 +145,17 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
     change_line(&mut out, "reserved", &diff.reserved, true);
     change_line(&mut out, "allocated", &diff.allocated, true);
     change_line(&mut out, "segments", &diff.segments, false);
+    let none_shared = !diff.only_before.is_empty()
+        && !diff.only_after.is_empty()
+        && diff.only_before.len() as u64 == diff.segments.before
+        && diff.only_after.len() as u64 == diff.segments.after;
+    if none_shared {
+        let _ = writeln!(
+            out,
+            "note: no segment is at the same address on both sides (two processes, two GPUs or \
+             a restart): the lists below are all of each side; the totals and the sites compare"
+        );
+    }
     segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
     out.push_str(&render_site_changes(diff, top));
