@@ -212,6 +212,9 @@ const TEXT_WIDTH: usize = 78;
 /// long one).
 const MAX_LABEL_CHARS: usize = 60;
 
+/// Columns a table row takes, its label wrapped within them.
+const TABLE_WIDTH: usize = 80;
+
 /// The human-readable report: explanation, then one table per variant.
 pub fn render(r: &ScenarioResult) -> String {
     let mut out = String::new();
@@ -239,14 +242,19 @@ pub fn render(r: &ScenarioResult) -> String {
         // of the figures).
         let _ = writeln!(
             out,
-            "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6}  label",
-            "step", "allocated", "reserved", "driver used", "segs", "frag%"
+            "{:>4} {:>9} {:>9} {:>9} {:>4} {:>5}  label",
+            "step", "allocated", "reserved", "driver", "segs", "frag%"
         );
         for s in &v.steps {
-            let label: String = s.label.chars().take(MAX_LABEL_CHARS).collect();
-            let _ = write!(
-                out,
-                "{:>4} {:>10} {:>10} {:>12} {:>5} {:>6.1}  {label}",
+            let mut label: String = s.label.chars().take(MAX_LABEL_CHARS).collect();
+            if s.released > 0 {
+                let _ = write!(label, " · released {}", human_bytes(s.released));
+            }
+            if s.oom.is_some() {
+                label.push_str(" · OUT OF MEMORY");
+            }
+            let figures = format!(
+                "{:>4} {:>9} {:>9} {:>9} {:>4} {:>5.1}  ",
                 s.step,
                 human_bytes(s.allocated),
                 human_bytes(s.reserved),
@@ -254,13 +262,17 @@ pub fn render(r: &ScenarioResult) -> String {
                 s.segments,
                 s.fragmentation * 100.0
             );
-            if s.released > 0 {
-                let _ = write!(out, " · released {}", human_bytes(s.released));
+            // The label wraps in its own column, under itself.
+            let indent = " ".repeat(figures.chars().count());
+            let room = TABLE_WIDTH.saturating_sub(figures.chars().count()).max(12);
+            for (k, line) in wrap(&label, room).lines().enumerate() {
+                let lead = if k == 0 {
+                    figures.as_str()
+                } else {
+                    indent.as_str()
+                };
+                let _ = writeln!(out, "{lead}{line}");
             }
-            if s.oom.is_some() {
-                let _ = write!(out, " · OUT OF MEMORY");
-            }
-            out.push('\n');
         }
         let sm = &v.summary;
         let _ = writeln!(
