@@ -446,6 +446,16 @@ fn the_stress_panels_process_row_shows_its_allocator_figures() {
         .to_string();
     let figures = vramtop::ui::format::bytes_pair(view.known_allocated(), view.known_reserved());
     assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
+    // Closed, the panel's tensors stay allocated, and so do the figures
+    // after the next samples.
+    f.samples(2);
+    let screen = f.screen(120, 60);
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&format!(" {pid} ")) && l.contains("vramtop stress panel"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
 }
 
 #[test]

@@ -598,6 +598,14 @@ impl AppState {
         {
             allocators.insert(gpu, view.clone());
         }
+        // Closed, the panel keeps its tensors: its process row keeps their
+        // figures.
+        if let (Some(gpu), Some(view)) = (self.stress.gpu, self.stress.view.as_ref())
+            && let Some(pid) = view.pid
+        {
+            self.allocator_figures
+                .insert((gpu, pid), (view.known_allocated(), view.known_reserved()));
+        }
         let mut next = Vec::with_capacity(readings.len());
         for reading in readings {
             let index = match &reading {
