@@ -528,3 +528,30 @@ fn the_timeline_title_shows_the_cursor_whole_or_not_at_all() {
         assert!(title.contains(&format!("{n}")), "{w}x{h}: {title}");
     }
 }
+
+#[test]
+fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
+    // fragmentation_oom's file: both peaks and an OOM make the row 81
+    // columns with "GPU 0", 73 without it.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join("foom.pickle");
+    let base = base.display().to_string();
+    let (code, _, err) = common::run_vramtop(
+        &["scenario", "fragmentation_oom", "--save-snapshot", &base],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let file = dir.path().join("foom-default.pickle");
+    let snapshot = vramtop::snapshot::read_snapshot_file(&file).expect("the scenario's file");
+    let v = ViewerState::new("foom-default.pickle".to_string(), snapshot);
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains("res ") && l.contains("alloc "))
+        .unwrap_or_default();
+    assert!(row.contains("@59") && row.contains("@60"), "{row:?}");
+    assert!(row.contains("1 OOM"), "{row:?}");
+    assert!(!row.contains("GPU 0"), "{row:?}");
+    let wide = text(draw(&v, 120, 40).backend().buffer());
+    assert!(wide.contains("GPU 0"), "{wide}");
+}

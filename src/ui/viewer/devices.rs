@@ -120,12 +120,12 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
                 Span::styled(format!("  {count} inconsistent"), theme.warning)
             })
         };
-        let line_of = |with_events: bool, short: bool, cursors: bool, terse: bool| {
-            let mut spans = if short && !cursors {
+        let line_of = |with_events: bool, short: bool, cursors: bool, terse: bool, named: bool| {
+            let mut spans = if named {
+                head.clone()
+            } else {
                 // The row's number is the GPU's: "GPU N" would say it twice.
                 vec![Span::styled(format!("{pointer}{}", d.device), style)]
-            } else {
-                head.clone()
             };
             if with_events {
                 spans.push(events.clone());
@@ -137,20 +137,24 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         };
         let width = usize::from(inner.width);
         // (with events, short words, peaks' cursors, "N inconsistent"
-        // without "events"), widest first: the word "events" is the last
-        // thing to go (SnapViewer's file needs 83 columns for it).
+        // without "events", "GPU N" after the row's number), widest first:
+        // "GPU N" goes before the cursors, and the word "events" is the
+        // last thing to go (SnapViewer's file needs 83 columns for it).
         let tiers = [
-            (true, false, true, false),
-            (false, false, true, false),
-            (false, true, true, false),
-            (false, true, false, false),
-            (false, true, false, true),
+            (true, false, true, false, true),
+            (false, false, true, false, true),
+            (false, true, true, false, true),
+            (false, true, true, false, false),
+            (false, true, false, false, false),
+            (false, true, false, true, false),
         ];
         let line = tiers
             .into_iter()
-            .map(|(with_events, short, cursors, terse)| line_of(with_events, short, cursors, terse))
+            .map(|(with_events, short, cursors, terse, named)| {
+                line_of(with_events, short, cursors, terse, named)
+            })
             .find(|l| l.width() <= width)
-            .unwrap_or_else(|| line_of(false, true, false, true));
+            .unwrap_or_else(|| line_of(false, true, false, true, false));
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
     }
     theme.finish(area, buf);
