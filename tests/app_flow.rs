@@ -435,27 +435,24 @@ fn the_stress_panels_process_row_shows_its_allocator_figures() {
         Some(pid),
         "the breakdown's allocator is that process's"
     );
+    let figures = vramtop::ui::format::bytes_pair(view.known_allocated(), view.known_reserved());
+    let assert_row_has_figures = |f: &mut Flow| {
+        let screen = f.screen(120, 60);
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!(" {pid} ")) && l.contains("vramtop stress panel"))
+            .unwrap_or_default()
+            .to_string();
+        assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
+    };
     // Its row in the process list carries the panel's allocated/reserved
     // (the list has room for both processes with the panel closed).
     f.key_redraws(KeyCode::F(2));
-    let screen = f.screen(120, 60);
-    let row = screen
-        .lines()
-        .find(|l| l.contains(&format!(" {pid} ")) && l.contains("vramtop stress panel"))
-        .unwrap_or_default()
-        .to_string();
-    let figures = vramtop::ui::format::bytes_pair(view.known_allocated(), view.known_reserved());
-    assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
+    assert_row_has_figures(&mut f);
     // Closed, the panel's tensors stay allocated, and so do the figures
     // after the next samples.
     f.samples(2);
-    let screen = f.screen(120, 60);
-    let row = screen
-        .lines()
-        .find(|l| l.contains(&format!(" {pid} ")) && l.contains("vramtop stress panel"))
-        .unwrap_or_default()
-        .to_string();
-    assert!(row.contains(&figures), "{figures:?} in {row:?}\n{screen}");
+    assert_row_has_figures(&mut f);
 }
 
 #[test]
