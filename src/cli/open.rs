@@ -283,8 +283,11 @@ fn moment(
     };
     let mut out = format!("event {c}/{events}");
     if let (Some(t), Some(t0)) = (time_us, first_us) {
-        let ms = t.saturating_sub(t0) as f64 / 1000.0;
-        let _ = write!(out, ", t+{ms:.3} ms");
+        let _ = write!(
+            out,
+            ", {}",
+            crate::ui::format::since_start(t.saturating_sub(t0))
+        );
     }
     out
 }

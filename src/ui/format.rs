@@ -38,6 +38,17 @@ pub fn count_of(n: usize, one: &str, many: &str) -> String {
     count(n as u64, one, many)
 }
 
+/// `us` microseconds after a trace's first event, as the viewer and the
+/// summary write it: "t+951.991 ms" under a second, "t+26.181 s" from one.
+pub fn since_start(us: i64) -> String {
+    // unsigned_abs: the negation of i64::MIN (a file's time) overflows.
+    if us.unsigned_abs() >= 1_000_000 {
+        format!("t+{:.3} s", us as f64 / 1e6)
+    } else {
+        format!("t+{:.3} ms", us as f64 / 1e3)
+    }
+}
+
 /// `bytes` expressed in the unit 1024^`exp` (not rounded).
 pub fn in_unit(bytes: u64, exp: usize) -> f64 {
     bytes as f64 / (1u64 << (10 * exp.min(UNITS.len() - 1))) as f64
@@ -209,6 +220,15 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_since_the_start_switch_to_seconds_at_one_second() {
+        assert_eq!(since_start(951_991), "t+951.991 ms");
+        assert_eq!(since_start(999_999), "t+999.999 ms");
+        assert_eq!(since_start(1_000_000), "t+1.000 s");
+        assert_eq!(since_start(26_180_692), "t+26.181 s");
+        assert_eq!(since_start(i64::MIN).split(' ').nth(1), Some("s"));
+    }
+
     use super::*;
 
     #[test]

@@ -244,15 +244,7 @@ pub(super) fn filters(v: &ViewerState) -> Vec<String> {
 /// Microseconds as "t+12.345 ms" from the first event of the trace.
 pub(super) fn elapsed(first: Option<i64>, t: Option<i64>) -> String {
     match (first, t) {
-        (Some(f), Some(t)) => {
-            let us = t.saturating_sub(f);
-            // unsigned_abs: the negation of i64::MIN (a file's time) overflows.
-            if us.unsigned_abs() >= 1_000_000 {
-                format!("t+{:.3} s", us as f64 / 1e6)
-            } else {
-                format!("t+{:.3} ms", us as f64 / 1e3)
-            }
-        }
+        (Some(f), Some(t)) => format::since_start(t.saturating_sub(f)),
         _ => format!("time {}", format::NA),
     }
 }
