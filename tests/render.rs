@@ -318,33 +318,6 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
 }
 
 #[test]
-fn two_column_help_scrolls_each_column_to_its_own_end() {
-    let (_cluster, mut state) = training(2);
-    state.ui.overlay = Overlay::Help;
-    let theme = Theme::colored();
-    // 120×27: two columns, each a few rows longer than the popup: scrolled
-    // to the end, each stops at its own last row (neither runs into blank
-    // rows while the other still has some to show).
-    let top = text(draw(&state, &theme, 120, 27).backend().buffer());
-    assert!(top.contains("↓ j PgDn more"), "the help scrolls: {top}");
-    assert!(top.contains("What the words mean"), "{top}");
-    state.ui.help_scroll = 200;
-    let end = text(draw(&state, &theme, 120, 27).backend().buffer());
-    assert!(
-        end.contains("process tree / flat list"),
-        "the last key: {end}"
-    );
-    assert!(
-        end.contains("percentage points"),
-        "the last definition: {end}"
-    );
-    assert!(!end.contains("q Ctrl-C   quit"), "the keys moved: {end}");
-    // 120×40: the keys fit; scrolling moves only the definitions.
-    let tall = text(draw(&state, &theme, 120, 40).backend().buffer());
-    assert!(tall.contains("percentage points"), "{tall}");
-}
-
-#[test]
 fn help_scrolled_past_its_end_comes_back_with_the_first_page_up() {
     let (_cluster, mut state) = training(2);
     let keymap = Keymap::default();

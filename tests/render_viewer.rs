@@ -555,3 +555,25 @@ fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
     let wide = text(draw(&v, 120, 40).backend().buffer());
     assert!(wide.contains("GPU 0"), "{wide}");
 }
+
+#[test]
+fn two_column_help_scrolls_each_column_to_its_own_end() {
+    // The viewer's keys run longer than its definitions: scrolled to the
+    // end, the keys moved and the definitions, which fit, did not
+    // (scrolled with the keys they would leave blank rows).
+    let Some(mut v) = viewer("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    v.app.ui.overlay = Overlay::Help;
+    // 120×44: the definitions fit, the keys need a few rows more.
+    let (w, h) = (120, 44);
+    let top = text(draw(&v, w, h).backend().buffer());
+    assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
+    assert!(top.contains("Words in a snapshot"), "two columns: {top}");
+    v.app.ui.help_scroll = 200;
+    let end = text(draw(&v, w, h).backend().buffer());
+    assert!(!end.contains("one event back"), "the keys moved: {end}");
+    for kept in ["Words in a snapshot", "allocated: live tensors"] {
+        assert!(end.contains(kept), "{kept} stays in view: {end}");
+    }
+}

@@ -220,6 +220,8 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn times_since_the_start_switch_to_seconds_at_one_second() {
         assert_eq!(since_start(951_991), "t+951.991 ms");
@@ -228,8 +230,6 @@ mod tests {
         assert_eq!(since_start(26_180_692), "t+26.181 s");
         assert_eq!(since_start(i64::MIN).split(' ').nth(1), Some("s"));
     }
-
-    use super::*;
 
     #[test]
     fn a_count_of_one_takes_the_singular() {
