@@ -560,6 +560,19 @@ pub struct AppState {
 pub type AllocatorFigures = BTreeMap<(u32, u32), (Option<u64>, Option<u64>)>;
 
 impl AppState {
+    /// What the snapshot keys can act on now (their status-line hints).
+    pub fn offers(&self) -> crate::app::keymap::Offers {
+        crate::app::keymap::Offers {
+            capture: self
+                .probes
+                .rows
+                .iter()
+                .any(|r| r.connected && r.serves_snapshots),
+            open: self.capture.last.is_some(),
+            open_oom: self.probes.oom_snapshot.is_some(),
+        }
+    }
+
     pub fn new(status: StatusState) -> Self {
         AppState {
             gpus: Vec::new(),

@@ -10,7 +10,7 @@ use ratatui::widgets::Widget;
 use super::chrome;
 use super::format;
 use super::theme::Theme;
-use crate::app::keymap::{Keymap, Offers, TypingMode};
+use crate::app::keymap::{Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::AppState;
 
@@ -198,17 +198,8 @@ impl<'a> StatusLine<'a> {
                 state.ui.stress_beside_map(),
             )
         } else {
-            let offers = Offers {
-                capture: state
-                    .probes
-                    .rows
-                    .iter()
-                    .any(|r| r.connected && r.serves_snapshots),
-                open: state.capture.last.is_some(),
-                open_oom: state.probes.oom_snapshot.is_some(),
-            };
             self.keymap
-                .hints(self.state.ui.focus, &self.state.ui, offers)
+                .hints(self.state.ui.focus, &self.state.ui, state.offers())
         };
         chrome::key_hints(&all, width, theme)
     }
