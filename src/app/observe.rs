@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::source::{
-    HeadlessSample, allocator_figures, allocator_views_with_probes, headless_sample, probe_views,
-    resolve_probe_devices, simulated_allocators, trainer_view,
+    HeadlessSample, account_probes_in_simulation, allocator_figures, allocator_views_with_probes,
+    headless_sample, probe_views, resolve_probe_devices, simulated_allocators, trainer_view,
 };
 use super::state::{AllocatorView, AppState};
 use crate::device::GpuReading;
@@ -50,9 +50,12 @@ impl AllocatorSources {
     /// Takes the probes' state beside `readings` and maps their devices to
     /// the readings' GPUs. Build views from the result right away: the
     /// simulated trainers are read when the views are built.
-    pub fn observe(&self, readings: Vec<GpuReading>) -> Observation<'_> {
+    pub fn observe(&self, mut readings: Vec<GpuReading>) -> Observation<'_> {
         let mut probes = self.probes.snapshot();
         resolve_probe_devices(&mut probes, &readings);
+        if let Some(sim) = &self.sim {
+            account_probes_in_simulation(&mut readings, &probes, sim.context_overhead());
+        }
         Observation {
             sim: self.sim.as_ref(),
             readings,

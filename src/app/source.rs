@@ -184,6 +184,70 @@ pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]
     }
 }
 
+/// Puts the probed processes into the simulated GPUs' readings, as NVML
+/// would list them on a real GPU: one process row per probe on a GPU
+/// (its reserved bytes plus a CUDA context of `context_bytes`) and that
+/// much more driver-used memory, up to the GPU's total. Without it a probe
+/// of a stand-in `torch` on the simulated GPU was drawn as that GPU's
+/// allocator while "used" held only the simulation's own processes:
+/// "context & other" mixed two processes and the probe had no row. Only
+/// for the simulation: NVML already counts every process.
+pub fn account_probes_in_simulation(
+    readings: &mut [GpuReading],
+    probes: &ProbeSnapshot,
+    context_bytes: u64,
+) {
+    for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
+        let Some(pid) = p.pid() else {
+            continue;
+        };
+        // Bytes the probe's process holds on each GPU (several CUDA
+        // devices of one process may map to one GPU only in a damaged
+        // visible-devices list: summed, as the driver would).
+        let mut held: BTreeMap<u32, u64> = BTreeMap::new();
+        for (&device, data) in &p.devices {
+            let (Some(gpu), Some(stats)) = (p.gpu_index(device), data.stats.as_ref()) else {
+                continue;
+            };
+            let reserved = if data.knows("reserved_bytes.all.current") {
+                u64::try_from(stats.reserved_bytes.all.current).unwrap_or(0)
+            } else {
+                0
+            };
+            let entry = held.entry(gpu).or_insert(context_bytes);
+            *entry = entry.saturating_add(reserved);
+        }
+        for (gpu, bytes) in held {
+            let Some(sample) = readings.iter_mut().find_map(|r| match r {
+                GpuReading::Ok(s) if s.index == gpu && s.mig.is_none() => Some(s),
+                _ => None,
+            }) else {
+                continue;
+            };
+            if sample.processes.iter().any(|row| row.pid == pid) {
+                continue;
+            }
+            if let Some(used) = sample.memory_used.as_mut() {
+                let total = sample.memory_total.unwrap_or(u64::MAX);
+                let before = *used;
+                *used = used.saturating_add(bytes).min(total);
+                if let Some(free) = sample.memory_free.as_mut() {
+                    *free = free.saturating_sub(*used - before);
+                }
+            }
+            sample.processes.push(crate::device::GpuProcess {
+                pid,
+                used_memory: Some(bytes),
+                user: None,
+                command: p.command(),
+                parent_pid: None,
+                gpu_instance_id: None,
+                compute_instance_id: None,
+            });
+        }
+    }
+}
+
 /// Allocator views by GPU index: the simulated training processes, then
 /// the probes over them (a real probe's figures win). With several probes on
 /// one GPU, the one whose pid `picks` names for that GPU (the dashboard's
@@ -882,6 +946,77 @@ mod tests {
         step(&mut st, 1000, &snap);
         assert_eq!(ooms(&st), vec![1000]);
         assert_eq!(st.gpus[0].allocator.as_ref().and_then(|a| a.pid), Some(7));
+    }
+
+    fn simulated_gpu(used: u64) -> GpuReading {
+        let mut sample = GpuSample::unknown(0, "Simulated");
+        sample.memory_total = Some(80 << 30);
+        sample.memory_used = Some(used);
+        sample.memory_free = Some((80 << 30) - used);
+        sample.processes.push(crate::device::GpuProcess {
+            pid: 4242,
+            used_memory: Some(used),
+            user: Some("sim".into()),
+            command: Some("python train.py".into()),
+            parent_pid: Some(1),
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        });
+        GpuReading::Ok(sample)
+    }
+
+    fn with_reserved(mut snap: ProbeSnapshot, reserved: i64) -> ProbeSnapshot {
+        for d in snap.probes[0].devices.values_mut() {
+            if let Some(stats) = d.stats.as_mut() {
+                stats.reserved_bytes.all.current = reserved;
+            }
+        }
+        snap
+    }
+
+    #[test]
+    fn a_probe_on_the_simulated_gpu_is_listed_and_counted_in_used() {
+        let mut readings = vec![simulated_gpu(1 << 30)];
+        let snap = with_reserved(snapshot(77, 0, 0), 300 << 20);
+        account_probes_in_simulation(&mut readings, &snap, 500 << 20);
+        let s = readings[0].sample().expect("a sample");
+        assert_eq!(s.memory_used, Some((1 << 30) + (800 << 20)));
+        assert_eq!(s.memory_free, Some((80 << 30) - (1 << 30) - (800 << 20)));
+        let row = s
+            .processes
+            .iter()
+            .find(|p| p.pid == 77)
+            .expect("the probe's row");
+        assert_eq!(row.used_memory, Some(800 << 20));
+        assert_eq!(row.command.as_deref(), Some("train.py"));
+        // "context & other" is then the other process and the probe's own
+        // context, as on a real GPU.
+        let views = allocator_views_with_probes(None, &snap, &BTreeMap::new());
+        let b = crate::app::state::breakdown(s, views.get(&0)).expect("a breakdown");
+        assert_eq!(b.context_and_other, (1 << 30) + (500 << 20));
+    }
+
+    #[test]
+    fn a_probe_already_listed_or_off_the_gpus_adds_nothing() {
+        let mut listed = vec![simulated_gpu(1 << 30)];
+        let snap = with_reserved(snapshot(4242, 0, 0), 300 << 20);
+        account_probes_in_simulation(&mut listed, &snap, 500 << 20);
+        assert_eq!(listed, vec![simulated_gpu(1 << 30)]);
+        let mut elsewhere = vec![simulated_gpu(1 << 30)];
+        let mut snap = with_reserved(snapshot(77, 0, 0), 300 << 20);
+        snap.probes[0].visible_devices = VisibleDevices::Indices(vec![3]);
+        account_probes_in_simulation(&mut elsewhere, &snap, 500 << 20);
+        assert_eq!(elsewhere, vec![simulated_gpu(1 << 30)]);
+    }
+
+    #[test]
+    fn a_probe_never_pushes_used_past_the_gpus_total() {
+        let mut readings = vec![simulated_gpu((80 << 30) - (100 << 20))];
+        let snap = with_reserved(snapshot(77, 0, 0), 300 << 20);
+        account_probes_in_simulation(&mut readings, &snap, 500 << 20);
+        let s = readings[0].sample().expect("a sample");
+        assert_eq!(s.memory_used, Some(80 << 30));
+        assert_eq!(s.memory_free, Some(0));
     }
 
     #[test]

@@ -341,6 +341,11 @@ impl SimCluster {
         self.lock().gpus.len()
     }
 
+    /// Bytes each process's CUDA context takes on a simulated GPU.
+    pub fn context_overhead(&self) -> u64 {
+        self.lock().config.context_overhead
+    }
+
     /// Milliseconds of simulated time since creation.
     pub fn now_ms(&self) -> u64 {
         self.lock().now_ms
