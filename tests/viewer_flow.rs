@@ -783,6 +783,24 @@ fn keys_that_need_the_trace_say_they_wait_for_it() {
 }
 
 #[test]
+fn the_last_key_that_waited_for_the_trace_is_done_once_it_is_read() {
+    let (mut v, full, _) = staged_story();
+    let peak = full
+        .device_peaks()
+        .map(|p| p.allocated.cursor)
+        .expect("the story has a peak");
+    let n = full.device().expect("a device").len();
+    assert_ne!(peak, n, "the peak is not where the stage's cursor lands");
+    press(&mut v, KeyCode::Left);
+    press(&mut v, KeyCode::Char('P'));
+    v.complete_trace(full);
+    assert_eq!(v.cursor(), peak, "P, the last key pressed, jumped");
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(!notice.contains("waiting for the trace"), "{notice}");
+    assert!(!screen_of(&v).contains("waiting for the trace"));
+}
+
+#[test]
 fn the_complete_trace_keeps_the_users_selection_and_focus() {
     let (mut v, full, _) = staged_story();
     press(&mut v, KeyCode::Char('w'));

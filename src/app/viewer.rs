@@ -217,6 +217,9 @@ pub struct ViewerState {
     /// While the viewer shows a file's segments stage (its final state)
     /// and the trace is still being read: how far the reading is.
     pub trace_reading: Option<TraceReading>,
+    /// The last key that needed the trace while it was being read: done
+    /// once it is (the notice promised so).
+    pub waiting_action: Option<ViewerAction>,
 }
 
 /// How much of a file the reader has parsed, while the viewer waits for
@@ -292,6 +295,7 @@ impl ViewerState {
             detail_scroll: 0,
             detail_scroll_limit: Cell::new(usize::MAX),
             trace_reading: None,
+            waiting_action: None,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
         // list GPU 0 first with nothing but the dump's `snapshot` event, and
@@ -352,7 +356,14 @@ impl ViewerState {
         next.sites = self.sites.take();
         next.refresh();
         next.detail_open = self.detail_open && next.selected_block().is_some();
+        let waiting = self.waiting_action.take();
         *self = next;
+        if let Some(action) = waiting {
+            // The "waiting for the trace" notice is answered now: the
+            // action's own notice, if any, replaces it.
+            self.app.ui.notice = None;
+            self.act(action);
+        }
     }
 
     /// Shows the state at the (last) OOM of the first device whose trace
@@ -682,6 +693,7 @@ impl ViewerState {
     pub fn act(&mut self, action: ViewerAction) -> Effect {
         use ViewerAction as V;
         if self.trace_reading.is_some() && action.needs_trace() {
+            self.waiting_action = Some(action);
             self.app.ui.notice = Some(format!(
                 "waiting for the trace: {} once it is read",
                 action.describe()
