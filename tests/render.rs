@@ -42,6 +42,7 @@ fn status() -> StatusState {
         samples: 0,
         dropped_samples: 0,
         last_error: None,
+        home_dir: None,
     }
 }
 

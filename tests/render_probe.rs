@@ -167,6 +167,7 @@ fn attached() -> AppState {
         samples: 0,
         dropped_samples: 0,
         last_error: None,
+        home_dir: None,
     });
     for i in 0..30u64 {
         let snapshot = probe(u64::from(i >= 20));
@@ -583,6 +584,63 @@ fn a_fresh_oom_banner_comes_before_a_keys_notice_and_an_old_one_after() {
     let row = first_status_row(&state);
     assert!(row.trim_start().starts_with("no GPU 5"), "{row}");
     assert!(row.contains("OOM in pid 4321"), "{row}");
+}
+
+#[test]
+fn a_key_answered_after_a_fresh_oom_comes_before_its_banner() {
+    let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    let seen = state.probes.oom_banner().expect("a banner").seen_ms;
+    // Seconds after the OOM the user presses a key: its answer leads (at
+    // 80 columns the banner hid it).
+    state.now_ms = seen + 5_000;
+    press(&mut state, '9');
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    let last = screen.lines().last().unwrap_or_default().to_string();
+    assert!(last.starts_with("no GPU 9"), "{screen}");
+}
+
+#[test]
+fn esc_hides_the_oom_banner_o_still_opens_it_and_a_new_oom_shows_again() {
+    let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    let shown = |state: &AppState| {
+        let terminal = draw(state, &Theme::colored(), 160, 40);
+        text(terminal.backend().buffer()).contains("O opens its snapshot at the OOM")
+    };
+    assert!(shown(&state));
+    let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
+    assert_eq!(
+        handle_key(&mut state, &Keymap::default(), esc),
+        Effect::Redraw
+    );
+    assert!(!shown(&state), "Esc hid it");
+    assert_eq!(
+        press(&mut state, 'O'),
+        Effect::OpenSnapshot {
+            path: PathBuf::from(OOM_FILE),
+            at_oom: true
+        }
+    );
+    // Another OOM with a snapshot: shown again.
+    let next = probe_v2(2, Some(OOM_FILE));
+    state.apply_probes(40_000, &next);
+    assert!(shown(&state), "a new OOM's banner shows");
+}
+
+#[test]
+fn the_oom_banner_writes_a_path_under_home_with_a_tilde() {
+    let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    state.status.home_dir = Some(PathBuf::from("/home/u"));
+    let terminal = draw(&state, &Theme::colored(), 160, 40);
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains(
+            "O opens its snapshot at the OOM: ~/.local/state/vramtop/snapshots/node7-17-rank3"
+        ),
+        "{screen}"
+    );
+    // The session's snapshots, for the list printed on quitting: whole.
+    assert_eq!(state.session_snapshots(), vec![PathBuf::from(OOM_FILE)]);
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! status line, and the snapshot to open. Pure: the request itself runs on
 //! a thread of the event loop (`run.rs`), which hands its progress here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -15,6 +15,15 @@ pub const CAPTURE_NOTE_MS: u64 = 60_000;
 /// How long the dashboard waits for a probe's snapshot (ms).
 pub const CAPTURE_TIMEOUT_MS: u64 = 120_000;
 
+/// `path` as a person reads it on a status line: under `home`, `~/…` (the
+/// snapshots folder's path alone took half of an 80-column line).
+pub fn path_under_home(path: &Path, home: Option<&Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    }
+}
+
 /// A snapshot request of the dashboard and where it stands.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CaptureState {
@@ -24,7 +33,13 @@ pub struct CaptureState {
     pub note: Option<(u64, String)>,
     /// The last snapshot taken (the probe's file).
     pub last: Option<PathBuf>,
+    /// Every snapshot taken, oldest first (at most [`MAX_TAKEN`]): listed
+    /// when the dashboard quits, so their paths can be copied.
+    pub taken: Vec<PathBuf>,
 }
+
+/// Snapshots [`CaptureState::taken`] remembers.
+pub const MAX_TAKEN: usize = 64;
 
 /// What the request thread reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,6 +70,11 @@ impl CaptureState {
 
     /// Takes one report of the request thread.
     pub fn on_msg(&mut self, now_ms: u64, msg: CaptureMsg) {
+        self.on_msg_under(now_ms, msg, None);
+    }
+
+    /// [`CaptureState::on_msg`], writing a path under `home` as `~/…`.
+    pub fn on_msg_under(&mut self, now_ms: u64, msg: CaptureMsg, home: Option<&Path>) {
         let text = match msg {
             CaptureMsg::Asked { pid } => format!("snapshot of pid {pid}: asked the probe…"),
             CaptureMsg::Started { pid } => {
@@ -76,8 +96,12 @@ impl CaptureState {
                     } else {
                         ", segments only: no trace (start the probe with --record-history)"
                     },
-                    path.display()
+                    path_under_home(&path, home)
                 );
+                if self.taken.len() >= MAX_TAKEN {
+                    self.taken.remove(0);
+                }
+                self.taken.push(path.clone());
                 self.last = Some(path);
                 text
             }
@@ -172,5 +196,52 @@ mod tests {
             "{note}"
         );
         assert_eq!(c.note_at(20 + CAPTURE_NOTE_MS), None, "the note goes");
+    }
+
+    #[test]
+    fn a_path_under_home_is_written_with_a_tilde_and_others_whole() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            path_under_home(Path::new("/home/u/.local/s/a.pickle"), home),
+            "~/.local/s/a.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("/tmp/a.pickle"), home),
+            "/tmp/a.pickle"
+        );
+        // "/home/user" is not under "/home/u": whole components only.
+        assert_eq!(
+            path_under_home(Path::new("/home/user/a.pickle"), home),
+            "/home/user/a.pickle"
+        );
+        assert_eq!(path_under_home(Path::new("/home/u"), home), "/home/u");
+        assert_eq!(path_under_home(Path::new("/home/u/a"), None), "/home/u/a");
+    }
+
+    #[test]
+    fn every_snapshot_taken_is_remembered_for_the_list_on_quitting() {
+        let mut c = CaptureState::default();
+        for i in 0..(MAX_TAKEN + 2) {
+            c.on_msg_under(
+                i as u64,
+                CaptureMsg::Done {
+                    pid: 7,
+                    path: PathBuf::from(format!("/home/u/s/{i}.pickle")),
+                    has_trace: true,
+                },
+                Some(Path::new("/home/u")),
+            );
+        }
+        assert_eq!(c.taken.len(), MAX_TAKEN, "bounded");
+        assert_eq!(c.taken.first(), Some(&PathBuf::from("/home/u/s/2.pickle")));
+        assert_eq!(
+            c.last,
+            Some(PathBuf::from(format!("/home/u/s/{}.pickle", MAX_TAKEN + 1)))
+        );
+        let note = c.note_at(0).unwrap_or_default();
+        assert!(
+            note.ends_with(&format!("~/s/{}.pickle", MAX_TAKEN + 1)),
+            "{note}"
+        );
     }
 }

@@ -87,7 +87,7 @@ impl Action {
         match self {
             Action::Quit => "quit",
             Action::ToggleHelp => "help (this screen)",
-            Action::Back => "close help / stop filtering",
+            Action::Back => "close help / filter / OOM line",
             Action::FocusNext => "next pane",
             Action::FocusPrev => "previous pane",
             Action::Up => "move up (GPU, block, process)",

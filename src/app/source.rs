@@ -345,6 +345,9 @@ pub struct ProbeBoard {
     pub last_oom: Option<OomNote>,
     /// The last OOM snapshot a probe wrote (the banner; `O` opens it).
     pub oom_snapshot: Option<OomSnapshot>,
+    /// The user hid the banner of `oom_snapshot` (`Esc`); `O` still opens
+    /// it, and the next OOM snapshot shows again.
+    pub oom_banner_hidden: bool,
     /// OOM events already marked, by socket.
     seen_ooms: BTreeMap<String, u64>,
     /// When each probe was first seen not connected (ms), by socket.
@@ -353,6 +356,13 @@ pub struct ProbeBoard {
 }
 
 impl ProbeBoard {
+    /// The OOM snapshot the status line names, unless the user hid it.
+    pub fn oom_banner(&self) -> Option<&OomSnapshot> {
+        self.oom_snapshot
+            .as_ref()
+            .filter(|_| !self.oom_banner_hidden)
+    }
+
     /// Pids of the attached probes that report GPU `gpu` (NVML index),
     /// ascending: the processes whose allocator `v` cycles through.
     pub fn pids_on(&self, gpu: u32) -> Vec<u32> {
@@ -516,6 +526,7 @@ impl AppState {
             for e in p.ooms.iter().filter(|e| e.seq > seen) {
                 let gpu = p.gpu_index(e.oom.device);
                 if let Some(path) = &e.oom.snapshot {
+                    board.oom_banner_hidden = false;
                     board.oom_snapshot = Some(OomSnapshot {
                         pid: p.pid(),
                         command: p.command(),

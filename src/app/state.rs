@@ -452,6 +452,9 @@ pub struct UiState {
     /// Why the last key did nothing ("no GPU 3: GPUs 0…1"), shown on the
     /// status line until the next key.
     pub notice: Option<String>,
+    /// When `notice` was given (ms, the dashboard's clock): an answer to a
+    /// key given after an OOM was seen comes before the OOM's line.
+    pub notice_ms: u64,
     /// Below the size where the stress panel and the segment map sit side
     /// by side: the map is shown instead of the panel (`M`).
     pub stress_map: bool,
@@ -494,6 +497,7 @@ impl Default for UiState {
             stress_open: false,
             allocator_pick: BTreeMap::new(),
             notice: None,
+            notice_ms: 0,
             help_scroll: 0,
             help_scroll_limit: Cell::new(usize::MAX),
             stress_map: false,
@@ -531,6 +535,9 @@ pub struct StatusState {
     pub samples: u64,
     pub dropped_samples: u64,
     pub last_error: Option<String>,
+    /// The user's home directory, so paths under it are written `~/…`
+    /// (a snapshot's path then fits the status line).
+    pub home_dir: Option<std::path::PathBuf>,
 }
 
 /// Everything the dashboard shows.
@@ -560,6 +567,20 @@ pub struct AppState {
 pub type AllocatorFigures = BTreeMap<(u32, u32), (Option<u64>, Option<u64>)>;
 
 impl AppState {
+    /// The snapshots of this session a user may want to open later: the
+    /// ones taken from the dashboard, then the last OOM snapshot a probe
+    /// wrote; each once.
+    pub fn session_snapshots(&self) -> Vec<std::path::PathBuf> {
+        let mut out: Vec<std::path::PathBuf> = Vec::new();
+        let oom = self.probes.oom_snapshot.as_ref().map(|o| &o.path);
+        for path in self.capture.taken.iter().chain(oom) {
+            if !out.contains(path) {
+                out.push(path.clone());
+            }
+        }
+        out
+    }
+
     /// What the snapshot keys can act on now (their status-line hints).
     pub fn offers(&self) -> crate::app::keymap::Offers {
         crate::app::keymap::Offers {

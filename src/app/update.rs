@@ -40,6 +40,9 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
     // A notice answers one key: the next key replaces it.
     let had_notice = state.ui.notice.take().is_some();
     let effect = dispatch_key(state, keymap, key);
+    if state.ui.notice.is_some() {
+        state.ui.notice_ms = state.now_ms;
+    }
     if had_notice && effect == Effect::None {
         Effect::Redraw
     } else {
@@ -357,6 +360,10 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                 ui.overlay = Overlay::None;
             } else if !ui.process_filter.text().is_empty() && ui.focus == Pane::Processes {
                 ui.process_filter.text_mut().clear();
+            } else if state.probes.oom_banner().is_some() {
+                // Nothing else to close: the OOM's line goes (it stayed
+                // after the process ended); `O` still opens the snapshot.
+                state.probes.oom_banner_hidden = true;
             } else {
                 return Effect::None;
             }

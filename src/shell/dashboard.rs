@@ -202,7 +202,10 @@ impl<B: Backend> Dashboard<B> {
 
     /// A snapshot request's progress or answer.
     pub fn on_capture(&mut self, now_ms: u64, msg: CaptureMsg) {
-        self.state.capture.on_msg(now_ms, msg);
+        let home = self.state.status.home_dir.clone();
+        self.state
+            .capture
+            .on_msg_under(now_ms, msg, home.as_deref());
         self.dirty = true;
     }
 
@@ -239,6 +242,7 @@ impl<B: Backend> Dashboard<B> {
                 self.state.ui.notice = Some(format!("the viewer stopped: {e}"));
             }
         }
+        self.state.ui.notice_ms = self.state.now_ms;
         self.dirty = true;
     }
 

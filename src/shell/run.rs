@@ -108,18 +108,31 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
     let result = event_loop(terminal, selection, options).await;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
-    result
+    // On the restored terminal, where they can be copied: the status line
+    // cut long paths, and the user may want them after quitting.
+    let snapshots = result?;
+    if !snapshots.is_empty() {
+        println!("snapshots of this session (vramtop open FILE):");
+        for path in snapshots {
+            println!("  {}", path.display());
+        }
+    }
+    Ok(())
 }
 
+/// Runs the dashboard; returns the snapshots of the session to list.
 async fn event_loop(
     terminal: ratatui::DefaultTerminal,
     selection: TelemetrySelection,
     options: RunOptions,
-) -> color_eyre::Result<()> {
+) -> color_eyre::Result<Vec<std::path::PathBuf>> {
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
         banner: selection.fallback_reason.clone(),
         sample_interval_ms: options.interval.as_millis() as u64,
+        home_dir: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from),
         ..StatusState::default()
     });
     state.stress = StressPanel::with_cap(options.stress_cap);
@@ -235,8 +248,9 @@ async fn event_loop(
         }
     }
     input_task.abort();
+    let snapshots = dashboard.state().session_snapshots();
     // Frees every stress tensor and empties its cache before leaving.
     drop(dashboard);
     sampler.stop();
-    Ok(())
+    Ok(snapshots)
 }

@@ -42,7 +42,7 @@ impl<'a> StatusLine<'a> {
             || state.status.last_error.is_some()
             || state.ui.notice.is_some()
             || state.probes.status_note().is_some()
-            || state.probes.oom_snapshot.is_some()
+            || state.probes.oom_banner().is_some()
             || state.capture.note_at(state.now_ms).is_some()
         {
             2
@@ -127,14 +127,30 @@ impl<'a> StatusLine<'a> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
-        let oom = self.state.probes.oom_snapshot.as_ref();
+        let oom = self.state.probes.oom_banner();
+        let home = s.home_dir.as_deref();
+        let capture = self.state.capture.note_at(self.state.now_ms);
         // An OOM seen in the last minute comes before anything else: it is
         // what the user is waiting for, and a longer note before it would
-        // push it off an 80-column line. An older one gives way to the
-        // answers to keys.
-        let fresh_oom = oom.filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS);
+        // push it off an 80-column line. An older one, or one seen before
+        // the user's last key was answered, gives way to that answer: the
+        // answer to "9" or "c" was hidden behind it.
+        let answered_at = [
+            self.state
+                .ui
+                .notice
+                .as_ref()
+                .map(|_| self.state.ui.notice_ms),
+            capture.and(self.state.capture.note.as_ref().map(|(t, _)| *t)),
+        ]
+        .into_iter()
+        .flatten()
+        .max();
+        let fresh_oom = oom
+            .filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS)
+            .filter(|o| answered_at.is_none_or(|t| t < o.seen_ms));
         if let Some(o) = fresh_oom {
-            spans.push(Span::styled(oom_banner(o), theme.critical));
+            spans.push(Span::styled(oom_banner(o, home), theme.critical));
         }
         if let Some(n) = &self.state.ui.notice {
             if !spans.is_empty() {
@@ -143,7 +159,7 @@ impl<'a> StatusLine<'a> {
             spans.push(Span::styled(n.clone(), theme.warning));
         }
         // A capture under way (or just done) answers a key too.
-        if let Some(c) = self.state.capture.note_at(self.state.now_ms) {
+        if let Some(c) = capture {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
@@ -153,7 +169,7 @@ impl<'a> StatusLine<'a> {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
-            spans.push(Span::styled(oom_banner(o), theme.critical));
+            spans.push(Span::styled(oom_banner(o, home), theme.critical));
         }
         if let Some(e) = &s.last_error {
             if !spans.is_empty() {
@@ -291,8 +307,9 @@ fn banner_tiers(banner: Option<&str>) -> Vec<Option<String>> {
     tiers
 }
 
-/// The OOM banner: which process hit an OOM and where its snapshot is.
-pub fn oom_banner(o: &OomSnapshot) -> String {
+/// The OOM banner: which process hit an OOM and where its snapshot is
+/// (under `home`, as `~/…`).
+pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
     let pid = o
         .pid
         .map_or_else(|| format::NA.to_string(), |p| p.to_string());
@@ -305,7 +322,7 @@ pub fn oom_banner(o: &OomSnapshot) -> String {
     // cut at its end, and a long path would hide what to press.
     format!(
         "OOM in pid {pid}{command}: O opens its snapshot at the OOM: {}",
-        o.path.display()
+        crate::app::capture::path_under_home(&o.path, home)
     )
 }
 
