@@ -146,6 +146,45 @@ fn a_bad_file_is_one_line_and_exit_2_without_touching_the_screen() {
 }
 
 #[test]
+fn a_file_cut_inside_its_trace_stays_open_on_its_final_state_and_says_why() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let bytes = std::fs::read(&path).expect("reads");
+    let traces = bytes
+        .windows(b"device_traces".len())
+        .position(|w| w == b"device_traces")
+        .expect("a trace key after the segments");
+    let dir = std::env::temp_dir().join(format!("vramtop-e2e-viewer-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cut = dir.join("cut.pickle");
+    std::fs::write(&cut, &bytes[..traces + (bytes.len() - traces) / 2]).expect("write");
+    // Read in the foreground (a small file) and behind the progress screen.
+    for (tag, background) in [("cutfg", false), ("cutbg", true)] {
+        let args = format!("open {}", cut.display());
+        let started = if background {
+            start_in_background(tag, &args)
+        } else {
+            start(tag, &args)
+        };
+        let Some(s) = started else {
+            return;
+        };
+        s.wait_for("the final state, the trace unreadable", |sc| {
+            sc.contains("trace unreadable") && sc.contains("the trace could not be read")
+        });
+        s.keys(&["P"]);
+        s.wait_for("why P cannot jump", |sc| {
+            sc.contains("nothing to jump to: the trace could not be read")
+        });
+        s.keys(&["q"]);
+        let screen = s.exited();
+        assert!(screen.contains("VRAMTOP_EXITED 0"), "{tag}: {screen}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first() {
     let Some(path) = shared(SILMONT) else {
         return;

@@ -801,6 +801,42 @@ fn the_last_key_that_waited_for_the_trace_is_done_once_it_is_read() {
 }
 
 #[test]
+fn a_trace_that_cannot_be_read_leaves_the_final_state_and_the_keys_say_why() {
+    let (mut v, full, _) = staged_story();
+    press(&mut v, KeyCode::Char('P'));
+    v.trace_failed("story.pickle: truncated pickle: input ends at byte 900".to_string());
+    assert_eq!(v.trace_reading, None);
+    assert_eq!(v.segments, full.segments, "the final state stays");
+    let screen = screen_of(&v);
+    assert!(screen.contains("trace unreadable"), "{screen}");
+    assert!(
+        screen.contains("the trace could not be read") && screen.contains("input ends at byte 900"),
+        "{screen}"
+    );
+    assert!(!screen.contains("waiting for the trace"), "{screen}");
+    press(&mut v, KeyCode::Char('P'));
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(
+        notice.starts_with("nothing to jump to: the trace could not be read: story.pickle"),
+        "{notice}"
+    );
+    // The final state's own keys still work.
+    press(&mut v, KeyCode::Char('w'));
+    assert!(v.sites_open);
+}
+
+#[test]
+fn a_viewer_opened_from_the_dashboard_says_q_goes_back() {
+    let (mut v, _, _) = staged_story();
+    assert!(screen_of(&v).contains("q quit"));
+    v.returns_to_dashboard = true;
+    assert!(screen_of(&v).contains("q back"), "{}", screen_of(&v));
+    press(&mut v, KeyCode::Char('?'));
+    let help = screen_of(&v);
+    assert!(help.contains("back to the dashboard"), "{help}");
+}
+
+#[test]
 fn the_complete_trace_keeps_the_users_selection_and_focus() {
     let (mut v, full, _) = staged_story();
     press(&mut v, KeyCode::Char('w'));

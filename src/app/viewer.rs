@@ -220,6 +220,12 @@ pub struct ViewerState {
     /// The last key that needed the trace while it was being read: done
     /// once it is (the notice promised so).
     pub waiting_action: Option<ViewerAction>,
+    /// Why the file's trace could not be read after its final state was
+    /// shown (a file cut or damaged there): the final state stays, and the
+    /// keys that need the trace say this.
+    pub trace_error: Option<String>,
+    /// Opened from the dashboard: `q` goes back to it, not out of vramtop.
+    pub returns_to_dashboard: bool,
 }
 
 /// How much of a file the reader has parsed, while the viewer waits for
@@ -296,6 +302,8 @@ impl ViewerState {
             detail_scroll_limit: Cell::new(usize::MAX),
             trace_reading: None,
             waiting_action: None,
+            trace_error: None,
+            returns_to_dashboard: false,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
         // list GPU 0 first with nothing but the dump's `snapshot` event, and
@@ -332,6 +340,16 @@ impl ViewerState {
         }
     }
 
+    /// The trace of the file whose segments stage is shown could not be
+    /// read (`why`, one line): the final state stays on screen, and the
+    /// keys that need the trace say why there is none.
+    pub fn trace_failed(&mut self, why: String) {
+        self.trace_reading = None;
+        self.waiting_action = None;
+        self.app.ui.notice = None;
+        self.trace_error = Some(why);
+    }
+
     /// Swaps in `next`, the viewer on the complete snapshot of the file
     /// whose segments stage is shown, keeping what the user chose: the
     /// device, focus, overlay, filters, the selected block (by address),
@@ -352,6 +370,7 @@ impl ViewerState {
         next.site_expanded = self.site_expanded;
         next.site_scroll = self.site_scroll;
         next.show_cpp = self.show_cpp;
+        next.returns_to_dashboard = self.returns_to_dashboard;
         // Keep the selected site by its key (refresh_sites looks it up).
         next.sites = self.sites.take();
         next.refresh();
@@ -707,17 +726,20 @@ impl ViewerState {
         let trace_less =
             self.trace_reading.is_none() && self.device().is_some_and(|d| d.is_empty());
         if trace_less && action.needs_trace() {
-            self.app.ui.notice = Some(format!(
-                "no trace in this file (its final state only): nothing to {}",
-                match action {
-                    V::MarkA | V::MarkB => "mark",
-                    V::Compare => "compare",
-                    V::StepBack | V::StepForward | V::PageBack | V::PageForward | V::First => {
-                        "step through"
-                    }
-                    _ => "jump to",
+            let what = match action {
+                V::MarkA | V::MarkB => "mark",
+                V::Compare => "compare",
+                V::StepBack | V::StepForward | V::PageBack | V::PageForward | V::First => {
+                    "step through"
                 }
-            ));
+                _ => "jump to",
+            };
+            // The error is long (a path, a byte offset): the key's answer
+            // comes first so that a narrow line cuts the error's end.
+            self.app.ui.notice = Some(match &self.trace_error {
+                Some(e) => format!("nothing to {what}: the trace could not be read: {e}"),
+                None => format!("no trace in this file (its final state only): nothing to {what}"),
+            });
             return Effect::Redraw;
         }
         let cursor = self.cursor();

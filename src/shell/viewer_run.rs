@@ -22,7 +22,10 @@ use ratatui::layout::Rect;
 use crate::app::keymap::Keymap;
 use crate::app::update::Effect;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::{SnapshotError, read_snapshot_file_staged, read_snapshot_file_with_progress};
+use crate::snapshot::{
+    SnapshotError, read_snapshot_file_final_state, read_snapshot_file_staged,
+    read_snapshot_file_with_progress,
+};
 use crate::ui::{Theme, render_loading, render_viewer};
 
 /// Files up to this size are read before the terminal is switched, so a bad
@@ -47,6 +50,21 @@ type Loaded = Result<ViewerState, SnapshotError>;
 fn load(path: &Path, progress: &AtomicU64) -> Loaded {
     let snapshot = read_snapshot_file_with_progress(path, progress)?;
     Ok(ViewerState::new(display_name(path), snapshot))
+}
+
+/// The viewer on the final state of a file whose whole read failed with
+/// `error` after that state (a trace cut or damaged), as the staged read of
+/// a large file shows it; `None` when the final state cannot be read
+/// either (the error is then the file's).
+fn final_state_despite(path: &Path, error: &SnapshotError) -> Option<ViewerState> {
+    let stage = read_snapshot_file_final_state(path).ok()?;
+    // Read whole, it would have failed as the first read did.
+    if !stage.trace_not_read {
+        return None;
+    }
+    let mut v = ViewerState::new(display_name(path), stage);
+    v.trace_failed(error.to_string());
+    Some(v)
 }
 
 /// What the loader thread of a big file sends: the viewer on its segments
@@ -110,7 +128,10 @@ pub fn run_viewer(
     let preloaded = if total <= foreground_limit {
         match load(path, &progress) {
             Ok(v) => Some(v),
-            Err(e) => return Ok(ViewerExit::BadFile(e)),
+            Err(e) => match final_state_despite(path, &e) {
+                Some(v) => Some(v),
+                None => return Ok(ViewerExit::BadFile(e)),
+            },
         }
     } else {
         None
@@ -131,7 +152,10 @@ pub fn run_viewer(
         &progress,
         &stop,
         &theme,
-        false,
+        Opened {
+            at_oom: false,
+            from_dashboard: false,
+        },
     );
     ratatui::restore();
     result
@@ -161,11 +185,25 @@ pub fn view_in_terminal(
         .filter_map(|&signal| signal_hook::flag::register(signal, stop.clone()).ok())
         .collect();
     repaint_whole(terminal)?;
-    let result = event_loop(terminal, path, total, None, &progress, &stop, theme, at_oom);
+    let opened = Opened {
+        at_oom,
+        from_dashboard: true,
+    };
+    let result = event_loop(terminal, path, total, None, &progress, &stop, theme, opened);
     for id in registered {
         signal_hook::low_level::unregister(id);
     }
     result
+}
+
+/// How the viewer was opened.
+#[derive(Debug, Clone, Copy)]
+struct Opened {
+    /// Start at the file's OOM with the allocation sites shown
+    /// ([`ViewerState::open_at_oom`]).
+    at_oom: bool,
+    /// From the dashboard, to which `q` returns.
+    from_dashboard: bool,
 }
 
 /// What waiting for the terminal found.
@@ -231,11 +269,16 @@ fn event_loop(
     progress: &Arc<AtomicU64>,
     stop: &AtomicBool,
     theme: &Theme,
-    at_oom: bool,
+    opened: Opened,
 ) -> color_eyre::Result<ViewerExit> {
     let keymap = Keymap::default();
     let name = display_name(path);
+    let Opened {
+        at_oom,
+        from_dashboard,
+    } = opened;
     let start = |mut v: ViewerState| {
+        v.returns_to_dashboard = from_dashboard;
         if at_oom {
             v.open_at_oom();
         }
@@ -258,7 +301,8 @@ fn event_loop(
     while !stop.load(Ordering::Relaxed) {
         if loading {
             match rx.try_recv() {
-                Ok(LoaderMessage::Segments(stage)) => {
+                Ok(LoaderMessage::Segments(mut stage)) => {
+                    stage.returns_to_dashboard = from_dashboard;
                     viewer = Some(stage);
                     dirty = true;
                 }
@@ -276,7 +320,16 @@ fn event_loop(
                     loading = false;
                     dirty = true;
                 }
-                Ok(LoaderMessage::Complete(Err(e))) => return Ok(ViewerExit::BadFile(e)),
+                Ok(LoaderMessage::Complete(Err(e))) => match viewer.as_mut() {
+                    // The final state is on screen already: a trace cut or
+                    // damaged after it leaves that state readable.
+                    Some(stage) => {
+                        stage.trace_failed(e.to_string());
+                        loading = false;
+                        dirty = true;
+                    }
+                    None => return Ok(ViewerExit::BadFile(e)),
+                },
                 Err(mpsc::TryRecvError::Empty) => match viewer.as_mut() {
                     Some(stage) => dirty |= stage.set_trace_read(progress.load(Ordering::Relaxed)),
                     None => dirty = true,

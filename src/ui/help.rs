@@ -10,7 +10,7 @@ use ratatui::widgets::Widget;
 
 use super::chrome::{self, left};
 use super::theme::Theme;
-use crate::app::keymap::Keymap;
+use crate::app::keymap::{Action, Keymap};
 
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
@@ -114,6 +114,8 @@ pub struct HelpOverlay<'a> {
     stress: bool,
     /// The snapshot viewer: its keys instead of the dashboard's.
     viewer: bool,
+    /// The viewer was opened from the dashboard: quitting goes back there.
+    quit_returns: bool,
     /// Rows scrolled past (↓/j, PgDn); clamped so the last row stays in view.
     scroll: usize,
     /// Where the drawing reports the largest useful scroll, for the keys.
@@ -127,6 +129,7 @@ impl<'a> HelpOverlay<'a> {
             theme,
             stress: false,
             viewer: false,
+            quit_returns: false,
             scroll: 0,
             scroll_limit: None,
         }
@@ -149,6 +152,13 @@ impl<'a> HelpOverlay<'a> {
     /// there) instead of the dashboard's.
     pub fn with_viewer(mut self, viewer: bool) -> Self {
         self.viewer = viewer;
+        self
+    }
+
+    /// Says that quitting goes back to the dashboard (a viewer opened
+    /// from it).
+    pub fn with_quit_returns(mut self, returns: bool) -> Self {
+        self.quit_returns = returns;
         self
     }
 
@@ -202,6 +212,11 @@ impl<'a> HelpOverlay<'a> {
             let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
             lines.push(Line::styled("In the snapshot viewer", theme.header));
             for (keys, what) in rows {
+                let what = if self.quit_returns && what == Action::Quit.describe() {
+                    "back to the dashboard"
+                } else {
+                    what
+                };
                 lines.extend(row(keys, what, key_w));
             }
             lines.push(Line::raw(""));

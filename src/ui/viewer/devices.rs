@@ -64,6 +64,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         let events = Span::styled(
             match v.trace_reading {
                 Some(_) => "  trace being read".to_string(),
+                None if d.is_empty() && v.trace_error.is_some() => "  trace unreadable".to_string(),
                 None if d.is_empty() => "  no trace".to_string(),
                 None => format!("  {}", format::count_of(d.len(), "event", "events")),
             },

@@ -218,6 +218,7 @@ pub fn render_viewer(
     if v.app.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
+            .with_quit_returns(v.returns_to_dashboard)
             .with_scroll(v.app.ui.help_scroll)
             .with_scroll_limit(&v.app.ui.help_scroll_limit)
             .render(area, buf);

@@ -85,9 +85,10 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
         }
         None if n == 0 => parts.push((
             Keep::Always,
-            match trace_reading_text(v) {
-                Some(reading) => format!("the final state · {reading}"),
-                None => "no trace: the final state".to_string(),
+            match (trace_reading_text(v), &v.trace_error) {
+                (Some(reading), _) => format!("the final state · {reading}"),
+                (None, Some(_)) => "the final state · the trace could not be read".to_string(),
+                (None, None) => "no trace: the final state".to_string(),
             },
         )),
         None => parts.push((
@@ -194,13 +195,19 @@ pub(super) fn render_status(
     chrome::line_at(buf, area, 0, &first);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
     let sites = v.sites_take_keys();
-    let all = if v.detail_open {
+    let mut all = if v.detail_open {
         keymap.detail_hints()
     } else if trace_less {
         keymap.viewer_hints_without_trace(sites)
     } else {
         keymap.viewer_hints(sites)
     };
+    if v.returns_to_dashboard {
+        // Opened from the dashboard: `q` goes back there, not out of vramtop.
+        for hint in all.iter_mut().filter(|h| h.1 == "quit") {
+            hint.1 = "back";
+        }
+    }
     let hints = chrome::key_hints(&all, usize::from(area.width), theme);
     chrome::line_at(buf, area, 1, &hints);
     theme.finish(area, buf);

@@ -89,12 +89,16 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         return;
     };
     if n == 0 {
-        let note = match trace_reading_text(v) {
-            Some(reading) => format!(
+        let note = match (trace_reading_text(v), &v.trace_error) {
+            (Some(reading), _) => format!(
                 "{reading}: the final state is shown; the timeline, stepping and marks \
                  come with the trace"
             ),
-            None => "no trace: the snapshot holds only its final state (record with \
+            (None, Some(e)) => format!(
+                "the trace could not be read, so the final state is all there is (no \
+                 timeline, stepping or marks): {e}"
+            ),
+            (None, None) => "no trace: the snapshot holds only its final state (record with \
                      torch.cuda.memory._record_memory_history() to get one)"
                 .to_string(),
         };
