@@ -278,3 +278,51 @@ fn diff_text_and_json_of_a_shared_pair() {
         Some(diff.only_before.len())
     );
 }
+
+#[test]
+fn a_side_without_stacks_is_said_and_only_the_totals_compare() {
+    use vramtop::snapshot::sites::NoStackReason;
+    let Some((_, with)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    // The same memory recorded without stacks.
+    let mut without = with.clone();
+    for s in &mut without.segments {
+        s.frames = Vec::new().into();
+        for b in &mut s.blocks {
+            b.frames = Vec::new().into();
+        }
+    }
+    without.device_traces.iter_mut().for_each(Vec::clear);
+    let diff = diff_snapshots(&without, &with, Grouping::UserFrame).expect("same devices");
+    assert_eq!(
+        diff.before_without_stacks,
+        Some(NoStackReason::WithoutStacks)
+    );
+    assert_eq!(diff.after_without_stacks, None);
+    let text = render_diff("a", "b", &diff, 10);
+    assert!(
+        text.contains(
+            "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites \
+             all read new"
+        ),
+        "{text}"
+    );
+    let back = diff_snapshots(&with, &without, Grouping::UserFrame).expect("same devices");
+    assert_eq!(
+        back.after_without_stacks,
+        Some(NoStackReason::WithoutStacks)
+    );
+    assert!(
+        render_diff("a", "b", &back, 10).contains("note: no live block of AFTER has a stack"),
+        "{}",
+        render_diff("a", "b", &back, 10)
+    );
+    // Stacks on both sides: no such note.
+    let same = diff_snapshots(&with, &with, Grouping::UserFrame).expect("same devices");
+    assert_eq!(
+        (same.before_without_stacks, same.after_without_stacks),
+        (None, None)
+    );
+    assert!(!render_diff("a", "b", &same, 10).contains("has a stack"));
+}

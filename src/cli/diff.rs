@@ -12,7 +12,7 @@ use super::EXIT_BAD_INPUT;
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
-use crate::snapshot::sites::Grouping;
+use crate::snapshot::sites::{Grouping, NoStackReason};
 
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
@@ -149,12 +149,47 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
         && !diff.only_after.is_empty()
         && diff.only_before.len() as u64 == diff.segments.before
         && diff.only_after.len() as u64 == diff.segments.after;
+    // One side without stacks: every site of the other reads "new" or
+    // "gone" against its one "no stack" group, which answers nothing about
+    // what grew.
+    let why = |r: NoStackReason| r.describe().trim_start_matches("no stack: ").to_string();
+    let stackless = match (diff.before_without_stacks, diff.after_without_stacks) {
+        (Some(b), Some(a)) if a == b => Some(format!(
+            "no live block of either side has a stack ({}): only the totals compare",
+            why(b)
+        )),
+        (Some(b), Some(a)) => Some(format!(
+            "no live block of either side has a stack (BEFORE: {}; AFTER: {}): only the \
+             totals compare",
+            why(b),
+            why(a)
+        )),
+        (Some(b), None) => Some(format!(
+            "no live block of BEFORE has a stack ({}): AFTER's sites all read new against \
+             it; only the totals compare",
+            why(b)
+        )),
+        (None, Some(a)) => Some(format!(
+            "no live block of AFTER has a stack ({}): BEFORE's sites all read gone against \
+             it; only the totals compare",
+            why(a)
+        )),
+        (None, None) => None,
+    };
     if none_shared {
         let _ = writeln!(
             out,
             "note: no segment is at the same address on both sides (two processes, two GPUs or \
-             a restart): the lists below are all of each side; the totals and the sites compare"
+             a restart): the lists below are all of each side; {}",
+            if stackless.is_some() {
+                "the totals compare"
+            } else {
+                "the totals and the sites compare"
+            }
         );
+    }
+    if let Some(note) = stackless {
+        let _ = writeln!(out, "note: {note}");
     }
     segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);

@@ -118,6 +118,31 @@ pub struct Diff {
     /// Every site of either side, by change (largest growth first, largest
     /// shrink last; ties by label).
     pub sites: Vec<SiteChange>,
+    /// Why BEFORE's live blocks have no stack, when none of them has one:
+    /// its sites then cannot match AFTER's by code, and only the totals
+    /// compare. `None` when some block has a stack, or none is live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_without_stacks: Option<NoStackReason>,
+    /// The same for AFTER.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_without_stacks: Option<NoStackReason>,
+}
+
+/// Why no live block of `sites` has a stack, when none has one (and some
+/// is live).
+fn without_stacks(sites: &Sites) -> Option<NoStackReason> {
+    let mut reason = None;
+    for s in sites.sites.iter().filter(|s| s.bytes > 0) {
+        match &s.key {
+            // The largest no-stack group names the reason (sites come
+            // largest first).
+            SiteKey::NoStack(r) => {
+                reason.get_or_insert(*r);
+            }
+            _ => return None,
+        }
+    }
+    reason
 }
 
 fn segment_ref(s: &Segment) -> SegmentRef {
@@ -223,6 +248,8 @@ pub fn diff_segments(
             .map(segment_ref)
             .collect(),
         sites: compare_sites(before_sites, after_sites),
+        before_without_stacks: without_stacks(before_sites),
+        after_without_stacks: without_stacks(after_sites),
     }
 }
 
