@@ -515,3 +515,38 @@ fn a_narrow_expanded_site_wraps_its_heading_and_keeps_the_x_hint() {
     assert!(heading.contains("x shows them"), "{heading}");
     assert!(heading.contains("in blocks"), "{heading}");
 }
+
+#[test]
+fn x_in_a_scrolled_expanded_site_keeps_its_scroll_and_clamps_it_to_the_shorter_stack() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    let site = expand_second_site(&mut v);
+    assert!(site.label.contains("einsum"), "{}", site.label);
+    draw(&v, 80, 24);
+    for _ in 0..3 {
+        key(&mut v, 'j');
+    }
+    // The C++ frames listed among the Python ones: the view stays three
+    // rows down, not back at the heading.
+    key(&mut v, 'x');
+    assert!(v.show_cpp);
+    assert_eq!(v.site_scroll, 3, "x keeps the scroll");
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("(rows 4–9 of 710;"), "{screen}");
+    // At the end of the longer listing, hiding the C++ frames again shows
+    // the end of the shorter one, and the first ↑ moves at once.
+    for _ in 0..1000 {
+        key(&mut v, 'j');
+    }
+    key(&mut v, 'x');
+    assert!(!v.show_cpp);
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(
+        screen.contains("… 661 above (rows 662–667 of 667; ↑ k scrolls back)"),
+        "{screen}"
+    );
+    key(&mut v, 'k');
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("(rows 661–666 of 667;"), "{screen}");
+}

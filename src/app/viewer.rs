@@ -838,7 +838,10 @@ impl ViewerState {
             }
             V::ToggleCppFrames => {
                 self.show_cpp = !self.show_cpp;
-                self.site_scroll = 0;
+                // The scroll (in rows) stays where the user left it: back
+                // at the top, the rows being read were lost. A listing
+                // now shorter than the scroll shows its end: the pane
+                // clamps when it draws, and `scroll_site` before it moves.
                 // With no expanded site's stack on screen the key would seem
                 // to do nothing: say what it changed and where it shows.
                 let on_screen = self.sites_open
