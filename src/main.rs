@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use clap::error::{ContextKind, ContextValue};
+use clap::error::ContextValue;
 use clap::{CommandFactory, FromArgMatches};
 use vramtop::cli::{self, Cli, config};
 use vramtop::quote::cut;
@@ -108,9 +108,12 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
     Ok(())
 }
 
-/// Exits with clap's usage error (exit 2) under vramtop's one error
-/// prefix, the invalid value quoted cut short (an argument may be 128 KiB
-/// long); `--help` and `--version` print as clap prints them.
+/// Exits with clap's usage error (exit 2) as one line under vramtop's
+/// error prefix, ending with the help to read ("(see 'vramtop open
+/// --help')"): clap's own text without its usage block and "For more
+/// information" line, its tips and lists folded into the line; the
+/// arguments it quotes cut short (an argument may be 128 KiB long).
+/// `--help` and `--version` print as clap prints them.
 fn usage_error(e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
@@ -121,72 +124,106 @@ fn usage_error(e: clap::Error) -> ! {
     ) {
         e.exit()
     }
-    if let Some(ContextValue::String(value)) = e.get(ContextKind::InvalidValue)
-        && cut(value) != *value
-    {
-        let arg = e
-            .get(ContextKind::InvalidArg)
-            .map_or_else(String::new, |a| format!(" for '{a}'"));
-        let why = std::error::Error::source(&e)
-            .map(|s| format!(": {}", s.to_string().replace(value.as_str(), &cut(value))))
-            .unwrap_or_default();
-        let _ = writeln!(
-            std::io::stderr(),
-            "{}invalid value '{}'{arg}{why}\n\nFor more information, try '--help'.",
-            cli::ERROR_PREFIX,
-            cut(value)
-        );
-        std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
-    }
     // clap's text starts with "error: "; the prefix names the program.
-    let text = e.render().to_string();
-    let text = text.strip_prefix("error: ").unwrap_or(&text);
-    let text = with_vramtop_tips(e.kind(), text);
-    let _ = write!(std::io::stderr(), "{}{text}", cli::ERROR_PREFIX);
+    let rendered = e.render().to_string();
+    let mut text = rendered
+        .strip_prefix("error: ")
+        .unwrap_or(&rendered)
+        .to_string();
+    // What the user typed, quoted by clap whole: cut short and its control
+    // characters escaped, so that the line stays one and readable.
+    for (_, value) in e.context() {
+        let quoted: &[String] = match value {
+            ContextValue::String(v) => std::slice::from_ref(v),
+            ContextValue::Strings(vs) => vs,
+            _ => &[],
+        };
+        for v in quoted.iter().filter(|v| cut(v) != **v) {
+            text = text.replace(v.as_str(), &cut(v));
+        }
+    }
+    let message = one_line_usage_error(e.kind(), &text);
+    let _ = writeln!(
+        std::io::stderr(),
+        "{}{message} (see '{} --help')",
+        cli::ERROR_PREFIX,
+        help_command(std::env::args_os().skip(1))
+    );
     std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
 }
 
-/// clap's usage text with its tips made right for vramtop: an option the
-/// command does not take is not a value to pass after `--` (clap's tip
-/// for it), and a command's option written before the command is told
-/// where it goes.
-fn with_vramtop_tips(kind: clap::error::ErrorKind, text: &str) -> String {
+/// The command whose `--help` a usage error points to: `vramtop` and the
+/// subcommands named in `args` (the first argument naming one, then
+/// within it), so that `vramtop open a b` points to `vramtop open --help`.
+fn help_command(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+    let mut command = Cli::command();
+    let mut path = vec![command.get_name().to_string()];
+    for arg in args {
+        let Some(arg) = arg.to_str() else {
+            continue;
+        };
+        if arg == "--" {
+            break;
+        }
+        let Some(sub) = command.find_subcommand(arg).cloned() else {
+            continue;
+        };
+        path.push(sub.get_name().to_string());
+        command = sub;
+    }
+    path.join(" ")
+}
+
+/// clap's usage-error text as one line, with its tips made right for
+/// vramtop: the first line, then what clap lists under it (the missing
+/// arguments, the possible values), then its tips after "; ". The usage
+/// block and the "For more information" line go: the caller names the
+/// help instead. An option the command does not take is not a value to
+/// pass after `--` (clap's tip for it is dropped), and a command's option
+/// written before the command is told where it goes.
+fn one_line_usage_error(kind: clap::error::ErrorKind, text: &str) -> String {
     use clap::error::ErrorKind;
-    let mut lines: Vec<String> = Vec::new();
-    let mut skip_blank = false;
-    for line in text.lines() {
-        if kind == ErrorKind::UnknownArgument
-            && line.trim_start().starts_with("tip: to pass '")
-            && line.contains("as a value, use '-- ")
-        {
-            // The blank line after the tip goes with it.
-            skip_blank = true;
-            continue;
+    let mut lines = text
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty());
+    let mut message = lines.next().unwrap_or("bad command line").to_string();
+    let mut listed: Vec<&str> = Vec::new();
+    let mut tips: Vec<String> = Vec::new();
+    for line in lines {
+        match line.strip_prefix("tip: ") {
+            Some(tip)
+                if kind == ErrorKind::UnknownArgument
+                    && tip.starts_with("to pass '")
+                    && tip.contains("as a value, use '-- ") => {}
+            Some(_) => tips.push(line.to_string()),
+            None => listed.push(line),
         }
-        if skip_blank && line.is_empty() {
-            skip_blank = false;
-            continue;
-        }
-        skip_blank = false;
-        lines.push(line.to_string());
     }
     if kind == ErrorKind::ArgumentConflict
-        && let Some(first) = lines.first().cloned()
-        && let Some(rest) = first.strip_prefix("the subcommand '")
+        && let Some(rest) = message.strip_prefix("the subcommand '")
         && let Some((command, rest)) = rest.split_once('\'')
         && let Some(option) = rest
             .strip_prefix(" cannot be used with '")
             .and_then(|o| o.strip_suffix('\''))
     {
-        lines.insert(1, String::new());
-        lines.insert(
-            2,
-            format!("  tip: a command's options come after it: vramtop {command} {option}"),
+        tips.insert(
+            0,
+            format!("tip: a command's options come after it: vramtop {command} {option}"),
         );
     }
-    let mut out = lines.join("\n");
-    out.push('\n');
-    out
+    if !listed.is_empty() {
+        // "not provided:" lists one argument a line: a list after a colon.
+        let separator = if message.ends_with(':') { ", " } else { " " };
+        message.push(' ');
+        message.push_str(&listed.join(separator));
+    }
+    for tip in tips {
+        message.push_str("; ");
+        message.push_str(&tip);
+    }
+    message
 }
 
 fn main() -> ExitCode {

@@ -10,12 +10,77 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
     common::run_vramtop(args, None)
 }
 
-/// Asserts exit 2 with clap's usage error under the one prefix.
+/// Asserts exit 2 with clap's usage error under the one prefix, on one
+/// line.
 fn usage_error(args: &[&str]) -> String {
     let (code, out, err) = vramtop(args);
     assert_eq!(code, 2, "{args:?}: {out}\n{err}");
     assert!(err.starts_with(ERROR_PREFIX), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     err
+}
+
+#[test]
+fn a_usage_error_is_one_line_with_clap_s_message_and_the_command_s_help() {
+    for (args, says, help) in [
+        (
+            &["--bogus"][..],
+            "unexpected argument '--bogus' found",
+            "vramtop --help",
+        ),
+        (
+            &["open"],
+            "the following required arguments were not provided: <FILE>",
+            "vramtop open --help",
+        ),
+        (
+            &["open", "a", "b", "c"],
+            "unexpected argument 'b' found",
+            "vramtop open --help",
+        ),
+        // clap's tips and lists stay, on the line.
+        (
+            &["open", "x.pickle", "--jsn"],
+            "unexpected argument '--jsn' found; tip: a similar argument exists: '--json'",
+            "vramtop open --help",
+        ),
+        (
+            &["completions", "tcsh"],
+            "[possible values: bash, elvish, fish, powershell, zsh]; tip: a similar value",
+            "vramtop completions --help",
+        ),
+    ] {
+        let (code, out, err) = vramtop(args);
+        assert_eq!(code, 2, "{args:?}: {out}\n{err}");
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "{args:?}: one line, not clap's block:\n{err}"
+        );
+        assert!(err.starts_with(ERROR_PREFIX), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            err.ends_with(&format!(" (see '{help}')\n")),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("Usage:"), "{args:?}: {err}");
+    }
+    // An argument clap quotes whole is cut short, its newline escaped.
+    let long = "y".repeat(300);
+    let err = usage_error(&["open", "x.pickle", &long]);
+    assert!(err.contains("… (300 bytes)' found"), "{err}");
+    let err = usage_error(&["open", "x.pickle", "c\nd"]);
+    assert!(err.contains("unexpected argument 'c\\nd' found"), "{err}");
+    // Help and the version are not errors: printed in full, exit 0.
+    for args in [&["--help"][..], &["open", "--help"], &["--version"]] {
+        let (code, out, err) = vramtop(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert!(out.contains("vramtop"), "{args:?}: {out}");
+    }
+    let (_, help, _) = vramtop(&["open", "--help"]);
+    assert!(help.contains("Usage: vramtop open"), "{help}");
+    assert!(help.lines().count() > 10, "{help}");
 }
 
 #[test]
