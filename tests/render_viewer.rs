@@ -577,3 +577,26 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
         assert!(end.contains(kept), "{kept} stays in view: {end}");
     }
 }
+
+#[test]
+fn page_keys_scroll_the_help_by_the_rows_it_shows_less_one() {
+    let Some(mut v) = viewer("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    // 80×24: the popup shows 22 rows of help (the terminal less its
+    // border); a page moves 21, the last row read stays in view.
+    let top = text(draw(&v, 80, 24).backend().buffer());
+    assert!(top.contains("rows 1–22 of "), "{top}");
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(v.app.ui.help_scroll, 21);
+    let next = text(draw(&v, 80, 24).backend().buffer());
+    assert!(next.contains("rows 22–43 of "), "{next}");
+    // A taller terminal, a longer page.
+    let taller = text(draw(&v, 80, 30).backend().buffer());
+    assert!(taller.contains("rows 22–49 of "), "{taller}");
+    press(&mut v, KeyCode::PageUp);
+    assert_eq!(v.app.ui.help_scroll, 0);
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(v.app.ui.help_scroll, 27);
+}

@@ -468,6 +468,11 @@ pub struct UiState {
     /// once. Not serialized: it describes the last frame, not the state.
     #[serde(skip)]
     pub help_scroll_limit: Cell<usize>,
+    /// Rows of help in view as the help was last drawn (the popup's
+    /// height inside its border); 0 before it was drawn. Written by the
+    /// drawing like `help_scroll_limit`: PgUp/PgDn move by this page.
+    #[serde(skip)]
+    pub help_page_rows: Cell<usize>,
     /// The dashboard's size as last drawn (columns, rows); `None` before
     /// the first frame. Written by the drawing like `help_scroll_limit`,
     /// so keys whose effect depends on the layout (`M`) can say what they
@@ -500,6 +505,7 @@ impl Default for UiState {
             notice_ms: 0,
             help_scroll: 0,
             help_scroll_limit: Cell::new(usize::MAX),
+            help_page_rows: Cell::new(0),
             stress_map: false,
             screen: Cell::new(None),
         }

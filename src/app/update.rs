@@ -7,7 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey};
-use super::state::{AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, ZOOM_WINDOWS_S};
+use super::state::{AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, UiState, ZOOM_WINDOWS_S};
 use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
@@ -28,7 +28,8 @@ pub enum Effect {
     None,
 }
 
-/// Rows a page key moves (the help's words for PgUp/PgDn say it).
+/// Rows a page key moves (the help's words for PgUp/PgDn say it); in the
+/// help, before it is drawn, too.
 pub const PAGE_ROWS: usize = 10;
 /// The furthest the help scrolls (rows): more than its longest content
 /// at 80 columns, so the bottom is always reachable.
@@ -317,6 +318,16 @@ fn move_segment_rows(state: &mut AppState, rows: isize) {
     remember_selected_address(state);
 }
 
+/// Rows PgUp/PgDn scroll the help: a page, the rows it last showed less
+/// one, which stays in view to keep the reader's place; [`PAGE_ROWS`]
+/// before it is drawn.
+fn help_page(ui: &UiState) -> usize {
+    match ui.help_page_rows.get() {
+        0 => PAGE_ROWS,
+        rows => rows.saturating_sub(1).max(1),
+    }
+}
+
 /// Applies one action.
 pub fn apply(state: &mut AppState, action: Action) -> Effect {
     let ui = &mut state.ui;
@@ -330,8 +341,8 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         let scroll = match action {
             Action::Up => Some(current.saturating_sub(1)),
             Action::Down => Some(current.saturating_add(1)),
-            Action::PageUp => Some(current.saturating_sub(PAGE_ROWS)),
-            Action::PageDown => Some(current.saturating_add(PAGE_ROWS)),
+            Action::PageUp => Some(current.saturating_sub(help_page(ui))),
+            Action::PageDown => Some(current.saturating_add(help_page(ui))),
             Action::First => Some(0),
             Action::Last => Some(limit),
             Action::Quit | Action::ToggleHelp | Action::Back => None,
@@ -587,6 +598,26 @@ mod tests {
         // Up at the top does nothing, behind the help neither.
         s.ui.help_scroll = 0;
         assert_eq!(press(&mut s, KeyCode::Up), Effect::None);
+    }
+
+    #[test]
+    fn help_page_keys_move_by_the_rows_last_drawn_less_one() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('?'));
+        s.ui.help_scroll_limit.set(100);
+        // Not drawn yet: the page keys' usual rows.
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.help_scroll, PAGE_ROWS);
+        // As the drawing reports it: 22 rows in view.
+        s.ui.help_page_rows.set(22);
+        press(&mut s, KeyCode::PageDown);
+        assert_eq!(s.ui.help_scroll, PAGE_ROWS + 21);
+        press(&mut s, KeyCode::PageUp);
+        assert_eq!(s.ui.help_scroll, PAGE_ROWS);
+        // One row in view still moves.
+        s.ui.help_page_rows.set(1);
+        press(&mut s, KeyCode::PageUp);
+        assert_eq!(s.ui.help_scroll, PAGE_ROWS - 1);
     }
 
     #[test]

@@ -120,6 +120,8 @@ pub struct HelpOverlay<'a> {
     scroll: usize,
     /// Where the drawing reports the largest useful scroll, for the keys.
     scroll_limit: Option<&'a Cell<usize>>,
+    /// Where the drawing reports the rows in view, for the page keys.
+    page_rows: Option<&'a Cell<usize>>,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -132,6 +134,7 @@ impl<'a> HelpOverlay<'a> {
             quit_returns: false,
             scroll: 0,
             scroll_limit: None,
+            page_rows: None,
         }
     }
 
@@ -145,6 +148,13 @@ impl<'a> HelpOverlay<'a> {
     /// drawn, so the keys clamp the scroll before the next frame.
     pub fn with_scroll_limit(mut self, limit: &'a Cell<usize>) -> Self {
         self.scroll_limit = Some(limit);
+        self
+    }
+
+    /// Reports into `rows` how many rows of help are in view at the size
+    /// it is drawn, so PgUp/PgDn move by that page.
+    pub fn with_page_rows(mut self, rows: &'a Cell<usize>) -> Self {
+        self.page_rows = Some(rows);
         self
     }
 
@@ -354,6 +364,9 @@ impl Widget for HelpOverlay<'_> {
         let max_scroll = content_h.saturating_sub(visible);
         if let Some(limit) = self.scroll_limit {
             limit.set(max_scroll);
+        }
+        if let Some(rows) = self.page_rows {
+            rows.set(visible);
         }
         let offset = self.scroll.min(max_scroll);
         if max_scroll > 0 {

@@ -161,6 +161,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
             .with_stress(state.ui.stress_open)
             .with_scroll(state.ui.help_scroll)
             .with_scroll_limit(&state.ui.help_scroll_limit)
+            .with_page_rows(&state.ui.help_page_rows)
             .render(area, buf);
     }
     // Every pane finishes its own area; this catches what is drawn

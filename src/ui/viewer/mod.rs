@@ -221,6 +221,7 @@ pub fn render_viewer(
             .with_quit_returns(v.returns_to_dashboard)
             .with_scroll(v.app.ui.help_scroll)
             .with_scroll_limit(&v.app.ui.help_scroll_limit)
+            .with_page_rows(&v.app.ui.help_page_rows)
             .render(area, buf);
     }
     theme.finish(area, buf);
