@@ -550,3 +550,55 @@ fn x_in_a_scrolled_expanded_site_keeps_its_scroll_and_clamps_it_to_the_shorter_s
     let screen = text(draw(&v, 80, 24).backend().buffer());
     assert!(screen.contains("(rows 661–666 of 667;"), "{screen}");
 }
+
+#[test]
+fn whole_stack_labels_that_part_in_long_cpp_frames_still_read_apart_at_80_columns() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    key(&mut v, 'w');
+    while v.grouping != Grouping::Stack {
+        key(&mut v, 'g');
+    }
+    let sites = v.sites.as_ref().expect("open").sites.clone();
+    // Each site's row as the 80-column pane draws it, selected in turn.
+    let mut rows: Vec<String> = Vec::new();
+    for k in 0..sites.len() {
+        let screen = text(draw(&v, 80, 24).backend().buffer());
+        let row = screen
+            .lines()
+            .find(|l| l.starts_with('▶') && l.contains(" blk  "))
+            .unwrap_or_else(|| panic!("site {k} is selected: {screen}"))
+            .trim_end()
+            .to_string();
+        rows.push(row);
+        press(&mut v, KeyCode::Down);
+    }
+    // Two einsum stacks part only in their allocating C++ frame, whose
+    // name is long: both rows name it, in short.
+    assert!(
+        rows.iter()
+            .any(|r| r.ends_with("einsum … model.py:397 … _empty_strided_generic")),
+        "{rows:#?}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.ends_with("einsum … model.py:397 … _empty_generic")),
+        "{rows:#?}"
+    );
+    for (i, a) in sites.iter().enumerate() {
+        for (j, b) in sites.iter().enumerate().skip(i + 1) {
+            if a.label != b.label {
+                // The pointer and the figures take 30 columns.
+                let label = |row: &str| row.chars().skip(30).collect::<String>();
+                assert_ne!(
+                    label(&rows[i]),
+                    label(&rows[j]),
+                    "{} and {} read alike",
+                    a.label,
+                    b.label
+                );
+            }
+        }
+    }
+}

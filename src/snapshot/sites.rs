@@ -192,6 +192,82 @@ pub fn callers<'a>(stack: &'a [Frame], site: &Frame) -> Vec<&'a Frame> {
     informative(after).filter(|f| is_python(f)).collect()
 }
 
+/// The frame a whole stack is named after, as the user-frame grouping
+/// names a stack: every stack starts in the allocator, so its first frame
+/// would give every C++-only stack the same name.
+fn stack_head(frames: &[Frame]) -> Option<&Frame> {
+    frames
+        .iter()
+        .find(|f| is_user(f))
+        .or_else(|| innermost_python(frames))
+        .or_else(|| innermost_cpp(frames))
+        .or(frames.first())
+}
+
+/// How much of a frame a short site label names (see [`ShortLabel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Brevity {
+    /// Python: `file:line`; C++: the function's own name.
+    Shortest,
+    /// Python: `file:line function`; C++: the function and the class (or
+    /// namespace) it is in.
+    Short,
+    /// [`frame_label`].
+    Full,
+}
+
+/// `frame` in the fewest characters `brevity` allows. C++ names lose
+/// their template arguments first: they are most of a long name
+/// (`at::detail::_empty_strided_generic<c10::ArrayRef<long> >`) and what
+/// tells two frames apart is rarely in them.
+fn brief_frame_label(frame: &Frame, brevity: Brevity) -> String {
+    let components = match brevity {
+        Brevity::Full => return frame_label(frame),
+        _ if is_python(frame) => {
+            return match brevity {
+                Brevity::Shortest => file_line(frame),
+                _ => frame_label(frame),
+            };
+        }
+        Brevity::Shortest => 1,
+        Brevity::Short => 2,
+    };
+    let name = short_function(&frame.name);
+    let bare = without_template_arguments(&name);
+    let kept: Vec<&str> = bare
+        .split("::")
+        .filter(|c| !c.is_empty() && *c != "{anon}")
+        .collect();
+    let from = kept.len().saturating_sub(components);
+    match kept.get(from..) {
+        Some(tail) if !tail.is_empty() => tail.join("::"),
+        _ => name,
+    }
+}
+
+/// `name` without its `<…>` template arguments; `name` itself when its
+/// brackets do not pair (an `operator<`).
+fn without_template_arguments(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth = depth.saturating_add(1),
+            '>' => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return name.to_string(),
+            },
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    if depth == 0 && !out.is_empty() {
+        out
+    } else {
+        name.to_string()
+    }
+}
+
 impl SiteKey {
     /// The frame a site is named after, when it is one frame.
     pub fn frame(&self) -> Option<&Frame> {
@@ -209,21 +285,10 @@ impl SiteKey {
             SiteKey::Function { filename, name } => {
                 format!("{} ({})", name, short_file(filename))
             }
-            SiteKey::Stack(frames) => {
-                // Named as the user-frame grouping names a stack: every
-                // stack starts in the allocator, so its first frame would
-                // give every C++-only stack the same name.
-                let head = frames
-                    .iter()
-                    .find(|f| is_user(f))
-                    .or_else(|| innermost_python(frames))
-                    .or_else(|| innermost_cpp(frames))
-                    .or(frames.first());
-                match head {
-                    Some(f) => format!("{} (stack of {} frames)", frame_label(f), frames.len()),
-                    None => "(empty stack)".to_string(),
-                }
-            }
+            SiteKey::Stack(frames) => match stack_head(frames) {
+                Some(f) => format!("{} (stack of {} frames)", frame_label(f), frames.len()),
+                None => "(empty stack)".to_string(),
+            },
             SiteKey::NoStack(reason) => reason.describe().to_string(),
         }
     }
@@ -567,6 +632,128 @@ pub struct Site {
     /// The largest block's size (bytes), which gave [`Site::stack`].
     #[serde(skip)]
     largest: u64,
+    /// The frames the label gained to tell a whole stack from others
+    /// named alike (see `distinguish_stack_labels`), in the label's order.
+    #[serde(skip)]
+    parting: Vec<Frame>,
+    /// The label in short, for a pane too narrow for it; only a whole
+    /// stack's label that gained frames has one.
+    #[serde(skip)]
+    short_label: Option<ShortLabel>,
+}
+
+/// A whole-stack label in short: the label of a stack named alike to
+/// others keeps the frames that tell them apart at its end
+/// (`_backends.py:288 einsum … model.py:397 forward …
+/// at::detail::_empty_strided_generic<c10::ArrayRef<long> > (C++) (stack
+/// of 70 frames)`), where a narrow pane cuts first. The short label names
+/// the head by its function and each parting frame in as few characters
+/// as still tell the stacks named alike apart (`einsum … model.py:397 …
+/// _empty_strided_generic`).
+#[derive(Debug, Clone, PartialEq)]
+struct ShortLabel {
+    /// The function the stack is named after (`einsum`).
+    head: String,
+    /// Each parting frame, short, in the label's order.
+    parting: Vec<String>,
+}
+
+/// What joins the parts of a whole-stack label.
+const LABEL_PARTS_JOINT: &str = " … ";
+
+/// `parts` joined by [`LABEL_PARTS_JOINT`] in about `width` characters:
+/// the shorter parts whole, the room left shared evenly by the longer
+/// ones, each cut in its middle to its share. No part is cut below three
+/// characters ("a…b"), so very narrow widths get a longer line, which the
+/// pane cuts at its end.
+fn fit_parts(parts: &[String], width: usize) -> String {
+    let lengths: Vec<usize> = parts.iter().map(|p| p.chars().count()).collect();
+    let joints = LABEL_PARTS_JOINT
+        .chars()
+        .count()
+        .saturating_mul(parts.len().saturating_sub(1));
+    let mut room = width.saturating_sub(joints);
+    // Water-filling: parts shorter than an even share of what is left keep
+    // their length; the rest share what the short ones leave.
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| lengths[i]);
+    let mut shares = vec![0usize; parts.len()];
+    for (k, &i) in order.iter().enumerate() {
+        let sharing = parts.len() - k;
+        let share = room / sharing;
+        shares[i] = lengths[i].min(share).max(3);
+        room = room.saturating_sub(shares[i]);
+    }
+    parts
+        .iter()
+        .zip(lengths.iter().zip(&shares))
+        .map(|(part, (&length, &share))| {
+            if length <= share {
+                return part.clone();
+            }
+            // One character goes to the "…".
+            let kept = share - 1;
+            let start = kept.div_ceil(2);
+            let end = kept - start;
+            let head: String = part.chars().take(start).collect();
+            let tail: String = part.chars().skip(length - end).collect();
+            format!("{head}…{tail}")
+        })
+        .collect::<Vec<_>>()
+        .join(LABEL_PARTS_JOINT)
+}
+
+impl Site {
+    /// The label in at most `width` characters where it can be made so
+    /// without reading like another site's: the label, else without its
+    /// frame count, else its short form, else the short form with its
+    /// head (the part the sites named alike share) cut, else its parting
+    /// frames alone, each cut in its middle. A label without a short form
+    /// comes whole: the pane cuts its end.
+    pub fn label_within(&self, width: usize) -> String {
+        let fits = |text: &str| text.chars().count() <= width;
+        if fits(&self.label) {
+            return self.label.clone();
+        }
+        let Some(short) = &self.short_label else {
+            return self.label.clone();
+        };
+        let uncounted = self
+            .label
+            .rsplit_once(" (stack of ")
+            .map_or(self.label.as_str(), |(head, _)| head);
+        if fits(uncounted) {
+            return uncounted.to_string();
+        }
+        let parting = short.parting.join(LABEL_PARTS_JOINT);
+        let whole = format!("{}{LABEL_PARTS_JOINT}{parting}", short.head);
+        if fits(&whole) {
+            return whole;
+        }
+        // Characters left for the head beside the parting frames; under
+        // six the head would be "…" and a scrap of a name ("…sum"): it
+        // goes. Its end is kept: a line number, or the end of a long
+        // function name.
+        let head_room = width
+            .checked_sub(LABEL_PARTS_JOINT.chars().count())
+            .and_then(|w| w.checked_sub(parting.chars().count()))
+            .filter(|&room| room >= 6);
+        match head_room {
+            Some(room) => {
+                let head_chars = short.head.chars().count();
+                let head: String = short
+                    .head
+                    .chars()
+                    .skip(head_chars.saturating_sub(room - 1))
+                    .collect();
+                format!("…{head}{LABEL_PARTS_JOINT}{parting}")
+            }
+            // Still too long: each parting frame too long for an even
+            // share of the row is cut in its middle, which keeps a Python
+            // frame's line number and a C++ name's class and function.
+            None => format!("… {}", fit_parts(&short.parting, width.saturating_sub(2))),
+        }
+    }
 }
 
 /// The live allocated memory by site, largest first.
@@ -633,6 +820,8 @@ pub fn group<'a>(
                         dropped_frames: 0,
                         addresses: Vec::new(),
                         largest: 0,
+                        parting: Vec::new(),
+                        short_label: None,
                     });
                     sites.len() - 1
                 });
@@ -669,6 +858,7 @@ pub fn group<'a>(
     // part in C++ frames or deeper) get a second one.
     distinguish_stack_labels(&mut sites);
     distinguish_stack_labels(&mut sites);
+    shorten_parted_labels(&mut sites);
     sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.label.cmp(&b.label)));
     Sites {
         grouping,
@@ -696,7 +886,7 @@ fn distinguish_stack_labels(sites: &mut [Site]) {
             by_label.entry(head).or_default().push(i);
         }
     }
-    let mut relabel: Vec<(usize, String)> = Vec::new();
+    let mut relabel: Vec<(usize, String, Frame)> = Vec::new();
     for group in by_label.into_values().filter(|g| g.len() > 1) {
         let stacks: Vec<&[Frame]> = group
             .iter()
@@ -752,11 +942,80 @@ fn distinguish_stack_labels(sites: &mut [Site]) {
                 Some((head, tail)) => format!("{head} … {} (stack of {tail}", frame_label(f)),
                 None => format!("{label} … {}", frame_label(f)),
             };
-            relabel.push((i, new));
+            relabel.push((i, new, f.clone()));
         }
     }
-    for (i, label) in relabel {
+    for (i, label, parting) in relabel {
         sites[i].label = label;
+        sites[i].parting.push(parting);
+    }
+}
+
+/// Gives each whole-stack site whose label gained parting frames its
+/// [`ShortLabel`]: among the sites named after the same frame, the
+/// shortest [`Brevity`] that tells as many of them apart as their labels
+/// do (their labels may read alike too, when the stacks part only in
+/// frames whose names are equal).
+fn shorten_parted_labels(sites: &mut [Site]) {
+    let mut by_head: FxHashMap<&Frame, Vec<usize>> = FxHashMap::default();
+    for (i, s) in sites.iter().enumerate() {
+        if let SiteKey::Stack(frames) = &s.key
+            && !s.parting.is_empty()
+            && let Some(head) = stack_head(frames)
+        {
+            by_head.entry(head).or_default().push(i);
+        }
+    }
+    // A Python head is named by its function, unless another head has the
+    // same function name (`__init__` of two files): then by where it is.
+    let mut heads_named: FxHashMap<&str, usize> = FxHashMap::default();
+    for head in by_head.keys() {
+        let named = heads_named.entry(&head.name).or_default();
+        *named = named.saturating_add(1);
+    }
+    let mut shortened: Vec<(usize, ShortLabel)> = Vec::new();
+    for (head, group) in &by_head {
+        let parting_at = |i: usize, brevity: Brevity| {
+            sites[i]
+                .parting
+                .iter()
+                .map(|f| brief_frame_label(f, brevity))
+                .collect::<Vec<_>>()
+        };
+        let distinct = |brevity: Brevity| {
+            group
+                .iter()
+                .map(|&i| parting_at(i, brevity))
+                .collect::<FxHashSet<_>>()
+                .len()
+        };
+        let told_apart = distinct(Brevity::Full);
+        let brevity = [Brevity::Shortest, Brevity::Short]
+            .into_iter()
+            .find(|&b| distinct(b) == told_apart)
+            .unwrap_or(Brevity::Full);
+        // A C++ head keeps its class: `apply` alone would name every
+        // autograd node (`DivBackward0::apply`).
+        let unique_name = heads_named.get(&*head.name).is_some_and(|&n| n == 1);
+        let head_name = if !is_python(head) {
+            brief_frame_label(head, Brevity::Short)
+        } else if unique_name && !head.name.is_empty() {
+            head.name.to_string()
+        } else {
+            brief_frame_label(head, Brevity::Shortest)
+        };
+        for &i in group {
+            shortened.push((
+                i,
+                ShortLabel {
+                    head: head_name.clone(),
+                    parting: parting_at(i, brevity),
+                },
+            ));
+        }
+    }
+    for (i, short) in shortened {
+        sites[i].short_label = Some(short);
     }
 }
 
@@ -1059,6 +1318,159 @@ mod tests {
         assert_eq!(json["cpp_frames"], 1, "the allocator frame is not counted");
         assert_eq!(json["python_frames"], 4);
         assert_eq!(json["dropped_frames"], 5);
+    }
+
+    /// A stack allocating through the C++ frame `op`, under the user's
+    /// `einsum` called from `model.py:line`.
+    fn einsum_stack(op: &str, line: u64) -> Frames {
+        vec![
+            frame("??", 0, "torch::unwind::unwind()"),
+            frame(
+                "CUDACachingAllocator.cpp",
+                0,
+                "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc",
+            ),
+            frame("??", 0, op),
+            frame("/home/me/_backends.py", 288, "einsum"),
+            frame("/home/me/model.py", line, "forward"),
+            frame("/home/me/train.py", 9, "main"),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn a_whole_stack_label_too_long_for_its_row_keeps_the_frames_that_part_it() {
+        let strided =
+            "at::TensorBase at::detail::_empty_strided_generic<c10::ArrayRef<long> >(long)";
+        let plain = "at::TensorBase at::detail::_empty_generic<long>(c10::ArrayRef<long>)";
+        let stacks = [
+            einsum_stack(strided, 397),
+            einsum_stack(plain, 397),
+            einsum_stack(strided, 492),
+            einsum_stack(plain, 492),
+        ];
+        let sites = group(
+            stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| alloc(0x1000 * (i as u64 + 1), 4 << 20, s)),
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        let labels: FxHashSet<&str> = sites.sites.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels.len(), 4, "{labels:?}");
+        // 50 characters: the label's room at 80 columns. The plain cut
+        // read "_backends.py:288 einsum … model.py:397 forward … a" twice.
+        let narrow: Vec<String> = sites.sites.iter().map(|s| s.label_within(50)).collect();
+        let distinct: FxHashSet<&String> = narrow.iter().collect();
+        assert_eq!(distinct.len(), 4, "{narrow:?}");
+        for (site, short) in sites.sites.iter().zip(&narrow) {
+            assert!(short.chars().count() <= 50, "{short:?}");
+            let op = if site.label.contains("strided") {
+                "_empty_strided_generic"
+            } else {
+                "_empty_generic"
+            };
+            let line = if site.label.contains("397") {
+                "model.py:397"
+            } else {
+                "model.py:492"
+            };
+            assert_eq!(short, &format!("einsum … {line} … {op}"), "{}", site.label);
+            // Room for the label: the label; the JSON keeps it whole.
+            assert_eq!(site.label_within(500), site.label);
+        }
+        // Narrower, the head (what they share) goes first, then the
+        // parting frames are cut in their middles.
+        let cut: Vec<String> = sites.sites.iter().map(|s| s.label_within(39)).collect();
+        assert!(
+            cut.contains(&"… model.py:397 … _empty_strided_generic".to_string()),
+            "{cut:?}"
+        );
+        let cut: Vec<String> = sites.sites.iter().map(|s| s.label_within(36)).collect();
+        assert!(
+            cut.contains(&"… model.py:397 … _empty_st…d_generic".to_string()),
+            "{cut:?}"
+        );
+    }
+
+    #[test]
+    fn short_cpp_names_keep_the_class_where_the_function_alone_reads_alike() {
+        let output = |op: &str| {
+            format!(
+                "void at::(anonymous namespace)::structured_{op}_out_functional::\
+                 set_output_raw_strided(long, c10::IntArrayRef)"
+            )
+        };
+        let mul = einsum_stack(&output("mul"), 527);
+        let sigmoid = einsum_stack(&output("sigmoid"), 527);
+        let sites = group(
+            [
+                alloc(0x1000, 2 << 20, &mul),
+                alloc(0x2000, 1 << 20, &sigmoid),
+            ],
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        let narrow: Vec<String> = sites.sites.iter().map(|s| s.label_within(60)).collect();
+        assert_eq!(
+            narrow,
+            [
+                "… structured_mul_out_functional::set_output_raw_strided",
+                "… structured_sigmoid_out_functional::set_output_raw_strided",
+            ],
+            "the function alone (set_output_raw_strided) names both"
+        );
+    }
+
+    #[test]
+    fn short_names_of_heads_that_share_a_function_name_say_where_they_are() {
+        let init = |file: &str, line: u64, caller: u64| -> Frames {
+            vec![
+                frame(file, line, "__init__"),
+                frame("/home/me/workers.py", caller, "build"),
+                frame("/home/me/train.py", 9, "main"),
+            ]
+            .into()
+        };
+        let stacks = [
+            init("/home/me/buffer.py", 592, 77),
+            init("/home/me/buffer.py", 592, 81),
+            init("/home/me/buffer.py", 586, 77),
+            init("/home/me/buffer.py", 586, 81),
+        ];
+        let sites = group(
+            stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| alloc(0x1000 * (i as u64 + 1), 4 << 20, s)),
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        );
+        let mut narrow: Vec<String> = sites.sites.iter().map(|s| s.label_within(40)).collect();
+        narrow.sort();
+        assert_eq!(
+            narrow,
+            [
+                "buffer.py:586 … workers.py:77",
+                "buffer.py:586 … workers.py:81",
+                "buffer.py:592 … workers.py:77",
+                "buffer.py:592 … workers.py:81",
+            ]
+        );
+    }
+
+    #[test]
+    fn template_arguments_go_unless_the_brackets_do_not_pair() {
+        assert_eq!(
+            without_template_arguments("at::detail::_empty_strided_generic<c10::ArrayRef<long> >"),
+            "at::detail::_empty_strided_generic"
+        );
+        assert_eq!(
+            without_template_arguments("c10::operator<"),
+            "c10::operator<"
+        );
+        assert_eq!(without_template_arguments("a>b"), "a>b");
     }
 
     #[test]

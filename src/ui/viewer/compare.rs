@@ -110,7 +110,9 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         format::count_of(c.between.sites.len(), "site", "sites")
     ));
     for s in c.between.sites.iter().take(LISTED_SITES) {
-        lines.push(format!("  {}", site_row(s, c.between.allocated)));
+        // Two columns of indent.
+        let row_width = usize::from(width).saturating_sub(2);
+        lines.push(format!("  {}", site_row(s, c.between.allocated, row_width)));
     }
     if c.between.sites.len() > LISTED_SITES {
         lines.push(format!(

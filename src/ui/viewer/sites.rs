@@ -18,15 +18,18 @@ fn share(bytes: u64, of: u64) -> String {
     format!("{:>5.1}%", bytes as f64 * 100.0 / of as f64)
 }
 
-/// One site's row: bytes, share, blocks, label.
-pub(super) fn site_row(site: &Site, allocated: u64) -> String {
-    format!(
-        "{:>10} {} {:>5} blk  {}",
+/// One site's row in `width` columns: bytes, share, blocks, and the
+/// label in what is left (cut so that it still reads unlike the others',
+/// [`Site::label_within`]).
+pub(super) fn site_row(site: &Site, allocated: u64, width: usize) -> String {
+    let figures = format!(
+        "{:>10} {} {:>5} blk  ",
         format::bytes(site.bytes),
         share(site.bytes, allocated),
         site.blocks,
-        site.label
-    )
+    );
+    let label_room = width.saturating_sub(figures.chars().count());
+    format!("{figures}{}", site.label_within(label_room))
 }
 
 /// The heading of an expanded site's stack: what is listed and what is
@@ -192,8 +195,10 @@ pub(super) fn render_sites(
         } else {
             theme.text
         };
+        // The pointer takes one column of the row.
+        let row_width = usize::from(inner.width).saturating_sub(1);
         let line = Line::styled(
-            format!("{pointer}{}", site_row(site, sites.allocated)),
+            format!("{pointer}{}", site_row(site, sites.allocated, row_width)),
             style,
         );
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
