@@ -295,21 +295,89 @@ pub fn render(r: &ScenarioResult) -> String {
     out
 }
 
-/// Greedy word wrap for the terminal.
+/// Greedy word wrap for the terminal: every line at most `width`
+/// characters. A word longer than that (a Python call in a step's label:
+/// `optimizer.zero_grad(set_to_none=True)`) is broken where it reads best
+/// ([`break_long_word`]), each piece after the first on a line of its
+/// own, not left to run past.
 fn wrap(text: &str, width: usize) -> String {
+    let width = width.max(1);
     let mut out = String::new();
     let mut line = 0;
     for word in text.split_whitespace() {
-        let len = word.chars().count();
-        if line > 0 && line + 1 + len > width {
-            out.push('\n');
-            line = 0;
-        } else if line > 0 {
-            out.push(' ');
-            line += 1;
+        let pieces = break_long_word(word, width);
+        for (k, piece) in pieces.iter().enumerate() {
+            let len = piece.chars().count();
+            // A broken word's later pieces always start a line.
+            if line > 0 && (k > 0 || line + 1 + len > width) {
+                out.push('\n');
+                line = 0;
+            } else if line > 0 {
+                out.push(' ');
+                line += 1;
+            }
+            out.push_str(piece);
+            line += len;
         }
-        out.push_str(word);
-        line += len;
     }
     out
+}
+
+/// Characters a long word is best broken after, most readable first: a
+/// call's opening parenthesis or an argument's comma, a path's slash, a
+/// dotted name's dot; then the joints inside a name.
+const WORD_BREAKS: [&[char]; 2] = [&['(', ',', '/', '.'], &['_', '=', '-', ':']];
+
+/// `word` in pieces of at most `width` characters (`width` ≥ 1): each
+/// piece ends after the last character of the most readable kind of
+/// [`WORD_BREAKS`] that leaves it at least half the width, else at
+/// `width` characters.
+fn break_long_word(word: &str, width: usize) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut rest = word;
+    while rest.chars().count() > width {
+        // Byte offsets just past each of the first `width` characters.
+        let ends: Vec<(usize, char)> = rest
+            .char_indices()
+            .take(width)
+            .map(|(at, c)| (at + c.len_utf8(), c))
+            .collect();
+        let hard = ends.last().map_or(rest.len(), |&(end, _)| end);
+        let half = width.div_ceil(2);
+        let soft = WORD_BREAKS.iter().find_map(|breaks| {
+            ends.iter()
+                .enumerate()
+                .rev()
+                .take_while(|&(chars, _)| chars + 1 >= half)
+                .find(|(_, (_, c))| breaks.contains(c))
+                .map(|(_, &(end, _))| end)
+        });
+        let (piece, after) = rest.split_at(soft.unwrap_or(hard));
+        pieces.push(piece);
+        rest = after;
+    }
+    if !rest.is_empty() || pieces.is_empty() {
+        pieces.push(rest);
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_word_longer_than_its_column_breaks_after_punctuation_else_at_the_width() {
+        assert_eq!(
+            break_long_word("optimizer.zero_grad(set_to_none=True)", 33),
+            ["optimizer.zero_grad(", "set_to_none=True)"]
+        );
+        // No place that reads well: at the width, whole characters.
+        assert_eq!(break_long_word("ab×cd×ef", 3), ["ab×", "cd×", "ef"]);
+        assert_eq!(break_long_word("short", 33), ["short"]);
+        assert_eq!(
+            wrap("a optimizer.zero_grad(set_to_none=True) b", 20),
+            "a\noptimizer.zero_grad(\nset_to_none=True) b"
+        );
+    }
 }
