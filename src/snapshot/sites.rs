@@ -551,14 +551,7 @@ pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
     if frames.is_empty() {
         return None;
     }
-    let user_or_fallback = || {
-        frames
-            .iter()
-            .find(|f| is_user(f))
-            .or_else(|| innermost_python(frames))
-            .or_else(|| innermost_cpp(frames))
-            .or(frames.first())
-    };
+    let user_or_fallback = || stack_head(frames);
     match grouping {
         Grouping::UserFrame => user_or_fallback().cloned().map(SiteKey::Frame),
         Grouping::PythonFrame => innermost_python(frames)
@@ -1322,6 +1315,18 @@ mod tests {
 
     /// A stack allocating through the C++ frame `op`, under the user's
     /// `einsum` called from `model.py:line`.
+    /// Sites by whole stack of one 4 MiB block per stack.
+    fn by_stack(stacks: &[Frames]) -> Sites {
+        group(
+            stacks
+                .iter()
+                .enumerate()
+                .map(|(i, s)| alloc(0x1000 * (i as u64 + 1), 4 << 20, s)),
+            Grouping::Stack,
+            NoStackReason::BeforeRecording,
+        )
+    }
+
     fn einsum_stack(op: &str, line: u64) -> Frames {
         vec![
             frame("??", 0, "torch::unwind::unwind()"),
@@ -1349,14 +1354,7 @@ mod tests {
             einsum_stack(strided, 492),
             einsum_stack(plain, 492),
         ];
-        let sites = group(
-            stacks
-                .iter()
-                .enumerate()
-                .map(|(i, s)| alloc(0x1000 * (i as u64 + 1), 4 << 20, s)),
-            Grouping::Stack,
-            NoStackReason::BeforeRecording,
-        );
+        let sites = by_stack(&stacks);
         let labels: FxHashSet<&str> = sites.sites.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels.len(), 4, "{labels:?}");
         // 50 characters: the label's room at 80 columns. The plain cut
@@ -1439,14 +1437,7 @@ mod tests {
             init("/home/me/buffer.py", 586, 77),
             init("/home/me/buffer.py", 586, 81),
         ];
-        let sites = group(
-            stacks
-                .iter()
-                .enumerate()
-                .map(|(i, s)| alloc(0x1000 * (i as u64 + 1), 4 << 20, s)),
-            Grouping::Stack,
-            NoStackReason::BeforeRecording,
-        );
+        let sites = by_stack(&stacks);
         let mut narrow: Vec<String> = sites.sites.iter().map(|s| s.label_within(40)).collect();
         narrow.sort();
         assert_eq!(
