@@ -655,8 +655,11 @@ fn damaged_traces_give_a_report_not_a_panic() {
 /// replayed under `max_split_size_mb:64` at 3.75 GiB. The start state then
 /// holds split free blocks of 64 MiB and more in a plain segment; releasing
 /// one of them for a retry left its neighbours linked to a dead block, and
-/// the final layout walked that chain until memory ran out. The replay runs
-/// on a thread so that a regression fails the test instead of hanging it.
+/// the final layout walked that chain until memory ran out. A start above
+/// the capacity is no longer replayed, so the capacity here is the start's
+/// own reserved bytes: the first cudaMalloc still takes the retry path. The
+/// replay runs on a thread so that a regression fails the test instead of
+/// hanging it.
 #[test]
 fn max_split_retry_never_releases_a_split_block_of_a_start_segment() {
     let Some(p) = shared("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
@@ -670,7 +673,12 @@ fn max_split_retry_never_releases_a_split_block_of_a_start_segment() {
     assert!(first.is_expandable, "recorded with expandable segments");
     first.is_expandable = false;
     let settings = vec![setting("max_split_size_mb:64")];
-    let capacity = Some(15u64 << 28);
+    let start_reserved = whatif(&snapshot, &[], None)
+        .expect("the snapshot has a trace")
+        .devices
+        .first()
+        .map(|d| d.start_reserved);
+    let capacity = Some(start_reserved.expect("the device replays"));
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         sender.send(whatif(&snapshot, &settings, capacity)).ok();
@@ -696,6 +704,16 @@ fn max_split_retry_never_releases_a_split_block_of_a_start_segment() {
                 r.label
             );
         }
+        let run = d.runs.last().expect("the setting's run");
+        assert_eq!(
+            run.label, "max_split_size_mb:64",
+            "replayed: {:?}",
+            d.not_replayed
+        );
+        assert!(
+            run.segment_frees > 0 || run.ooms > 0,
+            "the retry path was taken"
+        );
     }
 }
 
@@ -781,4 +799,153 @@ fn an_oom_line_names_the_request_and_points_at_the_segment_pytorch_names() {
         "{out}{err}"
     );
     assert!(out.contains("Tried to allocate 20.00 MiB"), "{out}");
+}
+
+// ------------------------------------------------------------------ a start that does not fit
+
+/// bolongcheng's trace starts mid-run with 12.81 GiB already mapped in
+/// expandable segments: no capacity below that can hold its start.
+const BOLONGCHENG: &str = "bolongcheng_xl_fwd_cl128_float32_expandable.pickle";
+
+#[test]
+fn capacity_below_the_starting_reserved_is_said_not_replayed() {
+    let Some(path) = shared(BOLONGCHENG) else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+    for settings in [vec![], vec![setting("")]] {
+        let report = whatif(&snapshot, &settings, Some(12 * GIB)).expect("has a trace");
+        let d = &report.devices[0];
+        assert!(d.start_reserved > 12 * GIB, "{}", d.start_reserved);
+        assert_eq!(d.runs.len(), 1, "the original only");
+        assert_eq!(d.runs[0].label, "original");
+        assert_eq!(d.not_replayed.len(), 1);
+        let refused = &d.not_replayed[0];
+        assert_eq!(refused.limit, 12 * GIB);
+        assert!(
+            refused.reason.starts_with(
+                "the trace starts with 12.81 GiB reserved, more than --capacity 12 GiB: it \
+                 cannot fit"
+            ),
+            "{}",
+            refused.reason
+        );
+    }
+    let file = path.to_str().expect("utf-8 path");
+    for (extra, column) in [
+        (vec![], RECORDED_LABEL),
+        (vec!["--alloc-conf", ""], "(defaults)"),
+    ] {
+        let mut args = vec!["replay", file, "--capacity", "12GiB"];
+        args.extend(&extra);
+        let (code, out, err) = run_vramtop(&args, None);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains(&format!(
+                "  {column}: not replayed: the trace starts with 12.81 GiB reserved, more than \
+                 --capacity 12 GiB: it cannot fit"
+            )),
+            "{out}"
+        );
+        let header = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("original"))
+            .expect("a header row");
+        assert_eq!(header.trim(), "original", "no column for it: {out}");
+        assert!(!out.contains("CUDA out of memory"), "{out}");
+        args.push("--json");
+        let (code, json, _) = run_vramtop(&args, None);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let device = &v["devices"][0];
+        assert_eq!(device["runs"].as_array().map(Vec::len), Some(1), "{json}");
+        let reason = device["not_replayed"][0]["reason"]
+            .as_str()
+            .expect("a reason");
+        assert!(out.contains(reason), "the text says what the JSON says");
+        assert_eq!(
+            device["not_replayed"][0]["limit"],
+            serde_json::json!(12 * GIB)
+        );
+    }
+}
+
+#[test]
+fn capacity_equal_to_the_starting_reserved_is_replayed_within_it() {
+    let Some(path) = shared(BOLONGCHENG) else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+    let start = whatif(&snapshot, &[], None).expect("has a trace").devices[0].start_reserved;
+    let report = whatif(&snapshot, &[], Some(start)).expect("has a trace");
+    let d = &report.devices[0];
+    assert!(d.not_replayed.is_empty(), "{:?}", d.not_replayed);
+    assert_eq!(d.runs.len(), 2);
+    assert!(d.runs[1].peak_reserved <= start);
+}
+
+#[test]
+fn a_memory_fraction_whose_share_is_below_the_starting_reserved_refuses_only_its_column() {
+    let Some(path) = shared(BOLONGCHENG) else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+    let settings = [setting("per_process_memory_fraction:0.5"), setting("")];
+    let report = whatif(&snapshot, &settings, Some(20 * GIB)).expect("has a trace");
+    let d = &report.devices[0];
+    let labels: Vec<&str> = d.runs.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["original", ""]);
+    assert_eq!(d.not_replayed.len(), 1);
+    let refused = &d.not_replayed[0];
+    assert_eq!(refused.label, "per_process_memory_fraction:0.5");
+    assert_eq!(refused.limit, 10 * GIB);
+    assert!(
+        refused.reason.contains(
+            "more than the 10 GiB per_process_memory_fraction allows of --capacity 20 GiB"
+        ),
+        "{}",
+        refused.reason
+    );
+}
+
+/// A plain (not expandable) start counts too, and whatever the capacity no
+/// run that is replayed reserves more than it.
+#[test]
+fn no_what_if_run_reserves_more_than_its_capacity_on_any_shared_trace() {
+    let Some(dir) = shared_dir() else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("readable")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
+        .collect();
+    names.sort();
+    let settings = [setting(""), setting("expandable_segments:True")];
+    let mut refused = 0;
+    for path in names {
+        let what = path.display().to_string();
+        let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+        for capacity in [64 * MIB, GIB, 4 * GIB, 12 * GIB] {
+            let Ok(report) = whatif(&snapshot, &settings, Some(capacity)) else {
+                continue;
+            };
+            for d in &report.devices {
+                for r in d.runs.iter().skip(1) {
+                    assert!(
+                        r.peak_reserved <= capacity,
+                        "{what} at {capacity}: {} reserves {}",
+                        r.label,
+                        r.peak_reserved
+                    );
+                }
+                for n in &d.not_replayed {
+                    assert!(d.start_reserved > n.limit, "{what}: {}", n.reason);
+                }
+                assert_eq!(d.runs.len() + d.not_replayed.len(), 1 + settings.len());
+                refused += d.not_replayed.len();
+            }
+        }
+    }
+    assert!(refused > 0, "some shared trace starts above 64 MiB");
 }

@@ -355,7 +355,8 @@ pub enum Command {
         alloc_conf: Vec<String>,
         /// What-if: the memory cudaMalloc may take (e.g. 24GiB; a unit is
         /// required); unlimited when absent. Alone, it replays the recorded
-        /// settings.
+        /// settings. A trace that starts mid-run holding more than SIZE is
+        /// said not to fit, not replayed.
         #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
         capacity: Option<u64>,
     },

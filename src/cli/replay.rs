@@ -471,6 +471,15 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         "GPU {}: {} trace entries, {} program calls; {start}",
         d.device, d.trace_entries, d.calls
     );
+    // Before the table: a column left out of it must not go unnoticed.
+    for refused in &d.not_replayed {
+        let _ = writeln!(
+            out,
+            "  {}: not replayed: {}",
+            settings_label(&refused.label),
+            refused.reason
+        );
+    }
     let rows = whatif_rows(d, recorded);
     let name_width = rows
         .iter()
@@ -502,16 +511,6 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             line.push_str(&pad(c, w));
         }
         let _ = writeln!(out, "{}", line.trim_end());
-    }
-    if let Some(c) = d.runs.iter().filter_map(|r| r.capacity).next()
-        && d.start_reserved > c
-    {
-        let _ = writeln!(
-            out,
-            "  note: the trace starts with {} reserved, more than the capacity: every \
-             cudaMalloc fails until enough is released",
-            human_bytes(d.start_reserved)
-        );
     }
     if let Some(&first) = d.releases_read_as_retry.first() {
         let _ = writeln!(

@@ -27,7 +27,7 @@ use super::replay::{
 use super::types::{Frame, Snapshot};
 use crate::alloc::{
     AllocError, AllocatorConfig, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
-    TraceAction, fragmentation,
+    TraceAction, fragmentation, human_bytes,
 };
 
 /// The device total an unlimited run reports to `cudaMemGetInfo` (1 TiB):
@@ -180,12 +180,29 @@ pub struct RunFigures {
     pub first_model_error: Option<String>,
 }
 
+/// A what-if run that was not replayed: the trace's start state holds
+/// more than the run may reserve, so the program could not have reached
+/// the trace under that limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotReplayed {
+    /// The `--alloc-conf` string, or [`RECORDED_LABEL`].
+    pub label: String,
+    /// Settings string the run would have used.
+    pub settings: String,
+    /// Bytes the run may reserve: the capacity, or the share of it a
+    /// `per_process_memory_fraction` allows.
+    pub limit: u64,
+    /// One line: the start's reserved bytes against the limit.
+    pub reason: String,
+}
+
 /// The what-if replay of one device's trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceWhatIf {
     pub device: u32,
     pub start: ReplayStart,
-    /// Bytes reserved at the trace's start (0 for a full history).
+    /// Bytes reserved at the trace's start (0 for a full history):
+    /// segments plus the mapped pages of expandable segments.
     pub start_reserved: u64,
     /// Entries in the device's trace as stored.
     pub trace_entries: usize,
@@ -198,8 +215,11 @@ pub struct DeviceWhatIf {
     /// were read as malloc's retry path (the device was full) rather than an
     /// `empty_cache()` call: the trace cannot tell the two apart there.
     pub releases_read_as_retry: Vec<usize>,
-    /// The original first, then one run per setting in order.
+    /// The original first, then one run per setting in order, less those
+    /// in `not_replayed`.
     pub runs: Vec<RunFigures>,
+    /// Settings whose run was not replayed: the start does not fit.
+    pub not_replayed: Vec<NotReplayed>,
 }
 
 /// The what-if replay of a whole snapshot.
@@ -839,16 +859,60 @@ fn compare(
     }
 }
 
+/// Bytes reserved at the trace's start: the start segments plus the
+/// mapped ranges of its expandable segments (their unmapped address space
+/// holds no memory).
+fn start_reserved_bytes(layout: &StartLayout) -> u64 {
+    let mapped_ranges = layout.reservations.iter().flat_map(|r| &r.ranges);
+    saturating_sum(
+        layout
+            .segments
+            .iter()
+            .chain(mapped_ranges)
+            .flat_map(|s| &s.blocks)
+            .map(|b| b.0),
+    )
+}
+
+/// The reason a run may not start from a state holding `start_reserved`
+/// bytes: more than the capacity, or than the share of it the run's
+/// `per_process_memory_fraction` allows (`allowed`, bytes). `None`: fits.
+fn start_does_not_fit(
+    setting: &WhatIfSetting,
+    start_reserved: u64,
+    capacity: Option<u64>,
+    allowed: Option<u64>,
+) -> Option<NotReplayed> {
+    let capacity = capacity?;
+    let fraction_limit = allowed.filter(|&a| a < capacity);
+    let limit = fraction_limit.unwrap_or(capacity);
+    if start_reserved <= limit {
+        return None;
+    }
+    let start = human_bytes(start_reserved);
+    let capacity_text = human_bytes(capacity);
+    let over = match fraction_limit {
+        Some(a) => format!(
+            "more than the {} per_process_memory_fraction allows of --capacity {capacity_text}",
+            human_bytes(a)
+        ),
+        None => format!("more than --capacity {capacity_text}"),
+    };
+    Some(NotReplayed {
+        label: setting.conf.clone(),
+        settings: setting.config.last_settings.clone(),
+        limit,
+        reason: format!(
+            "the trace starts with {start} reserved, {over}: it cannot fit (the program \
+             held that memory before the recording began)"
+        ),
+    })
+}
+
 /// The original's peak reserved bytes, from the start state and the
 /// recorded segment events alone.
 fn recorded_peak_reserved(events: &[Event], layout: &StartLayout) -> u64 {
-    let mut reserved = saturating_sum(layout.segments.iter().flat_map(|s| &s.blocks).map(|b| b.0))
-        .saturating_add(saturating_sum(
-            layout
-                .reservations
-                .iter()
-                .map(super::replay::StartReservation::mapped),
-        ));
+    let mut reserved = start_reserved_bytes(layout);
     let mut peak = reserved;
     for e in events {
         match e.action {
@@ -902,8 +966,10 @@ fn replay_device(
         layout,
         fresh,
     )];
+    let start_reserved = start_reserved_bytes(layout);
+    let mut not_replayed = Vec::new();
     for s in settings {
-        runs.push(Run::new(
+        let run = Run::new(
             s.conf.clone(),
             &s.config,
             Limit::Capacity(capacity),
@@ -911,7 +977,14 @@ fn replay_device(
             device,
             layout,
             fresh,
-        ));
+        );
+        // A run whose start already holds more than it may reserve would
+        // report figures above its capacity without an OOM: refused.
+        let allowed = run.model.allowed_memory_maximum();
+        match start_does_not_fit(s, start_reserved, capacity, allowed) {
+            Some(refused) => not_replayed.push(refused),
+            None => runs.push(run),
+        }
     }
     let recorded_peak = recorded_peak_reserved(events, layout);
     let mut replica_divergence = None;
@@ -1085,12 +1158,13 @@ fn replay_device(
     DeviceWhatIf {
         device,
         start: layout.start.clone(),
-        start_reserved: saturating_sum(layout.segments.iter().flat_map(|s| &s.blocks).map(|b| b.0)),
+        start_reserved,
         trace_entries: ctx.trace.len(),
         calls,
         replica_divergence,
         releases_read_as_retry: read_as_retry,
         runs: runs.into_iter().map(Run::finish).collect(),
+        not_replayed,
     }
 }
 
