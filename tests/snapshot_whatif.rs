@@ -268,6 +268,8 @@ fn recorded_capacity_and_settings_reproduce_retries_ooms_empty_cache_and_pending
                 "{what}: empty_cache and retry releases"
             );
             assert_eq!(d.runs[1].allocations_skipped, 0, "{what}");
+            // Its OOMs are the original's: nothing is missing from its figures.
+            assert_eq!(d.runs[1].figures_partial_after, None, "{what}");
         }
     }
     assert!(
@@ -948,4 +950,87 @@ fn no_what_if_run_reserves_more_than_its_capacity_on_any_shared_trace() {
         }
     }
     assert!(refused > 0, "some shared trace starts above 64 MiB");
+}
+
+// ------------------------------------------------------------------ figures after an OOM
+
+#[test]
+fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+    let settings = [
+        setting("expandable_segments:True"),
+        setting("max_split_size_mb:128"),
+    ];
+    let report = whatif(&snapshot, &settings, Some(2 * GIB)).expect("has a trace");
+    let partial: Vec<Option<usize>> = report.devices[0]
+        .runs
+        .iter()
+        .map(|r| r.figures_partial_after)
+        .collect();
+    assert_eq!(partial, [None, Some(48), Some(48)]);
+    let unlimited = whatif(&snapshot, &settings, None).expect("has a trace");
+    assert!(
+        unlimited.devices[0]
+            .runs
+            .iter()
+            .all(|r| r.figures_partial_after.is_none()),
+        "no OOM, complete figures"
+    );
+
+    let file = path.to_str().expect("utf-8 path");
+    let mut args = vec![
+        "replay",
+        file,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        "max_split_size_mb:128",
+        "--capacity",
+        "2GiB",
+    ];
+    let (code, out, err) = run_vramtop(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let peak = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("peak reserved "))
+        .expect("a peak reserved row");
+    let cells: Vec<&str> = peak["  peak reserved ".len()..]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(cells, ["3.52 GiB", "1.56 GiB *", "1.54 GiB *"], "{peak}");
+    assert!(
+        out.contains(
+            "  * after an OOM at #48 (expandable_segments:True, max_split_size_mb:128): the \
+             allocations that failed there and later are not in these figures"
+        ),
+        "{out}"
+    );
+    let divergence = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("first divergence "))
+        .expect("a divergence row");
+    assert!(!divergence.contains('*'), "only figures are marked: {out}");
+    args.push("--json");
+    let (code, json, _) = run_vramtop(&args, None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let marks: Vec<&serde_json::Value> = v["devices"][0]["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| &r["figures_partial_after"])
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            &serde_json::Value::Null,
+            &serde_json::json!(48),
+            &serde_json::json!(48)
+        ]
+    );
 }

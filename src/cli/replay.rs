@@ -2,6 +2,7 @@
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
 use crate::ui::format::count_of;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -369,10 +370,32 @@ fn settings_label(settings: &str) -> String {
     }
 }
 
+/// Marks a figure of a run that skipped allocations (out of memory where
+/// the original got them): the footnote under the table says so.
+const PARTIAL_MARK: &str = " *";
+
+/// A row that does not apply to a run (pages of a run without expandable
+/// segments): nothing to mark.
+const NOT_APPLICABLE: &str = "n/a";
+
 /// The comparison table rows: (row name, one cell per run).
 fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
     let runs = &d.runs;
     let cells = |f: &dyn Fn(&RunFigures) -> String| runs.iter().map(f).collect::<Vec<_>>();
+    // The figures of a run that skipped allocations are partial: a lower
+    // peak there is the missing allocations, not the settings.
+    let figures = |f: &dyn Fn(&RunFigures) -> String| {
+        runs.iter()
+            .map(|r| {
+                let cell = f(r);
+                if r.figures_partial_after.is_some() && cell != NOT_APPLICABLE {
+                    cell + PARTIAL_MARK
+                } else {
+                    cell
+                }
+            })
+            .collect::<Vec<_>>()
+    };
     vec![
         (
             "settings",
@@ -391,15 +414,18 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
                 (_, None) => "unlimited".to_string(),
             }),
         ),
-        ("peak reserved", cells(&|r| human_bytes(r.peak_reserved))),
-        ("peak allocated", cells(&|r| human_bytes(r.peak_allocated))),
+        ("peak reserved", figures(&|r| human_bytes(r.peak_reserved))),
+        (
+            "peak allocated",
+            figures(&|r| human_bytes(r.peak_allocated)),
+        ),
         (
             "peak reserved−allocated",
-            cells(&|r| human_bytes(r.peak_unallocated)),
+            figures(&|r| human_bytes(r.peak_unallocated)),
         ),
         (
             "fragmentation at peak",
-            cells(&|r| {
+            figures(&|r| {
                 format!(
                     "{:.1}% (largest free {})",
                     r.fragmentation_at_peak * 100.0,
@@ -407,30 +433,33 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
                 )
             }),
         ),
-        ("final reserved", cells(&|r| human_bytes(r.final_reserved))),
+        (
+            "final reserved",
+            figures(&|r| human_bytes(r.final_reserved)),
+        ),
         (
             "final allocated",
-            cells(&|r| human_bytes(r.final_allocated)),
+            figures(&|r| human_bytes(r.final_allocated)),
         ),
         (
             "final fragmentation",
-            cells(&|r| format!("{:.1}%", r.final_fragmentation * 100.0)),
+            figures(&|r| format!("{:.1}%", r.final_fragmentation * 100.0)),
         ),
         (
             "segments peak / final",
-            cells(&|r| format!("{} / {}", r.peak_segments, r.final_segments)),
+            figures(&|r| format!("{} / {}", r.peak_segments, r.final_segments)),
         ),
         (
             "cudaMalloc / cudaFree",
-            cells(&|r| format!("{} / {}", r.segment_allocs, r.segment_frees)),
+            figures(&|r| format!("{} / {}", r.segment_allocs, r.segment_frees)),
         ),
         (
             "pages mapped / unmapped",
-            cells(&|r| {
+            figures(&|r| {
                 if r.expandable_segments || r.segment_maps > 0 {
                     format!("{} / {}", r.segment_maps, r.segment_unmaps)
                 } else {
-                    "n/a".to_string()
+                    NOT_APPLICABLE.to_string()
                 }
             }),
         ),
@@ -495,11 +524,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
     let mut header = format!("  {}", pad("", name_width));
     for (r, &w) in d.runs.iter().zip(&widths) {
-        let label = if r.label == "original" {
-            r.label.clone()
-        } else {
-            settings_label(&r.label)
-        };
+        let label = column_label(r);
         header.push_str("  ");
         header.push_str(&pad(&label, w));
     }
@@ -512,6 +537,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+    render_partial_footnotes(out, &d.runs);
     if let Some(&first) = d.releases_read_as_retry.first() {
         let _ = writeln!(
             out,
@@ -555,12 +581,39 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     }
 }
 
-fn render_run_details(out: &mut String, r: &RunFigures) {
-    let name = if r.label == "original" {
+/// One footnote per trace index where columns began to skip allocations:
+/// "* after an OOM at #48 (expandable_segments:True): …".
+fn render_partial_footnotes(out: &mut String, runs: &[RunFigures]) {
+    let mut columns_by_index: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for r in runs {
+        if let Some(index) = r.figures_partial_after {
+            columns_by_index
+                .entry(index)
+                .or_default()
+                .push(column_label(r));
+        }
+    }
+    for (index, columns) in columns_by_index {
+        let _ = writeln!(
+            out,
+            "  * after an OOM at #{index} ({}): the allocations that failed there and later are \
+             not in these figures",
+            columns.join(", ")
+        );
+    }
+}
+
+/// The name of a run's column: "original", or its settings string.
+fn column_label(r: &RunFigures) -> String {
+    if r.label == "original" {
         r.label.clone()
     } else {
         settings_label(&r.label)
-    };
+    }
+}
+
+fn render_run_details(out: &mut String, r: &RunFigures) {
+    let name = column_label(r);
     let mut lines = Vec::new();
     if let Some(div) = &r.divergence {
         lines.push(format!(

@@ -170,6 +170,10 @@ pub struct RunFigures {
     /// Allocations the original got that this run could not (out of
     /// memory): skipped, and their frees ignored.
     pub allocations_skipped: usize,
+    /// Trace index of the first allocation skipped (see
+    /// `allocations_skipped`): from there every figure leaves the skipped
+    /// allocations out, so the figures are partial. `None`: complete.
+    pub figures_partial_after: Option<usize>,
     /// Allocations that ran out of memory in the original but succeeded
     /// here: kept to the end (the program never freed what it never got).
     pub allocations_kept: usize,
@@ -594,6 +598,7 @@ impl Run {
             ooms: 0,
             first_oom: None,
             allocations_skipped: 0,
+            figures_partial_after: None,
             allocations_kept: 0,
             divergence: None,
             model_errors: usize::from(adopt_error.is_some()),
@@ -722,6 +727,9 @@ impl Run {
                 self.figures.ooms += 1;
                 if orig.is_some() {
                     self.figures.allocations_skipped += 1;
+                    self.figures
+                        .figures_partial_after
+                        .get_or_insert(oom_at.event_index);
                 }
                 if self.figures.first_oom.is_none() {
                     let recorded = self.model.device().limit == Limit::Recorded;
