@@ -96,3 +96,31 @@ fn docs_cli_table_lists_every_command_with_its_own_options() {
         }
     }
 }
+
+/// `--capacity` is not the card's size: the help, the README and
+/// docs/whatif.md say what to leave out, with the same example.
+#[test]
+fn capacity_is_the_cards_memory_less_the_cuda_context_in_help_readme_and_docs() {
+    let help = Cli::command()
+        .find_subcommand_mut("replay")
+        .expect("replay")
+        .render_long_help()
+        .to_string();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let whatif = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/whatif.md"))
+        .expect("docs/whatif.md");
+    for (name, text) in [
+        ("replay --help", &help),
+        ("README.md", &readme),
+        ("docs/whatif.md", &whatif),
+    ] {
+        for said in ["CUDA context (~0.5 GiB)", "--capacity 23GiB", "24 GB card"] {
+            assert!(text.contains(said), "{name} does not say {said:?}");
+        }
+        assert!(
+            !text.contains("--capacity 24GiB"),
+            "{name} gives a 24 GB card's whole size as the capacity"
+        );
+    }
+}
