@@ -124,3 +124,20 @@ fn capacity_is_the_cards_memory_less_the_cuda_context_in_help_readme_and_docs() 
         );
     }
 }
+
+#[test]
+fn replay_help_says_only_the_verify_mode_has_a_verdict() {
+    let help = Cli::command()
+        .find_subcommand_mut("replay")
+        .expect("replay")
+        .render_long_help()
+        .to_string();
+    for said in [
+        "Verify mode ends with a verdict, one of FULL MATCH, MISMATCH, NOT REPLAYABLE or NO TRACE",
+        "not whether the program is right",
+        "What-if mode prints a comparison table and no verdict",
+        "in verify mode its `result` is the verdict; the what-if report has no `result`",
+    ] {
+        assert!(help.contains(said), "{said:?} missing:\n{help}");
+    }
+}

@@ -210,6 +210,44 @@ fn replay_verdict_is_full_match_in_text_and_json() {
 }
 
 #[test]
+fn replay_text_says_the_verdict_checks_the_model_not_the_program_and_json_does_not() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let meaning = "verdict: checks vramtop's allocator model against this recording, not your \
+                   program";
+    let (_, out, _) = vramtop(&["replay", &path]);
+    let lines: Vec<&str> = out.lines().collect();
+    // The verdict stays the last line; the sentence comes right before it.
+    assert_eq!(
+        lines.get(lines.len().saturating_sub(2)..),
+        Some(&[meaning, "result: FULL MATCH"][..]),
+        "{out}"
+    );
+    let (_, out, _) = vramtop(&["replay", &path, "--json"]);
+    assert!(!out.contains("not your program"), "text only: {out}");
+}
+
+/// What `replay --help` says of the what-if mode: no verdict line, no
+/// `result` key.
+#[test]
+fn whatif_output_has_no_verdict_line_and_no_result_key() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (_, out, _) = vramtop(&["replay", &path, "--capacity", "2GiB"]);
+    assert!(
+        !out.contains("result:") && !out.contains("verdict"),
+        "{out}"
+    );
+    let (_, out, _) = vramtop(&["replay", &path, "--capacity", "2GiB", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert!(v.get("result").is_none(), "{out}");
+}
+
+#[test]
 fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
     let Some(path) = common::shared_snapshot("snapviewer_memory.pickle") else {
         return;

@@ -330,8 +330,11 @@ pub enum Command {
     ///
     /// Two modes: verify (the default, or --verify) checks the invariants and
     /// replays every device's trace; what-if (--alloc-conf, --capacity)
-    /// replays the trace's allocations under other settings. The verdict is
-    /// one of FULL MATCH, MISMATCH, NOT REPLAYABLE or NO TRACE.
+    /// replays the trace's allocations under other settings. Verify mode
+    /// ends with a verdict, one of FULL MATCH, MISMATCH, NOT REPLAYABLE or
+    /// NO TRACE: whether vramtop's allocator model reproduces the recording,
+    /// not whether the program is right. What-if mode prints a comparison
+    /// table and no verdict (NO TRACE for a file without a trace).
     Replay {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list).
@@ -340,7 +343,9 @@ pub enum Command {
         /// device's trace against what PyTorch recorded.
         #[arg(long, conflicts_with_all = ["alloc_conf", "capacity"], help_heading = "Verify mode")]
         verify: bool,
-        /// Print the report as JSON (its `result` is the verdict).
+        /// Print the report as JSON: in verify mode its `result` is the
+        /// verdict; the what-if report has no `result` unless the file has
+        /// no trace.
         #[arg(long)]
         json: bool,
         /// What-if: replay the trace's allocations under these

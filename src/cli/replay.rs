@@ -224,6 +224,11 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
     }
 }
 
+/// The line before the verdict in the text report (not in `--json`): what
+/// the verdict is about.
+pub const VERDICT_MEANING: &str =
+    "verdict: checks vramtop's allocator model against this recording, not your program";
+
 /// The human-readable report.
 pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let mut out = String::new();
@@ -288,6 +293,8 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
         let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
     }
     let verdict = Verdict::of(report);
+    // A newcomer reads "FULL MATCH" as a verdict on their program.
+    let _ = writeln!(out, "{VERDICT_MEANING}");
     let _ = match verdict.why() {
         Some(why) => writeln!(out, "result: {} ({why})", verdict.label()),
         None => writeln!(out, "result: {}", verdict.label()),
