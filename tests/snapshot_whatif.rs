@@ -1034,3 +1034,100 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
         ]
     );
 }
+
+// ------------------------------------------------------------------ allocated by carving
+
+/// One request of 19.59 MiB: without expandable segments it gets a 20 MiB
+/// segment and, with 424 KiB (≤ 1 MiB) left over, the whole block; with
+/// them the 20 MiB page is split and the block is the request.
+#[test]
+fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
+    let request = 19 * MIB + 600 * 1024;
+    let mut m = model("", GIB);
+    let block = m.malloc(request, 0).expect("fits");
+    m.free(block).expect("live");
+    let _ = m.malloc(request, 0).expect("fits");
+    let snapshot = snapshot_of(&m, 0);
+    let report = whatif(
+        &snapshot,
+        &[setting("expandable_segments:True"), setting("")],
+        None,
+    )
+    .expect("has a trace");
+    let runs = &report.devices[0].runs;
+    let peaks: Vec<u64> = runs.iter().map(|r| r.peak_allocated).collect();
+    assert_eq!(peaks, [20 * MIB, request, 20 * MIB]);
+    assert!(runs.iter().all(|r| r.final_requested == request));
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("carved.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
+    let file = file.to_str().expect("utf-8 path");
+    let (code, out, err) = run_vramtop(
+        &[
+            "replay",
+            file,
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--alloc-conf",
+            "",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("allocated counts whole blocks"))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "  note: expandable_segments:True: allocated differs from the original's though the \
+             same allocations are live (19.59 MiB requested at the end): allocated counts whole \
+             blocks, and with expandable segments a block is split when 512 B or more would be \
+             left, without them a large block keeps a remainder of up to 1 MiB"
+        ],
+        "only the column whose allocated differs: {out}"
+    );
+
+    // Hyperion's 8.31 vs 8.29 GiB is the same: the requests match.
+    let Some(hyperion) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    let hyperion = hyperion.to_str().expect("utf-8 path");
+    let (_, out, _) = run_vramtop(
+        &[
+            "replay",
+            hyperion,
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--capacity",
+            "9GiB",
+        ],
+        None,
+    );
+    assert!(
+        out.contains(
+            "note: expandable_segments:True: allocated differs from the original's though the \
+             same allocations are live (5.89 GiB requested at the end)"
+        ),
+        "{out}"
+    );
+    // Columns that skipped allocations differ for that reason, said by `*`.
+    let Some(silmont) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let silmont = silmont.to_str().expect("utf-8 path");
+    let (_, out, _) = run_vramtop(
+        &[
+            "replay",
+            silmont,
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--capacity",
+            "2GiB",
+        ],
+        None,
+    );
+    assert!(!out.contains("allocated counts whole blocks"), "{out}");
+}

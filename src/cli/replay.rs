@@ -575,6 +575,13 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             );
         }
     }
+    if let Some(original) = d.runs.first() {
+        for r in d.runs.iter().skip(1) {
+            if let Some(why) = allocated_differs_by_carving(original, r) {
+                let _ = writeln!(out, "  note: {}: {why}", column_label(r));
+            }
+        }
+    }
     if let Some(div) = &d.replica_divergence {
         let _ = writeln!(
             out,
@@ -586,6 +593,37 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     for r in &d.runs {
         render_run_details(out, r);
     }
+}
+
+/// Why `run`'s allocated figures differ from the `original`'s though both
+/// hold the same allocations (none skipped or kept, the same bytes
+/// requested at the end): `memory_allocated()` counts whole blocks, and the
+/// settings carve requests into blocks otherwise. `None` when the figures
+/// agree or the allocations differ.
+fn allocated_differs_by_carving(original: &RunFigures, run: &RunFigures) -> Option<String> {
+    let same_allocations = [original, run]
+        .iter()
+        .all(|r| r.allocations_skipped == 0 && r.allocations_kept == 0)
+        && run.final_requested == original.final_requested;
+    let allocated_differs = run.peak_allocated != original.peak_allocated
+        || run.final_allocated != original.final_allocated;
+    if !same_allocations || !allocated_differs {
+        return None;
+    }
+    // PyTorch's should_split: with expandable segments any remainder of
+    // 512 B or more is split off; without, a large-pool block is split
+    // only when more than 1 MiB would remain.
+    let how = if run.expandable_segments == original.expandable_segments {
+        "these settings round requests or split blocks otherwise"
+    } else {
+        "with expandable segments a block is split when 512 B or more would be left, without \
+         them a large block keeps a remainder of up to 1 MiB"
+    };
+    Some(format!(
+        "allocated differs from the original's though the same allocations are live ({} requested \
+         at the end): allocated counts whole blocks, and {how}",
+        human_bytes(run.final_requested)
+    ))
 }
 
 /// One footnote per trace index where columns began to skip allocations:

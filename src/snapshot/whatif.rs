@@ -154,6 +154,10 @@ pub struct RunFigures {
     pub largest_free_at_peak: u64,
     pub final_reserved: u64,
     pub final_allocated: u64,
+    /// Bytes the live allocations asked for at the end (before rounding):
+    /// equal across runs that hold the same allocations, whatever the
+    /// blocks they were carved into.
+    pub final_requested: u64,
     pub final_fragmentation: f64,
     /// Segments as `memory_snapshot()` lists them (an expandable segment
     /// counts once per contiguous mapped range).
@@ -588,6 +592,7 @@ impl Run {
             largest_free_at_peak: 0,
             final_reserved: 0,
             final_allocated: 0,
+            final_requested: 0,
             final_fragmentation: 0.0,
             peak_segments: 0,
             final_segments: 0,
@@ -780,6 +785,8 @@ impl Run {
         let f = &mut self.figures;
         f.final_reserved = self.model.memory_reserved();
         f.final_allocated = self.model.memory_allocated();
+        f.final_requested =
+            u64::try_from(self.model.stats().requested_bytes.all.current).unwrap_or(0);
         f.final_segments = layout.len();
         f.peak_segments = f.peak_segments.max(layout.len());
         f.final_fragmentation = fragmentation(&layout).fragmentation;
