@@ -832,8 +832,14 @@ fn a_viewer_opened_from_the_dashboard_says_q_goes_back() {
     v.returns_to_dashboard = true;
     assert!(screen_of(&v).contains("q back"), "{}", screen_of(&v));
     press(&mut v, KeyCode::Char('?'));
-    let help = screen_of(&v);
+    let help = screen_at(&v, 120, 200);
     assert!(help.contains("back to the dashboard"), "{help}");
+    // Nowhere in the help, the block detail's section included, does q quit.
+    let quits: Vec<&str> = help
+        .lines()
+        .filter(|l| l.split_whitespace().any(|w| w == "quit"))
+        .collect();
+    assert!(quits.is_empty(), "{quits:?}");
 }
 
 #[test]

@@ -221,18 +221,22 @@ impl<'a> HelpOverlay<'a> {
             let rows = self.keymap.viewer_help_rows();
             let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
             lines.push(Line::styled("In the snapshot viewer", theme.header));
-            for (keys, what) in rows {
-                let what = if self.quit_returns && what == Action::Quit.describe() {
+            // Opened from the dashboard, quitting goes back there, in the
+            // block detail too.
+            let quit_words = |what: &'static str| {
+                if self.quit_returns && what == Action::Quit.describe() {
                     "back to the dashboard"
                 } else {
                     what
-                };
-                lines.extend(row(keys, what, key_w));
+                }
+            };
+            for (keys, what) in rows {
+                lines.extend(row(keys, quit_words(what), key_w));
             }
             lines.push(Line::raw(""));
             lines.push(Line::styled("In the block detail (Enter)", theme.header));
             for (keys, what) in self.keymap.detail_help_rows() {
-                lines.extend(row(keys, what, key_w));
+                lines.extend(row(keys, quit_words(what), key_w));
             }
             return lines;
         }
