@@ -793,11 +793,41 @@ fn the_last_key_that_waited_for_the_trace_is_done_once_it_is_read() {
     assert_ne!(peak, n, "the peak is not where the stage's cursor lands");
     press(&mut v, KeyCode::Left);
     press(&mut v, KeyCode::Char('P'));
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.ends_with("(2 keys; Esc drops them)"), "{notice}");
     v.complete_trace(full);
     assert_eq!(v.cursor(), peak, "P, the last key pressed, jumped");
     let notice = v.app.ui.notice.clone().unwrap_or_default();
     assert!(!notice.contains("waiting for the trace"), "{notice}");
     assert!(!screen_of(&v).contains("waiting for the trace"));
+}
+
+#[test]
+fn keys_waiting_for_the_trace_are_done_in_order_and_esc_drops_them() {
+    let (mut v, full, _) = staged_story();
+    let n = full.device().expect("a device").len();
+    press(&mut v, KeyCode::Left);
+    press(&mut v, KeyCode::Left);
+    v.complete_trace(full);
+    assert_eq!(v.cursor(), n - 2, "two steps back, both done");
+
+    let (mut v, full, _) = staged_story();
+    let n = full.device().expect("a device").len();
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Esc);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(notice, "dropped the key waiting for the trace");
+    v.complete_trace(full);
+    assert_eq!(v.cursor(), n, "nothing done: the stage's end");
+    // A held key cannot grow the queue without bound.
+    let (mut v, _, _) = staged_story();
+    for _ in 0..(vramtop::app::viewer::MAX_WAITING_KEYS + 10) {
+        press(&mut v, KeyCode::Left);
+    }
+    assert_eq!(
+        v.waiting_actions.len(),
+        vramtop::app::viewer::MAX_WAITING_KEYS
+    );
 }
 
 #[test]

@@ -217,9 +217,10 @@ pub struct ViewerState {
     /// While the viewer shows a file's segments stage (its final state)
     /// and the trace is still being read: how far the reading is.
     pub trace_reading: Option<TraceReading>,
-    /// The last key that needed the trace while it was being read: done
-    /// once it is (the notice promised so).
-    pub waiting_action: Option<ViewerAction>,
+    /// The keys that needed the trace while it was being read, in order
+    /// (at most [`MAX_WAITING_KEYS`]): done once it is, as the notice
+    /// promised; `Esc` drops them.
+    pub waiting_actions: Vec<ViewerAction>,
     /// Why the file's trace could not be read after its final state was
     /// shown (a file cut or damaged there): the final state stays, and the
     /// keys that need the trace say this.
@@ -229,6 +230,10 @@ pub struct ViewerState {
 }
 
 /// How much of a file the reader has parsed, while the viewer waits for
+/// Keys kept while the trace is read: a held arrow key must not grow
+/// the queue without bound.
+pub const MAX_WAITING_KEYS: usize = 64;
+
 /// its trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceReading {
@@ -301,7 +306,7 @@ impl ViewerState {
             detail_scroll: 0,
             detail_scroll_limit: Cell::new(usize::MAX),
             trace_reading: None,
-            waiting_action: None,
+            waiting_actions: Vec::new(),
             trace_error: None,
             returns_to_dashboard: false,
         };
@@ -345,7 +350,7 @@ impl ViewerState {
     /// keys that need the trace say why there is none.
     pub fn trace_failed(&mut self, why: String) {
         self.trace_reading = None;
-        self.waiting_action = None;
+        self.waiting_actions.clear();
         self.app.ui.notice = None;
         self.trace_error = Some(why);
     }
@@ -375,12 +380,14 @@ impl ViewerState {
         next.sites = self.sites.take();
         next.refresh();
         next.detail_open = self.detail_open && next.selected_block().is_some();
-        let waiting = self.waiting_action.take();
+        let waiting = std::mem::take(&mut self.waiting_actions);
         *self = next;
-        if let Some(action) = waiting {
-            // The "waiting for the trace" notice is answered now: the
-            // action's own notice, if any, replaces it.
+        // The "waiting for the trace" notice is answered now: the keys'
+        // own notices, if any, replace it.
+        if !waiting.is_empty() {
             self.app.ui.notice = None;
+        }
+        for action in waiting {
             self.act(action);
         }
     }
@@ -712,9 +719,18 @@ impl ViewerState {
     pub fn act(&mut self, action: ViewerAction) -> Effect {
         use ViewerAction as V;
         if self.trace_reading.is_some() && action.needs_trace() {
-            self.waiting_action = Some(action);
+            if self.waiting_actions.len() < MAX_WAITING_KEYS {
+                self.waiting_actions.push(action);
+            }
+            let n = self.waiting_actions.len();
+            // The count and how to cancel only once there is more than one.
+            let more = if n > 1 {
+                format!(" ({n} keys; Esc drops them)")
+            } else {
+                " (Esc drops it)".to_string()
+            };
             self.app.ui.notice = Some(format!(
-                "waiting for the trace: {} once it is read",
+                "waiting for the trace: {}{more}",
                 action.describe()
             ));
             return Effect::Redraw;
@@ -1058,6 +1074,19 @@ impl ViewerState {
             return apply(&mut self.app, action);
         }
         match action {
+            Action::Back if !self.waiting_actions.is_empty() => {
+                let n = self.waiting_actions.len();
+                self.waiting_actions.clear();
+                self.app.ui.notice = Some(format!(
+                    "dropped {} waiting for the trace",
+                    if n == 1 {
+                        "the key".to_string()
+                    } else {
+                        format!("the {n} keys")
+                    }
+                ));
+                Effect::Redraw
+            }
             Action::Quit | Action::ToggleHelp | Action::Back => apply(&mut self.app, action),
             Action::FocusNext | Action::FocusPrev => {
                 let effect = apply(&mut self.app, action);
