@@ -527,13 +527,17 @@ fn x_in_a_scrolled_expanded_site_keeps_its_scroll_and_clamps_it_to_the_shorter_s
     for _ in 0..3 {
         key(&mut v, 'j');
     }
-    // The C++ frames listed among the Python ones: the view stays three
-    // rows down, not back at the heading.
+    // The C++ frames listed among the Python ones: the view moves down
+    // with the frame it showed, not back at the heading.
     key(&mut v, 'x');
     assert!(v.show_cpp);
-    assert_eq!(v.site_scroll, 3, "x keeps the scroll");
+    assert!(
+        v.site_scroll > 3,
+        "x keeps the row being read: {}",
+        v.site_scroll
+    );
     let screen = text(draw(&v, 80, 24).backend().buffer());
-    assert!(screen.contains("(rows 4–9 of 710;"), "{screen}");
+    assert!(screen.contains("of 710;"), "{screen}");
     // At the end of the longer listing, hiding the C++ frames again shows
     // the end of the shorter one, and the first ↑ moves at once.
     for _ in 0..1000 {
@@ -549,6 +553,42 @@ fn x_in_a_scrolled_expanded_site_keeps_its_scroll_and_clamps_it_to_the_shorter_s
     key(&mut v, 'k');
     let screen = text(draw(&v, 80, 24).backend().buffer());
     assert!(screen.contains("(rows 661–666 of 667;"), "{screen}");
+}
+
+#[test]
+fn x_keeps_the_frame_or_block_being_read_at_the_top_of_an_expanded_site() {
+    let Some(mut v) = viewer(HYPERION) else {
+        return;
+    };
+    expand_second_site(&mut v);
+    // The site's rows at one width (drawing records where its frames start).
+    let rows = |v: &ViewerState| {
+        let site = v.selected_site().expect("a site").clone();
+        vramtop::ui::site_detail_lines(v, &site, 76)
+    };
+    let listing = rows(&v);
+    let first_frame = v.site_frames_row.get();
+    let frames = listing
+        .iter()
+        .skip(first_frame)
+        .take_while(|l| !l.starts_with("blocks ("))
+        .count();
+    assert!(frames > 4, "{listing:?}");
+    // Reading Python frames, then reading blocks: after x, and after x
+    // again, the same row is at the top.
+    for down in [first_frame + 3, first_frame + frames + 40] {
+        v.site_scroll = 0;
+        for _ in 0..down {
+            key(&mut v, 'j');
+        }
+        assert_eq!(v.site_scroll, down);
+        let top = rows(&v)[v.site_scroll].clone();
+        for _ in 0..2 {
+            key(&mut v, 'x');
+            let now = rows(&v);
+            assert_eq!(now[v.site_scroll], top, "show_cpp {}", v.show_cpp);
+        }
+    }
 }
 
 #[test]

@@ -196,6 +196,10 @@ pub struct ViewerState {
     /// The largest useful `site_scroll` as the expanded site was last
     /// drawn (its rows that did not fit); `usize::MAX` before it is drawn.
     pub site_scroll_limit: Cell<usize>,
+    /// The row of the expanded site's first listed frame, as last drawn
+    /// (its heading rows wrap with the pane's width): `x` keeps the rows
+    /// being read in view with it.
+    pub site_frames_row: Cell<usize>,
     /// An expanded site lists its C++ frames too.
     pub show_cpp: bool,
     /// Why blocks without stacks have none (the same for the whole file).
@@ -233,6 +237,42 @@ pub struct ViewerState {
 /// Keys kept while the trace is read: a held arrow key must not grow
 /// the queue without bound.
 pub const MAX_WAITING_KEYS: usize = 64;
+
+/// Where an expanded site's stack frames are in its rows: the row of the
+/// first listed frame, then each listed frame's index in the stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SiteListing {
+    first_frame_row: usize,
+    frames: Vec<usize>,
+}
+
+/// The row of listing `after` that shows what row `scroll` of `before`
+/// showed: the same frame (or the next one listed), the same block row
+/// past the frames, the same heading row above them.
+fn same_row_in(scroll: usize, before: &SiteListing, after: &SiteListing) -> usize {
+    let start = before.first_frame_row;
+    let Some(k) = scroll.checked_sub(start) else {
+        return scroll;
+    };
+    match before.frames.get(k) {
+        Some(&index) => {
+            let j = after
+                .frames
+                .iter()
+                .position(|&i| i >= index)
+                .unwrap_or(after.frames.len());
+            after.first_frame_row.saturating_add(j)
+        }
+        // Past the frames: the blocks' title and rows keep their order.
+        None => {
+            let past = k - before.frames.len();
+            after
+                .first_frame_row
+                .saturating_add(after.frames.len())
+                .saturating_add(past)
+        }
+    }
+}
 
 /// its trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +336,7 @@ impl ViewerState {
             site_expanded: false,
             site_scroll: 0,
             site_scroll_limit: Cell::new(usize::MAX),
+            site_frames_row: Cell::new(0),
             show_cpp: false,
             no_stack,
             mark_a: None,
@@ -853,11 +894,16 @@ impl ViewerState {
                 Effect::Redraw
             }
             V::ToggleCppFrames => {
+                let rows_before = self.site_listing_rows();
                 self.show_cpp = !self.show_cpp;
-                // The scroll (in rows) stays where the user left it: back
-                // at the top, the rows being read were lost. A listing
+                // The rows being read stay in view: back at the top, or at
+                // the same row number of a listing that gained or lost C++
+                // frames above them, the user lost their place. A listing
                 // now shorter than the scroll shows its end: the pane
                 // clamps when it draws, and `scroll_site` before it moves.
+                if let (Some(before), Some(after)) = (rows_before, self.site_listing_rows()) {
+                    self.site_scroll = same_row_in(self.site_scroll, &before, &after);
+                }
                 // With no expanded site's stack on screen the key would seem
                 // to do nothing: say what it changed and where it shows.
                 let on_screen = self.sites_open
@@ -1120,6 +1166,26 @@ impl ViewerState {
             }
             _ => Effect::None,
         }
+    }
+
+    /// The stack frames listed in the expanded site, by index into its
+    /// stack, and the row they start at (as last drawn); `None` when no
+    /// site is expanded or its stack is not listed.
+    fn site_listing_rows(&self) -> Option<SiteListing> {
+        if !self.site_expanded {
+            return None;
+        }
+        let site = self.selected_site().filter(|s| !s.key.is_no_stack())?;
+        let with_cpp =
+            self.show_cpp || crate::snapshot::sites::frame_counts(&site.stack).python == 0;
+        let frames = crate::snapshot::sites::listed_frames(&site.stack, with_cpp)
+            .into_iter()
+            .filter_map(|f| site.stack.iter().position(|g| std::ptr::eq(g, f)))
+            .collect();
+        Some(SiteListing {
+            first_frame_row: self.site_frames_row.get(),
+            frames,
+        })
     }
 
     /// The event the cursor is after (the last one applied), if any.

@@ -91,6 +91,7 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
         let counts = frame_counts(&site.stack);
         let with_cpp = v.show_cpp || counts.python == 0;
         lines.extend(chrome::wrap(&stack_heading(counts, with_cpp), width));
+        v.site_frames_row.set(lines.len());
         for f in listed_frames(&site.stack, with_cpp) {
             lines.push(format!("  {}", frame_label(f)));
         }
