@@ -112,7 +112,7 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
     // cut long paths, and the user may want them after quitting.
     let snapshots = result?;
     if !snapshots.is_empty() {
-        println!("snapshots of this session (vramtop open FILE):");
+        println!("snapshots taken or offered this session (vramtop open FILE):");
         for path in snapshots {
             println!("  {}", path.display());
         }
