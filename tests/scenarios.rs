@@ -472,4 +472,58 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
     );
     assert!(out.contains(&format!("{}\n", "x".repeat(33))), "{out}");
     assert!(out.contains("/a/very/long/path/to/"), "{out}");
+
+    // A user's file with a long title, a long variant header, long labels
+    // and figures wide enough to push the summary past 80: every line
+    // fits, and every label is shown whole, as `--json` gives it.
+    let title = "A scenario of my own whose title says at some length what it shows, \
+                 which runs well past the eightieth column of a terminal";
+    let words_label = "forward pass of the model computing layer twenty three attention \
+                       projection weight gradient accumulation";
+    let unbroken_label = "x".repeat(83);
+    let variant = "a_variant_name_that_says_what_it_tries";
+    let alloc_conf = "max_split_size_mb:64,garbage_collection_threshold:0.8";
+    let text = format!(
+        "name = \"mine\"\ntitle = \"{title}\"\nexplanation = \"a test\"\n\
+         device_memory = \"1000.5GiB\"\ncontext = \"100MiB\"\n\
+         [[variant]]\nname = \"{variant}\"\nalloc_conf = \"{alloc_conf}\"\n\
+         worker_contexts = 2\n\
+         [[step]]\nlabel = \"{words_label}\"\n\
+         alloc = {{ name = \"big\", size = \"900.5GiB\" }}\n\
+         [[step]]\nlabel = \"{unbroken_label}\"\nfree = \"big\"\n\
+         [[step]]\nempty_cache = true\n\
+         [[step]]\nlabel = \"\"\nalloc = {{ name = \"b\", size = \"1GiB\" }}\n"
+    );
+    let header = format!(
+        "== {variant} (PYTORCH_CUDA_ALLOC_CONF={alloc_conf}; 2 workers with a CUDA context each)"
+    );
+    let dir = std::env::temp_dir().join(format!("vramtop-scenario-mine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("mine.toml");
+    std::fs::write(&path, text).expect("write");
+    let p = path.display().to_string();
+    let (code, out, err) = vramtop(&["scenario", &p]);
+    let (json_code, json, _) = vramtop(&["scenario", &p, "--json"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_columns("mine.toml", &out);
+    // Wrapped, not cut: the text without its line breaks and indents
+    // holds each whole (and no "…" of a cut).
+    let unwrapped: String = out.chars().filter(|c| !c.is_whitespace()).collect();
+    for whole in [title, words_label, &unbroken_label, &header] {
+        let whole: String = whole.chars().filter(|c| !c.is_whitespace()).collect();
+        assert!(
+            unwrapped.contains(&whole),
+            "{whole} is not whole in:\n{out}"
+        );
+    }
+    assert!(!out.contains('…'), "{out}");
+    assert!(out.contains("peak allocated 900.50 GiB,"), "{out}");
+    // One row a step, the figures on its first line: an empty label's too.
+    let rows = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['1', '2', '3', '4']));
+    assert_eq!(rows.count(), 4, "{out}");
+    assert_eq!(json_code, 0);
+    assert!(json.contains(&format!("\"{words_label}\"")), "{json}");
 }

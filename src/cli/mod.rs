@@ -16,6 +16,7 @@ pub mod replay;
 pub mod scenario;
 pub mod serve;
 pub mod snapshot;
+pub mod text;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

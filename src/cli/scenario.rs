@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
+use super::text::{wrap, wrap_hanging, wrap_words};
 use crate::alloc::human_bytes;
 use crate::scenario::engine::{STEP_TIME_US, run_variant_model};
 use crate::scenario::{self, Scenario, ScenarioResult};
@@ -208,23 +209,28 @@ fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
 /// 80-column terminal.
 const TEXT_WIDTH: usize = 78;
 
-/// The most of a step's label a row shows (a scenario file may give a
-/// long one).
-const MAX_LABEL_CHARS: usize = 60;
-
 /// Columns a table row takes, its label wrapped within them.
 const TABLE_WIDTH: usize = 80;
 
 /// The human-readable report: explanation, then one table per variant.
 pub fn render(r: &ScenarioResult) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{}: {}\n", r.name, r.title);
+    // A file's name and title may be of any length: what runs over hangs
+    // under the first line.
+    let heading = format!("{}: {}", r.name, r.title);
+    let _ = writeln!(out, "{}\n", wrap_hanging(&heading, TEXT_WIDTH, 2));
     let _ = writeln!(out, "{}\n", wrap(&r.explanation, TEXT_WIDTH));
+    // Phrases, not words, so that a figure stays with its unit when a
+    // large device's figures push the line past the width.
+    let device = [
+        format!("device {},", human_bytes(r.device_memory)),
+        format!("CUDA context {}", human_bytes(r.context)),
+        "(driver used = reserved + context)".to_string(),
+    ];
     let _ = writeln!(
         out,
-        "device {}, CUDA context {} (driver used = reserved + context)",
-        human_bytes(r.device_memory),
-        human_bytes(r.context)
+        "{}",
+        wrap_words(device.iter().map(String::as_str), TEXT_WIDTH, 2)
     );
     for v in &r.variants {
         let conf = if v.alloc_conf.is_empty() {
@@ -236,7 +242,10 @@ pub fn render(r: &ScenarioResult) -> String {
             0 => String::new(),
             n => format!("; {n} workers with a CUDA context each"),
         };
-        let _ = writeln!(out, "\n== {} ({conf}{workers})", v.variant);
+        // A variant's name and alloc_conf come from the file: the header
+        // wraps, hanging under the variant's name.
+        let header = format!("== {} ({conf}{workers})", v.variant);
+        let _ = writeln!(out, "\n{}", wrap_hanging(&header, TEXT_WIDTH, 3));
         // The figures first, in columns that fit 80: the label, of any
         // length, ends the row (a long one wraps there, not in the middle
         // of the figures).
@@ -246,7 +255,8 @@ pub fn render(r: &ScenarioResult) -> String {
             "step", "allocated", "reserved", "driver", "segs", "frag%"
         );
         for s in &v.steps {
-            let mut label: String = s.label.chars().take(MAX_LABEL_CHARS).collect();
+            // The whole label, as `--json` gives it: its column wraps it.
+            let mut label = s.label.clone();
             if s.released > 0 {
                 let _ = write!(label, " · released {}", human_bytes(s.released));
             }
@@ -265,22 +275,31 @@ pub fn render(r: &ScenarioResult) -> String {
             // The label wraps in its own column, under itself.
             let indent = " ".repeat(figures.chars().count());
             let room = TABLE_WIDTH.saturating_sub(figures.chars().count()).max(12);
-            for (k, line) in wrap(&label, room).lines().enumerate() {
+            // `split`, not `lines`: a label of spaces only wraps to
+            // nothing, and its row of figures still shows.
+            for (k, line) in wrap(&label, room).split('\n').enumerate() {
                 let lead = if k == 0 {
                     figures.as_str()
                 } else {
                     indent.as_str()
                 };
-                let _ = writeln!(out, "{lead}{line}");
+                let row = format!("{lead}{line}");
+                let _ = writeln!(out, "{}", row.trim_end());
             }
         }
         let sm = &v.summary;
+        let peaks = [
+            format!("peak allocated {},", human_bytes(sm.peak_allocated)),
+            format!("peak reserved {},", human_bytes(sm.peak_reserved)),
+            format!(
+                "empty_cache released {}",
+                human_bytes(sm.empty_cache_released)
+            ),
+        ];
         let _ = writeln!(
             out,
-            "peak allocated {}, peak reserved {}, empty_cache released {}",
-            human_bytes(sm.peak_allocated),
-            human_bytes(sm.peak_reserved),
-            human_bytes(sm.empty_cache_released)
+            "{}",
+            wrap_words(peaks.iter().map(String::as_str), TEXT_WIDTH, 2)
         );
         match (sm.oom_step, v.steps.last().and_then(|s| s.oom.as_deref())) {
             (Some(step), Some(msg)) => {
@@ -293,91 +312,4 @@ pub fn render(r: &ScenarioResult) -> String {
         }
     }
     out
-}
-
-/// Greedy word wrap for the terminal: every line at most `width`
-/// characters. A word longer than that (a Python call in a step's label:
-/// `optimizer.zero_grad(set_to_none=True)`) is broken where it reads best
-/// ([`break_long_word`]), each piece after the first on a line of its
-/// own, not left to run past.
-fn wrap(text: &str, width: usize) -> String {
-    let width = width.max(1);
-    let mut out = String::new();
-    let mut line = 0;
-    for word in text.split_whitespace() {
-        let pieces = break_long_word(word, width);
-        for (k, piece) in pieces.iter().enumerate() {
-            let len = piece.chars().count();
-            // A broken word's later pieces always start a line.
-            if line > 0 && (k > 0 || line + 1 + len > width) {
-                out.push('\n');
-                line = 0;
-            } else if line > 0 {
-                out.push(' ');
-                line += 1;
-            }
-            out.push_str(piece);
-            line += len;
-        }
-    }
-    out
-}
-
-/// Characters a long word is best broken after, most readable first: a
-/// call's opening parenthesis or an argument's comma, a path's slash, a
-/// dotted name's dot; then the joints inside a name.
-const WORD_BREAKS: [&[char]; 2] = [&['(', ',', '/', '.'], &['_', '=', '-', ':']];
-
-/// `word` in pieces of at most `width` characters (`width` ≥ 1): each
-/// piece ends after the last character of the most readable kind of
-/// [`WORD_BREAKS`] that leaves it at least half the width, else at
-/// `width` characters.
-fn break_long_word(word: &str, width: usize) -> Vec<&str> {
-    let mut pieces = Vec::new();
-    let mut rest = word;
-    while rest.chars().count() > width {
-        // Byte offsets just past each of the first `width` characters.
-        let ends: Vec<(usize, char)> = rest
-            .char_indices()
-            .take(width)
-            .map(|(at, c)| (at + c.len_utf8(), c))
-            .collect();
-        let hard = ends.last().map_or(rest.len(), |&(end, _)| end);
-        let half = width.div_ceil(2);
-        let soft = WORD_BREAKS.iter().find_map(|breaks| {
-            ends.iter()
-                .enumerate()
-                .rev()
-                .take_while(|&(chars, _)| chars + 1 >= half)
-                .find(|(_, (_, c))| breaks.contains(c))
-                .map(|(_, &(end, _))| end)
-        });
-        let (piece, after) = rest.split_at(soft.unwrap_or(hard));
-        pieces.push(piece);
-        rest = after;
-    }
-    if !rest.is_empty() || pieces.is_empty() {
-        pieces.push(rest);
-    }
-    pieces
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_word_longer_than_its_column_breaks_after_punctuation_else_at_the_width() {
-        assert_eq!(
-            break_long_word("optimizer.zero_grad(set_to_none=True)", 33),
-            ["optimizer.zero_grad(", "set_to_none=True)"]
-        );
-        // No place that reads well: at the width, whole characters.
-        assert_eq!(break_long_word("ab×cd×ef", 3), ["ab×", "cd×", "ef"]);
-        assert_eq!(break_long_word("short", 33), ["short"]);
-        assert_eq!(
-            wrap("a optimizer.zero_grad(set_to_none=True) b", 20),
-            "a\noptimizer.zero_grad(\nset_to_none=True) b"
-        );
-    }
 }
