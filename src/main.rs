@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use clap::error::ContextValue;
 use clap::{CommandFactory, FromArgMatches};
 use vramtop::cli::{self, Cli, config};
-use vramtop::quote::cut;
+use vramtop::quote::{cut, escape_controls};
 
 /// The first failed write to the log file: said once, at exit (during the
 /// dashboard stderr is the screen).
@@ -112,9 +112,10 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
 /// error prefix, ending with the help to read ("(see 'vramtop open
 /// --help')"): clap's own text without its usage block and "For more
 /// information" line, its tips and lists folded into the line; the
-/// arguments it quotes cut short (an argument may be 128 KiB long).
-/// `--help` and `--version` print as clap prints them.
-fn usage_error(e: clap::Error) -> ! {
+/// arguments it quotes cut short (an argument may be 128 KiB long) and
+/// their control characters escaped. `--help` and `--version` print as
+/// clap prints them.
+fn usage_error(mut e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
@@ -124,25 +125,31 @@ fn usage_error(e: clap::Error) -> ! {
     ) {
         e.exit()
     }
+    // What the user typed, which clap quotes whole: cut short and its
+    // control characters escaped before clap renders it. Not after:
+    // rendering drops escape sequences as if they were clap's own colours,
+    // so an argument with one would read as something else typed and the
+    // rest of its control characters could no longer be found to escape.
+    let quoted: Vec<_> = e
+        .context()
+        .filter_map(|(kind, value)| match value {
+            ContextValue::String(v) => Some((kind, ContextValue::String(cut(v)))),
+            ContextValue::Strings(vs) => Some((
+                kind,
+                ContextValue::Strings(vs.iter().map(|v| cut(v)).collect()),
+            )),
+            _ => None,
+        })
+        .collect();
+    for (kind, value) in quoted {
+        e.insert(kind, value);
+    }
     // clap's text starts with "error: "; the prefix names the program.
     let rendered = e.render().to_string();
-    let mut text = rendered
-        .strip_prefix("error: ")
-        .unwrap_or(&rendered)
-        .to_string();
-    // What the user typed, quoted by clap whole: cut short and its control
-    // characters escaped, so that the line stays one and readable.
-    for (_, value) in e.context() {
-        let quoted: &[String] = match value {
-            ContextValue::String(v) => std::slice::from_ref(v),
-            ContextValue::Strings(vs) => vs,
-            _ => &[],
-        };
-        for v in quoted.iter().filter(|v| cut(v) != **v) {
-            text = text.replace(v.as_str(), &cut(v));
-        }
-    }
-    let message = one_line_usage_error(e.kind(), &text);
+    let text = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+    // A value parser's own message may quote input too: whatever control
+    // character is left is shown, never sent to the terminal.
+    let message = escape_controls(&one_line_usage_error(e.kind(), text));
     let _ = writeln!(
         std::io::stderr(),
         "{}{message} (see '{} --help')",

@@ -21,17 +21,26 @@ pub fn cut_to(text: &str, max_chars: usize) -> String {
         None => (text, false),
         Some((end, _)) => (&text[..end], true),
     };
-    let mut out = String::with_capacity(shown.len());
-    for c in shown.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
+    let mut out = escape_controls(shown);
     if rest {
         // Writing to a String cannot fail.
         let _ = write!(out, "… ({} bytes)", text.len());
+    }
+    out
+}
+
+/// `text` with its control characters written as escapes (`\n`, `\t`,
+/// `\u{1b}`, `\u{7}`: as `escape_debug` writes them) and every other
+/// character kept: a terminal escape sequence in input shows as what
+/// was typed, and never reaches the terminal to act.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -78,6 +87,10 @@ mod tests {
     fn control_characters_are_quoted_as_escapes_on_one_line() {
         assert_eq!(cut("a\nb\tc"), "a\\nb\\tc");
         assert_eq!(cut("\u{1b}[2J"), "\\u{1b}[2J");
+        assert_eq!(
+            escape_controls("a\u{1b}]0;T\u{7}é\u{9b}"),
+            "a\\u{1b}]0;T\\u{7}é\\u{9b}"
+        );
         let long = "\n".repeat(100);
         let shown = cut(&long);
         assert!(!shown.contains('\n'), "{shown}");

@@ -84,6 +84,57 @@ fn a_usage_error_is_one_line_with_clap_s_message_and_the_command_s_help() {
 }
 
 #[test]
+fn a_usage_error_quotes_an_argument_with_every_control_character_escaped() {
+    // Terminal escape sequences (a colour, a window title ended by BEL), a
+    // tab and a newline, alone and together: each control character shows
+    // as its escape and the printable characters around it stay, so the
+    // quote reads as what was typed and nothing reaches the terminal.
+    for (args, says) in [
+        (
+            &["open", "x.pickle", "a\u{1b}[31mred\u{1b}]0;TITLE\u{7}b"][..],
+            "unexpected argument 'a\\u{1b}[31mred\\u{1b}]0;TITLE\\u{7}b' found",
+        ),
+        (
+            &["open", "x.pickle", "a\tb"],
+            "unexpected argument 'a\\tb' found",
+        ),
+        (
+            &["open", "x.pickle", "a\u{1b}[31m\tb\nc"],
+            "unexpected argument 'a\\u{1b}[31m\\tb\\nc' found",
+        ),
+        // An invalid value, quoted by clap and by the value's parser.
+        (
+            &["demo", "--sim-memory", "1\u{1b}[2JGiB\u{7}"],
+            "invalid value '1\\u{1b}[2JGiB\\u{7}' for '--sim-memory <SIZE>': \
+             '1\\u{1b}[2JGiB\\u{7}' is not a size",
+        ),
+        (
+            &["completions", "\u{1b}[31mbash\t"],
+            "invalid value '\\u{1b}[31mbash\\t' for '<SHELL>'",
+        ),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !err.trim_end_matches('\n').chars().any(char::is_control),
+            "{args:?}: {err:?}"
+        );
+    }
+    // A long argument is still cut short, escapes and all.
+    let long = "\u{1b}[31m".repeat(40);
+    let err = usage_error(&["open", "x.pickle", &long]);
+    let shown = "\\u{1b}[31m".repeat(12);
+    assert!(
+        err.contains(&format!("unexpected argument '{shown}… (200 bytes)' found")),
+        "{err}"
+    );
+    assert!(
+        !err.trim_end_matches('\n').chars().any(char::is_control),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn an_option_a_command_cannot_use_is_a_usage_error() {
     for args in [
         &["replay", "x.pickle", "--backend", "nvml"][..],
