@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use vramtop::cli::diff::render_diff;
+use vramtop::cli::diff::{DEFAULT_LINES, render_diff};
 use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshot_devices, diff_snapshots};
 use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::{Snapshot, read_snapshot_file};
@@ -28,6 +28,12 @@ const PAIRS: [(&str, &str); 3] = [
     ),
     ("silmont_mem_snapshot.pickle", "silmont_fwd_fp32_128.pickle"),
 ];
+
+/// `text` with its line breaks and indents folded to single spaces: a
+/// wrapped note reads as one sentence again.
+fn unwrapped(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
 
 fn allocated(s: &Snapshot) -> u64 {
     common::allocated_in(&s.segments)
@@ -302,7 +308,7 @@ fn a_side_without_stacks_is_said_and_only_the_totals_compare() {
     assert_eq!(diff.after_without_stacks, None);
     let text = render_diff("a", "b", &diff, 10);
     assert!(
-        text.contains(
+        unwrapped(&text).contains(
             "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites \
              all read new"
         ),
@@ -325,4 +331,72 @@ fn a_side_without_stacks_is_said_and_only_the_totals_compare() {
         (None, None)
     );
     assert!(!render_diff("a", "b", &same, 10).contains("has a stack"));
+}
+
+#[test]
+fn diff_notes_wrap_within_80_columns_hanging_under_their_text() {
+    // Two dumps of one run on two GPUs, BEFORE recorded without stacks:
+    // no segment is shared and BEFORE has no stack, so both notes show.
+    let (Some((_, before)), Some((_, after))) = (
+        shared("muduard_dump_snapshot_a.pickle"),
+        shared("muduard_dump_snapshot_b.pickle"),
+    ) else {
+        return;
+    };
+    let diff =
+        diff_snapshot_devices(&before, &after, (0, 1), Grouping::UserFrame).expect("GPUs 0 and 1");
+    let text = render_diff(
+        "muduard_dump_snapshot_a.pickle (GPU 0)",
+        "muduard_dump_snapshot_b.pickle (GPU 1)",
+        &diff,
+        DEFAULT_LINES,
+    );
+    // Every line fits 80 columns but the rows of segments and of sites,
+    // whose width is their figures' and their site's name's.
+    let mut in_site_rows = false;
+    for line in text.lines() {
+        let is_row = line.starts_with("  0x") || in_site_rows;
+        if !is_row {
+            assert!(
+                line.chars().count() <= 80,
+                "{} columns: {line:?}\n{text}",
+                line.chars().count()
+            );
+        }
+        in_site_rows |= line.trim_end().ends_with("  site");
+    }
+    // Each note keeps its text, its later lines under the text after
+    // "note: ".
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.starts_with("note: "))
+        .expect("a note");
+    let notes: Vec<&str> = lines[first..]
+        .iter()
+        .take_while(|l| l.starts_with("note: ") || l.starts_with("      "))
+        .copied()
+        .collect();
+    assert_eq!(
+        notes.iter().filter(|l| l.starts_with("note: ")).count(),
+        2,
+        "{text}"
+    );
+    assert!(notes.len() > 2, "the notes wrap: {text}");
+    for line in &notes {
+        let text_starts = line.strip_prefix("note: ").or(line.strip_prefix("      "));
+        assert!(
+            text_starts.is_some_and(|t| !t.starts_with(' ')),
+            "{line:?}\n{text}"
+        );
+    }
+    let notes = unwrapped(&notes.join("\n"));
+    for said in [
+        "note: no segment is at the same address on both sides (two processes, two GPUs or a \
+         restart): the lists below are all of each side; the totals compare",
+        "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites all \
+         read new against it; only the totals compare",
+    ] {
+        assert!(notes.contains(said), "{said}\n{text}");
+    }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
+use super::text::{wrap_hanging, wrap_words};
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
@@ -132,6 +133,17 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
     }
 }
 
+/// Columns a note or a heading is wrapped to: it reads whole on an
+/// 80-column terminal.
+const WRAP_WIDTH: usize = 80;
+
+/// `note: TEXT`, wrapped with its later lines indented under the text.
+fn note_line(out: &mut String, text: &str) {
+    const LEAD: &str = "note: ";
+    let wrapped = wrap_hanging(&format!("{LEAD}{text}"), WRAP_WIDTH, LEAD.len());
+    let _ = writeln!(out, "{wrapped}");
+}
+
 /// The human-readable comparison.
 pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String {
     let mut out = String::new();
@@ -177,19 +189,19 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
         (None, None) => None,
     };
     if none_shared {
-        let _ = writeln!(
-            out,
-            "note: no segment is at the same address on both sides (two processes, two GPUs or \
-             a restart): the lists below are all of each side; {}",
+        let note = format!(
+            "no segment is at the same address on both sides (two processes, two GPUs or a \
+             restart): the lists below are all of each side; {}",
             if stackless.is_some() {
                 "the totals compare"
             } else {
                 "the totals and the sites compare"
             }
         );
+        note_line(&mut out, &note);
     }
     if let Some(note) = stackless {
-        let _ = writeln!(out, "note: {note}");
+        note_line(&mut out, &note);
     }
     segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
@@ -201,12 +213,17 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
 pub fn render_site_changes(diff: &Diff, top: usize) -> String {
     let mut out = String::new();
     let changed = crate::ui::largest_changes_first(&diff.sites);
+    // Phrases, so that a wrap keeps each count with what it counts.
+    let heading = [
+        format!("live bytes by site (by {}):", diff.grouping.name()),
+        format!("{} changed,", changed.len()),
+        format!("{} unchanged,", diff.sites.len() - changed.len()),
+        "largest change first".to_string(),
+    ];
     let _ = writeln!(
         out,
-        "live bytes by site (by {}): {} changed, {} unchanged, largest change first",
-        diff.grouping.name(),
-        changed.len(),
-        diff.sites.len() - changed.len()
+        "{}",
+        wrap_words(heading.iter().map(String::as_str), WRAP_WIDTH, 2)
     );
     if changed.is_empty() {
         let _ = writeln!(out, "  no site's live bytes changed");
@@ -232,4 +249,60 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
         let _ = writeln!(out, "  … {} more (all are in --json)", changed.len() - top);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::PoolKind;
+
+    fn segment(device: u32, address: u64) -> SegmentRef {
+        SegmentRef {
+            device,
+            address,
+            total_size: 20 << 20,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            allocated: 0,
+        }
+    }
+
+    #[test]
+    fn notes_and_the_sites_heading_wrap_within_80_columns_under_their_text() {
+        // No segment shared, neither side with a stack (for two reasons):
+        // the longest notes, and the widest grouping's heading.
+        let diff = Diff {
+            grouping: Grouping::PythonFrame,
+            reserved: Change::new(20 << 20, 20 << 20),
+            allocated: Change::new(0, 0),
+            segments: Change::new(1, 1),
+            only_before: vec![segment(0, 0x7f00_0000_0000)],
+            only_after: vec![segment(1, 0x7e00_0000_0000)],
+            sites: Vec::new(),
+            before_without_stacks: Some(NoStackReason::WithoutStacks),
+            after_without_stacks: Some(NoStackReason::BeforeRecording),
+        };
+        let text = render_diff("a.pickle", "b.pickle", &diff, DEFAULT_LINES);
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line:?}\n{text}");
+        }
+        assert!(
+            text.contains(concat!(
+                "note: no segment is at the same address on both sides (two processes, two GPUs\n",
+                "      or a restart): "
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nnote: no live block of either side has a stack (BEFORE: recorded"),
+            "{text}"
+        );
+        assert!(
+            text.contains(concat!(
+                "live bytes by site (by python frame): 0 changed, 0 unchanged,\n",
+                "  largest change first\n"
+            )),
+            "{text}"
+        );
+    }
 }
