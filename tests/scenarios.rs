@@ -442,6 +442,12 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
         // mixed_precision's `optimizer.zero_grad(set_to_none=True)` is
         // longer than the label column.
         assert_fits_80_columns(name, &out);
+        // Every placeholder is filled in (gradient_accumulation printed a
+        // literal "micro-batch {n}+1").
+        assert!(
+            !out.contains("{n}") && !out.contains("{i}"),
+            "{name}: {out}"
+        );
     }
     // Words longer than their column, with and without a place that
     // reads well to break them at, in a label and in the prose.

@@ -404,7 +404,10 @@ fn unroll(
                 let inner_id = format!("{id}, repeat {}/{}, step {}", t + 1, r.times, j + 1);
                 let before = out.steps.len();
                 unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
-                if let Some(l) = &label {
+                // A repeat's own label counts its own iterations ("micro-batch
+                // {n}" reads 1, 2, 3): substituted with the outer one it
+                // printed a literal "{n}" at the top level.
+                if let Some(l) = s.label.as_deref().map(|l| substitute(l, Some(t))) {
                     for step in out.steps.get_mut(before..).unwrap_or_default() {
                         step.label = format!("{l}: {}", step.label);
                     }
@@ -579,6 +582,17 @@ mod tests {
         assert_eq!(s.steps.len(), 4);
         assert!(s.steps[0].runs_in("a") && !s.steps[0].runs_in("b"));
         assert!(!s.steps[1].runs_in("a") && !s.steps[1].runs_in("b"));
+    }
+
+    #[test]
+    fn a_repeats_own_label_counts_its_own_iterations() {
+        let s = steps(
+            "[[step]]\nlabel = \"batch {n} ({i})\"\nrepeat = { times = 2, steps = [\n\
+             { label = \"drop\", empty_cache = true },\n] }\n",
+        )
+        .expect("parses");
+        let labels: Vec<&str> = s.steps.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["batch 1 (0): drop", "batch 2 (1): drop"]);
     }
 
     #[test]
