@@ -1090,22 +1090,24 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
         "only the column whose allocated differs: {out}"
     );
 
-    // Hyperion's 8.31 vs 8.29 GiB is the same: the requests match.
-    let Some(hyperion) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
-        return;
-    };
-    let hyperion = hyperion.to_str().expect("utf-8 path");
-    let (_, out, _) = run_vramtop(
-        &[
+    // A shared file re-run with expandable segments in `capacity`.
+    let expandable = |name: &str, capacity: &str| {
+        let path = shared(name)?;
+        let path = path.to_str().expect("utf-8 path").to_string();
+        let args = [
             "replay",
-            hyperion,
+            &path,
             "--alloc-conf",
             "expandable_segments:True",
             "--capacity",
-            "9GiB",
-        ],
-        None,
-    );
+            capacity,
+        ];
+        Some(run_vramtop(&args, None).1)
+    };
+    // Hyperion's 8.31 vs 8.29 GiB is the same: the requests match.
+    let Some(out) = expandable("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle", "9GiB") else {
+        return;
+    };
     assert!(
         out.contains(
             "note: expandable_segments:True: allocated differs from the original's though the \
@@ -1114,20 +1116,8 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
         "{out}"
     );
     // Columns that skipped allocations differ for that reason, said by `*`.
-    let Some(silmont) = shared("silmont_mem_snapshot.pickle") else {
+    let Some(out) = expandable("silmont_mem_snapshot.pickle", "2GiB") else {
         return;
     };
-    let silmont = silmont.to_str().expect("utf-8 path");
-    let (_, out, _) = run_vramtop(
-        &[
-            "replay",
-            silmont,
-            "--alloc-conf",
-            "expandable_segments:True",
-            "--capacity",
-            "2GiB",
-        ],
-        None,
-    );
     assert!(!out.contains("allocated counts whole blocks"), "{out}");
 }
