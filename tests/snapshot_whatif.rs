@@ -104,12 +104,10 @@ fn whatif_with_own_settings_reports_no_divergence_on_every_shared_trace() {
     let Some(dir) = shared_dir() else {
         return;
     };
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("readable")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
+    let names: Vec<PathBuf> = common::snapshot_files_in(&dir)
+        .into_iter()
+        .map(|(_, path)| path)
         .collect();
-    names.sort();
     let mut replayed = 0;
     for path in names {
         let what = path.display().to_string();
@@ -917,12 +915,10 @@ fn no_what_if_run_reserves_more_than_its_capacity_on_any_shared_trace() {
     let Some(dir) = shared_dir() else {
         return;
     };
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("readable")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl"))
+    let names: Vec<PathBuf> = common::snapshot_files_in(&dir)
+        .into_iter()
+        .map(|(_, path)| path)
         .collect();
-    names.sort();
     let settings = [setting(""), setting("expandable_segments:True")];
     let mut refused = 0;
     for path in names {
