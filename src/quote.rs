@@ -45,6 +45,28 @@ pub fn escape_controls(text: &str) -> String {
     out
 }
 
+/// `text` for a terminal, its lines and tabs kept: every other control
+/// character written as [`escape_controls`] writes it. What vramtop prints
+/// carries names from files and processes (a snapshot's frame names, a
+/// probe's command line): an escape sequence there would recolour, clear
+/// or retitle the user's terminal. Borrowed when there is none (the usual
+/// case: one pass over the text, no copy).
+pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if acts(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A parser's complaint about `text` as one line: "line 3, column 7: …",
 /// the message's runs of whitespace (toml's echo of the source line, its
 /// caret lines) folded to single spaces and the whole cut to `max_chars`.
@@ -71,6 +93,17 @@ pub fn parser_complaint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_for_a_terminal_keeps_lines_and_tabs_and_escapes_the_rest() {
+        let plain = "a\tb\nc é";
+        assert!(matches!(for_terminal(plain), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(for_terminal(plain), plain);
+        assert_eq!(
+            for_terminal("\u{1b}[31mevil\u{1b}]0;T\u{7}.py:7\r\n"),
+            "\\u{1b}[31mevil\\u{1b}]0;T\\u{7}.py:7\\r\n"
+        );
+    }
 
     #[test]
     fn short_text_is_whole_and_long_text_is_cut_with_its_length() {

@@ -216,6 +216,44 @@ fn whatif_oom_report_shows_an_unknown_line_as_a_question_mark() {
 }
 
 #[test]
+fn names_from_a_file_reach_the_terminal_escaped_in_every_text_output() {
+    // A frame whose names would recolour, retitle and clear the terminal.
+    let evil = P::Dict(vec![
+        ("filename", P::Str("\u{1b}[31mevil\u{1b}]0;PWNED\u{7}.py")),
+        ("line", P::Int(7)),
+        ("name", P::Str("step\u{1b}[2J\r")),
+    ]);
+    let bytes = one_allocation_file(P::List(vec![evil]), 0);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("evil.pickle");
+    std::fs::write(&path, &bytes).expect("written");
+    let file = path.to_string_lossy().into_owned();
+    for args in [
+        vec!["open", &file, "--summary"],
+        vec!["replay", &file, "--capacity", "4MiB"],
+        vec!["replay", &file],
+        vec!["diff", &file, &file],
+    ] {
+        let (_, stdout, stderr) = common::run_vramtop(&args, None);
+        for text in [&stdout, &stderr] {
+            assert!(
+                !text.contains(['\u{1b}', '\u{7}', '\r']),
+                "{args:?}: {text:?}"
+            );
+        }
+        assert!(stdout.contains("evil"), "{args:?}: {stdout}");
+    }
+    let (_, stdout, _) = common::run_vramtop(&["open", &file, "--summary"], None);
+    assert!(
+        stdout.contains("\\u{1b}[31mevil\\u{1b}]0;PWNED\\u{7}.py:7"),
+        "shown as escapes: {stdout}"
+    );
+    // JSON keeps the names exact (its own escapes).
+    let (_, json, _) = common::run_vramtop(&["open", &file, "--summary", "--json"], None);
+    assert!(json.contains("\\u001b[31mevil"), "{json}");
+}
+
+#[test]
 fn sizes_beyond_any_device_are_refused_by_the_reader() {
     let entry = |size: i128| {
         P::Dict(vec![

@@ -638,6 +638,9 @@ pub fn leave_to_exit<T>(value: T) {
 /// not an error worth a panic or a message: the reader has what it wanted.
 pub fn emit(text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
+    // Names from snapshots and probes are in the text: none may act on the
+    // terminal (JSON escapes them itself; this changes nothing there).
+    let text = crate::quote::for_terminal(text);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -684,12 +687,14 @@ pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String
 
 /// Says an error on stderr, with the one prefix.
 pub fn say_error(message: impl std::fmt::Display) {
-    eprintln!("{ERROR_PREFIX}{message}");
+    let message = message.to_string();
+    eprintln!("{ERROR_PREFIX}{}", crate::quote::for_terminal(&message));
 }
 
 /// Says a warning on stderr, with the one prefix.
 pub fn say_warning(message: impl std::fmt::Display) {
-    eprintln!("{WARNING_PREFIX}{message}");
+    let message = message.to_string();
+    eprintln!("{WARNING_PREFIX}{}", crate::quote::for_terminal(&message));
 }
 
 /// Exit code for bad input or usage (unreadable file, not a snapshot, a bad

@@ -114,7 +114,11 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
     if !snapshots.is_empty() {
         println!("snapshots taken or offered this session (vramtop open FILE):");
         for path in snapshots {
-            println!("  {}", path.display());
+            // A probe names its files: none may act on the terminal.
+            println!(
+                "  {}",
+                crate::quote::for_terminal(&path.display().to_string())
+            );
         }
     }
     Ok(())
