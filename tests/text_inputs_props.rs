@@ -135,6 +135,27 @@ proptest! {
     }
 
     #[test]
+    fn text_for_the_terminal_keeps_no_control_character_but_lines_and_tabs(
+        text in prop::collection::vec(
+            prop_oneof![any::<char>(), prop::char::range('\u{0}', '\u{9f}')],
+            0..200,
+        )
+        .prop_map(|chars| chars.into_iter().collect::<String>())
+    ) {
+        let shown = vramtop::quote::for_terminal(&text);
+        prop_assert!(
+            !shown.contains(|c: char| c.is_control() && c != '\n' && c != '\t'),
+            "{shown:?}"
+        );
+        // Nothing is lost: the text's other characters are all there, in
+        // order (the escapes come between them).
+        let mut rest = shown.chars();
+        for c in text.chars().filter(|c| !c.is_control() || *c == '\n' || *c == '\t') {
+            prop_assert!(rest.any(|s| s == c), "{c:?} of {text:?} in {shown:?}");
+        }
+    }
+
+    #[test]
     fn proc_status_and_visible_devices_of_any_text_never_panic(text in any_text()) {
         let pids = parse_nspid(&text);
         prop_assert!(pids.len() <= text.len());
