@@ -545,9 +545,10 @@ fn an_oom_with_a_snapshot_raises_a_banner_naming_the_process_and_the_file() {
     let terminal = draw(&state, &Theme::colored(), 160, 40);
     let screen = text(terminal.backend().buffer());
     assert!(
-        screen.contains(&format!(
-            "OOM in pid 4321 (train.py --lr 3e-4): O opens its snapshot at the OOM: {OOM_FILE}"
-        )),
+        screen.contains(
+            "OOM in pid 4321: O opens its snapshot at the OOM: \
+             /…/snapshots/node7-17-rank3-20261201T120002Z-oom.pickle (train.py --lr 3e-4)"
+        ),
         "{screen}"
     );
     insta::assert_snapshot!("probe_oom_banner_160x40", terminal.backend());
@@ -635,7 +636,7 @@ fn the_oom_banner_writes_a_path_under_home_with_a_tilde() {
     let screen = text(terminal.backend().buffer());
     assert!(
         screen.contains(
-            "O opens its snapshot at the OOM: ~/.local/state/vramtop/snapshots/node7-17-rank3"
+            "O opens its snapshot at the OOM: ~/…/snapshots/node7-17-rank3-20261201T120002Z-oom.pickle"
         ),
         "{screen}"
     );

@@ -15,14 +15,36 @@ pub const CAPTURE_NOTE_MS: u64 = 60_000;
 /// How long the dashboard waits for a probe's snapshot (ms).
 pub const CAPTURE_TIMEOUT_MS: u64 = 120_000;
 
-/// `path` as a person reads it on a status line: under `home`, `~/…` (the
-/// snapshots folder's path alone took half of an 80-column line).
+/// `path` as a person reads it on a status line: under `home`, `~/…`, and
+/// of a long one (over [`WHOLE_PATH_CHARS`]) only its root, its folder and
+/// its name (`~/…/snapshots/vm-17-oom.pickle`). The snapshots folder's path alone
+/// took half of an 80-column line and cut the file's name; quitting the
+/// dashboard prints the whole paths.
 pub fn path_under_home(path: &Path, home: Option<&Path>) -> String {
-    match home.and_then(|h| path.strip_prefix(h).ok()) {
-        Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
-        _ => path.display().to_string(),
+    let (root, rest) = match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => ("~/", rest),
+        _ => match path.strip_prefix("/") {
+            Ok(rest) => ("/", rest),
+            Err(_) => ("", path),
+        },
+    };
+    let whole = format!("{root}{}", rest.display());
+    if whole.chars().count() <= WHOLE_PATH_CHARS {
+        return whole;
+    }
+    let parts: Vec<_> = rest.iter().collect();
+    match parts.as_slice() {
+        [_, .., folder, name] if parts.len() > 2 => format!(
+            "{root}…/{}/{}",
+            Path::new(folder).display(),
+            Path::new(name).display()
+        ),
+        _ => whole,
     }
 }
+
+/// The longest path [`path_under_home`] writes whole (characters).
+pub const WHOLE_PATH_CHARS: usize = 32;
 
 /// A snapshot request of the dashboard and where it stands.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -205,6 +227,20 @@ mod tests {
             path_under_home(Path::new("/home/u/.local/s/a.pickle"), home),
             "~/.local/s/a.pickle"
         );
+        // A long one: its root, folder and name.
+        let deep = "/home/u/.local/state/vramtop/snapshots/vm-17-oom.pickle";
+        assert_eq!(
+            path_under_home(Path::new(deep), home),
+            "~/…/snapshots/vm-17-oom.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("/var/lib/vramtop/state/s/vm-17-oom.pickle"), home),
+            "/…/s/vm-17-oom.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("rel/a.pickle"), home),
+            "rel/a.pickle"
+        );
         assert_eq!(
             path_under_home(Path::new("/tmp/a.pickle"), home),
             "/tmp/a.pickle"
@@ -240,7 +276,7 @@ mod tests {
         );
         let note = c.note_at(0).unwrap_or_default();
         assert!(
-            note.ends_with(&format!("~/s/{}.pickle", MAX_TAKEN + 1)),
+            note.ends_with(&format!(": ~/s/{}.pickle", MAX_TAKEN + 1)),
             "{note}"
         );
     }

@@ -318,10 +318,11 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
         .as_deref()
         .map(|c| format!(" ({})", format::truncate(c, 24)))
         .unwrap_or_default();
-    // The key comes before the path: on a narrow terminal the line is
-    // cut at its end, and a long path would hide what to press.
+    // The key, then the file, then the command line: a narrow terminal
+    // cuts the line at its end, and the command (which the pid names
+    // already) hid the file's name even at 120 columns.
     format!(
-        "OOM in pid {pid}{command}: O opens its snapshot at the OOM: {}",
+        "OOM in pid {pid}: O opens its snapshot at the OOM: {}{command}",
         crate::app::capture::path_under_home(&o.path, home)
     )
 }
