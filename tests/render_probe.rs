@@ -113,6 +113,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                 ..Hello::default()
             }),
             host_pid: Some(PROBE_PID),
+            user: None,
             pid_source: Some(PidSource::PeerCred),
             visible_devices: VisibleDevices::All,
             devices: BTreeMap::from([(

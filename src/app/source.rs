@@ -238,7 +238,7 @@ pub fn account_probes_in_simulation(
             sample.processes.push(crate::device::GpuProcess {
                 pid,
                 used_memory: Some(bytes),
-                user: None,
+                user: p.user.clone(),
                 command: p.command(),
                 parent_pid: None,
                 gpu_instance_id: None,
@@ -861,6 +861,7 @@ mod tests {
                     ..Hello::default()
                 }),
                 host_pid: Some(pid),
+                user: None,
                 pid_source: Some(PidSource::PeerCred),
                 visible_devices: VisibleDevices::All,
                 devices: BTreeMap::from([(
@@ -988,7 +989,8 @@ mod tests {
     #[test]
     fn a_probe_on_the_simulated_gpu_is_listed_and_counted_in_used() {
         let mut readings = vec![simulated_gpu(1 << 30)];
-        let snap = with_reserved(snapshot(77, 0, 0), 300 << 20);
+        let mut snap = with_reserved(snapshot(77, 0, 0), 300 << 20);
+        snap.probes[0].user = Some("alice".into());
         account_probes_in_simulation(&mut readings, &snap, 500 << 20);
         let s = readings[0].sample().expect("a sample");
         assert_eq!(s.memory_used, Some((1 << 30) + (800 << 20)));
@@ -1000,6 +1002,7 @@ mod tests {
             .expect("the probe's row");
         assert_eq!(row.used_memory, Some(800 << 20));
         assert_eq!(row.command.as_deref(), Some("train.py"));
+        assert_eq!(row.user.as_deref(), Some("alice"));
         // "context & other" is then the other process and the probe's own
         // context, as on a real GPU.
         let views = allocator_views_with_probes(None, &snap, &BTreeMap::new());

@@ -157,6 +157,10 @@ pub struct ProbeState {
     pub hello: Option<Hello>,
     /// The probe's pid in vramtop's PID namespace.
     pub host_pid: Option<u32>,
+    /// The user the probe's process runs as (`SO_PEERCRED`'s uid, named
+    /// by /etc/passwd, else the number), for the rows that list it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub pid_source: Option<PidSource>,
     pub visible_devices: VisibleDevices,
     /// By CUDA ordinal.
@@ -181,6 +185,7 @@ impl ProbeState {
             problem: None,
             hello: None,
             host_pid: None,
+            user: None,
             pid_source: None,
             visible_devices: VisibleDevices::All,
             devices: BTreeMap::new(),
@@ -634,10 +639,18 @@ fn read_stream(shared: &Shared, path: &PathBuf) -> End {
             return End::Closed(format!("cannot connect ({e}); a stale socket?"));
         }
     };
-    if let Some((Some(host_pid), _uid)) = pid::peer_credentials(&stream) {
+    if let Some((host_pid, uid)) = pid::peer_credentials(&stream) {
+        // Once per connection: /etc/passwd is read here, on the probe's
+        // thread, never by the dashboard's loop.
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        let user =
+            crate::device::procfs::parse_passwd(&passwd, uid).unwrap_or_else(|| uid.to_string());
         update(shared, path, |st| {
-            st.host_pid = Some(host_pid);
-            st.pid_source = Some(PidSource::PeerCred);
+            st.user = Some(user);
+            if let Some(host_pid) = host_pid {
+                st.host_pid = Some(host_pid);
+                st.pid_source = Some(PidSource::PeerCred);
+            }
         });
     }
     if let Err(e) = stream.set_read_timeout(Some(READ_TIMEOUT)) {
@@ -753,6 +766,10 @@ mod tests {
         // The fake server is this test process.
         assert_eq!(p.host_pid, Some(std::process::id()));
         assert_eq!(p.pid_source, Some(PidSource::PeerCred));
+        // Its user, as the process list names the others: this process's.
+        let me = crate::device::procfs::process_info(std::process::id()).user;
+        assert!(me.is_some(), "this process has a user");
+        assert_eq!(p.user, me);
         assert_eq!(p.hello.as_ref().map(|h| h.pid), Some(4242));
         let stats = p.devices[&0].stats.as_ref().expect("stats");
         assert_eq!(stats.reserved_bytes.all.current, 2048);
