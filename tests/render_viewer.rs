@@ -579,6 +579,43 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
 }
 
 #[test]
+fn page_keys_scroll_the_comparison_and_the_block_detail_by_the_rows_they_show_less_one() {
+    let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    // A from the start, B at the end: a comparison far taller than 80×24.
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    let top = text(draw(&v, 80, 24).backend().buffer());
+    let shown = v.compare_page_rows.get();
+    assert!(shown > 11, "{shown} rows: {top}");
+    assert!(top.contains(&format!("rows 1–{shown} of ")), "{top}");
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(v.compare_scroll, shown - 1, "a page less one, not 10");
+    press(&mut v, KeyCode::PageUp);
+    assert_eq!(v.compare_scroll, 0);
+    // The block detail of the first block whose detail is twice as tall
+    // as 80×14 shows.
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Enter);
+    for _ in 0..200 {
+        draw(&v, 80, 14);
+        if v.detail_scroll_limit.get() >= 2 * v.detail_page_rows.get() {
+            break;
+        }
+        press(&mut v, KeyCode::Down);
+    }
+    let shown = v.detail_page_rows.get();
+    assert!(v.detail_scroll_limit.get() >= 2 * shown, "a tall detail");
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(v.detail_scroll, shown - 1, "a page less one, not 10");
+}
+
+#[test]
 fn page_keys_scroll_the_help_by_the_rows_it_shows_less_one() {
     let Some(mut v) = viewer("silmont_mem_snapshot.pickle") else {
         return;

@@ -29,8 +29,18 @@ use crate::snapshot::types::{Block, Segment};
 /// Events a page key moves at least (and 1 % of the trace when that is more).
 pub const PAGE_EVENTS: usize = 100;
 
-/// Rows PgUp/PgDn scroll a popup by.
+/// Rows PgUp/PgDn scroll a popup by before it is first drawn.
 const POPUP_PAGE_ROWS: isize = 10;
+
+/// Rows a page key scrolls a popup that showed `rows` rows when last
+/// drawn: a page less one row, which stays in view to keep the reader's
+/// place; [`POPUP_PAGE_ROWS`] before it is drawn.
+fn popup_page(rows: &Cell<usize>) -> isize {
+    match rows.get() {
+        0 => POPUP_PAGE_ROWS,
+        rows => isize::try_from(rows.saturating_sub(1).max(1)).unwrap_or(POPUP_PAGE_ROWS),
+    }
+}
 
 /// A viewer intent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -212,10 +222,15 @@ pub struct ViewerState {
     /// before it is drawn).
     pub compare_scroll: usize,
     pub compare_scroll_limit: Cell<usize>,
+    /// Rows the A/B comparison showed as last drawn (0 before): a page
+    /// key moves that many less one.
+    pub compare_page_rows: Cell<usize>,
     /// The same for the block detail (`PgUp`/`PgDn` while it is open; its
     /// `↑`/`↓` move to the neighbouring block, which starts at the top).
     pub detail_scroll: usize,
     pub detail_scroll_limit: Cell<usize>,
+    /// The same for the block detail.
+    pub detail_page_rows: Cell<usize>,
     /// The A/B comparison, while it is open.
     pub compare: Option<AbCompare>,
     /// While the viewer shows a file's segments stage (its final state)
@@ -344,8 +359,10 @@ impl ViewerState {
             compare: None,
             compare_scroll: 0,
             compare_scroll_limit: Cell::new(usize::MAX),
+            compare_page_rows: Cell::new(0),
             detail_scroll: 0,
             detail_scroll_limit: Cell::new(usize::MAX),
+            detail_page_rows: Cell::new(0),
             trace_reading: None,
             waiting_actions: Vec::new(),
             trace_error: None,
@@ -1051,8 +1068,8 @@ impl ViewerState {
                 }
                 KeyCode::Up | KeyCode::Char('k') => self.scroll_compare(-1),
                 KeyCode::Down | KeyCode::Char('j') => self.scroll_compare(1),
-                KeyCode::PageUp => self.scroll_compare(-POPUP_PAGE_ROWS),
-                KeyCode::PageDown => self.scroll_compare(POPUP_PAGE_ROWS),
+                KeyCode::PageUp => self.scroll_compare(-popup_page(&self.compare_page_rows)),
+                KeyCode::PageDown => self.scroll_compare(popup_page(&self.compare_page_rows)),
                 KeyCode::Home => self.scroll_compare(isize::MIN),
                 KeyCode::End => self.scroll_compare(isize::MAX),
                 _ => Effect::None,
@@ -1100,8 +1117,12 @@ impl ViewerState {
                     self.detail_scroll = 0;
                     self.move_block(1)
                 }
-                Some(DetailKey::ScrollUp) => self.scroll_detail(-POPUP_PAGE_ROWS),
-                Some(DetailKey::ScrollDown) => self.scroll_detail(POPUP_PAGE_ROWS),
+                Some(DetailKey::ScrollUp) => {
+                    self.scroll_detail(-popup_page(&self.detail_page_rows))
+                }
+                Some(DetailKey::ScrollDown) => {
+                    self.scroll_detail(popup_page(&self.detail_page_rows))
+                }
                 Some(DetailKey::Top) => self.scroll_detail(isize::MIN),
                 Some(DetailKey::Bottom) => self.scroll_detail(isize::MAX),
                 None => Effect::None,

@@ -130,6 +130,7 @@ pub(super) fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, them
     let scroll = PopupScroll {
         offset: v.compare_scroll,
         limit: &v.compare_scroll_limit,
+        rows: &v.compare_page_rows,
         keys: ("↑ k", "↓ j"),
     };
     render_text_popup(

@@ -203,6 +203,7 @@ pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme
     let scroll = PopupScroll {
         offset: v.detail_scroll,
         limit: &v.detail_scroll_limit,
+        rows: &v.detail_page_rows,
         keys: ("PgUp", "PgDn"),
     };
     render_text_popup(area, buf, (110, " Block ", hint), theme, &scroll, |width| {

@@ -10,11 +10,13 @@ use crate::ui::chrome;
 use crate::ui::theme::Theme;
 
 /// How a popup taller than the screen scrolls: the rows it is scrolled
-/// down, where it stores the largest useful scroll as drawn, and the keys
-/// that scroll it back and on ("↑ k", "↓ j").
+/// down, where it stores the largest useful scroll and the rows it shows
+/// as drawn (for the page keys), and the keys that scroll it back and on
+/// ("↑ k", "↓ j").
 pub(super) struct PopupScroll<'s> {
     pub offset: usize,
     pub limit: &'s Cell<usize>,
+    pub rows: &'s Cell<usize>,
     pub keys: (&'static str, &'static str),
 }
 
@@ -41,6 +43,7 @@ pub(super) fn render_text_popup<'a>(
     let rows = usize::from(height.saturating_sub(2));
     let most = lines.len().saturating_sub(rows);
     scroll.limit.set(most);
+    scroll.rows.set(rows);
     let first = scroll.offset.min(most);
     let (popup, inner) = chrome::popup(buf, area, (width, height), title, hint, rows, theme);
     chrome::lines_at(buf, inner, lines.get(first..).unwrap_or_default());
