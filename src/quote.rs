@@ -34,9 +34,15 @@ pub fn cut_to(text: &str, max_chars: usize) -> String {
 /// character kept: a terminal escape sequence in input shows as what
 /// was typed, and never reaches the terminal to act.
 pub fn escape_controls(text: &str) -> String {
+    escape_where(text, char::is_control)
+}
+
+/// `text` with the characters `escaped` picks written as `escape_debug`
+/// writes them, the others kept.
+fn escape_where(text: &str, escaped: impl Fn(char) -> bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        if escaped(c) {
             out.extend(c.escape_debug());
         } else {
             out.push(c);
@@ -56,15 +62,7 @@ pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains(acts) {
         return std::borrow::Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if acts(c) {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    std::borrow::Cow::Owned(escape_where(text, acts))
 }
 
 /// A parser's complaint about `text` as one line: "line 3, column 7: …",
