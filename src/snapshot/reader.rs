@@ -14,6 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use rustc_hash::FxHashMap;
+
 use super::pickle::{self, Limits, PickleError, Value};
 use super::types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment,
@@ -723,10 +725,10 @@ struct Reader {
     extras: HashMap<TraceExtra, Arc<TraceExtra>>,
     /// Per key set of the trace entries read in place, the [`FLAT_KEYS`]
     /// index of each key.
-    flat_slots: HashMap<u32, Vec<Option<usize>>>,
+    flat_slots: FxHashMap<u32, Vec<Option<usize>>>,
     /// The same for segment and block dicts read in place.
-    segment_slots: HashMap<u32, Vec<KeySlot>>,
-    block_slots: HashMap<u32, Vec<KeySlot>>,
+    segment_slots: FxHashMap<u32, Vec<KeySlot>>,
+    block_slots: FxHashMap<u32, Vec<KeySlot>>,
     skipped_trace_entries: usize,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
@@ -825,7 +827,7 @@ impl<'d, const N: usize> InPlaceFields<'d, N> {
     fn of(
         entry: &pickle::FlatEntry<'d>,
         keys: &'static [&'static str; N],
-        slots_by_key_set: &mut HashMap<u32, Vec<KeySlot>>,
+        slots_by_key_set: &mut FxHashMap<u32, Vec<KeySlot>>,
     ) -> Option<Self> {
         let slot_of = |key: Option<&str>| match key {
             None => KeySlot::NotAString,

@@ -389,6 +389,23 @@ pub(super) struct Parser<'a, 'd> {
     last_key_set: Option<u32>,
     /// Tracebacks by their bytes (see [`RunCache`]).
     run_cache: RunCache,
+    /// The list the last EMPTY_LIST made, while it may still be reclaimed
+    /// (see [`Parser::reclaim_fresh_alias`]).
+    newest_empty_list: Option<NewestList>,
+}
+
+/// Where the parse stood just after an EMPTY_LIST made list `id`: what
+/// [`Parser::reclaim_fresh_alias`] checks to know that the list has no
+/// other reference than the stack's top and one memo entry.
+#[derive(Debug, Clone, Copy)]
+struct NewestList {
+    id: NodeId,
+    /// The EMPTY_LIST's byte offset in the input.
+    offset: usize,
+    /// The stack's length with the list on top.
+    stack_len: usize,
+    memo_len: usize,
+    memo_generation: u64,
 }
 
 /// The canonical list each `MARK (BINGET|LONG_BINGET)* APPENDS` span of
@@ -565,6 +582,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             key_set_ids: FxHashMap::default(),
             last_key_set: None,
             run_cache: RunCache::default(),
+            newest_empty_list: None,
         }
     }
 
@@ -601,6 +619,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             key_set_ids: self.key_set_ids,
             last_key_set: self.last_key_set,
             run_cache: self.run_cache,
+            newest_empty_list: self.newest_empty_list,
         }
     }
 
@@ -801,6 +820,56 @@ impl<'a, 'd> Parser<'a, 'd> {
     /// whose bytes filled an earlier list becomes its alias without a fetch
     /// (see [`RunCache`]).
     fn append_memo_run(&mut self) -> bool {
+        let mark_offset = (self.base + self.pos).checked_sub(1);
+        let done = self.fill_from_memo_run();
+        if done && let Some(mark_offset) = mark_offset {
+            self.reclaim_fresh_alias(mark_offset);
+        }
+        done
+    }
+
+    /// A fresh list that [`Parser::append_memo_run`] just made an alias is
+    /// dropped from the arena, its two references (the stack's top, the
+    /// memo entry) pointed at the list it aliases: every fetch resolves an
+    /// alias to that list anyway, and a large snapshot has one such
+    /// traceback list per trace entry (32 bytes of arena each, a third of
+    /// the arena). Done only where the bytes were exactly `EMPTY_LIST
+    /// MEMOIZE MARK …` (how CPython writes every traceback), so nothing
+    /// else can refer to it: the list is the newest node, the stack is as
+    /// the EMPTY_LIST left it, and the memo grew by that one entry only.
+    fn reclaim_fresh_alias(&mut self, mark_offset: usize) {
+        let Some(newest) = self.newest_empty_list.take() else {
+            return;
+        };
+        let target = newest.id;
+        let Some(NodeKind::Alias(canonical)) = self.arena.last().map(|n| &n.kind) else {
+            return;
+        };
+        let canonical = *canonical;
+        let only_references = newest.offset.checked_add(2) == Some(mark_offset)
+            && target as usize + 1 == self.arena.len()
+            && self.stack.len() == newest.stack_len
+            && self.stack.last() == Some(&Item::Node(target))
+            && self.memo.sparse.is_empty()
+            && self.memo.generation == newest.memo_generation
+            && self.memo.dense.len() == newest.memo_len + 1
+            && self.memo.dense.last() == Some(&Item::Node(target))
+            && !self.tall_heights.contains_key(&target);
+        if !only_references {
+            return;
+        }
+        if let Some(top) = self.stack.last_mut() {
+            *top = Item::Node(canonical);
+        }
+        if let Some(entry) = self.memo.dense.last_mut() {
+            *entry = Item::Node(canonical);
+        }
+        self.arena.pop();
+        self.meta.pop();
+    }
+
+    /// [`Parser::append_memo_run`] but for reclaiming the list it aliased.
+    fn fill_from_memo_run(&mut self) -> bool {
         let Some(&Item::Node(target)) = self.stack.last() else {
             return false;
         };
@@ -1207,7 +1276,16 @@ impl<'a, 'd> Parser<'a, 'd> {
                 self.push_bytes("BYTEARRAY8", offset, len)?;
             }
 
-            op::EMPTY_LIST => self.push_node(NodeKind::List(Vec::new()), 1, offset)?,
+            op::EMPTY_LIST => {
+                self.push_node(NodeKind::List(Vec::new()), 1, offset)?;
+                self.newest_empty_list = Some(NewestList {
+                    id: saturating_u32(self.arena.len().saturating_sub(1)),
+                    offset,
+                    stack_len: self.stack.len(),
+                    memo_len: self.memo.dense.len(),
+                    memo_generation: self.memo.generation,
+                });
+            }
             op::EMPTY_DICT => self.push_node(NodeKind::Dict(Vec::new()), 1, offset)?,
             op::EMPTY_TUPLE => self.push_node(NodeKind::Tuple(Vec::new()), 1, offset)?,
             op::TUPLE1 | op::TUPLE2 | op::TUPLE3 => {

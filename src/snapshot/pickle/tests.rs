@@ -213,6 +213,59 @@ fn lists_of_memo_fetches_with_equal_items_share_one_allocation() {
 }
 
 #[test]
+fn a_traceback_equal_to_an_earlier_one_takes_no_arena_node() {
+    // The root dict, 'f', its two frame dicts, 'a' and 'c' are nodes; 'b'
+    // (the bytes of 'a' again, `EMPTY_LIST MEMOIZE MARK … APPENDS`: a
+    // trace entry's traceback in a long recording) is the node of 'a'
+    // itself, not an alias of it. ('f' is interned only when the root
+    // dict is filled, after 'a'.)
+    let limits = Limits::default();
+    let mut parser = super::parser::Parser::new(LISTS_OF_MEMO_FETCHES, &limits);
+    parser.intern = true;
+    let root = parser.run().unwrap();
+    assert_eq!(parser.arena.len(), 6);
+    let value = Document::new(parser.arena, parser.scalars, root, limits.max_depth)
+        .freeze_root()
+        .unwrap();
+    assert_eq!(
+        value,
+        parse_without_interning(LISTS_OF_MEMO_FETCHES).unwrap()
+    );
+}
+
+/// `pickle` parsed with interning, checked against the plain parse, and
+/// the number of arena nodes it took.
+fn interned_nodes_and_check(pickle: &[u8]) -> usize {
+    let limits = Limits::default();
+    let mut parser = super::parser::Parser::new(pickle, &limits);
+    parser.intern = true;
+    let root = parser.run().unwrap();
+    let nodes = parser.arena.len();
+    let value = Document::new(parser.arena, parser.scalars, root, limits.max_depth)
+        .freeze_root()
+        .unwrap();
+    assert_eq!(value, parse_without_interning(pickle).unwrap());
+    nodes
+}
+
+#[test]
+fn a_reclaimed_traceback_reads_back_through_its_memo_entry() {
+    // (f0, f1, l, m, {}, memo 3) with l = [f0, f1] and m the same bytes
+    // again, in memo 3: the dict made after m takes m's reclaimed node,
+    // and memo 3 still reads as the list.
+    let pickle = b"\x80\x04(}\x94}\x94]\x94(h\x00h\x01e]\x94(h\x00h\x01e}h\x03t.";
+    assert_eq!(interned_nodes_and_check(pickle), 5);
+}
+
+#[test]
+fn a_fresh_list_memoised_twice_keeps_its_node() {
+    // The same with m put in memo 3 and 4 (BINPUT twice, no MEMOIZE): two
+    // memo entries refer to it, so it stays an alias node.
+    let pickle = b"\x80\x04(}\x94}\x94]\x94(h\x00h\x01e]q\x03q\x04(h\x00h\x01e}h\x03h\x04t.";
+    assert_eq!(interned_nodes_and_check(pickle), 6);
+}
+
+#[test]
 fn appending_again_to_a_list_of_memo_fetches_is_exact_through_the_retry() {
     // l0 = [f0, f1]; l1 = [f0, f1] by memo fetches; l1.extend([f0]); (l0, l1)
     let pickle = b"\x80\x04]\x94(}\x94}\x94e]\x94(h\x01h\x02e(h\x01e\x86.";
