@@ -637,3 +637,18 @@ fn page_keys_scroll_the_help_by_the_rows_it_shows_less_one() {
     press(&mut v, KeyCode::PageDown);
     assert_eq!(v.app.ui.help_scroll, 27);
 }
+
+#[test]
+fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
+    // A file whose state has pending-free blocks: three parts and the
+    // reserved total do not fit one 80-column row with their shares.
+    let Some(v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        for part in ["▓ cached but free", "▚ pending free", "█ allocated"] {
+            assert!(screen.contains(part), "{w}x{h}: {part}\n{screen}");
+        }
+    }
+}

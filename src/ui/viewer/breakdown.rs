@@ -33,6 +33,7 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
     );
     let inner = block.inner(area);
     block.render(area, buf);
+    chrome::mark_cut_title(area, buf);
     if inner.height == 0 {
         theme.finish(area, buf);
         return;
@@ -74,26 +75,59 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         ],
         reserved,
     );
-    let item = |glyph, style, label, bytes| legend_item(glyph, style, label, bytes, reserved);
-    let mut items = vec![
-        item(g.allocated, theme.allocated, "allocated", allocated),
-        item(g.cached_free, theme.cached_free, "cached but free", cached),
-    ];
-    if pending > 0 {
-        items.insert(
-            1,
-            item(g.pending_free, theme.pending_free, "pending free", pending),
-        );
-    }
-    items.push(Line::styled(
-        format!("of {} reserved", format::bytes(reserved)),
-        theme.dim,
-    ));
     let rows = Rect {
         y: inner.y + 1,
         height: inner.height.saturating_sub(1),
         ..inner
     };
-    chrome::lines_at(buf, rows, &chrome::flow(items, inner.width, 3));
+    // Every part the bar draws is named, in the rows there are: the loosest
+    // legend that fits (figures with shares, the reserved total after
+    // them), then tighter ones; the tightest if none does.
+    let mut parts = vec![(g.allocated, theme.allocated, "allocated", allocated)];
+    if pending > 0 {
+        parts.push((g.pending_free, theme.pending_free, "pending free", pending));
+    }
+    parts.push((g.cached_free, theme.cached_free, "cached but free", cached));
+    let legend = |shares: bool, note: bool| {
+        let mut items: Vec<Line<'static>> = parts
+            .iter()
+            .map(|&(glyph, style, label, bytes)| {
+                if shares {
+                    legend_item(glyph, style, label, bytes, reserved)
+                } else {
+                    Line::from(vec![
+                        Span::styled(glyph, style),
+                        Span::raw(format!(" {label} {}", format::bytes(bytes))),
+                    ])
+                }
+            })
+            .collect();
+        if note {
+            items.push(Line::styled(
+                format!("of {} reserved", format::bytes(reserved)),
+                theme.dim,
+            ));
+        }
+        items
+    };
+    let candidates = [
+        (legend(true, true), 3),
+        (legend(true, false), 3),
+        (legend(true, false), 2),
+        (legend(false, true), 2),
+        (legend(false, false), 2),
+    ];
+    let fitting = usize::from(rows.height.max(1));
+    let flowed: Vec<Vec<Line<'static>>> = candidates
+        .into_iter()
+        .map(|(items, gap)| chrome::flow(items, inner.width, gap))
+        .collect();
+    if let Some(lines) = flowed
+        .iter()
+        .find(|lines| lines.len() <= fitting)
+        .or(flowed.last())
+    {
+        chrome::lines_at(buf, rows, lines);
+    }
     theme.finish(area, buf);
 }
