@@ -812,6 +812,29 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
 }
 
 #[test]
+fn processes_title_says_which_rows_show_when_some_are_out_of_sight() {
+    // Three rows (parent, child, unattributed) in a pane with room for two.
+    let mut state = process_tree_state();
+    let theme = Theme::colored();
+    let title = |state: &AppState, h| {
+        let terminal = draw_widget(ProcessesPane::new(state, &theme), 100, h);
+        row_text(terminal.backend().buffer(), 0)
+    };
+    assert!(
+        title(&state, 4).contains("· rows 1–2 of 3"),
+        "{}",
+        title(&state, 4)
+    );
+    state.ui.process_scroll = 5;
+    assert!(
+        title(&state, 4).contains("· rows 2–3 of 3"),
+        "{}",
+        title(&state, 4)
+    );
+    assert!(!title(&state, 5).contains("rows"), "{}", title(&state, 5));
+}
+
+#[test]
 fn processes_show_alloc_res_of_every_visible_allocator_not_only_the_breakdowns() {
     let mut state = process_tree_state();
     // A second allocator on the GPU (another trainer or probe): the

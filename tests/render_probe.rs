@@ -646,6 +646,26 @@ fn the_oom_banner_writes_a_path_under_home_with_a_tilde() {
 }
 
 #[test]
+fn at_80_columns_the_oom_banner_keeps_the_file_name_whole() {
+    let state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    let banner = screen
+        .lines()
+        .find(|l| l.contains("OOM in pid 4321"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        banner.contains("O opens ")
+            && banner.contains("node7-17-rank3-20261201T120002Z-oom.pickle"),
+        "{screen}"
+    );
+    // What follows the banner may be cut; the banner itself is not.
+    let own = banner.split('│').next().unwrap_or_default();
+    assert!(!own.contains('…') || own.contains("/…/"), "{banner}");
+}
+
+#[test]
 fn capital_o_opens_the_oom_snapshot_at_the_oom_or_says_there_is_none() {
     let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
     assert_eq!(
@@ -737,6 +757,13 @@ fn capture_note_keeps_o_opens_it_at_80_columns_with_a_long_path() {
             screen.contains("snapshot of pid 4321") && screen.contains("(o opens it"),
             "has_trace {has_trace}: {screen}"
         );
+        if has_trace {
+            // The file's name whole, where its folders do not fit.
+            assert!(
+                screen.contains("(o opens it): node7-17-rank3-20261202T002819Z-demand.pickle"),
+                "{screen}"
+            );
+        }
     }
 }
 

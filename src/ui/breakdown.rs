@@ -312,6 +312,7 @@ impl Widget for BreakdownPane<'_> {
         );
         let inner = block.inner(area);
         block.render(area, buf);
+        chrome::mark_cut_title(area, buf);
         if inner.height > 0 && inner.width > 0 {
             let mut body = self.body(inner.width, false);
             let legend_rows = inner.height.saturating_sub(u16::from(body.total > 0));

@@ -106,17 +106,30 @@ impl Widget for ProcessesPane<'_> {
             }
             ProcessFilter::Set(_) => {}
         }
-        let block = pane_block(
-            Pane::Processes,
-            detail,
-            ui.focus == Pane::Processes,
-            false,
-            theme,
-        );
-        let Some(inner) = chrome::inside(block, area, buf, theme) else {
+        let rows = self.rows();
+        let block = |detail| {
+            pane_block(
+                Pane::Processes,
+                detail,
+                ui.focus == Pane::Processes,
+                false,
+                theme,
+            )
+        };
+        // Below the header, the rows shown; the title says which when some
+        // are out of sight (Tab here, then the arrows scroll).
+        let visible = usize::from(block(detail.clone()).inner(area).height.saturating_sub(1));
+        let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
+        if visible > 0 && rows.len() > visible {
+            let last = (first + visible).min(rows.len());
+            detail.push(Span::styled(
+                format!(" · rows {}–{last} of {}", first + 1, rows.len()),
+                theme.text,
+            ));
+        }
+        let Some(inner) = chrome::inside(block(detail), area, buf, theme) else {
             return;
         };
-        let rows = self.rows();
         if rows.is_empty() {
             let filter = ui.process_filter.text();
             let text = if filter.is_empty() {
@@ -151,9 +164,7 @@ impl Widget for ProcessesPane<'_> {
         chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
 
         let attached = self.state.probes.attached_pids();
-        let visible = usize::from(inner.height - 1);
-        // Scrolling never leaves the last page half empty.
-        let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
+        // Scrolling never leaves the last page half empty (`first` above).
         for (i, row) in rows.iter().skip(first).take(visible).enumerate() {
             let y = u16::try_from(i + 1).unwrap_or(u16::MAX);
             let mut spans = Vec::new();

@@ -119,11 +119,13 @@ impl<'a> StatusLine<'a> {
     }
 
     /// The problems, the fallback banner as `banner` words it.
-    fn problems(&self) -> Vec<Span<'static>> {
-        self.problems_with(self.state.status.banner.clone())
+    fn problems(&self, width: usize) -> Vec<Span<'static>> {
+        self.problems_with(self.state.status.banner.clone(), width)
     }
 
-    fn problems_with(&self, banner: Option<String>) -> Vec<Span<'static>> {
+    /// The problems in `width` columns, as far as the OOM banner's words
+    /// can make them fit.
+    fn problems_with(&self, banner: Option<String>, width: usize) -> Vec<Span<'static>> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
@@ -149,8 +151,14 @@ impl<'a> StatusLine<'a> {
         let fresh_oom = oom
             .filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS)
             .filter(|o| answered_at.is_none_or(|t| t < o.seen_ms));
+        // One cell short of the row: what follows the banner is cut with an
+        // "…" in the row's last cell.
         if let Some(o) = fresh_oom {
-            spans.push(Span::styled(oom_banner(o, home), theme.critical));
+            let room = width.saturating_sub(1);
+            spans.push(Span::styled(
+                oom_banner_within(o, home, room),
+                theme.critical,
+            ));
         }
         if let Some(n) = &self.state.ui.notice {
             if !spans.is_empty() {
@@ -163,13 +171,24 @@ impl<'a> StatusLine<'a> {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
-            spans.push(Span::styled(c.to_string(), theme.key));
+            let before: usize = spans.iter().map(Span::width).sum();
+            let room = width.saturating_sub(before).saturating_sub(1);
+            let last = self.state.capture.last.as_deref();
+            spans.push(Span::styled(
+                capture_note_within(c, last, home, room),
+                theme.key,
+            ));
         }
         if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
-            spans.push(Span::styled(oom_banner(o, home), theme.critical));
+            let before: usize = spans.iter().map(Span::width).sum();
+            let room = width.saturating_sub(before).saturating_sub(1);
+            spans.push(Span::styled(
+                oom_banner_within(o, home, room),
+                theme.critical,
+            ));
         }
         if let Some(e) = &s.last_error {
             if !spans.is_empty() {
@@ -231,7 +250,7 @@ impl Widget for StatusLine<'_> {
         // fit: cut at the edge, it lost its reason mid-word at 80 columns.
         let problems = banner_tiers(self.state.status.banner.as_deref())
             .into_iter()
-            .map(|b| self.problems_with(b))
+            .map(|b| self.problems_with(b, usize::from(area.width)))
             .reduce(|fits, shorter| {
                 if Line::from(fits.clone()).width() <= usize::from(area.width) {
                     fits
@@ -239,7 +258,7 @@ impl Widget for StatusLine<'_> {
                     shorter
                 }
             })
-            .unwrap_or_else(|| self.problems());
+            .unwrap_or_else(|| self.problems(usize::from(area.width)));
         // The hints stay right-aligned on the first row, leaving room for
         // the shortest facts; the facts take what is left on the left.
         let facts_min = self.facts_variants()[3].width() + 2;
@@ -325,6 +344,58 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
         "OOM in pid {pid}: O opens its snapshot at the OOM: {}{command}",
         crate::app::capture::path_under_home(&o.path, home)
     )
+}
+
+/// [`oom_banner`] in `width` columns where its shorter wordings can: the
+/// command left out, then "O opens PATH", then the file's name alone, so
+/// that the file the key opens is never the part cut off.
+pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width: usize) -> String {
+    let full = oom_banner(o, home);
+    let pid = o
+        .pid
+        .map_or_else(|| format::NA.to_string(), |p| p.to_string());
+    let path = crate::app::capture::path_under_home(&o.path, home);
+    let name = o
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.clone());
+    let shorter = [
+        format!("OOM in pid {pid}: O opens its snapshot at the OOM: {path}"),
+        format!("OOM in pid {pid}: O opens {path}"),
+        format!("OOM in pid {pid}: O opens {name}"),
+        format!("OOM pid {pid}: O opens {name}"),
+    ];
+    std::iter::once(full)
+        .chain(shorter)
+        .reduce(|fits, next| {
+            if Line::from(fits.as_str()).width() <= width {
+                fits
+            } else {
+                next
+            }
+        })
+        .unwrap_or_default()
+}
+
+/// A capture's note in `width` columns where it can: a note that ends with
+/// the snapshot's path (`~/…/snapshots/NAME`) ends with its name alone.
+fn capture_note_within(
+    note: &str,
+    last: Option<&std::path::Path>,
+    home: Option<&std::path::Path>,
+    width: usize,
+) -> String {
+    if Line::from(note).width() <= width {
+        return note.to_string();
+    }
+    let shorter = last.and_then(|path| {
+        let written = crate::app::capture::path_under_home(path, home);
+        let name = path.file_name()?.to_string_lossy();
+        let head = note.strip_suffix(written.as_str())?;
+        Some(format!("{head}{name}"))
+    });
+    shorter.unwrap_or_else(|| note.to_string())
 }
 
 /// The status line's words for a note about the probes.

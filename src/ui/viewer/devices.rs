@@ -26,6 +26,7 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
     );
     let inner = block.inner(area);
     block.render(area, buf);
+    chrome::mark_cut_title(area, buf);
     if v.scrub.devices.is_empty() {
         chrome::line_at(
             buf,

@@ -52,6 +52,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let Some(d) = v.device() else {
         let block = pane_block(Pane::Timeline, Vec::new(), false, false, theme);
         block.render(area, buf);
+        chrome::mark_cut_title(area, buf);
         theme.finish(area, buf);
         return;
     };
