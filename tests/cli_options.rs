@@ -401,6 +401,28 @@ fn man_page_is_roff_and_names_every_command() {
 }
 
 #[test]
+fn man_with_a_command_prints_that_commands_page_with_its_options() {
+    // The main page lists vramtop-record(1) and the others: each exists.
+    let (code, out, err) = vramtop(&["man", "record"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(".TH vramtop-record"),
+        "{}",
+        &out[..out.len().min(400)]
+    );
+    for option in ["duration", "interval"] {
+        assert!(out.contains(option), "{option}: {out}");
+    }
+    let (code, _, err) = vramtop(&["man", "nope"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no command named 'nope'; man pages: ") && err.contains("record"),
+        "{err}"
+    );
+}
+
+#[test]
 fn save_snapshot_refuses_to_replace_a_file_without_force_and_names_a_missing_folder() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("demo.pickle");

@@ -534,8 +534,12 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`).
-    Man,
+    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`), or a
+    /// command's own page with its options (`vramtop man record > vramtop-record.1`).
+    Man {
+        /// The command whose page to print (the pages the main one lists as vramtop-COMMAND(1)).
+        command: Option<String>,
+    },
 }
 
 /// The options a config file may set, where the parsed command has them.
@@ -607,7 +611,7 @@ impl Cli {
                 | Command::Scenario { .. }
                 | Command::Snapshot { .. }
                 | Command::Completions { .. }
-                | Command::Man,
+                | Command::Man { .. },
             ) => ConfigTargets::default(),
         }
     }
@@ -787,7 +791,7 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             timeout,
         }) => snapshot::run(pid, output.as_deref(), timeout, force),
         Some(Command::Completions { shell }) => completions(shell),
-        Some(Command::Man) => man_page(),
+        Some(Command::Man { command }) => man_page(command.as_deref()),
         None if cli.dashboard.once => dashboard::once(&cli.dashboard.device),
         None => dashboard::run(&cli.dashboard),
     }
@@ -805,12 +809,36 @@ fn completions(shell: clap_complete::Shell) -> color_eyre::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `vramtop man`: the man page (roff), from the same clap definition.
-fn man_page() -> color_eyre::Result<ExitCode> {
+/// `vramtop man [COMMAND]`: the man page (roff), from the same clap
+/// definition; a command's page is the one the main page's SUBCOMMANDS
+/// section lists as `vramtop-COMMAND(1)`.
+fn man_page(command: Option<&str>) -> color_eyre::Result<ExitCode> {
     use clap::CommandFactory as _;
     use color_eyre::eyre::WrapErr as _;
+    let cli = Cli::command();
+    let page_of = match command {
+        None => cli,
+        Some(name) => {
+            let Some(sub) = cli.find_subcommand(name) else {
+                let names: Vec<&str> = cli
+                    .get_subcommands()
+                    .filter(|c| !c.is_hide_set())
+                    .map(clap::Command::get_name)
+                    .collect();
+                say_error(&format!(
+                    "no command named '{name}'; man pages: {}",
+                    names.join(", ")
+                ));
+                return Ok(ExitCode::from(2));
+            };
+            let title = format!("vramtop-{}", sub.get_name());
+            sub.clone()
+                .name(title)
+                .bin_name(format!("vramtop {}", sub.get_name()))
+        }
+    };
     let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(page_of)
         .render(&mut page)
         .wrap_err("cannot render the man page")?;
     emit(&String::from_utf8_lossy(&page)).wrap_err("cannot write the output")?;
