@@ -534,8 +534,10 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`), or a
-    /// command's own page with its options (`vramtop man record > vramtop-record.1`).
+    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`)
+    ///
+    /// With a command, that command's own page with its options (e.g. `vramtop man record >
+    /// vramtop-record.1`): the pages the main one lists as vramtop-COMMAND(1).
     Man {
         /// The command whose page to print (the pages the main one lists as vramtop-COMMAND(1)).
         command: Option<String>,
