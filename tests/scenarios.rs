@@ -4,6 +4,7 @@
 
 mod common;
 
+use vramtop::cli::text::cells;
 use vramtop::scenario::{self, ScenarioError, ScenarioResult, Summary};
 
 const MIB: u64 = 1 << 20;
@@ -421,13 +422,14 @@ fn dataloader_workers_that_touch_cuda_run_out_of_memory_where_cpu_workers_fit() 
     );
 }
 
-/// Asserts every line of `report` fits 80 columns.
+/// Asserts every line of `report` fits 80 columns: terminal cells, a CJK
+/// character two.
 fn assert_fits_80_columns(name: &str, report: &str) {
     for line in report.lines() {
         assert!(
-            line.chars().count() <= 80,
+            cells(line) <= 80,
             "{name}: {} columns: {line:?}",
-            line.chars().count()
+            cells(line)
         );
     }
 }
@@ -532,4 +534,31 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
     assert_eq!(rows.count(), 4, "{out}");
     assert_eq!(json_code, 0);
     assert!(json.contains(&format!("\"{words_label}\"")), "{json}");
+}
+
+#[test]
+fn a_scenario_with_cjk_labels_fits_80_terminal_cells_not_characters() {
+    // Each CJK character takes two cells: a label of them measured in
+    // characters fits its column on paper and runs past it on screen.
+    let step = "训练步骤_前向传播";
+    let label = [step; 4].join(" ");
+    let title = step.repeat(6);
+    let text = format!(
+        "name = \"cjk\"\ntitle = \"{title}\"\nexplanation = \"{label}\"\n\
+         device_memory = \"1GiB\"\ncontext = \"100MiB\"\n\
+         [[step]]\nlabel = \"{label}\"\nalloc = {{ name = \"a\", size = \"64MiB\" }}\n\
+         [[step]]\nlabel = \"{}\"\nfree = \"a\"\n",
+        step.repeat(5)
+    );
+    let dir = std::env::temp_dir().join(format!("vramtop-scenario-cjk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("cjk.toml");
+    std::fs::write(&path, text).expect("write");
+    let (code, out, err) = vramtop(&["scenario", &path.display().to_string()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_columns("cjk.toml", &out);
+    // Wrapped, not cut.
+    let unwrapped: String = out.chars().filter(|c| !c.is_whitespace()).collect();
+    assert!(unwrapped.contains(&step.repeat(5)), "{out}");
 }

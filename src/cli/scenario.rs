@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
-use super::text::{wrap, wrap_hanging, wrap_words};
+use super::text::{REPORT_WIDTH, cells, wrap, wrap_hanging, wrap_words};
 use crate::alloc::human_bytes;
 use crate::scenario::engine::{STEP_TIME_US, run_variant_model};
 use crate::scenario::{self, Scenario, ScenarioResult};
@@ -210,7 +210,7 @@ fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
 const TEXT_WIDTH: usize = 78;
 
 /// Columns a table row takes, its label wrapped within them.
-const TABLE_WIDTH: usize = 80;
+const TABLE_WIDTH: usize = REPORT_WIDTH;
 
 /// The human-readable report: explanation, then one table per variant.
 pub fn render(r: &ScenarioResult) -> String {
@@ -273,8 +273,8 @@ pub fn render(r: &ScenarioResult) -> String {
                 s.fragmentation * 100.0
             );
             // The label wraps in its own column, under itself.
-            let indent = " ".repeat(figures.chars().count());
-            let room = TABLE_WIDTH.saturating_sub(figures.chars().count()).max(12);
+            let indent = " ".repeat(cells(&figures));
+            let room = TABLE_WIDTH.saturating_sub(cells(&figures)).max(12);
             // `split`, not `lines`: a label of spaces only wraps to
             // nothing, and its row of figures still shows.
             for (k, line) in wrap(&label, room).split('\n').enumerate() {

@@ -1,8 +1,129 @@
-//! Word wrap for the reports the commands print, so that every line reads
-//! whole on an 80-column terminal whatever a file gave them (a scenario's
-//! title, a step's label, a long note).
+//! Word wrap and elision for the reports the commands print, so that every
+//! line reads whole on an 80-column terminal whatever a file gave them (a
+//! scenario's title, a step's label, a long note, a site's frame name, a
+//! path). Widths are terminal cells, not characters: a CJK character or an
+//! emoji takes two, a combining mark none.
 
-/// Greedy word wrap: every line at most `width` characters, runs of
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// Columns every line of a text report fits: an 80-column terminal.
+pub const REPORT_WIDTH: usize = 80;
+
+/// The terminal cells `text` takes.
+pub fn cells(text: &str) -> usize {
+    text.width()
+}
+
+/// The terminal cells `c` takes (none for a control character).
+fn char_cells(c: char) -> usize {
+    c.width().unwrap_or(0)
+}
+
+/// `text` in at most `width` cells: whole when it fits, else its start
+/// followed by `…` (a site's label: its file and line come first and
+/// say which site it is).
+pub fn elide_end(text: &str, width: usize) -> String {
+    if cells(text) <= width {
+        return text.to_string();
+    }
+    let Some(room) = width.checked_sub(1) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        used += char_cells(c);
+        if used > room {
+            break;
+        }
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+/// `path` in at most `width` cells: whole when it fits, else its file
+/// name kept whole and the middle of its folders left out for a `…`
+/// (`/work/deep/…/b/muduard_dump_snapshot_a.pickle`). A file name too
+/// long for the width itself keeps its start and its end (the extension).
+pub fn elide_path(path: &str, width: usize) -> String {
+    if cells(path) <= width {
+        return path.to_string();
+    }
+    let name_at = path.rfind('/').map_or(0, |at| at + 1);
+    let (folders, name) = path.split_at(name_at);
+    // `…` and at least one cell of the folders before the name.
+    if folders.is_empty() || cells(name) + 2 > width {
+        return elide_middle(path, width);
+    }
+    let room = width - cells(name) - 1;
+    // The folders' start and end around the `…`, the start the larger.
+    let head = take_cells(folders, room.div_ceil(2));
+    let tail = take_cells_from_end(folders, room - cells(head));
+    format!("{head}…{tail}{name}")
+}
+
+/// `text` in at most `width` cells: whole when it fits, else its start
+/// and its end around a `…`.
+pub fn elide_middle(text: &str, width: usize) -> String {
+    if cells(text) <= width {
+        return text.to_string();
+    }
+    let Some(room) = width.checked_sub(1) else {
+        return String::new();
+    };
+    let head = take_cells(text, room.div_ceil(2));
+    let tail = take_cells_from_end(text, room - cells(head));
+    format!("{head}…{tail}")
+}
+
+/// The longest start of `text` in at most `width` cells.
+fn take_cells(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += char_cells(c);
+        if used > width {
+            return &text[..at];
+        }
+    }
+    text
+}
+
+/// The longest end of `text` in at most `width` cells.
+fn take_cells_from_end(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices().rev() {
+        used += char_cells(c);
+        if used > width {
+            return &text[at + c.len_utf8()..];
+        }
+    }
+    text
+}
+
+/// `lead` (kept as it is, spaces and all: `"  segsum               "`)
+/// then `text` wrapped in the `width` cells left after it, each later
+/// line under the text's start. A lead too wide to leave 20 cells
+/// hangs the text 4 cells in instead.
+pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
+    const MIN_ROOM: usize = 20;
+    let lead_cells = cells(lead);
+    if lead_cells + MIN_ROOM > width {
+        return wrap_hanging(&format!("{lead}{text}"), width, 4);
+    }
+    let margin = " ".repeat(lead_cells);
+    let mut out = String::new();
+    for (k, line) in wrap(text, width - lead_cells).split('\n').enumerate() {
+        if k > 0 {
+            out.push('\n');
+        }
+        out.push_str(if k == 0 { lead } else { &margin });
+        out.push_str(line);
+    }
+    out
+}
+
+/// Greedy word wrap: every line at most `width` cells, runs of
 /// whitespace folded. A word longer than that (a Python call in a step's
 /// label: `optimizer.zero_grad(set_to_none=True)`) is broken where it
 /// reads best ([`break_long_word`]), each piece after the first on a line
@@ -18,8 +139,7 @@ pub fn wrap_hanging(text: &str, width: usize, indent: usize) -> String {
     wrap_words(text.split_whitespace(), width, indent)
 }
 
-/// `words` joined by single spaces in lines of at most `width`
-/// characters, every line after the first indented by `indent` spaces. A
+/// `words` joined by single spaces in lines of at most `width` cells, every line after the first indented by `indent` spaces. A
 /// "word" may be a phrase with spaces of its own ("peak allocated
 /// 1.50 GiB,"): it is kept on one line when it fits one, so a figure is
 /// not parted from its unit.
@@ -35,12 +155,12 @@ pub fn wrap_words<'a>(
     let room = width - indent;
     let margin = " ".repeat(indent);
     let mut out = String::new();
-    // Characters on the current line, its indent included.
+    // Cells of the current line, its indent included.
     let mut used = 0;
     let mut line_has_words = false;
     for word in words {
         for (k, piece) in break_long_word(word, room).iter().enumerate() {
-            let len = piece.chars().count();
+            let len = cells(piece);
             // A broken word's later pieces always start a line.
             if line_has_words && (k > 0 || used + 1 + len > width) {
                 out.push('\n');
@@ -65,30 +185,34 @@ pub fn wrap_words<'a>(
 /// dotted name's dot; then the joints inside a name.
 const WORD_BREAKS: [&[char]; 2] = [&['(', ',', '/', '.'], &['_', '=', '-', ':']];
 
-/// `word` in pieces of at most `width` characters (`width` ≥ 1): each
-/// piece ends after the last character of the most readable kind of
-/// [`WORD_BREAKS`] that leaves it at least half the width, else at
-/// `width` characters.
+/// `word` in pieces of at most `width` cells (`width` ≥ 1; a character
+/// wider than that is a piece of its own): each piece ends after the last
+/// character of the most readable kind of [`WORD_BREAKS`] that leaves it
+/// at least half the width, else at `width` cells.
 fn break_long_word(word: &str, width: usize) -> Vec<&str> {
     let width = width.max(1);
+    let half = width.div_ceil(2);
     let mut pieces = Vec::new();
     let mut rest = word;
-    while rest.chars().count() > width {
-        // Byte offsets just past each of the first `width` characters.
-        let ends: Vec<(usize, char)> = rest
-            .char_indices()
-            .take(width)
-            .map(|(at, c)| (at + c.len_utf8(), c))
-            .collect();
-        let hard = ends.last().map_or(rest.len(), |&(end, _)| end);
-        let half = width.div_ceil(2);
+    while cells(rest) > width {
+        // Byte offset just past each character that ends within `width`
+        // cells (the first always), with the cells up to it.
+        let mut ends: Vec<(usize, char, usize)> = Vec::new();
+        let mut used = 0;
+        for (at, c) in rest.char_indices() {
+            used += char_cells(c);
+            if used > width && !ends.is_empty() {
+                break;
+            }
+            ends.push((at + c.len_utf8(), c, used));
+        }
+        let hard = ends.last().map_or(rest.len(), |&(end, _, _)| end);
         let soft = WORD_BREAKS.iter().find_map(|breaks| {
             ends.iter()
-                .enumerate()
                 .rev()
-                .take_while(|&(chars, _)| chars + 1 >= half)
-                .find(|(_, (_, c))| breaks.contains(c))
-                .map(|(_, &(end, _))| end)
+                .take_while(|&&(_, _, used)| used >= half)
+                .find(|(_, c, _)| breaks.contains(c))
+                .map(|&(end, _, _)| end)
         });
         let (piece, after) = rest.split_at(soft.unwrap_or(hard));
         pieces.push(piece);
@@ -128,7 +252,7 @@ mod tests {
         // A word too long for an indented line breaks to fit one.
         let wrapped = wrap_hanging(&format!("== {}", "x".repeat(30)), 12, 3);
         for line in wrapped.lines() {
-            assert!(line.chars().count() <= 12, "{wrapped}");
+            assert!(cells(line) <= 12, "{wrapped}");
         }
         assert_eq!(wrapped.lines().nth(1), Some("   xxxxxxxxx"));
         // An indent as wide as the line still leaves a character of room.
@@ -143,5 +267,69 @@ mod tests {
             wrap_words(phrases, 30, 2),
             "peak allocated 74.51 GiB,\n  peak reserved 75.50 GiB,"
         );
+    }
+
+    #[test]
+    fn wide_characters_count_two_cells_when_wrapping_and_breaking() {
+        // Eight CJK characters and a `_`: 17 cells, though 9 characters.
+        let step = "训练步骤_前向传播";
+        assert_eq!(cells(step), 17);
+        let wrapped = wrap(&[step; 6].join(" "), 40);
+        for line in wrapped.lines() {
+            assert!(cells(line) <= 40, "{} cells: {line}", cells(line));
+        }
+        assert_eq!(wrapped.lines().count(), 3, "{wrapped}");
+        // One long word of them breaks after its `_` or at the width.
+        let word = step.repeat(5);
+        for piece in break_long_word(&word, 16) {
+            assert!(cells(piece) <= 16, "{piece}");
+        }
+        assert_eq!(
+            break_long_word(&word, 16)[..2],
+            ["训练步骤_", "前向传播训练步骤"]
+        );
+        // A character wider than the width is a piece of its own.
+        assert_eq!(break_long_word("训练", 1), ["训", "练"]);
+    }
+
+    #[test]
+    fn a_long_path_keeps_its_file_name_and_loses_the_middle_of_its_folders() {
+        let path = "/work/shared/a/very/deep/folder/of/copies/muduard_dump_snapshot_a.pickle";
+        assert_eq!(elide_path(path, 200), path);
+        let short = elide_path(path, 50);
+        assert_eq!(cells(&short), 50, "{short}");
+        assert_eq!(short, "/work/shar…f/copies/muduard_dump_snapshot_a.pickle");
+        // A name too long for the width keeps its start and extension.
+        let name = elide_path(path, 20);
+        assert_eq!(name, "/work/shar…_a.pickle");
+        // Wide characters: cells, not characters, fit the width.
+        let wide = format!("/数据/{}/快照.pickle", "目录".repeat(20));
+        let cut = elide_path(&wide, 30);
+        assert!(cells(&cut) <= 30 && cut.ends_with("/快照.pickle"), "{cut}");
+        assert_eq!(elide_path(path, 0), "");
+    }
+
+    #[test]
+    fn an_elided_label_keeps_its_start_within_the_cells_given() {
+        assert_eq!(elide_end("model.py:12 forward", 30), "model.py:12 forward");
+        assert_eq!(elide_end("model.py:12 forward", 12), "model.py:12…");
+        assert_eq!(elide_end("训练步骤", 5), "训练…");
+        assert_eq!(elide_end("abc", 0), "");
+        assert_eq!(elide_middle("abcdefghij", 5), "ab…ij");
+    }
+
+    #[test]
+    fn text_after_a_lead_wraps_under_its_start() {
+        let lead = "  segsum   ";
+        let text = wrap_under(lead, "total_reserved 1 GiB, total_allocated 2 GiB", 36);
+        assert_eq!(
+            text,
+            "  segsum   total_reserved 1 GiB,\n           total_allocated 2 GiB"
+        );
+        // A lead that leaves no room hangs the text 4 cells in.
+        let wide = wrap_under(&"x".repeat(70), "one two three", 80);
+        for line in wide.lines() {
+            assert!(cells(line) <= 80, "{wide}");
+        }
     }
 }
