@@ -7,6 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use vramtop::cli::diff::{DEFAULT_LINES, render_diff};
+use vramtop::cli::text::cells;
 use vramtop::snapshot::diff::{DiffError, SiteChangeKind, diff_snapshot_devices, diff_snapshots};
 use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::{Snapshot, read_snapshot_file};
@@ -351,19 +352,14 @@ fn diff_notes_wrap_within_80_columns_hanging_under_their_text() {
         &diff,
         DEFAULT_LINES,
     );
-    // Every line fits 80 columns but the rows of segments and of sites,
-    // whose width is their figures' and their site's name's.
-    let mut in_site_rows = false;
+    // Every line fits 80 terminal cells, the rows of segments and of
+    // sites included.
     for line in text.lines() {
-        let is_row = line.starts_with("  0x") || in_site_rows;
-        if !is_row {
-            assert!(
-                line.chars().count() <= 80,
-                "{} columns: {line:?}\n{text}",
-                line.chars().count()
-            );
-        }
-        in_site_rows |= line.trim_end().ends_with("  site");
+        assert!(
+            cells(line) <= 80,
+            "{} columns: {line:?}\n{text}",
+            cells(line)
+        );
     }
     // Each note keeps its text, its later lines under the text after
     // "note: ".

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
-use super::text::{wrap_hanging, wrap_words};
+use super::text::{REPORT_WIDTH, cells, elide_end, elide_path, wrap_hanging, wrap_words};
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
@@ -117,15 +117,19 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
         human_bytes(total)
     );
     for s in list.iter().take(top) {
+        // Phrases, so that a wide stream number wraps the row between its
+        // figures, the rest indented under the address.
+        let row = [
+            format!("{:#x}", s.address),
+            format!("dev {}", s.device),
+            format!("stream {}", s.stream),
+            format!("{} {}", s.segment_type.as_str(), human_bytes(s.total_size)),
+            format!("({} allocated)", human_bytes(s.allocated)),
+        ];
         let _ = writeln!(
             out,
-            "  {:#x} dev {} stream {} {} {} ({} allocated)",
-            s.address,
-            s.device,
-            s.stream,
-            s.segment_type.as_str(),
-            human_bytes(s.total_size),
-            human_bytes(s.allocated)
+            "  {}",
+            wrap_words(row.iter().map(String::as_str), WRAP_WIDTH - 2, 4)
         );
     }
     if list.len() > top {
@@ -133,9 +137,9 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
     }
 }
 
-/// Columns a note or a heading is wrapped to: it reads whole on an
-/// 80-column terminal.
-const WRAP_WIDTH: usize = 80;
+/// Columns every line is fitted to: it reads whole on an 80-column
+/// terminal.
+const WRAP_WIDTH: usize = REPORT_WIDTH;
 
 /// `note: TEXT`, wrapped with its later lines indented under the text.
 fn note_line(out: &mut String, text: &str) {
@@ -147,8 +151,10 @@ fn note_line(out: &mut String, text: &str) {
 /// The human-readable comparison.
 pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "before: {before}");
-    let _ = writeln!(out, "after:  {after}");
+    // A path of any depth: its file name is kept, its folders' middle
+    // left out.
+    let _ = writeln!(out, "before: {}", elide_path(before, WRAP_WIDTH - 8));
+    let _ = writeln!(out, "after:  {}", elide_path(after, WRAP_WIDTH - 8));
     let _ = writeln!(
         out,
         "  {:<10} {:>12} {:>12} {:>12}",
@@ -235,15 +241,17 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
         "before", "after", "change", ""
     );
     for s in changed.iter().take(top) {
-        let _ = writeln!(
-            out,
-            "  {:>12} {:>12} {:>12}  {:<6}  {}",
+        let figures = format!(
+            "  {:>12} {:>12} {:>12}  {:<6}  ",
             human_bytes(s.bytes.before),
             human_bytes(s.bytes.after),
             signed_bytes(s.bytes.change),
             s.kind.name(),
-            s.label
         );
+        // The figures stay in their columns; a site's name longer than
+        // the room left is cut at its end (`--json` has it whole).
+        let room = WRAP_WIDTH.saturating_sub(cells(&figures));
+        let _ = writeln!(out, "{figures}{}", elide_end(&s.label, room));
     }
     if changed.len() > top {
         let _ = writeln!(out, "  … {} more (all are in --json)", changed.len() - top);
@@ -284,7 +292,7 @@ mod tests {
         };
         let text = render_diff("a.pickle", "b.pickle", &diff, DEFAULT_LINES);
         for line in text.lines() {
-            assert!(line.chars().count() <= 80, "{line:?}\n{text}");
+            assert!(cells(line) <= 80, "{line:?}\n{text}");
         }
         assert!(
             text.contains(concat!(
@@ -303,6 +311,21 @@ mod tests {
                 "  largest change first\n"
             )),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_segment_row_with_a_wide_stream_wraps_between_its_figures() {
+        let mut wide = segment(0, 0x7f00_0000_0000);
+        // A stream is a CUDA stream pointer: 20 digits as a number.
+        wide.stream = u64::MAX;
+        wide.allocated = 15 << 20;
+        let mut out = String::new();
+        segment_lines(&mut out, "only in BEFORE", &[wide], DEFAULT_LINES);
+        assert_eq!(
+            out,
+            "only in BEFORE: 1 segment, 20 MiB\n  0x7f0000000000 dev 0 stream \
+             18446744073709551615 large 20 MiB\n    (15 MiB allocated)\n"
         );
     }
 }

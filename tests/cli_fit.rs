@@ -1,0 +1,120 @@
+//! The text reports of `diff`, `open --summary` and `replay` fit an
+//! 80-column terminal, measured in terminal cells, whatever the files give
+//! them: frame names of CJK characters (two cells each), a path under a
+//! deep folder.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use vramtop::cli::text::cells;
+use vramtop::snapshot::synth::{LargeShape, large};
+use vramtop::snapshot::types::{Frame, Frames, Snapshot};
+use vramtop::snapshot::write_snapshot_file;
+
+/// A frame name of 51 cells that a reader could not shorten by a word.
+fn cjk_name() -> String {
+    "训练步骤_前向传播".repeat(3)
+}
+
+/// `frames` with every name CJK and every file in a CJK folder.
+fn cjk_frames(frames: &Frames) -> Frames {
+    frames
+        .iter()
+        .map(|f| Frame {
+            filename: Arc::from(format!(
+                "/数据/模型/{}",
+                f.filename.rsplit('/').next().unwrap_or_default()
+            )),
+            line: f.line,
+            name: Arc::from(cjk_name()),
+        })
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// A small training-like snapshot whose every stack is of CJK frames.
+fn cjk_snapshot(trace_entries: usize) -> Snapshot {
+    let mut s = large(&LargeShape {
+        trace_entries,
+        stacks: 40,
+        min_depth: 2,
+        max_depth: 4,
+        frames: 30,
+        layers: 2,
+        ..LargeShape::default()
+    });
+    for seg in &mut s.segments {
+        seg.frames = cjk_frames(&seg.frames);
+        for b in &mut seg.blocks {
+            b.frames = cjk_frames(&b.frames);
+        }
+    }
+    for e in s.device_traces.iter_mut().flatten() {
+        e.frames = cjk_frames(&e.frames);
+    }
+    s
+}
+
+/// A folder deep enough that a path in it passes 80 columns on its own.
+fn deep_dir(test: &str) -> PathBuf {
+    let mut dir = std::env::temp_dir().join(format!("vramtop-fit-{test}-{}", std::process::id()));
+    for k in 0..6 {
+        dir = dir.join(format!("a-folder-of-snapshot-copies-{k}"));
+    }
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn remove(dir: &Path) {
+    if let Some(top) = dir.ancestors().find(|d| {
+        d.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("vramtop-fit-"))
+    }) {
+        let _ = std::fs::remove_dir_all(top);
+    }
+}
+
+/// Asserts every line of `report` fits 80 terminal cells.
+fn assert_fits_80_cells(what: &str, report: &str) {
+    for line in report.lines() {
+        assert!(
+            cells(line) <= 80,
+            "{what}: {} cells: {line:?}\n{report}",
+            cells(line)
+        );
+    }
+}
+
+#[test]
+fn diff_of_snapshots_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
+    let dir = deep_dir("diff");
+    let before = dir.join("before-the-step.pickle");
+    let after = dir.join("after-the-step.pickle");
+    write_snapshot_file(&cjk_snapshot(400), &before).expect("write");
+    write_snapshot_file(&cjk_snapshot(900), &after).expect("write");
+    let (b, a) = (before.display().to_string(), after.display().to_string());
+    let (code, out, err) = common::run_vramtop(&["diff", &b, &a], None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("diff", &out);
+    // The paths keep their file names; the rows keep their figures.
+    let paths: Vec<&str> = out.lines().take(2).collect();
+    assert!(
+        paths[0].starts_with("before: ") && paths[0].ends_with("/before-the-step.pickle"),
+        "{out}"
+    );
+    assert!(paths.iter().all(|p| p.contains('…')), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.ends_with("  site"))
+        .skip(1)
+        .filter(|l| !l.starts_with("  …"))
+        .collect();
+    assert!(!rows.is_empty(), "{out}");
+    for row in rows {
+        assert!(row.contains("训练步骤"), "a CJK site: {row}");
+        assert!(row.ends_with('…'), "a 51-cell name is cut: {row}");
+    }
+}
