@@ -352,11 +352,25 @@ fn a_summary_of_two_gpus_gives_fragmentation_per_gpu_only() {
     let (code, summary, err) = vramtop(&["open", &file, "--summary"]);
     assert_eq!(code, 0, "{err}");
     let (per_gpu, total) = summary.split_once("\ntotal:\n").expect("a total section");
+    // Each fragmentation line with the lines it wraps onto (under its
+    // figures' column), as one.
     let lines = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.trim_start().starts_with("fragmentation"))
-            .map(str::to_string)
-            .collect()
+        let mut found: Vec<String> = Vec::new();
+        let mut in_fragmentation = false;
+        for l in text.lines() {
+            if l.trim_start().starts_with("fragmentation") {
+                found.push(l.to_string());
+                in_fragmentation = true;
+            } else if in_fragmentation && l.starts_with(&" ".repeat(23)) {
+                if let Some(last) = found.last_mut() {
+                    last.push(' ');
+                    last.push_str(l.trim_start());
+                }
+            } else {
+                in_fragmentation = false;
+            }
+        }
+        found
     };
     let gpus = lines(per_gpu);
     assert_eq!(gpus.len(), 2, "{summary}");

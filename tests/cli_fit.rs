@@ -118,3 +118,35 @@ fn diff_of_snapshots_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
         assert!(row.ends_with('…'), "a 51-cell name is cut: {row}");
     }
 }
+
+#[test]
+fn summary_of_a_snapshot_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
+    let dir = deep_dir("summary");
+    let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
+    write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = common::run_vramtop(&["open", &f, "--summary"], None);
+    let (fast_code, fast, fast_err) =
+        common::run_vramtop(&["open", &f, "--summary", "--no-trace"], None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fast_code, 0, "{fast_err}");
+    assert_fits_80_cells("open --summary", &out);
+    assert_fits_80_cells("open --summary --no-trace", &fast);
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("…") && first.contains("/a-training-step-with-cjk-frame-names.pickle: "),
+        "{out}"
+    );
+    // The sites' rows keep their figures and cut the CJK name; the
+    // callers wrap under "called from".
+    assert!(
+        out.contains("% ") && out.contains("训练步骤_前向传播"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with('…') && l.contains(" blocks  ")),
+        "{out}"
+    );
+}

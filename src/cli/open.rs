@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
+use super::text::{REPORT_WIDTH, cells, elide_end, elide_path, wrap_under};
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
 use crate::shell::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
@@ -79,8 +80,8 @@ pub fn run(
         let mut text = render_summary(&file.display().to_string(), &report);
         text.push_str(&render_sites(&sites, trace_read, snapshot.format));
         if !trace_read {
-            text.push_str(NO_TRACE_UNCHECKED);
-            text.push('\n');
+            let body = NO_TRACE_UNCHECKED.trim_start_matches("note: ");
+            line_under(&mut text, "note: ", body);
         }
         super::emit(&text).wrap_err("cannot write the output")?;
     }
@@ -166,6 +167,11 @@ fn sizes(list: &[SizeCount]) -> String {
         .join(", ")
 }
 
+/// `lead` then `text` wrapped under its start, within 80 columns.
+fn line_under(out: &mut String, lead: &str, text: &str) {
+    let _ = writeln!(out, "{}", wrap_under(lead, text, REPORT_WIDTH));
+}
+
 /// `across_gpus`: the figures are the total of several GPUs, whose free
 /// blocks never combine: no fragmentation or largest block is said for them.
 fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
@@ -174,66 +180,84 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
     let _ = writeln!(out, "  allocated            {}", bytes(f.allocated));
     let _ = writeln!(out, "  active               {}", bytes(f.active));
     let _ = writeln!(out, "  requested            {}", bytes(f.requested));
-    let _ = writeln!(
+    // What runs past 80 columns wraps under the figures' column.
+    line_under(
         out,
-        "  blocks               {} active_allocated, {} active_pending_free, {} inactive",
-        f.blocks.active_allocated, f.blocks.active_pending_free, f.blocks.inactive
+        "  blocks               ",
+        &format!(
+            "{} active_allocated, {} active_pending_free, {} inactive",
+            f.blocks.active_allocated, f.blocks.active_pending_free, f.blocks.inactive
+        ),
     );
     let s = &f.segment_sizes;
-    let _ = writeln!(out, "  segment sizes small  {}", sizes(&s.small));
-    let _ = writeln!(out, "                large  {}", sizes(&s.large));
-    let _ = writeln!(out, "           expandable  {}", sizes(&s.expandable));
+    line_under(out, "  segment sizes small  ", &sizes(&s.small));
+    line_under(out, "                large  ", &sizes(&s.large));
+    line_under(out, "           expandable  ", &sizes(&s.expandable));
     let g = &f.segsum;
-    let _ = writeln!(
+    line_under(
         out,
-        "  segsum               total_reserved {}, total_allocated {}, total_free {} ({:.2}% internal)",
-        human_bytes(g.total_reserved),
-        human_bytes(g.total_allocated),
-        human_bytes(g.total_free),
-        g.internal_percent
+        "  segsum               ",
+        &format!(
+            "total_reserved {}, total_allocated {}, total_free {} ({:.2}% internal)",
+            human_bytes(g.total_reserved),
+            human_bytes(g.total_allocated),
+            human_bytes(g.total_free),
+            g.internal_percent
+        ),
     );
     if g.unaccounted != 0 {
-        let _ = writeln!(
+        line_under(
             out,
-            "                       {} B of the segments are not covered by their blocks (not a valid allocator dump)",
-            g.unaccounted
+            "                       ",
+            &format!(
+                "{} B of the segments are not covered by their blocks (not a valid allocator dump)",
+                g.unaccounted
+            ),
         );
     }
     let fr = &f.fragmentation;
     if across_gpus {
-        let _ = writeln!(
+        line_under(
             out,
-            "  fragmentation        per GPU, above; in all {} free in {} inactive blocks, {} non-releasable, {} internal",
-            human_bytes(fr.external_free),
-            fr.free_blocks,
-            human_bytes(fr.non_releasable),
-            human_bytes(fr.internal_free)
+            "  fragmentation        ",
+            &format!(
+                "per GPU, above; in all {} free in {} inactive blocks, {} non-releasable, {} internal",
+                human_bytes(fr.external_free),
+                fr.free_blocks,
+                human_bytes(fr.non_releasable),
+                human_bytes(fr.internal_free)
+            ),
         );
         return;
     }
-    let _ = writeln!(
+    line_under(
         out,
+        "  fragmentation        ",
         // A percentage, as the viewer's "frag 60%" and the segsum line's
         // internal share above (`--json` keeps the fraction).
-        "  fragmentation        {:.1}%: {} free in {} inactive blocks, largest {}, {} non-releasable, {} internal",
-        fr.fragmentation * 100.0,
-        human_bytes(fr.external_free),
-        fr.free_blocks,
-        human_bytes(fr.largest_free_block),
-        human_bytes(fr.non_releasable),
-        human_bytes(fr.internal_free)
+        &format!(
+            "{:.1}%: {} free in {} inactive blocks, largest {}, {} non-releasable, {} internal",
+            fr.fragmentation * 100.0,
+            human_bytes(fr.external_free),
+            fr.free_blocks,
+            human_bytes(fr.largest_free_block),
+            human_bytes(fr.non_releasable),
+            human_bytes(fr.internal_free)
+        ),
     );
 }
 
 /// The human-readable summary.
 pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{name}: {} on {}",
+    let counts = format!(
+        ": {} on {}",
         count(report.total.segments, "segment", "segments"),
         count_of(report.devices.len(), "device", "devices")
     );
+    // A path of any depth keeps its file name within 80 columns.
+    let name = elide_path(name, REPORT_WIDTH.saturating_sub(cells(&counts)));
+    let _ = writeln!(out, "{name}{counts}");
     for d in &report.devices {
         let _ = writeln!(out, "GPU {}:", d.device);
         render_figures(&mut out, &d.figures, false);
@@ -299,15 +323,17 @@ fn blocks_word(n: u64) -> &'static str {
 
 fn render_sites_at(out: &mut String, at: &SitesAt) {
     for s in &at.sites {
-        let _ = writeln!(
-            out,
-            "    {:>10} {:>5.1}% {:>6} {:<6}  {}",
+        let figures = format!(
+            "    {:>10} {:>5.1}% {:>6} {:<6}  ",
             human_bytes(s.bytes),
             s.share * 100.0,
             s.blocks,
             blocks_word(s.blocks),
-            s.label
         );
+        // The figures stay in their columns; a site's name longer than
+        // the room left is cut at its end (`--json` has it whole).
+        let room = REPORT_WIDTH.saturating_sub(cells(&figures));
+        let _ = writeln!(out, "{figures}{}", elide_end(&s.label, room));
         // The next user frames (callers) say how the site was reached.
         let callers: Vec<String> = s
             .key
@@ -319,7 +345,8 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
             .map(frame_label)
             .collect();
         if !callers.is_empty() {
-            let _ = writeln!(out, "{:32}called from {}", "", callers.join(" < "));
+            let lead = format!("{:32}called from ", "");
+            line_under(out, &lead, &callers.join(" < "));
         }
     }
     if at.other_sites > 0 {
@@ -351,11 +378,14 @@ fn render_settings(out: &mut String, s: &AllocatorSettings) {
     } else {
         human_bytes(u64::try_from(s.max_split_size).unwrap_or(0))
     };
-    let _ = writeln!(
+    line_under(
         out,
-        "allocator_settings: PYTORCH_CUDA_ALLOC_CONF {conf}; max_split_size {split}, \
-         expandable_segments {}, garbage_collection_threshold {}, release_lock_on_cudamalloc {}",
-        s.expandable_segments, s.garbage_collection_threshold, s.release_lock_on_cudamalloc
+        "allocator_settings: ",
+        &format!(
+            "PYTORCH_CUDA_ALLOC_CONF {conf}; max_split_size {split}, expandable_segments {}, \
+             garbage_collection_threshold {}, release_lock_on_cudamalloc {}",
+            s.expandable_segments, s.garbage_collection_threshold, s.release_lock_on_cudamalloc
+        ),
     );
 }
 
@@ -375,13 +405,16 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
         if let Some(p) = &d.peaks {
             let at =
                 |m: &crate::snapshot::peak::Moment| moment(Some(m.cursor), d.events, m.time_us, t0);
-            let _ = writeln!(
-                out,
-                "  peak allocated {} at {}; peak reserved {} at {}",
-                human_bytes(p.allocated.bytes),
-                at(&p.allocated),
-                human_bytes(p.reserved.bytes),
-                at(&p.reserved)
+            line_under(
+                &mut out,
+                "  ",
+                &format!(
+                    "peak allocated {} at {}; peak reserved {} at {}",
+                    human_bytes(p.allocated.bytes),
+                    at(&p.allocated),
+                    human_bytes(p.reserved.bytes),
+                    at(&p.reserved)
+                ),
             );
             if let Some(b) = &p.biggest_allocation {
                 let _ = writeln!(
@@ -414,36 +447,42 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             } else {
                 "the OOM".to_string()
             };
-            let _ = writeln!(
-                out,
-                "  at {which}, {}: {} requested, {} free on the device; {} allocated",
-                moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
-                human_bytes(oom.requested),
-                human_bytes(oom.device_free),
-                human_bytes(oom.sites.allocated)
+            line_under(
+                &mut out,
+                "  ",
+                &format!(
+                    "at {which}, {}: {} requested, {} free on the device; {} allocated",
+                    moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
+                    human_bytes(oom.requested),
+                    human_bytes(oom.device_free),
+                    human_bytes(oom.sites.allocated)
+                ),
             );
             render_sites_at(&mut out, &oom.sites);
         }
         if !trace_read {
-            let _ = writeln!(
-                out,
-                "  peaks: not read (--no-trace); they and the sites at the peak come from the trace"
+            line_under(
+                &mut out,
+                "  ",
+                "peaks: not read (--no-trace); they and the sites at the peak come from the trace",
             );
         }
     }
     match &report.allocator_settings {
         Some(s) => render_settings(&mut out, s),
         None if !trace_read => {
-            let _ = writeln!(
-                out,
-                "allocator_settings: not read (--no-trace; a _dump_snapshot file keeps them after the trace)"
+            line_under(
+                &mut out,
+                "allocator_settings: ",
+                "not read (--no-trace; a _dump_snapshot file keeps them after the trace)",
             );
         }
         None if format == SnapshotFormat::SegmentList => {
-            let _ = writeln!(
-                out,
-                "allocator_settings: not in the file (a bare segment list, as \
-                 torch.cuda.memory_snapshot() returns, has none)"
+            line_under(
+                &mut out,
+                "allocator_settings: ",
+                "not in the file (a bare segment list, as torch.cuda.memory_snapshot() returns, \
+                 has none)",
             );
         }
         None => {

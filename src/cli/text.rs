@@ -103,17 +103,30 @@ fn take_cells_from_end(text: &str, width: usize) -> &str {
 
 /// `lead` (kept as it is, spaces and all: `"  segsum               "`)
 /// then `text` wrapped in the `width` cells left after it, each later
-/// line under the text's start. A lead too wide to leave 20 cells
-/// hangs the text 4 cells in instead.
+/// line under the text's start. The text breaks after a `, ` or a `; `
+/// where it can, so that a figure stays with its unit (`total_free
+/// 1.50 GiB,`); a clause too long for a line breaks between its words. A
+/// lead too wide to leave 20 cells hangs the text 4 cells in instead.
 pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
     const MIN_ROOM: usize = 20;
     let lead_cells = cells(lead);
     if lead_cells + MIN_ROOM > width {
         return wrap_hanging(&format!("{lead}{text}"), width, 4);
     }
+    let room = width - lead_cells;
+    let pieces = clauses(text).flat_map(|clause| {
+        let whole = (cells(clause) <= room).then_some(clause);
+        whole.into_iter().chain(
+            whole
+                .is_none()
+                .then(|| clause.split_whitespace())
+                .into_iter()
+                .flatten(),
+        )
+    });
     let margin = " ".repeat(lead_cells);
     let mut out = String::new();
-    for (k, line) in wrap(text, width - lead_cells).split('\n').enumerate() {
+    for (k, line) in wrap_words(pieces, room, 0).split('\n').enumerate() {
         if k > 0 {
             out.push('\n');
         }
@@ -121,6 +134,26 @@ pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
         out.push_str(line);
     }
     out
+}
+
+/// `text` in clauses: each ends after a `,` or `;` that a space follows
+/// (`a,b` stays whole), whitespace around them trimmed.
+fn clauses(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let rest_now = rest.trim_start();
+        if rest_now.is_empty() {
+            return None;
+        }
+        let end = rest_now
+            .match_indices([',', ';'])
+            .map(|(at, _)| at + 1)
+            .find(|&end| rest_now[end..].starts_with(char::is_whitespace))
+            .unwrap_or(rest_now.len());
+        let (clause, after) = rest_now.split_at(end);
+        rest = after;
+        Some(clause.trim_end())
+    })
 }
 
 /// Greedy word wrap: every line at most `width` cells, runs of
@@ -325,6 +358,11 @@ mod tests {
         assert_eq!(
             text,
             "  segsum   total_reserved 1 GiB,\n           total_allocated 2 GiB"
+        );
+        // Clauses stay whole when they fit: a figure keeps its unit.
+        assert_eq!(
+            wrap_under("  at ", "peak 1.50 GiB, conf a,b; reserved 2 GiB", 26),
+            "  at peak 1.50 GiB,\n     conf a,b;\n     reserved 2 GiB"
         );
         // A lead that leaves no room hangs the text 4 cells in.
         let wide = wrap_under(&"x".repeat(70), "one two three", 80);
