@@ -150,3 +150,22 @@ fn summary_of_a_snapshot_with_cjk_frame_names_under_a_deep_folder_fits_80_cells(
         "{out}"
     );
 }
+
+#[test]
+fn replay_of_a_snapshot_under_a_deep_folder_fits_80_cells() {
+    let dir = deep_dir("replay");
+    let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
+    write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
+    let f = file.display().to_string();
+    let (code, out, err) = common::run_vramtop(&["replay", &f], None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("replay", &out);
+    assert!(out.contains("result: FULL MATCH"), "{out}");
+    // The verdict's meaning wraps, whole.
+    let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        unwrapped.contains(vramtop::cli::replay::VERDICT_MEANING),
+        "{out}"
+    );
+}

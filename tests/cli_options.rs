@@ -270,12 +270,20 @@ fn replay_text_says_the_verdict_checks_the_model_not_the_program_and_json_does_n
                    program";
     let (_, out, _) = vramtop(&["replay", &path]);
     let lines: Vec<&str> = out.lines().collect();
-    // The verdict stays the last line; the sentence comes right before it.
-    assert_eq!(
-        lines.get(lines.len().saturating_sub(2)..),
-        Some(&[meaning, "result: FULL MATCH"][..]),
-        "{out}"
-    );
+    // The verdict stays the last line; the sentence, wrapped within 80
+    // columns, comes right before it.
+    assert_eq!(lines.last(), Some(&"result: FULL MATCH"), "{out}");
+    let sentence = lines
+        .iter()
+        .rposition(|l| l.starts_with("verdict: "))
+        .and_then(|at| lines.get(at..lines.len() - 1))
+        .map(|l| {
+            l.iter()
+                .flat_map(|l| l.split_whitespace())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+    assert_eq!(sentence.as_deref(), Some(meaning), "{out}");
     let (_, out, _) = vramtop(&["replay", &path, "--json"]);
     assert!(!out.contains("not your program"), "text only: {out}");
 }

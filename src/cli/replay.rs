@@ -1,6 +1,7 @@
 //! `vramtop replay FILE --verify [--json]` and the what-if replay
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
+use super::text::{REPORT_WIDTH, elide_path, wrap_under};
 use crate::ui::format::count_of;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -143,6 +144,11 @@ fn start_counts(segments: usize, expandable: usize, live_blocks: usize) -> Strin
     parts.join(", ")
 }
 
+/// `lead` then `text` wrapped under its start, within 80 columns.
+fn line_under(out: &mut String, lead: &str, text: &str) {
+    let _ = writeln!(out, "{}", wrap_under(lead, text, REPORT_WIDTH));
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok { "ok" } else { "MISMATCH" }
 }
@@ -164,10 +170,14 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             start_counts(*segments, *expandable_reservations, *live_blocks)
         ),
     };
-    let _ = writeln!(out, "GPU {}: trace {start}", r.device);
+    line_under(
+        out,
+        &format!("GPU {}: ", r.device),
+        &format!("trace {start}"),
+    );
     if let ReplayStart::Reconstructed { inferences, .. } = &r.start {
         for inference in inferences {
-            let _ = writeln!(out, "  inferred: {inference}");
+            line_under(out, "  inferred: ", inference);
         }
     }
     let _ = writeln!(
@@ -200,9 +210,9 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
         (true, None) => "identical (sizes, states, active requested sizes)",
         (false, _) => "DIFFERENT",
     };
-    let _ = writeln!(out, "  final layout         {layout}");
+    line_under(out, "  final layout         ", layout);
     for d in r.layout_differences.iter().take(5) {
-        let _ = writeln!(out, "    {d}");
+        line_under(out, "    ", d);
     }
     let cmp = |a: u64, b: u64| if a == b { "=" } else { "≠" };
     let _ = writeln!(
@@ -220,7 +230,7 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
         r.allocated_snapshot
     );
     if let Some(e) = &r.model_invariant_error {
-        let _ = writeln!(out, "  model self-check     FAILED: {e}");
+        line_under(out, "  model self-check     ", &format!("FAILED: {e}"));
     }
 }
 
@@ -232,16 +242,22 @@ pub const VERDICT_MEANING: &str =
 /// The human-readable report.
 pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{name}: {}, {}, reserved {} ({} B), allocated {} ({} B), {}",
-        count_of(report.segments, "segment", "segments"),
-        count_of(report.blocks, "block", "blocks"),
-        human_bytes(report.reserved),
-        report.reserved,
-        human_bytes(report.allocated),
-        report.allocated,
-        count_of(report.trace_entries, "trace entry", "trace entries")
+    // A path of any depth keeps its file name; the figures wrap under
+    // the text after it (4 cells in when the name leaves too little room).
+    let name = elide_path(name, REPORT_WIDTH - 2);
+    line_under(
+        &mut out,
+        &format!("{name}: "),
+        &format!(
+            "{}, {}, reserved {} ({} B), allocated {} ({} B), {}",
+            count_of(report.segments, "segment", "segments"),
+            count_of(report.blocks, "block", "blocks"),
+            human_bytes(report.reserved),
+            report.reserved,
+            human_bytes(report.allocated),
+            report.allocated,
+            count_of(report.trace_entries, "trace entry", "trace entries")
+        ),
     );
     let _ = writeln!(
         out,
@@ -250,10 +266,10 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
         count_of(report.findings.len(), "finding", "findings")
     );
     for f in report.findings.iter().take(10) {
-        let _ = writeln!(
-            out,
-            "  segment {:#x} (GPU {}): {}",
-            f.address, f.device, f.message
+        line_under(
+            &mut out,
+            &format!("  segment {:#x} (GPU {}): ", f.address, f.device),
+            &f.message,
         );
     }
     if report.findings.len() > 10 {
@@ -264,14 +280,17 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
             let _ = writeln!(out, "trace: none to replay (state-only snapshot)");
         } else {
             // The "state" recording mode leaves a marker or two behind.
-            let _ = writeln!(
-                out,
-                "trace: none to replay: {} an allocator call (state-only snapshot)",
-                if report.trace_entries == 1 {
-                    "its 1 entry is not".to_string()
-                } else {
-                    format!("none of its {} entries is", report.trace_entries)
-                }
+            line_under(
+                &mut out,
+                "trace: ",
+                &format!(
+                    "none to replay: {} an allocator call (state-only snapshot)",
+                    if report.trace_entries == 1 {
+                        "its 1 entry is not".to_string()
+                    } else {
+                        format!("none of its {} entries is", report.trace_entries)
+                    }
+                ),
             );
         }
     }
@@ -279,26 +298,37 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let replayed: usize = report.replays.iter().map(|r| r.events_in_trace).sum();
     let left_out = report.trace_entries.saturating_sub(replayed);
     if !report.replays.is_empty() && report.unreplayable.is_empty() && left_out > 0 {
-        let _ = writeln!(
-            out,
-            "trace: {left_out} of its {} entries not replayed: markers (snapshot, annotate), or \
-             on a GPU without an allocator call",
-            report.trace_entries
+        line_under(
+            &mut out,
+            "trace: ",
+            &format!(
+                "{left_out} of its {} entries not replayed: markers (snapshot, annotate), or on \
+                 a GPU without an allocator call",
+                report.trace_entries
+            ),
         );
     }
     for r in &report.replays {
         render_device(&mut out, r);
     }
     for u in &report.unreplayable {
-        let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
+        let lead = format!("GPU {}: ", u.device);
+        line_under(&mut out, &lead, &format!("not replayable: {}", u.reason));
     }
     let verdict = Verdict::of(report);
     // A newcomer reads "FULL MATCH" as a verdict on their program.
-    let _ = writeln!(out, "{VERDICT_MEANING}");
-    let _ = match verdict.why() {
-        Some(why) => writeln!(out, "result: {} ({why})", verdict.label()),
-        None => writeln!(out, "result: {}", verdict.label()),
-    };
+    let meaning = VERDICT_MEANING.trim_start_matches("verdict: ");
+    line_under(&mut out, "verdict: ", meaning);
+    match verdict.why() {
+        Some(why) => line_under(
+            &mut out,
+            "result: ",
+            &format!("{} ({why})", verdict.label()),
+        ),
+        None => {
+            let _ = writeln!(out, "result: {}", verdict.label());
+        }
+    }
     out
 }
 
