@@ -827,7 +827,7 @@ fn man_page(command: Option<&str>) -> color_eyre::Result<ExitCode> {
                     .filter(|c| !c.is_hide_set())
                     .map(clap::Command::get_name)
                     .collect();
-                say_error(&format!(
+                say_error(format!(
                     "no command named '{name}'; man pages: {}",
                     names.join(", ")
                 ));
