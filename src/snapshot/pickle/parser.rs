@@ -803,7 +803,47 @@ impl<'a, 'd> Parser<'a, 'd> {
                         self.marks.push(self.stack.len());
                     }
                 }
+                // A trace entry's address and time: read as `step` would.
+                // A trace entry's address and time, 1 to 8 bytes with the 8
+                // from the first in this piece: read as `step` would.
+                (op::LONG1, Some(&len))
+                    if (1..=8).contains(&len) && self.data.len().saturating_sub(self.pos) > 8 =>
+                {
+                    let (int, end) = self.short_long1(len);
+                    self.pos = end;
+                    self.push_i64(int)?;
+                }
                 _ => self.step(code, offset)?,
+            }
+        }
+    }
+
+    /// The int of the LONG1 of `len` bytes (1 to 8) whose length byte is at
+    /// `self.pos`, the 8 bytes from its first in this piece (the caller
+    /// checked both), and the position after it.
+    #[inline]
+    fn short_long1(&self, len: u8) -> (i64, usize) {
+        let first = self.pos + 1;
+        let word = self
+            .data
+            .get(first..first + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map_or(0, u64::from_le_bytes);
+        // 1 to 8 bytes: a shift of 0 to 56 bits sign-extends the top one.
+        let unused_bits = 64 - 8 * u32::from(len.clamp(1, 8));
+        let int = ((word << unused_bits) as i64) >> unused_bits;
+        (int, first + usize::from(len))
+    }
+
+    /// An int that fits `i64`, as [`Parser::push_int`] pushes it.
+    #[inline]
+    fn push_i64(&mut self, int: i64) -> Result<(), PickleError> {
+        match i32::try_from(int) {
+            Ok(small) => self.push(Item::SmallInt(small)),
+            Err(_) => {
+                let id = self.scalar_id(self.scalars.ints.len())?;
+                self.scalars.ints.push(int);
+                self.push(Item::WideInt(id))
             }
         }
     }
@@ -1330,7 +1370,9 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
             op::SETITEMS => {
                 let start = self.pop_mark_position("SETITEMS", offset)?;
-                self.move_into_target(Some(start), Wanted::Dict, "SETITEMS", offset)?;
+                if !self.set_known_record(start) {
+                    self.move_into_target(Some(start), Wanted::Dict, "SETITEMS", offset)?;
+                }
             }
 
             op::MEMOIZE => {
@@ -1955,6 +1997,90 @@ impl<'a, 'd> Parser<'a, 'd> {
             });
         }
         Ok(())
+    }
+
+    /// SETITEMS of `stack[start..]` into the fresh dict just below, when its
+    /// keys are the last record's (every trace entry of a snapshot after
+    /// the first): what [`Parser::move_into_target`] would do, without its
+    /// checks of the keys (a key set holds no container) and its look at
+    /// every item. `false`, nothing changed, for anything else (another
+    /// target or keys, a list value to intern or resolve, a depth past the
+    /// limit), which the generic path then does or reports.
+    fn set_known_record(&mut self, start: usize) -> bool {
+        let Some(target_index) = start.checked_sub(1) else {
+            return false;
+        };
+        if target_index < self.frame_base() {
+            return false;
+        }
+        let Some(&Item::Node(target)) = self.stack.get(target_index) else {
+            return false;
+        };
+        if !matches!(
+            self.arena.get(target as usize).map(|n| &n.kind),
+            Some(NodeKind::Dict(pairs)) if pairs.is_empty()
+        ) {
+            return false;
+        }
+        let Some(keys) = self.last_key_set else {
+            return false;
+        };
+        let Some(set) = self.scalars.key_sets.get(keys as usize) else {
+            return false;
+        };
+        let Some(items) = self.stack.get(start..) else {
+            return false;
+        };
+        if items.len() != 2 * set.len() {
+            return false;
+        }
+        // One pass over the pairs: each key the set's, each value's height.
+        let mut tallest = 0u32;
+        for (pair, key) in items.chunks_exact(2).zip(set.iter()) {
+            let [k, value] = pair else {
+                return false;
+            };
+            if k != key {
+                return false;
+            }
+            if let &Item::Node(id) = value {
+                match self.meta.get(id as usize) {
+                    Some(&meta)
+                        if id != target
+                            && meta.0 & (NodeMeta::ALIAS | NodeMeta::OPEN_LIST) == 0
+                            && meta.height() < NodeMeta::HEIGHT =>
+                    {
+                        tallest = tallest.max(u32::from(meta.height()));
+                    }
+                    _ => return false,
+                }
+            }
+        }
+        // Keys are scalars (height 0): the dict is one above its tallest item.
+        let grown = if items.is_empty() { 0 } else { tallest + 1 };
+        if grown as usize > self.limits.max_depth {
+            return false;
+        }
+        let pool = &mut self.scalars.record_values;
+        let (Ok(first), Ok(len)) = (u32::try_from(pool.len()), u32::try_from(set.len())) else {
+            return false;
+        };
+        pool.reserve(set.len());
+        for pair in items.chunks_exact(2) {
+            if let [_, value] = pair {
+                pool.push(*value);
+            }
+        }
+        self.stack.truncate(start);
+        self.raise_height(target, grown);
+        if let Some(node) = self.arena.get_mut(target as usize) {
+            node.kind = NodeKind::Record {
+                keys,
+                start: first,
+                len,
+            };
+        }
+        true
     }
 
     /// Moves `stack[start..]` into the container just below it (APPEND(S),

@@ -266,6 +266,24 @@ fn a_fresh_list_memoised_twice_keeps_its_node() {
 }
 
 #[test]
+fn a_dict_with_the_last_records_keys_counts_against_the_depth_limit() {
+    // ({'a': 1}, {'a': (((),),)}): the second dict has the first one's keys
+    // (set by SETITEMS, the key fetched from the memo) and height 4.
+    let pickle = b"\x80\x04(}(\x8c\x01a\x94K\x01u}(h\x00)\x85\x85ut.";
+    let value = parse_default(pickle).unwrap();
+    assert_eq!(value, parse_without_interning(pickle).unwrap());
+    let second = value.as_list().map(|items| items[1].clone());
+    let inner = second.as_ref().and_then(|d| d.get("a")).cloned();
+    assert!(matches!(inner, Some(Value::Tuple(_))), "{value:?}");
+    let limits = Limits {
+        max_depth: 3,
+        ..Limits::default()
+    };
+    let err = parse(pickle, &limits).unwrap_err();
+    assert!(matches!(err, PickleError::LimitExceeded { .. }), "{err}");
+}
+
+#[test]
 fn appending_again_to_a_list_of_memo_fetches_is_exact_through_the_retry() {
     // l0 = [f0, f1]; l1 = [f0, f1] by memo fetches; l1.extend([f0]); (l0, l1)
     let pickle = b"\x80\x04]\x94(}\x94}\x94e]\x94(h\x01h\x02e(h\x01e\x86.";
