@@ -1011,7 +1011,7 @@ impl Reader {
             allocated_size: fields.u64("allocated_size").ok()?,
             active_size: fields.u64("active_size").ok()?,
             requested_size: fields.u64("requested_size").ok()?,
-            stream: int64_cast(stream)?,
+            stream: int64_cast(stream.into())?,
             segment_type,
             segment_pool_id,
             is_expandable,
@@ -1329,10 +1329,10 @@ impl Reader {
             _ => None,
         };
         let u64_of = |slot: usize| int(slot).and_then(|i| u64::try_from(i).ok());
-        let cast_of = |slot: usize| int(slot).and_then(int64_cast);
+        let cast_of = |slot: usize| int(slot).map(i128::from).and_then(int64_cast);
         let optional_i64 = |slot: usize| match present(slot) {
             None => Some(None),
-            Some(Field::Int(i)) => i64::try_from(i).ok().map(Some),
+            Some(Field::Int(i)) => Some(Some(i)),
             Some(_) => None,
         };
         let optional_str = |slot: usize| match present(slot) {
@@ -1895,7 +1895,7 @@ fn flat_frame(dict: &pickle::FlatEntry<'_>) -> Option<Frame> {
     };
     Some(Frame {
         filename: Arc::clone(filename),
-        line: int64_cast(line)?,
+        line: int64_cast(line.into())?,
         name: Arc::clone(name),
     })
 }

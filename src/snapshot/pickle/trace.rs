@@ -26,7 +26,10 @@ impl DeferredTrace {
 pub(crate) enum Field<'d> {
     None,
     Bool(bool),
-    Int(i128),
+    /// An int that fits `i64`; a wider one is [`Field::Other`] (the general
+    /// path reads it exactly): a field is then 16 bytes, not 32, and a
+    /// trace entry's fields are copied about a dozen times as it is read.
+    Int(i64),
     Str(&'d Arc<str>),
     /// A container that was frozen before (a shared frames list).
     Frozen(&'d Value),
@@ -201,7 +204,7 @@ impl<'d> FlatEntry<'d> {
             return None;
         };
         let int = |item: &Item| match document.scalar_field(*item) {
-            Field::Int(i) => Some(i),
+            Field::Int(i) => Some(i128::from(i)),
             _ => None,
         };
         match items.as_slice() {
@@ -254,9 +257,9 @@ impl Document {
                 .scalars
                 .ints
                 .get(id as usize)
-                .map_or(Field::Other, |&i| Field::Int(i.into())),
+                .map_or(Field::Other, |&i| Field::Int(i)),
             Item::Scalar(id) => match self.scalars.values.get(id as usize) {
-                Some(Value::Int(i)) => Field::Int(*i),
+                Some(Value::Int(i)) => i64::try_from(*i).map_or(Field::Other, Field::Int),
                 Some(Value::Str(s)) => Field::Str(s),
                 _ => Field::Other,
             },
