@@ -26,7 +26,8 @@ pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
 pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
 pub use oom::OutOfMemory;
 pub use sizing::{
-    allocation_size, format_size, human_bytes, parse_duration_ms, parse_size, round_size,
+    QuantityError, allocation_size, duration_ms_exact, format_size, human_bytes, parse_duration_ms,
+    parse_size, round_size, size_bytes,
 };
 pub use stats::{DeviceStats, Stat, StatArray};
 pub use trace::{TraceAction, TraceEntry};

@@ -1,5 +1,7 @@
 //! Constants and size arithmetic of PyTorch's caching allocator (spec §1).
 
+use thiserror::Error;
+
 use super::config::AllocatorConfig;
 
 /// Every block is a multiple of this many bytes (`kMinBlockSize`).
@@ -135,15 +137,31 @@ pub fn human_bytes(size: u64) -> String {
     }
 }
 
-/// Splits "1.5 GiB" into (1.5, "GiB"): a non-negative decimal number and the
+/// Why a size or duration text was refused: the one parser's verdict,
+/// so every message about such a text (a flag, the config file, a
+/// scenario, the stress panel) tells the same cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum QuantityError {
+    /// Not a non-negative decimal number (digits and a point, no sign)
+    /// followed by a unit the parser knows.
+    #[error("not a number with a known unit")]
+    Malformed,
+    /// A well-formed number and unit, at or past the largest value taken.
+    #[error("past the largest value")]
+    TooLarge,
+}
+
+/// Splits "1.5 GiB" into (1.5, "GiB"): a non-negative decimal number (ASCII
+/// digits and a point: no sign, exponent or name such as "inf") and the
 /// trimmed unit after it.
-fn number_and_unit(text: &str) -> Option<(f64, &str)> {
+fn number_and_unit(text: &str) -> Result<(f64, &str), QuantityError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    Some((number.parse().ok()?, unit.trim()))
+    let value = number.parse().map_err(|_| QuantityError::Malformed)?;
+    Ok((value, unit.trim()))
 }
 
 /// Sizes [`parse_size`] takes are below this (bytes): under `u64::MAX`,
@@ -157,6 +175,11 @@ pub const MAX_PARSED_DURATION_MS: u64 = 1_000_000_000_000_000;
 /// `80G` (binary), `80GB` (decimal, as GPU vendors print it), up to EiB/EB. Case-insensitive
 /// units, optional space. Returns `None` for anything else.
 pub fn parse_size(text: &str) -> Option<u64> {
+    size_bytes(text).ok()
+}
+
+/// [`parse_size`], saying why a text is refused.
+pub fn size_bytes(text: &str) -> Result<u64, QuantityError> {
     let (value, unit) = number_and_unit(text)?;
     let multiplier: f64 = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
@@ -174,29 +197,40 @@ pub fn parse_size(text: &str) -> Option<u64> {
         "tb" => 1e12,
         "pb" => 1e15,
         "eb" => 1e18,
-        _ => return None,
+        _ => return Err(QuantityError::Malformed),
     };
     let bytes = value * multiplier;
-    (0.0..MAX_PARSED_SIZE as f64)
-        .contains(&bytes)
-        .then(|| bytes.round() as u64)
+    if (0.0..MAX_PARSED_SIZE as f64).contains(&bytes) {
+        Ok(bytes.round() as u64)
+    } else {
+        Err(QuantityError::TooLarge)
+    }
 }
 
 /// Parses a duration as people write it: `500ms`, `1s`, `1.5s`, `10m`, `2h`;
 /// a bare number is seconds. Returns milliseconds, or `None`.
 pub fn parse_duration_ms(text: &str) -> Option<u64> {
+    duration_ms_exact(text).ok().map(|ms| ms.round() as u64)
+}
+
+/// [`parse_duration_ms`] before its rounding to whole milliseconds (so a
+/// least value can be checked on what was written), saying why a text is
+/// refused. Always finite, at least 0 and below [`MAX_PARSED_DURATION_MS`].
+pub fn duration_ms_exact(text: &str) -> Result<f64, QuantityError> {
     let (value, unit) = number_and_unit(text)?;
     let ms_per_unit = match unit {
         "ms" => 1.0,
         "" | "s" => 1_000.0,
         "m" | "min" => 60_000.0,
         "h" => 3_600_000.0,
-        _ => return None,
+        _ => return Err(QuantityError::Malformed),
     };
     let ms = value * ms_per_unit;
-    (0.0..MAX_PARSED_DURATION_MS as f64)
-        .contains(&ms)
-        .then(|| ms.round() as u64)
+    if (0.0..MAX_PARSED_DURATION_MS as f64).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(QuantityError::TooLarge)
+    }
 }
 
 #[cfg(test)]
@@ -287,6 +321,26 @@ mod tests {
         assert_eq!(parse_duration_ms("1h"), Some(3_600_000));
         assert_eq!(parse_duration_ms("soon"), None);
         assert_eq!(parse_duration_ms("5 fortnights"), None);
+    }
+
+    #[test]
+    fn a_sign_makes_a_size_or_duration_malformed_not_too_large() {
+        for text in ["+24GiB", "+500", "-1", "+1e3B", "inf", "+inf"] {
+            assert_eq!(size_bytes(text), Err(QuantityError::Malformed), "{text}");
+        }
+        for text in ["+500ms", "-1s", "+1h", "NaNs"] {
+            assert_eq!(
+                duration_ms_exact(text),
+                Err(QuantityError::Malformed),
+                "{text}"
+            );
+        }
+        assert_eq!(size_bytes("16EiB"), Err(QuantityError::TooLarge));
+        assert_eq!(
+            duration_ms_exact("99999999999h"),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(duration_ms_exact("9.5ms"), Ok(9.5));
     }
 
     #[test]

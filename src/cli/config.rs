@@ -333,6 +333,22 @@ mod tests {
     }
 
     #[test]
+    fn a_size_or_duration_with_a_plus_sign_is_not_one_in_the_file_either() {
+        let err = parse_text("c.toml", "sim_memory = \"+24GiB\"\n").expect_err("a sign");
+        assert!(
+            err.to_string()
+                .contains("line 1: '+24GiB' is not a size: write e.g."),
+            "{err}"
+        );
+        let err = parse_text("c.toml", "interval = \"+2s\"\n").expect_err("a sign");
+        assert!(
+            err.to_string()
+                .contains("line 1: '+2s' is not a duration: write e.g."),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn numeric_options_have_the_same_bounds_on_the_command_line_and_in_the_file() {
         let ints: &[i64] = &[-1, 0, 1, 64, 65, 100_000, 4_294_967_295, i64::MAX];
         for (key, flag) in [

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::alloc::parse_size;
+use crate::alloc::{QuantityError, size_bytes};
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
 use crate::quote::cut;
@@ -130,20 +130,15 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
             cut(text.trim())
         ));
     }
-    match crate::alloc::parse_duration_ms(text) {
-        Some(ms) if ms >= 10 => Ok(ms),
-        Some(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
-        None if is_number_with_unit(text, |unit| {
-            crate::alloc::parse_duration_ms(&format!("1{unit}")).is_some()
-        }) =>
-        {
-            Err(format!(
-                "'{}' is too long: the most is {}h",
-                cut(text),
-                MAX_DURATION_HOURS
-            ))
-        }
-        None => Err(format!(
+    match crate::alloc::duration_ms_exact(text).map(|ms| ms.round() as u64) {
+        Ok(ms) if ms >= 10 => Ok(ms),
+        Ok(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
+        Err(QuantityError::TooLarge) => Err(format!(
+            "'{}' is too long: the most is {}h",
+            cut(text),
+            MAX_DURATION_HOURS
+        )),
+        Err(QuantityError::Malformed) => Err(format!(
             "'{}' is not a duration: write e.g. 500ms, 1s, 10m",
             cut(text)
         )),
@@ -153,19 +148,6 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
 /// The longest duration [`crate::alloc::parse_duration_ms`] takes, in
 /// whole hours.
 const MAX_DURATION_HOURS: u64 = crate::alloc::sizing::MAX_PARSED_DURATION_MS / 3_600_000;
-
-/// Whether `text` is a positive number followed by a unit `known` accepts:
-/// when such a text does not parse, its number is out of range.
-fn is_number_with_unit(text: &str, known: impl Fn(&str) -> bool) -> bool {
-    let t = text.trim();
-    let unit_at = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(unit_at);
-    number
-        .trim()
-        .parse::<f64>()
-        .is_ok_and(|v| v.is_finite() && v > 0.0)
-        && known(unit)
-}
 
 /// Whether `text` is a number without a unit ("24", "1.5").
 fn is_bare_number(text: &str) -> bool {
@@ -284,20 +266,18 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
             cut(text.trim())
         ));
     }
-    match parse_size(text) {
-        Some(0) => Err(format!("'{}' is zero: a size is at least 1B", cut(text))),
-        None if is_number_with_unit(text, |unit| parse_size(&format!("1{unit}")).is_some()) => {
-            Err(format!(
-                "'{}' is more than the largest size, {}",
-                cut(text),
-                crate::alloc::sizing::display_bytes(crate::alloc::sizing::MAX_PARSED_SIZE)
-            ))
-        }
-        None => Err(format!(
+    match size_bytes(text) {
+        Ok(0) => Err(format!("'{}' is zero: a size is at least 1B", cut(text))),
+        Ok(n) => Ok(n),
+        Err(QuantityError::TooLarge) => Err(format!(
+            "'{}' is more than the largest size, {}",
+            cut(text),
+            crate::alloc::sizing::display_bytes(crate::alloc::sizing::MAX_PARSED_SIZE)
+        )),
+        Err(QuantityError::Malformed) => Err(format!(
             "'{}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
             cut(text)
         )),
-        Some(n) => Ok(n),
     }
 }
 
@@ -900,6 +880,20 @@ mod tests {
                 .expect_err("no unit")
                 .contains("not a duration")
         );
+    }
+
+    #[test]
+    fn a_size_or_duration_with_a_plus_sign_is_not_a_size_or_duration() {
+        for text in ["+24GiB", "+1B", " +5MiB"] {
+            let e = size_arg(text).expect_err("a sign");
+            assert!(e.contains("is not a size: write e.g."), "{text}: {e}");
+            let e = sim_memory_arg(text).expect_err("a sign");
+            assert!(e.contains("is not a size: write e.g."), "{text}: {e}");
+        }
+        for text in ["+500ms", "+1s", "+10m"] {
+            let e = duration_arg(text).expect_err("a sign");
+            assert!(e.contains("is not a duration: write e.g."), "{text}: {e}");
+        }
     }
 
     #[test]
