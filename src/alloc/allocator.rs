@@ -58,6 +58,16 @@ impl AllocError {
             _ => None,
         }
     }
+
+    /// Whether PyTorch raises this as `torch.OutOfMemoryError`: the retry
+    /// chain's report, and the "more than 1EB" refusal (`TORCH_CHECK_WITH(
+    /// OutOfMemoryError, …)`), which has no report.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            AllocError::OutOfMemory(_) | AllocError::MoreThanOneExabyte
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

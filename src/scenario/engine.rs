@@ -162,7 +162,7 @@ fn run_variant_inner(
                             names.push(n.clone());
                             ptrs.push(p);
                         }
-                        Err(e) if e.as_oom().is_some() => {
+                        Err(e) if e.is_out_of_memory() => {
                             oom = Some(e.to_string());
                             break;
                         }
@@ -276,5 +276,28 @@ mod tests {
         assert_eq!(v.steps[2].driver_used, 100 * MIB);
         assert_eq!(v.summary.empty_cache_released, 64 * MIB);
         assert!(!v.summary.oom);
+    }
+
+    #[test]
+    fn an_allocation_of_an_exabyte_or_more_is_recorded_as_an_oom_outcome() {
+        for size in ["1000PiB", "1EiB", "15EiB"] {
+            let s = parse(&format!(
+                "name = \"t\"\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = \"8GiB\"\n\
+                 [[step]]\nalloc = {{ name = \"a\", size = \"1MiB\" }}\n\
+                 [[step]]\nalloc = {{ name = \"w\", size = \"{size}\" }}\n\
+                 [[step]]\nfree = \"a\"\n"
+            ))
+            .expect("parses");
+            let r = run(&s).unwrap_or_else(|e| panic!("{size}: {e}"));
+            let v = &r.variants[0];
+            assert!(v.summary.oom, "{size}");
+            assert_eq!(v.summary.oom_step, Some(2), "{size}");
+            assert_eq!(v.steps.len(), 2, "{size}: the run stops at the OOM");
+            let message = v.steps[1].oom.as_deref().unwrap_or_default();
+            assert!(
+                message.starts_with("CUDA out of memory."),
+                "{size}: {message}"
+            );
+        }
     }
 }

@@ -26,8 +26,8 @@ use super::replay::{
 };
 use super::types::{Frame, Snapshot};
 use crate::alloc::{
-    AllocError, AllocatorConfig, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
-    TraceAction, fragmentation, human_bytes,
+    AllocatorConfig, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo, TraceAction,
+    fragmentation, human_bytes,
 };
 
 /// The device total an unlimited run reports to `cudaMemGetInfo` (1 TiB):
@@ -725,7 +725,7 @@ impl Run {
             }
             Err(e) => {
                 let message = e.as_oom().map(|o| o.message());
-                if message.is_none() && !matches!(e, AllocError::MoreThanOneExabyte) {
+                if !e.is_out_of_memory() {
                     self.model_error(e.to_string());
                     return Outcome::CachedBlock;
                 }
