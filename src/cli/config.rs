@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use thiserror::Error;
+use toml::de::{DeTable, DeValue};
 
 use super::{
     ConfigTargets, SIM_DATALOADER_WORKERS_MAX, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX,
@@ -49,28 +50,30 @@ pub fn default_path() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("vramtop").join("config.toml"))
 }
 
-/// The line (from 1) where top-level `key` is set or its table begins;
-/// `None` where no line says (a key written some other way).
-fn line_of(text: &str, key: &str) -> Option<usize> {
-    let quoted = [format!("\"{key}\""), format!("'{key}'")];
-    let names = [key, quoted[0].as_str(), quoted[1].as_str()];
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start();
-            // `key = …`, `key.sub = …` (dotted), and the headers `[key]`,
-            // `[key.sub]`, `[[key]]` of a table or an array of tables.
-            let header = t.trim_start_matches('[').trim_start();
-            let starts_key = |line: &str| {
-                names.iter().any(|name| {
-                    line.strip_prefix(name).is_some_and(|rest| {
-                        let rest = rest.trim_start();
-                        rest.starts_with('=') || rest.starts_with('.') || rest.starts_with(']')
-                    })
-                })
-            };
-            starts_key(t) || (t.starts_with('[') && starts_key(header))
-        })
-        .map(|i| i + 1)
+/// The line (from 1) of the byte `offset` in `text`.
+fn line_at(text: &str, offset: usize) -> usize {
+    let before = text.get(..offset).unwrap_or(text);
+    before.bytes().filter(|b| *b == b'\n').count() + 1
+}
+
+/// What a value was, for "found …": its text in the file (escaped and cut
+/// short), or its kind where the file has no one text of it (a table).
+fn found(text: &str, value: &toml::Spanned<DeValue<'_>>) -> String {
+    match value.get_ref() {
+        DeValue::Table(_) => "a table".to_string(),
+        _ => text
+            .get(value.span())
+            .map_or_else(|| value.get_ref().type_str().to_string(), cut),
+    }
+}
+
+/// A TOML integer of any size the file may write (one past `u64` or
+/// `i64` included, so it is "out of range", not a parser's complaint).
+fn integer(value: &DeValue<'_>) -> Option<i128> {
+    match value {
+        DeValue::Integer(n) => i128::from_str_radix(n.as_str(), n.radix()).ok(),
+        _ => None,
+    }
 }
 
 /// A config file's values, each checked with the same parser and range as
@@ -118,7 +121,10 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
         path: path.to_string(),
         message,
     };
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+    // The spanned parse: each key knows where it is written, and values
+    // are checked here against their flags' ranges (an integer past `i64`
+    // too), not by a deserializer's wording.
+    let document = DeTable::parse(text).map_err(|e| {
         // The message without toml's echo of the source line (which may be
         // megabytes long).
         invalid(parser_complaint(
@@ -128,11 +134,14 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             MAX_PARSER_MESSAGE_CHARS,
         ))
     })?;
+    let mut entries: Vec<_> = document.get_ref().iter().collect();
+    // In the file's order, so the first problem in the file is the one said.
+    entries.sort_by_key(|(key, _)| key.span().start);
     let mut file = ConfigFile::default();
-    for (key, value) in &table {
-        // "line 3: ", or nothing where the key's line cannot be told.
-        let line = line_of(text, key).map_or_else(String::new, |n| format!("line {n}: "));
-        let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| k == key) else {
+    for (key, value) in entries {
+        let line = format!("line {}: ", line_at(text, key.span().start));
+        let key = key.get_ref().as_ref();
+        let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| *k == key) else {
             let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
             return Err(invalid(format!(
                 "{line}unknown key '{}' (known: {})",
@@ -143,10 +152,11 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
         let bad = || {
             invalid(format!(
                 "{line}'{key}' expects {expected}, found {}",
-                cut(&value.to_string())
+                found(text, value)
             ))
         };
-        match key.as_str() {
+        let value = value.get_ref();
+        match key {
             "interval" => {
                 file.interval = Some(
                     duration_arg(value.as_str().ok_or_else(bad)?)
@@ -170,8 +180,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             }
             "sim_seed" => {
                 file.sim_seed = Some(
-                    value
-                        .as_integer()
+                    integer(value)
                         .and_then(|n| u64::try_from(n).ok())
                         .filter(|n| *n <= SIM_SEED_MAX)
                         .ok_or_else(bad)?,
@@ -193,9 +202,8 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
 }
 
 /// A TOML integer in `range`, as its flag's `u32` value parser takes it.
-fn u32_in(value: &toml::Value, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
-    value
-        .as_integer()
+fn u32_in(value: &DeValue<'_>, range: std::ops::RangeInclusive<u32>) -> Option<u32> {
+    integer(value)
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| range.contains(n))
 }
@@ -452,6 +460,75 @@ mod tests {
             );
             assert!(!shown.contains("line 0"), "{shown}");
         }
+    }
+
+    #[test]
+    fn an_unknown_quoted_key_names_the_line_it_is_on() {
+        for (text, line, shown_key) in [
+            ("interval = \"2s\"\n\n\"interval \" = 2\n", 3, "'interval '"),
+            (
+                "interval = \"2s\"\n\"\\u001b[31mevil\" = 1\n",
+                2,
+                "'\\u{1b}[31mevil'",
+            ),
+            (
+                "# interval = 1\nascii = true\n'ascii ' = 1\n",
+                3,
+                "'ascii '",
+            ),
+            ("ascii = true\n[\"interval \"]\nx = 1\n", 2, "'interval '"),
+            ("ascii = true\n  \"a\" . \"b\" = 1\n", 2, "'a'"),
+        ] {
+            let err = parse_text("c.toml", text).expect_err("unknown key");
+            let shown = err.to_string();
+            assert!(
+                shown.contains(&format!("line {line}: unknown key {shown_key}")),
+                "{text:?}: {shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_integer_past_i64_or_u64_is_out_of_range_not_a_parser_complaint() {
+        for (text, said) in [
+            (
+                "sim_gpus = 99999999999999999999\n",
+                "line 1: 'sim_gpus' expects an integer 1–64, found 99999999999999999999",
+            ),
+            (
+                "\nsim_seed = 18446744073709551615\n",
+                "line 2: 'sim_seed' expects an integer 0–9223372036854775807, \
+                 found 18446744073709551615",
+            ),
+            (
+                "sim_training = -99999999999999999999\n",
+                "line 1: 'sim_training' expects an integer 0–64, found -99999999999999999999",
+            ),
+            (
+                "sim_dataloader_workers = 0xffffffffffffffffffff\n",
+                "'sim_dataloader_workers' expects an integer 0–64, found 0xffffffffffffffffffff",
+            ),
+            (
+                "sim_gpus = 9999999999999999999999999999999999999999999\n",
+                "'sim_gpus' expects an integer 1–64, found 99999999999999",
+            ),
+        ] {
+            let err = parse_text("c.toml", text).expect_err("out of range");
+            let shown = err.to_string();
+            assert!(shown.contains(said), "{text:?}: {shown}");
+        }
+        assert_eq!(
+            parse_text("c.toml", "sim_seed = 9_223_372_036_854_775_807\n")
+                .expect("the largest seed")
+                .sim_seed,
+            Some(SIM_SEED_MAX)
+        );
+        assert_eq!(
+            parse_text("c.toml", "sim_gpus = 0x10\n")
+                .expect("hex")
+                .sim_gpus,
+            Some(16)
+        );
     }
 
     #[test]
