@@ -227,6 +227,30 @@ fn scenario_list_with_a_name_or_a_snapshot_to_save_is_a_usage_error() {
 }
 
 #[test]
+fn an_unknown_scenario_name_is_one_line_naming_the_built_in_ones() {
+    let (code, out, err) = vramtop(&["scenario", "nope"]);
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "vramtop: error: no scenario named 'nope'; the built-in ones are no_grad_inference, "
+        ) && err.ends_with(" (see `vramtop scenario --list`)\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn scenario_without_a_name_or_list_is_a_one_line_usage_error() {
+    let err = usage_error(&["scenario"]);
+    assert!(
+        err.contains("required arguments were not provided: <NAME>")
+            && err.contains("(see 'vramtop scenario --help')"),
+        "{err}"
+    );
+    usage_error(&["scenario", "--json"]);
+}
+
+#[test]
 fn open_no_trace_without_summary_is_a_usage_error() {
     let err = usage_error(&["open", "x.pickle", "--no-trace"]);
     assert!(err.contains("--summary"), "{err}");

@@ -452,6 +452,7 @@ pub enum Command {
     /// segments, fragmentation and the outcome.
     Scenario {
         /// A built-in scenario (see --list) or the path of a scenario .toml file.
+        #[arg(required_unless_present = "list")]
         name: Option<String>,
         /// Print the results as JSON.
         #[arg(long)]

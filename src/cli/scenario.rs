@@ -26,10 +26,11 @@ pub fn run(
     if list {
         return print_list(json);
     }
+    // clap requires a name without --list; this is for a caller that did not.
     let Some(name) = name else {
         super::say_error(format_args!(
-            "name a scenario (or a .toml file); the built-in ones are:\n{}",
-            names_block()
+            "name a scenario (or a .toml file); {}",
+            builtin_names_line()
         ));
         return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
     };
@@ -44,8 +45,9 @@ pub fn run(
         },
         None => {
             super::say_error(format_args!(
-                "no scenario named '{name}'; the built-in ones are:\n{}",
-                names_block()
+                "no scenario named '{}'; {}",
+                crate::quote::cut(name),
+                builtin_names_line()
             ));
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }
@@ -170,12 +172,13 @@ fn looks_like_path(name: &str) -> bool {
     name.ends_with(".toml") || name.contains('/') || Path::new(name).is_file()
 }
 
-fn names_block() -> String {
-    scenario::builtin_names()
-        .iter()
-        .map(|n| format!("  {n}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+/// The built-in scenarios' names, for a one-line error: "the built-in
+/// ones are a, b, c (see `vramtop scenario --list`)".
+fn builtin_names_line() -> String {
+    format!(
+        "the built-in ones are {} (see `vramtop scenario --list`)",
+        scenario::builtin_names().join(", ")
+    )
 }
 
 fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
