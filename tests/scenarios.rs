@@ -562,3 +562,21 @@ fn a_scenario_with_cjk_labels_fits_80_terminal_cells_not_characters() {
     let unwrapped: String = out.chars().filter(|c| !c.is_whitespace()).collect();
     assert!(unwrapped.contains(&step.repeat(5)), "{out}");
 }
+
+#[test]
+fn docs_scenarios_counts_the_built_in_ones() {
+    let words = [
+        "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    ];
+    let n = scenario::builtin_names().len();
+    let word = words.get(n).expect("a count written as a word");
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scenarios.md"),
+    )
+    .expect("docs/scenarios.md exists");
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        doc.contains(&format!("The {word} built-in ones")),
+        "docs/scenarios.md should count {n} built-in scenarios"
+    );
+}

@@ -282,6 +282,27 @@ fn random_sizes_are_log_uniform_within_bounds_and_reproducible() {
 }
 
 #[test]
+fn docs_stress_says_which_press_of_r_selects_the_transformer_step() {
+    let mut p = started(false, 80 * GIB);
+    assert_eq!(p.pattern, Pattern::Fixed);
+    let mut presses = 0;
+    while p.pattern != Pattern::TransformerStep {
+        p.apply(StressAction::TogglePattern);
+        presses += 1;
+        assert!(presses < 10, "r never selects the transformer step");
+    }
+    let ordinal = ["first", "second", "third", "fourth"][presses - 1];
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/stress.md"),
+    )
+    .expect("docs/stress.md exists");
+    assert!(
+        doc.contains(&format!("`r` ({ordinal} press")),
+        "docs/stress.md should say the {ordinal} press of `r` selects it"
+    );
+}
+
+#[test]
 fn compare_marks_a_then_b_and_reports_b_minus_a() {
     let mut p = with_tensors(4);
     p.apply(StressAction::MarkCompare);
