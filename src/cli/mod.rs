@@ -130,9 +130,14 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
             cut(text.trim())
         ));
     }
-    match crate::alloc::duration_ms_exact(text).map(|ms| ms.round() as u64) {
-        Ok(ms) if ms >= 10 => Ok(ms),
-        Ok(_) => Err(format!("'{}' is too short: the least is 10ms", cut(text))),
+    // The least is checked on the value as written: rounded first, 9.5ms
+    // would pass as 10. A value of at least 10 rounds to at least 10.
+    match crate::alloc::duration_ms_exact(text) {
+        Ok(ms) if ms >= MIN_DURATION_MS as f64 => Ok(ms.round() as u64),
+        Ok(_) => Err(format!(
+            "'{}' is too short: the least is {MIN_DURATION_MS}ms",
+            cut(text)
+        )),
         Err(QuantityError::TooLarge) => Err(format!(
             "'{}' is too long: the most is {}h",
             cut(text),
@@ -144,6 +149,9 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
         )),
     }
 }
+
+/// The shortest duration a duration option takes (milliseconds).
+const MIN_DURATION_MS: u64 = 10;
 
 /// The longest duration [`crate::alloc::parse_duration_ms`] takes, in
 /// whole hours.
@@ -895,6 +903,18 @@ mod tests {
             let e = duration_arg(text).expect_err("a sign");
             assert!(e.contains("is not a duration: write e.g."), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_duration_under_10ms_is_too_short_even_where_it_rounds_to_10ms() {
+        for short in ["9.5ms", "9.999999ms", "0.0095s", "9.4ms", "0.00016m", "0ms"] {
+            let e = duration_arg(short).expect_err("under 10ms");
+            assert!(e.contains("too short: the least is 10ms"), "{short}: {e}");
+        }
+        for ok in ["10ms", "0.01s", "10.4ms", "10.0000001ms"] {
+            assert_eq!(duration_arg(ok), Ok(10), "{ok}");
+        }
+        assert_eq!(duration_arg("10.5ms"), Ok(11));
     }
 
     #[test]
