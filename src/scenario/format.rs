@@ -25,6 +25,11 @@ pub const MAX_STEPS: usize = 10_000;
 /// live block, so this and [`MAX_STEPS`] bound a run's work.
 pub const MAX_ALLOCATIONS: usize = 10_000;
 
+/// The largest `count` of one `alloc`: all the allocations a scenario may
+/// make ([`MAX_ALLOCATIONS`]).
+pub const MAX_COUNT: u32 = 10_000;
+const _: () = assert!(MAX_COUNT as usize == MAX_ALLOCATIONS);
+
 /// The most `[[variant]]` tables a scenario may have (each is a whole run).
 pub const MAX_VARIANTS: usize = 8;
 
@@ -93,7 +98,7 @@ struct RawVariant {
     #[serde(default)]
     alloc_conf: Option<String>,
     #[serde(default)]
-    worker_contexts: Option<u32>,
+    worker_contexts: Option<RawInt>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -119,14 +124,90 @@ struct RawAlloc {
     name: String,
     size: String,
     #[serde(default)]
-    count: Option<u32>,
+    count: Option<RawInt>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRepeat {
-    times: u32,
+    times: RawInt,
     steps: Vec<RawStep>,
+}
+
+/// An integer field as the file wrote it, of any size, or what was there
+/// instead: its range is checked with the key's own message ("'count'
+/// expects an integer 1–10000, found -1"), not serde's ("invalid value:
+/// integer `-1`, expected u32").
+#[derive(Debug, Clone, PartialEq)]
+enum RawInt {
+    Int(i128),
+    /// Not an integer (or one past `i128`): how to show it.
+    Other(String),
+}
+
+impl RawInt {
+    /// The value when it is an integer in `range`, else "'KEY' expects an
+    /// integer LO–HI, found …".
+    fn within<T>(&self, key: &str, range: std::ops::RangeInclusive<T>) -> Result<T, String>
+    where
+        T: Copy + PartialOrd + std::fmt::Display + TryFrom<i128>,
+    {
+        let found = match self {
+            RawInt::Int(n) => match T::try_from(*n) {
+                Ok(v) if range.contains(&v) => return Ok(v),
+                _ => n.to_string(),
+            },
+            RawInt::Other(shown) => shown.clone(),
+        };
+        Err(format!(
+            "'{key}' expects an integer {}–{}, found {found}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
+impl<'de> Deserialize<'de> for RawInt {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct Any;
+        impl<'de> Visitor<'de> for Any {
+            type Value = RawInt;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<RawInt, E> {
+                Ok(RawInt::Other(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawInt, E> {
+                Ok(RawInt::Int(i128::from(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<RawInt, E> {
+                Ok(RawInt::Int(i128::from(v)))
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<RawInt, E> {
+                Ok(RawInt::Int(v))
+            }
+            fn visit_u128<E>(self, v: u128) -> Result<RawInt, E> {
+                Ok(i128::try_from(v).map_or_else(|_| RawInt::Other(v.to_string()), RawInt::Int))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<RawInt, E> {
+                Ok(RawInt::Other(v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawInt, E> {
+                Ok(RawInt::Other(format!("\"{}\"", cut(v))))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawInt, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(RawInt::Other("a list".to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawInt, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(RawInt::Other("a table".to_string()))
+            }
+        }
+        deserializer.deserialize_any(Any)
+    }
 }
 
 // --------------------------------------------------------------- checked form
@@ -273,14 +354,13 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         }
         let conf = v.alloc_conf.clone().unwrap_or_else(|| base_conf.clone());
         check_alloc_conf(&conf, || format!("variant '{}'", cut(&vname)))?;
-        let worker_contexts = v.worker_contexts.unwrap_or(0);
-        if worker_contexts > MAX_WORKER_CONTEXTS {
-            return Err(ScenarioError::Invalid(format!(
-                "variant '{}': worker_contexts {worker_contexts} is more than \
-                 {MAX_WORKER_CONTEXTS}",
-                cut(&vname)
-            )));
-        }
+        let worker_contexts = v
+            .worker_contexts
+            .as_ref()
+            .map(|w| w.within("worker_contexts", 0..=MAX_WORKER_CONTEXTS))
+            .transpose()
+            .map_err(|m| ScenarioError::Invalid(format!("variant '{}': {m}", cut(&vname))))?
+            .unwrap_or(0);
         let variant = Variant {
             name: vname,
             alloc_conf: conf,
@@ -393,15 +473,16 @@ fn unroll(
     let label = s.label.as_deref().map(|l| substitute(l, iteration));
 
     if let Some(r) = &s.repeat {
-        if r.times == 0 {
-            return Err(err("`repeat.times` must be at least 1".into()));
-        }
+        let times = r
+            .times
+            .within("times", 1..=u32::MAX)
+            .map_err(|m| err(format!("repeat: {m}")))?;
         if r.steps.is_empty() {
             return Err(err("`repeat.steps` is empty".into()));
         }
-        for t in 0..r.times {
+        for t in 0..times {
             for (j, inner) in r.steps.iter().enumerate() {
-                let inner_id = format!("{id}, repeat {}/{}, step {}", t + 1, r.times, j + 1);
+                let inner_id = format!("{id}, repeat {}/{times}, step {}", t + 1, j + 1);
                 let before = out.steps.len();
                 unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
                 // A repeat's own label counts its own iterations ("micro-batch
@@ -429,19 +510,28 @@ fn unroll(
         if size == 0 {
             return Err(err(format!("alloc '{}' has size 0", cut(&name))));
         }
-        let count = a.count.map_or(1, |n| n as usize);
-        if count > MAX_ALLOCATIONS.saturating_sub(out.allocations) {
+        let count = a
+            .count
+            .as_ref()
+            .map(|c| c.within("count", 1..=MAX_COUNT))
+            .transpose()
+            .map_err(|m| err(format!("alloc '{}': {m}", cut(&name))))?;
+        let allocations = count.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        if allocations > MAX_ALLOCATIONS.saturating_sub(out.allocations) {
             return Err(err(format!(
                 "the scenario allocates more than {MAX_ALLOCATIONS} times \
                  (an alloc with `count` allocates several)"
             )));
         }
-        let (names, label) = match a.count {
+        let (names, label) = match count {
             None => (vec![name.clone()], format!("alloc {name} ({})", a.size)),
-            Some(0) => return Err(err(format!("alloc '{}' has count 0", cut(&name)))),
             Some(n) => (
                 (0..n).map(|k| format!("{name}{k}")).collect(),
-                format!("alloc {name}0..{name}{} ({n} × {})", n - 1, a.size),
+                format!(
+                    "alloc {name}0..{name}{} ({n} × {})",
+                    n.saturating_sub(1),
+                    a.size
+                ),
             ),
         };
         (Action::Alloc { names, size }, label)
@@ -601,7 +691,57 @@ mod tests {
         assert!(e.to_string().contains("only be `true`"), "{e}");
         let e = steps("[[step]]\nalloc = { name = \"w\", size = \"2MiB\", count = 0 }\n")
             .expect_err("refused");
-        assert!(e.to_string().contains("count 0"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("alloc 'w': 'count' expects an integer 1–10000, found 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_integer_out_of_range_says_what_its_key_expects_not_the_parsers_type() {
+        for (field, said) in [
+            (
+                "alloc = { name = \"w\", size = \"1MiB\", count = -1 }",
+                "step 1: alloc 'w': 'count' expects an integer 1–10000, found -1",
+            ),
+            (
+                "alloc = { name = \"w\", size = \"1MiB\", count = 99999999999999999999 }",
+                "'count' expects an integer 1–10000, found 99999999999999999999",
+            ),
+            (
+                "alloc = { name = \"w\", size = \"1MiB\", count = \"x\" }",
+                "'count' expects an integer 1–10000, found \"x\"",
+            ),
+            (
+                "alloc = { name = \"w\", size = \"1MiB\", count = 2.5 }",
+                "'count' expects an integer 1–10000, found 2.5",
+            ),
+            (
+                "repeat = { times = -2, steps = [{ empty_cache = true }] }",
+                "step 1: repeat: 'times' expects an integer 1–4294967295, found -2",
+            ),
+            (
+                "repeat = { times = [1], steps = [{ empty_cache = true }] }",
+                "'times' expects an integer 1–4294967295, found a list",
+            ),
+        ] {
+            let e = steps(&format!("[[step]]\n{field}\n")).expect_err("refused");
+            assert!(e.to_string().contains(said), "{field}: {e}");
+        }
+        for (value, found) in [("-1", "-1"), ("65", "65"), ("true", "true")] {
+            let e = steps(&format!(
+                "[[variant]]\nname = \"a\"\nworker_contexts = {value}\n\
+                 [[step]]\nempty_cache = true\n"
+            ))
+            .expect_err("refused");
+            assert!(
+                e.to_string().contains(&format!(
+                    "variant 'a': 'worker_contexts' expects an integer 0–64, found {found}"
+                )),
+                "{value}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -670,7 +810,7 @@ mod tests {
             .expect_err("refused");
         assert!(
             e.to_string()
-                .contains(&format!("more than {MAX_ALLOCATIONS} times")),
+                .contains(&format!("'count' expects an integer 1–{MAX_ALLOCATIONS}")),
             "{e}"
         );
         let at_the_bound = format!(
