@@ -28,6 +28,8 @@ enum Answer {
     Fail(&'static str),
     /// Reads the request and says nothing.
     Silent,
+    /// Acknowledges the request (`snapshot_started`) and says nothing more.
+    StartedOnly,
 }
 
 /// A private runtime dir with the `vramtop` subdirectory (mode 0700).
@@ -92,10 +94,12 @@ fn fake_probe(dir: &Path, version: u32, answer: Answer) {
                         "v": 2, "type": "snapshot_failed", "id": id, "reason": reason,
                     })
                     .to_string(),
-                    Answer::Silent => String::new(),
+                    Answer::Silent | Answer::StartedOnly => String::new(),
                 };
                 if !matches!(answer, Answer::Silent) {
                     let _ = conn.write_all(started.as_bytes());
+                }
+                if !matches!(answer, Answer::Silent | Answer::StartedOnly) {
                     let _ = conn.write_all(format!("{reply}\n").as_bytes());
                 }
                 // Hold the connection until the client hangs up.
@@ -322,4 +326,30 @@ fn a_probe_that_does_not_answer_is_exit_1_after_the_timeout() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("no snapshot from the probe of"), "{stderr}");
     assert!(stderr.contains("did not answer"), "{stderr}");
+}
+
+#[test]
+fn a_probe_that_acknowledged_but_did_not_finish_says_so_and_asks_for_a_longer_timeout() {
+    let (root, dir) = runtime_dir();
+    fake_probe(&dir, 2, Answer::StartedOnly);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "--timeout", "300ms"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("is taking it"), "{stderr}");
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("vramtop: error: "))
+        .unwrap_or_default();
+    assert!(
+        error.contains("within 0.3s (the probe acknowledged the request and had not finished")
+            && error.ends_with("give it longer with --timeout"),
+        "{stderr}"
+    );
+    assert!(!error.contains("did not answer"), "{stderr}");
 }

@@ -162,6 +162,14 @@ pub fn run(
             } else {
                 EXIT_MISMATCH
             };
+            // The probe is working on it: only more time helps.
+            if let client::ClientError::Timeout {
+                stage: client::WaitStage::Started,
+                ..
+            } = e
+            {
+                return fail(&format!("{e}: give it longer with --timeout"), code);
+            }
             return fail(&e, code);
         }
     };

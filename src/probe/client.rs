@@ -59,12 +59,36 @@ pub enum ClientError {
     Timeout {
         pid: u32,
         waited: Duration,
-        stage: &'static str,
+        stage: WaitStage,
     },
     #[error("the probe of {pid} closed the connection before answering ({why})")]
     Closed { pid: u32, why: String },
     #[error("the probe of {pid} sent {what}")]
     Protocol { pid: u32, what: String },
+}
+
+/// How far a snapshot request got before its time ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitStage {
+    /// The probe sent no hello: the request was never sent.
+    NoHello,
+    /// The request was sent and the probe said nothing of it.
+    Asked,
+    /// The probe acknowledged the request (`snapshot_started`) but had
+    /// not finished the snapshot: a large one takes longer.
+    Started,
+}
+
+impl std::fmt::Display for WaitStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WaitStage::NoHello => "no hello from the probe",
+            WaitStage::Asked => "the request was sent; the probe did not answer",
+            WaitStage::Started => {
+                "the probe acknowledged the request and had not finished the snapshot"
+            }
+        })
+    }
 }
 
 /// The most other probes' pids a "no probe" message lists.
@@ -203,6 +227,7 @@ pub fn request_snapshot(
     let mut reader = LineReader::new(BufReader::new(stream));
     let id = new_request_id();
     let mut asked = false;
+    let mut started = false;
     loop {
         let now = Instant::now();
         let Some(left) = deadline
@@ -212,10 +237,10 @@ pub fn request_snapshot(
             return Err(ClientError::Timeout {
                 pid,
                 waited: timeout,
-                stage: if asked {
-                    "the request was sent; the probe did not answer"
-                } else {
-                    "no hello from the probe"
+                stage: match (asked, started) {
+                    (_, true) => WaitStage::Started,
+                    (true, false) => WaitStage::Asked,
+                    (false, false) => WaitStage::NoHello,
                 },
             });
         };
@@ -296,7 +321,10 @@ pub fn request_snapshot(
                     what: "figures before its hello".to_string(),
                 });
             }
-            Message::SnapshotStarted(s) if s.id == id => progress(Progress::Started),
+            Message::SnapshotStarted(s) if s.id == id => {
+                started = true;
+                progress(Progress::Started);
+            }
             Message::SnapshotDone(d) if d.id == id => return Ok(d),
             // No id: the probe could not read our (one) request.
             Message::SnapshotFailed(f) if f.id.as_deref().is_none_or(|i| i == id) => {
@@ -449,6 +477,35 @@ mod tests {
             request_snapshot(&sock, 7, Duration::from_millis(100), |_| {}).expect_err("timeout");
         assert!(matches!(e, ClientError::Timeout { .. }), "{e}");
         assert!(e.to_string().contains("did not answer"), "{e}");
+    }
+
+    #[test]
+    fn a_probe_that_acknowledged_but_did_not_finish_times_out_saying_so() {
+        let d = private_dir();
+        let sock = d.path().join("7.sock");
+        let _server = fake_probe(UnixListener::bind(&sock).expect("bind"), HELLO_V2, |id| {
+            vec![format!(
+                "{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\"}}\n"
+            )]
+        });
+        let e =
+            request_snapshot(&sock, 7, Duration::from_millis(150), |_| {}).expect_err("timeout");
+        assert!(
+            matches!(
+                e,
+                ClientError::Timeout {
+                    stage: WaitStage::Started,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("acknowledged the request and had not finished"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("did not answer"), "{e}");
     }
 
     #[test]
