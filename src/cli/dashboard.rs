@@ -16,6 +16,7 @@ use crate::device::sampler::Sampler;
 use crate::device::sim::SIM_WARMUP_MS;
 use crate::shell::run::{RunOptions, run as run_dashboard};
 use crate::ui::Theme;
+use crate::ui::format::count;
 
 /// How long `--once` and `record` wait for the probes they find to send
 /// their hello, first stats and segments (they come right after
@@ -95,17 +96,29 @@ pub fn record(
     file: &Path,
     duration_ms: Option<u64>,
 ) -> color_eyre::Result<ExitCode> {
+    let to_stdout = file.as_os_str() == RECORD_TO_STDOUT;
     // Samples are appended to an existing FILE (`force`); its folder must
     // exist.
-    if let Some(problem) = super::output_file_problem(file, true) {
+    if !to_stdout && let Some(problem) = super::output_file_problem(file, true) {
         return Err(eyre!(problem));
     }
     let selection = select(device)?;
-    let mut out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-        .wrap_err_with(|| format!("cannot open {} for appending", file.display()))?;
+    let shown = if to_stdout {
+        "stdout".to_string()
+    } else {
+        file.display().to_string()
+    };
+    let mut out: Box<dyn std::io::Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+                .wrap_err_with(|| format!("cannot open {shown} for appending"))?,
+        )
+    };
     // SIGINT/SIGTERM/SIGHUP end the recording cleanly (the last line stays whole).
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [
@@ -122,18 +135,27 @@ pub fn record(
     sources.wait_for_probes(PROBE_WAIT);
     let backend = selection.backend;
     let banner = selection.fallback_reason.clone();
-    let (sampler, rx) = Sampler::spawn(
-        selection.telemetry,
-        Duration::from_millis(sampling.interval),
-    )
-    .wrap_err("cannot start the sampler thread")?;
+    let interval = Duration::from_millis(sampling.interval);
+    let (sampler, rx) = Sampler::spawn(selection.telemetry, interval)
+        .wrap_err("cannot start the sampler thread")?;
     let started = Instant::now();
-    let deadline = duration_ms.map(|ms| started + Duration::from_millis(ms));
+    // The samples of ticks 0, I, 2I, … before the duration D: D/I of them
+    // (rounded up), the first at once. A tick past the last ends the
+    // recording; the deadline, one interval after D, only guards against a
+    // sampler that stopped answering.
+    let ticks = duration_ms.map(|ms| recorded_ticks(ms, sampling.interval));
+    let deadline = duration_ms
+        .map(|ms| started + Duration::from_millis(ms.saturating_add(sampling.interval.max(1_000))));
     let mut lines = 0u64;
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
-        let Ok(msg) = rx.recv_timeout(Duration::from_millis(100)) else {
-            continue;
+        let msg = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(msg) => msg,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        if ticks.is_some_and(|t| msg.seq >= t) {
+            break;
+        }
         let readings = match msg.readings {
             Ok(r) => r,
             Err(e) => {
@@ -145,14 +167,45 @@ pub fn record(
             .observe(readings)
             .headless(backend, banner.as_deref());
         let line = serde_json::to_string(&sample).wrap_err("cannot encode a sample")?;
-        writeln!(out, "{line}").wrap_err("cannot write the record file")?;
-        out.flush().wrap_err("cannot flush the record file")?;
+        match writeln!(out, "{line}").and_then(|()| out.flush()) {
+            Ok(()) => {}
+            // The reader of `record -` has gone: it has what it wanted.
+            Err(e) if to_stdout && e.kind() == std::io::ErrorKind::BrokenPipe => break,
+            Err(e) => return Err(eyre!("cannot write {shown}: {e}")),
+        }
         lines += 1;
+        if ticks.is_some_and(|t| msg.seq.saturating_add(1) >= t) {
+            break;
+        }
     }
     sampler.stop();
     eprintln!(
-        "vramtop record: {lines} samples written to {}",
-        file.display()
+        "vramtop record: {} written to {shown}",
+        count(lines, "sample", "samples")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `record FILE` with FILE `-` writes to stdout (a file named `-` is `./-`).
+pub const RECORD_TO_STDOUT: &str = "-";
+
+/// How many sampler ticks fall before `duration_ms` at `interval_ms`: ticks
+/// 0, I, 2I, … below D, so 10m at 1s is 600 (the first at t = 0).
+fn recorded_ticks(duration_ms: u64, interval_ms: u64) -> u64 {
+    duration_ms.div_ceil(interval_ms.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recording_has_duration_over_interval_ticks_rounded_up() {
+        assert_eq!(recorded_ticks(600_000, 1_000), 600);
+        assert_eq!(recorded_ticks(300, 100), 3);
+        assert_eq!(recorded_ticks(250, 100), 3);
+        assert_eq!(recorded_ticks(50, 100), 1);
+        assert_eq!(recorded_ticks(10, 10), 1);
+        assert_eq!(recorded_ticks(u64::MAX, 10), u64::MAX.div_ceil(10));
+    }
 }

@@ -391,9 +391,12 @@ pub enum Command {
     /// Append one JSON line per sample to FILE (flushed per line) until
     /// --duration passes or vramtop is stopped.
     Record {
-        /// The JSON-lines file to append to.
+        /// The JSON-lines file to append to; `-` writes to stdout (a file
+        /// named `-` is `./-`).
         file: PathBuf,
-        /// Stop after this long (e.g. 10m); default: until stopped.
+        /// Stop after this long: the samples of the ticks before it, the
+        /// first at once (10m at --interval 1s: 600); default: until
+        /// stopped.
         #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
         duration: Option<u64>,
         #[command(flatten)]
