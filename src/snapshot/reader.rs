@@ -701,6 +701,11 @@ impl Hasher for AddressHasher {
     fn write_usize(&mut self, address: usize) {
         self.mix(address as u64);
     }
+
+    /// A node id (the frames caches' keys): one mix, not one a byte.
+    fn write_u32(&mut self, id: u32) {
+        self.mix(u64::from(id));
+    }
 }
 
 /// Conversion state: the frames interned so far.
@@ -726,6 +731,8 @@ struct Reader {
     /// Per key set of the trace entries read in place, the [`FLAT_KEYS`]
     /// index of each key.
     flat_slots: FxHashMap<u32, Vec<Option<usize>>>,
+    /// The slots of the last key set read, and its id.
+    last_flat_slots: Option<(u32, Vec<Option<usize>>)>,
     /// The same for segment and block dicts read in place.
     segment_slots: FxHashMap<u32, Vec<KeySlot>>,
     block_slots: FxHashMap<u32, Vec<KeySlot>>,
@@ -1299,12 +1306,25 @@ impl Reader {
         let slot_of = |key: &str| FLAT_KEYS.iter().position(|&k| k == key);
         match entry.key_set() {
             // Entries that share their keys: where each key goes is worked
-            // out once per key set, not per entry.
+            // out once per key set, not per entry; the last set's slots are
+            // at hand without a lookup (consecutive entries share a set).
             Some(set) => {
+                if self
+                    .last_flat_slots
+                    .as_ref()
+                    .is_none_or(|(last, _)| *last != set)
+                {
+                    let slots = self
+                        .flat_slots
+                        .entry(set)
+                        .or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect())
+                        .clone();
+                    self.last_flat_slots = Some((set, slots));
+                }
                 let slots = self
-                    .flat_slots
-                    .entry(set)
-                    .or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect());
+                    .last_flat_slots
+                    .as_ref()
+                    .map_or(&[][..], |(_, slots)| slots.as_slice());
                 // By index (see `FlatEntry::value`); the slots are as many
                 // as the set's keys, so as the entry's pairs.
                 for (index, &slot) in slots.iter().enumerate() {
