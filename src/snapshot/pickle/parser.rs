@@ -803,7 +803,6 @@ impl<'a, 'd> Parser<'a, 'd> {
                         self.marks.push(self.stack.len());
                     }
                 }
-                // A trace entry's address and time: read as `step` would.
                 // A trace entry's address and time, 1 to 8 bytes with the 8
                 // from the first in this piece: read as `step` would.
                 (op::LONG1, Some(&len))
