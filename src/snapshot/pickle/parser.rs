@@ -2083,7 +2083,16 @@ impl<'a, 'd> Parser<'a, 'd> {
             }
         }
         self.stack.truncate(start);
-        self.raise_height(target, grown);
+        // The height raised in place (`raise_height` looks the node up
+        // again); a tall one takes the general way.
+        match self.meta.get_mut(target as usize) {
+            Some(meta) if grown < u32::from(NodeMeta::HEIGHT) => {
+                if u32::from(meta.height()) < grown {
+                    meta.set_height(grown);
+                }
+            }
+            _ => self.raise_height(target, grown),
+        }
         if let Some(node) = self.arena.get_mut(target as usize) {
             node.kind = NodeKind::Record {
                 keys,
