@@ -445,6 +445,21 @@ fn man_with_a_command_prints_that_commands_page_with_its_options() {
     for option in ["duration", "interval"] {
         assert!(out.contains(option), "{option}: {out}");
     }
+    // The global option and the version, as on the main page; the help
+    // command the main page lists has its page too.
+    assert!(out.contains("log\\-file"), "{out}");
+    assert!(
+        out.contains(env!("CARGO_PKG_VERSION")),
+        "{}",
+        &out[..out.len().min(300)]
+    );
+    let (code, out, err) = vramtop(&["man", "help"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(".TH vramtop-help"),
+        "{}",
+        &out[..out.len().min(300)]
+    );
     let (code, _, err) = vramtop(&["man", "nope"]);
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");

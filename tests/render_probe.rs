@@ -768,6 +768,63 @@ fn capture_note_keeps_o_opens_it_at_80_columns_with_a_long_path() {
 }
 
 #[test]
+fn capture_note_keeps_the_names_start_and_end_for_a_long_host_and_pid() {
+    use vramtop::app::capture::CaptureMsg;
+    let mut state = attached_with(|_| probe_v2(0, None));
+    let long = "/home/u/.local/state/vramtop/snapshots/gpu-node-a100-017-4321-rankx-20261206T082052Z-demand.pickle";
+    for has_trace in [true, false] {
+        state.capture.on_msg(
+            31_000,
+            CaptureMsg::Done {
+                pid: PROBE_PID,
+                path: PathBuf::from(long),
+                has_trace,
+            },
+        );
+        let terminal = draw(&state, &Theme::colored(), 80, 24);
+        let screen = text(terminal.backend().buffer());
+        let note = screen
+            .lines()
+            .find(|l| l.contains("snapshot of pid 4321"))
+            .unwrap_or_default()
+            .trim_end()
+            .to_string();
+        // The host and pid, then the time and kind and extension: what
+        // tells this snapshot from the others.
+        assert!(
+            note.contains("gpu-node-a100-"),
+            "has_trace {has_trace}: {screen}"
+        );
+        let note = note.trim_end_matches('…').trim_end();
+        assert!(
+            note.ends_with("-demand.pickle"),
+            "has_trace {has_trace}: {note}"
+        );
+        if !has_trace {
+            assert!(note.contains("segments only"), "{note}");
+        }
+    }
+}
+
+#[test]
+fn at_80_columns_the_oom_banner_keeps_a_long_names_start_and_end() {
+    let file = "/s/gpu-node-a100-017-rack12-4321-rankx-20261206T082052Z-oom.pickle";
+    let state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(file)));
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    let banner = screen
+        .lines()
+        .find(|l| l.contains("OOM") && l.contains("O opens"))
+        .unwrap_or_default()
+        .to_string();
+    // What follows the banner is cut ("…"); the banner itself is not.
+    let own = banner.split('│').next().unwrap_or_default().trim_end();
+    let own = own.trim_end_matches('…').trim_end();
+    assert!(own.contains("gpu-node-a100-"), "{screen}");
+    assert!(own.ends_with("-oom.pickle") && own.contains('…'), "{own}");
+}
+
+#[test]
 fn c_on_a_v1_probe_or_without_one_says_why_and_asks_nothing() {
     let mut v1 = attached();
     assert_eq!(press(&mut v1, 'c'), Effect::Redraw);

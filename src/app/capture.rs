@@ -43,6 +43,10 @@ pub fn path_under_home(path: &Path, home: Option<&Path>) -> String {
     }
 }
 
+/// What a capture's note says of a snapshot without a trace.
+pub const SEGMENTS_ONLY_CAVEAT: &str =
+    ", segments only: no trace (start the probe with --record-history)";
+
 /// The longest path [`path_under_home`] writes whole (characters).
 pub const WHOLE_PATH_CHARS: usize = 32;
 
@@ -113,11 +117,7 @@ impl CaptureState {
                 // long snapshot path would hide what to press.
                 let text = format!(
                     "snapshot of pid {pid} (o opens it){}: {}",
-                    if has_trace {
-                        ""
-                    } else {
-                        ", segments only: no trace (start the probe with --record-history)"
-                    },
+                    if has_trace { "" } else { SEGMENTS_ONLY_CAVEAT },
                     path_under_home(&path, home)
                 );
                 if self.taken.len() >= MAX_TAKEN {

@@ -809,7 +809,11 @@ fn completions(shell: clap_complete::Shell) -> color_eyre::Result<ExitCode> {
 fn man_page(command: Option<&str>) -> color_eyre::Result<ExitCode> {
     use clap::CommandFactory as _;
     use color_eyre::eyre::WrapErr as _;
-    let cli = Cli::command();
+    // Built, as the parser is: the global options (--log-file) are then on
+    // every command's page, and the help command the main page lists is
+    // a command too.
+    let mut cli = Cli::command();
+    cli.build();
     let page_of = match command {
         None => cli,
         Some(name) => {
@@ -829,6 +833,7 @@ fn man_page(command: Option<&str>) -> color_eyre::Result<ExitCode> {
             sub.clone()
                 .name(title)
                 .bin_name(format!("vramtop {}", sub.get_name()))
+                .version(env!("CARGO_PKG_VERSION"))
         }
     };
     let mut page = Vec::new();

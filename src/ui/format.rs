@@ -208,6 +208,25 @@ pub fn truncate(text: &str, width: usize) -> String {
     out
 }
 
+/// `text` in at most `width` characters, its middle replaced by "…" when it
+/// is longer: a file name keeps its start (host, pid) and its end (time,
+/// kind, extension), which tell snapshots apart.
+pub fn elide_middle(text: &str, width: usize) -> String {
+    let len = text.chars().count();
+    if len <= width {
+        return text.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let kept = width - 1;
+    let tail = kept / 2;
+    let head = kept - tail;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(len - tail).collect();
+    format!("{start}…{end}")
+}
+
 /// What a pane says when there is no GPU to show: before the first sample
 /// nothing is known yet, which is not the same as no GPU.
 pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {

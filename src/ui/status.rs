@@ -171,8 +171,15 @@ impl<'a> StatusLine<'a> {
             if !spans.is_empty() {
                 spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
             }
+            // A cell for the "…" that cuts what follows, if anything does.
+            let follows = oom.is_some_and(|_| fresh_oom.is_none())
+                || s.last_error.is_some()
+                || banner.is_some()
+                || self.state.probes.status_note().is_some();
             let before: usize = spans.iter().map(Span::width).sum();
-            let room = width.saturating_sub(before).saturating_sub(1);
+            let room = width
+                .saturating_sub(before)
+                .saturating_sub(usize::from(follows));
             let last = self.state.capture.last.as_deref();
             spans.push(Span::styled(
                 capture_note_within(c, last, home, room),
@@ -360,11 +367,17 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.clone());
+    // The last resort keeps the name's start and end (host, pid; time,
+    // kind) around an "…": a long host name made even the shortest wording
+    // cut the time and the kind off.
+    let lead = format!("OOM pid {pid}: O opens ");
+    let room = width.saturating_sub(lead.chars().count());
     let shorter = [
         format!("OOM in pid {pid}: O opens its snapshot at the OOM: {path}"),
         format!("OOM in pid {pid}: O opens {path}"),
         format!("OOM in pid {pid}: O opens {name}"),
-        format!("OOM pid {pid}: O opens {name}"),
+        format!("{lead}{name}"),
+        format!("{lead}{}", format::elide_middle(&name, room)),
     ];
     std::iter::once(full)
         .chain(shorter)
@@ -386,16 +399,27 @@ fn capture_note_within(
     home: Option<&std::path::Path>,
     width: usize,
 ) -> String {
-    if Line::from(note).width() <= width {
+    let fits = |text: &str| Line::from(text).width() <= width;
+    if fits(note) {
         return note.to_string();
     }
-    let shorter = last.and_then(|path| {
+    let Some((head, name)) = last.and_then(|path| {
         let written = crate::app::capture::path_under_home(path, home);
-        let name = path.file_name()?.to_string_lossy();
+        let name = path.file_name()?.to_string_lossy().into_owned();
         let head = note.strip_suffix(written.as_str())?;
-        Some(format!("{head}{name}"))
-    });
-    shorter.unwrap_or_else(|| note.to_string())
+        Some((head.to_string(), name))
+    }) else {
+        return note.to_string();
+    };
+    // Shorter, in turn: the name without its folders; the caveat of a
+    // snapshot without a trace in two words; the name's middle elided.
+    let head = if fits(&format!("{head}{name}")) {
+        return format!("{head}{name}");
+    } else {
+        head.replace(crate::app::capture::SEGMENTS_ONLY_CAVEAT, ", segments only")
+    };
+    let room = width.saturating_sub(Line::from(head.as_str()).width());
+    format!("{head}{}", format::elide_middle(&name, room))
 }
 
 /// The status line's words for a note about the probes.
