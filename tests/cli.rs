@@ -471,3 +471,18 @@ fn a_summary_of_two_gpus_gives_fragmentation_per_gpu_only() {
         "{total:?}"
     );
 }
+
+#[test]
+fn replay_counts_one_oom_in_the_singular() {
+    // fragmentation_oom runs out of memory once; its saved snapshot has
+    // that OOM in its trace.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join("fo.pickle");
+    let base = base.to_str().expect("utf-8 temp path");
+    let (code, _, err) = vramtop(&["scenario", "fragmentation_oom", "--save-snapshot", base]);
+    assert_eq!(code, 0, "{err}");
+    let saved = dir.path().join("fo-default.pickle");
+    let (code, out, err) = vramtop(&["replay", saved.to_str().expect("utf-8 temp path")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(", 1 OOM in the trace)"), "{out}");
+}

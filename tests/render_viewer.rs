@@ -651,4 +651,9 @@ fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
             assert!(screen.contains(part), "{w}x{h}: {part}\n{screen}");
         }
     }
+    // At 60 columns in one word each.
+    let screen = text(draw(&v, 60, 24).backend().buffer());
+    for part in ["▓ cached ", "▚ pending ", "█ allocated "] {
+        assert!(screen.contains(part), "60x24: {part}\n{screen}");
+    }
 }

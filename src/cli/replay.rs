@@ -182,8 +182,11 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
     }
     let _ = writeln!(
         out,
-        "  events matched       {}/{} ({} segment allocs, {} OOMs in the trace)",
-        r.events_matched, r.events_in_trace, r.segment_allocs, r.ooms
+        "  events matched       {}/{} ({}, {} in the trace)",
+        r.events_matched,
+        r.events_in_trace,
+        count_of(r.segment_allocs, "segment alloc", "segment allocs"),
+        count_of(r.ooms, "OOM", "OOMs")
     );
     let _ = writeln!(
         out,

@@ -82,16 +82,24 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
     };
     // Every part the bar draws is named, in the rows there are: the loosest
     // legend that fits (figures with shares, the reserved total after
-    // them), then tighter ones; the tightest if none does.
+    // them), then tighter ones down to one-word labels; the tightest if
+    // none does.
     let mut parts = vec![(g.allocated, theme.allocated, "allocated", allocated)];
     if pending > 0 {
         parts.push((g.pending_free, theme.pending_free, "pending free", pending));
     }
     parts.push((g.cached_free, theme.cached_free, "cached but free", cached));
-    let legend = |shares: bool, note: bool| {
+    // The first word of a label stands for it in the tightest legend
+    // ("pending", "cached", as the dashboard's compact legend says).
+    let legend = |shares: bool, note: bool, short: bool| {
         let mut items: Vec<Line<'static>> = parts
             .iter()
             .map(|&(glyph, style, label, bytes)| {
+                let label = if short {
+                    label.split(' ').next().unwrap_or(label)
+                } else {
+                    label
+                };
                 if shares {
                     legend_item(glyph, style, label, bytes, reserved)
                 } else {
@@ -111,11 +119,12 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         items
     };
     let candidates = [
-        (legend(true, true), 3),
-        (legend(true, false), 3),
-        (legend(true, false), 2),
-        (legend(false, true), 2),
-        (legend(false, false), 2),
+        (legend(true, true, false), 3),
+        (legend(true, false, false), 3),
+        (legend(true, false, false), 2),
+        (legend(false, true, false), 2),
+        (legend(false, false, false), 2),
+        (legend(false, false, true), 2),
     ];
     let fitting = usize::from(rows.height.max(1));
     let flowed: Vec<Vec<Line<'static>>> = candidates
