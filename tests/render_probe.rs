@@ -737,22 +737,26 @@ fn c_asks_the_shown_probe_for_a_snapshot_and_o_opens_it_when_done() {
     );
 }
 
+/// The screen at 80×24 after a capture of `path` was taken.
+fn screen_after_capture(state: &mut AppState, path: &str, has_trace: bool) -> String {
+    use vramtop::app::capture::CaptureMsg;
+    state.capture.on_msg(
+        31_000,
+        CaptureMsg::Done {
+            pid: PROBE_PID,
+            path: PathBuf::from(path),
+            has_trace,
+        },
+    );
+    text(draw(state, &Theme::colored(), 80, 24).backend().buffer())
+}
+
 #[test]
 fn capture_note_keeps_o_opens_it_at_80_columns_with_a_long_path() {
-    use vramtop::app::capture::CaptureMsg;
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/someone/.local/state/vramtop/snapshots/node7-17-rank3-20261202T002819Z-demand.pickle";
     for has_trace in [true, false] {
-        state.capture.on_msg(
-            31_000,
-            CaptureMsg::Done {
-                pid: PROBE_PID,
-                path: PathBuf::from(long),
-                has_trace,
-            },
-        );
-        let terminal = draw(&state, &Theme::colored(), 80, 24);
-        let screen = text(terminal.backend().buffer());
+        let screen = screen_after_capture(&mut state, long, has_trace);
         assert!(
             screen.contains("snapshot of pid 4321") && screen.contains("(o opens it"),
             "has_trace {has_trace}: {screen}"
@@ -769,20 +773,10 @@ fn capture_note_keeps_o_opens_it_at_80_columns_with_a_long_path() {
 
 #[test]
 fn capture_note_keeps_the_names_start_and_end_for_a_long_host_and_pid() {
-    use vramtop::app::capture::CaptureMsg;
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/u/.local/state/vramtop/snapshots/gpu-node-a100-017-4321-rankx-20261206T082052Z-demand.pickle";
     for has_trace in [true, false] {
-        state.capture.on_msg(
-            31_000,
-            CaptureMsg::Done {
-                pid: PROBE_PID,
-                path: PathBuf::from(long),
-                has_trace,
-            },
-        );
-        let terminal = draw(&state, &Theme::colored(), 80, 24);
-        let screen = text(terminal.backend().buffer());
+        let screen = screen_after_capture(&mut state, long, has_trace);
         let note = screen
             .lines()
             .find(|l| l.contains("snapshot of pid 4321"))
