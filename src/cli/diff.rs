@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
-use super::text::{REPORT_WIDTH, cells, elide_end, elide_path, wrap_hanging, wrap_words};
+use super::text::{REPORT_WIDTH, elide_path, wrap_hanging, wrap_phrases_under, wrap_words};
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
@@ -248,10 +248,13 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
             signed_bytes(s.bytes.change),
             s.kind.name(),
         );
-        // The figures stay in their columns; a site's name longer than
-        // the room left is cut at its end (`--json` has it whole).
-        let room = WRAP_WIDTH.saturating_sub(cells(&figures));
-        let _ = writeln!(out, "{figures}{}", elide_end(&s.label, room));
+        // The figures stay in their columns; a site's label longer than
+        // the room left wraps under its start, whole.
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_phrases_under(&figures, [s.label.as_str()], WRAP_WIDTH)
+        );
     }
     if changed.len() > top {
         let _ = writeln!(out, "  … {} more (all are in --json)", changed.len() - top);
@@ -263,6 +266,7 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
 mod tests {
     use super::*;
     use crate::alloc::PoolKind;
+    use crate::cli::text::cells;
 
     fn segment(device: u32, address: u64) -> SegmentRef {
         SegmentRef {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
-use super::text::{REPORT_WIDTH, cells, elide_end, elide_path, wrap_under};
+use super::text::{REPORT_WIDTH, path_heading, wrap_phrases_under, wrap_under};
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
 use crate::shell::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
@@ -251,13 +251,13 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
 pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     let mut out = String::new();
     let counts = format!(
-        ": {} on {}",
+        "{} on {}",
         count(report.total.segments, "segment", "segments"),
         count_of(report.devices.len(), "device", "devices")
     );
-    // A path of any depth keeps its file name within 80 columns.
-    let name = elide_path(name, REPORT_WIDTH.saturating_sub(cells(&counts)));
-    let _ = writeln!(out, "{name}{counts}");
+    // A path of any depth keeps its file name whole within 80 columns:
+    // on a line of its own where the counts leave it too little room.
+    let _ = writeln!(out, "{}", path_heading(name, &counts, REPORT_WIDTH));
     for d in &report.devices {
         let _ = writeln!(out, "GPU {}:", d.device);
         render_figures(&mut out, &d.figures, false);
@@ -330,10 +330,13 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
             s.blocks,
             blocks_word(s.blocks),
         );
-        // The figures stay in their columns; a site's name longer than
-        // the room left is cut at its end (`--json` has it whole).
-        let room = REPORT_WIDTH.saturating_sub(cells(&figures));
-        let _ = writeln!(out, "{figures}{}", elide_end(&s.label, room));
+        // The figures stay in their columns; a site's label longer than
+        // the room left wraps under its start, whole.
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_phrases_under(&figures, [s.label.as_str()], REPORT_WIDTH)
+        );
         // The next user frames (callers) say how the site was reached.
         let callers: Vec<String> = s
             .key
@@ -345,8 +348,25 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
             .map(frame_label)
             .collect();
         if !callers.is_empty() {
+            // Broken between frames where a frame fits a line.
+            let last = callers.len() - 1;
+            let frames: Vec<String> = callers
+                .iter()
+                .enumerate()
+                .map(|(k, f)| {
+                    if k < last {
+                        format!("{f} <")
+                    } else {
+                        f.clone()
+                    }
+                })
+                .collect();
             let lead = format!("{:32}called from ", "");
-            line_under(out, &lead, &callers.join(" < "));
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap_phrases_under(&lead, frames.iter().map(String::as_str), REPORT_WIDTH)
+            );
         }
     }
     if at.other_sites > 0 {

@@ -1,7 +1,7 @@
 //! `vramtop replay FILE --verify [--json]` and the what-if replay
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
-use super::text::{REPORT_WIDTH, elide_path, wrap_under};
+use super::text::{REPORT_WIDTH, path_heading, wrap_under};
 use crate::ui::format::count_of;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -245,22 +245,25 @@ pub const VERDICT_MEANING: &str =
 /// The human-readable report.
 pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let mut out = String::new();
-    // A path of any depth keeps its file name; the figures wrap under
-    // the text after it (4 cells in when the name leaves too little room).
-    let name = elide_path(name, REPORT_WIDTH - 2);
-    line_under(
-        &mut out,
-        &format!("{name}: "),
-        &format!(
-            "{}, {}, reserved {} ({} B), allocated {} ({} B), {}",
-            count_of(report.segments, "segment", "segments"),
-            count_of(report.blocks, "block", "blocks"),
-            human_bytes(report.reserved),
-            report.reserved,
-            human_bytes(report.allocated),
-            report.allocated,
-            count_of(report.trace_entries, "trace entry", "trace entries")
-        ),
+    // A path of any depth keeps its file name whole; the figures wrap
+    // under the text after it, or under the path on a line of its own.
+    let _ = writeln!(
+        out,
+        "{}",
+        path_heading(
+            name,
+            &format!(
+                "{}, {}, reserved {} ({} B), allocated {} ({} B), {}",
+                count_of(report.segments, "segment", "segments"),
+                count_of(report.blocks, "block", "blocks"),
+                human_bytes(report.reserved),
+                report.reserved,
+                human_bytes(report.allocated),
+                report.allocated,
+                count_of(report.trace_entries, "trace entry", "trace entries")
+            ),
+            REPORT_WIDTH
+        )
     );
     let _ = writeln!(
         out,

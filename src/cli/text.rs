@@ -101,29 +101,46 @@ fn take_cells_from_end(text: &str, width: usize) -> &str {
     text
 }
 
+/// Cells a lead leaves for the text after it, at the least; a wider lead
+/// hangs the text 4 cells in instead.
+const MIN_ROOM: usize = 20;
+
 /// `lead` (kept as it is, spaces and all: `"  segsum               "`)
 /// then `text` wrapped in the `width` cells left after it, each later
 /// line under the text's start. The text breaks after a `, ` or a `; `
 /// where it can, so that a figure stays with its unit (`total_free
-/// 1.50 GiB,`); a clause too long for a line breaks between its words. A
-/// lead too wide to leave 20 cells hangs the text 4 cells in instead.
+/// 1.50 GiB,`); a clause too long for a line breaks between its words,
+/// never between a figure and its unit ([`unit_words`]). A lead too wide
+/// to leave 20 cells hangs the text 4 cells in instead.
 pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
-    const MIN_ROOM: usize = 20;
+    wrap_phrases_under(lead, clauses(text), width)
+}
+
+/// [`wrap_under`] with the text given in phrases: each is kept on one line
+/// where it fits one (a site's label, a frame of a `called from` list
+/// with its ` <`), else broken between its words as a clause is.
+pub fn wrap_phrases_under<'a>(
+    lead: &str,
+    phrases: impl IntoIterator<Item = &'a str>,
+    width: usize,
+) -> String {
     let lead_cells = cells(lead);
-    if lead_cells + MIN_ROOM > width {
-        return wrap_hanging(&format!("{lead}{text}"), width, 4);
-    }
-    let room = width - lead_cells;
-    let pieces = clauses(text).flat_map(|clause| {
-        let whole = (cells(clause) <= room).then_some(clause);
-        whole.into_iter().chain(
-            whole
-                .is_none()
-                .then(|| clause.split_whitespace())
-                .into_iter()
-                .flatten(),
-        )
+    let hanging = lead_cells + MIN_ROOM > width;
+    let room = if hanging {
+        width.saturating_sub(4).max(1)
+    } else {
+        width - lead_cells
+    };
+    let pieces = phrases.into_iter().flat_map(|phrase| {
+        if cells(phrase) <= room {
+            vec![phrase]
+        } else {
+            unit_words(phrase)
+        }
     });
+    if hanging {
+        return wrap_words(lead.split_whitespace().chain(pieces), width, 4);
+    }
     let margin = " ".repeat(lead_cells);
     let mut out = String::new();
     for (k, line) in wrap_words(pieces, room, 0).split('\n').enumerate() {
@@ -134,6 +151,59 @@ pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
         out.push_str(line);
     }
     out
+}
+
+/// `path: rest` for a report's first line: on one line, `rest` wrapped
+/// under its start, when every clause of `rest` fits beside the path;
+/// else the path on a line of its own (the middle of its folders left
+/// out for a `…`, its file name whole, so that it can be copied) and
+/// `rest` under it, 2 cells in. Only a file name wider than the line by
+/// itself is broken, onto the lines after.
+pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
+    let lead = format!("{path}: ");
+    let room = width.saturating_sub(cells(&lead));
+    if room >= MIN_ROOM && clauses(rest).all(|clause| cells(clause) <= room) {
+        return wrap_under(&lead, rest, width);
+    }
+    let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
+    // `…`, a cell of the folders and the `:` beside the name.
+    let shown = if cells(name) + 3 <= width {
+        elide_path(path, width - 1)
+    } else {
+        name.to_string()
+    };
+    let head = format!("{shown}:");
+    format!(
+        "{}\n{}",
+        wrap_words([head.as_str()], width, 0),
+        wrap_under("  ", rest, width)
+    )
+}
+
+/// Units a figure is written with: a word of them stays with the number
+/// before it.
+const UNITS: [&str; 8] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "%"];
+
+/// `text` in words, except that a unit after a number stays with it:
+/// `"reserved 3.01 GiB (3232 B),"` is `reserved`, `3.01 GiB`, `(3232 B),`.
+fn unit_words(text: &str) -> Vec<&str> {
+    let base = text.as_ptr() as usize;
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for word in text.split_whitespace() {
+        let start = word.as_ptr() as usize - base;
+        let end = start + word.len();
+        let unit = UNITS.contains(&word.trim_end_matches([',', ';', ')', '.', ':']));
+        match spans.last_mut() {
+            Some(last) if unit && text[..last.1].ends_with(|c: char| c.is_ascii_digit()) => {
+                last.1 = end;
+            }
+            _ => spans.push((start, end)),
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(start, end)| &text[start..end])
+        .collect()
 }
 
 /// `text` in clauses: each ends after a `,` or `;` that a space follows
@@ -167,9 +237,10 @@ pub fn wrap(text: &str, width: usize) -> String {
 
 /// [`wrap`] with every line after the first indented by `indent` spaces
 /// (within `width`): a heading or a `note: ` that runs over reads as one
-/// block hanging from its first line.
+/// block hanging from its first line. A figure keeps its unit
+/// ([`unit_words`]).
 pub fn wrap_hanging(text: &str, width: usize, indent: usize) -> String {
-    wrap_words(text.split_whitespace(), width, indent)
+    wrap_words(unit_words(text), width, indent)
 }
 
 /// `words` joined by single spaces in lines of at most `width` cells, every line after the first indented by `indent` spaces. A
@@ -369,5 +440,83 @@ mod tests {
         for line in wide.lines() {
             assert!(cells(line) <= 80, "{wide}");
         }
+    }
+
+    #[test]
+    fn a_figure_is_never_parted_from_its_unit() {
+        assert_eq!(
+            unit_words("reserved 3.01 GiB (3232 B), 5%  left, block B"),
+            [
+                "reserved",
+                "3.01 GiB",
+                "(3232 B),",
+                "5%",
+                "left,",
+                "block",
+                "B"
+            ]
+        );
+        // A clause too long for its line breaks between words, not
+        // between `3.01` and `GiB`.
+        let text = "reserved and then some more 3.01 GiB (3232323232 B)";
+        let wrapped = wrap_under("x: ", text, 32);
+        assert_eq!(
+            wrapped,
+            "x: reserved and then some more\n   3.01 GiB (3232323232 B)"
+        );
+        assert_eq!(wrap("abc 3.01 GiB", 10), "abc\n3.01 GiB");
+        // A lead too wide hangs the text, and still keeps units.
+        let hung = wrap_hanging("a b c reserved 3.01 GiB", 16, 4);
+        assert_eq!(hung, "a b c reserved\n    3.01 GiB");
+    }
+
+    #[test]
+    fn phrases_stay_whole_where_they_fit_and_break_between_words_else() {
+        let frames = ["model.py:397 forward <", "model.py:384 forward"];
+        assert_eq!(
+            wrap_phrases_under("  called from ", frames, 40),
+            "  called from model.py:397 forward <\n              model.py:384 forward"
+        );
+        let label = ["attention_processor.py:1262 _chunked_feed_forward"];
+        assert_eq!(
+            wrap_phrases_under("  1 GiB  ", label, 40),
+            "  1 GiB  attention_processor.py:1262\n         _chunked_feed_forward"
+        );
+    }
+
+    #[test]
+    fn a_heading_puts_a_path_too_long_to_share_its_line_on_its_own_with_the_name_whole() {
+        // Room beside it: one line.
+        assert_eq!(
+            path_heading("a.pkl", "7 segments on 1 device", 80),
+            "a.pkl: 7 segments on 1 device"
+        );
+        // A file in the current folder: its name whole on its own line.
+        let name = "shreyansh26_MLSys-Experiments_model_memory_usage_profile_grad.pkl";
+        assert_eq!(
+            path_heading(name, "7 segments on 1 device", 80),
+            format!("{name}:\n  7 segments on 1 device")
+        );
+        // A deep path loses the middle of its folders, never its name.
+        let deep = format!("/work/{}{name}", "folder/".repeat(10));
+        let heading = path_heading(&deep, "7 segments on 1 device", 80);
+        let first = heading.lines().next().unwrap_or_default();
+        assert!(first.contains('…'), "{heading}");
+        assert!(first.ends_with(&format!("/{name}:")), "{heading}");
+        assert!(cells(first) <= 80, "{heading}");
+        // Wide characters count two cells: the path's 73 cells leave no
+        // room beside it.
+        let cjk = format!("/数据/{}.pickle", "训练".repeat(15));
+        assert_eq!(cells(&cjk), 73);
+        let heading = path_heading(&cjk, "1 segment on 1 device", 80);
+        assert_eq!(heading, format!("{cjk}:\n  1 segment on 1 device"));
+        // Only a name wider than the line by itself breaks, whole.
+        let long = "n".repeat(100);
+        let heading = path_heading(&format!("/d/{long}.pkl"), "1 segment", 80);
+        for line in heading.lines() {
+            assert!(cells(line) <= 80, "{heading}");
+        }
+        let joined: String = heading.lines().take(2).collect();
+        assert_eq!(joined, format!("{long}.pkl:"));
     }
 }
