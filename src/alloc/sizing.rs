@@ -151,22 +151,25 @@ pub enum QuantityError {
     TooLarge,
 }
 
-/// Splits "1.5 GiB" into (1.5, "GiB"): a non-negative decimal number (ASCII
-/// digits and a point: no sign, exponent or name such as "inf") and the
-/// trimmed unit after it.
-fn number_and_unit(text: &str) -> Result<(f64, &str), QuantityError> {
+/// Splits "1.5 GiB" into (1.5, "1.5", "GiB"): a non-negative decimal number
+/// (ASCII digits and a point: no sign, exponent or name such as "inf"), as
+/// written, and the trimmed unit after it.
+fn number_and_unit(text: &str) -> Result<(f64, &str, &str), QuantityError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let value = number.parse().map_err(|_| QuantityError::Malformed)?;
-    Ok((value, unit.trim()))
+    Ok((value, number, unit.trim()))
 }
 
-/// Sizes [`parse_size`] takes are below this (bytes): under `u64::MAX`,
-/// with room for the rounding of a decimal value.
-pub const MAX_PARSED_SIZE: u64 = 18_000_000_000_000_000_000;
+/// The largest size [`parse_size`] takes (bytes): the largest a `u64`
+/// holds, 16 EiB − 1 B. A size past it is [`QuantityError::TooLarge`].
+pub const MAX_PARSED_SIZE: u64 = u64::MAX;
+
+/// [`MAX_PARSED_SIZE`] as a message says it: exactly, and in a unit.
+pub const MAX_PARSED_SIZE_TEXT: &str = "16 EiB - 1 B (18446744073709551615 B)";
 
 /// Durations [`parse_duration_ms`] takes are below this (milliseconds).
 pub const MAX_PARSED_DURATION_MS: u64 = 1_000_000_000_000_000;
@@ -180,27 +183,38 @@ pub fn parse_size(text: &str) -> Option<u64> {
 
 /// [`parse_size`], saying why a text is refused.
 pub fn size_bytes(text: &str) -> Result<u64, QuantityError> {
-    let (value, unit) = number_and_unit(text)?;
-    let multiplier: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        // PiB and EiB: the largest size a message names (15.6 EiB) is
-        // written in a unit the parser takes.
-        "p" | "pib" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        "e" | "eib" => 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "pb" => 1e15,
-        "eb" => 1e18,
+    let (value, number, unit) = number_and_unit(text)?;
+    const KIB: u64 = 1024;
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => KIB,
+        "m" | "mib" => KIB.pow(2),
+        "g" | "gib" => KIB.pow(3),
+        "t" | "tib" => KIB.pow(4),
+        // PiB and EiB: the largest size a message names (16 EiB - 1 B)
+        // is written in a unit the parser takes.
+        "p" | "pib" => KIB.pow(5),
+        "e" | "eib" => KIB.pow(6),
+        "kb" => 10u64.pow(3),
+        "mb" => 10u64.pow(6),
+        "gb" => 10u64.pow(9),
+        "tb" => 10u64.pow(12),
+        "pb" => 10u64.pow(15),
+        "eb" => 10u64.pow(18),
         _ => return Err(QuantityError::Malformed),
     };
-    let bytes = value * multiplier;
-    if (0.0..MAX_PARSED_SIZE as f64).contains(&bytes) {
+    // A whole number is counted exactly: every size up to the largest
+    // `u64` is taken, none past it.
+    if number.bytes().all(|b| b.is_ascii_digit()) {
+        return number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(multiplier))
+            .ok_or(QuantityError::TooLarge);
+    }
+    // A fraction: 2^64, the first size past the largest, is exact in f64.
+    let bytes = value * multiplier as f64;
+    if (0.0..18_446_744_073_709_551_616.0).contains(&bytes) {
         Ok(bytes.round() as u64)
     } else {
         Err(QuantityError::TooLarge)
@@ -217,7 +231,7 @@ pub fn parse_duration_ms(text: &str) -> Option<u64> {
 /// least value can be checked on what was written), saying why a text is
 /// refused. Always finite, at least 0 and below [`MAX_PARSED_DURATION_MS`].
 pub fn duration_ms_exact(text: &str) -> Result<f64, QuantityError> {
-    let (value, unit) = number_and_unit(text)?;
+    let (value, _, unit) = number_and_unit(text)?;
     let ms_per_unit = match unit {
         "ms" => 1.0,
         "" | "s" => 1_000.0,
@@ -303,7 +317,7 @@ mod tests {
         assert_eq!(parse_size("1PiB"), Some(1 << 50));
         assert_eq!(parse_size("2EiB"), Some(2 << 60));
         assert_eq!(parse_size("1PB"), Some(1_000_000_000_000_000));
-        // Past the largest size (about 15.6 EiB): none.
+        // Past the largest size (16 EiB - 1 B): none.
         assert_eq!(parse_size("16EiB"), None);
         assert_eq!(parse_size(""), None);
         assert_eq!(parse_size("MiB"), None);
@@ -321,6 +335,33 @@ mod tests {
         assert_eq!(parse_duration_ms("1h"), Some(3_600_000));
         assert_eq!(parse_duration_ms("soon"), None);
         assert_eq!(parse_duration_ms("5 fortnights"), None);
+    }
+
+    #[test]
+    fn every_size_up_to_the_largest_u64_is_taken_and_none_past_it() {
+        assert_eq!(size_bytes("18446744073709551615B"), Ok(u64::MAX));
+        assert_eq!(size_bytes("18446744073709551615"), Ok(MAX_PARSED_SIZE));
+        assert_eq!(
+            size_bytes("18446744073709551616 B"),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(size_bytes("16EiB"), Err(QuantityError::TooLarge));
+        assert_eq!(
+            size_bytes("15.99EiB"),
+            Ok((15.99 * (1u64 << 60) as f64) as u64)
+        );
+        assert_eq!(size_bytes("16.0EiB"), Err(QuantityError::TooLarge));
+        assert_eq!(
+            size_bytes("18446744073709551615KiB"),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(
+            size_bytes("99999999999999999999999"),
+            Err(QuantityError::TooLarge)
+        );
+        // The text a message gives for the limit says it exactly.
+        assert!(MAX_PARSED_SIZE_TEXT.contains(&format!("({MAX_PARSED_SIZE} B)")));
+        assert_eq!(16u128 << 60, u128::from(MAX_PARSED_SIZE) + 1);
     }
 
     #[test]

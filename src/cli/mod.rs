@@ -280,7 +280,7 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
         Err(QuantityError::TooLarge) => Err(format!(
             "'{}' is more than the largest size, {}",
             cut(text),
-            crate::alloc::sizing::display_bytes(crate::alloc::sizing::MAX_PARSED_SIZE)
+            crate::alloc::sizing::MAX_PARSED_SIZE_TEXT
         )),
         Err(QuantityError::Malformed) => Err(format!(
             "'{}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
@@ -881,10 +881,12 @@ mod tests {
         for big in ["99999999999TiB", "18446744073709551616B", "100000000TB"] {
             let e = size_arg(big).expect_err("too big");
             assert!(
-                e.contains("more than the largest size, 15.6 EiB"),
+                e.contains("more than the largest size, 16 EiB - 1 B (18446744073709551615 B)"),
                 "{big}: {e}"
             );
         }
+        // The largest size itself is taken, exactly.
+        assert_eq!(size_arg("18446744073709551615B"), Ok(u64::MAX));
         // The unit the limit is named in is one the parser takes.
         assert_eq!(size_arg("15EiB"), Ok(15 << 60));
         let past = size_arg("16EiB").expect_err("past the largest");

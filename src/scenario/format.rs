@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::alloc::{AllocatorConfig, human_bytes, parse_size};
+use crate::alloc::sizing::{QuantityError, size_bytes};
+use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::quote::{cut, parser_complaint};
 
 /// The name of the single run of a scenario without `[[variant]]` tables.
@@ -43,6 +44,11 @@ pub enum ScenarioError {
     Syntax(String),
     #[error("{what}: '{text}' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB or 4096")]
     BadSize { what: String, text: String },
+    #[error(
+        "{what}: '{text}' is more than the largest size, {}",
+        crate::alloc::sizing::MAX_PARSED_SIZE_TEXT
+    )]
+    SizeTooLarge { what: String, text: String },
     #[error("{what}: invalid alloc_conf '{text}': {reason}")]
     BadAllocConf {
         what: String,
@@ -281,10 +287,18 @@ impl Step {
     }
 }
 
+/// `text` as a size, refused as the command line refuses it: too large
+/// and malformed are told apart (the one parser's verdict).
 fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioError> {
-    parse_size(text).ok_or_else(|| ScenarioError::BadSize {
-        what: what(),
-        text: cut(text),
+    size_bytes(text).map_err(|e| match e {
+        QuantityError::TooLarge => ScenarioError::SizeTooLarge {
+            what: what(),
+            text: cut(text),
+        },
+        QuantityError::Malformed => ScenarioError::BadSize {
+            what: what(),
+            text: cut(text),
+        },
     })
 }
 
@@ -506,7 +520,7 @@ fn unroll(
                 cut(&name)
             )));
         }
-        let size = size_of(&a.size, || format!("step {id}, alloc '{}'", cut(&name)))?;
+        let size = size_of(&a.size, || format!("step {id}: alloc '{}'", cut(&name)))?;
         if size == 0 {
             return Err(err(format!("alloc '{}' has size 0", cut(&name))));
         }
@@ -683,6 +697,32 @@ mod tests {
         .expect("parses");
         let labels: Vec<&str> = s.steps.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["batch 1 (0): drop", "batch 2 (1): drop"]);
+    }
+
+    #[test]
+    fn a_size_too_large_is_told_from_a_malformed_one_as_on_the_command_line() {
+        let refused = |size: &str| {
+            steps(&format!(
+                "[[step]]\nempty_cache = true\n\n[[step]]\nalloc = {{ name = \"w\", size = \"{size}\" }}\n"
+            ))
+            .expect_err("refused")
+            .to_string()
+        };
+        // Said as an alloc's other errors are: `step 2: alloc 'w': …`.
+        assert_eq!(
+            refused("16EiB"),
+            "step 2: alloc 'w': '16EiB' is more than the largest size, \
+             16 EiB - 1 B (18446744073709551615 B)"
+        );
+        assert_eq!(
+            refused("12 parsecs"),
+            "step 2: alloc 'w': '12 parsecs' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB \
+             or 4096"
+        );
+        // The largest size itself is a size.
+        assert!(
+            steps("[[step]]\nalloc = { name = \"w\", size = \"18446744073709551615B\" }\n").is_ok()
+        );
     }
 
     #[test]
