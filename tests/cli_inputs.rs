@@ -59,7 +59,10 @@ fn a_bad_config_value_overridden_on_the_command_line_is_reported() {
         &[],
     );
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("line 1: 'soon' is not a duration"), "{err}");
+    assert!(
+        err.contains("line 1: 'interval': 'soon' is not a duration"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -347,7 +347,7 @@ fn a_probe_that_acknowledged_but_did_not_finish_says_so_and_asks_for_a_longer_ti
         .find(|l| l.starts_with("vramtop: error: "))
         .unwrap_or_default();
     assert!(
-        error.contains("within 0.3s (the probe acknowledged the request and had not finished")
+        error.contains("within 300ms (the probe acknowledged the request and had not finished")
             && error.ends_with("give it longer with --timeout"),
         "{stderr}"
     );

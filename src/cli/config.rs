@@ -160,7 +160,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             "interval" => {
                 file.interval = Some(
                     duration_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("{line}{e}")))?,
+                        .map_err(|e| invalid(format!("{line}'{key}': {e}")))?,
                 );
             }
             "backend" => {
@@ -175,7 +175,7 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
             "sim_memory" => {
                 file.sim_memory = Some(
                     sim_memory_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("{line}{e}")))?,
+                        .map_err(|e| invalid(format!("{line}'{key}': {e}")))?,
                 );
             }
             "sim_seed" => {
@@ -345,13 +345,13 @@ mod tests {
         let err = parse_text("c.toml", "sim_memory = \"+24GiB\"\n").expect_err("a sign");
         assert!(
             err.to_string()
-                .contains("line 1: '+24GiB' is not a size: write e.g."),
+                .contains("line 1: 'sim_memory': '+24GiB' is not a size: write e.g."),
             "{err}"
         );
         let err = parse_text("c.toml", "interval = \"+2s\"\n").expect_err("a sign");
         assert!(
             err.to_string()
-                .contains("line 1: '+2s' is not a duration: write e.g."),
+                .contains("line 1: 'interval': '+2s' is not a duration: write e.g."),
             "{err}"
         );
     }

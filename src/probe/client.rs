@@ -55,7 +55,7 @@ pub enum ClientError {
     NoCapability { pid: u32 },
     #[error("the probe of {pid} could not take a snapshot: {reason}")]
     Failed { pid: u32, reason: String },
-    #[error("no snapshot from the probe of {pid} within {}s ({stage})", waited.as_secs_f64())]
+    #[error("no snapshot from the probe of {pid} within {} ({stage})", duration_words(*waited))]
     Timeout {
         pid: u32,
         waited: Duration,
@@ -347,8 +347,28 @@ pub fn request_snapshot(
     }
 }
 
+/// A wait as `--timeout` is written: "300ms" below a second, else
+/// seconds ("60s", "1.5s").
+fn duration_words(waited: Duration) -> String {
+    let ms = waited.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}s", waited.as_secs_f64())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_wait_reads_as_its_option_is_written() {
+        assert_eq!(duration_words(Duration::from_millis(10)), "10ms");
+        assert_eq!(duration_words(Duration::from_secs(60)), "60s");
+        assert_eq!(duration_words(Duration::from_millis(1500)), "1.5s");
+    }
+
     use super::*;
     use crate::probe::protocol::valid_request_id;
     use std::io::BufRead;
