@@ -353,7 +353,7 @@ fn duration_words(waited: Duration) -> String {
     let ms = waited.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{}s", waited.as_secs_f64())
