@@ -6,6 +6,8 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+pub use crate::ui::format::elide_middle;
+
 /// Columns every line of a text report fits: an 80-column terminal.
 pub const REPORT_WIDTH: usize = 80;
 
@@ -56,49 +58,10 @@ pub fn elide_path(path: &str, width: usize) -> String {
     if folders.is_empty() || cells(name) + 2 > width {
         return elide_middle(path, width);
     }
-    let room = width - cells(name) - 1;
-    // The folders' start and end around the `…`, the start the larger.
-    let head = take_cells(folders, room.div_ceil(2));
-    let tail = take_cells_from_end(folders, room - cells(head));
-    format!("{head}…{tail}{name}")
-}
-
-/// `text` in at most `width` cells: whole when it fits, else its start
-/// and its end around a `…`.
-pub fn elide_middle(text: &str, width: usize) -> String {
-    if cells(text) <= width {
-        return text.to_string();
-    }
-    let Some(room) = width.checked_sub(1) else {
-        return String::new();
-    };
-    let head = take_cells(text, room.div_ceil(2));
-    let tail = take_cells_from_end(text, room - cells(head));
-    format!("{head}…{tail}")
-}
-
-/// The longest start of `text` in at most `width` cells.
-fn take_cells(text: &str, width: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        used += char_cells(c);
-        if used > width {
-            return &text[..at];
-        }
-    }
-    text
-}
-
-/// The longest end of `text` in at most `width` cells.
-fn take_cells_from_end(text: &str, width: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices().rev() {
-        used += char_cells(c);
-        if used > width {
-            return &text[at + c.len_utf8()..];
-        }
-    }
-    text
+    // The folders' start and end around the `…` (they do not fit whole,
+    // as the path does not), the start the larger.
+    let room = width - cells(name);
+    format!("{}{name}", elide_middle(folders, room))
 }
 
 /// Cells a lead leaves for the text after it, at the least; a wider lead

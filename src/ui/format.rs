@@ -208,23 +208,50 @@ pub fn truncate(text: &str, width: usize) -> String {
     out
 }
 
-/// `text` in at most `width` characters, its middle replaced by "…" when it
-/// is longer: a file name keeps its start (host, pid) and its end (time,
-/// kind, extension), which tell snapshots apart.
+/// `text` in at most `width` terminal cells: whole when it fits, else its
+/// start and its end around a "…", the start the larger. A file name keeps
+/// its start (host, pid) and its end (time, kind, extension), which tell
+/// snapshots apart.
 pub fn elide_middle(text: &str, width: usize) -> String {
-    let len = text.chars().count();
-    if len <= width {
+    use unicode_width::UnicodeWidthStr as _;
+    if text.width() <= width {
         return text.to_string();
     }
-    if width == 0 {
+    let Some(room) = width.checked_sub(1) else {
         return String::new();
+    };
+    let head = take_cells(text, room.div_ceil(2));
+    let tail = take_cells_from_end(text, room - head.width());
+    format!("{head}…{tail}")
+}
+
+/// The terminal cells `c` takes (none for a control character).
+fn char_cells(c: char) -> usize {
+    unicode_width::UnicodeWidthChar::width(c).unwrap_or(0)
+}
+
+/// The longest start of `text` in at most `width` cells.
+fn take_cells(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += char_cells(c);
+        if used > width {
+            return &text[..at];
+        }
     }
-    let kept = width - 1;
-    let tail = kept / 2;
-    let head = kept - tail;
-    let start: String = text.chars().take(head).collect();
-    let end: String = text.chars().skip(len - tail).collect();
-    format!("{start}…{end}")
+    text
+}
+
+/// The longest end of `text` in at most `width` cells.
+fn take_cells_from_end(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices().rev() {
+        used += char_cells(c);
+        if used > width {
+            return &text[at + c.len_utf8()..];
+        }
+    }
+    text
 }
 
 /// What a pane says when there is no GPU to show: before the first sample
