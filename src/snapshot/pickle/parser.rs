@@ -682,6 +682,17 @@ impl<'a, 'd> Parser<'a, 'd> {
 
     /// Raises node `id`'s height to `height` if it is lower.
     fn raise_height(&mut self, id: NodeId, height: u32) {
+        // One look at the node's meta where its height fits there (every
+        // trace entry's dict and traceback come through here).
+        if let Some(meta) = self.meta.get_mut(id as usize)
+            && meta.height() < NodeMeta::HEIGHT
+            && height < u32::from(NodeMeta::HEIGHT)
+        {
+            if u32::from(meta.height()) < height {
+                meta.set_height(height);
+            }
+            return;
+        }
         if height <= self.node_height(id) {
             return;
         }
@@ -828,14 +839,15 @@ impl<'a, 'd> Parser<'a, 'd> {
             .get(first..first + 8)
             .and_then(|w| <[u8; 8]>::try_from(w).ok())
             .map_or(0, u64::from_le_bytes);
-        // 1 to 8 bytes: a shift of 0 to 56 bits sign-extends the top one.
-        let unused_bits = 64 - 8 * u32::from(len.clamp(1, 8));
-        let int = ((word << unused_bits) as i64) >> unused_bits;
-        (int, first + usize::from(len))
+        (
+            sign_extended(word, usize::from(len)),
+            first + usize::from(len),
+        )
     }
 
-    /// An int that fits `i64`, as [`Parser::push_int`] pushes it.
-    #[inline]
+    /// An int that fits `i64`: in its item when it fits `i32` (most of a
+    /// snapshot's), else in the ints table.
+    #[inline(always)]
     fn push_i64(&mut self, int: i64) -> Result<(), PickleError> {
         match i32::try_from(int) {
             Ok(small) => self.push(Item::SmallInt(small)),
@@ -1621,9 +1633,7 @@ impl<'a, 'd> Parser<'a, 'd> {
                     .rev()
                     .fold(0u64, |word, &byte| word << 8 | u64::from(byte)),
             };
-            // 1 to 8 bytes: a shift of 0 to 56 bits.
-            let unused_bits = 64 - 8 * bytes.len() as u32;
-            return Ok(i128::from((word << unused_bits) as i64 >> unused_bits));
+            return Ok(i128::from(sign_extended(word, bytes.len())));
         }
         let mut value = 0u128;
         for (index, &byte) in bytes.iter().enumerate() {
@@ -1726,15 +1736,15 @@ impl<'a, 'd> Parser<'a, 'd> {
     }
 
     fn push_value(&mut self, value: Value) -> Result<(), PickleError> {
+        // An int that fits `i64` never becomes a `Value` in the tables.
+        if let Value::Int(i) = value
+            && let Ok(int) = i64::try_from(i)
+        {
+            return self.push_i64(int);
+        }
         let item = match value {
             Value::None => Item::None,
             Value::Bool(b) => Item::Bool(b),
-            Value::Int(i) if i32::try_from(i).is_ok() => Item::SmallInt(i as i32),
-            Value::Int(i) if i64::try_from(i).is_ok() => {
-                let id = self.scalar_id(self.scalars.ints.len())?;
-                self.scalars.ints.push(i as i64);
-                Item::WideInt(id)
-            }
             other => {
                 let id = self.scalar_id(self.scalars.values.len())?;
                 let payload = match &other {
@@ -2072,34 +2082,40 @@ impl<'a, 'd> Parser<'a, 'd> {
         if grown as usize > self.limits.max_depth {
             return false;
         }
+        if !self.store_record(target, keys, start) {
+            return false;
+        }
+        self.raise_height(target, grown);
+        true
+    }
+
+    /// Makes the dict `target` a record of key set `keys` whose values are
+    /// those of the key/value pairs on the stack from `start`, and pops the
+    /// pairs. `false`, nothing changed, when the records' vector is past
+    /// `u32` indexes or `target` is not a node.
+    #[inline(always)]
+    fn store_record(&mut self, target: NodeId, keys: u32, start: usize) -> bool {
+        let pairs = self.stack.get(start..).unwrap_or_default();
         let pool = &mut self.scalars.record_values;
-        let (Ok(first), Ok(len)) = (u32::try_from(pool.len()), u32::try_from(set.len())) else {
+        let (Ok(first), Ok(len)) = (u32::try_from(pool.len()), u32::try_from(pairs.len() / 2))
+        else {
             return false;
         };
-        pool.reserve(set.len());
-        for pair in items.chunks_exact(2) {
+        let Some(node) = self.arena.get_mut(target as usize) else {
+            return false;
+        };
+        pool.reserve(pairs.len() / 2);
+        for pair in pairs.chunks_exact(2) {
             if let [_, value] = pair {
                 pool.push(*value);
             }
         }
+        node.kind = NodeKind::Record {
+            keys,
+            start: first,
+            len,
+        };
         self.stack.truncate(start);
-        // The height raised in place (`raise_height` looks the node up
-        // again); a tall one takes the general way.
-        match self.meta.get_mut(target as usize) {
-            Some(meta) if grown < u32::from(NodeMeta::HEIGHT) => {
-                if u32::from(meta.height()) < grown {
-                    meta.set_height(grown);
-                }
-            }
-            _ => self.raise_height(target, grown),
-        }
-        if let Some(node) = self.arena.get_mut(target as usize) {
-            node.kind = NodeKind::Record {
-                keys,
-                start: first,
-                len,
-            };
-        }
         true
     }
 
@@ -2209,37 +2225,21 @@ impl<'a, 'd> Parser<'a, 'd> {
             _ => None,
         };
         self.raise_height(target, saturating_u32(grown));
+        if self.arena.get(target as usize).is_none() {
+            return Err(internal(opcode, offset));
+        }
+        if let Some(keys) = record_keys {
+            // The pairs' count is even (checked above); the records' vector
+            // is at most the items pushed, bounded by `max_items` (below
+            // 2^32).
+            if !self.store_record(target, keys, start) {
+                return Err(self.too_many_items());
+            }
+            return Ok(());
+        }
         let Some(node) = self.arena.get_mut(target as usize) else {
             return Err(internal(opcode, offset));
         };
-        if let Some(keys) = record_keys {
-            // The values of the key/value pairs (their count is even, checked
-            // above), appended to the records' one vector. Its length is at
-            // most the items pushed, bounded by `max_items` (below 2^32).
-            let pool = &mut self.scalars.record_values;
-            let (Ok(first), Ok(len)) = (
-                u32::try_from(pool.len()),
-                u32::try_from(self.stack.len().saturating_sub(start) / 2),
-            ) else {
-                return Err(self.too_many_items());
-            };
-            let pairs = self.stack.get(start..).unwrap_or_default();
-            for pair in pairs.chunks_exact(2) {
-                if let [_, value] = pair {
-                    pool.push(*value);
-                }
-            }
-            self.stack.truncate(start);
-            let Some(node) = self.arena.get_mut(target as usize) else {
-                return Err(internal(opcode, offset));
-            };
-            node.kind = NodeKind::Record {
-                keys,
-                start: first,
-                len,
-            };
-            return Ok(());
-        }
         if let &NodeKind::Record { keys, start, len } = &node.kind {
             // Set into again: a dict like any other from now on (its values
             // stay behind in the records' vector, unused).
@@ -2272,6 +2272,15 @@ impl<'a, 'd> Parser<'a, 'd> {
         }
         Ok(())
     }
+}
+
+/// The little-endian int of the first `len` bytes of `word` (1 to 8; a
+/// length out of that range is taken as the nearest), sign-extended from
+/// its top byte by a shift pair of 0 to 56 bits.
+#[inline]
+fn sign_extended(word: u64, len: usize) -> i64 {
+    let unused_bits = 64 - 8 * len.clamp(1, 8) as u32;
+    ((word << unused_bits) as i64) >> unused_bits
 }
 
 #[cold]
