@@ -543,6 +543,10 @@ fn drop_in_background<T: Send + 'static>(parts: T, large: bool) {
 const MAX_SHARED_EXTRAS: usize = 4096;
 
 /// The trace entry keys [`Reader::flat_trace_entry`] reads.
+/// Key set ids [`Reader::flat_slots`] keeps slots for: more than a parse
+/// makes (it keeps 4,096 key sets).
+const MAX_KEY_SET_SLOTS: usize = 1 << 13;
+
 const FLAT_KEYS: [&str; 9] = [
     "action",
     "addr",
@@ -728,11 +732,10 @@ struct Reader {
     empty_frames: Option<Frames>,
     /// The trace entries' extras so far, by content.
     extras: HashMap<TraceExtra, Arc<TraceExtra>>,
-    /// Per key set of the trace entries read in place, the [`FLAT_KEYS`]
-    /// index of each key.
-    flat_slots: FxHashMap<u32, Vec<Option<usize>>>,
-    /// The slots of the last key set read, and its id.
-    last_flat_slots: Option<(u32, Vec<Option<usize>>)>,
+    /// Per key set of the trace entries read in place (indexed by the
+    /// set's id, which the parser numbers from 0), the [`FLAT_KEYS`] index
+    /// of each key.
+    flat_slots: Vec<Option<Vec<Option<usize>>>>,
     /// The same for segment and block dicts read in place.
     segment_slots: FxHashMap<u32, Vec<KeySlot>>,
     block_slots: FxHashMap<u32, Vec<KeySlot>>,
@@ -1304,27 +1307,24 @@ impl Reader {
             }
         };
         let slot_of = |key: &str| FLAT_KEYS.iter().position(|&k| k == key);
-        match entry.key_set() {
-            // Entries that share their keys: where each key goes is worked
-            // out once per key set, not per entry; the last set's slots are
-            // at hand without a lookup (consecutive entries share a set).
+        // Entries that share their keys: where each key goes is worked out
+        // once per key set, not per entry (a set's id indexes the table; an
+        // id past any parse's sets is read key by key).
+        let set = entry
+            .key_set()
+            .map(|set| set as usize)
+            .filter(|&set| set < MAX_KEY_SET_SLOTS);
+        match set {
             Some(set) => {
-                if self
-                    .last_flat_slots
-                    .as_ref()
-                    .is_none_or(|(last, _)| *last != set)
-                {
-                    let slots = self
-                        .flat_slots
-                        .entry(set)
-                        .or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect())
-                        .clone();
-                    self.last_flat_slots = Some((set, slots));
+                if set >= self.flat_slots.len() {
+                    self.flat_slots.resize(set + 1, None);
                 }
-                let slots = self
-                    .last_flat_slots
-                    .as_ref()
-                    .map_or(&[][..], |(_, slots)| slots.as_slice());
+                let slots = match self.flat_slots.get_mut(set) {
+                    Some(slots) => slots
+                        .get_or_insert_with(|| entry.keys().map(|k| k.and_then(slot_of)).collect())
+                        .as_slice(),
+                    None => &[],
+                };
                 // By index (see `FlatEntry::value`); the slots are as many
                 // as the set's keys, so as the entry's pairs.
                 for (index, &slot) in slots.iter().enumerate() {
