@@ -195,15 +195,18 @@ pub fn interval(ms: u64) -> String {
     }
 }
 
-/// Cuts `text` to at most `width` characters, ending with "…" when cut.
+/// Cuts `text` to at most `width` terminal cells, ending with "…" when
+/// cut. Cells, not characters: a CJK or emoji character takes two, and a
+/// cut counted in characters overflowed its column by as many.
 pub fn truncate(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
+    use unicode_width::UnicodeWidthStr as _;
+    if text.width() <= width {
         return text.to_string();
     }
-    if width == 0 {
+    let Some(room) = width.checked_sub(1) else {
         return String::new();
-    }
-    let mut out: String = text.chars().take(width - 1).collect();
+    };
+    let mut out = take_cells(text, room).to_string();
     out.push('…');
     out
 }
@@ -380,5 +383,17 @@ mod tests {
         assert_eq!(truncate("python train.py", 8), "python …");
         assert_eq!(truncate("abc", 0), "");
         assert_eq!(truncate("abc", 1), "…");
+    }
+
+    #[test]
+    fn truncate_counts_terminal_cells_not_characters() {
+        use unicode_width::UnicodeWidthStr as _;
+        // Four wide characters are eight cells: cut to 6 cells, two of
+        // them fit before the ellipsis (a third would need cells 5 and 6).
+        let cut = truncate("训练脚本.py", 6);
+        assert_eq!(cut, "训练…");
+        assert!(cut.width() <= 6, "{cut:?} is {} cells", cut.width());
+        assert_eq!(truncate("训练脚本.py", 11), "训练脚本.py");
+        assert_eq!(truncate("训练脚本.py", 10), "训练脚本.…");
     }
 }
