@@ -202,10 +202,7 @@ impl<B: Backend> Dashboard<B> {
 
     /// A snapshot request's progress or answer.
     pub fn on_capture(&mut self, now_ms: u64, msg: CaptureMsg) {
-        let home = self.state.status.home_dir.clone();
-        self.state
-            .capture
-            .on_msg_under(now_ms, msg, home.as_deref());
+        self.state.capture.on_msg(now_ms, msg);
         self.dirty = true;
     }
 

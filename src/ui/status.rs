@@ -2,6 +2,8 @@
 //! samples taken and dropped), what went wrong (last error, fallback
 //! banner) and the keys that work in the focused pane.
 
+use std::path::Path;
+
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -10,6 +12,7 @@ use ratatui::widgets::Widget;
 use super::chrome;
 use super::format;
 use super::theme::Theme;
+use crate::app::capture::CaptureNote;
 use crate::app::keymap::{Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::AppState;
@@ -180,11 +183,7 @@ impl<'a> StatusLine<'a> {
             let room = width
                 .saturating_sub(before)
                 .saturating_sub(usize::from(follows));
-            let last = self.state.capture.last.as_deref();
-            spans.push(Span::styled(
-                capture_note_within(c, last, home, room),
-                theme.key,
-            ));
+            spans.push(Span::styled(capture_note_within(c, home, room), theme.key));
         }
         if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
             if !spans.is_empty() {
@@ -349,7 +348,7 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
     // already) hid the file's name even at 120 columns.
     format!(
         "OOM in pid {pid}: O opens its snapshot at the OOM: {}{command}",
-        crate::app::capture::path_under_home(&o.path, home)
+        path_under_home(&o.path, home)
     )
 }
 
@@ -361,7 +360,7 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
     let pid = o
         .pid
         .map_or_else(|| format::NA.to_string(), |p| p.to_string());
-    let path = crate::app::capture::path_under_home(&o.path, home);
+    let path = path_under_home(&o.path, home);
     let name = o
         .path
         .file_name()
@@ -391,36 +390,99 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
         .unwrap_or_default()
 }
 
-/// A capture's note in `width` columns where it can: a note that ends with
-/// the snapshot's path (`~/…/snapshots/NAME`) ends with its name alone.
-fn capture_note_within(
-    note: &str,
-    last: Option<&std::path::Path>,
-    home: Option<&std::path::Path>,
+/// A capture's note in `width` columns where it can: a written snapshot's
+/// path (`~/…/snapshots/NAME`) shortens to its name alone, then the
+/// caveat of a snapshot without a trace to two words, then the name's
+/// middle is elided.
+fn capture_note_within(note: &CaptureNote, home: Option<&Path>, width: usize) -> String {
+    let (pid, tail) = match note {
+        CaptureNote::Asking { pid } => (pid, "asking…".to_string()),
+        CaptureNote::Asked { pid } => (pid, "asked the probe…".to_string()),
+        CaptureNote::Started { pid } => (pid, "the probe is taking it…".to_string()),
+        CaptureNote::Failed { pid, why } => (pid, why.clone()),
+        CaptureNote::Done {
+            pid,
+            path,
+            has_trace,
+        } => return done_note_within(*pid, path, *has_trace, home, width),
+    };
+    format!("snapshot of pid {pid}: {tail}")
+}
+
+/// [`capture_note_within`] of a snapshot written at `path`. The key and the
+/// caveat come before the path, as the OOM banner has them: a narrow status
+/// line cuts at its end, and a long path would hide what to press.
+fn done_note_within(
+    pid: u32,
+    path: &Path,
+    has_trace: bool,
+    home: Option<&Path>,
     width: usize,
 ) -> String {
     let fits = |text: &str| Line::from(text).width() <= width;
-    if fits(note) {
-        return note.to_string();
-    }
-    let Some((head, name)) = last.and_then(|path| {
-        let written = crate::app::capture::path_under_home(path, home);
-        let name = path.file_name()?.to_string_lossy().into_owned();
-        let head = note.strip_suffix(written.as_str())?;
-        Some((head.to_string(), name))
-    }) else {
-        return note.to_string();
+    let head = |caveat: &str| format!("snapshot of pid {pid} (o opens it){caveat}: ");
+    let caveat = if has_trace { "" } else { SEGMENTS_ONLY_CAVEAT };
+    let full = format!("{}{}", head(caveat), path_under_home(path, home));
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return full;
     };
-    // Shorter, in turn: the name without its folders; the caveat of a
-    // snapshot without a trace in two words; the name's middle elided.
-    let head = if fits(&format!("{head}{name}")) {
-        return format!("{head}{name}");
+    if fits(&full) {
+        return full;
+    }
+    let named = format!("{}{name}", head(caveat));
+    if fits(&named) {
+        return named;
+    }
+    // Then the caveat goes too, rather than the name all but vanishing.
+    let short = head(if has_trace { "" } else { ", segments only" });
+    let room = width.saturating_sub(Line::from(short.as_str()).width());
+    let head = if room >= MIN_NAME_CELLS {
+        short
     } else {
-        head.replace(crate::app::capture::SEGMENTS_ONLY_CAVEAT, ", segments only")
+        head("")
     };
     let room = width.saturating_sub(Line::from(head.as_str()).width());
     format!("{head}{}", format::elide_middle(&name, room))
 }
+
+/// The fewest cells of a snapshot's name worth showing after the caveat:
+/// fewer, and the caveat gives way to the name.
+const MIN_NAME_CELLS: usize = 12;
+
+/// `path` as a person reads it on a status line: under `home`, `~/…`, and
+/// of a long one (over [`WHOLE_PATH_CHARS`]) only its root, its folder and
+/// its name (`~/…/snapshots/vm-17-oom.pickle`). The snapshots folder's path alone
+/// took half of an 80-column line and cut the file's name; quitting the
+/// dashboard prints the whole paths.
+fn path_under_home(path: &Path, home: Option<&Path>) -> String {
+    let (root, rest) = match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => ("~/", rest),
+        _ => match path.strip_prefix("/") {
+            Ok(rest) => ("/", rest),
+            Err(_) => ("", path),
+        },
+    };
+    let whole = format!("{root}{}", rest.display());
+    if whole.chars().count() <= WHOLE_PATH_CHARS {
+        return whole;
+    }
+    let parts: Vec<_> = rest.iter().collect();
+    match parts.as_slice() {
+        [_, .., folder, name] if parts.len() > 2 => format!(
+            "{root}…/{}/{}",
+            Path::new(folder).display(),
+            Path::new(name).display()
+        ),
+        _ => whole,
+    }
+}
+
+/// What a capture's note says of a snapshot without a trace.
+const SEGMENTS_ONLY_CAVEAT: &str =
+    ", segments only: no trace (start the probe with --record-history)";
+
+/// The longest path [`path_under_home`] writes whole (characters).
+const WHOLE_PATH_CHARS: usize = 32;
 
 /// The status line's words for a note about the probes.
 pub fn probe_note(note: ProbeNote<'_>) -> String {
@@ -454,4 +516,94 @@ fn oom_note(o: &OomNote) -> String {
         o.message.clone()
     };
     format!("OOM in pid {pid} on {gpu}: {detail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn a_path_under_home_is_written_with_a_tilde_and_others_whole() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            path_under_home(Path::new("/home/u/.local/s/a.pickle"), home),
+            "~/.local/s/a.pickle"
+        );
+        // A long one: its root, folder and name.
+        let deep = "/home/u/.local/state/vramtop/snapshots/vm-17-oom.pickle";
+        assert_eq!(
+            path_under_home(Path::new(deep), home),
+            "~/…/snapshots/vm-17-oom.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("/var/lib/vramtop/state/s/vm-17-oom.pickle"), home),
+            "/…/s/vm-17-oom.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("rel/a.pickle"), home),
+            "rel/a.pickle"
+        );
+        assert_eq!(
+            path_under_home(Path::new("/tmp/a.pickle"), home),
+            "/tmp/a.pickle"
+        );
+        // "/home/user" is not under "/home/u": whole components only.
+        assert_eq!(
+            path_under_home(Path::new("/home/user/a.pickle"), home),
+            "/home/user/a.pickle"
+        );
+        assert_eq!(path_under_home(Path::new("/home/u"), home), "/home/u");
+        assert_eq!(path_under_home(Path::new("/home/u/a"), None), "/home/u/a");
+    }
+
+    fn done(path: &str, has_trace: bool) -> CaptureNote {
+        CaptureNote::Done {
+            pid: 7,
+            path: PathBuf::from(path),
+            has_trace,
+        }
+    }
+
+    #[test]
+    fn a_written_snapshot_is_said_with_its_key_caveat_and_path() {
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            capture_note_within(&done("/home/u/s/a.pickle", true), home, 200),
+            "snapshot of pid 7 (o opens it): ~/s/a.pickle"
+        );
+        let note = capture_note_within(&done("/s/a.pickle", false), None, 200);
+        assert!(
+            note.contains("/s/a.pickle") && note.contains("segments only"),
+            "{note}"
+        );
+        assert_eq!(
+            capture_note_within(&CaptureNote::Started { pid: 7 }, None, 200),
+            "snapshot of pid 7: the probe is taking it…"
+        );
+        assert_eq!(
+            capture_note_within(&CaptureNote::Asking { pid: 7 }, None, 200),
+            "snapshot of pid 7: asking…"
+        );
+    }
+
+    #[test]
+    fn a_narrow_note_keeps_the_key_and_the_snapshots_name() {
+        let path = "/home/u/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle";
+        let home = Some(Path::new("/home/u"));
+        for width in [40, 60, 80] {
+            let note = capture_note_within(&done(path, false), home, width);
+            assert!(
+                Line::from(note.as_str()).width() <= width,
+                "{width}: {note}"
+            );
+            assert!(note.contains("(o opens it)"), "{width}: {note}");
+        }
+        // At 100 columns the name is whole and the caveat in two words.
+        let note = capture_note_within(&done(path, false), home, 100);
+        assert!(
+            note.ends_with(", segments only: host-1234-20261206-101500-oom.pickle"),
+            "{note}"
+        );
+    }
 }
