@@ -332,7 +332,8 @@ impl ViewerState {
             .collect();
         app.ui.focus = Pane::Segments;
         let peaks = scrub.devices.iter().map(peaks).collect();
-        let no_stack = snapshot_no_stack_reason(&scrub.snapshot);
+        let no_stack = snapshot_no_stack_reason(&scrub.snapshot)
+            .within_trace(scrub.devices.iter().any(DeviceScrub::starts_mid_run));
         let mut v = ViewerState {
             file,
             scrub,
@@ -524,22 +525,28 @@ impl ViewerState {
         self.sites = Some(sites);
     }
 
-    /// Moves the block selection to the selected site's largest block (the
-    /// lowest-addressed of equally large ones).
+    /// Moves the block selection to the block whose stack the selected
+    /// site shows (the largest of its main caller path; the
+    /// lowest-addressed of equally large ones), so the block's detail and
+    /// the site's stack agree; else to the site's largest block.
     fn select_site_block(&mut self) {
         let Some(site) = self.selected_site() else {
             return;
         };
-        let mut largest: Option<(usize, u64, u64)> = None;
+        // (shows the site's stack, size): the larger wins.
+        let mut best: Option<(usize, (bool, u64), u64)> = None;
         for (i, b) in self.segments.iter().flat_map(|s| &s.blocks).enumerate() {
-            if b.state == BlockState::ActiveAllocated
-                && site.addresses.binary_search(&b.address).is_ok()
-                && largest.is_none_or(|(_, size, _)| b.size > size)
+            if b.state != BlockState::ActiveAllocated
+                || site.addresses.binary_search(&b.address).is_err()
             {
-                largest = Some((i, b.size, b.address));
+                continue;
+            }
+            let rank = (std::sync::Arc::ptr_eq(&b.frames, &site.stack), b.size);
+            if best.is_none_or(|(_, r, _)| rank > r) {
+                best = Some((i, rank, b.address));
             }
         }
-        if let Some((i, _, addr)) = largest {
+        if let Some((i, _, addr)) = best {
             self.app.ui.selected_block = i;
             self.selected_address = Some(addr);
         }

@@ -464,6 +464,14 @@ impl DeviceScrub {
         self.len() == 0
     }
 
+    /// Whether blocks were live before the first event: the trace starts
+    /// mid-run (its start is inferred from the final state).
+    pub fn starts_mid_run(&self) -> bool {
+        self.checkpoints
+            .first()
+            .is_some_and(|s| !s.blocks.is_empty())
+    }
+
     /// Events between stored states.
     pub fn checkpoint_every(&self) -> usize {
         self.checkpoint_every

@@ -83,6 +83,12 @@ pub enum NoStackReason {
     /// Only the final state was read, and none of its blocks has a stack:
     /// the trace would say which of the two above it is.
     TraceNotRead,
+    /// The file records stacks and its trace starts mid-run (blocks were
+    /// live at its first event): a block without a stack at a moment of
+    /// the trace was allocated before the trace's first event, before
+    /// `_record_memory_history` began or in events the ring buffer
+    /// (`max_entries`) no longer holds; the file does not say which.
+    BeforeTrace,
 }
 
 impl NoStackReason {
@@ -91,6 +97,17 @@ impl NoStackReason {
             NoStackReason::BeforeRecording => "no stack: allocated before the recording began",
             NoStackReason::WithoutStacks => "no stack: recorded without stacks",
             NoStackReason::TraceNotRead => "no stack in the final state (trace not read)",
+            NoStackReason::BeforeTrace => "no stack: allocated before the trace began",
+        }
+    }
+
+    /// The reason for the blocks of a state of a trace that starts with
+    /// blocks live (`starts_mid_run`): those may have been allocated
+    /// after the recording began, in events the trace no longer holds.
+    pub fn within_trace(self, starts_mid_run: bool) -> NoStackReason {
+        match self {
+            NoStackReason::BeforeRecording if starts_mid_run => NoStackReason::BeforeTrace,
+            other => other,
         }
     }
 }
@@ -608,9 +625,23 @@ pub struct Site {
     pub blocks: u64,
     /// bytes / allocated bytes (0…=1; 0 when nothing is allocated).
     pub share: f64,
-    /// The full stack of the site's largest block, innermost first.
+    /// A full stack of the site, innermost first: the largest block's
+    /// among the blocks reached through [`Site::called_from`].
     #[serde(skip)]
     pub stack: Frames,
+    /// How the site was reached: the callers (user frames, else Python
+    /// ones) after the site's frame in [`Site::stack`], innermost first,
+    /// as labels. Of the caller paths the site's blocks came through, the
+    /// one that holds the most bytes: a site reached from three places
+    /// is said through the one that holds most of it, not through the one
+    /// that happens to have the largest block.
+    pub called_from: Vec<String>,
+    /// Bytes of the blocks reached through [`Site::called_from`] (block
+    /// sizes; ≤ [`Site::bytes`]).
+    pub called_from_bytes: u64,
+    /// Distinct caller paths the site's blocks came through (1 when all
+    /// came the same way; 0 for a site without a frame).
+    pub caller_paths: usize,
     /// C++ frames of [`Site::stack`] a listing can show (hidden while its
     /// Python frames are listed; [`FrameCounts::cpp`]).
     pub cpp_frames: usize,
@@ -788,6 +819,12 @@ pub fn group<'a>(
     // computed once; keyed by the slice's address and length.
     let mut by_stack: FxHashMap<(usize, usize), usize> = FxHashMap::default();
     let mut sites: Vec<Site> = Vec::new();
+    // Bytes and largest block per distinct stack, to find each site's
+    // main caller path afterwards; in the order first met (blocks come by
+    // address), so that ties go the same way every run, not by where the
+    // stacks happen to be in memory.
+    let mut stack_tally: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+    let mut stacks: Vec<StackTally> = Vec::new();
     let mut allocated = 0u64;
     for b in blocks {
         allocated = allocated.saturating_add(b.size);
@@ -808,6 +845,9 @@ pub fn group<'a>(
                         blocks: 0,
                         share: 0.0,
                         stack: Arc::clone(b.frames),
+                        called_from: Vec::new(),
+                        called_from_bytes: 0,
+                        caller_paths: 0,
                         cpp_frames: 0,
                         python_frames: 0,
                         dropped_frames: 0,
@@ -829,11 +869,21 @@ pub fn group<'a>(
         site.requested_bytes = site.requested_bytes.saturating_add(b.requested_size);
         site.blocks += 1;
         site.addresses.push(b.address);
-        if b.size > site.largest || site.blocks == 1 {
-            site.largest = b.size;
-            site.stack = Arc::clone(b.frames);
+        let t = *stack_tally.entry(stack_id).or_insert_with(|| {
+            stacks.push(StackTally {
+                site: at,
+                bytes: 0,
+                largest: 0,
+                stack: Arc::clone(b.frames),
+            });
+            stacks.len() - 1
+        });
+        if let Some(tally) = stacks.get_mut(t) {
+            tally.bytes = tally.bytes.saturating_add(b.size);
+            tally.largest = tally.largest.max(b.size);
         }
     }
+    settle_caller_paths(&mut sites, stacks.into_iter());
     let mut classes = FrameClasses::default();
     for s in &mut sites {
         s.addresses.sort_unstable();
@@ -857,6 +907,66 @@ pub fn group<'a>(
         grouping,
         allocated,
         sites,
+    }
+}
+
+/// The blocks of one distinct stack at one site.
+struct StackTally {
+    site: usize,
+    /// Σ block sizes (bytes).
+    bytes: u64,
+    /// The largest block's size (bytes).
+    largest: u64,
+    stack: Frames,
+}
+
+/// Sets each site's [`Site::called_from`], its bytes, its number of caller
+/// paths and its [`Site::stack`] from the tallies of its distinct stacks:
+/// stacks with the same callers after the site's frame are one path; the
+/// path with the most bytes wins (ties: the one with the larger block,
+/// then the one whose labels sort first, so every run picks the same).
+fn settle_caller_paths(sites: &mut [Site], tallies: impl Iterator<Item = StackTally>) {
+    // Per site: caller labels → (bytes, largest block, its stack).
+    let mut paths: Vec<FxHashMap<Vec<String>, (u64, u64, Frames)>> =
+        (0..sites.len()).map(|_| FxHashMap::default()).collect();
+    for t in tallies {
+        let (Some(site), Some(by_path)) = (sites.get(t.site), paths.get_mut(t.site)) else {
+            continue;
+        };
+        let chain: Vec<String> = site
+            .key
+            .frame()
+            .map(|frame| callers(&t.stack, frame))
+            .unwrap_or_default()
+            .into_iter()
+            .map(frame_label)
+            .collect();
+        let entry = by_path
+            .entry(chain)
+            .or_insert_with(|| (0, 0, Arc::clone(&t.stack)));
+        entry.0 = entry.0.saturating_add(t.bytes);
+        if t.largest > entry.1 {
+            entry.1 = t.largest;
+            entry.2 = Arc::clone(&t.stack);
+        }
+    }
+    for (site, by_path) in sites.iter_mut().zip(paths) {
+        site.caller_paths = if site.key.frame().is_some() {
+            by_path.len()
+        } else {
+            0
+        };
+        let best = by_path.into_iter().max_by(|(a_chain, a), (b_chain, b)| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.1.cmp(&b.1))
+                .then_with(|| b_chain.cmp(a_chain))
+        });
+        if let Some((chain, (bytes, largest, stack))) = best {
+            site.called_from = chain;
+            site.called_from_bytes = bytes;
+            site.largest = largest;
+            site.stack = stack;
+        }
     }
 }
 
@@ -1143,6 +1253,57 @@ mod tests {
             requested_size: size - 1,
             frames,
         }
+    }
+
+    /// A stack allocating at `model.py:42 step`, called from `line` of
+    /// `train.py`.
+    fn step_called_from(line: u64) -> Frames {
+        let mut s: Vec<Frame> = cuda_stack(frame("/home/me/model.py", 42, "step")).to_vec();
+        s.pop();
+        s.push(frame("/home/me/train.py", line, "<module>"));
+        s.into()
+    }
+
+    #[test]
+    fn called_from_is_the_caller_path_holding_most_bytes_not_the_largest_block() {
+        const MIB: u64 = 1 << 20;
+        let (many, some, one_big) = (
+            step_called_from(507),
+            step_called_from(319),
+            step_called_from(171),
+        );
+        // 7 × 100 MiB through line 507, 3 × 100 MiB through 319, and one
+        // 200 MiB block (the largest) through 171.
+        let mut blocks: Vec<LiveAllocation<'_>> = (0..7)
+            .map(|i| alloc(i * 1000, 100 * MIB, &many))
+            .chain((0..3).map(|i| alloc(10_000 + i * 1000, 100 * MIB, &some)))
+            .collect();
+        blocks.push(alloc(50_000, 200 * MIB, &one_big));
+        let sites = group(blocks, Grouping::UserFrame, NoStackReason::WithoutStacks);
+        let [site] = sites.sites.as_slice() else {
+            panic!("one site: {:?}", sites.sites);
+        };
+        assert_eq!(site.caller_paths, 3);
+        assert_eq!(site.called_from, vec!["train.py:507 <module>".to_string()]);
+        assert_eq!(site.called_from_bytes, 700 * MIB);
+        assert_eq!(site.bytes, 1200 * MIB);
+        // The stack shown is one of that path's.
+        assert_eq!(site.stack, many);
+    }
+
+    #[test]
+    fn a_site_reached_one_way_has_one_caller_path_with_all_its_bytes() {
+        let stack = step_called_from(10);
+        let sites = group(
+            [alloc(0, 512, &stack), alloc(4096, 1024, &stack)],
+            Grouping::UserFrame,
+            NoStackReason::WithoutStacks,
+        );
+        let [site] = sites.sites.as_slice() else {
+            panic!("one site: {:?}", sites.sites);
+        };
+        assert_eq!(site.caller_paths, 1);
+        assert_eq!(site.called_from_bytes, site.bytes);
     }
 
     #[test]

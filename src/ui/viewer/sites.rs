@@ -81,6 +81,11 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
                 "The file records no stacks: record with \
                  _record_memory_history(stacks=\"python\") or \"all\" to see sites."
             }
+            crate::snapshot::sites::NoStackReason::BeforeTrace => {
+                "These blocks were live before the trace's first event: allocated before \
+                 _record_memory_history began, or in events the trace no longer holds (it \
+                 keeps the last max_entries): the file has no stack for them."
+            }
             crate::snapshot::sites::NoStackReason::TraceNotRead => {
                 "No block of the final state has a stack; the trace, not read yet, says \
                  whether they predate _record_memory_history or the file has no stacks."
