@@ -324,16 +324,17 @@ pub(crate) fn flow<'a>(items: Vec<Line<'a>>, width: u16, gap: usize) -> Vec<Line
     lines
 }
 
-/// Breaks `text` into lines of at most `width` characters at spaces (a
-/// word longer than the line is cut), for explanations whose height the
-/// layout must know before drawing.
+/// Breaks `text` into lines of at most `width` terminal cells at spaces,
+/// never between a figure and its unit ("3.72 GiB"); a word longer than
+/// the line gets a line of its own, which the pane then cuts. For
+/// explanations whose height the layout must know before drawing.
 pub(crate) fn wrap(text: &str, width: u16) -> Vec<String> {
+    use unicode_width::UnicodeWidthStr as _;
     let width = usize::from(width.max(1));
     let mut lines = Vec::new();
     let mut current = String::new();
-    for word in text.split_whitespace() {
-        let needed =
-            current.chars().count() + usize::from(!current.is_empty()) + word.chars().count();
+    for word in super::format::unit_words(text) {
+        let needed = current.width() + usize::from(!current.is_empty()) + word.width();
         if !current.is_empty() && needed > width {
             lines.push(std::mem::take(&mut current));
         }
@@ -432,6 +433,17 @@ mod tests {
         let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
         assert_eq!(text, vec!["aaaa  bbbb", "cc"]);
         assert!(flow(Vec::new(), 10, 2).is_empty());
+    }
+
+    #[test]
+    fn wrap_never_parts_a_figure_from_its_unit_and_counts_cells() {
+        assert_eq!(
+            wrap("3.62 GiB requested of 3.72 GiB in blocks", 26),
+            vec!["3.62 GiB requested of", "3.72 GiB in blocks"]
+        );
+        // Wide characters take two cells each: 训练 is four.
+        assert_eq!(wrap("训练 abc", 6), vec!["训练", "abc"]);
+        assert_eq!(wrap("12 % done", 4), vec!["12 %", "done"]);
     }
 
     #[test]

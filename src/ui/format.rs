@@ -195,6 +195,33 @@ pub fn interval(ms: u64) -> String {
     }
 }
 
+/// Units a figure is written with: a word of them stays with the number
+/// before it when text is broken into lines.
+const UNIT_WORDS: [&str; 8] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "%"];
+
+/// `text` in words, except that a unit after a number stays with it:
+/// `"reserved 3.01 GiB (3232 B),"` is `reserved`, `3.01 GiB`, `(3232 B),`,
+/// so a line break never parts a figure from its unit.
+pub fn unit_words(text: &str) -> Vec<&str> {
+    let base = text.as_ptr() as usize;
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for word in text.split_whitespace() {
+        let start = word.as_ptr() as usize - base;
+        let end = start + word.len();
+        let unit = UNIT_WORDS.contains(&word.trim_end_matches([',', ';', ')', '.', ':']));
+        match spans.last_mut() {
+            Some(last) if unit && text[..last.1].ends_with(|c: char| c.is_ascii_digit()) => {
+                last.1 = end;
+            }
+            _ => spans.push((start, end)),
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(start, end)| &text[start..end])
+        .collect()
+}
+
 /// Cuts `text` to at most `width` terminal cells, ending with "…" when
 /// cut. Cells, not characters: a CJK or emoji character takes two, and a
 /// cut counted in characters overflowed its column by as many.
