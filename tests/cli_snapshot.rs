@@ -264,6 +264,67 @@ fn an_output_in_a_missing_folder_is_refused_before_the_probe_takes_a_snapshot() 
 }
 
 #[test]
+fn an_output_that_is_a_folder_is_refused_before_the_probe_even_with_force() {
+    let (root, dir) = runtime_dir();
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let probe_file = probe_files.path().join("taken.pickle");
+    fake_probe(
+        &dir,
+        2,
+        Answer::Write {
+            snapshot: Box::new(traced_snapshot()),
+            file: probe_file.clone(),
+        },
+    );
+    let cwd = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir(cwd.path().join("adir")).expect("mkdir");
+    let pid = std::process::id().to_string();
+    for args in [
+        vec!["snapshot", &pid, "-o", "adir"],
+        vec!["snapshot", &pid, "-o", "adir", "--force"],
+    ] {
+        let out = vramtop(root.path(), cwd.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.starts_with(
+                "vramtop: error: cannot write adir: it is a folder; name a file in it"
+            ),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    assert!(!probe_file.exists(), "the probe was asked for nothing");
+}
+
+#[test]
+fn output_dash_writes_the_snapshot_to_stdout_and_no_file_named_dash() {
+    let (root, dir) = runtime_dir();
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let written = probe_files.path().join("x-demand.pickle");
+    fake_probe(
+        &dir,
+        2,
+        Answer::Write {
+            snapshot: Box::new(traced_snapshot()),
+            file: written.clone(),
+        },
+    );
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid, "-o", "-"]);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        out.stdout,
+        std::fs::read(&written).expect("read the probe's file"),
+        "stdout is the snapshot itself"
+    );
+    assert!(stderr.contains("wrote it to stdout"), "{stderr}");
+    assert!(!cwd.path().join("-").exists(), "no file named -");
+}
+
+#[test]
 fn no_probe_for_the_pid_is_exit_2_and_says_so() {
     let (root, _dir) = runtime_dir();
     let cwd = tempfile::tempdir().expect("temp dir");

@@ -509,7 +509,9 @@ pub enum Command {
         /// The process (its pid as `ps` shows it here).
         pid: u32,
         /// Where to write the snapshot (default: PID-<UTC time>.pickle in
-        /// the current folder). Created with mode 0600.
+        /// the current folder). Created with mode 0600. `-` writes it to
+        /// stdout (not a terminal), e.g. over ssh to a local file; a file
+        /// named `-` is `./-`.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Replace FILE when it exists.
@@ -672,6 +674,15 @@ pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String
             "cannot write {}: its folder {} does not exist (vramtop creates no folders)",
             file.display(),
             dir.display()
+        ));
+    }
+    // Even with --force: a folder is never replaced, and the write would
+    // fail only after the work (a snapshot, a scenario) was done.
+    if file.is_dir() {
+        return Some(format!(
+            "cannot write {}: it is a folder; name a file in it ({})",
+            file.display(),
+            file.join("NAME.pickle").display()
         ));
     }
     if !force && file.exists() {

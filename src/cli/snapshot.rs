@@ -36,28 +36,48 @@ pub fn default_output(pid: u32, now: chrono::DateTime<chrono::Utc>) -> PathBuf {
     PathBuf::from(format!("{pid}-{}.pickle", now.format("%Y%m%dT%H%M%SZ")))
 }
 
-/// Copies the probe's file `from` to `to` (mode 0600). Without `force` an
-/// existing `to` is refused; with it, `to` is replaced whole (through a
-/// temporary file beside it, renamed into place). Returns the bytes copied.
-pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyError> {
+/// Copies the probe's file `from` to stdout (checked as
+/// [`copy_snapshot`] checks it). Returns the bytes copied.
+fn copy_to_stdout(from: &Path) -> Result<u64, CopyError> {
+    let source = open_probe_file(from)?;
+    let mut out = io::stdout().lock();
+    let write = |source| CopyError::Write {
+        path: PathBuf::from("stdout"),
+        source,
+    };
+    let copied = io::copy(&mut io::BufReader::new(source), &mut out).map_err(write)?;
+    out.flush().map_err(write)?;
+    Ok(copied)
+}
+
+/// The probe's file `from`, opened: a plain file (a symlink in its place is
+/// not followed), the same one that was checked.
+fn open_probe_file(from: &Path) -> Result<File, CopyError> {
     let read = |source| CopyError::Read {
         path: from.to_path_buf(),
         source,
     };
-    let write = |source| CopyError::Write {
-        path: to.to_path_buf(),
-        source,
-    };
-    // The probe writes a plain file: a symlink in its place is not followed.
     let meta = std::fs::symlink_metadata(from).map_err(read)?;
     if !meta.file_type().is_file() {
         return Err(CopyError::NotAFile(from.to_path_buf()));
     }
-    let mut source = File::open(from).map_err(read)?;
+    let source = File::open(from).map_err(read)?;
     let opened = source.metadata().map_err(read)?;
     if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
         return Err(CopyError::NotAFile(from.to_path_buf()));
     }
+    Ok(source)
+}
+
+/// Copies the probe's file `from` to `to` (mode 0600). Without `force` an
+/// existing `to` is refused; with it, `to` is replaced whole (through a
+/// temporary file beside it, renamed into place). Returns the bytes copied.
+pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyError> {
+    let write = |source| CopyError::Write {
+        path: to.to_path_buf(),
+        source,
+    };
+    let mut source = open_probe_file(from)?;
     let target = if force {
         let mut name = to.as_os_str().to_owned();
         name.push(format!(".{}.partial", std::process::id()));
@@ -130,18 +150,29 @@ pub fn run(
         Ok(s) => s,
         Err(e) => return fail(&e, EXIT_BAD_INPUT),
     };
+    let to_stdout = output.is_some_and(|o| o.as_os_str() == "-");
     let output = output.map_or_else(
         || default_output(pid, std::time::SystemTime::now().into()),
         Path::to_path_buf,
     );
-    // Both said before the probe does any work: a snapshot of a large run
-    // takes seconds and pauses nothing, but it is wasted if it cannot be
-    // kept.
-    if let Some(why) = super::output_file_problem(&output, true) {
-        return fail(&why, EXIT_BAD_INPUT);
-    }
-    if !force && std::fs::symlink_metadata(&output).is_ok() {
-        return fail(&CopyError::Exists(output), EXIT_BAD_INPUT);
+    // Said before the probe does any work: a snapshot of a large run takes
+    // seconds and pauses nothing, but it is wasted if it cannot be kept.
+    if to_stdout {
+        use std::io::IsTerminal as _;
+        if io::stdout().is_terminal() {
+            return fail(
+                &"-o - writes the snapshot's bytes to stdout, which is a terminal: \
+                  redirect it (> FILE) or name a file",
+                EXIT_BAD_INPUT,
+            );
+        }
+    } else {
+        if let Some(why) = super::output_file_problem(&output, true) {
+            return fail(&why, EXIT_BAD_INPUT);
+        }
+        if !force && std::fs::symlink_metadata(&output).is_ok() {
+            return fail(&CopyError::Exists(output), EXIT_BAD_INPUT);
+        }
     }
     let done = client::request_snapshot(
         &socket,
@@ -173,6 +204,30 @@ pub fn run(
             return fail(&e, code);
         }
     };
+    if to_stdout {
+        return match copy_to_stdout(&done.path) {
+            Ok(_) => {
+                eprintln!(
+                    "vramtop snapshot: wrote it to stdout{}",
+                    match describe(&done) {
+                        about if about.is_empty() => String::new(),
+                        about => format!(" ({about})"),
+                    }
+                );
+                if !done.has_trace {
+                    eprintln!("vramtop snapshot: {SEGMENTS_ONLY_NOTE}");
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                let code = match e {
+                    CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
+                    CopyError::NotAFile(_) | CopyError::Read { .. } => EXIT_MISMATCH,
+                };
+                fail(&e, code)
+            }
+        };
+    }
     if let Err(e) = copy_snapshot(&done.path, &output, force) {
         let code = match e {
             CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
