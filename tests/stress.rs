@@ -10,6 +10,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use ratatui::style::Modifier;
 use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStats, SegmentInfo};
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, StatusState};
@@ -1794,12 +1795,14 @@ fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
     let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
     let screen = common::screen::text(terminal.backend().buffer());
     // The OOM message and its advice share the panel with the scenario
-    // line, which says where the run stopped.
+    // line, which says where the run stopped, and the selected tensor: the
+    // message is its one-row summary, which keeps its figures.
     for part in [
         "scenario fragmentation_oom",
         "step 4/4",
-        "CUDA out of memory",
-        "reserved by PyTorch but unallocated",
+        "CUDA OOM: tried 2.00 GiB",
+        "1.64 GiB free",
+        "1.46 GiB reserved but unallocated",
         "empty_cache() could release",
     ] {
         assert!(screen.contains(part), "{part}:\n{screen}");
@@ -2497,20 +2500,95 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
         screen.contains("+1.00 MiB"),
         "largest free block's delta: {screen}"
     );
-    // The advice's verdict outlasts the OOM message's third row: with
-    // the GPU full of the panel's own tensors, what to do comes first.
+    // The advice's verdict outlasts PyTorch's wording: with the GPU full
+    // of the panel's own tensors, what to do comes first.
     assert!(
         screen.contains("free some of the panel's live tensors (d, o, x, D)"),
         "the advice's verdict: {screen}"
     );
+    // The OOM message is its one-row summary, which keeps its figures
+    // (PyTorch's first two rows held the request and the free memory, not
+    // what is reserved but unallocated), and leaves a row to the tensors.
     assert!(
-        screen.contains("CUDA out of memory. Tried to allocate"),
-        "the OOM message's start: {screen}"
+        screen.contains(
+            "CUDA OOM: tried 1.00 GiB · 514 MiB free · 5.00 MiB reserved but unallocated"
+        ),
+        "the OOM message's summary: {screen}"
     );
     // 120×40 keeps the full one-figure-a-row table beside the tensors.
     let wide = screen_text(&state, 120, 40);
     assert!(wide.contains("largest free block"), "{wide}");
     assert!(wide.contains("inactive split"), "{wide}");
+}
+
+/// The dashboard of `stress_panel_keeps_scenario_line_after_oom_at_80x24`:
+/// `fragmentation_oom` run to its OOM in the open panel, 30 tensors live.
+fn scenario_oom_screen() -> AppState {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = p;
+    state
+}
+
+/// The addresses drawn in the selection's style at `w`×`h`: where the
+/// screen shows the tensor `j`/`k` select and `d` frees.
+fn selected_addresses_shown(state: &AppState, w: u16, h: u16) -> Vec<u64> {
+    let terminal = common::screen::draw(state, &Theme::colored(), w, h);
+    let buf = terminal.backend().buffer();
+    let mut shown = Vec::new();
+    for y in buf.area.top()..buf.area.bottom() {
+        let marked: String = (buf.area.left()..buf.area.right())
+            .filter_map(|x| buf.cell((x, y)))
+            .filter(|c| c.modifier.contains(Modifier::REVERSED))
+            .map(|c| c.symbol())
+            .collect();
+        shown.extend(
+            marked
+                .split_whitespace()
+                .filter_map(|w| w.strip_prefix("0x"))
+                .filter_map(|hex| u64::from_str_radix(hex, 16).ok()),
+        );
+    }
+    shown
+}
+
+#[test]
+fn after_an_oom_the_selected_tensor_stays_on_screen_and_j_k_move_it_at_80x24_and_120x40() {
+    for (name, make) in [
+        ("compare", stress_screen as fn() -> AppState),
+        ("scenario", scenario_oom_screen),
+    ] {
+        for (w, h) in [(80, 24), (120, 40)] {
+            let mut state = make();
+            assert!(state.stress.oom.is_some(), "{name}: after an OOM");
+            let selected = |state: &AppState| state.stress.tensors[state.stress.selected].address;
+            let shown = |state: &AppState| {
+                let shown = selected_addresses_shown(state, w, h);
+                assert_eq!(
+                    shown,
+                    vec![selected(state)],
+                    "{name} at {w}×{h}: the selected tensor, once:\n{}",
+                    screen_text(state, w, h)
+                );
+                shown[0]
+            };
+            let first = shown(&state);
+            press(&mut state, KeyCode::Char('j'));
+            let below = shown(&state);
+            assert_ne!(below, first, "{name} at {w}×{h}: j moved the selection");
+            press(&mut state, KeyCode::Char('k'));
+            let back = shown(&state);
+            assert_eq!(back, first, "{name} at {w}×{h}: k moved it back");
+            // d frees the tensor the screen shows selected.
+            let Effect::Stress(cmds) = press(&mut state, KeyCode::Char('d')) else {
+                panic!("{name}: d sends a free");
+            };
+            assert_eq!(freed(&cmds), vec![back], "{name} at {w}×{h}");
+        }
+    }
 }
 
 /// The panel's text at `w`×`h` drawn alone, rows joined by newlines.
@@ -2598,8 +2676,9 @@ fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
     load_builtin(&mut p, &mut exec, "fragmentation_oom");
     drive(&mut p, &mut exec, StressAction::ScenarioRun);
     assert!(p.oom.is_some(), "out of memory");
-    // A panel of 12 rows, as 80x24 leaves it under the dashboard.
-    let text = panel_text(&p, 80, 12);
+    // A panel one row taller than 80x24 leaves it under the dashboard: the
+    // message is cut to three rows (on 12 its summary takes its place).
+    let text = panel_text(&p, 80, 13);
     assert!(
         !flat(&text).contains("environment-variables"),
         "the message is longer than its rows: {text}"

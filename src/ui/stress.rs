@@ -6,6 +6,9 @@
 //! highlighted and what would have helped (empty_cache, non-releasable
 //! memory, settings to try), the scenario list or the loaded scenario, the live tensors and, once A and B are marked, the compare
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
+//! While `j`/`k` and `d` act on the tensors the selected one keeps a row,
+//! named alone ("selected #3 (2 of 84): …") when the list has only that
+//! row: `d` does not free a tensor the panel does not show.
 //! On a narrower panel the compare view goes under the tensors, two figures
 //! a row with shorter labels where that fits (80 columns), and keeps its
 //! rows: the head's last lines give way. Scenario texts wrap instead of
@@ -16,6 +19,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Widget};
+use unicode_width::UnicodeWidthStr as _;
 
 use super::chrome;
 use super::format;
@@ -45,6 +49,10 @@ const COMPARE_WIDTH: u16 = 52;
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 7;
+/// The fewest rows PyTorch's OOM message is cut to (at 80 columns they
+/// hold "reserved by PyTorch but unallocated"); shorter, its one-row
+/// summary takes its place.
+const OOM_CUT_ROWS: usize = 3;
 /// Rows the last message may take, and each line of OOM advice (the
 /// verdict, "free some of the panel's live tensors … even with every
 /// cached byte reused", takes three at a 72-column panel).
@@ -143,7 +151,10 @@ impl<'a> StressPane<'a> {
         Line::from(spans)
     }
 
-    fn tensor_lines(&self, rows: usize) -> Vec<Line<'static>> {
+    /// The tensor list on `rows` rows of `width` columns: the header and
+    /// the rows around the selected tensor, or on one row the selected
+    /// tensor alone.
+    fn tensor_lines(&self, rows: usize, width: u16) -> Vec<Line<'static>> {
         let p = self.panel;
         let t = self.theme;
         let mut lines = vec![Line::styled(
@@ -156,6 +167,11 @@ impl<'a> StressPane<'a> {
         if p.tensors.is_empty() {
             lines.push(Line::styled("no live tensors: a or Enter allocates", t.dim));
             return lines;
+        }
+        // One row: the selected tensor alone, in words, as the header
+        // would leave no row for it and `d` frees it.
+        if rows == 1 {
+            return self.selected_line(width).into_iter().collect();
         }
         // Keep the selected row in view.
         let visible = rows.saturating_sub(1).max(1);
@@ -174,19 +190,85 @@ impl<'a> StressPane<'a> {
         lines
     }
 
-    /// PyTorch's OOM message on at most `rows` lines.
-    fn oom_lines(&self, oom: &OomState, width: u16, rows: usize) -> Vec<Line<'static>> {
+    /// The selected tensor on one line, the tensor `d` frees: its id, its
+    /// place in the list (which `j`/`k` move), its size (and the size
+    /// asked where rounding made it larger) and address; "d frees it"
+    /// where that fits too.
+    fn selected_line(&self, width: u16) -> Option<Line<'static>> {
+        let p = self.panel;
+        let t = self.theme;
+        let tensor = p.tensors.get(p.selected)?;
+        let requested = if tensor.requested == tensor.size {
+            String::new()
+        } else {
+            format!(" (requested {})", format::bytes(tensor.requested))
+        };
+        let text = format!(
+            "selected #{} ({} of {}): {}{requested} at {:#x}",
+            tensor.id,
+            p.selected + 1,
+            p.tensors.len(),
+            format::bytes(tensor.size),
+            tensor.address
+        );
+        let hint = " · d frees it";
+        let width = usize::from(width);
+        let fits = text.width() + hint.width() <= width;
+        let mut spans = vec![Span::styled(format::truncate(&text, width), t.selected)];
+        if fits {
+            spans.push(Span::styled(hint, t.dim));
+        }
+        Some(Line::from(spans))
+    }
+
+    /// PyTorch's OOM message wrapped to `width`, with "… is reserved by
+    /// PyTorch but unallocated" highlighted, and the fewest rows it is cut
+    /// to, [`OOM_CUT_ROWS`].
+    fn oom_message(&self, oom: &OomState, width: u16) -> (Vec<Line<'static>>, usize) {
+        let t = self.theme;
         let highlight = format!(
             "{} is reserved by PyTorch but unallocated",
             format_size(oom.reserved_but_unallocated)
         );
-        let mut lines = highlighted_wrap(
-            &oom.message,
-            &highlight,
-            width,
-            self.theme.critical,
-            self.theme.warning,
+        let lines = highlighted_wrap(&oom.message, &highlight, width, t.critical, t.warning);
+        (lines, OOM_CUT_ROWS)
+    }
+
+    /// PyTorch's OOM message on at most `rows` lines. Cut to fewer than
+    /// [`OOM_CUT_ROWS`] it would lose the highlighted words, so there its
+    /// figures take its place: what was asked, what was free and what is
+    /// reserved but unallocated, one row at 80 columns, where PyTorch's
+    /// first two rows hold only the first two.
+    fn oom_lines(&self, oom: &OomState, width: u16, rows: usize) -> Vec<Line<'static>> {
+        let t = self.theme;
+        let (whole, floor) = self.oom_message(oom, width);
+        if whole.len() <= rows || rows >= floor {
+            return self.cut_to(whole, width, rows);
+        }
+        let unallocated = format!(
+            "{} reserved but unallocated",
+            format::bytes(oom.reserved_but_unallocated)
         );
+        let figures = format!(
+            "tried {} · {} free · {unallocated}",
+            format::bytes(oom.room.tried),
+            format::bytes(oom.room.device_free),
+        );
+        // PyTorch's opening words where they fit on the row, "CUDA OOM"
+        // where not (80 columns).
+        let long = format!("CUDA out of memory: {figures}");
+        let summary = if long.width() <= usize::from(width) {
+            long
+        } else {
+            format!("CUDA OOM: {figures}")
+        };
+        let lines = highlighted_wrap(&summary, &unallocated, width, t.critical, t.warning);
+        self.cut_to(lines, width, rows)
+    }
+
+    /// `lines` of the OOM message or its summary cut to `rows`, the last
+    /// one saying so.
+    fn cut_to(&self, mut lines: Vec<Line<'static>>, width: u16, rows: usize) -> Vec<Line<'static>> {
         // Cut to its rows, the last says so: PyTorch's sentence stopping at
         // "try setting" would read as the whole message.
         if lines.len() > rows {
@@ -316,8 +398,11 @@ impl<'a> StressPane<'a> {
     /// stays: the explanation gives way first, then the OOM message (to
     /// the three rows that hold "reserved but unallocated"), the advice
     /// before its verdict (its last line: what to do, or that nothing
-    /// would help), the OOM message (to two rows), the verdict, then the
-    /// message: 80×24 after an OOM has 11 rows for all of it.
+    /// would help) to one row each, the OOM message to its one-row
+    /// summary (asked, free, reserved but unallocated), the advice before
+    /// the verdict, the verdict, then the message. At 80×24 after an OOM
+    /// the panel has 11 rows for all of it, the compare table and the
+    /// selected tensor.
     fn fitted_head(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
         let t = self.theme;
         // The message and the advice wrap: cut at the edge, an invalid
@@ -362,15 +447,18 @@ impl<'a> StressPane<'a> {
         // nothing would help): it stays longest, whole.
         let verdict = advice_end.checked_sub(1).filter(|&v| v >= advice_at);
         let mut order = vec![(explanation_at, 0)];
-        if oom_at < advice_at {
-            order.push((oom_at, 3));
+        if let Some(oom) = &self.panel.oom {
+            order.push((oom_at, self.oom_message(oom, width).1));
         }
         let before_verdict = advice_at..verdict.unwrap_or(advice_end);
         order.extend(before_verdict.clone().map(|i| (i, 1)));
-        order.extend(before_verdict.map(|i| (i, 0)));
-        if oom_at < advice_at {
-            order.push((oom_at, 2));
+        // The summary keeps the message's figures on one row: it goes
+        // before any advice line does. A message given two rows is drawn
+        // as the summary too, and the row it leaves goes to the tensors.
+        if self.panel.oom.is_some() {
+            order.push((oom_at, 1));
         }
+        order.extend(before_verdict.map(|i| (i, 0)));
         if let Some(v) = verdict {
             order.push((v, 1));
             order.push((v, 0));
@@ -687,7 +775,13 @@ impl Widget for StressPane<'_> {
         } else {
             0
         };
-        let rows = usize::from(inner.height).saturating_sub(stacked).max(1);
+        // While j/k and d act on the tensor list, its selected tensor keeps
+        // a row: after an OOM at 80×24 the head and the compare table took
+        // every row, and d freed a tensor nobody could see.
+        let list_rows = u16::from(self.panel.selection_acts());
+        let rows = usize::from(inner.height.saturating_sub(list_rows))
+            .saturating_sub(stacked)
+            .max(1);
         head.extend(self.fitted_head(inner.width, rows.saturating_sub(head.len())));
         head.truncate(rows.min(head.len()));
         let head_h = u16::try_from(head.len())
@@ -719,7 +813,7 @@ impl Widget for StressPane<'_> {
             Some(lines) => {
                 let ch = u16::try_from(lines.len())
                     .unwrap_or(u16::MAX)
-                    .min(rest.height);
+                    .min(rest.height.saturating_sub(list_rows));
                 (
                     Rect {
                         height: rest.height - ch,
@@ -730,7 +824,7 @@ impl Widget for StressPane<'_> {
             }
             None => (rest, Rect::default()),
         };
-        let tensors = self.tensor_lines(usize::from(list_area.height));
+        let tensors = self.tensor_lines(usize::from(list_area.height), list_area.width);
         chrome::lines_at(buf, list_area, &tensors);
         if let Some(lines) = &compare {
             chrome::lines_at(buf, compare_area, lines);

@@ -544,6 +544,13 @@ impl StressPanel {
         Vec::new()
     }
 
+    /// Whether the tensor keys (`j`/`k` select, `d` frees the selected
+    /// tensor) act now: there are tensors and no field or list takes the
+    /// keys. While they do, the panel keeps the selection on screen.
+    pub fn selection_acts(&self) -> bool {
+        self.modal == PanelModal::Keys && !self.tensors.is_empty()
+    }
+
     /// The OOM advice lines for the current figures (empty without an OOM).
     pub fn oom_advice(&self) -> Vec<String> {
         match (&self.oom, &self.view) {
