@@ -2696,6 +2696,29 @@ fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
 }
 
 #[test]
+fn a_short_panel_keeps_the_oom_messages_highlighted_words_whole_or_its_one_row_of_figures() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    p.selected = 1;
+    let address = format!("{:#x}", p.tensors[1].address);
+    // 72 columns: the panel beside the segment map at 120×40, where the
+    // words take four rows (at 80, three).
+    for w in [72, 80] {
+        for h in 10..=20 {
+            let text = flat(&panel_text(&p, w, h));
+            let whole = text.contains("1.46 GiB is reserved by PyTorch but unallocated");
+            let figures = text.contains("tried 2.00 GiB") && text.contains("1.46 GiB reserved but");
+            assert!(whole || figures, "{w}×{h}: {text}");
+            assert!(
+                text.contains(&address),
+                "{w}×{h}: the selected tensor: {text}"
+            );
+        }
+    }
+}
+
+#[test]
 fn at_80_columns_the_title_keeps_the_settings_of_a_scenario_device() {
     let (mut p, mut exec, _cluster) = scenario_rig();
     load_builtin(&mut p, &mut exec, "fragmentation_oom");

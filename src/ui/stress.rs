@@ -49,9 +49,9 @@ const COMPARE_WIDTH: u16 = 52;
 const HISTOGRAM_WIDTH: u16 = 60;
 /// Rows the OOM message may take.
 const OOM_ROWS: usize = 7;
-/// The fewest rows PyTorch's OOM message is cut to (at 80 columns they
-/// hold "reserved by PyTorch but unallocated"); shorter, its one-row
-/// summary takes its place.
+/// The fewest rows PyTorch's OOM message is cut to where it does not have
+/// "reserved by PyTorch but unallocated" (where it does, the rows that
+/// hold those words); shorter, its one-row summary takes its place.
 const OOM_CUT_ROWS: usize = 3;
 /// Rows the last message may take, and each line of OOM advice (the
 /// verdict, "free some of the panel's live tensors … even with every
@@ -223,19 +223,20 @@ impl<'a> StressPane<'a> {
 
     /// PyTorch's OOM message wrapped to `width`, with "… is reserved by
     /// PyTorch but unallocated" highlighted, and the fewest rows it is cut
-    /// to, [`OOM_CUT_ROWS`].
+    /// to: those that hold the highlighted words (three at 80 columns,
+    /// four at 72), [`OOM_CUT_ROWS`] where the message has none.
     fn oom_message(&self, oom: &OomState, width: u16) -> (Vec<Line<'static>>, usize) {
         let t = self.theme;
         let highlight = format!(
             "{} is reserved by PyTorch but unallocated",
             format_size(oom.reserved_but_unallocated)
         );
-        let lines = highlighted_wrap(&oom.message, &highlight, width, t.critical, t.warning);
-        (lines, OOM_CUT_ROWS)
+        let (lines, marked) = wrap_marking(&oom.message, &highlight, width, t.critical, t.warning);
+        (lines, marked.unwrap_or(OOM_CUT_ROWS))
     }
 
-    /// PyTorch's OOM message on at most `rows` lines. Cut to fewer than
-    /// [`OOM_CUT_ROWS`] it would lose the highlighted words, so there its
+    /// PyTorch's OOM message on at most `rows` lines. Cut to fewer rows
+    /// than hold its highlighted words it would lose them, so there its
     /// figures take its place: what was asked, what was free and what is
     /// reserved but unallocated, one row at 80 columns, where PyTorch's
     /// first two rows hold only the first two.
@@ -396,7 +397,7 @@ impl<'a> StressPane<'a> {
     /// the scenario line (or list) and the scenario's explanation. The
     /// scenario line says where the run is and what comes next, so it
     /// stays: the explanation gives way first, then the OOM message (to
-    /// the three rows that hold "reserved but unallocated"), the advice
+    /// the rows that hold "reserved but unallocated"), the advice
     /// before its verdict (its last line: what to do, or that nothing
     /// would help) to one row each, the OOM message to its one-row
     /// summary (asked, free, reserved but unallocated), the advice before
@@ -673,7 +674,20 @@ pub fn highlighted_wrap(
     base: Style,
     marked: Style,
 ) -> Vec<Line<'static>> {
+    wrap_marking(text, highlight, width, base, marked).0
+}
+
+/// [`highlighted_wrap`], and the rows that hold the whole highlight (from
+/// the first): `None` when `text` does not have it.
+fn wrap_marking(
+    text: &str,
+    highlight: &str,
+    width: u16,
+    base: Style,
+    marked: Style,
+) -> (Vec<Line<'static>>, Option<usize>) {
     let width = usize::from(width.max(1));
+    let mut marked_rows = None;
     let range = text
         .find(highlight)
         .map(|s| s..s + highlight.len())
@@ -694,14 +708,19 @@ pub fn highlighted_wrap(
             spans.push(Span::styled(" ", base));
             used += 1;
         }
-        let style = if range.contains(&start) { marked } else { base };
+        let style = if range.contains(&start) {
+            marked_rows = Some(lines.len() + 1);
+            marked
+        } else {
+            base
+        };
         spans.push(Span::styled(word.to_string(), style));
         used += w;
     }
     if !spans.is_empty() {
         lines.push(Line::from(spans));
     }
-    lines
+    (lines, marked_rows)
 }
 
 impl Widget for StressPane<'_> {
