@@ -1891,6 +1891,12 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         let mut inactive_split = [0u64; 2];
         let mut inactive_split_bytes = [0u64; 2];
         let mut free_blocks_seen = 0usize;
+        // Sizes of an adopted layout come from a file: a sum past u64 is a
+        // broken layout, said as such, not an overflow.
+        let add = |a: u64, b: u64| {
+            a.checked_add(b)
+                .ok_or_else(|| format!("byte totals overflow at {a} + {b}"))
+        };
         let idx = |k: PoolKind| match k {
             PoolKind::Small => 0,
             PoolKind::Large => 1,
@@ -1909,7 +1915,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
             }
             if let Some(n) = b.next {
                 let nb = self.b(n);
-                if nb.prev != Some(id) || b.ptr + b.size != nb.ptr {
+                if nb.prev != Some(id) || b.ptr.checked_add(b.size) != Some(nb.ptr) {
                     return Err(format!("block {:#x} and its next do not tile", b.ptr));
                 }
                 let free =
@@ -1925,7 +1931,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 continue;
             }
             if b.expandable.is_some() {
-                reserved[k] += b.size;
+                reserved[k] = add(reserved[k], b.size)?;
             } else if b.prev.is_none() {
                 segments[k] += 1;
                 let mut total = 0u64;
@@ -1939,17 +1945,17 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                     total = total.saturating_add(self.b(x).size);
                     c = self.next_in_chain(x)?;
                 }
-                reserved[k] += total;
+                reserved[k] = add(reserved[k], total)?;
             }
             if b.allocated {
                 allocation[k] += 1;
-                allocated[k] += b.size;
+                allocated[k] = add(allocated[k], b.size)?;
             }
             let is_active = b.allocated || b.event_count > 0 || !b.stream_uses.is_empty();
             if is_active {
                 active[k] += 1;
-                active_bytes[k] += b.size;
-                requested[k] += b.requested_size;
+                active_bytes[k] = add(active_bytes[k], b.size)?;
+                requested[k] = add(requested[k], b.requested_size)?;
             } else {
                 free_blocks_seen += 1;
                 let key = (b.stream, b.size, b.ptr);
@@ -1958,7 +1964,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 }
                 if b.expandable.is_none() && (b.prev.is_some() || b.next.is_some()) {
                     inactive_split[k] += 1;
-                    inactive_split_bytes[k] += b.size;
+                    inactive_split_bytes[k] = add(inactive_split_bytes[k], b.size)?;
                 }
             }
         }
@@ -1994,7 +2000,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 array.large_pool.current,
                 array.all.current,
             ];
-            let want = [want[0] as i64, want[1] as i64, (want[0] + want[1]) as i64];
+            let want = [want[0] as i64, want[1] as i64, add(want[0], want[1])? as i64];
             if got != want {
                 return Err(format!(
                     "{name}: counters {got:?} but layout gives {want:?}"
@@ -2010,7 +2016,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 "inactive_split: counters {got:?} but layout gives {inactive_split:?}"
             ));
         }
-        if self.reserved_total != reserved[0] + reserved[1] {
+        if self.reserved_total != add(reserved[0], reserved[1])? {
             return Err("reserved_total disagrees with the layout".to_string());
         }
         Ok(())
