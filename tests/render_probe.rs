@@ -22,7 +22,7 @@ use vramtop::probe::pid::{PidSource, VisibleDevices};
 use vramtop::probe::protocol::{Hello, Oom};
 use vramtop::probe::registry::{DeviceData, OomEvent};
 use vramtop::probe::{ProbeSnapshot, ProbeState, ProbeStatus};
-use vramtop::ui::{BreakdownPane, FragmentationPane, ProcessesPane, Theme};
+use vramtop::ui::{BreakdownPane, FragmentationPane, ProcessesPane, Theme, TimelinePane};
 
 use common::screen::{draw, draw_widget, text};
 
@@ -832,4 +832,78 @@ fn c_on_a_v1_probe_or_without_one_says_why_and_asks_nothing() {
     assert_eq!(press(&mut none, 'c'), Effect::Redraw);
     let why = none.ui.notice.clone().unwrap_or_default();
     assert!(why.starts_with("c: no probed process"), "{why}");
+}
+
+/// [`attached`] with six releases of cached memory and six more OOMs in
+/// the last minute (seven in all): a legend of five items.
+fn attached_with_marks() -> AppState {
+    use vramtop::app::state::Marker;
+    let mut state = attached();
+    let history = &mut state.gpus[0].history;
+    for k in 0..12u64 {
+        let kind = if k % 2 == 0 {
+            MarkerKind::Oom
+        } else {
+            MarkerKind::EmptyCache
+        };
+        history.mark(Marker {
+            t_ms: 2_000 + k * 2_000,
+            kind,
+        });
+    }
+    state
+}
+
+/// The rows of the timeline pane in `screen`, its title row excluded.
+fn timeline_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains(" Timeline "))
+        .skip(1)
+        .take_while(|l| !l.contains(" Segments ") && !l.contains(" Processes "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn at_80x24_with_a_probe_the_timeline_draws_a_chart_not_only_its_legend() {
+    let state = attached_with_marks();
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    let rows = timeline_rows(&screen);
+    assert!(rows.len() >= 4, "{screen}");
+    // The x axis and its labels: a chart, however short.
+    assert!(rows.iter().any(|r| r.contains('└')), "{screen}");
+    assert!(rows.iter().any(|r| r.contains("now")), "{screen}");
+}
+
+#[test]
+fn the_timelines_legend_gives_way_to_a_chart_in_a_short_pane() {
+    let state = attached_with_marks();
+    let theme = Theme::colored();
+    for width in [30u16, 36, 44, 60, 80] {
+        for height in 5u16..=10 {
+            let terminal = draw_widget(TimelinePane::new(&state, &theme), width, height);
+            let screen = text(terminal.backend().buffer());
+            let rows: Vec<&str> = screen.lines().skip(1).collect();
+            let axis = rows.iter().position(|r| r.contains('└'));
+            let Some(axis) = axis else {
+                panic!("{width}×{height}: no chart\n{screen}");
+            };
+            // At least two rows of plot above the axis.
+            assert!(axis >= 2, "{width}×{height}: {axis} plot rows\n{screen}");
+            // Three rows of plot once the pane has six rows inside.
+            if height >= 7 {
+                assert!(axis >= 3, "{width}×{height}: {axis} plot rows\n{screen}");
+            }
+            // A row under the chart for the legend from five rows inside on,
+            // its marks named.
+            if height >= 6 && width >= 44 {
+                let legend = rows.get(axis + 2..).unwrap_or_default().join("\n");
+                assert!(
+                    legend.contains("OOM") && legend.contains("released"),
+                    "{width}×{height}\n{screen}"
+                );
+            }
+        }
+    }
 }

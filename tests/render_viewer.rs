@@ -494,15 +494,46 @@ fn a_one_event_timeline_does_not_repeat_an_event_number_on_its_axis() {
 fn short_timeline_axis_labels_do_not_overprint_each_other() {
     // A chart a few rows high puts two labels on one row: a shorter label
     // drawn over a longer one left its tail ("15 GiBB"). The sizes are the
-    // shortest that still draw a chart (below, the latest values only).
+    // shortest that draw a chart with a legend, and with none.
     let Some(v) = viewer("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
         return;
     };
-    for (w, h) in [(40, 13), (60, 19)] {
+    for (w, h) in [(40, 13), (60, 19), (40, 10), (40, 11)] {
         let screen = text(draw(&v, w, h).backend().buffer());
         assert!(screen.contains("15 GiB "), "{w}×{h}: {screen}");
         assert!(!screen.contains("GiBB"), "{w}×{h}: {screen}");
     }
+}
+
+#[test]
+fn at_40x10_the_timeline_draws_a_chart_and_its_legend_gives_way() {
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let timeline = |w: u16, h: u16| -> Vec<String> {
+        text(draw(&v, w, h).backend().buffer())
+            .lines()
+            .skip_while(|l| !l.contains(" Timeline "))
+            .skip(1)
+            .take_while(|l| !l.contains(" Segments "))
+            .map(str::to_string)
+            .collect()
+    };
+    // Four rows inside the pane: a chart of two rows of plot, its axis and
+    // labels; the legend (one row, three blank below it, before) goes.
+    let rows = timeline(40, 10);
+    assert_eq!(rows.len(), 4, "{rows:#?}");
+    assert!(
+        rows[2].contains('└') && rows[3].contains("#97"),
+        "{rows:#?}"
+    );
+    // A row more: the legend is back under the same chart.
+    let rows = timeline(40, 11);
+    assert!(rows[2].contains('└'), "{rows:#?}");
+    assert!(
+        rows[4].contains("reserved") && rows[4].contains("cursor"),
+        "{rows:#?}"
+    );
 }
 
 #[test]

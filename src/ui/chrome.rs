@@ -274,25 +274,69 @@ pub(crate) fn bar(buf: &mut Buffer, area: Rect, parts: &[(u64, &str, Style)], to
 /// How a legend writes its byte values: a formatter, or none (names only).
 pub(crate) type LegendValues = Option<fn(u64) -> String>;
 
-/// A timeline legend that fits: with full values ("1.04 GiB") on one line
-/// if it can, else packed values ("1.04GiB"), else packed with one-space
-/// gaps, else names only (flowed over as many lines as that takes).
+/// How a timeline legend names its items, the longest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LegendWords {
+    /// "driver used", "cache released ×6".
+    Full,
+    /// Shorter names ("used", "alloc"), the counts kept.
+    Short,
+    /// The short names without the marks' counts.
+    Bare,
+}
+
+/// One way of writing a legend's items: values, and the words.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LegendForm {
+    pub values: LegendValues,
+    pub words: LegendWords,
+}
+
+/// A timeline legend in at most `rows` lines of `width`: with full values
+/// ("1.04 GiB") on one line if it can, else packed values ("1.04GiB"),
+/// else packed with one-space gaps, else names only; then names only over
+/// up to `rows` lines, then shorter words, then without the marks' counts
+/// (the marks first), and last the shortest form cut to `rows` lines
+/// ("…" at its end). The legend gives way to
+/// the chart: a chart of a pane's rows says more than the names of its
+/// lines, which their colours and the breakdown already tell.
 pub(crate) fn fit_legend<'a>(
-    items: impl Fn(LegendValues) -> Vec<Line<'a>>,
+    items: impl Fn(LegendForm) -> Vec<Line<'a>>,
     width: u16,
+    rows: u16,
 ) -> Vec<Line<'a>> {
-    let tiers: [(LegendValues, usize); 4] = [
-        (Some(super::format::bytes), 2),
-        (Some(super::format::bytes_short), 2),
-        (Some(super::format::bytes_short), 1),
-        (None, 2),
+    use LegendWords::{Bare, Full, Short};
+    let rows = usize::from(rows);
+    if rows == 0 {
+        return Vec::new();
+    }
+    let form = |values, words| LegendForm { values, words };
+    let one_line: [(LegendForm, usize); 3] = [
+        (form(Some(super::format::bytes), Full), 2),
+        (form(Some(super::format::bytes_short), Full), 2),
+        (form(Some(super::format::bytes_short), Full), 1),
     ];
-    let mut legend = Vec::new();
-    for (values, gap) in tiers {
-        legend = flow(items(values), width, gap);
+    for (f, gap) in one_line {
+        let legend = flow(items(f), width, gap);
         if legend.len() <= 1 {
-            break;
+            return legend;
         }
+    }
+    let within = [(Full, 2), (Short, 2), (Short, 1), (Bare, 2), (Bare, 1)];
+    for (words, gap) in within {
+        let legend = flow(items(form(None, words)), width, gap);
+        if legend.len() <= rows {
+            return legend;
+        }
+    }
+    // The items that fit, and a "…" where it fits too: the rest are left
+    // out, not cut mid-word.
+    let mut legend = flow(items(form(None, Bare)), width, 1);
+    legend.truncate(rows);
+    if let Some(last) = legend.last_mut()
+        && last.width() + 2 <= usize::from(width)
+    {
+        last.spans.push(Span::raw(" …"));
     }
     legend
 }
@@ -433,6 +477,55 @@ mod tests {
         let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
         assert_eq!(text, vec!["aaaa  bbbb", "cc"]);
         assert!(flow(Vec::new(), 10, 2).is_empty());
+    }
+
+    /// Legend items as a timeline writes them: "long"/"s" names, counts
+    /// but in the fewest words, values when asked.
+    fn legend(form: LegendForm) -> Vec<Line<'static>> {
+        let name = |long: &str, short: &str| match form.words {
+            LegendWords::Full => long.to_string(),
+            _ => short.to_string(),
+        };
+        let value = form
+            .values
+            .map_or(String::new(), |f| format!(" {}", f(1 << 30)));
+        let count = match form.words {
+            LegendWords::Bare => String::new(),
+            _ => " ×6".to_string(),
+        };
+        vec![
+            Line::from(format!("─ {}{value}", name("driver used", "used"))),
+            Line::from(format!("─ {}{value}", name("allocated", "alloc"))),
+            Line::from(format!("┊ {}{count}", name("cache released", "released"))),
+        ]
+    }
+
+    fn legend_text(width: u16, rows: u16) -> Vec<String> {
+        fit_legend(legend, width, rows)
+            .iter()
+            .map(|l| l.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_legend_takes_shorter_words_before_more_rows_than_it_is_given() {
+        assert_eq!(
+            legend_text(80, 1),
+            vec!["─ driver used 1.00 GiB  ─ allocated 1.00 GiB  ┊ cache released ×6"]
+        );
+        // Names only need two rows: with two, they take them.
+        assert_eq!(
+            legend_text(40, 2),
+            vec!["─ driver used  ─ allocated", "┊ cache released ×6"]
+        );
+        // With one: shorter words, the counts kept, then dropped.
+        assert_eq!(legend_text(40, 1), vec!["─ used  ─ alloc  ┊ released ×6"]);
+        assert_eq!(legend_text(28, 1), vec!["─ used ─ alloc ┊ released ×6"]);
+        assert_eq!(legend_text(27, 1), vec!["─ used  ─ alloc  ┊ released"]);
+        assert_eq!(legend_text(25, 1), vec!["─ used ─ alloc ┊ released"]);
+        // Still too wide: the items that fit, and "…" for the rest.
+        assert_eq!(legend_text(18, 1), vec!["─ used ─ alloc …"]);
+        assert!(legend_text(80, 0).is_empty(), "no rows, no legend");
     }
 
     #[test]

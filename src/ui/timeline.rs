@@ -10,7 +10,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
 
-use super::chrome::{self, pane_block};
+use super::chrome::{self, LegendForm, LegendWords, pane_block};
 use super::format;
 use super::theme::Theme;
 use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane};
@@ -25,10 +25,26 @@ pub struct TimelinePane<'a> {
 /// still gets a readable scale (0 … 1 MiB, not 0 … 1 B).
 pub(super) const MIN_SCALE_BYTES: u64 = 1 << 20;
 
-/// Chart rows below which a timeline draws its legend (with values) only:
-/// the x axis and its labels take two, and a plot of one or two rows shows
-/// a line with no scale to read it by.
-pub(super) const MIN_CHART_ROWS: u16 = 5;
+/// Chart rows (the x axis and its labels take two) the legend gives way
+/// to: three rows of plot. Rows beyond them go to the legend.
+pub(super) const FULL_CHART_ROWS: u16 = 5;
+
+/// The fewest chart rows drawn: two rows of plot. A one-row plot shows a
+/// line with no scale to read it by; a shorter pane shows the legend with
+/// the latest values instead.
+pub(super) const MIN_CHART_ROWS: u16 = 4;
+
+/// The rows a timeline's legend may take in a pane `inner_rows` high that
+/// draws a chart: those beyond [`FULL_CHART_ROWS`], or one where the pane
+/// is a row taller than [`MIN_CHART_ROWS`]. The legend gives way before
+/// the chart does: three legend rows over a pane of six left no room for
+/// a chart at all.
+pub(super) fn legend_room(inner_rows: u16) -> u16 {
+    match inner_rows.checked_sub(FULL_CHART_ROWS) {
+        Some(extra) if extra > 0 => extra,
+        _ => u16::from(inner_rows > MIN_CHART_ROWS),
+    }
+}
 
 impl<'a> TimelinePane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
@@ -47,14 +63,16 @@ impl<'a> TimelinePane<'a> {
 
 /// Legend entries for the chart's event marks, each only when there is
 /// one: `empty_cache()` calls that released memory, and OOMs.
-/// `release_word` names the release marks: the dashboard sees cached
-/// memory go back to the driver (`empty_cache()`, or PyTorch freeing its
-/// cache to retry a failed cudaMalloc) and cannot tell which; the viewer
-/// knows empty_cache points from the trace.
+/// `release_word` names the release marks in full ("released" in short
+/// words): the dashboard sees cached memory go back to the driver
+/// (`empty_cache()`, or PyTorch freeing its cache to retry a failed
+/// cudaMalloc) and cannot tell which; the viewer knows empty_cache points
+/// from the trace.
 pub(super) fn mark_legend(
     releases: usize,
     release_word: &str,
     ooms: usize,
+    words: LegendWords,
     theme: &Theme,
 ) -> Vec<Line<'static>> {
     let g = theme.glyphs();
@@ -62,17 +80,25 @@ pub(super) fn mark_legend(
         Marker::Custom(c) => c.to_string(),
         _ => "|".to_string(),
     };
+    let counted = |word: &str, n: usize| match words {
+        LegendWords::Bare => format!(" {word}"),
+        _ => format!(" {word} ×{n}"),
+    };
     let mut items = Vec::new();
     if releases > 0 {
+        let word = match words {
+            LegendWords::Full => release_word,
+            _ => "released",
+        };
         items.push(Line::from(vec![
             Span::styled(mark(g.release_mark), theme.marker_release),
-            Span::raw(format!(" {release_word} ×{releases}")),
+            Span::raw(counted(word, releases)),
         ]));
     }
     if ooms > 0 {
         items.push(Line::from(vec![
             Span::styled(mark(g.oom_mark), theme.marker_oom),
-            Span::raw(format!(" OOM ×{ooms}")),
+            Span::raw(counted("OOM", ooms)),
         ]));
     }
     items
@@ -292,57 +318,77 @@ impl Widget for TimelinePane<'_> {
         let (releases, ooms) = (count(MarkerKind::EmptyCache), count(MarkerKind::Oom));
 
         // The legend, with latest values when they fit on one line: as
-        // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none.
-        type Values = chrome::LegendValues;
-        let item = |marker: Marker, style: Style, name: &str, v: Option<u64>, values: Values| {
+        // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none; in
+        // shorter words where the rows the chart leaves need them.
+        let item = |marker: Marker, style: Style, name: &str, v: Option<u64>, form: LegendForm| {
             let mut spans = vec![
                 Span::styled(theme.series_glyph(marker), style),
                 Span::raw(format!(" {name}")),
             ];
-            if let (Some(shown), Some(v)) = (values, v) {
+            if let (Some(shown), Some(v)) = (form.values, v) {
                 spans.push(Span::raw(format!(" {}", shown(v))));
             }
             Line::from(spans)
         };
-        let legend_items = |values: Values| {
+        let legend_items = |form: LegendForm| {
+            let full = form.words == LegendWords::Full;
+            let name = |long, short| if full { long } else { short };
             let mut items = vec![item(
                 g.series_driver,
                 theme.context,
-                "driver used",
+                name("driver used", "used"),
                 driver.latest,
-                values,
+                form,
             )];
             if reserved.is_empty() && allocated.is_empty() {
-                items.push(Line::styled("allocated, reserved: n/a", theme.dim));
+                items.push(Line::styled(
+                    name("allocated, reserved: n/a", "alloc: n/a"),
+                    theme.dim,
+                ));
             } else {
                 items.push(item(
                     g.series_reserved,
                     theme.cached_free,
-                    "reserved",
+                    name("reserved", "res"),
                     reserved.latest,
-                    values,
+                    form,
                 ));
                 items.push(item(
                     g.series_allocated,
                     theme.allocated,
-                    "allocated",
+                    name("allocated", "alloc"),
                     allocated.latest,
-                    values,
+                    form,
                 ));
             }
-            items.extend(mark_legend(releases, "cache released", ooms, theme));
+            let marks = mark_legend(releases, "cache released", ooms, form.words, theme);
+            // In the fewest words the marks come first: when even those do not fit
+            // the legend's rows, what an OOM mark is says more than a line's name,
+            // which its colour and the breakdown tell too.
+            if form.words == LegendWords::Bare {
+                items.splice(0..0, marks);
+            } else {
+                items.extend(marks);
+            }
             items
         };
-        let legend = chrome::fit_legend(legend_items, inner.width);
-        let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
-        let chart_rows = inner.height.saturating_sub(legend_rows);
-        if chart_rows < MIN_CHART_ROWS {
+        if inner.height < MIN_CHART_ROWS {
             // Too short for a chart: the latest values.
-            let summary = chrome::flow(legend_items(Some(format::bytes)), inner.width, 2);
+            let summary = chrome::flow(
+                legend_items(LegendForm {
+                    values: Some(format::bytes),
+                    words: LegendWords::Full,
+                }),
+                inner.width,
+                2,
+            );
             chrome::lines_at(buf, inner, &summary);
             theme.finish(area, buf);
             return;
         }
+        let legend = chrome::fit_legend(legend_items, inner.width, legend_room(inner.height));
+        let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
+        let chart_rows = inner.height.saturating_sub(legend_rows);
         let chart_area = Rect {
             height: chart_rows,
             ..inner
@@ -465,6 +511,15 @@ mod tests {
         assert!(!s.is_empty());
         let none = series(&[], 0, 0, 3000, |p| p.allocated);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn the_legend_has_rows_only_beyond_a_chart_of_two_or_three_plot_rows() {
+        let room: Vec<u16> = (0..=9).map(legend_room).collect();
+        // Four rows inside: the chart alone (two rows of plot); five: one
+        // legend row under the same chart; six: a row of plot more; then
+        // every row more goes to the legend.
+        assert_eq!(room, vec![0, 0, 0, 0, 0, 1, 1, 2, 3, 4]);
     }
 
     #[test]

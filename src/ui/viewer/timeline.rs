@@ -12,12 +12,12 @@ use super::status::trace_reading_text;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::scrub::{MarkKind, Point};
-use crate::ui::chrome::{self, pane_block};
+use crate::ui::chrome::{self, LegendForm, LegendWords, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
-    MIN_CHART_ROWS, MIN_SCALE_BYTES, byte_axis_labels, dataset, mark_legend, nice_ceiling,
-    vertical_line,
+    MIN_CHART_ROWS, MIN_SCALE_BYTES, byte_axis_labels, dataset, legend_room, mark_legend,
+    nice_ceiling, vertical_line,
 };
 
 /// Downsamples a series of `n` values to at most `columns` × 2 points: per
@@ -120,10 +120,12 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let now = d.points.get(cursor).copied();
     let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
     // The values at the cursor as everywhere ("3.52 GiB"), else packed
-    // ("3.52GiB"), else none: the legend keeps one row.
-    type Values = chrome::LegendValues;
-    let legend_items = |values: Values| {
-        let shown = |v: fn(&Point) -> u64| match (values, now) {
+    // ("3.52GiB"), else none; in shorter words where the rows the chart
+    // leaves need them.
+    let legend_items = |form: LegendForm| {
+        let full = form.words == LegendWords::Full;
+        let name = |long, short| if full { long } else { short };
+        let shown = |v: fn(&Point) -> u64| match (form.values, now) {
             (Some(f), Some(p)) => format!(" {}", f(v(&p))),
             (None, Some(_)) => String::new(),
             (_, None) => format!(" {}", format::NA),
@@ -131,28 +133,53 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         let mut items = vec![
             Line::from(vec![
                 Span::styled(theme.series_glyph(g.series_reserved), theme.cached_free),
-                Span::raw(format!(" reserved{}", shown(|p| p.reserved))),
+                Span::raw(format!(
+                    " {}{}",
+                    name("reserved", "res"),
+                    shown(|p| p.reserved)
+                )),
             ]),
             Line::from(vec![
                 Span::styled(theme.series_glyph(g.series_allocated), theme.allocated),
-                Span::raw(format!(" allocated{}", shown(|p| p.allocated))),
+                Span::raw(format!(
+                    " {}{}",
+                    name("allocated", "alloc"),
+                    shown(|p| p.allocated)
+                )),
             ]),
             Line::from(vec![
                 Span::styled(g.timeline_cursor.to_string(), theme.key),
                 Span::raw(" cursor"),
             ]),
         ];
-        items.extend(mark_legend(releases, "empty_cache", ooms, theme));
+        let marks = mark_legend(releases, "empty_cache", ooms, form.words, theme);
+        // In the fewest words the marks come first: when even those do not fit
+        // the legend's rows, what an OOM mark is says more than a line's name,
+        // which its colour and the breakdown tell too.
+        if form.words == LegendWords::Bare {
+            items.splice(0..0, marks);
+        } else {
+            items.extend(marks);
+        }
         items
     };
-    let legend = chrome::fit_legend(legend_items, inner.width);
-    let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
-    let chart_rows = inner.height.saturating_sub(legend_rows);
-    if chart_rows < MIN_CHART_ROWS {
-        chrome::lines_at(buf, inner, &legend);
+    if inner.height < MIN_CHART_ROWS {
+        // Too short for a chart: the values at the cursor.
+        let summary = chrome::flow(
+            legend_items(LegendForm {
+                values: Some(format::bytes),
+                words: LegendWords::Full,
+            }),
+            inner.width,
+            2,
+        );
+        chrome::lines_at(buf, inner, &summary);
         theme.finish(area, buf);
         return;
     }
+    let legend = chrome::fit_legend(legend_items, inner.width, legend_room(inner.height));
+    let legend_rows = u16::try_from(legend.len()).unwrap_or(u16::MAX);
+    let chart_rows = inner.height.saturating_sub(legend_rows);
     let column = |xs: Vec<f64>| -> Vec<(f64, f64)> {
         xs.into_iter()
             .flat_map(|x| vertical_line(x, chart_rows, top))
