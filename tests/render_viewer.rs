@@ -610,6 +610,43 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
 }
 
 #[test]
+fn while_the_comparison_is_open_the_status_line_hints_its_keys_not_the_viewers() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('M'));
+    let hints = |v: &ViewerState| {
+        let screen = text(draw(v, 120, 40).backend().buffer());
+        screen
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    assert!(hints(&v).contains("→ event"), "{}", hints(&v));
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_some());
+    let open = hints(&v);
+    assert_eq!(open, "q quit  Esc close  ↑ up  ↓ down  PgDn page");
+    // → does nothing there, as the hints no longer promise.
+    let cursor = v.cursor();
+    press(&mut v, KeyCode::Right);
+    assert_eq!(v.cursor(), cursor);
+    press(&mut v, KeyCode::Esc);
+    assert!(v.compare.is_none());
+    assert!(hints(&v).contains("→ event"), "{}", hints(&v));
+    // The help lists the comparison's keys in a section of their own.
+    press(&mut v, KeyCode::Char('?'));
+    let help = text(draw(&v, 120, 80).backend().buffer());
+    assert!(help.contains("In the A/B comparison (c)"), "{help}");
+    assert!(help.contains("close the comparison"), "{help}");
+}
+
+#[test]
 fn page_keys_scroll_the_comparison_and_the_block_detail_by_the_rows_they_show_less_one() {
     let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
         return;

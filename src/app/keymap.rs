@@ -231,6 +231,49 @@ const DETAIL_BINDINGS: [(&str, DetailKey, Option<&str>); 8] = [
     ("End", DetailKey::Bottom, None),
 ];
 
+/// What a key does while the viewer's A/B comparison is open (it takes
+/// the keys, as the block detail does: the trace does not move under it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareKey {
+    Quit,
+    Close,
+    ScrollUp,
+    ScrollDown,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+}
+
+impl CompareKey {
+    pub fn describe(self) -> &'static str {
+        match self {
+            CompareKey::Quit => "quit",
+            CompareKey::Close => "close the comparison",
+            CompareKey::ScrollUp => "scroll up a row",
+            CompareKey::ScrollDown => "scroll down a row",
+            CompareKey::PageUp => "scroll up a page",
+            CompareKey::PageDown => "scroll down a page",
+            CompareKey::Top => "top of the comparison",
+            CompareKey::Bottom => "end of the comparison",
+        }
+    }
+}
+
+/// The A/B comparison's keys: (keys, key, status-line hint). What a key
+/// does there, the status line's hints and the help's rows are all read
+/// from this table ([`label_key`] reads its keys).
+const COMPARE_BINDINGS: [(&str, CompareKey, Option<&str>); 8] = [
+    ("q Ctrl-C", CompareKey::Quit, Some("quit")),
+    ("Esc Enter c", CompareKey::Close, Some("close")),
+    ("↑ k", CompareKey::ScrollUp, Some("up")),
+    ("↓ j", CompareKey::ScrollDown, Some("down")),
+    ("PgUp", CompareKey::PageUp, None),
+    ("PgDn", CompareKey::PageDown, Some("page")),
+    ("Home", CompareKey::Top, None),
+    ("End", CompareKey::Bottom, None),
+];
+
 /// One binding of the snapshot viewer (shown in its help and hints).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ViewerBinding {
@@ -492,6 +535,41 @@ impl Keymap {
     /// (keys, description) rows of the block detail for the help overlay.
     pub fn detail_help_rows(&self) -> Vec<(&'static str, &'static str)> {
         DETAIL_BINDINGS
+            .iter()
+            .map(|(keys, key, _)| (*keys, key.describe()))
+            .collect()
+    }
+
+    /// What `key` does while the viewer's A/B comparison is open: the
+    /// first binding of [`COMPARE_BINDINGS`] that names it.
+    pub fn compare_key_for(&self, key: KeyEvent) -> Option<CompareKey> {
+        let ctrl = |k: &KeyEvent| k.modifiers.contains(KeyModifiers::CONTROL);
+        // Shift and the key's kind are not compared: a terminal may report
+        // them or not for the same key.
+        let names = |keys: &str| {
+            keys.split(' ')
+                .filter_map(label_key)
+                .any(|bound| bound.code == key.code && ctrl(&bound) == ctrl(&key))
+        };
+        COMPARE_BINDINGS
+            .iter()
+            .find(|(keys, _, _)| names(keys))
+            .map(|&(_, bound, _)| bound)
+    }
+
+    /// "key action" pairs for the viewer's status line while the A/B
+    /// comparison is open (help is not among them: it takes `?` too).
+    pub fn compare_hints(&self) -> Vec<(&'static str, &'static str)> {
+        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
+        COMPARE_BINDINGS
+            .iter()
+            .filter_map(|(keys, _, hint)| hint.map(|h| (first(keys), h)))
+            .collect()
+    }
+
+    /// (keys, description) rows of the A/B comparison for the help overlay.
+    pub fn compare_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+        COMPARE_BINDINGS
             .iter()
             .map(|(keys, key, _)| (*keys, key.describe()))
             .collect()
@@ -959,6 +1037,33 @@ mod tests {
         assert_eq!(k.detail_key_for(arrow), None, "the trace does not move");
         assert!(k.detail_hints().contains(&("Esc", "close")));
         assert!(!k.detail_hints().iter().any(|h| h.1 == "event"));
+    }
+
+    #[test]
+    fn every_comparison_binding_dispatches_to_its_own_key_and_nothing_else_does() {
+        let k = Keymap::default();
+        for (keys, bound, _) in COMPARE_BINDINGS {
+            for name in keys.split(' ') {
+                let event = label_key(name).expect("a key the table can name");
+                assert_eq!(k.compare_key_for(event), Some(bound), "{name}");
+            }
+        }
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(k.compare_key_for(ctrl_c), Some(CompareKey::Quit));
+        assert_eq!(
+            k.compare_key_for(key(KeyCode::Char('c'))),
+            Some(CompareKey::Close)
+        );
+        for other in [KeyCode::Right, KeyCode::Left, KeyCode::Char('?')] {
+            assert_eq!(k.compare_key_for(key(other)), None, "{other:?}");
+        }
+        // The hints name the comparison's keys, none of the viewer's.
+        let hints = k.compare_hints();
+        assert_eq!(hints.first(), Some(&("q", "quit")));
+        assert!(hints.contains(&("Esc", "close")), "{hints:?}");
+        assert!(hints.contains(&("PgDn", "page")), "{hints:?}");
+        assert!(!hints.iter().any(|h| h.1 == "event"), "{hints:?}");
+        assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
     }
 
     #[test]

@@ -8,10 +8,10 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 use serde::Serialize;
 
-use super::keymap::{Action, DetailKey, Keymap};
+use super::keymap::{Action, CompareKey, DetailKey, Keymap};
 use super::state::{AllocatorView, AppState, GpuState, History, Overlay, Pane, StatusState};
 use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
@@ -1063,23 +1063,25 @@ impl ViewerState {
     }
 
     fn answer_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if self.compare.is_some() {
-            return match key.code {
-                KeyCode::Char('c') if ctrl => Effect::Quit,
-                KeyCode::Char('q') => Effect::Quit,
-                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('c') => {
+            return match keymap.compare_key_for(key) {
+                Some(CompareKey::Quit) => Effect::Quit,
+                Some(CompareKey::Close) => {
                     self.compare = None;
                     self.compare_scroll = 0;
                     Effect::Redraw
                 }
-                KeyCode::Up | KeyCode::Char('k') => self.scroll_compare(-1),
-                KeyCode::Down | KeyCode::Char('j') => self.scroll_compare(1),
-                KeyCode::PageUp => self.scroll_compare(-popup_page(&self.compare_page_rows)),
-                KeyCode::PageDown => self.scroll_compare(popup_page(&self.compare_page_rows)),
-                KeyCode::Home => self.scroll_compare(isize::MIN),
-                KeyCode::End => self.scroll_compare(isize::MAX),
-                _ => Effect::None,
+                Some(CompareKey::ScrollUp) => self.scroll_compare(-1),
+                Some(CompareKey::ScrollDown) => self.scroll_compare(1),
+                Some(CompareKey::PageUp) => {
+                    self.scroll_compare(-popup_page(&self.compare_page_rows))
+                }
+                Some(CompareKey::PageDown) => {
+                    self.scroll_compare(popup_page(&self.compare_page_rows))
+                }
+                Some(CompareKey::Top) => self.scroll_compare(isize::MIN),
+                Some(CompareKey::Bottom) => self.scroll_compare(isize::MAX),
+                None => Effect::None,
             };
         }
         if self.sites_take_keys() {

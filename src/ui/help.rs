@@ -238,6 +238,11 @@ impl<'a> HelpOverlay<'a> {
             for (keys, what) in self.keymap.detail_help_rows() {
                 lines.extend(row(keys, quit_words(what), key_w));
             }
+            lines.push(Line::raw(""));
+            lines.push(Line::styled("In the A/B comparison (c)", theme.header));
+            for (keys, what) in self.keymap.compare_help_rows() {
+                lines.extend(row(keys, quit_words(what), key_w));
+            }
             return lines;
         }
         if self.stress {

@@ -195,7 +195,10 @@ pub(super) fn render_status(
     chrome::line_at(buf, area, 0, &first);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
     let sites = v.sites_take_keys();
-    let mut all = if v.detail_open {
+    // The comparison takes the keys over the block detail too.
+    let mut all = if v.compare.is_some() {
+        keymap.compare_hints()
+    } else if v.detail_open {
         keymap.detail_hints()
     } else if trace_less {
         keymap.viewer_hints_without_trace(sites)
