@@ -669,3 +669,38 @@ fn whole_stack_labels_that_part_in_long_cpp_frames_still_read_apart_at_80_column
         }
     }
 }
+
+#[test]
+fn a_whole_stack_name_too_long_for_its_row_drops_its_frame_count_whole_first() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    while v.grouping != Grouping::Stack {
+        key(&mut v, 'g');
+    }
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let rows: Vec<&str> = screen
+            .lines()
+            .filter(|l| l.contains(" blk  "))
+            .map(str::trim_end)
+            .collect();
+        assert!(!rows.is_empty(), "{screen}");
+        for row in &rows {
+            // "(stack of 2…" read as a count of two: the count is whole or
+            // not there.
+            if let Some((_, count)) = row.split_once("(stack of ") {
+                assert!(count.ends_with(" frames)"), "{w}×{h}: {row}");
+            }
+        }
+        if w == 80 {
+            assert!(
+                rows.iter()
+                    .any(|r| r.ends_with("trace_peak_memory.py:7 custom_softmax")),
+                "{screen}"
+            );
+        }
+    }
+}

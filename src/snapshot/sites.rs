@@ -733,19 +733,25 @@ impl Site {
     /// frame count, else its short form, else the short form with its
     /// head (the part the sites named alike share) cut, else its parting
     /// frames alone, each cut in its middle. A label without a short form
-    /// comes whole: the pane cuts its end.
+    /// comes without its frame count: the pane cuts its end.
     pub fn label_within(&self, width: usize) -> String {
         let fits = |text: &str| text.chars().count() <= width;
         if fits(&self.label) {
             return self.label.clone();
         }
-        let Some(short) = &self.short_label else {
-            return self.label.clone();
+        // The frame count goes whole before any of the name does: a label
+        // cut inside it ("custom_softmax (stack of 2…") read as a count of
+        // 2, and one cut inside the name lost what the count only adds to.
+        let uncounted = match self.key {
+            SiteKey::Stack(_) => self
+                .label
+                .rsplit_once(" (stack of ")
+                .map_or(self.label.as_str(), |(head, _)| head),
+            _ => self.label.as_str(),
         };
-        let uncounted = self
-            .label
-            .rsplit_once(" (stack of ")
-            .map_or(self.label.as_str(), |(head, _)| head);
+        let Some(short) = &self.short_label else {
+            return uncounted.to_string();
+        };
         if fits(uncounted) {
             return uncounted.to_string();
         }
