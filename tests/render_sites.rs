@@ -704,3 +704,34 @@ fn a_whole_stack_name_too_long_for_its_row_drops_its_frame_count_whole_first() {
         }
     }
 }
+
+#[test]
+fn a_site_list_longer_than_the_pane_says_how_many_sites_it_hides() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let total = v.sites.as_ref().expect("open").sites.len();
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains(&format!("· {total} sites ·")), "{screen}");
+    let shown = screen.lines().filter(|l| l.contains(" blk  ")).count();
+    assert!(
+        shown < total,
+        "the pane is too short for every site: {screen}"
+    );
+    let hidden = total - shown;
+    assert!(
+        screen.contains(&format!("… {hidden} more (↓ scrolls)")),
+        "{screen}"
+    );
+    // At the last site the marker counts the sites above.
+    for _ in 0..total {
+        press(&mut v, KeyCode::Down);
+    }
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(
+        screen.contains(&format!("… {hidden} above (↑ scrolls back)")),
+        "{screen}"
+    );
+}

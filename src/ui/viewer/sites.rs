@@ -178,8 +178,11 @@ pub(super) fn render_sites(
     } else {
         inner.height
     };
-    let rows = usize::from(list_h);
-    let first = chrome::first_shown(v.selected_site, rows);
+    // A list longer than its rows keeps its last row to say how many
+    // sites it does not show: the title's count alone left a hidden site
+    // unmentioned until the list was scrolled.
+    let cut = ListCut::of(sites.sites.len(), usize::from(list_h), v.selected_site);
+    let (first, rows) = (cut.first, cut.rows);
     for (row, (i, site)) in sites
         .sites
         .iter()
@@ -208,6 +211,10 @@ pub(super) fn render_sites(
             style,
         );
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
+    }
+    if let Some(marker) = cut.marker(v.site_expanded) {
+        let row = u16::try_from(rows).unwrap_or(u16::MAX);
+        chrome::line_at(buf, inner, row, &Line::styled(marker, theme.dim));
     }
     if v.site_expanded
         && let Some(site) = v.selected_site()
@@ -243,6 +250,57 @@ pub(super) fn render_sites(
         }
     }
     theme.finish(area, buf);
+}
+
+/// Which sites a list of `height` rows shows: when they do not all fit,
+/// the last row says how many are above and below, and how to reach them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ListCut {
+    /// The first site shown.
+    first: usize,
+    /// Sites shown (the marker row not counted).
+    rows: usize,
+    total: usize,
+    /// Whether the last row is the marker's.
+    marked: bool,
+}
+
+impl ListCut {
+    fn of(total: usize, height: usize, selected: usize) -> ListCut {
+        // One row is no room for a site and a marker: the selected site.
+        let marked = total > height && height >= 2;
+        let rows = height - usize::from(marked);
+        ListCut {
+            first: chrome::first_shown(selected, rows),
+            rows,
+            total,
+            marked,
+        }
+    }
+
+    /// "… 1 more (↓ scrolls)" when sites are not shown. `expanded`: ↑/↓
+    /// scroll the expanded site's stack, so the list is reached after Esc.
+    fn marker(&self, expanded: bool) -> Option<String> {
+        let above = self.first;
+        let below = self.total.saturating_sub(self.first + self.rows);
+        if !self.marked {
+            return None;
+        }
+        let counts = match (above, below) {
+            (0, _) => format!("… {below} more"),
+            (_, 0) => format!("… {above} above"),
+            _ => format!("… {below} more, {above} above"),
+        };
+        let keys = match (expanded, above > 0, below > 0) {
+            (false, false, _) => "↓ scrolls",
+            (false, true, false) => "↑ scrolls back",
+            (false, true, true) => "↑ ↓ scroll",
+            (true, false, _) => "Esc, then ↓",
+            (true, true, false) => "Esc, then ↑",
+            (true, true, true) => "Esc, then ↑ ↓",
+        };
+        Some(format!("{counts} ({keys})"))
+    }
 }
 
 /// Which rows of an expanded site's `total` lines a detail area of
@@ -333,6 +391,32 @@ mod tests {
         let fits = scrolled(9, 9, 3);
         assert_eq!((fits.first, fits.rows, fits.limit), (0, 9, 0));
         assert_eq!(fits.marker(), None);
+    }
+
+    #[test]
+    fn a_site_list_longer_than_its_rows_says_how_many_it_does_not_show() {
+        // Eleven sites in ten rows: nine sites and the marker.
+        let top = ListCut::of(11, 10, 0);
+        assert_eq!((top.first, top.rows), (0, 9));
+        assert_eq!(top.marker(false).as_deref(), Some("… 2 more (↓ scrolls)"));
+        let middle = ListCut::of(11, 10, 9);
+        assert_eq!((middle.first, middle.rows), (1, 9));
+        assert_eq!(
+            middle.marker(false).as_deref(),
+            Some("… 1 more, 1 above (↑ ↓ scroll)")
+        );
+        let end = ListCut::of(11, 10, 10);
+        assert_eq!(
+            end.marker(false).as_deref(),
+            Some("… 2 above (↑ scrolls back)")
+        );
+        // Expanded, ↑/↓ scroll the stack: the list is reached after Esc.
+        assert_eq!(top.marker(true).as_deref(), Some("… 2 more (Esc, then ↓)"));
+        // Sites that fit: all of them, no marker; one row keeps its site.
+        let fits = ListCut::of(10, 10, 9);
+        assert_eq!((fits.first, fits.rows, fits.marker(false)), (0, 10, None));
+        let one = ListCut::of(5, 1, 3);
+        assert_eq!((one.first, one.rows, one.marker(false)), (3, 1, None));
     }
 
     #[test]
