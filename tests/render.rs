@@ -572,21 +572,32 @@ fn smaller_terminals_collapse_panes_but_keep_the_focused_one() {
 }
 
 #[test]
-fn below_40x10_only_says_the_terminal_is_too_small() {
+fn below_40x10_says_the_terminals_size_and_the_size_needed() {
     let (_cluster, state) = training(2);
     let theme = Theme::colored();
     for (w, h, said) in [
-        (39, 24, "terminal too small: 39x24, need 40x10"),
-        (33, 24, "terminal too small (need 40x10)"),
-        (80, 9, "terminal too small: 80x9, need 40x10"),
-        (30, 8, "too small: need 40x10"),
-        (12, 3, "need 40x10"),
+        (39, 24, "terminal 39×24: needs at least 40×10"),
+        (80, 9, "terminal 80×9: vramtop needs at least 40×10"),
+        (43, 9, "terminal 43×9: vramtop needs at least 40×10"),
+        (30, 8, "30×8: needs at least 40×10"),
+        (20, 8, "20×8: needs 40×10"),
+        // Narrower still: both sizes, over two rows.
+        (12, 3, "12×3: needs\n40×10"),
     ] {
         let terminal = draw(&state, &theme, w, h);
         let drawn = text(terminal.backend().buffer());
-        assert!(drawn.contains(said), "{w}×{h}: {drawn}");
+        let words: Vec<&str> = drawn
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(words.join("\n"), said, "{w}×{h}: {drawn}");
         assert!(!drawn.contains("GPUs"), "{w}×{h}: no panes");
     }
+    // ASCII: "x" for "×".
+    let ascii = Theme::colored().with_ascii(true);
+    let drawn = text(draw(&state, &ascii, 30, 8).backend().buffer());
+    assert!(drawn.contains("30x8: needs at least 40x10"), "{drawn}");
 }
 
 #[test]

@@ -183,26 +183,43 @@ fn too_small(area: Rect) -> bool {
 
 /// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of panes.
 fn render_too_small(area: Rect, buf: &mut Buffer, theme: &Theme) {
-    let row = area.height / 2;
-    let text = too_small_text(area.width, area.height);
-    chrome::line_at(buf, area, row, &Line::styled(text, theme.warning));
+    let lines = too_small_lines(area.width, area.height);
+    let n = u16::try_from(lines.len()).unwrap_or(u16::MAX);
+    let top = area.height.saturating_sub(n) / 2;
+    let rows = Rect {
+        y: area.y + top,
+        height: area.height - top,
+        ..area
+    };
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|l| Line::styled(l, theme.warning))
+        .collect();
+    chrome::lines_at(buf, rows, &lines);
     theme.finish(area, buf);
 }
 
-/// The longest way of saying the terminal is too small that fits `width`
-/// columns (ASCII `x`: it reads the same with `--ascii`).
-fn too_small_text(width: u16, height: u16) -> String {
-    let need = format!("{MIN_WIDTH}x{MIN_HEIGHT}");
-    [
-        format!("terminal too small: {width}x{height}, need {need}"),
-        format!("terminal too small (need {need})"),
-        format!("too small: need {need}"),
-        format!("need {need}"),
-        need.clone(),
-    ]
-    .into_iter()
-    .find(|t| t.chars().count() <= usize::from(width))
-    .unwrap_or(need)
+/// The longest way of saying the terminal's size and the size needed
+/// that fits one row of `width` columns; on a narrower one the shortest,
+/// word-wrapped (what the rows and columns cannot hold is cut when drawn):
+/// "need 40x10" alone did not say the terminal was the problem, nor how
+/// far off it was. `×` reads `x` with `--ascii`.
+fn too_small_lines(width: u16, height: u16) -> Vec<String> {
+    let (have, need) = (
+        format!("{width}×{height}"),
+        format!("{MIN_WIDTH}×{MIN_HEIGHT}"),
+    );
+    let tiers = [
+        format!("terminal {have}: vramtop needs at least {need}"),
+        format!("terminal {have}: needs at least {need}"),
+        format!("{have}: needs at least {need}"),
+        format!("{have}: needs {need}"),
+    ];
+    let fits = |t: &String| t.chars().count() <= usize::from(width);
+    match tiers.iter().find(|t| fits(t)) {
+        Some(t) => vec![t.clone()],
+        None => chrome::wrap(&tiers[tiers.len() - 1], width),
+    }
 }
 
 /// The GPU (index into `state.gpus`) drawn on screen row `row` of a GPUs
