@@ -647,6 +647,27 @@ fn while_the_comparison_is_open_the_status_line_hints_its_keys_not_the_viewers()
 }
 
 #[test]
+fn c_without_both_marks_says_what_is_missing_whole_at_80_columns() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let notice = |v: &ViewerState| {
+        let screen = text(draw(v, 80, 24).backend().buffer());
+        let rows: Vec<&str> = screen.lines().collect();
+        rows[rows.len() - 2].trim_end().to_string()
+    };
+    press(&mut v, KeyCode::Char('c'));
+    assert_eq!(
+        notice(&v),
+        "c compares A and B: m marks A, M marks B (neither is marked)"
+    );
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('c'));
+    assert_eq!(notice(&v), "c compares A and B: M marks B (A is event 97)");
+    assert!(v.compare.is_none());
+}
+
+#[test]
 fn page_keys_scroll_the_comparison_and_the_block_detail_by_the_rows_they_show_less_one() {
     let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
         return;

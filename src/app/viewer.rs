@@ -968,14 +968,16 @@ impl ViewerState {
                     self.compare_scroll = 0;
                     return Effect::Redraw;
                 }
-                let shown =
-                    |m: Option<usize>| m.map_or("not marked".to_string(), |e| format!("event {e}"));
-                if self.mark_a.is_none() || self.mark_b.is_none() {
-                    self.app.ui.notice = Some(format!(
-                        "c compares two marked events: m marks A, M marks B (A: {}, B: {})",
-                        shown(self.mark_a),
-                        shown(self.mark_b)
-                    ));
+                // Whole on an 80-column status line, the longest event
+                // number included: what is missing, and the mark already set.
+                let missing = match (self.mark_a, self.mark_b) {
+                    (None, None) => Some("m marks A, M marks B (neither is marked)".to_string()),
+                    (Some(a), None) => Some(format!("M marks B (A is event {a})")),
+                    (None, Some(b)) => Some(format!("m marks A (B is event {b})")),
+                    (Some(_), Some(_)) => None,
+                };
+                if let Some(missing) = missing {
+                    self.app.ui.notice = Some(format!("c compares A and B: {missing}"));
                     return Effect::Redraw;
                 }
                 self.order_marks();
