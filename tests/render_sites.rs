@@ -735,3 +735,34 @@ fn a_site_list_longer_than_the_pane_says_how_many_sites_it_hides() {
         "{screen}"
     );
 }
+
+#[test]
+fn the_function_grouping_names_a_cpp_function_as_the_other_groupings_do() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let label_of = |v: &ViewerState, needle: &str| {
+        v.sites
+            .as_ref()
+            .expect("open")
+            .sites
+            .iter()
+            .map(|s| s.label.clone())
+            .find(|l| l.contains(needle))
+    };
+    // The user-frame grouping falls back to the autograd node's frame.
+    let short = label_of(&v, "DivBackward0").expect("a DivBackward0 site");
+    assert_eq!(short, "DivBackward0::apply (C++)");
+    while v.grouping != Grouping::Function {
+        key(&mut v, 'g');
+    }
+    assert_eq!(
+        label_of(&v, "DivBackward0").as_deref(),
+        Some(short.as_str())
+    );
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("DivBackward0::apply (C++)"), "{screen}");
+    assert!(!screen.contains("autograd::generated"), "{screen}");
+}

@@ -182,17 +182,30 @@ pub fn frame_label(f: &Frame) -> String {
     if is_python(f) {
         return format!("{} {}", file_line(f), f.name);
     }
-    let file = short_file(&f.filename);
-    let short = short_function(&f.name);
-    // Autograd nodes are generated into one long namespace.
-    let name = short
-        .strip_prefix("torch::autograd::generated::")
-        .unwrap_or(&short);
-    if file.is_empty() || file == "??" {
+    let name = cpp_name(&f.name);
+    if has_no_file(&f.filename) {
         format!("{name} (C++)")
     } else {
         format!("{name} ({})", file_line(f))
     }
+}
+
+/// A C++ function as site labels name it: [`short_function`], without the
+/// namespace autograd nodes are generated into
+/// (`torch::autograd::generated::DivBackward0::apply(…)` →
+/// `DivBackward0::apply`).
+fn cpp_name(name: &str) -> String {
+    let short = short_function(name);
+    match short.strip_prefix("torch::autograd::generated::") {
+        Some(rest) => rest.to_string(),
+        None => short,
+    }
+}
+
+/// Whether a frame's file is unknown: empty, or `??` as PyTorch writes
+/// C++ frames without debug information.
+fn has_no_file(filename: &str) -> bool {
+    matches!(short_file(filename), "" | "??")
 }
 
 /// The user's frames that called the frame at `site` of `stack` (those
@@ -299,6 +312,15 @@ impl SiteKey {
     pub fn label(&self) -> String {
         match self {
             SiteKey::Frame(f) => frame_label(f),
+            // A C++ function is named as the other groupings name its
+            // frame, not by its whole signature.
+            SiteKey::Function { filename, name } if !is_python_file(filename) => {
+                if has_no_file(filename) {
+                    format!("{} (C++)", cpp_name(name))
+                } else {
+                    format!("{} ({})", cpp_name(name), short_file(filename))
+                }
+            }
             SiteKey::Function { filename, name } => {
                 format!("{} ({})", name, short_file(filename))
             }
@@ -368,7 +390,13 @@ pub fn is_noise(f: &Frame) -> bool {
 
 /// A Python source frame (`.py`, or generated code such as `<string>`).
 pub fn is_python(f: &Frame) -> bool {
-    f.filename.ends_with(".py") || (f.filename.starts_with('<') && f.filename.ends_with('>'))
+    is_python_file(&f.filename)
+}
+
+/// Whether `filename` is a Python frame's: a `.py` file, or a `<…>` one
+/// (`<frozen runpy>`, `<string>`).
+fn is_python_file(filename: &str) -> bool {
+    filename.ends_with(".py") || (filename.starts_with('<') && filename.ends_with('>'))
 }
 
 /// A frame of torch's own package (Linux, macOS or Windows paths).
