@@ -186,6 +186,49 @@ fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
 }
 
 #[test]
+fn a_cpp_frame_without_a_file_or_line_reads_as_everywhere_else_in_the_block_detail() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // At the peak, the site of a backward thread's block: a stack of C++
+    // frames only, which the detail lists.
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('w'));
+    let at = v
+        .sites
+        .as_ref()
+        .and_then(|s| {
+            s.sites
+                .iter()
+                .position(|s| s.label.contains("DivBackward0"))
+        })
+        .expect("a DivBackward0 site");
+    for _ in 0..at {
+        press(&mut v, KeyCode::Down);
+    }
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let lines: Vec<String> = detail_lines(&v, 110)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let frames: Vec<&String> = lines.iter().filter(|l| l.starts_with("  ")).collect();
+    assert!(
+        frames.iter().any(|l| l.contains("DivBackward0::apply")),
+        "{lines:#?}"
+    );
+    for l in &frames {
+        assert!(!l.starts_with("  :"), "a frame without its file: {l}");
+        assert!(!l.contains(":0 "), "line 0 is no line: {l}");
+    }
+    assert!(
+        frames.iter().any(|l| l.starts_with("  ??:? ")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
 fn a_narrow_block_detail_wraps_its_long_lines_instead_of_cutting_them() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -143,13 +143,13 @@ pub fn short_file(filename: &str) -> &str {
 /// `file:line` (line `?` when unknown: PyTorch writes 0 for C++ frames
 /// without line information and 2^64−1, read as −1, for unknown lines).
 pub fn file_line(f: &Frame) -> String {
-    let file = short_file(&f.filename);
-    let file = if file.is_empty() { "??" } else { file };
-    // Line 0 (none recorded) and PyTorch's unknown line both read `?`.
-    match f.known_line().filter(|&line| line > 0) {
-        Some(line) => format!("{file}:{line}"),
-        None => format!("{file}:?"),
-    }
+    format!("{}:{}", shown_file(short_file(&f.filename)), f.shown_line())
+}
+
+/// A frame's file as shown: `??` when none is recorded, as PyTorch writes
+/// most C++ frames (others it leaves empty).
+pub fn shown_file(filename: &str) -> &str {
+    if filename.is_empty() { "??" } else { filename }
 }
 
 /// A C++ function name without its return type and parameter list

@@ -41,13 +41,14 @@ impl Frame {
         (self.line != Self::UNKNOWN_LINE).then_some(self.line)
     }
 
-    /// The line as shown to people: the number, or `?` when unknown.
+    /// The line as shown to people: the number, or `?` when unknown or 0
+    /// (PyTorch's line for a C++ frame without line information).
     pub fn shown_line(&self) -> ShownLine {
-        ShownLine(self.known_line())
+        ShownLine(self.known_line().filter(|&line| line > 0))
     }
 }
 
-/// A frame's line for display: the number, or `?` when unknown.
+/// A frame's line for display: the number, or `?` when none is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShownLine(Option<u64>);
 

@@ -9,20 +9,23 @@ use super::elapsed;
 use super::popup::{PopupScroll, render_text_popup};
 use crate::alloc::BlockState;
 use crate::app::viewer::ViewerState;
-use crate::snapshot::sites::{frame_counts, listed_frames, site_key};
+use crate::snapshot::sites::{frame_counts, listed_frames, shown_file, site_key};
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
-/// A frame as "file:line name", the file cut from the left to fit.
+/// A frame as "file:line name", the file cut from the left to fit. A
+/// frame without a file or line reads `??:?`, as the sites pane writes
+/// it: a C++ frame with an empty file read ":0 at::…" beside "??:0".
 fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
     let tail = format!(":{} {}", f.shown_line(), f.name);
     let room = width.saturating_sub(tail.chars().count()).max(8);
-    let file: String = if f.filename.chars().count() > room {
-        let skip = f.filename.chars().count() - (room - 1);
-        format!("…{}", f.filename.chars().skip(skip).collect::<String>())
+    let filename = shown_file(&f.filename);
+    let file: String = if filename.chars().count() > room {
+        let skip = filename.chars().count() - (room - 1);
+        format!("…{}", filename.chars().skip(skip).collect::<String>())
     } else {
-        f.filename.to_string()
+        filename.to_string()
     };
     format!("{file}{tail}")
 }
