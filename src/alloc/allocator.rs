@@ -2000,7 +2000,11 @@ impl<D: DeviceMemory> CachingAllocator<D> {
                 array.large_pool.current,
                 array.all.current,
             ];
-            let want = [want[0] as i64, want[1] as i64, add(want[0], want[1])? as i64];
+            let want = [
+                want[0] as i64,
+                want[1] as i64,
+                add(want[0], want[1])? as i64,
+            ];
             if got != want {
                 return Err(format!(
                     "{name}: counters {got:?} but layout gives {want:?}"
