@@ -467,6 +467,23 @@ fn a_site_reached_from_three_places_shows_the_one_holding_most_bytes() {
 }
 
 #[test]
+fn x_on_a_site_of_cpp_frames_only_says_what_it_changed() {
+    // silmont's peak is led by DivBackward0, a backward-thread stack with
+    // no Python frame: its C++ frames are listed whatever x says.
+    let Some(mut v) = viewer("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    let site = v.selected_site().expect("a site").clone();
+    assert_eq!(site.python_frames, 0, "{}", site.label);
+    press(&mut v, KeyCode::Enter);
+    key(&mut v, 'x');
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.contains("no Python frame"), "{notice}");
+}
+
+#[test]
 fn help_overlay_lists_the_new_keys() {
     let rows = Keymap::default().viewer_help_rows();
     for k in ["P", "R", "B", "w", "g", "x", "m", "M", "c"] {

@@ -933,10 +933,17 @@ impl ViewerState {
                 let on_screen = self.sites_open
                     && self.site_expanded
                     && self.selected_site().is_some_and(|s| !s.key.is_no_stack());
+                let how = if self.show_cpp { "listed" } else { "counted" };
                 if !on_screen {
-                    let how = if self.show_cpp { "listed" } else { "counted" };
                     self.app.ui.notice = Some(format!(
                         "x: C++ frames now {how} in expanded sites (w sites, Enter expands one)"
+                    ));
+                } else if self.selected_site().is_some_and(|s| s.python_frames == 0) {
+                    // A stack of C++ frames only is always listed whole: the
+                    // key changes nothing here, but it does for other sites.
+                    self.app.ui.notice = Some(format!(
+                        "x: C++ frames now {how} in expanded sites; this one has no Python \
+                         frame, so its stay listed"
                     ));
                 }
                 Effect::Redraw
