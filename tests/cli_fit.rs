@@ -122,6 +122,32 @@ fn diff_of_snapshots_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
 }
 
 #[test]
+fn diff_keeps_a_long_file_name_whole_on_a_line_of_its_own() {
+    let dir = deep_dir("diff-name");
+    // 76 cells: no room for it beside `before: ` with a folder.
+    let name = "the-model-after-its-first-training-step-with-activation-checkpointing.pickle";
+    assert_eq!(cells(name), 76);
+    let before = dir.join(name);
+    let after = dir.join("after.pickle");
+    write_snapshot_file(&cjk_snapshot(400), &before).expect("write");
+    write_snapshot_file(&cjk_snapshot(400), &after).expect("write");
+    let (b, a) = (before.display().to_string(), after.display().to_string());
+    let (code, out, err) = common::run_vramtop(&["diff", &b, &a], None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("diff", &out);
+    let lines: Vec<&str> = out.lines().take(3).collect();
+    assert_eq!(lines[0], "before:", "{out}");
+    // Under it, 2 cells in: the folders elided, the name whole.
+    assert_eq!(lines[1], format!("  …/{name}"), "{out}");
+    // A usual name still shares its label's line.
+    assert!(
+        lines[2].starts_with("after:  /") && lines[2].ends_with("/after.pickle"),
+        "{out}"
+    );
+}
+
+#[test]
 fn summary_of_a_snapshot_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
     let dir = deep_dir("summary");
     let file = dir.join("a-training-step-with-cjk-frame-names.pickle");

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
-use super::text::{REPORT_WIDTH, elide_path, wrap_hanging, wrap_phrases_under, wrap_words};
+use super::text::{
+    REPORT_WIDTH, cells, elide_middle, elide_path, wrap_hanging, wrap_phrases_under, wrap_words,
+};
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
 use crate::snapshot::read_snapshot_file;
@@ -141,6 +143,30 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
 /// terminal.
 const WRAP_WIDTH: usize = REPORT_WIDTH;
 
+/// `before: PATH` in 80 columns with the file's name whole: beside the
+/// label when the name and a cell of its folders fit there (the middle of
+/// the folders left out for a `…`), else on a line of its own under the
+/// label, 2 cells in, or from the margin when the name needs the whole
+/// line. Only a name wider than the line by itself loses its middle.
+fn path_line(label: &str, path: &str) -> String {
+    let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
+    let room = WRAP_WIDTH - cells(label);
+    // `…` and a cell of the folders before the name.
+    let with_folders = |room: usize| cells(path) <= room || cells(name) + 2 <= room;
+    if with_folders(room) {
+        return format!("{label}{}", elide_path(path, room));
+    }
+    let label = label.trim_end();
+    if with_folders(WRAP_WIDTH - 2) {
+        return format!("{label}\n  {}", elide_path(path, WRAP_WIDTH - 2));
+    }
+    if with_folders(WRAP_WIDTH) {
+        return format!("{label}\n{}", elide_path(path, WRAP_WIDTH));
+    }
+    // No room for a folder beside it: the name alone, whole where it fits.
+    format!("{label}\n{}", elide_middle(name, WRAP_WIDTH))
+}
+
 /// `note: TEXT`, wrapped with its later lines indented under the text.
 fn note_line(out: &mut String, text: &str) {
     const LEAD: &str = "note: ";
@@ -151,10 +177,8 @@ fn note_line(out: &mut String, text: &str) {
 /// The human-readable comparison.
 pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String {
     let mut out = String::new();
-    // A path of any depth: its file name is kept, its folders' middle
-    // left out.
-    let _ = writeln!(out, "before: {}", elide_path(before, WRAP_WIDTH - 8));
-    let _ = writeln!(out, "after:  {}", elide_path(after, WRAP_WIDTH - 8));
+    let _ = writeln!(out, "{}", path_line("before: ", before));
+    let _ = writeln!(out, "{}", path_line("after:  ", after));
     let _ = writeln!(
         out,
         "  {:<10} {:>12} {:>12} {:>12}",
@@ -266,7 +290,6 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
 mod tests {
     use super::*;
     use crate::alloc::PoolKind;
-    use crate::cli::text::cells;
 
     fn segment(device: u32, address: u64) -> SegmentRef {
         SegmentRef {
@@ -315,6 +338,45 @@ mod tests {
                 "  largest change first\n"
             )),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_file_name_too_long_to_share_the_label_s_line_goes_on_its_own_whole() {
+        assert_eq!(path_line("before: ", "a.pickle"), "before: a.pickle");
+        // A usual name beside the label, the middle of its folders elided.
+        let deep = format!("/work/{}snapshot.pickle", "copies/".repeat(12));
+        let beside = path_line("before: ", &deep);
+        assert!(
+            beside.starts_with("before: /work/") && beside.ends_with("/snapshot.pickle"),
+            "{beside}"
+        );
+        assert_eq!(cells(&beside), 80, "{beside}");
+        // A 75-cell name: under the label, whole, its folders elided.
+        let name = format!("{}.pickle", "a-long-name".repeat(6) + "-x");
+        assert_eq!(cells(&name), 75);
+        let own = path_line("after:  ", &format!("/work/{}{name}", "copies/".repeat(12)));
+        let lines: Vec<&str> = own.lines().collect();
+        assert_eq!(lines[0], "after:", "{own}");
+        assert!(
+            lines[1].starts_with("  /")
+                && lines[1].contains('…')
+                && lines[1].ends_with(&format!("/{name}")),
+            "{own}"
+        );
+        assert_eq!(lines.len(), 2, "{own}");
+        // A name of 79 cells: the whole line, the name alone.
+        let wide = "n".repeat(72) + ".pickle";
+        assert_eq!(
+            path_line("before: ", &format!("/d/{wide}")),
+            format!("before:\n{wide}")
+        );
+        // Only a name wider than the line loses its middle.
+        let widest = path_line("before: ", &format!("/d/{}.pickle", "n".repeat(100)));
+        assert!(widest.lines().all(|l| cells(l) <= 80), "{widest}");
+        assert!(
+            widest.ends_with("nnn.pickle") && widest.contains('…'),
+            "{widest}"
         );
     }
 

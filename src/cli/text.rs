@@ -59,8 +59,12 @@ pub fn elide_path(path: &str, width: usize) -> String {
         return elide_middle(path, width);
     }
     // The folders' start and end around the `…` (they do not fit whole,
-    // as the path does not), the start the larger.
+    // as the path does not), the start the larger; with room for two
+    // cells only, the `…` and the `/` that says a name follows.
     let room = width - cells(name);
+    if room == 2 {
+        return format!("…/{name}");
+    }
     format!("{}{name}", elide_middle(folders, room))
 }
 
@@ -374,6 +378,8 @@ mod tests {
         let cut = elide_path(&wide, 30);
         assert!(cells(&cut) <= 30 && cut.ends_with("/快照.pickle"), "{cut}");
         assert_eq!(elide_path(path, 0), "");
+        // Two cells beside the name: its `/` is kept, not the folders' first.
+        assert_eq!(elide_path(path, 32), "…/muduard_dump_snapshot_a.pickle");
     }
 
     #[test]
