@@ -185,6 +185,37 @@ fn summary_of_a_snapshot_with_cjk_frame_names_under_a_deep_folder_fits_80_cells(
 }
 
 #[test]
+fn summary_called_from_lines_break_only_between_frames_with_the_separator_leading() {
+    let Some(file) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let f = file.display().to_string();
+    let (code, out, err) = common::run_vramtop(&["open", &f, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("open --summary", &out);
+    // A frame too long for the room wraps under its own start; the next
+    // frame starts a line, its `<` in the margin before it.
+    let (called_from, frames, next) = (" ".repeat(32), " ".repeat(44), " ".repeat(42));
+    assert!(
+        out.contains(&format!(
+            "{called_from}called from trace_peak_memory.py:19\n\
+             {frames}custom_scaled_dot_product_attention\n\
+             {next}< trace_peak_memory.py:43 main\n"
+        )),
+        "{out}"
+    );
+    // A separator is never left at the end of a line, nor starts a line
+    // anywhere but in that margin.
+    for line in out.lines() {
+        assert!(!line.ends_with(" <"), "{line:?}\n{out}");
+        let text = line.trim_start();
+        if text.starts_with("< ") {
+            assert_eq!(line.len() - text.len(), 42, "{line:?}\n{out}");
+        }
+    }
+}
+
+#[test]
 fn replay_of_a_snapshot_under_a_deep_folder_fits_80_cells() {
     let dir = deep_dir("replay");
     let file = dir.join("a-training-step-with-cjk-frame-names.pickle");

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
-use super::text::{REPORT_WIDTH, path_heading, wrap_phrases_under, wrap_under};
+use super::text::{REPORT_WIDTH, cells, path_heading, wrap_phrases_under, wrap_under};
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
 use crate::shell::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
@@ -321,6 +321,37 @@ fn blocks_word(n: u64) -> &'static str {
     if n == 1 { "block" } else { "blocks" }
 }
 
+/// The words before a site's callers.
+const CALLED_FROM: &str = "called from ";
+/// Cells before `called from`: its frames start near the site's label.
+const CALLERS_AT: usize = 32;
+
+/// A site's `called from` line: its frames on it, ` < ` between them,
+/// where they all fit; else one frame a line, each after the first led by
+/// `< ` in the margin so that the frames' text lines up. A frame too long
+/// for its line wraps between its words under its own start, so a line
+/// never starts or ends with a separator that belongs to a broken frame.
+fn render_callers(out: &mut String, frames: &[String]) {
+    if frames.is_empty() {
+        return;
+    }
+    let lead = format!("{:CALLERS_AT$}{CALLED_FROM}", "");
+    let joined = frames.join(" < ");
+    if cells(&lead) + cells(&joined) <= REPORT_WIDTH {
+        let _ = writeln!(out, "{lead}{joined}");
+        return;
+    }
+    let next = format!("{:1$}< ", "", CALLERS_AT + CALLED_FROM.len() - 2);
+    for (k, frame) in frames.iter().enumerate() {
+        let lead = if k == 0 { &lead } else { &next };
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_phrases_under(lead, [frame.as_str()], REPORT_WIDTH)
+        );
+    }
+}
+
 fn render_sites_at(out: &mut String, at: &SitesAt) {
     for s in &at.sites {
         let figures = format!(
@@ -347,27 +378,7 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
             .take(2)
             .map(frame_label)
             .collect();
-        if !callers.is_empty() {
-            // Broken between frames where a frame fits a line.
-            let last = callers.len() - 1;
-            let frames: Vec<String> = callers
-                .iter()
-                .enumerate()
-                .map(|(k, f)| {
-                    if k < last {
-                        format!("{f} <")
-                    } else {
-                        f.clone()
-                    }
-                })
-                .collect();
-            let lead = format!("{:32}called from ", "");
-            let _ = writeln!(
-                out,
-                "{}",
-                wrap_phrases_under(&lead, frames.iter().map(String::as_str), REPORT_WIDTH)
-            );
-        }
+        render_callers(out, &callers);
     }
     if at.other_sites > 0 {
         let _ = writeln!(
@@ -510,4 +521,56 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callers_of(frames: &[&str]) -> String {
+        let frames: Vec<String> = frames.iter().map(ToString::to_string).collect();
+        let mut out = String::new();
+        render_callers(&mut out, &frames);
+        out
+    }
+
+    #[test]
+    fn callers_that_fit_share_the_called_from_line() {
+        assert_eq!(
+            callers_of(&["model.py:397 fwd", "model.py:384 fwd"]),
+            format!("{:32}called from model.py:397 fwd < model.py:384 fwd\n", "")
+        );
+        assert_eq!(callers_of(&[]), "");
+    }
+
+    #[test]
+    fn callers_too_long_for_one_line_break_only_between_frames_each_led_by_its_separator() {
+        let out = callers_of(&[
+            "trace_peak_memory.py:19 custom_scaled_dot_product_attention",
+            "trace_peak_memory.py:43 main",
+        ]);
+        let frames = " ".repeat(44);
+        assert_eq!(
+            out,
+            format!(
+                "{:32}called from trace_peak_memory.py:19\n\
+                 {frames}custom_scaled_dot_product_attention\n\
+                 {:42}< trace_peak_memory.py:43 main\n",
+                "", ""
+            )
+        );
+        // Two frames that fit a line each: a line each, the second's `<`
+        // before it in the margin, never at the end of the first.
+        let out = callers_of(&["einops.py:916 einsum", "trace_peak_memory.py:12 attention"]);
+        assert_eq!(
+            out,
+            format!(
+                "{:32}called from einops.py:916 einsum\n{:42}< trace_peak_memory.py:12 attention\n",
+                "", ""
+            )
+        );
+        for line in out.lines() {
+            assert!(cells(line) <= REPORT_WIDTH && !line.ends_with('<'), "{out}");
+        }
+    }
 }

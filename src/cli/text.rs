@@ -84,8 +84,8 @@ pub fn wrap_under(lead: &str, text: &str, width: usize) -> String {
 }
 
 /// [`wrap_under`] with the text given in phrases: each is kept on one line
-/// where it fits one (a site's label, a frame of a `called from` list
-/// with its ` <`), else broken between its words as a clause is.
+/// where it fits one (a site's label, a frame of a `called from` list),
+/// else broken between its words as a clause is.
 pub fn wrap_phrases_under<'a>(
     lead: &str,
     phrases: impl IntoIterator<Item = &'a str>,
@@ -441,10 +441,10 @@ mod tests {
 
     #[test]
     fn phrases_stay_whole_where_they_fit_and_break_between_words_else() {
-        let frames = ["model.py:397 forward <", "model.py:384 forward"];
+        let frames = ["model.py:397 forward", "model.py:384 forward"];
         assert_eq!(
             wrap_phrases_under("  called from ", frames, 40),
-            "  called from model.py:397 forward <\n              model.py:384 forward"
+            "  called from model.py:397 forward\n              model.py:384 forward"
         );
         let label = ["attention_processor.py:1262 _chunked_feed_forward"];
         assert_eq!(
