@@ -252,14 +252,17 @@ pub fn wrap_words<'a>(
 }
 
 /// Characters a long word is best broken after, most readable first: a
-/// call's opening parenthesis or an argument's comma, a path's slash, a
-/// dotted name's dot; then the joints inside a name.
-const WORD_BREAKS: [&[char]; 2] = [&['(', ',', '/', '.'], &['_', '=', '-', ':']];
+/// path's slash (a file name is not broken where its folders can be);
+/// a call's opening parenthesis or an argument's comma, a dotted name's
+/// dot; then the joints inside a name.
+const WORD_BREAKS: [&[char]; 3] = [&['/'], &['(', ',', '.'], &['_', '=', '-', ':']];
 
 /// `word` in pieces of at most `width` cells (`width` ≥ 1; a character
 /// wider than that is a piece of its own): each piece ends after the last
-/// character of the most readable kind of [`WORD_BREAKS`] that leaves it
-/// at least half the width, else at `width` cells.
+/// `/` in the width (a path's folders, however short the piece, so that
+/// its file name stays whole), else after the last character of the most
+/// readable kind of [`WORD_BREAKS`] that leaves it at least half the
+/// width, else at `width` cells.
 fn break_long_word(word: &str, width: usize) -> Vec<&str> {
     let width = width.max(1);
     let half = width.div_ceil(2);
@@ -278,10 +281,11 @@ fn break_long_word(word: &str, width: usize) -> Vec<&str> {
             ends.push((at + c.len_utf8(), c, used));
         }
         let hard = ends.last().map_or(rest.len(), |&(end, _, _)| end);
-        let soft = WORD_BREAKS.iter().find_map(|breaks| {
+        let soft = WORD_BREAKS.iter().enumerate().find_map(|(kind, breaks)| {
+            let least = if kind == 0 { 0 } else { half };
             ends.iter()
                 .rev()
-                .take_while(|&&(_, _, used)| used >= half)
+                .take_while(|&&(_, _, used)| used >= least)
                 .find(|(_, c, _)| breaks.contains(c))
                 .map(|&(end, _, _)| end)
         });
@@ -308,6 +312,16 @@ mod tests {
         // No place that reads well: at the width, whole characters.
         assert_eq!(break_long_word("ab×cd×ef", 3), ["ab×", "cd×", "ef"]);
         assert_eq!(break_long_word("short", 33), ["short"]);
+        // A path breaks at a folder, not at a dot in its file name, even
+        // where that leaves a short piece.
+        assert_eq!(
+            break_long_word("/etc/vramtop/node.h100.config.toml", 24),
+            ["/etc/vramtop/", "node.h100.config.toml"]
+        );
+        assert_eq!(
+            break_long_word("/etc/vramtop-config-for-the-h100-nodes.toml", 40),
+            ["/etc/", "vramtop-config-for-the-h100-nodes.toml"]
+        );
         assert_eq!(
             wrap("a optimizer.zero_grad(set_to_none=True) b", 20),
             "a\noptimizer.zero_grad(\nset_to_none=True) b"
