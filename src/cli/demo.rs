@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::{WrapErr, eyre};
 use serde::Serialize;
 
+use super::text::{REPORT_WIDTH, cells, wrap_phrases_under, wrap_under};
 use crate::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, human_bytes};
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
@@ -183,40 +184,136 @@ pub fn run(
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "vramtop demo: PyTorch's caching allocator on a simulated {} GPU \
-         ({} CUDA context assumed)\n",
-        human_bytes(memory),
-        human_bytes(SIM_CONTEXT_BYTES)
-    );
-    let _ = writeln!(
-        out,
-        "{:<28} {:>10} {:>10} {:>12} {:>4} {:>12}  why",
-        "step", "allocated", "reserved", "driver used", "segs", "split free"
-    );
-    for s in &steps {
-        let _ = writeln!(
-            out,
-            "{:<28} {:>10} {:>10} {:>12} {:>4} {:>12}  {}",
-            s.step,
-            human_bytes(s.allocated),
-            human_bytes(s.reserved),
-            human_bytes(s.driver_used),
-            s.segments,
-            human_bytes(s.inactive_split_bytes.max(0) as u64),
-            s.lesson
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\nallocated = memory_allocated(), reserved = memory_reserved(), driver used = what \
-         nvidia-smi shows,\nsegs = segments (cudaMalloc calls held), split free = free pieces of \
-         split segments\n(inactive_split_bytes: cached, but only for requests that fit them).\n\
-         See it as a PyTorch snapshot, step by step: \
-         {SAVE_AND_OPEN}"
-    );
+    let out = render(&steps, memory);
     super::emit(&out).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// How a step's figure is written in a column of the demo's table.
+type Figure = fn(&DemoStep) -> String;
+
+/// The demo table's columns: a heading, and a step's figure under it.
+const COLUMNS: [(&str, Figure); 5] = [
+    ("allocated", |s| human_bytes(s.allocated)),
+    ("reserved", |s| human_bytes(s.reserved)),
+    ("driver used", |s| human_bytes(s.driver_used)),
+    ("segs", |s| s.segments.to_string()),
+    ("split free", |s| {
+        human_bytes(u64::try_from(s.inactive_split_bytes).unwrap_or(0))
+    }),
+];
+
+/// What each column means, in the table's order: each stays on one line.
+const LEGEND: [&str; 6] = [
+    "allocated = memory_allocated(),",
+    "reserved = memory_reserved(),",
+    "driver used = what nvidia-smi shows,",
+    "segs = segments (cudaMalloc calls held),",
+    "split free = free pieces of split segments",
+    "(inactive_split_bytes: cached, but only for requests that fit them).",
+];
+
+/// The demo's text, in 80 columns: a row of figures per step with the
+/// step's lesson on a line of its own under it (beside the figures it
+/// ran past 80 columns), the columns' meanings, and the command that
+/// saves and opens the same run.
+pub fn render(steps: &[DemoStep], memory: u64) -> String {
+    let mut out = String::new();
+    let title = format!(
+        "PyTorch's caching allocator on a simulated {} GPU",
+        human_bytes(memory)
+    );
+    let context = format!("({} CUDA context assumed)", human_bytes(SIM_CONTEXT_BYTES));
+    let _ = writeln!(
+        out,
+        "{}\n",
+        wrap_phrases_under("vramtop demo: ", [title.as_str(), &context], REPORT_WIDTH)
+    );
+    let step_width = steps
+        .iter()
+        .map(|s| cells(&s.step))
+        .chain([cells("step")])
+        .max()
+        .unwrap_or(0);
+    let figures: Vec<Vec<String>> = steps
+        .iter()
+        .map(|s| COLUMNS.iter().map(|(_, figure)| figure(s)).collect())
+        .collect();
+    let widths: Vec<usize> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(k, (name, _))| {
+            figures
+                .iter()
+                .map(|row| row.get(k).map_or(0, |f| cells(f)))
+                .chain([cells(name)])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let row = |first: &str, rest: Vec<&str>| {
+        let pad = |text: &str, width: usize| " ".repeat(width.saturating_sub(cells(text)));
+        let mut line = format!("{first}{}", pad(first, step_width));
+        for (text, &width) in rest.into_iter().zip(&widths) {
+            let _ = write!(line, "  {}{text}", pad(text, width));
+        }
+        line
+    };
+    let names = COLUMNS.iter().map(|(name, _)| *name).collect();
+    let _ = writeln!(out, "{}", row("step", names));
+    for (s, figures) in steps.iter().zip(&figures) {
+        let _ = writeln!(
+            out,
+            "{}",
+            row(&s.step, figures.iter().map(String::as_str).collect())
+        );
+        let _ = writeln!(out, "{}", wrap_under("  why: ", s.lesson, REPORT_WIDTH));
+    }
+    let _ = writeln!(out, "\n{}", wrap_phrases_under("", LEGEND, REPORT_WIDTH));
+    // The command on a line of its own, whole, to be copied.
+    let _ = writeln!(
+        out,
+        "See it as a PyTorch snapshot, step by step:\n  {SAVE_AND_OPEN}"
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_fits_80_cells_with_each_lesson_under_its_step() {
+        // The widest figures the option allows beside the usual ones.
+        for memory in [80 << 30, u64::MAX] {
+            let text = render(&steps(memory).expect("the demo runs"), memory);
+            for line in text.lines() {
+                assert!(
+                    cells(line) <= REPORT_WIDTH,
+                    "{} cells: {line:?}",
+                    cells(line)
+                );
+            }
+        }
+        let text = render(&steps(80 << 30).expect("the demo runs"), 80 << 30);
+        assert!(
+            text.contains(concat!(
+                "step                       allocated  reserved  driver used  segs  split free\n",
+                "start (CUDA context only)        0 B       0 B      500 MiB     0         0 B\n",
+                "  why: nvidia-smi already shows the context\n",
+            )),
+            "{text}"
+        );
+        assert!(
+            text.starts_with(
+                "vramtop demo: PyTorch's caching allocator on a simulated 80 GiB GPU\n              \
+                 (500 MiB CUDA context assumed)\n\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("step by step:\n  {SAVE_AND_OPEN}\n")),
+            "{text}"
+        );
+    }
 }
