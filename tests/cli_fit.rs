@@ -1,7 +1,7 @@
-//! The text reports of `diff`, `open --summary` and `replay` fit an
-//! 80-column terminal, measured in terminal cells, whatever the files give
-//! them: frame names of CJK characters (two cells each), a path under a
-//! deep folder.
+//! The text reports of `diff`, `open --summary`, `replay`, `doctor` and
+//! `check` fit an 80-column terminal, measured in terminal cells, whatever
+//! the files give them: frame names of CJK characters (two cells each), a
+//! path under a deep folder.
 
 mod common;
 
@@ -232,4 +232,51 @@ fn replay_of_a_snapshot_under_a_deep_folder_fits_80_cells() {
         unwrapped.contains(vramtop::cli::replay::VERDICT_MEANING),
         "{out}"
     );
+}
+
+#[test]
+fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
+    // A config file under a deep folder: its path breaks after a folder,
+    // its file name whole.
+    let dir = deep_dir("doctor");
+    let config = dir.join("vramtop-configuration-for-the-h100-nodes.toml");
+    std::fs::write(&config, "backend = \"sim\"\n").expect("write config");
+    let c = config.display().to_string();
+    let (code, out, err) =
+        common::run_vramtop(&["doctor", "--config", &c, "--sim-gpus", "12"], None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("doctor", &out);
+    assert!(
+        out.contains("\n            vramtop-configuration-for-the-h100-nodes.toml"),
+        "{out}"
+    );
+    assert!(out.contains("\nGPU 11      Simulated"), "{out}");
+    // A label's value wraps under its start (12 cells in), a process's
+    // libraries under its command, a piece of advice under its text.
+    let (code, out, err) = common::run_vramtop(&["doctor"], None);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("doctor", &out);
+    for line in out.lines().filter(|l| l.starts_with(' ')) {
+        assert!(
+            ["  pid ", "  - ", "    "]
+                .iter()
+                .any(|lead| line.starts_with(lead)),
+            "{line:?}\n{out}"
+        );
+    }
+
+    for args in [&["check"][..], &["check", "--backend", "sim"]] {
+        let (code, out, err) = common::run_vramtop(args, None);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert_fits_80_cells("check", &out);
+        assert_fits_80_cells("check (stderr)", &err);
+        // A step's detail wraps under its name.
+        for line in out.lines().skip(1).filter(|l| !l.starts_with("result")) {
+            assert!(
+                line.starts_with("  [ ok ] ") || line.starts_with("         "),
+                "{line:?}\n{out}"
+            );
+        }
+    }
 }

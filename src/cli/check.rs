@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
+use super::text::{REPORT_WIDTH, wrap_under};
 use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, SIM_GPUS_MAX};
 use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
@@ -58,9 +59,17 @@ pub fn run(
                 super::say_error(format!("no usable CUDA GPU {device}, and {why}"));
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             }
+            // Said before the report, on an 80-column terminal too.
             eprintln!(
-                "vramtop check: no usable CUDA GPU {device}, checking the simulated GPU instead ({})",
-                probe.explain()
+                "{}",
+                wrap_under(
+                    "vramtop check: ",
+                    &format!(
+                        "no usable CUDA GPU {device}, checking the simulated GPU instead ({})",
+                        probe.explain()
+                    ),
+                    REPORT_WIDTH
+                )
             );
             sim_check(args, device, budget)
         }
@@ -159,24 +168,28 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
     )
 }
 
-/// The human-readable report.
+/// The human-readable report, every line in 80 columns: a step's
+/// detail wraps under its name's start.
 pub fn render(r: &CheckReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "vramtop check on {} ({}), allocating at most {}",
-        r.device,
-        r.backend,
-        human_bytes(r.budget)
+        "{}",
+        wrap_under(
+            "vramtop check ",
+            &format!(
+                "on {} ({}), allocating at most {}",
+                r.device,
+                r.backend,
+                human_bytes(r.budget)
+            ),
+            REPORT_WIDTH
+        )
     );
     for s in &r.steps {
-        let _ = writeln!(
-            out,
-            "  [{}] {}: {}",
-            if s.ok { " ok " } else { "FAIL" },
-            s.name,
-            s.detail
-        );
+        let lead = format!("  [{}] ", if s.ok { " ok " } else { "FAIL" });
+        let text = format!("{}: {}", s.name, s.detail);
+        let _ = writeln!(out, "{}", wrap_under(&lead, &text, REPORT_WIDTH));
     }
     let _ = writeln!(out, "result: {}", if r.passed() { "PASS" } else { "FAIL" });
     out

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::DeviceArgs;
+use super::text::{REPORT_WIDTH, wrap_phrases_under, wrap_under};
 use crate::alloc::human_bytes;
 use crate::device::doctor::{DoctorReport, diagnose};
 
@@ -31,59 +32,89 @@ fn opt_bytes(v: Option<u64>) -> String {
     v.map_or_else(|| "n/a".to_string(), human_bytes)
 }
 
-/// The human-readable report.
+/// `label` in a 12-cell column, then `text` wrapped under its start
+/// within 80 columns.
+fn field(out: &mut String, label: &str, text: &str) {
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_under(&format!("{label:<12}"), text, REPORT_WIDTH)
+    );
+}
+
+/// The human-readable report, every line in 80 columns: a long value
+/// wraps under its start, a config file's path breaks at its folders
+/// with its file name whole.
 pub fn render(r: &DoctorReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "vramtop {} ({})", r.vramtop_version, r.platform);
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_under(
+            "vramtop ",
+            &format!("{} ({})", r.vramtop_version, r.platform),
+            REPORT_WIDTH
+        )
+    );
     match &r.nvml {
         Ok(info) => {
             let cuda = info.cuda_driver_version.map_or("n/a".to_string(), |v| {
                 format!("{}.{}", v / 1000, (v % 1000) / 10)
             });
-            let _ = writeln!(
-                out,
-                "NVML        ok: driver {}, NVML {}, supports CUDA {cuda}",
+            let text = format!(
+                "ok: driver {}, NVML {}, supports CUDA {cuda}",
                 info.driver_version.as_deref().unwrap_or("n/a"),
                 info.nvml_version.as_deref().unwrap_or("n/a"),
             );
+            field(&mut out, "NVML", &text);
         }
-        Err(why) => {
-            let _ = writeln!(out, "NVML        {why}");
-        }
+        Err(why) => field(&mut out, "NVML", why),
     }
-    let _ = writeln!(out, "CUDA        {}", r.cuda_summary);
+    field(&mut out, "CUDA", &r.cuda_summary);
     let nvrtc = r.cuda.nvrtc.as_ref().map_or_else(
         || "not found (kernels load from the shipped PTX)".to_string(),
         |n| format!("{}.{}", n.version.0, n.version.1),
     );
-    let _ = writeln!(out, "NVRTC       {nvrtc}");
-    let _ = writeln!(
-        out,
-        "Config      {}",
-        r.config_file.as_deref().map_or_else(
-            || "none read (no --config, and no default config file)".to_string(),
-            |p| format!("{p} (its values apply where no option is given)")
-        )
+    field(&mut out, "NVRTC", &nvrtc);
+    match r.config_file.as_deref() {
+        None => field(
+            &mut out,
+            "Config",
+            "none read (no --config, and no default config file)",
+        ),
+        // The path a phrase of its own: it starts the text and, too long
+        // for a line, breaks after a `/`, never inside its file name.
+        Some(path) => {
+            let phrases = [path, "(its values apply where no option is given)"];
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap_phrases_under(&format!("{:<12}", "Config"), phrases, REPORT_WIDTH)
+            );
+        }
+    }
+    field(
+        &mut out,
+        "Backend",
+        &format!("{} ({})", r.backend, r.backend_reason),
     );
-    let _ = writeln!(out, "Backend     {} ({})", r.backend, r.backend_reason);
     if r.gpus.is_empty() {
-        let _ = writeln!(out, "GPUs        none");
+        field(&mut out, "GPUs", "none");
     }
     for g in &r.gpus {
+        let label = format!("GPU {}", g.index);
         match &g.lost {
-            Some(why) => {
-                let _ = writeln!(out, "GPU {}       lost: {why}", g.index);
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "GPU {}       {}: {} used of {} (as nvidia-smi and --once count it)",
-                    g.index,
+            Some(why) => field(&mut out, &label, &format!("lost: {why}")),
+            None => field(
+                &mut out,
+                &label,
+                &format!(
+                    "{}: {} used of {} (as nvidia-smi and --once count it)",
                     g.name,
                     opt_bytes(g.memory_used),
                     opt_bytes(g.memory_total)
-                );
-            }
+                ),
+            ),
         }
     }
     for p in &r.processes {
@@ -97,20 +128,26 @@ pub fn render(r: &DoctorReport) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
+        // Under the GPUs, 2 cells in; the command line and the libraries
+        // wrap under the command's start.
+        let lead = format!("  pid {} on GPU {} ", p.pid, p.gpu);
+        let command = format!("({}):", p.command.as_deref().unwrap_or("?"));
         let _ = writeln!(
             out,
-            "  pid {} on GPU {} ({}): {libs}",
-            p.pid,
-            p.gpu,
-            p.command.as_deref().unwrap_or("?")
+            "{}",
+            wrap_phrases_under(&lead, [command.as_str(), &libs], REPORT_WIDTH)
         );
     }
     if r.advice.is_empty() {
-        let _ = writeln!(out, "Advice      none: everything vramtop uses was found");
+        field(
+            &mut out,
+            "Advice",
+            "none: everything vramtop uses was found",
+        );
     } else {
         let _ = writeln!(out, "Advice");
         for a in &r.advice {
-            let _ = writeln!(out, "  - {a}");
+            let _ = writeln!(out, "{}", wrap_under("  - ", a, REPORT_WIDTH));
         }
     }
     out
