@@ -1,7 +1,7 @@
-//! The text reports of `diff`, `open --summary`, `replay`, `doctor` and
-//! `check` fit an 80-column terminal, measured in terminal cells, whatever
-//! the files give them: frame names of CJK characters (two cells each), a
-//! path under a deep folder.
+//! The text reports of `diff`, `open --summary`, `replay` (its what-if
+//! mode too), `doctor` and `check` fit an 80-column terminal, measured in
+//! terminal cells, whatever the files give them: frame names of CJK
+//! characters (two cells each), a path under a deep folder.
 
 mod common;
 
@@ -230,6 +230,100 @@ fn replay_of_a_snapshot_under_a_deep_folder_fits_80_cells() {
     let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         unwrapped.contains(vramtop::cli::replay::VERDICT_MEANING),
+        "{out}"
+    );
+}
+
+/// Settings whose column cannot share a group: 54 cells in one word.
+const LONG_CONF: &str = "max_split_size_mb:128,garbage_collection_threshold:0.8";
+
+#[test]
+fn whatif_of_a_snapshot_under_a_deep_folder_fits_80_cells_in_groups_of_columns() {
+    let dir = deep_dir("whatif");
+    let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
+    write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
+    let f = file.display().to_string();
+    let args = [
+        "replay",
+        &f,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        LONG_CONF,
+        "--alloc-conf",
+        "",
+        "--capacity",
+        "64MiB",
+    ];
+    let (code, out, err) = common::run_vramtop(&args, None);
+    remove(&dir);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("replay --alloc-conf", &out);
+    // The path on a line of its own, its name whole.
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.ends_with("/a-training-step-with-cjk-frame-names.pickle:"),
+        "{out}"
+    );
+    // A group per run that does not fit beside another, each with the
+    // original's column first; the long settings break after their comma.
+    let headers: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("original  "))
+        .collect();
+    assert!(headers.len() >= 2, "{out}");
+    assert!(out.contains("  max_split_size_mb:128,\n"), "{out}");
+    let settings_rows = out.lines().filter(|l| l.starts_with("  settings "));
+    assert!(
+        headers
+            .iter()
+            .copied()
+            .chain(settings_rows)
+            .all(|l| !l.contains(LONG_CONF)),
+        "{out}"
+    );
+    let peaks = out
+        .lines()
+        .filter(|l| l.starts_with("  peak reserved "))
+        .count();
+    assert_eq!(peaks, headers.len(), "{out}");
+}
+
+#[test]
+fn whatif_oom_frames_break_a_long_path_after_a_folder_with_the_file_name_whole() {
+    let Some(file) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let f = file.display().to_string();
+    let args = [
+        "replay",
+        &f,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        LONG_CONF,
+        "--capacity",
+        "8GiB",
+    ];
+    let (code, out, err) = common::run_vramtop(&args, None);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_cells("replay --alloc-conf", &out);
+    // A frame 6 cells in; the rest of its path 2 cells further in.
+    assert!(
+        out.contains(
+            "      /data/home/svenshen/cs336/assignment2-systems/.venv/lib/python3.12/\n\
+             \x20       site-packages/einops/_backends.py:288 in einsum\n"
+        ),
+        "{out}"
+    );
+    // PyTorch's message wraps under its start, whole.
+    let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        unwrapped.contains(
+            "CUDA out of memory. Tried to allocate 14.00 MiB. GPU 0 has a total capacity of \
+             8.00 GiB"
+        ),
         "{out}"
     );
 }

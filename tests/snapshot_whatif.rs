@@ -39,6 +39,27 @@ fn shared(name: &str) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// The text report with its lines joined and its spaces single: a note
+/// wrapped over lines reads as one sentence again.
+fn unwrapped(out: &str) -> String {
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The cells of a table row, in every group of columns the table was laid
+/// out in (each group has the original's column first).
+fn row_cells<'a>(out: &'a str, row: &str) -> Vec<Vec<&'a str>> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&format!("  {row} ")))
+        .map(|cells| {
+            cells
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect()
+}
+
 fn setting(conf: &str) -> WhatIfSetting {
     WhatIfSetting {
         conf: conf.to_string(),
@@ -466,7 +487,7 @@ fn cli_bad_capacity_exits_2_and_no_trace_is_the_verify_modes_verdict() {
     let (code, out, err) = run_vramtop(&["replay", state_only, "--capacity", "24GiB"], None);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("no allocation trace") && out.contains("result: NO TRACE"),
+        unwrapped(&out).contains("no allocation trace") && out.contains("result: NO TRACE"),
         "{out}"
     );
     let (code, out, _) = run_vramtop(&["replay", state_only], None);
@@ -501,17 +522,21 @@ fn cli_table_has_one_column_per_conf_and_json_has_one_run_each() {
     ];
     let (code, out, err) = run_vramtop(&args, None);
     assert_eq!(code, 0, "{err}");
-    let header = out
+    // Three columns do not fit 80 beside the row names: a group each for
+    // the two settings, each beside the original's column.
+    let headers: Vec<&str> = out
         .lines()
-        .find(|l| l.trim_start().starts_with("original"))
-        .expect("a header row");
-    assert!(header.contains("expandable_segments:True"));
-    assert!(header.contains("max_split_size_mb:20"));
-    let peak = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("peak reserved "))
-        .expect("a peak reserved row");
-    assert_eq!(peak.matches("MiB").count(), 3, "{peak}");
+        .filter(|l| l.trim_start().starts_with("original"))
+        .collect();
+    assert_eq!(headers.len(), 2, "{out}");
+    assert!(headers[0].ends_with("  expandable_segments:True"), "{out}");
+    assert!(headers[1].ends_with("  max_split_size_mb:20"), "{out}");
+    let peaks = row_cells(&out, "peak reserved");
+    assert_eq!(peaks.len(), 2, "{out}");
+    assert!(
+        peaks.iter().all(|p| p.len() == 2 && p[0] == peaks[0][0]),
+        "{peaks:?}"
+    );
     assert!(out.contains("24 GiB"), "{out}");
 
     let mut json_args = args.to_vec();
@@ -729,26 +754,17 @@ fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
     );
     assert_eq!(code, 0, "{err}");
     for row in ["fragmentation at peak", "final fragmentation"] {
-        let line = out
-            .lines()
-            .find(|l| l.trim_start().starts_with(row))
-            .unwrap_or_else(|| panic!("no {row} row: {out}"));
         // Each column's figure is a percentage with one decimal (75.5%),
         // never a bare fraction (0.75).
-        let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
-        let figures: Vec<&str> = words
-            .iter()
-            .enumerate()
-            .filter(|(_, w)| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
-            // A size (`20 MiB`) is the largest free block, not the figure.
-            .filter(|(i, _)| !words.get(i + 1).is_some_and(|u| u.ends_with("iB)")))
-            .map(|(_, w)| *w)
-            .collect();
-        assert!(
-            !figures.is_empty() && figures.iter().all(|f| f.ends_with('%')),
-            "{row}: {figures:?} in {line}"
-        );
+        let figures = row_cells(&out, row);
+        assert_eq!(figures, [["75.5%", "23.8%"]], "{row}: {out}");
     }
+    // The largest free block at the peak has a row of its own.
+    assert_eq!(
+        row_cells(&out, "largest free at peak"),
+        [["20 MiB", "46.88 MiB"]],
+        "{out}"
+    );
     assert!(!out.contains("(s)"), "counts in words: {out}");
 }
 
@@ -764,7 +780,7 @@ fn expandable_segments_on_a_trace_that_needs_no_new_memory_says_it_had_nothing_t
     );
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains(
+        unwrapped(&out).contains(
             "note: expandable_segments:True mapped no page: the trace needed no new memory, \
              and the 29 segments of its start are ordinary ones"
         ),
@@ -784,7 +800,7 @@ fn expandable_segments_on_a_trace_that_needs_no_new_memory_says_it_had_nothing_t
         ],
         None,
     );
-    assert!(!out.contains("mapped no page"), "{out}");
+    assert!(!unwrapped(&out).contains("mapped no page"), "{out}");
 }
 
 #[test]
@@ -795,10 +811,16 @@ fn an_oom_line_names_the_request_and_points_at_the_segment_pytorch_names() {
     let path = path.display().to_string();
     let (_, out, err) = run_vramtop(&["replay", &path, "--capacity", "1KiB"], None);
     assert!(
-        out.contains("out of memory at #1: a 2.00 MiB request on stream 0; PyTorch's message below names the segment it tried to reserve for it"),
+        unwrapped(&out).contains(
+            "out of memory at #1: a 2.00 MiB request on stream 0; PyTorch's message below \
+             names the segment it tried to reserve for it"
+        ),
         "{out}{err}"
     );
-    assert!(out.contains("Tried to allocate 20.00 MiB"), "{out}");
+    assert!(
+        unwrapped(&out).contains("Tried to allocate 20.00 MiB"),
+        "{out}"
+    );
 }
 
 // ------------------------------------------------------------------ a start that does not fit
@@ -841,8 +863,8 @@ fn capacity_below_the_starting_reserved_is_said_not_replayed() {
         let (code, out, err) = run_vramtop(&args, None);
         assert_eq!(code, 0, "{err}");
         assert!(
-            out.contains(&format!(
-                "  {column}: not replayed: the trace starts with 12.81 GiB reserved, more than \
+            unwrapped(&out).contains(&format!(
+                "{column}: not replayed: the trace starts with 12.81 GiB reserved, more than \
                  --capacity 12 GiB: it cannot fit"
             )),
             "{out}"
@@ -852,7 +874,7 @@ fn capacity_below_the_starting_reserved_is_said_not_replayed() {
             .find(|l| l.trim_start().starts_with("original"))
             .expect("a header row");
         assert_eq!(header.trim(), "original", "no column for it: {out}");
-        assert!(!out.contains("CUDA out of memory"), "{out}");
+        assert!(!unwrapped(&out).contains("CUDA out of memory"), "{out}");
         args.push("--json");
         let (code, json, _) = run_vramtop(&args, None);
         assert_eq!(code, 0);
@@ -862,7 +884,10 @@ fn capacity_below_the_starting_reserved_is_said_not_replayed() {
         let reason = device["not_replayed"][0]["reason"]
             .as_str()
             .expect("a reason");
-        assert!(out.contains(reason), "the text says what the JSON says");
+        assert!(
+            unwrapped(&out).contains(reason),
+            "the text says what the JSON says"
+        );
         assert_eq!(
             device["not_replayed"][0]["limit"],
             serde_json::json!(12 * GIB)
@@ -989,28 +1014,24 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
     ];
     let (code, out, err) = run_vramtop(&args, None);
     assert_eq!(code, 0, "{err}");
-    let peak = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("peak reserved "))
-        .expect("a peak reserved row");
-    let cells: Vec<&str> = peak["  peak reserved ".len()..]
-        .split("  ")
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    assert_eq!(cells, ["3.52 GiB", "1.56 GiB *", "1.54 GiB *"], "{peak}");
+    assert_eq!(
+        row_cells(&out, "peak reserved"),
+        [["3.52 GiB", "1.56 GiB *"], ["3.52 GiB", "1.54 GiB *"]],
+        "{out}"
+    );
     assert!(
-        out.contains(
-            "  * after an OOM at #48 (expandable_segments:True, max_split_size_mb:128): the \
+        unwrapped(&out).contains(
+            "* after an OOM at #48 (expandable_segments:True, max_split_size_mb:128): the \
              allocations that failed there and later are not in these figures"
         ),
         "{out}"
     );
-    let divergence = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("first divergence "))
-        .expect("a divergence row");
-    assert!(!divergence.contains('*'), "only figures are marked: {out}");
+    let divergence = row_cells(&out, "first divergence");
+    assert_eq!(divergence.len(), 2, "{out}");
+    assert!(
+        divergence.iter().flatten().all(|c| !c.contains('*')),
+        "only figures are marked: {out}"
+    );
     args.push("--json");
     let (code, json, _) = run_vramtop(&args, None);
     assert_eq!(code, 0);
@@ -1071,19 +1092,20 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
         None,
     );
     assert_eq!(code, 0, "{err}");
-    let notes: Vec<&str> = out
-        .lines()
-        .filter(|l| l.contains("allocated counts whole blocks"))
-        .collect();
+    let text = unwrapped(&out);
     assert_eq!(
-        notes,
-        [
-            "  note: expandable_segments:True: allocated differs from the original's though the \
+        text.matches("allocated counts whole blocks").count(),
+        1,
+        "only the column whose allocated differs: {out}"
+    );
+    assert!(
+        text.contains(
+            "note: expandable_segments:True: allocated differs from the original's though the \
              same allocations are live (19.59 MiB requested at the end): allocated counts whole \
              blocks, and with expandable segments a block is split when 512 B or more would be \
              left, without them a large block keeps a remainder of up to 1 MiB"
-        ],
-        "only the column whose allocated differs: {out}"
+        ),
+        "{out}"
     );
 
     // A shared file re-run with expandable segments in `capacity`.
@@ -1105,7 +1127,7 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
         return;
     };
     assert!(
-        out.contains(
+        unwrapped(&out).contains(
             "note: expandable_segments:True: allocated differs from the original's though the \
              same allocations are live (5.89 GiB requested at the end)"
         ),
@@ -1115,5 +1137,8 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
     let Some(out) = expandable("silmont_mem_snapshot.pickle", "2GiB") else {
         return;
     };
-    assert!(!out.contains("allocated counts whole blocks"), "{out}");
+    assert!(
+        !unwrapped(&out).contains("allocated counts whole blocks"),
+        "{out}"
+    );
 }

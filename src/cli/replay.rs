@@ -1,7 +1,7 @@
 //! `vramtop replay FILE --verify [--json]` and the what-if replay
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
-use super::text::{REPORT_WIDTH, path_heading, wrap_under};
+use super::text::{REPORT_WIDTH, cells, path_heading, wrap, wrap_under, wrap_words};
 use crate::ui::format::count_of;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -379,13 +379,22 @@ pub fn run_whatif(
                 });
                 serde_json::to_string_pretty(&value).wrap_err("cannot encode the report")? + "\n"
             } else {
-                format!(
-                    "{}: {}\nresult: {} ({})\n",
-                    file.display(),
-                    WhatIfError::NoTrace,
-                    verdict.label(),
-                    verdict.why().unwrap_or_default()
-                )
+                let mut text = path_heading(
+                    &file.display().to_string(),
+                    &WhatIfError::NoTrace.to_string(),
+                    REPORT_WIDTH,
+                );
+                text.push('\n');
+                line_under(
+                    &mut text,
+                    "result: ",
+                    &format!(
+                        "{} ({})",
+                        verdict.label(),
+                        verdict.why().unwrap_or_default()
+                    ),
+                );
+                text
             };
             super::emit(&text).wrap_err("cannot write the output")?;
             return Ok(ExitCode::SUCCESS);
@@ -466,15 +475,15 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             "peak reserved−allocated",
             figures(&|r| human_bytes(r.peak_unallocated)),
         ),
+        // Two rows, not "99.0% (largest free 24.41 MiB)" in one: a column
+        // as wide as that left no room for a second beside it in 80.
         (
             "fragmentation at peak",
-            figures(&|r| {
-                format!(
-                    "{:.1}% (largest free {})",
-                    r.fragmentation_at_peak * 100.0,
-                    human_bytes(r.largest_free_at_peak)
-                )
-            }),
+            figures(&|r| format!("{:.1}%", r.fragmentation_at_peak * 100.0)),
+        ),
+        (
+            "largest free at peak",
+            figures(&|r| human_bytes(r.largest_free_at_peak)),
         ),
         (
             "final reserved",
@@ -525,6 +534,138 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
     ]
 }
 
+/// Cells of the indent and of the gap before each column.
+const GAP: usize = 2;
+
+/// The what-if table in 80 columns: a row name, then a column per run
+/// (`header`). Columns that do not all fit beside the names are laid out
+/// in groups, each with the original's column (the first) again for
+/// comparison and as many runs as fit; a group whose columns still do not
+/// fit wraps the widest cells (a long settings string breaks after its
+/// commas) over lines of their own within the column.
+fn render_table(out: &mut String, header: &[String], rows: &[(&str, Vec<String>)]) {
+    if header.is_empty() {
+        return;
+    }
+    let name_width = rows.iter().map(|(n, _)| cells(n)).max().unwrap_or(0);
+    let room = REPORT_WIDTH.saturating_sub(GAP + name_width);
+    // Each column's texts: its heading and its cells.
+    let texts: Vec<Vec<&str>> = (0..header.len())
+        .map(|k| {
+            header
+                .get(k)
+                .into_iter()
+                .chain(rows.iter().filter_map(|(_, row)| row.get(k)))
+                .map(String::as_str)
+                .collect()
+        })
+        .collect();
+    let natural: Vec<usize> = texts
+        .iter()
+        .map(|t| t.iter().map(|c| cells(c)).max().unwrap_or(0))
+        .collect();
+    let span = |columns: &[usize]| columns.iter().map(|&k| GAP + natural[k]).sum::<usize>();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group = vec![0];
+    for k in 1..header.len() {
+        let wider = [group.as_slice(), &[k]].concat();
+        // A run too wide to share a group with another goes beside the
+        // original alone.
+        if group.len() > 1 && span(&wider) > room {
+            groups.push(std::mem::replace(&mut group, vec![0, k]));
+        } else {
+            group = wider;
+        }
+    }
+    groups.push(group);
+    for (g, columns) in groups.iter().enumerate() {
+        if g > 0 {
+            out.push('\n');
+        }
+        let group_texts: Vec<Vec<&str>> = columns.iter().map(|&k| texts[k].clone()).collect();
+        let widths = fitted_widths(&group_texts, room);
+        let in_group = |row: &[String]| -> Vec<String> {
+            columns
+                .iter()
+                .map(|&k| row.get(k).cloned().unwrap_or_default())
+                .collect()
+        };
+        table_row(out, "", name_width, &widths, &in_group(header));
+        for (name, row) in rows {
+            table_row(out, name, name_width, &widths, &in_group(row));
+        }
+    }
+}
+
+/// Column widths, for the texts of each column, that fit `room` with a
+/// gap before each: the texts' own widths where they fit; else every
+/// column cut to a common width, each then narrowed to what its wrapped
+/// texts take, and the room that frees given back to the widest columns
+/// first (a settings string that broke at that width may fit whole).
+fn fitted_widths(columns: &[Vec<&str>], room: usize) -> Vec<usize> {
+    let taken = |texts: &[&str], width: usize| {
+        texts
+            .iter()
+            .flat_map(|t| wrap(t, width).lines().map(cells).collect::<Vec<_>>())
+            .max()
+            .unwrap_or(0)
+    };
+    let natural: Vec<usize> = columns
+        .iter()
+        .map(|texts| taken(texts, usize::MAX))
+        .collect();
+    let budget = room.saturating_sub(GAP * columns.len());
+    if natural.iter().sum::<usize>() <= budget {
+        return natural;
+    }
+    // The largest common cap under which the columns fit.
+    let mut cap = natural.iter().copied().max().unwrap_or(0);
+    while cap > 1 && natural.iter().map(|&w| w.min(cap)).sum::<usize>() > budget {
+        cap -= 1;
+    }
+    let mut widths: Vec<usize> = columns
+        .iter()
+        .zip(&natural)
+        .map(|(texts, &w)| taken(texts, w.min(cap)))
+        .collect();
+    let mut widest_first: Vec<usize> = (0..columns.len()).collect();
+    widest_first.sort_by_key(|&k| std::cmp::Reverse(natural[k]));
+    for k in widest_first {
+        let slack = budget.saturating_sub(widths.iter().sum::<usize>());
+        if slack > 0 && natural[k] > widths[k] {
+            widths[k] = taken(&columns[k], natural[k].min(widths[k] + slack));
+        }
+    }
+    widths
+}
+
+/// One row of the table, over as many lines as its tallest cell needs:
+/// the name on the first, each cell wrapped within its column's width.
+fn table_row(out: &mut String, name: &str, name_width: usize, widths: &[usize], texts: &[String]) {
+    let lines: Vec<Vec<String>> = texts
+        .iter()
+        .zip(widths)
+        .map(|(text, &width)| wrap(text, width).lines().map(str::to_string).collect())
+        .collect();
+    let height = lines.iter().map(Vec::len).max().unwrap_or(0).max(1);
+    let pad = |text: &str, width: usize| {
+        format!("{text}{}", " ".repeat(width.saturating_sub(cells(text))))
+    };
+    for line in 0..height {
+        let mut text = " ".repeat(GAP);
+        text.push_str(&pad(if line == 0 { name } else { "" }, name_width));
+        for (cell, &width) in lines.iter().zip(widths) {
+            text.push_str(&" ".repeat(GAP));
+            text.push_str(&pad(cell.get(line).map_or("", String::as_str), width));
+        }
+        let _ = writeln!(out, "{}", text.trim_end());
+    }
+}
+
+/// The lead of a note under the what-if table: its text wraps under
+/// the text's start.
+const NOTE: &str = "  note: ";
+
 fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&str>) {
     let start = match &d.start {
         ReplayStart::Empty => "starts from an empty allocator (full history)".to_string(),
@@ -538,56 +679,35 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             start_counts(*segments, *expandable_reservations, *live_blocks)
         ),
     };
-    let _ = writeln!(
+    line_under(
         out,
-        "GPU {}: {} trace entries, {} program calls; {start}",
-        d.device, d.trace_entries, d.calls
+        &format!("GPU {}: ", d.device),
+        &format!(
+            "{} trace entries, {} program calls; {start}",
+            d.trace_entries, d.calls
+        ),
     );
     // Before the table: a column left out of it must not go unnoticed.
     for refused in &d.not_replayed {
-        let _ = writeln!(
+        line_under(
             out,
-            "  {}: not replayed: {}",
-            settings_label(&refused.label),
-            refused.reason
+            &format!("  {}: ", settings_label(&refused.label)),
+            &format!("not replayed: {}", refused.reason),
         );
     }
-    let rows = whatif_rows(d, recorded);
-    let name_width = rows
-        .iter()
-        .map(|(n, _)| n.chars().count())
-        .max()
-        .unwrap_or(0);
-    let mut widths: Vec<usize> = d.runs.iter().map(|r| r.label.chars().count()).collect();
-    for (_, cells) in &rows {
-        for (w, c) in widths.iter_mut().zip(cells) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count())));
-    let mut header = format!("  {}", pad("", name_width));
-    for (r, &w) in d.runs.iter().zip(&widths) {
-        let label = column_label(r);
-        header.push_str("  ");
-        header.push_str(&pad(&label, w));
-    }
-    let _ = writeln!(out, "{}", header.trim_end());
-    for (name, cells) in &rows {
-        let mut line = format!("  {}", pad(name, name_width));
-        for (c, &w) in cells.iter().zip(&widths) {
-            line.push_str("  ");
-            line.push_str(&pad(c, w));
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
+    let header: Vec<String> = d.runs.iter().map(column_label).collect();
+    render_table(out, &header, &whatif_rows(d, recorded));
     render_partial_footnotes(out, &d.runs);
     if let Some(&first) = d.releases_read_as_retry.first() {
-        let _ = writeln!(
+        line_under(
             out,
-            "  note: {} released cached segments first (first at #{first}); read \
-             as malloc's retry path on a full device, not empty_cache(): if the program called \
-             empty_cache() there, runs with more room diverge there",
-            count_of(d.releases_read_as_retry.len(), "allocation", "allocations")
+            NOTE,
+            &format!(
+                "{} released cached segments first (first at #{first}); read as malloc's \
+                 retry path on a full device, not empty_cache(): if the program called \
+                 empty_cache() there, runs with more room diverge there",
+                count_of(d.releases_read_as_retry.len(), "allocation", "allocations")
+            ),
         );
     }
     if let ReplayStart::Reconstructed {
@@ -601,29 +721,35 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             .iter()
             .filter(|r| r.label != "original" && r.expandable_segments && r.segment_maps == 0)
         {
-            let _ = writeln!(
+            line_under(
                 out,
-                "  note: {} mapped no page: the trace needed no new memory, and the {} of \
-                 its start are ordinary ones made under the recorded settings, so the setting \
-                 had nothing to act on here",
-                settings_label(&r.label),
-                count_of(*segments, "segment", "segments")
+                NOTE,
+                &format!(
+                    "{} mapped no page: the trace needed no new memory, and the {} of its \
+                     start are ordinary ones made under the recorded settings, so the setting \
+                     had nothing to act on here",
+                    settings_label(&r.label),
+                    count_of(*segments, "segment", "segments")
+                ),
             );
         }
     }
     if let Some(original) = d.runs.first() {
         for r in d.runs.iter().skip(1) {
             if let Some(why) = allocated_differs_by_carving(original, r) {
-                let _ = writeln!(out, "  note: {}: {why}", column_label(r));
+                line_under(out, NOTE, &format!("{}: {why}", column_label(r)));
             }
         }
     }
     if let Some(div) = &d.replica_divergence {
-        let _ = writeln!(
+        line_under(
             out,
-            "  note: the model with the recorded settings decided otherwise than the recording \
-             at #{} ({}: {}); the original column is approximate from there",
-            div.event_index, div.call, div.summary
+            NOTE,
+            &format!(
+                "the model with the recorded settings decided otherwise than the recording at \
+                 #{} ({}: {}); the original column is approximate from there",
+                div.event_index, div.call, div.summary
+            ),
         );
     }
     for r in &d.runs {
@@ -675,11 +801,14 @@ fn render_partial_footnotes(out: &mut String, runs: &[RunFigures]) {
         }
     }
     for (index, columns) in columns_by_index {
-        let _ = writeln!(
+        line_under(
             out,
-            "  * after an OOM at #{index} ({}): the allocations that failed there and later are \
-             not in these figures",
-            columns.join(", ")
+            "  * ",
+            &format!(
+                "after an OOM at #{index} ({}): the allocations that failed there and later are \
+                 not in these figures",
+                columns.join(", ")
+            ),
         );
     }
 }
@@ -693,14 +822,27 @@ fn column_label(r: &RunFigures) -> String {
     }
 }
 
+/// The lead of a detail line under a run's name.
+const DETAIL: &str = "    ";
+/// The lead of a line under a detail (an OOM's frames and message).
+const SUB_DETAIL: &str = "      ";
+
 fn render_run_details(out: &mut String, r: &RunFigures) {
     let name = column_label(r);
-    let mut lines = Vec::new();
+    // Each entry already wrapped in 80 columns under its lead.
+    let mut lines: Vec<String> = Vec::new();
+    let say = |lines: &mut Vec<String>, lead: &str, text: &str| {
+        lines.push(wrap_under(lead, text, REPORT_WIDTH));
+    };
     if let Some(div) = &r.divergence {
-        lines.push(format!(
-            "first divergence at #{} ({}): {}",
-            div.event_index, div.call, div.summary
-        ));
+        say(
+            &mut lines,
+            DETAIL,
+            &format!(
+                "first divergence at #{} ({}): {}",
+                div.event_index, div.call, div.summary
+            ),
+        );
     }
     if let Some(o) = &r.first_oom {
         // PyTorch's message names what cudaMalloc was asked for (the
@@ -710,18 +852,30 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
         } else {
             ""
         };
-        lines.push(format!(
-            "out of memory at #{}: a {} request on stream {}{message_says}",
-            o.event_index,
-            crate::alloc::format_size(o.size),
-            o.stream
-        ));
+        say(
+            &mut lines,
+            DETAIL,
+            &format!(
+                "out of memory at #{}: a {} request on stream {}{message_says}",
+                o.event_index,
+                crate::alloc::format_size(o.size),
+                o.stream
+            ),
+        );
         if o.frames.is_empty() {
-            lines.push("  (no stack frames recorded)".to_string());
+            say(&mut lines, SUB_DETAIL, "(no stack frames recorded)");
         } else if !o.python_frames {
-            lines.push("  (no Python frames recorded; C++ frames, innermost first:)".to_string());
+            say(
+                &mut lines,
+                SUB_DETAIL,
+                "(no Python frames recorded; C++ frames, innermost first:)",
+            );
         } else {
-            lines.push("  allocated at (the user's frames, innermost first):".to_string());
+            say(
+                &mut lines,
+                SUB_DETAIL,
+                "allocated at (the user's frames, innermost first):",
+            );
         }
         for f in o.frames.iter().take(8) {
             // C++ frames often have no file, and line 0 when none is known.
@@ -734,62 +888,100 @@ fn render_run_details(out: &mut String, r: &RunFigures) {
                 .known_line()
                 .filter(|&line| line > 0)
                 .map_or_else(|| "?".to_string(), |line| line.to_string());
-            lines.push(format!("  {file}:{line} in {}", f.name));
+            // Whole: a path too long for the line breaks after a `/`, its
+            // file name kept whole, the rest 2 cells further in than the
+            // frame's start so that it does not read as the next frame.
+            let place = format!("{file}:{line}");
+            let function = format!("in {}", f.name);
+            let frame = wrap_words(
+                [place.as_str(), &function],
+                REPORT_WIDTH - SUB_DETAIL.len(),
+                2,
+            );
+            lines.push(
+                frame
+                    .lines()
+                    .map(|l| format!("{SUB_DETAIL}{l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            );
         }
         if o.frames.len() > 8 {
-            lines.push(format!("  … {} more frames", o.frames.len() - 8));
+            say(
+                &mut lines,
+                SUB_DETAIL,
+                &format!("… {} more frames", o.frames.len() - 8),
+            );
         }
         if let Some(m) = &o.message {
-            lines.push(format!("  {m}"));
+            say(&mut lines, SUB_DETAIL, m);
         }
         if let Some(free) = o.device_free {
-            lines.push(format!(
-                "  the device had {} free then (recorded)",
-                human_bytes(free)
-            ));
+            say(
+                &mut lines,
+                SUB_DETAIL,
+                &format!("the device had {} free then (recorded)", human_bytes(free)),
+            );
         }
     }
     if r.allocations_skipped > 0 {
-        lines.push(format!(
-            "{} the original got {} skipped here (out of memory); later \
-             figures assume the program carried on without {}",
-            count_of(r.allocations_skipped, "allocation", "allocations"),
-            if r.allocations_skipped == 1 {
-                "was"
-            } else {
-                "were"
-            },
-            if r.allocations_skipped == 1 {
-                "it"
-            } else {
-                "them"
-            }
-        ));
+        say(
+            &mut lines,
+            DETAIL,
+            &format!(
+                "{} the original got {} skipped here (out of memory); later figures assume \
+                 the program carried on without {}",
+                count_of(r.allocations_skipped, "allocation", "allocations"),
+                if r.allocations_skipped == 1 {
+                    "was"
+                } else {
+                    "were"
+                },
+                if r.allocations_skipped == 1 {
+                    "it"
+                } else {
+                    "them"
+                }
+            ),
+        );
     }
     if r.allocations_kept > 0 {
-        lines.push(format!(
-            "{} that ran out of memory in the original succeeded here and {} \
-             allocated to the end",
-            count_of(r.allocations_kept, "allocation", "allocations"),
-            if r.allocations_kept == 1 {
-                "stays"
-            } else {
-                "stay"
-            }
-        ));
+        say(
+            &mut lines,
+            DETAIL,
+            &format!(
+                "{} that ran out of memory in the original succeeded here and {} allocated \
+                 to the end",
+                count_of(r.allocations_kept, "allocation", "allocations"),
+                if r.allocations_kept == 1 {
+                    "stays"
+                } else {
+                    "stay"
+                }
+            ),
+        );
     }
     if let Some(e) = &r.first_model_error {
-        lines.push(format!(
-            "{} the model refused (first: {e})",
-            count_of(r.model_errors, "call", "calls")
-        ));
+        say(
+            &mut lines,
+            DETAIL,
+            &format!(
+                "{} the model refused (first: {e})",
+                count_of(r.model_errors, "call", "calls")
+            ),
+        );
     }
     if lines.is_empty() {
         return;
     }
-    let _ = writeln!(out, "  {name}:");
+    // The run's name whole: a long settings string breaks after a comma.
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_under("  ", &format!("{name}:"), REPORT_WIDTH)
+    );
     for l in lines {
-        let _ = writeln!(out, "    {l}");
+        let _ = writeln!(out, "{l}");
     }
 }
 
@@ -802,21 +994,113 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
     });
     let _ = writeln!(
         out,
-        "{name}: what-if replay (allocation sizes, streams and order from the trace; \
-         cudaMalloc capacity {capacity})"
+        "{}",
+        path_heading(
+            name,
+            &format!(
+                "what-if replay (allocation sizes, streams and order from the trace; \
+                 cudaMalloc capacity {capacity})"
+            ),
+            REPORT_WIDTH
+        )
     );
     for d in &report.devices {
         render_whatif_device(&mut out, d, report.recorded_settings.as_deref());
     }
     for u in &report.unreplayable {
-        let _ = writeln!(out, "GPU {}: not replayable: {}", u.device, u.reason);
+        line_under(
+            &mut out,
+            &format!("GPU {}: ", u.device),
+            &format!("not replayable: {}", u.reason),
+        );
     }
     out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::start_counts;
+    use super::{REPORT_WIDTH, cells, fitted_widths, render_table, start_counts};
+
+    fn table(header: &[&str], rows: &[(&'static str, Vec<&str>)]) -> String {
+        let header: Vec<String> = header.iter().map(ToString::to_string).collect();
+        let rows: Vec<(&str, Vec<String>)> = rows
+            .iter()
+            .map(|(n, row)| (*n, row.iter().map(ToString::to_string).collect()))
+            .collect();
+        let mut out = String::new();
+        render_table(&mut out, &header, &rows);
+        for line in out.lines() {
+            assert!(cells(line) <= REPORT_WIDTH, "{line:?}\n{out}");
+        }
+        out
+    }
+
+    #[test]
+    fn a_table_that_fits_80_columns_is_one_table() {
+        let out = table(
+            &["original", "expandable_segments:True"],
+            &[("peak reserved", vec!["128 MiB", "108 MiB"])],
+        );
+        assert_eq!(
+            out,
+            "                 original  expandable_segments:True\n\
+             \x20 peak reserved  128 MiB   108 MiB\n"
+        );
+    }
+
+    #[test]
+    fn columns_past_80_go_in_groups_each_beside_the_original_again() {
+        let name = "peak reserved−allocated";
+        let out = table(
+            &[
+                "original",
+                "expandable_segments:True",
+                "max_split_size_mb:20",
+            ],
+            &[(name, vec!["81.50 MiB", "61.50 MiB", "821.50 MiB"])],
+        );
+        let pad = " ".repeat(2 + cells(name));
+        assert_eq!(
+            out,
+            format!(
+                "{pad}  original   expandable_segments:True\n  \
+                 {name}  81.50 MiB  61.50 MiB\n\
+                 \n\
+                 {pad}  original   max_split_size_mb:20\n  \
+                 {name}  81.50 MiB  821.50 MiB\n"
+            )
+        );
+    }
+
+    #[test]
+    fn a_column_too_wide_for_any_group_wraps_its_cells_within_it() {
+        let conf = "max_split_size_mb:128,garbage_collection_threshold:0.8";
+        let out = table(
+            &["original", conf],
+            &[
+                (
+                    "settings",
+                    vec!["expandable_segments:True (recorded)", conf],
+                ),
+                ("peak reserved", vec!["8.35 GiB", "8.35 GiB"]),
+            ],
+        );
+        // The settings break after their comma, a row's figures stay on
+        // its first line.
+        assert!(
+            out.contains(
+                "  settings       expandable_segments:True  max_split_size_mb:128,\n\
+                 \x20                (recorded)                garbage_collection_threshold:0.8\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("\n  peak reserved  8.35 GiB "), "{out}");
+        // Narrower columns keep their width; the widest are cut to fit.
+        let (a, b) = ("a".repeat(60), "b".repeat(70));
+        let columns = [vec!["0123456789"], vec![a.as_str()], vec![b.as_str()]];
+        assert_eq!(fitted_widths(&columns, 80), [10, 32, 32]);
+        assert_eq!(fitted_widths(&columns[..1], 80), [10]);
+    }
 
     #[test]
     fn start_counts_name_each_kind_of_segment_there_is() {
