@@ -147,24 +147,55 @@ const WRAP_WIDTH: usize = REPORT_WIDTH;
 /// label when the name and a cell of its folders fit there (the middle of
 /// the folders left out for a `…`), else on a line of its own under the
 /// label, 2 cells in, or from the margin when the name needs the whole
-/// line. Only a name wider than the line by itself loses its middle.
-fn path_line(label: &str, path: &str) -> String {
+/// line. Only a name wider than the line by itself loses its middle. The
+/// ` (GPU N)` that `--devices` adds is not part of the name: it follows
+/// the path, on the line under it where the name leaves it no room.
+fn path_line(label: &str, shown: &str) -> String {
+    let (path, device) = split_device(shown);
     let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
-    let room = WRAP_WIDTH - cells(label);
-    // `…` and a cell of the folders before the name.
-    let with_folders = |room: usize| cells(path) <= room || cells(name) + 2 <= room;
-    if with_folders(room) {
-        return format!("{label}{}", elide_path(path, room));
+    // Whole, or its name and `…` and a cell of its folders, in `room`.
+    let fits = |room: usize| cells(path) <= room || cells(name) + 2 <= room;
+    let beside = WRAP_WIDTH.saturating_sub(cells(label) + cells(device));
+    if fits(beside) {
+        return format!("{label}{}{device}", elide_path(path, beside));
     }
     let label = label.trim_end();
-    if with_folders(WRAP_WIDTH - 2) {
-        return format!("{label}\n  {}", elide_path(path, WRAP_WIDTH - 2));
-    }
-    if with_folders(WRAP_WIDTH) {
-        return format!("{label}\n{}", elide_path(path, WRAP_WIDTH));
+    let under = |margin: &str, path: String| {
+        let device = device.trim_start();
+        if device.is_empty() {
+            format!("{label}\n{margin}{path}")
+        } else {
+            format!("{label}\n{margin}{path}\n{margin}{device}")
+        }
+    };
+    for margin in ["  ", ""] {
+        let room = WRAP_WIDTH - margin.len();
+        if fits(room.saturating_sub(cells(device))) {
+            let path = elide_path(path, room - cells(device));
+            return format!("{label}\n{margin}{path}{device}");
+        }
+        if fits(room) {
+            return under(margin, elide_path(path, room));
+        }
     }
     // No room for a folder beside it: the name alone, whole where it fits.
-    format!("{label}\n{}", elide_middle(name, WRAP_WIDTH))
+    under("", elide_middle(name, WRAP_WIDTH))
+}
+
+/// `PATH (GPU N)` as the path and ` (GPU N)`, or `PATH` and nothing.
+fn split_device(shown: &str) -> (&str, &str) {
+    let Some(at) = shown.rfind(" (GPU ") else {
+        return (shown, "");
+    };
+    let device = &shown[at..];
+    let number = device
+        .strip_prefix(" (GPU ")
+        .and_then(|rest| rest.strip_suffix(')'));
+    if number.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+        (&shown[..at], device)
+    } else {
+        (shown, "")
+    }
 }
 
 /// `note: TEXT`, wrapped with its later lines indented under the text.
@@ -377,6 +408,22 @@ mod tests {
         assert!(
             widest.ends_with("nnn.pickle") && widest.contains('…'),
             "{widest}"
+        );
+        // The GPU `--devices` names is not part of the name: it goes
+        // under it rather than cut it.
+        let deep = format!("/work/{}{name}", "copies/".repeat(12));
+        assert_eq!(
+            path_line("after:  ", &format!("{deep} (GPU 1)")),
+            format!("after:\n  /…/{name}\n  (GPU 1)")
+        );
+        assert_eq!(
+            path_line("before: ", "/d/a.pickle (GPU 0)"),
+            "before: /d/a.pickle (GPU 0)"
+        );
+        // A file's own parenthesis is its name's.
+        assert_eq!(
+            split_device("/d/a (GPU x).pickle"),
+            ("/d/a (GPU x).pickle", "")
         );
     }
 
