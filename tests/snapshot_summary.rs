@@ -516,3 +516,53 @@ fn open_summary_no_trace_says_what_it_did_not_read() {
         "{v}"
     );
 }
+
+#[test]
+fn a_site_reached_three_ways_is_called_from_the_path_with_most_bytes_and_says_its_share() {
+    // Yiyi's one site: 7.00 GiB through flex_opt.py:507, 3.63 GiB through
+    // :319, 0.40 GiB (its two largest blocks) through :171.
+    let Some(path) = common::shared_snapshot("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle")
+    else {
+        return;
+    };
+    let file = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &file, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("< flex_opt.py:507 init_weight"), "{out}");
+    assert!(!out.contains("flex_opt.py:171"), "{out}");
+    assert!(
+        out.contains("(63.5% of it this way; 3 caller paths)"),
+        "{out}"
+    );
+    let (code, json, err) = vramtop(&["open", &file, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let site = &json["sites"][0]["at_end"]["sites"][0];
+    assert_eq!(site["caller_paths"], 3, "{site}");
+    assert_eq!(
+        site["called_from"][1], "flex_opt.py:507 init_weight",
+        "{site}"
+    );
+    let share =
+        site["called_from_bytes"].as_f64().unwrap_or(0.0) / site["bytes"].as_f64().unwrap_or(1.0);
+    assert!((share - 0.635).abs() < 0.001, "{share}");
+}
+
+#[test]
+fn summary_with_ascii_prints_the_same_layout_in_ascii_punctuation() {
+    use unicode_width::UnicodeWidthStr as _;
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let file = path.display().to_string();
+    let (code, plain, err) = vramtop(&["open", &file, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(plain.contains('…'), "the summary cuts a list: {plain}");
+    let (code, ascii, err) = vramtop(&["open", &file, "--summary", "--ascii"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(ascii.is_ascii(), "{ascii}");
+    // One cell for one cell: every line as wide as without --ascii.
+    let widths = |text: &str| text.lines().map(|l| l.width()).collect::<Vec<_>>();
+    assert_eq!(widths(&ascii), widths(&plain));
+}

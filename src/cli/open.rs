@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::snapshot::sites::{Grouping, callers, frame_label};
+use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
@@ -82,6 +82,9 @@ pub fn run(
         if !trace_read {
             let body = NO_TRACE_UNCHECKED.trim_start_matches("note: ");
             line_under(&mut text, "note: ", body);
+        }
+        if display.ascii {
+            text = crate::ui::theme::ascii_text(&text);
         }
         super::emit(&text).wrap_err("cannot write the output")?;
     }
@@ -368,17 +371,22 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
             "{}",
             wrap_phrases_under(&figures, [s.label.as_str()], REPORT_WIDTH)
         );
-        // The next user frames (callers) say how the site was reached.
-        let callers: Vec<String> = s
-            .key
-            .frame()
-            .map(|site| callers(&s.stack, site))
-            .unwrap_or_default()
-            .into_iter()
-            .take(2)
-            .map(frame_label)
-            .collect();
+        // The next user frames (callers) say how the site was reached:
+        // through the path that holds most of its bytes, and how much.
+        let callers: Vec<String> = s.called_from.iter().take(2).cloned().collect();
         render_callers(out, &callers);
+        if !callers.is_empty() && s.caller_paths > 1 {
+            let share = if s.bytes == 0 {
+                0.0
+            } else {
+                s.called_from_bytes as f64 * 100.0 / s.bytes as f64
+            };
+            let _ = writeln!(
+                out,
+                "{:CALLERS_AT$}({share:.1}% of it this way; {} caller paths)",
+                "", s.caller_paths
+            );
+        }
     }
     if at.other_sites > 0 {
         let _ = writeln!(

@@ -4,6 +4,7 @@
 //! path). Widths are terminal cells, not characters: a CJK character or an
 //! emoji takes two, a combining mark none.
 
+use crate::ui::format::unit_words;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 pub use crate::ui::format::elide_middle;
@@ -145,32 +146,6 @@ pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
         wrap_words([head.as_str()], width, 0),
         wrap_under("  ", rest, width)
     )
-}
-
-/// Units a figure is written with: a word of them stays with the number
-/// before it.
-const UNITS: [&str; 8] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "%"];
-
-/// `text` in words, except that a unit after a number stays with it:
-/// `"reserved 3.01 GiB (3232 B),"` is `reserved`, `3.01 GiB`, `(3232 B),`.
-fn unit_words(text: &str) -> Vec<&str> {
-    let base = text.as_ptr() as usize;
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    for word in text.split_whitespace() {
-        let start = word.as_ptr() as usize - base;
-        let end = start + word.len();
-        let unit = UNITS.contains(&word.trim_end_matches([',', ';', ')', '.', ':']));
-        match spans.last_mut() {
-            Some(last) if unit && text[..last.1].ends_with(|c: char| c.is_ascii_digit()) => {
-                last.1 = end;
-            }
-            _ => spans.push((start, end)),
-        }
-    }
-    spans
-        .into_iter()
-        .map(|(start, end)| &text[start..end])
-        .collect()
 }
 
 /// `text` in clauses: each ends after a `,` or `;` that a space follows

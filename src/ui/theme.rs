@@ -296,6 +296,18 @@ impl Theme {
     }
 }
 
+/// `text` with every character [`Theme::finish`] replaces on screen
+/// replaced alike (one cell for one cell, so a report laid out in cells
+/// keeps its columns): `--ascii` for the text a command prints.
+pub fn ascii_text(text: &str) -> String {
+    let mut buf = [0u8; 4];
+    text.chars()
+        .map(|c| {
+            ascii_for(c.encode_utf8(&mut buf)).map_or(c, |plain| plain.chars().next().unwrap_or(c))
+        })
+        .collect()
+}
+
 /// The one-cell ASCII stand-in for a drawing or punctuation character,
 /// `None` for ASCII and for characters without one.
 fn ascii_for(symbol: &str) -> Option<&'static str> {
