@@ -789,3 +789,24 @@ fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
         assert!(screen.contains(part), "60x24: {part}\n{screen}");
     }
 }
+
+#[test]
+fn every_gpu_row_uses_the_same_wording_as_the_others() {
+    // muduard's b: GPU 0 has one event and nothing allocated, GPU 1 ten
+    // GiB; at 80 columns only the short words fit GPU 1's row, so GPU 0's
+    // row says "res" and "alloc" too, not "reserved" and "allocated".
+    let Some(v) = viewer("muduard_dump_snapshot_b.pickle") else {
+        return;
+    };
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    let rows: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains("res ") || l.contains("reserved "))
+        .take(2)
+        .collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    for row in &rows {
+        assert!(row.contains(" res ") && row.contains(" alloc "), "{screen}");
+        assert!(!row.contains("reserved"), "{screen}");
+    }
+}

@@ -40,14 +40,18 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
     }
     let selected = v.device_index();
     let first = chrome::first_shown(selected, usize::from(inner.height));
-    for (row, (i, d)) in v
+    let width = usize::from(inner.width);
+    // Each row's wordings, widest first; all rows then take the widest
+    // wording every one of them fits, so two GPUs' rows read alike ("res"
+    // on one row and "reserved" on the next read as different figures).
+    let mut rows: Vec<Vec<Line<'static>>> = Vec::new();
+    for (i, d) in v
         .scrub
         .devices
         .iter()
         .enumerate()
         .skip(first)
         .take(usize::from(inner.height))
-        .enumerate()
     {
         let cursor = v.cursors.get(i).copied().unwrap_or(0);
         let p = d.points.get(cursor).copied();
@@ -137,7 +141,6 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             spans.extend(misfit(terse));
             Line::from(spans)
         };
-        let width = usize::from(inner.width);
         // (with events, short words, peaks' cursors, "N inconsistent"
         // without "events", "GPU N" after the row's number), widest first:
         // "GPU N" goes before the cursors, and the word "events" is the
@@ -150,14 +153,29 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
             (false, true, false, false, false),
             (false, true, false, true, false),
         ];
-        let line = tiers
-            .into_iter()
-            .map(|(with_events, short, cursors, terse, named)| {
-                line_of(with_events, short, cursors, terse, named)
-            })
-            .find(|l| l.width() <= width)
-            .unwrap_or_else(|| line_of(false, true, false, true, false));
-        chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
+        rows.push(
+            tiers
+                .into_iter()
+                .map(|(with_events, short, cursors, terse, named)| {
+                    line_of(with_events, short, cursors, terse, named)
+                })
+                .collect(),
+        );
+    }
+    let tier = rows
+        .iter()
+        .map(|wordings| {
+            wordings
+                .iter()
+                .position(|l| l.width() <= width)
+                .unwrap_or(wordings.len().saturating_sub(1))
+        })
+        .max()
+        .unwrap_or(0);
+    for (row, wordings) in rows.iter().enumerate() {
+        if let Some(line) = wordings.get(tier).or(wordings.last()) {
+            chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), line);
+        }
     }
     theme.finish(area, buf);
 }
