@@ -2591,6 +2591,79 @@ fn after_an_oom_the_selected_tensor_stays_on_screen_and_j_k_move_it_at_80x24_and
     }
 }
 
+/// The words drawn in the selection's style at `w`×`h`, row by row.
+fn selected_words_shown(state: &AppState, w: u16, h: u16) -> Vec<String> {
+    let terminal = common::screen::draw(state, &Theme::colored(), w, h);
+    let buf = terminal.backend().buffer();
+    let mut shown = Vec::new();
+    for y in buf.area.top()..buf.area.bottom() {
+        let marked: String = (buf.area.left()..buf.area.right())
+            .filter_map(|x| buf.cell((x, y)))
+            .filter(|c| c.modifier.contains(Modifier::REVERSED))
+            .map(|c| c.symbol())
+            .collect();
+        shown.extend(marked.split_whitespace().map(str::to_string));
+    }
+    shown
+}
+
+#[test]
+fn the_scenario_list_keeps_the_selected_scenario_on_screen_after_an_oom_and_enter_loads_it() {
+    let names = vramtop::scenario::builtin_names();
+    let n = names.len();
+    for (w, h) in [(80, 24), (120, 40)] {
+        for target in 0..n {
+            let mut state = stress_screen();
+            assert!(state.stress.oom.is_some() && state.stress.compare().is_some());
+            press(&mut state, KeyCode::Char('n'));
+            // Down to the target and back up to it from the last: the
+            // selection is the one scenario drawn selected at every step.
+            let moves = std::iter::repeat_n(KeyCode::Down, n - 1)
+                .chain(std::iter::repeat_n(KeyCode::Char('k'), n - 1 - target));
+            for code in std::iter::once(KeyCode::Null).chain(moves) {
+                press(&mut state, code);
+                let picker = state.stress.scenario_picker().expect("the list is open");
+                let screen = screen_text(&state, w, h);
+                let shown: Vec<String> = selected_words_shown(&state, w, h)
+                    .into_iter()
+                    .filter(|word| names.contains(&word.as_str()))
+                    .collect();
+                assert_eq!(
+                    shown,
+                    vec![names[picker.selected].to_string()],
+                    "{w}×{h}, {} selected: the selected scenario, once:\n{screen}",
+                    names[picker.selected]
+                );
+                // No other row claims a key the list takes.
+                assert!(!screen.contains("frees it"), "{w}×{h}:\n{screen}");
+                // A list cut to its rows says which entries it shows.
+                let listed: Vec<usize> = (0..n)
+                    .filter(|&i| screen.contains(&format!("  {} ", names[i])))
+                    .collect();
+                if listed.len() < n {
+                    let (first, last) = (listed[0] + 1, listed[listed.len() - 1] + 1);
+                    assert!(
+                        screen.contains(&format!("scenarios {first}–{last} of {n}")),
+                        "{w}×{h}: the list shows {listed:?}:\n{screen}"
+                    );
+                }
+            }
+            assert_eq!(
+                state.stress.scenario_picker().map(|p| p.selected),
+                Some(target)
+            );
+            let Effect::Stress(_) = press(&mut state, KeyCode::Enter) else {
+                panic!("Enter loads the scenario");
+            };
+            assert_eq!(
+                state.stress.scenario.as_ref().map(|r| r.builtin),
+                Some(target),
+                "{w}×{h}: Enter loads the scenario drawn selected"
+            );
+        }
+    }
+}
+
 /// The panel's text at `w`×`h` drawn alone, rows joined by newlines.
 fn panel_text(p: &StressPanel, w: u16, h: u16) -> String {
     let theme = Theme::colored();

@@ -8,7 +8,9 @@
 //! view (A | B | Δ), beside the tensors when the panel is wide enough.
 //! While `j`/`k` and `d` act on the tensors the selected one keeps a row,
 //! named alone ("selected #3 (2 of 84): …") when the list has only that
-//! row: `d` does not free a tensor the panel does not show.
+//! row: `d` does not free a tensor the panel does not show. Likewise the
+//! open scenario list keeps the scenario Enter loads on screen: the
+//! messages above give way to it, and it scrolls with the selection.
 //! On a narrower panel the compare view goes under the tensors, two figures
 //! a row with shorter labels where that fits (80 columns), and keeps its
 //! rows: the head's last lines give way. Scenario texts wrap instead of
@@ -26,7 +28,8 @@ use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
 use crate::app::stress::{
-    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioStop, StressPanel,
+    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioPicker,
+    ScenarioStop, StressPanel,
 };
 
 /// The settings field's hint, longest first: the first that fits beside
@@ -169,8 +172,12 @@ impl<'a> StressPane<'a> {
             return lines;
         }
         // One row: the selected tensor alone, in words, as the header
-        // would leave no row for it and `d` frees it.
+        // would leave no row for it and `d` frees it. Not while a field or
+        // the scenario list takes `d`: the row would say it frees it.
         if rows == 1 {
+            if !p.selection_acts() {
+                return Vec::new();
+            }
             return self.selected_line(width).into_iter().collect();
         }
         // Keep the selected row in view.
@@ -291,39 +298,76 @@ impl<'a> StressPane<'a> {
         lines
     }
 
-    /// The scenario list (`n`) or the loaded scenario: its name, variant,
-    /// step cursor, next step and explanation.
-    fn scenario_lines(&self, width: u16) -> Vec<Line<'static>> {
-        let p = self.panel;
+    /// The scenario list (`n`) on at most `rows` rows: its header and the
+    /// entries around the selected one (the one Enter loads, so it is
+    /// always drawn), the header saying which it shows when not all fit.
+    fn picker_lines(&self, picker: &ScenarioPicker, width: u16, rows: usize) -> Vec<Line<'static>> {
         let t = self.theme;
-        let mut lines = Vec::new();
-        if let Some(picker) = p.scenario_picker() {
-            lines.push(Line::styled(
-                "scenarios: ↑/↓ choose · Enter loads (frees all) · Esc closes",
-                t.header,
-            ));
-            // Titles that do not fit go on under themselves, right of the
-            // name column, instead of being cut at the edge.
-            let indent = 2 + SCENARIO_NAME_WIDTH + 1;
-            let title_w = u16::try_from(usize::from(width).saturating_sub(indent).max(20))
-                .unwrap_or(u16::MAX);
-            for (i, (name, title)) in picker.entries.iter().enumerate() {
+        // Titles that do not fit go on under themselves, right of the
+        // name column, instead of being cut at the edge.
+        let indent = 2 + SCENARIO_NAME_WIDTH + 1;
+        let title_w =
+            u16::try_from(usize::from(width).saturating_sub(indent).max(20)).unwrap_or(u16::MAX);
+        let entries: Vec<Vec<Line<'static>>> = picker
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, (name, title))| {
                 let style = if i == picker.selected {
                     t.selected
                 } else {
                     t.text
                 };
-                for (k, part) in chrome::wrap(title, title_w).into_iter().enumerate() {
-                    let lead = if k == 0 {
-                        format!("  {name:<SCENARIO_NAME_WIDTH$} ")
-                    } else {
-                        " ".repeat(indent)
-                    };
-                    lines.push(Line::styled(format!("{lead}{part}"), style));
-                }
-            }
-            return lines;
-        }
+                chrome::wrap(title, title_w)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, part)| {
+                        let lead = if k == 0 {
+                            format!("  {name:<SCENARIO_NAME_WIDTH$} ")
+                        } else {
+                            " ".repeat(indent)
+                        };
+                        Line::styled(format!("{lead}{part}"), style)
+                    })
+                    .collect()
+            })
+            .collect();
+        let (first, last) = list_window(&entries, picker.selected, rows.saturating_sub(1));
+        let n = entries.len();
+        let keys = [
+            "↑/↓ choose · Enter loads (frees all) · Esc closes",
+            "Enter loads (frees all)",
+        ];
+        // Cut, it says which entries it shows: the rows that end at the
+        // selection would read as the whole list.
+        let what = if first == 0 && last + 1 >= n {
+            "scenarios".to_string()
+        } else {
+            format!("scenarios {}–{} of {n}", first + 1, last + 1)
+        };
+        let header = keys
+            .iter()
+            .map(|k| format!("{what}: {k}"))
+            .find(|h| h.width() <= usize::from(width))
+            .unwrap_or(what);
+        let room = rows.saturating_sub(1);
+        let mut lines = vec![Line::styled(header, t.header)];
+        lines.extend(
+            entries
+                .into_iter()
+                .skip(first)
+                .take(last + 1 - first)
+                .flatten()
+                .take(room),
+        );
+        lines
+    }
+
+    /// The loaded scenario: its name, variant, step cursor and next step.
+    fn scenario_lines(&self, width: u16) -> Vec<Line<'static>> {
+        let p = self.panel;
+        let t = self.theme;
+        let mut lines = Vec::new();
         let Some(run) = &p.scenario else {
             return lines;
         };
@@ -403,7 +447,8 @@ impl<'a> StressPane<'a> {
     /// summary (asked, free, reserved but unallocated), the advice before
     /// the verdict, the verdict, then the message. At 80×24 after an OOM
     /// the panel has 11 rows for all of it, the compare table and the
-    /// selected tensor.
+    /// selected tensor. The open scenario list outlasts the message and
+    /// the OOM message, then scrolls.
     fn fitted_head(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
         let t = self.theme;
         // The message and the advice wrap: cut at the edge, an invalid
@@ -430,9 +475,19 @@ impl<'a> StressPane<'a> {
             }
         }
         let advice_end = parts.len();
-        let scenario = self.scenario_lines(width);
-        let scenario_rows = scenario.len();
-        parts.push((Box::new(move |_| scenario.clone()), scenario_rows));
+        let scenario_at = parts.len();
+        let picker = self.panel.scenario_picker();
+        if let Some(picker) = picker {
+            let whole = self.picker_lines(picker, width, usize::MAX).len();
+            parts.push((
+                Box::new(move |r| self.picker_lines(picker, width, r)),
+                whole,
+            ));
+        } else {
+            let scenario = self.scenario_lines(width);
+            let scenario_rows = scenario.len();
+            parts.push((Box::new(move |_| scenario.clone()), scenario_rows));
+        }
         let explanation_at = parts.len();
         parts.push((
             Box::new(move |r| self.explanation_lines(width, r)),
@@ -465,6 +520,14 @@ impl<'a> StressPane<'a> {
             order.push((v, 0));
         }
         order.push((0, 1));
+        // The scenario list takes the keys while it is open and Enter
+        // loads the entry it shows selected: the message and the OOM give
+        // way to it (they are back when it closes), then it scrolls, down
+        // to its header and the selected entry's first row. Drawn after
+        // the OOM at 80×24 it had one row and ↓ moved out of sight.
+        if picker.is_some() {
+            order.extend([(0, 0), (oom_at, 0), (scenario_at, 2)]);
+        }
         for (part, floor) in order {
             let total: usize = given.iter().sum();
             let Some(over) = total.checked_sub(rows).filter(|&o| o > 0) else {
@@ -614,6 +677,28 @@ impl<'a> StressPane<'a> {
         }
         lines
     }
+}
+
+/// The entries `first..=last` of a list (each entry its rows) that `room`
+/// rows show: from the top where that reaches `selected`, else ending at
+/// it, as the tensor list scrolls; then those after it that still fit.
+/// It always holds `selected`, even where that entry alone is taller.
+fn list_window(entries: &[Vec<Line<'static>>], selected: usize, room: usize) -> (usize, usize) {
+    let Some(end) = entries.len().checked_sub(1) else {
+        return (0, 0);
+    };
+    let selected = selected.min(end);
+    let rows = |i: usize| entries[i].len();
+    let (mut first, mut last, mut used) = (selected, selected, rows(selected));
+    while first > 0 && used + rows(first - 1) <= room {
+        first -= 1;
+        used += rows(first);
+    }
+    while last < end && used + rows(last + 1) <= room {
+        last += 1;
+        used += rows(last);
+    }
+    (first, last)
 }
 
 /// `text` wrapped to `width` on at most `rows` lines, the last one ending
