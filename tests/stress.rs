@@ -1012,6 +1012,88 @@ fn below_120x40_shift_m_shows_the_segment_map_in_place_of_the_panel() {
 }
 
 #[test]
+fn behind_the_segment_map_j_k_and_d_do_not_act_and_the_status_line_says_m_returns() {
+    // 80×24 and a terminal wide enough for every hint, both below 120×40.
+    for (w, h) in [(80, 24), (200, 30)] {
+        let mut state = stress_screen();
+        let panel = screen_text(&state, w, h);
+        assert!(
+            panel.contains("d frees it") || panel.contains("d free"),
+            "{panel}"
+        );
+        press(&mut state, KeyCode::Char('M'));
+        let map = screen_text(&state, w, h);
+        assert!(!map.contains(" Stress panel ") && map.contains(" Segments "));
+        let selected = state.stress.selected;
+        let live = state.stress.tensors.len();
+        for (code, name) in [
+            (KeyCode::Char('j'), "j"),
+            (KeyCode::Char('k'), "k"),
+            (KeyCode::Down, "↓"),
+            (KeyCode::Up, "↑"),
+            (KeyCode::Char('d'), "d"),
+            (KeyCode::Delete, "Del"),
+        ] {
+            let effect = press(&mut state, code);
+            assert!(
+                !matches!(effect, Effect::Stress(_)),
+                "{w}×{h}: {name} sent {effect:?}"
+            );
+            assert_eq!(state.stress.selected, selected, "{w}×{h}: {name} moved it");
+            assert_eq!(state.stress.tensors.len(), live, "{w}×{h}: {name} freed");
+            let screen = screen_text(&state, w, h);
+            let says = format!("{name} acts on the tensor list: M returns to it");
+            assert!(screen.contains(&says), "{w}×{h}: {says}\n{screen}");
+        }
+        // The hints say what the keys do here: M brings the panel back,
+        // and no key the map view ignores is offered.
+        let hints = screen_text(&state, w, h);
+        let status = hints
+            .lines()
+            .rev()
+            .find(|l| l.contains("quit"))
+            .unwrap_or_default();
+        assert!(status.contains("M panel"), "{w}×{h}: {status}");
+        assert!(!status.contains("d free"), "{w}×{h}: {status}");
+        // The other panel keys still act behind the map.
+        let before = state.stress.count();
+        press(&mut state, KeyCode::Char('['));
+        assert!(state.stress.count() < before, "{w}×{h}");
+        // Back on the panel, j and d act on the list it shows.
+        press(&mut state, KeyCode::Char('M'));
+        screen_text(&state, w, h);
+        press(&mut state, KeyCode::Char('j'));
+        assert_ne!(state.stress.selected, selected, "{w}×{h}");
+        let shown = state.stress.tensors[state.stress.selected].address;
+        let Effect::Stress(cmds) = press(&mut state, KeyCode::Char('d')) else {
+            panic!("{w}×{h}: d frees on the panel");
+        };
+        assert_eq!(freed(&cmds), vec![shown], "{w}×{h}");
+    }
+}
+
+#[test]
+fn the_help_behind_the_segment_map_says_the_tensor_list_keys_wait_for_m() {
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let mut state = stress_screen();
+    screen_text(&state, 120, 30);
+    press(&mut state, KeyCode::Char('M'));
+    press(&mut state, KeyCode::Char('?'));
+    let help = flat(&screen_text(&state, 120, 30));
+    for what in [
+        "select the previous tensor (not behind the map: M shows the list)",
+        "free the selected tensor (not behind the map: M shows the list)",
+    ] {
+        assert!(help.contains(what), "{what}: {help}");
+    }
+    // On the panel the rows are as ever.
+    let panel = flat(&help_screen(&keymap, &theme, (120, 90), true));
+    assert!(panel.contains("free the selected tensor"), "{panel}");
+    assert!(!panel.contains("not behind the map"), "{panel}");
+}
+
+#[test]
 fn the_highlighted_words_are_exactly_the_reserved_but_unallocated_phrase() {
     let theme = Theme::colored();
     let lines = ui::highlighted_wrap(

@@ -5,7 +5,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
-use super::state::{Pane, UiState};
+use super::state::{Pane, StressView, UiState};
 use super::stress::StressAction;
 use super::viewer::ViewerAction;
 
@@ -136,7 +136,9 @@ pub enum PanelKey {
     /// Closes the panel; its tensors stay allocated.
     Close,
     /// Where the panel and the segment map do not both fit: shows one or
-    /// the other (the panel's keys keep working behind the map).
+    /// the other (the panel's keys keep working behind the map, except
+    /// those that act on its tensor list: see
+    /// [`PanelKey::acts_on_tensor_list`]).
     ToggleMap,
     Act(StressAction),
 }
@@ -148,6 +150,41 @@ impl PanelKey {
             PanelKey::Close => "close the stress panel (tensors stay)",
             PanelKey::ToggleMap => "segment map / panel (below 120×40: one at a time)",
             PanelKey::Act(a) => a.describe(),
+        }
+    }
+
+    /// What the key does in `view`, for the help: behind the segment map
+    /// the tensor list's keys do not act, and the help says so.
+    pub fn describe_in(self, view: StressView) -> &'static str {
+        use StressAction as S;
+        match (self, view) {
+            (PanelKey::Act(S::Up), StressView::Map) => {
+                "select the previous tensor (not behind the map: M shows the list)"
+            }
+            (PanelKey::Act(S::Down), StressView::Map) => {
+                "select the next tensor (not behind the map: M shows the list)"
+            }
+            (PanelKey::Act(S::FreeSelected), StressView::Map) => {
+                "free the selected tensor (not behind the map: M shows the list)"
+            }
+            _ => self.describe(),
+        }
+    }
+
+    /// Whether the key acts on the tensor list's selection (moves it, or
+    /// frees the selected tensor): it does not while the segment map is
+    /// shown in place of the panel, where nobody sees which tensor that is.
+    pub fn acts_on_tensor_list(self) -> bool {
+        use StressAction as S;
+        matches!(self, PanelKey::Act(S::Up | S::Down | S::FreeSelected))
+    }
+
+    /// The status-line hint of `M` as the view stands (it switches to the
+    /// other), else the table's `hint`.
+    fn hint_now(self, hint: &'static str, view: StressView) -> &'static str {
+        match (self, view) {
+            (PanelKey::ToggleMap, StressView::Map) => "panel",
+            _ => hint,
         }
     }
 
@@ -725,31 +762,56 @@ impl Keymap {
     /// scenario loaded its keys (step, run) come right after quit and
     /// help, the ones a scenario is driven with; without one they are left
     /// out, as they would only say that none is loaded. `M` is left out
-    /// where the segment map already sits beside the panel.
+    /// where the segment map already sits beside the panel; where the map
+    /// is shown in its place `M` says "panel", right after quit and help
+    /// (the way back, kept at 80 columns), and the tensor list's keys are
+    /// left out (they do not act there).
     pub fn stress_hints(
         &self,
         scenario_loaded: bool,
-        beside_map: bool,
+        view: StressView,
     ) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.stress
                 .iter()
                 .filter(|b| b.key != PanelKey::Open)
-                .filter(|b| !(beside_map && b.key == PanelKey::ToggleMap))
+                .filter(|b| !(view == StressView::BesideMap && b.key == PanelKey::ToggleMap))
+                .filter(|b| !(view == StressView::Map && b.key.acts_on_tensor_list()))
                 .filter(|b| scenario_loaded || !b.key.drives_scenario())
                 .map(|b| {
-                    let rank = if b.key.drives_scenario() { 0 } else { b.rank };
-                    (b.keys, b.hint, rank)
+                    let first = b.key.drives_scenario()
+                        || (view == StressView::Map && b.key == PanelKey::ToggleMap);
+                    let rank = if first { 0 } else { b.rank };
+                    (b.keys, b.hint.map(|h| b.key.hint_now(h, view)), rank)
                 }),
         )
     }
 
-    /// (keys, description) rows of the stress panel for the help overlay.
-    pub fn stress_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+    /// (keys, description) rows of the stress panel for the help overlay,
+    /// as the keys act in `view`.
+    pub fn stress_help_rows(&self, view: StressView) -> Vec<(&'static str, &'static str)> {
         self.stress
             .iter()
-            .map(|b| (b.keys, b.key.describe()))
+            .map(|b| (b.keys, b.key.describe_in(view)))
             .collect()
+    }
+
+    /// The first key of `key`'s binding in the stress panel's table, as
+    /// the hints name it ("d" of "d Del").
+    pub fn stress_key_name(&self, key: PanelKey) -> Option<&'static str> {
+        self.stress
+            .iter()
+            .find(|b| b.key == key)
+            .and_then(|b| b.keys.split(' ').next())
+    }
+
+    /// How the stress panel's table names the key `event` ("j" of "↓ j",
+    /// "Del" of "d Del"): a notice about a key names the one pressed.
+    pub fn stress_key_label(&self, event: KeyEvent) -> Option<&'static str> {
+        self.stress
+            .iter()
+            .flat_map(|b| b.keys.split(' '))
+            .find(|token| label_key(token).is_some_and(|k| k.code == event.code))
     }
 
     /// "key action" pairs for the status line, for the focused pane, most
@@ -971,24 +1033,53 @@ mod tests {
     #[test]
     fn stress_hints_name_the_scenario_step_and_run_keys_first_while_one_is_loaded() {
         let k = Keymap::default();
-        let loaded = k.stress_hints(true, false);
+        let loaded = k.stress_hints(true, StressView::Panel);
         assert_eq!(
             loaded.get(2..4),
             Some(&[(".", "step"), ("g", "run")][..]),
             "right after quit and help: {loaded:?}"
         );
-        let none = k.stress_hints(false, false);
+        let none = k.stress_hints(false, StressView::Panel);
         assert!(
             none.iter().all(|h| h.0 != "." && h.0 != "g"),
             "no scenario, nothing to step: {none:?}"
         );
         assert!(none.iter().any(|h| h.1 == "scenarios"), "{none:?}");
         assert!(none.iter().any(|h| h.0 == "M"), "{none:?}");
-        let beside = k.stress_hints(false, true);
+        let beside = k.stress_hints(false, StressView::BesideMap);
         assert!(
             beside.iter().all(|h| h.0 != "M"),
             "the map is there: {beside:?}"
         );
+    }
+
+    #[test]
+    fn behind_the_segment_map_the_hints_offer_m_panel_first_and_no_tensor_list_key() {
+        let k = Keymap::default();
+        let map = k.stress_hints(false, StressView::Map);
+        assert_eq!(map.get(2), Some(&("M", "panel")), "the way back: {map:?}");
+        for key in ["d", "↑", "↓"] {
+            assert!(
+                map.iter().all(|h| h.0 != key),
+                "{key} does not act: {map:?}"
+            );
+        }
+        assert!(
+            map.contains(&("o", "oldest")),
+            "other keys still act: {map:?}"
+        );
+        let panel = k.stress_hints(false, StressView::Panel);
+        assert!(panel.contains(&("M", "map")) && panel.contains(&("d", "free")));
+        // The help's rows say the same.
+        let rows = k.stress_help_rows(StressView::Map);
+        let d = rows.iter().find(|r| r.0 == "d Del").map(|r| r.1);
+        assert_eq!(
+            d,
+            Some("free the selected tensor (not behind the map: M shows the list)")
+        );
+        assert_eq!(k.stress_key_name(PanelKey::ToggleMap), Some("M"));
+        let j = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
+        assert_eq!(k.stress_key_label(j), Some("j"));
     }
 
     #[test]

@@ -485,6 +485,20 @@ pub struct UiState {
 /// (columns, rows); smaller, `M` shows one or the other.
 pub const STRESS_BESIDE_MAP: (u16, u16) = (120, 40);
 
+/// How the open stress panel is drawn, which decides what its keys can
+/// act on: its tensor list is not drawn while the segment map is shown
+/// in its place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StressView {
+    /// The panel, without the segment map beside it (below 120×40).
+    Panel,
+    /// The panel beside the segment map (from 120×40): `M` has nothing
+    /// to switch.
+    BesideMap,
+    /// The segment map in place of the panel (`M` below 120×40).
+    Map,
+}
+
 impl Default for UiState {
     fn default() -> Self {
         UiState {
@@ -522,6 +536,18 @@ impl UiState {
     /// Whether they did in the last frame drawn.
     pub fn stress_beside_map(&self) -> bool {
         self.screen.get().is_some_and(Self::stress_beside_map_at)
+    }
+
+    /// How the stress panel was drawn in the last frame (as the layout
+    /// decides it); meaningful while it is open.
+    pub fn stress_view(&self) -> StressView {
+        if self.stress_beside_map() {
+            StressView::BesideMap
+        } else if self.stress_map {
+            StressView::Map
+        } else {
+            StressView::Panel
+        }
     }
 
     /// The timeline window in milliseconds.

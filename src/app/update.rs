@@ -7,7 +7,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{CaptureNote, cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey};
-use super::state::{AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, UiState, ZOOM_WINDOWS_S};
+use super::state::{
+    AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState, ZOOM_WINDOWS_S,
+};
 use super::stress::{StressCommand, StressResult};
 
 /// What the event loop must do after an update.
@@ -98,6 +100,17 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     if state.ui.overlay == Overlay::None {
         if state.ui.stress_open {
             if let Some(k) = keymap.stress_key_for(key) {
+                // Behind the segment map nobody sees which tensor is
+                // selected: `d` would free one unseen, `j`/`k` move a
+                // selection that is not drawn.
+                if k.acts_on_tensor_list() && state.ui.stress_view() == StressView::Map {
+                    let pressed = keymap.stress_key_label(key).unwrap_or("this key");
+                    let map = keymap.stress_key_name(PanelKey::ToggleMap).unwrap_or("M");
+                    return notice(
+                        state,
+                        format!("{pressed} acts on the tensor list: {map} returns to it"),
+                    );
+                }
                 return apply_panel_key(state, k);
             }
         } else if keymap.opens_stress(key) {
@@ -195,7 +208,8 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             state.ui.stress_map = !state.ui.stress_map;
             state.stress.message = Some(
                 if state.ui.stress_map {
-                    "segment map shown in place of the panel (panel keys still act): M shows the panel"
+                    "segment map shown in place of the panel (its keys act, but the tensor \
+                     list's wait for it): M shows the panel"
                 } else {
                     "panel shown: M shows the segment map (side by side from 120×40)"
                 }

@@ -11,6 +11,7 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, left};
 use super::theme::Theme;
 use crate::app::keymap::{Action, Keymap};
+use crate::app::state::StressView;
 
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
@@ -112,6 +113,9 @@ pub struct HelpOverlay<'a> {
     theme: &'a Theme,
     /// The stress panel is open: its keys are listed first.
     stress: bool,
+    /// How the panel is drawn: behind the segment map its tensor list's
+    /// keys do not act, and their rows say so.
+    stress_view: StressView,
     /// The snapshot viewer: its keys instead of the dashboard's.
     viewer: bool,
     /// The viewer was opened from the dashboard: quitting goes back there.
@@ -130,6 +134,7 @@ impl<'a> HelpOverlay<'a> {
             keymap,
             theme,
             stress: false,
+            stress_view: StressView::Panel,
             viewer: false,
             quit_returns: false,
             scroll: 0,
@@ -175,6 +180,12 @@ impl<'a> HelpOverlay<'a> {
     /// Lists the stress panel's keys first (while the panel is open).
     pub fn with_stress(mut self, open: bool) -> Self {
         self.stress = open;
+        self
+    }
+
+    /// Describes the stress panel's keys as they act in `view`.
+    pub fn with_stress_view(mut self, view: StressView) -> Self {
+        self.stress_view = view;
         self
     }
 
@@ -247,7 +258,7 @@ impl<'a> HelpOverlay<'a> {
         }
         if self.stress {
             lines.push(Line::styled("In the stress panel", theme.header));
-            for (keys, what) in self.keymap.stress_help_rows() {
+            for (keys, what) in self.keymap.stress_help_rows(self.stress_view) {
                 lines.extend(row(keys, what, key_w));
             }
         }

@@ -159,6 +159,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     if state.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_stress(state.ui.stress_open)
+            .with_stress_view(state.ui.stress_view())
             .with_scroll(state.ui.help_scroll)
             .with_scroll_limit(&state.ui.help_scroll_limit)
             .with_page_rows(&state.ui.help_page_rows)

@@ -234,10 +234,8 @@ impl<'a> StatusLine<'a> {
         let all = if let Some(mode) = typing {
             mode.hints()
         } else if self.state.ui.stress_open {
-            self.keymap.stress_hints(
-                state.stress.scenario.is_some(),
-                state.ui.stress_beside_map(),
-            )
+            self.keymap
+                .stress_hints(state.stress.scenario.is_some(), state.ui.stress_view())
         } else {
             self.keymap
                 .hints(self.state.ui.focus, &self.state.ui, state.offers())
