@@ -12,7 +12,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Modifier;
 use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStats, SegmentInfo};
-use vramtop::app::keymap::Keymap;
+use vramtop::app::keymap::{Keymap, PanelKey};
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
     COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, OomRoom,
@@ -1391,7 +1391,12 @@ fn the_title_names_non_default_settings() {
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(100, 14)).expect("test backend");
     terminal
-        .draw(|f| f.render_widget(ui::StressPane::new(&p, &theme), f.area()))
+        .draw(|f| {
+            f.render_widget(
+                ui::StressPane::new(&p, &Keymap::default(), &theme),
+                f.area(),
+            )
+        })
         .expect("draw");
     let top: String = (0..100)
         .map(|x| terminal.backend().buffer()[(x, 0)].symbol().to_string())
@@ -1409,7 +1414,12 @@ fn the_settings_field_and_a_validation_error_render() {
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(110, 12)).expect("test backend");
     terminal
-        .draw(|f| f.render_widget(ui::StressPane::new(&p, &theme), f.area()))
+        .draw(|f| {
+            f.render_widget(
+                ui::StressPane::new(&p, &Keymap::default(), &theme),
+                f.area(),
+            )
+        })
         .expect("draw");
     insta::assert_snapshot!("stress_settings_field_110x12", terminal.backend());
 }
@@ -1525,7 +1535,7 @@ fn panel_row(p: &StressPanel, width: u16, y: u16) -> String {
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(width, 12)).expect("test backend");
     terminal
-        .draw(|f| f.render_widget(ui::StressPane::new(p, &theme), f.area()))
+        .draw(|f| f.render_widget(ui::StressPane::new(p, &Keymap::default(), &theme), f.area()))
         .expect("draw");
     (0..width)
         .map(|x| terminal.backend().buffer()[(x, y)].symbol().to_string())
@@ -1659,7 +1669,12 @@ fn the_compare_view_lists_the_free_block_histogram_difference() {
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(120, 16)).expect("test backend");
     terminal
-        .draw(|f| f.render_widget(ui::StressPane::new(&d.panel, &theme), f.area()))
+        .draw(|f| {
+            f.render_widget(
+                ui::StressPane::new(&d.panel, &Keymap::default(), &theme),
+                f.area(),
+            )
+        })
         .expect("draw");
     insta::assert_snapshot!("stress_compare_histogram_120x16", terminal.backend());
 }
@@ -2193,7 +2208,10 @@ fn a_loaded_scenario_renders_its_name_step_and_explanation() {
     let mut terminal = Terminal::new(TestBackend::new(110, 14)).expect("test backend");
     terminal
         .draw(|f| {
-            f.render_widget(ui::StressPane::new(&p, &theme), f.area());
+            f.render_widget(
+                ui::StressPane::new(&p, &Keymap::default(), &theme),
+                f.area(),
+            );
         })
         .expect("test backend");
     insta::assert_snapshot!("stress_scenario_110x14", terminal.backend());
@@ -2746,12 +2764,30 @@ fn the_scenario_list_keeps_the_selected_scenario_on_screen_after_an_oom_and_ente
     }
 }
 
+#[test]
+fn the_selected_tensors_line_names_the_free_key_as_the_keymap_table_does() {
+    let state = stress_screen();
+    let mut keymap = Keymap::default();
+    for b in &mut keymap.stress {
+        if b.key == PanelKey::Act(StressAction::FreeSelected) {
+            b.keys = "Del d";
+        }
+    }
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, &state, &keymap, &Theme::colored()))
+        .expect("test backend");
+    let screen = common::screen::text(terminal.backend().buffer());
+    assert!(screen.contains("· Del frees it"), "{screen}");
+    assert!(screen_text(&state, 80, 24).contains("· d frees it"));
+}
+
 /// The panel's text at `w`×`h` drawn alone, rows joined by newlines.
 fn panel_text(p: &StressPanel, w: u16, h: u16) -> String {
     let theme = Theme::colored();
     let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
     terminal
-        .draw(|f| f.render_widget(ui::StressPane::new(p, &theme), f.area()))
+        .draw(|f| f.render_widget(ui::StressPane::new(p, &Keymap::default(), &theme), f.area()))
         .expect("test backend");
     common::screen::text(terminal.backend().buffer())
 }

@@ -153,7 +153,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
         }
     }
     if let Some(panel) = screen.stress {
-        StressPane::new(&state.stress, theme).render(panel, buf);
+        StressPane::new(&state.stress, keymap, theme).render(panel, buf);
     }
     StatusLine::new(state, keymap, theme).render(screen.status, buf);
     if state.ui.overlay == Overlay::Help {

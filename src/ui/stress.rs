@@ -27,9 +27,10 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
+use crate::app::keymap::{Keymap, PanelKey};
 use crate::app::stress::{
     CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioPicker,
-    ScenarioStop, StressPanel,
+    ScenarioStop, StressAction, StressPanel,
 };
 
 /// The settings field's hint, longest first: the first that fits beside
@@ -86,12 +87,18 @@ pub fn panel_area(body: Rect) -> Rect {
 /// The stress panel of one frame.
 pub struct StressPane<'a> {
     panel: &'a StressPanel,
+    /// Names the keys the panel's own lines mention, as the hints do.
+    keymap: &'a Keymap,
     theme: &'a Theme,
 }
 
 impl<'a> StressPane<'a> {
-    pub fn new(panel: &'a StressPanel, theme: &'a Theme) -> Self {
-        StressPane { panel, theme }
+    pub fn new(panel: &'a StressPanel, keymap: &'a Keymap, theme: &'a Theme) -> Self {
+        StressPane {
+            panel,
+            keymap,
+            theme,
+        }
     }
 
     /// Size, count, pattern, live tensors and reserved, flowed onto as
@@ -200,7 +207,7 @@ impl<'a> StressPane<'a> {
     /// The selected tensor on one line, the tensor `d` frees: its id, its
     /// place in the list (which `j`/`k` move), its size (and the size
     /// asked where rounding made it larger) and address; "d frees it"
-    /// where that fits too.
+    /// where that fits too, the key named by the keymap's table.
     fn selected_line(&self, width: u16) -> Option<Line<'static>> {
         let p = self.panel;
         let t = self.theme;
@@ -218,7 +225,11 @@ impl<'a> StressPane<'a> {
             format::bytes(tensor.size),
             tensor.address
         );
-        let hint = " · d frees it";
+        let hint = self
+            .keymap
+            .stress_key_name(PanelKey::Act(StressAction::FreeSelected))
+            .map(|key| format!(" · {key} frees it"))
+            .unwrap_or_default();
         let width = usize::from(width);
         let fits = text.width() + hint.width() <= width;
         let mut spans = vec![Span::styled(format::truncate(&text, width), t.selected)];
