@@ -22,7 +22,7 @@ pub struct CaptureState {
     pub pending: Option<u32>,
     /// Where the last request stands, for the status line: (time in ms,
     /// what happened). The ui words it.
-    pub note: Option<(u64, CaptureNote)>,
+    pub note: Option<(u64, CaptureMsg)>,
     /// The last snapshot taken (the probe's file).
     pub last: Option<PathBuf>,
     /// Every snapshot taken, oldest first (at most [`MAX_TAKEN`]): listed
@@ -33,28 +33,13 @@ pub struct CaptureState {
 /// Snapshots [`CaptureState::taken`] remembers.
 pub const MAX_TAKEN: usize = 64;
 
-/// Where a snapshot request stands, as the status line tells it.
+/// Where a snapshot request stands: what the request thread reports, and
+/// what the status line tells (the ui words it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub enum CaptureNote {
-    /// The dashboard is sending the request.
-    Asking { pid: u32 },
-    /// The probe took the request.
-    Asked { pid: u32 },
-    /// The probe is taking the snapshot.
-    Started { pid: u32 },
-    /// Written by the probe at `path`; `has_trace` false: segments only.
-    Done {
-        pid: u32,
-        path: PathBuf,
-        has_trace: bool,
-    },
-    /// Why there is no snapshot (one line).
-    Failed { pid: u32, why: String },
-}
-
-/// What the request thread reports.
-#[derive(Debug, Clone, PartialEq)]
 pub enum CaptureMsg {
+    /// The dashboard is sending the request (set by the dashboard itself
+    /// when the key is pressed; the thread reports the rest).
+    Asking { pid: u32 },
     /// The probe took the request.
     Asked { pid: u32 },
     /// The probe is taking the snapshot.
@@ -72,7 +57,7 @@ pub enum CaptureMsg {
 impl CaptureState {
     /// The note to show at `now_ms`: while a request is in flight, and for
     /// [`CAPTURE_NOTE_MS`] after.
-    pub fn note_at(&self, now_ms: u64) -> Option<&CaptureNote> {
+    pub fn note_at(&self, now_ms: u64) -> Option<&CaptureMsg> {
         self.note
             .as_ref()
             .filter(|(t, _)| self.pending.is_some() || now_ms.saturating_sub(*t) < CAPTURE_NOTE_MS)
@@ -81,32 +66,19 @@ impl CaptureState {
 
     /// Takes one report of the request thread.
     pub fn on_msg(&mut self, now_ms: u64, msg: CaptureMsg) {
-        let note = match msg {
-            CaptureMsg::Asked { pid } => CaptureNote::Asked { pid },
-            CaptureMsg::Started { pid } => CaptureNote::Started { pid },
-            CaptureMsg::Done {
-                pid,
-                path,
-                has_trace,
-            } => {
+        match &msg {
+            CaptureMsg::Done { path, .. } => {
                 self.pending = None;
                 if self.taken.len() >= MAX_TAKEN {
                     self.taken.remove(0);
                 }
                 self.taken.push(path.clone());
                 self.last = Some(path.clone());
-                CaptureNote::Done {
-                    pid,
-                    path,
-                    has_trace,
-                }
             }
-            CaptureMsg::Failed { pid, why } => {
-                self.pending = None;
-                CaptureNote::Failed { pid, why }
-            }
-        };
-        self.note = Some((now_ms, note));
+            CaptureMsg::Failed { .. } => self.pending = None,
+            CaptureMsg::Asking { .. } | CaptureMsg::Asked { .. } | CaptureMsg::Started { .. } => {}
+        }
+        self.note = Some((now_ms, msg));
     }
 }
 
@@ -172,7 +144,7 @@ mod tests {
             ..CaptureState::default()
         };
         c.on_msg(10, CaptureMsg::Started { pid: 7 });
-        assert_eq!(c.note_at(10), Some(&CaptureNote::Started { pid: 7 }));
+        assert_eq!(c.note_at(10), Some(&CaptureMsg::Started { pid: 7 }));
         c.on_msg(
             20,
             CaptureMsg::Done {
@@ -185,7 +157,7 @@ mod tests {
         assert_eq!(c.last, Some(PathBuf::from("/s/a.pickle")));
         assert_eq!(
             c.note_at(20),
-            Some(&CaptureNote::Done {
+            Some(&CaptureMsg::Done {
                 pid: 7,
                 path: PathBuf::from("/s/a.pickle"),
                 has_trace: false

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::capture::{CaptureNote, cannot_capture, target_probe};
+use super::capture::{CaptureMsg, cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey};
 use super::state::{
     AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState, ZOOM_WINDOWS_S,
@@ -560,7 +560,7 @@ fn capture_snapshot(state: &mut AppState) -> Effect {
         return notice(state, "c: the probe has no pid yet");
     };
     state.capture.pending = Some(pid);
-    state.capture.note = Some((state.now_ms, CaptureNote::Asking { pid }));
+    state.capture.note = Some((state.now_ms, CaptureMsg::Asking { pid }));
     Effect::RequestSnapshot { pid, socket }
 }
 

@@ -12,7 +12,7 @@ use ratatui::widgets::Widget;
 use super::chrome;
 use super::format;
 use super::theme::Theme;
-use crate::app::capture::CaptureNote;
+use crate::app::capture::CaptureMsg;
 use crate::app::keymap::{Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::AppState;
@@ -392,13 +392,13 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
 /// path (`~/…/snapshots/NAME`) shortens to its name alone, then the
 /// caveat of a snapshot without a trace to two words, then the name's
 /// middle is elided.
-fn capture_note_within(note: &CaptureNote, home: Option<&Path>, width: usize) -> String {
+fn capture_note_within(note: &CaptureMsg, home: Option<&Path>, width: usize) -> String {
     let (pid, tail) = match note {
-        CaptureNote::Asking { pid } => (pid, "asking…".to_string()),
-        CaptureNote::Asked { pid } => (pid, "asked the probe…".to_string()),
-        CaptureNote::Started { pid } => (pid, "the probe is taking it…".to_string()),
-        CaptureNote::Failed { pid, why } => (pid, why.clone()),
-        CaptureNote::Done {
+        CaptureMsg::Asking { pid } => (pid, "asking…".to_string()),
+        CaptureMsg::Asked { pid } => (pid, "asked the probe…".to_string()),
+        CaptureMsg::Started { pid } => (pid, "the probe is taking it…".to_string()),
+        CaptureMsg::Failed { pid, why } => (pid, why.clone()),
+        CaptureMsg::Done {
             pid,
             path,
             has_trace,
@@ -555,8 +555,8 @@ mod tests {
         assert_eq!(path_under_home(Path::new("/home/u/a"), None), "/home/u/a");
     }
 
-    fn done(path: &str, has_trace: bool) -> CaptureNote {
-        CaptureNote::Done {
+    fn done(path: &str, has_trace: bool) -> CaptureMsg {
+        CaptureMsg::Done {
             pid: 7,
             path: PathBuf::from(path),
             has_trace,
@@ -576,11 +576,11 @@ mod tests {
             "{note}"
         );
         assert_eq!(
-            capture_note_within(&CaptureNote::Started { pid: 7 }, None, 200),
+            capture_note_within(&CaptureMsg::Started { pid: 7 }, None, 200),
             "snapshot of pid 7: the probe is taking it…"
         );
         assert_eq!(
-            capture_note_within(&CaptureNote::Asking { pid: 7 }, None, 200),
+            capture_note_within(&CaptureMsg::Asking { pid: 7 }, None, 200),
             "snapshot of pid 7: asking…"
         );
     }

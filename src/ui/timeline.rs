@@ -61,6 +61,53 @@ impl<'a> TimelinePane<'a> {
     }
 }
 
+/// `items` (a timeline's series) with the legend entries of its marks
+/// ([`mark_legend`]): after them, or first in the fewest words, where
+/// even those may not fit the legend's rows and what an OOM mark is says
+/// more than a line's name, which its colour and the breakdown tell too.
+pub(super) fn with_mark_legend(
+    mut items: Vec<Line<'static>>,
+    releases: usize,
+    release_word: &str,
+    ooms: usize,
+    words: LegendWords,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
+    let marks = mark_legend(releases, release_word, ooms, words, theme);
+    if words == LegendWords::Bare {
+        items.splice(0..0, marks);
+    } else {
+        items.extend(marks);
+    }
+    items
+}
+
+/// In a pane too short for a chart (under [`MIN_CHART_ROWS`] inside):
+/// draws the legend's values in full words in `inner`, finishes `area`
+/// and says so (`true`); else draws nothing.
+pub(super) fn values_instead_of_chart(
+    buf: &mut Buffer,
+    area: Rect,
+    inner: Rect,
+    theme: &Theme,
+    legend_items: impl Fn(LegendForm) -> Vec<Line<'static>>,
+) -> bool {
+    if inner.height >= MIN_CHART_ROWS {
+        return false;
+    }
+    let summary = chrome::flow(
+        legend_items(LegendForm {
+            values: Some(format::bytes),
+            words: LegendWords::Full,
+        }),
+        inner.width,
+        2,
+    );
+    chrome::lines_at(buf, inner, &summary);
+    theme.finish(area, buf);
+    true
+}
+
 /// Legend entries for the chart's event marks, each only when there is
 /// one: `empty_cache()` calls that released memory, and OOMs.
 /// `release_word` names the release marks in full ("released" in short
@@ -361,29 +408,10 @@ impl Widget for TimelinePane<'_> {
                     form,
                 ));
             }
-            let marks = mark_legend(releases, "cache released", ooms, form.words, theme);
-            // In the fewest words the marks come first: when even those do not fit
-            // the legend's rows, what an OOM mark is says more than a line's name,
-            // which its colour and the breakdown tell too.
-            if form.words == LegendWords::Bare {
-                items.splice(0..0, marks);
-            } else {
-                items.extend(marks);
-            }
-            items
+            with_mark_legend(items, releases, "cache released", ooms, form.words, theme)
         };
-        if inner.height < MIN_CHART_ROWS {
-            // Too short for a chart: the latest values.
-            let summary = chrome::flow(
-                legend_items(LegendForm {
-                    values: Some(format::bytes),
-                    words: LegendWords::Full,
-                }),
-                inner.width,
-                2,
-            );
-            chrome::lines_at(buf, inner, &summary);
-            theme.finish(area, buf);
+        // Too short for a chart: the latest values.
+        if values_instead_of_chart(buf, area, inner, theme, legend_items) {
             return;
         }
         let legend = chrome::fit_legend(legend_items, inner.width, legend_room(inner.height));

@@ -16,8 +16,8 @@ use crate::ui::chrome::{self, LegendForm, LegendWords, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
-    MIN_CHART_ROWS, MIN_SCALE_BYTES, byte_axis_labels, dataset, legend_room, mark_legend,
-    nice_ceiling, vertical_line,
+    MIN_SCALE_BYTES, byte_axis_labels, dataset, legend_room, nice_ceiling, values_instead_of_chart,
+    vertical_line, with_mark_legend,
 };
 
 /// Downsamples a series of `n` values to at most `columns` × 2 points: per
@@ -130,7 +130,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
             (None, Some(_)) => String::new(),
             (_, None) => format!(" {}", format::NA),
         };
-        let mut items = vec![
+        let items = vec![
             Line::from(vec![
                 Span::styled(theme.series_glyph(g.series_reserved), theme.cached_free),
                 Span::raw(format!(
@@ -152,29 +152,10 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 Span::raw(" cursor"),
             ]),
         ];
-        let marks = mark_legend(releases, "empty_cache", ooms, form.words, theme);
-        // In the fewest words the marks come first: when even those do not fit
-        // the legend's rows, what an OOM mark is says more than a line's name,
-        // which its colour and the breakdown tell too.
-        if form.words == LegendWords::Bare {
-            items.splice(0..0, marks);
-        } else {
-            items.extend(marks);
-        }
-        items
+        with_mark_legend(items, releases, "empty_cache", ooms, form.words, theme)
     };
-    if inner.height < MIN_CHART_ROWS {
-        // Too short for a chart: the values at the cursor.
-        let summary = chrome::flow(
-            legend_items(LegendForm {
-                values: Some(format::bytes),
-                words: LegendWords::Full,
-            }),
-            inner.width,
-            2,
-        );
-        chrome::lines_at(buf, inner, &summary);
-        theme.finish(area, buf);
+    // Too short for a chart: the values at the cursor.
+    if values_instead_of_chart(buf, area, inner, theme, legend_items) {
         return;
     }
     let legend = chrome::fit_legend(legend_items, inner.width, legend_room(inner.height));
