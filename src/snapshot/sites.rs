@@ -211,11 +211,20 @@ fn has_no_file(filename: &str) -> bool {
 /// The user's frames that called the frame at `site` of `stack` (those
 /// after it, innermost first), or the Python frames when there are none.
 pub fn callers<'a>(stack: &'a [Frame], site: &Frame) -> Vec<&'a Frame> {
+    callers_by(stack, site, is_user)
+}
+
+/// [`callers`], with `user` telling user frames (a cached [`is_user`]).
+fn callers_by<'a>(
+    stack: &'a [Frame],
+    site: &Frame,
+    mut user: impl FnMut(&Frame) -> bool,
+) -> Vec<&'a Frame> {
     let after = stack
         .iter()
         .position(|f| f == site)
         .map_or(&stack[..0], |i| &stack[i + 1..]);
-    let user: Vec<&Frame> = after.iter().filter(|f| is_user(f)).collect();
+    let user: Vec<&Frame> = after.iter().filter(|f| user(f)).collect();
     if !user.is_empty() {
         return user;
     }
@@ -917,7 +926,7 @@ pub fn group<'a>(
             tally.largest = tally.largest.max(b.size);
         }
     }
-    settle_caller_paths(&mut sites, stacks.into_iter());
+    settle_caller_paths(&mut sites, &stacks);
     let mut classes = FrameClasses::default();
     for s in &mut sites {
         s.addresses.sort_unstable();
@@ -958,30 +967,38 @@ struct StackTally {
 /// paths and its [`Site::stack`] from the tallies of its distinct stacks:
 /// stacks with the same callers after the site's frame are one path; the
 /// path with the most bytes wins (ties: the one with the larger block,
-/// then the one whose labels sort first, so every run picks the same).
-fn settle_caller_paths(sites: &mut [Site], tallies: impl Iterator<Item = StackTally>) {
-    // Per site: caller labels → (bytes, largest block, its stack).
-    let mut paths: Vec<FxHashMap<Vec<String>, (u64, u64, Frames)>> =
+/// then the one whose frames sort first, so every run picks the same).
+fn settle_caller_paths(sites: &mut [Site], tallies: &[StackTally]) {
+    // Per site: callers → (bytes, largest block, the tally of its stack).
+    // Keyed by the frames themselves; only each site's winner is worded.
+    type PathTally = (u64, u64, usize);
+    let mut paths: Vec<FxHashMap<Vec<&Frame>, PathTally>> =
         (0..sites.len()).map(|_| FxHashMap::default()).collect();
-    for t in tallies {
+    // Whether a frame is a user frame, once per distinct frame (keyed by
+    // its strings' addresses, as `FrameClasses` is): the stacks of a site
+    // share most of their callers.
+    let mut user_frames: FxHashMap<(usize, usize), bool> = FxHashMap::default();
+    let mut user = |f: &Frame| {
+        let key = (
+            Arc::as_ptr(&f.name).cast::<u8>() as usize,
+            Arc::as_ptr(&f.filename).cast::<u8>() as usize,
+        );
+        *user_frames.entry(key).or_insert_with(|| is_user(f))
+    };
+    for (at, t) in tallies.iter().enumerate() {
         let (Some(site), Some(by_path)) = (sites.get(t.site), paths.get_mut(t.site)) else {
             continue;
         };
-        let chain: Vec<String> = site
+        let chain = site
             .key
             .frame()
-            .map(|frame| callers(&t.stack, frame))
-            .unwrap_or_default()
-            .into_iter()
-            .map(frame_label)
-            .collect();
-        let entry = by_path
-            .entry(chain)
-            .or_insert_with(|| (0, 0, Arc::clone(&t.stack)));
+            .map(|frame| callers_by(&t.stack, frame, &mut user))
+            .unwrap_or_default();
+        let entry = by_path.entry(chain).or_insert((0, 0, at));
         entry.0 = entry.0.saturating_add(t.bytes);
         if t.largest > entry.1 {
             entry.1 = t.largest;
-            entry.2 = Arc::clone(&t.stack);
+            entry.2 = at;
         }
     }
     for (site, by_path) in sites.iter_mut().zip(paths) {
@@ -993,15 +1010,26 @@ fn settle_caller_paths(sites: &mut [Site], tallies: impl Iterator<Item = StackTa
         let best = by_path.into_iter().max_by(|(a_chain, a), (b_chain, b)| {
             a.0.cmp(&b.0)
                 .then_with(|| a.1.cmp(&b.1))
-                .then_with(|| b_chain.cmp(a_chain))
+                .then_with(|| frames_order(b_chain, a_chain))
         });
-        if let Some((chain, (bytes, largest, stack))) = best {
-            site.called_from = chain;
+        if let Some((chain, (bytes, largest, at))) = best {
+            site.called_from = chain.into_iter().map(frame_label).collect();
             site.called_from_bytes = bytes;
             site.largest = largest;
-            site.stack = stack;
+            if let Some(t) = tallies.get(at) {
+                site.stack = Arc::clone(&t.stack);
+            }
         }
     }
+}
+
+/// Caller chains in order frame by frame, each by its short file, line
+/// and function (what [`frame_label`] writes), without wording them.
+fn frames_order(a: &[&Frame], b: &[&Frame]) -> std::cmp::Ordering {
+    fn key<'f>(f: &&'f Frame) -> (&'f str, u64, &'f str) {
+        (short_file(&f.filename), f.line, &f.name)
+    }
+    a.iter().map(key).cmp(b.iter().map(key))
 }
 
 /// Whole stacks that part only past the frame naming them share a label
