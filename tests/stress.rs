@@ -1269,10 +1269,16 @@ fn stress_message_says_one_tensor_not_tensors() {
     let mut p = with_tensors(1);
     let said = p.message.clone().unwrap_or_default();
     assert!(said.starts_with("allocated 1 tensor;"), "{said}");
+    let only = p.tensors.first().cloned().expect("a tensor");
     let cmds = p.apply(StressAction::FreeAll);
     p.on_result(answer(StressOutcome::Freed(freed(&cmds)), 2 * MIB));
     let said = p.message.clone().unwrap_or_default();
-    assert!(said.starts_with("freed 1 tensor;"), "{said}");
+    // One tensor freed is named: which one went, its size and address.
+    assert!(
+        said.starts_with(&format!("freed #{} (", only.id))
+            && said.contains(&format!(" at {:#x});", only.address)),
+        "{said}"
+    );
     let mut p = with_tensors(3);
     let said = p.message.clone().unwrap_or_default();
     assert!(said.starts_with("allocated 3 tensors;"), "{said}");

@@ -674,10 +674,20 @@ impl StressPanel {
                 // A set: freeing every other of 100,000 tensors must not
                 // scan the freed list once per tensor.
                 let gone: rustc_hash::FxHashSet<u64> = addresses.iter().copied().collect();
+                // One tensor (d) is named, as the selected line named it:
+                // "freed 1 tensor" did not say which one went.
+                let which = match addresses.as_slice() {
+                    [one] => self
+                        .tensors
+                        .iter()
+                        .find(|t| t.address == *one)
+                        .map(|t| format!("#{} ({} at {:#x})", t.id, fmt(t.size), t.address)),
+                    _ => None,
+                }
+                .unwrap_or_else(|| tensors(addresses.len() as u64));
                 self.tensors.retain(|t| !gone.contains(&t.address));
                 self.say(format!(
-                    "freed {}; reserved stays {} until empty_cache",
-                    tensors(addresses.len() as u64),
+                    "freed {which}; reserved stays {} until empty_cache",
                     fmt(self.figures.reserved)
                 ));
             }
