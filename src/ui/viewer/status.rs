@@ -104,12 +104,34 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
                 format!("@{cursor}")
             }
         };
+        // A peak the cursor is at (after P or R) stays on the narrowest
+        // line: it is what the key was pressed for. The reserved peak
+        // names itself in full where the allocated one may have gone.
+        let keep = |cursor: usize| {
+            if cursor == c {
+                Keep::Always
+            } else {
+                Keep::Peaks
+            }
+        };
         parts.push((
-            Keep::Peaks,
+            keep(p.allocated.cursor),
             format!(
-                "peak alloc {} {} · reserved {} {}",
+                "peak alloc {} {}",
                 format::bytes(p.allocated.bytes),
-                at(p.allocated.cursor),
+                at(p.allocated.cursor)
+            ),
+        ));
+        let reserved_here = p.reserved.cursor == c && p.allocated.cursor != c;
+        parts.push((
+            keep(p.reserved.cursor),
+            format!(
+                "{} {} {}",
+                if reserved_here {
+                    "peak reserved"
+                } else {
+                    "reserved"
+                },
                 format::bytes(p.reserved.bytes),
                 at(p.reserved.cursor)
             ),
