@@ -812,7 +812,7 @@ fn every_gpu_row_uses_the_same_wording_as_the_others() {
 }
 
 #[test]
-fn at_80_columns_p_and_r_leave_the_peak_named_on_the_status_line() {
+fn at_80_columns_p_r_and_b_leave_the_moment_named_on_the_status_line() {
     let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
         return;
     };
@@ -822,4 +822,7 @@ fn at_80_columns_p_and_r_leave_the_peak_named_on_the_status_line() {
     press(&mut v, KeyCode::Char('R'));
     let screen = text(draw(&v, 80, 24).backend().buffer());
     assert!(screen.contains("peak reserved 8.35 GiB here"), "{screen}");
+    press(&mut v, KeyCode::Char('B'));
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("the biggest allocation"), "{screen}");
 }

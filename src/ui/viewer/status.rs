@@ -122,6 +122,11 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
                 at(p.allocated.cursor)
             ),
         ));
+        // `B`'s moment, said where the cursor is at it: the event's own
+        // words say an allocation, not that it is the biggest.
+        if p.biggest_allocation.is_some_and(|b| b.cursor == c) {
+            parts.push((Keep::Always, "the biggest allocation".to_string()));
+        }
         let reserved_here = p.reserved.cursor == c && p.allocated.cursor != c;
         parts.push((
             keep(p.reserved.cursor),
