@@ -138,23 +138,29 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-#[test]
-fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
+/// A v2 probe for this process that writes `snapshot` to `file` when
+/// asked; the runtime root to run vramtop with, and the pid to ask.
+fn probe_writing(snapshot: Snapshot, file: &Path) -> (tempfile::TempDir, String) {
     let (root, dir) = runtime_dir();
-    let probe_files = tempfile::tempdir().expect("temp dir");
-    let written = probe_files
-        .path()
-        .join("node7-1-rank0-20261201T120000Z-demand.pickle");
     fake_probe(
         &dir,
         2,
         Answer::Write {
-            snapshot: Box::new(traced_snapshot()),
-            file: written.clone(),
+            snapshot: Box::new(snapshot),
+            file: file.to_path_buf(),
         },
     );
+    (root, std::process::id().to_string())
+}
+
+#[test]
+fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let written = probe_files
+        .path()
+        .join("node7-1-rank0-20261201T120000Z-demand.pickle");
+    let (root, pid) = probe_writing(traced_snapshot(), &written);
     let cwd = tempfile::tempdir().expect("temp dir");
-    let pid = std::process::id().to_string();
     let out = vramtop(
         root.path(),
         cwd.path(),
@@ -202,22 +208,13 @@ fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
 
 #[test]
 fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
-    let (root, dir) = runtime_dir();
     let probe_files = tempfile::tempdir().expect("temp dir");
     let mut snapshot = traced_snapshot();
     for t in &mut snapshot.device_traces {
         t.clear();
     }
-    fake_probe(
-        &dir,
-        2,
-        Answer::Write {
-            snapshot: Box::new(snapshot),
-            file: probe_files.path().join("x-demand.pickle"),
-        },
-    );
+    let (root, pid) = probe_writing(snapshot, &probe_files.path().join("x-demand.pickle"));
     let cwd = tempfile::tempdir().expect("temp dir");
-    let pid = std::process::id().to_string();
     let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -235,19 +232,10 @@ fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
 
 #[test]
 fn an_output_in_a_missing_folder_is_refused_before_the_probe_takes_a_snapshot() {
-    let (root, dir) = runtime_dir();
     let probe_files = tempfile::tempdir().expect("temp dir");
     let probe_file = probe_files.path().join("taken.pickle");
-    fake_probe(
-        &dir,
-        2,
-        Answer::Write {
-            snapshot: Box::new(traced_snapshot()),
-            file: probe_file.clone(),
-        },
-    );
+    let (root, pid) = probe_writing(traced_snapshot(), &probe_file);
     let cwd = tempfile::tempdir().expect("temp dir");
-    let pid = std::process::id().to_string();
     let out = vramtop(
         root.path(),
         cwd.path(),
@@ -265,20 +253,11 @@ fn an_output_in_a_missing_folder_is_refused_before_the_probe_takes_a_snapshot() 
 
 #[test]
 fn an_output_that_is_a_folder_is_refused_before_the_probe_even_with_force() {
-    let (root, dir) = runtime_dir();
     let probe_files = tempfile::tempdir().expect("temp dir");
     let probe_file = probe_files.path().join("taken.pickle");
-    fake_probe(
-        &dir,
-        2,
-        Answer::Write {
-            snapshot: Box::new(traced_snapshot()),
-            file: probe_file.clone(),
-        },
-    );
+    let (root, pid) = probe_writing(traced_snapshot(), &probe_file);
     let cwd = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(cwd.path().join("adir")).expect("mkdir");
-    let pid = std::process::id().to_string();
     for args in [
         vec!["snapshot", &pid, "-o", "adir"],
         vec!["snapshot", &pid, "-o", "adir", "--force"],
@@ -299,19 +278,10 @@ fn an_output_that_is_a_folder_is_refused_before_the_probe_even_with_force() {
 
 #[test]
 fn output_dash_writes_the_snapshot_to_stdout_and_no_file_named_dash() {
-    let (root, dir) = runtime_dir();
     let probe_files = tempfile::tempdir().expect("temp dir");
     let written = probe_files.path().join("x-demand.pickle");
-    fake_probe(
-        &dir,
-        2,
-        Answer::Write {
-            snapshot: Box::new(traced_snapshot()),
-            file: written.clone(),
-        },
-    );
+    let (root, pid) = probe_writing(traced_snapshot(), &written);
     let cwd = tempfile::tempdir().expect("temp dir");
-    let pid = std::process::id().to_string();
     let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid, "-o", "-"]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
