@@ -61,27 +61,6 @@ impl<'a> TimelinePane<'a> {
     }
 }
 
-/// `items` (a timeline's series) with the legend entries of its marks
-/// ([`mark_legend`]): after them, or first in the fewest words, where
-/// even those may not fit the legend's rows and what an OOM mark is says
-/// more than a line's name, which its colour and the breakdown tell too.
-pub(super) fn with_mark_legend(
-    mut items: Vec<Line<'static>>,
-    releases: usize,
-    release_word: &str,
-    ooms: usize,
-    words: LegendWords,
-    theme: &Theme,
-) -> Vec<Line<'static>> {
-    let marks = mark_legend(releases, release_word, ooms, words, theme);
-    if words == LegendWords::Bare {
-        items.splice(0..0, marks);
-    } else {
-        items.extend(marks);
-    }
-    items
-}
-
 /// In a pane too short for a chart (under [`MIN_CHART_ROWS`] inside):
 /// draws the legend's values in full words in `inner`, finishes `area`
 /// and says so (`true`); else draws nothing.
@@ -108,14 +87,19 @@ pub(super) fn values_instead_of_chart(
     true
 }
 
-/// Legend entries for the chart's event marks, each only when there is
-/// one: `empty_cache()` calls that released memory, and OOMs.
+/// `items` (a timeline's series) with the legend entries of its event
+/// marks, each only when there is one: `empty_cache()` calls that
+/// released memory, and OOMs. The marks come after the series, or first
+/// in the fewest words, where even those may not fit the legend's rows
+/// and what an OOM mark is says more than a line's name, which its colour
+/// and the breakdown tell too.
 /// `release_word` names the release marks in full ("released" in short
 /// words): the dashboard sees cached memory go back to the driver
 /// (`empty_cache()`, or PyTorch freeing its cache to retry a failed
 /// cudaMalloc) and cannot tell which; the viewer knows empty_cache points
 /// from the trace.
-pub(super) fn mark_legend(
+pub(super) fn with_mark_legend(
+    mut items: Vec<Line<'static>>,
     releases: usize,
     release_word: &str,
     ooms: usize,
@@ -131,22 +115,27 @@ pub(super) fn mark_legend(
         LegendWords::Bare => format!(" {word}"),
         _ => format!(" {word} ×{n}"),
     };
-    let mut items = Vec::new();
+    let mut marks = Vec::new();
     if releases > 0 {
         let word = match words {
             LegendWords::Full => release_word,
             _ => "released",
         };
-        items.push(Line::from(vec![
+        marks.push(Line::from(vec![
             Span::styled(mark(g.release_mark), theme.marker_release),
             Span::raw(counted(word, releases)),
         ]));
     }
     if ooms > 0 {
-        items.push(Line::from(vec![
+        marks.push(Line::from(vec![
             Span::styled(mark(g.oom_mark), theme.marker_oom),
             Span::raw(counted("OOM", ooms)),
         ]));
+    }
+    if words == LegendWords::Bare {
+        items.splice(0..0, marks);
+    } else {
+        items.extend(marks);
     }
     items
 }
