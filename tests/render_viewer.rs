@@ -518,8 +518,8 @@ fn viewer_timeline_axes_label_every_value_with_its_unit() {
 
 #[test]
 fn a_one_event_timeline_does_not_repeat_an_event_number_on_its_axis() {
-    // The OOM snapshot's trace is one `snapshot` event.
-    let Some(v) = viewer("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle") else {
+    // muduard's b: GPU 1's trace is one `free_completed`.
+    let Some(v) = viewer("muduard_dump_snapshot_b.pickle") else {
         return;
     };
     assert_eq!(v.device().map(|d| d.len()), Some(1));
@@ -792,12 +792,23 @@ fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
 
 #[test]
 fn every_gpu_row_uses_the_same_wording_as_the_others() {
-    // muduard's b: GPU 0 has one event and nothing allocated, GPU 1 ten
-    // GiB; at 80 columns only the short words fit GPU 1's row, so GPU 0's
-    // row says "res" and "alloc" too, not "reserved" and "allocated".
-    let Some(v) = viewer("muduard_dump_snapshot_b.pickle") else {
+    // muduard's b has ten GiB on GPU 1; a 2 MiB segment copied onto GPU 0
+    // gives a second row with short figures. At 80 columns only the short
+    // words fit GPU 1's row, so GPU 0's row says "res" and "alloc" too, not
+    // "reserved" and "allocated".
+    let Some(path) = common::shared_snapshot("muduard_dump_snapshot_b.pickle") else {
         return;
     };
+    let mut snapshot = vramtop::snapshot::read_snapshot_file(&path).expect("shared snapshot loads");
+    let mut small = snapshot
+        .segments
+        .iter()
+        .find(|s| s.total_size == 2 << 20)
+        .expect("a 2 MiB segment")
+        .clone();
+    small.device = 0;
+    snapshot.segments.push(small);
+    let v = ViewerState::new("two GPUs".to_string(), snapshot);
     let screen = text(draw(&v, 80, 24).backend().buffer());
     let rows: Vec<&str> = screen
         .lines()

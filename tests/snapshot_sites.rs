@@ -328,3 +328,68 @@ fn a_summary_without_an_oom_says_none() {
     assert_eq!(v["sites"][0]["ooms"], 0);
     assert!(v["sites"][0]["at_last_oom"].is_null());
 }
+
+#[test]
+fn summary_sites_and_viewer_list_the_same_devices_for_every_shared_snapshot() {
+    use vramtop::snapshot::summary::{sites_report, summarize};
+    for (name, snapshot) in shared_snapshots() {
+        let snapshot = Arc::new(snapshot);
+        let summary: Vec<u32> = summarize(&snapshot)
+            .devices
+            .iter()
+            .map(|d| d.device)
+            .collect();
+        let sites: Vec<u32> = sites_report(&snapshot, Grouping::UserFrame, 3)
+            .sites
+            .iter()
+            .map(|d| d.device)
+            .collect();
+        let viewer: Vec<u32> = Scrub::new(Arc::clone(&snapshot))
+            .devices
+            .iter()
+            .map(|d| d.device)
+            .collect();
+        assert_eq!(
+            summary, sites,
+            "{name}: the summary's segments and its sites"
+        );
+        assert_eq!(summary, viewer, "{name}: the summary and the viewer");
+    }
+}
+
+#[test]
+fn a_device_with_only_a_snapshot_marker_is_not_listed() {
+    // muduard's b: PyTorch marked GPU 0 when the snapshot was taken (one
+    // `snapshot` entry, no segment); every byte is on GPU 1, whose trace
+    // holds one free_completed.
+    let Some(path) = common::shared_snapshot("muduard_dump_snapshot_b.pickle") else {
+        return;
+    };
+    let snapshot = read_snapshot_file(&path).expect("shared snapshot loads");
+    assert_eq!(snapshot.device_traces.len(), 2, "the file's shape");
+    assert_eq!(snapshot.device_traces[0][0].action, TraceAction::Snapshot);
+    assert_eq!(snapshot.devices(), vec![1]);
+    // A memory event on GPU 0 would make it a device of the file.
+    let mut used = snapshot.clone();
+    let mut event = used.device_traces[1][0].clone();
+    event.action = TraceAction::FreeRequested;
+    used.device_traces[0].push(event);
+    assert_eq!(used.devices(), vec![0, 1]);
+}
+
+#[test]
+fn a_trace_of_only_a_snapshot_marker_has_no_peak_to_report() {
+    // Yiyi's OOM snapshot: its trace is the one `snapshot` entry PyTorch
+    // writes when the snapshot is taken; no moment differs from the end.
+    let Some(path) = common::shared_snapshot("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle")
+    else {
+        return;
+    };
+    let snapshot = Arc::new(read_snapshot_file(&path).expect("shared snapshot loads"));
+    assert_eq!(snapshot.device_traces[0].len(), 1, "the file's shape");
+    let report = vramtop::snapshot::summary::sites_report(&snapshot, Grouping::UserFrame, 3);
+    let device = &report.sites[0];
+    assert_eq!((device.device, device.events), (0, 0));
+    assert!(device.peaks.is_none() && device.at_peak_allocated.is_none());
+    assert!(device.at_end.allocated > 0);
+}

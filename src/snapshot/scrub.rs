@@ -40,7 +40,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replay::config_from_settings;
-use super::types::{Block, Frames, Segment, Snapshot, TraceEntry};
+use super::types::{Block, Frames, Segment, Snapshot, TraceEntry, is_marker};
 use crate::alloc::{
     AllocatorConfig, BlockState, PoolKind, TraceAction, round_size,
     sizing::{LARGE_BUFFER, MIN_BLOCK_SIZE, SMALL_BUFFER, SMALL_SIZE},
@@ -1013,7 +1013,7 @@ impl DeviceScrub {
 #[derive(Debug, Clone)]
 pub struct Scrub {
     pub snapshot: Arc<Snapshot>,
-    /// Ascending by device index: every device with segments or a trace.
+    /// Ascending by device index: [`Snapshot::devices`].
     pub devices: Vec<DeviceScrub>,
 }
 
@@ -1027,26 +1027,21 @@ impl Scrub {
     }
 }
 
-/// The devices a [`Scrub`] of `snapshot` has, ascending: each with
-/// segments or a non-empty trace, with the index of its trace in
-/// `device_traces` when it has one.
+/// The devices a [`Scrub`] of `snapshot` has ([`Snapshot::devices`]),
+/// with the index of its trace in `device_traces` when the trace records
+/// memory events: one of only `snapshot` markers (PyTorch writes one when
+/// the snapshot is taken, recording or not) has no moment to step to.
 pub fn scrub_devices(snapshot: &Snapshot) -> Vec<(u32, Option<usize>)> {
-    let mut indices: Vec<u32> = snapshot.segments.iter().map(|s| s.device).collect();
-    for (i, t) in snapshot.device_traces.iter().enumerate() {
-        if !t.is_empty()
-            && let Ok(i) = u32::try_from(i)
-        {
-            indices.push(i);
-        }
-    }
-    indices.sort_unstable();
-    indices.dedup();
-    indices
+    snapshot
+        .devices()
         .into_iter()
         .map(|d| {
-            let trace = usize::try_from(d)
-                .ok()
-                .filter(|&t| snapshot.device_traces.get(t).is_some_and(|t| !t.is_empty()));
+            let trace = usize::try_from(d).ok().filter(|&t| {
+                snapshot
+                    .device_traces
+                    .get(t)
+                    .is_some_and(|t| t.iter().any(|e| !is_marker(e.action)))
+            });
             (d, trace)
         })
         .collect()

@@ -14,10 +14,8 @@ use super::scrub::{DeviceScrub, MarkKind, scrub_devices};
 use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
-use super::types::{AllocatorSettings, Segment, Snapshot, TraceEntry};
-use crate::alloc::{
-    BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, TraceAction, fragmentation,
-};
+use super::types::{AllocatorSettings, Segment, Snapshot};
+use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
 
 /// Converts a snapshot segment to the allocator's [`SegmentInfo`]; sums the
 /// file does not record are computed from the blocks.
@@ -240,25 +238,17 @@ pub fn figures<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Figures {
 }
 
 /// Summarises a snapshot's segments, per device (ascending) and in total.
-/// A device whose trace allocated memory but that has no segment left (its
-/// cache emptied at the end) is listed with zero figures: it was used. One
-/// with only `snapshot` or annotation entries (PyTorch marks the current
-/// device when a snapshot is taken) is not.
+/// A device whose trace records memory events but that has no segment left
+/// (its cache emptied at the end) is listed with zero figures: it was used.
+/// One with only `snapshot` or annotation entries is not
+/// ([`Snapshot::devices`]).
 pub fn summarize(snapshot: &Snapshot) -> SnapshotSummary {
     let mut by_device: BTreeMap<u32, Vec<&Segment>> = BTreeMap::new();
     for s in &snapshot.segments {
         by_device.entry(s.device).or_default().push(s);
     }
-    let allocates = |e: &TraceEntry| {
-        matches!(
-            e.action,
-            TraceAction::Alloc | TraceAction::SegmentAlloc | TraceAction::SegmentMap
-        )
-    };
-    for (device, trace) in snapshot.device_traces.iter().enumerate() {
-        if let (true, Ok(device)) = (trace.iter().any(allocates), u32::try_from(device)) {
-            by_device.entry(device).or_default();
-        }
+    for device in snapshot.devices() {
+        by_device.entry(device).or_default();
     }
     let devices: Vec<DeviceSummary> = by_device
         .into_iter()

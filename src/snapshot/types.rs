@@ -88,6 +88,31 @@ pub struct Snapshot {
     pub trace_not_read: bool,
 }
 
+impl Snapshot {
+    /// The devices this snapshot is about, ascending: each with segments,
+    /// or whose trace records memory events. A trace of only `snapshot`
+    /// and annotation markers does not make a device (PyTorch marks the
+    /// current device when a snapshot is taken, used or not). Every view of
+    /// a file (summary, viewer, sites) lists these and no others.
+    pub fn devices(&self) -> Vec<u32> {
+        let mut devices: Vec<u32> = self.segments.iter().map(|s| s.device).collect();
+        for (index, trace) in self.device_traces.iter().enumerate() {
+            let records_memory = trace.iter().any(|e| !is_marker(e.action));
+            if records_memory && let Ok(device) = u32::try_from(index) {
+                devices.push(device);
+            }
+        }
+        devices.sort_unstable();
+        devices.dedup();
+        devices
+    }
+}
+
+/// Whether `action` marks a moment rather than records memory changing.
+pub fn is_marker(action: TraceAction) -> bool {
+    matches!(action, TraceAction::Snapshot | TraceAction::Annotate)
+}
+
 /// One cudaMalloc'd range (or, for expandable segments, one mapped range).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Segment {
