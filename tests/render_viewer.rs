@@ -129,6 +129,53 @@ fn middle_of_the_trace_draws_the_cursor_line_and_that_moments_segments() {
     insta::assert_snapshot!("viewer_middle_120x40", t.backend());
 }
 
+/// The rows of the screen whose text has `title` in it (a pane's top
+/// border), top first.
+fn rows_titled(screen: &str, title: &str) -> Vec<usize> {
+    screen
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(title))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn stepping_through_the_trace_keeps_the_timeline_on_the_same_rows() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // 0 segments before the first event, 9 at the end: the segments pane
+    // followed the count, so the timeline above it took 3 rows at the
+    // start that it lost later.
+    for (w, h) in [(80, 24), (120, 40)] {
+        let panes = |v: &ViewerState| {
+            let screen = text(draw(v, w, h).backend().buffer());
+            let (timeline, segments) = (
+                rows_titled(&screen, " Timeline "),
+                rows_titled(&screen, " Segments "),
+            );
+            assert!(
+                timeline.len() == 1 && segments.len() == 1,
+                "{w}×{h} at {}: {screen}",
+                v.cursor()
+            );
+            (timeline[0], segments[0])
+        };
+        press(&mut v, KeyCode::Home);
+        let at_start = panes(&v);
+        for cursor in 1..=97 {
+            press(&mut v, KeyCode::Right);
+            assert_eq!(v.cursor(), cursor);
+            assert_eq!(
+                panes(&v),
+                at_start,
+                "{w}×{h}: the timeline's rows at event {cursor} and before the first"
+            );
+        }
+    }
+}
+
 #[test]
 fn n_jumps_to_a_segment_alloc_and_shows_the_new_segment() {
     let Some(mut v) = viewer(SILMONT) else {

@@ -366,6 +366,9 @@ pub struct DeviceScrub {
     peak_blocks: Vec<Point>,
     /// (event index, kind), in trace order.
     pub marks: Vec<(usize, MarkKind)>,
+    /// The most segment ranges alive at any cursor (see
+    /// [`DeviceScrub::most_segments`]).
+    most_segments: usize,
     /// The first `alloc` event of the largest request, if any.
     biggest_allocation: Option<usize>,
     /// The streams the trace's events name, ascending.
@@ -435,6 +438,7 @@ impl DeviceScrub {
             points: Vec::with_capacity(n + 1),
             peak_blocks: Vec::new(),
             marks: Vec::new(),
+            most_segments: 0,
             biggest_allocation: None,
             trace_streams: Vec::new(),
             stale: HashMap::new(),
@@ -748,6 +752,7 @@ impl DeviceScrub {
         let mut checkpoints = std::mem::take(&mut self.checkpoints);
         points.push(Self::point(&state));
         checkpoints.push(state.clone());
+        let mut most_segments = state.segments.len();
         let mut misfits = 0;
         let mut exact = ExactSizes::from(&self.exact_sizes, 0);
         for i in 0..self.len() {
@@ -758,6 +763,7 @@ impl DeviceScrub {
                 misfits += 1;
             }
             points.push(Self::point(&state));
+            most_segments = most_segments.max(state.segments.len());
             if (i + 1).is_multiple_of(self.checkpoint_every) {
                 checkpoints.push(state.clone());
             }
@@ -765,6 +771,7 @@ impl DeviceScrub {
         self.peak_blocks = points.chunks(PEAK_BLOCK).map(highest_of).collect();
         self.points = points;
         self.checkpoints = checkpoints;
+        self.most_segments = most_segments;
         self.misfits += misfits;
     }
 
@@ -1006,6 +1013,15 @@ impl DeviceScrub {
     /// Peak reserved and allocated over the trace (bytes).
     pub fn peaks(&self) -> (u64, u64) {
         self.highest(0..self.points.len())
+    }
+
+    /// The most segments at any cursor, 0…=N: what a pane listing the
+    /// segments needs at worst, so it can keep one height while the cursor
+    /// moves. The mapped ranges of an expandable segment count one each
+    /// ([`DeviceScrub::segments_at`] merges contiguous ones): a bound, not
+    /// always reached, counted in O(1) an event.
+    pub fn most_segments(&self) -> usize {
+        self.most_segments
     }
 }
 
@@ -1505,5 +1521,20 @@ mod tests {
             comparable(&d.segments_at(0)),
             comparable(&final_layout(&snapshot, d.device))
         );
+    }
+
+    #[test]
+    fn most_segments_is_the_most_any_cursor_lists_and_no_fewer() {
+        // Traces without expandable segments: the bound is reached.
+        for (name, snapshot) in shared_with_traces() {
+            let scrub = Scrub::new(Arc::new(snapshot));
+            for d in &scrub.devices {
+                let most = (0..=d.len())
+                    .map(|c| d.segments_at(c).len())
+                    .max()
+                    .unwrap_or(0);
+                assert_eq!(d.most_segments(), most, "{name} GPU {}", d.device);
+            }
+        }
     }
 }

@@ -80,7 +80,9 @@ const SITES_BESIDE_WIDTH: u16 = 100;
 
 /// Computes the viewer's layout: devices, breakdown, timeline beside
 /// fragmentation, segments, a two-row status line. Short terminals drop
-/// the devices, then the breakdown, then the fragmentation.
+/// the devices, then the breakdown, then the fragmentation. Nothing here
+/// depends on the cursor: stepping through the trace keeps every pane
+/// where it is.
 pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
     if too_small(area) {
         return ViewerLayout {
@@ -95,7 +97,7 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
     let devices_h = u16::try_from(v.scrub.devices.len().clamp(1, 4)).unwrap_or(4) + 1;
     let breakdown_h = 3;
     let cap = (body * 3 / 10).max(3);
-    let mut segments_h = SegmentsPane::preferred_height(&v.app).clamp(3, cap);
+    let mut segments_h = segments_height(v).clamp(3, cap);
     let mut show_devices = true;
     let mut show_breakdown = true;
     let middle_min = 6;
@@ -158,6 +160,22 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
         status: Rect::new(area.x, area.y + body, area.width, status_h),
         too_small: false,
     }
+}
+
+/// Rows the segments pane asks for: title, one per segment, footer, for
+/// the most segments the selected device has at any cursor, so that the
+/// panes keep their heights while the cursor moves (sized by the segments
+/// at the cursor, the timeline grew and shrank under the user as
+/// segments came and went). A filter, which shows fewer, keeps them too.
+fn segments_height(v: &ViewerState) -> u16 {
+    let most = v.device().map_or(0, |d| d.most_segments());
+    // The current count too: never fewer rows than the pane has segments
+    // to list, whatever the bound says.
+    let shown = SegmentsPane::preferred_height(&v.app);
+    u16::try_from(most.max(1))
+        .unwrap_or(u16::MAX)
+        .saturating_add(2)
+        .max(shown)
 }
 
 /// Draws the viewer into `area` of a buffer.
