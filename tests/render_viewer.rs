@@ -627,6 +627,54 @@ fn at_40x10_the_timeline_draws_a_chart_and_its_legend_gives_way() {
 }
 
 #[test]
+fn in_a_two_or_three_row_chart_the_oom_mark_is_drawn_over_the_lines_full_height() {
+    let mut v = fragmentation_oom_viewer();
+    // The cursor away from the OOM (the last event), whose column the
+    // cursor's mark would take.
+    press(&mut v, KeyCode::Home);
+    for ascii in [false, true] {
+        let theme = Theme::colored().with_ascii(ascii);
+        let oom = if ascii { '!' } else { '┃' };
+        for (w, h) in [(80, 16), (80, 18), (80, 24)] {
+            let screen = text(draw_with(&v, w, h, &theme).backend().buffer());
+            let lines: Vec<&str> = screen.lines().collect();
+            let title = lines
+                .iter()
+                .position(|l| l.contains(" Timeline "))
+                .expect("the timeline pane");
+            // The timeline's own columns: up to the fragmentation pane's
+            // corner beside it.
+            let width = lines[title]
+                .chars()
+                .position(|c| c == '┌' || c == '+')
+                .unwrap_or(usize::from(w));
+            let plot: Vec<Vec<char>> = lines[title + 1..]
+                .iter()
+                .take_while(|l| !l.contains('└') && !l.contains("+--"))
+                .map(|l| l.chars().take(width).collect())
+                .collect();
+            if h < 24 {
+                assert!(
+                    (2..=3).contains(&plot.len()),
+                    "{w}×{h}: a chart of {} rows: {screen}",
+                    plot.len()
+                );
+            }
+            let columns: Vec<usize> = (0..width)
+                .filter(|&x| plot.iter().any(|row| row.get(x) == Some(&oom)))
+                .collect();
+            assert!(!columns.is_empty(), "{w}×{h}: no OOM mark: {screen}");
+            for x in columns {
+                assert!(
+                    plot.iter().all(|row| row.get(x) == Some(&oom)),
+                    "{w}×{h}, ascii {ascii}: the OOM column {x} is broken by a line: {screen}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn the_timeline_title_shows_the_cursor_whole_or_not_at_all() {
     let Some(mut v) = viewer("silmont_fwd_fp32_128.pickle") else {
         return;
@@ -650,10 +698,9 @@ fn the_timeline_title_shows_the_cursor_whole_or_not_at_all() {
     }
 }
 
-#[test]
-fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
-    // fragmentation_oom's file: both peaks and an OOM make the row 81
-    // columns with "GPU 0", 73 without it.
+/// The viewer on the file the fragmentation_oom scenario saves under its
+/// default settings: 151 events, the last an OOM, 30 segments at most.
+fn fragmentation_oom_viewer() -> ViewerState {
     let dir = tempfile::tempdir().expect("temp dir");
     let base = dir.path().join("foom.pickle");
     let base = base.display().to_string();
@@ -664,7 +711,14 @@ fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
     assert_eq!(code, 0, "{err}");
     let file = dir.path().join("foom-default.pickle");
     let snapshot = vramtop::snapshot::read_snapshot_file(&file).expect("the scenario's file");
-    let v = ViewerState::new("foom-default.pickle".to_string(), snapshot);
+    ViewerState::new("foom-default.pickle".to_string(), snapshot)
+}
+
+#[test]
+fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
+    // fragmentation_oom's file: both peaks and an OOM make the row 81
+    // columns with "GPU 0", 73 without it.
+    let v = fragmentation_oom_viewer();
     let screen = text(draw(&v, 80, 24).backend().buffer());
     let row = screen
         .lines()

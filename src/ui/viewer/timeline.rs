@@ -177,14 +177,12 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let release_pts = column(at(MarkKind::EmptyCache));
     let cursor_pts = column(vec![cursor as f64]);
     let cursor_marker = Marker::Custom(g.timeline_cursor);
+    // Each dataset is drawn over the ones before it. The marks come after
+    // the lines: in a chart of two or three rows nearly every cell of a
+    // mark's column is also a line's, and an OOM drawn first was lost
+    // under them. The cursor comes last: where it is on a mark, the
+    // status line names the event.
     let datasets = vec![
-        dataset(
-            GraphType::Scatter,
-            g.release_mark,
-            theme.marker_release,
-            &release_pts,
-        ),
-        dataset(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
         dataset(
             GraphType::Line,
             g.series_reserved,
@@ -197,6 +195,13 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
             theme.allocated,
             &allocated_pts,
         ),
+        dataset(
+            GraphType::Scatter,
+            g.release_mark,
+            theme.marker_release,
+            &release_pts,
+        ),
+        dataset(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
         dataset(GraphType::Scatter, cursor_marker, theme.key, &cursor_pts),
     ];
     let chart = Chart::new(datasets)
