@@ -381,13 +381,7 @@ fn viewer_help_defines_the_short_words_and_the_pending_glyph_an_80_column_screen
         let glyph = if ascii { "~" } else { "▚" };
         // One column (below 70 columns), tall enough for every row: each
         // definition reads on as one text.
-        let help = text(draw_with(&v, 64, 160, &theme).backend().buffer());
-        let help: String = help
-            .lines()
-            .map(|l| l.trim_matches(['│', '|', ' ']))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let help = help_words(&v, &theme);
         for defined in [
             "res, alloc, pk X @N:",
             "first reached at event N",
@@ -406,6 +400,97 @@ fn viewer_help_defines_the_short_words_and_the_pending_glyph_an_80_column_screen
         let pending = format!("{glyph} pending free: a block the program freed");
         assert!(help.contains(&pending), "{pending}: {help}");
     }
+}
+
+/// The help as one line of words: drawn in one column, tall enough for
+/// every row, only the popup's rows, the borders and the wrapping gone.
+fn help_words(v: &ViewerState, theme: &Theme) -> String {
+    let screen = text(draw_with(v, 64, 160, theme).backend().buffer());
+    let help: String = screen
+        .lines()
+        .skip_while(|l| !l.contains(" Help "))
+        .skip(1)
+        .take_while(|l| l.starts_with(['│', '|']))
+        .map(|l| l.trim_matches(['│', '|', ' ']))
+        .collect::<Vec<_>>()
+        .join(" ");
+    help.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn every_short_word_of_a_narrow_timeline_legend_is_defined_in_the_help() {
+    // Both marks' words: the empty_cache scenario's file has empty_cache
+    // points, fragmentation_oom's an OOM.
+    let files = [
+        scenario_viewer("empty_cache_live_block", "ecl.pickle", "ecl.pickle"),
+        fragmentation_oom_viewer(),
+    ];
+    let full: Vec<&str> = vramtop::ui::VIEWER_LEGEND_NAMES
+        .iter()
+        .map(|n| n.full)
+        .collect();
+    for mut v in files {
+        for ascii in [false, true] {
+            let theme = Theme::colored().with_ascii(ascii);
+            // 40 columns: the legend gives way to shorter words.
+            let screen = text(draw_with(&v, 40, 16, &theme).backend().buffer());
+            let legend = screen
+                .lines()
+                .skip_while(|l| !l.contains(" Timeline "))
+                .skip_while(|l| !l.contains('└') && !l.contains("+--"))
+                .nth(2)
+                .unwrap_or_default();
+            // The names on it: not the glyphs, an "…" or the marks' counts
+            // ("×3", "x3" in ASCII).
+            let count = |w: &str| {
+                w.strip_prefix(['×', 'x'])
+                    .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            };
+            let words: Vec<&str> = legend
+                .split_whitespace()
+                .filter(|w| w.chars().any(char::is_alphabetic) && !count(w))
+                .collect();
+            let short: Vec<&str> = words
+                .iter()
+                .copied()
+                .filter(|w| !full.contains(w))
+                .collect();
+            assert!(
+                short.contains(&"res") && short.contains(&"alloc"),
+                "{}: the legend in short words: {legend:?}\n{screen}",
+                v.file
+            );
+            press(&mut v, KeyCode::Char('?'));
+            let help = help_words(&v, &theme);
+            press(&mut v, KeyCode::Esc);
+            for w in short {
+                assert!(
+                    help.contains(&format!("{w} for ")),
+                    "{}: {w:?} of the legend {legend:?} is not defined: {help}",
+                    v.file
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_viewer_help_defines_every_short_word_of_the_timeline_legend() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    let help = help_words(&v, &Theme::colored());
+    for name in vramtop::ui::VIEWER_LEGEND_NAMES {
+        if name.short != name.full {
+            let meaning = format!("{} for {}", name.short, name.full);
+            assert!(help.contains(&meaning), "{meaning}: {help}");
+        }
+    }
+    assert!(
+        help.contains("released for empty_cache"),
+        "the mark's short word: {help}"
+    );
 }
 
 #[test]
@@ -698,20 +783,24 @@ fn the_timeline_title_shows_the_cursor_whole_or_not_at_all() {
     }
 }
 
+/// The viewer on the file `vramtop scenario NAME --save-snapshot BASE`
+/// saves as `saved`: BASE itself, or for a scenario run under several
+/// settings one file each ("foom.pickle" gives "foom-default.pickle" …).
+fn scenario_viewer(name: &str, base: &str, saved: &str) -> ViewerState {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join(base);
+    let base = base.display().to_string();
+    let (code, _, err) = common::run_vramtop(&["scenario", name, "--save-snapshot", &base], None);
+    assert_eq!(code, 0, "{err}");
+    let file = dir.path().join(saved);
+    let snapshot = vramtop::snapshot::read_snapshot_file(&file).expect("the scenario's file");
+    ViewerState::new(saved.to_string(), snapshot)
+}
+
 /// The viewer on the file the fragmentation_oom scenario saves under its
 /// default settings: 151 events, the last an OOM, 30 segments at most.
 fn fragmentation_oom_viewer() -> ViewerState {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let base = dir.path().join("foom.pickle");
-    let base = base.display().to_string();
-    let (code, _, err) = common::run_vramtop(
-        &["scenario", "fragmentation_oom", "--save-snapshot", &base],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    let file = dir.path().join("foom-default.pickle");
-    let snapshot = vramtop::snapshot::read_snapshot_file(&file).expect("the scenario's file");
-    ViewerState::new("foom-default.pickle".to_string(), snapshot)
+    scenario_viewer("fragmentation_oom", "foom.pickle", "foom-default.pickle")
 }
 
 #[test]
@@ -740,8 +829,8 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
         return;
     };
     v.app.ui.overlay = Overlay::Help;
-    // 120×44: the definitions fit, the keys need a few rows more.
-    let (w, h) = (120, 44);
+    // 120×48: the definitions fit, the keys need a few rows more.
+    let (w, h) = (120, 48);
     let top = text(draw(&v, w, h).backend().buffer());
     assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
     assert!(top.contains("Words in a snapshot"), "two columns: {top}");

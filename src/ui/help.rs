@@ -10,6 +10,8 @@ use ratatui::widgets::Widget;
 
 use super::chrome::{self, left};
 use super::theme::Theme;
+use super::timeline::LegendName;
+use super::viewer::LEGEND_NAMES;
 use crate::app::keymap::{Action, Keymap};
 use crate::app::state::StressView;
 
@@ -101,6 +103,32 @@ pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
         "events the final state cannot explain (a hand-made or damaged file): figures are approximate; replay FILE says why.",
     ),
 ];
+
+/// The definition of a timeline legend's short words, from the names the
+/// legend takes them from: the short words as the term ("res, alloc,
+/// released") and what each stands for ("in a narrow timeline legend: res
+/// for reserved, …"); `None` when no name has a short word of its own.
+fn legend_short_words(names: &[LegendName]) -> Option<(String, String)> {
+    let mut shortened: Vec<LegendName> = Vec::new();
+    for &n in names {
+        // One meaning a word: the first name it shortens.
+        if n.short != n.full && !shortened.iter().any(|s| s.short == n.short) {
+            shortened.push(n);
+        }
+    }
+    if shortened.is_empty() {
+        return None;
+    }
+    let words: Vec<&str> = shortened.iter().map(|n| n.short).collect();
+    let meanings: Vec<String> = shortened
+        .iter()
+        .map(|n| format!("{} for {}", n.short, n.full))
+        .collect();
+    Some((
+        words.join(", "),
+        format!("in a narrow timeline legend: {}.", meanings.join(", ")),
+    ))
+}
 
 /// Width from which keys and definitions sit side by side.
 const TWO_COLUMNS_WIDTH: u16 = 70;
@@ -289,22 +317,27 @@ impl<'a> HelpOverlay<'a> {
         )];
         // A snapshot has no driver figures: the words about the driver's
         // used memory belong to the dashboard's help only.
-        let viewer_only: &[(&str, &str)] = if self.viewer {
-            &VIEWER_DEFINITIONS
+        let viewer_only: Vec<(String, String)> = if self.viewer {
+            VIEWER_DEFINITIONS
+                .iter()
+                .map(|&(t, m)| (t.to_string(), m.to_string()))
+                .chain(legend_short_words(&LEGEND_NAMES))
+                .collect()
         } else {
-            &[]
+            Vec::new()
         };
         let shown = DEFINITIONS
             .into_iter()
             .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term))
-            .chain(viewer_only.iter().copied());
+            .map(|(t, m)| (t.to_string(), m.to_string()))
+            .chain(viewer_only);
         let glyphs = theme.glyphs();
         for (term, meaning) in shown {
             // "▚ pending free": the glyph the map draws, in this theme.
             let term = if term == PENDING_FREE {
                 format!("{} {term}", glyphs.pending_free)
             } else {
-                term.to_string()
+                term
             };
             let term = term.as_str();
             // Wrap "term meaning" as one text, then style the term part of
@@ -435,5 +468,34 @@ impl Widget for HelpOverlay<'_> {
             chrome::lines_at(buf, inner, &skip(lines));
         }
         theme.finish(popup, buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legend_short_words_define_each_short_word_once_by_the_first_name_it_shortens() {
+        let name = |full, short| LegendName { full, short };
+        let names = [
+            name("reserved", "res"),
+            name("cursor", "cursor"),
+            name("empty_cache", "released"),
+            name("cache released", "released"),
+        ];
+        assert_eq!(
+            legend_short_words(&names),
+            Some((
+                "res, released".to_string(),
+                "in a narrow timeline legend: res for reserved, released for empty_cache."
+                    .to_string()
+            ))
+        );
+        assert_eq!(
+            legend_short_words(&[name("OOM", "OOM")]),
+            None,
+            "no short word, no definition"
+        );
     }
 }

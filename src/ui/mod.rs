@@ -64,10 +64,11 @@ pub use segments::SegmentsPane;
 pub use status::{StatusLine, oom_banner, probe_note};
 pub use stress::{StressPane, highlighted_wrap};
 pub use theme::Theme;
-pub use timeline::TimelinePane;
+pub use timeline::{LegendName, TimelinePane};
 pub use viewer::{
-    ViewerLayout, compare_lines, detail_lines, largest_changes_first, render_loading,
-    render_viewer, site_detail_lines, status_text, status_text_within, viewer_layout,
+    LEGEND_NAMES as VIEWER_LEGEND_NAMES, ViewerLayout, compare_lines, detail_lines,
+    largest_changes_first, render_loading, render_viewer, site_detail_lines, status_text,
+    status_text_within, viewer_layout,
 };
 
 use ratatui::Frame;

@@ -61,6 +61,55 @@ impl<'a> TimelinePane<'a> {
     }
 }
 
+/// A timeline legend item's name in full and in the short words a
+/// narrow legend gives way to ([`LegendWords::Short`] and
+/// [`LegendWords::Bare`]): the legends take their names from these, and
+/// the help says from the same what each short word stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegendName {
+    pub full: &'static str,
+    pub short: &'static str,
+}
+
+impl LegendName {
+    /// The name in `words`.
+    pub(crate) fn in_words(self, words: LegendWords) -> &'static str {
+        match words {
+            LegendWords::Full => self.full,
+            LegendWords::Short | LegendWords::Bare => self.short,
+        }
+    }
+}
+
+pub(crate) const DRIVER_USED: LegendName = LegendName {
+    full: "driver used",
+    short: "used",
+};
+pub(crate) const RESERVED: LegendName = LegendName {
+    full: "reserved",
+    short: "res",
+};
+pub(crate) const ALLOCATED: LegendName = LegendName {
+    full: "allocated",
+    short: "alloc",
+};
+/// The dashboard's release marks: it sees cached memory go back to the
+/// driver (`empty_cache()`, or PyTorch freeing its cache to retry a
+/// failed cudaMalloc) and cannot tell which.
+pub(crate) const CACHE_RELEASED: LegendName = LegendName {
+    full: "cache released",
+    short: "released",
+};
+/// The viewer's release marks: it knows empty_cache points from the trace.
+pub(crate) const EMPTY_CACHE: LegendName = LegendName {
+    full: "empty_cache",
+    short: "released",
+};
+pub(crate) const OOM: LegendName = LegendName {
+    full: "OOM",
+    short: "OOM",
+};
+
 /// In a pane too short for a chart (under [`MIN_CHART_ROWS`] inside):
 /// draws the legend's values in full words in `inner`, finishes `area`
 /// and says so (`true`); else draws nothing.
@@ -88,21 +137,17 @@ pub(super) fn values_instead_of_chart(
 }
 
 /// `items` (a timeline's series) with the legend entries of its event
-/// marks, each only when there is one: `empty_cache()` calls that
-/// released memory, and OOMs. The marks come after the series, or first
-/// in the fewest words, where even those may not fit the legend's rows
-/// and what an OOM mark is says more than a line's name, which its colour
-/// and the breakdown tell too.
-/// `release_word` names the release marks in full ("released" in short
-/// words): the dashboard sees cached memory go back to the driver
-/// (`empty_cache()`, or PyTorch freeing its cache to retry a failed
-/// cudaMalloc) and cannot tell which; the viewer knows empty_cache points
-/// from the trace.
+/// marks, each only when there is one: `releases` marks of memory given
+/// back to the driver, named `release` ([`CACHE_RELEASED`] on the
+/// dashboard, [`EMPTY_CACHE`] in the viewer), and `ooms` OOMs, named
+/// `oom`. The marks
+/// come after the series, or first in the fewest words, where even those
+/// may not fit the legend's rows and what an OOM mark is says more than a
+/// line's name, which its colour and the breakdown tell too.
 pub(super) fn with_mark_legend(
     mut items: Vec<Line<'static>>,
-    releases: usize,
-    release_word: &str,
-    ooms: usize,
+    (release, releases): (LegendName, usize),
+    (oom, ooms): (LegendName, usize),
     words: LegendWords,
     theme: &Theme,
 ) -> Vec<Line<'static>> {
@@ -117,19 +162,15 @@ pub(super) fn with_mark_legend(
     };
     let mut marks = Vec::new();
     if releases > 0 {
-        let word = match words {
-            LegendWords::Full => release_word,
-            _ => "released",
-        };
         marks.push(Line::from(vec![
             Span::styled(mark(g.release_mark), theme.marker_release),
-            Span::raw(counted(word, releases)),
+            Span::raw(counted(release.in_words(words), releases)),
         ]));
     }
     if ooms > 0 {
         marks.push(Line::from(vec![
             Span::styled(mark(g.oom_mark), theme.marker_oom),
-            Span::raw(counted("OOM", ooms)),
+            Span::raw(counted(oom.in_words(words), ooms)),
         ]));
     }
     if words == LegendWords::Bare {
@@ -367,37 +408,43 @@ impl Widget for TimelinePane<'_> {
             Line::from(spans)
         };
         let legend_items = |form: LegendForm| {
-            let full = form.words == LegendWords::Full;
-            let name = |long, short| if full { long } else { short };
             let mut items = vec![item(
                 g.series_driver,
                 theme.context,
-                name("driver used", "used"),
+                DRIVER_USED.in_words(form.words),
                 driver.latest,
                 form,
             )];
             if reserved.is_empty() && allocated.is_empty() {
-                items.push(Line::styled(
-                    name("allocated, reserved: n/a", "alloc: n/a"),
-                    theme.dim,
-                ));
+                let na = if form.words == LegendWords::Full {
+                    format!("{}, {}: n/a", ALLOCATED.full, RESERVED.full)
+                } else {
+                    format!("{}: n/a", ALLOCATED.short)
+                };
+                items.push(Line::styled(na, theme.dim));
             } else {
                 items.push(item(
                     g.series_reserved,
                     theme.cached_free,
-                    name("reserved", "res"),
+                    RESERVED.in_words(form.words),
                     reserved.latest,
                     form,
                 ));
                 items.push(item(
                     g.series_allocated,
                     theme.allocated,
-                    name("allocated", "alloc"),
+                    ALLOCATED.in_words(form.words),
                     allocated.latest,
                     form,
                 ));
             }
-            with_mark_legend(items, releases, "cache released", ooms, form.words, theme)
+            with_mark_legend(
+                items,
+                (CACHE_RELEASED, releases),
+                (OOM, ooms),
+                form.words,
+                theme,
+            )
         };
         // Too short for a chart: the latest values.
         if values_instead_of_chart(buf, area, inner, theme, legend_items) {

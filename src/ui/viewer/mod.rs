@@ -54,6 +54,7 @@ pub use detail::detail_lines;
 pub use loading::render_loading;
 pub use sites::site_detail_lines;
 pub use status::{status_text, status_text_within};
+pub use timeline::LEGEND_NAMES;
 
 use breakdown::render_breakdown;
 use compare::render_compare;

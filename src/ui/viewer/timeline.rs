@@ -12,13 +12,63 @@ use super::status::trace_reading_text;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::scrub::{MarkKind, Point};
-use crate::ui::chrome::{self, LegendForm, LegendWords, pane_block};
+use crate::ui::chrome::{self, LegendForm, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
-    MIN_SCALE_BYTES, byte_axis_labels, dataset, legend_room, nice_ceiling, values_instead_of_chart,
-    vertical_line, with_mark_legend,
+    ALLOCATED, EMPTY_CACHE, LegendName, MIN_SCALE_BYTES, OOM, RESERVED, byte_axis_labels, dataset,
+    legend_room, nice_ceiling, values_instead_of_chart, vertical_line, with_mark_legend,
 };
+
+/// The cursor's mark, one word however narrow the legend.
+const CURSOR: LegendName = LegendName {
+    full: "cursor",
+    short: "cursor",
+};
+
+/// The names of the legend's items, in the order it lists them in full
+/// words: the legend takes its names from here, and the viewer's help
+/// says from here what its short words stand for.
+pub const LEGEND_NAMES: [LegendName; 5] = [RESERVED, ALLOCATED, CURSOR, EMPTY_CACHE, OOM];
+
+/// The legend's items in `form`: the series with their values at the
+/// cursor (`now`; "n/a" without one), the cursor, and the marks there are
+/// (`releases` empty_cache points, `ooms` OOMs). The values as everywhere
+/// ("3.52 GiB"), else packed ("3.52GiB"), else none; in shorter words
+/// where the rows the chart leaves need them.
+fn legend_items(
+    form: LegendForm,
+    now: Option<Point>,
+    (releases, ooms): (usize, usize),
+    theme: &Theme,
+) -> Vec<Line<'static>> {
+    let g = theme.glyphs();
+    let [reserved, allocated, cursor, released, oom] = LEGEND_NAMES;
+    let shown = |v: fn(&Point) -> u64| match (form.values, now) {
+        (Some(f), Some(p)) => format!(" {}", f(v(&p))),
+        (None, Some(_)) => String::new(),
+        (_, None) => format!(" {}", format::NA),
+    };
+    let series = |marker, style, name: LegendName, v: fn(&Point) -> u64| {
+        Line::from(vec![
+            Span::styled(theme.series_glyph(marker), style),
+            Span::raw(format!(" {}{}", name.in_words(form.words), shown(v))),
+        ])
+    };
+    let items = vec![
+        series(g.series_reserved, theme.cached_free, reserved, |p| {
+            p.reserved
+        }),
+        series(g.series_allocated, theme.allocated, allocated, |p| {
+            p.allocated
+        }),
+        Line::from(vec![
+            Span::styled(g.timeline_cursor.to_string(), theme.key),
+            Span::raw(format!(" {}", cursor.in_words(form.words))),
+        ]),
+    ];
+    with_mark_legend(items, (released, releases), (oom, ooms), form.words, theme)
+}
 
 /// Downsamples a series of `n` values to at most `columns` × 2 points: per
 /// bucket of events, the maximum (`highest` of a range of indices: peaks
@@ -118,42 +168,8 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let reserved_pts = bucketed(n_points, |r| d.highest(r).0, columns, exp);
     let allocated_pts = bucketed(n_points, |r| d.highest(r).1, columns, exp);
     let now = d.points.get(cursor).copied();
-    let (ooms, releases) = (d.count(MarkKind::Oom), d.count(MarkKind::EmptyCache));
-    // The values at the cursor as everywhere ("3.52 GiB"), else packed
-    // ("3.52GiB"), else none; in shorter words where the rows the chart
-    // leaves need them.
-    let legend_items = |form: LegendForm| {
-        let full = form.words == LegendWords::Full;
-        let name = |long, short| if full { long } else { short };
-        let shown = |v: fn(&Point) -> u64| match (form.values, now) {
-            (Some(f), Some(p)) => format!(" {}", f(v(&p))),
-            (None, Some(_)) => String::new(),
-            (_, None) => format!(" {}", format::NA),
-        };
-        let items = vec![
-            Line::from(vec![
-                Span::styled(theme.series_glyph(g.series_reserved), theme.cached_free),
-                Span::raw(format!(
-                    " {}{}",
-                    name("reserved", "res"),
-                    shown(|p| p.reserved)
-                )),
-            ]),
-            Line::from(vec![
-                Span::styled(theme.series_glyph(g.series_allocated), theme.allocated),
-                Span::raw(format!(
-                    " {}{}",
-                    name("allocated", "alloc"),
-                    shown(|p| p.allocated)
-                )),
-            ]),
-            Line::from(vec![
-                Span::styled(g.timeline_cursor.to_string(), theme.key),
-                Span::raw(" cursor"),
-            ]),
-        ];
-        with_mark_legend(items, releases, "empty_cache", ooms, form.words, theme)
-    };
+    let marks = (d.count(MarkKind::EmptyCache), d.count(MarkKind::Oom));
+    let legend_items = |form: LegendForm| legend_items(form, now, marks, theme);
     // Too short for a chart: the values at the cursor.
     if values_instead_of_chart(buf, area, inner, theme, legend_items) {
         return;
@@ -257,6 +273,44 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ui::chrome::LegendWords;
+
+    #[test]
+    fn the_legend_names_its_items_only_with_the_listed_names() {
+        // The help defines the short words from `LEGEND_NAMES`: a name the
+        // legend wrote from anywhere else would go undefined.
+        let theme = Theme::colored();
+        let now = Some(Point {
+            allocated: 1 << 30,
+            reserved: 2 << 30,
+        });
+        for words in [LegendWords::Full, LegendWords::Short, LegendWords::Bare] {
+            let form = LegendForm {
+                values: None,
+                words,
+            };
+            let items = legend_items(form, now, (3, 1), &theme);
+            let names: Vec<String> = items
+                .iter()
+                .map(|item| {
+                    // "▌ cursor", "┊ released ×3": the words after the glyph,
+                    // before the count.
+                    let text = item.to_string();
+                    let text = text.split_once(' ').map_or("", |(_, rest)| rest);
+                    text.split(" ×").next().unwrap_or_default().to_string()
+                })
+                .collect();
+            let mut listed: Vec<String> = LEGEND_NAMES
+                .iter()
+                .map(|n| n.in_words(words).to_string())
+                .collect();
+            // In the fewest words the marks go first.
+            if words == LegendWords::Bare {
+                listed.rotate_right(2);
+            }
+            assert_eq!(names, listed, "{words:?}");
+        }
+    }
 
     /// [`bucketed`] of a plain list of values.
     fn bucketed_values(values: &[u64], columns: usize, exp: usize) -> Vec<(f64, f64)> {
