@@ -348,10 +348,16 @@ fn a_snapshot_without_a_trace_shows_its_state_and_scrub_keys_say_there_is_none()
 
 #[test]
 fn opens_on_a_gpu_that_holds_memory_when_the_first_gpu_holds_none() {
-    // GPU 0's trace is the dump's one `snapshot` event; the memory is on 1.
-    let Some(mut v) = shared("muduard_dump_snapshot_b.pickle") else {
+    // muduard's b holds its memory on GPU 1; GPU 0's trace is the dump's
+    // one `snapshot` marker. A free recorded on GPU 0 makes it a device
+    // that was used and holds nothing at the end.
+    let Some(path) = common::shared_snapshot("muduard_dump_snapshot_b.pickle") else {
         return;
     };
+    let mut snapshot = vramtop::snapshot::read_snapshot_file(&path).expect("shared snapshot loads");
+    let free = snapshot.device_traces[1][0].clone();
+    snapshot.device_traces[0].push(free);
+    let mut v = ViewerState::new("GPU 0 emptied".to_string(), snapshot);
     assert_eq!(v.scrub.devices.len(), 2);
     assert_eq!(v.device().map(|d| d.device), Some(1));
     assert!(!v.segments.is_empty());
