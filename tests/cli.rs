@@ -486,3 +486,50 @@ fn replay_counts_one_oom_in_the_singular() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(", 1 OOM in the trace)"), "{out}");
 }
+
+#[test]
+fn replay_words_a_mismatch_within_80_columns_without_debug_output() {
+    use vramtop::snapshot::capture::snapshot_of;
+    use vramtop::snapshot::write_snapshot_file;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut m = common::workload::model("", 8 << 30);
+    m.malloc(512, 0).expect("fits");
+    let recorded = snapshot_of(&m, 0);
+    // The final state's live block 512 B larger than the model's, its free
+    // neighbour 512 B smaller: the blocks differ.
+    let mut grown = recorded.clone();
+    let blocks = &mut grown.segments[0].blocks;
+    blocks[0].size += 512;
+    blocks[1].address += 512;
+    blocks[1].size -= 512;
+    // One allocation, and a final state without it.
+    let mut lone = recorded;
+    lone.segments.clear();
+    lone.device_traces[0].retain(|e| e.action.as_str() == "alloc");
+    for (name, snapshot, says) in [
+        (
+            "grown.pickle",
+            grown,
+            "blocks differ from block 0: model 0x",
+        ),
+        (
+            "lone.pickle",
+            lone,
+            "first divergence     event #0: PyTorch alloc(",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        write_snapshot_file(&snapshot, &path).expect("writes");
+        let (code, out, err) = vramtop(&["replay", path.to_str().expect("utf-8 temp path")]);
+        assert_eq!(code, 1, "{name}: a mismatch: {out}{err}");
+        assert!(out.contains("result: MISMATCH"), "{name}: {out}");
+        assert!(out.contains(says), "{name}: {out}");
+        assert!(
+            !out.contains("Some(") && !out.contains("Active"),
+            "{name}: {out}"
+        );
+        for line in out.lines() {
+            assert!(line.chars().count() <= 80, "{name}: {line:?}\n{out}");
+        }
+    }
+}

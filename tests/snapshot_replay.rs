@@ -241,3 +241,23 @@ fn a_cudamalloc_of_another_size_than_recorded_is_said_as_that_not_as_an_oom() {
         "the model asked for another size; it did not run out of memory: {d:?}"
     );
 }
+
+#[test]
+fn an_allocation_the_final_state_lacks_is_a_mismatch_not_a_cut_call() {
+    // A trace of one allocation, never freed, in a file whose final state
+    // has no segment: not a call the ring buffer cut (the state right after
+    // it would hold its block), but a recording the file contradicts.
+    let mut m = model("", 8 * GIB);
+    m.malloc(512, 0).expect("fits");
+    let mut snapshot = snapshot_of(&m, 0);
+    snapshot.segments.clear();
+    snapshot.device_traces[0].retain(|e| e.action.as_str() == "alloc");
+    assert_eq!(snapshot.device_traces[0].len(), 1, "the file's shape");
+    let report = verify(&snapshot);
+    assert!(!report.full_match(), "{report:?}");
+    let d = report.replays[0]
+        .divergence
+        .as_ref()
+        .expect("the replay diverges at the allocation");
+    assert_eq!(d.event_index, 0, "{d:?}");
+}

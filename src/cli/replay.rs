@@ -194,10 +194,13 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
         r.addresses_matched, r.allocations_replayed
     );
     if let Some(d) = &r.divergence {
-        let _ = writeln!(
+        line_under(
             out,
-            "  first divergence     event #{}: PyTorch {} / model {}",
-            d.event_index, d.expected, d.model
+            "  first divergence     ",
+            &format!(
+                "event #{}: PyTorch {} / model {}",
+                d.event_index, d.expected, d.model
+            ),
         );
         if matches!(r.start, ReplayStart::Reconstructed { .. }) {
             let _ = writeln!(

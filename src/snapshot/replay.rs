@@ -916,8 +916,13 @@ fn finish_report(
         let want = (r.address, r.total_size, r.segment_type, r.is_expandable);
         if head != want {
             diffs.push(format!(
-                "segment at {:#x}: model {} bytes {:?}, snapshot {:#x} {} bytes {:?}",
-                m.address, m.total_size, m.segment_type, r.address, r.total_size, r.segment_type
+                "segment at {:#x}: model {} bytes {}, snapshot {:#x} {} bytes {}",
+                m.address,
+                m.total_size,
+                m.segment_type.as_str(),
+                r.address,
+                r.total_size,
+                r.segment_type.as_str()
             ));
             continue;
         }
@@ -945,10 +950,7 @@ fn finish_report(
             })
             .collect();
         if mb != rb {
-            diffs.push(format!(
-                "segment at {:#x}: blocks differ (model {mb:?}, snapshot {rb:?})",
-                m.address
-            ));
+            diffs.push(blocks_differ(m.address, &mb, &rb));
         } else if m
             .blocks
             .iter()
@@ -964,4 +966,33 @@ fn finish_report(
         ReplayStart::Empty if report.final_layout_matches => Some(stale_ok),
         _ => None,
     };
+}
+
+/// A block as [`finish_report`] compares it: address, size, state and the
+/// requested size of an active block.
+type ComparedBlock = (u64, u64, BlockState, Option<u64>);
+
+/// Where two segments' block lists first part, in words: the block each
+/// side has there (or that it has none), and how many blocks each has.
+fn blocks_differ(segment: u64, model: &[ComparedBlock], snapshot: &[ComparedBlock]) -> String {
+    let first = model
+        .iter()
+        .zip(snapshot)
+        .position(|(a, b)| a != b)
+        .unwrap_or(model.len().min(snapshot.len()));
+    let describe = |blocks: &[ComparedBlock]| match blocks.get(first) {
+        Some(&(address, size, state, requested)) => {
+            let requested = requested.map_or(String::new(), |r| format!(", requested {r} B"));
+            format!("{address:#x} {size} B {}{requested}", state.as_str())
+        }
+        None => "no block".to_string(),
+    };
+    format!(
+        "segment at {segment:#x}: blocks differ from block {first}: model {}, snapshot {} \
+         ({} and {} blocks)",
+        describe(model),
+        describe(snapshot),
+        model.len(),
+        snapshot.len()
+    )
 }

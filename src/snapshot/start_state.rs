@@ -948,7 +948,19 @@ fn replay_from_best_start_of(
         return whole;
     }
     let rest = &events[k + 1..];
+    // The state right after the cut call holds the block it allocated: a
+    // file whose final layout, with the rest undone, lacks it is not a cut
+    // call but an allocation the file contradicts (reported where it is).
+    let allocated = events[k];
+    let holds_the_call = |start: &StartState| start.live.contains_key(&allocated.addr);
     let after = undo_trace(snapshot, device, rest)
+        .and_then(|start| {
+            if holds_the_call(&start) {
+                Ok(start)
+            } else {
+                Err(String::new())
+            }
+        })
         .and_then(|start| search(snapshot, device, rest, config, &start));
     let Ok((mut r, mut l, c)) = after else {
         return whole;
