@@ -712,49 +712,32 @@ impl Keymap {
             .collect()
     }
 
-    /// Whether `key` opens the stress panel (while it is closed).
+    /// Whether `key` opens the stress panel (while it is closed): a key its
+    /// table's `Open` binding names.
     pub fn opens_stress(&self, key: KeyEvent) -> bool {
-        matches!(key.code, KeyCode::Char('a') | KeyCode::F(2))
+        self.stress
+            .iter()
+            .filter(|b| b.key == PanelKey::Open)
+            .any(|b| names_code(b.keys, key.code))
     }
 
-    /// What `key` does while the stress panel is open; `None`: the
-    /// ordinary keymap decides.
+    /// What `key` does while the stress panel is open, read from the
+    /// panel's table (its first binding that names the key; `Open` does not
+    /// act while the panel is open); `None`: the ordinary keymap decides.
     pub fn stress_key_for(&self, key: KeyEvent) -> Option<PanelKey> {
-        use StressAction as S;
         if key.modifiers.contains(KeyModifiers::CONTROL) {
             return None;
         }
-        Some(match key.code {
-            KeyCode::F(2) | KeyCode::Esc => PanelKey::Close,
-            KeyCode::Char('M') => PanelKey::ToggleMap,
-            KeyCode::Char('a') | KeyCode::Enter => PanelKey::Act(S::Allocate),
-            KeyCode::Char('+') | KeyCode::Char('=') => PanelKey::Act(S::SizeUp),
-            KeyCode::Char('-') => PanelKey::Act(S::SizeDown),
-            KeyCode::Char(']') => PanelKey::Act(S::CountUp),
-            KeyCode::Char('[') => PanelKey::Act(S::CountDown),
-            KeyCode::Char('r') => PanelKey::Act(S::TogglePattern),
-            KeyCode::Char('d') | KeyCode::Delete => PanelKey::Act(S::FreeSelected),
-            KeyCode::Char('o') => PanelKey::Act(S::FreeOldest),
-            KeyCode::Char('x') => PanelKey::Act(S::FreeRandom),
-            KeyCode::Char('m') => PanelKey::Act(S::FreeEveryOther),
-            KeyCode::Char('D') => PanelKey::Act(S::FreeAll),
-            KeyCode::Char('e') => PanelKey::Act(S::EmptyCache),
-            KeyCode::Char('c') => PanelKey::Act(S::MarkCompare),
-            KeyCode::Char('H') => PanelKey::Act(S::ToggleHistogram),
-            KeyCode::Char('v') => PanelKey::Act(S::Verify),
-            KeyCode::Char('s') => PanelKey::Act(S::TypeSize),
-            KeyCode::Char('S') => PanelKey::Act(S::TypeSettings),
-            KeyCode::Up | KeyCode::Char('k') => PanelKey::Act(S::Up),
-            KeyCode::Down | KeyCode::Char('j') => PanelKey::Act(S::Down),
-            KeyCode::Char('n') => PanelKey::Act(S::OpenScenarios),
-            KeyCode::Char('.') => PanelKey::Act(S::ScenarioStep),
-            KeyCode::Char('g') => PanelKey::Act(S::ScenarioRun),
-            KeyCode::Char('w') => PanelKey::Act(S::ScenarioRewind),
-            KeyCode::Char('N') => PanelKey::Act(S::ScenarioNextVariant),
-            KeyCode::Char('W') => PanelKey::Act(S::SaveSnapshot),
-            KeyCode::Char('u') => PanelKey::Act(S::UnloadScenario),
-            _ => return None,
-        })
+        // `=` is `+` without Shift: it sizes up as it zooms the timeline in.
+        let code = match key.code {
+            KeyCode::Char('=') => KeyCode::Char('+'),
+            code => code,
+        };
+        self.stress
+            .iter()
+            .filter(|b| b.key != PanelKey::Open)
+            .find(|b| names_code(b.keys, code))
+            .map(|b| b.key)
     }
 
     /// "key action" pairs for the status line while the stress panel is
@@ -924,6 +907,15 @@ fn label_key(token: &str) -> Option<KeyEvent> {
     }
 }
 
+/// Whether a binding's label names a key of `code` (Shift and the key's
+/// kind are not compared: a terminal may report them or not for the same
+/// key).
+fn names_code(keys: &str, code: KeyCode) -> bool {
+    keys.split(' ')
+        .filter_map(label_key)
+        .any(|bound| bound.code == code)
+}
+
 /// The help's line for the key that opens the stress panel.
 const STRESS_OPEN_HELP: &str = "stress panel (drive the allocator)";
 
@@ -1080,6 +1072,56 @@ mod tests {
         assert_eq!(k.stress_key_name(PanelKey::ToggleMap), Some("M"));
         let j = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
         assert_eq!(k.stress_key_label(j), Some("j"));
+    }
+
+    #[test]
+    fn the_stress_panel_dispatches_from_its_table_so_a_relabelled_key_acts() {
+        use StressAction as S;
+        let k = Keymap::default();
+        for b in k.stress.iter().filter(|b| b.key != PanelKey::Open) {
+            for name in b.keys.split(' ') {
+                let event = label_key(name).expect("a key the table can name");
+                assert_eq!(k.stress_key_for(event), Some(b.key), "{name}");
+            }
+        }
+        // What the keys did when dispatch was written out by hand.
+        let char_keys = [
+            ('M', PanelKey::ToggleMap),
+            ('a', PanelKey::Act(S::Allocate)),
+            ('+', PanelKey::Act(S::SizeUp)),
+            ('=', PanelKey::Act(S::SizeUp)),
+            ('d', PanelKey::Act(S::FreeSelected)),
+            ('S', PanelKey::Act(S::TypeSettings)),
+            ('k', PanelKey::Act(S::Up)),
+            ('u', PanelKey::Act(S::UnloadScenario)),
+        ];
+        for (c, bound) in char_keys {
+            assert_eq!(k.stress_key_for(key(KeyCode::Char(c))), Some(bound), "{c}");
+        }
+        for (code, bound) in [
+            (KeyCode::F(2), PanelKey::Close),
+            (KeyCode::Esc, PanelKey::Close),
+            (KeyCode::Enter, PanelKey::Act(S::Allocate)),
+            (KeyCode::Delete, PanelKey::Act(S::FreeSelected)),
+            (KeyCode::Up, PanelKey::Act(S::Up)),
+        ] {
+            assert_eq!(k.stress_key_for(key(code)), Some(bound), "{code:?}");
+        }
+        let ctrl_d = KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL);
+        assert_eq!(k.stress_key_for(ctrl_d), None, "Ctrl is the dashboard's");
+        assert_eq!(k.stress_key_for(key(KeyCode::Char('z'))), None);
+        assert!(k.opens_stress(key(KeyCode::Char('a'))) && k.opens_stress(key(KeyCode::F(2))));
+        assert!(!k.opens_stress(key(KeyCode::Char('S'))));
+        // Relabelled in the table, the binding acts on its new key alone.
+        let mut moved = Keymap::default();
+        for b in &mut moved.stress {
+            if b.key == PanelKey::Act(S::TypeSettings) {
+                b.keys = "F9";
+            }
+        }
+        let settings = Some(PanelKey::Act(S::TypeSettings));
+        assert_eq!(moved.stress_key_for(key(KeyCode::F(9))), settings);
+        assert_eq!(moved.stress_key_for(key(KeyCode::Char('S'))), None);
     }
 
     #[test]
