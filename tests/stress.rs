@@ -2283,7 +2283,18 @@ fn oom_of(tried: u64, layout: &[SegmentInfo]) -> (OomRoom, u64) {
 
 fn advice(layout: &[SegmentInfo], settings: &str, tried: u64) -> Vec<String> {
     let (room, reserved) = oom_of(tried, layout);
-    vramtop::app::stress::oom_advice(layout, settings, &room, reserved)
+    words(vramtop::app::stress::oom_advice(
+        layout, settings, &room, reserved,
+    ))
+}
+
+/// OOM advice as the panel words it with the default keymap.
+fn words(advice: Vec<vramtop::app::stress::OomAdvice>) -> Vec<String> {
+    let keymap = Keymap::default();
+    advice
+        .into_iter()
+        .map(|a| ui::oom_advice_text(a, &keymap))
+        .collect()
 }
 
 #[test]
@@ -2365,7 +2376,12 @@ fn oom_advice_suggests_no_setting_for_a_request_no_cache_could_hold() {
     // Memory given back since the OOM counts as free.
     let (mut room, _) = oom_of(GIB, &layout);
     room.reserved += GIB;
-    let lines = vramtop::app::stress::oom_advice(&layout, "", &room, 532 * MIB);
+    let lines = words(vramtop::app::stress::oom_advice(
+        &layout,
+        "",
+        &room,
+        532 * MIB,
+    ));
     assert!(lines.iter().any(|l| l.contains("press S")), "{lines:?}");
 }
 
@@ -2446,7 +2462,7 @@ fn the_panel_gives_advice_only_while_an_oom_is_shown() {
     });
     p.busy = true;
     p.on_result(r);
-    let advice = p.oom_advice();
+    let advice = words(p.oom_advice());
     assert!(advice[0].contains("could release 300 MiB"), "{advice:?}");
 }
 
@@ -2786,6 +2802,96 @@ fn the_selected_tensors_line_names_the_free_key_as_the_keymap_table_does() {
     let screen = common::screen::text(terminal.backend().buffer());
     assert!(screen.contains("· Del frees it"), "{screen}");
     assert!(screen_text(&state, 80, 24).contains("· d frees it"));
+}
+
+/// The default keymap with every stress panel binding moved to a key of
+/// its own that no word of the panel is spelled like (F20, F21, …): the
+/// panel dispatches from its table, so these are the keys that act.
+fn keymap_on_f_keys() -> Keymap {
+    let mut keymap = Keymap::default();
+    for (i, b) in keymap.stress.iter_mut().enumerate() {
+        b.keys = Box::leak(format!("F{}", 20 + i).into_boxed_str());
+    }
+    keymap
+}
+
+#[test]
+fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
+    use vramtop::alloc::PoolKind;
+    use vramtop::app::stress::{OomAdvice, Stranded};
+    let every = [
+        OomAdvice::Reclaim {
+            releasable: MIB,
+            non_releasable: 100 * MIB,
+            stranded: Stranded::Both,
+        },
+        OomAdvice::FreedSince {
+            largest: GIB,
+            pool: PoolKind::Large,
+        },
+        OomAdvice::FreeLiveTensors {
+            live: GIB,
+            tried: GIB,
+            room: MIB,
+        },
+        OomAdvice::GpuTooSmall {
+            tried: GIB,
+            room: MIB,
+        },
+        OomAdvice::ExpandableOn {
+            non_releasable: 100 * MIB,
+        },
+        OomAdvice::TrySettings {
+            reusable: 400 * MIB,
+        },
+        OomAdvice::HolesTooSmall {
+            stranded: 200 * MIB,
+            request: 100 * MIB,
+        },
+        OomAdvice::SmallPoolOnly {
+            stranded: 100 * MIB,
+        },
+    ];
+    let moved = keymap_on_f_keys();
+    for advice in every {
+        let text = ui::oom_advice_text(advice, &moved);
+        // Each action the line suggests is named by the key bound to it…
+        for &action in advice.actions() {
+            let key = moved.stress_key_name(PanelKey::Act(action)).expect("bound");
+            assert!(text.contains(key), "{action:?} is {key}: {text}");
+        }
+        // … and every key it names does what it suggests.
+        let named = text
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter_map(|w| w.strip_prefix('F')?.parse::<u8>().ok());
+        for n in named {
+            let does = moved.stress_key_for(KeyEvent::new(KeyCode::F(n), KeyModifiers::NONE));
+            assert!(
+                does.is_some_and(|k| advice.actions().iter().any(|&a| k == PanelKey::Act(a))),
+                "F{n} does {does:?}, not what the line suggests: {text}"
+            );
+        }
+    }
+    // With the default keymap the words are as ever.
+    let keymap = Keymap::default();
+    let text = |a| ui::oom_advice_text(a, &keymap);
+    assert!(text(every[2]).starts_with("free some of the panel's live tensors (d, o, x, D): "));
+    assert!(text(every[5]).ends_with(" of it be reused (press S to try)"));
+    // On screen, after the panel's OOM at 80×24.
+    let state = stress_screen();
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, &state, &moved, &Theme::colored()))
+        .expect("test backend");
+    let screen = common::screen::text(terminal.backend().buffer());
+    let keys: Vec<&str> = every[2]
+        .actions()
+        .iter()
+        .filter_map(|&a| moved.stress_key_name(PanelKey::Act(a)))
+        .collect();
+    let says = format!("live tensors ({}):", keys.join(", "));
+    assert!(screen.contains(&says), "{says}\n{screen}");
+    assert!(!screen.contains("(d, o, x, D)"), "{screen}");
 }
 
 /// The panel's text at `w`×`h` drawn alone, rows joined by newlines.

@@ -29,8 +29,8 @@ use super::theme::Theme;
 use crate::alloc::sizing::format_size;
 use crate::app::keymap::{Keymap, PanelKey};
 use crate::app::stress::{
-    CompareRow, FigureUnit, HistogramRow, OomState, PanelDevice, Pattern, ScenarioPicker,
-    ScenarioStop, StressAction, StressPanel,
+    CompareRow, FigureUnit, HistogramRow, OomAdvice, OomState, PanelDevice, Pattern,
+    ScenarioPicker, ScenarioStop, Stranded, StressAction, StressPanel,
 };
 
 /// The settings field's hint, longest first: the first that fits beside
@@ -479,6 +479,7 @@ impl<'a> StressPane<'a> {
         let advice_at = parts.len();
         if self.panel.oom.is_some() {
             for advice in self.panel.oom_advice() {
+                let advice = oom_advice_text(advice, self.keymap);
                 parts.push((
                     Box::new(move |r| wrapped(&advice, width, r, t.warning)),
                     ADVICE_ROWS,
@@ -687,6 +688,91 @@ impl<'a> StressPane<'a> {
             ]));
         }
         lines
+    }
+}
+
+/// A line of OOM advice in words. The actions it suggests are named by
+/// the keys the keymap binds to them, as the hints name them ("(d, o, x,
+/// D)", "(press S to try)"); an action without a key goes unnamed.
+pub fn oom_advice_text(advice: OomAdvice, keymap: &Keymap) -> String {
+    let keys: Vec<&str> = advice
+        .actions()
+        .iter()
+        .filter_map(|&a| keymap.stress_key_name(PanelKey::Act(a)))
+        .collect();
+    let b = format::bytes;
+    match advice {
+        OomAdvice::Reclaim {
+            releasable,
+            non_releasable,
+            stranded,
+        } => {
+            let why = match stranded {
+                Stranded::BesideTensors => "free blocks in segments with live tensors",
+                Stranded::InPages => "free parts of pages that also hold live tensors",
+                Stranded::Both => "free blocks beside live tensors",
+            };
+            format!(
+                "empty_cache() could release {} (whole free segments and pages); {} is \
+                 non-releasable ({why})",
+                b(releasable),
+                b(non_releasable)
+            )
+        }
+        OomAdvice::FreedSince { largest, pool } => format!(
+            "freed since: a {} block is free in the {} pool now, so the same request fits",
+            b(largest),
+            pool.as_str()
+        ),
+        OomAdvice::FreeLiveTensors { live, tried, room } => {
+            // What to do first, keys and all: a line cut to one row still
+            // says it.
+            let keys = if keys.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", keys.join(", "))
+            };
+            format!(
+                "free some of the panel's live tensors{keys}: they hold {}, and the {} asked \
+                 would not fit in the {} free even with every cached byte reused",
+                b(live),
+                b(tried),
+                b(room)
+            )
+        }
+        OomAdvice::GpuTooSmall { tried, room } => format!(
+            "the GPU is too small for {}, whatever the settings: {} would be free even with \
+             every cached byte reused",
+            b(tried),
+            b(room)
+        ),
+        OomAdvice::ExpandableOn { non_releasable } => format!(
+            "expandable segments are on: the {} left shares pages with live tensors, which no \
+             setting returns; freeing those tensors does",
+            b(non_releasable)
+        ),
+        OomAdvice::TrySettings { reusable } => {
+            let try_it = keys
+                .first()
+                .map(|key| format!(" (press {key} to try)"))
+                .unwrap_or_default();
+            format!(
+                "expandable_segments:True or max_split_size_mb would let {} of it be \
+                 reused{try_it}",
+                b(reusable)
+            )
+        }
+        OomAdvice::HolesTooSmall { stranded, request } => format!(
+            "no setting makes room of the large pool's {}: its holes between live tensors are \
+             too small or too few for {}; freeing the tensors beside them does",
+            b(stranded),
+            b(request)
+        ),
+        OomAdvice::SmallPoolOnly { stranded } => format!(
+            "the small pool's {} serves only requests of 1 MiB or less: no setting lets this \
+             one use it",
+            b(stranded)
+        ),
     }
 }
 

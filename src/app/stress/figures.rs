@@ -1,5 +1,6 @@
 //! The allocator figures the panel shows and compares (A | B | Δ, the
-//! free-block histogram), and what an OOM's advice says from the layout.
+//! free-block histogram), and what an OOM's advice says from the layout
+//! (as data: the ui words it).
 
 use serde::Serialize;
 
@@ -9,7 +10,7 @@ use crate::alloc::analysis::{
 use crate::alloc::sizing::{LARGE_BUFFER, SMALL_SIZE};
 use crate::alloc::{BlockState, DeviceStats, PoolKind, SegmentInfo, fragmentation};
 
-use super::{MIB, OomRoom};
+use super::{MIB, OomRoom, StressAction};
 
 /// The figures the compare view puts side by side (bytes, except
 /// `segments` and `fragmentation_bp`).
@@ -228,38 +229,103 @@ fn largest_free_in(layout: &[SegmentInfo], pool: PoolKind) -> u64 {
         .unwrap_or(0)
 }
 
-/// The lines under an OOM message saying what would have helped, from the
-/// current layout, the allocator's `settings`, the room there was at the
-/// OOM and the bytes reserved now (`empty_cache()` after the OOM gave the
-/// difference back): how much `empty_cache` could release and how much is
-/// non-releasable (when any of it is worth a word); then the first that
-/// holds of: enough was freed since for the same request; the request
-/// would not fit even if every cached byte were reused (the GPU is too
-/// small); and, when at least [`LARGE_NON_RELEASABLE`] is stranded, whether
-/// a setting could make room of it.
+/// Where the memory `empty_cache` cannot release lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Stranded {
+    /// Free blocks in segments that also hold live tensors.
+    BesideTensors,
+    /// Free parts of expandable segments' pages that also hold live
+    /// tensors.
+    InPages,
+    /// Some of each.
+    Both,
+}
+
+/// One line of what an OOM's advice says, as data: its figures (bytes)
+/// and, where the panel has keys for it, the actions it suggests
+/// ([`OomAdvice::actions`]). The ui words it and names each action by the
+/// key the keymap binds to it, so that the advice and the help cannot name
+/// different keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum OomAdvice {
+    /// What `empty_cache()` could release (whole free segments and pages)
+    /// and what it could not, and where that lies.
+    Reclaim {
+        releasable: u64,
+        non_releasable: u64,
+        stranded: Stranded,
+    },
+    /// Enough was freed since: a `largest`-byte block is free in `pool`
+    /// now, so the same request fits.
+    FreedSince { largest: u64, pool: PoolKind },
+    /// The panel's own live tensors (`live` bytes) are what fills the GPU:
+    /// the `tried` bytes asked would not fit in the `room` that would be
+    /// free even with every cached byte reused; freeing some of them is
+    /// the remedy.
+    FreeLiveTensors { live: u64, tried: u64, room: u64 },
+    /// The GPU is too small for `tried` bytes whatever the settings: `room`
+    /// would be free even with every cached byte reused.
+    GpuTooSmall { tried: u64, room: u64 },
+    /// Expandable segments are on: the `non_releasable` bytes left share
+    /// pages with live tensors, which no setting returns.
+    ExpandableOn { non_releasable: u64 },
+    /// `expandable_segments:True` or `max_split_size_mb` would let
+    /// `reusable` bytes of the stranded memory be reused: the settings
+    /// field is the way to try.
+    TrySettings { reusable: u64 },
+    /// No setting makes room of the large pool's `stranded` bytes: its
+    /// holes between live tensors are too small or too few for `request`.
+    HolesTooSmall { stranded: u64, request: u64 },
+    /// The small pool's `stranded` bytes serve only requests of 1 MiB or
+    /// less.
+    SmallPoolOnly { stranded: u64 },
+}
+
+impl OomAdvice {
+    /// The panel's actions the advice suggests, in the order it names
+    /// their keys.
+    pub fn actions(self) -> &'static [StressAction] {
+        use StressAction as S;
+        match self {
+            OomAdvice::FreeLiveTensors { .. } => {
+                &[S::FreeSelected, S::FreeOldest, S::FreeRandom, S::FreeAll]
+            }
+            OomAdvice::TrySettings { .. } => &[S::TypeSettings],
+            _ => &[],
+        }
+    }
+}
+
+/// What would have helped, under an OOM message, from the current layout,
+/// the allocator's `settings`, the room there was at the OOM and the bytes
+/// reserved now (`empty_cache()` after the OOM gave the difference back):
+/// how much `empty_cache` could release and how much is non-releasable
+/// (when any of it is worth a word); then the first that holds of: enough
+/// was freed since for the same request; the request would not fit even if
+/// every cached byte were reused (the panel's own tensors fill the GPU, or
+/// the GPU is too small); and, when at least [`LARGE_NON_RELEASABLE`] is
+/// stranded, whether a setting could make room of it.
 pub fn oom_advice(
     layout: &[SegmentInfo],
     settings: &str,
     oom: &OomRoom,
     reserved_now: u64,
-) -> Vec<String> {
+) -> Vec<OomAdvice> {
     let r = reclaim(layout);
-    let fmt = crate::alloc::sizing::display_bytes;
     let mut lines = Vec::new();
     if r.releasable > 0 || r.non_releasable >= LARGE_NON_RELEASABLE {
-        let why = if r.stranded_expandable == 0 {
-            "free blocks in segments with live tensors"
+        let stranded = if r.stranded_expandable == 0 {
+            Stranded::BesideTensors
         } else if r.stranded_expandable == r.non_releasable {
-            "free parts of pages that also hold live tensors"
+            Stranded::InPages
         } else {
-            "free blocks beside live tensors"
+            Stranded::Both
         };
-        lines.push(format!(
-            "empty_cache() could release {} (whole free segments and pages); {} is \
-             non-releasable ({why})",
-            fmt(r.releasable),
-            fmt(r.non_releasable)
-        ));
+        lines.push(OomAdvice::Reclaim {
+            releasable: r.releasable,
+            non_releasable: r.non_releasable,
+            stranded,
+        });
     }
     // Requests above 1 MiB are served from the large pool only.
     let large_request = oom.request > SMALL_SIZE;
@@ -270,11 +336,7 @@ pub fn oom_advice(
     };
     let largest = largest_free_in(layout, pool);
     if oom.request > 0 && largest >= oom.request {
-        lines.push(format!(
-            "freed since: a {} block is free in the {} pool now, so the same request fits",
-            fmt(largest),
-            pool.as_str()
-        ));
+        lines.push(OomAdvice::FreedSince { largest, pool });
         return lines;
     }
     // Free on the device now: what was free at the OOM and what has been
@@ -293,24 +355,18 @@ pub fn oom_advice(
             .filter(|b| b.state == BlockState::ActiveAllocated)
             .map(|b| b.size)
             .fold(0, u64::saturating_add);
-        // What to do first: a line cut to one row still says it.
-        let line = if everything.saturating_add(live) >= oom.tried {
-            format!(
-                "free some of the panel's live tensors (d, o, x, D): they hold {}, and the {} \
-                 asked would not fit in the {} free even with every cached byte reused",
-                fmt(live),
-                fmt(oom.tried),
-                fmt(everything)
-            )
+        lines.push(if everything.saturating_add(live) >= oom.tried {
+            OomAdvice::FreeLiveTensors {
+                live,
+                tried: oom.tried,
+                room: everything,
+            }
         } else {
-            format!(
-                "the GPU is too small for {}, whatever the settings: {} would be free even \
-                 with every cached byte reused",
-                fmt(oom.tried),
-                fmt(everything)
-            )
-        };
-        lines.push(line);
+            OomAdvice::GpuTooSmall {
+                tried: oom.tried,
+                room: everything,
+            }
+        });
         return lines;
     }
     if r.non_releasable < LARGE_NON_RELEASABLE {
@@ -325,33 +381,23 @@ pub fn oom_advice(
     if expandable {
         // Blocks of expandable segments are split whatever
         // max_split_size_mb says; what stays shares pages with tensors.
-        lines.push(format!(
-            "expandable segments are on: the {} left shares pages with live tensors, which \
-             no setting returns; freeing those tensors does",
-            fmt(r.non_releasable)
-        ));
+        lines.push(OomAdvice::ExpandableOn {
+            non_releasable: r.non_releasable,
+        });
     } else if large_request
         && in_pages >= LARGE_NON_RELEASABLE
         && oom.tried <= free_with_cache.saturating_add(in_pages)
     {
-        lines.push(format!(
-            "expandable_segments:True or max_split_size_mb would let {} of it be reused \
-             (press S to try)",
-            fmt(in_pages)
-        ));
+        lines.push(OomAdvice::TrySettings { reusable: in_pages });
     } else if large_request && r.stranded_large_pool >= LARGE_NON_RELEASABLE {
-        lines.push(format!(
-            "no setting makes room of the large pool's {}: its holes between live tensors are \
-             too small or too few for {}; freeing the tensors beside them does",
-            fmt(r.stranded_large_pool),
-            fmt(oom.request)
-        ));
+        lines.push(OomAdvice::HolesTooSmall {
+            stranded: r.stranded_large_pool,
+            request: oom.request,
+        });
     } else if large_request && stranded_small_pool >= LARGE_NON_RELEASABLE {
-        lines.push(format!(
-            "the small pool's {} serves only requests of 1 MiB or less: no setting lets \
-             this one use it",
-            fmt(stranded_small_pool)
-        ));
+        lines.push(OomAdvice::SmallPoolOnly {
+            stranded: stranded_small_pool,
+        });
     }
     lines
 }

@@ -551,8 +551,8 @@ impl StressPanel {
         self.modal == PanelModal::Keys && !self.tensors.is_empty()
     }
 
-    /// The OOM advice lines for the current figures (empty without an OOM).
-    pub fn oom_advice(&self) -> Vec<String> {
+    /// The OOM advice for the current figures (empty without an OOM).
+    pub fn oom_advice(&self) -> Vec<OomAdvice> {
         match (&self.oom, &self.view) {
             (Some(oom), Some(view)) => oom_advice(
                 &view.layout,
