@@ -2894,6 +2894,97 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
     assert!(!screen.contains("(d, o, x, D)"), "{screen}");
 }
 
+#[test]
+fn the_panels_messages_and_lines_name_the_keys_the_keymap_binds() {
+    use StressAction as S;
+    let moved = keymap_on_f_keys();
+    let key = |k: PanelKey| moved.stress_key_name(k).expect("bound");
+    let act = |a: S| key(PanelKey::Act(a));
+    let says = |p: &StressPanel| ui::stress_message(p, &moved).unwrap_or_default();
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    drive(&mut p, &mut exec, S::MarkCompare);
+    let c = act(S::MarkCompare);
+    assert_eq!(says(&p), format!("marked A: act, then {c} marks B"));
+    drive(&mut p, &mut exec, S::MarkCompare);
+    assert_eq!(
+        says(&p),
+        format!("marked B: A | B | Δ below; {c} starts over")
+    );
+    // As ever with the default keymap.
+    let default = ui::stress_message(&p, &Keymap::default());
+    assert_eq!(
+        default.as_deref(),
+        Some("marked B: A | B | Δ below; c starts over")
+    );
+    for scenario_key in [
+        S::ScenarioStep,
+        S::ScenarioRun,
+        S::ScenarioRewind,
+        S::UnloadScenario,
+    ] {
+        p.apply(scenario_key);
+        let n = act(S::OpenScenarios);
+        assert_eq!(says(&p), format!("no scenario loaded: {n} lists them"));
+    }
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    let loaded = says(&p);
+    let u = act(S::UnloadScenario);
+    assert!(
+        loaded.ends_with(&format!(": {u} goes back to the GPU")),
+        "{loaded}"
+    );
+    drive(&mut p, &mut exec, S::ScenarioRun);
+    p.apply(S::ScenarioStep);
+    let (w, next) = (act(S::ScenarioRewind), act(S::ScenarioNextVariant));
+    let stopped = says(&p);
+    assert!(
+        stopped.ends_with(&format!(": {w} rewinds, {next} tries the next variant")),
+        "{stopped}"
+    );
+    // M, beside the map and in its place.
+    let m = key(PanelKey::ToggleMap);
+    let mut state = stress_screen();
+    let toggle = KeyEvent::new(f_key_code(m).expect("an F-key"), KeyModifiers::NONE);
+    for ((w, h), expected) in [
+        ((120, 40), format!("{m} switches between them below 120×40")),
+        ((80, 24), format!("{m} shows the panel")),
+    ] {
+        let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+        terminal
+            .draw(|f| ui::draw(f, &state, &moved, &Theme::colored()))
+            .expect("test backend");
+        handle_key(&mut state, &moved, toggle);
+        let said = ui::stress_message(&state.stress, &moved).unwrap_or_default();
+        assert!(said.ends_with(&expected), "{w}×{h}: {said}");
+    }
+    // The panel's own lines: the empty tensor list and the title.
+    let (empty, _exec, _cluster) = scenario_rig();
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(80, 12)).expect("test backend");
+    terminal
+        .draw(|f| f.render_widget(ui::StressPane::new(&empty, &moved, &theme), f.area()))
+        .expect("test backend");
+    let text = common::screen::text(terminal.backend().buffer());
+    let alloc = act(S::Allocate);
+    assert!(
+        text.contains(&format!("no live tensors: {alloc} allocates")),
+        "{text}"
+    );
+    let close = key(PanelKey::Close);
+    assert!(text.contains(&format!(" {close} closes ")), "{text}");
+    let default = panel_text(&empty, 80, 12);
+    assert!(
+        default.contains("no live tensors: a or Enter allocates"),
+        "{default}"
+    );
+    assert!(default.contains(" F2/Esc closes "), "{default}");
+}
+
+/// The key code of an F-key label ("F22").
+fn f_key_code(label: &str) -> Option<KeyCode> {
+    label.strip_prefix('F')?.parse().ok().map(KeyCode::F)
+}
+
 /// The panel's text at `w`×`h` drawn alone, rows joined by newlines.
 fn panel_text(p: &StressPanel, w: u16, h: u16) -> String {
     let theme = Theme::colored();

@@ -788,6 +788,16 @@ impl Keymap {
             .and_then(|b| b.keys.split(' ').next())
     }
 
+    /// Every key of `key`'s binding in the stress panel's table, as its
+    /// label names them ("a", "Enter" of "a Enter"); none without one.
+    pub fn stress_key_names(&self, key: PanelKey) -> Vec<&'static str> {
+        self.stress
+            .iter()
+            .find(|b| b.key == key)
+            .map(|b| b.keys.split(' ').collect())
+            .unwrap_or_default()
+    }
+
     /// How the stress panel's table names the key `event` ("j" of "↓ j",
     /// "Del" of "d Del"): a notice about a key names the one pressed.
     pub fn stress_key_label(&self, event: KeyEvent) -> Option<&'static str> {

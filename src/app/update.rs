@@ -10,7 +10,7 @@ use super::keymap::{Action, Keymap, PanelKey};
 use super::state::{
     AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState, ZOOM_WINDOWS_S,
 };
-use super::stress::{StressCommand, StressResult};
+use super::stress::{KeyUse, StressCommand, StressResult};
 
 /// What the event loop must do after an update.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,24 +197,34 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             Effect::Redraw
         }
         PanelKey::ToggleMap if state.ui.stress_beside_map() => {
-            state.stress.message = Some(format!(
-                "the segment map is beside the panel at this size: M switches between them \
-                 below {}×{}",
-                STRESS_BESIDE_MAP.0, STRESS_BESIDE_MAP.1
-            ));
+            let (w, h) = STRESS_BESIDE_MAP;
+            state.stress.say_then(
+                "the segment map is beside the panel at this size:",
+                vec![KeyUse::new(
+                    PanelKey::ToggleMap,
+                    format!("switches between them below {w}×{h}"),
+                )],
+            );
             Effect::Redraw
         }
         PanelKey::ToggleMap => {
             state.ui.stress_map = !state.ui.stress_map;
-            state.stress.message = Some(
-                if state.ui.stress_map {
+            let (w, h) = STRESS_BESIDE_MAP;
+            if state.ui.stress_map {
+                state.stress.say_then(
                     "segment map shown in place of the panel (its keys act, but the tensor \
-                     list's wait for it): M shows the panel"
-                } else {
-                    "panel shown: M shows the segment map (side by side from 120×40)"
-                }
-                .to_string(),
-            );
+                     list's wait for it):",
+                    vec![KeyUse::new(PanelKey::ToggleMap, "shows the panel")],
+                );
+            } else {
+                state.stress.say_then(
+                    "panel shown:",
+                    vec![KeyUse::new(
+                        PanelKey::ToggleMap,
+                        format!("shows the segment map (side by side from {w}×{h})"),
+                    )],
+                );
+            }
             Effect::Redraw
         }
         PanelKey::Act(action) => {

@@ -290,7 +290,7 @@ impl<B: Backend> Dashboard<B> {
                 if let Some(why) = no_cuda {
                     // Said after every key, so the panel's own "not started"
                     // never hides why.
-                    state.stress.message = Some(why.clone());
+                    state.stress.say(why.clone());
                     return;
                 }
                 StressWorker::spawn_cuda(gpu, self.stress_save_dir.clone(), deliver)
@@ -301,7 +301,9 @@ impl<B: Backend> Dashboard<B> {
                 state.stress.pid = w.pid();
                 self.stress_worker = Some(w);
             }
-            Err(e) => state.stress.message = Some(format!("cannot start the stress worker: {e}")),
+            Err(e) => state
+                .stress
+                .say(format!("cannot start the stress worker: {e}")),
         }
     }
 
@@ -316,7 +318,7 @@ impl<B: Backend> Dashboard<B> {
             let state = &mut self.state;
             state.stress.busy = false;
             state.stress.queued.clear();
-            state.stress.message = Some("the stress worker has stopped".to_string());
+            state.stress.say("the stress worker has stopped");
         }
     }
 }

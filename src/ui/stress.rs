@@ -175,7 +175,15 @@ impl<'a> StressPane<'a> {
             t.header,
         )];
         if p.tensors.is_empty() {
-            lines.push(Line::styled("no live tensors: a or Enter allocates", t.dim));
+            let keys = self
+                .keymap
+                .stress_key_names(PanelKey::Act(StressAction::Allocate));
+            let text = if keys.is_empty() {
+                "no live tensors".to_string()
+            } else {
+                format!("no live tensors: {} allocates", keys.join(" or "))
+            };
+            lines.push(Line::styled(text, t.dim));
             return lines;
         }
         // One row: the selected tensor alone, in words, as the header
@@ -467,7 +475,7 @@ impl<'a> StressPane<'a> {
         // lost on an 80-column panel.
         type Part<'p> = Box<dyn Fn(usize) -> Vec<Line<'static>> + 'p>;
         let mut parts: Vec<(Part<'_>, usize)> = Vec::new();
-        let message = self.panel.message.clone().unwrap_or_default();
+        let message = stress_message(self.panel, self.keymap).unwrap_or_default();
         parts.push((
             Box::new(move |r| wrapped(&message, width, r, t.dim)),
             MESSAGE_ROWS,
@@ -689,6 +697,24 @@ impl<'a> StressPane<'a> {
         }
         lines
     }
+}
+
+/// The panel's last message in words: what it says, then the keys it
+/// tells of, each named by the first key the keymap binds to it ("no
+/// scenario loaded: n lists them"); a key the keymap does not bind goes
+/// unnamed.
+pub fn stress_message(panel: &StressPanel, keymap: &Keymap) -> Option<String> {
+    let text = panel.message.as_deref()?;
+    let keys: Vec<String> = panel
+        .message_keys
+        .iter()
+        .filter_map(|u| Some(format!("{} {}", keymap.stress_key_name(u.key)?, u.does)))
+        .collect();
+    Some(if keys.is_empty() {
+        text.to_string()
+    } else {
+        format!("{text} {}", keys.join(", "))
+    })
 }
 
 /// A line of OOM advice in words. The actions it suggests are named by
@@ -916,7 +942,8 @@ impl Widget for StressPane<'_> {
         let title = Some(self.title(false))
             .filter(|l| l.width() + 2 <= usize::from(area.width))
             .unwrap_or_else(|| self.title(true));
-        let closes = Line::styled(" F2/Esc closes ", t.dim).right_aligned();
+        let close = self.keymap.stress_key_names(PanelKey::Close).join("/");
+        let closes = Line::styled(format!(" {close} closes "), t.dim).right_aligned();
         // The right-hand hint gives way to the title: at 80 columns both
         // cut the active settings to "expandable_segments:Tr", and the
         // status line names F2 anyway.

@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 
+use super::keymap::PanelKey;
 use super::state::AllocatorView;
 
 mod figures;
@@ -127,6 +128,29 @@ pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
     })
 }
 
+/// A panel key a message ends with, and what it does ("n" "lists them"):
+/// the ui names the key as the keymap binds it, so that a message and the
+/// help cannot name different keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyUse {
+    pub key: PanelKey,
+    pub does: String,
+}
+
+impl KeyUse {
+    pub fn new(key: PanelKey, does: impl Into<String>) -> Self {
+        KeyUse {
+            key,
+            does: does.into(),
+        }
+    }
+
+    /// The key of a panel action.
+    pub fn act(action: StressAction, does: impl Into<String>) -> Self {
+        KeyUse::new(PanelKey::Act(action), does)
+    }
+}
+
 /// The stress panel's state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StressPanel {
@@ -174,8 +198,13 @@ pub struct StressPanel {
     /// The figures `c` marked for the compare view.
     pub marks: CompareMarks,
     pub oom: Option<OomState>,
-    /// One line about the last thing that happened.
+    /// One line about the last thing that happened: its words up to the
+    /// keys it ends with ([`StressPanel::message_keys`]).
     pub message: Option<String>,
+    /// The keys the message ends with and what each does, after its words
+    /// ("no scenario loaded:" then "n lists them"). [`StressPanel::say`]
+    /// and [`StressPanel::say_then`] set both.
+    pub message_keys: Vec<KeyUse>,
     /// A command is with the worker: new requests wait for its answer, so
     /// the panel never frees an address twice.
     pub busy: bool,
@@ -213,6 +242,7 @@ impl Default for StressPanel {
             marks: CompareMarks::None,
             oom: None,
             message: None,
+            message_keys: Vec::new(),
             busy: false,
             queued: Vec::new(),
             scenario: None,
@@ -312,8 +342,16 @@ impl StressPanel {
             .collect()
     }
 
-    fn say(&mut self, text: impl Into<String>) {
+    /// Says `text` as the panel's message.
+    pub fn say(&mut self, text: impl Into<String>) {
+        self.say_then(text, Vec::new());
+    }
+
+    /// Says `text`, then what `keys` do (the ui names each key after the
+    /// words, which end where the keys come in: "no scenario loaded:").
+    pub fn say_then(&mut self, text: impl Into<String>, keys: Vec<KeyUse>) {
         self.message = Some(text.into());
+        self.message_keys = keys;
     }
 
     /// Why no command can go to the worker now.
@@ -380,11 +418,17 @@ impl StressPanel {
         match self.marks {
             CompareMarks::None => {
                 self.marks = CompareMarks::A(self.figures);
-                self.say("marked A: act, then press c again to mark B");
+                self.say_then(
+                    "marked A: act, then",
+                    vec![KeyUse::act(StressAction::MarkCompare, "marks B")],
+                );
             }
             CompareMarks::A(a) => {
                 self.marks = CompareMarks::Both(a, self.figures);
-                self.say("marked B: A | B | Δ below; c starts over");
+                self.say_then(
+                    "marked B: A | B | Δ below;",
+                    vec![KeyUse::act(StressAction::MarkCompare, "starts over")],
+                );
             }
             CompareMarks::Both(..) => {
                 self.marks = CompareMarks::A(self.figures);
@@ -503,7 +547,7 @@ impl StressPanel {
             }
             StressAction::ScenarioRun => {
                 let Some(run) = &mut self.scenario else {
-                    self.say("no scenario loaded: n lists them");
+                    self.say_no_scenario();
                     return Vec::new();
                 };
                 if run.running {
@@ -517,7 +561,7 @@ impl StressPanel {
             StressAction::ScenarioRewind => return self.rewind_scenario(),
             StressAction::UnloadScenario => {
                 if self.scenario.is_none() && self.device == PanelDevice::Gpu {
-                    self.say("no scenario loaded: n lists them");
+                    self.say_no_scenario();
                     return Vec::new();
                 }
                 let commands = self.send(StressCommand::UseGpu);
@@ -718,20 +762,25 @@ impl StressPanel {
                 self.transformer_steps = 0;
                 self.device = device;
                 let cleared = self.clear_marks();
-                self.say(match device {
-                    PanelDevice::Scenario { capacity, context } => format!(
-                        "freed {}; the scenario runs on a simulated {} device ({} of it \
-                         context & other), as vramtop scenario runs it: u goes back to the \
-                         GPU{cleared}",
-                        tensors(freed.len() as u64),
-                        fmt(capacity),
-                        fmt(context)
+                match device {
+                    PanelDevice::Scenario { capacity, context } => self.say_then(
+                        format!(
+                            "freed {}; the scenario runs on a simulated {} device ({} of it \
+                             context & other), as vramtop scenario runs it{cleared}:",
+                            tensors(freed.len() as u64),
+                            fmt(capacity),
+                            fmt(context)
+                        ),
+                        vec![KeyUse::act(
+                            StressAction::UnloadScenario,
+                            "goes back to the GPU",
+                        )],
                     ),
-                    PanelDevice::Gpu => format!(
+                    PanelDevice::Gpu => self.say(format!(
                         "freed {} of the scenario device; back on the GPU{cleared}",
                         tensors(freed.len() as u64)
-                    ),
-                });
+                    )),
+                }
             }
             StressOutcome::Verified { checked, bad: None } => {
                 self.say(format!(

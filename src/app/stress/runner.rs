@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::scenario::{self, Action as ScenarioAction, Scenario};
 
-use super::{PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
+use super::{KeyUse, PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
 
 /// The list of built-in scenarios while it is open (`n`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,6 +88,15 @@ impl StressPanel {
             PanelModal::ScenarioList(picker) => Some(picker),
             _ => None,
         }
+    }
+
+    /// Says that a scenario key has no scenario to act on, and which key
+    /// lists them.
+    pub(super) fn say_no_scenario(&mut self) {
+        self.say_then(
+            "no scenario loaded:",
+            vec![KeyUse::act(StressAction::OpenScenarios, "lists them")],
+        );
     }
 
     pub(super) fn open_scenarios(&mut self) {
@@ -186,7 +195,7 @@ impl StressPanel {
             return Vec::new();
         }
         let Some(run) = &mut self.scenario else {
-            self.say("no scenario loaded: n lists them");
+            self.say_no_scenario();
             return Vec::new();
         };
         run.cursor = 0;
@@ -215,7 +224,7 @@ impl StressPanel {
             return Vec::new();
         }
         let Some(mut run) = self.scenario.take() else {
-            self.say("no scenario loaded: n lists them");
+            self.say_no_scenario();
             return Vec::new();
         };
         let commands = self.next_scenario_command(&mut run);
@@ -240,10 +249,13 @@ impl StressPanel {
                 }
                 None => format!("finished ({} steps)", run.done),
             };
-            self.say(format!(
-                "scenario {} {how}: w rewinds, N tries the next variant",
-                run.scenario.name
-            ));
+            self.say_then(
+                format!("scenario {} {how}:", run.scenario.name),
+                vec![
+                    KeyUse::act(StressAction::ScenarioRewind, "rewinds"),
+                    KeyUse::act(StressAction::ScenarioNextVariant, "tries the next variant"),
+                ],
+            );
             return Vec::new();
         };
         let step = &run.scenario.steps[at];
