@@ -1072,6 +1072,67 @@ fn behind_the_segment_map_j_k_and_d_do_not_act_and_the_status_line_says_m_return
     }
 }
 
+/// The text of the stress panel's rows at `w`×`h` on the dashboard, flat
+/// (the segment map beside it left out).
+fn panel_on_screen(state: &AppState, w: u16, h: u16) -> String {
+    let theme = Theme::colored();
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| ui::draw(f, state, &Keymap::default(), &theme))
+        .expect("test backend");
+    let area = ratatui::layout::Rect::new(0, 0, w, h);
+    let Some(panel) = ui::layout(area, state, &theme).stress else {
+        return String::new();
+    };
+    let buf = terminal.backend().buffer();
+    let rows: Vec<String> = (panel.y..panel.bottom())
+        .map(|y| {
+            (panel.x..panel.right())
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect()
+        })
+        .collect();
+    flat(&rows.join(" "))
+}
+
+#[test]
+fn what_m_says_is_on_screen_at_80x24_behind_the_map_and_at_120x40_beside_it() {
+    // 80×24, after an OOM: the map takes the panel's place, and its message
+    // the status line's second row.
+    let mut state = stress_screen();
+    screen_text(&state, 80, 24);
+    press(&mut state, KeyCode::Char('M'));
+    let map = screen_text(&state, 80, 24);
+    assert!(!map.contains(" Stress panel ") && map.contains(" Segments "));
+    let said = "segment map in place of the panel (tensor list keys wait): M shows the panel";
+    let status: Vec<&str> = map.lines().rev().take(2).collect();
+    assert!(status.iter().any(|l| l.contains(said)), "{said}\n{map}");
+    // So is what the panel's other keys say behind the map.
+    press(&mut state, KeyCode::Char('H'));
+    let map = screen_text(&state, 80, 24);
+    assert!(
+        map.contains("compare lists the free-block histogram"),
+        "{map}"
+    );
+    // Back on the panel, the panel says it, and the status line is one row.
+    press(&mut state, KeyCode::Char('M'));
+    let panel = panel_on_screen(&state, 80, 24);
+    assert!(
+        panel.contains("panel shown: M shows the segment map (side by side from 120×40)"),
+        "{panel}"
+    );
+    assert!(!screen_text(&state, 80, 24).contains("compare lists the"));
+    // 120×40: the map is beside the panel, which says M has nothing to
+    // switch.
+    let mut state = stress_screen();
+    screen_text(&state, 120, 40);
+    press(&mut state, KeyCode::Char('M'));
+    let panel = panel_on_screen(&state, 120, 40);
+    let said = "the segment map is beside the panel at this size: M switches between them \
+                below 120×40";
+    assert!(panel.contains(said), "{said}\n{panel}");
+}
+
 #[test]
 fn the_help_behind_the_segment_map_says_the_tensor_list_keys_wait_for_m() {
     let keymap = Keymap::default();

@@ -211,9 +211,10 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             state.ui.stress_map = !state.ui.stress_map;
             let (w, h) = STRESS_BESIDE_MAP;
             if state.ui.stress_map {
+                // Said on the status line (the panel is not drawn), in 80
+                // columns: the hints say which of the panel's keys act.
                 state.stress.say_then(
-                    "segment map shown in place of the panel (its keys act, but the tensor \
-                     list's wait for it):",
+                    "segment map in place of the panel (tensor list keys wait):",
                     vec![KeyUse::new(PanelKey::ToggleMap, "shows the panel")],
                 );
             } else {

@@ -1,6 +1,7 @@
 //! The status line: where the data comes from (backend, sample interval,
 //! samples taken and dropped), what went wrong (last error, fallback
-//! banner) and the keys that work in the focused pane.
+//! banner), the stress panel's last message while the segment map is shown
+//! in its place, and the keys that work in the focused pane.
 
 use std::path::Path;
 
@@ -15,7 +16,7 @@ use super::theme::Theme;
 use crate::app::capture::CaptureMsg;
 use crate::app::keymap::{Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
-use crate::app::state::AppState;
+use crate::app::state::{AppState, StressView};
 
 /// The status line of one frame: one row, or two when there is a banner
 /// or an error and the area has room for them.
@@ -47,6 +48,7 @@ impl<'a> StatusLine<'a> {
             || state.probes.status_note().is_some()
             || state.probes.oom_banner().is_some()
             || state.capture.note_at(state.now_ms).is_some()
+            || (map_in_place_of_panel(state) && state.stress.message.is_some())
         {
             2
         } else {
@@ -169,6 +171,15 @@ impl<'a> StatusLine<'a> {
             }
             spans.push(Span::styled(n.clone(), theme.warning));
         }
+        // Behind the segment map the panel that says what its keys did is
+        // not drawn: its message comes here (M's "M shows the panel" was
+        // said where nobody could see it).
+        if let Some(m) = self.panel_message() {
+            if !spans.is_empty() {
+                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
+            }
+            spans.push(Span::styled(m, theme.text));
+        }
         // A capture under way (or just done) answers a key too.
         if let Some(c) = capture {
             if !spans.is_empty() {
@@ -215,6 +226,15 @@ impl<'a> StatusLine<'a> {
             spans.push(Span::styled(note, theme.warning));
         }
         spans
+    }
+
+    /// The stress panel's last message, in words, while the segment map is
+    /// shown in its place.
+    fn panel_message(&self) -> Option<String> {
+        if !map_in_place_of_panel(self.state) {
+            return None;
+        }
+        super::stress::stress_message(&self.state.stress, self.keymap)
     }
 
     /// Key hints for the focused pane, as many as fit `width` (at least
@@ -295,6 +315,11 @@ impl Widget for StatusLine<'_> {
         }
         self.theme.finish(area, buf);
     }
+}
+
+/// Whether the segment map is shown in place of the open stress panel.
+fn map_in_place_of_panel(state: &AppState) -> bool {
+    state.ui.stress_open && state.ui.stress_view() == StressView::Map
 }
 
 /// The fallback banner's wordings, longest first: as given; without its
