@@ -2,6 +2,8 @@
 //! overlay are generated from this table, so they cannot drift from what the
 //! keys do.
 
+use std::borrow::Cow;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
@@ -150,24 +152,6 @@ impl PanelKey {
             PanelKey::Close => "close the stress panel (tensors stay)",
             PanelKey::ToggleMap => "segment map / panel (below 120×40: one at a time)",
             PanelKey::Act(a) => a.describe(),
-        }
-    }
-
-    /// What the key does in `view`, for the help: behind the segment map
-    /// the tensor list's keys do not act, and the help says so.
-    pub fn describe_in(self, view: StressView) -> &'static str {
-        use StressAction as S;
-        match (self, view) {
-            (PanelKey::Act(S::Up), StressView::Map) => {
-                "select the previous tensor (not behind the map: M shows the list)"
-            }
-            (PanelKey::Act(S::Down), StressView::Map) => {
-                "select the next tensor (not behind the map: M shows the list)"
-            }
-            (PanelKey::Act(S::FreeSelected), StressView::Map) => {
-                "free the selected tensor (not behind the map: M shows the list)"
-            }
-            _ => self.describe(),
         }
     }
 
@@ -771,11 +755,25 @@ impl Keymap {
     }
 
     /// (keys, description) rows of the stress panel for the help overlay,
-    /// as the keys act in `view`.
-    pub fn stress_help_rows(&self, view: StressView) -> Vec<(&'static str, &'static str)> {
+    /// as the keys act in `view`: behind the segment map the tensor list's
+    /// keys do not act, and their rows say so, naming the key that shows the
+    /// list as this table binds it.
+    pub fn stress_help_rows(&self, view: StressView) -> Vec<(&'static str, Cow<'static, str>)> {
+        let back = self
+            .stress_key_name(PanelKey::ToggleMap)
+            .map(|m| format!(": {m} shows the list"))
+            .unwrap_or_default();
         self.stress
             .iter()
-            .map(|b| (b.keys, b.key.describe_in(view)))
+            .map(|b| {
+                let what = b.key.describe();
+                let what = if view == StressView::Map && b.key.acts_on_tensor_list() {
+                    Cow::Owned(format!("{what} (not behind the map{back})"))
+                } else {
+                    Cow::Borrowed(what)
+                };
+                (b.keys, what)
+            })
             .collect()
     }
 
@@ -1074,12 +1072,25 @@ mod tests {
         assert!(panel.contains(&("M", "map")) && panel.contains(&("d", "free")));
         // The help's rows say the same.
         let rows = k.stress_help_rows(StressView::Map);
-        let d = rows.iter().find(|r| r.0 == "d Del").map(|r| r.1);
+        let d = rows.iter().find(|r| r.0 == "d Del").map(|r| r.1.as_ref());
         assert_eq!(
             d,
             Some("free the selected tensor (not behind the map: M shows the list)")
         );
         assert_eq!(k.stress_key_name(PanelKey::ToggleMap), Some("M"));
+        // They name the key that shows the list as the table binds it.
+        let mut moved = Keymap::default();
+        for b in &mut moved.stress {
+            if b.key == PanelKey::ToggleMap {
+                b.keys = "F9";
+            }
+        }
+        let rows = moved.stress_help_rows(StressView::Map);
+        let d = rows.iter().find(|r| r.0 == "d Del").map(|r| r.1.as_ref());
+        assert_eq!(
+            d,
+            Some("free the selected tensor (not behind the map: F9 shows the list)")
+        );
         let j = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
         assert_eq!(k.stress_key_label(j), Some("j"));
     }

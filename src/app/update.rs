@@ -105,11 +105,11 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
                 // selection that is not drawn.
                 if k.acts_on_tensor_list() && state.ui.stress_view() == StressView::Map {
                     let pressed = keymap.stress_key_label(key).unwrap_or("this key");
-                    let map = keymap.stress_key_name(PanelKey::ToggleMap).unwrap_or("M");
-                    return notice(
-                        state,
-                        format!("{pressed} acts on the tensor list: {map} returns to it"),
-                    );
+                    let back = keymap
+                        .stress_key_name(PanelKey::ToggleMap)
+                        .map(|m| format!(": {m} returns to it"))
+                        .unwrap_or_default();
+                    return notice(state, format!("{pressed} acts on the tensor list{back}"));
                 }
                 return apply_panel_key(state, k);
             }

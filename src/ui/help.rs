@@ -287,7 +287,7 @@ impl<'a> HelpOverlay<'a> {
         if self.stress {
             lines.push(Line::styled("In the stress panel", theme.header));
             for (keys, what) in self.keymap.stress_help_rows(self.stress_view) {
-                lines.extend(row(keys, what, key_w));
+                lines.extend(row(keys, &what, key_w));
             }
         }
         for group in groups {
