@@ -995,12 +995,63 @@ fn marks_and_compare_say_what_they_did_and_a_later_a_is_swapped_with_b() {
     let compare = v.compare.as_ref().expect("both marks set");
     assert!(compare.a < compare.b);
     assert_eq!(
-        (v.mark_a, v.mark_b),
+        (v.mark_a.map(|m| m.cursor), v.mark_b.map(|m| m.cursor)),
         (Some(0), Some(end)),
         "A is the earlier"
     );
     let said = v.app.ui.notice.clone().unwrap_or_default();
     assert!(said.starts_with("A and B swapped"), "{said}");
+}
+
+/// Two devices, each with its own trace (`story` on device 0 and 1).
+fn two_devices() -> ViewerState {
+    let mut a = story(0);
+    let b = story(1);
+    a.segments.extend(b.segments);
+    a.device_traces = vec![a.device_traces[0].clone(), b.device_traces[1].clone()];
+    ViewerState::new("two.pickle".to_string(), a)
+}
+
+#[test]
+fn a_mark_set_on_another_gpu_is_not_compared_here_and_the_hint_names_its_gpu() {
+    let mut v = two_devices();
+    press(&mut v, KeyCode::Char('1'));
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(said, "A = event 0 on GPU 1; M marks B");
+    press(&mut v, KeyCode::Char('0'));
+    press(&mut v, KeyCode::Char('M'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(
+        said.contains("m marks A here (A is on GPU 1)"),
+        "B on GPU 0 does not pair with A on GPU 1: {said}"
+    );
+    let status = vramtop::ui::status_text(&v);
+    assert!(
+        status.contains("A (on GPU 1) B "),
+        "the status line says where A is: {status}"
+    );
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_none(), "GPU 1's A is not applied to GPU 0");
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    let end = v.cursor();
+    assert_eq!(
+        said,
+        format!("c compares A and B: m marks A here (A is on GPU 1; B is event {end})")
+    );
+    assert!(said.chars().count() <= 80, "whole on 80 columns: {said}");
+    // Marked on this GPU too, the comparison is of GPU 0 and says so.
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('c'));
+    let compare = v.compare.as_ref().expect("both marks on GPU 0");
+    assert_eq!((compare.device, compare.a, compare.b), (0, 0, end));
+    let screen = screen_at(&v, 120, 30);
+    assert!(
+        screen.contains(&format!("GPU 0 · A = event 0/{end}")),
+        "{screen}"
+    );
 }
 
 #[test]

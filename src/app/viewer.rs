@@ -214,9 +214,10 @@ pub struct ViewerState {
     pub show_cpp: bool,
     /// Why blocks without stacks have none (the same for the whole file).
     pub no_stack: NoStackReason,
-    /// The A and B marks (cursors of the selected device).
-    pub mark_a: Option<usize>,
-    pub mark_b: Option<usize>,
+    /// The A and B marks, each on the GPU it was set on: a comparison is
+    /// of one GPU's two moments, so a mark on another GPU is not used.
+    pub mark_a: Option<Mark>,
+    pub mark_b: Option<Mark>,
     /// Rows the A/B comparison is scrolled down (`↑`/`↓` while it is open)
     /// and the largest useful scroll as it was last drawn (`usize::MAX`
     /// before it is drawn).
@@ -298,9 +299,30 @@ pub struct TraceReading {
     pub total: u64,
 }
 
+/// An A or B mark: a cursor of one GPU (each GPU has its own trace, so a
+/// bare cursor would mean another moment on another GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The GPU's device number, as the GPUs pane lists it.
+    pub device: u32,
+    pub cursor: usize,
+}
+
+/// Where a mark is, seen from the selected GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkHere {
+    Unset,
+    /// On the selected GPU, at this cursor.
+    Here(usize),
+    /// On another GPU (its device number).
+    Elsewhere(u32),
+}
+
 /// The comparison of the states at the A and B marks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AbCompare {
+    /// The GPU both marks are on (its device number).
+    pub device: u32,
     pub a: usize,
     pub b: usize,
     pub diff: Diff,
@@ -593,22 +615,34 @@ impl ViewerState {
         Effect::Redraw
     }
 
+    /// Where `mark` is, seen from the selected GPU.
+    pub fn mark_here(&self, mark: Option<Mark>) -> MarkHere {
+        match (mark, self.device()) {
+            (None, _) => MarkHere::Unset,
+            (Some(m), Some(d)) if m.device == d.device => MarkHere::Here(m.cursor),
+            (Some(m), _) => MarkHere::Elsewhere(m.device),
+        }
+    }
+
     /// A is the earlier event and B the later (the comparison is B − A, as
     /// time runs): marks set the other way round are swapped, and said so.
     fn order_marks(&mut self) {
-        if let (Some(a), Some(b)) = (self.mark_a, self.mark_b)
+        if let (MarkHere::Here(a), MarkHere::Here(b)) =
+            (self.mark_here(self.mark_a), self.mark_here(self.mark_b))
             && a > b
         {
-            (self.mark_a, self.mark_b) = (Some(b), Some(a));
+            (self.mark_a, self.mark_b) = (self.mark_b, self.mark_a);
             self.app.ui.notice = Some(format!(
                 "A and B swapped: A = event {b} (the earlier), B = event {a}"
             ));
         }
     }
 
-    /// Recomputes the A/B comparison (both marks set).
+    /// Recomputes the A/B comparison (both marks set on the selected GPU).
     fn refresh_compare(&mut self) {
-        let (Some(a), Some(b)) = (self.mark_a, self.mark_b) else {
+        let (MarkHere::Here(a), MarkHere::Here(b)) =
+            (self.mark_here(self.mark_a), self.mark_here(self.mark_b))
+        else {
             self.compare = None;
             return;
         };
@@ -623,6 +657,7 @@ impl ViewerState {
         let diff = diff_segments(&la, &lb, &sites_a, &sites_b);
         let between = allocated_between(d, a, b, self.grouping, self.no_stack);
         self.compare = Some(AbCompare {
+            device: d.device,
             a,
             b,
             diff,
@@ -949,20 +984,27 @@ impl ViewerState {
                 Effect::Redraw
             }
             V::MarkA | V::MarkB => {
+                let Some(device) = self.device().map(|d| d.device) else {
+                    return Effect::None;
+                };
+                let mark = Some(Mark { device, cursor });
                 if action == V::MarkA {
-                    self.mark_a = Some(cursor);
+                    self.mark_a = mark;
                 } else {
-                    self.mark_b = Some(cursor);
+                    self.mark_b = mark;
                 }
                 // Said on the status line: the marks' own place (the end of
                 // the event line) is cut on a narrow terminal.
-                let next = match (self.mark_a, self.mark_b) {
-                    (Some(_), Some(_)) => "c compares them",
-                    (Some(_), None) => "M marks B",
-                    (None, _) => "m marks A",
-                };
+                let (a, b) = (self.mark_here(self.mark_a), self.mark_here(self.mark_b));
+                let next = missing_marks(a, b, false).unwrap_or_else(|| "c compares them".into());
                 let which = if action == V::MarkA { "A" } else { "B" };
-                self.app.ui.notice = Some(format!("{which} = event {cursor}; {next}"));
+                // With more than one GPU, which one the mark belongs to.
+                let on = if self.scrub.devices.len() > 1 {
+                    format!(" on GPU {device}")
+                } else {
+                    String::new()
+                };
+                self.app.ui.notice = Some(format!("{which} = event {cursor}{on}; {next}"));
                 if self.compare.is_some() {
                     self.order_marks();
                     self.refresh_compare();
@@ -975,15 +1017,8 @@ impl ViewerState {
                     self.compare_scroll = 0;
                     return Effect::Redraw;
                 }
-                // Whole on an 80-column status line, the longest event
-                // number included: what is missing, and the mark already set.
-                let missing = match (self.mark_a, self.mark_b) {
-                    (None, None) => Some("m marks A, M marks B (neither is marked)".to_string()),
-                    (Some(a), None) => Some(format!("M marks B (A is event {a})")),
-                    (None, Some(b)) => Some(format!("m marks A (B is event {b})")),
-                    (Some(_), Some(_)) => None,
-                };
-                if let Some(missing) = missing {
+                let (a, b) = (self.mark_here(self.mark_a), self.mark_here(self.mark_b));
+                if let Some(missing) = missing_marks(a, b, true) {
                     self.app.ui.notice = Some(format!("c compares A and B: {missing}"));
                     return Effect::Redraw;
                 }
@@ -1246,6 +1281,42 @@ impl ViewerState {
             .and_then(|d| d.block_at(self.cursor(), b.address))
             .is_some_and(|l| l.size_inferred)
     }
+}
+
+/// The keys still to press before `c` compares, seen from the selected GPU
+/// (`None` when both marks are on it), and where the marks are: a mark on
+/// another GPU is named with its GPU, as it does not count here; one on
+/// this GPU with its event when `with_set` (the notice of `m` names the mark
+/// it set itself). Whole on an 80-column status line after "c compares A
+/// and B: ", the longest event number included.
+fn missing_marks(a: MarkHere, b: MarkHere, with_set: bool) -> Option<String> {
+    let marks = [(a, "A", "m marks A"), (b, "B", "M marks B")];
+    let keys: Vec<&str> = marks
+        .iter()
+        .filter(|(m, _, _)| !matches!(m, MarkHere::Here(_)))
+        .map(|(_, _, key)| *key)
+        .collect();
+    if keys.is_empty() {
+        return None;
+    }
+    let elsewhere = marks
+        .iter()
+        .any(|(m, _, _)| matches!(m, MarkHere::Elsewhere(_)));
+    let here = if elsewhere { " here" } else { "" };
+    let facts: Vec<String> = marks
+        .iter()
+        .filter_map(|(m, name, _)| match m {
+            MarkHere::Here(c) if with_set => Some(format!("{name} is event {c}")),
+            MarkHere::Elsewhere(g) => Some(format!("{name} is on GPU {g}")),
+            _ => None,
+        })
+        .collect();
+    let facts = match (facts.is_empty(), with_set) {
+        (false, _) => format!(" ({})", facts.join("; ")),
+        (true, true) => " (neither is marked)".to_string(),
+        (true, false) => String::new(),
+    };
+    Some(format!("{}{here}{facts}", keys.join(", ")))
 }
 
 /// Moves `scroll` by `delta` rows within `0..=limit`: a redraw if it moved.

@@ -62,7 +62,12 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         )
     };
     let mut lines = vec![
-        format!("A = event {}/{n}   B = event {}/{n}", c.a, c.b),
+        // Both marks are of this GPU's trace: it is named, as a file of
+        // several GPUs has one trace each.
+        format!(
+            "GPU {} · A = event {}/{n}   B = event {}/{n}",
+            c.device, c.a, c.b
+        ),
         format!("{:<11}{:>12}{:>12}{:>12}", "", "A", "B", "change"),
         bytes_row("reserved", &d.reserved),
         bytes_row("allocated", &d.allocated),

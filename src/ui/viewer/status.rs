@@ -7,7 +7,7 @@ use ratatui::text::Line;
 
 use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
-use crate::app::viewer::ViewerState;
+use crate::app::viewer::{MarkHere, ViewerState};
 use crate::snapshot::TraceEntry;
 use crate::ui::chrome;
 use crate::ui::format;
@@ -142,12 +142,18 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
             ),
         ));
     }
-    match (v.mark_a, v.mark_b) {
-        (None, None) => {}
-        (a, b) => {
-            let show = |m: Option<usize>| m.map_or_else(|| "-".to_string(), |m| m.to_string());
-            parts.push((Keep::Always, format!("A {} B {}", show(a), show(b))));
-        }
+    if v.mark_a.is_some() || v.mark_b.is_some() {
+        // A mark set on another GPU is no moment of this one's trace: it
+        // says where it is rather than an event number of that trace.
+        let show = |m| match v.mark_here(m) {
+            MarkHere::Unset => "-".to_string(),
+            MarkHere::Here(c) => c.to_string(),
+            MarkHere::Elsewhere(g) => format!("(on GPU {g})"),
+        };
+        parts.push((
+            Keep::Always,
+            format!("A {} B {}", show(v.mark_a), show(v.mark_b)),
+        ));
     }
     for f in filters(v) {
         parts.push((Keep::Always, format!("only {f}")));
