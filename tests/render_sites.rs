@@ -197,6 +197,45 @@ fn grouping_key_cycles_every_mode_and_sums_stay_equal() {
 }
 
 #[test]
+fn regrouping_keeps_the_selected_and_expanded_site_on_the_same_frame() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Enter);
+    let label = |v: &ViewerState| v.selected_site().map(|s| s.label.clone());
+    let softmax = "trace_peak_memory.py:7 custom_softmax";
+    assert_eq!(label(&v).as_deref(), Some(softmax));
+    let blocks = v.highlighted().to_vec();
+    key(&mut v, 'g');
+    assert_eq!(v.grouping, Grouping::PythonFrame);
+    assert_eq!(
+        label(&v).as_deref(),
+        Some(softmax),
+        "the Python frame of the same stack, not the first row"
+    );
+    assert!(v.site_expanded, "still expanded");
+    assert!(
+        v.selected_site.ne(&0),
+        "custom_softmax is not the first row"
+    );
+    assert_eq!(v.highlighted(), blocks.as_slice(), "the same blocks");
+    // By file:line the line is the same site again; by function it is
+    // the function holding that line.
+    key(&mut v, 'g');
+    assert_eq!(v.grouping, Grouping::FileLine);
+    let by_line = label(&v).unwrap_or_default();
+    assert!(by_line.starts_with("trace_peak_memory.py:7"), "{by_line}");
+    key(&mut v, 'g');
+    let by_function = label(&v).unwrap_or_default();
+    assert!(by_function.contains("custom_softmax"), "{by_function}");
+    assert!(v.site_expanded);
+}
+
+#[test]
 fn no_stack_group_says_why_on_a_trace_that_starts_mid_run() {
     let Some(mut v) = viewer(HYPERION) else {
         return;

@@ -21,7 +21,8 @@ use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
 use crate::snapshot::peak::{Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
 use crate::snapshot::sites::{
-    Grouping, LiveAllocation, NoStackReason, Sites, group, snapshot_no_stack_reason,
+    Grouping, LiveAllocation, NoStackReason, SiteKey, Sites, group, site_key,
+    snapshot_no_stack_reason,
 };
 use crate::snapshot::summary::segment_info;
 use crate::snapshot::types::{Block, Segment};
@@ -529,12 +530,19 @@ impl ViewerState {
     }
 
     fn refresh_sites(&mut self) {
-        if !self.sites_open {
-            self.sites = None;
-            return;
-        }
         // Keep the same site selected when it is still there.
         let key = self.selected_site().map(|s| s.key.clone());
+        self.refresh_sites_keeping(key);
+    }
+
+    /// Recomputes the sites, selecting the one that is the same site as
+    /// `key` when there is one (else the row selected before, clamped);
+    /// whether there was.
+    fn refresh_sites_keeping(&mut self, key: Option<SiteKey>) -> bool {
+        if !self.sites_open {
+            self.sites = None;
+            return false;
+        }
         let sites = self.sites_now();
         let at = key.and_then(|k| sites.sites.iter().position(|s| s.key.same_site(&k)));
         if at.is_none() {
@@ -545,6 +553,7 @@ impl ViewerState {
             .unwrap_or(self.selected_site)
             .min(sites.sites.len().saturating_sub(1));
         self.sites = Some(sites);
+        at.is_some()
     }
 
     /// Moves the block selection to the block whose stack the selected
@@ -943,10 +952,21 @@ impl ViewerState {
                 Effect::Redraw
             }
             V::CycleGrouping => {
-                self.grouping = self.grouping.next();
+                // The selected site's stack, keyed by the next grouping, is
+                // the site that holds its frame and blocks there: it stays
+                // selected (and expanded), as a step keeps the same site.
+                // A key that names no site gives the first row, folded:
+                // another site opened in its place reads as the same one.
+                let next = self.grouping.next();
+                let key = self
+                    .selected_site()
+                    .map(|s| site_key(&s.stack, next).unwrap_or(SiteKey::NoStack(self.no_stack)));
+                self.grouping = next;
                 self.selected_site = 0;
                 self.site_scroll = 0;
-                self.refresh_sites();
+                if !self.refresh_sites_keeping(key) {
+                    self.site_expanded = false;
+                }
                 if self.compare.is_some() {
                     self.refresh_compare();
                 }
