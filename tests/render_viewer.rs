@@ -537,6 +537,52 @@ fn a_narrow_status_line_keeps_the_marks_and_filters_and_leaves_out_what_does_not
 }
 
 #[test]
+fn a_narrow_status_line_keeps_the_events_action_and_size_before_its_time_and_filters() {
+    let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('p'));
+    press(&mut v, KeyCode::Right);
+    let e = v.current_event().expect("after an event");
+    let action = format!(
+        "{} {}",
+        e.action.as_str(),
+        vramtop::ui::format::bytes(e.size)
+    );
+    let full = status_text(&v);
+    assert!(full.contains(&format!("{action} at 0x")), "{full}");
+    assert!(full.contains("t+") && full.contains("only large pool"));
+    for width in [80, 60] {
+        let narrow = status_text_within(&v, width);
+        assert!(narrow.chars().count() <= width, "{narrow}");
+        assert!(narrow.contains(&action), "{width}: {narrow}");
+        assert!(!narrow.contains("t+"), "the time goes first: {narrow}");
+    }
+    // The address goes before the action and size, and where it fits
+    // stays with them.
+    assert!(!status_text_within(&v, 80).contains(" at 0x"));
+    let wide = status_text_within(&v, 120);
+    assert!(wide.contains(&format!("{action} at 0x")), "{wide}");
+}
+
+#[test]
+fn a_peak_the_cursor_is_at_keeps_here_whole_on_a_40_column_status_line() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    let narrow = status_text_within(&v, 40);
+    assert!(narrow.chars().count() <= 40, "{narrow}");
+    assert!(narrow.starts_with("event 53/97"), "{narrow}");
+    assert!(narrow.ends_with("3.03 GiB here"), "{narrow}");
+    press(&mut v, KeyCode::Char('R'));
+    let narrow = status_text_within(&v, 40);
+    assert!(narrow.chars().count() <= 40, "{narrow}");
+    assert!(narrow.contains("res 3.52 GiB here"), "{narrow}");
+}
+
+#[test]
 fn status_names_the_event_its_size_and_time() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -13,20 +13,26 @@ use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
-/// "alloc 4.00 MiB at 0x7f…" for an event.
-fn describe_event(e: &TraceEntry) -> String {
+/// An event in words, the longest form first: "alloc 4.00 MiB at 0x7f…",
+/// then without what a narrow line can spare ("alloc 4.00 MiB": the
+/// address, an OOM's free bytes), so that the action and size stay.
+fn describe_event(e: &TraceEntry) -> Vec<String> {
     let action = e.action.as_str();
+    let size = format::bytes(e.size);
     match e.action {
-        crate::alloc::TraceAction::Oom => format!(
-            "{action} {} requested, {} free on the device",
-            format::bytes(e.size),
-            format::bytes(e.addr)
-        ),
-        crate::alloc::TraceAction::Snapshot => {
-            format!("{action} ({} active)", format::bytes(e.size))
-        }
-        crate::alloc::TraceAction::Annotate => action.to_string(),
-        _ => format!("{action} {} at {:#x}", format::bytes(e.size), e.addr),
+        crate::alloc::TraceAction::Oom => vec![
+            format!(
+                "{action} {size} requested, {} free on the device",
+                format::bytes(e.addr)
+            ),
+            format!("{action} {size} requested"),
+        ],
+        crate::alloc::TraceAction::Snapshot => vec![format!("{action} ({size} active)")],
+        crate::alloc::TraceAction::Annotate => vec![action.to_string()],
+        _ => vec![
+            format!("{action} {size} at {:#x}", e.addr),
+            format!("{action} {size}"),
+        ],
     }
 }
 
@@ -50,24 +56,59 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
     })
 }
 
-/// How readily a part of the status text goes when the line is too narrow:
-/// the lowest first. Where the cursor is, the marks and the filters (what
-/// the user set) stay; the peaks ("here" at one) before the event's words,
-/// the event's time before its stream (almost always the default one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// How readily a form of a status part goes when the line is too narrow:
+/// the lowest first. Where the cursor is (its event number, a peak it is
+/// at), the marks, and the event's action and size stay longest: they
+/// say what the key pressed did. The filters (also in the breakdown's
+/// title) next; then the longer words of what stays ("(#i)", "peak
+/// alloc" for "pk alloc"); the event's address; the peaks elsewhere; the
+/// event's time; its stream (almost always the default one) first of all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
     Stream,
     Time,
     Peaks,
+    Address,
+    Words,
+    Filters,
     Event,
     Always,
 }
 
-/// The parts of the status text in their order, each with how readily it
-/// goes.
-fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
+/// The levels a narrow line adds, the most important first.
+const ADDED_IN_ORDER: [Keep; 7] = [
+    Keep::Event,
+    Keep::Filters,
+    Keep::Words,
+    Keep::Address,
+    Keep::Peaks,
+    Keep::Time,
+    Keep::Stream,
+];
+
+/// One part of the status text: its forms, the longest first, each with
+/// how readily it goes (a shorter form goes later than a longer one).
+struct Part {
+    forms: Vec<(Keep, String)>,
+}
+
+impl Part {
+    fn one(keep: Keep, text: String) -> Part {
+        Part {
+            forms: vec![(keep, text)],
+        }
+    }
+
+    /// The event: its action and size, the rest of its words.
+    fn is_event(&self) -> bool {
+        self.forms.iter().any(|(keep, _)| *keep == Keep::Event)
+    }
+}
+
+/// The parts of the status text in their order.
+fn status_parts(v: &ViewerState) -> Vec<Part> {
     let Some(d) = v.device() else {
-        return vec![(Keep::Always, format!("{}: no GPUs", v.file))];
+        return vec![Part::one(Keep::Always, format!("{}: no GPUs", v.file))];
     };
     let n = d.len();
     let c = v.cursor();
@@ -75,15 +116,38 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
     match v.current_event() {
         Some(e) => {
             // The event's count from 1, as `--summary` gives peaks, and its
-            // index in the file's trace, as `replay` and what-if name events.
+            // index in the file's trace, as `replay` and what-if name events
+            // (the count less one: a narrow line can spare it).
             let index = c.saturating_sub(1);
-            parts.push((Keep::Always, format!("event {c}/{n} (#{index})")));
-            parts.push((Keep::Event, describe_event(e)));
-            parts.push((Keep::Stream, format!("stream {}", e.stream)));
+            parts.push(Part {
+                forms: vec![
+                    (Keep::Words, format!("event {c}/{n} (#{index})")),
+                    (Keep::Always, format!("event {c}/{n}")),
+                ],
+            });
+            // The last (shortest) form is the action and size.
+            let words = describe_event(e);
+            let last = words.len().saturating_sub(1);
+            let forms = words
+                .into_iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    (
+                        if i == last {
+                            Keep::Event
+                        } else {
+                            Keep::Address
+                        },
+                        w,
+                    )
+                })
+                .collect();
+            parts.push(Part { forms });
+            parts.push(Part::one(Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us());
-            parts.push((Keep::Time, elapsed(first, e.time_us())));
+            parts.push(Part::one(Keep::Time, elapsed(first, e.time_us())));
         }
-        None if n == 0 => parts.push((
+        None if n == 0 => parts.push(Part::one(
             Keep::Always,
             match (trace_reading_text(v), &v.trace_error) {
                 (Some(reading), _) => format!("the final state · {reading}"),
@@ -91,56 +155,51 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
                 (None, None) => "no trace: the final state".to_string(),
             },
         )),
-        None => parts.push((
+        None => parts.push(Part::one(
             Keep::Always,
             format!("event 0/{n} · before the first event"),
         )),
     }
     if let Some(p) = v.device_peaks().filter(|_| n > 0) {
-        let at = |cursor: usize| {
-            if cursor == c {
-                "here".to_string()
-            } else {
-                format!("@{cursor}")
-            }
-        };
         // A peak the cursor is at (after P or R) stays on the narrowest
-        // line: it is what the key was pressed for. The reserved peak
-        // names itself in full where the allocated one may have gone.
-        let keep = |cursor: usize| {
-            if cursor == c {
-                Keep::Always
-            } else {
-                Keep::Peaks
-            }
+        // line, "here" whole: it is what the key was pressed for. Its
+        // short form takes the GPUs row's words ("pk", "res", which the
+        // help defines).
+        let here = |long: &str, short: &str, bytes: u64| Part {
+            forms: vec![
+                (Keep::Words, format!("{long} {} here", format::bytes(bytes))),
+                (
+                    Keep::Always,
+                    format!("{short} {} here", format::bytes(bytes)),
+                ),
+            ],
         };
-        parts.push((
-            keep(p.allocated.cursor),
-            format!(
-                "peak alloc {} {}",
-                format::bytes(p.allocated.bytes),
-                at(p.allocated.cursor)
-            ),
-        ));
+        let elsewhere = |words: &str, bytes: u64, cursor: usize| {
+            Part::one(
+                Keep::Peaks,
+                format!("{words} {} @{cursor}", format::bytes(bytes)),
+            )
+        };
+        parts.push(if p.allocated.cursor == c {
+            here("peak alloc", "pk alloc", p.allocated.bytes)
+        } else {
+            elsewhere("peak alloc", p.allocated.bytes, p.allocated.cursor)
+        });
         // `B`'s moment, said where the cursor is at it: the event's own
         // words say an allocation, not that it is the biggest.
         if p.biggest_allocation.is_some_and(|b| b.cursor == c) {
-            parts.push((Keep::Always, "the biggest allocation".to_string()));
+            parts.push(Part::one(
+                Keep::Always,
+                "the biggest allocation".to_string(),
+            ));
         }
-        let reserved_here = p.reserved.cursor == c && p.allocated.cursor != c;
-        parts.push((
-            keep(p.reserved.cursor),
-            format!(
-                "{} {} {}",
-                if reserved_here {
-                    "peak reserved"
-                } else {
-                    "reserved"
-                },
-                format::bytes(p.reserved.bytes),
-                at(p.reserved.cursor)
-            ),
-        ));
+        // The reserved peak names itself in full where the allocated one
+        // is not here too.
+        parts.push(match (p.reserved.cursor == c, p.allocated.cursor == c) {
+            (true, false) => here("peak reserved", "pk res", p.reserved.bytes),
+            (true, true) => here("reserved", "res", p.reserved.bytes),
+            (false, _) => elsewhere("reserved", p.reserved.bytes, p.reserved.cursor),
+        });
     }
     if v.mark_a.is_some() || v.mark_b.is_some() {
         // A mark set on another GPU is no moment of this one's trace: it
@@ -150,56 +209,79 @@ fn status_parts(v: &ViewerState) -> Vec<(Keep, String)> {
             MarkHere::Here(c) => c.to_string(),
             MarkHere::Elsewhere(g) => format!("(on GPU {g})"),
         };
-        parts.push((
+        parts.push(Part::one(
             Keep::Always,
             format!("A {} B {}", show(v.mark_a), show(v.mark_b)),
         ));
     }
     for f in filters(v) {
-        parts.push((Keep::Always, format!("only {f}")));
+        parts.push(Part::one(Keep::Filters, format!("only {f}")));
     }
     parts
 }
 
 /// The status text: "event i/N · action … · stream s · t+… · filters".
 pub fn status_text(v: &ViewerState) -> String {
-    join(status_parts(v).iter().map(|(_, p)| p.as_str()))
+    join(
+        status_parts(v)
+            .iter()
+            .filter_map(|p| p.forms.first().map(|(_, t)| t.as_str())),
+    )
 }
 
 /// [`status_text`] for a row of `width` columns: the parts that always
-/// stay, then the others that still fit, those that go last first (what
-/// still does not fit is cut).
+/// stay (in their shortest form), then, level by level in the order of
+/// [`ADDED_IN_ORDER`], each part's longer form of that level where the line
+/// still fits (what still does not fit is cut).
 pub fn status_text_within(v: &ViewerState, width: usize) -> String {
     let parts = status_parts(v);
-    let text = |shown: &[bool]| {
+    // Per part, the index of its form shown, if any.
+    let text = |shown: &[Option<usize>]| {
         join(
             parts
                 .iter()
                 .zip(shown)
-                .filter(|(_, s)| **s)
-                .map(|((_, p), _)| p.as_str()),
+                .filter_map(|(p, s)| s.and_then(|i| p.forms.get(i)).map(|(_, t)| t.as_str())),
         )
     };
-    let mut shown: Vec<bool> = parts
+    let mut shown: Vec<Option<usize>> = parts
         .iter()
-        .map(|(keep, _)| *keep == Keep::Always)
+        .map(|p| p.forms.iter().position(|(keep, _)| *keep == Keep::Always))
         .collect();
-    for level in [Keep::Event, Keep::Peaks, Keep::Time, Keep::Stream] {
+    for level in ADDED_IN_ORDER {
         // A stream without the event it belongs to reads as a filter.
         let event_shown = parts
             .iter()
             .zip(&shown)
-            .any(|((keep, _), s)| *s && *keep == Keep::Event);
+            .any(|(p, s)| s.is_some() && p.is_event());
         if level == Keep::Stream && !event_shown {
             continue;
         }
-        let with: Vec<bool> = parts
+        // Each part's form of this level that is longer than the one shown
+        // (forms go longest first).
+        let upgrades: Vec<(usize, usize)> = parts
             .iter()
-            .zip(&shown)
-            .map(|((keep, _), s)| *s || *keep == level)
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let form = p.forms.iter().position(|(keep, _)| *keep == level)?;
+                shown[i].is_none_or(|s| form < s).then_some((i, form))
+            })
             .collect();
-        if text(&with).chars().count() <= width {
-            shown = with;
+        // The peaks elsewhere read as a pair (one alone would seem the only
+        // peak): both or neither. Other parts come one by one, in order.
+        let groups: Vec<&[(usize, usize)]> = if level == Keep::Peaks {
+            vec![&upgrades]
+        } else {
+            upgrades.chunks(1).collect()
+        };
+        for group in groups {
+            let mut with = shown.clone();
+            for &(i, form) in group {
+                with[i] = Some(form);
+            }
+            if text(&with).chars().count() <= width {
+                shown = with;
+            }
         }
     }
     text(&shown)
