@@ -92,7 +92,7 @@ pub const DASHBOARD_ONLY: [&str; 6] = [
 pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
     (
         "event N/M (#i)",
-        "the state after the Nth of M events; #i is that event's index in the file's trace, as replay names it.",
+        "the state after the Nth of M events (N on the timeline's axis); #i is that event's index in the file's trace, as replay names it.",
     ),
     (
         "res, alloc, pk X @N",

@@ -224,21 +224,23 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         .x_axis(
             Axis::default()
                 .bounds([0.0, n as f64])
-                // Event indices, as "#52" in the peaks and replay's report;
-                // the middle one blank where it is no event of its own (a
-                // one-event trace read "#0 #0 #1"). Three labels either way:
+                // Events applied, the N of the status line's "event N/M" and
+                // the GPUs row's "@N", 0 before the first event: no "#",
+                // which names an event by its index in the file (one less).
+                // The middle one blank where it is no count of its own (a
+                // one-event trace read "0 0 1"). Three labels either way:
                 // ratatui drew none of two here.
                 .labels(vec![
-                    Span::styled("#0", theme.dim),
+                    Span::styled("0", theme.dim),
                     Span::styled(
                         if n >= 2 {
-                            format!("#{}", n / 2)
+                            (n / 2).to_string()
                         } else {
                             String::new()
                         },
                         theme.dim,
                     ),
-                    Span::styled(format!("#{n}"), theme.dim),
+                    Span::styled(n.to_string(), theme.dim),
                 ])
                 .style(theme.dim),
         )
