@@ -346,6 +346,45 @@ fn a_snapshot_without_a_trace_shows_its_state_and_scrub_keys_say_there_is_none()
     assert!(screen.contains("Enter block"), "{screen}");
 }
 
+/// The block detail's lines as text, wide enough not to wrap.
+fn detail_text(v: &ViewerState) -> String {
+    vramtop::ui::detail_lines(v, 200)
+        .iter()
+        .map(|l| {
+            l.spans
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_block_detail_of_a_file_without_a_trace_does_not_speak_of_a_trace_beginning() {
+    // A block with its stack (volcengine's GPU has no trace).
+    if let Some(mut v) = shared("volcengine_verl_mem.pickle") {
+        assert!(v.device().is_some_and(|d| d.is_empty()), "no trace");
+        press(&mut v, KeyCode::Enter);
+        let detail = detail_text(&v);
+        assert!(
+            detail.contains("allocated     n/a (no trace: the file holds its final state only)"),
+            "{detail}"
+        );
+        assert!(!detail.contains("trace began"), "{detail}");
+    }
+    // A block without a stack, in a file recorded without history.
+    let mut m = CachingAllocator::new(InMemoryDevice::new(GIB), 0, AllocatorConfig::default());
+    m.malloc(4 * MIB, 0).expect("fits");
+    let mut v = ViewerState::new("bare.pickle".to_string(), snapshot_of(&m, 0));
+    assert!(v.device().is_some_and(|d| d.is_empty()), "no trace");
+    press(&mut v, KeyCode::Enter);
+    let detail = detail_text(&v);
+    assert!(detail.contains("allocated     n/a (no trace"), "{detail}");
+    assert!(detail.contains("stack: n/a (none recorded"), "{detail}");
+    assert!(!detail.contains("trace began"), "{detail}");
+}
+
 #[test]
 fn opens_on_a_gpu_that_holds_memory_when_the_first_gpu_holds_none() {
     // muduard's b holds its memory on GPU 1; GPU 0's trace is the dump's

@@ -30,14 +30,46 @@ fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
     format!("{file}{tail}")
 }
 
+/// Why the selected GPU has no events to place a block's allocation in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoEvents {
+    /// Its trace is still being read.
+    Reading,
+    /// Its trace could not be read.
+    Unreadable,
+    /// There is none: a state-only file (or GPU).
+    NoTrace,
+}
+
+/// Why the selected GPU has no events, `None` when it has some.
+fn no_events(v: &ViewerState) -> Option<NoEvents> {
+    if v.device().is_none_or(|d| !d.is_empty()) {
+        return None;
+    }
+    Some(match (v.trace_reading, &v.trace_error) {
+        (Some(_), _) => NoEvents::Reading,
+        (None, Some(_)) => NoEvents::Unreadable,
+        (None, None) => NoEvents::NoTrace,
+    })
+}
+
 /// When the selected block was allocated: "event k/N (t+… ms)", "before
-/// the trace began", or n/a for a free block.
+/// the trace began", or n/a for a free block or a GPU without events (no
+/// trace has begun there for the block to predate).
 fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
     let Some(d) = v.device() else {
         return format::NA.to_string();
     };
     if b.state == BlockState::Inactive {
         return format!("{} (a free block)", format::NA);
+    }
+    if let Some(why) = no_events(v) {
+        let why = match why {
+            NoEvents::Reading => "until the trace is read",
+            NoEvents::Unreadable => "(the trace could not be read)",
+            NoEvents::NoTrace => "(no trace: the file holds its final state only)",
+        };
+        return format!("{} {why}", format::NA);
     }
     match d.allocated_by(v.cursor(), b.address) {
         Some(i) => {
@@ -156,6 +188,11 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     if b.frames.is_empty() {
         let why = match b.state {
             BlockState::Inactive => "stack: n/a (a free block; no allocation recorded for it)",
+            // With no trace the site row gives the file's reason: no trace
+            // began, so none is to blame.
+            _ if no_events(v) == Some(NoEvents::NoTrace) => {
+                "stack: n/a (none recorded for this block; the site row says why)"
+            }
             _ => {
                 "stack: n/a (allocated before the trace began, or recorded without stacks; \
                  record with _record_memory_history(stacks=\"python\") or \"all\")"
