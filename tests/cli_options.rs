@@ -251,6 +251,17 @@ fn scenario_without_a_name_or_list_is_a_one_line_usage_error() {
 }
 
 #[test]
+fn open_top_without_summary_is_a_usage_error() {
+    let err = usage_error(&["open", "x.pickle", "--top", "3"]);
+    assert!(err.contains("--summary"), "{err}");
+    // The help still names the default the summary uses.
+    let (code, out, err) = vramtop(&["open", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let default = vramtop::snapshot::summary::DEFAULT_TOP_SITES;
+    assert!(out.contains(&format!("[default: {default}]")), "{out}");
+}
+
+#[test]
 fn open_no_trace_without_summary_is_a_usage_error() {
     let err = usage_error(&["open", "x.pickle", "--no-trace"]);
     assert!(err.contains("--summary"), "{err}");

@@ -1167,6 +1167,13 @@ fn snapshot_error(value: &Value) -> String {
 }
 
 #[test]
+fn segments_of_none_are_a_type_error_not_a_missing_key() {
+    // "without a 'segments' key (keys: 'segments')" contradicted itself.
+    let file = dict_of(&[("segments", Value::None)]);
+    assert_eq!(snapshot_error(&file), "segments: expected list, found None");
+}
+
+#[test]
 fn dict_without_segments_is_not_a_snapshot() {
     let checkpoint = dict_of(&[("model", dict_of(&[])), ("optimizer", dict_of(&[]))]);
     let err = read_snapshot(&to_pickle(&checkpoint)).unwrap_err();

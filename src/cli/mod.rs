@@ -376,7 +376,7 @@ pub enum Command {
         json: bool,
         /// With --summary: how many allocation sites to list at the end
         /// and at the peak of allocated bytes.
-        #[arg(long, value_name = "N", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
+        #[arg(long, value_name = "N", requires = "summary", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
         /// With --summary: read only the final state (the segments, at the
         /// start of the file) and not the trace: milliseconds on a GB

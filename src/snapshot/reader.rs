@@ -606,6 +606,9 @@ impl Reader {
                     Some(segments) => segments,
                     None => {
                         let Some(segments) = present(root, "segments") else {
+                            if let Some(none) = root.get("segments") {
+                                return Err(mismatch(&top.key("segments"), "list", none));
+                            }
                             return Err(SnapshotError::Shape(format!(
                                 "top level is a dict without a 'segments' key (keys: {})",
                                 describe_keys(root)
