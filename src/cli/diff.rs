@@ -14,7 +14,6 @@ use super::text::{
 };
 use crate::alloc::human_bytes;
 use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
-use crate::snapshot::read_snapshot_file;
 use crate::snapshot::sites::{Grouping, NoStackReason};
 
 /// Lines per section in the text output (`--top`); the JSON has all.
@@ -40,8 +39,12 @@ pub fn run(
     devices: Option<(u32, u32)>,
     top: usize,
 ) -> color_eyre::Result<ExitCode> {
+    if before.as_os_str() == super::STDIN_ARG && after.as_os_str() == super::STDIN_ARG {
+        super::say_error("only one of BEFORE and AFTER can be - (standard input)");
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
     // The reader's errors already start with the file's name.
-    let read = |p: &Path| read_snapshot_file(p).map_err(|e| e.to_string());
+    let read = |p: &Path| super::read_snapshot_arg(p).map_err(|e| e.to_string());
     let (b, a) = match (read(before), read(after)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
@@ -79,8 +82,8 @@ pub fn run(
 /// A file's name for the header, with the device compared when one is.
 fn on_device(path: &Path, device: Option<u32>) -> String {
     match device {
-        Some(d) => format!("{} (GPU {d})", path.display()),
-        None => path.display().to_string(),
+        Some(d) => format!("{} (GPU {d})", super::input_name(path)),
+        None => super::input_name(path),
     }
 }
 

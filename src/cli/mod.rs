@@ -299,9 +299,9 @@ pub enum Command {
     /// or the files are of different devices (unless `--devices` says which
     /// to compare).
     Diff {
-        /// The earlier snapshot.
+        /// The earlier snapshot (`-`: standard input; a file named `-` is `./-`).
         before: PathBuf,
-        /// The later snapshot.
+        /// The later snapshot (`-`: standard input).
         after: PathBuf,
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
@@ -326,7 +326,8 @@ pub enum Command {
     /// table and no verdict (NO TRACE for a file without a trace).
     Replay {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
-        /// `torch.cuda.memory_snapshot()` segment list).
+        /// `torch.cuda.memory_snapshot()` segment list); `-` reads it from
+        /// standard input (a file named `-` is `./-`).
         file: PathBuf,
         /// Verify mode (the default): check the invariants and replay every
         /// device's trace against what PyTorch recorded.
@@ -366,7 +367,8 @@ pub enum Command {
     /// and the file's allocator settings.
     Open {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
-        /// `torch.cuda.memory_snapshot()` segment list).
+        /// `torch.cuda.memory_snapshot()` segment list); with --summary, `-`
+        /// reads it from standard input (a file named `-` is `./-`).
         file: PathBuf,
         /// Print the summary instead of opening the viewer.
         #[arg(long)]
@@ -692,6 +694,44 @@ pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String
         ));
     }
     None
+}
+
+/// The FILE argument that means standard input.
+pub const STDIN_ARG: &str = "-";
+
+/// The name errors give standard input when a snapshot is read from it.
+const STDIN_NAME: &str = "standard input";
+
+/// FILE as reports name it: `-` is "standard input".
+pub fn input_name(file: &std::path::Path) -> String {
+    if file.as_os_str() == STDIN_ARG {
+        STDIN_NAME.to_string()
+    } else {
+        file.display().to_string()
+    }
+}
+
+/// Reads the snapshot FILE names: `-` is standard input (refused when it
+/// is a terminal: nothing would arrive until the user typed a pickle).
+pub fn read_snapshot_arg(
+    file: &std::path::Path,
+) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
+    use std::io::IsTerminal as _;
+    if file.as_os_str() != STDIN_ARG {
+        return crate::snapshot::read_snapshot_file(file);
+    }
+    let name = std::path::Path::new(STDIN_NAME);
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(crate::snapshot::SnapshotError::Io {
+            path: name.to_path_buf(),
+            source: std::io::Error::other(
+                "it is a terminal: pipe a snapshot in (vramtop snapshot PID -o - | vramtop open \
+                 --summary -)",
+            ),
+        });
+    }
+    crate::snapshot::read_snapshot_from(stdin.lock(), name)
 }
 
 /// Says an error on stderr, with the one prefix.

@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::snapshot::read_snapshot_file_final_state;
 use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
 use crate::snapshot::types::{AllocatorSettings, SnapshotFormat};
-use crate::snapshot::{read_snapshot_file, read_snapshot_file_final_state};
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
@@ -49,12 +49,21 @@ pub fn run(
             super::say_error(format_args!("--json needs --summary"));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
+        if file.as_os_str() == super::STDIN_ARG {
+            // The viewer reads its file in stages, from the disk.
+            super::say_error(
+                "the viewer opens a file, not standard input: save the snapshot first, or read \
+                 standard input with --summary",
+            );
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
         return viewer(file, background_load, display);
     }
-    let read = if options.no_trace {
+    // Standard input is read whole: a pipe cannot be read in stages.
+    let read = if options.no_trace && file.as_os_str() != super::STDIN_ARG {
         read_snapshot_file_final_state(file)
     } else {
-        read_snapshot_file(file)
+        super::read_snapshot_arg(file)
     };
     let snapshot = match read {
         Ok(s) => s,
@@ -77,7 +86,7 @@ pub fn run(
         let text = serde_json::to_string_pretty(&full).wrap_err("cannot encode the summary")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        let mut text = render_summary(&file.display().to_string(), &report);
+        let mut text = render_summary(&super::input_name(file), &report);
         text.push_str(&render_sites(&sites, trace_read, snapshot.format));
         if !trace_read {
             let body = NO_TRACE_UNCHECKED.trim_start_matches("note: ");

@@ -12,14 +12,13 @@ use color_eyre::eyre::WrapErr;
 
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
-use crate::snapshot::read_snapshot_file;
 use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
 use crate::snapshot::whatif::{
     DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
 };
 
 pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
-    let snapshot = match read_snapshot_file(file) {
+    let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
             super::say_error(e);
@@ -37,7 +36,7 @@ pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
         .wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit(&render_report(&file.display().to_string(), &report))
+        super::emit(&render_report(&super::input_name(file), &report))
             .wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
@@ -363,7 +362,7 @@ pub fn run_whatif(
             }
         }
     }
-    let snapshot = match read_snapshot_file(file) {
+    let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
             super::say_error(e);
@@ -383,7 +382,7 @@ pub fn run_whatif(
                 serde_json::to_string_pretty(&value).wrap_err("cannot encode the report")? + "\n"
             } else {
                 let mut text = path_heading(
-                    &file.display().to_string(),
+                    &super::input_name(file),
                     &WhatIfError::NoTrace.to_string(),
                     REPORT_WIDTH,
                 );
@@ -403,7 +402,7 @@ pub fn run_whatif(
             return Ok(ExitCode::SUCCESS);
         }
         Err(e) => {
-            super::say_error(format_args!("{}: {e}", file.display()));
+            super::say_error(format_args!("{}: {e}", super::input_name(file)));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -411,7 +410,7 @@ pub fn run_whatif(
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit(&render_whatif(&file.display().to_string(), &report))
+        super::emit(&render_whatif(&super::input_name(file), &report))
             .wrap_err("cannot write the output")?;
     }
     Ok(ExitCode::SUCCESS)

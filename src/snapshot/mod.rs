@@ -30,7 +30,7 @@ pub use pickle::{Limits, PickleError, Value};
 pub use reader::{
     SegmentsStage, read_segments_stage, read_snapshot, read_snapshot_file,
     read_snapshot_file_final_state, read_snapshot_file_staged, read_snapshot_file_with_progress,
-    read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
+    read_snapshot_from, read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
 };
 pub use types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, Segment, Snapshot,

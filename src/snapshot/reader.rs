@@ -37,6 +37,24 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
     read_file(path, None)
 }
 
+/// Reads a snapshot from a stream (a pipe, standard input) to its end,
+/// refused at its first bytes when they are not a pickle and once it passes
+/// the input limit; errors name the stream `name`.
+pub fn read_snapshot_from(
+    input: impl std::io::Read,
+    name: &Path,
+) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let mut input = input;
+    let bytes = read_within_limit(&mut input, 0, &limits).map_err(|e| match e {
+        BoundedReadError::Io(e) => io_error(name, e),
+        BoundedReadError::Pickle(e) => in_file(name, e.into()),
+    })?;
+    let document =
+        pickle::parse_document_owned(bytes, &limits, None).map_err(|e| in_file(name, e.into()))?;
+    snapshot_from_document(document).map_err(|e| in_file(name, e))
+}
+
 /// [`read_snapshot_file`], storing into `progress` the bytes of the file
 /// parsed so far (every 64 KiB, relaxed; poll it from another thread and
 /// compare with the file's length). It reaches the file's length when the
