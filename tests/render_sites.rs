@@ -240,15 +240,44 @@ fn no_stack_group_says_why_on_a_trace_that_starts_mid_run() {
     let Some(mut v) = viewer(HYPERION) else {
         return;
     };
+    // At the end, the blocks without a stack are in the file's final
+    // state without one: allocated before the recording began.
     key(&mut v, 'w');
     let top = v.selected_site().expect("a site").clone();
     assert!(top.key.is_no_stack(), "{}", top.label);
-    assert!(top.label.contains("allocated before the trace began"));
+    assert!(top.label.contains("allocated before the recording began"));
+    // At the peak, more blocks have none: those alive before the trace
+    // and freed in it, whose stacks the trace does not hold.
+    key(&mut v, 'P');
+    let labels: Vec<String> = v
+        .sites
+        .as_ref()
+        .map(|s| s.sites.iter().map(|s| s.label.clone()).collect())
+        .unwrap_or_default();
+    let lost = labels
+        .iter()
+        .position(|l| l.contains("allocated before the trace began"))
+        .unwrap_or_else(|| panic!("{labels:?}"));
+    assert!(
+        labels
+            .iter()
+            .any(|l| l.contains("before the recording began"))
+    );
+    assert_eq!(v.selected_site, 0, "the same site stays selected");
+    for _ in 0..lost {
+        press(&mut v, KeyCode::Down);
+    }
+    let selected = v.selected_site().expect("a site");
+    assert!(
+        selected.label.contains("before the trace began"),
+        "{}",
+        selected.label
+    );
     press(&mut v, KeyCode::Enter);
     let t = draw(&v, 120, 40);
     let screen = text(t.backend().buffer());
     assert!(
-        screen.contains("events the trace no longer holds"),
+        screen.contains("are freed") && screen.contains("no longer holds"),
         "{screen}"
     );
     insta::assert_snapshot!("sites_no_stack_120x40", t.backend());

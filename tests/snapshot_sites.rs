@@ -46,8 +46,17 @@ fn check_sums(sites: &Sites, allocated: u64, blocks: u64, what: &str) {
     for w in sites.sites.windows(2) {
         assert!(w[0].bytes >= w[1].bytes, "{what}: sorted by bytes");
     }
-    let no_stack = sites.sites.iter().filter(|s| s.key.is_no_stack()).count();
-    assert!(no_stack <= 1, "{what}: one no-stack group at most");
+    // One group per reason a block has no stack: the file's own reason,
+    // and the trace's for blocks whose stack it lost.
+    let no_stack: Vec<_> = sites.sites.iter().filter(|s| s.key.is_no_stack()).collect();
+    assert!(
+        no_stack.len() <= 2,
+        "{what}: {} no-stack groups",
+        no_stack.len()
+    );
+    if let [a, b] = no_stack.as_slice() {
+        assert_ne!(a.key, b.key, "{what}: two groups of one reason");
+    }
 }
 
 #[test]
@@ -392,4 +401,50 @@ fn a_trace_of_only_a_snapshot_marker_has_no_peak_to_report() {
     assert_eq!((device.device, device.events), (0, 0));
     assert!(device.peaks.is_none() && device.at_peak_allocated.is_none());
     assert!(device.at_end.allocated > 0);
+}
+
+#[test]
+fn a_block_without_a_stack_keeps_its_reason_from_the_end_into_the_trace() {
+    // Hyperion's trace starts mid-run. The blocks of its final state
+    // without a stack were allocated before the recording began, at the end
+    // and at the peak alike; at the peak more blocks have none: those alive
+    // before the trace and freed in it, whose stacks the trace lost.
+    use vramtop::snapshot::sites::SiteKey;
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let snapshot = Arc::new(read_snapshot_file(&path).expect("shared snapshot loads"));
+    let report = vramtop::snapshot::summary::sites_report(&snapshot, Grouping::UserFrame, 100);
+    let device = &report.sites[0];
+    let no_stack = |sites: &[vramtop::snapshot::sites::Site]| -> Vec<(NoStackReason, Vec<u64>)> {
+        sites
+            .iter()
+            .filter_map(|s| match s.key {
+                SiteKey::NoStack(r) => Some((r, s.addresses.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let at_end = no_stack(&device.at_end.sites);
+    let peak = device.at_peak_allocated.as_ref().expect("a peak");
+    let at_peak = no_stack(&peak.sites);
+    assert_eq!(at_end.len(), 1, "{at_end:?}");
+    assert_eq!(at_end[0].0, NoStackReason::BeforeRecording);
+    let recorded = at_peak
+        .iter()
+        .find(|(r, _)| *r == NoStackReason::BeforeRecording)
+        .expect("the recording's group at the peak");
+    assert!(
+        recorded
+            .1
+            .iter()
+            .all(|a| at_end[0].1.binary_search(a).is_ok()),
+        "the peak's blocks from before the recording are the end's"
+    );
+    let lost = at_peak
+        .iter()
+        .find(|(r, _)| *r == NoStackReason::BeforeTrace)
+        .expect("blocks whose stack the trace lost");
+    assert!(lost.1.iter().all(|a| at_end[0].1.binary_search(a).is_err()));
 }

@@ -21,7 +21,7 @@ use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
 use crate::snapshot::peak::{Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
 use crate::snapshot::sites::{
-    Grouping, LiveAllocation, NoStackReason, SiteKey, Sites, group, site_key,
+    Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
 };
 use crate::snapshot::summary::segment_info;
@@ -355,8 +355,8 @@ impl ViewerState {
             .collect();
         app.ui.focus = Pane::Segments;
         let peaks = scrub.devices.iter().map(peaks).collect();
-        let no_stack = snapshot_no_stack_reason(&scrub.snapshot)
-            .within_trace(scrub.devices.iter().any(DeviceScrub::starts_mid_run));
+        // Blocks whose stack the trace lost say so themselves (sites).
+        let no_stack = snapshot_no_stack_reason(&scrub.snapshot);
         let mut v = ViewerState {
             file,
             scrub,
@@ -504,18 +504,17 @@ impl ViewerState {
 
     /// The sites of the shown segments' allocated blocks.
     pub fn sites_now(&self) -> Sites {
-        let blocks = self
-            .segments
-            .iter()
-            .flat_map(|s| &s.blocks)
-            .filter(|b| b.state == BlockState::ActiveAllocated)
-            .map(|b| LiveAllocation {
-                address: b.address,
-                size: b.size,
-                requested_size: b.requested_size,
-                frames: &b.frames,
-            });
-        group(blocks, self.grouping, self.no_stack)
+        // From the scrub's state, whose blocks know whether the trace lost
+        // their stack, within the shown segments' ranges.
+        let Some(d) = self.device() else {
+            return group(std::iter::empty(), self.grouping, self.no_stack);
+        };
+        let state = d.state_at(self.cursor());
+        let blocks = self.segments.iter().flat_map(|s| {
+            let end = s.address.saturating_add(s.total_size);
+            state.blocks.range(s.address..end)
+        });
+        sites_of_live_blocks(blocks, self.grouping, self.no_stack)
     }
 
     /// The selected site, while the sites pane is open.
@@ -544,7 +543,13 @@ impl ViewerState {
             return false;
         }
         let sites = self.sites_now();
-        let at = key.and_then(|k| sites.sites.iter().position(|s| s.key.same_site(&k)));
+        // The same key first: a state can hold two groups without a stack.
+        let at = key.and_then(|k| {
+            let same = |s: &&crate::snapshot::sites::Site| s.key == k;
+            let like = |s: &&crate::snapshot::sites::Site| s.key.same_site(&k);
+            let sites = &sites.sites;
+            (sites.iter().position(|s| same(&s))).or_else(|| sites.iter().position(|s| like(&s)))
+        });
         if at.is_none() {
             // Another site is selected now: its stack starts at the top.
             self.site_scroll = 0;

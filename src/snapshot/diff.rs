@@ -364,6 +364,7 @@ mod tests {
             size,
             requested_size: size,
             frames: f,
+            stack_lost: false,
         };
         let r = NoStackReason::BeforeRecording;
         let before = group(

@@ -67,6 +67,10 @@ pub struct LiveBlock {
     pub frames: Frames,
     /// The size was inferred from the request (see the module docs).
     pub size_inferred: bool,
+    /// Alive before the trace began and freed in it: the file holds its
+    /// stack nowhere (a free's frames are the free's), so `frames` is
+    /// empty for want of a record, not because its allocation had none.
+    pub stack_lost: bool,
 }
 
 /// A cudaMalloc'd segment, or one mapped range of an expandable segment.
@@ -401,6 +405,7 @@ fn unsized_block(e: &TraceEntry, state: BlockState, no_frames: &Frames) -> LiveB
         stream: e.stream,
         frames: Arc::clone(no_frames),
         size_inferred: true,
+        stack_lost: true,
     }
 }
 
@@ -508,6 +513,7 @@ impl DeviceScrub {
                             stream: s.stream,
                             frames: b.frames.clone(),
                             size_inferred: false,
+                            stack_lost: false,
                         },
                     );
                 } else {
@@ -707,6 +713,7 @@ impl DeviceScrub {
                         stream: e.stream,
                         frames: e.frames.clone(),
                         size_inferred: inferred,
+                        stack_lost: false,
                     },
                 );
                 true

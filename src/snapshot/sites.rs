@@ -19,7 +19,7 @@ use memchr::memmem::Finder;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use super::scrub::ScrubState;
+use super::scrub::{LiveBlock, ScrubState};
 use super::types::{Frame, Frames, Snapshot, TraceEntry};
 use crate::alloc::{BlockState, TraceAction};
 
@@ -648,6 +648,10 @@ pub struct LiveAllocation<'a> {
     /// Requested size (bytes).
     pub requested_size: u64,
     pub frames: &'a Frames,
+    /// The trace no longer holds this block's stack (see
+    /// [`LiveBlock::stack_lost`]): without frames it is
+    /// [`NoStackReason::BeforeTrace`] where the file records stacks.
+    pub stack_lost: bool,
 }
 
 /// One allocation site and the live blocks allocated there.
@@ -851,7 +855,8 @@ impl Sites {
 }
 
 /// Groups `blocks` by site; blocks without a stack go to one group
-/// labelled with `no_stack`.
+/// labelled with `no_stack`, or with it [`NoStackReason::within_trace`]
+/// for those whose stack the trace lost.
 pub fn group<'a>(
     blocks: impl IntoIterator<Item = LiveAllocation<'a>>,
     grouping: Grouping,
@@ -860,13 +865,15 @@ pub fn group<'a>(
     let mut index: FxHashMap<SiteKey, usize> = FxHashMap::default();
     // Stacks are interned (one Arc per distinct stack), so a stack's key is
     // computed once; keyed by the slice's address and length.
-    let mut by_stack: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+    // With whether the stack was lost: an empty list the file recorded and
+    // one the trace no longer holds are two sites however they are stored.
+    let mut by_stack: FxHashMap<(usize, usize, bool), usize> = FxHashMap::default();
     let mut sites: Vec<Site> = Vec::new();
     // Bytes and largest block per distinct stack, to find each site's
     // main caller path afterwards; in the order first met (blocks come by
     // address), so that ties go the same way every run, not by where the
     // stacks happen to be in memory.
-    let mut stack_tally: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+    let mut stack_tally: FxHashMap<(usize, usize, bool), usize> = FxHashMap::default();
     let mut stacks: Vec<StackTally> = Vec::new();
     let mut allocated = 0u64;
     for b in blocks {
@@ -874,11 +881,13 @@ pub fn group<'a>(
         let stack_id = (
             Arc::as_ptr(b.frames).cast::<Frame>() as usize,
             b.frames.len(),
+            b.stack_lost,
         );
         let at = match by_stack.get(&stack_id) {
             Some(&i) => i,
             None => {
-                let key = site_key(b.frames, grouping).unwrap_or(SiteKey::NoStack(no_stack));
+                let reason = no_stack.within_trace(b.stack_lost);
+                let key = site_key(b.frames, grouping).unwrap_or(SiteKey::NoStack(reason));
                 let i = *index.entry(key.clone()).or_insert_with(|| {
                     sites.push(Site {
                         label: key.label(),
@@ -1242,21 +1251,32 @@ pub fn sites_of_snapshot(snapshot: &Snapshot, device: Option<u32>, grouping: Gro
             size: b.size,
             requested_size: b.requested_size,
             frames: &b.frames,
+            stack_lost: false,
         });
     group(blocks, grouping, reason)
 }
 
-/// The sites of a scrub state (the allocated blocks at one cursor).
+/// The sites of a scrub state (the allocated blocks at one cursor); the
+/// blocks without a stack are `no_stack`'s, or allocated before the trace
+/// began when the trace no longer holds their stack.
 pub fn sites_of_state(state: &ScrubState, grouping: Grouping, no_stack: NoStackReason) -> Sites {
-    let blocks = state
-        .blocks
-        .iter()
+    sites_of_live_blocks(state.blocks.iter(), grouping, no_stack)
+}
+
+/// [`sites_of_state`] of some of a state's blocks, by address.
+pub fn sites_of_live_blocks<'a>(
+    blocks: impl Iterator<Item = (&'a u64, &'a LiveBlock)>,
+    grouping: Grouping,
+    no_stack: NoStackReason,
+) -> Sites {
+    let blocks = blocks
         .filter(|(_, b)| b.state == BlockState::ActiveAllocated)
         .map(|(&address, b)| LiveAllocation {
             address,
             size: b.size,
             requested_size: b.requested_size,
             frames: &b.frames,
+            stack_lost: b.stack_lost,
         });
     group(blocks, grouping, no_stack)
 }
@@ -1314,6 +1334,7 @@ mod tests {
             size,
             requested_size: size - 1,
             frames,
+            stack_lost: false,
         }
     }
 

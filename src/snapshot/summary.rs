@@ -377,9 +377,6 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
             };
             let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
             let d = &d;
-            // Moments of the trace (unlike the file's own final state) may
-            // miss stacks the ring buffer dropped.
-            let reason = reason.within_trace(d.starts_mid_run());
             let (peaks, at_peak) = if d.is_empty() {
                 (None, None)
             } else {

@@ -71,8 +71,8 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
         ),
         width,
     );
-    if site.key.is_no_stack() {
-        let why = match v.no_stack {
+    if let crate::snapshot::sites::SiteKey::NoStack(reason) = &site.key {
+        let why = match reason {
             crate::snapshot::sites::NoStackReason::BeforeRecording => {
                 "These blocks were allocated before _record_memory_history began (typically \
                  the weights and the optimizer state): the file has no stack for them."
@@ -82,7 +82,8 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
                  _record_memory_history(stacks=\"python\") or \"all\" to see sites."
             }
             crate::snapshot::sites::NoStackReason::BeforeTrace => {
-                "These blocks were live before the trace's first event: allocated before \
+                "These blocks were live before the trace's first event and are freed within \
+                 it (a free records the free's stack, not the allocation's): allocated before \
                  _record_memory_history began, or in events the trace no longer holds (it \
                  keeps the last max_entries): the file has no stack for them."
             }
