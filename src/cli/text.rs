@@ -229,8 +229,9 @@ pub fn wrap_words<'a>(
 /// Characters a long word is best broken after, most readable first: a
 /// path's slash (a file name is not broken where its folders can be);
 /// a call's opening parenthesis or an argument's comma, a dotted name's
-/// dot; then the joints inside a name.
-const WORD_BREAKS: [&[char]; 3] = [&['/'], &['(', ',', '.'], &['_', '=', '-', ':']];
+/// dot; a C++ scope's `::` (a qualified name parts between its names, not
+/// inside one); then the joints inside a name.
+const WORD_BREAKS: [&[char]; 4] = [&['/'], &['(', ',', '.'], &[':'], &['_', '=', '-']];
 
 /// `word` in pieces of at most `width` cells (`width` ≥ 1; a character
 /// wider than that is a piece of its own): each piece ends after the last
@@ -287,6 +288,18 @@ mod tests {
         // No place that reads well: at the width, whole characters.
         assert_eq!(break_long_word("ab×cd×ef", 3), ["ab×", "cd×", "ef"]);
         assert_eq!(break_long_word("short", 33), ["short"]);
+        // A qualified C++ name parts after a scope's `::`, not inside a
+        // name at its last underscore.
+        assert_eq!(
+            break_long_word(
+                "namespace)::structured_bmm_out_cuda_functional::set_output_raw_strided(long,",
+                60
+            ),
+            [
+                "namespace)::structured_bmm_out_cuda_functional::",
+                "set_output_raw_strided(long,"
+            ]
+        );
         // A path breaks at a folder, not at a dot in its file name, even
         // where that leaves a short piece.
         assert_eq!(
