@@ -71,6 +71,16 @@ fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed()
         out.contains("none of its 2 entries is an allocator call"),
         "not a bare \"none to replay\" beside 2 entries: {out}"
     );
+    // Which entries they are: GPU 1's free_completed is not left unsaid.
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("(1 free_completed, 1 snapshot;"), "{out}");
+    let (code, json, _) = vramtop(&["replay", "--json", &path]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(
+        v["trace_actions"][0],
+        serde_json::json!(["free_completed", 1])
+    );
 }
 
 #[test]

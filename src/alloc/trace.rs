@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// One action in an allocator trace, named as PyTorch names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceAction {
     /// A block was handed out; `size` is the unrounded request.

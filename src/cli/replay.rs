@@ -292,12 +292,18 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
                 &mut out,
                 "trace: ",
                 &format!(
-                    "none to replay: {} an allocator call (state-only snapshot)",
+                    "none to replay: {} an allocator call ({}; state-only snapshot)",
                     if report.trace_entries == 1 {
                         "its 1 entry is not".to_string()
                     } else {
                         format!("none of its {} entries is", report.trace_entries)
-                    }
+                    },
+                    report
+                        .trace_actions
+                        .iter()
+                        .map(|(action, n)| format!("{n} {}", action.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             );
         }

@@ -146,6 +146,9 @@ pub struct VerifyReport {
     pub reserved: u64,
     pub allocated: u64,
     pub trace_entries: usize,
+    /// The trace's entries by action (`alloc`, `snapshot`, …), over every
+    /// device, in the actions' order.
+    pub trace_actions: Vec<(TraceAction, usize)>,
     pub findings: Vec<Finding>,
     pub replays: Vec<DeviceReplay>,
     pub unreplayable: Vec<Unreplayable>,
@@ -211,6 +214,7 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
                 .map(|b| b.size),
         ),
         trace_entries: snapshot.device_traces.iter().map(Vec::len).sum(),
+        trace_actions: count_actions(snapshot.device_traces.iter().flatten().map(|e| e.action)),
         findings,
         replays,
         unreplayable,
@@ -995,4 +999,13 @@ fn blocks_differ(segment: u64, model: &[ComparedBlock], snapshot: &[ComparedBloc
         model.len(),
         snapshot.len()
     )
+}
+
+/// How many of `actions` each action is, in [`TraceAction`]'s order.
+fn count_actions(actions: impl Iterator<Item = TraceAction>) -> Vec<(TraceAction, usize)> {
+    let mut counts: std::collections::BTreeMap<TraceAction, usize> = Default::default();
+    for a in actions {
+        *counts.entry(a).or_default() += 1;
+    }
+    counts.into_iter().collect()
 }
