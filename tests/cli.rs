@@ -544,33 +544,6 @@ fn replay_words_a_mismatch_within_80_columns_without_debug_output() {
     }
 }
 
-/// Runs vramtop with `input` on its standard input.
-fn vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
-    use std::io::Write as _;
-    use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(args)
-        .env(
-            "XDG_CONFIG_HOME",
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("vramtop starts");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    // A command that refuses early may close its end first.
-    let _ = stdin.write_all(input);
-    drop(stdin);
-    let out = child.wait_with_output().expect("vramtop ends");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn a_dash_reads_the_snapshot_from_standard_input() {
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
@@ -578,7 +551,7 @@ fn a_dash_reads_the_snapshot_from_standard_input() {
     };
     let bytes = std::fs::read(&path).expect("shared snapshot reads");
     // The summary of the piped file is the file's, under another name.
-    let (code, piped, err) = vramtop_with_stdin(&["open", "--summary", "-"], &bytes);
+    let (code, piped, err) = common::run_vramtop_with_stdin(&["open", "--summary", "-"], &bytes);
     assert_eq!(code, 0, "{err}");
     let (code, direct, err) = vramtop(&["open", "--summary", &path]);
     assert_eq!(code, 0, "{err}");
@@ -586,24 +559,24 @@ fn a_dash_reads_the_snapshot_from_standard_input() {
     // The heading (a long path may wrap it) up to the first GPU's figures.
     let body = |s: &str| s.get(s.find("\nGPU 0:").unwrap_or(0)..).map(str::to_string);
     assert_eq!(body(&piped), body(&direct));
-    let (code, out, err) = vramtop_with_stdin(&["replay", "-"], &bytes);
+    let (code, out, err) = common::run_vramtop_with_stdin(&["replay", "-"], &bytes);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("result: FULL MATCH"), "{out}");
     // Damaged input names standard input.
-    let (code, _, err) = vramtop_with_stdin(&["replay", "-"], &bytes[..1000]);
+    let (code, _, err) = common::run_vramtop_with_stdin(&["replay", "-"], &bytes[..1000]);
     assert_eq!(code, 2);
     assert!(
         err.starts_with("vramtop: error: standard input: truncated pickle"),
         "{err}"
     );
     // What cannot read it says so.
-    let (code, _, err) = vramtop_with_stdin(&["open", "-"], &bytes);
+    let (code, _, err) = common::run_vramtop_with_stdin(&["open", "-"], &bytes);
     assert_eq!(code, 2);
     assert!(
         err.contains("the viewer opens a file, not standard input"),
         "{err}"
     );
-    let (code, _, err) = vramtop_with_stdin(&["diff", "-", "-"], &bytes);
+    let (code, _, err) = common::run_vramtop_with_stdin(&["diff", "-", "-"], &bytes);
     assert_eq!(code, 2);
     assert!(err.contains("only one of BEFORE and AFTER"), "{err}");
 }

@@ -19,12 +19,7 @@ fn vramtop(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("the binary runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::outcome(cmd.output().expect("the binary runs"))
 }
 
 #[test]

@@ -693,11 +693,14 @@ fn viewer_timeline_axes_label_every_value_with_its_unit() {
     assert!(!screen.contains("device 0"), "a GPU is a GPU: {screen}");
 }
 
-/// The row of the timeline's x-axis labels: the one under its `└` row.
-fn axis_labels(screen: &str) -> Option<String> {
+/// The timeline's x-axis labels, left to right: the words of the row
+/// under its `└` row, up to the panes' border.
+fn axis_labels(screen: &str) -> Option<Vec<String>> {
     let lines: Vec<&str> = screen.lines().collect();
     let at = lines.iter().position(|l| l.contains('└'))?;
-    lines.get(at + 1).map(|l| l.to_string())
+    let row = lines.get(at + 1)?;
+    let axis = row.split('│').next().unwrap_or_default();
+    Some(axis.split_whitespace().map(str::to_string).collect())
 }
 
 #[test]
@@ -709,14 +712,8 @@ fn the_timeline_axis_counts_events_as_the_status_line_not_with_an_index() {
     // writes no "#", which names an event by its index (#96 here).
     assert!(status_text(&v).starts_with("event 97/97 (#96)"));
     let screen = text(draw(&v, 120, 40).backend().buffer());
-    let axis = axis_labels(&screen).expect("an axis");
-    let labels: Vec<&str> = axis
-        .split('│')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(labels, ["0", "48", "97"], "{axis}");
+    let labels = axis_labels(&screen).expect("an axis");
+    assert_eq!(labels, ["0", "48", "97"], "{screen}");
 }
 
 #[test]
@@ -728,14 +725,8 @@ fn a_one_event_timeline_does_not_repeat_an_event_number_on_its_axis() {
     assert_eq!(v.device().map(|d| d.len()), Some(1));
     for (w, h) in [(80, 24), (120, 40)] {
         let screen = text(draw(&v, w, h).backend().buffer());
-        let axis = axis_labels(&screen).unwrap_or_else(|| panic!("{w}×{h}: an axis: {screen}"));
-        let labels: Vec<&str> = axis
-            .split('│')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        assert_eq!(labels, ["0", "1"], "{w}×{h}: {axis}");
+        let labels = axis_labels(&screen).unwrap_or_else(|| panic!("{w}×{h}: an axis: {screen}"));
+        assert_eq!(labels, ["0", "1"], "{w}×{h}: {screen}");
     }
 }
 

@@ -31,12 +31,38 @@ pub fn run_vramtop(args: &[&str], ld_library_path: Option<&Path>) -> (i32, Strin
     if let Some(dir) = ld_library_path {
         cmd.env("LD_LIBRARY_PATH", dir);
     }
-    let out = cmd.output().expect("the binary runs");
+    outcome(cmd.output().expect("the binary runs"))
+}
+
+/// A finished process's (exit code, stdout, stderr); -1 for a signal.
+pub fn outcome(out: std::process::Output) -> (i32, String, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// [`run_vramtop`] with `input` on the binary's standard input.
+pub fn run_vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .env(
+            "XDG_CONFIG_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vramtop starts");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // A command that refuses early may close its end first.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    outcome(child.wait_with_output().expect("vramtop ends"))
 }
 
 /// `../shared/snapshots/NAME`, or None with a note when it is absent (the
