@@ -537,6 +537,29 @@ fn a_narrow_status_line_keeps_the_marks_and_filters_and_leaves_out_what_does_not
 }
 
 #[test]
+fn on_a_40_column_status_line_the_events_action_outranks_the_marks() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    seek(&mut v, 1);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('M'));
+    let e = v.current_event().expect("after an event");
+    let action = format!(
+        "{} {}",
+        e.action.as_str(),
+        vramtop::ui::format::bytes(e.size)
+    );
+    assert!(status_text(&v).contains("A 1 B 1"));
+    let narrow = status_text_within(&v, 40);
+    assert!(narrow.chars().count() <= 40, "{narrow}");
+    assert!(narrow.contains(&action), "{narrow}");
+    // Where both fit, both stay.
+    let wide = status_text_within(&v, 80);
+    assert!(wide.contains(&action) && wide.contains("A 1 B 1"), "{wide}");
+}
+
+#[test]
 fn a_narrow_status_line_keeps_the_events_action_and_size_before_its_time_and_filters() {
     let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
         return;

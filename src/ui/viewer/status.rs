@@ -58,7 +58,7 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
 
 /// How readily a form of a status part goes when the line is too narrow:
 /// the lowest first. Where the cursor is (its event number, a peak it is
-/// at), the marks, and the event's action and size stay longest: they
+/// at), the event's action and size, then the marks stay longest: they
 /// say what the key pressed did. The filters (also in the breakdown's
 /// title) next; then the longer words of what stays ("(#i)", "peak
 /// alloc" for "pk alloc"); the event's address; the peaks elsewhere; the
@@ -209,8 +209,11 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
             MarkHere::Here(c) => c.to_string(),
             MarkHere::Elsewhere(g) => format!("(on GPU {g})"),
         };
+        // After the event's action in the line, so on a narrow line the
+        // action (what the key stepped to) keeps its room first; setting a
+        // mark says so on the notice line anyway.
         parts.push(Part::one(
-            Keep::Always,
+            Keep::Event,
             format!("A {} B {}", show(v.mark_a), show(v.mark_b)),
         ));
     }
