@@ -580,3 +580,29 @@ fn a_dash_reads_the_snapshot_from_standard_input() {
     assert_eq!(code, 2);
     assert!(err.contains("only one of BEFORE and AFTER"), "{err}");
 }
+
+#[test]
+fn a_block_requesting_more_than_its_size_is_a_finding_and_no_negative_count() {
+    use vramtop::snapshot::capture::snapshot_of;
+    use vramtop::snapshot::write_snapshot_file;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut m = common::workload::model("", 8 << 30);
+    m.malloc(4 << 20, 0).expect("fits");
+    let mut snapshot = snapshot_of(&m, 0);
+    snapshot.device_traces.clear();
+    let segment = &mut snapshot.segments[0];
+    segment.requested_size = None;
+    let live = &mut segment.blocks[0];
+    live.requested_size = live.size * 2;
+    let path = dir.path().join("over.pickle");
+    write_snapshot_file(&snapshot, &path).expect("writes");
+    let path = path.to_str().expect("utf-8 temp path");
+    let (code, out, err) = vramtop(&["replay", path]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("more than its size"), "{out}");
+    let (code, out, err) = vramtop(&["open", "--summary", path]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("B more than the segments"), "{out}");
+    assert!(!flat.contains(" -4"), "no negative count: {out}");
+}

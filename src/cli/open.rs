@@ -218,13 +218,22 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         ),
     );
     if g.unaccounted != 0 {
+        let what = if g.unaccounted > 0 {
+            format!(
+                "{} B of the segments are not covered by their blocks",
+                g.unaccounted
+            )
+        } else {
+            format!(
+                "the figures add up to {} B more than the segments (a requested size over its \
+                 block's size)",
+                g.unaccounted.unsigned_abs()
+            )
+        };
         line_under(
             out,
             "                       ",
-            &format!(
-                "{} B of the segments are not covered by their blocks (not a valid allocator dump)",
-                g.unaccounted
-            ),
+            &format!("{what} (not a valid allocator dump)"),
         );
     }
     let fr = &f.fragmentation;

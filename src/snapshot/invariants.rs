@@ -37,6 +37,9 @@ pub enum FindingKind {
     ActiveSizeMismatch,
     /// `requested_size` ≠ Σ requested sizes of active blocks.
     RequestedSizeMismatch,
+    /// An active block's requested size is more than its size (the
+    /// allocator rounds a request up, never down).
+    RequestedOverSize,
     /// A non-expandable small segment that is not exactly 2 MiB.
     SmallSegmentNot2MiB,
     /// A non-expandable large segment that is not a multiple of 2 MiB.
@@ -118,6 +121,7 @@ fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)
     let mut gaps = Offenders::default();
     let mut unaligned = Offenders::default();
     let mut merged_neighbours = Offenders::default();
+    let mut over_requested = Offenders::default();
     let mut previous_inactive = false;
 
     for (index, block) in segment.blocks.iter().enumerate() {
@@ -154,6 +158,14 @@ fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)
         if block.state.is_active() {
             active += u128::from(block.size);
             requested += u128::from(block.requested_size);
+            if block.requested_size > block.size {
+                over_requested.note(index, || {
+                    format!(
+                        "has requested_size {}, more than its size {}",
+                        block.requested_size, block.size
+                    )
+                });
+            }
         }
     }
 
@@ -171,6 +183,7 @@ fn check_segment(segment: &Segment, report: &mut impl FnMut(FindingKind, String)
         (gaps, FindingKind::NonContiguousBlocks),
         (unaligned, FindingKind::UnalignedBlockSize),
         (merged_neighbours, FindingKind::AdjacentInactiveBlocks),
+        (over_requested, FindingKind::RequestedOverSize),
     ] {
         if let Some(message) = offenders.message() {
             report(kind, message);
@@ -355,5 +368,20 @@ mod tests {
         segment.total_size = 4 << 20;
         segment.is_expandable = true;
         assert_eq!(check_invariants(&snapshot_of(segment)), vec![]);
+    }
+
+    #[test]
+    fn an_active_block_requesting_more_than_its_size_is_a_finding() {
+        let base = 1 << 20;
+        let mut live = block(base, 512, BlockState::ActiveAllocated);
+        live.requested_size = 1024;
+        let segment = small_segment(vec![
+            live,
+            block(base + 512, (2 << 20) - 512, BlockState::Inactive),
+        ]);
+        let findings = check_invariants(&snapshot_of(segment));
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(findings[0].kind, FindingKind::RequestedOverSize);
+        assert!(findings[0].message.contains("more than its size"));
     }
 }

@@ -94,8 +94,10 @@ pub struct Segsum {
     pub total_free: u64,
     /// internal_free / total_free in percent (0 when nothing is free).
     pub internal_percent: f64,
-    /// total_reserved − Σ block sizes: 0 in a real allocator dump (which
-    /// `_memory_viz.py` asserts); not 0 in a broken or hand-made file.
+    /// total_reserved − (total_allocated + internal_free + external_free):
+    /// 0 in a real allocator dump (which `_memory_viz.py` asserts); not 0 in
+    /// a broken or hand-made file (negative when a requested size is more
+    /// than its block's size).
     pub unaccounted: i64,
 }
 
@@ -215,7 +217,9 @@ pub fn figures<'a>(segments: impl IntoIterator<Item = &'a Segment>) -> Figures {
         .total_allocated
         .saturating_add(segsum.internal_free)
         .saturating_add(segsum.external_free);
-    segsum.unaccounted = (i128::from(reserved) - i128::from(covered)) as i64;
+    let unaccounted = i128::from(reserved) - i128::from(covered);
+    segsum.unaccounted =
+        i64::try_from(unaccounted).unwrap_or(if unaccounted < 0 { i64::MIN } else { i64::MAX });
     segsum.total_free = segsum.internal_free.saturating_add(segsum.external_free);
     if segsum.total_free > 0 {
         segsum.internal_percent = segsum.internal_free as f64 * 100.0 / segsum.total_free as f64;
