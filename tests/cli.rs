@@ -605,4 +605,6 @@ fn a_block_requesting_more_than_its_size_is_a_finding_and_no_negative_count() {
     let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains("B more than the segments"), "{out}");
     assert!(!flat.contains(" -4"), "no negative count: {out}");
+    // One free block is one.
+    assert!(flat.contains("free in 1 inactive block,"), "{out}");
 }

@@ -726,8 +726,8 @@ pub fn read_snapshot_arg(
         return Err(crate::snapshot::SnapshotError::Io {
             path: name.to_path_buf(),
             source: std::io::Error::other(
-                "it is a terminal: pipe a snapshot in (vramtop snapshot PID -o - | vramtop open \
-                 --summary -)",
+                "it is a terminal: pipe a snapshot into this command (`vramtop snapshot PID -o \
+                 -` writes one to a pipe)",
             ),
         });
     }

@@ -242,9 +242,9 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
             out,
             "  fragmentation        ",
             &format!(
-                "per GPU, above; in all {} free in {} inactive blocks, {} non-releasable, {} internal",
+                "per GPU, above; in all {} free in {}, {} non-releasable, {} internal",
                 human_bytes(fr.external_free),
-                fr.free_blocks,
+                count(fr.free_blocks, "inactive block", "inactive blocks"),
                 human_bytes(fr.non_releasable),
                 human_bytes(fr.internal_free)
             ),
@@ -257,10 +257,10 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         // A percentage, as the viewer's "frag 60%" and the segsum line's
         // internal share above (`--json` keeps the fraction).
         &format!(
-            "{:.1}%: {} free in {} inactive blocks, largest {}, {} non-releasable, {} internal",
+            "{:.1}%: {} free in {}, largest {}, {} non-releasable, {} internal",
             fr.fragmentation * 100.0,
             human_bytes(fr.external_free),
-            fr.free_blocks,
+            count(fr.free_blocks, "inactive block", "inactive blocks"),
             human_bytes(fr.largest_free_block),
             human_bytes(fr.non_releasable),
             human_bytes(fr.internal_free)

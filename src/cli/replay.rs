@@ -202,10 +202,10 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             ),
         );
         if matches!(r.start, ReplayStart::Reconstructed { .. }) {
-            let _ = writeln!(
+            line_under(
                 out,
-                "                       (no start state the trace allows, of those tried, \
-                 explains this event)"
+                "                       ",
+                "(no start state the trace allows, of those tried, explains this event)",
             );
         }
     }

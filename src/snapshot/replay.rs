@@ -910,8 +910,9 @@ fn finish_report(
     let mut stale_ok = true;
     if mine.len() != real.len() {
         diffs.push(format!(
-            "model has {} segments, snapshot {}",
+            "model has {} segment{}, snapshot {}",
             mine.len(),
+            if mine.len() == 1 { "" } else { "s" },
             real.len()
         ));
     }

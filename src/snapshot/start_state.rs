@@ -589,9 +589,11 @@ impl<'a> LayoutBuilder<'a> {
             build_reservations(start, self.config, choices, &self.live, &mut guessed)?;
         let outside = self.outside;
         if outside > 0 {
-            return Err(format!(
-                "{outside} blocks live at the start of the trace lie outside every segment"
-            ));
+            return Err(if outside == 1 {
+                "1 block live at the start of the trace lies outside every segment".to_string()
+            } else {
+                format!("{outside} blocks live at the start of the trace lie outside every segment")
+            });
         }
         let inferences = describe_choices(start, choices, &reservations);
         Ok(StartLayout {
