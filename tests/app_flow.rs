@@ -514,3 +514,29 @@ fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
         "Ctrl-C quits, it does not type c"
     );
 }
+
+#[test]
+fn a_panel_allocation_between_samples_raises_no_other_gpu_warning() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    f.key(KeyCode::Char('s'));
+    for c in "20GiB".chars() {
+        f.key(KeyCode::Char(c));
+    }
+    f.key(KeyCode::Enter);
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    // The driver's last reading predates the allocation: its used memory
+    // and the allocator's new reserved are of two moments.
+    let screen = f.screen(80, 24);
+    assert!(!screen.contains("exceeds the GPU's used"), "{screen}");
+    // The split stays the one of the reading's moment, before the tensors.
+    assert!(screen.contains("allocated 0 B"), "{screen}");
+    // The next reading includes the allocation, and the split follows it.
+    f.samples(1);
+    let screen = f.screen(80, 24);
+    assert!(!screen.contains("exceeds the GPU's used"), "{screen}");
+    assert!(screen.contains("allocated 60.0 GiB"), "{screen}");
+}

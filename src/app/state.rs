@@ -311,9 +311,45 @@ pub struct GpuState {
     pub reading: GpuReading,
     pub allocator: Option<AllocatorView>,
     pub history: History,
+    /// The allocator view as it was at `reading`, held when the view has
+    /// changed since (the stress panel acted between two driver samples):
+    /// the driver's used memory is compared only with allocator figures of
+    /// its own moment, else a new allocation looks like reserved memory
+    /// the GPU does not have. `None` when `allocator` is of that moment;
+    /// the next sample drops it.
+    #[serde(skip)]
+    pub allocator_at_reading: Option<Option<AllocatorView>>,
 }
 
 impl GpuState {
+    /// The allocator view the driver's reading is compared with: the one
+    /// of the reading's moment.
+    pub fn breakdown_view(&self) -> Option<&AllocatorView> {
+        match &self.allocator_at_reading {
+            Some(held) => held.as_ref(),
+            None => self.allocator.as_ref(),
+        }
+    }
+
+    /// Shows `view` as this GPU's allocator after the reading was taken:
+    /// the panel's previous view, of the reading's moment, is held for the
+    /// breakdown until the next sample.
+    pub fn show_newer_view(&mut self, view: AllocatorView) {
+        if self.allocator.as_ref() == Some(&view) {
+            return;
+        }
+        // Another allocator taking the GPU over is not a change the reading
+        // missed, and a view of its own device compares with nothing here.
+        let same_allocator = self
+            .allocator
+            .as_ref()
+            .is_some_and(|a| a.pid == view.pid && a.source == view.source);
+        if same_allocator && view.device_memory.is_none() && self.allocator_at_reading.is_none() {
+            self.allocator_at_reading = Some(self.allocator.take());
+        }
+        self.allocator = Some(view);
+    }
+
     pub fn sample(&self) -> Option<&GpuSample> {
         self.reading.sample()
     }
@@ -736,6 +772,7 @@ impl AppState {
                 reading,
                 allocator,
                 history,
+                allocator_at_reading: None,
             });
         }
         self.gpus = next;

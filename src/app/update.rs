@@ -163,7 +163,9 @@ fn pick_scenario(state: &mut AppState, key: KeyEvent) -> Effect {
 }
 
 /// Shows the stress allocator as its GPU's allocator while the panel is
-/// open, so the breakdown, fragmentation and segment panes follow it.
+/// open, so the breakdown, fragmentation and segment panes follow it (the
+/// breakdown once a driver sample has seen it: see
+/// `GpuState::allocator_at_reading`).
 pub fn show_stress_view(state: &mut AppState) {
     if !state.ui.stress_open {
         return;
@@ -172,7 +174,7 @@ pub fn show_stress_view(state: &mut AppState) {
         return;
     };
     if let Some(g) = state.gpus.iter_mut().find(|g| g.index() == gpu) {
-        g.allocator = Some(view.clone());
+        g.show_newer_view(view.clone());
     }
 }
 

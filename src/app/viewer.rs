@@ -351,6 +351,7 @@ impl ViewerState {
                 )),
                 allocator: None,
                 history: History::default(),
+                allocator_at_reading: None,
             })
             .collect();
         app.ui.focus = Pane::Segments;

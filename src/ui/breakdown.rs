@@ -80,18 +80,19 @@ impl<'a> BreakdownPane<'a> {
             ));
             return body;
         };
+        // The allocator figures of the reading's moment: a panel action
+        // since waits for the next reading.
+        let view = gpu.breakdown_view();
         // The allocator's own device, when it has one (the stress panel's
         // scenario device), is what the breakdown splits.
-        let (total, used) = gpu
-            .allocator
-            .as_ref()
+        let (total, used) = view
             .and_then(|a| a.device_memory)
             .unwrap_or((total, used.min(total)));
         body.total = total;
-        let split = breakdown(sample, gpu.allocator.as_ref());
+        let split = breakdown(sample, view);
         // Columns between legend items (the compact legend may narrow it).
         let mut gap = if compact { 2 } else { 3 };
-        let items = match (split, gpu.allocator.as_ref()) {
+        let items = match (split, view) {
             // The figures as they are, never a clamped split that looks real.
             (Some(b), Some(a)) if b.reserved_over_used.is_some() => {
                 body.bar = vec![
@@ -225,7 +226,7 @@ impl<'a> BreakdownPane<'a> {
         lines.splice(0..0, std::mem::take(&mut body.lines));
         body.lines = lines;
         // Unknown totals (a probe's nulls) warn about nothing.
-        if let Some(a) = gpu.allocator.as_ref().filter(|a| a.knows_totals())
+        if let Some(a) = view.filter(|a| a.knows_totals())
             && let Some(advice) = cached_free_advice(
                 a.allocated(),
                 a.reserved(),
