@@ -2912,6 +2912,17 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
         OomAdvice::SmallPoolOnly {
             stranded: 100 * MIB,
         },
+        OomAdvice::TryVariant {
+            reusable: 400 * MIB,
+            presses: 1,
+        },
+        OomAdvice::TryVariant {
+            reusable: 400 * MIB,
+            presses: 2,
+        },
+        OomAdvice::NoVariantSets {
+            reusable: 400 * MIB,
+        },
     ];
     let moved = keymap_on_f_keys();
     for advice in every {
@@ -3186,4 +3197,54 @@ fn at_80_columns_the_title_keeps_the_settings_of_a_scenario_device() {
     let title = wide.lines().next().unwrap_or_default();
     assert!(title.contains("as in vramtop scenario"), "{title}");
     assert!(title.contains("expandable_segments:True"), "{title}");
+}
+
+#[test]
+fn in_a_scenario_the_oom_advice_tries_settings_with_the_variant_that_sets_them() {
+    use vramtop::app::stress::OomAdvice;
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    for _ in 0..4 {
+        drive(&mut p, &mut exec, StressAction::ScenarioStep);
+    }
+    assert!(p.oom.is_some(), "the 2 GiB tensor runs out of memory");
+    let said = words(p.oom_advice()).join("\n");
+    // The settings field would replace the allocator the steps run on.
+    assert!(!said.contains("press S"), "{said}");
+    assert!(
+        said.contains("(press N: the next variant sets them)"),
+        "{said}"
+    );
+    // And N does run a variant with those settings.
+    drive(&mut p, &mut exec, StressAction::ScenarioNextVariant);
+    assert!(
+        p.settings.contains("expandable_segments:True"),
+        "{}",
+        p.settings
+    );
+
+    // Variants further on take as many presses; none at all says what
+    // to do instead.
+    let mut run = p.scenario.clone().expect("a scenario");
+    let reusable = 400 * MIB;
+    let try_settings = OomAdvice::TrySettings { reusable };
+    run.variant = 2;
+    assert_eq!(
+        run.advice_here(try_settings),
+        OomAdvice::TryVariant {
+            reusable,
+            presses: 2
+        },
+        "from max_split_size the next one that sets other settings is two away"
+    );
+    for v in &mut run.scenario.variants {
+        v.alloc_conf.clear();
+    }
+    let none = run.advice_here(try_settings);
+    assert_eq!(none, OomAdvice::NoVariantSets { reusable });
+    let said = words(vec![none]).join("");
+    assert!(
+        said.ends_with("(u leaves the scenario, then S sets them)"),
+        "{said}"
+    );
 }

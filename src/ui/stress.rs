@@ -788,6 +788,35 @@ pub fn oom_advice_text(advice: OomAdvice, keymap: &Keymap) -> String {
                 b(reusable)
             )
         }
+        OomAdvice::TryVariant { reusable, presses } => {
+            let try_it = match (keys.first(), presses) {
+                (Some(key), 1) => format!(" (press {key}: the next variant sets them)"),
+                (Some(key), n) => {
+                    format!(" (press {key} {n} times for the variant that sets them)")
+                }
+                (None, _) => String::new(),
+            };
+            format!(
+                "expandable_segments:True or max_split_size_mb would let {} of it be \
+                 reused{try_it}",
+                b(reusable)
+            )
+        }
+        OomAdvice::NoVariantSets { reusable } => {
+            // The settings field outside the scenario, keys first: they
+            // are what to do.
+            let try_it = match keys.as_slice() {
+                [leave, settings] => {
+                    format!(" ({leave} leaves the scenario, then {settings} sets them)")
+                }
+                _ => String::new(),
+            };
+            format!(
+                "expandable_segments:True or max_split_size_mb would let {} of it be \
+                 reused; no variant of this scenario sets them{try_it}",
+                b(reusable)
+            )
+        }
         OomAdvice::HolesTooSmall { stranded, request } => format!(
             "no setting makes room of the large pool's {}: its holes between live tensors are \
              too small or too few for {}; freeing the tensors beside them does",

@@ -273,6 +273,15 @@ pub enum OomAdvice {
     /// `reusable` bytes of the stranded memory be reused: the settings
     /// field is the way to try.
     TrySettings { reusable: u64 },
+    /// [`OomAdvice::TrySettings`] in a scenario: the settings field would
+    /// start a fresh allocator and leave the scenario's steps behind, so
+    /// the way to try is the scenario's variant that sets them, `presses`
+    /// of the next-variant key away.
+    TryVariant { reusable: u64, presses: usize },
+    /// [`OomAdvice::TrySettings`] in a scenario none of whose variants
+    /// sets them: they can only be tried on the panel's own tensors, out
+    /// of the scenario.
+    NoVariantSets { reusable: u64 },
     /// No setting makes room of the large pool's `stranded` bytes: its
     /// holes between live tensors are too small or too few for `request`.
     HolesTooSmall { stranded: u64, request: u64 },
@@ -291,6 +300,8 @@ impl OomAdvice {
                 &[S::FreeSelected, S::FreeOldest, S::FreeRandom, S::FreeAll]
             }
             OomAdvice::TrySettings { .. } => &[S::TypeSettings],
+            OomAdvice::TryVariant { .. } => &[S::ScenarioNextVariant],
+            OomAdvice::NoVariantSets { .. } => &[S::UnloadScenario, S::TypeSettings],
             _ => &[],
         }
     }

@@ -597,7 +597,7 @@ impl StressPanel {
 
     /// The OOM advice for the current figures (empty without an OOM).
     pub fn oom_advice(&self) -> Vec<OomAdvice> {
-        match (&self.oom, &self.view) {
+        let advice = match (&self.oom, &self.view) {
             (Some(oom), Some(view)) => oom_advice(
                 &view.layout,
                 &self.settings,
@@ -605,6 +605,10 @@ impl StressPanel {
                 self.figures.reserved,
             ),
             _ => Vec::new(),
+        };
+        match &self.scenario {
+            Some(run) => advice.into_iter().map(|a| run.advice_here(a)).collect(),
+            None => advice,
         }
     }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::scenario::{self, Action as ScenarioAction, Scenario};
 
-use super::{KeyUse, PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
+use super::{KeyUse, OomAdvice, PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
 
 /// The list of built-in scenarios while it is open (`n`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,6 +53,31 @@ pub enum ScenarioStop {
 }
 
 impl ScenarioRun {
+    /// `advice` as it applies in this scenario: settings are tried by the
+    /// next variant that sets `expandable_segments:True` or
+    /// `max_split_size_mb` (other than the settings that ran out of
+    /// memory), not by the settings field, which replaces the allocator
+    /// the steps run on.
+    pub fn advice_here(&self, advice: OomAdvice) -> OomAdvice {
+        let OomAdvice::TrySettings { reusable } = advice else {
+            return advice;
+        };
+        let variants = &self.scenario.variants;
+        let now = variants.get(self.variant).map(|v| v.alloc_conf.as_str());
+        let sets = |conf: &str| {
+            conf.contains("expandable_segments:True") || conf.contains("max_split_size_mb")
+        };
+        (1..variants.len())
+            .find(|k| {
+                variants
+                    .get((self.variant + k) % variants.len())
+                    .is_some_and(|v| sets(&v.alloc_conf) && Some(v.alloc_conf.as_str()) != now)
+            })
+            .map_or(OomAdvice::NoVariantSets { reusable }, |presses| {
+                OomAdvice::TryVariant { reusable, presses }
+            })
+    }
+
     /// The variant's name.
     pub fn variant_name(&self) -> &str {
         &self.scenario.variants[self.variant].name
