@@ -3248,3 +3248,34 @@ fn in_a_scenario_the_oom_advice_tries_settings_with_the_variant_that_sets_them()
         "{said}"
     );
 }
+
+#[test]
+fn every_short_name_of_the_narrow_compare_table_is_defined_in_the_help() {
+    use vramtop::app::state::Overlay;
+    use vramtop::app::stress::COMPARE_NAMES;
+    let mut state = stress_screen();
+    let screen = screen_text(&state, 80, 24);
+    let lines: Vec<&str> = screen.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.contains("figure") && l.contains('Δ'))
+        .expect("the compare header");
+    let table = lines[header + 1..].join("\n");
+    let shortened: Vec<_> = COMPARE_NAMES.iter().filter(|n| n.short != n.full).collect();
+    for n in &shortened {
+        assert!(table.contains(n.short), "{} is shown: {screen}", n.short);
+        assert!(!table.contains(n.full), "{} is shortened: {screen}", n.full);
+    }
+    // One column (below 70) and tall enough for every row: the help's
+    // text read as one paragraph.
+    state.ui.overlay = Overlay::Help;
+    let help = screen_text(&state, 60, 200)
+        .lines()
+        .map(|l| l.trim_matches(|c: char| c == '"' || c == '│' || c.is_whitespace()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for n in shortened {
+        let defined = format!("{} for {}", n.short, n.full);
+        assert!(help.contains(&defined), "{defined}: {help}");
+    }
+}

@@ -14,6 +14,7 @@ use super::timeline::LegendName;
 use super::viewer::LEGEND_NAMES;
 use crate::app::keymap::{Action, Keymap};
 use crate::app::state::StressView;
+use crate::app::stress::{COMPARE_NAMES, FigureName};
 
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
@@ -67,7 +68,7 @@ pub const DEFINITIONS: [(&str, &str); 16] = [
         "a process's allocated / reserved, where its allocator is seen (probe, simulation).",
     ),
     (
-        "inactive split (split free)",
+        "inactive split",
         "free blocks in segments that also hold others: reused only by requests that fit.",
     ),
     ("pt", "percentage points: the change of a percentage."),
@@ -84,7 +85,7 @@ pub const DASHBOARD_ONLY: [&str; 6] = [
     "free",
     "dropped",
     "alloc/res",
-    "inactive split (split free)",
+    "inactive split",
     "pt",
 ];
 
@@ -127,6 +128,28 @@ fn legend_short_words(names: &[LegendName]) -> Option<(String, String)> {
     Some((
         words.join(", "),
         format!("in a narrow timeline legend: {}.", meanings.join(", ")),
+    ))
+}
+
+/// The definition of the short row names of the stress panel's narrow
+/// compare table, from the names it takes them from: the short names as
+/// the term and what each stands for; `None` when no row is shortened.
+fn compare_short_names(names: &[FigureName]) -> Option<(String, String)> {
+    let shortened: Vec<&FigureName> = names.iter().filter(|n| n.short != n.full).collect();
+    if shortened.is_empty() {
+        return None;
+    }
+    let words: Vec<&str> = shortened.iter().map(|n| n.short).collect();
+    let meanings: Vec<String> = shortened
+        .iter()
+        .map(|n| format!("{} for {}", n.short, n.full))
+        .collect();
+    Some((
+        words.join(", "),
+        format!(
+            "in the stress panel's compare table below 90 columns: {}.",
+            meanings.join(", ")
+        ),
     ))
 }
 
@@ -317,20 +340,21 @@ impl<'a> HelpOverlay<'a> {
         )];
         // A snapshot has no driver figures: the words about the driver's
         // used memory belong to the dashboard's help only.
-        let viewer_only: Vec<(String, String)> = if self.viewer {
+        let own_words: Vec<(String, String)> = if self.viewer {
             VIEWER_DEFINITIONS
                 .iter()
                 .map(|&(t, m)| (t.to_string(), m.to_string()))
                 .chain(legend_short_words(&LEGEND_NAMES))
                 .collect()
         } else {
-            Vec::new()
+            // The stress panel is the dashboard's.
+            compare_short_names(&COMPARE_NAMES).into_iter().collect()
         };
         let shown = DEFINITIONS
             .into_iter()
             .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term))
             .map(|(t, m)| (t.to_string(), m.to_string()))
-            .chain(viewer_only);
+            .chain(own_words);
         let glyphs = theme.glyphs();
         for (term, meaning) in shown {
             // "▚ pending free": the glyph the map draws, in this theme.

@@ -588,11 +588,7 @@ impl<'a> StressPane<'a> {
             t.header,
         )];
         let cell = |r: &CompareRow| {
-            self.compare_cell(
-                r,
-                short_label(r.name),
-                (TWO_UP_LABEL, TWO_UP_VALUE, TWO_UP_DELTA),
-            )
+            self.compare_cell(r, r.short, (TWO_UP_LABEL, TWO_UP_VALUE, TWO_UP_DELTA))
         };
         let left_n = rows.len().div_ceil(2);
         let (left, right) = rows.split_at(left_n);
@@ -865,17 +861,6 @@ fn wrapped(text: &str, width: u16, rows: usize, style: Style) -> Vec<Line<'stati
         }
     }
     lines.into_iter().map(|l| Line::styled(l, style)).collect()
-}
-
-/// A compare figure's name in at most [`TWO_UP_LABEL`] columns, for the
-/// two-up view.
-fn short_label(name: &str) -> &str {
-    match name {
-        "inactive split" => "split free",
-        "largest free block" => "max free",
-        "fragmentation" => "fragmented",
-        other => other,
-    }
 }
 
 /// A figure in its unit.

@@ -70,10 +70,38 @@ pub enum FigureUnit {
     BasisPoints,
 }
 
+/// A compare row's name in full and in the fewer columns of the two-up
+/// view (a panel narrower than 90 columns): the one table both the view
+/// and the help's definitions of the short names read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FigureName {
+    pub full: &'static str,
+    /// At most 11 columns.
+    pub short: &'static str,
+}
+
+/// The compare view's row names, in its order.
+pub const COMPARE_NAMES: [FigureName; 7] = {
+    const fn n(full: &'static str, short: &'static str) -> FigureName {
+        FigureName { full, short }
+    }
+    [
+        n("allocated", "allocated"),
+        n("reserved", "reserved"),
+        n("driver used", "driver used"),
+        n("segments", "segments"),
+        n("inactive split", "split free"),
+        n("largest free block", "max free"),
+        n("fragmentation", "fragmented"),
+    ]
+};
+
 /// One row of the compare view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct CompareRow {
     pub name: &'static str,
+    /// The name in the two-up view ([`FigureName::short`]).
+    pub short: &'static str,
     pub unit: FigureUnit,
     pub a: u64,
     pub b: u64,
@@ -86,29 +114,29 @@ impl CompareRow {
     }
 }
 
-/// The compare view's rows, in the order.
+/// The compare view's rows, named from [`COMPARE_NAMES`].
 pub fn compare_rows(a: &Figures, b: &Figures) -> Vec<CompareRow> {
-    let row = |name, unit, f: fn(&Figures) -> u64| CompareRow {
-        name,
-        unit,
-        a: f(a),
-        b: f(b),
-    };
-    vec![
-        row("allocated", FigureUnit::Bytes, |f| f.allocated),
-        row("reserved", FigureUnit::Bytes, |f| f.reserved),
-        row("driver used", FigureUnit::Bytes, |f| f.driver_used),
-        row("segments", FigureUnit::Count, |f| f.segments),
-        row("inactive split", FigureUnit::Bytes, |f| {
-            f.inactive_split_bytes
-        }),
-        row("largest free block", FigureUnit::Bytes, |f| {
-            f.largest_free_block
-        }),
-        row("fragmentation", FigureUnit::BasisPoints, |f| {
-            f.fragmentation_bp
-        }),
-    ]
+    type Figure = (FigureUnit, fn(&Figures) -> u64);
+    let figures: [Figure; 7] = [
+        (FigureUnit::Bytes, |f| f.allocated),
+        (FigureUnit::Bytes, |f| f.reserved),
+        (FigureUnit::Bytes, |f| f.driver_used),
+        (FigureUnit::Count, |f| f.segments),
+        (FigureUnit::Bytes, |f| f.inactive_split_bytes),
+        (FigureUnit::Bytes, |f| f.largest_free_block),
+        (FigureUnit::BasisPoints, |f| f.fragmentation_bp),
+    ];
+    COMPARE_NAMES
+        .iter()
+        .zip(figures)
+        .map(|(n, (unit, f))| CompareRow {
+            name: n.full,
+            short: n.short,
+            unit,
+            a: f(a),
+            b: f(b),
+        })
+        .collect()
 }
 
 /// One bucket of the compare view's free-block histogram difference.
