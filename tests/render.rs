@@ -1159,3 +1159,84 @@ fn the_timeline_axes_use_one_time_style_and_label_every_value_with_its_unit() {
     assert!(drawn.contains("0 B    │"), "the zero has its unit: {drawn}");
     assert!(drawn.contains("0.6 GiB│"), "the middle too: {drawn}");
 }
+
+/// Every row the help shows at `w`×`h`, scrolled from its top to its end,
+/// as text; `stress` and `viewer` as `HelpOverlay` takes them.
+fn all_help_rows(stress: bool, viewer: bool, w: u16, h: u16) -> Vec<String> {
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let limit = std::cell::Cell::new(0);
+    let area = Rect::new(0, 0, w, h);
+    let mut rows = Vec::new();
+    let mut scroll = 0;
+    loop {
+        let mut buf = Buffer::empty(area);
+        ui::HelpOverlay::new(&keymap, &theme)
+            .with_stress(stress)
+            .with_viewer(viewer)
+            .with_scroll(scroll)
+            .with_scroll_limit(&limit)
+            .render(area, &mut buf);
+        rows.extend(text(&buf).lines().map(str::to_string));
+        if scroll >= limit.get() {
+            return rows;
+        }
+        scroll += 1;
+    }
+}
+
+#[test]
+fn every_help_row_keeps_a_space_between_its_keys_and_its_text() {
+    // The keys' column is one for every section: sized from one list
+    // only, a wider key list of another ran into its text ("Esc Enter
+    // cclose the comparison").
+    let keymap = Keymap::default();
+    let owned = |rows: Vec<(&'static str, &'static str)>| -> Vec<(&'static str, String)> {
+        rows.into_iter().map(|(k, w)| (k, w.to_string())).collect()
+    };
+    let dashboard = owned(keymap.help_rows().iter().map(|r| (r.0, r.1)).collect());
+    let stress: Vec<(&str, String)> = keymap
+        .stress_help_rows(vramtop::app::state::StressView::Panel)
+        .into_iter()
+        .map(|(k, w)| (k, w.into_owned()))
+        .chain(owned(
+            keymap
+                .help_rows_beside_stress()
+                .iter()
+                .map(|r| (r.0, r.1))
+                .collect(),
+        ))
+        .collect();
+    let viewer = owned(
+        keymap
+            .viewer_help_rows()
+            .into_iter()
+            .chain(keymap.detail_help_rows())
+            .chain(keymap.compare_help_rows())
+            .collect(),
+    );
+    for (name, stress, viewer, keys) in [
+        ("dashboard", false, false, dashboard),
+        ("stress panel", true, false, stress),
+        ("viewer", false, true, viewer),
+    ] {
+        for (w, h) in [(80, 24), (120, 40)] {
+            let rows = all_help_rows(stress, viewer, w, h);
+            for (keys, what) in &keys {
+                let first_word = what.split_whitespace().next().unwrap_or_default();
+                // The keys, at least one space, then the text's first word.
+                let apart = rows.iter().any(|row| {
+                    row.match_indices(keys).any(|(at, _)| {
+                        let after = &row[at + keys.len()..];
+                        after.starts_with(' ') && after.trim_start().starts_with(first_word)
+                    })
+                });
+                assert!(
+                    apart,
+                    "{name} help at {w}x{h}: {keys:?} and {what:?} not apart:\n{}",
+                    rows.join("\n")
+                );
+            }
+        }
+    }
+}

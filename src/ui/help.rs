@@ -1,6 +1,7 @@
 //! The help overlay: the keys, generated from the keymap (so it cannot
 //! drift from what the keys do), and what the dashboard's words mean.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 
 use ratatui::buffer::Buffer;
@@ -158,6 +159,9 @@ const TWO_COLUMNS_WIDTH: u16 = 70;
 /// The widest the popup gets (columns).
 const MAX_WIDTH: u16 = 110;
 
+/// A heading of the help's keys and its rows: (keys, what they do).
+type KeySection = (String, Vec<(&'static str, Cow<'static, str>)>);
+
 /// The help overlay of one frame, drawn over the panes.
 pub struct HelpOverlay<'a> {
     keymap: &'a Keymap,
@@ -240,13 +244,94 @@ impl<'a> HelpOverlay<'a> {
         self
     }
 
-    /// Key lines grouped by where they apply: everywhere first, then one
-    /// heading per pane; a description wider than `width` columns wraps
+    /// Key sections in the order shown, each a heading and its rows
+    /// (keys, what they do): the viewer's own, its block detail's and its
+    /// comparison's; or the dashboard's, everywhere first, then one
+    /// heading per pane, after the stress panel's while it is open.
+    fn key_sections(&self) -> Vec<KeySection> {
+        if self.viewer {
+            // Opened from the dashboard, quitting goes back there, in the
+            // block detail too.
+            let quit_words = |rows: Vec<(&'static str, &'static str)>| {
+                rows.into_iter()
+                    .map(|(keys, what)| {
+                        if self.quit_returns && what == Action::Quit.describe() {
+                            (keys, Cow::Borrowed("back to the dashboard"))
+                        } else {
+                            (keys, Cow::Borrowed(what))
+                        }
+                    })
+                    .collect()
+            };
+            return vec![
+                (
+                    "In the snapshot viewer".to_string(),
+                    quit_words(self.keymap.viewer_help_rows()),
+                ),
+                (
+                    "In the block detail (Enter)".to_string(),
+                    quit_words(self.keymap.detail_help_rows()),
+                ),
+                (
+                    "In the A/B comparison (c)".to_string(),
+                    quit_words(self.keymap.compare_help_rows()),
+                ),
+            ];
+        }
+        // With the panel open its keys come first: the dashboard's rows
+        // for keys it takes would name what those keys no longer do.
+        let rows = if self.stress {
+            self.keymap.help_rows_beside_stress()
+        } else {
+            self.keymap.help_rows()
+        };
+        let mut sections = Vec::new();
+        if self.stress {
+            sections.push((
+                "In the stress panel".to_string(),
+                self.keymap.stress_help_rows(self.stress_view),
+            ));
+        }
+        let mut groups: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !groups.contains(&r.2) {
+                groups.push(r.2);
+            }
+        }
+        for group in groups {
+            let heading = if group == "everywhere" {
+                "Keys".to_string()
+            } else {
+                format!("In {group}")
+            };
+            let group_rows = rows
+                .iter()
+                .filter(|r| r.2 == group)
+                .map(|&(keys, what, _)| (keys, Cow::Borrowed(what)))
+                .collect();
+            sections.push((heading, group_rows));
+        }
+        sections
+    }
+
+    /// Key lines grouped by where they apply, a blank line between the
+    /// viewer's sections; a description wider than `width` columns wraps
     /// under itself, past the keys' column.
     fn key_lines(&self, width: u16) -> Vec<Line<'static>> {
         let theme = self.theme;
-        let row = |keys: &str, what: &str, key_w: usize| -> Vec<Line<'static>> {
-            let room = usize::from(width).saturating_sub(key_w);
+        let sections = self.key_sections();
+        // One keys' column for every section, as wide as the widest keys
+        // of any (the comparison's "Esc Enter c" is wider than any of the
+        // viewer's own), and two columns more, so keys never run into
+        // their text.
+        let key_w = sections
+            .iter()
+            .flat_map(|(_, rows)| rows.iter().map(|r| r.0.chars().count()))
+            .max()
+            .unwrap_or(0)
+            + 2;
+        let room = usize::from(width).saturating_sub(key_w);
+        let row = |keys: &str, what: &str| -> Vec<Line<'static>> {
             let parts = if what.chars().count() <= room {
                 vec![what.to_string()]
             } else {
@@ -264,64 +349,16 @@ impl<'a> HelpOverlay<'a> {
                 })
                 .collect()
         };
-        // With the panel open its keys come first: the dashboard's rows
-        // for keys it takes would name what those keys no longer do.
-        let rows = if self.stress {
-            self.keymap.help_rows_beside_stress()
-        } else {
-            self.keymap.help_rows()
-        };
-        let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
-        let mut groups: Vec<&str> = Vec::new();
-        for r in &rows {
-            if !groups.contains(&r.2) {
-                groups.push(r.2);
-            }
-        }
         let mut lines = Vec::new();
-        if self.viewer {
-            let rows = self.keymap.viewer_help_rows();
-            let key_w = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 2;
-            lines.push(Line::styled("In the snapshot viewer", theme.header));
-            // Opened from the dashboard, quitting goes back there, in the
-            // block detail too.
-            let quit_words = |what: &'static str| {
-                if self.quit_returns && what == Action::Quit.describe() {
-                    "back to the dashboard"
-                } else {
-                    what
-                }
-            };
-            for (keys, what) in rows {
-                lines.extend(row(keys, quit_words(what), key_w));
+        for (i, (heading, rows)) in sections.into_iter().enumerate() {
+            // The viewer's sections are separate screens' keys: a blank
+            // line apart. The dashboard's follow one another.
+            if self.viewer && i > 0 {
+                lines.push(Line::raw(""));
             }
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("In the block detail (Enter)", theme.header));
-            for (keys, what) in self.keymap.detail_help_rows() {
-                lines.extend(row(keys, quit_words(what), key_w));
-            }
-            lines.push(Line::raw(""));
-            lines.push(Line::styled("In the A/B comparison (c)", theme.header));
-            for (keys, what) in self.keymap.compare_help_rows() {
-                lines.extend(row(keys, quit_words(what), key_w));
-            }
-            return lines;
-        }
-        if self.stress {
-            lines.push(Line::styled("In the stress panel", theme.header));
-            for (keys, what) in self.keymap.stress_help_rows(self.stress_view) {
-                lines.extend(row(keys, &what, key_w));
-            }
-        }
-        for group in groups {
-            let heading = if group == "everywhere" {
-                "Keys".to_string()
-            } else {
-                format!("In {group}")
-            };
             lines.push(Line::styled(heading, theme.header));
-            for (keys, what, _) in rows.iter().filter(|r| r.2 == group) {
-                lines.extend(row(keys, what, key_w));
+            for (keys, what) in rows {
+                lines.extend(row(keys, &what));
             }
         }
         lines
