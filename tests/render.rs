@@ -717,6 +717,65 @@ fn timeline_marks_empty_cache_and_oom_events() {
 }
 
 #[test]
+fn in_a_two_or_three_row_chart_the_dashboards_marks_are_drawn_over_the_lines_full_height() {
+    let (_cluster, mut state) = training(1);
+    let now = state.now_ms;
+    let history = &mut state.gpus[0].history;
+    // Where the lines are: the trainer's memory is up 8 s before the end.
+    history.mark(Marker {
+        t_ms: now - 8_000,
+        kind: MarkerKind::Oom,
+    });
+    history.mark(Marker {
+        t_ms: now - 4_000,
+        kind: MarkerKind::EmptyCache,
+    });
+    for ascii in [false, true] {
+        let theme = Theme::colored().with_ascii(ascii);
+        let (oom, release) = if ascii { ('!', '|') } else { ('┃', '┊') };
+        for h in [6, 7] {
+            let screen = text(
+                draw_widget(TimelinePane::new(&state, &theme), 70, h)
+                    .backend()
+                    .buffer(),
+            );
+            // Between the title and the x axis; the y axis's labels and
+            // line are left of the plot.
+            let plot: Vec<Vec<char>> = screen
+                .lines()
+                .skip(1)
+                .take_while(|l| !l.contains('└') && !l.contains("+--"))
+                .map(|l| {
+                    l.chars()
+                        .skip_while(|&c| c != '│' && c != '|')
+                        .skip(1)
+                        .collect()
+                })
+                .collect();
+            assert!(
+                (2..=3).contains(&plot.len()),
+                "height {h}: a chart of {} rows: {screen}",
+                plot.len()
+            );
+            for mark in [oom, release] {
+                let width = plot.iter().map(Vec::len).max().unwrap_or(0);
+                let columns: Vec<usize> = (0..width)
+                    .filter(|&x| plot.iter().any(|row| row.get(x) == Some(&mark)))
+                    .collect();
+                assert!(!columns.is_empty(), "height {h}: no {mark}: {screen}");
+                for x in columns {
+                    assert!(
+                        plot.iter().all(|row| row.get(x) == Some(&mark)),
+                        "height {h}, ascii {ascii}: the {mark} column {x} is broken by a line: \
+                         {screen}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn paused_timeline_says_so_and_ends_at_the_pause() {
     let (_cluster, mut state) = training(1);
     state.ui.paused = true;

@@ -293,6 +293,38 @@ pub(super) fn dataset<'d>(
         .data(data)
 }
 
+/// A timeline chart's datasets in the order they are drawn, each over the
+/// ones before it: `lines`, then the marks (`releases`, the points of the
+/// empty_cache marks, and `ooms`, the OOMs'), then `on_top` (the viewer's
+/// cursor). The marks come after the lines: in a chart of two or three
+/// rows nearly every cell of a mark's column is also a line's, and an OOM
+/// drawn first was lost under them. The dashboard's chart and the
+/// viewer's share this order.
+pub(super) fn layered_datasets<'d>(
+    lines: Vec<Dataset<'d>>,
+    releases: &'d [(f64, f64)],
+    ooms: &'d [(f64, f64)],
+    on_top: Option<Dataset<'d>>,
+    theme: &Theme,
+) -> Vec<Dataset<'d>> {
+    let g = theme.glyphs();
+    let mut datasets = lines;
+    datasets.push(dataset(
+        GraphType::Scatter,
+        g.release_mark,
+        theme.marker_release,
+        releases,
+    ));
+    datasets.push(dataset(
+        GraphType::Scatter,
+        g.oom_mark,
+        theme.marker_oom,
+        ooms,
+    ));
+    datasets.extend(on_top);
+    datasets
+}
+
 impl Widget for TimelinePane<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = self.theme;
@@ -473,32 +505,19 @@ impl Widget for TimelinePane<'_> {
         let release_points = column(MarkerKind::EmptyCache);
         let oom_points = column(MarkerKind::Oom);
 
-        let mut datasets = vec![
-            dataset(
-                GraphType::Scatter,
-                g.release_mark,
-                theme.marker_release,
-                &release_points,
-            ),
-            dataset(
-                GraphType::Scatter,
-                g.oom_mark,
-                theme.marker_oom,
-                &oom_points,
-            ),
-        ];
-        // One line per run, so that gaps stay gaps; allocated drawn last,
-        // on top.
-        let lines = [
+        // One line per run, so that gaps stay gaps; allocated drawn last
+        // of the lines, on top of them.
+        let mut lines = Vec::new();
+        for (series, marker, style) in [
             (&driver, g.series_driver, theme.context),
             (&reserved, g.series_reserved, theme.cached_free),
             (&allocated, g.series_allocated, theme.allocated),
-        ];
-        for (series, marker, style) in lines {
+        ] {
             for run in &series.runs {
-                datasets.push(dataset(GraphType::Line, marker, style, run));
+                lines.push(dataset(GraphType::Line, marker, style, run));
             }
         }
+        let datasets = layered_datasets(lines, &release_points, &oom_points, None, theme);
         let half = window_s / 2;
         let right_label = if ui.paused { "paused" } else { "now" };
         let x_labels = vec![

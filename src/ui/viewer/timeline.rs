@@ -17,7 +17,8 @@ use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
     ALLOCATED, EMPTY_CACHE, LegendName, MIN_SCALE_BYTES, OOM, RESERVED, byte_axis_labels, dataset,
-    legend_room, nice_ceiling, values_instead_of_chart, vertical_line, with_mark_legend,
+    layered_datasets, legend_room, nice_ceiling, values_instead_of_chart, vertical_line,
+    with_mark_legend,
 };
 
 /// The cursor's mark, one word however narrow the legend.
@@ -193,33 +194,33 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let release_pts = column(at(MarkKind::EmptyCache));
     let cursor_pts = column(vec![cursor as f64]);
     let cursor_marker = Marker::Custom(g.timeline_cursor);
-    // Each dataset is drawn over the ones before it. The marks come after
-    // the lines: in a chart of two or three rows nearly every cell of a
-    // mark's column is also a line's, and an OOM drawn first was lost
-    // under them. The cursor comes last: where it is on a mark, the
-    // status line names the event.
-    let datasets = vec![
-        dataset(
-            GraphType::Line,
-            g.series_reserved,
-            theme.cached_free,
-            &reserved_pts,
-        ),
-        dataset(
-            GraphType::Line,
-            g.series_allocated,
-            theme.allocated,
-            &allocated_pts,
-        ),
-        dataset(
+    // The cursor on top: where it is on a mark, the status line names the
+    // event.
+    let datasets = layered_datasets(
+        vec![
+            dataset(
+                GraphType::Line,
+                g.series_reserved,
+                theme.cached_free,
+                &reserved_pts,
+            ),
+            dataset(
+                GraphType::Line,
+                g.series_allocated,
+                theme.allocated,
+                &allocated_pts,
+            ),
+        ],
+        &release_pts,
+        &oom_pts,
+        Some(dataset(
             GraphType::Scatter,
-            g.release_mark,
-            theme.marker_release,
-            &release_pts,
-        ),
-        dataset(GraphType::Scatter, g.oom_mark, theme.marker_oom, &oom_pts),
-        dataset(GraphType::Scatter, cursor_marker, theme.key, &cursor_pts),
-    ];
+            cursor_marker,
+            theme.key,
+            &cursor_pts,
+        )),
+        theme,
+    );
     let chart = Chart::new(datasets)
         .x_axis(
             Axis::default()
