@@ -851,3 +851,34 @@ fn the_function_grouping_names_a_cpp_function_as_the_other_groupings_do() {
     assert!(screen.contains("DivBackward0::apply (C++)"), "{screen}");
     assert!(!screen.contains("autograd::generated"), "{screen}");
 }
+
+/// The first byte figure in `line` written without the space before its
+/// unit ("3.52GiB"), if any.
+fn packed_figure(line: &str) -> Option<&str> {
+    line.char_indices().find_map(|(at, c)| {
+        let rest = &line[at + c.len_utf8()..];
+        (c.is_ascii_digit()
+            && ["B", "KiB", "MiB", "GiB", "TiB"]
+                .iter()
+                .any(|unit| rest.starts_with(unit)))
+        .then(|| &line[at..])
+    })
+}
+
+#[test]
+fn beside_the_sites_pane_the_timeline_legend_keeps_a_figure_apart_from_its_unit() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // The sites pane takes half the timeline's row: its legend has less
+    // room than the figures need in full ("reserved 3.52GiB" was packed).
+    key(&mut v, 'w');
+    for (w, h) in [(120, 40), (100, 34), (140, 40), (160, 50)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let legend = screen
+            .lines()
+            .find(|l| l.starts_with("─ res"))
+            .unwrap_or_else(|| panic!("{w}×{h}: no timeline legend: {screen}"));
+        assert_eq!(packed_figure(legend), None, "{w}×{h}: {legend}");
+    }
+}

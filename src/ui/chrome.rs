@@ -292,14 +292,13 @@ pub(crate) struct LegendForm {
     pub words: LegendWords,
 }
 
-/// A timeline legend in at most `rows` lines of `width`: with full values
-/// ("1.04 GiB") on one line if it can, else packed values ("1.04GiB"),
-/// else packed with one-space gaps, else names only; then names only over
-/// up to `rows` lines, then shorter words, then without the marks' counts
-/// (the marks first), and last the shortest form cut to `rows` lines
-/// ("…" at its end). The legend gives way to
-/// the chart: a chart of a pane's rows says more than the names of its
-/// lines, which their colours and the breakdown already tell.
+/// A timeline legend in at most `rows` lines of `width`: with values
+/// ("1.04 GiB") on one line if it can, else with one-space gaps, else
+/// names only; then names only over up to `rows` lines, then shorter
+/// words, then without the marks' counts (the marks first), and last the
+/// shortest form cut to `rows` lines ("…" at its end). The legend gives
+/// way to the chart: a chart of a pane's rows says more than the names
+/// of its lines, which their colours and the breakdown already tell.
 pub(crate) fn fit_legend<'a>(
     items: impl Fn(LegendForm) -> Vec<Line<'a>>,
     width: u16,
@@ -311,10 +310,12 @@ pub(crate) fn fit_legend<'a>(
         return Vec::new();
     }
     let form = |values, words| LegendForm { values, words };
-    let one_line: [(LegendForm, usize); 3] = [
+    // A figure keeps the space before its unit, as everywhere on screen:
+    // a packed "3.52GiB" beside the GPUs row's "3.52 GiB" read as another
+    // style, and the values are on that row anyway.
+    let one_line: [(LegendForm, usize); 2] = [
         (form(Some(super::format::bytes), Full), 2),
-        (form(Some(super::format::bytes_short), Full), 2),
-        (form(Some(super::format::bytes_short), Full), 1),
+        (form(Some(super::format::bytes), Full), 1),
     ];
     for (f, gap) in one_line {
         let legend = flow(items(f), width, gap);
@@ -526,6 +527,27 @@ mod tests {
         // Still too wide: the items that fit, and "…" for the rest.
         assert_eq!(legend_text(18, 1), vec!["─ used ─ alloc …"]);
         assert!(legend_text(80, 0).is_empty(), "no rows, no legend");
+    }
+
+    #[test]
+    fn a_legend_keeps_the_space_between_a_figure_and_its_unit_or_drops_the_figures() {
+        // One-space gaps before a packed figure: 63 columns take the
+        // values with their spaces, 62 the names alone.
+        assert_eq!(
+            legend_text(63, 1),
+            vec!["─ driver used 1.00 GiB ─ allocated 1.00 GiB ┊ cache released ×6"]
+        );
+        assert_eq!(
+            legend_text(62, 1),
+            vec!["─ driver used  ─ allocated  ┊ cache released ×6"]
+        );
+        for width in 0..=100 {
+            for rows in 1..=3 {
+                for line in legend_text(width, rows) {
+                    assert!(!line.contains("1.00GiB"), "{width}×{rows}: {line}");
+                }
+            }
+        }
     }
 
     #[test]

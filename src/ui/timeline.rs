@@ -426,9 +426,9 @@ impl Widget for TimelinePane<'_> {
         let count = |k: MarkerKind| markers.iter().filter(|m| m.1 == k).count();
         let (releases, ooms) = (count(MarkerKind::EmptyCache), count(MarkerKind::Oom));
 
-        // The legend, with latest values when they fit on one line: as
-        // everywhere ("1.04 GiB"), else packed ("1.04GiB"), else none; in
-        // shorter words where the rows the chart leaves need them.
+        // The legend, with latest values when they fit on one line, as
+        // everywhere ("1.04 GiB"), else without them; in shorter words
+        // where the rows the chart leaves need them.
         let item = |marker: Marker, style: Style, name: &str, v: Option<u64>, form: LegendForm| {
             let mut spans = vec![
                 Span::styled(theme.series_glyph(marker), style),

@@ -35,7 +35,7 @@ pub const LEGEND_NAMES: [LegendName; 5] = [RESERVED, ALLOCATED, CURSOR, EMPTY_CA
 /// The legend's items in `form`: the series with their values at the
 /// cursor (`now`; "n/a" without one), the cursor, and the marks there are
 /// (`releases` empty_cache points, `ooms` OOMs). The values as everywhere
-/// ("3.52 GiB"), else packed ("3.52GiB"), else none; in shorter words
+/// ("3.52 GiB") where they fit, else none; in shorter words
 /// where the rows the chart leaves need them.
 fn legend_items(
     form: LegendForm,
