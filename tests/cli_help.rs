@@ -31,7 +31,6 @@ fn replay_help_lists_only_replays_options() {
         "--sim-gpus",
         "--sim-memory",
         "--interval",
-        "--ascii",
         "--no-color",
         "--config",
         "--stress-cap",
@@ -46,6 +45,7 @@ fn replay_help_lists_only_replays_options() {
         "--alloc-conf",
         "--capacity",
         "--json",
+        "--ascii",
         "Verify mode",
         "What-if mode",
     ] {

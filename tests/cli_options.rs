@@ -140,7 +140,8 @@ fn an_option_a_command_cannot_use_is_a_usage_error() {
         &["replay", "x.pickle", "--backend", "nvml"][..],
         &["replay", "x.pickle", "--sim-gpus", "8"],
         &["replay", "x.pickle", "--interval", "5s"],
-        &["replay", "x.pickle", "--ascii"],
+        &["replay", "x.pickle", "--no-color"],
+        &["diff", "a.pickle", "b.pickle", "--no-color"],
         &["demo", "--sim-gpus", "2"],
         &["demo", "--backend", "sim"],
         &["doctor", "--interval", "1s"],
@@ -516,4 +517,24 @@ fn save_snapshot_refuses_to_replace_a_file_without_force_and_names_a_missing_fol
         "{err}"
     );
     usage_error(&["demo", "--force"]);
+}
+
+#[test]
+fn ascii_with_json_is_refused_by_replay_and_diff() {
+    // --ascii changes a text report; JSON has none to change.
+    for args in [
+        &["replay", "x.pickle", "--json", "--ascii"][..],
+        &[
+            "replay",
+            "x.pickle",
+            "--capacity",
+            "1GiB",
+            "--json",
+            "--ascii",
+        ],
+        &["diff", "a.pickle", "b.pickle", "--json", "--ascii"],
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains("cannot be used with"), "{args:?}: {err}");
+    }
 }

@@ -396,3 +396,15 @@ fn diff_notes_wrap_within_80_columns_hanging_under_their_text() {
         assert!(notes.contains(said), "{said}\n{text}");
     }
 }
+
+#[test]
+fn diff_ascii_prints_the_comparison_in_ascii_one_character_for_one() {
+    let (Some((a_path, _)), Some((c_path, _))) = (
+        shared("muduard_dump_snapshot_a.pickle"),
+        shared("muduard_dump_snapshot_c.pickle"),
+    ) else {
+        return;
+    };
+    let plain = common::assert_ascii_twin(&["diff", &a_path, &c_path]);
+    assert!(plain.contains("… 652 more"), "{plain}");
+}

@@ -261,3 +261,19 @@ fn an_allocation_the_final_state_lacks_is_a_mismatch_not_a_cut_call() {
         .expect("the replay diverges at the allocation");
     assert_eq!(d.event_index, 0, "{d:?}");
 }
+
+#[test]
+fn replay_ascii_prints_the_report_in_ascii_one_character_for_one() {
+    // silmont's report is ASCII already; SnapViewer's hand-made file cuts
+    // its list of findings with "…".
+    for (name, unicode) in [
+        ("silmont_mem_snapshot.pickle", false),
+        ("snapviewer_memory.pickle", true),
+    ] {
+        let Some(path) = shared(name) else {
+            return;
+        };
+        let plain = common::assert_ascii_twin(&["replay", &path.display().to_string()]);
+        assert_eq!(!plain.is_ascii(), unicode, "{name}: {plain}");
+    }
+}

@@ -1142,3 +1142,26 @@ fn allocated_that_differs_only_by_how_blocks_are_carved_is_explained() {
         "{out}"
     );
 }
+
+#[test]
+fn whatif_ascii_prints_the_table_in_ascii_one_character_for_one() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let file = path.display().to_string();
+    // A capacity below the peak: the run fails, and its footnotes and
+    // divergence lines have their dashes and signs too.
+    let plain = common::assert_ascii_twin(&[
+        "replay",
+        &file,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        "max_split_size_mb:128",
+        "--capacity",
+        "2GiB",
+    ]);
+    for unicode in ["reserved−allocated", "—", "3×", "…"] {
+        assert!(plain.contains(unicode), "{unicode}: {plain}");
+    }
+}

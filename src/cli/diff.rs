@@ -38,6 +38,7 @@ pub fn run(
     json: bool,
     devices: Option<(u32, u32)>,
     top: usize,
+    ascii: bool,
 ) -> color_eyre::Result<ExitCode> {
     if before.as_os_str() == super::STDIN_ARG && after.as_os_str() == super::STDIN_ARG {
         super::say_error("only one of BEFORE and AFTER can be - (standard input)");
@@ -75,7 +76,7 @@ pub fn run(
             top,
         )
     };
-    super::emit(&text).wrap_err("cannot write the output")?;
+    super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
 

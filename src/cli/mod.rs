@@ -313,6 +313,10 @@ pub enum Command {
         /// Sites and segments listed in the text output per section.
         #[arg(long, value_name = "N", default_value_t = diff::DEFAULT_LINES)]
         top: usize,
+        /// ASCII punctuation in the text ("-" for "−" and "—", "~" for
+        /// "…"), one character for one, so the columns stay.
+        #[arg(long, conflicts_with = "json", help_heading = "Display")]
+        ascii: bool,
     },
     /// Replay a PyTorch memory snapshot's trace through the allocator model
     /// and check it event by event against what PyTorch recorded.
@@ -356,6 +360,10 @@ pub enum Command {
         /// replayed.
         #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
         capacity: Option<u64>,
+        /// ASCII punctuation in the text ("-" for "−" and "—", "~" for
+        /// "…"), one character for one, so the columns stay.
+        #[arg(long, conflicts_with = "json", help_heading = "Display")]
+        ascii: bool,
     },
     /// Open a PyTorch memory snapshot in the interactive viewer: scrub
     /// through its trace (←/→, PgUp/PgDn, Home/End, o/n/e jump to OOMs,
@@ -650,6 +658,17 @@ pub fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// Prints a command's text report; with `--ascii`, in the ASCII stand-ins
+/// the screen uses (`open --summary --ascii` the same), one character for
+/// one, so the report's columns stay.
+pub fn emit_text(text: &str, ascii: bool) -> std::io::Result<()> {
+    if ascii {
+        emit(&crate::ui::theme::ascii_text(text))
+    } else {
+        emit(text)
+    }
+}
+
 /// Test hooks are environment variables, not flags: hidden flags still
 /// appear in the generated shell completions. `VRAMTOP_DEBUG_PANIC_AFTER`
 /// (a duration) makes the dashboard panic on purpose, to check that the
@@ -761,7 +780,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             devices,
             top,
-        }) => diff::run(&before, &after, json, devices, top),
+            ascii,
+        }) => diff::run(&before, &after, json, devices, top, ascii),
         Some(Command::Record {
             file,
             duration,
@@ -774,11 +794,14 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             alloc_conf,
             capacity,
+            ascii,
             ..
         }) if !alloc_conf.is_empty() || capacity.is_some() => {
-            replay::run_whatif(&file, &alloc_conf, capacity, json)
+            replay::run_whatif(&file, &alloc_conf, capacity, json, ascii)
         }
-        Some(Command::Replay { file, json, .. }) => replay::run(&file, json),
+        Some(Command::Replay {
+            file, json, ascii, ..
+        }) => replay::run(&file, json, ascii),
         Some(Command::Open {
             file,
             summary,

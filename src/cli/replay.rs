@@ -17,7 +17,7 @@ use crate::snapshot::whatif::{
     DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
 };
 
-pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
+pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
     let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
@@ -36,7 +36,7 @@ pub fn run(file: &Path, json: bool) -> color_eyre::Result<ExitCode> {
         .wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit(&render_report(&super::input_name(file), &report))
+        super::emit_text(&render_report(&super::input_name(file), &report), ascii)
             .wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
@@ -354,6 +354,7 @@ pub fn run_whatif(
     confs: &[String],
     capacity: Option<u64>,
     json: bool,
+    ascii: bool,
 ) -> color_eyre::Result<ExitCode> {
     let mut settings = Vec::new();
     for conf in confs {
@@ -404,7 +405,7 @@ pub fn run_whatif(
                 );
                 text
             };
-            super::emit(&text).wrap_err("cannot write the output")?;
+            super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
             return Ok(ExitCode::SUCCESS);
         }
         Err(e) => {
@@ -416,7 +417,7 @@ pub fn run_whatif(
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit(&render_whatif(&super::input_name(file), &report))
+        super::emit_text(&render_whatif(&super::input_name(file), &report), ascii)
             .wrap_err("cannot write the output")?;
     }
     Ok(ExitCode::SUCCESS)

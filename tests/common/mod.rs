@@ -65,6 +65,24 @@ pub fn run_vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, Stri
     outcome(child.wait_with_output().expect("vramtop ends"))
 }
 
+/// Runs vramtop with `args`, then with `args` and `--ascii`, and checks
+/// that `--ascii` prints pure ASCII one character for one: each line as
+/// many terminal cells wide as without it, the same exit code (0 or 1: a
+/// report). Returns what the run without `--ascii` printed.
+pub fn assert_ascii_twin(args: &[&str]) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    let (code, plain, err) = run_vramtop(args, None);
+    assert!(code == 0 || code == 1, "{args:?}: {err}");
+    let with_ascii: Vec<&str> = args.iter().copied().chain(["--ascii"]).collect();
+    let (ascii_code, ascii, err) = run_vramtop(&with_ascii, None);
+    assert_eq!(ascii_code, code, "{with_ascii:?}: {err}");
+    let odd: Vec<&str> = ascii.lines().filter(|l| !l.is_ascii()).collect();
+    assert!(odd.is_empty(), "{with_ascii:?}: not ASCII: {odd:#?}");
+    let widths = |text: &str| text.lines().map(|l| l.width()).collect::<Vec<_>>();
+    assert_eq!(widths(&ascii), widths(&plain), "{with_ascii:?}");
+    plain
+}
+
 /// `../shared/snapshots/NAME`, or None with a note when it is absent (the
 /// test then skips).
 pub fn shared_snapshot(name: &str) -> Option<PathBuf> {
