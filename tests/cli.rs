@@ -608,3 +608,26 @@ fn a_block_requesting_more_than_its_size_is_a_finding_and_no_negative_count() {
     // One free block is one.
     assert!(flat.contains("free in 1 inactive block,"), "{out}");
 }
+
+#[test]
+fn a_peak_with_the_ends_sites_says_so_instead_of_listing_them_twice() {
+    // muduard's b: GPU 1's trace is one free_completed of a pending block;
+    // its peak holds the same allocated blocks as the end.
+    let Some(path) = shared("muduard_dump_snapshot_b.pickle") else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["open", "--summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("allocated, the same sites as at the end"),
+        "{out}"
+    );
+    assert_eq!(out.matches("lora.py:430 forward").count(), 1, "{out}");
+    // A peak with other sites lists them.
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let (_, out, _) = vramtop(&["open", "--summary", &path]);
+    assert!(!out.contains("the same sites as at the end"), "{out}");
+}

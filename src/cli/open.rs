@@ -490,13 +490,28 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
         );
         render_sites_at(&mut out, &d.at_end);
         if let Some(at) = &d.at_peak_allocated {
-            let _ = writeln!(
-                out,
-                "  at the peak of allocated, {}: {} allocated",
-                moment(at.cursor, d.events, at.time_us, t0),
-                human_bytes(at.allocated)
+            // The same blocks as at the end (a trace that changed nothing
+            // the sites show): said, not listed twice.
+            let as_at_end = at.allocated == d.at_end.allocated
+                && at.sites == d.at_end.sites
+                && at.other_bytes == d.at_end.other_bytes;
+            line_under(
+                &mut out,
+                "  ",
+                &format!(
+                    "at the peak of allocated, {}: {} allocated{}",
+                    moment(at.cursor, d.events, at.time_us, t0),
+                    human_bytes(at.allocated),
+                    if as_at_end {
+                        ", the same sites as at the end"
+                    } else {
+                        ""
+                    }
+                ),
             );
-            render_sites_at(&mut out, at);
+            if !as_at_end {
+                render_sites_at(&mut out, at);
+            }
         }
         if let Some(oom) = &d.at_last_oom {
             let which = if d.ooms > 1 {
