@@ -652,7 +652,7 @@ fn describe_choices(
                 format!("ending where event #{event} shows PyTorch could map no further")
             }
             None => {
-                "sized by PyTorch's rule (1⅛ × the device's memory) for 1 TiB, as the file does not \
+                "sized by PyTorch's rule (9/8 of the device's memory) for 1 TiB, as the file does not \
                  record the device's memory"
                     .to_string()
             }
