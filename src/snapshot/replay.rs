@@ -1004,9 +1004,24 @@ fn blocks_differ(segment: u64, model: &[ComparedBlock], snapshot: &[ComparedBloc
 
 /// How many of `actions` each action is, in [`TraceAction`]'s order.
 fn count_actions(actions: impl Iterator<Item = TraceAction>) -> Vec<(TraceAction, usize)> {
-    let mut counts: std::collections::BTreeMap<TraceAction, usize> = Default::default();
+    // A handful of distinct actions: a short list, searched from the one
+    // met last (a trace repeats its actions), costs less than a map.
+    let mut counts: Vec<(TraceAction, usize)> = Vec::new();
+    let mut last = 0;
     for a in actions {
-        *counts.entry(a).or_default() += 1;
+        if counts.get(last).is_none_or(|&(b, _)| b != a) {
+            last = match counts.iter().position(|&(b, _)| b == a) {
+                Some(i) => i,
+                None => {
+                    counts.push((a, 0));
+                    counts.len() - 1
+                }
+            };
+        }
+        if let Some((_, n)) = counts.get_mut(last) {
+            *n += 1;
+        }
     }
-    counts.into_iter().collect()
+    counts.sort_unstable();
+    counts
 }
