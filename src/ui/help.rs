@@ -118,39 +118,44 @@ fn legend_short_words(names: &[LegendName]) -> Option<(String, String)> {
             shortened.push(n);
         }
     }
-    if shortened.is_empty() {
-        return None;
-    }
-    let words: Vec<&str> = shortened.iter().map(|n| n.short).collect();
-    let meanings: Vec<String> = shortened
-        .iter()
-        .map(|n| format!("{} for {}", n.short, n.full))
-        .collect();
-    Some((
-        words.join(", "),
-        format!("in a narrow timeline legend: {}.", meanings.join(", ")),
-    ))
+    short_names_defined(
+        shortened.iter().map(|n| (n.short, n.full)),
+        "in a narrow timeline legend",
+    )
 }
 
 /// The definition of the short row names of the stress panel's narrow
 /// compare table, from the names it takes them from: the short names as
 /// the term and what each stands for; `None` when no row is shortened.
 fn compare_short_names(names: &[FigureName]) -> Option<(String, String)> {
-    let shortened: Vec<&FigureName> = names.iter().filter(|n| n.short != n.full).collect();
-    if shortened.is_empty() {
+    short_names_defined(
+        names
+            .iter()
+            .filter(|n| n.short != n.full)
+            .map(|n| (n.short, n.full)),
+        "in the stress panel's compare table below 90 columns",
+    )
+}
+
+/// A help entry for `(short, full)` names shown `where`: the short names
+/// as the term ("res, alloc") and what each stands for ("`where`: res for
+/// reserved, …"); `None` for no names.
+fn short_names_defined<'a>(
+    names: impl Iterator<Item = (&'a str, &'a str)>,
+    place: &str,
+) -> Option<(String, String)> {
+    let names: Vec<(&str, &str)> = names.collect();
+    if names.is_empty() {
         return None;
     }
-    let words: Vec<&str> = shortened.iter().map(|n| n.short).collect();
-    let meanings: Vec<String> = shortened
+    let words: Vec<&str> = names.iter().map(|&(short, _)| short).collect();
+    let meanings: Vec<String> = names
         .iter()
-        .map(|n| format!("{} for {}", n.short, n.full))
+        .map(|(short, full)| format!("{short} for {full}"))
         .collect();
     Some((
         words.join(", "),
-        format!(
-            "in the stress panel's compare table below 90 columns: {}.",
-            meanings.join(", ")
-        ),
+        format!("{place}: {}.", meanings.join(", ")),
     ))
 }
 
