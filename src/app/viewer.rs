@@ -19,7 +19,7 @@ use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
 use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
 use crate::snapshot::peak::{Peaks, peaks};
-use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub};
+use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub, ScrubState};
 use crate::snapshot::sites::{
     Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
@@ -505,12 +505,16 @@ impl ViewerState {
 
     /// The sites of the shown segments' allocated blocks.
     pub fn sites_now(&self) -> Sites {
-        // From the scrub's state, whose blocks know whether the trace lost
-        // their stack, within the shown segments' ranges.
-        let Some(d) = self.device() else {
-            return group(std::iter::empty(), self.grouping, self.no_stack);
-        };
-        let state = d.state_at(self.cursor());
+        match self.device() {
+            Some(d) => self.sites_in(&d.state_at(self.cursor())),
+            None => group(std::iter::empty(), self.grouping, self.no_stack),
+        }
+    }
+
+    /// [`ViewerState::sites_now`] of `state`, the state at the cursor: its
+    /// blocks know whether the trace lost their stack; those within the
+    /// shown segments' ranges.
+    fn sites_in(&self, state: &ScrubState) -> Sites {
         let blocks = self.segments.iter().flat_map(|s| {
             let end = s.address.saturating_add(s.total_size);
             state.blocks.range(s.address..end)
@@ -535,6 +539,18 @@ impl ViewerState {
         self.refresh_sites_keeping(key);
     }
 
+    /// [`ViewerState::refresh_sites`] with the state at the cursor already
+    /// worked out.
+    fn refresh_sites_in(&mut self, state: &ScrubState) {
+        if !self.sites_open {
+            self.sites = None;
+            return;
+        }
+        let key = self.selected_site().map(|s| s.key.clone());
+        let sites = self.sites_in(state);
+        self.install_sites(sites, key);
+    }
+
     /// Recomputes the sites, selecting the one that is the same site as
     /// `key` when there is one (else the row selected before, clamped);
     /// whether there was.
@@ -544,12 +560,17 @@ impl ViewerState {
             return false;
         }
         let sites = self.sites_now();
+        self.install_sites(sites, key)
+    }
+
+    /// Shows `sites`, selecting the same site as `key` when there is one
+    /// (else the row selected before, clamped); whether there was.
+    fn install_sites(&mut self, sites: Sites, key: Option<SiteKey>) -> bool {
         // The same key first: a state can hold two groups without a stack.
         let at = key.and_then(|k| {
-            let same = |s: &&crate::snapshot::sites::Site| s.key == k;
-            let like = |s: &&crate::snapshot::sites::Site| s.key.same_site(&k);
-            let sites = &sites.sites;
-            (sites.iter().position(|s| same(&s))).or_else(|| sites.iter().position(|s| like(&s)))
+            let list = &sites.sites;
+            (list.iter().position(|s| s.key == k))
+                .or_else(|| list.iter().position(|s| s.key.same_site(&k)))
         });
         if at.is_none() {
             // Another site is selected now: its stack starts at the top.
@@ -742,8 +763,10 @@ impl ViewerState {
             return;
         };
         let (stream, pool) = (self.stream_filter, self.pool_filter);
+        // One state for the segments and the sites.
+        let state = d.state_at(cursor);
         self.segments = d
-            .segments_at(cursor)
+            .layout_of(&state)
             .into_iter()
             .filter(|s| stream.is_none_or(|x| s.stream == x))
             .filter(|s| pool.is_none_or(|p| s.segment_type == p))
@@ -775,7 +798,7 @@ impl ViewerState {
         }
         self.app.ui.selected_block = self.app.ui.selected_block.min(count.saturating_sub(1));
         self.selected_address = self.selected_block().map(|(_, b)| b.address);
-        self.refresh_sites();
+        self.refresh_sites_in(&state);
     }
 
     fn set_cursor(&mut self, cursor: usize) -> Effect {
