@@ -1004,22 +1004,12 @@ fn blocks_differ(segment: u64, model: &[ComparedBlock], snapshot: &[ComparedBloc
 
 /// How many of `actions` each action is, in [`TraceAction`]'s order.
 fn count_actions(actions: impl Iterator<Item = TraceAction>) -> Vec<(TraceAction, usize)> {
-    // A handful of distinct actions: a short list, searched from the one
-    // met last (a trace repeats its actions), costs less than a map.
+    // A handful of distinct actions: a short list costs less than a map.
     let mut counts: Vec<(TraceAction, usize)> = Vec::new();
-    let mut last = 0;
     for a in actions {
-        if counts.get(last).is_none_or(|&(b, _)| b != a) {
-            last = match counts.iter().position(|&(b, _)| b == a) {
-                Some(i) => i,
-                None => {
-                    counts.push((a, 0));
-                    counts.len() - 1
-                }
-            };
-        }
-        if let Some((_, n)) = counts.get_mut(last) {
-            *n += 1;
+        match counts.iter_mut().find(|(b, _)| *b == a) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((a, 1)),
         }
     }
     counts.sort_unstable();
