@@ -84,6 +84,23 @@ fn record_into_a_missing_folder_refuses_and_says_the_folder_is_missing() {
 }
 
 #[test]
+fn record_into_a_folder_suggests_a_json_lines_file_in_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let folder = dir.path().display().to_string();
+    let (code, _, err) = vramtop(
+        &["record", "--backend", "sim", &folder, "--duration", "200ms"],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("it is a folder"), "{err}");
+    assert!(
+        err.contains("NAME.jsonl"),
+        "record writes JSON lines: {err}"
+    );
+    assert!(!err.contains(".pickle"), "{err}");
+}
+
+#[test]
 fn a_log_file_in_a_missing_folder_is_refused_and_nothing_is_created() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("logs/vramtop.log");

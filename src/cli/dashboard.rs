@@ -99,7 +99,9 @@ pub fn record(
     let to_stdout = file.as_os_str() == RECORD_TO_STDOUT;
     // Samples are appended to an existing FILE (`force`); its folder must
     // exist.
-    if !to_stdout && let Some(problem) = super::output_file_problem(file, true) {
+    if !to_stdout
+        && let Some(problem) = super::output_file_problem(file, true, super::OutputKind::JsonLines)
+    {
         return Err(eyre!(problem));
     }
     let selection = select(device)?;

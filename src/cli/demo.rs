@@ -150,7 +150,9 @@ pub fn run(
     force: bool,
     memory: u64,
 ) -> color_eyre::Result<ExitCode> {
-    if let Some(problem) = save_snapshot.and_then(|p| super::output_file_problem(p, force)) {
+    if let Some(problem) = save_snapshot
+        .and_then(|p| super::output_file_problem(p, force, super::OutputKind::Snapshot))
+    {
         super::say_error(problem);
         return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
     }

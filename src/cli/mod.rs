@@ -683,10 +683,34 @@ pub const ERROR_PREFIX: &str = "vramtop: error: ";
 /// The prefix of every warning on stderr.
 pub const WARNING_PREFIX: &str = "vramtop: warning: ";
 
+/// What a command writes, for the file name an error suggests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputKind {
+    /// A PyTorch memory snapshot pickle.
+    Snapshot,
+    /// `record`'s JSON lines.
+    JsonLines,
+}
+
+impl OutputKind {
+    /// A file name to suggest inside a folder given as the output.
+    fn example_name(self) -> &'static str {
+        match self {
+            OutputKind::Snapshot => "NAME.pickle",
+            OutputKind::JsonLines => "NAME.jsonl",
+        }
+    }
+}
+
 /// Why `file` cannot be written as asked, or None: it exists and `force`
 /// was not given, or its folder does not exist (vramtop makes no folders:
-/// a typo would otherwise make a tree).
-pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String> {
+/// a typo would otherwise make a tree). `kind` names the file an error
+/// suggests when `file` is a folder.
+pub fn output_file_problem(
+    file: &std::path::Path,
+    force: bool,
+    kind: OutputKind,
+) -> Option<String> {
     if let Some(dir) = file
         .parent()
         .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
@@ -703,7 +727,7 @@ pub fn output_file_problem(file: &std::path::Path, force: bool) -> Option<String
         return Some(format!(
             "cannot write {}: it is a folder; name a file in it ({})",
             file.display(),
-            file.join("NAME.pickle").display()
+            file.join(kind.example_name()).display()
         ));
     }
     if !force && file.exists() {

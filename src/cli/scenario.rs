@@ -77,10 +77,9 @@ pub fn run(
             }
         };
         // Every file is checked before any is written: no half-written set.
-        if let Some(problem) = snapshots
-            .iter()
-            .find_map(|(variant, _)| super::output_file_problem(&file_of(variant), force))
-        {
+        if let Some(problem) = snapshots.iter().find_map(|(variant, _)| {
+            super::output_file_problem(&file_of(variant), force, super::OutputKind::Snapshot)
+        }) {
             super::say_error(problem);
             return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
         }

@@ -167,7 +167,7 @@ pub fn run(
             );
         }
     } else {
-        if let Some(why) = super::output_file_problem(&output, true) {
+        if let Some(why) = super::output_file_problem(&output, true, super::OutputKind::Snapshot) {
             return fail(&why, EXIT_BAD_INPUT);
         }
         if !force && std::fs::symlink_metadata(&output).is_ok() {
