@@ -550,19 +550,15 @@ fn a_site_reached_three_ways_is_called_from_the_path_with_most_bytes_and_says_it
 
 #[test]
 fn summary_with_ascii_prints_the_same_layout_in_ascii_punctuation() {
-    use unicode_width::UnicodeWidthStr as _;
     let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
     else {
         return;
     };
     let file = path.display().to_string();
-    let (code, plain, err) = vramtop(&["open", &file, "--summary"]);
-    assert_eq!(code, 0, "{err}");
+    // One cell for one cell: every line as wide as without --ascii, the
+    // same exit code.
+    let plain = common::assert_ascii_twin(&["open", &file, "--summary"]);
     assert!(plain.contains('…'), "the summary cuts a list: {plain}");
-    let (code, ascii, err) = vramtop(&["open", &file, "--summary", "--ascii"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(ascii.is_ascii(), "{ascii}");
-    // One cell for one cell: every line as wide as without --ascii.
-    let widths = |text: &str| text.lines().map(|l| l.width()).collect::<Vec<_>>();
-    assert_eq!(widths(&ascii), widths(&plain));
+    let (code, _, err) = vramtop(&["open", &file, "--summary"]);
+    assert_eq!(code, 0, "a consistent file's summary succeeds: {err}");
 }
