@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
+use vramtop::alloc::advice::OomCause;
 use vramtop::alloc::{BlockState, TraceAction};
 use vramtop::snapshot::peak::peaks;
 use vramtop::snapshot::scrub::Scrub;
@@ -306,6 +307,17 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
     assert_eq!(oom.sites.allocated, 300 * MIB, "b alone was live");
     let listed: u64 = oom.sites.sites.iter().map(|s| s.bytes).sum();
     assert_eq!(listed + oom.sites.other_bytes, oom.sites.allocated);
+    // After empty_cache only b's segment stays: nothing cached, and the
+    // device's free 724 MiB is the only room there was.
+    assert_eq!(oom.reserved, 300 * MIB);
+    assert_eq!((oom.cached_free, oom.free_blocks), (0, 0));
+    assert_eq!(oom.device_free, 1024 * MIB - 300 * MIB);
+    assert_eq!(
+        oom.cause,
+        OomCause::Exhausted {
+            short: 900 * MIB - oom.device_free
+        }
+    );
 
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("ooms.pickle");
@@ -321,6 +333,65 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
     assert_eq!(v["sites"][0]["ooms"], 2);
     assert_eq!(v["sites"][0]["at_last_oom"]["requested"], 900 * MIB);
+}
+
+/// Two cached 200 MiB segments each split by a live block (100 and 120
+/// MiB), the rest of a 1 GiB device taken: 180 MiB cached free in two
+/// pieces, then a 150 MiB request.
+fn out_of_memory_in_a_fragmented_cache() -> Snapshot {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const MIB: u64 = 1 << 20;
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(10_000));
+    let a = m.malloc(200 * MIB, 0).expect("fits");
+    let b = m.malloc(200 * MIB, 0).expect("fits");
+    m.free(a).expect("live");
+    m.free(b).expect("live");
+    let _in_a = m.malloc(100 * MIB, 0).expect("splits a cached segment");
+    let _in_b = m.malloc(120 * MIB, 0).expect("splits the other");
+    let _rest = m.malloc(600 * MIB, 0).expect("fits");
+    assert!(m.malloc(150 * MIB, 0).is_err(), "no free block holds it");
+    vramtop::snapshot::capture::snapshot_of(&m, 0)
+}
+
+#[test]
+fn an_oom_the_cache_held_in_pieces_is_read_as_fragmentation() {
+    use vramtop::snapshot::summary::sites_report;
+    const MIB: u64 = 1 << 20;
+    let snapshot = Arc::new(out_of_memory_in_a_fragmented_cache());
+    let report = sites_report(&snapshot, Grouping::default(), 5);
+    let oom = report.sites[0].at_last_oom.as_ref().expect("the OOM");
+    assert_eq!(oom.requested, 150 * MIB);
+    assert_eq!(oom.cached_free, 180 * MIB);
+    assert_eq!(oom.free_blocks, 2);
+    assert_eq!(oom.largest_free_block, 100 * MIB);
+    assert_eq!(oom.reserved, 1000 * MIB);
+    assert_eq!(oom.cause, OomCause::FragmentedCache);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("fragmented.pickle");
+    let file = std::fs::File::create(&path).expect("create");
+    vramtop::snapshot::write_snapshot(&snapshot, std::io::BufWriter::new(file)).expect("write");
+    let path = path.display().to_string();
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("reserved 1000 MiB, 180 MiB of it cached free in 2 blocks (largest 100 MiB)"),
+        "{text}"
+    );
+    assert!(
+        flat.contains("in pieces too small: fragmentation"),
+        "{text}"
+    );
+    assert!(flat.contains("expandable_segments:True"), "{text}");
+    let (code, json, err) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let oom = &v["sites"][0]["at_last_oom"];
+    assert_eq!(oom["cached_free"], 180 * MIB, "{oom}");
+    assert_eq!(oom["largest_free_block"], 100 * MIB, "{oom}");
+    assert_eq!(oom["cause"]["kind"], "fragmented_cache", "{oom}");
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! of caching whole segments, and `max_split_size_mb` stops big blocks being
 //! split.
 
+use serde::Serialize;
+
 /// Warn when reserved − allocated is more than this share of reserved …
 pub const WARN_CACHED_FRACTION: f64 = 0.20;
 /// … and more than this many bytes (1 GiB): small caches are normal.
@@ -51,6 +53,46 @@ pub fn cached_free_advice(
     })
 }
 
+/// What an out-of-memory moment's figures say about its cause. PyTorch
+/// frees the cached segments it can (those with no live block) before it
+/// gives up, so the free bytes still cached at an OOM sit in segments that
+/// also hold live blocks: memory only this process's allocator can use,
+/// and only in pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OomCause {
+    /// The cache alone held at least the request free, but no free block
+    /// was big enough: fragmentation, what `expandable_segments:True`
+    /// (pages mapped and unmapped instead of split segments) answers.
+    FragmentedCache,
+    /// Neither the device's free memory nor the cache's free bytes held the
+    /// request, both together would have: split between the two, which
+    /// `expandable_segments:True` answers too (a cached free page can be
+    /// unmapped and the range mapped again as one).
+    SplitBetweenCacheAndDevice,
+    /// The device's free memory and the cache's free bytes together fell
+    /// short of the request by `short` bytes: the memory was held by live
+    /// blocks (or outside this allocator: other processes, the CUDA
+    /// context); fewer or smaller tensors, not settings, make room.
+    Exhausted { short: u64 },
+}
+
+/// The cause of an OOM that asked for `requested` bytes (the rounded
+/// request, as the trace's `oom` entry records it) when the device had
+/// `device_free` bytes free and the allocator `cached_free` bytes reserved
+/// but not allocated.
+pub fn oom_cause(requested: u64, device_free: u64, cached_free: u64) -> OomCause {
+    if cached_free >= requested {
+        OomCause::FragmentedCache
+    } else if cached_free.saturating_add(device_free) >= requested {
+        OomCause::SplitBetweenCacheAndDevice
+    } else {
+        OomCause::Exhausted {
+            short: requested - cached_free.saturating_add(device_free),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +111,39 @@ mod tests {
         assert_eq!(advice.cached, 3 * GIB);
         assert_eq!(advice.percent_of_reserved.round(), 33.0);
         assert!(!advice.suggest_max_split_size);
+    }
+
+    #[test]
+    fn an_oom_the_cache_alone_could_hold_is_fragmentation() {
+        assert_eq!(oom_cause(GIB, 0, 2 * GIB), OomCause::FragmentedCache);
+        assert_eq!(oom_cause(GIB, 0, GIB), OomCause::FragmentedCache);
+    }
+
+    #[test]
+    fn an_oom_only_device_and_cache_together_could_hold_is_split_between_them() {
+        assert_eq!(
+            oom_cause(2 * GIB, GIB, GIB),
+            OomCause::SplitBetweenCacheAndDevice
+        );
+        assert_eq!(
+            oom_cause(2 * GIB, GIB + 1, GIB - 1),
+            OomCause::SplitBetweenCacheAndDevice
+        );
+    }
+
+    #[test]
+    fn an_oom_past_device_and_cache_together_is_exhaustion_by_the_shortfall() {
+        assert_eq!(
+            oom_cause(3 * GIB, GIB, GIB / 2),
+            OomCause::Exhausted {
+                short: GIB + GIB / 2
+            }
+        );
+        // Free figures from a damaged file cannot overflow the sum.
+        assert_eq!(
+            oom_cause(u64::MAX, u64::MAX, 1),
+            OomCause::SplitBetweenCacheAndDevice
+        );
     }
 
     #[test]

@@ -184,6 +184,45 @@ fn line_under(out: &mut String, lead: &str, text: &str) {
     let _ = writeln!(out, "{}", wrap_under(lead, text, REPORT_WIDTH));
 }
 
+/// What the allocator held at an OOM and what that says about its cause:
+/// the figures an OOM investigation starts from (PyTorch's message gives
+/// reserved and "reserved but unallocated" too, not the pieces).
+fn oom_memory(oom: &crate::snapshot::summary::OomMoment) -> String {
+    use crate::alloc::advice::OomCause;
+    let held = if oom.cached_free == 0 {
+        format!("reserved {}, none of it free", human_bytes(oom.reserved))
+    } else {
+        format!(
+            "reserved {}, {} of it cached free in {} (largest {})",
+            human_bytes(oom.reserved),
+            human_bytes(oom.cached_free),
+            count_of(
+                usize::try_from(oom.free_blocks).unwrap_or(usize::MAX),
+                "block",
+                "blocks"
+            ),
+            human_bytes(oom.largest_free_block)
+        )
+    };
+    let cause = match oom.cause {
+        OomCause::FragmentedCache => "the cache alone held the request, in pieces too small: \
+             fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps pages \
+             instead of splitting segments)"
+            .to_string(),
+        OomCause::SplitBetweenCacheAndDevice => "the device's free memory and the cache's \
+             free blocks together held the request, neither alone: fragmentation \
+             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets cached pages be \
+             unmapped and mapped again as one range)"
+            .to_string(),
+        OomCause::Exhausted { short } => format!(
+            "{} short of the request with every free byte of the device and the cache: \
+             live blocks held the memory (the sites below); settings make no room",
+            human_bytes(short)
+        ),
+    };
+    format!("{held}; {cause}")
+}
+
 /// `across_gpus`: the figures are the total of several GPUs, whose free
 /// blocks never combine: no fragmentation or largest block is said for them.
 fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
@@ -530,6 +569,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                     human_bytes(oom.sites.allocated)
                 ),
             );
+            line_under(&mut out, "    ", &oom_memory(oom));
             render_sites_at(&mut out, &oom.sites);
         }
         if !trace_read {

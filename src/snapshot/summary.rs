@@ -15,6 +15,7 @@ use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
 use super::types::{AllocatorSettings, Segment, Snapshot};
+use crate::alloc::advice::{OomCause, oom_cause};
 use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
 
 /// Converts a snapshot segment to the allocator's [`SegmentInfo`]; sums the
@@ -339,6 +340,18 @@ pub struct OomMoment {
     /// Free bytes on the device as the driver said at the OOM (PyTorch
     /// writes them in the event's address field).
     pub device_free: u64,
+    /// Reserved bytes right after the OOM (PyTorch released every cached
+    /// segment it could before giving up).
+    pub reserved: u64,
+    /// Reserved but not allocated: free bytes cached in segments that also
+    /// hold live blocks (or wait for stream events).
+    pub cached_free: u64,
+    /// The largest free block and how many there were: the request did
+    /// not fit any of them.
+    pub largest_free_block: u64,
+    pub free_blocks: u64,
+    /// What the figures say about the OOM's cause.
+    pub cause: OomCause,
     pub sites: SitesAt,
 }
 
@@ -398,10 +411,19 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
             let at_last_oom = d.prev_mark(MarkKind::Oom, usize::MAX).and_then(|cursor| {
                 let e = d.events().get(cursor.checked_sub(1)?)?;
                 let state = d.state_at(cursor);
+                let layout: Vec<SegmentInfo> =
+                    d.layout_of(&state).iter().map(segment_info).collect();
+                let free = fragmentation(&layout);
+                let cached_free = state.reserved.saturating_sub(state.allocated);
                 let sites = sites_of_state(&state, grouping, reason);
                 Some(OomMoment {
                     requested: e.size,
                     device_free: e.addr,
+                    reserved: state.reserved,
+                    cached_free,
+                    largest_free_block: free.largest_free_block,
+                    free_blocks: free.free_blocks,
+                    cause: oom_cause(e.size, e.addr, cached_free),
                     sites: SitesAt::new(sites, top, Some(cursor), e.time_us()),
                 })
             });
