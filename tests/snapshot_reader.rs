@@ -891,6 +891,11 @@ fn huge_length_prefixes_are_truncation_errors_without_allocating() {
         err.to_string(),
         "truncated pickle: input ends at byte 5 inside SHORT_BINUNICODE (the opcode at byte 0 needs 13 more bytes)"
     );
+    let err = parse(b"\x8c\x04abc").unwrap_err();
+    assert!(
+        err.to_string().ends_with("needs 1 more byte)"),
+        "one byte, in the singular: {err}"
+    );
 }
 
 #[test]

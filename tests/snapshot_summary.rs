@@ -462,6 +462,30 @@ fn open_summary_no_trace_on_a_file_cut_in_its_trace_says_the_rest_was_not_checke
     let (code, _, err) = vramtop(&["open", &cut, "--summary"]);
     assert_eq!(code, 2, "the whole read finds the cut: {err}");
     assert!(err.contains("truncated"), "{err}");
+    // Every command that reads the file whole says how to read what it
+    // can, in the one line of the error.
+    let whole = path.display().to_string();
+    for args in [
+        vec!["open", cut.as_str(), "--summary"],
+        vec!["replay", cut.as_str()],
+        vec!["diff", whole.as_str(), cut.as_str()],
+    ] {
+        let (code, _, err) = vramtop(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("`vramtop open {cut} --summary --no-trace`")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("the viewer"), "{args:?}: {err}");
+    }
+    // Cut inside the final state: nothing before the damage to offer.
+    let early = dir.join("early.pickle");
+    std::fs::write(&early, &bytes[..bytes.len() / 50]).expect("write the early cut");
+    let (code, _, err) = vramtop(&["replay", &early.display().to_string()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    assert!(!err.contains("--no-trace"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

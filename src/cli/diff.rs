@@ -45,7 +45,8 @@ pub fn run(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     // The reader's errors already start with the file's name.
-    let read = |p: &Path| super::read_snapshot_arg(p).map_err(|e| e.to_string());
+    let read =
+        |p: &Path| super::read_snapshot_arg(p).map_err(|e| super::snapshot_read_error(p, &e));
     let (b, a) = match (read(before), read(after)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {

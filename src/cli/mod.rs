@@ -777,6 +777,30 @@ pub fn read_snapshot_arg(
     crate::snapshot::read_snapshot_from(stdin.lock(), name)
 }
 
+/// Why the snapshot `file` could not be read, as one line: the reader's
+/// error and, when the damage lies past the file's final state (a trace
+/// cut short, a file still being copied), how to read that state, which
+/// the viewer and `--summary --no-trace` show on their own. A failed read
+/// only: the final state is read again to know (its beginning alone).
+pub fn snapshot_read_error(
+    file: &std::path::Path,
+    error: &crate::snapshot::SnapshotError,
+) -> String {
+    let readable_before = file.as_os_str() != STDIN_ARG
+        && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
+        && crate::snapshot::read_snapshot_file_final_state(file).is_ok_and(|s| s.trace_not_read);
+    if readable_before {
+        // say_error quotes what a terminal would act on, the name included.
+        let shown = file.display();
+        format!(
+            "{error}; its final state, before that, is readable: `vramtop open {shown} \
+             --summary --no-trace`, or the viewer (`vramtop open {shown}`)"
+        )
+    } else {
+        error.to_string()
+    }
+}
+
 /// Says an error on stderr, with the one prefix.
 pub fn say_error(message: impl std::fmt::Display) {
     let message = message.to_string();

@@ -67,8 +67,12 @@ pub fn run(
     };
     let snapshot = match read {
         Ok(s) => s,
-        Err(e) => {
+        Err(e) if options.no_trace => {
             super::say_error(e);
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+        Err(e) => {
+            super::say_error(super::snapshot_read_error(file, &e));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

@@ -21,7 +21,7 @@ pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode>
     let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
-            super::say_error(e);
+            super::say_error(super::snapshot_read_error(file, &e));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -372,7 +372,7 @@ pub fn run_whatif(
     let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
-            super::say_error(e);
+            super::say_error(super::snapshot_read_error(file, &e));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

@@ -13,7 +13,8 @@ pub enum PickleError {
     NotAPickle { reason: String },
 
     #[error(
-        "truncated pickle: input ends at byte {end} inside {opcode} (the opcode at byte {offset} needs {needed} more bytes)"
+        "truncated pickle: input ends at byte {end} inside {opcode} (the opcode at byte {offset} needs {needed} more {})",
+        if *.needed == 1 { "byte" } else { "bytes" }
     )]
     Truncated {
         opcode: &'static str,
