@@ -519,3 +519,75 @@ fn a_block_without_a_stack_keeps_its_reason_from_the_end_into_the_trace() {
         .expect("blocks whose stack the trace lost");
     assert!(lost.1.iter().all(|a| at_end[0].1.binary_search(a).is_err()));
 }
+
+/// A model's snapshot written to a temporary file: (its folder, the path).
+fn written(snapshot: &Snapshot) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("s.pickle");
+    let file = std::fs::File::create(&path).expect("create");
+    vramtop::snapshot::write_snapshot(snapshot, std::io::BufWriter::new(file)).expect("write");
+    let path = path.display().to_string();
+    (dir, path)
+}
+
+fn one_block_history() -> Snapshot {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(100));
+    let _kept = m.malloc(3 << 20, 0).expect("fits");
+    vramtop::snapshot::capture::snapshot_of(&m, 0)
+}
+
+#[test]
+fn a_summary_warns_when_trace_events_do_not_fit_the_files_state() {
+    use vramtop::snapshot::types::{EntryTime, TraceEntry};
+    let consistent = one_block_history();
+    let (_dir, path) = written(&consistent);
+    let (code, json, err) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["sites"][0]["inconsistent_events"], 0);
+
+    // An allocation the file's final state does not hold.
+    let mut odd = consistent.clone();
+    odd.device_traces[0].push(TraceEntry {
+        action: TraceAction::Alloc,
+        addr: 0xdead_0000,
+        size: 4096,
+        stream: 0,
+        time: EntryTime::NONE,
+        frames: Arc::from(Vec::new()),
+        extra: None,
+    });
+    let (_dir, path) = written(&odd);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("warning: 1 of the trace's") && flat.contains("does not fit"),
+        "{text}"
+    );
+    assert!(flat.contains("approximate"), "{text}");
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["sites"][0]["inconsistent_events"], 1);
+}
+
+#[test]
+fn a_summary_of_a_file_without_a_trace_says_why_it_has_no_peaks() {
+    let mut state_only = one_block_history();
+    state_only.device_traces.clear();
+    let (_dir, path) = written(&state_only);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("no trace of memory events for this GPU in the file: no peaks"),
+        "{text}"
+    );
+    assert!(!flat.contains("peak allocated"), "{text}");
+    // With a trace, no such line.
+    let (_dir, path) = written(&one_block_history());
+    let (_, text, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert!(!text.contains("no trace of memory events"), "{text}");
+}

@@ -502,6 +502,33 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             d.device,
             report.grouping.name()
         );
+        if d.inconsistent_events > 0 {
+            line_under(
+                &mut out,
+                "  warning: ",
+                &format!(
+                    "{} of the trace's {} {} not fit the file's own state (a free of a block it \
+                     never had, more allocated than reserved, …): the peaks and the sites over \
+                     the trace are approximate; `vramtop replay` names the first",
+                    d.inconsistent_events,
+                    count_of(d.events, "event", "events"),
+                    if d.inconsistent_events == 1 {
+                        "does"
+                    } else {
+                        "do"
+                    }
+                ),
+            );
+        }
+        if trace_read && d.events == 0 {
+            line_under(
+                &mut out,
+                "  ",
+                "no trace of memory events for this GPU in the file: no peaks and no OOMs to \
+                 show, the sites are the final state's (a snapshot taken while \
+                 torch.cuda.memory._record_memory_history() records has a trace)",
+            );
+        }
         if let Some(p) = &d.peaks {
             let at =
                 |m: &crate::snapshot::peak::Moment| moment(Some(m.cursor), d.events, m.time_us, t0);

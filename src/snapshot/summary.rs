@@ -328,6 +328,11 @@ pub struct DeviceSites {
     pub ooms: usize,
     /// The last OOM of the trace, with the sites the failed request met.
     pub at_last_oom: Option<OomMoment>,
+    /// Events of the trace that do not fit the file's own state (a free of
+    /// a block it never had, more allocated than reserved, …): the peaks
+    /// and the sites over the trace are then approximate. 0 for a
+    /// consistent file.
+    pub inconsistent_events: usize,
 }
 
 /// An OOM of the trace: what was asked, what the device had free, and the
@@ -390,6 +395,7 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                     at_peak_allocated: None,
                     ooms: 0,
                     at_last_oom: None,
+                    inconsistent_events: 0,
                 };
             };
             let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
@@ -436,6 +442,7 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                 at_peak_allocated: at_peak,
                 ooms: d.count(MarkKind::Oom),
                 at_last_oom,
+                inconsistent_events: d.misfits,
             }
         })
         .collect();
