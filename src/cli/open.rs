@@ -253,7 +253,8 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         out,
         "  segsum               ",
         &format!(
-            "total_reserved {}, total_allocated {}, total_free {} ({:.2}% internal)",
+            "total_reserved {}, total_allocated {} (requested bytes, as _memory_viz counts \
+             them), total_free {} ({:.2}% internal)",
             human_bytes(g.total_reserved),
             human_bytes(g.total_allocated),
             human_bytes(g.total_free),
@@ -333,7 +334,7 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     if !report.segments.is_empty() {
         let _ = writeln!(
             out,
-            "segments (segsum: allocated / internal free / external free):"
+            "segments (segsum: allocated, the requests' bytes / internal free / external free):"
         );
     }
     for s in report.segments.iter().take(SEGMENT_LINES) {
