@@ -19,7 +19,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Color;
 use ratatui::widgets::Widget;
 use vramtop::alloc::{DeviceMemory, DeviceStats};
-use vramtop::app::keymap::Keymap;
+use vramtop::app::keymap::{Action, Keymap};
 use vramtop::app::state::{
     AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, ProcessFilter, StatusState,
 };
@@ -940,7 +940,9 @@ fn breakdown_names_the_allocators_place_only_while_one_of_them_is_shown() {
             vec![GpuReading::Ok(sample(0, 20 * GIB))],
             BTreeMap::from([(0, view)]),
         );
-        let terminal = draw_widget(BreakdownPane::new(&state, &theme), 120, 6);
+        let keymap = Keymap::default();
+        let pane = BreakdownPane::new(&state, &theme).with_keymap(&keymap);
+        let terminal = draw_widget(pane, 120, 6);
         row_text(terminal.backend().buffer(), 0)
     };
     let trainer = title(Some(11));
@@ -1298,4 +1300,52 @@ fn every_help_row_keeps_a_space_between_its_keys_and_its_text() {
             }
         }
     }
+}
+
+#[test]
+fn the_helps_headings_and_frame_name_the_keys_the_keymap_binds() {
+    use vramtop::app::viewer::ViewerAction;
+    let heading = |keymap: &Keymap, rows: u16| {
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, 160, rows);
+        let mut buf = Buffer::empty(area);
+        ui::HelpOverlay::new(keymap, &theme)
+            .with_viewer(true)
+            .render(area, &mut buf);
+        text(&buf)
+    };
+    let default = heading(&Keymap::default(), 120);
+    assert!(default.contains("In the block detail (Enter)"), "{default}");
+    assert!(default.contains("In the A/B comparison (c)"), "{default}");
+    let mut moved = Keymap::default();
+    for b in &mut moved.viewer {
+        match b.action {
+            ViewerAction::BlockDetail => b.keys = "F5",
+            ViewerAction::Compare => b.keys = "F6",
+            _ => {}
+        }
+    }
+    // The frame's keys too: what closes the help and what scrolls it.
+    for b in &mut moved.bindings {
+        match b.action {
+            Action::Back => b.keys = "F3",
+            Action::ToggleHelp => b.keys = "F4",
+            Action::Down => b.keys = "F9 J",
+            Action::PageDown => b.keys = "F10",
+            _ => {}
+        }
+    }
+    let short = heading(&moved, 40);
+    assert!(short.contains(" F3 or F4 closes "), "{short}");
+    assert!(short.contains(" F9 J F10 more · rows 1–"), "{short}");
+    let default = heading(&Keymap::default(), 40);
+    assert!(default.contains(" Esc or ? closes "), "{default}");
+    assert!(default.contains(" ↓ j PgDn more · rows 1–"), "{default}");
+    let help = heading(&moved, 120);
+    assert!(help.contains("In the block detail (F5)"), "{help}");
+    assert!(help.contains("In the A/B comparison (F6)"), "{help}");
+    assert!(
+        !help.contains("(Enter)") && !help.contains("comparison (c)"),
+        "{help}"
+    );
 }

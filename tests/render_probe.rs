@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
 use vramtop::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
-use vramtop::app::keymap::Keymap;
+use vramtop::app::keymap::{Action, Keymap};
 use vramtop::app::source::allocator_views_with_probes;
 use vramtop::app::state::{AppState, MarkerKind, StatusState};
 use vramtop::app::update::{Effect, handle_key};
@@ -356,7 +358,9 @@ fn two_probes_on_one_gpu() -> ProbeSnapshot {
 
 fn breakdown_text(state: &AppState) -> String {
     let theme = Theme::colored();
-    let terminal = draw_widget(BreakdownPane::new(state, &theme), 160, 8);
+    let keymap = Keymap::default();
+    let pane = BreakdownPane::new(state, &theme).with_keymap(&keymap);
+    let terminal = draw_widget(pane, 160, 8);
     text(terminal.backend().buffer())
 }
 
@@ -906,4 +910,131 @@ fn the_timelines_legend_gives_way_to_a_chart_in_a_short_pane() {
             }
         }
     }
+}
+
+/// The default keymap with each dashboard binding of `moves` relabelled
+/// to its key, as a keymap rebinding them would.
+fn rebound(moves: &[(Action, &'static str)]) -> Keymap {
+    let mut keymap = Keymap::default();
+    for b in &mut keymap.bindings {
+        if let Some(&(_, keys)) = moves.iter().find(|m| m.0 == b.action) {
+            b.keys = keys;
+        }
+    }
+    keymap
+}
+
+/// The dashboard drawn at `w`×`h` with `keymap`, as text.
+fn screen_with(state: &AppState, keymap: &Keymap, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).expect("test backend");
+    terminal
+        .draw(|f| vramtop::ui::draw(f, state, keymap, &Theme::colored()))
+        .expect("test backend");
+    text(terminal.backend().buffer())
+}
+
+#[test]
+fn the_oom_banner_and_the_snapshot_keys_texts_name_the_keys_the_keymap_binds() {
+    let moved = rebound(&[
+        (Action::OpenOomSnapshot, "F7"),
+        (Action::OpenSnapshot, "F8"),
+        (Action::CaptureSnapshot, "F9"),
+        (Action::NextAllocator, "F10"),
+        (Action::ZoomIn, "F11"),
+    ]);
+    let f = |n| KeyEvent::new(KeyCode::F(n), KeyModifiers::NONE);
+    let state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+    // The banner, whole and in its 80-column wordings, names the new key.
+    for (w, h, said) in [
+        (
+            160,
+            40,
+            "OOM in pid 4321: F7 opens its snapshot at the OOM: ",
+        ),
+        (80, 24, "OOM in pid 4321: F7 opens "),
+    ] {
+        let screen = screen_with(&state, &moved, w, h);
+        assert!(screen.contains(said), "{w}×{h}: {screen}");
+        assert!(!screen.contains("O opens"), "{w}×{h}: {screen}");
+        let default = screen_with(&state, &Keymap::default(), w, h);
+        assert!(default.contains("4321: O opens "), "{w}×{h}: {default}");
+    }
+    // The key it names is the one that opens the snapshot; O no longer does.
+    let mut opened = state.clone();
+    assert_eq!(
+        handle_key(&mut opened, &moved, f(7)),
+        Effect::OpenSnapshot {
+            path: PathBuf::from(OOM_FILE),
+            at_oom: true
+        }
+    );
+    let capital_o = KeyEvent::new(KeyCode::Char('O'), KeyModifiers::NONE);
+    assert_eq!(handle_key(&mut opened, &moved, capital_o), Effect::None);
+    // The notices of keys that cannot act lead with the key pressed.
+    let mut quiet = attached_with(|_| probe_v2(0, None));
+    handle_key(&mut quiet, &moved, f(7));
+    let said = quiet.ui.notice.clone().unwrap_or_default();
+    assert!(said.starts_with("F7: no OOM snapshot yet"), "{said}");
+    handle_key(&mut quiet, &moved, f(8));
+    assert_eq!(
+        quiet.ui.notice.as_deref(),
+        Some("F8: no snapshot yet (F9 asks a probed process for one)")
+    );
+    handle_key(&mut quiet, &moved, f(10));
+    assert_eq!(
+        quiet.ui.notice.as_deref(),
+        Some("F10: GPU 0 has one probed process: nothing to switch to")
+    );
+    quiet.ui.focus = vramtop::app::state::Pane::Timeline;
+    quiet.ui.zoom = 0;
+    handle_key(&mut quiet, &moved, f(11));
+    let said = quiet.ui.notice.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("F11: the timeline already shows its shortest window"),
+        "{said}"
+    );
+    // A capture under way, then written: "F9" and "(F8 opens it)".
+    assert!(matches!(
+        handle_key(&mut quiet, &moved, f(9)),
+        Effect::RequestSnapshot { .. }
+    ));
+    handle_key(&mut quiet, &moved, f(9));
+    assert_eq!(
+        quiet.ui.notice.as_deref(),
+        Some("F9: a snapshot of pid 4321 is being taken")
+    );
+    quiet.capture.on_msg(
+        31_000,
+        vramtop::app::capture::CaptureMsg::Done {
+            pid: PROBE_PID,
+            path: PathBuf::from("/s/node7-17-rank3-demand.pickle"),
+            has_trace: true,
+        },
+    );
+    for (w, h) in [(160, 40), (80, 24)] {
+        let screen = screen_with(&quiet, &moved, w, h);
+        assert!(
+            screen.contains("snapshot of pid 4321 (F8 opens it): "),
+            "{w}×{h}: {screen}"
+        );
+        assert!(!screen.contains("(o opens it)"), "{w}×{h}: {screen}");
+    }
+    // The breakdown's title names the key that switches probed processes.
+    let mut two = attached();
+    let both = two_probes_on_one_gpu();
+    let views = allocator_views_with_probes(None, &both, &two.ui.allocator_pick);
+    two.apply_sample(30_000, vec![reading()], views);
+    two.apply_probes(30_000, &both);
+    let theme = Theme::colored();
+    let pane = BreakdownPane::new(&two, &theme).with_keymap(&moved);
+    let title = text(draw_widget(pane, 160, 8).backend().buffer());
+    assert!(title.contains("1 of 2 probes, F10: next"), "{title}");
+    assert!(!title.contains("v: next"), "{title}");
+    handle_key(&mut two, &moved, f(10));
+    let pane = BreakdownPane::new(&two, &theme).with_keymap(&moved);
+    let title = text(draw_widget(pane, 160, 8).backend().buffer());
+    assert!(
+        title.contains("F10: pid 5555 from the next sample"),
+        "{title}"
+    );
 }

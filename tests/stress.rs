@@ -3279,3 +3279,104 @@ fn every_short_name_of_the_narrow_compare_table_is_defined_in_the_help() {
         assert!(help.contains(&defined), "{defined}: {help}");
     }
 }
+
+#[test]
+fn the_fields_and_the_scenario_list_name_their_keys_from_one_table_the_help_lists() {
+    use StressAction as S;
+    use vramtop::app::keymap::{TypingKey, TypingMode};
+    let field = |k| TypingMode::StressField.key_name(k).expect("a field key");
+    let list = |k| TypingMode::ScenarioList.key_name(k).expect("a list key");
+    // The keys the texts name are those the fields and the list act on.
+    for (mode, key) in [
+        (TypingMode::StressField, TypingKey::Done),
+        (TypingMode::StressField, TypingKey::Cancel),
+        (TypingMode::ScenarioList, TypingKey::Done),
+        (TypingMode::ScenarioList, TypingKey::Cancel),
+        (TypingMode::ScenarioList, TypingKey::Up),
+        (TypingMode::ScenarioList, TypingKey::Down),
+    ] {
+        let name = mode.key_name(key).expect("named");
+        let code = match name {
+            "Enter" => KeyCode::Enter,
+            "Esc" => KeyCode::Esc,
+            "↑" => KeyCode::Up,
+            "↓" => KeyCode::Down,
+            other => panic!("{other} is not a key this test knows"),
+        };
+        let event = KeyEvent::new(code, KeyModifiers::NONE);
+        assert_eq!(mode.key_for(event), Some(key), "{mode:?} {name}");
+    }
+    let (done, cancel) = (field(TypingKey::Done), field(TypingKey::Cancel));
+    // The size field: its message, its line and its error.
+    let (mut p, _exec, _cluster) = scenario_rig();
+    p.apply(S::TypeSize);
+    assert_eq!(
+        p.message.as_deref(),
+        Some(
+            format!("type a size (512, 37MiB, 1.5GiB): {done} sets it, {cancel} cancels").as_str()
+        )
+    );
+    let text = flat(&panel_text(&p, 120, 20));
+    assert!(
+        text.contains(&format!("{done} sets · {cancel} cancels")),
+        "{text}"
+    );
+    let bad = vramtop::app::stress::parse_typed_size("lots").expect_err("not a size");
+    assert!(bad.ends_with(&format!("({cancel} cancels)")), "{bad}");
+    p.cancel_input();
+    // The settings field: its message and its line.
+    p.apply(S::TypeSettings);
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.ends_with(&format!(", {cancel} cancels")), "{said}");
+    let text = flat(&panel_text(&p, 120, 20));
+    assert!(
+        text.contains(&format!(
+            "{done} frees all, new allocator · {cancel} cancels"
+        )),
+        "{text}"
+    );
+    p.cancel_input();
+    // The scenario list's header.
+    p.apply(S::OpenScenarios);
+    let text = flat(&panel_text(&p, 120, 20));
+    let (up, down) = (list(TypingKey::Up), list(TypingKey::Down));
+    let (load, close) = (list(TypingKey::Done), list(TypingKey::Cancel));
+    assert!(
+        text.contains(&format!(
+            "{up}/{down} choose · {load} loads (frees all) · {close} closes"
+        )),
+        "{text}"
+    );
+    // The help lists both tables under the panel keys that open them, as
+    // the keymap binds those: moved, the headings name the new keys.
+    let theme = Theme::colored();
+    let moved = keymap_on_f_keys();
+    let key = |a| moved.stress_key_name(PanelKey::Act(a)).expect("bound");
+    let help = flat(&help_screen(&moved, &theme, (120, 120), true));
+    let fields = format!(
+        "In the size and settings fields ({}, {})",
+        key(S::TypeSize),
+        key(S::TypeSettings)
+    );
+    let scenarios = format!("In the scenario list ({})", key(S::OpenScenarios));
+    assert!(help.contains(&fields), "{help}");
+    assert!(help.contains(&scenarios), "{help}");
+    let default = flat(&help_screen(&Keymap::default(), &theme, (120, 120), true));
+    assert!(
+        default.contains("In the size and settings fields (s, S)"),
+        "{default}"
+    );
+    assert!(default.contains("In the scenario list (n)"), "{default}");
+    for (mode, _) in [(TypingMode::StressField, 0), (TypingMode::ScenarioList, 1)] {
+        for (keys, what) in mode.help_rows() {
+            assert!(
+                default.contains(&format!("{keys} {what}")),
+                "{keys} {what}: {default}"
+            );
+        }
+    }
+    assert!(
+        !help.contains("(s, S)") && !help.contains("list (n)"),
+        "{help}"
+    );
+}

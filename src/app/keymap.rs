@@ -445,7 +445,7 @@ impl Default for Keymap {
                 b("c", Action::CaptureSnapshot, None, Some("snapshot"), 1),
                 b("o", Action::OpenSnapshot, None, Some("open snap"), 1),
                 b("O", Action::OpenOomSnapshot, None, Some("OOM snap"), 1),
-                b("0…9", Action::SelectGpu(0), None, Some("GPU"), 2),
+                b(GPU_DIGITS, Action::SelectGpu(0), None, Some("GPU"), 2),
             ],
             stress: stress_bindings(),
             viewer: viewer_bindings(),
@@ -454,37 +454,44 @@ impl Default for Keymap {
 }
 
 impl Keymap {
-    /// The action for a key press. Panes are not consulted here: actions
-    /// that do nothing in the focused pane are ignored by the update.
+    /// The action for a key press, read from [`Keymap::bindings`] (its
+    /// first binding that names the key), so a key relabelled in the table
+    /// acts and the texts that name it say so. Panes are not consulted
+    /// here: actions that do nothing in the focused pane are ignored by the
+    /// update. A label with Ctrl (`Ctrl-C`) needs it; one without acts
+    /// with or without it, as the keys did when dispatch was written out.
     pub fn action_for(&self, key: KeyEvent) -> Option<Action> {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        Some(match key.code {
-            KeyCode::Char('c') if ctrl => Action::Quit,
-            KeyCode::Char('q') => Action::Quit,
-            KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
-            KeyCode::Esc => Action::Back,
-            KeyCode::Tab => Action::FocusNext,
-            KeyCode::BackTab => Action::FocusPrev,
-            KeyCode::Up | KeyCode::Char('k') => Action::Up,
-            KeyCode::Down | KeyCode::Char('j') => Action::Down,
-            KeyCode::Left | KeyCode::Char('h') => Action::Left,
-            KeyCode::Right | KeyCode::Char('l') => Action::Right,
-            KeyCode::PageUp => Action::PageUp,
-            KeyCode::PageDown => Action::PageDown,
-            KeyCode::Home => Action::First,
-            KeyCode::End => Action::Last,
-            KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
-            KeyCode::Char('-') => Action::ZoomOut,
-            KeyCode::Char('p') => Action::TogglePause,
-            KeyCode::Char('/') => Action::StartFilter,
-            KeyCode::Char('t') => Action::ToggleTree,
-            KeyCode::Char('v') => Action::NextAllocator,
-            KeyCode::Char('c') => Action::CaptureSnapshot,
-            KeyCode::Char('o') => Action::OpenSnapshot,
-            KeyCode::Char('O') => Action::OpenOomSnapshot,
-            KeyCode::Char(c @ '0'..='9') => Action::SelectGpu(c as u8 - b'0'),
-            _ => return None,
+        // `=` is `+` without Shift: it zooms in as `+` does.
+        let code = match key.code {
+            KeyCode::Char('=') => KeyCode::Char('+'),
+            code => code,
+        };
+        self.bindings.iter().find_map(|b| {
+            b.keys
+                .split(' ')
+                .find_map(|token| match (token, b.action, code) {
+                    // "0…9": each digit selects the GPU of its number.
+                    (GPU_DIGITS, Action::SelectGpu(_), KeyCode::Char(c @ '0'..='9')) => {
+                        Some(Action::SelectGpu(c as u8 - b'0'))
+                    }
+                    (GPU_DIGITS, _, _) => None,
+                    _ => label_key(token)
+                        .filter(|bound| bound.code == code)
+                        .filter(|bound| ctrl || !bound.modifiers.contains(KeyModifiers::CONTROL))
+                        .map(|_| b.action),
+                })
         })
+    }
+
+    /// The first key of `action`'s binding in the dashboard's table, as the
+    /// hints name it ("O", "q" of "q Ctrl-C"): a text that names the key
+    /// that does something names it from here.
+    pub fn key_name(&self, action: Action) -> Option<&'static str> {
+        self.bindings
+            .iter()
+            .find(|b| b.action == action)
+            .and_then(|b| b.keys.split(' ').next())
     }
 
     /// What `key` does in the snapshot viewer; `None`: the ordinary keymap
@@ -786,6 +793,15 @@ impl Keymap {
             .and_then(|b| b.keys.split(' ').next())
     }
 
+    /// The first key of `action`'s binding in the viewer's table ("Enter"
+    /// of the block detail, "c" of the comparison).
+    pub fn viewer_key_name(&self, action: ViewerAction) -> Option<&'static str> {
+        self.viewer
+            .iter()
+            .find(|b| b.action == action)
+            .and_then(|b| b.keys.split(' ').next())
+    }
+
     /// Every key of `key`'s binding in the stress panel's table, as its
     /// label names them ("a", "Enter" of "a Enter"); none without one.
     pub fn stress_key_names(&self, key: PanelKey) -> Vec<&'static str> {
@@ -900,6 +916,7 @@ fn label_key(token: &str) -> Option<KeyEvent> {
         "End" => plain(KeyCode::End),
         "Enter" => plain(KeyCode::Enter),
         "Del" => plain(KeyCode::Delete),
+        "Bksp" => plain(KeyCode::Backspace),
         "0…9" => plain(KeyCode::Char('0')),
         "Ctrl-C" => Some(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
         _ => {
@@ -924,12 +941,17 @@ fn names_code(keys: &str, code: KeyCode) -> bool {
         .any(|bound| bound.code == code)
 }
 
+/// The label of the GPU keys: each digit selects the GPU of its number.
+const GPU_DIGITS: &str = "0…9";
+
 /// The help's line for the key that opens the stress panel.
 const STRESS_OPEN_HELP: &str = "stress panel (drive the allocator)";
 
 /// What takes the keys while something is being typed or picked: the
-/// keymap's bindings are off then, and the status line says which keys
-/// act instead (they are the ones `update` gives that mode).
+/// keymap's bindings are off then (a field takes every printable key, so
+/// its own keys are fixed: Enter, Esc, Backspace), and the status line,
+/// the help and the texts that name them read them from the mode's table
+/// ([`TypingMode::bindings`]), which `update` dispatches from too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TypingMode {
     /// The stress panel's size (`s`) or allocator-settings (`S`) field.
@@ -940,28 +962,128 @@ pub enum TypingMode {
     ProcessFilter,
 }
 
+/// What a key does while a field or list takes the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypingKey {
+    /// Apply the field (set the size, replace the allocator), load the
+    /// selected scenario, or stop typing the filter.
+    Done,
+    /// Close the field or the list, changing nothing.
+    Cancel,
+    /// Delete the last character typed.
+    Delete,
+    /// The previous entry of the list.
+    Up,
+    /// The next entry of the list.
+    Down,
+    /// Quit vramtop (Ctrl-C quits from every mode).
+    Quit,
+}
+
+/// One key of a field or list: (keys as shown, what it does, its status-line
+/// hint, its help row).
+pub type TypingBinding = (&'static str, TypingKey, &'static str, &'static str);
+
+/// The stress panel's size and settings fields.
+const STRESS_FIELD_KEYS: [TypingBinding; 4] = [
+    (
+        "Enter",
+        TypingKey::Done,
+        "apply",
+        "set the size; settings: free all, new allocator",
+    ),
+    (
+        "Esc",
+        TypingKey::Cancel,
+        "cancel",
+        "cancel: the field closes",
+    ),
+    (
+        "Bksp",
+        TypingKey::Delete,
+        "delete",
+        "delete the last character",
+    ),
+    ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
+];
+
+/// The stress panel's scenario list.
+const SCENARIO_LIST_KEYS: [TypingBinding; 5] = [
+    (
+        "Enter",
+        TypingKey::Done,
+        "load",
+        "load the selected scenario (frees all)",
+    ),
+    ("Esc", TypingKey::Cancel, "close", "close the list"),
+    ("↑ k", TypingKey::Up, "up", "the previous scenario"),
+    ("↓ j", TypingKey::Down, "down", "the next scenario"),
+    ("Ctrl-C", TypingKey::Quit, "quit", "quit"),
+];
+
+/// The process filter.
+const PROCESS_FILTER_KEYS: [TypingBinding; 3] = [
+    (
+        "Enter Esc",
+        TypingKey::Done,
+        "done",
+        "stop typing (the filter stays)",
+    ),
+    (
+        "Bksp",
+        TypingKey::Delete,
+        "delete",
+        "delete the last character",
+    ),
+    ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
+];
+
 impl TypingMode {
+    /// The mode's keys, in the order the status line and the help list them.
+    pub fn bindings(self) -> &'static [TypingBinding] {
+        match self {
+            TypingMode::StressField => &STRESS_FIELD_KEYS,
+            TypingMode::ScenarioList => &SCENARIO_LIST_KEYS,
+            TypingMode::ProcessFilter => &PROCESS_FILTER_KEYS,
+        }
+    }
+
     /// (keys, action) for the status line.
     pub fn hints(self) -> Vec<(&'static str, &'static str)> {
-        match self {
-            TypingMode::StressField => vec![
-                ("Enter", "apply"),
-                ("Esc", "cancel"),
-                ("Bksp", "delete"),
-                ("Ctrl-C", "quit"),
-            ],
-            TypingMode::ScenarioList => vec![
-                ("Enter", "load"),
-                ("Esc", "close"),
-                ("↑↓ j k", "choose"),
-                ("Ctrl-C", "quit"),
-            ],
-            TypingMode::ProcessFilter => vec![
-                ("Enter Esc", "done"),
-                ("Bksp", "delete"),
-                ("Ctrl-C", "quit"),
-            ],
-        }
+        self.bindings()
+            .iter()
+            .map(|&(keys, _, hint, _)| (keys, hint))
+            .collect()
+    }
+
+    /// (keys, description) rows for the help overlay.
+    pub fn help_rows(self) -> Vec<(&'static str, &'static str)> {
+        self.bindings()
+            .iter()
+            .map(|&(keys, _, _, help)| (keys, help))
+            .collect()
+    }
+
+    /// What `key` does in this mode: the first binding that names it (a
+    /// label with Ctrl needs it, one without does not act with it);
+    /// `None`: a character types, anything else does nothing.
+    pub fn key_for(self, key: KeyEvent) -> Option<TypingKey> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        self.bindings().iter().find_map(|&(keys, bound, _, _)| {
+            keys.split(' ')
+                .filter_map(label_key)
+                .any(|k| k.code == key.code && k.modifiers.contains(KeyModifiers::CONTROL) == ctrl)
+                .then_some(bound)
+        })
+    }
+
+    /// The first key of `key`'s binding in this mode ("Enter", "Esc"), as
+    /// a text that names the key says it.
+    pub fn key_name(self, key: TypingKey) -> Option<&'static str> {
+        self.bindings()
+            .iter()
+            .find(|b| b.1 == key)
+            .and_then(|b| b.0.split(' ').next())
     }
 }
 
@@ -996,6 +1118,121 @@ mod tests {
             Some(Action::SelectGpu(0))
         );
         assert_eq!(k.action_for(key(KeyCode::Char('z'))), None);
+    }
+
+    /// What the dashboard's keys did when dispatch was written out by hand.
+    fn written_out(key: KeyEvent) -> Option<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        Some(match key.code {
+            KeyCode::Char('c') if ctrl => Action::Quit,
+            KeyCode::Char('q') => Action::Quit,
+            KeyCode::Char('?') | KeyCode::F(1) => Action::ToggleHelp,
+            KeyCode::Esc => Action::Back,
+            KeyCode::Tab => Action::FocusNext,
+            KeyCode::BackTab => Action::FocusPrev,
+            KeyCode::Up | KeyCode::Char('k') => Action::Up,
+            KeyCode::Down | KeyCode::Char('j') => Action::Down,
+            KeyCode::Left | KeyCode::Char('h') => Action::Left,
+            KeyCode::Right | KeyCode::Char('l') => Action::Right,
+            KeyCode::PageUp => Action::PageUp,
+            KeyCode::PageDown => Action::PageDown,
+            KeyCode::Home => Action::First,
+            KeyCode::End => Action::Last,
+            KeyCode::Char('+') | KeyCode::Char('=') => Action::ZoomIn,
+            KeyCode::Char('-') => Action::ZoomOut,
+            KeyCode::Char('p') => Action::TogglePause,
+            KeyCode::Char('/') => Action::StartFilter,
+            KeyCode::Char('t') => Action::ToggleTree,
+            KeyCode::Char('v') => Action::NextAllocator,
+            KeyCode::Char('c') => Action::CaptureSnapshot,
+            KeyCode::Char('o') => Action::OpenSnapshot,
+            KeyCode::Char('O') => Action::OpenOomSnapshot,
+            KeyCode::Char(c @ '0'..='9') => Action::SelectGpu(c as u8 - b'0'),
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn the_dashboard_dispatches_from_its_table_so_a_relabelled_key_acts() {
+        let k = Keymap::default();
+        let codes = (' '..='~')
+            .map(KeyCode::Char)
+            .chain((1..=12).map(KeyCode::F))
+            .chain([
+                KeyCode::Esc,
+                KeyCode::Enter,
+                KeyCode::Tab,
+                KeyCode::BackTab,
+                KeyCode::Backspace,
+                KeyCode::Delete,
+                KeyCode::Up,
+                KeyCode::Down,
+                KeyCode::Left,
+                KeyCode::Right,
+                KeyCode::PageUp,
+                KeyCode::PageDown,
+                KeyCode::Home,
+                KeyCode::End,
+            ]);
+        for code in codes {
+            for modifiers in [
+                KeyModifiers::NONE,
+                KeyModifiers::SHIFT,
+                KeyModifiers::CONTROL,
+            ] {
+                let event = KeyEvent::new(code, modifiers);
+                assert_eq!(
+                    k.action_for(event),
+                    written_out(event),
+                    "{code:?} {modifiers:?}"
+                );
+            }
+        }
+        // Relabelled in the table, the binding acts on its new key alone,
+        // and the texts that name it get the new one.
+        let mut moved = Keymap::default();
+        for b in &mut moved.bindings {
+            if b.action == Action::OpenOomSnapshot {
+                b.keys = "F7";
+            }
+        }
+        assert_eq!(
+            moved.action_for(key(KeyCode::F(7))),
+            Some(Action::OpenOomSnapshot)
+        );
+        assert_eq!(moved.action_for(key(KeyCode::Char('O'))), None);
+        assert_eq!(moved.key_name(Action::OpenOomSnapshot), Some("F7"));
+        assert_eq!(k.key_name(Action::OpenOomSnapshot), Some("O"));
+        assert_eq!(k.key_name(Action::Quit), Some("q"));
+    }
+
+    #[test]
+    fn every_field_and_list_key_dispatches_from_its_own_table() {
+        for mode in [
+            TypingMode::StressField,
+            TypingMode::ScenarioList,
+            TypingMode::ProcessFilter,
+        ] {
+            for &(keys, bound, _, _) in mode.bindings() {
+                for name in keys.split(' ') {
+                    let event = label_key(name).expect("a key the table can name");
+                    assert_eq!(mode.key_for(event), Some(bound), "{mode:?} {name}");
+                }
+            }
+            // Characters type: no binding takes them.
+            assert_eq!(mode.key_for(key(KeyCode::Char('x'))), None, "{mode:?}");
+            assert_eq!(mode.hints().len(), mode.bindings().len(), "{mode:?}");
+        }
+        let field = TypingMode::StressField;
+        assert_eq!(field.key_name(TypingKey::Done), Some("Enter"));
+        assert_eq!(field.key_name(TypingKey::Cancel), Some("Esc"));
+        assert_eq!(field.key_for(key(KeyCode::Char('k'))), None, "k types");
+        assert_eq!(
+            TypingMode::ScenarioList.key_for(key(KeyCode::Char('k'))),
+            Some(TypingKey::Up)
+        );
+        let filter = TypingMode::ProcessFilter;
+        assert_eq!(filter.key_for(key(KeyCode::Esc)), Some(TypingKey::Done));
     }
 
     #[test]

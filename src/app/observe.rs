@@ -187,17 +187,29 @@ mod tests {
         assert_eq!(shown(&state), Some(on_gpu0[0]));
         let choice = state.probe_choice(&state.gpus[0]).expect("a choice");
         assert!(choice.simulated);
-        apply(&mut state, Action::NextAllocator);
+        apply(
+            &mut state,
+            &crate::app::keymap::Keymap::default(),
+            Action::NextAllocator,
+        );
         sources
             .observe(readings.clone())
             .apply_to(&mut state, 1_000);
         assert_eq!(shown(&state), Some(on_gpu0[1]));
-        apply(&mut state, Action::NextAllocator);
+        apply(
+            &mut state,
+            &crate::app::keymap::Keymap::default(),
+            Action::NextAllocator,
+        );
         sources.observe(readings).apply_to(&mut state, 2_000);
         assert_eq!(shown(&state), Some(on_gpu0[0]), "wraps to the first");
         // GPU 1 has one trainer: nothing to switch to, and it says so.
         state.ui.selected_gpu = 1;
-        apply(&mut state, Action::NextAllocator);
+        apply(
+            &mut state,
+            &crate::app::keymap::Keymap::default(),
+            Action::NextAllocator,
+        );
         let said = state.ui.notice.clone().unwrap_or_default();
         assert!(said.contains("one process with an allocator"), "{said}");
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{CaptureMsg, cannot_capture, target_probe};
-use super::keymap::{Action, Keymap, PanelKey};
+use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
 use super::state::{
     AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState, ZOOM_WINDOWS_S,
 };
@@ -63,12 +63,13 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     // The filter takes the keys while it is typed (Ctrl-C still quits).
     if state.ui.process_filter.is_editing() && !key.modifiers.contains(KeyModifiers::CONTROL) {
         let filter = &mut state.ui.process_filter;
-        match key.code {
-            KeyCode::Esc | KeyCode::Enter => filter.close(),
-            KeyCode::Backspace => {
+        match (TypingMode::ProcessFilter.key_for(key), key.code) {
+            (Some(TypingKey::Done | TypingKey::Cancel), _) => filter.close(),
+            (Some(TypingKey::Delete), _) => {
                 filter.text_mut().pop();
             }
-            KeyCode::Char(c) if !c.is_control() => {
+            (Some(_), _) => return Effect::None,
+            (None, KeyCode::Char(c)) if !c.is_control() => {
                 // A filter is a handful of characters; cap it so a pasted
                 // novel cannot grow the state without bound.
                 let text = filter.text_mut();
@@ -118,7 +119,7 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
         }
     }
     match keymap.action_for(key) {
-        Some(action) => apply(state, action),
+        Some(action) => apply(state, keymap, action),
         None => Effect::None,
     }
 }
@@ -128,16 +129,16 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
 /// Backspace deletes, characters type.
 fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
     let panel = &mut state.stress;
-    match key.code {
-        KeyCode::Enter => {
+    match (TypingMode::StressField.key_for(key), key.code) {
+        (Some(TypingKey::Done), _) => {
             let commands = panel.submit_input();
             if !commands.is_empty() {
                 return Effect::Stress(commands);
             }
         }
-        KeyCode::Esc => panel.cancel_input(),
-        KeyCode::Backspace => panel.backspace(),
-        KeyCode::Char(c) => panel.type_char(c),
+        (Some(TypingKey::Cancel), _) => panel.cancel_input(),
+        (Some(TypingKey::Delete), _) => panel.backspace(),
+        (None, KeyCode::Char(c)) => panel.type_char(c),
         _ => return Effect::None,
     }
     Effect::Redraw
@@ -147,16 +148,16 @@ fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
 /// the scenario (rewinding to its first variant), Esc closes the list.
 fn pick_scenario(state: &mut AppState, key: KeyEvent) -> Effect {
     let panel = &mut state.stress;
-    match key.code {
-        KeyCode::Up | KeyCode::Char('k') => panel.pick_move(true),
-        KeyCode::Down | KeyCode::Char('j') => panel.pick_move(false),
-        KeyCode::Enter => {
+    match TypingMode::ScenarioList.key_for(key) {
+        Some(TypingKey::Up) => panel.pick_move(true),
+        Some(TypingKey::Down) => panel.pick_move(false),
+        Some(TypingKey::Done) => {
             let commands = panel.pick_choose();
             if !commands.is_empty() {
                 return Effect::Stress(commands);
             }
         }
-        KeyCode::Esc => panel.pick_cancel(),
+        Some(TypingKey::Cancel) => panel.pick_cancel(),
         _ => return Effect::None,
     }
     Effect::Redraw
@@ -355,8 +356,24 @@ fn help_page(ui: &UiState) -> usize {
     }
 }
 
-/// Applies one action.
-pub fn apply(state: &mut AppState, action: Action) -> Effect {
+/// Says on the status line why `action`'s key did nothing, led by the key
+/// as `keymap` names it ("o: no snapshot yet"): a key moved in the table is
+/// the one named.
+fn key_notice(
+    state: &mut AppState,
+    keymap: &Keymap,
+    action: Action,
+    text: impl Into<String>,
+) -> Effect {
+    let text = text.into();
+    match keymap.key_name(action) {
+        Some(key) => notice(state, format!("{key}: {text}")),
+        None => notice(state, text),
+    }
+}
+
+/// Applies one action; `keymap` names the keys its notices mention.
+pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
     let ui = &mut state.ui;
     if ui.overlay == Overlay::Help {
         // The help overlay is modal: it scrolls like less, other keys do
@@ -442,19 +459,23 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
         Action::Last => move_selection(state, isize::MAX / 2),
         // At either end the key says so instead of doing nothing.
         Action::ZoomIn if ui.zoom == 0 => {
-            return notice(
+            return key_notice(
                 state,
+                keymap,
+                action,
                 format!(
-                    "+: the timeline already shows its shortest window, {} s",
+                    "the timeline already shows its shortest window, {} s",
                     ZOOM_WINDOWS_S[0]
                 ),
             );
         }
         Action::ZoomOut if ui.zoom + 1 >= ZOOM_WINDOWS_S.len() => {
-            return notice(
+            return key_notice(
                 state,
+                keymap,
+                action,
                 format!(
-                    "-: the timeline already shows its longest window, {} min",
+                    "the timeline already shows its longest window, {} min",
                     ZOOM_WINDOWS_S[ZOOM_WINDOWS_S.len() - 1] / 60
                 ),
             );
@@ -482,16 +503,18 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             let Some(choice) = state.probe_choice(gpu) else {
                 let index = gpu.index();
                 let probes = state.allocator_pids_on(index).len();
-                return notice(
+                return key_notice(
                     state,
+                    keymap,
+                    action,
                     if probes == 0 {
                         format!(
-                            "v: no process on GPU {index} has a probe to switch to \
+                            "no process on GPU {index} has a probe to switch to \
                              (python -m vramtop_probe; docs/attach.md)"
                         )
                     } else {
                         format!(
-                            "v: GPU {index} has one {}: nothing to switch to",
+                            "GPU {index} has one {}: nothing to switch to",
                             if state.simulated_allocators.contains_key(&index) {
                                 "process with an allocator"
                             } else {
@@ -504,7 +527,7 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
             let index = gpu.index();
             state.ui.allocator_pick.insert(index, choice.next());
         }
-        Action::CaptureSnapshot => return capture_snapshot(state),
+        Action::CaptureSnapshot => return capture_snapshot(state, keymap),
         Action::OpenSnapshot => {
             return match state.capture.last.clone() {
                 Some(path) => Effect::OpenSnapshot {
@@ -512,12 +535,15 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                     at_oom: false,
                 },
                 None if state.capture.pending.is_some() => {
-                    notice(state, "o: the snapshot is still being taken")
+                    key_notice(state, keymap, action, "the snapshot is still being taken")
                 }
-                None => notice(
-                    state,
-                    "o: no snapshot yet (c asks a probed process for one)",
-                ),
+                None => {
+                    let ask = keymap
+                        .key_name(Action::CaptureSnapshot)
+                        .map(|c| format!(" ({c} asks a probed process for one)"))
+                        .unwrap_or_default();
+                    key_notice(state, keymap, action, format!("no snapshot yet{ask}"))
+                }
             };
         }
         Action::OpenOomSnapshot => {
@@ -526,9 +552,11 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
                     path: o.path.clone(),
                     at_oom: true,
                 },
-                None => notice(
+                None => key_notice(
                     state,
-                    "O: no OOM snapshot yet (a probe with --snapshot-on-oom or history on \
+                    keymap,
+                    action,
+                    "no OOM snapshot yet (a probe with --snapshot-on-oom or history on \
                      writes one)",
                 ),
             };
@@ -557,20 +585,22 @@ pub fn apply(state: &mut AppState, action: Action) -> Effect {
 }
 
 /// `c`: asks the probe of the selected probed process for a snapshot, or
-/// says why it cannot.
-fn capture_snapshot(state: &mut AppState) -> Effect {
+/// says why it cannot (led by its key as `keymap` names it).
+fn capture_snapshot(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::CaptureSnapshot;
     if let Some(pid) = state.capture.pending {
-        return notice(state, format!("c: a snapshot of pid {pid} is being taken"));
+        let text = format!("a snapshot of pid {pid} is being taken");
+        return key_notice(state, keymap, action, text);
     }
     let row = match target_probe(state) {
         Ok(row) => row,
-        Err(why) => return notice(state, format!("c: {why}")),
+        Err(why) => return key_notice(state, keymap, action, why),
     };
     if let Some(why) = cannot_capture(row) {
-        return notice(state, format!("c: {why}"));
+        return key_notice(state, keymap, action, why);
     }
     let (Some(pid), socket) = (row.pid, PathBuf::from(&row.socket)) else {
-        return notice(state, "c: the probe has no pid yet");
+        return key_notice(state, keymap, action, "the probe has no pid yet");
     };
     state.capture.pending = Some(pid);
     state.capture.note = Some((state.now_ms, CaptureMsg::Asking { pid }));

@@ -1240,7 +1240,7 @@ impl ViewerState {
         };
         if self.app.ui.overlay != Overlay::None {
             // Help is modal: apply() lets only quit/help/back through.
-            return apply(&mut self.app, action);
+            return apply(&mut self.app, keymap, action);
         }
         match action {
             Action::Back if !self.waiting_actions.is_empty() => {
@@ -1256,12 +1256,14 @@ impl ViewerState {
                 ));
                 Effect::Redraw
             }
-            Action::Quit | Action::ToggleHelp | Action::Back => apply(&mut self.app, action),
+            Action::Quit | Action::ToggleHelp | Action::Back => {
+                apply(&mut self.app, keymap, action)
+            }
             Action::FocusNext | Action::FocusPrev => {
-                let effect = apply(&mut self.app, action);
+                let effect = apply(&mut self.app, keymap, action);
                 // The viewer has no process list.
                 if self.app.ui.focus == Pane::Processes {
-                    apply(&mut self.app, action);
+                    apply(&mut self.app, keymap, action);
                 }
                 effect
             }
@@ -1269,7 +1271,7 @@ impl ViewerState {
                 let delta = if action == Action::Up { -1 } else { 1 };
                 if self.app.ui.focus == Pane::Gpus {
                     let before = self.app.ui.selected_gpu;
-                    let effect = apply(&mut self.app, action);
+                    let effect = apply(&mut self.app, keymap, action);
                     if self.app.ui.selected_gpu != before {
                         self.selected_address = None;
                         self.refresh();
@@ -1280,7 +1282,7 @@ impl ViewerState {
                 }
             }
             Action::SelectGpu(_) => {
-                let effect = apply(&mut self.app, action);
+                let effect = apply(&mut self.app, keymap, action);
                 if effect == Effect::Redraw {
                     self.selected_address = None;
                     self.refresh();

@@ -13,6 +13,7 @@ use super::chrome::{self, pane_block};
 use super::format;
 use super::theme::Theme;
 use crate::alloc::advice::{CachedFreeAdvice, cached_free_advice};
+use crate::app::keymap::{Action, Keymap};
 use crate::app::state::{AppState, GpuState, Pane, breakdown};
 use crate::device::GpuReading;
 
@@ -23,6 +24,9 @@ pub const NO_ALLOCATOR_NOTE: &str = "allocator view: n/a — no process's alloca
 /// The breakdown pane of one frame.
 pub struct BreakdownPane<'a> {
     state: &'a AppState,
+    /// Names the key that switches between probed processes (`v`) in the
+    /// title; without one the title names no key.
+    keymap: Option<&'a Keymap>,
     theme: &'a Theme,
 }
 
@@ -36,7 +40,17 @@ struct Body {
 
 impl<'a> BreakdownPane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
-        BreakdownPane { state, theme }
+        BreakdownPane {
+            state,
+            keymap: None,
+            theme,
+        }
+    }
+
+    /// Names the keys the title mentions as `keymap` binds them.
+    pub fn with_keymap(mut self, keymap: &'a Keymap) -> Self {
+        self.keymap = Some(keymap);
+        self
     }
 
     /// Rows this pane would like at `width` columns, title included.
@@ -270,17 +284,21 @@ pub(super) fn legend_item(
 
 /// "1 of 2 probes, v: next" when several processes on the GPU have a probe,
 /// or "v: pid 5678 from the next sample" while a switch is pending; nothing
-/// while an allocator not among them is shown (the stress panel's).
-fn probe_choice_note(state: &AppState, gpu: &GpuState) -> Option<String> {
+/// while an allocator not among them is shown (the stress panel's). The
+/// key is `keymap`'s for [`Action::NextAllocator`]; unnamed without one.
+fn probe_choice_note(state: &AppState, gpu: &GpuState, keymap: Option<&Keymap>) -> Option<String> {
     let choice = state.probe_choice(gpu)?;
+    let key = keymap.and_then(|k| k.key_name(Action::NextAllocator));
     if let Some(picked) = choice.pending() {
-        return Some(format!("v: pid {picked} from the next sample"));
+        let lead = key.map(|v| format!("{v}: ")).unwrap_or_default();
+        return Some(format!("{lead}pid {picked} from the next sample"));
     }
     // Another allocator shown (the stress panel's): its keys are the
     // panel's, and there is no place in the list to give.
     let position = choice.position(choice.shown)?;
+    let next = key.map(|v| format!(", {v}: next")).unwrap_or_default();
     Some(format!(
-        "{position} of {} {}, v: next",
+        "{position} of {} {}{next}",
         choice.pids.len(),
         if choice.simulated {
             "allocators"
@@ -297,7 +315,7 @@ impl Widget for BreakdownPane<'_> {
         if let Some(gpu) = self.state.selected() {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
             // Before the source, which is long and is what gets cut off.
-            if let Some(note) = probe_choice_note(self.state, gpu) {
+            if let Some(note) = probe_choice_note(self.state, gpu, self.keymap) {
                 detail.push(Span::styled(format!(" · {note}"), theme.text));
             }
             if let Some(a) = &gpu.allocator {

@@ -13,9 +13,10 @@ use super::chrome::{self, left};
 use super::theme::Theme;
 use super::timeline::LegendName;
 use super::viewer::LEGEND_NAMES;
-use crate::app::keymap::{Action, Keymap};
+use crate::app::keymap::{Action, Keymap, PanelKey, TypingMode};
 use crate::app::state::StressView;
-use crate::app::stress::{COMPARE_NAMES, FigureName};
+use crate::app::stress::{COMPARE_NAMES, FigureName, StressAction};
+use crate::app::viewer::ViewerAction;
 
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
@@ -249,6 +250,29 @@ impl<'a> HelpOverlay<'a> {
         self
     }
 
+    /// A heading followed by the viewer's key for `opens` as its table
+    /// binds it ("In the block detail (Enter)").
+    fn opened_by(&self, heading: &str, opens: ViewerAction) -> String {
+        match self.keymap.viewer_key_name(opens) {
+            Some(key) => format!("{heading} ({key})"),
+            None => heading.to_string(),
+        }
+    }
+
+    /// A heading followed by the stress panel's keys for `opens` as its
+    /// table binds them ("In the scenario list (n)").
+    fn stress_opened_by(&self, heading: &str, opens: &[StressAction]) -> String {
+        let keys: Vec<&str> = opens
+            .iter()
+            .filter_map(|&a| self.keymap.stress_key_name(PanelKey::Act(a)))
+            .collect();
+        if keys.is_empty() {
+            heading.to_string()
+        } else {
+            format!("{heading} ({})", keys.join(", "))
+        }
+    }
+
     /// Key sections in the order shown, each a heading and its rows
     /// (keys, what they do): the viewer's own, its block detail's and its
     /// comparison's; or the dashboard's, everywhere first, then one
@@ -274,11 +298,11 @@ impl<'a> HelpOverlay<'a> {
                     quit_words(self.keymap.viewer_help_rows()),
                 ),
                 (
-                    "In the block detail (Enter)".to_string(),
+                    self.opened_by("In the block detail", ViewerAction::BlockDetail),
                     quit_words(self.keymap.detail_help_rows()),
                 ),
                 (
-                    "In the A/B comparison (c)".to_string(),
+                    self.opened_by("In the A/B comparison", ViewerAction::Compare),
                     quit_words(self.keymap.compare_help_rows()),
                 ),
             ];
@@ -295,6 +319,26 @@ impl<'a> HelpOverlay<'a> {
             sections.push((
                 "In the stress panel".to_string(),
                 self.keymap.stress_help_rows(self.stress_view),
+            ));
+            // The fields and the list take the keys while open: their own
+            // keys are fixed (Enter, Esc…), listed from the table that
+            // dispatches them, under the panel keys that open them.
+            let typing = |mode: TypingMode| {
+                mode.help_rows()
+                    .into_iter()
+                    .map(|(keys, what)| (keys, Cow::Borrowed(what)))
+                    .collect()
+            };
+            sections.push((
+                self.stress_opened_by(
+                    "In the size and settings fields",
+                    &[StressAction::TypeSize, StressAction::TypeSettings],
+                ),
+                typing(TypingMode::StressField),
+            ));
+            sections.push((
+                self.stress_opened_by("In the scenario list", &[StressAction::OpenScenarios]),
+                typing(TypingMode::ScenarioList),
             ));
         }
         let mut groups: Vec<&str> = Vec::new();
@@ -470,15 +514,19 @@ impl Widget for HelpOverlay<'_> {
         let height = u16::try_from(content_h + 2)
             .unwrap_or(u16::MAX)
             .min(area.height);
-        let (popup, inner) = chrome::popup(
-            buf,
-            area,
-            (width, height),
-            " Help ",
-            " Esc or ? closes ",
-            0,
-            theme,
+        // The keys the frame names, as the keymap binds them: the first key
+        // of a binding, or all of the moves' ("↓ j").
+        let name = |a| self.keymap.key_name(a).unwrap_or_default();
+        let label = |a| {
+            let b = self.keymap.bindings.iter().find(|b| b.action == a);
+            b.map_or("", |b| b.keys)
+        };
+        let closes = format!(
+            " {} or {} closes ",
+            name(Action::Back),
+            name(Action::ToggleHelp)
         );
+        let (popup, inner) = chrome::popup(buf, area, (width, height), " Help ", &closes, 0, theme);
         let visible = usize::from(inner.height);
         let max_scroll = content_h.saturating_sub(visible);
         if let Some(limit) = self.scroll_limit {
@@ -492,9 +540,9 @@ impl Widget for HelpOverlay<'_> {
             // Where the view is, as less says it, and how to move it.
             let last = (offset + visible).min(content_h);
             let more = if offset < max_scroll {
-                " ↓ j PgDn more"
+                format!(" {} {} more", label(Action::Down), name(Action::PageDown))
             } else {
-                " ↑ k PgUp back"
+                format!(" {} {} back", label(Action::Up), name(Action::PageUp))
             };
             let text = format!("{more} · rows {}–{last} of {content_h} ", offset + 1);
             let bottom = Rect::new(

@@ -132,7 +132,9 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     for &(pane, rect) in &screen.panes {
         match pane {
             Pane::Gpus => GpusPane::new(state, theme).render(rect, buf),
-            Pane::Breakdown => BreakdownPane::new(state, theme).render(rect, buf),
+            Pane::Breakdown => BreakdownPane::new(state, theme)
+                .with_keymap(keymap)
+                .render(rect, buf),
             Pane::Timeline => TimelinePane::new(state, theme).render(rect, buf),
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(state, theme);

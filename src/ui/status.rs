@@ -14,7 +14,7 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::app::capture::CaptureMsg;
-use crate::app::keymap::{Keymap, TypingMode};
+use crate::app::keymap::{Action, Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::{AppState, StressView};
 
@@ -136,6 +136,10 @@ impl<'a> StatusLine<'a> {
         let mut spans = Vec::new();
         let oom = self.state.probes.oom_banner();
         let home = s.home_dir.as_deref();
+        // The keys the banner and the capture's note name, as the table
+        // binds them.
+        let open_oom = self.keymap.key_name(Action::OpenOomSnapshot);
+        let open = self.keymap.key_name(Action::OpenSnapshot);
         let capture = self.state.capture.note_at(self.state.now_ms);
         // An OOM seen in the last minute comes before anything else: it is
         // what the user is waiting for, and a longer note before it would
@@ -161,7 +165,7 @@ impl<'a> StatusLine<'a> {
         if let Some(o) = fresh_oom {
             let room = width.saturating_sub(1);
             spans.push(Span::styled(
-                oom_banner_within(o, home, room),
+                oom_banner_within(o, home, open_oom, room),
                 theme.critical,
             ));
         }
@@ -194,7 +198,10 @@ impl<'a> StatusLine<'a> {
             let room = width
                 .saturating_sub(before)
                 .saturating_sub(usize::from(follows));
-            spans.push(Span::styled(capture_note_within(c, home, room), theme.key));
+            spans.push(Span::styled(
+                capture_note_within(c, home, open, room),
+                theme.key,
+            ));
         }
         if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
             if !spans.is_empty() {
@@ -203,7 +210,7 @@ impl<'a> StatusLine<'a> {
             let before: usize = spans.iter().map(Span::width).sum();
             let room = width.saturating_sub(before).saturating_sub(1);
             spans.push(Span::styled(
-                oom_banner_within(o, home, room),
+                oom_banner_within(o, home, open_oom, room),
                 theme.critical,
             ));
         }
@@ -355,9 +362,16 @@ fn banner_tiers(banner: Option<&str>) -> Vec<Option<String>> {
     tiers
 }
 
-/// The OOM banner: which process hit an OOM and where its snapshot is
+/// How the OOM banner leads to the snapshot: "O opens", `key` being the
+/// one the keymap binds to opening it; "see" where no key does.
+fn opens(key: Option<&str>) -> String {
+    key.map_or_else(|| "see".to_string(), |k| format!("{k} opens"))
+}
+
+/// The OOM banner: which process hit an OOM, the key that opens its
+/// snapshot (`key`, as the keymap binds it) and where the snapshot is
 /// (under `home`, as `~/…`).
-pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
+pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>, key: Option<&str>) -> String {
     let pid = o
         .pid
         .map_or_else(|| format::NA.to_string(), |p| p.to_string());
@@ -369,8 +383,9 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
     // The key, then the file, then the command line: a narrow terminal
     // cuts the line at its end, and the command (which the pid names
     // already) hid the file's name even at 120 columns.
+    let opens = opens(key);
     format!(
-        "OOM in pid {pid}: O opens its snapshot at the OOM: {}{command}",
+        "OOM in pid {pid}: {opens} its snapshot at the OOM: {}{command}",
         path_under_home(&o.path, home)
     )
 }
@@ -378,8 +393,14 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>) -> String {
 /// [`oom_banner`] in `width` columns where its shorter wordings can: the
 /// command left out, then "O opens PATH", then the file's name alone, so
 /// that the file the key opens is never the part cut off.
-pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width: usize) -> String {
-    let full = oom_banner(o, home);
+pub fn oom_banner_within(
+    o: &OomSnapshot,
+    home: Option<&std::path::Path>,
+    key: Option<&str>,
+    width: usize,
+) -> String {
+    let full = oom_banner(o, home, key);
+    let opens = opens(key);
     let pid = o
         .pid
         .map_or_else(|| format::NA.to_string(), |p| p.to_string());
@@ -392,12 +413,12 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
     // The last resort keeps the name's start and end (host, pid; time,
     // kind) around an "…": a long host name made even the shortest wording
     // cut the time and the kind off.
-    let lead = format!("OOM pid {pid}: O opens ");
+    let lead = format!("OOM pid {pid}: {opens} ");
     let room = width.saturating_sub(lead.chars().count());
     let shorter = [
-        format!("OOM in pid {pid}: O opens its snapshot at the OOM: {path}"),
-        format!("OOM in pid {pid}: O opens {path}"),
-        format!("OOM in pid {pid}: O opens {name}"),
+        format!("OOM in pid {pid}: {opens} its snapshot at the OOM: {path}"),
+        format!("OOM in pid {pid}: {opens} {path}"),
+        format!("OOM in pid {pid}: {opens} {name}"),
         format!("{lead}{name}"),
         format!("{lead}{}", format::elide_middle(&name, room)),
     ];
@@ -416,8 +437,13 @@ pub fn oom_banner_within(o: &OomSnapshot, home: Option<&std::path::Path>, width:
 /// A capture's note in `width` columns where it can: a written snapshot's
 /// path (`~/…/snapshots/NAME`) shortens to its name alone, then the
 /// caveat of a snapshot without a trace to two words, then the name's
-/// middle is elided.
-fn capture_note_within(note: &CaptureMsg, home: Option<&Path>, width: usize) -> String {
+/// middle is elided. `key` opens a written one, as the keymap binds it.
+fn capture_note_within(
+    note: &CaptureMsg,
+    home: Option<&Path>,
+    key: Option<&str>,
+    width: usize,
+) -> String {
     let (pid, tail) = match note {
         CaptureMsg::Asking { pid } => (pid, "asking…".to_string()),
         CaptureMsg::Asked { pid } => (pid, "asked the probe…".to_string()),
@@ -427,7 +453,7 @@ fn capture_note_within(note: &CaptureMsg, home: Option<&Path>, width: usize) -> 
             pid,
             path,
             has_trace,
-        } => return done_note_within(*pid, path, *has_trace, home, width),
+        } => return done_note_within(*pid, path, *has_trace, home, key, width),
     };
     format!("snapshot of pid {pid}: {tail}")
 }
@@ -440,10 +466,12 @@ fn done_note_within(
     path: &Path,
     has_trace: bool,
     home: Option<&Path>,
+    key: Option<&str>,
     width: usize,
 ) -> String {
     let fits = |text: &str| Line::from(text).width() <= width;
-    let head = |caveat: &str| format!("snapshot of pid {pid} (o opens it){caveat}: ");
+    let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
+    let head = |caveat: &str| format!("snapshot of pid {pid}{opens}{caveat}: ");
     let caveat = if has_trace { "" } else { SEGMENTS_ONLY_CAVEAT };
     let full = format!("{}{}", head(caveat), path_under_home(path, home));
     let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
@@ -592,20 +620,20 @@ mod tests {
     fn a_written_snapshot_is_said_with_its_key_caveat_and_path() {
         let home = Some(Path::new("/home/u"));
         assert_eq!(
-            capture_note_within(&done("/home/u/s/a.pickle", true), home, 200),
+            capture_note_within(&done("/home/u/s/a.pickle", true), home, Some("o"), 200),
             "snapshot of pid 7 (o opens it): ~/s/a.pickle"
         );
-        let note = capture_note_within(&done("/s/a.pickle", false), None, 200);
+        let note = capture_note_within(&done("/s/a.pickle", false), None, Some("o"), 200);
         assert!(
             note.contains("/s/a.pickle") && note.contains("segments only"),
             "{note}"
         );
         assert_eq!(
-            capture_note_within(&CaptureMsg::Started { pid: 7 }, None, 200),
+            capture_note_within(&CaptureMsg::Started { pid: 7 }, None, Some("o"), 200),
             "snapshot of pid 7: the probe is taking it…"
         );
         assert_eq!(
-            capture_note_within(&CaptureMsg::Asking { pid: 7 }, None, 200),
+            capture_note_within(&CaptureMsg::Asking { pid: 7 }, None, Some("o"), 200),
             "snapshot of pid 7: asking…"
         );
     }
@@ -615,7 +643,7 @@ mod tests {
         let path = "/home/u/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle";
         let home = Some(Path::new("/home/u"));
         for width in [40, 60, 80] {
-            let note = capture_note_within(&done(path, false), home, width);
+            let note = capture_note_within(&done(path, false), home, Some("o"), width);
             assert!(
                 Line::from(note.as_str()).width() <= width,
                 "{width}: {note}"
@@ -623,7 +651,7 @@ mod tests {
             assert!(note.contains("(o opens it)"), "{width}: {note}");
         }
         // At 100 columns the name is whole and the caveat in two words.
-        let note = capture_note_within(&done(path, false), home, 100);
+        let note = capture_note_within(&done(path, false), home, Some("o"), 100);
         assert!(
             note.ends_with(", segments only: host-1234-20261206-101500-oom.pickle"),
             "{note}"

@@ -27,19 +27,29 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
-use crate::app::keymap::{Keymap, PanelKey};
+use crate::app::keymap::{Keymap, PanelKey, TypingKey, TypingMode};
 use crate::app::stress::{
     CompareRow, FigureUnit, HistogramRow, OomAdvice, OomState, PanelDevice, Pattern,
     ScenarioPicker, ScenarioStop, Stranded, StressAction, StressPanel,
 };
 
+/// The key the fields or the list bind to `key` ("Enter", "Esc"): fixed
+/// keys, named from the one table that dispatches them.
+fn typing_key(mode: TypingMode, key: TypingKey) -> &'static str {
+    mode.key_name(key).unwrap_or_default()
+}
+
 /// The settings field's hint, longest first: the first that fits beside
 /// the typed text is shown, none when none does.
-const SETTINGS_HINTS: [&str; 3] = [
-    "  Enter frees all, new allocator · Esc cancels",
-    "  Enter frees all · Esc cancels",
-    "  Enter applies · Esc",
-];
+fn settings_hints() -> [String; 3] {
+    let done = typing_key(TypingMode::StressField, TypingKey::Done);
+    let cancel = typing_key(TypingMode::StressField, TypingKey::Cancel);
+    [
+        format!("  {done} frees all, new allocator · {cancel} cancels"),
+        format!("  {done} frees all · {cancel} cancels"),
+        format!("  {done} applies · {cancel}"),
+    ]
+}
 
 /// The panel's share of the screen height (percent) and its floor (rows).
 const HEIGHT_PERCENT: u16 = 55;
@@ -353,9 +363,12 @@ impl<'a> StressPane<'a> {
             .collect();
         let (first, last) = list_window(&entries, picker.selected, rows.saturating_sub(1));
         let n = entries.len();
+        let key = |k| typing_key(TypingMode::ScenarioList, k);
+        let (up, down) = (key(TypingKey::Up), key(TypingKey::Down));
+        let (done, cancel) = (key(TypingKey::Done), key(TypingKey::Cancel));
         let keys = [
-            "↑/↓ choose · Enter loads (frees all) · Esc closes",
-            "Enter loads (frees all)",
+            format!("{up}/{down} choose · {done} loads (frees all) · {cancel} closes"),
+            format!("{done} loads (frees all)"),
         ];
         // Cut, it says which entries it shows: the rows that end at the
         // selection would read as the whole list.
@@ -975,28 +988,30 @@ impl Widget for StressPane<'_> {
 
         let mut head = self.settings_lines(inner.width);
         if let Some(text) = self.panel.size_text() {
+            let key = |k| typing_key(TypingMode::StressField, k);
+            let (done, cancel) = (key(TypingKey::Done), key(TypingKey::Cancel));
             head.push(Line::from(vec![
                 Span::styled("set size: ", t.key),
                 Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
-                Span::styled("  Enter sets · Esc cancels", t.dim),
+                Span::styled(format!("  {done} sets · {cancel} cancels"), t.dim),
             ]));
         }
         if let Some(text) = self.panel.settings_text() {
             // The hint gives way to what is typed: shorter, then gone (the
             // status line still lists Enter and Esc). Cut at the edge it
             // read "Enter frees all, new allocator…" at 80 columns.
-            let field = |hint: &'static str| {
+            let field = |hint: String| {
                 Line::from(vec![
                     Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
                     Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
                     Span::styled(hint, t.dim),
                 ])
             };
-            let line = SETTINGS_HINTS
+            let line = settings_hints()
                 .into_iter()
                 .map(field)
                 .find(|l| l.width() <= usize::from(inner.width))
-                .unwrap_or_else(|| field(""));
+                .unwrap_or_else(|| field(String::new()));
             head.push(line);
         }
         let histogram = self.panel.histogram_compare();

@@ -1,7 +1,7 @@
 //! The panel's text fields: the tensor size (`s`) and the allocator
 //! settings (`S`), what they accept and how keys edit them.
 
-use super::{PanelModal, StressAction, StressCommand, StressPanel};
+use super::{PanelModal, StressAction, StressCommand, StressPanel, field_keys};
 use crate::alloc::{AllocatorConfig, ConfigError};
 
 /// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
@@ -18,8 +18,9 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     match crate::alloc::parse_size(text) {
         Some(0) | None => Err(format!(
-            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB (Esc cancels)",
-            crate::quote::cut(text)
+            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB ({} cancels)",
+            crate::quote::cut(text),
+            field_keys().1
         )),
         Some(n) if n > MAX_TYPED_SIZE => Err(format!(
             "'{}' is more than the largest size, {}",
@@ -35,11 +36,12 @@ pub fn parse_typed_size(text: &str) -> Result<u64, String> {
 /// trimmed string, or PyTorch-style validation text.
 pub fn parse_settings(text: &str) -> Result<String, String> {
     let text = text.trim();
+    let cancel = field_keys().1;
     match AllocatorConfig::parse_modelled(text) {
         Ok(_) => Ok(text.to_string()),
-        Err(ConfigError::NotModelled(why)) => Err(format!("{why} (Esc cancels)")),
+        Err(ConfigError::NotModelled(why)) => Err(format!("{why} ({cancel} cancels)")),
         Err(e) => Err(format!(
-            "invalid PYTORCH_CUDA_ALLOC_CONF: {e} (Esc cancels)"
+            "invalid PYTORCH_CUDA_ALLOC_CONF: {e} ({cancel} cancels)"
         )),
     }
 }

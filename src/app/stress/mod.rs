@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::keymap::PanelKey;
+use super::keymap::{PanelKey, TypingKey, TypingMode};
 use super::state::AllocatorView;
 
 mod figures;
@@ -126,6 +126,14 @@ pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
             crate::alloc::sizing::display_bytes(cap),
         )
     })
+}
+
+/// The keys that apply and cancel the size and settings fields ("Enter",
+/// "Esc"), as the fields' table binds them: fixed keys (the field takes
+/// every other), named from the one table that dispatches them.
+pub fn field_keys() -> (&'static str, &'static str) {
+    let key = |k| TypingMode::StressField.key_name(k).unwrap_or_default();
+    (key(TypingKey::Done), key(TypingKey::Cancel))
 }
 
 /// A panel key a message ends with, and what it does ("n" "lists them"):
@@ -473,15 +481,19 @@ impl StressPanel {
             }
             StressAction::TypeSize => {
                 self.modal = PanelModal::SizeField(String::new());
-                self.say("type a size (512, 37MiB, 1.5GiB): Enter sets it, Esc cancels");
+                let (done, cancel) = field_keys();
+                self.say(format!(
+                    "type a size (512, 37MiB, 1.5GiB): {done} sets it, {cancel} cancels"
+                ));
             }
             StressAction::SetSize(size) => self.set_size(size),
             StressAction::TypeSettings => {
                 self.modal = PanelModal::SettingsField(self.settings.clone());
-                self.say(
+                let (done, cancel) = field_keys();
+                self.say(format!(
                     "allocator settings, e.g. expandable_segments:True,max_split_size_mb:128: \
-                     Enter frees every tensor and starts a fresh allocator, Esc cancels",
-                );
+                     {done} frees every tensor and starts a fresh allocator, {cancel} cancels",
+                ));
             }
             StressAction::Reconfigure => {
                 let Some(settings) = self.pending_settings.take() else {

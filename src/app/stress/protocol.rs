@@ -29,7 +29,7 @@ pub enum StressAction {
     ToggleHistogram,
     /// Runs the verify kernel on every live tensor.
     Verify,
-    /// Opens the size field: type an exact size (`37MiB`), Enter sets it.
+    /// Opens the size field: type an exact size (`37MiB`).
     TypeSize,
     /// Sets the tensor size (bytes): what Enter in the size field does.
     SetSize(u64),
@@ -83,7 +83,7 @@ impl StressAction {
             StressAction::MarkCompare => "compare: mark A, then B",
             StressAction::ToggleHistogram => "compare: free-block histogram A | B | Δ on / off",
             StressAction::Verify => "verify every tensor's fill pattern",
-            StressAction::TypeSize => "type an exact size (37MiB), Enter sets it",
+            StressAction::TypeSize => "type an exact size (37MiB, up to 1 TiB)",
             StressAction::SetSize(_) => "set the tensor size",
             StressAction::TypeSettings => {
                 "allocator settings (PYTORCH_CUDA_ALLOC_CONF): frees all, new allocator"
@@ -91,7 +91,7 @@ impl StressAction {
             StressAction::Reconfigure => "replace the allocator with the typed settings",
             StressAction::Up => "select the previous tensor",
             StressAction::Down => "select the next tensor",
-            StressAction::OpenScenarios => "scenarios: ↑/↓ and Enter load a built-in one",
+            StressAction::OpenScenarios => "scenarios: list the built-in ones to load",
             StressAction::LoadScenario(_) => "load a built-in scenario",
             StressAction::ScenarioStep => "scenario: run the next step",
             StressAction::ScenarioRun => "scenario: run / pause (one step per device answer)",
