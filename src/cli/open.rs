@@ -417,12 +417,32 @@ fn render_callers(out: &mut String, frames: &[String]) {
     }
 }
 
+/// `part` as a percentage of `whole` to one decimal, never rounded to
+/// what it is not: "100.0" only for all of it (">99.9" short of it), "0.0"
+/// only for none ("<0.1" above it). 0 of 0 is "0.0".
+fn percent_of(part: u64, whole: u64) -> String {
+    if whole == 0 || part == 0 {
+        return "0.0".to_string();
+    }
+    if part >= whole {
+        return "100.0".to_string();
+    }
+    let percent = part as f64 * 100.0 / whole as f64;
+    if percent >= 99.95 {
+        ">99.9".to_string()
+    } else if percent < 0.05 {
+        "<0.1".to_string()
+    } else {
+        format!("{percent:.1}")
+    }
+}
+
 fn render_sites_at(out: &mut String, at: &SitesAt) {
     for s in &at.sites {
         let figures = format!(
-            "    {:>10} {:>5.1}% {:>6} {:<6}  ",
+            "    {:>10} {:>5}% {:>6} {:<6}  ",
             human_bytes(s.bytes),
-            s.share * 100.0,
+            percent_of(s.bytes, at.allocated),
             s.blocks,
             blocks_word(s.blocks),
         );
@@ -438,32 +458,26 @@ fn render_sites_at(out: &mut String, at: &SitesAt) {
         let callers: Vec<String> = s.called_from.iter().take(2).cloned().collect();
         render_callers(out, &callers);
         if !callers.is_empty() && s.caller_paths > 1 {
-            let share = if s.bytes == 0 {
-                0.0
-            } else {
-                s.called_from_bytes as f64 * 100.0 / s.bytes as f64
-            };
             let _ = writeln!(
                 out,
-                "{:CALLERS_AT$}({share:.1}% of it this way; {} caller paths)",
-                "", s.caller_paths
+                "{:CALLERS_AT$}({}% of it this way; {} caller paths)",
+                "",
+                percent_of(s.called_from_bytes, s.bytes),
+                s.caller_paths
             );
         }
     }
     if at.other_sites > 0 {
+        // With none listed (--top 0) they are not "more".
+        let more = if at.sites.is_empty() { "in" } else { "more" };
         let _ = writeln!(
             out,
-            "    {:>10} {:>5.1}% {:>6} {:<6}  … {} more {}",
+            "    {:>10} {:>5}% {:>6} {:<6}  … {more} {}",
             human_bytes(at.other_bytes),
-            if at.allocated == 0 {
-                0.0
-            } else {
-                at.other_bytes as f64 * 100.0 / at.allocated as f64
-            },
+            percent_of(at.other_bytes, at.allocated),
             at.other_blocks,
             blocks_word(at.other_blocks),
-            at.other_sites,
-            if at.other_sites == 1 { "site" } else { "sites" }
+            count_of(at.other_sites, "site", "sites")
         );
     }
 }
@@ -645,6 +659,17 @@ mod tests {
         let mut out = String::new();
         render_callers(&mut out, &frames);
         out
+    }
+
+    #[test]
+    fn a_percentage_is_never_rounded_to_all_or_none_it_is_not() {
+        assert_eq!(percent_of(0, 0), "0.0");
+        assert_eq!(percent_of(0, 10), "0.0");
+        assert_eq!(percent_of(10, 10), "100.0");
+        assert_eq!(percent_of(9_999, 10_000), ">99.9");
+        assert_eq!(percent_of(1, 10_000), "<0.1");
+        assert_eq!(percent_of(1, 3), "33.3");
+        assert_eq!(percent_of(u64::MAX, u64::MAX), "100.0");
     }
 
     #[test]
