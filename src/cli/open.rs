@@ -334,7 +334,7 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     if !report.segments.is_empty() {
         let _ = writeln!(
             out,
-            "segments (segsum: allocated, the requests' bytes / internal free / external free):"
+            "segments (segsum: allocated = requested / internal free / external free):"
         );
     }
     for s in report.segments.iter().take(SEGMENT_LINES) {
