@@ -1326,6 +1326,8 @@ fn unknown_trace_actions_are_skipped_and_counted() {
     ]);
     let snapshot = read_snapshot(&to_pickle(&snapshot)).unwrap();
     assert_eq!(snapshot.skipped_trace_entries, 1);
+    assert_eq!(snapshot.skipped_trace_actions.names, vec!["teleport"]);
+    assert!(!snapshot.skipped_trace_actions.more);
     let trace = &snapshot.device_traces[0];
     let actions: Vec<TraceAction> = trace.iter().map(|e| e.action).collect();
     assert_eq!(
@@ -1344,6 +1346,50 @@ fn unknown_trace_actions_are_skipped_and_counted() {
     let shared = |i: usize| trace[i].extra.as_ref().map(Arc::as_ptr);
     assert!(shared(0).is_some());
     assert!((1..trace.len()).all(|i| shared(i) == shared(0)));
+}
+
+#[test]
+fn unknown_trace_actions_keep_a_few_short_printable_names_whatever_the_file() {
+    let entry = |action: &str| {
+        dict_of(&[
+            ("action", text(action)),
+            ("addr", int(4096)),
+            ("size", int(512)),
+            ("stream", int(0)),
+        ])
+    };
+    let long = "x".repeat(10_000);
+    // A thousand entries of six distinct unknown names, repeated.
+    let names = [
+        "teleport",
+        "warp\u{1b}[2J",
+        &long,
+        "fold",
+        "spindle",
+        "late",
+    ];
+    let entries = (0..1000).map(|i| entry(names[i % names.len()])).collect();
+    let snapshot = dict_of(&[
+        ("segments", list(vec![])),
+        ("device_traces", list(vec![list(entries)])),
+    ]);
+    let snapshot = read_snapshot(&to_pickle(&snapshot)).unwrap();
+    assert_eq!(snapshot.skipped_trace_entries, 1000);
+    let kept = &snapshot.skipped_trace_actions;
+    // The first four distinct names, in the order met; the rest said to be.
+    assert_eq!(kept.names.len(), 4, "{kept:?}");
+    assert_eq!(kept.names[0], "teleport");
+    assert_eq!(kept.names[1], "warp\\u{1b}[2J", "the escape escaped");
+    assert_eq!(kept.names[2], format!("{}…", "x".repeat(32)), "cut");
+    assert_eq!(kept.names[3], "fold");
+    assert!(kept.more);
+    let said = snapshot.skipped_trace_text().expect("said");
+    assert!(
+        said.starts_with("1000 trace entries left out: their actions (teleport, warp"),
+        "{said}"
+    );
+    assert!(said.contains(", fold, …) are unknown"), "{said}");
+    assert!(!said.contains('\u{1b}'), "{said}");
 }
 
 // ---- truncation and mutation -----------------------------------------------
@@ -2045,6 +2091,7 @@ fn hand_built_snapshot_value() -> Value {
             time_us: 1,
         }],
         skipped_trace_entries: 0,
+        skipped_trace_actions: Default::default(),
         trace_not_read: false,
     };
     parse(&vramtop::snapshot::snapshot_to_bytes(&snapshot)).unwrap()

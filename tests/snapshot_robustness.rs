@@ -320,6 +320,7 @@ fn snapshot_with(segments: Vec<Segment>, trace: Vec<TraceEntry>) -> Snapshot {
         allocator_settings: None,
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,
+        skipped_trace_actions: Default::default(),
         trace_not_read: false,
     }
 }

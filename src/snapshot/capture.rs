@@ -150,6 +150,7 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
         allocator_settings: Some(settings_of(model.config())),
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,
+        skipped_trace_actions: Default::default(),
         trace_not_read: false,
     }
 }

@@ -34,7 +34,7 @@ pub use reader::{
 };
 pub use types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, Segment, Snapshot,
-    SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
+    SnapshotError, SnapshotFormat, TraceEntry, TraceExtra, UnknownActions,
 };
 pub use writer::{
     WriteError, WriteOptions, snapshot_to_bytes, write_snapshot, write_snapshot_file,

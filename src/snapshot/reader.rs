@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use super::pickle::{self, Limits, PickleError, Value};
 use super::types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, KNOWN_SETTINGS_KEYS, Segment,
-    SettingsKey, Snapshot, SnapshotError, SnapshotFormat, TraceEntry, TraceExtra,
+    SettingsKey, Snapshot, SnapshotError, SnapshotFormat, TraceEntry, TraceExtra, UnknownActions,
 };
 use crate::alloc::{BlockState, PoolKind, TraceAction, sizing::MAX_DEVICE_BYTES};
 
@@ -77,8 +77,9 @@ const TRACE_KEY: &str = "device_traces";
 pub enum SegmentsStage {
     /// The final state: the snapshot's segments, with its allocator
     /// settings and annotations if they came before the trace; the trace
-    /// itself is empty.
-    Ready(Snapshot),
+    /// itself is empty. Boxed: a snapshot is some 200 bytes, the other
+    /// variants none.
+    Ready(Box<Snapshot>),
     /// The segments may be complete in a longer prefix.
     NeedMore,
     /// This file is read in one stage: a bare segment list, a dict without
@@ -96,10 +97,10 @@ pub fn read_segments_stage(prefix: &[u8], file_len: u64, limits: &Limits) -> Seg
     let partial = pickle::parse_document_until_key(prefix, file_len, limits, TRACE_KEY);
     match partial {
         Ok(Some(document)) => match snapshot_from_document(document) {
-            Ok(snapshot) => SegmentsStage::Ready(Snapshot {
+            Ok(snapshot) => SegmentsStage::Ready(Box::new(Snapshot {
                 trace_not_read: true,
                 ..snapshot
-            }),
+            })),
             Err(_) => SegmentsStage::Single,
         },
         Ok(None) => SegmentsStage::Single,
@@ -118,7 +119,7 @@ pub fn read_snapshot_staged(
     on_segments: impl FnOnce(Snapshot),
 ) -> Result<Snapshot, SnapshotError> {
     if let SegmentsStage::Ready(stage) = read_segments_stage(bytes, bytes.len() as u64, limits) {
-        on_segments(stage);
+        on_segments(*stage);
     }
     read_snapshot_with_limits(bytes, limits)
 }
@@ -204,7 +205,7 @@ fn read_file_staged(
         match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
             SegmentsStage::Ready(stage) => {
                 if let Some(deliver) = on_segments.take() {
-                    deliver(stage);
+                    deliver(*stage);
                 }
             }
             SegmentsStage::NeedMore => {}
@@ -328,7 +329,7 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
         if key.seen_in(&bytes) && (doubled || (at_end && bytes.len() > last_try)) {
             last_try = bytes.len();
             match read_segments_stage(&bytes, len.max(bytes.len() as u64), &limits) {
-                SegmentsStage::Ready(stage) => return Ok(stage),
+                SegmentsStage::Ready(stage) => return Ok(*stage),
                 SegmentsStage::NeedMore => {}
                 SegmentsStage::Single => break,
             }
@@ -526,6 +527,7 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
         }
     }
     snapshot.skipped_trace_entries = reader.skipped_trace_entries;
+    snapshot.skipped_trace_actions = std::mem::take(&mut reader.skipped_trace_actions);
     let large = document.input_len >= BACKGROUND_DROP_BYTES;
     drop_in_background((document, reader, traces), large);
     Ok(snapshot)
@@ -653,6 +655,7 @@ impl Reader {
                     allocator_settings,
                     external_annotations,
                     skipped_trace_entries: reader.skipped_trace_entries,
+                    skipped_trace_actions: reader.skipped_trace_actions.clone(),
                     trace_not_read: false,
                 })
             }
@@ -686,6 +689,7 @@ fn segment_list_snapshot(segments: Vec<Segment>) -> Snapshot {
         allocator_settings: None,
         external_annotations: Vec::new(),
         skipped_trace_entries: 0,
+        skipped_trace_actions: Default::default(),
         trace_not_read: false,
     }
 }
@@ -761,6 +765,7 @@ struct Reader {
     segment_slots: FxHashMap<u32, Vec<KeySlot>>,
     block_slots: FxHashMap<u32, Vec<KeySlot>>,
     skipped_trace_entries: usize,
+    skipped_trace_actions: UnknownActions,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
     keep_alive: bool,
@@ -1270,7 +1275,10 @@ impl Reader {
         expect_dict(value, path)?;
         let action_name = expect_str(required(value, "action", path)?, &path.key("action"))?;
         let Some(action) = TraceAction::parse(action_name) else {
+            // Only entries of an unknown action come here for it: the
+            // fast path gives them up on their action.
             self.skipped_trace_entries += 1;
+            self.skipped_trace_actions.note(action_name);
             return Ok(None);
         };
         let addr = if action == TraceAction::Oom && present(value, "addr").is_none() {

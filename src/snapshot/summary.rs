@@ -514,6 +514,7 @@ mod tests {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            skipped_trace_actions: Default::default(),
             trace_not_read: false,
         };
         let s = summarize(&snapshot);

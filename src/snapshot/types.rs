@@ -82,6 +82,8 @@ pub struct Snapshot {
     /// Trace entries dropped because their action is unknown to this reader
     /// (a newer PyTorch); the rest of the trace is kept.
     pub skipped_trace_entries: usize,
+    /// The actions of those entries (see [`UnknownActions`]).
+    pub skipped_trace_actions: UnknownActions,
     /// True when only the final state was read (the segments stage): the
     /// trace of the file, if it has one, is not in `device_traces`.
     #[serde(skip)]
@@ -106,6 +108,93 @@ impl Snapshot {
         devices.dedup();
         devices
     }
+}
+
+/// The names of the trace actions a reader did not know, bounded whatever
+/// the file: the first [`UnknownActions::MAX_NAMES`] distinct ones, in the
+/// order met, each cut to [`UnknownActions::MAX_CHARS`] characters with its
+/// control characters escaped (the names come from the file and are shown
+/// on terminals).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UnknownActions {
+    pub names: Vec<String>,
+    /// Other names were met past the first [`UnknownActions::MAX_NAMES`].
+    pub more: bool,
+}
+
+impl UnknownActions {
+    /// Distinct names kept.
+    pub const MAX_NAMES: usize = 4;
+    /// Characters kept of a name (before escaping).
+    pub const MAX_CHARS: usize = 32;
+
+    /// Notes an entry's unknown action `name`. At most
+    /// [`UnknownActions::MAX_NAMES`] comparisons of a short name, and an
+    /// allocation only for a name not seen yet.
+    pub fn note(&mut self, name: &str) {
+        if self.more {
+            return;
+        }
+        if self
+            .names
+            .iter()
+            .any(|kept| kept.chars().eq(Self::shown(name)))
+        {
+            return;
+        }
+        if self.names.len() < Self::MAX_NAMES {
+            self.names.push(Self::shown(name).collect());
+        } else {
+            self.more = true;
+        }
+    }
+
+    /// `name` as kept: cut, control characters escaped, `…` where cut.
+    fn shown(name: &str) -> impl Iterator<Item = char> + '_ {
+        let cut = name.chars().nth(Self::MAX_CHARS).is_some();
+        name.chars()
+            .take(Self::MAX_CHARS)
+            .flat_map(|c| {
+                let escaped = c.is_control().then(|| c.escape_debug());
+                let plain = (!c.is_control()).then_some(c);
+                escaped.into_iter().flatten().chain(plain)
+            })
+            .chain(cut.then_some('…'))
+    }
+}
+
+impl Snapshot {
+    /// What the reader left out of the trace, for people (see
+    /// [`skipped_trace_text`]).
+    pub fn skipped_trace_text(&self) -> Option<String> {
+        skipped_trace_text(self.skipped_trace_entries, &self.skipped_trace_actions)
+    }
+}
+
+/// `entries` trace entries left out, of `actions`, for people: "3 trace
+/// entries left out: their actions (teleport, warp) are unknown to this
+/// vramtop (a newer PyTorch?)"; `None` when none was.
+pub fn skipped_trace_text(entries: usize, actions: &UnknownActions) -> Option<String> {
+    if entries == 0 {
+        return None;
+    }
+    let mut names = actions.names.join(", ");
+    if actions.more {
+        names.push_str(", …");
+    }
+    let (what, their, is) = if entries == 1 {
+        ("1 trace entry".to_string(), "its action", "is")
+    } else {
+        (format!("{entries} trace entries"), "their actions", "are")
+    };
+    let named = if names.is_empty() {
+        String::new()
+    } else {
+        format!(" ({names})")
+    };
+    Some(format!(
+        "{what} left out: {their}{named} {is} unknown to this vramtop (a newer PyTorch?)"
+    ))
 }
 
 /// Whether `action` marks a moment rather than records memory changing.

@@ -107,6 +107,7 @@ pub fn mutated(data: &[u8]) -> Option<(Snapshot, &[u8])> {
             allocator_settings: None,
             external_annotations: Vec::new(),
             skipped_trace_entries: 0,
+            skipped_trace_actions: Default::default(),
             trace_not_read: false,
         }
     } else {
