@@ -631,3 +631,172 @@ fn a_peak_with_the_ends_sites_says_so_instead_of_listing_them_twice() {
     let (_, out, _) = vramtop(&["open", "--summary", &path]);
     assert!(!out.contains("the same sites as at the end"), "{out}");
 }
+
+/// A model's recorded snapshot of a few calls on GPU 0, its entries one
+/// millisecond apart, with an `annotate` marker after the first: a full
+/// match when replayed.
+fn small_recording() -> vramtop::snapshot::Snapshot {
+    use vramtop::alloc::TraceAction;
+    use vramtop::snapshot::capture::snapshot_of;
+    let mut m = common::workload::model("", 8 << 30);
+    let a = m.malloc(4 << 20, 0).expect("fits");
+    m.malloc(512, 0).expect("fits");
+    m.free(a).expect("live");
+    let mut snapshot = snapshot_of(&m, 0);
+    let trace = &mut snapshot.device_traces[0];
+    let mut marker = trace[0].clone();
+    marker.action = TraceAction::Annotate;
+    trace.insert(1, marker);
+    for (i, e) in trace.iter_mut().enumerate() {
+        e.time = vramtop::snapshot::EntryTime::new(Some(1_000 * i as i64));
+    }
+    snapshot
+}
+
+#[test]
+fn trace_entries_of_unknown_actions_are_said_by_replay_and_summary_not_only_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bytes = vramtop::snapshot::snapshot_to_bytes(&small_recording());
+    // A newer PyTorch's action in place of the marker.
+    let path = dir.path().join("newer.pickle");
+    std::fs::write(
+        &path,
+        common::renamed_action(&bytes, "annotate", "teleport"),
+    )
+    .expect("write");
+    let path = path.to_str().expect("utf-8 temp path");
+
+    let (code, out, err) = vramtop(&["replay", path]);
+    assert_eq!(code, 0, "the entries read match: {out}{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("trace: 1 trace entry left out: its action (teleport) is unknown to this"),
+        "{out}"
+    );
+    // Not an unqualified FULL MATCH: it covers the entries read.
+    assert!(
+        flat.contains("result: FULL MATCH (of the trace entries read only: 1 trace entry left out"),
+        "{out}"
+    );
+    let (code, json, _) = vramtop(&["replay", "--json", path]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["result"], "FULL MATCH");
+    assert!(
+        v["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("1 trace entry left out")),
+        "{json}"
+    );
+    assert_eq!(v["skipped_trace_entries"], 1);
+    assert_eq!(
+        v["skipped_trace_actions"]["names"],
+        serde_json::json!(["teleport"])
+    );
+
+    let (code, out, err) = vramtop(&["open", "--summary", path]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("note: 1 trace entry left out: its action (teleport) is unknown"),
+        "{out}"
+    );
+    let (code, json, _) = vramtop(&["open", "--summary", "--json", path]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["skipped_trace_entries"], 1);
+    assert_eq!(
+        v["skipped_trace_actions"]["names"],
+        serde_json::json!(["teleport"])
+    );
+    assert_eq!(v["skipped_trace_actions"]["more"], false);
+
+    // A file the reader reads whole says nothing of it.
+    let whole = dir.path().join("whole.pickle");
+    std::fs::write(&whole, &bytes).expect("write");
+    let whole = whole.to_str().expect("utf-8 temp path");
+    let (_, out, _) = vramtop(&["replay", whole]);
+    assert!(!out.contains("left out"), "{out}");
+    assert!(out.contains("result: FULL MATCH\n"), "{out}");
+    let (_, out, _) = vramtop(&["open", "--summary", whole]);
+    assert!(!out.contains("left out"), "{out}");
+}
+
+#[test]
+fn replay_finds_a_trace_going_back_in_time_without_calling_it_a_mismatch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut snapshot = small_recording();
+    let trace = &mut snapshot.device_traces[0];
+    // Entry 3 stamped 2.5 ms before entry 2, entry 5 before entry 4.
+    trace[3].time = vramtop::snapshot::EntryTime::new(Some(-500));
+    let before = trace[4].time_us().expect("timed");
+    trace[5].time = vramtop::snapshot::EntryTime::new(Some(before - 1));
+    let path = dir.path().join("clock.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &path).expect("writes");
+    let path = path.to_str().expect("utf-8 temp path");
+
+    let (code, out, err) = vramtop(&["replay", path]);
+    assert_eq!(
+        code, 0,
+        "the file is still readable and replays: {out}{err}"
+    );
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "trace times: GPU 0: time goes backwards at trace entry #3, 2.500 ms earlier than \
+             the entry before it (1 more like it)"
+        ),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("time goes backwards").count(),
+        1,
+        "one line: {out}"
+    );
+    assert!(out.contains("result: FULL MATCH"), "{out}");
+    for line in out.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+    let (_, json, _) = vramtop(&["replay", "--json", path]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let back = &v["backwards_times"];
+    assert_eq!(back.as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(back[0]["device"], 0);
+    assert_eq!(back[0]["entry_index"], 3);
+    assert_eq!(back[0]["time_us"], -500);
+    assert_eq!(back[0]["previous_time_us"], 2_000);
+    assert_eq!(back[0]["count"], 2);
+}
+
+#[test]
+fn replay_names_a_gpu_whose_segments_have_no_trace_as_not_verified() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut snapshot = small_recording();
+    // GPU 1 holds a segment; only GPU 0 has a trace.
+    let mut other = snapshot.segments[0].clone();
+    other.device = 1;
+    snapshot.segments.push(other);
+    assert_eq!(snapshot.device_traces.len(), 1);
+    let path = dir.path().join("two.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &path).expect("writes");
+    let path = path.to_str().expect("utf-8 temp path");
+
+    let (code, out, err) = vramtop(&["replay", path]);
+    assert_eq!(code, 0, "{out}{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("GPU 1: not verified: no trace; only its segments' invariants were checked"),
+        "{out}"
+    );
+    assert!(
+        flat.contains("result: FULL MATCH (GPU 1 not verified: no trace to replay)"),
+        "{out}"
+    );
+    let (_, json, _) = vramtop(&["replay", "--json", path]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(
+        v["unverified"],
+        serde_json::json!([{"device": 1, "reason": "no trace"}])
+    );
+    assert_eq!(v["replays"].as_array().map(Vec::len), Some(1));
+}

@@ -1159,3 +1159,45 @@ fn brackets_move_the_selection_a_whole_segment_at_a_time() {
         v.app.ui.notice
     );
 }
+
+/// The story's pickle with its `annotate` marker renamed to an action this
+/// reader does not know: the viewer on its segments stage, the viewer on
+/// the whole file, and the file's size.
+fn staged_story_with_an_unknown_action() -> (ViewerState, ViewerState, u64) {
+    let mut snapshot = story(0);
+    let trace = &mut snapshot.device_traces[0];
+    let mut marker = trace[0].clone();
+    marker.action = TraceAction::Annotate;
+    trace.insert(1, marker);
+    let bytes = vramtop::snapshot::snapshot_to_bytes(&snapshot);
+    let bytes = common::renamed_action(&bytes, "annotate", "teleport");
+    let mut stage = None;
+    let full = vramtop::snapshot::read_snapshot_staged(
+        &bytes,
+        &vramtop::snapshot::Limits::default(),
+        |s| stage = Some(s),
+    )
+    .expect("reads");
+    let name = "newer.pickle".to_string();
+    let total = bytes.len() as u64;
+    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
+    (stage, ViewerState::new(name, full), total)
+}
+
+#[test]
+fn a_trace_that_lost_entries_of_unknown_actions_opens_saying_so() {
+    let (mut stage, full, _) = staged_story_with_an_unknown_action();
+    let said = "1 trace entry left out: unknown actions (teleport)";
+    assert_eq!(full.app.ui.notice.as_deref(), Some(said));
+    let screen = screen_at(&full, 80, 24);
+    assert!(screen.contains(said), "{screen}");
+    // Read in stages: said when the trace comes.
+    assert_eq!(stage.app.ui.notice, None, "the stage has no trace yet");
+    stage.complete_trace(full);
+    assert_eq!(stage.app.ui.notice.as_deref(), Some(said));
+    // A notice answers one key, as any does.
+    press(&mut stage, KeyCode::Left);
+    assert_eq!(stage.app.ui.notice, None);
+    // A file read whole opens without it.
+    assert_eq!(story_viewer().app.ui.notice, None);
+}

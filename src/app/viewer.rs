@@ -403,7 +403,34 @@ impl ViewerState {
             v.app.ui.selected_gpu = i;
         }
         v.refresh();
+        v.app.ui.notice = v.left_out_notice();
         v
+    }
+
+    /// The notice a file whose trace lost entries opens with: "3 trace
+    /// entries left out: unknown actions (teleport, warp)", short for the
+    /// status line (what `replay` and `open --summary` say at length).
+    fn left_out_notice(&self) -> Option<String> {
+        let snapshot = &self.scrub.snapshot;
+        let n = snapshot.skipped_trace_entries;
+        if n == 0 {
+            return None;
+        }
+        let actions = &snapshot.skipped_trace_actions;
+        let mut names = actions.names.join(", ");
+        if actions.more {
+            names.push_str(", …");
+        }
+        let entries = if n == 1 {
+            "1 trace entry".to_string()
+        } else {
+            format!("{n} trace entries")
+        };
+        Some(if names.is_empty() {
+            format!("{entries} left out: actions unknown to this vramtop")
+        } else {
+            format!("{entries} left out: unknown actions ({names})")
+        })
     }
 
     /// A viewer on a file's segments stage (see
@@ -470,8 +497,15 @@ impl ViewerState {
         if !waiting.is_empty() {
             self.app.ui.notice = None;
         }
+        let answered = !waiting.is_empty();
         for action in waiting {
             self.act(action);
+        }
+        // Entries the trace lost are said once it is read, unless the keys
+        // pressed while waiting have their answer on the line.
+        if !answered || self.app.ui.notice.is_none() {
+            let earlier = self.app.ui.notice.take();
+            self.app.ui.notice = self.left_out_notice().or(earlier);
         }
     }
 

@@ -21,7 +21,7 @@ use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
     Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
 };
-use crate::snapshot::types::{AllocatorSettings, SnapshotFormat};
+use crate::snapshot::types::{AllocatorSettings, SnapshotFormat, UnknownActions};
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;
@@ -84,6 +84,8 @@ pub fn run(
     if options.json {
         let full = FullSummary {
             trace_read,
+            skipped_trace_entries: snapshot.skipped_trace_entries,
+            skipped_trace_actions: &snapshot.skipped_trace_actions,
             summary: &report,
             sites: &sites,
         };
@@ -95,6 +97,13 @@ pub fn run(
         if !trace_read {
             let body = NO_TRACE_UNCHECKED.trim_start_matches("note: ");
             line_under(&mut text, "note: ", body);
+        }
+        if let Some(left_out) = snapshot.skipped_trace_text() {
+            line_under(
+                &mut text,
+                "note: ",
+                &format!("{left_out}; the peaks and sites are of the rest"),
+            );
         }
         if display.ascii {
             text = crate::ui::theme::ascii_text(&text);
@@ -113,12 +122,16 @@ pub const NO_TRACE_UNCHECKED: &str = "note: --no-trace read the file only as far
 
 /// The JSON of `--summary --json`: `trace_read` (false when `--no-trace`
 /// read only the final state: no peaks, no sites at the peak, allocator
-/// settings only if they come before the trace), the summary's keys, then
+/// settings only if they come before the trace), the trace entries left
+/// out and their actions' names, the summary's keys, then
 /// `sites` (per device, at the end and at the peak) and
 /// `allocator_settings`.
 #[derive(Serialize)]
 struct FullSummary<'a> {
     trace_read: bool,
+    /// Trace entries left out, their actions unknown to this reader.
+    skipped_trace_entries: usize,
+    skipped_trace_actions: &'a UnknownActions,
     #[serde(flatten)]
     summary: &'a SnapshotSummary,
     #[serde(flatten)]

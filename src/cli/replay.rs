@@ -13,6 +13,7 @@ use color_eyre::eyre::WrapErr;
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
+use crate::snapshot::types::skipped_trace_text;
 use crate::snapshot::whatif::{
     DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
 };
@@ -50,14 +51,18 @@ pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode>
 /// The one verdict of a verify replay, the same in text and JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Every invariant holds and every device's trace replayed in full.
-    FullMatch,
+    /// Every invariant holds and every device's trace replayed in full;
+    /// with what it does not cover (entries left out, GPUs without a
+    /// trace) when there is something.
+    FullMatch(Option<String>),
     /// An invariant failed or a replay diverged: the first divergence.
     Mismatch(String),
     /// A device's trace could not be replayed: why.
     NotReplayable(String),
-    /// A state-only file: invariants checked, nothing replayed.
-    NoTrace,
+    /// A state-only file: invariants checked, nothing replayed; with the
+    /// trace entries left out, if any (then the file had a trace, none of
+    /// it readable here).
+    NoTrace(Option<String>),
 }
 
 impl Verdict {
@@ -80,36 +85,71 @@ impl Verdict {
         if let Some(u) = report.unreplayable.first() {
             return Verdict::NotReplayable(format!("GPU {}: {}", u.device, u.reason));
         }
+        let left_out = (report.skipped_trace_entries > 0).then(|| {
+            format!(
+                "{} left out, {} unknown to this vramtop",
+                count_of(report.skipped_trace_entries, "trace entry", "trace entries"),
+                if report.skipped_trace_entries == 1 {
+                    "its action"
+                } else {
+                    "their actions"
+                }
+            )
+        });
         if report.replays.is_empty() {
-            return Verdict::NoTrace;
+            return Verdict::NoTrace(left_out);
         }
-        Verdict::FullMatch
+        // What a FULL MATCH does not cover: it is said, not left for the
+        // reader to notice from the lines above.
+        let mut caveats = Vec::new();
+        if let Some(left_out) = left_out {
+            caveats.push(format!("of the trace entries read only: {left_out}"));
+        }
+        if !report.unverified.is_empty() {
+            let gpus = report
+                .unverified
+                .iter()
+                .map(|u| u.device.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let gpus = if report.unverified.len() == 1 {
+                format!("GPU {gpus}")
+            } else {
+                format!("GPUs {gpus}")
+            };
+            caveats.push(format!("{gpus} not verified: no trace to replay"));
+        }
+        Verdict::FullMatch((!caveats.is_empty()).then(|| caveats.join("; ")))
     }
 
     /// FULL MATCH, MISMATCH, NOT REPLAYABLE or NO TRACE.
     pub fn label(&self) -> &'static str {
         match self {
-            Verdict::FullMatch => "FULL MATCH",
+            Verdict::FullMatch(_) => "FULL MATCH",
             Verdict::Mismatch(_) => "MISMATCH",
             Verdict::NotReplayable(_) => "NOT REPLAYABLE",
-            Verdict::NoTrace => "NO TRACE",
+            Verdict::NoTrace(_) => "NO TRACE",
         }
     }
 
-    /// What the label stands on (the first divergence, why not replayable).
+    /// What the label stands on (the first divergence, why not replayable),
+    /// or what a full match does not cover.
     pub fn why(&self) -> Option<String> {
         match self {
             Verdict::Mismatch(why) | Verdict::NotReplayable(why) => Some(why.clone()),
-            Verdict::NoTrace => {
+            Verdict::NoTrace(None) => {
                 Some("state-only snapshot: invariants checked, nothing replayed".to_string())
             }
-            Verdict::FullMatch => None,
+            Verdict::NoTrace(Some(left_out)) => Some(format!(
+                "no allocator call read: invariants checked, nothing replayed ({left_out})"
+            )),
+            Verdict::FullMatch(caveat) => caveat.clone(),
         }
     }
 
     /// Exit 0: nothing was found wrong (a state-only file's invariants held).
     pub fn passed(&self) -> bool {
-        matches!(self, Verdict::FullMatch | Verdict::NoTrace)
+        matches!(self, Verdict::FullMatch(_) | Verdict::NoTrace(_))
     }
 }
 
@@ -283,6 +323,27 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     if report.findings.len() > 10 {
         let _ = writeln!(out, "  … {} more", report.findings.len() - 10);
     }
+    // Not a mismatch: the replay follows the file's order, whatever its
+    // times say (one line per device at most).
+    for b in &report.backwards_times {
+        line_under(
+            &mut out,
+            "trace times: ",
+            &format!(
+                "GPU {}: {}; its times are as recorded, replayed in the file's order",
+                b.device, b.message
+            ),
+        );
+    }
+    if let Some(left_out) =
+        skipped_trace_text(report.skipped_trace_entries, &report.skipped_trace_actions)
+    {
+        line_under(
+            &mut out,
+            "trace: ",
+            &format!("{left_out}; the rest is replayed without them"),
+        );
+    }
     if report.replays.is_empty() && report.unreplayable.is_empty() {
         if report.trace_entries == 0 {
             let _ = writeln!(out, "trace: none to replay (state-only snapshot)");
@@ -328,6 +389,21 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     for u in &report.unreplayable {
         let lead = format!("GPU {}: ", u.device);
         line_under(&mut out, &lead, &format!("not replayable: {}", u.reason));
+    }
+    // Beside a replayed GPU, one without a trace is said, not left out
+    // (a state-only file says so above).
+    if !report.replays.is_empty() || !report.unreplayable.is_empty() {
+        for u in &report.unverified {
+            let lead = format!("GPU {}: ", u.device);
+            line_under(
+                &mut out,
+                &lead,
+                &format!(
+                    "not verified: {}; only its segments' invariants were checked",
+                    u.reason
+                ),
+            );
+        }
     }
     let verdict = Verdict::of(report);
     // A newcomer reads "FULL MATCH" as a verdict on their program.
@@ -380,7 +456,7 @@ pub fn run_whatif(
         Ok(r) => r,
         // The same verdict as the verify mode gives a state-only file.
         Err(WhatIfError::NoTrace) => {
-            let verdict = Verdict::NoTrace;
+            let verdict = Verdict::NoTrace(None);
             let text = if json {
                 let value = serde_json::json!({
                     "result": verdict.label(),

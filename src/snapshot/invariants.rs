@@ -87,6 +87,86 @@ pub fn check_invariants(snapshot: &Snapshot) -> Vec<Finding> {
     findings
 }
 
+/// Where a device's trace goes back in time: an entry whose `time_us` is
+/// earlier than that of the timed entry before it (entries without a time
+/// are passed over). The file is still read and replayed in its order;
+/// its times there are not to be trusted (a clock step, an edited or
+/// merged file). Reported once per device: the first, and the count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackwardsTime {
+    pub device: u32,
+    /// Index of the first such entry in the device's trace as read.
+    pub entry_index: usize,
+    /// Its time and the time of the entry before it, µs as recorded.
+    pub time_us: i64,
+    pub previous_time_us: i64,
+    /// Entries earlier than the one before them, the first included.
+    pub count: usize,
+    pub message: String,
+}
+
+impl fmt::Display for BackwardsTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GPU {}: {}", self.device, self.message)
+    }
+}
+
+/// Checks that each device's trace times never go backwards; one finding
+/// per device that does (none for a trace without times).
+pub fn check_trace_times(snapshot: &Snapshot) -> Vec<BackwardsTime> {
+    let mut findings = Vec::new();
+    for (device, trace) in snapshot.device_traces.iter().enumerate() {
+        let Ok(device) = u32::try_from(device) else {
+            break;
+        };
+        let mut previous: Option<i64> = None;
+        let mut first: Option<(usize, i64, i64)> = None;
+        let mut count = 0usize;
+        for (index, entry) in trace.iter().enumerate() {
+            let Some(time) = entry.time_us() else {
+                continue;
+            };
+            if let Some(before) = previous
+                && time < before
+            {
+                first.get_or_insert((index, time, before));
+                count += 1;
+            }
+            previous = Some(time);
+        }
+        if let Some((entry_index, time_us, previous_time_us)) = first {
+            // i128: the times are any i64 a file holds.
+            let back = i128::from(previous_time_us) - i128::from(time_us);
+            let others = match count {
+                1 => String::new(),
+                n => format!(" ({} more like it)", n - 1),
+            };
+            findings.push(BackwardsTime {
+                device,
+                entry_index,
+                time_us,
+                previous_time_us,
+                count,
+                message: format!(
+                    "time goes backwards at trace entry #{entry_index}, {} earlier than the \
+                     entry before it{others}",
+                    duration(back)
+                ),
+            });
+        }
+    }
+    findings
+}
+
+/// Microseconds for people: "0.250 ms" under a second, "2.500 s" from one.
+fn duration(us: i128) -> String {
+    if us >= 1_000_000 {
+        format!("{:.3} s", us as f64 / 1e6)
+    } else {
+        format!("{:.3} ms", us as f64 / 1e3)
+    }
+}
+
 /// The first offending block index and how many there are.
 #[derive(Default)]
 struct Offenders {
@@ -384,5 +464,76 @@ mod tests {
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert_eq!(findings[0].kind, FindingKind::RequestedOverSize);
         assert!(findings[0].message.contains("more than its size"));
+    }
+
+    fn trace_at(times: &[Option<i64>]) -> Vec<crate::snapshot::types::TraceEntry> {
+        use crate::alloc::TraceAction;
+        use crate::snapshot::types::{EntryTime, TraceEntry};
+        times
+            .iter()
+            .map(|&t| TraceEntry {
+                action: TraceAction::Alloc,
+                addr: 1 << 20,
+                size: 512,
+                stream: 0,
+                time: EntryTime::new(t),
+                frames: Arc::from([]),
+                extra: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_trace_going_back_in_time_is_one_finding_per_device_naming_the_first() {
+        let mut snapshot = snapshot_of(small_segment(vec![block(
+            1 << 20,
+            2 << 20,
+            BlockState::Inactive,
+        )]));
+        // GPU 0: back at entry 2 (by 250 µs) and at entry 5; an entry
+        // without a time between is passed over. GPU 1: equal times only.
+        snapshot.device_traces = vec![
+            trace_at(&[
+                Some(1_000),
+                Some(1_250),
+                Some(1_000),
+                None,
+                Some(2_000),
+                Some(1_999),
+            ]),
+            trace_at(&[Some(5), Some(5), None, Some(6)]),
+        ];
+        let findings = check_trace_times(&snapshot);
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let f = &findings[0];
+        assert_eq!(
+            (
+                f.device,
+                f.entry_index,
+                f.time_us,
+                f.previous_time_us,
+                f.count
+            ),
+            (0, 2, 1_000, 1_250, 2)
+        );
+        assert!(
+            f.message
+                .contains("trace entry #2, 0.250 ms earlier than the entry before it (1 more"),
+            "{}",
+            f.message
+        );
+    }
+
+    #[test]
+    fn trace_times_at_the_ends_of_i64_are_said_without_overflow() {
+        let mut snapshot = snapshot_of(small_segment(vec![]));
+        snapshot.device_traces = vec![trace_at(&[Some(i64::MAX), Some(i64::MIN + 1)])];
+        let findings = check_trace_times(&snapshot);
+        assert_eq!(findings.len(), 1);
+        assert!(
+            findings[0].message.contains(" s earlier"),
+            "{}",
+            findings[0].message
+        );
     }
 }

@@ -16,10 +16,10 @@
 use serde::Serialize;
 use std::rc::Rc;
 
-use super::invariants::{Finding, check_invariants};
+use super::invariants::{BackwardsTime, Finding, check_invariants, check_trace_times};
 use super::start_state::{ASSUMED_DEVICE_MEMORY, replay_from_best_start};
 pub use super::start_state::{StartLayout, StartReservation, StartSegment, start_layout};
-use super::types::{AllocatorSettings, Snapshot};
+use super::types::{AllocatorSettings, Snapshot, UnknownActions};
 use crate::alloc::{
     AllocatorConfig, BlockInfo, BlockState, CachingAllocator, DeviceError, DeviceMemory, MemInfo,
     TraceAction, sizing::MAX_DEVICE_BYTES,
@@ -138,6 +138,14 @@ pub struct Unreplayable {
     pub reason: String,
 }
 
+/// A device whose final state no replay checked (only its segments'
+/// invariants), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unverified {
+    pub device: u32,
+    pub reason: String,
+}
+
 /// The verification of a whole snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerifyReport {
@@ -152,6 +160,16 @@ pub struct VerifyReport {
     pub findings: Vec<Finding>,
     pub replays: Vec<DeviceReplay>,
     pub unreplayable: Vec<Unreplayable>,
+    /// Devices with segments that were neither replayed nor found
+    /// unreplayable: their trace has no allocator call, or there is none.
+    pub unverified: Vec<Unverified>,
+    /// Trace entries the reader left out (actions it does not know): the
+    /// replays ran without them.
+    pub skipped_trace_entries: usize,
+    pub skipped_trace_actions: UnknownActions,
+    /// Where a trace goes back in time (not a mismatch: the replay follows
+    /// the file's order).
+    pub backwards_times: Vec<BackwardsTime>,
 }
 
 impl VerifyReport {
@@ -201,6 +219,31 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
             Err(reason) => unreplayable.push(Unreplayable { device, reason }),
         }
     }
+    let checked = |device: u32| {
+        replays.iter().any(|r: &DeviceReplay| r.device == device)
+            || unreplayable.iter().any(|u| u.device == device)
+    };
+    let mut unverified: Vec<Unverified> = Vec::new();
+    for segment in &snapshot.segments {
+        let device = segment.device;
+        if checked(device) || unverified.iter().any(|u| u.device == device) {
+            continue;
+        }
+        let has_entries = usize::try_from(device)
+            .ok()
+            .and_then(|d| snapshot.device_traces.get(d))
+            .is_some_and(|trace| !trace.is_empty());
+        let reason = if has_entries {
+            "its trace has no allocator call"
+        } else {
+            "no trace"
+        };
+        unverified.push(Unverified {
+            device,
+            reason: reason.to_string(),
+        });
+    }
+    unverified.sort_by_key(|u| u.device);
     VerifyReport {
         segments: snapshot.segments.len(),
         blocks: snapshot.segments.iter().map(|s| s.blocks.len()).sum(),
@@ -218,6 +261,10 @@ pub fn verify(snapshot: &Snapshot) -> VerifyReport {
         findings,
         replays,
         unreplayable,
+        unverified,
+        skipped_trace_entries: snapshot.skipped_trace_entries,
+        skipped_trace_actions: snapshot.skipped_trace_actions.clone(),
+        backwards_times: check_trace_times(snapshot),
     }
 }
 

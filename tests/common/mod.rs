@@ -170,3 +170,25 @@ pub fn assert_one_line(
     proptest::prop_assert!(error.len() <= max_bytes, "{what}: {} bytes", error.len());
     Ok(())
 }
+
+/// `bytes`, a written snapshot, with its one `from` string (an action name
+/// the writer wrote once and refers back to) renamed `to`, of the same
+/// length: how a newer PyTorch's action this reader does not know is made
+/// (the writer writes only known actions).
+pub fn renamed_action(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(
+        from.len(),
+        to.len(),
+        "a same-length name keeps the pickle whole"
+    );
+    let at: Vec<usize> = bytes
+        .windows(from.len())
+        .enumerate()
+        .filter(|(_, w)| *w == from.as_bytes())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(at.len(), 1, "{from:?} written once");
+    let mut out = bytes.to_vec();
+    out[at[0]..at[0] + to.len()].copy_from_slice(to.as_bytes());
+    out
+}
