@@ -183,3 +183,27 @@ fn an_endless_device_is_refused_at_its_first_bytes_by_every_reading_command() {
         );
     }
 }
+
+#[test]
+fn a_negative_or_garbled_top_is_a_count_error_and_json_refuses_ascii() {
+    for (args, said) in [
+        (
+            vec!["open", "x.pickle", "--summary", "--top", "-1"],
+            "'-1' is negative: a count is 0 or more",
+        ),
+        (
+            vec!["diff", "a.pickle", "b.pickle", "--top", "x3"],
+            "'x3' is not a count",
+        ),
+        (
+            vec!["open", "x.pickle", "--summary", "--json", "--ascii"],
+            "'--json' cannot be used with '--ascii'",
+        ),
+    ] {
+        let (code, out, err) = vramtop(&args, &[]);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -259,6 +259,25 @@ impl DeviceArgs {
     }
 }
 
+/// Parses a count argument (how many lines or sites to list): 0 or more.
+/// A negative number gets its own words, not the standard library's
+/// "invalid digit found in string".
+pub fn count_arg(text: &str) -> Result<usize, String> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('-') {
+        return Err(format!(
+            "'{}' is negative: a count is 0 or more",
+            cut(trimmed)
+        ));
+    }
+    trimmed.parse::<usize>().map_err(|_| {
+        format!(
+            "'{}' is not a count: write a whole number, e.g. 10",
+            cut(trimmed)
+        )
+    })
+}
+
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
@@ -311,7 +330,7 @@ pub enum Command {
         #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
         devices: Option<(u32, u32)>,
         /// Sites and segments listed in the text output per section.
-        #[arg(long, value_name = "N", default_value_t = diff::DEFAULT_LINES)]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count_arg, default_value_t = diff::DEFAULT_LINES)]
         top: usize,
         /// ASCII punctuation in the text ("-" for "−" and "—", "~" for
         /// "…"), one character for one, so the columns stay.
@@ -382,11 +401,11 @@ pub enum Command {
         #[arg(long)]
         summary: bool,
         /// With --summary: print it as JSON.
-        #[arg(long, requires = "summary")]
+        #[arg(long, requires = "summary", conflicts_with = "ascii")]
         json: bool,
         /// With --summary: how many allocation sites to list at the end
         /// and at the peak of allocated bytes.
-        #[arg(long, value_name = "N", requires = "summary", default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
+        #[arg(long, value_name = "N", requires = "summary", allow_negative_numbers = true, value_parser = count_arg, default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
         /// With --summary: read only the final state (the segments, at the
         /// start of the file) and not the trace: milliseconds on a GB
