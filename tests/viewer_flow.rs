@@ -1201,3 +1201,23 @@ fn a_trace_that_lost_entries_of_unknown_actions_opens_saying_so() {
     // A file read whole opens without it.
     assert_eq!(story_viewer().app.ui.notice, None);
 }
+
+#[test]
+fn the_grouping_keys_help_lists_the_groupings_in_the_order_g_cycles() {
+    use vramtop::app::viewer::ViewerAction;
+    use vramtop::snapshot::sites::Grouping;
+    let help = ViewerAction::CycleGrouping.describe();
+    let (_, list) = help.split_once(": ").expect("a list after the colon");
+    let listed: Vec<&str> = list.split(", ").filter(|n| *n != "…").collect();
+    let mut grouping = Grouping::default();
+    let cycle: Vec<&str> = Grouping::ALL
+        .iter()
+        .map(|_| {
+            let name = grouping.name();
+            grouping = grouping.next();
+            name
+        })
+        .collect();
+    assert!(listed.len() >= 2, "{help}");
+    assert_eq!(listed, cycle[..listed.len()], "{help}");
+}

@@ -157,7 +157,7 @@ impl ViewerAction {
             ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
             ViewerAction::ToggleSites => "sites pane: memory by site (Enter expands, ↑/↓ scroll)",
             ViewerAction::ExpandSite => "in the sites pane: expand / fold the site",
-            ViewerAction::CycleGrouping => "next grouping of sites (user frame, file:line, …)",
+            ViewerAction::CycleGrouping => "next grouping: user frame, python frame, file:line, …",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
             ViewerAction::MarkB => "mark the cursor as B",
