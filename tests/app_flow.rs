@@ -356,19 +356,180 @@ fn a_failed_sample_is_said_on_the_status_line_and_the_next_one_clears_it() {
     assert_eq!(f.state().status.last_error, None);
 }
 
+/// A fake v2 probe (this test process, pid 4242 in its hello) in a private
+/// directory: hello, stats and segments at once, then an OOM with its
+/// snapshot and the stats after it when `oom` is sent to. Holds the
+/// connection until the dashboard hangs up.
+fn fake_probe() -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let listener =
+        std::os::unix::net::UnixListener::bind(dir.path().join("4242.sock")).expect("bind");
+    let (oom, oom_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let stats = |ooms: u64| {
+            format!(
+                "{{\"v\":2,\"type\":\"stats\",\"device\":0,\"stats\":{{\
+                 \"allocated_bytes.all.current\":1073741824,\
+                 \"reserved_bytes.all.current\":2147483648,\"num_ooms\":{ooms}}}}}\n"
+            )
+        };
+        let first = [
+            "{\"v\":2,\"type\":\"hello\",\"pid\":4242,\"argv\":[\"train.py\"],\"devices\":[0]}\n"
+                .to_string(),
+            stats(0),
+            "{\"v\":2,\"type\":\"segments\",\"device\":0,\"segments\":[]}\n".to_string(),
+        ];
+        let then = [
+            "{\"v\":2,\"type\":\"oom\",\"device\":0,\"alloc_bytes\":8589934592,\
+             \"message\":\"tried to allocate 8.00 GiB\",\
+             \"snapshot\":\"/s/node7-4242-oom.pickle\",\"snapshot_error\":null}\n"
+                .to_string(),
+            stats(1),
+        ];
+        for line in &first {
+            if conn.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+        }
+        if oom_rx.recv().is_ok() {
+            for line in &then {
+                if conn.write_all(line.as_bytes()).is_err() {
+                    return;
+                }
+            }
+        }
+        let mut sink = [0u8; 64];
+        while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    (dir, oom)
+}
+
+/// Samples (1 s apart on the scripted clock) until `seen` holds; the
+/// probe's lines are read on the registry's threads, in real time.
+fn sample_until(f: &mut Flow, what: &str, seen: impl Fn(&AppState) -> bool) {
+    // Bounded (20 s) for a busy machine; the registry rescans every 2 s.
+    for _ in 0..2000 {
+        if seen(f.state()) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        f.samples(1);
+    }
+    panic!("never seen: {what}");
+}
+
 #[test]
-fn samples_dropped_while_the_viewer_had_the_screen_are_not_counted() {
+fn samples_while_the_viewer_is_open_fill_the_timeline_and_a_probes_oom_then_is_marked() {
+    let (dir, oom) = fake_probe();
+    let registry = vramtop::probe::Registry::start(
+        vec![dir.path().to_path_buf()],
+        vramtop::probe::discovery::current_uid(),
+    );
+    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
+    let mut f = Flow {
+        cluster: made.cluster,
+        dash: made.dash,
+        clock_ms: 0,
+        stress_results: made.stress_results,
+        _captures: made.captures,
+    };
+    sample_until(&mut f, "the probe's allocator on GPU 0", |s| {
+        s.gpus
+            .first()
+            .and_then(|g| g.allocator.as_ref())
+            .is_some_and(|a| a.pid.is_some())
+    });
+    f.screen(80, 24);
+    // `c` took a snapshot; `o` hands the terminal to the viewer.
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: std::process::id(),
+            path: std::path::PathBuf::from("/s/node7-4242-capture.pickle"),
+            has_trace: true,
+        },
+    );
+    assert!(
+        matches!(f.key(KeyCode::Char('o')), Next::OpenSnapshot { .. }),
+        "o opens the snapshot"
+    );
+    assert!(f.dash.is_viewing());
+    let opened_ms = f.clock_ms;
+    let screen_before = f.dash.terminal().backend().to_string();
+    f.samples(3);
+    let oom_sent_ms = f.clock_ms;
+    oom.send(()).expect("the fake probe listens");
+    sample_until(&mut f, "the probe's OOM", |s| {
+        s.probes.oom_snapshot.is_some()
+            && s.gpus[0]
+                .history
+                .markers
+                .iter()
+                .any(|m| m.kind == vramtop::app::state::MarkerKind::Oom)
+    });
+    f.samples(3);
+    let closed_ms = f.clock_ms;
+    // The viewer owns the screen: the render tick draws nothing.
+    assert!(!f.dash.draw_if_dirty().expect("draws"));
+    assert_eq!(f.dash.terminal().backend().to_string(), screen_before);
+
+    f.dash
+        .on_viewer_closed(Ok(vramtop::shell::viewer_run::ViewerExit::Done));
+    assert!(!f.dash.is_viewing());
+    let history = &f.state().gpus[0].history;
+    let seen: Vec<u64> = history
+        .points
+        .iter()
+        .map(|p| p.t_ms)
+        .filter(|t| (opened_ms..=closed_ms).contains(t))
+        .collect();
+    let every_second: Vec<u64> = (opened_ms..=closed_ms).step_by(1000).collect();
+    assert_eq!(seen, every_second, "one point a sample, no hole");
+    let ooms: Vec<u64> = history
+        .markers
+        .iter()
+        .filter(|m| m.kind == vramtop::app::state::MarkerKind::Oom)
+        .map(|m| m.t_ms)
+        .collect();
+    assert_eq!(ooms.len(), 1, "{ooms:?}");
+    assert!(
+        ooms[0] > oom_sent_ms && ooms[0] <= closed_ms,
+        "the OOM is marked when it came ({ooms:?}, viewer {opened_ms}..{closed_ms})"
+    );
+    let screen = f.screen(80, 24);
+    assert!(screen.contains("OOM in pid"), "the banner: {screen}");
+    assert!(screen.contains("O opens its snapshot"), "{screen}");
+}
+
+#[test]
+fn samples_dropped_while_the_viewer_is_open_count_as_any_others() {
     let mut f = Flow::new(1);
     f.samples(2);
-    // 3 dropped before the viewer (the dashboard fell behind), 20 while
-    // it was open (nobody read them).
-    f.dash
-        .on_viewer_closed(Ok(vramtop::shell::viewer_run::ViewerExit::Done), 20);
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 1,
+            path: std::path::PathBuf::from("/s/capture.pickle"),
+            has_trace: false,
+        },
+    );
+    assert!(matches!(
+        f.key(KeyCode::Char('o')),
+        Next::OpenSnapshot { .. }
+    ));
     let mut t = f.cluster.telemetry();
-    f.dash.on_sample(f.clock_ms + 1000, t.sample(), 23);
-    assert_eq!(f.state().status.dropped_samples, 3);
-    // Later drops count again.
-    f.dash.on_sample(f.clock_ms + 2000, t.sample(), 25);
+    // The loop reads samples while the viewer is open: a drop then is the
+    // dashboard falling behind like any other.
+    f.dash.on_sample(f.clock_ms + 1000, t.sample(), 3);
+    f.dash
+        .on_viewer_closed(Ok(vramtop::shell::viewer_run::ViewerExit::Done));
+    f.dash.on_sample(f.clock_ms + 2000, t.sample(), 5);
     assert_eq!(f.state().status.dropped_samples, 5);
 }
 

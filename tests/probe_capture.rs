@@ -299,3 +299,76 @@ fn the_dashboard_shows_the_oom_banner_and_capital_o_opens_that_snapshot_at_its_o
     let ended = child.wait_with_output().expect("python ends");
     assert!(ended.status.success(), "{}", text(&ended.stderr));
 }
+
+/// The sample count on the dashboard's status line ("… │ 42 samples │ …").
+fn samples_on(screen: &str) -> Option<u64> {
+    screen.lines().rev().find_map(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "samples")?;
+        words.get(at.checked_sub(1)?)?.parse().ok()
+    })
+}
+
+#[test]
+fn the_dashboard_keeps_sampling_while_the_snapshot_viewer_is_open() {
+    let test = "the_dashboard_keeps_sampling_while_the_snapshot_viewer_is_open";
+    let Some(python) = python(test) else { return };
+    let run = Run::new();
+    let stop = run.path("stop");
+    let stop_arg = stop.to_string_lossy().to_string();
+    let child = run.start(
+        &python,
+        &[
+            "--steps",
+            "0",
+            "--step-sleep",
+            "0.05",
+            "--stop-file",
+            &stop_arg,
+        ],
+    );
+    let socket = run.path("vramtop").join(format!("{}.sock", child.id()));
+    wait_until(|| socket.exists() && run.path("ready").exists());
+    let runtime = run.root.path().to_string_lossy().to_string();
+    let state = run.path("state").to_string_lossy().to_string();
+    let Some(s) = common::tmux::Session::start_with_env(
+        "vramtop-e2e",
+        "viewer-sampling",
+        (80, 24),
+        &[("XDG_RUNTIME_DIR", &runtime), ("XDG_STATE_HOME", &state)],
+        "--backend sim --interval 250ms",
+    ) else {
+        std::fs::write(&stop, b"").expect("write the stop file");
+        let _ = child.wait_with_output();
+        return;
+    };
+    // Its figures on the GPU: its hello (v2, which takes snapshots) was read.
+    s.wait_for("the probe's allocator", |sc| sc.contains("(probe, cuda"));
+    s.keys(&["c"]);
+    // The whole frame: a screen read while a frame is written may lack it.
+    let taken = s.wait_for("the snapshot", |sc| {
+        sc.contains("(o opens it)") && samples_on(sc).is_some()
+    });
+    let before = samples_on(&taken).unwrap_or_default();
+    s.keys(&["o"]);
+    s.wait_for("the viewer", |sc| sc.contains("q back"));
+    // 6 s in the viewer at 4 samples a second: about 24 samples. A loop
+    // that stops reading meanwhile gets only what its queues held (the
+    // sampler's 4, the bridge's 1 and the loop's 4).
+    std::thread::sleep(Duration::from_secs(6));
+    s.keys(&["q"]);
+    let back = s.wait_for("the live dashboard again", |sc| {
+        sc.contains(" GPUs ") && samples_on(sc).is_some()
+    });
+    let after = samples_on(&back).unwrap_or_default();
+    assert!(
+        after >= before + 16,
+        "{before} samples before the viewer, {after} after 6 s in it:\n{back}"
+    );
+    s.keys(&["q"]);
+    s.exited();
+    s.assert_restored();
+    std::fs::write(&stop, b"").expect("write the stop file");
+    let ended = child.wait_with_output().expect("python ends");
+    assert!(ended.status.success(), "{}", text(&ended.stderr));
+}

@@ -47,6 +47,8 @@ pub enum Next {
     Quit,
     /// Hand the terminal to the snapshot viewer for `path` (at its OOM
     /// event when `at_oom`), then call [`Dashboard::on_viewer_closed`].
+    /// Until then the dashboard draws nothing, but its handlers go on:
+    /// samples, captures and stress results still reach the state.
     OpenSnapshot {
         path: PathBuf,
         at_oom: bool,
@@ -72,10 +74,10 @@ pub struct Dashboard<B: Backend> {
     no_cuda: Option<String>,
     /// Where the stress panel's `W` writes; `None`: the current directory.
     stress_save_dir: Option<PathBuf>,
-    /// Samples the sampler dropped while the snapshot viewer had the
-    /// screen: nobody read them then, which says nothing of whether the
-    /// dashboard keeps up, so the status line does not count them.
-    dropped_while_viewing: u64,
+    /// The snapshot viewer has the terminal (from [`Next::OpenSnapshot`]
+    /// to [`Dashboard::on_viewer_closed`]): the state keeps taking samples,
+    /// the screen is not drawn.
+    viewing: bool,
 }
 
 impl<B: Backend> Dashboard<B> {
@@ -98,7 +100,7 @@ impl<B: Backend> Dashboard<B> {
             theme,
             sources,
             dirty: true,
-            dropped_while_viewing: 0,
+            viewing: false,
             area,
             replies,
             stress_worker: None,
@@ -135,9 +137,14 @@ impl<B: Backend> Dashboard<B> {
         &mut self.terminal
     }
 
-    /// Whether the next [`Dashboard::draw_if_dirty`] will draw.
+    /// Whether something changed since the last draw.
     pub fn is_dirty(&self) -> bool {
         self.dirty
+    }
+
+    /// Whether the snapshot viewer has the terminal.
+    pub fn is_viewing(&self) -> bool {
+        self.viewing
     }
 
     /// A key press: stress commands go to the worker (started the first
@@ -159,7 +166,10 @@ impl<B: Backend> Dashboard<B> {
                 spawn_capture(pid, socket, self.replies.capture.clone());
                 Next::Continue
             }
-            Effect::OpenSnapshot { path, at_oom } => Next::OpenSnapshot { path, at_oom },
+            Effect::OpenSnapshot { path, at_oom } => {
+                self.viewing = true;
+                Next::OpenSnapshot { path, at_oom }
+            }
         }
     }
 
@@ -176,7 +186,8 @@ impl<B: Backend> Dashboard<B> {
 
     /// A telemetry sample at `now_ms`, with the sampler's dropped-tick
     /// count: the allocator views are built from it and the probes' state
-    /// of the same moment.
+    /// of the same moment (their OOM events included). Taken while the
+    /// viewer has the terminal too, so its time is no gap in the timeline.
     pub fn on_sample(
         &mut self,
         now_ms: u64,
@@ -195,8 +206,7 @@ impl<B: Backend> Dashboard<B> {
                 self.state.status.last_error = Some(e.to_string());
             }
         }
-        self.state.status.dropped_samples =
-            dropped_samples.saturating_sub(self.dropped_while_viewing);
+        self.state.status.dropped_samples = dropped_samples;
         self.dirty = true;
     }
 
@@ -220,16 +230,12 @@ impl<B: Backend> Dashboard<B> {
         self.stress_worker.is_some()
     }
 
-    /// The viewer the dashboard handed the terminal to has returned: a file
-    /// it could not open, or its own failure, is said on the status line.
-    /// The snapshot viewer gave the screen back; the sampler dropped
-    /// `dropped_meanwhile` samples while it had it.
-    pub fn on_viewer_closed(
-        &mut self,
-        shown: color_eyre::Result<ViewerExit>,
-        dropped_meanwhile: u64,
-    ) {
-        self.dropped_while_viewing = self.dropped_while_viewing.saturating_add(dropped_meanwhile);
+    /// The viewer the dashboard handed the terminal to has returned: the
+    /// dashboard draws again (what the samples meanwhile changed), and a
+    /// file it could not open, or its own failure, is said on the status
+    /// line.
+    pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) {
+        self.viewing = false;
         match shown {
             Ok(ViewerExit::Done) => {}
             Ok(ViewerExit::BadFile(e)) => {
@@ -243,9 +249,10 @@ impl<B: Backend> Dashboard<B> {
         self.dirty = true;
     }
 
-    /// Draws when something changed since the last draw; says whether it drew.
+    /// Draws when something changed since the last draw and the viewer
+    /// does not have the terminal; says whether it drew.
     pub fn draw_if_dirty(&mut self) -> Result<bool, B::Error> {
-        if !self.dirty {
+        if !self.dirty || self.viewing {
             return Ok(false);
         }
         let (state, keymap, theme) = (&self.state, &self.keymap, &self.theme);

@@ -6,14 +6,23 @@
 //! - the sampler thread ([`crate::device::sampler`]) samples telemetry at the
 //!   interval (late ticks skipped, a bounded queue, drops counted); a bridge
 //!   thread forwards its samples into the loop;
-//! - the loop `select!`s (biased: signals, then input, then samples, then the
-//!   render tick) and draws only when something changed.
+//! - the loop `select!`s (biased: signals, then the snapshot viewer's end,
+//!   then input, then samples, then the render tick) and draws only when
+//!   something changed;
+//! - the snapshot viewer (`o`, `O`) runs on a thread of its own
+//!   ([`ViewerThread`]) that owns the terminal meanwhile: the input task is
+//!   stopped (one reader of the terminal at a time), the dashboard draws
+//!   nothing, and samples, probe events and answers still reach its state.
 //!
 //! The terminal is restored on quit, on SIGTERM/SIGHUP/SIGINT/SIGQUIT/
 //! SIGUSR1/SIGUSR2 (whose default action would kill vramtop with the
 //! terminal in raw mode) and on panic (ratatui's panic hook, installed after
-//! color-eyre's, and before it ours, which turns mouse reporting off).
+//! color-eyre's, and before it ours, which turns mouse reporting off and
+//! stops an open viewer). An open viewer is stopped and waited for before
+//! the terminal is restored.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use color_eyre::eyre::{WrapErr, eyre};
@@ -22,7 +31,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::dashboard::{Dashboard, Next, Replies};
-use super::viewer_run::{repaint_whole, view_in_terminal};
+use super::viewer_run::{ViewerExit, ViewerThread, repaint_whole};
 use crate::app::capture::CaptureMsg;
 use crate::app::observe::AllocatorSources;
 use crate::app::state::{AppState, StatusState};
@@ -76,6 +85,15 @@ fn spawn_input(input_tx: mpsc::Sender<Input>) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// Resolves when the open snapshot viewer has returned; never when none
+/// is open.
+async fn viewer_ended(viewer: &mut Option<ViewerThread>) {
+    match viewer {
+        Some(v) => v.ended().await,
+        None => std::future::pending().await,
+    }
+}
+
 enum Input {
     Key(crossterm::event::KeyEvent),
     Click { column: u16, row: u16 },
@@ -99,13 +117,18 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
     // Mouse clicks select GPUs and panes; failure to enable is not fatal.
     // ratatui's panic hook leaves mouse reporting on: ours turns it off
     // first, then runs ratatui's (which restores the rest and reports).
+    // It also stops a snapshot viewer that is open (its thread would draw
+    // on the restored terminal otherwise).
+    let viewer_stop = Arc::new(AtomicBool::new(false));
     let ratatui_hook = std::panic::take_hook();
+    let hook_stop = viewer_stop.clone();
     std::panic::set_hook(Box::new(move |info| {
+        hook_stop.store(true, Ordering::Relaxed);
         let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
         ratatui_hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
-    let result = event_loop(terminal, selection, options).await;
+    let result = event_loop(terminal, selection, options, viewer_stop).await;
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
     // On the restored terminal, where they can be copied: the status line
@@ -125,10 +148,13 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
 }
 
 /// Runs the dashboard; returns the snapshots of the session to list.
+/// `viewer_stop` ends a snapshot viewer that is open (set by the panic
+/// hook, a stop signal, or the loop's end).
 async fn event_loop(
     terminal: ratatui::DefaultTerminal,
     selection: TelemetrySelection,
     options: RunOptions,
+    viewer_stop: Arc<AtomicBool>,
 ) -> color_eyre::Result<Vec<std::path::PathBuf>> {
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
@@ -188,6 +214,10 @@ async fn event_loop(
         capture: capture_tx,
     };
     let mut dashboard = Dashboard::new(terminal, state, sources, options.theme.clone(), replies);
+    // The snapshot viewer while it is open. Dropping it stops it and waits
+    // for its last draw: on every way out of here (a signal, an error, a
+    // panic), before the caller restores the terminal.
+    let mut viewer: Option<ViewerThread> = None;
     loop {
         tokio::select! {
             biased;
@@ -197,7 +227,15 @@ async fn event_loop(
             _ = sigusr1.recv() => break,
             _ = sigusr2.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
-            Some(input) = inputs.recv() => {
+            () = viewer_ended(&mut viewer) => {
+                let shown = viewer.take().map_or(Ok(ViewerExit::Done), ViewerThread::join);
+                input_task = spawn_input(input_tx.clone());
+                repaint_whole(dashboard.terminal_mut())?;
+                dashboard.on_viewer_closed(shown);
+            }
+            // Keys read before the viewer opened wait for it to close: they
+            // were meant for the dashboard.
+            Some(input) = inputs.recv(), if viewer.is_none() => {
                 match input {
                     Input::Key(key) => match dashboard.on_key(key) {
                         Next::Quit => break,
@@ -208,22 +246,15 @@ async fn event_loop(
                             input_task.abort();
                             let _ = (&mut input_task).await;
                             let theme = dashboard.theme().clone();
-                            let dropped = || {
-                                sampler
-                                    .counters()
-                                    .dropped
-                                    .load(std::sync::atomic::Ordering::Relaxed)
-                            };
-                            let dropped_before = dropped();
-                            let shown = tokio::task::block_in_place(|| {
-                                view_in_terminal(dashboard.terminal_mut(), &path, &theme, at_oom)
-                            });
-                            input_task = spawn_input(input_tx.clone());
-                            repaint_whole(dashboard.terminal_mut())?;
-                            dashboard.on_viewer_closed(
-                                shown,
-                                dropped().saturating_sub(dropped_before),
-                            );
+                            match ViewerThread::spawn(path, theme, at_oom, viewer_stop.clone()) {
+                                Ok(v) => viewer = Some(v),
+                                Err(e) => {
+                                    input_task = spawn_input(input_tx.clone());
+                                    dashboard.on_viewer_closed(Err(eyre!(
+                                        "cannot start its thread: {e}"
+                                    )));
+                                }
+                            }
                         }
                     },
                     Input::Click { column, row } => dashboard.on_click(column, row),
@@ -251,6 +282,8 @@ async fn event_loop(
             }
         }
     }
+    // An open viewer is stopped here, before the terminal is restored.
+    drop(viewer.take());
     input_task.abort();
     let snapshots = dashboard.state().session_snapshots();
     // Frees every stress tensor and empties its cache before leaving.

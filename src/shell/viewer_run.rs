@@ -8,6 +8,9 @@
 //! (alternate screen, raw mode, and a panic hook that restores the
 //! terminal); SIGTERM, SIGHUP and SIGINT end it cleanly too. The loop is
 //! synchronous: there is no sampler, only keys, resizes and the loader.
+//! Opened from the dashboard it runs on a thread of its own
+//! ([`ViewerThread`]) in the dashboard's terminal, while the dashboard's
+//! loop goes on sampling.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -162,38 +165,115 @@ pub fn run_viewer(
 }
 
 /// Opens `path` in the viewer inside a terminal the caller set up (the
-/// dashboard's), and returns when the user quits it; the caller redraws.
-/// The file is read on the loader thread behind the progress screen.
-/// `at_oom`: start at its OOM with the allocation sites shown
-/// ([`ViewerState::open_at_oom`]). Signals are the caller's to handle.
+/// dashboard's), and returns when the user quits it or `stop` is set; the
+/// caller redraws. The file is read on the loader thread behind the
+/// progress screen. `at_oom`: start at its OOM with the allocation sites
+/// shown ([`ViewerState::open_at_oom`]). The stop signals set `stop` while
+/// the viewer runs (they reach the caller's own handlers too).
 pub fn view_in_terminal(
     terminal: &mut ratatui::DefaultTerminal,
     path: &Path,
     theme: &Theme,
     at_oom: bool,
+    stop: &Arc<AtomicBool>,
 ) -> color_eyre::Result<ViewerExit> {
     let total = match file_size(path) {
         Ok(n) => n,
         Err(e) => return Ok(ViewerExit::BadFile(e)),
     };
     let progress = Arc::new(AtomicU64::new(0));
-    // The caller's loop is blocked while the viewer runs: a signal must end
-    // the viewer too, and then reaches the caller's own handler.
-    let stop = Arc::new(AtomicBool::new(false));
     let registered: Vec<signal_hook::SigId> = STOP_SIGNALS
         .iter()
         .filter_map(|&signal| signal_hook::flag::register(signal, stop.clone()).ok())
         .collect();
-    repaint_whole(terminal)?;
-    let opened = Opened {
-        at_oom,
-        from_dashboard: true,
-    };
-    let result = event_loop(terminal, path, total, None, &progress, &stop, theme, opened);
+    let result = repaint_whole(terminal).and_then(|()| {
+        let opened = Opened {
+            at_oom,
+            from_dashboard: true,
+        };
+        event_loop(terminal, path, total, None, &progress, stop, theme, opened)
+    });
     for id in registered {
         signal_hook::low_level::unregister(id);
     }
     result
+}
+
+/// The snapshot viewer run from the dashboard, on a thread of its own: it
+/// owns the terminal's input and screen until it returns, while the
+/// dashboard's loop goes on taking samples (and draws nothing).
+///
+/// Dropped before it has returned (the dashboard's loop ended: a signal,
+/// an error, a panic), it stops the viewer and waits for it (at most one
+/// poll of the viewer's loop, [`POLL_MS`]), so that the terminal is
+/// restored after the viewer's last draw.
+pub struct ViewerThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<color_eyre::Result<ViewerExit>>>,
+    /// Closed (never sent on) when the thread ends, returned or panicked.
+    ended: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl ViewerThread {
+    /// Starts the viewer on `path` in the terminal of this process (the
+    /// caller's, set up by `ratatui::try_init`, which the caller must not
+    /// draw on nor read input from until [`ViewerThread::ended`]). `stop`
+    /// ends it: the caller's, shared with its panic hook.
+    pub fn spawn(
+        path: PathBuf,
+        theme: Theme,
+        at_oom: bool,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<ViewerThread> {
+        let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+        let thread_stop = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("vramtop-viewer".to_string())
+            .spawn(move || {
+                // Dropped when the thread ends, even by a panic.
+                let _ended = ended_tx;
+                // A second ratatui terminal on the same screen: it starts
+                // from a cleared screen (`view_in_terminal` clears it), and
+                // the caller repaints all of its own when the viewer is done.
+                let mut terminal = ratatui::Terminal::new(ratatui::backend::CrosstermBackend::new(
+                    std::io::stdout(),
+                ))
+                .wrap_err("cannot open the terminal for the viewer")?;
+                view_in_terminal(&mut terminal, &path, &theme, at_oom, &thread_stop)
+            })?;
+        Ok(ViewerThread {
+            stop,
+            handle: Some(handle),
+            ended,
+        })
+    }
+
+    /// Resolves when the viewer has returned (or panicked); then call
+    /// [`ViewerThread::join`].
+    pub async fn ended(&mut self) {
+        let _ = (&mut self.ended).await;
+    }
+
+    /// The viewer's answer; a panic in the viewer goes on in the caller
+    /// (whose own exit paths restore the terminal).
+    pub fn join(mut self) -> color_eyre::Result<ViewerExit> {
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(shown)) => shown,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => Ok(ViewerExit::Done),
+        }
+    }
+}
+
+impl Drop for ViewerThread {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            self.stop.store(true, Ordering::Relaxed);
+            // Its panic was reported by the hook already; the caller is
+            // leaving.
+            let _ = handle.join();
+        }
+    }
 }
 
 /// How the viewer was opened.

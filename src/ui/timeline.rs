@@ -243,7 +243,7 @@ impl Series {
 }
 
 /// Samples further apart than this many intervals leave a gap in the line
-/// (the snapshot viewer had the screen, or sampling stalled): a line drawn
+/// (sampling stalled or fell behind): a line drawn
 /// across it would show figures nobody measured.
 const GAP_INTERVALS: u64 = 3;
 

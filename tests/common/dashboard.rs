@@ -24,11 +24,18 @@ pub struct SimDashboard {
     pub captures: mpsc::UnboundedReceiver<CaptureMsg>,
 }
 
-pub fn sim_dashboard(
+pub fn sim_dashboard(gpus: usize, trainers: usize, seed: u64, size: (u16, u16)) -> SimDashboard {
+    // No probe directory: the simulated trainers are the only allocators.
+    sim_dashboard_with_probes(gpus, trainers, seed, size, Registry::start(vec![], 0))
+}
+
+/// [`sim_dashboard`] with the probes `registry` finds as allocators too.
+pub fn sim_dashboard_with_probes(
     gpus: usize,
     trainers: usize,
     seed: u64,
     (width, height): (u16, u16),
+    registry: Registry,
 ) -> SimDashboard {
     let cluster = SimCluster::new(SimConfig {
         gpus,
@@ -36,9 +43,7 @@ pub fn sim_dashboard(
         seed,
         ..SimConfig::default()
     });
-    // No probe directory: the simulated trainers are the only allocators.
-    let sources =
-        AllocatorSources::with_registry(Some(cluster.clone()), Registry::start(vec![], 0));
+    let sources = AllocatorSources::with_registry(Some(cluster.clone()), registry);
     let state = AppState::new(StatusState {
         backend: "sim".into(),
         sample_interval_ms: 1000,
