@@ -68,7 +68,7 @@ impl Run {
             .args(["-m", "vramtop_probe", "--record-history", "--snapshot-dir"])
             .arg(&self.snapshots)
             .arg("python/tests/standin_train.py")
-            .args(["--capacity", "1GiB", "--wait-for-probe", "--ready-file"])
+            .args(["--capacity", "1GiB", "--ready-file"])
             .arg(self.path("ready"))
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))

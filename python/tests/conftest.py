@@ -96,16 +96,18 @@ def runtime_dir(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def clean_probe_state():
-    """Default stand-in figures, no probe running, OOM observer detached, before and after."""
+    """Default stand-in figures, no probe running, OOM observer detached, no CUDA hook queued."""
     torch.cuda.standin_reset()
     vramtop_probe.stop()
     _server._observer_attached = False
     _server._observer_missing_logged = False
+    _server._cuda_hook = "no"  # as in a fresh process (standin_reset drops the queued calls)
     yield
     vramtop_probe.stop()
     torch.cuda.standin_reset()
     _server._observer_attached = False
     _server._observer_missing_logged = False
+    _server._cuda_hook = "no"  # as in a fresh process (standin_reset drops the queued calls)
 
 
 @pytest.fixture

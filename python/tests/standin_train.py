@@ -22,10 +22,9 @@ Options:
   --ready-file PATH    written once the first step is done (CUDA is initialised then)
   --stop-file PATH     the run ends after the step in which PATH appears
   --seed N             seed of the allocation sizes (default 1)
-  --wait-for-probe     initialise CUDA, then wait (up to 60 s) until the probe running in this
-                       process has attached its OOM observer and, when it records history,
-                       turned recording on, before the first allocation (so the whole run is
-                       traced and replays from an empty allocator)
+
+Under the probe with --record-history the whole run is traced from its first allocation (the
+probe turns history on as CUDA initialises), so its snapshots replay from an empty allocator.
 
 It prints one line per OOM it caught ("caught OOM at step K") and "done N steps" at the end.
 """
@@ -76,20 +75,6 @@ def step(index: int, rng: random.Random, args, kept: list) -> None:
     del activations
 
 
-def wait_for_probe() -> None:
-    import vramtop_probe
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        probe = vramtop_probe.current()
-        if probe is not None and torch.cuda.standin_observers() and (
-            probe.record_history is None or probe.history_on
-        ):
-            return
-        time.sleep(0.01)
-    print("the probe did not get ready", file=sys.stderr, flush=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description="stand-in training run")
     parser.add_argument("--capacity", type=size, default=1 << 30)
@@ -103,15 +88,10 @@ def main() -> int:
     parser.add_argument("--ready-file")
     parser.add_argument("--stop-file")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--wait-for-probe", action="store_true")
     args = parser.parse_args()
 
     torch.cuda.standin_use_allocator(args.capacity)
     rng = random.Random(args.seed)
-    if args.wait_for_probe:
-        # CUDA first, then the probe's history, then every allocation: a trace from empty.
-        torch.cuda.init()
-        wait_for_probe()
     weights = [torch.empty(n, dtype=torch.uint8, device="cuda") for n in (4 << 20, 300_000, 16 << 20)]
     kept: list = []
     index = 0

@@ -185,8 +185,7 @@ def run_training(tmp_path, *train_args, probe_args=("--record-history",)):
 
 
 def test_the_training_run_ends_with_the_oom_and_leaves_its_snapshot(tmp_path):
-    done, folder = run_training(tmp_path, "--capacity", "256MiB", "--steps", "10", "--oom-at-step", "4",
-                               "--wait-for-probe")
+    done, folder = run_training(tmp_path, "--capacity", "256MiB", "--steps", "10", "--oom-at-step", "4")
     assert done.returncode == 1
     assert "OutOfMemoryError: CUDA out of memory. Tried to allocate" in done.stderr
     [name] = os.listdir(folder)
@@ -199,11 +198,58 @@ def test_the_training_run_ends_with_the_oom_and_leaves_its_snapshot(tmp_path):
     maybe_replay(folder / name, from_empty=True)
 
 
+# Imports torch after the probe started, then says what the import left behind.
+AFTER_IMPORT = textwrap.dedent(
+    """
+    import json, sys
+    watching = [type(f).__name__ for f in sys.meta_path if "vramtop" in type(f).__module__]
+    import torch
+    from importlib.machinery import SourceFileLoader
+    from vramtop_probe import _server
+    print(json.dumps({
+        "before": watching,
+        "after": [type(f).__name__ for f in sys.meta_path if "vramtop" in type(f).__module__],
+        "loader": type(torch.cuda.__loader__).__name__,
+        "spec_loader": type(torch.cuda.__spec__.loader).__name__,
+        "hook": _server._cuda_hook,
+        "queued": [c.__name__ for c, _ in torch.cuda._state["lazy_calls"]],
+    }))
+    """
+)
+
+
+def test_torch_cuda_imported_after_the_probe_gets_the_hook_and_keeps_its_own_loader(tmp_path):
+    done = run_cli(tmp_path, script_text=AFTER_IMPORT)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["before"] == ["_TorchCudaWatcher"] and seen["after"] == []
+    assert seen["loader"] == seen["spec_loader"] == "SourceFileLoader"
+    assert seen["hook"] == "queued" and seen["queued"] == ["_on_cuda_init"]
+
+
+def test_history_at_launch_gives_the_weights_allocated_at_once_their_stack(tmp_path):
+    # The script imports torch itself and allocates its weights as soon as it has set the
+    # stand-in up: the probe must have history on by then, without the script waiting for it.
+    done, folder = run_training(tmp_path, "--capacity", "256MiB", "--steps", "2", "--oom-at-step", "1",
+                                "--step-sleep", "0")
+    assert done.returncode == 1, done.stderr
+    [name] = os.listdir(folder)
+    with open(folder / name, "rb") as f:
+        snapshot = pickle.load(f)
+    sizes = {4 << 20: None, 300_032: None, 16 << 20: None}  # the weights, rounded to 512
+    for segment in snapshot["segments"]:
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated" and block["size"] in sizes:
+                sizes[block["size"]] = block["frames"]
+    for size, frames in sizes.items():
+        assert frames, f"the weight of {size} bytes has no stack"
+        assert os.path.basename(frames[0]["filename"]) == "standin_train.py", frames[0]
+
+
 def test_the_training_run_can_catch_its_oom_and_go_on(tmp_path):
     done, folder = run_training(
         tmp_path, "--capacity", "256MiB", "--steps", "6", "--oom-at-step", "2", "--catch-oom",
-        "--wait-for-probe",
-        probe_args=("--snapshot-on-oom",),
+        "--step-sleep", "0", probe_args=("--snapshot-on-oom",),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["caught OOM at step 2", "done 6 steps"]
@@ -226,7 +272,7 @@ def test_an_oom_snapshot_of_the_training_run_replays_as_a_full_match(tmp_path):
     if not os.environ.get("VRAMTOP_BIN"):
         pytest.skip("VRAMTOP_BIN is not set (the path of a built vramtop binary)")
     done, folder = run_training(tmp_path, "--capacity", "200MiB", "--steps", "0", "--leak", "5MiB",
-                                "--step-sleep", "0", "--wait-for-probe")
+                                "--step-sleep", "0")
     assert done.returncode == 1
     [name] = os.listdir(folder)
     maybe_replay(folder / name, from_empty=True)
@@ -238,7 +284,7 @@ def test_an_on_demand_snapshot_of_the_running_training_is_its_whole_trace(tmp_pa
     folder = tmp_path / "snaps"
     child = subprocess.Popen(
         [sys.executable, "-m", "vramtop_probe", "--record-history", "--snapshot-dir", str(folder),
-         TRAIN, "--capacity", "1GiB", "--steps", "0", "--wait-for-probe",
+         TRAIN, "--capacity", "1GiB", "--steps", "0",
          "--ready-file", str(ready), "--stop-file", str(stop)],
         env=subprocess_env(XDG_RUNTIME_DIR=runtime), stdout=subprocess.PIPE, text=True,
     )

@@ -120,7 +120,7 @@ def test_ranks_fall_back_to_slurm_names_and_bad_values_are_null():
 # ---- history ----------------------------------------------------------------------------------
 
 
-def test_history_is_turned_on_once_cuda_is_initialised_and_not_before(runtime_dir, snapshot_dir):
+def test_history_is_turned_on_at_cuda_initialisation_and_not_before(runtime_dir, snapshot_dir):
     torch.cuda.standin_use_allocator(GIB)
     handle = vramtop_probe.start(stats_interval=0.02, record_history=1234, snapshot_dir=snapshot_dir)
     client = LineClient(handle.path)
@@ -128,17 +128,122 @@ def test_history_is_turned_on_once_cuda_is_initialised_and_not_before(runtime_di
     time.sleep(0.3)  # many probe ticks (and setup polls) without CUDA
     assert not handle.history_on and not torch.cuda._state["history"].enabled
     x = uint8(1)
-    wait_for(lambda: handle.history_on, "history recording")
+    # On at once: inside the CUDA initialisation that the first allocation made.
+    assert handle.history_on
     history = torch.cuda._state["history"]
     assert history.enabled and history.context and history.max_entries == 1234
-    y = uint8(2)
     trace = torch.cuda.memory._snapshot()["device_traces"][0]
-    # The allocation before recording is not in the trace; the one after is.
-    assert [(e["action"], e["size"]) for e in trace] == [("alloc", 2)]
+    assert [(e["action"], e["size"]) for e in trace] == [("segment_alloc", 2 * MIB), ("alloc", 1)]
     client.close()
     handle.stop()
     torch.cuda.memory._record_memory_history(enabled=None)
-    del x, y
+    del x
+
+
+def test_the_first_allocation_after_cuda_initialisation_has_its_stack(runtime_dir, snapshot_dir):
+    torch.cuda.standin_use_allocator(GIB)
+    handle = vramtop_probe.start(record_history=True, snapshot_dir=snapshot_dir)
+    weights = uint8(3 * MIB)  # at once: no time for the probe thread to look
+    [segment] = torch.cuda.memory._snapshot()["segments"]
+    [block] = [b for b in segment["blocks"] if b["state"] == "active_allocated"]
+    names = [f["name"] for f in block["frames"]]
+    assert names[:2] == ["uint8", "test_the_first_allocation_after_cuda_initialisation_has_its_stack"]
+    # The OOM observer is attached at the same moment.
+    assert torch.cuda.standin_observers()
+    handle.stop()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del weights
+
+
+def test_start_returns_with_the_hook_queued_even_while_the_probe_thread_queues_it(
+    runtime_dir, monkeypatch
+):
+    # The probe thread queues the hook first, slowly; start() must not return (and let the
+    # script initialise CUDA) before the hook is in PyTorch's queue.
+    queue = torch.cuda._lazy_call
+
+    def slow_from_the_probe_thread(fn, **kwargs):
+        if threading.current_thread().name == "vramtop-probe":
+            time.sleep(0.3)
+        queue(fn, **kwargs)
+
+    watch = _server._watch_for_cuda
+
+    def late_watch():
+        time.sleep(0.1)  # the probe thread is inside _lazy_call by now
+        watch()
+
+    monkeypatch.setattr(torch.cuda, "_lazy_call", slow_from_the_probe_thread)
+    monkeypatch.setattr(_server, "_watch_for_cuda", late_watch)
+    torch.cuda.standin_use_allocator(GIB)
+    handle = vramtop_probe.start(record_history=True)
+    weights = uint8(3 * MIB)
+    [segment] = torch.cuda.memory._snapshot()["segments"]
+    [block] = [b for b in segment["blocks"] if b["state"] == "active_allocated"]
+    assert block["frames"], "the first allocation has no stack"
+    handle.stop()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del weights
+
+
+def test_start_after_cuda_initialisation_turns_history_on_before_it_returns(runtime_dir):
+    torch.cuda.standin_use_allocator(GIB)
+    first = uint8(1)
+    handle = vramtop_probe.start(stats_interval=60, record_history=True)
+    assert handle.history_on and torch.cuda._state["history"].enabled
+    second = uint8(2)
+    trace = torch.cuda.memory._snapshot()["device_traces"][0]
+    assert [(e["action"], e["size"]) for e in trace] == [("alloc", 2)]
+    handle.stop()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del first, second
+
+
+def test_a_probe_never_initialises_cuda_in_a_process_that_does_not(runtime_dir, client_of, snapshot_dir):
+    torch.cuda.standin_use_allocator(GIB)
+    handle = vramtop_probe.start(
+        stats_interval=0.02, segments_interval=0.02, record_history=True, snapshot_on_oom=True,
+        snapshot_dir=snapshot_dir,
+    )
+    client = client_of(handle)
+    assert client.message()["devices"] == []
+    request(client, "early")
+    assert answer(client)["reason"] == "CUDA is not initialised in this process yet"
+    time.sleep(0.3)  # many ticks and setup polls
+    assert torch.cuda.standin_lazy_inits() == 0 and not torch.cuda.is_initialized()
+    assert not handle.history_on and not torch.cuda.standin_observers()
+    handle.stop()
+    assert torch.cuda.standin_lazy_inits() == 0
+
+
+def test_a_torch_without_lazy_call_gets_history_from_the_probes_polling(runtime_dir, monkeypatch):
+    monkeypatch.delattr(torch.cuda, "_lazy_call")
+    torch.cuda.standin_use_allocator(GIB)
+    handle = vramtop_probe.start(stats_interval=0.02, record_history=True)
+    x = uint8(1)
+    wait_for(lambda: handle.history_on, "history recording")
+    wait_for(lambda: torch.cuda.standin_observers(), "the OOM observer")
+    handle.stop()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del x
+
+
+def test_a_failing_history_call_at_cuda_initialisation_does_not_reach_the_script(
+    runtime_dir, monkeypatch, caplog
+):
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no history today")
+
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", refuse)
+    torch.cuda.standin_use_allocator(GIB)
+    handle = vramtop_probe.start(stats_interval=0.02, record_history=True)
+    x = uint8(1)  # no DeferredCudaCallError: CUDA initialises as without the probe
+    assert torch.cuda.is_initialized() and handle.running
+    assert handle._history_failed and not handle.history_on
+    said = [r for r in caplog.records if "no history today" in r.getMessage()]
+    assert len(said) == 1
+    handle.stop()
+    del x
 
 
 def test_without_record_history_the_probe_leaves_history_off(runtime_dir, monkeypatch):

@@ -15,7 +15,7 @@ from a daemon thread. It never imports torch, never initialises CUDA and never r
 script: errors are logged once on the ``vramtop_probe`` logger and the probe stops.
 
 Snapshots (protocol v2): ``start(record_history=True)`` or ``--record-history`` records PyTorch's
-allocator history once CUDA is initialised; an out-of-memory error writes a snapshot taken inside
+allocator history from CUDA's initialisation on (before the first allocation); an out-of-memory error writes a snapshot taken inside
 PyTorch's OOM observer, and vramtop can ask for one on demand. Files go to ``snapshot_dir()``.
 """
 

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--record-history", action="store_true", default=None,
-        help="record PyTorch's allocator history once CUDA is initialised "
+        help="record PyTorch's allocator history from CUDA initialisation on "
         "(--record-history=MAX_ENTRIES, default 100000; env VRAMTOP_RECORD_HISTORY)",
     )
     parser.add_argument("--record-history-entries", type=_entries, help=argparse.SUPPRESS)

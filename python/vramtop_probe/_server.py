@@ -9,11 +9,20 @@ Design rules (see docs/probe-protocol.md):
   warning on the ``vramtop_probe`` logger, and the probe stops.
 * The probe never imports torch and never initialises CUDA: it looks at ``sys.modules`` and asks
   only once ``torch.cuda.is_initialized()`` is true, so no CUDA context appears on an idle GPU.
-* Snapshots (protocol v2): history recording is turned on from the probe thread once CUDA is
-  initialised; an OOM snapshot is taken inside PyTorch's OOM observer (on the allocating thread,
-  before the error unwinds and frees tensors) and pickled and written on the probe thread; an
-  on-demand snapshot is taken and written on the probe thread and answered to the asking client
-  only.
+* CUDA setup (the OOM observer, history recording) happens at CUDA initialisation itself: the
+  probe queues one function with ``torch.cuda._lazy_call``, which PyTorch runs inside
+  ``torch.cuda._lazy_init()`` on the thread that initialises CUDA, after the device is usable and
+  before the first allocation (at once when CUDA is initialised already). It is queued from
+  ``start()`` when torch.cuda is imported already, else right after torch.cuda is imported (a
+  ``sys.meta_path`` finder watches for it), else from the probe thread's polling. The function
+  makes two calls into torch (attach the observer, turn history on) and never raises: PyTorch
+  would turn an exception into a DeferredCudaCallError in the script. A torch without
+  ``_lazy_call`` gets the same setup from the probe thread, polled every SETUP_POLL_S once CUDA
+  is initialised (allocations made before that poll have no stack).
+* Snapshots (protocol v2): an OOM snapshot is taken inside PyTorch's OOM observer (on the
+  allocating thread, before the error unwinds and frees tensors) and pickled and written on the
+  probe thread; an on-demand snapshot is taken and written on the probe thread and answered to
+  the asking client only.
 """
 
 from __future__ import annotations
@@ -64,6 +73,14 @@ _active: Probe | None = None
 # process and sends to whichever probe is active.
 _observer_attached = False
 _observer_missing_logged = False
+# Serialises the one-time CUDA setup (observer, history) between the thread that initialises
+# CUDA (inside torch.cuda._lazy_init) and the probe thread. The probe thread takes it only once
+# CUDA is initialised, when no thread can be inside the first _lazy_init: neither waits long.
+_setup_lock = threading.Lock()
+# Whether _on_cuda_init is queued with torch.cuda._lazy_call: "no", "queued" (once per process:
+# PyTorch keeps the calls it ran) or "unavailable" (this torch has no _lazy_call: polling only).
+_cuda_hook = "no"
+_hook_lock = threading.Lock()
 
 
 class ProbeSetupError(Exception):
@@ -107,6 +124,132 @@ def torch_version() -> str | None:
         return metadata.version("torch")
     except Exception:
         return None
+
+
+def _on_cuda_init() -> None:
+    """Queued with torch.cuda._lazy_call: the active probe's CUDA setup, at CUDA initialisation.
+
+    PyTorch runs it inside torch.cuda._lazy_init() on the thread that initialises CUDA (the
+    device usable, is_initialized() still false, no allocation made yet), or at once when CUDA
+    is initialised already. Never raises: PyTorch would raise DeferredCudaCallError into the
+    script and leave CUDA uninitialised.
+    """
+    try:
+        probe = _active
+        cuda = sys.modules.get("torch.cuda")
+        if probe is not None and cuda is not None and os.getpid() == probe._owner_pid:
+            probe._set_up_cuda(cuda)
+    except Exception:
+        pass
+
+
+def _queue_cuda_hook(cuda: Any) -> bool:
+    """Queue _on_cuda_init with ``cuda._lazy_call``, once per process. Never raises.
+
+    True when this call queued it (and so ran it, when CUDA is initialised already). A call
+    while another thread is queueing it waits for that one (one ``_lazy_call``): on return the
+    hook is in PyTorch's queue, so a CUDA initialisation that follows runs it.
+    """
+    global _cuda_hook
+    try:
+        with _hook_lock:
+            if _cuda_hook != "no":
+                return False
+            lazy_call = getattr(cuda, "_lazy_call", None)
+            if not callable(lazy_call):
+                _cuda_hook = "unavailable"
+                log.info(
+                    "vramtop_probe: this PyTorch (%s) has no torch.cuda._lazy_call; the probe sets"
+                    " up history and the OOM observer when it next looks after CUDA is initialised",
+                    torch_version(),
+                )
+                return False
+            lazy_call(_on_cuda_init)
+            _cuda_hook = "queued"
+            return True
+    except Exception as exc:
+        log.debug("vramtop_probe: could not queue the CUDA hook: %s", exc)
+        return False
+
+
+class _CudaHookLoader:
+    """Runs torch.cuda's own loader, then queues the CUDA hook: before any code can use CUDA."""
+
+    def __init__(self, loader: Any, watcher: _TorchCudaWatcher) -> None:
+        self.loader = loader
+        self.watcher = watcher
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        # The module keeps its own loader: nothing after the import sees this wrapper.
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self.loader
+        self.loader.exec_module(module)
+        self.watcher.remove()
+        _queue_cuda_hook(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class _TorchCudaWatcher:
+    """A ``sys.meta_path`` finder that sees torch.cuda imported, for a probe started first.
+
+    It finds nothing itself: for torch.cuda it asks the finders after it and wraps the loader of
+    what they found, so that the CUDA hook is queued as soon as torch.cuda has run, before the
+    script can initialise CUDA (polling could miss the first allocations). Any error here only
+    leaves the import to the other finders.
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch.cuda" or _cuda_hook != "no":
+            return None
+        try:
+            for finder in list(sys.meta_path):
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is None:
+                    continue
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _CudaHookLoader(spec.loader, self)
+                return spec
+        except Exception:
+            pass
+        return None
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+
+def _watch_for_cuda() -> None:
+    """From start(): queue the CUDA hook now if torch.cuda is imported, else when it is.
+
+    Never raises (the probe thread's polling is the fallback).
+    """
+    try:
+        cuda = _loaded("torch.cuda")
+        if cuda is not None:
+            # Queueing runs the setup at once when CUDA is initialised; a hook queued before
+            # (by the probe thread, or for an earlier probe) has run already if CUDA is up.
+            if not _queue_cuda_hook(cuda) and cuda.is_initialized():
+                _on_cuda_init()
+            return
+        if "torch.cuda" in sys.modules:
+            return  # being imported right now: the probe thread's polling queues the hook
+        if not any(isinstance(f, _TorchCudaWatcher) for f in sys.meta_path):
+            sys.meta_path.insert(0, _TorchCudaWatcher())
+    except Exception as exc:
+        log.debug("vramtop_probe: not watching for torch.cuda: %s", exc)
 
 
 def _oom_observer(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
@@ -291,8 +434,7 @@ class Probe:
         now = time.monotonic()
         next_stats = now + self.stats_interval
         next_segments = now + self.segments_interval
-        self._attach_oom_observer()
-        self._turn_history_on()
+        self._set_up_when_ready()
         while self._stop_reason is None:
             timeout = max(0.0, min(next_stats, next_segments) - time.monotonic())
             if self._requests or self._ooms:
@@ -317,13 +459,10 @@ class Probe:
             if self._requests:
                 self._serve_request()
             if self._setup_pending():
-                self._attach_oom_observer()
-                self._turn_history_on()
+                self._set_up_when_ready()
             now = time.monotonic()
             if now >= next_stats:
                 started = time.thread_time()
-                self._attach_oom_observer()
-                self._turn_history_on()
                 if self._clients:
                     self._broadcast(self._stats_lines(self._collect_stats()))
                 spent = time.thread_time() - started
@@ -427,13 +566,34 @@ class Probe:
         now = time.time()
         return [protocol.segments_lines(d, snapshot, now) for d in devices]
 
+    def _set_up_when_ready(self) -> None:
+        """Probe thread: queue the CUDA hook if torch.cuda is imported, set up if CUDA is up."""
+        if _cuda_hook == "no":
+            cuda = _loaded("torch.cuda")
+            if cuda is not None:
+                _queue_cuda_hook(cuda)
+        cuda = self._cuda()
+        if cuda is not None:
+            self._set_up_cuda(cuda)
+
+    def _set_up_cuda(self, cuda: Any) -> None:
+        """Attach the OOM observer and turn history on, each once; CUDA must be usable.
+
+        Called at CUDA initialisation (_on_cuda_init, is_initialized() still false) or by the
+        probe thread once CUDA is initialised. Never raises.
+        """
+        with _setup_lock:
+            self._attach_oom_observer()
+            self._turn_history_on(cuda)
+
     def _attach_oom_observer(self) -> None:
+        """Attach the forwarding OOM observer (once per process); CUDA must be usable."""
         global _observer_attached, _observer_missing_logged
         if _observer_attached or _observer_missing_logged:
             return
-        if self._cuda() is None:
-            return  # attaching before CUDA is initialised would reach no device's allocator
-        torch = sys.modules["torch"]
+        torch = _loaded("torch")
+        if torch is None:
+            return  # torch is still being imported: a later look attaches it
         attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
         if attach is None:
             _observer_missing_logged = True
@@ -443,7 +603,13 @@ class Probe:
                 torch_version(),
             )
             return
-        attach(_oom_observer)
+        try:
+            attach(_oom_observer)
+        except Exception as exc:
+            _observer_missing_logged = True
+            log.warning("vramtop_probe: could not attach the OOM observer: %s: %s",
+                        type(exc).__name__, exc)
+            return
         _observer_attached = True
 
     def _setup_pending(self) -> bool:
@@ -452,12 +618,9 @@ class Probe:
         history = self.record_history is not None and not (self.history_on or self._history_failed)
         return observer or history
 
-    def _turn_history_on(self) -> None:
-        """Once CUDA is initialised: ask PyTorch to record history (process-wide), once."""
+    def _turn_history_on(self, cuda: Any) -> None:
+        """Ask PyTorch to record history (process-wide), once; CUDA must be usable."""
         if self.record_history is None or self.history_on or self._history_failed:
-            return
-        cuda = self._cuda()
-        if cuda is None:
             return
         record = getattr(getattr(cuda, "memory", None), "_record_memory_history", None)
         if record is None:
@@ -655,12 +818,13 @@ class Probe:
         if _loaded("torch") is None:
             self._answer(client, protocol.snapshot_failed(request_id, "torch is not imported"))
             return
-        if self._cuda() is None:
+        cuda = self._cuda()
+        if cuda is None:
             self._answer(client, protocol.snapshot_failed(
                 request_id, "CUDA is not initialised in this process yet"
             ))
             return
-        self._turn_history_on()
+        self._set_up_cuda(cuda)
         snapshot, error = _take_snapshot()
         if snapshot is None:
             self._answer(client, protocol.snapshot_failed(request_id, error or "no snapshot"))
@@ -834,8 +998,8 @@ def start(
     """Start the probe unless it runs already; returns its handle and never raises.
 
     ``record_history``: True (100 000 entries) or a number of entries turns PyTorch's memory
-    history recording on once CUDA is initialised; False or 0 leaves it off; None takes
-    VRAMTOP_RECORD_HISTORY. ``snapshot_on_oom``: write an OOM snapshot even without history
+    history recording on as CUDA initialises (before start() returns, when it is initialised
+    already); False or 0 leaves it off; None takes VRAMTOP_RECORD_HISTORY. ``snapshot_on_oom``: write an OOM snapshot even without history
     (None: VRAMTOP_SNAPSHOT_ON_OOM). ``snapshot_dir``: where snapshots go (None:
     VRAMTOP_SNAPSHOT_DIR, else $XDG_STATE_HOME/vramtop/snapshots, else
     ~/.local/state/vramtop/snapshots).
@@ -862,6 +1026,8 @@ def start(
                 _install_sigterm_handler()
                 _active = probe
                 probe._open()
+                # After _open: a probe that failed to start must not turn history on.
+                _watch_for_cuda()
             except Exception as exc:
                 _active = None
                 probe.error = str(exc) if isinstance(exc, ProbeSetupError) else (

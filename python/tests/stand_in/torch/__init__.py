@@ -1,7 +1,8 @@
 """A stand-in for torch, for vramtop_probe's tests and overhead bench (no GPU, no real torch).
 
 It offers what the probe calls: torch.__version__, torch.cuda.{is_available, is_initialized,
-device_count, current_device, memory_stats, memory_snapshot, empty_cache},
+device_count, current_device, memory_stats, memory_snapshot, empty_cache, init, _lazy_call,
+_lazy_init},
 torch.cuda.memory.{_record_memory_history, _snapshot, _dump_snapshot} and
 torch._C._cuda_attach_out_of_memory_observer, with realistic shapes (memory_stats: the 122 keys
 of PyTorch's native allocator; memory_snapshot: segments with blocks). Test hooks live in
@@ -46,8 +47,8 @@ class Tensor:
         self.dtype = dtype_
         self.nbytes = count * dtype_.itemsize
         self.device = device
+        cuda._lazy_init()  # the first allocation initialises CUDA, as in PyTorch
         allocator = cuda.standin_allocator(device)
-        cuda._state["initialized"] = True  # the first allocation initialises CUDA
         self._allocator = None
         self._ptr = allocator.malloc(self.nbytes)
         self._allocator = allocator

@@ -1,5 +1,15 @@
 """Stand-in for torch.cuda (see torch/__init__.py). Test hooks: standin_*.
 
+CUDA initialisation is lazy as in PyTorch: ``_lazy_init()`` (called by ``init()``,
+``current_device()`` and the first allocation) runs the callables queued with ``_lazy_call(fn)``,
+in order, on the initialising thread, after the device is usable and before ``is_initialized()``
+turns true; a callable that raises makes ``_lazy_init`` raise DeferredCudaCallError and leaves
+CUDA uninitialised. ``_lazy_call(fn)`` once CUDA is initialised calls ``fn`` at once.
+
+The layout mode counts as initialised from the import on (so a script that only imports torch
+shows figures); ``standin_use_allocator`` then stands for a process that has not initialised
+CUDA: every callable given to ``_lazy_call`` so far is queued again, as it would have been.
+
 Two modes. The default "layout" mode serves fixed figures (configurable with
 standin_configure). ``standin_use_allocator(capacity)`` switches to the "allocator" mode: a model
 of PyTorch's caching allocator (_caching.py) that torch.empty() allocates from, with memory
@@ -7,6 +17,7 @@ history (torch.cuda.memory._record_memory_history / _snapshot / _dump_snapshot) 
 """
 
 import threading
+import traceback
 
 from . import _caching
 
@@ -19,6 +30,15 @@ DEVICE_STRIDE = 1 << 40
 
 _lock = threading.Lock()
 _state = {}
+# As PyTorch's torch/cuda/__init__.py: (callable, the stack that queued it) waiting for
+# _lazy_init; a thread-local flag set while the queued calls run; the lock _lazy_init holds.
+_queued_calls = []
+_tls = threading.local()
+_initialization_lock = threading.Lock()
+
+
+class DeferredCudaCallError(Exception):
+    pass
 
 
 def _default_segments():
@@ -78,8 +98,11 @@ def standin_reset():
             allocators=None,  # None: layout mode; else device -> _caching.DeviceAllocator
             capacity=0,
             history=_caching.History(),
+            lazy_inits=0,
+            lazy_calls=[],  # every (callable, stack) given to _lazy_call
         )
         _state["cache"] = None
+        _queued_calls.clear()
 
 
 def standin_use_allocator(capacity, devices=1):
@@ -92,6 +115,7 @@ def standin_use_allocator(capacity, devices=1):
             allocators={}, capacity=int(capacity), devices=int(devices), initialized=False,
             used_devices=None, current=0, cache=None,
         )
+        _queued_calls[:] = _state["lazy_calls"]
 
 
 def standin_allocator(device=None):
@@ -234,9 +258,49 @@ def _stats_of(device):
     return dict(sorted(figures.items()))
 
 
+def _lazy_call(callable, **kwargs):
+    """PyTorch's: call ``callable`` now if CUDA is initialised, else queue it for _lazy_init."""
+    call = (callable, traceback.format_stack())
+    _state["lazy_calls"].append(call)
+    if is_initialized():
+        callable()
+    else:
+        _queued_calls.append(call)
+
+
+def _lazy_init():
+    """PyTorch's: initialise CUDA once, running the queued calls first (see the module doc)."""
+    if is_initialized() or hasattr(_tls, "is_initializing"):
+        return
+    with _initialization_lock:
+        if is_initialized():
+            return
+        _state["lazy_inits"] += 1
+        _tls.is_initializing = True
+        try:
+            # PyTorch iterates the list itself: a call queued while these run also runs.
+            for queued_call, orig_traceback in _queued_calls:
+                try:
+                    queued_call()
+                except Exception as e:
+                    msg = (
+                        f"CUDA call failed lazily at initialization with error: {str(e)}\n\n"
+                        f"CUDA call was originally invoked at:\n\n{''.join(orig_traceback)}"
+                    )
+                    raise DeferredCudaCallError(msg) from e
+        finally:
+            delattr(_tls, "is_initializing")
+        _state["initialized"] = True
+
+
+def standin_lazy_inits():
+    """How many times _lazy_init began initialising CUDA (0: CUDA never initialised)."""
+    return _state["lazy_inits"]
+
+
 def init():
     """torch.cuda.init(): initialise CUDA now (allocator mode: before any allocation)."""
-    _state["initialized"] = True
+    _lazy_init()
 
 
 def is_available():
@@ -252,6 +316,7 @@ def device_count():
 
 
 def current_device():
+    _lazy_init()  # as PyTorch: asking for the current device initialises CUDA
     return _state["current"]
 
 
