@@ -224,8 +224,12 @@ fn the_attached_process_is_tagged_and_the_other_is_not() {
             .unwrap_or_default()
             .to_string()
     };
-    assert!(row("4321").contains("[probe] python train.py"), "{screen}");
-    assert!(!row(" 999").contains("[probe]"), "{screen}");
+    // The fixture's probe reported one OOM.
+    assert!(
+        row("4321").contains("[probe · 1 OOM] python train.py"),
+        "{screen}"
+    );
+    assert!(!row(" 999").contains("[probe"), "{screen}");
 }
 
 #[test]
@@ -248,6 +252,45 @@ fn a_probe_oom_marks_the_timeline_once_and_reaches_the_status_line() {
         note.starts_with("OOM in pid 4321 on GPU 0: tried to allocate 8.00 GiB"),
         "{note}"
     );
+}
+
+#[test]
+fn an_oom_from_before_the_dashboard_without_a_snapshot_is_counted_in_the_processes_pane() {
+    // The dashboard connects after the OOM: the probe's hello is followed
+    // by its last OOM marked "earlier", with no snapshot (history off).
+    let state = attached_with(|_| {
+        let mut s = probe(1);
+        s.probes[0].ooms[0].oom.earlier = true;
+        s
+    });
+    // Its time is not now: no mark and no status note...
+    assert!(state.gpus[0].history.markers.is_empty());
+    assert!(state.probes.status_note().is_none());
+    // ...but the process says it had one.
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains("4321"))
+        .unwrap_or_default();
+    assert!(row.contains("[probe · 1 OOM] python train.py"), "{screen}");
+}
+
+#[test]
+fn the_processes_pane_counts_every_oom_of_a_probed_process() {
+    let state = attached_with(|i| probe(if i >= 20 { 3 } else { 0 }));
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains("[probe · 3 OOMs] python train.py"),
+        "{screen}"
+    );
+    let quiet = attached_with(|_| probe(0));
+    let terminal = draw_widget(ProcessesPane::new(&quiet, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("[probe] python train.py"), "{screen}");
 }
 
 #[test]
@@ -379,7 +422,7 @@ fn v_switches_the_allocator_between_two_probed_processes_on_one_gpu() {
     assert_eq!(
         pid_shown(&state),
         Some(PROBE_PID),
-        "the first socket's by default"
+        "the lowest pid's by default"
     );
     let screen = breakdown_text(&state);
     assert!(screen.contains("1 of 2 probes, v: next"), "{screen}");
@@ -409,6 +452,37 @@ fn v_switches_the_allocator_between_two_probed_processes_on_one_gpu() {
     handle_key(&mut state, &keymap, v);
     sample_at(&mut state, 32_000);
     assert_eq!(pid_shown(&state), Some(PROBE_PID), "v wraps around");
+}
+
+#[test]
+fn the_lowest_pid_is_shown_by_default_whatever_the_socket_names_sort_as() {
+    // "11144.sock" sorts before "9180.sock" by path; the pids order them
+    // the other way, and the default is the first of `v`'s (pid) order.
+    let mut both = two_probes_on_one_gpu();
+    both.probes[0].socket = PathBuf::from("/run/user/1000/vramtop/11144.sock");
+    both.probes[0].host_pid = Some(11144);
+    both.probes[1].socket = PathBuf::from("/run/user/1000/vramtop/9180.sock");
+    both.probes[1].host_pid = Some(9180);
+    let mut state = attached();
+    let views = allocator_views_with_probes(None, &both, &state.ui.allocator_pick);
+    state.apply_sample(30_000, vec![reading()], views);
+    state.apply_probes(30_000, &both);
+    assert_eq!(state.probes.pids_on(0), vec![9180, 11144]);
+    let pid_shown = state.gpus[0].allocator.as_ref().and_then(|a| a.pid);
+    assert_eq!(pid_shown, Some(9180));
+    let screen = breakdown_text(&state);
+    assert!(screen.contains("1 of 2 probes, v: next"), "{screen}");
+}
+
+#[test]
+fn a_probe_shown_beside_simulated_trainers_is_first_in_vs_order() {
+    // Trainers with lower pids than the probe: the probe is shown (real
+    // figures win) and `v` starts there, not at the last of its order.
+    let mut state = attached();
+    state.simulated_allocators = std::collections::BTreeMap::from([(0, vec![200, 100])]);
+    assert_eq!(state.allocator_pids_on(0), vec![PROBE_PID, 100, 200]);
+    let screen = breakdown_text(&state);
+    assert!(screen.contains("1 of 3 allocators, v: next"), "{screen}");
 }
 
 #[test]

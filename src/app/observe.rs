@@ -81,7 +81,7 @@ impl Observation<'_> {
     }
 
     /// Every allocator with its GPU, as `serve` exports them: each simulated
-    /// trainer by GPU then pid, then each probe's devices in socket order.
+    /// trainer by GPU then pid, then each probe's devices by pid.
     pub fn every_view(&self) -> Vec<(u32, AllocatorView)> {
         let mut trainers = self.sim.map(SimCluster::trainers).unwrap_or_default();
         // By GPU, then pid: series in a stable, readable order.

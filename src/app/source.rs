@@ -16,7 +16,7 @@ use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::GpuReading;
 use crate::device::sim::{SimCluster, TrainerView};
 use crate::probe::pid::{PidSource, VisibleDevices};
-use crate::probe::registry::{DeviceData, OomEvent};
+use crate::probe::registry::{DeviceData, OomEvent, pid_order};
 use crate::probe::{ProbeSnapshot, ProbeState};
 
 /// Allocator views by GPU index (one per GPU: the first visible process).
@@ -32,7 +32,10 @@ fn picked_allocator_views(
 ) -> BTreeMap<u32, AllocatorView> {
     let mut out = BTreeMap::new();
     if let Some(cluster) = sim {
-        for t in cluster.trainers() {
+        // The lowest pid by default: the first of `v`'s order.
+        let mut trainers = cluster.trainers();
+        trainers.sort_by_key(|t| t.pid);
+        for t in trainers {
             if picks.get(&t.gpu) == Some(&t.pid) {
                 out.insert(t.gpu, trainer_view(t));
             } else {
@@ -107,12 +110,20 @@ pub fn trainer_view(t: TrainerView) -> AllocatorView {
 }
 
 /// Every attached probe's allocator view with the GPU (NVML index) it is
-/// on, in socket order; devices whose GPU is unknown (unresolved
+/// on, by pid (numerically: a GPU shows its lowest-pid probe by default,
+/// the first of `v`'s order, where socket names sort "11144" before
+/// "9180"); devices whose GPU is unknown (unresolved
 /// `CUDA_VISIBLE_DEVICES`) or that sent no stats yet are left out. The
 /// shape `vramtop serve` and the dashboard read.
 pub fn probe_views(probes: &ProbeSnapshot) -> Vec<(u32, AllocatorView)> {
+    let mut connected: Vec<&ProbeState> = probes
+        .probes
+        .iter()
+        .filter(|p| p.status.is_connected())
+        .collect();
+    connected.sort_by_key(|p| pid_order(p));
     let mut out = Vec::new();
-    for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
+    for p in connected {
         for (&device, data) in &p.devices {
             let (Some(gpu), Some(stats)) = (p.gpu_index(device), data.stats.as_ref()) else {
                 continue;
@@ -292,6 +303,10 @@ pub struct ProbeRow {
     pub gpus: Vec<u32>,
     /// The protocol version of its hello (0 before the hello).
     pub protocol: u64,
+    /// OOMs the process has had, before the dashboard connected included:
+    /// its allocators' `num_ooms`, summed over devices, or the oom messages
+    /// received where that is more (stats not in yet).
+    pub ooms: u64,
     /// It answers snapshot requests (a v2 probe with the capability).
     pub serves_snapshots: bool,
     /// "rank 3/8 local 1" when the hello says so.
@@ -375,6 +390,17 @@ impl ProbeBoard {
         pids.into_iter().collect()
     }
 
+    /// How many OOMs the attached probe of `pid` says its process has had
+    /// (0 when none is attached): an OOM from before the dashboard
+    /// connected gets no timeline mark and no status note, so the
+    /// processes pane counts them.
+    pub fn ooms_of(&self, pid: u32) -> u64 {
+        self.rows
+            .iter()
+            .find(|r| r.connected && r.pid == Some(pid))
+            .map_or(0, |r| r.ooms)
+    }
+
     /// The rank label of the attached probe of `pid`, if its hello gave one.
     pub fn rank_of(&self, pid: u32) -> Option<&str> {
         self.rows
@@ -423,7 +449,7 @@ impl ProbeBoard {
 /// through and the breakdown title counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeChoice {
-    /// Ascending.
+    /// `v`'s order ([`AppState::allocator_pids_on`]).
     pub pids: Vec<u32>,
     /// Some of them are simulated training processes, not probes.
     pub simulated: bool,
@@ -458,13 +484,23 @@ impl ProbeChoice {
 }
 
 impl AppState {
-    /// The pids on GPU `gpu` whose allocator the dashboard can show, probes
-    /// and simulated training processes, ascending: what `v` cycles through.
+    /// The pids on GPU `gpu` whose allocator the dashboard can show, what
+    /// `v` cycles through: the probes by pid, then the simulated training
+    /// processes by pid. A probe is shown by default (real figures win over
+    /// simulated ones), so the default is the first of this order.
     pub fn allocator_pids_on(&self, gpu: u32) -> Vec<u32> {
         let mut pids = self.probes.pids_on(gpu);
-        pids.extend(self.simulated_allocators.get(&gpu).into_iter().flatten());
-        pids.sort_unstable();
-        pids.dedup();
+        let mut trainers: Vec<u32> = self
+            .simulated_allocators
+            .get(&gpu)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|p| !pids.contains(p))
+            .collect();
+        trainers.sort_unstable();
+        trainers.dedup();
+        pids.extend(trainers);
         pids
     }
 
@@ -506,6 +542,7 @@ impl AppState {
                 command: p.command(),
                 gpus: p.devices.keys().filter_map(|&d| p.gpu_index(d)).collect(),
                 protocol: p.hello.as_ref().map_or(0, |h| h.version),
+                ooms: process_ooms(p),
                 serves_snapshots: p.hello.as_ref().is_some_and(|h| h.serves_snapshots()),
                 rank: p.hello.as_ref().and_then(|h| h.rank_label()),
             })
@@ -569,6 +606,19 @@ impl AppState {
             board.seen_ooms.insert(key, p.oom_total);
         }
     }
+}
+
+/// OOMs of a probed process: its allocators' `num_ooms` summed over its
+/// devices (a negative figure counts 0), or the oom messages received when
+/// that is more.
+fn process_ooms(p: &ProbeState) -> u64 {
+    let counted = p
+        .devices
+        .values()
+        .filter_map(|d| d.stats.as_ref())
+        .map(|s| u64::try_from(s.num_ooms).unwrap_or(0))
+        .fold(0u64, u64::saturating_add);
+    counted.max(p.oom_total)
 }
 
 /// One CUDA device of a probe in a headless sample.

@@ -196,7 +196,14 @@ pub fn scan(dirs: &[PathBuf], expected_uid: u32) -> Scan {
                 ),
             });
         }
-        found.sort_by(|a, b| a.path.cmp(&b.path));
+        // By pid, numerically (paths sort "11144.sock" before "9180.sock").
+        found.sort_by(|a, b| {
+            (a.pid_hint.is_none(), a.pid_hint, &a.path).cmp(&(
+                b.pid_hint.is_none(),
+                b.pid_hint,
+                &b.path,
+            ))
+        });
         out.candidates.extend(found);
     }
     out
@@ -225,6 +232,17 @@ mod tests {
         assert_eq!(s.candidates[0].pid_hint, Some(4242));
         assert_eq!(s.skipped.len(), 1);
         assert_eq!(s.skipped[0].reason, "not a socket");
+    }
+
+    #[test]
+    fn candidates_come_by_pid_as_a_number_not_by_path() {
+        let d = private_dir();
+        let _a = UnixListener::bind(d.path().join("11144.sock")).expect("bind");
+        let _b = UnixListener::bind(d.path().join("9180.sock")).expect("bind");
+        let _c = UnixListener::bind(d.path().join("name.sock")).expect("bind");
+        let s = scan(&[d.path().to_path_buf()], current_uid());
+        let pids: Vec<Option<u32>> = s.candidates.iter().map(|c| c.pid_hint).collect();
+        assert_eq!(pids, vec![Some(9180), Some(11144), None]);
     }
 
     #[test]

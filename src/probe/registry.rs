@@ -391,6 +391,14 @@ impl ProbeState {
     }
 }
 
+/// The order probes are listed and chosen in: by pid, numerically (socket
+/// paths sort "11144.sock" before "9180.sock"), those without a pid yet
+/// last, then by socket path.
+pub fn pid_order(p: &ProbeState) -> (bool, u32, PathBuf) {
+    let pid = p.pid();
+    (pid.is_none(), pid.unwrap_or(0), p.socket.clone())
+}
+
 /// What the registry knows at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ProbeSnapshot {
@@ -457,12 +465,13 @@ impl Registry {
         Registry { shared, scanner }
     }
 
-    /// A copy of what is known now.
+    /// A copy of what is known now, the probes by pid ([`pid_order`]).
     pub fn snapshot(&self) -> ProbeSnapshot {
-        let probes = lock(&self.shared.entries)
+        let mut probes: Vec<ProbeState> = lock(&self.shared.entries)
             .values()
             .map(|e| e.state.clone())
             .collect();
+        probes.sort_by_key(pid_order);
         let skipped = lock(&self.shared.skipped)
             .iter()
             .map(|s| (s.path.clone(), s.reason.clone()))

@@ -201,13 +201,27 @@ impl Widget for ProcessesPane<'_> {
                     if r.own_context_in_child {
                         spans.push(Span::styled("own CUDA context! ", theme.warning));
                     }
-                    // A live probe reports this process's real allocator.
+                    // A live probe reports this process's real allocator,
+                    // and its OOMs: one from before the dashboard connected
+                    // is on no timeline and no status line.
                     if attached.contains(&p.pid) {
-                        let tag = match self.state.probes.rank_of(p.pid) {
-                            Some(rank) => format!("[probe {rank}] "),
-                            None => "[probe] ".to_string(),
+                        let probes = &self.state.probes;
+                        let mut tag = match probes.rank_of(p.pid) {
+                            Some(rank) => format!("[probe {rank}"),
+                            None => "[probe".to_string(),
                         };
-                        spans.push(Span::styled(tag, theme.key));
+                        let ooms = probes.ooms_of(p.pid);
+                        let style = if ooms > 0 {
+                            tag.push_str(&format!(
+                                " · {ooms} {}",
+                                if ooms == 1 { "OOM" } else { "OOMs" }
+                            ));
+                            theme.warning
+                        } else {
+                            theme.key
+                        };
+                        tag.push_str("] ");
+                        spans.push(Span::styled(tag, style));
                     }
                     let command = p.command.as_deref().unwrap_or(NA);
                     let used: usize = spans.iter().map(Span::width).sum();
