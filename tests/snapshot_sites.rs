@@ -477,7 +477,7 @@ fn a_trace_of_only_a_snapshot_marker_has_no_peak_to_report() {
 #[test]
 fn a_block_without_a_stack_keeps_its_reason_from_the_end_into_the_trace() {
     // Hyperion's trace starts mid-run. The blocks of its final state
-    // without a stack were allocated before the recording began, at the end
+    // without a stack were allocated while history was off, at the end
     // and at the peak alike; at the peak more blocks have none: those alive
     // before the trace and freed in it, whose stacks the trace lost.
     use vramtop::snapshot::sites::SiteKey;

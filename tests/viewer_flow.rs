@@ -973,12 +973,12 @@ fn a_stage_without_stacks_in_its_blocks_leaves_the_reason_to_the_trace() {
     assert!(!screen.contains("recorded without stacks"), "{screen}");
     v.complete_trace(ViewerState::new("b.pickle".to_string(), full));
     // The trace records stacks: a block the file holds without one was
-    // allocated before the recording began (blocks whose stack a mid-run
+    // allocated while history was off (blocks whose stack a mid-run
     // trace lost say so themselves, at the moments they are live).
     assert_eq!(v.no_stack, NoStackReason::BeforeRecording);
     let screen = screen_of(&v);
     assert!(
-        screen.contains("no stack: allocated before the recording"),
+        screen.contains("no stack: allocated while history was off"),
         "{screen}"
     );
 }

@@ -73,9 +73,12 @@ impl Grouping {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoStackReason {
-    /// The file records stacks, but these blocks were allocated before
-    /// `_record_memory_history` was called (typically weights and
-    /// optimizer state).
+    /// The file records stacks, but these blocks were allocated while
+    /// `_record_memory_history` was not recording them: before it was
+    /// called (typically weights and optimizer state, when a script turns
+    /// it on after building its model) or while it was off. Worded without
+    /// "before": a probe that turns history on at launch can still miss
+    /// blocks (a torch it cannot hook, a script that turns history off).
     BeforeRecording,
     /// The file records no stacks at all (history off, or recorded with
     /// `stacks` disabled).
@@ -94,7 +97,7 @@ pub enum NoStackReason {
 impl NoStackReason {
     pub fn describe(self) -> &'static str {
         match self {
-            NoStackReason::BeforeRecording => "no stack: allocated before the recording began",
+            NoStackReason::BeforeRecording => "no stack: allocated while history was off",
             NoStackReason::WithoutStacks => "no stack: recorded without stacks",
             NoStackReason::TraceNotRead => "no stack in the final state (trace not read)",
             NoStackReason::BeforeTrace => "no stack: allocated before the trace began",
@@ -392,9 +395,24 @@ fn matches_any(finders: &[Finder<'static>], text: &str) -> bool {
     finders.iter().any(|f| f.find(text.as_bytes()).is_some())
 }
 
-/// A frame that carries no information (unwinder, interpreter, dispatcher).
+/// A frame that carries no information (unwinder, interpreter, dispatcher,
+/// the launcher that ran the script).
 pub fn is_noise(f: &Frame) -> bool {
-    matches_any(&NOISE_FUNCTION_FINDERS, &f.name) || matches_any(&NOISE_FILE_FINDERS, &f.filename)
+    matches_any(&NOISE_FUNCTION_FINDERS, &f.name)
+        || matches_any(&NOISE_FILE_FINDERS, &f.filename)
+        || is_launcher(f)
+}
+
+/// A frame of what ran the script, outermost in every stack of a process
+/// started as `python -m vramtop_probe train.py` (or `python -m module`):
+/// runpy (frozen from Python 3.11, `lib/python3.X/runpy.py` before) and
+/// the probe's own `__main__`. Not the user's code: the script's frames
+/// are the sites and callers.
+fn is_launcher(f: &Frame) -> bool {
+    let p = &*f.filename;
+    p == "<frozen runpy>"
+        || p.ends_with("/vramtop_probe/__main__.py")
+        || (p.ends_with("/runpy.py") && is_stdlib(f))
 }
 
 /// A Python source frame (`.py`, or generated code such as `<string>`).
@@ -1839,7 +1857,7 @@ mod tests {
         assert!(top.key.is_no_stack());
         assert_eq!(top.blocks, 2);
         assert_eq!(top.addresses, vec![0x1000, 0x3000]);
-        assert!(top.label.contains("before the recording began"));
+        assert!(top.label.contains("allocated while history was off"));
         assert_eq!(sites.no_stack_bytes(), 6144);
         assert_eq!(sites.site_of(0x2000), Some(1));
         let total: u64 = sites.sites.iter().map(|s| s.bytes).sum();
@@ -1891,6 +1909,50 @@ mod tests {
         for g in Grouping::ALL {
             assert!(site_key(&s, g).is_some(), "{g:?}");
         }
+    }
+
+    /// `stack` as `python -m vramtop_probe train.py` records it: the
+    /// launcher's frames (runpy, the probe's `main`) outermost.
+    fn launched(mut stack: Vec<Frame>) -> Frames {
+        stack.extend([
+            frame("<frozen runpy>", 88, "_run_code"),
+            frame("<frozen runpy>", 287, "run_path"),
+            frame(
+                "/env/lib/python3.11/site-packages/vramtop_probe/__main__.py",
+                113,
+                "main",
+            ),
+            frame("/usr/lib/python3.10/runpy.py", 86, "_run_code"),
+            frame("<frozen runpy>", 198, "_run_module_as_main"),
+        ]);
+        stack.into()
+    }
+
+    #[test]
+    fn the_launchers_frames_are_neither_sites_nor_callers() {
+        let torch = frame(
+            "/env/lib/python3.11/site-packages/torch/nn/modules/module.py",
+            1747,
+            "_call_impl",
+        );
+        let script = frame("/home/me/train.py", 40, "<module>");
+        let stack = launched(vec![
+            frame("CUDACachingAllocator.cpp", 0, "malloc"),
+            torch.clone(),
+            script.clone(),
+        ]);
+        let site = site_key(&stack, Grouping::UserFrame).expect("a site");
+        assert_eq!(site, SiteKey::Frame(script.clone()));
+        // Nothing called the script's own frame.
+        assert!(callers(&stack, &script).is_empty());
+        let Some(SiteKey::Stack(kept)) = site_key(&stack, Grouping::Stack) else {
+            panic!("a whole-stack key");
+        };
+        assert_eq!(kept.last(), Some(&script));
+        // A stack with no frame of the script's: torch's, not the probe's.
+        let bare = launched(vec![torch.clone()]);
+        let site = site_key(&bare, Grouping::UserFrame).expect("a site");
+        assert_eq!(site, SiteKey::Frame(torch));
     }
 
     #[test]

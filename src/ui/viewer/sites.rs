@@ -74,8 +74,10 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
     if let crate::snapshot::sites::SiteKey::NoStack(reason) = &site.key {
         let why = match reason {
             crate::snapshot::sites::NoStackReason::BeforeRecording => {
-                "These blocks were allocated before _record_memory_history began (typically \
-                 the weights and the optimizer state): the file has no stack for them."
+                "_record_memory_history was not recording when these blocks were allocated: \
+                 it began after them (typically the weights and the optimizer state, when \
+                 a script turns it on after building its model) or was off at the time. The \
+                 file has no stack for them."
             }
             crate::snapshot::sites::NoStackReason::WithoutStacks => {
                 "The file records no stacks: record with \
