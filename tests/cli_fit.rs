@@ -122,6 +122,54 @@ fn diff_of_snapshots_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
 }
 
 #[test]
+fn diff_of_two_moments_and_summary_at_a_moment_with_cjk_frames_fit_80_cells() {
+    let dir = deep_dir("moments");
+    let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
+    write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
+    let f = file.display().to_string();
+    let runs: Vec<(i32, String, String)> = [
+        &["diff", &f, "--at", "100", "--at", "peak"][..],
+        &[
+            "diff",
+            &f,
+            "--at",
+            "start",
+            "--at",
+            "end",
+            "--group",
+            "whole-stack",
+        ],
+        &[
+            "open",
+            &f,
+            "--summary",
+            "--at",
+            "450",
+            "--group",
+            "whole-stack",
+        ],
+    ]
+    .iter()
+    .map(|args| common::run_vramtop(args, None))
+    .collect();
+    remove(&dir);
+    for (code, out, err) in &runs {
+        assert_eq!(*code, 0, "{err}");
+        assert_fits_80_cells("diff --at / open --summary --at", out);
+    }
+    // The file's path keeps its name, the GPU after it.
+    let first: Vec<&str> = runs[0].1.lines().take(3).collect();
+    assert!(
+        first
+            .iter()
+            .any(|l| l.ends_with("/a-training-step-with-cjk-frame-names.pickle (GPU 0)")),
+        "{}",
+        runs[0].1
+    );
+    assert!(runs[2].1.contains("  at event 450/"), "{}", runs[2].1);
+}
+
+#[test]
 fn diff_keeps_a_long_file_name_whole_on_a_line_of_its_own() {
     let dir = deep_dir("diff-name");
     // 76 cells: no room for it beside `before: ` with a folder.

@@ -269,6 +269,78 @@ fn open_no_trace_without_summary_is_a_usage_error() {
 }
 
 #[test]
+fn group_and_at_options_are_usage_errors_where_they_cannot_apply() {
+    for args in [
+        // --group and --at belong to the summary, not the viewer.
+        &["open", "x.pickle", "--group", "function"][..],
+        &["open", "x.pickle", "--at", "3"],
+        // --at reads the trace that --no-trace skips.
+        &["open", "x.pickle", "--summary", "--no-trace", "--at", "3"],
+        // Two files, or two moments of one: not both.
+        &["diff", "a.pickle", "b.pickle", "--at", "1", "--at", "2"],
+        &[
+            "diff",
+            "a.pickle",
+            "--at",
+            "1",
+            "--at",
+            "2",
+            "--devices",
+            "0:1",
+        ],
+        &["diff", "a.pickle", "b.pickle", "--device", "0"],
+        // No AFTER and no --at.
+        &["diff", "a.pickle"],
+    ] {
+        usage_error(args);
+    }
+    // A grouping by another name, a moment that is none: the error names
+    // what is accepted.
+    let err = usage_error(&["diff", "a.pickle", "b.pickle", "--group", "line"]);
+    for name in [
+        "user-frame",
+        "python-frame",
+        "file-line",
+        "function",
+        "whole-stack",
+    ] {
+        assert!(err.contains(name), "{err}");
+    }
+    for bad in ["x", "4.5", "99999999999999999999999", ""] {
+        let err = usage_error(&["open", "x.pickle", "--summary", "--at", bad]);
+        assert!(
+            err.contains("is not a moment") && err.contains("peak"),
+            "{err}"
+        );
+        let err = usage_error(&["diff", "x.pickle", "--at", bad, "--at", "1"]);
+        assert!(err.contains("is not a moment"), "{err}");
+    }
+    let err = usage_error(&["diff", "x.pickle", "--at", "-3", "--at", "1"]);
+    assert!(err.contains("'-3' is negative"), "{err}");
+}
+
+#[test]
+fn diff_at_given_once_or_thrice_is_one_line_asking_for_two_before_reading() {
+    // The file does not exist: the count is said first.
+    for args in [
+        &["diff", "/nonexistent/x.pickle", "--at", "1"][..],
+        &[
+            "diff",
+            "/nonexistent/x.pickle",
+            "--at",
+            "1",
+            "--at",
+            "2",
+            "--at",
+            "3",
+        ],
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains("give it twice"), "{err}");
+    }
+}
+
+#[test]
 fn bad_input_and_usage_share_the_prefix_and_exit_2() {
     let (code, _, err) = vramtop(&["replay", "/nonexistent/x.pickle"]);
     assert_eq!(code, 2);

@@ -450,6 +450,14 @@ fn ab_marks_compare_two_cursors_and_list_what_was_allocated_between() {
         lines.contains("allocated between A and B and still alive at B"),
         "{lines}"
     );
+    // From the start to the peak the highest is the peak itself.
+    assert_eq!(c.highest.allocated.cursor, peak);
+    assert!(
+        lines.contains(&format!(
+            "highest between A and B: 3.03 GiB allocated at event {peak}, "
+        )),
+        "{lines}"
+    );
     let t = draw(&v, 120, 40);
     insta::assert_snapshot!("sites_ab_120x40", t.backend());
     // Keys other than Esc/c do nothing while it is open; Esc closes it.

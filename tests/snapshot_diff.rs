@@ -408,3 +408,224 @@ fn diff_ascii_prints_the_comparison_in_ascii_one_character_for_one() {
     let plain = common::assert_ascii_twin(&["diff", &a_path, &c_path]);
     assert!(plain.contains("… 652 more"), "{plain}");
 }
+
+/// The shared snapshots with a trace, whose moments `--at` compares.
+const TRACED: [&str; 2] = [
+    "silmont_mem_snapshot.pickle",
+    "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle",
+];
+
+/// The `--group` value of `grouping`, as the command line names it.
+fn group_arg(grouping: Grouping) -> String {
+    use clap::ValueEnum as _;
+    let arg = vramtop::cli::GroupArg::value_variants()
+        .iter()
+        .find(|g| g.grouping() == grouping)
+        .expect("every grouping has a value");
+    arg.to_possible_value()
+        .expect("not hidden")
+        .get_name()
+        .to_string()
+}
+
+/// `value` as its JSON text reads back: a fraction parses as the
+/// command's printed one does (serde_json's reader may differ from the
+/// float printed in its last digit).
+fn as_read(value: &impl serde::Serialize) -> serde_json::Value {
+    let text = serde_json::to_string(value).expect("serializes");
+    serde_json::from_str(&text).expect("reads back")
+}
+
+#[test]
+fn diff_of_two_moments_agrees_with_the_viewer_s_ab_comparison() {
+    use vramtop::app::viewer::ViewerAction;
+    for name in TRACED {
+        let Some(path) = common::shared_snapshot(name) else {
+            return;
+        };
+        let Some(mut v) = common::shared_viewer(name) else {
+            return;
+        };
+        let path = path.display().to_string();
+        let device = v.device_index();
+        let n = v.device().expect("a traced GPU").len();
+        let peak = v.device_peaks().expect("peaks").allocated.cursor;
+        // (A as asked, its cursor; B likewise): B before A is compared
+        // earlier first, as the viewer swaps its marks.
+        let at = |asked: &str, cursor: usize| (asked.to_string(), cursor);
+        let moments = [
+            (at("start", 0), at("peak", peak)),
+            (at(&(n / 3).to_string(), n / 3), at("end", n)),
+            (at("peak", peak), at(&(n / 5).to_string(), n / 5)),
+        ];
+        let pairs = Grouping::ALL.into_iter().zip(moments.iter().cycle());
+        for (grouping, ((a_arg, a), (b_arg, b))) in pairs {
+            v.grouping = grouping;
+            v.cursors[device] = *a;
+            v.refresh();
+            v.act(ViewerAction::MarkA);
+            v.cursors[device] = *b;
+            v.refresh();
+            v.act(ViewerAction::MarkB);
+            v.act(ViewerAction::Compare);
+            let c = v.compare.clone().expect("both marks on this GPU");
+            v.compare = None;
+            let group = group_arg(grouping);
+            let args = [
+                "diff", &path, "--at", a_arg, "--at", b_arg, "--json", "--group", &group,
+            ];
+            let (code, out, err) = common::run_vramtop(&args, None);
+            assert_eq!(code, 0, "{args:?}: {err}");
+            let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+            let what = format!("{name} {args:?}");
+            assert_eq!((c.a, c.b), ((*a).min(*b), (*a).max(*b)), "{what}");
+            assert_eq!(json["before_at"]["cursor"], c.a, "{what}");
+            assert_eq!(json["after_at"]["cursor"], c.b, "{what}");
+            assert_eq!(json["events"], n, "{what}");
+            let diff = as_read(&c.diff);
+            let diff = diff.as_object().expect("an object");
+            assert!(diff.contains_key("sites") && diff.contains_key("only_after"));
+            for (key, value) in diff {
+                assert_eq!(&json[key], value, "{what}: {key}");
+            }
+            assert_eq!(json["allocated_between"], as_read(&c.between), "{what}");
+            assert_eq!(json["highest_between"], as_read(&c.highest), "{what}");
+            assert_eq!(
+                json["grouping"],
+                serde_json::to_value(grouping).expect("serializes")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_highest_between_two_moments_is_the_timeline_s_first_maximum_there() {
+    use std::sync::Arc;
+    use vramtop::snapshot::diff::diff_cursors;
+    use vramtop::snapshot::scrub::Scrub;
+    use vramtop::snapshot::sites::NoStackReason;
+    let Some((_, s)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let scrub = Scrub::new(Arc::new(s));
+    let d = &scrub.devices[0];
+    let n = d.len();
+    for (a, b) in [(0, n), (10, 40), (40, 10), (53, 53), (54, n), (n, n + 7)] {
+        let c = diff_cursors(d, a, b, Grouping::UserFrame, NoStackReason::BeforeRecording);
+        let (lo, hi) = (a.min(b).min(n), a.max(b).min(n));
+        let walked: Vec<(usize, u64, u64)> = (lo..=hi)
+            .map(|k| {
+                let st = d.state_at(k);
+                (k, st.allocated, st.reserved)
+            })
+            .collect();
+        let top = walked.iter().map(|w| w.1).max().expect("a cursor");
+        let first = walked.iter().find(|w| w.1 == top).expect("reached");
+        assert_eq!(
+            (c.highest.allocated.cursor, c.highest.allocated.bytes),
+            (first.0, top),
+            "{a}..{b}"
+        );
+        let top = walked.iter().map(|w| w.2).max().expect("a cursor");
+        let first = walked.iter().find(|w| w.2 == top).expect("reached");
+        assert_eq!(
+            (c.highest.reserved.cursor, c.highest.reserved.bytes),
+            (first.0, top),
+            "{a}..{b}"
+        );
+        // Never below either end.
+        assert!(c.highest.allocated.bytes >= c.diff.allocated.before.max(c.diff.allocated.after));
+    }
+}
+
+#[test]
+fn diff_at_names_a_moment_past_the_end_a_missing_oom_or_trace_in_one_line() {
+    let Some((path, _)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let Some((no_trace, _)) = shared("albi2_thesis-text-to-SQL_dump_snapshot.pickle") else {
+        return;
+    };
+    for (args, said) in [
+        (
+            vec!["diff", &path, "--at", "98", "--at", "1"],
+            "event 98 is past the end of GPU 0's trace: it has 97 events",
+        ),
+        (
+            vec!["diff", &path, "--at", "oom", "--at", "1"],
+            "GPU 0's trace has no OOM event",
+        ),
+        (
+            vec!["diff", &path, "--at", "1", "--at", "2", "--device", "3"],
+            "GPU 3 has no trace of memory events (GPUs with one: 0)",
+        ),
+        (
+            vec!["diff", &no_trace, "--at", "end", "--at", "1"],
+            "no trace of memory events in the file",
+        ),
+        (
+            vec!["open", &path, "--summary", "--at", "18446744073709551615"],
+            "past the end of GPU 0's trace",
+        ),
+        (
+            vec!["open", &no_trace, "--summary", "--at", "end"],
+            "no trace of memory events in the file",
+        ),
+    ] {
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn diff_of_two_moments_reads_as_the_two_file_report_with_the_moments_and_fits_80() {
+    let Some((path, _)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let text =
+        common::assert_ascii_twin(&["diff", &path, "--at", "peak", "--at", "40", "--top", "3"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("file:   ") && lines[0].ends_with(" (GPU 0)"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("before: event 40/97, t+"), "{text}");
+    assert!(
+        lines[2].starts_with("after:  event 53/97, t+") && lines[2].ends_with("(--at peak)"),
+        "{text}"
+    );
+    assert!(
+        unwrapped(&text).contains("highest between: 3.03 GiB allocated at event 53/97"),
+        "{text}"
+    );
+    assert!(
+        text.contains("live bytes by site (by user frame)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("allocated between BEFORE and AFTER and still alive at AFTER: 2.50 GiB in 2"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(cells(line) <= 80, "{line:?}\n{text}");
+    }
+    // The grouping the sites were asked by heads them.
+    let (code, out, err) = common::run_vramtop(
+        &[
+            "diff",
+            &path,
+            "--at",
+            "0",
+            "--at",
+            "end",
+            "--group",
+            "file:line",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("live bytes by site (by file:line)"), "{out}");
+}

@@ -591,3 +591,187 @@ fn a_summary_of_a_file_without_a_trace_says_why_it_has_no_peaks() {
     let (_, text, _) = common::run_vramtop(&["open", &path, "--summary"], None);
     assert!(!text.contains("no trace of memory events"), "{text}");
 }
+
+/// Each site's label, bytes and blocks, in order.
+fn rows(sites: &[vramtop::snapshot::sites::Site]) -> Vec<(String, u64, u64)> {
+    sites
+        .iter()
+        .map(|s| (s.label.clone(), s.bytes, s.blocks))
+        .collect()
+}
+
+#[test]
+fn sites_at_a_moment_equal_the_viewer_s_sites_at_that_cursor() {
+    use vramtop::snapshot::peak::At;
+    use vramtop::snapshot::summary::sites_report_at;
+    for name in [
+        "silmont_mem_snapshot.pickle",
+        "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle",
+    ] {
+        let Some(path) = common::shared_snapshot(name) else {
+            return;
+        };
+        let Some(mut v) = common::shared_viewer(name) else {
+            return;
+        };
+        let snapshot = Arc::new(read_snapshot_file(&path).expect("loads"));
+        let device = v.device_index();
+        let n = v.device().expect("a traced GPU").len();
+        let peak = v.device_peaks().expect("peaks").allocated.cursor;
+        let moments = [
+            (At::Start, 0),
+            (At::Event(1), 1),
+            (At::Event(n / 2), n / 2),
+            (At::Peak, peak),
+            (At::End, n),
+        ];
+        let pairs = Grouping::ALL.into_iter().cycle().zip(moments);
+        for (grouping, (at, cursor)) in pairs {
+            let report = sites_report_at(&snapshot, grouping, usize::MAX, at).expect("a moment");
+            let d = &report.sites[device];
+            let here = d.at_cursor.as_ref().expect("the moment's sites");
+            v.grouping = grouping;
+            v.cursors[device] = cursor;
+            v.refresh();
+            let viewer = v.sites_now();
+            let what = format!("{name} --at {at} by {}", grouping.name());
+            assert_eq!(here.sites.cursor, Some(cursor), "{what}");
+            assert_eq!(here.asked, at.to_string(), "{what}");
+            assert_eq!(here.sites.allocated, viewer.allocated, "{what}");
+            assert_eq!(rows(&here.sites.sites), rows(&viewer.sites), "{what}");
+            assert_eq!(here.sites.other_sites, 0, "{what}: every site listed");
+            let state = v.device().expect("traced").state_at(cursor);
+            assert_eq!(here.reserved, state.reserved, "{what}");
+        }
+    }
+}
+
+#[test]
+fn summary_at_lists_the_moment_s_sites_in_text_and_json_by_the_grouping_asked() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, text, err) = common::run_vramtop(
+        &[
+            "open",
+            &path,
+            "--summary",
+            "--at",
+            "peak",
+            "--group",
+            "function",
+            "--top",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("(by function; sizes are block sizes)"),
+        "{text}"
+    );
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        text.contains("\n  at event 53/97, t+951.991 ms (--at peak): 3.03 GiB allocated,")
+            && said.contains("(--at peak): 3.03 GiB allocated, 3.52 GiB reserved"),
+        "{text}"
+    );
+    let (code, json, err) = common::run_vramtop(
+        &[
+            "open",
+            &path,
+            "--summary",
+            "--json",
+            "--at",
+            "40",
+            "--group",
+            "whole-stack",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["grouping"], "stack");
+    let at = &v["sites"][0]["at_cursor"];
+    assert_eq!(at["asked"], "40");
+    assert_eq!(at["cursor"], 40);
+    assert!(at["reserved"].as_u64().is_some_and(|r| r > 0), "{at}");
+    // Without --at there is none.
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert!(v["sites"][0].get("at_cursor").is_none());
+    assert_eq!(v["grouping"], "user_frame");
+}
+
+/// A run that fails `count` requests of 2 GiB on a 1 GiB device.
+fn out_of_memory_times(count: usize) -> Snapshot {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const MIB: u64 = 1 << 20;
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(100_000));
+    let _live = m.malloc(100 * MIB, 0).expect("fits");
+    for k in 0..count {
+        let request = 2048 * MIB + k as u64 * MIB;
+        assert!(m.malloc(request, 0).is_err(), "OOM {k}");
+    }
+    vramtop::snapshot::capture::snapshot_of(&m, 0)
+}
+
+#[test]
+fn every_oom_is_listed_with_its_moment_up_to_the_bound() {
+    use vramtop::snapshot::peak::At;
+    use vramtop::snapshot::summary::{MAX_LISTED_OOMS, sites_report, sites_report_at};
+    const MIB: u64 = 1 << 20;
+    let snapshot = Arc::new(twice_out_of_memory());
+    let ooms: Vec<usize> = snapshot.device_traces[0]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == TraceAction::Oom)
+        .map(|(i, _)| i + 1)
+        .collect();
+    let report = sites_report(&snapshot, Grouping::default(), 5);
+    let d = &report.sites[0];
+    let listed: Vec<(usize, u64)> = d
+        .oom_events
+        .iter()
+        .map(|o| (o.cursor, o.requested))
+        .collect();
+    assert_eq!(listed, vec![(ooms[0], 700 * MIB), (ooms[1], 900 * MIB)]);
+    // `--at oom` is the last, where the last OOM's sites are.
+    let at = sites_report_at(&snapshot, Grouping::default(), 5, At::Oom).expect("an OOM");
+    let at = at.sites[0].at_cursor.as_ref().expect("the moment");
+    assert_eq!(at.sites.cursor, Some(ooms[1]));
+    assert_eq!(Some(&at.sites), d.at_last_oom.as_ref().map(|o| &o.sites));
+
+    // Thousands of OOMs: the first MAX_LISTED_OOMS, the count of all.
+    let many = MAX_LISTED_OOMS + 40;
+    let snapshot = Arc::new(out_of_memory_times(many));
+    let report = sites_report(&snapshot, Grouping::default(), 5);
+    let d = &report.sites[0];
+    assert_eq!((d.ooms, d.oom_events.len()), (many, MAX_LISTED_OOMS));
+    assert_eq!(d.oom_events[1].requested, 2049 * MIB, "in order");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ooms.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &path).expect("written");
+    let path = path.display().to_string();
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains(&format!(
+            "{many} OOMs: event 3, 2 GiB requested; event 4, 2 GiB requested;"
+        )),
+        "{text}"
+    );
+    assert!(
+        said.contains(&format!(
+            "… {} more (the first {MAX_LISTED_OOMS} are in --json)",
+            many - 10
+        )),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(vramtop::cli::text::cells(line) <= 80, "{line:?}");
+    }
+}

@@ -17,7 +17,7 @@ use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
 use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
-use crate::snapshot::diff::{Diff, allocated_between, diff_segments};
+use crate::snapshot::diff::{CursorDiff, diff_cursors};
 use crate::snapshot::peak::{Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub, ScrubState};
 use crate::snapshot::sites::{
@@ -319,17 +319,9 @@ pub enum MarkHere {
     Elsewhere(u32),
 }
 
-/// The comparison of the states at the A and B marks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AbCompare {
-    /// The GPU both marks are on (its device number).
-    pub device: u32,
-    pub a: usize,
-    pub b: usize,
-    pub diff: Diff,
-    /// The blocks alive at B allocated by events between A and B.
-    pub between: Sites,
-}
+/// The comparison of the states at the A and B marks (the one
+/// `vramtop diff FILE --at A --at B` prints).
+pub type AbCompare = CursorDiff;
 
 impl ViewerState {
     /// A viewer on `snapshot`, every cursor at the end of its trace (the
@@ -719,20 +711,7 @@ impl ViewerState {
         let Some(d) = self.device() else {
             return;
         };
-        let (a, b) = (a.min(b), a.max(b));
-        let (sa, sb) = (d.state_at(a), d.state_at(b));
-        let (la, lb) = (d.layout_of(&sa), d.layout_of(&sb));
-        let sites_a = crate::snapshot::sites::sites_of_state(&sa, self.grouping, self.no_stack);
-        let sites_b = crate::snapshot::sites::sites_of_state(&sb, self.grouping, self.no_stack);
-        let diff = diff_segments(&la, &lb, &sites_a, &sites_b);
-        let between = allocated_between(d, a, b, self.grouping, self.no_stack);
-        self.compare = Some(AbCompare {
-            device: d.device,
-            a,
-            b,
-            diff,
-            between,
-        });
+        self.compare = Some(diff_cursors(d, a, b, self.grouping, self.no_stack));
     }
 
     /// Index of the selected device in `scrub.devices`.

@@ -1,5 +1,6 @@
 //! `vramtop diff BEFORE AFTER [--json]`: what changed between two
-//! snapshot files (see [`crate::snapshot::diff`]).
+//! snapshot files, and `vramtop diff FILE --at A --at B`: between two
+//! moments of one file's trace (see [`crate::snapshot::diff`]).
 
 use crate::ui::format::count_of;
 use std::fmt::Write as _;
@@ -10,11 +11,20 @@ use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
 use super::text::{
-    REPORT_WIDTH, cells, elide_middle, elide_path, wrap_hanging, wrap_phrases_under, wrap_words,
+    REPORT_WIDTH, cells, elide_middle, elide_path, wrap_hanging, wrap_phrases_under, wrap_under,
+    wrap_words,
 };
 use crate::alloc::human_bytes;
-use crate::snapshot::diff::{Change, Diff, SegmentRef, diff_snapshot_devices, diff_snapshots};
-use crate::snapshot::sites::{Grouping, NoStackReason};
+use crate::snapshot::Snapshot;
+use crate::snapshot::diff::{
+    Change, CursorDiff, Diff, SegmentRef, diff_cursors, diff_snapshot_devices, diff_snapshots,
+};
+use crate::snapshot::peak::{At, AtError, Highest, Moment};
+use crate::snapshot::scrub::{DeviceScrub, scrub_devices};
+use crate::snapshot::sites::{Grouping, NoStackReason, Sites, snapshot_no_stack_reason};
+use crate::snapshot::summary::SitesAt;
+use serde::Serialize;
+use std::sync::Arc;
 
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
@@ -32,13 +42,21 @@ pub fn parse_device_pair(text: &str) -> Result<(u32, u32), String> {
     Ok((number(b)?, number(a)?))
 }
 
+/// How `diff` prints: text (`--top` lines a section, `--ascii`) or JSON,
+/// with sites by `grouping`.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub json: bool,
+    pub top: usize,
+    pub ascii: bool,
+    pub grouping: Grouping,
+}
+
 pub fn run(
     before: &Path,
     after: &Path,
-    json: bool,
     devices: Option<(u32, u32)>,
-    top: usize,
-    ascii: bool,
+    output: Output,
 ) -> color_eyre::Result<ExitCode> {
     if before.as_os_str() == super::STDIN_ARG && after.as_os_str() == super::STDIN_ARG {
         super::say_error("only one of BEFORE and AFTER can be - (standard input)");
@@ -55,8 +73,8 @@ pub fn run(
         }
     };
     let compared = match devices {
-        Some(pair) => diff_snapshot_devices(&b, &a, pair, Grouping::default()),
-        None => diff_snapshots(&b, &a, Grouping::default()),
+        Some(pair) => diff_snapshot_devices(&b, &a, pair, output.grouping),
+        None => diff_snapshots(&b, &a, output.grouping),
     };
     let diff = match compared {
         Ok(d) => d,
@@ -65,7 +83,7 @@ pub fn run(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    let text = if json {
+    let text = if output.json {
         let mut t = serde_json::to_string_pretty(&diff).wrap_err("cannot encode the diff")?;
         t.push('\n');
         t
@@ -74,11 +92,244 @@ pub fn run(
             &on_device(before, devices.map(|d| d.0)),
             &on_device(after, devices.map(|d| d.1)),
             &diff,
-            top,
+            output.top,
         )
     };
-    super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
+    super::emit_text(&text, output.ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One moment of `diff FILE --at A --at B`: as asked, and where it is.
+#[derive(Debug, Serialize)]
+struct MomentJson {
+    asked: String,
+    cursor: usize,
+    time_us: Option<i64>,
+}
+
+/// The JSON of `diff FILE --at A --at B`: the GPU and its trace's length,
+/// the two moments, the two-file diff's keys, the blocks allocated between
+/// the moments still alive at the later, and the highest figures between.
+#[derive(Serialize)]
+struct MomentsJson<'a> {
+    device: u32,
+    events: usize,
+    before_at: MomentJson,
+    after_at: MomentJson,
+    #[serde(flatten)]
+    diff: &'a Diff,
+    allocated_between: &'a Sites,
+    highest_between: &'a Highest,
+}
+
+/// `vramtop diff FILE --at A --at B`: two moments of one file's trace
+/// compared, as the viewer's A/B comparison (`c`) compares them.
+pub fn run_moments(
+    file: &Path,
+    at: &[At],
+    device: Option<u32>,
+    output: Output,
+) -> color_eyre::Result<ExitCode> {
+    let name = super::input_name(file);
+    let [first, second] = at else {
+        super::say_error(format_args!(
+            "--at compares two moments of {name}: give it twice, as --at 40 --at peak (it was \
+             given {} {})",
+            at.len(),
+            if at.len() == 1 { "time" } else { "times" }
+        ));
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    let snapshot = match super::read_snapshot_arg(file) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            super::say_error(super::snapshot_read_error(file, &e));
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let compared = match compare_moments(&snapshot, (*first, *second), device, output.grouping) {
+        Ok(c) => c,
+        Err(e) => {
+            super::say_error(format_args!("{name}: {e}"));
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let Compared {
+        diff: c,
+        events,
+        first_time_us,
+        asked,
+        ..
+    } = &compared;
+    let text = if output.json {
+        let at = |cursor: usize, asked: At| MomentJson {
+            asked: asked.to_string(),
+            cursor,
+            time_us: compared.time_at(cursor),
+        };
+        let json = MomentsJson {
+            device: c.device,
+            events: *events,
+            before_at: at(c.a, asked.0),
+            after_at: at(c.b, asked.1),
+            diff: &c.diff,
+            allocated_between: &c.between,
+            highest_between: &c.highest,
+        };
+        let mut t = serde_json::to_string_pretty(&json).wrap_err("cannot encode the diff")?;
+        t.push('\n');
+        t
+    } else {
+        render_moments(&name, &compared, *first_time_us, output.top)
+    };
+    super::emit_text(&text, output.ascii).wrap_err("cannot write the output")?;
+    super::leave_to_exit(compared);
+    super::leave_to_exit(snapshot);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Two moments of one trace compared, with what the text says of them.
+struct Compared {
+    diff: CursorDiff,
+    /// Events in the device's trace.
+    events: usize,
+    /// The trace's first recorded time (µs), the origin of "t+".
+    first_time_us: Option<i64>,
+    /// The moments as asked, the earlier first.
+    asked: (At, At),
+    /// The device's trace, for the moments' times.
+    scrub: DeviceScrub,
+}
+
+impl Compared {
+    fn time_at(&self, cursor: usize) -> Option<i64> {
+        self.scrub.time_at(cursor)
+    }
+}
+
+/// Why `--at` cannot compare two moments of a file.
+#[derive(Debug, thiserror::Error)]
+enum MomentsError {
+    #[error(transparent)]
+    At(#[from] AtError),
+    #[error(
+        "GPU {device} has no trace of memory events (GPUs with one: {})",
+        list(have)
+    )]
+    NoSuchTrace { device: u32, have: Vec<u32> },
+    #[error(
+        "GPUs {} each have a trace: --device N says which GPU's two moments to compare",
+        list(have)
+    )]
+    WhichDevice { have: Vec<u32> },
+}
+
+fn list(devices: &[u32]) -> String {
+    let names: Vec<String> = devices.iter().map(u32::to_string).collect();
+    names.join(", ")
+}
+
+/// The states of one GPU's trace at the two moments `at` names compared.
+fn compare_moments(
+    snapshot: &Arc<Snapshot>,
+    at: (At, At),
+    device: Option<u32>,
+    grouping: Grouping,
+) -> Result<Compared, MomentsError> {
+    let traced: Vec<(u32, usize)> = scrub_devices(snapshot)
+        .into_iter()
+        .filter_map(|(d, trace)| Some((d, trace?)))
+        .collect();
+    let have = || traced.iter().map(|t| t.0).collect::<Vec<u32>>();
+    let (device, trace) = match (device, traced.as_slice()) {
+        (_, []) => return Err(AtError::NoTrace.into()),
+        (None, [only]) => *only,
+        (None, _) => return Err(MomentsError::WhichDevice { have: have() }),
+        (Some(d), _) => {
+            *traced
+                .iter()
+                .find(|t| t.0 == d)
+                .ok_or_else(|| MomentsError::NoSuchTrace {
+                    device: d,
+                    have: have(),
+                })?
+        }
+    };
+    let scrub = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
+    let (a, b) = (at.0.cursor(&scrub)?, at.1.cursor(&scrub)?);
+    let asked = if a <= b { at } else { (at.1, at.0) };
+    let diff = diff_cursors(&scrub, a, b, grouping, snapshot_no_stack_reason(snapshot));
+    Ok(Compared {
+        diff,
+        events: scrub.len(),
+        first_time_us: scrub.events().iter().find_map(|e| e.time_us()),
+        asked,
+        scrub,
+    })
+}
+
+/// A moment of the trace for a header: "event 40/97, t+806.590 ms", and
+/// the word it was asked by ("(--at peak)").
+fn moment_text(compared: &Compared, cursor: usize, asked: At, t0: Option<i64>) -> String {
+    let at = super::open::moment(Some(cursor), compared.events, compared.time_at(cursor), t0);
+    match asked {
+        At::Event(_) => at,
+        word => format!("{at} (--at {word})"),
+    }
+}
+
+/// The human-readable comparison of two moments of one file: the two-file
+/// report with the moments in its header, then the highest figures
+/// between them and the blocks allocated between them still alive.
+fn render_moments(name: &str, compared: &Compared, t0: Option<i64>, top: usize) -> String {
+    let c = &compared.diff;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}",
+        path_line("file:   ", &format!("{name} (GPU {})", c.device))
+    );
+    let sides = [
+        ("before: ", moment_text(compared, c.a, compared.asked.0, t0)),
+        ("after:  ", moment_text(compared, c.b, compared.asked.1, t0)),
+    ];
+    for (label, at) in sides {
+        let _ = writeln!(out, "{}", wrap_under(label, &at, WRAP_WIDTH));
+    }
+    let h = &c.highest;
+    let at = |m: &Moment| super::open::moment(Some(m.cursor), compared.events, m.time_us, t0);
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_under(
+            "highest between: ",
+            &format!(
+                "{} allocated at {}; {} reserved at {}",
+                human_bytes(h.allocated.bytes),
+                at(&h.allocated),
+                human_bytes(h.reserved.bytes),
+                at(&h.reserved)
+            ),
+            WRAP_WIDTH
+        )
+    );
+    out.push_str(&render_body(&c.diff, top));
+    let between = SitesAt::new(c.between.clone(), top, Some(c.b), None);
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_hanging(
+            &format!(
+                "allocated between BEFORE and AFTER and still alive at AFTER: {} in {}",
+                human_bytes(between.allocated),
+                count_of(c.between.sites.len(), "site", "sites")
+            ),
+            WRAP_WIDTH,
+            2
+        )
+    );
+    super::open::render_sites_at(&mut out, &between);
+    out
 }
 
 /// A file's name for the header, with the device compared when one is.
@@ -215,6 +466,14 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
     let mut out = String::new();
     let _ = writeln!(out, "{}", path_line("before: ", before));
     let _ = writeln!(out, "{}", path_line("after:  ", after));
+    out.push_str(&render_body(diff, top));
+    out
+}
+
+/// The comparison under its header: the figures, the notes, the segments
+/// on one side only and the sites.
+fn render_body(diff: &Diff, top: usize) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "  {:<10} {:>12} {:>12} {:>12}",

@@ -22,12 +22,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::alloc::{QuantityError, size_bytes};
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
 use crate::quote::cut;
+use crate::snapshot::peak::At;
+use crate::snapshot::sites::Grouping;
 
 /// vramtop: GPU memory made understandable.
 ///
@@ -278,6 +280,45 @@ pub fn count_arg(text: &str) -> Result<usize, String> {
     })
 }
 
+/// `--group`: how allocation sites are grouped, the viewer's groupings
+/// (`g`) by the names it shows, spaces as dashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum GroupArg {
+    /// The innermost Python frame outside torch and the standard library:
+    /// your line that asked for the memory
+    #[default]
+    #[value(alias = "user_frame")]
+    UserFrame,
+    /// The innermost Python frame, torch's own included
+    #[value(alias = "python_frame")]
+    PythonFrame,
+    /// The innermost frame with a source line, C++ included
+    #[value(name = "file-line", alias = "file:line", alias = "file_line")]
+    FileLine,
+    /// The user frame's function, every line of it merged
+    Function,
+    /// The whole cleaned stack, named after its user frame
+    #[value(alias = "stack")]
+    WholeStack,
+}
+
+impl GroupArg {
+    pub fn grouping(self) -> Grouping {
+        match self {
+            GroupArg::UserFrame => Grouping::UserFrame,
+            GroupArg::PythonFrame => Grouping::PythonFrame,
+            GroupArg::FileLine => Grouping::FileLine,
+            GroupArg::Function => Grouping::Function,
+            GroupArg::WholeStack => Grouping::Stack,
+        }
+    }
+}
+
+/// Parses `--at`: an event number as the viewer shows it, or a word.
+pub fn at_arg(text: &str) -> Result<At, String> {
+    text.parse()
+}
+
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
@@ -310,25 +351,48 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compare two PyTorch memory snapshots (e.g. N steps apart): reserved,
+    /// Compare two PyTorch memory snapshots (e.g. N steps apart), or two
+    /// moments of one snapshot's trace (`--at A --at B`): reserved,
     /// allocated and segments before, after and the change; the segments
     /// only in BEFORE / only in AFTER (by address and size, as
     /// `_memory_viz.py compare`); the live bytes by allocation site (new,
-    /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read
-    /// or the files are of different devices (unless `--devices` says which
-    /// to compare).
+    /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read,
+    /// the files are of different devices (unless `--devices` says which
+    /// to compare) or `--at` names no moment of the trace.
     Diff {
-        /// The earlier snapshot (`-`: standard input; a file named `-` is `./-`).
+        /// The earlier snapshot (`-`: standard input; a file named `-` is `./-`);
+        /// with --at, the one snapshot whose two moments are compared.
         before: PathBuf,
-        /// The later snapshot (`-`: standard input).
-        after: PathBuf,
+        /// The later snapshot (`-`: standard input); none with --at.
+        #[arg(required_unless_present = "at", conflicts_with = "at")]
+        after: Option<PathBuf>,
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
         json: bool,
         /// Compare one device of each file: GPU B of BEFORE with GPU A of
         /// AFTER (e.g. `0:1`: two ranks' dumps, or a run that moved GPU).
-        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
+        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair, conflicts_with = "at")]
         devices: Option<(u32, u32)>,
+        /// Twice: compare two moments of the one snapshot's trace, as the
+        /// viewer's A/B marks do (the earlier is BEFORE): event numbers as
+        /// the viewer shows them ("event 40/97" is 40), or start, peak (of
+        /// allocated), end, oom (the last OOM). Adds the highest allocated
+        /// between them and the blocks allocated between them still alive
+        /// at the later.
+        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, help_heading = "Two moments of one file")]
+        at: Vec<At>,
+        /// With --at: the GPU whose trace to compare (needed when several
+        /// GPUs of the file have one).
+        #[arg(
+            long,
+            value_name = "N",
+            requires = "at",
+            help_heading = "Two moments of one file"
+        )]
+        device: Option<u32>,
+        /// How allocation sites are grouped, as the viewer's `g` groups them.
+        #[arg(long, value_enum, value_name = "G", default_value_t = GroupArg::UserFrame)]
+        group: GroupArg,
         /// Sites and segments listed in the text output per section.
         #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count_arg, default_value_t = diff::DEFAULT_LINES)]
         top: usize,
@@ -412,6 +476,16 @@ pub enum Command {
         /// file. No peaks and no sites at the peak, which need the trace.
         #[arg(long, requires = "summary")]
         no_trace: bool,
+        /// With --summary: how allocation sites are grouped, as the
+        /// viewer's `g` groups them.
+        #[arg(long, value_enum, value_name = "G", requires = "summary", default_value_t = GroupArg::UserFrame)]
+        group: GroupArg,
+        /// With --summary: also list the sites at this moment of each GPU's
+        /// trace, as the viewer's cursor there shows them: an event number
+        /// as the viewer shows it ("event 40/97" is 40), or start, peak (of
+        /// allocated), end, oom (the last OOM).
+        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary", conflicts_with = "no_trace")]
+        at: Option<At>,
         #[command(flatten)]
         display: DisplayArgs,
         #[command(flatten)]
@@ -846,9 +920,23 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             after,
             json,
             devices,
+            at,
+            device,
+            group,
             top,
             ascii,
-        }) => diff::run(&before, &after, json, devices, top, ascii),
+        }) => {
+            let output = diff::Output {
+                json,
+                top,
+                ascii,
+                grouping: group.grouping(),
+            };
+            match after {
+                Some(after) => diff::run(&before, &after, devices, output),
+                None => diff::run_moments(&before, &at, device, output),
+            }
+        }
         Some(Command::Record {
             file,
             duration,
@@ -875,6 +963,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             top,
             no_trace,
+            group,
+            at,
             display,
             ..
         }) => open::run(
@@ -884,6 +974,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                 json,
                 top,
                 no_trace,
+                grouping: group.grouping(),
+                at,
             },
             &display,
         ),

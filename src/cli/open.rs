@@ -16,10 +16,12 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::snapshot::peak::At;
 use crate::snapshot::read_snapshot_file_final_state;
 use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
-    Figures, SitesAt, SitesReport, SizeCount, SnapshotSummary, sites_report, summarize,
+    DeviceSites, Figures, MAX_LISTED_OOMS, SitesAt, SitesReport, SizeCount, SnapshotSummary,
+    sites_report, sites_report_at, summarize,
 };
 use crate::snapshot::types::{AllocatorSettings, SnapshotFormat, UnknownActions};
 
@@ -34,6 +36,10 @@ pub struct SummaryOptions {
     pub top: usize,
     /// Only the final state: the trace is not read.
     pub no_trace: bool,
+    /// How the sites are grouped.
+    pub grouping: Grouping,
+    /// Also the sites at this moment of every trace (`--at`).
+    pub at: Option<At>,
 }
 
 pub fn run(
@@ -80,7 +86,16 @@ pub fn run(
     let trace_read = !snapshot.trace_not_read;
     let snapshot = Arc::new(snapshot);
     let report = summarize(&snapshot);
-    let sites = sites_report(&snapshot, Grouping::default(), options.top);
+    let sites = match options.at {
+        None => sites_report(&snapshot, options.grouping, options.top),
+        Some(at) => match sites_report_at(&snapshot, options.grouping, options.top, at) {
+            Ok(sites) => sites,
+            Err(e) => {
+                super::say_error(format_args!("{}: {e}", super::input_name(file)));
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        },
+    };
     if options.json {
         let full = FullSummary {
             trace_read,
@@ -374,7 +389,9 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     out
 }
 
-fn moment(
+/// A moment for the text: "event 40/97, t+1.250 s", or the file's own
+/// state for `None`.
+pub(crate) fn moment(
     cursor: Option<usize>,
     events: usize,
     time_us: Option<i64>,
@@ -450,7 +467,8 @@ fn percent_of(part: u64, whole: u64) -> String {
     }
 }
 
-fn render_sites_at(out: &mut String, at: &SitesAt) {
+/// The rows of the sites at one moment, each with its callers.
+pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
     for s in &at.sites {
         let figures = format!(
             "    {:>10} {:>5}% {:>6} {:<6}  ",
@@ -515,6 +533,31 @@ fn render_settings(out: &mut String, s: &AllocatorSettings) {
             s.expandable_segments, s.garbage_collection_threshold, s.release_lock_on_cudamalloc
         ),
     );
+}
+
+/// OOM events the text lists (`--json` lists [`MAX_LISTED_OOMS`]).
+const OOM_LINES: usize = 10;
+
+/// A device's OOM events in one wrapped line: "3 OOMs: event 12, 2 GiB
+/// requested; event 40, …", the first [`OOM_LINES`] of them.
+fn oom_list(d: &DeviceSites) -> String {
+    let listed: Vec<String> = d
+        .oom_events
+        .iter()
+        .take(OOM_LINES)
+        .map(|o| format!("event {}, {} requested", o.cursor, human_bytes(o.requested)))
+        .collect();
+    let mut text = format!("{} OOMs: {}", d.ooms, listed.join("; "));
+    let more = d.ooms.saturating_sub(listed.len());
+    if more > 0 {
+        let json = if d.ooms > MAX_LISTED_OOMS {
+            format!("the first {MAX_LISTED_OOMS} are in --json")
+        } else {
+            "all are in --json".to_string()
+        };
+        let _ = write!(text, "; … {more} more ({json})");
+    }
+    text
 }
 
 /// The human-readable sites part of the summary: per device the peaks
@@ -611,6 +654,9 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 render_sites_at(&mut out, at);
             }
         }
+        if d.ooms > 1 {
+            line_under(&mut out, "  ", &oom_list(d));
+        }
         if let Some(oom) = &d.at_last_oom {
             let which = if d.ooms > 1 {
                 format!("the last of {} OOMs", d.ooms)
@@ -630,6 +676,25 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             );
             line_under(&mut out, "    ", &oom_memory(oom));
             render_sites_at(&mut out, &oom.sites);
+        }
+        if let Some(at) = &d.at_cursor {
+            // A word names the moment it found; a number is the moment.
+            let asked = if at.asked.parse::<usize>().is_ok() {
+                String::new()
+            } else {
+                format!(" (--at {})", at.asked)
+            };
+            line_under(
+                &mut out,
+                "  ",
+                &format!(
+                    "at {}{asked}: {} allocated, {} reserved",
+                    moment(at.sites.cursor, d.events, at.sites.time_us, t0),
+                    human_bytes(at.sites.allocated),
+                    human_bytes(at.reserved)
+                ),
+            );
+            render_sites_at(&mut out, &at.sites);
         }
         if !trace_read {
             line_under(

@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use serde::Serialize;
 use thiserror::Error;
 
+use super::peak::{Highest, highest_between};
 use super::scrub::DeviceScrub;
 use super::sites::{Grouping, NoStackReason, SiteKey, Sites, sites_of_snapshot, sites_of_state};
 use super::types::{Segment, Snapshot};
@@ -332,6 +333,48 @@ pub fn allocated_between(
     let mut state = device.state_at(b);
     state.blocks.retain(|addr, _| window.contains(addr));
     sites_of_state(&state, grouping, reason)
+}
+
+/// Two cursors of one device's trace compared: the viewer's A/B comparison
+/// (`c`) and `vramtop diff FILE --at A --at B`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CursorDiff {
+    /// The GPU whose trace both cursors are of (its device number).
+    pub device: u32,
+    /// The earlier cursor (events applied) and the later.
+    pub a: usize,
+    pub b: usize,
+    /// The state at `b` against the state at `a` (`a` is BEFORE).
+    pub diff: Diff,
+    /// The blocks alive at `b` allocated by the events between `a` and `b`.
+    pub between: Sites,
+    /// The highest allocated and reserved at the cursors `a..=b`.
+    pub highest: Highest,
+}
+
+/// Compares the states of `device` at cursors `a` and `b` (in either order:
+/// the earlier is BEFORE), with sites by `grouping`, blocks without a stack
+/// said to be `no_stack`'s.
+pub fn diff_cursors(
+    device: &DeviceScrub,
+    a: usize,
+    b: usize,
+    grouping: Grouping,
+    no_stack: NoStackReason,
+) -> CursorDiff {
+    let (a, b) = (a.min(b), a.max(b));
+    let (sa, sb) = (device.state_at(a), device.state_at(b));
+    let (la, lb) = (device.layout_of(&sa), device.layout_of(&sb));
+    let sites_a = sites_of_state(&sa, grouping, no_stack);
+    let sites_b = sites_of_state(&sb, grouping, no_stack);
+    CursorDiff {
+        device: device.device,
+        a,
+        b,
+        diff: diff_segments(&la, &lb, &sites_a, &sites_b),
+        between: allocated_between(device, a, b, grouping, no_stack),
+        highest: highest_between(device, a, b),
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,14 @@
 //! The peaks of a trace: the cursor where allocated bytes were highest,
-//! where reserved bytes were highest, and the biggest single allocation.
-//! Pure: computed from a [`DeviceScrub`]'s timeline (its table of maxima:
-//! a trace of millions of events is not walked again).
+//! where reserved bytes were highest, and the biggest single allocation;
+//! the highest between two cursors; and the moments the command line names
+//! (`--at 40`, `--at peak`). Pure: computed from a [`DeviceScrub`]'s
+//! timeline (its table of maxima: a trace of millions of events is not
+//! walked again).
 
 use serde::Serialize;
+use thiserror::Error;
 
-use super::scrub::{DeviceScrub, Point};
+use super::scrub::{DeviceScrub, MarkKind, Point};
 
 /// A moment of the trace and a figure there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -53,5 +56,167 @@ pub fn peaks(device: &DeviceScrub) -> Peaks {
         allocated: moment(|p| p.allocated, most_allocated),
         reserved: moment(|p| p.reserved, most_reserved),
         biggest_allocation: biggest,
+    }
+}
+
+/// The highest allocated and reserved bytes at the cursors `a..=b` (in
+/// either order, clamped to the trace), each at the first cursor of the
+/// range that reaches it: what a step between two moments needed at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Highest {
+    pub allocated: Moment,
+    pub reserved: Moment,
+}
+
+/// [`Highest`] between cursors `a` and `b`, both included.
+pub fn highest_between(device: &DeviceScrub, a: usize, b: usize) -> Highest {
+    let (a, b) = (a.min(b).min(device.len()), a.max(b).min(device.len()));
+    let (most_reserved, most_allocated) = device.highest(a..b.saturating_add(1));
+    let moment = |pick: fn(&Point) -> u64, bytes: u64| {
+        let cursor = device.first_reaching_from(pick, bytes, a).unwrap_or(a);
+        Moment {
+            cursor,
+            bytes,
+            time_us: device.time_at(cursor),
+        }
+    };
+    Highest {
+        allocated: moment(|p| p.allocated, most_allocated),
+        reserved: moment(|p| p.reserved, most_reserved),
+    }
+}
+
+/// A moment of a device's trace as the command line names it (`--at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// The cursor after this many events, as the viewer shows it ("event
+    /// N/M").
+    Event(usize),
+    /// Before the first event (cursor 0).
+    Start,
+    /// The first cursor at the peak of allocated bytes (the viewer's `P`).
+    Peak,
+    /// After the last event: the file's own state.
+    End,
+    /// Just after the trace's last OOM event.
+    Oom,
+}
+
+/// The words `--at` takes besides an event number.
+pub const AT_WORDS: [&str; 4] = ["start", "peak", "end", "oom"];
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            At::Event(n) => write!(f, "{n}"),
+            At::Start => f.write_str("start"),
+            At::Peak => f.write_str("peak"),
+            At::End => f.write_str("end"),
+            At::Oom => f.write_str("oom"),
+        }
+    }
+}
+
+impl std::str::FromStr for At {
+    type Err = String;
+
+    /// An event number (digits only: no sign) or one of [`AT_WORDS`], any
+    /// case.
+    fn from_str(text: &str) -> Result<At, String> {
+        let word = text.trim();
+        match word.to_ascii_lowercase().as_str() {
+            "start" => return Ok(At::Start),
+            "peak" => return Ok(At::Peak),
+            "end" => return Ok(At::End),
+            "oom" => return Ok(At::Oom),
+            _ => {}
+        }
+        // As a count's error (`--top`) says it: not "not a moment".
+        if word.starts_with('-') {
+            return Err(format!(
+                "'{}' is negative: an event number is 0 or more (0 is before the first event)",
+                crate::quote::cut(word)
+            ));
+        }
+        let digits = !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit());
+        match word.parse::<usize>() {
+            Ok(n) if digits => Ok(At::Event(n)),
+            _ => Err(format!(
+                "'{}' is not a moment: write an event number as the viewer shows it (40 for \
+                 \"event 40/97\"), or one of {}",
+                crate::quote::cut(text),
+                AT_WORDS.join(", ")
+            )),
+        }
+    }
+}
+
+/// Why `--at` names no moment of a trace.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AtError {
+    #[error(
+        "event {event} is past the end of GPU {device}'s trace: it has {events} events \
+         (--at takes 0 to {events}, or {words})",
+        words = AT_WORDS.join(", ")
+    )]
+    PastEnd {
+        device: u32,
+        event: usize,
+        events: usize,
+    },
+    #[error("GPU {device}'s trace has no OOM event: --at oom needs one")]
+    NoOom { device: u32 },
+    #[error(
+        "no trace of memory events in the file: --at names a moment of the trace (a snapshot \
+         taken while torch.cuda.memory._record_memory_history() records has one)"
+    )]
+    NoTrace,
+}
+
+impl At {
+    /// The cursor this moment is on `device`'s trace.
+    pub fn cursor(self, device: &DeviceScrub) -> Result<usize, AtError> {
+        let events = device.len();
+        match self {
+            At::Event(event) if event > events => Err(AtError::PastEnd {
+                device: device.device,
+                event,
+                events,
+            }),
+            At::Event(event) => Ok(event),
+            At::Start => Ok(0),
+            At::End => Ok(events),
+            At::Peak => Ok(peaks(device).allocated.cursor),
+            At::Oom => device
+                .mark_events(MarkKind::Oom)
+                .last()
+                .map(|i| i.saturating_add(1))
+                .ok_or(AtError::NoOom {
+                    device: device.device,
+                }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_reads_event_numbers_and_words_and_refuses_the_rest() {
+        assert_eq!("40".parse::<At>(), Ok(At::Event(40)));
+        assert_eq!("0".parse::<At>(), Ok(At::Event(0)));
+        assert_eq!("Peak".parse::<At>(), Ok(At::Peak));
+        assert_eq!(" oom ".parse::<At>(), Ok(At::Oom));
+        assert_eq!("end".parse::<At>(), Ok(At::End));
+        assert_eq!("start".parse::<At>(), Ok(At::Start));
+        let e = "-1".parse::<At>().expect_err("negative");
+        assert!(e.contains("'-1' is negative"), "{e}");
+        for bad in ["+3", "", "4x", "1e3", "99999999999999999999999", "pea"] {
+            let e = bad.parse::<At>().expect_err(bad);
+            assert!(e.contains("is not a moment"), "{bad}: {e}");
+        }
+        assert_eq!(At::Event(7).to_string(), "7");
+        assert_eq!(At::Oom.to_string(), "oom");
     }
 }

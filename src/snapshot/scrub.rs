@@ -865,7 +865,29 @@ impl DeviceScrub {
     /// The first cursor whose figure (`pick` of its point) is at least
     /// `bytes`: the blocks of maxima skipped whole until one reaches it.
     pub fn first_reaching(&self, pick: fn(&Point) -> u64, bytes: u64) -> Option<usize> {
-        let block = self.peak_blocks.iter().position(|b| pick(b) >= bytes)?;
+        self.first_reaching_from(pick, bytes, 0)
+    }
+
+    /// [`DeviceScrub::first_reaching`] among the cursors `from` on: the
+    /// rest of `from`'s block of maxima point by point, then whole blocks.
+    pub fn first_reaching_from(
+        &self,
+        pick: fn(&Point) -> u64,
+        bytes: u64,
+        from: usize,
+    ) -> Option<usize> {
+        let next_block = from / PEAK_BLOCK + 1;
+        let head_end = next_block.saturating_mul(PEAK_BLOCK).min(self.points.len());
+        let head = self.points.get(from..head_end).unwrap_or_default();
+        if let Some(i) = head.iter().position(|p| pick(p) >= bytes) {
+            return Some(from + i);
+        }
+        let block = self
+            .peak_blocks
+            .iter()
+            .skip(next_block)
+            .position(|b| pick(b) >= bytes)?
+            + next_block;
         let start = block * PEAK_BLOCK;
         let points = self.points.get(start..).unwrap_or_default();
         points
@@ -873,6 +895,11 @@ impl DeviceScrub {
             .take(PEAK_BLOCK)
             .position(|p| pick(p) >= bytes)
             .map(|i| start + i)
+    }
+
+    /// The indices of the trace's `kind` events, in order.
+    pub fn mark_events(&self, kind: MarkKind) -> impl Iterator<Item = usize> + '_ {
+        self.marks.iter().filter(move |m| m.1 == kind).map(|m| m.0)
     }
 
     /// The state at `cursor` (after `cursor` events; clamped to 0…=N).
@@ -1372,9 +1399,24 @@ mod tests {
             let z = (x >> 33) as usize % n;
             ranges.push(a.min(z)..a.max(z) + 1);
         }
-        for r in ranges {
+        for r in ranges.clone() {
             assert_eq!(d.highest(r.clone()), naive(r.clone()), "range {r:?}");
         }
+        // The first cursor of a range at its highest allocated, from the
+        // table as a walk of the points finds it.
+        for r in ranges.iter().filter(|r| !r.is_empty()) {
+            let (_, top) = d.highest(r.clone());
+            let walked = d.points[r.clone()]
+                .iter()
+                .position(|q| q.allocated >= top)
+                .map(|i| r.start + i);
+            assert_eq!(
+                d.first_reaching_from(|q| q.allocated, top, r.start),
+                walked,
+                "range {r:?}"
+            );
+        }
+        assert_eq!(d.first_reaching_from(|q| q.allocated, 0, n + 5), None);
         // Out of range: clamped; backwards: nothing.
         assert_eq!(d.highest(n - 1..n + 10), naive(n - 1..n));
         assert_eq!(d.highest(std::ops::Range { start: 5, end: 2 }), (0, 0));

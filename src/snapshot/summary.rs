@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::peak::{Moment, Peaks, peaks};
+use super::peak::{At, AtError, Moment, Peaks, peaks};
 use super::scrub::{DeviceScrub, MarkKind, scrub_devices};
 use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
@@ -295,7 +295,8 @@ pub struct SitesAt {
 }
 
 impl SitesAt {
-    fn new(sites: Sites, top: usize, cursor: Option<usize>, time_us: Option<i64>) -> Self {
+    /// The largest `top` of `sites`, at `cursor` (and `time_us`).
+    pub fn new(sites: Sites, top: usize, cursor: Option<usize>, time_us: Option<i64>) -> Self {
         let allocated = sites.allocated;
         let mut list = sites.sites;
         let rest = list.split_off(top.min(list.len()));
@@ -328,11 +329,46 @@ pub struct DeviceSites {
     pub ooms: usize,
     /// The last OOM of the trace, with the sites the failed request met.
     pub at_last_oom: Option<OomMoment>,
+    /// Every OOM event of the trace, in order, up to [`MAX_LISTED_OOMS`]
+    /// (`ooms` counts them all).
+    pub oom_events: Vec<OomEvent>,
     /// Events of the trace that do not fit the file's own state (a free of
     /// a block it never had, more allocated than reserved, …): the peaks
     /// and the sites over the trace are then approximate. 0 for a
     /// consistent file.
     pub inconsistent_events: usize,
+    /// The sites at the moment `--at` names (absent without `--at`, and
+    /// for a device without a trace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at_cursor: Option<AtCursor>,
+}
+
+/// OOM events listed per device: a trace of thousands of failed requests
+/// (a retry loop) still makes a bounded report.
+pub const MAX_LISTED_OOMS: usize = 100;
+
+/// One OOM event of a trace: where it is and what it asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OomEvent {
+    /// The cursor just after the OOM event (as `--at oom` and the viewer's
+    /// `o` land on it).
+    pub cursor: usize,
+    pub time_us: Option<i64>,
+    /// Bytes the failed request asked for.
+    pub requested: u64,
+    /// Free bytes on the device as the driver said at the OOM.
+    pub device_free: u64,
+}
+
+/// The sites at the cursor `--at` names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AtCursor {
+    /// The moment as it was asked (`40`, `peak`, `end`, `oom`, `start`).
+    pub asked: String,
+    /// Reserved bytes there.
+    pub reserved: u64,
+    #[serde(flatten)]
+    pub sites: SitesAt,
 }
 
 /// An OOM of the trace: what was asked, what the device had free, and the
@@ -373,7 +409,37 @@ pub struct SitesReport {
 
 /// The sites report of `snapshot`, `top` sites per moment.
 pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) -> SitesReport {
+    report(snapshot, grouping, top, None).0
+}
+
+/// [`sites_report`] with the sites at the moment `at` of every device that
+/// has a trace. An error when no device has one, or when `at` names no
+/// moment of one of them (an event past its end, an OOM it lacks).
+pub fn sites_report_at(
+    snapshot: &Arc<Snapshot>,
+    grouping: Grouping,
+    top: usize,
+    at: At,
+) -> Result<SitesReport, AtError> {
+    let (report, errors) = report(snapshot, grouping, top, Some(at));
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    if report.sites.iter().all(|d| d.at_cursor.is_none()) {
+        return Err(AtError::NoTrace);
+    }
+    Ok(report)
+}
+
+/// The report, and why `at` names no moment of some devices' traces.
+fn report(
+    snapshot: &Arc<Snapshot>,
+    grouping: Grouping,
+    top: usize,
+    at: Option<At>,
+) -> (SitesReport, Vec<AtError>) {
     let reason = snapshot_no_stack_reason(snapshot);
+    let mut errors = Vec::new();
     let sites = scrub_devices(snapshot)
         .into_iter()
         .map(|(device, trace)| {
@@ -395,7 +461,9 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                     at_peak_allocated: None,
                     ooms: 0,
                     at_last_oom: None,
+                    oom_events: Vec::new(),
                     inconsistent_events: 0,
+                    at_cursor: None,
                 };
             };
             let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
@@ -433,6 +501,34 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                     sites: SitesAt::new(sites, top, Some(cursor), e.time_us()),
                 })
             });
+            let oom_events = d
+                .mark_events(MarkKind::Oom)
+                .take(MAX_LISTED_OOMS)
+                .filter_map(|i| {
+                    let e = d.events().get(i)?;
+                    Some(OomEvent {
+                        cursor: i.saturating_add(1),
+                        time_us: e.time_us(),
+                        requested: e.size,
+                        device_free: e.addr,
+                    })
+                })
+                .collect();
+            let at_cursor = at.and_then(|at| match at.cursor(d) {
+                Ok(cursor) => {
+                    let state = d.state_at(cursor);
+                    let sites = sites_of_state(&state, grouping, reason);
+                    Some(AtCursor {
+                        asked: at.to_string(),
+                        reserved: state.reserved,
+                        sites: SitesAt::new(sites, top, Some(cursor), d.time_at(cursor)),
+                    })
+                }
+                Err(e) => {
+                    errors.push(e);
+                    None
+                }
+            });
             DeviceSites {
                 device,
                 events: d.len(),
@@ -442,16 +538,19 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
                 at_peak_allocated: at_peak,
                 ooms: d.count(MarkKind::Oom),
                 at_last_oom,
+                oom_events,
                 inconsistent_events: d.misfits,
+                at_cursor,
             }
         })
         .collect();
-    SitesReport {
+    let report = SitesReport {
         grouping,
         top,
         sites,
         allocator_settings: snapshot.allocator_settings.clone(),
-    }
+    };
+    (report, errors)
 }
 
 #[cfg(test)]

@@ -82,6 +82,15 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             d.only_after.len(),
             format::bytes(total_size(&d.only_after))
         ),
+        // What the step needed at most: more than either end when it
+        // freed its temporaries before B.
+        format!(
+            "highest between A and B: {} allocated at event {}, {} reserved at event {}",
+            format::bytes(c.highest.allocated.bytes),
+            c.highest.allocated.cursor,
+            format::bytes(c.highest.reserved.bytes),
+            c.highest.reserved.cursor
+        ),
         String::new(),
         format!(
             "live bytes by site (by {}), largest change first:",
