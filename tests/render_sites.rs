@@ -454,7 +454,7 @@ fn ab_marks_compare_two_cursors_and_list_what_was_allocated_between() {
     assert_eq!(c.highest.allocated.cursor, peak);
     assert!(
         lines.contains(&format!(
-            "highest between A and B: 3.03 GiB allocated at event {peak}, "
+            "highest between A and B: allocated 3.03 GiB @{peak}, reserved "
         )),
         "{lines}"
     );

@@ -1013,7 +1013,7 @@ fn a_comparison_taller_than_the_terminal_scrolls_and_says_which_rows_it_shows() 
     screen_at(&v, 40, 12);
     press(&mut v, KeyCode::End);
     let narrow = screen_at(&v, 40, 12);
-    assert!(narrow.contains(" 4–11/11 "), "{narrow}");
+    assert!(narrow.contains(" 5–12/12 "), "{narrow}");
     assert!(!narrow.contains("scrolls ba"), "{narrow}");
 }
 

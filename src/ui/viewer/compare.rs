@@ -85,7 +85,8 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         // What the step needed at most: more than either end when it
         // freed its temporaries before B.
         format!(
-            "highest between A and B: {} allocated at event {}, {} reserved at event {}",
+            // `@N` as the GPUs pane's peaks: whole in an 80-column popup.
+            "highest between A and B: allocated {} @{}, reserved {} @{}",
             format::bytes(c.highest.allocated.bytes),
             c.highest.allocated.cursor,
             format::bytes(c.highest.reserved.bytes),
