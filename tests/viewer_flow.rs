@@ -1221,3 +1221,85 @@ fn the_grouping_keys_help_lists_the_groupings_in_the_order_g_cycles() {
     assert!(listed.len() >= 2, "{help}");
     assert_eq!(listed, cycle[..listed.len()], "{help}");
 }
+
+/// A file whose trace does not lead to its own final state: the model's
+/// snapshot, written by the project's writer, with its last allocation
+/// recorded free (the trace never frees it). Read back staged, as `open`
+/// reads a file: (the segments stage, the whole file, its size).
+fn self_contradictory() -> (ViewerState, ViewerState, u64) {
+    let mut m = model(0);
+    let _a = m.malloc(30 * MIB, 0).expect("fits");
+    let b = m.malloc(4 * MIB, 0).expect("fits");
+    let _c = m.malloc(30 * MIB, 0).expect("fits");
+    let mut snapshot = snapshot_of(&m, 0);
+    let segment = snapshot
+        .segments
+        .iter_mut()
+        .find(|s| s.address == b)
+        .expect("b alone in its segment");
+    let mut free = segment.blocks[0].clone();
+    free.size = segment.total_size;
+    free.state = vramtop::alloc::BlockState::Inactive;
+    segment.blocks = vec![free];
+    (segment.allocated_size, segment.active_size) = (Some(0), Some(0));
+    segment.requested_size = Some(0);
+    let bytes = vramtop::snapshot::snapshot_to_bytes(&snapshot);
+    let mut stage = None;
+    let full = vramtop::snapshot::read_snapshot_staged(
+        &bytes,
+        &vramtop::snapshot::Limits::default(),
+        |s| stage = Some(s),
+    )
+    .expect("reads");
+    let name = "contradictory.pickle".to_string();
+    let total = bytes.len() as u64;
+    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
+    (stage, ViewerState::new(name, full), total)
+}
+
+/// Addresses, sizes and states of the shown blocks.
+fn shown_blocks(v: &ViewerState) -> Vec<(u64, u64, vramtop::alloc::BlockState)> {
+    v.segments
+        .iter()
+        .flat_map(|s| &s.blocks)
+        .map(|b| (b.address, b.size, b.state))
+        .collect()
+}
+
+#[test]
+fn end_on_a_file_its_trace_does_not_lead_to_shows_the_files_state_and_says_so() {
+    let (mut stage, full, total) = self_contradictory();
+    let recorded = shown_blocks(&stage);
+    let n = full.device().expect("one device").len();
+    stage.set_trace_read(total);
+    stage.complete_trace(full);
+    let mut v = stage;
+    assert_eq!(v.cursor(), n);
+    assert_eq!(
+        shown_blocks(&v),
+        recorded,
+        "the trace's arrival keeps the file's own state on screen"
+    );
+    press(&mut v, KeyCode::Left);
+    assert_ne!(shown_blocks(&v), recorded, "the trace's own moment");
+    assert_eq!(v.end_mismatch_here(), None, "said at the end only");
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::End);
+    assert_eq!(shown_blocks(&v), recorded, "End: what the file records");
+    let mismatch = v.end_mismatch_here().expect("the trace leads elsewhere");
+    assert_eq!((mismatch.blocks, mismatch.segments), (1, 0));
+    let status = vramtop::ui::status_text(&v);
+    assert!(
+        status.contains("the trace does not lead to the file's final state: 1 block differs"),
+        "{status}"
+    );
+    // At 80 columns the words stay, shorter, with the event number.
+    let narrow = vramtop::ui::status_text_within(&v, 80);
+    assert!(narrow.starts_with(&format!("event {n}/{n}")), "{narrow}");
+    assert!(narrow.contains("1 block differs"), "{narrow}");
+    assert!(narrow.chars().count() <= 80, "{narrow}");
+    // A consistent file says nothing of the kind.
+    let v = story_viewer();
+    assert_eq!(v.end_mismatch_here(), None);
+    assert!(!vramtop::ui::status_text(&v).contains("does not lead"));
+}

@@ -19,7 +19,7 @@ use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
 use crate::snapshot::diff::{CursorDiff, diff_cursors};
 use crate::snapshot::peak::{Peaks, peaks};
-use crate::snapshot::scrub::{DeviceScrub, MarkKind, Scrub, ScrubState};
+use crate::snapshot::scrub::{DeviceScrub, EndMismatch, MarkKind, Scrub, ScrubState};
 use crate::snapshot::sites::{
     Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
@@ -729,6 +729,19 @@ impl ViewerState {
     /// The selected device's cursor.
     pub fn cursor(&self) -> usize {
         self.cursors.get(self.device_index()).copied().unwrap_or(0)
+    }
+
+    /// At the last cursor of a trace that does not lead to the file's
+    /// recorded final state: how the two differ. The viewer shows the
+    /// recorded state there (what PyTorch wrote; the segments stage shows
+    /// it too, before the trace is read), and the status line says that
+    /// the trace leads elsewhere. `None` elsewhere and for a consistent
+    /// file.
+    pub fn end_mismatch_here(&self) -> Option<EndMismatch> {
+        let d = self.device()?;
+        (self.cursor() == d.len() && !d.is_empty())
+            .then(|| d.end_mismatch())
+            .flatten()
     }
 
     /// Streams seen on the selected device (segments and trace), ascending.

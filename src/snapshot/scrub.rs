@@ -7,7 +7,10 @@
 //! backwards from there to find the state before its first event (a trace
 //! may start mid-run: blocks alive before it began are either still in the
 //! final layout or freed in the trace). That start state is then replayed
-//! forwards, event by event.
+//! forwards, event by event. The last cursor shows the snapshot's own
+//! segments: where a consistent trace leads, and what the file records
+//! when its trace leads elsewhere (a hand-made or damaged file; how the two
+//! differ is [`DeviceScrub::end_mismatch`]).
 //!
 //! Block sizes: a trace records the requested size, not the block size.
 //! Blocks alive at the end take their size from the final layout (exact);
@@ -302,6 +305,61 @@ impl MarkKind {
     }
 }
 
+/// How the state a trace's replay ends in differs from the state the file
+/// records (its `segments`): a hand-made or damaged file whose trace does
+/// not lead to its own final state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EndMismatch {
+    /// Addresses of active blocks alive in one state and not the other,
+    /// or alive in both with another size, state or requested size.
+    pub blocks: usize,
+    /// Segment addresses in one state and not the other, or in both with
+    /// another size (contiguous mapped ranges of an expandable segment
+    /// are one segment, as PyTorch reports them).
+    pub segments: usize,
+}
+
+/// What differs between `replayed` and `recorded`, two states of one
+/// device ([`EndMismatch`]); `None` when they agree.
+fn end_mismatch(
+    d: &DeviceScrub,
+    replayed: &ScrubState,
+    recorded: &ScrubState,
+) -> Option<EndMismatch> {
+    let differs = |a: Option<&LiveBlock>, b: Option<&LiveBlock>| match (a, b) {
+        (Some(a), Some(b)) => {
+            (a.size, a.state, a.requested_size) != (b.size, b.state, b.requested_size)
+        }
+        _ => true,
+    };
+    let blocks = replayed
+        .blocks
+        .keys()
+        .chain(
+            recorded
+                .blocks
+                .keys()
+                .filter(|a| !replayed.blocks.contains_key(a)),
+        )
+        .filter(|a| differs(replayed.blocks.get(a), recorded.blocks.get(a)))
+        .count();
+    // Whole segments, as the viewer lists them: a replay holds an
+    // expandable segment as its mapped ranges, the file as one.
+    let extents = |s: &ScrubState| -> BTreeMap<u64, u64> {
+        d.layout_of(s)
+            .into_iter()
+            .map(|seg| (seg.address, seg.total_size))
+            .collect()
+    };
+    let (a, b) = (extents(replayed), extents(recorded));
+    let segments = a
+        .iter()
+        .filter(|&(addr, size)| b.get(addr) != Some(size))
+        .count()
+        .saturating_add(b.keys().filter(|addr| !a.contains_key(addr)).count());
+    (blocks > 0 || segments > 0).then_some(EndMismatch { blocks, segments })
+}
+
 /// Each figure's highest value over `points` (zeros when empty).
 fn highest_of(points: &[Point]) -> Point {
     points.iter().fold(
@@ -388,6 +446,12 @@ pub struct DeviceScrub {
     /// block, one after which more is allocated than reserved, …): 0 for a
     /// consistent file.
     pub misfits: usize,
+    /// The file's recorded final state, kept while the trace is replayed
+    /// and after only when the replay does not end in it: the last cursor
+    /// shows it (what PyTorch recorded) rather than where the trace leads.
+    recorded_end: Option<ScrubState>,
+    /// How the replay's end differs from the recorded state, if it does.
+    end_mismatch: Option<EndMismatch>,
 }
 
 fn empty_frames() -> Frames {
@@ -450,6 +514,8 @@ impl DeviceScrub {
             final_segments: HashMap::new(),
             inferred_sizes: 0,
             misfits: 0,
+            recorded_end: None,
+            end_mismatch: None,
         };
         let start = me.undo_trace();
         me.replay_forward(start);
@@ -530,6 +596,8 @@ impl DeviceScrub {
     /// inferred size (their size is recorded nowhere).
     fn undo_trace(&mut self) -> ScrubState {
         let mut state = self.final_state();
+        // Compared with where the replay ends (`replay_forward`).
+        self.recorded_end = Some(state.clone());
         let snapshot = Arc::clone(&self.snapshot);
         let events = self
             .trace
@@ -775,6 +843,22 @@ impl DeviceScrub {
                 checkpoints.push(state.clone());
             }
         }
+        // The last cursor is the file's own state: where the trace leads
+        // when the file is consistent, else what the file records (and
+        // `end_mismatch` says how the two differ).
+        let recorded = self.recorded_end.take();
+        self.end_mismatch = recorded
+            .as_ref()
+            .and_then(|recorded| end_mismatch(self, &state, recorded));
+        if self.end_mismatch.is_some()
+            && let Some(recorded) = recorded
+        {
+            if let Some(last) = points.last_mut() {
+                *last = Self::point(&recorded);
+            }
+            most_segments = most_segments.max(recorded.segments.len());
+            self.recorded_end = Some(recorded);
+        }
         self.peak_blocks = points.chunks(PEAK_BLOCK).map(highest_of).collect();
         self.points = points;
         self.checkpoints = checkpoints;
@@ -902,9 +986,16 @@ impl DeviceScrub {
         self.marks.iter().filter(move |m| m.1 == kind).map(|m| m.0)
     }
 
-    /// The state at `cursor` (after `cursor` events; clamped to 0…=N).
+    /// The state at `cursor` (after `cursor` events; clamped to 0…=N). At
+    /// N it is the file's recorded final state, also where the trace does
+    /// not lead there ([`DeviceScrub::end_mismatch`]).
     pub fn state_at(&self, cursor: usize) -> ScrubState {
         let cursor = cursor.min(self.len());
+        if cursor == self.len()
+            && let Some(recorded) = &self.recorded_end
+        {
+            return recorded.clone();
+        }
         let k = (cursor / self.checkpoint_every).min(self.checkpoints.len().saturating_sub(1));
         let mut state = self.checkpoints.get(k).cloned().unwrap_or_default();
         let from = k * self.checkpoint_every;
@@ -1056,6 +1147,13 @@ impl DeviceScrub {
     /// always reached, counted in O(1) an event.
     pub fn most_segments(&self) -> usize {
         self.most_segments
+    }
+
+    /// How the state the trace's replay ends in differs from the file's
+    /// recorded final state; `None` for a consistent file. The last
+    /// cursor shows the recorded state either way.
+    pub fn end_mismatch(&self) -> Option<EndMismatch> {
+        self.end_mismatch
     }
 }
 
@@ -1515,6 +1613,84 @@ mod tests {
         assert!(ec > oom);
         assert_eq!(d.events()[ec - 1].action, TraceAction::SegmentFree);
         assert!(d.points[ec].reserved < d.points[ec - 1].reserved);
+    }
+
+    /// A model trace whose file is then made to disagree with it: the
+    /// second block is recorded free though the trace never frees it.
+    fn self_contradictory() -> (Snapshot, u64) {
+        let mut m = model("", 8 * GIB);
+        let _a = m.malloc(30 * MIB, 0).expect("fits");
+        let b = m.malloc(4 * MIB, 0).expect("fits");
+        let _c = m.malloc(30 * MIB, 0).expect("fits");
+        let mut snapshot = snapshot_of(&m, 0);
+        // b is alone in its 20 MiB segment: the file records it empty.
+        let segment = snapshot
+            .segments
+            .iter_mut()
+            .find(|s| s.blocks.iter().any(|blk| blk.address == b))
+            .expect("b is in the layout");
+        let mut free = segment.blocks[0].clone();
+        free.size = segment.total_size;
+        free.state = BlockState::Inactive;
+        segment.blocks = vec![free];
+        (segment.allocated_size, segment.active_size) = (Some(0), Some(0));
+        segment.requested_size = Some(0);
+        (snapshot, b)
+    }
+
+    #[test]
+    fn the_last_cursor_shows_the_files_recorded_state_where_the_trace_leads_elsewhere() {
+        let (snapshot, b) = self_contradictory();
+        let d = &Scrub::new(Arc::new(snapshot.clone())).devices[0];
+        let end = d.segments_at(d.len());
+        assert_eq!(comparable(&end), comparable(&final_layout(&snapshot, 0)));
+        assert!(!d.state_at(d.len()).blocks.contains_key(&b), "b is free");
+        assert_eq!(
+            d.end_mismatch(),
+            Some(EndMismatch {
+                blocks: 1,
+                segments: 0
+            })
+        );
+        // The figures agree with what is shown; the cursor before the end
+        // is the trace's, b allocated.
+        let state = d.state_at(d.len());
+        assert_eq!(
+            (d.points[d.len()].reserved, d.points[d.len()].allocated),
+            (state.reserved, state.allocated)
+        );
+        assert_eq!(d.points[d.len()].allocated, 60 * MIB);
+        assert!(d.state_at(d.len() - 1).blocks.contains_key(&b));
+        // A consistent file: no mismatch.
+        let mut m = model("", 8 * GIB);
+        let _ = workload(&mut m, 500, 7);
+        let d = &Scrub::new(Arc::new(snapshot_of(&m, 0))).devices[0];
+        assert_eq!(d.end_mismatch(), None);
+    }
+
+    #[test]
+    fn a_segment_recorded_with_another_size_than_the_trace_maps_differs() {
+        let (mut snapshot, b) = self_contradictory();
+        // b's segment, recorded twice as large as its segment_alloc.
+        let segment = snapshot
+            .segments
+            .iter_mut()
+            .find(|s| s.address == b)
+            .expect("b's segment starts at b");
+        segment.total_size *= 2;
+        segment.blocks[0].size = segment.total_size;
+        let d = &Scrub::new(Arc::new(snapshot.clone())).devices[0];
+        assert_eq!(
+            d.end_mismatch(),
+            Some(EndMismatch {
+                blocks: 1,
+                segments: 1
+            })
+        );
+        let shown = d.segments_at(d.len());
+        let size = shown.iter().find(|s| s.address == b).map(|s| s.total_size);
+        assert_eq!(size, Some(40 * MIB), "the file's size, not the trace's");
+        assert_eq!(d.points[d.len()].reserved, 100 * MIB);
     }
 
     #[test]

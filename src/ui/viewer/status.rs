@@ -9,6 +9,7 @@ use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
 use crate::app::viewer::{MarkHere, ViewerState};
 use crate::snapshot::TraceEntry;
+use crate::snapshot::scrub::EndMismatch;
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -34,6 +35,24 @@ fn describe_event(e: &TraceEntry) -> Vec<String> {
             format!("{action} {size}"),
         ],
     }
+}
+
+/// "1 block differs", "2 blocks and 1 segment differ": what differs
+/// between the file's recorded final state and where its trace leads.
+fn mismatch_words(m: EndMismatch) -> String {
+    let blocks = format::count_of(m.blocks, "block", "blocks");
+    let segments = format::count_of(m.segments, "segment", "segments");
+    let what = match (m.blocks, m.segments) {
+        (_, 0) => blocks,
+        (0, _) => segments,
+        _ => format!("{blocks} and {segments}"),
+    };
+    let verb = if m.blocks.saturating_add(m.segments) == 1 {
+        "differs"
+    } else {
+        "differ"
+    };
+    format!("{what} {verb}")
 }
 
 /// "reading trace: X of Y", while the viewer shows a file's segments stage;
@@ -143,6 +162,21 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                 })
                 .collect();
             parts.push(Part { forms });
+            // At the end of a trace that leads elsewhere the panes show the
+            // file's recorded state, not the last event's effect: said
+            // whatever the width, beside the event it follows.
+            if let Some(m) = v.end_mismatch_here() {
+                let differ = mismatch_words(m);
+                parts.push(Part {
+                    forms: vec![
+                        (
+                            Keep::Words,
+                            format!("the trace does not lead to the file's final state: {differ}"),
+                        ),
+                        (Keep::Always, format!("trace leads elsewhere: {differ}")),
+                    ],
+                });
+            }
             parts.push(Part::one(Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us());
             parts.push(Part::one(Keep::Time, elapsed(first, e.time_us())));
