@@ -537,6 +537,40 @@ fn a_narrow_status_line_keeps_the_marks_and_filters_and_leaves_out_what_does_not
 }
 
 #[test]
+fn the_status_lines_peaks_are_all_in_short_words_or_all_in_long_ones() {
+    // muduard's dump b: one event, both peaks before it ("here" twice);
+    // silmont and Hyperion: the peaks at two moments (one here after P or
+    // R, the other elsewhere). "peak alloc" beside "res" reads as two
+    // kinds of figure.
+    let files = [
+        "muduard_dump_snapshot_b.pickle",
+        SILMONT,
+        "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle",
+    ];
+    for name in files {
+        let Some(mut v) = viewer(name) else {
+            return;
+        };
+        for key in [
+            KeyCode::Home,
+            KeyCode::Char('P'),
+            KeyCode::Char('R'),
+            KeyCode::Char('m'),
+            KeyCode::Char('p'),
+        ] {
+            press(&mut v, key);
+            for width in 20..=200 {
+                let line = status_text_within(&v, width);
+                let words: Vec<&str> = line.split(' ').collect();
+                let short = words.iter().any(|w| ["pk", "res"].contains(w));
+                let long = words.iter().any(|w| ["peak", "reserved"].contains(w));
+                assert!(!(short && long), "{name} after {key:?} at {width}: {line}");
+            }
+        }
+    }
+}
+
+#[test]
 fn on_a_40_column_status_line_the_events_action_outranks_the_marks() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -80,8 +80,9 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
 /// at), the event's action and size, then the marks stay longest: they
 /// say what the key pressed did. The filters (also in the breakdown's
 /// title) next; then the longer words of what stays ("(#i)", "peak
-/// alloc" for "pk alloc"); the event's address; the peaks elsewhere; the
-/// event's time; its stream (almost always the default one) first of all.
+/// alloc" for "pk alloc", both peaks' or neither); the event's address;
+/// the peaks elsewhere; the event's time; its stream (almost always the
+/// default one) first of all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
     Stream,
@@ -109,13 +110,19 @@ const ADDED_IN_ORDER: [Keep; 7] = [
 /// how readily it goes (a shorter form goes later than a longer one).
 struct Part {
     forms: Vec<(Keep, String)>,
+    /// A peak's part: its words ("peak alloc" or "pk alloc") go long or
+    /// short with the other peak's, never one of each on a line.
+    peak: bool,
 }
 
 impl Part {
     fn one(keep: Keep, text: String) -> Part {
-        Part {
-            forms: vec![(keep, text)],
-        }
+        Part::of(vec![(keep, text)])
+    }
+
+    /// A part other than a peak's, of `forms`.
+    fn of(forms: Vec<(Keep, String)>) -> Part {
+        Part { forms, peak: false }
     }
 
     /// The event: its action and size, the rest of its words.
@@ -138,12 +145,10 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
             // index in the file's trace, as `replay` and what-if name events
             // (the count less one: a narrow line can spare it).
             let index = c.saturating_sub(1);
-            parts.push(Part {
-                forms: vec![
-                    (Keep::Words, format!("event {c}/{n} (#{index})")),
-                    (Keep::Always, format!("event {c}/{n}")),
-                ],
-            });
+            parts.push(Part::of(vec![
+                (Keep::Words, format!("event {c}/{n} (#{index})")),
+                (Keep::Always, format!("event {c}/{n}")),
+            ]));
             // The last (shortest) form is the action and size.
             let words = describe_event(e);
             let last = words.len().saturating_sub(1);
@@ -161,21 +166,19 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                     )
                 })
                 .collect();
-            parts.push(Part { forms });
+            parts.push(Part::of(forms));
             // At the end of a trace that leads elsewhere the panes show the
             // file's recorded state, not the last event's effect: said
             // whatever the width, beside the event it follows.
             if let Some(m) = v.end_mismatch_here() {
                 let differ = mismatch_words(m);
-                parts.push(Part {
-                    forms: vec![
-                        (
-                            Keep::Words,
-                            format!("the trace does not lead to the file's final state: {differ}"),
-                        ),
-                        (Keep::Always, format!("trace leads elsewhere: {differ}")),
-                    ],
-                });
+                parts.push(Part::of(vec![
+                    (
+                        Keep::Words,
+                        format!("the trace does not lead to the file's final state: {differ}"),
+                    ),
+                    (Keep::Always, format!("trace leads elsewhere: {differ}")),
+                ]));
             }
             parts.push(Part::one(Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us());
@@ -207,12 +210,14 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                     format!("{short} {} here", format::bytes(bytes)),
                 ),
             ],
+            peak: true,
         };
-        let elsewhere = |words: &str, bytes: u64, cursor: usize| {
-            Part::one(
+        let elsewhere = |words: &str, bytes: u64, cursor: usize| Part {
+            forms: vec![(
                 Keep::Peaks,
                 format!("{words} {} @{cursor}", format::bytes(bytes)),
-            )
+            )],
+            peak: true,
         };
         parts.push(if p.allocated.cursor == c {
             here("peak alloc", "pk alloc", p.allocated.bytes)
@@ -304,16 +309,28 @@ pub fn status_text_within(v: &ViewerState, width: usize) -> String {
                 shown[i].is_none_or(|s| form < s).then_some((i, form))
             })
             .collect();
-        // The peaks elsewhere read as a pair (one alone would seem the only
-        // peak): both or neither. Other parts come one by one, in order.
-        let groups: Vec<&[(usize, usize)]> = if level == Keep::Peaks {
-            vec![&upgrades]
-        } else {
-            upgrades.chunks(1).collect()
-        };
+        // The peaks' parts come together, where the first of them comes:
+        // the peaks elsewhere read as a pair (one alone would seem the only
+        // peak), both or neither; so do the peaks' longer words ("peak
+        // alloc" beside "res" reads as two kinds of figure). Other parts
+        // come one by one, in order.
+        let mut groups: Vec<Vec<(usize, usize)>> = Vec::new();
+        let mut peaks_at: Option<usize> = None;
+        for up in upgrades {
+            let peak = parts.get(up.0).is_some_and(|p| p.peak);
+            match peaks_at.filter(|_| peak).and_then(|g| groups.get_mut(g)) {
+                Some(group) => group.push(up),
+                None => {
+                    if peak {
+                        peaks_at = Some(groups.len());
+                    }
+                    groups.push(vec![up]);
+                }
+            }
+        }
         for group in groups {
             let mut with = shown.clone();
-            for &(i, form) in group {
+            for &(i, form) in &group {
                 with[i] = Some(form);
             }
             if text(&with).chars().count() <= width {
