@@ -7,7 +7,7 @@
 use crate::ui::format::unit_words;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-pub use crate::ui::format::elide_middle;
+pub use crate::ui::format::{elide_middle, elide_path};
 
 /// Columns every line of a text report fits: an 80-column terminal.
 pub const REPORT_WIDTH: usize = 80;
@@ -43,30 +43,6 @@ pub fn elide_end(text: &str, width: usize) -> String {
     }
     out.push('…');
     out
-}
-
-/// `path` in at most `width` cells: whole when it fits, else its file
-/// name kept whole and the middle of its folders left out for a `…`
-/// (`/work/deep/…/b/muduard_dump_snapshot_a.pickle`). A file name too
-/// long for the width itself keeps its start and its end (the extension).
-pub fn elide_path(path: &str, width: usize) -> String {
-    if cells(path) <= width {
-        return path.to_string();
-    }
-    let name_at = path.rfind('/').map_or(0, |at| at + 1);
-    let (folders, name) = path.split_at(name_at);
-    // `…` and at least one cell of the folders before the name.
-    if folders.is_empty() || cells(name) + 2 > width {
-        return elide_middle(path, width);
-    }
-    // The folders' start and end around the `…` (they do not fit whole,
-    // as the path does not), the start the larger; with room for two
-    // cells only, the `…` and the `/` that says a name follows.
-    let room = width - cells(name);
-    if room == 2 {
-        return format!("…/{name}");
-    }
-    format!("{}{name}", elide_middle(folders, room))
 }
 
 /// Cells a lead leaves for the text after it, at the least; a wider lead

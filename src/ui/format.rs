@@ -255,6 +255,31 @@ pub fn elide_middle(text: &str, width: usize) -> String {
     format!("{head}…{tail}")
 }
 
+/// `path` in at most `width` cells: whole when it fits, else its file
+/// name kept whole and the middle of its folders left out for a `…`
+/// (`/work/deep/…/b/muduard_dump_snapshot_a.pickle`). A file name too
+/// long for the width itself keeps its start and its end (the extension).
+pub fn elide_path(path: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    if path.width() <= width {
+        return path.to_string();
+    }
+    let name_at = path.rfind('/').map_or(0, |at| at + 1);
+    let (folders, name) = path.split_at(name_at);
+    // `…` and at least one cell of the folders before the name.
+    if folders.is_empty() || name.width() + 2 > width {
+        return elide_middle(path, width);
+    }
+    // The folders' start and end around the `…` (they do not fit whole,
+    // as the path does not), the start the larger; with room for two
+    // cells only, the `…` and the `/` that says a name follows.
+    let room = width - name.width();
+    if room == 2 {
+        return format!("…/{name}");
+    }
+    format!("{}{name}", elide_middle(folders, room))
+}
+
 /// The terminal cells `c` takes (none for a control character).
 fn char_cells(c: char) -> usize {
     unicode_width::UnicodeWidthChar::width(c).unwrap_or(0)

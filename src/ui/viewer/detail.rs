@@ -4,6 +4,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
+use unicode_width::UnicodeWidthStr as _;
 
 use super::elapsed;
 use super::popup::{PopupScroll, render_text_popup};
@@ -14,20 +15,40 @@ use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
-/// A frame as "file:line name", the file cut from the left to fit. A
-/// frame without a file or line reads `??:?`, as the sites pane writes
-/// it: a C++ frame with an empty file read ":0 at::…" beside "??:0".
+/// A frame as "file:line name" in `width` cells. A frame without a file
+/// or line reads `??:?`, as the sites pane writes it: a C++ frame with an
+/// empty file read ":0 at::…" beside "??:0". A row too narrow for it keeps
+/// the file's base name whole, which says which file it is ("…UDA.cpp"
+/// said none): the middle of the file's folders goes first, then the
+/// end of the function's name.
 fn frame_line(f: &crate::snapshot::Frame, width: usize) -> String {
+    let file = shown_file(&f.filename);
     let tail = format!(":{} {}", f.shown_line(), f.name);
-    let room = width.saturating_sub(tail.chars().count()).max(8);
-    let filename = shown_file(&f.filename);
-    let file: String = if filename.chars().count() > room {
-        let skip = filename.chars().count() - (room - 1);
-        format!("…{}", filename.chars().skip(skip).collect::<String>())
+    let whole = format!("{file}{tail}");
+    if whole.width() <= width {
+        return whole;
+    }
+    let (folders, base) = file.split_at(file.rfind('/').map_or(0, |at| at + 1));
+    // "…/" stands for the folders left out, when there are any.
+    let cut_folders = if folders.is_empty() { 0 } else { 2 };
+    if let Some(room) = width
+        .checked_sub(tail.width())
+        .filter(|&room| room >= base.width() + cut_folders)
+    {
+        return format!("{}{tail}", format::elide_path(file, room));
+    }
+    let file = if folders.is_empty() {
+        base.to_string()
     } else {
-        filename.to_string()
+        format!("…/{base}")
     };
-    format!("{file}{tail}")
+    let head = format!("{file}:{} ", f.shown_line());
+    match width.checked_sub(head.width()).filter(|&room| room >= 2) {
+        Some(room) => format!("{head}{}", format::truncate(&f.name, room)),
+        // Too narrow for the base name and a letter of the function: the
+        // row's end goes, whatever it holds.
+        None => format::truncate(&format!("{head}{}", f.name), width),
+    }
 }
 
 /// Why the selected GPU has no events to place a block's allocation in.
@@ -265,7 +286,48 @@ pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme
 
 #[cfg(test)]
 mod tests {
-    use super::bytes_exactly;
+    use super::{bytes_exactly, frame_line};
+    use crate::snapshot::Frame;
+    use unicode_width::UnicodeWidthStr as _;
+
+    fn frame(filename: &str, line: u64, name: &str) -> Frame {
+        Frame {
+            filename: filename.into(),
+            line,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_frame_too_long_for_its_row_keeps_its_files_base_name_whole() {
+        // silmont's C++ frames: a short file, a long signature. The file
+        // was cut from the left ("…UDA.cpp:?") to make room for the name.
+        let cpp = frame(
+            "RegisterCUDA.cpp",
+            0,
+            "at::(anonymous namespace)::wrapper_CUDA_bmm(at::Tensor const&, at::Tensor const&)",
+        );
+        for width in [30, 60, 76, 96] {
+            let line = frame_line(&cpp, width);
+            assert!(line.starts_with("RegisterCUDA.cpp:? at::"), "{line}");
+            assert!(line.width() <= width, "{width}: {line}");
+        }
+        // A Python path loses its folders first, the function stays whole.
+        let py = frame(
+            "/home/me/project/deep/folders/model/train.py",
+            42,
+            "forward",
+        );
+        let line = frame_line(&py, 40);
+        assert!(line.ends_with("/train.py:42 forward"), "{line}");
+        assert!(line.contains('…') && line.width() <= 40, "{line}");
+        assert!(line.starts_with("/home"), "the path's start stays: {line}");
+        // Narrower still: folders gone, then the function cut at its end.
+        let line = frame_line(&py, 18);
+        assert_eq!(line, "…/train.py:42 for…");
+        // Whole where it fits.
+        assert_eq!(frame_line(&py, 80), format!("{}:42 forward", py.filename));
+    }
 
     #[test]
     fn exact_bytes_are_given_once_below_a_kib_and_in_brackets_above() {
