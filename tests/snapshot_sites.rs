@@ -758,9 +758,10 @@ fn every_oom_is_listed_with_its_moment_up_to_the_bound() {
     let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
     assert_eq!(code, 0, "{err}");
     let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // 2048 MiB is "2 GiB"; 2049 MiB is not exactly that: "2.00 GiB".
     assert!(
         said.contains(&format!(
-            "{many} OOMs: event 3, 2 GiB requested; event 4, 2 GiB requested;"
+            "{many} OOMs: event 3, 2 GiB requested; event 4, 2.00 GiB requested;"
         )),
         "{text}"
     );

@@ -85,24 +85,58 @@ pub fn format_size(size: u64) -> String {
     }
 }
 
-/// A number with three significant digits (two decimals below 10, one
-/// below 100, none above), so columns of sizes keep a steady width.
-pub fn three_significant_digits(v: f64) -> String {
-    if v < 10.0 {
-        format!("{v:.2}")
-    } else if v < 100.0 {
-        format!("{v:.1}")
+/// `size` bytes in the unit 1024^`exp` with `decimals` decimals: rounded
+/// to the nearest figure, except that a size is never rounded up to a
+/// figure that is itself an exact size (a whole number of bytes: "2.00
+/// MiB", "1.50 GiB", "99.5 MiB", "512 MiB"), which reads as that size: the
+/// figure below is shown, so such a figure means at least that size
+/// ("1.99 MiB" for 2 MiB − 512 B, which as "2.00 MiB" beside a 2 MiB
+/// segment read as "fills it"). A figure no size is exactly ("3.03 GiB")
+/// is the nearest either way. Exact: integer arithmetic, no float.
+pub fn size_figure(size: u64, exp: usize, decimals: u32) -> String {
+    let scale = 10u128.pow(decimals.min(6));
+    let unit = 1u128 << (10 * exp.min(6));
+    // < 2^64 · 10^6: no overflow.
+    let scaled = u128::from(size) * scale;
+    let (cut, rest) = (scaled / unit, scaled % unit);
+    let up = cut + 1;
+    // The figure `up` stands for up · unit / scale bytes: exact when whole.
+    let up_is_a_size = (up * unit).is_multiple_of(scale);
+    // Nearest, a tie to the even figure (as float formatting did).
+    let nearer_up = rest * 2 > unit || (rest * 2 == unit && cut % 2 == 1);
+    let shown = if nearer_up && !up_is_a_size { up } else { cut };
+    let (whole, fraction) = (shown / scale, shown % scale);
+    if decimals == 0 {
+        whole.to_string()
     } else {
-        format!("{v:.0}")
+        let width = decimals.min(6) as usize;
+        format!("{whole}.{fraction:0width$}")
     }
+}
+
+/// `size` bytes in the unit 1024^`exp` with three significant digits (two
+/// decimals below 10, one below 100, none above), so columns of sizes keep
+/// a steady width; rounded as [`size_figure`] rounds.
+pub fn three_significant_digits(size: u64, exp: usize) -> String {
+    let shift = 10 * u32::try_from(exp).unwrap_or(u32::MAX).min(6);
+    let whole = size >> shift;
+    let decimals = if whole < 10 {
+        2
+    } else if whole < 100 {
+        1
+    } else {
+        0
+    };
+    size_figure(size, exp, decimals)
 }
 
 /// Bytes as every screen shows them (the dashboard, the viewer, the
 /// stress panel's messages): the largest binary unit that keeps an
-/// integer part, three significant digits: "512 B", "1.50 GiB",
-/// "12.3 MiB", "500 MiB". Lives here, the lowest layer, so that the
-/// application's messages and the panes agree; `ui::format::bytes` is
-/// this function.
+/// integer part, three significant digits, never rounded up to an exact
+/// size ([`size_figure`]): "512 B", "1.50 GiB", "12.3 MiB", "500 MiB",
+/// "1.99 MiB" for 2 MiB − 512 B. Lives
+/// here, the lowest layer, so that the application's messages and the
+/// panes agree; `ui::format::bytes` is this function.
 pub fn display_bytes(size: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut exp = 0usize;
@@ -114,26 +148,28 @@ pub fn display_bytes(size: u64) -> String {
     if exp == 0 {
         return format!("{size} B");
     }
-    let value = size as f64 / (1u64 << (10 * exp)) as f64;
-    format!("{} {}", three_significant_digits(value), UNITS[exp])
+    format!("{} {}", three_significant_digits(size, exp), UNITS[exp])
 }
 
 /// Human-friendly binary size for our own output (not PyTorch's format):
-/// "512 B", "1.5 MiB", "20 MiB".
+/// "512 B", "1.50 MiB", "20 MiB": a whole number only when the size is
+/// exactly that many units, else two decimals, never rounded up to an
+/// exact size ([`size_figure`]: "1.99 MiB" for 2 MiB − 512 B, "2.00 MiB"
+/// for 2 MiB + 512 B).
 pub fn human_bytes(size: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = size as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
+    let mut exp = 0usize;
+    let mut whole = size;
+    while whole >= 1024 && exp + 1 < UNITS.len() {
+        whole /= 1024;
+        exp += 1;
     }
-    if unit == 0 {
+    if exp == 0 {
         format!("{size} B")
-    } else if (value - value.round()).abs() < 0.005 {
-        format!("{:.0} {}", value, UNITS[unit])
+    } else if size.trailing_zeros() as usize >= 10 * exp {
+        format!("{whole} {}", UNITS[exp])
     } else {
-        format!("{:.2} {}", value, UNITS[unit])
+        format!("{} {}", size_figure(size, exp, 2), UNITS[exp])
     }
 }
 
@@ -389,5 +425,29 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(20 << 20), "20 MiB");
         assert_eq!(human_bytes(1536), "1.50 KiB");
+    }
+
+    #[test]
+    fn a_size_just_under_a_boundary_never_reads_as_the_boundary() {
+        const GIB: u64 = 1 << 30;
+        // A block of 2 MiB − 512 B beside a 2 MiB segment does not fill it.
+        let under = 2 * MIB - 512;
+        assert_eq!(display_bytes(under), "1.99 MiB");
+        assert_eq!(display_bytes(2 * MIB), "2.00 MiB");
+        assert_eq!(human_bytes(under), "1.99 MiB");
+        assert_eq!(human_bytes(2 * MIB), "2 MiB", "whole only when exact");
+        assert_eq!(human_bytes(2 * MIB + 512), "2.00 MiB");
+        // Never up to a whole figure, at every width of the figure; the
+        // nearest figure where it is no exact size.
+        assert_eq!(display_bytes(10 * MIB - 512), "9.99 MiB");
+        assert_eq!(display_bytes(100 * MIB - 512), "99.9 MiB");
+        assert_eq!(display_bytes(1024 * MIB - 512), "1023 MiB");
+        assert_eq!(display_bytes(u64::MAX), "15.9 EiB");
+        assert_eq!(human_bytes(1024 * MIB - 512), "1023.99 MiB");
+        assert_eq!(display_bytes(1023), "1023 B");
+        assert_eq!(display_bytes(3 * GIB / 2 - 512), "1.49 GiB");
+        let near_3_03_gib = 3_253_000_000;
+        assert_eq!(display_bytes(near_3_03_gib), "3.03 GiB", "3.0296…: nearest");
+        assert_eq!(human_bytes(near_3_03_gib), "3.03 GiB");
     }
 }

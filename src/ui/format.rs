@@ -54,14 +54,18 @@ pub fn in_unit(bytes: u64, exp: usize) -> f64 {
     bytes as f64 / (1u64 << (10 * exp.min(UNITS.len() - 1))) as f64
 }
 
-/// A number with three significant digits (two decimals below 10, one
-/// below 100, none above), so columns of sizes keep a steady width.
-fn three_digits(v: f64) -> String {
-    crate::alloc::sizing::three_significant_digits(v)
+/// `bytes` in the unit 1024^`exp` with three significant digits (two
+/// decimals below 10, one below 100, none above), so columns of sizes keep
+/// a steady width; never rounded up to an exact size, as [`bytes`] is.
+fn three_digits(bytes: u64, exp: usize) -> String {
+    crate::alloc::sizing::three_significant_digits(bytes, exp)
 }
 
 /// Bytes in the largest binary unit that keeps an integer part:
-/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB". The one byte style of
+/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB"; never rounded up to a
+/// figure that is an exact size, so a size just under a boundary never
+/// reads as it ("1.99 MiB" for 2 MiB − 512 B, beside a "2.00 MiB"
+/// segment). The one byte style of
 /// every screen; the application layer's messages use the same function
 /// (`alloc::sizing::display_bytes`).
 pub fn bytes(b: u64) -> String {
@@ -76,12 +80,11 @@ pub fn bytes_short(b: u64) -> String {
     if exp == 0 {
         return format!("{b}B");
     }
-    let v = in_unit(b, exp);
     // Powers of two (histogram bounds) read better without decimals.
-    if v.fract() == 0.0 {
-        format!("{v:.0}{}", unit_name(exp))
+    if b.trailing_zeros() as usize >= 10 * exp {
+        format!("{}{}", b >> (10 * exp), unit_name(exp))
     } else {
-        format!("{}{}", three_digits(v), unit_name(exp))
+        format!("{}{}", three_digits(b, exp), unit_name(exp))
     }
 }
 
@@ -96,7 +99,7 @@ pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
     };
     let part = |v: Option<u64>| match v {
         Some(v) if exp == 0 => v.to_string(),
-        Some(v) => three_digits(in_unit(v, exp)),
+        Some(v) => three_digits(v, exp),
         None => NA.to_string(),
     };
     format!("{}/{} {}", part(a), part(b), unit_name(exp))
@@ -117,7 +120,7 @@ pub fn bytes_of(used: Option<u64>, total: Option<u64>) -> String {
     };
     let part = |v: Option<u64>| match v {
         Some(v) if exp == 0 => v.to_string(),
-        Some(v) => format!("{:.1}", in_unit(v, exp)),
+        Some(v) => crate::alloc::sizing::size_figure(v, exp, 1),
         None => NA.to_string(),
     };
     format!("{}/{} {}", part(used), part(total), unit_name(exp))
@@ -354,7 +357,18 @@ mod tests {
         assert_eq!(bytes(3 * GIB / 2), "1.50 GiB");
         assert_eq!(bytes(12 * GIB + 300 * MIB), "12.3 GiB");
         assert_eq!(bytes(500 * MIB), "500 MiB");
-        assert_eq!(bytes(u64::MAX), "16.0 EiB");
+        assert_eq!(bytes(u64::MAX), "15.9 EiB", "16 EiB less a byte");
+    }
+
+    #[test]
+    fn packed_and_paired_sizes_never_round_up_to_an_exact_size() {
+        let under = 2 * MIB - 512;
+        assert_eq!(bytes_short(under), "1.99MiB");
+        assert_eq!(bytes_pair(Some(under), Some(2 * MIB)), "1.99/2.00 MiB");
+        assert_eq!(
+            bytes_of(Some(80 * GIB - 1), Some(80 * GIB)),
+            "79.9/80.0 GiB"
+        );
     }
 
     #[test]
