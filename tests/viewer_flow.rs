@@ -1303,3 +1303,25 @@ fn end_on_a_file_its_trace_does_not_lead_to_shows_the_files_state_and_says_so() 
     assert_eq!(v.end_mismatch_here(), None);
     assert!(!vramtop::ui::status_text(&v).contains("does not lead"));
 }
+
+#[test]
+fn a_step_that_changes_the_selected_site_moves_the_block_selection_with_it() {
+    let Some(mut v) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('w'));
+    let at_peak = v.selected_site().expect("a site at the peak").key.clone();
+    let (_, block) = v.selected_block().expect("a block");
+    assert!(v.highlighted().binary_search(&block.address).is_ok());
+    press(&mut v, KeyCode::End);
+    let site = v.selected_site().expect("a site at the end");
+    assert_ne!(site.key, at_peak, "the peak's site is gone at the end");
+    let (_, block) = v.selected_block().expect("a block");
+    assert!(
+        v.highlighted().binary_search(&block.address).is_ok(),
+        "the selected block {:#x} ({:?}) is one of the selected site's",
+        block.address,
+        block.state
+    );
+}

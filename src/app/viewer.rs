@@ -789,6 +789,13 @@ impl ViewerState {
             return;
         };
         let (stream, pool) = (self.stream_filter, self.pool_filter);
+        // A block selected as the selected site's follows the site: when a
+        // step leaves it outside (freed, or the site gone and another
+        // selected) the site's block is selected, or the footer describes
+        // a block of no site next to the site's highlight.
+        let following_site = self
+            .selected_address
+            .is_some_and(|a| self.highlighted().binary_search(&a).is_ok());
         // One state for the segments and the sites.
         let state = d.state_at(cursor);
         self.segments = d
@@ -825,6 +832,12 @@ impl ViewerState {
         self.app.ui.selected_block = self.app.ui.selected_block.min(count.saturating_sub(1));
         self.selected_address = self.selected_block().map(|(_, b)| b.address);
         self.refresh_sites_in(&state);
+        let still_the_sites = self
+            .selected_address
+            .is_some_and(|a| self.highlighted().binary_search(&a).is_ok());
+        if following_site && !still_the_sites {
+            self.select_site_block();
+        }
     }
 
     fn set_cursor(&mut self, cursor: usize) -> Effect {
