@@ -776,3 +776,33 @@ fn every_oom_is_listed_with_its_moment_up_to_the_bound() {
         assert!(vramtop::cli::text::cells(line) <= 80, "{line:?}");
     }
 }
+
+#[test]
+fn a_summary_warns_when_the_trace_does_not_lead_to_the_files_final_state() {
+    let consistent = one_block_history();
+    let (_dir, path) = written(&consistent);
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert!(v["sites"][0]["end_mismatch"].is_null(), "{json}");
+
+    // The file records the trace's one live block as free.
+    let mut odd = consistent.clone();
+    let block = odd.segments[0]
+        .blocks
+        .iter_mut()
+        .find(|b| b.state == BlockState::ActiveAllocated)
+        .expect("the live block");
+    block.state = BlockState::Inactive;
+    let (_dir, path) = written(&odd);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("the trace does not lead to the file's final state (1 block differs)"),
+        "{text}"
+    );
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["sites"][0]["end_mismatch"]["blocks"], 1, "{json}");
+    assert_eq!(v["sites"][0]["end_mismatch"]["segments"], 0, "{json}");
+}

@@ -591,6 +591,29 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
         }
+        if let Some(m) = d.end_mismatch {
+            let mut differ = Vec::new();
+            if m.blocks > 0 {
+                differ.push(count_of(m.blocks, "block", "blocks"));
+            }
+            if m.segments > 0 {
+                differ.push(count_of(m.segments, "segment", "segments"));
+            }
+            line_under(
+                &mut out,
+                "  warning: ",
+                &format!(
+                    "the trace does not lead to the file's final state ({} {}): \
+                     \"the end\" below is the file's own state, what PyTorch recorded",
+                    differ.join(" and "),
+                    if m.blocks + m.segments == 1 {
+                        "differs"
+                    } else {
+                        "differ"
+                    }
+                ),
+            );
+        }
         if trace_read && d.events == 0 {
             line_under(
                 &mut out,

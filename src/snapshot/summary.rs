@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::peak::{At, AtError, Moment, Peaks, peaks};
-use super::scrub::{DeviceScrub, MarkKind, scrub_devices};
+use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
 use super::sites::{
     Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
 };
@@ -337,6 +337,9 @@ pub struct DeviceSites {
     /// and the sites over the trace are then approximate. 0 for a
     /// consistent file.
     pub inconsistent_events: usize,
+    /// How the trace's replayed end differs from the file's recorded final
+    /// state (`null`: it leads there, or there is no trace).
+    pub end_mismatch: Option<EndMismatch>,
     /// The sites at the moment `--at` names (absent without `--at`, and
     /// for a device without a trace).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -463,6 +466,7 @@ fn report(
                     at_last_oom: None,
                     oom_events: Vec::new(),
                     inconsistent_events: 0,
+                    end_mismatch: None,
                     at_cursor: None,
                 };
             };
@@ -540,6 +544,7 @@ fn report(
                 at_last_oom,
                 oom_events,
                 inconsistent_events: d.misfits,
+                end_mismatch: d.end_mismatch(),
                 at_cursor,
             }
         })
