@@ -951,8 +951,8 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
         return;
     };
     v.app.ui.overlay = Overlay::Help;
-    // 120×50: the definitions fit, the keys need a few rows more.
-    let (w, h) = (120, 50);
+    // 120×56: the definitions fit, the keys need a few rows more.
+    let (w, h) = (120, 56);
     let top = text(draw(&v, w, h).backend().buffer());
     assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
     assert!(top.contains("Words in a snapshot"), "two columns: {top}");

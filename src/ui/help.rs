@@ -92,7 +92,7 @@ pub const DASHBOARD_ONLY: [&str; 6] = [
 ];
 
 /// Words only the snapshot viewer shows, defined after the others there.
-pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
+pub const VIEWER_DEFINITIONS: [(&str, &str); 4] = [
     (
         "event N/M (#i)",
         "the state after the Nth of M events (N on the timeline's axis); #i is that event's index in the file's trace, as replay names it.",
@@ -104,6 +104,10 @@ pub const VIEWER_DEFINITIONS: [(&str, &str); 3] = [
     (
         "inconsistent",
         "events the final state cannot explain (a hand-made or damaged file): figures are approximate; replay FILE says why.",
+    ),
+    (
+        "trace leads elsewhere",
+        "at the last event: the trace does not end in the state the file records (a hand-made or damaged file); End shows the file's own state, one step back the trace's.",
     ),
 ];
 
