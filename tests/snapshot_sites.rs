@@ -806,3 +806,26 @@ fn a_summary_warns_when_the_trace_does_not_lead_to_the_files_final_state() {
     assert_eq!(v["sites"][0]["end_mismatch"]["blocks"], 1, "{json}");
     assert_eq!(v["sites"][0]["end_mismatch"]["segments"], 0, "{json}");
 }
+
+#[test]
+fn an_ooms_request_and_free_bytes_that_read_alike_are_given_in_bytes_too() {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const GIB: u64 = 1 << 30;
+    let mut m = CachingAllocator::new(
+        InMemoryDevice::new(2 * GIB - 1000),
+        0,
+        AllocatorConfig::default(),
+    );
+    m.record_history(Some(100));
+    let _held = m.malloc(GIB, 0).expect("fits");
+    assert!(m.malloc(GIB - 512, 0).is_err(), "1000 B short");
+    let (_dir, path) = written(&vramtop::snapshot::capture::snapshot_of(&m, 0));
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!("({} B) requested", GIB - 512))
+            && flat.contains(&format!("({} B) free on the device", GIB - 1000)),
+        "{text}"
+    );
+}

@@ -620,7 +620,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 "  ",
                 "no trace of memory events for this GPU in the file: no peaks and no OOMs to \
                  show, the sites are the final state's (a snapshot taken while \
-                 torch.cuda.memory._record_memory_history() records has a trace)",
+                 torch.cuda.memory._record_memory_history() is recording has one)",
             );
         }
         if let Some(p) = &d.peaks {
@@ -686,14 +686,23 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             } else {
                 "the OOM".to_string()
             };
+            // A request and a device's free bytes that read the same in
+            // rounded figures (1023.99 MiB each) say nothing of why it
+            // failed: then in bytes too.
+            let (mut requested, mut free) =
+                (human_bytes(oom.requested), human_bytes(oom.device_free));
+            if requested == free && oom.requested != oom.device_free {
+                requested = format!("{requested} ({} B)", oom.requested);
+                free = format!("{free} ({} B)", oom.device_free);
+            }
             line_under(
                 &mut out,
                 "  ",
                 &format!(
                     "at {which}, {}: {} requested, {} free on the device; {} allocated",
                     moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
-                    human_bytes(oom.requested),
-                    human_bytes(oom.device_free),
+                    requested,
+                    free,
                     human_bytes(oom.sites.allocated)
                 ),
             );

@@ -168,7 +168,7 @@ pub enum AtError {
     NoOom { device: u32 },
     #[error(
         "no trace of memory events in the file: --at names a moment of the trace (a snapshot \
-         taken while torch.cuda.memory._record_memory_history() records has one)"
+         taken while torch.cuda.memory._record_memory_history() is recording has one)"
     )]
     NoTrace,
 }

@@ -652,20 +652,21 @@ fn describe_choices(
                 format!("ending where event #{event} shows PyTorch could map no further")
             }
             None => {
-                "sized by PyTorch's rule (9/8 of the device's memory) for 1 TiB, as the file does not \
-                 record the device's memory"
+                "sized by PyTorch's rule (9/8 of the device's memory) assuming a 1 TiB device, as \
+                 the file does not record the device's memory"
                     .to_string()
             }
         };
         out.push(format!(
-            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based at {base}, {size}; {} B mapped in {} range(s)",
+            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based at {base}, {size}; {} B mapped in {} {}",
             r.kind,
             r.stream,
             r.base,
             r.size,
             r.page_size >> 20,
             r.mapped(),
-            r.ranges.len()
+            r.ranges.len(),
+            if r.ranges.len() == 1 { "range" } else { "ranges" }
         ));
     }
     for (&addr, &(size, event)) in &choices.sizes {
