@@ -135,11 +135,18 @@ pub fn percent_of(part: u64, whole: u64) -> String {
     percent(part as f64 / whole as f64)
 }
 
-/// A fraction in [0, 1] as a percentage, as [`percent_of`].
+/// A fraction in [0, 1] as a percentage, as [`percent_of`]. Never rounded
+/// onto all or none it is not: "<0.1%" above none, ">99%" short of all.
 pub fn percent(fraction: f64) -> String {
     let p = (fraction * 100.0).clamp(0.0, 100.0);
     if p.is_nan() {
         return NA.to_string();
+    }
+    if p > 0.0 && p < 0.05 {
+        return "<0.1%".to_string();
+    }
+    if (99.5..100.0).contains(&p) {
+        return ">99%".to_string();
     }
     if p < 10.0 && p > 0.0 {
         format!("{p:.1}%")
@@ -325,6 +332,16 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_percentage_is_never_rounded_onto_all_or_none_it_is_not() {
+        assert_eq!(percent_of(0, 100), "0%");
+        assert_eq!(percent_of(1, 1 << 30), "<0.1%");
+        assert_eq!(percent_of(6, 1000), "0.6%");
+        assert_eq!(percent_of(999, 1000), ">99%");
+        assert_eq!(percent_of(1000, 1000), "100%");
+        assert_eq!(percent_of(150, 1000), "15%");
+    }
 
     #[test]
     fn times_since_the_start_switch_to_seconds_at_one_second() {

@@ -15,7 +15,15 @@ fn share(bytes: u64, of: u64) -> String {
     if of == 0 {
         return "   -".to_string();
     }
-    format!("{:>5.1}%", bytes as f64 * 100.0 / of as f64)
+    // Never rounded onto all or none it is not (as the summary's column).
+    let p = bytes as f64 * 100.0 / of as f64;
+    if bytes > 0 && p < 0.05 {
+        " <0.1%".to_string()
+    } else if bytes < of && p >= 99.95 {
+        ">99.9%".to_string()
+    } else {
+        format!("{p:>5.1}%")
+    }
 }
 
 /// One site's row in `width` columns: bytes, share, blocks, and the
@@ -426,6 +434,9 @@ mod tests {
     fn a_sites_share_keeps_its_column_width_and_has_none_of_nothing() {
         assert_eq!(share(1, 4), " 25.0%");
         assert_eq!(share(4, 4), "100.0%");
+        assert_eq!(share(1, 1 << 30), " <0.1%");
+        assert_eq!(share((1 << 30) - 1, 1 << 30), ">99.9%");
+        assert_eq!(share(0, 4), "  0.0%");
         assert_eq!(share(5, 0), "   -", "nothing allocated: no share");
     }
 }
