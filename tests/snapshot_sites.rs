@@ -319,11 +319,7 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
         }
     );
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("ooms.pickle");
-    let file = std::fs::File::create(&path).expect("create");
-    vramtop::snapshot::write_snapshot(&snapshot, std::io::BufWriter::new(file)).expect("write");
-    let path = path.display().to_string();
+    let (_dir, path) = written(&snapshot);
     let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("at the last of 2 OOMs, event "), "{text}");
@@ -368,11 +364,7 @@ fn an_oom_the_cache_held_in_pieces_is_read_as_fragmentation() {
     assert_eq!(oom.reserved, 1000 * MIB);
     assert_eq!(oom.cause, OomCause::FragmentedCache);
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("fragmented.pickle");
-    let file = std::fs::File::create(&path).expect("create");
-    vramtop::snapshot::write_snapshot(&snapshot, std::io::BufWriter::new(file)).expect("write");
-    let path = path.display().to_string();
+    let (_dir, path) = written(&snapshot);
     let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
     assert_eq!(code, 0, "{err}");
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -520,12 +512,12 @@ fn a_block_without_a_stack_keeps_its_reason_from_the_end_into_the_trace() {
     assert!(lost.1.iter().all(|a| at_end[0].1.binary_search(a).is_err()));
 }
 
-/// A model's snapshot written to a temporary file: (its folder, the path).
+/// A model's snapshot written to a temporary file: (its folder, which
+/// goes when dropped, and the path).
 fn written(snapshot: &Snapshot) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("s.pickle");
-    let file = std::fs::File::create(&path).expect("create");
-    vramtop::snapshot::write_snapshot(snapshot, std::io::BufWriter::new(file)).expect("write");
+    vramtop::snapshot::write_snapshot_file(snapshot, &path).expect("written");
     let path = path.display().to_string();
     (dir, path)
 }
@@ -751,10 +743,7 @@ fn every_oom_is_listed_with_its_moment_up_to_the_bound() {
     let d = &report.sites[0];
     assert_eq!((d.ooms, d.oom_events.len()), (many, MAX_LISTED_OOMS));
     assert_eq!(d.oom_events[1].requested, 2049 * MIB, "in order");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("ooms.pickle");
-    vramtop::snapshot::write_snapshot_file(&snapshot, &path).expect("written");
-    let path = path.display().to_string();
+    let (_dir, path) = written(&snapshot);
     let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
     assert_eq!(code, 0, "{err}");
     let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
