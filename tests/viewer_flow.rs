@@ -742,21 +742,29 @@ fn opening_at_an_oom_that_ends_the_trace_lands_on_it_without_a_notice() {
     assert!(v.sites_open, "who held the memory");
 }
 
-/// The story's file read in two stages: the viewer on its segments stage
-/// and the viewer on the whole file.
-fn staged_story() -> (ViewerState, ViewerState, u64) {
-    let bytes = vramtop::snapshot::snapshot_to_bytes(&story(0));
+/// The pickle `bytes` read in two stages, as `open` reads a file, under
+/// `name`: the viewer on its segments stage, the viewer on the whole file,
+/// and the file's size.
+fn staged(bytes: &[u8], name: &str) -> (ViewerState, ViewerState, u64) {
     let mut stage = None;
     let full = vramtop::snapshot::read_snapshot_staged(
-        &bytes,
+        bytes,
         &vramtop::snapshot::Limits::default(),
         |s| stage = Some(s),
     )
     .expect("reads");
     let total = bytes.len() as u64;
-    let name = "story.pickle".to_string();
-    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
-    (stage, ViewerState::new(name, full), total)
+    let stage = ViewerState::segments_stage(name.to_string(), stage.expect("a stage"), total);
+    (stage, ViewerState::new(name.to_string(), full), total)
+}
+
+/// The story's file read in two stages: the viewer on its segments stage
+/// and the viewer on the whole file.
+fn staged_story() -> (ViewerState, ViewerState, u64) {
+    staged(
+        &vramtop::snapshot::snapshot_to_bytes(&story(0)),
+        "story.pickle",
+    )
 }
 
 fn screen_of(v: &ViewerState) -> String {
@@ -1171,17 +1179,7 @@ fn staged_story_with_an_unknown_action() -> (ViewerState, ViewerState, u64) {
     trace.insert(1, marker);
     let bytes = vramtop::snapshot::snapshot_to_bytes(&snapshot);
     let bytes = common::renamed_action(&bytes, "annotate", "teleport");
-    let mut stage = None;
-    let full = vramtop::snapshot::read_snapshot_staged(
-        &bytes,
-        &vramtop::snapshot::Limits::default(),
-        |s| stage = Some(s),
-    )
-    .expect("reads");
-    let name = "newer.pickle".to_string();
-    let total = bytes.len() as u64;
-    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
-    (stage, ViewerState::new(name, full), total)
+    staged(&bytes, "newer.pickle")
 }
 
 #[test]
@@ -1243,18 +1241,10 @@ fn self_contradictory() -> (ViewerState, ViewerState, u64) {
     segment.blocks = vec![free];
     (segment.allocated_size, segment.active_size) = (Some(0), Some(0));
     segment.requested_size = Some(0);
-    let bytes = vramtop::snapshot::snapshot_to_bytes(&snapshot);
-    let mut stage = None;
-    let full = vramtop::snapshot::read_snapshot_staged(
-        &bytes,
-        &vramtop::snapshot::Limits::default(),
-        |s| stage = Some(s),
+    staged(
+        &vramtop::snapshot::snapshot_to_bytes(&snapshot),
+        "contradictory.pickle",
     )
-    .expect("reads");
-    let name = "contradictory.pickle".to_string();
-    let total = bytes.len() as u64;
-    let stage = ViewerState::segments_stage(name.clone(), stage.expect("a stage"), total);
-    (stage, ViewerState::new(name, full), total)
 }
 
 /// Addresses, sizes and states of the shown blocks.
