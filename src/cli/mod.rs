@@ -886,8 +886,9 @@ pub fn snapshot_read_error(
         // say_error quotes what a terminal would act on, the name included.
         let shown = file.display();
         format!(
-            "{error}; its final state, before that, is readable: `vramtop open {shown} \
-             --summary --no-trace`, or the viewer (`vramtop open {shown}`)"
+            "{error}; this command reads the whole file, but its final state, before the \
+             damage, is readable: `vramtop open {shown} --summary --no-trace`, or the viewer \
+             (`vramtop open {shown}`)"
         )
     } else {
         error.to_string()
