@@ -130,6 +130,18 @@ pub fn three_significant_digits(size: u64, exp: usize) -> String {
     size_figure(size, exp, decimals)
 }
 
+/// The exponent of the largest of `units` binary units (1024^exp bytes)
+/// that keeps an integer part of `size`, and that integer part.
+fn largest_unit(size: u64, units: usize) -> (usize, u64) {
+    let mut exp = 0usize;
+    let mut whole = size;
+    while whole >= 1024 && exp + 1 < units {
+        whole /= 1024;
+        exp += 1;
+    }
+    (exp, whole)
+}
+
 /// Bytes as every screen shows them (the dashboard, the viewer, the
 /// stress panel's messages): the largest binary unit that keeps an
 /// integer part, three significant digits, never rounded up to an exact
@@ -139,12 +151,7 @@ pub fn three_significant_digits(size: u64, exp: usize) -> String {
 /// panes agree; `ui::format::bytes` is this function.
 pub fn display_bytes(size: u64) -> String {
     const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut exp = 0usize;
-    let mut whole = size;
-    while whole >= 1024 && exp + 1 < UNITS.len() {
-        whole /= 1024;
-        exp += 1;
-    }
+    let (exp, _) = largest_unit(size, UNITS.len());
     if exp == 0 {
         return format!("{size} B");
     }
@@ -158,12 +165,7 @@ pub fn display_bytes(size: u64) -> String {
 /// for 2 MiB + 512 B).
 pub fn human_bytes(size: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut exp = 0usize;
-    let mut whole = size;
-    while whole >= 1024 && exp + 1 < UNITS.len() {
-        whole /= 1024;
-        exp += 1;
-    }
+    let (exp, whole) = largest_unit(size, UNITS.len());
     if exp == 0 {
         format!("{size} B")
     } else if size.trailing_zeros() as usize >= 10 * exp {
