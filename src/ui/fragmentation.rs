@@ -111,6 +111,58 @@ fn histogram(f: &Fragmentation, rows: usize) -> Histogram<'_> {
     }
 }
 
+/// The "count×bound" items of `buckets` (in size order) flowed into at most
+/// `rows` lines of `width` cells. When they do not all fit, the buckets
+/// holding the fewest free bytes give way first and a last item says how
+/// many are left out and what they hold: a cut line must never hide the
+/// bucket that holds most of the free memory.
+fn compact_lines<'t>(
+    buckets: &[&Bucket],
+    width: u16,
+    rows: usize,
+    theme: &'t Theme,
+) -> Vec<Line<'t>> {
+    let g = theme.glyphs();
+    let item = |b: &Bucket| {
+        Line::from(vec![
+            Span::styled(format!("{}×", b.count), theme.text),
+            Span::styled(bucket_label(b, &g), theme.dim),
+        ])
+    };
+    // Buckets by the bytes they hold, most first (ties: the larger bound).
+    let mut by_bytes: Vec<usize> = (0..buckets.len()).collect();
+    by_bytes.sort_by_key(|&i| std::cmp::Reverse((buckets[i].bytes, i)));
+    for kept in (0..=buckets.len()).rev() {
+        let mut keep = vec![false; buckets.len()];
+        for &i in &by_bytes[..kept] {
+            keep[i] = true;
+        }
+        let mut items: Vec<Line<'t>> = buckets
+            .iter()
+            .zip(&keep)
+            .filter(|&(_, &k)| k)
+            .map(|(b, _)| item(b))
+            .collect();
+        let left_out = buckets.len() - kept;
+        if left_out > 0 {
+            let bytes = buckets
+                .iter()
+                .zip(&keep)
+                .filter(|&(_, &k)| !k)
+                .fold(0u64, |sum, (b, _)| sum.saturating_add(b.bytes));
+            items.push(Line::from(Span::styled(
+                format!("+{left_out} more {}", format::bytes(bytes)),
+                theme.dim,
+            )));
+        }
+        let lines = chrome::flow(items, width, 2);
+        if lines.len() <= rows || kept == 0 {
+            return lines;
+        }
+    }
+    Vec::new()
+}
+
 impl Widget for FragmentationPane<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = self.theme;
@@ -219,16 +271,8 @@ impl Widget for FragmentationPane<'_> {
         let buckets = match histogram(f, usize::from(hist.height)) {
             Histogram::Bars(b) => b,
             Histogram::Compact(b) => {
-                let items = b
-                    .iter()
-                    .map(|b| {
-                        Line::from(vec![
-                            Span::styled(format!("{}×", b.count), theme.text),
-                            Span::styled(bucket_label(b, &g), theme.dim),
-                        ])
-                    })
-                    .collect();
-                chrome::lines_at(buf, hist, &chrome::flow(items, hist.width, 2));
+                let lines = compact_lines(&b, hist.width, usize::from(hist.height), theme);
+                chrome::lines_at(buf, hist, &lines);
                 theme.finish(area, buf);
                 return;
             }
@@ -473,5 +517,37 @@ mod tests {
         );
         assert_eq!(lens(histogram(&f, 2)), ("compact", 3), "count×bound items");
         assert_eq!(lens(histogram(&f, 0)), ("compact", 3));
+    }
+
+    #[test]
+    fn compact_histogram_that_does_not_fit_keeps_the_buckets_with_most_bytes() {
+        let mut f = fragmentation(&[]);
+        // Small buckets first in size order, the one with most free bytes
+        // last: a line cut at its width would drop it.
+        for (i, count) in [(12, 1), (13, 2), (14, 1), (15, 10), (16, 6)] {
+            f.histogram[i].count = count;
+        }
+        f.histogram[12].bytes = 2 << 20;
+        f.histogram[13].bytes = 6 << 20;
+        f.histogram[14].bytes = 8 << 20;
+        f.histogram[15].bytes = 40 << 20;
+        f.histogram[16].bytes = 180 << 20;
+        let theme = Theme::default();
+        let buckets: Vec<&Bucket> = f.histogram.iter().filter(|b| b.count > 0).collect();
+        let text = |width, rows| -> Vec<String> {
+            compact_lines(&buckets, width, rows, &theme)
+                .iter()
+                .map(|l| l.to_string())
+                .collect()
+        };
+        let all = text(200, 1);
+        assert_eq!(all.len(), 1);
+        assert!(!all[0].contains("more"), "{all:?}");
+        let cut = text(34, 1);
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        let largest = bucket_label(&f.histogram[16], &theme.glyphs());
+        assert!(cut[0].contains(&format!("6×{largest}")), "{cut:?}");
+        assert!(cut[0].contains("more"), "{cut:?}");
+        assert!(cut[0].chars().count() <= 34, "{cut:?}");
     }
 }
