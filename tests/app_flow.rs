@@ -534,6 +534,33 @@ fn samples_dropped_while_the_viewer_is_open_count_as_any_others() {
 }
 
 #[test]
+fn ctrl_c_in_the_viewer_quits_vramtop_and_q_comes_back_to_the_dashboard() {
+    use vramtop::shell::viewer_run::ViewerExit;
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 1,
+            path: std::path::PathBuf::from("/s/capture.pickle"),
+            has_trace: false,
+        },
+    );
+    for (exit, next) in [
+        (ViewerExit::Done, Next::Continue),
+        (ViewerExit::QuitVramtop, Next::Quit),
+    ] {
+        assert!(matches!(
+            f.key(KeyCode::Char('o')),
+            Next::OpenSnapshot { .. }
+        ));
+        assert!(f.dash.is_viewing());
+        assert_eq!(f.dash.on_viewer_closed(Ok(exit)), next);
+        assert!(!f.dash.is_viewing());
+    }
+}
+
+#[test]
 fn a_click_on_the_processes_pane_moves_the_focus_there() {
     let mut f = Flow::new(1);
     f.samples(3);

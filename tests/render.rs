@@ -1254,28 +1254,35 @@ fn every_help_row_keeps_a_space_between_its_keys_and_its_text() {
     // only, a wider key list of another ran into its text ("Esc Enter
     // cclose the comparison").
     let keymap = Keymap::default();
-    let owned = |rows: Vec<(&'static str, &'static str)>| -> Vec<(&'static str, String)> {
-        rows.into_iter().map(|(k, w)| (k, w.to_string())).collect()
-    };
-    let dashboard = owned(keymap.help_rows().iter().map(|r| (r.0, r.1)).collect());
+    let owned = |rows: Vec<(&'static str, String)>| rows;
+    let dashboard: Vec<(&str, String)> = keymap
+        .help_rows()
+        .into_iter()
+        .map(|r| (r.0, r.1.into_owned()))
+        .collect();
     let stress: Vec<(&str, String)> = keymap
         .stress_help_rows(vramtop::app::state::StressView::Panel)
         .into_iter()
         .map(|(k, w)| (k, w.into_owned()))
-        .chain(owned(
+        .chain(
             keymap
                 .help_rows_beside_stress()
-                .iter()
-                .map(|r| (r.0, r.1))
-                .collect(),
-        ))
+                .into_iter()
+                .map(|r| (r.0, r.1.into_owned())),
+        )
         .collect();
     let viewer = owned(
         keymap
             .viewer_help_rows()
             .into_iter()
-            .chain(keymap.detail_help_rows())
-            .chain(keymap.compare_help_rows())
+            .map(|(k, w)| (k, w.into_owned()))
+            .chain(
+                keymap
+                    .detail_help_rows()
+                    .into_iter()
+                    .chain(keymap.compare_help_rows())
+                    .map(|(k, w)| (k, w.to_string())),
+            )
             .collect(),
     );
     for (name, stress, viewer, keys) in [

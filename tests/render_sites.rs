@@ -160,7 +160,7 @@ fn expanded_site_shows_its_python_stack_and_blocks_and_cpp_on_demand() {
     insta::assert_snapshot!("sites_expanded_120x40", t.backend());
     key(&mut v, 'x');
     let site = v.selected_site().expect("selected").clone();
-    let lines = vramtop::ui::site_detail_lines(&v, &site, 118).join("\n");
+    let lines = vramtop::ui::site_detail_lines(&v, &Keymap::default(), &site, 118).join("\n");
     assert!(lines.contains("(C++)") || lines.contains(".cpp"), "{lines}");
     assert!(!lines.contains("unwind::unwind"), "{lines}");
     assert!(!lines.contains("CachingAllocator"), "{lines}");
@@ -601,7 +601,7 @@ fn a_sites_cpp_frame_count_is_the_same_in_the_pane_the_block_detail_and_the_json
         site.stack.len() as u64
     );
     let hidden = format!("{cpp} C++ frames hidden");
-    let pane = vramtop::ui::site_detail_lines(&v, &site, 118).join("\n");
+    let pane = vramtop::ui::site_detail_lines(&v, &Keymap::default(), &site, 118).join("\n");
     assert!(pane.contains(&hidden), "{pane}");
     // The site's largest block is selected; its detail counts alike.
     let (_, block) = v.selected_block().expect("a block");
@@ -624,7 +624,7 @@ fn a_narrow_expanded_site_wraps_its_heading_and_keeps_the_x_hint() {
         return;
     };
     let site = expand_second_site(&mut v);
-    let lines = vramtop::ui::site_detail_lines(&v, &site, 60);
+    let lines = vramtop::ui::site_detail_lines(&v, &Keymap::default(), &site, 60);
     let frames_at = lines
         .iter()
         .position(|l| l.starts_with("  "))
@@ -685,7 +685,7 @@ fn x_keeps_the_frame_or_block_being_read_at_the_top_of_an_expanded_site() {
     // The site's rows at one width (drawing records where its frames start).
     let rows = |v: &ViewerState| {
         let site = v.selected_site().expect("a site").clone();
-        vramtop::ui::site_detail_lines(v, &site, 76)
+        vramtop::ui::site_detail_lines(v, &Keymap::default(), &site, 76)
     };
     let listing = rows(&v);
     let first_frame = v.site_frames_row.get();

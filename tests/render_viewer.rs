@@ -502,6 +502,7 @@ fn loading_screen_shows_bytes_read_of_the_file_size() {
         "big.pickle",
         3 << 20,
         12 << 20,
+        &Keymap::default(),
         &Theme::colored(),
     );
     let screen = text(&buf);
@@ -732,7 +733,15 @@ fn ascii_mode_draws_the_viewer_its_panes_and_overlays_in_ascii_only() {
     loading
         .draw(|f| {
             let area = f.area();
-            render_loading(area, f.buffer_mut(), "a…b.pickle", 1 << 20, 8 << 20, &theme);
+            render_loading(
+                area,
+                f.buffer_mut(),
+                "a…b.pickle",
+                1 << 20,
+                8 << 20,
+                &Keymap::default(),
+                &theme,
+            );
         })
         .expect("draws");
     let bad = common::screen::non_ascii(loading.backend().buffer());

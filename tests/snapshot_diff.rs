@@ -458,16 +458,17 @@ fn diff_of_two_moments_agrees_with_the_viewer_s_ab_comparison() {
             (at(&(n / 3).to_string(), n / 3), at("end", n)),
             (at("peak", peak), at(&(n / 5).to_string(), n / 5)),
         ];
+        let keymap = vramtop::app::keymap::Keymap::default();
         let pairs = Grouping::ALL.into_iter().zip(moments.iter().cycle());
         for (grouping, ((a_arg, a), (b_arg, b))) in pairs {
             v.grouping = grouping;
             v.cursors[device] = *a;
             v.refresh();
-            v.act(ViewerAction::MarkA);
+            v.act(&keymap, ViewerAction::MarkA);
             v.cursors[device] = *b;
             v.refresh();
-            v.act(ViewerAction::MarkB);
-            v.act(ViewerAction::Compare);
+            v.act(&keymap, ViewerAction::MarkB);
+            v.act(&keymap, ViewerAction::Compare);
             let c = v.compare.clone().expect("both marks on this GPU");
             v.compare = None;
             let group = group_arg(grouping);

@@ -704,7 +704,7 @@ fn the_viewers_help_describes_a_snapshot_not_the_dashboards_driver_figures() {
 #[test]
 fn opening_at_the_oom_lands_on_it_with_the_allocation_sites_shown() {
     let mut v = story_viewer();
-    v.open_at_oom();
+    v.open_at_oom(&Keymap::default());
     assert_eq!(
         v.current_event().map(|e| e.action),
         Some(TraceAction::Oom),
@@ -720,7 +720,7 @@ fn opening_at_the_oom_lands_on_it_with_the_allocation_sites_shown() {
     both.device_traces[1] = std::mem::take(&mut quiet.device_traces[1]);
     both.device_traces.swap(0, 1);
     let mut v = ViewerState::new("two.pickle".to_string(), both);
-    v.open_at_oom();
+    v.open_at_oom(&Keymap::default());
     assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
 }
 
@@ -736,7 +736,7 @@ fn opening_at_an_oom_that_ends_the_trace_lands_on_it_without_a_notice() {
         .expect("the story has an OOM");
     trace.truncate(last_oom + 1);
     let mut v = ViewerState::new("oom.pickle".to_string(), snapshot);
-    v.open_at_oom();
+    v.open_at_oom(&Keymap::default());
     assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
     assert_eq!(v.app.ui.notice, None, "nothing failed");
     assert!(v.sites_open, "who held the memory");
@@ -860,7 +860,7 @@ fn the_last_key_that_waited_for_the_trace_is_done_once_it_is_read() {
     press(&mut v, KeyCode::Char('P'));
     let notice = v.app.ui.notice.clone().unwrap_or_default();
     assert!(notice.ends_with("(2 keys; Esc drops them)"), "{notice}");
-    v.complete_trace(full);
+    v.complete_trace(full, &Keymap::default());
     assert_eq!(v.cursor(), peak, "P, the last key pressed, jumped");
     let notice = v.app.ui.notice.clone().unwrap_or_default();
     assert!(!notice.contains("waiting for the trace"), "{notice}");
@@ -873,7 +873,7 @@ fn keys_waiting_for_the_trace_are_done_in_order_and_esc_drops_them() {
     let n = full.device().expect("a device").len();
     press(&mut v, KeyCode::Left);
     press(&mut v, KeyCode::Left);
-    v.complete_trace(full);
+    v.complete_trace(full, &Keymap::default());
     assert_eq!(v.cursor(), n - 2, "two steps back, both done");
 
     let (mut v, full, _) = staged_story();
@@ -882,7 +882,7 @@ fn keys_waiting_for_the_trace_are_done_in_order_and_esc_drops_them() {
     press(&mut v, KeyCode::Esc);
     let notice = v.app.ui.notice.clone().unwrap_or_default();
     assert_eq!(notice, "dropped the key waiting for the trace");
-    v.complete_trace(full);
+    v.complete_trace(full, &Keymap::default());
     assert_eq!(v.cursor(), n, "nothing done: the stage's end");
     // A held key cannot grow the queue without bound.
     let (mut v, _, _) = staged_story();
@@ -929,12 +929,88 @@ fn a_viewer_opened_from_the_dashboard_says_q_goes_back() {
     press(&mut v, KeyCode::Char('?'));
     let help = screen_at(&v, 120, 200);
     assert!(help.contains("back to the dashboard"), "{help}");
-    // Nowhere in the help, the block detail's section included, does q quit.
+    // Nowhere in the help, the block detail's section included, does q
+    // quit: Ctrl-C does, in each of the viewer's three sections.
     let quits: Vec<&str> = help
         .lines()
         .filter(|l| l.split_whitespace().any(|w| w == "quit"))
         .collect();
-    assert!(quits.is_empty(), "{quits:?}");
+    assert_eq!(quits.len(), 3, "{quits:?}");
+    for line in &quits {
+        let row = line.trim_start_matches(['│', ' ']);
+        assert!(
+            row.starts_with("Ctrl-C") && row.contains("quit vramtop"),
+            "{line}"
+        );
+    }
+    let backs = help.lines().filter(|l| l.contains("back to the dashboard"));
+    for line in backs {
+        let row = line.trim_start_matches(['│', ' ']);
+        assert!(row.starts_with("q "), "{line}");
+    }
+}
+
+#[test]
+fn the_viewers_notices_name_the_keys_as_the_keymap_binds_them() {
+    use vramtop::app::viewer::ViewerAction as V;
+    let mut moved = Keymap::default();
+    for b in &mut moved.viewer {
+        match b.action {
+            V::MarkB => b.keys = "F8",
+            V::Compare => b.keys = "F9",
+            V::ToggleSites => b.keys = "F10",
+            _ => {}
+        }
+    }
+    let mut v = story_viewer();
+    v.act(&moved, V::MarkA);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.ends_with("; F8 marks B"), "{notice}");
+    v.act(&moved, V::Compare);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(
+        notice.starts_with("F9 compares A and B: F8 marks B"),
+        "{notice}"
+    );
+    v.act(&moved, V::MarkB);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.ends_with("; F9 compares them"), "{notice}");
+    v.act(&moved, V::ToggleCppFrames);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(
+        notice.contains("(F10 sites, Enter expands one)"),
+        "{notice}"
+    );
+}
+
+#[test]
+fn ctrl_c_in_a_viewer_opened_from_the_dashboard_quits_vramtop_and_q_goes_back() {
+    use vramtop::shell::viewer_run::ViewerExit;
+    let (mut v, _, _) = staged_story();
+    v.returns_to_dashboard = true;
+    let keymap = Keymap::default();
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    let q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    // In the viewer and in the block detail alike.
+    for (name, open) in [("viewer", None), ("block detail", Some(KeyCode::Enter))] {
+        if let Some(code) = open {
+            press(&mut v, code);
+        }
+        assert_eq!(v.handle_key(&keymap, ctrl_c), Effect::Quit, "{name}");
+        assert!(matches!(
+            ViewerExit::on_quit_key(&keymap, ctrl_c),
+            ViewerExit::QuitVramtop
+        ));
+        assert_eq!(v.handle_key(&keymap, q), Effect::Quit, "{name}");
+        assert!(matches!(
+            ViewerExit::on_quit_key(&keymap, q),
+            ViewerExit::Done
+        ));
+    }
+    // Ctrl with another key is no quit.
+    let ctrl_q = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::CONTROL);
+    assert!(!keymap.quits_vramtop(ctrl_q));
+    assert!(keymap.quits_vramtop(ctrl_c));
 }
 
 #[test]
@@ -947,7 +1023,7 @@ fn the_complete_trace_keeps_the_users_selection_and_focus() {
     press(&mut v, KeyCode::Tab);
     let focus = v.app.ui.focus;
     let n = full.device().expect("a device").len();
-    v.complete_trace(full);
+    v.complete_trace(full, &Keymap::default());
     assert_eq!(v.trace_reading, None);
     assert_eq!(v.selected_address, Some(chosen));
     assert_eq!(v.app.ui.focus, focus);
@@ -979,7 +1055,10 @@ fn a_stage_without_stacks_in_its_blocks_leaves_the_reason_to_the_trace() {
     let screen = screen_of(&v);
     assert!(screen.contains("no stack in the final state"), "{screen}");
     assert!(!screen.contains("recorded without stacks"), "{screen}");
-    v.complete_trace(ViewerState::new("b.pickle".to_string(), full));
+    v.complete_trace(
+        ViewerState::new("b.pickle".to_string(), full),
+        &Keymap::default(),
+    );
     // The trace records stacks: a block the file holds without one was
     // allocated while history was off (blocks whose stack a mid-run
     // trace lost say so themselves, at the moments they are live).
@@ -1191,7 +1270,7 @@ fn a_trace_that_lost_entries_of_unknown_actions_opens_saying_so() {
     assert!(screen.contains(said), "{screen}");
     // Read in stages: said when the trace comes.
     assert_eq!(stage.app.ui.notice, None, "the stage has no trace yet");
-    stage.complete_trace(full);
+    stage.complete_trace(full, &Keymap::default());
     assert_eq!(stage.app.ui.notice.as_deref(), Some(said));
     // A notice answers one key, as any does.
     press(&mut stage, KeyCode::Left);
@@ -1262,7 +1341,7 @@ fn end_on_a_file_its_trace_does_not_lead_to_shows_the_files_state_and_says_so() 
     let recorded = shown_blocks(&stage);
     let n = full.device().expect("one device").len();
     stage.set_trace_read(total);
-    stage.complete_trace(full);
+    stage.complete_trace(full, &Keymap::default());
     let mut v = stage;
     assert_eq!(v.cursor(), n);
     assert_eq!(

@@ -109,7 +109,8 @@ impl Action {
             Action::ToggleTree => "process tree / flat list",
             Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the probed process",
-            Action::OpenSnapshot => "open the last snapshot (q returns)",
+            // The help adds which key comes back ([`Keymap::describe`]).
+            Action::OpenSnapshot => "open the last snapshot",
             Action::OpenOomSnapshot => "open the OOM snapshot at its OOM",
             Action::SelectGpu(_) => "select GPU 0…9, as on screen",
         }
@@ -240,9 +241,11 @@ impl DetailKey {
     }
 }
 
-/// The block detail's keys: (keys, key, status-line hint).
+/// The block detail's keys: (keys, key, status-line hint). What a key does
+/// there, the status line's hints and the help's rows are all read from
+/// this table ([`label_key`] reads its keys).
 const DETAIL_BINDINGS: [(&str, DetailKey, Option<&str>); 8] = [
-    ("q", DetailKey::Quit, Some("quit")),
+    ("q Ctrl-C", DetailKey::Quit, Some("quit")),
     ("Esc Enter", DetailKey::Close, Some("close")),
     ("↑ k", DetailKey::PrevBlock, Some("prev block")),
     ("↓ j", DetailKey::NextBlock, Some("next block")),
@@ -484,6 +487,50 @@ impl Keymap {
         })
     }
 
+    /// The whole label of `action`'s binding in the dashboard's table
+    /// ("↓ j"): a text that names every key of a move names them from here.
+    pub fn key_label(&self, action: Action) -> Option<&'static str> {
+        self.bindings
+            .iter()
+            .find(|b| b.action == action)
+            .map(|b| b.keys)
+    }
+
+    /// The whole label of `key`'s binding in the block detail's table
+    /// ("↑ k", "PgDn").
+    pub fn detail_key_label(&self, key: DetailKey) -> Option<&'static str> {
+        DETAIL_BINDINGS.iter().find(|b| b.1 == key).map(|b| b.0)
+    }
+
+    /// The whole label of `key`'s binding in the A/B comparison's table.
+    pub fn compare_key_label(&self, key: CompareKey) -> Option<&'static str> {
+        COMPARE_BINDINGS.iter().find(|b| b.1 == key).map(|b| b.0)
+    }
+
+    /// Whether `key` quits vramtop wherever it is pressed: a key with Ctrl
+    /// of the quit binding ("Ctrl-C", the terminal's interrupt, which is
+    /// expected to end the program). The binding's other keys ("q") quit
+    /// the screen they are pressed on: a snapshot viewer opened from the
+    /// dashboard goes back to it.
+    pub fn quits_vramtop(&self, key: KeyEvent) -> bool {
+        key.modifiers.contains(KeyModifiers::CONTROL)
+            && self
+                .bindings
+                .iter()
+                .filter(|b| b.action == Action::Quit)
+                .flat_map(|b| b.keys.split(' '))
+                .filter(|token| {
+                    label_key(token).is_some_and(|k| k.modifiers.contains(KeyModifiers::CONTROL))
+                })
+                .any(|token| label_names(token, key))
+    }
+
+    /// [`Keymap::quits_vramtop`] for a token of a binding's label
+    /// ("Ctrl-C" of "q Ctrl-C"), as the help names the keys.
+    pub fn label_quits_vramtop(&self, token: &str) -> bool {
+        label_key(token).is_some_and(|k| self.quits_vramtop(k))
+    }
+
     /// The first key of `action`'s binding in the dashboard's table, as the
     /// hints name it ("O", "q" of "q Ctrl-C"): a text that names the key
     /// that does something names it from here.
@@ -494,60 +541,25 @@ impl Keymap {
             .and_then(|b| b.keys.split(' ').next())
     }
 
-    /// What `key` does in the snapshot viewer; `None`: the ordinary keymap
-    /// decides (quit, help, Tab, ↑/↓, 1…9).
+    /// What `key` does in the snapshot viewer: the first binding of
+    /// [`Keymap::viewer`] that names it, the sites pane's own left out
+    /// ([`Keymap::sites_key_for`] answers those first); `None`: the
+    /// ordinary keymap decides (quit, help, Tab, ↑/↓, 1…9).
     pub fn viewer_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
-        use ViewerAction as V;
-        if key.modifiers.contains(KeyModifiers::CONTROL) {
-            return None;
-        }
-        Some(match key.code {
-            KeyCode::Left | KeyCode::Char('h') => V::StepBack,
-            KeyCode::Right | KeyCode::Char('l') => V::StepForward,
-            KeyCode::PageUp => V::PageBack,
-            KeyCode::PageDown => V::PageForward,
-            KeyCode::Home => V::First,
-            KeyCode::End => V::Last,
-            KeyCode::Char('o') => V::NextOom,
-            KeyCode::Char('O') => V::PrevOom,
-            KeyCode::Char('n') => V::NextSegmentAlloc,
-            KeyCode::Char('N') => V::PrevSegmentAlloc,
-            KeyCode::Char('e') => V::NextEmptyCache,
-            KeyCode::Char('E') => V::PrevEmptyCache,
-            KeyCode::Char(']') => V::NextSegment,
-            KeyCode::Char('[') => V::PrevSegment,
-            KeyCode::Enter => V::BlockDetail,
-            KeyCode::Char('s') => V::CycleStream,
-            KeyCode::Char('p') => V::CyclePool,
-            KeyCode::Char('P') => V::PeakAllocated,
-            KeyCode::Char('R') => V::PeakReserved,
-            KeyCode::Char('B') => V::BiggestAllocation,
-            KeyCode::Char('w') => V::ToggleSites,
-            KeyCode::Char('g') => V::CycleGrouping,
-            KeyCode::Char('x') => V::ToggleCppFrames,
-            KeyCode::Char('m') => V::MarkA,
-            KeyCode::Char('M') => V::MarkB,
-            KeyCode::Char('c') => V::Compare,
-            _ => return None,
-        })
+        self.viewer
+            .iter()
+            .filter(|b| !b.action.in_sites_pane())
+            .find(|b| label_names(b.keys, key))
+            .map(|b| b.action)
     }
 
-    /// What `key` does while the viewer's block detail is open.
+    /// What `key` does while the viewer's block detail is open: the first
+    /// binding of [`DETAIL_BINDINGS`] that names it.
     pub fn detail_key_for(&self, key: KeyEvent) -> Option<DetailKey> {
-        if key.modifiers.contains(KeyModifiers::CONTROL) {
-            return (key.code == KeyCode::Char('c')).then_some(DetailKey::Quit);
-        }
-        Some(match key.code {
-            KeyCode::Char('q') => DetailKey::Quit,
-            KeyCode::Esc | KeyCode::Enter => DetailKey::Close,
-            KeyCode::Up | KeyCode::Char('k') => DetailKey::PrevBlock,
-            KeyCode::Down | KeyCode::Char('j') => DetailKey::NextBlock,
-            KeyCode::PageUp => DetailKey::ScrollUp,
-            KeyCode::PageDown => DetailKey::ScrollDown,
-            KeyCode::Home => DetailKey::Top,
-            KeyCode::End => DetailKey::Bottom,
-            _ => return None,
-        })
+        DETAIL_BINDINGS
+            .iter()
+            .find(|(keys, _, _)| label_names(keys, key))
+            .map(|&(_, bound, _)| bound)
     }
 
     /// "key action" pairs for the viewer's status line while the block
@@ -571,17 +583,9 @@ impl Keymap {
     /// What `key` does while the viewer's A/B comparison is open: the
     /// first binding of [`COMPARE_BINDINGS`] that names it.
     pub fn compare_key_for(&self, key: KeyEvent) -> Option<CompareKey> {
-        let ctrl = |k: &KeyEvent| k.modifiers.contains(KeyModifiers::CONTROL);
-        // Shift and the key's kind are not compared: a terminal may report
-        // them or not for the same key.
-        let names = |keys: &str| {
-            keys.split(' ')
-                .filter_map(label_key)
-                .any(|bound| bound.code == key.code && ctrl(&bound) == ctrl(&key))
-        };
         COMPARE_BINDINGS
             .iter()
-            .find(|(keys, _, _)| names(keys))
+            .find(|(keys, _, _)| label_names(keys, key))
             .map(|&(_, bound, _)| bound)
     }
 
@@ -604,15 +608,16 @@ impl Keymap {
     }
 
     /// What `key` does while the sites pane takes the keys (open, no block
-    /// detail or help over it); `None`: the viewer's other keys decide.
+    /// detail or help over it): the first of the pane's own bindings in
+    /// [`Keymap::viewer`] that names it; `None`: the dashboard's ↑/↓ and
+    /// Esc move in the pane (see `ViewerState::handle_key`), and the
+    /// viewer's other keys decide.
     pub fn sites_key_for(&self, key: KeyEvent) -> Option<ViewerAction> {
-        if key.modifiers.contains(KeyModifiers::CONTROL) {
-            return None;
-        }
-        match key.code {
-            KeyCode::Enter => Some(ViewerAction::ExpandSite),
-            _ => None,
-        }
+        self.viewer
+            .iter()
+            .filter(|b| b.action.in_sites_pane())
+            .find(|b| label_names(b.keys, key))
+            .map(|b| b.action)
     }
 
     /// "key action" pairs for the viewer's status line: quit and help,
@@ -674,7 +679,7 @@ impl Keymap {
 
     /// (keys, description) rows of the viewer for the help overlay: its
     /// own keys, then the dashboard keys that still work there.
-    pub fn viewer_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+    pub fn viewer_help_rows(&self) -> Vec<(&'static str, Cow<'static, str>)> {
         let shared = self.bindings.iter().filter(|b| {
             matches!(
                 b.action,
@@ -698,8 +703,8 @@ impl Keymap {
         };
         self.viewer
             .iter()
-            .map(|b| (b.keys, b.action.describe()))
-            .chain(shared.map(|b| (b.keys, in_viewer(b.action))))
+            .map(|b| (b.keys, self.describe_viewer(b.action)))
+            .chain(shared.map(|b| (b.keys, Cow::Borrowed(in_viewer(b.action)))))
             .collect()
     }
 
@@ -849,23 +854,54 @@ impl Keymap {
 
     /// (keys, description, where) rows for the help overlay: the
     /// dashboard's bindings, then the key that opens the stress panel.
-    pub fn help_rows(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+    pub fn help_rows(&self) -> Vec<(&'static str, Cow<'static, str>, &'static str)> {
         let open = self
             .stress
             .iter()
             .filter(|b| b.key == PanelKey::Open)
-            .map(|b| (b.keys, STRESS_OPEN_HELP, "everywhere"));
+            .map(|b| (b.keys, Cow::Borrowed(STRESS_OPEN_HELP), "everywhere"));
         self.bindings
             .iter()
             .map(|b| {
                 (
                     b.keys,
-                    b.action.describe(),
+                    self.describe(b.action),
                     b.pane.map_or("everywhere", Pane::title),
                 )
             })
             .chain(open)
             .collect()
+    }
+
+    /// What `action` does, for the help overlay: [`Action::describe`], and
+    /// the keys it names as this table binds them.
+    pub fn describe(&self, action: Action) -> Cow<'static, str> {
+        match (action, self.key_name(Action::Quit)) {
+            (Action::OpenSnapshot, Some(quit)) => {
+                Cow::Owned(format!("{} ({quit} returns)", action.describe()))
+            }
+            _ => Cow::Borrowed(action.describe()),
+        }
+    }
+
+    /// What the viewer's `action` does, for the help overlay:
+    /// [`ViewerAction::describe`], and the keys it names as the tables
+    /// bind them.
+    pub fn describe_viewer(&self, action: ViewerAction) -> Cow<'static, str> {
+        let keys = (
+            self.viewer_key_name(ViewerAction::ExpandSite),
+            self.key_name(Action::Up),
+            self.key_name(Action::Down),
+        );
+        match (action, keys) {
+            (ViewerAction::ToggleSites, (Some(expand), Some(up), Some(down))) => {
+                Cow::Owned(format!(
+                    "{} ({expand} expands, {up}/{down} scroll)",
+                    action.describe()
+                ))
+            }
+            _ => Cow::Borrowed(action.describe()),
+        }
     }
 }
 
@@ -875,7 +911,7 @@ impl Keymap {
     /// frees the oldest tensor, `+` sizes up…), which the help would
     /// otherwise promise as the dashboard's. `Esc` stays: in the help and in
     /// the process filter it still closes them.
-    pub fn help_rows_beside_stress(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+    pub fn help_rows_beside_stress(&self) -> Vec<(&'static str, Cow<'static, str>, &'static str)> {
         let back = self
             .bindings
             .iter()
@@ -939,6 +975,23 @@ fn names_code(keys: &str, code: KeyCode) -> bool {
     keys.split(' ')
         .filter_map(label_key)
         .any(|bound| bound.code == code)
+}
+
+/// The first key of a binding's label, as the hints name it ("q" of
+/// "q Ctrl-C").
+pub fn first_key(label: &str) -> &str {
+    label.split(' ').next().unwrap_or(label)
+}
+
+/// Whether a binding's label names `key`: its code, and Ctrl as the label
+/// says (a label with Ctrl needs it, one without does not act with it).
+/// Shift and the key's kind are not compared: a terminal may report them
+/// or not for the same key.
+fn label_names(keys: &str, key: KeyEvent) -> bool {
+    let ctrl = |k: &KeyEvent| k.modifiers.contains(KeyModifiers::CONTROL);
+    keys.split(' ')
+        .filter_map(label_key)
+        .any(|bound| bound.code == key.code && ctrl(&bound) == ctrl(&key))
 }
 
 /// The label of the GPU keys: each digit selects the GPU of its number.
@@ -1404,28 +1457,277 @@ mod tests {
         assert!(!trace_less.contains(&("Enter", "block")));
     }
 
+    /// Every key a test sweeps: the printable characters, F1…F12 and the
+    /// named keys, each plain, with Shift and with Ctrl.
+    fn every_key() -> Vec<KeyEvent> {
+        let codes = (' '..='~')
+            .map(KeyCode::Char)
+            .chain((1..=12).map(KeyCode::F))
+            .chain([
+                KeyCode::Esc,
+                KeyCode::Enter,
+                KeyCode::Tab,
+                KeyCode::BackTab,
+                KeyCode::Backspace,
+                KeyCode::Delete,
+                KeyCode::Up,
+                KeyCode::Down,
+                KeyCode::Left,
+                KeyCode::Right,
+                KeyCode::PageUp,
+                KeyCode::PageDown,
+                KeyCode::Home,
+                KeyCode::End,
+            ]);
+        codes
+            .flat_map(|code| {
+                [
+                    KeyModifiers::NONE,
+                    KeyModifiers::SHIFT,
+                    KeyModifiers::CONTROL,
+                ]
+                .map(|m| KeyEvent::new(code, m))
+            })
+            .collect()
+    }
+
+    /// One mode's bindings as (label, what it does), and what a key does
+    /// in that mode, as the code dispatches it.
+    struct Mode<'k> {
+        name: &'static str,
+        bindings: Vec<(&'static str, String)>,
+        dispatch: Box<dyn Fn(KeyEvent) -> Option<String> + 'k>,
+    }
+
+    fn said(a: &dyn std::fmt::Debug) -> String {
+        format!("{a:?}")
+    }
+
+    fn modes(k: &Keymap) -> Vec<Mode<'_>> {
+        let mut modes = vec![
+            Mode {
+                name: "dashboard",
+                bindings: k
+                    .bindings
+                    .iter()
+                    .map(|b| (b.keys, said(&b.action)))
+                    .collect(),
+                dispatch: Box::new(|e| k.action_for(e).map(|a| said(&a))),
+            },
+            Mode {
+                name: "stress panel",
+                bindings: (k.stress.iter())
+                    .filter(|b| b.key != PanelKey::Open)
+                    .map(|b| (b.keys, said(&b.key)))
+                    .collect(),
+                dispatch: Box::new(|e| k.stress_key_for(e).map(|a| said(&a))),
+            },
+            Mode {
+                name: "viewer",
+                bindings: (k.viewer.iter())
+                    .filter(|b| !b.action.in_sites_pane())
+                    .map(|b| (b.keys, said(&b.action)))
+                    .collect(),
+                dispatch: Box::new(|e| k.viewer_key_for(e).map(|a| said(&a))),
+            },
+            // The sites pane: its own bindings, then the dashboard's ↑/↓
+            // and Esc, which move in it.
+            Mode {
+                name: "sites pane",
+                bindings: (k.viewer.iter())
+                    .filter(|b| b.action.in_sites_pane())
+                    .map(|b| (b.keys, said(&b.action)))
+                    .chain(
+                        (k.bindings.iter())
+                            .filter(|b| {
+                                matches!(b.action, Action::Up | Action::Down | Action::Back)
+                            })
+                            .map(|b| (b.keys, said(&b.action))),
+                    )
+                    .collect(),
+                dispatch: Box::new(|e| match k.sites_key_for(e) {
+                    Some(a) => Some(said(&a)),
+                    None => k
+                        .action_for(e)
+                        .filter(|a| matches!(a, Action::Up | Action::Down | Action::Back))
+                        .map(|a| said(&a)),
+                }),
+            },
+            Mode {
+                name: "block detail",
+                bindings: (DETAIL_BINDINGS.iter())
+                    .map(|(keys, bound, _)| (*keys, said(bound)))
+                    .collect(),
+                dispatch: Box::new(|e| k.detail_key_for(e).map(|a| said(&a))),
+            },
+            Mode {
+                name: "A/B comparison",
+                bindings: (COMPARE_BINDINGS.iter())
+                    .map(|(keys, bound, _)| (*keys, said(bound)))
+                    .collect(),
+                dispatch: Box::new(|e| k.compare_key_for(e).map(|a| said(&a))),
+            },
+        ];
+        for (name, mode) in [
+            ("stress field", TypingMode::StressField),
+            ("scenario list", TypingMode::ScenarioList),
+            ("process filter", TypingMode::ProcessFilter),
+        ] {
+            modes.push(Mode {
+                name,
+                bindings: (mode.bindings().iter())
+                    .map(|&(keys, bound, _, _)| (keys, said(&bound)))
+                    .collect(),
+                dispatch: Box::new(move |e| mode.key_for(e).map(|a| said(&a))),
+            });
+        }
+        modes
+    }
+
     #[test]
-    fn every_block_detail_binding_dispatches_to_its_own_key() {
+    fn every_key_of_every_table_dispatches_to_its_binding_and_no_key_is_bound_twice() {
         let k = Keymap::default();
-        for (keys, bound, _) in DETAIL_BINDINGS {
-            for name in keys.split(' ') {
-                let code = match name {
-                    "Esc" => KeyCode::Esc,
-                    "Enter" => KeyCode::Enter,
-                    "↑" => KeyCode::Up,
-                    "↓" => KeyCode::Down,
-                    "PgUp" => KeyCode::PageUp,
-                    "PgDn" => KeyCode::PageDown,
-                    "Home" => KeyCode::Home,
-                    "End" => KeyCode::End,
-                    one => KeyCode::Char(one.chars().next().expect("a key")),
-                };
-                let event = KeyEvent::new(code, KeyModifiers::NONE);
-                assert_eq!(k.detail_key_for(event), Some(bound), "{name}");
+        for mode in modes(&k) {
+            let mut claimed: Vec<(KeyEvent, &str)> = Vec::new();
+            for (keys, what) in &mode.bindings {
+                for name in keys.split(' ') {
+                    let event = label_key(name)
+                        .unwrap_or_else(|| panic!("{}: {name:?} names no key", mode.name));
+                    assert_eq!(
+                        (mode.dispatch)(event).as_deref(),
+                        Some(what.as_str()),
+                        "{}: {name} of {keys:?}",
+                        mode.name
+                    );
+                    if let Some((_, other)) = claimed.iter().find(|(e, _)| *e == event) {
+                        panic!("{}: {name} is bound by {other:?} and {keys:?}", mode.name);
+                    }
+                    claimed.push((event, keys));
+                }
             }
         }
-        let arrow = KeyEvent::new(KeyCode::Right, KeyModifiers::NONE);
-        assert_eq!(k.detail_key_for(arrow), None, "the trace does not move");
+        // The help and the status line are read from these same tables.
+        assert_eq!(k.detail_help_rows().len(), DETAIL_BINDINGS.len());
+        assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
+        assert_eq!(k.viewer_help_rows().len(), k.viewer.len() + 8);
+    }
+
+    /// What the viewer's keys did when its dispatch was written out by hand.
+    fn viewer_written_out(key: KeyEvent) -> Option<ViewerAction> {
+        use ViewerAction as V;
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return None;
+        }
+        Some(match key.code {
+            KeyCode::Left | KeyCode::Char('h') => V::StepBack,
+            KeyCode::Right | KeyCode::Char('l') => V::StepForward,
+            KeyCode::PageUp => V::PageBack,
+            KeyCode::PageDown => V::PageForward,
+            KeyCode::Home => V::First,
+            KeyCode::End => V::Last,
+            KeyCode::Char('o') => V::NextOom,
+            KeyCode::Char('O') => V::PrevOom,
+            KeyCode::Char('n') => V::NextSegmentAlloc,
+            KeyCode::Char('N') => V::PrevSegmentAlloc,
+            KeyCode::Char('e') => V::NextEmptyCache,
+            KeyCode::Char('E') => V::PrevEmptyCache,
+            KeyCode::Char(']') => V::NextSegment,
+            KeyCode::Char('[') => V::PrevSegment,
+            KeyCode::Enter => V::BlockDetail,
+            KeyCode::Char('s') => V::CycleStream,
+            KeyCode::Char('p') => V::CyclePool,
+            KeyCode::Char('P') => V::PeakAllocated,
+            KeyCode::Char('R') => V::PeakReserved,
+            KeyCode::Char('B') => V::BiggestAllocation,
+            KeyCode::Char('w') => V::ToggleSites,
+            KeyCode::Char('g') => V::CycleGrouping,
+            KeyCode::Char('x') => V::ToggleCppFrames,
+            KeyCode::Char('m') => V::MarkA,
+            KeyCode::Char('M') => V::MarkB,
+            KeyCode::Char('c') => V::Compare,
+            _ => return None,
+        })
+    }
+
+    /// What the block detail's keys did when written out by hand.
+    fn detail_written_out(key: KeyEvent) -> Option<DetailKey> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            return (key.code == KeyCode::Char('c')).then_some(DetailKey::Quit);
+        }
+        Some(match key.code {
+            KeyCode::Char('q') => DetailKey::Quit,
+            KeyCode::Esc | KeyCode::Enter => DetailKey::Close,
+            KeyCode::Up | KeyCode::Char('k') => DetailKey::PrevBlock,
+            KeyCode::Down | KeyCode::Char('j') => DetailKey::NextBlock,
+            KeyCode::PageUp => DetailKey::ScrollUp,
+            KeyCode::PageDown => DetailKey::ScrollDown,
+            KeyCode::Home => DetailKey::Top,
+            KeyCode::End => DetailKey::Bottom,
+            _ => return None,
+        })
+    }
+
+    #[test]
+    fn the_viewer_and_block_detail_dispatch_from_their_tables_as_they_did_by_hand() {
+        let k = Keymap::default();
+        for event in every_key() {
+            assert_eq!(
+                k.viewer_key_for(event),
+                viewer_written_out(event),
+                "{event:?}"
+            );
+            assert_eq!(
+                k.detail_key_for(event),
+                detail_written_out(event),
+                "{event:?}"
+            );
+            let enter =
+                event.code == KeyCode::Enter && !event.modifiers.contains(KeyModifiers::CONTROL);
+            assert_eq!(
+                k.sites_key_for(event),
+                enter.then_some(ViewerAction::ExpandSite),
+                "{event:?}"
+            );
+        }
+        // Relabelled in the table, a viewer binding acts on its new key
+        // alone, and the texts that name it get the new one.
+        let mut moved = Keymap::default();
+        for b in &mut moved.viewer {
+            if b.action == ViewerAction::ToggleSites {
+                b.keys = "F7";
+            }
+        }
+        assert_eq!(
+            moved.viewer_key_for(key(KeyCode::F(7))),
+            Some(ViewerAction::ToggleSites)
+        );
+        assert_eq!(moved.viewer_key_for(key(KeyCode::Char('w'))), None);
+        assert_eq!(moved.viewer_key_name(ViewerAction::ToggleSites), Some("F7"));
+        // The help's texts that name a key name it from the tables too.
+        let sites = |k: &Keymap| k.describe_viewer(ViewerAction::ToggleSites).into_owned();
+        assert_eq!(
+            sites(&k),
+            "sites pane: memory by site (Enter expands, ↑/↓ scroll)"
+        );
+        for b in &mut moved.bindings {
+            match b.action {
+                Action::Up => b.keys = "F2",
+                Action::Quit => b.keys = "F3 Ctrl-C",
+                _ => {}
+            }
+        }
+        assert_eq!(
+            sites(&moved),
+            "sites pane: memory by site (Enter expands, F2/↓ scroll)"
+        );
+        assert_eq!(
+            k.describe(Action::OpenSnapshot),
+            "open the last snapshot (q returns)"
+        );
+        assert_eq!(
+            moved.describe(Action::OpenSnapshot),
+            "open the last snapshot (F3 returns)"
+        );
         assert!(k.detail_hints().contains(&("Esc", "close")));
         assert!(!k.detail_hints().iter().any(|h| h.1 == "event"));
     }

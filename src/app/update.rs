@@ -697,7 +697,7 @@ mod tests {
         let says = |keys: &str| {
             rows.iter()
                 .find(|r| r.0 == keys)
-                .map(|r| r.1)
+                .map(|r| r.1.to_string())
                 .unwrap_or_default()
         };
         assert!(says("PgDn").contains(&format!("down {PAGE_ROWS} rows")));

@@ -8,7 +8,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::KeyEvent;
 use serde::Serialize;
 
 use super::keymap::{Action, CompareKey, DetailKey, Keymap};
@@ -155,7 +155,8 @@ impl ViewerAction {
             ViewerAction::PeakAllocated => "jump to the peak of allocated bytes",
             ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
             ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
-            ViewerAction::ToggleSites => "sites pane: memory by site (Enter expands, ↑/↓ scroll)",
+            // The help adds the pane's keys ([`Keymap::describe_viewer`]).
+            ViewerAction::ToggleSites => "sites pane: memory by site",
             ViewerAction::ExpandSite => "in the sites pane: expand / fold the site",
             ViewerAction::CycleGrouping => "next grouping: user frame, python frame, file:line, …",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
@@ -462,7 +463,8 @@ impl ViewerState {
     /// device, focus, overlay, filters, the selected block (by address),
     /// the open panes and the selected site. `next`'s cursors are at the
     /// end of their traces: the state the stage showed.
-    pub fn complete_trace(&mut self, mut next: ViewerState) {
+    /// `keymap` answers the keys that waited for the trace.
+    pub fn complete_trace(&mut self, mut next: ViewerState, keymap: &Keymap) {
         let device = self.device().map(|d| d.device);
         next.app.ui = self.app.ui.clone();
         next.app.ui.selected_gpu = device
@@ -491,7 +493,7 @@ impl ViewerState {
         }
         let answered = !waiting.is_empty();
         for action in waiting {
-            self.act(action);
+            self.act(keymap, action);
         }
         // Entries the trace lost are said once it is read, unless the keys
         // pressed while waiting have their answer on the line.
@@ -506,7 +508,7 @@ impl ViewerState {
     /// when the allocation failed. Without an OOM in any trace (a snapshot
     /// taken without history) the cursor stays at the end: the file's
     /// state is the state at the OOM.
-    pub fn open_at_oom(&mut self) {
+    pub fn open_at_oom(&mut self, keymap: &Keymap) {
         // The last OOM, found from past the end: an OOM snapshot's last
         // event is often the OOM itself, so the cursor lands on the end.
         if let Some((i, at)) = self
@@ -520,7 +522,7 @@ impl ViewerState {
             self.set_cursor(at);
         }
         if !self.sites_open {
-            self.act(ViewerAction::ToggleSites);
+            self.act(keymap, ViewerAction::ToggleSites);
         }
     }
 
@@ -893,8 +895,11 @@ impl ViewerState {
     }
 
     /// Applies a viewer action.
-    pub fn act(&mut self, action: ViewerAction) -> Effect {
+    /// `keymap`: the texts that name a key name it as its table binds it.
+    pub fn act(&mut self, keymap: &Keymap, action: ViewerAction) -> Effect {
         use ViewerAction as V;
+        let back = keymap.key_name(Action::Back).unwrap_or_default();
+        let key = |a| keymap.viewer_key_name(a).unwrap_or_default();
         if self.trace_reading.is_some() && action.needs_trace() {
             if self.waiting_actions.len() < MAX_WAITING_KEYS {
                 self.waiting_actions.push(action);
@@ -902,9 +907,9 @@ impl ViewerState {
             let n = self.waiting_actions.len();
             // The count and how to cancel only once there is more than one.
             let more = if n > 1 {
-                format!(" ({n} keys; Esc drops them)")
+                format!(" ({n} keys; {back} drops them)")
             } else {
-                " (Esc drops it)".to_string()
+                format!(" ({back} drops it)")
             };
             self.app.ui.notice = Some(format!(
                 "waiting for the trace: {}{more}",
@@ -958,7 +963,11 @@ impl ViewerState {
                     self.app.ui.notice = Some(if self.segments.is_empty() {
                         "no block to show: the segment map is empty here".to_string()
                     } else {
-                        "no block selected: ↑/↓ select one".to_string()
+                        format!(
+                            "no block selected: {}/{} select one",
+                            keymap.key_name(Action::Up).unwrap_or_default(),
+                            keymap.key_name(Action::Down).unwrap_or_default()
+                        )
                     });
                     return Effect::Redraw;
                 }
@@ -1059,14 +1068,18 @@ impl ViewerState {
                 let how = if self.show_cpp { "listed" } else { "counted" };
                 if !on_screen {
                     self.app.ui.notice = Some(format!(
-                        "x: C++ frames now {how} in expanded sites (w sites, Enter expands one)"
+                        "{}: C++ frames now {how} in expanded sites ({} sites, {} expands one)",
+                        key(V::ToggleCppFrames),
+                        key(V::ToggleSites),
+                        key(V::ExpandSite)
                     ));
                 } else if self.selected_site().is_some_and(|s| s.python_frames == 0) {
                     // A stack of C++ frames only is always listed whole: the
                     // key changes nothing here, but it does for other sites.
                     self.app.ui.notice = Some(format!(
-                        "x: C++ frames now {how} in expanded sites; this one has no Python \
-                         frame, so its stay listed"
+                        "{}: C++ frames now {how} in expanded sites; this one has no Python \
+                         frame, so its stay listed",
+                        key(V::ToggleCppFrames)
                     ));
                 }
                 Effect::Redraw
@@ -1084,7 +1097,8 @@ impl ViewerState {
                 // Said on the status line: the marks' own place (the end of
                 // the event line) is cut on a narrow terminal.
                 let (a, b) = (self.mark_here(self.mark_a), self.mark_here(self.mark_b));
-                let next = missing_marks(a, b, false).unwrap_or_else(|| "c compares them".into());
+                let next = missing_marks(keymap, a, b, false)
+                    .unwrap_or_else(|| format!("{} compares them", key(V::Compare)));
                 let which = if action == V::MarkA { "A" } else { "B" };
                 // With more than one GPU, which one the mark belongs to.
                 let on = if self.scrub.devices.len() > 1 {
@@ -1106,8 +1120,9 @@ impl ViewerState {
                     return Effect::Redraw;
                 }
                 let (a, b) = (self.mark_here(self.mark_a), self.mark_here(self.mark_b));
-                if let Some(missing) = missing_marks(a, b, true) {
-                    self.app.ui.notice = Some(format!("c compares A and B: {missing}"));
+                if let Some(missing) = missing_marks(keymap, a, b, true) {
+                    self.app.ui.notice =
+                        Some(format!("{} compares A and B: {missing}", key(V::Compare)));
                     return Effect::Redraw;
                 }
                 self.order_marks();
@@ -1218,26 +1233,23 @@ impl ViewerState {
         }
         if self.sites_take_keys() {
             if let Some(action) = keymap.sites_key_for(key) {
-                return self.act(action);
+                return self.act(keymap, action);
             }
-            // An expanded site is read with ↑/↓: they scroll its stack and
+            // The dashboard's ↑/↓ and Esc, read from its table: an
+            // expanded site is read with ↑/↓, which scroll its stack and
             // blocks; folded (Esc, Enter), they select a site.
-            match key.code {
-                KeyCode::Up | KeyCode::Char('k') if self.site_expanded => {
-                    return self.scroll_site(-1);
-                }
-                KeyCode::Down | KeyCode::Char('j') if self.site_expanded => {
-                    return self.scroll_site(1);
-                }
-                KeyCode::Up | KeyCode::Char('k') => return self.move_site(-1),
-                KeyCode::Down | KeyCode::Char('j') => return self.move_site(1),
-                KeyCode::Esc => {
+            match keymap.action_for(key) {
+                Some(Action::Up) if self.site_expanded => return self.scroll_site(-1),
+                Some(Action::Down) if self.site_expanded => return self.scroll_site(1),
+                Some(Action::Up) => return self.move_site(-1),
+                Some(Action::Down) => return self.move_site(1),
+                Some(Action::Back) => {
                     let action = if self.site_expanded {
                         ViewerAction::ExpandSite
                     } else {
                         ViewerAction::ToggleSites
                     };
-                    return self.act(action);
+                    return self.act(keymap, action);
                 }
                 _ => {}
             }
@@ -1272,7 +1284,7 @@ impl ViewerState {
         if self.app.ui.overlay == Overlay::None
             && let Some(action) = keymap.viewer_key_for(key)
         {
-            return self.act(action);
+            return self.act(keymap, action);
         }
         let Some(action) = keymap.action_for(key) else {
             return Effect::None;
@@ -1379,12 +1391,16 @@ impl ViewerState {
 /// this GPU with its event when `with_set` (the notice of `m` names the mark
 /// it set itself). Whole on an 80-column status line after "c compares A
 /// and B: ", the longest event number included.
-fn missing_marks(a: MarkHere, b: MarkHere, with_set: bool) -> Option<String> {
-    let marks = [(a, "A", "m marks A"), (b, "B", "M marks B")];
+fn missing_marks(keymap: &Keymap, a: MarkHere, b: MarkHere, with_set: bool) -> Option<String> {
+    let key = |action| keymap.viewer_key_name(action).unwrap_or_default();
+    let marks = [
+        (a, "A", format!("{} marks A", key(ViewerAction::MarkA))),
+        (b, "B", format!("{} marks B", key(ViewerAction::MarkB))),
+    ];
     let keys: Vec<&str> = marks
         .iter()
         .filter(|(m, _, _)| !matches!(m, MarkHere::Here(_)))
-        .map(|(_, _, key)| *key)
+        .map(|(_, _, key)| key.as_str())
         .collect();
     if keys.is_empty() {
         return None;

@@ -189,7 +189,7 @@ fn viewer(
         FOREGROUND_LOAD_BYTES
     };
     match run_viewer(file, theme, foreground_limit)? {
-        ViewerExit::Done => Ok(ExitCode::SUCCESS),
+        ViewerExit::Done | ViewerExit::QuitVramtop => Ok(ExitCode::SUCCESS),
         ViewerExit::BadFile(e) => {
             super::say_error(e);
             Ok(ExitCode::from(EXIT_BAD_INPUT))

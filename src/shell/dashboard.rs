@@ -233,10 +233,12 @@ impl<B: Backend> Dashboard<B> {
     /// The viewer the dashboard handed the terminal to has returned: the
     /// dashboard draws again (what the samples meanwhile changed), and a
     /// file it could not open, or its own failure, is said on the status
-    /// line.
-    pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) {
+    /// line; `Next::Quit` when the user quit vramtop from the viewer
+    /// (Ctrl-C).
+    pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) -> Next {
         self.viewing = false;
         match shown {
+            Ok(ViewerExit::QuitVramtop) => return Next::Quit,
             Ok(ViewerExit::Done) => {}
             Ok(ViewerExit::BadFile(e)) => {
                 self.state.ui.notice = Some(format!("cannot open the snapshot: {e}"));
@@ -247,6 +249,7 @@ impl<B: Backend> Dashboard<B> {
         }
         self.state.ui.notice_ms = self.state.now_ms;
         self.dirty = true;
+        Next::Continue
     }
 
     /// Draws when something changed since the last draw and the viewer

@@ -229,9 +229,12 @@ async fn event_loop(
             _ = tokio::signal::ctrl_c() => break,
             () = viewer_ended(&mut viewer) => {
                 let shown = viewer.take().map_or(Ok(ViewerExit::Done), ViewerThread::join);
+                // Ctrl-C in the viewer quits vramtop, as in the dashboard.
+                if dashboard.on_viewer_closed(shown) == Next::Quit {
+                    break;
+                }
                 input_task = spawn_input(input_tx.clone());
                 repaint_whole(dashboard.terminal_mut())?;
-                dashboard.on_viewer_closed(shown);
             }
             // Keys read before the viewer opened wait for it to close: they
             // were meant for the dashboard.
@@ -250,7 +253,7 @@ async fn event_loop(
                                 Ok(v) => viewer = Some(v),
                                 Err(e) => {
                                     input_task = spawn_input(input_tx.clone());
-                                    dashboard.on_viewer_closed(Err(eyre!(
+                                    let _ = dashboard.on_viewer_closed(Err(eyre!(
                                         "cannot start its thread: {e}"
                                     )));
                                 }

@@ -100,8 +100,24 @@ pub fn display_name(path: &Path) -> String {
 /// prints it as one line and exits 2).
 #[derive(Debug)]
 pub enum ViewerExit {
+    /// The user left the viewer (`q`): a viewer opened from the dashboard
+    /// goes back to it.
     Done,
+    /// The user quit vramtop (`Ctrl-C`, [`Keymap::quits_vramtop`]): from
+    /// the dashboard too, as Ctrl-C does everywhere else.
+    QuitVramtop,
     BadFile(SnapshotError),
+}
+
+impl ViewerExit {
+    /// How the viewer ends on `key`, which asked it to quit.
+    pub fn on_quit_key(keymap: &Keymap, key: crossterm::event::KeyEvent) -> Self {
+        if keymap.quits_vramtop(key) {
+            ViewerExit::QuitVramtop
+        } else {
+            ViewerExit::Done
+        }
+    }
 }
 
 /// The file's size in bytes, or the reader's error for a file that cannot
@@ -360,7 +376,7 @@ fn event_loop(
     let start = |mut v: ViewerState| {
         v.returns_to_dashboard = from_dashboard;
         if at_oom {
-            v.open_at_oom();
+            v.open_at_oom(&keymap);
         }
         v
     };
@@ -389,9 +405,9 @@ fn event_loop(
                 Ok(LoaderMessage::Complete(Ok(full))) => {
                     viewer = Some(match viewer.take() {
                         Some(mut stage) => {
-                            stage.complete_trace(full);
+                            stage.complete_trace(full, &keymap);
                             if at_oom {
-                                stage.open_at_oom();
+                                stage.open_at_oom(&keymap);
                             }
                             stage
                         }
@@ -431,6 +447,7 @@ fn event_loop(
                             &name,
                             progress.load(Ordering::Relaxed),
                             total,
+                            &keymap,
                             theme,
                         ),
                     }
@@ -456,12 +473,12 @@ fn event_loop(
                 let Some(v) = viewer.as_mut() else {
                     // While loading only quitting does something.
                     if keymap.action_for(key) == Some(crate::app::keymap::Action::Quit) {
-                        break;
+                        return Ok(ViewerExit::on_quit_key(&keymap, key));
                     }
                     continue;
                 };
                 match v.handle_key(&keymap, key) {
-                    Effect::Quit => break,
+                    Effect::Quit => return Ok(ViewerExit::on_quit_key(&keymap, key)),
                     Effect::Redraw => dirty = true,
                     Effect::Stress(_)
                     | Effect::RequestSnapshot { .. }

@@ -284,16 +284,31 @@ impl<'a> HelpOverlay<'a> {
     fn key_sections(&self) -> Vec<KeySection> {
         if self.viewer {
             // Opened from the dashboard, quitting goes back there, in the
-            // block detail too.
-            let quit_words = |rows: Vec<(&'static str, &'static str)>| {
+            // block detail too; a key with Ctrl (Ctrl-C) quits vramtop
+            // still, as everywhere: a row of its own.
+            let quit_words = |rows: Vec<(&'static str, Cow<'static, str>)>| {
                 rows.into_iter()
-                    .map(|(keys, what)| {
+                    .flat_map(|(keys, what)| {
                         if self.quit_returns && what == Action::Quit.describe() {
-                            (keys, Cow::Borrowed("back to the dashboard"))
+                            keys.split(' ')
+                                .map(|key| {
+                                    let what = if self.keymap.label_quits_vramtop(key) {
+                                        "quit vramtop"
+                                    } else {
+                                        "back to the dashboard"
+                                    };
+                                    (key, Cow::Borrowed(what))
+                                })
+                                .collect()
                         } else {
-                            (keys, Cow::Borrowed(what))
+                            vec![(keys, what)]
                         }
                     })
+                    .collect()
+            };
+            let borrowed = |rows: Vec<(&'static str, &'static str)>| {
+                rows.into_iter()
+                    .map(|(keys, what)| (keys, Cow::Borrowed(what)))
                     .collect()
             };
             return vec![
@@ -303,11 +318,11 @@ impl<'a> HelpOverlay<'a> {
                 ),
                 (
                     self.opened_by("In the block detail", ViewerAction::BlockDetail),
-                    quit_words(self.keymap.detail_help_rows()),
+                    quit_words(borrowed(self.keymap.detail_help_rows())),
                 ),
                 (
                     self.opened_by("In the A/B comparison", ViewerAction::Compare),
-                    quit_words(self.keymap.compare_help_rows()),
+                    quit_words(borrowed(self.keymap.compare_help_rows())),
                 ),
             ];
         }
@@ -360,7 +375,7 @@ impl<'a> HelpOverlay<'a> {
             let group_rows = rows
                 .iter()
                 .filter(|r| r.2 == group)
-                .map(|&(keys, what, _)| (keys, Cow::Borrowed(what)))
+                .map(|(keys, what, _)| (*keys, what.clone()))
                 .collect();
             sections.push((heading, group_rows));
         }

@@ -8,6 +8,7 @@ use ratatui::widgets::Widget;
 
 use super::{filters, focused};
 use crate::alloc::BlockState;
+use crate::app::keymap::Keymap;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::ui::breakdown::legend_item;
@@ -15,7 +16,13 @@ use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
-pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+pub(super) fn render_breakdown(
+    area: Rect,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    keymap: &Keymap,
+    theme: &Theme,
+) {
     let g = theme.glyphs();
     let mut detail = Vec::new();
     if let Some(d) = v.device() {
@@ -57,9 +64,12 @@ pub(super) fn render_breakdown(area: Rect, buf: &mut Buffer, v: &ViewerState, th
         // The title names the filter; the words must not claim the
         // allocator is empty when the filter hid its segments.
         let text = if super::filters(v).is_empty() {
-            "nothing reserved at this point of the trace"
+            "nothing reserved at this point of the trace".to_string()
         } else {
-            "nothing reserved in the filtered segments here; s and p cycle the filter"
+            format!(
+                "nothing reserved in the filtered segments here; {} cycle the filter",
+                super::filter_keys(keymap)
+            )
         };
         chrome::line_at(buf, inner, 0, &Line::styled(text, theme.dim));
         theme.finish(area, buf);

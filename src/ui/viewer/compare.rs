@@ -7,6 +7,7 @@ use ratatui::text::Line;
 
 use super::popup::{PopupScroll, render_text_popup};
 use super::sites::site_row;
+use crate::app::keymap::{CompareKey, Keymap, first_key};
 use crate::app::viewer::ViewerState;
 use crate::snapshot::diff::{Change, SegmentRef, SiteChange, SiteChangeKind};
 use crate::ui::format;
@@ -141,24 +142,25 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn render_compare(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
+pub(super) fn render_compare(
+    area: Rect,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    keymap: &Keymap,
+    theme: &Theme,
+) {
+    let label = |key| keymap.compare_key_label(key).unwrap_or_default();
     let scroll = PopupScroll {
         offset: v.compare_scroll,
         limit: &v.compare_scroll_limit,
         rows: &v.compare_page_rows,
-        keys: ("↑ k", "↓ j"),
+        keys: (label(CompareKey::ScrollUp), label(CompareKey::ScrollDown)),
     };
-    render_text_popup(
-        area,
-        buf,
-        (120, " A/B ", " Esc closes "),
-        theme,
-        &scroll,
-        |width| {
-            compare_lines(v, width)
-                .into_iter()
-                .map(|l| Line::styled(l, theme.text))
-                .collect()
-        },
-    );
+    let hint = format!(" {} closes ", first_key(label(CompareKey::Close)));
+    render_text_popup(area, buf, (120, " A/B ", &hint), theme, &scroll, |width| {
+        compare_lines(v, width)
+            .into_iter()
+            .map(|l| Line::styled(l, theme.text))
+            .collect()
+    });
 }

@@ -9,6 +9,7 @@ use unicode_width::UnicodeWidthStr as _;
 use super::elapsed;
 use super::popup::{PopupScroll, render_text_popup};
 use crate::alloc::BlockState;
+use crate::app::keymap::{DetailKey, Keymap, first_key};
 use crate::app::viewer::ViewerState;
 use crate::snapshot::sites::{frame_counts, listed_frames, shown_file, site_key};
 use crate::ui::chrome;
@@ -258,30 +259,49 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     lines
 }
 
-pub(super) fn render_detail(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
-    let hint = " ↑/↓ block · Esc closes ";
+pub(super) fn render_detail(
+    area: Rect,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    keymap: &Keymap,
+    theme: &Theme,
+) {
+    let label = |key| keymap.detail_key_label(key).unwrap_or_default();
+    let hint = format!(
+        " {}/{} block · {} closes ",
+        first_key(label(DetailKey::PrevBlock)),
+        first_key(label(DetailKey::NextBlock)),
+        first_key(label(DetailKey::Close))
+    );
     // ↑/↓ move to the next block: the detail scrolls by pages.
     let scroll = PopupScroll {
         offset: v.detail_scroll,
         limit: &v.detail_scroll_limit,
         rows: &v.detail_page_rows,
-        keys: ("PgUp", "PgDn"),
+        keys: (label(DetailKey::ScrollUp), label(DetailKey::ScrollDown)),
     };
-    render_text_popup(area, buf, (110, " Block ", hint), theme, &scroll, |width| {
-        detail_lines(v, width)
-            .into_iter()
-            .map(|l| {
-                if l.spans.len() == 2 {
-                    Line::from(vec![
-                        Span::styled(l.spans[0].content.to_string(), theme.key),
-                        Span::styled(l.spans[1].content.to_string(), theme.text),
-                    ])
-                } else {
-                    l.style(theme.text)
-                }
-            })
-            .collect()
-    });
+    render_text_popup(
+        area,
+        buf,
+        (110, " Block ", &hint),
+        theme,
+        &scroll,
+        |width| {
+            detail_lines(v, width)
+                .into_iter()
+                .map(|l| {
+                    if l.spans.len() == 2 {
+                        Line::from(vec![
+                            Span::styled(l.spans[0].content.to_string(), theme.key),
+                            Span::styled(l.spans[1].content.to_string(), theme.text),
+                        ])
+                    } else {
+                        l.style(theme.text)
+                    }
+                })
+                .collect()
+        },
+    );
 }
 
 #[cfg(test)]

@@ -4,17 +4,20 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 
+use crate::app::keymap::{Action, Keymap};
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
-/// The loading screen: "loading FILE: X MiB of Y MiB" and a bar.
+/// The loading screen: "loading FILE: X MiB of Y MiB", a bar, and the key
+/// that quits.
 pub fn render_loading(
     area: Rect,
     buf: &mut Buffer,
     file: &str,
     done: u64,
     total: u64,
+    keymap: &Keymap,
     theme: &Theme,
 ) {
     let area = area.intersection(buf.area);
@@ -45,6 +48,12 @@ pub fn render_loading(
         ],
         total.max(1),
     );
-    chrome::line_at(buf, area, row + 1, &Line::styled("q quits", theme.dim));
+    let quit = keymap.key_name(Action::Quit).unwrap_or_default();
+    chrome::line_at(
+        buf,
+        area,
+        row + 1,
+        &Line::styled(format!("{quit} quits"), theme.dim),
+    );
     theme.finish(area, buf);
 }

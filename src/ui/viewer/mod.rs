@@ -47,7 +47,7 @@ use super::{
 };
 use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
-use crate::app::viewer::ViewerState;
+use crate::app::viewer::{ViewerAction, ViewerState};
 
 pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
@@ -198,14 +198,15 @@ pub fn render_viewer(
     let shown = filters(v);
     let filtered_empty = (!shown.is_empty()).then(|| {
         format!(
-            "no segments match the filter ({}); s and p cycle it",
-            shown.join(" · ")
+            "no segments match the filter ({}); {} cycle it",
+            shown.join(" · "),
+            filter_keys(keymap)
         )
     });
     for &(pane, rect) in &screen.panes {
         match pane {
             Pane::Gpus => render_devices(rect, buf, v, theme),
-            Pane::Breakdown => render_breakdown(rect, buf, v, theme),
+            Pane::Breakdown => render_breakdown(rect, buf, v, keymap, theme),
             Pane::Timeline => render_timeline(rect, buf, v, theme),
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(&v.app, theme)
@@ -225,14 +226,14 @@ pub fn render_viewer(
         }
     }
     if let Some(rect) = screen.sites {
-        render_sites(rect, rect.x > area.x, buf, v, theme);
+        render_sites(rect, rect.x > area.x, buf, v, keymap, theme);
     }
     render_status(screen.status, buf, v, keymap, theme);
     if v.detail_open {
-        render_detail(area, buf, v, theme);
+        render_detail(area, buf, v, keymap, theme);
     }
     if v.compare.is_some() {
-        render_compare(area, buf, v, theme);
+        render_compare(area, buf, v, keymap, theme);
     }
     if v.app.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
@@ -248,6 +249,16 @@ pub fn render_viewer(
 
 pub(super) fn focused(v: &ViewerState, pane: Pane) -> bool {
     v.app.ui.focus == pane
+}
+
+/// The keys that cycle the filters, as the keymap binds them ("s and p").
+pub(super) fn filter_keys(keymap: &Keymap) -> String {
+    let key = |a| keymap.viewer_key_name(a).unwrap_or_default();
+    format!(
+        "{} and {}",
+        key(ViewerAction::CycleStream),
+        key(ViewerAction::CyclePool)
+    )
 }
 
 /// The filters in words ("stream 7 · large pool"), empty when none.

@@ -5,7 +5,8 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::app::viewer::ViewerState;
+use crate::app::keymap::{Action, Keymap, first_key};
+use crate::app::viewer::{ViewerAction, ViewerState};
 use crate::snapshot::sites::{FrameCounts, Site, frame_counts, frame_label, listed_frames};
 use crate::ui::chrome;
 use crate::ui::format;
@@ -40,15 +41,40 @@ pub(super) fn site_row(site: &Site, allocated: u64, width: usize) -> String {
     format!("{figures}{}", site.label_within(label_room))
 }
 
+/// The keys the sites pane's texts name, as the keymap binds them.
+#[derive(Debug, Clone, Copy)]
+struct SiteKeys {
+    /// The dashboard's ↑/↓ (whole labels: "↑ k"), which move in the pane.
+    up: &'static str,
+    down: &'static str,
+    /// Esc: folds the expanded site.
+    back: &'static str,
+    /// Shows the C++ frames.
+    cpp: &'static str,
+}
+
+impl SiteKeys {
+    fn of(keymap: &Keymap) -> Self {
+        SiteKeys {
+            up: keymap.key_label(Action::Up).unwrap_or_default(),
+            down: keymap.key_label(Action::Down).unwrap_or_default(),
+            back: keymap.key_name(Action::Back).unwrap_or_default(),
+            cpp: keymap
+                .viewer_key_name(ViewerAction::ToggleCppFrames)
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// The heading of an expanded site's stack: what is listed and what is
 /// not, with the counts `--summary --json` gives (`python_frames`,
-/// `cpp_frames`, `dropped_frames`).
-fn stack_heading(c: FrameCounts, with_cpp: bool) -> String {
+/// `cpp_frames`, `dropped_frames`); `cpp_key` shows the hidden frames.
+fn stack_heading(c: FrameCounts, with_cpp: bool, cpp_key: &str) -> String {
     let dropped = dropped_note(c);
     let python = format::count_of(c.python, "Python frame", "Python frames");
     let cpp = format::count_of(c.cpp, "C++ frame", "C++ frames");
     if !with_cpp {
-        format!("stack, innermost first ({python}; {cpp} hidden, x shows them):")
+        format!("stack, innermost first ({python}; {cpp} hidden, {cpp_key} shows them):")
     } else if c.python == 0 {
         format!("stack, innermost first ({cpp}{dropped}):")
     } else {
@@ -67,7 +93,7 @@ pub(super) fn dropped_note(c: FrameCounts) -> String {
 
 /// The lines of an expanded site: what it is, its stack (Python frames,
 /// C++ frames counted or shown), its blocks.
-pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String> {
+pub fn site_detail_lines(v: &ViewerState, keymap: &Keymap, site: &Site, width: u16) -> Vec<String> {
     // The heading and the stack's title wrap (a cut one loses the "x shows
     // them" hint); frames and blocks stay one a row.
     let mut lines = chrome::wrap(
@@ -106,7 +132,11 @@ pub fn site_detail_lines(v: &ViewerState, site: &Site, width: u16) -> Vec<String
     } else {
         let counts = frame_counts(&site.stack);
         let with_cpp = v.show_cpp || counts.python == 0;
-        lines.extend(chrome::wrap(&stack_heading(counts, with_cpp), width));
+        let cpp_key = SiteKeys::of(keymap).cpp;
+        lines.extend(chrome::wrap(
+            &stack_heading(counts, with_cpp, cpp_key),
+            width,
+        ));
         v.site_frames_row.set(lines.len());
         for f in listed_frames(&site.stack, with_cpp) {
             lines.push(format!("  {}", frame_label(f)));
@@ -137,8 +167,13 @@ pub(super) fn render_sites(
     beside: bool,
     buf: &mut Buffer,
     v: &ViewerState,
+    keymap: &Keymap,
     theme: &Theme,
 ) {
+    let keys = SiteKeys::of(keymap);
+    let group = keymap
+        .viewer_key_name(ViewerAction::CycleGrouping)
+        .unwrap_or_default();
     use ratatui::widgets::{Block, Borders};
     let Some(sites) = &v.sites else {
         return;
@@ -147,7 +182,7 @@ pub(super) fn render_sites(
         Span::styled(" Sites ", theme.title_focused),
         Span::styled(
             format!(
-                " by {} · {} · {} allocated · g groups ",
+                " by {} · {} · {} allocated · {group} groups ",
                 v.grouping.name(),
                 format::count_of(sites.sites.len(), "site", "sites"),
                 format::bytes(sites.allocated)
@@ -223,7 +258,7 @@ pub(super) fn render_sites(
         );
         chrome::line_at(buf, inner, u16::try_from(row).unwrap_or(u16::MAX), &line);
     }
-    if let Some(marker) = cut.marker(v.site_expanded) {
+    if let Some(marker) = cut.marker(v.site_expanded, keys) {
         let row = u16::try_from(rows).unwrap_or(u16::MAX);
         chrome::line_at(buf, inner, row, &Line::styled(marker, theme.dim));
     }
@@ -236,7 +271,7 @@ pub(super) fn render_sites(
             inner.width,
             inner.height - list_h,
         );
-        let lines: Vec<Line> = site_detail_lines(v, site, detail.width)
+        let lines: Vec<Line> = site_detail_lines(v, keymap, site, detail.width)
             .into_iter()
             .enumerate()
             .map(|(k, l)| {
@@ -255,7 +290,7 @@ pub(super) fn render_sites(
             .take(shown.rows)
             .collect();
         chrome::lines_at(buf, detail, &rows);
-        if let Some(marker) = shown.marker() {
+        if let Some(marker) = shown.marker(keys) {
             let row = u16::try_from(shown.rows).unwrap_or(u16::MAX);
             chrome::line_at(buf, detail, row, &Line::styled(marker, theme.dim));
         }
@@ -291,7 +326,7 @@ impl ListCut {
 
     /// "… 1 more (↓ scrolls)" when sites are not shown. `expanded`: ↑/↓
     /// scroll the expanded site's stack, so the list is reached after Esc.
-    fn marker(&self, expanded: bool) -> Option<String> {
+    fn marker(&self, expanded: bool, keys: SiteKeys) -> Option<String> {
         let above = self.first;
         let below = self.total.saturating_sub(self.first + self.rows);
         if !self.marked {
@@ -302,13 +337,14 @@ impl ListCut {
             (_, 0) => format!("… {above} above"),
             _ => format!("… {below} more, {above} above"),
         };
+        let (up, down, back) = (first_key(keys.up), first_key(keys.down), keys.back);
         let keys = match (expanded, above > 0, below > 0) {
-            (false, false, _) => "↓ scrolls",
-            (false, true, false) => "↑ scrolls back",
-            (false, true, true) => "↑ ↓ scroll",
-            (true, false, _) => "Esc, then ↓",
-            (true, true, false) => "Esc, then ↑",
-            (true, true, true) => "Esc, then ↑ ↓",
+            (false, false, _) => format!("{down} scrolls"),
+            (false, true, false) => format!("{up} scrolls back"),
+            (false, true, true) => format!("{up} {down} scroll"),
+            (true, false, _) => format!("{back}, then {down}"),
+            (true, true, false) => format!("{back}, then {up}"),
+            (true, true, true) => format!("{back}, then {up} {down}"),
         };
         Some(format!("{counts} ({keys})"))
     }
@@ -353,20 +389,23 @@ impl Scrolled {
     /// figures count rows (heading, stack and blocks), which the "blocks
     /// (N)" heading above does not: "of 20" alone read as a block count
     /// that disagreed with it.
-    fn marker(&self) -> Option<String> {
+    fn marker(&self, keys: SiteKeys) -> Option<String> {
         if self.limit == 0 {
             return None;
         }
         let (first, last) = (self.first + 1, self.first + self.rows);
         let below = self.total - last;
         let total = self.total;
+        let (up, down) = (keys.up, keys.down);
         Some(match (self.first > 0, below > 0) {
-            (false, _) => format!("… {below} more (rows {first}–{last} of {total}; ↓ j scrolls)"),
+            (false, _) => {
+                format!("… {below} more (rows {first}–{last} of {total}; {down} scrolls)")
+            }
             (true, true) => {
-                format!("… {below} more (rows {first}–{last} of {total}; ↑ k ↓ j scroll)")
+                format!("… {below} more (rows {first}–{last} of {total}; {up} {down} scroll)")
             }
             (true, false) => format!(
-                "… {} above (rows {first}–{last} of {total}; ↑ k scrolls back)",
+                "… {} above (rows {first}–{last} of {total}; {up} scrolls back)",
                 self.first
             ),
         })
@@ -377,31 +416,35 @@ impl Scrolled {
 mod tests {
     use super::*;
 
+    fn keys() -> SiteKeys {
+        SiteKeys::of(&Keymap::default())
+    }
+
     #[test]
     fn an_expanded_site_too_long_for_its_rows_keeps_the_last_row_for_a_more_marker() {
         // 20 lines in 9 rows: 8 lines and the marker.
         let top = scrolled(20, 9, 0);
         assert_eq!((top.first, top.rows, top.limit), (0, 8, 12));
         assert_eq!(
-            top.marker().as_deref(),
+            top.marker(keys()).as_deref(),
             Some("… 12 more (rows 1–8 of 20; ↓ j scrolls)")
         );
         let middle = scrolled(20, 9, 5);
         assert_eq!(
-            middle.marker().as_deref(),
+            middle.marker(keys()).as_deref(),
             Some("… 7 more (rows 6–13 of 20; ↑ k ↓ j scroll)")
         );
         // Scrolled past the end (a taller pane since): the last lines.
         let end = scrolled(20, 9, 99);
         assert_eq!((end.first, end.rows), (12, 8));
         assert_eq!(
-            end.marker().as_deref(),
+            end.marker(keys()).as_deref(),
             Some("… 12 above (rows 13–20 of 20; ↑ k scrolls back)")
         );
         // Lines that fit: all of them, no marker, nothing to scroll.
         let fits = scrolled(9, 9, 3);
         assert_eq!((fits.first, fits.rows, fits.limit), (0, 9, 0));
-        assert_eq!(fits.marker(), None);
+        assert_eq!(fits.marker(keys()), None);
     }
 
     #[test]
@@ -409,25 +452,37 @@ mod tests {
         // Eleven sites in ten rows: nine sites and the marker.
         let top = ListCut::of(11, 10, 0);
         assert_eq!((top.first, top.rows), (0, 9));
-        assert_eq!(top.marker(false).as_deref(), Some("… 2 more (↓ scrolls)"));
+        assert_eq!(
+            top.marker(false, keys()).as_deref(),
+            Some("… 2 more (↓ scrolls)")
+        );
         let middle = ListCut::of(11, 10, 9);
         assert_eq!((middle.first, middle.rows), (1, 9));
         assert_eq!(
-            middle.marker(false).as_deref(),
+            middle.marker(false, keys()).as_deref(),
             Some("… 1 more, 1 above (↑ ↓ scroll)")
         );
         let end = ListCut::of(11, 10, 10);
         assert_eq!(
-            end.marker(false).as_deref(),
+            end.marker(false, keys()).as_deref(),
             Some("… 2 above (↑ scrolls back)")
         );
         // Expanded, ↑/↓ scroll the stack: the list is reached after Esc.
-        assert_eq!(top.marker(true).as_deref(), Some("… 2 more (Esc, then ↓)"));
+        assert_eq!(
+            top.marker(true, keys()).as_deref(),
+            Some("… 2 more (Esc, then ↓)")
+        );
         // Sites that fit: all of them, no marker; one row keeps its site.
         let fits = ListCut::of(10, 10, 9);
-        assert_eq!((fits.first, fits.rows, fits.marker(false)), (0, 10, None));
+        assert_eq!(
+            (fits.first, fits.rows, fits.marker(false, keys())),
+            (0, 10, None)
+        );
         let one = ListCut::of(5, 1, 3);
-        assert_eq!((one.first, one.rows, one.marker(false)), (3, 1, None));
+        assert_eq!(
+            (one.first, one.rows, one.marker(false, keys())),
+            (3, 1, None)
+        );
     }
 
     #[test]
@@ -438,5 +493,42 @@ mod tests {
         assert_eq!(share((1 << 30) - 1, 1 << 30), ">99.9%");
         assert_eq!(share(0, 4), "  0.0%");
         assert_eq!(share(5, 0), "   -", "nothing allocated: no share");
+    }
+
+    #[test]
+    fn the_sites_pane_names_its_keys_as_the_keymap_binds_them() {
+        let mut moved = Keymap::default();
+        for b in &mut moved.bindings {
+            match b.action {
+                Action::Down => b.keys = "F5 J",
+                Action::Back => b.keys = "F6",
+                _ => {}
+            }
+        }
+        for b in &mut moved.viewer {
+            if b.action == ViewerAction::ToggleCppFrames {
+                b.keys = "F7";
+            }
+        }
+        let keys = SiteKeys::of(&moved);
+        let top = ListCut::of(11, 10, 0);
+        assert_eq!(
+            top.marker(false, keys).as_deref(),
+            Some("… 2 more (F5 scrolls)")
+        );
+        assert_eq!(
+            top.marker(true, keys).as_deref(),
+            Some("… 2 more (F6, then F5)")
+        );
+        assert_eq!(
+            scrolled(20, 9, 0).marker(keys).as_deref(),
+            Some("… 12 more (rows 1–8 of 20; F5 J scrolls)")
+        );
+        let counts = FrameCounts {
+            python: 2,
+            cpp: 3,
+            dropped: 0,
+        };
+        assert!(stack_heading(counts, false, keys.cpp).contains("F7 shows them"));
     }
 }
