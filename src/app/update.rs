@@ -492,7 +492,14 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         }
         Action::ToggleTree => {
             if ui.focus != Pane::Processes {
-                return Effect::None;
+                // A key that can do nothing says why.
+                let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+                return key_notice(
+                    state,
+                    keymap,
+                    action,
+                    format!("the process tree is switched in Processes ({tab} moves there)"),
+                );
             }
             ui.process_tree = !ui.process_tree;
         }
@@ -630,6 +637,23 @@ mod tests {
             &Keymap::default(),
             KeyEvent::new(code, KeyModifiers::NONE),
         )
+    }
+
+    #[test]
+    fn tree_key_outside_processes_says_where_it_acts() {
+        let mut s = state_with_gpus(1);
+        s.ui.focus = Pane::Gpus;
+        let tree = s.ui.process_tree;
+        assert_eq!(press(&mut s, KeyCode::Char('t')), Effect::Redraw);
+        assert_eq!(
+            s.ui.process_tree, tree,
+            "nothing switched outside Processes"
+        );
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("Processes") && said.contains("Tab"), "{said}");
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char('t'));
+        assert_ne!(s.ui.process_tree, tree, "switched in Processes");
     }
 
     #[test]
