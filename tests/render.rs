@@ -140,13 +140,51 @@ fn process(pid: u32, parent: Option<u32>, used: u64, command: &str) -> GpuProces
 fn whole_screen_at_80x24_shows_every_pane() {
     let (_cluster, state) = training(2);
     let theme = Theme::colored();
-    let screen = ui::layout(Rect::new(0, 0, 80, 24), &state, &theme);
+    let screen = ui::layout(Rect::new(0, 0, 80, 24), &state, &Keymap::default(), &theme);
     for pane in Pane::ALL {
         let area = screen.area_of(pane).expect("every pane fits at 80×24");
         assert!(area.height >= 2, "{pane:?} has a title and content");
     }
     let terminal = draw(&state, &theme, 80, 24);
     insta::assert_snapshot!("screen_80x24", terminal.backend());
+}
+
+#[test]
+fn a_status_message_longer_than_the_line_wraps_onto_rows_it_is_read_whole_at_80x24() {
+    let (_cluster, mut state) = training(1);
+    state.status.banner = Some(
+        "showing 1 simulated GPU: no NVIDIA driver is installed (libnvidia-ml.so.1 not found)"
+            .to_string(),
+    );
+    let error = "nvml failed: nvmlDeviceGetHandleByIndex(1): GPU is lost (the GPU has fallen \
+                 off the bus or has otherwise become inaccessible)";
+    state.status.last_error = Some(error.to_string());
+    // `O` with no OOM snapshot says why, in 80 columns of its own.
+    let o = KeyEvent::new(KeyCode::Char('O'), KeyModifiers::NONE);
+    vramtop::app::update::handle_key(&mut state, &Keymap::default(), o);
+    let notice = state.ui.notice.clone().expect("O says why it cannot act");
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    insta::assert_snapshot!("status_long_messages_80x24", terminal.backend());
+    for message in [notice.as_str(), &format!("error: {error}")] {
+        assert!(
+            common::screen::reads_whole(&screen, message),
+            "{message:?} whole in {screen}"
+        );
+    }
+    // The panes give up the rows, and come back when the messages go.
+    let keymap = Keymap::default();
+    let area = Rect::new(0, 0, 80, 24);
+    let status_h = |state: &AppState| {
+        ui::layout(area, state, &keymap, &Theme::colored())
+            .status
+            .height
+    };
+    assert!(status_h(&state) >= 4, "facts, notice, error, banner");
+    state.ui.notice = None;
+    state.status.last_error = None;
+    state.status.banner = None;
+    assert_eq!(status_h(&state), 1);
 }
 
 #[test]
@@ -551,7 +589,7 @@ fn smaller_terminals_collapse_panes_but_keep_the_focused_one() {
         state.ui.focus = focus;
         for (w, h) in [(40, 10), (50, 14), (60, 18), (79, 23)] {
             let area = Rect::new(0, 0, w, h);
-            let screen = ui::layout(area, &state, &theme);
+            let screen = ui::layout(area, &state, &Keymap::default(), &theme);
             assert!(!screen.too_small);
             assert!(
                 screen.area_of(focus).is_some(),
@@ -1077,7 +1115,7 @@ fn focused_pane_title_uses_the_focus_style_and_no_other_does() {
         state.ui.focus = focus;
         let terminal = draw(&state, &theme, 120, 40);
         let buf = terminal.backend().buffer();
-        let screen = ui::layout(buf.area, &state, &theme);
+        let screen = ui::layout(buf.area, &state, &Keymap::default(), &theme);
         for &(pane, area) in &screen.panes {
             // The title starts one cell in (after the left border, if any)
             // with a space; its first letter follows.

@@ -671,13 +671,22 @@ fn a_key_answered_after_a_fresh_oom_comes_before_its_banner() {
     let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
     let seen = state.probes.oom_banner().expect("a banner").seen_ms;
     // Seconds after the OOM the user presses a key: its answer leads (at
-    // 80 columns the banner hid it).
+    // 80 columns the banner hid it), on the row under the facts and hints.
     state.now_ms = seen + 5_000;
     press(&mut state, '9');
     let terminal = draw(&state, &Theme::colored(), 80, 24);
     let screen = text(terminal.backend().buffer());
-    let last = screen.lines().last().unwrap_or_default().to_string();
-    assert!(last.starts_with("no GPU 9"), "{screen}");
+    let lines: Vec<&str> = screen.lines().collect();
+    let facts = lines
+        .iter()
+        .position(|l| l.starts_with("nvml │"))
+        .expect("the status line's facts");
+    let first = lines.get(facts + 1).copied().unwrap_or_default();
+    assert!(first.starts_with("no GPU 9"), "{screen}");
+    assert!(
+        screen.contains("OOM in pid 4321"),
+        "the banner follows: {screen}"
+    );
 }
 
 #[test]

@@ -561,6 +561,32 @@ fn x_on_a_site_of_cpp_frames_only_says_what_it_changed() {
 }
 
 #[test]
+fn a_notice_longer_than_the_viewers_line_wraps_onto_rows_it_is_read_whole_at_80x24() {
+    let Some(mut v) = viewer("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'w');
+    press(&mut v, KeyCode::Enter);
+    key(&mut v, 'x');
+    let notice = v.app.ui.notice.clone().expect("x says what it changed");
+    assert!(
+        notice.chars().count() > 80,
+        "longer than the line: {notice}"
+    );
+    let terminal = draw(&v, 80, 24);
+    let screen = text(terminal.backend().buffer());
+    insta::assert_snapshot!("viewer_long_notice_80x24", terminal.backend());
+    assert!(
+        common::screen::reads_whole(&screen, &notice),
+        "{notice:?} whole in {screen}"
+    );
+    // The key hints stay on the last row.
+    let last = screen.lines().last().unwrap_or_default();
+    assert!(last.starts_with("q quit"), "{screen}");
+}
+
+#[test]
 fn help_overlay_lists_the_new_keys() {
     let rows = Keymap::default().viewer_help_rows();
     for k in ["P", "R", "B", "w", "g", "x", "m", "M", "c"] {

@@ -1081,7 +1081,7 @@ fn panel_on_screen(state: &AppState, w: u16, h: u16) -> String {
         .draw(|f| ui::draw(f, state, &Keymap::default(), &theme))
         .expect("test backend");
     let area = ratatui::layout::Rect::new(0, 0, w, h);
-    let Some(panel) = ui::layout(area, state, &theme).stress else {
+    let Some(panel) = ui::layout(area, state, &Keymap::default(), &theme).stress else {
         return String::new();
     };
     let buf = terminal.backend().buffer();

@@ -4,15 +4,23 @@
 
 use ratatui::layout::{Position, Rect};
 
+use crate::app::keymap::Keymap;
 use crate::app::state::{AppState, Pane};
 use crate::ui::{Theme, gpu_at, layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`,
 /// clearing the status line's notice as a key does; returns whether
 /// anything changed.
-pub fn click(area: Rect, state: &mut AppState, theme: &Theme, column: u16, row: u16) -> bool {
-    // The screen as drawn, the notice's status row included.
-    let screen = layout(area, state, theme);
+pub fn click(
+    area: Rect,
+    state: &mut AppState,
+    keymap: &Keymap,
+    theme: &Theme,
+    column: u16,
+    row: u16,
+) -> bool {
+    // The screen as drawn, the status line's message rows included.
+    let screen = layout(area, state, keymap, theme);
     // A notice answers one key or click (as in `app::update::handle_key`):
     // once the user has clicked, "no GPU 7" and the like are stale.
     let had_notice = state.ui.notice.take().is_some();
@@ -56,15 +64,19 @@ mod tests {
         s.ui.focus = Pane::Processes;
         let area = Rect::new(0, 0, 100, 30);
         let theme = Theme::colored();
-        let gpus = layout(area, &s, &theme)
+        let keymap = Keymap::default();
+        let gpus = layout(area, &s, &keymap, &theme)
             .area_of(Pane::Gpus)
             .expect("GPUs shown");
         let row = (gpus.y..gpus.bottom())
             .find(|&r| gpu_at(&s, gpus, r) == Some(2))
             .expect("GPU 2 is drawn");
-        assert!(click(area, &mut s, &theme, gpus.x + 3, row));
+        assert!(click(area, &mut s, &keymap, &theme, gpus.x + 3, row));
         assert_eq!(s.ui.focus, Pane::Gpus);
         assert_eq!(s.ui.selected_gpu, 2);
-        assert!(!click(area, &mut s, &theme, gpus.x + 3, row), "no change");
+        assert!(
+            !click(area, &mut s, &keymap, &theme, gpus.x + 3, row),
+            "no change"
+        );
     }
 }

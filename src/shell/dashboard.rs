@@ -175,7 +175,14 @@ impl<B: Backend> Dashboard<B> {
 
     /// A left click at a cell of the last drawn screen.
     pub fn on_click(&mut self, column: u16, row: u16) {
-        if click(self.area, &mut self.state, &self.theme, column, row) {
+        if click(
+            self.area,
+            &mut self.state,
+            &self.keymap,
+            &self.theme,
+            column,
+            row,
+        ) {
             self.dirty = true;
         }
     }

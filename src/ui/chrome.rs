@@ -394,6 +394,98 @@ pub(crate) fn wrap(text: &str, width: u16) -> Vec<String> {
     lines
 }
 
+/// The most rows a status line's messages take on a screen `height` rows
+/// tall: a quarter of it, at least one (six rows of 80 columns at 80×24,
+/// ten of 120 at 120×40), so a long message is read whole while the panes
+/// keep the rest of the screen. A message longer still ends in "…".
+pub(crate) fn message_rows_cap(height: u16) -> usize {
+    usize::from(height / 4).max(1)
+}
+
+/// Lays out a status line's messages, in order, on at most `max_rows` rows
+/// of `width` cells: a message joins the row before it (after `sep`) where
+/// it fits there whole, else it starts a row; one wider than a row wraps at
+/// spaces over as many rows as it needs (a word wider than a row, a path,
+/// is broken at the row's end). Where the rows run out, the last one ends
+/// in "…". Cut at the edge instead, a message longer than the terminal lost
+/// its end, and nothing showed it.
+pub(crate) fn message_lines(
+    items: &[Span<'static>],
+    sep: &Span<'static>,
+    width: u16,
+    max_rows: usize,
+) -> Vec<Line<'static>> {
+    let cells = usize::from(width);
+    let mut rows: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut used = 0usize;
+    for item in items.iter().filter(|i| i.width() > 0) {
+        let w = item.width();
+        match rows.last_mut() {
+            Some(row) if !row.is_empty() && used + sep.width() + w <= cells => {
+                row.push(sep.clone());
+                row.push(item.clone());
+                used += sep.width() + w;
+            }
+            _ => {
+                for piece in wrap_breaking(&item.content, width) {
+                    used = Span::raw(piece.as_str()).width();
+                    rows.push(vec![Span::styled(piece, item.style)]);
+                }
+            }
+        }
+    }
+    let more = rows.len() > max_rows;
+    rows.truncate(max_rows);
+    let mut lines: Vec<Line<'static>> = rows.into_iter().map(Line::from).collect();
+    if more && let Some(last) = lines.last_mut() {
+        // An "…" says the rows ran out: after the last row's text, or in
+        // its last cell where the row is full.
+        let style = last.spans.last().map_or_else(Style::default, |s| s.style);
+        last.spans.push(Span::styled("…", style));
+        *last = fit(last, width);
+    }
+    lines
+}
+
+/// [`wrap`], with a word wider than the line broken at the line's end
+/// rather than left to be cut (what follows it goes on after its last
+/// piece): every cell of `text` is on some line.
+pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
+    use unicode_width::{UnicodeWidthChar as _, UnicodeWidthStr as _};
+    let cells = usize::from(width.max(1));
+    let mut lines = Vec::new();
+    let mut current = String::new();
+    for word in super::format::unit_words(text) {
+        let needed = current.width() + usize::from(!current.is_empty()) + word.width();
+        if needed <= cells {
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+            continue;
+        }
+        if !current.is_empty() {
+            lines.push(std::mem::take(&mut current));
+        }
+        // A word that fits a line of its own starts one; a longer one
+        // fills lines, its last piece left for what follows.
+        let mut used = 0usize;
+        for c in word.chars() {
+            let w = c.width().unwrap_or(0);
+            if used + w > cells && !current.is_empty() {
+                lines.push(std::mem::take(&mut current));
+                used = 0;
+            }
+            current.push(c);
+            used += w;
+        }
+    }
+    if !current.is_empty() {
+        lines.push(current);
+    }
+    lines
+}
+
 /// `text` padded with spaces on the left to `width` characters (cut with
 /// "…" when longer).
 pub(crate) fn right(text: &str, width: usize) -> String {
@@ -443,6 +535,57 @@ pub(crate) fn key_hints(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn texts(lines: &[Line<'_>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn messages_share_a_row_where_they_fit_and_a_long_one_wraps_whole() {
+        let sep = Span::raw(" · ");
+        let items = [
+            Span::raw("no GPU 9"),
+            Span::raw("ok"),
+            Span::raw("error: the driver stopped answering while the figures were read"),
+        ];
+        let lines = message_lines(&items, &sep, 30, 10);
+        assert_eq!(
+            texts(&lines),
+            [
+                "no GPU 9 · ok",
+                "error: the driver stopped",
+                "answering while the figures",
+                "were read",
+            ]
+        );
+        // A word wider than the row (a path) is broken at the row's end:
+        // nothing of it is lost.
+        let path = Span::raw("open /a/very/long/path/to/some/snapshot.pickle failed");
+        let lines = texts(&message_lines(&[path], &sep, 20, 10));
+        assert_eq!(
+            lines,
+            [
+                "open",
+                "/a/very/long/path/to",
+                "/some/snapshot.pickl",
+                "e failed"
+            ]
+        );
+    }
+
+    #[test]
+    fn messages_past_the_rows_given_end_in_an_ellipsis_within_the_width() {
+        let long = Span::raw("one two three four five six seven eight nine ten");
+        let lines = message_lines(&[long], &Span::raw(" · "), 10, 2);
+        assert_eq!(texts(&lines), ["one two", "three fou…"]);
+        assert!(lines.iter().all(|l| l.width() <= 10));
+        assert_eq!(message_rows_cap(24), 6);
+        assert_eq!(message_rows_cap(40), 10);
+        assert_eq!(message_rows_cap(3), 1);
+    }
 
     #[test]
     fn split_cells_gives_every_non_zero_part_a_cell() {

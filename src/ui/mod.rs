@@ -124,7 +124,7 @@ pub fn draw(frame: &mut Frame, state: &AppState, keymap: &Keymap, theme: &Theme)
 pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, theme: &Theme) {
     let area = area.intersection(buf.area);
     state.ui.screen.set(Some((area.width, area.height)));
-    let screen = layout(area, state, theme);
+    let screen = layout(area, state, keymap, theme);
     if screen.too_small {
         render_too_small(area, buf, theme);
         return;
@@ -158,7 +158,9 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     if let Some(panel) = screen.stress {
         StressPane::new(&state.stress, keymap, theme).render(panel, buf);
     }
-    StatusLine::new(state, keymap, theme).render(screen.status, buf);
+    StatusLine::new(state, keymap, theme)
+        .on_screen(area.height)
+        .render(screen.status, buf);
     if state.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
             .with_stress(state.ui.stress_open)
@@ -315,7 +317,7 @@ fn bands(
 }
 
 /// Computes where each pane goes in `area` (see the module docs).
-pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
+pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> ScreenLayout {
     if too_small(area) {
         return ScreenLayout {
             panes: Vec::new(),
@@ -324,7 +326,9 @@ pub fn layout(area: Rect, state: &AppState, theme: &Theme) -> ScreenLayout {
             too_small: true,
         };
     }
-    let status_h = StatusLine::preferred_height(state);
+    // The status line's messages wrap onto the rows they need (a quarter
+    // of the screen at most), which the panes give up.
+    let status_h = StatusLine::new(state, keymap, theme).height(area.width, area.height);
     let full_body_h = area.height - status_h;
     let status = Rect::new(area.x, area.y + full_body_h, area.width, status_h);
     let body = Rect::new(area.x, area.y, area.width, full_body_h);

@@ -1,7 +1,8 @@
 //! The status line: where the data comes from (backend, sample interval,
 //! samples taken and dropped), what went wrong (last error, fallback
 //! banner), the stress panel's last message while the segment map is shown
-//! in its place, and the keys that work in the focused pane.
+//! in its place, and the keys that work in the focused pane. The messages
+//! take the rows under the facts and hints that they need to be read whole.
 
 use std::path::Path;
 
@@ -18,16 +19,20 @@ use crate::app::keymap::{Action, Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::{AppState, StressView};
 
-/// The status line of one frame: one row, or two when there is a banner
-/// or an error and the area has room for them.
 /// How long an OOM leads the status line (ms) before the answers to keys
 /// come first again.
 const FRESH_OOM_MS: u64 = 60_000;
 
+/// The status line of one frame: the facts and the key hints, then the
+/// messages on the rows they need to be read whole (see
+/// [`StatusLine::height`]).
 pub struct StatusLine<'a> {
     state: &'a AppState,
     keymap: &'a Keymap,
     theme: &'a Theme,
+    /// The height of the screen the line is on (rows), which caps the
+    /// messages' rows; `None`: the buffer's.
+    screen_h: Option<u16>,
 }
 
 impl<'a> StatusLine<'a> {
@@ -36,24 +41,36 @@ impl<'a> StatusLine<'a> {
             state,
             keymap,
             theme,
+            screen_h: None,
         }
     }
 
-    /// Rows the status line would like: a second one for the banner and
-    /// the last error.
-    pub fn preferred_height(state: &AppState) -> u16 {
-        if state.status.banner.is_some()
-            || state.status.last_error.is_some()
-            || state.ui.notice.is_some()
-            || state.probes.status_note().is_some()
-            || state.probes.oom_banner().is_some()
-            || state.capture.note_at(state.now_ms).is_some()
-            || (map_in_place_of_panel(state) && state.stress.message.is_some())
-        {
-            2
-        } else {
-            1
-        }
+    /// On a screen `height` rows tall (the layout's), where the buffer is
+    /// larger than the screen drawn.
+    pub fn on_screen(mut self, height: u16) -> Self {
+        self.screen_h = Some(height);
+        self
+    }
+
+    /// Rows the status line takes on a screen `width`×`height`: the facts
+    /// and key hints, then the messages (answers to keys, the fallback
+    /// banner, errors, probe and OOM notes) on as many rows as they need
+    /// to be read whole, up to [`chrome::message_rows_cap`].
+    pub fn height(&self, width: u16, height: u16) -> u16 {
+        let rows = self.message_rows(width, height).len();
+        1 + u16::try_from(rows).unwrap_or(u16::MAX)
+    }
+
+    /// The messages laid out on rows of `width` cells, at most the cap of a
+    /// screen `height` rows tall.
+    fn message_rows(&self, width: u16, height: u16) -> Vec<Line<'static>> {
+        let sep = Span::styled(self.theme.glyphs().separator, self.theme.dim);
+        chrome::message_lines(
+            &self.problems(usize::from(width)),
+            &sep,
+            width,
+            chrome::message_rows_cap(height),
+        )
     }
 
     /// The variants of the facts (backend, interval, samples, dropped),
@@ -123,14 +140,12 @@ impl<'a> StatusLine<'a> {
             .unwrap_or(d)
     }
 
-    /// The problems, the fallback banner as `banner` words it.
+    /// The messages, in order, each in the longest of its wordings that
+    /// fits a row of `width` cells by itself (the OOM banner, a written
+    /// snapshot's note and the fallback banner have shorter ones that keep
+    /// what matters: the key, the file's name, the outcome); the others
+    /// are wrapped whole over the rows they need.
     fn problems(&self, width: usize) -> Vec<Span<'static>> {
-        self.problems_with(self.state.status.banner.clone(), width)
-    }
-
-    /// The problems in `width` columns, as far as the OOM banner's words
-    /// can make them fit.
-    fn problems_with(&self, banner: Option<String>, width: usize) -> Vec<Span<'static>> {
         let theme = self.theme;
         let s = &self.state.status;
         let mut spans = Vec::new();
@@ -142,8 +157,7 @@ impl<'a> StatusLine<'a> {
         let open = self.keymap.key_name(Action::OpenSnapshot);
         let capture = self.state.capture.note_at(self.state.now_ms);
         // An OOM seen in the last minute comes before anything else: it is
-        // what the user is waiting for, and a longer note before it would
-        // push it off an 80-column line. An older one, or one seen before
+        // what the user is waiting for. An older one, or one seen before
         // the user's last key was answered, gives way to that answer: the
         // answer to "9" or "c" was hidden behind it.
         let answered_at = [
@@ -160,76 +174,49 @@ impl<'a> StatusLine<'a> {
         let fresh_oom = oom
             .filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS)
             .filter(|o| answered_at.is_none_or(|t| t < o.seen_ms));
-        // One cell short of the row: what follows the banner is cut with an
-        // "…" in the row's last cell.
         if let Some(o) = fresh_oom {
-            let room = width.saturating_sub(1);
             spans.push(Span::styled(
-                oom_banner_within(o, home, open_oom, room),
+                oom_banner_within(o, home, open_oom, width),
                 theme.critical,
             ));
         }
         if let Some(n) = &self.state.ui.notice {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
             spans.push(Span::styled(n.clone(), theme.warning));
         }
         // Behind the segment map the panel that says what its keys did is
         // not drawn: its message comes here (M's "M shows the panel" was
         // said where nobody could see it).
         if let Some(m) = self.panel_message() {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
             spans.push(Span::styled(m, theme.text));
         }
         // A capture under way (or just done) answers a key too.
         if let Some(c) = capture {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
-            // A cell for the "…" that cuts what follows, if anything does.
-            let follows = oom.is_some_and(|_| fresh_oom.is_none())
-                || s.last_error.is_some()
-                || banner.is_some()
-                || self.state.probes.status_note().is_some();
-            let before: usize = spans.iter().map(Span::width).sum();
-            let room = width
-                .saturating_sub(before)
-                .saturating_sub(usize::from(follows));
             spans.push(Span::styled(
-                capture_note_within(c, home, open, room),
+                capture_note_within(c, home, open, width),
                 theme.key,
             ));
         }
         if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
-            let before: usize = spans.iter().map(Span::width).sum();
-            let room = width.saturating_sub(before).saturating_sub(1);
             spans.push(Span::styled(
-                oom_banner_within(o, home, open_oom, room),
+                oom_banner_within(o, home, open_oom, width),
                 theme.critical,
             ));
         }
         if let Some(e) = &s.last_error {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
             spans.push(Span::styled(format!("error: {e}"), theme.critical));
         }
+        // The longest wording of the fallback banner that fits a row: it
+        // stays on screen, and its details are in `vramtop doctor`.
+        let tiers = banner_tiers(s.banner.as_deref());
+        let banner = tiers
+            .iter()
+            .flatten()
+            .find(|b| Line::from(b.as_str()).width() <= width)
+            .or_else(|| tiers.iter().flatten().last());
         if let Some(b) = banner {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
-            spans.push(Span::styled(b, theme.warning));
+            spans.push(Span::styled(b.clone(), theme.warning));
         }
         if let Some(note) = self.state.probes.status_note().map(probe_note) {
-            if !spans.is_empty() {
-                spans.push(Span::styled(self.theme.glyphs().separator, theme.dim));
-            }
             spans.push(Span::styled(note, theme.warning));
         }
         spans
@@ -277,19 +264,9 @@ impl Widget for StatusLine<'_> {
         if area.height == 0 || area.width == 0 {
             return;
         }
-        // The longest wording of the fallback banner that lets the row
-        // fit: cut at the edge, it lost its reason mid-word at 80 columns.
-        let problems = banner_tiers(self.state.status.banner.as_deref())
-            .into_iter()
-            .map(|b| self.problems_with(b, usize::from(area.width)))
-            .reduce(|fits, shorter| {
-                if Line::from(fits.clone()).width() <= usize::from(area.width) {
-                    fits
-                } else {
-                    shorter
-                }
-            })
-            .unwrap_or_else(|| self.problems(usize::from(area.width)));
+        // The screen's height sets the cap, as the layout set this area's.
+        let screen_h = self.screen_h.unwrap_or(buf.area.height);
+        let problems = self.message_rows(area.width, screen_h);
         // The hints stay right-aligned on the first row, leaving room for
         // the shortest facts; the facts take what is left on the left.
         let facts_min = self.facts_variants()[3].width() + 2;
@@ -301,11 +278,10 @@ impl Widget for StatusLine<'_> {
         } else {
             (0, Rect::new(area.x, area.y, area.width, 1))
         };
-        let first = if problems.is_empty() || area.height >= 2 {
-            self.facts(usize::from(facts_w))
-        } else {
+        let first = match problems.first() {
             // One row only: the problem matters more than the counters.
-            Line::from(problems.clone())
+            Some(p) if area.height < 2 => p.clone(),
+            _ => self.facts(usize::from(facts_w)),
         };
         chrome::line_at(
             buf,
@@ -317,8 +293,13 @@ impl Widget for StatusLine<'_> {
             &first,
         );
         hints.render(hints_area, buf);
-        if area.height >= 2 && !problems.is_empty() {
-            chrome::line_at(buf, area, 1, &Line::from(problems));
+        if area.height >= 2 {
+            let rows = Rect {
+                y: area.y + 1,
+                height: area.height - 1,
+                ..area
+            };
+            chrome::lines_at(buf, rows, &problems);
         }
         self.theme.finish(area, buf);
     }

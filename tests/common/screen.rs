@@ -55,3 +55,16 @@ pub fn non_ascii(buf: &Buffer) -> Vec<(u16, u16, String)> {
     }
     out
 }
+
+/// Whether `message` can be read whole on `screen` (text, one line per
+/// row): its words in order, across as many rows as it wraps onto (a row's
+/// end reads as a space).
+pub fn reads_whole(screen: &str, message: &str) -> bool {
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flowed = screen
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join(" ");
+    words(&flowed).contains(&words(message))
+}

@@ -80,10 +80,12 @@ pub struct ViewerLayout {
 const SITES_BESIDE_WIDTH: u16 = 100;
 
 /// Computes the viewer's layout: devices, breakdown, timeline beside
-/// fragmentation, segments, a two-row status line. Short terminals drop
-/// the devices, then the breakdown, then the fragmentation. Nothing here
-/// depends on the cursor: stepping through the trace keeps every pane
-/// where it is.
+/// fragmentation, segments, a two-row status line (more while a notice
+/// longer than a row answers the last key: it wraps onto the rows it needs,
+/// up to a quarter of the screen, as the dashboard's messages do). Short
+/// terminals drop the devices, then the breakdown, then the fragmentation.
+/// Nothing here depends on the cursor: stepping through the trace keeps
+/// every pane where it is.
 pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
     if too_small(area) {
         return ViewerLayout {
@@ -93,7 +95,12 @@ pub fn viewer_layout(area: Rect, v: &ViewerState) -> ViewerLayout {
             too_small: true,
         };
     }
-    let status_h = 2;
+    // The position (or the notice answering the last key, on the rows it
+    // needs to be read whole), then the key hints.
+    let status_h = u16::try_from(status::first_rows(v, area.width, area.height).len())
+        .unwrap_or(1)
+        .saturating_add(1)
+        .min(area.height);
     let body = area.height - status_h;
     let devices_h = u16::try_from(v.scrub.devices.len().clamp(1, 4)).unwrap_or(4) + 1;
     let breakdown_h = 3;
@@ -228,7 +235,7 @@ pub fn render_viewer(
     if let Some(rect) = screen.sites {
         render_sites(rect, rect.x > area.x, buf, v, keymap, theme);
     }
-    render_status(screen.status, buf, v, keymap, theme);
+    render_status(screen.status, area.height, buf, v, keymap, theme);
     if v.detail_open {
         render_detail(area, buf, v, keymap, theme);
     }

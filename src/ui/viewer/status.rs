@@ -1,9 +1,10 @@
-//! The viewer's two-row status line: where the cursor is (event, action,
-//! stream, time, peaks, marks, filters) and the keys that fit.
+//! The viewer's status line: where the cursor is (event, action,
+//! stream, time, peaks, marks, filters), or the notice answering the last
+//! key wrapped whole over the rows it needs, and the keys that fit.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::text::Line;
+use ratatui::text::{Line, Span};
 
 use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
@@ -345,8 +346,38 @@ fn join<'a>(parts: impl Iterator<Item = &'a str>) -> String {
     parts.collect::<Vec<_>>().join(" · ")
 }
 
+/// The status line's rows above the key hints on a screen `width`×`height`:
+/// the notice that answered the last key, wrapped whole (up to
+/// [`chrome::message_rows_cap`] rows), or the position on one row.
+pub(super) fn first_rows(v: &ViewerState, width: u16, height: u16) -> Vec<Line<'static>> {
+    first_rows_styled(v, width, height, &Theme::monochrome())
+}
+
+fn first_rows_styled(
+    v: &ViewerState,
+    width: u16,
+    height: u16,
+    theme: &Theme,
+) -> Vec<Line<'static>> {
+    match &v.app.ui.notice {
+        Some(n) => chrome::message_lines(
+            &[Span::styled(n.clone(), theme.warning)],
+            &Span::raw(""),
+            width,
+            chrome::message_rows_cap(height),
+        ),
+        None => vec![Line::styled(
+            status_text_within(v, usize::from(width)),
+            theme.header,
+        )],
+    }
+}
+
+/// Draws the status line in `area` of a screen `screen_h` rows tall (the
+/// layout's, which caps the notice's rows).
 pub(super) fn render_status(
     area: Rect,
+    screen_h: u16,
     buf: &mut Buffer,
     v: &ViewerState,
     keymap: &Keymap,
@@ -356,12 +387,12 @@ pub(super) fn render_status(
     if area.height == 0 {
         return;
     }
-    // Why the last key did nothing, in place of the position until the next key.
-    let first = match &v.app.ui.notice {
-        Some(n) => Line::styled(n.clone(), theme.warning),
-        None => Line::styled(status_text_within(v, usize::from(area.width)), theme.header),
-    };
-    chrome::line_at(buf, area, 0, &first);
+    // Why the last key did nothing, in place of the position until the
+    // next key, on as many rows as it needs; the hints on the last row.
+    let first = first_rows_styled(v, area.width, screen_h, theme);
+    let hints_row = area.height.saturating_sub(1);
+    let shown = usize::from(hints_row.max(1));
+    chrome::lines_at(buf, area, &first[..first.len().min(shown)]);
     let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
     let sites = v.sites_take_keys();
     // The comparison takes the keys over the block detail too.
@@ -381,6 +412,6 @@ pub(super) fn render_status(
         }
     }
     let hints = chrome::key_hints(&all, usize::from(area.width), theme);
-    chrome::line_at(buf, area, 1, &hints);
+    chrome::line_at(buf, area, hints_row, &hints);
     theme.finish(area, buf);
 }
