@@ -361,6 +361,13 @@ fn a_failed_sample_is_said_on_the_status_line_and_the_next_one_clears_it() {
 /// snapshot and the stats after it when `oom` is sent to. Holds the
 /// connection until the dashboard hangs up.
 fn fake_probe() -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
+    fake_probe_with(false)
+}
+
+/// [`fake_probe`]; `after_an_oom`: the process had an OOM before the
+/// dashboard connected, which the probe tells of right after its hello (as
+/// the real probe does, marked `earlier`) and its stats count.
+fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
     use std::io::{Read as _, Write as _};
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -379,12 +386,22 @@ fn fake_probe() -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
                  \"reserved_bytes.all.current\":2147483648,\"num_ooms\":{ooms}}}}}\n"
             )
         };
-        let first = [
+        let hello =
             "{\"v\":2,\"type\":\"hello\",\"pid\":4242,\"argv\":[\"train.py\"],\"devices\":[0]}\n"
-                .to_string(),
-            stats(0),
-            "{\"v\":2,\"type\":\"segments\",\"device\":0,\"segments\":[]}\n".to_string(),
-        ];
+                .to_string();
+        let segments = "{\"v\":2,\"type\":\"segments\",\"device\":0,\"segments\":[]}\n".to_string();
+        let first = if after_an_oom {
+            vec![
+                hello,
+                "{\"v\":2,\"type\":\"oom\",\"device\":0,\"alloc_bytes\":4294967296,\
+                 \"message\":\"tried to allocate 4.00 GiB\",\"earlier\":true}\n"
+                    .to_string(),
+                stats(1),
+                segments,
+            ]
+        } else {
+            vec![hello, stats(0), segments]
+        };
         let then = [
             "{\"v\":2,\"type\":\"oom\",\"device\":0,\"alloc_bytes\":8589934592,\
              \"message\":\"tried to allocate 8.00 GiB\",\
@@ -505,6 +522,40 @@ fn samples_while_the_viewer_is_open_fill_the_timeline_and_a_probes_oom_then_is_m
     let screen = f.screen(80, 24);
     assert!(screen.contains("OOM in pid"), "the banner: {screen}");
     assert!(screen.contains("O opens its snapshot"), "{screen}");
+}
+
+#[test]
+fn an_oom_from_before_the_dashboard_connected_gets_a_status_note_saying_so() {
+    let (dir, _oom) = fake_probe_with(true);
+    let registry = vramtop::probe::Registry::start(
+        vec![dir.path().to_path_buf()],
+        vramtop::probe::discovery::current_uid(),
+    );
+    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
+    let mut f = Flow {
+        cluster: made.cluster,
+        dash: made.dash,
+        clock_ms: 0,
+        stress_results: made.stress_results,
+        _captures: made.captures,
+    };
+    sample_until(&mut f, "the probe's earlier OOM counted", |s| {
+        s.probes.rows.iter().any(|r| r.connected && r.ooms == 1)
+    });
+    let screen = f.screen(120, 40);
+    // The same note an OOM seen while connected gets, saying when (the pid
+    // as this machine numbers it: this test process's).
+    let pid = std::process::id();
+    let note =
+        format!("OOM in pid {pid} on GPU 0, before vramtop connected: tried to allocate 4.00 GiB");
+    assert!(screen.contains(&note), "{screen}");
+    // Its time is not now: no mark on the timeline.
+    let marked = f.state().gpus[0]
+        .history
+        .markers
+        .iter()
+        .any(|m| m.kind == vramtop::app::state::MarkerKind::Oom);
+    assert!(!marked, "no timeline mark for an earlier OOM");
 }
 
 #[test]

@@ -255,7 +255,7 @@ fn a_probe_oom_marks_the_timeline_once_and_reaches_the_status_line() {
 }
 
 #[test]
-fn an_oom_from_before_the_dashboard_without_a_snapshot_is_counted_in_the_processes_pane() {
+fn an_oom_from_before_the_dashboard_without_a_snapshot_is_counted_and_noted_as_earlier() {
     // The dashboard connects after the OOM: the probe's hello is followed
     // by its last OOM marked "earlier", with no snapshot (history off).
     let state = attached_with(|_| {
@@ -263,10 +263,20 @@ fn an_oom_from_before_the_dashboard_without_a_snapshot_is_counted_in_the_process
         s.probes[0].ooms[0].oom.earlier = true;
         s
     });
-    // Its time is not now: no mark and no status note...
+    // Its time is not now: no mark, and the status note says so...
     assert!(state.gpus[0].history.markers.is_empty());
-    assert!(state.probes.status_note().is_none());
-    // ...but the process says it had one.
+    let note = state
+        .probes
+        .status_note()
+        .map(vramtop::ui::probe_note)
+        .expect("a note of the earlier OOM");
+    assert!(
+        note.starts_with(
+            "OOM in pid 4321 on GPU 0, before vramtop connected: tried to allocate 8.00 GiB"
+        ),
+        "{note}"
+    );
+    // ...and the process says it had one.
     let theme = Theme::colored();
     let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
     let screen = text(terminal.backend().buffer());

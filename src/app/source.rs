@@ -337,6 +337,10 @@ pub struct OomNote {
     pub message: String,
     /// The allocation that failed (bytes), when known.
     pub alloc_bytes: Option<u64>,
+    /// It happened before the dashboard connected (the probe told of its
+    /// last OOM on connecting): `seen_ms` is when the dashboard learnt of
+    /// it, not when it happened.
+    pub earlier: bool,
 }
 
 /// What the status line should say about the probes now, most important
@@ -391,9 +395,9 @@ impl ProbeBoard {
     }
 
     /// How many OOMs the attached probe of `pid` says its process has had
-    /// (0 when none is attached): an OOM from before the dashboard
-    /// connected gets no timeline mark and no status note, so the
-    /// processes pane counts them.
+    /// (0 when none is attached), those from before the dashboard
+    /// connected included (they get no timeline mark: their time is not
+    /// now).
     pub fn ooms_of(&self, pid: u32) -> u64 {
         self.rows
             .iter()
@@ -571,9 +575,20 @@ impl AppState {
                         seen_ms: now_ms,
                     });
                 }
+                let note = OomNote {
+                    seen_ms: now_ms,
+                    pid: p.pid(),
+                    gpu,
+                    cuda_device: e.oom.device,
+                    message: e.oom.message.clone(),
+                    alloc_bytes: e.oom.alloc_bytes,
+                    earlier: e.oom.earlier,
+                };
                 if e.oom.earlier {
                     // Before the dashboard connected: its time is not now,
-                    // so no mark and no note; `O` opens its snapshot.
+                    // so no timeline mark; the note says it was earlier,
+                    // and `O` opens its snapshot.
+                    board.last_oom = Some(note);
                     continue;
                 }
                 if let Some(g) = gpu.and_then(|g| self.gpus.iter_mut().find(|s| s.index() == g))
@@ -594,14 +609,7 @@ impl AppState {
                         });
                     }
                 }
-                board.last_oom = Some(OomNote {
-                    seen_ms: now_ms,
-                    pid: p.pid(),
-                    gpu,
-                    cuda_device: e.oom.device,
-                    message: e.oom.message.clone(),
-                    alloc_bytes: e.oom.alloc_bytes,
-                });
+                board.last_oom = Some(note);
             }
             board.seen_ooms.insert(key, p.oom_total);
         }
@@ -983,7 +991,7 @@ mod tests {
     }
 
     #[test]
-    fn an_oom_from_before_the_connection_offers_its_snapshot_without_a_mark() {
+    fn an_oom_from_before_the_connection_offers_its_snapshot_and_a_note_without_a_mark() {
         let mut st = AppState::new(crate::app::state::StatusState::default());
         let mut snap = snapshot(7, 1, 1);
         let oom = &mut snap.probes[0].ooms[0].oom;
@@ -992,7 +1000,11 @@ mod tests {
         step(&mut st, 0, &snap);
         step(&mut st, 1000, &snap);
         assert_eq!(ooms(&st), Vec::<u64>::new(), "it did not happen now");
-        assert!(st.probes.status_note().is_none());
+        let Some(ProbeNote::Oom(note)) = st.probes.status_note() else {
+            panic!("an OOM note, got {:?}", st.probes.status_note());
+        };
+        assert!(note.earlier, "the note says it was earlier");
+        assert_eq!(note.seen_ms, 0, "when the dashboard learnt of it");
         let offered = st.probes.oom_snapshot.as_ref().map(|o| o.path.clone());
         assert_eq!(offered, Some(PathBuf::from("/s/node-7-rankx-oom.pickle")));
     }

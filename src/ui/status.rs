@@ -531,7 +531,9 @@ pub fn probe_note(note: ProbeNote<'_>) -> String {
     }
 }
 
-/// "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB".
+/// "OOM in pid 7 on GPU 0: tried to allocate 1.00 GiB"; one the probe
+/// told of on connecting says so: "OOM in pid 7 on GPU 0, before vramtop
+/// connected: …" (it did not happen now).
 fn oom_note(o: &OomNote) -> String {
     let pid = o
         .pid
@@ -547,7 +549,12 @@ fn oom_note(o: &OomNote) -> String {
     } else {
         o.message.clone()
     };
-    format!("OOM in pid {pid} on {gpu}: {detail}")
+    let when = if o.earlier {
+        ", before vramtop connected"
+    } else {
+        ""
+    };
+    format!("OOM in pid {pid} on {gpu}{when}: {detail}")
 }
 
 #[cfg(test)]
