@@ -150,28 +150,37 @@ fn largest_unit(size: u64, units: usize) -> (usize, u64) {
 /// here, the lowest layer, so that the application's messages and the
 /// panes agree; `ui::format::bytes` is this function.
 pub fn display_bytes(size: u64) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let (exp, _) = largest_unit(size, UNITS.len());
+    let (exp, _) = largest_unit(size, BYTE_UNITS.len());
     if exp == 0 {
         return format!("{size} B");
     }
-    format!("{} {}", three_significant_digits(size, exp), UNITS[exp])
+    format!(
+        "{} {}",
+        three_significant_digits(size, exp),
+        BYTE_UNITS[exp]
+    )
 }
+
+/// The binary units both byte formatters write, up to EiB (a `u64` holds
+/// 16 EiB − 1 B): one table, so the screens and the text reports write a
+/// size in the same unit, only with their own precision.
+const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// Human-friendly binary size for our own output (not PyTorch's format):
 /// "512 B", "1.50 MiB", "20 MiB": a whole number only when the size is
 /// exactly that many units, else two decimals, never rounded up to an
 /// exact size ([`size_figure`]: "1.99 MiB" for 2 MiB − 512 B, "2.00 MiB"
-/// for 2 MiB + 512 B).
+/// for 2 MiB + 512 B). The text reports' formatter (`diff`, `replay`,
+/// `open --summary`): in the unit [`display_bytes`] picks, with two
+/// decimals where the screens keep three significant digits.
 pub fn human_bytes(size: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let (exp, whole) = largest_unit(size, UNITS.len());
+    let (exp, whole) = largest_unit(size, BYTE_UNITS.len());
     if exp == 0 {
         format!("{size} B")
     } else if size.trailing_zeros() as usize >= 10 * exp {
-        format!("{whole} {}", UNITS[exp])
+        format!("{whole} {}", BYTE_UNITS[exp])
     } else {
-        format!("{} {}", size_figure(size, exp, 2), UNITS[exp])
+        format!("{} {}", size_figure(size, exp, 2), BYTE_UNITS[exp])
     }
 }
 
@@ -451,5 +460,33 @@ mod tests {
         let near_3_03_gib = 3_253_000_000;
         assert_eq!(display_bytes(near_3_03_gib), "3.03 GiB", "3.0296…: nearest");
         assert_eq!(human_bytes(near_3_03_gib), "3.03 GiB");
+    }
+
+    #[test]
+    fn the_screens_and_the_reports_write_a_size_in_the_same_unit() {
+        // The viewer's A/B comparison and `diff --at` give the same bytes:
+        // three significant digits beside two decimals, never two units.
+        let unit = |text: String| text.rsplit(' ').next().map(str::to_string);
+        for size in [
+            0,
+            1023,
+            1024,
+            20 * MIB,
+            1024 * MIB - 512,
+            1 << 50,
+            (1 << 60) - 1,
+            1 << 60,
+            u64::MAX,
+        ] {
+            assert_eq!(
+                unit(display_bytes(size)),
+                unit(human_bytes(size)),
+                "{size}: {} / {}",
+                display_bytes(size),
+                human_bytes(size)
+            );
+        }
+        assert_eq!(human_bytes(u64::MAX), "15.99 EiB", "not 16384.00 PiB");
+        assert_eq!(human_bytes(1 << 60), "1 EiB");
     }
 }
