@@ -1078,7 +1078,7 @@ impl ViewerState {
                     // key changes nothing here, but it does for other sites.
                     self.app.ui.notice = Some(format!(
                         "{}: C++ frames now {how} in expanded sites; this one has no Python \
-                         frame, so its stay listed",
+                         frame, so its C++ frames stay listed",
                         key(V::ToggleCppFrames)
                     ));
                 }
