@@ -279,6 +279,8 @@ fn main() -> ExitCode {
     }
     let code = match cli::run(cli) {
         Ok(code) => code,
+        // The one place a closed stdout is handled, for every command.
+        Err(report) if cli::is_closed_output(&report) => ExitCode::SUCCESS,
         Err(report) => {
             cli::say_error(format_args!("{report:#}"));
             ExitCode::from(cli::EXIT_BAD_INPUT)

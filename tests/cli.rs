@@ -323,6 +323,48 @@ fn closed_stdout_pipe_is_not_a_panic() {
     assert_eq!(out.status.code(), Some(0));
 }
 
+/// Runs vramtop with `args` writing into a pipe whose reader is gone
+/// before the first byte (`vramtop … | head -0`): (exit code, stderr).
+fn into_a_closed_pipe(args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .env(
+            "XDG_CONFIG_HOME",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
+        .stdout(writer)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_report_written_into_a_closed_pipe_ends_quietly_with_success() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("demo.pickle");
+    let file = file.to_str().expect("utf-8 path");
+    let (code, _, err) = vramtop(&["demo", "--save-snapshot", file]);
+    assert_eq!(code, 0, "{err}");
+    for args in [
+        vec!["open", "--summary", file],
+        vec!["open", "--summary", "--json", file],
+        vec!["replay", file],
+        vec!["diff", file, file],
+        vec!["diff", "--json", file, file],
+        vec!["demo"],
+        vec!["man"],
+    ] {
+        let (code, err) = into_a_closed_pipe(&args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert_eq!(err, "", "{args:?}: nothing on stderr");
+    }
+}
+
 #[test]
 fn dashboard_without_a_terminal_explains_the_headless_options() {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))

@@ -295,6 +295,32 @@ fn output_dash_writes_the_snapshot_to_stdout_and_no_file_named_dash() {
 }
 
 #[test]
+fn output_dash_into_a_closed_pipe_ends_quietly_with_success() {
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let written = probe_files.path().join("x-demand.pickle");
+    let (root, pid) = probe_writing(traced_snapshot(), &written);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    // `vramtop snapshot PID -o - | head -0`: the reader is gone before the
+    // first byte is written, so every write meets a closed pipe.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["snapshot", &pid, "-o", "-"])
+        .current_dir(cwd.path())
+        .env("XDG_RUNTIME_DIR", root.path())
+        .env("XDG_STATE_HOME", root.path().join("state"))
+        .stdout(writer)
+        .output()
+        .expect("run vramtop");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The progress lines come before the copy; no error follows them, and
+    // no claim that the snapshot was written.
+    assert!(!stderr.contains("error"), "{stderr}");
+    assert!(!stderr.contains("wrote it"), "{stderr}");
+}
+
+#[test]
 fn no_probe_for_the_pid_is_exit_2_and_says_so() {
     let (root, _dir) = runtime_dir();
     let cwd = tempfile::tempdir().expect("temp dir");

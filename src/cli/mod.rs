@@ -737,18 +737,28 @@ pub fn leave_to_exit<T>(value: T) {
     std::mem::forget(value);
 }
 
-/// Writes command output to stdout. A closed pipe (`vramtop … | head`) is
-/// not an error worth a panic or a message: the reader has what it wanted.
+/// Writes command output to stdout. A closed pipe (`vramtop … | head`)
+/// is returned as the error it is, for the command to stop at: the binary
+/// edge ends the run quietly with success ([`is_closed_output`]).
 pub fn emit(text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     // Names from snapshots and probes are in the text: none may act on the
     // terminal (JSON escapes them itself; this changes nothing there).
     let text = crate::quote::for_terminal(text);
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => other,
-    }
+    out.write_all(text.as_bytes()).and_then(|()| out.flush())
+}
+
+/// Whether a command failed because its output's reader has gone (a
+/// closed pipe: `vramtop … | head -1`). That is no failure: the reader has
+/// what it wanted, and the run ends with success and nothing said, as
+/// coreutils and ripgrep end.
+pub fn is_closed_output(report: &color_eyre::Report) -> bool {
+    report.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Prints a command's text report; with `--ascii`, in the ASCII stand-ins

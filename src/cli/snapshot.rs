@@ -219,6 +219,11 @@ pub fn run(
                 }
                 Ok(ExitCode::SUCCESS)
             }
+            // To the binary edge, which ends a closed pipe quietly and
+            // says any other failure to write (exit 2).
+            Err(CopyError::Write { source, .. }) => {
+                Err(color_eyre::Report::new(source).wrap_err("cannot write stdout"))
+            }
             Err(e) => {
                 let code = match e {
                     CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
