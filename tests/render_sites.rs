@@ -469,6 +469,25 @@ fn ab_marks_compare_two_cursors_and_list_what_was_allocated_between() {
 }
 
 #[test]
+fn the_ab_popup_says_no_change_with_a_dash_for_bytes_and_segments_alike() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    key(&mut v, 'P');
+    key(&mut v, 'm');
+    key(&mut v, 'M');
+    key(&mut v, 'c');
+    let lines = compare_lines(&v, 116);
+    for what in ["reserved", "allocated", "segments"] {
+        let row = lines
+            .iter()
+            .find(|l| l.starts_with(what))
+            .unwrap_or_else(|| panic!("a {what} row: {lines:#?}"));
+        assert!(row.ends_with(" -"), "{row:?}");
+    }
+}
+
+#[test]
 fn the_ab_popup_lists_every_changed_site_the_scroll_can_reach() {
     let Some(mut v) = viewer(HYPERION) else {
         return;

@@ -2,7 +2,7 @@
 //! snapshot files, and `vramtop diff FILE --at A --at B`: between two
 //! moments of one file's trace (see [`crate::snapshot::diff`]).
 
-use crate::ui::format::count_of;
+use crate::ui::format::{count_of, signed_change};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -340,23 +340,9 @@ fn on_device(path: &Path, device: Option<u32>) -> String {
     }
 }
 
-/// A signed byte count: `+1.50 MiB`, `-2 KiB`, `0 B`.
-pub fn signed_bytes(change: i64) -> String {
-    let magnitude = human_bytes(change.unsigned_abs());
-    match change.signum() {
-        1 => format!("+{magnitude}"),
-        -1 => format!("-{magnitude}"),
-        _ => magnitude,
-    }
-}
-
 fn change_line(out: &mut String, what: &str, c: &Change, bytes: bool) {
     let show = |v: u64| if bytes { human_bytes(v) } else { v.to_string() };
-    let change = if bytes {
-        signed_bytes(c.change)
-    } else {
-        format!("{:+}", c.change)
-    };
+    let change = signed_change(c.change, show);
     let _ = writeln!(
         out,
         "  {what:<10} {:>12} {:>12} {:>12}",
@@ -564,7 +550,7 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
             "  {:>12} {:>12} {:>12}  {:<6}  ",
             human_bytes(s.bytes.before),
             human_bytes(s.bytes.after),
-            signed_bytes(s.bytes.change),
+            signed_change(s.bytes.change, human_bytes),
             s.kind.name(),
         );
         // The figures stay in their columns; a site's label longer than
@@ -634,6 +620,32 @@ mod tests {
             )),
             "{text}"
         );
+    }
+
+    #[test]
+    fn no_change_reads_as_a_dash_for_bytes_and_counts_alike() {
+        let diff = Diff {
+            grouping: Grouping::UserFrame,
+            reserved: Change::new(20 << 20, 20 << 20),
+            allocated: Change::new(3 << 20, 3 << 20),
+            segments: Change::new(1, 1),
+            only_before: Vec::new(),
+            only_after: Vec::new(),
+            sites: Vec::new(),
+            before_without_stacks: None,
+            after_without_stacks: None,
+        };
+        let text = render_diff("a.pickle", "b.pickle", &diff, DEFAULT_LINES);
+        for line in [
+            "  reserved         20 MiB       20 MiB            -",
+            "  allocated         3 MiB        3 MiB            -",
+            "  segments              1            1            -",
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "{line:?}\n{text}");
+        }
+        // A change keeps its sign, bytes and counts alike.
+        assert_eq!(signed_change(-(2 << 10), human_bytes), "-2 KiB");
+        assert_eq!(signed_change(3, |n| n.to_string()), "+3");
     }
 
     #[test]

@@ -72,6 +72,21 @@ pub fn bytes(b: u64) -> String {
     crate::alloc::sizing::display_bytes(b)
 }
 
+/// What a change column says of no change: a dash, for bytes and counts
+/// alike (`0 B` beside `+0` read as two different answers).
+pub const NO_CHANGE: &str = "-";
+
+/// A change with its sign, its magnitude as `show` writes it (a size:
+/// `+1.50 MiB`, `-2 KiB`; a count: `+1`, `-304`); [`NO_CHANGE`] for none.
+/// `diff`'s and the viewer's A/B comparison's change columns.
+pub fn signed_change(change: i64, show: impl FnOnce(u64) -> String) -> String {
+    match change.signum() {
+        1 => format!("+{}", show(change.unsigned_abs())),
+        -1 => format!("-{}", show(change.unsigned_abs())),
+        _ => NO_CHANGE.to_string(),
+    }
+}
+
 /// Like [`bytes`] but without the space ("1.50GiB", "512MiB", "64KiB",
 /// "512B"), for histogram labels and tight columns: the same units as
 /// everywhere else, only packed.

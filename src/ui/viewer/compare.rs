@@ -46,14 +46,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     };
     let n = v.device().map_or(0, |d| d.len());
     let d = &c.diff;
-    let signed = |x: i64| {
-        let m = format::bytes(x.unsigned_abs());
-        match x.signum() {
-            1 => format!("+{m}"),
-            -1 => format!("-{m}"),
-            _ => m,
-        }
-    };
+    let signed = |x: i64| format::signed_change(x, format::bytes);
     let bytes_row = |name: &str, figure: &Change| {
         format!(
             "{name:<11}{:>12}{:>12}{:>12}",
@@ -73,8 +66,11 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         bytes_row("reserved", &d.reserved),
         bytes_row("allocated", &d.allocated),
         format!(
-            "{:<11}{:>12}{:>12}{:>+12}",
-            "segments", d.segments.before, d.segments.after, d.segments.change
+            "{:<11}{:>12}{:>12}{:>12}",
+            "segments",
+            d.segments.before,
+            d.segments.after,
+            format::signed_change(d.segments.change, |n| n.to_string())
         ),
         format!(
             "segments only at A: {} ({}) · only at B: {} ({})",
