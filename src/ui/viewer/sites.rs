@@ -73,7 +73,11 @@ fn stack_heading(c: FrameCounts, with_cpp: bool, cpp_key: &str) -> String {
     let dropped = dropped_note(c);
     let python = format::count_of(c.python, "Python frame", "Python frames");
     let cpp = format::count_of(c.cpp, "C++ frame", "C++ frames");
-    if !with_cpp {
+    if c.cpp == 0 && c.python > 0 {
+        // No C++ frame to hide or show: "0 C++ frames hidden, x shows
+        // them" offered a key that shows nothing.
+        format!("stack, innermost first ({python}{dropped}):")
+    } else if !with_cpp {
         format!("stack, innermost first ({python}; {cpp} hidden, {cpp_key} shows them):")
     } else if c.python == 0 {
         format!("stack, innermost first ({cpp}{dropped}):")
@@ -418,6 +422,30 @@ mod tests {
 
     fn keys() -> SiteKeys {
         SiteKeys::of(&Keymap::default())
+    }
+
+    #[test]
+    fn a_stack_without_cpp_frames_says_nothing_of_them() {
+        let python_only = FrameCounts {
+            python: 3,
+            cpp: 0,
+            dropped: 2,
+        };
+        for with_cpp in [false, true] {
+            assert_eq!(
+                stack_heading(python_only, with_cpp, "x"),
+                "stack, innermost first (3 Python frames; 2 unwinder/allocator frames dropped):"
+            );
+        }
+        let both = FrameCounts {
+            python: 3,
+            cpp: 1,
+            dropped: 0,
+        };
+        assert_eq!(
+            stack_heading(both, false, "x"),
+            "stack, innermost first (3 Python frames; 1 C++ frame hidden, x shows them):"
+        );
     }
 
     #[test]
