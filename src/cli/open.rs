@@ -467,11 +467,23 @@ fn percent_of(part: u64, whole: u64) -> String {
     }
 }
 
+/// Cells of the sites' size column at the least: "512.50 MiB".
+const SIZE_CELLS: usize = 10;
+
 /// The rows of the sites at one moment, each with its callers.
 pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
+    // The sizes' column is as wide as its widest figure ("1022.99 MiB" is
+    // 11 cells), 10 at the least, so that every row's columns line up.
+    let size_cells = at
+        .sites
+        .iter()
+        .map(|s| s.bytes)
+        .chain((at.other_sites > 0).then_some(at.other_bytes))
+        .map(|b| cells(&human_bytes(b)))
+        .fold(SIZE_CELLS, usize::max);
     for s in &at.sites {
         let figures = format!(
-            "    {:>10} {:>5}% {:>6} {:<6}  ",
+            "    {:>size_cells$} {:>5}% {:>6} {:<6}  ",
             human_bytes(s.bytes),
             percent_of(s.bytes, at.allocated),
             s.blocks,
@@ -503,7 +515,7 @@ pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
         let more = if at.sites.is_empty() { "in" } else { "more" };
         let _ = writeln!(
             out,
-            "    {:>10} {:>5}% {:>6} {:<6}  … {more} {}",
+            "    {:>size_cells$} {:>5}% {:>6} {:<6}  … {more} {}",
             human_bytes(at.other_bytes),
             percent_of(at.other_bytes, at.allocated),
             at.other_blocks,
@@ -763,6 +775,72 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_wider_than_ten_cells_widens_the_column_for_every_row() {
+        use crate::alloc::{BlockState, PoolKind};
+        use crate::snapshot::sites::sites_of_snapshot;
+        use crate::snapshot::types::{Block, Frame, Segment, Snapshot};
+        const MIB: u64 = 1 << 20;
+        // 1022.99 MiB: 11 cells, one more than the usual column.
+        let sizes = [1023 * MIB - 10 * 1024, 2 * MIB];
+        let mut address = 1u64 << 40;
+        let blocks = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &size)| {
+                let frame = Frame {
+                    filename: Arc::from("train.py"),
+                    line: 10 + k as u64,
+                    name: Arc::from("step"),
+                };
+                let block = Block {
+                    address,
+                    size,
+                    requested_size: size,
+                    state: BlockState::ActiveAllocated,
+                    frames: Arc::from(vec![frame]),
+                };
+                address += size;
+                block
+            })
+            .collect();
+        let snapshot = Snapshot {
+            segments: vec![Segment {
+                device: 0,
+                address: 1 << 40,
+                total_size: sizes.iter().sum(),
+                allocated_size: None,
+                active_size: None,
+                requested_size: None,
+                stream: 0,
+                segment_type: PoolKind::Large,
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                frames: Arc::from(Vec::new()),
+                blocks,
+            }],
+            format: SnapshotFormat::DumpSnapshot,
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+            skipped_trace_actions: Default::default(),
+            trace_not_read: false,
+        };
+        let sites = sites_of_snapshot(&snapshot, Some(0), Grouping::UserFrame);
+        // One site listed, one left for the "more" row: both row kinds.
+        let at = SitesAt::new(sites, 1, None, None);
+        let mut out = String::new();
+        render_sites_at(&mut out, &at);
+        let rows: Vec<&str> = out.lines().collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        assert!(rows[0].starts_with("    1022.99 MiB "), "{out}");
+        assert!(rows[1].starts_with("          2 MiB "), "{out}");
+        // The percentages line up under each other.
+        let percent = |row: &str| row.find('%');
+        assert_eq!(percent(rows[0]), percent(rows[1]), "{out}");
+    }
 
     fn callers_of(frames: &[&str]) -> String {
         let frames: Vec<String> = frames.iter().map(ToString::to_string).collect();
