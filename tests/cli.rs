@@ -811,6 +811,52 @@ fn replay_finds_a_trace_going_back_in_time_without_calling_it_a_mismatch() {
 }
 
 #[test]
+fn summary_warns_of_a_trace_going_back_in_time_as_replay_finds_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut snapshot = small_recording();
+    let trace = &mut snapshot.device_traces[0];
+    // Entry 3 stamped 2.5 ms before entry 2, entry 5 before entry 4.
+    trace[3].time = vramtop::snapshot::EntryTime::new(Some(-500));
+    let before = trace[4].time_us().expect("timed");
+    trace[5].time = vramtop::snapshot::EntryTime::new(Some(before - 1));
+    let path = dir.path().join("clock.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &path).expect("writes");
+    let path = path.to_str().expect("utf-8 temp path");
+
+    let (code, out, err) = vramtop(&["open", "--summary", path]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "warning: time goes backwards at trace entry #3, 2.500 ms earlier than the entry \
+             before it (1 more like it)"
+        ),
+        "{out}"
+    );
+    assert_eq!(out.matches("time goes backwards").count(), 1, "{out}");
+    for line in out.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+    let (code, json, err) = vramtop(&["open", "--summary", "--json", path]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let back = &v["sites"][0]["backwards_time"];
+    assert_eq!(back["entry_index"], 3, "{json}");
+    assert_eq!(back["count"], 2);
+    assert_eq!(back["time_us"], -500);
+
+    // A trace in order says nothing of it (`null` in the JSON).
+    let in_order = dir.path().join("in-order.pickle");
+    vramtop::snapshot::write_snapshot_file(&small_recording(), &in_order).expect("writes");
+    let in_order = in_order.to_str().expect("utf-8 temp path");
+    let (_, out, _) = vramtop(&["open", "--summary", in_order]);
+    assert!(!out.contains("backwards"), "{out}");
+    let (_, json, _) = vramtop(&["open", "--summary", "--json", in_order]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert!(v["sites"][0]["backwards_time"].is_null(), "{json}");
+}
+
+#[test]
 fn replay_names_a_gpu_whose_segments_have_no_trace_as_not_verified() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut snapshot = small_recording();

@@ -626,6 +626,18 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
         }
+        if let Some(b) = &d.backwards_time {
+            // Not a mismatch (`replay` says the same): the order is the
+            // file's, and the times below are as recorded.
+            line_under(
+                &mut out,
+                "  warning: ",
+                &format!(
+                    "{}: the times below are as recorded, the events in the file's order",
+                    b.message
+                ),
+            );
+        }
         if trace_read && d.events == 0 {
             line_under(
                 &mut out,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::invariants::{BackwardsTime, check_trace_times};
 use super::peak::{At, AtError, Moment, Peaks, peaks};
 use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
 use super::sites::{
@@ -340,6 +341,10 @@ pub struct DeviceSites {
     /// How the trace's replayed end differs from the file's recorded final
     /// state (`null`: it leads there, or there is no trace).
     pub end_mismatch: Option<EndMismatch>,
+    /// Where the trace's times first go backwards (an entry stamped
+    /// earlier than the one before it), as `replay` finds it: the times
+    /// the summary gives are as recorded. `null` for a trace in order.
+    pub backwards_time: Option<BackwardsTime>,
     /// The sites at the moment `--at` names (absent without `--at`, and
     /// for a device without a trace).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -442,6 +447,7 @@ fn report(
     at: Option<At>,
 ) -> (SitesReport, Vec<AtError>) {
     let reason = snapshot_no_stack_reason(snapshot);
+    let backwards_times = check_trace_times(snapshot);
     let mut errors = Vec::new();
     let sites = scrub_devices(snapshot)
         .into_iter()
@@ -467,6 +473,7 @@ fn report(
                     oom_events: Vec::new(),
                     inconsistent_events: 0,
                     end_mismatch: None,
+                    backwards_time: None,
                     at_cursor: None,
                 };
             };
@@ -545,6 +552,7 @@ fn report(
                 oom_events,
                 inconsistent_events: d.misfits,
                 end_mismatch: d.end_mismatch(),
+                backwards_time: backwards_times.iter().find(|b| b.device == device).cloned(),
                 at_cursor,
             }
         })
