@@ -188,9 +188,10 @@ fn diff_keeps_a_long_file_name_whole_on_a_line_of_its_own() {
     assert_eq!(lines[0], "before:", "{out}");
     // Under it, 2 cells in: the folders elided, the name whole.
     assert_eq!(lines[1], format!("  …/{name}"), "{out}");
-    // A usual name still shares its label's line.
+    // A usual name still shares its label's line, shortened by the same
+    // rule: its last folders whole after a `…`.
     assert!(
-        lines[2].starts_with("after:  /") && lines[2].ends_with("/after.pickle"),
+        lines[2].starts_with("after:  …/a-folder") && lines[2].ends_with("/after.pickle"),
         "{out}"
     );
 }

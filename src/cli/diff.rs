@@ -11,7 +11,7 @@ use color_eyre::eyre::WrapErr;
 
 use super::EXIT_BAD_INPUT;
 use super::text::{
-    REPORT_WIDTH, cells, elide_middle, elide_path, wrap_hanging, wrap_phrases_under, wrap_under,
+    REPORT_WIDTH, cells, elide_folders, elide_middle, wrap_hanging, wrap_phrases_under, wrap_under,
     wrap_words,
 };
 use crate::alloc::human_bytes;
@@ -386,10 +386,10 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
 const WRAP_WIDTH: usize = REPORT_WIDTH;
 
 /// `before: PATH` in 80 columns with the file's name whole: beside the
-/// label when the name and a cell of its folders fit there (the middle of
-/// the folders left out for a `…`), else on a line of its own under the
-/// label, 2 cells in, or from the margin when the name needs the whole
-/// line. Only a name wider than the line by itself loses its middle. The
+/// label when the name and `…/` fit there (the folders that do not fit
+/// left out for the `…`, [`elide_folders`], the same rule for both
+/// lines), else on a line of its own under the label, 2 cells in, or
+/// from the margin when the name needs the whole line. Only a name wider than the line by itself loses its middle. The
 /// ` (GPU N)` that `--devices` adds is not part of the name: it follows
 /// the path, on the line under it where the name leaves it no room.
 fn path_line(label: &str, shown: &str) -> String {
@@ -399,7 +399,7 @@ fn path_line(label: &str, shown: &str) -> String {
     let fits = |room: usize| cells(path) <= room || cells(name) + 2 <= room;
     let beside = WRAP_WIDTH.saturating_sub(cells(label) + cells(device));
     if fits(beside) {
-        return format!("{label}{}{device}", elide_path(path, beside));
+        return format!("{label}{}{device}", elide_folders(path, beside));
     }
     let label = label.trim_end();
     let under = |margin: &str, path: String| {
@@ -413,11 +413,11 @@ fn path_line(label: &str, shown: &str) -> String {
     for margin in ["  ", ""] {
         let room = WRAP_WIDTH - margin.len();
         if fits(room.saturating_sub(cells(device))) {
-            let path = elide_path(path, room - cells(device));
+            let path = elide_folders(path, room - cells(device));
             return format!("{label}\n{margin}{path}{device}");
         }
         if fits(room) {
-            return under(margin, elide_path(path, room));
+            return under(margin, elide_folders(path, room));
         }
     }
     // No room for a folder beside it: the name alone, whole where it fits.
@@ -649,28 +649,41 @@ mod tests {
     }
 
     #[test]
+    fn both_header_lines_shorten_a_path_alike_to_its_last_whole_folders() {
+        let folders = "a/very/deep/folder/of/copies/for/the/comparison/runs/2026-12-06";
+        let name = "shreyansh26_MLSys-Experiments_model_memory_usage_profile_no_grad.pkl";
+        let before = path_line("before: ", &format!("/work/{folders}/{name}"));
+        let after = path_line("after:  ", &format!("{folders}/{name}"));
+        // One rule for both: `…/`, then whole folders and the whole name,
+        // whatever each path starts with.
+        assert_eq!(before, format!("before: …/{name}"));
+        assert_eq!(after, format!("after:  …/{name}"));
+        let short = path_line("before: ", &format!("/tmp/{folders}/s.pickle"));
+        assert_eq!(
+            short,
+            "before: …/very/deep/folder/of/copies/for/the/comparison/runs/2026-12-06/s.pickle"
+        );
+        assert!(cells(&short) <= 80, "{short}");
+    }
+
+    #[test]
     fn a_file_name_too_long_to_share_the_label_s_line_goes_on_its_own_whole() {
         assert_eq!(path_line("before: ", "a.pickle"), "before: a.pickle");
-        // A usual name beside the label, the middle of its folders elided.
+        // A usual name beside the label, the folders that do not fit
+        // elided, the rest whole.
         let deep = format!("/work/{}snapshot.pickle", "copies/".repeat(12));
         let beside = path_line("before: ", &deep);
-        assert!(
-            beside.starts_with("before: /work/") && beside.ends_with("/snapshot.pickle"),
-            "{beside}"
+        assert_eq!(
+            beside,
+            format!("before: …/{}snapshot.pickle", "copies/".repeat(7))
         );
-        assert_eq!(cells(&beside), 80, "{beside}");
         // A 75-cell name: under the label, whole, its folders elided.
         let name = format!("{}.pickle", "a-long-name".repeat(6) + "-x");
         assert_eq!(cells(&name), 75);
         let own = path_line("after:  ", &format!("/work/{}{name}", "copies/".repeat(12)));
         let lines: Vec<&str> = own.lines().collect();
         assert_eq!(lines[0], "after:", "{own}");
-        assert!(
-            lines[1].starts_with("  /")
-                && lines[1].contains('…')
-                && lines[1].ends_with(&format!("/{name}")),
-            "{own}"
-        );
+        assert!(lines[1] == format!("  …/{name}"), "{own}");
         assert_eq!(lines.len(), 2, "{own}");
         // A name of 79 cells: the whole line, the name alone.
         let wide = "n".repeat(72) + ".pickle";
@@ -690,7 +703,7 @@ mod tests {
         let deep = format!("/work/{}{name}", "copies/".repeat(12));
         assert_eq!(
             path_line("after:  ", &format!("{deep} (GPU 1)")),
-            format!("after:\n  /…/{name}\n  (GPU 1)")
+            format!("after:\n  …/{name}\n  (GPU 1)")
         );
         assert_eq!(
             path_line("before: ", "/d/a.pickle (GPU 0)"),

@@ -45,6 +45,34 @@ pub fn elide_end(text: &str, width: usize) -> String {
     out
 }
 
+/// `path` in at most `width` cells for a report's header, its file name
+/// whole: the path itself where it fits, else `…` and as many of its last
+/// folders as fit in front of the name, each whole
+/// (`…/runs/2026-12-06/s.pickle`), so that two paths shortened one above
+/// the other read alike whatever each starts with. A name too wide for
+/// `…/` beside it is [`elide_path`]'s.
+pub fn elide_folders(path: &str, width: usize) -> String {
+    if cells(path) <= width {
+        return path.to_string();
+    }
+    let Some(name_at) = path.rfind('/') else {
+        return elide_path(path, width);
+    };
+    let fits = |from: usize| cells("…") + cells(&path[from..]) <= width;
+    if !fits(name_at) {
+        return elide_path(path, width);
+    }
+    // Back over whole folders while they fit (a folder's `/` leads it).
+    let mut from = name_at;
+    while let Some(folder_at) = path[..from].rfind('/') {
+        if !fits(folder_at) {
+            break;
+        }
+        from = folder_at;
+    }
+    format!("…{}", &path[from..])
+}
+
 /// Cells a lead leaves for the text after it, at the least; a wider lead
 /// hangs the text 4 cells in instead.
 const MIN_ROOM: usize = 20;
@@ -99,8 +127,9 @@ pub fn wrap_phrases_under<'a>(
 
 /// `path: rest` for a report's first line: on one line, `rest` wrapped
 /// under its start, when every clause of `rest` fits beside the path;
-/// else the path on a line of its own (the middle of its folders left
-/// out for a `…`, its file name whole, so that it can be copied) and
+/// else the path on a line of its own (the folders that do not fit left
+/// out for a `…`, [`elide_folders`], its file name whole, so that it can
+/// be copied) and
 /// `rest` under it, 2 cells in. Only a file name wider than the line by
 /// itself is broken, onto the lines after.
 pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
@@ -112,7 +141,7 @@ pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
     let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
     // `…`, a cell of the folders and the `:` beside the name.
     let shown = if cells(name) + 3 <= width {
-        elide_path(path, width - 1)
+        elide_folders(path, width - 1)
     } else {
         name.to_string()
     };
@@ -444,7 +473,7 @@ mod tests {
             path_heading(name, "7 segments on 1 device", 80),
             format!("{name}:\n  7 segments on 1 device")
         );
-        // A deep path loses the middle of its folders, never its name.
+        // A deep path loses its first folders, never its name.
         let deep = format!("/work/{}{name}", "folder/".repeat(10));
         let heading = path_heading(&deep, "7 segments on 1 device", 80);
         let first = heading.lines().next().unwrap_or_default();
