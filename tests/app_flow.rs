@@ -374,6 +374,12 @@ fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::S
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let listener =
         std::os::unix::net::UnixListener::bind(dir.path().join("4242.sock")).expect("bind");
+    // The OOM's snapshot: a pickle (PROTO 4, EMPTY_DICT, STOP) named and
+    // placed as the probe writes them, or it is not offered.
+    let snapshot = dir
+        .path()
+        .join("node7-4242-rank0-20261201T120002Z-oom.pickle");
+    std::fs::write(&snapshot, b"\x80\x04}.").expect("write");
     let (oom, oom_rx) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         let Ok((mut conn, _)) = listener.accept() else {
@@ -403,10 +409,14 @@ fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::S
             vec![hello, stats(0), segments]
         };
         let then = [
-            "{\"v\":2,\"type\":\"oom\",\"device\":0,\"alloc_bytes\":8589934592,\
-             \"message\":\"tried to allocate 8.00 GiB\",\
-             \"snapshot\":\"/s/node7-4242-oom.pickle\",\"snapshot_error\":null}\n"
-                .to_string(),
+            format!(
+                "{}\n",
+                serde_json::json!({
+                    "v": 2, "type": "oom", "device": 0, "alloc_bytes": 8_589_934_592_u64,
+                    "message": "tried to allocate 8.00 GiB",
+                    "snapshot": snapshot, "snapshot_error": null,
+                })
+            ),
             stats(1),
         ];
         for line in &first {
@@ -521,7 +531,10 @@ fn samples_while_the_viewer_is_open_fill_the_timeline_and_a_probes_oom_then_is_m
     );
     let screen = f.screen(80, 24);
     assert!(screen.contains("OOM in pid"), "the banner: {screen}");
-    assert!(screen.contains("O opens its snapshot"), "{screen}");
+    assert!(
+        screen.contains("O opens node7-4242-rank0-20261201T120002Z-oom.pickle"),
+        "{screen}"
+    );
 }
 
 #[test]

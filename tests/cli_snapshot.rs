@@ -25,6 +25,11 @@ enum Answer {
         snapshot: Box<Snapshot>,
         file: PathBuf,
     },
+    /// Says `path` is written, `bytes` long, whatever is there.
+    Claim {
+        path: PathBuf,
+        bytes: u64,
+    },
     Fail(&'static str),
     /// Reads the request and says nothing.
     Silent,
@@ -90,6 +95,12 @@ fn fake_probe(dir: &Path, version: u32, answer: Answer) {
                         })
                         .to_string()
                     }
+                    Answer::Claim { path, bytes } => serde_json::json!({
+                        "v": 2, "type": "snapshot_done", "id": id, "time": 1.0,
+                        "path": path, "bytes": bytes, "has_trace": true,
+                        "trace_entries": 1, "segments": 1,
+                    })
+                    .to_string(),
                     Answer::Fail(reason) => serde_json::json!({
                         "v": 2, "type": "snapshot_failed", "id": id, "reason": reason,
                     })
@@ -292,6 +303,78 @@ fn output_dash_writes_the_snapshot_to_stdout_and_no_file_named_dash() {
     );
     assert!(stderr.contains("wrote it to stdout"), "{stderr}");
     assert!(!cwd.path().join("-").exists(), "no file named -");
+}
+
+/// A v2 probe for this process that answers every request with
+/// `snapshot_done` naming `path`, `bytes` long.
+fn probe_claiming(path: &Path, bytes: u64) -> (tempfile::TempDir, String) {
+    let (root, dir) = runtime_dir();
+    fake_probe(
+        &dir,
+        2,
+        Answer::Claim {
+            path: path.to_path_buf(),
+            bytes,
+        },
+    );
+    (root, std::process::id().to_string())
+}
+
+#[test]
+fn the_bytes_said_are_the_bytes_copied_not_the_probes_claim() {
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let file = probe_files
+        .path()
+        .join("node7-1-rank0-20261201T120000Z-demand.pickle");
+    let written = write_snapshot_file(&traced_snapshot(), &file).expect("write");
+    let (root, pid) = probe_claiming(&file, 5);
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "-o", "s.pickle"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("wrote s.pickle ({written} bytes, 1 segment")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("(5 bytes"), "{stderr}");
+}
+
+#[test]
+fn a_path_the_probe_could_not_have_written_is_refused_and_nothing_is_copied() {
+    let probe_files = tempfile::tempdir().expect("temp dir");
+    let secret = probe_files.path().join("x-demand.pickle");
+    std::fs::write(&secret, "root:$6$secret:19000:0:99999:7:::\n").expect("write");
+    for (path, why) in [
+        (PathBuf::from("/etc/shadow"), "not a probe's snapshot name"),
+        (PathBuf::from("/etc/passwd"), "not a probe's snapshot name"),
+        (secret.clone(), "it is not a pickle"),
+    ] {
+        let (root, pid) = probe_claiming(&path, 5);
+        let cwd = tempfile::tempdir().expect("temp dir");
+        let out = vramtop(
+            root.path(),
+            cwd.path(),
+            &["snapshot", &pid, "-o", "fake.pickle"],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{path:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("vramtop: error: the probe named "),
+            "{stderr}"
+        );
+        assert!(last.contains(why), "{path:?}: {stderr}");
+        assert!(!stderr.contains("root:"), "never quoted: {stderr}");
+        assert!(!stderr.contains("wrote"), "{stderr}");
+        assert!(!cwd.path().join("fake.pickle").exists(), "{path:?}");
+        let to_stdout = vramtop(root.path(), cwd.path(), &["snapshot", &pid, "-o", "-"]);
+        assert_eq!(to_stdout.status.code(), Some(1), "{path:?}");
+        assert!(to_stdout.stdout.is_empty(), "{path:?}: nothing on stdout");
+    }
 }
 
 #[test]

@@ -448,15 +448,25 @@ fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
     let (root, dir) = runtime_dir();
     let path = dir.join("31.sock");
     let hello = hello(31).replace("\"v\":1", "\"v\":2");
+    let snaps = tempfile::tempdir().expect("temp dir");
+    let file = snaps
+        .path()
+        .join("node7-31-rank0-20261201T120002Z-oom.pickle");
+    // PROTO 4, EMPTY_DICT, STOP: a pickle, as the probe's files are.
+    std::fs::write(&file, b"\x80\x04}.").expect("write");
     let oom = serde_json::json!({
         "v": 2, "type": "oom", "time": 1764489600.4, "device": 0,
         "alloc_bytes": 4 * GIB, "device_allocated": GIB, "device_free": 0,
         "message": "tried to allocate 4.00 GiB on cuda:0",
-        "snapshot": "/s/node7-31-rank0-20261201T120002Z-oom.pickle", "snapshot_error": null,
+        "snapshot": file, "snapshot_error": null,
     });
     let without = serde_json::json!({
         "v": 2, "type": "oom", "device": 0, "message": "again",
         "snapshot": null, "snapshot_error": "disk full",
+    });
+    let elsewhere = serde_json::json!({
+        "v": 2, "type": "oom", "device": 0, "message": "a third",
+        "snapshot": "/etc/passwd", "snapshot_error": null,
     });
     fake_probe(
         &path,
@@ -465,23 +475,31 @@ fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
             stats(),
             format!("{oom}\n"),
             format!("{without}\n"),
+            format!("{elsewhere}\n"),
             stats(),
             segments(),
         ],
     );
     let sample = once_json(root.path());
     let ooms = sample["ooms"].as_array().cloned().unwrap_or_default();
-    assert_eq!(ooms.len(), 2, "{sample:#}");
+    assert_eq!(ooms.len(), 3, "{sample:#}");
     assert_eq!(ooms[0]["pid"], std::process::id());
     assert_eq!(ooms[0]["gpu"], 0);
     assert_eq!(ooms[0]["device"], 0);
     assert_eq!(ooms[0]["alloc_bytes"], 4 * GIB);
     assert_eq!(ooms[0]["time"], 1764489600.4);
     assert_eq!(ooms[0]["message"], "tried to allocate 4.00 GiB on cuda:0");
-    assert_eq!(
-        ooms[0]["snapshot"],
-        "/s/node7-31-rank0-20261201T120002Z-oom.pickle"
-    );
+    assert_eq!(ooms[0]["snapshot"], file.display().to_string());
     assert_eq!(ooms[1]["snapshot"], Value::Null, "no snapshot is null");
     assert_eq!(ooms[1]["snapshot_error"], "disk full");
+    assert_eq!(
+        ooms[2]["snapshot"],
+        Value::Null,
+        "a file the probe could not have written is not offered"
+    );
+    let why = ooms[2]["snapshot_error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("the probe named /etc/passwd as its snapshot, which vramtop does not open"),
+        "{why}"
+    );
 }

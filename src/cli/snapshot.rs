@@ -4,7 +4,7 @@
 use crate::ui::format::count;
 use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use super::{EXIT_BAD_INPUT, EXIT_MISMATCH, say_error};
 use crate::probe::client::{self, Progress};
 use crate::probe::discovery;
 use crate::probe::protocol::SnapshotDone;
+use crate::probe::snapshot_file::{self, SnapshotKind};
 
 /// What a snapshot without a trace is called, and how to get one.
 pub const SEGMENTS_ONLY_NOTE: &str =
@@ -23,8 +24,8 @@ pub const SEGMENTS_ONLY_NOTE: &str =
 pub enum CopyError {
     #[error("{} exists: add --force to replace it, or choose another name", .0.display())]
     Exists(PathBuf),
-    #[error("the probe's file {} is not a regular file", .0.display())]
-    NotAFile(PathBuf),
+    #[error(transparent)]
+    Refused(snapshot_file::Refused),
     #[error("cannot read the probe's file {}: {source}", path.display())]
     Read { path: PathBuf, source: io::Error },
     #[error("cannot write {}: {source}", path.display())]
@@ -50,23 +51,12 @@ fn copy_to_stdout(from: &Path) -> Result<u64, CopyError> {
     Ok(copied)
 }
 
-/// The probe's file `from`, opened: a plain file (a symlink in its place is
-/// not followed), the same one that was checked.
+/// The probe's file `from`, opened once it is one the probe could have
+/// written ([`snapshot_file::open`]): a plain file of ours, not a symlink,
+/// named as the probe names them, that starts as a pickle.
 fn open_probe_file(from: &Path) -> Result<File, CopyError> {
-    let read = |source| CopyError::Read {
-        path: from.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::symlink_metadata(from).map_err(read)?;
-    if !meta.file_type().is_file() {
-        return Err(CopyError::NotAFile(from.to_path_buf()));
-    }
-    let source = File::open(from).map_err(read)?;
-    let opened = source.metadata().map_err(read)?;
-    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
-        return Err(CopyError::NotAFile(from.to_path_buf()));
-    }
-    Ok(source)
+    snapshot_file::open(from, SnapshotKind::Demand, discovery::current_uid())
+        .map_err(CopyError::Refused)
 }
 
 /// Copies the probe's file `from` to `to` (mode 0600). Without `force` an
@@ -115,12 +105,10 @@ pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyErr
     copied
 }
 
-/// What is said of a finished snapshot: its size, segments and trace.
-pub fn describe(done: &SnapshotDone) -> String {
-    let mut parts = Vec::new();
-    if let Some(b) = done.bytes {
-        parts.push(format!("{b} bytes"));
-    }
+/// What is said of a finished snapshot: the bytes copied (not the size the
+/// probe claimed), its segments and trace.
+pub fn describe(done: &SnapshotDone, copied: u64) -> String {
+    let mut parts = vec![count(copied, "byte", "bytes")];
     if let Some(s) = done.segments {
         parts.push(count(s, "segment", "segments"));
     }
@@ -206,13 +194,10 @@ pub fn run(
     };
     if to_stdout {
         return match copy_to_stdout(&done.path) {
-            Ok(_) => {
+            Ok(copied) => {
                 eprintln!(
-                    "vramtop snapshot: wrote it to stdout{}",
-                    match describe(&done) {
-                        about if about.is_empty() => String::new(),
-                        about => format!(" ({about})"),
-                    }
+                    "vramtop snapshot: wrote it to stdout ({})",
+                    describe(&done, copied)
                 );
                 if !done.has_trace {
                     eprintln!("vramtop snapshot: {SEGMENTS_ONLY_NOTE}");
@@ -227,28 +212,26 @@ pub fn run(
             Err(e) => {
                 let code = match e {
                     CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
-                    CopyError::NotAFile(_) | CopyError::Read { .. } => EXIT_MISMATCH,
+                    CopyError::Refused(_) | CopyError::Read { .. } => EXIT_MISMATCH,
                 };
                 fail(&e, code)
             }
         };
     }
-    if let Err(e) = copy_snapshot(&done.path, &output, force) {
-        let code = match e {
-            CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
-            CopyError::NotAFile(_) | CopyError::Read { .. } => EXIT_MISMATCH,
-        };
-        return fail(&e, code);
-    }
-    let about = describe(&done);
-    eprintln!(
-        "vramtop snapshot: wrote {}{}",
-        output.display(),
-        if about.is_empty() {
-            String::new()
-        } else {
-            format!(" ({about})")
+    let copied = match copy_snapshot(&done.path, &output, force) {
+        Ok(n) => n,
+        Err(e) => {
+            let code = match e {
+                CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
+                CopyError::Refused(_) | CopyError::Read { .. } => EXIT_MISMATCH,
+            };
+            return fail(&e, code);
         }
+    };
+    eprintln!(
+        "vramtop snapshot: wrote {} ({})",
+        output.display(),
+        describe(&done, copied)
     );
     if !done.has_trace {
         eprintln!("vramtop snapshot: {SEGMENTS_ONLY_NOTE}");
@@ -275,18 +258,21 @@ mod tests {
     fn a_copy_is_0600_refuses_an_existing_file_and_replaces_it_with_force() {
         use std::os::unix::fs::PermissionsExt as _;
         let d = tempfile::tempdir().expect("temp dir");
-        let from = d.path().join("probe.pickle");
-        std::fs::write(&from, b"pickle bytes").expect("write");
+        let from = d
+            .path()
+            .join("node7-1-rank0-20261201T120000Z-demand.pickle");
+        // PROTO 4, EMPTY_DICT, STOP: the smallest pickle.
+        std::fs::write(&from, b"\x80\x04}.").expect("write");
         let to = d.path().join("out.pickle");
-        assert_eq!(copy_snapshot(&from, &to, false).expect("copied"), 12);
+        assert_eq!(copy_snapshot(&from, &to, false).expect("copied"), 4);
         let mode = std::fs::metadata(&to).expect("stat").permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        std::fs::write(&from, b"newer").expect("write");
+        std::fs::write(&from, b"\x80\x04].").expect("write");
         let e = copy_snapshot(&from, &to, false).expect_err("exists");
         assert!(matches!(e, CopyError::Exists(_)), "{e}");
-        assert_eq!(std::fs::read(&to).expect("read"), b"pickle bytes");
+        assert_eq!(std::fs::read(&to).expect("read"), b"\x80\x04}.");
         copy_snapshot(&from, &to, true).expect("forced");
-        assert_eq!(std::fs::read(&to).expect("read"), b"newer");
+        assert_eq!(std::fs::read(&to).expect("read"), b"\x80\x04].");
         let left: Vec<_> = std::fs::read_dir(d.path()).expect("ls").flatten().collect();
         assert_eq!(left.len(), 2, "no temporary file is left behind");
     }
@@ -295,12 +281,24 @@ mod tests {
     fn a_symlink_in_place_of_the_probes_file_is_not_followed() {
         let d = tempfile::tempdir().expect("temp dir");
         let secret = d.path().join("secret");
-        std::fs::write(&secret, b"secret").expect("write");
-        let link = d.path().join("probe.pickle");
+        std::fs::write(&secret, b"\x80\x04}.").expect("write");
+        let link = d.path().join("x-demand.pickle");
         std::os::unix::fs::symlink(&secret, &link).expect("symlink");
         let to = d.path().join("out.pickle");
         let e = copy_snapshot(&link, &to, false).expect_err("symlink");
-        assert!(matches!(e, CopyError::NotAFile(_)), "{e}");
+        assert!(matches!(e, CopyError::Refused(_)), "{e}");
+        assert!(!to.exists());
+    }
+
+    #[test]
+    fn a_probes_file_that_is_not_a_pickle_is_not_copied() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let from = d.path().join("x-demand.pickle");
+        std::fs::write(&from, b"root:x:0:0:root:/root:/bin/bash\n").expect("write");
+        let to = d.path().join("out.pickle");
+        let e = copy_snapshot(&from, &to, false).expect_err("not a pickle");
+        assert!(matches!(e, CopyError::Refused(_)), "{e}");
+        assert!(!e.to_string().contains("root:"), "never quoted: {e}");
         assert!(!to.exists());
     }
 }

@@ -7,12 +7,14 @@
 //! - [`client`]: asking a probe for a snapshot (v2);
 //! - [`discovery`]: where sockets are and which are trusted;
 //! - [`pid`]: host pid (SO_PEERCRED, NSpid) and CUDA ordinal → GPU index;
-//! - [`registry`]: the scanner and reader threads, and the latest figures.
+//! - [`registry`]: the scanner and reader threads, and the latest figures;
+//! - [`snapshot_file`]: which snapshot files a probe names are opened.
 
 pub mod client;
 pub mod discovery;
 pub mod pid;
 pub mod protocol;
 pub mod registry;
+pub mod snapshot_file;
 
 pub use registry::{ProbeSnapshot, ProbeState, ProbeStatus, Registry};

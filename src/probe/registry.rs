@@ -22,6 +22,7 @@ use serde::Serialize;
 use super::discovery::{self, Skipped};
 use super::pid::{self, PidSource, VisibleDevices};
 use super::protocol::{Hello, LineReader, Message, Oom, parse_line};
+use super::snapshot_file::{self, SnapshotKind};
 use crate::alloc::{DeviceStats, SegmentInfo};
 
 /// How often the directories are scanned for new sockets.
@@ -316,6 +317,14 @@ impl ProbeState {
                 if let Some((cut, _)) = o.message.char_indices().nth(MAX_OOM_MESSAGE_CHARS) {
                     o.message.truncate(cut);
                     o.message.push('…');
+                }
+                // Offered (`O`, --once's JSON) only when it is a file the
+                // probe could have written; else it is why there is none.
+                if let Some(path) = o.snapshot.take() {
+                    match snapshot_file::check(&path, SnapshotKind::Oom, discovery::current_uid()) {
+                        Ok(path) => o.snapshot = Some(path),
+                        Err(e) => o.snapshot_error = Some(e.to_string()),
+                    }
                 }
                 self.oom_total += 1;
                 if self.oom_by_device.contains_key(&o.device)

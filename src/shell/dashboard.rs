@@ -30,6 +30,9 @@ use crate::app::stress_worker::StressWorker;
 use crate::app::update::{Effect, handle_key, on_stress_result};
 use crate::device::{GpuReading, TelemetryError};
 use crate::probe::client::{self, Progress};
+use crate::probe::discovery;
+use crate::probe::protocol::SnapshotDone;
+use crate::probe::snapshot_file::{self, SnapshotKind};
 use crate::ui::{self, Theme};
 
 /// Where the threads the dashboard starts send their answers back to the
@@ -340,6 +343,25 @@ impl<B: Backend> Dashboard<B> {
     }
 }
 
+/// What the dashboard is told of a snapshot request's answer: the file is
+/// offered (`o`) only when it is one the probe could have written (a pickle
+/// of this user's, [`snapshot_file::check`]), not whatever path was sent.
+fn answered(pid: u32, answer: Result<SnapshotDone, client::ClientError>) -> CaptureMsg {
+    let checked = answer.map_err(|e| e.to_string()).and_then(|done| {
+        snapshot_file::check(&done.path, SnapshotKind::Demand, discovery::current_uid())
+            .map(|path| (path, done.has_trace))
+            .map_err(|e| e.to_string())
+    });
+    match checked {
+        Ok((path, has_trace)) => CaptureMsg::Done {
+            pid,
+            path,
+            has_trace,
+        },
+        Err(why) => CaptureMsg::Failed { pid, why },
+    }
+}
+
 /// Asks the probe at `socket` for a snapshot on a thread of its own; its
 /// progress and answer come back as [`CaptureMsg`]s.
 fn spawn_capture(pid: u32, socket: PathBuf, tx: tokio::sync::mpsc::UnboundedSender<CaptureMsg>) {
@@ -360,17 +382,7 @@ fn spawn_capture(pid: u32, socket: PathBuf, tx: tokio::sync::mpsc::UnboundedSend
                         });
                     },
                 );
-                let _ = tx.send(match answer {
-                    Ok(done) => CaptureMsg::Done {
-                        pid,
-                        path: done.path,
-                        has_trace: done.has_trace,
-                    },
-                    Err(e) => CaptureMsg::Failed {
-                        pid,
-                        why: e.to_string(),
-                    },
-                });
+                let _ = tx.send(answered(pid, answer));
             }
         });
     if let Err(e) = spawned {
@@ -378,5 +390,45 @@ fn spawn_capture(pid: u32, socket: PathBuf, tx: tokio::sync::mpsc::UnboundedSend
             pid,
             why: format!("cannot start a thread: {e}"),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(path: &std::path::Path) -> SnapshotDone {
+        SnapshotDone {
+            id: "a".to_string(),
+            time: None,
+            path: path.to_path_buf(),
+            bytes: Some(5),
+            has_trace: true,
+            trace_entries: Some(1),
+            segments: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_probes_snapshot_is_offered_only_when_it_is_a_pickle_it_could_have_written() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let good = d
+            .path()
+            .join("node7-1-rank0-20261201T120000Z-demand.pickle");
+        // PROTO 4, EMPTY_DICT, STOP: the smallest pickle.
+        std::fs::write(&good, b"\x80\x04}.").expect("write");
+        assert!(matches!(
+            answered(7, Ok(done(&good))),
+            CaptureMsg::Done { pid: 7, path, has_trace: true } if path == good
+        ));
+        let text = d.path().join("x-demand.pickle");
+        std::fs::write(&text, b"root:x:0:0:root:/root:/bin/bash\n").expect("write");
+        for bad in [std::path::Path::new("/etc/shadow"), text.as_path()] {
+            let CaptureMsg::Failed { pid: 7, why } = answered(7, Ok(done(bad))) else {
+                panic!("{bad:?} is not offered");
+            };
+            assert!(why.contains("vramtop does not open"), "{why}");
+            assert!(!why.contains("root:"), "never quoted: {why}");
+        }
     }
 }
