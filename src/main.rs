@@ -250,6 +250,7 @@ fn main() -> ExitCode {
     let own_matches = matches.subcommand().map_or(&matches, |(_, m)| m);
     let is_doctor = cli.is_doctor();
     let targets = cli.config_targets();
+    // The file found and why it was not used, if it was not.
     let mut config_read = None;
     // A command that reads no config file has no `--config`.
     if let Some(explicit) = targets.path {
@@ -258,10 +259,12 @@ fn main() -> ExitCode {
             .or_else(|| config::default_path().filter(|p| p.exists()));
         if let Some(path) = config_path {
             match config::apply_file(targets, own_matches, &path) {
-                Ok(()) => config_read = Some(path),
-                // doctor is where a broken setup is diagnosed: it runs on.
+                Ok(()) => config_read = Some((path, None)),
+                // doctor is where a broken setup is diagnosed: it runs on,
+                // and its report names the file and why it was not used.
                 Err(e) if is_doctor => {
                     cli::say_warning(format_args!("{e}; doctor runs without the config file"));
+                    config_read = Some((path, Some(e.reason())));
                 }
                 Err(e) => {
                     cli::say_error(e);
@@ -270,8 +273,8 @@ fn main() -> ExitCode {
             }
         }
     }
-    if let Some(path) = config_read {
-        cli.note_config_read(path);
+    if let Some((path, error)) = config_read {
+        cli.note_config(path, error);
     }
     if let Err(e) = init_logging(&cli) {
         cli::say_error(e);

@@ -470,10 +470,71 @@ fn doctor_runs_with_a_broken_config_file_and_warns() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("doctor's JSON");
     assert!(v["nvml"]["ok"].is_boolean(), "{out}");
     assert!(!out.contains("\"Err\"") && !out.contains("\"Ok\""), "{out}");
+    // The report names the file and why its values do not apply.
+    assert_eq!(v["config_file"], config.as_str(), "{out}");
+    let why = v["config_error"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("line 1: ") && why.contains("intervl"),
+        "{out}"
+    );
+    let (_, out, _) = vramtop(&["doctor", "--config", &config]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("Config"))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with("Config      ") && line.contains(": not used (line 1: "),
+        "{out}"
+    );
+    assert!(!out.contains("its values apply"), "{out}");
     // Any other command refuses the same file.
     let (code, _, err) = vramtop(&["--once", "--json", "--config", &config]);
     assert_eq!(code, 2, "{err}");
     assert!(err.starts_with(ERROR_PREFIX), "{err}");
+}
+
+#[test]
+fn doctor_says_a_missing_config_file_is_not_used_and_why() {
+    let (code, out, err) = vramtop(&["doctor", "--config", "/nonexist.toml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cannot read /nonexist.toml"), "{err}");
+    assert!(
+        out.contains("Config      /nonexist.toml: not used (cannot read it: "),
+        "{out}"
+    );
+    assert!(!out.contains("its values apply"), "{out}");
+    let (_, out, _) = vramtop(&["doctor", "--json", "--config", "/nonexist.toml"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("doctor's JSON");
+    assert_eq!(v["config_file"], "/nonexist.toml", "{out}");
+    assert!(
+        v["config_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("cannot read it: ")),
+        "{out}"
+    );
+}
+
+#[test]
+fn doctor_names_a_broken_default_config_file() {
+    let home = tempfile::tempdir().expect("temp dir");
+    let dir = home.path().join("vramtop");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::write(dir.join("config.toml"), "backend = \"gpu\"\n").expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["doctor", "--json"])
+        .env("XDG_CONFIG_HOME", home.path())
+        .output()
+        .expect("run vramtop");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text).expect("doctor's JSON");
+    let path = dir.join("config.toml").display().to_string();
+    assert_eq!(v["config_file"], path.as_str(), "{text}");
+    assert!(
+        v["config_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("line 1: ")),
+        "{text}"
+    );
 }
 
 #[test]

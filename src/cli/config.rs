@@ -44,6 +44,17 @@ pub enum ConfigFileError {
     Read { path: String, message: String },
 }
 
+impl ConfigFileError {
+    /// Why the file was not used, without its path: "line 1: …", or
+    /// "cannot read it: …".
+    pub fn reason(&self) -> String {
+        match self {
+            ConfigFileError::Invalid { message, .. } => message.clone(),
+            ConfigFileError::Read { message, .. } => format!("cannot read it: {message}"),
+        }
+    }
+}
+
 /// The default location: `$XDG_CONFIG_HOME/vramtop/config.toml`
 /// (`~/.config/vramtop/config.toml` when it is unset).
 pub fn default_path() -> Option<PathBuf> {

@@ -11,14 +11,17 @@ use super::text::{REPORT_WIDTH, wrap_phrases_under, wrap_under};
 use crate::alloc::human_bytes;
 use crate::device::doctor::{DoctorReport, diagnose};
 
-/// `config_read`: the config file whose values were applied, if any.
+/// `config_read`: the config file found (named or the default one), if
+/// any; `config_error`: why its values were not applied, if they were not.
 pub fn run(
     args: &DeviceArgs,
     config_read: Option<&Path>,
+    config_error: Option<String>,
     json: bool,
 ) -> color_eyre::Result<ExitCode> {
     let mut report = diagnose(args.backend, &args.sim_config());
     report.config_file = config_read.map(|p| p.display().to_string());
+    report.config_error = config_read.and(config_error);
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
@@ -85,7 +88,16 @@ pub fn render(r: &DoctorReport) -> String {
         // The path a phrase of its own: it starts the text and, too long
         // for a line, breaks after a `/`, never inside its file name.
         Some(path) => {
-            let phrases = [path, "(its values apply where no option is given)"];
+            // Why it was not used wraps as words: it can be long.
+            let (head, why) = match &r.config_error {
+                None => (path.to_string(), None),
+                Some(why) => (format!("{path}:"), Some(format!("not used ({why})"))),
+            };
+            let mut phrases = vec![head.as_str()];
+            match &why {
+                None => phrases.push("(its values apply where no option is given)"),
+                Some(why) => phrases.extend(why.split(' ')),
+            }
             let _ = writeln!(
                 out,
                 "{}",

@@ -541,6 +541,10 @@ pub enum Command {
         device: DeviceArgs,
         #[command(flatten)]
         config: ConfigArgs,
+        /// Why the config file (`config.config`) was not used, when it
+        /// was not; set by the binary, never by an option.
+        #[arg(skip)]
+        config_error: Option<String>,
     },
     /// Self-test the memory path: the allocator model on real CUDA memory (or
     /// the simulated GPU), fill/verify kernels, driver-used vs reserved,
@@ -720,11 +724,18 @@ impl Cli {
         matches!(self.command, Some(Command::Doctor { .. }))
     }
 
-    /// Tells `doctor` the config file that was read (the default one too),
-    /// so its report names it.
-    pub fn note_config_read(&mut self, path: PathBuf) {
-        if let Some(Command::Doctor { config, .. }) = &mut self.command {
+    /// Tells `doctor` the config file it found (the default one too), and
+    /// why it was not used (`error`: "line 1: …"), so its report names it
+    /// and says whether its values apply.
+    pub fn note_config(&mut self, path: PathBuf, error: Option<String>) {
+        if let Some(Command::Doctor {
+            config,
+            config_error,
+            ..
+        }) = &mut self.command
+        {
             config.config = Some(path);
+            *config_error = error;
         }
     }
 }
@@ -1000,7 +1011,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             device,
             config,
-        }) => doctor::run(&device, config.config.as_deref(), json),
+            config_error,
+        }) => doctor::run(&device, config.config.as_deref(), config_error, json),
         Some(Command::Check {
             json,
             device,

@@ -59,6 +59,9 @@ pub struct DoctorReport {
     /// The config file whose values were applied (set by the command
     /// line's reader; `None` when none was read).
     pub config_file: Option<String>,
+    /// Why `config_file` was not used (a syntax error, an unknown key, an
+    /// unreadable file); `None` when its values were applied.
+    pub config_error: Option<String>,
     /// Set when auto fell back to the simulation (or nvml failed): why.
     pub fallback_reason: Option<String>,
     pub gpus: Vec<GpuLine>,
@@ -300,6 +303,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
         backend,
         backend_reason,
         config_file: None,
+        config_error: None,
         fallback_reason,
         gpus,
         processes,
