@@ -75,6 +75,9 @@ def test_a_missing_script_is_a_clear_error_with_exit_code_2(tmp_path):
 def test_a_bad_interval_is_refused_by_the_command_line(tmp_path):
     done = run_cli(tmp_path, "--interval", "0")
     assert done.returncode == 2 and "positive number of seconds" in done.stderr
+    # One line, as the docs promise: no usage block.
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("python -m vramtop_probe: error: argument --interval:"), done.stderr
 
 
 def test_process_exit_sends_bye_with_reason_exit_and_removes_the_socket(tmp_path):

@@ -74,6 +74,10 @@ def test_without_options_the_env_decides(tmp_path):
 def test_a_bad_record_history_number_is_refused_by_the_command_line(tmp_path):
     done = run_cli(tmp_path, "--record-history=lots")
     assert done.returncode == 2 and "positive number of entries" in done.stderr
+    # One line, naming the option as typed (not the internal --record-history-entries).
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "argument --record-history=lots:" in done.stderr, done.stderr
+    assert "--record-history-entries" not in done.stderr, done.stderr
 
 
 def test_only_the_probes_own_record_history_is_rewritten():

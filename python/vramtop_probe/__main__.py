@@ -27,10 +27,18 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _entries(text: str) -> int:
+def _entries(text: str) -> int | None:
+    """The N of ``--record-history=N``, or None when it is not a positive integer."""
     if not (text.isascii() and text.isdigit()) or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of entries: {text!r}")
+        return None
     return int(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (no usage block), as the docs promise."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (--help for usage)\n")
 
 
 def _split_history_value(argv: list[str]) -> list[str]:
@@ -57,7 +65,7 @@ def _split_history_value(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m vramtop_probe",
         description="Run a Python script with the vramtop probe started.",
     )
@@ -74,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         help="record PyTorch's allocator history from CUDA initialisation on "
         "(--record-history=MAX_ENTRIES, default 100000; env VRAMTOP_RECORD_HISTORY)",
     )
-    parser.add_argument("--record-history-entries", type=_entries, help=argparse.SUPPRESS)
+    # The N of --record-history=N, checked below so that the error names what was typed.
+    parser.add_argument("--record-history-entries", help=argparse.SUPPRESS)
     parser.add_argument(
         "--snapshot-on-oom", action="store_true", default=None,
         help="write a snapshot at an out-of-memory error even without history "
@@ -91,6 +100,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     raw = sys.argv[1:] if argv is None else argv
     options = parser.parse_args(_split_history_value(list(raw)))
+    record_history = options.record_history
+    if options.record_history_entries is not None:
+        record_history = _entries(options.record_history_entries)
+        if record_history is None:
+            parser.error(
+                f"argument --record-history={options.record_history_entries}:"
+                " must be a positive number of entries, e.g. --record-history=100000"
+            )
     if options.script is None:
         parser.error(
             "the script to run is required: python -m vramtop_probe [OPTIONS] SCRIPT [ARGS...]"
@@ -99,7 +116,6 @@ def main(argv: list[str] | None = None) -> None:
     script = options.script
     if not os.path.isfile(script):
         parser.exit(2, f"python -m vramtop_probe: can't open file {script!r}\n")
-    record_history = options.record_history_entries or options.record_history
     # As `python script.py` does: argv[0] is the script, its folder is first on sys.path.
     sys.argv = [script, *options.args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
