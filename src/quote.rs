@@ -51,6 +51,33 @@ fn escape_where(text: &str, escaped: impl Fn(char) -> bool) -> String {
     out
 }
 
+/// `text` with every control character replaced by a visible stand-in of
+/// the same width it is drawn with: `^[` for ESC, `^G` for BEL, `^?` for
+/// DEL (caret notation, as `cat -v` writes them) and `?` for the C1
+/// controls (U+0080–U+009F). For strings a probe sends (its argv, host,
+/// messages): they are drawn in cells, where a dropped control character
+/// would still be counted in the width, and an escape sequence must never
+/// reach the terminal. Borrowed when there is none.
+pub fn visible_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match u32::from(c) {
+            n @ 0..=0x1f => {
+                out.push('^');
+                // 0x40..=0x5f: '@', 'A'..='Z', '[', '\\', ']', '^', '_'.
+                out.push(char::from_u32(n + 0x40).unwrap_or('?'));
+            }
+            0x7f => out.push_str("^?"),
+            _ if c.is_control() => out.push('?'),
+            _ => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `text` for a terminal, its lines and tabs kept: every other control
 /// character written as [`escape_controls`] writes it. What vramtop prints
 /// carries names from files and processes (a snapshot's frame names, a
@@ -91,6 +118,19 @@ pub fn parser_complaint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn visible_controls_writes_each_control_as_carets_of_the_width_drawn() {
+        assert_eq!(
+            visible_controls("\x1b]0;PWNED\x07train\x1b[2J.py"),
+            "^[]0;PWNED^Gtrain^[[2J.py"
+        );
+        assert_eq!(visible_controls("a\nb\tc\x7fd\u{9b}e"), "a^Jb^Ic^?d?e");
+        assert!(matches!(
+            visible_controls("train.py é 日本"),
+            std::borrow::Cow::Borrowed("train.py é 日本")
+        ));
+    }
 
     #[test]
     fn text_for_a_terminal_keeps_lines_and_tabs_and_escapes_the_rest() {

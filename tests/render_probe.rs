@@ -1131,3 +1131,36 @@ fn the_oom_banner_and_the_snapshot_keys_texts_name_the_keys_the_keymap_binds() {
         "{title}"
     );
 }
+
+#[test]
+fn control_characters_in_a_probes_argv_are_drawn_visible_and_the_row_is_not_cut_early() {
+    use vramtop::probe::protocol::{Message, parse_line};
+    let line = r#"{"v":2,"type":"hello","pid":17,"argv":["\u001b]0;PWNED\u0007train\u001b[2J.py","--lr","3e-4"],"devices":[0]}"#;
+    let Ok(Message::Hello(hello)) = parse_line(line.as_bytes()) else {
+        panic!("a hello");
+    };
+    let mut snapshot = probe(0);
+    // A process the simulation does not list: its row is the probe's argv.
+    snapshot.probes[0].host_pid = Some(5555);
+    snapshot.probes[0].hello = Some(hello);
+    let mut readings = vec![reading()];
+    vramtop::app::source::account_probes_in_simulation(&mut readings, &snapshot, 0);
+    let mut state = attached();
+    state.apply_sample(
+        30_000,
+        readings,
+        allocator_views_with_probes(None, &snapshot, &BTreeMap::new()),
+    );
+    state.apply_probes(30_000, &snapshot);
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains("5555"))
+        .unwrap_or_default();
+    assert!(
+        row.contains("^[]0;PWNED^Gtrain^[[2J.py --lr 3e-4"),
+        "every character drawn, none dropped, nothing cut: {screen}"
+    );
+}

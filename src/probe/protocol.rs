@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::{BlockInfo, BlockState, DeviceStats, PoolKind, SegmentInfo};
-use crate::quote::{cut, cut_to};
+use crate::quote::{cut, cut_to, visible_controls};
 
 /// The newest protocol version this vramtop speaks.
 pub const PROTOCOL_VERSION: u64 = 2;
@@ -456,7 +456,42 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
         _ => return Err(ProtocolError::NoType),
     };
     let value = serde_json::Value::Object(map);
-    Ok(match kind.as_str() {
+    parse_typed(&kind, value).map(visible_text)
+}
+
+/// The message with the text it brings for people (argv, host, torch
+/// version, messages, reasons) made drawable, once, where it enters:
+/// control characters become visible stand-ins ([`visible_controls`]), so
+/// an escape sequence in a script's argv never reaches the terminal and
+/// what is drawn is what widths are counted on. Paths are left as sent:
+/// they are opened, and quoted with escapes where they are shown.
+fn visible_text(message: Message) -> Message {
+    fn fix(s: &mut String) {
+        if let std::borrow::Cow::Owned(v) = visible_controls(s) {
+            *s = v;
+        }
+    }
+    let mut message = message;
+    match &mut message {
+        Message::Hello(h) => {
+            h.argv.iter_mut().for_each(fix);
+            h.host.iter_mut().for_each(fix);
+            h.torch.iter_mut().for_each(fix);
+        }
+        Message::Oom(o) => {
+            fix(&mut o.message);
+            o.snapshot_error.iter_mut().for_each(fix);
+        }
+        Message::Bye(b) => b.reason.iter_mut().for_each(fix),
+        Message::SnapshotFailed(f) => fix(&mut f.reason),
+        _ => {}
+    }
+    message
+}
+
+/// A message of type `kind`, read from `value`.
+fn parse_typed(kind: &str, value: serde_json::Value) -> Result<Message, ProtocolError> {
+    Ok(match kind {
         "hello" => Message::Hello(typed("hello", value)?),
         "stats" => {
             let w: StatsWire = typed("stats", value)?;
@@ -503,7 +538,7 @@ pub fn parse_line(line: &[u8]) -> Result<Message, ProtocolError> {
         "snapshot_started" => Message::SnapshotStarted(typed("snapshot_started", value)?),
         "snapshot_done" => Message::SnapshotDone(typed("snapshot_done", value)?),
         "snapshot_failed" => Message::SnapshotFailed(typed("snapshot_failed", value)?),
-        _ => Message::Unknown(kind),
+        _ => Message::Unknown(kind.to_string()),
     })
 }
 
