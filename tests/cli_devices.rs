@@ -275,6 +275,48 @@ fn driver_without_gpus_is_explained_by_doctor_and_check_falls_back() {
 }
 
 #[test]
+fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
+    let (_, out, err) = vramtop(
+        &[
+            "check",
+            "--backend",
+            "sim",
+            "--sim-memory",
+            "1GiB",
+            "--budget",
+            "100GiB",
+        ],
+        None,
+    );
+    // The heading, its wrapped lines joined.
+    let heading = out.split("[").next().unwrap_or_default();
+    let heading = heading.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!heading.contains("at most 100 GiB"), "{out}\n{err}");
+    assert!(
+        heading.contains(
+            "allocating at most 1 GiB (--budget 100 GiB, capped by what the GPU has free)"
+        ),
+        "{out}\n{err}"
+    );
+    let (_, out, _) = vramtop(
+        &[
+            "check",
+            "--json",
+            "--backend",
+            "sim",
+            "--sim-memory",
+            "1GiB",
+            "--budget",
+            "100GiB",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("check's JSON");
+    assert_eq!(v["budget_asked"], 100u64 << 30, "{out}");
+    assert_eq!(v["budget"], 1u64 << 30, "the GPU's free memory: {out}");
+}
+
+#[test]
 fn check_refuses_a_budget_below_what_it_allocates_in_one_line() {
     let (code, out, err) = vramtop(&["check", "--backend", "sim", "--budget", "1B"], None);
     assert_eq!(code, 2, "{out}\n{err}");

@@ -184,6 +184,16 @@ fn demo_runs_on_the_simulated_memory_it_is_given() {
 }
 
 #[test]
+fn a_negative_count_of_simulated_processes_is_a_range_error() {
+    let err = usage_error(&["--once", "--sim-training", "-1"]);
+    assert!(err.contains("-1 is not in 0..=64"), "{err}");
+    let err = usage_error(&["--once", "--sim-gpus", "-3"]);
+    assert!(err.contains("-3 is not in 1..=64"), "{err}");
+    let err = usage_error(&["--once", "--sim-dataloader-workers", "-2"]);
+    assert!(err.contains("-2 is not in 0..=64"), "{err}");
+}
+
+#[test]
 fn a_size_or_duration_without_a_unit_asks_for_one() {
     let err = usage_error(&["replay", "x.pickle", "--capacity", "24"]);
     assert!(err.contains("24 what? write e.g. 24GiB"), "{err}");

@@ -40,7 +40,7 @@ impl Drop for Server {
 }
 
 /// Starts `vramtop serve --backend sim --listen 127.0.0.1:0 ARGS` and reads
-/// the bound address from its "serving metrics on http://ADDR/metrics" line.
+/// the bound address from its "vramtop serve: serving metrics on http://ADDR/metrics" line.
 fn serve(test: &str, args: &[&str]) -> Server {
     serve_with_env(test, args, &[])
 }
@@ -72,7 +72,10 @@ fn serve_with_env(test: &str, args: &[&str], envs: &[(&str, &std::path::Path)]) 
         let n = server.stderr.read_line(&mut line).expect("stderr readable");
         assert!(n > 0, "vramtop serve ended before serving:\n{seen}");
         seen.push_str(&line);
-        if let Some(rest) = line.trim().strip_prefix("serving metrics on http://") {
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix("vramtop serve: serving metrics on http://")
+        {
             server.addr = rest
                 .strip_suffix("/metrics")
                 .expect("the line ends in /metrics")

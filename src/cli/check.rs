@@ -112,7 +112,15 @@ fn missing_sim_gpu(args: &DeviceArgs, device: u32) -> Option<String> {
 fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
     let cluster = SimCluster::new(args.sim_config());
     let used_cluster = cluster.clone();
-    run_check(
+    // The simulated GPU cannot give more than it has free (bytes).
+    let free = cluster
+        .telemetry()
+        .sample()
+        .ok()
+        .and_then(|r| r.get(device as usize)?.sample()?.memory_free);
+    let asked = budget;
+    let budget = free.map_or(budget, |f| budget.min(f));
+    let mut report = run_check(
         "sim",
         &format!("simulated GPU {device}"),
         || Ok(cluster.new_process(device, "vramtop check")),
@@ -126,10 +134,13 @@ fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
                 .memory_used
         },
         budget,
-    )
+    );
+    report.budget_asked = asked;
+    report
 }
 
 fn real_check(device: u32, budget: u64) -> CheckReport {
+    let asked = budget;
     // Never take more than a small share of what is free: the GPU may be shared.
     let (name, budget) = match CudaMemory::open(device) {
         Ok(m) => {
@@ -142,6 +153,7 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
                 backend: "cuda".to_string(),
                 device: device.to_string(),
                 budget: 0,
+                budget_asked: asked,
                 steps: vec![crate::device::check::CheckStep {
                     name: "open the device".to_string(),
                     ok: false,
@@ -151,7 +163,7 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
         }
     };
     let mut nvml = NvmlTelemetry::init().ok();
-    run_check(
+    let mut report = run_check(
         "cuda",
         &format!("GPU {device} {name}"),
         || CudaMemory::open(device).map_err(|e| e.to_string()),
@@ -165,7 +177,9 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
                 .memory_used
         },
         budget,
-    )
+    );
+    report.budget_asked = asked;
+    report
 }
 
 /// The human-readable report, every line in 80 columns: a step's
@@ -178,10 +192,18 @@ pub fn render(r: &CheckReport) -> String {
         wrap_under(
             "vramtop check ",
             &format!(
-                "on {} ({}), allocating at most {}",
+                "on {} ({}), allocating at most {}{}",
                 r.device,
                 r.backend,
-                human_bytes(r.budget)
+                human_bytes(r.budget),
+                if r.budget_asked > r.budget {
+                    format!(
+                        " (--budget {}, capped by what the GPU has free)",
+                        human_bytes(r.budget_asked)
+                    )
+                } else {
+                    String::new()
+                }
             ),
             REPORT_WIDTH
         )

@@ -226,7 +226,8 @@ pub struct DeviceArgs {
 pub struct SimArgs {
     /// Number of simulated GPUs.
     #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)),
+          allow_negative_numbers = true)]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
     #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE", value_parser = sim_memory_arg, allow_hyphen_values = true)]
@@ -238,13 +239,15 @@ pub struct SimArgs {
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
     #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)))]
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)),
+          allow_negative_numbers = true)]
     pub sim_training: u32,
     /// DataLoader workers per simulated training process that touched
     /// CUDA: each holds its own CUDA context (see the dataloader_workers
     /// scenario).
     #[arg(long, default_value_t = 0, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_DATALOADER_WORKERS_MAX)))]
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_DATALOADER_WORKERS_MAX)),
+          allow_negative_numbers = true)]
     pub sim_dataloader_workers: u32,
 }
 

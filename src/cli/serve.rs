@@ -169,7 +169,7 @@ pub fn run(
         Limits::default(),
     ));
     tracing::info!(%bound, backend = exporter.backend, "serving metrics");
-    eprintln!("serving metrics on http://{bound}/metrics");
+    eprintln!("vramtop serve: serving metrics on http://{bound}/metrics");
 
     while !stop.load(Ordering::Relaxed) {
         match rx.recv_timeout(Duration::from_millis(POLL_MS)) {

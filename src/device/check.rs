@@ -24,8 +24,11 @@ pub struct CheckReport {
     /// "cuda" or "sim".
     pub backend: String,
     pub device: String,
-    /// The most the test allocated at once (bytes).
+    /// The most the test allocated at once (bytes): `--budget`, capped by
+    /// what the GPU has free.
     pub budget: u64,
+    /// What `--budget` asked for (bytes); above `budget` when capped.
+    pub budget_asked: u64,
     pub steps: Vec<CheckStep>,
 }
 
@@ -159,6 +162,7 @@ where
         backend: backend.to_string(),
         device: device.to_string(),
         budget,
+        budget_asked: budget,
         steps,
     }
 }

@@ -86,9 +86,9 @@ struct RawScenario {
     name: String,
     title: String,
     explanation: String,
-    device_memory: String,
+    device_memory: RawSize,
     #[serde(default)]
-    context: Option<String>,
+    context: Option<RawSize>,
     #[serde(default)]
     alloc_conf: Option<String>,
     #[serde(default)]
@@ -128,7 +128,7 @@ struct RawStep {
 #[serde(deny_unknown_fields)]
 struct RawAlloc {
     name: String,
-    size: String,
+    size: RawSize,
     #[serde(default)]
     count: Option<RawInt>,
 }
@@ -138,6 +138,51 @@ struct RawAlloc {
 struct RawRepeat {
     times: RawInt,
     steps: Vec<RawStep>,
+}
+
+/// A size field: a string (`"96MiB"`, `"4096"`), checked later. A bare
+/// TOML number is refused where it stands, with the question the command
+/// line asks ("24 what?"), not serde's "invalid type: integer `24`".
+#[derive(Debug, Clone, PartialEq)]
+struct RawSize(String);
+
+impl std::ops::Deref for RawSize {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, Visitor};
+        struct Size;
+        fn what<E: Error>(n: impl std::fmt::Display) -> E {
+            E::custom(format!(
+                "{n} what? a size is a string with its unit: write e.g. \"{n}GiB\", \"{n}MiB\" \
+                 or \"{n}B\""
+            ))
+        }
+        impl Visitor<'_> for Size {
+            type Value = RawSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size string such as \"24GiB\"")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawSize, E> {
+                Ok(RawSize(v.to_string()))
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<RawSize, E> {
+                Err(what(v))
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<RawSize, E> {
+                Err(what(v))
+            }
+            fn visit_f64<E: Error>(self, v: f64) -> Result<RawSize, E> {
+                Err(what(v))
+            }
+        }
+        deserializer.deserialize_any(Size)
+    }
 }
 
 /// An integer field as the file wrote it, of any size, or what was there
@@ -538,13 +583,13 @@ fn unroll(
             )));
         }
         let (names, label) = match count {
-            None => (vec![name.clone()], format!("alloc {name} ({})", a.size)),
+            None => (vec![name.clone()], format!("alloc {name} ({})", a.size.0)),
             Some(n) => (
                 (0..n).map(|k| format!("{name}{k}")).collect(),
                 format!(
                     "alloc {name}0..{name}{} ({n} × {})",
                     n.saturating_sub(1),
-                    a.size
+                    a.size.0
                 ),
             ),
         };
@@ -697,6 +742,21 @@ mod tests {
         .expect("parses");
         let labels: Vec<&str> = s.steps.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["batch 1 (0): drop", "batch 2 (1): drop"]);
+    }
+
+    #[test]
+    fn a_size_written_as_a_bare_number_asks_what_unit_where_it_stands() {
+        let text = "name = \"t\"\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = 24\n";
+        let e = parse(text).expect_err("a bare number").to_string();
+        assert!(
+            e.contains("line 4, column 17: 24 what? a size is a string with its unit"),
+            "{e}"
+        );
+        assert!(!e.contains("invalid type"), "{e}");
+        let e = steps("[[step]]\nalloc = { name = \"w\", size = 96 }\n")
+            .expect_err("a bare size")
+            .to_string();
+        assert!(e.contains("96 what?"), "{e}");
     }
 
     #[test]
