@@ -792,3 +792,69 @@ fn a_panel_allocation_between_samples_raises_no_other_gpu_warning() {
     assert!(!screen.contains("exceeds the GPU's used"), "{screen}");
     assert!(screen.contains("allocated 60.0 GiB"), "{screen}");
 }
+
+impl Flow {
+    /// Hands the stress worker's answers to the dashboard until the panel
+    /// waits for none (queued keys send more as answers come).
+    fn stress_answers_until_idle(&mut self) {
+        while self.state().stress.busy {
+            self.stress_answer();
+        }
+    }
+
+    /// Presses `code` `n` times in one burst (no answer in between).
+    fn burst(&mut self, code: KeyCode, n: usize) {
+        for _ in 0..n {
+            self.key(code);
+        }
+    }
+}
+
+#[test]
+fn keys_past_the_panels_queue_are_counted_on_the_status_line_when_it_drains() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    // Count 1: one tensor an allocation.
+    f.burst(KeyCode::Char('['), 3);
+    assert_eq!(f.state().stress.count(), 1);
+    // One goes to the worker, 32 wait, 27 are dropped.
+    f.burst(KeyCode::Char('a'), 60);
+    f.stress_answers_until_idle();
+    assert_eq!(f.state().stress.tensors.len(), 33);
+    let message = f.state().stress.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("27 keys dropped: the panel is busy"),
+        "{message}"
+    );
+    // On screen, wrapped where the row ends.
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains("27 keys dropped: the") && screen.contains("panel is busy"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn free_all_typed_behind_a_full_queue_of_allocations_still_frees_everything() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    f.burst(KeyCode::Char('a'), 40);
+    f.key(KeyCode::Char('D'));
+    f.stress_answers_until_idle();
+    assert!(
+        f.state().stress.tensors.is_empty(),
+        "D ran: {:?}",
+        f.state().stress.message
+    );
+    assert_eq!(f.state().stress.figures.allocated, 0);
+    // empty_cache behind a full queue is not lost either.
+    f.burst(KeyCode::Char('a'), 40);
+    f.key(KeyCode::Char('D'));
+    f.key(KeyCode::Char('e'));
+    f.stress_answers_until_idle();
+    assert_eq!(f.state().stress.figures.reserved, 0, "e ran after D");
+}

@@ -43,7 +43,8 @@ pub const DEFAULT_COUNT: usize = 3;
 /// started (percent): the rest stays for whatever else runs there.
 pub const REAL_GPU_CAP_PERCENT: u64 = 50;
 /// Actions kept while the worker is busy (keys typed faster than it
-/// answers); more are refused.
+/// answers); more are dropped and counted, except free all and
+/// empty_cache, which are never dropped (see [`StressPanel::enqueue`]).
 pub const MAX_QUEUED: usize = 32;
 
 /// A live tensor of the panel.
@@ -219,6 +220,12 @@ pub struct StressPanel {
     /// Actions typed while busy, applied in order after the answer (so a
     /// mark typed after a free sees the free's figures).
     pub queued: Vec<StressAction>,
+    /// Keys dropped since the panel was last idle: typed while
+    /// [`MAX_QUEUED`] others were waiting. Said when the queue drains.
+    pub dropped_keys: u64,
+    /// Queued allocations and frees a free all typed behind them cancelled
+    /// since the panel was last idle (their tensors would have gone anyway).
+    pub cancelled_keys: u64,
     /// The scenario loaded into the panel.
     pub scenario: Option<ScenarioRun>,
     /// Where the allocator runs: the GPU, or a loaded scenario's device.
@@ -253,6 +260,8 @@ impl Default for StressPanel {
             message_keys: Vec::new(),
             busy: false,
             queued: Vec::new(),
+            dropped_keys: 0,
+            cancelled_keys: 0,
             scenario: None,
             device: PanelDevice::Gpu,
         }
@@ -453,6 +462,82 @@ impl StressPanel {
         }
     }
 
+    /// Keeps an action typed while the worker is busy. Up to [`MAX_QUEUED`]
+    /// wait in order; past that a key is dropped and counted ("N keys
+    /// dropped: the panel is busy", said at once and again when the queue
+    /// drains). What gives memory back is never dropped, so that a burst
+    /// of allocations cannot hold the GPU against a free typed after it:
+    /// - free all cancels the allocations and frees waiting before it
+    ///   (after it their tensors are gone either way) and waits behind
+    ///   what is left, so it runs next but for keys that allocate nothing;
+    /// - empty_cache waits past the limit too, unless the key waiting last
+    ///   is already one (a second would release nothing more).
+    ///
+    /// The queue so stays bounded: no two empty_caches in it are next to
+    /// each other, and it holds at most one free all.
+    fn enqueue(&mut self, action: StressAction) {
+        match action {
+            StressAction::FreeAll => {
+                let before = self.queued.len();
+                self.queued.retain(|a| !a.allocates_or_frees());
+                // Two empty_caches the cancelled keys stood between are one.
+                self.queued.dedup_by(|a, b| {
+                    *a == StressAction::EmptyCache && *b == StressAction::EmptyCache
+                });
+                let cancelled = before - self.queued.len();
+                self.cancelled_keys += cancelled as u64;
+                self.queued.push(action);
+                if cancelled > 0 {
+                    self.say(format!(
+                        "free all runs next: {} waiting before it cancelled",
+                        keys(cancelled as u64)
+                    ));
+                }
+            }
+            StressAction::EmptyCache => {
+                if self.queued.last() != Some(&StressAction::EmptyCache) {
+                    self.queued.push(action);
+                }
+            }
+            _ if self.queued.len() < MAX_QUEUED => self.queued.push(action),
+            _ => {
+                self.dropped_keys += 1;
+                self.say(dropped_note(self.dropped_keys));
+            }
+        }
+    }
+
+    /// Once the queue has drained: says how many keys were dropped or
+    /// cancelled on the way, after the last answer's words, and starts
+    /// counting afresh.
+    fn say_skipped_keys(&mut self) {
+        let mut notes = Vec::new();
+        if self.cancelled_keys > 0 {
+            notes.push(format!(
+                "{} cancelled by free all",
+                keys(self.cancelled_keys)
+            ));
+        }
+        if self.dropped_keys > 0 {
+            notes.push(dropped_note(self.dropped_keys));
+        }
+        self.cancelled_keys = 0;
+        self.dropped_keys = 0;
+        if notes.is_empty() {
+            return;
+        }
+        let notes = notes.join("; ");
+        let message = self.message.take().unwrap_or_default();
+        // A message that ends where its keys come in ("…:") keeps them last.
+        self.message = Some(if message.is_empty() {
+            notes
+        } else if self.message_keys.is_empty() {
+            format!("{message}; {notes}")
+        } else {
+            format!("{notes}; {message}")
+        });
+    }
+
     /// Applies a key's action: the commands for the worker (at most one).
     /// While the worker is busy, actions other than moving the cursor wait
     /// in [`StressPanel::queued`].
@@ -468,11 +553,7 @@ impl StressPanel {
                     | StressAction::OpenScenarios
             )
         {
-            if self.queued.len() < MAX_QUEUED {
-                self.queued.push(action);
-            } else {
-                self.say("busy: too many keys ahead of the device; this one was dropped");
-            }
+            self.enqueue(action);
             return Vec::new();
         }
         match action {
@@ -662,8 +743,12 @@ impl StressPanel {
             }
         }
         if self.scenario.as_ref().is_some_and(|r| r.running) && !self.busy {
-            return self.scenario_step();
+            let commands = self.scenario_step();
+            if !commands.is_empty() {
+                return commands;
+            }
         }
+        self.say_skipped_keys();
         Vec::new()
     }
 
@@ -865,6 +950,20 @@ impl StressPanel {
     }
 }
 
+/// "1 key", "5 keys".
+fn keys(n: u64) -> String {
+    if n == 1 {
+        "1 key".to_string()
+    } else {
+        format!("{n} keys")
+    }
+}
+
+/// What the panel says of keys dropped behind a full queue.
+fn dropped_note(n: u64) -> String {
+    format!("{} dropped: the panel is busy", keys(n))
+}
+
 /// "1 tensor", "5 tensors": the panel's messages count in words a person
 /// reads, not "1 tensor(s)".
 pub fn tensors(n: u64) -> String {
@@ -883,6 +982,55 @@ mod tests {
     fn real_gpus_get_half_the_free_memory_as_cap_and_the_simulation_none() {
         assert_eq!(default_cap(80 * GIB, true), Some(40 * GIB));
         assert_eq!(default_cap(80 * GIB, false), None);
+    }
+
+    /// A panel waiting for an answer to its first allocation.
+    fn busy_panel() -> StressPanel {
+        let mut p = StressPanel {
+            gpu: Some(0),
+            ..StressPanel::default()
+        };
+        assert_eq!(p.apply(StressAction::Allocate).len(), 1);
+        assert!(p.busy);
+        p
+    }
+
+    #[test]
+    fn free_all_typed_while_busy_cancels_the_allocations_and_frees_waiting_before_it() {
+        let mut p = busy_panel();
+        p.apply(StressAction::Allocate);
+        p.apply(StressAction::MarkCompare);
+        p.apply(StressAction::FreeOldest);
+        p.apply(StressAction::EmptyCache);
+        p.apply(StressAction::FreeAll);
+        assert_eq!(
+            p.queued,
+            vec![
+                StressAction::MarkCompare,
+                StressAction::EmptyCache,
+                StressAction::FreeAll
+            ]
+        );
+        assert_eq!(p.cancelled_keys, 2);
+    }
+
+    #[test]
+    fn empty_cache_and_free_all_are_never_dropped_and_the_queue_stays_bounded() {
+        let mut p = busy_panel();
+        for _ in 0..MAX_QUEUED + 10 {
+            p.apply(StressAction::CountUp);
+        }
+        assert_eq!(p.queued.len(), MAX_QUEUED);
+        assert_eq!(p.dropped_keys, 10);
+        for _ in 0..100 {
+            p.apply(StressAction::EmptyCache);
+            p.apply(StressAction::FreeAll);
+        }
+        assert_eq!(p.queued.len(), MAX_QUEUED + 2, "{:?}", p.queued);
+        assert_eq!(
+            p.queued[MAX_QUEUED..],
+            [StressAction::EmptyCache, StressAction::FreeAll]
+        );
     }
 
     #[test]

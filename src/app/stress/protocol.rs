@@ -65,6 +65,20 @@ pub enum StressAction {
 }
 
 impl StressAction {
+    /// Whether the action allocates or frees tensors: what a free all typed
+    /// after it makes moot.
+    pub fn allocates_or_frees(self) -> bool {
+        matches!(
+            self,
+            StressAction::Allocate
+                | StressAction::FreeSelected
+                | StressAction::FreeOldest
+                | StressAction::FreeRandom
+                | StressAction::FreeEveryOther
+                | StressAction::FreeAll
+        )
+    }
+
     /// What the action does, for the help and the docs.
     pub fn describe(self) -> &'static str {
         match self {
