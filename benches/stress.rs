@@ -58,6 +58,7 @@ fn loaded(
     panel.on_result(exec.started());
     let fill = StressCommand::Malloc {
         sizes: vec![TENSOR_BYTES; LIVE],
+        cap: None,
     };
     panel.busy = true;
     panel.on_result(exec.execute(&fill));
@@ -99,6 +100,7 @@ fn bench_panel(c: &mut Criterion) {
 fn bench_executor(c: &mut Criterion) {
     let one = StressCommand::Malloc {
         sizes: vec![1 << 20],
+        cap: None,
     };
     c.bench_function("executor_allocate_one_fresh", |b| {
         b.iter_batched(

@@ -130,6 +130,7 @@ fn traced_snapshot() -> Snapshot {
     );
     exec.execute(&StressCommand::Malloc {
         sizes: vec![MIB, 3 * MIB, 30 * MIB, 512],
+        cap: None,
     });
     exec.execute(&StressCommand::EmptyCache);
     exec.snapshot()

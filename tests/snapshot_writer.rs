@@ -312,10 +312,12 @@ fn stress_session_snapshot_replays_as_a_full_match_with_named_frames() {
     for command in [
         StressCommand::Malloc {
             sizes: vec![MIB, MIB, 3 * MIB, 30 * MIB, 512],
+            cap: None,
         },
         StressCommand::EmptyCache,
         StressCommand::Malloc {
             sizes: vec![100 * MIB, 100 * MIB, 100 * MIB],
+            cap: None,
         },
     ] {
         let result = exec.execute(&command);

@@ -96,7 +96,8 @@ fn a_request_that_would_push_reserved_over_the_cap_is_refused_with_the_figures()
     assert_eq!(
         p.apply(StressAction::Allocate),
         vec![StressCommand::Malloc {
-            sizes: vec![GIB, GIB]
+            sizes: vec![GIB, GIB],
+            cap: Some(5 * GIB),
         }]
     );
 }
@@ -144,7 +145,8 @@ fn stress_cap_from_the_command_line_replaces_the_default_and_the_refusal_names_i
     assert_eq!(
         p.apply(StressAction::Allocate),
         vec![StressCommand::Malloc {
-            sizes: vec![GIB, GIB]
+            sizes: vec![GIB, GIB],
+            cap: Some(2 * GIB),
         }],
         "exactly the cap is allowed"
     );
@@ -170,7 +172,7 @@ fn the_simulation_has_no_cap_so_out_of_memory_can_be_reached() {
     p.size_index = SIZE_PRESETS.len() - 1;
     p.count_index = COUNT_PRESETS.len() - 1;
     let cmds = p.apply(StressAction::Allocate);
-    assert!(matches!(&cmds[..], [StressCommand::Malloc { sizes }] if sizes.len() == 100));
+    assert!(matches!(&cmds[..], [StressCommand::Malloc { sizes, .. }] if sizes.len() == 100));
 }
 
 #[test]
@@ -269,7 +271,7 @@ fn random_sizes_are_log_uniform_within_bounds_and_reproducible() {
         assert_eq!(p.pattern, Pattern::RandomLogUniform);
         p.count_index = COUNT_PRESETS.len() - 1;
         match &p.apply(StressAction::Allocate)[..] {
-            [StressCommand::Malloc { sizes }] => sizes.clone(),
+            [StressCommand::Malloc { sizes, .. }] => sizes.clone(),
             other => panic!("{other:?}"),
         }
     };
@@ -376,7 +378,8 @@ fn a_typed_size_replaces_the_preset_and_allocations_use_it() {
     assert_eq!(
         p.apply(StressAction::Allocate),
         vec![StressCommand::Malloc {
-            sizes: vec![37 * MIB, 37 * MIB]
+            sizes: vec![37 * MIB, 37 * MIB],
+            cap: None,
         }]
     );
 }
@@ -439,10 +442,10 @@ fn a_size_typed_while_busy_opens_at_once_and_is_set_in_key_order() {
     p.apply(StressAction::Allocate); // queued, at the new size
     assert_eq!(p.size(), MIB, "not set before the queued allocation");
     let next = p.on_result(answer(StressOutcome::Freed(vec![tensor(0).address]), 0));
-    assert!(matches!(&next[..], [StressCommand::Malloc { sizes }] if sizes[0] == MIB));
+    assert!(matches!(&next[..], [StressCommand::Malloc { sizes, .. }] if sizes[0] == MIB));
     assert_eq!(p.size(), MIB);
     let after = p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
-    assert!(matches!(&after[..], [StressCommand::Malloc { sizes }] if sizes[0] == 3 * MIB));
+    assert!(matches!(&after[..], [StressCommand::Malloc { sizes, .. }] if sizes[0] == 3 * MIB));
 }
 
 // ------------------------------------------------------------ the worker
@@ -1443,7 +1446,10 @@ fn an_executor_without_a_reopen_refuses_to_reconfigure_and_keeps_its_tensors() {
         CachingAllocator::new(memory, 0, AllocatorConfig::default()),
         false,
     );
-    exec.execute(&StressCommand::Malloc { sizes: vec![MIB] });
+    exec.execute(&StressCommand::Malloc {
+        sizes: vec![MIB],
+        cap: None,
+    });
     let r = exec.execute(&StressCommand::Reconfigure {
         settings: "expandable_segments:True".into(),
     });
@@ -1497,7 +1503,7 @@ const KIB: u64 = 1 << 10;
 
 fn malloc_sizes(cmds: &[StressCommand]) -> Vec<u64> {
     match cmds {
-        [StressCommand::Malloc { sizes }] => sizes.clone(),
+        [StressCommand::Malloc { sizes, .. }] => sizes.clone(),
         other => panic!("expected one Malloc, got {other:?}"),
     }
 }
@@ -1681,6 +1687,7 @@ fn figures_take_the_histogram_of_the_layout() {
     );
     let r = exec.execute(&StressCommand::Malloc {
         sizes: vec![MIB, MIB],
+        cap: None,
     });
     let first = match &r.outcome {
         StressOutcome::Allocated(t) => t[0].address,
@@ -1791,6 +1798,7 @@ fn the_simulated_worker_fills_each_tensor_with_its_id_and_verify_finds_a_foreign
     .with_kernels();
     let r = exec.execute(&StressCommand::Malloc {
         sizes: vec![MIB, 3 * MIB, 5000],
+        cap: None,
     });
     let StressOutcome::Allocated(new) = r.outcome else {
         panic!("{:?}", r.outcome)
@@ -3379,4 +3387,110 @@ fn the_fields_and_the_scenario_list_name_their_keys_from_one_table_the_help_list
         !help.contains("(s, S)") && !help.contains("list (n)"),
         "{help}"
     );
+}
+
+// ------------------------------------------------------------ the cap
+
+/// The repro of a cap of 50 MiB: five 10 MiB tensors, then 3 MiB ones.
+fn capped_at_50_mib_with_five_10_mib_tensors(cluster: &SimCluster) -> Driven {
+    let mut d = Driven::start_with(cluster, StressPanel::with_cap(Some(50 * MIB)));
+    d.panel.size_index = SIZE_PRESETS.iter().position(|&s| s == 10 * MIB).unwrap();
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 5).unwrap();
+    d.act(StressAction::Allocate);
+    assert_eq!(d.panel.figures.reserved, 50 * MIB);
+    d.act(StressAction::SetSize(3 * MIB));
+    d.panel.count_index = 0;
+    d
+}
+
+#[test]
+fn a_request_a_cached_block_serves_is_not_refused_at_the_cap() {
+    let cluster = sim();
+    let mut d = capped_at_50_mib_with_five_10_mib_tensors(&cluster);
+    d.act(StressAction::FreeOldest);
+    // The freed 10 MiB block holds 3 MiB: reserved does not grow.
+    d.act(StressAction::Allocate);
+    let message = d.panel.message.clone().unwrap_or_default();
+    assert_eq!(d.panel.tensors.len(), 5, "{message}");
+    assert_eq!(d.panel.figures.reserved, 50 * MIB);
+}
+
+#[test]
+fn a_request_whose_new_segment_would_pass_the_cap_is_refused_with_its_segment() {
+    let cluster = sim();
+    let mut d = capped_at_50_mib_with_five_10_mib_tensors(&cluster);
+    d.act(StressAction::FreeOldest);
+    d.act(StressAction::EmptyCache);
+    assert_eq!(d.panel.figures.reserved, 40 * MIB);
+    // 40 + 3 is under the cap, but 3 MiB gets a 20 MiB segment: 60 MiB.
+    d.act(StressAction::Allocate);
+    assert_eq!(d.panel.figures.reserved, 40 * MIB, "the cap held");
+    assert_eq!(d.panel.tensors.len(), 4);
+    let why = d.panel.message.clone().unwrap_or_default();
+    assert!(
+        why.contains("20.0 MiB segment") && why.contains("exceeds the stress cap of 50.0 MiB"),
+        "{why}"
+    );
+    assert!(d.panel.oom.is_none(), "a refusal, not an OOM");
+}
+
+/// A key of the capped-panel property, as data proptest can draw.
+fn capped_panel_action() -> impl proptest::strategy::Strategy<Value = StressAction> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => Just(StressAction::Allocate),
+        1 => Just(StressAction::SizeUp),
+        1 => Just(StressAction::SizeDown),
+        1 => Just(StressAction::CountUp),
+        1 => Just(StressAction::CountDown),
+        1 => Just(StressAction::TogglePattern),
+        1 => Just(StressAction::FreeOldest),
+        1 => Just(StressAction::FreeRandom),
+        1 => Just(StressAction::FreeEveryOther),
+        1 => Just(StressAction::FreeAll),
+        2 => Just(StressAction::EmptyCache),
+        1 => (512u64..64 * MIB).prop_map(StressAction::SetSize),
+        1 => Just(StressAction::Reconfigure),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Whatever keys are pressed, the panel never holds more reserved
+    /// than its cap, under PyTorch's defaults and expandable segments.
+    #[test]
+    fn the_stress_cap_bounds_reserved_after_every_key(
+        cap_mib in 1u64..300,
+        expandable in proptest::bool::ANY,
+        actions in proptest::collection::vec(capped_panel_action(), 1..60),
+    ) {
+        let cap = cap_mib * MIB;
+        let device = vramtop::alloc::InMemoryDevice::new(80 * GIB);
+        let allocator = CachingAllocator::new(device, 0, AllocatorConfig::default());
+        let mut exec = PanelExecutor::new(
+            StressExecutor::new(allocator, false)
+                .with_reopen(|| Ok(vramtop::alloc::InMemoryDevice::new(80 * GIB))),
+        );
+        let mut p = StressPanel::with_cap(Some(cap));
+        p.on_result(exec.started());
+        let settings = if expandable { "expandable_segments:True" } else { "" };
+        for action in actions {
+            if action == StressAction::Reconfigure {
+                p.pending_settings = Some(settings.to_string());
+            }
+            let mut commands = p.apply(action);
+            while let Some(command) = commands.pop() {
+                let result = exec.execute(&command);
+                proptest::prop_assert!(
+                    result.stats.reserved_bytes.all.current as u64 <= cap,
+                    "reserved {} over the cap {cap} after {action:?}: {:?}",
+                    result.stats.reserved_bytes.all.current,
+                    result.outcome
+                );
+                commands = p.on_result(result);
+            }
+            proptest::prop_assert!(p.figures.reserved <= cap);
+        }
+    }
 }

@@ -135,6 +135,7 @@ fn the_executor_fills_verifies_reconfigures_and_leaves_nothing_in_the_driver() {
 
     let r = exec.execute(&StressCommand::Malloc {
         sizes: vec![MIB, 6 * MIB, 5000],
+        cap: None,
     });
     let tensors = allocated(&r);
     // Each tensor holds the pattern of its id (1, 2, 3) over its bytes.
@@ -184,6 +185,7 @@ fn the_executor_fills_verifies_reconfigures_and_leaves_nothing_in_the_driver() {
     assert_eq!(driver.live()[0], 0, "no cuMemAlloc segment is left");
     let r = exec.execute(&StressCommand::Malloc {
         sizes: vec![30 * MIB, 30 * MIB],
+        cap: None,
     });
     assert_eq!(allocated(&r).len(), 2);
     assert!(driver.live()[3] > 0, "expandable pages are mapped");

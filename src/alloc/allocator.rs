@@ -635,6 +635,30 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         self.find_free_block(pool, stream, rounded).is_some()
     }
 
+    /// The most `malloc(size)` on `stream` could add to
+    /// `memory_reserved()` as things stand (bytes): 0 when a cached block
+    /// serves it; else the segment it would obtain, or with expandable
+    /// segments the request in whole pages (it maps no more: a free mapped
+    /// tail it extends makes it map less). Freeing cached blocks to make
+    /// room (the retry after a failed segment) only lowers what it ends
+    /// with, so `memory_reserved()` plus this bounds reserved after the
+    /// call.
+    pub fn reserved_growth_bound(&self, size: u64, stream: StreamId) -> u64 {
+        if size == 0 || self.would_reuse_cached_block(size, stream) {
+            return 0;
+        }
+        let rounded = round_size(size, &self.config);
+        if self.config.expandable_segments {
+            let page = match self.get_pool(rounded, stream).kind {
+                PoolKind::Small => SMALL_BUFFER,
+                PoolKind::Large => LARGE_BUFFER,
+            };
+            rounded.div_ceil(page).saturating_mul(page)
+        } else {
+            allocation_size(rounded)
+        }
+    }
+
     fn should_split(&self, id: BlockId, size: u64) -> bool {
         let b = self.b(id);
         let remaining = b.size - size;

@@ -161,9 +161,17 @@ impl<D: DeviceMemory> StressExecutor<D> {
             .collect()
     }
 
-    fn malloc(&mut self, sizes: &[u64]) -> StressOutcome {
+    fn malloc(&mut self, sizes: &[u64], cap: Option<u64>) -> StressOutcome {
         let mut done = Vec::with_capacity(sizes.len());
         for &size in sizes {
+            if let Some(cap) = cap
+                && let Some(message) = self.cap_refusal(size, cap, done.len())
+            {
+                return StressOutcome::Failed {
+                    allocated: self.tensors(&done),
+                    message,
+                };
+            }
             match self.allocator.malloc(size, STREAM) {
                 Ok(address) => {
                     done.push((address, size));
@@ -202,6 +210,33 @@ impl<D: DeviceMemory> StressExecutor<D> {
             }
         }
         StressOutcome::Allocated(self.tensors(&done))
+    }
+
+    /// Why a tensor of `size` bytes is refused under `cap` (bytes): the
+    /// most its malloc could add to reserved (nothing when a cached block
+    /// serves it; else the segment it would obtain) would take reserved past
+    /// the cap. `before`: tensors of the same command allocated already.
+    fn cap_refusal(&self, size: u64, cap: u64, before: usize) -> Option<String> {
+        let fmt = crate::alloc::sizing::display_bytes;
+        let reserved = self.allocator.memory_reserved();
+        let growth = self.allocator.reserved_growth_bound(size, STREAM);
+        let total = reserved.saturating_add(growth);
+        (total > cap).then(|| {
+            let after = match before {
+                0 => String::new(),
+                1 => " after 1 tensor".to_string(),
+                n => format!(" after {n} tensors"),
+            };
+            format!(
+                "refused{after}: reserved {} + a new {} segment for {} = {} exceeds the stress \
+                 cap of {}",
+                fmt(reserved),
+                fmt(growth),
+                fmt(size),
+                fmt(total),
+                fmt(cap)
+            )
+        })
     }
 
     /// Fills a new tensor with its id's pattern, when there are kernels.
@@ -354,7 +389,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
     fn describe(command: &StressCommand) -> String {
         let fmt = crate::alloc::sizing::display_bytes;
         match command {
-            StressCommand::Malloc { sizes } => match sizes.first() {
+            StressCommand::Malloc { sizes, .. } => match sizes.first() {
                 Some(&first) if sizes.iter().all(|&s| s == first) => {
                     format!("allocate {} × {}", sizes.len(), fmt(first))
                 }
@@ -386,7 +421,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
                 .set_time_us(self.commands.len() as u64 * COMMAND_TIME_US);
         }
         let outcome = match command {
-            StressCommand::Malloc { sizes } => self.malloc(sizes),
+            StressCommand::Malloc { sizes, cap } => self.malloc(sizes, *cap),
             StressCommand::Free { addresses } => self.free(addresses),
             StressCommand::EmptyCache => {
                 self.allocator.empty_cache();

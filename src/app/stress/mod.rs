@@ -115,13 +115,18 @@ pub fn default_cap(free_at_start: u64, real_gpu: bool) -> Option<u64> {
     real_gpu.then(|| (u128::from(free_at_start) * u128::from(REAL_GPU_CAP_PERCENT) / 100) as u64)
 }
 
-/// Why a request exceeding the cap is refused (bytes in the message).
-pub fn cap_refusal(reserved: u64, request: u64, cap: u64) -> Option<String> {
-    let total = reserved.saturating_add(request);
+/// Why a request is refused before it is sent: the live tensors' blocks
+/// (`allocated`) and the requested bytes already pass the cap, and reserved
+/// holds at least both. Whether the blocks the request gets fit under the
+/// cap (a cached block may serve it; a new segment may be larger than the
+/// request) only the worker's allocator knows: it refuses the rest
+/// (`StressCommand::Malloc`'s `cap`). Bytes in the message.
+pub fn cap_refusal(allocated: u64, request: u64, cap: u64) -> Option<String> {
+    let total = allocated.saturating_add(request);
     (total > cap).then(|| {
         format!(
-            "refused: reserved {} + request {} = {} exceeds the stress cap of {}",
-            crate::alloc::sizing::display_bytes(reserved),
+            "refused: allocated {} + request {} = {} exceeds the stress cap of {}",
+            crate::alloc::sizing::display_bytes(allocated),
             crate::alloc::sizing::display_bytes(request),
             crate::alloc::sizing::display_bytes(total),
             crate::alloc::sizing::display_bytes(cap),
@@ -406,14 +411,15 @@ impl StressPanel {
             return Vec::new();
         }
         let sizes = self.next_sizes();
-        let request: u64 = sizes.iter().sum();
-        if let Some(cap) = self.active_cap()
-            && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
+        let request = sizes.iter().fold(0u64, |sum, &s| sum.saturating_add(s));
+        let cap = self.active_cap();
+        if let Some(cap) = cap
+            && let Some(why) = cap_refusal(self.figures.allocated, request, cap)
         {
             self.say(why);
             return Vec::new();
         }
-        let commands = self.send(StressCommand::Malloc { sizes });
+        let commands = self.send(StressCommand::Malloc { sizes, cap });
         if self.pattern == Pattern::TransformerStep && !commands.is_empty() {
             self.transformer_steps += 1;
         }

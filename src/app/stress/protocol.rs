@@ -126,8 +126,13 @@ impl StressAction {
 /// What the device worker must do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum StressCommand {
-    /// `torch.empty(size)` for each size, in order, stopping at the first OOM.
-    Malloc { sizes: Vec<u64> },
+    /// `torch.empty(size)` for each size, in order, stopping at the first
+    /// OOM. With a `cap` (bytes), a tensor that could take reserved past it
+    /// is refused before the device is asked (the allocator's
+    /// [`reserved_growth_bound`](crate::alloc::CachingAllocator::reserved_growth_bound)),
+    /// and those after it are not tried: the answer is `Failed` with the
+    /// tensors allocated before it.
+    Malloc { sizes: Vec<u64>, cap: Option<u64> },
     /// `del tensor` for each address.
     Free { addresses: Vec<u64> },
     /// `torch.cuda.empty_cache()`.

@@ -287,8 +287,9 @@ impl StressPanel {
         let command = match &step.action {
             ScenarioAction::Alloc { names, size } => {
                 let request = size.saturating_mul(names.len() as u64);
-                if let Some(cap) = self.active_cap()
-                    && let Some(why) = cap_refusal(self.figures.reserved, request, cap)
+                let cap = self.active_cap();
+                if let Some(cap) = cap
+                    && let Some(why) = cap_refusal(self.figures.allocated, request, cap)
                 {
                     self.say(why);
                     return Vec::new();
@@ -296,6 +297,7 @@ impl StressPanel {
                 run.pending = names.clone();
                 StressCommand::Malloc {
                     sizes: vec![*size; names.len()],
+                    cap,
                 }
             }
             ScenarioAction::Free { patterns } => {
