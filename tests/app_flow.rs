@@ -858,3 +858,39 @@ fn free_all_typed_behind_a_full_queue_of_allocations_still_frees_everything() {
     f.stress_answers_until_idle();
     assert_eq!(f.state().stress.figures.reserved, 0, "e ran after D");
 }
+
+#[test]
+fn closed_with_tensors_live_the_panels_allocator_stays_the_gpus_view_when_no_other_is() {
+    let made = common::dashboard::sim_dashboard(1, 0, 11, (120, 40));
+    let mut f = Flow {
+        cluster: made.cluster,
+        dash: made.dash,
+        clock_ms: 0,
+        stress_results: made.stress_results,
+        _captures: made.captures,
+    };
+    f.samples(2);
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    f.key(KeyCode::Char('a'));
+    f.stress_answer();
+    f.key(KeyCode::Esc);
+    assert!(!f.state().ui.stress_open);
+    f.samples(2);
+    let screen = f.screen(120, 40);
+    assert!(!screen.contains("allocator view: n/a"), "{screen}");
+    assert!(
+        screen.contains("Memory breakdown  GPU 0 · vramtop stress panel"),
+        "{screen}"
+    );
+    // Every tensor freed and the cache emptied: nothing of the panel's is
+    // on the GPU, and the breakdown says there is no allocator again.
+    f.key(KeyCode::Char('a'));
+    f.key(KeyCode::Char('D'));
+    f.stress_answer();
+    f.key(KeyCode::Char('e'));
+    f.stress_answer();
+    f.key(KeyCode::Esc);
+    f.samples(1);
+    assert!(f.screen(120, 40).contains("allocator view: n/a"));
+}

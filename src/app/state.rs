@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
-use super::stress::StressPanel;
+use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::{GpuProcess, GpuReading, GpuSample};
 
@@ -695,10 +695,14 @@ impl AppState {
         self.now_ms = now_ms;
         self.status.samples += 1;
         // While the stress panel is open its allocator is its GPU's view.
-        if self.ui.stress_open
-            && let (Some(gpu), Some(view)) = (self.stress.gpu, self.stress.view.as_ref())
-        {
-            allocators.insert(gpu, view.clone());
+        // Closed, it still is where it holds memory on the GPU and no other
+        // allocator is seen there: the breakdown then says whose it is
+        // rather than "no process's allocator" beside the panel's process.
+        if let (Some(gpu), Some(view)) = (self.stress.gpu, self.stress.view.as_ref()) {
+            let holds_memory_here = self.stress.device == PanelDevice::Gpu && view.reserved() > 0;
+            if self.ui.stress_open || (holds_memory_here && !allocators.contains_key(&gpu)) {
+                allocators.insert(gpu, view.clone());
+            }
         }
         // Closed, the panel keeps its tensors: its process row keeps their
         // figures.
