@@ -894,3 +894,19 @@ fn closed_with_tensors_live_the_panels_allocator_stays_the_gpus_view_when_no_oth
     f.samples(1);
     assert!(f.screen(120, 40).contains("allocator view: n/a"));
 }
+
+#[test]
+fn a_resize_says_ms_message_again_for_the_new_size() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.key(KeyCode::F(2));
+    f.stress_answer();
+    f.screen(120, 40);
+    f.key(KeyCode::Char('M'));
+    assert!(f.screen(120, 40).contains("beside the panel at this size"));
+    let screen = f.screen(80, 24);
+    assert!(!screen.contains("beside the panel"), "{screen}");
+    assert!(screen.contains("panel shown:"), "{screen}");
+    // Back at 120×40 the map is beside the panel again, and it says so.
+    assert!(f.screen(120, 40).contains("beside the panel at this size"));
+}

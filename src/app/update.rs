@@ -179,6 +179,51 @@ pub fn show_stress_view(state: &mut AppState) {
     }
 }
 
+/// What `M` says of where the segment map is: beside the panel (`beside`:
+/// the screen is large enough), else in its place or not, as
+/// `stress_map` says.
+fn say_map_view(state: &mut AppState, beside: bool) {
+    let (w, h) = STRESS_BESIDE_MAP;
+    if beside {
+        state.stress.say_then(
+            "the segment map is beside the panel at this size:",
+            vec![KeyUse::new(
+                PanelKey::ToggleMap,
+                format!("switches between them below {w}×{h}"),
+            )],
+        );
+    } else if state.ui.stress_map {
+        // Said on the status line (the panel is not drawn), in 80
+        // columns: the hints say which of the panel's keys act.
+        state.stress.say_then(
+            "segment map in place of the panel (tensor list keys wait):",
+            vec![KeyUse::new(PanelKey::ToggleMap, "shows the panel")],
+        );
+    } else {
+        state.stress.say_then(
+            "panel shown:",
+            vec![KeyUse::new(
+                PanelKey::ToggleMap,
+                format!("shows the segment map (side by side from {w}×{h})"),
+            )],
+        );
+    }
+}
+
+/// The terminal is now `screen` (columns, rows) large: a message of `M`
+/// about where the segment map is, true of the old size, is said again for
+/// the new one (it read "beside the panel at this size" at 80×24).
+pub fn on_resize(state: &mut AppState, screen: (u16, u16)) {
+    let about_map = state
+        .stress
+        .message_keys
+        .iter()
+        .any(|k| k.key == PanelKey::ToggleMap);
+    if about_map {
+        say_map_view(state, UiState::stress_beside_map_at(screen));
+    }
+}
+
 /// Opens, closes or acts on the stress panel.
 pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
     match key {
@@ -200,35 +245,12 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
             Effect::Redraw
         }
         PanelKey::ToggleMap if state.ui.stress_beside_map() => {
-            let (w, h) = STRESS_BESIDE_MAP;
-            state.stress.say_then(
-                "the segment map is beside the panel at this size:",
-                vec![KeyUse::new(
-                    PanelKey::ToggleMap,
-                    format!("switches between them below {w}×{h}"),
-                )],
-            );
+            say_map_view(state, true);
             Effect::Redraw
         }
         PanelKey::ToggleMap => {
             state.ui.stress_map = !state.ui.stress_map;
-            let (w, h) = STRESS_BESIDE_MAP;
-            if state.ui.stress_map {
-                // Said on the status line (the panel is not drawn), in 80
-                // columns: the hints say which of the panel's keys act.
-                state.stress.say_then(
-                    "segment map in place of the panel (tensor list keys wait):",
-                    vec![KeyUse::new(PanelKey::ToggleMap, "shows the panel")],
-                );
-            } else {
-                state.stress.say_then(
-                    "panel shown:",
-                    vec![KeyUse::new(
-                        PanelKey::ToggleMap,
-                        format!("shows the segment map (side by side from {w}×{h})"),
-                    )],
-                );
-            }
+            say_map_view(state, false);
             Effect::Redraw
         }
         PanelKey::Act(action) => {

@@ -190,7 +190,12 @@ impl<B: Backend> Dashboard<B> {
         }
     }
 
+    /// The terminal was resized: what depends on its size is redrawn, and
+    /// said again where it was said for the old size.
     pub fn on_resize(&mut self) {
+        if let Ok(size) = self.terminal.size() {
+            crate::app::update::on_resize(&mut self.state, (size.width, size.height));
+        }
         self.dirty = true;
     }
 
