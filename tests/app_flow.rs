@@ -910,3 +910,35 @@ fn a_resize_says_ms_message_again_for_the_new_size() {
     // Back at 120×40 the map is beside the panel again, and it says so.
     assert!(f.screen(120, 40).contains("beside the panel at this size"));
 }
+
+#[test]
+fn a_two_row_timeline_labels_its_bottom_row_zero() {
+    let made = common::dashboard::sim_dashboard(1, 0, 11, (80, 24));
+    let mut f = Flow {
+        cluster: made.cluster,
+        dash: made.dash,
+        clock_ms: 0,
+        stress_results: made.stress_results,
+        _captures: made.captures,
+    };
+    f.samples(2);
+    f.key(KeyCode::Char('a'));
+    f.stress_answer();
+    let screen = f.screen(80, 24);
+    let lines: Vec<&str> = screen.lines().collect();
+    let axis = lines
+        .iter()
+        .position(|l| l.trim_start_matches('"').trim_start().starts_with('└'))
+        .expect("the timeline's x axis");
+    let plot: Vec<&str> = lines[..axis]
+        .iter()
+        .rev()
+        .take_while(|l| l.contains('│') && !l.contains("Timeline"))
+        .copied()
+        .collect();
+    assert_eq!(plot.len(), 2, "a two-row timeline: {screen}");
+    assert!(
+        plot[0].trim_start_matches('"').starts_with("0 B"),
+        "{screen}"
+    );
+}

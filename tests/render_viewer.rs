@@ -806,7 +806,8 @@ fn short_timeline_axis_labels_do_not_overprint_each_other() {
     };
     for (w, h) in [(40, 13), (60, 19), (40, 10), (40, 11)] {
         let screen = text(draw(&v, w, h).backend().buffer());
-        assert!(screen.contains("15 GiB "), "{w}×{h}: {screen}");
+        assert!(screen.contains("15 GiB"), "{w}×{h}: {screen}");
+        assert!(screen.contains("0 B"), "{w}×{h}: {screen}");
         assert!(!screen.contains("GiBB"), "{w}×{h}: {screen}");
     }
 }

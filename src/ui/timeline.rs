@@ -206,15 +206,27 @@ pub(super) fn axis_number(v: f64) -> String {
 }
 
 /// The y-axis labels of a byte chart from 0 to `top` (in the unit of
-/// `exp`): "0 B", the middle and the top, every one with its unit. All are
-/// padded to one width: on a chart a row or two high the labels share
-/// rows, and a shorter one drawn over a longer one left "1 MiBiB".
-pub(super) fn byte_axis_labels(top: f64, exp: usize, theme: &Theme) -> Vec<Span<'static>> {
-    let texts = [
+/// `exp`) `chart_rows` high (its x axis and labels included): "0 B", the
+/// middle and the top, every one with its unit. Under three plot rows the
+/// middle has no row of its own (the chart puts it on the bottom one, over
+/// "0 B", where the zero series is drawn), so only "0 B" and the top are
+/// given. All are padded to one width: a shorter one drawn over a longer
+/// one left "1 MiBiB".
+pub(super) fn byte_axis_labels(
+    top: f64,
+    exp: usize,
+    chart_rows: u16,
+    theme: &Theme,
+) -> Vec<Span<'static>> {
+    let mut texts = vec![
         "0 B".to_string(),
         format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
         format!("{} {}", axis_number(top), format::unit_name(exp)),
     ];
+    // The x axis's line and its labels take two of the chart's rows.
+    if chart_rows.saturating_sub(2) < 3 {
+        texts.remove(1);
+    }
     let width = texts.iter().map(|t| t.chars().count()).max().unwrap_or(0);
     texts
         .iter()
@@ -526,7 +538,7 @@ impl Widget for TimelinePane<'_> {
             Span::styled(right_label, theme.dim),
         ];
         // Every label carries its unit, as the figures elsewhere do.
-        let y_labels = byte_axis_labels(top, exp, theme);
+        let y_labels = byte_axis_labels(top, exp, chart_rows, theme);
         let chart = Chart::new(datasets)
             .x_axis(
                 Axis::default()

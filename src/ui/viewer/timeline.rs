@@ -250,7 +250,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 .bounds([0.0, top])
                 // Every label carries its unit and all share one width, as on
                 // the dashboard.
-                .labels(byte_axis_labels(top, exp, theme))
+                .labels(byte_axis_labels(top, exp, chart_rows, theme))
                 .style(theme.dim),
         )
         .legend_position(None);
