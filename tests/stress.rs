@@ -404,6 +404,18 @@ fn escape_cancels_the_size_field_and_invalid_text_says_why_and_keeps_it_open() {
         p.cancel_size_input();
     }
     assert!(parse_typed_size("abc").unwrap_err().contains("37MiB"));
+    // Zero is a size, too small: said as the command line and config say it.
+    for zero in ["0", "0MiB", " 0 "] {
+        let why = parse_typed_size(zero).unwrap_err();
+        assert!(
+            why.starts_with(&format!("'{}' is zero: a size is at least 1B", zero.trim())),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        vramtop::cli::size_arg("0MiB").unwrap_err(),
+        "'0MiB' is zero: a size is at least 1B"
+    );
     assert_eq!(parse_typed_size(" 1.5GiB "), Ok(3 * GIB / 2));
     assert_eq!(parse_typed_size("1TiB"), Ok(MAX_TYPED_SIZE));
     assert!(parse_typed_size("1.1TiB").is_err());

@@ -221,6 +221,13 @@ pub const MAX_PARSED_SIZE_TEXT: &str = "16 EiB - 1 B (18446744073709551615 B)";
 /// Durations [`parse_duration_ms`] takes are below this (milliseconds).
 pub const MAX_PARSED_DURATION_MS: u64 = 1_000_000_000_000_000;
 
+/// What a size written as zero is told, `quoted` being the text as the
+/// message shows it: the command line, the config file and the stress
+/// panel's size field say it in these words.
+pub fn zero_size_message(quoted: &str) -> String {
+    format!("'{quoted}' is zero: a size is at least 1B")
+}
+
 /// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
 /// `80G` (binary), `80GB` (decimal, as GPU vendors print it), up to EiB/EB. Case-insensitive
 /// units, optional space. Returns `None` for anything else.

@@ -338,7 +338,7 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
         ));
     }
     match size_bytes(text) {
-        Ok(0) => Err(format!("'{}' is zero: a size is at least 1B", cut(text))),
+        Ok(0) => Err(crate::alloc::sizing::zero_size_message(&cut(text))),
         Ok(n) => Ok(n),
         Err(QuantityError::TooLarge) => Err(format!(
             "'{}' is more than the largest size, {}",

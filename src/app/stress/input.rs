@@ -17,7 +17,12 @@ pub const MAX_SETTINGS_INPUT: usize = 200;
 pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     match crate::alloc::parse_size(text) {
-        Some(0) | None => Err(format!(
+        Some(0) => Err(format!(
+            "{} ({} cancels)",
+            crate::alloc::sizing::zero_size_message(&crate::quote::cut(text)),
+            field_keys().1
+        )),
+        None => Err(format!(
             "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB ({} cancels)",
             crate::quote::cut(text),
             field_keys().1
