@@ -662,6 +662,19 @@ mod tests {
     }
 
     #[test]
+    fn zoom_keys_act_from_every_pane() {
+        for focus in Pane::ALL {
+            let mut s = state_with_gpus(1);
+            s.ui.focus = focus;
+            let zoom = s.ui.zoom;
+            press(&mut s, KeyCode::Char('-'));
+            assert_eq!(s.ui.zoom, zoom + 1, "- in {focus:?}");
+            press(&mut s, KeyCode::Char('+'));
+            assert_eq!(s.ui.zoom, zoom, "+ in {focus:?}");
+        }
+    }
+
+    #[test]
     fn tree_key_outside_processes_says_where_it_acts() {
         let mut s = state_with_gpus(1);
         s.ui.focus = Pane::Gpus;

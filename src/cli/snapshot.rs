@@ -59,6 +59,29 @@ fn open_probe_file(from: &Path) -> Result<File, CopyError> {
         .map_err(CopyError::Refused)
 }
 
+/// Whether a file can be made beside `to` (in its folder), tried by making
+/// and removing an empty one: checked before the probe is asked, as a
+/// snapshot of a large run takes seconds and counts against the files the
+/// probe keeps, and is wasted if it cannot be copied (a read-only folder,
+/// `/proc`, a full disk's quota).
+fn check_writable(to: &Path) -> Result<(), CopyError> {
+    let mut name = to.as_os_str().to_owned();
+    name.push(format!(".{}.check", std::process::id()));
+    let probe = PathBuf::from(name);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&probe)
+        .map_err(|source| CopyError::Write {
+            path: to.to_path_buf(),
+            source,
+        })?;
+    // Made by this call: removing it cannot remove anything of the user's.
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Copies the probe's file `from` to `to` (mode 0600). Without `force` an
 /// existing `to` is refused; with it, `to` is replaced whole (through a
 /// temporary file beside it, renamed into place). Returns the bytes copied.
@@ -161,6 +184,9 @@ pub fn run(
         if !force && std::fs::symlink_metadata(&output).is_ok() {
             return fail(&CopyError::Exists(output), EXIT_BAD_INPUT);
         }
+        if let Err(e) = check_writable(&output) {
+            return fail(&e, EXIT_BAD_INPUT);
+        }
     }
     let done = client::request_snapshot(
         &socket,
@@ -252,6 +278,19 @@ mod tests {
             default_output(1234, t),
             PathBuf::from("1234-20251201T120000Z.pickle")
         );
+    }
+
+    #[test]
+    fn an_unwritable_folder_is_found_before_the_probe_is_asked() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let ok = d.path().join("s.pickle");
+        assert!(check_writable(&ok).is_ok());
+        let left: Vec<_> = std::fs::read_dir(d.path()).expect("read").collect();
+        assert!(left.is_empty(), "the check leaves nothing behind: {left:?}");
+        // /proc takes no new files, whoever asks (root included).
+        let proc_file = Path::new("/proc/vramtop-check-nope.pickle");
+        let err = check_writable(proc_file).expect_err("/proc refuses new files");
+        assert!(err.to_string().contains("cannot write /proc/"), "{err}");
     }
 
     #[test]
