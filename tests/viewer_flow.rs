@@ -319,6 +319,38 @@ fn help_is_modal_over_the_viewer() {
 }
 
 #[test]
+fn help_opens_over_the_block_detail_and_the_comparison_and_closes_back_to_them() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    press(&mut v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::Help, "? over the block detail");
+    let screen = screen_at(&v, 120, 40);
+    assert!(screen.contains("In the block detail"), "{screen}");
+    // Modal: the detail's keys wait under the help.
+    let block = v.selected_address;
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.selected_address, block);
+    press(&mut v, KeyCode::Esc);
+    assert_eq!(v.app.ui.overlay, Overlay::None);
+    assert!(
+        v.detail_open,
+        "Esc closes the help, not the detail under it"
+    );
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_some());
+    press(&mut v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::Help, "? over the comparison");
+    press(&mut v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::None);
+    assert!(v.compare.is_some());
+}
+
+#[test]
 fn a_snapshot_without_a_trace_shows_its_state_and_scrub_keys_say_there_is_none() {
     let Some(mut v) = shared("muduard_dump_snapshot_c.pickle") else {
         return;

@@ -1210,6 +1210,19 @@ impl ViewerState {
     }
 
     fn answer_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
+        // The help is modal over everything, the block detail and the A/B
+        // comparison included, and opens from them as from the rest: it
+        // lists their keys.
+        if self.app.ui.overlay != Overlay::None {
+            return keymap
+                .action_for(key)
+                .map_or(Effect::None, |action| apply(&mut self.app, keymap, action));
+        }
+        if (self.compare.is_some() || self.detail_open)
+            && keymap.action_for(key) == Some(Action::ToggleHelp)
+        {
+            return apply(&mut self.app, keymap, Action::ToggleHelp);
+        }
         if self.compare.is_some() {
             return match keymap.compare_key_for(key) {
                 Some(CompareKey::Quit) => Effect::Quit,
