@@ -563,7 +563,7 @@ impl Keymap {
     }
 
     /// "key action" pairs for the viewer's status line while the block
-    /// detail is open (help is left to the help itself: `?` opens it over the detail).
+    /// detail is open (`?` opens the help over it; not hinted, for room).
     pub fn detail_hints(&self) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         DETAIL_BINDINGS
@@ -590,7 +590,7 @@ impl Keymap {
     }
 
     /// "key action" pairs for the viewer's status line while the A/B
-    /// comparison is open (help is left to the help itself: `?` opens it over the comparison).
+    /// comparison is open (`?` opens the help over it; not hinted, for room).
     pub fn compare_hints(&self) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         COMPARE_BINDINGS
