@@ -234,9 +234,9 @@ pub fn wrap_words<'a>(
 /// Characters a long word is best broken after, most readable first: a
 /// path's slash (a file name is not broken where its folders can be);
 /// a call's opening parenthesis or an argument's comma, a dotted name's
-/// dot; a C++ scope's `::` (a qualified name parts between its names, not
-/// inside one); then the joints inside a name.
-const WORD_BREAKS: [&[char]; 4] = [&['/'], &['(', ',', '.'], &[':'], &['_', '=', '-']];
+/// dot, a template's `<`; a C++ scope's `::` (a qualified name parts
+/// between its names, not inside one); then the joints inside a name.
+const WORD_BREAKS: [&[char]; 4] = [&['/'], &['(', ',', '.', '<'], &[':'], &['_', '=', '-']];
 
 /// `word` in pieces of at most `width` cells (`width` ≥ 1; a character
 /// wider than that is a piece of its own): each piece ends after the last
@@ -247,6 +247,7 @@ const WORD_BREAKS: [&[char]; 4] = [&['/'], &['(', ',', '.'], &[':'], &['_', '=',
 fn break_long_word(word: &str, width: usize) -> Vec<&str> {
     let width = width.max(1);
     let half = width.div_ceil(2);
+    let third = width.div_ceil(3);
     let mut pieces = Vec::new();
     let mut rest = word;
     while cells(rest) > width {
@@ -263,7 +264,14 @@ fn break_long_word(word: &str, width: usize) -> Vec<&str> {
         }
         let hard = ends.last().map_or(rest.len(), |&(end, _, _)| end);
         let soft = WORD_BREAKS.iter().enumerate().find_map(|(kind, breaks)| {
-            let least = if kind == 0 { 0 } else { half };
+            // A scope's `::` may leave a shorter piece than the joints
+            // inside a name may: "at::native::" reads better alone than a
+            // name cut at its underscore.
+            let least = match kind {
+                0 => 0,
+                2 => third,
+                _ => half,
+            };
             ends.iter()
                 .rev()
                 .take_while(|&&(_, _, used)| used >= least)
@@ -303,6 +311,19 @@ mod tests {
             [
                 "namespace)::structured_bmm_out_cuda_functional::",
                 "set_output_raw_strided(long,"
+            ]
+        );
+        // A template name in a narrow column: after its scopes and its `<`,
+        // not at an underscore inside the name.
+        assert_eq!(
+            break_long_word(
+                "at::native::_empty_strided_generic<c10::ArrayRef<long>>",
+                30
+            ),
+            [
+                "at::native::",
+                "_empty_strided_generic<",
+                "c10::ArrayRef<long>>"
             ]
         );
         // A path breaks at a folder, not at a dot in its file name, even
