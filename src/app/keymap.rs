@@ -1208,38 +1208,14 @@ mod tests {
     #[test]
     fn the_dashboard_dispatches_from_its_table_so_a_relabelled_key_acts() {
         let k = Keymap::default();
-        let codes = (' '..='~')
-            .map(KeyCode::Char)
-            .chain((1..=12).map(KeyCode::F))
-            .chain([
-                KeyCode::Esc,
-                KeyCode::Enter,
-                KeyCode::Tab,
-                KeyCode::BackTab,
-                KeyCode::Backspace,
-                KeyCode::Delete,
-                KeyCode::Up,
-                KeyCode::Down,
-                KeyCode::Left,
-                KeyCode::Right,
-                KeyCode::PageUp,
-                KeyCode::PageDown,
-                KeyCode::Home,
-                KeyCode::End,
-            ]);
-        for code in codes {
-            for modifiers in [
-                KeyModifiers::NONE,
-                KeyModifiers::SHIFT,
-                KeyModifiers::CONTROL,
-            ] {
-                let event = KeyEvent::new(code, modifiers);
-                assert_eq!(
-                    k.action_for(event),
-                    written_out(event),
-                    "{code:?} {modifiers:?}"
-                );
-            }
+        for event in every_key() {
+            assert_eq!(
+                k.action_for(event),
+                written_out(event),
+                "{:?} {:?}",
+                event.code,
+                event.modifiers
+            );
         }
         // Relabelled in the table, the binding acts on its new key alone,
         // and the texts that name it get the new one.
