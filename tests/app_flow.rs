@@ -368,6 +368,14 @@ fn fake_probe() -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
 /// dashboard connected, which the probe tells of right after its hello (as
 /// the real probe does, marked `earlier`) and its stats count.
 fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
+    fake_probe_saying(after_an_oom, "tried to allocate 8.00 GiB")
+}
+
+/// [`fake_probe_with`], its OOM (of 8 GiB) said in `message`.
+fn fake_probe_saying(
+    after_an_oom: bool,
+    message: &str,
+) -> (tempfile::TempDir, std::sync::mpsc::Sender<()>) {
     use std::io::{Read as _, Write as _};
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -381,6 +389,7 @@ fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::S
         .join("node7-4242-rank0-20261201T120002Z-oom.pickle");
     std::fs::write(&snapshot, b"\x80\x04}.").expect("write");
     let (oom, oom_rx) = std::sync::mpsc::channel::<()>();
+    let message = message.to_string();
     std::thread::spawn(move || {
         let Ok((mut conn, _)) = listener.accept() else {
             return;
@@ -413,7 +422,7 @@ fn fake_probe_with(after_an_oom: bool) -> (tempfile::TempDir, std::sync::mpsc::S
                 "{}\n",
                 serde_json::json!({
                     "v": 2, "type": "oom", "device": 0, "alloc_bytes": 8_589_934_592_u64,
-                    "message": "tried to allocate 8.00 GiB",
+                    "message": message,
                     "snapshot": snapshot, "snapshot_error": null,
                 })
             ),
@@ -941,4 +950,149 @@ fn a_two_row_timeline_labels_its_bottom_row_zero() {
         plot[0].trim_start_matches('"').starts_with("0 B"),
         "{screen}"
     );
+}
+
+/// A dashboard (120×40 until a test resizes it) that reads the fake probe
+/// in `dir`, sampled until the probe's allocator is GPU 0's.
+fn probed_flow(dir: &tempfile::TempDir) -> Flow {
+    let registry = vramtop::probe::Registry::start(
+        vec![dir.path().to_path_buf()],
+        vramtop::probe::discovery::current_uid(),
+    );
+    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
+    let mut f = Flow {
+        cluster: made.cluster,
+        dash: made.dash,
+        clock_ms: 0,
+        stress_results: made.stress_results,
+        _captures: made.captures,
+    };
+    sample_until(&mut f, "the probe's allocator on GPU 0", |s| {
+        s.gpus
+            .first()
+            .and_then(|g| g.allocator.as_ref())
+            .is_some_and(|a| a.pid.is_some())
+    });
+    f
+}
+
+/// Tells the fake probe to have its OOM and samples 10 ms apart on the
+/// scripted clock until the dashboard has it (the other notes, a minute
+/// long, stay up meanwhile).
+fn oom_now(f: &mut Flow, oom: &std::sync::mpsc::Sender<()>) {
+    oom.send(()).expect("the fake probe listens");
+    let mut t = f.cluster.telemetry();
+    for _ in 0..2000 {
+        if f.state().probes.oom_snapshot.is_some() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        f.cluster.advance(10);
+        f.clock_ms += 10;
+        f.dash.on_sample(f.clock_ms, t.sample(), 0);
+    }
+    panic!("never seen: the probe's OOM");
+}
+
+/// The row of `screen` that holds `text` (the first), for the order of the
+/// status line's messages.
+fn row_of(screen: &str, text: &str) -> usize {
+    screen
+        .lines()
+        .position(|l| l.contains(text))
+        .unwrap_or_else(|| panic!("no row with {text:?}:\n{screen}"))
+}
+
+/// PyTorch's OOM message as it is: three rows at 80 columns.
+const PYTORCH_OOM: &str = "CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total \
+    capacity of 79.19 GiB of which 3.12 GiB is free. Including non-PyTorch memory, this process \
+    has 76.06 GiB memory in use. Of the allocated memory 70.12 GiB is allocated by PyTorch.";
+
+#[test]
+fn a_key_pressed_after_an_oom_answers_above_its_banner_and_an_older_note_stays_below_it() {
+    let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
+    let mut f = probed_flow(&dir);
+    // `c` was answered before the OOM.
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: std::process::id(),
+            path: std::path::PathBuf::from("/s/node7-4242-capture.pickle"),
+            has_trace: true,
+        },
+    );
+    oom_now(&mut f, &oom);
+    let screen = f.screen(80, 24);
+    assert!(
+        row_of(&screen, "OOM in pid") < row_of(&screen, "snapshot of pid"),
+        "the OOM leads:\n{screen}"
+    );
+    f.key(KeyCode::Char('9'));
+    let screen = f.screen(80, 24);
+    let (answer, banner, older) = (
+        row_of(&screen, "no GPU 9"),
+        row_of(&screen, "OOM in pid"),
+        row_of(&screen, "snapshot of pid"),
+    );
+    assert!(
+        answer < banner && banner < older,
+        "the key's answer, the banner, then the older note:\n{screen}"
+    );
+}
+
+#[test]
+fn an_oom_the_banner_names_gets_a_one_row_note_and_esc_dismisses_both() {
+    let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
+    let mut f = probed_flow(&dir);
+    oom_now(&mut f, &oom);
+    let screen = f.screen(80, 24);
+    let pid = std::process::id();
+    let banner = row_of(&screen, "O opens");
+    let note = row_of(
+        &screen,
+        &format!("OOM in pid {pid} on GPU 0: tried to allocate 8.00 GiB"),
+    );
+    assert_eq!(
+        note,
+        banner + 1,
+        "the request, right under the banner:\n{screen}"
+    );
+    assert!(
+        !screen.contains("total capacity"),
+        "PyTorch's message is not said a second time:\n{screen}"
+    );
+    assert_eq!(f.key(KeyCode::Esc), Next::Continue);
+    let screen = f.screen(80, 24);
+    assert!(
+        !screen.contains("OOM in pid") && !screen.contains("tried to allocate"),
+        "Esc dismisses the banner and its note:\n{screen}"
+    );
+    // `O` still opens the snapshot.
+    assert!(matches!(
+        f.key(KeyCode::Char('O')),
+        Next::OpenSnapshot { .. }
+    ));
+}
+
+#[test]
+fn a_written_snapshots_note_wraps_to_show_its_whole_path() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    let path = "/srv/vramtop/snapshots/vm-32710-rankx-20261206T190134Z-demand.pickle";
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 32710,
+            path: std::path::PathBuf::from(path),
+            has_trace: true,
+        },
+    );
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = f.screen(w, h);
+        assert!(screen.contains(path), "{w}x{h}:\n{screen}");
+        assert!(
+            screen.contains("snapshot of pid 32710 (o opens it):"),
+            "{w}x{h}:\n{screen}"
+        );
+    }
 }

@@ -382,6 +382,20 @@ impl ProbeBoard {
             .filter(|_| !self.oom_banner_hidden)
     }
 
+    /// Whether the banner on screen names the OOM of `oom`: its snapshot
+    /// is of that OOM (the same process, seen in the same sample), so the
+    /// note need not tell of it again in full.
+    pub fn banner_names(&self, oom: &OomNote) -> bool {
+        !self.oom_banner_hidden && self.snapshot_is_of(oom)
+    }
+
+    /// The OOM snapshot (shown or hidden) was written at the OOM of `oom`.
+    fn snapshot_is_of(&self, oom: &OomNote) -> bool {
+        self.oom_snapshot
+            .as_ref()
+            .is_some_and(|s| s.pid == oom.pid && s.seen_ms == oom.seen_ms)
+    }
+
     /// Pids of the attached probes that report GPU `gpu` (NVML index),
     /// ascending: the processes whose allocator `v` cycles through.
     pub fn pids_on(&self, gpu: u32) -> Vec<u32> {
@@ -424,9 +438,13 @@ impl ProbeBoard {
 
     /// The status line's note about probes, most important first: a recent
     /// OOM, a probe's last problem, a recent disconnection or rejection.
+    /// An OOM whose banner the user hid (`Esc`) gives no note either: the
+    /// banner and the note told of the same OOM, and `Esc` dismissed only
+    /// half of it.
     pub fn status_note(&self) -> Option<ProbeNote<'_>> {
         if let Some(oom) = &self.last_oom
             && self.now_ms.saturating_sub(oom.seen_ms) < PROBE_NOTE_MS
+            && !(self.oom_banner_hidden && self.snapshot_is_of(oom))
         {
             return Some(ProbeNote::Oom(oom));
         }

@@ -140,11 +140,13 @@ impl<'a> StatusLine<'a> {
             .unwrap_or(d)
     }
 
-    /// The messages, in order, each in the longest of its wordings that
-    /// fits a row of `width` cells by itself (the OOM banner, a written
-    /// snapshot's note and the fallback banner have shorter ones that keep
-    /// what matters: the key, the file's name, the outcome); the others
-    /// are wrapped whole over the rows they need.
+    /// The messages, in order: the answers to keys pressed since an OOM
+    /// of the last minute, its banner (with its note in one row), the
+    /// older answers, then errors, the fallback banner and the probes'
+    /// note. The OOM banner and the fallback banner are each in the longest
+    /// of their wordings that fits a row of `width` cells by itself (the
+    /// shorter ones keep what matters: the key, the file's name, the
+    /// outcome); the others are wrapped whole over the rows they need.
     fn problems(&self, width: usize) -> Vec<Span<'static>> {
         let theme = self.theme;
         let s = &self.state.status;
@@ -156,52 +158,66 @@ impl<'a> StatusLine<'a> {
         let open_oom = self.keymap.key_name(Action::OpenOomSnapshot);
         let open = self.keymap.key_name(Action::OpenSnapshot);
         let capture = self.state.capture.note_at(self.state.now_ms);
-        // An OOM seen in the last minute comes before anything else: it is
-        // what the user is waiting for. An older one, or one seen before
-        // the user's last key was answered, gives way to that answer: the
-        // answer to "9" or "c" was hidden behind it.
-        let answered_at = [
-            self.state
-                .ui
-                .notice
-                .as_ref()
-                .map(|_| self.state.ui.notice_ms),
-            capture.and(self.state.capture.note.as_ref().map(|(t, _)| *t)),
-        ]
-        .into_iter()
-        .flatten()
-        .max();
-        let fresh_oom = oom
-            .filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS)
-            .filter(|o| answered_at.is_none_or(|t| t < o.seen_ms));
-        if let Some(o) = fresh_oom {
-            spans.push(Span::styled(
-                oom_banner_within(o, home, open_oom, width),
-                theme.critical,
-            ));
-        }
+        let capture_ms = capture.and(self.state.capture.note.as_ref().map(|(t, _)| *t));
+        // The answers to keys, each with when it was given (ms; `None`: a
+        // standing message, the stress panel's, older than any OOM).
+        let mut answers: Vec<(Option<u64>, Span<'static>)> = Vec::new();
         if let Some(n) = &self.state.ui.notice {
-            spans.push(Span::styled(n.clone(), theme.warning));
+            answers.push((
+                Some(self.state.ui.notice_ms),
+                Span::styled(n.clone(), theme.warning),
+            ));
         }
         // Behind the segment map the panel that says what its keys did is
         // not drawn: its message comes here (M's "M shows the panel" was
         // said where nobody could see it).
         if let Some(m) = self.panel_message() {
-            spans.push(Span::styled(m, theme.text));
+            answers.push((None, Span::styled(m, theme.text)));
         }
         // A capture under way (or just done) answers a key too.
         if let Some(c) = capture {
-            spans.push(Span::styled(
-                capture_note_within(c, home, open, width),
-                theme.key,
+            answers.push((
+                capture_ms,
+                Span::styled(capture_note(c, home, open), theme.key),
             ));
         }
-        if let Some(o) = oom.filter(|_| fresh_oom.is_none()) {
-            spans.push(Span::styled(
+        // The OOM banner, and right after it the OOM's note in one row when
+        // the banner names the same OOM (the note told it again in full,
+        // PyTorch's message over three rows at 80 columns).
+        let note = self.state.probes.status_note();
+        let mut oom_spans = Vec::new();
+        if let Some(o) = oom {
+            oom_spans.push(Span::styled(
                 oom_banner_within(o, home, open_oom, width),
                 theme.critical,
             ));
         }
+        let short_note = match note {
+            Some(ProbeNote::Oom(n)) if self.state.probes.banner_names(n) => Some(n),
+            _ => None,
+        };
+        if let Some(n) = short_note {
+            oom_spans.push(Span::styled(oom_note_within(n, width), theme.warning));
+        }
+        // An OOM seen in the last minute comes right after the answers to
+        // keys pressed since it was seen, and before older ones: it is what
+        // the user is waiting for, and the answer to "9" or "c" was hidden
+        // behind it. After a minute every answer comes first. The order
+        // does not change with a key press: an older note stays behind it.
+        let lead_since = oom
+            .filter(|o| self.state.now_ms.saturating_sub(o.seen_ms) < FRESH_OOM_MS)
+            .map(|o| o.seen_ms);
+        let (newer, older): (Vec<_>, Vec<_>) =
+            answers
+                .into_iter()
+                .partition(|(t, _)| match (lead_since, t) {
+                    (Some(seen), Some(t)) => *t >= seen,
+                    (Some(_), None) => false,
+                    (None, _) => true,
+                });
+        spans.extend(newer.into_iter().map(|(_, a)| a));
+        spans.extend(oom_spans);
+        spans.extend(older.into_iter().map(|(_, a)| a));
         if let Some(e) = &s.last_error {
             spans.push(Span::styled(format!("error: {e}"), theme.critical));
         }
@@ -216,8 +232,8 @@ impl<'a> StatusLine<'a> {
         if let Some(b) = banner {
             spans.push(Span::styled(b.clone(), theme.warning));
         }
-        if let Some(note) = self.state.probes.status_note().map(probe_note) {
-            spans.push(Span::styled(note, theme.warning));
+        if let Some(n) = note.filter(|_| short_note.is_none()).map(probe_note) {
+            spans.push(Span::styled(n, theme.warning));
         }
         spans
     }
@@ -415,16 +431,12 @@ pub fn oom_banner_within(
         .unwrap_or_default()
 }
 
-/// A capture's note in `width` columns where it can: a written snapshot's
-/// path (`~/…/snapshots/NAME`) shortens to its name alone, then the
-/// caveat of a snapshot without a trace to two words, then the name's
-/// middle is elided. `key` opens a written one, as the keymap binds it.
-fn capture_note_within(
-    note: &CaptureMsg,
-    home: Option<&Path>,
-    key: Option<&str>,
-    width: usize,
-) -> String {
+/// A capture's note. A written snapshot's is said whole, key and caveat
+/// first (`snapshot of pid N (o opens it): ~/…`), and wraps onto the rows
+/// it needs: cut to its name, or its name's middle elided at 80 columns,
+/// the file to open was never read. `key` opens a written one, as the
+/// keymap binds it.
+fn capture_note(note: &CaptureMsg, home: Option<&Path>, key: Option<&str>) -> String {
     let (pid, tail) = match note {
         CaptureMsg::Asking { pid } => (pid, "asking…".to_string()),
         CaptureMsg::Asked { pid } => (pid, "asked the probe…".to_string()),
@@ -434,52 +446,25 @@ fn capture_note_within(
             pid,
             path,
             has_trace,
-        } => return done_note_within(*pid, path, *has_trace, home, key, width),
+        } => {
+            let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
+            let caveat = if *has_trace { "" } else { SEGMENTS_ONLY_CAVEAT };
+            return format!(
+                "snapshot of pid {pid}{opens}{caveat}: {}",
+                whole_path_under_home(path, home)
+            );
+        }
     };
     format!("snapshot of pid {pid}: {tail}")
 }
 
-/// [`capture_note_within`] of a snapshot written at `path`. The key and the
-/// caveat come before the path, as the OOM banner has them: a narrow status
-/// line cuts at its end, and a long path would hide what to press.
-fn done_note_within(
-    pid: u32,
-    path: &Path,
-    has_trace: bool,
-    home: Option<&Path>,
-    key: Option<&str>,
-    width: usize,
-) -> String {
-    let fits = |text: &str| Line::from(text).width() <= width;
-    let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
-    let head = |caveat: &str| format!("snapshot of pid {pid}{opens}{caveat}: ");
-    let caveat = if has_trace { "" } else { SEGMENTS_ONLY_CAVEAT };
-    let full = format!("{}{}", head(caveat), path_under_home(path, home));
-    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
-        return full;
-    };
-    if fits(&full) {
-        return full;
+/// `path` whole, under `home` written `~/…`.
+fn whole_path_under_home(path: &Path, home: Option<&Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if !rest.as_os_str().is_empty() => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
     }
-    let named = format!("{}{name}", head(caveat));
-    if fits(&named) {
-        return named;
-    }
-    // Then the caveat goes too, rather than the name all but vanishing.
-    let short = head(if has_trace { "" } else { ", segments only" });
-    let room = width.saturating_sub(Line::from(short.as_str()).width());
-    let head = if room >= MIN_NAME_CELLS {
-        short
-    } else {
-        head("")
-    };
-    let room = width.saturating_sub(Line::from(head.as_str()).width());
-    format!("{head}{}", format::elide_middle(&name, room))
 }
-
-/// The fewest cells of a snapshot's name worth showing after the caveat:
-/// fewer, and the caveat gives way to the name.
-const MIN_NAME_CELLS: usize = 12;
 
 /// `path` as a person reads it on a status line: under `home`, `~/…`, and
 /// of a long one (over [`WHOLE_PATH_CHARS`]) only its root, its folder and
@@ -557,6 +542,48 @@ fn oom_note(o: &OomNote) -> String {
     format!("OOM in pid {pid} on {gpu}{when}: {detail}")
 }
 
+/// [`oom_note`] in one row of `width` cells, under a banner that names the
+/// same OOM: whole where it fits, else [`oom_note_short`]. PyTorch's whole
+/// message took three rows at 80 columns to say the OOM a second time.
+fn oom_note_within(o: &OomNote, width: usize) -> String {
+    let full = oom_note(o);
+    if Line::from(full.as_str()).width() <= width {
+        full
+    } else {
+        oom_note_short(o)
+    }
+}
+
+/// [`oom_note`] with the request ("tried to allocate 1.00 GiB", from the
+/// figure, else from PyTorch's message) in place of PyTorch's message.
+fn oom_note_short(o: &OomNote) -> String {
+    let request = o
+        .alloc_bytes
+        .map(|b| format!("tried to allocate {}", format::bytes(b)))
+        .or_else(|| request_in(&o.message))
+        .unwrap_or_else(|| "out of memory".to_string());
+    oom_note(&OomNote {
+        message: request,
+        ..o.clone()
+    })
+}
+
+/// "tried to allocate 1.00 GiB" out of PyTorch's OOM message ("CUDA out of
+/// memory. Tried to allocate 1.00 GiB. GPU 0 has …"): the words up to the
+/// sentence's end.
+fn request_in(message: &str) -> Option<String> {
+    const WORDS: &str = "tried to allocate ";
+    let at = message.to_ascii_lowercase().find(WORDS)?;
+    let rest = message.get(at.checked_add(WORDS.len())?..)?;
+    let size: String = rest
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let size = size.trim_end_matches(['.', ';', ',']);
+    (!size.is_empty()).then(|| format!("{WORDS}{size}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,41 +635,77 @@ mod tests {
     fn a_written_snapshot_is_said_with_its_key_caveat_and_path() {
         let home = Some(Path::new("/home/u"));
         assert_eq!(
-            capture_note_within(&done("/home/u/s/a.pickle", true), home, Some("o"), 200),
+            capture_note(&done("/home/u/s/a.pickle", true), home, Some("o")),
             "snapshot of pid 7 (o opens it): ~/s/a.pickle"
         );
-        let note = capture_note_within(&done("/s/a.pickle", false), None, Some("o"), 200);
+        let note = capture_note(&done("/s/a.pickle", false), None, Some("o"));
         assert!(
             note.contains("/s/a.pickle") && note.contains("segments only"),
             "{note}"
         );
         assert_eq!(
-            capture_note_within(&CaptureMsg::Started { pid: 7 }, None, Some("o"), 200),
+            capture_note(&CaptureMsg::Started { pid: 7 }, None, Some("o")),
             "snapshot of pid 7: the probe is taking it…"
         );
         assert_eq!(
-            capture_note_within(&CaptureMsg::Asking { pid: 7 }, None, Some("o"), 200),
+            capture_note(&CaptureMsg::Asking { pid: 7 }, None, Some("o")),
             "snapshot of pid 7: asking…"
         );
     }
 
     #[test]
-    fn a_narrow_note_keeps_the_key_and_the_snapshots_name() {
+    fn a_written_snapshots_note_says_its_whole_path_after_the_key_and_caveat() {
         let path = "/home/u/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle";
         let home = Some(Path::new("/home/u"));
-        for width in [40, 60, 80] {
-            let note = capture_note_within(&done(path, false), home, Some("o"), width);
-            assert!(
-                Line::from(note.as_str()).width() <= width,
-                "{width}: {note}"
-            );
-            assert!(note.contains("(o opens it)"), "{width}: {note}");
+        assert_eq!(
+            capture_note(&done(path, false), home, Some("o")),
+            format!(
+                "snapshot of pid 7 (o opens it){SEGMENTS_ONLY_CAVEAT}: \
+                 ~/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle"
+            )
+        );
+        let elsewhere = "/var/lib/vramtop/state/snapshots/host-1234-oom.pickle";
+        assert_eq!(
+            capture_note(&done(elsewhere, true), home, Some("o")),
+            format!("snapshot of pid 7 (o opens it): {elsewhere}")
+        );
+    }
+
+    fn oom(message: &str, alloc_bytes: Option<u64>) -> OomNote {
+        OomNote {
+            seen_ms: 0,
+            pid: Some(8007),
+            gpu: Some(0),
+            cuda_device: 0,
+            message: message.to_string(),
+            alloc_bytes,
+            earlier: false,
         }
-        // At 100 columns the name is whole and the caveat in two words.
-        let note = capture_note_within(&done(path, false), home, Some("o"), 100);
-        assert!(
-            note.ends_with(", segments only: host-1234-20261206-101500-oom.pickle"),
-            "{note}"
+    }
+
+    #[test]
+    fn an_ooms_short_note_says_the_request_not_pytorchs_whole_message() {
+        let message = "CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total \
+                       capacity of 79.19 GiB of which 512.00 MiB is free.";
+        assert_eq!(
+            oom_note_short(&oom(message, Some(1 << 30))),
+            "OOM in pid 8007 on GPU 0: tried to allocate 1.00 GiB"
+        );
+        // Without the figure, the request as PyTorch words it.
+        assert_eq!(
+            oom_note_short(&oom(message, None)),
+            "OOM in pid 8007 on GPU 0: tried to allocate 1.00 GiB"
+        );
+        assert_eq!(
+            oom_note_short(&oom("", None)),
+            "OOM in pid 8007 on GPU 0: out of memory"
+        );
+        // Whole where it fits the row.
+        let whole = format!("OOM in pid 8007 on GPU 0: {message}");
+        assert_eq!(oom_note_within(&oom(message, Some(1 << 30)), 200), whole);
+        assert_eq!(
+            oom_note_within(&oom(message, Some(1 << 30)), 80),
+            "OOM in pid 8007 on GPU 0: tried to allocate 1.00 GiB"
         );
     }
 }
