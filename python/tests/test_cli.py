@@ -121,3 +121,65 @@ def test_no_script_is_a_usage_error_naming_only_the_script():
     last = done.stderr.strip().splitlines()[-1]
     assert "the script to run is required" in last, done.stderr
     assert "args" not in last, done.stderr
+
+
+def test_an_interval_takes_a_unit_as_vramtop_does(tmp_path):
+    done = run_cli(tmp_path, "--interval", "500ms")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["interval"] == 0.5
+    done = run_cli(tmp_path, "--interval", "2s")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["interval"] == 2.0
+
+
+def test_an_interval_with_an_unknown_unit_says_which_units_there_are(tmp_path):
+    done = run_cli(tmp_path, "--interval", "1m")
+    assert done.returncode == 2, done.stderr
+    assert "seconds (0.5, 2s) or milliseconds (500ms)" in done.stderr, done.stderr
+
+
+def test_a_count_after_a_bare_record_history_says_to_join_it_with_equals(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop_probe", "--record-history", "100000",
+         str(tmp_path / "train.py")],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--record-history takes its count after '=': --record-history=100000" in done.stderr
+    assert "can't open file" not in done.stderr
+
+
+def test_dash_m_runs_a_module_as_main_with_its_argv_and_the_probe(tmp_path):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(SELF_CHECK)
+    env = subprocess_env(XDG_RUNTIME_DIR=tempfile.mkdtemp(prefix="vt"))
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop_probe", "--interval", "0.5", "-m", "mypkg.train",
+         "a", "--b", "c"],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["name"] == "__main__"
+    assert seen["argv"] == [str(package / "train.py"), "a", "--b", "c"]
+    assert seen["interval"] == 0.5
+
+
+def test_dash_m_with_a_missing_module_is_a_one_line_error(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop_probe", "-m", "nosuchpkg.train"],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "python -m vramtop_probe: no module named 'nosuchpkg.train'\n"
+
+
+def test_dash_m_without_a_module_names_what_is_missing():
+    done = subprocess.run(
+        [sys.executable, "-m", "vramtop_probe", "-m"],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "argument -m: expected the module to run" in done.stderr, done.stderr

@@ -1,12 +1,13 @@
-"""``python -m vramtop_probe [OPTIONS] script.py ARGS...``
+"""``python -m vramtop_probe [OPTIONS] script.py ARGS...`` or ``... [OPTIONS] -m MODULE ARGS...``
 
 Starts the probe, then runs the script as ``__main__`` with ``sys.argv = [script.py, ARGS...]``,
-as ``python script.py ARGS...`` would.
+as ``python script.py ARGS...`` would (a module as ``python -m MODULE ARGS...`` would).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import runpy
 import sys
@@ -17,13 +18,24 @@ from . import _server
 _VALUED = ("--interval", "--segments-interval", "--snapshot-dir")
 
 
+# What an interval may be written as: bare seconds (the probe's first form) or, as vramtop's own
+# --interval, a number with its unit.
+_UNIT_RULE = "seconds (0.5, 2s) or milliseconds (500ms)"
+
+
 def _seconds(text: str) -> float:
+    """An interval in seconds from ``0.5``, ``2s`` or ``500ms``."""
+    number, scale = text, 1.0
+    if text.endswith("ms"):
+        number, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        number = text[:-1]
     try:
-        value = float(text)
+        value = float(number) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number of {_UNIT_RULE}: {text!r}") from None
     if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive number of {_UNIT_RULE}: {text!r}")
     return value
 
 
@@ -64,6 +76,46 @@ def _split_history_value(argv: list[str]) -> list[str]:
     return out
 
 
+def _split_module(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """The probe's options, the module of ``-m MODULE`` (or ``-mMODULE``) and its arguments.
+
+    Without ``-m`` before the script: ``(argv, None, [])``. As with ``python -m``, everything after
+    the module is the module's.
+    """
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item == "-m":
+            if i + 1 >= len(items):
+                return items[:i], "", []  # said below: the module is missing
+            return items[:i], items[i + 1], items[i + 2:]
+        if item.startswith("-m") and not item.startswith("--"):
+            return items[:i], item[2:], items[i + 1:]
+        if item in _VALUED:
+            i += 2
+            continue
+        if item == "--" or not item.startswith("-"):
+            break
+        i += 1
+    return argv, None, []
+
+
+def _count_after_bare_history(argv: list[str], script: str) -> bool:
+    """Whether the script argument is a bare count typed right after ``--record-history``."""
+    if not (script.isascii() and script.isdigit()):
+        return False
+    return any(a == "--record-history" and b == script for a, b in zip(argv, argv[1:]))
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        # A missing parent package, or a name that is no module name.
+        return False
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = _Parser(
         prog="python -m vramtop_probe",
@@ -71,11 +123,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--interval", type=_seconds, default=1.0, metavar="S",
-        help="seconds between stats messages (default 1.0)",
+        help="time between stats messages: 0.5, 2s, 500ms (default 1s)",
     )
     parser.add_argument(
         "--segments-interval", type=_seconds, default=5.0, metavar="S",
-        help="seconds between segments messages (default 5.0)",
+        help="time between segments messages (default 5s)",
     )
     parser.add_argument(
         "--record-history", action="store_true", default=None,
@@ -96,10 +148,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     # "?" and a check below: argparse's own error would also name the
     # optional arguments as required ("required: script, args").
-    parser.add_argument("script", nargs="?", help="the Python script to run as __main__")
+    parser.add_argument(
+        "script", nargs="?",
+        help="the Python script to run as __main__ (or -m MODULE, as python -m runs it)",
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    raw = sys.argv[1:] if argv is None else argv
-    options = parser.parse_args(_split_history_value(list(raw)))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    probe_argv, module, module_args = _split_module(raw)
+    options = parser.parse_args(_split_history_value(probe_argv))
     record_history = options.record_history
     if options.record_history_entries is not None:
         record_history = _entries(options.record_history_entries)
@@ -108,17 +164,38 @@ def main(argv: list[str] | None = None) -> None:
                 f"argument --record-history={options.record_history_entries}:"
                 " must be a positive number of entries, e.g. --record-history=100000"
             )
+    if module == "":
+        parser.error("argument -m: expected the module to run, e.g. -m mypkg.train")
+    if module is not None:
+        if options.script is not None:
+            parser.error(f"-m {module}: a module runs instead of a script, not beside one")
+        if not _module_exists(module):
+            parser.exit(2, f"python -m vramtop_probe: no module named {module!r}\n")
+        # As `python -m MODULE` does: the current folder is first on sys.path; runpy sets
+        # argv[0] to the module's file.
+        sys.argv = [module, *module_args]
+        sys.path[0] = os.getcwd()
+        _start(options, record_history)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return
     if options.script is None:
         parser.error(
             "the script to run is required: python -m vramtop_probe [OPTIONS] SCRIPT [ARGS...]"
         )
 
     script = options.script
+    if not os.path.isfile(script) and _count_after_bare_history(raw, script):
+        parser.error(f"--record-history takes its count after '=': --record-history={script}")
     if not os.path.isfile(script):
         parser.exit(2, f"python -m vramtop_probe: can't open file {script!r}\n")
     # As `python script.py` does: argv[0] is the script, its folder is first on sys.path.
     sys.argv = [script, *options.args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
+    _start(options, record_history)
+    runpy.run_path(script, run_name="__main__")
+
+
+def _start(options: argparse.Namespace, record_history: bool | int | None) -> None:
     _server.start(
         options.interval,
         options.segments_interval,
@@ -126,7 +203,6 @@ def main(argv: list[str] | None = None) -> None:
         snapshot_on_oom=options.snapshot_on_oom,
         snapshot_dir=options.snapshot_dir,
     )
-    runpy.run_path(script, run_name="__main__")
 
 
 if __name__ == "__main__":
