@@ -178,7 +178,12 @@ fn diff_keeps_a_long_file_name_whole_on_a_line_of_its_own() {
     let before = dir.join(name);
     let after = dir.join("after.pickle");
     write_snapshot_file(&cjk_snapshot(400), &before).expect("write");
-    write_snapshot_file(&cjk_snapshot(400), &after).expect("write");
+    // One trace entry fewer: two files of the same bytes are said first.
+    let mut later = cjk_snapshot(400);
+    if let Some(trace) = later.device_traces.first_mut() {
+        trace.pop();
+    }
+    write_snapshot_file(&later, &after).expect("write");
     let (b, a) = (before.display().to_string(), after.display().to_string());
     let (code, out, err) = common::run_vramtop(&["diff", &b, &a], None);
     remove(&dir);

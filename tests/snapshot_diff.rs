@@ -630,3 +630,38 @@ fn diff_of_two_moments_reads_as_the_two_file_report_with_the_moments_and_fits_80
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("live bytes by site (by file:line)"), "{out}");
 }
+
+#[test]
+fn diff_of_one_file_with_itself_says_so_first_and_keeps_the_report() {
+    let (Some((a_path, _)), Some((b_path, _))) = (
+        shared("muduard_dump_snapshot_a.pickle"),
+        shared("muduard_dump_snapshot_c.pickle"),
+    ) else {
+        return;
+    };
+    let (code, out, err) = common::run_vramtop(&["diff", &a_path, &a_path], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out.lines().next(),
+        Some("note: BEFORE and AFTER are one file (the same path): nothing can differ"),
+        "{out}"
+    );
+    assert!(
+        out.contains("before: ") && out.contains("unchanged"),
+        "{out}"
+    );
+    // A copy under another name: the same bytes.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = dir.path().join("copy.pickle");
+    std::fs::copy(&a_path, &copy).expect("copy");
+    let copy = copy.display().to_string();
+    let (code, out, _) = common::run_vramtop(&["diff", &a_path, &copy], None);
+    assert_eq!(code, 0);
+    assert_eq!(
+        out.lines().next(),
+        Some("note: BEFORE and AFTER hold the same bytes (a copy): nothing can differ"),
+        "{out}"
+    );
+    let (_, out, _) = common::run_vramtop(&["diff", &a_path, &b_path], None);
+    assert!(!out.contains("are the same"), "{out}");
+}

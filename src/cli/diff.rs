@@ -88,15 +88,43 @@ pub fn run(
         t.push('\n');
         t
     } else {
-        render_diff(
+        let mut t = String::new();
+        // A report of zeros reads as "nothing changed" when the cause is
+        // that one file was given twice: say which first.
+        if devices.is_none_or(|(b, a)| b == a)
+            && let Some(how) = same_file(before, after)
+        {
+            let _ = writeln!(t, "note: BEFORE and AFTER {how}: nothing can differ");
+        }
+        t.push_str(&render_diff(
             &on_device(before, devices.map(|d| d.0)),
             &on_device(after, devices.map(|d| d.1)),
             &diff,
             output.top,
-        )
+        ));
+        t
     };
     super::emit_text(&text, output.ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `before` and `after` are one file: "are one file (the same
+/// path)" when both paths lead to it, "hold the same bytes (a copy)" when
+/// two files do. Standard input is never the same as a file here (it has
+/// been read already), and a file that cannot be read again is not either.
+fn same_file(before: &Path, after: &Path) -> Option<&'static str> {
+    if before.as_os_str() == super::STDIN_ARG || after.as_os_str() == super::STDIN_ARG {
+        return None;
+    }
+    let (b, a) = (before.canonicalize().ok()?, after.canonicalize().ok()?);
+    if b == a {
+        return Some("are one file (the same path)");
+    }
+    let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    if size(&b)? != size(&a)? {
+        return None;
+    }
+    (std::fs::read(&b).ok()? == std::fs::read(&a).ok()?).then_some("hold the same bytes (a copy)")
 }
 
 /// One moment of `diff FILE --at A --at B`: as asked, and where it is.
