@@ -3506,3 +3506,26 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_empty_tensor_list_says_what_enter_does_while_a_field_is_open() {
+    let mut p = started(false, GIB);
+    p.apply(StressAction::TypeSize);
+    let size = flat(&panel_text(&p, 100, 16));
+    assert!(
+        size.contains("no live tensors: Enter sets the size, then a or Enter allocates"),
+        "{size}"
+    );
+    assert!(
+        !size.contains("no live tensors: a or Enter allocates"),
+        "{size}"
+    );
+    let mut p = started(false, GIB);
+    p.apply(StressAction::TypeSettings);
+    let settings = flat(&panel_text(&p, 100, 16));
+    assert!(
+        settings
+            .contains("no live tensors: Enter starts a fresh allocator, then a or Enter allocates"),
+        "{settings}"
+    );
+}

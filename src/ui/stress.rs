@@ -29,7 +29,7 @@ use super::theme::Theme;
 use crate::alloc::sizing::format_size;
 use crate::app::keymap::{Keymap, PanelKey, TypingKey, TypingMode};
 use crate::app::stress::{
-    CompareRow, FigureUnit, HistogramRow, OomAdvice, OomState, PanelDevice, Pattern,
+    CompareRow, FigureUnit, HistogramRow, OomAdvice, OomState, PanelDevice, PanelModal, Pattern,
     ScenarioPicker, ScenarioStop, Stranded, StressAction, StressPanel,
 };
 
@@ -188,10 +188,21 @@ impl<'a> StressPane<'a> {
             let keys = self
                 .keymap
                 .stress_key_names(PanelKey::Act(StressAction::Allocate));
-            let text = if keys.is_empty() {
-                "no live tensors".to_string()
-            } else {
-                format!("no live tensors: {} allocates", keys.join(" or "))
+            let allocates = keys.join(" or ");
+            // While a field is open Enter applies it, not the allocation:
+            // say what it does then, the allocation after it.
+            let done = typing_key(TypingMode::StressField, TypingKey::Done);
+            let text = match &p.modal {
+                _ if keys.is_empty() => "no live tensors".to_string(),
+                PanelModal::Keys => format!("no live tensors: {allocates} allocates"),
+                PanelModal::SizeField(_) => {
+                    format!("no live tensors: {done} sets the size, then {allocates} allocates")
+                }
+                PanelModal::SettingsField(_) => format!(
+                    "no live tensors: {done} starts a fresh allocator, then {allocates} allocates"
+                ),
+                // The list's own keys are on its lines.
+                PanelModal::ScenarioList(_) => "no live tensors".to_string(),
             };
             lines.push(Line::styled(text, t.dim));
             return lines;
