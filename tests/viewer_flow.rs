@@ -1426,3 +1426,37 @@ fn a_step_that_changes_the_selected_site_moves_the_block_selection_with_it() {
         block.state
     );
 }
+
+#[test]
+fn x_in_the_open_sites_pane_words_its_notice_for_what_is_open() {
+    let Some(mut v) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    // The pane open, no site expanded: only Enter is left to do.
+    press(&mut v, KeyCode::Char('w'));
+    assert!(v.sites_open && !v.site_expanded);
+    press(&mut v, KeyCode::Char('x'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(
+        said,
+        "x: C++ frames now listed in expanded sites (Enter expands the selected one)"
+    );
+    // A site without a stack expanded: nothing to expand, no pane to open.
+    let no_stack = v
+        .sites
+        .as_ref()
+        .and_then(|s| s.sites.iter().position(|s| s.key.is_no_stack()))
+        .expect("a site without a stack");
+    for _ in 0..no_stack {
+        press(&mut v, KeyCode::Down);
+    }
+    press(&mut v, KeyCode::Enter);
+    assert!(v.site_expanded);
+    press(&mut v, KeyCode::Char('x'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(
+        said,
+        "x: C++ frames now counted in expanded sites; this one has no stack recorded, the \
+         others show it"
+    );
+}

@@ -1067,11 +1067,25 @@ impl ViewerState {
                     && self.selected_site().is_some_and(|s| !s.key.is_no_stack());
                 let how = if self.show_cpp { "listed" } else { "counted" };
                 if !on_screen {
+                    // What is left to do to see it, from the pane's state:
+                    // open it, expand a site, or none (a site without a
+                    // stack is expanded).
+                    let next = if !self.sites_open {
+                        format!(
+                            " ({} sites, {} expands one)",
+                            key(V::ToggleSites),
+                            key(V::ExpandSite)
+                        )
+                    } else if !self.site_expanded {
+                        format!(" ({} expands the selected one)", key(V::ExpandSite))
+                    } else if self.selected_site().is_some() {
+                        "; this one has no stack recorded, the others show it".to_string()
+                    } else {
+                        "; there is no site at this moment".to_string()
+                    };
                     self.app.ui.notice = Some(format!(
-                        "{}: C++ frames now {how} in expanded sites ({} sites, {} expands one)",
+                        "{}: C++ frames now {how} in expanded sites{next}",
                         key(V::ToggleCppFrames),
-                        key(V::ToggleSites),
-                        key(V::ExpandSite)
                     ));
                 } else if self.selected_site().is_some_and(|s| s.python_frames == 0) {
                     // A stack of C++ frames only is always listed whole: the
