@@ -3529,3 +3529,68 @@ fn the_empty_tensor_list_says_what_enter_does_while_a_field_is_open() {
         "{settings}"
     );
 }
+
+#[test]
+fn a_burst_says_how_many_allocations_the_cap_refused_with_the_dropped_keys() {
+    let cluster = sim();
+    let mut d = Driven::start_with(&cluster, StressPanel::with_cap(Some(50 * MIB)));
+    d.act(StressAction::Allocate);
+    let before = d.panel.tensors.len();
+    // `a`, then 60 more and `e` typed before the first answer.
+    let mut cmds = d.panel.apply(StressAction::Allocate);
+    for _ in 0..60 {
+        assert!(d.panel.apply(StressAction::Allocate).is_empty());
+    }
+    d.panel.apply(StressAction::EmptyCache);
+    let dropped = d.panel.dropped_keys;
+    assert!(dropped > 0, "the burst overflows the queue");
+    let ran = 61 - dropped;
+    let mut answers = 0;
+    while !cmds.is_empty() {
+        assert!(d.worker.send(cmds));
+        let r = d
+            .results
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the worker answers");
+        cmds = d.panel.on_result(r);
+        answers += 1;
+        if !cmds.is_empty() {
+            // Mid-burst answers keep the count in view.
+            let said = d.panel.message.clone().unwrap_or_default();
+            assert!(said.contains(&format!("{dropped} keys dropped")), "{said}");
+        }
+    }
+    assert!(answers > 1);
+    // Each key that ran whole made `count` tensors.
+    let made = (d.panel.tensors.len() - before) / d.panel.count() as usize;
+    let refused = ran - made as u64;
+    assert!(refused > 0, "the cap refused some: {made} made");
+    let said = d.panel.message.clone().unwrap_or_default();
+    assert!(said.starts_with("empty_cache released"), "{said}");
+    assert!(
+        said.contains(&format!("{refused} allocations refused by the stress cap")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("{dropped} keys dropped")), "{said}");
+    // The next key starts counting afresh.
+    d.act(StressAction::EmptyCache);
+    let said = d.panel.message.clone().unwrap_or_default();
+    assert!(
+        !said.contains("refused") && !said.contains("dropped"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_single_refusal_is_not_counted_again_by_the_next_answer() {
+    let cluster = sim();
+    let mut d = Driven::start_with(&cluster, StressPanel::with_cap(Some(50 * MIB)));
+    d.panel.size_index = SIZE_PRESETS.iter().position(|&s| s == 10 * MIB).unwrap();
+    d.panel.count_index = COUNT_PRESETS.iter().position(|&c| c == 10).unwrap();
+    d.act(StressAction::Allocate);
+    let why = d.panel.message.clone().unwrap_or_default();
+    assert!(why.starts_with("refused"), "{why}");
+    d.act(StressAction::EmptyCache);
+    let said = d.panel.message.clone().unwrap_or_default();
+    assert!(!said.contains("refused by the stress cap"), "{said}");
+}

@@ -167,7 +167,7 @@ impl<D: DeviceMemory> StressExecutor<D> {
             if let Some(cap) = cap
                 && let Some(message) = self.cap_refusal(size, cap, done.len())
             {
-                return StressOutcome::Failed {
+                return StressOutcome::CapRefused {
                     allocated: self.tensors(&done),
                     message,
                 };

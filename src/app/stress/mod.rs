@@ -228,6 +228,13 @@ pub struct StressPanel {
     /// Keys dropped since the panel was last idle: typed while
     /// [`MAX_QUEUED`] others were waiting. Said when the queue drains.
     pub dropped_keys: u64,
+    /// Allocations the cap refused since the panel was last idle (the
+    /// panel's check or the worker's): in a burst each refusal's words are
+    /// replaced by the next answer's, so the count is said instead.
+    pub refused_keys: u64,
+    /// Whether a queued action ran since the panel was last idle: only then
+    /// are refusals counted aloud (a lone refusal says itself).
+    pub queued_ran: bool,
     /// Queued allocations and frees a free all typed behind them cancelled
     /// since the panel was last idle (their tensors would have gone anyway).
     pub cancelled_keys: u64,
@@ -266,6 +273,8 @@ impl Default for StressPanel {
             busy: false,
             queued: Vec::new(),
             dropped_keys: 0,
+            refused_keys: 0,
+            queued_ran: false,
             cancelled_keys: 0,
             scenario: None,
             device: PanelDevice::Gpu,
@@ -416,6 +425,7 @@ impl StressPanel {
         if let Some(cap) = cap
             && let Some(why) = cap_refusal(self.figures.allocated, request, cap)
         {
+            self.refused_keys += 1;
             self.say(why);
             return Vec::new();
         }
@@ -513,10 +523,11 @@ impl StressPanel {
         }
     }
 
-    /// Once the queue has drained: says how many keys were dropped or
-    /// cancelled on the way, after the last answer's words, and starts
-    /// counting afresh.
-    fn say_skipped_keys(&mut self) {
+    /// After an answer in a burst: says how many keys were dropped or
+    /// cancelled and how many allocations the cap refused on the way, after
+    /// the answer's words, so that the counts stay in view while the queue
+    /// drains; once it has (`drained`), starts counting afresh.
+    fn say_skipped_keys(&mut self, drained: bool) {
         let mut notes = Vec::new();
         if self.cancelled_keys > 0 {
             notes.push(format!(
@@ -524,11 +535,18 @@ impl StressPanel {
                 keys(self.cancelled_keys)
             ));
         }
+        if self.refused_keys > 0 && self.queued_ran {
+            notes.push(refused_note(self.refused_keys));
+        }
         if self.dropped_keys > 0 {
             notes.push(dropped_note(self.dropped_keys));
         }
-        self.cancelled_keys = 0;
-        self.dropped_keys = 0;
+        if drained {
+            self.cancelled_keys = 0;
+            self.dropped_keys = 0;
+            self.refused_keys = 0;
+            self.queued_ran = false;
+        }
         if notes.is_empty() {
             return;
         }
@@ -548,6 +566,15 @@ impl StressPanel {
     /// While the worker is busy, actions other than moving the cursor wait
     /// in [`StressPanel::queued`].
     pub fn apply(&mut self, action: StressAction) -> Vec<StressCommand> {
+        if !self.busy {
+            // A key typed at an idle panel: a refusal before it was said.
+            self.refused_keys = 0;
+        }
+        self.apply_now(action)
+    }
+
+    /// [`StressPanel::apply`] of a key typed now or waiting in the queue.
+    fn apply_now(&mut self, action: StressAction) -> Vec<StressCommand> {
         if self.busy
             && !matches!(
                 action,
@@ -732,7 +759,9 @@ impl StressPanel {
             StressOutcome::OutOfMemory { room, .. } => {
                 Some(ScenarioStop::OutOfMemory { tried: room.tried })
             }
-            StressOutcome::Failed { .. } => Some(ScenarioStop::Failed),
+            StressOutcome::Failed { .. } | StressOutcome::CapRefused { .. } => {
+                Some(ScenarioStop::Failed)
+            }
             _ => None,
         };
         let reconfigured = matches!(
@@ -743,8 +772,10 @@ impl StressPanel {
         self.scenario_answer(first_id, stop, reconfigured);
         while !self.queued.is_empty() {
             let next = self.queued.remove(0);
-            let commands = self.apply(next);
+            self.queued_ran = true;
+            let commands = self.apply_now(next);
             if !commands.is_empty() {
+                self.say_skipped_keys(false);
                 return commands;
             }
         }
@@ -754,7 +785,7 @@ impl StressPanel {
                 return commands;
             }
         }
-        self.say_skipped_keys();
+        self.say_skipped_keys(true);
         Vec::new()
     }
 
@@ -926,6 +957,11 @@ impl StressPanel {
                 let released = before.reserved.saturating_sub(self.figures.reserved);
                 self.say(format!("empty_cache released {}", fmt(released)));
             }
+            StressOutcome::CapRefused { allocated, message } => {
+                self.refused_keys += 1;
+                self.add(&allocated);
+                self.say(message);
+            }
             StressOutcome::Failed { allocated, message } => {
                 self.add(&allocated);
                 self.say(message);
@@ -968,6 +1004,15 @@ fn keys(n: u64) -> String {
 /// What the panel says of keys dropped behind a full queue.
 fn dropped_note(n: u64) -> String {
     format!("{} dropped: the panel is busy", keys(n))
+}
+
+/// What the panel says of allocations the cap refused in a burst.
+fn refused_note(n: u64) -> String {
+    if n == 1 {
+        "1 allocation refused by the stress cap".to_string()
+    } else {
+        format!("{n} allocations refused by the stress cap")
+    }
 }
 
 /// "1 tensor", "5 tensors": the panel's messages count in words a person

@@ -253,6 +253,12 @@ pub enum StressOutcome {
         bytes: u64,
         trace_entries: usize,
     },
+    /// A `Malloc` tensor the cap refused (the command's `cap`), after
+    /// `allocated` succeeded; `message` gives the figures.
+    CapRefused {
+        allocated: Vec<NewTensor>,
+        message: String,
+    },
     /// Anything else the device said no to, after `allocated` succeeded.
     Failed {
         allocated: Vec<NewTensor>,
