@@ -28,7 +28,12 @@ struct Flow {
 
 impl Flow {
     fn new(gpus: usize) -> Flow {
-        let made = common::dashboard::sim_dashboard(gpus, 1, 11, (120, 40));
+        Flow::with_trainers(gpus, 1)
+    }
+
+    /// `gpus` simulated GPUs, a trainer on each of the first `trainers`.
+    fn with_trainers(gpus: usize, trainers: usize) -> Flow {
+        let made = common::dashboard::sim_dashboard(gpus, trainers, 11, (120, 40));
         Flow {
             cluster: made.cluster,
             dash: made.dash,
@@ -111,6 +116,76 @@ fn selecting_the_second_gpu_moves_the_breakdown_to_it() {
     let screen = f.screen(120, 40);
     assert!(screen.contains("Memory breakdown  GPU 1"), "stays");
     assert!(screen.contains("no GPU 2: GPUs here: 0, 1"), "{screen}");
+}
+
+/// The processes pane's lines of an 80×24 screen (below its header).
+fn process_lines(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains(" Processes "))
+        .skip(2)
+        .take_while(|l| !l.contains(" samples "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn selecting_a_gpu_at_80x24_scrolls_the_processes_to_its_own() {
+    // Twelve GPUs leave the processes pane room for one line; trainers
+    // 4242, 4243 and 4244 run on GPUs 0, 1 and 2.
+    let mut f = Flow::with_trainers(12, 3);
+    f.samples(3);
+    let lines = process_lines(&f.screen(80, 24));
+    assert!(lines.iter().any(|l| l.contains("4242")), "{lines:?}");
+    f.key_redraws(KeyCode::Char('2'));
+    let screen = f.screen(80, 24);
+    let lines = process_lines(&screen);
+    assert!(
+        lines.iter().any(|l| l.contains("4244") && l.contains("▶2")),
+        "GPU 2's trainer, marked: {screen}"
+    );
+    // ↑ in the GPUs pane selects GPU 1: its trainer comes into view.
+    f.key(KeyCode::Up);
+    let screen = f.screen(80, 24);
+    assert!(
+        process_lines(&screen).iter().any(|l| l.contains("4243 ")),
+        "{screen}"
+    );
+    // Scrolled by hand in Processes, the list stays where the user put
+    // it as samples come, until a GPU is selected again.
+    f.key(KeyCode::Tab);
+    while f.state().ui.focus != Pane::Processes {
+        f.key(KeyCode::Tab);
+    }
+    f.key(KeyCode::Down);
+    f.samples(2);
+    let screen = f.screen(80, 24);
+    assert!(
+        process_lines(&screen).iter().any(|l| l.contains("4244")),
+        "{screen}"
+    );
+    f.key(KeyCode::Char('0'));
+    let screen = f.screen(80, 24);
+    assert!(
+        process_lines(&screen)
+            .iter()
+            .any(|l| l.contains("4242") && l.contains("▶0")),
+        "{screen}"
+    );
+    // A click on GPU 2's row selects it as `2` does.
+    let row = screen
+        .lines()
+        .position(|l| l.contains(" 2  Simulated"))
+        .unwrap_or_else(|| panic!("GPU 2 is listed: {screen}"));
+    f.dash
+        .on_click(3, u16::try_from(row).expect("a screen row"));
+    let screen = f.screen(80, 24);
+    assert!(
+        process_lines(&screen)
+            .iter()
+            .any(|l| l.contains("4244") && l.contains("▶2")),
+        "{screen}"
+    );
 }
 
 #[test]

@@ -442,6 +442,72 @@ fn eight_gpus_at_80x24_scroll_and_leave_the_breakdown_its_figures() {
     }
 }
 
+#[test]
+fn twelve_gpus_at_80x24_show_the_selected_gpus_process_marked() {
+    // Three trainers: pid 4242 on GPU 0, 4243 on GPU 1, 4244 on GPU 2.
+    let cluster = cluster(12, 3);
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 30);
+    let theme = Theme::colored();
+    let keymap = Keymap::default();
+    // Drawn first, as the dashboard is before any key.
+    draw(&state, &theme, 80, 24);
+    vramtop::app::update::handle_key(
+        &mut state,
+        &keymap,
+        KeyEvent::new(KeyCode::Char('2'), KeyModifiers::NONE),
+    );
+    let terminal = draw(&state, &theme, 80, 24);
+    let screen = text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains("4244 sim"))
+        .unwrap_or_else(|| panic!("GPU 2's trainer is in view: {screen}"));
+    assert!(row.contains("▶2"), "and marked: {row}");
+    assert!(
+        !screen.contains("4242 sim"),
+        "GPU 0's scrolled away: {screen}"
+    );
+    insta::assert_snapshot!("screen_80x24_twelve_gpus_gpu_2", terminal.backend());
+}
+
+#[test]
+fn processes_mark_the_selected_gpus_lines_and_say_when_it_has_none() {
+    let cluster = cluster(4, 2);
+    let mut state = AppState::new(status());
+    feed(&cluster, &mut state, 5);
+    let theme = Theme::colored();
+    let pane = |state: &AppState| {
+        let terminal = draw_widget(ProcessesPane::new(state, &theme), 100, 8);
+        text(terminal.backend().buffer())
+    };
+    state.ui.selected_gpu = 1;
+    let drawn = pane(&state);
+    for line in drawn.lines().filter(|l| l.contains("train.py")) {
+        assert_eq!(
+            line.contains("4243"),
+            line.contains("▶1"),
+            "only GPU 1's line is marked: {drawn}"
+        );
+    }
+    assert!(!drawn.contains("none on GPU"), "{drawn}");
+    // GPU 3 runs nothing: no line is marked and the title says so.
+    state.ui.selected_gpu = 3;
+    let drawn = pane(&state);
+    assert!(!drawn.contains('▶'), "{drawn}");
+    assert!(drawn.contains("· none on GPU 3"), "{drawn}");
+}
+
+#[test]
+fn a_process_list_of_one_gpu_marks_nothing() {
+    let (_cluster, state) = training(2);
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 5);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("4242"), "{drawn}");
+    assert!(!drawn.contains('▶'), "every line is GPU 0's: {drawn}");
+}
+
 // Faults: lost GPUs and metrics the driver does not report.
 
 #[test]

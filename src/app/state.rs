@@ -305,6 +305,30 @@ pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<Pro
     out
 }
 
+/// A line of the processes pane, in its order: the processes of every GPU
+/// (as [`process_rows`] orders them), then per GPU the driver-used memory
+/// no listed process holds. The pane draws these lines and the keys scroll
+/// over them, so both count the same lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessLine {
+    Process(ProcessRow),
+    /// Driver-used bytes of GPU `gpu` that no listed process holds.
+    Unattributed {
+        gpu: u32,
+        bytes: u64,
+    },
+}
+
+impl ProcessLine {
+    /// The NVML index of the GPU the line is about.
+    pub fn gpu(&self) -> u32 {
+        match self {
+            ProcessLine::Process(r) => r.gpu,
+            ProcessLine::Unattributed { gpu, .. } => *gpu,
+        }
+    }
+}
+
 /// A GPU as the dashboard holds it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuState {
@@ -472,6 +496,12 @@ pub struct UiState {
     pub process_filter: ProcessFilter,
     pub process_tree: bool,
     pub process_scroll: usize,
+    /// Process lines in view as the processes pane was last drawn (below
+    /// its header); 0 before it was drawn. Written by the drawing like
+    /// `help_page_rows`: selecting a GPU scrolls the list only when that
+    /// GPU's first line is out of this view.
+    #[serde(skip)]
+    pub process_lines_shown: Cell<usize>,
     /// Index of the selected block among the selected GPU's blocks, in
     /// layout order.
     pub selected_block: usize,
@@ -547,6 +577,7 @@ impl Default for UiState {
             process_filter: ProcessFilter::Set(String::new()),
             process_tree: true,
             process_scroll: 0,
+            process_lines_shown: Cell::new(0),
             selected_block: 0,
             selected_block_address: None,
             stress_open: false,
@@ -681,6 +712,34 @@ impl AppState {
         self.gpus
             .get(self.ui.selected_gpu)
             .or_else(|| self.gpus.first())
+    }
+
+    /// The lines of the processes pane (see [`ProcessLine`]), filtered by
+    /// the process filter and in tree order when the tree is on.
+    pub fn process_lines(&self) -> Vec<ProcessLine> {
+        let ui = &self.ui;
+        let samples: Vec<&GpuSample> = self.gpus.iter().filter_map(GpuState::sample).collect();
+        let mut lines: Vec<ProcessLine> =
+            process_rows(&samples, ui.process_tree, ui.process_filter.text())
+                .into_iter()
+                .map(ProcessLine::Process)
+                .collect();
+        // A filter looks for processes: the per-GPU remainder is not one.
+        if !ui.process_filter.text().is_empty() {
+            return lines;
+        }
+        // MIG instances share their parent's memory: counted once, there.
+        for s in samples.iter().filter(|s| s.mig.is_none()) {
+            if let Some(bytes) = unattributed(s)
+                && bytes > 0
+            {
+                lines.push(ProcessLine::Unattributed {
+                    gpu: s.index,
+                    bytes,
+                });
+            }
+        }
+        lines
     }
 
     /// Takes one sample: readings from telemetry and the allocator views

@@ -235,7 +235,7 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
                 .gpu
                 .and_then(|gpu| state.gpus.iter().position(|g| g.index() == gpu))
             {
-                state.ui.selected_gpu = i;
+                select_gpu(state, i);
             }
             show_stress_view(state);
             Effect::Redraw
@@ -275,7 +275,7 @@ pub fn on_stress_result(state: &mut AppState, result: StressResult) -> Effect {
             .gpu
             .and_then(|gpu| state.gpus.iter().position(|g| g.index() == gpu))
     {
-        state.ui.selected_gpu = i;
+        select_gpu(state, i);
     }
     show_stress_view(state);
     if commands.is_empty() {
@@ -298,10 +298,8 @@ fn move_selection(state: &mut AppState, delta: isize) {
         Pane::Gpus | Pane::Breakdown => {
             let n = state.gpus.len();
             if n > 0 {
-                ui.selected_gpu =
-                    (ui.selected_gpu as isize + delta).clamp(0, n as isize - 1) as usize;
-                ui.selected_block = 0;
-                ui.selected_block_address = None;
+                let i = (ui.selected_gpu as isize + delta).clamp(0, n as isize - 1) as usize;
+                pick_gpu(state, i);
             }
         }
         Pane::Segments | Pane::Fragmentation => {
@@ -319,6 +317,43 @@ fn move_selection(state: &mut AppState, delta: isize) {
         }
         Pane::Timeline => {}
     }
+}
+
+/// Selects the GPU at `i` of `state.gpus` (keys, a click, the stress
+/// panel's GPU) and scrolls the process list to the GPU's processes.
+pub fn select_gpu(state: &mut AppState, i: usize) {
+    state.ui.selected_gpu = i;
+    show_selected_gpus_processes(state);
+}
+
+/// [`select_gpu`] by the user (keys, a click): the block selection starts
+/// over on the GPU's layout.
+pub fn pick_gpu(state: &mut AppState, i: usize) {
+    select_gpu(state, i);
+    state.ui.selected_block = 0;
+    state.ui.selected_block_address = None;
+}
+
+/// Scrolls the process list so the selected GPU's first line is in view:
+/// left as it is when that line already shows (the list does not jump
+/// under the reader), else scrolled to put it at the top, with the GPU's
+/// other lines below it. A GPU with no line leaves the list where it is.
+fn show_selected_gpus_processes(state: &mut AppState) {
+    let Some(gpu) = state.selected().map(GpuState::index) else {
+        return;
+    };
+    let lines = state.process_lines();
+    let Some(at) = lines.iter().position(|l| l.gpu() == gpu) else {
+        return;
+    };
+    let ui = &mut state.ui;
+    let shown = ui.process_lines_shown.get();
+    // The first line drawn: the pane clamps the scroll the same way.
+    let first = ui.process_scroll.min(lines.len().saturating_sub(shown));
+    if shown > 0 && at >= first && at - first < shown {
+        return;
+    }
+    ui.process_scroll = at;
 }
 
 /// Remembers the address of the selected block, so the selection follows
@@ -605,9 +640,7 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                 };
                 return notice(state, format!("no GPU {n}: {have}"));
             };
-            ui.selected_gpu = i;
-            ui.selected_block = 0;
-            ui.selected_block_address = None;
+            pick_gpu(state, i);
         }
     }
     Effect::Redraw
@@ -659,6 +692,92 @@ mod tests {
             &Keymap::default(),
             KeyEvent::new(code, KeyModifiers::NONE),
         )
+    }
+
+    /// Four GPUs: GPU 0 runs pid 100, GPU 1 pids 110 and 111, GPU 2 pid
+    /// 120, GPU 3 nothing. The process list is 100, 110, 111, 120.
+    fn state_with_processes() -> AppState {
+        let mut s = AppState::new(StatusState::default());
+        let pids: [&[u32]; 4] = [&[100], &[110, 111], &[120], &[]];
+        let readings = pids
+            .iter()
+            .enumerate()
+            .map(|(i, pids)| {
+                let mut g = GpuSample::unknown(i as u32, "GPU");
+                g.processes = pids
+                    .iter()
+                    .map(|&pid| crate::device::GpuProcess {
+                        pid,
+                        used_memory: None,
+                        user: None,
+                        command: None,
+                        parent_pid: None,
+                        gpu_instance_id: None,
+                        compute_instance_id: None,
+                    })
+                    .collect();
+                GpuReading::Ok(g)
+            })
+            .collect();
+        s.apply_sample(0, readings, BTreeMap::new());
+        s
+    }
+
+    #[test]
+    fn selecting_a_gpu_scrolls_the_process_list_to_its_first_process() {
+        let mut s = state_with_processes();
+        // As drawn at 80x24 with many GPUs: one process line in view.
+        s.ui.process_lines_shown.set(1);
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(s.ui.process_scroll, 3, "pid 120, GPU 2's, at the top");
+        press(&mut s, KeyCode::Char('1'));
+        assert_eq!(s.ui.process_scroll, 1, "pid 110, GPU 1's first");
+        // ↑/↓ in GPUs select too.
+        s.ui.focus = Pane::Gpus;
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.process_scroll, 0, "pid 100, GPU 0's");
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.process_scroll, 1);
+    }
+
+    #[test]
+    fn selecting_a_gpu_whose_process_is_in_view_leaves_the_list_still() {
+        let mut s = state_with_processes();
+        // Three lines in view from the second: 110, 111, 120.
+        s.ui.process_lines_shown.set(3);
+        s.ui.process_scroll = 1;
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(s.ui.process_scroll, 1, "120 shows: no jump");
+        press(&mut s, KeyCode::Char('0'));
+        assert_eq!(s.ui.process_scroll, 0, "100 did not show");
+    }
+
+    #[test]
+    fn a_gpu_without_processes_leaves_the_process_list_where_the_user_put_it() {
+        let mut s = state_with_processes();
+        s.ui.process_lines_shown.set(1);
+        s.ui.process_scroll = 2;
+        press(&mut s, KeyCode::Char('3'));
+        assert_eq!(s.ui.selected_gpu, 3);
+        assert_eq!(s.ui.process_scroll, 2);
+    }
+
+    #[test]
+    fn scrolling_in_processes_is_the_users_until_a_gpu_is_selected_again() {
+        let mut s = state_with_processes();
+        s.ui.process_lines_shown.set(1);
+        press(&mut s, KeyCode::Char('1'));
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.process_scroll, 3, "the arrows scroll past GPU 1");
+        assert_eq!(s.ui.selected_gpu, 1, "and select no GPU");
+        // A sample keeps the user's place.
+        let readings = s.gpus.iter().map(|g| g.reading.clone()).collect();
+        s.apply_sample(1000, readings, BTreeMap::new());
+        assert_eq!(s.ui.process_scroll, 3);
+        press(&mut s, KeyCode::Char('1'));
+        assert_eq!(s.ui.process_scroll, 1, "selecting GPU 1 brings it back");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use ratatui::layout::{Position, Rect};
 
 use crate::app::keymap::Keymap;
 use crate::app::state::{AppState, Pane};
+use crate::app::update::pick_gpu;
 use crate::ui::{Theme, gpu_at, layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`,
@@ -35,9 +36,7 @@ pub fn click(
     if pane == Pane::Gpus
         && let Some(index) = gpu_at(state, rect, row)
     {
-        state.ui.selected_gpu = index;
-        state.ui.selected_block = 0;
-        state.ui.selected_block_address = None;
+        pick_gpu(state, index);
     }
     had_notice || before != (state.ui.focus, state.ui.selected_gpu)
 }

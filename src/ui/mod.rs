@@ -310,7 +310,7 @@ fn bands(
     if has(Pane::Processes) {
         out.push(fixed(
             Pane::Processes,
-            ProcessesPane::preferred_height(state, theme).min(cap),
+            ProcessesPane::preferred_height(state).min(cap),
         ));
     }
     out

@@ -1,7 +1,8 @@
 //! The processes pane: every GPU process (children under their parents in
 //! tree view), the allocator figures of every process whose allocator is
 //! visible, and per GPU the driver-used memory no listed process accounts
-//! for.
+//! for. The selected GPU's lines are marked; selecting a GPU scrolls the
+//! list to them (`app::update`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -11,8 +12,7 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, left, pane_block, right};
 use super::format::{self, NA};
 use super::theme::Theme;
-use crate::app::state::{AppState, Pane, ProcessFilter, ProcessRow, process_rows, unattributed};
-use crate::device::GpuSample;
+use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
 
 /// The processes pane of one frame.
 pub struct ProcessesPane<'a> {
@@ -20,53 +20,14 @@ pub struct ProcessesPane<'a> {
     theme: &'a Theme,
 }
 
-/// What one line of the table shows.
-enum Row {
-    Process(ProcessRow),
-    /// Driver-used bytes of a GPU that no listed process holds.
-    Unattributed {
-        gpu: u32,
-        bytes: u64,
-    },
-}
-
 impl<'a> ProcessesPane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
         ProcessesPane { state, theme }
     }
 
-    fn samples(&self) -> Vec<&'a GpuSample> {
-        self.state.gpus.iter().filter_map(|g| g.sample()).collect()
-    }
-
-    fn rows(&self) -> Vec<Row> {
-        let ui = &self.state.ui;
-        let samples = self.samples();
-        let mut rows: Vec<Row> = process_rows(&samples, ui.process_tree, ui.process_filter.text())
-            .into_iter()
-            .map(Row::Process)
-            .collect();
-        // A filter looks for processes: the per-GPU remainder is not one.
-        if !ui.process_filter.text().is_empty() {
-            return rows;
-        }
-        // MIG instances share their parent's memory: counted once, there.
-        for s in samples.iter().filter(|s| s.mig.is_none()) {
-            if let Some(bytes) = unattributed(s)
-                && bytes > 0
-            {
-                rows.push(Row::Unattributed {
-                    gpu: s.index,
-                    bytes,
-                });
-            }
-        }
-        rows
-    }
-
     /// Rows this pane would like: title, header and one per table row.
-    pub fn preferred_height(state: &AppState, theme: &Theme) -> u16 {
-        let rows = ProcessesPane::new(state, theme).rows().len().max(1);
+    pub fn preferred_height(state: &AppState) -> u16 {
+        let rows = state.process_lines().len().max(1);
         u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2)
     }
 
@@ -106,7 +67,7 @@ impl Widget for ProcessesPane<'_> {
             }
             ProcessFilter::Set(_) => {}
         }
-        let rows = self.rows();
+        let rows = self.state.process_lines();
         let block = |detail| {
             pane_block(
                 Pane::Processes,
@@ -119,7 +80,24 @@ impl Widget for ProcessesPane<'_> {
         // Below the header, the rows shown; the title says which when some
         // are out of sight (Tab here, then the arrows scroll).
         let visible = usize::from(block(detail.clone()).inner(area).height.saturating_sub(1));
+        ui.process_lines_shown.set(visible);
         let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
+        // The selected GPU's lines are marked where lines of several GPUs
+        // are listed (with one, every line would be); a selected GPU with
+        // none is said in the title, so an unmarked list is not read as
+        // its processes.
+        let selected = self.state.selected().map(|g| g.index());
+        let several = rows
+            .iter()
+            .any(|r| Some(r.gpu()) != rows.first().map(ProcessLine::gpu));
+        let mark = selected.filter(|_| several);
+        if let Some(gpu) = selected
+            && !rows.is_empty()
+            && self.state.gpus.len() > 1
+            && !rows.iter().any(|r| r.gpu() == gpu)
+        {
+            detail.push(Span::styled(format!(" · none on GPU {gpu}"), theme.text));
+        }
         if visible > 0 && rows.len() > visible {
             let last = (first + visible).min(rows.len());
             detail.push(Span::styled(
@@ -169,14 +147,14 @@ impl Widget for ProcessesPane<'_> {
             let y = u16::try_from(i + 1).unwrap_or(u16::MAX);
             let mut spans = Vec::new();
             match row {
-                Row::Process(r) => {
+                ProcessLine::Process(r) => {
                     let p = &r.process;
                     spans.push(Span::raw(right(&p.pid.to_string(), pid_w)));
                     if show_user {
                         let user = p.user.as_deref().unwrap_or(NA);
                         spans.push(Span::raw(format!(" {}", left(user, user_w))));
                     }
-                    spans.push(Span::raw(format!(" {}", right(&r.gpu.to_string(), gpu_w))));
+                    spans.extend(gpu_cell(r.gpu, mark == Some(r.gpu), gpu_w, theme));
                     let mem = format::opt_bytes(p.used_memory);
                     let mem_style = if p.used_memory.is_some() {
                         theme.text
@@ -228,12 +206,12 @@ impl Widget for ProcessesPane<'_> {
                     let room = width.saturating_sub(used);
                     spans.push(Span::raw(format::truncate(command, room)));
                 }
-                Row::Unattributed { gpu, bytes } => {
+                ProcessLine::Unattributed { gpu, bytes } => {
                     spans.push(Span::styled(right("-", pid_w), theme.dim));
                     if show_user {
                         spans.push(Span::styled(format!(" {}", left("-", user_w)), theme.dim));
                     }
-                    spans.push(Span::raw(format!(" {}", right(&gpu.to_string(), gpu_w))));
+                    spans.extend(gpu_cell(*gpu, mark == Some(*gpu), gpu_w, theme));
                     spans.push(Span::raw(format!(
                         " {}",
                         right(&format::bytes(*bytes), mem_w)
@@ -257,4 +235,22 @@ impl Widget for ProcessesPane<'_> {
         }
         theme.finish(area, buf);
     }
+}
+
+/// The GPU column (a space, then `width` cells) of a line about `gpu`; on
+/// a line of the selected GPU, led by the pointer the GPUs pane puts
+/// before the selected GPU, in its style.
+fn gpu_cell(gpu: u32, selected: bool, width: usize, theme: &Theme) -> Vec<Span<'static>> {
+    let index = gpu.to_string();
+    if !selected {
+        return vec![Span::raw(format!(" {}", right(&index, width)))];
+    }
+    // The pointer takes the column's leading space's place: just before
+    // the number, which stays right-aligned with the others.
+    let lead = " ".repeat(width.saturating_sub(index.chars().count()));
+    vec![
+        Span::raw(lead),
+        Span::styled(theme.glyphs().pointer, theme.key),
+        Span::styled(index, theme.selected),
+    ]
 }
