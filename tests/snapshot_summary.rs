@@ -269,6 +269,26 @@ fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
 }
 
 #[test]
+fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
+    let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
+    else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, json, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    // 832 B internal of 65.74 MiB free: 0.0012 %.
+    let internal = v["total"]["segsum"]["internal_free"].as_u64();
+    assert_eq!(internal, Some(832));
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("(<0.1% internal)"), "{out}");
+    assert!(!flat.contains("(0.00% internal)"), "{out}");
+}
+
+#[test]
 fn summary_sites_say_one_block_and_one_more_site_in_the_singular() {
     let Some(path) = common::shared_snapshot("JasperSolt_EoR_NN_snapshot.pickle") else {
         return;

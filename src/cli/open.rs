@@ -282,11 +282,12 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         "  segsum               ",
         &format!(
             "total_reserved {}, total_allocated {} (requested bytes, as _memory_viz counts \
-             them), total_free {} ({:.2}% internal)",
+             them), total_free {} ({}% internal)",
             human_bytes(g.total_reserved),
             human_bytes(g.total_allocated),
             human_bytes(g.total_free),
-            g.internal_percent
+            // Never "0.00%" for bytes that are there: "<0.1%".
+            percent_of(g.internal_free, g.total_free)
         ),
     );
     if g.unaccounted != 0 {
