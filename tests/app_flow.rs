@@ -538,24 +538,7 @@ fn sample_until(f: &mut Flow, what: &str, seen: impl Fn(&AppState) -> bool) {
 #[test]
 fn samples_while_the_viewer_is_open_fill_the_timeline_and_a_probes_oom_then_is_marked() {
     let (dir, oom) = fake_probe();
-    let registry = vramtop::probe::Registry::start(
-        vec![dir.path().to_path_buf()],
-        vramtop::probe::discovery::current_uid(),
-    );
-    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
-    let mut f = Flow {
-        cluster: made.cluster,
-        dash: made.dash,
-        clock_ms: 0,
-        stress_results: made.stress_results,
-        _captures: made.captures,
-    };
-    sample_until(&mut f, "the probe's allocator on GPU 0", |s| {
-        s.gpus
-            .first()
-            .and_then(|g| g.allocator.as_ref())
-            .is_some_and(|a| a.pid.is_some())
-    });
+    let mut f = probed_flow(&dir);
     f.screen(80, 24);
     // `c` took a snapshot; `o` hands the terminal to the viewer.
     f.dash.on_capture(
@@ -624,18 +607,7 @@ fn samples_while_the_viewer_is_open_fill_the_timeline_and_a_probes_oom_then_is_m
 #[test]
 fn an_oom_from_before_the_dashboard_connected_gets_a_status_note_saying_so() {
     let (dir, _oom) = fake_probe_with(true);
-    let registry = vramtop::probe::Registry::start(
-        vec![dir.path().to_path_buf()],
-        vramtop::probe::discovery::current_uid(),
-    );
-    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
-    let mut f = Flow {
-        cluster: made.cluster,
-        dash: made.dash,
-        clock_ms: 0,
-        stress_results: made.stress_results,
-        _captures: made.captures,
-    };
+    let mut f = probe_reading_flow(&dir);
     sample_until(&mut f, "the probe's earlier OOM counted", |s| {
         s.probes.rows.iter().any(|r| r.connected && r.ooms == 1)
     });
@@ -1028,20 +1000,26 @@ fn a_two_row_timeline_labels_its_bottom_row_zero() {
 }
 
 /// A dashboard (120×40 until a test resizes it) that reads the fake probe
-/// in `dir`, sampled until the probe's allocator is GPU 0's.
-fn probed_flow(dir: &tempfile::TempDir) -> Flow {
+/// in `dir`, not sampled yet.
+fn probe_reading_flow(dir: &tempfile::TempDir) -> Flow {
     let registry = vramtop::probe::Registry::start(
         vec![dir.path().to_path_buf()],
         vramtop::probe::discovery::current_uid(),
     );
     let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
-    let mut f = Flow {
+    Flow {
         cluster: made.cluster,
         dash: made.dash,
         clock_ms: 0,
         stress_results: made.stress_results,
         _captures: made.captures,
-    };
+    }
+}
+
+/// A dashboard (120×40 until a test resizes it) that reads the fake probe
+/// in `dir`, sampled until the probe's allocator is GPU 0's.
+fn probed_flow(dir: &tempfile::TempDir) -> Flow {
+    let mut f = probe_reading_flow(dir);
     sample_until(&mut f, "the probe's allocator on GPU 0", |s| {
         s.gpus
             .first()

@@ -277,13 +277,7 @@ fn an_oom_from_before_the_dashboard_without_a_snapshot_is_counted_and_noted_as_e
         "{note}"
     );
     // ...and the process says it had one.
-    let theme = Theme::colored();
-    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
-    let screen = text(terminal.backend().buffer());
-    let row = screen
-        .lines()
-        .find(|l| l.contains("4321"))
-        .unwrap_or_default();
+    let (screen, row) = processes_row(&state, "4321");
     assert!(row.contains("[probe · 1 OOM] python train.py"), "{screen}");
 }
 
@@ -1150,15 +1144,23 @@ fn control_characters_in_a_probes_argv_are_drawn_visible_and_the_row_is_not_cut_
         allocator_views_with_probes(None, &snapshot, &BTreeMap::new()),
     );
     state.apply_probes(30_000, &snapshot);
-    let theme = Theme::colored();
-    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
-    let screen = text(terminal.backend().buffer());
-    let row = screen
-        .lines()
-        .find(|l| l.contains("5555"))
-        .unwrap_or_default();
+    let (screen, row) = processes_row(&state, "5555");
     assert!(
         row.contains("^[]0;PWNED^Gtrain^[[2J.py --lr 3e-4"),
         "every character drawn, none dropped, nothing cut: {screen}"
     );
+}
+
+/// The processes pane drawn at 110×6, and its row that names `pid`
+/// (empty when none does).
+fn processes_row(state: &AppState, pid: &str) -> (String, String) {
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(state, &theme), 110, 6);
+    let screen = text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.contains(pid))
+        .unwrap_or_default()
+        .to_string();
+    (screen, row)
 }
