@@ -190,10 +190,12 @@ pub(crate) fn parse_document_owned(
 pub(crate) const PIECES_MIN_BYTES: u64 = 64 << 20;
 
 /// The bytes of a file [`parse_file_in_pieces`] holds at once, about: whole
-/// 64 KiB frames up to this. Small enough that a piece is still in a core's
-/// L2 cache (1 MiB on this machine's EPYC) when the parser reads what the
-/// kernel has just copied there: 16 MiB pieces read the 1 GB file in
-/// 3.00–3.12 s, 1 MiB pieces in 2.95–2.99 s (`parse_rss`, interleaved).
+/// 64 KiB frames up to this, a few pieces read ahead. Small enough that a
+/// piece is still in the caches when the parser reads what the kernel has
+/// just copied there: 16 MiB pieces read the 1 GB file in 3.00–3.12 s, 1
+/// MiB pieces in 2.95–2.99 s (`parse_rss`, interleaved, when one thread
+/// both read and parsed); with the reading thread 256 KiB, 1 MiB and 4 MiB
+/// pieces parse the 198 MB file alike.
 const PIECE_BYTES: usize = 1 << 20;
 
 /// Parses the pickle file `file` of `file_len` bytes a piece at a time,
@@ -207,7 +209,7 @@ const PIECE_BYTES: usize = 1 << 20;
 /// something went wrong (an opcode across a frame's end, a truncated frame,
 /// any error, a file that changes while read); the whole-file parse then
 /// reports it exactly as it always has (a damaged file is read twice).
-pub(crate) fn parse_file_in_pieces<R: Read + Seek>(
+pub(crate) fn parse_file_in_pieces<R: Read + Seek + Send>(
     file: &mut R,
     file_len: u64,
     limits: &Limits,
@@ -217,7 +219,7 @@ pub(crate) fn parse_file_in_pieces<R: Read + Seek>(
 }
 
 /// [`parse_file_in_pieces`] with pieces of about `piece_bytes`.
-fn parse_file_in_pieces_of<R: Read + Seek>(
+fn parse_file_in_pieces_of<R: Read + Seek + Send>(
     file: &mut R,
     file_len: u64,
     limits: &Limits,
@@ -286,31 +288,59 @@ fn complete_frame_at(buf: &[u8], pos: usize) -> Option<usize> {
     (end <= buf.len()).then_some(end)
 }
 
-fn parse_pieces<R: Read + Seek>(
+/// What the reading thread of [`parse_pieces`] hands the parser.
+enum Piece {
+    /// Whole frames from `base` in the file; `last` when they end it.
+    Frames {
+        bytes: Vec<u8>,
+        base: usize,
+        last: bool,
+    },
+    /// The file is not read in pieces (see [`parse_file_in_pieces`]).
+    WholeFile,
+    Failed(std::io::Error),
+}
+
+/// Pieces read ahead of the parser, at most: the parser never waits for
+/// the disk while the next piece is there, and the bytes held stay a few
+/// pieces.
+const PIECES_AHEAD: usize = 2;
+
+/// Reads `file` from its start and sends it on `pieces` as runs of whole
+/// frames of about `piece_bytes` (whatever is left at the end of the file
+/// in the last). Buffers the parser is done with come back on `spare`, so
+/// the pieces reuse memory already faulted in. Stops when the parser stops
+/// listening.
+fn read_pieces<R: Read + Seek>(
     file: &mut R,
     input_len: usize,
-    limits: &Limits,
-    progress: Option<&AtomicU64>,
     piece_bytes: usize,
-    intern: bool,
-) -> std::io::Result<PiecesOutcome> {
-    file.seek(SeekFrom::Start(0))?;
+    pieces: &std::sync::mpsc::SyncSender<Piece>,
+    spare: &std::sync::mpsc::Receiver<Vec<u8>>,
+) {
+    let failed = |e: std::io::Error| {
+        let _ = pieces.send(Piece::Failed(e));
+    };
+    let whole_file = || {
+        let _ = pieces.send(Piece::WholeFile);
+    };
+    if let Err(e) = file.seek(SeekFrom::Start(0)) {
+        return failed(e);
+    }
     let mut buf = Vec::new();
     // At least PROTO and the first FRAME's opcode.
     let first = piece_bytes.max(3).min(input_len);
-    if !read_more(file, &mut buf, first)? {
-        return Ok(PiecesOutcome::WholeFile);
+    match read_more(file, &mut buf, first) {
+        Ok(true) => {}
+        Ok(false) => return whole_file(),
+        Err(e) => return failed(e),
     }
     if buf.first() != Some(&op::PROTO)
         || !matches!(buf.get(1), Some(4 | 5))
         || buf.get(2) != Some(&op::FRAME)
     {
-        return Ok(PiecesOutcome::WholeFile);
+        return whole_file();
     }
-    let mut state = Parser::new(&[], limits);
-    state.set_input_len(input_len);
-    state.intern = intern;
-    state.progress = progress;
     // Where the next piece starts: `base` in the file, `scan_from` in `buf`
     // (after PROTO in the first piece).
     let mut base = 0usize;
@@ -328,41 +358,99 @@ fn parse_pieces<R: Read + Seek>(
         } else {
             // A frame longer than what is read, or no frame here (a large
             // opcode CPython writes between frames, or unframed data): read
-            // more. Every turn reads or parses, so the loop ends.
+            // more. Every turn reads or sends, so the loop ends.
             let wanted = piece_bytes.min(input_len - base - buf.len());
-            if !read_more(file, &mut buf, wanted)? {
-                return Ok(PiecesOutcome::WholeFile);
+            match read_more(file, &mut buf, wanted) {
+                Ok(true) => continue,
+                Ok(false) => return whole_file(),
+                Err(e) => return failed(e),
             }
-            continue;
         };
-        let piece = buf.get(..piece_len).unwrap_or_default();
-        let mut parser = state.with_data(piece, base);
-        parser.more_input = !last;
-        let result = parser.run_piece();
-        state = parser.with_data(&[], base + piece_len);
-        match result {
-            Ok(Some(root)) => {
-                return Ok(PiecesOutcome::Done {
-                    arena: state.arena,
-                    scalars: state.scalars,
-                    root,
-                    used: state.memory_used,
-                });
-            }
-            Ok(None) => {}
-            Err(_) if state.intern_broken => return Ok(PiecesOutcome::InternBroken),
-            Err(_) => return Ok(PiecesOutcome::WholeFile),
+        // The start of a frame not yet whole moves to the next buffer.
+        let mut next = spare.try_recv().unwrap_or_default();
+        next.clear();
+        next.extend_from_slice(buf.get(piece_len..).unwrap_or_default());
+        buf.truncate(piece_len);
+        let piece = Piece::Frames {
+            bytes: buf,
+            base,
+            last,
+        };
+        if pieces.send(piece).is_err() || last {
+            return;
         }
-        buf.drain(..piece_len);
+        buf = next;
         base += piece_len;
         scan_from = 0;
         let wanted = piece_bytes
             .saturating_sub(buf.len())
             .min(input_len - base - buf.len());
-        if !read_more(file, &mut buf, wanted)? {
-            return Ok(PiecesOutcome::WholeFile);
+        match read_more(file, &mut buf, wanted) {
+            Ok(true) => {}
+            Ok(false) => return whole_file(),
+            Err(e) => return failed(e),
         }
     }
+}
+
+/// One attempt of [`parse_file_in_pieces`]: a thread reads the file ahead
+/// ([`read_pieces`]) while this one parses, so the copy from the page cache
+/// (a tenth of a large parse) is off the parser's path.
+fn parse_pieces<R: Read + Seek + Send>(
+    file: &mut R,
+    input_len: usize,
+    limits: &Limits,
+    progress: Option<&AtomicU64>,
+    piece_bytes: usize,
+    intern: bool,
+) -> std::io::Result<PiecesOutcome> {
+    let (piece_sender, piece_receiver) = std::sync::mpsc::sync_channel(PIECES_AHEAD);
+    let (spare_sender, spare_receiver) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        let reader = std::thread::Builder::new()
+            .name("snapshot-read".into())
+            .spawn_scoped(scope, move || {
+                read_pieces(file, input_len, piece_bytes, &piece_sender, &spare_receiver)
+            });
+        if reader.is_err() {
+            // No thread to be had (a process at its limit): the whole-file
+            // parse reads on this one.
+            return Ok(PiecesOutcome::WholeFile);
+        }
+        let mut state = Parser::new(&[], limits);
+        state.set_input_len(input_len);
+        state.intern = intern;
+        state.progress = progress;
+        // Dropping the receiver on any return stops the reading thread.
+        for piece in piece_receiver {
+            let (bytes, base, last) = match piece {
+                Piece::Frames { bytes, base, last } => (bytes, base, last),
+                Piece::WholeFile => return Ok(PiecesOutcome::WholeFile),
+                Piece::Failed(e) => return Err(e),
+            };
+            let mut parser = state.with_data(&bytes, base);
+            parser.more_input = !last;
+            let result = parser.run_piece();
+            state = parser.with_data(&[], base + bytes.len());
+            match result {
+                Ok(Some(root)) => {
+                    return Ok(PiecesOutcome::Done {
+                        arena: state.arena,
+                        scalars: state.scalars,
+                        root,
+                        used: state.memory_used,
+                    });
+                }
+                Ok(None) => {}
+                Err(_) if state.intern_broken => return Ok(PiecesOutcome::InternBroken),
+                Err(_) => return Ok(PiecesOutcome::WholeFile),
+            }
+            let _ = spare_sender.send(bytes);
+        }
+        // The reader ended without the last piece (it cannot, short of a
+        // panic): the whole-file parse answers.
+        Ok(PiecesOutcome::WholeFile)
+    })
 }
 
 /// Parses the beginning of a pickle whose top level is a dict, up to the

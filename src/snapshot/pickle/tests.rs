@@ -580,6 +580,44 @@ fn an_unframed_pickle_is_left_to_the_whole_file_parse() {
     assert!(parse_in_pieces(b"K\x05.", 1).is_none());
 }
 
+/// A file that reads `good` bytes and then fails, as a disk error would.
+struct FailingAfter {
+    bytes: std::io::Cursor<Vec<u8>>,
+    good: u64,
+}
+
+impl std::io::Read for FailingAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.good.saturating_sub(self.bytes.position());
+        if left == 0 {
+            return Err(std::io::Error::other("the disk went away"));
+        }
+        let room = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        self.bytes.read(&mut buf[..room])
+    }
+}
+
+impl std::io::Seek for FailingAfter {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.bytes.seek(to)
+    }
+}
+
+#[test]
+fn a_read_error_partway_through_a_file_in_pieces_is_returned_not_waited_for() {
+    let bytes = framed_snapshot_pickle();
+    let len = bytes.len() as u64;
+    let mut file = FailingAfter {
+        bytes: std::io::Cursor::new(bytes),
+        good: len / 2,
+    };
+    let read = super::parse_file_in_pieces_of(&mut file, len, &Limits::default(), None, 4096);
+    let error = read
+        .err()
+        .expect("the reading thread's error reaches the caller");
+    assert_eq!(error.to_string(), "the disk went away");
+}
+
 #[test]
 fn an_opcode_across_a_frame_end_is_left_to_the_whole_file_parse() {
     // BININT1 in the first frame, its argument in the second.
