@@ -284,8 +284,6 @@ fn group_and_at_options_are_usage_errors_where_they_cannot_apply() {
         // --group and --at belong to the summary, not the viewer.
         &["open", "x.pickle", "--group", "function"][..],
         &["open", "x.pickle", "--at", "3"],
-        // --at reads the trace that --no-trace skips.
-        &["open", "x.pickle", "--summary", "--no-trace", "--at", "3"],
         // Two files, or two moments of one: not both.
         &["diff", "a.pickle", "b.pickle", "--at", "1", "--at", "2"],
         &[

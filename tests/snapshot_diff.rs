@@ -562,15 +562,23 @@ fn diff_at_names_a_moment_past_the_end_a_missing_oom_or_trace_in_one_line() {
         ),
         (
             vec!["diff", &no_trace, "--at", "end", "--at", "1"],
-            "no trace of memory events in the file",
+            "no trace of memory events in the file: --at 1 names a moment of the trace",
         ),
         (
             vec!["open", &path, "--summary", "--at", "18446744073709551615"],
             "past the end of GPU 0's trace",
         ),
         (
-            vec!["open", &no_trace, "--summary", "--at", "end"],
-            "no trace of memory events in the file",
+            vec!["open", &no_trace, "--summary", "--at", "start"],
+            "no trace of memory events in the file: --at start names a moment of the trace",
+        ),
+        (
+            vec!["open", &no_trace, "--summary", "--at", "peak"],
+            "file holds its final state only (--at end;",
+        ),
+        (
+            vec!["open", &path, "--summary", "--no-trace", "--at", "oom"],
+            "the trace was not read (--no-trace): --at oom names a moment of it",
         ),
     ] {
         let (code, out, err) = common::run_vramtop(&args, None);
@@ -664,4 +672,49 @@ fn diff_of_one_file_with_itself_says_so_first_and_keeps_the_report() {
     );
     let (_, out, _) = common::run_vramtop(&["diff", &a_path, &b_path], None);
     assert!(!out.contains("are the same"), "{out}");
+}
+
+#[test]
+fn at_end_answers_for_a_file_without_a_trace_or_read_with_no_trace() {
+    let Some((path, _)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let Some((no_trace, _)) = shared("albi2_thesis-text-to-SQL_dump_snapshot.pickle") else {
+        return;
+    };
+    for args in [
+        vec!["open", &no_trace, "--summary", "--at", "end"],
+        vec!["open", &path, "--summary", "--no-trace", "--at", "end"],
+    ] {
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(
+            out.contains("at the end (the file's own state) (--at end): "),
+            "{args:?}: {out}"
+        );
+        let mut json_args = args.clone();
+        json_args.push("--json");
+        let (code, out, err) = common::run_vramtop(&json_args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        let device = &v["sites"][0];
+        assert_eq!(device["at_cursor"]["asked"], "end", "{out}");
+        // The end's sites, as the summary's own "at the end".
+        assert_eq!(
+            device["at_cursor"]["allocated"], device["at_end"]["allocated"],
+            "{out}"
+        );
+    }
+    // Two files' final states compared: the end with the end, nothing moved.
+    let (code, out, err) = common::run_vramtop(
+        &[
+            "diff", &no_trace, "--at", "end", "--at", "end", "--device", "0",
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("before: the end (the file's own state) (--at end)"),
+        "{out}"
+    );
 }

@@ -233,6 +233,13 @@ impl Compared {
     fn time_at(&self, cursor: usize) -> Option<i64> {
         self.scrub.time_at(cursor)
     }
+
+    /// A cursor as [`super::open::moment`] names it: `None`, "the end (the
+    /// file's own state)", on a GPU without a trace, where cursor 0 is the
+    /// end and no event number means anything.
+    fn cursor(&self, cursor: usize) -> Option<usize> {
+        (self.events > 0).then_some(cursor)
+    }
 }
 
 /// Why `--at` cannot compare two moments of a file.
@@ -250,6 +257,13 @@ enum MomentsError {
         list(have)
     )]
     WhichDevice { have: Vec<u32> },
+    #[error(
+        "the file has GPUs {}: --device N says which GPU's final state to compare",
+        list(have)
+    )]
+    WhichEnd { have: Vec<u32> },
+    #[error("GPU {device} is not in the file (GPUs in it: {})", list(have))]
+    NoSuchGpu { device: u32, have: Vec<u32> },
 }
 
 fn list(devices: &[u32]) -> String {
@@ -264,26 +278,54 @@ fn compare_moments(
     device: Option<u32>,
     grouping: Grouping,
 ) -> Result<Compared, MomentsError> {
-    let traced: Vec<(u32, usize)> = scrub_devices(snapshot)
-        .into_iter()
-        .filter_map(|(d, trace)| Some((d, trace?)))
+    let all = scrub_devices(snapshot);
+    let traced: Vec<(u32, usize)> = all
+        .iter()
+        .filter_map(|&(d, trace)| Some((d, trace?)))
         .collect();
     let have = || traced.iter().map(|t| t.0).collect::<Vec<u32>>();
+    // Every GPU has its final state (`end`), with a trace or without: the
+    // other moments are the trace's.
+    let both_end = at == (At::End, At::End);
     let (device, trace) = match (device, traced.as_slice()) {
-        (_, []) => return Err(AtError::NoTrace.into()),
-        (None, [only]) => *only,
+        (_, []) if !both_end => {
+            let at = if at.0 == At::End { at.1 } else { at.0 };
+            return Err(AtError::NoTrace { at }.into());
+        }
+        (None, [only]) => (only.0, Some(only.1)),
+        (None, []) => match all.as_slice() {
+            [only] => *only,
+            _ => {
+                return Err(MomentsError::WhichEnd {
+                    have: all.iter().map(|t| t.0).collect(),
+                });
+            }
+        },
         (None, _) => return Err(MomentsError::WhichDevice { have: have() }),
-        (Some(d), _) => {
-            *traced
-                .iter()
-                .find(|t| t.0 == d)
-                .ok_or_else(|| MomentsError::NoSuchTrace {
+        (Some(d), _) => match all.iter().find(|t| t.0 == d) {
+            Some(&(d, Some(trace))) => (d, Some(trace)),
+            Some(&(d, None)) if both_end => (d, None),
+            Some(_) => {
+                return Err(MomentsError::NoSuchTrace {
                     device: d,
                     have: have(),
-                })?
-        }
+                });
+            }
+            None if !both_end => {
+                return Err(MomentsError::NoSuchTrace {
+                    device: d,
+                    have: have(),
+                });
+            }
+            None => {
+                return Err(MomentsError::NoSuchGpu {
+                    device: d,
+                    have: all.iter().map(|t| t.0).collect(),
+                });
+            }
+        },
     };
-    let scrub = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
+    let scrub = DeviceScrub::new(Arc::clone(snapshot), device, trace);
     let (a, b) = (at.0.cursor(&scrub)?, at.1.cursor(&scrub)?);
     let asked = if a <= b { at } else { (at.1, at.0) };
     let diff = diff_cursors(&scrub, a, b, grouping, snapshot_no_stack_reason(snapshot));
@@ -299,7 +341,12 @@ fn compare_moments(
 /// A moment of the trace for a header: "event 40/97, t+806.590 ms", and
 /// the word it was asked by ("(--at peak)").
 fn moment_text(compared: &Compared, cursor: usize, asked: At, t0: Option<i64>) -> String {
-    let at = super::open::moment(Some(cursor), compared.events, compared.time_at(cursor), t0);
+    let at = super::open::moment(
+        compared.cursor(cursor),
+        compared.events,
+        compared.time_at(cursor),
+        t0,
+    );
     match asked {
         At::Event(_) => at,
         word => format!("{at} (--at {word})"),
@@ -325,7 +372,8 @@ fn render_moments(name: &str, compared: &Compared, t0: Option<i64>, top: usize) 
         let _ = writeln!(out, "{}", wrap_under(label, &at, WRAP_WIDTH));
     }
     let h = &c.highest;
-    let at = |m: &Moment| super::open::moment(Some(m.cursor), compared.events, m.time_us, t0);
+    let at =
+        |m: &Moment| super::open::moment(compared.cursor(m.cursor), compared.events, m.time_us, t0);
     let _ = writeln!(
         out,
         "{}",

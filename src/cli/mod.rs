@@ -486,8 +486,9 @@ pub enum Command {
         /// With --summary: also list the sites at this moment of each GPU's
         /// trace, as the viewer's cursor there shows them: an event number
         /// as the viewer shows it ("event 40/97" is 40), or start, peak (of
-        /// allocated), end, oom (the last OOM).
-        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary", conflicts_with = "no_trace")]
+        /// allocated), end, oom (the last OOM). end is the file's final
+        /// state: it needs no trace (and works with --no-trace).
+        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary")]
         at: Option<At>,
         #[command(flatten)]
         display: DisplayArgs,

@@ -166,11 +166,20 @@ pub enum AtError {
     },
     #[error("GPU {device}'s trace has no OOM event: --at oom needs one")]
     NoOom { device: u32 },
+    /// `at` is a moment of the trace (not `end`, which every file has)
+    /// and the file has none.
     #[error(
-        "no trace of memory events in the file: --at names a moment of the trace (a snapshot \
-         taken while torch.cuda.memory._record_memory_history() is recording has one)"
+        "no trace of memory events in the file: --at {at} names a moment of the trace, and the \
+         file holds its final state only (--at end; a snapshot taken while \
+         torch.cuda.memory._record_memory_history() is recording has a trace)"
     )]
-    NoTrace,
+    NoTrace { at: At },
+    /// `at` is a moment of the trace and `--no-trace` did not read it.
+    #[error(
+        "the trace was not read (--no-trace): --at {at} names a moment of it; --at end is the \
+         final state, which was read"
+    )]
+    TraceNotRead { at: At },
 }
 
 impl At {

@@ -346,7 +346,7 @@ pub struct DeviceSites {
     /// the summary gives are as recorded. `null` for a trace in order.
     pub backwards_time: Option<BackwardsTime>,
     /// The sites at the moment `--at` names (absent without `--at`, and
-    /// for a device without a trace).
+    /// for a device without a trace unless it names the end).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at_cursor: Option<AtCursor>,
 }
@@ -421,8 +421,10 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
 }
 
 /// [`sites_report`] with the sites at the moment `at` of every device that
-/// has a trace. An error when no device has one, or when `at` names no
-/// moment of one of them (an event past its end, an OOM it lacks).
+/// has a trace, and at `end` of every device (the file's own final state,
+/// which a device without a trace has too). An error when `at` is a moment
+/// of the trace and no device has one, or when `at` names no moment of one
+/// of them (an event past its end, an OOM it lacks).
 pub fn sites_report_at(
     snapshot: &Arc<Snapshot>,
     grouping: Grouping,
@@ -434,9 +436,22 @@ pub fn sites_report_at(
         return Err(e);
     }
     if report.sites.iter().all(|d| d.at_cursor.is_none()) {
-        return Err(AtError::NoTrace);
+        return Err(if snapshot.trace_not_read {
+            AtError::TraceNotRead { at }
+        } else {
+            AtError::NoTrace { at }
+        });
     }
     Ok(report)
+}
+
+/// Bytes of `device`'s segments in the file's final state.
+fn final_reserved(snapshot: &Snapshot, device: u32) -> u64 {
+    snapshot
+        .segments
+        .iter()
+        .filter(|s| s.device == device)
+        .fold(0u64, |sum, s| sum.saturating_add(s.total_size))
 }
 
 /// The report, and why `at` names no moment of some devices' traces.
@@ -459,8 +474,14 @@ fn report(
                 None,
             );
             // A device without a trace (or a file read with --no-trace)
-            // has its final state only: no scrub to build, no peak.
+            // has its final state only: no scrub to build, no peak; of the
+            // moments --at names, only the end.
             let Some(trace) = trace else {
+                let at_cursor = (at == Some(At::End)).then(|| AtCursor {
+                    asked: At::End.to_string(),
+                    reserved: final_reserved(snapshot, device),
+                    sites: at_end.clone(),
+                });
                 return DeviceSites {
                     device,
                     events: 0,
@@ -474,7 +495,7 @@ fn report(
                     inconsistent_events: 0,
                     end_mismatch: None,
                     backwards_time: None,
-                    at_cursor: None,
+                    at_cursor,
                 };
             };
             let d = DeviceScrub::new(Arc::clone(snapshot), device, Some(trace));
