@@ -294,7 +294,7 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
     assert!(!heading.contains("at most 100 GiB"), "{out}\n{err}");
     assert!(
         heading.contains(
-            "allocating at most 1 GiB (--budget 100 GiB, capped by what the GPU has free)"
+            "allocating at most 524 MiB (--budget 100 GiB, capped by what the GPU has free)"
         ),
         "{out}\n{err}"
     );
@@ -313,7 +313,54 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("check's JSON");
     assert_eq!(v["budget_asked"], 100u64 << 30, "{out}");
-    assert_eq!(v["budget"], 1u64 << 30, "the GPU's free memory: {out}");
+    assert_eq!(
+        v["budget"],
+        (1u64 << 30) - vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD,
+        "the GPU's free memory once the check's own CUDA context is paid: {out}"
+    );
+}
+
+#[test]
+fn check_on_a_small_simulated_gpu_fits_it_or_skips_never_fails() {
+    for memory in ["1GiB", "1100MiB", "2GiB", "80GiB"] {
+        let (code, out, err) =
+            vramtop(&["check", "--backend", "sim", "--sim-memory", memory], None);
+        assert_eq!(code, 0, "{memory}: {out}\n{err}");
+        assert!(!out.contains("FAIL"), "{memory}: {out}");
+        assert!(out.contains("result: PASS\n"), "{memory}: {out}");
+    }
+    // Three DataLoader workers' contexts leave the check nothing: every
+    // part is skipped with how much it needs, and the result says so.
+    let args = [
+        "check",
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "1",
+        "--sim-dataloader-workers",
+        "3",
+    ];
+    let (code, out, err) = vramtop(&args, None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(!out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("[skip] allocator model: needs 70 MiB free"),
+        "{out}"
+    );
+    assert!(out.contains("result: SKIP (nothing was checked"), "{out}");
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (_, out, _) = vramtop(&json_args, None);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("check's JSON");
+    assert_eq!(v["result"], "skip", "{out}");
+    assert!(
+        v["steps"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|s| s["skipped"] == true)),
+        "{out}"
+    );
 }
 
 #[test]

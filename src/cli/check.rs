@@ -9,7 +9,7 @@ use super::text::{REPORT_WIDTH, wrap_under};
 use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, SIM_GPUS_MAX};
 use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
-use crate::device::check::{CheckReport, MIN_BUDGET_BYTES, run_check};
+use crate::device::check::{CheckReport, CheckResult, MIN_BUDGET_BYTES, run_check};
 use crate::device::cuda::{self, CudaMemory};
 use crate::device::factory::BackendChoice;
 use crate::device::nvml::NvmlTelemetry;
@@ -75,7 +75,16 @@ pub fn run(
         }
     };
     if json {
-        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        // The report with its `result` ("pass", "fail", "skip": nothing
+        // could be checked), which the steps' `ok` and `skipped` give.
+        let mut value = serde_json::to_value(&report).wrap_err("cannot encode the report")?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert(
+                "result".to_string(),
+                serde_json::to_value(report.result()).wrap_err("cannot encode the report")?,
+            );
+        }
+        let text = serde_json::to_string_pretty(&value).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         super::emit(&render(&report)).wrap_err("cannot write the output")?;
@@ -112,18 +121,25 @@ fn missing_sim_gpu(args: &DeviceArgs, device: u32) -> Option<String> {
 fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
     let cluster = SimCluster::new(args.sim_config());
     let used_cluster = cluster.clone();
-    // The simulated GPU cannot give more than it has free (bytes).
+    // The simulated GPU cannot give more than it has free once the check's
+    // own CUDA context is paid (bytes): the context comes with its first
+    // allocation, after this reading.
     let free = cluster
         .telemetry()
         .sample()
         .ok()
-        .and_then(|r| r.get(device as usize)?.sample()?.memory_free);
+        .and_then(|r| r.get(device as usize)?.sample()?.memory_free)
+        .map(|f| f.saturating_sub(cluster.context_overhead()));
     let asked = budget;
     let budget = free.map_or(budget, |f| budget.min(f));
+    // One process for both phases, as on CUDA, where every handle of the
+    // process shares its one context: a process per phase paid a second
+    // context, and left a 1 GiB GPU 22 MiB for the second phase.
+    let process = cluster.new_process(device, "vramtop check");
     let mut report = run_check(
         "sim",
         &format!("simulated GPU {device}"),
-        || Ok(cluster.new_process(device, "vramtop check")),
+        || Ok(process.clone()),
         move || {
             used_cluster
                 .telemetry()
@@ -157,6 +173,7 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
                 steps: vec![crate::device::check::CheckStep {
                     name: "open the device".to_string(),
                     ok: false,
+                    skipped: false,
                     detail: e.to_string(),
                 }],
             };
@@ -209,10 +226,26 @@ pub fn render(r: &CheckReport) -> String {
         )
     );
     for s in &r.steps {
-        let lead = format!("  [{}] ", if s.ok { " ok " } else { "FAIL" });
+        let mark = match (s.ok, s.skipped) {
+            (_, true) => "skip",
+            (true, false) => " ok ",
+            (false, false) => "FAIL",
+        };
+        let lead = format!("  [{mark}] ");
         let text = format!("{}: {}", s.name, s.detail);
         let _ = writeln!(out, "{}", wrap_under(&lead, &text, REPORT_WIDTH));
     }
-    let _ = writeln!(out, "result: {}", if r.passed() { "PASS" } else { "FAIL" });
+    let result = match (r.result(), r.skipped()) {
+        (CheckResult::Fail, _) => "FAIL".to_string(),
+        (CheckResult::Skip, _) => {
+            "SKIP (nothing was checked: the device has too little free)".to_string()
+        }
+        (CheckResult::Pass, 0) => "PASS".to_string(),
+        (CheckResult::Pass, n) => format!(
+            "PASS ({n} {} skipped: the device has too little free)",
+            if n == 1 { "part" } else { "parts" }
+        ),
+    };
+    let _ = writeln!(out, "{}", wrap_under("result: ", &result, REPORT_WIDTH));
     out
 }
