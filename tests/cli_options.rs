@@ -194,6 +194,43 @@ fn a_negative_count_of_simulated_processes_is_a_range_error() {
 }
 
 #[test]
+fn a_negative_or_non_numeric_seed_device_or_pid_is_a_range_error_naming_the_flag() {
+    for (args, says) in [
+        (
+            &["--once", "--sim-seed", "-1"][..],
+            "for '--sim-seed <SEED>': '-1' is negative: write a whole number in \
+             0..=9223372036854775807",
+        ),
+        (
+            &["--once", "--sim-seed", "x"],
+            "for '--sim-seed <SEED>': 'x' is not a whole number: write one in 0..=",
+        ),
+        (
+            &["--once", "--sim-seed", "9223372036854775808"],
+            "'9223372036854775808' is not in 0..=9223372036854775807",
+        ),
+        (
+            &["check", "--device", "-1"],
+            "for '--device <INDEX>': '-1' is negative: write a whole number in 0..=4294967295",
+        ),
+        (
+            &[
+                "diff", "x.pickle", "--at", "1", "--at", "2", "--device", "-2",
+            ],
+            "for '--device <N>': '-2' is negative",
+        ),
+        (
+            &["snapshot", "-5"],
+            "for '<PID>': '-5' is negative: write a whole number in 0..=4294967295",
+        ),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn a_size_or_duration_without_a_unit_asks_for_one() {
     let err = usage_error(&["replay", "x.pickle", "--capacity", "24"]);
     assert!(err.contains("24 what? write e.g. 24GiB"), "{err}");

@@ -234,7 +234,7 @@ pub struct SimArgs {
     pub sim_memory: u64,
     /// Seed of the simulation (same seed, same run).
     #[arg(long, default_value_t = 42, value_name = "SEED",
-          value_parser = clap::value_parser!(u64).range(..=SIM_SEED_MAX))]
+          value_parser = seed_arg, allow_negative_numbers = true)]
     pub sim_seed: u64,
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
@@ -281,6 +281,44 @@ pub fn count_arg(text: &str) -> Result<usize, String> {
             cut(trimmed)
         )
     })
+}
+
+/// A whole number in `min..=max` for a numeric flag or argument, its
+/// errors naming the range as clap's ranged parsers do. The argument takes
+/// `allow_negative_numbers`, so that "-1" reaches here instead of clap's
+/// "unexpected argument '-1' found".
+fn whole_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let range = format!("{min}..={max}");
+    if trimmed.starts_with('-') {
+        return Err(format!(
+            "'{}' is negative: write a whole number in {range}",
+            cut(trimmed)
+        ));
+    }
+    let digits = !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit());
+    if !digits {
+        return Err(format!(
+            "'{}' is not a whole number: write one in {range}",
+            cut(trimmed)
+        ));
+    }
+    match trimmed.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{}' is not in {range}", cut(trimmed))),
+    }
+}
+
+/// `--sim-seed`: 0 to [`SIM_SEED_MAX`].
+pub fn seed_arg(text: &str) -> Result<u64, String> {
+    whole_in(text, 0, SIM_SEED_MAX)
+}
+
+/// A GPU's index (`check --device`, `diff --device`) or a process id
+/// (`snapshot PID`): any u32.
+pub fn u32_arg(text: &str) -> Result<u32, String> {
+    let n = whole_in(text, 0, u64::from(u32::MAX))?;
+    u32::try_from(n).map_err(|_| format!("'{}' is not in 0..={}", cut(text.trim()), u32::MAX))
 }
 
 /// `--group`: how allocation sites are grouped, the viewer's groupings
@@ -390,6 +428,8 @@ pub enum Command {
             long,
             value_name = "N",
             requires = "at",
+            value_parser = u32_arg,
+            allow_negative_numbers = true,
             help_heading = "Two moments of one file"
         )]
         device: Option<u32>,
@@ -558,7 +598,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// The GPU to test.
-        #[arg(long, default_value_t = 0, value_name = "INDEX")]
+        #[arg(long, default_value_t = 0, value_name = "INDEX", value_parser = u32_arg, allow_negative_numbers = true)]
         device: u32,
         /// The most to allocate at once (at least 70 MiB); on a real GPU also
         /// at most 5 % of its free memory.
@@ -618,6 +658,7 @@ pub enum Command {
     /// not answer in time.
     Snapshot {
         /// The process (its pid as `ps` shows it here).
+        #[arg(value_parser = u32_arg, allow_negative_numbers = true)]
         pid: u32,
         /// Where to write the snapshot (default: PID-<UTC time>.pickle in
         /// the current folder). Created with mode 0600. `-` writes it to
