@@ -1560,12 +1560,14 @@ fn the_transformer_step_allocates_weights_once_then_each_layers_activations() {
     assert_eq!(first[weights.len()..], acts[..]);
     assert_eq!(weights.iter().sum::<u64>(), 224 * MIB + 72 * KIB);
     assert_eq!(acts.iter().sum::<u64>(), 488 * MIB + 4);
-    assert_eq!(p.transformer_steps, 1);
+    assert_eq!(p.transformer_steps, 0, "counted when it completes");
 
     let again = p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
     assert!(again.is_empty());
+    assert_eq!(p.transformer_steps, 1);
     let second = malloc_sizes(&p.apply(StressAction::Allocate));
     assert_eq!(second, acts, "the weights are allocated once");
+    p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
     assert_eq!(p.transformer_steps, 2);
 
     // A fresh allocator has no weights: the next step allocates them again.
@@ -1586,6 +1588,64 @@ fn a_refused_transformer_step_does_not_count() {
     p.pattern = Pattern::TransformerStep;
     assert!(p.apply(StressAction::Allocate).is_empty());
     assert_eq!(p.transformer_steps, 0);
+}
+
+#[test]
+fn a_transformer_step_refused_partway_is_said_refused_and_not_counted() {
+    let mut p = started(false, 80 * GIB);
+    p.pattern = Pattern::TransformerStep;
+    let first = malloc_sizes(&p.apply(StressAction::Allocate));
+    p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
+    assert_eq!(p.transformer_steps, 1);
+    let asked = malloc_sizes(&p.apply(StressAction::Allocate)).len();
+    // The worker's allocator ran out after 5 of the step's tensors.
+    p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: (0..5).map(tensor).collect(),
+            message: "CUDA out of memory.".to_string(),
+            reserved_but_unallocated: 0,
+            room: OomRoom {
+                tried: 32 * MIB,
+                request: 32 * MIB,
+                device_free: MIB,
+                reserved: 0,
+            },
+        },
+        0,
+    ));
+    assert_eq!(p.transformer_steps, 1, "the refused step is not counted");
+    let said = p.message.clone().unwrap_or_default();
+    assert!(
+        said.starts_with(&format!(
+            "transformer step #2 refused, not counted (5 of {asked} tensors allocated): \
+             out of memory after 5 tensors: 32.0 MiB more could not be obtained"
+        )),
+        "{said}"
+    );
+    // The cap's refusal likewise; the settings line still names step #2.
+    p.apply(StressAction::Allocate);
+    p.on_result(answer(
+        StressOutcome::CapRefused {
+            allocated: Vec::new(),
+            message: "cap 200 MiB refused 32 MiB".to_string(),
+        },
+        0,
+    ));
+    assert_eq!(p.transformer_steps, 1);
+    let said = p.message.clone().unwrap_or_default();
+    assert!(said.contains("refused, not counted (0 of "), "{said}");
+    assert!(said.ends_with("cap 200 MiB refused 32 MiB"), "{said}");
+    assert!(panel_row(&p, 110, 1).contains("pattern transformer step #2"));
+    // A step that completes is said as done and counted.
+    p.apply(StressAction::Allocate);
+    p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
+    assert_eq!(p.transformer_steps, 2);
+    let said = p.message.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("transformer step #2 done: allocated"),
+        "{said}"
+    );
+    assert!(first.len() > asked, "the first step carried the weights");
 }
 
 #[test]

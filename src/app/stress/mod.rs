@@ -176,9 +176,13 @@ pub struct StressPanel {
     pub modal: PanelModal,
     /// Validated settings waiting for [`StressAction::Reconfigure`].
     pub pending_settings: Option<String>,
-    /// Transformer steps sent since the start or the last reconfigure: the
-    /// first one also allocates the weights.
+    /// Transformer steps completed (every tensor allocated) since the start
+    /// or the last reconfigure: the first one also allocates the weights.
+    /// A step the cap or the device refused partway is not one.
     pub transformer_steps: u64,
+    /// The tensors the transformer step with the worker asks for, until
+    /// its answer says whether it completed.
+    pub transformer_step_sent: Option<usize>,
     /// The settings the worker's allocator runs under (`""`: PyTorch's
     /// defaults).
     pub settings: String,
@@ -253,6 +257,7 @@ impl Default for StressPanel {
             pending_settings: None,
             settings: String::new(),
             transformer_steps: 0,
+            transformer_step_sent: None,
             count_index: DEFAULT_COUNT,
             pattern: Pattern::Fixed,
             rng: DEFAULT_SEED,
@@ -429,9 +434,11 @@ impl StressPanel {
             self.say(why);
             return Vec::new();
         }
+        let tensors = sizes.len();
         let commands = self.send(StressCommand::Malloc { sizes, cap });
         if self.pattern == Pattern::TransformerStep && !commands.is_empty() {
-            self.transformer_steps += 1;
+            // Counted when the answer says every tensor was allocated.
+            self.transformer_step_sent = Some(tensors);
         }
         commands
     }
@@ -738,6 +745,26 @@ impl StressPanel {
         }
     }
 
+    /// Counts a transformer step that completed and says which it was; a
+    /// refused one is said as refused, with how far it got, and not
+    /// counted (the next Allocate tries the same step again).
+    fn say_step(&mut self, asked: usize, completed: bool, partial: Option<usize>) {
+        let number = self.transformer_steps.saturating_add(1);
+        let said = self.message.take().unwrap_or_default();
+        let text = if completed {
+            self.transformer_steps = number;
+            format!("transformer step #{number} done: {said}")
+        } else if let Some(got) = partial {
+            format!(
+                "transformer step #{number} refused, not counted ({got} of {asked} tensors \
+                 allocated): {said}"
+            )
+        } else {
+            said
+        };
+        self.message = Some(text);
+    }
+
     fn add(&mut self, new: &[NewTensor]) {
         for t in new {
             self.tensors.push(Tensor {
@@ -791,6 +818,16 @@ impl StressPanel {
 
     fn take_result(&mut self, result: StressResult) {
         let before = self.figures;
+        // Tensors a transformer step obtained before a refusal: `None` for
+        // a step that completed (or no step).
+        let step_partial = match &result.outcome {
+            StressOutcome::OutOfMemory { allocated, .. }
+            | StressOutcome::CapRefused { allocated, .. }
+            | StressOutcome::Failed { allocated, .. } => Some(allocated.len()),
+            _ => None,
+        };
+        let step_completed = matches!(result.outcome, StressOutcome::Allocated(_));
+        let step = self.transformer_step_sent.take();
         self.figures = Figures::of(&result.stats, &result.layout, result.driver_used);
         let fmt = crate::alloc::sizing::display_bytes;
         match result.outcome {
@@ -966,6 +1003,9 @@ impl StressPanel {
                 self.add(&allocated);
                 self.say(message);
             }
+        }
+        if let Some(asked) = step {
+            self.say_step(asked, step_completed, step_partial);
         }
         self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
         self.busy = false;
