@@ -94,6 +94,8 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
         "{screen}"
     );
     assert_eq!(s.display("#{alternate_on}"), "1", "the alternate screen");
+    // Clicks focus panes and select GPUs, as in the dashboard.
+    assert_eq!(s.display("#{mouse_any_flag}"), "1", "mouse reporting on");
 
     s.keys(&["Home"]);
     s.wait_for("the start of the trace", |sc| {
@@ -130,6 +132,28 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
     assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
     s.assert_restored();
     assert!(!screen.contains("Segments"), "the viewer is gone: {screen}");
+}
+
+#[test]
+fn a_click_on_a_gpu_row_selects_that_gpu_and_quitting_turns_the_mouse_off() {
+    let Some(path) = shared("albi2_thesis-text-to-SQL_dump_snapshot.pickle") else {
+        return;
+    };
+    let Some(s) = start("click", &format!("open {}", path.display())) else {
+        return;
+    };
+    s.wait_for("the viewer on GPU 0", |sc| sc.contains("▶0 GPU 0"));
+    assert_eq!(s.display("#{mouse_any_flag}"), "1", "mouse reporting on");
+    // A left press on GPU 1's row (the third screen row, 1-based, under
+    // the title and GPU 0's), as the terminal reports it (SGR).
+    s.keys(&["-l", "\x1b[<0;5;3M"]);
+    s.wait_for("GPU 1 selected", |sc| {
+        sc.contains("▶1 GPU 1") && sc.contains("Memory breakdown  GPU 1")
+    });
+    s.keys(&["q"]);
+    let screen = s.exited();
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+    s.assert_restored();
 }
 
 #[test]

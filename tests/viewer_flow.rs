@@ -244,6 +244,51 @@ fn devices_switch_with_number_keys_and_keep_their_own_cursor() {
 }
 
 #[test]
+fn a_click_focuses_the_pane_under_it_and_on_a_gpu_row_selects_that_gpu() {
+    use ratatui::layout::Rect;
+    use vramtop::shell::click::click_viewer;
+    use vramtop::ui::{device_at, viewer_layout};
+    let mut a = story(0);
+    let b = story(1);
+    a.segments.extend(b.segments);
+    a.device_traces = vec![a.device_traces[0].clone(), b.device_traces[1].clone()];
+    let mut v = ViewerState::new("two.pickle".to_string(), a);
+    let area = Rect::new(0, 0, 120, 40);
+    let pane = |v: &ViewerState, p: Pane| {
+        viewer_layout(area, v)
+            .panes
+            .iter()
+            .find(|(q, _)| *q == p)
+            .map(|&(_, r)| r)
+            .expect("the pane is drawn")
+    };
+    // The timeline's middle: focuses it.
+    let t = pane(&v, Pane::Timeline);
+    assert!(click_viewer(area, &mut v, t.x + 2, t.y + 2));
+    assert_eq!(v.app.ui.focus, Pane::Timeline);
+    assert_eq!(v.device().map(|d| d.device), Some(0));
+    // GPU 1's row of the GPUs pane: focuses the pane and selects GPU 1,
+    // its segments shown.
+    let g = pane(&v, Pane::Gpus);
+    let row = (g.y..g.bottom())
+        .find(|&r| device_at(&v, g, r) == Some(1))
+        .expect("GPU 1 is drawn");
+    assert_eq!(row, g.y + 2, "under the title and GPU 0's row");
+    assert!(click_viewer(area, &mut v, g.x + 3, row));
+    assert_eq!(v.app.ui.focus, Pane::Gpus);
+    assert_eq!(v.device().map(|d| d.device), Some(1));
+    assert!(v.segments.iter().all(|s| s.device == 1));
+    assert!(!click_viewer(area, &mut v, g.x + 3, row), "no change");
+    // The pane's title selects no GPU.
+    assert_eq!(device_at(&v, g, g.y), None);
+    // Under the block detail (modal) a click changes nothing.
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    assert!(!click_viewer(area, &mut v, t.x + 2, t.y + 2));
+    assert_eq!(v.app.ui.focus, Pane::Gpus);
+}
+
+#[test]
 fn tab_skips_the_process_pane_the_viewer_does_not_have() {
     let mut v = story_viewer();
     let mut seen = Vec::new();

@@ -1223,6 +1223,36 @@ impl ViewerState {
         }
     }
 
+    /// A left click on `pane` (`None`: on no pane, or on the sites pane,
+    /// which takes its keys whatever has the focus), on the row of GPU
+    /// `gpu` (index into `scrub.devices`) in the GPUs pane: focuses the
+    /// pane and selects that GPU, as Tab and the GPU's number do. The block
+    /// detail, the A/B comparison and the help are modal over the panes: a
+    /// click under them changes nothing. A notice answers one key or
+    /// click: a click clears it, as a key does.
+    pub fn click(&mut self, pane: Option<Pane>, gpu: Option<usize>) -> Effect {
+        let had_notice = self.app.ui.notice.take().is_some();
+        let modal =
+            self.detail_open || self.compare.is_some() || self.app.ui.overlay != Overlay::None;
+        let before = (self.app.ui.focus, self.device_index());
+        if !modal && let Some(pane) = pane {
+            self.app.ui.focus = pane;
+            if pane == Pane::Gpus
+                && let Some(i) = gpu.filter(|&i| i < self.scrub.devices.len())
+                && i != self.device_index()
+            {
+                super::update::pick_gpu(&mut self.app, i);
+                self.selected_address = None;
+                self.refresh();
+            }
+        }
+        if had_notice || before != (self.app.ui.focus, self.device_index()) {
+            Effect::Redraw
+        } else {
+            Effect::None
+        }
+    }
+
     fn answer_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
         // The help is modal over everything, the block detail and the A/B
         // comparison included, and opens from them as from the rest: it

@@ -1,13 +1,14 @@
 //! Mouse clicks: focus the pane under the pointer; in the GPUs pane, select
-//! the GPU on that row. Uses the UI's own layout, so clicks land where the
-//! panes are drawn.
+//! the GPU on that row; in the dashboard and in the snapshot viewer alike.
+//! Uses the UI's own layouts, so clicks land where the panes are drawn.
 
 use ratatui::layout::{Position, Rect};
 
 use crate::app::keymap::Keymap;
 use crate::app::state::{AppState, Pane};
-use crate::app::update::pick_gpu;
-use crate::ui::{Theme, gpu_at, layout};
+use crate::app::update::{Effect, pick_gpu};
+use crate::app::viewer::ViewerState;
+use crate::ui::{Theme, device_at, gpu_at, layout, viewer_layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`,
 /// clearing the status line's notice as a key does; returns whether
@@ -39,6 +40,20 @@ pub fn click(
         pick_gpu(state, index);
     }
     had_notice || before != (state.ui.focus, state.ui.selected_gpu)
+}
+
+/// Applies a left click at (`column`, `row`) of the snapshot viewer's
+/// screen of size `area` ([`ViewerState::click`]); returns whether
+/// anything changed.
+pub fn click_viewer(area: Rect, v: &mut ViewerState, column: u16, row: u16) -> bool {
+    // The screen as drawn, the status line's notice rows included.
+    let screen = viewer_layout(area, v);
+    let at = Position { x: column, y: row };
+    let hit = screen.panes.iter().find(|(_, r)| r.contains(at)).copied();
+    let gpu = hit
+        .filter(|&(pane, _)| pane == Pane::Gpus)
+        .and_then(|(_, rect)| device_at(v, rect, row));
+    v.click(hit.map(|(pane, _)| pane), gpu) == Effect::Redraw
 }
 
 #[cfg(test)]

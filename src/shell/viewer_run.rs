@@ -6,8 +6,10 @@
 //!
 //! Like the dashboard (`run.rs`) it uses ratatui's `try_init`/`restore`
 //! (alternate screen, raw mode, and a panic hook that restores the
-//! terminal); SIGTERM, SIGHUP and SIGINT end it cleanly too. The loop is
-//! synchronous: there is no sampler, only keys, resizes and the loader.
+//! terminal) and turns mouse reporting on for clicks (off again on every
+//! exit path, the panic hook's included); SIGTERM, SIGHUP and SIGINT end
+//! it cleanly too. The loop is synchronous: there is no sampler, only
+//! keys, clicks, resizes and the loader.
 //! Opened from the dashboard it runs on a thread of its own
 //! ([`ViewerThread`]) in the dashboard's terminal, while the dashboard's
 //! loop goes on sampling.
@@ -19,7 +21,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use color_eyre::eyre::{WrapErr, eyre};
-use crossterm::event::{Event, KeyEventKind};
+use crossterm::event::{Event, KeyEventKind, MouseButton, MouseEventKind};
 use ratatui::layout::Rect;
 
 use crate::app::keymap::Keymap;
@@ -163,6 +165,16 @@ pub fn run_viewer(
     let mut terminal = ratatui::try_init().map_err(|e| {
         eyre!("the snapshot viewer needs a terminal ({e}); use `vramtop open FILE --summary`")
     })?;
+    // Clicks focus panes and select GPUs, as in the dashboard; failure to
+    // enable is not fatal. ratatui's panic hook leaves mouse reporting on:
+    // ours turns it off first, then runs ratatui's (which restores the
+    // rest and reports).
+    let ratatui_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+        ratatui_hook(info);
+    }));
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     let result = event_loop(
         &mut terminal,
         path,
@@ -176,6 +188,7 @@ pub fn run_viewer(
             from_dashboard: false,
         },
     );
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
     result
 }
@@ -484,6 +497,13 @@ fn event_loop(
                     | Effect::RequestSnapshot { .. }
                     | Effect::OpenSnapshot { .. }
                     | Effect::None => {}
+                }
+            }
+            Event::Mouse(m) if m.kind == MouseEventKind::Down(MouseButton::Left) => {
+                if let Some(v) = viewer.as_mut() {
+                    let size = terminal.size().wrap_err("cannot read the terminal size")?;
+                    let area = Rect::new(0, 0, size.width, size.height);
+                    dirty |= crate::shell::click::click_viewer(area, v, m.column, m.row);
                 }
             }
             Event::Resize(..) => dirty = true,

@@ -66,7 +66,7 @@ pub use stress::{StressPane, highlighted_wrap, oom_advice_text, stress_message};
 pub use theme::Theme;
 pub use timeline::{LegendName, TimelinePane};
 pub use viewer::{
-    LEGEND_NAMES as VIEWER_LEGEND_NAMES, ViewerLayout, compare_lines, detail_lines,
+    LEGEND_NAMES as VIEWER_LEGEND_NAMES, ViewerLayout, compare_lines, detail_lines, device_at,
     largest_changes_first, render_loading, render_viewer, site_detail_lines, status_text,
     status_text_within, viewer_layout,
 };

@@ -15,6 +15,22 @@ use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
+/// The GPU (index into `scrub.devices`) drawn on screen row `row` of the
+/// devices pane drawn in `area`, for mouse clicks: the rows under the
+/// title, scrolled as `render_devices` scrolls them. `None` on the title
+/// or below the last GPU.
+pub fn device_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
+    // The pane's title is its one row of chrome (`pane_block`).
+    let top = area.y.checked_add(1)?;
+    let rows = area.height.saturating_sub(1);
+    if row < top || row >= top.saturating_add(rows) {
+        return None;
+    }
+    let first = chrome::first_shown(v.device_index(), usize::from(rows));
+    let index = first.checked_add(usize::from(row - top))?;
+    (index < v.scrub.devices.len()).then_some(index)
+}
+
 pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
     let g = theme.glyphs();
     let block = pane_block(

@@ -51,6 +51,7 @@ use crate::app::viewer::{ViewerAction, ViewerState};
 
 pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
+pub use devices::device_at;
 pub use loading::render_loading;
 pub use sites::site_detail_lines;
 pub use status::{status_text, status_text_within};
