@@ -101,6 +101,79 @@ fn an_inconsistent_trace_is_said_to_be_so_beside_its_figures() {
 }
 
 #[test]
+fn panes_left_on_the_files_final_state_by_an_inconsistent_trace_say_so_in_their_titles() {
+    // SnapViewer's hand-made file: its trace's blocks lie outside every
+    // segment, so at its peak (`P`) the GPUs row says 2.10 GiB allocated
+    // while the map, breakdown and fragmentation show the file's state.
+    let Some(mut v) = viewer("snapviewer_memory.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    assert!(v.cursor() < v.scrub.devices[0].len());
+    assert!(v.shows_final_state);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let titled = |title: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(title))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let note = "final state (trace inconsistent)";
+    for title in ["Memory breakdown", "Segments"] {
+        assert!(titled(title).contains(note), "{title}: {screen}");
+    }
+    // The narrower fragmentation pane cuts the note's end.
+    assert!(
+        titled("Fragmentation").contains("final state ("),
+        "{screen}"
+    );
+    assert!(!titled(" GPUs ").contains(note), "{screen}");
+    // At the end the panes show the file's state as the rest does.
+    press(&mut v, KeyCode::End);
+    assert!(!v.shows_final_state);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(!screen.contains(note), "{screen}");
+    // A consistent file's panes follow the cursor: no such note anywhere.
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    for key in [KeyCode::Home, KeyCode::Char('P')] {
+        press(&mut v, key);
+        assert!(!v.shows_final_state);
+        let screen = text(draw(&v, 120, 40).backend().buffer());
+        assert!(!screen.contains(note), "{screen}");
+    }
+}
+
+#[test]
+fn a_blocks_detail_gives_one_reason_for_its_missing_stack() {
+    let Some(mut v) = viewer("snapviewer_memory.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('P'));
+    let (_, b) = v.selected_block().expect("a block");
+    assert!(b.frames.is_empty() && b.state.is_active());
+    let detail: String = detail_lines(&v, 100)
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        detail.contains("before the trace began, while history was off"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("no stack: allocated while history was off"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("stack: n/a (allocated while history was off;"),
+        "{detail}"
+    );
+    assert!(!detail.contains(" or recorded without stacks"), "{detail}");
+}
+
+#[test]
 fn home_shows_the_empty_allocator_before_the_first_event() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

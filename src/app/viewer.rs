@@ -249,6 +249,13 @@ pub struct ViewerState {
     pub trace_error: Option<String>,
     /// Opened from the dashboard: `q` goes back to it, not out of vramtop.
     pub returns_to_dashboard: bool,
+    /// The segment map at the cursor is the file's final state although
+    /// the cursor is not at the end: an inconsistent trace whose events do
+    /// not fit the file's segments (a free of an unknown block, blocks
+    /// outside every segment) leaves the map, the breakdown and the
+    /// fragmentation where the file's state has them, while the devices
+    /// row and the timeline follow the trace. Their titles say so.
+    pub shows_final_state: bool,
 }
 
 /// How much of a file the reader has parsed, while the viewer waits for
@@ -385,6 +392,7 @@ impl ViewerState {
             waiting_actions: Vec::new(),
             trace_error: None,
             returns_to_dashboard: false,
+            shows_final_state: false,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
         // list GPU 0 first with nothing but the dump's `snapshot` event, and
@@ -800,8 +808,12 @@ impl ViewerState {
             .is_some_and(|a| self.highlighted().binary_search(&a).is_ok());
         // One state for the segments and the sites.
         let state = d.state_at(cursor);
-        self.segments = d
-            .layout_of(&state)
+        let layout = d.layout_of(&state);
+        // Only where the trace does not fit the file: a consistent trace's
+        // layout is its own at every cursor.
+        self.shows_final_state =
+            d.misfits > 0 && cursor < d.len() && same_blocks(&layout, &d.segments_at(d.len()));
+        self.segments = layout
             .into_iter()
             .filter(|s| stream.is_none_or(|x| s.stream == x))
             .filter(|s| pool.is_none_or(|p| s.segment_type == p))
@@ -1428,6 +1440,22 @@ impl ViewerState {
             .and_then(|d| c.checked_sub(1).and_then(|i| d.events().get(i)))
     }
 
+    /// Why the selected block (allocated or pending, without a stack) has
+    /// no stack: the reason the sites pane groups it under (the file's,
+    /// or "allocated before the trace began" for a block the trace freed
+    /// and no longer holds the allocation of). `None` for a free block.
+    pub fn selected_no_stack_reason(&self) -> Option<NoStackReason> {
+        let (_, b) = self.selected_block()?;
+        if b.state == BlockState::Inactive {
+            return None;
+        }
+        let lost = self
+            .device()
+            .and_then(|d| d.block_at(self.cursor(), b.address))
+            .is_some_and(|l| l.stack_lost);
+        Some(self.no_stack.within_trace(lost))
+    }
+
     /// Whether the selected block's size was inferred (see the scrub docs).
     pub fn selected_size_inferred(&self) -> bool {
         let Some((_, b)) = self.selected_block() else {
@@ -1480,6 +1508,19 @@ fn missing_marks(keymap: &Keymap, a: MarkHere, b: MarkHere, with_set: bool) -> O
         (true, false) => String::new(),
     };
     Some(format!("{}{here}{facts}", keys.join(", ")))
+}
+
+/// Whether two layouts have the same segments and blocks (addresses,
+/// sizes and states).
+fn same_blocks(a: &[Segment], b: &[Segment]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (x.address, x.total_size, x.blocks.len()) == (y.address, y.total_size, y.blocks.len())
+                && x.blocks
+                    .iter()
+                    .zip(&y.blocks)
+                    .all(|(p, q)| (p.address, p.size, p.state) == (q.address, q.size, q.state))
+        })
 }
 
 /// Moves `scroll` by `delta` rows within `0..=limit`: a redraw if it moved.

@@ -32,6 +32,9 @@ pub struct SegmentsPane<'a> {
     /// Said instead of "the allocator holds no memory" when no segment is
     /// shown: the snapshot viewer's filters can hide every one.
     empty_note: Option<&'a str>,
+    /// Said in the title after the GPU: the snapshot viewer's filters, or
+    /// that the map is the file's final state.
+    title_notes: &'a [String],
 }
 
 impl<'a> SegmentsPane<'a> {
@@ -42,12 +45,19 @@ impl<'a> SegmentsPane<'a> {
             left_border: false,
             highlight: &[],
             empty_note: None,
+            title_notes: &[],
         }
     }
 
     /// What to say when no segment is shown (see `empty_note`).
     pub fn with_empty_note(mut self, note: Option<&'a str>) -> Self {
         self.empty_note = note;
+        self
+    }
+
+    /// What the title says after the GPU (see `title_notes`).
+    pub fn with_title_notes(mut self, notes: &'a [String]) -> Self {
+        self.title_notes = notes;
         self
     }
 
@@ -182,6 +192,10 @@ impl Widget for SegmentsPane<'_> {
         let mut detail = Vec::new();
         if let Some(gpu) = self.state.selected() {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+        }
+        // Before the counts: a narrow title cuts its end.
+        for note in self.title_notes {
+            detail.push(Span::styled(format!(" · {note}"), theme.warning));
         }
         let blocks: Vec<(usize, usize)> = view
             .map(|v| {

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::{filters, focused};
+use super::focused;
 use crate::alloc::BlockState;
 use crate::app::keymap::Keymap;
 use crate::app::state::Pane;
@@ -28,7 +28,7 @@ pub(super) fn render_breakdown(
     if let Some(d) = v.device() {
         detail.push(Span::styled(format!("GPU {}", d.device), theme.text));
     }
-    for f in filters(v) {
+    for f in super::title_notes(v) {
         detail.push(Span::styled(format!(" · {f}"), theme.warning));
     }
     let block = pane_block(

@@ -11,7 +11,7 @@ use super::popup::{PopupScroll, render_text_popup};
 use crate::alloc::BlockState;
 use crate::app::keymap::{DetailKey, Keymap, first_key};
 use crate::app::viewer::ViewerState;
-use crate::snapshot::sites::{frame_counts, listed_frames, shown_file, site_key};
+use crate::snapshot::sites::{NoStackReason, frame_counts, listed_frames, shown_file, site_key};
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -99,7 +99,14 @@ fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
             let t = d.events().get(i).and_then(|e| e.time_us());
             format!("at event {}/{} ({})", i + 1, d.len(), elapsed(first, t))
         }
-        None => "before the trace began".to_string(),
+        // With the site row's reason when it says when too (one story:
+        // not "before the trace" here and "while history was off" there).
+        None => match v.selected_no_stack_reason() {
+            Some(NoStackReason::BeforeRecording) if b.frames.is_empty() => {
+                "before the trace began, while history was off".to_string()
+            }
+            _ => "before the trace began".to_string(),
+        },
     }
 }
 
@@ -110,7 +117,12 @@ fn site_of_block(v: &ViewerState, b: &crate::snapshot::Block) -> String {
     }
     match site_key(&b.frames, v.grouping) {
         Some(k) => format!("{} (by {})", k.label(), v.grouping.name()),
-        None => v.no_stack.describe().to_string(),
+        // The group the sites pane lists it in.
+        None => v
+            .selected_no_stack_reason()
+            .unwrap_or(v.no_stack)
+            .describe()
+            .to_string(),
     }
 }
 
@@ -215,10 +227,24 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
             _ if no_events(v) == Some(NoEvents::NoTrace) => {
                 "stack: n/a (none recorded for this block; the site row says why)"
             }
-            _ => {
-                "stack: n/a (allocated before the trace began, or recorded without stacks; \
-                 record with _record_memory_history(stacks=\"python\") or \"all\")"
-            }
+            // The site row's reason, with what would record one.
+            _ => match v.selected_no_stack_reason().unwrap_or(v.no_stack) {
+                NoStackReason::BeforeRecording => {
+                    "stack: n/a (allocated while history was off; call \
+                     _record_memory_history earlier to record it)"
+                }
+                NoStackReason::WithoutStacks => {
+                    "stack: n/a (recorded without stacks: record with \
+                     _record_memory_history(stacks=\"python\") or \"all\")"
+                }
+                NoStackReason::TraceNotRead => {
+                    "stack: n/a (none in the final state; the trace is not read)"
+                }
+                NoStackReason::BeforeTrace => {
+                    "stack: n/a (allocated before the trace began: the file no longer holds \
+                     its allocation; a larger max_entries keeps more of the trace)"
+                }
+            },
         };
         for l in chrome::wrap(why, width) {
             lines.push(Line::raw(l));

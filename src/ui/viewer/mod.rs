@@ -204,6 +204,14 @@ pub fn render_viewer(
     // With a filter on, an empty map is what the filter left, not an
     // allocator without memory.
     let shown = filters(v);
+    let notes = title_notes(v);
+    // The segments pane's title has its counts; the filters are said by
+    // the panes beside it.
+    let final_state: Vec<String> = v
+        .shows_final_state
+        .then(|| FINAL_STATE_NOTE.to_string())
+        .into_iter()
+        .collect();
     let filtered_empty = (!shown.is_empty()).then(|| {
         format!(
             "no segments match the filter ({}); {} cycle it",
@@ -219,7 +227,7 @@ pub fn render_viewer(
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(&v.app, theme)
                     .with_empty_note(filtered_empty.as_deref())
-                    .with_filters(&shown);
+                    .with_filters(&notes);
                 if rect.x > area.x {
                     pane.beside().render(rect, buf);
                 } else {
@@ -229,6 +237,7 @@ pub fn render_viewer(
             Pane::Segments => SegmentsPane::new(&v.app, theme)
                 .with_highlight(v.highlighted())
                 .with_empty_note(filtered_empty.as_deref())
+                .with_title_notes(&final_state)
                 .render(rect, buf),
             Pane::Processes => {}
         }
@@ -267,6 +276,22 @@ pub(super) fn filter_keys(keymap: &Keymap) -> String {
         key(ViewerAction::CycleStream),
         key(ViewerAction::CyclePool)
     )
+}
+
+/// What the breakdown, fragmentation and segments panes say in their
+/// titles where an inconsistent trace leaves them on the file's final
+/// state ([`ViewerState::shows_final_state`]): the GPUs row and the
+/// timeline, which follow the trace, read otherwise.
+pub const FINAL_STATE_NOTE: &str = "final state (trace inconsistent)";
+
+/// What the titles of the panes drawn from the state at the cursor say
+/// besides the GPU: the filters, and [`FINAL_STATE_NOTE`] when it holds.
+pub(super) fn title_notes(v: &ViewerState) -> Vec<String> {
+    let mut out = filters(v);
+    if v.shows_final_state {
+        out.push(FINAL_STATE_NOTE.to_string());
+    }
+    out
 }
 
 /// The filters in words ("stream 7 · large pool"), empty when none.
