@@ -174,6 +174,35 @@ fn a_blocks_detail_gives_one_reason_for_its_missing_stack() {
 }
 
 #[test]
+fn home_on_a_trace_that_begins_mid_run_says_its_start_is_inferred() {
+    // Hyperion's ring buffer began mid-run: 6.02 GiB is live before its
+    // first event, rebuilt from the final state (`replay`'s `inferred:`).
+    let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    let said = "event 0/7905 · before the first event · start inferred: the trace begins mid-run";
+    assert!(status_text(&v).starts_with(said), "{}", status_text(&v));
+    // A narrow line keeps the short form.
+    let narrow = status_text_within(&v, 60);
+    assert!(
+        narrow.starts_with("event 0/7905 · before the first event · start inferred"),
+        "{narrow}"
+    );
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("start inferred"), "{screen}");
+    // One event on, the event is named instead.
+    press(&mut v, KeyCode::Right);
+    assert!(!status_text(&v).contains("start inferred"));
+    // A trace that starts from an empty allocator says nothing of it.
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    assert!(!status_text(&v).contains("inferred"), "{}", status_text(&v));
+}
+
+#[test]
 fn home_shows_the_empty_allocator_before_the_first_event() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -193,10 +193,24 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                 (None, None) => "no trace: the final state".to_string(),
             },
         )),
-        None => parts.push(Part::one(
-            Keep::Always,
-            format!("event 0/{n} · before the first event"),
-        )),
+        None => {
+            parts.push(Part::one(
+                Keep::Always,
+                format!("event 0/{n} · before the first event"),
+            ));
+            // Blocks live before the first event: the trace's ring buffer
+            // began mid-run, and this state was rebuilt from the file's
+            // final one (what `replay` says in its `inferred:` lines).
+            if d.starts_mid_run() {
+                parts.push(Part::of(vec![
+                    (
+                        Keep::Words,
+                        "start inferred: the trace begins mid-run".to_string(),
+                    ),
+                    (Keep::Event, "start inferred".to_string()),
+                ]));
+            }
+        }
     }
     if let Some(p) = v.device_peaks().filter(|_| n > 0) {
         // A peak the cursor is at (after P or R) stays on the narrowest
