@@ -203,6 +203,50 @@ fn home_on_a_trace_that_begins_mid_run_says_its_start_is_inferred() {
 }
 
 #[test]
+fn an_empty_file_is_said_to_have_no_segments_and_no_trace_in_the_viewers_own_words() {
+    // `pickle.dumps({'segments': [], 'device_traces': []}, protocol=2)`.
+    let bytes = b"\x80\x02}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02\
+                  X\r\x00\x00\x00device_tracesq\x03]q\x04u.";
+    let snapshot = vramtop::snapshot::read_snapshot(bytes).expect("a valid, empty snapshot");
+    let v = ViewerState::new("empty.pickle".to_string(), snapshot);
+    assert!(v.scrub.devices.is_empty());
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        // The dashboard's words point at a process's allocator.
+        assert!(!screen.contains("allocator view"), "{screen}");
+        assert!(!screen.contains("simulated training"), "{screen}");
+        assert!(!screen.contains("point of the trace"), "{screen}");
+        assert!(
+            screen.contains("nothing reserved: the file has no segments"),
+            "{screen}"
+        );
+        assert!(screen.contains("the file has no trace"), "{screen}");
+        // The segment map's own note, under its title.
+        let lines: Vec<&str> = screen.lines().collect();
+        let map = lines
+            .iter()
+            .position(|l| l.starts_with(" Segments"))
+            .expect("the segment map");
+        assert!(
+            lines[map + 1].starts_with("the file has no segments"),
+            "{screen}"
+        );
+        // The hints offer no key that moves along a trace.
+        let hints = lines.last().copied().unwrap_or_default();
+        assert!(hints.starts_with("q quit  ? help"), "{screen}");
+        for trace_key in ["event", "page", "OOM", "segment", "empty_cache"] {
+            assert!(!hints.contains(trace_key), "{trace_key}: {hints}");
+        }
+    }
+    insta::assert_snapshot!("viewer_empty_file_80x24", draw(&v, 80, 24).backend());
+    // A trace key pressed anyway says why it does nothing.
+    let mut v = v;
+    press(&mut v, KeyCode::Right);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.starts_with("no trace in this file"), "{notice}");
+}
+
+#[test]
 fn home_shows_the_empty_allocator_before_the_first_event() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -724,6 +724,13 @@ impl ViewerState {
         self.compare = Some(diff_cursors(d, a, b, self.grouping, self.no_stack));
     }
 
+    /// The file has no trace to move along (read, or failed to read) on
+    /// the selected GPU, or no GPU at all: the keys that need one say so,
+    /// and the hints leave them out.
+    pub fn trace_less(&self) -> bool {
+        self.trace_reading.is_none() && self.device().is_none_or(DeviceScrub::is_empty)
+    }
+
     /// Index of the selected device in `scrub.devices`.
     pub fn device_index(&self) -> usize {
         self.app
@@ -933,9 +940,7 @@ impl ViewerState {
         // mark at "event 0" of none, would answer with a silent no-op, a
         // misleading "no OOM in this trace" or a comparison of the one
         // state with itself.
-        let trace_less =
-            self.trace_reading.is_none() && self.device().is_some_and(|d| d.is_empty());
-        if trace_less && action.needs_trace() {
+        if self.trace_less() && action.needs_trace() {
             let what = match action {
                 V::MarkA | V::MarkB => "mark",
                 V::Compare => "compare",

@@ -48,7 +48,8 @@ impl<'a> FragmentationPane<'a> {
         self
     }
 
-    /// What to say when no segment is shown (see `empty_note`).
+    /// What to say when no segment is shown (see `empty_note`), or no
+    /// allocator at all (the viewer on a file without a GPU).
     pub fn with_empty_note(mut self, note: Option<&'a str>) -> Self {
         self.empty_note = note;
         self
@@ -186,13 +187,11 @@ impl Widget for FragmentationPane<'_> {
             return;
         };
         let Some(view) = gpu.and_then(|g| g.allocator.as_ref()) else {
-            chrome::note_at(
-                buf,
-                inner,
+            let note = self.empty_note.unwrap_or(
                 "allocator view: n/a — fragmentation needs a process's allocator \
                  (simulated training shows one)",
-                theme.dim,
             );
+            chrome::note_at(buf, inner, note, theme.dim);
             theme.finish(area, buf);
             return;
         };

@@ -49,7 +49,8 @@ impl<'a> SegmentsPane<'a> {
         }
     }
 
-    /// What to say when no segment is shown (see `empty_note`).
+    /// What to say when no segment is shown (see `empty_note`), or no
+    /// allocator at all (the viewer on a file without a GPU).
     pub fn with_empty_note(mut self, note: Option<&'a str>) -> Self {
         self.empty_note = note;
         self
@@ -238,13 +239,11 @@ impl Widget for SegmentsPane<'_> {
             return;
         };
         let Some(view) = view else {
-            chrome::note_at(
-                buf,
-                inner,
+            let note = self.empty_note.unwrap_or(
                 "allocator view: n/a — the segment map needs a process's allocator \
                  (simulated training shows one)",
-                theme.dim,
             );
+            chrome::note_at(buf, inner, note, theme.dim);
             theme.finish(area, buf);
             return;
         };

@@ -63,7 +63,11 @@ pub(super) fn render_breakdown(
     if reserved == 0 {
         // The title names the filter; the words must not claim the
         // allocator is empty when the filter hid its segments.
-        let text = if super::filters(v).is_empty() {
+        let text = if v.scrub.devices.is_empty() {
+            format!("nothing reserved: {}", super::NO_SEGMENTS_NOTE)
+        } else if v.device().is_some_and(|d| d.is_empty()) && super::filters(v).is_empty() {
+            "nothing reserved in the file's final state".to_string()
+        } else if super::filters(v).is_empty() {
             "nothing reserved at this point of the trace".to_string()
         } else {
             format!(

@@ -212,13 +212,17 @@ pub fn render_viewer(
         .then(|| FINAL_STATE_NOTE.to_string())
         .into_iter()
         .collect();
-    let filtered_empty = (!shown.is_empty()).then(|| {
-        format!(
-            "no segments match the filter ({}); {} cycle it",
-            shown.join(" · "),
-            filter_keys(keymap)
-        )
-    });
+    let filtered_empty = if v.scrub.devices.is_empty() {
+        Some(NO_SEGMENTS_NOTE.to_string())
+    } else {
+        (!shown.is_empty()).then(|| {
+            format!(
+                "no segments match the filter ({}); {} cycle it",
+                shown.join(" · "),
+                filter_keys(keymap)
+            )
+        })
+    };
     for &(pane, rect) in &screen.panes {
         match pane {
             Pane::Gpus => render_devices(rect, buf, v, theme),
@@ -277,6 +281,11 @@ pub(super) fn filter_keys(keymap: &Keymap) -> String {
         key(ViewerAction::CyclePool)
     )
 }
+
+/// What the fragmentation and segments panes say of a file with no GPU: a
+/// valid snapshot with no segments and no trace (the dashboard's "needs a
+/// process's allocator" would point at the wrong thing).
+pub const NO_SEGMENTS_NOTE: &str = "the file has no segments";
 
 /// What the breakdown, fragmentation and segments panes say in their
 /// titles where an inconsistent trace leaves them on the file's final

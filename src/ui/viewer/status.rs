@@ -407,7 +407,7 @@ pub(super) fn render_status(
     let hints_row = area.height.saturating_sub(1);
     let shown = usize::from(hints_row.max(1));
     chrome::lines_at(buf, area, &first[..first.len().min(shown)]);
-    let trace_less = v.trace_reading.is_none() && v.device().is_some_and(|d| d.is_empty());
+    let trace_less = v.trace_less();
     let sites = v.sites_take_keys();
     // The comparison takes the keys over the block detail too.
     let mut all = if v.compare.is_some() {

@@ -101,10 +101,24 @@ fn bucketed(
 pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
     let g = theme.glyphs();
     let Some(d) = v.device() else {
-        let block = pane_block(Pane::Timeline, Vec::new(), false, false, theme);
-        block.render(area, buf);
-        chrome::mark_cut_title(area, buf);
-        theme.finish(area, buf);
+        // A file with no GPU (no segments, no trace): nothing to chart.
+        let title = vec![Span::styled("no trace", theme.text)];
+        let block = pane_block(
+            Pane::Timeline,
+            title,
+            focused(v, Pane::Timeline),
+            false,
+            theme,
+        );
+        if let Some(inner) = chrome::inside(block, area, buf, theme) {
+            chrome::note_at(
+                buf,
+                inner,
+                "the file has no trace: no events to step through",
+                theme.dim,
+            );
+            theme.finish(area, buf);
+        }
         return;
     };
     let n = d.len();
