@@ -1182,7 +1182,7 @@ fn a_comparison_taller_than_the_terminal_scrolls_and_says_which_rows_it_shows() 
 }
 
 #[test]
-fn marks_and_compare_say_what_they_did_and_a_later_a_is_swapped_with_b() {
+fn marks_and_compare_say_what_they_did_and_a_later_a_stays_a_compared_from_b() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Char('c'));
     let said = v.app.ui.notice.clone().unwrap_or_default();
@@ -1195,16 +1195,53 @@ fn marks_and_compare_say_what_they_did_and_a_later_a_is_swapped_with_b() {
     assert_eq!(said, format!("A = event {end}; M marks B"));
     press(&mut v, KeyCode::Home);
     press(&mut v, KeyCode::Char('M'));
+    let status = vramtop::ui::status_text(&v);
+    assert!(status.contains(&format!("A {end} B 0")), "{status}");
     press(&mut v, KeyCode::Char('c'));
+    // Earlier to later, as `diff FILE --at A --at B` compares.
     let compare = v.compare.as_ref().expect("both marks set");
-    assert!(compare.a < compare.b);
+    assert_eq!((compare.a, compare.b), (0, end));
+    assert!(v.marks_reversed());
+    let lines = vramtop::ui::compare_lines(&v, 100);
+    assert_eq!(
+        lines[0],
+        format!("GPU 0 · B = event 0/{end}   A = event {end}/{end}")
+    );
+    assert_eq!(
+        lines[1],
+        "A is after B: compared B→A, earlier to later, as diff --at does"
+    );
+    assert!(
+        lines[2].trim_end().ends_with("B           A      change"),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("highest between B and A")),
+        "{lines:?}"
+    );
+    // The marks stay as the user set them, on the status line too.
+    press(&mut v, KeyCode::Esc);
     assert_eq!(
         (v.mark_a.map(|m| m.cursor), v.mark_b.map(|m| m.cursor)),
-        (Some(0), Some(end)),
-        "A is the earlier"
+        (Some(end), Some(0)),
+        "A is where it was set"
     );
-    let said = v.app.ui.notice.clone().unwrap_or_default();
-    assert!(said.starts_with("A and B swapped"), "{said}");
+    let status = vramtop::ui::status_text(&v);
+    assert!(status.contains(&format!("A {end} B 0")), "{status}");
+    // In order, no such line.
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    assert!(!v.marks_reversed());
+    let lines = vramtop::ui::compare_lines(&v, 100);
+    assert_eq!(
+        lines[0],
+        format!("GPU 0 · A = event 0/{end}   B = event {end}/{end}")
+    );
+    assert!(!lines.iter().any(|l| l.contains("A is after B")));
 }
 
 /// Two devices, each with its own trace (`story` on device 0 and 1).

@@ -696,18 +696,15 @@ impl ViewerState {
         }
     }
 
-    /// A is the earlier event and B the later (the comparison is B − A, as
-    /// time runs): marks set the other way round are swapped, and said so.
-    fn order_marks(&mut self) {
-        if let (MarkHere::Here(a), MarkHere::Here(b)) =
-            (self.mark_here(self.mark_a), self.mark_here(self.mark_b))
-            && a > b
-        {
-            (self.mark_a, self.mark_b) = (self.mark_b, self.mark_a);
-            self.app.ui.notice = Some(format!(
-                "A and B swapped: A = event {b} (the earlier), B = event {a}"
-            ));
-        }
+    /// Whether A is after B on the selected GPU: the comparison then runs
+    /// from B to A, the earlier to the later, as `vramtop diff FILE --at A
+    /// --at B` does whatever order its moments come in; the marks stay as
+    /// the user set them, and the comparison says so in one line.
+    pub fn marks_reversed(&self) -> bool {
+        matches!(
+            (self.mark_here(self.mark_a), self.mark_here(self.mark_b)),
+            (MarkHere::Here(a), MarkHere::Here(b)) if a > b
+        )
     }
 
     /// Recomputes the A/B comparison (both marks set on the selected GPU).
@@ -1139,7 +1136,6 @@ impl ViewerState {
                 };
                 self.app.ui.notice = Some(format!("{which} = event {cursor}{on}; {next}"));
                 if self.compare.is_some() {
-                    self.order_marks();
                     self.refresh_compare();
                 }
                 Effect::Redraw
@@ -1156,7 +1152,6 @@ impl ViewerState {
                         Some(format!("{} compares A and B: {missing}", key(V::Compare)));
                     return Effect::Redraw;
                 }
-                self.order_marks();
                 self.refresh_compare();
                 if self.compare.is_some() {
                     Effect::Redraw

@@ -55,14 +55,23 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             signed(figure.change)
         )
     };
+    // The diff runs from the earlier moment to the later (as `diff --at`
+    // does): with A after B that is B to A, and the columns say so.
+    let reversed = v.marks_reversed();
+    let (x, y) = if reversed { ("B", "A") } else { ("A", "B") };
     let mut lines = vec![
         // Both marks are of this GPU's trace: it is named, as a file of
         // several GPUs has one trace each.
         format!(
-            "GPU {} · A = event {}/{n}   B = event {}/{n}",
+            "GPU {} · {x} = event {}/{n}   {y} = event {}/{n}",
             c.device, c.a, c.b
         ),
-        format!("{:<11}{:>12}{:>12}{:>12}", "", "A", "B", "change"),
+    ];
+    if reversed {
+        lines.push("A is after B: compared B→A, earlier to later, as diff --at does".to_string());
+    }
+    lines.extend([
+        format!("{:<11}{:>12}{:>12}{:>12}", "", x, y, "change"),
         bytes_row("reserved", &d.reserved),
         bytes_row("allocated", &d.allocated),
         format!(
@@ -73,7 +82,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             format::signed_change(d.segments.change, |n| n.to_string())
         ),
         format!(
-            "segments only at A: {} ({}) · only at B: {} ({})",
+            "segments only at {x}: {} ({}) · only at {y}: {} ({})",
             d.only_before.len(),
             format::bytes(total_size(&d.only_before)),
             d.only_after.len(),
@@ -83,7 +92,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
         // freed its temporaries before B.
         format!(
             // `@N` as the GPUs pane's peaks: whole in an 80-column popup.
-            "highest between A and B: allocated {} @{}, reserved {} @{}",
+            "highest between {x} and {y}: allocated {} @{}, reserved {} @{}",
             format::bytes(c.highest.allocated.bytes),
             c.highest.allocated.cursor,
             format::bytes(c.highest.reserved.bytes),
@@ -94,7 +103,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
             "live bytes by site (by {}), largest change first:",
             d.grouping.name()
         ),
-    ];
+    ]);
     let changed = largest_changes_first(&d.sites);
     if changed.is_empty() {
         lines.push("  no site changed".to_string());
@@ -117,7 +126,7 @@ pub fn compare_lines(v: &ViewerState, width: u16) -> Vec<String> {
     }
     lines.push(String::new());
     lines.push(format!(
-        "allocated between A and B and still alive at B: {} in {}",
+        "allocated between {x} and {y} and still alive at {y}: {} in {}",
         format::bytes(c.between.allocated),
         format::count_of(c.between.sites.len(), "site", "sites")
     ));
