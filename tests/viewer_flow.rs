@@ -1244,6 +1244,22 @@ fn marks_and_compare_say_what_they_did_and_a_later_a_stays_a_compared_from_b() {
     assert!(!lines.iter().any(|l| l.contains("A is after B")));
 }
 
+#[test]
+fn g_with_the_sites_pane_closed_says_what_grouping_it_chose() {
+    let mut v = story_viewer();
+    assert!(!v.sites_open);
+    press(&mut v, KeyCode::Char('g'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(said, "g: sites now grouped by python frame (w shows them)");
+    press(&mut v, KeyCode::Char('g'));
+    let said = v.app.ui.notice.clone().unwrap_or_default();
+    assert_eq!(said, "g: sites now grouped by file:line (w shows them)");
+    // With the pane open its title shows the grouping: no notice.
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Char('g'));
+    assert_eq!(v.app.ui.notice, None);
+}
+
 /// Two devices, each with its own trace (`story` on device 0 and 1).
 fn two_devices() -> ViewerState {
     let mut a = story(0);

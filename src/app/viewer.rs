@@ -1061,6 +1061,18 @@ impl ViewerState {
                 if self.compare.is_some() {
                     self.refresh_compare();
                 }
+                // With the sites pane closed nothing on screen shows the
+                // grouping (the block detail's site row and the A/B
+                // comparison use it later): say what changed, as `x` does.
+                if !self.sites_open {
+                    let name = |a| keymap.viewer_key_name(a).unwrap_or_default();
+                    self.app.ui.notice = Some(format!(
+                        "{}: sites now grouped by {} ({} shows them)",
+                        name(V::CycleGrouping),
+                        next.name(),
+                        name(V::ToggleSites)
+                    ));
+                }
                 Effect::Redraw
             }
             V::ToggleCppFrames => {
