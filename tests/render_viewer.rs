@@ -564,6 +564,26 @@ fn help_words(v: &ViewerState, theme: &Theme) -> String {
 }
 
 #[test]
+fn the_viewer_help_defines_cached_but_free_as_the_breakdown_bar_draws_it() {
+    // The bar: allocated | pending free | cached but free (of reserved).
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    let help = help_words(&v, &Theme::colored());
+    assert!(
+        help.contains("cached but free: reserved − allocated − pending free: freed blocks"),
+        "{help}"
+    );
+    assert!(
+        help.contains("= allocated + pending free + cached but free."),
+        "{help}"
+    );
+    assert!(!help.contains("reserved − allocated:"), "{help}");
+    assert!(!help.contains("= allocated + cached."), "{help}");
+}
+
+#[test]
 fn every_short_word_of_a_narrow_timeline_legend_is_defined_in_the_help() {
     // Both marks' words: the empty_cache scenario's file has empty_cache
     // points, fragmentation_oom's an OOM.

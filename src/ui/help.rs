@@ -91,6 +91,21 @@ pub const DASHBOARD_ONLY: [&str; 6] = [
     "pt",
 ];
 
+/// Definitions the snapshot viewer words its own way: its breakdown bar
+/// splits pending free out of cached but free (the dashboard's bar, of
+/// the driver's figures, has no such part), and the words name the bar's
+/// parts as it draws them.
+pub const VIEWER_MEANINGS: [(&str, &str); 2] = [
+    (
+        "reserved",
+        "the allocator's segments (memory_reserved()) = allocated + pending free + cached but free.",
+    ),
+    (
+        "cached but free",
+        "reserved − allocated − pending free: freed blocks kept for reuse.",
+    ),
+];
+
 /// Words only the snapshot viewer shows, defined after the others there.
 pub const VIEWER_DEFINITIONS: [(&str, &str); 4] = [
     (
@@ -455,10 +470,18 @@ impl<'a> HelpOverlay<'a> {
             // The stress panel is the dashboard's.
             compare_short_names(&COMPARE_NAMES).into_iter().collect()
         };
+        let viewer = self.viewer;
         let shown = DEFINITIONS
             .into_iter()
-            .filter(|(term, _)| !self.viewer || !DASHBOARD_ONLY.contains(term))
-            .map(|(t, m)| (t.to_string(), m.to_string()))
+            .filter(|(term, _)| !viewer || !DASHBOARD_ONLY.contains(term))
+            .map(|(t, m)| {
+                // The viewer's own wording of a term, where it has one.
+                let m = VIEWER_MEANINGS
+                    .iter()
+                    .find(|&&(own, _)| viewer && own == t)
+                    .map_or(m, |&(_, own)| own);
+                (t.to_string(), m.to_string())
+            })
             .chain(own_words);
         let glyphs = theme.glyphs();
         for (term, meaning) in shown {

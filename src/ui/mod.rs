@@ -58,7 +58,7 @@ pub mod theme;
 pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
 pub use fragmentation::FragmentationPane;
 pub use gpus::GpusPane;
-pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS};
+pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS, VIEWER_MEANINGS};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::{StatusLine, oom_banner, probe_note};
