@@ -1462,3 +1462,26 @@ fn the_helps_headings_and_frame_name_the_keys_the_keymap_binds() {
         "{help}"
     );
 }
+
+#[test]
+fn the_helps_gpu_row_says_the_processes_pane_follows_the_selected_gpu() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let rows = all_help_rows(false, false, w, h);
+        let gpu_row = rows
+            .iter()
+            .find(|r| r.contains("0…9"))
+            .unwrap_or_else(|| panic!("no 0…9 row at {w}x{h}:\n{}", rows.join("\n")));
+        // On one row, beside the definitions: the Processes pane follows
+        // the GPU and marks its lines with the GPUs pane's pointer.
+        assert!(
+            gpu_row.contains("Processes follows (▶N)"),
+            "{w}x{h}: {gpu_row}"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| r.contains("Keys") && r.contains("What the words mean")),
+            "{w}x{h}: the keys and definitions side by side:\n{}",
+            rows.join("\n")
+        );
+    }
+}

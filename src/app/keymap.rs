@@ -112,7 +112,9 @@ impl Action {
             // The help adds which key comes back ([`Keymap::describe`]).
             Action::OpenSnapshot => "open the last snapshot",
             Action::OpenOomSnapshot => "open the OOM snapshot at its OOM",
-            Action::SelectGpu(_) => "select GPU 0…9, as on screen",
+            // The Processes pane scrolls to the GPU's lines and marks
+            // them with the GPUs pane's pointer (`▶2`; `>2` in ASCII).
+            Action::SelectGpu(_) => "select GPU; Processes follows (▶N)",
         }
     }
 }
