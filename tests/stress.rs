@@ -3654,3 +3654,123 @@ fn a_single_refusal_is_not_counted_again_by_the_next_answer() {
     let said = d.panel.message.clone().unwrap_or_default();
     assert!(!said.contains("refused by the stress cap"), "{said}");
 }
+
+/// The OOM advice's rows on `screen`: the panel's rows (left of the
+/// segment map beside it) from the first advice line to the scenario
+/// line, trimmed.
+fn advice_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .map(|l| {
+            let l = l.trim_matches('"');
+            l.split('│').next().unwrap_or(l).trim_end().to_string()
+        })
+        .skip_while(|l| !l.starts_with("empty_cache()"))
+        .take_while(|l| !l.starts_with("scenario "))
+        .collect()
+}
+
+#[test]
+fn at_80x24_the_oom_advice_is_shortened_to_its_rows_not_cut() {
+    // fragmentation_oom's OOM: what empty_cache() could release and
+    // what is non-releasable, then the variant that sets the settings.
+    let state = scenario_oom_screen();
+    let screen = screen_text(&state, 80, 24);
+    let rows = advice_rows(&screen);
+    assert!(!rows.is_empty(), "the advice is on screen:\n{screen}");
+    for row in &rows {
+        assert!(
+            !row.ends_with('…'),
+            "a row of advice cut: {row:?}\n{screen}"
+        );
+    }
+    let advice = rows.join(" ");
+    for part in [
+        "empty_cache()",
+        "0 B",
+        "1.46 GiB",
+        "non-releasable",
+        "beside live tensors",
+        "expandable_segments:True",
+        "max_split_size_mb",
+        "(press N",
+    ] {
+        assert!(advice.contains(part), "{part}: {advice}\n{screen}");
+    }
+    // With the rows for it, each line is said whole.
+    let wide = screen_text(&state, 120, 40);
+    let shown = advice_rows(&wide).join(" ");
+    for a in state.stress.oom_advice() {
+        let whole = ui::oom_advice_text(a, &Keymap::default());
+        assert!(shown.contains(&whole), "{whole}\n{wide}");
+    }
+}
+
+#[test]
+fn every_oom_advice_has_a_one_row_wording_at_80_columns_that_names_its_keys() {
+    use vramtop::alloc::PoolKind;
+    use vramtop::app::stress::{OomAdvice, Stranded};
+    // Figures as wide as they get: "1023 MiB", eight cells.
+    let wide = 1024 * MIB - 100 * 1024;
+    let mut every = vec![
+        OomAdvice::FreedSince {
+            largest: wide,
+            pool: PoolKind::Large,
+        },
+        OomAdvice::FreeLiveTensors {
+            live: wide,
+            tried: wide,
+            room: wide,
+        },
+        OomAdvice::GpuTooSmall {
+            tried: wide,
+            room: wide,
+        },
+        OomAdvice::ExpandableOn {
+            non_releasable: wide,
+        },
+        OomAdvice::TrySettings { reusable: wide },
+        OomAdvice::HolesTooSmall {
+            stranded: wide,
+            request: wide,
+        },
+        OomAdvice::SmallPoolOnly { stranded: wide },
+        OomAdvice::TryVariant {
+            reusable: wide,
+            presses: 1,
+        },
+        OomAdvice::TryVariant {
+            reusable: wide,
+            presses: 2,
+        },
+        OomAdvice::NoVariantSets { reusable: wide },
+    ];
+    for stranded in [Stranded::BesideTensors, Stranded::InPages, Stranded::Both] {
+        every.push(OomAdvice::Reclaim {
+            releasable: wide,
+            non_releasable: wide,
+            stranded,
+        });
+    }
+    let keymap = Keymap::default();
+    for advice in every {
+        let wordings = ui::oom_advice_wordings(advice, &keymap);
+        assert_eq!(wordings[0], ui::oom_advice_text(advice, &keymap));
+        let shortest = wordings.last().expect("a wording");
+        assert!(
+            shortest.chars().count() <= 80,
+            "{advice:?}: {shortest:?} is {} wide",
+            shortest.chars().count()
+        );
+        for &action in advice.actions() {
+            let key = keymap
+                .stress_key_name(PanelKey::Act(action))
+                .expect("bound");
+            assert!(shortest.contains(key), "{action:?} is {key}: {shortest}");
+        }
+        assert!(
+            wordings.windows(2).all(|w| w[0].len() > w[1].len()),
+            "longest first: {wordings:#?}"
+        );
+    }
+}

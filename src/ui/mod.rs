@@ -62,7 +62,9 @@ pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS, VIE
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::{StatusLine, oom_banner, probe_note};
-pub use stress::{StressPane, highlighted_wrap, oom_advice_text, stress_message};
+pub use stress::{
+    StressPane, highlighted_wrap, oom_advice_text, oom_advice_wordings, stress_message,
+};
 pub use theme::Theme;
 pub use timeline::{LegendName, TimelinePane};
 pub use viewer::{

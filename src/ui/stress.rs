@@ -486,7 +486,7 @@ impl<'a> StressPane<'a> {
     /// stays: the explanation gives way first, then the OOM message (to
     /// the rows that hold "reserved but unallocated"), the advice
     /// before its verdict (its last line: what to do, or that nothing
-    /// would help) to one row each, the OOM message to its one-row
+    /// would help) to one row each (in a shorter wording that fits it), the OOM message to its one-row
     /// summary (asked, free, reserved but unallocated), the advice before
     /// the verdict, the verdict, then the message. At 80×24 after an OOM
     /// the panel has 11 rows for all of it, the compare table and the
@@ -511,9 +511,9 @@ impl<'a> StressPane<'a> {
         let advice_at = parts.len();
         if self.panel.oom.is_some() {
             for advice in self.panel.oom_advice() {
-                let advice = oom_advice_text(advice, self.keymap);
+                let wordings = oom_advice_wordings(advice, self.keymap);
                 parts.push((
-                    Box::new(move |r| wrapped(&advice, width, r, t.warning)),
+                    Box::new(move |r| fitted_wording(&wordings, width, r, t.warning)),
                     ADVICE_ROWS,
                 ));
             }
@@ -741,6 +741,19 @@ pub fn stress_message(panel: &StressPanel, keymap: &Keymap) -> Option<String> {
 /// the keys the keymap binds to them, as the hints name them ("(d, o, x,
 /// D)", "(press S to try)"); an action without a key goes unnamed.
 pub fn oom_advice_text(advice: OomAdvice, keymap: &Keymap) -> String {
+    oom_advice_wordings(advice, keymap)
+        .into_iter()
+        .next()
+        .unwrap_or_default()
+}
+
+/// A line of OOM advice in its wordings, longest first: [`oom_advice_text`],
+/// then shorter ones that keep what it says (its figures, what to do and
+/// the keys that do it) for a panel that has a row for it where the whole
+/// line needs two (80×24 after an OOM). Cut at the row's end instead,
+/// "empty_cache() could release 0 B (…); 1.46 GiB is …" lost what the
+/// 1.46 GiB was.
+pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
     let keys: Vec<&str> = advice
         .actions()
         .iter()
@@ -753,23 +766,38 @@ pub fn oom_advice_text(advice: OomAdvice, keymap: &Keymap) -> String {
             non_releasable,
             stranded,
         } => {
-            let why = match stranded {
-                Stranded::BesideTensors => "free blocks in segments with live tensors",
-                Stranded::InPages => "free parts of pages that also hold live tensors",
-                Stranded::Both => "free blocks beside live tensors",
+            let (r, n) = (b(releasable), b(non_releasable));
+            let (why, short) = match stranded {
+                Stranded::BesideTensors => (
+                    "free blocks in segments with live tensors",
+                    "beside live tensors",
+                ),
+                Stranded::InPages => (
+                    "free parts of pages that also hold live tensors",
+                    "in pages of live tensors",
+                ),
+                Stranded::Both => ("free blocks beside live tensors", "beside live tensors"),
             };
-            format!(
-                "empty_cache() could release {} (whole free segments and pages); {} is \
-                 non-releasable ({why})",
-                b(releasable),
-                b(non_releasable)
-            )
+            vec![
+                format!(
+                    "empty_cache() could release {r} (whole free segments and pages); {n} is \
+                     non-releasable ({why})"
+                ),
+                format!("empty_cache() could release {r}; {n} non-releasable ({short})"),
+                format!("empty_cache(): {r} releasable, {n} non-releasable ({short})"),
+                format!("empty_cache(): {r} releasable, {n} non-releasable"),
+            ]
         }
-        OomAdvice::FreedSince { largest, pool } => format!(
-            "freed since: a {} block is free in the {} pool now, so the same request fits",
-            b(largest),
-            pool.as_str()
-        ),
+        OomAdvice::FreedSince { largest, pool } => {
+            let (largest, pool) = (b(largest), pool.as_str());
+            vec![
+                format!(
+                    "freed since: a {largest} block is free in the {pool} pool now, so the same \
+                     request fits"
+                ),
+                format!("freed since: a {largest} {pool}-pool block is free: the request fits"),
+            ]
+        }
         OomAdvice::FreeLiveTensors { live, tried, room } => {
             // What to do first, keys and all: a line cut to one row still
             // says it.
@@ -778,77 +806,165 @@ pub fn oom_advice_text(advice: OomAdvice, keymap: &Keymap) -> String {
             } else {
                 format!(" ({})", keys.join(", "))
             };
-            format!(
-                "free some of the panel's live tensors{keys}: they hold {}, and the {} asked \
-                 would not fit in the {} free even with every cached byte reused",
-                b(live),
-                b(tried),
-                b(room)
-            )
+            let (live, tried, room) = (b(live), b(tried), b(room));
+            vec![
+                format!(
+                    "free some of the panel's live tensors{keys}: they hold {live}, and the \
+                     {tried} asked would not fit in the {room} free even with every cached \
+                     byte reused"
+                ),
+                format!(
+                    "free some of the panel's live tensors{keys}: they hold {live}; {tried} \
+                     asked, {room} free at most"
+                ),
+                format!("free some of the panel's live tensors{keys}: they hold {live}"),
+            ]
         }
-        OomAdvice::GpuTooSmall { tried, room } => format!(
-            "the GPU is too small for {}, whatever the settings: {} would be free even with \
-             every cached byte reused",
-            b(tried),
-            b(room)
-        ),
-        OomAdvice::ExpandableOn { non_releasable } => format!(
-            "expandable segments are on: the {} left shares pages with live tensors, which no \
-             setting returns; freeing those tensors does",
-            b(non_releasable)
-        ),
+        OomAdvice::GpuTooSmall { tried, room } => {
+            let (tried, room) = (b(tried), b(room));
+            vec![
+                format!(
+                    "the GPU is too small for {tried}, whatever the settings: {room} would be \
+                     free even with every cached byte reused"
+                ),
+                format!(
+                    "the GPU is too small for {tried}, whatever the settings: {room} free at most"
+                ),
+                format!("the GPU is too small for {tried}, whatever the settings"),
+            ]
+        }
+        OomAdvice::ExpandableOn { non_releasable } => {
+            let n = b(non_releasable);
+            vec![
+                format!(
+                    "expandable segments are on: the {n} left shares pages with live tensors, \
+                     which no setting returns; freeing those tensors does"
+                ),
+                format!(
+                    "expandable segments on: {n} shares pages with live tensors; only freeing \
+                     them returns it"
+                ),
+                format!("{n} shares pages with live tensors: only freeing them returns it"),
+            ]
+        }
         OomAdvice::TrySettings { reusable } => {
             let try_it = keys
                 .first()
                 .map(|key| format!(" (press {key} to try)"))
                 .unwrap_or_default();
-            format!(
-                "expandable_segments:True or max_split_size_mb would let {} of it be \
-                 reused{try_it}",
-                b(reusable)
-            )
+            let reusable = b(reusable);
+            let mut wordings = vec![format!(
+                "{SETTINGS} would let {reusable} of it be reused{try_it}"
+            )];
+            wordings.extend(settings_wordings(&reusable, &[try_it]));
+            wordings
         }
         OomAdvice::TryVariant { reusable, presses } => {
-            let try_it = match (keys.first(), presses) {
-                (Some(key), 1) => format!(" (press {key}: the next variant sets them)"),
-                (Some(key), n) => {
-                    format!(" (press {key} {n} times for the variant that sets them)")
-                }
-                (None, _) => String::new(),
+            let tails = match (keys.first(), presses) {
+                (Some(key), 1) => vec![
+                    format!(" (press {key}: the next variant sets them)"),
+                    format!(" (press {key}: the next variant)"),
+                ],
+                (Some(key), n) => vec![
+                    format!(" (press {key} {n} times for the variant that sets them)"),
+                    format!(" (press {key} {n} times)"),
+                ],
+                (None, _) => vec![String::new()],
             };
-            format!(
-                "expandable_segments:True or max_split_size_mb would let {} of it be \
-                 reused{try_it}",
-                b(reusable)
-            )
+            let reusable = b(reusable);
+            let mut wordings = vec![format!(
+                "{SETTINGS} would let {reusable} of it be reused{}",
+                tails[0]
+            )];
+            wordings.extend(settings_wordings(&reusable, &tails));
+            wordings
         }
         OomAdvice::NoVariantSets { reusable } => {
             // The settings field outside the scenario, keys first: they
             // are what to do.
-            let try_it = match keys.as_slice() {
-                [leave, settings] => {
-                    format!(" ({leave} leaves the scenario, then {settings} sets them)")
-                }
-                _ => String::new(),
+            let tails = match keys.as_slice() {
+                [leave, settings] => vec![
+                    format!(" ({leave} leaves the scenario, then {settings} sets them)"),
+                    format!(" ({leave} leaves, then {settings} sets them)"),
+                ],
+                _ => vec![String::new()],
             };
-            format!(
-                "expandable_segments:True or max_split_size_mb would let {} of it be \
-                 reused; no variant of this scenario sets them{try_it}",
-                b(reusable)
-            )
+            let reusable = b(reusable);
+            let mut wordings = vec![format!(
+                "{SETTINGS} would let {reusable} of it be reused; no variant of this scenario \
+                 sets them{}",
+                tails[0]
+            )];
+            wordings.extend(settings_wordings(&reusable, &tails));
+            wordings
         }
-        OomAdvice::HolesTooSmall { stranded, request } => format!(
-            "no setting makes room of the large pool's {}: its holes between live tensors are \
-             too small or too few for {}; freeing the tensors beside them does",
-            b(stranded),
-            b(request)
-        ),
-        OomAdvice::SmallPoolOnly { stranded } => format!(
-            "the small pool's {} serves only requests of 1 MiB or less: no setting lets this \
-             one use it",
-            b(stranded)
-        ),
+        OomAdvice::HolesTooSmall { stranded, request } => {
+            let (stranded, request) = (b(stranded), b(request));
+            vec![
+                format!(
+                    "no setting makes room of the large pool's {stranded}: its holes between live \
+                     tensors are too small or too few for {request}; freeing the tensors beside \
+                     them does"
+                ),
+                format!(
+                    "holes of {stranded} too small for {request}: no setting helps, freeing \
+                     tensors beside them does"
+                ),
+                format!(
+                    "holes of {stranded} too small for {request}: only freeing their neighbours helps"
+                ),
+            ]
+        }
+        OomAdvice::SmallPoolOnly { stranded } => {
+            let stranded = b(stranded);
+            vec![
+                format!(
+                    "the small pool's {stranded} serves only requests of 1 MiB or less: no \
+                     setting lets this one use it"
+                ),
+                format!(
+                    "the small pool's {stranded} serves only requests ≤ 1 MiB: no setting helps"
+                ),
+            ]
+        }
     }
+}
+
+/// The settings that would make room of stranded memory, as PyTorch
+/// spells them.
+const SETTINGS: &str = "expandable_segments:True or max_split_size_mb";
+
+/// The shorter wordings of advice to try the settings that would let
+/// `reusable` be reused, longest first: each of `tails` (how to try them,
+/// longest first) after the settings, then the last after
+/// `expandable_segments:True` alone, the one PyTorch's message names.
+fn settings_wordings(reusable: &str, tails: &[String]) -> Vec<String> {
+    let mut wordings: Vec<String> = tails
+        .iter()
+        .map(|t| format!("{SETTINGS} would reuse {reusable}{t}"))
+        .collect();
+    if let Some(last) = tails.last() {
+        wordings.push(format!(
+            "expandable_segments:True would reuse {reusable}{last}"
+        ));
+    }
+    wordings.dedup();
+    wordings
+}
+
+/// The longest of `wordings` (longest first) that `rows` rows of `width`
+/// hold whole, else the shortest cut to them ("…").
+fn fitted_wording(
+    wordings: &[String],
+    width: u16,
+    rows: usize,
+    style: Style,
+) -> Vec<Line<'static>> {
+    let fits = wordings
+        .iter()
+        .find(|w| chrome::wrap(w, width).len() <= rows)
+        .or_else(|| wordings.last());
+    fits.map_or_else(Vec::new, |w| wrapped(w, width, rows, style))
 }
 
 /// The entries `first..=last` of a list (each entry its rows) that `room`
