@@ -1081,7 +1081,9 @@ fn a_key_pressed_after_an_oom_answers_above_its_banner_and_an_older_note_stays_b
         "the OOM leads:\n{screen}"
     );
     f.key(KeyCode::Char('9'));
-    let screen = f.screen(80, 24);
+    // 80×32 has rows for the three (80×24 has two: the answer and the
+    // banner, the older note left to an "…").
+    let screen = f.screen(80, 32);
     let (answer, banner, older) = (
         row_of(&screen, "no GPU 9"),
         row_of(&screen, "OOM in pid"),
@@ -1090,6 +1092,11 @@ fn a_key_pressed_after_an_oom_answers_above_its_banner_and_an_older_note_stays_b
     assert!(
         answer < banner && banner < older,
         "the key's answer, the banner, then the older note:\n{screen}"
+    );
+    let screen = f.screen(80, 24);
+    assert!(
+        row_of(&screen, "no GPU 9") < row_of(&screen, "OOM in pid"),
+        "the key's answer, then the banner:\n{screen}"
     );
 }
 
@@ -1148,4 +1155,57 @@ fn a_written_snapshots_note_wraps_to_show_its_whole_path() {
             "{w}x{h}:\n{screen}"
         );
     }
+}
+
+/// The rows the status line takes at `w`×`h` in `f`'s state.
+fn status_rows(f: &Flow, w: u16, h: u16) -> u16 {
+    vramtop::ui::StatusLine::new(f.state(), &Keymap::default(), &Theme::colored()).height(w, h)
+}
+
+#[test]
+fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path_elided() {
+    let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
+    let mut f = probed_flow(&dir);
+    let name = "vm-32710-rankx-20261206T190134Z-demand.pickle";
+    let path = format!("/srv/vramtop/state/vramtop/snapshots/{name}");
+    // A snapshot without a trace (its note says so at length), then the
+    // OOM: the banner, its note and the snapshot's note took six rows.
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 32710,
+            path: std::path::PathBuf::from(&path),
+            has_trace: false,
+        },
+    );
+    oom_now(&mut f, &oom);
+    let screen = f.screen(80, 24);
+    assert!(
+        status_rows(&f, 80, 24) <= 3,
+        "the facts row and two messages:\n{screen}"
+    );
+    let banner = row_of(&screen, "O opens");
+    let note = row_of(&screen, "snapshot of pid 32710 (o opens it)");
+    assert!(banner < note, "the banner, then the note:\n{screen}");
+    let note_row = screen.lines().nth(note).unwrap_or_default();
+    let note_row = note_row.trim_matches('"').trim_end();
+    assert!(
+        note_row.contains("segments only") && note_row.contains('…'),
+        "the caveat and the path elided in the middle: {note_row}"
+    );
+    // The name's start and end: host and pid, time and kind.
+    assert!(
+        note_row.contains(": …/vm-32710-") && note_row.ends_with("demand.pickle"),
+        "{note_row}"
+    );
+    assert!(note_row.chars().count() <= 80, "one row: {note_row}");
+    // At 120×40 the note says its whole path, as before.
+    let wide = f.screen(120, 40);
+    let text: String = wide
+        .lines()
+        .skip_while(|l| !l.contains("snapshot of pid 32710"))
+        .map(|l| l.trim_matches('"').trim_end())
+        .collect();
+    assert!(text.contains(&path), "{wide}");
+    assert!(text.contains("--record-history"), "{wide}");
 }

@@ -150,7 +150,7 @@ fn whole_screen_at_80x24_shows_every_pane() {
 }
 
 #[test]
-fn a_status_message_longer_than_the_line_wraps_onto_rows_it_is_read_whole_at_80x24() {
+fn status_messages_take_two_rows_at_80x24_and_wrap_to_be_read_whole_from_80x32() {
     let (_cluster, mut state) = training(1);
     state.status.banner = Some(
         "showing 1 simulated GPU: no NVIDIA driver is installed (libnvidia-ml.so.1 not found)"
@@ -163,9 +163,12 @@ fn a_status_message_longer_than_the_line_wraps_onto_rows_it_is_read_whole_at_80x
     let o = KeyEvent::new(KeyCode::Char('O'), KeyModifiers::NONE);
     vramtop::app::update::handle_key(&mut state, &Keymap::default(), o);
     let notice = state.ui.notice.clone().expect("O says why it cannot act");
+    // At 80×24 the messages take two rows: the panes keep the rest, and
+    // what does not fit ends in "…" (the error is in the log too).
     let terminal = draw(&state, &Theme::colored(), 80, 24);
-    let screen = text(terminal.backend().buffer());
     insta::assert_snapshot!("status_long_messages_80x24", terminal.backend());
+    // From 80×32 each is read whole.
+    let screen = text(draw(&state, &Theme::colored(), 80, 32).backend().buffer());
     for message in [notice.as_str(), &format!("error: {error}")] {
         assert!(
             common::screen::reads_whole(&screen, message),
@@ -174,17 +177,17 @@ fn a_status_message_longer_than_the_line_wraps_onto_rows_it_is_read_whole_at_80x
     }
     // The panes give up the rows, and come back when the messages go.
     let keymap = Keymap::default();
-    let area = Rect::new(0, 0, 80, 24);
-    let status_h = |state: &AppState| {
-        ui::layout(area, state, &keymap, &Theme::colored())
+    let status_h = |state: &AppState, h: u16| {
+        ui::layout(Rect::new(0, 0, 80, h), state, &keymap, &Theme::colored())
             .status
             .height
     };
-    assert!(status_h(&state) >= 4, "facts, notice, error, banner");
+    assert_eq!(status_h(&state, 24), 3, "facts, then two rows of messages");
+    assert!(status_h(&state, 32) >= 5, "facts, notice, error, banner");
     state.ui.notice = None;
     state.status.last_error = None;
     state.status.banner = None;
-    assert_eq!(status_h(&state), 1);
+    assert_eq!(status_h(&state, 24), 1);
 }
 
 #[test]

@@ -828,8 +828,13 @@ fn c_asks_the_shown_probe_for_a_snapshot_and_o_opens_it_when_done() {
     );
 }
 
-/// The screen at 80×24 after a capture of `path` was taken.
-fn screen_after_capture(state: &mut AppState, path: &str, has_trace: bool) -> String {
+/// The screen at `w`×`h` after a capture of `path` was taken.
+fn screen_after_capture(
+    state: &mut AppState,
+    path: &str,
+    has_trace: bool,
+    (w, h): (u16, u16),
+) -> String {
     use vramtop::app::capture::CaptureMsg;
     state.capture.on_msg(
         31_000,
@@ -839,7 +844,7 @@ fn screen_after_capture(state: &mut AppState, path: &str, has_trace: bool) -> St
             has_trace,
         },
     );
-    text(draw(state, &Theme::colored(), 80, 24).backend().buffer())
+    text(draw(state, &Theme::colored(), w, h).backend().buffer())
 }
 
 /// The status line's text from the row where `first` is on, its rows run
@@ -854,38 +859,64 @@ fn status_text_from(screen: &str, first: &str) -> String {
 }
 
 #[test]
-fn capture_note_at_80_columns_says_the_key_first_and_wraps_its_whole_path() {
+fn capture_note_says_the_key_first_and_its_whole_path_where_the_rows_allow() {
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/someone/.local/state/vramtop/snapshots/node7-17-rank3-20261202T002819Z-demand.pickle";
-    for has_trace in [true, false] {
-        let screen = screen_after_capture(&mut state, long, has_trace);
+    // 80×24 gives the messages two rows, and the path broken at the row's
+    // end takes three: the note goes in one; 120×40 has rows for it.
+    for (size, has_trace, whole) in [
+        ((80, 24), true, false),
+        ((80, 24), false, false),
+        ((120, 40), true, true),
+        ((120, 40), false, true),
+    ] {
+        let screen = screen_after_capture(&mut state, long, has_trace, size);
         let note = screen
             .lines()
             .find(|l| l.contains("snapshot of pid 4321"))
             .unwrap_or_default();
+        let case = format!("{size:?} has_trace {has_trace}");
+        assert!(note.contains("(o opens it"), "{case}: {screen}");
         assert!(
-            note.contains("(o opens it"),
-            "has_trace {has_trace}: {screen}"
+            has_trace || note.contains("segments only"),
+            "{case}: {screen}"
         );
         let text = status_text_from(&screen, "snapshot of pid 4321");
-        assert!(text.contains(long), "has_trace {has_trace}: {screen}");
-        assert!(
-            has_trace || text.contains("segments only"),
-            "has_trace {has_trace}: {screen}"
-        );
+        if whole {
+            assert!(text.contains(long), "{case}: {screen}");
+        } else {
+            // One row: the name's start and end around an "…".
+            let note = note.trim_end();
+            assert!(
+                note.contains(": …/node7-17-") && note.ends_with("demand.pickle"),
+                "{case}: {screen}"
+            );
+            assert!(note.contains('…'), "{case}: {screen}");
+        }
     }
 }
 
 #[test]
-fn capture_note_of_a_long_host_and_pid_keeps_every_part_of_the_name() {
+fn capture_note_of_a_long_host_and_pid_keeps_every_part_of_the_name_where_rows_allow() {
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/u/.local/state/vramtop/snapshots/gpu-node-a100-017-4321-rankx-20261206T082052Z-demand.pickle";
     for has_trace in [true, false] {
-        let screen = screen_after_capture(&mut state, long, has_trace);
+        let screen = screen_after_capture(&mut state, long, has_trace, (120, 40));
         // Nothing elided: the host and pid, the time, the kind.
         let text = status_text_from(&screen, "snapshot of pid 4321");
         assert!(text.contains(long), "has_trace {has_trace}: {screen}");
         assert!(!text.contains('…'), "has_trace {has_trace}: {screen}");
+        // At 80×24, in one row, the name's start and end.
+        let screen = screen_after_capture(&mut state, long, has_trace, (80, 24));
+        let note = screen
+            .lines()
+            .find(|l| l.contains("snapshot of pid 4321"))
+            .unwrap_or_default()
+            .trim_end();
+        assert!(
+            note.contains("…/gpu-node-a100-") && note.ends_with("demand.pickle"),
+            "has_trace {has_trace}: {screen}"
+        );
     }
 }
 

@@ -227,6 +227,12 @@ impl<B: Backend> Dashboard<B> {
 
     /// A snapshot request's progress or answer.
     pub fn on_capture(&mut self, now_ms: u64, msg: CaptureMsg) {
+        // The whole path, which a short screen's status line elides;
+        // quoted and escaped (a probe names its files: none may act on a
+        // terminal showing the log, nor break its line).
+        if let CaptureMsg::Done { pid, path, .. } = &msg {
+            tracing::info!(pid, ?path, "snapshot written");
+        }
         self.state.capture.on_msg(now_ms, msg);
         self.dirty = true;
     }

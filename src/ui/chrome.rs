@@ -395,12 +395,20 @@ pub(crate) fn wrap(text: &str, width: u16) -> Vec<String> {
 }
 
 /// The most rows a status line's messages take on a screen `height` rows
-/// tall: a quarter of it, at least one (six rows of 80 columns at 80×24,
-/// ten of 120 at 120×40), so a long message is read whole while the panes
-/// keep the rest of the screen. A message longer still ends in "…".
+/// tall: a quarter of it from 40 rows (ten at 120×40), so a long message
+/// is read whole while the panes keep the rest of the screen; below, what
+/// the screen has over [`MESSAGE_ROWS_FREE`] rows, halved, at least one:
+/// two at 80×24, where a quarter (six) left the panes a row or two each.
+/// A message longer still ends in "…".
 pub(crate) fn message_rows_cap(height: u16) -> usize {
-    usize::from(height / 4).max(1)
+    let quarter = height / 4;
+    let short_screen = height.saturating_sub(MESSAGE_ROWS_FREE) / 2;
+    usize::from(quarter.min(short_screen)).max(1)
 }
+
+/// The rows a screen keeps for its panes before the status line's
+/// messages take any beyond their first (see [`message_rows_cap`]).
+const MESSAGE_ROWS_FREE: u16 = 20;
 
 /// Lays out a status line's messages, in order, on at most `max_rows` rows
 /// of `width` cells: a message joins the row before it (after `sep`) where
@@ -582,9 +590,20 @@ mod tests {
         let lines = message_lines(&[long], &Span::raw(" · "), 10, 2);
         assert_eq!(texts(&lines), ["one two", "three fou…"]);
         assert!(lines.iter().all(|l| l.width() <= 10));
-        assert_eq!(message_rows_cap(24), 6);
         assert_eq!(message_rows_cap(40), 10);
         assert_eq!(message_rows_cap(3), 1);
+    }
+
+    #[test]
+    fn a_short_screen_gives_the_messages_two_rows_and_a_tall_one_a_quarter() {
+        assert_eq!(message_rows_cap(24), 2, "80×24: the facts row and two");
+        assert_eq!(message_rows_cap(20), 1);
+        assert_eq!(message_rows_cap(30), 5);
+        assert_eq!(message_rows_cap(40), 10, "a quarter, as before");
+        assert_eq!(message_rows_cap(60), 15);
+        assert_eq!(message_rows_cap(u16::MAX), usize::from(u16::MAX / 4));
+        // Never fewer rows for a taller screen.
+        assert!((1..200).all(|h| message_rows_cap(h) <= message_rows_cap(h + 1)));
     }
 
     #[test]

@@ -23,6 +23,29 @@ use crate::app::state::{AppState, StressView};
 /// come first again.
 const FRESH_OOM_MS: u64 = 60_000;
 
+/// One of the status line's messages.
+struct Message {
+    /// Its whole wording, wrapped onto the rows it needs.
+    whole: Span<'static>,
+    /// A wording in one row of the line's width, where the whole one can
+    /// take several and has one: for a screen whose rows the whole
+    /// messages would overrun.
+    one_row: Option<Span<'static>>,
+    /// A detail of the message before it (the OOM's note under its
+    /// banner), which gives way first where the rows are too few.
+    detail: bool,
+}
+
+impl From<Span<'static>> for Message {
+    fn from(whole: Span<'static>) -> Self {
+        Message {
+            whole,
+            one_row: None,
+            detail: false,
+        }
+    }
+}
+
 /// The status line of one frame: the facts and the key hints, then the
 /// messages on the rows they need to be read whole (see
 /// [`StatusLine::height`]).
@@ -62,15 +85,27 @@ impl<'a> StatusLine<'a> {
     }
 
     /// The messages laid out on rows of `width` cells, at most the cap of a
-    /// screen `height` rows tall.
+    /// screen `height` rows tall: whole where they all fit the cap; else
+    /// each in its one-row wording where it has one (a written snapshot's
+    /// note, its path elided in the middle); else without the OOM's note
+    /// under its banner (the banner says the OOM, the note its request).
+    /// At 80×24 a fresh OOM and a snapshot's note with its whole path took
+    /// six rows of 24 for a minute.
     fn message_rows(&self, width: u16, height: u16) -> Vec<Line<'static>> {
         let sep = Span::styled(self.theme.glyphs().separator, self.theme.dim);
-        chrome::message_lines(
-            &self.problems(usize::from(width)),
-            &sep,
-            width,
-            chrome::message_rows_cap(height),
-        )
+        let cap = chrome::message_rows_cap(height);
+        let messages = self.problems(usize::from(width));
+        let whole: Vec<Span<'static>> = messages.iter().map(|m| m.whole.clone()).collect();
+        let one_row = |m: &Message| m.one_row.clone().unwrap_or_else(|| m.whole.clone());
+        let short: Vec<Span<'static>> = messages.iter().map(one_row).collect();
+        let fewer: Vec<Span<'static>> =
+            messages.iter().filter(|m| !m.detail).map(one_row).collect();
+        let rows = |spans: &[Span<'static>]| chrome::message_lines(spans, &sep, width, usize::MAX);
+        let fits = [&whole, &short]
+            .into_iter()
+            .find(|spans| rows(spans).len() <= cap)
+            .unwrap_or(&fewer);
+        chrome::message_lines(fits, &sep, width, cap)
     }
 
     /// The variants of the facts (backend, interval, samples, dropped),
@@ -146,11 +181,13 @@ impl<'a> StatusLine<'a> {
     /// note. The OOM banner and the fallback banner are each in the longest
     /// of their wordings that fits a row of `width` cells by itself (the
     /// shorter ones keep what matters: the key, the file's name, the
-    /// outcome); the others are wrapped whole over the rows they need.
-    fn problems(&self, width: usize) -> Vec<Span<'static>> {
+    /// outcome); the others are wrapped whole over the rows they need, a
+    /// written snapshot's note with a one-row wording for a short screen
+    /// (see [`StatusLine::message_rows`]).
+    fn problems(&self, width: usize) -> Vec<Message> {
         let theme = self.theme;
         let s = &self.state.status;
-        let mut spans = Vec::new();
+        let mut spans: Vec<Message> = Vec::new();
         let oom = self.state.probes.oom_banner();
         let home = s.home_dir.as_deref();
         // The keys the banner and the capture's note name, as the table
@@ -161,43 +198,53 @@ impl<'a> StatusLine<'a> {
         let capture_ms = capture.and(self.state.capture.note.as_ref().map(|(t, _)| *t));
         // The answers to keys, each with when it was given (ms; `None`: a
         // standing message, the stress panel's, older than any OOM).
-        let mut answers: Vec<(Option<u64>, Span<'static>)> = Vec::new();
+        let mut answers: Vec<(Option<u64>, Message)> = Vec::new();
         if let Some(n) = &self.state.ui.notice {
             answers.push((
                 Some(self.state.ui.notice_ms),
-                Span::styled(n.clone(), theme.warning),
+                Span::styled(n.clone(), theme.warning).into(),
             ));
         }
         // Behind the segment map the panel that says what its keys did is
         // not drawn: its message comes here (M's "M shows the panel" was
         // said where nobody could see it).
         if let Some(m) = self.panel_message() {
-            answers.push((None, Span::styled(m, theme.text)));
+            answers.push((None, Span::styled(m, theme.text).into()));
         }
-        // A capture under way (or just done) answers a key too.
+        // A capture under way (or just done) answers a key too: its path
+        // whole where the rows allow, else in one row.
         if let Some(c) = capture {
             answers.push((
                 capture_ms,
-                Span::styled(capture_note(c, home, open), theme.key),
+                Message {
+                    whole: Span::styled(capture_note(c, home, open), theme.key),
+                    one_row: Some(Span::styled(
+                        capture_note_within(c, home, open, width),
+                        theme.key,
+                    )),
+                    detail: false,
+                },
             ));
         }
         // The OOM banner, and right after it the OOM's note in one row when
         // the banner names the same OOM (the note told it again in full,
         // PyTorch's message over three rows at 80 columns).
         let note = self.state.probes.status_note();
-        let mut oom_spans = Vec::new();
+        let mut oom_spans: Vec<Message> = Vec::new();
         if let Some(o) = oom {
-            oom_spans.push(Span::styled(
-                oom_banner_within(o, home, open_oom, width),
-                theme.critical,
-            ));
+            oom_spans.push(
+                Span::styled(oom_banner_within(o, home, open_oom, width), theme.critical).into(),
+            );
         }
         let short_note = match note {
             Some(ProbeNote::Oom(n)) if self.state.probes.banner_names(n) => Some(n),
             _ => None,
         };
         if let Some(n) = short_note {
-            oom_spans.push(Span::styled(oom_note_within(n, width), theme.warning));
+            oom_spans.push(Message {
+                detail: true,
+                ..Span::styled(oom_note_within(n, width), theme.warning).into()
+            });
         }
         // An OOM seen in the last minute comes right after the answers to
         // keys pressed since it was seen, and before older ones: it is what
@@ -219,7 +266,7 @@ impl<'a> StatusLine<'a> {
         spans.extend(oom_spans);
         spans.extend(older.into_iter().map(|(_, a)| a));
         if let Some(e) = &s.last_error {
-            spans.push(Span::styled(format!("error: {e}"), theme.critical));
+            spans.push(Span::styled(format!("error: {e}"), theme.critical).into());
         }
         // The longest wording of the fallback banner that fits a row: it
         // stays on screen, and its details are in `vramtop doctor`.
@@ -230,10 +277,10 @@ impl<'a> StatusLine<'a> {
             .find(|b| Line::from(b.as_str()).width() <= width)
             .or_else(|| tiers.iter().flatten().last());
         if let Some(b) = banner {
-            spans.push(Span::styled(b.clone(), theme.warning));
+            spans.push(Span::styled(b.clone(), theme.warning).into());
         }
         if let Some(n) = note.filter(|_| short_note.is_none()).map(probe_note) {
-            spans.push(Span::styled(n, theme.warning));
+            spans.push(Span::styled(n, theme.warning).into());
         }
         spans
     }
@@ -458,6 +505,80 @@ fn capture_note(note: &CaptureMsg, home: Option<&Path>, key: Option<&str>) -> St
     format!("snapshot of pid {pid}: {tail}")
 }
 
+/// [`capture_note`] in one row of `width` cells where it can: whole where
+/// it fits, else a written snapshot's with its path elided in the middle
+/// (its folders first; its file name's middle where the name alone does
+/// not fit), the caveat shortened to
+/// "segments only" where the whole one leaves the path too little room.
+/// The whole path stays in the note at a taller screen, in the log, and in
+/// the list of the session's snapshots printed on quitting.
+fn capture_note_within(
+    note: &CaptureMsg,
+    home: Option<&Path>,
+    key: Option<&str>,
+    width: usize,
+) -> String {
+    let whole = capture_note(note, home, key);
+    let CaptureMsg::Done {
+        pid,
+        path,
+        has_trace,
+    } = note
+    else {
+        return whole;
+    };
+    if Line::from(whole.as_str()).width() <= width {
+        return whole;
+    }
+    let note_path = path;
+    let path = whole_path_under_home(note_path, home);
+    let path_w = Line::from(path.as_str()).width();
+    let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
+    let caveats: &[&str] = if *has_trace {
+        &[""]
+    } else {
+        &[SEGMENTS_ONLY_CAVEAT, SEGMENTS_ONLY_SHORT]
+    };
+    // The first wording that leaves the path the room it needs (at most
+    // MIN_PATH_CELLS), else the last.
+    let leads: Vec<String> = caveats
+        .iter()
+        .map(|caveat| format!("snapshot of pid {pid}{opens}{caveat}: "))
+        .collect();
+    let room = |lead: &String| width.saturating_sub(Line::from(lead.as_str()).width());
+    let lead = leads
+        .iter()
+        .find(|lead| room(lead) >= path_w.min(MIN_PATH_CELLS))
+        .or_else(|| leads.last());
+    let name = match note_path.file_name() {
+        Some(n) => n.to_string_lossy().into_owned(),
+        None => path.clone(),
+    };
+    lead.map_or(whole.clone(), |lead| {
+        let room = room(lead);
+        // The folders give way first, to "…/"; where the name itself does
+        // not fit, its start and end (host, pid; time, kind) around an
+        // "…", as the OOM banner keeps them.
+        let shown = if Line::from(name.as_str()).width() + 2 <= room {
+            format::elide_path(&path, room)
+        } else if room > 2 && name != path {
+            format!("…/{}", format::elide_middle(&name, room - 2))
+        } else {
+            format::elide_middle(&name, room)
+        };
+        format!("{lead}{shown}")
+    })
+}
+
+/// The cells a written snapshot's path keeps in one row before its note's
+/// caveat is shortened (the file name of a probe's snapshot, host, pid,
+/// time and kind, is about 45).
+const MIN_PATH_CELLS: usize = 40;
+
+/// [`SEGMENTS_ONLY_CAVEAT`] in one row with its path: the hint to start the
+/// probe with `--record-history` is in the whole note and docs/attach.md.
+const SEGMENTS_ONLY_SHORT: &str = ", segments only";
+
 /// `path` whole, under `home` written `~/…`.
 fn whole_path_under_home(path: &Path, home: Option<&Path>) -> String {
     match home.and_then(|h| path.strip_prefix(h).ok()) {
@@ -668,6 +789,48 @@ mod tests {
         assert_eq!(
             capture_note(&done(elsewhere, true), home, Some("o")),
             format!("snapshot of pid 7 (o opens it): {elsewhere}")
+        );
+    }
+
+    #[test]
+    fn a_written_snapshots_one_row_note_elides_its_path_in_the_middle() {
+        let home = Some(Path::new("/home/u"));
+        let path = "/home/u/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle";
+        let width = |s: &str| Line::from(s).width();
+        // With a trace: the folders give way, the file's name stays whole.
+        let note = capture_note_within(&done(path, true), home, Some("o"), 80);
+        assert!(width(&note) <= 80, "{note}");
+        assert!(
+            note.starts_with("snapshot of pid 7 (o opens it): ~/"),
+            "{note}"
+        );
+        assert!(
+            note.contains('…') && note.ends_with("/host-1234-20261206-101500-oom.pickle"),
+            "{note}"
+        );
+        // Without: the caveat shortened, the name's start and end kept.
+        let note = capture_note_within(&done(path, false), home, Some("o"), 80);
+        assert!(width(&note) <= 80, "{note}");
+        assert!(
+            note.starts_with("snapshot of pid 7 (o opens it), segments only: …/host-1234-"),
+            "{note}"
+        );
+        assert!(
+            note.contains('…') && note.ends_with("-oom.pickle"),
+            "{note}"
+        );
+        // Whole where it fits; other notes as they are.
+        assert_eq!(
+            capture_note_within(&done(path, false), home, Some("o"), 400),
+            capture_note(&done(path, false), home, Some("o"))
+        );
+        let failed = CaptureMsg::Failed {
+            pid: 7,
+            why: "the probe timed out".to_string(),
+        };
+        assert_eq!(
+            capture_note_within(&failed, home, Some("o"), 10),
+            "snapshot of pid 7: the probe timed out"
         );
     }
 
