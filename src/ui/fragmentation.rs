@@ -170,11 +170,23 @@ impl Widget for FragmentationPane<'_> {
         let g = theme.glyphs();
         let gpu = self.state.selected();
         let mut detail = Vec::new();
-        if let Some(gpu) = gpu {
+        let notes_width: usize = self.filters.iter().map(|f| f.chars().count() + 3).sum();
+        // " Fragmentation  GPU 0" and the corners: where the notes (a
+        // filter, "final state") would be cut, they keep the room and the
+        // GPU is left to the panes beside, whose titles name it.
+        let gpu_fits = 24 + notes_width <= usize::from(area.width);
+        if let Some(gpu) = gpu
+            && (gpu_fits || self.filters.is_empty())
+        {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
         }
-        for f in self.filters {
-            detail.push(Span::styled(format!(" · {f}"), theme.warning));
+        for (i, f) in self.filters.iter().enumerate() {
+            let lead = if detail.is_empty() && i == 0 {
+                ""
+            } else {
+                " · "
+            };
+            detail.push(Span::styled(format!("{lead}{f}"), theme.warning));
         }
         let block = pane_block(
             Pane::Fragmentation,

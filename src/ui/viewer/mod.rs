@@ -291,7 +291,7 @@ pub const NO_SEGMENTS_NOTE: &str = "the file has no segments";
 /// titles where an inconsistent trace leaves them on the file's final
 /// state ([`ViewerState::shows_final_state`]): the GPUs row and the
 /// timeline, which follow the trace, read otherwise.
-pub const FINAL_STATE_NOTE: &str = "final state (trace inconsistent)";
+pub const FINAL_STATE_NOTE: &str = "final state";
 
 /// What the titles of the panes drawn from the state at the cursor say
 /// besides the GPU: the filters, and [`FINAL_STATE_NOTE`] when it holds.
