@@ -383,6 +383,42 @@ fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
 }
 
 #[test]
+fn the_block_detail_names_the_private_pool_of_its_segment_and_not_the_default_one() {
+    // volcengine's segments are in three pools: (0, 0), (0, 1), (0, 2).
+    let Some(mut v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    let segment_line = |v: &ViewerState| -> String {
+        detail_lines(v, 100)
+            .iter()
+            .map(|l| l.to_string())
+            .find(|l| l.starts_with("segment "))
+            .expect("a segment row")
+    };
+    // Down through the blocks until one of each kind of pool was seen.
+    let (mut default_line, mut private_line) = (None, None);
+    for _ in 0..700 {
+        let pool = v.selected_block().expect("a block").0.segment_pool_id;
+        if pool == (0, 0) {
+            default_line.get_or_insert_with(|| segment_line(&v));
+        } else {
+            private_line.get_or_insert_with(|| (pool, segment_line(&v)));
+        }
+        if default_line.is_some() && private_line.is_some() {
+            break;
+        }
+        press(&mut v, KeyCode::Down);
+    }
+    let default_line = default_line.expect("a block of the default pool");
+    assert!(!default_line.contains("private"), "{default_line}");
+    let (pool, line) = private_line.expect("a block of a private pool");
+    assert!(
+        line.ends_with(&format!(", private pool ({}, {})", pool.0, pool.1)),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_cpp_frame_without_a_file_or_line_reads_as_everywhere_else_in_the_block_detail() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -269,6 +269,47 @@ fn summary_text_gives_fragmentation_as_a_percentage_like_its_other_shares() {
 }
 
 #[test]
+fn summary_counts_the_segments_of_each_memory_pool_when_a_file_has_private_pools() {
+    // volcengine's 127 segments: 59 in the default pool, 44 in (0, 1) and
+    // 24 in (0, 2).
+    let Some(path) = common::shared_snapshot("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    for (pool, segments) in [
+        ("pool (0, 0) default", 59),
+        ("pool (0, 1) private", 44),
+        ("pool (0, 2) private", 24),
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!("GPU 0 {pool}: {segments} segments, "))),
+            "{pool}\n{out}"
+        );
+    }
+    let (code, json, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let in_pool_1 = v["segments"]
+        .as_array()
+        .expect("segments")
+        .iter()
+        .filter(|s| s["segment_pool_id"] == serde_json::json!([0, 1]))
+        .count();
+    assert_eq!(in_pool_1, 44);
+    assert_eq!(v["pools"].as_array().map(Vec::len), Some(3));
+    // A file of the default pool only has no pools lines.
+    let Some(one_pool) = common::shared_snapshot("muduard_dump_snapshot_a.pickle") else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["open", &one_pool.display().to_string(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("memory pools"), "{out}");
+}
+
+#[test]
 fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
     let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
     else {

@@ -360,6 +360,30 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
         let _ = writeln!(out, "total:");
         render_figures(&mut out, &report.total, report.devices.len() > 1);
     }
+    if report.has_private_pools() {
+        // A private pool's free bytes serve only its own allocations: the
+        // figures above do not tell which pool holds them.
+        let _ = writeln!(
+            out,
+            "memory pools (segment_pool_id; (0, 0) is the default):"
+        );
+        for p in &report.pools {
+            let (a, b) = p.segment_pool_id;
+            let _ = writeln!(
+                out,
+                "  GPU {} pool ({a}, {b}){}: {}, {} reserved, {} allocated",
+                p.device,
+                if p.segment_pool_id == (0, 0) {
+                    " default"
+                } else {
+                    " private"
+                },
+                count(p.segments, "segment", "segments"),
+                human_bytes(p.reserved),
+                human_bytes(p.allocated)
+            );
+        }
+    }
     if !report.segments.is_empty() {
         let _ = writeln!(
             out,

@@ -136,6 +136,9 @@ pub struct SegmentSummary {
     pub address: u64,
     pub total_size: u64,
     pub segment_type: PoolKind,
+    /// `(0, 0)` for the default pools; else the private pool (a CUDA
+    /// graph's or a `MemPool`'s) the segment belongs to.
+    pub segment_pool_id: (i64, i64),
     pub is_expandable: bool,
     pub allocated: u64,
     pub internal_free: u64,
@@ -148,6 +151,58 @@ pub struct SnapshotSummary {
     pub total: Figures,
     /// In file order.
     pub segments: Vec<SegmentSummary>,
+    /// The memory pools' shares, by device then pool id (the default
+    /// `(0, 0)` first): one entry per device for a file without private
+    /// pools.
+    pub pools: Vec<PoolFigures>,
+}
+
+/// The segments of one memory pool of one device. A private pool's
+/// segments serve only its allocations (a CUDA graph's, a `MemPool`'s):
+/// their free bytes are not free for the rest of the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PoolFigures {
+    pub device: u32,
+    /// `(0, 0)`: the default pools.
+    pub segment_pool_id: (i64, i64),
+    pub segments: u64,
+    /// Σ total_size, bytes.
+    pub reserved: u64,
+    /// Σ sizes of active_allocated blocks, bytes.
+    pub allocated: u64,
+}
+
+impl SnapshotSummary {
+    /// Whether any segment is in a private pool.
+    pub fn has_private_pools(&self) -> bool {
+        self.pools.iter().any(|p| p.segment_pool_id != (0, 0))
+    }
+}
+
+/// The [`PoolFigures`] of `segments`, by device then pool id.
+fn pool_figures(segments: &[Segment]) -> Vec<PoolFigures> {
+    let mut by_pool: BTreeMap<(u32, (i64, i64)), PoolFigures> = BTreeMap::new();
+    for s in segments {
+        let p = by_pool
+            .entry((s.device, s.segment_pool_id))
+            .or_insert(PoolFigures {
+                device: s.device,
+                segment_pool_id: s.segment_pool_id,
+                segments: 0,
+                reserved: 0,
+                allocated: 0,
+            });
+        p.segments = p.segments.saturating_add(1);
+        p.reserved = p.reserved.saturating_add(s.total_size);
+        let allocated = s
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::ActiveAllocated)
+            .map(|b| b.size)
+            .fold(0, u64::saturating_add);
+        p.allocated = p.allocated.saturating_add(allocated);
+    }
+    by_pool.into_values().collect()
 }
 
 fn segment_summary(s: &Segment) -> SegmentSummary {
@@ -156,6 +211,7 @@ fn segment_summary(s: &Segment) -> SegmentSummary {
         address: s.address,
         total_size: s.total_size,
         segment_type: s.segment_type,
+        segment_pool_id: s.segment_pool_id,
         is_expandable: s.is_expandable,
         allocated: 0,
         internal_free: 0,
@@ -273,6 +329,7 @@ pub fn summarize(snapshot: &Snapshot) -> SnapshotSummary {
         devices,
         total,
         segments: snapshot.segments.iter().map(segment_summary).collect(),
+        pools: pool_figures(&snapshot.segments),
     }
 }
 
@@ -686,10 +743,54 @@ mod tests {
         );
         assert_eq!(t.segsum.unaccounted, 0);
         assert_eq!(s.segments[1].external_free, 20 * MIB);
+        assert!(!s.has_private_pools());
         let info = segment_info(&snapshot.segments[0]);
         assert_eq!(
             (info.allocated_size, info.active_size, info.requested_size),
             (6 * MIB, 10 * MIB, 10 * MIB - 100)
         );
+    }
+
+    #[test]
+    fn pools_count_each_pools_segments_reserved_and_allocated_bytes() {
+        let a = 1 << 40;
+        let mut graph = segment(
+            0,
+            2 * a,
+            vec![
+                block(2 * a, 2 * MIB, 2 * MIB, BlockState::ActiveAllocated),
+                block(2 * a + 2 * MIB, 2 * MIB, 0, BlockState::Inactive),
+            ],
+        );
+        graph.segment_pool_id = (0, 1);
+        let snapshot = Snapshot {
+            format: SnapshotFormat::DumpSnapshot,
+            segments: vec![
+                segment(
+                    0,
+                    a,
+                    vec![block(a, 6 * MIB, 6 * MIB, BlockState::ActiveAllocated)],
+                ),
+                graph,
+            ],
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+            skipped_trace_actions: Default::default(),
+            trace_not_read: false,
+        };
+        let s = summarize(&snapshot);
+        assert!(s.has_private_pools());
+        let shares: Vec<_> = s
+            .pools
+            .iter()
+            .map(|p| (p.segment_pool_id, p.segments, p.reserved, p.allocated))
+            .collect();
+        assert_eq!(
+            shares,
+            vec![((0, 0), 1, 6 * MIB, 6 * MIB), ((0, 1), 1, 4 * MIB, 2 * MIB)]
+        );
+        assert_eq!(s.segments[1].segment_pool_id, (0, 1));
     }
 }

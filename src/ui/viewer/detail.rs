@@ -137,6 +137,17 @@ fn bytes_exactly(n: u64) -> String {
     }
 }
 
+/// ", private pool (0, 1)" for a segment of a private memory pool (a CUDA
+/// graph's or a `MemPool`'s), empty for the default pools' `(0, 0)`: its
+/// blocks serve only that pool's allocations.
+fn private_pool(id: (i64, i64)) -> String {
+    if id == (0, 0) {
+        String::new()
+    } else {
+        format!(", private pool ({}, {})", id.0, id.1)
+    }
+}
+
 /// The lines of the block-detail overlay for `width` columns.
 pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     let Some((seg, b)) = v.selected_block() else {
@@ -202,7 +213,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         kv(
             "segment",
             format!(
-                "{seg_index}/{} at {:#x}, {} {} pool{}",
+                "{seg_index}/{} at {:#x}, {} {} pool{}{}",
                 v.segments.len(),
                 seg.address,
                 format::bytes(seg.total_size),
@@ -211,7 +222,8 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
                     ", expandable"
                 } else {
                     ""
-                }
+                },
+                private_pool(seg.segment_pool_id)
             ),
         ),
     ]
