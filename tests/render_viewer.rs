@@ -1363,5 +1363,10 @@ fn at_80_columns_p_r_and_b_leave_the_moment_named_on_the_status_line() {
     assert!(screen.contains("peak reserved 8.35 GiB here"), "{screen}");
     press(&mut v, KeyCode::Char('B'));
     let screen = text(draw(&v, 80, 24).backend().buffer());
-    assert!(screen.contains("the biggest allocation"), "{screen}");
+    // Hyperion's trace starts mid-run: 48.8 MiB blocks predate it, so
+    // its 24.41 MiB allocation is the biggest of the trace, not of the file.
+    assert!(
+        screen.contains("the biggest allocation in the trace"),
+        "{screen}"
+    );
 }

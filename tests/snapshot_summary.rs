@@ -310,6 +310,22 @@ fn summary_counts_the_segments_of_each_memory_pool_when_a_file_has_private_pools
 }
 
 #[test]
+fn summary_says_the_biggest_allocation_is_the_traces_not_the_files() {
+    // Hyperion's trace starts mid-run: its live 48.8 MiB blocks were
+    // allocated before it, its biggest alloc event is 24.41 MiB.
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["open", &path.display().to_string(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("  biggest allocation in the trace 24.41 MiB (requested) at event "),
+        "{out}"
+    );
+}
+
+#[test]
 fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
     let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
     else {

@@ -154,7 +154,9 @@ impl ViewerAction {
             ViewerAction::CyclePool => "filter by pool: all, large, small",
             ViewerAction::PeakAllocated => "jump to the peak of allocated bytes",
             ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
-            ViewerAction::BiggestAllocation => "jump to just after the biggest allocation",
+            ViewerAction::BiggestAllocation => {
+                "jump to just after the biggest allocation in the trace"
+            }
             // The help adds the pane's keys ([`Keymap::describe_viewer`]).
             ViewerAction::ToggleSites => "sites pane: memory by site",
             ViewerAction::ExpandSite => "in the sites pane: expand / fold the site",

@@ -687,11 +687,14 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
             if let Some(b) = &p.biggest_allocation {
-                let _ = writeln!(
-                    out,
-                    "  biggest allocation {} (requested) at {}",
-                    human_bytes(b.bytes),
-                    at(b)
+                line_under(
+                    &mut out,
+                    "  ",
+                    &format!(
+                        "biggest allocation in the trace {} (requested) at {}",
+                        human_bytes(b.bytes),
+                        at(b)
+                    ),
                 );
             }
         }

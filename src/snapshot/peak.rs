@@ -26,8 +26,10 @@ pub struct Moment {
 pub struct Peaks {
     pub allocated: Moment,
     pub reserved: Moment,
-    /// The largest `alloc` event (its requested bytes; the cursor just
-    /// after it); `None` when the trace has no allocation.
+    /// The largest `alloc` event of the trace (its requested bytes; the
+    /// cursor just after it); `None` when the trace has no allocation. Not
+    /// the largest live block: one allocated before a mid-run trace began
+    /// can be larger.
     pub biggest_allocation: Option<Moment>,
 }
 

@@ -244,7 +244,7 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
         if p.biggest_allocation.is_some_and(|b| b.cursor == c) {
             parts.push(Part::one(
                 Keep::Always,
-                "the biggest allocation".to_string(),
+                "the biggest allocation in the trace".to_string(),
             ));
         }
         // The reserved peak names itself in full where the allocated one
