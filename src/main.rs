@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use clap::error::ContextValue;
+use clap::error::{ContextKind, ContextValue};
 use clap::{CommandFactory, FromArgMatches};
 use vramtop::cli::{self, Cli, config};
 use vramtop::quote::{cut, escape_controls};
@@ -147,9 +147,24 @@ fn usage_error(mut e: clap::Error) -> ! {
     // clap's text starts with "error: "; the prefix names the program.
     let rendered = e.render().to_string();
     let text = rendered.strip_prefix("error: ").unwrap_or(&rendered);
+    // `open FILE --at oom`: "--summary not provided" would read as if
+    // `open` always needs it.
+    let missing_summary = e.kind() == ErrorKind::MissingRequiredArgument
+        && matches!(
+            e.get(ContextKind::InvalidArg),
+            Some(ContextValue::Strings(missing)) if missing.len() == 1 && missing[0] == "--summary"
+        );
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let message = missing_summary
+        .then(|| cli::summary_only_message(&args))
+        .flatten()
+        .unwrap_or_else(|| one_line_usage_error(e.kind(), text));
     // A value parser's own message may quote input too: whatever control
     // character is left is shown, never sent to the terminal.
-    let message = escape_controls(&one_line_usage_error(e.kind(), text));
+    let message = escape_controls(&message);
     let _ = writeln!(
         std::io::stderr(),
         "{}{message} (see '{} --help')",

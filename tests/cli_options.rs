@@ -158,6 +158,24 @@ fn an_option_a_command_cannot_use_is_a_usage_error() {
 }
 
 #[test]
+fn a_summary_option_without_summary_says_it_applies_to_the_summary() {
+    // clap said "the following required arguments were not provided:
+    // --summary", as if `open` always needed it.
+    let err = usage_error(&["open", "x.pickle", "--at", "oom"]);
+    assert!(
+        err.contains("--at applies to the text summary, not the viewer: add --summary"),
+        "{err}"
+    );
+    assert!(!err.contains("required arguments"), "{err}");
+    assert!(err.ends_with("(see 'vramtop open --help')\n"), "{err}");
+    let err = usage_error(&["open", "x.pickle", "--group", "function", "--top", "3"]);
+    assert!(
+        err.contains("--top and --group apply to the text summary"),
+        "{err}"
+    );
+}
+
+#[test]
 fn dashboard_options_before_a_command_are_refused_not_ignored() {
     let err = usage_error(&["--sim-memory", "24GiB", "demo"]);
     assert!(

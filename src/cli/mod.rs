@@ -390,6 +390,39 @@ pub fn size_arg(text: &str) -> Result<u64, String> {
     }
 }
 
+/// The options of `open` that only its `--summary` takes (each is
+/// `requires = "summary"` below).
+pub const SUMMARY_ONLY_OPTIONS: [&str; 5] = ["--json", "--top", "--no-trace", "--group", "--at"];
+
+/// The usage error of a summary-only option given to the viewer
+/// (`open FILE --at oom`), in place of clap's "the following required
+/// arguments were not provided: --summary", which reads as if `open`
+/// always needs `--summary`: the options of [`SUMMARY_ONLY_OPTIONS`] among
+/// `args` (the command line's arguments), and what they apply to. `None`
+/// when `args` has none of them.
+pub fn summary_only_message(args: &[String]) -> Option<String> {
+    let typed: Vec<&String> = args.iter().take_while(|a| *a != "--").collect();
+    let given: Vec<&str> = SUMMARY_ONLY_OPTIONS
+        .into_iter()
+        .filter(|option| {
+            typed.iter().any(|a| {
+                a.strip_prefix(option)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            })
+        })
+        .collect();
+    let (last, rest) = given.split_last()?;
+    let (named, verb) = if rest.is_empty() {
+        ((*last).to_string(), "applies")
+    } else {
+        (format!("{} and {last}", rest.join(", ")), "apply")
+    };
+    Some(format!(
+        "{named} {verb} to the text summary, not the viewer: add --summary \
+         (vramtop open FILE --summary {last} …)"
+    ))
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Compare two PyTorch memory snapshots (e.g. N steps apart), or two
@@ -1149,6 +1182,47 @@ fn man_page(command: Option<&str>) -> color_eyre::Result<ExitCode> {
 mod tests {
     use super::*;
     use clap::CommandFactory as _;
+
+    #[test]
+    fn every_summary_only_option_needs_summary_and_is_said_to_apply_to_it() {
+        for (option, value) in [
+            ("--json", None),
+            ("--top", Some("3")),
+            ("--no-trace", None),
+            ("--group", Some("function")),
+            ("--at", Some("oom")),
+        ] {
+            assert!(SUMMARY_ONLY_OPTIONS.contains(&option), "{option}");
+            let mut args = vec!["vramtop", "open", "x.pickle", option];
+            args.extend(value);
+            let e = Cli::try_parse_from(&args).expect_err(option);
+            assert_eq!(
+                e.kind(),
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "{option}"
+            );
+            args.push("--summary");
+            // --at conflicts with --no-trace, not with --summary.
+            assert!(Cli::try_parse_from(&args).is_ok(), "{option}");
+        }
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            summary_only_message(&args(&["open", "f", "--at=oom"])).as_deref(),
+            Some(
+                "--at applies to the text summary, not the viewer: add --summary \
+                 (vramtop open FILE --summary --at …)"
+            )
+        );
+        let both = summary_only_message(&args(&["open", "f", "--group", "function", "--top", "3"]));
+        assert!(
+            both.as_deref()
+                .is_some_and(|m| m.starts_with("--top and --group apply to the text summary")),
+            "{both:?}"
+        );
+        // A file named like an option after `--` is not one.
+        assert_eq!(summary_only_message(&args(&["open", "--", "--at"])), None);
+        assert_eq!(summary_only_message(&args(&["open", "--atom"])), None);
+    }
 
     #[test]
     fn a_simulated_gpu_smaller_than_its_context_is_refused() {
