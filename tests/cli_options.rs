@@ -176,6 +176,19 @@ fn a_summary_option_without_summary_says_it_applies_to_the_summary() {
 }
 
 #[test]
+fn diff_of_two_files_refuses_device_which_is_for_one_files_two_moments() {
+    // --device picks the GPU of `diff FILE --at A --at B`; with two files
+    // it was accepted and ignored.
+    let err = usage_error(&["diff", "a.pickle", "b.pickle", "--device", "0"]);
+    assert!(
+        err.contains("cannot be used with") && err.contains("'--device <N>'"),
+        "{err}"
+    );
+    let err = usage_error(&["diff", "a.pickle", "--device", "0"]);
+    assert!(err.contains("not provided"), "{err}");
+}
+
+#[test]
 fn dashboard_options_before_a_command_are_refused_not_ignored() {
     let err = usage_error(&["--sim-memory", "24GiB", "demo"]);
     assert!(

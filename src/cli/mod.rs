@@ -457,12 +457,16 @@ pub enum Command {
         at: Vec<At>,
         /// With --at: the GPU whose trace to compare (needed when several
         /// GPUs of the file have one).
+        // `conflicts_with`: clap skips the `requires` of an argument that
+        // conflicts with one given (AFTER conflicts with --at), so two
+        // files and --device were accepted and --device ignored.
         #[arg(
             long,
             value_name = "N",
             requires = "at",
             value_parser = u32_arg,
             allow_negative_numbers = true,
+            conflicts_with = "after",
             help_heading = "Two moments of one file"
         )]
         device: Option<u32>,
