@@ -419,6 +419,35 @@ fn the_block_detail_names_the_private_pool_of_its_segment_and_not_the_default_on
 }
 
 #[test]
+fn a_file_without_a_trace_says_what_would_have_given_one_for_how_it_was_recorded() {
+    // Both carry allocation stacks, so history was on: "record with
+    // _record_memory_history()" was wrong for them.
+    for (name, says) in [
+        (
+            "muduard_memory_snapshot.pkl",
+            [
+                "memory_snapshot()",
+                "torch.cuda.memory._dump_snapshot(FILE)",
+            ],
+        ),
+        (
+            "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle",
+            ["2.0", "trace_alloc_max_entries=N);"],
+        ),
+    ] {
+        let Some(v) = viewer(name) else {
+            return;
+        };
+        let screen = text(draw(&v, 160, 48).backend().buffer());
+        assert!(screen.contains("no trace:"), "{name}\n{screen}");
+        for word in says {
+            assert!(screen.contains(word), "{name}: {word}\n{screen}");
+        }
+        assert!(!screen.contains("to get one"), "{name}\n{screen}");
+    }
+}
+
+#[test]
 fn a_cpp_frame_without_a_file_or_line_reads_as_everywhere_else_in_the_block_detail() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

@@ -2093,6 +2093,7 @@ fn hand_built_snapshot_value() -> Value {
         skipped_trace_entries: 0,
         skipped_trace_actions: Default::default(),
         trace_not_read: false,
+        block_history: false,
     };
     parse(&vramtop::snapshot::snapshot_to_bytes(&snapshot)).unwrap()
 }

@@ -322,6 +322,7 @@ fn snapshot_with(segments: Vec<Segment>, trace: Vec<TraceEntry>) -> Snapshot {
         skipped_trace_entries: 0,
         skipped_trace_actions: Default::default(),
         trace_not_read: false,
+        block_history: false,
     }
 }
 

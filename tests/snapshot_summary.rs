@@ -326,6 +326,31 @@ fn summary_says_the_biggest_allocation_is_the_traces_not_the_files() {
 }
 
 #[test]
+fn summary_of_a_file_without_a_trace_says_what_would_have_given_one() {
+    for (name, says) in [
+        (
+            "muduard_memory_snapshot.pkl",
+            "(torch.cuda.memory_snapshot() gives the final state only: \
+             torch.cuda.memory._dump_snapshot(FILE) saves the trace with it)",
+        ),
+        (
+            "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle",
+            "(torch 2.0 keeps a trace only with \
+             _record_memory_history(True, trace_alloc_max_entries=N); from torch 2.1 \
+             _record_memory_history() keeps one)",
+        ),
+    ] {
+        let Some(path) = common::shared_snapshot(name) else {
+            return;
+        };
+        let (code, out, err) = vramtop(&["open", &path.display().to_string(), "--summary"]);
+        assert_eq!(code, 0, "{err}");
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(says), "{name}\n{out}");
+    }
+}
+
+#[test]
 fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
     let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
     else {

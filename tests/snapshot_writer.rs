@@ -54,7 +54,13 @@ fn every_shared_snapshot_reads_back_equal_after_writing() {
         return;
     };
     for (name, path) in shared_snapshots(&dir) {
-        let original = read(&path);
+        // The writer writes today's form (`frames`, `requested_size`), not
+        // torch 2.0's per-block `history`: the copies are of that form,
+        // whatever form the original was recorded in.
+        let original = vramtop::snapshot::Snapshot {
+            block_history: false,
+            ..read(&path)
+        };
         let written = snapshot_to_bytes(&original);
         let again = read_snapshot(&written).unwrap_or_else(|e| panic!("{name} written: {e}"));
         assert_eq!(again, original, "{name}");

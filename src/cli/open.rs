@@ -667,9 +667,11 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             line_under(
                 &mut out,
                 "  ",
-                "no trace of memory events for this GPU in the file: no peaks and no OOMs to \
-                 show, the sites are the final state's (a snapshot taken while \
-                 torch.cuda.memory._record_memory_history() is recording has one)",
+                &format!(
+                    "no trace of memory events for this GPU in the file: no peaks and no OOMs \
+                     to show, the sites are the final state's ({})",
+                    crate::ui::format::how_to_get_a_trace(report.no_trace)
+                ),
             );
         }
         if let Some(p) = &d.peaks {
@@ -867,6 +869,7 @@ mod tests {
             skipped_trace_entries: 0,
             skipped_trace_actions: Default::default(),
             trace_not_read: false,
+            block_history: false,
         };
         let sites = sites_of_snapshot(&snapshot, Some(0), Grouping::UserFrame);
         // One site listed, one left for the "more" row: both row kinds.

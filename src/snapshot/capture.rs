@@ -152,6 +152,7 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
         skipped_trace_entries: 0,
         skipped_trace_actions: Default::default(),
         trace_not_read: false,
+        block_history: false,
     }
 }
 

@@ -657,6 +657,7 @@ impl Reader {
                     skipped_trace_entries: reader.skipped_trace_entries,
                     skipped_trace_actions: reader.skipped_trace_actions.clone(),
                     trace_not_read: false,
+                    block_history: reader.saw_block_history,
                 })
             }
             Value::List(items) => {
@@ -691,6 +692,7 @@ fn segment_list_snapshot(segments: Vec<Segment>) -> Snapshot {
         skipped_trace_entries: 0,
         skipped_trace_actions: Default::default(),
         trace_not_read: false,
+        block_history: false,
     }
 }
 
@@ -766,6 +768,8 @@ struct Reader {
     block_slots: FxHashMap<u32, Vec<KeySlot>>,
     skipped_trace_entries: usize,
     skipped_trace_actions: UnknownActions,
+    /// A block with torch 2.0's `history` was read.
+    saw_block_history: bool,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
     keep_alive: bool,
@@ -1202,6 +1206,7 @@ impl Reader {
             let history_path = path.key("history");
             let last_history = match present(item, "history") {
                 Some(history) => {
+                    self.saw_block_history = true;
                     let entries = expect_list(history, &history_path)?;
                     match entries.last() {
                         Some(last) => {

@@ -1339,6 +1339,7 @@ mod tests {
             skipped_trace_entries: 0,
             skipped_trace_actions: Default::default(),
             trace_not_read: false,
+            block_history: false,
         }
     }
 

@@ -1225,6 +1225,48 @@ pub fn records_stacks(snapshot: &Snapshot) -> bool {
             .any(|e| !e.frames.is_empty())
 }
 
+/// What a GPU without trace events says of how its file was recorded: the
+/// advice on getting a trace depends on it (stacks alone do not mean that
+/// a trace was being kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoTraceCause {
+    /// `torch.cuda.memory_snapshot()`'s bare segment list: never a trace,
+    /// whatever was recorded.
+    SegmentList,
+    /// Torch 2.0's per-block history: it keeps a trace only with
+    /// `trace_alloc_max_entries` above its default of 1.
+    BlockHistory,
+    /// Stacks of the live blocks and no trace: history was recording the
+    /// state only (`enabled="state"`), or was stopped before the dump
+    /// (which drops the trace).
+    StateOnly,
+    /// No stacks and no trace: history was off.
+    HistoryOff,
+    /// Another GPU of the file has trace events: history was on, this GPU
+    /// had none.
+    OtherGpus,
+}
+
+/// The [`NoTraceCause`] of a GPU without trace events in `snapshot`.
+pub fn no_trace_cause(snapshot: &Snapshot) -> NoTraceCause {
+    let any_events = snapshot
+        .device_traces
+        .iter()
+        .flatten()
+        .any(|e| !super::types::is_marker(e.action));
+    if snapshot.format == super::types::SnapshotFormat::SegmentList {
+        NoTraceCause::SegmentList
+    } else if snapshot.block_history {
+        NoTraceCause::BlockHistory
+    } else if any_events {
+        NoTraceCause::OtherGpus
+    } else if records_stacks(snapshot) {
+        NoTraceCause::StateOnly
+    } else {
+        NoTraceCause::HistoryOff
+    }
+}
+
 /// Why blocks without a stack have none, given whether the file records
 /// stacks at all.
 pub fn no_stack_reason(records_stacks: bool) -> NoStackReason {

@@ -13,7 +13,8 @@ use super::invariants::{BackwardsTime, check_trace_times};
 use super::peak::{At, AtError, Moment, Peaks, peaks};
 use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
 use super::sites::{
-    Grouping, Site, Sites, sites_of_snapshot, sites_of_state, snapshot_no_stack_reason,
+    Grouping, NoTraceCause, Site, Sites, no_trace_cause, sites_of_snapshot, sites_of_state,
+    snapshot_no_stack_reason,
 };
 use super::types::{AllocatorSettings, Segment, Snapshot};
 use crate::alloc::advice::{OomCause, oom_cause};
@@ -470,6 +471,10 @@ pub struct SitesReport {
     /// Per device, ascending.
     pub sites: Vec<DeviceSites>,
     pub allocator_settings: Option<AllocatorSettings>,
+    /// For a device without trace events: what the file says of how it
+    /// was recorded (the text's advice on getting a trace).
+    #[serde(skip)]
+    pub no_trace: NoTraceCause,
 }
 
 /// The sites report of `snapshot`, `top` sites per moment.
@@ -640,6 +645,7 @@ fn report(
         top,
         sites,
         allocator_settings: snapshot.allocator_settings.clone(),
+        no_trace: no_trace_cause(snapshot),
     };
     (report, errors)
 }
@@ -706,6 +712,7 @@ mod tests {
             skipped_trace_entries: 0,
             skipped_trace_actions: Default::default(),
             trace_not_read: false,
+            block_history: false,
         };
         let s = summarize(&snapshot);
         assert_eq!(s.devices.len(), 2);
@@ -779,6 +786,7 @@ mod tests {
             skipped_trace_entries: 0,
             skipped_trace_actions: Default::default(),
             trace_not_read: false,
+            block_history: false,
         };
         let s = summarize(&snapshot);
         assert!(s.has_private_pools());

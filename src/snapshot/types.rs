@@ -88,6 +88,11 @@ pub struct Snapshot {
     /// trace of the file, if it has one, is not in `device_traces`.
     #[serde(skip)]
     pub trace_not_read: bool,
+    /// Torch 2.0's form: blocks carry a `history` of their uses instead of
+    /// `frames`. Such a torch records a trace only when
+    /// `trace_alloc_max_entries` is set, so its stacks do not mean a trace.
+    #[serde(skip)]
+    pub block_history: bool,
 }
 
 impl Snapshot {

@@ -109,6 +109,7 @@ pub fn mutated(data: &[u8]) -> Option<(Snapshot, &[u8])> {
             skipped_trace_entries: 0,
             skipped_trace_actions: Default::default(),
             trace_not_read: false,
+            block_history: false,
         }
     } else {
         bases[usize::from(bytes.u8()?) % bases.len()].clone()

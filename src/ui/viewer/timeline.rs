@@ -12,6 +12,7 @@ use super::status::trace_reading_text;
 use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::scrub::{MarkKind, Point};
+use crate::snapshot::sites::no_trace_cause;
 use crate::ui::chrome::{self, LegendForm, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
@@ -164,9 +165,10 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 "the trace could not be read, so the final state is all there is (no \
                  timeline, stepping or marks): {e}"
             ),
-            (None, None) => "no trace: the snapshot holds only its final state (record with \
-                     torch.cuda.memory._record_memory_history() to get one)"
-                .to_string(),
+            (None, None) => format!(
+                "no trace: the snapshot holds only its final state ({})",
+                format::how_to_get_a_trace(no_trace_cause(&v.scrub.snapshot))
+            ),
         };
         chrome::note_at(buf, inner, &note, theme.dim);
         theme.finish(area, buf);
