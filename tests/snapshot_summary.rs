@@ -351,6 +351,31 @@ fn summary_of_a_file_without_a_trace_says_what_would_have_given_one() {
 }
 
 #[test]
+fn file_line_sites_are_the_python_lines_not_the_interpreters_c_frame() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let args = [
+        "open",
+        &path,
+        "--summary",
+        "--group",
+        "file-line",
+        "--top",
+        "30",
+    ];
+    let (code, out, err) = vramtop(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("method_vectorcall"), "{out}");
+    assert!(!out.contains("descrobject.c"), "{out}");
+    assert!(
+        out.contains("trace_peak_memory.py:6 custom_softmax"),
+        "{out}"
+    );
+}
+
+#[test]
 fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
     let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
     else {

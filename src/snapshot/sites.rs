@@ -594,6 +594,24 @@ pub fn is_plumbing(f: &Frame) -> bool {
 /// threads record no Python frame): the autograd node when there is one
 /// (`BmmBackward0::apply`), else the first frame outside the allocator and
 /// the dispatch plumbing.
+/// A frame of CPython's own C source (`…/python-3.12.3/Objects/descrobject.c`
+/// `method_vectorcall_VARARGS_KEYWORDS`): the interpreter calling into an
+/// extension. It has a source line, unlike torch's C++ frames, so a
+/// `file:line` site would stop there and merge every Python line that
+/// calls the same kind of method. Its source folders are CPython's:
+/// `Objects`, `Python`, `Include`, `Modules`, `Parser`.
+pub fn is_interpreter(f: &Frame) -> bool {
+    let p = &*f.filename;
+    let c_source = p.ends_with(".c") || p.ends_with(".h");
+    c_source
+        && ["Objects/", "Python/", "Include/", "Modules/", "Parser/"]
+            .iter()
+            .any(|dir| {
+                p.match_indices(dir)
+                    .any(|(at, _)| at == 0 || p[..at].ends_with('/'))
+            })
+}
+
 /// A thread's entry point (libstdc++'s `execute_native_thread_routine`,
 /// glibc's `start_thread` and `clone`): the outermost frames of every
 /// stack of a C++ thread, such as autograd's backward threads. Often the
@@ -638,6 +656,7 @@ pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
                     && &*f.filename != "??"
                     && !is_allocator(f)
                     && !is_thread_entry(f)
+                    && !is_interpreter(f)
             })
             .or_else(user_or_fallback)
             .cloned()
@@ -1580,6 +1599,51 @@ mod tests {
             .expect("a site")
             .label();
         assert!(label.starts_with("train.py:7 step"), "{label}");
+    }
+
+    #[test]
+    fn a_file_line_site_is_never_a_frame_of_the_interpreters_c_source() {
+        // silmont: a tensor method called from Python. descrobject.c has a
+        // line, torch's C++ frames do not; two user lines calling methods
+        // were one "method_vectorcall_VARARGS_KEYWORDS" site.
+        let stack = |line| {
+            vec![
+                frame(
+                    "CUDACachingAllocator.cpp",
+                    0,
+                    "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(int)",
+                ),
+                frame(
+                    "python_variable_methods.cpp",
+                    0,
+                    "torch::autograd::THPVariable_max(_object*, _object*, _object*)",
+                ),
+                frame(
+                    "/usr/local/src/conda/python-3.12.3/Objects/descrobject.c",
+                    365,
+                    "method_vectorcall_VARARGS_KEYWORDS",
+                ),
+                frame("/home/me/trace_peak_memory.py", line, "custom_softmax"),
+            ]
+        };
+        let six = site_key(&stack(6), Grouping::FileLine).expect("a site");
+        let eight = site_key(&stack(8), Grouping::FileLine).expect("a site");
+        assert_eq!(six.label(), "trace_peak_memory.py:6 custom_softmax");
+        assert_ne!(six, eight);
+        for interpreter in [
+            "/usr/src/python/Python/ceval.c",
+            "Objects/call.c",
+            "/build/cpython/Include/internal/pycore_call.h",
+        ] {
+            assert!(is_interpreter(&frame(interpreter, 1, "f")), "{interpreter}");
+        }
+        for other in [
+            "/src/MyObjects/thing.c",
+            "Objects/model.py",
+            "BinaryOps.cpp",
+        ] {
+            assert!(!is_interpreter(&frame(other, 1, "f")), "{other}");
+        }
     }
 
     #[test]
