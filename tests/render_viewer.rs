@@ -448,6 +448,23 @@ fn a_file_without_a_trace_says_what_would_have_given_one_for_how_it_was_recorded
 }
 
 #[test]
+fn the_block_detail_counts_runpy_frames_as_the_launchers_not_the_allocators() {
+    // Yiyi's stacks end in python3.9/runpy.py: they were "2
+    // unwinder/allocator frames dropped".
+    let Some(mut v) = viewer("Yiyi-philosophy_LLM-inference_oom_snapshot.pickle") else {
+        return;
+    };
+    select_a_block_with_a_stack(&mut v);
+    let lines: Vec<String> = detail_lines(&v, 100)
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    let text = lines.join(" ");
+    assert!(text.contains("2 launcher frames (runpy) dropped"), "{text}");
+    assert!(!text.contains("unwinder/allocator"), "{text}");
+}
+
+#[test]
 fn a_cpp_frame_without_a_file_or_line_reads_as_everywhere_else_in_the_block_detail() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

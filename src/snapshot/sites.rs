@@ -472,8 +472,12 @@ pub struct FrameCounts {
     /// pane).
     pub cpp: usize,
     /// Frames never listed: the unwinder, the interpreter, the
-    /// dispatcher's boxing and registration, the caching allocator.
+    /// dispatcher's boxing and registration, the caching allocator, the
+    /// launcher.
     pub dropped: usize,
+    /// Of the dropped frames, the launcher's (runpy, the probe's
+    /// `__main__`): what ran the script, not the allocator's plumbing.
+    pub launcher: usize,
 }
 
 /// Which of the [`FrameCounts`] a frame is counted in.
@@ -482,10 +486,14 @@ enum FrameClass {
     Python,
     Cpp,
     Dropped,
+    /// Dropped too, counted apart ([`FrameCounts::launcher`]).
+    Launcher,
 }
 
 fn frame_class(f: &Frame) -> FrameClass {
-    if !is_listed(f) {
+    if is_launcher(f) {
+        FrameClass::Launcher
+    } else if !is_listed(f) {
         FrameClass::Dropped
     } else if is_python(f) {
         FrameClass::Python
@@ -501,6 +509,10 @@ fn count_classes(classes: impl Iterator<Item = FrameClass>) -> FrameCounts {
             FrameClass::Python => counts.python += 1,
             FrameClass::Cpp => counts.cpp += 1,
             FrameClass::Dropped => counts.dropped += 1,
+            FrameClass::Launcher => {
+                counts.dropped += 1;
+                counts.launcher += 1;
+            }
         }
     }
     counts
@@ -1519,7 +1531,8 @@ mod tests {
             FrameCounts {
                 python: 4,
                 cpp: 1,
-                dropped: 5
+                dropped: 5,
+                launcher: 0,
             }
         );
         assert_eq!(counts.python + counts.cpp + counts.dropped, s.len());
@@ -1527,6 +1540,16 @@ mod tests {
         assert_eq!(python, ["forward", "inner", "step", "<module>"]);
         let all = listed_frames(&s, true);
         assert_eq!(all.len(), counts.python + counts.cpp, "{all:?}");
+        // Yiyi's stacks end in python3.9's runpy: dropped, as launcher
+        // frames, not the allocator's.
+        s.push(frame("/usr/lib/python3.9/runpy.py", 87, "_run_code"));
+        s.push(frame(
+            "/usr/lib/python3.9/runpy.py",
+            197,
+            "_run_module_as_main",
+        ));
+        let counts = frame_counts(&s);
+        assert_eq!((counts.dropped, counts.launcher), (7, 2));
     }
 
     #[test]

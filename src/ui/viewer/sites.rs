@@ -87,12 +87,19 @@ fn stack_heading(c: FrameCounts, with_cpp: bool, cpp_key: &str) -> String {
 }
 
 /// "; N unwinder/allocator frames dropped" (nothing when none is), as the
-/// sites pane and the block detail word the frames never listed.
+/// sites pane and the block detail word the frames never listed; the
+/// launcher's frames (runpy) are named apart: they are not the
+/// allocator's.
 pub(super) fn dropped_note(c: FrameCounts) -> String {
-    if c.dropped == 0 {
-        return String::new();
+    let launcher = c.launcher.min(c.dropped);
+    let plumbing = c.dropped - launcher;
+    let launched = format::count_of(launcher, "launcher frame", "launcher frames");
+    match (plumbing, launcher) {
+        (0, 0) => String::new(),
+        (_, 0) => format!("; {plumbing} unwinder/allocator frames dropped"),
+        (0, _) => format!("; {launched} (runpy) dropped"),
+        (_, _) => format!("; {plumbing} unwinder/allocator and {launched} (runpy) dropped"),
     }
-    format!("; {} unwinder/allocator frames dropped", c.dropped)
 }
 
 /// The lines of an expanded site: what it is, its stack (Python frames,
@@ -430,6 +437,7 @@ mod tests {
             python: 3,
             cpp: 0,
             dropped: 2,
+            launcher: 0,
         };
         for with_cpp in [false, true] {
             assert_eq!(
@@ -441,10 +449,30 @@ mod tests {
             python: 3,
             cpp: 1,
             dropped: 0,
+            launcher: 0,
         };
         assert_eq!(
             stack_heading(both, false, "x"),
             "stack, innermost first (3 Python frames; 1 C++ frame hidden, x shows them):"
+        );
+        // The launcher's frames are not the allocator's.
+        let launched = FrameCounts {
+            python: 8,
+            cpp: 0,
+            dropped: 2,
+            launcher: 2,
+        };
+        assert_eq!(
+            stack_heading(launched, false, "x"),
+            "stack, innermost first (8 Python frames; 2 launcher frames (runpy) dropped):"
+        );
+        let mixed = FrameCounts {
+            launcher: 1,
+            ..python_only
+        };
+        assert_eq!(
+            dropped_note(mixed),
+            "; 1 unwinder/allocator and 1 launcher frame (runpy) dropped"
         );
     }
 
@@ -556,6 +584,7 @@ mod tests {
             python: 2,
             cpp: 3,
             dropped: 0,
+            launcher: 0,
         };
         assert!(stack_heading(counts, false, keys.cpp).contains("F7 shows them"));
     }
