@@ -376,6 +376,29 @@ fn file_line_sites_are_the_python_lines_not_the_interpreters_c_frame() {
 }
 
 #[test]
+fn the_sites_left_out_are_worded_alike_whether_some_are_listed_or_none() {
+    // Hyperion: "… more 11 sites" by default, "… in 7 sites" with --top 0.
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let path = path.display().to_string();
+    for top in ["10", "0"] {
+        let (code, out, err) = vramtop(&["open", &path, "--summary", "--top", top]);
+        assert_eq!(code, 0, "{err}");
+        // The sites' rest row, not the segment list's "… 624 more".
+        let rest: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains("  … ") && l.contains('%'))
+            .collect();
+        assert!(!rest.is_empty(), "--top {top}: {out}");
+        for row in rest {
+            assert!(row.ends_with(" sites not listed"), "--top {top}: {row}");
+        }
+    }
+}
+
+#[test]
 fn segsum_internal_share_never_reads_as_none_for_bytes_that_are_there() {
     let Some(path) = common::shared_snapshot("albi2_thesis-text-to-SQL_dump_snapshot.pickle")
     else {

@@ -536,11 +536,11 @@ pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
         }
     }
     if at.other_sites > 0 {
-        // With none listed (--top 0) they are not "more".
-        let more = if at.sites.is_empty() { "in" } else { "more" };
+        // One wording whether some are listed or none (--top 0): "not
+        // listed" is true of both, where "more" was not.
         let _ = writeln!(
             out,
-            "    {:>size_cells$} {:>5}% {:>6} {:<6}  … {more} {}",
+            "    {:>size_cells$} {:>5}% {:>6} {:<6}  … {} not listed",
             human_bytes(at.other_bytes),
             percent_of(at.other_bytes, at.allocated),
             at.other_blocks,
