@@ -29,6 +29,20 @@ pub fn cut_to(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// An I/O error as a one-line reason for people: "Is a directory", not
+/// "Is a directory (os error 21)". The error number is the system's, and
+/// says nothing the words do not.
+pub fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .unwrap_or(&text)
+            .to_string(),
+        None => text,
+    }
+}
+
 /// `text` with its control characters written as escapes (`\n`, `\t`,
 /// `\u{1b}`, `\u{7}`: as `escape_debug` writes them) and every other
 /// character kept: a terminal escape sequence in input shows as what

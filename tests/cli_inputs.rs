@@ -207,3 +207,24 @@ fn a_negative_or_garbled_top_is_a_count_error_and_json_refuses_ascii() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_folder_given_as_a_snapshot_is_said_without_the_systems_error_number() {
+    // "cannot read DIR: Is a directory (os error 21)": the number is the
+    // system's and says nothing the words do not.
+    let dir = std::env::temp_dir();
+    let dir = dir.display().to_string();
+    for args in [
+        &["open", &dir][..],
+        &["open", &dir, "--summary"],
+        &["replay", &dir],
+        &["diff", &dir, &dir],
+        &["--config", &dir, "--once"],
+    ] {
+        let (code, _, err) = common::run_vramtop(args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(": Is a directory"), "{args:?}: {err}");
+        assert!(!err.contains("os error"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}

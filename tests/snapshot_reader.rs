@@ -951,6 +951,17 @@ fn text_starting_with_an_opcode_no_pickle_can_start_with_is_not_a_pickle() {
         assert!(!err.contains("BINGET") && !err.contains("INST"), "{err}");
         assert!(err.contains("_dump_snapshot()"), "{err}");
     }
+    // A line longer than the quote ends in "…" inside it, with no byte
+    // count: "(25 bytes)" in the quote counted the line, not the 26-byte
+    // file.
+    let err = parse(b"hello world, not a pickle\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("it starts \"hello world, not a pickl…\"; a memory snapshot"),
+        "{err}"
+    );
+    assert!(!err.contains("bytes"), "{err}");
     // A protocol 0 pickle's first opcode still reads.
     assert!(parse(b"(lp0\nI1\na.").is_ok());
 }

@@ -109,7 +109,7 @@ pub fn read_file(path: &Path) -> Result<ConfigFile, ConfigFileError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError::Read {
         path: shown.clone(),
-        message: e.to_string(),
+        message: crate::quote::io_reason(&e),
     })?;
     parse_text(&shown, &text)
 }

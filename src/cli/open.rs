@@ -165,7 +165,11 @@ fn viewer(
     // which then fails on the same file, costs a second try.
     let readable = std::fs::File::open(file).and_then(|mut f| f.read(&mut [0u8; 1]));
     if let Err(e) = readable {
-        super::say_error(format_args!("cannot read {}: {e}", file.display()));
+        super::say_error(format_args!(
+            "cannot read {}: {}",
+            file.display(),
+            crate::quote::io_reason(&e)
+        ));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !std::io::stdout().is_terminal() {

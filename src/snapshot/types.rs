@@ -451,7 +451,7 @@ pub enum SnapshotError {
     #[error("{path}: {message}")]
     Field { path: String, message: String },
 
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {}", path.display(), crate::quote::io_reason(source))]
     Io {
         path: PathBuf,
         #[source]

@@ -611,12 +611,17 @@ pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     };
     if !hint.is_empty() {
         // Text needs no opcode names: what it starts with says it all.
+        // Its first 24 characters, "…" inside the quote where the line goes
+        // on: a byte count there read as part of the file, and counted
+        // the line, not the file.
         let start = String::from_utf8_lossy(&trimmed[..trimmed.len().min(64)]);
-        let start = start.lines().next().unwrap_or_default();
+        let line = start.lines().next().unwrap_or_default();
+        let shown: String = line.chars().take(24).collect();
+        let more = if shown.len() < line.len() { "…" } else { "" };
         return not_a_pickle(format!(
-            "{hint}it starts \"{}\"; a memory snapshot is the binary pickle \
+            "{hint}it starts \"{}{more}\"; a memory snapshot is the binary pickle \
              torch.cuda.memory._dump_snapshot() writes",
-            crate::quote::cut_to(start, 24)
+            crate::quote::escape_controls(&shown)
         ));
     }
     match name {
