@@ -1597,7 +1597,8 @@ fn a_transformer_step_refused_partway_is_said_refused_and_not_counted() {
     let first = malloc_sizes(&p.apply(StressAction::Allocate));
     p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
     assert_eq!(p.transformer_steps, 1);
-    let asked = malloc_sizes(&p.apply(StressAction::Allocate)).len();
+    let step = malloc_sizes(&p.apply(StressAction::Allocate));
+    let asked = step.len();
     // The worker's allocator ran out after 5 of the step's tensors.
     p.on_result(answer(
         StressOutcome::OutOfMemory {
@@ -1617,13 +1618,17 @@ fn a_transformer_step_refused_partway_is_said_refused_and_not_counted() {
     let said = p.message.clone().unwrap_or_default();
     assert!(
         said.starts_with(&format!(
-            "transformer step #2 refused, not counted (5 of {asked} tensors allocated): \
-             out of memory after 5 tensors: 32.0 MiB more could not be obtained"
+            "transformer step #2 refused, not counted (5 of {asked} tensors allocated; the \
+             next Allocate asks for the other {}): out of memory after 5 tensors: 32.0 MiB \
+             more could not be obtained",
+            asked - 5
         )),
         "{said}"
     );
+    // The next Allocate resumes the step: only the tensors it lacks.
+    let rest = malloc_sizes(&p.apply(StressAction::Allocate));
+    assert_eq!(rest, step[5..], "the 5 obtained are not asked for again");
     // The cap's refusal likewise; the settings line still names step #2.
-    p.apply(StressAction::Allocate);
     p.on_result(answer(
         StressOutcome::CapRefused {
             allocated: Vec::new(),
@@ -1633,19 +1638,55 @@ fn a_transformer_step_refused_partway_is_said_refused_and_not_counted() {
     ));
     assert_eq!(p.transformer_steps, 1);
     let said = p.message.clone().unwrap_or_default();
-    assert!(said.contains("refused, not counted (0 of "), "{said}");
+    assert!(
+        said.contains(&format!("refused, not counted (5 of {asked} ")),
+        "{said}"
+    );
     assert!(said.ends_with("cap 200 MiB refused 32 MiB"), "{said}");
     assert!(panel_row(&p, 110, 1).contains("pattern transformer step #2"));
     // A step that completes is said as done and counted.
-    p.apply(StressAction::Allocate);
+    assert_eq!(malloc_sizes(&p.apply(StressAction::Allocate)), step[5..]);
     p.on_result(answer(StressOutcome::Allocated(Vec::new()), 0));
     assert_eq!(p.transformer_steps, 2);
     let said = p.message.clone().unwrap_or_default();
     assert!(
-        said.starts_with("transformer step #2 done: allocated"),
+        said.starts_with(&format!(
+            "transformer step #2 done (the {} tensors it lacked): allocated",
+            asked - 5
+        )),
         "{said}"
     );
+    // The step after it is whole again.
+    assert_eq!(malloc_sizes(&p.apply(StressAction::Allocate)), step);
     assert!(first.len() > asked, "the first step carried the weights");
+}
+
+#[test]
+fn a_refused_transformer_step_starts_over_once_what_it_obtained_is_freed() {
+    let mut p = started(false, 80 * GIB);
+    p.pattern = Pattern::TransformerStep;
+    let first = malloc_sizes(&p.apply(StressAction::Allocate));
+    p.on_result(answer(
+        StressOutcome::CapRefused {
+            allocated: (0..3).map(tensor).collect(),
+            message: "cap refused".to_string(),
+        },
+        0,
+    ));
+    assert_eq!(malloc_sizes(&p.apply(StressAction::Allocate)), first[3..]);
+    p.on_result(answer(
+        StressOutcome::CapRefused {
+            allocated: Vec::new(),
+            message: "cap refused".to_string(),
+        },
+        0,
+    ));
+    // Freeing the step's first tensor leaves no step to resume.
+    let freed = p.tensors[0].address;
+    p.apply(StressAction::FreeOldest);
+    p.on_result(answer(StressOutcome::Freed(vec![freed]), 0));
+    assert_eq!(p.tensors.len(), 2);
+    assert_eq!(malloc_sizes(&p.apply(StressAction::Allocate)), first);
 }
 
 #[test]

@@ -183,6 +183,9 @@ pub struct StressPanel {
     /// The tensors the transformer step with the worker asks for, until
     /// its answer says whether it completed.
     pub transformer_step_sent: Option<usize>,
+    /// The ids of the tensors a refused transformer step obtained: the
+    /// next Allocate asks for the rest of that step while they all live.
+    pub transformer_step_obtained: Vec<u64>,
     /// The settings the worker's allocator runs under (`""`: PyTorch's
     /// defaults).
     pub settings: String,
@@ -258,6 +261,7 @@ impl Default for StressPanel {
             settings: String::new(),
             transformer_steps: 0,
             transformer_step_sent: None,
+            transformer_step_obtained: Vec::new(),
             count_index: DEFAULT_COUNT,
             pattern: Pattern::Fixed,
             rng: DEFAULT_SEED,
@@ -363,7 +367,19 @@ impl StressPanel {
     /// The sizes of the next allocation; advances the generator.
     fn next_sizes(&mut self) -> Vec<u64> {
         if self.pattern == Pattern::TransformerStep {
-            return transformer_step_sizes(self.transformer_steps == 0);
+            let mut sizes = transformer_step_sizes(self.transformer_steps == 0);
+            // A refused step is resumed where it stopped while what it
+            // obtained is still there; freed, the step starts over.
+            let obtained = &self.transformer_step_obtained;
+            let all_live = obtained
+                .iter()
+                .all(|id| self.tensors.iter().any(|t| t.id == *id));
+            if all_live && obtained.len() < sizes.len() {
+                sizes.drain(..obtained.len());
+            } else {
+                self.transformer_step_obtained.clear();
+            }
+            return sizes;
         }
         let size = self.size();
         (0..self.count())
@@ -748,16 +764,31 @@ impl StressPanel {
     /// Counts a transformer step that completed and says which it was; a
     /// refused one is said as refused, with how far it got, and not
     /// counted (the next Allocate tries the same step again).
-    fn say_step(&mut self, asked: usize, completed: bool, partial: Option<usize>) {
+    ///
+    /// `asked` tensors were sent, `first_id` is the id the first of the
+    /// ones obtained now got; the tensors an earlier refusal of the same
+    /// step obtained count towards it.
+    fn say_step(&mut self, asked: usize, completed: bool, partial: Option<usize>, first_id: u64) {
         let number = self.transformer_steps.saturating_add(1);
         let said = self.message.take().unwrap_or_default();
+        let before = self.transformer_step_obtained.len();
+        let whole = before.saturating_add(asked);
         let text = if completed {
             self.transformer_steps = number;
-            format!("transformer step #{number} done: {said}")
+            self.transformer_step_obtained.clear();
+            if before > 0 {
+                format!("transformer step #{number} done (the {asked} tensors it lacked): {said}")
+            } else {
+                format!("transformer step #{number} done: {said}")
+            }
         } else if let Some(got) = partial {
+            self.transformer_step_obtained
+                .extend((0..got as u64).map(|i| first_id.saturating_add(i)));
+            let have = self.transformer_step_obtained.len();
             format!(
-                "transformer step #{number} refused, not counted ({got} of {asked} tensors \
-                 allocated): {said}"
+                "transformer step #{number} refused, not counted ({have} of {whole} tensors \
+                 allocated; the next Allocate asks for the other {}): {said}",
+                whole.saturating_sub(have)
             )
         } else {
             said
@@ -818,6 +849,8 @@ impl StressPanel {
 
     fn take_result(&mut self, result: StressResult) {
         let before = self.figures;
+        // The id the tensors this answer brings start from.
+        let first_id = self.next_id;
         // Tensors a transformer step obtained before a refusal: `None` for
         // a step that completed (or no step).
         let step_partial = match &result.outcome {
@@ -920,6 +953,7 @@ impl StressPanel {
                 };
                 self.settings = settings;
                 self.transformer_steps = 0;
+                self.transformer_step_obtained.clear();
                 let cleared = self.clear_marks();
                 self.say(format!(
                     "freed {}, emptied the cache; fresh allocator with {shown}{cleared}",
@@ -935,6 +969,7 @@ impl StressPanel {
                 self.oom = None;
                 self.settings = settings;
                 self.transformer_steps = 0;
+                self.transformer_step_obtained.clear();
                 self.device = device;
                 let cleared = self.clear_marks();
                 match device {
@@ -1005,7 +1040,7 @@ impl StressPanel {
             }
         }
         if let Some(asked) = step {
-            self.say_step(asked, step_completed, step_partial);
+            self.say_step(asked, step_completed, step_partial, first_id);
         }
         self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
         self.busy = false;
