@@ -373,6 +373,12 @@ fn check_refuses_a_budget_below_what_it_allocates_in_one_line() {
         err.starts_with("vramtop: error: --budget 1 B is below the 70 MiB the check allocates"),
         "{err}"
     );
+    // The tensor the budget sizes is named by its least size: at the least
+    // budget it is 10 MiB, no larger than the ones before it.
+    assert!(
+        err.contains("then one of 10 MiB or more sized by the budget"),
+        "{err}"
+    );
     let (code, out, err) = vramtop(&["check", "--backend", "sim", "--budget", "70MiB"], None);
     assert_eq!(code, 0, "the least budget is enough: {out}\n{err}");
 }

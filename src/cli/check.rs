@@ -26,8 +26,8 @@ pub fn run(
 ) -> color_eyre::Result<ExitCode> {
     if budget < MIN_BUDGET_BYTES {
         super::say_error(format_args!(
-            "--budget {} is below the {} the check allocates at once (1 MiB, 10 MiB - 1, 37 MiB \
-             and a larger tensor); give {} or more",
+            "--budget {} is below the {} the check allocates at once (1 MiB, 10 MiB - 1 and \
+             37 MiB, then one of 10 MiB or more sized by the budget); give {} or more",
             human_bytes(budget),
             human_bytes(MIN_BUDGET_BYTES),
             human_bytes(MIN_BUDGET_BYTES)
