@@ -696,8 +696,10 @@ impl Keymap {
             )
         });
         // The dashboard's words for these keys name its process list and
-        // its filter, which the viewer has not.
+        // its filter, which the viewer has not (a digit selects the GPU,
+        // and no Processes pane follows it).
         let in_viewer = |action: Action| match action {
+            Action::SelectGpu(_) => "select GPU",
             Action::Back => "close help, the block detail, the sites pane or A/B",
             Action::Up => "previous block (GPUs pane: GPU; sites pane: site)",
             Action::Down => "next block (GPUs pane: GPU; sites pane: site)",
@@ -1588,6 +1590,28 @@ mod tests {
         assert_eq!(k.detail_help_rows().len(), DETAIL_BINDINGS.len());
         assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
         assert_eq!(k.viewer_help_rows().len(), k.viewer.len() + 8);
+    }
+
+    #[test]
+    fn the_viewers_help_says_what_a_digit_does_there_without_the_dashboards_processes_pane() {
+        let k = Keymap::default();
+        let rows = k.viewer_help_rows();
+        let digits = rows
+            .iter()
+            .find(|(keys, _)| *keys == GPU_DIGITS)
+            .map(|(_, what)| what.as_ref());
+        // The viewer has no Processes pane to follow the GPU.
+        assert_eq!(digits, Some("select GPU"));
+        assert!(
+            rows.iter().all(|(_, what)| !what.contains("Processes")),
+            "{rows:?}"
+        );
+        // The dashboard's help keeps its own words.
+        assert!(
+            Action::SelectGpu(0)
+                .describe()
+                .contains("Processes follows")
+        );
     }
 
     /// What the viewer's keys did when its dispatch was written out by hand.
