@@ -151,6 +151,35 @@ fn panes_left_on_the_files_final_state_by_an_inconsistent_trace_say_so_in_their_
 }
 
 #[test]
+fn at_80x24_the_segments_title_and_its_legend_share_their_row_with_border_between() {
+    // SnapViewer's file at its peak and start shows its final state, and
+    // "final state" made the title run into the legend: "22 bl█ allocated".
+    let Some(mut v) = viewer("snapviewer_memory.pickle") else {
+        return;
+    };
+    for key in [KeyCode::Char('P'), KeyCode::Home, KeyCode::End] {
+        press(&mut v, key);
+        let screen = text(draw(&v, 80, 24).backend().buffer());
+        let row = screen
+            .lines()
+            .find(|l| l.contains(" Segments "))
+            .unwrap_or_default();
+        assert_eq!(
+            row.contains("final state"),
+            v.shows_final_state,
+            "{key:?}: {screen}"
+        );
+        // The counts whole, then the border (at least one cell of it),
+        // then the legend whole.
+        let after = row.split("5 segments · 22 blocks ").nth(1);
+        assert!(
+            after.is_some_and(|a| a.starts_with('─') && a.ends_with("█ allocated ▓ free ▚ pending ")),
+            "{key:?}: {row}"
+        );
+    }
+}
+
+#[test]
 fn a_blocks_detail_gives_one_reason_for_its_missing_stack() {
     let Some(mut v) = viewer("snapviewer_memory.pickle") else {
         return;

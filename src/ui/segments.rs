@@ -190,14 +190,6 @@ impl Widget for SegmentsPane<'_> {
         let theme = self.theme;
         let g = theme.glyphs();
         let view = self.state.selected().and_then(|gpu| gpu.allocator.as_ref());
-        let mut detail = Vec::new();
-        if let Some(gpu) = self.state.selected() {
-            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
-        }
-        // Before the counts: a narrow title cuts its end.
-        for note in self.title_notes {
-            detail.push(Span::styled(format!(" · {note}"), theme.warning));
-        }
         let blocks: Vec<(usize, usize)> = view
             .map(|v| {
                 v.layout
@@ -207,32 +199,81 @@ impl Widget for SegmentsPane<'_> {
                     .collect()
             })
             .unwrap_or_default();
-        if let Some(v) = view {
-            detail.push(Span::styled(
-                format!(
-                    " · {} · {}",
-                    format::count_of(v.layout.len(), "segment", "segments"),
-                    format::count_of(blocks.len(), "block", "blocks")
-                ),
-                theme.dim,
-            ));
-        }
-        let mut block = pane_block(
-            Pane::Segments,
-            detail,
-            self.state.ui.focus == Pane::Segments,
-            self.left_border,
-            theme,
-        );
-        if area.width >= LEGEND_WIDTH && view.is_some() {
-            let legend = Line::from(vec![
+        let gpu = self
+            .state
+            .selected()
+            .map(|gpu| Span::styled(format!("GPU {}", gpu.index()), theme.text));
+        let counts = view.map(|v| {
+            format!(
+                "{} · {}",
+                format::count_of(v.layout.len(), "segment", "segments"),
+                format::count_of(blocks.len(), "block", "blocks")
+            )
+        });
+        // The GPU, the notes (before the counts: a narrow title cuts its
+        // end), the counts, each after " · " but the first.
+        let detail = |with_gpu: bool| {
+            let parts = (gpu.clone().filter(|_| with_gpu).into_iter())
+                .chain(
+                    self.title_notes
+                        .iter()
+                        .map(|n| Span::styled(n.clone(), theme.warning)),
+                )
+                .chain(counts.clone().map(|c| Span::styled(c, theme.dim)));
+            let mut spans: Vec<Span<'static>> = Vec::new();
+            for part in parts {
+                if !spans.is_empty() {
+                    spans.push(Span::styled(" · ", part.style));
+                }
+                spans.push(part);
+            }
+            spans
+        };
+        let legend = (area.width >= LEGEND_WIDTH && view.is_some()).then(|| {
+            Line::from(vec![
                 Span::styled(g.allocated, theme.allocated),
                 Span::raw(" allocated "),
                 Span::styled(g.cached_free, theme.cached_free),
                 Span::raw(" free "),
                 Span::styled(g.pending_free, theme.pending_free),
                 Span::raw(" pending "),
-            ]);
+            ])
+        });
+        // The title and the legend share the top border with at least one
+        // cell of it between them: where they do not fit, the GPU gives
+        // way first when there are notes (the GPUs pane and the panes
+        // beside name it, as the fragmentation pane's title leaves it),
+        // then the legend; a title longer than the row alone is cut with
+        // "…". Drawn over each other, the counts ran into the legend
+        // ("22 bl█ allocated").
+        let row = usize::from(area.width.saturating_sub(u16::from(self.left_border)));
+        let title_w = |spans: &[Span<'_>]| {
+            let detail: usize = spans.iter().map(Span::width).sum();
+            // " Segments " and, with a detail, a space either side of it.
+            Pane::Segments.title().chars().count() + 2 + if detail > 0 { detail + 2 } else { 0 }
+        };
+        let legend_w = legend.as_ref().map(Line::width);
+        let may_drop_gpu = gpu.is_some() && !self.title_notes.is_empty();
+        let choices = [(true, true), (false, true), (true, false), (false, false)];
+        let (with_gpu, with_legend) = choices
+            .into_iter()
+            .filter(|&(g, l)| (g || may_drop_gpu) && (!l || legend_w.is_some()))
+            .find(|&(g, l)| {
+                let w = title_w(&detail(g));
+                match legend_w.filter(|_| l) {
+                    Some(lw) => w + 1 + lw <= row,
+                    None => w <= row,
+                }
+            })
+            .unwrap_or((!may_drop_gpu, false));
+        let mut block = pane_block(
+            Pane::Segments,
+            detail(with_gpu),
+            self.state.ui.focus == Pane::Segments,
+            self.left_border,
+            theme,
+        );
+        if let Some(legend) = legend.filter(|_| with_legend) {
             block = block.title(legend.right_aligned());
         }
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
