@@ -1209,3 +1209,53 @@ fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path
     assert!(text.contains(&path), "{wide}");
     assert!(text.contains("--record-history"), "{wide}");
 }
+
+#[test]
+fn a_snapshot_notes_elided_path_keeps_its_end_whole_beside_the_rows_ran_out_marker() {
+    let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
+    let mut f = probed_flow(&dir);
+    // The fallback banner of a machine without a GPU: a third message
+    // where 80×24 has two rows for them, so the last ends in "…".
+    f.dash.state_mut().status.banner =
+        Some("showing 1 simulated GPU: nvml is not available (libnvidia-ml.so.1 not found)".into());
+    let name = "vm-21525-rankx-20261206T215639Z-demand.pickle";
+    // Longer than a 120-column row.
+    let path = format!(
+        "/scratch/experiments/2026-12-06/llama-70b-finetune/run-17/outputs/state/vramtop/snapshots/{name}"
+    );
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 21525,
+            path: std::path::PathBuf::from(&path),
+            has_trace: true,
+        },
+    );
+    oom_now(&mut f, &oom);
+    let screen = f.screen(80, 24);
+    let note = row_of(&screen, "snapshot of pid 21525 (o opens it)");
+    let note_row = screen.lines().nth(note).unwrap_or_default();
+    let note_row = note_row.trim_matches('"').trim_end();
+    assert!(note_row.contains(": …/vm-21525-"), "{screen}");
+    // The marker that more messages are left out follows the path, which
+    // keeps its end: it cut ".pickle" to ".pickl…".
+    assert!(note_row.ends_with('…'), "the rows ran out:\n{screen}");
+    assert!(
+        note_row
+            .trim_end_matches('…')
+            .trim_end()
+            .ends_with("-demand.pickle"),
+        "{note_row}"
+    );
+    assert!(note_row.chars().count() <= 80, "one row: {note_row}");
+    // At 120×40 the whole path wraps before its file name, not inside it.
+    let wide = f.screen(120, 40);
+    let rows: Vec<&str> = wide
+        .lines()
+        .skip_while(|l| !l.contains("snapshot of pid 21525"))
+        .map(|l| l.trim_matches('"').trim_end())
+        .collect();
+    let text: String = rows.concat();
+    assert!(text.contains(&path), "{wide}");
+    assert!(rows.iter().any(|r| r.contains(name)), "{wide}");
+}

@@ -848,8 +848,8 @@ fn screen_after_capture(
 }
 
 /// The status line's text from the row where `first` is on, its rows run
-/// together: a path wider than a row is broken at the row's end and goes on
-/// on the next one.
+/// together: a path wider than a row is broken after a folder's slash and
+/// goes on on the next one.
 fn status_text_from(screen: &str, first: &str) -> String {
     screen
         .lines()
@@ -862,10 +862,11 @@ fn status_text_from(screen: &str, first: &str) -> String {
 fn capture_note_says_the_key_first_and_its_whole_path_where_the_rows_allow() {
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/someone/.local/state/vramtop/snapshots/node7-17-rank3-20261202T002819Z-demand.pickle";
-    // 80×24 gives the messages two rows, and the path broken at the row's
-    // end takes three: the note goes in one; 120×40 has rows for it.
+    // 80×24 gives the messages two rows: the note with its folders on the
+    // first and its name on the second fits them, and with the caveat it
+    // takes more and goes in one; 120×40 has rows for both.
     for (size, has_trace, whole) in [
-        ((80, 24), true, false),
+        ((80, 24), true, true),
         ((80, 24), false, false),
         ((120, 40), true, true),
         ((120, 40), false, true),
@@ -906,17 +907,30 @@ fn capture_note_of_a_long_host_and_pid_keeps_every_part_of_the_name_where_rows_a
         let text = status_text_from(&screen, "snapshot of pid 4321");
         assert!(text.contains(long), "has_trace {has_trace}: {screen}");
         assert!(!text.contains('…'), "has_trace {has_trace}: {screen}");
-        // At 80×24, in one row, the name's start and end.
+        // At 80×24 the note's two rows: its folders on the first, its name
+        // whole on the second; with the caveat, in one row, the name's start
+        // and end.
         let screen = screen_after_capture(&mut state, long, has_trace, (80, 24));
         let note = screen
             .lines()
             .find(|l| l.contains("snapshot of pid 4321"))
             .unwrap_or_default()
             .trim_end();
-        assert!(
-            note.contains("…/gpu-node-a100-") && note.ends_with("demand.pickle"),
-            "has_trace {has_trace}: {screen}"
-        );
+        if has_trace {
+            let text = status_text_from(&screen, "snapshot of pid 4321");
+            assert!(text.contains(long), "{screen}");
+            assert!(
+                note.ends_with("/snapshots/")
+                    && screen
+                        .contains("gpu-node-a100-017-4321-rankx-20261206T082052Z-demand.pickle"),
+                "{screen}"
+            );
+        } else {
+            assert!(
+                note.contains("…/gpu-node-a100-") && note.ends_with("demand.pickle"),
+                "{screen}"
+            );
+        }
     }
 }
 

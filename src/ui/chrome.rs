@@ -446,20 +446,36 @@ pub(crate) fn message_lines(
     rows.truncate(max_rows);
     let mut lines: Vec<Line<'static>> = rows.into_iter().map(Line::from).collect();
     if more && let Some(last) = lines.last_mut() {
-        // An "…" says the rows ran out: after the last row's text, or in
-        // its last cell where the row is full.
+        // An "…" says the rows ran out: after the last row's text and a
+        // space ([`MORE_MARK_CELLS`]; so it is not read as the end of a
+        // word or a file name cut short), or in its last cell where the
+        // row has no room for both.
         let style = last.spans.last().map_or_else(Style::default, |s| s.style);
-        last.spans.push(Span::styled("…", style));
+        let mark = if last.width() + usize::from(MORE_MARK_CELLS) <= cells {
+            " …"
+        } else {
+            "…"
+        };
+        last.spans.push(Span::styled(mark, style));
         *last = fit(last, width);
     }
     lines
 }
 
+/// The cells the "rows ran out" mark of [`message_lines`] takes after a
+/// row's text: a space and "…". A one-row wording made that much narrower
+/// than the row keeps its end whole beside it.
+pub(crate) const MORE_MARK_CELLS: u16 = 2;
+
 /// [`wrap`], with a word wider than the line broken at the line's end
 /// rather than left to be cut (what follows it goes on after its last
-/// piece): every cell of `text` is on some line.
+/// piece): every cell of `text` is on some line. A path wider than the
+/// line is broken after its folders' slashes, its first folders on the
+/// line before where they fit, so that its file name stays whole where it
+/// fits a line ("…/snapshots/" then "vm-17-demand.pickle"): broken at the
+/// line's end, a snapshot's name read "…20261206T2" over "15639Z-…".
 pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
-    use unicode_width::{UnicodeWidthChar as _, UnicodeWidthStr as _};
+    use unicode_width::UnicodeWidthStr as _;
     let cells = usize::from(width.max(1));
     let mut lines = Vec::new();
     let mut current = String::new();
@@ -472,26 +488,66 @@ pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
             current.push_str(word);
             continue;
         }
+        let mut rest = word;
         if !current.is_empty() {
+            // A longer word's first folders may join this line.
+            let room = cells.saturating_sub(current.width() + 1);
+            if word.width() > cells
+                && let Some(at) = slash_cut(rest, room)
+            {
+                current.push(' ');
+                current.push_str(&rest[..at]);
+                rest = &rest[at..];
+            }
             lines.push(std::mem::take(&mut current));
         }
         // A word that fits a line of its own starts one; a longer one
         // fills lines, its last piece left for what follows.
-        let mut used = 0usize;
-        for c in word.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w > cells && !current.is_empty() {
-                lines.push(std::mem::take(&mut current));
-                used = 0;
-            }
-            current.push(c);
-            used += w;
+        while rest.width() > cells {
+            let at = slash_cut(rest, cells).unwrap_or_else(|| width_cut(rest, cells));
+            lines.push(rest[..at].to_string());
+            rest = &rest[at..];
         }
+        current.push_str(rest);
     }
     if !current.is_empty() {
         lines.push(current);
     }
     lines
+}
+
+/// The byte offset just past the last `/` of `word` within its first
+/// `cells` cells, where something of `word` follows it (`None`: no such
+/// slash).
+fn slash_cut(word: &str, cells: usize) -> Option<usize> {
+    use unicode_width::UnicodeWidthChar as _;
+    let mut used = 0usize;
+    let mut cut = None;
+    for (at, c) in word.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > cells {
+            break;
+        }
+        let end = at + c.len_utf8();
+        if c == '/' && end < word.len() {
+            cut = Some(end);
+        }
+    }
+    cut
+}
+
+/// The byte offset just past the characters of `word` within `cells`
+/// cells, at least one character (a wide one in a one-cell line).
+fn width_cut(word: &str, cells: usize) -> usize {
+    use unicode_width::UnicodeWidthChar as _;
+    let mut used = 0usize;
+    for (at, c) in word.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > cells && at > 0 {
+            return at;
+        }
+    }
+    word.len()
 }
 
 /// `text` padded with spaces on the left to `width` characters (cut with
@@ -569,19 +625,31 @@ mod tests {
                 "were read",
             ]
         );
-        // A word wider than the row (a path) is broken at the row's end:
-        // nothing of it is lost.
+        // A word wider than the row (a path) is broken after its
+        // folders' slashes, its first on the row before: nothing of it is
+        // lost, and its file name is whole. It read "/some/snapshot.pickl"
+        // over "e failed".
         let path = Span::raw("open /a/very/long/path/to/some/snapshot.pickle failed");
         let lines = texts(&message_lines(&[path], &sep, 20, 10));
         assert_eq!(
             lines,
             [
-                "open",
-                "/a/very/long/path/to",
-                "/some/snapshot.pickl",
-                "e failed"
+                "open /a/very/long/",
+                "path/to/some/",
+                "snapshot.pickle",
+                "failed"
             ]
         );
+        // A word without a slash, or a name wider than the row, is broken
+        // at the row's end.
+        let word = Span::raw("see /x/an-extremely-long-file-name.pickle now");
+        let lines = texts(&message_lines(&[word], &sep, 20, 10));
+        assert_eq!(
+            lines,
+            ["see /x/", "an-extremely-long-fi", "le-name.pickle now"]
+        );
+        let lines = texts(&message_lines(&[Span::raw("abcdefghij")], &sep, 4, 10));
+        assert_eq!(lines, ["abcd", "efgh", "ij"]);
     }
 
     #[test]
@@ -590,6 +658,11 @@ mod tests {
         let lines = message_lines(&[long], &Span::raw(" · "), 10, 2);
         assert_eq!(texts(&lines), ["one two", "three fou…"]);
         assert!(lines.iter().all(|l| l.width() <= 10));
+        // Where the last row has room, the mark follows a space: after a
+        // file name, "a.pickle…" read as a name cut short.
+        let items = [Span::raw("a.pickle"), Span::raw("more")];
+        let lines = message_lines(&items, &Span::raw(" · "), 10, 1);
+        assert_eq!(texts(&lines), ["a.pickle …"]);
         assert_eq!(message_rows_cap(40), 10);
         assert_eq!(message_rows_cap(3), 1);
     }

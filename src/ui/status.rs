@@ -101,11 +101,19 @@ impl<'a> StatusLine<'a> {
         let fewer: Vec<Span<'static>> =
             messages.iter().filter(|m| !m.detail).map(one_row).collect();
         let rows = |spans: &[Span<'static>]| chrome::message_lines(spans, &sep, width, usize::MAX);
-        let fits = [&whole, &short]
+        if let Some(fits) = [&whole, &short, &fewer]
             .into_iter()
             .find(|spans| rows(spans).len() <= cap)
-            .unwrap_or(&fewer);
-        chrome::message_lines(fits, &sep, width, cap)
+        {
+            return chrome::message_lines(fits, &sep, width, cap);
+        }
+        // The rows run out and the last ends in " …": the one-row
+        // wordings leave it its cells, or it took the last of a row a
+        // path's elision had filled (".pickl…").
+        let narrower = self.problems(usize::from(width.saturating_sub(chrome::MORE_MARK_CELLS)));
+        let fewer: Vec<Span<'static>> =
+            narrower.iter().filter(|m| !m.detail).map(one_row).collect();
+        chrome::message_lines(&fewer, &sep, width, cap)
     }
 
     /// The variants of the facts (backend, interval, samples, dropped),
