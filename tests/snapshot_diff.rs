@@ -574,7 +574,7 @@ fn diff_at_names_a_moment_past_the_end_a_missing_oom_or_trace_in_one_line() {
         ),
         (
             vec!["open", &no_trace, "--summary", "--at", "peak"],
-            "file holds its final state only (--at end;",
+            "file holds its final state only, which --at end names (",
         ),
         (
             vec!["open", &path, "--summary", "--no-trace", "--at", "oom"],
@@ -717,4 +717,123 @@ fn at_end_answers_for_a_file_without_a_trace_or_read_with_no_trace() {
         out.contains("before: the end (the file's own state) (--at end)"),
         "{out}"
     );
+}
+
+/// A file with no segment and no trace, as `pickle.dump({'segments': [],
+/// 'device_traces': []}, f, protocol=2)` writes it.
+const EMPTY_PICKLE: &[u8] = b"\x80\x02}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02X\r\x00\x00\x00\
+device_tracesq\x03]q\x04u.";
+
+#[test]
+fn at_end_of_a_file_with_no_gpu_answers_with_nothing_allocated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let empty = dir.path().join("empty.pickle");
+    std::fs::write(&empty, EMPTY_PICKLE).expect("write");
+    let empty = empty.display().to_string();
+    for args in [
+        vec!["open", &empty, "--summary", "--at", "end"],
+        vec!["open", &empty, "--summary", "--no-trace", "--at", "end"],
+    ] {
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert!(
+            unwrapped(&out).contains(
+                "at the end (the file's own state) (--at end): nothing allocated, the file has \
+                 no GPU"
+            ),
+            "{args:?}: {out}"
+        );
+        let mut json_args = args.clone();
+        json_args.push("--json");
+        let (code, out, err) = common::run_vramtop(&json_args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["sites"], serde_json::json!([]), "{out}");
+    }
+    // A moment of the trace is still refused, and never by suggesting
+    // the very option given.
+    let (code, _, err) = common::run_vramtop(&["open", &empty, "--summary", "--at", "3"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--at 3 names a moment of the trace"), "{err}");
+    // Two moments of no GPU: said, not "the file has GPUs : --device N".
+    for args in [
+        vec!["diff", &empty, "--at", "end", "--at", "end"],
+        vec![
+            "diff", &empty, "--at", "end", "--at", "end", "--device", "0",
+        ],
+    ] {
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("the file has no GPU (no segment, no trace)"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("--device N"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn at_a_moment_of_a_file_without_a_trace_gives_the_summarys_advice_for_it() {
+    for (name, advice) in [
+        (
+            "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle",
+            "_record_memory_history(True, trace_alloc_max_entries=N)",
+        ),
+        ("muduard_memory_snapshot.pkl", "_dump_snapshot(FILE)"),
+    ] {
+        let Some((path, _)) = shared(name) else {
+            continue;
+        };
+        let (_, summary, _) = common::run_vramtop(&["open", &path, "--summary"], None);
+        assert!(unwrapped(&summary).contains(advice), "{name}: {summary}");
+        for args in [
+            vec!["open", &path, "--summary", "--at", "5"],
+            vec!["diff", &path, "--at", "start", "--at", "end"],
+        ] {
+            let (code, _, err) = common::run_vramtop(&args, None);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(err.contains(advice), "{args:?}: {err}");
+            assert!(!err.contains("is recording has a trace"), "{args:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn at_end_of_a_file_without_a_trace_says_it_is_the_state_listed_not_lists_it_again() {
+    let cases = [
+        ("muduard_memory_snapshot.pkl", false),
+        ("silmont_mem_snapshot.pickle", true),
+    ];
+    for (name, no_trace) in cases {
+        let Some((path, _)) = shared(name) else {
+            continue;
+        };
+        let mut args = vec!["open", path.as_str(), "--summary", "--at", "end"];
+        if no_trace {
+            args.push("--no-trace");
+        }
+        let (code, out, err) = common::run_vramtop(&args, None);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let plain_args: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| *a != "--at" && *a != "end")
+            .collect();
+        let (_, plain, _) = common::run_vramtop(&plain_args, None);
+        // Every site line of the summary's "at the end", no more.
+        let site_lines = |text: &str| {
+            text.lines()
+                .filter(|l| l.contains('%') && l.contains("block"))
+                .count()
+        };
+        assert!(site_lines(&plain) > 0, "{plain}");
+        assert_eq!(site_lines(&out), site_lines(&plain), "{args:?}: {out}");
+        assert!(
+            unwrapped(&out).contains("(--at end): ")
+                && unwrapped(&out).contains("reserved, the state listed above"),
+            "{args:?}: {out}"
+        );
+    }
 }

@@ -21,7 +21,9 @@ use crate::snapshot::diff::{
 };
 use crate::snapshot::peak::{At, AtError, Highest, Moment};
 use crate::snapshot::scrub::{DeviceScrub, scrub_devices};
-use crate::snapshot::sites::{Grouping, NoStackReason, Sites, snapshot_no_stack_reason};
+use crate::snapshot::sites::{
+    Grouping, NoStackReason, Sites, no_trace_cause, snapshot_no_stack_reason,
+};
 use crate::snapshot::summary::SitesAt;
 use serde::Serialize;
 use std::sync::Arc;
@@ -264,6 +266,13 @@ enum MomentsError {
     WhichEnd { have: Vec<u32> },
     #[error("GPU {device} is not in the file (GPUs in it: {})", list(have))]
     NoSuchGpu { device: u32, have: Vec<u32> },
+    /// `--at end --at end` of a file with no segment and no trace: no
+    /// GPU's final state to name the comparison after.
+    #[error(
+        "the file has no GPU (no segment, no trace): its final state holds nothing, so there is \
+         nothing to compare"
+    )]
+    NoGpu,
 }
 
 fn list(devices: &[u32]) -> String {
@@ -290,9 +299,14 @@ fn compare_moments(
     let (device, trace) = match (device, traced.as_slice()) {
         (_, []) if !both_end => {
             let at = if at.0 == At::End { at.1 } else { at.0 };
-            return Err(AtError::NoTrace { at }.into());
+            return Err(AtError::NoTrace {
+                at,
+                cause: no_trace_cause(snapshot),
+            }
+            .into());
         }
         (None, [only]) => (only.0, Some(only.1)),
+        (_, []) if all.is_empty() => return Err(MomentsError::NoGpu),
         (None, []) => match all.as_slice() {
             [only] => *only,
             _ => {

@@ -108,6 +108,18 @@ pub fn run(
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         let mut text = render_summary(&super::input_name(file), &report);
+        if options.at == Some(At::End) && sites.sites.is_empty() {
+            // No GPU, so no per-GPU sites to list the end under: the end
+            // still answers, with the nothing the file holds.
+            line_under(
+                &mut text,
+                "allocation sites: ",
+                &format!(
+                    "at {} (--at end): nothing allocated, the file has no GPU",
+                    moment(None, 0, None, None)
+                ),
+            );
+        }
         text.push_str(&render_sites(&sites, trace_read, snapshot.format));
         if !trace_read {
             let body = NO_TRACE_UNCHECKED.trim_start_matches("note: ");
@@ -440,6 +452,12 @@ pub(crate) fn moment(
     out
 }
 
+/// Whether two moments' sites read the same in the text: the same bytes
+/// allocated, the same sites listed and the same left out.
+fn same_sites(a: &SitesAt, b: &SitesAt) -> bool {
+    a.allocated == b.allocated && a.sites == b.sites && a.other_bytes == b.other_bytes
+}
+
 /// "block" or "blocks" after a count of `n`.
 fn blocks_word(n: u64) -> &'static str {
     if n == 1 { "block" } else { "blocks" }
@@ -674,7 +692,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 &format!(
                     "no trace of memory events for this GPU in the file: no peaks and no OOMs \
                      to show, the sites are the final state's ({})",
-                    crate::ui::format::how_to_get_a_trace(report.no_trace)
+                    report.no_trace.how_to_get_a_trace()
                 ),
             );
         }
@@ -714,9 +732,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
         if let Some(at) = &d.at_peak_allocated {
             // The same blocks as at the end (a trace that changed nothing
             // the sites show): said, not listed twice.
-            let as_at_end = at.allocated == d.at_end.allocated
-                && at.sites == d.at_end.sites
-                && at.other_bytes == d.at_end.other_bytes;
+            let as_at_end = same_sites(at, &d.at_end);
             line_under(
                 &mut out,
                 "  ",
@@ -774,17 +790,29 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             } else {
                 format!(" (--at {})", at.asked)
             };
+            // The end of a file without a trace is the state listed at
+            // the end, and a moment whose blocks are the end's lists the
+            // end's sites: said, not listed twice.
+            let listed = if at.sites.cursor.is_none() {
+                ", the state listed above"
+            } else if same_sites(&at.sites, &d.at_end) {
+                ", the same sites as at the end"
+            } else {
+                ""
+            };
             line_under(
                 &mut out,
                 "  ",
                 &format!(
-                    "at {}{asked}: {} allocated, {} reserved",
+                    "at {}{asked}: {} allocated, {} reserved{listed}",
                     moment(at.sites.cursor, d.events, at.sites.time_us, t0),
                     human_bytes(at.sites.allocated),
                     human_bytes(at.reserved)
                 ),
             );
-            render_sites_at(&mut out, &at.sites);
+            if listed.is_empty() {
+                render_sites_at(&mut out, &at.sites);
+            }
         }
         if !trace_read {
             line_under(

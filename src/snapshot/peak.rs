@@ -170,12 +170,16 @@ pub enum AtError {
     NoOom { device: u32 },
     /// `at` is a moment of the trace (not `end`, which every file has)
     /// and the file has none.
+    /// `cause` picks the advice on recording one, the summary's.
     #[error(
         "no trace of memory events in the file: --at {at} names a moment of the trace, and the \
-         file holds its final state only (--at end; a snapshot taken while \
-         torch.cuda.memory._record_memory_history() is recording has a trace)"
+         file holds its final state only, which --at end names ({})",
+        cause.how_to_get_a_trace()
     )]
-    NoTrace { at: At },
+    NoTrace {
+        at: At,
+        cause: super::sites::NoTraceCause,
+    },
     /// `at` is a moment of the trace and `--no-trace` did not read it.
     #[error(
         "the trace was not read (--no-trace): --at {at} names a moment of it; --at end is the \

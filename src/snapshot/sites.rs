@@ -1278,6 +1278,32 @@ pub enum NoTraceCause {
     OtherGpus,
 }
 
+impl NoTraceCause {
+    /// How to record a trace, for a file (or GPU) without one, by what the
+    /// file says of how it was recorded: the summary's advice, and the
+    /// advice of an `--at` that names a moment of a trace the file lacks.
+    pub fn how_to_get_a_trace(self) -> &'static str {
+        match self {
+            Self::SegmentList => {
+                "torch.cuda.memory_snapshot() gives the final state only: \
+                 torch.cuda.memory._dump_snapshot(FILE) saves the trace with it"
+            }
+            Self::BlockHistory => {
+                "torch 2.0 keeps a trace only with \
+                 _record_memory_history(True, trace_alloc_max_entries=N); \
+                 from torch 2.1 _record_memory_history() keeps one"
+            }
+            Self::StateOnly => {
+                "the live blocks' stacks but no trace: dump while \
+                 _record_memory_history() records, with enabled=\"all\" (the default; \
+                 \"state\" keeps no trace, and stopping it drops the trace)"
+            }
+            Self::HistoryOff => "record with torch.cuda.memory._record_memory_history() to get one",
+            Self::OtherGpus => "history was on; this GPU had no memory events while it recorded",
+        }
+    }
+}
+
 /// The [`NoTraceCause`] of a GPU without trace events in `snapshot`.
 pub fn no_trace_cause(snapshot: &Snapshot) -> NoTraceCause {
     let any_events = snapshot

@@ -486,7 +486,8 @@ pub fn sites_report(snapshot: &Arc<Snapshot>, grouping: Grouping, top: usize) ->
 /// has a trace, and at `end` of every device (the file's own final state,
 /// which a device without a trace has too). An error when `at` is a moment
 /// of the trace and no device has one, or when `at` names no moment of one
-/// of them (an event past its end, an OOM it lacks).
+/// of them (an event past its end, an OOM it lacks). `end` of a file
+/// with no GPU is its empty final state: the report, with no device.
 pub fn sites_report_at(
     snapshot: &Arc<Snapshot>,
     grouping: Grouping,
@@ -497,11 +498,16 @@ pub fn sites_report_at(
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
-    if report.sites.iter().all(|d| d.at_cursor.is_none()) {
+    // The end is every file's, a file with no GPU too (its final state
+    // holds nothing): only the trace's moments need a device with a trace.
+    if at != At::End && report.sites.iter().all(|d| d.at_cursor.is_none()) {
         return Err(if snapshot.trace_not_read {
             AtError::TraceNotRead { at }
         } else {
-            AtError::NoTrace { at }
+            AtError::NoTrace {
+                at,
+                cause: report.no_trace,
+            }
         });
     }
     Ok(report)

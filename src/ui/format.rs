@@ -6,30 +6,6 @@
 /// report. Never a 0: an unknown value is not an empty one.
 pub const NA: &str = "n/a";
 
-/// How to record a trace, for a file (or GPU) without one, by what the
-/// file says of how it was recorded.
-pub fn how_to_get_a_trace(cause: crate::snapshot::sites::NoTraceCause) -> &'static str {
-    use crate::snapshot::sites::NoTraceCause as C;
-    match cause {
-        C::SegmentList => {
-            "torch.cuda.memory_snapshot() gives the final state only: \
-             torch.cuda.memory._dump_snapshot(FILE) saves the trace with it"
-        }
-        C::BlockHistory => {
-            "torch 2.0 keeps a trace only with \
-             _record_memory_history(True, trace_alloc_max_entries=N); \
-             from torch 2.1 _record_memory_history() keeps one"
-        }
-        C::StateOnly => {
-            "the live blocks' stacks but no trace: dump while \
-             _record_memory_history() records, with enabled=\"all\" (the default; \
-             \"state\" keeps no trace, and stopping it drops the trace)"
-        }
-        C::HistoryOff => "record with torch.cuda.memory._record_memory_history() to get one",
-        C::OtherGpus => "history was on; this GPU had no memory events while it recorded",
-    }
-}
-
 const KIB: u64 = 1 << 10;
 
 /// Binary units, smallest first; index = power of 1024.

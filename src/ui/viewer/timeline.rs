@@ -167,7 +167,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
             ),
             (None, None) => format!(
                 "no trace: the snapshot holds only its final state ({})",
-                format::how_to_get_a_trace(no_trace_cause(&v.scrub.snapshot))
+                no_trace_cause(&v.scrub.snapshot).how_to_get_a_trace()
             ),
         };
         chrome::note_at(buf, inner, &note, theme.dim);
