@@ -179,11 +179,31 @@ fn a_summary_option_without_summary_says_it_applies_to_the_summary() {
 fn diff_of_two_files_refuses_device_which_is_for_one_files_two_moments() {
     // --device picks the GPU of `diff FILE --at A --at B`; with two files
     // it was accepted and ignored.
-    let err = usage_error(&["diff", "a.pickle", "b.pickle", "--device", "0"]);
-    assert!(
-        err.contains("cannot be used with") && err.contains("'--device <N>'"),
-        "{err}"
-    );
+    // The refusal says what each form takes, not only what clashed.
+    for args in [
+        &["diff", "a.pickle", "b.pickle", "--device", "0"][..],
+        &["diff", "a.pickle", "b.pickle", "--at", "5"],
+        &[
+            "diff",
+            "a.pickle",
+            "--at",
+            "1",
+            "--at",
+            "2",
+            "--devices",
+            "0:1",
+        ],
+    ] {
+        let err = usage_error(args);
+        assert!(
+            err.contains(
+                "--device and --at are for one file: diff FILE --at A --at B; two files pair \
+                 GPUs with --devices B:A"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("cannot be used with"), "{args:?}: {err}");
+    }
     let err = usage_error(&["diff", "a.pickle", "--device", "0"]);
     assert!(err.contains("not provided"), "{err}");
 }

@@ -28,6 +28,11 @@ use crate::snapshot::summary::SitesAt;
 use serde::Serialize;
 use std::sync::Arc;
 
+/// The usage error of `--at` or `--device` with two files (or with
+/// `--devices`): what each form takes.
+pub const ONE_FILE_ONLY: &str = "--device and --at are for one file: diff FILE --at A --at B; \
+     two files pair GPUs with --devices B:A";
+
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
 
