@@ -271,6 +271,10 @@ fn a_negative_or_non_numeric_seed_device_or_pid_is_a_range_error_naming_the_flag
             "for '--device <N>': '-2' is negative",
         ),
         (
+            &["--once", "--sim-seed", "-01"],
+            "for '--sim-seed <SEED>': '-01' is negative",
+        ),
+        (
             &["snapshot", "-5"],
             "for '<PID>': '-5' is negative: write a whole number in 0..=4294967295",
         ),
@@ -279,6 +283,13 @@ fn a_negative_or_non_numeric_seed_device_or_pid_is_a_range_error_naming_the_flag
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn a_seed_of_minus_zero_is_zero_not_negative() {
+    let (code, out, err) = vramtop(&["--once", "--sim-seed", "-0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"backend\": \"sim\""), "{out}");
 }
 
 #[test]

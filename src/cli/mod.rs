@@ -268,7 +268,7 @@ impl DeviceArgs {
 /// A negative number gets its own words, not the standard library's
 /// "invalid digit found in string".
 pub fn count_arg(text: &str) -> Result<usize, String> {
-    let trimmed = text.trim();
+    let trimmed = unsigned_zero(text.trim());
     if trimmed.starts_with('-') {
         return Err(format!(
             "'{}' is negative: a count is 0 or more",
@@ -288,7 +288,7 @@ pub fn count_arg(text: &str) -> Result<usize, String> {
 /// `allow_negative_numbers`, so that "-1" reaches here instead of clap's
 /// "unexpected argument '-1' found".
 fn whole_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
-    let trimmed = text.trim();
+    let trimmed = unsigned_zero(text.trim());
     let range = format!("{min}..={max}");
     if trimmed.starts_with('-') {
         return Err(format!(
@@ -306,6 +306,16 @@ fn whole_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
     match trimmed.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(format!("'{}' is not in {range}", cut(trimmed))),
+    }
+}
+
+/// `-0` (or `-00`) as the zero it is, without its sign: not negative,
+/// as clap's own ranged parsers (`--sim-gpus`) read it. Any other text as
+/// it is.
+fn unsigned_zero(text: &str) -> &str {
+    match text.strip_prefix('-') {
+        Some(rest) if !rest.is_empty() && rest.bytes().all(|b| b == b'0') => rest,
+        _ => text,
     }
 }
 
@@ -1240,6 +1250,17 @@ mod tests {
                 .expect_err("no unit")
                 .contains("24 what?")
         );
+    }
+
+    #[test]
+    fn minus_zero_is_zero_not_a_negative_whole_number() {
+        assert_eq!(seed_arg("-0"), Ok(0));
+        assert_eq!(seed_arg("-00"), Ok(0));
+        assert_eq!(u32_arg("-0"), Ok(0));
+        assert_eq!(count_arg("-0"), Ok(0));
+        // A real negative number still says so, and a bare sign is none.
+        assert!(seed_arg("-01").expect_err("-1").contains("is negative"));
+        assert!(seed_arg("-").is_err());
     }
 
     #[test]

@@ -133,6 +133,11 @@ impl std::str::FromStr for At {
             "oom" => return Ok(At::Oom),
             _ => {}
         }
+        // `-0` is 0, as a count's `-0` (`--top`) is.
+        let word = match word.strip_prefix('-') {
+            Some(rest) if !rest.is_empty() && rest.bytes().all(|b| b == b'0') => rest,
+            _ => word,
+        };
         // As a count's error (`--top`) says it: not "not a moment".
         if word.starts_with('-') {
             return Err(format!(
@@ -233,5 +238,12 @@ mod tests {
         }
         assert_eq!(At::Event(7).to_string(), "7");
         assert_eq!(At::Oom.to_string(), "oom");
+    }
+
+    #[test]
+    fn at_minus_zero_is_event_zero_not_negative() {
+        assert_eq!("-0".parse::<At>(), Ok(At::Event(0)));
+        let e = "-01".parse::<At>().expect_err("negative");
+        assert!(e.contains("is negative"), "{e}");
     }
 }
