@@ -1162,23 +1162,53 @@ fn status_rows(f: &Flow, w: u16, h: u16) -> u16 {
     vramtop::ui::StatusLine::new(f.state(), &Keymap::default(), &Theme::colored()).height(w, h)
 }
 
-#[test]
-fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path_elided() {
+/// The fake probe's dashboard after it wrote a snapshot of `pid` at
+/// `path` and then saw the probe's OOM; the probe's folder and OOM switch
+/// live as long as the flow.
+fn snapshot_note_then_oom(
+    pid: u32,
+    path: &str,
+    has_trace: bool,
+) -> (Flow, tempfile::TempDir, std::sync::mpsc::Sender<()>) {
     let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
     let mut f = probed_flow(&dir);
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid,
+            path: std::path::PathBuf::from(path),
+            has_trace,
+        },
+    );
+    oom_now(&mut f, &oom);
+    (f, dir, oom)
+}
+
+/// The status row that holds the snapshot note of `pid`, without the
+/// screen's quotes.
+fn note_row_of(screen: &str, pid: u32) -> String {
+    let note = row_of(screen, &format!("snapshot of pid {pid} (o opens it)"));
+    let row = screen.lines().nth(note).unwrap_or_default();
+    row.trim_matches('"').trim_end().to_string()
+}
+
+/// The rows of `screen` from the snapshot note of `pid` on, without quotes.
+fn rows_from_note(screen: &str, pid: u32) -> Vec<&str> {
+    let lead = format!("snapshot of pid {pid}");
+    screen
+        .lines()
+        .skip_while(|l| !l.contains(&lead))
+        .map(|l| l.trim_matches('"').trim_end())
+        .collect()
+}
+
+#[test]
+fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path_elided() {
     let name = "vm-32710-rankx-20261206T190134Z-demand.pickle";
     let path = format!("/srv/vramtop/state/vramtop/snapshots/{name}");
     // A snapshot without a trace (its note says so at length), then the
     // OOM: the banner, its note and the snapshot's note took six rows.
-    f.dash.on_capture(
-        f.clock_ms,
-        CaptureMsg::Done {
-            pid: 32710,
-            path: std::path::PathBuf::from(&path),
-            has_trace: false,
-        },
-    );
-    oom_now(&mut f, &oom);
+    let (mut f, _dir, _oom) = snapshot_note_then_oom(32710, &path, false);
     let screen = f.screen(80, 24);
     assert!(
         status_rows(&f, 80, 24) <= 3,
@@ -1187,8 +1217,7 @@ fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path
     let banner = row_of(&screen, "O opens");
     let note = row_of(&screen, "snapshot of pid 32710 (o opens it)");
     assert!(banner < note, "the banner, then the note:\n{screen}");
-    let note_row = screen.lines().nth(note).unwrap_or_default();
-    let note_row = note_row.trim_matches('"').trim_end();
+    let note_row = note_row_of(&screen, 32710);
     assert!(
         note_row.contains("segments only") && note_row.contains('…'),
         "the caveat and the path elided in the middle: {note_row}"
@@ -1201,41 +1230,25 @@ fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path
     assert!(note_row.chars().count() <= 80, "one row: {note_row}");
     // At 120×40 the note says its whole path, as before.
     let wide = f.screen(120, 40);
-    let text: String = wide
-        .lines()
-        .skip_while(|l| !l.contains("snapshot of pid 32710"))
-        .map(|l| l.trim_matches('"').trim_end())
-        .collect();
+    let text: String = rows_from_note(&wide, 32710).concat();
     assert!(text.contains(&path), "{wide}");
     assert!(text.contains("--record-history"), "{wide}");
 }
 
 #[test]
 fn a_snapshot_notes_elided_path_keeps_its_end_whole_beside_the_rows_ran_out_marker() {
-    let (dir, oom) = fake_probe_saying(false, PYTORCH_OOM);
-    let mut f = probed_flow(&dir);
-    // The fallback banner of a machine without a GPU: a third message
-    // where 80×24 has two rows for them, so the last ends in "…".
-    f.dash.state_mut().status.banner =
-        Some("showing 1 simulated GPU: nvml is not available (libnvidia-ml.so.1 not found)".into());
     let name = "vm-21525-rankx-20261206T215639Z-demand.pickle";
     // Longer than a 120-column row.
     let path = format!(
         "/scratch/experiments/2026-12-06/llama-70b-finetune/run-17/outputs/state/vramtop/snapshots/{name}"
     );
-    f.dash.on_capture(
-        f.clock_ms,
-        CaptureMsg::Done {
-            pid: 21525,
-            path: std::path::PathBuf::from(&path),
-            has_trace: true,
-        },
-    );
-    oom_now(&mut f, &oom);
+    let (mut f, _dir, _oom) = snapshot_note_then_oom(21525, &path, true);
+    // The fallback banner of a machine without a GPU: a third message
+    // where 80×24 has two rows for them, so the last ends in "…".
+    f.dash.state_mut().status.banner =
+        Some("showing 1 simulated GPU: nvml is not available (libnvidia-ml.so.1 not found)".into());
     let screen = f.screen(80, 24);
-    let note = row_of(&screen, "snapshot of pid 21525 (o opens it)");
-    let note_row = screen.lines().nth(note).unwrap_or_default();
-    let note_row = note_row.trim_matches('"').trim_end();
+    let note_row = note_row_of(&screen, 21525);
     assert!(note_row.contains(": …/vm-21525-"), "{screen}");
     // The marker that more messages are left out follows the path, which
     // keeps its end: it cut ".pickle" to ".pickl…".
@@ -1250,11 +1263,7 @@ fn a_snapshot_notes_elided_path_keeps_its_end_whole_beside_the_rows_ran_out_mark
     assert!(note_row.chars().count() <= 80, "one row: {note_row}");
     // At 120×40 the whole path wraps before its file name, not inside it.
     let wide = f.screen(120, 40);
-    let rows: Vec<&str> = wide
-        .lines()
-        .skip_while(|l| !l.contains("snapshot of pid 21525"))
-        .map(|l| l.trim_matches('"').trim_end())
-        .collect();
+    let rows = rows_from_note(&wide, 21525);
     let text: String = rows.concat();
     assert!(text.contains(&path), "{wide}");
     assert!(rows.iter().any(|r| r.contains(name)), "{wide}");
