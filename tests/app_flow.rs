@@ -33,7 +33,16 @@ impl Flow {
 
     /// `gpus` simulated GPUs, a trainer on each of the first `trainers`.
     fn with_trainers(gpus: usize, trainers: usize) -> Flow {
-        let made = common::dashboard::sim_dashboard(gpus, trainers, 11, (120, 40));
+        Flow::of(common::dashboard::sim_dashboard(
+            gpus,
+            trainers,
+            11,
+            (120, 40),
+        ))
+    }
+
+    /// The flow of a dashboard made, at its scripted clock's start.
+    fn of(made: common::dashboard::SimDashboard) -> Flow {
         Flow {
             cluster: made.cluster,
             dash: made.dash,
@@ -917,14 +926,7 @@ fn free_all_typed_behind_a_full_queue_of_allocations_still_frees_everything() {
 
 #[test]
 fn closed_with_tensors_live_the_panels_allocator_stays_the_gpus_view_when_no_other_is() {
-    let made = common::dashboard::sim_dashboard(1, 0, 11, (120, 40));
-    let mut f = Flow {
-        cluster: made.cluster,
-        dash: made.dash,
-        clock_ms: 0,
-        stress_results: made.stress_results,
-        _captures: made.captures,
-    };
+    let mut f = Flow::of(common::dashboard::sim_dashboard(1, 0, 11, (120, 40)));
     f.samples(2);
     f.key_redraws(KeyCode::Char('a'));
     f.stress_answer();
@@ -969,14 +971,7 @@ fn a_resize_says_ms_message_again_for_the_new_size() {
 
 #[test]
 fn a_two_row_timeline_labels_its_bottom_row_zero() {
-    let made = common::dashboard::sim_dashboard(1, 0, 11, (80, 24));
-    let mut f = Flow {
-        cluster: made.cluster,
-        dash: made.dash,
-        clock_ms: 0,
-        stress_results: made.stress_results,
-        _captures: made.captures,
-    };
+    let mut f = Flow::of(common::dashboard::sim_dashboard(1, 0, 11, (80, 24)));
     f.samples(2);
     f.key(KeyCode::Char('a'));
     f.stress_answer();
@@ -1006,14 +1001,13 @@ fn probe_reading_flow(dir: &tempfile::TempDir) -> Flow {
         vec![dir.path().to_path_buf()],
         vramtop::probe::discovery::current_uid(),
     );
-    let made = common::dashboard::sim_dashboard_with_probes(1, 0, 11, (120, 40), registry);
-    Flow {
-        cluster: made.cluster,
-        dash: made.dash,
-        clock_ms: 0,
-        stress_results: made.stress_results,
-        _captures: made.captures,
-    }
+    Flow::of(common::dashboard::sim_dashboard_with_probes(
+        1,
+        0,
+        11,
+        (120, 40),
+        registry,
+    ))
 }
 
 /// A dashboard (120×40 until a test resizes it) that reads the fake probe
