@@ -41,6 +41,16 @@ impl Flow {
         ))
     }
 
+    /// One simulated GPU sampled twice, the stress panel opened (F2
+    /// redraws) and its allocator ready.
+    fn with_stress_panel() -> Flow {
+        let mut f = Flow::new(1);
+        f.samples(2);
+        f.key_redraws(KeyCode::F(2));
+        f.stress_answer();
+        f
+    }
+
     /// The flow of a dashboard made, at its scripted clock's start.
     fn of(made: common::dashboard::SimDashboard) -> Flow {
         Flow {
@@ -731,10 +741,7 @@ fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() 
 
 #[test]
 fn the_stress_panels_process_row_shows_its_allocator_figures() {
-    let mut f = Flow::new(1);
-    f.samples(2);
-    f.key_redraws(KeyCode::F(2));
-    f.stress_answer();
+    let mut f = Flow::with_stress_panel();
     f.key_redraws(KeyCode::Char('a'));
     f.stress_answer();
     f.samples(1);
@@ -834,10 +841,7 @@ fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
 
 #[test]
 fn a_panel_allocation_between_samples_raises_no_other_gpu_warning() {
-    let mut f = Flow::new(1);
-    f.samples(2);
-    f.key_redraws(KeyCode::F(2));
-    f.stress_answer();
+    let mut f = Flow::with_stress_panel();
     f.key(KeyCode::Char('s'));
     for c in "20GiB".chars() {
         f.key(KeyCode::Char(c));
@@ -877,10 +881,7 @@ impl Flow {
 
 #[test]
 fn keys_past_the_panels_queue_are_counted_on_the_status_line_when_it_drains() {
-    let mut f = Flow::new(1);
-    f.samples(2);
-    f.key_redraws(KeyCode::F(2));
-    f.stress_answer();
+    let mut f = Flow::with_stress_panel();
     // Count 1: one tensor an allocation.
     f.burst(KeyCode::Char('['), 3);
     assert_eq!(f.state().stress.count(), 1);
@@ -903,10 +904,7 @@ fn keys_past_the_panels_queue_are_counted_on_the_status_line_when_it_drains() {
 
 #[test]
 fn free_all_typed_behind_a_full_queue_of_allocations_still_frees_everything() {
-    let mut f = Flow::new(1);
-    f.samples(2);
-    f.key_redraws(KeyCode::F(2));
-    f.stress_answer();
+    let mut f = Flow::with_stress_panel();
     f.burst(KeyCode::Char('a'), 40);
     f.key(KeyCode::Char('D'));
     f.stress_answers_until_idle();
