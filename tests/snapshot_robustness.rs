@@ -314,15 +314,8 @@ fn no_frames() -> Frames {
 
 fn snapshot_with(segments: Vec<Segment>, trace: Vec<TraceEntry>) -> Snapshot {
     Snapshot {
-        format: SnapshotFormat::DumpSnapshot,
-        segments,
         device_traces: vec![trace],
-        allocator_settings: None,
-        external_annotations: Vec::new(),
-        skipped_trace_entries: 0,
-        skipped_trace_actions: Default::default(),
-        trace_not_read: false,
-        block_history: false,
+        ..Snapshot::of_segments(SnapshotFormat::DumpSnapshot, segments)
     }
 }
 

@@ -879,8 +879,9 @@ mod tests {
                 block
             })
             .collect();
-        let snapshot = Snapshot {
-            segments: vec![Segment {
+        let snapshot = Snapshot::of_segments(
+            SnapshotFormat::DumpSnapshot,
+            vec![Segment {
                 device: 0,
                 address: 1 << 40,
                 total_size: sizes.iter().sum(),
@@ -894,15 +895,7 @@ mod tests {
                 frames: Arc::from(Vec::new()),
                 blocks,
             }],
-            format: SnapshotFormat::DumpSnapshot,
-            device_traces: Vec::new(),
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
-        };
+        );
         let sites = sites_of_snapshot(&snapshot, Some(0), Grouping::UserFrame);
         // One site listed, one left for the "more" row: both row kinds.
         let at = SitesAt::new(sites, 1, None, None);

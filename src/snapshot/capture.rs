@@ -144,15 +144,9 @@ pub fn snapshot_with_frames<D: DeviceMemory>(
     let mut device_traces = vec![Vec::new(); model.device_index() as usize];
     device_traces.push(trace);
     Snapshot {
-        format: SnapshotFormat::DumpSnapshot,
-        segments,
         device_traces,
         allocator_settings: Some(settings_of(model.config())),
-        external_annotations: Vec::new(),
-        skipped_trace_entries: 0,
-        skipped_trace_actions: Default::default(),
-        trace_not_read: false,
-        block_history: false,
+        ..Snapshot::of_segments(SnapshotFormat::DumpSnapshot, segments)
     }
 }
 

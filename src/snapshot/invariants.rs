@@ -344,17 +344,7 @@ mod tests {
     }
 
     fn snapshot_of(segment: Segment) -> Snapshot {
-        Snapshot {
-            format: SnapshotFormat::SegmentList,
-            segments: vec![segment],
-            device_traces: Vec::new(),
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
-        }
+        Snapshot::of_segments(SnapshotFormat::SegmentList, vec![segment])
     }
 
     fn small_segment(blocks: Vec<Block>) -> Segment {

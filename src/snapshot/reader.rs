@@ -683,17 +683,7 @@ impl Reader {
 
 /// The snapshot of a bare list of segments.
 fn segment_list_snapshot(segments: Vec<Segment>) -> Snapshot {
-    Snapshot {
-        format: SnapshotFormat::SegmentList,
-        segments,
-        device_traces: Vec::new(),
-        allocator_settings: None,
-        external_annotations: Vec::new(),
-        skipped_trace_entries: 0,
-        skipped_trace_actions: Default::default(),
-        trace_not_read: false,
-        block_history: false,
-    }
+    Snapshot::of_segments(SnapshotFormat::SegmentList, segments)
 }
 
 /// A map keyed by [`Value::identity`] (an address): such keys need no

@@ -1330,17 +1330,10 @@ mod tests {
     /// The state at `cursor` as a snapshot of its own, for the invariant
     /// checker of real allocator dumps.
     fn as_snapshot(d: &DeviceScrub, cursor: usize) -> Snapshot {
-        Snapshot {
-            format: crate::snapshot::SnapshotFormat::DumpSnapshot,
-            segments: d.segments_at(cursor),
-            device_traces: Vec::new(),
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
-        }
+        Snapshot::of_segments(
+            crate::snapshot::SnapshotFormat::DumpSnapshot,
+            d.segments_at(cursor),
+        )
     }
 
     #[test]

@@ -694,9 +694,9 @@ mod tests {
     #[test]
     fn segsum_and_totals_follow_memory_viz() {
         let a = 1 << 40;
-        let snapshot = Snapshot {
-            format: SnapshotFormat::DumpSnapshot,
-            segments: vec![
+        let snapshot = Snapshot::of_segments(
+            SnapshotFormat::DumpSnapshot,
+            vec![
                 segment(
                     0,
                     a,
@@ -712,14 +712,7 @@ mod tests {
                     vec![block(2 * a, 20 * MIB, 0, BlockState::Inactive)],
                 ),
             ],
-            device_traces: Vec::new(),
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
-        };
+        );
         let s = summarize(&snapshot);
         assert_eq!(s.devices.len(), 2);
         let d0 = &s.devices[0].figures;
@@ -776,9 +769,9 @@ mod tests {
             ],
         );
         graph.segment_pool_id = (0, 1);
-        let snapshot = Snapshot {
-            format: SnapshotFormat::DumpSnapshot,
-            segments: vec![
+        let snapshot = Snapshot::of_segments(
+            SnapshotFormat::DumpSnapshot,
+            vec![
                 segment(
                     0,
                     a,
@@ -786,14 +779,7 @@ mod tests {
                 ),
                 graph,
             ],
-            device_traces: Vec::new(),
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
-        };
+        );
         let s = summarize(&snapshot);
         assert!(s.has_private_pools());
         let shares: Vec<_> = s

@@ -96,6 +96,24 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot of `segments` and nothing else: no trace, settings or
+    /// annotations. The base the other fields are set over (`Snapshot {
+    /// device_traces, ..Snapshot::of_segments(format, segments) }`), so a
+    /// new field has one default to add.
+    pub fn of_segments(format: SnapshotFormat, segments: Vec<Segment>) -> Snapshot {
+        Snapshot {
+            format,
+            segments,
+            device_traces: Vec::new(),
+            allocator_settings: None,
+            external_annotations: Vec::new(),
+            skipped_trace_entries: 0,
+            skipped_trace_actions: UnknownActions::default(),
+            trace_not_read: false,
+            block_history: false,
+        }
+    }
+
     /// The devices this snapshot is about, ascending: each with segments,
     /// or whose trace records memory events. A trace of only `snapshot`
     /// and annotation markers does not make a device (PyTorch marks the

@@ -101,15 +101,8 @@ pub fn mutated(data: &[u8]) -> Option<(Snapshot, &[u8])> {
     let mut bytes = Bytes(data);
     let mut s = if bases.is_empty() {
         Snapshot {
-            format: vramtop::snapshot::SnapshotFormat::DumpSnapshot,
-            segments: Vec::new(),
             device_traces: vec![Vec::new()],
-            allocator_settings: None,
-            external_annotations: Vec::new(),
-            skipped_trace_entries: 0,
-            skipped_trace_actions: Default::default(),
-            trace_not_read: false,
-            block_history: false,
+            ..Snapshot::of_segments(vramtop::snapshot::SnapshotFormat::DumpSnapshot, Vec::new())
         }
     } else {
         bases[usize::from(bytes.u8()?) % bases.len()].clone()
