@@ -371,9 +371,12 @@ impl StressPanel {
             // A refused step is resumed where it stopped while what it
             // obtained is still there; freed, the step starts over.
             let obtained = &self.transformer_step_obtained;
+            // The list is in id order (ids grow as tensors are added;
+            // frees keep the order): a search, not a scan of up to 100,000
+            // tensors per id on every Allocate.
             let all_live = obtained
                 .iter()
-                .all(|id| self.tensors.iter().any(|t| t.id == *id));
+                .all(|id| self.tensors.binary_search_by_key(id, |t| t.id).is_ok());
             if all_live && obtained.len() < sizes.len() {
                 sizes.drain(..obtained.len());
             } else {
