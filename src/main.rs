@@ -161,11 +161,17 @@ fn usage_error(mut e: clap::Error) -> ! {
     let message = missing_summary
         .then(|| cli::summary_only_message(&args))
         .flatten()
-        .or_else(|| one_file_only(&e).then(|| cli::diff::ONE_FILE_ONLY.to_string()))
         .unwrap_or_else(|| one_line_usage_error(e.kind(), text));
+    exit_usage(&message)
+}
+
+/// Exits with a usage error (exit 2): `message` on one line under
+/// vramtop's error prefix, ending with the help to read. Every usage error
+/// ends here, clap's and those checked after parsing.
+fn exit_usage(message: &str) -> ! {
     // A value parser's own message may quote input too: whatever control
     // character is left is shown, never sent to the terminal.
-    let message = escape_controls(&message);
+    let message = escape_controls(message);
     let _ = writeln!(
         std::io::stderr(),
         "{}{message} (see '{} --help')",
@@ -173,25 +179,6 @@ fn usage_error(mut e: clap::Error) -> ! {
         help_command(std::env::args_os().skip(1))
     );
     std::process::exit(i32::from(cli::EXIT_BAD_INPUT));
-}
-
-/// Whether `e` is `diff`'s refusal of a one-file option (`--at`,
-/// `--device`) with two files or `--devices`: clap's "cannot be used with"
-/// says what was refused, not what to write instead.
-fn one_file_only(e: &clap::Error) -> bool {
-    if e.kind() != clap::error::ErrorKind::ArgumentConflict {
-        return false;
-    }
-    let mut names: Vec<&str> = Vec::new();
-    for kind in [ContextKind::InvalidArg, ContextKind::PriorArg] {
-        match e.get(kind) {
-            Some(ContextValue::String(v)) => names.push(v),
-            Some(ContextValue::Strings(vs)) => names.extend(vs.iter().map(String::as_str)),
-            _ => {}
-        }
-    }
-    let has = |arg: &str| names.contains(&arg);
-    (has("[AFTER]") || has("--devices <B:A>")) && (has("--at <EVENT>") || has("--device <N>"))
 }
 
 /// The command whose `--help` a usage error points to: `vramtop` and the
@@ -282,6 +269,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => usage_error(e),
     };
+    if let Some(problem) = cli.usage_problem() {
+        exit_usage(problem);
+    }
     let own_matches = matches.subcommand().map_or(&matches, |(_, m)| m);
     let is_doctor = cli.is_doctor();
     let targets = cli.config_targets();

@@ -33,6 +33,44 @@ use std::sync::Arc;
 pub const ONE_FILE_ONLY: &str = "--device and --at are for one file: diff FILE --at A --at B; \
      two files pair GPUs with --devices B:A";
 
+/// The usage error of `--device` in the one-file form without `--at`:
+/// it picks the GPU of the two moments `--at` names.
+pub const DEVICE_NEEDS_AT: &str = "--device picks the GPU of two moments of one file, and --at was \
+     not provided: diff FILE --at A --at B --device N";
+
+/// Which of `diff`'s options were given, as far as its two forms differ:
+/// two files (`diff BEFORE AFTER [--devices B:A]`) or one file's two
+/// moments (`diff FILE --at A --at B [--device N]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FormArgs {
+    /// AFTER was given.
+    pub two_files: bool,
+    /// `--devices` was given.
+    pub devices: bool,
+    /// `--at` was given (any number of times).
+    pub at: bool,
+    /// `--device` was given.
+    pub device: bool,
+}
+
+/// Why the options given make neither form of `diff`, if they do not: one
+/// form's options with the other's ([`ONE_FILE_ONLY`]), or `--device`
+/// without `--at` ([`DEVICE_NEEDS_AT`]). Checked on the parsed arguments,
+/// not by clap's conflicts, whose error names the arguments as clap
+/// displays them. A missing AFTER without `--at` or `--device` is clap's
+/// own error.
+pub fn form_problem(args: FormArgs) -> Option<&'static str> {
+    let one_file = args.at || args.device;
+    let two_files = args.two_files || args.devices;
+    if one_file && two_files {
+        Some(ONE_FILE_ONLY)
+    } else if args.device && !args.at {
+        Some(DEVICE_NEEDS_AT)
+    } else {
+        None
+    }
+}
+
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
 
@@ -824,5 +862,65 @@ mod tests {
             "only in BEFORE: 1 segment, 20 MiB\n  0x7f0000000000 dev 0 stream \
              18446744073709551615 large 20 MiB\n    (15 MiB allocated)\n"
         );
+    }
+
+    #[test]
+    fn each_form_takes_only_its_own_options() {
+        let given = |two_files, devices, at, device| FormArgs {
+            two_files,
+            devices,
+            at,
+            device,
+        };
+        for (what, args, problem) in [
+            ("diff A B", given(true, false, false, false), None),
+            (
+                "diff A B --devices 0:1",
+                given(true, true, false, false),
+                None,
+            ),
+            (
+                "diff F --at 1 --at 2",
+                given(false, false, true, false),
+                None,
+            ),
+            (
+                "diff F --at 1 --at 2 --device 1",
+                given(false, false, true, true),
+                None,
+            ),
+            (
+                "diff A B --at 5",
+                given(true, false, true, false),
+                Some(ONE_FILE_ONLY),
+            ),
+            (
+                "diff A B --device 0",
+                given(true, false, false, true),
+                Some(ONE_FILE_ONLY),
+            ),
+            (
+                "diff F --at 1 --at 2 --devices 0:1",
+                given(false, true, true, false),
+                Some(ONE_FILE_ONLY),
+            ),
+            (
+                "diff F --devices 0:1 --device 1",
+                given(false, true, false, true),
+                Some(ONE_FILE_ONLY),
+            ),
+            (
+                "diff A B --devices 0:1 --at 1 --at 2 --device 1",
+                given(true, true, true, true),
+                Some(ONE_FILE_ONLY),
+            ),
+            (
+                "diff F --device 0",
+                given(false, false, false, true),
+                Some(DEVICE_NEEDS_AT),
+            ),
+        ] {
+            assert_eq!(form_problem(args), problem, "{what}");
+        }
     }
 }

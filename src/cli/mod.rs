@@ -448,14 +448,17 @@ pub enum Command {
         /// with --at, the one snapshot whose two moments are compared.
         before: PathBuf,
         /// The later snapshot (`-`: standard input); none with --at.
-        #[arg(required_unless_present = "at", conflicts_with = "at")]
+        // Which options each form takes is checked after parsing
+        // (`diff::form_problem`), not by clap's conflicts, so that the
+        // refusal says what each form takes in vramtop's own words.
+        #[arg(required_unless_present_any = ["at", "device"])]
         after: Option<PathBuf>,
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
         json: bool,
         /// Compare one device of each file: GPU B of BEFORE with GPU A of
         /// AFTER (e.g. `0:1`: two ranks' dumps, or a run that moved GPU).
-        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair, conflicts_with = "at")]
+        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
         devices: Option<(u32, u32)>,
         /// Twice: compare two moments of the one snapshot's trace, as the
         /// viewer's A/B marks do (the earlier is BEFORE): event numbers as
@@ -467,16 +470,13 @@ pub enum Command {
         at: Vec<At>,
         /// With --at: the GPU whose trace to compare (needed when several
         /// GPUs of the file have one).
-        // `conflicts_with`: clap skips the `requires` of an argument that
-        // conflicts with one given (AFTER conflicts with --at), so two
-        // files and --device were accepted and --device ignored.
+        // Needs --at and one file: checked after parsing, with the other
+        // forms' options (`diff::form_problem`).
         #[arg(
             long,
             value_name = "N",
-            requires = "at",
             value_parser = u32_arg,
             allow_negative_numbers = true,
-            conflicts_with = "after",
             help_heading = "Two moments of one file"
         )]
         device: Option<u32>,
@@ -808,6 +808,28 @@ impl Cli {
                 | Command::Completions { .. }
                 | Command::Man { .. },
             ) => ConfigTargets::default(),
+        }
+    }
+
+    /// The usage error clap's definition cannot say in vramtop's words, if
+    /// the parsed command line has one: `diff`'s options of one form given
+    /// to the other. The caller says it as it says clap's (one line, exit
+    /// 2, the help to read), before anything runs.
+    pub fn usage_problem(&self) -> Option<&'static str> {
+        match &self.command {
+            Some(Command::Diff {
+                after,
+                devices,
+                at,
+                device,
+                ..
+            }) => diff::form_problem(diff::FormArgs {
+                two_files: after.is_some(),
+                devices: devices.is_some(),
+                at: !at.is_empty(),
+                device: device.is_some(),
+            }),
+            _ => None,
         }
     }
 
