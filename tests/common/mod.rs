@@ -20,8 +20,18 @@ use vramtop::snapshot::read_snapshot_file;
 /// Runs the vramtop binary with `args` (and `LD_LIBRARY_PATH` when given);
 /// returns (exit code, stdout, stderr).
 pub fn run_vramtop(args: &[&str], ld_library_path: Option<&Path>) -> (i32, String, String) {
+    run_vramtop_with_env(args, ld_library_path, &[])
+}
+
+/// [`run_vramtop`] with the environment variables `env` set as well.
+pub fn run_vramtop_with_env(
+    args: &[&str],
+    ld_library_path: Option<&Path>,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
     cmd.args(args);
+    cmd.envs(env.iter().copied());
     // The user's own config file (~/.config/vramtop/config.toml) must not
     // change what a test sees: the default location is an empty folder.
     cmd.env(
