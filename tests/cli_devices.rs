@@ -321,7 +321,7 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
 }
 
 #[test]
-fn check_on_a_small_simulated_gpu_fits_it_or_skips_never_fails() {
+fn check_on_a_small_simulated_gpu_fits_it_or_skips_with_exit_77_never_fails() {
     for memory in ["1GiB", "1100MiB", "2GiB", "80GiB"] {
         let (code, out, err) =
             vramtop(&["check", "--backend", "sim", "--sim-memory", memory], None);
@@ -343,7 +343,8 @@ fn check_on_a_small_simulated_gpu_fits_it_or_skips_never_fails() {
         "3",
     ];
     let (code, out, err) = vramtop(&args, None);
-    assert_eq!(code, 0, "{out}\n{err}");
+    // Nothing checked is no pass: CI running `check` there must not pass.
+    assert_eq!(code, 77, "{out}\n{err}");
     assert!(!out.contains("FAIL"), "{out}");
     assert!(
         out.contains("[skip] allocator model: needs 70 MiB free"),
@@ -352,7 +353,8 @@ fn check_on_a_small_simulated_gpu_fits_it_or_skips_never_fails() {
     assert!(out.contains("result: SKIP (nothing was checked"), "{out}");
     let mut json_args = args.to_vec();
     json_args.push("--json");
-    let (_, out, _) = vramtop(&json_args, None);
+    let (code, out, err) = vramtop(&json_args, None);
+    assert_eq!(code, 77, "{out}\n{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("check's JSON");
     assert_eq!(v["result"], "skip", "{out}");
     assert!(
@@ -381,4 +383,74 @@ fn check_refuses_a_budget_below_what_it_allocates_in_one_line() {
     );
     let (code, out, err) = vramtop(&["check", "--backend", "sim", "--budget", "70MiB"], None);
     assert_eq!(code, 0, "the least budget is enough: {out}\n{err}");
+}
+
+/// The fake CUDA driver built in `folder` (with kernels as `kernels` asks),
+/// or `None` with a note when there is no C compiler.
+fn fake_libcuda(folder: &str, kernels: FakeKernels) -> Option<common::fake_cuda::FakeCuda> {
+    let built = build_fake_cuda(folder, kernels);
+    if built.is_none() {
+        skip(
+            "a check test on the fake libcuda",
+            "no C compiler (`cc`), so no fake libcuda",
+            Prerequisite::ProvidedByCi,
+        );
+    }
+    built
+}
+
+/// vramtop on the fake CUDA driver in `dir`, which then has one GPU of
+/// `bytes`.
+fn vramtop_on_fake_gpu(args: &[&str], dir: &std::path::Path, bytes: u64) -> (i32, String, String) {
+    common::run_vramtop_with_env(
+        args,
+        Some(dir),
+        &[("FAKE_CUDA_DEVICE_BYTES", &bytes.to_string())],
+    )
+}
+
+#[test]
+fn check_on_cuda_exits_1_when_a_step_fails_and_77_when_nothing_was_checked() {
+    // A fake whose kernels cannot be launched: the fill kernel fails.
+    let Some(fake) = fake_libcuda("cli_fake_cuda_check_fail", FakeKernels::Without) else {
+        return;
+    };
+    // 4 GiB: 5 % of what is free is about 200 MiB, room for every part.
+    let (code, out, err) = vramtop_on_fake_gpu(&["check"], &fake.dir, 4 << 30);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("Fake H200 (cuda)"), "on CUDA: {out}\n{err}");
+    assert!(!err.contains("simulated GPU"), "{err}");
+    assert!(out.contains("  [FAIL] "), "{out}");
+    assert!(out.contains("result: FAIL\n"), "{out}");
+    // 1 GiB: 5 % of what is free is below the 70 MiB the check needs, so
+    // no part runs.
+    let (code, out, err) = vramtop_on_fake_gpu(&["check"], &fake.dir, 1 << 30);
+    assert_eq!(code, 77, "{out}\n{err}");
+    assert!(out.contains("Fake H200 (cuda)"), "on CUDA: {out}\n{err}");
+    assert!(out.contains("result: SKIP (nothing was checked"), "{out}");
+    let (code, out, err) = vramtop_on_fake_gpu(&["check", "--json"], &fake.dir, 1 << 30);
+    assert_eq!(code, 77, "{out}\n{err}");
+    assert_eq!(json(&out)["result"], "skip", "{out}");
+    let _ = std::fs::remove_dir_all(fake.dir);
+}
+
+#[test]
+fn check_on_cuda_with_working_kernels_passes_and_exits_0() {
+    let Some(fake) = fake_libcuda("cli_fake_cuda_check_pass", FakeKernels::WhenCxxWorks) else {
+        return;
+    };
+    if !fake.kernels {
+        skip(
+            "check_on_cuda_with_working_kernels_passes_and_exits_0",
+            "no C++ compiler (`c++`), so the fake libcuda has no kernels",
+            Prerequisite::ProvidedByCi,
+        );
+        return;
+    }
+    let (code, out, err) = vramtop_on_fake_gpu(&["check"], &fake.dir, 4 << 30);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("Fake H200 (cuda)"), "on CUDA: {out}\n{err}");
+    assert!(!out.contains("[FAIL]") && !out.contains("[skip]"), "{out}");
+    assert!(out.contains("result: PASS\n"), "{out}");
+    let _ = std::fs::remove_dir_all(fake.dir);
 }

@@ -141,3 +141,46 @@ fn replay_help_says_only_the_verify_mode_has_a_verdict() {
         assert!(help.contains(said), "{said:?} missing:\n{help}");
     }
 }
+
+/// The exit codes vramtop exits with are the ones docs/cli.md's table,
+/// the README, `vramtop --help` and `vramtop check --help` give.
+#[test]
+fn exit_codes_in_the_help_and_docs_are_the_ones_vramtop_uses() {
+    use vramtop::cli::{EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_NOTHING_CHECKED};
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md");
+    let table = docs
+        .split("## Exit status and messages")
+        .nth(1)
+        .expect("docs/cli.md has the exit status table");
+    let root = Cli::command().render_long_help().to_string();
+    for code in [0, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_NOTHING_CHECKED] {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("| {code} |"))),
+            "docs/cli.md's table has no row for exit {code}"
+        );
+        assert!(
+            root.contains(&format!(" {code} ")),
+            "vramtop --help does not say exit {code}:\n{root}"
+        );
+    }
+    let check = Cli::command()
+        .find_subcommand_mut("check")
+        .expect("check")
+        .render_long_help()
+        .to_string();
+    for said in [
+        "0 on PASS".to_string(),
+        format!("{EXIT_MISMATCH} on FAIL"),
+        format!("{EXIT_NOTHING_CHECKED} on SKIP"),
+        format!("{EXIT_BAD_INPUT} on bad usage"),
+    ] {
+        assert!(check.contains(&said), "check --help does not say {said:?}");
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    assert!(
+        readme.contains(&format!("`check` {EXIT_NOTHING_CHECKED} when nothing")),
+        "README.md does not say check's exit when nothing was checked"
+    );
+}

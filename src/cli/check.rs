@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::text::{REPORT_WIDTH, wrap_under};
-use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, SIM_GPUS_MAX};
+use super::{DeviceArgs, EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_NOTHING_CHECKED, SIM_GPUS_MAX};
 use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
 use crate::device::check::{CheckReport, CheckResult, MIN_BUDGET_BYTES, run_check};
@@ -89,11 +89,19 @@ pub fn run(
     } else {
         super::emit(&render(&report)).wrap_err("cannot write the output")?;
     }
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_MISMATCH)
-    })
+    Ok(ExitCode::from(exit_code(&report)))
+}
+
+/// The exit code of a check that ran: 0 on PASS (parts skipped for want of
+/// free memory included), [`EXIT_MISMATCH`] on FAIL and
+/// [`EXIT_NOTHING_CHECKED`] on SKIP: a device too small to check anything
+/// is said in the exit code too, not only in the report.
+pub fn exit_code(report: &CheckReport) -> u8 {
+    match report.result() {
+        CheckResult::Pass => 0,
+        CheckResult::Fail => EXIT_MISMATCH,
+        CheckResult::Skip => EXIT_NOTHING_CHECKED,
+    }
 }
 
 /// Why `device` cannot be checked on the simulation, if it cannot: only the
@@ -248,4 +256,56 @@ pub fn render(r: &CheckReport) -> String {
     };
     let _ = writeln!(out, "{}", wrap_under("result: ", &result, REPORT_WIDTH));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::check::CheckStep;
+
+    fn step(ok: bool, skipped: bool) -> CheckStep {
+        CheckStep {
+            name: "a step".to_string(),
+            ok,
+            skipped,
+            detail: String::new(),
+        }
+    }
+
+    fn report(steps: Vec<CheckStep>) -> CheckReport {
+        CheckReport {
+            backend: "sim".to_string(),
+            device: "simulated GPU 0".to_string(),
+            budget: 512 << 20,
+            budget_asked: 512 << 20,
+            steps,
+        }
+    }
+
+    #[test]
+    fn a_pass_with_parts_skipped_exits_0_and_nothing_checked_exits_77() {
+        let passed = report(vec![step(true, false), step(true, false)]);
+        assert_eq!(exit_code(&passed), 0);
+        // The expandable phase skipped on a device with room for the plain
+        // one only: what ran passed.
+        let part_skipped = report(vec![step(true, false), step(true, true)]);
+        assert_eq!(part_skipped.result(), CheckResult::Pass);
+        assert_eq!(exit_code(&part_skipped), 0);
+        let nothing = report(vec![step(true, true), step(true, true)]);
+        assert_eq!(exit_code(&nothing), EXIT_NOTHING_CHECKED);
+        let failed = report(vec![
+            step(true, false),
+            step(false, false),
+            step(true, true),
+        ]);
+        assert_eq!(exit_code(&failed), EXIT_MISMATCH);
+    }
+
+    #[test]
+    fn the_exit_codes_are_distinct() {
+        let codes = [0, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_NOTHING_CHECKED];
+        for (i, a) in codes.iter().enumerate() {
+            assert!(!codes[i + 1..].contains(a), "{a} twice in {codes:?}");
+        }
+    }
 }

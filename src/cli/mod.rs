@@ -42,8 +42,7 @@ use crate::snapshot::sites::Grouping;
     about,
     long_about = None,
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 success, 1 a verification found a mismatch or a \
-                  self-test failed, 2 bad input or usage (docs/cli.md)."
+    after_help = EXIT_STATUS_HELP
 )]
 pub struct Cli {
     /// The dashboard's options (`vramtop` without a command).
@@ -639,7 +638,8 @@ pub enum Command {
     },
     /// Self-test the memory path: the allocator model on real CUDA memory (or
     /// the simulated GPU), fill/verify kernels, driver-used vs reserved,
-    /// empty_cache. Exits 1 if a step fails.
+    /// empty_cache. Exits 1 if a step fails, 77 if nothing was checked.
+    #[command(after_help = CHECK_EXIT_STATUS_HELP)]
     Check {
         /// Print the report as JSON.
         #[arg(long)]
@@ -1047,6 +1047,20 @@ pub fn say_warning(message: impl std::fmt::Display) {
 pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit code when a verification ran but did not match, or a self-test failed.
 pub const EXIT_MISMATCH: u8 = 1;
+/// Exit code of `check` when nothing was checked: every part was skipped,
+/// the device having too little free. Not 0, so that CI running `check` on
+/// a device too small to check anything does not read it as a pass; 77 is
+/// what the automake and meson test harnesses read as "skipped".
+pub const EXIT_NOTHING_CHECKED: u8 = 77;
+
+/// The exit codes as `vramtop --help` says them; docs/cli.md has the table.
+pub const EXIT_STATUS_HELP: &str = "Exit status: 0 success, 1 a verification found a mismatch or a \
+     self-test failed, 2 bad input or usage, 77 check had nothing to check (docs/cli.md).";
+
+/// `check`'s exit codes as `vramtop check --help` says them.
+pub const CHECK_EXIT_STATUS_HELP: &str = "Exit status: 0 on PASS (also with parts skipped for want \
+     of free memory), 1 on FAIL (a step failed), 77 on SKIP (nothing was checked: the device has \
+     too little free for any part), 2 on bad usage (docs/cli.md).";
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
