@@ -223,8 +223,17 @@ pub fn render(r: &CheckReport) -> String {
                 human_bytes(r.budget),
                 if r.budget_asked > r.budget {
                     format!(
-                        " (--budget {}, capped by what the GPU has free)",
-                        human_bytes(r.budget_asked)
+                        " (--budget {}, capped {})",
+                        human_bytes(r.budget_asked),
+                        if r.backend == "cuda" {
+                            // A real GPU may be shared: only a share of its free memory.
+                            format!(
+                                "at {:.0} % of what the GPU has free",
+                                REAL_GPU_FREE_SHARE * 100.0
+                            )
+                        } else {
+                            "by what the GPU has free".to_string()
+                        }
                     )
                 } else {
                     String::new()
@@ -245,12 +254,14 @@ pub fn render(r: &CheckReport) -> String {
     }
     let result = match (r.result(), r.skipped()) {
         (CheckResult::Fail, _) => "FAIL".to_string(),
-        (CheckResult::Skip, _) => {
-            "SKIP (nothing was checked: the device has too little free)".to_string()
-        }
+        (CheckResult::Skip, _) => format!(
+            "SKIP (nothing was checked: a part needs {} at once, the check may allocate {})",
+            human_bytes(MIN_BUDGET_BYTES),
+            human_bytes(r.budget)
+        ),
         (CheckResult::Pass, 0) => "PASS".to_string(),
         (CheckResult::Pass, n) => format!(
-            "PASS ({n} {} skipped: the device has too little free)",
+            "PASS ({n} {} skipped: more than the check may allocate; see above)",
             if n == 1 { "part" } else { "parts" }
         ),
     };
@@ -307,5 +318,35 @@ mod tests {
         for (i, a) in codes.iter().enumerate() {
             assert!(!codes[i + 1..].contains(a), "{a} twice in {codes:?}");
         }
+    }
+
+    #[test]
+    fn a_real_gpus_cap_and_a_skip_say_how_much_the_check_may_take() {
+        let mut nothing = report(vec![step(true, true), step(true, true)]);
+        nothing.backend = "cuda".to_string();
+        nothing.budget = 48 << 20;
+        nothing.budget_asked = 512 << 20;
+        let text = render(&nothing)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        // A real GPU's cap is a share of what is free, not all of it.
+        assert!(
+            text.contains("(--budget 512 MiB, capped at 5 % of what the GPU has free)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "result: SKIP (nothing was checked: a part needs 70 MiB at once, the check may \
+                 allocate 48 MiB)"
+            ),
+            "{text}"
+        );
+        let part_skipped = report(vec![step(true, false), step(true, true)]);
+        let text = render(&part_skipped);
+        assert!(
+            text.contains("PASS (1 part skipped: more than the check may allocate; see above)"),
+            "{text}"
+        );
     }
 }
