@@ -441,9 +441,39 @@ fn the_block_detail_names_the_private_pool_of_its_segment_and_not_the_default_on
     let default_line = default_line.expect("a block of the default pool");
     assert!(!default_line.contains("private"), "{default_line}");
     let (pool, line) = private_line.expect("a block of a private pool");
+    // As the summary writes it ("GPU 0 pool (0,1) private: …").
     assert!(
-        line.ends_with(&format!(", private pool ({}, {})", pool.0, pool.1)),
+        line.ends_with(&format!(", private pool ({},{})", pool.0, pool.1)),
         "{line}"
+    );
+}
+
+#[test]
+fn at_80_columns_the_block_detail_keeps_a_private_pools_id_on_one_row() {
+    // The segment row of a private pool's block wraps at 80 columns; its
+    // id was parted as "(0," and "1)".
+    let Some(mut v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    for _ in 0..700 {
+        if v.selected_block().expect("a block").0.segment_pool_id != (0, 0) {
+            break;
+        }
+        press(&mut v, KeyCode::Down);
+    }
+    let pool = v.selected_block().expect("a block").0.segment_pool_id;
+    assert_ne!(pool, (0, 0), "a block of a private pool");
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    let id = format!("({},{})", pool.0, pool.1);
+    assert!(screen.lines().any(|l| l.contains(&id)), "{id}\n{screen}");
+    let parted = format!("({},", pool.0);
+    assert!(
+        !screen
+            .lines()
+            .any(|l| l.trim_end_matches([' ', '│']).ends_with(&parted)),
+        "{screen}"
     );
 }
 

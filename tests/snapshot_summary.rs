@@ -279,9 +279,9 @@ fn summary_counts_the_segments_of_each_memory_pool_when_a_file_has_private_pools
     let (code, out, err) = vramtop(&["open", &path, "--summary"]);
     assert_eq!(code, 0, "{err}");
     for (pool, segments) in [
-        ("pool (0, 0) default", 59),
-        ("pool (0, 1) private", 44),
-        ("pool (0, 2) private", 24),
+        ("pool (0,0) default", 59),
+        ("pool (0,1) private", 44),
+        ("pool (0,2) private", 24),
     ] {
         assert!(
             out.lines()

@@ -1,7 +1,7 @@
 //! `vramtop open FILE` (the interactive viewer) and
 //! `vramtop open FILE --summary [--json]`.
 
-use crate::ui::format::{count, count_of};
+use crate::ui::format::{count, count_of, pool_id};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -381,14 +381,15 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
         // figures above do not tell which pool holds them.
         let _ = writeln!(
             out,
-            "memory pools (segment_pool_id; (0, 0) is the default):"
+            "memory pools (segment_pool_id; {} is the default):",
+            pool_id((0, 0))
         );
         for p in &report.pools {
-            let (a, b) = p.segment_pool_id;
             let _ = writeln!(
                 out,
-                "  GPU {} pool ({a}, {b}){}: {}, {} reserved, {} allocated",
+                "  GPU {} pool {}{}: {}, {} reserved, {} allocated",
                 p.device,
+                pool_id(p.segment_pool_id),
                 if p.segment_pool_id == (0, 0) {
                     " default"
                 } else {

@@ -38,6 +38,14 @@ pub fn count_of(n: usize, one: &str, many: &str) -> String {
     count(n as u64, one, many)
 }
 
+/// A memory pool's id as the summary and the block detail write it:
+/// "(0,1)", PyTorch's `segment_pool_id` pair without the space, so that a
+/// wrapped line never parts it ("(0," / "1)"). `(0,0)` is the default
+/// pools'.
+pub fn pool_id(id: (i64, i64)) -> String {
+    format!("({},{})", id.0, id.1)
+}
+
 /// `us` microseconds after a trace's first event, as the viewer and the
 /// summary write it: "t+951.991 ms" under a second, "t+26.181 s" from one.
 pub fn since_start(us: i64) -> String {
@@ -347,6 +355,13 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_id_has_no_space_for_a_wrapped_line_to_part_it_at() {
+        assert_eq!(pool_id((0, 1)), "(0,1)");
+        assert_eq!(pool_id((0, 0)), "(0,0)");
+        assert_eq!(pool_id((-3, i64::MAX)), format!("(-3,{})", i64::MAX));
+    }
 
     #[test]
     fn a_percentage_is_never_rounded_onto_all_or_none_it_is_not() {

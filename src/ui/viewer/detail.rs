@@ -137,14 +137,14 @@ fn bytes_exactly(n: u64) -> String {
     }
 }
 
-/// ", private pool (0, 1)" for a segment of a private memory pool (a CUDA
+/// ", private pool (0,1)" for a segment of a private memory pool (a CUDA
 /// graph's or a `MemPool`'s), empty for the default pools' `(0, 0)`: its
 /// blocks serve only that pool's allocations.
 fn private_pool(id: (i64, i64)) -> String {
     if id == (0, 0) {
         String::new()
     } else {
-        format!(", private pool ({}, {})", id.0, id.1)
+        format!(", private pool {}", format::pool_id(id))
     }
 }
 
