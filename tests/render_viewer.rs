@@ -478,6 +478,76 @@ fn at_80_columns_the_block_detail_keeps_a_private_pools_id_on_one_row() {
 }
 
 #[test]
+fn the_segment_map_marks_private_pools_segments_with_a_legend_clear_of_its_title() {
+    // volcengine's 127 segments: 68 of them in the private pools (0,1)
+    // and (0,2).
+    let Some(mut v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    // Down to the first segment of the default pool: the rows above it are
+    // a private pool's.
+    for _ in 0..700 {
+        if v.selected_block().expect("a block").0.segment_pool_id == (0, 0) {
+            break;
+        }
+        press(&mut v, KeyCode::Down);
+    }
+    assert_eq!(
+        v.selected_block().expect("a block").0.segment_pool_id,
+        (0, 0)
+    );
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = draw(&v, w, h);
+        let screen = text(t.backend().buffer());
+        let mut lines = screen.lines().skip_while(|l| !l.starts_with(" Segments "));
+        let title = lines.next().expect("the segment map's title");
+        // The counts whole, a cell of border, then the legend.
+        assert!(
+            title.contains(" 127 segments · 638 blocks ─"),
+            "{w}x{h}: {title}"
+        );
+        assert!(
+            title.trim_end().ends_with("P private pool"),
+            "{w}x{h}: {title}"
+        );
+        // Each segment row: pool letter, E, the private pool's P, a space.
+        let rows: Vec<&str> = lines
+            .take_while(|l| l.starts_with("L ") || l.starts_with("S "))
+            .collect();
+        assert!(!rows.is_empty(), "{w}x{h}: {screen}");
+        for row in &rows {
+            let marks: Vec<char> = row.chars().take(4).collect();
+            assert!(
+                matches!(marks[..], [_, ' ', 'P' | ' ', ' ']),
+                "{w}x{h}: {row}"
+            );
+        }
+        assert!(
+            rows.iter().any(|r| r.starts_with("L P ")),
+            "{w}x{h}: {screen}"
+        );
+        assert!(
+            rows.iter().any(|r| r.get(2..4) == Some("  ")),
+            "{w}x{h}: {screen}"
+        );
+        insta::assert_snapshot!(format!("viewer_private_pools_{w}x{h}"), t.backend());
+    }
+    // At 120 columns the block states' glyphs are named too.
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(
+        screen.contains("─█ allocated ▓ free ▚ pending P private pool"),
+        "{screen}"
+    );
+    // A file without private pools has neither the column nor the entry.
+    let Some(v) = viewer(SILMONT) else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(!screen.contains("private pool"), "{screen}");
+    assert!(screen.contains("\nL  0x"), "{screen}");
+}
+
+#[test]
 fn a_file_without_a_trace_says_what_would_have_given_one_for_how_it_was_recorded() {
     // Both carry allocation stacks, so history was on: "record with
     // _record_memory_history()" was wrong for them.

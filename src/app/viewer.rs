@@ -560,6 +560,18 @@ impl ViewerState {
         sites_of_live_blocks(blocks, self.grouping, self.no_stack)
     }
 
+    /// Whether a segment of the file on the selected GPU is in a private
+    /// memory pool (a CUDA graph's or a `MemPool`'s: its `segment_pool_id`
+    /// is not the default `(0, 0)`): the segment map marks them, at every
+    /// cursor alike.
+    pub fn has_private_pools(&self) -> bool {
+        let Some(device) = self.device().map(|d| d.device) else {
+            return false;
+        };
+        (self.scrub.snapshot.segments.iter())
+            .any(|s| s.device == device && s.segment_pool_id != (0, 0))
+    }
+
     /// The selected site, while the sites pane is open.
     pub fn selected_site(&self) -> Option<&crate::snapshot::sites::Site> {
         self.sites.as_ref()?.sites.get(self.selected_site)

@@ -56,7 +56,7 @@ pub const DEFINITIONS: [(&str, &str); 16] = [
         PENDING_FREE,
         "a block the program freed while another stream still used it (record_stream): not reusable until that stream's work is done.",
     ),
-    ("segments", "S/L small/large pool, E expandable."),
+    ("segments", "S/L small/large, E expandable, P private pool."),
     (
         "selected block",
         "drawn reversed as # allocated, = free, ~ pending.",

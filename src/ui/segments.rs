@@ -2,7 +2,9 @@
 //! its blocks drawn as a strip proportional to their sizes and styled by
 //! state, so splitting and cached holes are visible at a glance. The
 //! selected block (`ui.selected_block`, in layout order) is highlighted and
-//! described on the footer line.
+//! described on the footer line. A segment of a private memory pool (a
+//! CUDA graph's or a `MemPool`'s) is marked `P` in a column of its own,
+//! drawn only where there are private pools.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -20,6 +22,11 @@ use crate::app::state::{AppState, Pane};
 const ADDRESS_WIDTH: u16 = 50;
 /// From this width the glyph legend goes in the title.
 const LEGEND_WIDTH: u16 = 70;
+/// The mark of a segment in a private memory pool, in the column after
+/// `E`; ASCII, so `--ascii` draws it as it is.
+const PRIVATE_POOL_MARK: &str = "P";
+/// What the legend says of [`PRIVATE_POOL_MARK`].
+const PRIVATE_POOL_WORDS: &str = " private pool ";
 
 /// The segment-map pane of one frame.
 pub struct SegmentsPane<'a> {
@@ -35,6 +42,9 @@ pub struct SegmentsPane<'a> {
     /// Said in the title after the GPU: the snapshot viewer's filters, or
     /// that the map is the file's final state.
     title_notes: &'a [String],
+    /// Whether to draw the private-pool column and its legend entry; `None`:
+    /// where a shown segment is in a private pool.
+    private_pools: Option<bool>,
 }
 
 impl<'a> SegmentsPane<'a> {
@@ -46,7 +56,18 @@ impl<'a> SegmentsPane<'a> {
             highlight: &[],
             empty_note: None,
             title_notes: &[],
+            private_pools: None,
         }
+    }
+
+    /// Draws the private-pool column (and its legend entry) or not,
+    /// whatever the segments shown: the snapshot viewer's, where the file
+    /// has private pools, so that the strips keep their width and the
+    /// legend its entry while the cursor moves through segments that come
+    /// and go.
+    pub fn with_private_pools(mut self, shown: bool) -> Self {
+        self.private_pools = Some(shown);
+        self
     }
 
     /// What to say when no segment is shown (see `empty_note`), or no
@@ -118,6 +139,12 @@ fn pool_letter(seg: &SegmentInfo) -> &'static str {
         PoolKind::Small => "S",
         PoolKind::Large => "L",
     }
+}
+
+/// Whether `seg` is in a private memory pool: `(0, 0)` is the default
+/// pools' id.
+fn in_private_pool(seg: &SegmentInfo) -> bool {
+    seg.segment_pool_id != (0, 0)
 }
 
 /// The footer line describing the selected block, within `width` columns.
@@ -229,21 +256,43 @@ impl Widget for SegmentsPane<'_> {
             }
             spans
         };
-        let legend = (area.width >= LEGEND_WIDTH && view.is_some()).then(|| {
-            Line::from(vec![
+        let pool_column = self
+            .private_pools
+            .unwrap_or_else(|| view.is_some_and(|v| v.layout.iter().any(in_private_pool)));
+        let pool_entry = || {
+            [
+                Span::styled(PRIVATE_POOL_MARK, theme.key),
+                Span::raw(PRIVATE_POOL_WORDS),
+            ]
+        };
+        // The legends the title may take, the fullest first: with private
+        // pools, then their entry alone (the breakdown's legend names the
+        // block states too; nothing else says what `P` is).
+        let legends: Vec<Line<'static>> = if area.width >= LEGEND_WIDTH && view.is_some() {
+            let states = vec![
                 Span::styled(g.allocated, theme.allocated),
                 Span::raw(" allocated "),
                 Span::styled(g.cached_free, theme.cached_free),
                 Span::raw(" free "),
                 Span::styled(g.pending_free, theme.pending_free),
                 Span::raw(" pending "),
-            ])
-        });
+            ];
+            if pool_column {
+                let mut full = states;
+                full.extend(pool_entry());
+                vec![Line::from(full), Line::from(pool_entry().to_vec())]
+            } else {
+                vec![Line::from(states)]
+            }
+        } else {
+            Vec::new()
+        };
         // The title and the legend share the top border with at least one
         // cell of it between them: where they do not fit, the GPU gives
         // way first when there are notes (the GPUs pane and the panes
         // beside name it, as the fragmentation pane's title leaves it),
-        // then the legend; a title longer than the row alone is cut with
+        // then the legend (to the private pools' entry alone, then
+        // whole); a title longer than the row alone is cut with
         // "…". Drawn over each other, the counts ran into the legend
         // ("22 bl█ allocated").
         let row = usize::from(area.width.saturating_sub(u16::from(self.left_border)));
@@ -252,20 +301,23 @@ impl Widget for SegmentsPane<'_> {
             // " Segments " and, with a detail, a space either side of it.
             Pane::Segments.title().chars().count() + 2 + if detail > 0 { detail + 2 } else { 0 }
         };
-        let legend_w = legend.as_ref().map(Line::width);
         let may_drop_gpu = gpu.is_some() && !self.title_notes.is_empty();
-        let choices = [(true, true), (false, true), (true, false), (false, false)];
-        let (with_gpu, with_legend) = choices
-            .into_iter()
-            .filter(|&(g, l)| (g || may_drop_gpu) && (!l || legend_w.is_some()))
+        // (with the GPU, one of `legends` or none), in the order they are
+        // tried: each legend with the GPU, then without it where it may
+        // go; then no legend.
+        let choices = (legends.iter().map(Some))
+            .chain(std::iter::once(None))
+            .flat_map(|l| [(true, l), (false, l)]);
+        let (with_gpu, legend) = choices
+            .filter(|&(g, _)| g || may_drop_gpu)
             .find(|&(g, l)| {
                 let w = title_w(&detail(g));
-                match legend_w.filter(|_| l) {
-                    Some(lw) => w + 1 + lw <= row,
+                match l {
+                    Some(l) => w + 1 + l.width() <= row,
                     None => w <= row,
                 }
             })
-            .unwrap_or((!may_drop_gpu, false));
+            .unwrap_or((!may_drop_gpu, None));
         let mut block = pane_block(
             Pane::Segments,
             detail(with_gpu),
@@ -273,8 +325,8 @@ impl Widget for SegmentsPane<'_> {
             self.left_border,
             theme,
         );
-        if let Some(legend) = legend.filter(|_| with_legend) {
-            block = block.title(legend.right_aligned());
+        if let Some(legend) = legend {
+            block = block.title(legend.clone().right_aligned());
         }
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
@@ -317,8 +369,8 @@ impl Widget for SegmentsPane<'_> {
             .map(|s| format!("{:#x}", s.address).len())
             .max()
             .unwrap_or(0);
-        // Pool letter, E, space, [address, space], size (7), space.
-        let prefix_w = 3 + if show_address { addr_w + 1 } else { 0 } + 8;
+        // Pool letter, E, [P,] space, [address, space], size (7), space.
+        let prefix_w = 3 + usize::from(pool_column) + if show_address { addr_w + 1 } else { 0 } + 8;
         let strip_w = inner
             .width
             .saturating_sub(u16::try_from(prefix_w).unwrap_or(u16::MAX));
@@ -339,8 +391,17 @@ impl Widget for SegmentsPane<'_> {
             let mut spans = vec![
                 Span::styled(pool_letter(seg), marker_style),
                 Span::styled(if seg.is_expandable { "E" } else { " " }, marker_style),
-                Span::raw(" "),
             ];
+            if pool_column {
+                spans.push(if !in_private_pool(seg) {
+                    Span::raw(" ")
+                } else if s == sel_seg {
+                    Span::styled(PRIVATE_POOL_MARK, theme.selected)
+                } else {
+                    Span::styled(PRIVATE_POOL_MARK, theme.key)
+                });
+            }
+            spans.push(Span::raw(" "));
             if show_address {
                 let style = if s == sel_seg {
                     theme.header
@@ -514,6 +575,101 @@ mod tests {
         (0..width)
             .map(|x| buf[(x, 1)].symbol().to_string())
             .collect()
+    }
+
+    /// The rows of a map `width` columns wide of two 20 MiB segments, the
+    /// second in private pool `pool` (the first in the default one).
+    fn map_rows(pool: (i64, i64), private_pools: Option<bool>, width: u16) -> Vec<String> {
+        use crate::device::{GpuReading, GpuSample};
+        let segment = |address: u64, segment_pool_id| SegmentInfo {
+            device: 0,
+            address,
+            total_size: 20 << 20,
+            allocated_size: 4 << 20,
+            active_size: 4 << 20,
+            requested_size: 4 << 20,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id,
+            is_expandable: false,
+            blocks: vec![BlockInfo {
+                address,
+                size: 4 << 20,
+                requested_size: 4 << 20,
+                state: BlockState::ActiveAllocated,
+            }],
+        };
+        let segments = vec![
+            segment(0x7f00_0000_0000, (0, 0)),
+            segment(0x7f00_0140_0000, pool),
+        ];
+        let view = crate::app::state::AllocatorView::new(
+            "file".into(),
+            Some(1),
+            crate::alloc::DeviceStats::default(),
+            segments,
+        );
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        state.apply_sample(
+            0,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            std::collections::BTreeMap::new(),
+        );
+        state.gpus[0].allocator = Some(view);
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, width, 4);
+        let mut buf = Buffer::empty(area);
+        let pane = SegmentsPane::new(&state, &theme);
+        match private_pools {
+            Some(shown) => pane.with_private_pools(shown).render(area, &mut buf),
+            None => pane.render(area, &mut buf),
+        }
+        (0..area.height)
+            .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_private_pools_segment_is_marked_p_and_the_legend_says_what_p_is() {
+        for width in [80, 120] {
+            let rows = map_rows((0, 1), None, width);
+            assert!(rows[0].contains("P private pool"), "{width}: {rows:?}");
+            // The legend keeps a cell of border from the title's counts.
+            assert!(rows[0].contains("2 blocks ─"), "{width}: {rows:?}");
+            assert!(
+                rows[1].starts_with("L   0x7f0000000000 "),
+                "{width}: {rows:?}"
+            );
+            assert!(
+                rows[2].starts_with("L P 0x7f0001400000 "),
+                "{width}: {rows:?}"
+            );
+        }
+        // From 120 columns the block states' legend too; at 80 the pool's
+        // entry alone (nothing else says what P is).
+        assert!(map_rows((0, 1), None, 120)[0].contains("▚ pending P private pool"));
+        assert!(!map_rows((0, 1), None, 80)[0].contains("allocated"));
+    }
+
+    #[test]
+    fn without_private_pools_the_map_has_no_pool_column_and_no_legend_entry() {
+        let rows = map_rows((0, 0), None, 120);
+        assert!(!rows[0].contains("private"), "{rows:?}");
+        assert!(rows[0].contains("▚ pending "), "{rows:?}");
+        assert!(rows[1].starts_with("L  0x7f0000000000 "), "{rows:?}");
+        assert!(rows[2].starts_with("L  0x7f0001400000 "), "{rows:?}");
+    }
+
+    #[test]
+    fn the_viewer_keeps_the_pool_column_where_no_shown_segment_is_private() {
+        // The viewer says whether the file has private pools: the strips
+        // keep their width while segments come and go with the cursor.
+        let rows = map_rows((0, 0), Some(true), 80);
+        assert!(rows[0].contains("P private pool"), "{rows:?}");
+        assert!(rows[2].starts_with("L   0x7f0001400000 "), "{rows:?}");
+        let rows = map_rows((0, 1), Some(false), 80);
+        assert!(!rows[0].contains("private"), "{rows:?}");
+        assert!(rows[2].starts_with("L  0x7f0001400000 "), "{rows:?}");
     }
 
     #[test]

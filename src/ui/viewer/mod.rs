@@ -239,6 +239,7 @@ pub fn render_viewer(
                 }
             }
             Pane::Segments => SegmentsPane::new(&v.app, theme)
+                .with_private_pools(v.has_private_pools())
                 .with_highlight(v.highlighted())
                 .with_empty_note(filtered_empty.as_deref())
                 .with_title_notes(&final_state)
