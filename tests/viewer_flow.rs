@@ -289,6 +289,79 @@ fn a_click_focuses_the_pane_under_it_and_on_a_gpu_row_selects_that_gpu() {
 }
 
 #[test]
+fn a_click_on_a_sites_row_selects_that_site_as_the_arrow_keys_would() {
+    use ratatui::layout::Rect;
+    use vramtop::shell::click::click_viewer;
+    use vramtop::ui::{site_at, viewer_layout};
+    let Some(mut v) = shared("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('w'));
+    assert!(v.sites.as_ref().is_some_and(|s| s.sites.len() > 12));
+    // Beside the timeline at 120 columns, in its place at 80.
+    for area in [Rect::new(0, 0, 80, 24), Rect::new(0, 0, 120, 40)] {
+        assert_eq!(v.selected_site, 0);
+        let rect = viewer_layout(area, &v).sites.expect("the sites pane");
+        let row_of = |v: &ViewerState, site| {
+            (rect.y..rect.bottom())
+                .find(|&r| site_at(v, rect, r) == Some(site))
+                .expect("the site's row is drawn")
+        };
+        assert_eq!(row_of(&v, 2), rect.y + 3, "under the title and two sites");
+        let mut keyed = v.clone();
+        press(&mut keyed, KeyCode::Down);
+        press(&mut keyed, KeyCode::Down);
+        let row = row_of(&v, 2);
+        assert!(click_viewer(area, &mut v, rect.x + 5, row));
+        assert_eq!(v.selected_site, 2);
+        // Its blocks highlighted, the block selection on its block.
+        assert_eq!(v.highlighted(), keyed.highlighted());
+        assert_eq!(v.app.ui.selected_block, keyed.app.ui.selected_block);
+        assert_eq!(v.selected_address, keyed.selected_address);
+        let row = row_of(&v, 2);
+        assert!(!click_viewer(area, &mut v, rect.x + 5, row), "no change");
+        // The title selects none, nor the row counting the sites not
+        // shown, where the list is longer than the pane (at 80×24).
+        assert_eq!(site_at(&v, rect, rect.y), None);
+        let sites = v.sites.as_ref().map_or(0, |s| s.sites.len());
+        if sites > usize::from(rect.height - 1) {
+            let last = rect.bottom() - 1;
+            assert_eq!(site_at(&v, rect, last), None, "the '… N more' row");
+            assert!(!click_viewer(area, &mut v, rect.x + 5, last));
+            assert_eq!(v.selected_site, 2);
+        } else {
+            assert_eq!(area.width, 120, "80×24 cuts the list");
+        }
+        press(&mut v, KeyCode::Up);
+        press(&mut v, KeyCode::Up);
+    }
+    // An expanded site: a row of the list above its stack selects that
+    // site, still expanded; its stack's rows select none.
+    let area = Rect::new(0, 0, 120, 40);
+    press(&mut v, KeyCode::Enter);
+    assert!(v.site_expanded);
+    let rect = viewer_layout(area, &v).sites.expect("the sites pane");
+    let row = (rect.y..rect.bottom())
+        .find(|&r| site_at(&v, rect, r) == Some(1))
+        .expect("site 1's row is drawn");
+    assert!(click_viewer(area, &mut v, rect.x + 5, row));
+    assert_eq!(v.selected_site, 1);
+    assert!(v.site_expanded);
+    assert_eq!(
+        site_at(&v, rect, rect.bottom() - 2),
+        None,
+        "a row of its stack"
+    );
+    // Under the help (modal) a click changes nothing.
+    press(&mut v, KeyCode::Char('?'));
+    let row = (rect.y..rect.bottom())
+        .find(|&r| site_at(&v, rect, r) == Some(0))
+        .expect("site 0's row is drawn");
+    assert!(!click_viewer(area, &mut v, rect.x + 5, row));
+    assert_eq!(v.selected_site, 1);
+}
+
+#[test]
 fn tab_skips_the_process_pane_the_viewer_does_not_have() {
     let mut v = story_viewer();
     let mut seen = Vec::new();

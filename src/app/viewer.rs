@@ -666,10 +666,19 @@ impl ViewerState {
             return Effect::None;
         }
         let next = (self.selected_site as isize + delta).clamp(0, n as isize - 1) as usize;
-        if next == self.selected_site {
+        self.select_site(next)
+    }
+
+    /// Selects site `index` (into the listed sites) as `↑`/`↓` do: its
+    /// stack from the top, its blocks highlighted and the block selection
+    /// on the one whose stack it shows. Nothing for the selected site or
+    /// an index past the list.
+    fn select_site(&mut self, index: usize) -> Effect {
+        let n = self.sites.as_ref().map_or(0, |s| s.sites.len());
+        if index >= n || index == self.selected_site {
             return Effect::None;
         }
-        self.selected_site = next;
+        self.selected_site = index;
         self.site_scroll = 0;
         self.select_site_block();
         Effect::Redraw
@@ -1289,6 +1298,23 @@ impl ViewerState {
         } else {
             Effect::None
         }
+    }
+
+    /// A left click on the sites pane, on the row of site `site` (index
+    /// into the listed sites; `None`: on its title, its stack or a row of
+    /// no site): selects that site as `↑`/`↓` would have, an expanded
+    /// site's list included (the new site's stack then shows). Under the
+    /// block detail, the A/B comparison or the help it changes nothing,
+    /// as [`ViewerState::click`]; it clears a notice, as a key does.
+    pub fn click_site(&mut self, site: Option<usize>) -> Effect {
+        let had_notice = self.app.ui.notice.take().is_some();
+        let modal =
+            self.detail_open || self.compare.is_some() || self.app.ui.overlay != Overlay::None;
+        let effect = match site {
+            Some(i) if self.sites_open && !modal => self.select_site(i),
+            _ => Effect::None,
+        };
+        if had_notice { Effect::Redraw } else { effect }
     }
 
     fn answer_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {

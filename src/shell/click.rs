@@ -1,5 +1,6 @@
 //! Mouse clicks: focus the pane under the pointer; in the GPUs pane, select
-//! the GPU on that row; in the dashboard and in the snapshot viewer alike.
+//! the GPU on that row; in the dashboard and in the snapshot viewer alike;
+//! in the viewer's sites pane, select the site on that row.
 //! Uses the UI's own layouts, so clicks land where the panes are drawn.
 
 use ratatui::layout::{Position, Rect};
@@ -8,7 +9,7 @@ use crate::app::keymap::Keymap;
 use crate::app::state::{AppState, Pane};
 use crate::app::update::{Effect, pick_gpu};
 use crate::app::viewer::ViewerState;
-use crate::ui::{Theme, device_at, gpu_at, layout, viewer_layout};
+use crate::ui::{Theme, device_at, gpu_at, layout, site_at, viewer_layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`,
 /// clearing the status line's notice as a key does; returns whether
@@ -49,6 +50,11 @@ pub fn click_viewer(area: Rect, v: &mut ViewerState, column: u16, row: u16) -> b
     // The screen as drawn, the status line's notice rows included.
     let screen = viewer_layout(area, v);
     let at = Position { x: column, y: row };
+    // The sites pane is none of `panes` (it takes its keys whatever has the
+    // focus): a click on a site's row selects it.
+    if let Some(rect) = screen.sites.filter(|r| r.contains(at)) {
+        return v.click_site(site_at(v, rect, row)) == Effect::Redraw;
+    }
     let hit = screen.panes.iter().find(|(_, r)| r.contains(at)).copied();
     let gpu = hit
         .filter(|&(pane, _)| pane == Pane::Gpus)

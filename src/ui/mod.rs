@@ -69,7 +69,7 @@ pub use theme::Theme;
 pub use timeline::{LegendName, TimelinePane};
 pub use viewer::{
     LEGEND_NAMES as VIEWER_LEGEND_NAMES, ViewerLayout, compare_lines, detail_lines, device_at,
-    largest_changes_first, render_loading, render_viewer, site_detail_lines, status_text,
+    largest_changes_first, render_loading, render_viewer, site_at, site_detail_lines, status_text,
     status_text_within, viewer_layout,
 };
 

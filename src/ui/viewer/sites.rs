@@ -171,6 +171,42 @@ pub fn site_detail_lines(v: &ViewerState, keymap: &Keymap, site: &Site, width: u
     lines
 }
 
+/// The rows of a sites pane's inner area `height` rows tall that list its
+/// `sites` sites: all of them, or with a site expanded a third of the pane
+/// (fewer when there are fewer sites: rows left blank would push the
+/// stack down).
+fn list_height(v: &ViewerState, sites: usize, height: u16) -> u16 {
+    if v.site_expanded {
+        let sites_n = u16::try_from(sites).unwrap_or(u16::MAX);
+        (height / 3).max(2).min(sites_n).max(1).min(height)
+    } else {
+        height
+    }
+}
+
+/// The site (index into the listed sites) drawn on screen row `row` of the
+/// sites pane drawn in `area`, for mouse clicks: the list's rows under the
+/// title, scrolled as `render_sites` scrolls them. `None` on the title,
+/// on the row counting the sites not shown, on an expanded site's stack
+/// and blocks, below the last site, and while the pane lists nothing.
+pub fn site_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
+    let total = v.sites.as_ref().map_or(0, |s| s.sites.len());
+    if total == 0 {
+        return None;
+    }
+    // The title is the pane's one row of chrome (its top border).
+    let top = area.y.checked_add(1)?;
+    let height = area.height.checked_sub(1)?;
+    let offset = usize::from(row.checked_sub(top)?);
+    let cut = ListCut::of(
+        total,
+        usize::from(list_height(v, total, height)),
+        v.selected_site,
+    );
+    let index = cut.first.checked_add(offset)?;
+    (offset < cut.rows && index < total).then_some(index)
+}
+
 /// The sites pane: the live allocated memory at the cursor by site,
 /// largest first; the selected site expands below the list.
 pub(super) fn render_sites(
@@ -223,18 +259,7 @@ pub(super) fn render_sites(
         theme.finish(area, buf);
         return;
     }
-    let list_h = if v.site_expanded {
-        // A third of the pane, or fewer rows when there are fewer sites:
-        // rows left blank would push the stack down.
-        let sites_n = u16::try_from(sites.sites.len()).unwrap_or(u16::MAX);
-        (inner.height / 3)
-            .max(2)
-            .min(sites_n)
-            .max(1)
-            .min(inner.height)
-    } else {
-        inner.height
-    };
+    let list_h = list_height(v, sites.sites.len(), inner.height);
     // A list longer than its rows keeps its last row to say how many
     // sites it does not show: the title's count alone left a hidden site
     // unmentioned until the list was scrolled.
