@@ -250,6 +250,23 @@ fn demo_runs_on_the_simulated_memory_it_is_given() {
 }
 
 #[test]
+fn every_command_taking_sim_memory_has_one_least_size_and_one_wording() {
+    // The demo accepted 600 MiB while the dashboard and check refused
+    // anything under 1 GiB, each in its own words.
+    for args in [
+        &["demo", "--sim-memory", "600MiB"][..],
+        &["--once", "--sim-memory", "600MiB"],
+        &["check", "--sim-memory", "600MiB"],
+    ] {
+        let err = usage_error(args);
+        assert!(
+            err.contains("'600MiB' is too small for a simulated GPU: the least is 1GiB"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_negative_count_of_simulated_processes_is_a_range_error() {
     let err = usage_error(&["--once", "--sim-training", "-1"]);
     assert!(err.contains("-1 is not in 0..=64"), "{err}");

@@ -616,7 +616,7 @@ pub enum Command {
         force: bool,
         /// Memory of the simulated GPU (e.g. 80GiB, 24G, 141GB).
         #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE",
-              value_parser = size_arg, allow_hyphen_values = true, help_heading = "Simulated GPU")]
+              value_parser = sim_memory_arg, allow_hyphen_values = true, help_heading = "Simulated GPU")]
         sim_memory: u64,
     },
     /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), which
