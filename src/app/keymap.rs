@@ -94,8 +94,8 @@ impl Action {
             Action::FocusPrev => "previous pane",
             Action::Up => "move up (GPU, block, process)",
             Action::Down => "move down",
-            Action::Left => "previous block / scroll left",
-            Action::Right => "next block / scroll right",
+            Action::Left => "previous block (in Segments)",
+            Action::Right => "next block (in Segments)",
             // PAGE_ROWS (src/app/update.rs), which a test checks; at most
             // 34 columns, or the 80-column help loses its two columns.
             Action::PageUp => "up 10 rows (map: segment rows)",

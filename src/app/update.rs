@@ -496,7 +496,16 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         Action::Down => move_selection(state, 1),
         Action::Left if matches!(ui.focus, Pane::Segments) => move_selection(state, -1),
         Action::Right if matches!(ui.focus, Pane::Segments) => move_selection(state, 1),
-        Action::Left | Action::Right => return Effect::None,
+        Action::Left | Action::Right => {
+            // A key that can do nothing says why (blocks are only in Segments).
+            let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+            return key_notice(
+                state,
+                keymap,
+                action,
+                format!("← and → step between blocks in Segments ({tab} moves there)"),
+            );
+        }
         Action::PageUp => move_selection(state, -(PAGE_ROWS as isize)),
         Action::PageDown => move_selection(state, PAGE_ROWS as isize),
         // The process list's scroll is clamped where it is drawn: End stops
@@ -808,6 +817,22 @@ mod tests {
         s.ui.focus = Pane::Processes;
         press(&mut s, KeyCode::Char('t'));
         assert_ne!(s.ui.process_tree, tree, "switched in Processes");
+    }
+
+    #[test]
+    fn block_keys_outside_segments_say_where_they_act() {
+        for focus in [Pane::Gpus, Pane::Fragmentation, Pane::Processes] {
+            let mut s = state_with_gpus(1);
+            s.ui.focus = focus;
+            for key in [KeyCode::Char('h'), KeyCode::Right] {
+                assert_eq!(press(&mut s, key), Effect::Redraw, "{focus:?}");
+                let said = s.ui.notice.clone().unwrap_or_default();
+                assert!(
+                    said.contains("Segments") && said.contains("Tab"),
+                    "{focus:?}: {said}"
+                );
+            }
+        }
     }
 
     #[test]
