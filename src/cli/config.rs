@@ -20,6 +20,12 @@ use super::{
 use crate::device::factory::BackendChoice;
 use crate::quote::{cut, parser_complaint};
 
+/// How a problem of an unknown key starts (after its line).
+const UNKNOWN_KEY: &str = "unknown key";
+
+/// The most problems of one file its error lists (the rest are counted).
+const MAX_LISTED_PROBLEMS: usize = 5;
+
 /// The most characters of the TOML parser's message an error keeps.
 const MAX_PARSER_MESSAGE_CHARS: usize = 200;
 
@@ -146,70 +152,100 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
         ))
     })?;
     let mut entries: Vec<_> = document.get_ref().iter().collect();
-    // In the file's order, so the first problem in the file is the one said.
+    // In the file's order, so problems are said as they are met reading it.
     entries.sort_by_key(|(key, _)| key.span().start);
     let mut file = ConfigFile::default();
+    let mut problems = Vec::new();
     for (key, value) in entries {
-        let line = format!("line {}: ", line_at(text, key.span().start));
-        let key = key.get_ref().as_ref();
-        let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| *k == key) else {
-            let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
-            return Err(invalid(format!(
-                "{line}unknown key '{}' (known: {})",
-                cut(key),
-                known.join(", ")
-            )));
-        };
-        let bad = || {
-            invalid(format!(
-                "{line}'{key}' expects {expected}, found {}",
-                found(text, value)
-            ))
-        };
-        let value = value.get_ref();
-        match key {
-            "interval" => {
-                file.interval = Some(
-                    duration_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("{line}'{key}': {e}")))?,
-                );
-            }
-            "backend" => {
-                file.backend = Some(match value.as_str() {
-                    Some("auto") => BackendChoice::Auto,
-                    Some("sim") => BackendChoice::Sim,
-                    Some("nvml") => BackendChoice::Nvml,
-                    _ => return Err(bad()),
-                });
-            }
-            "sim_gpus" => file.sim_gpus = Some(u32_in(value, 1..=SIM_GPUS_MAX).ok_or_else(bad)?),
-            "sim_memory" => {
-                file.sim_memory = Some(
-                    sim_memory_arg(value.as_str().ok_or_else(bad)?)
-                        .map_err(|e| invalid(format!("{line}'{key}': {e}")))?,
-                );
-            }
-            "sim_seed" => {
-                file.sim_seed = Some(
-                    integer(value)
-                        .and_then(|n| u64::try_from(n).ok())
-                        .filter(|n| *n <= SIM_SEED_MAX)
-                        .ok_or_else(bad)?,
-                );
-            }
-            "sim_training" => {
-                file.sim_training = Some(u32_in(value, 0..=SIM_TRAINING_MAX).ok_or_else(bad)?);
-            }
-            "sim_dataloader_workers" => {
-                file.sim_dataloader_workers =
-                    Some(u32_in(value, 0..=SIM_DATALOADER_WORKERS_MAX).ok_or_else(bad)?);
-            }
-            "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
-            "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
-            _ => return Err(bad()),
+        if let Err(problem) = read_entry(&mut file, text, key, value) {
+            problems.push(problem);
         }
     }
+    if let Some(first) = problems.first() {
+        // Every problem at once, so one edit fixes the file; the count
+        // bounds the line a file of thousands of bad keys makes.
+        let mut message = first.clone();
+        for problem in problems.iter().skip(1).take(MAX_LISTED_PROBLEMS - 1) {
+            message.push_str("; ");
+            message.push_str(problem);
+        }
+        if problems.len() > MAX_LISTED_PROBLEMS {
+            message.push_str(&format!(
+                "; and {} more",
+                problems.len() - MAX_LISTED_PROBLEMS
+            ));
+        }
+        if problems.iter().any(|p| p.contains(UNKNOWN_KEY)) {
+            let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
+            message.push_str(&format!(" (known keys: {})", known.join(", ")));
+        }
+        return Err(invalid(message));
+    }
     Ok(file)
+}
+
+/// Reads one `key = value` of the file into `file`, or says what is wrong
+/// with it ("line N: …").
+fn read_entry(
+    file: &mut ConfigFile,
+    text: &str,
+    key: &toml::Spanned<std::borrow::Cow<'_, str>>,
+    value: &toml::Spanned<DeValue<'_>>,
+) -> Result<(), String> {
+    let line = format!("line {}: ", line_at(text, key.span().start));
+    let key = key.get_ref().as_ref();
+    let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| *k == key) else {
+        return Err(format!("{line}{UNKNOWN_KEY} '{}'", cut(key)));
+    };
+    let bad = || {
+        format!(
+            "{line}'{key}' expects {expected}, found {}",
+            found(text, value)
+        )
+    };
+    let value = value.get_ref();
+    match key {
+        "interval" => {
+            file.interval = Some(
+                duration_arg(value.as_str().ok_or_else(bad)?)
+                    .map_err(|e| format!("{line}'{key}': {e}"))?,
+            );
+        }
+        "backend" => {
+            file.backend = Some(match value.as_str() {
+                Some("auto") => BackendChoice::Auto,
+                Some("sim") => BackendChoice::Sim,
+                Some("nvml") => BackendChoice::Nvml,
+                _ => return Err(bad()),
+            });
+        }
+        "sim_gpus" => file.sim_gpus = Some(u32_in(value, 1..=SIM_GPUS_MAX).ok_or_else(bad)?),
+        "sim_memory" => {
+            file.sim_memory = Some(
+                sim_memory_arg(value.as_str().ok_or_else(bad)?)
+                    .map_err(|e| format!("{line}'{key}': {e}"))?,
+            );
+        }
+        "sim_seed" => {
+            file.sim_seed = Some(
+                integer(value)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .filter(|n| *n <= SIM_SEED_MAX)
+                    .ok_or_else(bad)?,
+            );
+        }
+        "sim_training" => {
+            file.sim_training = Some(u32_in(value, 0..=SIM_TRAINING_MAX).ok_or_else(bad)?);
+        }
+        "sim_dataloader_workers" => {
+            file.sim_dataloader_workers =
+                Some(u32_in(value, 0..=SIM_DATALOADER_WORKERS_MAX).ok_or_else(bad)?);
+        }
+        "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
+        "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
+        _ => return Err(bad()),
+    }
+    Ok(())
 }
 
 /// A TOML integer in `range`, as its flag's `u32` value parser takes it.
@@ -333,6 +369,31 @@ mod tests {
             text.contains("line 3") && text.contains("intervl") && text.contains("interval"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn every_problem_of_the_file_is_said_at_once_in_one_line() {
+        let err = parse_text("c.toml", "interval = \"1s\"\nbogus = 1\nsim_gpus = 0\n")
+            .expect_err("two problems");
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let (unknown, range) = (
+            text.find("line 2: unknown key 'bogus'"),
+            text.find("line 3: 'sim_gpus' expects an integer 1–64, found 0"),
+        );
+        assert!(
+            unknown.is_some() && range.is_some() && unknown < range,
+            "{text}"
+        );
+        // A file of many bad keys lists the first few and counts the rest.
+        let many: String = (0..40).map(|i| format!("bad{i} = 1\n")).collect();
+        let text = parse_text("c.toml", &many).expect_err("many").to_string();
+        assert!(text.contains("bad4") && !text.contains("bad5 "), "{text}");
+        assert!(
+            text.contains("; and 35 more (known keys: interval,"),
+            "{text}"
+        );
+        assert_eq!(text.matches("known keys").count(), 1, "{text}");
     }
 
     #[test]
