@@ -280,6 +280,23 @@ fn an_empty_file_is_said_to_have_no_segments_and_no_trace_in_the_viewers_own_wor
 }
 
 #[test]
+fn a_file_with_no_gpu_hints_only_quit_and_help() {
+    // `pickle.dumps([], protocol=2)`, a bare segment list with none: no
+    // segments, no trace, no GPU.
+    let snapshot =
+        vramtop::snapshot::read_snapshot(b"\x80\x02]q\x00.").expect("an empty segment list");
+    let v = ViewerState::new("empty.pickle".to_string(), snapshot);
+    assert!(v.scrub.devices.is_empty());
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        // Enter, s, p, w and g had nothing to act on: no block, stream,
+        // pool or site.
+        let hints = screen.lines().last().unwrap_or_default().trim_end();
+        assert_eq!(hints, "q quit  ? help", "{screen}");
+    }
+}
+
+#[test]
 fn home_shows_the_empty_allocator_before_the_first_event() {
     let Some(mut v) = viewer(SILMONT) else {
         return;

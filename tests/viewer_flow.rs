@@ -496,6 +496,40 @@ fn a_snapshot_without_a_trace_shows_its_state_and_scrub_keys_say_there_is_none()
     assert!(screen.contains("Enter block"), "{screen}");
 }
 
+#[test]
+fn every_viewer_key_in_a_file_with_no_gpu_says_so_and_changes_nothing() {
+    // `pickle.dumps([], protocol=2)`: no segments, no trace, no GPU.
+    let snapshot =
+        vramtop::snapshot::read_snapshot(b"\x80\x02]q\x00.").expect("an empty segment list");
+    let mut v = ViewerState::new("empty.pickle".to_string(), snapshot);
+    assert!(v.gpu_less());
+    let keymap = Keymap::default();
+    // The keys the trace-less hints offered: each answered with nothing
+    // on screen to show for it (a pool filter, an empty sites pane).
+    for key in ["Enter", "s", "p", "w", "g", "x", "End", "]", "["] {
+        let code = match key {
+            "Enter" => KeyCode::Enter,
+            "End" => KeyCode::End,
+            k => KeyCode::Char(k.chars().next().expect("a key")),
+        };
+        press(&mut v, code);
+        let notice = v.app.ui.notice.clone().unwrap_or_default();
+        assert!(
+            notice.starts_with("no GPU in this file (no segments, no trace): "),
+            "{key}: {notice}"
+        );
+        assert!(!v.sites_open && !v.detail_open, "{key}");
+        assert_eq!((v.stream_filter, v.pool_filter), (None, None), "{key}");
+    }
+    for b in &keymap.viewer {
+        assert!(!v.offers(b.action), "{:?}", b.action);
+    }
+    // A trace key keeps its own answer: there is no trace either.
+    press(&mut v, KeyCode::Right);
+    let notice = v.app.ui.notice.clone().unwrap_or_default();
+    assert!(notice.starts_with("no trace in this file"), "{notice}");
+}
+
 /// The block detail's lines as text, wide enough not to wrap.
 fn detail_text(v: &ViewerState) -> String {
     vramtop::ui::detail_lines(v, 200)

@@ -635,13 +635,19 @@ impl Keymap {
         )
     }
 
-    /// [`Keymap::viewer_hints`] for a file without a trace: the keys that
-    /// move along or look into the trace are left out.
-    pub fn viewer_hints_without_trace(&self, sites: bool) -> Vec<(&'static str, &'static str)> {
+    /// [`Keymap::viewer_hints`] of only the actions `offered` says can do
+    /// something in the file shown: a file without a trace leaves out the
+    /// keys that move along or look into one, a file with no GPU every
+    /// viewer key (`ViewerState::offers`).
+    pub fn viewer_hints_offered(
+        &self,
+        sites: bool,
+        offered: impl Fn(ViewerAction) -> bool,
+    ) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.viewer
                 .iter()
-                .filter(|b| !b.action.needs_trace())
+                .filter(|b| offered(b.action))
                 .filter(|b| b.action.in_sites_pane() == sites || !self.sites_takes(b))
                 .map(|b| (b.keys, b.hint, u8::from(!b.action.in_sites_pane()))),
         )
@@ -1432,7 +1438,7 @@ mod tests {
             Some(&("Enter", "expand/fold site")),
             "right after quit and help"
         );
-        let trace_less = k.viewer_hints_without_trace(true);
+        let trace_less = k.viewer_hints_offered(true, |a| !a.needs_trace());
         assert!(trace_less.contains(&("Enter", "expand/fold site")));
         assert!(!trace_less.contains(&("Enter", "block")));
     }

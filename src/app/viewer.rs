@@ -751,6 +751,22 @@ impl ViewerState {
         self.trace_reading.is_none() && self.device().is_none_or(DeviceScrub::is_empty)
     }
 
+    /// The file, read whole, has no GPU: no segments and no trace (a
+    /// pickle of an empty segment list). No viewer key has anything to act on.
+    /// While a segments stage is shown the trace may still bring one.
+    pub fn gpu_less(&self) -> bool {
+        self.trace_reading.is_none() && self.scrub.devices.is_empty()
+    }
+
+    /// Whether `action` can do something in this file: none can in a file
+    /// with no GPU, and the keys that need a trace cannot in a file
+    /// without one. The status line hints only these; the others say why
+    /// when pressed.
+    pub fn offers(&self, action: ViewerAction) -> bool {
+        let trace_missing = action.needs_trace() && self.trace_less();
+        !(self.gpu_less() || trace_missing)
+    }
+
     /// Index of the selected device in `scrub.devices`.
     pub fn device_index(&self) -> usize {
         self.app
@@ -975,6 +991,15 @@ impl ViewerState {
                 Some(e) => format!("nothing to {what}: the trace could not be read: {e}"),
                 None => format!("no trace in this file (its final state only): nothing to {what}"),
             });
+            return Effect::Redraw;
+        }
+        // No GPU: a filter, the sites pane or a grouping would change
+        // state with nothing on screen to show for it.
+        if self.gpu_less() {
+            self.app.ui.notice = Some(format!(
+                "no GPU in this file (no segments, no trace): {} has nothing to act on",
+                key(action)
+            ));
             return Effect::Redraw;
         }
         let cursor = self.cursor();

@@ -407,17 +407,15 @@ pub(super) fn render_status(
     let hints_row = area.height.saturating_sub(1);
     let shown = usize::from(hints_row.max(1));
     chrome::lines_at(buf, area, &first[..first.len().min(shown)]);
-    let trace_less = v.trace_less();
     let sites = v.sites_take_keys();
     // The comparison takes the keys over the block detail too.
     let mut all = if v.compare.is_some() {
         keymap.compare_hints()
     } else if v.detail_open {
         keymap.detail_hints()
-    } else if trace_less {
-        keymap.viewer_hints_without_trace(sites)
     } else {
-        keymap.viewer_hints(sites)
+        // Only the keys that can do something in this file.
+        keymap.viewer_hints_offered(sites, |a| v.offers(a))
     };
     if v.returns_to_dashboard {
         // Opened from the dashboard: `q` goes back there, not out of vramtop.
