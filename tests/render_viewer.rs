@@ -151,8 +151,49 @@ fn panes_left_on_the_files_final_state_by_an_inconsistent_trace_say_so_in_their_
 }
 
 #[test]
+fn the_final_state_note_stays_off_where_the_panes_show_the_cursors_own_state() {
+    // SnapViewer's file before its first event: the state there is the
+    // final one, every block inside a segment, so the panes and the GPUs
+    // row agree (8.50 KiB allocated of 250 MiB). The note said "final
+    // state" there as if the panes were not the cursor's.
+    let Some(mut v) = viewer("snapviewer_memory.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.cursor(), 0);
+    let d = &v.scrub.devices[0];
+    assert!(d.misfits > 0, "an inconsistent trace");
+    let shown = |v: &ViewerState| {
+        let allocated: u64 = v.segments.iter().filter_map(|s| s.allocated_size).sum();
+        let reserved: u64 = v.segments.iter().map(|s| s.total_size).sum();
+        (allocated, reserved)
+    };
+    let at = |v: &ViewerState| {
+        let p = v.scrub.devices[0].points[v.cursor()];
+        (p.allocated, p.reserved)
+    };
+    assert_eq!(shown(&v), at(&v), "the panes' figures are the cursor's");
+    assert!(!v.shows_final_state);
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        assert!(!screen.contains("final state"), "{screen}");
+    }
+    // One event on, the trace allocates outside every segment: the GPUs
+    // row counts it, the panes cannot, and say so.
+    press(&mut v, KeyCode::Right);
+    assert_ne!(shown(&v), at(&v));
+    assert!(v.shows_final_state);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let segments = screen
+        .lines()
+        .find(|l| l.contains(" Segments "))
+        .unwrap_or_default();
+    assert!(segments.contains("final state"), "{screen}");
+}
+
+#[test]
 fn at_80x24_the_segments_title_and_its_legend_share_their_row_with_border_between() {
-    // SnapViewer's file at its peak and start shows its final state, and
+    // SnapViewer's file at its peak shows its final state, and
     // "final state" made the title run into the legend: "22 bl█ allocated".
     let Some(mut v) = viewer("snapviewer_memory.pickle") else {
         return;

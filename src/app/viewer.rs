@@ -252,11 +252,12 @@ pub struct ViewerState {
     /// Opened from the dashboard: `q` goes back to it, not out of vramtop.
     pub returns_to_dashboard: bool,
     /// The segment map at the cursor is the file's final state although
-    /// the cursor is not at the end: an inconsistent trace whose events do
-    /// not fit the file's segments (a free of an unknown block, blocks
-    /// outside every segment) leaves the map, the breakdown and the
-    /// fragmentation where the file's state has them, while the devices
-    /// row and the timeline follow the trace. Their titles say so.
+    /// the cursor is not at the end, and not the cursor's: an inconsistent
+    /// trace whose blocks lie outside every segment leaves the map, the
+    /// breakdown and the fragmentation where the file's state has them,
+    /// while the devices row and the timeline count those blocks. Their
+    /// titles say so. Where the cursor's state has no such block the
+    /// panes show it, whether or not it equals the final one.
     pub shows_final_state: bool,
 }
 
@@ -852,10 +853,22 @@ impl ViewerState {
         // One state for the segments and the sites.
         let state = d.state_at(cursor);
         let layout = d.layout_of(&state);
-        // Only where the trace does not fit the file: a consistent trace's
-        // layout is its own at every cursor.
-        self.shows_final_state =
-            d.misfits > 0 && cursor < d.len() && same_blocks(&layout, &d.segments_at(d.len()));
+        // Only where the trace does not fit the file (a consistent trace's
+        // layout is its own at every cursor), and only where the map
+        // leaves out blocks of the cursor's state (outside every segment,
+        // counted by the GPUs row and the timeline): where it holds them
+        // all it shows the cursor's own state, the figures agree, and that
+        // state being the final one too (at Home on SnapViewer's file) is
+        // no reason for a note.
+        let placed = layout
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .filter(|b| b.state.is_active())
+            .count();
+        self.shows_final_state = d.misfits > 0
+            && cursor < d.len()
+            && placed < state.blocks.len()
+            && same_blocks(&layout, &d.segments_at(d.len()));
         self.segments = layout
             .into_iter()
             .filter(|s| stream.is_none_or(|x| s.stream == x))
