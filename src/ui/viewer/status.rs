@@ -401,12 +401,6 @@ pub(super) fn render_status(
     if area.height == 0 {
         return;
     }
-    // Why the last key did nothing, in place of the position until the
-    // next key, on as many rows as it needs; the hints on the last row.
-    let first = first_rows_styled(v, area.width, screen_h, theme);
-    let hints_row = area.height.saturating_sub(1);
-    let shown = usize::from(hints_row.max(1));
-    chrome::lines_at(buf, area, &first[..first.len().min(shown)]);
     let sites = v.sites_take_keys();
     // The comparison takes the keys over the block detail too.
     let mut all = if v.compare.is_some() {
@@ -423,7 +417,101 @@ pub(super) fn render_status(
             hint.1 = "back";
         }
     }
+    if area.height == 1 {
+        one_row(area, buf, v, &all, theme);
+        return;
+    }
+    // Why the last key did nothing, in place of the position until the
+    // next key, on as many rows as it needs; the hints on the last row.
+    let first = first_rows_styled(v, area.width, screen_h, theme);
+    let hints_row = area.height - 1;
+    chrome::lines_at(buf, area, &first[..first.len().min(usize::from(hints_row))]);
     let hints = chrome::key_hints(&all, usize::from(area.width), theme);
     chrome::line_at(buf, area, hints_row, &hints);
     theme.finish(area, buf);
+}
+
+/// The status line in a one-row `area`: the notice (or the position)
+/// read whole, ending in "…" only where it alone is wider than the row,
+/// and the key hints `all` that fit beside it, two cells apart, or none.
+/// Drawn on one row, the hints covered the notice's start and left its
+/// tail showing after them.
+fn one_row(
+    area: Rect,
+    buf: &mut Buffer,
+    v: &ViewerState,
+    all: &[(&'static str, &'static str)],
+    theme: &Theme,
+) {
+    let first = match &v.app.ui.notice {
+        Some(n) => Line::styled(n.clone(), theme.warning),
+        None => Line::styled(status_text_within(v, usize::from(area.width)), theme.header),
+    };
+    chrome::line_at(buf, area, 0, &first);
+    let room = usize::from(area.width).saturating_sub(first.width().saturating_add(2));
+    // `key_hints` keeps quit and help even where they do not fit.
+    let hints = chrome::key_hints(all, room, theme);
+    if hints.width() > 0 && hints.width() <= room {
+        let w = u16::try_from(hints.width()).unwrap_or(u16::MAX);
+        let row = Rect::new(area.right().saturating_sub(w), area.y, w, 1);
+        chrome::line_at(buf, row, 0, &hints);
+    }
+    theme.finish(area, buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    use crate::snapshot::capture::snapshot_of;
+
+    /// A viewer on a one-allocation trace: every viewer key is hinted.
+    fn viewer() -> ViewerState {
+        let mut m =
+            CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+        m.record_history(Some(100));
+        m.malloc(4 << 20, 0).expect("fits");
+        ViewerState::new("one.pickle".to_string(), snapshot_of(&m, 0))
+    }
+
+    /// The bottom row of an 80×24 screen whose status line has one row.
+    fn one_row_of(v: &ViewerState) -> String {
+        let mut buf = Buffer::empty(Rect::new(0, 0, 80, 24));
+        let area = Rect::new(0, 23, 80, 1);
+        render_status(
+            area,
+            24,
+            &mut buf,
+            v,
+            &Keymap::default(),
+            &Theme::monochrome(),
+        );
+        (0..80).map(|x| buf[(x, 23)].symbol()).collect()
+    }
+
+    #[test]
+    fn a_one_row_status_line_reads_the_notice_whole_and_keeps_only_the_hints_beside_it() {
+        let mut v = viewer();
+        // 72 cells of 80: no room for even quit and help beside it. The
+        // hints were drawn over its start, its tail showing after them.
+        let long = "x: C++ frames now listed in expanded sites (w sites, Enter expands one)";
+        v.app.ui.notice = Some(long.to_string());
+        assert_eq!(one_row_of(&v).trim_end(), long);
+        // A short notice keeps the hints that fit beside it, at the end.
+        let short = "A = event 1; M marks B";
+        v.app.ui.notice = Some(short.to_string());
+        let row = one_row_of(&v);
+        assert!(row.starts_with(&format!("{short}  ")), "{row}");
+        let hints = row[short.len()..].trim();
+        assert!(hints.starts_with("q quit  ? help  "), "{row}");
+        assert!(row.ends_with(hints), "{row}");
+        // Wider than the row alone: cut with "…", and no hints.
+        let wider = "nothing to step through: the trace could not be read: /tmp/cut.pickle: \
+                     truncated pickle: input ends at byte 1500000 inside FRAME";
+        v.app.ui.notice = Some(wider.to_string());
+        let row = one_row_of(&v);
+        assert!(row.starts_with("nothing to step through: "), "{row}");
+        assert!(row.ends_with('…'), "{row}");
+        assert!(!row.contains("q quit"), "{row}");
+    }
 }
