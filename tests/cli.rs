@@ -104,13 +104,17 @@ fn replay_says_how_many_trace_entries_are_markers_it_does_not_replay() {
 }
 
 #[test]
-fn replay_of_a_hand_made_sample_reports_findings_with_exit_1() {
+fn replay_of_a_hand_made_sample_reports_its_findings_as_an_inconsistent_file_with_exit_2() {
     let Some(path) = shared("snapviewer_memory.pickle") else {
         return;
     };
     let (code, out, _) = vramtop(&["replay", &path]);
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("MISMATCH"), "{out}");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("invariants: INCONSISTENT FILE (20 findings)"),
+        "{out}"
+    );
+    assert!(out.contains("result: NOT REPLAYABLE"), "{out}");
 }
 
 #[test]
@@ -548,12 +552,16 @@ fn replay_words_a_mismatch_within_80_columns_without_debug_output() {
     m.malloc(512, 0).expect("fits");
     let recorded = snapshot_of(&m, 0);
     // The final state's live block 512 B larger than the model's, its free
-    // neighbour 512 B smaller: the blocks differ.
+    // neighbour 512 B smaller: the blocks differ. The segment's sums grow
+    // with it: a file that contradicts itself would be bad input instead.
     let mut grown = recorded.clone();
-    let blocks = &mut grown.segments[0].blocks;
-    blocks[0].size += 512;
-    blocks[1].address += 512;
-    blocks[1].size -= 512;
+    let segment = &mut grown.segments[0];
+    segment.blocks[0].size += 512;
+    segment.blocks[1].address += 512;
+    segment.blocks[1].size -= 512;
+    for sum in [&mut segment.allocated_size, &mut segment.active_size] {
+        *sum = sum.map(|bytes| bytes + 512);
+    }
     // One allocation, and a final state without it.
     let mut lone = recorded;
     lone.segments.clear();

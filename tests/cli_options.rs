@@ -555,15 +555,76 @@ fn whatif_output_has_no_verdict_line_and_no_result_key() {
 
 #[test]
 fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
+    // A consistent file whose trace puts its first allocation where the
+    // model would not: the model and the recording disagree.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("moved.pickle");
+    let mut snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
+    let trace = snapshot.device_traces.first_mut().expect("a trace");
+    let moved = trace
+        .iter()
+        .find(|e| e.action == vramtop::alloc::TraceAction::Alloc)
+        .expect("an allocation")
+        .addr;
+    for e in trace.iter_mut().filter(|e| e.addr == moved) {
+        e.addr += 1 << 40;
+    }
+    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
+    let file = file.display().to_string();
+    let (code, out, _) = vramtop(&["replay", &file, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "MISMATCH", "{out}");
+    let why = v["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("GPU 0: event #") && why.contains(": PyTorch alloc("),
+        "{out}"
+    );
+    let (code, out, _) = vramtop(&["replay", &file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("verdict: checks vramtop's allocator model against this recording"),
+        "{out}"
+    );
+}
+
+#[test]
+fn replay_of_a_file_whose_blocks_do_not_add_up_is_not_replayable_with_exit_2() {
+    // The hand-made sample's segments hold fewer bytes of blocks than
+    // their size: no PyTorch writes that, so it is bad input.
     let Some(path) = common::shared_snapshot("snapviewer_memory.pickle") else {
         return;
     };
     let path = path.display().to_string();
-    let (code, out, _) = vramtop(&["replay", &path, "--json"]);
-    assert_eq!(code, 1, "{out}");
-    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    assert_eq!(v["result"], "MISMATCH", "{out}");
-    assert!(v["why"].as_str().is_some_and(|w| !w.is_empty()), "{out}");
+    for verify in [&[][..], &["--verify"][..]] {
+        let (code, out, _) = vramtop(&[&["replay", &path, "--json"][..], verify].concat());
+        assert_eq!(code, 2, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["result"], "NOT REPLAYABLE", "{out}");
+        let why = v["why"].as_str().unwrap_or_default();
+        assert!(
+            why.starts_with("the file's final layout is inconsistent: segment 0x")
+                && why.contains("blocks sum to"),
+            "{out}"
+        );
+        let (code, out, _) = vramtop(&[&["replay", &path][..], verify].concat());
+        assert_eq!(code, 2, "{out}");
+        let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            unwrapped.contains("result: NOT REPLAYABLE (the file's final layout is inconsistent:"),
+            "{out}"
+        );
+        assert!(
+            unwrapped.contains(vramtop::cli::replay::INCONSISTENT_MEANING),
+            "{out}"
+        );
+        // Nothing reads as the model failing.
+        assert!(!out.contains("MISMATCH"), "{out}");
+        assert!(
+            !unwrapped.contains("checks vramtop's allocator model"),
+            "{out}"
+        );
+    }
 }
 
 #[test]

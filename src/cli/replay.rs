@@ -41,11 +41,7 @@ pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode>
             .wrap_err("cannot write the output")?;
     }
     super::leave_to_exit(snapshot);
-    Ok(if verdict.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_MISMATCH)
-    })
+    Ok(ExitCode::from(verdict.exit_code()))
 }
 
 /// The one verdict of a verify replay, the same in text and JSON.
@@ -59,6 +55,11 @@ pub enum Verdict {
     Mismatch(String),
     /// A device's trace could not be replayed: why.
     NotReplayable(String),
+    /// The file contradicts itself (its blocks do not add up to their
+    /// segment, a segment's sums are not its blocks'): bad input, nothing
+    /// vramtop's model could be checked against. Why, from "the file's final
+    /// layout is inconsistent: ".
+    InconsistentFile(String),
     /// A state-only file: invariants checked, nothing replayed; with the
     /// trace entries left out, if any (then the file had a trace, none of
     /// it readable here).
@@ -67,6 +68,18 @@ pub enum Verdict {
 
 impl Verdict {
     pub fn of(report: &VerifyReport) -> Verdict {
+        // Before any mismatch: a replay of a file that contradicts itself
+        // fails for the file's sake, not the model's.
+        if let Some(f) = report
+            .findings
+            .iter()
+            .find(|f| f.kind.contradicts_the_file())
+        {
+            return Verdict::InconsistentFile(format!(
+                "the file's final layout is inconsistent: segment {:#x} (GPU {}): {}",
+                f.address, f.device, f.message
+            ));
+        }
         if let Some(f) = report.findings.first() {
             return Verdict::Mismatch(format!(
                 "invariant: segment {:#x} (GPU {}): {}",
@@ -127,7 +140,7 @@ impl Verdict {
         match self {
             Verdict::FullMatch(_) => "FULL MATCH",
             Verdict::Mismatch(_) => "MISMATCH",
-            Verdict::NotReplayable(_) => "NOT REPLAYABLE",
+            Verdict::NotReplayable(_) | Verdict::InconsistentFile(_) => "NOT REPLAYABLE",
             Verdict::NoTrace(_) => "NO TRACE",
         }
     }
@@ -136,7 +149,9 @@ impl Verdict {
     /// or what a full match does not cover.
     pub fn why(&self) -> Option<String> {
         match self {
-            Verdict::Mismatch(why) | Verdict::NotReplayable(why) => Some(why.clone()),
+            Verdict::Mismatch(why)
+            | Verdict::NotReplayable(why)
+            | Verdict::InconsistentFile(why) => Some(why.clone()),
             Verdict::NoTrace(None) => {
                 Some("state-only snapshot: invariants checked, nothing replayed".to_string())
             }
@@ -147,9 +162,24 @@ impl Verdict {
         }
     }
 
-    /// Exit 0: nothing was found wrong (a state-only file's invariants held).
-    pub fn passed(&self) -> bool {
-        matches!(self, Verdict::FullMatch(_) | Verdict::NoTrace(_))
+    /// 0 when nothing was found wrong (a state-only file's invariants
+    /// held), 1 when the model and the recording
+    /// disagree (or the model could not replay the trace), 2 for a file
+    /// that contradicts itself: bad input, as an unreadable one is.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Verdict::FullMatch(_) | Verdict::NoTrace(_) => 0,
+            Verdict::Mismatch(_) | Verdict::NotReplayable(_) => EXIT_MISMATCH,
+            Verdict::InconsistentFile(_) => EXIT_BAD_INPUT,
+        }
+    }
+
+    /// What the verdict is about, for the line before it in the text.
+    fn meaning(&self) -> &'static str {
+        match self {
+            Verdict::InconsistentFile(_) => INCONSISTENT_MEANING,
+            _ => VERDICT_MEANING,
+        }
     }
 }
 
@@ -284,6 +314,12 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
 pub const VERDICT_MEANING: &str =
     "verdict: checks vramtop's allocator model against this recording, not your program";
 
+/// [`VERDICT_MEANING`] for a file that contradicts itself: there is nothing
+/// to check the model against, and the fault is the file's.
+pub const INCONSISTENT_MEANING: &str = "verdict: the file contradicts itself (hand-made or \
+     damaged?) and PyTorch writes no such layout: bad input, not a finding about vramtop's \
+     allocator model or your program";
+
 /// The human-readable report.
 pub fn render_report(name: &str, report: &VerifyReport) -> String {
     let mut out = String::new();
@@ -307,10 +343,20 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
             REPORT_WIDTH
         )
     );
+    let inconsistent = report
+        .findings
+        .iter()
+        .any(|f| f.kind.contradicts_the_file());
     let _ = writeln!(
         out,
         "invariants: {} ({})",
-        verdict(report.findings.is_empty()),
+        // A layout that does not add up is the file's fault: it matches
+        // nothing, rather than mismatching the model.
+        if inconsistent {
+            "INCONSISTENT FILE"
+        } else {
+            verdict(report.findings.is_empty())
+        },
         count_of(report.findings.len(), "finding", "findings")
     );
     for f in report.findings.iter().take(10) {
@@ -407,7 +453,7 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     }
     let verdict = Verdict::of(report);
     // A newcomer reads "FULL MATCH" as a verdict on their program.
-    let meaning = VERDICT_MEANING.trim_start_matches("verdict: ");
+    let meaning = verdict.meaning().trim_start_matches("verdict: ");
     line_under(&mut out, "verdict: ", meaning);
     match verdict.why() {
         Some(why) => line_under(

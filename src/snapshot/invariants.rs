@@ -46,6 +46,27 @@ pub enum FindingKind {
     LargeSegmentNotMultipleOf2MiB,
 }
 
+impl FindingKind {
+    /// Whether the file contradicts itself here: its blocks do not tile
+    /// their segment, or a segment's recorded sums are not its blocks'.
+    /// PyTorch never writes such a layout, whatever its allocator did, so
+    /// the file is bad input (hand-made or damaged), not something vramtop's
+    /// model could have got wrong. The other rules (alignment, merged
+    /// neighbours, 2 MiB segments, rounding up) are the allocator's
+    /// behaviour: one broken there may be a PyTorch this project does not
+    /// model yet.
+    pub fn contradicts_the_file(self) -> bool {
+        matches!(
+            self,
+            FindingKind::BlockSizesDoNotSumToTotal
+                | FindingKind::NonContiguousBlocks
+                | FindingKind::AllocatedSizeMismatch
+                | FindingKind::ActiveSizeMismatch
+                | FindingKind::RequestedSizeMismatch
+        )
+    }
+}
+
 /// One broken rule in one segment. Rules that concern blocks are reported
 /// once per segment, naming the first offending block and the count.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
