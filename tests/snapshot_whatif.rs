@@ -522,17 +522,22 @@ fn cli_table_has_one_column_per_conf_and_json_has_one_run_each() {
     ];
     let (code, out, err) = run_vramtop(&args, None);
     assert_eq!(code, 0, "{err}");
-    // Three columns do not fit 80 beside the row names: a group each for
-    // the two settings, each beside the original's column.
+    // Four columns (the recorded settings at the capacity first) do not
+    // fit 80 beside the row names: groups of them, each beside the
+    // original's column.
     let headers: Vec<&str> = out
         .lines()
         .filter(|l| l.trim_start().starts_with("original"))
         .collect();
-    assert_eq!(headers.len(), 2, "{out}");
-    assert!(headers[0].ends_with("  expandable_segments:True"), "{out}");
-    assert!(headers[1].ends_with("  max_split_size_mb:20"), "{out}");
+    assert_eq!(headers.len(), 3, "{out}");
+    assert!(
+        headers[0].ends_with(&format!("  {RECORDED_LABEL}")),
+        "{out}"
+    );
+    assert!(headers[1].ends_with("  expandable_segments:True"), "{out}");
+    assert!(headers[2].ends_with("  max_split_size_mb:20"), "{out}");
     let peaks = row_cells(&out, "peak reserved");
-    assert_eq!(peaks.len(), 2, "{out}");
+    assert_eq!(peaks.len(), 3, "{out}");
     assert!(
         peaks.iter().all(|p| p.len() == 2 && p[0] == peaks[0][0]),
         "{peaks:?}"
@@ -546,9 +551,10 @@ fn cli_table_has_one_column_per_conf_and_json_has_one_run_each() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["capacity"], serde_json::json!(24 * GIB));
     let runs = v["devices"][0]["runs"].as_array().expect("runs");
-    assert_eq!(runs.len(), 3);
-    assert_eq!(runs[1]["label"], "expandable_segments:True");
-    assert!(runs[1]["peak_reserved"].as_u64().is_some());
+    assert_eq!(runs.len(), 4);
+    assert_eq!(runs[1]["label"], RECORDED_LABEL);
+    assert_eq!(runs[2]["label"], "expandable_segments:True");
+    assert!(runs[2]["peak_reserved"].as_u64().is_some());
 }
 
 #[test]
@@ -1014,9 +1020,15 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
     ];
     let (code, out, err) = run_vramtop(&args, None);
     assert_eq!(code, 0, "{err}");
+    // The recorded settings at the capacity come first (see
+    // `a_capacity_also_runs_the_recorded_settings_beside_the_others`).
     assert_eq!(
         row_cells(&out, "peak reserved"),
-        [["3.52 GiB", "1.56 GiB *"], ["3.52 GiB", "1.54 GiB *"]],
+        [
+            ["3.52 GiB", "1.52 GiB *"],
+            ["3.52 GiB", "1.56 GiB *"],
+            ["3.52 GiB", "1.54 GiB *"]
+        ],
         "{out}"
     );
     assert!(
@@ -1027,7 +1039,7 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
         "{out}"
     );
     let divergence = row_cells(&out, "first divergence");
-    assert_eq!(divergence.len(), 2, "{out}");
+    assert_eq!(divergence.len(), 3, "{out}");
     assert!(
         divergence.iter().flatten().all(|c| !c.contains('*')),
         "only figures are marked: {out}"
@@ -1046,10 +1058,97 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
         marks,
         [
             &serde_json::Value::Null,
+            &serde_json::json!(40),
             &serde_json::json!(48),
             &serde_json::json!(48)
         ]
     );
+}
+
+#[test]
+fn a_capacity_also_runs_the_recorded_settings_beside_the_others() {
+    // At 3 GiB the settings given run out of memory at #52, the recorded
+    // ones earlier (#50): the OOM is the capacity's, not the settings'.
+    // Beside only the original (which ran on the recorded device, with no
+    // OOM) the settings read as its cause.
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8 path");
+    let mut args = vec![
+        "replay",
+        file,
+        "--alloc-conf",
+        "expandable_segments:True",
+        "--alloc-conf",
+        "max_split_size_mb:128",
+        "--capacity",
+        "3GiB",
+    ];
+    let (code, out, err) = run_vramtop(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let header = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("original"))
+        .expect("a header row");
+    assert_eq!(
+        header
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>(),
+        ["original", RECORDED_LABEL],
+        "{out}"
+    );
+    assert_eq!(
+        row_cells(&out, "capacity"),
+        [
+            ["as recorded", "3 GiB"],
+            ["as recorded", "3 GiB"],
+            ["as recorded", "3 GiB"]
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        row_cells(&out, "out of memory"),
+        [
+            ["no", "2×, first at #50"],
+            ["no", "at #52"],
+            ["no", "at #52"]
+        ],
+        "{out}"
+    );
+    args.push("--json");
+    let (code, json, _) = run_vramtop(&args, None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let runs = v["devices"][0]["runs"].as_array().expect("runs");
+    let labels: Vec<&str> = runs.iter().filter_map(|r| r["label"].as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "original",
+            RECORDED_LABEL,
+            "expandable_segments:True",
+            "max_split_size_mb:128"
+        ]
+    );
+    assert_eq!(runs[1]["capacity"], serde_json::json!(3u64 << 30));
+    // Without a capacity the runs compare on an unlimited device, as the
+    // original ran on one with room: no column of the recorded settings.
+    let (code, json, _) = run_vramtop(
+        &[
+            "replay",
+            file,
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(v["devices"][0]["runs"].as_array().map(Vec::len), Some(2));
 }
 
 // ------------------------------------------------------------------ allocated by carving

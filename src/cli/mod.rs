@@ -527,7 +527,8 @@ pub enum Command {
         /// What-if: the memory cudaMalloc may take: the card's memory less
         /// the CUDA context (~0.5 GiB) and other processes, e.g. --capacity
         /// 23GiB for a 24 GB card (a unit is required); unlimited when
-        /// absent. Alone, it replays the recorded settings. A trace that
+        /// absent. It replays the recorded settings at SIZE too, in a
+        /// column before those of --alloc-conf. A trace that
         /// starts mid-run holding more than SIZE is said not to fit, not
         /// replayed.
         #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]

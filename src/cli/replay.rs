@@ -12,10 +12,12 @@ use color_eyre::eyre::WrapErr;
 
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
-use crate::snapshot::replay::{DeviceReplay, ReplayStart, VerifyReport, verify};
+use crate::snapshot::replay::{
+    DeviceReplay, ReplayStart, VerifyReport, config_from_settings, verify,
+};
 use crate::snapshot::types::skipped_trace_text;
 use crate::snapshot::whatif::{
-    DeviceWhatIf, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+    DeviceWhatIf, RECORDED_LABEL, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
 };
 
 pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
@@ -498,6 +500,20 @@ pub fn run_whatif(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    // Under a capacity, the recorded settings at that capacity too, first:
+    // the original ran on whatever the recorded device had, and settings
+    // compared only with it would read as the cause of an OOM that is the
+    // capacity's. (`--capacity` alone gets that column from `whatif`.)
+    if capacity.is_some() && !settings.is_empty() {
+        let config = config_from_settings(snapshot.allocator_settings.as_ref());
+        settings.insert(
+            0,
+            WhatIfSetting {
+                conf: RECORDED_LABEL.to_string(),
+                config,
+            },
+        );
+    }
     let report = match whatif(&snapshot, &settings, capacity) {
         Ok(r) => r,
         // The same verdict as the verify mode gives a state-only file.
