@@ -76,6 +76,16 @@ fn remove(dir: &Path) {
     }
 }
 
+/// [`common::run_vramtop`] as on a terminal: the reports lay out their
+/// file's path for 80 columns (piped, they print it whole).
+fn run_on_terminal(args: &[&str], ld_library_path: Option<&Path>) -> (i32, String, String) {
+    common::run_vramtop_with_env(
+        args,
+        ld_library_path,
+        &[(vramtop::cli::DEBUG_STDOUT_TERMINAL_ENV, "1")],
+    )
+}
+
 /// Asserts every line of `report` fits 80 terminal cells.
 fn assert_fits_80_cells(what: &str, report: &str) {
     for line in report.lines() {
@@ -95,7 +105,7 @@ fn diff_of_snapshots_with_cjk_frame_names_under_a_deep_folder_fits_80_cells() {
     write_snapshot_file(&cjk_snapshot(400), &before).expect("write");
     write_snapshot_file(&cjk_snapshot(900), &after).expect("write");
     let (b, a) = (before.display().to_string(), after.display().to_string());
-    let (code, out, err) = common::run_vramtop(&["diff", &b, &a], None);
+    let (code, out, err) = run_on_terminal(&["diff", &b, &a], None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("diff", &out);
@@ -150,7 +160,7 @@ fn diff_of_two_moments_and_summary_at_a_moment_with_cjk_frames_fit_80_cells() {
         ],
     ]
     .iter()
-    .map(|args| common::run_vramtop(args, None))
+    .map(|args| run_on_terminal(args, None))
     .collect();
     remove(&dir);
     for (code, out, err) in &runs {
@@ -185,7 +195,7 @@ fn diff_keeps_a_long_file_name_whole_on_a_line_of_its_own() {
     }
     write_snapshot_file(&later, &after).expect("write");
     let (b, a) = (before.display().to_string(), after.display().to_string());
-    let (code, out, err) = common::run_vramtop(&["diff", &b, &a], None);
+    let (code, out, err) = run_on_terminal(&["diff", &b, &a], None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("diff", &out);
@@ -207,9 +217,9 @@ fn summary_of_a_snapshot_with_cjk_frame_names_under_a_deep_folder_fits_80_cells(
     let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
     write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
     let f = file.display().to_string();
-    let (code, out, err) = common::run_vramtop(&["open", &f, "--summary"], None);
+    let (code, out, err) = run_on_terminal(&["open", &f, "--summary"], None);
     let (fast_code, fast, fast_err) =
-        common::run_vramtop(&["open", &f, "--summary", "--no-trace"], None);
+        run_on_terminal(&["open", &f, "--summary", "--no-trace"], None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_eq!(fast_code, 0, "{fast_err}");
@@ -244,7 +254,7 @@ fn summary_called_from_lines_break_only_between_frames_with_the_separator_leadin
         return;
     };
     let f = file.display().to_string();
-    let (code, out, err) = common::run_vramtop(&["open", &f, "--summary"], None);
+    let (code, out, err) = run_on_terminal(&["open", &f, "--summary"], None);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("open --summary", &out);
     // A frame too long for the room wraps under its own start; the next
@@ -275,7 +285,7 @@ fn replay_of_a_snapshot_under_a_deep_folder_fits_80_cells() {
     let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
     write_snapshot_file(&cjk_snapshot(900), &file).expect("write");
     let f = file.display().to_string();
-    let (code, out, err) = common::run_vramtop(&["replay", &f], None);
+    let (code, out, err) = run_on_terminal(&["replay", &f], None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("replay", &out);
@@ -309,7 +319,7 @@ fn whatif_of_a_snapshot_under_a_deep_folder_fits_80_cells_in_groups_of_columns()
         "--capacity",
         "64MiB",
     ];
-    let (code, out, err) = common::run_vramtop(&args, None);
+    let (code, out, err) = run_on_terminal(&args, None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("replay --alloc-conf", &out);
@@ -360,7 +370,7 @@ fn whatif_oom_frames_break_a_long_path_after_a_folder_with_the_file_name_whole()
         "--capacity",
         "8GiB",
     ];
-    let (code, out, err) = common::run_vramtop(&args, None);
+    let (code, out, err) = run_on_terminal(&args, None);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("replay --alloc-conf", &out);
     // A frame 6 cells in; the rest of its path 2 cells further in.
@@ -390,8 +400,7 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
     let config = dir.join("vramtop-configuration-for-the-h100-nodes.toml");
     std::fs::write(&config, "backend = \"sim\"\n").expect("write config");
     let c = config.display().to_string();
-    let (code, out, err) =
-        common::run_vramtop(&["doctor", "--config", &c, "--sim-gpus", "12"], None);
+    let (code, out, err) = run_on_terminal(&["doctor", "--config", &c, "--sim-gpus", "12"], None);
     remove(&dir);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("doctor", &out);
@@ -402,7 +411,7 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
     assert!(out.contains("\nGPU 11      Simulated"), "{out}");
     // A label's value wraps under its start (12 cells in), a process's
     // libraries under its command, a piece of advice under its text.
-    let (code, out, err) = common::run_vramtop(&["doctor"], None);
+    let (code, out, err) = run_on_terminal(&["doctor"], None);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("doctor", &out);
     for line in out.lines().filter(|l| l.starts_with(' ')) {
@@ -415,7 +424,7 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
     }
 
     for args in [&["check"][..], &["check", "--backend", "sim"]] {
-        let (code, out, err) = common::run_vramtop(args, None);
+        let (code, out, err) = run_on_terminal(args, None);
         assert_eq!(code, 0, "{out}\n{err}");
         assert_fits_80_cells("check", &out);
         assert_fits_80_cells("check (stderr)", &err);
@@ -427,4 +436,41 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
             );
         }
     }
+}
+
+#[test]
+fn piped_reports_print_a_deep_path_whole_for_grep() {
+    let dir = deep_dir("piped");
+    let file = dir.join("a-training-step-with-cjk-frame-names.pickle");
+    write_snapshot_file(&cjk_snapshot(400), &file).expect("write");
+    let f = file.display().to_string();
+    assert!(cells(&f) > 80, "{f}");
+    let runs = [
+        vec!["open", &f, "--summary"],
+        vec!["replay", &f],
+        vec!["replay", &f, "--capacity", "1GiB"],
+        vec!["diff", &f, &f],
+    ]
+    .map(|args| (common::run_vramtop(&args, None), args));
+    let (_, on_terminal, _) = run_on_terminal(&["open", &f, "--summary"], None);
+    remove(&dir);
+    for ((code, out, err), args) in &runs {
+        assert_eq!(*code, 0, "{args:?}: {err}");
+        let first = out.lines().next().unwrap_or_default();
+        if args[0] == "diff" {
+            // The files' lines follow a note that the two are one file.
+            assert!(out.contains(&format!("\nbefore: {f}\n")), "{out}");
+            assert!(out.contains(&format!("\nafter:  {f}\n")), "{out}");
+        } else {
+            assert_eq!(first, format!("{f}:"), "{args:?}: {out}");
+        }
+    }
+    // The same report on a terminal elides the folders.
+    assert!(
+        on_terminal
+            .lines()
+            .next()
+            .is_some_and(|l| l.starts_with('…')),
+        "{on_terminal}"
+    );
 }

@@ -527,6 +527,10 @@ const WRAP_WIDTH: usize = REPORT_WIDTH;
 /// the path, on the line under it where the name leaves it no room.
 fn path_line(label: &str, shown: &str) -> String {
     let (path, device) = split_device(shown);
+    // Piped: beside its label whole, however wide, to be grepped.
+    if super::text::paths_whole() {
+        return format!("{label}{path}{device}");
+    }
     let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
     // Whole, or its name and `…` and a cell of its folders, in `room`.
     let fits = |room: usize| cells(path) <= room || cells(name) + 2 <= room;

@@ -906,6 +906,10 @@ pub fn emit_text(text: &str, ascii: bool) -> std::io::Result<()> {
 pub const DEBUG_PANIC_AFTER_ENV: &str = "VRAMTOP_DEBUG_PANIC_AFTER";
 /// See [`DEBUG_PANIC_AFTER_ENV`].
 pub const DEBUG_BACKGROUND_LOAD_ENV: &str = "VRAMTOP_DEBUG_BACKGROUND_LOAD";
+/// `VRAMTOP_DEBUG_STDOUT_TERMINAL=1`: the text reports lay out their file's
+/// path as on a terminal (folders elided to fit 80 columns) though stdout
+/// is a pipe, so that tests can check that layout.
+pub const DEBUG_STDOUT_TERMINAL_ENV: &str = "VRAMTOP_DEBUG_STDOUT_TERMINAL";
 
 /// The prefix of every error message on stderr (clap's usage errors too).
 pub const ERROR_PREFIX: &str = "vramtop: error: ";
@@ -1065,6 +1069,12 @@ pub const CHECK_EXIT_STATUS_HELP: &str = "Exit status: 0 on PASS (also with part
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
+    use std::io::IsTerminal as _;
+    // Into a pipe or a file, a report's path is printed whole (grep-able);
+    // on a terminal its folders give way to the 80 columns.
+    let terminal = std::io::stdout().is_terminal()
+        || std::env::var_os(DEBUG_STDOUT_TERMINAL_ENV).is_some_and(|v| v == "1");
+    text::print_paths_whole(!terminal);
     match cli.command {
         Some(Command::Diff {
             before,

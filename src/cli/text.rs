@@ -12,6 +12,26 @@ pub use crate::ui::format::{elide_middle, elide_path};
 /// Columns every line of a text report fits: an 80-column terminal.
 pub const REPORT_WIDTH: usize = 80;
 
+thread_local! {
+    /// Whether a report prints its file's path whole: when its stdout is
+    /// not a terminal (a pipe, a file), where a `…` in place of folders
+    /// would keep `grep` and the reader from the path. Set by the command
+    /// ([`print_paths_whole`]); a terminal's 80-column elision otherwise.
+    static PATHS_WHOLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Reports rendered on this thread from now on print their file's path
+/// whole (`true`: stdout is not a terminal) or elide its folders to fit
+/// 80 columns (`false`, the default).
+pub fn print_paths_whole(whole: bool) {
+    PATHS_WHOLE.with(|w| w.set(whole));
+}
+
+/// See [`print_paths_whole`].
+pub fn paths_whole() -> bool {
+    PATHS_WHOLE.with(std::cell::Cell::get)
+}
+
 /// The terminal cells `text` takes.
 pub fn cells(text: &str) -> usize {
     text.width()
@@ -137,6 +157,10 @@ pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
     let room = width.saturating_sub(cells(&lead));
     if room >= MIN_ROOM && clauses(rest).all(|clause| cells(clause) <= room) {
         return wrap_under(&lead, rest, width);
+    }
+    // Piped: the path on its line whole, however wide, to be grepped.
+    if paths_whole() {
+        return format!("{path}:\n{}", wrap_under("  ", rest, width));
     }
     let name = &path[path.rfind('/').map_or(0, |at| at + 1)..];
     // `…`, a cell of the folders and the `:` beside the name.
@@ -515,5 +539,20 @@ mod tests {
         }
         let joined: String = heading.lines().take(2).collect();
         assert_eq!(joined, format!("{long}.pkl:"));
+    }
+
+    #[test]
+    fn a_heading_for_a_pipe_prints_the_path_whole_on_its_own_line() {
+        let deep = format!("/work/{}model.pkl", "folder/".repeat(20));
+        print_paths_whole(true);
+        let heading = path_heading(&deep, "7 segments on 1 device", 80);
+        print_paths_whole(false);
+        assert_eq!(heading, format!("{deep}:\n  7 segments on 1 device"));
+        // A path with room beside it keeps its one line.
+        print_paths_whole(true);
+        let short = path_heading("a.pkl", "7 segments on 1 device", 80);
+        print_paths_whole(false);
+        assert_eq!(short, "a.pkl: 7 segments on 1 device");
+        assert!(path_heading(&deep, "7 segments", 80).starts_with('…'));
     }
 }

@@ -81,11 +81,17 @@ pub fn run_vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, Stri
 /// with a report). Returns what the run without `--ascii` printed.
 pub fn assert_ascii_twin(args: &[&str]) -> String {
     use unicode_width::UnicodeWidthStr as _;
-    let (code, plain, err) = run_vramtop(args, None);
+    // Laid out as on a terminal (a path's folders elided to 80 columns),
+    // where the layout that --ascii must keep matters.
+    let terminal = [(vramtop::cli::DEBUG_STDOUT_TERMINAL_ENV, "1")];
+    let (code, plain, err) = run_vramtop_with_env(args, None, &terminal);
     // 2 with a report: `replay` of a file that contradicts itself.
-    assert!(matches!(code, 0..=2) && !plain.is_empty(), "{args:?}: {err}");
+    assert!(
+        matches!(code, 0..=2) && !plain.is_empty(),
+        "{args:?}: {err}"
+    );
     let with_ascii: Vec<&str> = args.iter().copied().chain(["--ascii"]).collect();
-    let (ascii_code, ascii, err) = run_vramtop(&with_ascii, None);
+    let (ascii_code, ascii, err) = run_vramtop_with_env(&with_ascii, None, &terminal);
     assert_eq!(ascii_code, code, "{with_ascii:?}: {err}");
     let odd: Vec<&str> = ascii.lines().filter(|l| !l.is_ascii()).collect();
     assert!(odd.is_empty(), "{with_ascii:?}: not ASCII: {odd:#?}");
