@@ -1701,7 +1701,8 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         (
             "no_stop.pickle",
             b"\x80\x04K\x01".to_vec(),
-            "without a STOP opcode",
+            "the file ends early: 4 bytes, cut before the pickle's end mark; was it copied \
+             whole? (truncated pickle: no STOP opcode)",
         ),
     ];
     if let Some(real) = real {

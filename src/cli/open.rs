@@ -74,7 +74,7 @@ pub fn run(
     let snapshot = match read {
         Ok(s) => s,
         Err(e) if options.no_trace => {
-            super::say_error(e);
+            super::say_error(super::ends_early(&e, false).unwrap_or_else(|| e.to_string()));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         Err(e) => {
