@@ -1294,9 +1294,9 @@ impl NoTraceCause {
                  from torch 2.1 _record_memory_history() keeps one"
             }
             Self::StateOnly => {
-                "the live blocks' stacks but no trace: dump while \
-                 _record_memory_history() records, with enabled=\"all\" (the default; \
-                 \"state\" keeps no trace, and stopping it drops the trace)"
+                "history was on, as the blocks have stacks, but kept no trace: dump while \
+                 _record_memory_history() still records with enabled=\"all\", the \
+                 default; \"state\" keeps no trace, and stopping the recording drops it"
             }
             Self::HistoryOff => "record with torch.cuda.memory._record_memory_history() to get one",
             Self::OtherGpus => "history was on; this GPU had no memory events while it recorded",
