@@ -826,6 +826,66 @@ fn timeline_marks_empty_cache_and_oom_events() {
 }
 
 #[test]
+fn a_timeline_on_a_scenario_device_plots_and_scales_that_device_only() {
+    // The GPU at 62 GiB, its allocator releasing its cache at the end,
+    // then the stress panel's 24 GiB scenario device for five samples.
+    let mut state = AppState::new(status());
+    let gpu_view = |frees: i64| {
+        let stats = DeviceStats {
+            num_device_free: frees,
+            ..DeviceStats::default()
+        };
+        AllocatorView::new("vramtop stress panel".into(), Some(7), stats, Vec::new())
+    };
+    for t in 0..10u64 {
+        state.apply_sample(
+            t * 1000,
+            vec![GpuReading::Ok(sample(0, 62 * GIB))],
+            BTreeMap::from([(0, gpu_view(i64::from(t == 9)))]),
+        );
+    }
+    let on_scenario =
+        AllocatorView::new("scenario".into(), None, DeviceStats::default(), Vec::new())
+            .on_device(24 * GIB, 5 * GIB);
+    for t in 10..15u64 {
+        state.apply_sample(
+            t * 1000,
+            vec![GpuReading::Ok(sample(0, 62 * GIB))],
+            BTreeMap::from([(0, on_scenario.clone())]),
+        );
+    }
+    let theme = Theme::colored();
+    let drawn = text(
+        draw_widget(TimelinePane::new(&state, &theme), 70, 14)
+            .backend()
+            .buffer(),
+    );
+    assert!(drawn.contains("GPU 0 · scenario device"), "{drawn}");
+    // The scale is the scenario device's 5 GiB, not the GPU's 62 GiB.
+    assert!(drawn.contains("5 GiB"), "{drawn}");
+    assert!(
+        !drawn.contains("80 GiB") && !drawn.contains("62"),
+        "{drawn}"
+    );
+    // The GPU's release mark was not made on this device.
+    assert!(!drawn.contains("released"), "{drawn}");
+    // Back on the GPU, its own figures and mark are drawn again.
+    state.apply_sample(
+        15_000,
+        vec![GpuReading::Ok(sample(0, 62 * GIB))],
+        BTreeMap::from([(0, gpu_view(1))]),
+    );
+    let drawn = text(
+        draw_widget(TimelinePane::new(&state, &theme), 70, 14)
+            .backend()
+            .buffer(),
+    );
+    assert!(!drawn.contains("scenario device"), "{drawn}");
+    assert!(drawn.contains("80 GiB"), "{drawn}");
+    assert!(drawn.contains("cache released ×1"), "{drawn}");
+}
+
+#[test]
 fn in_a_two_or_three_row_chart_the_dashboards_marks_are_drawn_over_the_lines_full_height() {
     let (_cluster, mut state) = training(1);
     let now = state.now_ms;

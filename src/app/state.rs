@@ -26,6 +26,30 @@ pub struct HistoryPoint {
     pub allocated: Option<u64>,
     pub reserved: Option<u64>,
     pub driver_used: Option<u64>,
+    /// The device these figures are of: the timeline draws one device's
+    /// points only, so that a GPU's 62 GiB is never drawn on a 24 GiB
+    /// scenario device's scale.
+    pub device: PlottedDevice,
+}
+
+/// The device a timeline point's figures are of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PlottedDevice {
+    /// The GPU itself (the driver's used memory, its allocator's figures).
+    Gpu,
+    /// The stress panel's scenario device of `capacity` bytes, standing in
+    /// for the GPU while a scenario runs.
+    Scenario { capacity: u64 },
+}
+
+impl PlottedDevice {
+    /// The device `view` runs on (the GPU when there is no view).
+    pub fn of(view: Option<&AllocatorView>) -> Self {
+        match view.and_then(|a| a.device_memory) {
+            Some((capacity, _)) => PlottedDevice::Scenario { capacity },
+            None => PlottedDevice::Gpu,
+        }
+    }
 }
 
 /// An event drawn on the timeline.
@@ -64,6 +88,17 @@ impl History {
 
     pub fn mark(&mut self, marker: Marker) {
         self.markers.push_back(marker);
+    }
+
+    /// The device of the latest point at or before `t_ms` (`None` before
+    /// the first point): what the timeline plots when it ends there, and
+    /// the device a mark made at `t_ms` was seen on.
+    pub fn device_at(&self, t_ms: u64) -> Option<PlottedDevice> {
+        self.points
+            .iter()
+            .rev()
+            .find(|p| p.t_ms <= t_ms)
+            .map(|p| p.device)
     }
 
     /// The points within the last `window_ms` before `now_ms`.
@@ -830,6 +865,7 @@ impl AppState {
                     Some((_, used)) => Some(used),
                     None => reading.sample().and_then(|s| s.memory_used),
                 },
+                device: PlottedDevice::of(allocator.as_ref()),
             });
             next.push(GpuState {
                 reading,
@@ -959,6 +995,7 @@ mod tests {
                 allocated: None,
                 reserved: None,
                 driver_used: Some(t),
+                device: PlottedDevice::Gpu,
             });
         }
         assert_eq!(h.points.len(), HISTORY_CAPACITY);
@@ -989,6 +1026,18 @@ mod tests {
             .map(|p| p.driver_used)
             .collect();
         assert_eq!(used, vec![Some(6 * GIB), Some(GIB)]);
+        let devices: Vec<PlottedDevice> =
+            st.gpus[0].history.points.iter().map(|p| p.device).collect();
+        assert_eq!(
+            devices,
+            vec![
+                PlottedDevice::Scenario { capacity: 8 * GIB },
+                PlottedDevice::Gpu
+            ],
+            "each point says which device its figures are of"
+        );
+        assert_eq!(st.gpus[0].history.device_at(500), devices.first().copied());
+        assert_eq!(st.gpus[0].history.device_at(5000), Some(PlottedDevice::Gpu));
     }
 
     #[test]

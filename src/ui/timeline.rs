@@ -13,7 +13,7 @@ use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
 use super::chrome::{self, LegendForm, LegendWords, pane_block};
 use super::format;
 use super::theme::Theme;
-use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane};
+use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane, PlottedDevice};
 
 /// The timeline pane of one frame.
 pub struct TimelinePane<'a> {
@@ -259,10 +259,12 @@ impl Series {
 /// across it would show figures nobody measured.
 const GAP_INTERVALS: u64 = 3;
 
-/// `value` of `points` as a series; a new run starts after a gap of more
-/// than `gap_ms`.
+/// `value` of the points of `points` on `device` as a series; a new run
+/// starts after a gap of more than `gap_ms` and after points of another
+/// device (the line never joins two devices' figures).
 fn series(
     points: &[&HistoryPoint],
+    device: PlottedDevice,
     end_ms: u64,
     exp: usize,
     gap_ms: u64,
@@ -274,6 +276,10 @@ fn series(
     };
     let mut last_t: Option<u64> = None;
     for p in points {
+        if p.device != device {
+            last_t = None;
+            continue;
+        }
         if let Some(v) = value(p) {
             let gap = last_t.is_none_or(|t| p.t_ms.saturating_sub(t) > gap_ms);
             if gap {
@@ -346,19 +352,22 @@ impl Widget for TimelinePane<'_> {
         let window_s = window_ms / 1000;
         let end = self.end_ms();
         let gpu = self.state.selected();
+        // The device plotted: the one of the latest point shown, else the
+        // one the allocator runs on now. The stress panel's scenario device
+        // stands in for the GPU's figures while a scenario runs, as in the
+        // breakdown; the other device's points are not drawn, nor counted
+        // in the scale.
+        let device = gpu.map(|g| {
+            g.history
+                .device_at(end)
+                .unwrap_or_else(|| PlottedDevice::of(g.allocator.as_ref()))
+        });
 
         let mut detail = Vec::new();
         if let Some(gpu) = gpu {
-            // The stress panel's scenario device stands in for the GPU's
-            // figures while a scenario runs, as in the breakdown.
-            let on = if gpu
-                .allocator
-                .as_ref()
-                .is_some_and(|a| a.device_memory.is_some())
-            {
-                "scenario device · "
-            } else {
-                ""
+            let on = match device {
+                Some(PlottedDevice::Scenario { .. }) => "scenario device · ",
+                _ => "",
             };
             detail.push(Span::styled(
                 format!("GPU {} · {on}", gpu.index()),
@@ -393,6 +402,7 @@ impl Widget for TimelinePane<'_> {
             return;
         };
 
+        let device = device.unwrap_or(PlottedDevice::Gpu);
         let from = end.saturating_sub(window_ms);
         let points: Vec<&HistoryPoint> = gpu
             .history
@@ -402,11 +412,12 @@ impl Widget for TimelinePane<'_> {
             .collect();
         let max = points
             .iter()
+            .filter(|p| p.device == device)
             .flat_map(|p| [p.allocated, p.reserved, p.driver_used])
             .flatten()
             .max();
         let Some(max) = max else {
-            let text = if points.is_empty() {
+            let text = if points.iter().all(|p| p.device != device) {
                 format!("no samples in the last {}", format::seconds(window_s))
             } else {
                 "driver used: n/a (the driver does not report memory for this GPU)".to_string()
@@ -424,15 +435,17 @@ impl Widget for TimelinePane<'_> {
             .sample_interval_ms
             .max(1)
             .saturating_mul(GAP_INTERVALS);
-        let driver = series(&points, end, exp, gap_ms, |p| p.driver_used);
-        let reserved = series(&points, end, exp, gap_ms, |p| p.reserved);
-        let allocated = series(&points, end, exp, gap_ms, |p| p.allocated);
+        let driver = series(&points, device, end, exp, gap_ms, |p| p.driver_used);
+        let reserved = series(&points, device, end, exp, gap_ms, |p| p.reserved);
+        let allocated = series(&points, device, end, exp, gap_ms, |p| p.allocated);
 
+        // A mark is of the device of the point it was made with.
         let markers: Vec<(f64, MarkerKind)> = gpu
             .history
             .markers
             .iter()
             .filter(|m| m.t_ms >= from && m.t_ms <= end)
+            .filter(|m| gpu.history.device_at(m.t_ms).is_none_or(|d| d == device))
             .map(|m| ((m.t_ms as f64 - end as f64) / 1000.0, m.kind))
             .collect();
         let count = |k: MarkerKind| markers.iter().filter(|m| m.1 == k).count();
@@ -580,6 +593,7 @@ mod tests {
             allocated: Some(v),
             reserved: None,
             driver_used: None,
+            device: PlottedDevice::Gpu,
         };
         // 1 s samples, then nothing for 20 s (the viewer was open).
         let points = [
@@ -590,7 +604,7 @@ mod tests {
             at(23_000, 5),
         ];
         let refs: Vec<&HistoryPoint> = points.iter().collect();
-        let s = series(&refs, 23_000, 0, 3000, |p| p.allocated);
+        let s = series(&refs, PlottedDevice::Gpu, 23_000, 0, 3000, |p| p.allocated);
         let lengths: Vec<usize> = s.runs.iter().map(Vec::len).collect();
         assert_eq!(lengths, vec![3, 2]);
         assert_eq!(s.latest, Some(5));
@@ -601,11 +615,39 @@ mod tests {
         };
         let points = [at(0, 1), unknown, at(2900, 2)];
         let refs: Vec<&HistoryPoint> = points.iter().collect();
-        let s = series(&refs, 3000, 0, 3000, |p| p.allocated);
+        let s = series(&refs, PlottedDevice::Gpu, 3000, 0, 3000, |p| p.allocated);
         assert_eq!(s.runs.len(), 1);
         assert!(!s.is_empty());
-        let none = series(&[], 0, 0, 3000, |p| p.allocated);
+        let none = series(&[], PlottedDevice::Gpu, 0, 0, 3000, |p| p.allocated);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_series_draws_one_devices_points_and_breaks_where_the_device_changed() {
+        let on = |t_ms: u64, v: u64, device: PlottedDevice| HistoryPoint {
+            t_ms,
+            allocated: Some(v),
+            reserved: None,
+            driver_used: None,
+            device,
+        };
+        let scenario = PlottedDevice::Scenario { capacity: 24 };
+        let gpu = PlottedDevice::Gpu;
+        // One sample on the scenario device between two runs on the GPU,
+        // all 1 s apart: no time gap, but the GPU's line must not bridge it.
+        let points = [
+            on(0, 62, gpu),
+            on(1000, 62, gpu),
+            on(2000, 5, scenario),
+            on(3000, 1, gpu),
+        ];
+        let refs: Vec<&HistoryPoint> = points.iter().collect();
+        let s = series(&refs, gpu, 3000, 0, 3000, |p| p.allocated);
+        let lengths: Vec<usize> = s.runs.iter().map(Vec::len).collect();
+        assert_eq!(lengths, vec![2, 1]);
+        let s = series(&refs, scenario, 3000, 0, 3000, |p| p.allocated);
+        assert_eq!(s.runs, vec![vec![(-1.0, 5.0)]]);
+        assert_eq!(s.latest, Some(5));
     }
 
     #[test]
