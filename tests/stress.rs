@@ -1285,7 +1285,19 @@ fn the_settings_fields_hint_shortens_to_fit_80_columns_and_is_whole_where_it_fit
     );
     // Beside the map at 120×40, shorter still, never cut.
     let beside = field(&state, 120, 40);
-    assert!(beside.ends_with("  Enter applies · Esc"), "{beside}");
+    assert!(beside.ends_with("  Enter applies"), "{beside}");
+    // A longer text at 80 columns: a shorter hint, its key pairs whole
+    // (it read "Enter applies · Esc", the pair cut at the edge).
+    for _ in "True".chars() {
+        state.stress.backspace();
+    }
+    type_text(&mut state.stress, "Maybe");
+    let maybe = field(&state, 80, 24);
+    assert!(
+        maybe.contains("expandable_segments:Maybe▏  Enter")
+            && (maybe.ends_with(" cancels") || maybe.ends_with("Enter applies")),
+        "{maybe}"
+    );
     // A text too long for any hint keeps the whole line for itself.
     type_text(&mut state.stress, ",max_split_size_mb:128");
     let long = field(&state, 80, 24);
@@ -1293,6 +1305,28 @@ fn the_settings_fields_hint_shortens_to_fit_80_columns_and_is_whole_where_it_fit
         long.ends_with("max_split_size_mb:128▏") && !long.contains('…'),
         "{long}"
     );
+}
+
+#[test]
+fn the_size_fields_hint_is_whole_or_shorter_never_cut_at_the_edge() {
+    let mut p = started(false, 80 * GIB);
+    assert!(p.apply(StressAction::TypeSize).is_empty());
+    type_text(&mut p, "123456789012345678901234");
+    let row = |w| {
+        panel_text(&p, w, 12)
+            .lines()
+            .find(|l| l.contains("set size: "))
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    let wide = row(70);
+    assert!(wide.ends_with("  Enter sets · Esc cancels"), "{wide}");
+    // 50 columns: "Enter sets · Esc c" at the edge before.
+    let narrow = row(50);
+    assert!(narrow.ends_with("1234▏  Enter sets"), "{narrow}");
+    let narrower = row(40);
+    assert!(narrower.ends_with("1234▏"), "{narrower}");
 }
 
 #[test]

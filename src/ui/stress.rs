@@ -40,14 +40,17 @@ fn typing_key(mode: TypingMode, key: TypingKey) -> &'static str {
 }
 
 /// The settings field's hint, longest first: the first that fits beside
-/// the typed text is shown, none when none does.
-fn settings_hints() -> [String; 3] {
+/// the typed text is shown, none when none does. Each names its keys with
+/// what they do, pair by pair: "Enter applies · Esc" read as a hint cut
+/// at the edge.
+fn settings_hints() -> [String; 4] {
     let done = typing_key(TypingMode::StressField, TypingKey::Done);
     let cancel = typing_key(TypingMode::StressField, TypingKey::Cancel);
     [
         format!("  {done} frees all, new allocator · {cancel} cancels"),
         format!("  {done} frees all · {cancel} cancels"),
-        format!("  {done} applies · {cancel}"),
+        format!("  {done} applies · {cancel} cancels"),
+        format!("  {done} applies"),
     ]
 }
 
@@ -1117,11 +1120,23 @@ impl Widget for StressPane<'_> {
         if let Some(text) = self.panel.size_text() {
             let key = |k| typing_key(TypingMode::StressField, k);
             let (done, cancel) = (key(TypingKey::Done), key(TypingKey::Cancel));
-            head.push(Line::from(vec![
-                Span::styled("set size: ", t.key),
-                Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
-                Span::styled(format!("  {done} sets · {cancel} cancels"), t.dim),
-            ]));
+            // As the settings field's: the hint whole or not at all.
+            let field = |hint: String| {
+                Line::from(vec![
+                    Span::styled("set size: ", t.key),
+                    Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
+                    Span::styled(hint, t.dim),
+                ])
+            };
+            let line = [
+                format!("  {done} sets · {cancel} cancels"),
+                format!("  {done} sets"),
+            ]
+            .into_iter()
+            .map(field)
+            .find(|l| l.width() <= usize::from(inner.width))
+            .unwrap_or_else(|| field(String::new()));
+            head.push(line);
         }
         if let Some(text) = self.panel.settings_text() {
             // The hint gives way to what is typed: shorter, then gone (the
