@@ -3265,7 +3265,7 @@ fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
 }
 
 #[test]
-fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
+fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis_and_names_the_help() {
     let (mut p, mut exec, _cluster) = scenario_rig();
     load_builtin(&mut p, &mut exec, "fragmentation_oom");
     let explanation = p
@@ -3281,14 +3281,60 @@ fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis() {
         !words.contains(&flat(&explanation)),
         "the explanation is longer than its rows at 80 columns: {words}"
     );
+    // Its last row ends in "…" and says where the rest is.
     let last = text
         .lines()
         .rfind(|l| {
-            let l = flat(l);
-            !l.is_empty() && explanation.contains(l.trim_end_matches(['…', ' ']))
+            flat(l)
+                .strip_suffix("… ? shows it all")
+                .is_some_and(|cut| !cut.is_empty() && explanation.contains(cut.trim_end()))
         })
-        .expect("the explanation's last row");
-    assert!(last.trim_end().ends_with('…'), "{last:?}\n{text}");
+        .expect("the explanation's last row, cut");
+    let after = text.split(last).nth(1).unwrap_or_default();
+    assert!(
+        after
+            .lines()
+            .all(|l| flat(l).is_empty() || !explanation.contains(flat(l).as_str())),
+        "the last of its rows: {last:?}\n{text}"
+    );
+}
+
+#[test]
+fn the_help_opened_over_a_loaded_scenario_begins_with_its_whole_explanation() {
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "empty_cache_live_block");
+    let explanation = p
+        .scenario
+        .as_ref()
+        .expect("loaded")
+        .scenario
+        .explanation
+        .clone();
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = p;
+    state.ui.overlay = vramtop::app::state::Overlay::Help;
+    let help = |state: &AppState, w, h| {
+        screen_text(state, w, h)
+            .lines()
+            .map(|l| l.trim_matches(|c: char| c == '"' || c == '│' || c.is_whitespace()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    // In one column (80×24) and beside the keys (120×40, 200×60): the
+    // first rows, the whole text where the screen is tall enough.
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        let first = flat(&help(&state, w, h));
+        assert!(
+            first.contains("Scenario empty_cache_live_block torch.cuda.empty_cache() returns"),
+            "{w}×{h}: {first}"
+        );
+        let whole = flat(&help(&state, w, 200));
+        assert!(whole.contains(&flat(&explanation)), "{w}×200: {whole}");
+    }
+    // Closed, the panel's scenario is not the help's.
+    state.ui.stress_open = false;
+    assert!(!help(&state, 120, 40).contains("Scenario empty_cache_live_block"));
 }
 
 #[test]

@@ -193,6 +193,9 @@ pub struct HelpOverlay<'a> {
     theme: &'a Theme,
     /// The stress panel is open: its keys are listed first.
     stress: bool,
+    /// The stress panel's loaded scenario (name, explanation): the panel
+    /// has rows for three lines of it, the help shows it whole, first.
+    scenario: Option<(&'a str, &'a str)>,
     /// How the panel is drawn: behind the segment map its tensor list's
     /// keys do not act, and their rows say so.
     stress_view: StressView,
@@ -214,6 +217,7 @@ impl<'a> HelpOverlay<'a> {
             keymap,
             theme,
             stress: false,
+            scenario: None,
             stress_view: StressView::Panel,
             viewer: false,
             quit_returns: false,
@@ -261,6 +265,29 @@ impl<'a> HelpOverlay<'a> {
     pub fn with_stress(mut self, open: bool) -> Self {
         self.stress = open;
         self
+    }
+
+    /// Shows the loaded scenario's `name` and whole `explanation` first.
+    pub fn with_scenario(mut self, scenario: Option<(&'a str, &'a str)>) -> Self {
+        self.scenario = scenario;
+        self
+    }
+
+    /// The loaded scenario's name and whole explanation wrapped to
+    /// `width`, then a blank line; none without a scenario.
+    fn scenario_lines(&self, width: u16) -> Vec<Line<'static>> {
+        let Some((name, explanation)) = self.scenario else {
+            return Vec::new();
+        };
+        let theme = self.theme;
+        let mut lines = vec![Line::styled(format!("Scenario {name}"), theme.header)];
+        lines.extend(
+            chrome::wrap(explanation, width)
+                .into_iter()
+                .map(|l| Line::styled(l, theme.text)),
+        );
+        lines.push(Line::raw(""));
+        lines
     }
 
     /// Describes the stress panel's keys as they act in `view`.
@@ -541,12 +568,19 @@ impl Widget for HelpOverlay<'_> {
         } else {
             width.saturating_sub(2)
         };
-        let defs = self.definition_lines(defs_w);
+        // The scenario's explanation heads the definitions beside the
+        // keys, or everything in one column: in view when the help opens.
+        // (In one column `defs_w` is that column's width.)
+        let mut scenario = self.scenario_lines(defs_w);
+        let mut defs = self.definition_lines(defs_w);
         // One column: the keys' descriptions wrap to its width.
         let keys = if two {
+            scenario.append(&mut defs);
+            defs = scenario;
             keys
         } else {
-            self.key_lines(width.saturating_sub(2))
+            scenario.extend(self.key_lines(width.saturating_sub(2)));
+            scenario
         };
         let content_h = if two {
             keys.len().max(defs.len())

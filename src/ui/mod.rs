@@ -167,6 +167,19 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
         HelpOverlay::new(keymap, theme)
             .with_stress(state.ui.stress_open)
             .with_stress_view(state.ui.stress_view())
+            .with_scenario(
+                state
+                    .stress
+                    .scenario
+                    .as_ref()
+                    .filter(|_| state.ui.stress_open)
+                    .map(|run| {
+                        (
+                            run.scenario.name.as_str(),
+                            run.scenario.explanation.as_str(),
+                        )
+                    }),
+            )
             .with_scroll(state.ui.help_scroll)
             .with_scroll_limit(&state.ui.help_scroll_limit)
             .with_page_rows(&state.ui.help_page_rows)

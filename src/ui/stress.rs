@@ -27,7 +27,7 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::sizing::format_size;
-use crate::app::keymap::{Keymap, PanelKey, TypingKey, TypingMode};
+use crate::app::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
 use crate::app::stress::{
     CompareRow, FigureUnit, HistogramRow, OomAdvice, OomState, PanelDevice, PanelModal, Pattern,
     ScenarioPicker, ScenarioStop, Stranded, StressAction, StressPanel,
@@ -471,15 +471,32 @@ impl<'a> StressPane<'a> {
     }
 
     /// The loaded scenario's explanation on at most `rows` lines (none
-    /// while the scenario list is open); cut, the last says so ("…"): a
-    /// sentence that simply stops reads as the whole explanation.
+    /// while the scenario list is open); cut, the last says so and where
+    /// to read the rest ("… ? shows it all"): a sentence that simply
+    /// stops reads as the whole explanation, and the panel has no rows
+    /// for the whole of one (430 to 850 characters).
     fn explanation_lines(&self, width: u16, rows: usize) -> Vec<Line<'static>> {
-        match &self.panel.scenario {
-            Some(run) if self.panel.scenario_picker().is_none() => {
-                wrapped(&run.scenario.explanation, width, rows, self.theme.dim)
-            }
-            _ => Vec::new(),
+        let Some(run) = &self.panel.scenario else {
+            return Vec::new();
+        };
+        if self.panel.scenario_picker().is_some() || rows == 0 {
+            return Vec::new();
         }
+        let mut lines = chrome::wrap(&run.scenario.explanation, width);
+        if lines.len() > rows {
+            lines.truncate(rows);
+            let more = match self.keymap.key_name(Action::ToggleHelp) {
+                Some(help) => format!(" … {help} shows it all"),
+                None => " …".to_string(),
+            };
+            if let Some(last) = lines.last_mut() {
+                *last = with_ending(last, &more, width);
+            }
+        }
+        lines
+            .into_iter()
+            .map(|l| Line::styled(l, self.theme.dim))
+            .collect()
     }
 
     /// The head under the settings in at most `rows` rows where it can
@@ -1004,6 +1021,17 @@ fn wrapped(text: &str, width: u16, rows: usize, style: Style) -> Vec<Line<'stati
         }
     }
     lines.into_iter().map(|l| Line::styled(l, style)).collect()
+}
+
+/// `line` ending in `ending` within `width` columns: whole words give way
+/// to it, not it to them; an ending wider than the row is cut.
+fn with_ending(line: &str, ending: &str, width: u16) -> String {
+    let width = usize::from(width);
+    let mut words: Vec<&str> = line.split(' ').collect();
+    while !words.is_empty() && words.join(" ").width() + ending.width() > width {
+        words.pop();
+    }
+    format::truncate(&format!("{}{ending}", words.join(" ")), width)
 }
 
 /// A figure in its unit.
