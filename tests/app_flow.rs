@@ -801,6 +801,14 @@ fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
     let message = f.state().stress.message.clone().unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(saved.len(), 1, "{saved:?} {message}");
+    // The command to copy is on one row of the panel at 80×24 (it read
+    // "…): vramtop" over "replay FILE").
+    let command = format!("vramtop replay {}", saved[0].display());
+    let screen = f.screen(80, 24);
+    assert!(
+        screen.lines().any(|l| l.contains(&command)),
+        "{command}\n{screen}"
+    );
     let name = saved[0].file_name().unwrap().to_string_lossy().to_string();
     assert!(
         name.starts_with("vramtop-stress-") && name.ends_with(".pickle"),

@@ -374,11 +374,53 @@ pub(crate) fn flow<'a>(items: Vec<Line<'a>>, width: u16, gap: usize) -> Vec<Line
 /// the line gets a line of its own, which the pane then cuts. For
 /// explanations whose height the layout must know before drawing.
 pub(crate) fn wrap(text: &str, width: u16) -> Vec<String> {
+    wrap_words(super::format::unit_words(text), width)
+}
+
+/// [`wrap`], with `keep` (a command to copy, "vramtop replay FILE"), where
+/// `text` has it, as one word: the rows break before it, never inside it
+/// (a row ending "…: vramtop" over "replay FILE" cannot be copied in one
+/// go). Wider than a row, it is broken as [`wrap_breaking`] breaks a word,
+/// so that all of it is shown.
+pub(crate) fn wrap_keeping(text: &str, keep: Option<&str>, width: u16) -> Vec<String> {
+    use unicode_width::UnicodeWidthStr as _;
+    let Some((at, keep)) = keep
+        .filter(|k| !k.is_empty() && k.width() <= usize::from(width.max(1)))
+        .and_then(|k| text.rfind(k).map(|at| (at, k)))
+    else {
+        return if keep.is_some_and(|k| text.contains(k)) {
+            wrap_breaking(text, width)
+        } else {
+            wrap(text, width)
+        };
+    };
+    let (before, after) = (&text[..at], &text[at + keep.len()..]);
+    let mut words = super::format::unit_words(before);
+    // Punctuation right after the command (";" of a note) stays on its row.
+    let (glued, after) = match after.find(char::is_whitespace) {
+        Some(end) => after.split_at(end),
+        None => (after, ""),
+    };
+    let whole = &text[at..at + keep.len() + glued.len()];
+    if whole.width() <= usize::from(width.max(1)) {
+        words.push(whole);
+    } else {
+        words.push(keep);
+        if !glued.is_empty() {
+            words.push(glued);
+        }
+    }
+    words.extend(super::format::unit_words(after));
+    wrap_words(words, width)
+}
+
+/// `words` on lines of at most `width` cells, one space apart.
+fn wrap_words<'t>(words: impl IntoIterator<Item = &'t str>, width: u16) -> Vec<String> {
     use unicode_width::UnicodeWidthStr as _;
     let width = usize::from(width.max(1));
     let mut lines = Vec::new();
     let mut current = String::new();
-    for word in super::format::unit_words(text) {
+    for word in words {
         let needed = current.width() + usize::from(!current.is_empty()) + word.width();
         if !current.is_empty() && needed > width {
             lines.push(std::mem::take(&mut current));
@@ -805,6 +847,28 @@ mod tests {
             vec!["abc"],
             "a zero width still yields the text"
         );
+    }
+
+    #[test]
+    fn wrap_keeping_breaks_before_a_command_never_inside_it() {
+        let text = "wrote a.pickle (10 entries): vramtop replay a.pickle; 2 keys dropped";
+        let keep = Some("vramtop replay a.pickle");
+        assert_eq!(
+            wrap_keeping(text, keep, 40),
+            vec![
+                "wrote a.pickle (10 entries):",
+                "vramtop replay a.pickle; 2 keys dropped"
+            ]
+        );
+        // Plain wrapping parts it.
+        assert_eq!(wrap(text, 40)[0], "wrote a.pickle (10 entries): vramtop");
+        // Not in the text, or none: as wrap.
+        assert_eq!(wrap_keeping(text, Some("vramtop open"), 40), wrap(text, 40));
+        assert_eq!(wrap_keeping(text, None, 40), wrap(text, 40));
+        // Wider than a row: broken, every character shown.
+        let narrow = wrap_keeping(text, keep, 12);
+        assert!(narrow.iter().all(|l| l.chars().count() <= 12), "{narrow:?}");
+        assert_eq!(narrow.concat().replace(' ', ""), text.replace(' ', ""));
     }
 
     #[test]

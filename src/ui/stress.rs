@@ -520,8 +520,12 @@ impl<'a> StressPane<'a> {
         type Part<'p> = Box<dyn Fn(usize) -> Vec<Line<'static>> + 'p>;
         let mut parts: Vec<(Part<'_>, usize)> = Vec::new();
         let message = stress_message(self.panel, self.keymap).unwrap_or_default();
+        let command = self.panel.message_command.as_deref();
         parts.push((
-            Box::new(move |r| wrapped(&message, width, r, t.dim)),
+            Box::new(move |r| {
+                let lines = chrome::wrap_keeping(&message, command, width);
+                cut_wrapped(lines, width, r, t.dim)
+            }),
             MESSAGE_ROWS,
         ));
         let oom_at = parts.len();
@@ -1012,7 +1016,16 @@ fn list_window(entries: &[Vec<Line<'static>>], selected: usize, room: usize) -> 
 /// `text` wrapped to `width` on at most `rows` lines, the last one ending
 /// in "…" when there was more.
 fn wrapped(text: &str, width: u16, rows: usize, style: Style) -> Vec<Line<'static>> {
-    let mut lines = chrome::wrap(text, width);
+    cut_wrapped(chrome::wrap(text, width), width, rows, style)
+}
+
+/// Wrapped `lines` cut to `rows` as [`wrapped`] cuts them.
+fn cut_wrapped(
+    mut lines: Vec<String>,
+    width: u16,
+    rows: usize,
+    style: Style,
+) -> Vec<Line<'static>> {
     if lines.len() > rows {
         lines.truncate(rows);
         if let Some(last) = lines.last_mut() {

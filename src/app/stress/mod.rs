@@ -226,6 +226,9 @@ pub struct StressPanel {
     /// ("no scenario loaded:" then "n lists them"). [`StressPanel::say`]
     /// and [`StressPanel::say_then`] set both.
     pub message_keys: Vec<KeyUse>,
+    /// A command in `message` to copy ("vramtop replay FILE"): the panel
+    /// breaks its rows before it, never inside it. A new message drops it.
+    pub message_command: Option<String>,
     /// A command is with the worker: new requests wait for its answer, so
     /// the panel never frees an address twice.
     pub busy: bool,
@@ -279,6 +282,7 @@ impl Default for StressPanel {
             oom: None,
             message: None,
             message_keys: Vec::new(),
+            message_command: None,
             busy: false,
             queued: Vec::new(),
             dropped_keys: 0,
@@ -407,6 +411,7 @@ impl StressPanel {
     pub fn say_then(&mut self, text: impl Into<String>, keys: Vec<KeyUse>) {
         self.message = Some(text.into());
         self.message_keys = keys;
+        self.message_command = None;
     }
 
     /// Why no command can go to the worker now.
@@ -1023,10 +1028,12 @@ impl StressPanel {
                 bytes,
                 trace_entries,
             } => {
+                let command = format!("vramtop replay {path}");
                 self.say(format!(
-                    "wrote {path} ({trace_entries} trace entries, {}): vramtop replay {path}",
+                    "wrote {path} ({trace_entries} trace entries, {}): {command}",
                     fmt(bytes)
                 ));
+                self.message_command = Some(command);
             }
             StressOutcome::CacheEmptied => {
                 let released = before.reserved.saturating_sub(self.figures.reserved);
