@@ -151,8 +151,11 @@ fn compact_lines<'t>(
                 .zip(&keep)
                 .filter(|&(_, &k)| !k)
                 .fold(0u64, |sum, (b, _)| sum.saturating_add(b.bytes));
+            // Size buckets, as the items before it are ("12×≤8MiB": 12
+            // blocks of that size): "+3 more" read as three more blocks.
+            let sizes = if left_out == 1 { "size" } else { "sizes" };
             items.push(Line::from(Span::styled(
-                format!("+{left_out} more {}", format::bytes(bytes)),
+                format!("+{left_out} {sizes}: {}", format::bytes(bytes)),
                 theme.dim,
             )));
         }
@@ -553,12 +556,16 @@ mod tests {
         };
         let all = text(200, 1);
         assert_eq!(all.len(), 1);
-        assert!(!all[0].contains("more"), "{all:?}");
+        assert!(!all[0].contains('+'), "{all:?}");
         let cut = text(34, 1);
         assert_eq!(cut.len(), 1, "{cut:?}");
         let largest = bucket_label(&f.histogram[16], &theme.glyphs());
         assert!(cut[0].contains(&format!("6×{largest}")), "{cut:?}");
-        assert!(cut[0].contains("more"), "{cut:?}");
+        // The buckets left out are counted as sizes, with their bytes:
+        // the four holding least (2 + 6 + 8 + 40 MiB).
+        assert!(cut[0].ends_with("+4 sizes: 56.0 MiB"), "{cut:?}");
         assert!(cut[0].chars().count() <= 34, "{cut:?}");
+        let three = text(40, 1);
+        assert!(three[0].ends_with("+3 sizes: 16.0 MiB"), "{three:?}");
     }
 }
