@@ -971,6 +971,30 @@ fn screen_text(state: &AppState, w: u16, h: u16) -> String {
 }
 
 #[test]
+fn at_80x24_with_processes_focused_the_breakdown_keeps_its_figures_over_the_segment_map() {
+    let mut state = stress_screen();
+    state.ui.focus = vramtop::app::state::Pane::Processes;
+    let screen = screen_text(&state, 80, 24);
+    let rows: Vec<&str> = screen.lines().collect();
+    let breakdown = rows
+        .iter()
+        .position(|l| l.contains("Memory breakdown"))
+        .expect("the breakdown");
+    // Under its bar, a row of figures: before, an unfocused one-strip
+    // segment map took that row and left a bar with no numbers.
+    let figures = rows.get(breakdown + 2).copied().unwrap_or_default();
+    assert!(
+        figures.contains("allocated") && figures.contains("free"),
+        "{figures}\n{screen}"
+    );
+    assert!(screen.contains(" Processes "), "{screen}");
+    // Focused, the segment map keeps its place as before.
+    state.ui.focus = vramtop::app::state::Pane::Segments;
+    let screen = screen_text(&state, 80, 24);
+    assert!(screen.contains(" Segments "), "{screen}");
+}
+
+#[test]
 fn the_panel_shares_the_screen_with_the_segment_map_from_120x40() {
     let state = stress_screen();
     for (w, h) in [(120, 40), (200, 60), (200, 100)] {

@@ -33,7 +33,9 @@
 //! the list scrolls to keep the selected GPU in view) and the middle band
 //! takes the rest. Smaller terminals drop panes,
 //! keeping the focused one first, then GPUs, breakdown, timeline,
-//! processes, fragmentation and segments, in that order. Narrower than 60
+//! processes, fragmentation and segments, in that order; fragmentation
+//! and segments, unless focused, are left out rather than leave the
+//! breakdown a bar with no row of figures under it. Narrower than 60
 //! columns, the timeline and fragmentation are stacked instead of side by
 //! side. Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small"
 //! line is drawn. The stress panel (`a`/F2, off by default) is drawn over
@@ -398,13 +400,24 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
         priority.retain(|&p| p != Pane::Segments);
     }
     let total_min = |bands: &[Band]| bands.iter().map(|b| u32::from(b.min)).sum::<u32>();
+    // The breakdown's figures (a legend row under its bar) outrank the
+    // panes below Processes: an unfocused segment map or fragmentation
+    // pane squeezed in at its least does not take that row. At 80×24
+    // with the stress panel open and Processes focused, a one-strip
+    // segment map left the breakdown a bar with no numbers.
+    let breakdown_wants_figures =
+        BreakdownPane::preferred_height(state, theme, area.width) > min_height(Pane::Breakdown);
     let mut included: Vec<Pane> = Vec::new();
     for &p in &priority {
         let mut trial = included.clone();
         trial.push(p);
-        if total_min(&bands(&trial, (area.width, body_h), map_only, state, theme))
-            <= u32::from(body_h)
-        {
+        let need = total_min(&bands(&trial, (area.width, body_h), map_only, state, theme));
+        let gives_way = p != focus
+            && matches!(p, Pane::Fragmentation | Pane::Segments)
+            && breakdown_wants_figures
+            && included.contains(&Pane::Breakdown);
+        let need = need.saturating_add(u32::from(gives_way));
+        if need <= u32::from(body_h) {
             included = trial;
         }
     }
