@@ -66,14 +66,15 @@ fn story_viewer() -> ViewerState {
 }
 
 #[test]
-fn arrows_step_one_event_and_stop_at_both_ends() {
+fn arrows_step_one_event_and_stop_at_both_ends_saying_so() {
     let mut v = story_viewer();
     let n = v.device().expect("one device").len();
     assert_eq!(v.cursor(), n, "opens at the end: the file's own state");
+    assert_eq!(press(&mut v, KeyCode::Right), Effect::Redraw, "says why");
+    assert_eq!(v.cursor(), n, "already at the end");
     assert_eq!(
-        press(&mut v, KeyCode::Right),
-        Effect::None,
-        "already at the end"
+        v.app.ui.notice.as_deref(),
+        Some("at the last event; Home goes to the start")
     );
     press(&mut v, KeyCode::Left);
     assert_eq!(v.cursor(), n - 1);
@@ -82,7 +83,12 @@ fn arrows_step_one_event_and_stop_at_both_ends() {
     press(&mut v, KeyCode::Home);
     assert_eq!(v.cursor(), 0);
     assert!(v.segments.is_empty(), "nothing before the first event");
-    assert_eq!(press(&mut v, KeyCode::Char('h')), Effect::None);
+    assert_eq!(press(&mut v, KeyCode::Char('h')), Effect::Redraw);
+    assert_eq!(v.cursor(), 0);
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("at the start, before the first event; End goes to the last")
+    );
     press(&mut v, KeyCode::End);
     assert_eq!(v.cursor(), n);
 }
@@ -813,11 +819,15 @@ fn a_key_that_changes_nothing_still_clears_the_last_notice_from_the_screen() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Char('o'));
     assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM after this event"));
-    // Already at the end: → moves nothing, but the notice must go.
-    assert_eq!(press(&mut v, KeyCode::Right), Effect::Redraw);
+    // Before the first event the map is empty: ↓ selects nothing, but
+    // the notice must go.
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Left);
+    assert!(v.app.ui.notice.is_some(), "at the start");
+    assert_eq!(press(&mut v, KeyCode::Down), Effect::Redraw);
     assert_eq!(v.app.ui.notice, None);
     assert_eq!(
-        press(&mut v, KeyCode::Right),
+        press(&mut v, KeyCode::Down),
         Effect::None,
         "nothing to clear"
     );
@@ -1664,4 +1674,97 @@ fn x_in_the_open_sites_pane_words_its_notice_for_what_is_open() {
         "x: C++ frames now counted in expanded sites; this one has no stack recorded, the \
          others show it"
     );
+}
+
+/// The hints of the viewer's status line, as drawn from the keymap.
+fn hints(v: &ViewerState) -> Vec<(&'static str, &'static str)> {
+    Keymap::default().viewer_hints_offered(v.sites_take_keys(), |a| v.hinted(a))
+}
+
+#[test]
+fn hints_offer_only_the_moves_that_go_somewhere_from_the_cursor() {
+    let mut v = story_viewer();
+    // At the end: nothing ahead, so the back keys in the forward ones' place.
+    let end = hints(&v);
+    for h in [
+        ("←", "event"),
+        ("PgUp", "page"),
+        ("Home", "start"),
+        ("O", "OOM"),
+        ("N", "segment"),
+        ("E", "empty_cache"),
+    ] {
+        assert!(end.contains(&h), "{h:?} in {end:?}");
+    }
+    for k in ["→", "PgDn", "o", "n", "e"] {
+        assert!(end.iter().all(|h| h.0 != k), "{k} in {end:?}");
+    }
+    // At the start: only forward, and no Home.
+    press(&mut v, KeyCode::Home);
+    let start = hints(&v);
+    for h in [("→", "event"), ("PgDn", "page"), ("o", "OOM")] {
+        assert!(start.contains(&h), "{h:?} in {start:?}");
+    }
+    for k in ["←", "PgUp", "Home", "O", "N", "E"] {
+        assert!(start.iter().all(|h| h.0 != k), "{k} in {start:?}");
+    }
+    // One step in, the line is the same: forward hints hold while
+    // anything lies ahead, so stepping does not make it flicker.
+    press(&mut v, KeyCode::Right);
+    assert_eq!(hints(&v), start);
+    // At the only OOM neither OOM key goes anywhere (`O` goes to one
+    // before this event); past it the OOM key turns back, the others stay.
+    press(&mut v, KeyCode::Char('o'));
+    let at = hints(&v);
+    assert!(at.iter().all(|h| h.1 != "OOM"), "{at:?}");
+    press(&mut v, KeyCode::Right);
+    let after = hints(&v);
+    assert!(after.contains(&("O", "OOM")), "{after:?}");
+    assert!(after.contains(&("→", "event")), "{after:?}");
+}
+
+#[test]
+fn hints_leave_out_jumps_to_marks_the_trace_has_none_of() {
+    // A trace with neither an OOM nor an empty_cache point.
+    let mut m = model(0);
+    m.set_time_us(1000);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    m.set_time_us(2000);
+    m.free(a).expect("live");
+    let mut v = ViewerState::new("plain.pickle".to_string(), snapshot_of(&m, 0));
+    for at in [KeyCode::End, KeyCode::Home] {
+        press(&mut v, at);
+        let h = hints(&v);
+        for k in ["o", "O", "e", "E"] {
+            assert!(h.iter().all(|h| h.0 != k), "{k} in {h:?}");
+        }
+    }
+}
+
+#[test]
+fn page_and_end_keys_with_nowhere_to_go_say_why() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::PageDown);
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("at the last event; Home goes to the start")
+    );
+    press(&mut v, KeyCode::End);
+    assert!(
+        v.app
+            .ui
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.starts_with("at the last event"))
+    );
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.app.ui.notice, None, "Home moved");
+    for k in [KeyCode::PageUp, KeyCode::Home] {
+        press(&mut v, k);
+        assert_eq!(
+            v.app.ui.notice.as_deref(),
+            Some("at the start, before the first event; End goes to the last"),
+            "{k:?}"
+        );
+    }
 }

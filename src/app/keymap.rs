@@ -312,18 +312,18 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
     use ViewerAction as V;
     let b = |keys, action, hint| ViewerBinding { keys, action, hint };
     vec![
-        b("← h", V::StepBack, None),
+        b("← h", V::StepBack, Some("event")),
         b("→ l", V::StepForward, Some("event")),
-        b("PgUp", V::PageBack, None),
+        b("PgUp", V::PageBack, Some("page")),
         b("PgDn", V::PageForward, Some("page")),
-        b("Home", V::First, None),
+        b("Home", V::First, Some("start")),
         b("End", V::Last, None),
         b("o", V::NextOom, Some("OOM")),
-        b("O", V::PrevOom, None),
+        b("O", V::PrevOom, Some("OOM")),
         b("n", V::NextSegmentAlloc, Some("segment")),
-        b("N", V::PrevSegmentAlloc, None),
+        b("N", V::PrevSegmentAlloc, Some("segment")),
         b("e", V::NextEmptyCache, Some("empty_cache")),
-        b("E", V::PrevEmptyCache, None),
+        b("E", V::PrevEmptyCache, Some("empty_cache")),
         b("]", V::NextSegment, None),
         b("[", V::PrevSegment, None),
         b("Enter", V::BlockDetail, Some("block")),
@@ -638,7 +638,8 @@ impl Keymap {
     /// [`Keymap::viewer_hints`] of only the actions `offered` says can do
     /// something in the file shown: a file without a trace leaves out the
     /// keys that move along or look into one, a file with no GPU every
-    /// viewer key (`ViewerState::offers`).
+    /// viewer key, a move that has nowhere to go from the cursor its key
+    /// (`ViewerState::hinted`: of a move's two directions, one hint).
     pub fn viewer_hints_offered(
         &self,
         sites: bool,

@@ -127,6 +127,24 @@ impl ViewerAction {
         }
     }
 
+    /// For a key that moves back: the key that moves the same way
+    /// forward. The hints offer the back key only where the forward one
+    /// has nowhere to go, in its place, so the hint line names one
+    /// direction of each move and changes only at the end of what lies
+    /// ahead ([`ViewerState::hinted`]).
+    pub fn forward_twin(self) -> Option<ViewerAction> {
+        use ViewerAction as V;
+        match self {
+            V::StepBack => Some(V::StepForward),
+            V::PageBack => Some(V::PageForward),
+            V::First => Some(V::Last),
+            V::PrevOom => Some(V::NextOom),
+            V::PrevSegmentAlloc => Some(V::NextSegmentAlloc),
+            V::PrevEmptyCache => Some(V::NextEmptyCache),
+            _ => None,
+        }
+    }
+
     /// Whether the action is the sites pane's own, answered while the
     /// pane takes the keys ([`Keymap::sites_key_for`]).
     pub fn in_sites_pane(self) -> bool {
@@ -763,9 +781,44 @@ impl ViewerState {
     /// with no GPU, and the keys that need a trace cannot in a file
     /// without one. The status line hints only these; the others say why
     /// when pressed.
+    /// Once the trace is read, a move offers only what goes somewhere
+    /// from the cursor: a step or a page ahead only before the last event,
+    /// back only after the start, a jump to an OOM, a segment_alloc or an
+    /// empty_cache point only where the trace has one that way.
     pub fn offers(&self, action: ViewerAction) -> bool {
         let trace_missing = action.needs_trace() && self.trace_less();
-        !(self.gpu_less() || trace_missing)
+        if self.gpu_less() || trace_missing {
+            return false;
+        }
+        // While the trace is read the moves wait for it: offered as keys
+        // that will act.
+        if self.trace_reading.is_some() {
+            return true;
+        }
+        let Some(d) = self.device() else {
+            return true;
+        };
+        let (c, n) = (self.cursor(), d.len());
+        use ViewerAction as V;
+        match action {
+            V::StepForward | V::PageForward | V::Last => c < n,
+            V::StepBack | V::PageBack | V::First => c > 0,
+            V::NextOom => d.next_mark(MarkKind::Oom, c).is_some(),
+            V::PrevOom => d.prev_mark(MarkKind::Oom, c).is_some(),
+            V::NextSegmentAlloc => d.next_mark(MarkKind::SegmentAlloc, c).is_some(),
+            V::PrevSegmentAlloc => d.prev_mark(MarkKind::SegmentAlloc, c).is_some(),
+            V::NextEmptyCache => d.next_mark(MarkKind::EmptyCache, c).is_some(),
+            V::PrevEmptyCache => d.prev_mark(MarkKind::EmptyCache, c).is_some(),
+            _ => true,
+        }
+    }
+
+    /// Whether the status line hints `action`: it is offered
+    /// ([`ViewerState::offers`]) and, for a key that moves back, its
+    /// forward twin is not ([`ViewerAction::forward_twin`]), so the line
+    /// reads "→ event" until the last event and "← event" there.
+    pub fn hinted(&self, action: ViewerAction) -> bool {
+        self.offers(action) && action.forward_twin().is_none_or(|f| !self.offers(f))
     }
 
     /// Index of the selected device in `scrub.devices`.
@@ -1016,6 +1069,26 @@ impl ViewerState {
             return Effect::Redraw;
         }
         let cursor = self.cursor();
+        // A step that cannot move says why and where to go instead: a
+        // silent key at the end of the trace reads as a broken one.
+        let len = self.device().map_or(0, DeviceScrub::len);
+        let forward = matches!(action, V::StepForward | V::PageForward | V::Last);
+        let back = matches!(action, V::StepBack | V::PageBack | V::First);
+        // (While the trace is read, `End` goes to the final state shown.)
+        let read = self.trace_reading.is_none();
+        if read && ((forward && cursor >= len) || (back && cursor == 0)) {
+            self.app.ui.notice = Some(if len == 0 {
+                "no trace on this GPU: its final state is all there is".to_string()
+            } else if forward {
+                format!("at the last event; {} goes to the start", key(V::First))
+            } else {
+                format!(
+                    "at the start, before the first event; {} goes to the last",
+                    key(V::Last)
+                )
+            });
+            return Effect::Redraw;
+        }
         match action {
             V::StepBack => self.set_cursor(cursor.saturating_sub(1)),
             V::StepForward => self.set_cursor(cursor.saturating_add(1)),

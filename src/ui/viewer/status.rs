@@ -409,7 +409,7 @@ pub(super) fn render_status(
         keymap.detail_hints()
     } else {
         // Only the keys that can do something in this file.
-        keymap.viewer_hints_offered(sites, |a| v.offers(a))
+        keymap.viewer_hints_offered(sites, |a| v.hinted(a))
     };
     if v.returns_to_dashboard {
         // Opened from the dashboard: `q` goes back there, not out of vramtop.
