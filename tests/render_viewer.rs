@@ -1604,3 +1604,37 @@ fn at_80_columns_p_r_and_b_leave_the_moment_named_on_the_status_line() {
         "{screen}"
     );
 }
+
+#[test]
+fn both_filters_read_as_one_status_part_and_pane_titles_drop_them_before_cutting_a_word() {
+    let Some(mut v) = viewer("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('s'));
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, Some(vramtop::alloc::PoolKind::Large));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = draw(&v, w, h);
+        let screen = text(t.backend().buffer());
+        assert!(
+            screen.contains("only stream 0 · large pool"),
+            "{w}x{h}:\n{screen}"
+        );
+        // A title says the filters whole or not at all: "large p…" is
+        // neither, and the status row says them.
+        for cut in ["large p…", "stream 0 · l…", "stream …", "large …"] {
+            assert!(!screen.contains(cut), "{w}x{h} {cut}:\n{screen}");
+        }
+        let title = screen
+            .lines()
+            .find(|l| l.contains("Fragmentation"))
+            .expect("a fragmentation title");
+        assert!(title.contains("GPU 0"), "{w}x{h}: {title}");
+    }
+    // At the allocated peak the line is fuller: at 80 columns both
+    // filters stay, the pool without its word "pool".
+    press(&mut v, KeyCode::Char('P'));
+    let narrow = status_text_within(&v, 80);
+    assert!(narrow.contains("only stream 0 · large"), "{narrow}");
+    assert!(narrow.contains("here"), "{narrow}");
+}

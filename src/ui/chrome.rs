@@ -43,6 +43,19 @@ pub(crate) fn pane_block<'a>(
         .title(Line::from(spans))
 }
 
+/// The cells [`pane_block`]'s title of `pane` and `detail` takes: a
+/// title wider than its row is cut, so a pane can leave words out first.
+pub(crate) fn title_width(pane: Pane, detail: &[Span<'_>]) -> usize {
+    let own = pane.title().chars().count().saturating_add(2);
+    if detail.is_empty() {
+        own
+    } else {
+        detail.iter().fold(own.saturating_add(2), |sum, s| {
+            sum.saturating_add(s.width())
+        })
+    }
+}
+
 /// Renders a pane's `block` over `area` and returns the area inside it;
 /// `None` when nothing fits inside, the pane then finished in `theme`'s
 /// style, so the caller just returns.

@@ -27,8 +27,12 @@ pub struct FragmentationPane<'a> {
     /// the snapshot viewer's filters can hide every segment of an
     /// allocator that holds memory.
     empty_note: Option<&'a str>,
-    /// Filters the figures are of, said in the title ("large pool").
+    /// Filters the figures are of, said in the title ("large pool")
+    /// where it has the room for them whole: the snapshot viewer's status
+    /// row says them too, so they go before a word is cut.
     filters: &'a [String],
+    /// Other words of the title after the filters ("final state"): kept.
+    notes: &'a [String],
 }
 
 impl<'a> FragmentationPane<'a> {
@@ -39,12 +43,15 @@ impl<'a> FragmentationPane<'a> {
             left_border: false,
             empty_note: None,
             filters: &[],
+            notes: &[],
         }
     }
 
-    /// Says in the title which filters the figures are of.
-    pub fn with_filters(mut self, filters: &'a [String]) -> Self {
+    /// Says in the title which filters the figures are of, where they
+    /// fit whole, then the `notes` on the figures.
+    pub fn with_filters(mut self, filters: &'a [String], notes: &'a [String]) -> Self {
         self.filters = filters;
+        self.notes = notes;
         self
     }
 
@@ -173,17 +180,32 @@ impl Widget for FragmentationPane<'_> {
         let g = theme.glyphs();
         let gpu = self.state.selected();
         let mut detail = Vec::new();
-        let notes_width: usize = self.filters.iter().map(|f| f.chars().count() + 3).sum();
-        // " Fragmentation  GPU 0" and the corners: where the notes (a
-        // filter, "final state") would be cut, they keep the room and the
-        // GPU is left to the panes beside, whose titles name it.
+        let words = |notes: &[String]| -> usize {
+            notes
+                .iter()
+                .map(|f| f.chars().count().saturating_add(3))
+                .sum()
+        };
+        // The filters, where they fit beside the GPU whole; cut short
+        // ("large p…") they read as noise, and the status row says them.
+        let room = usize::from(area.width.saturating_sub(u16::from(self.left_border)));
+        let all = words(self.filters).saturating_add(words(self.notes));
+        let notes: Vec<&String> = if 24 + all <= room {
+            self.filters.iter().chain(self.notes).collect()
+        } else {
+            self.notes.iter().collect()
+        };
+        let notes_width: usize = notes.iter().map(|f| f.chars().count() + 3).sum();
+        // " Fragmentation  GPU 0" and the corners: where the notes
+        // ("final state") would be cut, they keep the room and the GPU is
+        // left to the panes beside, whose titles name it.
         let gpu_fits = 24 + notes_width <= usize::from(area.width);
         if let Some(gpu) = gpu
-            && (gpu_fits || self.filters.is_empty())
+            && (gpu_fits || notes.is_empty())
         {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
         }
-        for (i, f) in self.filters.iter().enumerate() {
+        for (i, f) in notes.iter().enumerate() {
             let lead = if detail.is_empty() && i == 0 {
                 ""
             } else {

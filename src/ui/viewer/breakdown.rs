@@ -24,12 +24,26 @@ pub(super) fn render_breakdown(
     theme: &Theme,
 ) {
     let g = theme.glyphs();
-    let mut detail = Vec::new();
-    if let Some(d) = v.device() {
-        detail.push(Span::styled(format!("GPU {}", d.device), theme.text));
-    }
-    for f in super::title_notes(v) {
-        detail.push(Span::styled(format!(" · {f}"), theme.warning));
+    let with_filters = |filters: bool| {
+        let mut detail = Vec::new();
+        if let Some(d) = v.device() {
+            detail.push(Span::styled(format!("GPU {}", d.device), theme.text));
+        }
+        let notes = if filters {
+            super::title_notes(v)
+        } else {
+            super::final_state_note(v)
+        };
+        for f in notes {
+            detail.push(Span::styled(format!(" · {f}"), theme.warning));
+        }
+        detail
+    };
+    // The filters leave the title before it is cut mid-word: the status
+    // row says them too.
+    let mut detail = with_filters(true);
+    if chrome::title_width(Pane::Breakdown, &detail) > usize::from(area.width) {
+        detail = with_filters(false);
     }
     let block = pane_block(
         Pane::Breakdown,

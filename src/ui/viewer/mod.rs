@@ -204,14 +204,9 @@ pub fn render_viewer(
     // With a filter on, an empty map is what the filter left, not an
     // allocator without memory.
     let shown = filters(v);
-    let notes = title_notes(v);
     // The segments pane's title has its counts; the filters are said by
     // the panes beside it.
-    let final_state: Vec<String> = v
-        .shows_final_state
-        .then(|| FINAL_STATE_NOTE.to_string())
-        .into_iter()
-        .collect();
+    let final_state = final_state_note(v);
     let filtered_empty = if v.scrub.devices.is_empty() {
         Some(NO_SEGMENTS_NOTE.to_string())
     } else {
@@ -231,7 +226,7 @@ pub fn render_viewer(
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(&v.app, theme)
                     .with_empty_note(filtered_empty.as_deref())
-                    .with_filters(&notes);
+                    .with_filters(&shown, &final_state);
                 if rect.x > area.x {
                     pane.beside().render(rect, buf);
                 } else {
@@ -302,6 +297,15 @@ pub(super) fn title_notes(v: &ViewerState) -> Vec<String> {
         out.push(FINAL_STATE_NOTE.to_string());
     }
     out
+}
+
+/// [`FINAL_STATE_NOTE`] where it holds, else nothing: the words of
+/// [`title_notes`] other than the filters.
+pub(super) fn final_state_note(v: &ViewerState) -> Vec<String> {
+    v.shows_final_state
+        .then(|| FINAL_STATE_NOTE.to_string())
+        .into_iter()
+        .collect()
 }
 
 /// The filters in words ("stream 7 · large pool"), empty when none.

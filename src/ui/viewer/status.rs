@@ -271,8 +271,18 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
             format!("A {} B {}", show(v.mark_a), show(v.mark_b)),
         ));
     }
-    for f in filters(v) {
-        parts.push(Part::one(Keep::Filters, format!("only {f}")));
+    // One part: "only stream 0 · large pool" reads as one filter of
+    // both, and goes (or stays) whole on a narrow line. With both on, the
+    // word "pool" goes first: beside a peak the cursor is at, 80 columns
+    // have room for "only stream 0 · large" and not for the whole.
+    let shown = filters(v);
+    if !shown.is_empty() {
+        let mut forms = vec![(Keep::Filters, format!("only {}", shown.join(" · ")))];
+        if let (Some(s), Some(p)) = (v.stream_filter, v.pool_filter) {
+            forms[0].0 = Keep::Words;
+            forms.push((Keep::Filters, format!("only stream {s} · {}", p.as_str())));
+        }
+        parts.push(Part::of(forms));
     }
     parts
 }
