@@ -1768,3 +1768,36 @@ fn page_and_end_keys_with_nowhere_to_go_say_why() {
         );
     }
 }
+
+#[test]
+fn a_trace_that_frees_everything_says_so_at_its_end_and_where_the_peak_is() {
+    let mut m = model(0);
+    m.set_time_us(1000);
+    let a = m.malloc(300 * MIB, 0).expect("fits");
+    m.set_time_us(2000);
+    m.free(a).expect("live");
+    m.set_time_us(3000);
+    m.empty_cache();
+    let mut v = ViewerState::new("freed.pickle".to_string(), snapshot_of(&m, 0));
+    let screen = |v: &ViewerState| {
+        let theme = vramtop::ui::Theme::colored();
+        let backend = ratatui::backend::TestBackend::new(80, 24);
+        let mut t = ratatui::Terminal::new(backend).expect("tb");
+        t.draw(|f| {
+            vramtop::ui::render_viewer(f.area(), f.buffer_mut(), v, &Keymap::default(), &theme)
+        })
+        .expect("draws");
+        t.backend().to_string()
+    };
+    let end = screen(&v);
+    assert!(
+        end.contains("nothing reserved at the last event (all freed); P goes to the peak"),
+        "{end}"
+    );
+    press(&mut v, KeyCode::Home);
+    let start = screen(&v);
+    assert!(
+        start.contains("nothing reserved at this point of the trace"),
+        "{start}"
+    );
+}

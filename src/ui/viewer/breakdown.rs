@@ -10,7 +10,7 @@ use super::focused;
 use crate::alloc::BlockState;
 use crate::app::keymap::Keymap;
 use crate::app::state::Pane;
-use crate::app::viewer::ViewerState;
+use crate::app::viewer::{ViewerAction, ViewerState};
 use crate::ui::breakdown::legend_item;
 use crate::ui::chrome::{self, pane_block};
 use crate::ui::format;
@@ -82,7 +82,17 @@ pub(super) fn render_breakdown(
         } else if v.device().is_some_and(|d| d.is_empty()) && super::filters(v).is_empty() {
             "nothing reserved in the file's final state".to_string()
         } else if super::filters(v).is_empty() {
-            "nothing reserved at this point of the trace".to_string()
+            // At the end of a trace that freed everything (the demo's, a
+            // run that released its memory before the dump) the viewer
+            // opens on an empty screen: say so, and where the memory was.
+            let at_end = v.device().is_some_and(|d| v.cursor() == d.len());
+            let held = v.device_peaks().is_some_and(|p| p.reserved.bytes > 0);
+            match keymap.viewer_key_name(ViewerAction::PeakAllocated) {
+                Some(peak) if at_end && held => format!(
+                    "nothing reserved at the last event (all freed); {peak} goes to the peak"
+                ),
+                _ => "nothing reserved at this point of the trace".to_string(),
+            }
         } else {
             format!(
                 "nothing reserved in the filtered segments here; {} cycle the filter",
