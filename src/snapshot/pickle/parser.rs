@@ -551,30 +551,6 @@ impl RunCache {
     }
 }
 
-/// Below this many bytes glibc serves a vector from its heap and grows it by
-/// copying (`shell::heap` sets the threshold; above it a growing vector is
-/// remapped in place, no copy). The parser's vectors are presized from the
-/// input's length up to this, so a 2–4 MB snapshot is not copied over
-/// through every doubling (3–4 % of reading one, in callgrind).
-const PRESIZE_MAX_BYTES: usize = 4 << 20;
-
-/// Upper bounds of the parser's vectors' lengths per input byte, from the
-/// shared snapshots and generated ones (the most seen, rounded up): the
-/// memo's entries, arena nodes (and their meta), wide ints, and record
-/// values. A file past them only grows its vectors as before.
-const MEMO_PER_BYTE: usize = 14;
-const NODES_PER_BYTE: usize = 14;
-const WIDE_INTS_PER_BYTE: usize = 14;
-const RECORD_VALUES_PER_BYTE: usize = 5;
-
-/// An empty vector with room for one element per `bytes_per_element` of an
-/// `input_len`-byte input, at most [`PRESIZE_MAX_BYTES`] of room. Reserved
-/// room is address space: pages are touched only as elements are pushed.
-fn presized<T>(input_len: usize, bytes_per_element: usize) -> Vec<T> {
-    let most = PRESIZE_MAX_BYTES / std::mem::size_of::<T>().max(1);
-    Vec::with_capacity((input_len / bytes_per_element).min(most))
-}
-
 impl<'a, 'd> Parser<'a, 'd> {
     pub(super) fn new(data: &'d [u8], limits: &'a Limits) -> Self {
         Parser {
@@ -586,16 +562,9 @@ impl<'a, 'd> Parser<'a, 'd> {
             limits,
             stack: Vec::with_capacity(64),
             marks: Vec::with_capacity(16),
-            memo: Memo {
-                dense: presized(data.len(), MEMO_PER_BYTE),
-                ..Memo::default()
-            },
-            arena: presized(data.len(), NODES_PER_BYTE),
-            scalars: Scalars {
-                ints: presized(data.len(), WIDE_INTS_PER_BYTE),
-                record_values: presized(data.len(), RECORD_VALUES_PER_BYTE),
-                ..Scalars::default()
-            },
+            memo: Memo::default(),
+            arena: Vec::new(),
+            scalars: Scalars::default(),
             pushed: 0,
             memory_used: 0,
             memory_budget: limits.memory_budget(data.len() as u64),
@@ -604,7 +573,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             intern: false,
             interned: FxHashMap::default(),
             tall_heights: FxHashMap::default(),
-            meta: presized(data.len(), NODES_PER_BYTE),
+            meta: Vec::new(),
             intern_broken: false,
             stop_before_top_level_key: None,
             stopped: false,
