@@ -778,15 +778,20 @@ fn every_viewer_binding_is_answered_described_and_in_docs_keys() {
     }
 }
 
-#[test]
-fn jump_keys_with_nothing_to_jump_to_say_why() {
-    // A trace with neither an OOM nor an empty_cache point.
+/// The viewer of a trace with neither an OOM nor an empty_cache point:
+/// one 300 MiB block allocated and freed.
+fn viewer_without_marks() -> ViewerState {
     let mut m = model(0);
     m.set_time_us(1000);
     let a = m.malloc(300 * MIB, 0).expect("fits");
     m.set_time_us(2000);
     m.free(a).expect("live");
-    let mut v = ViewerState::new("plain.pickle".to_string(), snapshot_of(&m, 0));
+    ViewerState::new("plain.pickle".to_string(), snapshot_of(&m, 0))
+}
+
+#[test]
+fn jump_keys_with_nothing_to_jump_to_say_why() {
+    let mut v = viewer_without_marks();
     assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::Redraw);
     assert_eq!(v.app.ui.notice.as_deref(), Some("no OOM in this trace"));
     press(&mut v, KeyCode::Char('e'));
@@ -1725,13 +1730,7 @@ fn hints_offer_only_the_moves_that_go_somewhere_from_the_cursor() {
 
 #[test]
 fn hints_leave_out_jumps_to_marks_the_trace_has_none_of() {
-    // A trace with neither an OOM nor an empty_cache point.
-    let mut m = model(0);
-    m.set_time_us(1000);
-    let a = m.malloc(300 * MIB, 0).expect("fits");
-    m.set_time_us(2000);
-    m.free(a).expect("live");
-    let mut v = ViewerState::new("plain.pickle".to_string(), snapshot_of(&m, 0));
+    let mut v = viewer_without_marks();
     for at in [KeyCode::End, KeyCode::Home] {
         press(&mut v, at);
         let h = hints(&v);
