@@ -2027,6 +2027,16 @@ fn v_on_the_simulation_worker_verifies_the_live_tensors() {
 
 /// A panel and an executor (with reopen) on a simulated GPU, driven
 /// synchronously: every command is answered before the next key.
+/// The explanation of the scenario loaded into `p`.
+fn loaded_explanation(p: &StressPanel) -> String {
+    p.scenario
+        .as_ref()
+        .expect("loaded")
+        .scenario
+        .explanation
+        .clone()
+}
+
 fn scenario_rig() -> (StressPanel, PanelExecutor<SimMemory>, SimCluster) {
     let cluster = sim();
     let memory = cluster.new_process(0, STRESS_COMMAND);
@@ -3292,13 +3302,7 @@ fn at_80_columns_scenario_titles_and_the_next_step_wrap_instead_of_being_cut() {
 fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis_and_names_the_help() {
     let (mut p, mut exec, _cluster) = scenario_rig();
     load_builtin(&mut p, &mut exec, "fragmentation_oom");
-    let explanation = p
-        .scenario
-        .as_ref()
-        .expect("loaded")
-        .scenario
-        .explanation
-        .clone();
+    let explanation = loaded_explanation(&p);
     let text = panel_text(&p, 80, 12);
     let words = flat(&text);
     assert!(
@@ -3327,13 +3331,7 @@ fn a_scenario_explanation_cut_to_its_rows_ends_in_an_ellipsis_and_names_the_help
 fn the_help_opened_over_a_loaded_scenario_begins_with_its_whole_explanation() {
     let (mut p, mut exec, _cluster) = scenario_rig();
     load_builtin(&mut p, &mut exec, "empty_cache_live_block");
-    let explanation = p
-        .scenario
-        .as_ref()
-        .expect("loaded")
-        .scenario
-        .explanation
-        .clone();
+    let explanation = loaded_explanation(&p);
     let mut state = AppState::new(StatusState::default());
     state.ui.stress_open = true;
     state.stress = p;
