@@ -790,6 +790,29 @@ fn viewer_without_marks() -> ViewerState {
 }
 
 #[test]
+fn peak_keys_pressed_at_their_moment_say_the_cursor_is_there() {
+    for (key, what) in [
+        ('P', "the peak of allocated bytes"),
+        ('R', "the peak of reserved bytes"),
+        ('B', "the biggest allocation"),
+    ] {
+        let mut v = viewer_without_marks();
+        press(&mut v, KeyCode::Home);
+        assert_eq!(press(&mut v, KeyCode::Char(key)), Effect::Redraw, "{key}");
+        let cursor = v.cursor();
+        assert_ne!(cursor, 0, "{key} moved to its moment");
+        // Pressed again it says so instead of doing nothing.
+        assert_eq!(press(&mut v, KeyCode::Char(key)), Effect::Redraw, "{key}");
+        assert_eq!(v.cursor(), cursor, "{key}");
+        assert_eq!(
+            v.app.ui.notice.as_deref(),
+            Some(format!("already at {what} (event {cursor})").as_str()),
+            "{key}"
+        );
+    }
+}
+
+#[test]
 fn jump_keys_with_nothing_to_jump_to_say_why() {
     let mut v = viewer_without_marks();
     assert_eq!(press(&mut v, KeyCode::Char('o')), Effect::Redraw);

@@ -977,6 +977,19 @@ impl ViewerState {
         }
     }
 
+    /// Moves the cursor to a moment of the trace (`what` names it), or
+    /// says the cursor is there already rather than doing nothing.
+    fn go_to_moment(&mut self, at: Option<usize>, what: &str) -> Effect {
+        match at {
+            Some(c) if c == self.cursor() => {
+                self.app.ui.notice = Some(format!("already at {what} (event {c})"));
+                Effect::Redraw
+            }
+            Some(c) => self.set_cursor(c),
+            None => Effect::None,
+        }
+    }
+
     fn jump(&mut self, kind: MarkKind, forward: bool) -> Effect {
         let cursor = self.cursor();
         let target = self.device().and_then(|d| {
@@ -1140,23 +1153,20 @@ impl ViewerState {
                 self.refresh();
                 Effect::Redraw
             }
-            V::PeakAllocated => match self.device_peaks().map(|p| p.allocated.cursor) {
-                Some(c) => self.set_cursor(c),
-                None => Effect::None,
-            },
-            V::PeakReserved => match self.device_peaks().map(|p| p.reserved.cursor) {
-                Some(c) => self.set_cursor(c),
-                None => Effect::None,
-            },
+            V::PeakAllocated => {
+                let at = self.device_peaks().map(|p| p.allocated.cursor);
+                self.go_to_moment(at, "the peak of allocated bytes")
+            }
+            V::PeakReserved => {
+                let at = self.device_peaks().map(|p| p.reserved.cursor);
+                self.go_to_moment(at, "the peak of reserved bytes")
+            }
             V::BiggestAllocation => {
-                match self
+                let at = self
                     .device_peaks()
                     .and_then(|p| p.biggest_allocation)
-                    .map(|m| m.cursor)
-                {
-                    Some(c) => self.set_cursor(c),
-                    None => Effect::None,
-                }
+                    .map(|m| m.cursor);
+                self.go_to_moment(at, "the biggest allocation")
             }
             V::ToggleSites => {
                 self.sites_open = !self.sites_open;
