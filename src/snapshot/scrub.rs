@@ -1113,21 +1113,24 @@ impl DeviceScrub {
 
     /// The cursor just after the next `kind` event after `cursor`.
     pub fn next_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
-        self.marks
+        // The marks are in event order (`find_marks`): start at the first
+        // past the cursor, not at the trace's start (the viewer's hints ask
+        // this on every draw).
+        let from = self.marks.partition_point(|m| m.0 < cursor);
+        self.marks[from..]
             .iter()
-            .filter(|m| m.1 == kind)
+            .find(|m| m.1 == kind)
             .map(|m| m.0 + 1)
-            .find(|&c| c > cursor)
     }
 
     /// The cursor just after the previous `kind` event before `cursor`.
     pub fn prev_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
-        self.marks
+        let before = self.marks.partition_point(|m| m.0 + 1 < cursor);
+        self.marks[..before]
             .iter()
             .rev()
-            .filter(|m| m.1 == kind)
+            .find(|m| m.1 == kind)
             .map(|m| m.0 + 1)
-            .find(|&c| c < cursor)
     }
 
     /// How many `kind` events the trace holds.
@@ -1607,6 +1610,17 @@ mod tests {
         assert!(ec > oom);
         assert_eq!(d.events()[ec - 1].action, TraceAction::SegmentFree);
         assert!(d.points[ec].reserved < d.points[ec - 1].reserved);
+        // From every cursor, the next and previous mark of each kind are
+        // the nearest such mark strictly after / before it.
+        for kind in [MarkKind::Oom, MarkKind::SegmentAlloc, MarkKind::EmptyCache] {
+            let at: Vec<usize> = d.mark_events(kind).map(|i| i + 1).collect();
+            for cursor in 0..=d.len() + 1 {
+                let next = at.iter().copied().find(|&c| c > cursor);
+                let prev = at.iter().rev().copied().find(|&c| c < cursor);
+                assert_eq!(d.next_mark(kind, cursor), next, "{kind:?} after {cursor}");
+                assert_eq!(d.prev_mark(kind, cursor), prev, "{kind:?} before {cursor}");
+            }
+        }
     }
 
     /// A model trace whose file is then made to disagree with it: the
