@@ -5,8 +5,8 @@ mod common;
 
 use vramtop::alloc::{CachingAllocator, InMemoryDevice};
 use vramtop::snapshot::capture::snapshot_of;
-use vramtop::snapshot::read_snapshot_file;
 use vramtop::snapshot::replay::{ReplayStart, VerifyReport, verify};
+use vramtop::snapshot::{Snapshot, Stacks, read_snapshot_file, read_snapshot_file_with};
 
 use common::shared_snapshot as shared;
 use common::workload::{mixed_workload, model};
@@ -276,4 +276,80 @@ fn replay_ascii_prints_the_report_in_ascii_one_character_for_one() {
         let plain = common::assert_ascii_twin(&["replay", &path.display().to_string()]);
         assert_eq!(!plain.is_ascii(), unicode, "{name}: {plain}");
     }
+}
+
+/// `snapshot` with every traceback emptied: what a read that skips the
+/// stacks must give, field for field.
+fn without_stacks(mut snapshot: Snapshot) -> Snapshot {
+    let empty: vramtop::snapshot::Frames = std::sync::Arc::from(Vec::new());
+    for segment in &mut snapshot.segments {
+        segment.frames = empty.clone();
+        for block in &mut segment.blocks {
+            block.frames = empty.clone();
+        }
+    }
+    for entry in snapshot.device_traces.iter_mut().flatten() {
+        entry.frames = empty.clone();
+    }
+    snapshot
+}
+
+#[test]
+fn a_read_without_stacks_differs_only_in_its_empty_tracebacks_and_verifies_alike() {
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    let mut with_frames = 0;
+    for (name, path) in common::snapshot_files_in(&dir) {
+        let read = read_snapshot_file(&path).expect("shared snapshot loads");
+        let skipped = read_snapshot_file_with(&path, Stacks::Skip).expect("loads without stacks");
+        let had_frames = read
+            .segments
+            .iter()
+            .any(|s| s.blocks.iter().any(|b| !b.frames.is_empty()))
+            || read
+                .device_traces
+                .iter()
+                .flatten()
+                .any(|e| !e.frames.is_empty());
+        with_frames += usize::from(had_frames);
+        assert_eq!(verify(&skipped), verify(&read), "{name}: the verdict");
+        assert!(
+            without_stacks(read) == skipped,
+            "{name}: a read without stacks differs in more than its tracebacks"
+        );
+    }
+    // The comparison means something only where there were stacks to skip.
+    assert!(
+        with_frames >= 5,
+        "only {with_frames} shared files have stacks"
+    );
+}
+
+#[test]
+fn a_generated_recording_read_without_stacks_replays_as_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.pickle");
+    // A training-like recording with many distinct stacks, made by the
+    // allocator model (as the benches' files are).
+    let recorded = vramtop::snapshot::synth::large(
+        &vramtop::snapshot::synth::LargeShape::about_bytes(200_000),
+    );
+    assert!(
+        vramtop::snapshot::synth::distinct_stacks(&recorded) > 10,
+        "the recording has stacks to skip"
+    );
+    vramtop::snapshot::write_snapshot_file(&recorded, &path).unwrap();
+    let read = read_snapshot_file(&path).unwrap();
+    let skipped = read_snapshot_file_with(&path, Stacks::Skip).unwrap();
+    assert!(
+        skipped
+            .device_traces
+            .iter()
+            .flatten()
+            .all(|e| e.frames.is_empty())
+    );
+    assert_eq!(verify(&skipped), verify(&read));
+    assert!(verify(&skipped).full_match());
+    assert!(without_stacks(read) == skipped);
 }

@@ -992,9 +992,18 @@ pub fn input_name(file: &std::path::Path) -> String {
 pub fn read_snapshot_arg(
     file: &std::path::Path,
 ) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
+    read_snapshot_arg_with(file, crate::snapshot::Stacks::Read)
+}
+
+/// [`read_snapshot_arg`], converting the stacks or not (a command that
+/// shows none skips them: they are most of a long trace's conversion).
+pub fn read_snapshot_arg_with(
+    file: &std::path::Path,
+    stacks: crate::snapshot::Stacks,
+) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
     use std::io::IsTerminal as _;
     if file.as_os_str() != STDIN_ARG {
-        return crate::snapshot::read_snapshot_file(file);
+        return crate::snapshot::read_snapshot_file_with(file, stacks);
     }
     let name = std::path::Path::new(STDIN_NAME);
     let stdin = std::io::stdin();
@@ -1007,7 +1016,7 @@ pub fn read_snapshot_arg(
             ),
         });
     }
-    crate::snapshot::read_snapshot_from(stdin.lock(), name)
+    crate::snapshot::read_snapshot_from_with(stdin.lock(), name, stacks)
 }
 
 /// Why the snapshot `file` could not be read, as one line: the reader's

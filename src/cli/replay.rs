@@ -12,6 +12,7 @@ use color_eyre::eyre::WrapErr;
 
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
+use crate::snapshot::Stacks;
 use crate::snapshot::replay::{
     DeviceReplay, ReplayStart, VerifyReport, config_from_settings, verify,
 };
@@ -21,7 +22,8 @@ use crate::snapshot::whatif::{
 };
 
 pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
-    let snapshot = match super::read_snapshot_arg(file) {
+    // The verdict compares addresses, sizes and streams: no stack is shown.
+    let snapshot = match super::read_snapshot_arg_with(file, Stacks::Skip) {
         Ok(s) => s,
         Err(e) => {
             super::say_error(super::snapshot_read_error(file, &e));

@@ -29,12 +29,39 @@ pub fn read_snapshot(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
 }
 
 pub fn read_snapshot_with_limits(bytes: &[u8], limits: &Limits) -> Result<Snapshot, SnapshotError> {
-    snapshot_from_document(pickle::parse_document(bytes, limits, None)?)
+    read_snapshot_bytes_with(bytes, limits, Stacks::Read)
+}
+
+/// [`read_snapshot_with_limits`], converting stacks or not.
+pub fn read_snapshot_bytes_with(
+    bytes: &[u8],
+    limits: &Limits,
+    stacks: Stacks,
+) -> Result<Snapshot, SnapshotError> {
+    snapshot_from_document(pickle::parse_document(bytes, limits, None)?, stacks)
 }
 
 /// Reads a snapshot file; errors name the file.
 pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
-    read_file(path, None)
+    read_file(path, None, Stacks::Read)
+}
+
+/// Whether a read converts the stack frames of blocks, segments and trace
+/// entries. Most of a long recording's conversion is its stacks; a command
+/// that shows none (`replay --verify` compares addresses, sizes and
+/// streams) skips them and its reader leaves every traceback empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stacks {
+    Read,
+    /// Every traceback is left empty and not looked at: a malformed one is
+    /// not reported either (the pickle around it still is, as parsing it is
+    /// the same).
+    Skip,
+}
+
+/// [`read_snapshot_file`], converting stacks or not.
+pub fn read_snapshot_file_with(path: &Path, stacks: Stacks) -> Result<Snapshot, SnapshotError> {
+    read_file(path, None, stacks)
 }
 
 /// Reads a snapshot from a stream (a pipe, standard input) to its end,
@@ -44,6 +71,15 @@ pub fn read_snapshot_from(
     input: impl std::io::Read,
     name: &Path,
 ) -> Result<Snapshot, SnapshotError> {
+    read_snapshot_from_with(input, name, Stacks::Read)
+}
+
+/// [`read_snapshot_from`], converting stacks or not.
+pub fn read_snapshot_from_with(
+    input: impl std::io::Read,
+    name: &Path,
+    stacks: Stacks,
+) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let mut input = input;
     let bytes = read_within_limit(&mut input, 0, &limits).map_err(|e| match e {
@@ -52,7 +88,7 @@ pub fn read_snapshot_from(
     })?;
     let document =
         pickle::parse_document_owned(bytes, &limits, None).map_err(|e| in_file(name, e.into()))?;
-    snapshot_from_document(document).map_err(|e| in_file(name, e))
+    snapshot_from_document(document, stacks).map_err(|e| in_file(name, e))
 }
 
 /// [`read_snapshot_file`], storing into `progress` the bytes of the file
@@ -64,7 +100,7 @@ pub fn read_snapshot_file_with_progress(
     path: &Path,
     progress: &AtomicU64,
 ) -> Result<Snapshot, SnapshotError> {
-    read_file(path, Some(progress))
+    read_file(path, Some(progress), Stacks::Read)
 }
 
 /// The top-level key after which a snapshot's bulk comes: every event with
@@ -96,7 +132,7 @@ pub enum SegmentsStage {
 pub fn read_segments_stage(prefix: &[u8], file_len: u64, limits: &Limits) -> SegmentsStage {
     let partial = pickle::parse_document_until_key(prefix, file_len, limits, TRACE_KEY);
     match partial {
-        Ok(Some(document)) => match snapshot_from_document(document) {
+        Ok(Some(document)) => match snapshot_from_document(document, Stacks::Read) {
             Ok(snapshot) => SegmentsStage::Ready(Box::new(Snapshot {
                 trace_not_read: true,
                 ..snapshot
@@ -163,7 +199,7 @@ fn read_file_staged(
     let io_error = |source| io_error(path, source);
     let len = std::fs::metadata(path).map_err(io_error)?.len();
     if len > limits.max_input_bytes {
-        return read_file(path, Some(progress));
+        return read_file(path, Some(progress), Stacks::Read);
     }
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     // The metadata's length is a hint: the file may change while read.
@@ -218,9 +254,9 @@ fn read_file_staged(
             pickle::parse_file_in_pieces(&mut file, len, &limits, Some(progress))
                 .map_err(io_error)?
         {
-            return snapshot_from_document(document).map_err(in_file);
+            return snapshot_from_document(document, Stacks::Read).map_err(in_file);
         }
-        return read_whole_file(path, Some(progress));
+        return read_whole_file(path, Some(progress), Stacks::Read);
     }
     snapshot_from_bytes_read(path, bytes, Some(progress))
 }
@@ -234,11 +270,11 @@ fn snapshot_from_bytes_read(
     let limits = Limits::default();
     if bytes.len() as u64 > limits.max_input_bytes {
         // It grew while read: refused as its new length would have been.
-        return read_file(path, progress);
+        return read_file(path, progress, Stacks::Read);
     }
     let document = pickle::parse_document_owned(bytes, &limits, progress)
         .map_err(|e| in_file(path, e.into()))?;
-    snapshot_from_document(document).map_err(|e| in_file(path, e))
+    snapshot_from_document(document, Stacks::Read).map_err(|e| in_file(path, e))
 }
 
 /// Finds the `device_traces` key in a file's bytes as they are read,
@@ -295,7 +331,7 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
     let io_error = |source| io_error(path, source);
     let len = std::fs::metadata(path).map_err(io_error)?.len();
     if len > limits.max_input_bytes {
-        return read_file(path, None);
+        return read_file(path, None, Stacks::Read);
     }
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let mut bytes = Vec::new();
@@ -360,7 +396,11 @@ fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
     }
 }
 
-fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
+fn read_file(
+    path: &Path,
+    progress: Option<&AtomicU64>,
+    stacks: Stacks,
+) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let in_file = |source| in_file(path, source);
     let io_error = |source| io_error(path, source);
@@ -379,14 +419,18 @@ fn read_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, Snap
         if let Some(document) =
             pickle::parse_file_in_pieces(&mut file, len, &limits, progress).map_err(io_error)?
         {
-            return snapshot_from_document(document).map_err(in_file);
+            return snapshot_from_document(document, stacks).map_err(in_file);
         }
     }
-    read_whole_file(path, progress)
+    read_whole_file(path, progress, stacks)
 }
 
 /// [`read_file`] from one copy of the file in memory.
-fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot, SnapshotError> {
+fn read_whole_file(
+    path: &Path,
+    progress: Option<&AtomicU64>,
+    stacks: Stacks,
+) -> Result<Snapshot, SnapshotError> {
     let limits = Limits::default();
     let in_file = |source| in_file(path, source);
     let io_error = |source| io_error(path, source);
@@ -399,7 +443,7 @@ fn read_whole_file(path: &Path, progress: Option<&AtomicU64>) -> Result<Snapshot
     // The bytes are dropped once parsed, before any value is built.
     let document =
         pickle::parse_document_owned(bytes, &limits, progress).map_err(|e| in_file(e.into()))?;
-    snapshot_from_document(document).map_err(in_file)
+    snapshot_from_document(document, stacks).map_err(in_file)
 }
 
 /// The bytes the first look at an input takes, before it is read on.
@@ -463,9 +507,13 @@ fn read_within_limit(
 /// and dropped in turn. Same result as [`snapshot_from_value`] of the whole
 /// tree (a file with several bad fields may have another one reported
 /// first); peak memory for a long trace is a fraction of it.
-fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, SnapshotError> {
+fn snapshot_from_document(
+    mut document: pickle::Document,
+    stacks: Stacks,
+) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
     let mut reader = Reader {
+        skip_stacks: stacks == Stacks::Skip,
         memory: MemoryBudget {
             used: document.memory_used,
             budget: document.memory_budget,
@@ -476,15 +524,18 @@ fn snapshot_from_document(mut document: pickle::Document) -> Result<Snapshot, Sn
     // Segments are read in place only when no trace is read after them:
     // trace entries then find the frame dicts the segments share with
     // them frozen, which is faster for them than reading them in place
-    // again (`replay --verify` of a 4 MB file was 12 % slower).
-    let segments = match deferred {
-        None if document.max_depth() >= SEGMENTS_IN_PLACE_DEPTH => {
-            if let Some(snapshot) = reader.segment_list_snapshot_in_place(&document) {
-                return Ok(snapshot);
-            }
-            reader.segments_in_place(&mut document)
+    // again (`replay --verify` of a 4 MB file was 12 % slower). Without
+    // stacks nothing is shared: the segments are read in place.
+    let in_place = deferred.is_none() || reader.skip_stacks;
+    let segments = if in_place && document.max_depth() >= SEGMENTS_IN_PLACE_DEPTH {
+        if deferred.is_none()
+            && let Some(snapshot) = reader.segment_list_snapshot_in_place(&document)
+        {
+            return Ok(snapshot);
         }
-        _ => None,
+        reader.segments_in_place(&mut document)
+    } else {
+        None
     };
     let root = document.freeze_root()?;
     let mut snapshot = reader.snapshot_with(&root, segments)?;
@@ -760,6 +811,8 @@ struct Reader {
     skipped_trace_actions: UnknownActions,
     /// A block with torch 2.0's `history` was read.
     saw_block_history: bool,
+    /// Every traceback read as empty (see [`Stacks::Skip`]).
+    skip_stacks: bool,
     /// Keep every value whose identity keys a cache (set while converting
     /// trace entries that are dropped after use).
     keep_alive: bool,
@@ -1475,6 +1528,9 @@ impl Reader {
 
     /// Converts a frames list once per source object.
     fn frames(&mut self, value: &Value, path: &FieldPath) -> Result<Frames, SnapshotError> {
+        if self.skip_stacks {
+            return Ok(self.empty_frames());
+        }
         let list = expect_list(value, path)?;
         if list.is_empty() {
             return Ok(self.empty_frames());
@@ -1502,6 +1558,9 @@ impl Reader {
         node: u32,
         path: &FieldPath,
     ) -> Option<Frames> {
+        if self.skip_stacks {
+            return Some(self.empty_frames());
+        }
         // Looked up before the list itself is (its node is far in memory).
         if let Some(frames) = self.frames_by_list_node.get(&node) {
             return Some(frames.clone());
