@@ -1260,9 +1260,10 @@ impl ViewerState {
                 } else if self.selected_site().is_some_and(|s| s.python_frames == 0) {
                     // A stack of C++ frames only is always listed whole: the
                     // key changes nothing here, but it does for other sites.
+                    // Said first: this site is why nothing moved.
                     self.app.ui.notice = Some(format!(
-                        "{}: C++ frames now {how} in expanded sites; this one has no Python \
-                         frame, so its C++ frames stay listed",
+                        "{}: this site's frames are all C++ (no Python frame), so all stay \
+                         listed; in other sites C++ frames are now {how}",
                         key(V::ToggleCppFrames)
                     ));
                 }
