@@ -628,6 +628,62 @@ fn replay_of_a_file_whose_blocks_do_not_add_up_is_not_replayable_with_exit_2() {
 }
 
 #[test]
+fn whatif_of_a_file_that_contradicts_itself_exits_2_with_the_verify_verdict() {
+    use vramtop::snapshot::capture::{recording_model, snapshot_of};
+    // One live 512 B block, its segment made 2 MiB larger than its blocks:
+    // no PyTorch writes that, so it is bad input in both modes.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut model = recording_model("", 8 << 30).expect("defaults");
+    model.malloc(512, 0).expect("fits");
+    let consistent = snapshot_of(&model, 0);
+    let mut snapshot = consistent.clone();
+    snapshot.segments.first_mut().expect("a segment").total_size += 2 << 20;
+    let file = dir.path().join("contradicts.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
+    let file = file.display().to_string();
+    let (code, out, _) = vramtop(&["replay", &file, "--verify"]);
+    assert_eq!(code, 2, "{out}");
+    let whatif = ["replay", &file, "--alloc-conf", "expandable_segments:True"];
+    let (code, out, err) = vramtop(&whatif);
+    assert_eq!(code, 2, "{out}{err}");
+    let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        unwrapped.contains("result: NOT REPLAYABLE (the file's final layout is inconsistent:"),
+        "{out}"
+    );
+    let (code, out, _) = vramtop(&[&whatif[..], &["--json"]].concat());
+    assert_eq!(code, 2, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["result"], "NOT REPLAYABLE", "{out}");
+    assert!(
+        v["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("the file's final layout is inconsistent: segment 0x")),
+        "{out}"
+    );
+    // The report's own keys are still there.
+    assert!(
+        v["unreplayable"].is_array() && v["devices"].is_array(),
+        "{out}"
+    );
+    // A what-if of a consistent file still has no verdict and exits 0.
+    let good = dir.path().join("good.pickle");
+    vramtop::snapshot::write_snapshot_file(&consistent, &good).expect("written");
+    let good = good.display().to_string();
+    let (code, out, _) = vramtop(&["replay", &good, "--alloc-conf", "expandable_segments:True"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("result:"), "{out}");
+    // The hand-made sample in ../shared contradicts itself too.
+    if let Some(path) = common::shared_snapshot("snapviewer_memory.pickle") {
+        let path = path.display().to_string();
+        let (code, out, _) =
+            vramtop(&["replay", &path, "--alloc-conf", "expandable_segments:True"]);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("result: NOT REPLAYABLE"), "{out}");
+    }
+}
+
+#[test]
 fn replay_of_a_state_only_file_is_no_trace_not_full_match() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("state-only.pickle");

@@ -499,7 +499,8 @@ pub enum Command {
     /// ends with a verdict, one of FULL MATCH, MISMATCH, NOT REPLAYABLE or
     /// NO TRACE: whether vramtop's allocator model reproduces the recording,
     /// not whether the program is right. What-if mode prints a comparison
-    /// table and no verdict (NO TRACE for a file without a trace).
+    /// table and no verdict (NO TRACE for a file without a trace, NOT
+    /// REPLAYABLE and exit 2 for one that contradicts itself).
     Replay {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list); `-` reads it from
@@ -511,7 +512,7 @@ pub enum Command {
         verify: bool,
         /// Print the report as JSON: in verify mode its `result` is the
         /// verdict; the what-if report has no `result` unless the file has
-        /// no trace.
+        /// no trace or contradicts itself.
         #[arg(long)]
         json: bool,
         /// What-if: replay the trace's allocations under these

@@ -13,6 +13,7 @@ use color_eyre::eyre::WrapErr;
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::Stacks;
+use crate::snapshot::invariants::{Finding, check_invariants};
 use crate::snapshot::replay::{
     DeviceReplay, ReplayStart, VerifyReport, config_from_settings, verify,
 };
@@ -74,15 +75,8 @@ impl Verdict {
     pub fn of(report: &VerifyReport) -> Verdict {
         // Before any mismatch: a replay of a file that contradicts itself
         // fails for the file's sake, not the model's.
-        if let Some(f) = report
-            .findings
-            .iter()
-            .find(|f| f.kind.contradicts_the_file())
-        {
-            return Verdict::InconsistentFile(format!(
-                "the file's final layout is inconsistent: segment {:#x} (GPU {}): {}",
-                f.address, f.device, f.message
-            ));
+        if let Some(why) = inconsistency(&report.findings) {
+            return Verdict::InconsistentFile(why);
         }
         if let Some(f) = report.findings.first() {
             return Verdict::Mismatch(format!(
@@ -185,6 +179,17 @@ impl Verdict {
             _ => VERDICT_MEANING,
         }
     }
+}
+
+/// Why the file contradicts itself, from its first finding that says so
+/// ("the file's final layout is inconsistent: segment 0x…"), if one does:
+/// verify's verdict then, and what-if's exit 2, for one reason.
+fn inconsistency(findings: &[Finding]) -> Option<String> {
+    let f = findings.iter().find(|f| f.kind.contradicts_the_file())?;
+    Some(format!(
+        "the file's final layout is inconsistent: segment {:#x} (GPU {}): {}",
+        f.address, f.device, f.message
+    ))
 }
 
 /// `replay --json`: the verdict on top, then the report's fields.
@@ -502,6 +507,9 @@ pub fn run_whatif(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    // A file that contradicts itself is bad input in what-if mode as in
+    // verify mode: the same verdict and exit 2, whatever its runs show.
+    let inconsistent = inconsistency(&check_invariants(&snapshot)).map(Verdict::InconsistentFile);
     // Under a capacity, the recorded settings at that capacity too, first:
     // the original ran on whatever the recorded device had, and settings
     // compared only with it would read as the cause of an OOM that is the
@@ -520,7 +528,7 @@ pub fn run_whatif(
         Ok(r) => r,
         // The same verdict as the verify mode gives a state-only file.
         Err(WhatIfError::NoTrace) => {
-            let verdict = Verdict::NoTrace(None);
+            let verdict = inconsistent.unwrap_or(Verdict::NoTrace(None));
             let text = if json {
                 let value = serde_json::json!({
                     "result": verdict.label(),
@@ -546,7 +554,7 @@ pub fn run_whatif(
                 text
             };
             super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
-            return Ok(ExitCode::SUCCESS);
+            return Ok(ExitCode::from(verdict.exit_code()));
         }
         Err(e) => {
             super::say_error(format_args!("{}: {e}", super::input_name(file)));
@@ -554,13 +562,41 @@ pub fn run_whatif(
         }
     };
     if json {
-        let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
+        let text = serde_json::to_string_pretty(&WhatIfJson {
+            result: inconsistent.as_ref().map(Verdict::label),
+            why: inconsistent.as_ref().and_then(Verdict::why),
+            report: &report,
+        })
+        .wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
-        super::emit_text(&render_whatif(&super::input_name(file), &report), ascii)
-            .wrap_err("cannot write the output")?;
+        let mut text = render_whatif(&super::input_name(file), &report);
+        if let Some(verdict) = &inconsistent {
+            line_under(
+                &mut text,
+                "result: ",
+                &format!(
+                    "{} ({})",
+                    verdict.label(),
+                    verdict.why().unwrap_or_default()
+                ),
+            );
+        }
+        super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(inconsistent.map_or(0, |v| v.exit_code())))
+}
+
+/// `replay --alloc-conf … --json`: the report, with verify's verdict on
+/// top only for a file that contradicts itself (what-if has none else).
+#[derive(serde::Serialize)]
+struct WhatIfJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+    #[serde(flatten)]
+    report: &'a WhatIfReport,
 }
 
 fn settings_label(settings: &str) -> String {
