@@ -106,6 +106,22 @@ pub fn for_terminal(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(escape_where(text, acts))
 }
 
+/// `text` as one word for a POSIX shell (sh, bash, zsh), for a command
+/// vramtop shows to be pasted ("vramtop replay FILE"): unchanged when every
+/// character is one no shell reads specially (letters and digits, also
+/// non-ASCII ones, and `_ - . / , : @ % + =`, the set of Python's
+/// `shlex.quote` with letters of every script; `=` not first, which zsh
+/// expands to a command's path), else in single quotes, each
+/// `'` inside written `'\''` (close, an escaped quote, reopen). Empty text
+/// is `''`, an empty argument.
+pub fn shell_word(text: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_alphanumeric() || "_-./,:@%+=".contains(c);
+    if !text.is_empty() && !text.starts_with('=') && text.chars().all(plain) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(format!("'{}'", text.replace('\'', "'\\''")))
+}
+
 /// A parser's complaint about `text` as one line: "line 3, column 7: …",
 /// the message's runs of whitespace (toml's echo of the source line, its
 /// caret lines) folded to single spaces and the whole cut to `max_chars`.
@@ -132,6 +148,57 @@ pub fn parser_complaint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_word_quotes_only_what_a_shell_would_read_specially() {
+        for plain in [
+            "vramtop-stress-1765000000.pickle",
+            "/tmp/a_b/c,d:e@f%g+h=i",
+            "é/日本.pickle",
+        ] {
+            assert!(
+                matches!(shell_word(plain), std::borrow::Cow::Borrowed(p) if p == plain),
+                "{plain}"
+            );
+        }
+        assert_eq!(
+            shell_word("/tmp/my runs/a.pickle"),
+            "'/tmp/my runs/a.pickle'"
+        );
+        assert_eq!(shell_word("it's.pickle"), r"'it'\''s.pickle'");
+        assert_eq!(shell_word(""), "''");
+        for special in [
+            "$HOME", "a;b", "*.pickle", "~/x", "a\\b", "(x)", "a\"b", "a\tb", "!x", "#x", "=x",
+        ] {
+            assert_eq!(shell_word(special), format!("'{special}'"), "{special}");
+        }
+        // A no-break space is no letter: quoted, as a space is.
+        assert_eq!(shell_word("a\u{a0}b"), "'a\u{a0}b'");
+    }
+
+    /// What `sh` makes of a quoted word is the text: each one given to
+    /// `printf %s` comes back byte for byte.
+    #[cfg(unix)]
+    #[test]
+    fn a_shell_reads_each_quoted_word_back_as_the_text() {
+        for text in [
+            "plain.pickle",
+            "/tmp/my runs/it's a \"test\".pickle",
+            "''",
+            "$(touch /nonexistent/x) `id` $HOME ~ * ? [a] {a,b} ; & | < > \\ !",
+            "é 日本",
+            "",
+        ] {
+            let script = format!("printf %s {}", shell_word(text));
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .output()
+                .expect("sh runs");
+            assert!(out.status.success(), "{script}");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), text, "{script}");
+        }
+    }
 
     #[test]
     fn visible_controls_writes_each_control_as_carets_of_the_width_drawn() {

@@ -819,6 +819,38 @@ fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
 }
 
 #[test]
+fn w_into_a_folder_with_a_space_and_a_quote_shows_a_command_a_shell_can_paste() {
+    let mut f = Flow::new(1);
+    let dir = std::env::temp_dir().join(format!("v it's-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    f.dash.save_stress_snapshots_in(dir.clone());
+    f.samples(2);
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    f.key_redraws(KeyCode::Char('W'));
+    f.stress_answer();
+    let saved: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    let screen = f.screen(80, 24);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    // Single quotes around the path, its own quote closed, escaped and
+    // reopened: what a shell reads as the one path.
+    let path = saved[0].display().to_string();
+    let command = format!("vramtop replay '{}'", path.replace('\'', r"'\''"));
+    assert!(
+        screen.lines().any(|l| l.contains(&command)),
+        "{command}\n{screen}"
+    );
+}
+
+#[test]
 fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
     let mut f = Flow::new(1);
     f.samples(2);

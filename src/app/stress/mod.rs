@@ -1028,7 +1028,9 @@ impl StressPanel {
                 bytes,
                 trace_entries,
             } => {
-                let command = format!("vramtop replay {path}");
+                // Pasted into a shell as it is shown: a folder with a space
+                // or a quote in its name would split the word otherwise.
+                let command = format!("vramtop replay {}", crate::quote::shell_word(&path));
                 self.say(format!(
                     "wrote {path} ({trace_entries} trace entries, {}): {command}",
                     fmt(bytes)
