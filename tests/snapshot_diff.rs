@@ -675,6 +675,38 @@ fn diff_of_one_file_with_itself_says_so_first_and_keeps_the_report() {
 }
 
 #[test]
+fn diff_of_standard_input_with_a_file_of_the_same_bytes_says_so_first() {
+    use vramtop::snapshot::capture::{recording_model, snapshot_of};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut model = recording_model("", 8 << 30).expect("defaults");
+    model.malloc(512, 0).expect("fits");
+    let a = dir.path().join("a.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot_of(&model, 0), &a).expect("written");
+    model.malloc(4 << 20, 0).expect("fits");
+    let b = dir.path().join("b.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot_of(&model, 0), &b).expect("written");
+    let bytes = std::fs::read(&a).expect("read");
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    let note = "note: BEFORE and AFTER hold the same bytes (a copy): nothing can differ";
+    // Either side standard input, as `cat A | vramtop diff - A` gives it.
+    for args in [["diff", "-", &a], ["diff", &a, "-"]] {
+        let (code, out, err) = common::run_vramtop_with_stdin(&args, &bytes);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out.lines().next(), Some(note), "{args:?}: {out}");
+        assert!(out.contains("standard input"), "{args:?}: {out}");
+    }
+    // Other bytes on standard input: no note.
+    let (code, out, err) = common::run_vramtop_with_stdin(&["diff", "-", &b], &bytes);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("before: standard input"), "{out}");
+    assert!(!out.contains("same bytes"), "{out}");
+    // The JSON has no note either way.
+    let (code, out, err) = common::run_vramtop_with_stdin(&["diff", "-", &a, "--json"], &bytes);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with('{'), "{out}");
+}
+
+#[test]
 fn at_end_answers_for_a_file_without_a_trace_or_read_with_no_trace() {
     let Some((path, _)) = shared("silmont_mem_snapshot.pickle") else {
         return;

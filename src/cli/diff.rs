@@ -107,10 +107,30 @@ pub fn run(
         super::say_error("only one of BEFORE and AFTER can be - (standard input)");
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
+    // Only the text says whether the two sides are one file, and only
+    // where they are compared GPU for GPU alike.
+    let note = !output.json && devices.is_none_or(|(b, a)| b == a);
+    // Standard input is compared with the other side's file as it is read:
+    // once read, its bytes are gone.
+    let mut stdin_same = None;
     // The reader's errors already start with the file's name.
-    let read =
-        |p: &Path| super::read_snapshot_arg(p).map_err(|e| super::snapshot_read_error(p, &e));
-    let (b, a) = match (read(before), read(after)) {
+    let mut read = |p: &Path, other: &Path| {
+        let compared = note
+            && p.as_os_str() == super::STDIN_ARG
+            && std::fs::metadata(other).is_ok_and(|m| m.is_file());
+        let read = if compared {
+            super::piped_stdin().and_then(|stdin| {
+                let mut input = SameBytes::new(stdin, other);
+                let read = super::read_stdin_snapshot(&mut input, crate::snapshot::Stacks::Read);
+                stdin_same = Some(input.same());
+                read
+            })
+        } else {
+            super::read_snapshot_arg(p)
+        };
+        read.map_err(|e| super::snapshot_read_error(p, &e))
+    };
+    let (b, a) = match (read(before, after), read(after, before)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
             super::say_error(e);
@@ -136,9 +156,12 @@ pub fn run(
         let mut t = String::new();
         // A report of zeros reads as "nothing changed" when the cause is
         // that one file was given twice: say which first.
-        if devices.is_none_or(|(b, a)| b == a)
-            && let Some(how) = same_file(before, after)
-        {
+        let how = match stdin_same {
+            Some(true) => Some(COPY),
+            _ if note => same_file(before, after),
+            _ => None,
+        };
+        if let Some(how) = how {
             let _ = writeln!(t, "note: BEFORE and AFTER {how}: nothing can differ");
         }
         t.push_str(&render_diff(
@@ -153,10 +176,14 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How the note says two sides with the same bytes.
+const COPY: &str = "hold the same bytes (a copy)";
+
 /// Whether `before` and `after` are one file: "are one file (the same
-/// path)" when both paths lead to it, "hold the same bytes (a copy)" when
-/// two files do. Standard input is never the same as a file here (it has
-/// been read already), and a file that cannot be read again is not either.
+/// path)" when both paths lead to it, [`COPY`] when two files do, compared
+/// a chunk at a time. Standard input is not compared here (it has been
+/// read already: [`SameBytes`] compared it while it was), and a file that
+/// cannot be read again is not the same either.
 fn same_file(before: &Path, after: &Path) -> Option<&'static str> {
     if before.as_os_str() == super::STDIN_ARG || after.as_os_str() == super::STDIN_ARG {
         return None;
@@ -169,7 +196,59 @@ fn same_file(before: &Path, after: &Path) -> Option<&'static str> {
     if size(&b)? != size(&a)? {
         return None;
     }
-    (std::fs::read(&b).ok()? == std::fs::read(&a).ok()?).then_some("hold the same bytes (a copy)")
+    let mut copy = SameBytes::new(std::fs::File::open(&b).ok()?, &a);
+    std::io::copy(&mut copy, &mut std::io::sink()).ok()?;
+    copy.same().then_some(COPY)
+}
+
+/// Bytes compared in one go with the other file: what [`SameBytes`] holds
+/// besides the reader's own buffer.
+const COMPARE_CHUNK: usize = 64 * 1024;
+
+/// A reader passing `input` on while comparing it with a file, a chunk at
+/// a time (memory: one [`COMPARE_CHUNK`]), the file read only as far as
+/// they agree.
+struct SameBytes<R> {
+    input: R,
+    /// The file, while every byte so far matched it.
+    other: Option<std::fs::File>,
+    chunk: Vec<u8>,
+}
+
+impl<R> SameBytes<R> {
+    fn new(input: R, other: &Path) -> Self {
+        SameBytes {
+            input,
+            other: std::fs::File::open(other).ok(),
+            chunk: Vec::new(),
+        }
+    }
+
+    /// Whether every byte read so far was the file's, and the file ends
+    /// there too: after the input was read to its end, they are a copy.
+    fn same(mut self) -> bool {
+        use std::io::Read as _;
+        self.other
+            .as_mut()
+            .is_some_and(|f| matches!(f.read(&mut [0; 1]), Ok(0)))
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for SameBytes<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.input.read(out)?;
+        let read = out.get(..n).unwrap_or_default();
+        if let Some(file) = &mut self.other {
+            for part in read.chunks(COMPARE_CHUNK) {
+                self.chunk.resize(part.len(), 0);
+                if file.read_exact(&mut self.chunk).is_err() || self.chunk != part {
+                    self.other = None;
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// One moment of `diff FILE --at A --at B`: as asked, and where it is.
@@ -708,6 +787,48 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
 mod tests {
     use super::*;
     use crate::alloc::PoolKind;
+
+    /// Reads `input` through [`SameBytes`] against a file of `file`'s bytes,
+    /// `step` bytes a read (as a pipe hands them), and says whether they
+    /// were found the same; what passes through must be `input` unchanged.
+    fn same_bytes(input: &[u8], file: &[u8], step: usize) -> bool {
+        use std::io::Read as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("other");
+        std::fs::write(&path, file).expect("written");
+        let mut reader = SameBytes::new(input, &path);
+        let mut passed = Vec::new();
+        let mut buf = vec![0; step];
+        loop {
+            let n = reader.read(&mut buf).expect("reads");
+            if n == 0 {
+                break;
+            }
+            passed.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(passed, input);
+        reader.same()
+    }
+
+    #[test]
+    fn bytes_read_are_the_same_as_a_file_only_when_all_of_both_match() {
+        // Past one comparison chunk, in reads larger and smaller than it.
+        let bytes: Vec<u8> = (0..3 * COMPARE_CHUNK + 7)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for step in [1000, COMPARE_CHUNK + 3, 5 * COMPARE_CHUNK] {
+            assert!(same_bytes(&bytes, &bytes, step), "{step}");
+            let mut last = bytes.clone();
+            *last.last_mut().expect("bytes") ^= 1;
+            assert!(!same_bytes(&last, &bytes, step), "{step}");
+            // One the other's beginning: the input short, or the file.
+            let short = &bytes[..bytes.len() - 1];
+            assert!(!same_bytes(short, &bytes, step), "{step}");
+            assert!(!same_bytes(&bytes, short, step), "{step}");
+        }
+        assert!(same_bytes(b"", b"", 10));
+        assert!(!same_bytes(b"", b"x", 10));
+    }
 
     fn segment(device: u32, address: u64) -> SegmentRef {
         SegmentRef {

@@ -1002,22 +1002,36 @@ pub fn read_snapshot_arg_with(
     file: &std::path::Path,
     stacks: crate::snapshot::Stacks,
 ) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
-    use std::io::IsTerminal as _;
     if file.as_os_str() != STDIN_ARG {
         return crate::snapshot::read_snapshot_file_with(file, stacks);
     }
-    let name = std::path::Path::new(STDIN_NAME);
+    read_stdin_snapshot(piped_stdin()?, stacks)
+}
+
+/// Standard input to read a snapshot from, refused when it is a terminal
+/// (nothing would arrive until the user typed a pickle).
+pub fn piped_stdin() -> Result<std::io::StdinLock<'static>, crate::snapshot::SnapshotError> {
+    use std::io::IsTerminal as _;
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
         return Err(crate::snapshot::SnapshotError::Io {
-            path: name.to_path_buf(),
+            path: std::path::PathBuf::from(STDIN_NAME),
             source: std::io::Error::other(
                 "it is a terminal: pipe a snapshot into this command (`vramtop snapshot PID -o \
                  -` writes one to a pipe)",
             ),
         });
     }
-    crate::snapshot::read_snapshot_from_with(stdin.lock(), name, stacks)
+    Ok(stdin.lock())
+}
+
+/// Reads a snapshot from `input`, standard input ([`piped_stdin`]) or a
+/// reader passing its bytes on, its errors naming standard input.
+pub fn read_stdin_snapshot(
+    input: impl std::io::Read,
+    stacks: crate::snapshot::Stacks,
+) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
+    crate::snapshot::read_snapshot_from_with(input, std::path::Path::new(STDIN_NAME), stacks)
 }
 
 /// Why the snapshot `file` could not be read, as one line: the reader's
