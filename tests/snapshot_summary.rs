@@ -595,7 +595,8 @@ fn open_summary_no_trace_on_a_file_cut_in_its_trace_says_the_rest_was_not_checke
         return;
     };
     let bytes = std::fs::read(&path).expect("the shared file reads");
-    let dir = std::env::temp_dir().join(format!("vramtop-no-trace-cut-{}", std::process::id()));
+    // A folder with a space: the commands offered must paste as they are.
+    let dir = std::env::temp_dir().join(format!("vramtop no-trace cut-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let cut = dir.join("cut.pickle");
     // Well past the segments, well before the end.
@@ -624,7 +625,7 @@ fn open_summary_no_trace_on_a_file_cut_in_its_trace_says_the_rest_was_not_checke
         assert_eq!(code, 2, "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(
-            err.contains(&format!("`vramtop open {cut} --summary --no-trace`")),
+            err.contains(&format!("`vramtop open '{cut}' --summary --no-trace`")),
             "{args:?}: {err}"
         );
         assert!(err.contains("the viewer"), "{args:?}: {err}");

@@ -1047,8 +1047,9 @@ pub fn snapshot_read_error(
         && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
         && crate::snapshot::read_snapshot_file_final_state(file).is_ok_and(|s| s.trace_not_read);
     if readable_before {
-        // say_error quotes what a terminal would act on, the name included.
-        let shown = file.display();
+        // Quoted for a shell, to be pasted; say_error then escapes what a
+        // terminal would act on, the name included.
+        let shown = crate::quote::shell_word(&file.display().to_string()).into_owned();
         format!(
             "{error}; this command reads the whole file, but its final state, before the \
              damage, is readable: `vramtop open {shown} --summary --no-trace`, or the viewer \
