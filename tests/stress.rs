@@ -829,7 +829,11 @@ fn help_at_80_columns_wraps_long_key_descriptions_instead_of_cutting_them() {
 /// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
 /// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.
 fn stress_screen() -> AppState {
-    let cluster = sim();
+    stress_screen_on(sim())
+}
+
+/// [`stress_screen`] on `cluster`.
+fn stress_screen_on(cluster: SimCluster) -> AppState {
     let mut telemetry = cluster.telemetry();
     let mut state = AppState::new(StatusState {
         backend: "sim".into(),
@@ -992,6 +996,52 @@ fn at_80x24_with_processes_focused_the_breakdown_keeps_its_figures_over_the_segm
     state.ui.focus = vramtop::app::state::Pane::Segments;
     let screen = screen_text(&state, 80, 24);
     assert!(screen.contains(" Segments "), "{screen}");
+}
+
+#[test]
+fn a_focused_process_list_shows_every_process_beside_the_panel_and_keeps_the_figures() {
+    // A simulated training process beside the panel's own, as on
+    // `vramtop --backend sim`.
+    let mut state = stress_screen_on(SimCluster::new(SimConfig {
+        seed: 3,
+        training_processes: 1,
+        ..SimConfig::default()
+    }));
+    state.ui.focus = vramtop::app::state::Pane::Processes;
+    let pids: Vec<String> = state
+        .process_lines()
+        .iter()
+        .filter_map(|l| match l {
+            vramtop::app::state::ProcessLine::Process(r) => Some(r.process.pid.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = screen_text(&state, w, h);
+        let rows: Vec<&str> = screen.lines().collect();
+        let at = |title: &str| rows.iter().position(|l| l.contains(title));
+        let (Some(list), Some(panel)) = (at(" Processes "), at(" Stress panel ")) else {
+            panic!("{w}x{h}: no Processes or no panel\n{screen}");
+        };
+        // Capped at 3 rows, title and header included, the list showed
+        // one of the two ("rows 1–1 of 2").
+        let shown = rows[list..panel].join("\n");
+        for pid in &pids {
+            let listed = shown.lines().any(|l| l.contains(&format!(" {pid} sim ")));
+            assert!(listed, "{w}x{h}: pid {pid}\n{screen}");
+        }
+        assert!(!shown.contains("rows 1–"), "{w}x{h}: {shown}");
+        // The other panes keep their figures: the GPU's row, the
+        // breakdown's legend under its bar.
+        assert!(screen.contains("Simulated"), "{w}x{h}\n{screen}");
+        let breakdown = at("Memory breakdown").expect("the breakdown");
+        let figures = rows.get(breakdown + 2).copied().unwrap_or_default();
+        assert!(
+            figures.contains("allocated") && figures.contains("free"),
+            "{w}x{h}: {figures}\n{screen}"
+        );
+    }
 }
 
 #[test]

@@ -31,7 +31,9 @@
 //! content needs (segments and processes up to about a fifth of the
 //! screen; the breakdown before the GPU list, even a focused one, since
 //! the list scrolls to keep the selected GPU in view) and the middle band
-//! takes the rest. Smaller terminals drop panes,
+//! takes the rest. A focused list whose rows all fit in half the body
+//! (or that fifth) gets them all first, the panes after it making way,
+//! the breakdown's figures kept. Smaller terminals drop panes,
 //! keeping the focused one first, then GPUs, breakdown, timeline,
 //! processes, fragmentation and segments, in that order; fragmentation
 //! and segments, unless focused, are left out rather than leave the
@@ -272,23 +274,54 @@ struct Band {
     preferred: Option<u16>,
 }
 
+/// Rows a scrolling list (Segments, Processes) grows to, unfocused, in a
+/// body `height` rows tall: about a fifth of the screen (a bit more on
+/// tall ones); the charts get the rest.
+fn list_cap(height: u16) -> u16 {
+    (height * 3 / 10).saturating_sub(2).max(3)
+}
+
+/// The rows of the focused list `focus`, when all of them fit in a body
+/// `height` rows tall: its whole content (title and header included)
+/// where that is at most [`list_cap`] or half the body, the others
+/// giving way to it; `None` for a list too long for that (it scrolls in
+/// its capped rows, as unfocused), or a focus that is no list. At 80×24
+/// with the stress panel open, the focused Processes list had 3 rows,
+/// title and header included: one of the simulated GPU's two processes.
+fn whole_focused_list(focus: Pane, height: u16, state: &AppState) -> Option<u16> {
+    let content = match focus {
+        Pane::Segments => SegmentsPane::preferred_height(state),
+        Pane::Processes => ProcessesPane::preferred_height(state),
+        _ => return None,
+    };
+    (content > min_height(focus) && content <= list_cap(height).max(height / 2)).then_some(content)
+}
+
 fn bands(
     included: &[Pane],
     (width, height): (u16, u16),
     map_first: bool,
+    whole_list: Option<(Pane, u16)>,
     state: &AppState,
     theme: &Theme,
 ) -> Vec<Band> {
     let has = |p: Pane| included.contains(&p);
-    // Segments and processes are lists that scroll: they grow to about a
-    // fifth of the screen (a bit more on tall ones), the charts get the rest.
-    let cap = (height * 3 / 10).saturating_sub(2).max(3);
+    let cap = list_cap(height);
     // The segment map shown in place of the stress panel takes what it needs.
     let segments_cap = if map_first { height } else { cap };
-    let fixed = |pane: Pane, preferred: u16| Band {
-        panes: vec![pane],
-        min: min_height(pane),
-        preferred: Some(preferred.max(min_height(pane))),
+    let fixed = |pane: Pane, preferred: u16| match whole_list {
+        // A focused list that fits whole asks for all its rows as its
+        // least, so that the panes included after it make way.
+        Some((list, rows)) if list == pane => Band {
+            panes: vec![pane],
+            min: rows,
+            preferred: Some(rows),
+        },
+        _ => Band {
+            panes: vec![pane],
+            min: min_height(pane),
+            preferred: Some(preferred.max(min_height(pane))),
+        },
     };
     let flex = |panes: Vec<Pane>| Band {
         min: panes.iter().map(|&p| min_height(p)).max().unwrap_or(0),
@@ -407,13 +440,30 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
     // segment map left the breakdown a bar with no numbers.
     let breakdown_wants_figures =
         BreakdownPane::preferred_height(state, theme, area.width) > min_height(Pane::Breakdown);
+    // The map shown in place of the panel takes what it needs already.
+    let whole_list = (!map_only)
+        .then(|| whole_focused_list(focus, body_h, state).map(|rows| (focus, rows)))
+        .flatten();
+    let bands = |included: &[Pane]| {
+        bands(
+            included,
+            (area.width, body_h),
+            map_only,
+            whole_list,
+            state,
+            theme,
+        )
+    };
     let mut included: Vec<Pane> = Vec::new();
     for &p in &priority {
         let mut trial = included.clone();
         trial.push(p);
-        let need = total_min(&bands(&trial, (area.width, body_h), map_only, state, theme));
+        let need = total_min(&bands(&trial));
+        // Beside a whole focused list every pane after the breakdown gives
+        // way to its figures, the timeline and processes too: the list's
+        // rows come out of theirs, not of the breakdown's.
         let gives_way = p != focus
-            && matches!(p, Pane::Fragmentation | Pane::Segments)
+            && (matches!(p, Pane::Fragmentation | Pane::Segments) || whole_list.is_some())
             && breakdown_wants_figures
             && included.contains(&Pane::Breakdown);
         let need = need.saturating_add(u32::from(gives_way));
@@ -421,7 +471,7 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
             included = trial;
         }
     }
-    let bands = bands(&included, (area.width, body_h), map_only, state, theme);
+    let bands = bands(&included);
     let mut heights: Vec<u16> = bands.iter().map(|b| b.min).collect();
     let mut extra = body_h.saturating_sub(heights.iter().sum());
     let band_of = |p: Pane| bands.iter().position(|b| b.panes.contains(&p));
