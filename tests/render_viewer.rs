@@ -715,6 +715,29 @@ fn a_narrow_block_detail_wraps_its_long_lines_instead_of_cutting_them() {
 }
 
 #[test]
+fn at_the_last_event_the_hints_keep_the_compare_keys_and_drop_the_least_useful_moves() {
+    for file in [SILMONT, "silmont_fwd_fp32_128.pickle"] {
+        let Some(mut v) = viewer(file) else {
+            return;
+        };
+        press(&mut v, KeyCode::End);
+        for (w, h) in [(120, 40), (80, 24)] {
+            let screen = text(draw(&v, w, h).backend().buffer());
+            let hints = screen.lines().last().unwrap_or_default();
+            // The back moves take the forward ones' places here: they
+            // pushed `m mark A  c A/B` off a 120-column line.
+            for hint in ["q quit", "← event", "m mark A", "c A/B"] {
+                assert!(hints.contains(hint), "{file} {w}x{h}: {hint} in {hints}");
+            }
+            // What goes first: the way back to the start (rank 3).
+            if w == 80 {
+                assert!(!hints.contains("Home start"), "{file}: {hints}");
+            }
+        }
+    }
+}
+
+#[test]
 fn small_terminal_keeps_status_timeline_and_segments() {
     let Some(v) = viewer(SILMONT) else {
         return;

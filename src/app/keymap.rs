@@ -306,41 +306,57 @@ pub struct ViewerBinding {
     pub keys: &'static str,
     pub action: ViewerAction,
     pub hint: Option<&'static str>,
+    /// Which hints stay when the status line is short: lower ranks first
+    /// (0: the sites pane's own key while it takes the keys).
+    pub rank: u8,
 }
 
 fn viewer_bindings() -> Vec<ViewerBinding> {
     use ViewerAction as V;
-    let b = |keys, action, hint| ViewerBinding { keys, action, hint };
+    // Rank 1: what a snapshot is read with (a step, the next OOM, the
+    // block, the sites) and the A/B compare (mark, compare), which an
+    // 80-column line keeps together; 2: the other moves (the peak
+    // among them) and the filters; 3: the start and the grouping,
+    // which a short status line drops first (all are listed by `?`). At
+    // the last event the back moves take the forward ones' places, and
+    // at 120 columns they pushed `m mark A  c A/B` off the line.
+    let b = |keys, action, hint, rank| ViewerBinding {
+        keys,
+        action,
+        hint,
+        rank,
+    };
     vec![
-        b("← h", V::StepBack, Some("event")),
-        b("→ l", V::StepForward, Some("event")),
-        b("PgUp", V::PageBack, Some("page")),
-        b("PgDn", V::PageForward, Some("page")),
-        b("Home", V::First, Some("start")),
-        b("End", V::Last, None),
-        b("o", V::NextOom, Some("OOM")),
-        b("O", V::PrevOom, Some("OOM")),
-        b("n", V::NextSegmentAlloc, Some("segment")),
-        b("N", V::PrevSegmentAlloc, Some("segment")),
-        b("e", V::NextEmptyCache, Some("empty_cache")),
-        b("E", V::PrevEmptyCache, Some("empty_cache")),
-        b("]", V::NextSegment, None),
-        b("[", V::PrevSegment, None),
-        b("Enter", V::BlockDetail, Some("block")),
+        b("← h", V::StepBack, Some("event"), 1),
+        b("→ l", V::StepForward, Some("event"), 1),
+        b("PgUp", V::PageBack, Some("page"), 2),
+        b("PgDn", V::PageForward, Some("page"), 2),
+        b("Home", V::First, Some("start"), 3),
+        b("End", V::Last, None, 3),
+        b("o", V::NextOom, Some("OOM"), 1),
+        b("O", V::PrevOom, Some("OOM"), 1),
+        b("n", V::NextSegmentAlloc, Some("segment"), 2),
+        b("N", V::PrevSegmentAlloc, Some("segment"), 2),
+        b("e", V::NextEmptyCache, Some("empty_cache"), 2),
+        b("E", V::PrevEmptyCache, Some("empty_cache"), 2),
+        b("]", V::NextSegment, None, 3),
+        b("[", V::PrevSegment, None, 3),
+        b("Enter", V::BlockDetail, Some("block"), 1),
         // While the sites pane takes the keys Enter is its own (see
-        // `Keymap::sites_key_for`), and the hints name that instead.
-        b("Enter", V::ExpandSite, Some("expand/fold site")),
-        b("s", V::CycleStream, Some("stream")),
-        b("p", V::CyclePool, Some("pool")),
-        b("P", V::PeakAllocated, Some("peak")),
-        b("R", V::PeakReserved, None),
-        b("B", V::BiggestAllocation, None),
-        b("w", V::ToggleSites, Some("sites")),
-        b("g", V::CycleGrouping, Some("group")),
-        b("x", V::ToggleCppFrames, None),
-        b("m", V::MarkA, Some("mark A")),
-        b("M", V::MarkB, None),
-        b("c", V::Compare, Some("A/B")),
+        // `Keymap::sites_key_for`), and the hints name that instead,
+        // first (what the pane is read with).
+        b("Enter", V::ExpandSite, Some("expand/fold site"), 0),
+        b("s", V::CycleStream, Some("stream"), 2),
+        b("p", V::CyclePool, Some("pool"), 2),
+        b("P", V::PeakAllocated, Some("peak"), 2),
+        b("R", V::PeakReserved, None, 3),
+        b("B", V::BiggestAllocation, None, 3),
+        b("w", V::ToggleSites, Some("sites"), 1),
+        b("g", V::CycleGrouping, Some("group"), 3),
+        b("x", V::ToggleCppFrames, None, 3),
+        b("m", V::MarkA, Some("mark A"), 1),
+        b("M", V::MarkB, None, 3),
+        b("c", V::Compare, Some("A/B"), 1),
     ]
 }
 
@@ -623,15 +639,17 @@ impl Keymap {
     }
 
     /// "key action" pairs for the viewer's status line: quit and help,
-    /// then the viewer's keys; `sites`: the sites pane takes the keys, so
-    /// its own binding of a key is hinted in place of the viewer's, first
-    /// (what Enter does there is what the pane is read with).
+    /// then the viewer's keys by rank (see [`viewer_bindings`]), so a
+    /// short line drops the least useful moves first; `sites`: the sites
+    /// pane takes the keys, so its own binding of a key is hinted in place
+    /// of the viewer's, first (what Enter does there is what the pane is
+    /// read with).
     pub fn viewer_hints(&self, sites: bool) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
             self.viewer
                 .iter()
                 .filter(|b| b.action.in_sites_pane() == sites || !self.sites_takes(b))
-                .map(|b| (b.keys, b.hint, u8::from(!b.action.in_sites_pane()))),
+                .map(|b| (b.keys, b.hint, b.rank)),
         )
     }
 
@@ -650,7 +668,7 @@ impl Keymap {
                 .iter()
                 .filter(|b| offered(b.action))
                 .filter(|b| b.action.in_sites_pane() == sites || !self.sites_takes(b))
-                .map(|b| (b.keys, b.hint, u8::from(!b.action.in_sites_pane()))),
+                .map(|b| (b.keys, b.hint, b.rank)),
         )
     }
 
