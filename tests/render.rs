@@ -30,7 +30,7 @@ use vramtop::ui::{
     SegmentsPane, StatusLine, Theme, TimelinePane,
 };
 
-use common::screen::{draw, draw_widget, text};
+use common::screen::{draw, draw_widget, help_row, text};
 
 const GIB: u64 = 1 << 30;
 
@@ -357,6 +357,51 @@ fn help_overlay_lists_the_keys_and_defines_the_words() {
     let scrolled = text(draw(&state, &theme, 80, 24).backend().buffer());
     assert!(scrolled.contains("process tree / flat list"), "{scrolled}");
     assert!(scrolled.contains("↑ k PgUp back"), "the end says so");
+}
+
+#[test]
+fn the_help_dims_the_snapshot_and_scenario_keys_that_do_nothing_now_and_says_why() {
+    let (_cluster, mut state) = training(2);
+    state.ui.overlay = Overlay::Help;
+    let theme = Theme::colored();
+    let terminal = draw(&state, &theme, 120, 40);
+    let buf = terminal.backend().buffer();
+    // No probe attached, no snapshot taken: the keys the hints leave out.
+    for (keys, why) in [
+        ("c", "[no probed process]"),
+        ("o", "[no snapshot yet]"),
+        ("O", "[no OOM snapshot]"),
+    ] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(row.contains(why) && dim, "{keys}: {row}");
+    }
+    for keys in ["p", "Tab", "a F2"] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(
+            !row.lines().next().unwrap_or_default().contains('[') && !dim,
+            "{keys}: {row}"
+        );
+    }
+    // Each section's keys' column as wide as its keys need: the
+    // Timeline's one-character keys were given "Shift-Tab"'s column.
+    let (row, _) = help_row(buf, "+", &theme).expect("+");
+    assert!(row.starts_with("+  zoom the timeline in"), "{row}");
+    let (row, _) = help_row(buf, "Shift-Tab", &theme).expect("Shift-Tab");
+    assert!(row.starts_with("Shift-Tab  previous pane"), "{row}");
+    // With the stress panel open and no scenario loaded, its scenario
+    // keys only say that none is loaded.
+    state.ui.stress_open = true;
+    let terminal = draw(&state, &theme, 120, 60);
+    let buf = terminal.backend().buffer();
+    for keys in [".", "g", "u"] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(row.contains("[no scenario loaded]") && dim, "{keys}: {row}");
+    }
+    let (row, dim) = help_row(buf, "n", &theme).expect("n");
+    assert!(
+        !row.lines().next().unwrap_or_default().contains('[') && !dim,
+        "n lists them: {row}"
+    );
 }
 
 #[test]

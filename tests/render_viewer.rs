@@ -19,7 +19,7 @@ use vramtop::ui::{
     Theme, detail_lines, render_loading, render_viewer, status_text, status_text_within,
 };
 
-use common::screen::text;
+use common::screen::{help_row, text};
 use common::shared_viewer as viewer;
 
 const SILMONT: &str = "silmont_mem_snapshot.pickle";
@@ -802,6 +802,58 @@ fn help_lists_the_viewer_keys() {
     for (term, _) in vramtop::ui::VIEWER_DEFINITIONS {
         assert!(tall.contains(term), "{term}: {tall}");
     }
+}
+
+#[test]
+fn the_help_dims_the_keys_that_do_nothing_here_and_says_why() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored();
+    // At the last event of a trace with no OOM: the forward moves and o/O
+    // do nothing, as the hints leave them out; the back moves act.
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('?'));
+    let t = draw(&v, 120, 50);
+    let buf = t.backend().buffer();
+    for (keys, why) in [
+        ("→ l", "[at the last event]"),
+        ("o", "[no OOM in the trace]"),
+        ("O", "[no OOM in the trace]"),
+    ] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(row.contains(why) && dim, "{keys}: {row}");
+    }
+    for keys in ["← h", "m", "c", "w"] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(
+            !row.lines().next().unwrap_or_default().contains('[') && !dim,
+            "{keys}: {row}"
+        );
+    }
+    // The keys' column is as wide as the section's keys need ("Shift-Tab"
+    // and two columns), not the comparison's "Esc Enter c" below.
+    let (row, _) = help_row(buf, "← h", &theme).expect("← h");
+    assert!(row.starts_with("← h        one event back"), "{row}");
+    // A file without a trace: every key that moves along one says so.
+    let Some(mut v) = viewer("muduard_dump_snapshot_c.pickle") else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    let t = draw(&v, 120, 50);
+    let buf = t.backend().buffer();
+    for keys in ["← h", "PgDn", "o", "m", "c"] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(
+            row.contains("[no trace in this file]") && dim,
+            "{keys}: {row}"
+        );
+    }
+    let (row, dim) = help_row(buf, "w", &theme).expect("w");
+    assert!(
+        !row.lines().next().unwrap_or_default().contains('[') && !dim,
+        "the sites need no trace: {row}"
+    );
 }
 
 #[test]

@@ -449,7 +449,9 @@ fn help_opens_over_the_block_detail_and_the_comparison_and_closes_back_to_them()
     assert!(v.detail_open);
     press(&mut v, KeyCode::Char('?'));
     assert_eq!(v.app.ui.overlay, Overlay::Help, "? over the block detail");
-    let screen = screen_at(&v, 120, 40);
+    // Tall enough for the viewer's keys above it, the reasons of those
+    // that do nothing at the last event wrapped under them.
+    let screen = screen_at(&v, 120, 50);
     assert!(screen.contains("In the block detail"), "{screen}");
     // Modal: the detail's keys wait under the help.
     let block = v.selected_address;

@@ -63,11 +63,17 @@ impl Offers {
     /// Whether `action`'s hint may show: always, unless it is one of the
     /// actions above and not on offer now.
     fn allow(self, action: Action) -> bool {
+        self.unavailable(action).is_none()
+    }
+
+    /// Why `action` can do nothing now, in a few words for the help
+    /// (`None`: it can act, and its hint may show).
+    pub fn unavailable(self, action: Action) -> Option<&'static str> {
         match action {
-            Action::CaptureSnapshot => self.capture,
-            Action::OpenSnapshot => self.open,
-            Action::OpenOomSnapshot => self.open_oom,
-            _ => true,
+            Action::CaptureSnapshot if !self.capture => Some("no probed process"),
+            Action::OpenSnapshot if !self.open => Some("no snapshot yet"),
+            Action::OpenOomSnapshot if !self.open_oom => Some("no OOM snapshot"),
+            _ => None,
         }
     }
 }
@@ -173,6 +179,13 @@ impl PanelKey {
             (PanelKey::ToggleMap, StressView::Map) => "panel",
             _ => hint,
         }
+    }
+
+    /// Why the key can do nothing now, in a few words for the help
+    /// (`None`: it acts): a scenario key without a scenario loaded, which
+    /// the hints leave out then ([`Keymap::stress_hints`]).
+    pub fn unavailable(self, scenario_loaded: bool) -> Option<&'static str> {
+        (self.drives_scenario() && !scenario_loaded).then_some("no scenario loaded")
     }
 
     /// Whether the key acts on a loaded scenario (and only says "no
@@ -707,6 +720,18 @@ impl Keymap {
     /// (keys, description) rows of the viewer for the help overlay: its
     /// own keys, then the dashboard keys that still work there.
     pub fn viewer_help_rows(&self) -> Vec<(&'static str, Cow<'static, str>)> {
+        self.viewer_help_rows_bound()
+            .into_iter()
+            .map(|(keys, what, _)| (keys, what))
+            .collect()
+    }
+
+    /// [`Keymap::viewer_help_rows`] with the viewer action of each row
+    /// (`None`: a dashboard key), so that the help can say which do
+    /// nothing in the file shown.
+    pub fn viewer_help_rows_bound(
+        &self,
+    ) -> Vec<(&'static str, Cow<'static, str>, Option<ViewerAction>)> {
         let shared = self.bindings.iter().filter(|b| {
             matches!(
                 b.action,
@@ -732,8 +757,8 @@ impl Keymap {
         };
         self.viewer
             .iter()
-            .map(|b| (b.keys, self.describe_viewer(b.action)))
-            .chain(shared.map(|b| (b.keys, Cow::Borrowed(in_viewer(b.action)))))
+            .map(|b| (b.keys, self.describe_viewer(b.action), Some(b.action)))
+            .chain(shared.map(|b| (b.keys, Cow::Borrowed(in_viewer(b.action)), None)))
             .collect()
     }
 
@@ -785,7 +810,7 @@ impl Keymap {
                 .filter(|b| b.key != PanelKey::Open)
                 .filter(|b| !(view == StressView::BesideMap && b.key == PanelKey::ToggleMap))
                 .filter(|b| !(view == StressView::Map && b.key.acts_on_tensor_list()))
-                .filter(|b| scenario_loaded || !b.key.drives_scenario())
+                .filter(|b| b.key.unavailable(scenario_loaded).is_none())
                 .map(|b| {
                     let first = b.key.drives_scenario()
                         || (view == StressView::Map && b.key == PanelKey::ToggleMap);
@@ -800,6 +825,18 @@ impl Keymap {
     /// keys do not act, and their rows say so, naming the key that shows the
     /// list as this table binds it.
     pub fn stress_help_rows(&self, view: StressView) -> Vec<(&'static str, Cow<'static, str>)> {
+        self.stress_help_rows_bound(view)
+            .into_iter()
+            .map(|(keys, what, _)| (keys, what))
+            .collect()
+    }
+
+    /// [`Keymap::stress_help_rows`] with the panel key of each row, so
+    /// that the help can say which do nothing now.
+    pub fn stress_help_rows_bound(
+        &self,
+        view: StressView,
+    ) -> Vec<(&'static str, Cow<'static, str>, PanelKey)> {
         let back = self
             .stress_key_name(PanelKey::ToggleMap)
             .map(|m| format!(": {m} shows the list"))
@@ -813,7 +850,7 @@ impl Keymap {
                 } else {
                     Cow::Borrowed(what)
                 };
-                (b.keys, what)
+                (b.keys, what, b.key)
             })
             .collect()
     }
@@ -884,11 +921,21 @@ impl Keymap {
     /// (keys, description, where) rows for the help overlay: the
     /// dashboard's bindings, then the key that opens the stress panel.
     pub fn help_rows(&self) -> Vec<(&'static str, Cow<'static, str>, &'static str)> {
+        self.help_rows_bound()
+            .into_iter()
+            .map(|(keys, what, place, _)| (keys, what, place))
+            .collect()
+    }
+
+    /// [`Keymap::help_rows`] with the action of each row (`None`: the key
+    /// that opens the stress panel), so that the help can say which do
+    /// nothing now ([`Offers::unavailable`]).
+    pub fn help_rows_bound(&self) -> Vec<HelpRow> {
         let open = self
             .stress
             .iter()
             .filter(|b| b.key == PanelKey::Open)
-            .map(|b| (b.keys, Cow::Borrowed(STRESS_OPEN_HELP), "everywhere"));
+            .map(|b| (b.keys, Cow::Borrowed(STRESS_OPEN_HELP), "everywhere", None));
         self.bindings
             .iter()
             .map(|b| {
@@ -896,6 +943,7 @@ impl Keymap {
                     b.keys,
                     self.describe(b.action),
                     b.pane.map_or("everywhere", Pane::title),
+                    Some(b.action),
                 )
             })
             .chain(open)
@@ -941,12 +989,21 @@ impl Keymap {
     /// otherwise promise as the dashboard's. `Esc` stays: in the help and in
     /// the process filter it still closes them.
     pub fn help_rows_beside_stress(&self) -> Vec<(&'static str, Cow<'static, str>, &'static str)> {
+        self.help_rows_beside_stress_bound()
+            .into_iter()
+            .map(|(keys, what, place, _)| (keys, what, place))
+            .collect()
+    }
+
+    /// [`Keymap::help_rows_beside_stress`] with the action of each row, as
+    /// [`Keymap::help_rows_bound`].
+    pub fn help_rows_beside_stress_bound(&self) -> Vec<HelpRow> {
         let back = self
             .bindings
             .iter()
             .find(|b| b.action == Action::Back)
             .map(|b| b.keys);
-        self.help_rows()
+        self.help_rows_bound()
             .into_iter()
             .filter(|r| Some(r.0) == back || !self.stress_takes(r.0))
             .collect()
@@ -1022,6 +1079,15 @@ fn label_names(keys: &str, key: KeyEvent) -> bool {
         .filter_map(label_key)
         .any(|bound| bound.code == key.code && ctrl(&bound) == ctrl(&key))
 }
+
+/// A row of the dashboard's help: (keys, what they do, where, the action;
+/// `None` for the key that opens the stress panel).
+pub type HelpRow = (
+    &'static str,
+    Cow<'static, str>,
+    &'static str,
+    Option<Action>,
+);
 
 /// The label of the GPU keys: each digit selects the GPU of its number.
 const GPU_DIGITS: &str = "0…9";
@@ -1830,6 +1896,42 @@ mod tests {
         // Ahead of the pane's own keys: a short status line keeps them.
         let at = |key: &str| all.iter().position(|k| *k == key);
         assert!(at("c") < at("p"), "{all:?}");
+    }
+
+    #[test]
+    fn a_snapshot_key_is_hinted_exactly_when_the_help_gives_no_reason_against_it() {
+        let k = Keymap::default();
+        let ui = UiState::default();
+        for (capture, open, open_oom) in [(false, false, false), (true, true, true)] {
+            let offers = Offers {
+                capture,
+                open,
+                open_oom,
+            };
+            let hinted = k.hints(Pane::Gpus, &ui, offers);
+            for b in &k.bindings {
+                let shown = b
+                    .hint
+                    .is_some_and(|h| hinted.contains(&(first_key(b.keys), h)));
+                let why = offers.unavailable(b.action);
+                assert!(
+                    b.hint.is_none() || b.pane.is_some() || shown == why.is_none(),
+                    "{:?}: hinted {shown}, reason {why:?}",
+                    b.action
+                );
+            }
+        }
+        assert_eq!(
+            Offers::default().unavailable(Action::OpenOomSnapshot),
+            Some("no OOM snapshot")
+        );
+        // The stress panel's scenario keys: hinted only with a scenario.
+        for loaded in [false, true] {
+            let hinted = k.stress_hints(loaded, StressView::Panel);
+            let step = PanelKey::Act(StressAction::ScenarioStep);
+            assert_eq!(hinted.contains(&(".", "step")), loaded);
+            assert_eq!(step.unavailable(loaded).is_none(), loaded);
+        }
     }
 
     #[test]

@@ -780,36 +780,77 @@ impl ViewerState {
     /// Whether `action` can do something in this file: none can in a file
     /// with no GPU, and the keys that need a trace cannot in a file
     /// without one. The status line hints only these; the others say why
-    /// when pressed.
+    /// when pressed, and the help marks them with
+    /// [`ViewerState::unavailable`]'s reason.
     /// Once the trace is read, a move offers only what goes somewhere
     /// from the cursor: a step or a page ahead only before the last event,
     /// back only after the start, a jump to an OOM, a segment_alloc or an
     /// empty_cache point only where the trace has one that way.
     pub fn offers(&self, action: ViewerAction) -> bool {
-        let trace_missing = action.needs_trace() && self.trace_less();
-        if self.gpu_less() || trace_missing {
-            return false;
+        self.unavailable(action).is_none()
+    }
+
+    /// Why `action` can do nothing here, in a few words for the help
+    /// (`None`: it is offered, [`ViewerState::offers`]).
+    pub fn unavailable(&self, action: ViewerAction) -> Option<&'static str> {
+        if self.gpu_less() {
+            return Some("no GPU in this file");
+        }
+        if action.needs_trace() && self.trace_less() {
+            return Some("no trace in this file");
         }
         // While the trace is read the moves wait for it: offered as keys
         // that will act.
         if self.trace_reading.is_some() {
-            return true;
+            return None;
         }
-        let Some(d) = self.device() else {
-            return true;
-        };
+        let d = self.device()?;
         let (c, n) = (self.cursor(), d.len());
         use ViewerAction as V;
+        let ahead = |kind, what_none, what_ahead| match d.next_mark(kind, c) {
+            Some(_) => None,
+            None if d.prev_mark(kind, c).is_none() => Some(what_none),
+            None => Some(what_ahead),
+        };
+        let behind = |kind, what_none, what_behind| match d.prev_mark(kind, c) {
+            Some(_) => None,
+            None if d.next_mark(kind, c).is_none() => Some(what_none),
+            None => Some(what_behind),
+        };
         match action {
-            V::StepForward | V::PageForward | V::Last => c < n,
-            V::StepBack | V::PageBack | V::First => c > 0,
-            V::NextOom => d.next_mark(MarkKind::Oom, c).is_some(),
-            V::PrevOom => d.prev_mark(MarkKind::Oom, c).is_some(),
-            V::NextSegmentAlloc => d.next_mark(MarkKind::SegmentAlloc, c).is_some(),
-            V::PrevSegmentAlloc => d.prev_mark(MarkKind::SegmentAlloc, c).is_some(),
-            V::NextEmptyCache => d.next_mark(MarkKind::EmptyCache, c).is_some(),
-            V::PrevEmptyCache => d.prev_mark(MarkKind::EmptyCache, c).is_some(),
-            _ => true,
+            V::StepForward | V::PageForward | V::Last if c >= n => Some(if n == 0 {
+                "no trace on this GPU"
+            } else {
+                "at the last event"
+            }),
+            V::StepBack | V::PageBack | V::First if c == 0 => Some(if n == 0 {
+                "no trace on this GPU"
+            } else {
+                "at the start"
+            }),
+            V::NextOom => ahead(MarkKind::Oom, "no OOM in the trace", "no OOM ahead"),
+            V::PrevOom => behind(MarkKind::Oom, "no OOM in the trace", "no OOM before"),
+            V::NextSegmentAlloc => ahead(
+                MarkKind::SegmentAlloc,
+                "no segment_alloc in the trace",
+                "none ahead",
+            ),
+            V::PrevSegmentAlloc => behind(
+                MarkKind::SegmentAlloc,
+                "no segment_alloc in the trace",
+                "none before",
+            ),
+            V::NextEmptyCache => ahead(
+                MarkKind::EmptyCache,
+                "no empty_cache in the trace",
+                "none ahead",
+            ),
+            V::PrevEmptyCache => behind(
+                MarkKind::EmptyCache,
+                "no empty_cache in the trace",
+                "none before",
+            ),
+            _ => None,
         }
     }
 

@@ -13,7 +13,7 @@ use super::chrome::{self, left};
 use super::theme::Theme;
 use super::timeline::LegendName;
 use super::viewer::LEGEND_NAMES;
-use crate::app::keymap::{Action, Keymap, PanelKey, TypingMode};
+use crate::app::keymap::{Action, Keymap, Offers, PanelKey, TypingMode};
 use crate::app::state::StressView;
 use crate::app::stress::{COMPARE_NAMES, FigureName, StressAction};
 use crate::app::viewer::ViewerAction;
@@ -184,8 +184,15 @@ const TWO_COLUMNS_WIDTH: u16 = 70;
 /// The widest the popup gets (columns).
 const MAX_WIDTH: u16 = 110;
 
-/// A heading of the help's keys and its rows: (keys, what they do).
-type KeySection = (String, Vec<(&'static str, Cow<'static, str>)>);
+/// A row of the help's keys: (keys, what they do, why they do nothing
+/// now; `None`: they act).
+type KeyRow = (&'static str, Cow<'static, str>, Option<&'static str>);
+
+/// A heading of the help's keys and its rows.
+type KeySection = (String, Vec<KeyRow>);
+
+/// Why a viewer key does nothing in the file shown (`None`: it acts).
+pub type ViewerUnavailable<'a> = &'a dyn Fn(ViewerAction) -> Option<&'static str>;
 
 /// The help overlay of one frame, drawn over the panes.
 pub struct HelpOverlay<'a> {
@@ -209,6 +216,12 @@ pub struct HelpOverlay<'a> {
     scroll_limit: Option<&'a Cell<usize>>,
     /// Where the drawing reports the rows in view, for the page keys.
     page_rows: Option<&'a Cell<usize>>,
+    /// What the dashboard's snapshot keys can act on now: the others'
+    /// rows are dimmed with the reason (`None`: no row is).
+    offers: Option<Offers>,
+    /// Why a viewer key does nothing in the file shown, as its hints
+    /// leave it out: its row is dimmed with the reason.
+    viewer_unavailable: Option<ViewerUnavailable<'a>>,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -224,7 +237,26 @@ impl<'a> HelpOverlay<'a> {
             scroll: 0,
             scroll_limit: None,
             page_rows: None,
+            offers: None,
+            viewer_unavailable: None,
         }
+    }
+
+    /// Dims the rows of the dashboard keys that `offers` says can do
+    /// nothing now (and of the stress panel's scenario keys without a
+    /// scenario loaded), each with its reason.
+    pub fn with_offers(mut self, offers: Offers) -> Self {
+        self.offers = Some(offers);
+        self
+    }
+
+    /// Dims the rows of the viewer keys that do nothing in the file shown
+    /// (no trace, no OOM, at the last event…), each with the reason
+    /// `unavailable` gives (`ViewerState::unavailable`, which the hints
+    /// read too).
+    pub fn with_viewer_unavailable(mut self, unavailable: ViewerUnavailable<'a>) -> Self {
+        self.viewer_unavailable = Some(unavailable);
+        self
     }
 
     /// Starts `rows` rows down (the help scrolls like less: ↓/j, PgDn).
@@ -328,9 +360,9 @@ impl<'a> HelpOverlay<'a> {
             // Opened from the dashboard, quitting goes back there, in the
             // block detail too; a key with Ctrl (Ctrl-C) quits vramtop
             // still, as everywhere: a row of its own.
-            let quit_words = |rows: Vec<(&'static str, Cow<'static, str>)>| {
+            let quit_words = |rows: Vec<KeyRow>| {
                 rows.into_iter()
-                    .flat_map(|(keys, what)| {
+                    .flat_map(|(keys, what, why)| {
                         if self.quit_returns && what == Action::Quit.describe() {
                             keys.split(' ')
                                 .map(|key| {
@@ -339,24 +371,32 @@ impl<'a> HelpOverlay<'a> {
                                     } else {
                                         "back to the dashboard"
                                     };
-                                    (key, Cow::Borrowed(what))
+                                    (key, Cow::Borrowed(what), why)
                                 })
                                 .collect()
                         } else {
-                            vec![(keys, what)]
+                            vec![(keys, what, why)]
                         }
                     })
                     .collect()
             };
             let borrowed = |rows: Vec<(&'static str, &'static str)>| {
                 rows.into_iter()
-                    .map(|(keys, what)| (keys, Cow::Borrowed(what)))
+                    .map(|(keys, what)| (keys, Cow::Borrowed(what), None))
                     .collect()
             };
+            // The viewer's own keys that do nothing in the file shown, as
+            // its hints leave them out.
+            let viewer_rows = (self.keymap.viewer_help_rows_bound().into_iter())
+                .map(|(keys, what, action)| {
+                    let why = action.zip(self.viewer_unavailable).and_then(|(a, f)| f(a));
+                    (keys, what, why)
+                })
+                .collect();
             return vec![
                 (
                     "In the snapshot viewer".to_string(),
-                    quit_words(self.keymap.viewer_help_rows()),
+                    quit_words(viewer_rows),
                 ),
                 (
                     self.opened_by("In the block detail", ViewerAction::BlockDetail),
@@ -371,23 +411,32 @@ impl<'a> HelpOverlay<'a> {
         // With the panel open its keys come first: the dashboard's rows
         // for keys it takes would name what those keys no longer do.
         let rows = if self.stress {
-            self.keymap.help_rows_beside_stress()
+            self.keymap.help_rows_beside_stress_bound()
         } else {
-            self.keymap.help_rows()
+            self.keymap.help_rows_bound()
         };
         let mut sections = Vec::new();
         if self.stress {
-            sections.push((
-                "In the stress panel".to_string(),
-                self.keymap.stress_help_rows(self.stress_view),
-            ));
+            // The scenario keys do nothing without a scenario loaded, as
+            // the hints leave them out then.
+            let loaded = self.scenario.is_some();
+            let panel_rows = (self
+                .keymap
+                .stress_help_rows_bound(self.stress_view)
+                .into_iter())
+            .map(|(keys, what, key)| {
+                let why = self.offers.and_then(|_| key.unavailable(loaded));
+                (keys, what, why)
+            })
+            .collect();
+            sections.push(("In the stress panel".to_string(), panel_rows));
             // The fields and the list take the keys while open: their own
             // keys are fixed (Enter, Esc…), listed from the table that
             // dispatches them, under the panel keys that open them.
             let typing = |mode: TypingMode| {
                 mode.help_rows()
                     .into_iter()
-                    .map(|(keys, what)| (keys, Cow::Borrowed(what)))
+                    .map(|(keys, what)| (keys, Cow::Borrowed(what), None))
                     .collect()
             };
             sections.push((
@@ -417,7 +466,10 @@ impl<'a> HelpOverlay<'a> {
             let group_rows = rows
                 .iter()
                 .filter(|r| r.2 == group)
-                .map(|(keys, what, _)| (*keys, what.clone()))
+                .map(|(keys, what, _, action)| {
+                    let why = self.offers.zip(*action).and_then(|(o, a)| o.unavailable(a));
+                    (*keys, what.clone(), why)
+                })
                 .collect();
             sections.push((heading, group_rows));
         }
@@ -426,26 +478,35 @@ impl<'a> HelpOverlay<'a> {
 
     /// Key lines grouped by where they apply, a blank line between the
     /// viewer's sections; a description wider than `width` columns wraps
-    /// under itself, past the keys' column.
+    /// under itself, past the keys' column. A key that does nothing now
+    /// is dimmed, its reason in brackets after what it does.
     fn key_lines(&self, width: u16) -> Vec<Line<'static>> {
         let theme = self.theme;
         let sections = self.key_sections();
-        // One keys' column for every section, as wide as the widest keys
-        // of any (the comparison's "Esc Enter c" is wider than any of the
-        // viewer's own), and two columns more, so keys never run into
-        // their text.
-        let key_w = sections
-            .iter()
-            .flat_map(|(_, rows)| rows.iter().map(|r| r.0.chars().count()))
-            .max()
-            .unwrap_or(0)
-            + 2;
-        let room = usize::from(width).saturating_sub(key_w);
-        let row = |keys: &str, what: &str| -> Vec<Line<'static>> {
-            let parts = if what.chars().count() <= room {
-                vec![what.to_string()]
-            } else {
-                chrome::wrap(what, u16::try_from(room.max(10)).unwrap_or(u16::MAX))
+        let row = |key_w: usize, (keys, what, why): KeyRow| -> Vec<Line<'static>> {
+            let room = usize::from(width).saturating_sub(key_w);
+            let wrap = |text: &str| {
+                if text.chars().count() <= room {
+                    vec![text.to_string()]
+                } else {
+                    chrome::wrap(text, u16::try_from(room.max(10)).unwrap_or(u16::MAX))
+                }
+            };
+            let (parts, key_style, text_style) = match why {
+                // The reason after the text, or whole on the row below.
+                Some(why) => {
+                    let reason = format!("[{why}]");
+                    let joined = format!("{what} {reason}");
+                    let parts = if joined.chars().count() <= room {
+                        vec![joined]
+                    } else {
+                        let mut parts = wrap(&what);
+                        parts.extend(wrap(&reason));
+                        parts
+                    };
+                    (parts, theme.dim, theme.dim)
+                }
+                None => (wrap(&what), theme.key, theme.text),
             };
             parts
                 .into_iter()
@@ -453,8 +514,8 @@ impl<'a> HelpOverlay<'a> {
                 .map(|(i, part)| {
                     let k = if i == 0 { keys } else { "" };
                     Line::from(vec![
-                        Span::styled(left(k, key_w), theme.key),
-                        Span::styled(part, theme.text),
+                        Span::styled(left(k, key_w), key_style),
+                        Span::styled(part, text_style),
                     ])
                 })
                 .collect()
@@ -467,11 +528,29 @@ impl<'a> HelpOverlay<'a> {
                 lines.push(Line::raw(""));
             }
             lines.push(Line::styled(heading, theme.header));
-            for (keys, what) in rows {
-                lines.extend(row(keys, &what));
+            let key_w = keys_column(&rows);
+            for r in rows {
+                lines.extend(row(key_w, r));
             }
         }
         lines
+    }
+
+    /// The width the key lines need unwrapped, the reasons of the keys
+    /// that do nothing now left out: those wrap under their row rather
+    /// than narrow the definitions beside the keys.
+    fn key_lines_width(&self) -> usize {
+        self.key_sections()
+            .iter()
+            .flat_map(|(heading, rows)| {
+                let key_w = keys_column(rows);
+                let widths = rows
+                    .iter()
+                    .map(move |r| key_w.saturating_add(r.1.chars().count()));
+                std::iter::once(heading.chars().count()).chain(widths)
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// Definition lines wrapped to `width`, the term in the header style.
@@ -545,6 +624,18 @@ impl<'a> HelpOverlay<'a> {
     }
 }
 
+/// The keys' column of a section: as wide as its own widest keys, and two
+/// columns more, so keys never run into their text. (One column for all
+/// sections, as wide as the comparison's "Esc Enter c", left four blank
+/// columns after the viewer's own keys at 120×40.)
+fn keys_column(rows: &[KeyRow]) -> usize {
+    rows.iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(0)
+        .saturating_add(2)
+}
+
 /// Columns the definitions need beside the keys; narrower, they go below.
 const MIN_DEFINITIONS_WIDTH: u16 = 30;
 
@@ -556,10 +647,10 @@ impl Widget for HelpOverlay<'_> {
         }
         let theme = self.theme;
         let width = area.width.min(MAX_WIDTH);
-        let keys = self.key_lines(u16::MAX);
-        let keys_w = u16::try_from(keys.iter().map(Line::width).max().unwrap_or(0))
+        let keys_w = u16::try_from(self.key_lines_width())
             .unwrap_or(u16::MAX)
             .min(width.saturating_sub(4));
+        let keys = self.key_lines(keys_w);
         // Side by side only when the definitions keep a readable width
         // (the stress panel's long key lines would squash them).
         let two = width >= TWO_COLUMNS_WIDTH && width >= keys_w + 5 + MIN_DEFINITIONS_WIDTH;

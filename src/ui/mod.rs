@@ -169,6 +169,7 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
         .render(screen.status, buf);
     if state.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)
+            .with_offers(state.offers())
             .with_stress(state.ui.stress_open)
             .with_stress_view(state.ui.stress_view())
             .with_scenario(

@@ -68,3 +68,31 @@ pub fn reads_whole(screen: &str, message: &str) -> bool {
         .join(" ");
     words(&flowed).contains(&words(message))
 }
+
+/// The help's row of `keys` on a drawn screen: its text inside the
+/// popup's left border with the row below (where a reason that does not
+/// fit goes), and whether its description is drawn in `theme.dim`.
+pub fn help_row(buf: &Buffer, keys: &str, theme: &Theme) -> Option<(String, bool)> {
+    let area = buf.area;
+    let inside = |y: u16| -> Option<(usize, String)> {
+        let cells: Vec<&str> = (area.x..area.right())
+            .map(|x| buf[(x, y)].symbol())
+            .collect();
+        let border = cells.iter().position(|c| *c == "│")?;
+        Some((border, cells[border + 1..].concat()))
+    };
+    (area.y..area.bottom()).find_map(|y| {
+        let (border, row) = inside(y)?;
+        let rest = row.strip_prefix(keys)?;
+        let pad = rest.chars().take_while(|c| *c == ' ').count();
+        if pad == 0 {
+            return None;
+        }
+        // The description starts after the keys' column.
+        let at = border + 1 + keys.chars().count() + pad;
+        let x = area.x + u16::try_from(at).ok()?;
+        let below = inside(y + 1).map(|(_, r)| r).unwrap_or_default();
+        let dim = buf[(x, y)].style().fg == theme.dim.fg;
+        Some((format!("{row}\n{below}"), dim))
+    })
+}

@@ -253,8 +253,11 @@ pub fn render_viewer(
         render_compare(area, buf, v, keymap, theme);
     }
     if v.app.ui.overlay == Overlay::Help {
+        // The keys the hints leave out say why in the help.
+        let unavailable = |a: ViewerAction| v.unavailable(a);
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
+            .with_viewer_unavailable(&unavailable)
             .with_quit_returns(v.returns_to_dashboard)
             .with_scroll(v.app.ui.help_scroll)
             .with_scroll_limit(&v.app.ui.help_scroll_limit)
