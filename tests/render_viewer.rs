@@ -842,7 +842,7 @@ fn the_help_dims_the_keys_that_do_nothing_here_and_says_why() {
     press(&mut v, KeyCode::Char('?'));
     let t = draw(&v, 120, 50);
     let buf = t.backend().buffer();
-    for keys in ["← h", "PgDn", "o", "m", "c"] {
+    for keys in ["← h", "PgDn", "End", "o", "m", "c"] {
         let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
         assert!(
             row.contains("[no trace in this file]") && dim,

@@ -817,17 +817,17 @@ impl ViewerState {
             None if d.next_mark(kind, c).is_none() => Some(what_none),
             None => Some(what_behind),
         };
+        // (`End` needs no trace, but without one has no end to go to.)
+        let no_trace = "no trace in this file";
         match action {
             V::StepForward | V::PageForward | V::Last if c >= n => Some(if n == 0 {
-                "no trace on this GPU"
+                no_trace
             } else {
                 "at the last event"
             }),
-            V::StepBack | V::PageBack | V::First if c == 0 => Some(if n == 0 {
-                "no trace on this GPU"
-            } else {
-                "at the start"
-            }),
+            V::StepBack | V::PageBack | V::First if c == 0 => {
+                Some(if n == 0 { no_trace } else { "at the start" })
+            }
             V::NextOom => ahead(MarkKind::Oom, "no OOM in the trace", "no OOM ahead"),
             V::PrevOom => behind(MarkKind::Oom, "no OOM in the trace", "no OOM before"),
             V::NextSegmentAlloc => ahead(
