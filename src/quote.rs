@@ -29,6 +29,21 @@ pub fn cut_to(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// Whether `text` is a whole number written in digits only (no sign, no
+/// point): what every count, index and event number is written as.
+pub fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The error for a whole number outside `min..=max`, digits past what the
+/// value's type holds included: "'99999999999999999999' is not in
+/// 0..=64". A number is never "not a count" or "not a moment" for being
+/// too large, and never the standard library's "number too large to fit
+/// in target type", which names no range.
+pub fn not_in_range(text: &str, min: u64, max: u64) -> String {
+    format!("'{}' is not in {min}..={max}", cut(text))
+}
+
 /// An I/O error as a one-line reason for people: "Is a directory", not
 /// "Is a directory (os error 21)". The error number is the system's, and
 /// says nothing the words do not.

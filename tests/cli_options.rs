@@ -269,11 +269,107 @@ fn every_command_taking_sim_memory_has_one_least_size_and_one_wording() {
 #[test]
 fn a_negative_count_of_simulated_processes_is_a_range_error() {
     let err = usage_error(&["--once", "--sim-training", "-1"]);
-    assert!(err.contains("-1 is not in 0..=64"), "{err}");
+    assert!(
+        err.contains("'-1' is negative: write a whole number in 0..=64"),
+        "{err}"
+    );
     let err = usage_error(&["--once", "--sim-gpus", "-3"]);
-    assert!(err.contains("-3 is not in 1..=64"), "{err}");
+    assert!(
+        err.contains("'-3' is negative: write a whole number in 1..=64"),
+        "{err}"
+    );
     let err = usage_error(&["--once", "--sim-dataloader-workers", "-2"]);
-    assert!(err.contains("-2 is not in 0..=64"), "{err}");
+    assert!(
+        err.contains("'-2' is negative: write a whole number in 0..=64"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_count_of_simulated_gpus_or_processes_past_any_integer_says_its_range() {
+    // Past u32 and u64 alike: the range, never the standard library's
+    // "number too large to fit in target type".
+    for huge in ["300", "4294967296", "99999999999999999999"] {
+        for (flag, range) in [
+            ("--sim-gpus", "1..=64"),
+            ("--sim-training", "0..=64"),
+            ("--sim-dataloader-workers", "0..=64"),
+        ] {
+            for command in [&["--once"][..], &["check"], &["doctor"]] {
+                let mut args = command.to_vec();
+                args.extend([flag, huge]);
+                let err = usage_error(&args);
+                assert!(
+                    err.contains(&format!("'{huge}' is not in {range}")),
+                    "{args:?}: {err}"
+                );
+                assert!(!err.contains("too large to fit"), "{args:?}: {err}");
+            }
+        }
+    }
+    let err = usage_error(&["--once", "--sim-gpus", "x"]);
+    assert!(
+        err.contains("'x' is not a whole number: write one in 1..=64"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_count_or_moment_too_large_for_any_integer_says_its_range_not_what_it_is_not() {
+    let most = u64::MAX;
+    for (args, says) in [
+        (
+            &[
+                "open",
+                "x.pickle",
+                "--summary",
+                "--top",
+                "99999999999999999999",
+            ][..],
+            format!("for '--top <N>': '99999999999999999999' is not in 0..={most}"),
+        ),
+        (
+            &[
+                "diff",
+                "a.pickle",
+                "b.pickle",
+                "--top",
+                "99999999999999999999",
+            ],
+            format!("'99999999999999999999' is not in 0..={most}"),
+        ),
+        (
+            &[
+                "open",
+                "x.pickle",
+                "--summary",
+                "--at",
+                "18446744073709551616",
+            ],
+            format!("for '--at <EVENT>': '18446744073709551616' is not in 0..={most}"),
+        ),
+        (
+            &[
+                "diff",
+                "x.pickle",
+                "--at",
+                "18446744073709551616",
+                "--at",
+                "1",
+            ],
+            format!("'18446744073709551616' is not in 0..={most}"),
+        ),
+        (
+            &["diff", "a.pickle", "b.pickle", "--devices", "99999999999:0"],
+            "'99999999999' is not in 0..=4294967295 (a device number of B:A)".to_string(),
+        ),
+    ] {
+        let err = usage_error(args);
+        assert!(err.contains(&says), "{args:?}: {err}");
+        for flaw in ["is not a count", "is not a moment", "is not B:A"] {
+            assert!(!err.contains(flaw), "{args:?}: {err}");
+        }
+    }
 }
 
 #[test]
@@ -445,7 +541,7 @@ fn group_and_at_options_are_usage_errors_where_they_cannot_apply() {
     ] {
         assert!(err.contains(name), "{err}");
     }
-    for bad in ["x", "4.5", "99999999999999999999999", ""] {
+    for bad in ["x", "4.5", "+4", ""] {
         let err = usage_error(&["open", "x.pickle", "--summary", "--at", bad]);
         assert!(
             err.contains("is not a moment") && err.contains("peak"),

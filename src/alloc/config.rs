@@ -190,7 +190,13 @@ impl Parser {
 fn parse_u64(key: &str, w: &str) -> Result<u64, ConfigError> {
     w.parse::<u64>().map_err(|_| ConfigError::BadValue {
         key: key.to_string(),
-        expected: "a non-negative integer",
+        // Digits past a u64 are a non-negative integer, too large: the
+        // range says so.
+        expected: if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) {
+            "an integer in 0..=18446744073709551615"
+        } else {
+            "a non-negative integer"
+        },
         found: w.to_string(),
     })
 }
@@ -426,6 +432,22 @@ fn parse_roundup(p: &mut Parser) -> Result<[u64; ROUNDUP_SLOTS], ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_integer_setting_past_u64_is_said_with_its_range() {
+        let err = AllocatorConfig::parse("max_split_size_mb:99999999999999999999999")
+            .expect_err("past u64")
+            .to_string();
+        assert!(
+            err.contains("expects an integer in 0..=18446744073709551615"),
+            "{err}"
+        );
+        assert!(!err.contains("non-negative integer"), "{err}");
+        let err = AllocatorConfig::parse("max_split_size_mb:x")
+            .expect_err("not a number")
+            .to_string();
+        assert!(err.contains("expects a non-negative integer"), "{err}");
+    }
 
     #[test]
     fn cuda_malloc_async_parses_but_is_said_not_modelled() {

@@ -83,7 +83,20 @@ pub fn parse_device_pair(text: &str) -> Result<(u32, u32), String> {
         )
     };
     let (b, a) = text.split_once(':').ok_or_else(bad)?;
-    let number = |t: &str| t.trim().parse::<u32>().map_err(|_| bad());
+    let number = |t: &str| {
+        let t = t.trim();
+        t.parse::<u32>().map_err(|_| {
+            if crate::quote::is_digits(t) {
+                // Two device numbers, one too large: its range, not "not B:A".
+                format!(
+                    "{} (a device number of B:A)",
+                    crate::quote::not_in_range(t, 0, u32::MAX.into())
+                )
+            } else {
+                bad()
+            }
+        })
+    };
     Ok((number(b)?, number(a)?))
 }
 

@@ -225,7 +225,7 @@ pub struct DeviceArgs {
 pub struct SimArgs {
     /// Number of simulated GPUs.
     #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(SIM_GPUS_MAX)),
+          value_parser = sim_gpus_arg,
           allow_negative_numbers = true)]
     pub sim_gpus: u32,
     /// Memory of each simulated GPU (e.g. 80GiB, 24G, 141GB).
@@ -238,14 +238,14 @@ pub struct SimArgs {
     /// Simulated training processes (spread over the simulated GPUs), so the
     /// dashboard has a living allocator to show.
     #[arg(long, default_value_t = 1, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_TRAINING_MAX)),
+          value_parser = sim_training_arg,
           allow_negative_numbers = true)]
     pub sim_training: u32,
     /// DataLoader workers per simulated training process that touched
     /// CUDA: each holds its own CUDA context (see the dataloader_workers
     /// scenario).
     #[arg(long, default_value_t = 0, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(0..=i64::from(SIM_DATALOADER_WORKERS_MAX)),
+          value_parser = sim_dataloader_workers_arg,
           allow_negative_numbers = true)]
     pub sim_dataloader_workers: u32,
 }
@@ -274,12 +274,20 @@ pub fn count_arg(text: &str) -> Result<usize, String> {
             cut(trimmed)
         ));
     }
-    trimmed.parse::<usize>().map_err(|_| {
-        format!(
+    match trimmed.parse::<usize>() {
+        Ok(n) => Ok(n),
+        // Digits past what a count holds are a count too large, not "not
+        // a count".
+        Err(_) if crate::quote::is_digits(trimmed) => Err(crate::quote::not_in_range(
+            trimmed,
+            0,
+            u64::try_from(usize::MAX).unwrap_or(u64::MAX),
+        )),
+        Err(_) => Err(format!(
             "'{}' is not a count: write a whole number, e.g. 10",
             cut(trimmed)
-        )
-    })
+        )),
+    }
 }
 
 /// A whole number in `min..=max` for a numeric flag or argument, its
@@ -295,8 +303,7 @@ fn whole_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
             cut(trimmed)
         ));
     }
-    let digits = !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit());
-    if !digits {
+    if !crate::quote::is_digits(trimmed) {
         return Err(format!(
             "'{}' is not a whole number: write one in {range}",
             cut(trimmed)
@@ -304,7 +311,7 @@ fn whole_in(text: &str, min: u64, max: u64) -> Result<u64, String> {
     }
     match trimmed.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("'{}' is not in {range}", cut(trimmed))),
+        _ => Err(crate::quote::not_in_range(trimmed, min, max)),
     }
 }
 
@@ -318,6 +325,29 @@ fn unsigned_zero(text: &str) -> &str {
     }
 }
 
+/// `--sim-gpus`: 1 to [`SIM_GPUS_MAX`]; any other whole number, however
+/// long, is said with the range (clap's ranged parser said "number too
+/// large to fit in target type" past `u32`).
+pub fn sim_gpus_arg(text: &str) -> Result<u32, String> {
+    small_count(text, 1, SIM_GPUS_MAX)
+}
+
+/// `--sim-training`: 0 to [`SIM_TRAINING_MAX`].
+pub fn sim_training_arg(text: &str) -> Result<u32, String> {
+    small_count(text, 0, SIM_TRAINING_MAX)
+}
+
+/// `--sim-dataloader-workers`: 0 to [`SIM_DATALOADER_WORKERS_MAX`].
+pub fn sim_dataloader_workers_arg(text: &str) -> Result<u32, String> {
+    small_count(text, 0, SIM_DATALOADER_WORKERS_MAX)
+}
+
+/// A whole number in `min..=max` that fits a `u32`.
+fn small_count(text: &str, min: u32, max: u32) -> Result<u32, String> {
+    let n = whole_in(text, u64::from(min), u64::from(max))?;
+    u32::try_from(n).map_err(|_| crate::quote::not_in_range(text.trim(), min.into(), max.into()))
+}
+
 /// `--sim-seed`: 0 to [`SIM_SEED_MAX`].
 pub fn seed_arg(text: &str) -> Result<u64, String> {
     whole_in(text, 0, SIM_SEED_MAX)
@@ -327,7 +357,7 @@ pub fn seed_arg(text: &str) -> Result<u64, String> {
 /// (`snapshot PID`): any u32.
 pub fn u32_arg(text: &str) -> Result<u32, String> {
     let n = whole_in(text, 0, u64::from(u32::MAX))?;
-    u32::try_from(n).map_err(|_| format!("'{}' is not in 0..={}", cut(text.trim()), u32::MAX))
+    u32::try_from(n).map_err(|_| crate::quote::not_in_range(text.trim(), 0, u32::MAX.into()))
 }
 
 /// `--group`: how allocation sites are grouped, the viewer's groupings

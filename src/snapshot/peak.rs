@@ -145,9 +145,16 @@ impl std::str::FromStr for At {
                 crate::quote::cut(word)
             ));
         }
-        let digits = !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit());
+        let digits = crate::quote::is_digits(word);
         match word.parse::<usize>() {
             Ok(n) if digits => Ok(At::Event(n)),
+            // An event number past what a count holds is a number, too
+            // large: its range, not "not a moment".
+            Err(_) if digits => Err(crate::quote::not_in_range(
+                word,
+                0,
+                u64::try_from(usize::MAX).unwrap_or(u64::MAX),
+            )),
             _ => Err(format!(
                 "'{}' is not a moment: write an event number as the viewer shows it (40 for \
                  \"event 40/97\"), or one of {}",
@@ -232,10 +239,18 @@ mod tests {
         assert_eq!("start".parse::<At>(), Ok(At::Start));
         let e = "-1".parse::<At>().expect_err("negative");
         assert!(e.contains("'-1' is negative"), "{e}");
-        for bad in ["+3", "", "4x", "1e3", "99999999999999999999999", "pea"] {
+        for bad in ["+3", "", "4x", "1e3", "pea"] {
             let e = bad.parse::<At>().expect_err(bad);
             assert!(e.contains("is not a moment"), "{bad}: {e}");
         }
+        // A number, too large: its range, not "not a moment".
+        let e = "99999999999999999999999"
+            .parse::<At>()
+            .expect_err("past usize");
+        assert_eq!(
+            e,
+            format!("'99999999999999999999999' is not in 0..={}", usize::MAX)
+        );
         assert_eq!(At::Event(7).to_string(), "7");
         assert_eq!(At::Oom.to_string(), "oom");
     }
