@@ -283,6 +283,8 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
             "sim",
             "--sim-memory",
             "1GiB",
+            "--sim-training",
+            "0",
             "--budget",
             "100GiB",
         ],
@@ -294,7 +296,8 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
     assert!(!heading.contains("at most 100 GiB"), "{out}\n{err}");
     assert!(
         heading.contains(
-            "allocating at most 524 MiB (--budget 100 GiB, capped by what the GPU has free)"
+            "allocating at most 524 MiB (--budget 100 GiB, capped by what the GPU has free: \
+             1 GiB, less the check's own 500 MiB CUDA context)"
         ),
         "{out}\n{err}"
     );
@@ -306,6 +309,8 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
             "sim",
             "--sim-memory",
             "1GiB",
+            "--sim-training",
+            "0",
             "--budget",
             "100GiB",
         ],
@@ -323,8 +328,19 @@ fn check_says_the_bound_it_keeps_to_when_the_budget_is_more_than_the_gpu_has() {
 #[test]
 fn check_on_a_small_simulated_gpu_fits_it_or_skips_with_exit_77_never_fails() {
     for memory in ["1GiB", "1100MiB", "2GiB", "80GiB"] {
-        let (code, out, err) =
-            vramtop(&["check", "--backend", "sim", "--sim-memory", memory], None);
+        // No simulated training process: the GPU is the check's alone.
+        let (code, out, err) = vramtop(
+            &[
+                "check",
+                "--backend",
+                "sim",
+                "--sim-memory",
+                memory,
+                "--sim-training",
+                "0",
+            ],
+            None,
+        );
         assert_eq!(code, 0, "{memory}: {out}\n{err}");
         assert!(!out.contains("FAIL"), "{memory}: {out}");
         assert!(out.contains("result: PASS\n"), "{memory}: {out}");
@@ -363,6 +379,71 @@ fn check_on_a_small_simulated_gpu_fits_it_or_skips_with_exit_77_never_fails() {
             .is_some_and(|s| s.iter().all(|s| s["skipped"] == true)),
         "{out}"
     );
+}
+
+#[test]
+fn check_leaves_the_simulated_training_processes_their_memory_and_says_what_they_hold() {
+    // Four trainers on a 1 GiB GPU: the first takes all but 4 MiB, the
+    // others find no room for a context. `--once --json` of the same
+    // flags shows that GPU; the check must see the same one, not an empty
+    // GPU beside trainers that have not started.
+    let sim = [
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "4",
+    ];
+    let mut once = vec!["--once", "--json"];
+    once.extend(sim);
+    let (code, out, err) = vramtop(&once, None);
+    assert_eq!(code, 0, "{err}");
+    let sample: serde_json::Value = serde_json::from_str(&out).expect("the sample");
+    let free = sample["gpus"][0]["memory_free"]
+        .as_u64()
+        .expect("memory_free");
+    assert_eq!(free, 4 << 20, "{out}");
+
+    let mut check = vec!["check"];
+    check.extend(sim);
+    let (code, out, err) = vramtop(&check, None);
+    assert_eq!(code, 77, "nothing can be checked in 4 MiB: {out}\n{err}");
+    let text = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for said in [
+        "allocating at most 0 B (--budget 512 MiB, capped by what the GPU has free: 4 MiB, less \
+         the check's own 500 MiB CUDA context)",
+        "others: 4 simulated training processes; 1 holds 1020 MiB, 3 found no room for a \
+         500 MiB CUDA context and hold nothing",
+        "result: SKIP (nothing was checked",
+    ] {
+        assert!(text.contains(said), "{said}: {out}");
+    }
+    assert!(!out.contains("[ ok ]"), "{out}");
+
+    check.push("--json");
+    let (code, out, err) = vramtop(&check, None);
+    assert_eq!(code, 77, "{out}\n{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("check's JSON");
+    assert_eq!(v["result"], "skip", "{out}");
+    assert_eq!(v["free"], free, "the free memory --once reports: {out}");
+    assert_eq!(v["budget"], 0, "{out}");
+    assert!(
+        v["others"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("4 simulated training processes")),
+        "{out}"
+    );
+
+    // The default trainer is honoured too: on 80 GiB it leaves room, and
+    // the check passes beside it, saying what it holds.
+    let (code, out, err) = vramtop(&["check", "--backend", "sim"], None);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("others: 1 simulated training process, holding "),
+        "{out}"
+    );
+    assert!(out.contains("result: PASS\n"), "{out}");
 }
 
 #[test]

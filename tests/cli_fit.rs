@@ -428,10 +428,13 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
         assert_eq!(code, 0, "{out}\n{err}");
         assert_fits_80_cells("check", &out);
         assert_fits_80_cells("check (stderr)", &err);
-        // A step's detail wraps under its name.
+        // A step's detail wraps under its name, as the simulation's own
+        // processes ("others: ") wrap under theirs.
         for line in out.lines().skip(1).filter(|l| !l.starts_with("result")) {
             assert!(
-                line.starts_with("  [ ok ] ") || line.starts_with("         "),
+                line.starts_with("  [ ok ] ")
+                    || line.starts_with("  others: ")
+                    || line.starts_with("         "),
                 "{line:?}\n{out}"
             );
         }

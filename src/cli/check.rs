@@ -11,9 +11,9 @@ use crate::alloc::{DeviceMemory, human_bytes};
 use crate::device::Telemetry;
 use crate::device::check::{CheckReport, CheckResult, MIN_BUDGET_BYTES, run_check};
 use crate::device::cuda::{self, CudaMemory};
-use crate::device::factory::BackendChoice;
+use crate::device::factory::{BackendChoice, warmed_simulation};
 use crate::device::nvml::NvmlTelemetry;
-use crate::device::sim::SimCluster;
+use crate::device::sim::SimProcessView;
 
 /// At most this share of a real GPU's free memory is used by the check.
 const REAL_GPU_FREE_SHARE: f64 = 0.05;
@@ -127,19 +127,23 @@ fn missing_sim_gpu(args: &DeviceArgs, device: u32) -> Option<String> {
 }
 
 fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
-    let cluster = SimCluster::new(args.sim_config());
+    // The simulation as `--once --json` shows it for the same flags: its
+    // training processes and DataLoader workers have started and hold
+    // their memory, which the check must not count as its own to take.
+    let cluster = warmed_simulation(&args.sim_config());
     let used_cluster = cluster.clone();
-    // The simulated GPU cannot give more than it has free once the check's
-    // own CUDA context is paid (bytes): the context comes with its first
-    // allocation, after this reading.
     let free = cluster
         .telemetry()
         .sample()
         .ok()
-        .and_then(|r| r.get(device as usize)?.sample()?.memory_free)
-        .map(|f| f.saturating_sub(cluster.context_overhead()));
+        .and_then(|r| r.get(device as usize)?.sample()?.memory_free);
+    // The simulated GPU cannot give more than it has free once the check's
+    // own CUDA context is paid (bytes): the context comes with its first
+    // allocation, after this reading.
+    let context = cluster.context_overhead();
     let asked = budget;
-    let budget = free.map_or(budget, |f| budget.min(f));
+    let budget = free.map_or(budget, |f| budget.min(f.saturating_sub(context)));
+    let others = others_on_sim_gpu(&cluster.processes_on(device), context);
     // One process for both phases, as on CUDA, where every handle of the
     // process shares its one context: a process per phase paid a second
     // context, and left a 1 GiB GPU 22 MiB for the second phase.
@@ -160,17 +164,70 @@ fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
         budget,
     );
     report.budget_asked = asked;
+    report.free = free;
+    report.others = others;
     report
+}
+
+/// What the simulation's own processes (`--sim-training`,
+/// `--sim-dataloader-workers`) hold on the checked GPU before the check
+/// starts, for the report: those that found no room for a CUDA context
+/// hold nothing and are not among the GPU's processes in `--once --json`,
+/// which is said here rather than left to be guessed.
+fn others_on_sim_gpu(processes: &[SimProcessView], context: u64) -> Option<String> {
+    if processes.is_empty() {
+        return None;
+    }
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let trainers = processes.iter().filter(|p| p.trainer).count();
+    let workers = processes.len() - trainers;
+    let mut kinds = Vec::new();
+    if trainers > 0 {
+        kinds.push(plural(
+            trainers,
+            "simulated training process",
+            "simulated training processes",
+        ));
+    }
+    if workers > 0 {
+        kinds.push(plural(workers, "DataLoader worker", "DataLoader workers"));
+    }
+    let holding: Vec<_> = processes.iter().filter(|p| p.has_context).collect();
+    let held = holding
+        .iter()
+        .fold(0u64, |sum, p| sum.saturating_add(p.bytes));
+    let without = processes.len() - holding.len();
+    let mut text = kinds.join(" and ");
+    let no_room = format!(
+        "found no room for a {} CUDA context and {} nothing",
+        human_bytes(context),
+        if without == 1 { "holds" } else { "hold" }
+    );
+    if without == 0 {
+        let _ = write!(text, ", holding {}", human_bytes(held));
+    } else if holding.is_empty() {
+        let _ = write!(text, "; each {no_room}");
+    } else {
+        let _ = write!(
+            text,
+            "; {} {} {}, {without} {no_room}",
+            holding.len(),
+            if holding.len() == 1 { "holds" } else { "hold" },
+            human_bytes(held)
+        );
+    }
+    Some(text)
 }
 
 fn real_check(device: u32, budget: u64) -> CheckReport {
     let asked = budget;
     // Never take more than a small share of what is free: the GPU may be shared.
-    let (name, budget) = match CudaMemory::open(device) {
+    let (name, budget, free) = match CudaMemory::open(device) {
         Ok(m) => {
             let free = m.mem_get_info().free;
             let cap = (free as f64 * REAL_GPU_FREE_SHARE) as u64;
-            (m.name().to_string(), budget.min(cap))
+            (m.name().to_string(), budget.min(cap), free)
         }
         Err(e) => {
             return CheckReport {
@@ -178,6 +235,8 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
                 device: device.to_string(),
                 budget: 0,
                 budget_asked: asked,
+                free: None,
+                others: None,
                 steps: vec![crate::device::check::CheckStep {
                     name: "open the device".to_string(),
                     ok: false,
@@ -204,6 +263,7 @@ fn real_check(device: u32, budget: u64) -> CheckReport {
         budget,
     );
     report.budget_asked = asked;
+    report.free = Some(free);
     report
 }
 
@@ -228,11 +288,25 @@ pub fn render(r: &CheckReport) -> String {
                         if r.backend == "cuda" {
                             // A real GPU may be shared: only a share of its free memory.
                             format!(
-                                "at {:.0} % of what the GPU has free",
-                                REAL_GPU_FREE_SHARE * 100.0
+                                "at {:.0} % of what the GPU has free{}",
+                                REAL_GPU_FREE_SHARE * 100.0,
+                                r.free
+                                    .map(|f| format!(": {}", human_bytes(f)))
+                                    .unwrap_or_default()
                             )
                         } else {
-                            "by what the GPU has free".to_string()
+                            // The simulation's free memory, less the
+                            // context the check's own process pays first.
+                            format!(
+                                "by what the GPU has free{}",
+                                r.free
+                                    .map(|f| format!(
+                                        ": {}, less the check's own {} CUDA context",
+                                        human_bytes(f),
+                                        human_bytes(crate::device::sim::DEFAULT_CONTEXT_OVERHEAD)
+                                    ))
+                                    .unwrap_or_default()
+                            )
                         }
                     )
                 } else {
@@ -242,6 +316,9 @@ pub fn render(r: &CheckReport) -> String {
             REPORT_WIDTH
         )
     );
+    if let Some(others) = &r.others {
+        let _ = writeln!(out, "{}", wrap_under("  others: ", others, REPORT_WIDTH));
+    }
     for s in &r.steps {
         let mark = match (s.ok, s.skipped) {
             (_, true) => "skip",
@@ -289,6 +366,8 @@ mod tests {
             device: "simulated GPU 0".to_string(),
             budget: 512 << 20,
             budget_asked: 512 << 20,
+            free: None,
+            others: None,
             steps,
         }
     }

@@ -47,6 +47,12 @@ pub struct CheckReport {
     pub budget: u64,
     /// What `--budget` asked for (bytes); above `budget` when capped.
     pub budget_asked: u64,
+    /// What the GPU had free when the check began (bytes), the figure
+    /// `budget` is capped by; `None` when the device does not say.
+    pub free: Option<u64>,
+    /// Who else holds memory on the GPU, where the backend knows (the
+    /// simulation's own processes): one line for people.
+    pub others: Option<String>,
     pub steps: Vec<CheckStep>,
 }
 
@@ -219,6 +225,8 @@ where
         device: device.to_string(),
         budget,
         budget_asked: budget,
+        free: None,
+        others: None,
         steps,
     }
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::nvml::NvmlTelemetry;
-use super::sim::{SimCluster, SimConfig};
+use super::sim::{SIM_WARMUP_MS, SimCluster, SimConfig};
 use super::telemetry::{Telemetry, TelemetryError};
 
 /// `--backend`: where telemetry comes from.
@@ -80,6 +80,16 @@ pub fn select_telemetry(
             Err(e) => Ok(simulated(sim, Some(e))),
         },
     }
+}
+
+/// The simulation the one-off commands (`--once`, `serve`, `doctor`,
+/// `check`) see for the same `--sim-*` flags: built as the dashboard builds
+/// it and run [`SIM_WARMUP_MS`], so that its training processes have
+/// started and hold what `--once --json` reports.
+pub fn warmed_simulation(config: &SimConfig) -> SimCluster {
+    let cluster = SimCluster::new(config.clone());
+    cluster.advance(SIM_WARMUP_MS);
+    cluster
 }
 
 fn nvml_selection(nvml: NvmlTelemetry) -> TelemetrySelection {

@@ -246,6 +246,21 @@ impl std::fmt::Debug for SimCluster {
     }
 }
 
+/// One process of the simulation on a GPU, as `check` describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimProcessView {
+    pub pid: u32,
+    /// A training process (else a DataLoader worker or a client such as
+    /// the stress panel).
+    pub trainer: bool,
+    /// Whether it holds a CUDA context: one that found no room for it
+    /// holds nothing and is not listed by the telemetry, as NVML lists
+    /// no process that has no context on the GPU.
+    pub has_context: bool,
+    /// Bytes it holds: its context and its allocator's segments.
+    pub bytes: u64,
+}
+
 /// Allocator figures of one simulated training process.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrainerView {
@@ -520,6 +535,29 @@ impl SimCluster {
             .trainers
             .iter()
             .map(|t| (t.gpu, t.pid, t.allocator.stats().clone()))
+            .collect()
+    }
+
+    /// Every process of the simulation on `gpu`, those without a CUDA
+    /// context included.
+    pub fn processes_on(&self, gpu: u32) -> Vec<SimProcessView> {
+        let s = self.lock();
+        let Some(g) = s.gpus.get(gpu as usize) else {
+            return Vec::new();
+        };
+        let context = s.config.context_overhead;
+        g.processes
+            .iter()
+            .map(|(&pid, p)| SimProcessView {
+                pid,
+                trainer: s.trainers.iter().any(|t| t.pid == pid),
+                has_context: p.has_context,
+                bytes: if p.has_context {
+                    p.allocator_bytes.saturating_add(context)
+                } else {
+                    p.allocator_bytes
+                },
+            })
             .collect()
     }
 
