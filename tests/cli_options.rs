@@ -1023,3 +1023,41 @@ fn ascii_with_json_is_refused_by_replay_and_diff() {
         assert!(err.contains("cannot be used with"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_docs_name_every_command_that_refuses_ascii_with_json() {
+    // Every command with both options, and whether it refuses the two
+    // together; the docs' sentence must say the same.
+    let snapshot = "x.pickle";
+    let mut refused = Vec::new();
+    for (name, args) in [
+        ("open --summary", &["open", snapshot, "--summary"][..]),
+        ("replay", &["replay", snapshot]),
+        ("diff", &["diff", snapshot, snapshot]),
+        ("vramtop --once", &["--once", "--backend", "sim"]),
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--json", "--ascii"]);
+        let (code, _, err) = vramtop(&args);
+        if err.contains("'--json' cannot be used with '--ascii'") {
+            assert_eq!(code, 2, "{args:?}: {err}");
+            refused.push(name);
+        } else {
+            assert_eq!(name, "vramtop --once", "{args:?}: {code} {err}");
+        }
+    }
+    assert_eq!(refused, ["open --summary", "replay", "diff"]);
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
+        .expect("docs/cli.md");
+    let docs = docs.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = docs
+        .split(" refuse it with `--json`")
+        .next()
+        .and_then(|before| before.rsplit("It changes only the text: ").next())
+        .expect("the sentence on --ascii with --json");
+    assert_eq!(said, "`open --summary`, `replay` and `diff`", "{said}");
+    assert!(
+        docs.contains("so `vramtop --once --json --ascii` prints the JSON as without it"),
+        "the dashboard takes both"
+    );
+}
