@@ -511,8 +511,19 @@ fn open_of_a_bad_file_or_without_summary_exits_2_with_one_line() {
     assert_eq!(code, 2, "{err}");
 
     // Without --summary the viewer needs a terminal; a test's stdout is
-    // not one, so it refuses with the --summary hint.
+    // not one. A file that is no pickle is said so first, as --summary
+    // says it: the --summary hint would only lead to that error.
+    let (code, _, summary_err) = vramtop(&["open", &bad, "--summary"]);
+    assert_eq!(code, 2);
     let (code, _, err) = vramtop(&["open", &bad]);
+    assert_eq!(code, 2);
+    assert_eq!(err, summary_err);
+    assert!(err.contains("not a pickle: looks like text"), "{err}");
+    assert!(!err.contains("needs a terminal"), "{err}");
+    // A file that starts as a pickle gets the --summary hint.
+    let pickle = dir.join("a.pickle");
+    std::fs::write(&pickle, b"\x80\x04K\x01.").expect("write");
+    let (code, _, err) = vramtop(&["open", &pickle.display().to_string()]);
     assert_eq!(code, 2);
     assert!(
         err.contains("needs a terminal") && err.contains("--summary"),

@@ -172,16 +172,12 @@ fn viewer(
     background_load: bool,
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
-    use std::io::{IsTerminal as _, Read as _};
-    // A file that cannot be read is said first: pointing to --summary,
-    // which then fails on the same file, costs a second try.
-    let readable = std::fs::File::open(file).and_then(|mut f| f.read(&mut [0u8; 1]));
-    if let Err(e) = readable {
-        super::say_error(format_args!(
-            "cannot read {}: {}",
-            file.display(),
-            crate::quote::io_reason(&e)
-        ));
+    use std::io::IsTerminal as _;
+    // A file that cannot be read, or is no pickle (its first bytes say
+    // so), is said first, as --summary would say it: pointing to
+    // --summary, which then fails on the same file, costs a second try.
+    if let Err(e) = crate::snapshot::check_file_start(file) {
+        super::say_error(e);
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !std::io::stdout().is_terminal() {

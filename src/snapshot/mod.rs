@@ -28,10 +28,11 @@ pub mod writer;
 pub use invariants::{Finding, FindingKind, check_invariants};
 pub use pickle::{Limits, PickleError, Value};
 pub use reader::{
-    SegmentsStage, Stacks, read_segments_stage, read_snapshot, read_snapshot_bytes_with,
-    read_snapshot_file, read_snapshot_file_final_state, read_snapshot_file_staged,
-    read_snapshot_file_with, read_snapshot_file_with_progress, read_snapshot_from,
-    read_snapshot_from_with, read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
+    SegmentsStage, Stacks, check_file_start, read_segments_stage, read_snapshot,
+    read_snapshot_bytes_with, read_snapshot_file, read_snapshot_file_final_state,
+    read_snapshot_file_staged, read_snapshot_file_with, read_snapshot_file_with_progress,
+    read_snapshot_from, read_snapshot_from_with, read_snapshot_staged, read_snapshot_with_limits,
+    snapshot_from_value,
 };
 pub use types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, Segment, Snapshot,

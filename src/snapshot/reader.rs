@@ -309,6 +309,23 @@ impl TraceKeySearch {
     }
 }
 
+/// Bytes [`check_file_start`] reads: more than the first-bytes check
+/// looks at (it quotes a text file's first line from its first 256).
+const FILE_START_BYTES: u64 = 4096;
+
+/// Whether `path` can be read and starts as a pickle: its first
+/// [`FILE_START_BYTES`] only, checked as every reader checks its first
+/// chunk, with the same errors ("cannot read …", "…: not a pickle: looks
+/// like text: …"). What can be said of a file this cheaply is said before
+/// anything that would send the user on to read it another way.
+pub fn check_file_start(path: &Path) -> Result<(), SnapshotError> {
+    let mut start = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(FILE_START_BYTES).read_to_end(&mut start))
+        .map_err(|e| io_error(path, e))?;
+    pickle::check_looks_like_pickle(&start).map_err(|e| in_file(path, e.into()))
+}
+
 /// A snapshot file's final state without its trace: the segments (and
 /// the allocator settings and annotations if they come before the trace),
 /// every trace empty and [`Snapshot::trace_not_read`] set. It reads and
