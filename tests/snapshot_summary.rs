@@ -232,6 +232,57 @@ fn vramtop(args: &[&str]) -> (i32, String, String) {
 }
 
 #[test]
+fn a_moment_at_cursor_0_is_before_the_first_event_with_no_time_as_the_viewer_says() {
+    // Cursor 0 is before any event: the first event's time is not its
+    // time. The viewer says "event 0/97 · before the first event".
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--at", "0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("at event 0/97, before the first event: 0 B allocated"),
+        "{out}"
+    );
+    assert!(!out.contains("event 0/97, t+"), "{out}");
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--at", "0", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the summary's JSON");
+    let at = &v["sites"][0]["at_cursor"];
+    assert_eq!(at["cursor"], 0, "{out}");
+    assert!(
+        at["time_us"].is_null(),
+        "no time before the first event: {at}"
+    );
+
+    // A peak at cursor 0 (the reserved peak of a trace that begins
+    // mid-run, freeing what it started with) likewise.
+    let Some(path) = common::shared_snapshot("bolongcheng_xl_fwd_cl128_float32_expandable.pickle")
+    else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("peak reserved 12.81 GiB at event 0/5112, before the first event\n"),
+        "{out}"
+    );
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the summary's JSON");
+    let reserved = &v["sites"][0]["peaks"]["reserved"];
+    assert_eq!(reserved["cursor"], 0, "{out}");
+    assert!(reserved["time_us"].is_null(), "{reserved}");
+    // A peak after the first event keeps its time.
+    assert!(
+        v["sites"][0]["peaks"]["allocated"]["time_us"].is_i64(),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_bare_segment_list_is_said_to_have_no_settings_for_its_shape_not_its_torch() {
     let Some(path) = common::shared_snapshot("muduard_memory_snapshot.pkl") else {
         return;

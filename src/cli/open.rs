@@ -427,8 +427,9 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     out
 }
 
-/// A moment for the text: "event 40/97, t+1.250 s", or the file's own
-/// state for `None`.
+/// A moment for the text: "event 40/97, t+1.250 s", "event 0/97, before
+/// the first event" (as the viewer says cursor 0, with no time: no event
+/// has happened), or the file's own state for `None`.
 pub(crate) fn moment(
     cursor: Option<usize>,
     events: usize,
@@ -439,7 +440,9 @@ pub(crate) fn moment(
         return "the end (the file's own state)".to_string();
     };
     let mut out = format!("event {c}/{events}");
-    if let (Some(t), Some(t0)) = (time_us, first_us) {
+    if c == 0 {
+        out.push_str(", before the first event");
+    } else if let (Some(t), Some(t0)) = (time_us, first_us) {
         let _ = write!(
             out,
             ", {}",

@@ -814,10 +814,12 @@ impl DeviceScrub {
     }
 
     /// Microseconds as recorded at `cursor` (the time of the event just
-    /// applied; at 0 the first event's); `None` when the file has no time.
+    /// applied); `None` when the file has no time, and at 0, before the
+    /// first event, which has no time of its own (the viewer says "before
+    /// the first event" there, with none).
     pub fn time_at(&self, cursor: usize) -> Option<i64> {
         self.events()
-            .get(cursor.saturating_sub(1))
+            .get(cursor.checked_sub(1)?)
             .and_then(|e| e.time_us())
     }
 
