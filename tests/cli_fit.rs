@@ -477,3 +477,38 @@ fn piped_reports_print_a_deep_path_whole_for_grep() {
         "{on_terminal}"
     );
 }
+
+#[test]
+fn the_readmes_replay_example_is_the_real_output_in_80_columns() {
+    // The README shows `replay` of a shared snapshot as the command prints
+    // it; its lines were once unwrapped (up to 150 columns) while the real
+    // report wraps at 80.
+    const COMMAND: &str = "replay ../shared/snapshots/silmont_mem_snapshot.pickle";
+    if common::shared_snapshot("silmont_mem_snapshot.pickle").is_none() {
+        return;
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let shown = readme
+        .split(&format!("$ cargo run --release -- {COMMAND}\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's replay example");
+    // The path as the README writes it, from the checkout's root.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(COMMAND.split(' '))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env(
+            "XDG_CONFIG_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
+        .output()
+        .expect("vramtop runs");
+    assert_eq!(out.status.code(), Some(0));
+    let real = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_fits_80_cells("the README's replay example", shown);
+    assert_eq!(
+        shown, real,
+        "regenerate the README's example from this output"
+    );
+}
