@@ -799,3 +799,69 @@ fn summary_with_ascii_prints_the_same_layout_in_ascii_punctuation() {
     let (code, _, err) = vramtop(&["open", &file, "--summary"]);
     assert_eq!(code, 0, "a consistent file's summary succeeds: {err}");
 }
+
+/// The summary and `diff` read only the stacks of allocations and
+/// segments: what they report must be what a full read reports, for every
+/// shared file, every grouping and the moments `--at` names.
+#[test]
+fn reading_only_the_allocations_stacks_reports_what_a_full_read_reports() {
+    use std::sync::Arc;
+    use vramtop::alloc::TraceAction;
+    use vramtop::snapshot::peak::At;
+    use vramtop::snapshot::sites::Grouping;
+    use vramtop::snapshot::summary::{sites_report, sites_report_at};
+    use vramtop::snapshot::{Stacks, read_snapshot_file_with};
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    let mut frees_with_stacks = 0;
+    for (name, path) in common::snapshot_files_in(&dir) {
+        let full = Arc::new(read_snapshot_file(&path).expect("shared snapshot loads"));
+        let partial = Arc::new(
+            read_snapshot_file_with(&path, Stacks::OfAllocations).expect("loads, fewer stacks"),
+        );
+        let is_free = |a: TraceAction| {
+            matches!(
+                a,
+                TraceAction::FreeRequested
+                    | TraceAction::FreeCompleted
+                    | TraceAction::SegmentFree
+                    | TraceAction::SegmentUnmap
+            )
+        };
+        // Only the frees' stacks are left out.
+        for (f, p) in full
+            .device_traces
+            .iter()
+            .flatten()
+            .zip(partial.device_traces.iter().flatten())
+        {
+            if is_free(f.action) {
+                frees_with_stacks += usize::from(!f.frames.is_empty());
+                assert!(p.frames.is_empty(), "{name}: a free's stack was read");
+            } else {
+                assert_eq!(f.frames, p.frames, "{name}: {:?}", f.action);
+            }
+        }
+        assert_eq!(full.segments, partial.segments, "{name}");
+        assert_eq!(summarize(&full), summarize(&partial), "{name}");
+        for grouping in [Grouping::UserFrame, Grouping::PythonFrame] {
+            assert_eq!(
+                sites_report(&full, grouping, 10),
+                sites_report(&partial, grouping, 10),
+                "{name}: {grouping:?}"
+            );
+            for at in [At::Start, At::Peak, At::End, At::Oom, At::Event(3)] {
+                assert_eq!(
+                    sites_report_at(&full, grouping, 10, at).ok(),
+                    sites_report_at(&partial, grouping, 10, at).ok(),
+                    "{name}: {grouping:?} at {at:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        frees_with_stacks > 100,
+        "the shared files' frees carry stacks to leave out"
+    );
+}

@@ -134,12 +134,12 @@ pub fn run(
         let read = if compared {
             super::piped_stdin().and_then(|stdin| {
                 let mut input = SameBytes::new(stdin, other);
-                let read = super::read_stdin_snapshot(&mut input, crate::snapshot::Stacks::Read);
+                let read = super::read_stdin_snapshot(&mut input, DIFF_STACKS);
                 stdin_same = Some(input.same());
                 read
             })
         } else {
-            super::read_snapshot_arg(p)
+            super::read_snapshot_arg_with(p, DIFF_STACKS)
         };
         read.map_err(|e| super::snapshot_read_error(p, &e))
     };
@@ -188,6 +188,10 @@ pub fn run(
     super::emit_text(&text, output.ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The stacks a diff reads: those of what is live at a moment (allocations
+/// and segments), which its sites show; a free's are never shown.
+const DIFF_STACKS: crate::snapshot::Stacks = crate::snapshot::Stacks::OfAllocations;
 
 /// How the note says two sides with the same bytes.
 const COPY: &str = "hold the same bytes (a copy)";
@@ -305,7 +309,7 @@ pub fn run_moments(
         ));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     };
-    let snapshot = match super::read_snapshot_arg(file) {
+    let snapshot = match super::read_snapshot_arg_with(file, DIFF_STACKS) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             super::say_error(super::snapshot_read_error(file, &e));

@@ -69,7 +69,9 @@ pub fn run(
     let read = if options.no_trace && file.as_os_str() != super::STDIN_ARG {
         read_snapshot_file_final_state(file)
     } else {
-        super::read_snapshot_arg(file)
+        // The summary shows the stacks of what is live at a moment: the
+        // allocations' and segments', never a free's.
+        super::read_snapshot_arg_with(file, crate::snapshot::Stacks::OfAllocations)
     };
     let snapshot = match read {
         Ok(s) => s,

@@ -50,13 +50,36 @@ pub fn read_snapshot_file(path: &Path) -> Result<Snapshot, SnapshotError> {
 /// entries. Most of a long recording's conversion is its stacks; a command
 /// that shows none (`replay --verify` compares addresses, sizes and
 /// streams) skips them and its reader leaves every traceback empty.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Stacks {
+    #[default]
     Read,
+    /// The tracebacks of the trace's frees and segment releases are left
+    /// empty and not looked at (the rest are read): what a moment's live
+    /// blocks and segments show, which the summary and `diff` report,
+    /// comes from allocations and segment allocations only.
+    OfAllocations,
     /// Every traceback is left empty and not looked at: a malformed one is
     /// not reported either (the pickle around it still is, as parsing it is
     /// the same).
     Skip,
+}
+
+impl Stacks {
+    /// Whether the traceback of a trace entry of `action` is read.
+    fn of_entry(self, action: TraceAction) -> bool {
+        match self {
+            Stacks::Read => true,
+            Stacks::Skip => false,
+            Stacks::OfAllocations => !matches!(
+                action,
+                TraceAction::FreeRequested
+                    | TraceAction::FreeCompleted
+                    | TraceAction::SegmentFree
+                    | TraceAction::SegmentUnmap
+            ),
+        }
+    }
 }
 
 /// [`read_snapshot_file`], converting stacks or not.
@@ -530,6 +553,7 @@ fn snapshot_from_document(
 ) -> Result<Snapshot, SnapshotError> {
     let deferred = document.defer_device_traces();
     let mut reader = Reader {
+        stacks,
         skip_stacks: stacks == Stacks::Skip,
         memory: MemoryBudget {
             used: document.memory_used,
@@ -828,6 +852,8 @@ struct Reader {
     skipped_trace_actions: UnknownActions,
     /// A block with torch 2.0's `history` was read.
     saw_block_history: bool,
+    /// Which tracebacks are read.
+    stacks: Stacks,
     /// Every traceback read as empty (see [`Stacks::Skip`]).
     skip_stacks: bool,
     /// Keep every value whose identity keys a cache (set while converting
@@ -1352,8 +1378,10 @@ impl Reader {
             u64_field(value, "addr", path)?
         };
         let frames = match present(value, "frames") {
-            Some(frames) => self.frames(frames, &path.key("frames"))?,
-            None => self.empty_frames(),
+            Some(frames) if self.stacks.of_entry(action) => {
+                self.frames(frames, &path.key("frames"))?
+            }
+            _ => self.empty_frames(),
         };
         // An oom entry's size is the request that failed (any size may be
         // asked for) and its address the device's free bytes.
@@ -1475,6 +1503,7 @@ impl Reader {
         let compile_context = optional_str(const { flat_slot("compile_context") })?;
         let user_metadata = optional_str(const { flat_slot("user_metadata") })?;
         let frames = match present(const { flat_slot("frames") }) {
+            _ if !self.stacks.of_entry(action) => self.empty_frames(),
             None => self.empty_frames(),
             Some(Field::Frozen(value)) => self.frames(value, &path.key("frames")).ok()?,
             Some(Field::Unfrozen(node)) => {
