@@ -15,9 +15,10 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, DeviceStat
 use vramtop::app::keymap::{Keymap, PanelKey};
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
-    COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_TYPED_SIZE, NewTensor, OomRoom,
-    PanelDevice, PanelModal, Pattern, RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand,
-    StressOutcome, StressPanel, StressResult, histogram_rows, parse_typed_size,
+    COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_SETTINGS_INPUT, MAX_SIZE_INPUT,
+    MAX_TYPED_SIZE, NewTensor, OomRoom, PanelDevice, PanelModal, Pattern, RANDOM_MIN_BYTES,
+    SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel, StressResult,
+    full_field_message, histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -419,6 +420,72 @@ fn escape_cancels_the_size_field_and_invalid_text_says_why_and_keeps_it_open() {
     assert_eq!(parse_typed_size(" 1.5GiB "), Ok(3 * GIB / 2));
     assert_eq!(parse_typed_size("1TiB"), Ok(MAX_TYPED_SIZE));
     assert!(parse_typed_size("1.1TiB").is_err());
+}
+
+#[test]
+fn the_size_field_refuses_a_size_in_the_command_lines_words() {
+    let cli = |t: &str| vramtop::cli::size_arg(t).expect_err("refused");
+    let panel = |t: &str| parse_typed_size(t).expect_err("refused");
+    // Digits too many for any integer are too large, as on the command
+    // line: the field said "is not a size" of both.
+    for big in ["99999999999999999999999T", "20000000000000000000B"] {
+        assert_eq!(
+            panel(big),
+            format!("'{big}' is more than the largest size, 1.00 TiB (Esc cancels)")
+        );
+        assert!(
+            cli(big).starts_with(&format!("'{big}' is more than the largest size, 16 EiB")),
+            "{}",
+            cli(big)
+        );
+    }
+    // Past the panel's own largest: the same words, its own limit.
+    assert_eq!(
+        panel("2TiB"),
+        "'2TiB' is more than the largest size, 1.00 TiB (Esc cancels)"
+    );
+    // Not a size, negative, zero: the command line's message, then what
+    // closes the field.
+    for bad in ["abc", "12 parsecs", "-1GiB", "0MiB", "1.5.5GiB"] {
+        assert_eq!(panel(bad), format!("{} (Esc cancels)", cli(bad)), "{bad}");
+    }
+}
+
+#[test]
+fn a_full_field_says_it_refused_a_key_and_bksp_takes_the_notice_away() {
+    let mut p = started(false, 80 * GIB);
+    p.apply(StressAction::TypeSize);
+    type_text(&mut p, "abcdefghij0123456789ABCDEFGHIJ");
+    assert_eq!(p.size_text(), Some("abcdefghij0123456789ABCD"));
+    // Said, not dropped in silence: the field's notice names its length
+    // and the key that makes room.
+    let said = p.message.clone().unwrap_or_default();
+    assert_eq!(said, full_field_message(false, MAX_SIZE_INPUT));
+    assert_eq!(
+        said,
+        "the size field holds 24 characters: the rest is not typed (Bksp deletes)"
+    );
+    let text = flat(&panel_text(&p, 80, 12));
+    assert!(text.contains(&said), "{text}");
+    // Room made, the notice goes; a key that fits says nothing.
+    p.backspace();
+    assert_eq!(p.message, None);
+    p.type_char('x');
+    assert_eq!(p.message, None);
+    assert_eq!(p.size_text(), Some("abcdefghij0123456789ABCx"));
+    p.cancel_input();
+    // The settings field likewise, at its own length.
+    p.apply(StressAction::TypeSettings);
+    type_text(&mut p, &"x".repeat(MAX_SETTINGS_INPUT + 1));
+    assert_eq!(
+        p.settings_text().map(|t| t.chars().count()),
+        Some(MAX_SETTINGS_INPUT)
+    );
+    let said = p.message.clone().unwrap_or_default();
+    assert!(
+        said.starts_with("the settings field holds 200 characters"),
+        "{said}"
+    );
 }
 
 #[test]

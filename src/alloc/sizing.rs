@@ -228,6 +228,57 @@ pub fn zero_size_message(quoted: &str) -> String {
     format!("'{quoted}' is zero: a size is at least 1B")
 }
 
+/// Why a typed size is refused ([`typed_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeRefusal {
+    /// Written with a minus sign.
+    Negative,
+    /// A size of zero bytes.
+    Zero,
+    /// Not a number and a unit [`size_bytes`] takes.
+    NotASize,
+    /// Past the largest size the reader takes.
+    TooLarge,
+}
+
+impl SizeRefusal {
+    /// The refusal in the words every reader of typed sizes shares (the
+    /// command line, the config file, the stress panel's size field):
+    /// `quoted` is the text as the message shows it, `largest` the
+    /// largest size the reader takes, in words.
+    pub fn message(self, quoted: &str, largest: &str) -> String {
+        match self {
+            SizeRefusal::Negative => format!("'{quoted}' is negative: a size is at least 1B"),
+            SizeRefusal::Zero => zero_size_message(quoted),
+            SizeRefusal::NotASize => format!(
+                "'{quoted}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB \
+                 (decimal)"
+            ),
+            SizeRefusal::TooLarge => {
+                format!("'{quoted}' is more than the largest size, {largest}")
+            }
+        }
+    }
+}
+
+/// A size as people type it, read by [`size_bytes`], from 1 B to
+/// `largest` bytes: the one reader of the command line's sizes and the
+/// stress panel's size field, so that both refuse a text for the same
+/// reason ([`SizeRefusal::message`] words it). A number too long for
+/// any integer is too large, not "not a size".
+pub fn typed_size(text: &str, largest: u64) -> Result<u64, SizeRefusal> {
+    if text.trim_start().starts_with('-') {
+        return Err(SizeRefusal::Negative);
+    }
+    match size_bytes(text) {
+        Ok(0) => Err(SizeRefusal::Zero),
+        Ok(n) if n > largest => Err(SizeRefusal::TooLarge),
+        Ok(n) => Ok(n),
+        Err(QuantityError::TooLarge) => Err(SizeRefusal::TooLarge),
+        Err(QuantityError::Malformed) => Err(SizeRefusal::NotASize),
+    }
+}
+
 /// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
 /// `80G` (binary), `80GB` (decimal, as GPU vendors print it), up to EiB/EB. Case-insensitive
 /// units, optional space. Returns `None` for anything else.

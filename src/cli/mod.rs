@@ -24,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::alloc::{QuantityError, size_bytes};
+use crate::alloc::QuantityError;
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
 use crate::quote::cut;
@@ -402,31 +402,14 @@ pub fn at_arg(text: &str) -> Result<At, String> {
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
-    if text.trim_start().starts_with('-') {
-        return Err(format!(
-            "'{}' is negative: a size is at least 1B",
-            cut(text.trim())
-        ));
-    }
+    let quoted = cut(text.trim());
     if is_bare_number(text) {
         return Err(format!(
-            "'{0}' has no unit: {0} what? write e.g. {0}GiB, {0}MiB or {0}B",
-            cut(text.trim())
+            "'{quoted}' has no unit: {quoted} what? write e.g. {quoted}GiB, {quoted}MiB or {quoted}B"
         ));
     }
-    match size_bytes(text) {
-        Ok(0) => Err(crate::alloc::sizing::zero_size_message(&cut(text))),
-        Ok(n) => Ok(n),
-        Err(QuantityError::TooLarge) => Err(format!(
-            "'{}' is more than the largest size, {}",
-            cut(text),
-            crate::alloc::sizing::MAX_PARSED_SIZE_TEXT
-        )),
-        Err(QuantityError::Malformed) => Err(format!(
-            "'{}' is not a size: write e.g. 512B, 37MiB, 1.5GiB, 80G (binary) or 80GB (decimal)",
-            cut(text)
-        )),
-    }
+    crate::alloc::sizing::typed_size(text, crate::alloc::sizing::MAX_PARSED_SIZE)
+        .map_err(|why| why.message(&quoted, crate::alloc::sizing::MAX_PARSED_SIZE_TEXT))
 }
 
 /// The options of `open` that only its `--summary` takes (each is

@@ -3,6 +3,7 @@
 
 use super::{PanelModal, StressAction, StressCommand, StressPanel, field_keys};
 use crate::alloc::{AllocatorConfig, ConfigError};
+use crate::app::keymap::{TypingKey, TypingMode};
 
 /// The largest size `s` accepts (bytes): 1 TiB, more than any GPU holds,
 /// so that count × size cannot overflow.
@@ -12,28 +13,31 @@ pub const MAX_SIZE_INPUT: usize = 24;
 /// Characters the allocator-settings field holds.
 pub const MAX_SETTINGS_INPUT: usize = 200;
 
-/// Parses the size field's text: a size as `--sim-memory` takes it,
-/// from 1 byte to [`MAX_TYPED_SIZE`]; the error says what to write.
+/// Parses the size field's text: a size as `--sim-memory` takes it (a
+/// bare number is bytes), from 1 byte to [`MAX_TYPED_SIZE`]; the error
+/// says what to write, in the command line's words.
 pub fn parse_typed_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    match crate::alloc::parse_size(text) {
-        Some(0) => Err(format!(
+    crate::alloc::sizing::typed_size(text, MAX_TYPED_SIZE).map_err(|why| {
+        format!(
             "{} ({} cancels)",
-            crate::alloc::sizing::zero_size_message(&crate::quote::cut(text)),
+            why.message(
+                &crate::quote::cut(text),
+                &crate::alloc::sizing::display_bytes(MAX_TYPED_SIZE)
+            ),
             field_keys().1
-        )),
-        None => Err(format!(
-            "'{}' is not a size: write e.g. 512, 37MiB, 1.5GiB ({} cancels)",
-            crate::quote::cut(text),
-            field_keys().1
-        )),
-        Some(n) if n > MAX_TYPED_SIZE => Err(format!(
-            "'{}' is more than the largest size, {}",
-            crate::quote::cut(text),
-            crate::alloc::sizing::display_bytes(MAX_TYPED_SIZE)
-        )),
-        Some(n) => Ok(n),
-    }
+        )
+    })
+}
+
+/// What a full field says of a character it did not take: the settings
+/// field (`settings`) or the size field, and the `max` characters it holds.
+pub fn full_field_message(settings: bool, max: usize) -> String {
+    let field = if settings { "settings" } else { "size" };
+    let delete = TypingMode::StressField
+        .key_name(TypingKey::Delete)
+        .unwrap_or_default();
+    format!("the {field} field holds {max} characters: the rest is not typed ({delete} deletes)")
 }
 
 /// Validates a `PYTORCH_CUDA_ALLOC_CONF` string as PyTorch would, and as
@@ -92,22 +96,33 @@ impl StressPanel {
         }
     }
 
-    /// Types a character into the open field.
+    /// Types a character into the open field. A full field refuses it
+    /// aloud ([`full_field_message`]): dropped silently, the rest of a
+    /// long size or settings string went missing unseen.
     pub fn type_char(&mut self, c: char) {
         if c.is_control() {
             return;
         }
-        if let Some((text, max)) = self.open_field()
-            && text.chars().count() < max
-        {
+        let settings = self.editing_settings();
+        let Some((text, max)) = self.open_field() else {
+            return;
+        };
+        if text.chars().count() < max {
             text.push(c);
+        } else {
+            self.say(full_field_message(settings, max));
         }
     }
 
-    /// Deletes the open field's last character.
+    /// Deletes the open field's last character; the notice that the field
+    /// is full goes with it.
     pub fn backspace(&mut self) {
-        if let Some((text, _)) = self.open_field() {
+        let settings = self.editing_settings();
+        if let Some((text, max)) = self.open_field() {
             text.pop();
+            if self.message.as_deref() == Some(full_field_message(settings, max).as_str()) {
+                self.message = None;
+            }
         }
     }
 
