@@ -1470,6 +1470,86 @@ fn the_size_fields_hint_is_whole_or_shorter_never_cut_at_the_edge() {
     assert!(narrower.ends_with("1234▏"), "{narrower}");
 }
 
+/// The settings of the newcomer's try: wider than an 80-column row.
+const LONG_SETTINGS: &str = "expandable_segments:True,max_split_size_mb:128,\
+garbage_collection_threshold:0.6,roundup_power2_divisions:4";
+
+#[test]
+fn a_field_wider_than_its_row_keeps_the_cursors_end_in_view() {
+    let mut p = started(false, 80 * GIB);
+    p.apply(StressAction::TypeSettings);
+    type_text(&mut p, LONG_SETTINGS);
+    for w in [40, 80, 120] {
+        let row = panel_text(&p, w, 12)
+            .lines()
+            .find(|l| l.starts_with("PYTORCH_CUDA_ALLOC_CONF="))
+            .unwrap_or_default()
+            .trim_end()
+            .to_string();
+        // The start gives way ("…"), what is typed last stays, up to the
+        // cursor: cut at the edge the row read "…max_split_size_mb:128,
+        // garbage_…" at 80 columns.
+        let shown = row
+            .strip_prefix("PYTORCH_CUDA_ALLOC_CONF=…")
+            .and_then(|r| r.strip_suffix('▏'))
+            .unwrap_or_default();
+        assert!(
+            shown.len() > 10
+                && LONG_SETTINGS.ends_with(shown)
+                && row.chars().count() == usize::from(w),
+            "{w}: {row}"
+        );
+    }
+    p.cancel_input();
+    // The size field too, where its 24 characters do not fit.
+    p.apply(StressAction::TypeSize);
+    type_text(&mut p, "123456789012345678901234");
+    let row = panel_text(&p, 30, 12)
+        .lines()
+        .find(|l| l.starts_with("set size: "))
+        .unwrap_or_default()
+        .trim_end()
+        .to_string();
+    assert_eq!(row, "set size: …789012345678901234▏");
+}
+
+#[test]
+fn the_notice_of_applied_settings_reads_them_whole_at_80_columns() {
+    for (w, h) in [(80, 24), (120, 40)] {
+        let mut state = AppState::new(StatusState::default());
+        state.ui.stress_open = true;
+        state.stress = with_tensors(2);
+        state.stress.apply(StressAction::TypeSettings);
+        type_text(&mut state.stress, LONG_SETTINGS);
+        assert!(!state.stress.submit_input().is_empty());
+        let freed = state.stress.tensors.iter().map(|t| t.address).collect();
+        state.stress.on_result(answer(
+            StressOutcome::Reconfigured {
+                settings: LONG_SETTINGS.into(),
+                freed,
+            },
+            0,
+        ));
+        let terminal = common::screen::draw(&state, &Theme::colored(), w, h);
+        let screen = common::screen::text(terminal.backend().buffer());
+        // The message's rows, the panel's left column (at 120×40 the
+        // segment map is right of it), run together: the settings are
+        // broken after a comma where they are, never cut with "…".
+        let rows: Vec<&str> = screen
+            .lines()
+            .skip_while(|l| !l.starts_with("freed 2 tensors"))
+            .take(3)
+            .map(|l| l.split('│').next().unwrap_or_default().trim_end())
+            .collect();
+        let joined = rows.concat();
+        assert!(
+            joined.contains(&format!("fresh allocator with{LONG_SETTINGS}")),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(!rows.iter().any(|r| r.contains('…')), "{w}x{h}:\n{screen}");
+    }
+}
+
 #[test]
 fn valid_settings_send_a_reconfigure_and_the_answer_clears_the_tensors() {
     let mut p = with_tensors(4);

@@ -529,6 +529,8 @@ pub(crate) const MORE_MARK_CELLS: u16 = 2;
 /// line before where they fit, so that its file name stays whole where it
 /// fits a line ("…/snapshots/" then "vm-17-demand.pickle"): broken at the
 /// line's end, a snapshot's name read "…20261206T2" over "15639Z-…".
+/// Allocator settings are broken after their commas likewise, each
+/// setting whole where it fits a line.
 pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
     use unicode_width::UnicodeWidthStr as _;
     let cells = usize::from(width.max(1));
@@ -548,7 +550,7 @@ pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
             // A longer word's first folders may join this line.
             let room = cells.saturating_sub(current.width() + 1);
             if word.width() > cells
-                && let Some(at) = slash_cut(rest, room)
+                && let Some(at) = separator_cut(rest, room)
             {
                 current.push(' ');
                 current.push_str(&rest[..at]);
@@ -559,7 +561,7 @@ pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
         // A word that fits a line of its own starts one; a longer one
         // fills lines, its last piece left for what follows.
         while rest.width() > cells {
-            let at = slash_cut(rest, cells).unwrap_or_else(|| width_cut(rest, cells));
+            let at = separator_cut(rest, cells).unwrap_or_else(|| width_cut(rest, cells));
             lines.push(rest[..at].to_string());
             rest = &rest[at..];
         }
@@ -571,10 +573,10 @@ pub(crate) fn wrap_breaking(text: &str, width: u16) -> Vec<String> {
     lines
 }
 
-/// The byte offset just past the last `/` of `word` within its first
-/// `cells` cells, where something of `word` follows it (`None`: no such
-/// slash).
-fn slash_cut(word: &str, cells: usize) -> Option<usize> {
+/// The byte offset just past the last `/` (a path's folder) or `,` (an
+/// allocator setting) of `word` within its first `cells` cells, where
+/// something of `word` follows it (`None`: no such separator).
+fn separator_cut(word: &str, cells: usize) -> Option<usize> {
     use unicode_width::UnicodeWidthChar as _;
     let mut used = 0usize;
     let mut cut = None;
@@ -584,7 +586,7 @@ fn slash_cut(word: &str, cells: usize) -> Option<usize> {
             break;
         }
         let end = at + c.len_utf8();
-        if c == '/' && end < word.len() {
+        if matches!(c, '/' | ',') && end < word.len() {
             cut = Some(end);
         }
     }
@@ -882,6 +884,19 @@ mod tests {
         let narrow = wrap_keeping(text, keep, 12);
         assert!(narrow.iter().all(|l| l.chars().count() <= 12), "{narrow:?}");
         assert_eq!(narrow.concat().replace(' ', ""), text.replace(' ', ""));
+    }
+
+    #[test]
+    fn wrap_breaking_breaks_allocator_settings_after_a_comma() {
+        let text = "fresh allocator with expandable_segments:True,max_split_size_mb:128";
+        assert_eq!(
+            wrap_breaking(text, 30),
+            vec![
+                "fresh allocator with",
+                "expandable_segments:True,",
+                "max_split_size_mb:128"
+            ]
+        );
     }
 
     #[test]

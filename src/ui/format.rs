@@ -272,6 +272,20 @@ pub fn truncate(text: &str, width: usize) -> String {
 }
 
 /// `text` in at most `width` terminal cells: whole when it fits, else its
+/// end after a "…" (the start cut). A text field's end is where its
+/// cursor is, and what was just typed.
+pub fn truncate_start(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    if text.width() <= width {
+        return text.to_string();
+    }
+    let Some(room) = width.checked_sub(1) else {
+        return String::new();
+    };
+    format!("…{}", take_cells_from_end(text, room))
+}
+
+/// `text` in at most `width` terminal cells: whole when it fits, else its
 /// start and its end around a "…", the start the larger. A file name keeps
 /// its start (host, pid) and its end (time, kind, extension), which tell
 /// snapshots apart.
@@ -496,6 +510,18 @@ mod tests {
         assert_eq!(truncate("python train.py", 8), "python …");
         assert_eq!(truncate("abc", 0), "");
         assert_eq!(truncate("abc", 1), "…");
+    }
+
+    #[test]
+    fn truncate_start_keeps_the_end_where_a_fields_cursor_is() {
+        assert_eq!(
+            truncate_start("max_split_size_mb:128", 30),
+            "max_split_size_mb:128"
+        );
+        assert_eq!(truncate_start("max_split_size_mb:128", 8), "…_mb:128");
+        assert_eq!(truncate_start("表表表", 4), "…表");
+        assert_eq!(truncate_start("abc", 1), "…");
+        assert_eq!(truncate_start("abc", 0), "");
     }
 
     #[test]

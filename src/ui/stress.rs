@@ -610,6 +610,38 @@ impl<'a> StressPane<'a> {
             .collect()
     }
 
+    /// A text field's line: `label`, the typed `text` with the cursor
+    /// after it, and the first of `hints` (longest first) that fits beside
+    /// them in `width` columns, none where none does. Text too long for
+    /// the line keeps its end, where the cursor is, after a "…": cut at
+    /// the edge, a long settings string hid what was being typed.
+    fn field_line(
+        &self,
+        label: &'static str,
+        text: &str,
+        hints: impl IntoIterator<Item = String>,
+        width: u16,
+    ) -> Line<'static> {
+        let t = self.theme;
+        let cursor = t.glyphs().cursor;
+        let field = |shown: String, hint: String| {
+            Line::from(vec![
+                Span::styled(label, t.key),
+                Span::styled(format!("{shown}{cursor}"), t.selected),
+                Span::styled(hint, t.dim),
+            ])
+        };
+        let width = usize::from(width);
+        hints
+            .into_iter()
+            .map(|hint| field(text.to_string(), hint))
+            .find(|l| l.width() <= width)
+            .unwrap_or_else(|| {
+                let room = width.saturating_sub(label.width() + cursor.width());
+                field(format::truncate_start(text, room), String::new())
+            })
+    }
+
     /// The compare view for a panel `width` columns wide: one figure a
     /// row where the full table sits beside the tensors, two a row with
     /// shorter labels where it would sit under them and the two-up table
@@ -1162,39 +1194,22 @@ impl Widget for StressPane<'_> {
             let key = |k| typing_key(TypingMode::StressField, k);
             let (done, cancel) = (key(TypingKey::Done), key(TypingKey::Cancel));
             // As the settings field's: the hint whole or not at all.
-            let field = |hint: String| {
-                Line::from(vec![
-                    Span::styled("set size: ", t.key),
-                    Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
-                    Span::styled(hint, t.dim),
-                ])
-            };
-            let line = [
+            let hints = [
                 format!("  {done} sets · {cancel} cancels"),
                 format!("  {done} sets"),
-            ]
-            .into_iter()
-            .map(field)
-            .find(|l| l.width() <= usize::from(inner.width))
-            .unwrap_or_else(|| field(String::new()));
-            head.push(line);
+            ];
+            head.push(self.field_line("set size: ", text, hints, inner.width));
         }
         if let Some(text) = self.panel.settings_text() {
             // The hint gives way to what is typed: shorter, then gone (the
             // status line still lists Enter and Esc). Cut at the edge it
             // read "Enter frees all, new allocator…" at 80 columns.
-            let field = |hint: String| {
-                Line::from(vec![
-                    Span::styled("PYTORCH_CUDA_ALLOC_CONF=", t.key),
-                    Span::styled(format!("{text}{}", t.glyphs().cursor), t.selected),
-                    Span::styled(hint, t.dim),
-                ])
-            };
-            let line = settings_hints()
-                .into_iter()
-                .map(field)
-                .find(|l| l.width() <= usize::from(inner.width))
-                .unwrap_or_else(|| field(String::new()));
+            let line = self.field_line(
+                "PYTORCH_CUDA_ALLOC_CONF=",
+                text,
+                settings_hints(),
+                inner.width,
+            );
             head.push(line);
         }
         let histogram = self.panel.histogram_compare();

@@ -226,8 +226,10 @@ pub struct StressPanel {
     /// ("no scenario loaded:" then "n lists them"). [`StressPanel::say`]
     /// and [`StressPanel::say_then`] set both.
     pub message_keys: Vec<KeyUse>,
-    /// A command in `message` to copy ("vramtop replay FILE"): the panel
-    /// breaks its rows before it, never inside it. A new message drops it.
+    /// A command in `message` to copy ("vramtop replay FILE", or the
+    /// allocator settings applied): the panel breaks its rows before it,
+    /// never inside it (one wider than a row is broken where it has a `/`
+    /// or a `,`). A new message drops it.
     pub message_command: Option<String>,
     /// A command is with the worker: new requests wait for its answer, so
     /// the panel never frees an address twice.
@@ -967,6 +969,12 @@ impl StressPanel {
                     "freed {}, emptied the cache; fresh allocator with {shown}{cleared}",
                     tensors(freed.len() as u64)
                 ));
+                // The settings are one word with no space to wrap at: kept
+                // whole, they take rows of their own (broken after a comma
+                // where wider than a row), where cut at the panel's edge
+                // they read "…garbage_collection_threshold:0.6…" at 80
+                // columns.
+                self.message_command = Some(shown);
             }
             StressOutcome::DeviceChanged {
                 device,
