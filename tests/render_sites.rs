@@ -936,3 +936,107 @@ fn beside_the_sites_pane_the_timeline_legend_keeps_a_figure_apart_from_its_unit(
         assert_eq!(packed_figure(legend), None, "{w}×{h}: {legend}");
     }
 }
+
+/// The pane titles of a screen: each text on a row that starts with a
+/// pane's name after the border's corner, up to the border line after it.
+fn pane_titles(screen: &str) -> Vec<String> {
+    const NAMES: [&str; 6] = [
+        " Sites ",
+        " Segments ",
+        " Memory breakdown ",
+        " Timeline ",
+        " GPUs ",
+        " Fragmentation ",
+    ];
+    let mut out = Vec::new();
+    for row in screen.lines() {
+        for piece in row.split(['┌', '│']) {
+            if NAMES.iter().any(|n| piece.starts_with(n)) {
+                let title = piece.split('─').next().unwrap_or_default();
+                out.push(title.trim_end().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A number as a title shows one: "23.2", "638", "87.5%" is not one.
+fn is_number(token: &str) -> bool {
+    token.chars().any(|c| c.is_ascii_digit())
+        && token.chars().all(|c| c.is_ascii_digit() || c == '.')
+}
+
+/// Whether `shown`, a title as drawn, cuts `whole` (the same title where
+/// it fits) inside a figure: it ends with a number whose unit or word was
+/// left out ("· 23.2" of "23.2 GiB allocated"), or partway through a
+/// number or the word after one ("638 b…" of "638 blocks").
+fn cut_inside_a_figure(shown: &str, whole: &str) -> bool {
+    let core = shown.trim_end().trim_end_matches('…').trim_end();
+    let Some(rest) = whole.strip_prefix(core) else {
+        return false;
+    };
+    if rest.trim().is_empty() {
+        return false;
+    }
+    let tokens: Vec<&str> = core.split_whitespace().collect();
+    let last = tokens.last().copied().unwrap_or_default();
+    let before = tokens.len().checked_sub(2).map_or("", |i| tokens[i]);
+    let mid_token = rest.starts_with(|c: char| !c.is_whitespace());
+    (is_number(last) && !rest.trim_start().starts_with('·'))
+        || (mid_token && (last.contains(|c: char| c.is_ascii_digit()) || is_number(before)))
+}
+
+#[test]
+fn no_viewer_title_is_cut_inside_a_figure_at_any_width_from_30_to_80() {
+    let Some(mut v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    // The screen without and with the sites pane (`w`): at 40×10 the
+    // sites title ended "· 21 sites · 23.2", its unit lost, and at 41
+    // "23.2 …"; the segments title "638 b…".
+    for sites in [false, true] {
+        if sites {
+            key(&mut v, 'w');
+        }
+        for h in [10, 24] {
+            let wholes = pane_titles(&text(draw(&v, 240, h).backend().buffer()));
+            for w in 30..=80 {
+                let screen = text(draw(&v, w, h).backend().buffer());
+                for shown in pane_titles(&screen) {
+                    let name = shown.split_whitespace().next().unwrap_or_default();
+                    for whole in wholes
+                        .iter()
+                        .filter(|t| t.split_whitespace().next() == Some(name))
+                    {
+                        assert!(
+                            !cut_inside_a_figure(&shown, whole),
+                            "{w}x{h}: {shown:?} cuts {whole:?}\n{screen}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_title_check_finds_a_figure_cut_from_its_unit() {
+    let whole = " Sites  by user frame · 21 sites · 23.2 GiB allocated · g groups";
+    assert!(cut_inside_a_figure(
+        " Sites  by user frame · 21 sites · 23.2",
+        whole
+    ));
+    assert!(cut_inside_a_figure(
+        " Sites  by user frame · 21 sites · 23.2 …",
+        whole
+    ));
+    assert!(cut_inside_a_figure(
+        " Sites  by user frame · 21 sites · 23.2 G…",
+        whole
+    ));
+    assert!(!cut_inside_a_figure(
+        " Sites  by user frame · 21 sites …",
+        whole
+    ));
+    assert!(!cut_inside_a_figure(whole, whole));
+}

@@ -21,6 +21,20 @@ pub(crate) fn pane_block<'a>(
     left_border: bool,
     theme: &Theme,
 ) -> Block<'a> {
+    pane_block_within(pane, detail, focused, left_border, theme, usize::MAX)
+}
+
+/// [`pane_block`] over a pane `width` cells wide: its title cut by
+/// [`fit_title`] to the cells the top border gives it, so that a part of
+/// it is kept whole or left out, never cut inside a figure.
+pub(crate) fn pane_block_within<'a>(
+    pane: Pane,
+    detail: Vec<Span<'a>>,
+    focused: bool,
+    left_border: bool,
+    theme: &Theme,
+    width: usize,
+) -> Block<'a> {
     let (title_style, border_style) = if focused {
         (theme.title_focused, theme.border_focused)
     } else {
@@ -37,10 +51,66 @@ pub(crate) fn pane_block<'a>(
     } else {
         Borders::TOP
     };
+    // The left border's corner takes the title's first cell.
+    let room = width.saturating_sub(usize::from(left_border));
     Block::new()
         .borders(borders)
         .border_style(border_style)
-        .title(Line::from(spans))
+        .title(Line::from(fit_title(spans, room)))
+}
+
+/// A title's `spans` in at most `room` cells: whole when they fit, else
+/// cut where a part ends (at the end of a span or before a " · " inside
+/// one) and ended by "…", the parts after it left out whole. Cut at the
+/// border's edge, "21 sites · 23.2 GiB allocated" read "21 sites · 23.2"
+/// (the unit lost: another size) or "638 b…". A title whose first part
+/// alone is too wide is left to the border's cut ([`mark_cut_title`]).
+pub(crate) fn fit_title(spans: Vec<Span<'_>>, room: usize) -> Vec<Span<'_>> {
+    use unicode_width::UnicodeWidthStr as _;
+    let whole: usize = spans.iter().map(Span::width).sum();
+    if whole <= room {
+        return spans;
+    }
+    // The last cut that fits with its ending: (span, bytes of it kept,
+    // whether the kept text ends in a space).
+    let mut cut = None;
+    let mut before = 0usize;
+    for (i, span) in spans.iter().enumerate() {
+        let content = span.content.as_ref();
+        let ends = content
+            .match_indices(" · ")
+            .map(|(at, _)| at)
+            .chain(std::iter::once(content.len()));
+        for at in ends.filter(|&at| at > 0) {
+            let kept = &content[..at];
+            let spaced = kept.ends_with(' ');
+            // A lone separator span ("GPU 0 · ") is no part's end.
+            if kept.trim_end().ends_with('·') {
+                continue;
+            }
+            let ending = if spaced { 2 } else { 3 };
+            if before + kept.width() + ending <= room {
+                cut = Some((i, at, spaced));
+            }
+        }
+        before += span.width();
+    }
+    let Some((i, at, spaced)) = cut else {
+        return spans;
+    };
+    // The ending in the style of what it stands for: the rest of the cut
+    // span, or the span after it.
+    let style = match spans.get(i) {
+        Some(span) if at < span.content.len() => span.style,
+        _ => spans.get(i + 1).map_or(Style::default(), |s| s.style),
+    };
+    let mut out: Vec<Span<'_>> = spans.into_iter().take(i + 1).collect();
+    if let Some(last) = out.last_mut() {
+        let kept = last.content[..at].to_string();
+        last.content = kept.into();
+    }
+    out.push(Span::styled(if spaced { "… " } else { " … " }, style));
+    out
 }
 
 /// The cells [`pane_block`]'s title of `pane` and `detail` takes: a
@@ -884,6 +954,44 @@ mod tests {
         let narrow = wrap_keeping(text, keep, 12);
         assert!(narrow.iter().all(|l| l.chars().count() <= 12), "{narrow:?}");
         assert_eq!(narrow.concat().replace(' ', ""), text.replace(' ', ""));
+    }
+
+    #[test]
+    fn a_title_too_wide_drops_whole_parts_never_a_figures_unit() {
+        let spans = || {
+            vec![
+                Span::raw(" Sites "),
+                Span::raw(" by user frame · 21 sites · 23.2 GiB allocated · g groups "),
+            ]
+        };
+        let text = |spans: Vec<Span<'_>>| Line::from(spans).to_string();
+        let whole = text(spans());
+        assert_eq!(text(fit_title(spans(), 80)), whole);
+        // 40 cells: cut at the edge it read "· 21 sites · 23.2".
+        assert_eq!(
+            text(fit_title(spans(), 40)),
+            " Sites  by user frame · 21 sites … "
+        );
+        for room in 30..whole.chars().count() {
+            let fitted = text(fit_title(spans(), room));
+            assert!(fitted.chars().count() <= room, "{room}: {fitted}");
+            assert!(!fitted.contains("23.2 …"), "{room}: {fitted}");
+        }
+        // Parts in spans of their own, separators apart: no "· …".
+        let parts = vec![
+            Span::raw(" Segments "),
+            Span::raw(" "),
+            Span::raw("GPU 0"),
+            Span::raw(" · "),
+            Span::raw("127 segments · 638 blocks"),
+            Span::raw(" "),
+        ];
+        assert_eq!(
+            text(fit_title(parts, 38)),
+            " Segments  GPU 0 · 127 segments … "
+        );
+        // Nothing fits but a cut inside the first part: left to the border.
+        assert_eq!(text(fit_title(spans(), 5)), whole);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::chrome::{self, pane_block, right};
+use super::chrome::{self, right};
 use super::format;
 use super::theme::{Glyphs, Theme};
 use crate::alloc::{BlockState, PoolKind, SegmentInfo};
@@ -318,12 +318,13 @@ impl Widget for SegmentsPane<'_> {
                 }
             })
             .unwrap_or((!may_drop_gpu, None));
-        let mut block = pane_block(
+        let mut block = chrome::pane_block_within(
             Pane::Segments,
             detail(with_gpu),
             self.state.ui.focus == Pane::Segments,
             self.left_border,
             theme,
+            usize::from(area.width),
         );
         if let Some(legend) = legend {
             block = block.title(legend.clone().right_aligned());

@@ -12,7 +12,7 @@ use crate::app::keymap::Keymap;
 use crate::app::state::Pane;
 use crate::app::viewer::{ViewerAction, ViewerState};
 use crate::ui::breakdown::legend_item;
-use crate::ui::chrome::{self, pane_block};
+use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
@@ -45,12 +45,13 @@ pub(super) fn render_breakdown(
     if chrome::title_width(Pane::Breakdown, &detail) > usize::from(area.width) {
         detail = with_filters(false);
     }
-    let block = pane_block(
+    let block = chrome::pane_block_within(
         Pane::Breakdown,
         detail,
         focused(v, Pane::Breakdown),
         false,
         theme,
+        usize::from(area.width),
     );
     let inner = block.inner(area);
     block.render(area, buf);

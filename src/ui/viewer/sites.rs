@@ -225,18 +225,23 @@ pub(super) fn render_sites(
     let Some(sites) = &v.sites else {
         return;
     };
-    let title = Line::from(vec![
-        Span::styled(" Sites ", theme.title_focused),
-        Span::styled(
-            format!(
-                " by {} · {} · {} allocated · {group} groups ",
-                v.grouping.name(),
-                format::count_of(sites.sites.len(), "site", "sites"),
-                format::bytes(sites.allocated)
+    // The left border's corner, beside the segments, takes a cell.
+    let room = usize::from(area.width).saturating_sub(usize::from(beside));
+    let title = Line::from(chrome::fit_title(
+        vec![
+            Span::styled(" Sites ", theme.title_focused),
+            Span::styled(
+                format!(
+                    " by {} · {} · {} allocated · {group} groups ",
+                    v.grouping.name(),
+                    format::count_of(sites.sites.len(), "site", "sites"),
+                    format::bytes(sites.allocated)
+                ),
+                theme.text,
             ),
-            theme.text,
-        ),
-    ]);
+        ],
+        room,
+    ));
     let borders = if beside {
         Borders::TOP | Borders::LEFT
     } else {
