@@ -3,7 +3,8 @@
 //! the snapshot viewer, drawn at arbitrary terminal sizes down to 1×1.
 //! Nothing may panic, every draw must succeed, and some state must stay
 //! true whatever was pressed (the selected GPU exists, Esc closes the
-//! help, the viewer's cursor stays inside the trace).
+//! help, the viewer's cursor stays inside the trace, a scrolled list
+//! moves at the first key back).
 
 mod common;
 
@@ -16,11 +17,12 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 use vramtop::app::keymap::Keymap;
-use vramtop::app::state::Overlay;
+use vramtop::app::state::{Overlay, Pane};
 use vramtop::app::stress::StressResult;
 use vramtop::app::viewer::ViewerState;
 use vramtop::device::Telemetry;
-use vramtop::device::sim::SimCluster;
+use vramtop::device::sim::{SimCluster, SimConfig};
+use vramtop::probe::Registry;
 use vramtop::shell::dashboard::Dashboard;
 use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::synth::{self, LargeShape};
@@ -97,6 +99,26 @@ struct Session {
 impl Session {
     fn new(gpus: usize) -> Session {
         let made = common::dashboard::sim_dashboard(gpus, 2, 5, (80, 24));
+        Session {
+            cluster: made.cluster,
+            dash: made.dash,
+            stress_results: made.stress_results,
+            clock_ms: 0,
+        }
+    }
+
+    /// Three GPUs, five trainers with two data loader workers each: a
+    /// process list longer than its pane at 80×24 and 100×30.
+    fn crowded() -> Session {
+        let config = SimConfig {
+            gpus: 3,
+            training_processes: 5,
+            dataloader_workers: 2,
+            seed: 5,
+            ..SimConfig::default()
+        };
+        let made =
+            common::dashboard::sim_dashboard_of(config, (80, 24), Registry::start(vec![], 0));
         Session {
             cluster: made.cluster,
             dash: made.dash,
@@ -186,6 +208,84 @@ proptest! {
             s.drain_stress();
         }
         prop_assert_eq!(s.dash.state().ui.overlay, Overlay::None);
+    }
+}
+
+/// A key that scrolls the process list.
+fn scroll_key() -> impl Strategy<Value = KeyCode> {
+    prop_oneof![
+        Just(KeyCode::Up),
+        Just(KeyCode::Down),
+        Just(KeyCode::PageUp),
+        Just(KeyCode::PageDown),
+        Just(KeyCode::Home),
+        Just(KeyCode::End),
+    ]
+}
+
+/// One step of scrolling the process list: a key, a sample, or a draw at
+/// a size where the list is longer than its pane or not.
+fn scroll_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        10 => scroll_key().prop_map(|code| Step::Key(KeyEvent::new(code, KeyModifiers::NONE))),
+        1 => Just(Step::Sample),
+        1 => prop_oneof![Just((80, 24)), Just((100, 30)), Just((120, 40))]
+            .prop_map(|(width, height)| Step::Draw { width, height }),
+    ]
+}
+
+/// The first process row the Processes pane shows, from its title's
+/// "rows X–Y of N" as drawn last; `None` where every row shows.
+fn first_process_row(s: &Session) -> Option<usize> {
+    let screen = common::screen::text(s.dash.terminal().backend().buffer());
+    let (_, after) = screen.split_once(" · rows ")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+fn press(s: &mut Session, code: KeyCode) {
+    let _ = s.dash.on_key(KeyEvent::new(code, KeyModifiers::NONE));
+    s.dash.draw_if_dirty().expect("a test backend draws");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn after_any_scrolling_up_and_page_up_move_the_process_list_unless_at_its_top(
+        steps in proptest::collection::vec(scroll_step(), 1..40),
+    ) {
+        let mut s = Session::crowded();
+        s.sample();
+        s.draw(80, 24);
+        press(&mut s, KeyCode::BackTab);
+        prop_assert_eq!(s.dash.state().ui.focus, Pane::Processes);
+        for step in steps {
+            match step {
+                Step::Key(key) => {
+                    let _ = s.dash.on_key(key);
+                    s.dash.draw_if_dirty().expect("a test backend draws");
+                }
+                Step::Sample => {
+                    s.sample();
+                    s.dash.draw_if_dirty().expect("a test backend draws");
+                }
+                Step::Draw { width, height } => s.draw(width, height),
+                Step::Click { .. } => {}
+            }
+        }
+        // Neither key may spend itself on rows past the last page.
+        for key in [KeyCode::Up, KeyCode::PageUp] {
+            let Some(before) = first_process_row(&s).filter(|&row| row > 1) else {
+                break;
+            };
+            press(&mut s, key);
+            let after = first_process_row(&s);
+            prop_assert!(
+                after.is_some_and(|row| row < before),
+                "{key:?} from rows {before}… left the view at {after:?}"
+            );
+        }
     }
 }
 

@@ -313,10 +313,28 @@ fn move_selection(state: &mut AppState, delta: isize) {
             remember_selected_address(state);
         }
         Pane::Processes => {
-            ui.process_scroll = (ui.process_scroll as isize + delta).max(0) as usize;
+            // From the first row drawn (a list that shrank, or a resize,
+            // leaves the stored scroll past it), and never past the last
+            // page: a move beyond it would have to be paid back by the
+            // next moves the other way before the view moved.
+            let last = process_scroll_limit(state);
+            let ui = &mut state.ui;
+            ui.process_scroll = ui
+                .process_scroll
+                .min(last)
+                .saturating_add_signed(delta)
+                .min(last);
         }
         Pane::Timeline => {}
     }
+}
+
+/// The largest useful `process_scroll`: the first row of the process
+/// list's last page, as many rows as the pane last showed (one before it
+/// was drawn). The pane clamps the same way when it draws.
+fn process_scroll_limit(state: &AppState) -> usize {
+    let shown = state.ui.process_lines_shown.get().max(1);
+    state.process_lines().len().saturating_sub(shown)
 }
 
 /// Selects the GPU at `i` of `state.gpus` (keys, a click, the stress
@@ -353,7 +371,9 @@ fn show_selected_gpus_processes(state: &mut AppState) {
     if shown > 0 && at >= first && at - first < shown {
         return;
     }
-    ui.process_scroll = at;
+    // At the top where it can be; a GPU on the last page puts the last
+    // page in view, as the pane would draw it.
+    ui.process_scroll = at.min(lines.len().saturating_sub(shown.max(1)));
 }
 
 /// Remembers the address of the selected block, so the selection follows
@@ -508,18 +528,6 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         }
         Action::PageUp => move_selection(state, -(PAGE_ROWS as isize)),
         Action::PageDown => move_selection(state, PAGE_ROWS as isize),
-        // The process list's scroll is clamped where it is drawn: End stops
-        // at its row count (one per process, one per GPU for the memory no
-        // process accounts for), not far past it.
-        Action::Last if ui.focus == Pane::Processes => {
-            let rows: usize = state
-                .gpus
-                .iter()
-                .filter_map(|g| g.sample())
-                .map(|s| s.processes.len() + 1)
-                .sum();
-            state.ui.process_scroll = rows;
-        }
         // As far as a move goes: the moves clamp to the first and last row.
         Action::First => move_selection(state, isize::MIN / 2),
         Action::Last => move_selection(state, isize::MAX / 2),
@@ -783,6 +791,33 @@ mod tests {
         assert_eq!(s.ui.process_scroll, 3);
         press(&mut s, KeyCode::Char('1'));
         assert_eq!(s.ui.process_scroll, 1, "selecting GPU 1 brings it back");
+    }
+
+    #[test]
+    fn the_process_list_scrolls_no_further_than_its_last_page_so_up_moves_at_once() {
+        let mut s = state_with_processes();
+        // Two of the four lines in view: the last page is 111, 120.
+        s.ui.process_lines_shown.set(2);
+        s.ui.focus = Pane::Processes;
+        for _ in 0..4 {
+            press(&mut s, KeyCode::PageDown);
+        }
+        assert_eq!(s.ui.process_scroll, 2, "PgDn stops at the last page");
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.process_scroll, 1, "the first Up moves the view");
+        press(&mut s, KeyCode::End);
+        assert_eq!(s.ui.process_scroll, 2, "End is the last page");
+        press(&mut s, KeyCode::PageUp);
+        assert_eq!(s.ui.process_scroll, 0);
+        // A scroll past the end (the list shrank under it) is not paid back
+        // either: the move starts from the last page drawn.
+        s.ui.process_scroll = 9;
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.process_scroll, 1);
+        // Selecting a GPU on the last page shows the last page.
+        s.ui.process_scroll = 0;
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(s.ui.process_scroll, 2, "120 in view, on the last page");
     }
 
     #[test]

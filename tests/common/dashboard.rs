@@ -37,12 +37,23 @@ pub fn sim_dashboard_with_probes(
     (width, height): (u16, u16),
     registry: Registry,
 ) -> SimDashboard {
-    let cluster = SimCluster::new(SimConfig {
+    let config = SimConfig {
         gpus,
         training_processes: trainers,
         seed,
         ..SimConfig::default()
-    });
+    };
+    sim_dashboard_of(config, (width, height), registry)
+}
+
+/// A dashboard on the simulation `config` describes (data loader workers,
+/// memory), with the probes `registry` finds.
+pub fn sim_dashboard_of(
+    config: SimConfig,
+    (width, height): (u16, u16),
+    registry: Registry,
+) -> SimDashboard {
+    let cluster = SimCluster::new(config);
     let sources = AllocatorSources::with_registry(Some(cluster.clone()), registry);
     let state = AppState::new(StatusState {
         backend: "sim".into(),
