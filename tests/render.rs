@@ -402,6 +402,25 @@ fn the_help_dims_the_snapshot_and_scenario_keys_that_do_nothing_now_and_says_why
         !row.lines().next().unwrap_or_default().contains('[') && !dim,
         "n lists them: {row}"
     );
+    // No live tensors: the keys that free, verify or select them say so,
+    // as the hints leave them out ("m every other" was the third hint at
+    // 80×24, and m answered "no live tensors to free").
+    for keys in ["d Del", "o", "x", "m", "D", "v", "↑ k"] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(row.contains("[no live tensors]") && dim, "{keys}: {row}");
+    }
+    let (row, dim) = help_row(buf, "a Enter", &theme).expect("a Enter");
+    assert!(
+        !row.lines().next().unwrap_or_default().contains('[') && !dim,
+        "allocating needs no tensor: {row}"
+    );
+    state.ui.overlay = Overlay::None;
+    let screen = text(draw(&state, &theme, 80, 24).backend().buffer());
+    let hints = screen.lines().last().unwrap_or_default();
+    assert!(hints.contains("a alloc"), "{hints}");
+    for gone in ["every other", "free", "oldest", "random"] {
+        assert!(!hints.contains(gone), "{gone}: {hints}");
+    }
 }
 
 #[test]

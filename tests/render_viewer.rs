@@ -857,6 +857,35 @@ fn the_help_dims_the_keys_that_do_nothing_here_and_says_why() {
 }
 
 #[test]
+fn where_the_segment_map_is_empty_enter_is_not_offered_and_the_help_says_why() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored();
+    // Before the first event the map is empty: Enter only said "no
+    // block to show: the segment map is empty here".
+    press(&mut v, KeyCode::Home);
+    assert!(v.selected_block().is_none());
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    let hints = screen.lines().last().unwrap_or_default();
+    assert!(hints.contains("→ event"), "{hints}");
+    assert!(!hints.contains("Enter"), "{hints}");
+    press(&mut v, KeyCode::Char('?'));
+    let t = draw(&v, 120, 50);
+    let (row, dim) = help_row(t.backend().buffer(), "Enter", &theme).expect("Enter");
+    assert!(
+        row.contains("[the segment map is empty here]") && dim,
+        "{row}"
+    );
+    // At the end the map has blocks, and Enter is offered again.
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::End);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let hints = screen.lines().last().unwrap_or_default();
+    assert!(hints.contains("Enter block"), "{hints}");
+}
+
+#[test]
 fn viewer_help_defines_the_short_words_and_the_pending_glyph_an_80_column_screen_shows() {
     let Some(mut v) = viewer(SILMONT) else {
         return;
@@ -1511,7 +1540,8 @@ fn while_the_comparison_is_open_the_status_line_hints_its_keys_not_the_viewers()
     press(&mut v, KeyCode::Char('c'));
     assert!(v.compare.is_some());
     let open = hints(&v);
-    assert_eq!(open, "q quit  Esc close  ↑ up  ↓ down  PgDn page");
+    // It fits at 120×40: no scroll key goes anywhere.
+    assert_eq!(open, "q quit  Esc close");
     // → does nothing there, as the hints no longer promise.
     let cursor = v.cursor();
     press(&mut v, KeyCode::Right);
@@ -1524,6 +1554,48 @@ fn while_the_comparison_is_open_the_status_line_hints_its_keys_not_the_viewers()
     let help = text(draw(&v, 120, 80).backend().buffer());
     assert!(help.contains("In the A/B comparison (c)"), "{help}");
     assert!(help.contains("close the comparison"), "{help}");
+}
+
+#[test]
+fn at_the_comparisons_last_row_the_hints_offer_the_moves_back_not_down() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // B at the biggest allocation, A there; B at the peak: 27 rows.
+    for key in ['B', 'm', 'P', 'M', 'c'] {
+        press(&mut v, KeyCode::Char(key));
+    }
+    assert!(v.compare.is_some());
+    let screen = |v: &ViewerState| text(draw(v, 80, 24).backend().buffer());
+    let hints = |screen: &str| {
+        screen
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    let top = screen(&v);
+    assert!(top.contains("↓ j scrolls"), "{top}");
+    assert_eq!(hints(&top), "q quit  Esc close  ↓ down  PgDn page");
+    press(&mut v, KeyCode::PageDown);
+    let end = screen(&v);
+    assert!(end.contains("↑ k scrolls back"), "{end}");
+    assert_eq!(hints(&end), "q quit  Esc close  ↑ up  PgUp page");
+    // ↓ indeed goes nowhere there; ↑ moves.
+    let at = v.compare_scroll;
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.compare_scroll, at);
+    press(&mut v, KeyCode::Up);
+    let between = screen(&v);
+    assert_eq!(
+        hints(&between),
+        "q quit  Esc close  ↑ up  ↓ down  PgDn page"
+    );
+    // Where it all fits, no scroll key is offered.
+    let tall = text(draw(&v, 120, 60).backend().buffer());
+    assert!(!tall.contains("scrolls"), "{tall}");
+    assert_eq!(hints(&tall), "q quit  Esc close");
 }
 
 #[test]

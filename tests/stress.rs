@@ -243,6 +243,17 @@ fn free_every_other_frees_the_second_fourth_and_so_on_leaving_holes() {
 }
 
 #[test]
+fn free_every_other_with_one_tensor_keeps_it_and_says_so_not_that_none_is_live() {
+    let mut p = with_tensors(1);
+    assert!(p.apply(StressAction::FreeEveryOther).is_empty());
+    assert_eq!(
+        p.message.as_deref(),
+        Some("one live tensor: every other frees the 2nd, 4th, …")
+    );
+    assert_eq!(p.tensors.len(), 1);
+}
+
+#[test]
 fn free_all_frees_every_tensor_and_free_random_one_live_tensor() {
     let mut p = with_tensors(4);
     assert_eq!(freed(&p.apply(StressAction::FreeAll)).len(), 4);

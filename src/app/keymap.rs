@@ -57,6 +57,20 @@ pub struct Offers {
     pub open: bool,
     /// A probe wrote an OOM snapshot (`O`).
     pub open_oom: bool,
+    /// What the stress panel's keys have to act on.
+    pub panel: PanelOffers,
+}
+
+/// What the stress panel's keys have to act on now: a key with nothing is
+/// left out of the hints and dimmed in the help ([`PanelKey::unavailable`]),
+/// and says why when pressed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PanelOffers {
+    /// A scenario is loaded (`.`, `g`, `w`, `N`, `u` drive it).
+    pub scenario_loaded: bool,
+    /// The panel's live tensors (the free keys, `v` and `↑`/`↓` act on
+    /// them; `m` frees the 2nd, 4th, …, so it needs two).
+    pub tensors: usize,
 }
 
 impl Offers {
@@ -182,10 +196,33 @@ impl PanelKey {
     }
 
     /// Why the key can do nothing now, in a few words for the help
-    /// (`None`: it acts): a scenario key without a scenario loaded, which
-    /// the hints leave out then ([`Keymap::stress_hints`]).
-    pub fn unavailable(self, scenario_loaded: bool) -> Option<&'static str> {
-        (self.drives_scenario() && !scenario_loaded).then_some("no scenario loaded")
+    /// (`None`: it acts): a scenario key without a scenario loaded, a key
+    /// that frees, verifies or selects tensors without one to act on
+    /// (`m` without a 2nd), which the hints leave out then
+    /// ([`Keymap::stress_hints`]).
+    pub fn unavailable(self, panel: PanelOffers) -> Option<&'static str> {
+        use StressAction as S;
+        if self.drives_scenario() && !panel.scenario_loaded {
+            return Some("no scenario loaded");
+        }
+        let PanelKey::Act(action) = self else {
+            return None;
+        };
+        match (action, panel.tensors) {
+            (
+                S::FreeSelected
+                | S::FreeOldest
+                | S::FreeRandom
+                | S::FreeEveryOther
+                | S::FreeAll
+                | S::Verify
+                | S::Up
+                | S::Down,
+                0,
+            ) => Some("no live tensors"),
+            (S::FreeEveryOther, 1) => Some("one tensor: no 2nd to free"),
+            _ => None,
+        }
     }
 
     /// Whether the key acts on a loaded scenario (and only says "no
@@ -227,6 +264,29 @@ pub struct Keymap {
     pub viewer: Vec<ViewerBinding>,
 }
 
+/// Which ways a scrolled view (the block detail, the A/B comparison) can
+/// move from where it stands: its hints offer only the scroll keys that
+/// go somewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scrolled {
+    /// Rows above the view: up, a page up and Home move it.
+    pub up: bool,
+    /// Rows below the view: down, a page down and End move it.
+    pub down: bool,
+}
+
+impl Scrolled {
+    /// A view scrolled `scroll` rows down of at most `limit` (the rows
+    /// below the view at the top; past it counts as at it).
+    pub fn at(scroll: usize, limit: usize) -> Scrolled {
+        let at = scroll.min(limit);
+        Scrolled {
+            up: at > 0,
+            down: at < limit,
+        }
+    }
+}
+
 /// What a key does while the viewer's block detail is open (it takes the
 /// keys: the trace does not move under it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +302,16 @@ pub enum DetailKey {
 }
 
 impl DetailKey {
+    /// Whether the key does something in a view that stands at
+    /// `scrolled`: a scroll key only where it moves the view.
+    fn goes(self, scrolled: Scrolled) -> bool {
+        match self {
+            DetailKey::ScrollUp | DetailKey::Top => scrolled.up,
+            DetailKey::ScrollDown | DetailKey::Bottom => scrolled.down,
+            _ => true,
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             DetailKey::Quit => "quit",
@@ -264,7 +334,9 @@ const DETAIL_BINDINGS: [(&str, DetailKey, Option<&str>); 8] = [
     ("Esc Enter", DetailKey::Close, Some("close")),
     ("↑ k", DetailKey::PrevBlock, Some("prev block")),
     ("↓ j", DetailKey::NextBlock, Some("next block")),
-    ("PgUp", DetailKey::ScrollUp, None),
+    // One page key is hinted: PgDn while the stack goes on below, else
+    // PgUp while there is some above ([`Keymap::detail_hints`]).
+    ("PgUp", DetailKey::ScrollUp, Some("scroll")),
     ("PgDn", DetailKey::ScrollDown, Some("scroll")),
     ("Home", DetailKey::Top, None),
     ("End", DetailKey::Bottom, None),
@@ -285,6 +357,16 @@ pub enum CompareKey {
 }
 
 impl CompareKey {
+    /// Whether the key does something in a comparison that stands at
+    /// `scrolled`: a scroll key only where it moves the view.
+    fn goes(self, scrolled: Scrolled) -> bool {
+        match self {
+            CompareKey::ScrollUp | CompareKey::PageUp | CompareKey::Top => scrolled.up,
+            CompareKey::ScrollDown | CompareKey::PageDown | CompareKey::Bottom => scrolled.down,
+            CompareKey::Quit | CompareKey::Close => true,
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             CompareKey::Quit => "quit",
@@ -307,7 +389,9 @@ const COMPARE_BINDINGS: [(&str, CompareKey, Option<&str>); 8] = [
     ("Esc Enter c", CompareKey::Close, Some("close")),
     ("↑ k", CompareKey::ScrollUp, Some("up")),
     ("↓ j", CompareKey::ScrollDown, Some("down")),
-    ("PgUp", CompareKey::PageUp, None),
+    // One page key is hinted: PgDn while there are rows below, else PgUp
+    // while there are some above ([`Keymap::compare_hints`]).
+    ("PgUp", CompareKey::PageUp, Some("page")),
     ("PgDn", CompareKey::PageDown, Some("page")),
     ("Home", CompareKey::Top, None),
     ("End", CompareKey::Bottom, None),
@@ -594,11 +678,17 @@ impl Keymap {
     }
 
     /// "key action" pairs for the viewer's status line while the block
-    /// detail is open (`?` opens the help over it; not hinted, for room).
-    pub fn detail_hints(&self) -> Vec<(&'static str, &'static str)> {
+    /// detail is open (`?` opens the help over it; not hinted, for room):
+    /// of the scroll keys only those that move it from where it stands
+    /// (`scrolled`), PgUp in PgDn's place at the bottom.
+    pub fn detail_hints(&self, scrolled: Scrolled) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         DETAIL_BINDINGS
             .iter()
+            .filter(|(_, key, _)| key.goes(scrolled))
+            .filter(|(_, key, _)| {
+                !(*key == DetailKey::ScrollUp && DetailKey::ScrollDown.goes(scrolled))
+            })
             .filter_map(|(keys, _, hint)| hint.map(|h| (first(keys), h)))
             .collect()
     }
@@ -621,11 +711,17 @@ impl Keymap {
     }
 
     /// "key action" pairs for the viewer's status line while the A/B
-    /// comparison is open (`?` opens the help over it; not hinted, for room).
-    pub fn compare_hints(&self) -> Vec<(&'static str, &'static str)> {
+    /// comparison is open (`?` opens the help over it; not hinted, for
+    /// room): of the scroll keys only those that move it from where it
+    /// stands (`scrolled`), PgUp in PgDn's place at the last row.
+    pub fn compare_hints(&self, scrolled: Scrolled) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         COMPARE_BINDINGS
             .iter()
+            .filter(|(_, key, _)| key.goes(scrolled))
+            .filter(|(_, key, _)| {
+                !(*key == CompareKey::PageUp && CompareKey::PageDown.goes(scrolled))
+            })
             .filter_map(|(keys, _, hint)| hint.map(|h| (first(keys), h)))
             .collect()
     }
@@ -794,14 +890,15 @@ impl Keymap {
     /// open: quit and help first, then the panel's keys by rank. With a
     /// scenario loaded its keys (step, run) come right after quit and
     /// help, the ones a scenario is driven with; without one they are left
-    /// out, as they would only say that none is loaded. `M` is left out
+    /// out, as they would only say that none is loaded, and so are the
+    /// keys that need live tensors without them. `M` is left out
     /// where the segment map already sits beside the panel; where the map
     /// is shown in its place `M` says "panel", right after quit and help
     /// (the way back, kept at 80 columns), and the tensor list's keys are
     /// left out (they do not act there).
     pub fn stress_hints(
         &self,
-        scenario_loaded: bool,
+        panel: PanelOffers,
         view: StressView,
     ) -> Vec<(&'static str, &'static str)> {
         self.hints_with(
@@ -810,7 +907,7 @@ impl Keymap {
                 .filter(|b| b.key != PanelKey::Open)
                 .filter(|b| !(view == StressView::BesideMap && b.key == PanelKey::ToggleMap))
                 .filter(|b| !(view == StressView::Map && b.key.acts_on_tensor_list()))
-                .filter(|b| b.key.unavailable(scenario_loaded).is_none())
+                .filter(|b| b.key.unavailable(panel).is_none())
                 .map(|b| {
                     let first = b.key.drives_scenario()
                         || (view == StressView::Map && b.key == PanelKey::ToggleMap);
@@ -1391,23 +1488,66 @@ mod tests {
         }
     }
 
+    /// The stress panel with two live tensors, and a scenario `loaded`
+    /// or not.
+    fn with_tensors(loaded: bool) -> PanelOffers {
+        PanelOffers {
+            scenario_loaded: loaded,
+            tensors: 2,
+        }
+    }
+
+    #[test]
+    fn without_live_tensors_the_stress_hints_leave_out_the_keys_that_act_on_them() {
+        let k = Keymap::default();
+        let hinted = |tensors| {
+            let panel = PanelOffers {
+                scenario_loaded: false,
+                tensors,
+            };
+            k.stress_hints(panel, StressView::Panel)
+        };
+        let none = hinted(0);
+        for key in ["m", "d", "o", "x", "D", "v"] {
+            assert!(none.iter().all(|h| h.0 != key), "{key}: {none:?}");
+        }
+        assert!(none.contains(&("a", "alloc")), "{none:?}");
+        let one = hinted(1);
+        assert!(one.iter().all(|h| h.0 != "m"), "no 2nd tensor: {one:?}");
+        assert!(one.contains(&("d", "free")), "{one:?}");
+        assert!(hinted(2).contains(&("m", "every other")));
+        // Each key left out gives the help its reason.
+        let m = PanelKey::Act(StressAction::FreeEveryOther);
+        let nothing = PanelOffers::default();
+        assert_eq!(m.unavailable(nothing), Some("no live tensors"));
+        let alloc = PanelKey::Act(StressAction::Allocate);
+        assert_eq!(alloc.unavailable(nothing), None);
+        for b in &k.stress {
+            let hint = b.hint.map(|h| (first_key(b.keys), h));
+            let shown = hint.is_some_and(|h| none.contains(&h));
+            if b.key != PanelKey::Open && hint.is_some() {
+                assert_eq!(shown, b.key.unavailable(nothing).is_none(), "{:?}", b.key);
+            }
+        }
+    }
+
     #[test]
     fn stress_hints_name_the_scenario_step_and_run_keys_first_while_one_is_loaded() {
         let k = Keymap::default();
-        let loaded = k.stress_hints(true, StressView::Panel);
+        let loaded = k.stress_hints(with_tensors(true), StressView::Panel);
         assert_eq!(
             loaded.get(2..4),
             Some(&[(".", "step"), ("g", "run")][..]),
             "right after quit and help: {loaded:?}"
         );
-        let none = k.stress_hints(false, StressView::Panel);
+        let none = k.stress_hints(with_tensors(false), StressView::Panel);
         assert!(
             none.iter().all(|h| h.0 != "." && h.0 != "g"),
             "no scenario, nothing to step: {none:?}"
         );
         assert!(none.iter().any(|h| h.1 == "scenarios"), "{none:?}");
         assert!(none.iter().any(|h| h.0 == "M"), "{none:?}");
-        let beside = k.stress_hints(false, StressView::BesideMap);
+        let beside = k.stress_hints(with_tensors(false), StressView::BesideMap);
         assert!(
             beside.iter().all(|h| h.0 != "M"),
             "the map is there: {beside:?}"
@@ -1417,7 +1557,7 @@ mod tests {
     #[test]
     fn behind_the_segment_map_the_hints_offer_m_panel_first_and_no_tensor_list_key() {
         let k = Keymap::default();
-        let map = k.stress_hints(false, StressView::Map);
+        let map = k.stress_hints(with_tensors(false), StressView::Map);
         assert_eq!(map.get(2), Some(&("M", "panel")), "the way back: {map:?}");
         for key in ["d", "↑", "↓"] {
             assert!(
@@ -1429,7 +1569,7 @@ mod tests {
             map.contains(&("o", "oldest")),
             "other keys still act: {map:?}"
         );
-        let panel = k.stress_hints(false, StressView::Panel);
+        let panel = k.stress_hints(with_tensors(false), StressView::Panel);
         assert!(panel.contains(&("M", "map")) && panel.contains(&("d", "free")));
         // The help's rows say the same.
         let rows = k.stress_help_rows(StressView::Map);
@@ -1821,8 +1961,9 @@ mod tests {
             moved.describe(Action::OpenSnapshot),
             "open the last snapshot (F3 returns)"
         );
-        assert!(k.detail_hints().contains(&("Esc", "close")));
-        assert!(!k.detail_hints().iter().any(|h| h.1 == "event"));
+        let top = Scrolled::at(0, 5);
+        assert!(k.detail_hints(top).contains(&("Esc", "close")));
+        assert!(!k.detail_hints(top).iter().any(|h| h.1 == "event"));
     }
 
     #[test]
@@ -1844,12 +1985,32 @@ mod tests {
             assert_eq!(k.compare_key_for(key(other)), None, "{other:?}");
         }
         // The hints name the comparison's keys, none of the viewer's.
-        let hints = k.compare_hints();
+        let hints = k.compare_hints(Scrolled::at(0, 5));
         assert_eq!(hints.first(), Some(&("q", "quit")));
         assert!(hints.contains(&("Esc", "close")), "{hints:?}");
         assert!(hints.contains(&("PgDn", "page")), "{hints:?}");
         assert!(!hints.iter().any(|h| h.1 == "event"), "{hints:?}");
         assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
+    }
+
+    #[test]
+    fn scrolled_view_hints_offer_only_the_scroll_keys_that_move_it() {
+        let k = Keymap::default();
+        let hinted = |scroll, limit| -> Vec<&str> {
+            let compare = k.compare_hints(Scrolled::at(scroll, limit));
+            compare.iter().map(|h| h.0).collect()
+        };
+        assert_eq!(hinted(0, 19), ["q", "Esc", "↓", "PgDn"], "at the top");
+        assert_eq!(hinted(7, 19), ["q", "Esc", "↑", "↓", "PgDn"], "between");
+        assert_eq!(hinted(19, 19), ["q", "Esc", "↑", "PgUp"], "at the last row");
+        assert_eq!(hinted(25, 19), ["q", "Esc", "↑", "PgUp"], "past it: at it");
+        assert_eq!(hinted(0, 0), ["q", "Esc"], "it all fits");
+        let detail =
+            |scroll, limit| -> Vec<(&str, &str)> { k.detail_hints(Scrolled::at(scroll, limit)) };
+        assert!(detail(0, 4).contains(&("PgDn", "scroll")));
+        assert!(detail(4, 4).contains(&("PgUp", "scroll")));
+        assert!(!detail(4, 4).iter().any(|h| h.0 == "PgDn"));
+        assert!(!detail(0, 0).iter().any(|h| h.1 == "scroll"), "it all fits");
     }
 
     #[test]
@@ -1889,6 +2050,7 @@ mod tests {
             capture: true,
             open: true,
             open_oom: true,
+            ..Offers::default()
         });
         for key in ["c", "o", "O"] {
             assert!(all.contains(&key), "{key} in {all:?}");
@@ -1907,6 +2069,7 @@ mod tests {
                 capture,
                 open,
                 open_oom,
+                ..Offers::default()
             };
             let hinted = k.hints(Pane::Gpus, &ui, offers);
             for b in &k.bindings {
@@ -1927,10 +2090,10 @@ mod tests {
         );
         // The stress panel's scenario keys: hinted only with a scenario.
         for loaded in [false, true] {
-            let hinted = k.stress_hints(loaded, StressView::Panel);
+            let hinted = k.stress_hints(with_tensors(loaded), StressView::Panel);
             let step = PanelKey::Act(StressAction::ScenarioStep);
             assert_eq!(hinted.contains(&(".", "step")), loaded);
-            assert_eq!(step.unavailable(loaded).is_none(), loaded);
+            assert_eq!(step.unavailable(with_tensors(loaded)).is_none(), loaded);
         }
     }
 

@@ -725,6 +725,10 @@ impl AppState {
                 .any(|r| r.connected && r.serves_snapshots),
             open: self.capture.last.is_some(),
             open_oom: self.probes.oom_snapshot.is_some(),
+            panel: crate::app::keymap::PanelOffers {
+                scenario_loaded: self.stress.scenario.is_some(),
+                tensors: self.stress.tensors.len(),
+            },
         }
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crossterm::event::KeyEvent;
 use serde::Serialize;
 
-use super::keymap::{Action, CompareKey, DetailKey, Keymap};
+use super::keymap::{Action, CompareKey, DetailKey, Keymap, Scrolled};
 use super::state::{AllocatorView, AppState, GpuState, History, Overlay, Pane, StatusState};
 use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
@@ -709,6 +709,17 @@ impl ViewerState {
         scroll_within(&mut self.compare_scroll, limit, delta)
     }
 
+    /// Which ways the A/B comparison can scroll from where it stands, as
+    /// last drawn: its hints offer only those moves.
+    pub fn compare_scrolled(&self) -> Scrolled {
+        Scrolled::at(self.compare_scroll, self.compare_scroll_limit.get())
+    }
+
+    /// Which ways the block detail can scroll, as [`Self::compare_scrolled`].
+    pub fn detail_scrolled(&self) -> Scrolled {
+        Scrolled::at(self.detail_scroll, self.detail_scroll_limit.get())
+    }
+
     /// Scrolls the block detail `delta` rows, within what it last drew.
     fn scroll_detail(&mut self, delta: isize) -> Effect {
         let limit = self.detail_scroll_limit.get();
@@ -798,6 +809,22 @@ impl ViewerState {
         }
         if action.needs_trace() && self.trace_less() {
             return Some("no trace in this file");
+        }
+        // The keys that look at what the map shows at the cursor: nothing
+        // to look at in an empty map (before the first event, or under a
+        // filter that hides every segment), or an empty sites list.
+        match action {
+            ViewerAction::BlockDetail if !self.detail_open && self.selected_block().is_none() => {
+                return Some(if self.segments.is_empty() {
+                    "the segment map is empty here"
+                } else {
+                    "no block selected"
+                });
+            }
+            ViewerAction::ExpandSite if self.sites_open && self.selected_site().is_none() => {
+                return Some("no site here");
+            }
+            _ => {}
         }
         // While the trace is read the moves wait for it: offered as keys
         // that will act.
@@ -1220,8 +1247,14 @@ impl ViewerState {
                 Effect::Redraw
             }
             V::ExpandSite => {
-                if !self.sites_open || self.selected_site().is_none() {
+                if !self.sites_open {
                     return Effect::None;
+                }
+                if self.selected_site().is_none() {
+                    // Hinted only with a site (`unavailable`); pressed
+                    // anyway, it says why rather than nothing.
+                    self.app.ui.notice = Some("no site to expand here".to_string());
+                    return Effect::Redraw;
                 }
                 self.site_expanded = !self.site_expanded;
                 self.site_scroll = 0;

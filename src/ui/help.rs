@@ -243,8 +243,9 @@ impl<'a> HelpOverlay<'a> {
     }
 
     /// Dims the rows of the dashboard keys that `offers` says can do
-    /// nothing now (and of the stress panel's scenario keys without a
-    /// scenario loaded), each with its reason.
+    /// nothing now (and of the stress panel's keys with nothing to act
+    /// on: a scenario key without a scenario loaded, a tensor key without
+    /// tensors), each with its reason.
     pub fn with_offers(mut self, offers: Offers) -> Self {
         self.offers = Some(offers);
         self
@@ -417,15 +418,14 @@ impl<'a> HelpOverlay<'a> {
         };
         let mut sections = Vec::new();
         if self.stress {
-            // The scenario keys do nothing without a scenario loaded, as
-            // the hints leave them out then.
-            let loaded = self.scenario.is_some();
+            // The scenario keys do nothing without a scenario loaded, the
+            // tensor keys without tensors, as the hints leave them out then.
             let panel_rows = (self
                 .keymap
                 .stress_help_rows_bound(self.stress_view)
                 .into_iter())
             .map(|(keys, what, key)| {
-                let why = self.offers.and_then(|_| key.unavailable(loaded));
+                let why = self.offers.and_then(|o| key.unavailable(o.panel));
                 (keys, what, why)
             })
             .collect();

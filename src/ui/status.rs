@@ -320,7 +320,7 @@ impl<'a> StatusLine<'a> {
             mode.hints()
         } else if self.state.ui.stress_open {
             self.keymap
-                .stress_hints(state.stress.scenario.is_some(), state.ui.stress_view())
+                .stress_hints(state.offers().panel, state.ui.stress_view())
         } else {
             self.keymap
                 .hints(self.state.ui.focus, &self.state.ui, state.offers())

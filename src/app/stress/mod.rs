@@ -679,6 +679,11 @@ impl StressPanel {
                 return self.free(vec![self.tensors[i].address]);
             }
             StressAction::FreeEveryOther => {
+                if self.tensors.len() == 1 {
+                    // Not "no live tensors": there is one, and it stays.
+                    self.say("one live tensor: every other frees the 2nd, 4th, …");
+                    return Vec::new();
+                }
                 let a = self.tensors.iter().skip(1).step_by(2).map(|t| t.address);
                 return self.free(a.collect());
             }

@@ -245,13 +245,23 @@ pub fn render_viewer(
     if let Some(rect) = screen.sites {
         render_sites(rect, rect.x > area.x, buf, v, keymap, theme);
     }
+    let popups = |buf: &mut Buffer| {
+        if v.detail_open {
+            render_detail(area, buf, v, keymap, theme);
+        }
+        if v.compare.is_some() {
+            render_compare(area, buf, v, keymap, theme);
+        }
+    };
+    // The status line hints only the scroll keys that move the block
+    // detail or the comparison from where it stands, which their drawing
+    // finds out (how many rows fit): drawn once before the status line
+    // for that, then again over the rows of it they cover.
+    if v.detail_open || v.compare.is_some() {
+        popups(buf);
+    }
     render_status(screen.status, area.height, buf, v, keymap, theme);
-    if v.detail_open {
-        render_detail(area, buf, v, keymap, theme);
-    }
-    if v.compare.is_some() {
-        render_compare(area, buf, v, keymap, theme);
-    }
+    popups(buf);
     if v.app.ui.overlay == Overlay::Help {
         // The keys the hints leave out say why in the help.
         let unavailable = |a: ViewerAction| v.unavailable(a);

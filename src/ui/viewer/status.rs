@@ -414,9 +414,9 @@ pub(super) fn render_status(
     let sites = v.sites_take_keys();
     // The comparison takes the keys over the block detail too.
     let mut all = if v.compare.is_some() {
-        keymap.compare_hints()
+        keymap.compare_hints(v.compare_scrolled())
     } else if v.detail_open {
-        keymap.detail_hints()
+        keymap.detail_hints(v.detail_scrolled())
     } else {
         // Only the keys that can do something in this file.
         keymap.viewer_hints_offered(sites, |a| v.hinted(a))
