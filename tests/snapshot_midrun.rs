@@ -143,6 +143,91 @@ fn allocation_whose_segment_map_was_cut_off_starts_the_replay() {
     );
 }
 
+/// PyTorch mapped a page it had unmapped before the cut, below every page
+/// the start shows (a run the random property test found). The model, its
+/// reservation based at the lowest start page, is refused its own map and
+/// takes the retry path, so what it emits first are that path's
+/// completions of pending frees, not a map: the call's recorded map still
+/// points the search at the reservation's real base.
+#[test]
+fn a_cut_that_maps_below_the_start_pages_after_pending_completions_replays_in_full() {
+    let mut m = model(SETTINGS[3], 3 * GIB);
+    mixed_workload(&mut m, 750, 10_818_422_425_634_230_285);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let skip = 829;
+    // The call that maps there: completions of frees pending before the
+    // cut, then the map.
+    let call: Vec<&str> = m
+        .trace()
+        .skip(skip + 53)
+        .take(5)
+        .map(|e| e.action.as_str())
+        .collect();
+    assert_eq!(
+        call,
+        [
+            "free_completed",
+            "free_completed",
+            "free_completed",
+            "free_completed",
+            "segment_map"
+        ]
+    );
+    assert_cut_replays(&m, skip, "cut at 829");
+    let report = verify(&snapshot_of(&m, skip));
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("below the start's lowest mapped page (event #57 maps there)")),
+        "{inferences:?}"
+    );
+}
+
+/// The allocation right after the cut maps pages PyTorch had unmapped
+/// before it, below the start's lowest page (a run a sweep of the property
+/// test found). The start's free mapped range is too big for this
+/// oversize request under `max_split_size` but the model's reservation,
+/// based at that range, lets it serve the call from there with no map at
+/// all: only the call's recorded map shows where the reservation began.
+#[test]
+fn a_cut_whose_first_call_maps_below_the_start_pages_without_a_model_map_replays_in_full() {
+    let mut m = model(SETTINGS[3], 3 * GIB);
+    mixed_workload(&mut m, 535, 5_131_650_778_981_269_935);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let skip = 117;
+    let call: Vec<&str> = m
+        .trace()
+        .skip(skip + 1)
+        .take(6)
+        .map(|e| e.action.as_str())
+        .collect();
+    assert_eq!(
+        call,
+        [
+            "segment_unmap",
+            "segment_unmap",
+            "segment_unmap",
+            "segment_unmap",
+            "segment_map",
+            "alloc"
+        ]
+    );
+    assert_cut_replays(&m, skip, "cut at 117");
+    let report = verify(&snapshot_of(&m, skip));
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("below the start's lowest mapped page (event #5 maps there)")),
+        "{inferences:?}"
+    );
+}
+
 #[test]
 fn expandable_run_cut_at_every_position_replays_in_full() {
     let mut m = model("expandable_segments:True", 3 * GIB);

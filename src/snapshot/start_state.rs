@@ -788,6 +788,7 @@ fn candidates(
     choices: &StartChoices,
     start: &StartState,
     config: &AllocatorConfig,
+    events: &[Event],
 ) -> Vec<StartChoices> {
     let Some(d) = report.divergence.as_ref() else {
         return Vec::new();
@@ -856,10 +857,26 @@ fn candidates(
         // needed room the model did not have.
         with_sizes(&[sized[0], sized[x_based]]);
     }
-    let map_divergence = d
-        .expected_event
-        .filter(|e| e.action == TraceAction::SegmentMap);
-    if let Some(want) = map_divergence {
+    // The recorded map where the replay first differs on one: the
+    // divergence itself, or the map of the diverging call when the model
+    // emitted something else first. The model, its reservation based at the
+    // start's lowest page, either served the call from a block that
+    // reservation let it use, with no map at all, or was refused its own map
+    // and took the retry path, whose sync and releases it emitted first.
+    let map_divergence = match d.expected_event {
+        Some(e) if e.action == TraceAction::SegmentMap => {
+            let got = d
+                .model_event
+                .filter(|g| g.action == TraceAction::SegmentMap);
+            Some((e, event, got))
+        }
+        _ => next_call(events, event).and_then(|anchor| {
+            (event..anchor)
+                .find(|&j| events[j].action == TraceAction::SegmentMap)
+                .map(|j| (events[j], j, None))
+        }),
+    };
+    if let Some((want, event, model_map)) = map_divergence {
         for ((stream, _, residue), ranges) in reservation_groups(start) {
             let Some(&(lowest, first)) = ranges.first() else {
                 continue;
@@ -878,9 +895,7 @@ fn candidates(
                 c.bases.insert(lowest, (want.addr, event));
                 out.push(c);
             }
-            if let Some(got) = d
-                .model_event
-                .filter(|g| g.action == TraceAction::SegmentMap)
+            if let Some(got) = model_map
                 && got.stream == stream
                 && (r.base..r.base.saturating_add(r.size)).contains(&got.addr)
                 && !(r.base..r.base.saturating_add(r.size)).contains(&want.addr)
@@ -1012,7 +1027,7 @@ fn search(
     let mut replays = 1;
     while replays < MAX_REPLAYS {
         let mut best: Option<(SearchReplay, StartLayout, StartChoices)> = None;
-        for c in candidates(&replay.report, &layout, &choices, start, config) {
+        for c in candidates(&replay.report, &layout, &choices, start, config, &script) {
             if replays >= MAX_REPLAYS {
                 break;
             }
