@@ -228,6 +228,39 @@ fn a_cut_whose_first_call_maps_below_the_start_pages_without_a_model_map_replays
     );
 }
 
+/// Two blocks live before the cut were each bigger than their rounded
+/// request (the large pool leaves up to 1 MiB unsplit), and each guess
+/// leaves a free block that fits a later request better than the one
+/// PyTorch used (a run a sweep of the property test found). Correcting
+/// one only moves the model's pick to the other, at the same event: the
+/// search must go on from there to correct both.
+#[test]
+fn two_guessed_blocks_that_each_hide_the_real_fit_are_both_corrected() {
+    let mut m = model(SETTINGS[2], 3 * GIB);
+    mixed_workload(&mut m, 995, 18_089_488_609_402_363_095);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let skip = 828;
+    assert_cut_replays(&m, skip, "cut at 828");
+    let report = verify(&snapshot_of(&m, skip));
+    let ReplayStart::Reconstructed {
+        corrected_block_sizes,
+        inferences,
+        ..
+    } = &report.replays[0].start
+    else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert_eq!(*corrected_block_sizes, 2, "{inferences:?}");
+    for block in ["0x7f000dc00000", "0x7f000e580000"] {
+        assert!(
+            inferences
+                .iter()
+                .any(|i| i.starts_with(&format!("block at {block} "))),
+            "{block}: {inferences:?}"
+        );
+    }
+}
+
 #[test]
 fn expandable_run_cut_at_every_position_replays_in_full() {
     let mut m = model("expandable_segments:True", 3 * GIB);

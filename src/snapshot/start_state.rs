@@ -1011,6 +1011,27 @@ fn replay_from_best_start_of(
     }
 }
 
+/// Sideways moves the search makes in a row before it gives up.
+const MAX_SIDEWAYS: usize = 3;
+
+/// Whether `next` diverges at the same allocation as `now` but with the
+/// model placing it somewhere else: the start state it came from explains
+/// the model's first pick as PyTorch's rules require.
+fn places_elsewhere(now: &DeviceReplay, next: &DeviceReplay) -> bool {
+    let (Some(a), Some(b)) = (now.divergence.as_ref(), next.divergence.as_ref()) else {
+        return false;
+    };
+    let alloc_at = |d: &super::replay::Divergence| {
+        d.model_event
+            .filter(|e| e.action == TraceAction::Alloc)
+            .map(|e| e.addr)
+    };
+    a.event_index == b.event_index
+        && alloc_at(a).is_some()
+        && alloc_at(b).is_some()
+        && alloc_at(a) != alloc_at(b)
+}
+
 fn search(
     snapshot: &Snapshot,
     device: u32,
@@ -1025,8 +1046,11 @@ fn search(
     let mut layout = builder.layout(&choices)?;
     let mut replay = replay_for_search(snapshot, device, &script, config, &layout)?;
     let mut replays = 1;
+    // Sideways moves in a row (see below).
+    let mut sideways = 0;
     while replays < MAX_REPLAYS {
         let mut best: Option<(SearchReplay, StartLayout, StartChoices)> = None;
+        let mut aside: Option<(SearchReplay, StartLayout, StartChoices)> = None;
         for c in candidates(&replay.report, &layout, &choices, start, config, &script) {
             if replays >= MAX_REPLAYS {
                 break;
@@ -1048,12 +1072,30 @@ fn search(
                 if unbeatable {
                     break;
                 }
+            } else if aside.is_none() && places_elsewhere(&replay.report, &r.report) {
+                aside = Some((r, l, c));
             }
         }
-        let Some((r, l, c)) = best else {
-            break;
+        // Two guessed blocks can each leave a free block PyTorch did not
+        // have: growing one only moves the model's pick to the other, at the
+        // same event. That candidate explains the first wrong pick, so the
+        // search goes on from it (a few times in a row at most: each move
+        // grows a block, and `MAX_REPLAYS` bounds the rest).
+        let next = match best {
+            Some(b) => {
+                sideways = 0;
+                b
+            }
+            None if sideways < MAX_SIDEWAYS => match aside {
+                Some(a) => {
+                    sideways += 1;
+                    a
+                }
+                None => break,
+            },
+            None => break,
         };
-        (replay, layout, choices) = (r, l, c);
+        (replay, layout, choices) = next;
     }
     Ok((replay.finish(snapshot, device), layout, choices))
 }
