@@ -261,6 +261,41 @@ fn two_guessed_blocks_that_each_hide_the_real_fit_are_both_corrected() {
     }
 }
 
+/// The ring buffer cut an allocation's retry path between two of its
+/// segment releases (a run a sweep of the property test found): the trace
+/// opens with the second release, then the call's cudaMalloc. From the
+/// state before the cut the model releases other segments, so the replay
+/// starts right after that call, as for a call whose `segment_alloc` was
+/// cut off.
+#[test]
+fn a_cut_between_the_retry_paths_releases_starts_the_replay_after_that_call() {
+    let mut m = model(SETTINGS[2], 3 * GIB);
+    mixed_workload(&mut m, 917, 18_244_637_760_571_736_917);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let skip = 953;
+    let around: Vec<&str> = m
+        .trace()
+        .skip(skip - 1)
+        .take(4)
+        .map(|e| e.action.as_str())
+        .collect();
+    assert_eq!(
+        around,
+        ["segment_free", "segment_free", "segment_alloc", "alloc"]
+    );
+    assert_cut_replays(&m, skip, "cut at 953");
+    let report = verify(&snapshot_of(&m, skip));
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("begins inside a call")),
+        "{inferences:?}"
+    );
+}
+
 #[test]
 fn expandable_run_cut_at_every_position_replays_in_full() {
     let mut m = model("expandable_segments:True", 3 * GIB);

@@ -949,11 +949,16 @@ fn replay_from_best_start_of(
     };
     // Only a call whose device events were lost can have been cut: a
     // segment_alloc before it is that call's own (a call makes at most one),
-    // so nothing was cut; and an event no device could have produced is
-    // reported where it stands, never skipped as part of the start.
-    let cut_possible = !events[..k]
+    // so it was not lost, unless the trace opens with a release: the retry
+    // path releases cached segments one by one before its cudaMalloc, and
+    // the ring buffer may have dropped the first of them. An event no device
+    // could have produced is reported where it stands, never skipped as part
+    // of the start.
+    let obtained_in_trace = events[..k]
         .iter()
-        .any(|e| e.action == TraceAction::SegmentAlloc)
+        .any(|e| e.action == TraceAction::SegmentAlloc);
+    let opens_with_release = events.first().is_some_and(super::replay::is_release);
+    let cut_possible = (!obtained_in_trace || opens_with_release)
         && super::replay::first_impossible(events, 0..k + 1).is_none();
     if !cut_possible {
         return whole;
