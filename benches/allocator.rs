@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
-use vramtop::snapshot::read_snapshot;
 use vramtop::snapshot::replay::verify;
+use vramtop::snapshot::{Limits, Stacks, read_snapshot_bytes_with};
 
 const GIB: u64 = 1 << 30;
 const OPS: usize = 200_000;
@@ -110,7 +110,10 @@ fn replay_silmont_fwd(c: &mut Criterion) {
     };
     c.bench_function("read_and_replay_silmont_fwd_fp32_128", |b| {
         b.iter(|| {
-            let snapshot = read_snapshot(black_box(&bytes)).expect("valid snapshot");
+            // As `replay --verify` reads: no stacks.
+            let snapshot =
+                read_snapshot_bytes_with(black_box(&bytes), &Limits::default(), Stacks::Skip)
+                    .expect("valid snapshot");
             let report = verify(&snapshot);
             assert!(report.full_match());
             black_box(report.replays.len())

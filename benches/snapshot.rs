@@ -22,7 +22,8 @@ use vramtop::snapshot::sites::Grouping;
 use vramtop::snapshot::summary::{DEFAULT_TOP_SITES, sites_report, summarize};
 use vramtop::snapshot::synth::{LargeShape, large};
 use vramtop::snapshot::{
-    Limits, WriteOptions, pickle, read_snapshot, snapshot_to_bytes, write_snapshot_with,
+    Limits, Stacks, WriteOptions, pickle, read_snapshot, read_snapshot_bytes_with,
+    snapshot_to_bytes, write_snapshot_with,
 };
 
 /// The real snapshots with a trace or many blocks, largest first: the
@@ -90,7 +91,15 @@ fn bench_workloads(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(bytes.len() as u64));
     group.bench_function("summary", |b| {
         b.iter(|| {
-            let snapshot = Arc::new(read_snapshot(black_box(&bytes)).ok()?);
+            // As `open --summary` reads: no stack of the trace's frees.
+            let snapshot = Arc::new(
+                read_snapshot_bytes_with(
+                    black_box(&bytes),
+                    &Limits::default(),
+                    Stacks::OfAllocations,
+                )
+                .ok()?,
+            );
             let summary = summarize(&snapshot);
             let sites = sites_report(&snapshot, Grouping::default(), DEFAULT_TOP_SITES);
             Some((summary, sites))
@@ -98,7 +107,10 @@ fn bench_workloads(c: &mut Criterion) {
     });
     group.bench_function("replay_verify", |b| {
         b.iter(|| {
-            let snapshot = read_snapshot(black_box(&bytes)).ok()?;
+            // As `replay --verify` reads: no stacks.
+            let snapshot =
+                read_snapshot_bytes_with(black_box(&bytes), &Limits::default(), Stacks::Skip)
+                    .ok()?;
             Some(verify(&snapshot))
         })
     });
