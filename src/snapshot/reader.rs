@@ -675,9 +675,27 @@ const FLAT_KEYS: [&str; 9] = [
 /// not in the list does not compile): a run-time search compared strings
 /// nine times per trace entry.
 const fn flat_slot(key: &str) -> usize {
+    key_slot(&FLAT_KEYS, key)
+}
+
+/// The index of `key` in [`SEGMENT_KEYS`], at compile time.
+const fn segment_slot(key: &str) -> usize {
+    key_slot(&SEGMENT_KEYS, key)
+}
+
+/// The index of `key` in [`BLOCK_KEYS`], at compile time.
+const fn block_slot(key: &str) -> usize {
+    key_slot(&BLOCK_KEYS, key)
+}
+
+/// The index of `key` in `keys`; used in `const` blocks, where a key not
+/// in the list fails to compile (a run-time search compared strings at
+/// every field of every segment and block: a tenth of a summary that
+/// reads no trace).
+const fn key_slot(keys: &[&str], key: &str) -> usize {
     let mut i = 0;
-    while i < FLAT_KEYS.len() {
-        let k = FLAT_KEYS[i].as_bytes();
+    while i < keys.len() {
+        let k = keys[i].as_bytes();
         let wanted = key.as_bytes();
         if k.len() == wanted.len() {
             let mut j = 0;
@@ -690,7 +708,7 @@ const fn flat_slot(key: &str) -> usize {
         }
         i += 1;
     }
-    panic!("not a key of FLAT_KEYS")
+    panic!("not a key of the list")
 }
 
 /// Converts an already parsed pickle into a [`Snapshot`].
@@ -937,9 +955,9 @@ enum KeySlot {
     NotAString,
 }
 
-/// The fields of a dict read in place, by `N` keys.
+/// The fields of a dict read in place, by `N` keys, in the order of the
+/// keys read ([`SEGMENT_KEYS`], [`BLOCK_KEYS`]).
 struct InPlaceFields<'d, const N: usize> {
-    keys: &'static [&'static str; N],
     values: [Option<pickle::Field<'d>>; N],
 }
 
@@ -997,19 +1015,20 @@ impl<'d, const N: usize> InPlaceFields<'d, N> {
                 }
             }
         }
-        Some(InPlaceFields { keys, values })
+        Some(InPlaceFields { values })
     }
 
-    /// The value of `key`, a None value read as absent (see [`present`]).
-    fn get(&self, key: &str) -> Option<pickle::Field<'d>> {
-        let index = self.keys.iter().position(|&k| k == key)?;
-        given(self.values.get(index).copied().flatten())
+    /// The value of the key at `slot` of the keys read (`segment_slot` or
+    /// `block_slot` of its name), a None value read as absent (see
+    /// [`present`]).
+    fn get(&self, slot: usize) -> Option<pickle::Field<'d>> {
+        given(self.values.get(slot).copied().flatten())
     }
 
     /// An unsigned int field, as [`optional_u64`] reads it; `Err(())`
     /// where that reports an error.
-    fn u64(&self, key: &str) -> Result<Option<u64>, ()> {
-        match self.get(key) {
+    fn u64(&self, slot: usize) -> Result<Option<u64>, ()> {
+        match self.get(slot) {
             None => Ok(None),
             Some(pickle::Field::Int(i)) => u64::try_from(i).map(Some).map_err(|_| ()),
             Some(_) => Err(()),
@@ -1089,32 +1108,33 @@ impl Reader {
             .charge(std::mem::size_of::<Segment>(), path)
             .ok()?;
         let fields = InPlaceFields::of(entry, &SEGMENT_KEYS, &mut self.segment_slots)?;
-        let address = fields.u64("address").ok()??;
-        let Some(Field::Str(type_name)) = fields.get("segment_type") else {
+        let address = fields.u64(const { segment_slot("address") }).ok()??;
+        let Some(Field::Str(type_name)) = fields.get(const { segment_slot("segment_type") }) else {
             return None;
         };
         let segment_type = PoolKind::parse(type_name)?;
-        let frames = match fields.get("frames") {
+        let frames = match fields.get(const { segment_slot("frames") }) {
             None => self.empty_frames(),
             Some(Field::Unfrozen(node)) => {
                 self.frames_in_place(entry, node, &path.key("frames"))?
             }
             Some(_) => return None,
         };
-        let Some(Field::Unfrozen(blocks_node)) = fields.get("blocks") else {
+        let Some(Field::Unfrozen(blocks_node)) = fields.get(const { segment_slot("blocks") })
+        else {
             return None;
         };
         let blocks = self.blocks_in_place(entry, blocks_node, address, &path.key("blocks"))?;
-        let total_size = fields.u64("total_size").ok()??;
+        let total_size = fields.u64(const { segment_slot("total_size") }).ok()??;
         if total_size > MAX_DEVICE_BYTES {
             return None;
         }
         address.checked_add(total_size)?;
-        let device = u32::try_from(fields.u64("device").ok()??).ok()?;
-        let Some(Field::Int(stream)) = fields.get("stream") else {
+        let device = u32::try_from(fields.u64(const { segment_slot("device") }).ok()??).ok()?;
+        let Some(Field::Int(stream)) = fields.get(const { segment_slot("stream") }) else {
             return None;
         };
-        let segment_pool_id = match fields.get("segment_pool_id") {
+        let segment_pool_id = match fields.get(const { segment_slot("segment_pool_id") }) {
             None => (0, 0),
             Some(Field::Unfrozen(node)) => {
                 let (first, second) = entry.int_pair(node)?;
@@ -1125,7 +1145,7 @@ impl Reader {
             }
             Some(_) => return None,
         };
-        let is_expandable = match fields.get("is_expandable") {
+        let is_expandable = match fields.get(const { segment_slot("is_expandable") }) {
             None => false,
             Some(Field::Bool(b)) => b,
             Some(_) => return None,
@@ -1134,9 +1154,9 @@ impl Reader {
             device,
             address,
             total_size,
-            allocated_size: fields.u64("allocated_size").ok()?,
-            active_size: fields.u64("active_size").ok()?,
-            requested_size: fields.u64("requested_size").ok()?,
+            allocated_size: fields.u64(const { segment_slot("allocated_size") }).ok()?,
+            active_size: fields.u64(const { segment_slot("active_size") }).ok()?,
+            requested_size: fields.u64(const { segment_slot("requested_size") }).ok()?,
             stream: int64_cast(stream.into())?,
             segment_type,
             segment_pool_id,
@@ -1166,24 +1186,27 @@ impl Reader {
                 .charge(std::mem::size_of::<Block>(), &path)
                 .ok()?;
             let fields = InPlaceFields::of(&entry, &BLOCK_KEYS, &mut self.block_slots)?;
-            if fields.get("history").is_some() {
+            if fields.get(const { block_slot("history") }).is_some() {
                 return None;
             }
-            let size = fields.u64("size").ok()??;
+            let size = fields.u64(const { block_slot("size") }).ok()??;
             if size > MAX_DEVICE_BYTES {
                 return None;
             }
-            let Some(Field::Str(state_name)) = fields.get("state") else {
+            let Some(Field::Str(state_name)) = fields.get(const { block_slot("state") }) else {
                 return None;
             };
             let state = BlockState::parse(state_name)?;
-            let address = match fields.u64("address").ok()? {
+            let address = match fields.u64(const { block_slot("address") }).ok()? {
                 Some(address) => address,
                 None => next_address?,
             };
             next_address = Some(address.checked_add(size)?);
-            let requested_size = fields.u64("requested_size").ok()?.unwrap_or(size);
-            let frames = match fields.get("frames") {
+            let requested_size = fields
+                .u64(const { block_slot("requested_size") })
+                .ok()?
+                .unwrap_or(size);
+            let frames = match fields.get(const { block_slot("frames") }) {
                 None => self.empty_frames(),
                 Some(Field::Unfrozen(node)) => {
                     self.frames_in_place(&entry, node, &path.key("frames"))?
