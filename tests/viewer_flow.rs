@@ -1830,3 +1830,19 @@ fn a_trace_that_frees_everything_says_so_at_its_end_and_where_the_peak_is() {
         "{start}"
     );
 }
+
+#[test]
+fn a_filter_over_no_segments_at_all_says_the_allocator_holds_no_memory() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('s'));
+    assert_eq!(v.stream_filter, Some(0));
+    assert!(v.segments.is_empty());
+    let screen = screen_of(&v);
+    assert!(
+        screen.contains("no segments: the allocator holds no memory"),
+        "{screen}"
+    );
+    assert!(!screen.contains("match the filter"), "{screen}");
+    assert!(!screen.contains("cycle the filter"), "{screen}");
+}

@@ -207,6 +207,9 @@ pub struct ViewerState {
     /// The segments at the cursor after the filters (with frames), in
     /// the order the segment pane lists them.
     pub segments: Vec<Segment>,
+    /// Segments at the cursor before the filters: none, and an empty map
+    /// is an allocator holding no memory, whatever the filters.
+    pub unfiltered_segments: usize,
     /// The dashboard state the reused panes draw (its `gpus` are the
     /// snapshot's devices).
     pub app: AppState,
@@ -388,6 +391,7 @@ impl ViewerState {
             detail_open: false,
             selected_address: None,
             segments: Vec::new(),
+            unfiltered_segments: 0,
             app,
             peaks,
             sites_open: false,
@@ -990,6 +994,7 @@ impl ViewerState {
             && cursor < d.len()
             && placed < state.blocks.len()
             && same_blocks(&layout, &d.segments_at(d.len()));
+        self.unfiltered_segments = layout.len();
         self.segments = layout
             .into_iter()
             .filter(|s| stream.is_none_or(|x| s.stream == x))

@@ -80,9 +80,9 @@ pub(super) fn render_breakdown(
         // allocator is empty when the filter hid its segments.
         let text = if v.scrub.devices.is_empty() {
             format!("nothing reserved: {}", super::NO_SEGMENTS_NOTE)
-        } else if v.device().is_some_and(|d| d.is_empty()) && super::filters(v).is_empty() {
+        } else if v.device().is_some_and(|d| d.is_empty()) && !super::filter_hides(v) {
             "nothing reserved in the file's final state".to_string()
-        } else if super::filters(v).is_empty() {
+        } else if !super::filter_hides(v) {
             // At the end of a trace that freed everything (the demo's, a
             // run that released its memory before the dump) the viewer
             // opens on an empty screen: say so, and where the memory was.

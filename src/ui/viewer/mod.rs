@@ -210,7 +210,7 @@ pub fn render_viewer(
     let filtered_empty = if v.scrub.devices.is_empty() {
         Some(NO_SEGMENTS_NOTE.to_string())
     } else {
-        (!shown.is_empty()).then(|| {
+        filter_hides(v).then(|| {
             format!(
                 "no segments match the filter ({}); {} cycle it",
                 shown.join(" · "),
@@ -331,6 +331,13 @@ pub(super) fn filters(v: &ViewerState) -> Vec<String> {
         out.push(format!("{} pool", p.as_str()));
     }
     out
+}
+
+/// Whether a filter is on and there are segments at the cursor for it to
+/// hide: with none at all the empty map is the allocator's, not the
+/// filter's, and the panes say so rather than "cycle the filter".
+pub(super) fn filter_hides(v: &ViewerState) -> bool {
+    !filters(v).is_empty() && v.unfiltered_segments > 0
 }
 
 /// Microseconds as "t+12.345 ms" from the first event of the trace.
