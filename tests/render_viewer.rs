@@ -721,6 +721,9 @@ fn at_the_last_event_the_hints_keep_the_compare_keys_and_drop_the_least_useful_m
             return;
         };
         press(&mut v, KeyCode::End);
+        // `c` is offered once A and B are both marked.
+        press(&mut v, KeyCode::Char('m'));
+        press(&mut v, KeyCode::Char('M'));
         for (w, h) in [(120, 40), (80, 24)] {
             let screen = text(draw(&v, w, h).backend().buffer());
             let hints = screen.lines().last().unwrap_or_default();
@@ -820,11 +823,15 @@ fn the_help_dims_the_keys_that_do_nothing_here_and_says_why() {
         ("→ l", "[at the last event]"),
         ("o", "[no OOM in the trace]"),
         ("O", "[no OOM in the trace]"),
+        // Nothing marked: `c` has no A and B to compare.
+        ("c", "[mark A and B first]"),
+        // The first block is selected: no segment before its own.
+        ("[", "[the first segment of the map is selected]"),
     ] {
         let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
         assert!(row.contains(why) && dim, "{keys}: {row}");
     }
-    for keys in ["← h", "m", "c", "w"] {
+    for keys in ["← h", "m", "w", "]"] {
         let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
         assert!(
             !row.lines().next().unwrap_or_default().contains('[') && !dim,
@@ -877,6 +884,14 @@ fn where_the_segment_map_is_empty_enter_is_not_offered_and_the_help_says_why() {
         row.contains("[the segment map is empty here]") && dim,
         "{row}"
     );
+    // Nor is there a segment for `]` or `[` to select.
+    for keys in ["]", "["] {
+        let (row, dim) = help_row(t.backend().buffer(), keys, &theme).expect(keys);
+        assert!(
+            row.contains("[the segment map is empty here]") && dim,
+            "{keys}: {row}"
+        );
+    }
     // At the end the map has blocks, and Enter is offered again.
     press(&mut v, KeyCode::Esc);
     press(&mut v, KeyCode::End);
@@ -1784,4 +1799,32 @@ fn both_filters_read_as_one_status_part_and_pane_titles_drop_them_before_cutting
     let narrow = status_text_within(&v, 80);
     assert!(narrow.contains("only stream 0 · large"), "{narrow}");
     assert!(narrow.contains("here"), "{narrow}");
+}
+
+#[test]
+fn the_block_details_hints_offer_only_the_block_key_that_moves() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let hints = |v: &ViewerState| {
+        let screen = text(draw(v, 120, 40).backend().buffer());
+        screen.lines().last().unwrap_or_default().to_string()
+    };
+    let first = hints(&v);
+    assert!(first.contains("↓ next block"), "{first}");
+    assert!(!first.contains("prev block"), "{first}");
+    let n: usize = v.segments.iter().map(|s| s.blocks.len()).sum();
+    for _ in 1..n {
+        press(&mut v, KeyCode::Down);
+    }
+    let last = hints(&v);
+    assert!(last.contains("↑ prev block"), "{last}");
+    assert!(!last.contains("next block"), "{last}");
+    // Pressed at the end anyway, the key says why it does not move.
+    press(&mut v, KeyCode::Down);
+    let said = text(draw(&v, 80, 24).backend().buffer());
+    assert!(said.contains("at the last block of the map"), "{said}");
 }

@@ -1832,6 +1832,106 @@ fn a_trace_that_frees_everything_says_so_at_its_end_and_where_the_peak_is() {
 }
 
 #[test]
+fn compare_is_not_offered_until_both_marks_are_set_and_says_why_when_pressed() {
+    use vramtop::app::viewer::ViewerAction as V;
+    let mut v = story_viewer();
+    let offered = |v: &ViewerState| hints(v).contains(&("c", "A/B"));
+    assert!(!offered(&v), "{:?}", hints(&v));
+    assert_eq!(v.unavailable(V::Compare), Some("mark A and B first"));
+    // Pressed anyway, it says which key marks what.
+    press(&mut v, KeyCode::Char('c'));
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("c compares A and B: m marks A, M marks B (neither is marked)")
+    );
+    press(&mut v, KeyCode::Char('m'));
+    assert!(!offered(&v), "A alone: {:?}", hints(&v));
+    assert_eq!(v.unavailable(V::Compare), Some("mark B first"));
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('M'));
+    assert!(offered(&v), "{:?}", hints(&v));
+    assert_eq!(v.unavailable(V::Compare), None);
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_some());
+}
+
+#[test]
+fn segment_keys_are_not_offered_where_no_segment_lies_that_way() {
+    use vramtop::app::viewer::ViewerAction as V;
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    assert!(v.segments.is_empty(), "nothing before the first event");
+    for a in [V::NextSegment, V::PrevSegment] {
+        assert_eq!(
+            v.unavailable(a),
+            Some("the segment map is empty here"),
+            "{a:?}"
+        );
+    }
+    // Where the map has more than one segment: from its first block `[`
+    // has nowhere to go, from the last segment `]` has none.
+    let mut more = false;
+    for _ in 0..v.device().map_or(0, |d| d.len()) {
+        press(&mut v, KeyCode::Right);
+        if v.segments.iter().filter(|s| !s.blocks.is_empty()).count() > 1 {
+            more = true;
+            break;
+        }
+    }
+    assert!(more, "the story has two segments at once");
+    v.app.ui.selected_block = 0;
+    assert_eq!(
+        v.unavailable(V::PrevSegment),
+        Some("the first segment of the map is selected")
+    );
+    assert_eq!(v.unavailable(V::NextSegment), None);
+    press(&mut v, KeyCode::Char('['));
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("the first segment of the map is selected")
+    );
+    while v.offers(V::NextSegment) {
+        let before = v.app.ui.selected_block;
+        press(&mut v, KeyCode::Char(']'));
+        assert!(v.app.ui.selected_block > before, "`]` moved on");
+    }
+    assert_eq!(
+        v.unavailable(V::NextSegment),
+        Some("the last segment of the map is selected")
+    );
+    assert_eq!(v.unavailable(V::PrevSegment), None);
+}
+
+#[test]
+fn block_detail_keys_at_the_ends_of_the_map_say_why_they_do_not_move() {
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    let n: usize = v.segments.iter().map(|s| s.blocks.len()).sum();
+    assert!(n > 1, "more than one block: {n}");
+    let first = v.selected_address;
+    assert_eq!(press(&mut v, KeyCode::Up), Effect::Redraw);
+    assert_eq!(v.selected_address, first);
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("at the first block of the map; ↓ goes to the next")
+    );
+    assert!(!v.detail_blocks().up && v.detail_blocks().down);
+    for _ in 1..n {
+        press(&mut v, KeyCode::Down);
+    }
+    assert_eq!(v.app.ui.selected_block, n - 1);
+    let last = v.selected_address;
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.selected_address, last);
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("at the last block of the map; ↑ goes to the previous")
+    );
+    assert!(v.detail_blocks().up && !v.detail_blocks().down);
+}
+
+#[test]
 fn a_filter_over_no_segments_at_all_says_the_allocator_holds_no_memory() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Home);

@@ -302,13 +302,17 @@ pub enum DetailKey {
 }
 
 impl DetailKey {
-    /// Whether the key does something in a view that stands at
-    /// `scrolled`: a scroll key only where it moves the view.
-    fn goes(self, scrolled: Scrolled) -> bool {
+    /// Whether the key does something in a detail whose stack stands at
+    /// `scrolled` and whose block has `blocks` before (`up`) and after
+    /// (`down`) it in the map: a scroll key only where it moves the view,
+    /// a block key only where there is a block that way.
+    fn goes(self, scrolled: Scrolled, blocks: Scrolled) -> bool {
         match self {
             DetailKey::ScrollUp | DetailKey::Top => scrolled.up,
             DetailKey::ScrollDown | DetailKey::Bottom => scrolled.down,
-            _ => true,
+            DetailKey::PrevBlock => blocks.up,
+            DetailKey::NextBlock => blocks.down,
+            DetailKey::Quit | DetailKey::Close => true,
         }
     }
 
@@ -680,14 +684,19 @@ impl Keymap {
     /// "key action" pairs for the viewer's status line while the block
     /// detail is open (`?` opens the help over it; not hinted, for room):
     /// of the scroll keys only those that move it from where it stands
-    /// (`scrolled`), PgUp in PgDn's place at the bottom.
-    pub fn detail_hints(&self, scrolled: Scrolled) -> Vec<(&'static str, &'static str)> {
+    /// (`scrolled`), PgUp in PgDn's place at the bottom; of the block keys
+    /// only those with a block that way in the map (`blocks`).
+    pub fn detail_hints(
+        &self,
+        scrolled: Scrolled,
+        blocks: Scrolled,
+    ) -> Vec<(&'static str, &'static str)> {
         let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
         DETAIL_BINDINGS
             .iter()
-            .filter(|(_, key, _)| key.goes(scrolled))
+            .filter(|(_, key, _)| key.goes(scrolled, blocks))
             .filter(|(_, key, _)| {
-                !(*key == DetailKey::ScrollUp && DetailKey::ScrollDown.goes(scrolled))
+                !(*key == DetailKey::ScrollUp && DetailKey::ScrollDown.goes(scrolled, blocks))
             })
             .filter_map(|(keys, _, hint)| hint.map(|h| (first(keys), h)))
             .collect()
@@ -1962,8 +1971,8 @@ mod tests {
             "open the last snapshot (F3 returns)"
         );
         let top = Scrolled::at(0, 5);
-        assert!(k.detail_hints(top).contains(&("Esc", "close")));
-        assert!(!k.detail_hints(top).iter().any(|h| h.1 == "event"));
+        assert!(k.detail_hints(top, top).contains(&("Esc", "close")));
+        assert!(!k.detail_hints(top, top).iter().any(|h| h.1 == "event"));
     }
 
     #[test]
@@ -2005,12 +2014,32 @@ mod tests {
         assert_eq!(hinted(19, 19), ["q", "Esc", "↑", "PgUp"], "at the last row");
         assert_eq!(hinted(25, 19), ["q", "Esc", "↑", "PgUp"], "past it: at it");
         assert_eq!(hinted(0, 0), ["q", "Esc"], "it all fits");
-        let detail =
-            |scroll, limit| -> Vec<(&str, &str)> { k.detail_hints(Scrolled::at(scroll, limit)) };
+        let between = Scrolled::at(1, 2);
+        let detail = |scroll, limit| -> Vec<(&str, &str)> {
+            k.detail_hints(Scrolled::at(scroll, limit), between)
+        };
         assert!(detail(0, 4).contains(&("PgDn", "scroll")));
         assert!(detail(4, 4).contains(&("PgUp", "scroll")));
         assert!(!detail(4, 4).iter().any(|h| h.0 == "PgDn"));
         assert!(!detail(0, 0).iter().any(|h| h.1 == "scroll"), "it all fits");
+    }
+
+    #[test]
+    fn block_detail_hints_offer_only_the_block_keys_with_a_block_that_way() {
+        let k = Keymap::default();
+        let fits = Scrolled::at(0, 0);
+        let blocks = |selected, last| -> Vec<&str> {
+            let hints = k.detail_hints(fits, Scrolled::at(selected, last));
+            hints.iter().map(|h| h.1).collect()
+        };
+        assert_eq!(blocks(0, 19), ["quit", "close", "next block"], "first");
+        assert_eq!(
+            blocks(7, 19),
+            ["quit", "close", "prev block", "next block"],
+            "between"
+        );
+        assert_eq!(blocks(19, 19), ["quit", "close", "prev block"], "last");
+        assert_eq!(blocks(0, 0), ["quit", "close"], "the only block");
     }
 
     #[test]

@@ -724,6 +724,13 @@ impl ViewerState {
         Scrolled::at(self.detail_scroll, self.detail_scroll_limit.get())
     }
 
+    /// Which ways the block detail can move to another block of the map
+    /// (`up`: a block before the selected one, `down`: one after it).
+    pub fn detail_blocks(&self) -> Scrolled {
+        let n = self.block_count();
+        Scrolled::at(self.app.ui.selected_block, n.saturating_sub(1))
+    }
+
     /// Scrolls the block detail `delta` rows, within what it last drew.
     fn scroll_detail(&mut self, delta: isize) -> Effect {
         let limit = self.detail_scroll_limit.get();
@@ -828,6 +835,13 @@ impl ViewerState {
             ViewerAction::ExpandSite if self.sites_open && self.selected_site().is_none() => {
                 return Some("no site here");
             }
+            // An empty map, or the first (last) segment selected: no
+            // segment that way.
+            ViewerAction::NextSegment | ViewerAction::PrevSegment => {
+                if let Err(why) = self.segment_target(action == ViewerAction::NextSegment) {
+                    return Some(why);
+                }
+            }
             _ => {}
         }
         // While the trace is read the moves wait for it: offered as keys
@@ -881,6 +895,18 @@ impl ViewerState {
                 "no empty_cache in the trace",
                 "none before",
             ),
+            // `c` compares two marks on this GPU (or closes the comparison).
+            V::Compare if self.compare.is_none() => {
+                match (self.mark_here(self.mark_a), self.mark_here(self.mark_b)) {
+                    (MarkHere::Here(_), MarkHere::Here(_)) => None,
+                    (MarkHere::Elsewhere(_), _) | (_, MarkHere::Elsewhere(_)) => {
+                        Some("A and B are not both marked on this GPU")
+                    }
+                    (MarkHere::Here(_), _) => Some("mark B first"),
+                    (_, MarkHere::Here(_)) => Some("mark A first"),
+                    _ => Some("mark A and B first"),
+                }
+            }
             _ => None,
         }
     }
@@ -1414,6 +1440,19 @@ impl ViewerState {
     /// before when the selection is there already. A map of hundreds of
     /// segments is otherwise crossed one block a key.
     fn move_segment(&mut self, forward: bool) -> Effect {
+        match self.segment_target(forward) {
+            Ok(target) => {
+                self.app.ui.selected_block = target;
+                self.selected_address = self.selected_block().map(|(_, b)| b.address);
+            }
+            Err(why) => self.app.ui.notice = Some(why.to_string()),
+        }
+        Effect::Redraw
+    }
+
+    /// The block [`Self::move_segment`] selects (index into the map's
+    /// blocks), or why there is none: the help dims `]`/`[` with it.
+    fn segment_target(&self, forward: bool) -> Result<usize, &'static str> {
         let selected = self.app.ui.selected_block;
         // The index of each segment's first block; empty segments have none.
         let mut starts = Vec::with_capacity(self.segments.len());
@@ -1435,22 +1474,13 @@ impl ViewerState {
                 _ => k.checked_sub(1).and_then(|j| starts.get(j).copied()),
             },
         };
-        let Some(target) = target else {
-            self.app.ui.notice = Some(
-                if starts.is_empty() {
-                    "the segment map is empty here"
-                } else if forward {
-                    "the last segment of the map is selected"
-                } else {
-                    "the first segment of the map is selected"
-                }
-                .to_string(),
-            );
-            return Effect::Redraw;
-        };
-        self.app.ui.selected_block = target;
-        self.selected_address = self.selected_block().map(|(_, b)| b.address);
-        Effect::Redraw
+        target.ok_or(if starts.is_empty() {
+            "the segment map is empty here"
+        } else if forward {
+            "the last segment of the map is selected"
+        } else {
+            "the first segment of the map is selected"
+        })
     }
 
     /// Whether the sites pane takes the keys it answers (↑/↓, Enter, Esc):
@@ -1584,13 +1614,32 @@ impl ViewerState {
                     self.detail_scroll = 0;
                     Effect::Redraw
                 }
-                Some(DetailKey::PrevBlock) => {
+                Some(step @ (DetailKey::PrevBlock | DetailKey::NextBlock)) => {
+                    let back = step == DetailKey::PrevBlock;
+                    let blocks = self.detail_blocks();
+                    if (back && !blocks.up) || (!back && !blocks.down) {
+                        // A silent key at the end of the map reads as a
+                        // broken one: say why, and which key goes on.
+                        let other = if back {
+                            DetailKey::NextBlock
+                        } else {
+                            DetailKey::PrevBlock
+                        };
+                        let other_key = keymap
+                            .detail_key_label(other)
+                            .and_then(|keys| keys.split(' ').next())
+                            .unwrap_or_default();
+                        self.app.ui.notice = Some(if back {
+                            format!("at the first block of the map; {other_key} goes to the next")
+                        } else {
+                            format!(
+                                "at the last block of the map; {other_key} goes to the previous"
+                            )
+                        });
+                        return Effect::Redraw;
+                    }
                     self.detail_scroll = 0;
-                    self.move_block(-1)
-                }
-                Some(DetailKey::NextBlock) => {
-                    self.detail_scroll = 0;
-                    self.move_block(1)
+                    self.move_block(if back { -1 } else { 1 })
                 }
                 Some(DetailKey::ScrollUp) => {
                     self.scroll_detail(-popup_page(&self.detail_page_rows))

@@ -416,7 +416,7 @@ pub(super) fn render_status(
     let mut all = if v.compare.is_some() {
         keymap.compare_hints(v.compare_scrolled())
     } else if v.detail_open {
-        keymap.detail_hints(v.detail_scrolled())
+        keymap.detail_hints(v.detail_scrolled(), v.detail_blocks())
     } else {
         // Only the keys that can do something in this file.
         keymap.viewer_hints_offered(sites, |a| v.hinted(a))
