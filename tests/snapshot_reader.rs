@@ -2501,25 +2501,10 @@ proptest! {
                 vramtop::snapshot::Stacks::Skip,
             ));
             if let Ok(read) = read {
-                prop_assert_eq!(skipped, Ok(without_stacks(read)));
+                prop_assert_eq!(skipped, Ok(common::without_stacks(read)));
             }
         }
     }
-}
-
-/// `snapshot` with every traceback emptied.
-fn without_stacks(mut snapshot: Snapshot) -> Snapshot {
-    let empty: vramtop::snapshot::Frames = Arc::from(Vec::new());
-    for segment in &mut snapshot.segments {
-        segment.frames = empty.clone();
-        for block in &mut segment.blocks {
-            block.frames = empty.clone();
-        }
-    }
-    for entry in snapshot.device_traces.iter_mut().flatten() {
-        entry.frames = empty.clone();
-    }
-    snapshot
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 use vramtop::alloc::{CachingAllocator, InMemoryDevice};
 use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::replay::{ReplayStart, VerifyReport, verify};
-use vramtop::snapshot::{Snapshot, Stacks, read_snapshot_file, read_snapshot_file_with};
+use vramtop::snapshot::{Stacks, read_snapshot_file, read_snapshot_file_with};
 
 use common::shared_snapshot as shared;
 use common::workload::{mixed_workload, model};
@@ -278,22 +278,6 @@ fn replay_ascii_prints_the_report_in_ascii_one_character_for_one() {
     }
 }
 
-/// `snapshot` with every traceback emptied: what a read that skips the
-/// stacks must give, field for field.
-fn without_stacks(mut snapshot: Snapshot) -> Snapshot {
-    let empty: vramtop::snapshot::Frames = std::sync::Arc::from(Vec::new());
-    for segment in &mut snapshot.segments {
-        segment.frames = empty.clone();
-        for block in &mut segment.blocks {
-            block.frames = empty.clone();
-        }
-    }
-    for entry in snapshot.device_traces.iter_mut().flatten() {
-        entry.frames = empty.clone();
-    }
-    snapshot
-}
-
 #[test]
 fn a_read_without_stacks_differs_only_in_its_empty_tracebacks_and_verifies_alike() {
     let Some(dir) = common::shared_snapshots_dir() else {
@@ -315,7 +299,7 @@ fn a_read_without_stacks_differs_only_in_its_empty_tracebacks_and_verifies_alike
         with_frames += usize::from(had_frames);
         assert_eq!(verify(&skipped), verify(&read), "{name}: the verdict");
         assert!(
-            without_stacks(read) == skipped,
+            common::without_stacks(read) == skipped,
             "{name}: a read without stacks differs in more than its tracebacks"
         );
     }
@@ -351,5 +335,5 @@ fn a_generated_recording_read_without_stacks_replays_as_read_whole() {
     );
     assert_eq!(verify(&skipped), verify(&read));
     assert!(verify(&skipped).full_match());
-    assert!(without_stacks(read) == skipped);
+    assert!(common::without_stacks(read) == skipped);
 }

@@ -209,3 +209,19 @@ pub fn renamed_action(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
     out[at[0]..at[0] + to.len()].copy_from_slice(to.as_bytes());
     out
 }
+
+/// `snapshot` with every traceback emptied: what a read that skips the
+/// stacks must give, field for field.
+pub fn without_stacks(mut snapshot: vramtop::snapshot::Snapshot) -> vramtop::snapshot::Snapshot {
+    let empty: vramtop::snapshot::Frames = std::sync::Arc::from(Vec::new());
+    for segment in &mut snapshot.segments {
+        segment.frames = empty.clone();
+        for block in &mut segment.blocks {
+            block.frames = empty.clone();
+        }
+    }
+    for entry in snapshot.device_traces.iter_mut().flatten() {
+        entry.frames = empty.clone();
+    }
+    snapshot
+}
