@@ -584,6 +584,89 @@ fn open_of_a_bad_file_or_without_summary_exits_2_with_one_line() {
 }
 
 #[test]
+fn open_quotes_the_path_of_its_summary_hint_for_a_shell() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("my runs");
+    std::fs::create_dir_all(&dir).expect("folder");
+    let pickle = dir.join("a b$HOME.pickle");
+    std::fs::write(&pickle, b"\x80\x04K\x01.").expect("write");
+    let path = pickle.display().to_string();
+    let (code, _, err) = vramtop(&["open", &path]);
+    assert_eq!(code, 2, "{err}");
+    // Pasted, the hint opens the same file: one word, nothing expanded.
+    assert!(
+        err.contains(&format!("`vramtop open '{path}' --summary [--json]`")),
+        "{err}"
+    );
+}
+
+#[test]
+fn open_of_a_file_cut_inside_its_first_frame_says_it_ends_early_not_the_hint() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    // PROTO 4, a FRAME of 100 bytes, 10 of them there; then a frame of
+    // 64 KiB cut past the first bytes read (4 KiB); then a frame's
+    // length cut.
+    let mut short = b"\x80\x04\x95".to_vec();
+    short.extend(100u64.to_le_bytes());
+    short.extend([b'N'; 10]);
+    let mut long = b"\x80\x04\x95".to_vec();
+    long.extend(65_536u64.to_le_bytes());
+    long.extend([b'N'; 10_000]);
+    for (name, bytes, said) in [
+        (
+            "short.pkl",
+            short,
+            "21 bytes, cut inside its first 100 B frame",
+        ),
+        (
+            "long.pkl",
+            long,
+            "10011 bytes, cut inside its first 64 KiB frame",
+        ),
+        (
+            "header.pkl",
+            b"\x80\x04\x95\x00\x01".to_vec(),
+            "5 bytes, cut inside a frame's header",
+        ),
+    ] {
+        let file = tmp.path().join(name);
+        std::fs::write(&file, bytes).expect("write");
+        let (code, out, err) = vramtop(&["open", &file.display().to_string()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(!err.contains("needs a terminal"), "{name}: {err}");
+        assert!(
+            err.contains(&format!("the file ends early: {said}")),
+            "{name}: {err}"
+        );
+    }
+    // A real snapshot cut in its first frame: what --summary says.
+    let Some(real) = snapshot_files()
+        .into_iter()
+        .flatten()
+        .find(|p| p.ends_with("silmont_mem_snapshot.pickle"))
+    else {
+        return;
+    };
+    let bytes = std::fs::read(real).expect("read");
+    for len in [1000, 10_000] {
+        let cut = tmp.path().join(format!("head{len}.pkl"));
+        std::fs::write(&cut, &bytes[..len]).expect("write");
+        let cut = cut.display().to_string();
+        let (code, _, summary_err) = vramtop(&["open", &cut, "--summary"]);
+        assert_eq!(code, 2, "{summary_err}");
+        let (code, _, err) = vramtop(&["open", &cut]);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(err, summary_err);
+        assert!(
+            err.contains("cut inside its first 64.00 KiB frame"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn open_names_an_unreadable_file_before_asking_for_a_terminal() {
     // A test's stdout is no terminal: a readable file gets the --summary
     // hint, a missing file or a folder its own error.

@@ -178,15 +178,17 @@ fn viewer(
     // A file that cannot be read, or is no pickle (its first bytes say
     // so), is said first, as --summary would say it: pointing to
     // --summary, which then fails on the same file, costs a second try.
+    // A file cut inside its first frame is said as --summary says it.
     if let Err(e) = crate::snapshot::check_file_start(file) {
-        super::say_error(e);
+        super::say_error(super::ends_early(&e, false).unwrap_or_else(|| e.to_string()));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !std::io::stdout().is_terminal() {
+        // Quoted for a shell, to be pasted (a space, a `$` in the name).
         super::say_error(format_args!(
             "the snapshot viewer needs a terminal on stdout; for text output use \
              `vramtop open {} --summary [--json]`",
-            file.display()
+            crate::quote::shell_word(&file.display().to_string())
         ));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }

@@ -339,14 +339,34 @@ const FILE_START_BYTES: u64 = 4096;
 /// Whether `path` can be read and starts as a pickle: its first
 /// [`FILE_START_BYTES`] only, checked as every reader checks its first
 /// chunk, with the same errors ("cannot read …", "…: not a pickle: looks
-/// like text: …"). What can be said of a file this cheaply is said before
-/// anything that would send the user on to read it another way.
+/// like text: …"), and a file that ends inside its first frame (cut
+/// short, as a whole read would say it). What can be said of a file this
+/// cheaply is said before anything that would send the user on to read it
+/// another way.
 pub fn check_file_start(path: &Path) -> Result<(), SnapshotError> {
     let mut start = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(FILE_START_BYTES).read_to_end(&mut start))
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    // The length of a regular file; of anything else (a pipe), only when
+    // it ends within the bytes read.
+    let file_len = file
+        .metadata()
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map(|m| m.len());
+    file.take(FILE_START_BYTES)
+        .read_to_end(&mut start)
         .map_err(|e| io_error(path, e))?;
-    pickle::check_looks_like_pickle(&start).map_err(|e| in_file(path, e.into()))
+    pickle::check_looks_like_pickle(&start).map_err(|e| in_file(path, e.into()))?;
+    let read = start.len() as u64;
+    let len = if read < FILE_START_BYTES {
+        Some(read)
+    } else {
+        file_len.filter(|&len| len >= read)
+    };
+    match len {
+        Some(len) => pickle::check_first_frame(&start, len).map_err(|e| in_file(path, e.into())),
+        None => Ok(()),
+    }
 }
 
 /// A snapshot file's final state without its trace: the segments (and

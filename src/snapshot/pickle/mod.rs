@@ -566,6 +566,45 @@ fn check_frame_chain(bytes: &[u8]) -> Result<(), PickleError> {
     Ok(())
 }
 
+/// [`check_frame_chain`]'s verdict on the first frame only, from `start`,
+/// the input's first bytes, and `len`, its length in bytes: a file cut
+/// inside its first frame is said from its first few bytes, in the words
+/// of a whole read.
+pub(crate) fn check_first_frame(start: &[u8], len: u64) -> Result<(), PickleError> {
+    let Ok(len) = usize::try_from(len) else {
+        return Ok(());
+    };
+    if start.first() != Some(&op::PROTO) || start.get(2) != Some(&op::FRAME) {
+        return Ok(());
+    }
+    // Bytes 3..11: the frame's length, little-endian.
+    let Some(length) = start.get(3..11) else {
+        // Only where the input ends there: a short start of a longer one
+        // says nothing.
+        return match 11usize.checked_sub(len) {
+            Some(needed) if needed > 0 && start.len() == len => Err(PickleError::Truncated {
+                opcode: "FRAME",
+                offset: 2,
+                end: len,
+                needed: needed as u64,
+            }),
+            _ => Ok(()),
+        };
+    };
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(length);
+    let frame_end = 11u64.saturating_add(u64::from_le_bytes(bytes));
+    if frame_end > len as u64 {
+        return Err(PickleError::Truncated {
+            opcode: "FRAME",
+            offset: 2,
+            end: len,
+            needed: frame_end - len as u64,
+        });
+    }
+    Ok(())
+}
+
 /// Recognises common non-pickle inputs up front, so that the user reads
 /// "looks like a zip archive" rather than a refused `PERSID` opcode.
 pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
