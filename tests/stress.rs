@@ -429,6 +429,21 @@ fn escape_cancels_the_size_field_and_invalid_text_says_why_and_keeps_it_open() {
         "'0MiB' is zero: a size is at least 1B"
     );
     assert_eq!(parse_typed_size(" 1.5GiB "), Ok(3 * GIB / 2));
+    // A bare number is bytes, and a fraction of a byte is refused as the
+    // command line refuses it, not rounded.
+    assert_eq!(parse_typed_size("2"), Ok(2));
+    assert_eq!(parse_typed_size("1.5KiB"), Ok(1536));
+    for fraction in ["0.5B", "1.5", "0.3B"] {
+        let why = parse_typed_size(fraction).unwrap_err();
+        assert!(
+            why.starts_with(&format!("'{fraction}' is not a whole number of bytes (")),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        vramtop::cli::size_arg("0.5B").unwrap_err(),
+        "'0.5B' is not a whole number of bytes"
+    );
     assert_eq!(parse_typed_size("1TiB"), Ok(MAX_TYPED_SIZE));
     assert!(parse_typed_size("1.1TiB").is_err());
 }

@@ -239,6 +239,10 @@ pub enum SizeRefusal {
     NotASize,
     /// Past the largest size the reader takes.
     TooLarge,
+    /// A fraction of a byte (`0.5B`, `1.5`, `0.3KiB`): no size is.
+    /// `between`: the whole bytes just below, where the text's unit is
+    /// larger than a byte (`1.1GiB`), to say the sizes either side.
+    NotWholeBytes { between: Option<u64> },
 }
 
 impl SizeRefusal {
@@ -257,6 +261,15 @@ impl SizeRefusal {
             SizeRefusal::TooLarge => {
                 format!("'{quoted}' is more than the largest size, {largest}")
             }
+            SizeRefusal::NotWholeBytes { between: None } => {
+                format!("'{quoted}' is not a whole number of bytes")
+            }
+            SizeRefusal::NotWholeBytes {
+                between: Some(below),
+            } => format!(
+                "'{quoted}' is not a whole number of bytes: it lies between {below}B and {}B",
+                below.saturating_add(1)
+            ),
         }
     }
 }
@@ -265,18 +278,58 @@ impl SizeRefusal {
 /// `largest` bytes: the one reader of the command line's sizes and the
 /// stress panel's size field, so that both refuse a text for the same
 /// reason ([`SizeRefusal::message`] words it). A number too long for
-/// any integer is too large, not "not a size".
+/// any integer is too large, not "not a size"; a fraction of a byte is
+/// refused, not rounded (`0.5B` is not 1 B, `0.3B` not zero), while a
+/// fraction of a larger unit that is whole bytes (`1.5KiB`) is exact.
 pub fn typed_size(text: &str, largest: u64) -> Result<u64, SizeRefusal> {
     if text.trim_start().starts_with('-') {
         return Err(SizeRefusal::Negative);
     }
-    match size_bytes(text) {
-        Ok(0) => Err(SizeRefusal::Zero),
-        Ok(n) if n > largest => Err(SizeRefusal::TooLarge),
-        Ok(n) => Ok(n),
+    match size_exactly(text) {
+        // Past the largest is said first: the fraction does not matter.
+        Ok(Bytes::NotWhole { below, .. }) if below >= largest => Err(SizeRefusal::TooLarge),
+        Ok(Bytes::NotWhole { below, unit_bytes }) => Err(SizeRefusal::NotWholeBytes {
+            // In bytes the sizes either side say nothing the text does not.
+            between: (unit_bytes > 1 && below > 0).then_some(below),
+        }),
+        Ok(Bytes::Whole(0)) => Err(SizeRefusal::Zero),
+        Ok(Bytes::Whole(n)) if n > largest => Err(SizeRefusal::TooLarge),
+        Ok(Bytes::Whole(n)) => Ok(n),
         Err(QuantityError::TooLarge) => Err(SizeRefusal::TooLarge),
         Err(QuantityError::Malformed) => Err(SizeRefusal::NotASize),
     }
+}
+
+/// A size text's bytes, as [`size_exactly`] finds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bytes {
+    /// Exactly this many bytes.
+    Whole(u64),
+    /// A number of bytes with a fraction (`0.5B`, `0.3KiB`): more than
+    /// `below` whole bytes, fewer than one more; written in a unit of
+    /// `unit_bytes`.
+    NotWhole { below: u64, unit_bytes: u64 },
+}
+
+/// The bytes of `digits`, a decimal fraction's digits after the point
+/// (`"5"` for 0.5), times `multiplier` (a unit's bytes): the whole bytes
+/// below it and whether it is exactly that. Exact, on the digits (no
+/// float), for any number of them.
+fn fraction_bytes(digits: &str, multiplier: u64) -> (u64, bool) {
+    // F · multiplier / 10^k for F the k digits as an integer: long
+    // multiplication from the lowest digit, whose k lowest digits of the
+    // product are the fraction of a byte left (all 0: none) and whose
+    // carry past them the whole bytes. The carry stays below the unit
+    // (< 10 · multiplier / 10 at each digit), so it fits in a u64.
+    let mut carry = 0u128;
+    let mut exact = true;
+    for &d in digits.as_bytes().iter().rev() {
+        // Only ASCII digits come here (`number_and_unit`).
+        carry += u128::from(d.saturating_sub(b'0')) * u128::from(multiplier);
+        exact &= carry.is_multiple_of(10);
+        carry /= 10;
+    }
+    (u64::try_from(carry).unwrap_or(u64::MAX), exact)
 }
 
 /// Parses a byte size as people write it: `512`, `512B`, `37MiB`, `1.5GiB`,
@@ -286,11 +339,28 @@ pub fn parse_size(text: &str) -> Option<u64> {
     size_bytes(text).ok()
 }
 
-/// [`parse_size`], saying why a text is refused.
+/// [`parse_size`], saying why a text is refused. A fraction of a byte is
+/// rounded to the nearest (a scenario's sizes); [`typed_size`] refuses it.
 pub fn size_bytes(text: &str) -> Result<u64, QuantityError> {
-    let (value, number, unit) = number_and_unit(text)?;
+    match size_exactly(text)? {
+        Bytes::Whole(n) => Ok(n),
+        Bytes::NotWhole { .. } => {
+            let (value, _, unit) = number_and_unit(text)?;
+            let bytes = value * unit_bytes(unit)? as f64;
+            // 2^64, the first size past the largest, is exact in f64.
+            if (0.0..18_446_744_073_709_551_616.0).contains(&bytes) {
+                Ok(bytes.round() as u64)
+            } else {
+                Err(QuantityError::TooLarge)
+            }
+        }
+    }
+}
+
+/// The bytes of one `unit` of a size text (`""` and `B` are bytes).
+fn unit_bytes(unit: &str) -> Result<u64, QuantityError> {
     const KIB: u64 = 1024;
-    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+    Ok(match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kib" => KIB,
         "m" | "mib" => KIB.pow(2),
@@ -307,22 +377,37 @@ pub fn size_bytes(text: &str) -> Result<u64, QuantityError> {
         "pb" => 10u64.pow(15),
         "eb" => 10u64.pow(18),
         _ => return Err(QuantityError::Malformed),
-    };
-    // A whole number is counted exactly: every size up to the largest
-    // `u64` is taken, none past it.
-    if number.bytes().all(|b| b.is_ascii_digit()) {
-        return number
-            .parse::<u64>()
-            .ok()
-            .and_then(|n| n.checked_mul(multiplier))
-            .ok_or(QuantityError::TooLarge);
-    }
-    // A fraction: 2^64, the first size past the largest, is exact in f64.
-    let bytes = value * multiplier as f64;
-    if (0.0..18_446_744_073_709_551_616.0).contains(&bytes) {
-        Ok(bytes.round() as u64)
+    })
+}
+
+/// A size text's bytes, counted exactly: every size up to the largest
+/// `u64` is taken, none past it, and a fraction of a larger unit is
+/// whole bytes or said not to be (never rounded).
+fn size_exactly(text: &str) -> Result<Bytes, QuantityError> {
+    // The float only checks the number's form ("1.2.3", "." are not).
+    let (_, number, unit) = number_and_unit(text)?;
+    let multiplier = unit_bytes(unit)?;
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    // "" before the point (".5KiB") is none of the unit.
+    let whole = if whole.is_empty() {
+        Some(0)
     } else {
-        Err(QuantityError::TooLarge)
+        whole.parse::<u64>().ok()
+    };
+    let whole = whole
+        .and_then(|n| n.checked_mul(multiplier))
+        .ok_or(QuantityError::TooLarge)?;
+    let (part, exact) = fraction_bytes(fraction, multiplier);
+    let below = whole.checked_add(part).ok_or(QuantityError::TooLarge)?;
+    if exact {
+        Ok(Bytes::Whole(below))
+    } else {
+        // Past the largest even when its whole bytes below are not.
+        below.checked_add(1).ok_or(QuantityError::TooLarge)?;
+        Ok(Bytes::NotWhole {
+            below,
+            unit_bytes: multiplier,
+        })
     }
 }
 
@@ -487,6 +572,60 @@ mod tests {
             Err(QuantityError::TooLarge)
         );
         assert_eq!(duration_ms_exact("9.5ms"), Ok(9.5));
+    }
+
+    #[test]
+    fn a_typed_fraction_of_a_byte_is_refused_not_rounded() {
+        let refusal = SizeRefusal::NotWholeBytes { between: None };
+        let not_whole = Err(refusal);
+        // Neither rounded up to 1 B nor down to "zero".
+        assert_eq!(typed_size("0.5B", MAX_PARSED_SIZE), not_whole);
+        assert_eq!(typed_size("0.3B", MAX_PARSED_SIZE), not_whole);
+        assert_eq!(typed_size("1.5", MAX_PARSED_SIZE), not_whole);
+        assert_eq!(typed_size("0.0001KiB", MAX_PARSED_SIZE), not_whole);
+        // 1.1 GiB is 1181116006.4 B: the sizes either side are said.
+        let between = SizeRefusal::NotWholeBytes {
+            between: Some(1_181_116_006),
+        };
+        assert_eq!(typed_size("1.1GiB", MAX_PARSED_SIZE), Err(between));
+        assert_eq!(
+            between.message("1.1GiB", "x"),
+            "'1.1GiB' is not a whole number of bytes: it lies between 1181116006B and 1181116007B"
+        );
+        assert_eq!(
+            refusal.message("0.5B", "x"),
+            "'0.5B' is not a whole number of bytes"
+        );
+        // Past the largest is said before the fraction.
+        assert_eq!(typed_size("1.1TiB", 1 << 40), Err(SizeRefusal::TooLarge));
+        assert_eq!(
+            typed_size("15.9999999999999999999EiB", MAX_PARSED_SIZE),
+            Err(SizeRefusal::TooLarge)
+        );
+    }
+
+    #[test]
+    fn a_typed_fraction_of_a_larger_unit_that_is_whole_bytes_is_exact() {
+        for (text, bytes) in [
+            ("1.5KiB", 1536),
+            (".5KiB", 512),
+            ("0.0625KiB", 64),
+            ("1.0B", 1),
+            ("2.", 2),
+            ("2.000B", 2),
+            ("1.5GiB", 3 << 29),
+            ("15.5EiB", 31 << 59),
+            // Past a float's 53 bits, still exact.
+            ("1.1EB", 1_100_000_000_000_000_000),
+            ("0.000000001GB", 1),
+            // 1 B is 2^-60 EiB, 60 decimals.
+            (
+                "0.000000000000000000867361737988403547205962240695953369140625EiB",
+                1,
+            ),
+        ] {
+            assert_eq!(typed_size(text, MAX_PARSED_SIZE), Ok(bytes), "{text}");
+        }
     }
 
     #[test]

@@ -126,11 +126,37 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
         ));
     }
     if is_bare_number(text) {
-        return Err(format!(
-            "'{0}' has no unit: {0} what? write e.g. {0}s or {0}ms",
-            cut(text.trim())
-        ));
+        return Err(no_unit(text, &["s", "ms"], duration_with_unit));
     }
+    duration_with_unit(text)
+}
+
+/// What a bare number is told: the `units` it could be written in, those
+/// of them that `parse` takes only (a suggestion is never refused in
+/// turn); where it takes none, why the number is refused in the unit
+/// `parse` gives a bare number (the limit, not a unit that would not help).
+fn no_unit(text: &str, units: &[&str], parse: fn(&str) -> Result<u64, String>) -> String {
+    let t = text.trim();
+    let quoted = cut(t);
+    let taken: Vec<String> = units
+        .iter()
+        .map(|unit| format!("{t}{unit}"))
+        .filter(|with_unit| parse(with_unit).is_ok())
+        .map(|with_unit| cut(&with_unit))
+        .collect();
+    match taken.split_last() {
+        None => parse(t).err().unwrap_or_default(),
+        Some((last, [])) => format!("'{quoted}' has no unit: {quoted} what? write e.g. {last}"),
+        Some((last, rest)) => format!(
+            "'{quoted}' has no unit: {quoted} what? write e.g. {} or {last}",
+            rest.join(", ")
+        ),
+    }
+}
+
+/// [`duration_arg`] of a text that is not a bare number (one that is is
+/// read as seconds, as the one parser reads it).
+fn duration_with_unit(text: &str) -> Result<u64, String> {
     // The least is checked on the value as written: rounded first, 9.5ms
     // would pass as 10. A value of at least 10 rounds to at least 10.
     match crate::alloc::duration_ms_exact(text) {
@@ -188,7 +214,16 @@ pub const SIM_MEMORY_MAX: u64 = 64 << 40;
 /// Parses `--sim-memory`: a size from [`SIM_MEMORY_MIN`] to
 /// [`SIM_MEMORY_MAX`].
 pub fn sim_memory_arg(text: &str) -> Result<u64, String> {
-    let bytes = size_arg(text)?;
+    // The units a bare number is told are those a simulated GPU takes.
+    if is_bare_number(text) {
+        return Err(no_unit(text, &["GiB", "MiB", "B"], sim_memory_with_unit));
+    }
+    sim_memory_with_unit(text)
+}
+
+/// [`sim_memory_arg`] of a text that is not a bare number.
+fn sim_memory_with_unit(text: &str) -> Result<u64, String> {
+    let bytes = size_with_unit(text)?;
     if bytes > SIM_MEMORY_MAX {
         return Err(format!(
             "'{}' is too large for a simulated GPU: the most is 64TiB",
@@ -402,12 +437,16 @@ pub fn at_arg(text: &str) -> Result<At, String> {
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
-    let quoted = cut(text.trim());
     if is_bare_number(text) {
-        return Err(format!(
-            "'{quoted}' has no unit: {quoted} what? write e.g. {quoted}GiB, {quoted}MiB or {quoted}B"
-        ));
+        return Err(no_unit(text, &["GiB", "MiB", "B"], size_with_unit));
     }
+    size_with_unit(text)
+}
+
+/// [`size_arg`] of a text that is not a bare number (one that is is read
+/// as bytes, as the one parser reads it).
+fn size_with_unit(text: &str) -> Result<u64, String> {
+    let quoted = cut(text.trim());
     crate::alloc::sizing::typed_size(text, crate::alloc::sizing::MAX_PARSED_SIZE)
         .map_err(|why| why.message(&quoted, crate::alloc::sizing::MAX_PARSED_SIZE_TEXT))
 }
@@ -1515,6 +1554,77 @@ mod tests {
         assert_eq!(size_arg("24B"), Ok(24));
         assert_eq!(size_arg("24GiB"), Ok(24 << 30));
         assert_eq!(duration_arg("5s"), Ok(5_000));
+    }
+
+    #[test]
+    fn a_bare_number_too_long_in_every_unit_says_the_limit_not_a_unit() {
+        let bare = "99999999999999999999";
+        assert_eq!(
+            duration_arg(bare),
+            Err(format!("'{bare}' is too long: the most is 277777777h"))
+        );
+        let e = size_arg(bare).expect_err("too large");
+        assert!(
+            e.starts_with(&format!("'{bare}' is more than the largest size")),
+            "{e}"
+        );
+        // Too short in every unit says the least.
+        let e = duration_arg("0.001").expect_err("too short");
+        assert_eq!(e, "'0.001' is too short: the least is 10ms");
+    }
+
+    #[test]
+    fn a_bare_number_is_told_only_the_units_that_take_it() {
+        // 10^13 s is too long (the most is 10^15 ms), 10^13 ms is not; 5 ms
+        // is too short.
+        let e = duration_arg("10000000000000").expect_err("no unit");
+        assert!(e.ends_with("write e.g. 10000000000000ms"), "{e}");
+        assert!(
+            duration_arg("5")
+                .expect_err("no unit")
+                .ends_with("write e.g. 5s")
+        );
+        // Half a byte is none; half a MiB is.
+        let e = size_arg("0.5").expect_err("no unit");
+        assert!(e.ends_with("write e.g. 0.5GiB or 0.5MiB"), "{e}");
+        // A simulated GPU holds 1GiB to 64TiB.
+        let e = sim_memory_arg("24").expect_err("no unit");
+        assert!(e.ends_with("write e.g. 24GiB"), "{e}");
+        for bare in [
+            "24",
+            "5",
+            "0.5",
+            "1.5",
+            "0.01",
+            "10000000000000",
+            "17179869184",
+        ] {
+            for e in [size_arg(bare), duration_arg(bare), sim_memory_arg(bare)] {
+                let e = e.expect_err("no unit");
+                let Some((_, suggested)) = e.split_once("write e.g. ") else {
+                    continue;
+                };
+                for text in suggested.split(" or ").flat_map(|s| s.split(", ")) {
+                    assert!(
+                        size_arg(text).is_ok() || duration_arg(text).is_ok(),
+                        "{bare}: {text} is suggested and refused"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_size_argument_of_a_fraction_of_a_byte_is_refused() {
+        for text in ["0.5B", "0.3B", "1.5B"] {
+            assert_eq!(
+                size_arg(text),
+                Err(format!("'{text}' is not a whole number of bytes"))
+            );
+        }
+        assert_eq!(size_arg("1.5KiB"), Ok(1536));
+        let e = sim_memory_arg("1.1GiB").expect_err("not whole");
+        assert!(e.contains("between 1181116006B and 1181116007B"), "{e}");
     }
 
     #[test]
