@@ -239,10 +239,9 @@ pub enum SizeRefusal {
     NotASize,
     /// Past the largest size the reader takes.
     TooLarge,
-    /// A fraction of a byte (`0.5B`, `1.5`, `0.3KiB`): no size is.
-    /// `between`: the whole bytes just below, where the text's unit is
-    /// larger than a byte (`1.1GiB`), to say the sizes either side.
-    NotWholeBytes { between: Option<u64> },
+    /// A fraction written in bytes (`0.5B`, a bare `1.5` where bytes are
+    /// meant), or less than a byte in any unit (`0.0001KiB`): no size is.
+    NotWholeBytes,
 }
 
 impl SizeRefusal {
@@ -261,15 +260,9 @@ impl SizeRefusal {
             SizeRefusal::TooLarge => {
                 format!("'{quoted}' is more than the largest size, {largest}")
             }
-            SizeRefusal::NotWholeBytes { between: None } => {
+            SizeRefusal::NotWholeBytes => {
                 format!("'{quoted}' is not a whole number of bytes")
             }
-            SizeRefusal::NotWholeBytes {
-                between: Some(below),
-            } => format!(
-                "'{quoted}' is not a whole number of bytes: it lies between {below}B and {}B",
-                below.saturating_add(1)
-            ),
         }
     }
 }
@@ -288,10 +281,11 @@ pub fn typed_size(text: &str, largest: u64) -> Result<u64, SizeRefusal> {
     match size_exactly(text) {
         // Past the largest is said first: the fraction does not matter.
         Ok(Bytes::NotWhole { below, .. }) if below >= largest => Err(SizeRefusal::TooLarge),
-        Ok(Bytes::NotWhole { below, unit_bytes }) => Err(SizeRefusal::NotWholeBytes {
-            // In bytes the sizes either side say nothing the text does not.
-            between: (unit_bytes > 1 && below > 0).then_some(below),
-        }),
+        // A fraction of a larger unit is the whole bytes in it: `1.1GiB`
+        // is written for about a gibibyte, and its 0.4 B past 1181116006 B
+        // is no size anyone means. Written in bytes, a fraction is a typo.
+        Ok(Bytes::NotWhole { below, unit_bytes }) if unit_bytes > 1 && below > 0 => Ok(below),
+        Ok(Bytes::NotWhole { .. }) => Err(SizeRefusal::NotWholeBytes),
         Ok(Bytes::Whole(0)) => Err(SizeRefusal::Zero),
         Ok(Bytes::Whole(n)) if n > largest => Err(SizeRefusal::TooLarge),
         Ok(Bytes::Whole(n)) => Ok(n),
@@ -576,22 +570,15 @@ mod tests {
 
     #[test]
     fn a_typed_fraction_of_a_byte_is_refused_not_rounded() {
-        let refusal = SizeRefusal::NotWholeBytes { between: None };
+        let refusal = SizeRefusal::NotWholeBytes;
         let not_whole = Err(refusal);
         // Neither rounded up to 1 B nor down to "zero".
         assert_eq!(typed_size("0.5B", MAX_PARSED_SIZE), not_whole);
         assert_eq!(typed_size("0.3B", MAX_PARSED_SIZE), not_whole);
         assert_eq!(typed_size("1.5", MAX_PARSED_SIZE), not_whole);
         assert_eq!(typed_size("0.0001KiB", MAX_PARSED_SIZE), not_whole);
-        // 1.1 GiB is 1181116006.4 B: the sizes either side are said.
-        let between = SizeRefusal::NotWholeBytes {
-            between: Some(1_181_116_006),
-        };
-        assert_eq!(typed_size("1.1GiB", MAX_PARSED_SIZE), Err(between));
-        assert_eq!(
-            between.message("1.1GiB", "x"),
-            "'1.1GiB' is not a whole number of bytes: it lies between 1181116006B and 1181116007B"
-        );
+        // 1.1 GiB is 1181116006.4 B: the whole bytes in it.
+        assert_eq!(typed_size("1.1GiB", MAX_PARSED_SIZE), Ok(1_181_116_006));
         assert_eq!(
             refusal.message("0.5B", "x"),
             "'0.5B' is not a whole number of bytes"
