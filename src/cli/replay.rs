@@ -464,17 +464,19 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
     // A newcomer reads "FULL MATCH" as a verdict on their program.
     let meaning = verdict.meaning().trim_start_matches("verdict: ");
     line_under(&mut out, "verdict: ", meaning);
+    result_line(&mut out, &verdict);
+    out
+}
+
+/// The last line of a report: `result: LABEL (why)`, wrapped under its
+/// lead, or `result: LABEL` when nothing qualifies it.
+fn result_line(out: &mut String, verdict: &Verdict) {
     match verdict.why() {
-        Some(why) => line_under(
-            &mut out,
-            "result: ",
-            &format!("{} ({why})", verdict.label()),
-        ),
+        Some(why) => line_under(out, "result: ", &format!("{} ({why})", verdict.label())),
         None => {
             let _ = writeln!(out, "result: {}", verdict.label());
         }
     }
-    out
 }
 
 // --------------------------------------------------------------------- what-if
@@ -542,15 +544,7 @@ pub fn run_whatif(
                     REPORT_WIDTH,
                 );
                 text.push('\n');
-                line_under(
-                    &mut text,
-                    "result: ",
-                    &format!(
-                        "{} ({})",
-                        verdict.label(),
-                        verdict.why().unwrap_or_default()
-                    ),
-                );
+                result_line(&mut text, &verdict);
                 text
             };
             super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
@@ -572,15 +566,7 @@ pub fn run_whatif(
     } else {
         let mut text = render_whatif(&super::input_name(file), &report);
         if let Some(verdict) = &inconsistent {
-            line_under(
-                &mut text,
-                "result: ",
-                &format!(
-                    "{} ({})",
-                    verdict.label(),
-                    verdict.why().unwrap_or_default()
-                ),
-            );
+            result_line(&mut text, verdict);
         }
         super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     }
