@@ -151,38 +151,20 @@ fn allocation_whose_segment_map_was_cut_off_starts_the_replay() {
 /// points the search at the reservation's real base.
 #[test]
 fn a_cut_that_maps_below_the_start_pages_after_pending_completions_replays_in_full() {
-    let mut m = model(SETTINGS[3], 3 * GIB);
-    mixed_workload(&mut m, 750, 10_818_422_425_634_230_285);
-    assert!(verify(&snapshot_of(&m, 0)).full_match());
-    let skip = 829;
     // The call that maps there: completions of frees pending before the
     // cut, then the map.
-    let call: Vec<&str> = m
-        .trace()
-        .skip(skip + 53)
-        .take(5)
-        .map(|e| e.action.as_str())
-        .collect();
-    assert_eq!(
-        call,
-        [
+    assert_cut_maps_below_its_start(
+        (SETTINGS[3], 750, 10_818_422_425_634_230_285),
+        829,
+        53,
+        &[
             "free_completed",
             "free_completed",
             "free_completed",
             "free_completed",
-            "segment_map"
-        ]
-    );
-    assert_cut_replays(&m, skip, "cut at 829");
-    let report = verify(&snapshot_of(&m, skip));
-    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
-        panic!("starts mid-run: {:?}", report.replays[0].start);
-    };
-    assert!(
-        inferences
-            .iter()
-            .any(|i| i.contains("below the start's lowest mapped page (event #57 maps there)")),
-        "{inferences:?}"
+            "segment_map",
+        ],
+        57,
     );
 }
 
@@ -194,36 +176,51 @@ fn a_cut_that_maps_below_the_start_pages_after_pending_completions_replays_in_fu
 /// all: only the call's recorded map shows where the reservation began.
 #[test]
 fn a_cut_whose_first_call_maps_below_the_start_pages_without_a_model_map_replays_in_full() {
-    let mut m = model(SETTINGS[3], 3 * GIB);
-    mixed_workload(&mut m, 535, 5_131_650_778_981_269_935);
-    assert!(verify(&snapshot_of(&m, 0)).full_match());
-    let skip = 117;
-    let call: Vec<&str> = m
-        .trace()
-        .skip(skip + 1)
-        .take(6)
-        .map(|e| e.action.as_str())
-        .collect();
-    assert_eq!(
-        call,
-        [
+    assert_cut_maps_below_its_start(
+        (SETTINGS[3], 535, 5_131_650_778_981_269_935),
+        117,
+        1,
+        &[
             "segment_unmap",
             "segment_unmap",
             "segment_unmap",
             "segment_unmap",
             "segment_map",
-            "alloc"
-        ]
+            "alloc",
+        ],
+        5,
     );
-    assert_cut_replays(&m, skip, "cut at 117");
+}
+
+/// The run `(settings, steps, seed)` cut after `skip` entries: the
+/// recorded actions from `call_at` entries past the cut are `call`, the
+/// cut replays in full, and the start says its reservation was based
+/// below its lowest mapped page because event `#map_event` maps there.
+fn assert_cut_maps_below_its_start(
+    (settings, steps, seed): (&str, usize, u64),
+    skip: usize,
+    call_at: usize,
+    call: &[&str],
+    map_event: usize,
+) {
+    let mut m = model(settings, 3 * GIB);
+    mixed_workload(&mut m, steps, seed);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let recorded: Vec<&str> = m
+        .trace()
+        .skip(skip + call_at)
+        .take(call.len())
+        .map(|e| e.action.as_str())
+        .collect();
+    assert_eq!(recorded, call);
+    assert_cut_replays(&m, skip, &format!("cut at {skip}"));
     let report = verify(&snapshot_of(&m, skip));
     let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
         panic!("starts mid-run: {:?}", report.replays[0].start);
     };
+    let said = format!("below the start's lowest mapped page (event #{map_event} maps there)");
     assert!(
-        inferences
-            .iter()
-            .any(|i| i.contains("below the start's lowest mapped page (event #5 maps there)")),
+        inferences.iter().any(|i| i.contains(&said)),
         "{inferences:?}"
     );
 }
