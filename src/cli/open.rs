@@ -178,8 +178,12 @@ fn viewer(
     // A file that cannot be read, or is no pickle (its first bytes say
     // so), is said first, as --summary would say it: pointing to
     // --summary, which then fails on the same file, costs a second try.
-    // A file cut inside its first frame is said as --summary says it.
-    if let Err(e) = crate::snapshot::check_file_start(file) {
+    // A file cut inside its first frame is said as --summary says it,
+    // unless its final state is whole before the cut: the viewer shows
+    // that, and says why the trace is not.
+    if let Err(e) = crate::snapshot::check_file_start(file)
+        && crate::snapshot::read_snapshot_file_final_state(file).is_err()
+    {
         super::say_error(super::ends_early(&e, false).unwrap_or_else(|| e.to_string()));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
