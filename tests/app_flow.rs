@@ -356,6 +356,9 @@ fn the_stress_panel_can_be_found_from_the_status_line_and_the_help() {
     let last = status.lines().last().unwrap_or_default().to_string();
     assert!(last.contains("a stress"), "{last}");
     f.key(KeyCode::Char('?'));
+    // At 80×24 the first page ends at the dimmed `v` and `0…9` (one GPU,
+    // one allocator: each with its reason below it); a page down shows it.
+    f.key(KeyCode::PageDown);
     let help = f.screen(80, 24);
     assert!(help.contains("a F2       stress panel"), "{help}");
 }

@@ -1612,3 +1612,47 @@ fn the_helps_gpu_row_says_the_processes_pane_follows_the_selected_gpu() {
         );
     }
 }
+
+#[test]
+fn with_one_gpu_and_one_allocator_the_help_dims_v_and_the_gpu_digits_and_the_hints_leave_them_out()
+{
+    let theme = Theme::colored();
+    let (_cluster, mut state) = training(1);
+    state.ui.overlay = Overlay::Help;
+    let terminal = draw(&state, &theme, 120, 40);
+    let buf = terminal.backend().buffer();
+    // `v` answered "GPU 0 has one process with an allocator: nothing to
+    // switch to", `1` "no GPU 1: GPUs here: 0", while the help offered them.
+    for (keys, why) in [
+        ("v", "[no 2nd process with an allocator]"),
+        ("0…9", "[one GPU here]"),
+    ] {
+        let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
+        assert!(row.contains(why) && dim, "{keys}: {row}");
+    }
+    state.ui.overlay = Overlay::None;
+    let hints = |state: &AppState| {
+        let screen = text(draw(state, &theme, 120, 40).backend().buffer());
+        screen.lines().last().unwrap_or_default().to_string()
+    };
+    let one = hints(&state);
+    assert!(!one.contains("0…9 GPU") && one.contains("p pause"), "{one}");
+    let (_cluster, two) = training(2);
+    let two = hints(&two);
+    assert!(two.contains("0…9 GPU"), "{two}");
+    // Two allocators on the selected GPU: `v` acts, and is not dimmed.
+    state.simulated_allocators = BTreeMap::from([(0, vec![10, 11])]);
+    let view = AllocatorView::new("shown".into(), Some(10), DeviceStats::default(), Vec::new());
+    state.apply_sample(
+        1000,
+        vec![GpuReading::Ok(sample(0, 20 * GIB))],
+        BTreeMap::from([(0, view)]),
+    );
+    state.ui.overlay = Overlay::Help;
+    let terminal = draw(&state, &theme, 120, 40);
+    let (row, dim) = help_row(terminal.backend().buffer(), "v", &theme).expect("v");
+    assert!(
+        !row.lines().next().unwrap_or_default().contains('[') && !dim,
+        "{row}"
+    );
+}

@@ -4140,3 +4140,59 @@ fn every_oom_advice_has_a_one_row_wording_at_80_columns_that_names_its_keys() {
         );
     }
 }
+
+#[test]
+fn size_and_count_keys_at_their_last_preset_say_so_and_leave_the_hints() {
+    let keymap = Keymap::default();
+    let hints = |p: &StressPanel| {
+        let mut state = AppState::new(StatusState::default());
+        state.stress = p.clone();
+        keymap.stress_hints(state.offers().panel, state.ui.stress_view())
+    };
+    let mut p = started(false, 80 * GIB);
+    for _ in 0..10 {
+        p.apply(StressAction::SizeUp);
+        p.apply(StressAction::CountUp);
+    }
+    assert_eq!((p.size(), p.count()), (GIB, 100));
+    assert!(
+        !hints(&p).iter().any(|h| h.0 == "+" || h.0 == "]"),
+        "{:?}",
+        hints(&p)
+    );
+    // Pressed there, each says why: it did nothing silently.
+    p.apply(StressAction::SizeUp);
+    assert_eq!(
+        p.message.as_deref(),
+        Some("already at the largest preset size (1.00 GiB):")
+    );
+    assert_eq!(
+        p.message_keys.first().map(|k| k.key),
+        Some(PanelKey::Act(StressAction::TypeSize))
+    );
+    p.apply(StressAction::CountUp);
+    assert_eq!(
+        p.message.as_deref(),
+        Some("already at the most tensors per allocation (100)")
+    );
+    assert_eq!((p.size(), p.count()), (GIB, 100));
+    for _ in 0..10 {
+        p.apply(StressAction::SizeDown);
+        p.apply(StressAction::CountDown);
+    }
+    assert_eq!((p.size(), p.count()), (512, 1));
+    assert!(hints(&p).contains(&("+", "size")), "{:?}", hints(&p));
+    p.apply(StressAction::SizeDown);
+    assert_eq!(
+        p.message.as_deref(),
+        Some("already at the smallest preset size (512 B):")
+    );
+    p.apply(StressAction::CountDown);
+    assert_eq!(
+        p.message.as_deref(),
+        Some("already at the fewest tensors per allocation (1)")
+    );
+    // A typed size is at no end: `+` and `-` go to a preset from it.
+    p.apply(StressAction::SetSize(3 * GIB));
+    assert!(hints(&p).contains(&("+", "size")), "{:?}", hints(&p));
+}

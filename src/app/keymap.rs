@@ -57,6 +57,11 @@ pub struct Offers {
     pub open: bool,
     /// A probe wrote an OOM snapshot (`O`).
     pub open_oom: bool,
+    /// The selected GPU has a second process with an allocator to switch
+    /// to (`v`).
+    pub next_allocator: bool,
+    /// More than one GPU is listed (`0…9` select another).
+    pub several_gpus: bool,
     /// What the stress panel's keys have to act on.
     pub panel: PanelOffers,
 }
@@ -71,6 +76,18 @@ pub struct PanelOffers {
     /// The panel's live tensors (the free keys, `v` and `↑`/`↓` act on
     /// them; `m` frees the 2nd, 4th, …, so it needs two).
     pub tensors: usize,
+    /// Where the tensor size stands among its presets (`+`/`-`).
+    pub size: AtEnd,
+    /// Where the tensors per allocation stand among theirs (`]`/`[`).
+    pub count: AtEnd,
+}
+
+/// Which end of its presets a stepped setting stands at (the first, the
+/// last, or neither): the key that steps past that end does nothing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AtEnd {
+    pub first: bool,
+    pub last: bool,
 }
 
 impl Offers {
@@ -87,6 +104,10 @@ impl Offers {
             Action::CaptureSnapshot if !self.capture => Some("no probed process"),
             Action::OpenSnapshot if !self.open => Some("no snapshot yet"),
             Action::OpenOomSnapshot if !self.open_oom => Some("no OOM snapshot"),
+            Action::NextAllocator if !self.next_allocator => {
+                Some("no 2nd process with an allocator")
+            }
+            Action::SelectGpu(_) if !self.several_gpus => Some("one GPU here"),
             _ => None,
         }
     }
@@ -198,7 +219,8 @@ impl PanelKey {
     /// Why the key can do nothing now, in a few words for the help
     /// (`None`: it acts): a scenario key without a scenario loaded, a key
     /// that frees, verifies or selects tensors without one to act on
-    /// (`m` without a 2nd), which the hints leave out then
+    /// (`m` without a 2nd), a size or count key at the end of its presets
+    /// (`+` at 1 GiB), which the hints leave out then
     /// ([`Keymap::stress_hints`]).
     pub fn unavailable(self, panel: PanelOffers) -> Option<&'static str> {
         use StressAction as S;
@@ -221,6 +243,10 @@ impl PanelKey {
                 0,
             ) => Some("no live tensors"),
             (S::FreeEveryOther, 1) => Some("one tensor: no 2nd to free"),
+            (S::SizeUp, _) if panel.size.last => Some("at the largest size"),
+            (S::SizeDown, _) if panel.size.first => Some("at the smallest size"),
+            (S::CountUp, _) if panel.count.last => Some("at the most tensors"),
+            (S::CountDown, _) if panel.count.first => Some("at the fewest tensors"),
             _ => None,
         }
     }
@@ -1503,6 +1529,7 @@ mod tests {
         PanelOffers {
             scenario_loaded: loaded,
             tensors: 2,
+            ..PanelOffers::default()
         }
     }
 
@@ -1513,6 +1540,7 @@ mod tests {
             let panel = PanelOffers {
                 scenario_loaded: false,
                 tensors,
+                ..PanelOffers::default()
             };
             k.stress_hints(panel, StressView::Panel)
         };
@@ -2124,6 +2152,56 @@ mod tests {
             assert_eq!(hinted.contains(&(".", "step")), loaded);
             assert_eq!(step.unavailable(with_tensors(loaded)).is_none(), loaded);
         }
+    }
+
+    #[test]
+    fn v_and_the_gpu_digits_are_hinted_only_where_they_can_act() {
+        let k = Keymap::default();
+        let ui = UiState::default();
+        let hinted = |offers: Offers| -> Vec<&str> {
+            k.hints(Pane::Gpus, &ui, offers)
+                .iter()
+                .map(|h| h.0)
+                .collect()
+        };
+        // One GPU: `1` only says "no GPU 1", `0` selects the GPU selected.
+        let one = Offers::default();
+        assert!(!hinted(one).contains(&GPU_DIGITS), "{:?}", hinted(one));
+        assert_eq!(one.unavailable(Action::SelectGpu(1)), Some("one GPU here"));
+        assert_eq!(
+            one.unavailable(Action::NextAllocator),
+            Some("no 2nd process with an allocator")
+        );
+        let several = Offers {
+            several_gpus: true,
+            next_allocator: true,
+            ..Offers::default()
+        };
+        assert!(hinted(several).contains(&GPU_DIGITS));
+        assert_eq!(several.unavailable(Action::SelectGpu(1)), None);
+        assert_eq!(several.unavailable(Action::NextAllocator), None);
+    }
+
+    #[test]
+    fn the_size_and_count_keys_are_unavailable_only_at_their_end() {
+        let at = |first, last| AtEnd { first, last };
+        let panel = |size, count| PanelOffers {
+            size,
+            count,
+            ..PanelOffers::default()
+        };
+        let key = |a| PanelKey::Act(a);
+        let top = panel(at(false, true), at(false, true));
+        assert!(key(StressAction::SizeUp).unavailable(top).is_some());
+        assert!(key(StressAction::CountUp).unavailable(top).is_some());
+        assert_eq!(key(StressAction::SizeDown).unavailable(top), None);
+        assert_eq!(key(StressAction::CountDown).unavailable(top), None);
+        let bottom = panel(at(true, false), at(true, false));
+        assert!(key(StressAction::SizeDown).unavailable(bottom).is_some());
+        assert!(key(StressAction::CountDown).unavailable(bottom).is_some());
+        assert_eq!(key(StressAction::SizeUp).unavailable(bottom), None);
+        let hints = Keymap::default().stress_hints(top, StressView::Panel);
+        assert!(!hints.contains(&("+", "size")) && !hints.contains(&("]", "count")));
     }
 
     #[test]

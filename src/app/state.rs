@@ -725,9 +725,23 @@ impl AppState {
                 .any(|r| r.connected && r.serves_snapshots),
             open: self.capture.last.is_some(),
             open_oom: self.probes.oom_snapshot.is_some(),
+            // As `v` and the digits act: on the selected GPU's row (none
+            // without GPUs), and on the GPUs' numbers.
+            next_allocator: self
+                .gpus
+                .get(self.ui.selected_gpu)
+                .is_some_and(|g| self.probe_choice(g).is_some()),
+            several_gpus: {
+                let mut numbers: Vec<u32> = self.gpus.iter().map(GpuState::index).collect();
+                numbers.sort_unstable();
+                numbers.dedup();
+                numbers.len() > 1
+            },
             panel: crate::app::keymap::PanelOffers {
                 scenario_loaded: self.stress.scenario.is_some(),
                 tensors: self.stress.tensors.len(),
+                size: self.stress.size_ends(),
+                count: self.stress.count_ends(),
             },
         }
     }

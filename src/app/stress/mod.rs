@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::keymap::{PanelKey, TypingKey, TypingMode};
+use super::keymap::{AtEnd, PanelKey, TypingKey, TypingMode};
 use super::state::AllocatorView;
 
 mod figures;
@@ -337,6 +337,27 @@ impl StressPanel {
         ));
     }
 
+    /// Which end of [`SIZE_PRESETS`] the size stands at: none while a
+    /// typed size is set (`+`/`-` then go to the nearest preset).
+    pub fn size_ends(&self) -> AtEnd {
+        let last = SIZE_PRESETS.len() - 1;
+        let at = self.size_index.min(last);
+        AtEnd {
+            first: self.custom_size.is_none() && at == 0,
+            last: self.custom_size.is_none() && at == last,
+        }
+    }
+
+    /// Which end of [`COUNT_PRESETS`] the tensors per allocation stand at.
+    pub fn count_ends(&self) -> AtEnd {
+        let last = COUNT_PRESETS.len() - 1;
+        let at = self.count_index.min(last);
+        AtEnd {
+            first: at == 0,
+            last: at == last,
+        }
+    }
+
     pub fn count(&self) -> u32 {
         COUNT_PRESETS[self.count_index.min(COUNT_PRESETS.len() - 1)]
     }
@@ -624,7 +645,18 @@ impl StressPanel {
         }
         match action {
             StressAction::SizeUp | StressAction::SizeDown => {
-                self.step_size(action == StressAction::SizeUp);
+                let up = action == StressAction::SizeUp;
+                let ends = self.size_ends();
+                if (up && ends.last) || (!up && ends.first) {
+                    let size = crate::alloc::sizing::display_bytes(self.size());
+                    let end = if up { "largest" } else { "smallest" };
+                    self.say_then(
+                        format!("already at the {end} preset size ({size}):"),
+                        vec![KeyUse::act(StressAction::TypeSize, "types any size")],
+                    );
+                    return Vec::new();
+                }
+                self.step_size(up);
             }
             StressAction::TypeSize => {
                 self.modal = PanelModal::SizeField(String::new());
@@ -651,6 +683,15 @@ impl StressPanel {
             }
             StressAction::CountUp | StressAction::CountDown => {
                 let up = action == StressAction::CountUp;
+                let ends = self.count_ends();
+                if (up && ends.last) || (!up && ends.first) {
+                    let end = if up { "most" } else { "fewest" };
+                    self.say(format!(
+                        "already at the {end} tensors per allocation ({})",
+                        self.count()
+                    ));
+                    return Vec::new();
+                }
                 self.count_index = Self::step(self.count_index, COUNT_PRESETS.len(), up);
             }
             StressAction::TogglePattern => {
