@@ -1656,3 +1656,39 @@ fn with_one_gpu_and_one_allocator_the_help_dims_v_and_the_gpu_digits_and_the_hin
         "{row}"
     );
 }
+
+#[test]
+fn a_breakdown_title_wider_than_its_pane_leaves_the_source_out_whole() {
+    let theme = Theme::colored();
+    let mut state = AppState::new(status());
+    state.simulated_allocators = BTreeMap::from([(0, vec![4242, 4243, 4244])]);
+    let view = AllocatorView::new(
+        "pid 4242 (simulated training)".into(),
+        Some(4242),
+        DeviceStats::default(),
+        Vec::new(),
+    );
+    state.apply_sample(
+        1000,
+        vec![GpuReading::Ok(sample(0, 20 * GIB))],
+        BTreeMap::from([(0, view)]),
+    );
+    let keymap = Keymap::default();
+    let title = |w| {
+        let pane = BreakdownPane::new(&state, &theme).with_keymap(&keymap);
+        let terminal = draw_widget(pane, w, 6);
+        row_text(terminal.backend().buffer(), 0)
+            .trim_end_matches(['─', ' '])
+            .to_string()
+    };
+    // Cut at the border it read "… v: next · pid 4242 (simulated tra…";
+    // the pid stays, the words after it give way whole.
+    let narrow = title(80);
+    assert!(
+        narrow.ends_with("1 of 3 allocators, v: next · pid 4242 (simulated …"),
+        "{narrow}"
+    );
+    assert!(title(70).ends_with("v: next · pid 4242 …"), "{}", title(70));
+    let wide = title(120);
+    assert!(wide.ends_with("pid 4242 (simulated training)"), "{wide}");
+}

@@ -4196,3 +4196,34 @@ fn size_and_count_keys_at_their_last_preset_say_so_and_leave_the_hints() {
     p.apply(StressAction::SetSize(3 * GIB));
     assert!(hints(&p).contains(&("+", "size")), "{:?}", hints(&p));
 }
+
+#[test]
+fn a_long_settings_title_ends_between_two_settings_not_inside_one() {
+    let mut p = started(false, 80 * GIB);
+    p.settings = LONG_SETTINGS.into();
+    for w in [80u16, 120] {
+        let title = panel_text(&p, w, 12)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            // The border's line, then "F2/Esc closes" where it fits.
+            .split(" ─")
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(['─', ' '])
+            .to_string();
+        // Cut at the edge it read "…True,max_split_s…" at 80 columns.
+        let settings = title
+            .split_once("(simulated)  ")
+            .map(|(_, s)| s)
+            .unwrap_or_default();
+        let kept = settings.strip_suffix(" …").unwrap_or(settings);
+        assert!(
+            !kept.is_empty()
+                && LONG_SETTINGS.starts_with(kept)
+                && (kept == LONG_SETTINGS || LONG_SETTINGS[kept.len()..].starts_with(',')),
+            "{w}: {title}"
+        );
+        assert!(title.chars().count() <= usize::from(w), "{w}: {title}");
+    }
+}

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::chrome::{self, pane_block};
+use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::alloc::advice::{CachedFreeAdvice, cached_free_advice};
@@ -319,15 +319,27 @@ impl Widget for BreakdownPane<'_> {
                 detail.push(Span::styled(format!(" · {note}"), theme.text));
             }
             if let Some(a) = &gpu.allocator {
-                detail.push(Span::styled(format!(" · {}", a.source), theme.dim));
+                // A part per word, "pid N" one of them: a title too wide
+                // for its row ([`chrome::fit_title`]) keeps which process
+                // it shows and ends between two words.
+                let mut words = a.source.split(' ').filter(|w| !w.is_empty());
+                let first = match (words.next(), a.pid) {
+                    (Some("pid"), Some(_)) => {
+                        format!("pid {}", words.next().unwrap_or_default())
+                    }
+                    (word, _) => word.unwrap_or_default().to_string(),
+                };
+                detail.push(Span::styled(format!(" · {first}"), theme.dim));
+                detail.extend(words.map(|w| Span::styled(format!(" {w}"), theme.dim)));
             }
         }
-        let block = pane_block(
+        let block = chrome::pane_block_within(
             Pane::Breakdown,
             detail,
             self.state.ui.focus == Pane::Breakdown,
             false,
             theme,
+            usize::from(area.width),
         );
         let inner = block.inner(area);
         block.render(area, buf);

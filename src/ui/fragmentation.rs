@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::chrome::{self, pane_block, right};
+use super::chrome::{self, right};
 use super::format;
 use super::theme::{Glyphs, Theme};
 use crate::alloc::Fragmentation;
@@ -213,12 +213,13 @@ impl Widget for FragmentationPane<'_> {
             };
             detail.push(Span::styled(format!("{lead}{f}"), theme.warning));
         }
-        let block = pane_block(
+        let block = chrome::pane_block_within(
             Pane::Fragmentation,
             detail,
             self.state.ui.focus == Pane::Fragmentation,
             self.left_border,
             theme,
+            usize::from(area.width),
         );
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;

@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::chrome::{self, left, pane_block, right};
+use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::state::{AppState, GpuState, Pane};
@@ -216,12 +216,13 @@ impl Widget for GpusPane<'_> {
             let sep = if detail.is_empty() { "" } else { " · " };
             detail.push(Span::styled(format!("{sep}{lost} lost"), theme.critical));
         }
-        let block = pane_block(
+        let block = chrome::pane_block_within(
             Pane::Gpus,
             detail,
             self.state.ui.focus == Pane::Gpus,
             false,
             theme,
+            usize::from(area.width),
         );
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;

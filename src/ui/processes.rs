@@ -9,7 +9,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
-use super::chrome::{self, left, pane_block, right};
+use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
@@ -69,12 +69,13 @@ impl Widget for ProcessesPane<'_> {
         }
         let rows = self.state.process_lines();
         let block = |detail| {
-            pane_block(
+            chrome::pane_block_within(
                 Pane::Processes,
                 detail,
                 ui.focus == Pane::Processes,
                 false,
                 theme,
+                usize::from(area.width),
             )
         };
         // Below the header, the rows shown; the title says which when some

@@ -167,9 +167,15 @@ impl<'a> StressPane<'a> {
             Span::styled(" Stress panel ", t.title_focused),
             Span::styled(format!(" {where_} "), t.text),
         ];
-        // PyTorch's defaults need no mention; other settings are named.
+        // PyTorch's defaults need no mention; other settings are named,
+        // a span per setting, each after its comma, so that a title cut
+        // to its row ([`chrome::fit_title`]) ends between two settings.
         if !p.settings.is_empty() {
-            spans.push(Span::styled(format!(" {} ", p.settings), t.key));
+            let mut settings = p.settings.split(',');
+            let first = settings.next().unwrap_or_default();
+            spans.push(Span::styled(format!(" {first}"), t.key));
+            spans.extend(settings.map(|s| Span::styled(format!(",{s}"), t.key)));
+            spans.push(Span::styled(" ", t.key));
         }
         Line::from(spans)
     }
@@ -1172,6 +1178,8 @@ impl Widget for StressPane<'_> {
         let title = Some(self.title(false))
             .filter(|l| l.width() + 2 <= usize::from(area.width))
             .unwrap_or_else(|| self.title(true));
+        // Whole settings or none past the row's end, never a cut word.
+        let title = Line::from(chrome::fit_title(title.spans, usize::from(area.width)));
         let close = self.keymap.stress_key_names(PanelKey::Close).join("/");
         let closes = Line::styled(format!(" {close} closes "), t.dim).right_aligned();
         // The right-hand hint gives way to the title: at 80 columns both

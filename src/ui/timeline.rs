@@ -10,7 +10,7 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
 
-use super::chrome::{self, LegendForm, LegendWords, pane_block};
+use super::chrome::{self, LegendForm, LegendWords};
 use super::format;
 use super::theme::Theme;
 use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane, PlottedDevice};
@@ -381,12 +381,13 @@ impl Widget for TimelinePane<'_> {
         if ui.paused {
             detail.push(Span::styled(" · PAUSED", theme.warning));
         }
-        let block = pane_block(
+        let block = chrome::pane_block_within(
             Pane::Timeline,
             detail,
             ui.focus == Pane::Timeline,
             false,
             theme,
+            usize::from(area.width),
         );
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
