@@ -786,13 +786,10 @@ fn the_stress_panels_process_row_shows_its_allocator_figures() {
     assert_row_has_figures(&mut f);
 }
 
-#[test]
-fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
-    let mut f = Flow::new(1);
-    let dir = std::env::temp_dir().join(format!("vramtop-flow-save-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    f.dash.save_stress_snapshots_in(dir.clone());
+/// Opens the stress panel, allocates a tensor and presses `W` with the
+/// dashboard saving into `dir`: the files `dir` then holds.
+fn allocate_and_save_with_w(f: &mut Flow, dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    f.dash.save_stress_snapshots_in(dir.to_path_buf());
     f.samples(2);
     f.key_redraws(KeyCode::F(2));
     f.stress_answer();
@@ -800,11 +797,20 @@ fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
     f.stress_answer();
     f.key_redraws(KeyCode::Char('W'));
     f.stress_answer();
-    let saved: Vec<_> = std::fs::read_dir(&dir)
+    std::fs::read_dir(dir)
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
+    let mut f = Flow::new(1);
+    let dir = std::env::temp_dir().join(format!("vramtop-flow-save-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let saved = allocate_and_save_with_w(&mut f, &dir);
     let message = f.state().stress.message.clone().unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(saved.len(), 1, "{saved:?} {message}");
@@ -831,19 +837,7 @@ fn w_into_a_folder_with_a_space_and_a_quote_shows_a_command_a_shell_can_paste() 
     let dir = std::env::temp_dir().join(format!("v it's-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    f.dash.save_stress_snapshots_in(dir.clone());
-    f.samples(2);
-    f.key_redraws(KeyCode::F(2));
-    f.stress_answer();
-    f.key_redraws(KeyCode::Char('a'));
-    f.stress_answer();
-    f.key_redraws(KeyCode::Char('W'));
-    f.stress_answer();
-    let saved: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
+    let saved = allocate_and_save_with_w(&mut f, &dir);
     let screen = f.screen(80, 24);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(saved.len(), 1, "{saved:?}");
