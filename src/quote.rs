@@ -137,6 +137,17 @@ pub fn shell_word(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("'{}'", text.replace('\'', "'\\''")))
 }
 
+/// A file's path as [`shell_word`] writes it, for a command's argument:
+/// a relative path starting with `-` gets `./` first, or the command
+/// would read it as an option.
+pub fn shell_path(path: &str) -> String {
+    if path.starts_with('-') {
+        shell_word(&format!("./{path}")).into_owned()
+    } else {
+        shell_word(path).into_owned()
+    }
+}
+
 /// A parser's complaint about `text` as one line: "line 3, column 7: …",
 /// the message's runs of whitespace (toml's echo of the source line, its
 /// caret lines) folded to single spaces and the whole cut to `max_chars`.
@@ -163,6 +174,14 @@ pub fn parser_complaint(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_starting_with_a_dash_is_written_from_the_current_folder() {
+        assert_eq!(shell_path("-x.pickle"), "./-x.pickle");
+        assert_eq!(shell_path("-my run.pickle"), "'./-my run.pickle'");
+        assert_eq!(shell_path("/tmp/-x.pickle"), "/tmp/-x.pickle");
+        assert_eq!(shell_path("my run.pickle"), "'my run.pickle'");
+    }
 
     #[test]
     fn shell_word_quotes_only_what_a_shell_would_read_specially() {

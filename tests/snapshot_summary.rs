@@ -598,6 +598,20 @@ fn open_quotes_the_path_of_its_summary_hint_for_a_shell() {
         err.contains(&format!("`vramtop open '{path}' --summary [--json]`")),
         "{err}"
     );
+    // A relative name starting with `-` is written from the current
+    // folder, or the pasted command would read it as an option.
+    std::fs::write(dir.join("-x.pickle"), b"\x80\x04K\x01.").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["open", "--", "-x.pickle"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("vramtop runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`vramtop open ./-x.pickle --summary [--json]`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1101,7 +1101,7 @@ pub fn snapshot_read_error(
     if readable_before {
         // Quoted for a shell, to be pasted; say_error then escapes what a
         // terminal would act on, the name included.
-        let shown = crate::quote::shell_word(&file.display().to_string()).into_owned();
+        let shown = crate::quote::shell_path(&file.display().to_string());
         format!(
             "{error}; this command reads the whole file, but its final state, before the \
              damage, is readable: `vramtop open {shown} --summary --no-trace`, or the viewer \

@@ -192,7 +192,7 @@ fn viewer(
         super::say_error(format_args!(
             "the snapshot viewer needs a terminal on stdout; for text output use \
              `vramtop open {} --summary [--json]`",
-            crate::quote::shell_word(&file.display().to_string())
+            crate::quote::shell_path(&file.display().to_string())
         ));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }

@@ -1084,7 +1084,7 @@ impl StressPanel {
             } => {
                 // Pasted into a shell as it is shown: a folder with a space
                 // or a quote in its name would split the word otherwise.
-                let command = format!("vramtop replay {}", crate::quote::shell_word(&path));
+                let command = format!("vramtop replay {}", crate::quote::shell_path(&path));
                 self.say(format!(
                     "wrote {path} ({trace_entries} trace entries, {}): {command}",
                     fmt(bytes)
