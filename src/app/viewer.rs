@@ -1454,27 +1454,35 @@ impl ViewerState {
     /// blocks), or why there is none: the help dims `]`/`[` with it.
     fn segment_target(&self, forward: bool) -> Result<usize, &'static str> {
         let selected = self.app.ui.selected_block;
-        // The index of each segment's first block; empty segments have none.
-        let mut starts = Vec::with_capacity(self.segments.len());
+        // One pass over each segment's first block (empty segments have
+        // none), nothing allocated: this runs on every draw, for the hints.
+        // `own`: the selected block's segment's first block (the last one
+        // at or before it), `before_own` the one before; `next` the first
+        // after the selected block.
+        let (mut own, mut before_own, mut next) = (None, None, None);
+        let mut any = false;
         let mut at = 0usize;
         for s in &self.segments {
             if !s.blocks.is_empty() {
-                starts.push(at);
+                any = true;
+                if at <= selected {
+                    before_own = own;
+                    own = Some(at);
+                } else if next.is_none() {
+                    next = Some(at);
+                }
             }
             at = at.saturating_add(s.blocks.len());
         }
-        // The selected block's segment: the last one starting at or before it.
-        let own = starts.partition_point(|&s| s <= selected).checked_sub(1);
-        let target = match (own, forward) {
-            (None, true) => starts.first().copied(),
-            (None, false) => None,
-            (Some(k), true) => starts.get(k + 1).copied(),
-            (Some(k), false) => match starts.get(k).copied() {
+        let target = if forward {
+            next
+        } else {
+            match own {
                 Some(first) if first < selected => Some(first),
-                _ => k.checked_sub(1).and_then(|j| starts.get(j).copied()),
-            },
+                _ => before_own,
+            }
         };
-        target.ok_or(if starts.is_empty() {
+        target.ok_or(if !any {
             "the segment map is empty here"
         } else if forward {
             "the last segment of the map is selected"
