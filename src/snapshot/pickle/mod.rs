@@ -420,7 +420,7 @@ fn parse_pieces<R: Read + Seek + Send>(
         let mut state = Parser::new(&[], limits);
         state.set_input_len(input_len);
         state.intern = intern;
-        state.progress = progress;
+        state.set_progress(progress);
         // Dropping the receiver on any return stops the reading thread.
         for piece in piece_receiver {
             let (bytes, base, last) = match piece {
@@ -480,7 +480,7 @@ pub(crate) fn parse_document_until_key(
         let mut parser = Parser::new(bytes, limits);
         parser.memory_budget = budget;
         parser.intern = intern;
-        parser.stop_before_top_level_key = Some(key);
+        parser.stop_before_top_level_key(key);
         parser.input_is_prefix = true;
         let result = parser.run();
         let broken = parser.intern_broken;
@@ -510,7 +510,7 @@ fn run_parser(
 ) -> Result<(Vec<Node>, Scalars, Item, u64), PickleError> {
     let attempt = |intern: bool| {
         let mut parser = Parser::new(bytes, limits);
-        parser.progress = progress;
+        parser.set_progress(progress);
         parser.intern = intern;
         let result = parser.run();
         let broken = parser.intern_broken;

@@ -356,8 +356,12 @@ pub(super) struct Parser<'a, 'd> {
     pub(super) memory_budget: u64,
     /// Where to publish the parse position, and the position that triggers
     /// the next store.
-    pub(super) progress: Option<&'a AtomicU64>,
+    progress: Option<&'a AtomicU64>,
     next_progress: usize,
+    /// The input offset from which the opcode loop next looks at progress
+    /// and the stop key: one compare per opcode instead of one per check
+    /// (0 while a stop key is set, which is checked at every opcode).
+    next_check: usize,
     /// Share completed lists with equal items (see [`Parser::intern`]).
     pub(super) intern: bool,
     /// Canonical completed lists by the hash of their items.
@@ -376,7 +380,7 @@ pub(super) struct Parser<'a, 'd> {
     /// Stop once this string is pushed as the next key of the top-level
     /// dict, the pairs before it set into that dict (see
     /// [`Parser::pushed_top_level_key`]); `stopped` says it happened.
-    pub(super) stop_before_top_level_key: Option<&'static str>,
+    stop_before_top_level_key: Option<&'static str>,
     pub(super) stopped: bool,
     /// The data is the beginning of a longer input: a FRAME may run past
     /// its end (an opcode that does is still truncated).
@@ -569,7 +573,9 @@ impl<'a, 'd> Parser<'a, 'd> {
             memory_used: 0,
             memory_budget: limits.memory_budget(data.len() as u64),
             progress: None,
-            next_progress: PROGRESS_STEP,
+            // No progress to publish until one is set.
+            next_progress: usize::MAX,
+            next_check: usize::MAX,
             intern: false,
             interned: FxHashMap::default(),
             tall_heights: FxHashMap::default(),
@@ -607,6 +613,7 @@ impl<'a, 'd> Parser<'a, 'd> {
             memory_budget: self.memory_budget,
             progress: self.progress,
             next_progress: self.next_progress,
+            next_check: self.next_check,
             intern: self.intern,
             interned: self.interned,
             tall_heights: self.tall_heights,
@@ -620,6 +627,36 @@ impl<'a, 'd> Parser<'a, 'd> {
             last_key_set: self.last_key_set,
             run_cache: self.run_cache,
             newest_empty_list: self.newest_empty_list,
+        }
+    }
+
+    /// Publishes the parse position to `progress` as the parse goes.
+    pub(super) fn set_progress(&mut self, progress: Option<&'a AtomicU64>) {
+        self.progress = progress;
+        self.next_progress = if progress.is_some() {
+            PROGRESS_STEP
+        } else {
+            usize::MAX
+        };
+        self.next_check = self.next_check_offset();
+    }
+
+    /// Stops the parse once `key` is pushed as the next key of the
+    /// top-level dict (see [`Parser::pushed_top_level_key`]).
+    pub(super) fn stop_before_top_level_key(&mut self, key: &'static str) {
+        self.stop_before_top_level_key = Some(key);
+        self.next_check = self.next_check_offset();
+    }
+
+    /// Where the opcode loop next has something to check: every opcode
+    /// while a stop key is set, else the next progress store, else never.
+    fn next_check_offset(&self) -> usize {
+        if self.stop_before_top_level_key.is_some() {
+            0
+        } else if self.progress.is_some() {
+            self.next_progress
+        } else {
+            usize::MAX
         }
     }
 
@@ -764,10 +801,19 @@ impl<'a, 'd> Parser<'a, 'd> {
         loop {
             let at = self.pos;
             let offset = self.base + at;
-            if let Some(key) = self.stop_before_top_level_key
-                && self.pushed_top_level_key(key)
-            {
-                return self.stop_at_top_level_key(offset).map(Some);
+            if offset >= self.next_check {
+                if let Some(key) = self.stop_before_top_level_key
+                    && self.pushed_top_level_key(key)
+                {
+                    return self.stop_at_top_level_key(offset).map(Some);
+                }
+                if offset >= self.next_progress
+                    && let Some(progress) = self.progress
+                {
+                    progress.store(offset as u64, Ordering::Relaxed);
+                    self.next_progress = offset + PROGRESS_STEP;
+                    self.next_check = self.next_check_offset();
+                }
             }
             let Some(&code) = self.data.get(at) else {
                 if self.more_input {
@@ -781,12 +827,6 @@ impl<'a, 'd> Parser<'a, 'd> {
             if code == op::STOP {
                 let root = self.pop("STOP", offset)?;
                 return Ok(Some(self.resolve(root)));
-            }
-            if offset >= self.next_progress
-                && let Some(progress) = self.progress
-            {
-                progress.store(offset as u64, Ordering::Relaxed);
-                self.next_progress = offset + PROGRESS_STEP;
             }
             // The memo opcodes are most of a snapshot: handled here, before
             // the full dispatch (same semantics as in `step`).
