@@ -482,6 +482,7 @@ fn diff_of_two_moments_agrees_with_the_viewer_s_ab_comparison() {
             assert_eq!((c.a, c.b), ((*a).min(*b), (*a).max(*b)), "{what}");
             assert_eq!(json["before_at"]["cursor"], c.a, "{what}");
             assert_eq!(json["after_at"]["cursor"], c.b, "{what}");
+            assert_eq!(json["moments_swapped"], *a > *b, "{what}");
             assert_eq!(json["events"], n, "{what}");
             let diff = as_read(&c.diff);
             let diff = diff.as_object().expect("an object");
@@ -497,6 +498,34 @@ fn diff_of_two_moments_agrees_with_the_viewer_s_ab_comparison() {
             );
         }
     }
+}
+
+#[test]
+fn moments_asked_later_first_are_compared_earlier_first_and_it_is_said() {
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let note = "note: the first --at (peak) is later in the trace than the second (start)";
+    let (code, swapped, err) =
+        common::run_vramtop(&["diff", &path, "--at", "peak", "--at", "start"], None);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = swapped.lines().collect();
+    assert!(lines[1].starts_with("before: event 0/"), "{swapped}");
+    assert!(lines[1].ends_with("(--at start)"), "{swapped}");
+    assert!(lines[2].ends_with("(--at peak)"), "{swapped}");
+    assert!(lines[3].starts_with(note), "{swapped}");
+    let (code, in_order, err) =
+        common::run_vramtop(&["diff", &path, "--at", "start", "--at", "peak"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(!in_order.contains("note: the first --at"), "{in_order}");
+    // Apart from the note, the same comparison.
+    let without_note: String = swapped
+        .lines()
+        .filter(|l| !l.starts_with(note) && !l.starts_with("      compared earlier"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(without_note, in_order);
 }
 
 #[test]

@@ -285,6 +285,8 @@ struct MomentsJson<'a> {
     events: usize,
     before_at: MomentJson,
     after_at: MomentJson,
+    /// The first `--at` named the later moment: BEFORE is the second.
+    moments_swapped: bool,
     #[serde(flatten)]
     diff: &'a Diff,
     allocated_between: &'a Sites,
@@ -341,6 +343,7 @@ pub fn run_moments(
             events: *events,
             before_at: at(c.a, asked.0),
             after_at: at(c.b, asked.1),
+            moments_swapped: compared.swapped,
             diff: &c.diff,
             allocated_between: &c.between,
             highest_between: &c.highest,
@@ -366,6 +369,8 @@ struct Compared {
     first_time_us: Option<i64>,
     /// The moments as asked, the earlier first.
     asked: (At, At),
+    /// The first `--at` named the later moment (the two were swapped).
+    swapped: bool,
     /// The device's trace, for the moments' times.
     scrub: DeviceScrub,
 }
@@ -480,13 +485,15 @@ fn compare_moments(
     };
     let scrub = DeviceScrub::new(Arc::clone(snapshot), device, trace);
     let (a, b) = (at.0.cursor(&scrub)?, at.1.cursor(&scrub)?);
-    let asked = if a <= b { at } else { (at.1, at.0) };
+    let swapped = a > b;
+    let asked = if swapped { (at.1, at.0) } else { at };
     let diff = diff_cursors(&scrub, a, b, grouping, snapshot_no_stack_reason(snapshot));
     Ok(Compared {
         diff,
         events: scrub.len(),
         first_time_us: scrub.events().iter().find_map(|e| e.time_us()),
         asked,
+        swapped,
         scrub,
     })
 }
@@ -523,6 +530,17 @@ fn render_moments(name: &str, compared: &Compared, t0: Option<i64>, top: usize) 
     ];
     for (label, at) in sides {
         let _ = writeln!(out, "{}", wrap_under(label, &at, WRAP_WIDTH));
+    }
+    if compared.swapped {
+        // As the viewer's A/B comparison does: always earlier to later.
+        note_line(
+            &mut out,
+            &format!(
+                "the first --at ({}) is later in the trace than the second ({}): compared \
+                 earlier to later, BEFORE is the second",
+                compared.asked.1, compared.asked.0
+            ),
+        );
     }
     let h = &c.highest;
     let at =
