@@ -186,7 +186,7 @@ pub fn run(
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let out = render(&steps, memory);
+    let out = render(&steps, memory, save_snapshot);
     super::emit(&out).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
@@ -218,8 +218,8 @@ const LEGEND: [&str; 6] = [
 /// The demo's text, in 80 columns: a row of figures per step with the
 /// step's lesson on a line of its own under it (beside the figures it
 /// ran past 80 columns), the columns' meanings, and the command that
-/// saves and opens the same run.
-pub fn render(steps: &[DemoStep], memory: u64) -> String {
+/// saves and opens the same run (or opens it, when `saved` holds it).
+pub fn render(steps: &[DemoStep], memory: u64, saved: Option<&Path>) -> String {
     let mut out = String::new();
     let title = format!(
         "PyTorch's caching allocator on a simulated {} GPU",
@@ -273,10 +273,23 @@ pub fn render(steps: &[DemoStep], memory: u64) -> String {
     }
     let _ = writeln!(out, "\n{}", wrap_phrases_under("", LEGEND, REPORT_WIDTH));
     // The command on a line of its own, whole, to be copied.
-    let _ = writeln!(
-        out,
-        "See it as a PyTorch snapshot, step by step:\n  {SAVE_AND_OPEN}"
-    );
+    match saved {
+        // Saved by this very run: the next step is opening it (running
+        // the save again would be refused, the file being there).
+        Some(path) => {
+            let path = crate::quote::shell_path(&path.to_string_lossy());
+            let _ = writeln!(
+                out,
+                "Open the saved run as a PyTorch snapshot, step by step:\n  vramtop open {path}"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "See it as a PyTorch snapshot, step by step:\n  {SAVE_AND_OPEN}"
+            );
+        }
+    }
     out
 }
 
@@ -288,7 +301,7 @@ mod tests {
     fn the_demo_fits_80_cells_with_each_lesson_under_its_step() {
         // The widest figures the option allows beside the usual ones.
         for memory in [80 << 30, u64::MAX] {
-            let text = render(&steps(memory).expect("the demo runs"), memory);
+            let text = render(&steps(memory).expect("the demo runs"), memory, None);
             for line in text.lines() {
                 assert!(
                     cells(line) <= REPORT_WIDTH,
@@ -297,7 +310,7 @@ mod tests {
                 );
             }
         }
-        let text = render(&steps(80 << 30).expect("the demo runs"), 80 << 30);
+        let text = render(&steps(80 << 30).expect("the demo runs"), 80 << 30, None);
         assert!(
             text.contains(concat!(
                 "step                       allocated  reserved  driver used  segs  split free\n",
@@ -317,5 +330,19 @@ mod tests {
             text.ends_with(&format!("step by step:\n  {SAVE_AND_OPEN}\n")),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_demo_that_saved_its_run_offers_to_open_that_file_not_to_save_again() {
+        let steps = steps(80 << 30).expect("the demo runs");
+        let text = render(&steps, 80 << 30, Some(Path::new("my run.pickle")));
+        assert!(
+            text.ends_with(
+                "Open the saved run as a PyTorch snapshot, step by step:\n  \
+                 vramtop open 'my run.pickle'\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("--save-snapshot"), "{text}");
     }
 }
