@@ -186,6 +186,41 @@ fn a_small_truncated_file_says_first_that_it_ends_early_in_one_line_with_exit_2(
 }
 
 #[test]
+fn a_file_cut_in_its_trace_is_said_as_a_cut_file_with_its_readable_final_state() {
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bytes = std::fs::read(path).expect("read");
+    let cut = dir.path().join("t.pickle");
+    // Past the final state (segments end near byte 457,000), in the trace.
+    std::fs::write(&cut, &bytes[..1_500_000]).expect("write");
+    let cut = cut.display().to_string();
+    for command in [&["open", &cut, "--summary"][..], &["replay", &cut][..]] {
+        let (code, _, err) = vramtop(command);
+        assert_eq!(code, 2, "{command:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        // Worded as a cut at the start is, then what still reads.
+        assert!(
+            err.starts_with(&format!(
+                "vramtop: error: {cut}: the file ends early: 1500000 bytes, cut inside a 64.00 KiB \
+                 frame ("
+            )),
+            "{command:?}: {err}"
+        );
+        assert!(
+            err.contains("was it copied whole? (truncated pickle: the FRAME opcode at byte "),
+            "{err}"
+        );
+        assert!(
+            err.contains("this command reads the whole file, but its final state, before the damage, is readable"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn once_json_prints_one_full_sample_with_gpus_processes_and_allocator() {
     let (code, out, err) = vramtop(&["--backend", "sim", "--sim-gpus", "2", "--once", "--json"]);
     assert_eq!(code, 0, "{err}");

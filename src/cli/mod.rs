@@ -1098,102 +1098,30 @@ pub fn snapshot_read_error(
     let readable_before = file.as_os_str() != STDIN_ARG
         && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
         && crate::snapshot::read_snapshot_file_final_state(file).is_ok_and(|s| s.trace_not_read);
+    // A cut file is said the same way wherever the cut falls.
+    let said =
+        ends_early(error, file.as_os_str() == STDIN_ARG).unwrap_or_else(|| error.to_string());
     if readable_before {
         // Quoted for a shell, to be pasted; say_error then escapes what a
         // terminal would act on, the name included.
         let shown = crate::quote::shell_path(&file.display().to_string());
         format!(
-            "{error}; this command reads the whole file, but its final state, before the \
+            "{said}; this command reads the whole file, but its final state, before the \
              damage, is readable: `vramtop open {shown} --summary --no-trace`, or the viewer \
              (`vramtop open {shown}`)"
         )
     } else {
-        ends_early(error, file.as_os_str() == STDIN_ARG).unwrap_or_else(|| error.to_string())
+        said
     }
 }
 
-/// A truncated pickle said as a user needs it first (the input ends early,
-/// how far it got, was it copied whole?) and the parser's detail after, on
-/// one line; `None` for any other error.
-fn ends_early(error: &crate::snapshot::SnapshotError, from_stdin: bool) -> Option<String> {
-    use crate::snapshot::{PickleError, SnapshotError};
-    let (path, inner) = match error {
-        SnapshotError::InFile { path, source } => (Some(path), source.as_ref()),
-        other => (None, other),
-    };
-    let SnapshotError::Pickle(pickle) = inner else {
-        return None;
-    };
-    let more = |needed: u64| {
-        if needed == 1 {
-            "1 more byte was expected".to_string()
-        } else {
-            format!("{needed} more bytes were expected")
-        }
-    };
-    // Where the input stops, and the parser's words for it (the opcode and
-    // its byte offset) for whoever looks into the file.
-    let (end, cut, detail) = match *pickle {
-        PickleError::Truncated {
-            opcode,
-            offset,
-            end,
-            needed,
-        } => {
-            // A FRAME's payload starts 9 bytes in (the opcode, an 8-byte
-            // length): its size is what was read of it and what is missing.
-            let frame = (opcode == "FRAME")
-                .then(|| end.checked_sub(offset.checked_add(9)?))
-                .flatten()
-                .and_then(|read| u64::try_from(read).ok())
-                .and_then(|read| read.checked_add(needed));
-            let cut = match frame {
-                // PROTO takes bytes 0 and 1: a frame at byte 2 is the first.
-                Some(size) if offset == 2 => {
-                    format!(
-                        "cut inside its first {} frame",
-                        crate::alloc::human_bytes(size)
-                    )
-                }
-                Some(size) => format!("cut inside a {} frame", crate::alloc::human_bytes(size)),
-                // Cut inside the frame's 8-byte length.
-                None if opcode == "FRAME" => "cut inside a frame's header".to_string(),
-                None => format!("cut inside a {opcode}"),
-            };
-            (
-                end,
-                format!("{cut} ({})", more(needed)),
-                format!("the {opcode} opcode at byte {offset}"),
-            )
-        }
-        PickleError::TruncatedLine {
-            opcode,
-            offset,
-            end,
-        } => (
-            end,
-            format!("cut inside a {opcode} line"),
-            format!("the {opcode} opcode at byte {offset} has no newline"),
-        ),
-        PickleError::MissingStop { end } => (
-            end,
-            "cut before the pickle's end mark".to_string(),
-            "no STOP opcode".to_string(),
-        ),
-        _ => return None,
-    };
-    let (what, question) = if from_stdin {
-        ("the input", "did its writer stop early?")
-    } else {
-        ("the file", "was it copied whole?")
-    };
-    let bytes = if end == 1 { "byte" } else { "bytes" };
-    let message =
-        format!("{what} ends early: {end} {bytes}, {cut}; {question} (truncated pickle: {detail})");
-    Some(match path {
-        Some(path) => format!("{}: {message}", path.display()),
-        None => message,
-    })
+/// A truncated pickle said as a user needs it first (see
+/// [`crate::ui::format::file_cut_text`]); `None` for any other error.
+pub(crate) fn ends_early(
+    error: &crate::snapshot::SnapshotError,
+    from_stdin: bool,
+) -> Option<String> {
+    crate::ui::format::file_cut_text(error, from_stdin)
 }
 
 /// Says an error on stderr, with the one prefix.

@@ -68,7 +68,9 @@ fn final_state_despite(path: &Path, error: &SnapshotError) -> Option<ViewerState
         return None;
     }
     let mut v = ViewerState::new(display_name(path), stage);
-    v.trace_failed(error.to_string());
+    v.trace_failed(
+        crate::ui::format::file_cut_text(error, false).unwrap_or_else(|| error.to_string()),
+    );
     Some(v)
 }
 
@@ -433,7 +435,10 @@ fn event_loop(
                     // The final state is on screen already: a trace cut or
                     // damaged after it leaves that state readable.
                     Some(stage) => {
-                        stage.trace_failed(e.to_string());
+                        stage.trace_failed(
+                            crate::ui::format::file_cut_text(&e, false)
+                                .unwrap_or_else(|| e.to_string()),
+                        );
                         loading = false;
                         dirty = true;
                     }
@@ -511,4 +516,30 @@ fn event_loop(
         }
     }
     Ok(ViewerExit::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trace_cut_off_is_said_in_the_viewer_as_the_commands_say_it() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/snapshots/Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle");
+        let Ok(bytes) = std::fs::read(&path) else {
+            eprintln!("skipping: {} not found", path.display());
+            return;
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cut = dir.path().join("t.pickle");
+        std::fs::write(&cut, &bytes[..1_500_000]).expect("write");
+        let error = crate::snapshot::read_snapshot_file(&cut).expect_err("cut in its trace");
+        let v = final_state_despite(&cut, &error).expect("the final state reads");
+        let why = v.trace_error.expect("the trace's failure is kept");
+        assert!(
+            why.contains("the file ends early: 1500000 bytes, cut inside a 64.00 KiB frame"),
+            "{why}"
+        );
+        assert!(why.contains("was it copied whole?"), "{why}");
+    }
 }

@@ -366,6 +366,91 @@ pub fn no_gpu(state: &crate::app::state::AppState) -> &'static str {
     }
 }
 
+/// A truncated pickle said as a user needs it first (the input ends early,
+/// how far it got, was it copied whole?) and the parser's detail after, on
+/// one line, as every command and the viewer say it; `None` for any other
+/// error.
+pub fn file_cut_text(error: &crate::snapshot::SnapshotError, from_stdin: bool) -> Option<String> {
+    use crate::snapshot::{PickleError, SnapshotError};
+    let (path, inner) = match error {
+        SnapshotError::InFile { path, source } => (Some(path), source.as_ref()),
+        other => (None, other),
+    };
+    let SnapshotError::Pickle(pickle) = inner else {
+        return None;
+    };
+    let more = |needed: u64| {
+        if needed == 1 {
+            "1 more byte was expected".to_string()
+        } else {
+            format!("{needed} more bytes were expected")
+        }
+    };
+    // Where the input stops, and the parser's words for it (the opcode and
+    // its byte offset) for whoever looks into the file.
+    let (end, cut, detail) = match *pickle {
+        PickleError::Truncated {
+            opcode,
+            offset,
+            end,
+            needed,
+        } => {
+            // A FRAME's payload starts 9 bytes in (the opcode, an 8-byte
+            // length): its size is what was read of it and what is missing.
+            let frame = (opcode == "FRAME")
+                .then(|| end.checked_sub(offset.checked_add(9)?))
+                .flatten()
+                .and_then(|read| u64::try_from(read).ok())
+                .and_then(|read| read.checked_add(needed));
+            let cut = match frame {
+                // PROTO takes bytes 0 and 1: a frame at byte 2 is the first.
+                Some(size) if offset == 2 => {
+                    format!(
+                        "cut inside its first {} frame",
+                        crate::alloc::human_bytes(size)
+                    )
+                }
+                Some(size) => format!("cut inside a {} frame", crate::alloc::human_bytes(size)),
+                // Cut inside the frame's 8-byte length.
+                None if opcode == "FRAME" => "cut inside a frame's header".to_string(),
+                None => format!("cut inside a {opcode}"),
+            };
+            (
+                end,
+                format!("{cut} ({})", more(needed)),
+                format!("the {opcode} opcode at byte {offset}"),
+            )
+        }
+        PickleError::TruncatedLine {
+            opcode,
+            offset,
+            end,
+        } => (
+            end,
+            format!("cut inside a {opcode} line"),
+            format!("the {opcode} opcode at byte {offset} has no newline"),
+        ),
+        PickleError::MissingStop { end } => (
+            end,
+            "cut before the pickle's end mark".to_string(),
+            "no STOP opcode".to_string(),
+        ),
+        _ => return None,
+    };
+    let (what, question) = if from_stdin {
+        ("the input", "did its writer stop early?")
+    } else {
+        ("the file", "was it copied whole?")
+    };
+    let bytes = if end == 1 { "byte" } else { "bytes" };
+    let message =
+        format!("{what} ends early: {end} {bytes}, {cut}; {question} (truncated pickle: {detail})");
+    Some(match path {
+        Some(path) => format!("{}: {message}", path.display()),
+        None => message,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
