@@ -780,6 +780,54 @@ fn whatif_of_a_file_that_contradicts_itself_exits_2_with_the_verify_verdict() {
 }
 
 #[test]
+fn whatif_of_a_trace_the_model_cannot_replay_exits_1_with_the_verify_verdict() {
+    // The demo's trace with its first allocation moved where the model
+    // would not put it: verify says MISMATCH (exit 1), and what-if of the
+    // same file says so and exits so, not 0 under a table.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("moved.pickle");
+    let mut snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
+    let trace = snapshot.device_traces.first_mut().expect("a trace");
+    let moved = trace
+        .iter()
+        .find(|e| e.action == vramtop::alloc::TraceAction::Alloc)
+        .expect("an allocation")
+        .addr;
+    for e in trace.iter_mut().filter(|e| e.addr == moved) {
+        e.addr += 1 << 40;
+    }
+    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
+    let file = file.display().to_string();
+    let (verify_code, out, _) = vramtop(&["replay", &file, "--verify", "--json"]);
+    assert_eq!(verify_code, 1, "{out}");
+    let verified: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    for whatif in [
+        &["--alloc-conf", "expandable_segments:True"][..],
+        &["--capacity", "80GiB"][..],
+    ] {
+        let args = [&["replay", &file][..], whatif].concat();
+        let (code, out, err) = vramtop(&args);
+        assert_eq!(code, verify_code, "{out}{err}");
+        let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        let why = verified["why"].as_str().unwrap_or_default();
+        assert!(
+            unwrapped.contains(&format!("result: MISMATCH ({why})")),
+            "{out}"
+        );
+        assert!(
+            unwrapped.contains("verdict: checks vramtop's allocator model against this recording"),
+            "{out}"
+        );
+        let (code, out, _) = vramtop(&[&args[..], &["--json"]].concat());
+        assert_eq!(code, verify_code, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+        assert_eq!(v["result"], verified["result"], "{out}");
+        assert_eq!(v["why"], verified["why"], "{out}");
+        assert!(v["devices"].is_array(), "the report's own keys: {out}");
+    }
+}
+
+#[test]
 fn replay_of_a_state_only_file_is_no_trace_not_full_match() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("state-only.pickle");

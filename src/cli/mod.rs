@@ -551,8 +551,11 @@ pub enum Command {
     /// ends with a verdict, one of FULL MATCH, MISMATCH, NOT REPLAYABLE or
     /// NO TRACE: whether vramtop's allocator model reproduces the recording,
     /// not whether the program is right. What-if mode prints a comparison
-    /// table and no verdict (NO TRACE for a file without a trace, NOT
-    /// REPLAYABLE and exit 2 for one that contradicts itself).
+    /// table and no verdict of its own: of a file verify mode fails it gives
+    /// verify's verdict and exit status too (MISMATCH or NOT REPLAYABLE,
+    /// exit 1, for a trace the model cannot replay; NOT REPLAYABLE, exit 2,
+    /// for a file that contradicts itself), and NO TRACE for a file without
+    /// a trace.
     Replay {
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list); `-` reads it from
@@ -564,7 +567,7 @@ pub enum Command {
         verify: bool,
         /// Print the report as JSON: in verify mode its `result` is the
         /// verdict; the what-if report has no `result` unless the file has
-        /// no trace or contradicts itself.
+        /// no trace or verify mode fails it (then verify's).
         #[arg(long)]
         json: bool,
         /// What-if: replay the trace's allocations under these

@@ -13,7 +13,7 @@ use color_eyre::eyre::WrapErr;
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::Stacks;
-use crate::snapshot::invariants::{Finding, check_invariants};
+use crate::snapshot::invariants::Finding;
 use crate::snapshot::replay::{
     DeviceReplay, ReplayStart, VerifyReport, config_from_settings, verify,
 };
@@ -169,6 +169,17 @@ impl Verdict {
             Verdict::FullMatch(_) | Verdict::NoTrace(_) => 0,
             Verdict::Mismatch(_) | Verdict::NotReplayable(_) => EXIT_MISMATCH,
             Verdict::InconsistentFile(_) => EXIT_BAD_INPUT,
+        }
+    }
+
+    /// The verdict when it finds something wrong with the file (a
+    /// mismatch, a trace that cannot be replayed, a file that contradicts
+    /// itself): what what-if mode reports and exits with as verify does.
+    /// `None` for a full match or a file without a trace.
+    pub fn finding(self) -> Option<Verdict> {
+        match self {
+            Verdict::FullMatch(_) | Verdict::NoTrace(_) => None,
+            found => Some(found),
         }
     }
 
@@ -509,9 +520,12 @@ pub fn run_whatif(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
-    // A file that contradicts itself is bad input in what-if mode as in
-    // verify mode: the same verdict and exit 2, whatever its runs show.
-    let inconsistent = inconsistency(&check_invariants(&snapshot)).map(Verdict::InconsistentFile);
+    // What verify mode finds wrong with the file is found in what-if mode
+    // too, with the same verdict and exit status: a file that contradicts
+    // itself is bad input (exit 2), a trace the model cannot replay (a
+    // divergence, a failed invariant, an impossible event) exit 1, whatever
+    // the what-if runs show; their table alone read as a clean answer.
+    let finding = Verdict::of(&verify(&snapshot)).finding();
     // Under a capacity, the recorded settings at that capacity too, first:
     // the original ran on whatever the recorded device had, and settings
     // compared only with it would read as the cause of an OOM that is the
@@ -530,7 +544,7 @@ pub fn run_whatif(
         Ok(r) => r,
         // The same verdict as the verify mode gives a state-only file.
         Err(WhatIfError::NoTrace) => {
-            let verdict = inconsistent.unwrap_or(Verdict::NoTrace(None));
+            let verdict = finding.unwrap_or(Verdict::NoTrace(None));
             let text = if json {
                 let value = serde_json::json!({
                     "result": verdict.label(),
@@ -557,24 +571,29 @@ pub fn run_whatif(
     };
     if json {
         let text = serde_json::to_string_pretty(&WhatIfJson {
-            result: inconsistent.as_ref().map(Verdict::label),
-            why: inconsistent.as_ref().and_then(Verdict::why),
+            result: finding.as_ref().map(Verdict::label),
+            why: finding.as_ref().and_then(Verdict::why),
             report: &report,
         })
         .wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
     } else {
         let mut text = render_whatif(&super::input_name(file), &report);
-        if let Some(verdict) = &inconsistent {
+        if let Some(verdict) = &finding {
+            // As verify's report ends: MISMATCH alone reads as a verdict
+            // on the program.
+            let meaning = verdict.meaning().trim_start_matches("verdict: ");
+            line_under(&mut text, "verdict: ", meaning);
             result_line(&mut text, verdict);
         }
         super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     }
-    Ok(ExitCode::from(inconsistent.map_or(0, |v| v.exit_code())))
+    Ok(ExitCode::from(finding.map_or(0, |v| v.exit_code())))
 }
 
 /// `replay --alloc-conf … --json`: the report, with verify's verdict on
-/// top only for a file that contradicts itself (what-if has none else).
+/// top only where verify finds something wrong with the file (MISMATCH,
+/// NOT REPLAYABLE): what-if has no verdict of its own.
 #[derive(serde::Serialize)]
 struct WhatIfJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
