@@ -1509,10 +1509,10 @@ fn every_help_row_keeps_a_space_between_its_keys_and_its_text() {
             .map(|(k, w)| (k, w.into_owned()))
             .chain(
                 keymap
-                    .detail_help_rows()
+                    .detail_help_rows(None)
                     .into_iter()
-                    .chain(keymap.compare_help_rows())
-                    .map(|(k, w)| (k, w.to_string())),
+                    .chain(keymap.compare_help_rows(None))
+                    .map(|(k, w, _)| (k, w.to_string())),
             )
             .collect(),
     );

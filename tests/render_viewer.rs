@@ -1828,3 +1828,225 @@ fn the_block_details_hints_offer_only_the_block_key_that_moves() {
     let said = text(draw(&v, 80, 24).backend().buffer());
     assert!(said.contains("at the last block of the map"), "{said}");
 }
+
+/// The rows of the help's `heading` section as drawn (the heading in
+/// view): each row's text inside the help's border, the next row's joined
+/// to it (a reason wraps there at 80 columns), and whether its keys are
+/// dimmed.
+fn help_section(buf: &Buffer, heading: &str, theme: &Theme) -> Vec<(String, bool)> {
+    let area = buf.area;
+    // The help's left border: the panes under it have borders too.
+    let Some(left) = (area.y..area.bottom()).find_map(|y| {
+        let cells: Vec<&str> = (area.x..area.right())
+            .map(|x| buf[(x, y)].symbol())
+            .collect();
+        let row = cells.concat();
+        let at = row.find("┌ Help")?;
+        let border = row[..at].chars().count();
+        u16::try_from(border + 1).ok().map(|x| area.x + x)
+    }) else {
+        return Vec::new();
+    };
+    let inside = |y: u16| -> Option<(u16, String)> {
+        if buf[(left - 1, y)].symbol() != "│" {
+            return None;
+        }
+        let row: String = (left..area.right()).map(|x| buf[(x, y)].symbol()).collect();
+        Some((left, row.split('│').next().unwrap_or_default().to_string()))
+    };
+    let Some(top) = (area.y..area.bottom())
+        .find(|&y| inside(y).is_some_and(|(_, row)| row.trim_start().starts_with(heading)))
+    else {
+        return Vec::new();
+    };
+    // Where the help has room, the words' column is beside the keys':
+    // a row blank in the keys' half (40 cells) ends the section.
+    let blank = |row: &str| row.chars().take(40).all(|c| c == ' ');
+    let mut rows = Vec::new();
+    for y in top + 1..area.bottom() {
+        let Some((x, row)) = inside(y) else { break };
+        if blank(&row) {
+            break;
+        }
+        // A reason wrapped under its row starts past the keys' column.
+        if row.starts_with(' ') {
+            continue;
+        }
+        let below = inside(y + 1)
+            .map(|(_, r)| r)
+            .filter(|r| r.starts_with(' ') && !blank(r))
+            .unwrap_or_default();
+        let dim = buf[(x, y)].style().fg == theme.dim.fg;
+        rows.push((format!("{} {}", row.trim_end(), below.trim()), dim));
+    }
+    rows
+}
+
+/// Opens the help over what is open and scrolls it, a row at a time,
+/// until `heading`'s section is in view whole at `w`×`h`.
+fn help_at_section(
+    v: &mut ViewerState,
+    heading: &str,
+    rows: usize,
+    w: u16,
+    h: u16,
+) -> Terminal<TestBackend> {
+    press(v, KeyCode::Char('?'));
+    assert_eq!(v.app.ui.overlay, Overlay::Help);
+    // From its top: the help keeps where it was scrolled.
+    while v.app.ui.help_scroll > 0 {
+        press(v, KeyCode::Up);
+    }
+    for _ in 0..200 {
+        let t = draw(v, w, h);
+        if help_section(t.backend().buffer(), heading, &Theme::colored()).len() == rows {
+            return t;
+        }
+        press(v, KeyCode::Down);
+    }
+    panic!(
+        "{heading} never in view whole at {w}×{h}:\n{}",
+        text(draw(v, w, h).backend().buffer())
+    );
+}
+
+#[test]
+fn the_help_over_the_ab_comparison_dims_its_scroll_keys_that_cannot_scroll_and_says_why() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('m'));
+    press(&mut v, KeyCode::Char('P'));
+    press(&mut v, KeyCode::Char('M'));
+    press(&mut v, KeyCode::Char('c'));
+    assert!(v.compare.is_some());
+    const HEADING: &str = "In the A/B comparison";
+    // At 80×24 the comparison is taller than the screen: at its top the
+    // keys that go up do nothing, as its hints leave them out.
+    let _ = draw(&v, 80, 24);
+    assert!(!v.compare_scrolled().up && v.compare_scrolled().down);
+    let t = help_at_section(&mut v, HEADING, 8, 80, 24);
+    let rows = help_section(t.backend().buffer(), HEADING, &theme);
+    let row = |keys: &str| {
+        rows.iter()
+            .find(|(r, _)| r.starts_with(&format!("{keys}  ")))
+            .cloned()
+            .unwrap_or_else(|| panic!("{keys}: {rows:?}"))
+    };
+    for keys in ["↑ k", "PgUp", "Home"] {
+        let (text, dim) = row(keys);
+        assert!(
+            dim && text.contains("[at the top of the comparison]"),
+            "{text}"
+        );
+    }
+    for keys in ["q Ctrl-C", "Esc Enter c", "↓ j", "PgDn", "End"] {
+        let (text, dim) = row(keys);
+        assert!(!dim && !text.contains('['), "{text}");
+    }
+    insta::assert_snapshot!("viewer_help_over_compare_at_its_top_80x24", t.backend());
+    // At its end the keys that go down do nothing, and the others act.
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::End);
+    let _ = draw(&v, 80, 24);
+    assert!(v.compare_scrolled().up && !v.compare_scrolled().down);
+    let t = help_at_section(&mut v, HEADING, 8, 80, 24);
+    let rows = help_section(t.backend().buffer(), HEADING, &theme);
+    for (keys, dimmed) in [("↓ j", true), ("PgDn", true), ("End", true), ("↑ k", false)] {
+        let (text, dim) = rows
+            .iter()
+            .find(|(r, _)| r.starts_with(&format!("{keys}  ")))
+            .cloned()
+            .unwrap_or_else(|| panic!("{keys}: {rows:?}"));
+        assert_eq!(dim, dimmed, "{text}");
+        assert_eq!(
+            text.contains("[at the end of the comparison]"),
+            dimmed,
+            "{text}"
+        );
+    }
+    // Tall enough for all of it, every scroll key says so.
+    press(&mut v, KeyCode::Esc);
+    let _ = draw(&v, 120, 80);
+    if !v.compare_scrolled().up && !v.compare_scrolled().down {
+        let t = help_at_section(&mut v, HEADING, 8, 120, 80);
+        let rows = help_section(t.backend().buffer(), HEADING, &theme);
+        let said = rows
+            .iter()
+            .filter(|(r, dim)| *dim && r.contains("[the whole comparison is in view]"))
+            .count();
+        assert_eq!(said, 6, "{rows:?}");
+        press(&mut v, KeyCode::Esc);
+    }
+    // The block detail's rows, its keys not the open view's, stay as
+    // they were.
+    let t = help_at_section(&mut v, "In the block detail", 8, 120, 80);
+    let rows = help_section(t.backend().buffer(), "In the block detail", &theme);
+    assert!(rows.iter().all(|(_, dim)| !dim), "{rows:?}");
+}
+
+#[test]
+fn the_help_over_the_block_detail_dims_its_keys_that_do_nothing_there_and_says_why() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored();
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open);
+    const HEADING: &str = "In the block detail";
+    // The map's first block, its stack at the top.
+    let _ = draw(&v, 80, 24);
+    let scrolled = v.detail_scrolled();
+    let t = help_at_section(&mut v, HEADING, 8, 80, 24);
+    let rows = help_section(t.backend().buffer(), HEADING, &theme);
+    let row = |rows: &[(String, bool)], keys: &str| {
+        rows.iter()
+            .find(|(r, _)| r.starts_with(&format!("{keys}  ")))
+            .cloned()
+            .unwrap_or_else(|| panic!("{keys}: {rows:?}"))
+    };
+    let (text, dim) = row(&rows, "↑ k");
+    assert!(
+        dim && text.contains("[at the first block of the map]"),
+        "{text}"
+    );
+    let (text, dim) = row(&rows, "↓ j");
+    assert!(!dim && !text.contains('['), "{text}");
+    let up_why = if scrolled.down {
+        "[at the top of the stack]"
+    } else {
+        "[the whole stack is in view]"
+    };
+    for keys in ["PgUp", "Home"] {
+        let (text, dim) = row(&rows, keys);
+        assert!(dim && text.contains(up_why), "{keys}: {text}");
+    }
+    for keys in ["PgDn", "End"] {
+        let (text, dim) = row(&rows, keys);
+        assert_eq!(dim, !scrolled.down, "{keys}: {text}");
+    }
+    insta::assert_snapshot!("viewer_help_over_block_detail_80x24", t.backend());
+    // At the map's last block `↓` is the one that does nothing.
+    press(&mut v, KeyCode::Esc);
+    let n: usize = v.segments.iter().map(|s| s.blocks.len()).sum();
+    for _ in 1..n {
+        press(&mut v, KeyCode::Down);
+    }
+    assert!(
+        v.detail_open && !v.detail_blocks().down,
+        "{:?}",
+        v.detail_blocks()
+    );
+    let t = help_at_section(&mut v, HEADING, 8, 120, 40);
+    let rows = help_section(t.backend().buffer(), HEADING, &theme);
+    let (text, dim) = row(&rows, "↓ j");
+    assert!(
+        dim && text.contains("[at the last block of the map]"),
+        "{text}"
+    );
+    let (text, dim) = row(&rows, "↑ k");
+    assert!(!dim && !text.contains('['), "{text}");
+}

@@ -311,6 +311,25 @@ impl Scrolled {
             down: at < limit,
         }
     }
+
+    /// Why nothing moves up from here: `none` where nothing moves either
+    /// way (all of it in view), `at_top` where only down does.
+    fn unavailable_up(self, none: &'static str, at_top: &'static str) -> Option<&'static str> {
+        match (self.up, self.down) {
+            (true, _) => None,
+            (false, false) => Some(none),
+            (false, true) => Some(at_top),
+        }
+    }
+
+    /// [`Scrolled::unavailable_up`] the other way.
+    fn unavailable_down(self, none: &'static str, at_end: &'static str) -> Option<&'static str> {
+        match (self.down, self.up) {
+            (true, _) => None,
+            (false, false) => Some(none),
+            (false, true) => Some(at_end),
+        }
+    }
 }
 
 /// What a key does while the viewer's block detail is open (it takes the
@@ -333,12 +352,26 @@ impl DetailKey {
     /// (`down`) it in the map: a scroll key only where it moves the view,
     /// a block key only where there is a block that way.
     fn goes(self, scrolled: Scrolled, blocks: Scrolled) -> bool {
+        self.unavailable(scrolled, blocks).is_none()
+    }
+
+    /// Why the key does nothing in such a detail, in a few words for the
+    /// help (`None`: it acts, and the status line hints it).
+    pub fn unavailable(self, scrolled: Scrolled, blocks: Scrolled) -> Option<&'static str> {
         match self {
-            DetailKey::ScrollUp | DetailKey::Top => scrolled.up,
-            DetailKey::ScrollDown | DetailKey::Bottom => scrolled.down,
-            DetailKey::PrevBlock => blocks.up,
-            DetailKey::NextBlock => blocks.down,
-            DetailKey::Quit | DetailKey::Close => true,
+            DetailKey::ScrollUp | DetailKey::Top => {
+                scrolled.unavailable_up("the whole stack is in view", "at the top of the stack")
+            }
+            DetailKey::ScrollDown | DetailKey::Bottom => {
+                scrolled.unavailable_down("the whole stack is in view", "at the end of the stack")
+            }
+            DetailKey::PrevBlock => {
+                blocks.unavailable_up("the only block of the map", "at the first block of the map")
+            }
+            DetailKey::NextBlock => {
+                blocks.unavailable_down("the only block of the map", "at the last block of the map")
+            }
+            DetailKey::Quit | DetailKey::Close => None,
         }
     }
 
@@ -390,10 +423,21 @@ impl CompareKey {
     /// Whether the key does something in a comparison that stands at
     /// `scrolled`: a scroll key only where it moves the view.
     fn goes(self, scrolled: Scrolled) -> bool {
+        self.unavailable(scrolled).is_none()
+    }
+
+    /// Why the key does nothing in such a comparison, in a few words for
+    /// the help (`None`: it acts, and the status line hints it).
+    pub fn unavailable(self, scrolled: Scrolled) -> Option<&'static str> {
+        const ALL: &str = "the whole comparison is in view";
         match self {
-            CompareKey::ScrollUp | CompareKey::PageUp | CompareKey::Top => scrolled.up,
-            CompareKey::ScrollDown | CompareKey::PageDown | CompareKey::Bottom => scrolled.down,
-            CompareKey::Quit | CompareKey::Close => true,
+            CompareKey::ScrollUp | CompareKey::PageUp | CompareKey::Top => {
+                scrolled.unavailable_up(ALL, "at the top of the comparison")
+            }
+            CompareKey::ScrollDown | CompareKey::PageDown | CompareKey::Bottom => {
+                scrolled.unavailable_down(ALL, "at the end of the comparison")
+            }
+            CompareKey::Quit | CompareKey::Close => None,
         }
     }
 
@@ -728,11 +772,21 @@ impl Keymap {
             .collect()
     }
 
-    /// (keys, description) rows of the block detail for the help overlay.
-    pub fn detail_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+    /// (keys, description, why it does nothing) rows of the block detail
+    /// for the help overlay: while the detail is open (`open`: its stack's
+    /// scroll and its block's place in the map, as for
+    /// [`Keymap::detail_hints`]), a key its hints leave out says why, as
+    /// [`DetailKey::unavailable`] has it.
+    pub fn detail_help_rows(
+        &self,
+        open: Option<(Scrolled, Scrolled)>,
+    ) -> Vec<(&'static str, &'static str, Option<&'static str>)> {
         DETAIL_BINDINGS
             .iter()
-            .map(|(keys, key, _)| (*keys, key.describe()))
+            .map(|(keys, key, _)| {
+                let why = open.and_then(|(scrolled, blocks)| key.unavailable(scrolled, blocks));
+                (*keys, key.describe(), why)
+            })
             .collect()
     }
 
@@ -761,11 +815,20 @@ impl Keymap {
             .collect()
     }
 
-    /// (keys, description) rows of the A/B comparison for the help overlay.
-    pub fn compare_help_rows(&self) -> Vec<(&'static str, &'static str)> {
+    /// (keys, description, why it does nothing) rows of the A/B
+    /// comparison for the help overlay: while it is open (`open`: how it
+    /// stands, as for [`Keymap::compare_hints`]), a key its hints leave out
+    /// says why, as [`CompareKey::unavailable`] has it.
+    pub fn compare_help_rows(
+        &self,
+        open: Option<Scrolled>,
+    ) -> Vec<(&'static str, &'static str, Option<&'static str>)> {
         COMPARE_BINDINGS
             .iter()
-            .map(|(keys, key, _)| (*keys, key.describe()))
+            .map(|(keys, key, _)| {
+                let why = open.and_then(|scrolled| key.unavailable(scrolled));
+                (*keys, key.describe(), why)
+            })
             .collect()
     }
 
@@ -1855,8 +1918,8 @@ mod tests {
             }
         }
         // The help and the status line are read from these same tables.
-        assert_eq!(k.detail_help_rows().len(), DETAIL_BINDINGS.len());
-        assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
+        assert_eq!(k.detail_help_rows(None).len(), DETAIL_BINDINGS.len());
+        assert_eq!(k.compare_help_rows(None).len(), COMPARE_BINDINGS.len());
         assert_eq!(k.viewer_help_rows().len(), k.viewer.len() + 8);
     }
 
@@ -2027,7 +2090,52 @@ mod tests {
         assert!(hints.contains(&("Esc", "close")), "{hints:?}");
         assert!(hints.contains(&("PgDn", "page")), "{hints:?}");
         assert!(!hints.iter().any(|h| h.1 == "event"), "{hints:?}");
-        assert_eq!(k.compare_help_rows().len(), COMPARE_BINDINGS.len());
+        assert_eq!(k.compare_help_rows(None).len(), COMPARE_BINDINGS.len());
+    }
+
+    #[test]
+    fn help_rows_of_the_detail_and_comparison_give_a_reason_for_each_key_their_hints_leave_out() {
+        let k = Keymap::default();
+        let first = |keys: &str| keys.split(' ').next().unwrap_or(keys).to_string();
+        for (scroll, limit) in [(0, 19), (7, 19), (19, 19), (0, 0)] {
+            let scrolled = Scrolled::at(scroll, limit);
+            let hinted: Vec<&str> = k.compare_hints(scrolled).iter().map(|h| h.0).collect();
+            for (keys, _, why) in k.compare_help_rows(Some(scrolled)) {
+                let key = COMPARE_BINDINGS.iter().find(|b| b.0 == keys).map(|b| b.1);
+                let goes = key.is_some_and(|key| key.goes(scrolled));
+                assert_eq!(why.is_none(), goes, "{keys} at {scroll}/{limit}");
+                // Every hinted key acts (PgUp gives way to PgDn in the hints).
+                if hinted.contains(&first(keys).as_str()) {
+                    assert!(why.is_none(), "{keys} at {scroll}/{limit}");
+                }
+            }
+            for blocks in [Scrolled::at(0, 0), Scrolled::at(0, 3), Scrolled::at(3, 3)] {
+                for (keys, _, why) in k.detail_help_rows(Some((scrolled, blocks))) {
+                    let key = DETAIL_BINDINGS.iter().find(|b| b.0 == keys).map(|b| b.1);
+                    let goes = key.is_some_and(|key| key.goes(scrolled, blocks));
+                    assert_eq!(why.is_none(), goes, "{keys} at {scroll}/{limit}");
+                }
+            }
+        }
+        let top = Scrolled::at(0, 19);
+        let why = |keys: &str, rows: Vec<(&str, &str, Option<&'static str>)>| {
+            rows.into_iter().find(|r| r.0 == keys).and_then(|r| r.2)
+        };
+        assert_eq!(
+            why("Home", k.compare_help_rows(Some(top))),
+            Some("at the top of the comparison")
+        );
+        assert_eq!(
+            why("End", k.compare_help_rows(Some(Scrolled::at(0, 0)))),
+            Some("the whole comparison is in view")
+        );
+        assert_eq!(
+            why("↑ k", k.detail_help_rows(Some((top, Scrolled::at(0, 3))))),
+            Some("at the first block of the map")
+        );
+        // Closed, neither says anything: its keys are the viewer's then.
+        assert!(k.compare_help_rows(None).iter().all(|r| r.2.is_none()));
+        assert!(k.detail_help_rows(None).iter().all(|r| r.2.is_none()));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::chrome::{self, left};
 use super::theme::Theme;
 use super::timeline::LegendName;
 use super::viewer::LEGEND_NAMES;
-use crate::app::keymap::{Action, Keymap, Offers, PanelKey, TypingMode};
+use crate::app::keymap::{Action, Keymap, Offers, PanelKey, Scrolled, TypingMode};
 use crate::app::state::StressView;
 use crate::app::stress::{COMPARE_NAMES, FigureName, StressAction};
 use crate::app::viewer::ViewerAction;
@@ -222,6 +222,11 @@ pub struct HelpOverlay<'a> {
     /// Why a viewer key does nothing in the file shown, as its hints
     /// leave it out: its row is dimmed with the reason.
     viewer_unavailable: Option<ViewerUnavailable<'a>>,
+    /// The open block detail's stack scroll and its block's place in the
+    /// map: its keys that do nothing there are dimmed with the reason.
+    detail_open: Option<(Scrolled, Scrolled)>,
+    /// The open A/B comparison's scroll, the same for its keys.
+    compare_open: Option<Scrolled>,
 }
 
 impl<'a> HelpOverlay<'a> {
@@ -239,7 +244,24 @@ impl<'a> HelpOverlay<'a> {
             page_rows: None,
             offers: None,
             viewer_unavailable: None,
+            detail_open: None,
+            compare_open: None,
         }
+    }
+
+    /// Dims the rows of the block detail's keys that do nothing in the
+    /// open detail (`open`: its stack's scroll and its block's place in
+    /// the map; `None`: closed, nothing dimmed), each with the reason
+    /// `DetailKey::unavailable` gives, which its hints read too.
+    pub fn with_detail_open(mut self, open: Option<(Scrolled, Scrolled)>) -> Self {
+        self.detail_open = open;
+        self
+    }
+
+    /// The same for the open A/B comparison's keys (`CompareKey::unavailable`).
+    pub fn with_compare_open(mut self, open: Option<Scrolled>) -> Self {
+        self.compare_open = open;
+        self
     }
 
     /// Dims the rows of the dashboard keys that `offers` says can do
@@ -381,9 +403,11 @@ impl<'a> HelpOverlay<'a> {
                     })
                     .collect()
             };
-            let borrowed = |rows: Vec<(&'static str, &'static str)>| {
+            // A key of the open detail or comparison that does nothing
+            // where it stands says why, as its hints leave it out.
+            let borrowed = |rows: Vec<(&'static str, &'static str, Option<&'static str>)>| {
                 rows.into_iter()
-                    .map(|(keys, what)| (keys, Cow::Borrowed(what), None))
+                    .map(|(keys, what, why)| (keys, Cow::Borrowed(what), why))
                     .collect()
             };
             // The viewer's own keys that do nothing in the file shown, as
@@ -401,11 +425,11 @@ impl<'a> HelpOverlay<'a> {
                 ),
                 (
                     self.opened_by("In the block detail", ViewerAction::BlockDetail),
-                    quit_words(borrowed(self.keymap.detail_help_rows())),
+                    quit_words(borrowed(self.keymap.detail_help_rows(self.detail_open))),
                 ),
                 (
                     self.opened_by("In the A/B comparison", ViewerAction::Compare),
-                    quit_words(borrowed(self.keymap.compare_help_rows())),
+                    quit_words(borrowed(self.keymap.compare_help_rows(self.compare_open))),
                 ),
             ];
         }

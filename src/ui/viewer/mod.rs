@@ -268,6 +268,11 @@ pub fn render_viewer(
         HelpOverlay::new(keymap, theme)
             .with_viewer(true)
             .with_viewer_unavailable(&unavailable)
+            .with_detail_open(
+                v.detail_open
+                    .then(|| (v.detail_scrolled(), v.detail_blocks())),
+            )
+            .with_compare_open(v.compare.as_ref().map(|_| v.compare_scrolled()))
             .with_quit_returns(v.returns_to_dashboard)
             .with_scroll(v.app.ui.help_scroll)
             .with_scroll_limit(&v.app.ui.help_scroll_limit)
