@@ -240,6 +240,73 @@ fn bad_sizes_are_errors_that_quote_the_text() {
 }
 
 #[test]
+fn sizes_are_read_as_the_command_line_reads_them_a_fraction_of_a_byte_refused() {
+    // A fraction of a larger unit is its whole bytes, as `--capacity
+    // 1.1GiB` is: 1181116006.4 B is 1181116006 B.
+    let text = format!("{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1.1MiB\" }}\n")
+        .replace("\"1GiB\"", "\"1.1GiB\"");
+    let parsed = scenario::parse(&text).expect("parses");
+    assert_eq!(parsed.device_memory, 1_181_116_006);
+    assert_eq!(
+        vramtop::alloc::sizing::typed_size("1.1GiB", u64::MAX),
+        Ok(parsed.device_memory),
+        "the command line's reading"
+    );
+    // 1.1 MiB is 1153433.6 B: its whole bytes, not rounded up.
+    let size = parsed.steps.first().map(|s| s.action.clone());
+    assert_eq!(
+        size,
+        Some(scenario::Action::Alloc {
+            names: vec!["a".into()],
+            size: 1_153_433
+        })
+    );
+    // A fraction of a byte, written in bytes or less than one in any unit,
+    // is no size: refused, naming the entry, not rounded to 1 B or 0.
+    for written in ["0.5B", "1.5", "0.0001KiB"] {
+        let e = parse_err(&format!(
+            "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"{written}\" }}\n"
+        ));
+        assert_eq!(
+            e,
+            format!("step 1: alloc 'a': '{written}' is not a whole number of bytes"),
+        );
+    }
+    let e = parse_err(&HEADER.replace("\"100MiB\"", "\"0.5B\""));
+    assert_eq!(e, "context: '0.5B' is not a whole number of bytes");
+    // A context of none stays allowed; a size of 0 B is refused as before.
+    assert!(
+        scenario::parse(&format!(
+            "{}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\" }}\n",
+            HEADER.replace("\"100MiB\"", "\"0B\"")
+        ))
+        .is_ok()
+    );
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"0B\" }}\n"
+    ));
+    assert!(e.contains("has size 0"), "{e}");
+}
+
+#[test]
+fn a_scenario_file_with_a_fraction_of_a_byte_exits_2_naming_the_file_and_entry() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("half.toml");
+    let text = format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"w\", size = \"64MiB\" }}\n\
+         [[step]]\nalloc = {{ name = \"x\", size = \"0.5B\" }}\n"
+    );
+    std::fs::write(&path, text).expect("write");
+    let p = path.display().to_string();
+    let (code, out, err) = vramtop(&["scenario", &p]);
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(
+        err,
+        format!("vramtop: error: {p}: step 2: alloc 'x': '0.5B' is not a whole number of bytes\n")
+    );
+}
+
+#[test]
 fn freeing_a_name_not_held_is_an_error_naming_it() {
     let text = format!(
         "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\" }}\n[[step]]\nfree = \"b\"\n"

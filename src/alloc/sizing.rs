@@ -334,7 +334,8 @@ pub fn parse_size(text: &str) -> Option<u64> {
 }
 
 /// [`parse_size`], saying why a text is refused. A fraction of a byte is
-/// rounded to the nearest (a scenario's sizes); [`typed_size`] refuses it.
+/// rounded to the nearest; [`typed_size`], the reader of every size a
+/// person writes (a scenario's too), refuses it.
 pub fn size_bytes(text: &str) -> Result<u64, QuantityError> {
     match size_exactly(text)? {
         Bytes::Whole(n) => Ok(n),

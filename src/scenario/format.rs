@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::alloc::sizing::{QuantityError, size_bytes};
+use crate::alloc::sizing::{MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SizeRefusal, typed_size};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::quote::{cut, parser_complaint};
 
@@ -49,6 +49,10 @@ pub enum ScenarioError {
         crate::alloc::sizing::MAX_PARSED_SIZE_TEXT
     )]
     SizeTooLarge { what: String, text: String },
+    /// A fraction of a byte (`0.5B`, `1.5`, `0.0001KiB`): refused as the
+    /// command line refuses it, not rounded.
+    #[error("{what}: {}", SizeRefusal::NotWholeBytes.message(text, MAX_PARSED_SIZE_TEXT))]
+    NotWholeBytes { what: String, text: String },
     #[error("{what}: invalid alloc_conf '{text}': {reason}")]
     BadAllocConf {
         what: String,
@@ -332,18 +336,25 @@ impl Step {
     }
 }
 
-/// `text` as a size, refused as the command line refuses it: too large
-/// and malformed are told apart (the one parser's verdict).
+/// `text` as a size, read as the command line reads it
+/// ([`typed_size`]): too large and malformed are told apart, a fraction
+/// of a byte is refused (`0.5B`, not 1 B), and a fraction of a larger unit
+/// is the whole bytes in it (`1.1GiB` is 1181116006 B). Zero is the
+/// caller's to refuse, with what its key needs (a `context` may be none).
 fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioError> {
-    size_bytes(text).map_err(|e| match e {
-        QuantityError::TooLarge => ScenarioError::SizeTooLarge {
-            what: what(),
-            text: cut(text),
-        },
-        QuantityError::Malformed => ScenarioError::BadSize {
-            what: what(),
-            text: cut(text),
-        },
+    let refusal = match typed_size(text, MAX_PARSED_SIZE) {
+        Ok(bytes) => return Ok(bytes),
+        Err(SizeRefusal::Zero) => return Ok(0),
+        Err(refusal) => refusal,
+    };
+    let (what, text) = (what(), cut(text));
+    Err(match refusal {
+        SizeRefusal::TooLarge => ScenarioError::SizeTooLarge { what, text },
+        SizeRefusal::NotWholeBytes => ScenarioError::NotWholeBytes { what, text },
+        // A minus sign is no size a scenario takes: "not a size" as before.
+        SizeRefusal::Negative | SizeRefusal::NotASize | SizeRefusal::Zero => {
+            ScenarioError::BadSize { what, text }
+        }
     })
 }
 
