@@ -273,6 +273,33 @@ fn process_filter_typed_after_slash_narrows_the_list() {
 }
 
 #[test]
+fn a_full_process_filter_says_so_on_the_status_line_beside_the_key_it_names() {
+    let mut f = Flow::new(1);
+    f.samples(3);
+    f.key(KeyCode::Char('/'));
+    for _ in 0..64 {
+        f.key(KeyCode::Char('x'));
+    }
+    f.key(KeyCode::Char('y'));
+    assert_eq!(f.state().ui.process_filter.text(), "x".repeat(64));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = f.screen(w, h);
+        let words = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains(
+                "the process filter holds 64 characters: the rest is not typed (Bksp deletes)"
+            ),
+            "{w}x{h}: {screen}"
+        );
+        // The key it names is the one the hints offer for deleting.
+        let hints = screen.lines().last().unwrap_or_default();
+        assert!(hints.contains("Bksp delete"), "{w}x{h}: {hints}");
+    }
+    f.key(KeyCode::Backspace);
+    assert!(!f.screen(80, 24).contains("holds 64 characters"));
+}
+
+#[test]
 fn paused_timeline_keeps_its_window_while_samples_arrive() {
     let mut f = Flow::new(1);
     f.samples(10);

@@ -146,7 +146,9 @@ impl Action {
             Action::ZoomIn => "zoom the timeline in (any pane)",
             Action::ZoomOut => "zoom the timeline out (any pane)",
             Action::TogglePause => "pause / resume the timeline",
-            Action::StartFilter => "filter processes (any pane)",
+            // 64: `state::MAX_FILTER_CHARS` characters (a test holds them
+            // equal), which a full filter's notice says too.
+            Action::StartFilter => "filter processes (any pane, 64 max)",
             Action::ToggleTree => "process tree / flat list",
             Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the probed process",

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
+use super::keymap::{TypingKey, TypingMode};
 use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::{GpuProcess, GpuReading, GpuSample};
@@ -469,6 +470,23 @@ impl Pane {
 pub enum Overlay {
     None,
     Help,
+}
+
+/// The most characters the process filter holds: a filter is a handful,
+/// and the cap keeps a pasted novel from growing the state without bound.
+pub const MAX_FILTER_CHARS: usize = 64;
+
+/// What a character typed into a full process filter is told, the key
+/// that deletes named from the filter's table, as the stress panel's
+/// full fields say it.
+pub fn full_filter_message() -> String {
+    let delete = TypingMode::ProcessFilter
+        .key_name(TypingKey::Delete)
+        .unwrap_or_default();
+    format!(
+        "the process filter holds {MAX_FILTER_CHARS} characters: the rest is not typed \
+         ({delete} deletes)"
+    )
 }
 
 /// The process filter (a substring of the command or pid, typed after `/`).

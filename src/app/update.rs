@@ -8,7 +8,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use super::capture::{CaptureMsg, cannot_capture, target_probe};
 use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
 use super::state::{
-    AppState, GpuState, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState, ZOOM_WINDOWS_S,
+    AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState,
+    ZOOM_WINDOWS_S, full_filter_message,
 };
 use super::stress::{KeyUse, StressCommand, StressResult};
 
@@ -70,12 +71,13 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
             }
             (Some(_), _) => return Effect::None,
             (None, KeyCode::Char(c)) if !c.is_control() => {
-                // A filter is a handful of characters; cap it so a pasted
-                // novel cannot grow the state without bound.
+                // Full, a character is refused aloud: dropped silently,
+                // the rest of a pasted filter went missing unseen.
                 let text = filter.text_mut();
-                if text.chars().count() < 64 {
-                    text.push(c);
+                if text.chars().count() >= MAX_FILTER_CHARS {
+                    return notice(state, full_filter_message());
                 }
+                text.push(c);
             }
             _ => return Effect::None,
         }
@@ -1084,6 +1086,38 @@ mod tests {
         );
         press(&mut s, KeyCode::Esc);
         assert_eq!(s.ui.process_filter.text(), "");
+    }
+
+    #[test]
+    fn a_full_process_filter_says_so_and_keeps_what_it_holds() {
+        let mut s = state_with_gpus(1);
+        press(&mut s, KeyCode::Char('/'));
+        for _ in 0..MAX_FILTER_CHARS {
+            press(&mut s, KeyCode::Char('x'));
+        }
+        assert_eq!(s.ui.notice, None, "not full until the next character");
+        press(&mut s, KeyCode::Char('y'));
+        assert_eq!(s.ui.process_filter.text(), "x".repeat(MAX_FILTER_CHARS));
+        assert_eq!(
+            s.ui.notice.as_deref(),
+            Some("the process filter holds 64 characters: the rest is not typed (Bksp deletes)")
+        );
+        // The key it names deletes, and the notice goes with the next key.
+        press(&mut s, KeyCode::Backspace);
+        assert_eq!(s.ui.notice, None);
+        assert_eq!(s.ui.process_filter.text().len(), MAX_FILTER_CHARS - 1);
+        press(&mut s, KeyCode::Char('y'));
+        assert_eq!(s.ui.notice, None);
+        assert!(s.ui.process_filter.text().ends_with('y'));
+        assert!(s.ui.process_filter.is_editing());
+        // The help's row for `/` gives the same bound.
+        assert!(
+            Action::StartFilter
+                .describe()
+                .contains(&format!("{MAX_FILTER_CHARS} max")),
+            "{}",
+            Action::StartFilter.describe()
+        );
     }
 
     #[test]
