@@ -60,7 +60,7 @@ fn replay_of_a_real_snapshot_is_a_full_match_with_exit_0() {
 }
 
 #[test]
-fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed() {
+fn replay_of_a_trace_without_allocator_calls_says_why_its_entries_are_not_replayed() {
     let Some(path) = shared("muduard_dump_snapshot_b.pickle") else {
         return;
     };
@@ -74,6 +74,12 @@ fn replay_of_a_state_only_snapshot_says_why_its_trace_entries_are_not_replayed()
     // Which entries they are: GPU 1's free_completed is not left unsaid.
     let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains("(1 free_completed, 1 snapshot;"), "{out}");
+    // A free's completion is a memory event the summary steps through: not
+    // called a state-only snapshot, which only leaves markers behind.
+    assert!(
+        flat.contains("1 snapshot; a replay starts at an allocation)"),
+        "{out}"
+    );
     let (code, json, _) = vramtop(&["replay", "--json", &path]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");

@@ -414,12 +414,19 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
         if report.trace_entries == 0 {
             let _ = writeln!(out, "trace: none to replay (state-only snapshot)");
         } else {
-            // The "state" recording mode leaves a marker or two behind.
+            // The "state" recording mode leaves a marker or two behind;
+            // anything else (a lone free's completion) is a trace the
+            // summary and the viewer step through, only too short to hold
+            // a call.
+            let markers_only = report
+                .trace_actions
+                .iter()
+                .all(|&(action, _)| crate::snapshot::types::is_marker(action));
             line_under(
                 &mut out,
                 "trace: ",
                 &format!(
-                    "none to replay: {} an allocator call ({}; state-only snapshot)",
+                    "none to replay: {} an allocator call ({}; {})",
                     if report.trace_entries == 1 {
                         "its 1 entry is not".to_string()
                     } else {
@@ -430,7 +437,12 @@ pub fn render_report(name: &str, report: &VerifyReport) -> String {
                         .iter()
                         .map(|(action, n)| format!("{n} {}", action.as_str()))
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    if markers_only {
+                        "state-only snapshot"
+                    } else {
+                        "a replay starts at an allocation"
+                    }
                 ),
             );
         }
