@@ -759,7 +759,7 @@ fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
         None,
     );
     assert_eq!(code, 0, "{err}");
-    for row in ["fragmentation at peak", "final fragmentation"] {
+    for row in ["  fragmentation there", "final fragmentation"] {
         // Each column's figure is a percentage with one decimal (75.5%),
         // never a bare fraction (0.75).
         let figures = row_cells(&out, row);
@@ -767,11 +767,19 @@ fn whatif_table_gives_fragmentation_as_a_percentage_like_the_summary() {
     }
     // The largest free block at the peak has a row of its own.
     assert_eq!(
-        row_cells(&out, "largest free at peak"),
+        row_cells(&out, "  largest free there"),
         [["20 MiB", "46.88 MiB"]],
         "{out}"
     );
     assert!(!out.contains("(s)"), "counts in words: {out}");
+    // Both are of the moment the row above names, indented under it.
+    let rows: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("  peak reserved−allocated "))
+        .take(3)
+        .collect();
+    assert!(rows[1].starts_with("    fragmentation there "), "{out}");
+    assert!(rows[2].starts_with("    largest free there "), "{out}");
 }
 
 #[test]

@@ -679,12 +679,14 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
         ),
         // Two rows, not "99.0% (largest free 24.41 MiB)" in one: a column
         // as wide as that left no room for a second beside it in 80.
+        // Indented under the row above: "the peak" alone read as the peak
+        // of allocated or reserved, whose fragmentation differs.
         (
-            "fragmentation at peak",
+            "  fragmentation there",
             figures(&|r| format!("{:.1}%", r.fragmentation_at_peak * 100.0)),
         ),
         (
-            "largest free at peak",
+            "  largest free there",
             figures(&|r| human_bytes(r.largest_free_at_peak)),
         ),
         (
