@@ -48,7 +48,9 @@ pub struct Cli {
     /// The dashboard's options (`vramtop` without a command).
     #[command(flatten)]
     pub dashboard: DashboardArgs,
-    /// Write the log here (default: $XDG_STATE_HOME/vramtop/vramtop.log); never to the terminal.
+    /// Write the log to FILE, never to the terminal.
+    ///
+    /// Default: $XDG_STATE_HOME/vramtop/vramtop.log.
     #[arg(
         long,
         global = true,
@@ -77,9 +79,10 @@ pub struct DashboardArgs {
     /// With --once: print it as JSON (the only format for now).
     #[arg(long, requires = "once", help_heading = "Dashboard")]
     pub json: bool,
-    /// The most the stress panel may hold reserved (e.g. 2GiB): a request
-    /// above it is refused. Default: 50 % of the free memory on a real GPU,
-    /// no cap on the simulated GPU.
+    /// The most the stress panel may hold reserved (e.g. 2GiB).
+    ///
+    /// A request above it is refused. Default: 50 % of the free memory on a
+    /// real GPU, no cap on the simulated GPU.
     #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "Dashboard")]
     pub stress_cap: Option<u64>,
 }
@@ -109,9 +112,11 @@ pub struct DisplayArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Config file")]
 pub struct ConfigArgs {
-    /// A TOML config file of defaults for this command's options (default:
-    /// $XDG_CONFIG_HOME/vramtop/config.toml, or ~/.config/vramtop/config.toml
-    /// without XDG_CONFIG_HOME, when it exists; docs/cli.md).
+    /// A TOML config file of defaults for this command's options.
+    ///
+    /// Default: $XDG_CONFIG_HOME/vramtop/config.toml, or
+    /// ~/.config/vramtop/config.toml without XDG_CONFIG_HOME, when it exists
+    /// (docs/cli.md).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -270,15 +275,17 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 42, value_name = "SEED",
           value_parser = seed_arg, allow_negative_numbers = true)]
     pub sim_seed: u64,
-    /// Simulated training processes (spread over the simulated GPUs), so the
-    /// dashboard has a living allocator to show.
+    /// Simulated training processes, spread over the simulated GPUs.
+    ///
+    /// They give the dashboard a living allocator to show.
     #[arg(long, default_value_t = 1, value_name = "N",
           value_parser = sim_training_arg,
           allow_negative_numbers = true)]
     pub sim_training: u32,
-    /// DataLoader workers per simulated training process that touched
-    /// CUDA: each holds its own CUDA context (see the dataloader_workers
-    /// scenario).
+    /// DataLoader workers per simulated training process.
+    ///
+    /// Each worker that touched CUDA holds its own CUDA context (see the
+    /// dataloader_workers scenario).
     #[arg(long, default_value_t = 0, value_name = "N",
           value_parser = sim_dataloader_workers_arg,
           allow_negative_numbers = true)]
@@ -486,17 +493,23 @@ pub fn summary_only_message(args: &[String]) -> Option<String> {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Compare two PyTorch memory snapshots (e.g. N steps apart), or two
-    /// moments of one snapshot's trace (`--at A --at B`): reserved,
-    /// allocated and segments before, after and the change; the segments
-    /// only in BEFORE / only in AFTER (by address and size, as
-    /// `_memory_viz.py compare`); the live bytes by allocation site (new,
-    /// grown, shrunk, gone), by change. Exit 2 when a file cannot be read,
-    /// the files are of different devices (unless `--devices` says which
-    /// to compare) or `--at` names no moment of the trace.
+    /// Compare two memory snapshots, or two moments of one's trace.
+    ///
+    /// Two PyTorch memory snapshots (e.g. N steps apart), or two moments of
+    /// one snapshot's trace (`--at A --at B`): reserved, allocated and
+    /// segments before, after and the change; the segments only in BEFORE /
+    /// only in AFTER (by address and size, as `_memory_viz.py compare`);
+    /// the live bytes by allocation site (new, grown, shrunk, gone), by
+    /// change.
+    ///
+    /// Exit 2 when a file cannot be read, the files are of different
+    /// devices (unless `--devices` says which to compare) or `--at` names
+    /// no moment of the trace.
     Diff {
-        /// The earlier snapshot (`-`: standard input; a file named `-` is `./-`);
-        /// with --at, the one snapshot whose two moments are compared.
+        /// The earlier snapshot (`-`: standard input).
+        ///
+        /// With --at, the one snapshot whose two moments are compared. A
+        /// file named `-` is `./-`.
         before: PathBuf,
         /// The later snapshot (`-`: standard input); none with --at.
         // Which options each form takes is checked after parsing
@@ -507,20 +520,24 @@ pub enum Command {
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
         json: bool,
-        /// Compare one device of each file: GPU B of BEFORE with GPU A of
-        /// AFTER (e.g. `0:1`: two ranks' dumps, or a run that moved GPU).
+        /// Compare GPU B of BEFORE with GPU A of AFTER (e.g. `0:1`).
+        ///
+        /// One device of each file: two ranks' dumps, or a run that moved
+        /// GPU.
         #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
         devices: Option<(u32, u32)>,
-        /// Twice: compare two moments of the one snapshot's trace, as the
-        /// viewer's A/B marks do (the earlier is BEFORE): event numbers as
-        /// the viewer shows them ("event 40/97" is 40), or start, peak (of
-        /// allocated), end, oom (the last OOM). Adds the highest allocated
-        /// between them and the blocks allocated between them still alive
-        /// at the later.
+        /// Twice: the two moments of the one snapshot's trace to compare.
+        ///
+        /// As the viewer's A/B marks do (the earlier is BEFORE): event
+        /// numbers as the viewer shows them ("event 40/97" is 40), or start,
+        /// peak (of allocated), end, oom (the last OOM). Adds the highest
+        /// allocated between them and the blocks allocated between them
+        /// still alive at the later.
         #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, help_heading = "Two moments of one file")]
         at: Vec<At>,
-        /// With --at: the GPU whose trace to compare (needed when several
-        /// GPUs of the file have one).
+        /// With --at: the GPU whose trace to compare.
+        ///
+        /// Needed when several GPUs of the file have one.
         // Needs --at and one file: checked after parsing, with the other
         // forms' options (`diff::form_problem`).
         #[arg(
@@ -537,17 +554,19 @@ pub enum Command {
         /// Sites and segments listed in the text output per section.
         #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count_arg, default_value_t = diff::DEFAULT_LINES)]
         top: usize,
-        /// ASCII punctuation in the text ("-" for "−" and "—", "~" for
-        /// "…"), one character for one, so the columns stay.
+        /// ASCII punctuation in the text.
+        ///
+        /// "-" for "−" and "—", "~" for "…": one character for one, so the
+        /// columns stay.
         #[arg(long, conflicts_with = "json", help_heading = "Display")]
         ascii: bool,
     },
-    /// Replay a PyTorch memory snapshot's trace through the allocator model
-    /// and check it event by event against what PyTorch recorded.
+    /// Replay a snapshot's trace through the allocator model.
     ///
     /// Two modes: verify (the default, or --verify) checks the invariants and
-    /// replays every device's trace; what-if (--alloc-conf, --capacity)
-    /// replays the trace's allocations under other settings. Verify mode
+    /// replays every device's trace, checking it event by event against what
+    /// PyTorch recorded; what-if (--alloc-conf, --capacity) replays the
+    /// trace's allocations under other settings. Verify mode
     /// ends with a verdict, one of FULL MATCH, MISMATCH, NOT REPLAYABLE or
     /// NO TRACE: whether vramtop's allocator model reproduces the recording,
     /// not whether the program is right. What-if mode prints a comparison
@@ -557,30 +576,39 @@ pub enum Command {
     /// for a file that contradicts itself), and NO TRACE for a file without
     /// a trace.
     Replay {
+        /// The snapshot pickle to replay (`-`: standard input).
+        ///
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list); `-` reads it from
         /// standard input (a file named `-` is `./-`).
         file: PathBuf,
-        /// Verify mode (the default): check the invariants and replay every
-        /// device's trace against what PyTorch recorded.
+        /// Verify mode (the default).
+        ///
+        /// Check the invariants and replay every device's trace against what
+        /// PyTorch recorded.
         #[arg(long, conflicts_with_all = ["alloc_conf", "capacity"], help_heading = "Verify mode")]
         verify: bool,
-        /// Print the report as JSON: in verify mode its `result` is the
-        /// verdict; the what-if report has no `result` unless the file has
-        /// no trace or verify mode fails it (then verify's).
+        /// Print the report as JSON.
+        ///
+        /// As the text says it: in verify mode its `result` is the verdict;
+        /// the what-if report has no `result` unless the file has no trace
+        /// or verify mode fails it (then verify's).
         #[arg(long)]
         json: bool,
-        /// What-if: replay the trace's allocations under these
-        /// PYTORCH_CUDA_ALLOC_CONF settings (parsed from PyTorch's defaults,
-        /// like a fresh process with that variable); repeat for a comparison
-        /// table. See docs/whatif.md.
+        /// What-if: replay under these PYTORCH_CUDA_ALLOC_CONF settings.
+        ///
+        /// The trace's allocations, under the settings parsed from
+        /// PyTorch's defaults, like a fresh process with that variable;
+        /// repeat for a comparison table. See docs/whatif.md.
         #[arg(
             long = "alloc-conf",
             value_name = "CONF",
             help_heading = "What-if mode"
         )]
         alloc_conf: Vec<String>,
-        /// What-if: the memory cudaMalloc may take: the card's memory less
+        /// What-if: the memory cudaMalloc may take (e.g. 23GiB).
+        ///
+        /// The card's memory less
         /// the CUDA context (~0.5 GiB) and other processes, e.g. --capacity
         /// 23GiB for a 24 GB card (a unit is required); unlimited when
         /// absent. It replays the recorded settings at SIZE too, in a
@@ -589,20 +617,27 @@ pub enum Command {
         /// replayed.
         #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
         capacity: Option<u64>,
-        /// ASCII punctuation in the text ("-" for "−" and "—", "~" for
-        /// "…"), one character for one, so the columns stay.
+        /// ASCII punctuation in the text.
+        ///
+        /// "-" for "−" and "—", "~" for "…": one character for one, so the
+        /// columns stay.
         #[arg(long, conflicts_with = "json", help_heading = "Display")]
         ascii: bool,
     },
-    /// Open a PyTorch memory snapshot in the interactive viewer: scrub
-    /// through its trace (←/→, PgUp/PgDn, Home/End, o/n/e jump to OOMs,
-    /// segment_allocs, empty_cache points), select a block, Enter shows the
-    /// stack of its allocation. With --summary: print per device and in
-    /// total the segments, reserved/allocated bytes, block states, segment
-    /// sizes, `_memory_viz.py segsum` figures and fragmentation, then the
-    /// top allocation sites at the end and at the peak of allocated bytes,
-    /// and the file's allocator settings.
+    /// Open a memory snapshot in the viewer, or print its summary.
+    ///
+    /// The interactive viewer: scrub through the snapshot's trace (←/→,
+    /// PgUp/PgDn, Home/End, o/n/e jump to OOMs, segment_allocs, empty_cache
+    /// points), select a block, Enter shows the stack of its allocation.
+    ///
+    /// With --summary: print per device and in total the segments,
+    /// reserved/allocated bytes, block states, segment sizes,
+    /// `_memory_viz.py segsum` figures and fragmentation, then the top
+    /// allocation sites at the end and at the peak of allocated bytes, and
+    /// the file's allocator settings.
     Open {
+        /// The snapshot pickle to open.
+        ///
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
         /// `torch.cuda.memory_snapshot()` segment list); with --summary, `-`
         /// reads it from standard input (a file named `-` is `./-`).
@@ -613,24 +648,29 @@ pub enum Command {
         /// With --summary: print it as JSON.
         #[arg(long, requires = "summary", conflicts_with = "ascii")]
         json: bool,
-        /// With --summary: how many allocation sites to list at the end
-        /// and at the peak of allocated bytes.
+        /// With --summary: how many allocation sites to list.
+        ///
+        /// At the end and at the peak of allocated bytes.
         #[arg(long, value_name = "N", requires = "summary", allow_negative_numbers = true, value_parser = count_arg, default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
-        /// With --summary: read only the final state (the segments, at the
-        /// start of the file) and not the trace: milliseconds on a GB
+        /// With --summary: read only the final state, not the trace.
+        ///
+        /// The segments, at the start of the file: milliseconds on a GB
         /// file. No peaks and no sites at the peak, which need the trace.
         #[arg(long, requires = "summary")]
         no_trace: bool,
-        /// With --summary: how allocation sites are grouped, as the
-        /// viewer's `g` groups them.
+        /// With --summary: how allocation sites are grouped.
+        ///
+        /// As the viewer's `g` groups them.
         #[arg(long, value_enum, value_name = "G", requires = "summary", default_value_t = GroupArg::UserFrame)]
         group: GroupArg,
-        /// With --summary: also list the sites at this moment of each GPU's
-        /// trace, as the viewer's cursor there shows them: an event number
-        /// as the viewer shows it ("event 40/97" is 40), or start, peak (of
-        /// allocated), end, oom (the last OOM). end is the file's final
-        /// state: it needs no trace (and works with --no-trace).
+        /// With --summary: also list the sites at this moment.
+        ///
+        /// Of each GPU's trace, as the viewer's cursor there shows them: an
+        /// event number as the viewer shows it ("event 40/97" is 40), or
+        /// start, peak (of allocated), end, oom (the last OOM). end is the
+        /// file's final state: it needs no trace (and works with
+        /// --no-trace).
         #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary")]
         at: Option<At>,
         #[command(flatten)]
@@ -638,15 +678,19 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
-    /// Append one JSON line per sample to FILE (flushed per line) until
-    /// --duration passes or vramtop is stopped.
+    /// Append one JSON line per sample to FILE.
+    ///
+    /// Each line flushed as it is written, until --duration passes or
+    /// vramtop is stopped.
     Record {
-        /// The JSON-lines file to append to; `-` writes to stdout (a file
-        /// named `-` is `./-`).
+        /// The JSON-lines file to append to (`-`: stdout).
+        ///
+        /// A file named `-` is `./-`.
         file: PathBuf,
-        /// Stop after this long: the samples of the ticks before it, the
-        /// first at once (10m at --interval 1s: 600); default: until
-        /// stopped.
+        /// Stop after this long (default: until stopped).
+        ///
+        /// The samples of the ticks before it, the first at once (10m at
+        /// --interval 1s: 600).
         #[arg(long, value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
         duration: Option<u64>,
         #[command(flatten)]
@@ -656,16 +700,19 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
-    /// Walk through the caching allocator step by step on a simulated GPU
-    /// (80 GiB unless --sim-memory says otherwise): why reserved stays up
-    /// after `del`, and what empty_cache frees (printed, no dashboard).
+    /// Walk through the caching allocator on a simulated GPU.
+    ///
+    /// Step by step, on a simulated GPU of 80 GiB unless --sim-memory says
+    /// otherwise: why reserved stays up after `del`, and what empty_cache
+    /// frees (printed, no dashboard).
     Demo {
         /// Print each step as JSON.
         #[arg(long)]
         json: bool,
-        /// Also write the demo's allocator as a PyTorch memory snapshot
-        /// pickle (segments and the whole trace; opens in `vramtop open`,
-        /// `vramtop replay` and PyTorch's memory_viz).
+        /// Also write the demo's allocator as a snapshot pickle.
+        ///
+        /// A PyTorch memory snapshot: segments and the whole trace; opens in
+        /// `vramtop open`, `vramtop replay` and PyTorch's memory_viz.
         #[arg(long, value_name = "FILE")]
         save_snapshot: Option<PathBuf>,
         /// Replace the --save-snapshot FILE when it exists.
@@ -676,10 +723,13 @@ pub enum Command {
               value_parser = sim_memory_arg, allow_hyphen_values = true, help_heading = "Simulated GPU")]
         sim_memory: u64,
     },
-    /// Explain what was found (driver, NVML, CUDA, NVRTC, GPUs), which
-    /// backend was chosen and why, and what to install. Exits 0 whatever it
-    /// finds (2 only for a usage error), also with a broken config file
-    /// (said as a warning).
+    /// Explain what was found, which backend was chosen and why.
+    ///
+    /// What was found: the driver, NVML, CUDA, NVRTC, the GPUs; which
+    /// backend was chosen and why, and what to install.
+    ///
+    /// Exits 0 whatever it finds (2 only for a usage error), also with a
+    /// broken config file (said as a warning).
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]
@@ -693,9 +743,10 @@ pub enum Command {
         #[arg(skip)]
         config_error: Option<String>,
     },
-    /// Self-test the memory path: the allocator model on real CUDA memory (or
-    /// the simulated GPU), fill/verify kernels, driver-used vs reserved,
-    /// empty_cache. Exits 1 if a step fails, 77 if nothing was checked.
+    /// Self-test the memory path on the GPU (or the simulated GPU).
+    ///
+    /// The allocator model on real CUDA memory (or the simulated GPU),
+    /// fill/verify kernels, driver-used vs reserved, empty_cache.
     #[command(after_help = CHECK_EXIT_STATUS_HELP)]
     Check {
         /// Print the report as JSON.
@@ -704,8 +755,9 @@ pub enum Command {
         /// The GPU to test.
         #[arg(long, default_value_t = 0, value_name = "INDEX", value_parser = u32_arg, allow_negative_numbers = true)]
         device: u32,
-        /// The most to allocate at once (at least 70 MiB); on a real GPU also
-        /// at most 5 % of its free memory.
+        /// The most to allocate at once (at least 70 MiB).
+        ///
+        /// On a real GPU also at most 5 % of its free memory.
         #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true)]
         budget: u64,
         #[command(flatten)]
@@ -713,9 +765,10 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
-    /// Run a scripted scenario of allocations and frees (a built-in name or a
-    /// .toml file) and print per-step allocated, reserved, driver used,
-    /// segments, fragmentation and the outcome.
+    /// Run a scripted scenario of allocations and frees.
+    ///
+    /// A built-in scenario or a .toml file; prints per step allocated,
+    /// reserved, driver used, segments, fragmentation and the outcome.
     Scenario {
         /// A built-in scenario (see --list) or the path of a scenario .toml file.
         #[arg(required_unless_present = "list")]
@@ -726,25 +779,31 @@ pub enum Command {
         /// List the built-in scenarios and exit (with --json, as JSON).
         #[arg(long, conflicts_with_all = ["name", "save_snapshot"])]
         list: bool,
-        /// Also write each variant's allocator at the end of the run as a
-        /// PyTorch memory snapshot pickle (FILE; with several variants
-        /// FILE's name gets `-VARIANT` before its extension).
+        /// Also write each variant's allocator as a snapshot pickle.
+        ///
+        /// A PyTorch memory snapshot of the allocator at the end of the
+        /// run, in FILE; with several variants FILE's name gets `-VARIANT`
+        /// before its extension.
         #[arg(long, value_name = "FILE")]
         save_snapshot: Option<PathBuf>,
         /// Replace the --save-snapshot files when they exist.
         #[arg(long, requires = "save_snapshot")]
         force: bool,
     },
-    /// Run headless and serve the GPUs' telemetry and every visible
+    /// Serve the GPUs' telemetry as Prometheus metrics over HTTP.
+    ///
+    /// Runs headless and serves the GPUs' telemetry and every visible
     /// allocator's figures at http://ADDR/metrics in the Prometheus text
     /// format (sampled every --interval). Stops on SIGINT/SIGTERM.
     Serve {
-        /// The address to listen on; port 0 picks a free port (the address
-        /// is printed on stderr).
+        /// The address to listen on (port 0: a free port).
+        ///
+        /// The address listened on is printed on stderr.
         #[arg(long, default_value = crate::serve::DEFAULT_LISTEN)]
         listen: SocketAddr,
-        /// Accept a --listen address that is not loopback (the metrics
-        /// name processes and GPUs: expose them on purpose only).
+        /// Accept a --listen address that is not loopback.
+        ///
+        /// The metrics name processes and GPUs: expose them on purpose only.
         #[arg(long)]
         allow_remote: bool,
         #[command(flatten)]
@@ -754,20 +813,23 @@ pub enum Command {
         #[command(flatten)]
         config: ConfigArgs,
     },
-    /// Ask a running process's probe (python -m vramtop_probe) for a PyTorch
-    /// memory snapshot and copy it to FILE: segments and blocks, and the
-    /// trace when the probe records history (--record-history). Opens in
-    /// `vramtop open` and `vramtop replay`. Exit 2 when PID has no probe or
-    /// its probe cannot take snapshots (v1), 1 when the probe failed or did
-    /// not answer in time.
+    /// Copy a running process's PyTorch memory snapshot to a file.
+    ///
+    /// Asks the process's probe (python -m vramtop_probe) for the snapshot:
+    /// segments and blocks, and the trace when the probe records history
+    /// (--record-history). Opens in `vramtop open` and `vramtop replay`.
+    ///
+    /// Exit 2 when PID has no probe or its probe cannot take snapshots
+    /// (v1), 1 when the probe failed or did not answer in time.
     Snapshot {
         /// The process (its pid as `ps` shows it here).
         #[arg(value_parser = u32_arg, allow_negative_numbers = true)]
         pid: u32,
-        /// Where to write the snapshot (default: PID-<UTC time>.pickle in
-        /// the current folder). Created with mode 0600. `-` writes it to
-        /// stdout (not a terminal), e.g. over ssh to a local file; a file
-        /// named `-` is `./-`.
+        /// Where to write the snapshot (`-`: stdout).
+        ///
+        /// Default: PID-<UTC time>.pickle in the current folder. Created
+        /// with mode 0600. `-` writes it to stdout (not a terminal), e.g.
+        /// over ssh to a local file; a file named `-` is `./-`.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Replace FILE when it exists.
@@ -777,19 +839,25 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg, allow_hyphen_values = true)]
         timeout: u64,
     },
-    /// Print a shell completion script for vramtop on stdout (e.g.
-    /// `vramtop completions bash > ~/.local/share/bash-completion/completions/vramtop`).
+    /// Print a shell completion script for vramtop on stdout.
+    ///
+    /// For example:
+    /// `vramtop completions bash > ~/.local/share/bash-completion/completions/vramtop`.
     Completions {
         /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print vramtop's man page (roff) on stdout (e.g. `vramtop man > vramtop.1`)
+    /// Print vramtop's man page (roff) on stdout.
     ///
-    /// With a command, that command's own page with its options (e.g. `vramtop man record >
-    /// vramtop-record.1`): the pages the main one lists as vramtop-COMMAND(1).
+    /// For example `vramtop man > vramtop.1`. With a command, that command's
+    /// own page with its options (e.g. `vramtop man record >
+    /// vramtop-record.1`): the pages the main one lists as
+    /// vramtop-COMMAND(1).
     Man {
-        /// The command whose page to print (the pages the main one lists as vramtop-COMMAND(1)).
+        /// The command whose page to print.
+        ///
+        /// The pages the main one lists as vramtop-COMMAND(1).
         command: Option<String>,
     },
 }
