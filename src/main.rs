@@ -113,16 +113,18 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
 /// --help')"): clap's own text without its usage block and "For more
 /// information" line, its tips and lists folded into the line; the
 /// arguments it quotes cut short (an argument may be 128 KiB long) and
-/// their control characters escaped. `--help` and `--version` print as
-/// clap prints them.
+/// their control characters escaped. The help (`-h`, `--help`, `vramtop
+/// help COMMAND`) prints wrapped to the terminal (`cli::help`), the
+/// version as clap prints it.
 fn usage_error(mut e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
+        cli::help::print_and_exit(&e)
+    }
+    if e.kind() == ErrorKind::DisplayVersion {
         e.exit()
     }
     // What the user typed, which clap quotes whole: cut short and its
@@ -262,7 +264,7 @@ fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
         eprintln!("vramtop: cannot install the error reporter: {e}");
     }
-    let matches = Cli::command()
+    let matches = cli::help::command()
         .try_get_matches()
         .unwrap_or_else(|e| usage_error(e));
     let mut cli = match Cli::from_arg_matches(&matches) {

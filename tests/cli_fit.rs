@@ -512,3 +512,125 @@ fn the_readmes_replay_example_is_the_real_output_in_80_columns() {
         "regenerate the README's example from this output"
     );
 }
+
+/// Every help the binary prints, as `vramtop ARGS` asks for it: `-h` and
+/// `--help` of vramtop and of every command under it (enumerated from the
+/// clap definition, so that a new command is checked too), and `help
+/// COMMAND`.
+fn every_help_invocation() -> Vec<Vec<String>> {
+    fn walk(command: &clap::Command, path: &[String], out: &mut Vec<Vec<String>>) {
+        for flag in ["-h", "--help"] {
+            let mut args = path.to_vec();
+            args.push(flag.to_string());
+            out.push(args);
+        }
+        if !path.is_empty() {
+            let mut args = vec!["help".to_string()];
+            args.extend(path.iter().cloned());
+            out.push(args);
+        }
+        for sub in command.get_subcommands() {
+            let mut sub_path = path.to_vec();
+            sub_path.push(sub.get_name().to_string());
+            walk(sub, &sub_path, out);
+        }
+    }
+    use clap::CommandFactory as _;
+    let mut out = Vec::new();
+    walk(&vramtop::cli::Cli::command(), &[], &mut out);
+    out
+}
+
+/// The help clap renders for `args` before any wrapping, laid out for 80
+/// columns as the binary lays it out with `COLUMNS=80`.
+fn unwrapped_help(args: &[String]) -> String {
+    use clap::CommandFactory as _;
+    let argv = std::iter::once("vramtop".to_string()).chain(args.iter().cloned());
+    match vramtop::cli::Cli::command()
+        .term_width(80)
+        .try_get_matches_from(argv)
+    {
+        Err(e) => e.render().to_string(),
+        Ok(_) => panic!("{args:?} parsed as a command, not a help request"),
+    }
+}
+
+/// With `COLUMNS=80` and stdout a pipe, every help of every command fits
+/// 80 cells, each line broken between words: its words are clap's, in
+/// clap's order, none split or lost.
+#[test]
+fn every_help_fits_80_cells_with_no_word_split() {
+    let invocations = every_help_invocation();
+    // vramtop and its 12 commands, -h and --help each, and `help COMMAND`
+    // (clap's `help` command takes no -h).
+    assert!(invocations.len() > 30, "{invocations:?}");
+    for args in invocations {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, out, err) = common::run_vramtop_with_env(
+            &argv,
+            None,
+            &[(vramtop::cli::help::COLUMNS_ENV, "80"), ("NO_COLOR", "1")],
+        );
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let what = format!("vramtop {}", args.join(" "));
+        for line in out.lines() {
+            assert!(
+                vramtop::cli::help::cells(line) <= 80,
+                "{what}: {} cells: {line:?}\n{out}",
+                vramtop::cli::help::cells(line)
+            );
+        }
+        let words: Vec<&str> = out.split_whitespace().collect();
+        let unwrapped = unwrapped_help(&args);
+        let clap_words: Vec<&str> = unwrapped.split_whitespace().collect();
+        assert_eq!(words, clap_words, "{what}: words changed\n{out}");
+        // Something was there to wrap: the long help of every command
+        // has lines clap did not break.
+        if args.iter().any(|a| a == "--help") && args.len() > 1 {
+            assert!(
+                unwrapped.lines().any(|l| l.len() > 80),
+                "{what}: nothing to wrap\n{unwrapped}"
+            );
+        }
+    }
+}
+
+/// `vramtop -h` at 80 columns gives every command its one-line summary,
+/// whole on its row; `--help` of the command still says the rest.
+#[test]
+fn short_help_gives_every_command_a_one_line_summary() {
+    use clap::CommandFactory as _;
+    let (code, out, err) = common::run_vramtop_with_env(
+        &["-h"],
+        None,
+        &[(vramtop::cli::help::COLUMNS_ENV, "80"), ("NO_COLOR", "1")],
+    );
+    assert_eq!(code, 0, "{err}");
+    let root = vramtop::cli::Cli::command();
+    for sub in root.get_subcommands() {
+        let name = sub.get_name();
+        let about = sub.get_about().expect("a summary").to_string();
+        let row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{out}"));
+        assert!(row.ends_with(&about), "{name}'s summary is cut:\n{out}");
+        let long = sub.get_long_about().map(ToString::to_string);
+        if let Some(long) = long {
+            assert!(long.len() > about.len(), "{name}: {long}");
+        }
+    }
+}
+
+/// `vramtop help COMMAND` is `vramtop COMMAND --help`, wrapped alike.
+#[test]
+fn help_command_and_help_flag_print_the_same_wrapped_help() {
+    use clap::CommandFactory as _;
+    for sub in vramtop::cli::Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        let env = [(vramtop::cli::help::COLUMNS_ENV, "80"), ("NO_COLOR", "1")];
+        let (_, by_flag, _) = common::run_vramtop_with_env(&[name, "--help"], None, &env);
+        let (_, by_command, _) = common::run_vramtop_with_env(&["help", name], None, &env);
+        assert_eq!(by_flag, by_command, "{name}");
+    }
+}

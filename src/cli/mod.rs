@@ -11,6 +11,7 @@ pub mod dashboard;
 pub mod demo;
 pub mod diff;
 pub mod doctor;
+pub mod help;
 pub mod open;
 pub mod replay;
 pub mod scenario;
