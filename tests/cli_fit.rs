@@ -1,7 +1,9 @@
 //! The text reports of `diff`, `open --summary`, `replay` (its what-if
 //! mode too), `doctor` and `check` fit an 80-column terminal, measured in
 //! terminal cells, whatever the files give them: frame names of CJK
-//! characters (two cells each), a path under a deep folder.
+//! characters (two cells each), a path under a deep folder. So do `-h`,
+//! `--help` and `help COMMAND` of vramtop and every command, wrapped to
+//! `COLUMNS=80` (the width the help honours into a pipe; docs/cli.md).
 
 mod common;
 
