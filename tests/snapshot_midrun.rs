@@ -293,6 +293,104 @@ fn a_cut_between_the_retry_paths_releases_starts_the_replay_after_that_call() {
     );
 }
 
+/// A block live before the cut was bigger than its rounded request (the
+/// large pool leaves up to 1 MiB unsplit), and by the call that shows it
+/// the free block after it had merged with its neighbour, a pending free
+/// the trace completes (a run the property test found). The model serves
+/// the call from that merged block where PyTorch used another. The block
+/// grows just enough to leave the merged block too small for the call:
+/// grown to the most the split rule allows, it leaves a free block that
+/// misplaces a later allocation.
+#[test]
+fn a_guessed_block_grows_just_enough_to_unfit_a_gap_merged_with_a_completed_free() {
+    assert_guessed_block_grows_just_enough(
+        (SETTINGS[0], 875, 13_691_038_465_506_122_375),
+        834,
+        GuessedGrowth {
+            block: 0x7f00_0020_0000,
+            neighbour_freed: (18, "free_completed", 0x7f00_0058_2600),
+            call: (39, "alloc"),
+            // From the block to the next live one after the merge: 5_493_248
+            // B; the call's rounded request: 3_601_408 B.
+            least: 5_493_248 - 3_601_408 + 512,
+            misplaced_by_the_most: 58,
+        },
+    );
+}
+
+/// As above with the neighbour freed outright in the trace, under
+/// `max_non_split_rounding`: PyTorch, with the smaller merged block, had
+/// to cudaMalloc a new segment for the call the model served from it.
+#[test]
+fn a_guessed_block_grows_just_enough_to_unfit_a_gap_merged_with_a_freed_block() {
+    assert_guessed_block_grows_just_enough(
+        (SETTINGS[4], 979, 6_838_757_233_428_002_879),
+        856,
+        GuessedGrowth {
+            block: 0x7f00_035e_6000,
+            neighbour_freed: (161, "free_completed", 0x7f00_03fe_9c00),
+            call: (209, "segment_alloc"),
+            // 22_040_064 B to the next live block after the merge; the
+            // call's rounded request: 20_230_144 B.
+            least: 22_040_064 - 20_230_144 + 512,
+            misplaced_by_the_most: 40,
+        },
+    );
+}
+
+/// A cut whose start guesses `block` too small, leaving a free block after
+/// it that a free in the trace merges with its neighbour before the call
+/// that shows the guess wrong.
+struct GuessedGrowth {
+    block: u64,
+    /// (entry past the cut, action, address) of the neighbour's free.
+    neighbour_freed: (usize, &'static str, u64),
+    /// (entry past the cut, recorded action) where the call first differs
+    /// from the guess.
+    call: (usize, &'static str),
+    /// The least size of `block` that leaves the merged block too small.
+    least: u64,
+    /// The allocation the block at its largest size misplaces.
+    misplaced_by_the_most: usize,
+}
+
+/// The run `(settings, steps, seed)` cut after `skip` entries replays in
+/// full with `g.block` grown to `g.least`, well under the most the split
+/// rule allows, and says which event decided it.
+fn assert_guessed_block_grows_just_enough(
+    (settings, steps, seed): (&str, usize, u64),
+    skip: usize,
+    g: GuessedGrowth,
+) {
+    let mut m = model(settings, 3 * GIB);
+    mixed_workload(&mut m, steps, seed);
+    assert!(verify(&snapshot_of(&m, 0)).full_match());
+    let at = |i: usize| m.trace().nth(skip + i).copied().expect("long enough");
+    let (i, action, addr) = g.neighbour_freed;
+    assert_eq!((at(i).action.as_str(), at(i).addr), (action, addr));
+    assert_eq!(at(g.call.0).action.as_str(), g.call.1);
+    assert_eq!(at(g.misplaced_by_the_most).action.as_str(), "alloc");
+    assert_cut_replays(&m, skip, &format!("cut at {skip}"));
+    let snapshot = snapshot_of(&m, skip);
+    let config = config_from_settings(snapshot.allocator_settings.as_ref());
+    let decided = start_layout(&snapshot, 0, &config)
+        .expect("rebuilt")
+        .block_sizes()[&g.block];
+    assert_eq!(decided, g.least);
+    let report = verify(&snapshot);
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    let said = format!("block at {:#x} ", g.block);
+    let event = format!("event #{} ", g.call.0);
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.starts_with(&said) && i.contains(&event)),
+        "{inferences:?}"
+    );
+}
+
 #[test]
 fn expandable_run_cut_at_every_position_replays_in_full() {
     let mut m = model("expandable_segments:True", 3 * GIB);
@@ -338,4 +436,55 @@ proptest! {
             assert_cut_replays(&m, skip, &format!("{settings:?} seed {seed} steps {steps} cut {skip} of {n}"));
         }
     }
+}
+
+/// A splitmix64 step: the sweep's seeds, run lengths and cuts.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The property test above, swept deterministically: `SWEEP_SEEDS` seeds
+/// (200 unless set) under every setting, each run cut once in each
+/// twentieth of its trace, every failing cut listed. The property test
+/// draws 64 cuts each time it runs, too few to show that a change to the
+/// search breaks one cut in thousands: such a change is checked by this
+/// count before and after.
+#[test]
+#[ignore = "a sweep for changes to the start-state search: 200 seeds take about 10 s in release"]
+fn sweep_of_runs_cut_in_every_twentieth_replays_in_full() {
+    let seeds: usize = std::env::var("SWEEP_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let mut state = 0x5eed;
+    let (mut cuts, mut failing) = (0, Vec::new());
+    for _ in 0..seeds {
+        let seed = splitmix(&mut state).max(1);
+        let steps = 500 + (splitmix(&mut state) % 700) as usize;
+        for settings in SETTINGS {
+            let mut m = model(settings, 3 * GIB);
+            mixed_workload(&mut m, steps, seed);
+            if !verify(&snapshot_of(&m, 0)).full_match() {
+                continue;
+            }
+            let n = m.trace_len() as u64;
+            for twentieth in 0..19 {
+                let permille = 50 * twentieth + 1 + splitmix(&mut state) % 50;
+                let skip = ((n * permille / 1000) as usize).max(1);
+                cuts += 1;
+                let report = verify(&snapshot_of(&m, skip));
+                if !(report.unreplayable.is_empty()
+                    && (report.replays.is_empty() || report.full_match()))
+                {
+                    failing.push(format!("{settings:?} seed {seed} steps {steps} cut {skip}"));
+                }
+            }
+        }
+    }
+    println!("{} of {cuts} cuts fail", failing.len());
+    assert!(failing.is_empty(), "{failing:#?}");
 }

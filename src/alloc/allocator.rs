@@ -357,6 +357,27 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         out
     }
 
+    /// Bytes from the allocation at `ptr` to the end of the free cached
+    /// block right after it (just its own size when the next block is in
+    /// use, pending or unmapped, or it ends its segment): right after the
+    /// `malloc` that returned `ptr`, the size of the free block it was
+    /// served from. `None` when nothing is allocated at `ptr`.
+    pub fn allocation_with_free_after(&self, ptr: u64) -> Option<u64> {
+        let b = self.b(*self.active.get(&ptr)?);
+        let free_after = b
+            .next
+            .map(|n| self.b(n))
+            .filter(|n| {
+                n.alive
+                    && n.mapped
+                    && !n.allocated
+                    && n.event_count == 0
+                    && n.stream_uses.is_empty()
+            })
+            .map_or(0, |n| n.size);
+        b.size.checked_add(free_after)
+    }
+
     /// `cacheInfo`: the largest free cached block (bytes).
     pub fn largest_free_block(&self) -> u64 {
         self.pools
@@ -2113,5 +2134,31 @@ mod tests {
             "{broken:?}"
         );
         assert!(m.check_invariants().is_err());
+    }
+
+    #[test]
+    fn allocation_with_free_after_is_the_free_block_a_malloc_was_served_from() {
+        let mut m = model("", 1 << 30);
+        // 6 MiB free between two live blocks.
+        m.adopt_segment(
+            ADOPTED_AT,
+            0,
+            PoolKind::Large,
+            &[
+                (2 * MIB, 2 * MIB, BlockState::ActiveAllocated),
+                (6 * MIB, 0, BlockState::Inactive),
+                (2 * MIB, 2 * MIB, BlockState::ActiveAllocated),
+            ],
+        );
+        let p = m.malloc(4 * MIB, 0).expect("cached");
+        assert_eq!(p, ADOPTED_AT + 2 * MIB);
+        // Split: 4 MiB allocated, 2 MiB free after it.
+        assert_eq!(m.allocation_with_free_after(p), Some(6 * MIB));
+        // The next block in use: the allocation's own size.
+        assert_eq!(m.allocation_with_free_after(ADOPTED_AT), Some(2 * MIB));
+        assert_eq!(m.allocation_with_free_after(ADOPTED_AT + 6 * MIB), None);
+        // A freed block is no allocation.
+        m.free(p).expect("live");
+        assert_eq!(m.allocation_with_free_after(p), None);
     }
 }

@@ -552,6 +552,22 @@ pub(crate) struct SearchReplay {
 }
 
 impl SearchReplay {
+    /// Bytes of the free block the model served its diverging allocation
+    /// from (the block it allocated and any remainder split off after it),
+    /// as the model stood right after that call. `None` when the model's
+    /// side of the divergence is no allocation.
+    pub(crate) fn free_block_taken(&self) -> Option<u64> {
+        let got = self
+            .report
+            .divergence
+            .as_ref()?
+            .model_event
+            .filter(|e| e.action == TraceAction::Alloc)?;
+        self.unfinished
+            .as_ref()?
+            .allocation_with_free_after(got.addr)
+    }
+
     /// The complete report, compared with the final layout.
     pub(crate) fn finish(self, snapshot: &Snapshot, device: u32) -> DeviceReplay {
         let mut report = self.report;

@@ -783,14 +783,14 @@ fn progress(r: &DeviceReplay) -> (usize, bool) {
 /// Start states a divergence points at, each one inference more than
 /// `choices`.
 fn candidates(
-    report: &DeviceReplay,
+    replay: &SearchReplay,
     layout: &StartLayout,
     choices: &StartChoices,
     start: &StartState,
     config: &AllocatorConfig,
     events: &[Event],
 ) -> Vec<StartChoices> {
-    let Some(d) = report.divergence.as_ref() else {
+    let Some(d) = replay.report.divergence.as_ref() else {
         return Vec::new();
     };
     let event = d.event_index;
@@ -830,10 +830,19 @@ fn candidates(
     {
         // The model took the free block right after a guessed block, which
         // PyTorch did not have: the block was bigger and left less room.
-        // The least growth that leaves the start's gap too small, then the
-        // most the split rule allows.
+        // The least growth that leaves that free block too small, then the
+        // most the split rule allows. The free block is the one the model
+        // took, not the start's gap: blocks freed in the trace before the
+        // call may have merged into it.
         let needed = round_size(got.size, config);
-        let unfit = g.room.saturating_add(MIN_BLOCK_SIZE).saturating_sub(needed);
+        let taken = replay
+            .free_block_taken()
+            .unwrap_or_else(|| g.room.saturating_sub(g.size));
+        let unfit = g
+            .size
+            .saturating_add(taken)
+            .saturating_add(MIN_BLOCK_SIZE)
+            .saturating_sub(needed);
         if unfit > g.size && unfit < g.largest {
             sized.push((g.address, unfit));
         }
@@ -1056,7 +1065,7 @@ fn search(
     while replays < MAX_REPLAYS {
         let mut best: Option<(SearchReplay, StartLayout, StartChoices)> = None;
         let mut aside: Option<(SearchReplay, StartLayout, StartChoices)> = None;
-        for c in candidates(&replay.report, &layout, &choices, start, config, &script) {
+        for c in candidates(&replay, &layout, &choices, start, config, &script) {
             if replays >= MAX_REPLAYS {
                 break;
             }
