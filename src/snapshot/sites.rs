@@ -238,9 +238,14 @@ fn callers_by<'a>(
 /// names a stack: every stack starts in the allocator, so its first frame
 /// would give every C++-only stack the same name.
 fn stack_head(frames: &[Frame]) -> Option<&Frame> {
+    stack_head_with(frames, &mut UserFrames::default())
+}
+
+/// [`stack_head`], asking `users` whether a frame is the user's.
+fn stack_head_with<'f>(frames: &'f [Frame], users: &mut UserFrames) -> Option<&'f Frame> {
     frames
         .iter()
-        .find(|f| is_user(f))
+        .find(|f| users.is_user(f))
         .or_else(|| innermost_python(frames))
         .or_else(|| innermost_cpp(frames))
         .or(frames.first())
@@ -648,12 +653,39 @@ fn innermost_python(frames: &[Frame]) -> Option<&Frame> {
     informative(frames).find(|f| is_python(f))
 }
 
+/// [`is_user`] once per distinct Python frame: the stacks of a snapshot
+/// share their frames' strings, and telling torch's, the standard
+/// library's and the launcher's frames from the user's takes several
+/// searches of each. Keyed by the addresses of the frame's name and file
+/// name, all [`is_user`] reads.
+#[derive(Default)]
+pub(crate) struct UserFrames(FxHashMap<(usize, usize), bool>);
+
+impl UserFrames {
+    pub(crate) fn is_user(&mut self, f: &Frame) -> bool {
+        // A C++ frame is told by its file name's end: cheaper than a look-up.
+        if !is_python(f) {
+            return false;
+        }
+        let key = (
+            Arc::as_ptr(&f.name).cast::<u8>() as usize,
+            Arc::as_ptr(&f.filename).cast::<u8>() as usize,
+        );
+        *self.0.entry(key).or_insert_with(|| is_user(f))
+    }
+}
+
 /// The site of one stack (`None`: the stack is empty).
 pub fn site_key(frames: &[Frame], grouping: Grouping) -> Option<SiteKey> {
+    site_key_with(frames, grouping, &mut UserFrames::default())
+}
+
+/// [`site_key`], asking `users` whether a frame is the user's.
+fn site_key_with(frames: &[Frame], grouping: Grouping, users: &mut UserFrames) -> Option<SiteKey> {
     if frames.is_empty() {
         return None;
     }
-    let user_or_fallback = || stack_head(frames);
+    let mut user_or_fallback = || stack_head_with(frames, users);
     match grouping {
         Grouping::UserFrame => user_or_fallback().cloned().map(SiteKey::Frame),
         Grouping::PythonFrame => innermost_python(frames)
@@ -917,6 +949,7 @@ pub fn group<'a>(
     // With whether the stack was lost: an empty list the file recorded and
     // one the trace no longer holds are two sites however they are stored.
     let mut by_stack: FxHashMap<(usize, usize, bool), usize> = FxHashMap::default();
+    let mut users = UserFrames::default();
     let mut sites: Vec<Site> = Vec::new();
     // Bytes and largest block per distinct stack, to find each site's
     // main caller path afterwards; in the order first met (blocks come by
@@ -936,7 +969,8 @@ pub fn group<'a>(
             Some(&i) => i,
             None => {
                 let reason = no_stack.within_trace(b.stack_lost);
-                let key = site_key(b.frames, grouping).unwrap_or(SiteKey::NoStack(reason));
+                let key = site_key_with(b.frames, grouping, &mut users)
+                    .unwrap_or(SiteKey::NoStack(reason));
                 let i = *index.entry(key.clone()).or_insert_with(|| {
                     sites.push(Site {
                         label: key.label(),
