@@ -415,7 +415,7 @@ fn a_negative_or_non_numeric_seed_device_or_pid_is_a_range_error_naming_the_flag
 
 #[test]
 fn a_seed_of_minus_zero_is_zero_not_negative() {
-    let (code, out, err) = vramtop(&["--once", "--sim-seed", "-0"]);
+    let (code, out, err) = vramtop(&["--once", "--json", "--sim-seed", "-0"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"backend\": \"sim\""), "{out}");
 }

@@ -1,4 +1,4 @@
-//! The dashboard (`vramtop`), `vramtop --once --json` and `vramtop record`.
+//! The dashboard (`vramtop`), `vramtop --once [--json]` and `vramtop record`.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -11,6 +11,7 @@ use color_eyre::eyre::{WrapErr, eyre};
 
 use super::{DashboardArgs, DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
+use crate::app::source::HeadlessSample;
 use crate::device::factory::{TelemetrySelection, select_telemetry};
 use crate::device::sampler::Sampler;
 use crate::device::sim::SIM_WARMUP_MS;
@@ -67,8 +68,24 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--once --json`: one full sample on stdout.
-pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
+/// `--once`: one full sample on stdout, as JSON with `--json`, else as
+/// text (`sample_text`).
+pub fn once(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
+    let sample = once_sample(&args.device)?;
+    if !args.json {
+        super::emit_text(&super::sample_text::render(&sample), args.display.ascii)
+            .wrap_err("cannot write the output")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = serde_json::to_string_pretty(&sample).wrap_err("cannot encode the sample")?;
+    super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The one sample `--once` prints (as JSON or text): the backend's
+/// readings after the simulation's warm-up, with the figures of the
+/// probes found (waited for up to [`PROBE_WAIT`]).
+pub fn once_sample(device: &DeviceArgs) -> color_eyre::Result<HeadlessSample> {
     // Probes are discovered while the backend starts.
     let registry = crate::probe::Registry::start_default();
     let mut selection = select(device)?;
@@ -81,12 +98,9 @@ pub fn once(device: &DeviceArgs) -> color_eyre::Result<ExitCode> {
         .map_err(|e| eyre!("sampling failed: {e}"))?;
     let sources = AllocatorSources::with_registry(selection.sim.clone(), registry);
     sources.wait_for_probes(PROBE_WAIT);
-    let sample = sources
+    Ok(sources
         .observe(readings)
-        .headless(selection.backend, selection.fallback_reason.as_deref());
-    let text = serde_json::to_string_pretty(&sample).wrap_err("cannot encode the sample")?;
-    super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
-    Ok(ExitCode::SUCCESS)
+        .headless(selection.backend, selection.fallback_reason.as_deref()))
 }
 
 /// `record FILE`: one JSON line per sample, flushed per line.

@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod help;
 pub mod open;
 pub mod replay;
+pub mod sample_text;
 pub mod scenario;
 pub mod serve;
 pub mod snapshot;
@@ -74,10 +75,13 @@ pub struct DashboardArgs {
     pub display: DisplayArgs,
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Print one full sample (GPUs, processes, allocator figures) and exit.
+    /// Print one full sample (GPUs, processes, allocator figures) as text and exit.
     #[arg(long, help_heading = "Dashboard")]
     pub once: bool,
-    /// With --once: print it as JSON (the only format for now).
+    /// With --once: print it as JSON (fields: docs/cli.md).
+    ///
+    /// Without it, --once prints the sample as text in 80 columns (ASCII
+    /// with --ascii).
     #[arg(long, requires = "once", help_heading = "Dashboard")]
     pub json: bool,
     /// The most the stress panel may hold reserved (e.g. 2GiB).
@@ -1342,7 +1346,7 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         }) => snapshot::run(pid, output.as_deref(), timeout, force),
         Some(Command::Completions { shell }) => completions(shell),
         Some(Command::Man { command }) => man_page(command.as_deref()),
-        None if cli.dashboard.once => dashboard::once(&cli.dashboard.device),
+        None if cli.dashboard.once => dashboard::once(&cli.dashboard),
         None => dashboard::run(&cli.dashboard),
     }
 }

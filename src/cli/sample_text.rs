@@ -1,0 +1,444 @@
+//! `vramtop --once` without `--json`: one sample as text for a person, as
+//! `nvidia-smi` and `nvitop -1` print one. The same sample as the JSON
+//! (`HeadlessSample`), so the two never disagree on a figure, written with
+//! the dashboard's units and rounding (`ui::format`), in 80 cells a line.
+//!
+//! 80 cells and no more, even on a wider terminal: the output is most
+//! often read in a pipe, a log or a bug report, where the terminal's
+//! width is unknown, and every figure fits 80 cells anyway (only a long
+//! GPU name, command or message is cut or wrapped).
+
+use crate::app::source::{AllocatorSummary, HeadlessGpu, HeadlessProbe, HeadlessSample};
+use crate::device::GpuReading;
+use crate::ui::format::{self, NA};
+
+use super::text::{REPORT_WIDTH, cells, elide_end, wrap_under};
+
+/// Cells a process line is indented by (under its GPU's figures).
+const PROCESS_INDENT: &str = "    ";
+
+/// The sample as text: the backend (and why, when it is a fallback), then
+/// per GPU its figures, its processes and its allocator's figures, then
+/// the attached probes and the OOMs they reported.
+pub fn render(sample: &HeadlessSample) -> String {
+    let mut out = String::new();
+    let backend = match &sample.banner {
+        Some(banner) => format!("{}; {banner}", sample.backend),
+        None => sample.backend.clone(),
+    };
+    line(&mut out, &wrap_under("backend: ", &backend, REPORT_WIDTH));
+    if sample.gpus.is_empty() {
+        line(&mut out, "no GPU: the backend lists none");
+    }
+    for gpu in &sample.gpus {
+        gpu_text(&mut out, gpu);
+    }
+    for probe in &sample.probes {
+        probe_text(&mut out, probe);
+    }
+    for oom in &sample.ooms {
+        let gpu = oom.gpu.map_or_else(
+            || format!("CUDA device {}", oom.device),
+            |g| format!("GPU {g}"),
+        );
+        let pid = oom.pid.map_or_else(|| NA.to_string(), |p| p.to_string());
+        line(
+            &mut out,
+            &wrap_under(
+                "OOM: ",
+                &format!("pid {pid} on {gpu}: {}", oom.message),
+                REPORT_WIDTH,
+            ),
+        );
+    }
+    if !sample.probes_skipped.is_empty() {
+        let n = sample.probes_skipped.len();
+        line(
+            &mut out,
+            &wrap_under(
+                "note: ",
+                &format!(
+                    "{} not read (`vramtop --once --json` says why)",
+                    format::count_of(n, "probe socket or folder", "probe sockets or folders")
+                ),
+                REPORT_WIDTH,
+            ),
+        );
+    }
+    out
+}
+
+fn line(out: &mut String, text: &str) {
+    out.push_str(text);
+    out.push('\n');
+}
+
+fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
+    let s = match &gpu.reading {
+        GpuReading::Ok(s) => s,
+        GpuReading::Lost { index, reason } => {
+            line(
+                out,
+                &wrap_under(
+                    &format!("GPU {index}  "),
+                    &format!("lost: {reason}"),
+                    REPORT_WIDTH,
+                ),
+            );
+            return;
+        }
+    };
+    let lead = format!("GPU {}  ", s.index);
+    let name = match &s.mig {
+        Some(mig) => format!("{} (MIG on GPU {})", s.name, mig.parent_index),
+        None => s.name.clone(),
+    };
+    line(
+        out,
+        &format!(
+            "{lead}{}",
+            elide_end(&name, REPORT_WIDTH.saturating_sub(cells(&lead)))
+        ),
+    );
+    let share = match (s.memory_used, s.memory_total) {
+        (Some(used), Some(total)) => format::percent_of(used, total),
+        _ => NA.to_string(),
+    };
+    let figures = format!(
+        "memory {} ({share}), util {}, temp {}, power {}",
+        format::bytes_of(s.memory_used, s.memory_total),
+        format::opt_unit(s.gpu_utilization, "%"),
+        format::opt_unit(s.temperature_c, "°C"),
+        format::pair(
+            format::watts(s.power_draw_mw),
+            format::watts(s.power_limit_mw),
+            " W"
+        ),
+    );
+    line(out, &wrap_under("  ", &figures, REPORT_WIDTH));
+    if s.processes.is_empty() {
+        line(out, "  no processes");
+    } else {
+        line(
+            out,
+            &format!(
+                "  {}:",
+                format::count_of(s.processes.len(), "process", "processes")
+            ),
+        );
+    }
+    let pid_w = s
+        .processes
+        .iter()
+        .map(|p| p.pid.to_string().len())
+        .max()
+        .unwrap_or(0);
+    let mems: Vec<String> = s
+        .processes
+        .iter()
+        .map(|p| format::opt_bytes(p.used_memory))
+        .collect();
+    let mem_w = mems.iter().map(|m| cells(m)).max().unwrap_or(0);
+    for (p, mem) in s.processes.iter().zip(&mems) {
+        // PROCESS_INDENT, "pid ", the pid, 2 spaces, the command, 2
+        // spaces, the memory right-aligned at the report's edge.
+        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + 2 + mem_w;
+        let room = REPORT_WIDTH.saturating_sub(fixed);
+        let command = elide_end(p.command.as_deref().unwrap_or(NA), room);
+        let pad = room.saturating_sub(cells(&command));
+        line(
+            out,
+            &format!(
+                "{PROCESS_INDENT}pid {:<pid_w$}  {command}{}  {mem:>mem_w$}",
+                p.pid,
+                " ".repeat(pad),
+            ),
+        );
+    }
+    match &gpu.allocator {
+        Some(a) => line(
+            out,
+            &wrap_under("  allocator: ", &allocator_figures(a, true), REPORT_WIDTH),
+        ),
+        None if s.mig.is_none() => line(
+            out,
+            "  allocator: n/a (no probed process on this GPU: docs/attach.md)",
+        ),
+        None => {}
+    }
+}
+
+/// "allocated 446 MiB, reserved 540 MiB, fragmentation 79% (largest free
+/// block 20.0 MiB)", after whose figures they are with `whose` (the
+/// JSON's `source`: "pid 4242 (simulated training, step 3)").
+fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
+    let known = |key: &str| !a.unknown.iter().any(|u| u == key);
+    let allocated = if known("allocated_bytes.all.current") {
+        format::bytes(a.allocated)
+    } else {
+        NA.to_string()
+    };
+    let reserved = if known("reserved_bytes.all.current") {
+        format::bytes(a.reserved)
+    } else {
+        NA.to_string()
+    };
+    let figures = format!(
+        "allocated {allocated}, reserved {reserved}, fragmentation {} (largest free block {})",
+        format::percent(a.fragmentation.fragmentation),
+        format::bytes(a.fragmentation.largest_free_block),
+    );
+    if whose {
+        format!("{}: {figures}", a.source)
+    } else {
+        figures
+    }
+}
+
+fn probe_text(out: &mut String, p: &HeadlessProbe) {
+    let pid = p.pid.map_or_else(|| NA.to_string(), |p| p.to_string());
+    let command = p.command.as_deref().unwrap_or(NA);
+    let mut head = format!("pid {pid}, {}, {command}", p.status);
+    if let Some(problem) = &p.problem {
+        head.push_str(&format!("; {problem}"));
+    }
+    line(out, &wrap_under("probe: ", &head, REPORT_WIDTH));
+    for d in &p.devices {
+        let lead = match d.gpu {
+            Some(g) => format!("  GPU {g}: "),
+            None => format!("  CUDA device {}: ", d.device),
+        };
+        let text = match (&d.invalid, &d.allocator) {
+            (Some(why), _) => format!("figures not shown: {why}"),
+            (None, Some(a)) => allocator_figures(a, false),
+            (None, None) => format!("allocator {NA} (no figures yet)"),
+        };
+        line(out, &wrap_under(&lead, &text, REPORT_WIDTH));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::source::{HeadlessOom, HeadlessProbeDevice};
+    use crate::device::{GpuProcess, GpuSample, MigInfo};
+    use crate::probe::pid::VisibleDevices;
+
+    fn sample(gpus: Vec<HeadlessGpu>) -> HeadlessSample {
+        HeadlessSample {
+            time_unix_ms: 0,
+            backend: "nvml".to_string(),
+            banner: None,
+            gpus,
+            probes: Vec::new(),
+            probes_skipped: Vec::new(),
+            ooms: Vec::new(),
+        }
+    }
+
+    fn gpu(s: GpuSample) -> HeadlessGpu {
+        HeadlessGpu {
+            reading: GpuReading::Ok(s),
+            allocator: None,
+            breakdown: None,
+            unattributed: None,
+        }
+    }
+
+    fn process(pid: u32, used: Option<u64>, command: &str) -> GpuProcess {
+        GpuProcess {
+            pid,
+            used_memory: used,
+            user: None,
+            command: Some(command.to_string()),
+            parent_pid: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+
+    fn allocator(allocated: u64, reserved: u64) -> AllocatorSummary {
+        AllocatorSummary {
+            source: "probe".to_string(),
+            pid: Some(77),
+            allocated,
+            reserved,
+            active: 0,
+            inactive_split_bytes: 0,
+            segments: 1,
+            num_alloc_retries: None,
+            num_ooms: None,
+            fragmentation: crate::alloc::fragmentation(&[]),
+            unknown: Vec::new(),
+        }
+    }
+
+    fn assert_fits(text: &str) {
+        for l in text.lines() {
+            assert!(cells(l) <= REPORT_WIDTH, "{} cells: {l}", cells(l));
+        }
+    }
+
+    #[test]
+    fn figures_a_gpu_does_not_report_read_na_never_zero() {
+        let text = render(&sample(vec![gpu(GpuSample::unknown(0, "Tesla T4"))]));
+        assert!(text.contains("GPU 0  Tesla T4\n"), "{text}");
+        assert!(
+            text.contains("memory n/a (n/a), util n/a, temp n/a, power n/a"),
+            "{text}"
+        );
+        assert!(text.contains("  no processes\n"), "{text}");
+        assert!(text.contains("allocator: n/a"), "{text}");
+        assert!(!text.contains(" 0 B"), "{text}");
+    }
+
+    #[test]
+    fn known_figures_use_the_dashboards_units_and_rounding() {
+        let mut s = GpuSample::unknown(1, "NVIDIA H100 80GB HBM3");
+        s.memory_total = Some(80 << 30);
+        s.memory_used = Some(20 << 30);
+        s.gpu_utilization = Some(87);
+        s.temperature_c = Some(65);
+        s.power_draw_mw = Some(250_400);
+        s.power_limit_mw = Some(700_000);
+        s.processes = vec![
+            process(4242, Some(3 << 29), "python train.py"),
+            process(17, None, "python eval.py"),
+        ];
+        let mut g = gpu(s);
+        g.allocator = Some(allocator(396 << 20, 560 << 20));
+        let text = render(&sample(vec![g]));
+        assert!(
+            text.contains("memory 20.0/80.0 GiB (25%), util 87%, temp 65°C, power 250/700 W"),
+            "{text}"
+        );
+        assert!(text.contains("  2 processes:\n"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("    pid ")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        // The memory column is right-aligned at the report's edge.
+        assert!(rows[0].ends_with("  1.50 GiB"), "{text}");
+        assert!(rows[1].ends_with("       n/a"), "{text}");
+        assert_eq!(cells(rows[0]), REPORT_WIDTH, "{text}");
+        assert_eq!(cells(rows[1]), REPORT_WIDTH, "{text}");
+        assert!(
+            rows[1].starts_with("    pid 17    python eval.py"),
+            "{text}"
+        );
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "allocator: probe: allocated 396 MiB, reserved 560 MiB, fragmentation 0% \
+                 (largest free block 0 B)"
+            ),
+            "{text}"
+        );
+        assert_fits(&text);
+    }
+
+    #[test]
+    fn an_unknown_allocator_total_reads_na() {
+        let mut a = allocator(0, 1 << 30);
+        a.unknown = vec!["allocated_bytes.all.current".to_string()];
+        let mut g = gpu(GpuSample::unknown(0, "x"));
+        g.allocator = Some(a);
+        let text = render(&sample(vec![g]));
+        assert!(text.contains("allocated n/a, reserved 1.00 GiB"), "{text}");
+    }
+
+    #[test]
+    fn long_names_commands_banners_and_messages_stay_in_80_cells() {
+        let mut s = GpuSample::unknown(0, "训练".repeat(60));
+        s.processes = vec![process(1, Some(1 << 20), &"python -m torch.x ".repeat(20))];
+        let mut mig = GpuSample::unknown(7, "A100 MIG 1g.10gb");
+        mig.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(1),
+            compute_instance_id: Some(0),
+        });
+        let mut out = sample(vec![
+            gpu(s),
+            gpu(mig),
+            HeadlessGpu {
+                reading: GpuReading::Lost {
+                    index: 3,
+                    reason: "fell off the bus ".repeat(10),
+                },
+                allocator: None,
+                breakdown: None,
+                unattributed: None,
+            },
+        ]);
+        out.banner = Some("showing 1 simulated GPU: NVML is not available ".repeat(4));
+        out.ooms = vec![HeadlessOom {
+            gpu: Some(0),
+            device: 0,
+            pid: Some(9),
+            seq: 1,
+            alloc_bytes: None,
+            time: None,
+            message: "CUDA out of memory. Tried to allocate ".repeat(5),
+            snapshot: None,
+            snapshot_error: None,
+        }];
+        out.probes = vec![HeadlessProbe {
+            socket: "/run/user/1/vramtop/9.sock".to_string(),
+            pid: Some(9),
+            probe_pid: Some(9),
+            pid_source: None,
+            status: "connected".to_string(),
+            problem: None,
+            command: Some("python train.py ".repeat(8)),
+            host: None,
+            torch: None,
+            visible_devices: VisibleDevices::All,
+            devices: vec![
+                HeadlessProbeDevice {
+                    device: 0,
+                    gpu: Some(0),
+                    allocator: Some(allocator(1 << 30, 2 << 30)),
+                    invalid: None,
+                },
+                HeadlessProbeDevice {
+                    device: 1,
+                    gpu: None,
+                    allocator: None,
+                    invalid: Some("allocated exceeds reserved".to_string()),
+                },
+            ],
+            oom_total: 1,
+            ooms: Vec::new(),
+        }];
+        out.probes_skipped = vec!["/tmp/x: not ours".to_string()];
+        let text = render(&out);
+        assert_fits(&text);
+        assert!(text.contains("…"), "the long name is cut: {text}");
+        assert!(
+            text.contains("GPU 7  A100 MIG 1g.10gb (MIG on GPU 0)"),
+            "{text}"
+        );
+        assert!(text.contains("GPU 3  lost: fell off the bus"), "{text}");
+        assert!(text.contains("probe: pid 9, connected, python"), "{text}");
+        assert!(
+            text.contains("  GPU 0: allocated 1.00 GiB, reserved 2.00 GiB"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  CUDA device 1: figures not shown: allocated exceeds reserved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("OOM: pid 9 on GPU 0: CUDA out of memory."),
+            "{text}"
+        );
+        assert!(
+            text.contains("note: 1 probe socket or folder not read"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn no_gpu_is_said_not_left_blank() {
+        let text = render(&sample(Vec::new()));
+        assert_eq!(text, "backend: nvml\nno GPU: the backend lists none\n");
+    }
+}
