@@ -649,12 +649,11 @@ fn whatif_output_has_no_verdict_line_and_no_result_key() {
     assert!(v.get("result").is_none(), "{out}");
 }
 
-#[test]
-fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
-    // A consistent file whose trace puts its first allocation where the
-    // model would not: the model and the recording disagree.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("moved.pickle");
+/// The demo's snapshot written to `dir` with its first allocation moved
+/// 1 TiB up (every entry at its address), where the model would not put
+/// it: a consistent file the model disagrees with. Its path.
+fn demo_with_first_allocation_moved(dir: &std::path::Path) -> String {
+    let file = dir.join("moved.pickle");
     let mut snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
     let trace = snapshot.device_traces.first_mut().expect("a trace");
     let moved = trace
@@ -666,7 +665,15 @@ fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
         e.addr += 1 << 40;
     }
     vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
-    let file = file.display().to_string();
+    file.display().to_string()
+}
+
+#[test]
+fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
+    // A consistent file whose trace puts its first allocation where the
+    // model would not: the model and the recording disagree.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = demo_with_first_allocation_moved(dir.path());
     let (code, out, _) = vramtop(&["replay", &file, "--json"]);
     assert_eq!(code, 1, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
@@ -785,19 +792,7 @@ fn whatif_of_a_trace_the_model_cannot_replay_exits_1_with_the_verify_verdict() {
     // would not put it: verify says MISMATCH (exit 1), and what-if of the
     // same file says so and exits so, not 0 under a table.
     let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("moved.pickle");
-    let mut snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
-    let trace = snapshot.device_traces.first_mut().expect("a trace");
-    let moved = trace
-        .iter()
-        .find(|e| e.action == vramtop::alloc::TraceAction::Alloc)
-        .expect("an allocation")
-        .addr;
-    for e in trace.iter_mut().filter(|e| e.addr == moved) {
-        e.addr += 1 << 40;
-    }
-    vramtop::snapshot::write_snapshot_file(&snapshot, &file).expect("written");
-    let file = file.display().to_string();
+    let file = demo_with_first_allocation_moved(dir.path());
     let (verify_code, out, _) = vramtop(&["replay", &file, "--verify", "--json"]);
     assert_eq!(verify_code, 1, "{out}");
     let verified: serde_json::Value = serde_json::from_str(&out).expect("JSON");
