@@ -20,12 +20,14 @@ fn assert_one_line(error: &str) -> Result<(), TestCaseError> {
 
 fn size() -> impl Strategy<Value = String> {
     prop_oneof![
-        10 => Just("512".to_string()),
+        10 => Just("512B".to_string()),
         10 => Just("2MiB".to_string()),
         10 => Just("30MiB".to_string()),
         4 => Just("1.5GiB".to_string()),
         10 => "[1-9][0-9]{0,3}(KiB|MiB)",
         1 => Just("0".to_string()),
+        // No unit: refused, as on the command line.
+        1 => Just("512".to_string()),
         1 => Just("-1".to_string()),
         1 => Just("99999999999999999999999TiB".to_string()),
         1 => Just("twelve".to_string()),
@@ -107,8 +109,8 @@ fn step(depth: u32) -> BoxedStrategy<Vec<String>> {
             Just("free = []"),
             Just("free = \"\""),
             Just("empty_cache = false"),
-            Just("alloc = { name = \"\", size = \"1\" }"),
-            Just("alloc = { name = \"w*\", size = \"1\" }"),
+            Just("alloc = { name = \"\", size = \"1B\" }"),
+            Just("alloc = { name = \"w*\", size = \"1B\" }"),
         ]
         .prop_map(str::to_string),
     ];

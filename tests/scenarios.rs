@@ -263,7 +263,7 @@ fn sizes_are_read_as_the_command_line_reads_them_a_fraction_of_a_byte_refused() 
     );
     // A fraction of a byte, written in bytes or less than one in any unit,
     // is no size: refused, naming the entry, not rounded to 1 B or 0.
-    for written in ["0.5B", "1.5", "0.0001KiB"] {
+    for written in ["0.5B", "0.0001KiB"] {
         let e = parse_err(&format!(
             "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"{written}\" }}\n"
         ));
@@ -286,6 +286,62 @@ fn sizes_are_read_as_the_command_line_reads_them_a_fraction_of_a_byte_refused() 
         "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"0B\" }}\n"
     ));
     assert!(e.contains("has size 0"), "{e}");
+}
+
+#[test]
+fn a_size_without_a_unit_is_refused_in_the_command_lines_words() {
+    // `"8"` could be bytes or GiB: it ran an 8-byte GPU unsaid.
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "\"8\""));
+    assert_eq!(
+        e,
+        "device_memory: '8' has no unit: 8 what? write e.g. 8GiB, 8MiB or 8B"
+    );
+    let e = parse_err(&HEADER.replace("\"100MiB\"", "\"512\""));
+    assert_eq!(
+        e,
+        "context: '512' has no unit: 512 what? write e.g. 512GiB, 512MiB or 512B"
+    );
+    // Only the units that take the number are suggested, as `--capacity
+    // 1.5` is told (1.5B is not a whole number of bytes).
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1.5\" }}\n"
+    ));
+    assert_eq!(
+        e,
+        "step 1: alloc 'a': '1.5' has no unit: 1.5 what? write e.g. 1.5GiB or 1.5MiB"
+    );
+    // The same words as the command line's, after the entry's name.
+    let (code, _, cli) = vramtop(&["replay", "x.json", "--capacity", "1.5"]);
+    assert_eq!(code, 2);
+    assert!(
+        cli.contains("'1.5' has no unit: 1.5 what? write e.g. 1.5GiB or 1.5MiB"),
+        "{cli}"
+    );
+    // A number no unit takes is told its limit, as on the command line.
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "\"99999999999999999999\""));
+    assert!(
+        e.starts_with("device_memory: '99999999999999999999' is more than the largest size"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_scenario_file_with_a_size_without_a_unit_exits_2_instead_of_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bare.toml");
+    let text = HEADER.replace("\"1GiB\"", "\"8\"")
+        + "[[step]]\nalloc = { name = \"w\", size = \"64MiB\" }\n";
+    std::fs::write(&path, text).expect("write");
+    let p = path.display().to_string();
+    let (code, out, err) = vramtop(&["scenario", &p]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        format!(
+            "vramtop: error: {p}: device_memory: '8' has no unit: 8 what? write e.g. 8GiB, 8MiB or 8B\n"
+        )
+    );
 }
 
 #[test]

@@ -294,6 +294,38 @@ pub fn typed_size(text: &str, largest: u64) -> Result<u64, SizeRefusal> {
     }
 }
 
+/// Whether `text` is a number without a unit ("24", "1.5"): a size or
+/// duration a person writes so is refused wherever one is read (the
+/// command line, the config file, a scenario file), since `24` could be
+/// bytes or GiB.
+pub fn is_bare_number(text: &str) -> bool {
+    let t = text.trim();
+    !t.is_empty()
+        && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && t.chars().any(|c| c.is_ascii_digit())
+}
+
+/// What a bare number (`quoted`, as the message shows it) is told, in the
+/// words every reader of sizes and durations shares: `taken` are the
+/// number written with each unit the reader would take ("24GiB", "24MiB",
+/// "24B"). `None` when it takes none of them: then the reader says why
+/// the number itself is refused (its limit), not a unit that would not
+/// help.
+pub fn no_unit_message(quoted: &str, taken: &[String]) -> Option<String> {
+    match taken.split_last()? {
+        (last, []) => Some(format!(
+            "'{quoted}' has no unit: {quoted} what? write e.g. {last}"
+        )),
+        (last, rest) => Some(format!(
+            "'{quoted}' has no unit: {quoted} what? write e.g. {} or {last}",
+            rest.join(", ")
+        )),
+    }
+}
+
+/// The units a bare number of bytes is suggested, largest first.
+pub const SIZE_UNITS_SUGGESTED: [&str; 3] = ["GiB", "MiB", "B"];
+
 /// A size text's bytes, as [`size_exactly`] finds them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bytes {

@@ -27,6 +27,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::alloc::QuantityError;
+use crate::alloc::sizing::{SIZE_UNITS_SUGGESTED, is_bare_number};
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
 use crate::quote::cut;
@@ -147,21 +148,14 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
 /// `parse` gives a bare number (the limit, not a unit that would not help).
 fn no_unit(text: &str, units: &[&str], parse: fn(&str) -> Result<u64, String>) -> String {
     let t = text.trim();
-    let quoted = cut(t);
     let taken: Vec<String> = units
         .iter()
         .map(|unit| format!("{t}{unit}"))
         .filter(|with_unit| parse(with_unit).is_ok())
         .map(|with_unit| cut(&with_unit))
         .collect();
-    match taken.split_last() {
-        None => parse(t).err().unwrap_or_default(),
-        Some((last, [])) => format!("'{quoted}' has no unit: {quoted} what? write e.g. {last}"),
-        Some((last, rest)) => format!(
-            "'{quoted}' has no unit: {quoted} what? write e.g. {} or {last}",
-            rest.join(", ")
-        ),
-    }
+    crate::alloc::sizing::no_unit_message(&cut(t), &taken)
+        .unwrap_or_else(|| parse(t).err().unwrap_or_default())
 }
 
 /// [`duration_arg`] of a text that is not a bare number (one that is is
@@ -194,14 +188,6 @@ const MIN_DURATION_MS: u64 = 10;
 /// whole hours.
 const MAX_DURATION_HOURS: u64 = crate::alloc::sizing::MAX_PARSED_DURATION_MS / 3_600_000;
 
-/// Whether `text` is a number without a unit ("24", "1.5").
-fn is_bare_number(text: &str) -> bool {
-    let t = text.trim();
-    !t.is_empty()
-        && t.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && t.chars().any(|c| c.is_ascii_digit())
-}
-
 /// The most simulated GPUs (`--sim-gpus`, `sim_gpus`).
 pub const SIM_GPUS_MAX: u32 = 64;
 /// The most simulated training processes (`--sim-training`, `sim_training`):
@@ -226,7 +212,7 @@ pub const SIM_MEMORY_MAX: u64 = 64 << 40;
 pub fn sim_memory_arg(text: &str) -> Result<u64, String> {
     // The units a bare number is told are those a simulated GPU takes.
     if is_bare_number(text) {
-        return Err(no_unit(text, &["GiB", "MiB", "B"], sim_memory_with_unit));
+        return Err(no_unit(text, &SIZE_UNITS_SUGGESTED, sim_memory_with_unit));
     }
     sim_memory_with_unit(text)
 }
@@ -450,7 +436,7 @@ pub fn at_arg(text: &str) -> Result<At, String> {
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
     if is_bare_number(text) {
-        return Err(no_unit(text, &["GiB", "MiB", "B"], size_with_unit));
+        return Err(no_unit(text, &SIZE_UNITS_SUGGESTED, size_with_unit));
     }
     size_with_unit(text)
 }

@@ -11,7 +11,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::alloc::sizing::{MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SizeRefusal, typed_size};
+use crate::alloc::sizing::{
+    MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SIZE_UNITS_SUGGESTED, SizeRefusal, is_bare_number,
+    no_unit_message, typed_size,
+};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::quote::{cut, parser_complaint};
 
@@ -42,7 +45,7 @@ const MAX_SYNTAX_MESSAGE_CHARS: usize = 200;
 pub enum ScenarioError {
     #[error("not a valid scenario file: {0}")]
     Syntax(String),
-    #[error("{what}: '{text}' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB or 4096")]
+    #[error("{what}: '{text}' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB or 4096B")]
     BadSize { what: String, text: String },
     #[error(
         "{what}: '{text}' is more than the largest size, {}",
@@ -53,6 +56,11 @@ pub enum ScenarioError {
     /// command line refuses it, not rounded.
     #[error("{what}: {}", SizeRefusal::NotWholeBytes.message(text, MAX_PARSED_SIZE_TEXT))]
     NotWholeBytes { what: String, text: String },
+    /// A number without a unit (`"8"`): refused as the command line
+    /// refuses `--capacity 8`, not read as 8 bytes; `message` is the
+    /// shared wording ("'8' has no unit: 8 what? write e.g. 8GiB, …").
+    #[error("{what}: {message}")]
+    NoUnit { what: String, message: String },
     #[error("{what}: invalid alloc_conf '{text}': {reason}")]
     BadAllocConf {
         what: String,
@@ -144,7 +152,8 @@ struct RawRepeat {
     steps: Vec<RawStep>,
 }
 
-/// A size field: a string (`"96MiB"`, `"4096"`), checked later. A bare
+/// A size field: a string with its unit (`"96MiB"`, `"4096B"`), checked
+/// later. A bare
 /// TOML number is refused where it stands, with the question the command
 /// line asks ("24 what?"), not serde's "invalid type: integer `24`".
 #[derive(Debug, Clone, PartialEq)]
@@ -342,6 +351,25 @@ impl Step {
 /// is the whole bytes in it (`1.1GiB` is 1181116006 B). Zero is the
 /// caller's to refuse, with what its key needs (a `context` may be none).
 fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioError> {
+    // A bare number could be bytes or GiB: `device_memory = "8"` ran an
+    // 8-byte GPU unsaid. Refused as `--capacity 8` is, in its words.
+    if is_bare_number(text) {
+        let t = text.trim();
+        let taken: Vec<String> = SIZE_UNITS_SUGGESTED
+            .iter()
+            .map(|unit| format!("{t}{unit}"))
+            .filter(|with_unit| typed_size(with_unit, MAX_PARSED_SIZE).is_ok())
+            .map(|with_unit| cut(&with_unit))
+            .collect();
+        if let Some(message) = no_unit_message(&cut(t), &taken) {
+            return Err(ScenarioError::NoUnit {
+                what: what(),
+                message,
+            });
+        }
+        // No unit takes it (too large in every one): the number's own
+        // refusal below says its limit.
+    }
     let refusal = match typed_size(text, MAX_PARSED_SIZE) {
         Ok(bytes) => return Ok(bytes),
         Err(SizeRefusal::Zero) => return Ok(0),
@@ -788,7 +816,7 @@ mod tests {
         assert_eq!(
             refused("12 parsecs"),
             "step 2: alloc 'w': '12 parsecs' is not a size: write e.g. 96MiB, 1.5GiB, 512KiB \
-             or 4096"
+             or 4096B"
         );
         // The largest size itself is a size.
         assert!(
@@ -917,7 +945,7 @@ mod tests {
 
     #[test]
     fn a_count_beyond_the_allocation_bound_is_refused_before_naming_them() {
-        let e = steps("[[step]]\nalloc = { name = \"w\", size = \"512\", count = 4000000000 }\n")
+        let e = steps("[[step]]\nalloc = { name = \"w\", size = \"512B\", count = 4000000000 }\n")
             .expect_err("refused");
         assert!(
             e.to_string()
@@ -925,10 +953,10 @@ mod tests {
             "{e}"
         );
         let at_the_bound = format!(
-            "[[step]]\nalloc = {{ name = \"w\", size = \"512\", count = {MAX_ALLOCATIONS} }}\n"
+            "[[step]]\nalloc = {{ name = \"w\", size = \"512B\", count = {MAX_ALLOCATIONS} }}\n"
         );
         assert!(steps(&at_the_bound).is_ok());
-        let over = format!("{at_the_bound}[[step]]\nalloc = {{ name = \"x\", size = \"512\" }}\n");
+        let over = format!("{at_the_bound}[[step]]\nalloc = {{ name = \"x\", size = \"512B\" }}\n");
         assert!(steps(&over).is_err());
     }
 
