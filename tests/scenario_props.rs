@@ -205,8 +205,79 @@ fn scenario_text() -> impl Strategy<Value = String> {
         })
 }
 
+/// A value of any TOML type, for a key that expects another.
+fn any_value() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("\"1GiB\""),
+        Just("\"\""),
+        Just("3"),
+        Just("-1"),
+        Just("1.5"),
+        Just("true"),
+        Just("[]"),
+        Just("[1, 2]"),
+        Just("[{ x = 1 }]"),
+        Just("{}"),
+        Just("{ x = 1 }"),
+        Just("1979-05-27"),
+        Just("1979-05-27T07:32:00Z"),
+    ]
+}
+
+/// A scenario with `value` at one of the format's keys, at every level
+/// (top, a `[[variant]]`, a step, an alloc, a repeat, a repeat's steps).
+fn misplaced_value() -> impl Strategy<Value = String> {
+    let places = prop_oneof![
+        Just("name = {v}\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = \"1GiB\"\n"),
+        Just("{top}device_memory = {v}\n"),
+        Just("{top}device_memory = \"1GiB\"\ncontext = {v}\n"),
+        Just("{top}device_memory = \"1GiB\"\nalloc_conf = {v}\n"),
+        Just("{top}device_memory = \"1GiB\"\nstep = {v}\n"),
+        Just("{top}device_memory = \"1GiB\"\nvariant = {v}\n"),
+        Just("{head}[[variant]]\nname = {v}\n"),
+        Just("{head}[[variant]]\nname = \"v\"\nworker_contexts = {v}\n"),
+        Just("{head}[[variant]]\nname = \"v\"\nalloc_conf = {v}\n"),
+        Just("{head}[[step]]\nalloc = {v}\n"),
+        Just("{head}[[step]]\nrepeat = {v}\n"),
+        Just("{head}[[step]]\nfree = {v}\n"),
+        Just("{head}[[step]]\nempty_cache = {v}\n"),
+        Just("{head}[[step]]\nempty_cache = true\nonly = {v}\n"),
+        Just("{head}[[step]]\nempty_cache = true\nlabel = {v}\n"),
+        Just("{head}[[step]]\nalloc = {{ name = {v}, size = \"1MiB\" }}\n"),
+        Just("{head}[[step]]\nalloc = {{ name = \"a\", size = {v} }}\n"),
+        Just("{head}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\", count = {v} }}\n"),
+        Just("{head}[[step]]\nrepeat = {{ times = {v}, steps = [] }}\n"),
+        Just("{head}[[step]]\nrepeat = {{ times = 2, steps = {v} }}\n"),
+        Just("{head}[[step]]\nrepeat = {{ times = 2, steps = [{v}] }}\n"),
+        Just("{head}[[step]]\nrepeat = {{ times = 2, steps = [{{ empty_cache = true }}, {v}] }}\n"),
+    ];
+    (places, any_value()).prop_map(|(place, v)| {
+        let top = "name = \"p\"\ntitle = \"t\"\nexplanation = \"e\"\n";
+        let head = format!("{top}device_memory = \"1GiB\"\n");
+        place
+            .replace("{head}", &head)
+            .replace("{top}", top)
+            .replace("{{", "{")
+            .replace("}}", "}")
+            .replace("{v}", v)
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_in_the_files_words_not_rusts(
+        text in misplaced_value(),
+    ) {
+        if let Err(e) = parse(&text) {
+            let e = e.to_string();
+            assert_one_line(&e)?;
+            for rust in ["struct ", "Raw", "enum ", "unknown variant", "expected variant", "sequence", "option"] {
+                prop_assert!(!e.contains(rust), "{rust:?} in {e:?} of\n{text}");
+            }
+        }
+    }
 
     #[test]
     fn any_text_is_a_scenario_or_a_one_line_refusal(text in "\\PC{0,300}") {

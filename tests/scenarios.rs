@@ -227,6 +227,42 @@ fn unknown_keys_are_errors_that_name_the_key() {
 }
 
 #[test]
+fn a_value_of_the_wrong_type_says_what_the_key_expects_in_the_files_words() {
+    let e = parse_err(&format!("{HEADER}[[step]]\nalloc = \"1GiB\"\n"));
+    assert_eq!(
+        e,
+        "not a valid scenario file: line 8, column 9: alloc expects a table: \
+         alloc = { name = \"a\", size = \"1GiB\" } (found string \"1GiB\")"
+    );
+    let e = parse_err(&format!("{HEADER}[[step]]\nrepeat = 3\n"));
+    assert!(
+        e.ends_with("repeat expects a table: repeat = { times = 2, steps = [{ alloc = … }, { free = \"a\" }] } (found integer `3`)"),
+        "{e}"
+    );
+    let e = parse_err(&format!("{HEADER}step = 3\n"));
+    assert!(
+        e.ends_with("step expects [[step]] tables (an array of tables) (found integer `3`)"),
+        "{e}"
+    );
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nempty_cache = true\nonly = \"a\"\n"
+    ));
+    assert!(
+        e.ends_with("only expects an array (found string \"a\")"),
+        "{e}"
+    );
+    let e = parse_err(&format!("{HEADER}[[step]]\nalloc = {{ name = \"a\" }}\n"));
+    assert!(e.ends_with("line 8, column 9: alloc needs `size`"), "{e}");
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nrepeat = {{ times = 2, steps = [3] }}\n"
+    ));
+    assert!(
+        e.ends_with("steps expects a step: a table with one of alloc, free, empty_cache or repeat (found integer `3`)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn bad_sizes_are_errors_that_quote_the_text() {
     let e = parse_err(&format!(
         "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"12 parsecs\" }}\n"

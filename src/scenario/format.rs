@@ -82,18 +82,77 @@ pub enum ScenarioError {
 /// The TOML parser's error on one line: where, and its message without the
 /// echo of the source line (which may be megabytes long).
 fn syntax(text: &str, e: &toml::de::Error) -> ScenarioError {
+    let start = e.span().map(|span| span.start);
+    let message = reworded(e.message(), key_before(text, start));
     ScenarioError::Syntax(parser_complaint(
         text,
-        e.span().map(|span| span.start),
-        e.message(),
+        start,
+        &message,
         MAX_SYNTAX_MESSAGE_CHARS,
     ))
+}
+
+/// The key whose value starts at byte `offset` of `text`: the `KEY =`
+/// just before it on its line (`alloc = "1GiB"`, `{ name = 1`), or the
+/// one an array's first element follows (`steps = [ 3`).
+fn key_before(text: &str, offset: Option<usize>) -> Option<&str> {
+    let before = text.get(..offset?)?;
+    let line = before.rsplit('\n').next()?.trim_end();
+    let line = line.strip_suffix('[').unwrap_or(line).trim_end();
+    let line = line.strip_suffix('=')?.trim_end();
+    line.rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .next()
+        .filter(|key| !key.is_empty())
+}
+
+/// The deserializer's "invalid type: FOUND, expected WHAT" in the file's
+/// words: "KEY expects WHAT (found FOUND)", with TOML's names for what
+/// serde calls a sequence (an array) and the `[[step]]` / `[[variant]]`
+/// tables for the arrays of them; "missing field `size`" of an inline
+/// table is "alloc needs `size`". Each raw table says what it expects
+/// (`#[serde(expecting)]`), so no Rust type name ("struct RawAlloc")
+/// reaches the message. Any other message is kept.
+fn reworded(message: &str, key: Option<&str>) -> String {
+    if let (Some(field), Some(key)) = (
+        message
+            .strip_prefix("missing field `")
+            .and_then(|f| f.strip_suffix('`')),
+        key,
+    ) {
+        return format!("{key} needs `{field}`");
+    }
+    let Some((found, expected)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.split_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    // TOML's names for serde's.
+    let found = match found {
+        "sequence" => "an array",
+        "map" => "a table",
+        other => other,
+    };
+    let expected = match (expected, key) {
+        ("a sequence", Some(key @ ("step" | "variant"))) => {
+            format!("[[{key}]] tables (an array of tables)")
+        }
+        ("a sequence", _) => "an array".to_string(),
+        (other, _) => other.to_string(),
+    };
+    match key {
+        Some(key) => format!("{key} expects {expected} (found {found})"),
+        None => format!("expected {expected} (found {found})"),
+    }
 }
 
 // ------------------------------------------------------------------ raw form
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a scenario: name, title, explanation, device_memory and [[step]] tables"
+)]
 struct RawScenario {
     name: String,
     title: String,
@@ -110,7 +169,10 @@ struct RawScenario {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a [[variant]] table: [[variant]] name = \"v\" alloc_conf = \"…\""
+)]
 struct RawVariant {
     name: String,
     #[serde(default)]
@@ -120,7 +182,10 @@ struct RawVariant {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a step: a table with one of alloc, free, empty_cache or repeat"
+)]
 struct RawStep {
     #[serde(default)]
     label: Option<String>,
@@ -137,7 +202,10 @@ struct RawStep {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table: alloc = { name = \"a\", size = \"1GiB\" }"
+)]
 struct RawAlloc {
     name: String,
     size: RawSize,
@@ -146,7 +214,10 @@ struct RawAlloc {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table: repeat = { times = 2, steps = [{ alloc = … }, { free = \"a\" }] }"
+)]
 struct RawRepeat {
     times: RawInt,
     steps: Vec<RawStep>,
