@@ -991,6 +991,61 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
     insta::assert_snapshot!("stress_panel_120x40", terminal.backend());
 }
 
+/// The dashboard on [`sim`] with the panel open and `keys` pressed, each
+/// command run synchronously (the executor without its thread).
+fn panel_after(keys: &str) -> AppState {
+    let cluster = sim();
+    let mut telemetry = cluster.telemetry();
+    let mut state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    press(&mut state, KeyCode::F(2));
+    on_stress_result(&mut state, exec.started());
+    for key in keys.chars() {
+        if let Effect::Stress(cmds) = press(&mut state, KeyCode::Char(key)) {
+            for c in &cmds {
+                on_stress_result(&mut state, exec.execute(c));
+            }
+        }
+    }
+    state
+}
+
+#[test]
+fn a_compare_histogram_cut_at_80x24_says_how_many_rows_are_hidden() {
+    // Free blocks in three buckets after every other is freed; at 80×24
+    // the panel has rows for the figures, the histogram's header and one
+    // more, which says how many are not shown.
+    let state = panel_after("aa+acmocH");
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let text = common::screen::text(terminal.backend().buffer());
+    assert!(
+        text.contains("… 3 more histogram rows: a taller terminal shows them"),
+        "{text}"
+    );
+    insta::assert_snapshot!("stress_histogram_cut_80x24", terminal.backend());
+    // Taller, every row is shown and none is said to be hidden.
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 30);
+    let text = common::screen::text(terminal.backend().buffer());
+    assert!(
+        text.contains("2.00 MiB") && text.contains("16.0 MiB") && !text.contains("more histogram"),
+        "{text}"
+    );
+}
+
 #[test]
 fn breakdown_keeps_context_and_free_when_the_stress_panel_leaves_it_one_row() {
     let mut state = stress_screen();

@@ -726,6 +726,32 @@ impl<'a> StressPane<'a> {
         ]
     }
 
+    /// The compare `lines` (its `figure_rows` figures, then the
+    /// histogram) on `rows` rows: the figures keep theirs, and a histogram
+    /// cut short says so on its last row, how many of its rows are not
+    /// shown and what shows them ("… 2 more histogram rows: a taller
+    /// terminal shows them"), as the viewer's lists do: cut unsaid, the
+    /// 1 MiB bucket alone read as the only one with free blocks.
+    fn cut_histogram(
+        &self,
+        lines: &[Line<'static>],
+        figure_rows: usize,
+        rows: usize,
+    ) -> Vec<Line<'static>> {
+        if lines.len() <= rows || rows <= figure_rows {
+            return lines.to_vec();
+        }
+        let kept = rows - 1;
+        let hidden = lines.len() - kept;
+        let noun = if hidden == 1 { "row" } else { "rows" };
+        let mut shown = lines[..kept].to_vec();
+        shown.push(Line::styled(
+            format!("… {hidden} more histogram {noun}: a taller terminal shows them"),
+            self.theme.dim,
+        ));
+        shown
+    }
+
     /// The histogram difference under the compare figures: one row per
     /// size bucket where A or B has a free block.
     fn histogram_lines(&self, rows: &[HistogramRow]) -> Vec<Line<'static>> {
@@ -1290,7 +1316,8 @@ impl Widget for StressPane<'_> {
         let tensors = self.tensor_lines(usize::from(list_area.height), list_area.width);
         chrome::lines_at(buf, list_area, &tensors);
         if let Some(lines) = &compare {
-            chrome::lines_at(buf, compare_area, lines);
+            let shown = self.cut_histogram(lines, figure_rows, usize::from(compare_area.height));
+            chrome::lines_at(buf, compare_area, &shown);
         }
         t.finish(area, buf);
     }
