@@ -700,7 +700,7 @@ fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_
     );
     assert_eq!(row("segments").delta(), -2);
     assert_eq!(row("allocated").delta(), 0);
-    assert_eq!(row("driver used").delta(), -(releasable as i128));
+    assert_eq!(row("GPU used").delta(), -(releasable as i128));
     assert!(
         row("inactive split").b > 0,
         "the holes in the small segments stay"
@@ -2432,7 +2432,7 @@ fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
         "scenario fragmentation_oom",
         "step 4/4",
         "CUDA OOM: tried 2.00 GiB",
-        "1.64 GiB free",
+        "1.64 GiB was free",
         "1.46 GiB reserved but unallocated",
         "empty_cache() could release",
     ] {
@@ -3134,7 +3134,7 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     for label in [
         "allocated",
         "reserved",
-        "driver used",
+        "GPU used",
         "segments",
         "split free",
         "max free",
@@ -3161,7 +3161,7 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     // what is reserved but unallocated), and leaves a row to the tensors.
     assert!(
         screen.contains(
-            "CUDA OOM: tried 1.00 GiB · 514 MiB free · 5.00 MiB reserved but unallocated"
+            "CUDA OOM: tried 1.00 GiB · 514 MiB was free · 5.00 MiB reserved but unallocated"
         ),
         "the OOM message's summary: {screen}"
     );
@@ -3341,6 +3341,33 @@ fn keymap_on_f_keys() -> Keymap {
         b.keys = Box::leak(format!("F{}", 20 + i).into_boxed_str());
     }
     keymap
+}
+
+#[test]
+fn the_oom_advices_free_figure_says_it_was_measured_at_the_oom() {
+    // The breakdown above shows the GPU's free memory now; the advice's
+    // room is what was free at the OOM (other processes move since), so
+    // each wording that names it says when.
+    use vramtop::app::stress::OomAdvice;
+    let keymap = Keymap::default();
+    for advice in [
+        OomAdvice::FreeLiveTensors {
+            live: GIB,
+            tried: GIB,
+            room: 588 * MIB,
+        },
+        OomAdvice::GpuTooSmall {
+            tried: GIB,
+            room: 588 * MIB,
+        },
+    ] {
+        let wordings = ui::oom_advice_wordings(advice, &keymap);
+        let naming: Vec<&String> = wordings.iter().filter(|w| w.contains("588 MiB")).collect();
+        assert!(!naming.is_empty(), "{wordings:?}");
+        for w in naming {
+            assert!(w.contains("at the OOM"), "{w}");
+        }
+    }
 }
 
 #[test]

@@ -307,7 +307,7 @@ impl<'a> StressPane<'a> {
             format::bytes(oom.reserved_but_unallocated)
         );
         let figures = format!(
-            "tried {} · {} free · {unallocated}",
+            "tried {} · {} was free · {unallocated}",
             format::bytes(oom.room.tried),
             format::bytes(oom.room.device_free),
         );
@@ -898,12 +898,12 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
             vec![
                 format!(
                     "free some of the panel's live tensors{keys}: they hold {live}, and the \
-                     {tried} asked would not fit in the {room} free even with every cached \
-                     byte reused"
+                     {tried} asked would not fit in the {room} free at the OOM even with every \
+                     cached byte reused"
                 ),
                 format!(
                     "free some of the panel's live tensors{keys}: they hold {live}; {tried} \
-                     asked, {room} free at most"
+                     asked, {room} free at the OOM at most"
                 ),
                 format!("free some of the panel's live tensors{keys}: they hold {live}"),
             ]
@@ -912,11 +912,12 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
             let (tried, room) = (b(tried), b(room));
             vec![
                 format!(
-                    "the GPU is too small for {tried}, whatever the settings: {room} would be \
-                     free even with every cached byte reused"
+                    "the GPU is too small for {tried}, whatever the settings: {room} would have \
+                     been free at the OOM even with every cached byte reused"
                 ),
                 format!(
-                    "the GPU is too small for {tried}, whatever the settings: {room} free at most"
+                    "the GPU is too small for {tried}, whatever the settings: {room} free at the \
+                     OOM at most"
                 ),
                 format!("the GPU is too small for {tried}, whatever the settings"),
             ]

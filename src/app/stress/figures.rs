@@ -88,7 +88,9 @@ pub const COMPARE_NAMES: [FigureName; 7] = {
     [
         n("allocated", "allocated"),
         n("reserved", "reserved"),
-        n("driver used", "driver used"),
+        // The whole GPU's used memory (`cudaMemGetInfo`), other processes
+        // included: named so, as every other row is the panel's allocator.
+        n("GPU used", "GPU used"),
         n("segments", "segments"),
         n("inactive split", "split free"),
         n("largest free block", "max free"),
@@ -288,11 +290,12 @@ pub enum OomAdvice {
     FreedSince { largest: u64, pool: PoolKind },
     /// The panel's own live tensors (`live` bytes) are what fills the GPU:
     /// the `tried` bytes asked would not fit in the `room` that would be
-    /// free even with every cached byte reused; freeing some of them is
-    /// the remedy.
+    /// free even with every cached byte reused (the device's free memory
+    /// at the OOM, with what the panel gave back since: other processes
+    /// are not measured again); freeing some of them is the remedy.
     FreeLiveTensors { live: u64, tried: u64, room: u64 },
     /// The GPU is too small for `tried` bytes whatever the settings: `room`
-    /// would be free even with every cached byte reused.
+    /// would be free even with every cached byte reused (as of the OOM).
     GpuTooSmall { tried: u64, room: u64 },
     /// Expandable segments are on: the `non_releasable` bytes left share
     /// pages with live tensors, which no setting returns.
