@@ -11,7 +11,7 @@ use vramtop::app::capture::CaptureMsg;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{AppState, Overlay, Pane, StatusState};
 use vramtop::app::stress::StressResult;
-use vramtop::device::sim::{Fault, SimCluster};
+use vramtop::device::sim::{Fault, SimCluster, SimConfig};
 use vramtop::device::{Telemetry, TelemetryError};
 use vramtop::shell::dashboard::{Dashboard, Next};
 use vramtop::ui::{self, Theme};
@@ -1327,4 +1327,56 @@ fn a_snapshot_notes_elided_path_keeps_its_end_whole_beside_the_rows_ran_out_mark
     let text: String = rows.concat();
     assert!(text.contains(&path), "{wide}");
     assert!(rows.iter().any(|r| r.contains(name)), "{wide}");
+}
+
+/// Every allocator `v` cycles through on each GPU belongs to a process the
+/// GPU lists, and the screen at 80x24 says which simulated processes could
+/// not start: a 1 GiB GPU has room for the trainer's CUDA context and one
+/// DataLoader worker's, not for the other three workers nor the second
+/// trainer.
+#[test]
+fn simulated_processes_without_room_for_a_context_are_said_not_started_not_cycled() {
+    let config = SimConfig {
+        training_processes: 2,
+        dataloader_workers: 4,
+        seed: 11,
+        ..SimConfig::default()
+    }
+    .with_memory(1 << 30);
+    let mut f = Flow::of(common::dashboard::sim_dashboard_of(
+        config,
+        (80, 24),
+        vramtop::probe::Registry::start(vec![], 0),
+    ));
+    f.samples(3);
+    f.key(KeyCode::Char('v'));
+    f.key(KeyCode::Char('v'));
+    for (gpu, pids) in &f.state().simulated_allocators {
+        let listed: Vec<u32> = f
+            .state()
+            .gpus
+            .get(*gpu as usize)
+            .and_then(|g| g.sample())
+            .map(|s| s.processes.iter().map(|p| p.pid).collect())
+            .unwrap_or_default();
+        for pid in pids {
+            assert!(
+                listed.contains(pid),
+                "pid {pid} cycled, not listed: {listed:?}"
+            );
+        }
+    }
+    assert_eq!(
+        f.state().simulated_allocators.get(&0),
+        Some(&vec![4242]),
+        "the one trainer that started"
+    );
+    let screen = f.screen(80, 24);
+    assert!(screen.contains("4242"), "the trainer is listed: {screen}");
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("could not start"),
+        "the status line says why processes are missing: {screen}"
+    );
+    insta::assert_snapshot!("sim_processes_not_started_80x24", screen);
 }

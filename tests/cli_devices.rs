@@ -383,10 +383,10 @@ fn check_on_a_small_simulated_gpu_fits_it_or_skips_with_exit_77_never_fails() {
 
 #[test]
 fn check_leaves_the_simulated_training_processes_their_memory_and_says_what_they_hold() {
-    // Four trainers on a 1 GiB GPU: the first takes all but 4 MiB, the
-    // others find no room for a context. `--once --json` of the same
-    // flags shows that GPU; the check must see the same one, not an empty
-    // GPU beside trainers that have not started.
+    // Four trainers on a 1 GiB GPU: two take their contexts (the first a
+    // segment too) and leave 4 MiB, the other two could not start.
+    // `--once --json` of the same flags shows that GPU; the check must see
+    // the same one, not an empty GPU beside trainers that have not started.
     let sim = [
         "--backend",
         "sim",
@@ -413,8 +413,8 @@ fn check_leaves_the_simulated_training_processes_their_memory_and_says_what_they
     for said in [
         "allocating at most 0 B (--budget 512 MiB, capped by what the GPU has free: 4 MiB, less \
          the check's own 500 MiB CUDA context)",
-        "others: 4 simulated training processes; 1 holds 1020 MiB, 3 found no room for a \
-         500 MiB CUDA context and hold nothing",
+        "others: 2 simulated training processes, holding 1020 MiB; 2 simulated training \
+         processes could not start: no room for a 500 MiB CUDA context",
         "result: SKIP (nothing was checked",
     ] {
         assert!(text.contains(said), "{said}: {out}");
@@ -431,7 +431,7 @@ fn check_leaves_the_simulated_training_processes_their_memory_and_says_what_they
     assert!(
         v["others"]
             .as_str()
-            .is_some_and(|o| o.starts_with("4 simulated training processes")),
+            .is_some_and(|o| o.starts_with("2 simulated training processes")),
         "{out}"
     );
 

@@ -97,7 +97,10 @@ impl Observation<'_> {
     /// The sample as `--once --json` and `record` write it.
     pub fn headless(self, backend: &str, banner: Option<&str>) -> HeadlessSample {
         let views = self.views(&BTreeMap::new());
-        headless_sample(backend, banner, self.readings, &views).with_probes(&self.probes)
+        let not_started = self.sim.map(SimCluster::not_started).unwrap_or_default();
+        headless_sample(backend, banner, self.readings, &views)
+            .with_probes(&self.probes)
+            .with_not_started(not_started)
     }
 
     /// Hands the sample to the dashboard's state at `now_ms`: the readings
@@ -109,6 +112,7 @@ impl Observation<'_> {
         let trainers = self.sim.map(SimCluster::trainer_stats).unwrap_or_default();
         state.simulated_allocators = simulated_allocators(&trainers);
         state.allocator_figures = allocator_figures(&trainers, &self.probes);
+        state.sim_not_started = self.sim.map(SimCluster::not_started).unwrap_or_default();
         state.apply_sample(now_ms, self.readings, views);
         state.apply_probes(now_ms, &self.probes);
     }

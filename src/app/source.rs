@@ -14,7 +14,7 @@ use super::state::{
 };
 use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::GpuReading;
-use crate::device::sim::{SimCluster, TrainerView};
+use crate::device::sim::{NotStarted, SimCluster, TrainerView, not_started_note};
 use crate::probe::pid::{PidSource, VisibleDevices};
 use crate::probe::registry::{DeviceData, OomEvent, pid_order};
 use crate::probe::{ProbeSnapshot, ProbeState};
@@ -786,6 +786,14 @@ pub struct HeadlessSample {
     /// probe socket first; absent when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ooms: Vec<HeadlessOom>,
+    /// Simulated processes the flags asked for that could not start (no
+    /// room for their CUDA context), so not among any GPU's `processes`;
+    /// absent when every one started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_started: Vec<NotStarted>,
+    /// [`Self::not_started`] in one line, as the dashboard says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_started_note: Option<String>,
 }
 
 /// One OOM event a probe reported, as `--once --json` and `record` list it.
@@ -848,6 +856,13 @@ pub fn probe_oom_counts(snapshot: &ProbeSnapshot) -> BTreeMap<(u32, u32), u64> {
 }
 
 impl HeadlessSample {
+    /// Adds the simulated processes that could not start.
+    pub fn with_not_started(mut self, not_started: Vec<NotStarted>) -> Self {
+        self.not_started_note = not_started_note(&not_started);
+        self.not_started = not_started;
+        self
+    }
+
     /// Adds the probes of `snapshot` (their views should already be in the
     /// allocators the sample was built from).
     pub fn with_probes(mut self, snapshot: &ProbeSnapshot) -> Self {
@@ -902,6 +917,8 @@ pub fn headless_sample(
         probes: Vec::new(),
         probes_skipped: Vec::new(),
         ooms: Vec::new(),
+        not_started: Vec::new(),
+        not_started_note: None,
     }
 }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::keymap::{TypingKey, TypingMode};
 use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
+use crate::device::sim::NotStarted;
 use crate::device::{GpuProcess, GpuReading, GpuSample};
 
 /// Points kept per GPU (one per sample: an hour at 1 Hz).
@@ -709,6 +710,10 @@ pub struct AppState {
     /// The pids of the simulated training processes on each GPU (NVML
     /// index), ascending: allocators `v` cycles through beside the probes'.
     pub simulated_allocators: BTreeMap<u32, Vec<u32>>,
+    /// Which simulated processes the flags asked for could not start and
+    /// why (no room for a CUDA context), said on the status line: the
+    /// Processes pane does not list them, as nvidia-smi does not.
+    pub sim_not_started: Vec<NotStarted>,
     /// Every visible allocator's allocated and reserved bytes, by (GPU,
     /// pid), for the processes pane.
     pub allocator_figures: AllocatorFigures,
@@ -774,6 +779,7 @@ impl AppState {
             probes: super::source::ProbeBoard::default(),
             capture: super::capture::CaptureState::default(),
             simulated_allocators: BTreeMap::new(),
+            sim_not_started: Vec::new(),
             allocator_figures: AllocatorFigures::new(),
         }
     }

@@ -13,7 +13,7 @@ use crate::device::check::{CheckReport, CheckResult, MIN_BUDGET_BYTES, run_check
 use crate::device::cuda::{self, CudaMemory};
 use crate::device::factory::{BackendChoice, warmed_simulation};
 use crate::device::nvml::NvmlTelemetry;
-use crate::device::sim::SimProcessView;
+use crate::device::sim::{NotStarted, SimProcessView, not_started_note};
 
 /// At most this share of a real GPU's free memory is used by the check.
 const REAL_GPU_FREE_SHARE: f64 = 0.05;
@@ -143,7 +143,12 @@ fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
     let context = cluster.context_overhead();
     let asked = budget;
     let budget = free.map_or(budget, |f| budget.min(f.saturating_sub(context)));
-    let others = others_on_sim_gpu(&cluster.processes_on(device), context);
+    let not_started: Vec<_> = cluster
+        .not_started()
+        .into_iter()
+        .filter(|p| p.gpu == device)
+        .collect();
+    let others = others_on_sim_gpu(&cluster.processes_on(device), &not_started);
     // One process for both phases, as on CUDA, where every handle of the
     // process shares its one context: a process per phase paid a second
     // context, and left a 1 GiB GPU 22 MiB for the second phase.
@@ -171,53 +176,38 @@ fn sim_check(args: &DeviceArgs, device: u32, budget: u64) -> CheckReport {
 
 /// What the simulation's own processes (`--sim-training`,
 /// `--sim-dataloader-workers`) hold on the checked GPU before the check
-/// starts, for the report: those that found no room for a CUDA context
-/// hold nothing and are not among the GPU's processes in `--once --json`,
-/// which is said here rather than left to be guessed.
-fn others_on_sim_gpu(processes: &[SimProcessView], context: u64) -> Option<String> {
-    if processes.is_empty() {
-        return None;
-    }
+/// starts, for the report, and which of them could not start for want of
+/// room for a CUDA context (not among the GPU's processes in `--once
+/// --json` either), which is said here rather than left to be guessed.
+fn others_on_sim_gpu(processes: &[SimProcessView], not_started: &[NotStarted]) -> Option<String> {
     let plural =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let trainers = processes.iter().filter(|p| p.trainer).count();
-    let workers = processes.len() - trainers;
-    let mut kinds = Vec::new();
-    if trainers > 0 {
-        kinds.push(plural(
-            trainers,
-            "simulated training process",
-            "simulated training processes",
+    let mut parts = Vec::new();
+    if !processes.is_empty() {
+        let trainers = processes.iter().filter(|p| p.trainer).count();
+        let workers = processes.len() - trainers;
+        let mut kinds = Vec::new();
+        if trainers > 0 {
+            kinds.push(plural(
+                trainers,
+                "simulated training process",
+                "simulated training processes",
+            ));
+        }
+        if workers > 0 {
+            kinds.push(plural(workers, "DataLoader worker", "DataLoader workers"));
+        }
+        let held = processes
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.bytes));
+        parts.push(format!(
+            "{}, holding {}",
+            kinds.join(" and "),
+            human_bytes(held)
         ));
     }
-    if workers > 0 {
-        kinds.push(plural(workers, "DataLoader worker", "DataLoader workers"));
-    }
-    let holding: Vec<_> = processes.iter().filter(|p| p.has_context).collect();
-    let held = holding
-        .iter()
-        .fold(0u64, |sum, p| sum.saturating_add(p.bytes));
-    let without = processes.len() - holding.len();
-    let mut text = kinds.join(" and ");
-    let no_room = format!(
-        "found no room for a {} CUDA context and {} nothing",
-        human_bytes(context),
-        if without == 1 { "holds" } else { "hold" }
-    );
-    if without == 0 {
-        let _ = write!(text, ", holding {}", human_bytes(held));
-    } else if holding.is_empty() {
-        let _ = write!(text, "; each {no_room}");
-    } else {
-        let _ = write!(
-            text,
-            "; {} {} {}, {without} {no_room}",
-            holding.len(),
-            if holding.len() == 1 { "holds" } else { "hold" },
-            human_bytes(held)
-        );
-    }
-    Some(text)
+    parts.extend(not_started_note(not_started));
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn real_check(device: u32, budget: u64) -> CheckReport {

@@ -19,7 +19,7 @@ use super::telemetry::{DriverInfo, GpuProcess, GpuReading, GpuSample, Telemetry,
 use super::{Kernels, pattern_byte};
 use crate::alloc::{
     AllocatorConfig, CachingAllocator, DeviceError, DeviceMemory, DeviceStats, InMemoryDevice,
-    MemInfo, SegmentInfo,
+    MemInfo, SegmentInfo, human_bytes,
 };
 
 const MIB: u64 = 1 << 20;
@@ -134,6 +134,59 @@ pub fn sim_gpu_name(bytes: u64) -> String {
     format!("Simulated GPU {size}")
 }
 
+/// One line saying which of the flags' processes could not start and why
+/// ("1 simulated training process and 3 DataLoader workers could not
+/// start: no room for a 500 MiB CUDA context"), `None` when all started.
+pub fn not_started_note(not_started: &[NotStarted]) -> Option<String> {
+    let trainers = not_started.iter().filter(|p| p.trainer).count();
+    let (trainer, workers) = if trainers > 0 {
+        (
+            ("simulated training process", "simulated training processes"),
+            ("DataLoader worker", "DataLoader workers"),
+        )
+    } else {
+        (
+            ("", ""),
+            (
+                "simulated DataLoader worker",
+                "simulated DataLoader workers",
+            ),
+        )
+    };
+    note_with(not_started, trainer, workers)
+}
+
+/// [`not_started_note`] in at most 80 columns for up to 99 of each kind
+/// ("1 trainer and 3 workers could not start: no room for a 500 MiB CUDA
+/// context"), for a status line on the simulation, which says it is one.
+pub fn not_started_short_note(not_started: &[NotStarted]) -> Option<String> {
+    note_with(not_started, ("trainer", "trainers"), ("worker", "workers"))
+}
+
+fn note_with(
+    not_started: &[NotStarted],
+    trainer: (&str, &str),
+    worker: (&str, &str),
+) -> Option<String> {
+    let first = not_started.first()?;
+    let plural =
+        |n: usize, (one, many): (&str, &str)| format!("{n} {}", if n == 1 { one } else { many });
+    let trainers = not_started.iter().filter(|p| p.trainer).count();
+    let workers = not_started.len() - trainers;
+    let mut kinds = Vec::new();
+    if trainers > 0 {
+        kinds.push(plural(trainers, trainer));
+    }
+    if workers > 0 {
+        kinds.push(plural(workers, worker));
+    }
+    Some(format!(
+        "{} could not start: no room for a {} CUDA context",
+        kinds.join(" and "),
+        human_bytes(first.context_bytes)
+    ))
+}
+
 /// A deterministic xorshift64* generator (no dependency, reproducible).
 #[derive(Debug, Clone)]
 struct Rng(u64);
@@ -231,7 +284,28 @@ struct SimState {
     rng: Rng,
     gpus: Vec<SimGpu>,
     trainers: Vec<SimTrainer>,
+    /// Processes the flags asked for that found no room for their CUDA
+    /// context at start-up, in the order they were started.
+    not_started: Vec<NotStarted>,
     next_pid: u32,
+}
+
+/// A simulated process (`--sim-training`, `--sim-dataloader-workers`) that
+/// could not start: its CUDA context found no room on the GPU. A real one
+/// fails at `cuda init` and exits, so nvidia-smi never lists it; the
+/// simulation keeps the fact so the dashboard, `--once` and `check` can
+/// say it rather than leave the missing process to be guessed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotStarted {
+    pub gpu: u32,
+    /// The pid it had before it exited.
+    pub pid: u32,
+    /// A training process (else a DataLoader worker).
+    pub trainer: bool,
+    /// Bytes its CUDA context needed.
+    pub context_bytes: u64,
+    /// Bytes the GPU had free when it tried.
+    pub free_bytes: u64,
 }
 
 /// The simulated GPUs. Cloning shares the same simulation.
@@ -253,9 +327,11 @@ pub struct SimProcessView {
     /// A training process (else a DataLoader worker or a client such as
     /// the stress panel).
     pub trainer: bool,
-    /// Whether it holds a CUDA context: one that found no room for it
-    /// holds nothing and is not listed by the telemetry, as NVML lists
-    /// no process that has no context on the GPU.
+    /// Whether it holds a CUDA context: a client (the stress panel,
+    /// `check`) pays it at its first allocation and until then holds
+    /// nothing and is not listed by the telemetry, as NVML lists no process
+    /// that has no context on the GPU. A process the flags start has one
+    /// or has ended ([`SimCluster::not_started`]).
     pub has_context: bool,
     /// Bytes it holds: its context and its allocator's segments.
     pub bytes: u64,
@@ -309,6 +385,7 @@ impl SimCluster {
                 rng,
                 gpus,
                 trainers: Vec::new(),
+                not_started: Vec::new(),
                 next_pid: 4242,
             })),
         };
@@ -316,7 +393,11 @@ impl SimCluster {
         for i in 0..trainers {
             let gpus = cluster.gpu_count() as u32;
             let gpu = i as u32 % gpus;
-            let trainer = cluster.spawn_trainer(gpu);
+            // A trainer that could not start never reaches its DataLoader:
+            // it has no workers.
+            let Some(trainer) = cluster.spawn_trainer(gpu) else {
+                continue;
+            };
             for w in 0..workers {
                 cluster.spawn_cuda_worker(gpu, trainer, w);
             }
@@ -325,26 +406,60 @@ impl SimCluster {
     }
 
     /// A DataLoader worker of `parent` on `gpu` that touched CUDA: it holds
-    /// a context of its own (when the GPU has room for one) and no tensor.
-    pub fn spawn_cuda_worker(&self, gpu: u32, parent: u32, worker: usize) -> u32 {
+    /// a context of its own and no tensor. `None` when the GPU had no room
+    /// for the context: it could not start ([`Self::not_started`]).
+    pub fn spawn_cuda_worker(&self, gpu: u32, parent: u32, worker: usize) -> Option<u32> {
         let memory = self.new_process(
             gpu,
             &format!("pt_data_worker {worker} (touched CUDA; simulated)"),
         );
         let pid = memory.pid;
+        if let Some(p) = self
+            .lock()
+            .gpus
+            .get_mut(gpu as usize)
+            .and_then(|g| g.processes.get_mut(&pid))
+        {
+            p.parent = Some(parent);
+        }
+        self.start_with_context(gpu, pid, false).then_some(pid)
+    }
+
+    /// Creates the CUDA context of a process the flags started, as a real
+    /// one does at start-up (before its first tensor, and a trainer before
+    /// the DataLoader workers it forks). With no room for it the process
+    /// ends, as a real one exits on the error, and is recorded as not
+    /// started. Whether it started.
+    fn start_with_context(&self, gpu: u32, pid: u32, trainer: bool) -> bool {
         let mut s = self.lock();
         let context = s.config.context_overhead;
-        if let Some(g) = s.gpus.get_mut(gpu as usize)
-            && g.memory.mem_get_info().free >= context
-        {
+        let Some(g) = s.gpus.get_mut(gpu as usize) else {
+            return false;
+        };
+        let free = g.memory.mem_get_info().free;
+        if free >= context {
             if let Some(p) = g.processes.get_mut(&pid) {
-                p.parent = Some(parent);
                 p.has_context = true;
             }
             let contexts = g.processes.values().filter(|p| p.has_context).count() as u64;
             g.memory.set_external_use(contexts * context);
+            return true;
         }
-        pid
+        g.processes.remove(&pid);
+        s.not_started.push(NotStarted {
+            gpu,
+            pid,
+            trainer,
+            context_bytes: context,
+            free_bytes: free,
+        });
+        false
+    }
+
+    /// The processes the flags asked for that could not start, in the order
+    /// they tried.
+    pub fn not_started(&self) -> Vec<NotStarted> {
+        self.lock().not_started.clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, SimState> {
@@ -408,13 +523,18 @@ impl SimCluster {
         }
     }
 
-    /// Starts a simulated training process on `gpu`; returns its pid.
-    pub fn spawn_trainer(&self, gpu: u32) -> u32 {
+    /// Starts a simulated training process on `gpu`: its pid, or `None`
+    /// when the GPU had no room for its CUDA context and it could not
+    /// start ([`Self::not_started`]).
+    pub fn spawn_trainer(&self, gpu: u32) -> Option<u32> {
         let memory = self.new_process(
             gpu,
             "python train.py --model gpt-1.3b --batch 8 (simulated)",
         );
         let pid = memory.pid;
+        if !self.start_with_context(gpu, pid, true) {
+            return None;
+        }
         let allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
         let mut s = self.lock();
         let now = s.now_ms;
@@ -432,7 +552,7 @@ impl SimCluster {
             step_started_ms: now,
             last_error: None,
         });
-        pid
+        Some(pid)
     }
 
     /// Injects a fault.
@@ -1106,5 +1226,121 @@ mod tests {
         );
         assert_eq!(a.3, None);
         assert_eq!(a, run(), "same seed, same clock: same figures");
+    }
+
+    fn listed_pids(c: &SimCluster, gpu: usize) -> Vec<u32> {
+        let s = c.telemetry().sample().expect("sim");
+        ok(&s[gpu]).processes.iter().map(|p| p.pid).collect()
+    }
+
+    #[test]
+    fn a_trainer_takes_its_context_before_its_dataloader_workers_and_the_rest_do_not_start() {
+        // 1 GiB: room for two 500 MiB contexts. The first trainer starts,
+        // then its first worker; its other three workers and the second
+        // trainer (which so never forks any) could not start.
+        let c = SimCluster::new(
+            SimConfig {
+                training_processes: 2,
+                dataloader_workers: 4,
+                ..SimConfig::default()
+            }
+            .with_memory(GIB),
+        );
+        c.advance(SIM_WARMUP_MS);
+        assert_eq!(listed_pids(&c, 0), [4242, 4243]);
+        let trainers: Vec<u32> = c.trainers().iter().map(|t| t.pid).collect();
+        assert_eq!(
+            trainers,
+            [4242],
+            "only the trainer that started has an allocator"
+        );
+        let not_started: Vec<(u32, bool)> =
+            c.not_started().iter().map(|p| (p.pid, p.trainer)).collect();
+        assert_eq!(
+            not_started,
+            [(4244, false), (4245, false), (4246, false), (4247, true)]
+        );
+        assert_eq!(
+            not_started_note(&c.not_started()).as_deref(),
+            Some(
+                "1 simulated training process and 3 DataLoader workers could not start: \
+                 no room for a 500 MiB CUDA context"
+            )
+        );
+    }
+
+    #[test]
+    fn every_trainer_with_an_allocator_is_listed_and_every_other_asked_for_did_not_start() {
+        for gib in 1..=3u64 {
+            for training in 0..=4usize {
+                for workers in 0..=3usize {
+                    let c = SimCluster::new(
+                        SimConfig {
+                            gpus: 2,
+                            training_processes: training,
+                            dataloader_workers: workers,
+                            ..SimConfig::default()
+                        }
+                        .with_memory(gib * GIB),
+                    );
+                    c.advance(SIM_WARMUP_MS);
+                    let case = format!("{gib} GiB, {training} trainers, {workers} workers");
+                    let trainers = c.trainers();
+                    for t in &trainers {
+                        assert!(
+                            listed_pids(&c, t.gpu as usize).contains(&t.pid),
+                            "{case}: pid {} has an allocator but is not listed",
+                            t.pid
+                        );
+                    }
+                    let not_started = c.not_started();
+                    let failed_trainers = not_started.iter().filter(|p| p.trainer).count();
+                    assert_eq!(trainers.len() + failed_trainers, training, "{case}");
+                    let listed = listed_pids(&c, 0).len() + listed_pids(&c, 1).len();
+                    let failed_workers = not_started.len() - failed_trainers;
+                    assert_eq!(
+                        listed - trainers.len() + failed_workers,
+                        trainers.len() * workers,
+                        "{case}: each started trainer's workers are listed or not started"
+                    );
+                    assert_eq!(
+                        not_started_note(&not_started).is_some(),
+                        !not_started.is_empty()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_note_names_workers_simulated_when_no_trainer_failed() {
+        let worker = |pid| NotStarted {
+            gpu: 0,
+            pid,
+            trainer: false,
+            context_bytes: DEFAULT_CONTEXT_OVERHEAD,
+            free_bytes: 0,
+        };
+        assert_eq!(not_started_note(&[]), None);
+        assert_eq!(not_started_short_note(&[]), None);
+        assert_eq!(
+            not_started_note(&[worker(1)]).as_deref(),
+            Some(
+                "1 simulated DataLoader worker could not start: no room for a 500 MiB CUDA context"
+            )
+        );
+        // 99 of each kind: the status line's wording still fits 80 columns.
+        let many: Vec<NotStarted> = (0..198)
+            .map(|pid| NotStarted {
+                trainer: pid < 99,
+                ..worker(pid)
+            })
+            .collect();
+        let short = not_started_short_note(&many).unwrap_or_default();
+        assert!(
+            short.starts_with("99 trainers and 99 workers could not start"),
+            "{short}"
+        );
+        assert!(short.chars().count() <= 80, "{short}");
     }
 }

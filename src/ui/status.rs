@@ -18,6 +18,7 @@ use crate::app::capture::CaptureMsg;
 use crate::app::keymap::{Action, Keymap, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::{AppState, StressView};
+use crate::device::sim::{not_started_note, not_started_short_note};
 
 /// How long an OOM leads the status line (ms) before the answers to keys
 /// come first again.
@@ -286,6 +287,16 @@ impl<'a> StatusLine<'a> {
             .or_else(|| tiers.iter().flatten().last());
         if let Some(b) = banner {
             spans.push(Span::styled(b.clone(), theme.warning).into());
+        }
+        // Why a simulated process the flags asked for is not listed.
+        // Why a simulated process the flags asked for is not listed: the
+        // whole wording where the row has room, else the short one.
+        let not_started = &self.state.sim_not_started;
+        if let Some(n) = not_started_note(not_started)
+            .filter(|n| Line::from(n.as_str()).width() <= width)
+            .or_else(|| not_started_short_note(not_started))
+        {
+            spans.push(Span::styled(n, theme.warning).into());
         }
         if let Some(n) = note.filter(|_| short_note.is_none()).map(probe_note) {
             spans.push(Span::styled(n, theme.warning).into());
