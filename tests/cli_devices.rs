@@ -535,3 +535,43 @@ fn check_on_cuda_with_working_kernels_passes_and_exits_0() {
     assert!(out.contains("result: PASS\n"), "{out}");
     let _ = std::fs::remove_dir_all(fake.dir);
 }
+
+#[test]
+fn once_json_lists_the_simulated_processes_that_could_not_start_and_only_listed_allocators() {
+    // 1 GiB holds two 500 MiB contexts: the third trainer could not start.
+    let args = [
+        "--once",
+        "--json",
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "3",
+    ];
+    let (code, out, err) = vramtop(&args, None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the sample");
+    let listed: Vec<u64> = v["gpus"][0]["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter_map(|p| p["pid"].as_u64())
+        .collect();
+    assert_eq!(listed, [4242, 4243], "{out}");
+    let shown = v["gpus"][0]["allocator"]["pid"]
+        .as_u64()
+        .expect("an allocator");
+    assert!(listed.contains(&shown), "{out}");
+    assert_eq!(v["not_started"][0]["pid"], 4244, "{out}");
+    assert_eq!(v["not_started"][0]["trainer"], true, "{out}");
+    assert_eq!(
+        v["not_started_note"],
+        "1 simulated training process could not start: no room for a 500 MiB CUDA context",
+        "{out}"
+    );
+    // Every process started: neither field.
+    let (_, out, _) = vramtop(&["--once", "--json", "--backend", "sim"], None);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("the sample");
+    assert!(v.get("not_started").is_none() && v.get("not_started_note").is_none());
+}
