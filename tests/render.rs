@@ -23,7 +23,7 @@ use vramtop::app::keymap::{Action, Keymap};
 use vramtop::app::state::{
     AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, ProcessFilter, StatusState,
 };
-use vramtop::device::sim::{Fault, Metric, SimCluster, SimConfig};
+use vramtop::device::sim::{Fault, Metric, NotStarted, SimCluster, SimConfig};
 use vramtop::device::{GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry};
 use vramtop::ui::{
     self, BreakdownPane, FragmentationPane, GpusPane, NO_ALLOCATOR_NOTE, ProcessesPane,
@@ -1285,6 +1285,44 @@ fn the_no_driver_banner_drops_its_details_to_fit_80_columns_and_is_whole_at_120(
     );
     // Narrower still: the outcome, and where the reason is.
     assert_eq!(row(50), "showing 1 simulated GPU: vramtop doctor says why");
+}
+
+#[test]
+fn simulated_processes_that_could_not_start_are_said_whole_at_120_and_short_at_80() {
+    let (_cluster, mut state) = training(1);
+    let not_started = |pid, trainer| NotStarted {
+        gpu: 0,
+        pid,
+        trainer,
+        context_bytes: 500 << 20,
+        free_bytes: 24 << 20,
+    };
+    state.sim_not_started = vec![
+        not_started(4244, false),
+        not_started(4245, false),
+        not_started(4246, false),
+        not_started(4247, true),
+    ];
+    let theme = Theme::colored();
+    let keymap = Keymap::default();
+    let row = |w: u16| {
+        let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), w, 2);
+        text(terminal.backend().buffer())
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .trim_end()
+            .to_string()
+    };
+    assert_eq!(
+        row(120),
+        "1 simulated training process and 3 DataLoader workers could not start: no room for a \
+         500 MiB CUDA context"
+    );
+    assert_eq!(
+        row(80),
+        "1 trainer and 3 workers could not start: no room for a 500 MiB CUDA context"
+    );
 }
 
 #[test]
