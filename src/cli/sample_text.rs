@@ -233,6 +233,8 @@ mod tests {
             probes: Vec::new(),
             probes_skipped: Vec::new(),
             ooms: Vec::new(),
+            not_started: Vec::new(),
+            not_started_note: None,
         }
     }
 
