@@ -14,7 +14,8 @@ alternating which side goes first), on the same files:
 * a 1 GB generated snapshot: the reader's time and peak RSS (VmHWM); the
   Python side is not run by default (it needs several times the file in
   memory; `--python-large` runs it);
-* `vramtop --once --json` on 2 fake NVML GPUs  vs  `nvitop -1`, both loading
+* `vramtop --once --json` and `vramtop --once` (text) on 2 fake NVML GPUs
+  vs  `nvitop -1`, both loading
   the project's fake `libnvidia-ml.so.1` (tests/fixtures/fake_nvml.c, built
   here with `cc`, plus scripts/fake-nvml-init-flags.c: the one entry point
   pynvml needs to start); skipped with the reason when nvitop is not
@@ -268,12 +269,17 @@ def main():
     if fake_dir:
         env = dict(os.environ, LD_LIBRARY_PATH=fake_dir, FAKE_NVML_GPUS="2")
         ours = Side("vramtop", [vramtop, "--once", "--json", "--backend", "nvml"], env)
+        # The text one-shot too: `nvitop -1` prints text, so this row is the
+        # like-for-like one.
+        ours_text = Side("vramtop", [vramtop, "--once", "--backend", "nvml"], env)
         if nvitop:
             peer = Side("nvitop", [nvitop, "-1"], env)
             rows.append(Row("`--once --json` on 2 fake NVML GPUs", ours, peer))
+            rows.append(Row("`--once` (text) on 2 fake NVML GPUs", ours_text, peer))
         else:
-            rows.append(Row("`--once --json` on 2 fake NVML GPUs", ours,
-                            skip_peer="nvitop is not installed (pip install nvitop into target/bench-data/venv)"))
+            why = "nvitop is not installed (pip install nvitop into target/bench-data/venv)"
+            rows.append(Row("`--once --json` on 2 fake NVML GPUs", ours, skip_peer=why))
+            rows.append(Row("`--once` (text) on 2 fake NVML GPUs", ours_text, skip_peer=why))
     else:
         print(f"note: no --once row: {fake_why}", file=sys.stderr)
 

@@ -205,3 +205,20 @@ fn once_text_fits_80_cells_and_ascii_is_pure_ascii() {
         }
     }
 }
+
+#[test]
+fn once_text_says_which_simulated_processes_could_not_start_as_the_json_does() {
+    let (json, text) = both(&[
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "3",
+    ]);
+    let note = json["not_started_note"]
+        .as_str()
+        .expect("a trainer finds no room on 1 GiB");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&format!("note: {note}")), "{text}");
+}

@@ -51,6 +51,10 @@ pub fn render(sample: &HeadlessSample) -> String {
             ),
         );
     }
+    if let Some(note) = &sample.not_started_note {
+        // Simulated processes the flags asked for that found no room.
+        line(&mut out, &wrap_under("note: ", note, REPORT_WIDTH));
+    }
     if !sample.probes_skipped.is_empty() {
         let n = sample.probes_skipped.len();
         line(
