@@ -66,6 +66,20 @@ fn assert_cut_replays(m: &CachingAllocator<InMemoryDevice>, skip: usize, what: &
     }
 }
 
+/// The report's first replay starts from a rebuilt state and says the
+/// trace begins inside an allocator call.
+fn assert_says_it_begins_inside_a_call(report: &vramtop::snapshot::replay::VerifyReport) {
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("begins inside a call")),
+        "{inferences:?}"
+    );
+}
+
 /// A block live before the trace took a cached block whole (the remainder,
 /// under 1 MiB, could not be split off), so the free block after it is
 /// smaller than the rounded request suggests: an allocation that fits the
@@ -132,15 +146,7 @@ fn allocation_whose_segment_map_was_cut_off_starts_the_replay() {
     );
     let report = verify(&snapshot_of(&m, skip));
     assert!(report.full_match(), "{report:?}");
-    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
-        panic!("starts mid-run: {:?}", report.replays[0].start);
-    };
-    assert!(
-        inferences
-            .iter()
-            .any(|i| i.contains("begins inside a call")),
-        "{inferences:?}"
-    );
+    assert_says_it_begins_inside_a_call(&report);
 }
 
 /// PyTorch mapped a page it had unmapped before the cut, below every page
@@ -282,15 +288,7 @@ fn a_cut_between_the_retry_paths_releases_starts_the_replay_after_that_call() {
     );
     assert_cut_replays(&m, skip, "cut at 953");
     let report = verify(&snapshot_of(&m, skip));
-    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
-        panic!("starts mid-run: {:?}", report.replays[0].start);
-    };
-    assert!(
-        inferences
-            .iter()
-            .any(|i| i.contains("begins inside a call")),
-        "{inferences:?}"
-    );
+    assert_says_it_begins_inside_a_call(&report);
 }
 
 /// A block live before the cut was bigger than its rounded request (the
