@@ -978,3 +978,33 @@ fn replay_names_a_gpu_whose_segments_have_no_trace_as_not_verified() {
     );
     assert_eq!(v["replays"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn no_color_leaves_the_help_unstyled_on_a_terminal_too() {
+    // `script` gives the command a terminal, where the help is styled.
+    let Some(script) = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        common::skip::skip(
+            "the help's styles on a terminal",
+            "no `script` to give the command a terminal",
+            common::skip::Prerequisite::OnlySomeMachines,
+        );
+        return;
+    };
+    let exe = env!("CARGO_BIN_EXE_vramtop");
+    let styled = |args: &str| -> bool {
+        let out = std::process::Command::new(script)
+            .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
+            .env_remove("NO_COLOR")
+            .output()
+            .expect("script runs");
+        assert!(out.status.success(), "{args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).contains('\u{1b}')
+    };
+    assert!(styled("-h"), "styled on a terminal by default");
+    for args in ["--no-color -h", "-h --no-color", "open --no-color --help"] {
+        assert!(!styled(args), "{args}");
+    }
+}

@@ -78,7 +78,15 @@ pub fn command() -> clap::Command {
 /// then exits with clap's exit code for it (0).
 pub fn print_and_exit(e: &clap::Error) -> ! {
     use std::io::Write as _;
-    let text = wrap_help(&e.render().ansi().to_string(), stdout_help_width());
+    // `--no-color` anywhere on the line (the parse stopped at the help, so
+    // the option was not read): no styles, as with NO_COLOR.
+    let plain = std::env::args_os().any(|a| a == "--no-color");
+    let rendered = if plain {
+        e.render().to_string()
+    } else {
+        e.render().ansi().to_string()
+    };
+    let text = wrap_help(&rendered, stdout_help_width());
     // A closed stdout (`vramtop --help | head -1`) is no failure, as with
     // clap's own printing.
     let _ = if e.use_stderr() {
