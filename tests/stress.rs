@@ -1027,8 +1027,8 @@ fn panel_after(keys: &str) -> AppState {
 #[test]
 fn a_compare_histogram_cut_at_80x24_says_how_many_rows_are_hidden() {
     // Free blocks in three buckets after every other is freed; at 80×24
-    // the panel has rows for the figures, the histogram's header and one
-    // more, which says how many are not shown.
+    // the panel has rows for the figures and two more: not the
+    // histogram's heading over no row of it, but how many are not shown.
     let state = panel_after("aa+acmocH");
     let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
     let text = common::screen::text(terminal.backend().buffer());
@@ -1036,6 +1036,7 @@ fn a_compare_histogram_cut_at_80x24_says_how_many_rows_are_hidden() {
         text.contains("… 3 more histogram rows: a taller terminal shows them"),
         "{text}"
     );
+    assert!(!text.contains("free ≤"), "a heading over no row: {text}");
     insta::assert_snapshot!("stress_histogram_cut_80x24", terminal.backend());
     // Taller, every row is shown and none is said to be hidden.
     let terminal = common::screen::draw(&state, &Theme::colored(), 80, 30);

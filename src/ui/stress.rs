@@ -741,8 +741,15 @@ impl<'a> StressPane<'a> {
         if lines.len() <= rows || rows <= figure_rows {
             return lines.to_vec();
         }
-        let kept = rows - 1;
-        let hidden = lines.len() - kept;
+        // The histogram's heading (the line after the figures) alone says
+        // nothing: with no room for one of its rows, it goes too.
+        let heading = figure_rows + 1;
+        let kept = if rows - 1 == heading {
+            figure_rows
+        } else {
+            rows - 1
+        };
+        let hidden = lines.len().saturating_sub(heading) - kept.saturating_sub(heading);
         let noun = if hidden == 1 { "row" } else { "rows" };
         let mut shown = lines[..kept].to_vec();
         shown.push(Line::styled(
