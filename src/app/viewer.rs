@@ -819,7 +819,12 @@ impl ViewerState {
             return Some("no GPU in this file");
         }
         if action.needs_trace() && self.trace_less() {
-            return Some("no trace in this file");
+            // A trace there but unreadable is not a file without one.
+            return Some(if self.trace_error.is_some() {
+                "the trace could not be read"
+            } else {
+                "no trace in this file"
+            });
         }
         // The keys that look at what the map shows at the cursor: nothing
         // to look at in an empty map (before the first event, or under a

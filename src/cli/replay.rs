@@ -887,8 +887,9 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         out,
         &format!("GPU {}: ", d.device),
         &format!(
-            "{} trace entries, {} program calls; {start}",
-            d.trace_entries, d.calls
+            "{}, {}; {start}",
+            count_of(d.trace_entries, "trace entry", "trace entries"),
+            count_of(d.calls, "program call", "program calls")
         ),
     );
     // Before the table: a column left out of it must not go unnoticed.

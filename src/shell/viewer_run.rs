@@ -541,5 +541,12 @@ mod tests {
             "{why}"
         );
         assert!(why.contains("was it copied whole?"), "{why}");
+        // The help says why the trace's keys do nothing: not that the
+        // file has no trace.
+        let v = final_state_despite(&cut, &error).expect("the final state reads");
+        assert_eq!(
+            v.unavailable(crate::app::viewer::ViewerAction::StepForward),
+            Some("the trace could not be read")
+        );
     }
 }
