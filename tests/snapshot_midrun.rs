@@ -486,3 +486,28 @@ fn sweep_of_runs_cut_in_every_twentieth_replays_in_full() {
     println!("{} of {cuts} cuts fail", failing.len());
     assert!(failing.is_empty(), "{failing:#?}");
 }
+
+/// A run the sweep below found: at the cut, the large pool's reservation of
+/// stream 0 shows one free page, with five unmapped below it. An oversize
+/// request cannot take that page whole (max_split_size), so PyTorch looked
+/// for room to map, met the unmapped pages below first, was refused there
+/// (the device was full), released the free page (the reservation, left
+/// with nothing mapped, went with it) and mapped a new reservation. Based
+/// at its lowest mapped page, the model had nothing below to try: it served
+/// the call from the free page. The search bases it a page lower and says so.
+#[test]
+fn release_after_a_failed_map_below_the_lowest_page_bases_the_reservation_lower() {
+    let mut m = model("max_split_size_mb:20,expandable_segments:True", 3 * GIB);
+    mixed_workload(&mut m, 704, 2_080_925_566_932_446_730);
+    assert_cut_replays(&m, 142, "cut at 142");
+    let report = verify(&snapshot_of(&m, 142));
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("a page below the start's lowest mapped page")),
+        "{inferences:?}"
+    );
+}

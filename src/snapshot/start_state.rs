@@ -412,6 +412,10 @@ pub(crate) struct StartChoices {
     ends: BTreeMap<u64, (u64, usize)>,
     /// Reservations whose base lies below their lowest start range.
     bases: BTreeMap<u64, (u64, usize)>,
+    /// Reservations with unmapped pages below their lowest start range that
+    /// PyTorch never mapped in the trace: it tried to at the event, and
+    /// could not (see `candidates`). Based a page lower.
+    unmapped_below: BTreeMap<u64, usize>,
 }
 
 /// PyTorch's reservation for an expandable segment: enough pages for 1⅛ of
@@ -450,7 +454,13 @@ fn build_reservations(
         };
         let kind = first.kind;
         let page = expandable_page_size(kind);
-        let base = choices.bases.get(&lowest).map_or(lowest, |b| b.0);
+        let base = match choices.bases.get(&lowest) {
+            Some(&(base, _)) => base,
+            None if choices.unmapped_below.contains_key(&lowest) => {
+                lowest.checked_sub(page).unwrap_or(lowest)
+            }
+            None => lowest,
+        };
         // Every page the file shows mapped in this reservation must fit.
         let last_start_end = ranges.iter().map(|(_, m)| m.end).max().unwrap_or(lowest);
         let last_mapped = start
@@ -641,11 +651,18 @@ fn describe_choices(
     let mut out = Vec::new();
     for r in reservations {
         let lowest = r.ranges.first().map_or(r.base, |s| s.address);
-        let base = match choices.bases.get(&lowest) {
-            Some(&(_, event)) => {
+        let base = match (
+            choices.bases.get(&lowest),
+            choices.unmapped_below.get(&lowest),
+        ) {
+            (Some(&(_, event)), _) => {
                 format!("below the start's lowest mapped page (event #{event} maps there)")
             }
-            None => "its lowest mapped page".to_string(),
+            (None, Some(&event)) => format!(
+                "a page below the start's lowest mapped page (event #{event} releases a page \
+                 only a failed map below it explains)"
+            ),
+            (None, None) => "its lowest mapped page".to_string(),
         };
         let size = match choices.ends.get(&lowest) {
             Some(&(_, event)) => {
@@ -914,6 +931,34 @@ fn candidates(
                 // reserve a new one: the reservation ended before.
                 let mut c = choices.clone();
                 c.ends.insert(lowest, (got.addr, event));
+                out.push(c);
+            }
+        }
+    }
+    // PyTorch released a page of a reservation where the model served the
+    // call from that reservation: PyTorch meets a reservation's unmapped
+    // pages in address order when it looks for room to map, so it had pages
+    // below the lowest one the start shows, tried to map there, was refused
+    // (the device was full) and released cached blocks to retry. Based a
+    // page lower, the model makes that attempt too (the device it replays on
+    // refuses every map the recording does not show).
+    if let (Some(want), Some(got)) = (d.expected_event, d.model_event)
+        && want.action == TraceAction::SegmentUnmap
+        && matches!(got.action, TraceAction::Alloc | TraceAction::SegmentMap)
+    {
+        for r in &layout.reservations {
+            let Some(lowest) = r.ranges.first().map(|s| s.address) else {
+                continue;
+            };
+            let within = |a: u64| (r.base..r.base.saturating_add(r.size)).contains(&a);
+            if r.stream == got.stream
+                && within(want.addr)
+                && within(got.addr)
+                && r.base == lowest
+                && !choices.unmapped_below.contains_key(&lowest)
+            {
+                let mut c = choices.clone();
+                c.unmapped_below.insert(lowest, event);
                 out.push(c);
             }
         }
