@@ -23,7 +23,7 @@ use vramtop::app::stress::{
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
 use vramtop::device::Telemetry;
-use vramtop::device::sim::{SimCluster, SimConfig, SimMemory};
+use vramtop::device::sim::{SimCluster, SimConfig, SimMemory, SimTelemetry};
 use vramtop::ui::{self, Theme};
 
 const MIB: u64 = 1 << 20;
@@ -918,15 +918,11 @@ fn help_at_80_columns_wraps_long_key_descriptions_instead_of_cutting_them() {
     }
 }
 
-/// A dashboard on a simulated GPU with the stress panel driven
-/// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
-/// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.
-fn stress_screen() -> AppState {
-    stress_screen_on(sim())
-}
-
-/// [`stress_screen`] on `cluster`.
-fn stress_screen_on(cluster: SimCluster) -> AppState {
+/// A dashboard on `cluster` after its first sample, with the stress panel
+/// open on GPU 0; the executor that answers the panel's commands
+/// synchronously (without its thread), and the telemetry for later
+/// samples.
+fn panel_opened_on(cluster: &SimCluster) -> (AppState, StressExecutor<SimMemory>, SimTelemetry) {
     let mut telemetry = cluster.telemetry();
     let mut state = AppState::new(StatusState {
         backend: "sim".into(),
@@ -934,7 +930,7 @@ fn stress_screen_on(cluster: SimCluster) -> AppState {
         ..StatusState::default()
     });
     let memory = cluster.new_process(0, STRESS_COMMAND);
-    let mut exec = StressExecutor::new(
+    let exec = StressExecutor::new(
         CachingAllocator::new(memory, 0, AllocatorConfig::default()),
         false,
     );
@@ -946,17 +942,34 @@ fn stress_screen_on(cluster: SimCluster) -> AppState {
     );
     assert_eq!(press(&mut state, KeyCode::F(2)), Effect::Redraw);
     on_stress_result(&mut state, exec.started());
-    let mut keys = |state: &mut AppState, codes: &[KeyCode]| {
-        for &code in codes {
-            if let Effect::Stress(cmds) = press(state, code) {
-                for c in &cmds {
-                    on_stress_result(state, exec.execute(c));
-                }
+    (state, exec, telemetry)
+}
+
+/// Presses `codes` in turn, each command they give run on `exec` at once
+/// and its answer handed back to the panel.
+fn press_running(state: &mut AppState, exec: &mut StressExecutor<SimMemory>, codes: &[KeyCode]) {
+    for &code in codes {
+        if let Effect::Stress(cmds) = press(state, code) {
+            for c in &cmds {
+                on_stress_result(state, exec.execute(c));
             }
         }
-    };
-    keys(
+    }
+}
+
+/// A dashboard on a simulated GPU with the stress panel driven
+/// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
+/// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.
+fn stress_screen() -> AppState {
+    stress_screen_on(sim())
+}
+
+/// [`stress_screen`] on `cluster`.
+fn stress_screen_on(cluster: SimCluster) -> AppState {
+    let (mut state, mut exec, mut telemetry) = panel_opened_on(&cluster);
+    press_running(
         &mut state,
+        &mut exec,
         &[
             KeyCode::Enter,
             KeyCode::Char('c'),
@@ -967,7 +980,7 @@ fn stress_screen_on(cluster: SimCluster) -> AppState {
     );
     state.stress.size_index = SIZE_PRESETS.len() - 1;
     state.stress.count_index = COUNT_PRESETS.len() - 1;
-    keys(&mut state, &[KeyCode::Char('a'), KeyCode::Down]);
+    press_running(&mut state, &mut exec, &[KeyCode::Char('a'), KeyCode::Down]);
     cluster.advance(1000);
     state.apply_sample(
         cluster.now_ms(),
@@ -994,33 +1007,9 @@ fn the_open_panel_shows_tensors_oom_and_compare_over_the_dashboard() {
 /// The dashboard on [`sim`] with the panel open and `keys` pressed, each
 /// command run synchronously (the executor without its thread).
 fn panel_after(keys: &str) -> AppState {
-    let cluster = sim();
-    let mut telemetry = cluster.telemetry();
-    let mut state = AppState::new(StatusState {
-        backend: "sim".into(),
-        sample_interval_ms: 1000,
-        ..StatusState::default()
-    });
-    let memory = cluster.new_process(0, STRESS_COMMAND);
-    let mut exec = StressExecutor::new(
-        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
-        false,
-    );
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
-    press(&mut state, KeyCode::F(2));
-    on_stress_result(&mut state, exec.started());
-    for key in keys.chars() {
-        if let Effect::Stress(cmds) = press(&mut state, KeyCode::Char(key)) {
-            for c in &cmds {
-                on_stress_result(&mut state, exec.execute(c));
-            }
-        }
-    }
+    let (mut state, mut exec, _) = panel_opened_on(&sim());
+    let codes: Vec<KeyCode> = keys.chars().map(KeyCode::Char).collect();
+    press_running(&mut state, &mut exec, &codes);
     state
 }
 
