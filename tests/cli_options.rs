@@ -822,6 +822,66 @@ fn whatif_of_a_trace_the_model_cannot_replay_exits_1_with_the_verify_verdict() {
     }
 }
 
+/// The heading of the what-if table's first column, from the text report.
+fn first_column_heading(out: &str) -> Option<String> {
+    // The heading line is the one before the "settings" row.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("settings "))?;
+    let heading = lines.get(at.checked_sub(1)?)?;
+    // Columns are two or more spaces apart.
+    heading
+        .trim()
+        .split("  ")
+        .next()
+        .map(|h| h.trim().to_string())
+}
+
+#[test]
+fn whatif_of_a_trace_the_model_does_not_replay_marks_the_original_as_the_models() {
+    // The original column is the model's re-run of the trace; where the
+    // model does not replay it exactly its figures are not the
+    // recording's, and the heading, a note and the JSON say so.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let moved = demo_with_first_allocation_moved(dir.path());
+    let exact = dir.path().join("exact.pickle");
+    let snapshot = vramtop::cli::demo::snapshot(80 << 30).expect("the demo runs");
+    vramtop::snapshot::write_snapshot_file(&snapshot, &exact).expect("written");
+    let exact = exact.display().to_string();
+    let whatif = ["--alloc-conf", "expandable_segments:True"];
+    let (code, out, _) = vramtop(&[&["replay", &moved][..], &whatif].concat());
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        first_column_heading(&out).as_deref(),
+        Some("original (model re-run)"),
+        "{out}"
+    );
+    let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        unwrapped.contains(
+            "note: original (model re-run): the model's figures for this trace under the \
+             recorded settings, not the recording's"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = vramtop(&[&["replay", &moved, "--json"][..], &whatif].concat());
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["devices"][0]["original_figures"], "model", "{out}");
+    // A trace the model replays exactly: the original is the recording's.
+    let (code, out, _) = vramtop(&[&["replay", &exact][..], &whatif].concat());
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        first_column_heading(&out).as_deref(),
+        Some("original"),
+        "{out}"
+    );
+    assert!(!out.contains("re-run"), "{out}");
+    let (_, out, _) = vramtop(&[&["replay", &exact, "--json"][..], &whatif].concat());
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["devices"][0]["original_figures"], "recording", "{out}");
+}
+
 #[test]
 fn replay_of_a_state_only_file_is_no_trace_not_full_match() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -19,7 +19,8 @@ use crate::snapshot::replay::{
 };
 use crate::snapshot::types::skipped_trace_text;
 use crate::snapshot::whatif::{
-    DeviceWhatIf, RECORDED_LABEL, RunFigures, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+    DeviceWhatIf, OriginalFigures, RECORDED_LABEL, RunFigures, WhatIfError, WhatIfReport,
+    WhatIfSetting, whatif,
 };
 
 pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
@@ -537,7 +538,8 @@ pub fn run_whatif(
     // itself is bad input (exit 2), a trace the model cannot replay (a
     // divergence, a failed invariant, an impossible event) exit 1, whatever
     // the what-if runs show; their table alone read as a clean answer.
-    let finding = Verdict::of(&verify(&snapshot)).finding();
+    let verified = verify(&snapshot);
+    let finding = Verdict::of(&verified).finding();
     // Under a capacity, the recorded settings at that capacity too, first:
     // the original ran on whatever the recorded device had, and settings
     // compared only with it would read as the cause of an OOM that is the
@@ -552,7 +554,7 @@ pub fn run_whatif(
             },
         );
     }
-    let report = match whatif(&snapshot, &settings, capacity) {
+    let mut report = match whatif(&snapshot, &settings, capacity) {
         Ok(r) => r,
         // The same verdict as the verify mode gives a state-only file.
         Err(WhatIfError::NoTrace) => {
@@ -581,6 +583,9 @@ pub fn run_whatif(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    // The original column is the model's re-run: where verify does not
+    // match the recording, its figures are not the recording's.
+    report.check_original(&verified);
     if json {
         let text = serde_json::to_string_pretty(&WhatIfJson {
             result: finding.as_ref().map(Verdict::label),
@@ -900,9 +905,21 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             &format!("not replayed: {}", refused.reason),
         );
     }
-    let header: Vec<String> = d.runs.iter().map(column_label).collect();
+    let label = |r: &RunFigures| column_label(r, d.original_figures);
+    let header: Vec<String> = d.runs.iter().map(label).collect();
     render_table(out, &header, &whatif_rows(d, recorded));
-    render_partial_footnotes(out, &d.runs);
+    render_partial_footnotes(out, &d.runs, d.original_figures);
+    if d.original_figures == OriginalFigures::Model {
+        line_under(
+            out,
+            NOTE,
+            &format!(
+                "{ORIGINAL_MODEL}: the model's figures for this trace under the recorded \
+                 settings, not the recording's: vramtop's model does not replay this trace \
+                 exactly (the result below)"
+            ),
+        );
+    }
     if let Some(&first) = d.releases_read_as_retry.first() {
         line_under(
             out,
@@ -942,7 +959,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
     if let Some(original) = d.runs.first() {
         for r in d.runs.iter().skip(1) {
             if let Some(why) = allocated_differs_by_carving(original, r) {
-                line_under(out, NOTE, &format!("{}: {why}", column_label(r)));
+                line_under(out, NOTE, &format!("{}: {why}", label(r)));
             }
         }
     }
@@ -958,7 +975,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         );
     }
     for r in &d.runs {
-        render_run_details(out, r);
+        render_run_details(out, r, &label(r));
     }
 }
 
@@ -995,14 +1012,14 @@ fn allocated_differs_by_carving(original: &RunFigures, run: &RunFigures) -> Opti
 
 /// One footnote per trace index where columns began to skip allocations:
 /// "* after an OOM at #48 (expandable_segments:True): …".
-fn render_partial_footnotes(out: &mut String, runs: &[RunFigures]) {
+fn render_partial_footnotes(out: &mut String, runs: &[RunFigures], original: OriginalFigures) {
     let mut columns_by_index: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for r in runs {
         if let Some(index) = r.figures_partial_after {
             columns_by_index
                 .entry(index)
                 .or_default()
-                .push(column_label(r));
+                .push(column_label(r, original));
         }
     }
     for (index, columns) in columns_by_index {
@@ -1018,12 +1035,17 @@ fn render_partial_footnotes(out: &mut String, runs: &[RunFigures]) {
     }
 }
 
-/// The name of a run's column: "original", or its settings string.
-fn column_label(r: &RunFigures) -> String {
-    if r.label == "original" {
-        r.label.clone()
-    } else {
-        settings_label(&r.label)
+/// The original column's name where its figures are the model's re-run,
+/// not the recording's ([`OriginalFigures::Model`]).
+pub const ORIGINAL_MODEL: &str = "original (model re-run)";
+
+/// The name of a run's column: "original" ([`ORIGINAL_MODEL`] where its
+/// figures are not the recording's), or its settings string.
+fn column_label(r: &RunFigures, original: OriginalFigures) -> String {
+    match (r.label.as_str(), original) {
+        ("original", OriginalFigures::Model) => ORIGINAL_MODEL.to_string(),
+        ("original", _) => r.label.clone(),
+        _ => settings_label(&r.label),
     }
 }
 
@@ -1032,8 +1054,7 @@ const DETAIL: &str = "    ";
 /// The lead of a line under a detail (an OOM's frames and message).
 const SUB_DETAIL: &str = "      ";
 
-fn render_run_details(out: &mut String, r: &RunFigures) {
-    let name = column_label(r);
+fn render_run_details(out: &mut String, r: &RunFigures, name: &str) {
     // Each entry already wrapped in 80 columns under its lead.
     let mut lines: Vec<String> = Vec::new();
     let say = |lines: &mut Vec<String>, lead: &str, text: &str| {

@@ -20,9 +20,10 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::replay::{
-    Event, ReplayStart, StartLayout, Unreplayable, completions_before_search, config_from_settings,
-    devices_with_calls, empty_cache_len, first_impossible, free_is_deferred, is_obtain, is_release,
-    next_call, obtains, reads_as_retry_path, releases, saturating_sum, start_layout,
+    Event, ReplayStart, StartLayout, Unreplayable, VerifyReport, completions_before_search,
+    config_from_settings, devices_with_calls, empty_cache_len, first_impossible, free_is_deferred,
+    is_obtain, is_release, next_call, obtains, reads_as_retry_path, releases, saturating_sum,
+    start_layout,
 };
 use super::types::{Frame, Snapshot};
 use crate::alloc::{
@@ -228,6 +229,28 @@ pub struct DeviceWhatIf {
     pub runs: Vec<RunFigures>,
     /// Settings whose run was not replayed: the start does not fit.
     pub not_replayed: Vec<NotReplayed>,
+    /// Whose figures the original column (`runs[0]`) holds: the
+    /// recording's, or only the model's re-run of the trace.
+    pub original_figures: OriginalFigures,
+}
+
+/// Whose figures a device's original column holds. The column is always
+/// the model's re-run of the trace with the recorded settings; only where
+/// `replay::verify` replays that trace exactly (every event, the final
+/// layout) are its figures the recording's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OriginalFigures {
+    /// Not checked against `replay::verify`: [`whatif`] alone does not
+    /// verify ([`WhatIfReport::check_original`] does).
+    Unchecked,
+    /// The model replays the trace exactly: the figures are the
+    /// recording's.
+    Recording,
+    /// The model does not replay it exactly (a divergence, a failed
+    /// invariant, a final state that differs): the figures are the
+    /// model's, not the recording's.
+    Model,
 }
 
 /// The what-if replay of a whole snapshot.
@@ -239,6 +262,29 @@ pub struct WhatIfReport {
     pub capacity: Option<u64>,
     pub devices: Vec<DeviceWhatIf>,
     pub unreplayable: Vec<Unreplayable>,
+}
+
+impl WhatIfReport {
+    /// Says of each device whose figures its original column holds, from
+    /// `verify` of the same snapshot: the recording's where verify replayed
+    /// the device's trace exactly, with no invariant finding on it, and the
+    /// replica never decided otherwise than the recording; else the
+    /// model's.
+    pub fn check_original(&mut self, verify: &VerifyReport) {
+        for d in &mut self.devices {
+            let exact = d.replica_divergence.is_none()
+                && !verify.findings.iter().any(|f| f.device == d.device)
+                && verify
+                    .replays
+                    .iter()
+                    .any(|r| r.device == d.device && r.full_match());
+            d.original_figures = if exact {
+                OriginalFigures::Recording
+            } else {
+                OriginalFigures::Model
+            };
+        }
+    }
 }
 
 /// Why a what-if replay cannot run at all.
@@ -1180,6 +1226,7 @@ fn replay_device(
         releases_read_as_retry: read_as_retry,
         runs: runs.into_iter().map(Run::finish).collect(),
         not_replayed,
+        original_figures: OriginalFigures::Unchecked,
     }
 }
 
