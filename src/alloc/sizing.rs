@@ -94,6 +94,23 @@ pub fn format_size(size: u64) -> String {
 /// segment read as "fills it"). A figure no size is exactly ("3.03 GiB")
 /// is the nearest either way. Exact: integer arithmetic, no float.
 pub fn size_figure(size: u64, exp: usize, decimals: u32) -> String {
+    figure_text(size_figures(size, exp, decimals).shown, decimals)
+}
+
+/// `size` bytes counted in steps of 1024^`exp` / 10^`decimals` (`decimals`
+/// up to 6), two ways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeFigures {
+    /// As [`size_figure`] writes it: the nearest, never rounded up onto
+    /// an exact size.
+    pub shown: u128,
+    /// The nearest, a tie to the even figure.
+    pub nearest: u128,
+}
+
+/// `size` in steps of 1024^`exp` / 10^`decimals`: what [`size_figure`]
+/// shows, and the nearest figure. Both are monotonic in `size`.
+pub fn size_figures(size: u64, exp: usize, decimals: u32) -> SizeFigures {
     let scale = 10u128.pow(decimals.min(6));
     let unit = 1u128 << (10 * exp.min(6));
     // < 2^64 · 10^6: no overflow.
@@ -104,8 +121,17 @@ pub fn size_figure(size: u64, exp: usize, decimals: u32) -> String {
     let up_is_a_size = (up * unit).is_multiple_of(scale);
     // Nearest, a tie to the even figure (as float formatting did).
     let nearer_up = rest * 2 > unit || (rest * 2 == unit && cut % 2 == 1);
-    let shown = if nearer_up && !up_is_a_size { up } else { cut };
-    let (whole, fraction) = (shown / scale, shown % scale);
+    SizeFigures {
+        shown: if nearer_up && !up_is_a_size { up } else { cut },
+        nearest: if nearer_up { up } else { cut },
+    }
+}
+
+/// A figure of [`size_figures`] written with its `decimals` decimals:
+/// 1234 with 2 is "12.34".
+pub fn figure_text(figure: u128, decimals: u32) -> String {
+    let scale = 10u128.pow(decimals.min(6));
+    let (whole, fraction) = (figure / scale, figure % scale);
     if decimals == 0 {
         whole.to_string()
     } else {
@@ -118,16 +144,18 @@ pub fn size_figure(size: u64, exp: usize, decimals: u32) -> String {
 /// decimals below 10, one below 100, none above), so columns of sizes keep
 /// a steady width; rounded as [`size_figure`] rounds.
 pub fn three_significant_digits(size: u64, exp: usize) -> String {
+    size_figure(size, exp, three_digit_decimals(size, exp))
+}
+
+/// The decimals that give `size` three significant digits in the unit
+/// 1024^`exp`: two below 10, one below 100, none above.
+pub fn three_digit_decimals(size: u64, exp: usize) -> u32 {
     let shift = 10 * u32::try_from(exp).unwrap_or(u32::MAX).min(6);
-    let whole = size >> shift;
-    let decimals = if whole < 10 {
-        2
-    } else if whole < 100 {
-        1
-    } else {
-        0
-    };
-    size_figure(size, exp, decimals)
+    match size >> shift {
+        0..10 => 2,
+        10..100 => 1,
+        _ => 0,
+    }
 }
 
 /// The exponent of the largest of `units` binary units (1024^exp bytes)

@@ -114,10 +114,20 @@ pub fn bytes_short(b: u64) -> String {
 /// "a/b unit" with both in the unit of the larger one and three
 /// significant digits each ("397/560 MiB", "0.39/1.04 GiB"), for a pair
 /// read together in a tight column (allocated/reserved); an unknown side
-/// reads "n/a", both unknown: "n/a".
+/// reads "n/a", both unknown: "n/a". Two known sides compare as the bytes
+/// do ([`sizes_apart`]): "560.2/560.4 MiB", not "560/560 MiB".
 pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
     let exp = match (a, b) {
         (None, None) => return NA.to_string(),
+        (Some(a), Some(b)) => {
+            let (a, b, exp) = sizes_apart(
+                a,
+                b,
+                unit_exp(a.max(b)),
+                crate::alloc::sizing::three_digit_decimals,
+            );
+            return format!("{a}/{b} {}", unit_name(exp));
+        }
         _ => unit_exp(a.unwrap_or(0).max(b.unwrap_or(0))),
     };
     let part = |v: Option<u64>| match v {
@@ -128,16 +138,78 @@ pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
     format!("{}/{} {}", part(a), part(b), unit_name(exp))
 }
 
+/// The most decimals [`sizes_apart`] gives a pair in one unit before it
+/// takes the next smaller unit.
+const MAX_PAIR_DECIMALS: u32 = 3;
+
+/// Two sizes written to be read together (used/total, allocated/reserved)
+/// in one unit: each rounded as every size is
+/// ([`crate::alloc::sizing::size_figure`]: to the nearest, never up onto
+/// an exact size), so that the pair compares as the bytes do: the smaller
+/// never reads as large as the larger or above it, and two sizes read
+/// equal only when they are. Each side starts at `decimals(side, exp)`
+/// decimals in the unit 1024^`exp`; where the smaller size's nearest
+/// figure would reach the larger's, both take more decimals (up to
+/// [`MAX_PAIR_DECIMALS`]), then the next smaller unit: 0.99 of 1 GiB is
+/// "0.99/1.00 GiB", where one decimal gave "0.9/1.0 GiB" (90 % beside a
+/// ">99%"). Bytes are exact, so the search ends there at the latest.
+/// The two figures and the unit's power of 1024.
+fn sizes_apart(
+    a: u64,
+    b: u64,
+    exp: usize,
+    decimals: impl Fn(u64, usize) -> u32,
+) -> (String, String, usize) {
+    use crate::alloc::sizing::{figure_text, size_figures};
+    // x / 10^dx < y / 10^dy, exactly (figures < 2^84, 10^6 < 2^20).
+    let below =
+        |x: u128, dx: u32, y: u128, dy: u32| x * 10u128.pow(dy.min(6)) < y * 10u128.pow(dx.min(6));
+    let mut exp = exp.min(UNITS.len() - 1);
+    while exp > 0 {
+        let (mut da, mut db) = (decimals(a, exp), decimals(b, exp));
+        loop {
+            let (fa, fb) = (size_figures(a, exp, da), size_figures(b, exp, db));
+            let apart = match a.cmp(&b) {
+                std::cmp::Ordering::Equal => true,
+                std::cmp::Ordering::Less => below(fa.nearest, da, fb.shown, db),
+                std::cmp::Ordering::Greater => below(fb.nearest, db, fa.shown, da),
+            };
+            let last = da.max(db) >= MAX_PAIR_DECIMALS;
+            // At the most decimals, figures that differ are enough: the
+            // smaller is then below the larger (both round monotonically).
+            let differ = below(fa.shown, da, fb.shown, db) || below(fb.shown, db, fa.shown, da);
+            if apart || (last && differ) {
+                return (figure_text(fa.shown, da), figure_text(fb.shown, db), exp);
+            }
+            if last {
+                break;
+            }
+            // Both alike from here: one more decimal than either had.
+            da = da.max(db) + 1;
+            db = da;
+        }
+        exp -= 1;
+    }
+    (a.to_string(), b.to_string(), 0)
+}
+
 /// `bytes` or "n/a".
 pub fn opt_bytes(b: Option<u64>) -> String {
     b.map_or_else(|| NA.to_string(), bytes)
 }
 
 /// "used/total unit" with both in the total's unit ("20.1/80.0 GiB"); an
-/// unknown side reads "n/a" ("n/a/80.0 GiB"); both unknown: "n/a".
+/// unknown side reads "n/a" ("n/a/80.0 GiB"); both unknown: "n/a". Two
+/// known sides compare as the bytes do ([`sizes_apart`]): a used figure
+/// that would round onto the total's takes more decimals ("0.99/1.00
+/// GiB", "79.999/80.000 GiB"), never reads as the total or above it.
 pub fn bytes_of(used: Option<u64>, total: Option<u64>) -> String {
     let exp = match (used, total) {
         (None, None) => return NA.to_string(),
+        (Some(u), Some(t)) => {
+            let (u, t, exp) = sizes_apart(u, t, unit_exp(t), |_, _| 1);
+            return format!("{u}/{t} {}", unit_name(exp));
+        }
         (_, Some(t)) => unit_exp(t),
         (Some(u), None) => unit_exp(u),
     };
@@ -510,11 +582,104 @@ mod tests {
     fn packed_and_paired_sizes_never_round_up_to_an_exact_size() {
         let under = 2 * MIB - 512;
         assert_eq!(bytes_short(under), "1.99MiB");
-        assert_eq!(bytes_pair(Some(under), Some(2 * MIB)), "1.99/2.00 MiB");
+        // Beside the size it is just under, whose figure its nearest one
+        // would be, both take a decimal more.
+        assert_eq!(bytes_pair(Some(under), Some(2 * MIB)), "1.999/2.000 MiB");
         assert_eq!(
             bytes_of(Some(80 * GIB - 1), Some(80 * GIB)),
-            "79.9/80.0 GiB"
+            "79.999/80.000 GiB"
         );
+    }
+
+    #[test]
+    fn a_nearly_full_gpu_reads_nearly_full_not_a_tenth_short() {
+        // 1014 MiB of 1 GiB (>99%) read "0.9/1.0 GiB": the used figure
+        // kept off the total's 1.0 by a whole tenth.
+        assert_eq!(bytes_of(Some(GIB - 10 * MIB), Some(GIB)), "0.99/1.00 GiB");
+        assert_eq!(bytes_of(Some(GIB - MIB), Some(GIB)), "0.999/1.000 GiB");
+        // Figures far apart keep their one decimal.
+        assert_eq!(bytes_of(Some(GIB / 2), Some(GIB)), "0.5/1.0 GiB");
+        assert_eq!(bytes_of(Some(GIB - 60 * MIB), Some(GIB)), "0.9/1.0 GiB");
+    }
+
+    #[test]
+    fn a_pair_that_would_read_equal_takes_decimals_then_a_smaller_unit() {
+        // allocated/reserved: three significant digits made both 560.
+        assert_eq!(
+            bytes_pair(Some(560 * MIB + 200 * KIB), Some(560 * MIB + 400 * KIB)),
+            "560.2/560.4 MiB"
+        );
+        // An H100's 81559 MiB less 100 KiB: equal to three decimals of a
+        // GiB (79.647), apart in MiB.
+        let total = 81_559 * MIB;
+        assert_eq!(
+            bytes_of(Some(total - 100 * KIB), Some(total)),
+            "81558.9/81559.0 MiB"
+        );
+        // A byte apart: the unit where they part.
+        assert_eq!(bytes_of(Some(1023), Some(1024)), "0.999/1.000 KiB");
+        assert_eq!(bytes_of(Some(1000), Some(1001)), "1000/1001 B");
+        // Equal sizes read equal, as before.
+        assert_eq!(bytes_of(Some(80 * GIB), Some(80 * GIB)), "80.0/80.0 GiB");
+        assert_eq!(bytes_pair(Some(560 * MIB), Some(560 * MIB)), "560/560 MiB");
+    }
+
+    /// The two figures of a pair as numbers in the same steps: "0.99/1.00
+    /// GiB" is (99, 100); different decimals are brought to the finer.
+    fn pair_figures(text: &str) -> (u128, u128) {
+        let (figures, _unit) = text.split_once(' ').expect("a unit");
+        let (a, b) = figures.split_once('/').expect("a pair");
+        let decimals = |t: &str| t.split_once('.').map_or(0, |(_, f)| f.len() as u32);
+        let finest = decimals(a).max(decimals(b));
+        let value = |t: &str| -> u128 {
+            let digits: u128 = t.replace('.', "").parse().expect("a figure");
+            digits * 10u128.pow(finest - decimals(t))
+        };
+        (value(a), value(b))
+    }
+
+    /// The bytes a figure of `text` stands for, as a fraction (numerator,
+    /// denominator): "1.50 KiB" is 1536/1.
+    fn figure_bytes(figure: &str, unit: &str) -> (u128, u128) {
+        let exp = UNITS.iter().position(|u| *u == unit).expect("a unit");
+        let decimals = figure.split_once('.').map_or(0, |(_, f)| f.len() as u32);
+        let digits: u128 = figure.replace('.', "").parse().expect("a figure");
+        (digits << (10 * exp), 10u128.pow(decimals))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn paired_sizes_compare_as_their_bytes_do(
+            a in proptest::num::u64::ANY,
+            gap in proptest::prop_oneof![0u64..4096, 0u64..(1 << 30), proptest::num::u64::ANY],
+            scale in 0u32..64,
+        ) {
+            // Sizes of every magnitude, often close together.
+            let small = a >> scale;
+            let large = small.saturating_add(gap >> scale);
+            for text in [bytes_of(Some(small), Some(large)), bytes_pair(Some(small), Some(large))] {
+                let (u, t) = pair_figures(&text);
+                proptest::prop_assert!(u <= t, "{small} {large}: {text}");
+                proptest::prop_assert_eq!(u == t, small == large, "{} {}: {}", small, large, text);
+                // Each figure within one step of its bytes.
+                let (figures, unit) = text.split_once(' ').expect("a unit");
+                let (fa, fb) = figures.split_once('/').expect("a pair");
+                for (figure, bytes) in [(fa, small), (fb, large)] {
+                    let (num, den) = figure_bytes(figure, unit);
+                    let exp = UNITS.iter().position(|x| *x == unit).expect("unit");
+                    let step = 1u128 << (10 * exp);
+                    // |num/den − bytes| < step/den
+                    let exact = u128::from(bytes) * den;
+                    proptest::prop_assert!(num.abs_diff(exact) < step, "{bytes}: {text}");
+                }
+            }
+            // A share said ">99%" is not contradicted by its figures.
+            if percent_of(small, large) == ">99%" {
+                let text = bytes_of(Some(small), Some(large));
+                let (u, t) = pair_figures(&text);
+                proptest::prop_assert!(u * 100 >= t * 99, "{small} {large}: {text}");
+            }
+        }
     }
 
     #[test]
