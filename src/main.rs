@@ -160,10 +160,16 @@ fn usage_error(mut e: clap::Error) -> ! {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // `vramtop --no-color open FILE`: the command line with the option
+    // where it goes, or why it cannot go there.
+    let misplaced = (e.kind() == ErrorKind::ArgumentConflict
+        && text.starts_with("the subcommand '"))
+    .then(|| cli::misplaced_options_tip(&args))
+    .flatten();
     let message = missing_summary
         .then(|| cli::summary_only_message(&args))
         .flatten()
-        .unwrap_or_else(|| one_line_usage_error(e.kind(), text));
+        .unwrap_or_else(|| one_line_usage_error(e.kind(), text, misplaced));
     exit_usage(&message)
 }
 
@@ -210,9 +216,14 @@ fn help_command(args: impl Iterator<Item = std::ffi::OsString>) -> String {
 /// arguments, the possible values), then its tips after "; ". The usage
 /// block and the "For more information" line go: the caller names the
 /// help instead. An option the command does not take is not a value to
-/// pass after `--` (clap's tip for it is dropped), and a command's option
-/// written before the command is told where it goes.
-fn one_line_usage_error(kind: clap::error::ErrorKind, text: &str) -> String {
+/// pass after `--` (clap's tip for it is dropped); `misplaced` is the tip
+/// for a command's options written before the command
+/// ([`cli::misplaced_options_tip`]), said first.
+fn one_line_usage_error(
+    kind: clap::error::ErrorKind,
+    text: &str,
+    misplaced: Option<String>,
+) -> String {
     use clap::error::ErrorKind;
     let mut lines = text
         .lines()
@@ -232,17 +243,8 @@ fn one_line_usage_error(kind: clap::error::ErrorKind, text: &str) -> String {
             None => listed.push(line),
         }
     }
-    if kind == ErrorKind::ArgumentConflict
-        && let Some(rest) = message.strip_prefix("the subcommand '")
-        && let Some((command, rest)) = rest.split_once('\'')
-        && let Some(option) = rest
-            .strip_prefix(" cannot be used with '")
-            .and_then(|o| o.strip_suffix('\''))
-    {
-        tips.insert(
-            0,
-            format!("tip: a command's options come after it: vramtop {command} {option}"),
-        );
+    if let Some(tip) = misplaced {
+        tips.insert(0, format!("tip: {tip}"));
     }
     if !listed.is_empty() {
         // "not provided:" lists one argument a line: a list after a colon.
@@ -264,8 +266,11 @@ fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
         eprintln!("vramtop: cannot install the error reporter: {e}");
     }
+    // `vramtop --no-color help open`: what `help` reads of its own taken
+    // out, where clap would refuse it.
+    let args = cli::help::help_command_args(std::env::args_os().collect());
     let matches = cli::help::command()
-        .try_get_matches()
+        .try_get_matches_from(args)
         .unwrap_or_else(|e| usage_error(e));
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,

@@ -1008,3 +1008,143 @@ fn no_color_leaves_the_help_unstyled_on_a_terminal_too() {
         assert!(!styled(args), "{args}");
     }
 }
+
+/// `script`, which gives a command a terminal; `None`, saying the test is
+/// skipped, where there is none.
+fn script_for(what: &str) -> Option<&'static str> {
+    let found = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        common::skip::skip(
+            what,
+            "no `script` to give the command a terminal",
+            common::skip::Prerequisite::OnlySomeMachines,
+        );
+    }
+    found
+}
+
+#[test]
+fn no_color_before_or_among_the_help_commands_words_prints_the_help_unstyled() {
+    let env = [(vramtop::cli::help::COLUMNS_ENV, "80"), ("NO_COLOR", "1")];
+    let (code, by_flag, err) = common::run_vramtop_with_env(&["open", "--help"], None, &env);
+    assert_eq!(code, 0, "{err}");
+    for args in [
+        &["--no-color", "help", "open"][..],
+        &["help", "--no-color", "open"],
+        &["help", "open", "--no-color"],
+        &["--log-file", "x.log", "--no-color", "help", "open"],
+    ] {
+        let (code, out, err) = common::run_vramtop_with_env(args, None, &env);
+        assert_eq!((code, err.as_str()), (0, ""), "{args:?}");
+        assert_eq!(out, by_flag, "{args:?}");
+    }
+    // On a terminal, where the help is styled without it.
+    let Some(script) = script_for("the help command's styles on a terminal") else {
+        return;
+    };
+    let exe = env!("CARGO_BIN_EXE_vramtop");
+    let run = |args: &str| {
+        let out = std::process::Command::new(script)
+            .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
+            .env_remove("NO_COLOR")
+            .output()
+            .expect("script runs");
+        assert!(out.status.success(), "{args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run("help open").contains('\u{1b}'), "styled by default");
+    for args in ["--no-color help open", "help --no-color open"] {
+        let out = run(args);
+        assert!(out.contains("Usage: vramtop open"), "{args}: {out}");
+        assert!(!out.contains('\u{1b}'), "{args}: {out:?}");
+    }
+}
+
+#[test]
+fn help_of_the_help_command_is_printed_as_git_and_cargo_print_it() {
+    for args in [
+        &["help", "--help"][..],
+        &["help", "-h"],
+        &["--no-color", "help", "--help"],
+        &["help", "help"],
+    ] {
+        let (code, out, err) = vramtop(args);
+        assert_eq!((code, err.as_str()), (0, ""), "{args:?}");
+        assert!(
+            out.contains("Usage: vramtop help [COMMAND]"),
+            "{args:?}: {out}"
+        );
+    }
+}
+
+/// The widest line of `text`, in terminal cells, `script`'s carriage
+/// returns left out.
+fn widest_line(text: &str) -> usize {
+    text.lines()
+        .map(|l| vramtop::cli::help::cells(l.trim_end_matches('\r')))
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn help_piped_into_a_pager_is_wrapped_to_the_users_terminal_unless_columns_says() {
+    let Some(script) = script_for("the help's width in a pipe from a terminal") else {
+        return;
+    };
+    let exe = env!("CARGO_BIN_EXE_vramtop");
+    // A 60-column terminal, stdout a pipe (`| cat`, as `| less`), no
+    // COLUMNS in the environment (bash does not export it).
+    let widest = |shell: &str| {
+        let out = std::process::Command::new(script)
+            .args(["-qec", &format!("stty cols 60; {shell}"), "/dev/null"])
+            .env_remove(vramtop::cli::help::COLUMNS_ENV)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("script runs");
+        assert!(out.status.success(), "{shell}: {out:?}");
+        widest_line(&String::from_utf8_lossy(&out.stdout))
+    };
+    // stderr the terminal; then only the controlling terminal.
+    for shell in [
+        format!("{exe} open --help | cat"),
+        format!("{exe} open --help 2>/dev/null | cat"),
+    ] {
+        let w = widest(&shell);
+        assert!((50..=60).contains(&w), "{shell}: {w} columns");
+    }
+    // COLUMNS says the width first.
+    let w = widest(&format!("COLUMNS=72 {exe} open --help | cat"));
+    assert!((62..=72).contains(&w), "COLUMNS=72: {w} columns");
+}
+
+#[test]
+fn help_into_a_pipe_with_no_terminal_anywhere_is_100_columns() {
+    // `setsid` leaves no controlling terminal; stdin, stdout and stderr
+    // are pipes.
+    let Some(setsid) = ["/usr/bin/setsid", "/bin/setsid"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        common::skip::skip(
+            "the help's width with no terminal",
+            "no `setsid` to leave the controlling terminal",
+            common::skip::Prerequisite::OnlySomeMachines,
+        );
+        return;
+    };
+    let out = std::process::Command::new(setsid)
+        .args(["-w", env!("CARGO_BIN_EXE_vramtop"), "open", "--help"])
+        .env_remove(vramtop::cli::help::COLUMNS_ENV)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("setsid runs");
+    assert!(out.status.success(), "{out:?}");
+    let w = widest_line(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        (90..=vramtop::cli::help::DEFAULT_HELP_WIDTH).contains(&w),
+        "{w} columns"
+    );
+}

@@ -233,6 +233,93 @@ fn dashboard_options_before_a_command_are_refused_not_ignored() {
     usage_error(&["--backend", "sim", "doctor"]);
 }
 
+/// The tip for options written before their command names a command
+/// line only where that command line parses, for every command and
+/// every option written before it; a command that takes no such option
+/// is said to take none. The tip named `vramtop record --ascii`, itself
+/// refused, and `vramtop help --no-color`.
+#[test]
+fn the_tip_for_an_option_before_its_command_never_names_a_refused_command_line() {
+    use clap::{CommandFactory as _, Parser as _};
+    let mut root = vramtop::cli::Cli::command();
+    root.build();
+    let commands: Vec<String> = root
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    assert!(commands.iter().any(|c| c == "help"), "{commands:?}");
+    let options: [&[&str]; 9] = [
+        &["--no-color"],
+        &["--ascii"],
+        &["--once"],
+        &["--sim-memory", "24GiB"],
+        &["--interval", "2s"],
+        &["--backend", "sim"],
+        &["--config", "c.toml"],
+        &["--stress-cap=2GiB"],
+        &["--no-color", "--ascii"],
+    ];
+    let mut named = 0;
+    for command in &commands {
+        for option in options {
+            // The command alone, and with an argument (its FILE).
+            for tail in [&[][..], &["x.pickle"]] {
+                let mut args: Vec<String> = option.iter().map(|a| (*a).to_string()).collect();
+                args.push(command.clone());
+                args.extend(tail.iter().map(|a| (*a).to_string()));
+                let Some(tip) = vramtop::cli::misplaced_options_tip(&args) else {
+                    panic!("{args:?}: no tip");
+                };
+                if let Some(line) = tip.strip_prefix("a command's options come after it: vramtop ")
+                {
+                    named += 1;
+                    let argv = std::iter::once("vramtop").chain(line.split(' '));
+                    let parsed = vramtop::cli::help::help_command_args(
+                        argv.map(std::ffi::OsString::from).collect(),
+                    );
+                    match vramtop::cli::Cli::try_parse_from(parsed) {
+                        Ok(cli) => assert_eq!(cli.usage_problem(), None, "{args:?}: {tip}"),
+                        Err(e) => assert_eq!(
+                            e.kind(),
+                            clap::error::ErrorKind::DisplayHelp,
+                            "{args:?}: {tip}: {e}"
+                        ),
+                    }
+                } else if !tip.starts_with("a command's options come after it: write ") {
+                    let sub = root.find_subcommand(command).expect("the command");
+                    let taken = |o: &str| {
+                        let long = o.split('=').next().unwrap_or(o).trim_start_matches('-');
+                        sub.get_arguments().any(|a| a.get_long() == Some(long))
+                    };
+                    assert!(
+                        tip.starts_with(&format!("'{command}' takes no --")),
+                        "{args:?}: {tip}"
+                    );
+                    assert!(
+                        option.iter().any(|o| o.starts_with('-') && !taken(o)),
+                        "{args:?}: {tip}"
+                    );
+                }
+            }
+        }
+    }
+    // Some command lines are named (`vramtop open --no-color x.pickle`).
+    assert!(named > 5, "{named}");
+    // As the binary says it.
+    let err = usage_error(&["--ascii", "record", "x.jsonl"]);
+    assert!(
+        err.contains("; tip: 'record' takes no --ascii (see"),
+        "{err}"
+    );
+    let err = usage_error(&["--no-color", "open", "my file.pickle"]);
+    assert!(
+        err.contains(
+            "tip: a command's options come after it: vramtop open --no-color 'my file.pickle' (see"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn demo_runs_on_the_simulated_memory_it_is_given() {
     let (code, out, err) = vramtop(&["demo", "--sim-memory", "24GiB"]);

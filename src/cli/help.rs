@@ -8,20 +8,21 @@
 //! description column (a command's or an option's), never wider than the
 //! width ([`help_width`]) unless one word alone is.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 
 use unicode_width::UnicodeWidthChar as _;
 
 /// The width the help is wrapped to where no terminal says one (stdout
-/// is a pipe or a file) and `COLUMNS` is not set: clap's own fallback,
-/// wide enough that `-h`'s two columns rarely fold, narrow enough to read
-/// in a pager or an editor.
+/// is a pipe or a file, `COLUMNS` is not set and the user's terminal
+/// cannot be asked): clap's own fallback, wide enough that `-h`'s two
+/// columns rarely fold, narrow enough to read in a pager or an editor.
 pub const DEFAULT_HELP_WIDTH: usize = 100;
 
 /// The environment variable whose columns the help is wrapped to where
 /// stdout is not a terminal (`COLUMNS=80 vramtop --help | less`), as
-/// clap's `wrap_help` reads it. On a terminal the terminal's own width
-/// wins: a shell's `COLUMNS` is stale once the window is resized.
+/// clap's `wrap_help` reads it: an explicit width, before the user's
+/// terminal is asked. On a terminal the terminal's own width wins: a
+/// shell's `COLUMNS` is stale once the window is resized.
 pub const COLUMNS_ENV: &str = "COLUMNS";
 
 /// The fewest cells a description is given beside its command or option
@@ -34,32 +35,70 @@ const MIN_DESCRIPTION_CELLS: usize = 24;
 /// the depth of clap's descriptions under their option in `--help`.
 const NARROW_HANG_DEPTH: usize = 4;
 
-/// The columns to wrap the help to: the terminal's (`terminal_columns`,
+/// The columns to wrap the help to: stdout's terminal's (`stdout_columns`,
 /// when stdout is one and says its size), else `COLUMNS` (`columns_env`)
-/// when it is a whole number above 0, else [`DEFAULT_HELP_WIDTH`].
-pub fn help_width(terminal_columns: Option<u16>, columns_env: Option<&OsStr>) -> usize {
-    terminal_columns
-        .filter(|&w| w > 0)
-        .map(usize::from)
+/// when it is a whole number above 0, else the terminal the user is on
+/// (`user_terminal_columns`: stderr's, or the controlling terminal's;
+/// `vramtop open --help | less` in a shell that does not export
+/// `COLUMNS`, as bash does not), else [`DEFAULT_HELP_WIDTH`].
+pub fn help_width(
+    stdout_columns: Option<u16>,
+    columns_env: Option<&OsStr>,
+    user_terminal_columns: Option<u16>,
+) -> usize {
+    let terminal = |columns: Option<u16>| columns.filter(|&w| w > 0).map(usize::from);
+    terminal(stdout_columns)
         .or_else(|| {
             columns_env
                 .and_then(OsStr::to_str)
                 .and_then(|c| c.trim().parse::<usize>().ok())
                 .filter(|&w| w > 0)
         })
+        .or_else(|| terminal(user_terminal_columns))
         .unwrap_or(DEFAULT_HELP_WIDTH)
 }
 
 /// [`help_width`] for this process: stdout's terminal, else `COLUMNS`,
-/// else [`DEFAULT_HELP_WIDTH`].
+/// else stderr's terminal or the controlling terminal (`/dev/tty`), else
+/// [`DEFAULT_HELP_WIDTH`].
 pub fn stdout_help_width() -> usize {
     use std::io::IsTerminal as _;
-    let terminal_columns = std::io::stdout()
+    let stdout_columns = std::io::stdout()
         .is_terminal()
         .then(|| crossterm::terminal::size().ok())
         .flatten()
         .map(|(columns, _rows)| columns);
-    help_width(terminal_columns, std::env::var_os(COLUMNS_ENV).as_deref())
+    // Asked only where stdout is no terminal.
+    let user_terminal_columns = stdout_columns
+        .is_none()
+        .then(user_terminal_columns)
+        .flatten();
+    help_width(
+        stdout_columns,
+        std::env::var_os(COLUMNS_ENV).as_deref(),
+        user_terminal_columns,
+    )
+}
+
+/// The columns of the terminal the user is on, where stdout is not one:
+/// stderr's when it is a terminal, else the controlling terminal's.
+fn user_terminal_columns() -> Option<u16> {
+    use std::io::IsTerminal as _;
+    let stderr = std::io::stderr();
+    stderr
+        .is_terminal()
+        .then(|| rustix::termios::tcgetwinsize(&stderr).ok())
+        .flatten()
+        .map(|size| size.ws_col)
+        .filter(|&w| w > 0)
+        // crossterm asks /dev/tty, the controlling terminal (then stdout,
+        // here no terminal); not its `size()`, whose last resort `tput
+        // cols` answers 80 from terminfo with no terminal at all.
+        .or_else(|| {
+            crossterm::terminal::window_size()
+                .ok()
+                .map(|size| size.columns)
+        })
 }
 
 /// The clap definition as the binary parses with it: told the width its
@@ -69,6 +108,42 @@ pub fn stdout_help_width() -> usize {
 pub fn command() -> clap::Command {
     use clap::CommandFactory as _;
     super::Cli::command().term_width(stdout_help_width())
+}
+
+/// `args` (the program, then its arguments) with what `help` reads of
+/// its own taken out before clap parses them: `--no-color` before `help`
+/// or among its words (`vramtop --no-color help open`, `vramtop help
+/// --no-color open`), which [`print_and_exit`] honours where clap would
+/// refuse it (the dashboard's option, conflicting with every command),
+/// and `--log-file FILE` before it (the help writes no log). `-h` or
+/// `--help` among its words asks for the help of `help` itself, as `git
+/// help --help` and `cargo help --help` do: clap's `help help`, where
+/// clap would take it for a command's name. Any other command line is
+/// left as it is.
+pub fn help_command_args(args: Vec<OsString>) -> Vec<OsString> {
+    let mut k = 1;
+    while let Some(arg) = args.get(k) {
+        if arg == "--no-color" || arg.to_str().is_some_and(|a| a.starts_with("--log-file=")) {
+            k += 1;
+        } else if arg == "--log-file" {
+            k += 2;
+        } else {
+            break;
+        }
+    }
+    if args.get(k).is_none_or(|arg| arg != "help") {
+        return args;
+    }
+    let words = args[k + 1..].iter().filter(|w| *w != "--no-color");
+    let asks_help_of_help = words.clone().any(|w| w == "-h" || w == "--help");
+    let program = args.first().cloned().unwrap_or_else(|| "vramtop".into());
+    let mut out = vec![program, "help".into()];
+    if asks_help_of_help {
+        out.push("help".into());
+    } else {
+        out.extend(words.cloned());
+    }
+    out
 }
 
 /// Prints the help that clap's "error" `e` carries (`-h`, `--help`,
@@ -336,15 +411,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_terminal_width_wins_then_columns_then_100() {
+    fn stdouts_terminal_wins_then_columns_then_the_users_terminal_then_100() {
         let columns = Some(OsStr::new("80"));
-        assert_eq!(help_width(Some(132), columns), 132);
-        assert_eq!(help_width(None, columns), 80);
-        assert_eq!(help_width(None, None), DEFAULT_HELP_WIDTH);
+        assert_eq!(help_width(Some(132), columns, Some(60)), 132);
+        assert_eq!(help_width(None, columns, Some(60)), 80);
+        assert_eq!(help_width(None, None, Some(60)), 60);
+        assert_eq!(help_width(None, None, None), DEFAULT_HELP_WIDTH);
         // A terminal that says 0 columns, a COLUMNS that is no width.
-        assert_eq!(help_width(Some(0), columns), 80);
+        assert_eq!(help_width(Some(0), columns, Some(60)), 80);
+        assert_eq!(help_width(None, None, Some(0)), DEFAULT_HELP_WIDTH);
         for junk in ["", "0", "-80", "80x24", "wide"] {
-            assert_eq!(help_width(None, Some(OsStr::new(junk))), 100, "{junk:?}");
+            let junk = Some(OsStr::new(junk));
+            assert_eq!(help_width(None, junk, None), 100, "{junk:?}");
+            assert_eq!(help_width(None, junk, Some(60)), 60, "{junk:?}");
+        }
+    }
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn no_color_and_log_file_are_taken_out_of_a_help_command_line() {
+        for (given, parsed) in [
+            (
+                &["vramtop", "--no-color", "help", "open"][..],
+                &["vramtop", "help", "open"][..],
+            ),
+            (
+                &["vramtop", "help", "--no-color", "open"],
+                &["vramtop", "help", "open"],
+            ),
+            (
+                &["vramtop", "help", "open", "--no-color"],
+                &["vramtop", "help", "open"],
+            ),
+            (
+                &["vramtop", "--log-file", "x.log", "--no-color", "help"],
+                &["vramtop", "help"],
+            ),
+            (
+                &["vramtop", "--log-file=x.log", "help", "diff"],
+                &["vramtop", "help", "diff"],
+            ),
+            (&["vramtop", "help", "--help"], &["vramtop", "help", "help"]),
+            (
+                &["vramtop", "--no-color", "help", "open", "-h"],
+                &["vramtop", "help", "help"],
+            ),
+        ] {
+            assert_eq!(help_command_args(os(given)), os(parsed), "{given:?}");
+        }
+    }
+
+    #[test]
+    fn a_command_line_without_the_help_command_is_left_as_it_is() {
+        for given in [
+            &["vramtop", "--no-color", "open", "help"][..],
+            &["vramtop", "--ascii", "help", "open"],
+            &["vramtop", "--log-file", "help"],
+            &["vramtop", "open", "--no-color", "--help"],
+            &["vramtop"],
+            &[],
+        ] {
+            assert_eq!(help_command_args(os(given)), os(given), "{given:?}");
         }
     }
 

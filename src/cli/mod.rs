@@ -482,6 +482,93 @@ pub fn summary_only_message(args: &[String]) -> Option<String> {
     ))
 }
 
+/// The tip for options written before the command they were meant for
+/// (`vramtop --no-color open x.pickle`), which clap refuses as "the
+/// subcommand 'open' cannot be used with '--no-color'" (a command's
+/// options come after it): `args` (the command line's arguments) with
+/// those options moved after the command's name, where that command line
+/// parses; else, where the command takes them all, where to write them;
+/// else which of them the command does not take. So the tip never names
+/// a command line that is refused in turn. `None` when no command is
+/// named after an option.
+pub fn misplaced_options_tip(args: &[String]) -> Option<String> {
+    use clap::CommandFactory as _;
+    let mut root = Cli::command();
+    // Built, so that the global options (--log-file) are the commands' too.
+    root.build();
+    let typed = args.iter().take_while(|a| *a != "--");
+    let at = typed
+        .clone()
+        .position(|a| !a.starts_with('-') && root.find_subcommand(a).is_some())?;
+    let (before, after) = (&args[..at], &args[at + 1..]);
+    let sub = root.find_subcommand(&args[at])?;
+    let name = sub.get_name();
+    let options: Vec<&str> = before
+        .iter()
+        .filter(|a| a.starts_with('-') && a.len() > 1)
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(option, _)| option))
+        .collect();
+    if options.is_empty() {
+        return None;
+    }
+    let takes = |option: &str| {
+        // `help` reads --no-color of its own (help::help_command_args).
+        (name == "help" && option == "--no-color")
+            || sub.get_arguments().any(|arg| {
+                option
+                    .strip_prefix("--")
+                    .is_some_and(|long| arg.get_long() == Some(long))
+                    || (option.len() == 2
+                        && option
+                            .strip_prefix('-')
+                            .and_then(|short| short.chars().next())
+                            .is_some_and(|short| arg.get_short() == Some(short)))
+            })
+    };
+    let foreign: Vec<String> = options
+        .iter()
+        .filter(|option| !takes(option))
+        .map(|option| cut(option))
+        .collect();
+    if !foreign.is_empty() {
+        return Some(format!("'{name}' takes no {}", foreign.join(", ")));
+    }
+    let moved: Vec<&String> = std::iter::once(&args[at])
+        .chain(before)
+        .chain(after)
+        .collect();
+    // Shown as typed only where the whole of it can be: no argument cut
+    // short or with a control character escaped.
+    let showable = moved.iter().all(|a| {
+        a.chars().count() <= crate::quote::MAX_QUOTED_CHARS && !a.chars().any(char::is_control)
+    });
+    let argv = std::iter::once("vramtop".to_string()).chain(moved.iter().map(|a| (*a).clone()));
+    let parses = match Cli::try_parse_from(help::help_command_args(
+        argv.map(std::ffi::OsString::from).collect(),
+    )) {
+        Ok(cli) => cli.usage_problem().is_none(),
+        Err(e) => matches!(
+            e.kind(),
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+        ),
+    };
+    if showable && parses {
+        let words: Vec<String> = moved
+            .iter()
+            .map(|a| crate::quote::shell_word(a).into_owned())
+            .collect();
+        return Some(format!(
+            "a command's options come after it: vramtop {}",
+            words.join(" ")
+        ));
+    }
+    let options: Vec<String> = options.iter().map(|option| cut(option)).collect();
+    Some(format!(
+        "a command's options come after it: write {} after '{name}'",
+        options.join(", ")
+    ))
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Compare two memory snapshots, or two moments of one's trace.

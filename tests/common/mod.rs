@@ -31,6 +31,7 @@ pub fn run_vramtop_with_env(
 ) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
     cmd.args(args);
+    no_terminal_width(&mut cmd);
     cmd.envs(env.iter().copied());
     // The user's own config file (~/.config/vramtop/config.toml) must not
     // change what a test sees: the default location is an empty folder.
@@ -42,6 +43,18 @@ pub fn run_vramtop_with_env(
         cmd.env("LD_LIBRARY_PATH", dir);
     }
     outcome(cmd.output().expect("the binary runs"))
+}
+
+/// Gives `cmd` the help's width for no terminal (`COLUMNS`, which the
+/// help honours first where stdout is a pipe): without it, a developer's
+/// `cargo test` in a terminal would wrap the help to that terminal's width
+/// (the help asks the controlling terminal), where CI has none. A test's
+/// own `COLUMNS` is set after this one.
+pub fn no_terminal_width(cmd: &mut Command) {
+    cmd.env(
+        vramtop::cli::help::COLUMNS_ENV,
+        vramtop::cli::help::DEFAULT_HELP_WIDTH.to_string(),
+    );
 }
 
 /// A finished process's (exit code, stdout, stderr); -1 for a signal.
@@ -57,7 +70,9 @@ pub fn outcome(out: std::process::Output) -> (i32, String, String) {
 pub fn run_vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
     use std::io::Write as _;
     use std::process::Stdio;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    no_terminal_width(&mut command);
+    let mut child = command
         .args(args)
         .env(
             "XDG_CONFIG_HOME",
