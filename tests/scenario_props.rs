@@ -205,28 +205,36 @@ fn scenario_text() -> impl Strategy<Value = String> {
         })
 }
 
-/// A value of any TOML type, for a key that expects another.
-fn any_value() -> impl Strategy<Value = &'static str> {
+/// A value of any TOML type, for a key that expects another, and what a
+/// refusal calls it when it is a date or a time (TOML hands serde those as
+/// a table of one private key).
+fn any_value() -> impl Strategy<Value = (&'static str, Option<&'static str>)> {
     prop_oneof![
-        Just("\"1GiB\""),
-        Just("\"\""),
-        Just("3"),
-        Just("-1"),
-        Just("1.5"),
-        Just("true"),
-        Just("[]"),
-        Just("[1, 2]"),
-        Just("[{ x = 1 }]"),
-        Just("{}"),
-        Just("{ x = 1 }"),
-        Just("1979-05-27"),
-        Just("1979-05-27T07:32:00Z"),
+        Just(("\"1GiB\"", None)),
+        Just(("\"\"", None)),
+        Just(("\"8589934592\"", None)),
+        Just(("3", None)),
+        Just(("8589934592", None)),
+        Just(("-1", None)),
+        Just(("1.5", None)),
+        Just(("true", None)),
+        Just(("[]", None)),
+        Just(("[1, 2]", None)),
+        Just(("[{ x = 1 }]", None)),
+        Just(("{}", None)),
+        Just(("{ x = 1 }", None)),
+        Just(("1979-05-27", Some("a date"))),
+        Just(("1979-05-27T07:32:00Z", Some("a date and time"))),
+        Just(("1979-05-27 07:32:00", Some("a date and time"))),
+        Just(("07:32:00", Some("a time of day"))),
     ]
 }
 
 /// A scenario with `value` at one of the format's keys, at every level
-/// (top, a `[[variant]]`, a step, an alloc, a repeat, a repeat's steps).
-fn misplaced_value() -> impl Strategy<Value = String> {
+/// (top, a `[[variant]]`, a step, an alloc, a repeat, a repeat's steps):
+/// the text, the same scenario with the integer `3` there instead, and
+/// what a refusal calls the value when it is a date or a time.
+fn misplaced_value() -> impl Strategy<Value = (String, String, Option<&'static str>)> {
     let places = prop_oneof![
         Just("name = {v}\ntitle = \"t\"\nexplanation = \"e\"\ndevice_memory = \"1GiB\"\n"),
         Just("{top}device_memory = {v}\n"),
@@ -234,6 +242,7 @@ fn misplaced_value() -> impl Strategy<Value = String> {
         Just("{top}device_memory = \"1GiB\"\nalloc_conf = {v}\n"),
         Just("{top}device_memory = \"1GiB\"\nstep = {v}\n"),
         Just("{top}device_memory = \"1GiB\"\nvariant = {v}\n"),
+        Just("{top}device_memory = \"1GiB\"\nvariant = [{v}]\n"),
         Just("{head}[[variant]]\nname = {v}\n"),
         Just("{head}[[variant]]\nname = \"v\"\nworker_contexts = {v}\n"),
         Just("{head}[[variant]]\nname = \"v\"\nalloc_conf = {v}\n"),
@@ -251,16 +260,38 @@ fn misplaced_value() -> impl Strategy<Value = String> {
         Just("{head}[[step]]\nrepeat = {{ times = 2, steps = [{v}] }}\n"),
         Just("{head}[[step]]\nrepeat = {{ times = 2, steps = [{{ empty_cache = true }}, {v}] }}\n"),
     ];
-    (places, any_value()).prop_map(|(place, v)| {
+    (places, any_value()).prop_map(|(place, (v, datetime))| {
         let top = "name = \"p\"\ntitle = \"t\"\nexplanation = \"e\"\n";
         let head = format!("{top}device_memory = \"1GiB\"\n");
-        place
-            .replace("{head}", &head)
-            .replace("{top}", top)
-            .replace("{{", "{")
-            .replace("}}", "}")
-            .replace("{v}", v)
+        let at = |v: &str| {
+            place
+                .replace("{head}", &head)
+                .replace("{top}", top)
+                .replace("{{", "{")
+                .replace("}}", "}")
+                .replace("{v}", v)
+        };
+        (at(v), at("3"), datetime)
     })
+}
+
+/// The bytes a refusal suggests a bare number of a size counts, read
+/// back: in "write 8589934592B (8GiB)", 8589934592 and 8 GiB.
+fn suggested_bytes(error: &str) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    for (k, _) in error.match_indices("B (") {
+        let number = error[..k]
+            .rsplit(|c: char| !c.is_ascii_digit() && c != '.')
+            .next()
+            .unwrap_or_default();
+        let reading = error[k + 3..].split(')').next().unwrap_or_default();
+        if let (Ok(bytes), Some(size)) =
+            (number.parse::<u64>(), vramtop::alloc::parse_size(reading))
+        {
+            found.push((bytes, size));
+        }
+    }
+    found
 }
 
 proptest! {
@@ -268,13 +299,42 @@ proptest! {
 
     #[test]
     fn a_value_of_the_wrong_type_is_refused_in_the_files_words_not_rusts(
-        text in misplaced_value(),
+        (text, with_integer, datetime) in misplaced_value(),
     ) {
         if let Err(e) = parse(&text) {
             let e = e.to_string();
             assert_one_line(&e)?;
-            for rust in ["struct ", "Raw", "enum ", "unknown variant", "expected variant", "sequence", "option"] {
+            for rust in [
+                "struct ", "Raw", "enum ", "unknown variant", "expected variant", "sequence",
+                "option", "$__toml",
+            ] {
                 prop_assert!(!e.contains(rust), "{rust:?} in {e:?} of\n{text}");
+            }
+            // A bare number of bytes is never told a unit that makes it
+            // more than any GPU's memory (8589934592GiB), and the size
+            // its bytes make is said right.
+            prop_assert!(!e.contains("8589934592GiB") && !e.contains("8589934592MiB"), "{e}");
+            for (bytes, size) in suggested_bytes(&e) {
+                prop_assert_eq!(bytes, size, "{}", e);
+            }
+            // A date or a time is called so, never the table TOML hands
+            // serde; where an integer is refused as "KEY expects WHAT
+            // (found integer `3`)", it is refused in the same words.
+            if let Some(kind) = datetime {
+                prop_assert!(!e.contains("found a table"), "{e} of\n{text}");
+                prop_assert!(
+                    e.contains(&format!("found {kind}")) || e.contains("= 1979-05-27") || e.contains("= 07:32"),
+                    "{kind} not said in {e:?} of\n{text}"
+                );
+                if let Err(integer) = parse(&with_integer) {
+                    let integer = integer.to_string();
+                    if integer.contains("(found integer `3`)") {
+                        prop_assert_eq!(
+                            e,
+                            integer.replace("(found integer `3`)", &format!("(found {kind})"))
+                        );
+                    }
+                }
             }
         }
     }

@@ -353,11 +353,62 @@ fn a_size_without_a_unit_is_refused_in_the_command_lines_words() {
         cli.contains("'1.5' has no unit: 1.5 what? write e.g. 1.5GiB or 1.5MiB"),
         "{cli}"
     );
+    // A number of bytes is told it is bytes, and what size that is, not
+    // 8589934592GiB (8 EiB): no unit is suggested that makes more than 1
+    // TiB, more than any GPU's memory. The command line's words again.
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "\"8589934592\""));
+    let said = "'8589934592' has no unit: as bytes, write 8589934592B (8GiB)";
+    assert_eq!(e, format!("device_memory: {said}"));
+    let (code, _, cli) = vramtop(&["replay", "x.json", "--capacity", "8589934592"]);
+    assert_eq!(code, 2);
+    assert!(cli.contains(said), "{cli}");
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"2048\" }}\n"
+    ));
+    assert_eq!(
+        e,
+        "step 1: alloc 'a': '2048' has no unit: 2048 what? write e.g. 2048MiB (2GiB) or 2048B (2KiB)"
+    );
+    // A bare TOML number of bytes, where it stands.
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "1000000000"));
+    assert!(
+        e.ends_with(
+            "1000000000 what? a size is a string with its unit: as bytes, write \"1000000000B\" \
+             (about 953.67MiB)"
+        ),
+        "{e}"
+    );
     // A number no unit takes is told its limit, as on the command line.
     let e = parse_err(&HEADER.replace("\"1GiB\"", "\"99999999999999999999\""));
     assert!(
         e.starts_with("device_memory: '99999999999999999999' is more than the largest size"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_date_where_a_value_belongs_is_said_to_be_a_date_not_a_table() {
+    let e = parse_err(&HEADER.replace("\"1GiB\"", "1979-05-27"));
+    assert!(
+        e.ends_with("device_memory expects a size string such as \"24GiB\" (found a date)"),
+        "{e}"
+    );
+    // TOML hands serde a date as a table of one private key: a table of
+    // the format named that key as unknown.
+    let e = parse_err(&format!("{HEADER}[[step]]\nalloc = 1979-05-27T07:32:00Z\n"));
+    assert!(
+        e.ends_with(
+            "alloc expects a table: alloc = { name = \"a\", size = \"1GiB\" } (found a date and \
+             time)"
+        ),
+        "{e}"
+    );
+    let e = parse_err(&format!(
+        "{HEADER}[[step]]\nalloc = {{ name = \"a\", size = \"1MiB\", count = 07:32:00 }}\n"
+    ));
+    assert_eq!(
+        e,
+        "step 1: alloc 'a': 'count' expects an integer 1–10000, found a time of day"
     );
 }
 

@@ -354,6 +354,110 @@ pub fn no_unit_message(quoted: &str, taken: &[String]) -> Option<String> {
 /// The units a bare number of bytes is suggested, largest first.
 pub const SIZE_UNITS_SUGGESTED: [&str; 3] = ["GiB", "MiB", "B"];
 
+/// The largest size a bare number is suggested to mean (bytes), 1 TiB:
+/// more than any GPU's memory, so `8589934592` is not told
+/// `8589934592GiB` (8 EiB), nor `2048` `2048GiB`.
+pub const MOST_SUGGESTED_SIZE: u64 = 1 << 40;
+
+/// A bare number of a size written with one of [`SIZE_UNITS_SUGGESTED`]
+/// ([`bare_size_suggestions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SizeSuggestion {
+    /// The number with the unit, as typed: "8589934592B".
+    pub text: String,
+    /// The unit: "B".
+    pub unit: &'static str,
+    /// The size in the largest unit that keeps it whole, where that is not
+    /// `unit` ("8GiB" for 8589934592B), else two decimals ("about
+    /// 953.67MiB" for 1000000000B); `None` below 1024 of `unit`.
+    pub reading: Option<String>,
+}
+
+impl SizeSuggestion {
+    /// The suggestion as a message shows it: `quote` of its text, then its
+    /// reading in brackets ("8589934592B (8GiB)").
+    pub fn shown(&self, quote: impl Fn(&str) -> String) -> String {
+        match &self.reading {
+            Some(reading) => format!("{} ({reading})", quote(&self.text)),
+            None => quote(&self.text),
+        }
+    }
+}
+
+/// What a bare number of a size (`number`, "24", "8589934592") could be
+/// written as: the number with each of [`SIZE_UNITS_SUGGESTED`] that the
+/// reader `takes` (its own check, so a suggestion is never refused in
+/// turn) and that makes at most [`MOST_SUGGESTED_SIZE`], largest unit
+/// first (the smallest unit it takes where every one makes more); each
+/// told what it is in a larger unit where the number is 1024 or more
+/// ("2048MiB (2GiB)"), so that the bytes a large number most likely
+/// counts read as a size.
+pub fn bare_size_suggestions(number: &str, takes: impl Fn(&str) -> bool) -> Vec<SizeSuggestion> {
+    let t = number.trim();
+    let taken: Vec<(&'static str, String, u64)> = SIZE_UNITS_SUGGESTED
+        .into_iter()
+        .filter_map(|unit| {
+            let text = format!("{t}{unit}");
+            let bytes = typed_size(&text, MAX_PARSED_SIZE).ok()?;
+            takes(&text).then_some((unit, text, bytes))
+        })
+        .collect();
+    let plausible = taken
+        .iter()
+        .filter(|(_, _, bytes)| *bytes <= MOST_SUGGESTED_SIZE)
+        .count();
+    let skip = if plausible == 0 {
+        taken.len().saturating_sub(1)
+    } else {
+        0
+    };
+    taken
+        .into_iter()
+        .skip(skip)
+        .filter(|(_, _, bytes)| plausible == 0 || *bytes <= MOST_SUGGESTED_SIZE)
+        .filter_map(|(unit, text, bytes)| {
+            let unit_bytes = unit_bytes(unit).ok()?;
+            let reading = (bytes / unit_bytes >= 1024).then(|| {
+                let (exp, whole) = largest_unit(bytes, BYTE_UNITS.len());
+                if bytes.trailing_zeros() as usize >= 10 * exp {
+                    format!("{whole}{}", BYTE_UNITS[exp])
+                } else {
+                    format!("about {}{}", size_figure(bytes, exp, 2), BYTE_UNITS[exp])
+                }
+            });
+            Some(SizeSuggestion {
+                text,
+                unit,
+                reading,
+            })
+        })
+        .collect()
+}
+
+/// What a bare number of a size (`quoted`, as the message shows it) is
+/// told, on the command line, in the config file and in a scenario file
+/// alike: "'24' has no unit: 24 what? write e.g. 24GiB, 24MiB or 24B";
+/// where only bytes are suggested (a number too large to count MiB),
+/// "'8589934592' has no unit: as bytes, write 8589934592B (8GiB)".
+/// `None` without `suggestions`: then the reader says why the number
+/// itself is refused (its limit), not a unit that would not help.
+pub fn bare_size_message(
+    quoted: &str,
+    suggestions: &[SizeSuggestion],
+    quote: impl Fn(&str) -> String,
+) -> Option<String> {
+    match suggestions {
+        [only] if only.unit == "B" => Some(format!(
+            "'{quoted}' has no unit: as bytes, write {}",
+            only.shown(quote)
+        )),
+        _ => {
+            let shown: Vec<String> = suggestions.iter().map(|s| s.shown(&quote)).collect();
+            no_unit_message(quoted, &shown)
+        }
+    }
+}
+
 /// A size text's bytes, as [`size_exactly`] finds them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bytes {
@@ -674,6 +778,59 @@ mod tests {
         ] {
             assert_eq!(typed_size(text, MAX_PARSED_SIZE), Ok(bytes), "{text}");
         }
+    }
+
+    fn suggested(number: &str, takes: impl Fn(&str) -> bool) -> Vec<String> {
+        bare_size_suggestions(number, takes)
+            .iter()
+            .map(|s| s.shown(str::to_string))
+            .collect()
+    }
+
+    #[test]
+    fn a_bare_number_is_suggested_only_units_that_make_at_most_1_tib() {
+        let any = |_: &str| true;
+        assert_eq!(suggested("24", any), ["24GiB", "24MiB", "24B"]);
+        assert_eq!(
+            suggested("1024", any),
+            ["1024GiB (1TiB)", "1024MiB (1GiB)", "1024B (1KiB)"]
+        );
+        assert_eq!(suggested("2048", any), ["2048MiB (2GiB)", "2048B (2KiB)"]);
+        assert_eq!(suggested("8589934592", any), ["8589934592B (8GiB)"]);
+        assert_eq!(
+            suggested("1000000000", any),
+            ["1000000000B (about 953.67MiB)"]
+        );
+        // Past 1 TiB in every unit: still told as bytes, what it is.
+        assert_eq!(
+            suggested("5000000000000", any),
+            ["5000000000000B (about 4.55TiB)"]
+        );
+        // Only what the reader takes; none past the largest size.
+        assert_eq!(suggested("1.5", any), ["1.5GiB", "1.5MiB"]);
+        assert_eq!(suggested("2", |s: &str| s.ends_with("GiB")), ["2GiB"]);
+        assert!(suggested("99999999999999999999", any).is_empty());
+        assert!(suggested("0", any).is_empty());
+    }
+
+    #[test]
+    fn a_bare_number_of_bytes_is_told_it_is_bytes_and_what_size() {
+        let message = |number: &str| {
+            bare_size_message(
+                number,
+                &bare_size_suggestions(number, |_| true),
+                str::to_string,
+            )
+        };
+        assert_eq!(
+            message("8589934592").as_deref(),
+            Some("'8589934592' has no unit: as bytes, write 8589934592B (8GiB)")
+        );
+        assert_eq!(
+            message("24").as_deref(),
+            Some("'24' has no unit: 24 what? write e.g. 24GiB, 24MiB or 24B")
+        );
+        assert_eq!(message("99999999999999999999"), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::alloc::QuantityError;
-use crate::alloc::sizing::{SIZE_UNITS_SUGGESTED, is_bare_number};
+use crate::alloc::sizing::is_bare_number;
 use crate::device::factory::BackendChoice;
 use crate::device::sim::SimConfig;
 use crate::quote::cut;
@@ -158,6 +158,17 @@ fn no_unit(text: &str, units: &[&str], parse: fn(&str) -> Result<u64, String>) -
         .unwrap_or_else(|| parse(t).err().unwrap_or_default())
 }
 
+/// What a bare number of a size is told ([`crate::alloc::sizing::bare_size_message`]):
+/// the units `parse` takes it in, up to 1 TiB; where it takes none, why
+/// the number is refused in the unit `parse` gives a bare number (bytes).
+fn no_size_unit(text: &str, parse: fn(&str) -> Result<u64, String>) -> String {
+    use crate::alloc::sizing::{bare_size_message, bare_size_suggestions};
+    let t = text.trim();
+    let suggestions = bare_size_suggestions(t, |with_unit| parse(with_unit).is_ok());
+    bare_size_message(&cut(t), &suggestions, cut)
+        .unwrap_or_else(|| parse(t).err().unwrap_or_default())
+}
+
 /// [`duration_arg`] of a text that is not a bare number (one that is is
 /// read as seconds, as the one parser reads it).
 fn duration_with_unit(text: &str) -> Result<u64, String> {
@@ -212,7 +223,7 @@ pub const SIM_MEMORY_MAX: u64 = 64 << 40;
 pub fn sim_memory_arg(text: &str) -> Result<u64, String> {
     // The units a bare number is told are those a simulated GPU takes.
     if is_bare_number(text) {
-        return Err(no_unit(text, &SIZE_UNITS_SUGGESTED, sim_memory_with_unit));
+        return Err(no_size_unit(text, sim_memory_with_unit));
     }
     sim_memory_with_unit(text)
 }
@@ -436,7 +447,7 @@ pub fn at_arg(text: &str) -> Result<At, String> {
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
     if is_bare_number(text) {
-        return Err(no_unit(text, &SIZE_UNITS_SUGGESTED, size_with_unit));
+        return Err(no_size_unit(text, size_with_unit));
     }
     size_with_unit(text)
 }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::alloc::sizing::{
-    MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SIZE_UNITS_SUGGESTED, SizeRefusal, is_bare_number,
-    no_unit_message, typed_size,
+    MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SizeRefusal, bare_size_message, bare_size_suggestions,
+    is_bare_number, typed_size,
 };
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::quote::{cut, parser_complaint};
@@ -83,7 +83,13 @@ pub enum ScenarioError {
 /// echo of the source line (which may be megabytes long).
 fn syntax(text: &str, e: &toml::de::Error) -> ScenarioError {
     let start = e.span().map(|span| span.start);
-    let message = reworded(e.message(), key_before(text, start));
+    let found_datetime = start.and_then(|at| datetime_at(text, at)).map(|kind| {
+        // What a table there expects, which the error does not say: by
+        // the key the value stands at, or the array it is an element of.
+        let table_key = key_before(text, start).or_else(|| array_key(text, start?));
+        (kind, table_expected(table_key))
+    });
+    let message = reworded(e.message(), key_before(text, start), found_datetime);
     ScenarioError::Syntax(parser_complaint(
         text,
         start,
@@ -105,14 +111,89 @@ fn key_before(text: &str, offset: Option<usize>) -> Option<&str> {
         .filter(|key| !key.is_empty())
 }
 
+/// What a TOML date or time is called in a message: "a date"
+/// (`1979-05-27`), "a date and time" (`1979-05-27T07:32:00Z`), "a time
+/// of day" (`07:32:00`).
+pub fn datetime_kind(datetime: &toml::value::Datetime) -> &'static str {
+    match (datetime.date, datetime.time) {
+        (Some(_), None) => "a date",
+        (Some(_), Some(_)) => "a date and time",
+        (None, _) => "a time of day",
+    }
+}
+
+/// What the TOML value at byte `at` of `text` is called ([`datetime_kind`])
+/// when it is a date or a time: the deserializer gives one to serde as a
+/// table of one private key, so an error about it would say "a table"
+/// or name that key.
+fn datetime_at(text: &str, at: usize) -> Option<&'static str> {
+    let rest = text.get(at..)?;
+    let value = rest
+        .split(['\n', '\r', ',', ']', '}', '#'])
+        .next()
+        .unwrap_or_default()
+        .trim_end();
+    // A date and time may be parted by a space (`1979-05-27 07:32:00`).
+    let first_word = value.split([' ', '\t']).next().unwrap_or_default();
+    [value, first_word]
+        .into_iter()
+        .find_map(|v| v.parse::<toml::value::Datetime>().ok())
+        .map(|d| datetime_kind(&d))
+}
+
+/// The key of the array whose element starts at byte `offset` of
+/// `text` (`steps = [{ … }, 3`): the `KEY = [` of the innermost bracket
+/// still open before it, none where that is an inline table's `{`.
+fn array_key(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset)?.as_bytes();
+    let mut depth = 0usize;
+    for (at, byte) in before.iter().enumerate().rev() {
+        match byte {
+            b']' | b'}' => depth = depth.checked_add(1)?,
+            b'[' | b'{' if depth > 0 => depth -= 1,
+            b'[' => return key_before(text, Some(at + 1)),
+            b'{' => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What a table of the format expects where a value of another type
+/// stands (each raw table's `#[serde(expecting)]`, which a date's error
+/// does not carry: it reads as a table with an unknown key), by the key
+/// it stands at.
+fn table_expected(key: Option<&str>) -> &'static str {
+    match key {
+        Some("alloc") => "a table: alloc = { name = \"a\", size = \"1GiB\" }",
+        Some("repeat") => {
+            "a table: repeat = { times = 2, steps = [{ alloc = … }, { free = \"a\" }] }"
+        }
+        Some("step" | "steps") => "a step: a table with one of alloc, free, empty_cache or repeat",
+        Some("variant") => "a [[variant]] table: [[variant]] name = \"v\" alloc_conf = \"…\"",
+        _ => "a table",
+    }
+}
+
 /// The deserializer's "invalid type: FOUND, expected WHAT" in the file's
 /// words: "KEY expects WHAT (found FOUND)", with TOML's names for what
 /// serde calls a sequence (an array) and the `[[step]]` / `[[variant]]`
 /// tables for the arrays of them; "missing field `size`" of an inline
 /// table is "alloc needs `size`". Each raw table says what it expects
 /// (`#[serde(expecting)]`), so no Rust type name ("struct RawAlloc")
-/// reaches the message. Any other message is kept.
-fn reworded(message: &str, key: Option<&str>) -> String {
+/// reaches the message. Where the value is a date or a time
+/// (`found_datetime`: its [`datetime_kind`], and what a table there
+/// expects), that is what was found, not the table TOML hands serde for
+/// it. Any other message is kept.
+fn reworded(message: &str, key: Option<&str>, found_datetime: Option<(&str, &str)>) -> String {
+    if let Some((found, expected)) = found_datetime
+        && message.starts_with("unknown field `$__toml_private_datetime`")
+    {
+        return match key {
+            Some(key) => format!("{key} expects {expected} (found {found})"),
+            None => format!("expected {expected} (found {found})"),
+        };
+    }
     if let (Some(field), Some(key)) = (
         message
             .strip_prefix("missing field `")
@@ -128,10 +209,11 @@ fn reworded(message: &str, key: Option<&str>) -> String {
         return message.to_string();
     };
     // TOML's names for serde's.
-    let found = match found {
-        "sequence" => "an array",
-        "map" => "a table",
-        other => other,
+    let found = match (found, found_datetime) {
+        ("map", Some((datetime, _))) => datetime,
+        ("sequence", _) => "an array",
+        ("map", None) => "a table",
+        (other, _) => other,
     };
     let expected = match (expected, key) {
         ("a sequence", Some(key @ ("step" | "variant"))) => {
@@ -242,10 +324,23 @@ impl<'de> Deserialize<'de> for RawSize {
         use serde::de::{Error, Visitor};
         struct Size;
         fn what<E: Error>(n: impl std::fmt::Display) -> E {
-            E::custom(format!(
-                "{n} what? a size is a string with its unit: write e.g. \"{n}GiB\", \"{n}MiB\" \
-                 or \"{n}B\""
-            ))
+            // The units a string of this number would be told
+            // (`bare_size_suggestions`), each in the file's quotes.
+            let n = n.to_string();
+            let suggestions = bare_size_suggestions(&n, |_| true);
+            let quoted = |text: &str| format!("\"{}\"", cut(text));
+            let shown: Vec<String> = suggestions.iter().map(|s| s.shown(quoted)).collect();
+            E::custom(match shown.as_slice() {
+                [] => format!("{n} what? a size is a string with its unit, such as \"24GiB\""),
+                [only] if suggestions.iter().all(|s| s.unit == "B") => {
+                    format!("{n} what? a size is a string with its unit: as bytes, write {only}")
+                }
+                [only] => format!("{n} what? a size is a string with its unit: write e.g. {only}"),
+                [rest @ .., last] => format!(
+                    "{n} what? a size is a string with its unit: write e.g. {} or {last}",
+                    rest.join(", ")
+                ),
+            })
         }
         impl Visitor<'_> for Size {
             type Value = RawSize;
@@ -304,6 +399,7 @@ impl RawInt {
 
 impl<'de> Deserialize<'de> for RawInt {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::value::MapAccessDeserializer;
         use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
         struct Any;
         impl<'de> Visitor<'de> for Any {
@@ -336,9 +432,14 @@ impl<'de> Deserialize<'de> for RawInt {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(RawInt::Other("a list".to_string()))
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawInt, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(RawInt::Other("a table".to_string()))
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawInt, A::Error> {
+                // A date or a time reaches serde as a table of one private
+                // key: toml's own Value tells it from a table.
+                let value = toml::Value::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(RawInt::Other(match value {
+                    toml::Value::Datetime(d) => datetime_kind(&d).to_string(),
+                    _ => "a table".to_string(),
+                }))
             }
         }
         deserializer.deserialize_any(Any)
@@ -426,13 +527,8 @@ fn size_of(text: &str, what: impl FnOnce() -> String) -> Result<u64, ScenarioErr
     // 8-byte GPU unsaid. Refused as `--capacity 8` is, in its words.
     if is_bare_number(text) {
         let t = text.trim();
-        let taken: Vec<String> = SIZE_UNITS_SUGGESTED
-            .iter()
-            .map(|unit| format!("{t}{unit}"))
-            .filter(|with_unit| typed_size(with_unit, MAX_PARSED_SIZE).is_ok())
-            .map(|with_unit| cut(&with_unit))
-            .collect();
-        if let Some(message) = no_unit_message(&cut(t), &taken) {
+        let suggestions = bare_size_suggestions(t, |_| true);
+        if let Some(message) = bare_size_message(&cut(t), &suggestions, cut) {
             return Err(ScenarioError::NoUnit {
                 what: what(),
                 message,
