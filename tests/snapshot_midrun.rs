@@ -446,7 +446,8 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// The property test above, swept deterministically: `SWEEP_SEEDS` seeds
-/// (200 unless set) under every setting, each run cut once in each
+/// (200 unless set) under every setting on a device of `SWEEP_DEVICE_GIB`
+/// GiB (3 unless set), each run cut once in each
 /// twentieth of its trace, every failing cut listed. The property test
 /// draws 64 cuts each time it runs, too few to show that a change to the
 /// search breaks one cut in thousands: such a change is checked by this
@@ -458,13 +459,21 @@ fn sweep_of_runs_cut_in_every_twentieth_replays_in_full() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
+    // The device's size decides how often the runs fill it (the retry
+    // paths, releases and OOMs): `SWEEP_DEVICE_GIB` (3 unless set) sweeps
+    // other sizes.
+    let device_gib: u64 = std::env::var("SWEEP_DEVICE_GIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&g| (1..=1024).contains(&g))
+        .unwrap_or(3);
     let mut state = 0x5eed;
     let (mut cuts, mut failing) = (0, Vec::new());
     for _ in 0..seeds {
         let seed = splitmix(&mut state).max(1);
         let steps = 500 + (splitmix(&mut state) % 700) as usize;
         for settings in SETTINGS {
-            let mut m = model(settings, 3 * GIB);
+            let mut m = model(settings, device_gib * GIB);
             mixed_workload(&mut m, steps, seed);
             if !verify(&snapshot_of(&m, 0)).full_match() {
                 continue;
@@ -510,4 +519,41 @@ fn release_after_a_failed_map_below_the_lowest_page_bases_the_reservation_lower(
             .any(|i| i.contains("a page below the start's lowest mapped page")),
         "{inferences:?}"
     );
+}
+
+/// The same on a smaller device, a run the sweep found on 1 GiB: the
+/// recorded call ran out of memory (an OOM event, no release) where the
+/// model, with nothing below the lowest mapped page, served it from the
+/// free block at the end of the mapped range. Based a page lower, the
+/// model fails as PyTorch did; a later map below moves the base to it.
+#[test]
+fn oom_after_a_failed_map_below_the_lowest_page_bases_the_reservation_lower() {
+    let mut m = model("max_split_size_mb:20,expandable_segments:True", GIB);
+    mixed_workload(&mut m, 801, 13_036_348_670_498_308_933);
+    assert_cut_replays(&m, 452, "cut at 452");
+    let report = verify(&snapshot_of(&m, 452));
+    let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+        panic!("starts mid-run: {:?}", report.replays[0].start);
+    };
+    assert!(
+        inferences
+            .iter()
+            .any(|i| i.contains("Large pool, stream 0x0")
+                && i.contains("based below the start's lowest mapped page")),
+        "{inferences:?}"
+    );
+}
+
+/// A run the sweep found on 1 GiB: the trace opens inside the retry path
+/// of an allocation, after the first completion of its sync (that block,
+/// freed before the cut, is free at the start) and before the rest and the
+/// releases. The model, finding the freed block big enough, served the call
+/// from it where PyTorch, which had found it pending, went on to release
+/// and a new segment. The start right after that call replays in full.
+#[test]
+fn trace_opening_inside_a_retry_sync_starts_after_that_call() {
+    let mut m = model("max_split_size_mb:128,max_non_split_rounding_mb:64", GIB);
+    mixed_workload(&mut m, 948, 6_088_733_581_245_994_802);
+    assert_cut_replays(&m, 675, "cut at 675");
+    assert_says_it_begins_inside_a_call(&verify(&snapshot_of(&m, 675)));
 }

@@ -659,10 +659,10 @@ fn describe_choices(
                 format!("below the start's lowest mapped page (event #{event} maps there)")
             }
             (None, Some(&event)) => format!(
-                "a page below the start's lowest mapped page (event #{event} releases a page \
-                 only a failed map below it explains)"
+                "a page below the start's lowest mapped page (only a failed map below it \
+                 explains event #{event})"
             ),
-            (None, None) => "its lowest mapped page".to_string(),
+            (None, None) => "at its lowest mapped page".to_string(),
         };
         let size = match choices.ends.get(&lowest) {
             Some(&(_, event)) => {
@@ -675,7 +675,7 @@ fn describe_choices(
             }
         };
         out.push(format!(
-            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based at {base}, {size}; {} B mapped in {} {}",
+            "expandable segment {:?} pool, stream {:#x}: reservation {:#x}+{} B ({} MiB pages), based {base}, {size}; {} B mapped in {} {}",
             r.kind,
             r.stream,
             r.base,
@@ -935,15 +935,16 @@ fn candidates(
             }
         }
     }
-    // PyTorch released a page of a reservation where the model served the
-    // call from that reservation: PyTorch meets a reservation's unmapped
-    // pages in address order when it looks for room to map, so it had pages
-    // below the lowest one the start shows, tried to map there, was refused
-    // (the device was full) and released cached blocks to retry. Based a
-    // page lower, the model makes that attempt too (the device it replays on
-    // refuses every map the recording does not show).
+    // PyTorch released a page of a reservation, or ran out of memory, where
+    // the model served the call from that reservation: PyTorch meets a
+    // reservation's unmapped pages in address order when it looks for room
+    // to map, so it had pages below the lowest one the start shows, tried
+    // to map there, was refused (the device was full) and released cached
+    // blocks to retry, or gave up. Based a page lower, the model makes that
+    // attempt too (the device it replays on refuses every map the recording
+    // does not show).
     if let (Some(want), Some(got)) = (d.expected_event, d.model_event)
-        && want.action == TraceAction::SegmentUnmap
+        && matches!(want.action, TraceAction::SegmentUnmap | TraceAction::Oom)
         && matches!(got.action, TraceAction::Alloc | TraceAction::SegmentMap)
     {
         for r in &layout.reservations {
@@ -951,8 +952,10 @@ fn candidates(
                 continue;
             };
             let within = |a: u64| (r.base..r.base.saturating_add(r.size)).contains(&a);
+            // An OOM's address is the device's free memory, not a place.
+            let released_here = want.action == TraceAction::Oom || within(want.addr);
             if r.stream == got.stream
-                && within(want.addr)
+                && released_here
                 && within(got.addr)
                 && r.base == lowest
                 && !choices.unmapped_below.contains_key(&lowest)
@@ -1011,7 +1014,14 @@ fn replay_from_best_start_of(
     let obtained_in_trace = events[..k]
         .iter()
         .any(|e| e.action == TraceAction::SegmentAlloc);
-    let opens_with_release = events.first().is_some_and(super::replay::is_release);
+    // Or it opens inside that retry path's sync, which completes every
+    // pending free (a run of `free_completed`) before the releases: the ring
+    // buffer may have dropped the first completions, and the start then
+    // holds their blocks free where the call found them pending.
+    let opens_with_release = events[..k]
+        .iter()
+        .find(|e| e.action != TraceAction::FreeCompleted)
+        .is_some_and(super::replay::is_release);
     let cut_possible = (!obtained_in_trace || opens_with_release)
         && super::replay::first_impossible(events, 0..k + 1).is_none();
     if !cut_possible {
@@ -1057,8 +1067,9 @@ fn replay_from_best_start_of(
         inferences.insert(
             0,
             format!(
-                "the trace begins inside a call: the device events of the allocation at event \
-                 #{k} fell out of the ring buffer, so the start is the state right after it \
+                "the trace begins inside a call: the first events of the allocation at event \
+                 #{k} (its segment_alloc or map, or the first completions or releases of its \
+                 retry) fell out of the ring buffer, so the start is the state right after it \
                  (events #0-#{k} are that state's, not replayed)"
             ),
         );
