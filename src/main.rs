@@ -277,7 +277,7 @@ fn main() -> ExitCode {
         Err(e) => usage_error(e),
     };
     if let Some(problem) = cli.usage_problem() {
-        exit_usage(problem);
+        exit_usage(&problem);
     }
     let own_matches = matches.subcommand().map_or(&matches, |(_, m)| m);
     let is_doctor = cli.is_doctor();

@@ -87,7 +87,10 @@ fn diff_of_shared_pairs_agrees_with_memory_viz_compare_definition() {
         );
         assert_eq!(site_after, allocated(&after), "{after_name}: Σ sites after");
         for w in diff.sites.windows(2) {
-            assert!(w[0].bytes.change >= w[1].bytes.change, "sorted by change");
+            assert!(
+                w[0].bytes.change.unsigned_abs() >= w[1].bytes.change.unsigned_abs(),
+                "largest change first"
+            );
         }
         for s in &diff.sites {
             let kind = match (s.bytes.before, s.bytes.after) {
@@ -287,7 +290,7 @@ fn diff_text_and_json_of_a_shared_pair() {
 }
 
 #[test]
-fn a_side_without_stacks_is_said_and_only_the_totals_compare() {
+fn a_side_without_stacks_is_said_and_only_the_totals_and_its_groups_compare() {
     use vramtop::snapshot::sites::NoStackReason;
     let Some((_, with)) = shared("silmont_mem_snapshot.pickle") else {
         return;
@@ -311,7 +314,7 @@ fn a_side_without_stacks_is_said_and_only_the_totals_compare() {
     assert!(
         unwrapped(&text).contains(
             "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites \
-             all read new"
+             with a stack all read new"
         ),
         "{text}"
     );
@@ -390,8 +393,8 @@ fn diff_notes_wrap_within_80_columns_hanging_under_their_text() {
     for said in [
         "note: no segment is at the same address on both sides (two processes, two GPUs or a \
          restart): the lists below are all of each side; the totals compare",
-        "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites all \
-         read new against it; only the totals compare",
+        "note: no live block of BEFORE has a stack (recorded without stacks): AFTER's sites \
+         with a stack all read new against it; the totals and the no-stack groups compare",
     ] {
         assert!(notes.contains(said), "{said}\n{text}");
     }

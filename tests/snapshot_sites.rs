@@ -818,3 +818,26 @@ fn an_ooms_request_and_free_bytes_that_read_alike_are_given_in_bytes_too() {
         "{text}"
     );
 }
+
+#[test]
+fn an_ooms_request_names_the_segment_pytorchs_error_message_names() {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const MIB: u64 = 1 << 20;
+    let mut m = CachingAllocator::new(InMemoryDevice::new(64 * MIB), 0, AllocatorConfig::default());
+    m.record_history(Some(100));
+    let _held = m.malloc(30 * MIB, 0).expect("fits");
+    // 39.68 MiB rounds to 512 B in the trace; PyTorch's "Tried to allocate"
+    // names the 40 MiB segment it asked cudaMalloc for.
+    let request = 39 * MIB + 696 * 1024;
+    assert!(m.malloc(request, 0).is_err(), "does not fit beside 30 MiB");
+    let (_dir, path) = written(&vramtop::snapshot::capture::snapshot_of(&m, 0));
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "39.68 MiB requested (a 40 MiB segment: the size PyTorch's error message names)"
+        ),
+        "{text}"
+    );
+}

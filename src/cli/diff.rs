@@ -22,21 +22,20 @@ use crate::snapshot::diff::{
 use crate::snapshot::peak::{At, AtError, Highest, Moment};
 use crate::snapshot::scrub::{DeviceScrub, scrub_devices};
 use crate::snapshot::sites::{
-    Grouping, NoStackReason, Sites, no_trace_cause, snapshot_no_stack_reason,
+    Grouping, NoStackReason, SiteKey, Sites, no_trace_cause, snapshot_no_stack_reason,
 };
 use crate::snapshot::summary::SitesAt;
 use serde::Serialize;
 use std::sync::Arc;
 
-/// The usage error of `--at` or `--device` with two files (or with
-/// `--devices`): what each form takes.
-pub const ONE_FILE_ONLY: &str = "--device and --at are for one file: diff FILE --at A --at B; \
-     two files pair GPUs with --devices B:A";
-
 /// The usage error of `--device` in the one-file form without `--at`:
 /// it picks the GPU of the two moments `--at` names.
 pub const DEVICE_NEEDS_AT: &str = "--device picks the GPU of two moments of one file, and --at was \
      not provided: diff FILE --at A --at B --device N";
+
+/// The usage error of `diff FILE` alone: what each form takes.
+pub const AFTER_OR_AT: &str = "diff compares two snapshots or two moments of one, and AFTER was \
+     not provided: diff BEFORE AFTER, or diff FILE --at A --at B";
 
 /// Which of `diff`'s options were given, as far as its two forms differ:
 /// two files (`diff BEFORE AFTER [--devices B:A]`) or one file's two
@@ -54,18 +53,33 @@ pub struct FormArgs {
 }
 
 /// Why the options given make neither form of `diff`, if they do not: one
-/// form's options with the other's ([`ONE_FILE_ONLY`]), or `--device`
-/// without `--at` ([`DEVICE_NEEDS_AT`]). Checked on the parsed arguments,
-/// not by clap's conflicts, whose error names the arguments as clap
-/// displays them. A missing AFTER without `--at` or `--device` is clap's
-/// own error.
-pub fn form_problem(args: FormArgs) -> Option<&'static str> {
-    let one_file = args.at || args.device;
-    let two_files = args.two_files || args.devices;
-    if one_file && two_files {
-        Some(ONE_FILE_ONLY)
+/// form's options with the other's (named as given: a refusal naming
+/// `--device` to someone who gave only `--at` reads as a misparse),
+/// `--device` without `--at` ([`DEVICE_NEEDS_AT`]), or one file without
+/// `--at` ([`AFTER_OR_AT`]). Checked on the parsed arguments, not by clap's
+/// conflicts and requirements, whose errors name the arguments as clap
+/// displays them and say nothing of the other form.
+pub fn form_problem(args: FormArgs) -> Option<String> {
+    let given: Vec<&str> = [("--at", args.at), ("--device", args.device)]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect();
+    let one_file = given.join(" and ");
+    let verb = if given.len() > 1 { "are" } else { "is" };
+    if !given.is_empty() && args.two_files {
+        Some(format!(
+            "{one_file} {verb} for one file, and two were given: diff FILE --at A --at B; two \
+             files pair GPUs with --devices B:A"
+        ))
+    } else if !given.is_empty() && args.devices {
+        Some(format!(
+            "--devices pairs the GPUs of two files, and {one_file} {verb} for one file: diff \
+             BEFORE AFTER --devices B:A, or diff FILE --at A --at B"
+        ))
     } else if args.device && !args.at {
-        Some(DEVICE_NEEDS_AT)
+        Some(DEVICE_NEEDS_AT.to_string())
+    } else if !args.two_files && !args.at {
+        Some(AFTER_OR_AT.to_string())
     } else {
         None
     }
@@ -723,30 +737,58 @@ fn render_body(diff: &Diff, top: usize) -> String {
         && !diff.only_after.is_empty()
         && diff.only_before.len() as u64 == diff.segments.before
         && diff.only_after.len() as u64 == diff.segments.after;
-    // One side without stacks: every site of the other reads "new" or
-    // "gone" against its one "no stack" group, which answers nothing about
-    // what grew.
-    let why = |r: NoStackReason| r.describe().trim_start_matches("no stack: ").to_string();
+    // One side without stacks: every site with a stack of the other reads
+    // "new" or "gone" against its "no stack" groups, which answers nothing
+    // about what grew; the groups themselves still compare. Every reason a
+    // side's groups give is named (a mid-run trace's start holds blocks
+    // allocated while history was off and before the trace began).
+    let reasons = |before: bool, named: NoStackReason| {
+        let mut groups: Vec<(u64, NoStackReason)> = diff
+            .sites
+            .iter()
+            .filter_map(|s| match s.key {
+                SiteKey::NoStack(r) => {
+                    let bytes = if before {
+                        s.bytes.before
+                    } else {
+                        s.bytes.after
+                    };
+                    (bytes > 0).then_some((bytes, r))
+                }
+                _ => None,
+            })
+            .collect();
+        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
+        if groups.is_empty() {
+            groups.push((0, named));
+        }
+        groups
+            .iter()
+            .map(|&(_, r)| r.describe().trim_start_matches("no stack: ").to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let stackless = match (diff.before_without_stacks, diff.after_without_stacks) {
-        (Some(b), Some(a)) if a == b => Some(format!(
-            "no live block of either side has a stack ({}): only the totals compare",
-            why(b)
+        (Some(b), Some(a)) if reasons(true, b) == reasons(false, a) => Some(format!(
+            "no live block of either side has a stack ({}): only the totals and those \
+             groups compare",
+            reasons(true, b)
         )),
         (Some(b), Some(a)) => Some(format!(
             "no live block of either side has a stack (BEFORE: {}; AFTER: {}): only the \
-             totals compare",
-            why(b),
-            why(a)
+             totals and those groups compare",
+            reasons(true, b),
+            reasons(false, a)
         )),
         (Some(b), None) => Some(format!(
-            "no live block of BEFORE has a stack ({}): AFTER's sites all read new against \
-             it; only the totals compare",
-            why(b)
+            "no live block of BEFORE has a stack ({}): AFTER's sites with a stack all read \
+             new against it; the totals and the no-stack groups compare",
+            reasons(true, b)
         )),
         (None, Some(a)) => Some(format!(
-            "no live block of AFTER has a stack ({}): BEFORE's sites all read gone against \
-             it; only the totals compare",
-            why(a)
+            "no live block of AFTER has a stack ({}): BEFORE's sites with a stack all read \
+             gone against it; the totals and the no-stack groups compare",
+            reasons(false, a)
         )),
         (None, None) => None,
     };
@@ -1032,6 +1074,8 @@ mod tests {
             at,
             device,
         };
+        let at_with_two = "--at is for one file, and two were given: diff FILE --at A --at B; \
+                           two files pair GPUs with --devices B:A";
         for (what, args, problem) in [
             ("diff A B", given(true, false, false, false), None),
             (
@@ -1052,35 +1096,57 @@ mod tests {
             (
                 "diff A B --at 5",
                 given(true, false, true, false),
-                Some(ONE_FILE_ONLY),
+                Some(at_with_two),
             ),
             (
                 "diff A B --device 0",
                 given(true, false, false, true),
-                Some(ONE_FILE_ONLY),
+                Some(
+                    "--device is for one file, and two were given: diff FILE --at A --at B; \
+                     two files pair GPUs with --devices B:A",
+                ),
             ),
             (
                 "diff F --at 1 --at 2 --devices 0:1",
                 given(false, true, true, false),
-                Some(ONE_FILE_ONLY),
+                Some(
+                    "--devices pairs the GPUs of two files, and --at is for one file: diff \
+                     BEFORE AFTER --devices B:A, or diff FILE --at A --at B",
+                ),
             ),
             (
                 "diff F --devices 0:1 --device 1",
                 given(false, true, false, true),
-                Some(ONE_FILE_ONLY),
+                Some(
+                    "--devices pairs the GPUs of two files, and --device is for one file: diff \
+                     BEFORE AFTER --devices B:A, or diff FILE --at A --at B",
+                ),
             ),
             (
                 "diff A B --devices 0:1 --at 1 --at 2 --device 1",
                 given(true, true, true, true),
-                Some(ONE_FILE_ONLY),
+                Some(
+                    "--at and --device are for one file, and two were given: diff FILE --at A \
+                     --at B; two files pair GPUs with --devices B:A",
+                ),
             ),
             (
                 "diff F --device 0",
                 given(false, false, false, true),
                 Some(DEVICE_NEEDS_AT),
             ),
+            (
+                "diff F",
+                given(false, false, false, false),
+                Some(AFTER_OR_AT),
+            ),
+            (
+                "diff F --devices 0:1",
+                given(false, true, false, false),
+                Some(AFTER_OR_AT),
+            ),
         ] {
-            assert_eq!(form_problem(args), problem, "{what}");
+            assert_eq!(form_problem(args).as_deref(), problem, "{what}");
         }
     }
 }

@@ -601,10 +601,10 @@ pub enum Command {
         /// file named `-` is `./-`.
         before: PathBuf,
         /// The later snapshot (`-`: standard input); none with --at.
-        // Which options each form takes is checked after parsing
-        // (`diff::form_problem`), not by clap's conflicts, so that the
-        // refusal says what each form takes in vramtop's own words.
-        #[arg(required_unless_present_any = ["at", "device"])]
+        // Which options each form takes, and that one file comes with
+        // --at, is checked after parsing (`diff::form_problem`), not by
+        // clap's conflicts and requirements, so that the refusal says what
+        // each form takes in vramtop's own words.
         after: Option<PathBuf>,
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
@@ -1029,7 +1029,7 @@ impl Cli {
     /// the parsed command line has one: `diff`'s options of one form given
     /// to the other. The caller says it as it says clap's (one line, exit
     /// 2, the help to read), before anything runs.
-    pub fn usage_problem(&self) -> Option<&'static str> {
+    pub fn usage_problem(&self) -> Option<String> {
         match &self.command {
             Some(Command::Diff {
                 after,

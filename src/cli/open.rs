@@ -282,7 +282,14 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
     let _ = writeln!(out, "  reserved             {}", bytes(f.reserved));
     let _ = writeln!(out, "  allocated            {}", bytes(f.allocated));
     let _ = writeln!(out, "  active               {}", bytes(f.active));
-    let _ = writeln!(out, "  requested            {}", bytes(f.requested));
+    // What the active blocks asked for, pending frees among them: above
+    // allocated where those outweigh the rounding, which read as a
+    // contradiction without the words.
+    line_under(
+        out,
+        "  requested            ",
+        &format!("{} by the active blocks", bytes(f.requested)),
+    );
     // What runs past 80 columns wraps under the figures' column.
     line_under(
         out,
@@ -777,11 +784,30 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 requested = format!("{requested} ({} B)", oom.requested);
                 free = format!("{free} ({} B)", oom.device_free);
             }
+            // The trace records the rounded request; PyTorch's error
+            // message names the segment it then asked cudaMalloc for ("Tried
+            // to allocate 40.00 MiB" of a 39.68 MiB request): said, so that
+            // the two figures are not read as a disagreement. Expandable
+            // segments map pages instead (or without settings: unknown).
+            let expandable = report
+                .allocator_settings
+                .as_ref()
+                .is_none_or(|s| s.expandable_segments);
+            let segment = crate::alloc::sizing::allocation_size(oom.requested);
+            requested = if !expandable && segment != oom.requested {
+                format!(
+                    "{requested} requested (a {} segment: the size PyTorch's error message \
+                     names)",
+                    human_bytes(segment)
+                )
+            } else {
+                format!("{requested} requested")
+            };
             line_under(
                 &mut out,
                 "  ",
                 &format!(
-                    "at {which}, {}: {} requested, {} free on the device; {} allocated",
+                    "at {which}, {}: {}, {} free on the device; {} allocated",
                     moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
                     requested,
                     free,

@@ -299,7 +299,17 @@ fn break_long_word(word: &str, width: usize) -> Vec<&str> {
             ends.iter()
                 .rev()
                 .take_while(|&&(_, _, used)| used >= least)
-                .find(|(_, c, _)| breaks.contains(c))
+                .find(|&&(end, c, _)| {
+                    let next = rest[end..].chars().next();
+                    if kind == 2 {
+                        // After a scope's `::`, or just before one that
+                        // would not fit whole: never between its colons.
+                        (c == ':' && next != Some(':'))
+                            || (c != ':' && rest[end..].starts_with("::"))
+                    } else {
+                        breaks.contains(&c)
+                    }
+                })
                 .map(|&(end, _, _)| end)
         });
         let (piece, after) = rest.split_at(soft.unwrap_or(hard));
@@ -336,6 +346,12 @@ mod tests {
                 "namespace)::structured_bmm_out_cuda_functional::",
                 "set_output_raw_strided(long,"
             ]
+        );
+        // A scope's `::` that reaches past the width goes whole to the
+        // next piece: never one colon on each line.
+        assert_eq!(
+            break_long_word("MaxPool2DWithIndicesBackward0::apply", 30),
+            ["MaxPool2DWithIndicesBackward0", "::apply"]
         );
         // A template name in a narrow column: after its scopes and its `<`,
         // not at an underscore inside the name.

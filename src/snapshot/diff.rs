@@ -202,10 +202,15 @@ pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
             _ => SiteChangeKind::Same,
         };
     }
+    // Largest change first, growth or shrinkage alike, as the text and
+    // the viewer list them (so `--json` reads in the same order); growth
+    // first between equal changes.
     rows.sort_by(|a, b| {
         b.bytes
             .change
-            .cmp(&a.bytes.change)
+            .unsigned_abs()
+            .cmp(&a.bytes.change.unsigned_abs())
+            .then_with(|| b.bytes.change.cmp(&a.bytes.change))
             .then_with(|| a.label.cmp(&b.label))
     });
     rows
@@ -395,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn site_changes_say_new_grown_shrunk_gone_sorted_by_change() {
+    fn site_changes_say_new_grown_shrunk_gone_largest_change_first() {
         let (a, b, c, d) = (
             stack("/u/a.py", 1),
             stack("/u/b.py", 2),
@@ -427,8 +432,8 @@ mod tests {
             vec![
                 SiteChangeKind::Grown,
                 SiteChangeKind::New,
-                SiteChangeKind::Gone,
-                SiteChangeKind::Shrunk
+                SiteChangeKind::Shrunk,
+                SiteChangeKind::Gone
             ]
         );
         let total: i64 = rows.iter().map(|r| r.bytes.change).sum();
