@@ -575,3 +575,38 @@ fn once_json_lists_the_simulated_processes_that_could_not_start_and_only_listed_
     let v: serde_json::Value = serde_json::from_str(&out).expect("the sample");
     assert!(v.get("not_started").is_none() && v.get("not_started_note").is_none());
 }
+
+#[test]
+fn doctor_says_which_simulated_processes_could_not_start_in_the_words_of_once() {
+    // 1 GiB holds two 500 MiB contexts: the third trainer could not start.
+    let sim = [
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "3",
+    ];
+    let (code, out, err) = vramtop(&[&["--once", "--json"][..], &sim].concat(), None);
+    assert_eq!(code, 0, "{err}");
+    let once = json(&out);
+    let note = once["not_started_note"]
+        .as_str()
+        .expect("--once says a trainer could not start");
+    let (code, out, err) = vramtop(&[&["doctor", "--json"][..], &sim].concat(), None);
+    assert_eq!(code, 0, "{err}");
+    let doctor = json(&out);
+    assert_eq!(doctor["not_started_note"], note, "{out}");
+    assert_eq!(doctor["not_started"], once["not_started"], "{out}");
+    let (code, text, err) = vramtop(&[&["doctor"][..], &sim].concat(), None);
+    assert_eq!(code, 0, "{err}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&format!("Note {note}")), "{text}");
+    assert!(flat.contains("(--sim-memory)"), "what to do: {text}");
+    // Every process started: no note, no field.
+    let (_, out, _) = vramtop(&["doctor", "--json", "--backend", "sim"], None);
+    let doctor = json(&out);
+    assert!(doctor.get("not_started").is_none() && doctor.get("not_started_note").is_none());
+    let (_, text, _) = vramtop(&["doctor", "--backend", "sim"], None);
+    assert!(!text.contains("could not start"), "{text}");
+}

@@ -413,16 +413,31 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
     assert!(out.contains("\nGPU 11      Simulated"), "{out}");
     // A label's value wraps under its start (12 cells in), a process's
     // libraries under its command, a piece of advice under its text.
-    let (code, out, err) = run_on_terminal(&["doctor"], None);
-    assert_eq!(code, 0, "{err}");
-    assert_fits_80_cells("doctor", &out);
-    for line in out.lines().filter(|l| l.starts_with(' ')) {
-        assert!(
-            ["  pid ", "  - ", "    "]
-                .iter()
-                .any(|lead| line.starts_with(lead)),
-            "{line:?}\n{out}"
-        );
+    // The note of simulated processes that could not start wraps under its
+    // label's value too.
+    let not_started = [
+        "doctor",
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "3",
+        "--sim-dataloader-workers",
+        "2",
+    ];
+    for args in [&["doctor"][..], &not_started] {
+        let (code, out, err) = run_on_terminal(args, None);
+        assert_eq!(code, 0, "{err}");
+        assert_fits_80_cells("doctor", &out);
+        for line in out.lines().filter(|l| l.starts_with(' ')) {
+            assert!(
+                ["  pid ", "  - ", "    "]
+                    .iter()
+                    .any(|lead| line.starts_with(lead)),
+                "{line:?}\n{out}"
+            );
+        }
     }
 
     for args in [&["check"][..], &["check", "--backend", "sim"]] {

@@ -150,6 +150,11 @@ pub fn render(r: &DoctorReport) -> String {
             wrap_phrases_under(&lead, [command.as_str(), &libs], REPORT_WIDTH)
         );
     }
+    if let Some(note) = &r.not_started_note {
+        // Simulated processes the flags asked for that found no room:
+        // not among the processes above, as nvidia-smi would not list them.
+        field(&mut out, "Note", note);
+    }
     if r.advice.is_empty() {
         field(
             &mut out,

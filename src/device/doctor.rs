@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::cuda::{self, CudaProbe};
 use super::factory::{BackendChoice, select_telemetry};
 use super::procfs::{self, LibraryKind, MappedLibrary};
-use super::sim::{SIM_WARMUP_MS, SimConfig};
+use super::sim::{NotStarted, SIM_WARMUP_MS, SimCluster, SimConfig, not_started_note};
 use super::telemetry::{DriverInfo, GpuReading};
 
 /// One GPU process and the CUDA libraries it has mapped.
@@ -66,6 +66,15 @@ pub struct DoctorReport {
     pub fallback_reason: Option<String>,
     pub gpus: Vec<GpuLine>,
     pub processes: Vec<ProcessLibraries>,
+    /// Simulated processes the flags asked for that could not start (no
+    /// room for their CUDA context), so not among `processes`; absent when
+    /// every one started. As `--once --json` lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_started: Vec<NotStarted>,
+    /// [`Self::not_started`] in one line, in the words of the dashboard
+    /// and `--once`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_started_note: Option<String>,
     /// Things to do, most important first.
     pub advice: Vec<String>,
 }
@@ -283,6 +292,21 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
             advice.push(format!("pid {}: {w}", p.pid));
         }
     }
+    // Processes the flags asked for that are in no GPU's list: said, not
+    // left to be guessed from a shorter list.
+    let not_started = simulation
+        .as_ref()
+        .map(SimCluster::not_started)
+        .unwrap_or_default();
+    let not_started_note = not_started_note(&not_started);
+    if not_started_note.is_some() {
+        advice.push(
+            "to start every simulated process, give the simulated GPUs more memory \
+             (--sim-memory) or ask for fewer processes (--sim-training, \
+             --sim-dataloader-workers)"
+                .to_string(),
+        );
+    }
 
     let backend_reason = match (choice, &fallback_reason) {
         (BackendChoice::Auto, None) => "auto: NVML initialised".to_string(),
@@ -307,6 +331,8 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
         fallback_reason,
         gpus,
         processes,
+        not_started,
+        not_started_note,
         advice,
     }
 }
