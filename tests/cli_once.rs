@@ -98,9 +98,22 @@ fn assert_text_says_the_json(json: &Value, text: &str) {
                 "pid {pid} {memory}: {text}"
             );
         }
-        if let Some(a) = g["allocator"].as_object() {
+        // Every allocator the dashboard can show, the shown one first,
+        // each with its figures and its OOM count.
+        let allocators = g["allocators"].as_array().expect("allocators");
+        assert_eq!(
+            allocators.first(),
+            g["allocator"].is_object().then_some(&g["allocator"]),
+            "the shown one first: {json}"
+        );
+        for a in allocators {
+            let ooms = match a["num_ooms"].as_u64() {
+                Some(n) => format::count(n, "OOM", "OOMs"),
+                None => "OOMs n/a".to_string(),
+            };
+            let whose = a["source"].as_str().expect("source");
             let figures = format!(
-                "allocated {}, reserved {}, fragmentation {}",
+                "{whose}: allocated {}, reserved {}, fragmentation {} (largest free block {}), {ooms}",
                 format::bytes(a["allocated"].as_u64().expect("allocated")),
                 format::bytes(a["reserved"].as_u64().expect("reserved")),
                 format::percent(
@@ -108,9 +121,16 @@ fn assert_text_says_the_json(json: &Value, text: &str) {
                         .as_f64()
                         .expect("fragmentation")
                 ),
+                format::bytes(
+                    a["fragmentation"]["largest_free_block"]
+                        .as_u64()
+                        .expect("largest free block")
+                ),
             );
             assert!(flat_text.contains(&figures), "{figures}: {text}");
-            let whose = a["source"].as_str().expect("source");
+        }
+        if allocators.len() == 1 {
+            let whose = allocators[0]["source"].as_str().expect("source");
             assert!(
                 flat_text.contains(&format!("allocator: {whose}: allocated ")),
                 "{whose}: {text}"
@@ -203,6 +223,47 @@ fn once_text_fits_80_cells_and_ascii_is_pure_ascii() {
         for l in text.lines() {
             assert!(cells(l) <= 80, "{args:?}: {} cells: {l}", cells(l));
         }
+    }
+}
+
+#[test]
+fn once_lists_every_allocator_the_dashboards_v_cycles_with_its_ooms() {
+    // 1 GiB holds two 500 MiB contexts: two trainers share GPU 0 (the
+    // third could not start), and the tensors find no room: OOMs.
+    let (json, text) = both(&[
+        "--backend",
+        "sim",
+        "--sim-memory",
+        "1GiB",
+        "--sim-training",
+        "3",
+    ]);
+    let pids: Vec<u64> = json["gpus"][0]["allocators"]
+        .as_array()
+        .expect("allocators")
+        .iter()
+        .filter_map(|a| a["pid"].as_u64())
+        .collect();
+    assert_eq!(pids, [4242, 4243], "both trainers, in v's order: {json}");
+    assert!(
+        json["gpus"][0]["allocators"]
+            .as_array()
+            .expect("allocators")
+            .iter()
+            .all(|a| a["num_ooms"].as_u64().is_some_and(|n| n > 0)),
+        "no room for their tensors: {json}"
+    );
+    assert_text_says_the_json(&json, &text);
+    assert!(
+        text.contains("\n  2 allocators (the dashboard's v switches):\n  - pid 4242 "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  - pid 4243 (simulated training"),
+        "{text}"
+    );
+    for l in text.lines() {
+        assert!(cells(l) <= 80, "{} cells: {l}", cells(l));
     }
 }
 

@@ -94,11 +94,39 @@ impl Observation<'_> {
         views
     }
 
+    /// Every allocator the dashboard can show, by GPU, in the order `v`
+    /// cycles them ([`AppState::allocator_pids_on`]): the probes by pid,
+    /// then the simulated training processes by pid (a trainer that is a
+    /// probe's pid too is shown once, as the probe).
+    pub fn views_by_gpu(&self) -> BTreeMap<u32, Vec<AllocatorView>> {
+        let mut out: BTreeMap<u32, Vec<AllocatorView>> = BTreeMap::new();
+        for (gpu, view) in probe_views(&self.probes) {
+            out.entry(gpu).or_default().push(view);
+        }
+        let mut trainers = self.sim.map(SimCluster::trainers).unwrap_or_default();
+        trainers.sort_by_key(|t| (t.gpu, t.pid));
+        for t in trainers {
+            let views = out.entry(t.gpu).or_default();
+            if !views.iter().any(|v| v.pid == Some(t.pid)) {
+                views.push(trainer_view(t));
+            }
+        }
+        out
+    }
+
     /// The sample as `--once --json` and `record` write it.
     pub fn headless(self, backend: &str, banner: Option<&str>) -> HeadlessSample {
-        let views = self.views(&BTreeMap::new());
+        // One look at the trainers for both: `record` samples while the
+        // simulation runs on, and the first of each GPU's list is the one
+        // the dashboard shows without a `v` pick (a test holds them equal).
+        let every = self.views_by_gpu();
+        let views: BTreeMap<u32, AllocatorView> = every
+            .iter()
+            .filter_map(|(&gpu, views)| views.first().map(|v| (gpu, v.clone())))
+            .collect();
         let not_started = self.sim.map(SimCluster::not_started).unwrap_or_default();
         headless_sample(backend, banner, self.readings, &views)
+            .with_allocators(&every)
             .with_probes(&self.probes)
             .with_not_started(not_started)
     }
@@ -216,6 +244,37 @@ mod tests {
         );
         let said = state.ui.notice.clone().unwrap_or_default();
         assert!(said.contains("one process with an allocator"), "{said}");
+    }
+
+    #[test]
+    fn every_allocator_of_a_gpu_is_listed_in_v_order_the_shown_one_first() {
+        // Five trainers on two GPUs: GPU 0 has three, GPU 1 two.
+        let (sources, readings) = sources_with_trainers(2, 5);
+        let observed = sources.observe(readings);
+        let by_gpu = observed.views_by_gpu();
+        let shown = observed.views(&BTreeMap::new());
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        sources
+            .observe(observed.readings.clone())
+            .apply_to(&mut state, 0);
+        assert_eq!(by_gpu.values().map(Vec::len).sum::<usize>(), 5);
+        for (gpu, views) in &by_gpu {
+            let pids: Vec<u32> = views.iter().filter_map(|v| v.pid).collect();
+            assert_eq!(pids, state.allocator_pids_on(*gpu), "GPU {gpu}: v's order");
+            assert_eq!(
+                views.first(),
+                shown.get(gpu),
+                "GPU {gpu}: the shown one first"
+            );
+        }
+        let sample = observed.headless("sim", None);
+        for gpu in &sample.gpus {
+            let index = gpu.reading.sample().expect("a sample").index;
+            let listed: Vec<Option<u32>> = gpu.allocators.iter().map(|a| a.pid).collect();
+            let want: Vec<Option<u32>> = by_gpu[&index].iter().map(|v| v.pid).collect();
+            assert_eq!(listed, want, "GPU {index}");
+            assert_eq!(gpu.allocators.first(), gpu.allocator.as_ref());
+        }
     }
 
     #[test]

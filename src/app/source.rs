@@ -761,7 +761,12 @@ impl From<&AllocatorView> for AllocatorSummary {
 pub struct HeadlessGpu {
     #[serde(flatten)]
     pub reading: GpuReading,
+    /// The allocator the dashboard shows first for this GPU.
     pub allocator: Option<AllocatorSummary>,
+    /// Every allocator the dashboard can show for this GPU, in the order
+    /// its `v` key cycles them (probes by pid, then simulated training
+    /// processes by pid): `allocator` and the others on the same GPU.
+    pub allocators: Vec<AllocatorSummary>,
     pub breakdown: Option<Breakdown>,
     /// Driver-used bytes no listed process accounts for.
     pub unattributed: Option<u64>,
@@ -856,6 +861,24 @@ pub fn probe_oom_counts(snapshot: &ProbeSnapshot) -> BTreeMap<(u32, u32), u64> {
 }
 
 impl HeadlessSample {
+    /// Adds every allocator of each GPU (`every`: by NVML index, in `v`'s
+    /// order) to the GPUs that show one (not a MIG instance's: no view is
+    /// mapped to one).
+    pub fn with_allocators(mut self, every: &BTreeMap<u32, Vec<AllocatorView>>) -> Self {
+        for gpu in &mut self.gpus {
+            let Some(s) = gpu.reading.sample().filter(|s| s.mig.is_none()) else {
+                continue;
+            };
+            gpu.allocators = every
+                .get(&s.index)
+                .into_iter()
+                .flatten()
+                .map(AllocatorSummary::from)
+                .collect();
+        }
+        self
+    }
+
     /// Adds the simulated processes that could not start.
     pub fn with_not_started(mut self, not_started: Vec<NotStarted>) -> Self {
         self.not_started_note = not_started_note(&not_started);
@@ -902,6 +925,7 @@ pub fn headless_sample(
             HeadlessGpu {
                 reading,
                 allocator,
+                allocators: Vec::new(),
                 breakdown: bd,
                 unattributed: un,
             }

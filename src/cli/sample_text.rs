@@ -159,22 +159,54 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
             ),
         );
     }
-    match &gpu.allocator {
-        Some(a) => line(
+    // Every allocator the dashboard can show (its `v` cycles them), the
+    // one it shows first first; a sample built with the shown one alone
+    // lists that.
+    let allocators: Vec<&AllocatorSummary> = if gpu.allocators.is_empty() {
+        gpu.allocator.iter().collect()
+    } else {
+        gpu.allocators.iter().collect()
+    };
+    match allocators.as_slice() {
+        [a] => line(
             out,
             &wrap_under("  allocator: ", &allocator_figures(a, true), REPORT_WIDTH),
         ),
-        None if s.mig.is_none() => line(
+        [] if s.mig.is_none() => line(
             out,
             "  allocator: n/a (no probed process on this GPU: docs/attach.md)",
         ),
-        None => {}
+        [] => {}
+        several => {
+            line(
+                out,
+                &format!(
+                    "  {} (the dashboard's v switches):",
+                    format::count_of(several.len(), "allocator", "allocators")
+                ),
+            );
+            for a in several {
+                // A dash each: a wrapped figure line reads as its own.
+                line(
+                    out,
+                    &wrap_under("  - ", &allocator_figures(a, true), REPORT_WIDTH),
+                );
+            }
+        }
+    }
+}
+
+/// "0 OOMs", "1 OOM", or "OOMs n/a" where the source could not say.
+fn ooms(a: &AllocatorSummary) -> String {
+    match a.num_ooms.and_then(|n| u64::try_from(n).ok()) {
+        Some(n) => format::count(n, "OOM", "OOMs"),
+        None => format!("OOMs {NA}"),
     }
 }
 
 /// "allocated 446 MiB, reserved 540 MiB, fragmentation 79% (largest free
-/// block 20.0 MiB)", after whose figures they are with `whose` (the
-/// JSON's `source`: "pid 4242 (simulated training, step 3)").
+/// block 20.0 MiB), 0 OOMs", after whose figures they are with `whose`
+/// (the JSON's `source`: "pid 4242 (simulated training, step 3)").
 fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
     let known = |key: &str| !a.unknown.iter().any(|u| u == key);
     let allocated = if known("allocated_bytes.all.current") {
@@ -188,9 +220,10 @@ fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
         NA.to_string()
     };
     let figures = format!(
-        "allocated {allocated}, reserved {reserved}, fragmentation {} (largest free block {})",
+        "allocated {allocated}, reserved {reserved}, fragmentation {} (largest free block {}), {}",
         format::percent(a.fragmentation.fragmentation),
         format::bytes(a.fragmentation.largest_free_block),
+        ooms(a),
     );
     if whose {
         format!("{}: {figures}", a.source)
@@ -246,6 +279,7 @@ mod tests {
         HeadlessGpu {
             reading: GpuReading::Ok(s),
             allocator: None,
+            allocators: Vec::new(),
             breakdown: None,
             unattributed: None,
         }
@@ -342,6 +376,52 @@ mod tests {
     }
 
     #[test]
+    fn every_allocator_of_a_gpu_is_listed_with_its_ooms_the_shown_one_first() {
+        let mut first = allocator(1 << 30, 2 << 30);
+        first.source = "pid 4242 (simulated training, step 0)".to_string();
+        first.num_ooms = Some(3);
+        let mut second = allocator(0, 0);
+        second.source = "pid 4243 (simulated training, step 0)".to_string();
+        second.num_ooms = Some(1);
+        let mut g = gpu(GpuSample::unknown(0, "Simulated GPU 1GB"));
+        g.allocator = Some(first.clone());
+        g.allocators = vec![first, second];
+        let text = render(&sample(vec![g]));
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            text.contains("\n  2 allocators (the dashboard's v switches):\n  - pid 4242 "),
+            "{text}"
+        );
+        assert!(
+            flat.contains("pid 4242 (simulated training, step 0): allocated 1.00 GiB, reserved 2.00 GiB, fragmentation 0% (largest free block 0 B), 3 OOMs"),
+            "{text}"
+        );
+        assert!(
+            flat.contains("pid 4243 (simulated training, step 0): allocated 0 B, reserved 0 B, fragmentation 0% (largest free block 0 B), 1 OOM"),
+            "{text}"
+        );
+        assert!(!text.contains("allocator: "), "one heading: {text}");
+        assert_fits(&text);
+    }
+
+    #[test]
+    fn an_allocators_oom_count_is_said_na_when_its_source_cannot_say() {
+        let mut a = allocator(0, 1 << 30);
+        a.num_ooms = Some(0);
+        let mut g = gpu(GpuSample::unknown(0, "x"));
+        g.allocator = Some(a.clone());
+        let text = render(&sample(vec![g.clone()]));
+        assert!(text.contains("(largest free block 0 B), 0 OOMs"), "{text}");
+        a.num_ooms = None;
+        g.allocator = Some(a);
+        let text = render(&sample(vec![g]));
+        assert!(
+            text.contains("(largest free block 0 B), OOMs n/a"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn an_unknown_allocator_total_reads_na() {
         let mut a = allocator(0, 1 << 30);
         a.unknown = vec!["allocated_bytes.all.current".to_string()];
@@ -370,6 +450,7 @@ mod tests {
                     reason: "fell off the bus ".repeat(10),
                 },
                 allocator: None,
+                allocators: Vec::new(),
                 breakdown: None,
                 unattributed: None,
             },
