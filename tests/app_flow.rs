@@ -23,7 +23,7 @@ struct Flow {
     dash: Dashboard<TestBackend>,
     clock_ms: u64,
     stress_results: mpsc::UnboundedReceiver<StressResult>,
-    _captures: mpsc::UnboundedReceiver<CaptureMsg>,
+    captures: mpsc::UnboundedReceiver<CaptureMsg>,
 }
 
 impl Flow {
@@ -58,7 +58,7 @@ impl Flow {
             dash: made.dash,
             clock_ms: 0,
             stress_results: made.stress_results,
-            _captures: made.captures,
+            captures: made.captures,
         }
     }
 
@@ -105,6 +105,27 @@ impl Flow {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
                 Err(e) => panic!("no answer from the stress worker: {e}"),
+            }
+        }
+    }
+
+    /// Hands a capture's messages to the dashboard, as the loop does,
+    /// until its answer (the capture runs on its own thread: waits up to
+    /// 10 s); the answer.
+    fn capture_answer(&mut self) -> CaptureMsg {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match self.captures.try_recv() {
+                Ok(msg) => {
+                    self.dash.on_capture(self.clock_ms, msg.clone());
+                    if matches!(msg, CaptureMsg::Done { .. } | CaptureMsg::Failed { .. }) {
+                        return msg;
+                    }
+                }
+                Err(mpsc::error::TryRecvError::Empty) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => panic!("no answer to the capture: {e}"),
             }
         }
     }
@@ -816,7 +837,7 @@ fn the_stress_panels_process_row_shows_its_allocator_figures() {
 /// Opens the stress panel, allocates a tensor and presses `W` with the
 /// dashboard saving into `dir`: the files `dir` then holds.
 fn allocate_and_save_with_w(f: &mut Flow, dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    f.dash.save_stress_snapshots_in(dir.to_path_buf());
+    f.dash.save_snapshots_in(dir.to_path_buf());
     f.samples(2);
     f.key_redraws(KeyCode::F(2));
     f.stress_answer();
@@ -829,6 +850,79 @@ fn allocate_and_save_with_w(f: &mut Flow, dir: &std::path::Path) -> Vec<std::pat
         .filter_map(Result::ok)
         .map(|e| e.path())
         .collect()
+}
+
+#[test]
+fn c_on_a_simulated_training_process_writes_its_snapshot_and_o_opens_it() {
+    use vramtop::snapshot::{read_snapshot_file, replay::verify};
+    let mut f = Flow::new(2);
+    let dir = std::env::temp_dir().join(format!("vramtop-flow-simcap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    f.dash.save_snapshots_in(dir.clone());
+    f.samples(5);
+    // The hint offers it: GPU 0 shows the trainer's allocator.
+    assert!(
+        f.status_line().contains("c snapshot"),
+        "{}",
+        f.status_line()
+    );
+    let pid = f.state().gpus[0]
+        .allocator
+        .as_ref()
+        .and_then(|a| a.pid)
+        .expect("GPU 0 shows its trainer");
+    f.key_redraws(KeyCode::Char('c'));
+    assert_eq!(f.state().capture.pending, Some(pid));
+    let answer = f.capture_answer();
+    let CaptureMsg::Done {
+        pid: done_pid,
+        path,
+        has_trace: true,
+    } = answer
+    else {
+        panic!("a snapshot with its trace: {answer:?}");
+    };
+    assert_eq!(done_pid, pid);
+    assert_eq!(path.parent(), Some(dir.as_path()), "{path:?}");
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        name.starts_with(&format!("vramtop-sim-{pid}-")) && name.ends_with(".pickle"),
+        "{name}"
+    );
+    // A PyTorch snapshot of the trainer's allocator that replays as a
+    // full match, as the probe's of a real process would be read.
+    let snapshot = read_snapshot_file(&path).expect("the written snapshot reads");
+    assert!(!snapshot.segments.is_empty(), "its segments");
+    assert!(verify(&snapshot).full_match());
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains(&format!("snapshot of pid {pid} (o opens it)")),
+        "{screen}"
+    );
+    assert_eq!(f.state().capture.last.as_ref(), Some(&path));
+    assert_eq!(
+        f.key(KeyCode::Char('o')),
+        Next::OpenSnapshot {
+            path: path.clone(),
+            at_oom: false
+        },
+        "o opens it in the viewer"
+    );
+    f.dash
+        .on_viewer_closed(Ok(vramtop::shell::viewer_run::ViewerExit::Done));
+    // GPU 1 runs no trainer: `c` says why and writes nothing.
+    f.key(KeyCode::Char('1'));
+    f.key_redraws(KeyCode::Char('c'));
+    let said = f.state().ui.notice.clone().unwrap_or_default();
+    assert!(
+        said == "c: GPU 1 shows no allocator to capture: select a GPU that shows one",
+        "{said}"
+    );
+    assert_eq!(f.state().capture.pending, None);
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(files, 1, "one snapshot, no partial file left");
 }
 
 #[test]

@@ -368,7 +368,7 @@ fn the_help_dims_the_snapshot_and_scenario_keys_that_do_nothing_now_and_says_why
     let buf = terminal.backend().buffer();
     // No probe attached, no snapshot taken: the keys the hints leave out.
     for (keys, why) in [
-        ("c", "[no probed process]"),
+        ("c", "[no process to capture]"),
         ("o", "[no snapshot yet]"),
         ("O", "[no OOM snapshot]"),
     ] {

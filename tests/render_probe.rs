@@ -1108,7 +1108,7 @@ fn the_oom_banner_and_the_snapshot_keys_texts_name_the_keys_the_keymap_binds() {
     handle_key(&mut quiet, &moved, f(8));
     assert_eq!(
         quiet.ui.notice.as_deref(),
-        Some("F8: no snapshot yet (F9 asks a probed process for one)")
+        Some("F8: no snapshot yet (F9 takes one of the allocator shown)")
     );
     handle_key(&mut quiet, &moved, f(10));
     assert_eq!(

@@ -867,7 +867,7 @@ fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
     // - (compare, free oldest, verify, size up and down in the panel) are
     // not, and the keys that still act are.
     for gone in [
-        "snapshot of the probed process",
+        "snapshot of the allocator shown",
         "open the last snapshot",
         "allocator: next process on GPU",
         "zoom the timeline in",

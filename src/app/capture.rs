@@ -1,7 +1,9 @@
-//! Capturing a snapshot of a probed process from the dashboard: which
-//! process a capture key acts on, what a request in flight says on the
-//! status line, and the snapshot to open. Pure: the request itself runs on
-//! a thread of the event loop (`run.rs`), which hands its progress here.
+//! Capturing a snapshot from the dashboard, of a probed process or of a
+//! simulated training process: which process a capture key acts on, what
+//! a request in flight says on the status line, and the snapshot to open.
+//! Pure: the request (asking the probe, or writing the simulated
+//! process's model) runs on a thread of the event loop (`run.rs`), which
+//! hands its progress here.
 
 use std::path::PathBuf;
 
@@ -42,6 +44,9 @@ pub enum CaptureMsg {
     Asking { pid: u32 },
     /// The probe took the request.
     Asked { pid: u32 },
+    /// vramtop is writing the allocator model of the simulated training
+    /// process `pid` (set by the dashboard when the key is pressed).
+    Writing { pid: u32 },
     /// The probe is taking the snapshot.
     Started { pid: u32 },
     /// Written by the probe at `path`; `has_trace` false: segments only.
@@ -76,42 +81,80 @@ impl CaptureState {
                 self.last = Some(path.clone());
             }
             CaptureMsg::Failed { .. } => self.pending = None,
-            CaptureMsg::Asking { .. } | CaptureMsg::Asked { .. } | CaptureMsg::Started { .. } => {}
+            CaptureMsg::Asking { .. }
+            | CaptureMsg::Asked { .. }
+            | CaptureMsg::Writing { .. }
+            | CaptureMsg::Started { .. } => {}
         }
         self.note = Some((now_ms, msg));
     }
 }
 
-/// The probe a capture key acts on: the probed process whose allocator
-/// the selected GPU shows, else the only attached probe. `Err`: why there
-/// is none, for the status line.
-pub fn target_probe(state: &AppState) -> Result<&ProbeRow, String> {
+/// What a capture key acts on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CaptureTarget<'a> {
+    /// A probed process: its probe is asked for a snapshot.
+    Probe(&'a ProbeRow),
+    /// A simulated training process (`pid`): vramtop runs its allocator
+    /// model, so the dashboard writes the model's snapshot itself.
+    Simulated { pid: u32 },
+}
+
+/// The process a capture key acts on: the one whose allocator the
+/// selected GPU shows (a probed process, or a simulated training
+/// process), else the only attached probe. `Err`: why there is none, for
+/// the status line.
+pub fn capture_target(state: &AppState) -> Result<CaptureTarget<'_>, String> {
     let attached: Vec<&ProbeRow> = state
         .probes
         .rows
         .iter()
         .filter(|r| r.connected && r.pid.is_some())
         .collect();
-    let shown = state
-        .selected()
-        .and_then(|g| g.allocator.as_ref())
-        .and_then(|a| a.pid);
+    let gpu = state.selected();
+    let shown = gpu.and_then(|g| g.allocator.as_ref()).and_then(|a| a.pid);
     if let Some(row) = attached.iter().find(|r| shown.is_some() && r.pid == shown) {
-        return Ok(row);
+        return Ok(CaptureTarget::Probe(row));
+    }
+    if let (Some(gpu), Some(pid)) = (gpu, shown)
+        && state
+            .simulated_allocators
+            .get(&gpu.index())
+            .is_some_and(|pids| pids.contains(&pid))
+    {
+        return Ok(CaptureTarget::Simulated { pid });
     }
     match attached.as_slice() {
+        [only] => Ok(CaptureTarget::Probe(only)),
+        [] if !state.simulated_allocators.is_empty() => {
+            let index = gpu.map_or(0, |g| g.index());
+            Err(format!(
+                "GPU {index} shows no allocator to capture: select a GPU that shows one"
+            ))
+        }
         [] => Err(
             "no probed process: start one under python -m vramtop_probe \
                    (docs/attach.md)"
                 .to_string(),
         ),
-        [only] => Ok(only),
         _ => Err(
             "no probed process selected: select its GPU (0…9; v picks among \
                   several on one GPU)"
                 .to_string(),
         ),
     }
+}
+
+/// Whether a capture key has something to act on now (its hint shows):
+/// an attached probe that serves snapshots, or the simulated training
+/// process the selected GPU shows.
+pub fn can_capture(state: &AppState) -> bool {
+    state
+        .probes
+        .rows
+        .iter()
+        .any(|r| r.connected && r.serves_snapshots)
+        || matches!(capture_target(state), Ok(CaptureTarget::Simulated { .. }))
 }
 
 /// Why the probe of `row` cannot take a snapshot, if it cannot.

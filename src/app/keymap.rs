@@ -101,7 +101,7 @@ impl Offers {
     /// (`None`: it can act, and its hint may show).
     pub fn unavailable(self, action: Action) -> Option<&'static str> {
         match action {
-            Action::CaptureSnapshot if !self.capture => Some("no probed process"),
+            Action::CaptureSnapshot if !self.capture => Some("no process to capture"),
             Action::OpenSnapshot if !self.open => Some("no snapshot yet"),
             Action::OpenOomSnapshot if !self.open_oom => Some("no OOM snapshot"),
             Action::NextAllocator if !self.next_allocator => {
@@ -151,7 +151,7 @@ impl Action {
             Action::StartFilter => "filter processes (any pane, 64 max)",
             Action::ToggleTree => "process tree / flat list",
             Action::NextAllocator => "allocator: next process on GPU",
-            Action::CaptureSnapshot => "snapshot of the probed process",
+            Action::CaptureSnapshot => "snapshot of the allocator shown",
             // The help adds which key comes back ([`Keymap::describe`]).
             Action::OpenSnapshot => "open the last snapshot",
             Action::OpenOomSnapshot => "open the OOM snapshot at its OOM",

@@ -741,11 +741,7 @@ impl AppState {
     /// What the snapshot keys can act on now (their status-line hints).
     pub fn offers(&self) -> crate::app::keymap::Offers {
         crate::app::keymap::Offers {
-            capture: self
-                .probes
-                .rows
-                .iter()
-                .any(|r| r.connected && r.serves_snapshots),
+            capture: super::capture::can_capture(self),
             open: self.capture.last.is_some(),
             open_oom: self.probes.oom_snapshot.is_some(),
             // As `v` and the digits act: on the selected GPU's row (none

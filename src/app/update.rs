@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::capture::{CaptureMsg, cannot_capture, target_probe};
+use super::capture::{CaptureMsg, CaptureTarget, cannot_capture, capture_target};
 use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
 use super::state::{
     AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState,
@@ -24,6 +24,9 @@ pub enum Effect {
     Stress(Vec<StressCommand>),
     /// Ask the probe at `socket` (of `pid`) for a snapshot, then redraw.
     RequestSnapshot { pid: u32, socket: PathBuf },
+    /// Write the allocator model of the simulated training process `pid`
+    /// as a snapshot, then redraw.
+    SaveSimulatedSnapshot { pid: u32 },
     /// Open `path` in the snapshot viewer in this terminal; `at_oom`: at
     /// its OOM, with the allocation sites shown.
     OpenSnapshot { path: PathBuf, at_oom: bool },
@@ -619,7 +622,7 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                 None => {
                     let ask = keymap
                         .key_name(Action::CaptureSnapshot)
-                        .map(|c| format!(" ({c} asks a probed process for one)"))
+                        .map(|c| format!(" ({c} takes one of the allocator shown)"))
                         .unwrap_or_default();
                     key_notice(state, keymap, action, format!("no snapshot yet{ask}"))
                 }
@@ -662,15 +665,22 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
 }
 
 /// `c`: asks the probe of the selected probed process for a snapshot, or
-/// says why it cannot (led by its key as `keymap` names it).
+/// has the shell write the shown simulated training process's allocator
+/// model as one, or says why it cannot (led by its key as `keymap` names
+/// it).
 fn capture_snapshot(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::CaptureSnapshot;
     if let Some(pid) = state.capture.pending {
         let text = format!("a snapshot of pid {pid} is being taken");
         return key_notice(state, keymap, action, text);
     }
-    let row = match target_probe(state) {
-        Ok(row) => row,
+    let row = match capture_target(state) {
+        Ok(CaptureTarget::Probe(row)) => row,
+        Ok(CaptureTarget::Simulated { pid }) => {
+            state.capture.pending = Some(pid);
+            state.capture.note = Some((state.now_ms, CaptureMsg::Writing { pid }));
+            return Effect::SaveSimulatedSnapshot { pid };
+        }
         Err(why) => return key_notice(state, keymap, action, why),
     };
     if let Some(why) = cannot_capture(row) {

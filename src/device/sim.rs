@@ -10,7 +10,7 @@
 //! their own allocator model through a step loop so that a fresh start shows a
 //! living dashboard. Faults can be injected for tests.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -21,6 +21,8 @@ use crate::alloc::{
     AllocatorConfig, CachingAllocator, DeviceError, DeviceMemory, DeviceStats, InMemoryDevice,
     MemInfo, SegmentInfo, human_bytes,
 };
+use crate::snapshot::Snapshot;
+use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -256,6 +258,66 @@ struct SimTrainer {
     step: u64,
     step_started_ms: u64,
     last_error: Option<String>,
+    /// What the trainer did when, for its snapshot's synthetic frames:
+    /// (allocator clock in µs, training step counted from 1, what it
+    /// did), oldest first, strictly increasing in time; at most
+    /// [`SIM_TRACE_ENTRIES`], as each made at least one trace entry (an
+    /// allocation, a free or an OOM) the trace's ring may still hold.
+    ops: VecDeque<(u64, u64, &'static str)>,
+}
+
+/// Trace entries each simulated training process keeps, as PyTorch's
+/// `_record_memory_history(max_entries=…)`: about 100 s of training (a
+/// step of 1.5 s makes about 150 entries) for a snapshot of it, in
+/// about 0.5 MB a process.
+pub const SIM_TRACE_ENTRIES: usize = 10_000;
+
+/// The file name of a simulated training process's snapshots' synthetic
+/// frames (the line is the training step, counted from 1).
+pub const SIM_TRAINING_FRAME_FILE: &str = "<vramtop simulated training>";
+
+impl SimTrainer {
+    /// Sets the allocator's clock to `time_us` (or 1 µs after the last
+    /// operation, so each one's entries have a time of their own) and
+    /// notes that `what` happens then.
+    fn stamp(&mut self, time_us: u64, what: &'static str) {
+        let time = match self.ops.back() {
+            Some(&(last, _, _)) => time_us.max(last.saturating_add(1)),
+            None => time_us,
+        };
+        self.allocator.set_time_us(time);
+        if self.ops.len() >= SIM_TRACE_ENTRIES {
+            self.ops.pop_front();
+        }
+        // Counted from 1: a frame's line 0 reads as unknown.
+        self.ops
+            .push_back((time, self.step.saturating_add(1), what));
+    }
+
+    /// The allocator as a PyTorch snapshot: its layout and the trace it
+    /// kept, each entry with one synthetic frame naming the training step
+    /// (the line, from 1) and what the trainer was doing.
+    fn snapshot(&self) -> Snapshot {
+        snapshot_with_frames(&self.allocator, 0, |entry| {
+            let i = self.ops.partition_point(|&(t, _, _)| t <= entry.time_us);
+            match i.checked_sub(1).and_then(|i| self.ops.get(i)) {
+                Some(&(_, step, what)) => synthetic_frames(SIM_TRAINING_FRAME_FILE, step, what),
+                None => crate::snapshot::Frames::from(Vec::new()),
+            }
+        })
+    }
+}
+
+impl TrainOp {
+    /// What the operation is, for a snapshot's synthetic frame.
+    fn label(self) -> &'static str {
+        match self {
+            TrainOp::Activation(_) => "forward: activation",
+            TrainOp::Backward(_) => "backward: temporary, free activation",
+            TrainOp::Grad => "backward: gradient",
+            TrainOp::OptimizerStep => "optimizer step: Adam state, zero_grad",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -535,7 +597,10 @@ impl SimCluster {
         if !self.start_with_context(gpu, pid, true) {
             return None;
         }
-        let allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
+        let mut allocator = CachingAllocator::new(memory, gpu, AllocatorConfig::default());
+        // History on, as under `python -m vramtop_probe --record-history`:
+        // the dashboard's `c` writes it as a snapshot.
+        allocator.record_history(Some(SIM_TRACE_ENTRIES));
         let mut s = self.lock();
         let now = s.now_ms;
         s.trainers.push(SimTrainer {
@@ -551,6 +616,7 @@ impl SimCluster {
             step: 0,
             step_started_ms: now,
             last_error: None,
+            ops: VecDeque::new(),
         });
         Some(pid)
     }
@@ -681,6 +747,19 @@ impl SimCluster {
             .collect()
     }
 
+    /// The allocator of the simulated training process `pid` as a PyTorch
+    /// memory snapshot (`torch.cuda.memory._snapshot()`): its segments,
+    /// its last [`SIM_TRACE_ENTRIES`] trace entries with one synthetic
+    /// frame each ([`SIM_TRAINING_FRAME_FILE`], the step counted from 1,
+    /// what it did), its settings. `None` when no trainer has that pid.
+    pub fn trainer_snapshot(&self, pid: u32) -> Option<Snapshot> {
+        self.lock()
+            .trainers
+            .iter()
+            .find(|t| t.pid == pid)
+            .map(SimTrainer::snapshot)
+    }
+
     /// Allocator figures of every simulated training process.
     pub fn trainers(&self) -> Vec<TrainerView> {
         self.lock()
@@ -777,6 +856,7 @@ fn plan_step(t: &mut SimTrainer, rng: &mut Rng) {
 fn run_trainer(t: &mut SimTrainer, cluster: &SimCluster, start_ms: u64, end_ms: u64) {
     let weight = TRAIN_WEIGHT_BYTES / TRAIN_LAYERS as u64;
     if t.weights.is_empty() && t.last_error.is_none() {
+        t.stamp(start_ms.saturating_mul(1000), "load weights");
         for _ in 0..TRAIN_LAYERS {
             match t.allocator.malloc(weight, 0) {
                 Ok(p) => t.weights.push(p),
@@ -802,6 +882,7 @@ fn run_trainer(t: &mut SimTrainer, cluster: &SimCluster, start_ms: u64, end_ms: 
         }
         now = now.max(due);
         let op = t.plan[t.next_op];
+        t.stamp(now.saturating_mul(1000), op.label());
         t.next_op += 1;
         if let Err(e) = apply_train_op(t, op, weight) {
             t.last_error = Some(e);
@@ -1130,6 +1211,46 @@ mod tests {
             ok(&c.telemetry().sample().expect("sim")[0]).memory_used,
             Some(0)
         );
+    }
+
+    #[test]
+    fn a_trainers_snapshot_replays_as_a_full_match_with_frames_naming_its_steps() {
+        use crate::snapshot::{read_snapshot, replay::verify, snapshot_to_bytes};
+        let c = SimCluster::new(SimConfig {
+            training_processes: 1,
+            seed: 5,
+            ..SimConfig::default()
+        });
+        c.advance(10_000);
+        let pid = c.trainers()[0].pid;
+        assert!(c.trainer_snapshot(pid + 100).is_none(), "no such trainer");
+        let snapshot = c.trainer_snapshot(pid).expect("the trainer's snapshot");
+        let trace = &snapshot.device_traces[0];
+        assert!(!trace.is_empty() && !snapshot.segments.is_empty());
+        assert!(
+            trace
+                .iter()
+                .all(|e| e.frames.len() == 1 && &*e.frames[0].filename == SIM_TRAINING_FRAME_FILE),
+            "one synthetic frame each"
+        );
+        let names: BTreeSet<&str> = trace.iter().map(|e| &*e.frames[0].name).collect();
+        for what in ["load weights", "forward: activation", "backward: gradient"] {
+            assert!(names.contains(what), "{what}: {names:?}");
+        }
+        let last_step = trace.last().map(|e| e.frames[0].line);
+        // Counted from 1 (a line of 0 reads as unknown): 10 s is 6 steps
+        // and a part.
+        assert_eq!(trace[0].frames[0].line, 1, "the weights, before step 1");
+        assert_eq!(last_step, Some(7));
+        // What `c` writes reads back and replays as what the model did.
+        let read = read_snapshot(&snapshot_to_bytes(&snapshot)).expect("reads back");
+        assert!(verify(&read).full_match());
+        // A long run keeps the last entries only: the trace starts mid-run,
+        // and still replays.
+        c.advance(200_000);
+        let long = c.trainer_snapshot(pid).expect("the trainer's snapshot");
+        assert_eq!(long.device_traces[0].len(), SIM_TRACE_ENTRIES);
+        assert!(verify(&long).full_match());
     }
 
     #[test]

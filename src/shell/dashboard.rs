@@ -28,11 +28,13 @@ use crate::app::state::AppState;
 use crate::app::stress::{StressCommand, StressResult};
 use crate::app::stress_worker::StressWorker;
 use crate::app::update::{Effect, handle_key, on_stress_result};
+use crate::device::sim::SimCluster;
 use crate::device::{GpuReading, TelemetryError};
 use crate::probe::client::{self, Progress};
 use crate::probe::discovery;
 use crate::probe::protocol::SnapshotDone;
 use crate::probe::snapshot_file::{self, SnapshotKind};
+use crate::snapshot::write_snapshot_file;
 use crate::ui::{self, Theme};
 
 /// Where the threads the dashboard starts send their answers back to the
@@ -75,8 +77,10 @@ pub struct Dashboard<B: Backend> {
     /// Why the stress panel cannot run here (no CUDA GPU, no simulation):
     /// asked once.
     no_cuda: Option<String>,
-    /// Where the stress panel's `W` writes; `None`: the current directory.
-    stress_save_dir: Option<PathBuf>,
+    /// Where the snapshots the dashboard writes itself go (the stress
+    /// panel's `W`, `c` on a simulated process); `None`: the current
+    /// directory.
+    save_dir: Option<PathBuf>,
     /// The snapshot viewer has the terminal (from [`Next::OpenSnapshot`]
     /// to [`Dashboard::on_viewer_closed`]): the state keeps taking samples,
     /// the screen is not drawn.
@@ -108,14 +112,15 @@ impl<B: Backend> Dashboard<B> {
             replies,
             stress_worker: None,
             no_cuda: None,
-            stress_save_dir: None,
+            save_dir: None,
         }
     }
 
-    /// Makes the stress panel save its snapshots into `dir` instead of the
-    /// current directory (for a worker started after this call).
-    pub fn save_stress_snapshots_in(&mut self, dir: PathBuf) {
-        self.stress_save_dir = Some(dir);
+    /// Makes the snapshots the dashboard writes itself (the stress panel's,
+    /// for a worker started after this call, and a simulated process's)
+    /// go into `dir` instead of the current directory.
+    pub fn save_snapshots_in(&mut self, dir: PathBuf) {
+        self.save_dir = Some(dir);
     }
 
     pub fn state(&self) -> &AppState {
@@ -167,6 +172,23 @@ impl<B: Backend> Dashboard<B> {
             }
             Effect::RequestSnapshot { pid, socket } => {
                 spawn_capture(pid, socket, self.replies.capture.clone());
+                Next::Continue
+            }
+            Effect::SaveSimulatedSnapshot { pid } => {
+                let tx = self.replies.capture.clone();
+                match self.sources.sim() {
+                    Some(cluster) => {
+                        spawn_sim_capture(cluster.clone(), pid, self.save_dir.clone(), tx);
+                    }
+                    // The state names a simulated process only from the
+                    // simulation's own samples.
+                    None => {
+                        let _ = tx.send(CaptureMsg::Failed {
+                            pid,
+                            why: "the simulation is not running".to_string(),
+                        });
+                    }
+                }
                 Next::Continue
             }
             Effect::OpenSnapshot { path, at_oom } => {
@@ -304,9 +326,7 @@ impl<B: Backend> Dashboard<B> {
             let _ = tx.send(r);
         };
         let spawned = match self.sources.sim() {
-            Some(cluster) => {
-                StressWorker::spawn_sim(cluster, gpu, self.stress_save_dir.clone(), deliver)
-            }
+            Some(cluster) => StressWorker::spawn_sim(cluster, gpu, self.save_dir.clone(), deliver),
             None => {
                 if no_cuda.is_none() {
                     let probe = crate::device::cuda::probe();
@@ -324,7 +344,7 @@ impl<B: Backend> Dashboard<B> {
                     state.stress.say(why.clone());
                     return;
                 }
-                StressWorker::spawn_cuda(gpu, self.stress_save_dir.clone(), deliver)
+                StressWorker::spawn_cuda(gpu, self.save_dir.clone(), deliver)
             }
         };
         match spawned {
@@ -401,6 +421,69 @@ fn spawn_capture(pid: u32, socket: PathBuf, tx: tokio::sync::mpsc::UnboundedSend
             pid,
             why: format!("cannot start a thread: {e}"),
         });
+    }
+}
+
+/// Writes the allocator model of the simulated training process `pid` as
+/// a snapshot, `vramtop-sim-<pid>-<unix time>.pickle` in `dir` (else the
+/// current directory; `-2`, `-3`, … appended when that exists), on a
+/// thread of its own; the answer comes back as a [`CaptureMsg`], as a
+/// probe's does.
+fn spawn_sim_capture(
+    cluster: SimCluster,
+    pid: u32,
+    dir: Option<PathBuf>,
+    tx: tokio::sync::mpsc::UnboundedSender<CaptureMsg>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("vramtop-sim-capture".to_string())
+        .spawn({
+            let tx = tx.clone();
+            move || {
+                let _ = tx.send(save_sim_snapshot(&cluster, pid, dir));
+            }
+        });
+    if let Err(e) = spawned {
+        let _ = tx.send(CaptureMsg::Failed {
+            pid,
+            why: format!("cannot start a thread: {e}"),
+        });
+    }
+}
+
+/// [`spawn_sim_capture`]'s work: the snapshot written, or why not.
+fn save_sim_snapshot(cluster: &SimCluster, pid: u32, dir: Option<PathBuf>) -> CaptureMsg {
+    let Some(snapshot) = cluster.trainer_snapshot(pid) else {
+        return CaptureMsg::Failed {
+            pid,
+            why: format!("simulated process {pid} has ended"),
+        };
+    };
+    // An absolute path, so the status line's and the exit list's path can
+    // be used from any folder.
+    let dir = dir
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut path = dir.join(format!("vramtop-sim-{pid}-{now}.pickle"));
+    let mut n = 2u32;
+    while path.exists() {
+        path = dir.join(format!("vramtop-sim-{pid}-{now}-{n}.pickle"));
+        n = n.saturating_add(1);
+    }
+    let has_trace = snapshot.device_traces.iter().any(|t| !t.is_empty());
+    match write_snapshot_file(&snapshot, &path) {
+        Ok(_) => CaptureMsg::Done {
+            pid,
+            path,
+            has_trace,
+        },
+        Err(e) => CaptureMsg::Failed {
+            pid,
+            why: format!("snapshot not saved: {e}"),
+        },
     }
 }
 

@@ -500,6 +500,7 @@ fn event_loop(
                     Effect::Redraw => dirty = true,
                     Effect::Stress(_)
                     | Effect::RequestSnapshot { .. }
+                    | Effect::SaveSimulatedSnapshot { .. }
                     | Effect::OpenSnapshot { .. }
                     | Effect::None => {}
                 }

@@ -70,9 +70,10 @@ pub fn sim_dashboard_of(
         Theme::colored(),
         Replies { stress, capture },
     );
-    // Sessions that press `W` save stress snapshots: never into the
-    // checkout (the current directory of `cargo test`).
-    dash.save_stress_snapshots_in(stress_save_dir());
+    // Sessions that press `W` (stress) or `c` (a simulated process) save
+    // snapshots: never into the checkout (the current directory of
+    // `cargo test`).
+    dash.save_snapshots_in(stress_save_dir());
     SimDashboard {
         cluster,
         dash,
