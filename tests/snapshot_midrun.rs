@@ -420,10 +420,13 @@ proptest! {
         setting in 0..SETTINGS.len(),
         seed in 1u64..u64::MAX,
         steps in 500usize..1200,
+        // From 4 GiB up the workload never fills the device: the retry
+        // paths, releases and OOMs are met on 1–3 GiB.
+        device_gib in 1u64..=3,
         cuts in proptest::collection::vec(1u32..1000, 4),
     ) {
         let settings = SETTINGS[setting];
-        let mut m = model(settings, 3 * GIB);
+        let mut m = model(settings, device_gib * GIB);
         mixed_workload(&mut m, steps, seed);
         // What the whole history does not replay is a limit of the model,
         // not of the start state: such runs say nothing about cuts.
@@ -431,7 +434,7 @@ proptest! {
         let n = m.trace_len();
         for permille in cuts {
             let skip = ((n as u64 * u64::from(permille) / 1000) as usize).max(1);
-            assert_cut_replays(&m, skip, &format!("{settings:?} seed {seed} steps {steps} cut {skip} of {n}"));
+            assert_cut_replays(&m, skip, &format!("{settings:?} {device_gib} GiB seed {seed} steps {steps} cut {skip} of {n}"));
         }
     }
 }
@@ -556,4 +559,47 @@ fn trace_opening_inside_a_retry_sync_starts_after_that_call() {
     mixed_workload(&mut m, 948, 6_088_733_581_245_994_802);
     assert_cut_replays(&m, 675, "cut at 675");
     assert_says_it_begins_inside_a_call(&verify(&snapshot_of(&m, 675)));
+}
+
+/// Runs the sweep found on 1 and 2 GiB, under each kind of setting: the
+/// trace opens inside the retry path of an allocation that then ran out
+/// of memory, after the first completions of its sync. The start held
+/// those blocks free, and the model served the call from one where
+/// PyTorch, which had found them pending, released and failed. The start
+/// right after the failed call replays in full, and the inference says so.
+#[test]
+fn trace_opening_inside_a_failed_calls_retry_starts_after_that_call() {
+    for (settings, gib, seed, steps, skip) in [
+        ("", 1, 11_875_120_004_199_569_083, 619, 803),
+        ("", 2, 3_196_322_317_470_609_643, 1093, 1395),
+        (
+            "expandable_segments:True",
+            1,
+            2_381_000_320_887_006_546,
+            1012,
+            1127,
+        ),
+        (
+            "max_split_size_mb:128,max_non_split_rounding_mb:64",
+            1,
+            18_096_175_808_763_494_985,
+            1109,
+            522,
+        ),
+    ] {
+        let mut m = model(settings, gib * GIB);
+        mixed_workload(&mut m, steps, seed);
+        let what = format!("{settings:?} {gib} GiB seed {seed} cut {skip}");
+        assert_cut_replays(&m, skip, &what);
+        let report = verify(&snapshot_of(&m, skip));
+        let ReplayStart::Reconstructed { inferences, .. } = &report.replays[0].start else {
+            panic!("{what}: starts mid-run: {:?}", report.replays[0].start);
+        };
+        assert!(
+            inferences
+                .iter()
+                .any(|i| i.contains("allocation that ran out of memory")),
+            "{what}: {inferences:?}"
+        );
+    }
 }

@@ -1000,7 +1000,10 @@ fn replay_from_best_start_of(
     start: &StartState,
 ) -> Result<(DeviceReplay, StartLayout, StartChoices), String> {
     let whole = search(snapshot, device, events, config, start);
-    let first_call = next_call(events, 0).filter(|&k| events[k].action == TraceAction::Alloc);
+    // An allocation, or one that failed: an OOM call's retry path (its
+    // sync, its releases) can be cut as an allocation's can.
+    let first_call = next_call(events, 0)
+        .filter(|&k| matches!(events[k].action, TraceAction::Alloc | TraceAction::Oom));
     let Some(k) = first_call else {
         return whole;
     };
@@ -1039,7 +1042,9 @@ fn replay_from_best_start_of(
     // file whose final layout, with the rest undone, lacks it is not a cut
     // call but an allocation the file contradicts (reported where it is).
     let allocated = events[k];
-    let holds_the_call = |start: &StartState| start.live.contains_key(&allocated.addr);
+    let holds_the_call = |start: &StartState| {
+        allocated.action == TraceAction::Oom || start.live.contains_key(&allocated.addr)
+    };
     let after = undo_trace(snapshot, device, rest)
         .and_then(|start| {
             if holds_the_call(&start) {
@@ -1067,10 +1072,15 @@ fn replay_from_best_start_of(
         inferences.insert(
             0,
             format!(
-                "the trace begins inside a call: the first events of the allocation at event \
-                 #{k} (its segment_alloc or map, or the first completions or releases of its \
+                "the trace begins inside a call: the first events of the {} at event #{k} \
+                 (its segment_alloc or map, or the first completions or releases of its \
                  retry) fell out of the ring buffer, so the start is the state right after it \
-                 (events #0-#{k} are that state's, not replayed)"
+                 (events #0-#{k} are that state's, not replayed)",
+                if allocated.action == TraceAction::Oom {
+                    "allocation that ran out of memory"
+                } else {
+                    "allocation"
+                }
             ),
         );
     }
