@@ -1946,3 +1946,32 @@ fn a_filter_over_no_segments_at_all_says_the_allocator_holds_no_memory() {
     assert!(!screen.contains("match the filter"), "{screen}");
     assert!(!screen.contains("cycle the filter"), "{screen}");
 }
+
+#[test]
+fn a_short_status_line_drops_the_peaks_elsewhere_before_the_events_time() {
+    use vramtop::ui::{status_text, status_text_within};
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Right);
+    press(&mut v, KeyCode::Right);
+    let full = status_text(&v);
+    let parts: Vec<&str> = full.split(" · ").collect();
+    let time = parts
+        .iter()
+        .find(|p| p.starts_with("t+"))
+        .expect("the event's time");
+    let stream = parts
+        .iter()
+        .find(|p| p.starts_with("stream "))
+        .expect("its stream");
+    assert!(
+        parts.iter().any(|p| p.contains('@')),
+        "peaks elsewhere: {full}"
+    );
+    // Room for all but the stream and the time: the peaks (which the GPUs
+    // row shows) went instead of the time, and the time took their room.
+    let width = full.chars().count() - stream.chars().count() - time.chars().count() - 6;
+    let line = status_text_within(&v, width);
+    assert!(line.contains(time), "{line}");
+    assert!(!line.contains('@'), "{line}");
+}

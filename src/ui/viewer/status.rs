@@ -82,13 +82,14 @@ pub fn trace_reading_text(v: &ViewerState) -> Option<String> {
 /// say what the key pressed did. The filters (also in the breakdown's
 /// title) next; then the longer words of what stays ("(#i)", "peak
 /// alloc" for "pk alloc", both peaks' or neither); the event's address;
-/// the peaks elsewhere; the event's time; its stream (almost always the
-/// default one) first of all.
+/// the event's time; the peaks elsewhere, which the GPUs row shows too
+/// ("pk 534 MiB @145"); its stream (almost always the default one) first
+/// of all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
     Stream,
-    Time,
     Peaks,
+    Time,
     Address,
     Words,
     Filters,
@@ -102,8 +103,8 @@ const ADDED_IN_ORDER: [Keep; 7] = [
     Keep::Filters,
     Keep::Words,
     Keep::Address,
-    Keep::Peaks,
     Keep::Time,
+    Keep::Peaks,
     Keep::Stream,
 ];
 
