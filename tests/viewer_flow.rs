@@ -1975,3 +1975,21 @@ fn a_short_status_line_drops_the_peaks_elsewhere_before_the_events_time() {
     assert!(line.contains(time), "{line}");
     assert!(!line.contains('@'), "{line}");
 }
+
+#[test]
+fn while_the_trace_is_read_the_hints_name_only_keys_that_act_then() {
+    let (mut stage, full, _) = staged_story();
+    let waiting = hints(&stage);
+    // The stage shows the final state: no step forward from there, no
+    // OOM to go to yet, nothing marked to compare.
+    for word in ["event", "OOM", "A/B", "mark A", "page", "segment", "peak"] {
+        assert!(waiting.iter().all(|h| h.1 != word), "{word} in {waiting:?}");
+    }
+    for h in [("q", "quit"), ("?", "help"), ("w", "sites")] {
+        assert!(waiting.contains(&h), "{h:?} in {waiting:?}");
+    }
+    // Once read, the moves from the end come.
+    stage.complete_trace(full, &Keymap::default());
+    let read = hints(&stage);
+    assert!(read.contains(&("←", "event")), "{read:?}");
+}

@@ -920,7 +920,15 @@ impl ViewerState {
     /// ([`ViewerState::offers`]) and, for a key that moves back, its
     /// forward twin is not ([`ViewerAction::forward_twin`]), so the line
     /// reads "→ event" until the last event and "← event" there.
+    ///
+    /// While the trace is read only the keys that act then are hinted: a
+    /// key that needs the trace waits for it, and the moves it would hint
+    /// depend on where the trace puts the cursor (a "→ event" at the last
+    /// event, an "o OOM" in a trace without one).
     pub fn hinted(&self, action: ViewerAction) -> bool {
+        if self.trace_reading.is_some() && action.needs_trace() {
+            return false;
+        }
         self.offers(action) && action.forward_twin().is_none_or(|f| !self.offers(f))
     }
 
