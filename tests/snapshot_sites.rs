@@ -841,3 +841,78 @@ fn an_ooms_request_names_the_segment_pytorchs_error_message_names() {
         "{text}"
     );
 }
+
+/// A loop of `steps` iterations (a 1 MiB block allocated and freed) with a
+/// `snapshot` entry after each, as PyTorch records one per snapshot taken.
+fn snapshotted_each_step(steps: usize) -> Snapshot {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(100_000));
+    let mut ends = Vec::new();
+    for _ in 0..steps {
+        let a = m.malloc(1 << 20, 0).expect("fits");
+        m.free(a).expect("live");
+        ends.push(m.trace().count());
+    }
+    let mut snapshot = vramtop::snapshot::capture::snapshot_of(&m, 0);
+    let trace = &mut snapshot.device_traces[0];
+    let mut marker = trace[0].clone();
+    marker.action = TraceAction::Snapshot;
+    for &end in ends.iter().rev() {
+        trace.insert(end, marker.clone());
+    }
+    snapshot
+}
+
+#[test]
+fn the_summary_lists_the_snapshot_entries_event_numbers_for_at() {
+    use vramtop::snapshot::summary::{MAX_LISTED_MARKERS, sites_report};
+    let snapshot = Arc::new(snapshotted_each_step(3));
+    let at: Vec<usize> = snapshot.device_traces[0]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == TraceAction::Snapshot)
+        .map(|(i, _)| i + 1)
+        .collect();
+    let d = &sites_report(&snapshot, Grouping::default(), 5).sites[0];
+    assert_eq!(d.markers, 3);
+    let listed: Vec<usize> = d.marker_events.iter().map(|m| m.cursor).collect();
+    assert_eq!(listed, at);
+    assert!(d.marker_events.iter().all(|m| m.action == "snapshot"));
+    let (_dir, path) = written(&snapshot);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let numbers: Vec<String> = at.iter().map(ToString::to_string).collect();
+    let line = format!(
+        "3 snapshot/annotate entries (events for --at): {}",
+        numbers.join(", ")
+    );
+    assert!(said.contains(&line), "{text}");
+    // Each is a moment `--at` takes.
+    let (code, text, err) =
+        common::run_vramtop(&["open", &path, "--summary", "--at", &numbers[1]], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains(&format!("event {}", at[1])), "{text}");
+
+    // A long run: the first ten in the text, the first MAX_LISTED_MARKERS in
+    // --json, the count of all.
+    let many = MAX_LISTED_MARKERS + 20;
+    let snapshot = Arc::new(snapshotted_each_step(many));
+    let d = &sites_report(&snapshot, Grouping::default(), 5).sites[0];
+    assert_eq!(
+        (d.markers, d.marker_events.len()),
+        (many, MAX_LISTED_MARKERS)
+    );
+    let (_dir, path) = written(&snapshot);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains(&format!(
+            "… {} more (the first {MAX_LISTED_MARKERS} are in --json)",
+            many - 10
+        )),
+        "{text}"
+    );
+}

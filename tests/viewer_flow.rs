@@ -1993,3 +1993,154 @@ fn while_the_trace_is_read_the_hints_name_only_keys_that_act_then() {
     let read = hints(&stage);
     assert!(read.contains(&("←", "event")), "{read:?}");
 }
+
+/// A loop of three iterations, each a 100 MiB allocation and its free,
+/// with a `snapshot` entry after each (PyTorch records one each time a
+/// snapshot is taken: once per step in a loop that snapshots) and an
+/// `annotate` entry after the second. Returns the file and the cursors
+/// just after each marker entry.
+fn iterations() -> (Snapshot, Vec<usize>) {
+    let mut m = model(0);
+    let mut ends = Vec::new();
+    for i in 0..3u64 {
+        m.set_time_us(1000 * (i + 1));
+        let a = m.malloc(100 * MIB, 0).expect("fits");
+        m.free(a).expect("live");
+        ends.push(m.trace().count());
+    }
+    let mut snapshot = snapshot_of(&m, 0);
+    let trace = &mut snapshot.device_traces[0];
+    let template = trace[0].clone();
+    // From the last, so the earlier positions hold.
+    let mut cursors = Vec::new();
+    for (k, &end) in ends.iter().enumerate().rev() {
+        let mut marker = template.clone();
+        marker.action = TraceAction::Snapshot;
+        trace.insert(end, marker);
+        if k == 1 {
+            let mut note = template.clone();
+            note.action = TraceAction::Annotate;
+            trace.insert(end + 1, note);
+        }
+    }
+    for (i, e) in trace.iter().enumerate() {
+        if matches!(e.action, TraceAction::Snapshot | TraceAction::Annotate) {
+            cursors.push(i + 1);
+        }
+    }
+    (snapshot, cursors)
+}
+
+#[test]
+fn i_and_shift_i_jump_between_the_snapshot_and_annotate_entries() {
+    let (snapshot, markers) = iterations();
+    assert_eq!(markers.len(), 4, "three snapshots and an annotation");
+    let mut v = ViewerState::new("loop.pickle".to_string(), snapshot);
+    press(&mut v, KeyCode::Home);
+    assert!(hints(&v).contains(&("i", "marker")), "{:?}", hints(&v));
+    for &at in &markers {
+        press(&mut v, KeyCode::Char('i'));
+        assert_eq!(v.cursor(), at);
+        assert!(matches!(
+            v.current_event().map(|e| e.action),
+            Some(TraceAction::Snapshot | TraceAction::Annotate)
+        ));
+    }
+    press(&mut v, KeyCode::Char('i'));
+    assert_eq!(v.cursor(), markers[3], "none after the last");
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("no snapshot/annotate entry after this event")
+    );
+    // Past the last marker the back key takes the forward one's place.
+    assert!(hints(&v).contains(&("I", "marker")), "{:?}", hints(&v));
+    press(&mut v, KeyCode::Char('I'));
+    assert_eq!(v.cursor(), markers[2]);
+    // A trace without any says so, and the help says why the keys rest.
+    let mut plain = viewer_without_marks();
+    press(&mut plain, KeyCode::Char('i'));
+    assert_eq!(
+        plain.app.ui.notice.as_deref(),
+        Some("no snapshot/annotate entry in this trace")
+    );
+    assert!(hints(&plain).iter().all(|h| h.1 != "marker"));
+}
+
+#[test]
+fn the_timeline_marks_the_snapshot_and_annotate_entries_and_its_legend_counts_them() {
+    let (snapshot, _) = iterations();
+    let mut v = ViewerState::new("loop.pickle".to_string(), snapshot);
+    press(&mut v, KeyCode::Home);
+    let screen = screen_at(&v, 120, 40);
+    assert!(screen.contains("╎ snapshot/annotate ×4"), "{screen}");
+    // Every marker's column: the glyph stands in the chart's rows too.
+    let marked_rows = screen
+        .lines()
+        .filter(|l| !l.contains("snapshot/annotate") && l.contains('╎'))
+        .count();
+    assert!(marked_rows >= 3, "{screen}");
+    // None in a trace without them.
+    let plain = screen_at(&viewer_without_marks(), 120, 40);
+    assert!(!plain.contains('╎'), "{plain}");
+}
+
+#[test]
+fn a_mark_under_the_cursor_still_shows_in_the_cursors_column() {
+    use ratatui::style::Modifier;
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('e'));
+    let theme = vramtop::ui::Theme::colored();
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).expect("tb");
+    t.draw(|f| {
+        vramtop::ui::render_viewer(f.area(), f.buffer_mut(), &v, &Keymap::default(), &theme)
+    })
+    .expect("draws");
+    let buf = t.backend().buffer();
+    let cells: Vec<_> = buf.content().iter().collect();
+    // The story's one empty_cache point is where the cursor stands: its
+    // glyph was all covered by the cursor's. It is drawn in the cursor's
+    // column, reversed (the cursor's colours as its background).
+    let columns: Vec<usize> = cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.symbol() == "┊" && c.modifier.contains(Modifier::REVERSED))
+        .map(|(i, _)| i % 120)
+        .collect();
+    assert!(columns.len() >= 10, "{}", t.backend());
+    let x = columns[0];
+    assert!(columns.iter().all(|&c| c == x), "one column: {columns:?}");
+    assert!(
+        cells
+            .iter()
+            .enumerate()
+            .all(|(i, c)| i % 120 != x || c.symbol() != "▌"),
+        "the whole column is the mark's: {}",
+        t.backend()
+    );
+    // One step on, the cursor leaves it: the mark plain, the cursor its own.
+    press(&mut v, KeyCode::Right);
+    t.draw(|f| {
+        vramtop::ui::render_viewer(f.area(), f.buffer_mut(), &v, &Keymap::default(), &theme)
+    })
+    .expect("draws");
+    let cells: Vec<_> = t.backend().buffer().content().iter().collect();
+    assert!(cells.iter().any(|c| c.symbol() == "▌"));
+    assert!(
+        cells
+            .iter()
+            .all(|c| !(c.symbol() == "┊" && c.modifier.contains(Modifier::REVERSED)))
+    );
+}
+
+#[test]
+fn the_viewers_help_does_not_offer_the_dashboards_zoom_keys() {
+    let rows = Keymap::default().viewer_help_rows();
+    for (keys, what) in &rows {
+        let keys: Vec<&str> = keys.split(' ').collect();
+        assert!(
+            !keys.contains(&"+") && !keys.contains(&"-") && !what.contains("zoom"),
+            "{keys:?} {what}"
+        );
+    }
+}

@@ -58,6 +58,10 @@ pub enum ViewerAction {
     PrevSegmentAlloc,
     NextEmptyCache,
     PrevEmptyCache,
+    /// Jump to just after the next (previous) `snapshot` or `annotate`
+    /// entry: the marks a training loop leaves once per iteration.
+    NextMarker,
+    PrevMarker,
     /// Select the first block of the next segment in the map.
     NextSegment,
     /// Select the first block of the selected block's segment, or of the
@@ -106,6 +110,8 @@ impl ViewerAction {
             | V::PrevSegmentAlloc
             | V::NextEmptyCache
             | V::PrevEmptyCache
+            | V::NextMarker
+            | V::PrevMarker
             | V::PeakAllocated
             | V::PeakReserved
             | V::BiggestAllocation
@@ -141,6 +147,7 @@ impl ViewerAction {
             V::PrevOom => Some(V::NextOom),
             V::PrevSegmentAlloc => Some(V::NextSegmentAlloc),
             V::PrevEmptyCache => Some(V::NextEmptyCache),
+            V::PrevMarker => Some(V::NextMarker),
             _ => None,
         }
     }
@@ -165,6 +172,8 @@ impl ViewerAction {
             ViewerAction::PrevSegmentAlloc => "previous segment_alloc or segment_map",
             ViewerAction::NextEmptyCache => "next empty_cache point",
             ViewerAction::PrevEmptyCache => "previous empty_cache point",
+            ViewerAction::NextMarker => "next snapshot/annotate entry (an iteration's end)",
+            ViewerAction::PrevMarker => "previous snapshot/annotate entry",
             ViewerAction::NextSegment => "next segment in the map (its first block)",
             ViewerAction::PrevSegment => "this segment's first block, then the previous one's",
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
@@ -900,6 +909,16 @@ impl ViewerState {
                 "no empty_cache in the trace",
                 "none before",
             ),
+            V::NextMarker => ahead(
+                MarkKind::Marker,
+                "no snapshot/annotate entry in the trace",
+                "none ahead",
+            ),
+            V::PrevMarker => behind(
+                MarkKind::Marker,
+                "no snapshot/annotate entry in the trace",
+                "none before",
+            ),
             // `c` compares two marks on this GPU (or closes the comparison).
             V::Compare if self.compare.is_none() => {
                 match (self.mark_here(self.mark_a), self.mark_here(self.mark_b)) {
@@ -1119,6 +1138,7 @@ impl ViewerState {
                     MarkKind::Oom => "OOM",
                     MarkKind::SegmentAlloc => "segment_alloc or segment_map",
                     MarkKind::EmptyCache => "empty_cache point",
+                    MarkKind::Marker => "snapshot/annotate entry",
                 };
                 let any = self
                     .device()
@@ -1227,6 +1247,8 @@ impl ViewerState {
             V::PrevSegmentAlloc => self.jump(MarkKind::SegmentAlloc, false),
             V::NextEmptyCache => self.jump(MarkKind::EmptyCache, true),
             V::PrevEmptyCache => self.jump(MarkKind::EmptyCache, false),
+            V::NextMarker => self.jump(MarkKind::Marker, true),
+            V::PrevMarker => self.jump(MarkKind::Marker, false),
             V::NextSegment => self.move_segment(true),
             V::PrevSegment => self.move_segment(false),
             V::BlockDetail => {

@@ -20,8 +20,8 @@ use crate::snapshot::peak::At;
 use crate::snapshot::read_snapshot_file_final_state;
 use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
-    DeviceSites, Figures, MAX_LISTED_OOMS, SitesAt, SitesReport, SizeCount, SnapshotSummary,
-    sites_report, sites_report_at, summarize,
+    DeviceSites, Figures, MAX_LISTED_MARKERS, MAX_LISTED_OOMS, SitesAt, SitesReport, SizeCount,
+    SnapshotSummary, sites_report, sites_report_at, summarize,
 };
 use crate::snapshot::types::{AllocatorSettings, SnapshotFormat, UnknownActions};
 
@@ -634,6 +634,37 @@ fn oom_list(d: &DeviceSites) -> String {
     text
 }
 
+/// Marker entries the text lists (`--json` lists [`MAX_LISTED_MARKERS`]).
+const MARKER_LINES: usize = 10;
+
+/// A device's `snapshot`/`annotate` entries in one wrapped line: "41
+/// snapshot/annotate entries (for --at): event 583, 1164, …", the first
+/// [`MARKER_LINES`] of them.
+fn marker_list(d: &DeviceSites) -> String {
+    let listed: Vec<String> = d
+        .marker_events
+        .iter()
+        .take(MARKER_LINES)
+        .map(|m| m.cursor.to_string())
+        .collect();
+    let what = count_of(
+        d.markers,
+        "snapshot/annotate entry",
+        "snapshot/annotate entries",
+    );
+    let mut text = format!("{what} (events for --at): {}", listed.join(", "));
+    let more = d.markers.saturating_sub(listed.len());
+    if more > 0 {
+        let json = if d.markers > MAX_LISTED_MARKERS {
+            format!("the first {MAX_LISTED_MARKERS} are in --json")
+        } else {
+            "all are in --json".to_string()
+        };
+        let _ = write!(text, ", … {more} more ({json})");
+    }
+    text
+}
+
 /// The human-readable sites part of the summary: per device the peaks
 /// and the top sites at the end and at the peak of allocated bytes
 /// (without `trace_read`, a line saying they were not read instead).
@@ -765,6 +796,9 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             if !as_at_end {
                 render_sites_at(&mut out, at);
             }
+        }
+        if d.markers > 0 {
+            line_under(&mut out, "  ", &marker_list(d));
         }
         if d.ooms > 1 {
             line_under(&mut out, "  ", &oom_list(d));

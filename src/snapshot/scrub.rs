@@ -293,6 +293,10 @@ pub enum MarkKind {
     /// The last release of a run of `segment_free`/`segment_unmap` that is
     /// not a release-and-retry (see the module docs).
     EmptyCache,
+    /// A `snapshot` or `annotate` entry: a moment the program marked
+    /// (PyTorch records a `snapshot` entry each time one is taken, once
+    /// per iteration in a loop that snapshots every step).
+    Marker,
 }
 
 impl MarkKind {
@@ -301,6 +305,7 @@ impl MarkKind {
             MarkKind::Oom => "OOM",
             MarkKind::SegmentAlloc => "segment_alloc",
             MarkKind::EmptyCache => "empty_cache",
+            MarkKind::Marker => "snapshot/annotate",
         }
     }
 }
@@ -912,6 +917,7 @@ impl DeviceScrub {
                     biggest = Some((i, e.size));
                 }
                 TraceAction::Oom => marks.push((i, MarkKind::Oom)),
+                a if is_marker(a) => marks.push((i, MarkKind::Marker)),
                 TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
                     marks.push((i, MarkKind::SegmentAlloc));
                 }

@@ -391,6 +391,12 @@ pub struct DeviceSites {
     /// Every OOM event of the trace, in order, up to [`MAX_LISTED_OOMS`]
     /// (`ooms` counts them all).
     pub oom_events: Vec<OomEvent>,
+    /// `snapshot` and `annotate` entries in the trace (a loop that
+    /// snapshots each step leaves one per iteration).
+    pub markers: usize,
+    /// Every such entry, in order, up to [`MAX_LISTED_MARKERS`] (`markers`
+    /// counts them all): where to point `--at` for an iteration boundary.
+    pub marker_events: Vec<MarkerEvent>,
     /// Events of the trace that do not fit the file's own state (a free of
     /// a block it never had, more allocated than reserved, …): the peaks
     /// and the sites over the trace are then approximate. 0 for a
@@ -412,6 +418,21 @@ pub struct DeviceSites {
 /// OOM events listed per device: a trace of thousands of failed requests
 /// (a retry loop) still makes a bounded report.
 pub const MAX_LISTED_OOMS: usize = 100;
+
+/// `snapshot`/`annotate` entries listed per device: a run of a million
+/// iterations still makes a bounded report.
+pub const MAX_LISTED_MARKERS: usize = 100;
+
+/// One `snapshot` or `annotate` entry of a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MarkerEvent {
+    /// The cursor just after the entry (as the viewer's `i` lands on it,
+    /// and the event number `--at` takes).
+    pub cursor: usize,
+    pub time_us: Option<i64>,
+    /// `snapshot` or `annotate`.
+    pub action: &'static str,
+}
 
 /// One OOM event of a trace: where it is and what it asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -560,6 +581,8 @@ fn report(
                     ooms: 0,
                     at_last_oom: None,
                     oom_events: Vec::new(),
+                    markers: 0,
+                    marker_events: Vec::new(),
                     inconsistent_events: 0,
                     end_mismatch: None,
                     backwards_time: None,
@@ -614,6 +637,18 @@ fn report(
                     })
                 })
                 .collect();
+            let marker_events = d
+                .mark_events(MarkKind::Marker)
+                .take(MAX_LISTED_MARKERS)
+                .filter_map(|i| {
+                    let e = d.events().get(i)?;
+                    Some(MarkerEvent {
+                        cursor: i.saturating_add(1),
+                        time_us: e.time_us(),
+                        action: e.action.as_str(),
+                    })
+                })
+                .collect();
             let at_cursor = at.and_then(|at| match at.cursor(d) {
                 Ok(cursor) => {
                     let state = d.state_at(cursor);
@@ -639,6 +674,8 @@ fn report(
                 ooms: d.count(MarkKind::Oom),
                 at_last_oom,
                 oom_events,
+                markers: d.count(MarkKind::Marker),
+                marker_events,
                 inconsistent_events: d.misfits,
                 end_mismatch: d.end_mismatch(),
                 backwards_time: backwards_times.iter().find(|b| b.device == device).cloned(),

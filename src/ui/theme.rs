@@ -52,6 +52,8 @@ pub struct Theme {
     pub marker_release: Style,
     /// The OOM marker on the timeline.
     pub marker_oom: Style,
+    /// The viewer timeline's `snapshot`/`annotate` marks.
+    pub marker_note: Style,
     /// Things to look at: a child with its own CUDA context, a fallback banner.
     pub warning: Style,
     /// Things that are wrong: a lost GPU, the last error.
@@ -95,6 +97,8 @@ pub struct Glyphs {
     pub series_driver: Marker,
     pub release_mark: Marker,
     pub oom_mark: Marker,
+    /// The viewer timeline's `snapshot`/`annotate` marks.
+    pub note_mark: Marker,
     /// The viewer timeline's cursor column: a glyph no border or other
     /// mark uses, so beside a pane's border it is still one mark (a "│"
     /// cursor there read as "││").
@@ -122,6 +126,7 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     series_driver: Marker::Braille,
     release_mark: Marker::Custom('┊'),
     oom_mark: Marker::Custom('┃'),
+    note_mark: Marker::Custom('╎'),
     timeline_cursor: '▌',
 };
 
@@ -146,6 +151,7 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     series_driver: Marker::Custom('.'),
     release_mark: Marker::Custom('|'),
     oom_mark: Marker::Custom('!'),
+    note_mark: Marker::Custom(':'),
     timeline_cursor: '#',
 };
 
@@ -187,6 +193,7 @@ impl Theme {
             histogram: fg(Color::Blue),
             marker_release: fg(Color::Cyan),
             marker_oom: fg(Color::Red).add_modifier(bold),
+            marker_note: fg(Color::Magenta),
             warning: fg(Color::Yellow).add_modifier(bold),
             critical: fg(Color::Red).add_modifier(bold),
             key: fg(Color::Cyan).add_modifier(bold),
@@ -223,6 +230,8 @@ impl Theme {
             histogram: plain,
             marker_release: m(Modifier::BOLD),
             marker_oom: m(Modifier::BOLD),
+            // The glyph tells it from the others.
+            marker_note: plain,
             warning: m(Modifier::BOLD),
             critical: m(Modifier::BOLD | Modifier::REVERSED),
             key: m(Modifier::BOLD),

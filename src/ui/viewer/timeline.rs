@@ -1,11 +1,13 @@
 //! The viewer's timeline: reserved and allocated bytes over the trace's
-//! events, with the cursor, empty_cache and OOM events as vertical lines.
+//! events, with the cursor, empty_cache, OOM and `snapshot`/`annotate`
+//! events as vertical lines.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Axis, Chart, GraphType, Widget};
+use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Widget};
 
 use super::focused;
 use super::status::trace_reading_text;
@@ -13,7 +15,7 @@ use crate::app::state::Pane;
 use crate::app::viewer::ViewerState;
 use crate::snapshot::scrub::{MarkKind, Point};
 use crate::snapshot::sites::no_trace_cause;
-use crate::ui::chrome::{self, LegendForm, pane_block};
+use crate::ui::chrome::{self, LegendForm, LegendWords, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
@@ -28,24 +30,32 @@ const CURSOR: LegendName = LegendName {
     short: "cursor",
 };
 
+/// The `snapshot`/`annotate` entries' marks: a loop that snapshots each
+/// step leaves one per iteration.
+const MARKER: LegendName = LegendName {
+    full: "snapshot/annotate",
+    short: "marker",
+};
+
 /// The names of the legend's items, in the order it lists them in full
 /// words: the legend takes its names from here, and the viewer's help
 /// says from here what its short words stand for.
-pub const LEGEND_NAMES: [LegendName; 5] = [RESERVED, ALLOCATED, CURSOR, EMPTY_CACHE, OOM];
+pub const LEGEND_NAMES: [LegendName; 6] = [RESERVED, ALLOCATED, CURSOR, MARKER, EMPTY_CACHE, OOM];
 
 /// The legend's items in `form`: the series with their values at the
 /// cursor (`now`; "n/a" without one), the cursor, and the marks there are
-/// (`releases` empty_cache points, `ooms` OOMs). The values as everywhere
+/// (`notes` snapshot/annotate entries, `releases` empty_cache points,
+/// `ooms` OOMs). The values as everywhere
 /// ("3.52 GiB") where they fit, else none; in shorter words
 /// where the rows the chart leaves need them.
 fn legend_items(
     form: LegendForm,
     now: Option<Point>,
-    (releases, ooms): (usize, usize),
+    (notes, releases, ooms): (usize, usize, usize),
     theme: &Theme,
 ) -> Vec<Line<'static>> {
     let g = theme.glyphs();
-    let [reserved, allocated, cursor, released, oom] = LEGEND_NAMES;
+    let [reserved, allocated, cursor, note, released, oom] = LEGEND_NAMES;
     let shown = |v: fn(&Point) -> u64| match (form.values, now) {
         (Some(f), Some(p)) => format!(" {}", f(v(&p))),
         (None, Some(_)) => String::new(),
@@ -57,7 +67,7 @@ fn legend_items(
             Span::raw(format!(" {}{}", name.in_words(form.words), shown(v))),
         ])
     };
-    let items = vec![
+    let mut items = vec![
         series(g.series_reserved, theme.cached_free, reserved, |p| {
             p.reserved
         }),
@@ -69,7 +79,51 @@ fn legend_items(
             Span::raw(format!(" {}", cursor.in_words(form.words))),
         ]),
     ];
+    if notes > 0 {
+        let glyph = match g.note_mark {
+            Marker::Custom(c) => c.to_string(),
+            _ => ":".to_string(),
+        };
+        let count = match form.words {
+            LegendWords::Bare => String::new(),
+            _ => format!(" ×{notes}"),
+        };
+        items.push(Line::from(vec![
+            Span::styled(glyph, theme.marker_note),
+            Span::raw(format!(" {}{count}", note.in_words(form.words))),
+        ]));
+    }
     with_mark_legend(items, (released, releases), (oom, ooms), form.words, theme)
+}
+
+/// Where the cursor's column covers a mark (an empty_cache point under
+/// the cursor at the trace's end, an OOM it stands on): the mark's glyph
+/// drawn back in the cursor's colours reversed, so the legend's count of
+/// marks can be found on the chart, and the cursor's column still reads as
+/// the cursor. `uncovered`: the same chart drawn without the cursor.
+fn show_marks_under_cursor(buf: &mut Buffer, uncovered: &Buffer, area: Rect, theme: &Theme) {
+    let g = theme.glyphs();
+    let glyph = |m: Marker| match m {
+        Marker::Custom(c) => Some(c.to_string()),
+        _ => None,
+    };
+    let cursor = g.timeline_cursor.to_string();
+    let marks: Vec<String> = [g.release_mark, g.oom_mark, g.note_mark]
+        .into_iter()
+        .filter_map(glyph)
+        .collect();
+    let area = area.intersection(buf.area).intersection(uncovered.area);
+    for y in area.top()..area.bottom() {
+        for x in area.left()..area.right() {
+            let under = uncovered[(x, y)].symbol();
+            if buf[(x, y)].symbol() == cursor && marks.iter().any(|m| m == under) {
+                let under = under.to_string();
+                buf[(x, y)]
+                    .set_symbol(&under)
+                    .set_style(theme.key.add_modifier(Modifier::REVERSED));
+            }
+        }
+    }
 }
 
 /// Downsamples a series of `n` values to at most `columns` × 2 points: per
@@ -185,7 +239,11 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let reserved_pts = bucketed(n_points, |r| d.highest(r).0, columns, exp);
     let allocated_pts = bucketed(n_points, |r| d.highest(r).1, columns, exp);
     let now = d.points.get(cursor).copied();
-    let marks = (d.count(MarkKind::EmptyCache), d.count(MarkKind::Oom));
+    let marks = (
+        d.count(MarkKind::Marker),
+        d.count(MarkKind::EmptyCache),
+        d.count(MarkKind::Oom),
+    );
     let legend_items = |form: LegendForm| legend_items(form, now, marks, theme);
     // Too short for a chart: the values at the cursor.
     if values_instead_of_chart(buf, area, inner, theme, legend_items) {
@@ -208,12 +266,19 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     };
     let oom_pts = column(at(MarkKind::Oom));
     let release_pts = column(at(MarkKind::EmptyCache));
+    let note_pts = column(at(MarkKind::Marker));
     let cursor_pts = column(vec![cursor as f64]);
     let cursor_marker = Marker::Custom(g.timeline_cursor);
-    // The cursor on top: where it is on a mark, the status line names the
-    // event.
-    let datasets = layered_datasets(
+    let lines = || {
         vec![
+            // Under the lines: a loop of a thousand iterations marks every
+            // column, and the lines must still show over them.
+            dataset(
+                GraphType::Scatter,
+                g.note_mark,
+                theme.marker_note,
+                &note_pts,
+            ),
             dataset(
                 GraphType::Line,
                 g.series_reserved,
@@ -226,57 +291,73 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
                 theme.allocated,
                 &allocated_pts,
             ),
-        ],
-        &release_pts,
-        &oom_pts,
-        Some(dataset(
-            GraphType::Scatter,
-            cursor_marker,
-            theme.key,
-            &cursor_pts,
-        )),
-        theme,
+        ]
+    };
+    let chart_area = Rect {
+        height: chart_rows,
+        ..inner
+    };
+    let draw = |datasets: Vec<Dataset<'_>>, target: &mut Buffer| {
+        Chart::new(datasets)
+            .x_axis(
+                Axis::default()
+                    .bounds([0.0, n as f64])
+                    // Events applied, the N of the status line's "event N/M"
+                    // and the GPUs row's "@N", 0 before the first event: no
+                    // "#", which names an event by its index in the file (one
+                    // less). The middle one blank where it is no count of its
+                    // own (a one-event trace read "0 0 1"). Three labels
+                    // either way: ratatui drew none of two here.
+                    .labels(vec![
+                        Span::styled("0", theme.dim),
+                        Span::styled(
+                            if n >= 2 {
+                                (n / 2).to_string()
+                            } else {
+                                String::new()
+                            },
+                            theme.dim,
+                        ),
+                        Span::styled(n.to_string(), theme.dim),
+                    ])
+                    .style(theme.dim),
+            )
+            .y_axis(
+                Axis::default()
+                    .bounds([0.0, top])
+                    // Every label carries its unit and all share one width,
+                    // as on the dashboard.
+                    .labels(byte_axis_labels(top, exp, chart_rows, theme))
+                    .style(theme.dim),
+            )
+            .legend_position(None)
+            .render(chart_area, target);
+    };
+    // The chart without the cursor first, aside: the marks its column
+    // covers are drawn back into it below.
+    let mut uncovered = Buffer::empty(chart_area);
+    draw(
+        layered_datasets(lines(), &release_pts, &oom_pts, None, theme),
+        &mut uncovered,
     );
-    let chart = Chart::new(datasets)
-        .x_axis(
-            Axis::default()
-                .bounds([0.0, n as f64])
-                // Events applied, the N of the status line's "event N/M" and
-                // the GPUs row's "@N", 0 before the first event: no "#",
-                // which names an event by its index in the file (one less).
-                // The middle one blank where it is no count of its own (a
-                // one-event trace read "0 0 1"). Three labels either way:
-                // ratatui drew none of two here.
-                .labels(vec![
-                    Span::styled("0", theme.dim),
-                    Span::styled(
-                        if n >= 2 {
-                            (n / 2).to_string()
-                        } else {
-                            String::new()
-                        },
-                        theme.dim,
-                    ),
-                    Span::styled(n.to_string(), theme.dim),
-                ])
-                .style(theme.dim),
-        )
-        .y_axis(
-            Axis::default()
-                .bounds([0.0, top])
-                // Every label carries its unit and all share one width, as on
-                // the dashboard.
-                .labels(byte_axis_labels(top, exp, chart_rows, theme))
-                .style(theme.dim),
-        )
-        .legend_position(None);
-    chart.render(
-        Rect {
-            height: chart_rows,
-            ..inner
-        },
+    // The cursor on top: where it is on a mark, the status line names the
+    // event.
+    draw(
+        layered_datasets(
+            lines(),
+            &release_pts,
+            &oom_pts,
+            Some(dataset(
+                GraphType::Scatter,
+                cursor_marker,
+                theme.key,
+                &cursor_pts,
+            )),
+            theme,
+        ),
         buf,
     );
+    show_marks_under_cursor(buf, &uncovered, chart_area, theme);
     chrome::lines_at(
         buf,
         Rect {
@@ -292,7 +373,6 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ui::chrome::LegendWords;
 
     #[test]
     fn the_legend_names_its_items_only_with_the_listed_names() {
@@ -308,7 +388,7 @@ mod tests {
                 values: None,
                 words,
             };
-            let items = legend_items(form, now, (3, 1), &theme);
+            let items = legend_items(form, now, (5, 3, 1), &theme);
             let names: Vec<String> = items
                 .iter()
                 .map(|item| {
