@@ -24,7 +24,9 @@ use vramtop::probe::pid::{PidSource, VisibleDevices};
 use vramtop::probe::protocol::{Hello, Oom};
 use vramtop::probe::registry::{DeviceData, OomEvent};
 use vramtop::probe::{ProbeSnapshot, ProbeState, ProbeStatus};
-use vramtop::ui::{BreakdownPane, FragmentationPane, ProcessesPane, Theme, TimelinePane};
+use vramtop::ui::{
+    BreakdownPane, FragmentationPane, ProcessesPane, SegmentsPane, Theme, TimelinePane,
+};
 
 use common::screen::{draw, draw_widget, text};
 
@@ -124,6 +126,10 @@ fn probe(ooms: u64) -> ProbeSnapshot {
                     stats: Some(stats(ooms as i64)),
                     segments: Some(layout()),
                     stats_time: Some(1_764_489_600.0),
+                    // Sent with the stats, as the probe does on accepting:
+                    // as new as they are (the layout's allocated bytes
+                    // are 4 B short of the stats' 6 GiB).
+                    segments_time: Some(1_764_489_600.0),
                     ..DeviceData::default()
                 },
             )]),
@@ -552,6 +558,143 @@ fn an_unknown_reserved_total_splits_no_breakdown() {
     let terminal = draw_widget(ProcessesPane::new(&state, &theme), 110, 6);
     let screen = text(terminal.backend().buffer());
     assert!(screen.contains("/n/a"), "{screen}");
+}
+
+/// `probe(0)` whose last segments came at `segments_time` and last stats
+/// at `stats_time` (Unix seconds, the probe's clock), the stats saying
+/// `reserved` and `allocated` bytes.
+fn probe_at(
+    segments_time: Option<f64>,
+    stats_time: Option<f64>,
+    reserved: u64,
+    allocated: u64,
+) -> ProbeSnapshot {
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    d.segments_time = segments_time;
+    d.stats_time = stats_time;
+    let s = d.stats.as_mut().expect("stats");
+    s.reserved_bytes.all.current = reserved as i64;
+    s.allocated_bytes.all.current = allocated as i64;
+    s.active_bytes.all.current = allocated as i64;
+    snapshot
+}
+
+/// The fragmentation pane at 36×9 (its size beside the timeline at
+/// 80×24), as text, and the style of the cell where `value` starts.
+fn fragmentation_at_80x24(
+    state: &AppState,
+    value: &str,
+) -> (String, Option<ratatui::style::Style>) {
+    let theme = Theme::colored();
+    let terminal = draw_widget(FragmentationPane::new(state, &theme).beside(), 37, 9);
+    let buf = terminal.backend().buffer();
+    let screen = text(buf);
+    let style = screen.lines().enumerate().find_map(|(y, line)| {
+        let col = line.find(value)?;
+        let x = line[..col].chars().count();
+        buf.cell((x as u16, y as u16)).map(|c| c.style())
+    });
+    (screen, style)
+}
+
+const T: f64 = 1_764_489_600.0;
+
+#[test]
+fn segments_older_than_the_stats_and_other_than_them_are_dated_and_dimmed() {
+    // The segments say 10 GiB reserved, 4 GiB of it free; four seconds
+    // later the stats say 7 GiB reserved, 1 GiB of it free: the pane's
+    // "ext free 4.00 GiB" beside the breakdown's "cached but free 1.00
+    // GiB" is the allocator of four seconds ago, and says so.
+    let state = after(&probe_at(Some(T - 4.2), Some(T), 7 * GIB, 6 * GIB));
+    let (screen, style) = fragmentation_at_80x24(&state, "4.00 GiB");
+    assert!(screen.contains("segments 4 s old"), "{screen}");
+    assert!(
+        screen.contains("reserved then 10.0 GiB, now 7.00 GiB"),
+        "{screen}"
+    );
+    assert!(screen.contains("ext free 4.00 GiB"), "{screen}");
+    let theme = Theme::colored();
+    assert_eq!(style.and_then(|s| s.fg), theme.dim.fg, "{screen}");
+    // Narrower, the figure now (in the breakdown and the process row)
+    // gives way rather than be cut.
+    let terminal = draw_widget(FragmentationPane::new(&state, &theme).beside(), 31, 9);
+    let narrow = text(terminal.backend().buffer());
+    assert!(narrow.contains("│reserved then 10.0 GiB "), "{narrow}");
+    assert!(!narrow.contains("now"), "{narrow}");
+    assert_ne!(theme.dim.fg, theme.text.fg);
+    // The title of the segment map says it too where it has the room;
+    // at 80 columns its legend stays rather than come and go with each
+    // segments message.
+    let terminal = draw_widget(SegmentsPane::new(&state, &theme), 120, 6);
+    let map = text(terminal.backend().buffer());
+    assert!(map.contains("segments 4 s old · 5 segments"), "{map}");
+    assert!(map.contains("allocated ▓ free"), "{map}");
+    let terminal = draw_widget(SegmentsPane::new(&state, &theme), 80, 6);
+    let map = text(terminal.backend().buffer());
+    assert!(map.contains("allocated ▓ free"), "{map}");
+}
+
+#[test]
+fn segments_older_than_the_stats_that_agree_with_them_are_dated_not_dimmed() {
+    let state = after(&probe_at(Some(T - 3.0), Some(T), 10 * GIB, 6 * GIB / 5 * 5));
+    let (screen, style) = fragmentation_at_80x24(&state, "4.00 GiB");
+    assert!(screen.contains("segments 3 s old"), "{screen}");
+    assert!(!screen.contains("then"), "{screen}");
+    let theme = Theme::colored();
+    assert!(style.is_some(), "{screen}");
+    assert_ne!(style.and_then(|s| s.fg), theme.dim.fg, "{screen}");
+}
+
+#[test]
+fn segments_less_than_a_second_older_are_marked_only_where_they_differ() {
+    let agree = after(&probe_at(Some(T - 0.4), Some(T), 10 * GIB, 6 * GIB / 5 * 5));
+    let (screen, _) = fragmentation_at_80x24(&agree, "4.00 GiB");
+    assert!(!screen.contains("old"), "{screen}");
+    let differ = after(&probe_at(Some(T - 0.4), Some(T), 7 * GIB, 6 * GIB));
+    let (screen, _) = fragmentation_at_80x24(&differ, "4.00 GiB");
+    assert!(screen.contains("segments <1 s old"), "{screen}");
+    assert!(screen.contains("reserved then 10.0 GiB"), "{screen}");
+}
+
+#[test]
+fn segments_newer_than_the_stats_are_not_marked() {
+    let state = after(&probe_at(Some(T + 0.5), Some(T), 7 * GIB, 6 * GIB));
+    let (screen, _) = fragmentation_at_80x24(&state, "4.00 GiB");
+    assert!(!screen.contains("old"), "{screen}");
+    assert!(!screen.contains("then"), "{screen}");
+}
+
+#[test]
+fn segments_without_times_that_differ_from_the_stats_are_not_current() {
+    let state = after(&probe_at(None, None, 7 * GIB, 6 * GIB));
+    let (screen, _) = fragmentation_at_80x24(&state, "4.00 GiB");
+    assert!(screen.contains("stale segments"), "{screen}");
+    assert!(screen.contains("reserved then 10.0 GiB"), "{screen}");
+    let agree = after(&probe_at(None, None, 10 * GIB, 6 * GIB / 5 * 5));
+    let (screen, _) = fragmentation_at_80x24(&agree, "4.00 GiB");
+    assert!(!screen.contains("stale segments"), "{screen}");
+}
+
+#[test]
+fn stats_before_the_first_segments_show_no_zero_figures() {
+    // The pane read "no free blocks: every cached byte is in use" beside
+    // the breakdown's 4 GiB cached but free, and the map "no segments:
+    // the allocator holds no memory".
+    let mut snapshot = probe(0);
+    let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");
+    d.segments = None;
+    let state = after(&snapshot);
+    let (screen, _) = fragmentation_at_80x24(&state, "x");
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("segments not received yet"), "{screen}");
+    assert!(!screen.contains("every cached byte"), "{screen}");
+    assert!(!screen.contains("ext free"), "{screen}");
+    let theme = Theme::colored();
+    let terminal = draw_widget(SegmentsPane::new(&state, &theme), 100, 6);
+    let map = text(terminal.backend().buffer());
+    assert!(map.contains("segments not received yet"), "{map}");
+    assert!(!map.contains("holds no memory"), "{map}");
 }
 
 /// The probe of `probe(ooms)` speaking protocol v2: ranks, the snapshot

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::state::{
     AllocatorFigures, AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind,
-    REQUESTED_SIZE, breakdown, unattributed,
+    REQUESTED_SIZE, SegmentTotals, SegmentsAge, breakdown, unattributed,
 };
 use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::GpuReading;
@@ -145,13 +145,23 @@ fn probe_view(
     if data.requested_unknown {
         unknown.push(REQUESTED_SIZE.to_string());
     }
-    AllocatorView::new(
+    let view = AllocatorView::new(
         probe_source(p, device),
         p.pid(),
         stats.clone(),
         data.segments.clone().unwrap_or_default(),
     )
-    .with_unknown(unknown)
+    .with_unknown(unknown);
+    let age = match &data.segments {
+        None => Some(SegmentsAge::NotYet),
+        Some(layout) => SegmentsAge::of(
+            data.segments_time,
+            data.stats_time,
+            SegmentTotals::of(layout),
+            view.known_reserved().zip(view.known_allocated()),
+        ),
+    };
+    view.with_segments_age(age)
 }
 
 /// "pid 5678 (probe, cuda:0: train.py --lr 3e-4)", with the probe's own pid

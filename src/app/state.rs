@@ -130,6 +130,94 @@ pub struct AllocatorView {
     /// breakdown splits these instead of the GPU's telemetry.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_memory: Option<(u64, u64)>,
+    /// How the segments (`layout`, `fragmentation`) stand to `stats`
+    /// where they are not of the same moment: a probe sends its stats
+    /// every second and its segments every 5 s. `None`: of one moment (a
+    /// simulation, a snapshot) or as new as the stats. Not in the JSON,
+    /// whose figures are each the probe's latest.
+    #[serde(skip)]
+    pub segments_age: Option<SegmentsAge>,
+}
+
+/// Where a probe's segments are behind its stats (see
+/// [`AllocatorView::segments_age`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SegmentsAge {
+    /// The stats came and the segments have not yet: the layout is empty
+    /// though memory may be reserved.
+    NotYet,
+    /// The segments are from before the stats.
+    Older {
+        /// Seconds (by the probe's clock) between the segments and the
+        /// stats; `None` when a message came without its time.
+        age_s: Option<f64>,
+        /// Reserved and allocated bytes (the segments' sums) where either
+        /// differs from the stats': the figures drawn from the segments
+        /// are then of another moment than the breakdown's.
+        then: Option<SegmentTotals>,
+    },
+}
+
+/// Bytes the segments add up to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentTotals {
+    pub reserved: u64,
+    pub allocated: u64,
+}
+
+impl SegmentTotals {
+    /// The sums of `layout`'s segments (saturating: they are input).
+    pub fn of(layout: &[SegmentInfo]) -> Self {
+        layout.iter().fold(
+            SegmentTotals {
+                reserved: 0,
+                allocated: 0,
+            },
+            |t, s| SegmentTotals {
+                reserved: t.reserved.saturating_add(s.total_size),
+                allocated: t.allocated.saturating_add(s.allocated_size),
+            },
+        )
+    }
+}
+
+impl SegmentsAge {
+    /// How segments received at `segments_time` stand to stats received at
+    /// `stats_time` (Unix seconds by the probe's clock, `None` where the
+    /// message had none): `None` when they are as new as the stats or
+    /// newer, or agree with the stats and are less than a second older.
+    /// `totals` are the segments' sums, `stats` the stats' known
+    /// `(reserved, allocated)`, `None` when either is unknown.
+    pub fn of(
+        segments_time: Option<f64>,
+        stats_time: Option<f64>,
+        totals: SegmentTotals,
+        stats: Option<(u64, u64)>,
+    ) -> Option<Self> {
+        let differ = stats.is_some_and(|(r, a)| totals.reserved != r || totals.allocated != a);
+        let then = differ.then_some(totals);
+        let lag = segments_time
+            .zip(stats_time)
+            .map(|(seg, st)| st - seg)
+            .filter(|l| l.is_finite());
+        match lag {
+            // A second or more: said even when the totals agree (blocks
+            // may have moved within them).
+            Some(l) if l >= 1.0 => Some(SegmentsAge::Older {
+                age_s: Some(l),
+                then,
+            }),
+            Some(l) if l > 0.0 && differ => Some(SegmentsAge::Older {
+                age_s: Some(l),
+                then,
+            }),
+            // As new as the stats or newer: the next stats catch up.
+            Some(_) => None,
+            // No times: only the figures can say they are of another
+            // moment.
+            None => differ.then_some(SegmentsAge::Older { age_s: None, then }),
+        }
+    }
 }
 
 /// The name in [`AllocatorView::unknown`] for blocks without a requested
@@ -159,7 +247,14 @@ impl AllocatorView {
             fragmentation,
             unknown: Vec::new(),
             device_memory: None,
+            segments_age: None,
         }
+    }
+
+    /// The view with its [`AllocatorView::segments_age`].
+    pub fn with_segments_age(mut self, age: Option<SegmentsAge>) -> Self {
+        self.segments_age = age;
+        self
     }
 
     /// The view with `unknown` figures (see [`AllocatorView::unknown`]).

@@ -83,6 +83,10 @@ pub struct DeviceData {
     pub segments: Option<Vec<SegmentInfo>>,
     /// The probe's clock (Unix seconds) of the last stats message.
     pub stats_time: Option<f64>,
+    /// The probe's clock (Unix seconds) of the last segments message kept:
+    /// segments come every 5 s and stats every second, so the two
+    /// times say how much older the segments are than the stats.
+    pub segments_time: Option<f64>,
     /// Keys of the last stats the probe sent as `null`: unknown, shown as
     /// n/a (their slot in `stats` is 0 and means nothing).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -304,6 +308,7 @@ impl ProbeState {
                 let d = self.devices.entry(s.device).or_default();
                 if others.saturating_add(blocks) > MAX_BLOCKS_PER_PROBE {
                     d.segments = None;
+                    d.segments_time = None;
                     return Err(format!(
                         "cuda:{}: segments with {blocks} blocks pass the {MAX_BLOCKS_PER_PROBE} \
                          blocks kept per probe; not kept",
@@ -311,6 +316,7 @@ impl ProbeState {
                     ));
                 }
                 d.segments = Some(s.segments);
+                d.segments_time = s.time;
                 d.requested_unknown = s.requested_unknown;
             }
             Message::Oom(mut o) => {
@@ -393,6 +399,7 @@ impl ProbeState {
             if let Some(why) = why {
                 d.stats = None;
                 d.segments = None;
+                d.segments_time = None;
                 self.problem = Some(format!("{why}; figures not shown"));
                 d.invalid = Some(why);
             }
@@ -857,6 +864,16 @@ mod tests {
         format!(
             "{{\"v\":1,\"type\":\"stats\",\"device\":{device},\"stats\":{{\"allocated_bytes.all.current\":{allocated},\"reserved_bytes.all.current\":{reserved}}}}}"
         )
+    }
+
+    #[test]
+    fn the_times_of_the_last_stats_and_segments_are_kept_apart() {
+        let segs = "{\"v\":1,\"type\":\"segments\",\"time\":100.5,\"device\":0,\"segments\":[]}";
+        let stats = "{\"v\":1,\"type\":\"stats\",\"time\":104.5,\"device\":0,\"stats\":{}}";
+        let (st, problems) = fed(&[HELLO, segs, stats]);
+        assert_eq!(problems, vec![None, None, None]);
+        let d = &st.devices[&0];
+        assert_eq!((d.segments_time, d.stats_time), (Some(100.5), Some(104.5)));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::format;
 use super::theme::{Glyphs, Theme};
 use crate::alloc::Fragmentation;
 use crate::alloc::analysis::Bucket;
-use crate::app::state::{AllocatorView, AppState, Pane};
+use crate::app::state::{AllocatorView, AppState, Pane, SegmentTotals, SegmentsAge};
 
 /// Below this width the figures use short labels.
 const LONG_LABELS_WIDTH: u16 = 60;
@@ -91,6 +91,54 @@ const NOTHING_RESERVED: &str =
 /// not that).
 fn nothing_reserved(view: &AllocatorView) -> bool {
     view.layout.iter().all(|s| s.total_size == 0) && view.known_reserved() == Some(0)
+}
+
+/// What the pane says while a probe's stats have come and its segments
+/// not yet (they come every 5 s by default).
+pub const SEGMENTS_NOT_YET: &str =
+    "segments not received yet: the probe sends them every few seconds";
+
+/// The title's words for segments older than the stats ("segments 4 s
+/// old", "segments <1 s old", "stale segments" when the messages
+/// came without times), and whether their figures differ from the
+/// stats'; `None` when they are as new as the stats.
+pub(crate) fn segments_age_note(view: &AllocatorView) -> Option<(String, bool)> {
+    let Some(SegmentsAge::Older { age_s, then }) = view.segments_age else {
+        return None;
+    };
+    let words = match age_s {
+        // Whole seconds, rounded down (4.9 s is "4 s old"): never older
+        // than they are. The cast saturates.
+        Some(s) if s >= 1.0 => format!("segments {} s old", s.floor() as u64),
+        Some(_) => "segments <1 s old".to_string(),
+        // Only the figures say they are of another moment; the segments
+        // are the slower of the two feeds.
+        None => "stale segments".to_string(),
+    };
+    Some((words, then.is_some()))
+}
+
+/// "reserved then 352 MiB, now 124 MiB": the figure in which the
+/// segments and the stats differ (reserved where it does, else
+/// allocated), so that the dimmed figures below it are read as the
+/// allocator's then; "reserved then 352 MiB" where the whole is wider
+/// than `width` (the breakdown and the process row say the figure now).
+fn then_and_now(then: SegmentTotals, view: &AllocatorView, width: usize) -> String {
+    let (what, then, now) = if Some(then.reserved) != view.known_reserved() {
+        ("reserved", then.reserved, view.known_reserved())
+    } else {
+        ("allocated", then.allocated, view.known_allocated())
+    };
+    let short = format!("{what} then {}", format::bytes(then));
+    let long = format!(
+        "{short}, now {}",
+        now.map_or(format::NA.to_string(), format::bytes)
+    );
+    if long.chars().count() <= width {
+        long
+    } else {
+        short
+    }
 }
 
 /// How the histogram fits in `rows` lines.
@@ -179,6 +227,11 @@ impl Widget for FragmentationPane<'_> {
         let theme = self.theme;
         let g = theme.glyphs();
         let gpu = self.state.selected();
+        let view = gpu.and_then(|g| g.allocator.as_ref());
+        // A probe's segments behind its stats: the title says how old
+        // they are, in the warning colour where their figures are not the
+        // breakdown's (see `segments_age_note`).
+        let age_note = view.and_then(segments_age_note);
         let mut detail = Vec::new();
         let words = |notes: &[String]| -> usize {
             notes
@@ -189,13 +242,22 @@ impl Widget for FragmentationPane<'_> {
         // The filters, where they fit beside the GPU whole; cut short
         // ("large p…") they read as noise, and the status row says them.
         let room = usize::from(area.width.saturating_sub(u16::from(self.left_border)));
-        let all = words(self.filters).saturating_add(words(self.notes));
-        let notes: Vec<&String> = if 24 + all <= room {
-            self.filters.iter().chain(self.notes).collect()
+        let age_words: Vec<String> = age_note.iter().map(|(n, _)| n.clone()).collect();
+        let all = words(self.filters)
+            .saturating_add(words(self.notes))
+            .saturating_add(words(&age_words));
+        let mut notes: Vec<(&String, ratatui::style::Style)> = if 24 + all <= room {
+            self.filters.iter().chain(self.notes).collect::<Vec<_>>()
         } else {
             self.notes.iter().collect()
-        };
-        let notes_width: usize = notes.iter().map(|f| f.chars().count() + 3).sum();
+        }
+        .into_iter()
+        .map(|n| (n, theme.warning))
+        .collect();
+        if let Some((note, differs)) = &age_note {
+            notes.push((note, if *differs { theme.warning } else { theme.dim }));
+        }
+        let notes_width: usize = notes.iter().map(|(f, _)| f.chars().count() + 3).sum();
         // " Fragmentation  GPU 0" and the corners: where the notes
         // ("final state") would be cut, they keep the room and the GPU is
         // left to the panes beside, whose titles name it.
@@ -205,13 +267,13 @@ impl Widget for FragmentationPane<'_> {
         {
             detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
         }
-        for (i, f) in notes.iter().enumerate() {
+        for (i, (f, style)) in notes.iter().enumerate() {
             let lead = if detail.is_empty() && i == 0 {
                 ""
             } else {
                 " · "
             };
-            detail.push(Span::styled(format!("{lead}{f}"), theme.warning));
+            detail.push(Span::styled(format!("{lead}{f}"), *style));
         }
         let block = chrome::pane_block_within(
             Pane::Fragmentation,
@@ -224,7 +286,7 @@ impl Widget for FragmentationPane<'_> {
         let Some(inner) = chrome::inside(block, area, buf, theme) else {
             return;
         };
-        let Some(view) = gpu.and_then(|g| g.allocator.as_ref()) else {
+        let Some(view) = view else {
             let note = self.empty_note.unwrap_or(
                 "allocator view: n/a — fragmentation needs a process's allocator \
                  (simulated training shows one)",
@@ -241,21 +303,48 @@ impl Widget for FragmentationPane<'_> {
             theme.finish(area, buf);
             return;
         }
+        if view.segments_age == Some(SegmentsAge::NotYet) {
+            // Figures of an empty layout would read "ext free 0 B" beside
+            // the breakdown's cached-free bytes.
+            chrome::note_at(buf, inner, SEGMENTS_NOT_YET, theme.dim);
+            theme.finish(area, buf);
+            return;
+        }
         let f = &view.fragmentation;
         let long = inner.width >= LONG_LABELS_WIDTH;
+        // Segments of another moment than the stats: their figures are
+        // dimmed, after a line that says what the allocator held then and
+        // holds now, so that "ext free 231 MiB" beside "cached but free
+        // 103 MiB" reads as the older figure it is.
+        let then = match view.segments_age {
+            Some(SegmentsAge::Older { then, .. }) => then,
+            _ => None,
+        };
+        let value_style = if then.is_some() {
+            theme.dim
+        } else {
+            theme.text
+        };
         let figure = |long_label: &str, short_label: &str, value: String| {
             let label = if long { long_label } else { short_label };
             Line::from(vec![
                 Span::styled(format!("{label} "), theme.dim),
-                Span::styled(value, theme.text),
+                Span::styled(value, value_style),
             ])
         };
-        let frag_style = if f.fragmentation >= 0.5 {
+        let frag_style = if f.fragmentation >= 0.5 && then.is_none() {
             theme.warning
         } else {
-            theme.text
+            value_style
         };
-        let mut items = vec![
+        let mut items = Vec::new();
+        if let Some(then) = then {
+            items.push(Line::from(Span::styled(
+                then_and_now(then, view, usize::from(inner.width)),
+                theme.warning,
+            )));
+        }
+        items.extend([
             Line::from(vec![
                 Span::styled(if long { "fragmentation " } else { "frag " }, theme.dim),
                 Span::styled(format::percent(f.fragmentation), frag_style),
@@ -277,7 +366,7 @@ impl Widget for FragmentationPane<'_> {
                     format::NA.to_string()
                 },
             ),
-        ];
+        ]);
         if long {
             items.push(figure("free blocks", "blocks", f.free_blocks.to_string()));
         }

@@ -16,7 +16,7 @@ use super::chrome::{self, right};
 use super::format;
 use super::theme::{Glyphs, Theme};
 use crate::alloc::{BlockState, PoolKind, SegmentInfo};
-use crate::app::state::{AppState, Pane};
+use crate::app::state::{AppState, Pane, SegmentsAge};
 
 /// Below this width the address column is dropped.
 const ADDRESS_WIDTH: u16 = 50;
@@ -237,15 +237,23 @@ impl Widget for SegmentsPane<'_> {
                 format::count_of(blocks.len(), "block", "blocks")
             )
         });
+        // A probe's segments behind its stats: said as the fragmentation
+        // pane says it, the map being drawn from the same segments, where
+        // the title has the room for it (below).
+        let age_note =
+            view.and_then(super::fragmentation::segments_age_note)
+                .map(|(words, differs)| {
+                    Span::styled(words, if differs { theme.warning } else { theme.dim })
+                });
+        let notes: Vec<Span<'static>> = (self.title_notes.iter())
+            .map(|n| Span::styled(n.clone(), theme.warning))
+            .collect();
+        let with_age: Vec<Span<'static>> = notes.iter().cloned().chain(age_note).collect();
         // The GPU, the notes (before the counts: a narrow title cuts its
         // end), the counts, each after " · " but the first.
-        let detail = |with_gpu: bool| {
+        let detail = |with_gpu: bool, notes: &[Span<'static>]| {
             let parts = (gpu.clone().filter(|_| with_gpu).into_iter())
-                .chain(
-                    self.title_notes
-                        .iter()
-                        .map(|n| Span::styled(n.clone(), theme.warning)),
-                )
+                .chain(notes.iter().cloned())
                 .chain(counts.clone().map(|c| Span::styled(c, theme.dim)));
             let mut spans: Vec<Span<'static>> = Vec::new();
             for part in parts {
@@ -301,26 +309,41 @@ impl Widget for SegmentsPane<'_> {
             // " Segments " and, with a detail, a space either side of it.
             Pane::Segments.title().chars().count() + 2 + if detail > 0 { detail + 2 } else { 0 }
         };
-        let may_drop_gpu = gpu.is_some() && !self.title_notes.is_empty();
-        // (with the GPU, one of `legends` or none), in the order they are
-        // tried: each legend with the GPU, then without it where it may
-        // go; then no legend.
-        let choices = (legends.iter().map(Some))
-            .chain(std::iter::once(None))
-            .flat_map(|l| [(true, l), (false, l)]);
-        let (with_gpu, legend) = choices
-            .filter(|&(g, _)| g || may_drop_gpu)
-            .find(|&(g, l)| {
-                let w = title_w(&detail(g));
-                match l {
-                    Some(l) => w + 1 + l.width() <= row,
-                    None => w <= row,
-                }
-            })
-            .unwrap_or((!may_drop_gpu, None));
+        // (with the GPU, the index of one of `legends` or none) for a
+        // title of `notes`, in the order they are tried: each legend with
+        // the GPU, then without it where it may go; then no legend.
+        let pick = |notes: &[Span<'static>]| {
+            let may_drop_gpu = gpu.is_some() && !notes.is_empty();
+            let choices = (0..legends.len())
+                .map(Some)
+                .chain(std::iter::once(None))
+                .flat_map(|l| [(true, l), (false, l)]);
+            choices
+                .filter(|&(g, _)| g || may_drop_gpu)
+                .find(|&(g, l)| {
+                    let w = title_w(&detail(g, notes));
+                    match l.and_then(|l| legends.get(l)) {
+                        Some(l) => w + 1 + l.width() <= row,
+                        None => w <= row,
+                    }
+                })
+                .unwrap_or((!may_drop_gpu, None))
+        };
+        // The segments' age only where the GPU and the legend stay as
+        // they are without it: the fragmentation pane's title says it
+        // too, and a legend that went and came back with each segments
+        // message (every 5 s, older for 4 of them) would blink.
+        let bare = pick(&notes);
+        let aged = pick(&with_age);
+        let (notes, (with_gpu, legend)) = if aged == bare {
+            (with_age, aged)
+        } else {
+            (notes, bare)
+        };
+        let legend = legend.and_then(|l| legends.get(l));
         let mut block = chrome::pane_block_within(
             Pane::Segments,
-            detail(with_gpu),
+            detail(with_gpu, &notes),
             self.state.ui.focus == Pane::Segments,
             self.left_border,
             theme,
@@ -347,8 +370,14 @@ impl Widget for SegmentsPane<'_> {
                 inner,
                 0,
                 &Line::styled(
-                    self.empty_note
-                        .unwrap_or("no segments: the allocator holds no memory"),
+                    // A probe's stats come before its first segments:
+                    // memory may be reserved that no segment shows yet.
+                    if view.segments_age == Some(SegmentsAge::NotYet) {
+                        super::fragmentation::SEGMENTS_NOT_YET
+                    } else {
+                        self.empty_note
+                            .unwrap_or("no segments: the allocator holds no memory")
+                    },
                     theme.dim,
                 ),
             );
