@@ -1519,8 +1519,8 @@ fn two_column_help_scrolls_each_column_to_its_own_end() {
         return;
     };
     v.app.ui.overlay = Overlay::Help;
-    // 120×56: the definitions fit, the keys need a few rows more.
-    let (w, h) = (120, 56);
+    // 120×62: the definitions fit, the keys need a few rows more.
+    let (w, h) = (120, 62);
     let top = text(draw(&v, w, h).backend().buffer());
     assert!(top.contains("↓ j PgDn more"), "the keys scroll: {top}");
     assert!(top.contains("Words in a snapshot"), "two columns: {top}");
@@ -1774,7 +1774,12 @@ fn both_filters_read_as_one_status_part_and_pane_titles_drop_them_before_cutting
     };
     press(&mut v, KeyCode::Char('s'));
     press(&mut v, KeyCode::Char('p'));
-    assert_eq!(v.pool_filter, Some(vramtop::alloc::PoolKind::Large));
+    assert_eq!(
+        v.pool_filter,
+        Some(vramtop::app::viewer::PoolFilter::Size(
+            vramtop::alloc::PoolKind::Large
+        ))
+    );
     for (w, h) in [(80, 24), (120, 40)] {
         let t = draw(&v, w, h);
         let screen = text(t.backend().buffer());

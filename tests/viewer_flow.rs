@@ -10,7 +10,7 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice, PoolKind
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{Overlay, Pane};
 use vramtop::app::update::Effect;
-use vramtop::app::viewer::{PAGE_EVENTS, ViewerState};
+use vramtop::app::viewer::{PAGE_EVENTS, PoolFilter, ViewerState};
 use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::sites::NoStackReason;
@@ -203,7 +203,7 @@ fn stream_and_pool_filters_cycle_and_narrow_the_segments() {
     assert_eq!(v.segments.len(), all);
 
     press(&mut v, KeyCode::Char('p'));
-    assert_eq!(v.pool_filter, Some(PoolKind::Large));
+    assert_eq!(v.pool_filter, Some(PoolFilter::Size(PoolKind::Large)));
     assert!(v.segments.iter().all(|s| s.segment_type == PoolKind::Large));
     press(&mut v, KeyCode::Char('p'));
     assert!(v.segments.iter().all(|s| s.segment_type == PoolKind::Small));
@@ -598,6 +598,95 @@ fn opens_on_a_gpu_that_holds_memory_when_the_first_gpu_holds_none() {
     assert!(v.segments.is_empty());
 }
 
+/// A file of four segments on one GPU: two in the default memory pool
+/// (one large, one small), one each in private pools (0,2) and (0,1)
+/// (large): as a CUDA-graph run's snapshot lists them.
+fn private_pools_viewer() -> ViewerState {
+    let mut m = model(0);
+    let _big = m.malloc(30 * MIB, 0).expect("fits");
+    let _small = m.malloc(4096, 0).expect("fits");
+    let _graph_a = m.malloc(40 * MIB, 0).expect("fits");
+    let _graph_b = m.malloc(50 * MIB, 0).expect("fits");
+    let mut snapshot = snapshot_of(&m, 0);
+    assert_eq!(snapshot.segments.len(), 4);
+    for s in &mut snapshot.segments {
+        s.segment_pool_id = match s.total_size {
+            t if t == 40 * MIB => (0, 2),
+            t if t == 50 * MIB => (0, 1),
+            _ => (0, 0),
+        };
+    }
+    ViewerState::new("graphs.pickle".to_string(), snapshot)
+}
+
+#[test]
+fn p_cycles_the_size_classes_then_each_memory_pool_where_there_are_private_ones() {
+    let mut v = private_pools_viewer();
+    let ids = |v: &ViewerState| -> Vec<(i64, i64)> {
+        v.segments.iter().map(|s| s.segment_pool_id).collect()
+    };
+    assert_eq!(v.private_pools(), vec![(0, 1), (0, 2)]);
+    let expected = [
+        Some(PoolFilter::Size(PoolKind::Large)),
+        Some(PoolFilter::Size(PoolKind::Small)),
+        Some(PoolFilter::Memory((0, 0))),
+        Some(PoolFilter::Memory((0, 1))),
+        Some(PoolFilter::Memory((0, 2))),
+        None,
+    ];
+    for want in expected {
+        press(&mut v, KeyCode::Char('p'));
+        assert_eq!(v.pool_filter, want);
+    }
+    // Each memory pool keeps its own segments, both size classes.
+    v.pool_filter = Some(PoolFilter::Memory((0, 0)));
+    v.refresh();
+    assert_eq!(ids(&v), vec![(0, 0), (0, 0)]);
+    let kinds: Vec<PoolKind> = v.segments.iter().map(|s| s.segment_type).collect();
+    assert!(kinds.contains(&PoolKind::Large) && kinds.contains(&PoolKind::Small));
+    v.pool_filter = Some(PoolFilter::Memory((0, 1)));
+    v.refresh();
+    assert_eq!(ids(&v), vec![(0, 1)]);
+    let screen = screen_of(&v);
+    assert!(screen.contains("only private pool (0,1)"), "{screen}");
+    assert!(screen.contains("GPU 0 · private pool (0,1)"), "{screen}");
+    // The size classes span every memory pool.
+    v.pool_filter = Some(PoolFilter::Size(PoolKind::Large));
+    v.refresh();
+    assert_eq!(ids(&v).len(), 3, "large segments of all three pools");
+    // Beside a stream filter the status line's short form keeps the id.
+    press(&mut v, KeyCode::Char('s'));
+    v.pool_filter = Some(PoolFilter::Memory((0, 2)));
+    v.refresh();
+    assert!(
+        vramtop::ui::status_text(&v).ends_with("only stream 0 · private pool (0,2)"),
+        "{}",
+        vramtop::ui::status_text(&v)
+    );
+}
+
+#[test]
+fn p_cycles_through_the_private_pools_of_a_real_cuda_graph_run() {
+    // The summary lists pools (0,0), (0,1) and (0,2) on GPU 0.
+    let Some(mut v) = shared("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    for _ in 0..3 {
+        press(&mut v, KeyCode::Char('p'));
+    }
+    assert_eq!(v.pool_filter, Some(PoolFilter::Memory((0, 0))));
+    assert_eq!(v.segments.len(), 59);
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, Some(PoolFilter::Memory((0, 1))));
+    assert_eq!(v.segments.len(), 44);
+    assert!(v.segments.iter().all(|s| s.segment_pool_id == (0, 1)));
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, Some(PoolFilter::Memory((0, 2))));
+    assert_eq!(v.segments.len(), 24);
+    press(&mut v, KeyCode::Char('p'));
+    assert_eq!(v.pool_filter, None);
+}
+
 #[test]
 fn a_filter_that_hides_every_segment_says_so_not_that_the_allocator_is_empty() {
     let mut v = story_viewer();
@@ -610,7 +699,7 @@ fn a_filter_that_hides_every_segment_says_so_not_that_the_allocator_is_empty() {
     // The story's first segment is large: the small-pool filter hides it.
     press(&mut v, KeyCode::Char('p'));
     press(&mut v, KeyCode::Char('p'));
-    assert_eq!(v.pool_filter, Some(PoolKind::Small));
+    assert_eq!(v.pool_filter, Some(PoolFilter::Size(PoolKind::Small)));
     assert!(v.segments.is_empty());
     let screen = screen_of(&v);
     assert!(

@@ -178,7 +178,9 @@ impl ViewerAction {
             ViewerAction::PrevSegment => "this segment's first block, then the previous one's",
             ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
             ViewerAction::CycleStream => "filter by stream: all, then each stream",
-            ViewerAction::CyclePool => "filter by pool: all, large, small",
+            // "Each memory pool" only where the GPU has private ones (the
+            // help's words define both kinds of pool).
+            ViewerAction::CyclePool => "filter by pool: all, large, small, each memory pool",
             ViewerAction::PeakAllocated => "jump to the peak of allocated bytes",
             ViewerAction::PeakReserved => "jump to the peak of reserved bytes",
             ViewerAction::BiggestAllocation => {
@@ -196,6 +198,30 @@ impl ViewerAction {
     }
 }
 
+/// What `p` keeps of the segment map. PyTorch's allocator has two size
+/// classes, its large and small pools, in each memory pool: the default
+/// one and the private pools of CUDA graphs and `MemPool`s, each with its
+/// own segments, whose free bytes serve only its own allocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolFilter {
+    /// One size class, in every memory pool.
+    Size(PoolKind),
+    /// One memory pool (its `segment_pool_id`: `(0, 0)` the default
+    /// one, else a private one), both size classes.
+    Memory((i64, i64)),
+}
+
+impl PoolFilter {
+    /// Whether a segment of size class `kind` in memory pool `pool_id`
+    /// passes.
+    pub fn keeps(self, kind: PoolKind, pool_id: (i64, i64)) -> bool {
+        match self {
+            PoolFilter::Size(k) => kind == k,
+            PoolFilter::Memory(id) => pool_id == id,
+        }
+    }
+}
+
 /// The viewer: the snapshot, its scrub engine, a cursor per device, the
 /// filters, and the dashboard state the panes draw.
 #[derive(Debug, Clone)]
@@ -208,7 +234,7 @@ pub struct ViewerState {
     /// Only segments of this stream are shown.
     pub stream_filter: Option<u64>,
     /// Only segments of this pool are shown.
-    pub pool_filter: Option<PoolKind>,
+    pub pool_filter: Option<PoolFilter>,
     /// The block-detail overlay is open.
     pub detail_open: bool,
     /// The selected block's address, kept while the cursor moves.
@@ -597,11 +623,25 @@ impl ViewerState {
     /// is not the default `(0, 0)`): the segment map marks them, at every
     /// cursor alike.
     pub fn has_private_pools(&self) -> bool {
+        !self.private_pools().is_empty()
+    }
+
+    /// The private memory pools of the selected GPU's segments in the
+    /// file, by id: what `p` cycles through after the size classes and
+    /// the default pool. (The
+    /// trace names no pool: a segment it frees before the end is in the
+    /// default pool's as far as the file tells.)
+    pub fn private_pools(&self) -> Vec<(i64, i64)> {
         let Some(device) = self.device().map(|d| d.device) else {
-            return false;
+            return Vec::new();
         };
-        (self.scrub.snapshot.segments.iter())
-            .any(|s| s.device == device && s.segment_pool_id != (0, 0))
+        let mut pools: Vec<(i64, i64)> = (self.scrub.snapshot.segments.iter())
+            .filter(|s| s.device == device && s.segment_pool_id != (0, 0))
+            .map(|s| s.segment_pool_id)
+            .collect();
+        pools.sort_unstable();
+        pools.dedup();
+        pools
     }
 
     /// The selected site, while the sites pane is open.
@@ -1056,7 +1096,7 @@ impl ViewerState {
         self.segments = layout
             .into_iter()
             .filter(|s| stream.is_none_or(|x| s.stream == x))
-            .filter(|s| pool.is_none_or(|p| s.segment_type == p))
+            .filter(|s| pool.is_none_or(|p| p.keeps(s.segment_type, s.segment_pool_id)))
             .collect();
         let layout: Vec<_> = self.segments.iter().map(segment_info).collect();
         let mut stats = DeviceStats::default();
@@ -1279,10 +1319,28 @@ impl ViewerState {
                 Effect::Redraw
             }
             V::CyclePool => {
+                // All, the size classes, then, where the GPU has private
+                // pools, the default memory pool and each private one (by
+                // id), then all again.
+                let private = self.private_pools();
+                let pools: Vec<(i64, i64)> = if private.is_empty() {
+                    Vec::new()
+                } else {
+                    std::iter::once((0, 0)).chain(private).collect()
+                };
                 self.pool_filter = match self.pool_filter {
-                    None => Some(PoolKind::Large),
-                    Some(PoolKind::Large) => Some(PoolKind::Small),
-                    Some(PoolKind::Small) => None,
+                    None => Some(PoolFilter::Size(PoolKind::Large)),
+                    Some(PoolFilter::Size(PoolKind::Large)) => {
+                        Some(PoolFilter::Size(PoolKind::Small))
+                    }
+                    Some(PoolFilter::Size(PoolKind::Small)) => {
+                        pools.first().copied().map(PoolFilter::Memory)
+                    }
+                    Some(PoolFilter::Memory(id)) => pools
+                        .iter()
+                        .copied()
+                        .find(|&p| p > id)
+                        .map(PoolFilter::Memory),
                 };
                 self.refresh();
                 Effect::Redraw

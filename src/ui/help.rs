@@ -107,7 +107,7 @@ pub const VIEWER_MEANINGS: [(&str, &str); 2] = [
 ];
 
 /// Words only the snapshot viewer shows, defined after the others there.
-pub const VIEWER_DEFINITIONS: [(&str, &str); 4] = [
+pub const VIEWER_DEFINITIONS: [(&str, &str); 5] = [
     (
         "event N/M (#i)",
         "the state after the Nth of M events (N on the timeline's axis); #i is that event's index in the file's trace, as replay names it.",
@@ -115,6 +115,10 @@ pub const VIEWER_DEFINITIONS: [(&str, &str); 4] = [
     (
         "res, alloc, pk X @N",
         "the GPUs row in a narrow terminal: reserved and allocated at the cursor, each with its peak X over the trace, first reached at event N (R and P jump there).",
+    ),
+    (
+        "large, small pool; memory pool",
+        "size classes (blocks over, up to 1 MiB) in every memory pool: the default (0,0), or a CUDA graph's or MemPool's private one (P), whose free bytes serve it alone.",
     ),
     (
         "inconsistent",

@@ -47,7 +47,7 @@ use super::{
 };
 use crate::app::keymap::Keymap;
 use crate::app::state::{Overlay, Pane};
-use crate::app::viewer::{ViewerAction, ViewerState};
+use crate::app::viewer::{PoolFilter, ViewerAction, ViewerState};
 
 pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
@@ -333,9 +333,30 @@ pub(super) fn filters(v: &ViewerState) -> Vec<String> {
         out.push(format!("stream {s}"));
     }
     if let Some(p) = v.pool_filter {
-        out.push(format!("{} pool", p.as_str()));
+        out.push(pool_words(p));
     }
     out
+}
+
+/// A pool filter in words: "large pool" (a size class, as PyTorch names
+/// it), "private pool (0,1)" and "default pool (0,0)" (memory pools, as
+/// the summary, the block detail and the segment map's legend name them).
+pub(super) fn pool_words(p: PoolFilter) -> String {
+    match p {
+        PoolFilter::Size(kind) => format!("{} pool", kind.as_str()),
+        PoolFilter::Memory(id) => {
+            let which = if id == (0, 0) { "default" } else { "private" };
+            format!("{which} pool {}", format::pool_id(id))
+        }
+    }
+}
+
+/// [`pool_words`] short, beside a stream filter: "large", "pool (0,1)".
+pub(super) fn pool_words_short(p: PoolFilter) -> String {
+    match p {
+        PoolFilter::Size(kind) => kind.as_str().to_string(),
+        PoolFilter::Memory(id) => format!("pool {}", format::pool_id(id)),
+    }
 }
 
 /// Whether a filter is on and there are segments at the cursor for it to

@@ -281,7 +281,10 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
         let mut forms = vec![(Keep::Filters, format!("only {}", shown.join(" · ")))];
         if let (Some(s), Some(p)) = (v.stream_filter, v.pool_filter) {
             forms[0].0 = Keep::Words;
-            forms.push((Keep::Filters, format!("only stream {s} · {}", p.as_str())));
+            forms.push((
+                Keep::Filters,
+                format!("only stream {s} · {}", super::pool_words_short(p)),
+            ));
         }
         parts.push(Part::of(forms));
     }
