@@ -290,8 +290,14 @@ fn main() -> ExitCode {
             .clone()
             .or_else(|| config::default_path().filter(|p| p.exists()));
         if let Some(path) = config_path {
-            match config::apply_file(targets, own_matches, &path) {
-                Ok(()) => config_read = Some((path, None)),
+            let unknown_keys = targets.unknown_keys();
+            match config::apply_file(targets, own_matches, &path, unknown_keys) {
+                Ok(warning) => {
+                    if let Some(warning) = warning {
+                        cli::say_warning(warning);
+                    }
+                    config_read = Some((path, None));
+                }
                 // doctor is where a broken setup is diagnosed: it runs on,
                 // and its report names the file and why it was not used.
                 Err(e) if is_doctor => {

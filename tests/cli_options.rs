@@ -1016,11 +1016,66 @@ fn doctor_with_backend_sim_says_it_was_chosen() {
     assert!(!out.contains("fell back"), "{out}");
 }
 
+/// Runs vramtop with `config_home` as `$XDG_CONFIG_HOME`.
+fn vramtop_with_config_home(config_home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .env("XDG_CONFIG_HOME", config_home)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run vramtop");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_config_key_is_a_warning_for_open_and_refused_by_the_dashboard() {
+    let Some(snapshot) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let snapshot = snapshot.display().to_string();
+    let home = tempfile::tempdir().expect("temp dir");
+    let dir = home.path().join("vramtop");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let config = dir.join("config.toml");
+    std::fs::write(&config, "ascii = true\nintervall = \"2s\"\n").expect("write");
+    let (code, out, err) = vramtop_with_config_home(home.path(), &["open", "--summary", &snapshot]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("segments"), "{out}");
+    assert!(out.is_ascii(), "the file's ascii = true applies: {out}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.starts_with(&format!(
+            "vramtop: warning: {}: line 2: unknown key 'intervall' (did you mean 'interval'?)",
+            config.display()
+        )),
+        "{err}"
+    );
+    // doctor uses the rest of the file too, and says the key the same way.
+    let (code, out, err) = vramtop_with_config_home(home.path(), &["doctor", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("unknown key 'intervall'"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("doctor's JSON");
+    assert!(v["config_error"].is_null(), "its values apply: {out}");
+    // The dashboard samples at the interval the key meant: it refuses.
+    let (code, _, err) = vramtop_with_config_home(home.path(), &["--once", "--backend", "sim"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with(ERROR_PREFIX), "{err}");
+    assert!(
+        err.contains("line 2: unknown key 'intervall' (did you mean 'interval'?)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn doctor_runs_with_a_broken_config_file_and_warns() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.toml");
-    std::fs::write(&config, "intervl = \"2s\"\n").expect("write");
+    // An unknown key and a bad value: the bad value breaks the file.
+    std::fs::write(&config, "intervl = \"2s\"\nsim_gpus = 0\n").expect("write");
     let config = config.display().to_string();
     let (code, out, err) = vramtop(&["doctor", "--json", "--config", &config]);
     assert_eq!(code, 0, "{err}");

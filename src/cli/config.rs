@@ -1,8 +1,10 @@
 //! The optional TOML config file: the same keys as the command line
 //! (`interval = "2s"`, `backend = "sim"`, `sim_gpus = 4`, …). The command
 //! line wins, but a bad value is an error even where the command line
-//! overrides it or the command has no such option; an unknown key is an
-//! error that names its line. The file is read into [`ConfigFile`], a typed
+//! overrides it or the command has no such option. An unknown key names
+//! its line and the known key it is nearest to; the commands that sample
+//! (the dashboard, `record`, `serve`) refuse it, the rest warn and go on
+//! ([`UnknownKeys`]). The file is read into [`ConfigFile`], a typed
 //! struct whose values pass the flags' own parsers and ranges. Input is
 //! quoted cut short ([`crate::quote::cut`]).
 
@@ -22,6 +24,9 @@ use crate::quote::{cut, parser_complaint};
 
 /// How a problem of an unknown key starts (after its line).
 const UNKNOWN_KEY: &str = "unknown key";
+
+/// How an unknown key's problem names the known key it is nearest to.
+const DID_YOU_MEAN: &str = "did you mean";
 
 /// The most problems of one file its error lists (the rest are counted).
 const MAX_LISTED_PROBLEMS: usize = 5;
@@ -112,28 +117,71 @@ pub struct ConfigFile {
 
 /// Reads and validates a config file.
 pub fn read_file(path: &Path) -> Result<ConfigFile, ConfigFileError> {
+    let (shown, text) = read_text(path)?;
+    parse_text(&shown, &text)
+}
+
+/// The file's path as messages name it, and its text.
+fn read_text(path: &Path) -> Result<(String, String), ConfigFileError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigFileError::Read {
         path: shown.clone(),
         message: crate::quote::io_reason(&e),
     })?;
-    parse_text(&shown, &text)
+    Ok((shown, text))
+}
+
+/// What a command does with a config file's unknown keys (a bad value is
+/// an error for every command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownKeys {
+    /// An error, as a bad value is: for the commands that sample (the
+    /// dashboard, `record`, `serve`). The file is mostly their settings
+    /// (`interval`, `backend`, `sim_*`), so an unknown key is most likely a
+    /// misspelt one of them, which they would otherwise run without: a
+    /// recording at another interval, the dashboard on another backend. A
+    /// warning would not do: the dashboard's screen covers stderr at once,
+    /// and `record` and `serve` run on long after it scrolled away.
+    Refuse,
+    /// A warning, and the rest of the file applies: for the one-shot
+    /// commands (`open`, `doctor`, `check`), whose warning stays on the
+    /// terminal above their output, and which most keys do not concern
+    /// (`open` reads a file: `intervall = "2s"` changes nothing it does).
+    Warn,
 }
 
 /// Reads a config file and applies every value the command line did not set
 /// to the options the command has (a key for another command's option is
-/// checked, then left alone: one file serves every command).
+/// checked, then left alone: one file serves every command). `Ok` carries
+/// the warning to say when `unknown` is [`UnknownKeys::Warn`] and the file
+/// has unknown keys: the file, their lines and what they may have meant.
 pub fn apply_file(
     targets: ConfigTargets<'_>,
     matches: &ArgMatches,
     path: &Path,
-) -> Result<(), ConfigFileError> {
-    read_file(path)?.apply(targets, matches);
-    Ok(())
+    unknown: UnknownKeys,
+) -> Result<Option<String>, ConfigFileError> {
+    let (shown, text) = read_text(path)?;
+    let (file, warning) = parse_text_with(&shown, &text, unknown)?;
+    file.apply(targets, matches);
+    Ok(warning)
 }
 
-/// Like [`read_file`], for the file's text (`path` names it in messages).
+/// Like [`read_file`], for the file's text (`path` names it in messages):
+/// an unknown key is an error.
 pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError> {
+    parse_text_with(path, text, UnknownKeys::Refuse).map(|(file, _)| file)
+}
+
+/// [`parse_text`], doing with unknown keys what `unknown` says: with
+/// [`UnknownKeys::Warn`], a file whose only problems are unknown keys is
+/// read, and the warning saying them comes with it (in one line, as an
+/// error would say them, and that the rest of the file applies).
+pub fn parse_text_with(
+    path: &str,
+    text: &str,
+    unknown: UnknownKeys,
+) -> Result<(ConfigFile, Option<String>), ConfigFileError> {
     let invalid = |message: String| ConfigFileError::Invalid {
         path: path.to_string(),
         message,
@@ -156,32 +204,111 @@ pub fn parse_text(path: &str, text: &str) -> Result<ConfigFile, ConfigFileError>
     entries.sort_by_key(|(key, _)| key.span().start);
     let mut file = ConfigFile::default();
     let mut problems = Vec::new();
+    let mut only_unknown_keys = true;
     for (key, value) in entries {
         if let Err(problem) = read_entry(&mut file, text, key, value) {
-            problems.push(problem);
+            only_unknown_keys &= problem.unknown_key;
+            problems.push(problem.text);
         }
     }
-    if let Some(first) = problems.first() {
-        // Every problem at once, so one edit fixes the file; the count
-        // bounds the line a file of thousands of bad keys makes.
-        let mut message = first.clone();
-        for problem in problems.iter().skip(1).take(MAX_LISTED_PROBLEMS - 1) {
-            message.push_str("; ");
-            message.push_str(problem);
-        }
-        if problems.len() > MAX_LISTED_PROBLEMS {
-            message.push_str(&format!(
-                "; and {} more",
-                problems.len() - MAX_LISTED_PROBLEMS
-            ));
-        }
-        if problems.iter().any(|p| p.contains(UNKNOWN_KEY)) {
-            let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
-            message.push_str(&format!(" (known keys: {})", known.join(", ")));
-        }
-        return Err(invalid(message));
+    if problems.is_empty() {
+        return Ok((file, None));
     }
-    Ok(file)
+    let message = problems_line(&problems);
+    if only_unknown_keys && unknown == UnknownKeys::Warn {
+        return Ok((
+            file,
+            Some(format!(
+                "{path}: {message}; ignored, the rest of the file applies"
+            )),
+        ));
+    }
+    Err(invalid(message))
+}
+
+/// Every problem at once, so one edit fixes the file; the count bounds the
+/// line a file of thousands of bad keys makes.
+fn problems_line(problems: &[String]) -> String {
+    let mut message = problems.first().cloned().unwrap_or_default();
+    for problem in problems.iter().skip(1).take(MAX_LISTED_PROBLEMS - 1) {
+        message.push_str("; ");
+        message.push_str(problem);
+    }
+    if problems.len() > MAX_LISTED_PROBLEMS {
+        message.push_str(&format!(
+            "; and {} more",
+            problems.len() - MAX_LISTED_PROBLEMS
+        ));
+    }
+    // The known keys, where an unknown key's own text does not already
+    // name the one it is nearest to.
+    if problems
+        .iter()
+        .any(|p| p.contains(UNKNOWN_KEY) && !p.contains(DID_YOU_MEAN))
+    {
+        let known: Vec<&str> = KNOWN_KEYS.iter().map(|(k, _)| *k).collect();
+        message.push_str(&format!(" (known keys: {})", known.join(", ")));
+    }
+    message
+}
+
+/// What is wrong with one `key = value` of the file.
+struct Problem {
+    /// "line N: …".
+    text: String,
+    /// Whether it is an unknown key (else a bad value).
+    unknown_key: bool,
+}
+
+impl From<String> for Problem {
+    fn from(text: String) -> Self {
+        Problem {
+            text,
+            unknown_key: false,
+        }
+    }
+}
+
+/// The known key `key` is most likely a misspelling of: one at most two
+/// edits away (a letter added, left out, changed or two swapped), and
+/// fewer than the key's own letters; case is ignored.
+fn nearest_key(key: &str) -> Option<&'static str> {
+    let key = key.to_lowercase();
+    KNOWN_KEYS
+        .iter()
+        .map(|(known, _)| (edit_distance(&key, known), *known))
+        .filter(|&(distance, _)| distance <= 2 && distance < key.chars().count())
+        .min_by_key(|&(distance, _)| distance)
+        .map(|(_, known)| known)
+}
+
+/// The optimal string alignment distance between `a` and `b`, in
+/// characters: insertions, deletions, substitutions and swaps of two
+/// neighbours. Keys are short: the table is `(|a| + 1) × (|b| + 1)`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let width = b.len() + 1;
+    let mut table = vec![0usize; (a.len() + 1) * width];
+    let at = |i: usize, j: usize| i * width + j;
+    for i in 0..=a.len() {
+        table[at(i, 0)] = i;
+    }
+    for j in 0..=b.len() {
+        table[at(0, j)] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (table[at(i - 1, j)] + 1)
+                .min(table[at(i, j - 1)] + 1)
+                .min(table[at(i - 1, j - 1)] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(table[at(i - 2, j - 2)] + 1);
+            }
+            table[at(i, j)] = best;
+        }
+    }
+    table[at(a.len(), b.len())]
 }
 
 /// Reads one `key = value` of the file into `file`, or says what is wrong
@@ -191,11 +318,17 @@ fn read_entry(
     text: &str,
     key: &toml::Spanned<std::borrow::Cow<'_, str>>,
     value: &toml::Spanned<DeValue<'_>>,
-) -> Result<(), String> {
+) -> Result<(), Problem> {
     let line = format!("line {}: ", line_at(text, key.span().start));
     let key = key.get_ref().as_ref();
     let Some((_, expected)) = KNOWN_KEYS.iter().find(|(k, _)| *k == key) else {
-        return Err(format!("{line}{UNKNOWN_KEY} '{}'", cut(key)));
+        let near = nearest_key(key)
+            .map(|known| format!(" ({DID_YOU_MEAN} '{known}'?)"))
+            .unwrap_or_default();
+        return Err(Problem {
+            text: format!("{line}{UNKNOWN_KEY} '{}'{near}", cut(key)),
+            unknown_key: true,
+        });
     };
     let bad = || {
         format!(
@@ -216,7 +349,7 @@ fn read_entry(
                 Some("auto") => BackendChoice::Auto,
                 Some("sim") => BackendChoice::Sim,
                 Some("nvml") => BackendChoice::Nvml,
-                _ => return Err(bad()),
+                _ => return Err(bad().into()),
             });
         }
         "sim_gpus" => file.sim_gpus = Some(u32_in(value, 1..=SIM_GPUS_MAX).ok_or_else(bad)?),
@@ -243,7 +376,7 @@ fn read_entry(
         }
         "no_color" => file.no_color = Some(value.as_bool().ok_or_else(bad)?),
         "ascii" => file.ascii = Some(value.as_bool().ok_or_else(bad)?),
-        _ => return Err(bad()),
+        _ => return Err(bad().into()),
     }
     Ok(())
 }
@@ -369,6 +502,84 @@ mod tests {
             text.contains("line 3") && text.contains("intervl") && text.contains("interval"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_unknown_key_is_a_warning_for_a_command_that_warns_and_the_rest_applies() {
+        let text = "ascii = true\nintervall = \"2s\"\n";
+        let (file, warning) =
+            parse_text_with("c.toml", text, UnknownKeys::Warn).expect("read with a warning");
+        assert_eq!(file.ascii, Some(true), "the rest of the file applies");
+        let warning = warning.expect("a warning");
+        assert!(
+            warning
+                .starts_with("c.toml: line 2: unknown key 'intervall' (did you mean 'interval'?)"),
+            "{warning}"
+        );
+        assert!(
+            warning.ends_with("; ignored, the rest of the file applies"),
+            "{warning}"
+        );
+        assert_eq!(warning.lines().count(), 1, "{warning}");
+        let err = parse_text_with("c.toml", text, UnknownKeys::Refuse).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("line 2: unknown key 'intervall' (did you mean 'interval'?)"),
+            "{err}"
+        );
+        // A bad value is an error for every command, unknown keys beside it too.
+        let bad = "intervall = \"2s\"\nsim_gpus = 0\n";
+        let err = parse_text_with("c.toml", bad, UnknownKeys::Warn).expect_err("a bad value");
+        assert!(
+            err.to_string().contains("intervall") && err.to_string().contains("sim_gpus"),
+            "{err}"
+        );
+        // A file without problems has no warning.
+        let (_, warning) =
+            parse_text_with("c.toml", "ascii = true\n", UnknownKeys::Warn).expect("fine");
+        assert!(warning.is_none());
+    }
+
+    #[test]
+    fn an_unknown_key_suggests_the_known_key_a_typo_or_two_away_and_no_other() {
+        for (key, near) in [
+            ("intervall", Some("interval")),
+            ("intervl", Some("interval")),
+            ("Interval", Some("interval")),
+            ("no_colour", Some("no_color")),
+            ("backnd", Some("backend")),
+            ("sim_gpsu", Some("sim_gpus")),
+            ("asci", Some("ascii")),
+            ("gpus", None),
+            ("theme", None),
+            ("a", None),
+        ] {
+            assert_eq!(nearest_key(key), near, "{key}");
+        }
+        let err = parse_text("c.toml", "theme = \"dark\"\n").expect_err("unknown");
+        assert!(!err.to_string().contains("did you mean"), "{err}");
+        assert!(err.to_string().contains("(known keys: "), "{err}");
+        // A key with its near key named needs no list of them all.
+        let err = parse_text("c.toml", "intervall = \"2s\"\n").expect_err("unknown");
+        assert!(!err.to_string().contains("known keys"), "{err}");
+    }
+
+    #[test]
+    fn the_commands_that_sample_refuse_unknown_keys_and_the_others_warn() {
+        for (args, unknown) in [
+            (&[][..], UnknownKeys::Refuse),
+            (&["--once"][..], UnknownKeys::Refuse),
+            (&["record", "r.jsonl"][..], UnknownKeys::Refuse),
+            (&["serve"][..], UnknownKeys::Refuse),
+            (&["open", "x.pickle", "--summary"][..], UnknownKeys::Warn),
+            (&["doctor"][..], UnknownKeys::Warn),
+            (&["check"][..], UnknownKeys::Warn),
+        ] {
+            let (mut cli, _) = parse(args);
+            let targets = cli.config_targets();
+            assert!(targets.path.is_some(), "{args:?} reads the config file");
+            assert_eq!(targets.unknown_keys(), unknown, "{args:?}");
+        }
     }
 
     #[test]

@@ -961,6 +961,20 @@ pub struct ConfigTargets<'a> {
     pub display: Option<&'a mut DisplayArgs>,
 }
 
+impl ConfigTargets<'_> {
+    /// What the command does with a config file's unknown keys: the
+    /// commands that sample (the dashboard, `record`, `serve`: those with a
+    /// sampling interval) refuse them, the rest warn
+    /// ([`config::UnknownKeys`] says why).
+    pub fn unknown_keys(&self) -> config::UnknownKeys {
+        if self.sampling.is_some() {
+            config::UnknownKeys::Refuse
+        } else {
+            config::UnknownKeys::Warn
+        }
+    }
+}
+
 impl Cli {
     /// The options of the parsed command that a config file may set;
     /// `path` is `None` for a command that reads no config file.
