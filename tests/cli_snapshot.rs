@@ -150,6 +150,14 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The bytes the fake probe writes for `snapshot`.
+fn probe_bytes(snapshot: &Snapshot) -> Vec<u8> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("same.pickle");
+    write_snapshot_file(snapshot, &file).expect("write");
+    std::fs::read(&file).expect("read")
+}
+
 /// A v2 probe for this process that writes `snapshot` to `file` when
 /// asked; the runtime root to run vramtop with, and the pid to ask.
 fn probe_writing(snapshot: Snapshot, file: &Path) -> (tempfile::TempDir, String) {
@@ -171,7 +179,9 @@ fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
     let written = probe_files
         .path()
         .join("node7-1-rank0-20261201T120000Z-demand.pickle");
-    let (root, pid) = probe_writing(traced_snapshot(), &written);
+    let snapshot = traced_snapshot();
+    let expected = probe_bytes(&snapshot);
+    let (root, pid) = probe_writing(snapshot, &written);
     let cwd = tempfile::tempdir().expect("temp dir");
     let out = vramtop(
         root.path(),
@@ -185,12 +195,13 @@ fn snapshot_copies_the_probes_file_0600_and_it_replays_as_a_full_match() {
     assert!(stderr.contains("wrote s.pickle ("), "{stderr}");
     assert!(!stderr.contains("segments only"), "{stderr}");
     let copy = cwd.path().join("s.pickle");
-    assert_eq!(
-        std::fs::read(&copy).expect("read the copy"),
-        std::fs::read(&written).expect("read the probe's file")
-    );
+    assert_eq!(std::fs::read(&copy).expect("read the copy"), expected);
     let mode = std::fs::metadata(&copy).expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
+    assert!(
+        !written.exists(),
+        "the probe's file is removed once copied: no second copy is left"
+    );
     let replay = vramtop(root.path(), cwd.path(), &["replay", "s.pickle"]);
     assert!(replay.status.success(), "{}", text(&replay.stderr));
     assert!(
@@ -225,7 +236,8 @@ fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
     for t in &mut snapshot.device_traces {
         t.clear();
     }
-    let (root, pid) = probe_writing(snapshot, &probe_files.path().join("x-demand.pickle"));
+    let written = probe_files.path().join("x-demand.pickle");
+    let (root, pid) = probe_writing(snapshot, &written);
     let cwd = tempfile::tempdir().expect("temp dir");
     let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
     let stderr = text(&out.stderr);
@@ -240,6 +252,10 @@ fn a_snapshot_without_a_trace_is_written_and_said_to_be_segments_only() {
     assert!(name.starts_with(&format!("{pid}-")), "{name}");
     assert!(name.ends_with("Z.pickle"), "{name}");
     assert!(cwd.path().join(&name).is_file());
+    assert!(
+        !written.exists(),
+        "the default name is a copy too: one is left"
+    );
 }
 
 #[test]
@@ -292,18 +308,20 @@ fn an_output_that_is_a_folder_is_refused_before_the_probe_even_with_force() {
 fn output_dash_writes_the_snapshot_to_stdout_and_no_file_named_dash() {
     let probe_files = tempfile::tempdir().expect("temp dir");
     let written = probe_files.path().join("x-demand.pickle");
-    let (root, pid) = probe_writing(traced_snapshot(), &written);
+    let snapshot = traced_snapshot();
+    let expected = probe_bytes(&snapshot);
+    let (root, pid) = probe_writing(snapshot, &written);
     let cwd = tempfile::tempdir().expect("temp dir");
     let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid, "-o", "-"]);
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    assert_eq!(
-        out.stdout,
-        std::fs::read(&written).expect("read the probe's file"),
-        "stdout is the snapshot itself"
-    );
+    assert_eq!(out.stdout, expected, "stdout is the snapshot itself");
     assert!(stderr.contains("wrote it to stdout"), "{stderr}");
     assert!(!cwd.path().join("-").exists(), "no file named -");
+    assert!(
+        !written.exists(),
+        "the probe's file is removed once copied: the pipe got the only copy"
+    );
 }
 
 /// A v2 probe for this process that answers every request with
@@ -402,6 +420,16 @@ fn output_dash_into_a_closed_pipe_ends_quietly_with_success() {
     // no claim that the snapshot was written.
     assert!(!stderr.contains("error"), "{stderr}");
     assert!(!stderr.contains("wrote it"), "{stderr}");
+    // The pipe took none of it: the probe's file, the only whole copy, is
+    // kept, and said where.
+    assert!(written.exists(), "the probe's file is kept");
+    assert!(
+        stderr.contains(&format!(
+            "vramtop: warning: stdout took only part of the snapshot; the probe's copy is kept: {}",
+            written.display()
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -145,6 +145,13 @@ fn a_snapshot_of_a_stand_in_run_under_record_history_replays_as_a_full_match() {
         text(&ended.stderr)
     );
     assert!(!stderr.contains("segments only"), "history is on: {stderr}");
+    // The probe's own file is gone once copied: one copy, the one asked for.
+    let left: Vec<_> = std::fs::read_dir(&run.snapshots)
+        .expect("the probe's folder")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in the probe's folder: {left:?}");
     let replay = run.vramtop(&["replay", "live.pickle"]);
     let report = text(&replay.stdout);
     assert!(

@@ -37,10 +37,9 @@ pub fn default_output(pid: u32, now: chrono::DateTime<chrono::Utc>) -> PathBuf {
     PathBuf::from(format!("{pid}-{}.pickle", now.format("%Y%m%dT%H%M%SZ")))
 }
 
-/// Copies the probe's file `from` to stdout (checked as
-/// [`copy_snapshot`] checks it). Returns the bytes copied.
-fn copy_to_stdout(from: &Path) -> Result<u64, CopyError> {
-    let source = open_probe_file(from)?;
+/// Copies the probe's file, opened as `source` ([`open_probe_file`]), to
+/// stdout. Returns the bytes copied.
+fn copy_to_stdout(source: &mut File) -> Result<u64, CopyError> {
     let mut out = io::stdout().lock();
     let write = |source| CopyError::Write {
         path: PathBuf::from("stdout"),
@@ -86,11 +85,15 @@ fn check_writable(to: &Path) -> Result<(), CopyError> {
 /// existing `to` is refused; with it, `to` is replaced whole (through a
 /// temporary file beside it, renamed into place). Returns the bytes copied.
 pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyError> {
+    copy_opened(&mut open_probe_file(from)?, to, force)
+}
+
+/// [`copy_snapshot`] from the probe's file opened as `source`.
+fn copy_opened(source: &mut File, to: &Path, force: bool) -> Result<u64, CopyError> {
     let write = |source| CopyError::Write {
         path: to.to_path_buf(),
         source,
     };
-    let mut source = open_probe_file(from)?;
     let target = if force {
         let mut name = to.as_os_str().to_owned();
         name.push(format!(".{}.partial", std::process::id()));
@@ -110,7 +113,7 @@ pub fn copy_snapshot(from: &Path, to: &Path, force: bool) -> Result<u64, CopyErr
                 write(e)
             }
         })?;
-    let copied = io::copy(&mut source, &mut out)
+    let copied = io::copy(source, &mut out)
         .and_then(|n| out.flush().map(|()| n))
         .and_then(|n| out.sync_all().map(|()| n))
         // io::copy does not say which side failed; either way no half file
@@ -218,9 +221,30 @@ pub fn run(
             return fail(&e, code);
         }
     };
+    let mut source = match open_probe_file(&done.path) {
+        Ok(f) => f,
+        Err(e) => return fail(&e, EXIT_MISMATCH),
+    };
+    // The probe's file is a means to the copy: once the copy is whole it is
+    // removed, so a snapshot taken to FILE (or to a pipe) leaves no second
+    // copy, which may be GBs, in the probe's folder. A copy that failed
+    // leaves it, and says where: it is then the only one.
+    let kept = || {
+        // Said through say_error or say_warning, which escape controls.
+        format!("the probe's copy is kept: {}", done.path.display())
+    };
+    let remove = |source: &File| {
+        if let Err(e) = snapshot_file::remove_copied(&done.path, source) {
+            super::say_warning(format_args!(
+                "cannot remove the probe's copy {}: {e}; remove it by hand",
+                done.path.display()
+            ));
+        }
+    };
     if to_stdout {
-        return match copy_to_stdout(&done.path) {
+        return match copy_to_stdout(&mut source) {
             Ok(copied) => {
+                remove(&source);
                 eprintln!(
                     "vramtop snapshot: wrote it to stdout ({})",
                     describe(&done, copied)
@@ -231,8 +255,14 @@ pub fn run(
                 Ok(ExitCode::SUCCESS)
             }
             // To the binary edge, which ends a closed pipe quietly and
-            // says any other failure to write (exit 2).
+            // says any other failure to write (exit 2). A reader that stops
+            // early (`open - --summary --no-trace`, `head`) closes the pipe
+            // before the end: the whole snapshot is then only the probe's.
             Err(CopyError::Write { source, .. }) => {
+                super::say_warning(format_args!(
+                    "stdout took only part of the snapshot; {}",
+                    kept()
+                ));
                 Err(color_eyre::Report::new(source).wrap_err("cannot write stdout"))
             }
             Err(e) => {
@@ -244,16 +274,17 @@ pub fn run(
             }
         };
     }
-    let copied = match copy_snapshot(&done.path, &output, force) {
+    let copied = match copy_opened(&mut source, &output, force) {
         Ok(n) => n,
         Err(e) => {
             let code = match e {
                 CopyError::Exists(_) | CopyError::Write { .. } => EXIT_BAD_INPUT,
                 CopyError::Refused(_) | CopyError::Read { .. } => EXIT_MISMATCH,
             };
-            return fail(&e, code);
+            return fail(&format!("{e}; {}", kept()), code);
         }
     };
+    remove(&source);
     eprintln!(
         "vramtop snapshot: wrote {} ({})",
         output.display(),

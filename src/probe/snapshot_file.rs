@@ -120,6 +120,20 @@ pub fn check(path: &Path, kind: SnapshotKind, uid: u32) -> Result<PathBuf, Refus
     open(path, kind, uid).map(|_| path.to_path_buf())
 }
 
+/// Removes the probe's file at `path`, which `opened` ([`open`]) was opened
+/// from, once its bytes are copied elsewhere: only while `path` is still
+/// that file (same device and inode), so a file put in its place since is
+/// left alone. The probe keeps track of its files by name and takes one
+/// removed by someone else in its stride (`docs/probe-protocol.md`, Files).
+pub fn remove_copied(path: &Path, opened: &File) -> io::Result<()> {
+    let opened = opened.metadata()?;
+    let now = std::fs::symlink_metadata(path)?;
+    if (now.dev(), now.ino()) != (opened.dev(), opened.ino()) {
+        return Err(io::Error::other("it was replaced after it was copied"));
+    }
+    std::fs::remove_file(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +199,23 @@ mod tests {
         assert!(e.to_string().contains("another user"), "{e}");
         let e = open(Path::new("/etc/passwd"), SnapshotKind::Oom, uid).expect_err("passwd");
         assert!(e.to_string().contains("-oom.pickle"), "{e}");
+    }
+
+    #[test]
+    fn a_copied_file_is_removed_only_while_it_is_the_file_opened() {
+        let d = tempfile::tempdir().expect("temp dir");
+        let p = pickle_at(d.path(), "x-demand.pickle");
+        let f = open(&p, SnapshotKind::Demand, current_uid()).expect("opened");
+        remove_copied(&p, &f).expect("removed");
+        assert!(!p.exists());
+        // Another file put in its place after the copy is not removed.
+        let p = pickle_at(d.path(), "y-demand.pickle");
+        let f = open(&p, SnapshotKind::Demand, current_uid()).expect("opened");
+        std::fs::remove_file(&p).expect("rm");
+        pickle_at(d.path(), "y-demand.pickle");
+        let e = remove_copied(&p, &f).expect_err("replaced");
+        assert!(e.to_string().contains("replaced"), "{e}");
+        assert!(p.exists());
     }
 
     #[test]
