@@ -714,6 +714,128 @@ fn a_dash_reads_the_snapshot_from_standard_input() {
 }
 
 #[test]
+fn no_trace_from_standard_input_reads_the_final_state_of_a_stream_cut_in_its_trace() {
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let bytes = std::fs::read(&path).expect("the shared file reads");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Its trace starts a few hundred KB in: cut well past the segments,
+    // well before the end.
+    let cut_bytes = &bytes[..bytes.len() * 5 / 8];
+    let cut = dir.path().join("cut.pickle");
+    std::fs::write(&cut, cut_bytes).expect("write the cut file");
+    let cut = cut.display().to_string();
+    let (code, from_file, err) = vramtop(&["open", &cut, "--summary", "--no-trace"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, piped, err) =
+        common::run_vramtop_with_stdin(&["open", "--summary", "--no-trace", "-"], cut_bytes);
+    assert_eq!(code, 0, "the final state is whole before the cut: {err}");
+    assert!(err.is_empty(), "{err}");
+    // The same summary as the file's, under another name: no peaks, the
+    // note that the rest was not read.
+    let body = |s: &str| s.get(s.find("\nGPU 0:").unwrap_or(0)..).map(str::to_string);
+    assert_eq!(body(&piped), body(&from_file));
+    assert!(piped.starts_with("standard input: "), "{piped}");
+    assert!(piped.contains("peaks: not read (--no-trace)"), "{piped}");
+    // And the whole file as standard input is read only as far: its trace
+    // is not read. (Redirected from the file: a helper that writes all of a
+    // pipe before it reads the output would wait on a reader that stopped
+    // reading, while the reader waits on it to take its output.)
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["open", "--summary", "--no-trace", "--json", "-"])
+        .env(
+            "XDG_CONFIG_HOME",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
+        .stdin(std::fs::File::open(&path).expect("open the shared file"))
+        .output()
+        .expect("vramtop runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["trace_read"], false);
+    assert!(v["sites"][0]["peaks"].is_null());
+}
+
+#[test]
+fn a_stream_cut_before_its_final_state_is_said_the_one_way_with_or_without_no_trace() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let bytes = std::fs::read(path).expect("read");
+    let expected = "vramtop: error: standard input: the input ends early: 5000 bytes, cut inside \
+                    its first 64.00 KiB frame (60550 more bytes were expected); did its writer \
+                    stop early? (truncated pickle: the FRAME opcode at byte 2)";
+    for args in [
+        &["open", "--summary", "--no-trace", "-"][..],
+        &["open", "--summary", "-"][..],
+    ] {
+        let (code, out, err) = common::run_vramtop_with_stdin(args, &bytes[..5000]);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{out}");
+        assert_eq!(err.trim_end(), expected, "{args:?}");
+    }
+}
+
+#[test]
+fn no_trace_from_standard_input_stops_reading_at_the_final_state() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let bytes = std::fs::read(&path).expect("the shared file reads");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["open", "--summary", "--no-trace", "-"])
+        .env(
+            "XDG_CONFIG_HOME",
+            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("vramtop starts");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // A writer that writes the whole snapshot and then keeps the pipe open
+    // (a run still going): no end of input ever comes, so only a reader
+    // that stops at the final state ends.
+    let (done, hold) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        // The reader may stop and close its end first: EPIPE, expected.
+        let _ = stdin.write_all(&bytes);
+        let _ = hold.recv();
+        drop(stdin);
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let _ = done.send(());
+    writer.join().expect("the writer ends");
+    let out = child.wait_with_output().expect("vramtop ends");
+    let status = status.expect("vramtop ended before its input did");
+    assert!(status.success(), "{status}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("peaks: not read (--no-trace)"), "{text}");
+}
+
+#[test]
 fn a_block_requesting_more_than_its_size_is_a_finding_and_no_negative_count() {
     use vramtop::snapshot::capture::snapshot_of;
     use vramtop::snapshot::write_snapshot_file;

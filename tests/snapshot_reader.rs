@@ -2522,3 +2522,47 @@ fn unchanged_segments_read_in_place_as_the_value_tree_reads_them() {
     assert_eq!(read.segments[1].segment_pool_id, (0, 0));
     assert_eq!(read, snapshot_from_value(&parse(&bytes).unwrap()).unwrap());
 }
+
+/// A stream that gives at most `step` bytes a read, as a pipe whose writer
+/// writes in small pieces does.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    step: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.step.min(buf.len()).min(self.bytes.len());
+        let (now, rest) = self.bytes.split_at(n);
+        buf[..n].copy_from_slice(now);
+        self.bytes = rest;
+        Ok(n)
+    }
+}
+
+#[test]
+fn a_streams_final_state_is_the_files_however_the_stream_is_split() {
+    use vramtop::snapshot::{read_snapshot_file_final_state, read_snapshot_from_final_state};
+    let Some(dir) = common::shared_snapshots_dir() else {
+        return;
+    };
+    for (name, path) in common::snapshot_files_in(&dir) {
+        let bytes = std::fs::read(&path).expect("the shared file reads");
+        let from_file = read_snapshot_file_final_state(&path).expect("the file's final state");
+        // A pipe's 64 KiB, a writer's odd small pieces, one read.
+        for step in [65_536, 4_099, bytes.len().max(1)] {
+            let from_stream = read_snapshot_from_final_state(
+                Trickle {
+                    bytes: &bytes,
+                    step,
+                },
+                Path::new("standard input"),
+            )
+            .unwrap_or_else(|e| panic!("{name}, {step}-byte reads: {e}"));
+            assert_eq!(
+                from_stream, from_file,
+                "{name}, {step}-byte reads: the stream's final state is the file's"
+            );
+        }
+    }
+}

@@ -1260,6 +1260,14 @@ pub fn read_stdin_snapshot(
     crate::snapshot::read_snapshot_from_with(input, std::path::Path::new(STDIN_NAME), stacks)
 }
 
+/// [`read_stdin_snapshot`] as far as the final state only (`--no-trace`):
+/// the rest of `input` is left unread.
+pub fn read_stdin_final_state(
+    input: impl std::io::Read,
+) -> Result<crate::snapshot::Snapshot, crate::snapshot::SnapshotError> {
+    crate::snapshot::read_snapshot_from_final_state(input, std::path::Path::new(STDIN_NAME))
+}
+
 /// Why the snapshot `file` could not be read, as one line: the reader's
 /// error and, when the damage lies past the file's final state (a trace
 /// cut short, a file still being copied), how to read that state, which

@@ -65,8 +65,12 @@ pub fn run(
         }
         return viewer(file, background_load, display);
     }
-    // Standard input is read whole: a pipe cannot be read in stages.
-    let read = if options.no_trace && file.as_os_str() != super::STDIN_ARG {
+    let from_stdin = file.as_os_str() == super::STDIN_ARG;
+    let read = if options.no_trace && from_stdin {
+        // As far as the final state, as from a file: the rest of the
+        // stream is left unread (its writer may get SIGPIPE).
+        super::piped_stdin().and_then(super::read_stdin_final_state)
+    } else if options.no_trace {
         read_snapshot_file_final_state(file)
     } else {
         // The summary shows the stacks of what is live at a moment: the
@@ -76,7 +80,7 @@ pub fn run(
     let snapshot = match read {
         Ok(s) => s,
         Err(e) if options.no_trace => {
-            super::say_error(super::ends_early(&e, false).unwrap_or_else(|| e.to_string()));
+            super::say_error(super::ends_early(&e, from_stdin).unwrap_or_else(|| e.to_string()));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         Err(e) => {

@@ -31,8 +31,8 @@ pub use reader::{
     SegmentsStage, Stacks, check_file_start, read_segments_stage, read_snapshot,
     read_snapshot_bytes_with, read_snapshot_file, read_snapshot_file_final_state,
     read_snapshot_file_staged, read_snapshot_file_with, read_snapshot_file_with_progress,
-    read_snapshot_from, read_snapshot_from_with, read_snapshot_staged, read_snapshot_with_limits,
-    snapshot_from_value,
+    read_snapshot_from, read_snapshot_from_final_state, read_snapshot_from_with,
+    read_snapshot_staged, read_snapshot_with_limits, snapshot_from_value,
 };
 pub use types::{
     AllocatorSettings, Annotation, Block, EntryTime, Frame, Frames, Segment, Snapshot,

@@ -440,6 +440,88 @@ fn read_final_state(path: &Path, chunk: usize) -> Result<Snapshot, SnapshotError
     snapshot_from_bytes_read(path, bytes, None)
 }
 
+/// Bytes one read of a stream asks for in
+/// [`read_snapshot_from_final_state`]: a pipe gives what its writer has
+/// written so far, up to this.
+const STREAM_READ: usize = 256 << 10;
+
+/// [`read_snapshot_file_final_state`] for a stream (a pipe, standard
+/// input), whose errors name `name`: it reads only as far as the final
+/// state and stops there, leaving the rest of the stream unread (a writer
+/// still writing then gets EPIPE, or dies of SIGPIPE, as `head` does to
+/// it). What arrives is looked at as it arrives, not in fixed chunks, so a
+/// slow writer is not waited on past the final state; a parse is tried
+/// each time the bytes read since the `device_traces` key have doubled
+/// and at the stream's end. A stream read in one stage is read to its end
+/// and parsed whole, refused past the input limit; its errors are
+/// [`read_snapshot_from`]'s.
+pub fn read_snapshot_from_final_state(
+    input: impl std::io::Read,
+    name: &Path,
+) -> Result<Snapshot, SnapshotError> {
+    let limits = Limits::default();
+    let mut input = input;
+    let io_error = |source| io_error(name, source);
+    let in_file = |source| in_file(name, source);
+    let mut bytes = Vec::new();
+    let mut buffer = vec![0u8; STREAM_READ];
+    let mut key = TraceKeySearch::new();
+    let mut last_try = 0usize;
+    let mut checked = false;
+    loop {
+        // A stream that never ends (`/dev/zero`) is refused at the limit.
+        if bytes.len() as u64 > limits.max_input_bytes {
+            return Err(in_file(SnapshotError::Pickle(over_the_limit(&limits))));
+        }
+        let read = loop {
+            match input.read(&mut buffer) {
+                Ok(read) => break read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(e)),
+            }
+        };
+        let chunk = buffer.get(..read).unwrap_or_default();
+        bytes
+            .try_reserve(chunk.len())
+            .map_err(|e| io_error(std::io::Error::other(e)))?;
+        bytes.extend_from_slice(chunk);
+        let at_end = read == 0;
+        // What is not a pickle says so from its first bytes: as many as a
+        // whole read of a stream looks at, however the writer split them.
+        if !checked && (at_end || bytes.len() as u64 >= FIRST_LOOK_BYTES) {
+            pickle::check_looks_like_pickle(&bytes).map_err(|e| in_file(e.into()))?;
+            checked = true;
+        }
+        let doubled = bytes.len() >= last_try.saturating_mul(2);
+        if checked && key.seen_in(&bytes) && (doubled || (at_end && bytes.len() > last_try)) {
+            last_try = bytes.len();
+            // The stream's length is known only at its end: before it, one
+            // byte more says "more may come".
+            let len = if at_end {
+                bytes.len() as u64
+            } else {
+                (bytes.len() as u64).saturating_add(1)
+            };
+            match read_segments_stage(&bytes, len, &limits) {
+                SegmentsStage::Ready(stage) => return Ok(*stage),
+                SegmentsStage::NeedMore => {}
+                SegmentsStage::Single => break,
+            }
+        }
+        if at_end {
+            break;
+        }
+    }
+    // Read in one stage: the rest of the stream, then all of it parsed.
+    read_rest(&mut input, &mut bytes, &limits).map_err(io_error)?;
+    if bytes.len() as u64 > limits.max_input_bytes {
+        return Err(in_file(SnapshotError::Pickle(over_the_limit(&limits))));
+    }
+    let document =
+        pickle::parse_document_owned(bytes, &limits, None).map_err(|e| in_file(e.into()))?;
+    snapshot_from_document(document, Stacks::Read).map_err(in_file)
+}
+
 /// `source`, found reading the snapshot at `path`.
 fn in_file(path: &Path, source: SnapshotError) -> SnapshotError {
     SnapshotError::InFile {
