@@ -1104,20 +1104,12 @@ fn replay_names_a_gpu_whose_segments_have_no_trace_as_not_verified() {
 #[test]
 fn no_color_leaves_the_help_unstyled_on_a_terminal_too() {
     // `script` gives the command a terminal, where the help is styled.
-    let Some(script) = ["/usr/bin/script", "/bin/script"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        common::skip::skip(
-            "the help's styles on a terminal",
-            "no `script` to give the command a terminal",
-            common::skip::Prerequisite::OnlySomeMachines,
-        );
+    let Some(script) = script_for("the help's styles on a terminal") else {
         return;
     };
     let exe = env!("CARGO_BIN_EXE_vramtop");
     let styled = |args: &str| -> bool {
-        let out = std::process::Command::new(script)
+        let out = std::process::Command::new(&script)
             .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
             .env_remove("NO_COLOR")
             .output()
@@ -1131,20 +1123,27 @@ fn no_color_leaves_the_help_unstyled_on_a_terminal_too() {
     }
 }
 
-/// `script`, which gives a command a terminal; `None`, saying the test is
-/// skipped, where there is none.
-fn script_for(what: &str) -> Option<&'static str> {
-    let found = ["/usr/bin/script", "/bin/script"]
+/// The system tool `name` (in /usr/bin or /bin); `None`, saying the test
+/// of `what` is skipped and `why` the tool was wanted, where there is none.
+fn system_tool(name: &str, what: &str, why: &str) -> Option<String> {
+    let found = ["/usr/bin", "/bin"]
         .into_iter()
+        .map(|dir| format!("{dir}/{name}"))
         .find(|p| std::path::Path::new(p).exists());
     if found.is_none() {
         common::skip::skip(
             what,
-            "no `script` to give the command a terminal",
+            &format!("no `{name}` {why}"),
             common::skip::Prerequisite::OnlySomeMachines,
         );
     }
     found
+}
+
+/// `script`, which gives a command a terminal; `None`, saying the test is
+/// skipped, where there is none.
+fn script_for(what: &str) -> Option<String> {
+    system_tool("script", what, "to give the command a terminal")
 }
 
 #[test]
@@ -1168,7 +1167,7 @@ fn no_color_before_or_among_the_help_commands_words_prints_the_help_unstyled() {
     };
     let exe = env!("CARGO_BIN_EXE_vramtop");
     let run = |args: &str| {
-        let out = std::process::Command::new(script)
+        let out = std::process::Command::new(&script)
             .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
             .env_remove("NO_COLOR")
             .output()
@@ -1219,7 +1218,7 @@ fn help_piped_into_a_pager_is_wrapped_to_the_users_terminal_unless_columns_says(
     // A 60-column terminal, stdout a pipe (`| cat`, as `| less`), no
     // COLUMNS in the environment (bash does not export it).
     let widest = |shell: &str| {
-        let out = std::process::Command::new(script)
+        let out = std::process::Command::new(&script)
             .args(["-qec", &format!("stty cols 60; {shell}"), "/dev/null"])
             .env_remove(vramtop::cli::help::COLUMNS_ENV)
             .env("NO_COLOR", "1")
@@ -1245,15 +1244,11 @@ fn help_piped_into_a_pager_is_wrapped_to_the_users_terminal_unless_columns_says(
 fn help_into_a_pipe_with_no_terminal_anywhere_is_100_columns() {
     // `setsid` leaves no controlling terminal; stdin, stdout and stderr
     // are pipes.
-    let Some(setsid) = ["/usr/bin/setsid", "/bin/setsid"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
-    else {
-        common::skip::skip(
-            "the help's width with no terminal",
-            "no `setsid` to leave the controlling terminal",
-            common::skip::Prerequisite::OnlySomeMachines,
-        );
+    let Some(setsid) = system_tool(
+        "setsid",
+        "the help's width with no terminal",
+        "to leave the controlling terminal",
+    ) else {
         return;
     };
     let out = std::process::Command::new(setsid)
