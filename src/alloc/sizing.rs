@@ -170,6 +170,12 @@ fn largest_unit(size: u64, units: usize) -> (usize, u64) {
     (exp, whole)
 }
 
+/// The power of 1024 a screen writes `size` in (2 for 500 MiB): the
+/// largest unit that keeps an integer part, as [`display_bytes`] picks it.
+pub fn unit_exp(size: u64) -> usize {
+    largest_unit(size, BYTE_UNITS.len()).0
+}
+
 /// Bytes as every screen shows them (the dashboard, the viewer, the
 /// stress panel's messages): the largest binary unit that keeps an
 /// integer part, three significant digits, never rounded up to an exact

@@ -8,5 +8,6 @@ pub mod source;
 pub mod state;
 pub mod stress;
 pub mod stress_worker;
+pub mod timeline_range;
 pub mod update;
 pub mod viewer;
