@@ -849,7 +849,7 @@ fn the_help_dims_the_keys_that_do_nothing_here_and_says_why() {
     press(&mut v, KeyCode::Char('?'));
     let t = draw(&v, 120, 50);
     let buf = t.backend().buffer();
-    for keys in ["← h", "PgDn", "End", "o", "m", "c"] {
+    for keys in ["← h", "PgDn", "End", "o", "m", "c", "z"] {
         let (row, dim) = help_row(buf, keys, &theme).unwrap_or_else(|| panic!("{keys}"));
         assert!(
             row.contains("[no trace in this file]") && dim,
@@ -2054,4 +2054,229 @@ fn the_help_over_the_block_detail_dims_its_keys_that_do_nothing_there_and_says_w
     );
     let (text, dim) = row(&rows, "↑ k");
     assert!(!dim && !text.contains('['), "{text}");
+}
+
+/// A run within a narrow band far above 0 B: allocated 500…534 MiB,
+/// reserved 582 MiB throughout.
+const SILMONT_FWD: &str = "silmont_fwd_fp32_128.pickle";
+
+/// The timeline's plot rows: between its title and its x axis, the y
+/// labels' column included.
+fn timeline_plot_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains(" Timeline "))
+        .skip(1)
+        .take_while(|l| !l.contains('└'))
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// How many of the timeline's rows draw the allocated line (cells in
+/// the allocated colour between the timeline's title and its x axis).
+fn allocated_rows(buf: &Buffer, theme: &Theme) -> usize {
+    let screen = text(buf);
+    let lines: Vec<&str> = screen.lines().collect();
+    let Some(title) = lines.iter().position(|l| l.contains(" Timeline ")) else {
+        return 0;
+    };
+    let axis = (title..lines.len())
+        .find(|&y| lines[y].contains('└'))
+        .unwrap_or(title);
+    let colour = theme.allocated.fg;
+    (title + 1..axis)
+        .filter(|&y| {
+            let y = u16::try_from(y).expect("a screen row");
+            (buf.area.left()..buf.area.right()).any(|x| {
+                let cell = &buf[(x, y)];
+                cell.fg == colour.unwrap_or_default() && cell.symbol().chars().any(is_braille)
+            })
+        })
+        .count()
+}
+
+fn is_braille(c: char) -> bool {
+    ('\u{2801}'..='\u{28ff}').contains(&c)
+}
+
+#[test]
+fn z_spreads_a_narrow_band_over_more_rows_labels_its_range_and_z_goes_back() {
+    let Some(mut v) = viewer(SILMONT_FWD) else {
+        return;
+    };
+    let theme = Theme::colored();
+    for (w, h) in [(80, 24), (120, 40)] {
+        let before = draw(&v, w, h);
+        let before_text = text(before.backend().buffer());
+        let plain_rows = allocated_rows(before.backend().buffer(), &theme);
+        let labels = |screen: &str| -> Vec<String> {
+            timeline_plot_rows(screen)
+                .iter()
+                .filter_map(|row| row.split('│').next())
+                .map(|label| label.trim().to_string())
+                .filter(|label| !label.is_empty())
+                .collect()
+        };
+        assert_eq!(
+            labels(&before_text).last().map(String::as_str),
+            Some("0 B"),
+            "{w}×{h}: from 0 B before the zoom\n{before_text}"
+        );
+
+        press(&mut v, KeyCode::Char('z'));
+        let zoomed = draw(&v, w, h);
+        let zoomed_text = text(zoomed.backend().buffer());
+        let zoomed_rows = allocated_rows(zoomed.backend().buffer(), &theme);
+        // 500…534 MiB of a 0…600 MiB axis took a row or two; at 120×40
+        // zoomed it takes twice as many, at 80×24 (7 rows of chart) more.
+        let more = if h >= 40 {
+            2 * plain_rows
+        } else {
+            plain_rows + 1
+        };
+        assert!(
+            zoomed_rows >= more,
+            "{w}×{h}: the band drew on {zoomed_rows} rows zoomed, {plain_rows} before\n\
+             {before_text}\n{zoomed_text}"
+        );
+        assert_eq!(
+            labels(&zoomed_text),
+            ["590 MiB", "540 MiB", "490 MiB"],
+            "{w}×{h}: the range shown, 0 B off the chart\n{zoomed_text}"
+        );
+        assert!(
+            zoomed_text.contains(" · zoomed"),
+            "{w}×{h}: the title says so\n{zoomed_text}"
+        );
+        if w >= 120 {
+            assert!(
+                zoomed_text.contains("zoomed: from 490 MiB"),
+                "{zoomed_text}"
+            );
+        }
+
+        press(&mut v, KeyCode::Char('z'));
+        assert_eq!(
+            text(draw(&v, w, h).backend().buffer()),
+            before_text,
+            "{w}×{h}: z again draws the 0-based timeline as before"
+        );
+    }
+    press(&mut v, KeyCode::Char('z'));
+    insta::assert_snapshot!("viewer_zoomed_80x24", draw(&v, 80, 24).backend());
+}
+
+/// A trace that begins mid-run over 600 MiB held throughout, with an OOM
+/// and an empty_cache point above it: a band with marks.
+fn banded_story() -> ViewerState {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    use vramtop::snapshot::capture::snapshot_of;
+    const MIB: u64 = 1 << 20;
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    let _held = m.malloc(600 * MIB, 0).expect("fits");
+    m.record_history(Some(100_000));
+    let mut t = 0;
+    let mut tick = |m: &mut CachingAllocator<InMemoryDevice>| {
+        t += 1000;
+        m.set_time_us(t);
+    };
+    for _ in 0..3 {
+        tick(&mut m);
+        let a = m.malloc(100 * MIB, 0).expect("fits");
+        tick(&mut m);
+        m.free(a).expect("live");
+    }
+    tick(&mut m);
+    assert!(m.malloc(800 * MIB, 0).is_err(), "OOM");
+    tick(&mut m);
+    let b = m.malloc(60 * MIB, 0).expect("fits");
+    tick(&mut m);
+    let c = m.malloc(40 * MIB, 0).expect("fits");
+    tick(&mut m);
+    m.free(b).expect("live");
+    // Not followed by a segment_alloc: an empty_cache point, not a
+    // release-and-retry.
+    tick(&mut m);
+    m.empty_cache();
+    tick(&mut m);
+    m.free(c).expect("live");
+    ViewerState::new("banded.pickle".to_string(), snapshot_of(&m, 0))
+}
+
+#[test]
+fn zoomed_the_oom_empty_cache_and_cursor_marks_span_the_whole_chart() {
+    let mut v = banded_story();
+    let d = v.device().expect("a GPU");
+    assert!(d.count(vramtop::snapshot::scrub::MarkKind::Oom) > 0);
+    assert!(d.count(vramtop::snapshot::scrub::MarkKind::EmptyCache) > 0);
+    // Away from the marks: the cursor's column is its own.
+    seek(&mut v, 2);
+    press(&mut v, KeyCode::Char('z'));
+    assert!(v.timeline_zoom().is_some(), "600 MiB held: a band to zoom");
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        let rows = timeline_plot_rows(&screen);
+        assert!(rows.len() >= 4, "{w}×{h}: {screen}");
+        assert!(
+            rows.last().is_some_and(|r| !r.starts_with("0 B")),
+            "{w}×{h}: zoomed\n{screen}"
+        );
+        // Each mark is a column of one glyph from the chart's top row to
+        // its bottom one: from 0 B, its points under the zoomed range
+        // were off the chart and the column had gaps.
+        for glyph in ['┃', '┊', '▌'] {
+            let columns = |row: &String| -> Vec<usize> {
+                row.chars()
+                    .enumerate()
+                    .filter(|&(_, c)| c == glyph)
+                    .map(|(i, _)| i)
+                    .collect()
+            };
+            let first = columns(&rows[0]);
+            assert!(
+                !first.is_empty(),
+                "{w}×{h}: {glyph} on the top row\n{screen}"
+            );
+            for row in &rows {
+                assert_eq!(columns(row), first, "{w}×{h}: {glyph} in {row}\n{screen}");
+            }
+        }
+    }
+}
+
+#[test]
+fn z_is_dimmed_in_the_help_with_why_where_the_timeline_reaches_0_b() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let theme = Theme::colored();
+    assert_eq!(
+        v.unavailable(vramtop::app::viewer::ViewerAction::ToggleZoom),
+        Some("the timeline reaches down to 0 B already")
+    );
+    press(&mut v, KeyCode::Char('z'));
+    assert!(v.timeline_zoom().is_none());
+    assert_eq!(
+        v.app.ui.notice.as_deref(),
+        Some("z: the timeline reaches down to 0 B already")
+    );
+    press(&mut v, KeyCode::Char('?'));
+    let t = draw_with(&v, 120, 50, &theme);
+    let buf = t.backend().buffer();
+    let (row, dim) = help_row(buf, "z", &theme).unwrap_or_else(|| panic!("{}", text(buf)));
+    assert!(
+        row.contains("[the timeline reaches down to 0 B already]") && dim,
+        "{row}"
+    );
+    // Where it zooms, the help offers it undimmed.
+    let Some(mut v) = viewer(SILMONT_FWD) else {
+        return;
+    };
+    press(&mut v, KeyCode::Char('?'));
+    let t = draw_with(&v, 120, 50, &theme);
+    let (row, dim) = help_row(t.backend().buffer(), "z", &theme).expect("z");
+    assert!(
+        !row.lines().next().unwrap_or_default().contains('[') && !dim,
+        "{row}"
+    );
 }

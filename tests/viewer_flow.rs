@@ -10,7 +10,7 @@ use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice, PoolKind
 use vramtop::app::keymap::Keymap;
 use vramtop::app::state::{Overlay, Pane};
 use vramtop::app::update::Effect;
-use vramtop::app::viewer::{PAGE_EVENTS, PoolFilter, ViewerState};
+use vramtop::app::viewer::{PAGE_EVENTS, PoolFilter, ViewerAction, ViewerState};
 use vramtop::snapshot::Snapshot;
 use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::sites::NoStackReason;
@@ -451,7 +451,7 @@ fn help_opens_over_the_block_detail_and_the_comparison_and_closes_back_to_them()
     assert_eq!(v.app.ui.overlay, Overlay::Help, "? over the block detail");
     // Tall enough for the viewer's keys above it, the reasons of those
     // that do nothing at the last event wrapped under them.
-    let screen = screen_at(&v, 120, 50);
+    let screen = screen_at(&v, 120, 52);
     assert!(screen.contains("In the block detail"), "{screen}");
     // Modal: the detail's keys wait under the help.
     let block = v.selected_address;
@@ -2224,12 +2224,54 @@ fn a_mark_under_the_cursor_still_shows_in_the_cursors_column() {
 
 #[test]
 fn the_viewers_help_does_not_offer_the_dashboards_zoom_keys() {
-    let rows = Keymap::default().viewer_help_rows();
-    for (keys, what) in &rows {
+    let rows = Keymap::default().viewer_help_rows_bound();
+    for (keys, what, action) in &rows {
         let keys: Vec<&str> = keys.split(' ').collect();
+        // The viewer's own `z` zooms the y-axis: not the dashboard's
+        // time window.
+        let own_zoom = *action == Some(ViewerAction::ToggleZoom);
         assert!(
-            !keys.contains(&"+") && !keys.contains(&"-") && !what.contains("zoom"),
+            !keys.contains(&"+") && !keys.contains(&"-") && (own_zoom || !what.contains("zoom")),
             "{keys:?} {what}"
         );
     }
+}
+
+#[test]
+fn z_zooms_the_timeline_of_a_band_above_0_b_and_back_and_says_why_where_it_cannot() {
+    let Some(mut v) = shared("silmont_fwd_fp32_128.pickle") else {
+        return;
+    };
+    assert_eq!(v.timeline_zoom(), None, "it opens from 0 B");
+    assert_eq!(press(&mut v, KeyCode::Char('z')), Effect::Redraw);
+    let z = v
+        .timeline_zoom()
+        .expect("allocated 500…534 MiB, reserved 582 MiB");
+    assert_eq!((z.exp, z.bottom, z.top), (2, 490.0, 590.0));
+    assert_eq!(v.app.ui.notice, None);
+    // The cursor moves under the zoom; the range is the trace's, not the
+    // cursor's.
+    press(&mut v, KeyCode::Home);
+    assert_eq!(v.timeline_zoom(), Some(z));
+    assert_eq!(press(&mut v, KeyCode::Char('z')), Effect::Redraw);
+    assert_eq!(v.timeline_zoom(), None, "z again goes back to 0 B");
+
+    // A trace from an empty allocator reaches 0 B: nothing to zoom.
+    let mut story = story_viewer();
+    press(&mut story, KeyCode::Char('z'));
+    assert_eq!(story.timeline_zoom(), None);
+    assert_eq!(
+        story.app.ui.notice.as_deref(),
+        Some("z: the timeline reaches down to 0 B already")
+    );
+    // A file without a trace: none to zoom into.
+    let Some(mut bare) = shared("muduard_dump_snapshot_c.pickle") else {
+        return;
+    };
+    press(&mut bare, KeyCode::Char('z'));
+    assert_eq!(bare.timeline_zoom(), None);
+    assert_eq!(
+        bare.app.ui.notice.as_deref(),
+        Some("no trace in this file (its final state only): nothing to zoom into")
+    );
 }

@@ -489,8 +489,8 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
     // Rank 1: what a snapshot is read with (a step, the next OOM, the
     // block, the sites) and the A/B compare (mark, compare), which an
     // 80-column line keeps together; 2: the other moves (the peak
-    // among them) and the filters; 3: the start and the grouping,
-    // which a short status line drops first (all are listed by `?`). At
+    // among them) and the filters; 3: the start, the grouping and the
+    // timeline's zoom, which a short status line drops first (all are listed by `?`). At
     // the last event the back moves take the forward ones' places, and
     // at 120 columns they pushed `m mark A  c A/B` off the line.
     let b = |keys, action, hint, rank| ViewerBinding {
@@ -532,6 +532,7 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("m", V::MarkA, Some("mark A"), 1),
         b("M", V::MarkB, None, 3),
         b("c", V::Compare, Some("A/B"), 1),
+        b("z", V::ToggleZoom, Some("zoom"), 3),
     ]
 }
 
@@ -1984,6 +1985,7 @@ mod tests {
             KeyCode::Char('m') => V::MarkA,
             KeyCode::Char('M') => V::MarkB,
             KeyCode::Char('c') => V::Compare,
+            KeyCode::Char('z') => V::ToggleZoom,
             _ => return None,
         })
     }

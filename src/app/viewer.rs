@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::keymap::{Action, CompareKey, DetailKey, Keymap, Scrolled};
 use super::state::{AllocatorView, AppState, GpuState, History, Overlay, Pane, StatusState};
+use super::timeline_range::{NoZoom, ZoomRange, zoom_range};
 use super::update::{Effect, apply};
 use crate::alloc::{BlockState, DeviceStats, PoolKind};
 use crate::device::{GpuReading, GpuSample};
@@ -91,6 +92,8 @@ pub enum ViewerAction {
     MarkB,
     /// Open (or close) the comparison of A and B.
     Compare,
+    /// Fit the timeline's y-axis to the trace's own range, or back to 0.
+    ToggleZoom,
 }
 
 impl ViewerAction {
@@ -117,7 +120,8 @@ impl ViewerAction {
             | V::BiggestAllocation
             | V::MarkA
             | V::MarkB
-            | V::Compare => true,
+            | V::Compare
+            | V::ToggleZoom => true,
             // The final state's blocks carry their stacks: the block
             // detail and the sites pane work without the trace.
             V::Last
@@ -194,6 +198,9 @@ impl ViewerAction {
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
             ViewerAction::MarkB => "mark the cursor as B",
             ViewerAction::Compare => "compare A and B (and what was allocated between)",
+            // Short: a longer row widened the help's keys column past
+            // where the definitions fit beside it.
+            ViewerAction::ToggleZoom => "timeline: zoom to the trace's own range / from 0 B",
         }
     }
 }
@@ -250,6 +257,13 @@ pub struct ViewerState {
     pub app: AppState,
     /// Per device (index into `scrub.devices`): the trace's peaks.
     pub peaks: Vec<Peaks>,
+    /// Per device (index into `scrub.devices`): the lowest allocated or
+    /// reserved bytes at any cursor, the bottom of what the timeline
+    /// plots (found once: a frame does not walk millions of points).
+    pub lowest: Vec<u64>,
+    /// The timeline's y-axis spans the trace's own range
+    /// ([`ViewerState::timeline_zoom`]), not 0 B to its peak.
+    pub timeline_zoomed: bool,
     /// The sites pane is open.
     pub sites_open: bool,
     pub grouping: Grouping,
@@ -415,6 +429,17 @@ impl ViewerState {
             .collect();
         app.ui.focus = Pane::Segments;
         let peaks = scrub.devices.iter().map(peaks).collect();
+        let lowest = scrub
+            .devices
+            .iter()
+            .map(|d| {
+                d.points
+                    .iter()
+                    .map(|p| p.allocated.min(p.reserved))
+                    .min()
+                    .unwrap_or(0)
+            })
+            .collect();
         // Blocks whose stack the trace lost say so themselves (sites).
         let no_stack = snapshot_no_stack_reason(&scrub.snapshot);
         let mut v = ViewerState {
@@ -429,6 +454,8 @@ impl ViewerState {
             unfiltered_segments: 0,
             app,
             peaks,
+            lowest,
+            timeline_zoomed: false,
             sites_open: false,
             grouping: Grouping::default(),
             sites: None,
@@ -597,6 +624,25 @@ impl ViewerState {
     /// The selected device's peaks.
     pub fn device_peaks(&self) -> Option<&Peaks> {
         self.peaks.get(self.device_index())
+    }
+
+    /// The y-range the selected device's timeline zooms to: from its
+    /// lowest to its highest allocated or reserved bytes over the trace
+    /// ([`zoom_range`]); why there is none where a 0-based axis shows
+    /// it all (a flat trace, one that reaches 0 B). `None`: no trace.
+    pub fn zoom_here(&self) -> Option<Result<ZoomRange, NoZoom>> {
+        let d = self.device().filter(|d| !d.is_empty())?;
+        let lowest = self.lowest.get(self.device_index()).copied()?;
+        let (reserved, allocated) = d.peaks();
+        Some(zoom_range(lowest, reserved.max(allocated)))
+    }
+
+    /// The y-range the timeline draws zoomed: while the zoom is on and
+    /// the selected device's trace has one; `None`: from 0 B.
+    pub fn timeline_zoom(&self) -> Option<ZoomRange> {
+        self.timeline_zoomed
+            .then(|| self.zoom_here()?.ok())
+            .flatten()
     }
 
     /// The sites of the shown segments' allocated blocks.
@@ -959,6 +1005,12 @@ impl ViewerState {
                 "no snapshot/annotate entry in the trace",
                 "none before",
             ),
+            // A zoom that would show what the 0-based axis does. While it
+            // is on it is offered to turn it off.
+            V::ToggleZoom if self.timeline_zoom().is_none() => match self.zoom_here() {
+                Some(Err(why)) => Some(why.why()),
+                _ => None,
+            },
             // `c` compares two marks on this GPU (or closes the comparison).
             V::Compare if self.compare.is_none() => {
                 match (self.mark_here(self.mark_a), self.mark_here(self.mark_b)) {
@@ -1231,6 +1283,7 @@ impl ViewerState {
             let what = match action {
                 V::MarkA | V::MarkB => "mark",
                 V::Compare => "compare",
+                V::ToggleZoom => "zoom into",
                 V::StepBack | V::StepForward | V::PageBack | V::PageForward | V::First => {
                     "step through"
                 }
@@ -1513,6 +1566,27 @@ impl ViewerState {
                 } else {
                     Effect::None
                 }
+            }
+            V::ToggleZoom => {
+                if self.timeline_zoom().is_some() {
+                    self.timeline_zoomed = false;
+                    return Effect::Redraw;
+                }
+                match self.zoom_here() {
+                    Some(Ok(_)) => self.timeline_zoomed = true,
+                    // Pressed where it has nothing to zoom into (on this
+                    // GPU: another one's zoom is not kept for it), it says
+                    // why, as the help does.
+                    Some(Err(why)) => {
+                        self.timeline_zoomed = false;
+                        self.app.ui.notice = Some(format!("{}: {}", key(V::ToggleZoom), why.why()));
+                    }
+                    None => {
+                        self.app.ui.notice =
+                            Some("no trace on this GPU: its final state is all there is".into());
+                    }
+                }
+                Effect::Redraw
             }
         }
     }

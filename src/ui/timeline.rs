@@ -218,11 +218,45 @@ pub(super) fn byte_axis_labels(
     chart_rows: u16,
     theme: &Theme,
 ) -> Vec<Span<'static>> {
-    let mut texts = vec![
-        "0 B".to_string(),
-        format!("{} {}", axis_number(top / 2.0), format::unit_name(exp)),
-        format!("{} {}", axis_number(top), format::unit_name(exp)),
-    ];
+    byte_axis_labels_from(0.0, top, exp, chart_rows, theme)
+}
+
+/// A zoomed axis's number: the fewest decimals (up to six) that write
+/// `v` whole. Its ends are whole steps of a narrow range (12.72 GiB …
+/// 12.82 GiB): with [`axis_number`]'s one decimal the middle and the top
+/// both read "12.8 GiB".
+pub(super) fn exact_axis_number(v: f64) -> String {
+    let decimals = (0..6)
+        .find(|&d| {
+            let scaled = v * 10f64.powi(d);
+            (scaled - scaled.round()).abs() < 1e-6 * scaled.abs().max(1.0)
+        })
+        .unwrap_or(6);
+    format!("{v:.prec$}", prec = decimals as usize)
+}
+
+/// [`byte_axis_labels`] of a chart from `bottom` (in the unit of `exp`;
+/// the viewer's zoomed timeline) to `top`: the lowest label is `bottom`
+/// with its unit ("490 MiB"), "0 B" only where it is 0.
+pub(super) fn byte_axis_labels_from(
+    bottom: f64,
+    top: f64,
+    exp: usize,
+    chart_rows: u16,
+    theme: &Theme,
+) -> Vec<Span<'static>> {
+    let unit = format::unit_name(exp);
+    let mut texts = if bottom > 0.0 {
+        [bottom, (bottom + top) / 2.0, top]
+            .map(|v| format!("{} {unit}", exact_axis_number(v)))
+            .to_vec()
+    } else {
+        vec![
+            "0 B".to_string(),
+            format!("{} {unit}", axis_number(top / 2.0)),
+            format!("{} {unit}", axis_number(top)),
+        ]
+    };
     // The x axis's line and its labels take two of the chart's rows.
     if chart_rows.saturating_sub(2) < 3 {
         texts.remove(1);
@@ -237,8 +271,21 @@ pub(super) fn byte_axis_labels(
 /// A vertical line at `x` from 0 to `top` for a chart `chart_rows` high:
 /// one point per row, so a one-cell marker draws the full height.
 pub(super) fn vertical_line(x: f64, chart_rows: u16, top: f64) -> impl Iterator<Item = (f64, f64)> {
+    vertical_line_from(x, chart_rows, 0.0, top)
+}
+
+/// [`vertical_line`] from `bottom` to `top` (the viewer's zoomed
+/// timeline): a point per row within the axis's bounds, which a chart
+/// draws all of (from 0 the rows under `bottom` were off the chart, and
+/// the line had gaps).
+pub(super) fn vertical_line_from(
+    x: f64,
+    chart_rows: u16,
+    bottom: f64,
+    top: f64,
+) -> impl Iterator<Item = (f64, f64)> {
     let rows = f64::from(chart_rows.max(1));
-    (0..=chart_rows).map(move |k| (x, top * f64::from(k) / rows))
+    (0..=chart_rows).map(move |k| (x, bottom + (top - bottom) * f64::from(k) / rows))
 }
 
 /// One series: its runs of points (seconds before the end, value in the

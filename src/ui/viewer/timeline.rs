@@ -19,9 +19,9 @@ use crate::ui::chrome::{self, LegendForm, LegendWords, pane_block};
 use crate::ui::format;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::{
-    ALLOCATED, EMPTY_CACHE, LegendName, MIN_SCALE_BYTES, OOM, RESERVED, byte_axis_labels, dataset,
-    layered_datasets, legend_room, nice_ceiling, values_instead_of_chart, vertical_line,
-    with_mark_legend,
+    ALLOCATED, EMPTY_CACHE, LegendName, MIN_SCALE_BYTES, OOM, RESERVED, byte_axis_labels_from,
+    dataset, exact_axis_number, layered_datasets, legend_room, nice_ceiling,
+    values_instead_of_chart, vertical_line_from, with_mark_legend,
 };
 
 /// The cursor's mark, one word however narrow the legend.
@@ -178,6 +178,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     };
     let n = d.len();
     let cursor = v.cursor();
+    let zoom = v.timeline_zoom();
     // The title is cut by the border's width: a cut number would read as
     // another number, so the longest variant that fits whole is shown.
     let room = usize::from(area.width).saturating_sub(Pane::Timeline.title().chars().count() + 5);
@@ -188,12 +189,29 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
             "no trace".to_string(),
         ]
     } else {
-        vec![
+        let where_ = [
             format!("GPU {} · events 0…{n} · cursor {cursor}", d.device),
             format!("GPU {} · cursor {cursor}/{n}", d.device),
             format!("cursor {cursor}/{n}"),
             format!("{cursor}/{n}"),
-        ]
+        ];
+        match zoom {
+            None => where_.to_vec(),
+            // Zoomed, that 0 B is off the chart outranks where the cursor
+            // is (the status line says that too): its bottom in full
+            // where it fits, else "zoomed" alone.
+            Some(z) => {
+                let from = format!(
+                    "zoomed: from {} {}",
+                    exact_axis_number(z.bottom),
+                    format::unit_name(z.exp)
+                );
+                (where_.iter().map(|w| format!("{w} · {from}")))
+                    .chain(where_.iter().map(|w| format!("{w} · zoomed")))
+                    .chain([from.clone(), "zoomed".to_string()])
+                    .collect()
+            }
+        }
     }
     .into_iter()
     .find(|t| t.chars().count() <= room)
@@ -231,10 +249,15 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     // From the scrub's table of maxima: a frame costs the same for a trace
     // of millions of events as for a short one.
     let n_points = d.points.len();
-    let (peak_r, peak_a) = d.peaks();
-    let max = peak_r.max(peak_a).max(MIN_SCALE_BYTES);
-    let exp = format::unit_exp(max);
-    let top = nice_ceiling(format::in_unit(max, exp));
+    let (bottom, top, exp) = match zoom {
+        Some(z) => (z.bottom, z.top, z.exp),
+        None => {
+            let (peak_r, peak_a) = d.peaks();
+            let max = peak_r.max(peak_a).max(MIN_SCALE_BYTES);
+            let exp = format::unit_exp(max);
+            (0.0, nice_ceiling(format::in_unit(max, exp)), exp)
+        }
+    };
     let columns = usize::from(inner.width);
     let reserved_pts = bucketed(n_points, |r| d.highest(r).0, columns, exp);
     let allocated_pts = bucketed(n_points, |r| d.highest(r).1, columns, exp);
@@ -254,7 +277,7 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
     let chart_rows = inner.height.saturating_sub(legend_rows);
     let column = |xs: Vec<f64>| -> Vec<(f64, f64)> {
         xs.into_iter()
-            .flat_map(|x| vertical_line(x, chart_rows, top))
+            .flat_map(|x| vertical_line_from(x, chart_rows, bottom, top))
             .collect()
     };
     let at = |kind: MarkKind| -> Vec<f64> {
@@ -324,10 +347,10 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
             )
             .y_axis(
                 Axis::default()
-                    .bounds([0.0, top])
+                    .bounds([bottom, top])
                     // Every label carries its unit and all share one width,
-                    // as on the dashboard.
-                    .labels(byte_axis_labels(top, exp, chart_rows, theme))
+                    // as on the dashboard; zoomed, the lowest is not "0 B".
+                    .labels(byte_axis_labels_from(bottom, top, exp, chart_rows, theme))
                     .style(theme.dim),
             )
             .legend_position(None)
