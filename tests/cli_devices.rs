@@ -540,15 +540,10 @@ fn check_on_cuda_with_working_kernels_passes_and_exits_0() {
 fn once_json_lists_the_simulated_processes_that_could_not_start_and_only_listed_allocators() {
     // 1 GiB holds two 500 MiB contexts: the third trainer could not start.
     let args = [
-        "--once",
-        "--json",
-        "--backend",
-        "sim",
-        "--sim-memory",
-        "1GiB",
-        "--sim-training",
-        "3",
-    ];
+        &["--once", "--json"][..],
+        &common::SIM_GPU_FULL_AT_TWO_TRAINERS,
+    ]
+    .concat();
     let (code, out, err) = vramtop(&args, None);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("the sample");
@@ -579,14 +574,7 @@ fn once_json_lists_the_simulated_processes_that_could_not_start_and_only_listed_
 #[test]
 fn doctor_says_which_simulated_processes_could_not_start_in_the_words_of_once() {
     // 1 GiB holds two 500 MiB contexts: the third trainer could not start.
-    let sim = [
-        "--backend",
-        "sim",
-        "--sim-memory",
-        "1GiB",
-        "--sim-training",
-        "3",
-    ];
+    let sim = common::SIM_GPU_FULL_AT_TWO_TRAINERS;
     let (code, out, err) = vramtop(&[&["--once", "--json"][..], &sim].concat(), None);
     assert_eq!(code, 0, "{err}");
     let once = json(&out);

@@ -416,16 +416,11 @@ fn doctor_and_check_on_the_simulated_gpu_fit_80_cells() {
     // The note of simulated processes that could not start wraps under its
     // label's value too.
     let not_started = [
-        "doctor",
-        "--backend",
-        "sim",
-        "--sim-memory",
-        "1GiB",
-        "--sim-training",
-        "3",
-        "--sim-dataloader-workers",
-        "2",
-    ];
+        &["doctor"][..],
+        &common::SIM_GPU_FULL_AT_TWO_TRAINERS,
+        &["--sim-dataloader-workers", "2"],
+    ]
+    .concat();
     for args in [&["doctor"][..], &not_started] {
         let (code, out, err) = run_on_terminal(args, None);
         assert_eq!(code, 0, "{err}");

@@ -230,14 +230,7 @@ fn once_text_fits_80_cells_and_ascii_is_pure_ascii() {
 fn once_lists_every_allocator_the_dashboards_v_cycles_with_its_ooms() {
     // 1 GiB holds two 500 MiB contexts: two trainers share GPU 0 (the
     // third could not start), and the tensors find no room: OOMs.
-    let (json, text) = both(&[
-        "--backend",
-        "sim",
-        "--sim-memory",
-        "1GiB",
-        "--sim-training",
-        "3",
-    ]);
+    let (json, text) = both(&common::SIM_GPU_FULL_AT_TWO_TRAINERS);
     let pids: Vec<u64> = json["gpus"][0]["allocators"]
         .as_array()
         .expect("allocators")
@@ -269,14 +262,7 @@ fn once_lists_every_allocator_the_dashboards_v_cycles_with_its_ooms() {
 
 #[test]
 fn once_text_says_which_simulated_processes_could_not_start_as_the_json_does() {
-    let (json, text) = both(&[
-        "--backend",
-        "sim",
-        "--sim-memory",
-        "1GiB",
-        "--sim-training",
-        "3",
-    ]);
+    let (json, text) = both(&common::SIM_GPU_FULL_AT_TWO_TRAINERS);
     let note = json["not_started_note"]
         .as_str()
         .expect("a trainer finds no room on 1 GiB");

@@ -17,6 +17,18 @@ use std::process::Command;
 use vramtop::app::viewer::ViewerState;
 use vramtop::snapshot::read_snapshot_file;
 
+/// A simulated GPU of 1 GiB with three training processes: two 500 MiB
+/// CUDA contexts fill it, so the third trainer cannot start, and the two
+/// that run share GPU 0 and meet OOMs.
+pub const SIM_GPU_FULL_AT_TWO_TRAINERS: [&str; 6] = [
+    "--backend",
+    "sim",
+    "--sim-memory",
+    "1GiB",
+    "--sim-training",
+    "3",
+];
+
 /// Runs the vramtop binary with `args` (and `LD_LIBRARY_PATH` when given);
 /// returns (exit code, stdout, stderr).
 pub fn run_vramtop(args: &[&str], ld_library_path: Option<&Path>) -> (i32, String, String) {
