@@ -310,15 +310,9 @@ fn record_appends_one_flushed_json_line_per_sample() {
 /// `vramtop record ARGS…` with `--backend sim` in `cwd`: exit code,
 /// stdout, stderr.
 fn record_in(cwd: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .arg("record")
-        .args(["--backend", "sim"])
+    let out = common::vramtop_command(&["record", "--backend", "sim"])
         .args(args)
         .current_dir(cwd)
-        .env(
-            "XDG_CONFIG_HOME",
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
         .output()
         .expect("the binary runs");
     (
@@ -414,12 +408,7 @@ fn closed_stdout_pipe_is_not_a_panic() {
 fn into_a_closed_pipe(args: &[&str]) -> (Option<i32>, String) {
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(args)
-        .env(
-            "XDG_CONFIG_HOME",
-            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
+    let out = common::vramtop_command(args)
         .stdout(writer)
         .output()
         .expect("the binary runs");
@@ -743,12 +732,7 @@ fn no_trace_from_standard_input_reads_the_final_state_of_a_stream_cut_in_its_tra
     // is not read. (Redirected from the file: a helper that writes all of a
     // pipe before it reads the output would wait on a reader that stopped
     // reading, while the reader waits on it to take its output.)
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(["open", "--summary", "--no-trace", "--json", "-"])
-        .env(
-            "XDG_CONFIG_HOME",
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
+    let out = common::vramtop_command(&["open", "--summary", "--no-trace", "--json", "-"])
         .stdin(std::fs::File::open(&path).expect("open the shared file"))
         .output()
         .expect("vramtop runs");
@@ -785,18 +769,13 @@ fn a_stream_cut_before_its_final_state_is_said_the_one_way_with_or_without_no_tr
 #[test]
 fn no_trace_from_standard_input_stops_reading_at_the_final_state() {
     use std::io::Write as _;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
     else {
         return;
     };
     let bytes = std::fs::read(&path).expect("the shared file reads");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(["open", "--summary", "--no-trace", "-"])
-        .env(
-            "XDG_CONFIG_HOME",
-            std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
+    let mut child = common::vramtop_command(&["open", "--summary", "--no-trace", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -507,13 +507,8 @@ fn the_readmes_replay_example_is_the_real_output_in_80_columns() {
         .and_then(|rest| rest.split("```").next())
         .expect("the README's replay example");
     // The path as the README writes it, from the checkout's root.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(COMMAND.split(' '))
+    let out = common::vramtop_command(&COMMAND.split(' ').collect::<Vec<_>>())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env(
-            "XDG_CONFIG_HOME",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
         .output()
         .expect("vramtop runs");
     assert_eq!(out.status.code(), Some(0));

@@ -1258,6 +1258,19 @@ fn status_line_shows_banner_error_dropped_samples_and_hints() {
     insta::assert_snapshot!("status_banner", terminal.backend());
 }
 
+/// The second row of the status line drawn `width` cells wide, trimmed:
+/// where its banner or notice goes.
+fn status_message_row(state: &AppState, width: u16) -> String {
+    let (theme, keymap) = (Theme::colored(), Keymap::default());
+    let terminal = draw_widget(StatusLine::new(state, &keymap, &theme), width, 2);
+    text(terminal.backend().buffer())
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
 #[test]
 fn the_no_driver_banner_drops_its_details_to_fit_80_columns_and_is_whole_at_120() {
     let (_cluster, mut state) = training(1);
@@ -1265,17 +1278,7 @@ fn the_no_driver_banner_drops_its_details_to_fit_80_columns_and_is_whole_at_120(
     let full =
         "showing 1 simulated GPU: no NVIDIA driver is installed (libnvidia-ml.so.1 not found)";
     state.status.banner = Some(full.into());
-    let theme = Theme::colored();
-    let keymap = Keymap::default();
-    let row = |w: u16| {
-        let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), w, 2);
-        text(terminal.backend().buffer())
-            .lines()
-            .nth(1)
-            .unwrap_or_default()
-            .trim_end()
-            .to_string()
-    };
+    let row = |w: u16| status_message_row(&state, w);
     assert_eq!(row(120), full);
     // 85 columns do not fit 80: the file name in parentheses goes first,
     // and nothing is cut mid-word.
@@ -1303,17 +1306,7 @@ fn simulated_processes_that_could_not_start_are_said_whole_at_120_and_short_at_8
         not_started(4246, false),
         not_started(4247, true),
     ];
-    let theme = Theme::colored();
-    let keymap = Keymap::default();
-    let row = |w: u16| {
-        let terminal = draw_widget(StatusLine::new(&state, &keymap, &theme), w, 2);
-        text(terminal.backend().buffer())
-            .lines()
-            .nth(1)
-            .unwrap_or_default()
-            .trim_end()
-            .to_string()
-    };
+    let row = |w: u16| status_message_row(&state, w);
     assert_eq!(
         row(120),
         "1 simulated training process and 3 DataLoader workers could not start: no room for a \

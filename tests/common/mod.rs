@@ -41,20 +41,25 @@ pub fn run_vramtop_with_env(
     ld_library_path: Option<&Path>,
     env: &[(&str, &str)],
 ) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
-    cmd.args(args);
+    let mut cmd = vramtop_command(args);
     no_terminal_width(&mut cmd);
     cmd.envs(env.iter().copied());
-    // The user's own config file (~/.config/vramtop/config.toml) must not
-    // change what a test sees: the default location is an empty folder.
-    cmd.env(
-        "XDG_CONFIG_HOME",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-    );
     if let Some(dir) = ld_library_path {
         cmd.env("LD_LIBRARY_PATH", dir);
     }
     outcome(cmd.output().expect("the binary runs"))
+}
+
+/// The vramtop binary with `args`, reading no config file of the user's:
+/// the user's own (~/.config/vramtop/config.toml) must not change what a
+/// test sees, so the default location is an empty folder.
+pub fn vramtop_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    cmd.args(args).env(
+        "XDG_CONFIG_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+    );
+    cmd
 }
 
 /// Gives `cmd` the help's width for no terminal (`COLUMNS`, which the
@@ -82,14 +87,9 @@ pub fn outcome(out: std::process::Output) -> (i32, String, String) {
 pub fn run_vramtop_with_stdin(args: &[&str], input: &[u8]) -> (i32, String, String) {
     use std::io::Write as _;
     use std::process::Stdio;
-    let mut command = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    let mut command = vramtop_command(args);
     no_terminal_width(&mut command);
     let mut child = command
-        .args(args)
-        .env(
-            "XDG_CONFIG_HOME",
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
-        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
