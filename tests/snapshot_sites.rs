@@ -885,7 +885,7 @@ fn the_summary_lists_the_snapshot_entries_event_numbers_for_at() {
     let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let numbers: Vec<String> = at.iter().map(ToString::to_string).collect();
     let line = format!(
-        "3 snapshot/annotate entries (events for --at): {}",
+        "3 snapshot/annotate entries (--at mark:1 … mark:3, or the events): {}",
         numbers.join(", ")
     );
     assert!(said.contains(&line), "{text}");
@@ -915,4 +915,77 @@ fn the_summary_lists_the_snapshot_entries_event_numbers_for_at() {
         )),
         "{text}"
     );
+}
+
+#[test]
+fn at_mark_n_is_the_cursor_after_the_nth_snapshot_entry_in_summary_and_diff() {
+    let snapshot = Arc::new(snapshotted_each_step(3));
+    let after: Vec<usize> = snapshot.device_traces[0]
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == TraceAction::Snapshot)
+        .map(|(i, _)| i + 1)
+        .collect();
+    let (_dir, path) = written(&snapshot);
+    for (at, event) in [
+        ("mark:2", after[1]),
+        ("MARK:1", after[0]),
+        ("mark:last", after[2]),
+    ] {
+        let (code, json, err) =
+            common::run_vramtop(&["open", &path, "--summary", "--json", "--at", at], None);
+        assert_eq!(code, 0, "{at}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+        let cursor = &v["sites"][0]["at_cursor"];
+        assert_eq!(cursor["cursor"], event, "{at}: {json}");
+        assert_eq!(cursor["asked"], at.to_ascii_lowercase(), "{at}: {json}");
+    }
+    let (code, text, err) = common::run_vramtop(
+        &["diff", &path, "--at", "mark:1", "--at", "mark:last"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(said.contains(&format!("event {}/", after[0])), "{text}");
+    assert!(said.contains("(--at mark:1)"), "{text}");
+    assert!(said.contains("(--at mark:last)"), "{text}");
+}
+
+#[test]
+fn at_mark_past_the_files_marks_is_one_line_naming_how_many_it_has() {
+    let (_dir, path) = written(&snapshotted_each_step(3));
+    let (code, _, err) = common::run_vramtop(&["open", &path, "--summary", "--at", "mark:4"], None);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("GPU 0's trace has 3 snapshot/annotate entries: --at mark:4 is past them")
+            && err.contains("mark:1 to mark:3"),
+        "{err}"
+    );
+    let (code, _, err) = common::run_vramtop(&["diff", &path, "--at", "1", "--at", "mark:9"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has 3 snapshot/annotate entries"), "{err}");
+
+    // A trace without any: mark:1 and mark:last alike.
+    let (_dir, path) = written(&one_block_history());
+    for at in ["mark:1", "mark:last"] {
+        let (code, _, err) = common::run_vramtop(&["open", &path, "--summary", "--at", at], None);
+        assert_eq!(code, 2, "{at}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "GPU 0's trace has no snapshot/annotate entry: --at {at} needs one"
+            )),
+            "{err}"
+        );
+    }
+    // mark:0 and a mark that is not a count are usage errors.
+    for (at, why) in [
+        ("mark:0", "marks count from 1"),
+        ("mark:x", "is not a mark"),
+    ] {
+        let (code, _, err) = common::run_vramtop(&["open", &path, "--summary", "--at", at], None);
+        assert_eq!(code, 2, "{at}: {err}");
+        assert!(err.contains(why), "{at}: {err}");
+    }
 }

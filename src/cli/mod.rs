@@ -438,7 +438,8 @@ impl GroupArg {
     }
 }
 
-/// Parses `--at`: an event number as the viewer shows it, or a word.
+/// Parses `--at`: an event number as the viewer shows it, a word, or
+/// `mark:N`.
 pub fn at_arg(text: &str) -> Result<At, String> {
     text.parse()
 }
@@ -619,7 +620,9 @@ pub enum Command {
         ///
         /// As the viewer's A/B marks do (the earlier is BEFORE): event
         /// numbers as the viewer shows them ("event 40/97" is 40), or start,
-        /// peak (of allocated), end, oom (the last OOM). Adds the highest
+        /// peak (of allocated), end, oom (the last OOM), mark:N (just after
+        /// the N-th snapshot/annotate entry, as open --summary lists them),
+        /// mark:last. Adds the highest
         /// allocated between them and the blocks allocated between them
         /// still alive at the later.
         #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, help_heading = "Two moments of one file")]
@@ -757,7 +760,9 @@ pub enum Command {
         ///
         /// Of each GPU's trace, as the viewer's cursor there shows them: an
         /// event number as the viewer shows it ("event 40/97" is 40), or
-        /// start, peak (of allocated), end, oom (the last OOM). end is the
+        /// start, peak (of allocated), end, oom (the last OOM), mark:N (just
+        /// after the N-th snapshot/annotate entry the summary lists),
+        /// mark:last. end is the
         /// file's final state: it needs no trace (and works with
         /// --no-trace).
         #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary")]

@@ -642,8 +642,8 @@ fn oom_list(d: &DeviceSites) -> String {
 const MARKER_LINES: usize = 10;
 
 /// A device's `snapshot`/`annotate` entries in one wrapped line: "41
-/// snapshot/annotate entries (for --at): event 583, 1164, …", the first
-/// [`MARKER_LINES`] of them.
+/// snapshot/annotate entries (--at mark:1 … mark:41, or the events): 583,
+/// 1164, …", the first [`MARKER_LINES`] of them.
 fn marker_list(d: &DeviceSites) -> String {
     let listed: Vec<String> = d
         .marker_events
@@ -656,7 +656,13 @@ fn marker_list(d: &DeviceSites) -> String {
         "snapshot/annotate entry",
         "snapshot/annotate entries",
     );
-    let mut text = format!("{what} (events for --at): {}", listed.join(", "));
+    // The two ways `--at` names them: mark:N counts them, the events are
+    // where they are in the trace.
+    let at = match d.markers {
+        1 => "--at mark:1, or the event".to_string(),
+        n => format!("--at mark:1 … mark:{n}, or the events"),
+    };
+    let mut text = format!("{what} ({at}): {}", listed.join(", "));
     let more = d.markers.saturating_sub(listed.len());
     if more > 0 {
         let json = if d.markers > MAX_LISTED_MARKERS {

@@ -1,9 +1,11 @@
 //! The peaks of a trace: the cursor where allocated bytes were highest,
 //! where reserved bytes were highest, and the biggest single allocation;
 //! the highest between two cursors; and the moments the command line names
-//! (`--at 40`, `--at peak`). Pure: computed from a [`DeviceScrub`]'s
+//! (`--at 40`, `--at peak`, `--at mark:3`). Pure: computed from a [`DeviceScrub`]'s
 //! timeline (its table of maxima: a trace of millions of events is not
 //! walked again).
+
+use std::num::NonZeroUsize;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -102,10 +104,21 @@ pub enum At {
     End,
     /// Just after the trace's last OOM event.
     Oom,
+    /// Just after the trace's N-th `snapshot`/`annotate` entry, counted
+    /// from 1 as `open --summary` lists them (`mark:N`).
+    Mark(NonZeroUsize),
+    /// Just after the trace's last `snapshot`/`annotate` entry
+    /// (`mark:last`).
+    LastMark,
 }
 
-/// The words `--at` takes besides an event number.
-pub const AT_WORDS: [&str; 4] = ["start", "peak", "end", "oom"];
+/// What `--at` takes besides an event number, for messages: the words and
+/// the `snapshot`/`annotate` entries.
+pub const AT_FORMS: &str = "start, peak, end, oom, mark:N (the N-th snapshot/annotate entry) or \
+                            mark:last";
+
+/// The prefix of `--at mark:N`.
+const MARK_PREFIX: &str = "mark:";
 
 impl std::fmt::Display for At {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,14 +128,44 @@ impl std::fmt::Display for At {
             At::Peak => f.write_str("peak"),
             At::End => f.write_str("end"),
             At::Oom => f.write_str("oom"),
+            At::Mark(n) => write!(f, "{MARK_PREFIX}{n}"),
+            At::LastMark => write!(f, "{MARK_PREFIX}last"),
         }
+    }
+}
+
+/// `mark:N` (what follows the prefix): a count from 1, or `last`.
+fn mark_from_str(rest: &str) -> Result<At, String> {
+    let rest = rest.trim();
+    if rest.eq_ignore_ascii_case("last") {
+        return Ok(At::LastMark);
+    }
+    if !crate::quote::is_digits(rest) {
+        return Err(format!(
+            "'{MARK_PREFIX}{}' is not a mark: write mark:N for the N-th snapshot/annotate entry \
+             (mark:1 is the first), or mark:last",
+            crate::quote::cut(rest)
+        ));
+    }
+    match rest.parse::<usize>().map(NonZeroUsize::new) {
+        Ok(Some(n)) => Ok(At::Mark(n)),
+        Ok(None) => Err(format!(
+            "'{MARK_PREFIX}{}' is not a mark: marks count from 1 (mark:1 is the first \
+             snapshot/annotate entry)",
+            crate::quote::cut(rest)
+        )),
+        Err(_) => Err(crate::quote::not_in_range(
+            &format!("{MARK_PREFIX}{rest}"),
+            1,
+            u64::try_from(usize::MAX).unwrap_or(u64::MAX),
+        )),
     }
 }
 
 impl std::str::FromStr for At {
     type Err = String;
 
-    /// An event number (digits only: no sign) or one of [`AT_WORDS`], any
+    /// An event number (digits only: no sign), or one of [`AT_FORMS`], any
     /// case.
     fn from_str(text: &str) -> Result<At, String> {
         let word = text.trim();
@@ -132,6 +175,13 @@ impl std::str::FromStr for At {
             "end" => return Ok(At::End),
             "oom" => return Ok(At::Oom),
             _ => {}
+        }
+        if let Some(rest) = word
+            .get(..MARK_PREFIX.len())
+            .filter(|prefix| prefix.eq_ignore_ascii_case(MARK_PREFIX))
+            .and_then(|_| word.get(MARK_PREFIX.len()..))
+        {
+            return mark_from_str(rest);
         }
         // `-0` is 0, as a count's `-0` (`--top`) is.
         let word = match word.strip_prefix('-') {
@@ -157,9 +207,8 @@ impl std::str::FromStr for At {
             )),
             _ => Err(format!(
                 "'{}' is not a moment: write an event number as the viewer shows it (40 for \
-                 \"event 40/97\"), or one of {}",
+                 \"event 40/97\"), or {AT_FORMS}",
                 crate::quote::cut(text),
-                AT_WORDS.join(", ")
             )),
         }
     }
@@ -170,8 +219,7 @@ impl std::str::FromStr for At {
 pub enum AtError {
     #[error(
         "event {event} is past the end of GPU {device}'s trace: it has {events} events \
-         (--at takes 0 to {events}, or {words})",
-        words = AT_WORDS.join(", ")
+         (--at takes 0 to {events}, or {AT_FORMS})"
     )]
     PastEnd {
         device: u32,
@@ -180,6 +228,10 @@ pub enum AtError {
     },
     #[error("GPU {device}'s trace has no OOM event: --at oom needs one")]
     NoOom { device: u32 },
+    /// `--at mark:N` past the trace's `snapshot`/`annotate` entries, or
+    /// `mark:…` of a trace with none.
+    #[error("{}", past_marks(*device, *at, *marks))]
+    NoMark { device: u32, at: At, marks: usize },
     /// `at` is a moment of the trace (not `end`, which every file has)
     /// and the file has none.
     /// `cause` picks the advice on recording one, the summary's.
@@ -198,6 +250,25 @@ pub enum AtError {
          final state, which was read"
     )]
     TraceNotRead { at: At },
+}
+
+/// "GPU 0's trace has 41 snapshot/annotate entries: --at mark:50 is past
+/// them (mark:1 to mark:41, or mark:last)", or has none.
+fn past_marks(device: u32, at: At, marks: usize) -> String {
+    match marks {
+        0 => format!(
+            "GPU {device}'s trace has no snapshot/annotate entry: --at {at} needs one (an \
+             event number names any moment)"
+        ),
+        1 => format!(
+            "GPU {device}'s trace has 1 snapshot/annotate entry: --at {at} is past it (mark:1 \
+             or mark:last names it)"
+        ),
+        n => format!(
+            "GPU {device}'s trace has {n} snapshot/annotate entries: --at {at} is past them \
+             (mark:1 to mark:{n}, or mark:last)"
+        ),
+    }
 }
 
 impl At {
@@ -221,7 +292,29 @@ impl At {
                 .ok_or(AtError::NoOom {
                     device: device.device,
                 }),
+            At::Mark(n) => {
+                // After the entry, as the viewer's `i` lands and the
+                // summary lists it.
+                let nth = n
+                    .get()
+                    .checked_sub(1)
+                    .and_then(|skip| device.mark_events(MarkKind::Marker).nth(skip));
+                self.after_mark(device, nth)
+            }
+            At::LastMark => self.after_mark(device, device.mark_events(MarkKind::Marker).last()),
         }
+    }
+
+    /// The cursor just after the marker entry at index `entry`, or why
+    /// there is none.
+    fn after_mark(self, device: &DeviceScrub, entry: Option<usize>) -> Result<usize, AtError> {
+        entry
+            .map(|i| i.saturating_add(1))
+            .ok_or_else(|| AtError::NoMark {
+                device: device.device,
+                at: self,
+                marks: device.count(MarkKind::Marker),
+            })
     }
 }
 
@@ -253,6 +346,30 @@ mod tests {
         );
         assert_eq!(At::Event(7).to_string(), "7");
         assert_eq!(At::Oom.to_string(), "oom");
+    }
+
+    #[test]
+    fn at_reads_mark_n_from_one_and_mark_last_in_any_case() {
+        let n = |k| At::Mark(NonZeroUsize::new(k).expect("not 0"));
+        assert_eq!("mark:1".parse::<At>(), Ok(n(1)));
+        assert_eq!(" Mark: 12 ".parse::<At>(), Ok(n(12)));
+        assert_eq!("mark:LAST".parse::<At>(), Ok(At::LastMark));
+        assert_eq!(n(3).to_string(), "mark:3");
+        assert_eq!(At::LastMark.to_string(), "mark:last");
+        let e = "mark:0".parse::<At>().expect_err("0");
+        assert!(e.contains("marks count from 1"), "{e}");
+        for bad in ["mark:", "mark:-1", "mark:+2", "mark:first", "mark:1.5"] {
+            let e = bad.parse::<At>().expect_err(bad);
+            assert!(e.contains("is not a mark"), "{bad}: {e}");
+        }
+        let e = "mark:99999999999999999999999"
+            .parse::<At>()
+            .expect_err("past usize");
+        assert!(e.contains("is not in 1..="), "{e}");
+        // A multi-byte text where the prefix would be is not a mark, and
+        // no panic.
+        let e = "märk:1".parse::<At>().expect_err("not a mark");
+        assert!(e.contains("is not a moment") && e.contains("mark:N"), "{e}");
     }
 
     #[test]

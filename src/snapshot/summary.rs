@@ -450,7 +450,8 @@ pub struct OomEvent {
 /// The sites at the cursor `--at` names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AtCursor {
-    /// The moment as it was asked (`40`, `peak`, `end`, `oom`, `start`).
+    /// The moment as it was asked (`40`, `peak`, `end`, `oom`, `start`,
+    /// `mark:3`, `mark:last`).
     pub asked: String,
     /// Reserved bytes there.
     pub reserved: u64,
