@@ -35,6 +35,9 @@ enum Answer {
     Silent,
     /// Acknowledges the request (`snapshot_started`) and says nothing more.
     StartedOnly,
+    /// As [`Answer::StartedOnly`], its `snapshot_started` naming the
+    /// folder the file goes into, as `vramtop_probe` does.
+    StartedIn(PathBuf),
 }
 
 /// A private runtime dir with the `vramtop` subdirectory (mode 0700).
@@ -81,8 +84,15 @@ fn fake_probe(dir: &Path, version: u32, answer: Answer) {
                     return;
                 };
                 let id = request["id"].as_str().unwrap_or_default().to_string();
-                let started =
-                    format!("{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\"}}\n");
+                let started = match &answer {
+                    Answer::StartedIn(dir) => format!(
+                        "{}\n",
+                        serde_json::json!({
+                            "v": 2, "type": "snapshot_started", "id": id, "dir": dir,
+                        })
+                    ),
+                    _ => format!("{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\"}}\n"),
+                };
                 let reply = match &answer {
                     Answer::Write { snapshot, file } => {
                         let bytes = write_snapshot_file(snapshot, file).expect("write");
@@ -105,12 +115,15 @@ fn fake_probe(dir: &Path, version: u32, answer: Answer) {
                         "v": 2, "type": "snapshot_failed", "id": id, "reason": reason,
                     })
                     .to_string(),
-                    Answer::Silent | Answer::StartedOnly => String::new(),
+                    Answer::Silent | Answer::StartedOnly | Answer::StartedIn(_) => String::new(),
                 };
                 if !matches!(answer, Answer::Silent) {
                     let _ = conn.write_all(started.as_bytes());
                 }
-                if !matches!(answer, Answer::Silent | Answer::StartedOnly) {
+                if !matches!(
+                    answer,
+                    Answer::Silent | Answer::StartedOnly | Answer::StartedIn(_)
+                ) {
                     let _ = conn.write_all(format!("{reply}\n").as_bytes());
                 }
                 // Hold the connection until the client hangs up.
@@ -521,4 +534,41 @@ fn a_probe_that_acknowledged_but_did_not_finish_says_so_and_asks_for_a_longer_ti
         "{stderr}"
     );
     assert!(!error.contains("did not answer"), "{stderr}");
+    // A probe that did not say its folder: the default one is named.
+    assert!(
+        error.contains(
+            "it may still write into its snapshot folder (~/.local/state/vramtop/snapshots unless"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_timeout_after_the_probe_began_names_the_file_it_may_still_write() {
+    let (root, dir) = runtime_dir();
+    let snapshots = tempfile::tempdir().expect("temp dir");
+    fake_probe(&dir, 2, Answer::StartedIn(snapshots.path().to_path_buf()));
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let pid = std::process::id().to_string();
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", &pid, "-o", "step.pickle", "--timeout", "300ms"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("vramtop: error: "))
+        .unwrap_or_default();
+    // The fake's hello: host absent, so the name's known end only.
+    let file = snapshots.path().join("*-demand.pickle");
+    assert!(
+        error.contains(&format!(
+            "; it may still write {}, which is kept: give it longer with --timeout",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!cwd.path().join("step.pickle").exists(), "{stderr}");
 }

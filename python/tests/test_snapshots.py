@@ -394,6 +394,8 @@ def test_a_request_is_answered_started_then_done_with_the_file(live, client_of):
     assert started["id"] == "a1b2c3" and started["v"] == 2
     done = answer(client)
     assert done["type"] == "snapshot_done" and done["id"] == "a1b2c3"
+    # Where the file goes is said before it is written: a client that stops waiting names it.
+    assert started["dir"] == os.path.dirname(done["path"])
     snapshot = load(done["path"])
     assert done["bytes"] == os.path.getsize(done["path"])
     assert done["segments"] == len(snapshot["segments"])

@@ -271,8 +271,16 @@ def oom(
     }
 
 
-def snapshot_started(request_id: str) -> dict[str, Any]:
-    return {"v": VERSION, "type": "snapshot_started", "id": request_id, "time": time.time()}
+def snapshot_started(request_id: str, directory: str) -> dict[str, Any]:
+    """The request is being served; its file will be written into ``directory`` (absolute), so a
+    client that stops waiting can say where it may still appear."""
+    return {
+        "v": VERSION,
+        "type": "snapshot_started",
+        "id": request_id,
+        "time": time.time(),
+        "dir": os.path.abspath(directory),
+    }
 
 
 def snapshot_done(request_id: str, path: str, size: int, snapshot: Mapping[str, Any]) -> dict[str, Any]:

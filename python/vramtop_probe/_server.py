@@ -814,7 +814,7 @@ class Probe:
         if client not in self._clients:
             return  # it hung up: nobody to answer, nothing to write
         started = time.thread_time()
-        self._answer(client, protocol.snapshot_started(request_id))
+        self._answer(client, protocol.snapshot_started(request_id, self.snapshots.directory))
         if _loaded("torch") is None:
             self._answer(client, protocol.snapshot_failed(request_id, "torch is not imported"))
             return

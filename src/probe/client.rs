@@ -60,6 +60,11 @@ pub enum ClientError {
         pid: u32,
         waited: Duration,
         stage: WaitStage,
+        /// Where the probe's file may still appear, at
+        /// [`WaitStage::Started`] from a probe that said its folder: the
+        /// path with `*` for the part written with it (the time), as
+        /// [`pending_file`] makes it.
+        file: Option<PathBuf>,
     },
     #[error("the probe of {pid} closed the connection before answering ({why})")]
     Closed { pid: u32, why: String },
@@ -228,6 +233,9 @@ pub fn request_snapshot(
     let id = new_request_id();
     let mut asked = false;
     let mut started = false;
+    // The hello names the file, the `snapshot_started` its folder.
+    let mut hello_seen: Option<Hello> = None;
+    let mut file = None;
     loop {
         let now = Instant::now();
         let Some(left) = deadline
@@ -242,6 +250,7 @@ pub fn request_snapshot(
                     (true, false) => WaitStage::Asked,
                     (false, false) => WaitStage::NoHello,
                 },
+                file,
             });
         };
         // A zero timeout would mean "block forever".
@@ -313,6 +322,7 @@ pub fn request_snapshot(
                     });
                 }
                 asked = true;
+                hello_seen = Some(hello.clone());
                 progress(Progress::Asked(Box::new(hello)));
             }
             _ if !asked => {
@@ -323,6 +333,10 @@ pub fn request_snapshot(
             }
             Message::SnapshotStarted(s) if s.id == id => {
                 started = true;
+                file = s
+                    .dir
+                    .as_deref()
+                    .map(|dir| pending_file(dir, hello_seen.as_ref()));
                 progress(Progress::Started);
             }
             Message::SnapshotDone(d) if d.id == id => return Ok(d),
@@ -345,6 +359,34 @@ pub fn request_snapshot(
             _ => {}
         }
     }
+}
+
+/// The file a probe that began a request writes into `dir`, as far as it
+/// is known before it is written: the probe names it
+/// `{host}-{pid}-rank{rank or x}-{UTC time}[-{n}]-demand.pickle`
+/// (docs/probe-protocol.md, "Files"), the time and any `-{n}` here a `*`
+/// (a pattern a shell lists), the host as the probe makes it safe. Without
+/// a hello's host, all before `-demand.pickle` is the `*`.
+pub fn pending_file(dir: &Path, hello: Option<&Hello>) -> PathBuf {
+    let name = match hello.and_then(|h| Some((h, h.host.as_deref()?))) {
+        Some((h, host)) => {
+            let safe: String = host
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let safe = if safe.is_empty() { "host".into() } else { safe };
+            let rank = h.rank.map_or_else(|| "x".to_string(), |r| r.to_string());
+            format!("{safe}-{}-rank{rank}-*-demand.pickle", h.pid)
+        }
+        None => "*-demand.pickle".to_string(),
+    };
+    dir.join(name)
 }
 
 /// A wait as `--timeout` is written: "300ms" below a second, else
@@ -526,6 +568,32 @@ mod tests {
             "{e}"
         );
         assert!(!e.to_string().contains("did not answer"), "{e}");
+    }
+
+    #[test]
+    fn a_probe_that_began_times_out_naming_the_file_it_may_still_write() {
+        let d = private_dir();
+        let sock = d.path().join("7.sock");
+        let hello = "{\"v\":2,\"type\":\"hello\",\"pid\":7,\"host\":\"node 7\",\"rank\":3,\"capabilities\":[\"snapshot\"]}\n";
+        let _server = fake_probe(UnixListener::bind(&sock).expect("bind"), hello, |id| {
+            vec![format!(
+                "{{\"v\":2,\"type\":\"snapshot_started\",\"id\":\"{id}\",\"dir\":\"/s/snaps\"}}\n"
+            )]
+        });
+        let e =
+            request_snapshot(&sock, 7, Duration::from_millis(150), |_| {}).expect_err("timeout");
+        let ClientError::Timeout { file, .. } = &e else {
+            panic!("a timeout expected, got {e}");
+        };
+        assert_eq!(
+            file.as_deref(),
+            Some(Path::new("/s/snaps/node_7-7-rank3-*-demand.pickle"))
+        );
+        // No host or rank in the hello: what is known.
+        assert_eq!(
+            pending_file(Path::new("/d"), None),
+            PathBuf::from("/d/*-demand.pickle")
+        );
     }
 
     #[test]

@@ -199,6 +199,11 @@ pub struct SnapshotStarted {
     pub id: String,
     #[serde(default)]
     pub time: Option<f64>,
+    /// The folder (absolute) the probe writes the file into; `None` from a
+    /// probe older than the field. Said before the file is written, so a
+    /// client that stops waiting can say where it may still appear.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
 }
 
 /// The snapshot request `id` asked for is written at `path`.
