@@ -163,6 +163,43 @@ fn once_json_shows_a_fake_probes_allocator_on_its_gpu_under_the_host_pid() {
 }
 
 #[test]
+fn once_says_how_much_older_the_segments_are_than_the_stats_as_the_pane_does() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("4242.sock");
+    // The segments at t, the stats 4.5 s later: the fragmentation is of
+    // the allocator 4.5 s before the allocated and reserved beside it.
+    let later = stats().replace("1764489600.2", "1764489604.8");
+    assert_ne!(later, stats());
+    fake_probe(&path, vec![hello(4242), segments(), later]);
+    let sample = once_json(root.path());
+    let a = &probe_at(&sample, &path)["devices"][0]["allocator"];
+    let age = a["segments_age_s"].as_f64().expect("an age");
+    assert!((age - 4.5).abs() < 0.01, "{a:#}");
+    assert_eq!(a["segments_received"], true, "{a:#}");
+    assert_eq!(
+        sample["gpus"][0]["allocator"]["segments_age_s"],
+        a["segments_age_s"]
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(["--backend", "sim", "--sim-gpus", "1", "--once"])
+        .env("XDG_RUNTIME_DIR", root.path())
+        .output()
+        .expect("the binary runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("; segments 4 s old)"), "{text}");
+
+    // Stats and segments of one moment: 0, and nothing said.
+    let (root, dir) = runtime_dir();
+    let path = dir.join("4242.sock");
+    fake_probe(&path, vec![hello(4242), segments(), stats()]);
+    let sample = once_json(root.path());
+    let a = &probe_at(&sample, &path)["devices"][0]["allocator"];
+    assert_eq!(a["segments_age_s"], 0.0, "{a:#}");
+}
+
+#[test]
 fn once_json_reports_a_version_3_probe_and_a_garbage_line_without_failing() {
     let (root, dir) = runtime_dir();
     let v2 = dir.join("1.sock");

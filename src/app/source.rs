@@ -740,6 +740,18 @@ pub struct AllocatorSummary {
     /// `null` when the probe sent it as `null` (unknown, not 0).
     pub num_ooms: Option<i64>,
     pub fragmentation: Fragmentation,
+    /// Seconds, by the probe's clock, that the segments `fragmentation` is
+    /// computed from are older than the stats the other figures are, as
+    /// the dashboard's Fragmentation pane says it ("segments 4 s old"): 0
+    /// where the pane says nothing (as new, or under a second behind with
+    /// the same totals; every simulated allocator); `None` where the age
+    /// is unknown (messages without times, the pane's "stale segments",
+    /// or no segments yet: see `segments_received`).
+    pub segments_age_s: Option<f64>,
+    /// Whether any segments have come: `false` while a probe's stats have
+    /// and its segments not (the pane's "segments not received yet"),
+    /// `fragmentation` then being of no segments.
+    pub segments_received: bool,
     /// Figures the probe sent as `null` (`memory_stats()` keys, or
     /// `requested_size`): their values here are 0 and mean nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -761,6 +773,12 @@ impl From<&AllocatorView> for AllocatorSummary {
                 .then_some(a.stats.num_alloc_retries),
             num_ooms: a.knows("num_ooms").then_some(a.stats.num_ooms),
             fragmentation: a.fragmentation.clone(),
+            segments_age_s: match a.segments_age {
+                None => Some(0.0),
+                Some(SegmentsAge::NotYet) => None,
+                Some(SegmentsAge::Older { age_s, .. }) => age_s,
+            },
+            segments_received: a.segments_age != Some(SegmentsAge::NotYet),
             unknown: a.unknown.clone(),
         }
     }
@@ -965,6 +983,27 @@ mod tests {
     use crate::probe::registry::DeviceData;
     use crate::probe::{ProbeState, ProbeStatus};
     use std::path::PathBuf;
+
+    #[test]
+    fn the_json_allocator_says_how_old_its_segments_are_as_the_pane_does() {
+        let view = |age| {
+            AllocatorView::new("probe".into(), Some(7), DeviceStats::default(), Vec::new())
+                .with_segments_age(age)
+        };
+        let json = |age| serde_json::to_value(AllocatorSummary::from(&view(age))).expect("JSON");
+        let older = |age_s| SegmentsAge::Older { age_s, then: None };
+        let cases = [
+            (None, serde_json::json!(0.0), true),
+            (Some(older(Some(4.5))), serde_json::json!(4.5), true),
+            (Some(older(None)), serde_json::Value::Null, true),
+            (Some(SegmentsAge::NotYet), serde_json::Value::Null, false),
+        ];
+        for (age, want_age, received) in cases {
+            let v = json(age);
+            assert_eq!(v["segments_age_s"], want_age, "{age:?}: {v}");
+            assert_eq!(v["segments_received"], received, "{age:?}: {v}");
+        }
+    }
 
     fn snapshot(pid: u32, num_ooms: i64, events: u64) -> ProbeSnapshot {
         let stats = DeviceStats {

@@ -220,9 +220,8 @@ fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
         NA.to_string()
     };
     let figures = format!(
-        "allocated {allocated}, reserved {reserved}, fragmentation {} (largest free block {}), {}",
-        format::percent(a.fragmentation.fragmentation),
-        format::bytes(a.fragmentation.largest_free_block),
+        "allocated {allocated}, reserved {reserved}, {}, {}",
+        segment_figures(a),
         ooms(a),
     );
     if whose {
@@ -230,6 +229,25 @@ fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
     } else {
         figures
     }
+}
+
+/// "fragmentation 79% (largest free block 20.0 MiB)", with the segments'
+/// age where the dashboard's Fragmentation pane says it ("…; segments 4 s
+/// old"), or its note where no segments have come.
+fn segment_figures(a: &AllocatorSummary) -> String {
+    if !a.segments_received {
+        return format!("fragmentation {NA} ({})", crate::ui::SEGMENTS_NOT_YET);
+    }
+    let age = match a.segments_age_s {
+        // As new as the stats: the pane says nothing.
+        Some(s) if s <= 0.0 => String::new(),
+        age => format!("; {}", crate::ui::segments_age_words(age)),
+    };
+    format!(
+        "fragmentation {} (largest free block {}{age})",
+        format::percent(a.fragmentation.fragmentation),
+        format::bytes(a.fragmentation.largest_free_block),
+    )
 }
 
 fn probe_text(out: &mut String, p: &HeadlessProbe) {
@@ -309,6 +327,8 @@ mod tests {
             num_alloc_retries: None,
             num_ooms: None,
             fragmentation: crate::alloc::fragmentation(&[]),
+            segments_age_s: Some(0.0),
+            segments_received: true,
             unknown: Vec::new(),
         }
     }
@@ -330,6 +350,45 @@ mod tests {
         assert!(text.contains("  no processes\n"), "{text}");
         assert!(text.contains("allocator: n/a"), "{text}");
         assert!(!text.contains(" 0 B"), "{text}");
+    }
+
+    #[test]
+    fn segments_older_than_the_stats_are_said_as_the_fragmentation_pane_says_them() {
+        let said = |age: Option<f64>, received: bool| {
+            let mut a = allocator(1 << 20, 2 << 20);
+            a.segments_age_s = age;
+            a.segments_received = received;
+            let mut g = gpu(GpuSample::unknown(0, "Tesla T4"));
+            g.allocator = Some(a);
+            let text = render(&sample(vec![g]));
+            assert_fits(&text);
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let text = said(Some(4.9), true);
+        assert!(
+            text.contains("fragmentation 0% (largest free block 0 B; segments 4 s old), OOMs"),
+            "{text}"
+        );
+        let text = said(Some(0.3), true);
+        assert!(
+            text.contains("(largest free block 0 B; segments <1 s old)"),
+            "{text}"
+        );
+        let text = said(None, true);
+        assert!(
+            text.contains("(largest free block 0 B; stale segments)"),
+            "{text}"
+        );
+        let text = said(Some(0.0), true);
+        assert!(text.contains("(largest free block 0 B), OOMs"), "{text}");
+        let text = said(None, false);
+        assert!(
+            text.contains(
+                "fragmentation n/a (segments not received yet: the probe sends them every few \
+                 seconds), OOMs"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -106,7 +106,14 @@ pub(crate) fn segments_age_note(view: &AllocatorView) -> Option<(String, bool)> 
     let Some(SegmentsAge::Older { age_s, then }) = view.segments_age else {
         return None;
     };
-    let words = match age_s {
+    Some((segments_age_words(age_s), then.is_some()))
+}
+
+/// "segments 4 s old" for segments `age_s` seconds older than the stats,
+/// "segments <1 s old", or "stale segments" where the age is unknown:
+/// the pane's words, which `--once` says too.
+pub fn segments_age_words(age_s: Option<f64>) -> String {
+    match age_s {
         // Whole seconds, rounded down (4.9 s is "4 s old"): never older
         // than they are. The cast saturates.
         Some(s) if s >= 1.0 => format!("segments {} s old", s.floor() as u64),
@@ -114,8 +121,7 @@ pub(crate) fn segments_age_note(view: &AllocatorView) -> Option<(String, bool)> 
         // Only the figures say they are of another moment; the segments
         // are the slower of the two feeds.
         None => "stale segments".to_string(),
-    };
-    Some((words, then.is_some()))
+    }
 }
 
 /// "reserved then 352 MiB, now 124 MiB": the figure in which the

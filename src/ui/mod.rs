@@ -60,7 +60,7 @@ pub mod format;
 pub mod theme;
 
 pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
-pub use fragmentation::FragmentationPane;
+pub use fragmentation::{FragmentationPane, SEGMENTS_NOT_YET, segments_age_words};
 pub use gpus::GpusPane;
 pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS, VIEWER_MEANINGS};
 pub use processes::ProcessesPane;
