@@ -147,12 +147,6 @@ pub fn describe(done: &SnapshotDone, copied: u64) -> String {
     parts.join(", ")
 }
 
-/// Where a probe writes its snapshots when not told otherwise
-/// (docs/probe-protocol.md, "Files"), for a timeout's message when the
-/// probe did not say its folder (one older than `snapshot_started`'s
-/// `dir`).
-const PROBE_DEFAULT_DIR: &str = "~/.local/state/vramtop/snapshots";
-
 /// Runs `vramtop snapshot PID`.
 pub fn run(
     pid: u32,
@@ -219,19 +213,7 @@ pub fn run(
             // The probe is working on it: only more time helps, and the
             // file it goes on to write is kept (nobody copies it), so say
             // where it may appear.
-            if let client::ClientError::Timeout {
-                stage: client::WaitStage::Started,
-                file,
-                ..
-            } = &e
-            {
-                let place = match file {
-                    Some(f) => f.display().to_string(),
-                    None => format!(
-                        "into its snapshot folder ({PROBE_DEFAULT_DIR} unless it was given \
-                         another)"
-                    ),
-                };
+            if let Some(place) = e.may_still_write() {
                 return fail(
                     &format!(
                         "{e}; it may still write {place}, which is kept: give it longer with \

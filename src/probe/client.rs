@@ -119,7 +119,36 @@ fn probes_there(others: &[u32]) -> String {
     format!(", probes there: {noun} {}{more}", listed.join(", "))
 }
 
+/// Where a probe writes its snapshots when not told otherwise
+/// (docs/probe-protocol.md, "Files"), for a timeout's message when the
+/// probe did not say its folder (one older than `snapshot_started`'s
+/// `dir`).
+pub const PROBE_DEFAULT_DIR: &str = "~/.local/state/vramtop/snapshots";
+
 impl ClientError {
+    /// Where the probe may still write its file after a wait that ran out
+    /// once it had begun the snapshot (it goes on, and nobody copies or
+    /// removes that file): the file as far as it is known, else its
+    /// default folder. `None` for every other error.
+    pub fn may_still_write(&self) -> Option<String> {
+        let ClientError::Timeout {
+            stage: WaitStage::Started,
+            file,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        Some(match file {
+            Some(f) => f.display().to_string(),
+            None => {
+                format!(
+                    "into its snapshot folder ({PROBE_DEFAULT_DIR} unless it was given another)"
+                )
+            }
+        })
+    }
+
     /// Whether asking again cannot help: there is no probe to ask, or it
     /// cannot answer (exit 2 at the command line, like other bad input).
     pub fn is_bad_input(&self) -> bool {

@@ -378,7 +378,13 @@ impl<B: Backend> Dashboard<B> {
 /// offered (`o`) only when it is one the probe could have written (a pickle
 /// of this user's, [`snapshot_file::check`]), not whatever path was sent.
 fn answered(pid: u32, answer: Result<SnapshotDone, client::ClientError>) -> CaptureMsg {
-    let checked = answer.map_err(|e| e.to_string()).and_then(|done| {
+    let checked = answer.map_err(|e| match e.may_still_write() {
+        // The probe goes on and writes it: say where, so that it can be
+        // found (and opened) once written.
+        Some(place) => format!("{e}; it may still write {place}"),
+        None => e.to_string(),
+    });
+    let checked = checked.and_then(|done| {
         snapshot_file::check(&done.path, SnapshotKind::Demand, discovery::current_uid())
             .map(|path| (path, done.has_trace))
             .map_err(|e| e.to_string())
@@ -524,5 +530,35 @@ mod tests {
             assert!(why.contains("vramtop does not open"), "{why}");
             assert!(!why.contains("root:"), "never quoted: {why}");
         }
+    }
+
+    #[test]
+    fn a_capture_that_times_out_after_the_probe_began_says_where_its_file_may_appear() {
+        let began = client::ClientError::Timeout {
+            pid: 7,
+            waited: Duration::from_secs(60),
+            stage: client::WaitStage::Started,
+            file: Some(std::path::PathBuf::from(
+                "/s/snaps/node7-7-rank0-*-demand.pickle",
+            )),
+        };
+        let CaptureMsg::Failed { pid: 7, why } = answered(7, Err(began)) else {
+            panic!("a timeout fails the capture");
+        };
+        assert!(
+            why.ends_with("; it may still write /s/snaps/node7-7-rank0-*-demand.pickle"),
+            "{why}"
+        );
+        // Before the probe began there is no file to look for.
+        let asked = client::ClientError::Timeout {
+            pid: 7,
+            waited: Duration::from_secs(60),
+            stage: client::WaitStage::Asked,
+            file: None,
+        };
+        let CaptureMsg::Failed { why, .. } = answered(7, Err(asked)) else {
+            panic!("a timeout fails the capture");
+        };
+        assert!(!why.contains("may still write"), "{why}");
     }
 }
