@@ -169,6 +169,73 @@ fn jump_keys_land_just_after_the_oom_segment_alloc_and_empty_cache() {
 }
 
 #[test]
+fn a_jump_selects_the_block_its_event_is_about() {
+    // B: just after the biggest allocation (c, 500 MiB); P the peak of
+    // allocated bytes; R the new segment of the peak of reserved bytes;
+    // n a segment_alloc: each selects the block at the event's address.
+    for key in ['B', 'P', 'R', 'n'] {
+        let mut v = story_viewer();
+        press(&mut v, KeyCode::Home);
+        press(&mut v, KeyCode::Char(key));
+        let e = v.current_event().expect("after an event").clone();
+        let (_, b) = v.selected_block().expect("a block at the event");
+        assert!(
+            b.address <= e.addr && e.addr < b.address + b.size,
+            "{key}: {:?} at {:#x} selects the block {:#x}+{}",
+            e.action,
+            e.addr,
+            b.address,
+            b.size
+        );
+        assert_eq!(v.selected_address, Some(b.address), "{key}");
+    }
+    // Already at the moment, the key selects it again.
+    let mut v = story_viewer();
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('B'));
+    let addr = v.current_event().expect("after the alloc").addr;
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Char('B'));
+    assert_eq!(v.selected_address, Some(addr));
+    // An OOM is about no block: the selection stays.
+    press(&mut v, KeyCode::Char('o'));
+    assert_eq!(v.current_event().map(|e| e.action), Some(TraceAction::Oom));
+    let before = v.selected_address;
+    assert!(before.is_some());
+    press(&mut v, KeyCode::Right);
+    press(&mut v, KeyCode::Char('O'));
+    assert_eq!(v.selected_address, before, "an OOM leaves the selection");
+}
+
+#[test]
+fn b_in_a_real_trace_selects_the_biggest_allocations_block_with_its_site() {
+    let Some(mut v) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    // As opened, B left the selection on "block 2/5 2.00 MiB".
+    press(&mut v, KeyCode::Char('B'));
+    let e = v.current_event().expect("after the alloc").clone();
+    assert_eq!(e.action, TraceAction::Alloc);
+    let (_, b) = v.selected_block().expect("its block");
+    assert_eq!((b.address, b.size), (e.addr, 512 * MIB));
+    // With the sites pane open and another site selected, B selects the
+    // block's site with it.
+    press(&mut v, KeyCode::End);
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Down);
+    press(&mut v, KeyCode::Down);
+    let before = v.selected_site;
+    assert!(v.highlighted().binary_search(&e.addr).is_err());
+    press(&mut v, KeyCode::Char('B'));
+    assert_eq!(v.selected_address, Some(e.addr));
+    assert_ne!(v.selected_site, before);
+    assert!(
+        v.highlighted().binary_search(&e.addr).is_ok(),
+        "the sites pane selects the block's site"
+    );
+}
+
+#[test]
 fn the_selection_follows_its_block_while_the_cursor_moves() {
     let mut v = story_viewer();
     press(&mut v, KeyCode::Home);

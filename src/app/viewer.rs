@@ -1208,8 +1208,59 @@ impl ViewerState {
                 self.app.ui.notice = Some(format!("already at {what} (event {c})"));
                 Effect::Redraw
             }
-            Some(c) => self.set_cursor(c),
+            Some(c) => {
+                self.set_cursor(c);
+                self.select_event_block();
+                Effect::Redraw
+            }
             None => Effect::None,
+        }
+    }
+
+    /// After a jump: moves the block selection to the block the event
+    /// jumped to is about (the block an `alloc` handed out, the free block
+    /// a free left, the first block of a new segment), so `Enter` shows
+    /// the stack of what the status line describes. An event about no
+    /// block (an OOM, a marker) or about one gone at the cursor, or hidden
+    /// by the filters (a freed segment), leaves the selection where it is.
+    fn select_event_block(&mut self) {
+        use crate::alloc::TraceAction as T;
+        let Some(addr) = self.current_event().and_then(|e| match e.action {
+            T::Alloc
+            | T::FreeRequested
+            | T::FreeCompleted
+            | T::SegmentAlloc
+            | T::SegmentFree
+            | T::SegmentMap
+            | T::SegmentUnmap => Some(e.addr),
+            T::Snapshot | T::Oom | T::Annotate => None,
+        }) else {
+            return;
+        };
+        let Some((i, address)) = self
+            .segments
+            .iter()
+            .flat_map(|s| &s.blocks)
+            .enumerate()
+            .find(|(_, b)| b.address <= addr && addr < b.address.saturating_add(b.size.max(1)))
+            .map(|(i, b)| (i, b.address))
+        else {
+            return;
+        };
+        self.app.ui.selected_block = i;
+        self.selected_address = Some(address);
+        // The sites pane selects the site the block is of, or its
+        // highlight would name another site than the selected block's.
+        let site = self.sites.as_ref().and_then(|s| {
+            s.sites
+                .iter()
+                .position(|site| site.addresses.binary_search(&address).is_ok())
+        });
+        if let Some(site) = site
+            && site != self.selected_site
+        {
+            self.selected_site = site;
+            self.site_scroll = 0;
         }
     }
 
@@ -1223,7 +1274,11 @@ impl ViewerState {
             }
         });
         match target {
-            Some(t) => self.set_cursor(t),
+            Some(t) => {
+                self.set_cursor(t);
+                self.select_event_block();
+                Effect::Redraw
+            }
             None => {
                 // Say why the key did nothing.
                 let what = match kind {
