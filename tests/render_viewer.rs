@@ -2280,3 +2280,57 @@ fn z_is_dimmed_in_the_help_with_why_where_the_timeline_reaches_0_b() {
         "{row}"
     );
 }
+
+#[test]
+fn with_a_filter_on_every_pane_title_says_whether_the_filter_applies_to_it() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let title_of = |screen: &str, pane: &str| {
+        screen
+            .lines()
+            .find_map(|l| l.find(pane).map(|i| l[i..].to_string()))
+            .unwrap_or_default()
+    };
+    // No filter: no pane speaks of one.
+    let screen = text(draw(&v, 80, 40).backend().buffer());
+    assert!(!screen.contains("unfiltered") && !screen.contains("filtered"));
+    press(&mut v, KeyCode::Char('s'));
+    press(&mut v, KeyCode::Char('p'));
+    press(&mut v, KeyCode::Char('p'));
+    // A narrow fragmentation pane (beside the timeline at 80 columns)
+    // says that its figures are filtered where the filters do not fit.
+    let screen = text(draw(&v, 80, 40).backend().buffer());
+    let t = title_of(&screen, "Fragmentation");
+    assert!(t.contains("· filtered"), "{t}");
+    // Wider, it names them.
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let t = title_of(&screen, "Fragmentation");
+    assert!(t.contains("stream 0 · small pool"), "{t}");
+    press(&mut v, KeyCode::Char('w'));
+    for (w, h) in [(80, 40), (120, 40)] {
+        let screen = text(draw(&v, w, h).backend().buffer());
+        for line in screen.lines() {
+            assert!(line.chars().count() <= usize::from(w), "{line}");
+        }
+        // Below 100 columns the sites pane takes the timeline's place:
+        // each pane shown is checked, and at 120 columns all are (the
+        // fragmentation pane gives way to the sites pane at both).
+        let shown = |pane: &str| {
+            let t = title_of(&screen, pane);
+            assert!(w < 100 || !t.is_empty(), "{w}x{h} {pane}:\n{screen}");
+            (!t.is_empty()).then_some(t)
+        };
+        // The GPUs row and the timeline count every segment.
+        for pane in ["GPUs", "Timeline"] {
+            if let Some(t) = shown(pane) {
+                assert!(t.contains("unfiltered"), "{w}x{h} {pane}: {t}");
+            }
+        }
+        // The panes drawn from the filtered segments name the filter.
+        for pane in ["Memory breakdown", "Segments", "Sites"] {
+            let t = shown(pane).expect("shown at every width");
+            assert!(t.contains("stream 0 · small pool"), "{w}x{h} {pane}: {t}");
+        }
+    }
+}

@@ -31,9 +31,18 @@ pub struct FragmentationPane<'a> {
     /// where it has the room for them whole: the snapshot viewer's status
     /// row says them too, so they go before a word is cut.
     filters: &'a [String],
+    /// The filters short ("stream 0 · small"), said where the whole ones
+    /// do not fit, and "filtered" where neither does: the figures are of
+    /// the filtered segments, and a title without a word of it read as
+    /// the whole allocator's beside the breakdown's filtered one.
+    short_filters: &'a [String],
     /// Other words of the title after the filters ("final state"): kept.
     notes: &'a [String],
 }
+
+/// What the fragmentation pane's title says of filters that do not fit
+/// it in words.
+pub const FILTERED_NOTE: &str = "filtered";
 
 impl<'a> FragmentationPane<'a> {
     pub fn new(state: &'a AppState, theme: &'a Theme) -> Self {
@@ -43,14 +52,22 @@ impl<'a> FragmentationPane<'a> {
             left_border: false,
             empty_note: None,
             filters: &[],
+            short_filters: &[],
             notes: &[],
         }
     }
 
     /// Says in the title which filters the figures are of, where they
     /// fit whole, then the `notes` on the figures.
-    pub fn with_filters(mut self, filters: &'a [String], notes: &'a [String]) -> Self {
+    /// `short`: the same filters in fewer words, for a narrow pane.
+    pub fn with_filters(
+        mut self,
+        filters: &'a [String],
+        short: &'a [String],
+        notes: &'a [String],
+    ) -> Self {
         self.filters = filters;
+        self.short_filters = short;
         self.notes = notes;
         self
     }
@@ -245,21 +262,31 @@ impl Widget for FragmentationPane<'_> {
                 .map(|f| f.chars().count().saturating_add(3))
                 .sum()
         };
-        // The filters, where they fit beside the GPU whole; cut short
-        // ("large p…") they read as noise, and the status row says them.
+        // The filters, where they fit beside the GPU whole, else where
+        // they fit without it (the panes beside name the GPU), else short,
+        // else "filtered"; cut ("large p…") they read as noise, and the
+        // status row says them.
         let room = usize::from(area.width.saturating_sub(u16::from(self.left_border)));
         let age_words: Vec<String> = age_note.iter().map(|(n, _)| n.clone()).collect();
-        let all = words(self.filters)
-            .saturating_add(words(self.notes))
-            .saturating_add(words(&age_words));
-        let mut notes: Vec<(&String, ratatui::style::Style)> = if 24 + all <= room {
-            self.filters.iter().chain(self.notes).collect::<Vec<_>>()
+        let rest = words(self.notes).saturating_add(words(&age_words));
+        let filtered = [FILTERED_NOTE.to_string()];
+        let filters: &[String] = if self.filters.is_empty() {
+            &[]
         } else {
-            self.notes.iter().collect()
-        }
-        .into_iter()
-        .map(|n| (n, theme.warning))
-        .collect();
+            // " Fragmentation " and a corner either side: 24 columns with
+            // " GPU 0 ", 17 without.
+            let fits = |f: &[String], base: usize| base + words(f) + rest <= room;
+            [self.filters, self.short_filters]
+                .into_iter()
+                .filter(|f| !f.is_empty())
+                .find(|f| fits(f, 17))
+                .unwrap_or(&filtered)
+        };
+        let mut notes: Vec<(&String, ratatui::style::Style)> = filters
+            .iter()
+            .chain(self.notes)
+            .map(|n| (n, theme.warning))
+            .collect();
         if let Some((note, differs)) = &age_note {
             notes.push((note, if *differs { theme.warning } else { theme.dim }));
         }

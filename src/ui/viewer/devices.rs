@@ -33,13 +33,21 @@ pub fn device_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
 
 pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, theme: &Theme) {
     let g = theme.glyphs();
-    let block = pane_block(
-        Pane::Gpus,
-        vec![Span::styled(v.file.clone(), theme.text)],
-        focused(v, Pane::Gpus),
-        false,
-        theme,
-    );
+    // While a filter is on the row's figures are still every segment's:
+    // the title says so, the file name giving way (middle first) to it.
+    let title = if super::filters(v).is_empty() {
+        vec![Span::styled(v.file.clone(), theme.text)]
+    } else {
+        let note = format!(" · {}", super::UNFILTERED_NOTE);
+        let bare = chrome::title_width(Pane::Gpus, &[Span::raw(note.as_str())]);
+        // A cell of the border after the title.
+        let room = usize::from(area.width).saturating_sub(bare.saturating_add(1));
+        vec![
+            Span::styled(format::elide_middle(&v.file, room), theme.text),
+            Span::styled(note, theme.warning),
+        ]
+    };
+    let block = pane_block(Pane::Gpus, title, focused(v, Pane::Gpus), false, theme);
     let inner = block.inner(area);
     block.render(area, buf);
     chrome::mark_cut_title(area, buf);

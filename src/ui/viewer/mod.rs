@@ -204,9 +204,12 @@ pub fn render_viewer(
     // With a filter on, an empty map is what the filter left, not an
     // allocator without memory.
     let shown = filters(v);
-    // The segments pane's title has its counts; the filters are said by
-    // the panes beside it.
+    let short = filters_short(v);
+    // Every pane drawn from the filtered segments names the filters in
+    // its title, as the breakdown does; the GPUs row and the timeline,
+    // which count every segment, say "unfiltered" while a filter is on.
     let final_state = final_state_note(v);
+    let notes = title_notes(v);
     let filtered_empty = if v.scrub.devices.is_empty() {
         Some(NO_SEGMENTS_NOTE.to_string())
     } else {
@@ -226,7 +229,7 @@ pub fn render_viewer(
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(&v.app, theme)
                     .with_empty_note(filtered_empty.as_deref())
-                    .with_filters(&shown, &final_state);
+                    .with_filters(&shown, &short, &final_state);
                 if rect.x > area.x {
                     pane.beside().render(rect, buf);
                 } else {
@@ -237,7 +240,7 @@ pub fn render_viewer(
                 .with_private_pools(v.has_private_pools())
                 .with_highlight(v.highlighted())
                 .with_empty_note(filtered_empty.as_deref())
-                .with_title_notes(&final_state)
+                .with_title_notes(&notes)
                 .render(rect, buf),
             Pane::Processes => {}
         }
@@ -337,6 +340,25 @@ pub(super) fn filters(v: &ViewerState) -> Vec<String> {
     }
     out
 }
+
+/// [`filters`] in fewer words ("stream 7 · large", "pool (0,1)"), for a
+/// narrow title.
+pub(super) fn filters_short(v: &ViewerState) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(s) = v.stream_filter {
+        out.push(format!("stream {s}"));
+    }
+    if let Some(p) = v.pool_filter {
+        out.push(pool_words_short(p));
+    }
+    out
+}
+
+/// What the titles of the panes that count every segment (the GPUs row,
+/// the timeline) say while a filter is on: the filtered panes beside
+/// them name the filter, and figures that do not follow it read as if
+/// they did.
+pub const UNFILTERED_NOTE: &str = "unfiltered";
 
 /// A pool filter in words: "large pool" (a size class, as PyTorch names
 /// it), "private pool (0,1)" and "default pool (0,0)" (memory pools, as

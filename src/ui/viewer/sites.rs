@@ -232,7 +232,13 @@ pub(super) fn render_sites(
             Span::styled(" Sites ", theme.title_focused),
             Span::styled(
                 format!(
-                    " by {} · {} · {} allocated · {group} groups ",
+                    " {}by {} · {} · {} allocated · {group} groups ",
+                    // The sites are of the filtered segments, as the
+                    // breakdown's figures are: named as it names them.
+                    super::filters(v)
+                        .iter()
+                        .map(|f| format!("{f} · "))
+                        .collect::<String>(),
                     v.grouping.name(),
                     format::count_of(sites.sites.len(), "site", "sites"),
                     format::bytes(sites.allocated)

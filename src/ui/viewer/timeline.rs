@@ -214,6 +214,18 @@ pub(super) fn render_timeline(area: Rect, buf: &mut Buffer, v: &ViewerState, the
         }
     }
     .into_iter()
+    // While a filter is on, the lines are still every segment's (the panes
+    // beside name the filter): the title says so in each form, before the
+    // cursor's words go.
+    .flat_map(|t| {
+        if super::filters(v).is_empty() {
+            vec![t]
+        } else {
+            vec![format!("{t} · {}", super::UNFILTERED_NOTE)]
+        }
+    })
+    .chain((!super::filters(v).is_empty() && n > 0).then(|| super::UNFILTERED_NOTE.to_string()))
+    .into_iter()
     .find(|t| t.chars().count() <= room)
     .map(|t| vec![Span::styled(t, theme.text)])
     .unwrap_or_default();
