@@ -1272,3 +1272,47 @@ fn whatif_ascii_prints_the_table_in_ascii_one_character_for_one() {
         assert!(plain.contains(unicode), "{unicode}: {plain}");
     }
 }
+
+#[test]
+fn expandable_segments_off_on_a_trace_that_began_with_them_says_it_keeps_them() {
+    let Some(path) = shared("bolongcheng_xl_fwd_cl128_float32_expandable.pickle") else {
+        return;
+    };
+    let file = path.to_str().expect("utf-8");
+    let args = [
+        "replay",
+        file,
+        "--alloc-conf",
+        "expandable_segments:False",
+        "--capacity",
+        "13GiB",
+    ];
+    let (code, out, _) = run_vramtop(&args, None);
+    assert_eq!(code, 0, "{out}");
+    let text = unwrapped(&out);
+    assert!(
+        text.contains(
+            "expandable_segments:False starts from the state rebuilt for the trace's start, \
+             which keeps its 2 expandable segments"
+        ),
+        "{out}"
+    );
+    // Its start's pages can be unmapped whatever the setting: counted,
+    // not "n/a".
+    let pages = row_cells(&out, "pages mapped / unmapped");
+    assert!(
+        pages.iter().flatten().all(|c| !c.contains("n/a")),
+        "{pages:?}"
+    );
+    // The recorded settings' run (expandable segments on) has no note.
+    assert!(!text.contains("recorded settings starts from"), "{out}");
+    let (_, json, _) = run_vramtop(&[&args[..], &["--json"]].concat(), None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let runs = v["devices"][0]["runs"].as_array().expect("runs");
+    let off = runs
+        .iter()
+        .find(|r| r["label"] == "expandable_segments:False")
+        .expect("the run");
+    assert_eq!(off["expandable_segments"], false);
+    assert_eq!(off["start_expandable_segments"], 2);
+}

@@ -690,8 +690,9 @@ pub enum Command {
         /// What-if: replay under these PYTORCH_CUDA_ALLOC_CONF settings.
         ///
         /// The trace's allocations, under the settings parsed from
-        /// PyTorch's defaults, like a fresh process with that variable;
-        /// repeat for a comparison table. See docs/whatif.md.
+        /// PyTorch's defaults, like a fresh process with that variable
+        /// (a trace that begins mid-run starts from its rebuilt start
+        /// state); repeat for a comparison table. See docs/whatif.md.
         #[arg(
             long = "alloc-conf",
             value_name = "CONF",

@@ -717,7 +717,9 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
         (
             "pages mapped / unmapped",
             figures(&|r| {
-                if r.expandable_segments || r.segment_maps > 0 {
+                // A run that starts from expandable segments can unmap
+                // their pages (empty_cache) whatever its setting.
+                if r.expandable_segments || r.segment_maps > 0 || r.start_expandable_segments > 0 {
                     format!("{} / {}", r.segment_maps, r.segment_unmaps)
                 } else {
                     NOT_APPLICABLE.to_string()
@@ -955,6 +957,29 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
                 ),
             );
         }
+    }
+    // A run with expandable segments off still starts from the trace's
+    // start state, expandable segments and all: a trace that begins
+    // mid-run holds blocks allocated before it, which a fresh process
+    // would not have, so it cannot be re-run as one.
+    for r in d
+        .runs
+        .iter()
+        .filter(|r| !r.expandable_segments && r.start_expandable_segments > 0)
+    {
+        line_under(
+            out,
+            NOTE,
+            &format!(
+                "{} starts from the state rebuilt for the trace's start, which keeps its {}:                  a trace that begins mid-run cannot be re-run as a fresh process; only the                  memory obtained after the start follows the setting",
+                settings_label(&r.label),
+                count_of(
+                    r.start_expandable_segments,
+                    "expandable segment",
+                    "expandable segments"
+                )
+            ),
+        );
     }
     if let Some(original) = d.runs.first() {
         for r in d.runs.iter().skip(1) {

@@ -142,6 +142,13 @@ pub struct RunFigures {
     /// Settings string the run used (for the original: the recorded one).
     pub settings: String,
     pub expandable_segments: bool,
+    /// Expandable segments of the start state the run starts from (0 for
+    /// a trace from an empty allocator): every run starts from the state
+    /// rebuilt for the trace's start, whatever its settings, as a trace
+    /// that begins mid-run holds blocks allocated before it that it may
+    /// free. A run with `expandable_segments` off keeps those segments;
+    /// only the memory it obtains follows its setting.
+    pub start_expandable_segments: usize,
     /// Bytes cudaMalloc may take; `None` = unlimited (or, for the original,
     /// whatever the recorded device allowed).
     pub capacity: Option<u64>,
@@ -630,6 +637,7 @@ impl Run {
             label,
             settings: config.last_settings.clone(),
             expandable_segments: config.expandable_segments,
+            start_expandable_segments: layout.reservations.len(),
             capacity,
             peak_reserved: 0,
             peak_allocated: 0,
