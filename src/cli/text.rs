@@ -145,18 +145,19 @@ pub fn wrap_phrases_under<'a>(
     out
 }
 
-/// `path: rest` for a report's first line: on one line, `rest` wrapped
-/// under its start, when every clause of `rest` fits beside the path;
-/// else the path on a line of its own (the folders that do not fit left
+/// `path: rest` for a report's first line: on one line when `rest` fits
+/// whole beside the path; else the path on a line of its own (the folders that do not fit left
 /// out for a `…`, [`elide_folders`], its file name whole, so that it can
 /// be copied) and
 /// `rest` under it, 2 cells in. Only a file name wider than the line by
 /// itself is broken, onto the lines after.
 pub fn path_heading(path: &str, rest: &str, width: usize) -> String {
     let lead = format!("{path}: ");
-    let room = width.saturating_sub(cells(&lead));
-    if room >= MIN_ROOM && clauses(rest).all(|clause| cells(clause) <= room) {
-        return wrap_under(&lead, rest, width);
+    // Wrapped under a path that left room for each clause, the figures
+    // hung at whatever column the path's length put them (49 for one
+    // file, under the path for the next): the same report read two ways.
+    if cells(&lead) + cells(rest) <= width {
+        return format!("{lead}{rest}");
     }
     // Piped: the path on its line whole, however wide, to be grepped.
     if paths_whole() {
@@ -555,6 +556,30 @@ mod tests {
         }
         let joined: String = heading.lines().take(2).collect();
         assert_eq!(joined, format!("{long}.pkl:"));
+    }
+
+    #[test]
+    fn a_heading_too_long_for_one_line_puts_the_path_on_its_own_whatever_its_length() {
+        let rest = "5 segments, 17 blocks, reserved 250 MiB (262144000 B), allocated 8.50 KiB \
+                    (8704 B), 1040 trace entries";
+        // A path that leaves room for each clause beside it: no hanging
+        // indent at the column its length gives.
+        for path in [
+            "/work/shared/snapshots/snapviewer_memory.pickle",
+            "/work/shared/snapshots/silmont_mem_snapshot.pickle",
+            "a.pkl",
+        ] {
+            let heading = path_heading(path, rest, 80);
+            let mut lines = heading.lines();
+            assert_eq!(lines.next(), Some(format!("{path}:").as_str()), "{heading}");
+            for line in lines {
+                assert!(
+                    line.starts_with("  ") && !line.starts_with("   "),
+                    "{heading}"
+                );
+                assert!(cells(line) <= 80, "{heading}");
+            }
+        }
     }
 
     #[test]
