@@ -962,3 +962,64 @@ fn reading_only_the_allocations_stacks_reports_what_a_full_read_reports() {
         "the shared files' frees carry stacks to leave out"
     );
 }
+
+#[test]
+fn the_no_stack_groups_are_explained_once_under_the_sites_in_text_and_json() {
+    let Some(path) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
+    else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    // Both groups are listed (at the end and at the peak); each is
+    // explained once, on one line within 80 columns.
+    for (row, legend) in [
+        (
+            "no stack: allocated while history was off",
+            "  no stack, history was off: allocated before recording began, or while paused",
+        ),
+        (
+            "no stack: allocated before the trace began",
+            "  no stack, before the trace began: allocated in events the file does not hold",
+        ),
+    ] {
+        assert!(out.contains(row), "{out}");
+        let lines: Vec<&str> = out.lines().filter(|l| l.contains(legend)).collect();
+        assert_eq!(lines, [legend], "{out}");
+        assert!(legend.chars().count() <= 80);
+    }
+    // Under the lists: after the first list's rows, before the next moment.
+    let legend = out.find("  no stack, history was off").expect("legend");
+    assert!(out.find("no stack: allocated while history was off") < Some(legend));
+    assert!(Some(legend) < out.find("  at the peak of allocated"));
+
+    let (code, json, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let d = &v["sites"][0];
+    let reasons = |at: &serde_json::Value| -> Vec<String> {
+        at["no_stack_legend"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        reasons(&d["at_end"]),
+        ["before_recording"],
+        "{}",
+        d["at_end"]
+    );
+    assert_eq!(
+        reasons(&d["at_peak_allocated"]),
+        ["before_recording", "before_trace"]
+    );
+    assert_eq!(
+        d["at_end"]["no_stack_legend"][0]["meaning"],
+        "allocated before recording began, or while paused"
+    );
+}

@@ -536,8 +536,20 @@ fn percent_of(part: u64, whole: u64) -> String {
 /// Cells of the sites' size column at the least: "512.50 MiB".
 const SIZE_CELLS: usize = 10;
 
-/// The rows of the sites at one moment, each with its callers.
+/// The rows of the sites at one moment, each with its callers, and the
+/// legend of the groups without a stack among them.
 pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
+    render_sites_explaining(out, at, &mut Vec::new());
+}
+
+/// [`render_sites_at`], the legend only of the groups without a stack
+/// that `explained` does not hold (a list above explained them), which it
+/// then holds too: a device's lists say each once.
+fn render_sites_explaining(
+    out: &mut String,
+    at: &SitesAt,
+    explained: &mut Vec<crate::snapshot::sites::NoStackReason>,
+) {
     // The sizes' column is as wide as its widest figure ("1022.99 MiB" is
     // 11 cells), 10 at the least, so that every row's columns line up.
     let size_cells = at
@@ -589,7 +601,22 @@ pub(crate) fn render_sites_at(out: &mut String, at: &SitesAt) {
             count_of(at.other_sites, "site", "sites")
         );
     }
+    // The "no stack: …" rows name a case the viewer's Enter explains;
+    // here one line each says what it is.
+    let mut lead = NO_STACK_LEAD;
+    for l in &at.no_stack_legend {
+        if explained.contains(&l.reason) {
+            continue;
+        }
+        explained.push(l.reason);
+        line_under(out, lead, &format!("{}: {}", l.case, l.meaning));
+        lead = NO_STACK_LEAD_MORE;
+    }
 }
+
+/// The lead of the legend under a list of sites, then of its next lines.
+const NO_STACK_LEAD: &str = "  no stack, ";
+const NO_STACK_LEAD_MORE: &str = "            ";
 
 fn render_settings(out: &mut String, s: &AllocatorSettings) {
     let conf = if s.conf.is_empty() {
@@ -784,7 +811,8 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             moment(d.at_end.cursor, d.events, None, None),
             human_bytes(d.at_end.allocated)
         );
-        render_sites_at(&mut out, &d.at_end);
+        let mut explained = Vec::new();
+        render_sites_explaining(&mut out, &d.at_end, &mut explained);
         if let Some(at) = &d.at_peak_allocated {
             // The same blocks as at the end (a trace that changed nothing
             // the sites show): said, not listed twice.
@@ -804,7 +832,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
             if !as_at_end {
-                render_sites_at(&mut out, at);
+                render_sites_explaining(&mut out, at, &mut explained);
             }
         }
         if d.markers > 0 {
@@ -859,7 +887,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
             line_under(&mut out, "    ", &oom_memory(oom));
-            render_sites_at(&mut out, &oom.sites);
+            render_sites_explaining(&mut out, &oom.sites, &mut explained);
         }
         if let Some(at) = &d.at_cursor {
             // A word names the moment it found; a number is the moment.
@@ -889,7 +917,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
             if listed.is_empty() {
-                render_sites_at(&mut out, &at.sites);
+                render_sites_explaining(&mut out, &at.sites, &mut explained);
             }
         }
         if !trace_read {

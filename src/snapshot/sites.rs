@@ -104,6 +104,29 @@ impl NoStackReason {
         }
     }
 
+    /// What the group means, for a legend under a list of sites (the
+    /// summary's; its JSON's `no_stack_legend`): [`NoStackReason::short`]
+    /// names the case, this says what it is. Each fits 80 columns after
+    /// "  no stack, ", the case and ": ".
+    pub fn meaning(self) -> &'static str {
+        match self {
+            NoStackReason::BeforeRecording => "allocated before recording began, or while paused",
+            NoStackReason::WithoutStacks => "record with _record_memory_history(stacks=\"python\")",
+            NoStackReason::TraceNotRead => "the final state has none; the trace would say why",
+            NoStackReason::BeforeTrace => "allocated in events the file does not hold",
+        }
+    }
+
+    /// The case in a few words, as [`NoStackReason::describe`] ends.
+    pub fn short(self) -> &'static str {
+        match self {
+            NoStackReason::BeforeRecording => "history was off",
+            NoStackReason::WithoutStacks => "without stacks",
+            NoStackReason::TraceNotRead => "trace not read",
+            NoStackReason::BeforeTrace => "before the trace began",
+        }
+    }
+
     /// The reason for the blocks of a state of a trace that starts with
     /// blocks live (`starts_mid_run`): those may have been allocated
     /// after the recording began, in events the trace no longer holds.

@@ -13,8 +13,8 @@ use super::invariants::{BackwardsTime, check_trace_times};
 use super::peak::{At, AtError, Moment, Peaks, peaks};
 use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
 use super::sites::{
-    Grouping, NoTraceCause, Site, Sites, no_trace_cause, sites_of_snapshot, sites_of_state,
-    snapshot_no_stack_reason,
+    Grouping, NoStackReason, NoTraceCause, Site, SiteKey, Sites, no_trace_cause, sites_of_snapshot,
+    sites_of_state, snapshot_no_stack_reason,
 };
 use super::types::{AllocatorSettings, Segment, Snapshot};
 use crate::alloc::advice::{OomCause, oom_cause};
@@ -351,6 +351,20 @@ pub struct SitesAt {
     pub other_sites: usize,
     pub other_bytes: u64,
     pub other_blocks: u64,
+    /// What each listed group of blocks without a stack means, in the
+    /// order they are listed (absent when none is): the text's legend
+    /// under the list.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_stack_legend: Vec<NoStackLegend>,
+}
+
+/// What a group of blocks without a stack means (see [`SitesAt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NoStackLegend {
+    pub reason: NoStackReason,
+    /// The case in a few words ("history was off").
+    pub case: &'static str,
+    pub meaning: &'static str,
 }
 
 impl SitesAt {
@@ -359,7 +373,20 @@ impl SitesAt {
         let allocated = sites.allocated;
         let mut list = sites.sites;
         let rest = list.split_off(top.min(list.len()));
+        let mut no_stack_legend: Vec<NoStackLegend> = Vec::new();
+        for s in &list {
+            if let SiteKey::NoStack(reason) = s.key
+                && no_stack_legend.iter().all(|l| l.reason != reason)
+            {
+                no_stack_legend.push(NoStackLegend {
+                    reason,
+                    case: reason.short(),
+                    meaning: reason.meaning(),
+                });
+            }
+        }
         SitesAt {
+            no_stack_legend,
             cursor,
             time_us,
             allocated,
