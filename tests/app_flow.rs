@@ -1474,3 +1474,74 @@ fn simulated_processes_without_room_for_a_context_are_said_not_started_not_cycle
     );
     insta::assert_snapshot!("sim_processes_not_started_80x24", screen);
 }
+
+#[test]
+fn c_captures_the_allocator_the_breakdown_names_after_the_panel_closes_empty() {
+    // a a D e F2 c, 0.3 s apart: no sample between the panel's last answer
+    // and `c`, so the breakdown still names the panel's allocator (its
+    // process holds 0/0 B). `c` refused it as "no allocator to capture";
+    // it writes it, and after the next sample the training process's.
+    let mut f = Flow::new(1);
+    let dir = std::env::temp_dir().join(format!("vramtop-flow-closecap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    f.dash.save_snapshots_in(dir.clone());
+    f.samples(2);
+    f.key_redraws(KeyCode::Char('a'));
+    f.stress_answer();
+    f.samples(1);
+    for key in ['a', 'D', 'e'] {
+        f.key(KeyCode::Char(key));
+        f.stress_answer();
+    }
+    f.key(KeyCode::F(2));
+    assert!(!f.state().ui.stress_open);
+    let title = |f: &mut Flow| {
+        f.screen(80, 24)
+            .lines()
+            .find(|l| l.contains("Memory breakdown"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let shown = title(&mut f);
+    assert!(shown.contains("vramtop stress panel"), "{shown}");
+    let panel = f.state().stress.pid.expect("the panel's process");
+    assert!(
+        f.status_line().contains("c snapshot"),
+        "{}",
+        f.status_line()
+    );
+    f.key_redraws(KeyCode::Char('c'));
+    let said = f.state().ui.notice.clone();
+    assert_eq!(
+        f.state().capture.pending,
+        Some(panel),
+        "{said:?} under {shown}"
+    );
+    f.stress_answer();
+    assert_eq!(f.state().capture.pending, None);
+    let panel_file = f
+        .state()
+        .capture
+        .last
+        .clone()
+        .expect("the panel's snapshot");
+    // The next sample shows the training process: `c` writes its model.
+    f.samples(1);
+    let trainer = f.state().simulated_allocators[&0][0];
+    let shown = title(&mut f);
+    f.key_redraws(KeyCode::Char('c'));
+    let pending = f.state().capture.pending;
+    if pending.is_some() {
+        f.capture_answer();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        panel_file
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("vramtop-stress-")),
+        "{panel_file:?}"
+    );
+    assert!(shown.contains(&format!("pid {trainer} ")), "{shown}");
+    assert_eq!(pending, Some(trainer));
+}

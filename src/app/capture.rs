@@ -45,7 +45,8 @@ pub enum CaptureMsg {
     /// The probe took the request.
     Asked { pid: u32 },
     /// vramtop is writing the allocator model of the simulated training
-    /// process `pid` (set by the dashboard when the key is pressed).
+    /// process `pid`, or of the stress panel (its process `pid`), itself
+    /// (set by the dashboard when the key is pressed).
     Writing { pid: u32 },
     /// The probe is taking the snapshot.
     Started { pid: u32 },
@@ -98,12 +99,17 @@ pub enum CaptureTarget<'a> {
     /// A simulated training process (`pid`): vramtop runs its allocator
     /// model, so the dashboard writes the model's snapshot itself.
     Simulated { pid: u32 },
+    /// The stress panel's allocator, shown while the panel is closed (it
+    /// holds memory and no other allocator is seen there, or no sample
+    /// has come since it closed): its worker writes it, as `W` does in the
+    /// panel. `pid`: the panel's process.
+    StressPanel { pid: u32 },
 }
 
 /// The process a capture key acts on: the one whose allocator the
-/// selected GPU shows (a probed process, or a simulated training
-/// process), else the only attached probe. `Err`: why there is none, for
-/// the status line.
+/// selected GPU shows, as the breakdown's title names it (a probed
+/// process, a simulated training process, or the stress panel's), else
+/// the only attached probe. `Err`: why there is none, for the status line.
 pub fn capture_target(state: &AppState) -> Result<CaptureTarget<'_>, String> {
     let attached: Vec<&ProbeRow> = state
         .probes
@@ -112,7 +118,19 @@ pub fn capture_target(state: &AppState) -> Result<CaptureTarget<'_>, String> {
         .filter(|r| r.connected && r.pid.is_some())
         .collect();
     let gpu = state.selected();
-    let shown = gpu.and_then(|g| g.allocator.as_ref()).and_then(|a| a.pid);
+    let view = gpu.and_then(|g| g.allocator.as_ref());
+    // The panel's allocator stays the GPU's view after the panel closes
+    // until a sample replaces it: refused there, `c` said "no allocator"
+    // under a title naming one.
+    if let (Some(view), Some(panel), Some(pid)) =
+        (view, state.stress.view.as_ref(), state.stress.pid)
+        && gpu.is_some_and(|g| state.stress.gpu == Some(g.index()))
+        && view.pid == panel.pid
+        && view.source == panel.source
+    {
+        return Ok(CaptureTarget::StressPanel { pid });
+    }
+    let shown = view.and_then(|a| a.pid);
     if let Some(row) = attached.iter().find(|r| shown.is_some() && r.pid == shown) {
         return Ok(CaptureTarget::Probe(row));
     }
@@ -147,14 +165,17 @@ pub fn capture_target(state: &AppState) -> Result<CaptureTarget<'_>, String> {
 
 /// Whether a capture key has something to act on now (its hint shows):
 /// an attached probe that serves snapshots, or the simulated training
-/// process the selected GPU shows.
+/// process or the stress panel's allocator the selected GPU shows.
 pub fn can_capture(state: &AppState) -> bool {
     state
         .probes
         .rows
         .iter()
         .any(|r| r.connected && r.serves_snapshots)
-        || matches!(capture_target(state), Ok(CaptureTarget::Simulated { .. }))
+        || matches!(
+            capture_target(state),
+            Ok(CaptureTarget::Simulated { .. } | CaptureTarget::StressPanel { .. })
+        )
 }
 
 /// Why the probe of `row` cannot take a snapshot, if it cannot.

@@ -11,7 +11,7 @@ use super::state::{
     AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState,
     ZOOM_WINDOWS_S, full_filter_message,
 };
-use super::stress::{KeyUse, StressCommand, StressResult};
+use super::stress::{KeyUse, StressAction, StressCommand, StressOutcome, StressResult};
 
 /// What the event loop must do after an update.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -272,6 +272,32 @@ pub fn apply_panel_key(state: &mut AppState, key: PanelKey) -> Effect {
 /// Takes the stress worker's answer; queued panel keys may send more.
 pub fn on_stress_result(state: &mut AppState, result: StressResult) -> Effect {
     let started = state.stress.gpu.is_none();
+    // A snapshot `c` asked of the panel's allocator: its answer goes to the
+    // status line, as a simulated process's does (the panel is closed).
+    if state.stress.saving
+        && let (Some(pid), Some(panel)) = (state.capture.pending, state.stress.pid)
+        && pid == panel
+    {
+        let msg = match &result.outcome {
+            StressOutcome::SnapshotSaved {
+                path,
+                trace_entries,
+                ..
+            } => Some(CaptureMsg::Done {
+                pid,
+                path: PathBuf::from(path),
+                has_trace: *trace_entries > 0,
+            }),
+            StressOutcome::Failed { message, .. } => Some(CaptureMsg::Failed {
+                pid,
+                why: message.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(msg) = msg {
+            state.capture.on_msg(state.now_ms, msg);
+        }
+    }
     let commands = state.stress.on_result(result);
     if started
         && state.ui.stress_open
@@ -680,6 +706,28 @@ fn capture_snapshot(state: &mut AppState, keymap: &Keymap) -> Effect {
             state.capture.pending = Some(pid);
             state.capture.note = Some((state.now_ms, CaptureMsg::Writing { pid }));
             return Effect::SaveSimulatedSnapshot { pid };
+        }
+        Ok(CaptureTarget::StressPanel { pid }) => {
+            // The panel's own `W`: queued behind a command in flight, its
+            // answer ends the capture (`on_stress_result`).
+            let commands = state.stress.apply(StressAction::SaveSnapshot);
+            let sent = state.stress.saving
+                || state.stress.queued.last() == Some(&StressAction::SaveSnapshot);
+            if !sent {
+                let why = state
+                    .stress
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "the stress panel cannot write a snapshot now".into());
+                return key_notice(state, keymap, action, why);
+            }
+            state.capture.pending = Some(pid);
+            state.capture.note = Some((state.now_ms, CaptureMsg::Writing { pid }));
+            return if commands.is_empty() {
+                Effect::Redraw
+            } else {
+                Effect::Stress(commands)
+            };
         }
         Err(why) => return key_notice(state, keymap, action, why),
     };

@@ -370,6 +370,16 @@ impl<B: Backend> Dashboard<B> {
             state.stress.busy = false;
             state.stress.queued.clear();
             state.stress.say("the stress worker has stopped");
+            // A snapshot `c` asked of the panel's allocator gets no answer.
+            state.stress.saving = false;
+            if let Some(pid) = state.capture.pending
+                && state.stress.pid == Some(pid)
+            {
+                let why = "the stress worker has stopped".to_string();
+                state
+                    .capture
+                    .on_msg(state.now_ms, CaptureMsg::Failed { pid, why });
+            }
         }
     }
 }

@@ -506,7 +506,10 @@ fn capture_note(note: &CaptureMsg, home: Option<&Path>, key: Option<&str>) -> St
     let (pid, tail) = match note {
         CaptureMsg::Asking { pid } => (pid, "asking…".to_string()),
         CaptureMsg::Asked { pid } => (pid, "asked the probe…".to_string()),
-        CaptureMsg::Writing { pid } => (pid, "writing it from the simulation…".to_string()),
+        CaptureMsg::Writing { pid } => (
+            pid,
+            "writing it from vramtop's allocator model…".to_string(),
+        ),
         CaptureMsg::Started { pid } => (pid, "the probe is taking it…".to_string()),
         CaptureMsg::Failed { pid, why } => (pid, why.clone()),
         CaptureMsg::Done {

@@ -234,6 +234,10 @@ pub struct StressPanel {
     /// A command is with the worker: new requests wait for its answer, so
     /// the panel never frees an address twice.
     pub busy: bool,
+    /// The command with the worker is a snapshot to write (`W`, or `c`
+    /// on the panel's allocator with the panel closed): its answer is the
+    /// snapshot's, whether written or failed.
+    pub saving: bool,
     /// Actions typed while busy, applied in order after the answer (so a
     /// mark typed after a free sees the free's figures).
     pub queued: Vec<StressAction>,
@@ -286,6 +290,7 @@ impl Default for StressPanel {
             message_keys: Vec::new(),
             message_command: None,
             busy: false,
+            saving: false,
             queued: Vec::new(),
             dropped_keys: 0,
             refused_keys: 0,
@@ -741,7 +746,11 @@ impl StressPanel {
                 return self.send(StressCommand::Verify);
             }
             StressAction::MarkCompare => self.mark(),
-            StressAction::SaveSnapshot => return self.send(StressCommand::SaveSnapshot),
+            StressAction::SaveSnapshot => {
+                let commands = self.send(StressCommand::SaveSnapshot);
+                self.saving = !commands.is_empty();
+                return commands;
+            }
             StressAction::OpenScenarios => self.open_scenarios(),
             StressAction::LoadScenario(i) => return self.load_scenario(i),
             StressAction::ScenarioStep => {
@@ -904,6 +913,7 @@ impl StressPanel {
     }
 
     fn take_result(&mut self, result: StressResult) {
+        self.saving = false;
         let before = self.figures;
         // The id the tensors this answer brings start from.
         let first_id = self.next_id;
