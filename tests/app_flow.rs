@@ -1545,3 +1545,26 @@ fn c_captures_the_allocator_the_breakdown_names_after_the_panel_closes_empty() {
     assert!(shown.contains(&format!("pid {trainer} ")), "{shown}");
     assert_eq!(pending, Some(trainer));
 }
+
+#[test]
+fn the_help_says_which_keys_step_and_run_a_scenario_the_list_loads() {
+    // `n` only lists the scenarios: the list's Enter row names the keys
+    // that drive the loaded one, from the panel's table.
+    let mut f = Flow::new(1);
+    f.samples(3);
+    f.key(KeyCode::F(2));
+    f.key(KeyCode::Char('?'));
+    let mut seen = String::new();
+    for _ in 0..10 {
+        let screen = f.screen(120, 40);
+        if screen.contains("In the scenario list (n)") {
+            seen = screen;
+            break;
+        }
+        f.key(KeyCode::PageDown);
+    }
+    assert!(
+        seen.contains("load the selected scenario (frees all); then . steps it, g runs it"),
+        "{seen}"
+    );
+}

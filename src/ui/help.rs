@@ -13,7 +13,7 @@ use super::chrome::{self, left};
 use super::theme::Theme;
 use super::timeline::LegendName;
 use super::viewer::LEGEND_NAMES;
-use crate::app::keymap::{Action, Keymap, Offers, PanelKey, Scrolled, TypingMode};
+use crate::app::keymap::{Action, Keymap, Offers, PanelKey, Scrolled, TypingKey, TypingMode};
 use crate::app::state::StressView;
 use crate::app::stress::{COMPARE_NAMES, FigureName, StressAction};
 use crate::app::viewer::ViewerAction;
@@ -378,6 +378,15 @@ impl<'a> HelpOverlay<'a> {
         }
     }
 
+    /// What the panel's keys do with a loaded scenario, as its table binds
+    /// them: "`.` steps it, `g` runs it".
+    fn scenario_keys(&self) -> Option<String> {
+        let key = |a| self.keymap.stress_key_name(PanelKey::Act(a));
+        let step = key(StressAction::ScenarioStep)?;
+        let run = key(StressAction::ScenarioRun)?;
+        Some(format!("{step} steps it, {run} runs it"))
+    }
+
     /// Key sections in the order shown, each a heading and its rows
     /// (keys, what they do): the viewer's own, its block detail's and its
     /// comparison's; or the dashboard's, everywhere first, then one
@@ -474,9 +483,23 @@ impl<'a> HelpOverlay<'a> {
                 ),
                 typing(TypingMode::StressField),
             ));
+            // Loading is where the list ends: its Enter row says which
+            // panel keys then drive the scenario (`n` only lists them, and
+            // read as the step key).
+            let then = self.scenario_keys();
+            let list: Vec<KeyRow> = TypingMode::ScenarioList
+                .bindings()
+                .iter()
+                .map(|&(keys, key, _, what)| match (&then, key) {
+                    (Some(then), TypingKey::Done) => {
+                        (keys, Cow::Owned(format!("{what}; then {then}")), None)
+                    }
+                    _ => (keys, Cow::Borrowed(what), None),
+                })
+                .collect();
             sections.push((
                 self.stress_opened_by("In the scenario list", &[StressAction::OpenScenarios]),
-                typing(TypingMode::ScenarioList),
+                list,
             ));
         }
         let mut groups: Vec<&str> = Vec::new();
