@@ -85,8 +85,10 @@ fn an_inconsistent_trace_is_said_to_be_so_beside_its_figures() {
         "{screen}"
     );
     assert!(gpu_row.contains("(pk 2.10 GiB)"), "{screen}");
-    // Three columns more and "events" fits: it says what is inconsistent.
-    let screen = text(draw(&v, 83, 24).backend().buffer());
+    // The label stays, as a row without the warning has it.
+    assert!(gpu_row.contains("GPU 0  res "), "{screen}");
+    // Nine columns more and "events" fits: it says what is inconsistent.
+    let screen = text(draw(&v, 89, 24).backend().buffer());
     let gpu_row = screen.lines().nth(1).unwrap_or_default();
     assert!(
         gpu_row.contains(&format!("  {misfits} events inconsistent"))
@@ -1494,20 +1496,25 @@ fn fragmentation_oom_viewer() -> ViewerState {
 }
 
 #[test]
-fn at_80_columns_the_gpus_row_drops_gpu_n_before_the_peaks_cursors() {
+fn at_80_columns_the_gpus_row_keeps_gpu_n_beside_its_oom_badge() {
     // fragmentation_oom's file: both peaks and an OOM make the row 81
-    // columns with "GPU 0", 73 without it.
+    // columns with "GPU 0" and the peaks' cursors: the cursors go (`P`
+    // and `R` jump there), the label stays as a row without a badge has it.
     let v = fragmentation_oom_viewer();
     let screen = text(draw(&v, 80, 24).backend().buffer());
     let row = screen
         .lines()
         .find(|l| l.contains("res ") && l.contains("alloc "))
         .unwrap_or_default();
-    assert!(row.contains("@59") && row.contains("@60"), "{row:?}");
+    assert!(row.contains("GPU 0  res "), "{row:?}");
     assert!(row.contains("1 OOM"), "{row:?}");
-    assert!(!row.contains("GPU 0"), "{row:?}");
+    assert!(!row.contains("@59") && !row.contains("@60"), "{row:?}");
     let wide = text(draw(&v, 120, 40).backend().buffer());
-    assert!(wide.contains("GPU 0"), "{wide}");
+    let row = wide
+        .lines()
+        .find(|l| l.contains("reserved ") && l.contains("1 OOM"))
+        .unwrap_or_default();
+    assert!(row.contains("GPU 0  ") && row.contains("@59"), "{wide}");
 }
 
 #[test]

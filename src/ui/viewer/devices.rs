@@ -150,38 +150,44 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
                 Span::styled(format!("  {count} inconsistent"), theme.warning)
             })
         };
-        let line_of = |with_events: bool, short: bool, cursors: bool, terse: bool, named: bool| {
-            let mut spans = if named {
-                head.clone()
-            } else {
-                // The row's number is the GPU's: "GPU N" would say it twice.
-                vec![Span::styled(format!("{pointer}{}", d.device), style)]
+        // How the row begins: "▶0 GPU 0" (`Head::Both`); "▶GPU 0", the
+        // label without the row's number that repeats it, one row of
+        // SnapViewer's 233 inconsistent events at 80 columns short
+        // (`Head::Label`); "▶0" only where nothing else is left to drop.
+        let line_of =
+            |with_events: bool, short: bool, cursors: bool, terse: bool, head_as: Head| {
+                let mut spans = match head_as {
+                    Head::Both => head.clone(),
+                    Head::Label => vec![Span::styled(format!("{pointer}GPU {}", d.device), style)],
+                    Head::Number => vec![Span::styled(format!("{pointer}{}", d.device), style)],
+                };
+                if with_events {
+                    spans.push(events.clone());
+                }
+                spans.extend(figures(short, cursors).map(Span::raw));
+                spans.extend(oom.clone());
+                spans.extend(misfit(terse));
+                Line::from(spans)
             };
-            if with_events {
-                spans.push(events.clone());
-            }
-            spans.extend(figures(short, cursors).map(Span::raw));
-            spans.extend(oom.clone());
-            spans.extend(misfit(terse));
-            Line::from(spans)
-        };
         // (with events, short words, peaks' cursors, "N inconsistent"
-        // without "events", "GPU N" after the row's number), widest first:
-        // "GPU N" goes before the cursors, and the word "events" is the
-        // last thing to go (SnapViewer's file needs 83 columns for it).
+        // without "events", how the row begins), widest first: the
+        // cursors go before the label (`P` and `R` jump there), so a row
+        // with an OOM or inconsistent badge keeps "GPU N" as the others
+        // do; the number alone only where nothing else is left to drop.
         let tiers = [
-            (true, false, true, false, true),
-            (false, false, true, false, true),
-            (false, true, true, false, true),
-            (false, true, true, false, false),
-            (false, true, false, false, false),
-            (false, true, false, true, false),
+            (true, false, true, false, Head::Both),
+            (false, false, true, false, Head::Both),
+            (false, true, true, false, Head::Both),
+            (false, true, false, false, Head::Both),
+            (false, true, false, true, Head::Both),
+            (false, true, false, true, Head::Label),
+            (false, true, false, true, Head::Number),
         ];
         rows.push(
             tiers
                 .into_iter()
-                .map(|(with_events, short, cursors, terse, named)| {
-                    line_of(with_events, short, cursors, terse, named)
+                .map(|(with_events, short, cursors, terse, head_as)| {
+                    line_of(with_events, short, cursors, terse, head_as)
                 })
                 .collect(),
         );
@@ -202,4 +208,15 @@ pub(super) fn render_devices(area: Rect, buf: &mut Buffer, v: &ViewerState, them
         }
     }
     theme.finish(area, buf);
+}
+
+/// How a GPUs row of the viewer begins (see `render_devices`'s tiers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Head {
+    /// The row's number, then "GPU N": "▶0 GPU 0".
+    Both,
+    /// "GPU N" alone: "▶GPU 0".
+    Label,
+    /// The row's number alone: "▶0".
+    Number,
 }
