@@ -1568,3 +1568,30 @@ fn the_help_says_which_keys_step_and_run_a_scenario_the_list_loads() {
         "{seen}"
     );
 }
+
+#[test]
+fn ctrl_u_clears_the_size_field_and_the_process_filter_as_readline_does() {
+    let ctrl_u = KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL);
+    let mut f = Flow::with_stress_panel();
+    f.key(KeyCode::Char('s'));
+    for c in "80GB".chars() {
+        f.key(KeyCode::Char(c));
+    }
+    assert_eq!(f.state().stress.size_text(), Some("80GB"));
+    f.dash.on_key(ctrl_u);
+    assert_eq!(f.state().stress.size_text(), Some(""), "open and empty");
+    f.key(KeyCode::Char('1'));
+    assert_eq!(f.state().stress.size_text(), Some("1"));
+    f.key(KeyCode::Esc);
+    f.key(KeyCode::F(2));
+    f.key(KeyCode::Char('/'));
+    for c in "python".chars() {
+        f.key(KeyCode::Char(c));
+    }
+    assert_eq!(f.state().ui.process_filter.text(), "python");
+    f.dash.on_key(ctrl_u);
+    assert_eq!(f.state().ui.process_filter.text(), "");
+    assert!(f.state().ui.process_filter.is_editing(), "still typed");
+    let status = f.status_line();
+    assert!(status.contains("Ctrl-U clear"), "{status}");
+}

@@ -1241,6 +1241,7 @@ fn label_key(token: &str) -> Option<KeyEvent> {
         "Bksp" => plain(KeyCode::Backspace),
         "0…9" => plain(KeyCode::Char('0')),
         "Ctrl-C" => Some(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+        "Ctrl-U" => Some(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
         _ => {
             if let Some(n) = token.strip_prefix('F').and_then(|n| n.parse::<u8>().ok()) {
                 return plain(KeyCode::F(n));
@@ -1320,6 +1321,8 @@ pub enum TypingKey {
     Cancel,
     /// Delete the last character typed.
     Delete,
+    /// Delete everything typed (readline's Ctrl-U).
+    Clear,
     /// The previous entry of the list.
     Up,
     /// The next entry of the list.
@@ -1333,7 +1336,7 @@ pub enum TypingKey {
 pub type TypingBinding = (&'static str, TypingKey, &'static str, &'static str);
 
 /// The stress panel's size and settings fields.
-const STRESS_FIELD_KEYS: [TypingBinding; 4] = [
+const STRESS_FIELD_KEYS: [TypingBinding; 5] = [
     (
         "Enter",
         TypingKey::Done,
@@ -1352,6 +1355,7 @@ const STRESS_FIELD_KEYS: [TypingBinding; 4] = [
         "delete",
         "delete the last character",
     ),
+    ("Ctrl-U", TypingKey::Clear, "clear", "clear the field"),
     ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
 ];
 
@@ -1370,7 +1374,7 @@ const SCENARIO_LIST_KEYS: [TypingBinding; 5] = [
 ];
 
 /// The process filter.
-const PROCESS_FILTER_KEYS: [TypingBinding; 3] = [
+const PROCESS_FILTER_KEYS: [TypingBinding; 4] = [
     (
         "Enter Esc",
         TypingKey::Done,
@@ -1383,6 +1387,7 @@ const PROCESS_FILTER_KEYS: [TypingBinding; 3] = [
         "delete",
         "delete the last character",
     ),
+    ("Ctrl-U", TypingKey::Clear, "clear", "clear the filter"),
     ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
 ];
 
@@ -1410,6 +1415,14 @@ impl TypingMode {
             .iter()
             .map(|&(keys, _, _, help)| (keys, help))
             .collect()
+    }
+
+    /// Whether the field or list of this mode takes `key` while it is open:
+    /// every key without Ctrl, and its own Ctrl keys but the one that
+    /// quits (other Ctrl keys act as they do everywhere).
+    pub fn takes(self, key: KeyEvent) -> bool {
+        !key.modifiers.contains(KeyModifiers::CONTROL)
+            || self.key_for(key).is_some_and(|k| k != TypingKey::Quit)
     }
 
     /// What `key` does in this mode: the first binding that names it (a

@@ -65,13 +65,14 @@ fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
 
 fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
     // The filter takes the keys while it is typed (Ctrl-C still quits).
-    if state.ui.process_filter.is_editing() && !key.modifiers.contains(KeyModifiers::CONTROL) {
+    if state.ui.process_filter.is_editing() && TypingMode::ProcessFilter.takes(key) {
         let filter = &mut state.ui.process_filter;
         match (TypingMode::ProcessFilter.key_for(key), key.code) {
             (Some(TypingKey::Done | TypingKey::Cancel), _) => filter.close(),
             (Some(TypingKey::Delete), _) => {
                 filter.text_mut().pop();
             }
+            (Some(TypingKey::Clear), _) => filter.text_mut().clear(),
             (Some(_), _) => return Effect::None,
             (None, KeyCode::Char(c)) if !c.is_control() => {
                 // Full, a character is refused aloud: dropped silently,
@@ -89,10 +90,7 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     }
     // The stress panel's size or settings field takes the keys while it
     // is open (Ctrl-C still quits).
-    if state.ui.stress_open
-        && state.stress.editing()
-        && !key.modifiers.contains(KeyModifiers::CONTROL)
-    {
+    if state.ui.stress_open && state.stress.editing() && TypingMode::StressField.takes(key) {
         return edit_size(state, key);
     }
     // The scenario list takes the arrows, Enter and Esc while it is open.
@@ -131,7 +129,7 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
 
 /// A key in the stress panel's size or settings field: Enter sets the size
 /// (or validates the settings and replaces the allocator), Esc cancels,
-/// Backspace deletes, characters type.
+/// Backspace deletes, Ctrl-U clears, characters type.
 fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
     let panel = &mut state.stress;
     match (TypingMode::StressField.key_for(key), key.code) {
@@ -143,6 +141,7 @@ fn edit_size(state: &mut AppState, key: KeyEvent) -> Effect {
         }
         (Some(TypingKey::Cancel), _) => panel.cancel_input(),
         (Some(TypingKey::Delete), _) => panel.backspace(),
+        (Some(TypingKey::Clear), _) => panel.clear_field(),
         (None, KeyCode::Char(c)) => panel.type_char(c),
         _ => return Effect::None,
     }

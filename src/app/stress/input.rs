@@ -126,6 +126,18 @@ impl StressPanel {
         }
     }
 
+    /// Deletes everything typed into the open field (readline's Ctrl-U),
+    /// and the notice that it was full with it.
+    pub fn clear_field(&mut self) {
+        let settings = self.editing_settings();
+        if let Some((text, max)) = self.open_field() {
+            text.clear();
+            if self.message.as_deref() == Some(full_field_message(settings, max).as_str()) {
+                self.message = None;
+            }
+        }
+    }
+
     /// Closes whichever field is open without changing anything.
     pub fn cancel_input(&mut self) {
         if self.editing_settings() {
