@@ -18,8 +18,11 @@ use super::theme::{Glyphs, Theme};
 use crate::alloc::{BlockState, PoolKind, SegmentInfo};
 use crate::app::state::{AppState, Pane, SegmentsAge};
 
-/// Below this width the address column is dropped.
-const ADDRESS_WIDTH: u16 = 50;
+/// The fewest columns a strip keeps beside the address column: with
+/// fewer the address is dropped. A width rule (50 columns) dropped it
+/// from the map beside the stress panel at 120×40, whose strips had
+/// room for it ("S     2MiB ###…" told no segment from the next).
+const MIN_STRIP_WITH_ADDRESS: usize = 20;
 /// From this width the glyph legend goes in the title.
 const LEGEND_WIDTH: u16 = 70;
 /// The mark of a segment in a private memory pool, in the column after
@@ -392,15 +395,17 @@ impl Widget for SegmentsPane<'_> {
         let footer = inner.height >= 2;
         let strip_rows = usize::from(inner.height - u16::from(footer));
         let first = chrome::first_shown(sel_seg, strip_rows);
-        let show_address = inner.width >= ADDRESS_WIDTH;
         let addr_w = view
             .layout
             .iter()
             .map(|s| format!("{:#x}", s.address).len())
             .max()
             .unwrap_or(0);
-        // Pool letter, E, [P,] space, [address, space], size (7), space.
-        let prefix_w = 3 + usize::from(pool_column) + if show_address { addr_w + 1 } else { 0 } + 8;
+        // Pool letter, E, [P,] space, size (7), space; then the address
+        // and a space where the strips keep their room.
+        let bare_w = 3 + usize::from(pool_column) + 8;
+        let show_address = usize::from(inner.width) >= bare_w + addr_w + 1 + MIN_STRIP_WITH_ADDRESS;
+        let prefix_w = bare_w + if show_address { addr_w + 1 } else { 0 };
         let strip_w = inner
             .width
             .saturating_sub(u16::try_from(prefix_w).unwrap_or(u16::MAX));
@@ -679,6 +684,19 @@ mod tests {
         // entry alone (nothing else says what P is).
         assert!(map_rows((0, 1), None, 120)[0].contains("▚ pending P private pool"));
         assert!(!map_rows((0, 1), None, 80)[0].contains("allocated"));
+    }
+
+    #[test]
+    fn a_map_as_narrow_as_the_one_beside_the_stress_panel_keeps_its_addresses() {
+        // 47 columns at 120×40: 14 of address leave the strips 22.
+        let rows = map_rows((0, 0), None, 47);
+        assert!(
+            rows[1].starts_with("L  0x7f0000000000   20MiB "),
+            "{rows:?}"
+        );
+        // Where the strips would keep fewer than 20 columns, they go.
+        let rows = map_rows((0, 0), None, 40);
+        assert!(rows[1].starts_with("L    20MiB "), "{rows:?}");
     }
 
     #[test]
