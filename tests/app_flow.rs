@@ -1595,3 +1595,37 @@ fn ctrl_u_clears_the_size_field_and_the_process_filter_as_readline_does() {
     let status = f.status_line();
     assert!(status.contains("Ctrl-U clear"), "{status}");
 }
+
+#[test]
+fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
+    // At 80×24 the panel leaves the breakdown one legend row, in short
+    // words: "cached" there is the "cached but free" of the wider legend.
+    let mut f = Flow::with_stress_panel();
+    f.key(KeyCode::Char('s'));
+    for c in "80GB".chars() {
+        f.key(KeyCode::Char(c));
+    }
+    f.key(KeyCode::Enter);
+    f.key(KeyCode::Char('a'));
+    f.stress_answer();
+    f.samples(1);
+    // 80×24 less the row the live dashboard's "showing 1 simulated GPU"
+    // takes.
+    let screen = f.screen(80, 23);
+    let legend = screen
+        .lines()
+        .find(|l| l.contains("█ allocated"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        legend.contains("▓ cached ") && !legend.contains("cached but free"),
+        "{screen}"
+    );
+    f.key(KeyCode::Char('?'));
+    let mut help = String::new();
+    for _ in 0..12 {
+        help.push_str(&f.screen(80, 24));
+        f.key(KeyCode::PageDown);
+    }
+    assert!(help.contains("cached but free (cached):"), "{help}");
+}

@@ -966,7 +966,7 @@ fn the_viewer_help_defines_cached_but_free_as_the_breakdown_bar_draws_it() {
     press(&mut v, KeyCode::Char('?'));
     let help = help_words(&v, &Theme::colored());
     assert!(
-        help.contains("cached but free: reserved − allocated − pending free: freed blocks"),
+        help.contains("cached but free (cached): reserved − allocated − pending free: freed"),
         "{help}"
     );
     assert!(

@@ -27,8 +27,10 @@ pub const DEFINITIONS: [(&str, &str); 16] = [
         "reserved",
         "the allocator's segments (memory_reserved()) = allocated + cached.",
     ),
+    // "cached" alone in the breakdown's one-row legend (80×24 with the
+    // stress panel open), as "int free" stands for internal free.
     (
-        "cached but free",
+        "cached but free (cached)",
         "reserved − allocated: freed blocks kept for reuse.",
     ),
     (
@@ -101,7 +103,7 @@ pub const VIEWER_MEANINGS: [(&str, &str); 2] = [
         "the allocator's segments (memory_reserved()) = allocated + pending free + cached but free.",
     ),
     (
-        "cached but free",
+        "cached but free (cached)",
         "reserved − allocated − pending free: freed blocks kept for reuse.",
     ),
 ];
