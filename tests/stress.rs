@@ -364,6 +364,59 @@ fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
     assert!(p.oom.is_none(), "a successful allocation clears it");
 }
 
+/// A panel after an OOM that left two tensors live (4 MiB reserved).
+fn after_an_oom() -> StressPanel {
+    let mut p = started(false, GIB);
+    p.on_result(answer(
+        StressOutcome::OutOfMemory {
+            allocated: vec![tensor(0), tensor(1)],
+            message: "CUDA out of memory. Tried to allocate 2.00 MiB.".into(),
+            reserved_but_unallocated: 0,
+            room: OomRoom {
+                tried: 2 * MIB,
+                request: MIB,
+                device_free: 0,
+                reserved: 4 * MIB,
+            },
+        },
+        4 * MIB,
+    ));
+    assert!(p.oom.is_some());
+    p
+}
+
+#[test]
+fn the_oom_message_goes_once_memory_is_freed_since_and_the_message_says_so() {
+    // s 80GB Enter, a (OOM after 1 tensor), D, e: "empty_cache released
+    // 74.5 GiB" under "CUDA out of memory. Tried to allocate 74.51 GiB",
+    // which no longer applied.
+    let mut p = after_an_oom();
+    let addresses: Vec<u64> = p.tensors.iter().map(|t| t.address).collect();
+    p.on_result(answer(StressOutcome::Freed(addresses), 4 * MIB));
+    assert!(p.oom.is_none(), "a free clears it");
+    let said = p.message.clone().unwrap_or_default();
+    assert!(
+        said.ends_with("; the OOM's message went (memory was freed since)"),
+        "{said}"
+    );
+    p.on_result(answer(StressOutcome::CacheEmptied, 0));
+    let said = p.message.clone().unwrap_or_default();
+    assert!(!said.contains("OOM"), "said once: {said}");
+    // An empty_cache that releases memory clears it too; one that
+    // releases nothing changes nothing the OOM described.
+    let mut p = after_an_oom();
+    p.on_result(answer(StressOutcome::CacheEmptied, 4 * MIB));
+    assert!(p.oom.is_some(), "nothing released: {:?}", p.message);
+    p.on_result(answer(StressOutcome::CacheEmptied, 2 * MIB));
+    assert!(p.oom.is_none());
+    assert!(
+        p.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("memory was freed since")
+    );
+}
+
 // ------------------------------------------------------------ typed sizes
 
 fn type_text(p: &mut StressPanel, text: &str) {

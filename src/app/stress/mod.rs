@@ -57,7 +57,8 @@ pub struct Tensor {
     pub requested: u64,
 }
 
-/// The last out-of-memory, kept until the next successful allocation.
+/// The last out-of-memory, kept until the next successful allocation or
+/// until memory is freed (a free, an empty_cache that releases some).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OomState {
     pub message: String,
@@ -493,6 +494,19 @@ impl StressPanel {
             self.transformer_step_sent = Some(tensors);
         }
         commands
+    }
+
+    /// Forgets the last OOM once memory was freed since (a free, or an
+    /// empty_cache that released some): its figures ("… of which 3.97 GiB
+    /// is free", the live tensors its advice would free) describe a state
+    /// that is gone, and shown on they read as the last action's. The words
+    /// to add to the message, if there was one.
+    fn oom_past(&mut self) -> &'static str {
+        if self.oom.take().is_some() {
+            "; the OOM's message went (memory was freed since)"
+        } else {
+            ""
+        }
     }
 
     /// Forgets the compare marks: they were figures of an allocator that
@@ -1004,8 +1018,9 @@ impl StressPanel {
                 }
                 .unwrap_or_else(|| tensors(addresses.len() as u64));
                 self.tensors.retain(|t| !gone.contains(&t.address));
+                let past = self.oom_past();
                 self.say(format!(
-                    "freed {which}; reserved stays {} until empty_cache",
+                    "freed {which}; reserved stays {} until empty_cache{past}",
                     fmt(self.figures.reserved)
                 ));
             }
@@ -1103,7 +1118,9 @@ impl StressPanel {
             }
             StressOutcome::CacheEmptied => {
                 let released = before.reserved.saturating_sub(self.figures.reserved);
-                self.say(format!("empty_cache released {}", fmt(released)));
+                // Nothing released, nothing the OOM described changed.
+                let past = if released > 0 { self.oom_past() } else { "" };
+                self.say(format!("empty_cache released {}{past}", fmt(released)));
             }
             StressOutcome::CapRefused { allocated, message } => {
                 self.refused_keys += 1;
