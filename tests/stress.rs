@@ -335,6 +335,31 @@ fn compare_marks_a_then_b_and_reports_b_minus_a() {
 }
 
 #[test]
+fn the_compare_table_says_how_many_actions_ago_b_was_marked() {
+    // A table marked long before stayed as it was until `S`, read as the
+    // figures now; its header says when B is not the figures now.
+    let mut p = with_tensors(4);
+    p.apply(StressAction::MarkCompare);
+    p.on_result(answer(StressOutcome::CacheEmptied, 2 * MIB));
+    p.apply(StressAction::MarkCompare);
+    assert_eq!(p.answers_since_b(), Some(0), "B is now");
+    let mut state = AppState::new(StatusState::default());
+    state.ui.stress_open = true;
+    state.stress = p.clone();
+    assert!(!screen_text(&state, 120, 40).contains("ago"));
+    p.on_result(answer(StressOutcome::CacheEmptied, 2 * MIB));
+    p.on_result(answer(StressOutcome::CacheEmptied, 2 * MIB));
+    assert_eq!(p.answers_since_b(), Some(2));
+    state.stress = p.clone();
+    let wide = screen_text(&state, 120, 40);
+    assert!(wide.contains("B: 2 actions ago"), "{wide}");
+    let narrow = screen_text(&state, 80, 24);
+    assert!(narrow.contains("B: 2 ago"), "{narrow}");
+    p.apply(StressAction::MarkCompare);
+    assert_eq!(p.answers_since_b(), None, "a new A: no table");
+}
+
+#[test]
 fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
     let mut p = started(false, GIB);
     p.on_result(answer(

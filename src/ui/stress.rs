@@ -660,17 +660,40 @@ impl<'a> StressPane<'a> {
         }
     }
 
+    /// The compare table's first header cell, at most `width` columns:
+    /// "figure" while B is the figures now, else how many of the device's
+    /// answers ago B was marked ("B: 3 actions ago", "B: 3 ago"): a table
+    /// marked long before read as the state now.
+    fn compare_head(&self, width: usize) -> String {
+        match self.panel.answers_since_b() {
+            None | Some(0) => "figure".to_string(),
+            Some(n) => {
+                let actions = if n == 1 { "action" } else { "actions" };
+                [format!("B: {n} {actions} ago"), format!("B: {n} ago")]
+                    .into_iter()
+                    .find(|h| h.width() <= width)
+                    .unwrap_or_else(|| "figure".to_string())
+            }
+        }
+    }
+
     /// The compare figures two a row: the memory figures on the left, the
     /// layout's on the right.
     fn compare_two_up(&self, rows: &[CompareRow]) -> Vec<Line<'static>> {
         let t = self.theme;
-        let half_header = format!(
-            "{:<TWO_UP_LABEL$} {:>TWO_UP_VALUE$} {:>TWO_UP_VALUE$} {:>TWO_UP_DELTA$}",
-            "figure", "A", "B", "Δ"
-        );
+        let half_header = |label: &str| {
+            format!(
+                "{label:<TWO_UP_LABEL$} {:>TWO_UP_VALUE$} {:>TWO_UP_VALUE$} {:>TWO_UP_DELTA$}",
+                "A", "B", "Δ"
+            )
+        };
         let gap = " ".repeat(TWO_UP_GAP);
         let mut lines = vec![Line::styled(
-            format!("{half_header}{gap}{half_header}"),
+            format!(
+                "{}{gap}{}",
+                half_header(&self.compare_head(TWO_UP_LABEL)),
+                half_header("figure")
+            ),
             t.header,
         )];
         let cell = |r: &CompareRow| {
@@ -692,7 +715,13 @@ impl<'a> StressPane<'a> {
     fn compare_lines(&self, rows: &[CompareRow]) -> Vec<Line<'static>> {
         let t = self.theme;
         let mut lines = vec![Line::styled(
-            format!("{:<18} {:>10} {:>10} {:>11}", "figure", "A", "B", "Δ"),
+            format!(
+                "{:<18} {:>10} {:>10} {:>11}",
+                self.compare_head(18),
+                "A",
+                "B",
+                "Δ"
+            ),
             t.header,
         )];
         for r in rows {

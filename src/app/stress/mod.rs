@@ -219,6 +219,12 @@ pub struct StressPanel {
     pub show_histogram: bool,
     /// The figures `c` marked for the compare view.
     pub marks: CompareMarks,
+    /// The device's answers taken since the worker started (allocations,
+    /// frees, empty_caches, …): the moments the marks are of are counted
+    /// in them.
+    pub answers: u64,
+    /// [`StressPanel::answers`] when B was marked.
+    pub marked_b_at: u64,
     pub oom: Option<OomState>,
     /// One line about the last thing that happened: its words up to the
     /// keys it ends with ([`StressPanel::message_keys`]).
@@ -286,6 +292,8 @@ impl Default for StressPanel {
             view: None,
             show_histogram: false,
             marks: CompareMarks::None,
+            answers: 0,
+            marked_b_at: 0,
             oom: None,
             message: None,
             message_keys: Vec::new(),
@@ -389,6 +397,15 @@ impl StressPanel {
         }
         let (a, b) = self.marks.both()?;
         Some(histogram_rows(a, b))
+    }
+
+    /// The device's answers taken since B was marked, once A and B are:
+    /// the compare table's figures are of a moment that many actions ago
+    /// (0: B is the figures now).
+    pub fn answers_since_b(&self) -> Option<u64> {
+        self.marks
+            .both()
+            .map(|_| self.answers.saturating_sub(self.marked_b_at))
     }
 
     /// The compare rows when both marks are set.
@@ -531,6 +548,7 @@ impl StressPanel {
             }
             CompareMarks::A(a) => {
                 self.marks = CompareMarks::Both(a, self.figures);
+                self.marked_b_at = self.answers;
                 self.say_then(
                     "marked B: A | B | Δ below;",
                     vec![KeyUse::act(StressAction::MarkCompare, "starts over")],
@@ -928,6 +946,7 @@ impl StressPanel {
 
     fn take_result(&mut self, result: StressResult) {
         self.saving = false;
+        self.answers = self.answers.saturating_add(1);
         let before = self.figures;
         // The id the tensors this answer brings start from.
         let first_id = self.next_id;
