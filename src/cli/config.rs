@@ -17,7 +17,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::{
     ConfigTargets, SIM_DATALOADER_WORKERS_MAX, SIM_GPUS_MAX, SIM_SEED_MAX, SIM_TRAINING_MAX,
-    duration_arg, sim_memory_arg,
+    interval_arg, sim_memory_arg,
 };
 use crate::device::factory::BackendChoice;
 use crate::quote::{cut, parser_complaint};
@@ -340,7 +340,7 @@ fn read_entry(
     match key {
         "interval" => {
             file.interval = Some(
-                duration_arg(value.as_str().ok_or_else(bad)?)
+                interval_arg(value.as_str().ok_or_else(bad)?)
                     .map_err(|e| format!("{line}'{key}': {e}"))?,
             );
         }
@@ -621,6 +621,18 @@ mod tests {
         assert!(err.to_string().contains("24 what?"), "{err}");
         let err = parse_text("c.toml", "interval = \"2\"\n").expect_err("no unit");
         assert!(err.to_string().contains("2 what?"), "{err}");
+    }
+
+    #[test]
+    fn an_interval_past_an_hour_is_refused_in_the_file_as_on_the_command_line() {
+        let err = parse_text("c.toml", "interval = \"99999999h\"\n").expect_err("too long");
+        assert!(
+            err.to_string()
+                .contains("line 1: 'interval': '99999999h' is too long: the most is 1h"),
+            "{err}"
+        );
+        let file = parse_text("c.toml", "interval = \"1h\"\n").expect("the most");
+        assert_eq!(file.interval, Some(3_600_000));
     }
 
     #[test]

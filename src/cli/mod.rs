@@ -97,8 +97,8 @@ pub struct DashboardArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Sampling")]
 pub struct SamplingArgs {
-    /// Sampling interval (e.g. 1s, 500ms, 2s).
-    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = duration_arg, allow_hyphen_values = true)]
+    /// Sampling interval (e.g. 1s, 500ms, 2s; 10ms to 1h).
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = interval_arg, allow_hyphen_values = true)]
     pub interval: u64,
 }
 
@@ -141,6 +141,44 @@ pub fn duration_arg(text: &str) -> Result<u64, String> {
     }
     duration_with_unit(text)
 }
+
+/// Parses `--interval` (and the config file's `interval`): a duration
+/// from 10ms to [`MAX_INTERVAL_MS`], refused past it as a duration past
+/// the parser's own limit is: a sampler that ticks once a day would leave
+/// the dashboard still, its timeline empty at every zoom.
+pub fn interval_arg(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('-') {
+        return duration_arg(text);
+    }
+    if is_bare_number(text) {
+        return Err(no_unit(text, &["s", "ms"], interval_with_unit));
+    }
+    interval_with_unit(text)
+}
+
+/// [`interval_arg`] of a text that is not a bare number.
+fn interval_with_unit(text: &str) -> Result<u64, String> {
+    // Checked on the value as written, as the least is: rounded first,
+    // 1h plus a fraction of a millisecond would pass.
+    match crate::alloc::duration_ms_exact(text) {
+        Ok(ms) if ms > MAX_INTERVAL_MS as f64 => Err(interval_too_long(text)),
+        Err(QuantityError::TooLarge) => Err(interval_too_long(text)),
+        _ => duration_with_unit(text),
+    }
+}
+
+fn interval_too_long(text: &str) -> String {
+    format!(
+        "'{}' is too long: the most is {}h",
+        cut(text),
+        MAX_INTERVAL_MS / 3_600_000
+    )
+}
+
+/// The longest sampling interval (milliseconds): the timeline's widest
+/// window, 1 hour, so that it still draws a line between two samples.
+pub const MAX_INTERVAL_MS: u64 =
+    crate::app::state::ZOOM_WINDOWS_S[crate::app::state::ZOOM_WINDOWS_S.len() - 1] * 1000;
 
 /// What a bare number is told: the `units` it could be written in, those
 /// of them that `parse` takes only (a suggestion is never refused in
@@ -1637,6 +1675,41 @@ mod tests {
             let e = duration_arg(text).expect_err("a sign");
             assert!(e.contains("is not a duration: write e.g."), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn an_interval_past_an_hour_is_too_long_and_says_the_most() {
+        for long in [
+            "99999999h",
+            "1.0000001h",
+            "61m",
+            "3600001ms",
+            "99999999999h",
+        ] {
+            assert_eq!(
+                interval_arg(long),
+                Err(format!("'{long}' is too long: the most is 1h")),
+                "{long}"
+            );
+        }
+        assert_eq!(interval_arg("1h"), Ok(3_600_000));
+        assert_eq!(interval_arg("60m"), Ok(3_600_000));
+        assert_eq!(interval_arg("500ms"), Ok(500));
+        // The least and a sign are said as for any duration.
+        assert_eq!(interval_arg("9ms"), duration_arg("9ms"));
+        assert_eq!(interval_arg("-1s"), duration_arg("-1s"));
+        // A bare number is told only the units an interval takes: 7200 s
+        // is too long, 7200 ms is not.
+        let e = interval_arg("7200").expect_err("no unit");
+        assert!(e.ends_with("write e.g. 7200ms"), "{e}");
+        // Too long in every unit: the interval's own limit.
+        let bare = "99999999999999999999";
+        assert_eq!(
+            interval_arg(bare),
+            Err(format!("'{bare}' is too long: the most is 1h"))
+        );
+        // Other durations keep the parser's limit.
+        assert!(duration_arg("99999999h").is_ok());
     }
 
     #[test]
