@@ -66,8 +66,10 @@ fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal()
 }
 
 /// Starts the dashboard with a unique seed as a marker, sends `signal` to
-/// vramtop (not to the shell around it) and checks the terminal comes back.
-fn signal_restores_the_terminal(tag: &str, marker: &str, signal: &str) {
+/// vramtop (not to the shell around it) and checks the terminal comes back
+/// and vramtop exits with `status` (128 + the signal's number, as a
+/// process the signal killed).
+fn signal_restores_the_terminal(tag: &str, marker: &str, signal: &str, status: u8) {
     let Some(s) = start(tag, &format!("--sim-seed {marker}")) else {
         return;
     };
@@ -84,27 +86,27 @@ fn signal_restores_the_terminal(tag: &str, marker: &str, signal: &str) {
     for pid in pids.split_whitespace() {
         let _ = Command::new("kill").args([signal, pid]).status();
     }
-    terminal_restored(&s);
+    terminal_restored_with(&s, &format!("VRAMTOP_EXITED {status}"));
 }
 
 #[test]
-fn sigterm_restores_the_terminal() {
-    signal_restores_the_terminal("term", "987654", "-TERM");
+fn sigterm_restores_the_terminal_and_exits_143() {
+    signal_restores_the_terminal("term", "987654", "-TERM", 143);
 }
 
 #[test]
-fn sighup_restores_the_terminal() {
-    signal_restores_the_terminal("hup", "987655", "-HUP");
+fn sighup_restores_the_terminal_and_exits_129() {
+    signal_restores_the_terminal("hup", "987655", "-HUP", 129);
 }
 
 #[test]
-fn sigquit_restores_the_terminal() {
-    signal_restores_the_terminal("quit", "987656", "-QUIT");
+fn sigquit_restores_the_terminal_and_exits_131() {
+    signal_restores_the_terminal("quit", "987656", "-QUIT", 131);
 }
 
 #[test]
-fn sigusr1_restores_the_terminal() {
-    signal_restores_the_terminal("usr1", "987657", "-USR1");
+fn sigusr1_restores_the_terminal_and_exits_138() {
+    signal_restores_the_terminal("usr1", "987657", "-USR1", 138);
 }
 
 #[test]

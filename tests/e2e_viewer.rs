@@ -237,11 +237,16 @@ fn background_loading_shows_the_viewer_and_a_bad_file_restores_the_screen_first(
 }
 
 #[test]
-fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
+fn a_signal_restores_the_viewers_terminal_and_exits_128_plus_its_number() {
     let Some(path) = shared(SILMONT) else {
         return;
     };
-    for (tag, marker, signal) in [("quit", "987658", "-QUIT"), ("usr1", "987659", "-USR1")] {
+    for (tag, marker, signal, status) in [
+        ("quit", "987658", "-QUIT", 131),
+        ("usr1", "987659", "-USR1", 138),
+        ("term", "987662", "-TERM", 143),
+        ("hup", "987663", "-HUP", 129),
+    ] {
         // The link's name is only a marker to find this vramtop's pid.
         let link = std::env::temp_dir().join(format!("vramtop-e2e-{marker}.pickle"));
         let _ = std::fs::remove_file(&link);
@@ -267,7 +272,10 @@ fn sigquit_and_sigusr1_restore_the_viewers_terminal() {
         }
         let screen = s.exited();
         let _ = std::fs::remove_file(&link);
-        assert!(screen.contains("VRAMTOP_EXITED 0"), "{signal}: {screen}");
+        assert!(
+            screen.contains(&format!("VRAMTOP_EXITED {status}")),
+            "{signal}: {screen}"
+        );
         s.assert_restored();
     }
 }

@@ -56,7 +56,7 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
         Err(_) => None,
     };
     tracing::info!(backend = selection.backend, "dashboard starting");
-    run_dashboard(
+    let signal = run_dashboard(
         selection,
         RunOptions {
             interval: Duration::from_millis(args.sampling.interval),
@@ -65,7 +65,7 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
             stress_cap: args.stress_cap,
         },
     )?;
-    Ok(ExitCode::SUCCESS)
+    Ok(signal.map_or(ExitCode::SUCCESS, super::signal_exit_code))
 }
 
 /// `--once`: one full sample on stdout, as JSON with `--json`, else as

@@ -1375,7 +1375,18 @@ pub const EXIT_NOTHING_CHECKED: u8 = 77;
 
 /// The exit codes as `vramtop --help` says them; docs/cli.md has the table.
 pub const EXIT_STATUS_HELP: &str = "Exit status: 0 success, 1 a verification found a mismatch or a \
-     self-test failed, 2 bad input or usage, 77 check had nothing to check (docs/cli.md).";
+     self-test failed, 2 bad input or usage, 77 check had nothing to check, 128+N the dashboard or \
+     the viewer stopped by signal N (docs/cli.md).";
+
+/// The exit code of a dashboard or viewer stopped by `signal` (SIGTERM,
+/// SIGHUP, …) once the terminal is restored: 128 + its number, what a
+/// shell reports of a process the signal killed (143 for SIGTERM), so a
+/// script or supervisor can tell a stop from a quit. Past 127, which no
+/// signal is, 128 + 127.
+pub fn signal_exit_code(signal: i32) -> ExitCode {
+    let n = u8::try_from(signal).unwrap_or(127).min(127);
+    ExitCode::from(128 + n)
+}
 
 /// `check`'s exit codes as `vramtop check --help` says them.
 pub const CHECK_EXIT_STATUS_HELP: &str = "Exit status: 0 on PASS (also with parts skipped for want \
@@ -1675,6 +1686,16 @@ mod tests {
             let e = duration_arg(text).expect_err("a sign");
             assert!(e.contains("is not a duration: write e.g."), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_signal_exits_128_plus_its_number() {
+        use signal_hook::consts::{SIGHUP, SIGTERM};
+        assert_eq!(signal_exit_code(SIGTERM), ExitCode::from(143));
+        assert_eq!(signal_exit_code(SIGHUP), ExitCode::from(129));
+        // Never wraps past 255 nor falls under 128.
+        assert_eq!(signal_exit_code(1000), ExitCode::from(255));
+        assert_eq!(signal_exit_code(-1), ExitCode::from(255));
     }
 
     #[test]

@@ -214,6 +214,7 @@ fn viewer(
     };
     match run_viewer(file, theme, foreground_limit)? {
         ViewerExit::Done | ViewerExit::QuitVramtop => Ok(ExitCode::SUCCESS),
+        ViewerExit::Stopped(signal) => Ok(super::signal_exit_code(signal)),
         ViewerExit::BadFile(e) => {
             super::say_error(e);
             Ok(ExitCode::from(EXIT_BAD_INPUT))

@@ -281,7 +281,7 @@ impl<B: Backend> Dashboard<B> {
     pub fn on_viewer_closed(&mut self, shown: color_eyre::Result<ViewerExit>) -> Next {
         self.viewing = false;
         match shown {
-            Ok(ViewerExit::QuitVramtop) => return Next::Quit,
+            Ok(ViewerExit::QuitVramtop | ViewerExit::Stopped(_)) => return Next::Quit,
             Ok(ViewerExit::Done) => {}
             Ok(ViewerExit::BadFile(e)) => {
                 self.state.ui.notice = Some(format!("cannot open the snapshot: {e}"));

@@ -100,8 +100,10 @@ enum Input {
     Resize,
 }
 
-/// Runs the dashboard until the user quits or a signal arrives.
-pub fn run(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<()> {
+/// Runs the dashboard until the user quits or a signal arrives; the
+/// signal's number when one stopped it (the caller exits 128 + it, as a
+/// process killed by it would), `None` when the user quit.
+pub fn run(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<Option<i32>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -110,7 +112,10 @@ pub fn run(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Re
     runtime.block_on(run_async(selection, options))
 }
 
-async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_eyre::Result<()> {
+async fn run_async(
+    selection: TelemetrySelection,
+    options: RunOptions,
+) -> color_eyre::Result<Option<i32>> {
     let terminal = ratatui::try_init().map_err(|e| {
         eyre!("vramtop needs a terminal ({e}); for headless output use `vramtop --once --json` or `vramtop record FILE`")
     })?;
@@ -133,7 +138,7 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
     ratatui::restore();
     // On the restored terminal, where they can be copied: the status line
     // cut long paths, and the user may want them after quitting.
-    let snapshots = result?;
+    let Ended { snapshots, signal } = result?;
     if !snapshots.is_empty() {
         println!("snapshots taken or offered this session (vramtop open FILE):");
         for path in snapshots {
@@ -144,10 +149,19 @@ async fn run_async(selection: TelemetrySelection, options: RunOptions) -> color_
             );
         }
     }
-    Ok(())
+    Ok(signal)
 }
 
-/// Runs the dashboard; returns the snapshots of the session to list.
+/// How the dashboard's loop ended.
+struct Ended {
+    /// The snapshots of the session, to list on the restored terminal.
+    snapshots: Vec<std::path::PathBuf>,
+    /// The signal that stopped it; `None`: the user quit (`q`, and
+    /// `Ctrl-C`, a key in raw mode, not a signal).
+    signal: Option<i32>,
+}
+
+/// Runs the dashboard; returns how it ended.
 /// `viewer_stop` ends a snapshot viewer that is open (set by the panic
 /// hook, a stop signal, or the loop's end).
 async fn event_loop(
@@ -155,7 +169,7 @@ async fn event_loop(
     selection: TelemetrySelection,
     options: RunOptions,
     viewer_stop: Arc<AtomicBool>,
-) -> color_eyre::Result<Vec<std::path::PathBuf>> {
+) -> color_eyre::Result<Ended> {
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
         banner: selection.fallback_reason.clone(),
@@ -218,15 +232,18 @@ async fn event_loop(
     // for its last draw: on every way out of here (a signal, an error, a
     // panic), before the caller restores the terminal.
     let mut viewer: Option<ViewerThread> = None;
+    let mut signal: Option<i32> = None;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
     loop {
         tokio::select! {
             biased;
-            _ = sigterm.recv() => break,
-            _ = sighup.recv() => break,
-            _ = sigquit.recv() => break,
-            _ = sigusr1.recv() => break,
-            _ = sigusr2.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => { signal = Some(SIGTERM); break }
+            _ = sighup.recv() => { signal = Some(SIGHUP); break }
+            _ = sigquit.recv() => { signal = Some(SIGQUIT); break }
+            _ = sigusr1.recv() => { signal = Some(SIGUSR1); break }
+            _ = sigusr2.recv() => { signal = Some(SIGUSR2); break }
+            // SIGINT from `kill -INT`: the Ctrl-C key is a key in raw mode.
+            _ = tokio::signal::ctrl_c() => { signal = Some(SIGINT); break }
             () = viewer_ended(&mut viewer) => {
                 let shown = viewer.take().map_or(Ok(ViewerExit::Done), ViewerThread::join);
                 // Ctrl-C in the viewer quits vramtop, as in the dashboard.
@@ -292,5 +309,5 @@ async fn event_loop(
     // Frees every stress tensor and empties its cache before leaving.
     drop(dashboard);
     sampler.stop();
-    Ok(snapshots)
+    Ok(Ended { snapshots, signal })
 }

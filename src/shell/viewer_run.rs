@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -110,6 +110,9 @@ pub enum ViewerExit {
     /// The user quit vramtop (`Ctrl-C`, [`Keymap::quits_vramtop`]): from
     /// the dashboard too, as Ctrl-C does everywhere else.
     QuitVramtop,
+    /// A signal stopped the viewer run on its own (`vramtop open FILE`):
+    /// its number, for the exit status.
+    Stopped(i32),
     BadFile(SnapshotError),
 }
 
@@ -160,8 +163,13 @@ pub fn run_viewer(
         None
     };
     let stop = Arc::new(AtomicBool::new(false));
+    // Which signal stopped it (0: none), for the exit status.
+    let caught = Arc::new(AtomicUsize::new(0));
     for signal in STOP_SIGNALS {
         signal_hook::flag::register(signal, stop.clone())
+            .wrap_err("cannot install a signal handler")?;
+        let number = usize::try_from(signal).unwrap_or_default();
+        signal_hook::flag::register_usize(signal, caught.clone(), number)
             .wrap_err("cannot install a signal handler")?;
     }
     let mut terminal = ratatui::try_init().map_err(|e| {
@@ -192,7 +200,12 @@ pub fn run_viewer(
     );
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
-    result
+    match (result, caught.load(Ordering::Relaxed)) {
+        (Ok(ViewerExit::Done | ViewerExit::QuitVramtop), signal) if signal != 0 => Ok(
+            ViewerExit::Stopped(i32::try_from(signal).unwrap_or(i32::MAX)),
+        ),
+        (result, _) => result,
+    }
 }
 
 /// Opens `path` in the viewer inside a terminal the caller set up (the
