@@ -65,6 +65,20 @@ fn dashboard_appears_keys_move_focus_and_open_help_and_q_restores_the_terminal()
     terminal_restored(&s);
 }
 
+#[test]
+fn a_window_grown_both_ways_leaves_no_rows_of_the_dashboard_behind_after_q() {
+    let Some(s) = Session::start(
+        "vramtop-e2e",
+        "grow",
+        (80, 24),
+        "--backend sim --sim-gpus 2 --interval 200ms",
+    ) else {
+        return;
+    };
+    s.wait_for("the dashboard", dashboard_shown);
+    s.grow_then_quit_leaves_nothing_behind((200, 60), |row| row.contains("q quit"));
+}
+
 /// Starts the dashboard with a unique seed as a marker, sends `signal` to
 /// vramtop (not to the shell around it) and checks the terminal comes back
 /// and vramtop exits with `status` (128 + the signal's number, as a

@@ -135,6 +135,23 @@ fn viewer_opens_scrubs_shows_a_blocks_frames_and_q_restores_the_terminal() {
 }
 
 #[test]
+fn a_window_grown_both_ways_leaves_no_rows_of_the_viewer_behind_after_q() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let Some(s) = Session::start(
+        "vramtop-e2e-viewer",
+        "grow",
+        (80, 24),
+        &format!("open {}", path.display()),
+    ) else {
+        return;
+    };
+    s.wait_for("the viewer", |sc| sc.contains("event 97/97"));
+    s.grow_then_quit_leaves_nothing_behind((100, 30), |row| row.starts_with("q quit"));
+}
+
+#[test]
 fn a_click_on_a_gpu_row_selects_that_gpu_and_quitting_turns_the_mouse_off() {
     let Some(path) = shared("albi2_thesis-text-to-SQL_dump_snapshot.pickle") else {
         return;

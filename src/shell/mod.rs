@@ -8,4 +8,5 @@ pub mod click;
 pub mod dashboard;
 pub mod heap;
 pub mod run;
+pub mod terminal;
 pub mod viewer_run;

@@ -120,8 +120,10 @@ async fn run_async(
         eyre!("vramtop needs a terminal ({e}); for headless output use `vramtop --once --json` or `vramtop record FILE`")
     })?;
     // Mouse clicks select GPUs and panes; failure to enable is not fatal.
-    // ratatui's panic hook leaves mouse reporting on: ours turns it off
-    // first, then runs ratatui's (which restores the rest and reports).
+    // ratatui's panic hook leaves mouse reporting on and the alternate
+    // screen drawn: ours turns the one off and clears the other first
+    // (`terminal::before_leaving`), then runs ratatui's (which restores
+    // the rest and reports).
     // It also stops a snapshot viewer that is open (its thread would draw
     // on the restored terminal otherwise).
     let viewer_stop = Arc::new(AtomicBool::new(false));
@@ -129,13 +131,12 @@ async fn run_async(
     let hook_stop = viewer_stop.clone();
     std::panic::set_hook(Box::new(move |info| {
         hook_stop.store(true, Ordering::Relaxed);
-        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+        let _ = super::terminal::before_leaving(&mut std::io::stdout());
         ratatui_hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
     let result = event_loop(terminal, selection, options, viewer_stop).await;
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
-    ratatui::restore();
+    super::terminal::restore();
     // On the restored terminal, where they can be copied: the status line
     // cut long paths, and the user may want them after quitting.
     let Ended { snapshots, signal } = result?;

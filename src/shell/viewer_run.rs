@@ -176,12 +176,13 @@ pub fn run_viewer(
         eyre!("the snapshot viewer needs a terminal ({e}); use `vramtop open FILE --summary`")
     })?;
     // Clicks focus panes and select GPUs, as in the dashboard; failure to
-    // enable is not fatal. ratatui's panic hook leaves mouse reporting on:
-    // ours turns it off first, then runs ratatui's (which restores the
-    // rest and reports).
+    // enable is not fatal. ratatui's panic hook leaves mouse reporting on
+    // and the alternate screen drawn: ours turns the one off and clears
+    // the other first (`terminal::before_leaving`), then runs ratatui's
+    // (which restores the rest and reports).
     let ratatui_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
+        let _ = super::terminal::before_leaving(&mut std::io::stdout());
         ratatui_hook(info);
     }));
     let _ = crossterm::execute!(std::io::stdout(), crossterm::event::EnableMouseCapture);
@@ -198,8 +199,7 @@ pub fn run_viewer(
             from_dashboard: false,
         },
     );
-    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
-    ratatui::restore();
+    super::terminal::restore();
     match (result, caught.load(Ordering::Relaxed)) {
         (Ok(ViewerExit::Done | ViewerExit::QuitVramtop), signal) if signal != 0 => Ok(
             ViewerExit::Stopped(i32::try_from(signal).unwrap_or(i32::MAX)),

@@ -118,6 +118,61 @@ impl Session {
         .to_string()
     }
 
+    /// Resizes the window to `width`×`height`, as a user resizes the
+    /// terminal's window.
+    pub fn resize(&self, (width, height): (u16, u16)) {
+        let (width, height) = (width.to_string(), height.to_string());
+        tmux_on(
+            &self.name,
+            &[
+                "resize-window",
+                "-t",
+                &self.name,
+                "-x",
+                &width,
+                "-y",
+                &height,
+            ],
+        );
+    }
+
+    /// Grows the window from the size it was started at to `size` while
+    /// vramtop runs, waits until `drawn` holds of the screen at that size
+    /// (the status line on its last row), quits with `q`, and asserts that
+    /// nothing vramtop drew is left on the restored screen nor in its
+    /// scrollback: only the exit marker. tmux rewraps the alternate
+    /// screen to the size it was entered at on the way out; grown both
+    /// ways, rows of panes came back above the prompt.
+    pub fn grow_then_quit_leaves_nothing_behind(
+        &self,
+        (width, height): (u16, u16),
+        drawn: impl Fn(&str) -> bool,
+    ) {
+        self.resize((width, height));
+        self.wait_for("a frame at the new size", |sc| {
+            sc.lines().nth(usize::from(height) - 1).is_some_and(&drawn)
+        });
+        self.keys(&["q"]);
+        let screen = self.exited();
+        assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+        self.assert_restored();
+        let left: Vec<&str> = screen
+            .lines()
+            .take_while(|l| !l.contains("VRAMTOP_EXITED"))
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        assert!(left.is_empty(), "rows left above the exit: {left:#?}");
+        let history = self.history();
+        let drawn_rows: Vec<&str> = history
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.contains("VRAMTOP_EXITED"))
+            .collect();
+        assert!(
+            drawn_rows.is_empty(),
+            "rows left in the scrollback: {drawn_rows:#?}"
+        );
+    }
+
     pub fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", &self.name];
         args.extend_from_slice(keys);
