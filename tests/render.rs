@@ -749,13 +749,25 @@ fn below_40x10_says_the_terminals_size_and_the_size_needed() {
     let (_cluster, state) = training(2);
     let theme = Theme::colored();
     for (w, h, said) in [
-        (39, 24, "terminal 39×24: needs at least 40×10"),
-        (80, 9, "terminal 80×9: vramtop needs at least 40×10"),
-        (43, 9, "terminal 43×9: vramtop needs at least 40×10"),
-        (30, 8, "30×8: needs at least 40×10"),
-        (20, 8, "20×8: needs 40×10"),
-        // Narrower still: both sizes, over two rows.
-        (12, 3, "12×3: needs\n40×10"),
+        (39, 24, "terminal 39×24: needs at least 40×10\nq quits"),
+        (
+            80,
+            9,
+            "terminal 80×9: vramtop needs at least 40×10\nq quits",
+        ),
+        (
+            43,
+            9,
+            "terminal 43×9: vramtop needs at least 40×10\nq quits",
+        ),
+        (30, 8, "30×8: needs at least 40×10\nq quits"),
+        (20, 8, "20×8: needs 40×10\nq quits"),
+        // Narrower still: both sizes, over two rows, and the one key that
+        // acts on the third.
+        (12, 3, "12×3: needs\n40×10\nq quits"),
+        // No row left for it: the sizes come first.
+        (12, 2, "12×2: needs\n40×10"),
+        (30, 1, "30×1: needs at least 40×10"),
     ] {
         let terminal = draw(&state, &theme, w, h);
         let drawn = text(terminal.backend().buffer());

@@ -323,6 +323,26 @@ fn an_empty_file_is_said_to_have_no_segments_and_no_trace_in_the_viewers_own_wor
 }
 
 #[test]
+fn below_40x10_the_viewer_says_the_size_and_the_one_key_that_acts() {
+    let snapshot =
+        vramtop::snapshot::read_snapshot(b"\x80\x02]q\x00.").expect("an empty segment list");
+    let mut v = ViewerState::new("empty.pickle".to_string(), snapshot);
+    let words = |v: &ViewerState| {
+        let screen = text(draw(v, 30, 8).backend().buffer());
+        screen
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(words(&v), "30×8: needs at least 40×10\nq quits");
+    // Opened from the dashboard, `q` goes back there.
+    v.returns_to_dashboard = true;
+    assert_eq!(words(&v), "30×8: needs at least 40×10\nq goes back");
+}
+
+#[test]
 fn a_file_with_no_gpu_hints_only_quit_and_help() {
     // `pickle.dumps([], protocol=2)`, a bare segment list with none: no
     // segments, no trace, no GPU.

@@ -2342,3 +2342,29 @@ fn z_zooms_the_timeline_of_a_band_above_0_b_and_back_and_says_why_where_it_canno
         Some("no trace in this file (its final state only): nothing to zoom into")
     );
 }
+
+#[test]
+fn below_the_smallest_terminal_the_viewers_keys_do_nothing_but_quit() {
+    let mut v = story_viewer();
+    let before = v.cursor();
+    // As the viewer's loop tells it on a 20×5 terminal (its drawing does
+    // the same).
+    v.app.ui.screen.set(Some((20, 5)));
+    for code in [
+        KeyCode::Home,
+        KeyCode::Right,
+        KeyCode::Char('?'),
+        KeyCode::Tab,
+        KeyCode::Enter,
+    ] {
+        assert_eq!(press(&mut v, code), Effect::None, "{code:?}");
+    }
+    assert_eq!(v.cursor(), before, "the cursor did not move unseen");
+    assert_eq!(v.app.ui.overlay, Overlay::None);
+    assert!(!v.detail_open);
+    assert_eq!(press(&mut v, KeyCode::Char('q')), Effect::Quit);
+    // Grown, the keys act again.
+    v.app.ui.screen.set(Some((80, 24)));
+    assert_eq!(press(&mut v, KeyCode::Home), Effect::Redraw);
+    assert_ne!(v.cursor(), before);
+}

@@ -688,13 +688,19 @@ pub struct UiState {
     /// drawing like `help_scroll_limit`: PgUp/PgDn move by this page.
     #[serde(skip)]
     pub help_page_rows: Cell<usize>,
-    /// The dashboard's size as last drawn (columns, rows); `None` before
-    /// the first frame. Written by the drawing like `help_scroll_limit`,
-    /// so keys whose effect depends on the layout (`M`) can say what they
-    /// do at this size.
+    /// The terminal's size (columns, rows) as last drawn or told by a
+    /// resize; `None` before either. Written by the drawing like
+    /// `help_scroll_limit` and by `update::on_resize`, so keys whose
+    /// effect depends on the layout (`M`) can say what they do at this
+    /// size, and keys below [`MIN_SCREEN`] do nothing but quit.
     #[serde(skip)]
     pub screen: Cell<Option<(u16, u16)>>,
 }
+
+/// The smallest terminal the dashboard and the viewer draw panes in
+/// (columns, rows). Below it the screen says only its size: no key but
+/// quit acts, since none of what the others do could be seen.
+pub const MIN_SCREEN: (u16, u16) = (40, 10);
 
 /// From this size the stress panel and the segment map sit side by side
 /// (columns, rows); smaller, `M` shows one or the other.
@@ -743,6 +749,14 @@ impl Default for UiState {
 }
 
 impl UiState {
+    /// Whether the terminal, as last told (a resize) or drawn, is below
+    /// [`MIN_SCREEN`]; `false` before either.
+    pub fn too_small(&self) -> bool {
+        self.screen
+            .get()
+            .is_some_and(|(columns, rows)| columns < MIN_SCREEN.0 || rows < MIN_SCREEN.1)
+    }
+
     /// Whether the stress panel and the segment map sit side by side at
     /// `(columns, rows)`.
     pub fn stress_beside_map_at((columns, rows): (u16, u16)) -> bool {

@@ -44,6 +44,9 @@ const MAX_HELP_SCROLL: usize = 200;
 /// Handles a key press: while the process filter is being edited, keys go
 /// into it; otherwise the keymap decides.
 pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
+    if state.ui.too_small() {
+        return quit_only(keymap, key);
+    }
     // A notice answers one key: the next key replaces it.
     let had_notice = state.ui.notice.take().is_some();
     let effect = dispatch_key(state, keymap, key);
@@ -54,6 +57,18 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
         Effect::Redraw
     } else {
         effect
+    }
+}
+
+/// A key on a terminal below [`super::state::MIN_SCREEN`], which shows
+/// only its size: quit quits, every other key does nothing (it would
+/// act unseen: `a a` opened the stress panel and allocated a tensor
+/// behind the message).
+pub fn quit_only(keymap: &Keymap, key: KeyEvent) -> Effect {
+    if keymap.action_for(key) == Some(Action::Quit) {
+        Effect::Quit
+    } else {
+        Effect::None
     }
 }
 
@@ -214,10 +229,13 @@ fn say_map_view(state: &mut AppState, beside: bool) {
     }
 }
 
-/// The terminal is now `screen` (columns, rows) large: a message of `M`
-/// about where the segment map is, true of the old size, is said again for
-/// the new one (it read "beside the panel at this size" at 80×24).
+/// The terminal is now `screen` (columns, rows) large: it is kept (keys
+/// below the smallest size only quit), and a message of `M` about where
+/// the segment map is, true of the old size, is said again for the new
+/// one (it read "beside the panel at this size" at 80×24).
 pub fn on_resize(state: &mut AppState, screen: (u16, u16)) {
+    // Before the next frame: keys pressed meanwhile act at this size.
+    state.ui.screen.set(Some(screen));
     let about_map = state
         .stress
         .message_keys
@@ -764,6 +782,50 @@ mod tests {
             &Keymap::default(),
             KeyEvent::new(code, KeyModifiers::NONE),
         )
+    }
+
+    #[test]
+    fn below_the_smallest_terminal_only_quit_acts() {
+        let mut s = state_with_gpus(2);
+        on_resize(&mut s, (20, 5));
+        // Typed on the "needs 40×10" screen: nothing opens, nothing is
+        // allocated unseen, no GPU is picked.
+        for code in [
+            KeyCode::Char('a'),
+            KeyCode::Char('a'),
+            KeyCode::Char('?'),
+            KeyCode::Char('1'),
+            KeyCode::Tab,
+        ] {
+            assert_eq!(press(&mut s, code), Effect::None, "{code:?}");
+        }
+        assert!(!s.ui.stress_open);
+        assert_eq!(s.ui.overlay, Overlay::None);
+        assert_eq!(s.ui.selected_gpu, 0);
+        assert_eq!(s.ui.focus, Pane::Gpus);
+        assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(handle_key(&mut s, &Keymap::default(), ctrl_c), Effect::Quit);
+        // Too narrow alone or too low alone is too small as well.
+        for small in [(39, 24), (80, 9)] {
+            on_resize(&mut s, small);
+            assert_eq!(press(&mut s, KeyCode::Char('?')), Effect::None, "{small:?}");
+        }
+        // Grown to the smallest size, keys act again.
+        on_resize(&mut s, (40, 10));
+        assert_eq!(press(&mut s, KeyCode::Char('?')), Effect::Redraw);
+        assert_eq!(s.ui.overlay, Overlay::Help);
+    }
+
+    #[test]
+    fn below_the_smallest_terminal_the_filter_being_typed_takes_nothing_but_quit() {
+        let mut s = state_with_gpus(1);
+        assert_eq!(press(&mut s, KeyCode::Char('/')), Effect::Redraw);
+        on_resize(&mut s, (20, 5));
+        assert_eq!(press(&mut s, KeyCode::Char('x')), Effect::None);
+        assert_eq!(s.ui.process_filter.text(), "");
+        // `q` would type into the filter; unseen, it quits.
+        assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
     }
 
     /// Four GPUs: GPU 0 runs pid 100, GPU 1 pids 110 and 111, GPU 2 pid

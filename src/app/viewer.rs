@@ -1721,6 +1721,10 @@ impl ViewerState {
 
     /// Handles a key press.
     pub fn handle_key(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
+        // Below the smallest size only the size is on screen.
+        if self.app.ui.too_small() {
+            return super::update::quit_only(keymap, key);
+        }
         // A notice answers one key: a key that changes nothing else still
         // has to redraw, or the screen keeps the old notice as if it were
         // this key's answer ("no OOM in this trace" after `P`).

@@ -100,6 +100,10 @@ impl<B: Backend> Dashboard<B> {
             .size()
             .map(|s| Rect::new(0, 0, s.width, s.height))
             .unwrap_or_default();
+        // Keys before the first frame act at this size too.
+        if area.width > 0 || area.height > 0 {
+            state.ui.screen.set(Some((area.width, area.height)));
+        }
         Dashboard {
             terminal,
             state,

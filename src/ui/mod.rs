@@ -83,13 +83,13 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::Widget;
 
-use crate::app::keymap::Keymap;
+use crate::app::keymap::{Action, Keymap};
 use crate::app::state::{AppState, Overlay, Pane, UiState};
 
 /// The smallest terminal the dashboard draws panes in (columns).
-pub const MIN_WIDTH: u16 = 40;
+pub const MIN_WIDTH: u16 = crate::app::state::MIN_SCREEN.0;
 /// The smallest terminal the dashboard draws panes in (rows).
-pub const MIN_HEIGHT: u16 = 10;
+pub const MIN_HEIGHT: u16 = crate::app::state::MIN_SCREEN.1;
 /// From this width the timeline and fragmentation sit side by side.
 const SPLIT_WIDTH: u16 = 60;
 
@@ -132,7 +132,8 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     state.ui.screen.set(Some((area.width, area.height)));
     let screen = layout(area, state, keymap, theme);
     if screen.too_small {
-        render_too_small(area, buf, theme);
+        let quit = keymap.key_name(Action::Quit).map(|q| format!("{q} quits"));
+        render_too_small(area, buf, quit.as_deref(), theme);
         return;
     }
     for &(pane, rect) in &screen.panes {
@@ -207,9 +208,17 @@ fn too_small(area: Rect) -> bool {
     area.width < MIN_WIDTH || area.height < MIN_HEIGHT
 }
 
-/// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of panes.
-fn render_too_small(area: Rect, buf: &mut Buffer, theme: &Theme) {
-    let lines = too_small_lines(area.width, area.height);
+/// What a terminal below [`MIN_WIDTH`]×[`MIN_HEIGHT`] shows instead of
+/// panes: its size, the size needed and, where a row is left for it,
+/// `quit` ("q quits"), the one key that acts there.
+fn render_too_small(area: Rect, buf: &mut Buffer, quit: Option<&str>, theme: &Theme) {
+    let mut lines = too_small_lines(area.width, area.height);
+    if let Some(quit) = quit
+        && lines.len() < usize::from(area.height)
+        && quit.chars().count() <= usize::from(area.width)
+    {
+        lines.push(quit.to_string());
+    }
     let n = u16::try_from(lines.len()).unwrap_or(u16::MAX);
     let top = area.height.saturating_sub(n) / 2;
     let rows = Rect {

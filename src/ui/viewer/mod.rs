@@ -45,7 +45,7 @@ use super::theme::Theme;
 use super::{
     FragmentationPane, SPLIT_WIDTH, SegmentsPane, fragmentation_width, render_too_small, too_small,
 };
-use crate::app::keymap::Keymap;
+use crate::app::keymap::{Action, Keymap};
 use crate::app::state::{Overlay, Pane};
 use crate::app::viewer::{PoolFilter, ViewerAction, ViewerState};
 
@@ -196,9 +196,20 @@ pub fn render_viewer(
     theme: &Theme,
 ) {
     let area = area.intersection(buf.area);
+    // Keys below the smallest size only quit (`UiState::too_small`).
+    v.app.ui.screen.set(Some((area.width, area.height)));
     let screen = viewer_layout(area, v);
     if screen.too_small {
-        render_too_small(area, buf, theme);
+        let quit = keymap.key_name(Action::Quit).map(|q| {
+            // Opened from the dashboard, `q` goes back there.
+            let does = if v.returns_to_dashboard {
+                "goes back"
+            } else {
+                "quits"
+            };
+            format!("{q} {does}")
+        });
+        render_too_small(area, buf, quit.as_deref(), theme);
         return;
     }
     // With a filter on, an empty map is what the filter left, not an
