@@ -755,6 +755,36 @@ fn ctrl_c_in_the_viewer_quits_vramtop_and_q_comes_back_to_the_dashboard() {
 }
 
 #[test]
+fn a_terminal_shrunk_below_40x10_under_the_viewer_takes_only_quit_once_it_closes() {
+    use vramtop::shell::viewer_run::ViewerExit;
+    let mut f = Flow::new(1);
+    f.samples(2);
+    f.screen(80, 24);
+    f.dash.on_capture(
+        f.clock_ms,
+        CaptureMsg::Done {
+            pid: 1,
+            path: std::path::PathBuf::from("/s/capture.pickle"),
+            has_trace: false,
+        },
+    );
+    assert!(matches!(
+        f.key(KeyCode::Char('o')),
+        Next::OpenSnapshot { .. }
+    ));
+    // Shrunk while the viewer had the terminal (the dashboard was told
+    // nothing), then the viewer closed: no frame drawn yet.
+    f.dash.terminal_mut().backend_mut().resize(20, 5);
+    assert_eq!(
+        f.dash.on_viewer_closed(Ok(ViewerExit::Done)),
+        Next::Continue
+    );
+    assert_eq!(f.key(KeyCode::Char('a')), Next::Continue);
+    assert!(!f.state().ui.stress_open, "a did nothing unseen");
+    assert_eq!(f.key(KeyCode::Char('q')), Next::Quit);
+}
+
+#[test]
 fn a_click_on_the_processes_pane_moves_the_focus_there() {
     let mut f = Flow::new(1);
     f.samples(3);

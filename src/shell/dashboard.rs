@@ -295,7 +295,9 @@ impl<B: Backend> Dashboard<B> {
             }
         }
         self.state.ui.notice_ms = self.state.now_ms;
-        self.dirty = true;
+        // The window may have been resized under the viewer: the keys
+        // act at the size it has now, before the next frame.
+        self.on_resize();
         Next::Continue
     }
 
