@@ -329,6 +329,21 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
     let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
     assert_eq!(v["sites"][0]["ooms"], 2);
     assert_eq!(v["sites"][0]["at_last_oom"]["requested"], 900 * MIB);
+    // The moment's figures sit beside the OOM's, as `at_cursor`'s do: what
+    // the text heads it with ("event 12/12, t+…: … allocated").
+    let last = &v["sites"][0]["at_last_oom"];
+    assert_eq!(last["cursor"], ooms[1] + 1, "{last}");
+    assert_eq!(last["allocated"], 300 * MIB, "{last}");
+    assert!(last["time_us"].is_i64(), "{last}");
+    assert!(last["sites"].is_array(), "{last}");
+    let (code, json, err) =
+        common::run_vramtop(&["open", &path, "--summary", "--json", "--at", "oom"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let (last, at) = (&v["sites"][0]["at_last_oom"], &v["sites"][0]["at_cursor"]);
+    for key in ["cursor", "time_us", "allocated", "sites"] {
+        assert_eq!(last[key], at[key], "{key}: {json}");
+    }
 }
 
 /// Two cached 200 MiB segments each split by a live block (100 and 120
@@ -949,6 +964,26 @@ fn at_mark_n_is_the_cursor_after_the_nth_snapshot_entry_in_summary_and_diff() {
     assert!(said.contains(&format!("event {}/", after[0])), "{text}");
     assert!(said.contains("(--at mark:1)"), "{text}");
     assert!(said.contains("(--at mark:last)"), "{text}");
+}
+
+#[test]
+fn diff_at_json_gives_the_traces_first_time_as_the_summary_does() {
+    let (_dir, path) = written(&snapshotted_each_step(3));
+    let (code, json, err) = common::run_vramtop(
+        &["diff", &path, "--at", "mark:1", "--at", "mark:2", "--json"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let diff: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let (code, json, err) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let t0 = &summary["sites"][0]["first_time_us"];
+    assert!(t0.is_i64(), "{json}");
+    assert_eq!(&diff["first_time_us"], t0, "{diff}");
+    // The text's "t+" is the moment's time less it: never before it.
+    let before = diff["before_at"]["time_us"].as_i64().expect("a time");
+    assert!(before >= t0.as_i64().expect("a time"), "{diff}");
 }
 
 #[test]

@@ -297,6 +297,9 @@ struct MomentJson {
 struct MomentsJson<'a> {
     device: u32,
     events: usize,
+    /// The trace's first recorded time (µs), the origin of the text's
+    /// "t+", as `open --summary --json` gives it.
+    first_time_us: Option<i64>,
     before_at: MomentJson,
     after_at: MomentJson,
     /// The first `--at` named the later moment: BEFORE is the second.
@@ -355,6 +358,7 @@ pub fn run_moments(
         let json = MomentsJson {
             device: c.device,
             events: *events,
+            first_time_us: *first_time_us,
             before_at: at(c.a, asked.0),
             after_at: at(c.b, asked.1),
             moments_swapped: compared.swapped,

@@ -508,6 +508,10 @@ pub struct OomMoment {
     pub free_blocks: u64,
     /// What the figures say about the OOM's cause.
     pub cause: OomCause,
+    /// Flattened, as [`AtCursor`]'s: the JSON gives the OOM's `cursor`,
+    /// `time_us` and `allocated` beside its other figures, as the text
+    /// heads the moment with them.
+    #[serde(flatten)]
     pub sites: SitesAt,
 }
 
