@@ -1325,3 +1325,39 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
         "the dashboard takes both"
     );
 }
+
+#[test]
+fn a_missing_snapshot_names_the_files_save_snapshot_wrote_beside_it() {
+    // `scenario … --save-snapshot frag.pickle` writes frag-default.pickle,
+    // frag-expandable_segments.pickle, …: not frag.pickle.
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["frag-default.pickle", "frag-expandable_segments.pickle"] {
+        std::fs::write(dir.path().join(name), b"x").expect("write");
+    }
+    let missing = dir.path().join("frag.pickle").display().to_string();
+    let other = dir.path().join("frag-default.pickle").display().to_string();
+    let hint = format!(
+        "; did you mean {} or {}?",
+        dir.path().join("frag-default.pickle").display(),
+        dir.path().join("frag-expandable_segments.pickle").display()
+    );
+    for args in [
+        &["open", &missing][..],
+        &["open", &missing, "--summary"],
+        &["open", &missing, "--summary", "--no-trace"],
+        &["replay", &missing],
+        &["diff", &missing, &other],
+        &["diff", &missing, "--at", "start", "--at", "end"],
+    ] {
+        let (code, _, err) = vramtop(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("No such file or directory"), "{args:?}: {err}");
+        assert!(err.contains(&hint), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // Nothing like it: the error as it was.
+    let lone = dir.path().join("elsewhere.pickle").display().to_string();
+    let (code, _, err) = vramtop(&["replay", &lone]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("did you mean"), "{err}");
+}

@@ -1290,6 +1290,7 @@ pub fn piped_stdin() -> Result<std::io::StdinLock<'static>, crate::snapshot::Sna
                 "it is a terminal: pipe a snapshot into this command (`vramtop snapshot PID -o \
                  -` writes one to a pipe)",
             ),
+            near: crate::snapshot::near::Near::default(),
         });
     }
     Ok(stdin.lock())

@@ -132,10 +132,7 @@ impl ViewerExit {
 fn file_size(path: &Path) -> Result<u64, SnapshotError> {
     std::fs::metadata(path)
         .map(|m| m.len())
-        .map_err(|source| SnapshotError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+        .map_err(|source| crate::snapshot::reader::io_error(path, source))
 }
 
 /// Opens `path` in the viewer. Files up to `foreground_limit` bytes

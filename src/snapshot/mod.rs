@@ -12,6 +12,7 @@
 pub mod capture;
 pub mod diff;
 pub mod invariants;
+pub mod near;
 pub mod peak;
 pub mod pickle;
 pub mod reader;

@@ -530,11 +530,18 @@ fn in_file(path: &Path, source: SnapshotError) -> SnapshotError {
     }
 }
 
-/// An I/O error opening or reading `path`.
-fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+/// An I/O error opening or reading `path`; for a file not found, with
+/// the names beside it that it may have meant ([`super::near`]).
+pub fn io_error(path: &Path, source: std::io::Error) -> SnapshotError {
+    let near = if source.kind() == std::io::ErrorKind::NotFound {
+        super::near::near_names(path)
+    } else {
+        super::near::Near::default()
+    };
     SnapshotError::Io {
         path: path.to_path_buf(),
         source,
+        near,
     }
 }
 

@@ -469,11 +469,18 @@ pub enum SnapshotError {
     #[error("{path}: {message}")]
     Field { path: String, message: String },
 
-    #[error("cannot read {}: {}", path.display(), crate::quote::io_reason(source))]
+    #[error(
+        "cannot read {}: {}{}",
+        path.display(),
+        crate::quote::io_reason(source),
+        near.hint()
+    )]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+        /// For a file not found, the names beside it it may have meant.
+        near: super::near::Near,
     },
 
     /// Any of the above, for a named file.
