@@ -161,18 +161,41 @@ fn an_option_a_command_cannot_use_is_a_usage_error() {
 fn a_summary_option_without_summary_says_it_applies_to_the_summary() {
     // clap said "the following required arguments were not provided:
     // --summary", as if `open` always needed it.
-    let err = usage_error(&["open", "x.pickle", "--at", "oom"]);
+    let err = usage_error(&["open", "x.pickle", "--top", "3"]);
     assert!(
-        err.contains("--at applies to the text summary, not the viewer: add --summary"),
+        err.contains("--top applies to the summary, not the viewer: add --summary"),
         "{err}"
     );
     assert!(!err.contains("required arguments"), "{err}");
     assert!(err.ends_with("(see 'vramtop open --help')\n"), "{err}");
     let err = usage_error(&["open", "x.pickle", "--group", "function", "--top", "3"]);
     assert!(
-        err.contains("--top and --group apply to the text summary"),
+        err.contains("--top and --group apply to the summary"),
         "{err}"
     );
+    // JSON is not the text summary.
+    let err = usage_error(&["open", "x.pickle", "--json"]);
+    assert!(
+        err.contains("--json prints the summary as JSON: add --summary"),
+        "{err}"
+    );
+    assert!(!err.contains("text summary"), "{err}");
+}
+
+#[test]
+fn open_at_without_summary_is_the_viewers_and_no_usage_error() {
+    // The viewer starts at the moment: off a terminal it says it needs one.
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, _, err) = vramtop(&["open", &path, "--at", "peak"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the snapshot viewer needs a terminal"),
+        "{err}"
+    );
+    assert!(!err.contains("--summary, not the viewer"), "{err}");
 }
 
 #[test]

@@ -410,3 +410,43 @@ fn a_closed_terminal_ends_the_viewer_and_the_dashboard_instead_of_spinning() {
     }
     let _ = std::fs::remove_file(&link);
 }
+
+#[test]
+fn open_at_starts_the_viewer_there_and_a_moment_the_file_lacks_is_one_line() {
+    let Some(path) = shared(SILMONT) else {
+        return;
+    };
+    let peak = {
+        let snapshot = read_snapshot_file(&path).expect("loads");
+        let mut v = ViewerState::new(SILMONT.to_string(), snapshot);
+        v.start_at(vramtop::snapshot::peak::At::Peak)
+            .expect("a trace");
+        v.cursor()
+    };
+    // Read before the screen switches, and behind the loading screen.
+    for background in [false, true] {
+        let run = |tag: &str, at: &str| {
+            let args = format!("open {} --at {at}", path.display());
+            if background {
+                start_in_background(tag, &args)
+            } else {
+                start(tag, &args)
+            }
+        };
+        let tag = if background { "at-bg" } else { "at" };
+        let Some(s) = run(tag, "peak") else {
+            return;
+        };
+        let want = format!("event {peak}/97");
+        s.wait_for("the cursor at the peak", |sc| sc.contains(&want));
+        s.keys(&["q"]);
+        let screen = s.exited();
+        assert!(screen.contains("VRAMTOP_EXITED 0"), "{tag}: {screen}");
+
+        let Some(s) = run(&format!("{tag}-oom"), "oom") else {
+            return;
+        };
+        // The line wraps at 120 columns: a part of one row is looked for.
+        exits_2_with_one_line_naming(&s, "has no OOM event");
+    }
+}

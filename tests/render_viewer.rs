@@ -1082,6 +1082,7 @@ fn loading_screen_shows_bytes_read_of_the_file_size() {
         "big.pickle",
         3 << 20,
         12 << 20,
+        None,
         &Keymap::default(),
         &Theme::colored(),
     );
@@ -1090,6 +1091,27 @@ fn loading_screen_shows_bytes_read_of_the_file_size() {
         screen.contains("loading big.pickle: 3.00 MiB of 12.0 MiB"),
         "{screen}"
     );
+}
+
+#[test]
+fn loading_screen_with_at_says_the_viewer_waits_for_the_trace() {
+    let mut buf = Buffer::empty(Rect::new(0, 0, 80, 12));
+    render_loading(
+        buf.area,
+        &mut buf,
+        "big.pickle",
+        3 << 20,
+        12 << 20,
+        Some(vramtop::snapshot::peak::At::Oom),
+        &Keymap::default(),
+        &Theme::colored(),
+    );
+    let screen = text(&buf);
+    assert!(
+        screen.contains("--at oom: the viewer opens there once the trace is read"),
+        "{screen}"
+    );
+    assert!(screen.contains("loading big.pickle"), "{screen}");
 }
 
 #[test]
@@ -1319,6 +1341,7 @@ fn ascii_mode_draws_the_viewer_its_panes_and_overlays_in_ascii_only() {
                 "a…b.pickle",
                 1 << 20,
                 8 << 20,
+                None,
                 &Keymap::default(),
                 &theme,
             );

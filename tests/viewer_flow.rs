@@ -2368,3 +2368,79 @@ fn below_the_smallest_terminal_the_viewers_keys_do_nothing_but_quit() {
     assert_eq!(press(&mut v, KeyCode::Home), Effect::Redraw);
     assert_ne!(v.cursor(), before);
 }
+
+#[test]
+fn open_at_puts_every_gpus_cursor_where_the_summarys_at_lists_the_sites() {
+    use std::num::NonZeroUsize;
+    use std::sync::Arc;
+    use vramtop::snapshot::peak::At;
+    use vramtop::snapshot::sites::Grouping;
+    use vramtop::snapshot::summary::sites_report_at;
+    let mut two = story(0);
+    let b = story(1);
+    two.segments.extend(b.segments);
+    two.device_traces = vec![two.device_traces[0].clone(), b.device_traces[1].clone()];
+    let mut files = vec![("story", story(0)), ("two", two)];
+    if let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") {
+        let s = vramtop::snapshot::read_snapshot_file(&path).expect("loads");
+        files.push(("silmont", s));
+    }
+    let first = At::Mark(NonZeroUsize::MIN);
+    let moments = [
+        At::Start,
+        At::Peak,
+        At::End,
+        At::Oom,
+        first,
+        At::LastMark,
+        At::Event(3),
+        At::Event(1_000_000),
+    ];
+    let mut moved = 0;
+    for (name, snapshot) in files {
+        for at in moments {
+            let summary = sites_report_at(&Arc::new(snapshot.clone()), Grouping::default(), 5, at);
+            let mut v = ViewerState::new(name.to_string(), snapshot.clone());
+            match (summary, v.start_at(at)) {
+                (Ok(report), Ok(())) => {
+                    for d in &report.sites {
+                        let i = v
+                            .scrub
+                            .devices
+                            .iter()
+                            .position(|s| s.device == d.device)
+                            .expect("the summary's GPU is the viewer's");
+                        let Some(c) = &d.at_cursor else { continue };
+                        assert_eq!(c.sites.cursor, Some(v.cursors[i]), "{name} {at}");
+                        moved += usize::from(v.cursors[i] != v.scrub.devices[i].len());
+                    }
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name} {at}"),
+                (a, b) => panic!("{name} {at}: summary {a:?}, viewer {b:?}"),
+            }
+        }
+    }
+    assert!(moved > 0, "some moment is not the end");
+}
+
+#[test]
+fn open_at_oom_starts_on_the_oom_and_an_at_past_the_end_moves_nothing() {
+    use vramtop::snapshot::peak::At;
+    let mut v = ViewerState::new("story.pickle".to_string(), story(0));
+    let end = v.cursor();
+    v.start_at(At::Oom).expect("the story has an OOM");
+    let oom = v.cursor();
+    assert!(oom < end, "{oom} of {end}");
+    assert_eq!(
+        v.scrub.devices[0].events()[oom - 1].action,
+        TraceAction::Oom,
+        "just after the OOM event"
+    );
+    let mut v = ViewerState::new("story.pickle".to_string(), story(0));
+    let e = v.start_at(At::Event(end + 1)).expect_err("past the end");
+    assert!(
+        e.to_string().contains("is past the end of GPU 0's trace"),
+        "{e}"
+    );
+    assert_eq!(v.cursor(), end);
+}

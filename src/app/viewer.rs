@@ -19,13 +19,13 @@ use crate::alloc::{BlockState, DeviceStats, PoolKind};
 use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
 use crate::snapshot::diff::{CursorDiff, diff_cursors};
-use crate::snapshot::peak::{Peaks, peaks};
+use crate::snapshot::peak::{At, AtError, Peaks, peaks};
 use crate::snapshot::scrub::{DeviceScrub, EndMismatch, MarkKind, Scrub, ScrubState};
 use crate::snapshot::sites::{
     Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
 };
-use crate::snapshot::summary::segment_info;
+use crate::snapshot::summary::{cursors_at, segment_info};
 use crate::snapshot::types::{Block, Segment};
 
 /// Events a page key moves at least (and 1 % of the trace when that is more).
@@ -619,6 +619,31 @@ impl ViewerState {
         if !self.sites_open {
             self.act(keymap, ViewerAction::ToggleSites);
         }
+    }
+
+    /// Moves the cursors to the moment `at` names (`open FILE --at`): on
+    /// every GPU with a trace, where `open FILE --summary --at` lists the
+    /// sites, and with its errors (an event past the end, no OOM, no
+    /// marks, no trace), the cursors then unmoved. The GPU shown stays
+    /// the one the viewer opens on unless it has no trace: then the first
+    /// that has one, where the moment is.
+    pub fn start_at(&mut self, at: At) -> Result<(), AtError> {
+        let cursors = cursors_at(&self.scrub.snapshot, &self.scrub.devices, at)?;
+        for (cursor, moment) in self.cursors.iter_mut().zip(&cursors) {
+            if let Some(moment) = moment {
+                *cursor = *moment;
+            }
+        }
+        if cursors
+            .get(self.device_index())
+            .is_some_and(Option::is_none)
+            && let Some(i) = cursors.iter().position(Option::is_some)
+        {
+            self.app.ui.selected_gpu = i;
+        }
+        self.refresh();
+        self.select_event_block();
+        Ok(())
     }
 
     /// The selected device's peaks.

@@ -500,8 +500,8 @@ fn size_with_unit(text: &str) -> Result<u64, String> {
 }
 
 /// The options of `open` that only its `--summary` takes (each is
-/// `requires = "summary"` below).
-pub const SUMMARY_ONLY_OPTIONS: [&str; 5] = ["--json", "--top", "--no-trace", "--group", "--at"];
+/// `requires = "summary"` below; `--at` is the viewer's too).
+pub const SUMMARY_ONLY_OPTIONS: [&str; 4] = ["--json", "--top", "--no-trace", "--group"];
 
 /// The usage error of a summary-only option given to the viewer
 /// (`open FILE --at oom`), in place of clap's "the following required
@@ -521,13 +521,21 @@ pub fn summary_only_message(args: &[String]) -> Option<String> {
         })
         .collect();
     let (last, rest) = given.split_last()?;
+    // JSON is no text: --json alone says what it prints.
+    if rest.is_empty() && *last == "--json" {
+        return Some(
+            "--json prints the summary as JSON: add --summary (vramtop open FILE --summary \
+             --json)"
+                .to_string(),
+        );
+    }
     let (named, verb) = if rest.is_empty() {
         ((*last).to_string(), "applies")
     } else {
         (format!("{} and {last}", rest.join(", ")), "apply")
     };
     Some(format!(
-        "{named} {verb} to the text summary, not the viewer: add --summary \
+        "{named} {verb} to the summary, not the viewer: add --summary \
          (vramtop open FILE --summary {last} …)"
     ))
 }
@@ -795,16 +803,17 @@ pub enum Command {
         /// As the viewer's `g` groups them.
         #[arg(long, value_enum, value_name = "G", requires = "summary", default_value_t = GroupArg::UserFrame)]
         group: GroupArg,
-        /// With --summary: also list the sites at this moment.
+        /// Open the viewer at this moment; with --summary, also list the
+        /// sites there.
         ///
-        /// Of each GPU's trace, as the viewer's cursor there shows them: an
-        /// event number as the viewer shows it ("event 40/97" is 40), or
-        /// start, peak (of allocated), end, oom (the last OOM), mark:N (just
-        /// after the N-th snapshot/annotate entry the summary lists),
-        /// mark:last. end is the
-        /// file's final state: it needs no trace (and works with
-        /// --no-trace).
-        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true, requires = "summary")]
+        /// Of each GPU's trace, where the viewer's cursor starts and the
+        /// summary lists the sites: an event number as the viewer shows it
+        /// ("event 40/97" is 40), or start, peak (of allocated), end, oom
+        /// (the last OOM), mark:N (just after the N-th snapshot/annotate
+        /// entry the summary lists), mark:last. end is the file's final
+        /// state: it needs no trace (and works with --no-trace). The viewer
+        /// of a big file opens once its trace is read.
+        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true)]
         at: Option<At>,
         #[command(flatten)]
         display: DisplayArgs,
@@ -1578,7 +1587,6 @@ mod tests {
             ("--top", Some("3")),
             ("--no-trace", None),
             ("--group", Some("function")),
-            ("--at", Some("oom")),
         ] {
             assert!(SUMMARY_ONLY_OPTIONS.contains(&option), "{option}");
             let mut args = vec!["vramtop", "open", "x.pickle", option];
@@ -1590,26 +1598,39 @@ mod tests {
                 "{option}"
             );
             args.push("--summary");
-            // --at conflicts with --no-trace, not with --summary.
             assert!(Cli::try_parse_from(&args).is_ok(), "{option}");
         }
+        // --at is the viewer's too.
+        assert!(!SUMMARY_ONLY_OPTIONS.contains(&"--at"));
+        assert!(Cli::try_parse_from(["vramtop", "open", "x.pickle", "--at", "oom"]).is_ok());
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
         assert_eq!(
-            summary_only_message(&args(&["open", "f", "--at=oom"])).as_deref(),
+            summary_only_message(&args(&["open", "f", "--top=3"])).as_deref(),
             Some(
-                "--at applies to the text summary, not the viewer: add --summary \
-                 (vramtop open FILE --summary --at …)"
+                "--top applies to the summary, not the viewer: add --summary \
+                 (vramtop open FILE --summary --top …)"
+            )
+        );
+        assert_eq!(
+            summary_only_message(&args(&["open", "f", "--at=oom"])),
+            None
+        );
+        // JSON is not the text summary.
+        assert_eq!(
+            summary_only_message(&args(&["open", "f", "--json"])).as_deref(),
+            Some(
+                "--json prints the summary as JSON: add --summary (vramtop open FILE --summary --json)"
             )
         );
         let both = summary_only_message(&args(&["open", "f", "--group", "function", "--top", "3"]));
         assert!(
             both.as_deref()
-                .is_some_and(|m| m.starts_with("--top and --group apply to the text summary")),
+                .is_some_and(|m| m.starts_with("--top and --group apply to the summary")),
             "{both:?}"
         );
         // A file named like an option after `--` is not one.
-        assert_eq!(summary_only_message(&args(&["open", "--", "--at"])), None);
-        assert_eq!(summary_only_message(&args(&["open", "--atom"])), None);
+        assert_eq!(summary_only_message(&args(&["open", "--", "--top"])), None);
+        assert_eq!(summary_only_message(&args(&["open", "--topaz"])), None);
     }
 
     #[test]

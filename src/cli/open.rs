@@ -52,7 +52,7 @@ pub fn run(
         std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
     if !summary {
         if options.json {
-            super::say_error(format_args!("--json needs --summary"));
+            super::say_error("--json prints the summary as JSON: add --summary");
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         if file.as_os_str() == super::STDIN_ARG {
@@ -63,7 +63,7 @@ pub fn run(
             );
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
-        return viewer(file, background_load, display);
+        return viewer(file, background_load, display, options.at);
     }
     let from_stdin = file.as_os_str() == super::STDIN_ARG;
     let read = if options.no_trace && from_stdin {
@@ -172,11 +172,14 @@ struct FullSummary<'a> {
 }
 
 /// The interactive viewer: refuses a non-terminal stdout (as the dashboard
-/// does), reports a bad file in one line with exit code 2.
+/// does), reports a bad file in one line with exit code 2. `at`: the
+/// moment its cursors start at (`--at`), found as the summary finds it and
+/// refused with the summary's one line when the file has none.
 fn viewer(
     file: &Path,
     background_load: bool,
     display: &DisplayArgs,
+    at: Option<At>,
 ) -> color_eyre::Result<ExitCode> {
     use std::io::IsTerminal as _;
     // A file that cannot be read, or is no pickle (its first bytes say
@@ -212,11 +215,23 @@ fn viewer(
     } else {
         FOREGROUND_LOAD_BYTES
     };
-    match run_viewer(file, theme, foreground_limit)? {
+    // The end is where the viewer opens: it needs no trace.
+    let at = at.filter(|&at| at != At::End);
+    match run_viewer(file, theme, foreground_limit, at)? {
         ViewerExit::Done | ViewerExit::QuitVramtop => Ok(ExitCode::SUCCESS),
         ViewerExit::Stopped(signal) => Ok(super::signal_exit_code(signal)),
+        // A moment of the trace needs the whole file: said as the
+        // summary, which reads it whole, says it.
+        ViewerExit::BadFile(e) if at.is_some() => {
+            super::say_error(super::snapshot_read_error(file, &e));
+            Ok(ExitCode::from(EXIT_BAD_INPUT))
+        }
         ViewerExit::BadFile(e) => {
             super::say_error(e);
+            Ok(ExitCode::from(EXIT_BAD_INPUT))
+        }
+        ViewerExit::NoMoment(e) => {
+            super::say_error(format_args!("{}: {e}", super::input_name(file)));
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
     }

@@ -290,6 +290,10 @@ impl<B: Backend> Dashboard<B> {
             Ok(ViewerExit::BadFile(e)) => {
                 self.state.ui.notice = Some(format!("cannot open the snapshot: {e}"));
             }
+            // The dashboard opens the viewer at no `--at` moment.
+            Ok(ViewerExit::NoMoment(e)) => {
+                self.state.ui.notice = Some(format!("cannot open the snapshot there: {e}"));
+            }
             Err(e) => {
                 self.state.ui.notice = Some(format!("the viewer stopped: {e}"));
             }

@@ -27,6 +27,7 @@ use ratatui::layout::Rect;
 use crate::app::keymap::Keymap;
 use crate::app::update::Effect;
 use crate::app::viewer::ViewerState;
+use crate::snapshot::peak::{At, AtError};
 use crate::snapshot::{
     SnapshotError, read_snapshot_file_final_state, read_snapshot_file_staged,
     read_snapshot_file_with_progress,
@@ -114,6 +115,10 @@ pub enum ViewerExit {
     /// its number, for the exit status.
     Stopped(i32),
     BadFile(SnapshotError),
+    /// `open FILE --at` names no moment of the file's traces (no OOM, an
+    /// event past the end, no marks): said as `open --summary --at` says
+    /// it, after the terminal is restored.
+    NoMoment(AtError),
 }
 
 impl ViewerExit {
@@ -138,10 +143,16 @@ fn file_size(path: &Path) -> Result<u64, SnapshotError> {
 /// Opens `path` in the viewer. Files up to `foreground_limit` bytes
 /// (normally [`FOREGROUND_LOAD_BYTES`]) are loaded before the terminal is
 /// switched; a file that cannot even be opened is refused there too.
+/// `at`: the moment of the trace the cursors start at (`open FILE --at`;
+/// `None` for the end, the file's own state). A small file's moment is
+/// found before the terminal is switched, so an `at` that names none is
+/// said on the normal screen; a big file's once its trace is read, behind
+/// the loading screen, which says it waits for the trace.
 pub fn run_viewer(
     path: &Path,
     theme: Theme,
     foreground_limit: u64,
+    at: Option<At>,
 ) -> color_eyre::Result<ViewerExit> {
     let total = match file_size(path) {
         Ok(n) => n,
@@ -150,7 +161,17 @@ pub fn run_viewer(
     let progress = Arc::new(AtomicU64::new(0));
     let preloaded = if total <= foreground_limit {
         match load(path, &progress) {
-            Ok(v) => Some(v),
+            Ok(mut v) => {
+                if let Some(at) = at
+                    && let Err(e) = v.start_at(at)
+                {
+                    return Ok(ViewerExit::NoMoment(e));
+                }
+                Some(v)
+            }
+            // A moment of the trace needs the trace: without it the file
+            // is refused as the summary refuses it.
+            Err(e) if at.is_some() => return Ok(ViewerExit::BadFile(e)),
             Err(e) => match final_state_despite(path, &e) {
                 Some(v) => Some(v),
                 None => return Ok(ViewerExit::BadFile(e)),
@@ -194,6 +215,8 @@ pub fn run_viewer(
         Opened {
             at_oom: false,
             from_dashboard: false,
+            // Set already on a file read before the terminal was switched.
+            at: at.filter(|_| total > foreground_limit),
         },
     );
     super::terminal::restore();
@@ -231,6 +254,7 @@ pub fn view_in_terminal(
         let opened = Opened {
             at_oom,
             from_dashboard: true,
+            at: None,
         };
         event_loop(terminal, path, total, None, &progress, stop, theme, opened)
     });
@@ -325,6 +349,10 @@ struct Opened {
     at_oom: bool,
     /// From the dashboard, to which `q` returns.
     from_dashboard: bool,
+    /// Start at this moment of the trace once it is read
+    /// ([`ViewerState::start_at`]); the file's final state is not shown
+    /// meanwhile, as the moment may be none.
+    at: Option<At>,
 }
 
 /// What waiting for the terminal found.
@@ -397,6 +425,7 @@ fn event_loop(
     let Opened {
         at_oom,
         from_dashboard,
+        at,
     } = opened;
     let start = |mut v: ViewerState| {
         v.returns_to_dashboard = from_dashboard;
@@ -422,6 +451,10 @@ fn event_loop(
     while !stop.load(Ordering::Relaxed) {
         if loading {
             match rx.try_recv() {
+                // With a moment to start at, the loading screen stays until
+                // the trace is read: the final state would be the wrong
+                // moment, and the moment may be none.
+                Ok(LoaderMessage::Segments(_)) if at.is_some() => {}
                 Ok(LoaderMessage::Segments(mut stage)) => {
                     stage.returns_to_dashboard = from_dashboard;
                     viewer = Some(stage);
@@ -436,7 +469,15 @@ fn event_loop(
                             }
                             stage
                         }
-                        None => start(full),
+                        None => {
+                            let mut v = start(full);
+                            if let Some(at) = at
+                                && let Err(e) = v.start_at(at)
+                            {
+                                return Ok(ViewerExit::NoMoment(e));
+                            }
+                            v
+                        }
                     });
                     loading = false;
                     dirty = true;
@@ -475,6 +516,7 @@ fn event_loop(
                             &name,
                             progress.load(Ordering::Relaxed),
                             total,
+                            at,
                             &keymap,
                             theme,
                         ),

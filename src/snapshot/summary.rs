@@ -554,16 +554,49 @@ pub fn sites_report_at(
     // The end is every file's, a file with no GPU too (its final state
     // holds nothing): only the trace's moments need a device with a trace.
     if at != At::End && report.sites.iter().all(|d| d.at_cursor.is_none()) {
-        return Err(if snapshot.trace_not_read {
-            AtError::TraceNotRead { at }
-        } else {
-            AtError::NoTrace {
-                at,
-                cause: report.no_trace,
-            }
-        });
+        return Err(no_moment(snapshot, at));
     }
     Ok(report)
+}
+
+/// Why `at`, a moment of the trace, names none in `snapshot`, where no
+/// device has a trace.
+fn no_moment(snapshot: &Snapshot, at: At) -> AtError {
+    if snapshot.trace_not_read {
+        AtError::TraceNotRead { at }
+    } else {
+        AtError::NoTrace {
+            at,
+            cause: no_trace_cause(snapshot),
+        }
+    }
+}
+
+/// The cursor `at` names on each of `devices` (the scrubs of
+/// `snapshot`'s devices, in [`scrub_devices`] order), `None` for a device
+/// without a trace, as [`sites_report_at`] resolves it for the summary's
+/// `--at`, with its errors: the first device's whose trace lacks the
+/// moment, else, for a moment of the trace, that no device has one. The
+/// viewer's `open FILE --at` starts there.
+pub fn cursors_at(
+    snapshot: &Snapshot,
+    devices: &[DeviceScrub],
+    at: At,
+) -> Result<Vec<Option<usize>>, AtError> {
+    let cursors = devices
+        .iter()
+        .map(|d| {
+            if d.is_empty() {
+                Ok(None)
+            } else {
+                at.cursor(d).map(Some)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if at != At::End && cursors.iter().all(Option::is_none) {
+        return Err(no_moment(snapshot, at));
+    }
+    Ok(cursors)
 }
 
 /// Bytes of `device`'s segments in the file's final state.

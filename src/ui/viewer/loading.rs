@@ -5,18 +5,22 @@ use ratatui::layout::Rect;
 use ratatui::text::Line;
 
 use crate::app::keymap::{Action, Keymap};
+use crate::snapshot::peak::At;
 use crate::ui::chrome;
 use crate::ui::format;
 use crate::ui::theme::Theme;
 
 /// The loading screen: "loading FILE: X MiB of Y MiB", a bar, and the key
-/// that quits.
+/// that quits; with `at` (`open FILE --at peak`), above them that the
+/// viewer opens at that moment once the trace is read, as it waits for it.
+#[allow(clippy::too_many_arguments)]
 pub fn render_loading(
     area: Rect,
     buf: &mut Buffer,
     file: &str,
     done: u64,
     total: u64,
+    at: Option<At>,
     keymap: &Keymap,
     theme: &Theme,
 ) {
@@ -31,6 +35,17 @@ pub fn render_loading(
         format::bytes(total)
     );
     let row = area.height / 2;
+    if let Some(at) = at {
+        chrome::line_at(
+            buf,
+            area,
+            row.saturating_sub(3),
+            &Line::styled(
+                format!("--at {at}: the viewer opens there once the trace is read"),
+                theme.dim,
+            ),
+        );
+    }
     chrome::line_at(
         buf,
         area,
