@@ -1244,3 +1244,36 @@ fn help_into_a_pipe_with_no_terminal_anywhere_is_100_columns() {
         "{w} columns"
     );
 }
+
+#[test]
+fn demo_and_scenario_ascii_print_their_text_in_ascii_one_character_for_one() {
+    // They print "×" and "·" as `diff` and `replay` print "…": --ascii
+    // is the same flag with the same stand-ins.
+    let plain = common::assert_ascii_twin(&["demo"]);
+    assert!(!plain.is_ascii(), "the demo has non-ASCII to stand in for");
+    let (code, out, _) = vramtop(&["scenario", "--list"]);
+    assert_eq!(code, 0);
+    let mut non_ascii = 0;
+    for name in out.lines().filter_map(|l| l.split_whitespace().next()) {
+        let plain = common::assert_ascii_twin(&["scenario", name]);
+        non_ascii += usize::from(!plain.is_ascii());
+    }
+    assert!(non_ascii > 0, "some scenario's text has non-ASCII");
+    common::assert_ascii_twin(&["scenario", "--list"]);
+}
+
+#[test]
+fn demo_and_scenario_refuse_ascii_with_json() {
+    for args in [
+        &["demo", "--json", "--ascii"][..],
+        &["scenario", "fragmentation_oom", "--json", "--ascii"],
+        &["scenario", "--list", "--json", "--ascii"],
+    ] {
+        let (code, _, err) = vramtop(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("'--json' cannot be used with '--ascii'"),
+            "{args:?}: {err}"
+        );
+    }
+}

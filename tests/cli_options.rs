@@ -1321,6 +1321,8 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
         ("open --summary", &["open", snapshot, "--summary"][..]),
         ("replay", &["replay", snapshot]),
         ("diff", &["diff", snapshot, snapshot]),
+        ("scenario", &["scenario", "fragmentation_oom"]),
+        ("demo", &["demo"]),
         ("vramtop --once", &["--once", "--backend", "sim"]),
     ] {
         let mut args = args.to_vec();
@@ -1333,7 +1335,10 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
             assert_eq!(name, "vramtop --once", "{args:?}: {code} {err}");
         }
     }
-    assert_eq!(refused, ["open --summary", "replay", "diff"]);
+    assert_eq!(
+        refused,
+        ["open --summary", "replay", "diff", "scenario", "demo"]
+    );
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
         .expect("docs/cli.md");
     let docs = docs.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -1342,7 +1347,10 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
         .next()
         .and_then(|before| before.rsplit("It changes only the text: ").next())
         .expect("the sentence on --ascii with --json");
-    assert_eq!(said, "`open --summary`, `replay` and `diff`", "{said}");
+    assert_eq!(
+        said, "`open --summary`, `replay`, `diff`, `scenario` and `demo`",
+        "{said}"
+    );
     assert!(
         docs.contains("so `vramtop --once --json --ascii` prints the JSON as without it"),
         "the dashboard takes both"

@@ -107,7 +107,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
     record(
         &m,
         "d = 7 MiB",
-        "no cached block is ≥ 7 MiB: a second segment",
+        "no cached block is 7 MiB or more: a second segment",
     );
     m.set_time_us(4 * STEP_TIME_US);
     m.empty_cache();
@@ -149,6 +149,7 @@ pub fn run(
     save_snapshot: Option<&Path>,
     force: bool,
     memory: u64,
+    ascii: bool,
 ) -> color_eyre::Result<ExitCode> {
     if let Some(problem) = save_snapshot
         .and_then(|p| super::output_file_problem(p, force, super::OutputKind::Snapshot))
@@ -187,7 +188,7 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     let out = render(&steps, memory, save_snapshot);
-    super::emit(&out).wrap_err("cannot write the output")?;
+    super::emit_text(&out, ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
 

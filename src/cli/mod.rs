@@ -114,6 +114,22 @@ pub struct DisplayArgs {
     pub ascii: bool,
 }
 
+/// `--ascii` of the commands that print a text report and no screen
+/// (`diff`, `replay`, `scenario`, `demo`): the report in the ASCII
+/// stand-ins the screen uses ([`emit_text`]). Flattened only into commands
+/// that have a `--json`, which it conflicts with: JSON has no text to
+/// change.
+#[derive(Debug, Clone, Copy, Args)]
+#[command(next_help_heading = "Display")]
+pub struct AsciiArgs {
+    /// ASCII punctuation in the text.
+    ///
+    /// "-" for "−", "—" and "·", "~" for "…", "x" for "×": one character
+    /// for one, so the columns stay.
+    #[arg(long, conflicts_with = "json")]
+    pub ascii: bool,
+}
+
 /// The config file, read by the commands whose options it sets.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Config file")]
@@ -692,12 +708,8 @@ pub enum Command {
         /// Sites and segments listed in the text output per section.
         #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count_arg, default_value_t = diff::DEFAULT_LINES)]
         top: usize,
-        /// ASCII punctuation in the text.
-        ///
-        /// "-" for "−" and "—", "~" for "…": one character for one, so the
-        /// columns stay.
-        #[arg(long, conflicts_with = "json", help_heading = "Display")]
-        ascii: bool,
+        #[command(flatten)]
+        text: AsciiArgs,
     },
     /// Replay a snapshot's trace through the allocator model.
     ///
@@ -756,12 +768,8 @@ pub enum Command {
         /// replayed.
         #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
         capacity: Option<u64>,
-        /// ASCII punctuation in the text.
-        ///
-        /// "-" for "−" and "—", "~" for "…": one character for one, so the
-        /// columns stay.
-        #[arg(long, conflicts_with = "json", help_heading = "Display")]
-        ascii: bool,
+        #[command(flatten)]
+        text: AsciiArgs,
     },
     /// Open a memory snapshot in the viewer, or print its summary.
     ///
@@ -864,6 +872,8 @@ pub enum Command {
         #[arg(long, default_value = SIM_MEMORY_DEFAULT, value_name = "SIZE",
               value_parser = sim_memory_arg, allow_hyphen_values = true, help_heading = "Simulated GPU")]
         sim_memory: u64,
+        #[command(flatten)]
+        text: AsciiArgs,
     },
     /// Explain what was found, which backend was chosen and why.
     ///
@@ -931,6 +941,8 @@ pub enum Command {
         /// Replace the --save-snapshot files when they exist.
         #[arg(long, requires = "save_snapshot")]
         force: bool,
+        #[command(flatten)]
+        text: AsciiArgs,
     },
     /// Serve the GPUs' telemetry as Prometheus metrics over HTTP.
     ///
@@ -1421,12 +1433,12 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             device,
             group,
             top,
-            ascii,
+            text,
         }) => {
             let output = diff::Output {
                 json,
                 top,
-                ascii,
+                ascii: text.ascii,
                 grouping: group.grouping(),
             };
             match after {
@@ -1446,14 +1458,14 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             json,
             alloc_conf,
             capacity,
-            ascii,
+            text,
             ..
         }) if !alloc_conf.is_empty() || capacity.is_some() => {
-            replay::run_whatif(&file, &alloc_conf, capacity, json, ascii)
+            replay::run_whatif(&file, &alloc_conf, capacity, json, text.ascii)
         }
         Some(Command::Replay {
-            file, json, ascii, ..
-        }) => replay::run(&file, json, ascii),
+            file, json, text, ..
+        }) => replay::run(&file, json, text.ascii),
         Some(Command::Open {
             file,
             summary,
@@ -1481,7 +1493,14 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             save_snapshot,
             force,
             sim_memory,
-        }) => demo::run(json, save_snapshot.as_deref(), force, sim_memory),
+            text,
+        }) => demo::run(
+            json,
+            save_snapshot.as_deref(),
+            force,
+            sim_memory,
+            text.ascii,
+        ),
         Some(Command::Doctor {
             json,
             device,
@@ -1501,7 +1520,15 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             list,
             save_snapshot,
             force,
-        }) => scenario::run(name.as_deref(), json, list, save_snapshot.as_deref(), force),
+            text,
+        }) => scenario::run(
+            name.as_deref(),
+            json,
+            list,
+            save_snapshot.as_deref(),
+            force,
+            text.ascii,
+        ),
         Some(Command::Serve {
             listen,
             allow_remote,

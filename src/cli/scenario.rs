@@ -22,9 +22,10 @@ pub fn run(
     list: bool,
     save_snapshot: Option<&Path>,
     force: bool,
+    ascii: bool,
 ) -> color_eyre::Result<ExitCode> {
     if list {
-        return print_list(json);
+        return print_list(json, ascii);
     }
     // clap requires a name without --list; this is for a caller that did not.
     let Some(name) = name else {
@@ -110,7 +111,7 @@ pub fn run(
     } else {
         render(&result)
     };
-    super::emit(&text).wrap_err("cannot write the output")?;
+    super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -180,7 +181,7 @@ fn builtin_names_line() -> String {
     )
 }
 
-fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
+fn print_list(json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
     let mut rows = Vec::new();
     for (name, text) in scenario::BUILTIN {
         let title = match scenario::parse(text) {
@@ -203,7 +204,7 @@ fn print_list(json: bool) -> color_eyre::Result<ExitCode> {
             .map(|(n, t)| format!("{n:<width$}  {t}\n"))
             .collect()
     };
-    super::emit(&text).wrap_err("cannot write the output")?;
+    super::emit_text(&text, ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
 }
 
