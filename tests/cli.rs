@@ -514,7 +514,10 @@ fn demo_ends_by_suggesting_its_own_snapshot_which_saves_and_opens() {
     ] {
         assert!(out.contains(column), "{column}: {out}");
     }
-    assert!(out.contains("(500 MiB CUDA context assumed)"), "{out}");
+    assert!(
+        out.contains("(500 MiB CUDA context, as every simulated GPU assumes)"),
+        "{out}"
+    );
     assert!(
         !out.contains("../shared"),
         "no neighbour's files needed: {out}"

@@ -542,6 +542,30 @@ fn scenario_list_names_every_builtin_with_its_title() {
 }
 
 #[test]
+fn scenario_text_says_its_device_and_context_are_the_scenarios_own() {
+    // fragmentation_oom sets a 512 MiB context where the demo and the
+    // simulated GPU assume 500 MiB: the text says whose figure it is.
+    let (code, out, err) = vramtop(&["scenario", "fragmentation_oom"]);
+    assert_eq!(code, 0, "{err}");
+    let said = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains(
+            "the scenario's device 8 GiB, CUDA context 512 MiB (driver used = reserved + context)"
+        ),
+        "{out}"
+    );
+    let (code, demo, err) = vramtop(&["demo"]);
+    assert_eq!(code, 0, "{err}");
+    let assumed = vramtop::alloc::human_bytes(vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD);
+    assert!(
+        demo.contains(&format!(
+            "({assumed} CUDA context, as every simulated GPU assumes)"
+        )),
+        "{demo}"
+    );
+}
+
+#[test]
 fn scenario_prints_a_table_and_the_oom_outcome() {
     let (code, out, _) = vramtop(&["scenario", "fragmentation_oom"]);
     assert_eq!(code, 0);

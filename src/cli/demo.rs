@@ -14,9 +14,11 @@ use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 const MIB: u64 = 1 << 20;
-/// Assumed CUDA context size on the simulated GPU (driver memory outside the
-/// allocator; real contexts are ~300–1000 MiB depending on CUDA version).
-const SIM_CONTEXT_BYTES: u64 = 500 * MIB;
+/// The CUDA context the demo assumes (driver memory outside the
+/// allocator, bytes): the simulated GPU's, so that the demo and the
+/// dashboard's simulation say one figure. A scenario's is its own
+/// (`context` in its file).
+const SIM_CONTEXT_BYTES: u64 = crate::device::sim::DEFAULT_CONTEXT_OVERHEAD;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DemoStep {
@@ -226,7 +228,10 @@ pub fn render(steps: &[DemoStep], memory: u64, saved: Option<&Path>) -> String {
         "PyTorch's caching allocator on a simulated {} GPU",
         human_bytes(memory)
     );
-    let context = format!("({} CUDA context assumed)", human_bytes(SIM_CONTEXT_BYTES));
+    let context = format!(
+        "({} CUDA context, as every simulated GPU assumes)",
+        human_bytes(SIM_CONTEXT_BYTES)
+    );
     let _ = writeln!(
         out,
         "{}\n",
@@ -323,7 +328,7 @@ mod tests {
         assert!(
             text.starts_with(
                 "vramtop demo: PyTorch's caching allocator on a simulated 80 GiB GPU\n              \
-                 (500 MiB CUDA context assumed)\n\n"
+                 (500 MiB CUDA context, as every simulated GPU assumes)\n\n"
             ),
             "{text}"
         );

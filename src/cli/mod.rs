@@ -265,7 +265,8 @@ pub const SIM_SEED_MAX: u64 = i64::MAX as u64;
 /// (`--sim-dataloader-workers`, `sim_dataloader_workers`).
 pub const SIM_DATALOADER_WORKERS_MAX: u32 = 64;
 /// The least memory of a simulated GPU (`--sim-memory`, `sim_memory`),
-/// bytes: its CUDA context alone takes 500 MiB.
+/// bytes: its CUDA context alone takes
+/// [`crate::device::sim::DEFAULT_CONTEXT_OVERHEAD`].
 pub const SIM_MEMORY_MIN: u64 = 1 << 30;
 
 /// The most memory of a simulated GPU (`--sim-memory`), bytes: far above
@@ -294,8 +295,9 @@ fn sim_memory_with_unit(text: &str) -> Result<u64, String> {
     if bytes < SIM_MEMORY_MIN {
         return Err(format!(
             "'{}' is too small for a simulated GPU: the least is 1GiB (its CUDA context alone \
-             takes 500 MiB)",
-            cut(text)
+             takes {})",
+            cut(text),
+            crate::alloc::human_bytes(crate::device::sim::DEFAULT_CONTEXT_OVERHEAD)
         ));
     }
     Ok(bytes)

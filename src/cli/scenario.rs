@@ -225,7 +225,10 @@ pub fn render(r: &ScenarioResult) -> String {
     let _ = writeln!(out, "{}\n", wrap(&r.explanation, TEXT_WIDTH));
     // Phrases, not words, so that a figure stays with its unit when a
     // large device's figures push the line past the width.
+    // Both figures are the scenario's own (`device_memory`, `context`),
+    // not the simulated GPU's that the demo and the dashboard assume.
     let device = [
+        "the scenario's".to_string(),
         format!("device {},", human_bytes(r.device_memory)),
         format!("CUDA context {}", human_bytes(r.context)),
         "(driver used = reserved + context)".to_string(),
