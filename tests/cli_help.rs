@@ -184,3 +184,31 @@ fn exit_codes_in_the_help_and_docs_are_the_ones_vramtop_uses() {
         "README.md does not say check's exit when nothing was checked"
     );
 }
+
+#[test]
+fn group_help_says_the_user_frame_may_be_a_librarys_and_functions_of_one_name_merge() {
+    // The user frame is not always the user's line (einops' einsum is
+    // Hyperion's second site), and frames carry no class: every
+    // module's forward in one file is one `function` site.
+    for command in ["open", "diff"] {
+        let help = Cli::command()
+            .find_subcommand_mut(command)
+            .expect(command)
+            .render_long_help()
+            .to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            "outside PyTorch, the standard library and launchers",
+            "your line, or a library's that your code called",
+            "open --summary lists the callers",
+            "functions of one name in one file merge: every module's forward in model.py is \
+             one site",
+        ] {
+            assert!(help.contains(said), "{command}: {said:?} missing:\n{help}");
+        }
+        assert!(
+            !help.contains("your line that asked for the memory"),
+            "{command}: {help}"
+        );
+    }
+}

@@ -464,8 +464,10 @@ pub fn u32_arg(text: &str) -> Result<u32, String> {
 /// (`g`) by the names it shows, spaces as dashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum GroupArg {
-    /// The innermost Python frame outside torch and the standard library:
-    /// your line that asked for the memory
+    /// The innermost Python frame outside PyTorch, the standard library
+    /// and launchers (runpy, the probe): your line, or a library's that
+    /// your code called (einops, diffusers; open --summary lists the
+    /// callers)
     #[default]
     #[value(alias = "user_frame")]
     UserFrame,
@@ -475,7 +477,9 @@ pub enum GroupArg {
     /// The innermost frame with a source line, C++ included
     #[value(name = "file-line", alias = "file:line", alias = "file_line")]
     FileLine,
-    /// The user frame's function, every line of it merged
+    /// The user frame's function, every line of it merged; a frame has
+    /// only a file, a line and a name, so functions of one name in one
+    /// file merge: every module's forward in model.py is one site
     Function,
     /// The whole cleaned stack, named after its user frame
     #[value(alias = "stack")]

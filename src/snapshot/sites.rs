@@ -2051,6 +2051,47 @@ mod tests {
         assert_eq!(by_line.sites[0].bytes, 1024, "largest first");
     }
 
+    /// What `--group`'s help says of the user frame: a third-party
+    /// package's frame (einops) is one, its caller in the user's code
+    /// is not the site.
+    #[test]
+    fn a_library_frame_outside_torch_is_the_user_frame() {
+        let einsum = frame(
+            "/env/lib/python3.11/site-packages/einops/_backends.py",
+            288,
+            "einsum",
+        );
+        let s = vec![
+            frame(
+                "/env/lib/python3.11/site-packages/torch/functional.py",
+                402,
+                "einsum",
+            ),
+            einsum.clone(),
+            frame("/home/me/model.py", 41, "forward"),
+        ];
+        assert!(is_user(&einsum));
+        assert_eq!(
+            site_key(&s, Grouping::UserFrame),
+            Some(SiteKey::Frame(einsum))
+        );
+    }
+
+    /// What `--group function`'s help says: a frame names no class, so
+    /// two modules' `forward`s in one file are one site.
+    #[test]
+    fn function_grouping_merges_every_forward_of_one_file() {
+        let attention = cuda_stack(frame("/home/me/model.py", 397, "forward"));
+        let mlp = cuda_stack(frame("/home/me/model.py", 105, "forward"));
+        let sites = group(
+            [alloc(0x1000, 512, &attention), alloc(0x2000, 1024, &mlp)],
+            Grouping::Function,
+            NoStackReason::BeforeRecording,
+        );
+        assert_eq!(sites.sites.len(), 1);
+        assert_eq!(sites.sites[0].label, "forward (model.py)");
+    }
+
     #[test]
     fn blocks_without_stack_form_one_group_that_says_why() {
         let empty: Frames = Vec::new().into();
