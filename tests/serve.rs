@@ -404,10 +404,20 @@ fn non_loopback_listen_without_allow_remote_exits_2() {
 }
 
 #[test]
-fn bad_listen_address_is_refused_by_the_argument_parser() {
-    let (code, _, stderr) = common::run_vramtop(&["serve", "--listen", "localhost"], None);
-    assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("--listen"), "{stderr}");
+fn bad_listen_address_is_refused_with_the_form_to_write() {
+    for bad in ["localhost", "127.0.0.1:80x", "localhost:9400", "::1:9400"] {
+        let (code, _, stderr) = common::run_vramtop(&["serve", "--listen", bad], None);
+        assert_eq!(code, 2, "{bad}: {stderr}");
+        assert!(stderr.contains("--listen"), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "'{bad}' is not an address and port: write an IP address and port, e.g. \
+                 127.0.0.1:9400 or [::1]:9400"
+            )),
+            "{bad}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{bad}: {stderr}");
+    }
 }
 
 /// Every `vramtop_…` name in `text`.

@@ -460,6 +460,20 @@ pub fn u32_arg(text: &str) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| crate::quote::not_in_range(text.trim(), 0, u32::MAX.into()))
 }
 
+/// Parses `serve --listen`: an IP address and a port. The standard
+/// library's "invalid socket address syntax" said neither what is wrong
+/// nor what to write.
+pub fn listen_arg(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "'{}' is not an address and port: write an IP address and port, e.g. {} or \
+             [::1]:9400",
+            cut(text.trim()),
+            crate::serve::DEFAULT_LISTEN
+        )
+    })
+}
+
 /// `--group`: how allocation sites are grouped, the viewer's groupings
 /// (`g`) by the names it shows, spaces as dashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -959,7 +973,7 @@ pub enum Command {
         /// The address to listen on (port 0: a free port).
         ///
         /// The address listened on is printed on stderr.
-        #[arg(long, default_value = crate::serve::DEFAULT_LISTEN)]
+        #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_parser = listen_arg)]
         listen: SocketAddr,
         /// Accept a --listen address that is not loopback.
         ///
