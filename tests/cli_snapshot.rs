@@ -449,14 +449,40 @@ fn output_dash_into_a_closed_pipe_ends_quietly_with_success() {
 fn no_probe_for_the_pid_is_exit_2_and_says_so() {
     let (root, _dir) = runtime_dir();
     let cwd = tempfile::tempdir().expect("temp dir");
-    let out = vramtop(root.path(), cwd.path(), &["snapshot", "4000000"]);
+    // A running process without a probe: this test.
+    let pid = std::process::id().to_string();
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.starts_with("vramtop: error: no probe found for pid 4000000"),
+        stderr.starts_with(&format!("vramtop: error: no probe found for pid {pid}")),
         "{stderr}"
     );
+    assert!(stderr.contains("python -m vramtop_probe"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
+fn a_pid_no_process_has_is_exit_2_and_says_no_process_is_running() {
+    if !std::path::Path::new("/proc/self").exists() || !std::path::Path::new("/proc/1").exists() {
+        eprintln!("skipped: no /proc to tell a process is running");
+        return;
+    }
+    let (root, _dir) = runtime_dir();
+    let cwd = tempfile::tempdir().expect("temp dir");
+    // Above Linux's largest pid_max (2^22): no process has it.
+    let out = vramtop(
+        root.path(),
+        cwd.path(),
+        &["snapshot", "999999999", "-o", "x.pickle"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr,
+        "vramtop: error: no process 999999999 is running (give the pid as ps shows it here)\n"
+    );
+    assert!(!cwd.path().join("x.pickle").exists());
 }
 
 #[test]

@@ -40,6 +40,17 @@ pub enum ClientError {
         /// Pids whose probes were found there instead, ascending.
         others: Vec<u32>,
     },
+    /// No probe, and no process of that pid either (by `/proc`): a
+    /// mistyped pid or one that has ended, which no probe advice fixes.
+    #[error(
+        "no process {pid} is running (give the pid as ps shows it here){}",
+        probes_for(others)
+    )]
+    NoProcess {
+        pid: u32,
+        /// Pids whose probes were found, ascending.
+        others: Vec<u32>,
+    },
     #[error("cannot connect to the probe of pid {pid} at {}: {source}", socket.display())]
     Connect {
         pid: u32,
@@ -104,6 +115,19 @@ fn probes_there(others: &[u32]) -> String {
     if others.is_empty() {
         return String::new();
     }
+    format!(", probes there: {}", pids_listed(others))
+}
+
+/// "; probes are running for pids 12, 34" (the first few), or nothing.
+fn probes_for(others: &[u32]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    format!("; probes are running for {}", pids_listed(others))
+}
+
+/// "pids 12, 34" (the first few, then how many more), or "pid 12".
+fn pids_listed(others: &[u32]) -> String {
     let listed: Vec<String> = others
         .iter()
         .take(MAX_OTHERS_LISTED)
@@ -116,7 +140,7 @@ fn probes_there(others: &[u32]) -> String {
         String::new()
     };
     let noun = if others.len() == 1 { "pid" } else { "pids" };
-    format!(", probes there: {noun} {}{more}", listed.join(", "))
+    format!("{noun} {}{more}", listed.join(", "))
 }
 
 /// Where a probe writes its snapshots when not told otherwise
@@ -155,6 +179,7 @@ impl ClientError {
         matches!(
             self,
             ClientError::NoProbe { .. }
+                | ClientError::NoProcess { .. }
                 | ClientError::Connect { .. }
                 | ClientError::V1Probe { .. }
                 | ClientError::NoCapability { .. }
@@ -220,6 +245,12 @@ pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, Clie
             // A socket nobody answers on is no probe to suggest.
             None => {}
         }
+    }
+    if pid::process_running(pid) == Some(false) {
+        return Err(ClientError::NoProcess {
+            pid,
+            others: seen.into_iter().collect(),
+        });
     }
     let dirs = dirs
         .iter()
@@ -625,12 +656,26 @@ mod tests {
         );
     }
 
+    /// A pid above Linux's largest `pid_max` (2^22): no process has it.
+    const NO_SUCH_PID: u32 = (1 << 22) + 1;
+
+    /// A running process without a probe: this test's parent (the test
+    /// harness's runner or a shell), never one with a socket in a fresh
+    /// folder.
+    fn live_pid_without_probe() -> u32 {
+        std::os::unix::process::parent_id()
+    }
+
     #[test]
     fn no_probe_for_the_pid_names_the_probes_that_are_there() {
         let d = private_dir();
         let _listener = UnixListener::bind(d.path().join("123.sock")).expect("bind");
-        let e = find_socket(999_999, &[d.path().to_path_buf()], discovery::current_uid())
-            .expect_err("not that pid");
+        let e = find_socket(
+            live_pid_without_probe(),
+            &[d.path().to_path_buf()],
+            discovery::current_uid(),
+        )
+        .expect_err("not that pid");
         let me = std::process::id();
         let ClientError::NoProbe { others, .. } = &e else {
             panic!("no probe expected, got {e}");
@@ -650,12 +695,60 @@ mod tests {
     }
 
     #[test]
+    fn a_pid_no_process_has_is_said_so_not_told_to_start_a_probe() {
+        if pid::process_running(NO_SUCH_PID).is_none() {
+            eprintln!("skipped: no /proc to tell a process is running");
+            return;
+        }
+        let d = private_dir();
+        let _listener = UnixListener::bind(d.path().join("123.sock")).expect("bind");
+        let e = find_socket(
+            NO_SUCH_PID,
+            &[d.path().to_path_buf()],
+            discovery::current_uid(),
+        )
+        .expect_err("no such process");
+        let me = std::process::id();
+        assert!(
+            matches!(&e, ClientError::NoProcess { pid, others } if *pid == NO_SUCH_PID && others == &vec![me]),
+            "{e}"
+        );
+        assert!(e.is_bad_input());
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "no process {NO_SUCH_PID} is running (give the pid as ps shows it here); \
+                 probes are running for pid {me}"
+            )
+        );
+        assert!(!e.to_string().contains("vramtop_probe"), "{e}");
+    }
+
+    #[test]
+    fn a_process_is_running_only_where_proc_can_tell() {
+        let proc = tempfile::tempdir().expect("temp dir");
+        let p = proc.path();
+        assert_eq!(
+            pid::process_running_in(p, 42),
+            None,
+            "an empty folder: no /proc"
+        );
+        std::fs::create_dir(p.join("self")).expect("self");
+        assert_eq!(pid::process_running_in(p, 42), None, "hidepid hides pid 1");
+        std::fs::create_dir(p.join("1")).expect("1");
+        assert_eq!(pid::process_running_in(p, 42), Some(false));
+        std::fs::create_dir(p.join("42")).expect("42");
+        assert_eq!(pid::process_running_in(p, 42), Some(true));
+    }
+
+    #[test]
     fn no_socket_for_the_pid_is_no_probe() {
         let d = private_dir();
-        let e = find_socket(999_999, &[d.path().to_path_buf()], discovery::current_uid())
+        let live = live_pid_without_probe();
+        let e = find_socket(live, &[d.path().to_path_buf()], discovery::current_uid())
             .expect_err("none");
         assert!(
-            matches!(e, ClientError::NoProbe { pid: 999_999, .. }),
+            matches!(e, ClientError::NoProbe { pid, .. } if pid == live),
             "{e}"
         );
         // Our own socket, named for our pid, is found.

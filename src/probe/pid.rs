@@ -33,6 +33,23 @@ pub fn peer_credentials(stream: &UnixStream) -> Option<(Option<u32>, u32)> {
     Some((pid, cred.uid()))
 }
 
+/// Whether process `pid` is running here, by `/proc/<pid>` under `proc`
+/// (`/proc`): `None` where `proc` cannot tell, so that nobody is told a
+/// process is gone that is only hidden: no `proc/self` (not mounted, not
+/// Linux), or no `proc/1` (mounted `hidepid`, which hides other users'
+/// processes).
+pub fn process_running_in(proc: &std::path::Path, pid: u32) -> Option<bool> {
+    if !proc.join("self").exists() || !proc.join("1").exists() {
+        return None;
+    }
+    Some(proc.join(pid.to_string()).exists())
+}
+
+/// [`process_running_in`] `/proc`.
+pub fn process_running(pid: u32) -> Option<bool> {
+    process_running_in(std::path::Path::new("/proc"), pid)
+}
+
 /// The pids of a `/proc/<pid>/status` `NSpid:` line, outermost first.
 pub fn parse_nspid(status: &str) -> Vec<u32> {
     status
