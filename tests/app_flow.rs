@@ -882,13 +882,20 @@ fn allocate_and_save_with_w(f: &mut Flow, dir: &std::path::Path) -> Vec<std::pat
         .collect()
 }
 
+/// An empty folder of this test process's own for the files a test's
+/// keys write (`vramtop-flow-NAME-PID` under the temporary folder).
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vramtop-flow-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temporary folder");
+    dir
+}
+
 #[test]
 fn c_on_a_simulated_training_process_writes_its_snapshot_and_o_opens_it() {
     use vramtop::snapshot::{read_snapshot_file, replay::verify};
     let mut f = Flow::new(2);
-    let dir = std::env::temp_dir().join(format!("vramtop-flow-simcap-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("simcap");
     f.dash.save_snapshots_in(dir.clone());
     f.samples(5);
     // The hint offers it: GPU 0 shows the trainer's allocator.
@@ -958,9 +965,7 @@ fn c_on_a_simulated_training_process_writes_its_snapshot_and_o_opens_it() {
 #[test]
 fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
     let mut f = Flow::new(1);
-    let dir = std::env::temp_dir().join(format!("vramtop-flow-save-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("save");
     let saved = allocate_and_save_with_w(&mut f, &dir);
     let message = f.state().stress.message.clone().unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -1512,9 +1517,7 @@ fn c_captures_the_allocator_the_breakdown_names_after_the_panel_closes_empty() {
     // process holds 0/0 B). `c` refused it as "no allocator to capture";
     // it writes it, and after the next sample the training process's.
     let mut f = Flow::new(1);
-    let dir = std::env::temp_dir().join(format!("vramtop-flow-closecap-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("closecap");
     f.dash.save_snapshots_in(dir.clone());
     f.samples(2);
     f.key_redraws(KeyCode::Char('a'));

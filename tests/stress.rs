@@ -362,20 +362,7 @@ fn the_compare_table_says_how_many_actions_ago_b_was_marked() {
 #[test]
 fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
     let mut p = started(false, GIB);
-    p.on_result(answer(
-        StressOutcome::OutOfMemory {
-            allocated: vec![tensor(0), tensor(1)],
-            message: "CUDA out of memory. Tried to allocate 2.00 MiB.".into(),
-            reserved_but_unallocated: 3 * MIB,
-            room: OomRoom {
-                tried: 2 * MIB,
-                request: MIB,
-                device_free: 0,
-                reserved: 4 * MIB,
-            },
-        },
-        4 * MIB,
-    ));
+    oom_after_two_tensors(&mut p, 3 * MIB);
     assert_eq!(p.tensors.len(), 2);
     let said = p.message.clone().unwrap_or_default();
     assert_eq!(
@@ -392,11 +379,19 @@ fn out_of_memory_is_kept_as_state_with_the_tensors_made_before_it() {
 /// A panel after an OOM that left two tensors live (4 MiB reserved).
 fn after_an_oom() -> StressPanel {
     let mut p = started(false, GIB);
+    oom_after_two_tensors(&mut p, 0);
+    assert!(p.oom.is_some());
+    p
+}
+
+/// `p` answered with an OOM that left two tensors live (4 MiB reserved,
+/// `reserved_but_unallocated` of it free in the cache).
+fn oom_after_two_tensors(p: &mut StressPanel, reserved_but_unallocated: u64) {
     p.on_result(answer(
         StressOutcome::OutOfMemory {
             allocated: vec![tensor(0), tensor(1)],
             message: "CUDA out of memory. Tried to allocate 2.00 MiB.".into(),
-            reserved_but_unallocated: 0,
+            reserved_but_unallocated,
             room: OomRoom {
                 tried: 2 * MIB,
                 request: MIB,
@@ -406,8 +401,6 @@ fn after_an_oom() -> StressPanel {
         },
         4 * MIB,
     ));
-    assert!(p.oom.is_some());
-    p
 }
 
 #[test]
