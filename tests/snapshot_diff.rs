@@ -901,3 +901,29 @@ fn at_end_of_a_file_without_a_trace_says_it_is_the_state_listed_not_lists_it_aga
         );
     }
 }
+
+#[test]
+fn no_site_changed_says_when_sites_freed_and_allocated_the_same_again() {
+    // Between two iterations' ends the same 4 sites free and allocate
+    // again: "no site's live bytes changed" and "allocated between …
+    // 2 KiB in 4 sites" are both true, and the first line says how.
+    let Some(path) = common::shared_snapshot("JasperSolt_EoR_NN_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) =
+        common::run_vramtop(&["diff", &path, "--at", "mark:1", "--at", "mark:2"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "\n  no site's live bytes changed (4 sites freed and allocated the same again)\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "allocated between BEFORE and AFTER and still alive at AFTER: 2 KiB in 4 sites"
+        ),
+        "{out}"
+    );
+}

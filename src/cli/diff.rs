@@ -578,7 +578,7 @@ fn render_moments(name: &str, compared: &Compared, t0: Option<i64>, top: usize) 
             WRAP_WIDTH
         )
     );
-    out.push_str(&render_body(&c.diff, top));
+    out.push_str(&render_body(&c.diff, top, c.between.sites.len()));
     let between = SitesAt::new(c.between.clone(), top, Some(c.b), None);
     let _ = writeln!(
         out,
@@ -721,13 +721,15 @@ pub fn render_diff(before: &str, after: &str, diff: &Diff, top: usize) -> String
     let mut out = String::new();
     let _ = writeln!(out, "{}", path_line("before: ", before));
     let _ = writeln!(out, "{}", path_line("after:  ", after));
-    out.push_str(&render_body(diff, top));
+    out.push_str(&render_body(diff, top, 0));
     out
 }
 
 /// The comparison under its header: the figures, the notes, the segments
-/// on one side only and the sites.
-fn render_body(diff: &Diff, top: usize) -> String {
+/// on one side only and the sites. `renewed`: the sites with blocks
+/// allocated between the two moments and alive at the second (0 for two
+/// files).
+fn render_body(diff: &Diff, top: usize, renewed: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -813,12 +815,13 @@ fn render_body(diff: &Diff, top: usize) -> String {
     }
     segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
-    out.push_str(&render_site_changes(diff, top));
+    out.push_str(&render_site_changes(diff, top, renewed));
     out
 }
 
 /// The "live bytes by site" table (also the viewer's A/B text).
-pub fn render_site_changes(diff: &Diff, top: usize) -> String {
+/// `renewed`: as for [`render_body`].
+pub fn render_site_changes(diff: &Diff, top: usize, renewed: usize) -> String {
     let mut out = String::new();
     let changed = crate::ui::largest_changes_first(&diff.sites);
     // Phrases, so that a wrap keeps each count with what it counts.
@@ -834,7 +837,26 @@ pub fn render_site_changes(diff: &Diff, top: usize) -> String {
         wrap_words(heading.iter().map(String::as_str), WRAP_WIDTH, 2)
     );
     if changed.is_empty() {
-        let _ = writeln!(out, "  no site's live bytes changed");
+        // Sites that allocated between the moments and, changed by
+        // nothing, freed as much: "allocated between … 2 KiB in 4 sites"
+        // after a bare "no site … changed" read as a contradiction.
+        let again = if renewed == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} freed and allocated the same again)",
+                count_of(renewed, "site", "sites")
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_under(
+                "  ",
+                &format!("no site's live bytes changed{again}"),
+                WRAP_WIDTH
+            )
+        );
         return out;
     }
     let _ = writeln!(
