@@ -1023,3 +1023,28 @@ fn the_no_stack_groups_are_explained_once_under_the_sites_in_text_and_json() {
         "allocated before recording began, or while paused"
     );
 }
+
+#[test]
+fn segsum_line_says_the_pending_free_bytes_its_total_free_counts() {
+    // total_free 1.21 GiB against the fragmentation's 644.51 MiB free:
+    // _memory_viz counts the pending-free blocks free, the dashboard not.
+    let Some(path) = common::shared_snapshot("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("total_free 1.21 GiB (2.2% internal, 569.70 MiB pending free)"),
+        "{out}"
+    );
+    // A file without pending-free blocks says nothing of them.
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["open", &path.display().to_string(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 active_pending_free"), "{out}");
+    assert!(!out.contains("pending free)"), "{out}");
+}

@@ -329,12 +329,13 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         "  segsum               ",
         &format!(
             "total_reserved {}, total_allocated {} (requested bytes, as _memory_viz counts \
-             them), total_free {} ({}% internal)",
+             them), total_free {} ({}% internal{})",
             human_bytes(g.total_reserved),
             human_bytes(g.total_allocated),
             human_bytes(g.total_free),
             // Never "0.00%" for bytes that are there: "<0.1%".
-            percent_of(g.internal_free, g.total_free)
+            percent_of(g.internal_free, g.total_free),
+            pending_note(f)
         ),
     );
     if g.unaccounted != 0 {
@@ -386,6 +387,19 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
             human_bytes(fr.internal_free)
         ),
     );
+}
+
+/// The segsum line's note on pending-free blocks: `_memory_viz` counts
+/// them in `total_free` (and not in `total_allocated`), the fragmentation
+/// line below does not count them free, and `allocated` above leaves them
+/// out while `active` counts them: without it the two free figures and
+/// the two allocated ones read as disagreeing. Empty where there are none.
+fn pending_note(f: &Figures) -> String {
+    let pending = f.active.saturating_sub(f.allocated);
+    if f.blocks.active_pending_free == 0 || pending == 0 {
+        return String::new();
+    }
+    format!(", {} pending free", human_bytes(pending))
 }
 
 /// The human-readable summary.
