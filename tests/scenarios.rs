@@ -709,10 +709,11 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
     // Broken after the call's parenthesis, the rest under it.
     assert!(out.contains("  optimizer.zero_grad(\n"), "{out}");
     assert!(
-        out.contains("\n                                               set_to_none=True)\n"),
+        out.contains(&format!("\n{}set_to_none=True)\n", " ".repeat(52))),
         "{out}"
     );
-    assert!(out.contains(&format!("{}\n", "x".repeat(33))), "{out}");
+    // The label column: 80 − 52 columns of figures.
+    assert!(out.contains(&format!("{}\n", "x".repeat(28))), "{out}");
     assert!(out.contains("/a/very/long/path/to/"), "{out}");
 
     // A user's file with a long title, a long variant header, long labels
@@ -812,5 +813,30 @@ fn docs_scenarios_counts_the_built_in_ones() {
     assert!(
         doc.contains(&format!("The {word} built-in ones")),
         "docs/scenarios.md should count {n} built-in scenarios"
+    );
+}
+
+#[test]
+fn scenario_table_says_beside_frag_how_many_segments_are_wholly_free() {
+    // Step 2 of fragmentation_oom frees everything: frag% 96.7 of 30
+    // cached segments that empty_cache() returns, not an alarm.
+    let r = run_builtin("fragmentation_oom");
+    let v = r.variant("default").expect("variant");
+    let freed = &v.steps[1];
+    assert_eq!(freed.allocated, 0);
+    assert_eq!(freed.whole_free_segments, 30);
+    assert_eq!(freed.free_in_whole_segments, 6000 * MIB);
+    // The 150 MiB tensors split every segment: none wholly free.
+    assert_eq!(v.steps[2].whole_free_segments, 0);
+    let (code, out, _) = vramtop(&["scenario", "fragmentation_oom"]);
+    assert_eq!(code, 0);
+    assert!(out.contains(" segs free frag%  label\n"), "{out}");
+    assert!(
+        out.contains("\n   2       0 B  5.86 GiB  6.36 GiB   30   30  96.7  free the long"),
+        "{out}"
+    );
+    assert!(
+        out.contains("free: of segs, those with no live block, which empty_cache() returns"),
+        "{out}"
     );
 }

@@ -1025,6 +1025,36 @@ fn the_no_stack_groups_are_explained_once_under_the_sites_in_text_and_json() {
 }
 
 #[test]
+fn fragmentation_line_says_how_much_free_memory_is_in_wholly_free_segments() {
+    // Six of silmont's nine segments are wholly free 512 MiB ones: the
+    // 85.7 % is mostly memory empty_cache() returns, never an OOM's cause.
+    let Some(path) = common::shared_snapshot("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (code, out, err) = vramtop(&["open", &path, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "fragmentation 85.7%: 3.49 GiB free in 10 inactive blocks, largest 512 MiB, \
+             503.74 MiB non-releasable, 508 B internal; 3 GiB of the free bytes in 6 wholly \
+             free segments, which empty_cache() returns and PyTorch frees before it \
+             reports out of memory"
+        ),
+        "{out}"
+    );
+    let (code, out, err) = vramtop(&["open", &path, "--summary", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let f = &v["total"]["fragmentation"];
+    assert_eq!(f["free_in_whole_segments"].as_u64(), Some(6 * (512 << 20)));
+    assert_eq!(f["whole_free_segments"].as_u64(), Some(6));
+    // The text never speaks of an OOM in a file that has none.
+    assert!(!flat.contains("OOM"), "{out}");
+}
+
+#[test]
 fn segsum_line_says_the_pending_free_bytes_its_total_free_counts() {
     // total_free 1.21 GiB against the fragmentation's 644.51 MiB free:
     // _memory_viz counts the pending-free blocks free, the dashboard not.

@@ -40,6 +40,13 @@ pub struct Fragmentation {
     /// "non-releasable"), and in expandable segments the parts of free
     /// blocks short of a whole page (whole pages are unmapped).
     pub non_releasable: u64,
+    /// The part of `external_free` in segments every block of which is
+    /// free: `empty_cache` returns them, and PyTorch frees them and
+    /// retries before it raises an OOM, so they never cause one. A
+    /// fragmentation of free memory all in such segments is no threat.
+    pub free_in_whole_segments: u64,
+    /// The segments of `free_in_whole_segments`.
+    pub whole_free_segments: u64,
     pub largest_free_block: u64,
     pub free_blocks: u64,
     /// 1 − largest free block / external free: 0 when all free memory is one
@@ -134,6 +141,8 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         internal_free: 0,
         external_free: 0,
         non_releasable: 0,
+        free_in_whole_segments: 0,
+        whole_free_segments: 0,
         largest_free_block: 0,
         free_blocks: 0,
         fragmentation: 0.0,
@@ -164,6 +173,14 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         // As things stand: a block waiting for its stream events is not free.
         let kept = segment_free.saturating_sub(released_by_empty_cache(seg, false));
         f.non_releasable = f.non_releasable.saturating_add(kept);
+        // As above, a block waiting for its stream events is not free: its
+        // segment is not wholly free yet.
+        let wholly_free =
+            !seg.blocks.is_empty() && seg.blocks.iter().all(|b| b.state == BlockState::Inactive);
+        if wholly_free {
+            f.free_in_whole_segments = f.free_in_whole_segments.saturating_add(segment_free);
+            f.whole_free_segments += 1;
+        }
     }
     if f.external_free > 0 {
         f.fragmentation = 1.0 - f.largest_free_block as f64 / f.external_free as f64;
@@ -231,6 +248,30 @@ mod tests {
         assert_eq!(f.external_free, 30 * MIB);
         assert_eq!(f.non_releasable, 0);
         assert_eq!(f.fragmentation, 0.0);
+        assert_eq!(f.free_in_whole_segments, 30 * MIB);
+        assert_eq!(f.whole_free_segments, 1);
+    }
+
+    #[test]
+    fn free_in_whole_segments_counts_only_segments_with_no_live_block() {
+        let mut m =
+            CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+        // Three 30 MiB segments: one freed whole, one split by a live
+        // 6 MiB block, one live.
+        let a = m.malloc(30 * MIB, 0).expect("fits");
+        let b = m.malloc(30 * MIB, 0).expect("fits");
+        let _c = m.malloc(30 * MIB, 0).expect("fits");
+        m.free(a).expect("live");
+        m.free(b).expect("live");
+        let _d = m.malloc(6 * MIB, 0).expect("fits");
+        let f = fragmentation(&m.layout());
+        assert_eq!(f.external_free, 54 * MIB);
+        assert_eq!(f.non_releasable, 24 * MIB);
+        // 1 − 30/54: a fragmentation of 44 % with most of the free bytes
+        // in a segment empty_cache returns.
+        assert!((f.fragmentation - 24.0 / 54.0).abs() < 1e-12);
+        assert_eq!(f.free_in_whole_segments, 30 * MIB);
+        assert_eq!(f.whole_free_segments, 1);
     }
 
     /// Runs `ops` (a size in KiB to allocate, or an index of a live block to
@@ -264,6 +305,12 @@ mod tests {
             released,
             "{settings}: free memory empty_cache can give back"
         );
+        // Wholly free segments go back whole; an expandable segment also
+        // gives back the pages of free blocks beside live ones.
+        assert!(f.free_in_whole_segments <= released, "{settings}");
+        if settings.is_empty() {
+            assert_eq!(f.free_in_whole_segments, released, "{settings}");
+        }
     }
 
     proptest::proptest! {

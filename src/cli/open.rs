@@ -363,11 +363,12 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
             out,
             "  fragmentation        ",
             &format!(
-                "per GPU, above; in all {} free in {}, {} non-releasable, {} internal",
+                "per GPU, above; in all {} free in {}, {} non-releasable, {} internal{}",
                 human_bytes(fr.external_free),
                 count(fr.free_blocks, "inactive block", "inactive blocks"),
                 human_bytes(fr.non_releasable),
-                human_bytes(fr.internal_free)
+                human_bytes(fr.internal_free),
+                whole_segments_note(fr)
             ),
         );
         return;
@@ -378,13 +379,14 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         // A percentage, as the viewer's "frag 60%" and the segsum line's
         // internal share above (`--json` keeps the fraction).
         &format!(
-            "{:.1}%: {} free in {}, largest {}, {} non-releasable, {} internal",
+            "{:.1}%: {} free in {}, largest {}, {} non-releasable, {} internal{}",
             fr.fragmentation * 100.0,
             human_bytes(fr.external_free),
             count(fr.free_blocks, "inactive block", "inactive blocks"),
             human_bytes(fr.largest_free_block),
             human_bytes(fr.non_releasable),
-            human_bytes(fr.internal_free)
+            human_bytes(fr.internal_free),
+            whole_segments_note(fr)
         ),
     );
 }
@@ -400,6 +402,27 @@ fn pending_note(f: &Figures) -> String {
         return String::new();
     }
     format!(", {} pending free", human_bytes(pending))
+}
+
+/// The fragmentation line's note on free bytes in wholly free segments:
+/// the fragmentation counts them, yet `empty_cache()` returns them and
+/// PyTorch frees them and retries before it raises an OOM, so they never
+/// cause one; a high figure of only cached memory read as an alarm.
+/// Empty where there are none.
+fn whole_segments_note(fr: &crate::alloc::Fragmentation) -> String {
+    if fr.whole_free_segments == 0 {
+        return String::new();
+    }
+    format!(
+        "; {} of the free bytes in {}, which empty_cache() returns and PyTorch \
+         frees before it reports out of memory",
+        human_bytes(fr.free_in_whole_segments),
+        count(
+            fr.whole_free_segments,
+            "wholly free segment",
+            "wholly free segments"
+        )
+    )
 }
 
 /// The human-readable summary.

@@ -238,6 +238,18 @@ pub fn render(r: &ScenarioResult) -> String {
         "{}",
         wrap_words(device.iter().map(String::as_str), TEXT_WIDTH, 2)
     );
+    // The `free` column, once: frag% counts the bytes of wholly free
+    // segments too, and step 2 of fragmentation_oom (frag% 96.7 with
+    // 0 B allocated) read as an alarm about memory that is only cached.
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap(
+            "free: of segs, those with no live block, which empty_cache() \
+             returns and PyTorch frees before it reports out of memory",
+            TEXT_WIDTH
+        )
+    );
     for v in &r.variants {
         let conf = if v.alloc_conf.is_empty() {
             "PyTorch defaults".to_string()
@@ -257,8 +269,8 @@ pub fn render(r: &ScenarioResult) -> String {
         // of the figures).
         let _ = writeln!(
             out,
-            "{:>4} {:>9} {:>9} {:>9} {:>4} {:>5}  label",
-            "step", "allocated", "reserved", "driver", "segs", "frag%"
+            "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4} {:>5}  label",
+            "step", "allocated", "reserved", "driver", "segs", "free", "frag%"
         );
         for s in &v.steps {
             // The whole label, as `--json` gives it: its column wraps it.
@@ -270,12 +282,16 @@ pub fn render(r: &ScenarioResult) -> String {
                 label.push_str(" · OUT OF MEMORY");
             }
             let figures = format!(
-                "{:>4} {:>9} {:>9} {:>9} {:>4} {:>5.1}  ",
+                "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4} {:>5.1}  ",
                 s.step,
                 human_bytes(s.allocated),
                 human_bytes(s.reserved),
                 human_bytes(s.driver_used),
                 s.segments,
+                // Of `segs`, those wholly free: beside frag% so that a
+                // high figure of only cached memory (empty_cache returns
+                // it, an OOM's retry frees it first) reads as that.
+                s.whole_free_segments,
                 s.fragmentation * 100.0
             );
             // The label wraps in its own column, under itself.

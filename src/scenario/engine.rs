@@ -32,6 +32,11 @@ pub struct StepResult {
     /// 1 − largest free block / cached free bytes (0 … 1).
     pub fragmentation: f64,
     pub largest_free_block: u64,
+    /// Segments with no live block, and their bytes: `empty_cache`
+    /// returns them and an OOM's retry frees them first, so a
+    /// fragmentation of only such memory is no threat.
+    pub whole_free_segments: u64,
+    pub free_in_whole_segments: u64,
     /// Bytes `empty_cache` returned to the device in this step.
     pub released: u64,
     /// PyTorch's OOM message when this step ran out of memory.
@@ -207,6 +212,8 @@ fn run_variant_inner(
             inactive_split_bytes: stats.inactive_split_bytes.all.current,
             fragmentation: frag.fragmentation,
             largest_free_block: frag.largest_free_block,
+            whole_free_segments: frag.whole_free_segments,
+            free_in_whole_segments: frag.free_in_whole_segments,
             released,
             oom: oom.clone(),
         });

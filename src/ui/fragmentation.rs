@@ -388,6 +388,28 @@ impl Widget for FragmentationPane<'_> {
                 format::bytes(f.largest_free_block),
             ),
             figure("external free", "ext free", format::bytes(f.external_free)),
+        ]);
+        // The part of the free bytes that empty_cache() returns and
+        // PyTorch frees before it reports out of memory: a high frag of
+        // only such memory is cached memory, not a threat. Said only where
+        // there is some, after ext free (of which it is a part).
+        let whole = (f.whole_free_segments > 0).then(|| {
+            if long {
+                figure(
+                    "wholly free segments",
+                    "",
+                    format!(
+                        "{}, {}",
+                        f.whole_free_segments,
+                        format::bytes(f.free_in_whole_segments)
+                    ),
+                )
+            } else {
+                figure("", "free segs", format::bytes(f.free_in_whole_segments))
+            }
+        });
+        let at = items.len();
+        items.extend([
             figure("non-releasable", "non-rel", format::bytes(f.non_releasable)),
             figure(
                 "internal free",
@@ -403,7 +425,24 @@ impl Widget for FragmentationPane<'_> {
         if long {
             items.push(figure("free blocks", "blocks", f.free_blocks.to_string()));
         }
-        let figures = chrome::flow(items, inner.width, 2);
+        let without = chrome::flow(items.clone(), inner.width, 2);
+        let figures = match whole {
+            Some(line) => {
+                items.insert(at, line);
+                let with = chrome::flow(items, inner.width, 2);
+                // Where room allows: a row it adds must leave a row for
+                // every size of free block (the stress panel at 80×24 kept
+                // only its figures, its one histogram line gone).
+                let sizes = f.histogram.iter().filter(|b| b.count > 0).count();
+                let room = usize::from(inner.height);
+                if with.len() <= without.len() || with.len().saturating_add(sizes) <= room {
+                    with
+                } else {
+                    without
+                }
+            }
+            None => without,
+        };
         chrome::lines_at(buf, inner, &figures);
         let used = u16::try_from(figures.len()).unwrap_or(u16::MAX);
         let hist = Rect {
@@ -584,6 +623,74 @@ mod tests {
             flat.contains("no free blocks: every cached byte is in use"),
             "{drawn}"
         );
+    }
+
+    #[test]
+    fn wholly_free_segments_are_said_beside_the_fragmentation_where_there_are_some() {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        const MIB: u64 = 1 << 20;
+        let segment = |address: u64, blocks: &[(u64, BlockState)]| {
+            let mut at = address;
+            let blocks: Vec<BlockInfo> = blocks
+                .iter()
+                .map(|&(size, state)| {
+                    let b = BlockInfo {
+                        address: at,
+                        size,
+                        requested_size: if state == BlockState::Inactive {
+                            0
+                        } else {
+                            size
+                        },
+                        state,
+                    };
+                    at += size;
+                    b
+                })
+                .collect();
+            SegmentInfo {
+                device: 0,
+                address,
+                total_size: at - address,
+                allocated_size: 0,
+                active_size: 0,
+                requested_size: 0,
+                stream: 0,
+                segment_type: PoolKind::Large,
+                segment_pool_id: (0, 0),
+                is_expandable: false,
+                blocks,
+            }
+        };
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 1044 << 20;
+        // Two free 512 MiB segments beside a split 20 MiB one: frag 67 %,
+        // 1 GiB of it memory an OOM's retry frees first.
+        let layout = vec![
+            segment(0x7f00_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
+            segment(0x7f10_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
+            segment(
+                0x7f20_0000_0000,
+                &[
+                    (10 * MIB, BlockState::ActiveAllocated),
+                    (10 * MIB, BlockState::Inactive),
+                ],
+            ),
+        ];
+        let view =
+            |l: Vec<SegmentInfo>| AllocatorView::new("pid 1".into(), Some(1), stats.clone(), l);
+        let wide = pane_text(view(layout.clone()), 64, 10);
+        assert!(wide.contains("wholly free segments 2, 1.00 GiB"), "{wide}");
+        let narrow = pane_text(view(layout.clone()), 36, 10);
+        assert!(narrow.contains("free segs 1.00 GiB"), "{narrow}");
+        // A pane too short for it and a row per size of free block
+        // keeps the histogram instead.
+        let short = pane_text(view(layout.clone()), 36, 5);
+        assert!(!short.contains("free segs"), "{short}");
+        assert!(short.contains("≤512MiB"), "{short}");
+        // Only the split segment: nothing to say.
+        let split = pane_text(view(layout[2..].to_vec()), 64, 10);
+        assert!(!split.contains("free seg"), "{split}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::app::viewer::ViewerAction;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 16] = [
+pub const DEFINITIONS: [(&str, &str); 17] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -45,6 +45,10 @@ pub const DEFINITIONS: [(&str, &str); 16] = [
     (
         "external free (ext free)",
         "free blocks cached in segments.",
+    ),
+    (
+        "wholly free segments (free segs)",
+        "no live block: empty_cache() returns them, as PyTorch does before an OOM.",
     ),
     (
         "non-releasable (non-rel)",
