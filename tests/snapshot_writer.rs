@@ -424,6 +424,51 @@ fn scopeguard(path: &Path) -> impl Drop + '_ {
 }
 
 #[test]
+fn every_empty_cache_call_of_an_export_is_an_annotate_entry_even_one_freeing_nothing() {
+    use vramtop::alloc::TraceAction;
+    let dir = scratch("annotate");
+    let demo = dir.join("demo.pickle");
+    vramtop_ok(&["demo", "--save-snapshot", &demo.display().to_string()]);
+    let snapshot = read(&demo);
+    let trace = &snapshot.device_traces[0];
+    let marks: Vec<usize> = (0..trace.len())
+        .filter(|&i| trace[i].action == TraceAction::Annotate)
+        .collect();
+    // The demo calls empty_cache() three times; only two release memory.
+    assert_eq!(marks.len(), 3, "{trace:?}");
+    for &i in &marks {
+        assert_eq!(&*trace[i].frames[0].name, "empty_cache()");
+    }
+    // The first call released nothing: no segment_free before the next
+    // call's mark.
+    assert!(
+        trace[marks[0]..marks[1]]
+            .iter()
+            .all(|e| e.action != TraceAction::SegmentFree),
+        "{trace:?}"
+    );
+    let (stdout, _) = vramtop_ok(&["replay", &demo.display().to_string()]);
+    assert!(stdout.contains("FULL MATCH"), "{stdout}");
+    // A scenario's empty_cache steps are marked too: three in this one.
+    let one = dir.join("live.pickle");
+    vramtop_ok(&[
+        "scenario",
+        "empty_cache_live_block",
+        "--save-snapshot",
+        &one.display().to_string(),
+    ]);
+    let snapshot = read(&one);
+    let names: Vec<&str> = snapshot.device_traces[0]
+        .iter()
+        .filter(|e| e.action == TraceAction::Annotate)
+        .map(|e| &*e.frames[0].name)
+        .collect();
+    assert_eq!(names, ["empty_cache()"; 3]);
+    let (stdout, _) = vramtop_ok(&["replay", &one.display().to_string()]);
+    assert!(stdout.contains("FULL MATCH"), "{stdout}");
+}
+
+#[test]
 fn scenario_and_demo_exports_open_and_replay_as_full_matches() {
     let dir = scratch("cli");
     let out = dir.join("frag.pickle");

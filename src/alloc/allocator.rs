@@ -1725,6 +1725,13 @@ impl<D: DeviceMemory> CachingAllocator<D> {
         layout
     }
 
+    /// Records an `annotate` trace entry (no address, no size): a mark a
+    /// program puts in its trace, which the viewer's `i`/`I` step to. The
+    /// model's state does not change; with history off nothing is kept.
+    pub fn annotate(&mut self) {
+        self.record_trace(TraceAction::Annotate, 0, 0, 0);
+    }
+
     /// Adopts a segment that already exists on the device, with its blocks
     /// in address order as `(size, requested_size, state)`: used to start a
     /// replay from the state a snapshot recorded. Counters are raised as if

@@ -9,7 +9,9 @@ use color_eyre::eyre::{WrapErr, eyre};
 use serde::Serialize;
 
 use super::text::{REPORT_WIDTH, cells, wrap_phrases_under, wrap_under};
-use crate::alloc::{AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, human_bytes};
+use crate::alloc::{
+    AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, TraceAction, human_bytes,
+};
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
@@ -46,7 +48,10 @@ pub fn steps(memory: u64) -> color_eyre::Result<Vec<DemoStep>> {
 
 /// The demo's allocator as a snapshot: its whole trace, each entry with a
 /// one-frame traceback naming the demo step (`<vramtop demo>`, line = step
-/// number, name = the step), and the (empty) final layout.
+/// number, name = the step), and the (empty) final layout. Each
+/// `empty_cache()` call is an `annotate` entry named `empty_cache()` just
+/// before what it released: a call that released nothing leaves no other
+/// entry, and it is the lesson.
 pub fn snapshot(memory: u64) -> color_eyre::Result<Snapshot> {
     let (steps, model) = run_model(memory)?;
     let frames: Vec<Frames> = steps
@@ -56,11 +61,25 @@ pub fn snapshot(memory: u64) -> color_eyre::Result<Snapshot> {
         .collect();
     Ok(snapshot_with_frames(&model, 0, |entry| {
         let step = (entry.time_us / STEP_TIME_US) as usize;
+        if entry.action == TraceAction::Annotate {
+            return synthetic_frames("<vramtop demo>", step as u64, EMPTY_CACHE_MARK);
+        }
         frames
             .get(step)
             .cloned()
             .unwrap_or_else(|| Frames::from(Vec::new()))
     }))
+}
+
+/// The name of the `annotate` entry an exported run records at each
+/// `empty_cache()` call.
+pub const EMPTY_CACHE_MARK: &str = "empty_cache()";
+
+/// `empty_cache()` on `m`, marked in its trace first by an `annotate`
+/// entry (kept only while history is recorded).
+fn marked_empty_cache(m: &mut CachingAllocator<InMemoryDevice>) {
+    m.annotate();
+    m.empty_cache();
 }
 
 /// Runs the demo script with the trace recorded, on `memory` bytes.
@@ -112,7 +131,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
         "no cached block is 7 MiB or more: a second segment",
     );
     m.set_time_us(4 * STEP_TIME_US);
-    m.empty_cache();
+    marked_empty_cache(&mut m);
     record(
         &m,
         "empty_cache()",
@@ -121,7 +140,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
     m.set_time_us(5 * STEP_TIME_US);
     m.free(a).map_err(fail)?;
     m.free(c).map_err(fail)?;
-    m.empty_cache();
+    marked_empty_cache(&mut m);
     record(
         &m,
         "del a, c; empty_cache()",
@@ -129,7 +148,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
     );
     m.set_time_us(6 * STEP_TIME_US);
     m.free(d).map_err(fail)?;
-    m.empty_cache();
+    marked_empty_cache(&mut m);
     record(
         &m,
         "del d; empty_cache()",

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::text::{REPORT_WIDTH, cells, wrap, wrap_hanging, wrap_words};
-use crate::alloc::human_bytes;
+use crate::alloc::{TraceAction, human_bytes};
 use crate::scenario::engine::{STEP_TIME_US, run_variant_model};
 use crate::scenario::{self, Scenario, ScenarioResult};
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
@@ -117,7 +117,9 @@ pub fn run(
 
 /// Each variant's model at the end of its run as a snapshot: every trace
 /// entry carries a one-frame traceback naming its step
-/// (`<vramtop scenario NAME>`, line = step number, name = step label).
+/// (`<vramtop scenario NAME>`, line = step number, name = step label),
+/// but the `annotate` entry each `empty_cache()` step records, named
+/// `empty_cache()`.
 pub fn variant_snapshots(
     scenario: &Scenario,
 ) -> Result<Vec<(String, Snapshot)>, scenario::ScenarioError> {
@@ -135,6 +137,9 @@ pub fn variant_snapshots(
             let snapshot = snapshot_with_frames(&model, 0, |entry| {
                 // Step n ran at n × STEP_TIME_US; entries before step 1: none.
                 let step = (entry.time_us / STEP_TIME_US) as usize;
+                if entry.action == TraceAction::Annotate {
+                    return synthetic_frames(&file, step as u64, super::demo::EMPTY_CACHE_MARK);
+                }
                 step.checked_sub(1)
                     .and_then(|i| frames.get(i))
                     .cloned()
