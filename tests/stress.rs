@@ -771,7 +771,7 @@ fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_
     );
     assert_eq!(row("segments").delta(), -2);
     assert_eq!(row("allocated").delta(), 0);
-    assert_eq!(row("GPU used").delta(), -(releasable as i128));
+    assert_eq!(row("used, whole GPU").delta(), -(releasable as i128));
     assert!(
         row("inactive split").b > 0,
         "the holes in the small segments stay"
@@ -3182,6 +3182,23 @@ fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
 }
 
 #[test]
+fn the_compare_row_of_gpu_used_says_it_is_the_whole_gpu_at_80_and_120_columns() {
+    // The row counts every process on the GPU and the panel's own CUDA
+    // context: named "GPU used" beside the allocator's rows, a 10 MiB
+    // allocation read as +810 MiB of the panel's.
+    let state = stress_screen();
+    for (width, height, label) in [(120, 40, "used, whole GPU "), (80, 24, "whole GPU ")] {
+        let screen = screen_text(&state, width, height);
+        let row = screen
+            .lines()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("{width}x{height}: no {label:?} row: {screen}"));
+        assert!(row.contains("MiB"), "{width}x{height}: {row}");
+        assert!(!screen.contains("GPU used "), "{width}x{height}: {screen}");
+    }
+}
+
+#[test]
 fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     let state = stress_screen();
     let screen = screen_text(&state, 80, 24);
@@ -3195,7 +3212,7 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     for label in [
         "allocated",
         "reserved",
-        "GPU used",
+        "whole GPU",
         "segments",
         "split free",
         "max free",

@@ -89,8 +89,10 @@ pub const COMPARE_NAMES: [FigureName; 7] = {
         n("allocated", "allocated"),
         n("reserved", "reserved"),
         // The whole GPU's used memory (`cudaMemGetInfo`), other processes
-        // included: named so, as every other row is the panel's allocator.
-        n("GPU used", "GPU used"),
+        // and the panel's own CUDA context included: named so on the
+        // screen, as every other row is the panel's allocator (its first
+        // allocation adds the context, hundreds of MiB, to a 10 MiB one).
+        n("used, whole GPU", "whole GPU"),
         n("segments", "segments"),
         n("inactive split", "split free"),
         n("largest free block", "max free"),
