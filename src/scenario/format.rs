@@ -671,11 +671,25 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     Ok(scenario)
 }
 
-fn substitute(text: &str, iteration: Option<u32>) -> String {
+/// One pass of a `repeat`: which (from 0) of how many.
+#[derive(Debug, Clone, Copy)]
+struct Iteration {
+    index: u32,
+    times: u32,
+}
+
+/// `text` with the iteration's placeholders filled: `{i}` counts from 0,
+/// `{n}` from 1 and `{r}` down to 0 (`times - 1 - i`: a backward pass
+/// visits the layers a forward pass named `a{i}` last to first).
+fn substitute(text: &str, iteration: Option<Iteration>) -> String {
     match iteration {
-        Some(i) => text
-            .replace("{i}", &i.to_string())
-            .replace("{n}", &(i + 1).to_string()),
+        Some(Iteration { index, times }) => text
+            .replace("{i}", &index.to_string())
+            .replace("{n}", &(u64::from(index) + 1).to_string())
+            .replace(
+                "{r}",
+                &times.saturating_sub(index).saturating_sub(1).to_string(),
+            ),
         None => text.to_string(),
     }
 }
@@ -694,7 +708,7 @@ struct Unrolled {
 fn unroll(
     s: &RawStep,
     id: &str,
-    iteration: Option<u32>,
+    iteration: Option<Iteration>,
     outer_only: Option<&Vec<String>>,
     variants: &[&str],
     out: &mut Unrolled,
@@ -749,11 +763,12 @@ fn unroll(
             for (j, inner) in r.steps.iter().enumerate() {
                 let inner_id = format!("{id}, repeat {}/{times}, step {}", t + 1, j + 1);
                 let before = out.steps.len();
-                unroll(inner, &inner_id, Some(t), only.as_ref(), variants, out)?;
+                let pass = Iteration { index: t, times };
+                unroll(inner, &inner_id, Some(pass), only.as_ref(), variants, out)?;
                 // A repeat's own label counts its own iterations ("micro-batch
                 // {n}" reads 1, 2, 3): substituted with the outer one it
                 // printed a literal "{n}" at the top level.
-                if let Some(l) = s.label.as_deref().map(|l| substitute(l, Some(t))) {
+                if let Some(l) = s.label.as_deref().map(|l| substitute(l, Some(pass))) {
                     for step in out.steps.get_mut(before..).unwrap_or_default() {
                         step.label = format!("{l}: {}", step.label);
                     }
@@ -948,6 +963,20 @@ mod tests {
         .expect("parses");
         let labels: Vec<&str> = s.steps.iter().map(|s| s.label.as_str()).collect();
         assert_eq!(labels, ["batch 1 (0): drop", "batch 2 (1): drop"]);
+    }
+
+    #[test]
+    fn r_counts_a_repeats_iterations_down_to_zero_as_backward_visits_layers() {
+        let s = steps(
+            "[[step]]\nrepeat = { times = 3, steps = [\n\
+             { label = \"layer {r} ({n} of 3)\", empty_cache = true },\n] }\n",
+        )
+        .expect("parses");
+        let labels: Vec<&str> = s.steps.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["layer 2 (1 of 3)", "layer 1 (2 of 3)", "layer 0 (3 of 3)"]
+        );
     }
 
     #[test]
