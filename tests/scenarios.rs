@@ -716,6 +716,42 @@ fn assert_fits_80_columns(name: &str, report: &str) {
 }
 
 #[test]
+fn every_scenario_tables_figures_stay_in_their_columns_under_the_header() {
+    for name in scenario::builtin_names() {
+        let (code, out, _) = vramtop(&["scenario", name]);
+        assert_eq!(code, 0, "{name}");
+        let mut label_at = None;
+        for line in out.lines() {
+            if line.starts_with("step ") {
+                label_at = line.find("label");
+                continue;
+            }
+            let Some(at) = label_at else { continue };
+            let is_row = line
+                .get(..4)
+                .is_some_and(|n| n.trim().parse::<u32>().is_ok());
+            if !is_row {
+                continue;
+            }
+            // The figures end two spaces before the label column, where
+            // the label starts: "530.00 MiB" ran one cell into it.
+            let (figures, label) = line.split_at(at);
+            assert!(
+                figures.ends_with("  ") && !label.starts_with(' '),
+                "{name}: {line:?}"
+            );
+        }
+        assert!(label_at.is_some(), "{name}: a table: {out}");
+    }
+    let (_, out, _) = vramtop(&["scenario", "empty_cache_live_block"]);
+    let row3 = out
+        .lines()
+        .find(|l| l.starts_with("   3 "))
+        .expect("step 3");
+    assert!(row3.starts_with("   3   530 MiB   534 MiB"), "{row3:?}");
+}
+
+#[test]
 fn every_scenario_report_fits_80_columns_long_label_words_included() {
     for name in scenario::builtin_names() {
         let (code, out, _) = vramtop(&["scenario", name]);

@@ -4387,3 +4387,52 @@ fn a_long_settings_title_ends_between_two_settings_not_inside_one() {
         assert!(title.chars().count() <= usize::from(w), "{w}: {title}");
     }
 }
+
+#[test]
+fn at_80x24_the_breakdown_warning_cut_at_the_panes_last_row_ends_in_an_ellipsis() {
+    // fragmentation_oom run to its OOM, with the GPU sampled: the
+    // breakdown shows the panel's allocator and warns of 1.46 GiB cached.
+    let (mut p, mut exec, cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let mut telemetry = cluster.telemetry();
+    let mut state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    state.ui.stress_open = true;
+    state.stress = p;
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    let warning = |w: u16, h: u16| {
+        let screen = screen_text(&state, w, h);
+        // The test backend quotes each row.
+        let line = screen
+            .lines()
+            .map(|l| l.trim_matches('"').trim_end())
+            .find(|l| l.starts_with("warning: 1.46 GiB reserved but unallocated"))
+            .unwrap_or_else(|| panic!("{w}x{h}: the warning: {screen}"))
+            .to_string();
+        (line, screen)
+    };
+    // One row for a warning of two: cut, and it says so.
+    let (line, screen) = warning(80, 24);
+    assert!(!screen.contains("expandable_segments:True\n"), "{screen}");
+    assert!(line.ends_with('…'), "{line:?}");
+    // Whole where it fits: no mark.
+    let (line, screen) = warning(120, 40);
+    assert!(!line.ends_with('…'), "{line:?}: {screen}");
+}
+
+#[test]
+fn the_scenario_line_names_the_default_variant_once() {
+    // Its name says the settings: "variant default (defaults)" said it twice.
+    let screen = screen_text(&scenario_oom_screen(), 80, 24);
+    assert!(screen.contains("variant default 1/3"), "{screen}");
+    assert!(!screen.contains("(defaults)"), "{screen}");
+}

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use color_eyre::eyre::WrapErr;
 
 use super::text::{REPORT_WIDTH, cells, wrap, wrap_hanging, wrap_words};
+use crate::alloc::sizing::display_bytes;
 use crate::alloc::{TraceAction, human_bytes};
 use crate::scenario::engine::{STEP_TIME_US, run_variant_model};
 use crate::scenario::{self, Scenario, ScenarioResult};
@@ -286,12 +287,16 @@ pub fn render(r: &ScenarioResult) -> String {
             if s.oom.is_some() {
                 label.push_str(" · OUT OF MEMORY");
             }
+            // Three significant digits, as the screens write bytes: at
+            // most 9 cells, where the reports' two decimals ran to 11
+            // ("530.00 MiB" for 530 MiB + 4 KiB pushed its row's label
+            // out of its column, under a "530 MiB" that was exact).
             let figures = format!(
                 "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4} {:>5.1}  ",
                 s.step,
-                human_bytes(s.allocated),
-                human_bytes(s.reserved),
-                human_bytes(s.driver_used),
+                display_bytes(s.allocated),
+                display_bytes(s.reserved),
+                display_bytes(s.driver_used),
                 s.segments,
                 // Of `segs`, those wholly free: beside frag% so that a
                 // high figure of only cached memory (empty_cache returns

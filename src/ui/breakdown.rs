@@ -359,7 +359,9 @@ impl Widget for BreakdownPane<'_> {
                 rows.y += 1;
                 rows.height -= 1;
             }
-            chrome::lines_at(buf, rows, &body.lines);
+            // A warning wrapped past the pane's last row is cut there,
+            // and says so.
+            chrome::lines_at_marking_cut(buf, rows, &body.lines);
         }
         theme.finish(area, buf);
     }

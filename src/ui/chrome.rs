@@ -269,6 +269,34 @@ pub(crate) fn lines_at(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
     }
 }
 
+/// Like [`lines_at`], but where `lines` has more lines than `area` has
+/// rows the last row shown ends in "…": a wrapped sentence cut at a row's
+/// end read as whole ("… (25 % of reserved): try").
+pub(crate) fn lines_at_marking_cut(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
+    let rows = usize::from(area.height);
+    if lines.len() <= rows {
+        lines_at(buf, area, lines);
+        return;
+    }
+    let Some(last) = rows.checked_sub(1) else {
+        return;
+    };
+    lines_at(buf, area, &lines[..last]);
+    if let (Some(line), Ok(row)) = (lines.get(last), u16::try_from(last)) {
+        line_at(buf, area, row, &ending_in_ellipsis(line, area.width));
+    }
+}
+
+/// `line` with an "…" after it, cut to `width` cells (the "…" kept) where
+/// the two do not fit.
+pub(crate) fn ending_in_ellipsis<'a>(line: &Line<'a>, width: u16) -> Line<'a> {
+    let style = line.spans.last().map_or(line.style, |s| s.style);
+    let mut marked = line.clone();
+    marked.spans.push(Span::styled("…", style));
+    // Wider than `width`: `fit` cuts within `line` and ends in its own "…".
+    fit(&marked, width)
+}
+
 /// Renders `text` word-wrapped to `area`'s width in `style` (the panes'
 /// "n/a, because …" notes).
 pub(crate) fn note_at(buf: &mut Buffer, area: Rect, text: &str, style: Style) {

@@ -423,10 +423,12 @@ impl<'a> StressPane<'a> {
         let Some(run) = &p.scenario else {
             return lines;
         };
-        let conf = if run.alloc_conf().is_empty() {
-            "defaults".to_string()
-        } else {
-            run.alloc_conf().to_string()
+        // The settings beside the variant's name, unless the name says
+        // them: "variant default (defaults)" said it twice.
+        let conf = match (run.alloc_conf(), run.variant_name()) {
+            ("", "default") => String::new(),
+            ("", _) => " (defaults)".to_string(),
+            (conf, _) => format!(" ({conf})"),
         };
         // Flowed onto as many lines as the width needs: the next step's
         // label is the part to read, never cut at the edge.
@@ -463,7 +465,7 @@ impl<'a> StressPane<'a> {
             item(
                 "variant ",
                 Span::raw(format!(
-                    "{} ({conf}) {}/{}",
+                    "{}{conf} {}/{}",
                     run.variant_name(),
                     run.variant + 1,
                     run.scenario.variants.len()
