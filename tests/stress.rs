@@ -3520,7 +3520,7 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
     let keymap = Keymap::default();
     let text = |a| ui::oom_advice_text(a, &keymap);
     assert!(text(every[2]).starts_with("free some of the panel's live tensors (d, o, x, D): "));
-    assert!(text(every[5]).ends_with(" of it be reused (press S to try)"));
+    assert!(text(every[5]).ends_with(" of it in whole 20 MiB pages be reused (press S to try)"));
     // On screen, after the panel's OOM at 80×24.
     let state = stress_screen();
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test backend");

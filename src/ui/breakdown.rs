@@ -245,6 +245,9 @@ impl<'a> BreakdownPane<'a> {
                 a.allocated(),
                 a.reserved(),
                 a.stats.inactive_split_bytes.large_pool.current.max(0) as u64,
+                // Segments of another moment than the stats (a probe's
+                // older ones) still say the blocks' sizes.
+                &a.layout,
             )
         {
             let warning = cached_free_warning(&advice);
@@ -375,11 +378,14 @@ fn cached_free_warning(advice: &CachedFreeAdvice) -> String {
         format::bytes(advice.cached),
         advice.percent_of_reserved.round()
     );
-    if advice.suggest_max_split_size {
-        text.push_str(
-            "; most of it is in split large blocks: max_split_size_mb:N (e.g. 512) \
-             stops big blocks being split",
-        );
+    if let Some(max_split) = advice.max_split_size {
+        let value = match max_split.example_mb {
+            Some(mb) => format!("max_split_size_mb:{mb}"),
+            None => "max_split_size_mb:N (N MiB below their size)".to_string(),
+        };
+        text.push_str(&format!(
+            "; most of it is in split large blocks: {value} stops them being split"
+        ));
     }
     text
 }
@@ -387,18 +393,40 @@ fn cached_free_warning(advice: &CachedFreeAdvice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc::advice::MaxSplitAdvice;
 
     const GIB: u64 = 1 << 30;
 
     #[test]
     fn the_warning_names_the_cache_its_share_and_each_remedy_advised() {
-        let plain = cached_free_advice(6 * GIB, 9 * GIB, 0).expect("3 GiB, 33 %");
+        let plain = cached_free_advice(6 * GIB, 9 * GIB, 0, &[]).expect("3 GiB, 33 %");
         let w = cached_free_warning(&plain);
         assert!(w.starts_with("3.00 GiB reserved but unallocated"), "{w}");
         assert!(w.contains("(33 % of reserved)"), "{w}");
         assert!(w.contains("expandable_segments:True"), "{w}");
         assert!(!w.contains("max_split_size_mb"), "{w}");
-        let split = cached_free_advice(6 * GIB, 9 * GIB, 2 * GIB).expect("advises");
-        assert!(cached_free_warning(&split).contains("max_split_size_mb"));
+        let split = cached_free_advice(6 * GIB, 9 * GIB, 2 * GIB, &[]).expect("advises");
+        let w = cached_free_warning(&split);
+        assert!(
+            w.contains("max_split_size_mb:N (N MiB below their size)"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn the_max_split_advice_names_the_value_the_allocator_state_gives() {
+        let advice = CachedFreeAdvice {
+            cached: 3 * GIB,
+            percent_of_reserved: 33.0,
+            max_split_size: Some(MaxSplitAdvice {
+                example_mb: Some(128),
+            }),
+        };
+        let w = cached_free_warning(&advice);
+        assert!(
+            w.ends_with("split large blocks: max_split_size_mb:128 stops them being split"),
+            "{w}"
+        );
+        assert!(!w.contains("512"), "{w}");
     }
 }

@@ -981,7 +981,7 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
                 .unwrap_or_default();
             let reusable = b(reusable);
             let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it be reused{try_it}"
+                "{SETTINGS} would let {reusable} of it {PAGES} be reused{try_it}"
             )];
             wordings.extend(settings_wordings(&reusable, &[try_it]));
             wordings
@@ -1000,7 +1000,7 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
             };
             let reusable = b(reusable);
             let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it be reused{}",
+                "{SETTINGS} would let {reusable} of it {PAGES} be reused{}",
                 tails[0]
             )];
             wordings.extend(settings_wordings(&reusable, &tails));
@@ -1018,7 +1018,7 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
             };
             let reusable = b(reusable);
             let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it be reused; no variant of this scenario \
+                "{SETTINGS} would let {reusable} of it {PAGES} be reused; no variant of this scenario \
                  sets them{}",
                 tails[0]
             )];
@@ -1061,6 +1061,12 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
 /// spells them.
 const SETTINGS: &str = "expandable_segments:True or max_split_size_mb";
 
+/// What the reusable figure counts: the free blocks' whole 20 MiB pages
+/// (figures.rs), less than what a variant may then reuse where the
+/// slivers join up (fragmentation_oom's expandable variant reuses them
+/// all).
+const PAGES: &str = "in whole 20 MiB pages";
+
 /// The shorter wordings of advice to try the settings that would let
 /// `reusable` be reused, longest first: each of `tails` (how to try them,
 /// longest first) after the settings, then the last after
@@ -1068,7 +1074,7 @@ const SETTINGS: &str = "expandable_segments:True or max_split_size_mb";
 fn settings_wordings(reusable: &str, tails: &[String]) -> Vec<String> {
     let mut wordings: Vec<String> = tails
         .iter()
-        .map(|t| format!("{SETTINGS} would reuse {reusable}{t}"))
+        .map(|t| format!("{SETTINGS} would reuse {reusable} in 20 MiB pages{t}"))
         .collect();
     if let Some(last) = tails.last() {
         wordings.push(format!(
