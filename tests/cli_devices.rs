@@ -135,6 +135,32 @@ fn doctor_with_a_fake_nvml_reports_its_gpus_and_the_libraries_of_each_process() 
 }
 
 #[test]
+fn doctor_advises_what_the_nvml_failure_calls_for_not_an_install() {
+    // 18: NVML_ERROR_LIB_RM_VERSION_MISMATCH, a driver upgraded without a
+    // reboot. The NVML line says so; the advice must not say "missing".
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_INIT_ERROR", "18")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["doctor", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let error = v["nvml"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("versions differ"), "{out}");
+    let advice: Vec<&str> = v["advice"]
+        .as_array()
+        .expect("advice")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(advice.iter().any(|a| a.contains("reboot")), "{advice:?}");
+    assert!(
+        !advice.iter().any(|a| a.contains("is missing")),
+        "{advice:?}"
+    );
+}
+
+#[test]
 fn check_without_a_gpu_runs_on_the_simulation_and_passes() {
     let (code, out, err) = vramtop(&["check", "--json", "--budget", "256MiB"], None);
     let v = json(&out);

@@ -11,7 +11,7 @@ use std::time::Instant;
 use common::fake_nvml::{Variant, build_fake_nvml, expect, fake_nvml_variant_with, fake_nvml_with};
 use vramtop::device::nvml::NvmlTelemetry;
 use vramtop::device::procfs::{self, LibraryKind};
-use vramtop::device::{GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError};
+use vramtop::device::{GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError, Unavailability};
 
 /// An NVML backend over a fake configured by `settings`; `None` without cc.
 fn fake(settings: &[(&str, &str)]) -> Option<NvmlTelemetry> {
@@ -32,7 +32,9 @@ fn ok(reading: &GpuReading) -> &GpuSample {
 /// The reason of an `Unavailable` init, failing on anything else.
 fn unavailable_reason(result: Result<NvmlTelemetry, TelemetryError>) -> String {
     match result {
-        Err(TelemetryError::Unavailable { backend, reason }) => {
+        Err(TelemetryError::Unavailable {
+            backend, reason, ..
+        }) => {
             assert_eq!(backend, "nvml");
             assert!(!reason.is_empty());
             assert!(!reason.contains('\n'), "one line: {reason:?}");
@@ -321,11 +323,54 @@ fn driver_problems_at_init_are_unavailable_with_a_reason_a_user_understands() {
 }
 
 #[test]
+fn driver_problems_at_init_are_told_apart_by_kind() {
+    let cases = [
+        ("9", Unavailability::DriverNotLoaded),
+        ("4", Unavailability::NoPermission),
+        ("18", Unavailability::VersionMismatch),
+        ("999", Unavailability::Other),
+    ];
+    for (code, kind) in cases {
+        let Some(lib) = fake_nvml_with(&[("FAKE_NVML_INIT_ERROR", code)]) else {
+            return;
+        };
+        match NvmlTelemetry::init_with_library(&lib) {
+            Err(TelemetryError::Unavailable { cause, .. }) => {
+                assert_eq!(cause, kind, "code {code}");
+            }
+            other => panic!("code {code}: expected Unavailable, got {other:?}"),
+        }
+    }
+    let missing = NvmlTelemetry::init_with_library(Path::new("/nonexistent/libnvidia-ml.so.1"));
+    assert!(
+        matches!(
+            missing,
+            Err(TelemetryError::Unavailable {
+                cause: Unavailability::LibraryMissing,
+                ..
+            })
+        ),
+        "{missing:?}"
+    );
+}
+
+#[test]
 fn a_driver_with_no_gpus_is_unavailable() {
     let Some(lib) = fake_nvml_with(&[("FAKE_NVML_GPUS", "0")]) else {
         return;
     };
-    let reason = unavailable_reason(NvmlTelemetry::init_with_library(&lib));
+    let result = NvmlTelemetry::init_with_library(&lib);
+    assert!(
+        matches!(
+            result,
+            Err(TelemetryError::Unavailable {
+                cause: Unavailability::NoDevices,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    let reason = unavailable_reason(result);
     assert_eq!(reason, "the NVIDIA driver reports no GPUs");
 }
 

@@ -10,7 +10,7 @@ use super::cuda::{self, CudaProbe};
 use super::factory::{BackendChoice, select_telemetry};
 use super::procfs::{self, LibraryKind, MappedLibrary};
 use super::sim::{NotStarted, SIM_WARMUP_MS, SimCluster, SimConfig, not_started_note};
-use super::telemetry::{DriverInfo, GpuReading};
+use super::telemetry::{DriverInfo, GpuReading, TelemetryError, Unavailability};
 
 /// One GPU process and the CUDA libraries it has mapped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -166,6 +166,15 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
 
     let selection = select_telemetry(choice, sim);
     let mut simulation = None;
+    // Why NVML did not start, as a kind: the advice differs with it.
+    let mut nvml_cause = None;
+    let mut cause_of = |e: &TelemetryError| {
+        nvml_cause = Some(match e {
+            TelemetryError::Unavailable { cause, .. } => *cause,
+            TelemetryError::Failed { .. } => Unavailability::Other,
+        });
+        e.to_string()
+    };
     let (backend, fallback_reason, mut telemetry, nvml) = match selection {
         Ok(sel) => {
             simulation = sel.sim.clone();
@@ -173,13 +182,13 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
             let nvml = if sel.backend == "nvml" {
                 Ok(info)
             } else if let Some(e) = &sel.nvml_error {
-                Err(e.to_string())
+                Err(cause_of(e))
             } else {
                 // `--backend sim` does not need NVML; it is still looked
                 // for, since what was found is doctor's answer.
                 match super::nvml::NvmlTelemetry::init() {
                     Ok(nvml) => Ok(super::Telemetry::driver_info(&nvml)),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(cause_of(&e)),
                 }
             };
             (
@@ -193,15 +202,18 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
             "none".to_string(),
             Some(e.to_string()),
             None,
-            Err(e.to_string()),
+            Err(cause_of(&e)),
         ),
     };
-    if nvml.is_err() {
-        advice.push(
-            "NVML (libnvidia-ml.so.1) is missing: install the NVIDIA driver to see real GPUs; \
-             vramtop runs on a simulated GPU meanwhile (`--backend sim` to choose it explicitly)"
-                .to_string(),
-        );
+    if let Some(cause) = nvml_cause {
+        let mut text = nvml_advice(cause).to_string();
+        if backend == "sim" {
+            text.push_str(
+                "; vramtop runs on a simulated GPU meanwhile (`--backend sim` to choose it \
+                 explicitly)",
+            );
+        }
+        advice.push(text);
     }
     if !cuda_probe.driver_library_found || cuda_probe.devices.is_empty() {
         // The CUDA line above gives the reason; repeated here it began a
@@ -337,6 +349,41 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
     }
 }
 
+/// What to do about NVML not starting for `cause`: each kind its own
+/// remedy, so that the advice never contradicts the NVML line above it
+/// (a driver/library mismatch is not fixed by installing a driver).
+pub fn nvml_advice(cause: Unavailability) -> &'static str {
+    match cause {
+        Unavailability::LibraryMissing => {
+            "NVML (libnvidia-ml.so.1) is missing: install the NVIDIA driver to see real GPUs"
+        }
+        Unavailability::LibraryUnusable => {
+            "NVML (libnvidia-ml.so.1) could not be loaded (the NVML line says why): \
+             reinstall the NVIDIA driver to see real GPUs"
+        }
+        Unavailability::DriverNotLoaded => {
+            "load the NVIDIA kernel driver (`sudo modprobe nvidia`, or reboot) to see real GPUs"
+        }
+        Unavailability::NoPermission => {
+            "give this user read and write access to /dev/nvidiactl and /dev/nvidia* (in a \
+             container, expose the GPUs to it) to see real GPUs"
+        }
+        Unavailability::VersionMismatch => {
+            "the NVIDIA kernel driver and libnvidia-ml differ in version (a driver upgrade \
+             without a reboot): reboot, or unload and load the nvidia kernel modules, to see \
+             real GPUs"
+        }
+        Unavailability::NoDevices => {
+            "the NVIDIA driver sees no GPUs: check that one is installed and, in a container, \
+             exposed to it (e.g. `--gpus all`); CUDA_VISIBLE_DEVICES does not hide GPUs from NVML"
+        }
+        Unavailability::Other => {
+            "NVML did not start (the NVML line says why): `nvidia-smi` shows whether the \
+             driver works"
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +393,30 @@ mod tests {
             kind,
             path: format!("/x/lib{version}.so"),
             version: Some(version.to_string()),
+        }
+    }
+
+    #[test]
+    fn nvml_advice_matches_the_kind_of_failure() {
+        use Unavailability as U;
+        assert!(nvml_advice(U::LibraryMissing).contains("install the NVIDIA driver"));
+        let mismatch = nvml_advice(U::VersionMismatch);
+        assert!(mismatch.contains("reboot"), "{mismatch}");
+        assert!(!mismatch.contains("missing"), "{mismatch}");
+        assert!(!mismatch.contains("install"), "{mismatch}");
+        assert!(nvml_advice(U::NoPermission).contains("/dev/nvidiactl"));
+        assert!(nvml_advice(U::DriverNotLoaded).contains("modprobe nvidia"));
+        assert!(nvml_advice(U::NoDevices).contains("sees no GPUs"));
+        // Only a missing library is called missing.
+        for cause in [
+            U::LibraryUnusable,
+            U::DriverNotLoaded,
+            U::NoPermission,
+            U::VersionMismatch,
+            U::NoDevices,
+            U::Other,
+        ] {
+            assert!(!nvml_advice(cause).contains("missing"), "{cause:?}");
         }
     }
 

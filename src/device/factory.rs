@@ -131,6 +131,7 @@ mod tests {
         let no_nvml = || TelemetryError::Unavailable {
             backend: "nvml",
             reason: "libnvidia-ml.so.1 not found".into(),
+            cause: crate::device::Unavailability::LibraryMissing,
         };
         let why = |gpus| {
             let config = SimConfig {
@@ -166,6 +167,7 @@ mod tests {
             Some(TelemetryError::Unavailable {
                 backend: "nvml",
                 reason: "no NVIDIA driver is installed (libnvidia-ml.so.1 not found)".into(),
+                cause: crate::device::Unavailability::LibraryMissing,
             }),
         )
         .fallback_reason

@@ -20,6 +20,7 @@ pub mod telemetry;
 
 pub use telemetry::{
     DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError,
+    Unavailability,
 };
 
 use crate::alloc::DeviceError;

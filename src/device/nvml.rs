@@ -24,6 +24,7 @@ use nvml_wrapper::{Device, Nvml};
 use super::procfs::{self, UserNames};
 use super::telemetry::{
     DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError,
+    Unavailability,
 };
 
 const BACKEND: &str = "nvml";
@@ -114,11 +115,13 @@ impl NvmlTelemetry {
             .map_err(|e| TelemetryError::Unavailable {
                 backend: BACKEND,
                 reason: format!("NVML could not count the GPUs: {}", describe(&e)),
+                cause: Unavailability::Other,
             })?;
         if count == 0 {
             return Err(TelemetryError::Unavailable {
                 backend: BACKEND,
                 reason: "the NVIDIA driver reports no GPUs".to_owned(),
+                cause: Unavailability::NoDevices,
             });
         }
         let gpus = (0..count)
@@ -373,36 +376,53 @@ fn describe(e: &NvmlError) -> String {
 /// Turns a failed `nvmlInit` into a one-line reason. `explicit` is the path
 /// the caller asked for, `None` for the default library search.
 fn init_error(library: &str, explicit: Option<&Path>, e: NvmlError) -> TelemetryError {
-    let reason = match &e {
+    use Unavailability as U;
+    let (reason, cause) = match &e {
         NvmlError::LibloadingError(load) => {
             let text = load.to_string();
             match explicit {
-                Some(path) if !path.exists() => format!("{library} not found"),
-                None if text.contains("No such file") => {
-                    format!("no NVIDIA driver is installed ({library} not found)")
-                }
-                _ => format!("could not load {library}: {text}"),
+                Some(path) if !path.exists() => (format!("{library} not found"), U::LibraryMissing),
+                None if text.contains("No such file") => (
+                    format!("no NVIDIA driver is installed ({library} not found)"),
+                    U::LibraryMissing,
+                ),
+                _ => (
+                    format!("could not load {library}: {text}"),
+                    U::LibraryUnusable,
+                ),
             }
         }
-        NvmlError::FailedToLoadSymbol(detail) => {
-            format!("{library} is not a usable NVML library ({detail})")
-        }
-        NvmlError::DriverNotLoaded => {
+        NvmlError::FailedToLoadSymbol(detail) => (
+            format!("{library} is not a usable NVML library ({detail})"),
+            U::LibraryUnusable,
+        ),
+        NvmlError::DriverNotLoaded => (
             "the NVIDIA kernel driver is not loaded (libnvidia-ml is installed, \
              but the nvidia module is not running)"
-                .to_owned()
-        }
-        NvmlError::NoPermission => "no permission to talk to the NVIDIA driver \
+                .to_owned(),
+            U::DriverNotLoaded,
+        ),
+        NvmlError::NoPermission => (
+            "no permission to talk to the NVIDIA driver \
              (check access to /dev/nvidiactl and /dev/nvidia*)"
-            .to_owned(),
-        NvmlError::LibRmVersionMismatch => "the NVIDIA kernel driver and libnvidia-ml \
+                .to_owned(),
+            U::NoPermission,
+        ),
+        NvmlError::LibRmVersionMismatch => (
+            "the NVIDIA kernel driver and libnvidia-ml \
              versions differ (reboot or reload the driver after an upgrade)"
-            .to_owned(),
-        other => format!("NVML failed to initialise: {}", describe(other)),
+                .to_owned(),
+            U::VersionMismatch,
+        ),
+        other => (
+            format!("NVML failed to initialise: {}", describe(other)),
+            U::Other,
+        ),
     };
     TelemetryError::Unavailable {
         backend: BACKEND,
         reason,
+        cause,
     }
 }
 

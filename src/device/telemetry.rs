@@ -114,6 +114,29 @@ pub struct DriverInfo {
     pub cuda_driver_version: Option<u32>,
 }
 
+/// Why a backend could not start, as a kind: what `doctor` advises
+/// doing differs with it (install, reload, permissions), the words of
+/// `reason` alone would leave it to guessing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unavailability {
+    /// The library is not installed.
+    LibraryMissing,
+    /// The library is there but could not be loaded or lacks entry points.
+    LibraryUnusable,
+    /// The kernel driver is not loaded.
+    DriverNotLoaded,
+    /// No permission to talk to the driver.
+    NoPermission,
+    /// Kernel driver and library of different versions (an upgrade
+    /// without a reboot or reload).
+    VersionMismatch,
+    /// The driver answers but reports no GPUs.
+    NoDevices,
+    /// Anything else: the reason says what.
+    Other,
+}
+
 /// A telemetry backend failed as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TelemetryError {
@@ -121,6 +144,7 @@ pub enum TelemetryError {
     Unavailable {
         backend: &'static str,
         reason: String,
+        cause: Unavailability,
     },
     #[error("{backend} failed: {reason}")]
     Failed {
