@@ -135,6 +135,30 @@ fn doctor_with_a_fake_nvml_reports_its_gpus_and_the_libraries_of_each_process() 
 }
 
 #[test]
+fn doctor_words_each_process_libraries_and_why_they_are_unreadable() {
+    let Some(lib) = fake_nvml_with(&[]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    // The fake lists vramtop itself on GPU 0: its maps show the fake NVML.
+    let (code, out, err) = vramtop(&["doctor"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("loads libnvidia-ml.so.1"), "{out}");
+    assert!(!out.contains("nvml 1"), "{out}");
+    // Any process whose libraries are unreadable says why in the JSON.
+    let (code, out, err) = vramtop(&["doctor", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    for p in v["processes"].as_array().expect("processes") {
+        if p["libraries"].is_null() && p["simulated"] == false {
+            assert!(p["unreadable"]["reason"].is_string(), "{p}");
+        } else {
+            assert!(p.get("unreadable").is_none(), "{p}");
+        }
+    }
+}
+
+#[test]
 fn doctor_advises_what_the_nvml_failure_calls_for_not_an_install() {
     // 18: NVML_ERROR_LIB_RM_VERSION_MISMATCH, a driver upgraded without a
     // reboot. The NVML line says so; the advice must not say "missing".

@@ -10,6 +10,7 @@ use super::DeviceArgs;
 use super::text::{REPORT_WIDTH, wrap_phrases_under, wrap_under};
 use crate::alloc::human_bytes;
 use crate::device::doctor::{DoctorReport, diagnose};
+use crate::device::procfs::MappedLibrary;
 
 /// `config_read`: the config file found (named or the default one), if
 /// any; `config_error`: why its values were not applied, if they were not.
@@ -132,13 +133,20 @@ pub fn render(r: &DoctorReport) -> String {
     for p in &r.processes {
         let libs = match &p.libraries {
             None if p.simulated => "simulated: no real process, libraries not checked".to_string(),
-            None => "libraries not readable (another user's process)".to_string(),
+            None => match &p.unreadable {
+                Some(why) => format!("libraries not readable: {}", why.describe()),
+                None => "libraries not readable".to_string(),
+            },
             Some(l) if l.is_empty() => "no CUDA libraries mapped".to_string(),
-            Some(l) => l
-                .iter()
-                .map(|m| format!("{} {}", m.kind.label(), m.version.as_deref().unwrap_or("?")))
-                .collect::<Vec<_>>()
-                .join(", "),
+            // The files as the process maps them: their names say the
+            // library and its version (libcudart.so.12, libnvidia-ml.so.1).
+            Some(l) => format!(
+                "loads {}",
+                l.iter()
+                    .map(MappedLibrary::file_name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         };
         // Under the GPUs, 2 cells in; the command line and the libraries
         // wrap under the command's start.

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::cuda::{self, CudaProbe};
 use super::factory::{BackendChoice, select_telemetry};
-use super::procfs::{self, LibraryKind, MappedLibrary};
+use super::procfs::{self, LibraryKind, MappedLibrary, MapsUnreadable};
 use super::sim::{NotStarted, SIM_WARMUP_MS, SimCluster, SimConfig, not_started_note};
 use super::telemetry::{DriverInfo, GpuReading, TelemetryError, Unavailability};
 
@@ -18,9 +18,12 @@ pub struct ProcessLibraries {
     pub gpu: u32,
     pub pid: u32,
     pub command: Option<String>,
-    /// `None` when /proc/PID/maps is not readable (another user's process)
+    /// `None` when /proc/PID/maps is not readable (`unreadable` says why)
     /// or the process is simulated (no /proc entry to read).
     pub libraries: Option<Vec<MappedLibrary>>,
+    /// Why `libraries` could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<MapsUnreadable>,
     /// A process of the simulated GPU: its pid is not a real process, so
     /// its libraries were not looked for.
     pub simulated: bool,
@@ -266,12 +269,16 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                         pid: p.pid,
                         command: p.command.clone(),
                         libraries: None,
+                        unreadable: None,
                         simulated: true,
                         warnings: Vec::new(),
                     }));
                 } else {
                     for p in &s.processes {
-                        let libraries = procfs::gpu_libraries(p.pid);
+                        let (libraries, unreadable) = match procfs::gpu_libraries(p.pid) {
+                            Ok(l) => (Some(l), None),
+                            Err(why) => (None, Some(why)),
+                        };
                         let warnings = libraries
                             .as_deref()
                             .map(|l| environment_warnings(l, driver_cuda))
@@ -281,6 +288,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                             pid: p.pid,
                             command: p.command.clone(),
                             libraries,
+                            unreadable,
                             simulated: false,
                             warnings,
                         });

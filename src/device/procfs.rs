@@ -4,7 +4,8 @@
 //! Nothing here fails loudly. Processes exit between the driver listing them
 //! and us reading `/proc`, `/proc` may be mounted with `hidepid`, and another
 //! user's `maps` is unreadable; every lookup therefore returns `None` (or an
-//! empty value) instead of an error, and the UI shows "n/a".
+//! empty value) instead of an error, and the UI shows "n/a" — except the
+//! libraries, for which `doctor` says why they could not be read.
 //!
 //! The parsing is split into pure functions over text so it can be tested on
 //! hand-written inputs; the thin readers around them only do the I/O.
@@ -115,18 +116,111 @@ pub fn command_line(pid: u32) -> Option<String> {
     (!comm.is_empty()).then(|| comm.to_owned())
 }
 
+/// Why a process's `/proc/PID/maps` could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum MapsUnreadable {
+    /// No such process here: it exited, or its pid is of another pid
+    /// namespace (NVML gives host pids, a container sees its own).
+    Gone,
+    /// Permission denied, and the process runs as another user (`uid`).
+    OtherUser { uid: u32 },
+    /// Permission denied for a process of our own user (or of unknown
+    /// owner): the kernel's ptrace check refused, as for a non-dumpable
+    /// process, under `kernel.yama.ptrace_scope`, or without
+    /// CAP_SYS_PTRACE (containers drop it).
+    Denied,
+    /// Any other read error, in the system's words.
+    Failed { error: String },
+}
+
+impl MapsUnreadable {
+    /// Why, for a person: "… (another user's process)" only when it is.
+    pub fn describe(&self) -> String {
+        match self {
+            MapsUnreadable::Gone => "no such process here (it exited, or its pid is of another \
+                 pid namespace)"
+                .to_string(),
+            MapsUnreadable::OtherUser { uid } => {
+                format!("permission denied (another user's process, uid {uid})")
+            }
+            MapsUnreadable::Denied => "permission denied by the kernel's ptrace check (a \
+                 non-dumpable process, kernel.yama.ptrace_scope, or no CAP_SYS_PTRACE)"
+                .to_string(),
+            MapsUnreadable::Failed { error } => error.clone(),
+        }
+    }
+}
+
+/// Why `/proc/PID/maps` failed to read with `kind`, for a process owned by
+/// `owner` read by `me` (effective uids; `None` when unknown).
+pub fn why_unreadable(
+    kind: std::io::ErrorKind,
+    error: &str,
+    owner: Option<u32>,
+    me: Option<u32>,
+) -> MapsUnreadable {
+    use std::io::ErrorKind as K;
+    match kind {
+        K::NotFound => MapsUnreadable::Gone,
+        K::PermissionDenied => match (owner, me) {
+            (Some(uid), Some(me)) if uid != me => MapsUnreadable::OtherUser { uid },
+            _ => MapsUnreadable::Denied,
+        },
+        _ => MapsUnreadable::Failed {
+            error: error.to_string(),
+        },
+    }
+}
+
+/// The effective uid of `pid` ("self" for ours), from its status file.
+fn status_uid(pid: &str) -> Option<u32> {
+    parse_status_uid(&read_to_string_limited(
+        &format!("/proc/{pid}/status"),
+        64 * 1024,
+    )?)
+}
+
 /// The CUDA-stack libraries `pid` has mapped, each file once, in the order
-/// they appear in `/proc/PID/maps`. `None` when maps cannot be read (the
-/// process is gone or belongs to another user).
-pub fn gpu_libraries(pid: u32) -> Option<Vec<MappedLibrary>> {
+/// they appear in `/proc/PID/maps`, or why maps cannot be read.
+pub fn gpu_libraries(pid: u32) -> Result<Vec<MappedLibrary>, MapsUnreadable> {
     // Maps of a PyTorch process run to a few hundred KiB; read all of it,
     // this is an on-demand detail view, not part of the 1 Hz sample.
     let mut text = String::new();
-    File::open(format!("/proc/{pid}/maps"))
-        .ok()?
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(parse_maps(&text))
+    let read =
+        File::open(format!("/proc/{pid}/maps")).and_then(|mut f| f.read_to_string(&mut text));
+    match read {
+        Ok(_) => Ok(parse_maps(&text)),
+        Err(e) => {
+            // An exited process's read fails with ESRCH, not ENOENT.
+            let kind = if e.raw_os_error() == Some(nix::libc::ESRCH) {
+                std::io::ErrorKind::NotFound
+            } else {
+                e.kind()
+            };
+            Err(why_unreadable(
+                kind,
+                &e.to_string(),
+                status_uid(&pid.to_string()),
+                status_uid("self"),
+            ))
+        }
+    }
+}
+
+impl MappedLibrary {
+    /// The file the process maps, e.g. `libnvidia-ml.so.1`; the kind and
+    /// version where the path has no file name.
+    pub fn file_name(&self) -> String {
+        match self.path.rsplit('/').next().filter(|n| !n.is_empty()) {
+            Some(name) => name.to_string(),
+            None => format!(
+                "{} {}",
+                self.kind.label(),
+                self.version.as_deref().unwrap_or("?")
+            ),
+        }
+    }
 }
 
 /// Caches uid → user name lookups in `/etc/passwd` (a miss is cached as the
@@ -303,6 +397,49 @@ fn read_to_string_limited(path: &str, limit: u64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_process_of_another_uid_is_called_another_users() {
+        use std::io::ErrorKind as K;
+        // vramtop as root, reading root's pid 1: refused, but not for
+        // being another user's.
+        assert_eq!(
+            why_unreadable(K::PermissionDenied, "", Some(0), Some(0)),
+            MapsUnreadable::Denied
+        );
+        assert_eq!(
+            why_unreadable(K::PermissionDenied, "", None, Some(0)),
+            MapsUnreadable::Denied
+        );
+        assert_eq!(
+            why_unreadable(K::PermissionDenied, "", Some(1000), Some(0)),
+            MapsUnreadable::OtherUser { uid: 1000 }
+        );
+        assert_eq!(
+            why_unreadable(K::NotFound, "", None, Some(0)),
+            MapsUnreadable::Gone
+        );
+        assert!(!MapsUnreadable::Denied.describe().contains("another user"));
+        assert!(
+            MapsUnreadable::OtherUser { uid: 1000 }
+                .describe()
+                .contains("another user's process, uid 1000")
+        );
+        assert_eq!(
+            why_unreadable(K::Other, "Input/output error", Some(0), Some(0)).describe(),
+            "Input/output error"
+        );
+    }
+
+    #[test]
+    fn a_library_is_named_by_its_file() {
+        let lib = MappedLibrary {
+            kind: LibraryKind::Nvml,
+            path: "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1".to_string(),
+            version: Some("1".to_string()),
+        };
+        assert_eq!(lib.file_name(), "libnvidia-ml.so.1");
+    }
 
     const STATUS: &str = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n\
         Ngid:\t0\nPid:\t4242\nPPid:\t4100\nTracerPid:\t0\nUid:\t1000\t1001\t1000\t1000\n\
@@ -523,11 +660,11 @@ mod tests {
     }
 
     #[test]
-    fn a_process_that_does_not_exist_gives_nothing() {
+    fn a_process_that_does_not_exist_gives_nothing_and_libraries_say_it_is_gone() {
         // Linux pids never exceed 2^22 (PID_MAX_LIMIT), so this one is free.
         let pid = u32::MAX - 1;
         assert_eq!(process_info(pid), ProcessInfo::default());
-        assert_eq!(gpu_libraries(pid), None);
+        assert_eq!(gpu_libraries(pid), Err(MapsUnreadable::Gone));
     }
 
     #[test]
