@@ -530,6 +530,52 @@ mod tests {
     use super::*;
     use crate::alloc::fragmentation;
 
+    /// A large-pool segment at `address` made of `blocks` (size, state) laid
+    /// end to end; an active block's requested size is its size.
+    fn large_segment(
+        address: u64,
+        blocks: &[(u64, crate::alloc::BlockState)],
+    ) -> crate::alloc::SegmentInfo {
+        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        let mut at = address;
+        let blocks: Vec<BlockInfo> = blocks
+            .iter()
+            .map(|&(size, state)| {
+                let requested_size = if state == BlockState::Inactive {
+                    0
+                } else {
+                    size
+                };
+                let b = BlockInfo {
+                    address: at,
+                    size,
+                    requested_size,
+                    state,
+                };
+                at += size;
+                b
+            })
+            .collect();
+        let active: u64 = blocks
+            .iter()
+            .filter(|b| b.state != BlockState::Inactive)
+            .map(|b| b.size)
+            .sum();
+        SegmentInfo {
+            device: 0,
+            address,
+            total_size: at - address,
+            allocated_size: active,
+            active_size: active,
+            requested_size: active,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks,
+        }
+    }
+
     #[test]
     fn bucket_labels_show_the_bound_and_its_direction() {
         let f = fragmentation(&[]);
@@ -594,28 +640,11 @@ mod tests {
 
     #[test]
     fn no_free_blocks_note_wraps_in_a_narrow_pane() {
-        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        use crate::alloc::BlockState;
         const MIB: u64 = 1 << 20;
         let mut stats = crate::alloc::DeviceStats::default();
         stats.reserved_bytes.all.current = 20 << 20;
-        let full = SegmentInfo {
-            device: 0,
-            address: 0x7f00_0000_0000,
-            total_size: 20 * MIB,
-            allocated_size: 20 * MIB,
-            active_size: 20 * MIB,
-            requested_size: 20 * MIB,
-            stream: 0,
-            segment_type: PoolKind::Large,
-            segment_pool_id: (0, 0),
-            is_expandable: false,
-            blocks: vec![BlockInfo {
-                address: 0x7f00_0000_0000,
-                size: 20 * MIB,
-                requested_size: 20 * MIB,
-                state: BlockState::ActiveAllocated,
-            }],
-        };
+        let full = large_segment(0x7f00_0000_0000, &[(20 * MIB, BlockState::ActiveAllocated)]);
         let view = AllocatorView::new("pid 1".into(), Some(1), stats, vec![full]);
         let drawn = pane_text(view, 36, 6);
         let flat = drawn.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -627,41 +656,9 @@ mod tests {
 
     #[test]
     fn wholly_free_segments_are_said_beside_the_fragmentation_where_there_are_some() {
-        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        use crate::alloc::{BlockState, SegmentInfo};
         const MIB: u64 = 1 << 20;
-        let segment = |address: u64, blocks: &[(u64, BlockState)]| {
-            let mut at = address;
-            let blocks: Vec<BlockInfo> = blocks
-                .iter()
-                .map(|&(size, state)| {
-                    let b = BlockInfo {
-                        address: at,
-                        size,
-                        requested_size: if state == BlockState::Inactive {
-                            0
-                        } else {
-                            size
-                        },
-                        state,
-                    };
-                    at += size;
-                    b
-                })
-                .collect();
-            SegmentInfo {
-                device: 0,
-                address,
-                total_size: at - address,
-                allocated_size: 0,
-                active_size: 0,
-                requested_size: 0,
-                stream: 0,
-                segment_type: PoolKind::Large,
-                segment_pool_id: (0, 0),
-                is_expandable: false,
-                blocks,
-            }
-        };
+        let segment = large_segment;
         let mut stats = crate::alloc::DeviceStats::default();
         stats.reserved_bytes.all.current = 1044 << 20;
         // Two free 512 MiB segments beside a split 20 MiB one: frag 67 %,
@@ -695,45 +692,19 @@ mod tests {
 
     #[test]
     fn histogram_bars_are_as_long_as_the_buckets_bytes_not_their_block_counts() {
-        use crate::alloc::{BlockInfo, BlockState, PoolKind, SegmentInfo};
+        use crate::alloc::BlockState;
         const MIB: u64 = 1 << 20;
         // Ten free 1 MiB blocks between allocated ones, then one free
         // 1 GiB block: by count the 1 MiB bucket's bar would be ten times
         // the 1 GiB one's; by bytes it is about a hundredth of it.
         let mut blocks = Vec::new();
-        let mut address = 0x7f00_0000_0000u64;
-        let mut push = |size, state| {
-            blocks.push(BlockInfo {
-                address,
-                size,
-                requested_size: if state == BlockState::Inactive {
-                    0
-                } else {
-                    size
-                },
-                state,
-            });
-            address += size;
-        };
         for _ in 0..10 {
-            push(MIB, BlockState::Inactive);
-            push(MIB, BlockState::ActiveAllocated);
+            blocks.push((MIB, BlockState::Inactive));
+            blocks.push((MIB, BlockState::ActiveAllocated));
         }
-        push(1024 * MIB, BlockState::Inactive);
+        blocks.push((1024 * MIB, BlockState::Inactive));
         let total = 1044 * MIB;
-        let segment = SegmentInfo {
-            device: 0,
-            address: 0x7f00_0000_0000,
-            total_size: total,
-            allocated_size: 10 * MIB,
-            active_size: 10 * MIB,
-            requested_size: 10 * MIB,
-            stream: 0,
-            segment_type: PoolKind::Large,
-            segment_pool_id: (0, 0),
-            is_expandable: false,
-            blocks,
-        };
+        let segment = large_segment(0x7f00_0000_0000, &blocks);
         let mut stats = crate::alloc::DeviceStats::default();
         stats.reserved_bytes.all.current = i64::try_from(total).unwrap_or(i64::MAX);
         let view = AllocatorView::new("pid 1".into(), Some(1), stats, vec![segment]);
