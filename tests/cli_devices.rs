@@ -648,3 +648,97 @@ fn doctor_says_which_simulated_processes_could_not_start_in_the_words_of_once() 
     let (_, text, _) = vramtop(&["doctor", "--backend", "sim"], None);
     assert!(!text.contains("could not start"), "{text}");
 }
+
+/// A fake NVML whose `nvmlInit` fails with NVML_ERROR_DRIVER_NOT_LOADED
+/// (9): the library is installed, the driver is broken.
+fn broken_driver() -> Option<std::path::PathBuf> {
+    let lib = fake_nvml_with(&[("FAKE_NVML_INIT_ERROR", "9")])?;
+    Some(
+        lib.parent()
+            .expect("the library has a folder")
+            .to_path_buf(),
+    )
+}
+
+#[test]
+fn record_under_auto_refuses_a_broken_driver_instead_of_recording_the_sim() {
+    let Some(dir) = broken_driver() else {
+        return;
+    };
+    let (code, out, err) = vramtop(
+        &["record", "-", "--duration", "1s", "--interval", "500ms"],
+        Some(&dir),
+    );
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(!out.contains("\"backend\":\"sim\""), "{out}");
+    assert!(err.contains("kernel driver is not loaded"), "{err}");
+    assert!(err.contains("--backend sim"), "{err}");
+}
+
+#[test]
+fn serve_under_auto_refuses_a_broken_driver_instead_of_serving_the_sim() {
+    let Some(dir) = broken_driver() else {
+        return;
+    };
+    let mut child = common::vramtop_command(&["serve", "--listen", "127.0.0.1:0"])
+        .env("LD_LIBRARY_PATH", &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("vramtop starts");
+    // A liveness bound: without the refusal, serve runs until killed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("stderr");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let status = status.unwrap_or_else(|| panic!("serve kept running: {err}"));
+    assert!(!status.success(), "{err}");
+    assert!(!err.contains("serving metrics"), "{err}");
+    assert!(err.contains("kernel driver is not loaded"), "{err}");
+    assert!(err.contains("--backend sim"), "{err}");
+}
+
+#[test]
+fn once_under_auto_still_shows_a_broken_driver_simulated_and_says_why() {
+    let Some(dir) = broken_driver() else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["--once"], Some(&dir));
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("backend: sim; showing 1 simulated GPU: "),
+        "{out}"
+    );
+    let (code, out, err) = vramtop(&["--once", "--json"], Some(&dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["backend"], "sim", "{out}");
+    let banner = v["banner"].as_str().unwrap_or_default();
+    assert!(banner.contains("kernel driver is not loaded"), "{out}");
+}
+
+#[test]
+fn an_explicit_sim_backend_still_serves_and_records_beside_a_broken_driver() {
+    let Some(dir) = broken_driver() else {
+        return;
+    };
+    let (code, out, err) = vramtop(
+        &["record", "-", "--backend", "sim", "--duration", "1s"],
+        Some(&dir),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"backend\":\"sim\""), "{out}");
+}

@@ -12,7 +12,7 @@ use color_eyre::eyre::{WrapErr, eyre};
 use super::{DashboardArgs, DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
 use crate::app::source::HeadlessSample;
-use crate::device::factory::{TelemetrySelection, select_telemetry};
+use crate::device::factory::{AutoPolicy, TelemetrySelection, select_telemetry_with};
 use crate::device::sampler::Sampler;
 use crate::device::sim::SIM_WARMUP_MS;
 use crate::shell::run::{RunOptions, run as run_dashboard};
@@ -24,8 +24,10 @@ use crate::ui::format::count;
 /// connecting).
 const PROBE_WAIT: Duration = Duration::from_millis(1_500);
 
-fn select(device: &DeviceArgs) -> color_eyre::Result<TelemetrySelection> {
-    select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))
+/// The backend, with `policy` for `--backend auto`: the dashboard and
+/// `--once` simulate a broken driver under a banner, `record` refuses to.
+fn select(device: &DeviceArgs, policy: AutoPolicy) -> color_eyre::Result<TelemetrySelection> {
+    select_telemetry_with(device.backend, &device.sim_config(), policy).map_err(|e| eyre!("{e}"))
 }
 
 /// The live dashboard.
@@ -40,7 +42,7 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
              `vramtop --once --json` or `vramtop record FILE`"
         ));
     }
-    let selection = select(device)?;
+    let selection = select(device, AutoPolicy::INTERACTIVE)?;
     let no_color = display.no_color || std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut theme = if no_color {
         Theme::monochrome()
@@ -88,7 +90,7 @@ pub fn once(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
 pub fn once_sample(device: &DeviceArgs) -> color_eyre::Result<HeadlessSample> {
     // Probes are discovered while the backend starts.
     let registry = crate::probe::Registry::start_default();
-    let mut selection = select(device)?;
+    let mut selection = select(device, AutoPolicy::INTERACTIVE)?;
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
     }
@@ -118,7 +120,7 @@ pub fn record(
     {
         return Err(eyre!(problem));
     }
-    let selection = select(device)?;
+    let selection = select(device, AutoPolicy::EXPORT)?;
     let shown = if to_stdout {
         "stdout".to_string()
     } else {

@@ -27,7 +27,7 @@ use super::{DeviceArgs, SamplingArgs};
 use crate::app::observe::AllocatorSources;
 use crate::app::source::probe_oom_counts;
 use crate::device::GpuReading;
-use crate::device::factory::select_telemetry;
+use crate::device::factory::{AutoPolicy, select_telemetry_with};
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::serve::check_listen;
 use crate::serve::http::{self, Limits};
@@ -121,8 +121,10 @@ pub fn run(
     allow_remote: bool,
 ) -> color_eyre::Result<ExitCode> {
     check_listen(listen, allow_remote).map_err(|e| eyre!("{e}"))?;
-    let selection =
-        select_telemetry(device.backend, &device.sim_config()).map_err(|e| eyre!("{e}"))?;
+    // A broken driver fails here rather than being served as a healthy
+    // simulated GPU; no driver at all is still simulated.
+    let selection = select_telemetry_with(device.backend, &device.sim_config(), AutoPolicy::EXPORT)
+        .map_err(|e| eyre!("{e}"))?;
     if let Some(reason) = &selection.fallback_reason {
         super::say_warning(reason);
     }

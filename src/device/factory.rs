@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::nvml::NvmlTelemetry;
 use super::sim::{SIM_WARMUP_MS, SimCluster, SimConfig};
-use super::telemetry::{Telemetry, TelemetryError};
+use super::telemetry::{Telemetry, TelemetryError, Unavailability};
 
 /// `--backend`: where telemetry comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -66,20 +66,96 @@ fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> Telemetr
     }
 }
 
-/// Chooses the telemetry backend. `Nvml` fails when NVML does not
-/// initialise; `Auto` then falls back to the simulation and explains why.
+/// When `--backend auto` falls back to the simulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoPolicy {
+    /// No NVML library at all (no NVIDIA driver installed): the default
+    /// case, simulated everywhere.
+    pub simulate_without_driver: bool,
+    /// The library is there but fails to initialise or lists no GPU (a
+    /// broken driver).
+    pub simulate_on_broken_driver: bool,
+}
+
+impl AutoPolicy {
+    /// The dashboard, `--once`, doctor and check: a person reads the
+    /// banner that says the GPU is simulated and why.
+    pub const INTERACTIVE: AutoPolicy = AutoPolicy {
+        simulate_without_driver: true,
+        simulate_on_broken_driver: true,
+    };
+    /// `serve` and `record`: machine-readable exports, read by no one who
+    /// would see a banner. A broken driver exported as a healthy simulated
+    /// GPU would hide the very fault they are run to catch.
+    pub const EXPORT: AutoPolicy = AutoPolicy {
+        simulate_without_driver: true,
+        simulate_on_broken_driver: false,
+    };
+}
+
+/// What an export under `--backend auto` adds to a broken driver's error.
+pub const BROKEN_DRIVER_HINT: &str = "a broken driver is not exported as a simulated \
+     GPU (add --backend sim to export the simulation)";
+
+/// Chooses the telemetry backend, with the interactive policy. `Nvml`
+/// fails when NVML does not initialise; `Auto` then falls back to the
+/// simulation and explains why.
 pub fn select_telemetry(
     choice: BackendChoice,
     sim: &SimConfig,
+) -> Result<TelemetrySelection, TelemetryError> {
+    select_telemetry_with(choice, sim, AutoPolicy::INTERACTIVE)
+}
+
+/// Chooses the telemetry backend; `policy` says when `Auto` may fall back
+/// to the simulation.
+pub fn select_telemetry_with(
+    choice: BackendChoice,
+    sim: &SimConfig,
+    policy: AutoPolicy,
 ) -> Result<TelemetrySelection, TelemetryError> {
     match choice {
         BackendChoice::Sim => Ok(simulated(sim, None)),
         BackendChoice::Nvml => Ok(nvml_selection(NvmlTelemetry::init()?)),
         BackendChoice::Auto => match NvmlTelemetry::init() {
             Ok(nvml) => Ok(nvml_selection(nvml)),
-            Err(e) => Ok(simulated(sim, Some(e))),
+            Err(e) => fall_back(sim, e, policy),
         },
     }
+}
+
+/// `Auto`'s answer to an NVML that could not be used: a missing library is
+/// no driver, any other failure a broken one.
+fn fall_back(
+    sim: &SimConfig,
+    error: TelemetryError,
+    policy: AutoPolicy,
+) -> Result<TelemetrySelection, TelemetryError> {
+    let allowed = match &error {
+        TelemetryError::Unavailable {
+            cause: Unavailability::LibraryMissing,
+            ..
+        } => policy.simulate_without_driver,
+        _ => policy.simulate_on_broken_driver,
+    };
+    if allowed {
+        return Ok(simulated(sim, Some(error)));
+    }
+    Err(match error {
+        TelemetryError::Unavailable {
+            backend,
+            reason,
+            cause,
+        } => TelemetryError::Unavailable {
+            backend,
+            reason: format!("{reason}; {BROKEN_DRIVER_HINT}"),
+            cause,
+        },
+        TelemetryError::Failed { backend, reason } => TelemetryError::Failed {
+            backend,
+            reason: format!("{reason}; {BROKEN_DRIVER_HINT}"),
+        },
+    })
 }
 
 /// The simulation the one-off commands (`--once`, `serve`, `doctor`,
@@ -185,6 +261,47 @@ mod tests {
         let err =
             select_telemetry(BackendChoice::Nvml, &SimConfig::default()).expect_err("no NVML");
         assert!(matches!(err, TelemetryError::Unavailable { .. }));
+    }
+
+    fn broken(library_found: bool) -> TelemetryError {
+        TelemetryError::Unavailable {
+            backend: "nvml",
+            reason: "the NVIDIA kernel driver is not loaded".into(),
+            cause: if library_found {
+                Unavailability::DriverNotLoaded
+            } else {
+                Unavailability::LibraryMissing
+            },
+        }
+    }
+
+    #[test]
+    fn exports_refuse_a_broken_driver_with_the_error_and_the_sim_hint() {
+        let err = fall_back(&SimConfig::default(), broken(true), AutoPolicy::EXPORT)
+            .expect_err("a broken driver is not simulated for an export");
+        let text = err.to_string();
+        assert!(
+            text.starts_with("nvml is not available: the NVIDIA kernel driver is not loaded; "),
+            "{text}"
+        );
+        assert!(text.contains("--backend sim"), "{text}");
+    }
+
+    #[test]
+    fn exports_still_simulate_a_machine_without_a_driver() {
+        let sel = fall_back(&SimConfig::default(), broken(false), AutoPolicy::EXPORT)
+            .expect("no driver at all is the default case");
+        assert_eq!(sel.backend, "sim");
+        assert!(sel.fallback_reason.is_some());
+    }
+
+    #[test]
+    fn the_dashboard_simulates_a_broken_driver_and_says_why() {
+        let sel = fall_back(&SimConfig::default(), broken(true), AutoPolicy::INTERACTIVE)
+            .expect("interactive falls back");
+        assert_eq!(sel.backend, "sim");
+        let why = sel.fallback_reason.unwrap_or_default();
+        assert!(why.ends_with("driver is not loaded"), "{why}");
     }
 
     #[test]
