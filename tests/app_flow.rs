@@ -1486,7 +1486,7 @@ fn simulated_processes_without_room_for_a_context_are_said_not_started_not_cycle
             .gpus
             .get(*gpu as usize)
             .and_then(|g| g.sample())
-            .map(|s| s.processes.iter().map(|p| p.pid).collect())
+            .map(|s| s.listed_processes().iter().map(|p| p.pid).collect())
             .unwrap_or_default();
         for pid in pids {
             assert!(

@@ -742,3 +742,25 @@ fn an_explicit_sim_backend_still_serves_and_records_beside_a_broken_driver() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"backend\":\"sim\""), "{out}");
 }
+
+#[test]
+fn once_says_processes_are_unknown_where_the_driver_cannot_list_them() {
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_UNSUPPORTED", "processes")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("  processes: n/a (not supported by the driver)\n"),
+        "{out}"
+    );
+    assert!(!out.contains("no processes"), "unknown, not idle: {out}");
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert!(v["gpus"][0]["processes"].is_null(), "{out}");
+    // Without the list, all of "used" would read as held by no process.
+    assert!(v["gpus"][0]["unattributed"].is_null(), "{out}");
+    assert!(v["gpus"][0]["memory_used"].is_u64(), "{out}");
+}

@@ -69,7 +69,7 @@ fn every_gpu_field_is_mapped_exactly_from_nvml() {
         assert_eq!(s.memory_clock_mhz, Some(expect::MEMORY_CLOCK_MHZ));
         assert_eq!(s.fan_percent, Some(expect::fan_percent(gpu)));
         assert_eq!(s.mig, None);
-        assert_eq!(s.processes.len(), 2);
+        assert_eq!(s.listed_processes().len(), 2);
     }
 }
 
@@ -82,7 +82,7 @@ fn processes_carry_used_memory_and_our_user_and_command_from_proc() {
         let gpu = i as u32;
         let s = ok(reading);
         let own = s
-            .processes
+            .listed_processes()
             .iter()
             .find(|p| p.pid == own_pid)
             .expect("this test process is listed");
@@ -99,7 +99,7 @@ fn processes_carry_used_memory_and_our_user_and_command_from_proc() {
         assert_eq!((own.gpu_instance_id, own.compute_instance_id), (None, None));
 
         let init = s
-            .processes
+            .listed_processes()
             .iter()
             .find(|p| p.pid == 1)
             .expect("pid 1 is listed");
@@ -133,8 +133,7 @@ fn every_unsupported_metric_is_none_and_the_gpu_still_answers() {
     let readings = sample(&mut t);
     assert_eq!(readings.len(), 2);
     for (i, reading) in readings.iter().enumerate() {
-        let mut bare = GpuSample::unknown(i as u32, expect::NAME);
-        bare.processes = Vec::new();
+        let bare = GpuSample::unknown(i as u32, expect::NAME);
         assert_eq!(ok(reading), &bare, "only the identity is known");
     }
 }
@@ -210,7 +209,11 @@ fn mig_enabled_gpu_gets_one_row_per_mig_device_with_its_processes() {
     assert_eq!(rows.len(), 4, "GPU 0, its two MIG devices, GPU 1: {rows:?}");
     assert_eq!((rows[0].index, rows[0].mig.as_ref()), (0, None));
     assert_eq!((rows[3].index, rows[3].mig.as_ref()), (1, None));
-    assert_eq!(rows[0].processes.len(), 2, "the parent lists every process");
+    assert_eq!(
+        rows[0].listed_processes().len(),
+        2,
+        "the parent lists every process"
+    );
 
     let own_pid = std::process::id();
     for (slot, row) in rows[1..3].iter().enumerate() {
@@ -235,11 +238,11 @@ fn mig_enabled_gpu_gets_one_row_per_mig_device_with_its_processes() {
         // Whole-GPU figures belong to the parent row only.
         assert_eq!(row.gpu_utilization, None);
         assert_eq!(row.power_draw_mw, None);
-        let pids: Vec<u32> = row.processes.iter().map(|p| p.pid).collect();
+        let pids: Vec<u32> = row.listed_processes().iter().map(|p| p.pid).collect();
         let expected_pid = if slot == 0 { own_pid } else { 1 };
         assert_eq!(pids, vec![expected_pid], "MIG device {slot}");
         assert_eq!(
-            row.processes[0].gpu_instance_id,
+            row.listed_processes()[0].gpu_instance_id,
             Some(expect::mig_gpu_instance(slot))
         );
     }
@@ -254,7 +257,7 @@ fn missing_mig_entry_points_give_no_mig_rows() {
     let readings = sample(&mut t);
     assert_eq!(readings.len(), 2, "{readings:?}");
     assert!(readings.iter().all(|r| ok(r).mig.is_none()));
-    assert_eq!(ok(&readings[0]).processes.len(), 2);
+    assert_eq!(ok(&readings[0]).listed_processes().len(), 2);
 }
 
 #[test]

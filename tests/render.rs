@@ -1087,7 +1087,7 @@ fn segments_highlight_the_selected_block_and_describe_it() {
 /// allocator visible.
 fn process_tree_state() -> AppState {
     let mut s = sample(0, 20 * GIB);
-    s.processes = vec![
+    s.processes = Some(vec![
         process(100, Some(1), 14 * GIB, "python train.py --epochs 3"),
         process(
             101,
@@ -1095,7 +1095,7 @@ fn process_tree_state() -> AppState {
             4 * GIB,
             "python train.py (DataLoader worker 0)",
         ),
-    ];
+    ]);
     let mut stats = DeviceStats::default();
     stats.allocated_bytes.all.current = (10 * GIB) as i64;
     stats.reserved_bytes.all.current = (12 * GIB) as i64;
@@ -1124,6 +1124,27 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
         "{rest}"
     );
     insta::assert_snapshot!("processes_tree", terminal.backend());
+}
+
+#[test]
+fn processes_pane_says_n_a_for_a_gpu_whose_driver_cannot_list_them() {
+    let mut s = sample(0, 20 * GIB);
+    s.processes = None;
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::new());
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(&state, &theme), 100, 4);
+    let buf = terminal.backend().buffer();
+    let row = row_text(buf, 2);
+    assert!(
+        row.contains("processes: n/a (not supported by the driver)"),
+        "{row}"
+    );
+    // Unknown, not idle: neither "no GPU processes" nor all of "used"
+    // as held by no process.
+    let all: String = (0..4).map(|y| row_text(buf, y)).collect();
+    assert!(!all.contains("no GPU processes"), "{all}");
+    assert!(!all.contains("unattributed"), "{all}");
 }
 
 #[test]

@@ -160,10 +160,10 @@ fn reading() -> GpuReading {
         gpu_instance_id: None,
         compute_instance_id: None,
     };
-    s.processes = vec![
+    s.processes = Some(vec![
         proc_(PROBE_PID, 10 * GIB + GIB / 2, "python train.py --lr 3e-4"),
         proc_(999, 2 * GIB, "python infer.py"),
-    ];
+    ]);
     GpuReading::Ok(s)
 }
 

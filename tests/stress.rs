@@ -703,7 +703,7 @@ fn the_simulated_stress_process_is_listed_as_simulated_like_the_simulations_othe
     let commands: Vec<String> = sample
         .iter()
         .filter_map(|r| r.sample())
-        .flat_map(|s| s.processes.iter())
+        .flat_map(|s| s.listed_processes().iter())
         .filter_map(|p| p.command.clone())
         .collect();
     assert!(

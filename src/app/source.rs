@@ -245,7 +245,7 @@ pub fn account_probes_in_simulation(
             }) else {
                 continue;
             };
-            if sample.processes.iter().any(|row| row.pid == pid) {
+            if sample.listed_processes().iter().any(|row| row.pid == pid) {
                 continue;
             }
             if let Some(used) = sample.memory_used.as_mut() {
@@ -256,7 +256,11 @@ pub fn account_probes_in_simulation(
                     *free = free.saturating_sub(*used - before);
                 }
             }
-            sample.processes.push(crate::device::GpuProcess {
+            // A driver that cannot list processes keeps its list unknown.
+            let Some(list) = sample.processes.as_mut() else {
+                continue;
+            };
+            list.push(crate::device::GpuProcess {
                 pid,
                 used_memory: Some(bytes),
                 user: p.user.clone(),
@@ -1135,15 +1139,18 @@ mod tests {
         sample.memory_total = Some(80 << 30);
         sample.memory_used = Some(used);
         sample.memory_free = Some((80 << 30) - used);
-        sample.processes.push(crate::device::GpuProcess {
-            pid: 4242,
-            used_memory: Some(used),
-            user: Some("sim".into()),
-            command: Some("python train.py".into()),
-            parent_pid: Some(1),
-            gpu_instance_id: None,
-            compute_instance_id: None,
-        });
+        sample
+            .processes
+            .get_or_insert_with(Vec::new)
+            .push(crate::device::GpuProcess {
+                pid: 4242,
+                used_memory: Some(used),
+                user: Some("sim".into()),
+                command: Some("python train.py".into()),
+                parent_pid: Some(1),
+                gpu_instance_id: None,
+                compute_instance_id: None,
+            });
         GpuReading::Ok(sample)
     }
 
@@ -1166,7 +1173,7 @@ mod tests {
         assert_eq!(s.memory_used, Some((1 << 30) + (800 << 20)));
         assert_eq!(s.memory_free, Some((80 << 30) - (1 << 30) - (800 << 20)));
         let row = s
-            .processes
+            .listed_processes()
             .iter()
             .find(|p| p.pid == 77)
             .expect("the probe's row");

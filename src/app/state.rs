@@ -345,12 +345,13 @@ pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Optio
 }
 
 /// Driver-used memory no listed process accounts for (other PID namespaces,
-/// zombies), when every figure is known.
+/// zombies), when every figure is known: `None` too where the driver cannot
+/// list the processes (all of "used" would read as unattributed).
 pub fn unattributed(sample: &GpuSample) -> Option<u64> {
     let used = sample.memory_used?;
     let mut listed = 0u64;
-    for p in &sample.processes {
-        listed += p.used_memory?;
+    for p in sample.processes.as_ref()? {
+        listed = listed.saturating_add(p.used_memory?);
     }
     Some(used.saturating_sub(listed))
 }
@@ -385,7 +386,7 @@ pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<Pro
     let all: Vec<(u32, &GpuProcess)> = samples
         .iter()
         .filter(|s| s.mig.is_none())
-        .flat_map(|s| s.processes.iter().map(move |p| (s.index, p)))
+        .flat_map(|s| s.listed_processes().iter().map(move |p| (s.index, p)))
         .collect();
     let gpu_pids: std::collections::BTreeSet<u32> = all.iter().map(|(_, p)| p.pid).collect();
     let is_child = |p: &GpuProcess| {
@@ -449,6 +450,10 @@ pub enum ProcessLine {
         gpu: u32,
         bytes: u64,
     },
+    /// GPU `gpu`'s driver cannot list its processes: unknown, not idle.
+    Unlisted {
+        gpu: u32,
+    },
 }
 
 impl ProcessLine {
@@ -456,7 +461,7 @@ impl ProcessLine {
     pub fn gpu(&self) -> u32 {
         match self {
             ProcessLine::Process(r) => r.gpu,
-            ProcessLine::Unattributed { gpu, .. } => *gpu,
+            ProcessLine::Unattributed { gpu, .. } | ProcessLine::Unlisted { gpu } => *gpu,
         }
     }
 }
@@ -912,6 +917,9 @@ impl AppState {
         }
         // MIG instances share their parent's memory: counted once, there.
         for s in samples.iter().filter(|s| s.mig.is_none()) {
+            if s.processes.is_none() {
+                lines.push(ProcessLine::Unlisted { gpu: s.index });
+            }
             if let Some(bytes) = unattributed(s)
                 && bytes > 0
             {
@@ -1101,9 +1109,14 @@ mod tests {
     #[test]
     fn unattributed_memory_is_what_no_listed_process_holds() {
         let mut s = sample(0, 10 * GIB);
-        s.processes = vec![proc_(1, None, Some(4 * GIB)), proc_(2, None, Some(GIB))];
+        s.processes = Some(vec![
+            proc_(1, None, Some(4 * GIB)),
+            proc_(2, None, Some(GIB)),
+        ]);
         assert_eq!(unattributed(&s), Some(5 * GIB));
-        s.processes.push(proc_(3, None, None));
+        s.processes
+            .get_or_insert_with(Vec::new)
+            .push(proc_(3, None, None));
         assert_eq!(
             unattributed(&s),
             None,
@@ -1112,13 +1125,22 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_whose_driver_cannot_list_processes_has_no_unattributed_figure() {
+        let mut s = sample(0, 10 * GIB);
+        s.processes = None;
+        assert_eq!(unattributed(&s), None, "unknown, not all of used");
+        s.processes = Some(Vec::new());
+        assert_eq!(unattributed(&s), Some(10 * GIB));
+    }
+
+    #[test]
     fn process_tree_puts_children_under_parents_and_flags_their_contexts() {
         let mut s = sample(0, 10 * GIB);
-        s.processes = vec![
+        s.processes = Some(vec![
             proc_(100, Some(1), Some(4 * GIB)),
             proc_(101, Some(100), Some(GIB)),
             proc_(200, Some(1), Some(GIB)),
-        ];
+        ]);
         let rows = process_rows(&[&s], true, "");
         let order: Vec<(u32, usize, bool)> = rows
             .iter()

@@ -838,18 +838,19 @@ mod tests {
             .enumerate()
             .map(|(i, pids)| {
                 let mut g = GpuSample::unknown(i as u32, "GPU");
-                g.processes = pids
-                    .iter()
-                    .map(|&pid| crate::device::GpuProcess {
-                        pid,
-                        used_memory: None,
-                        user: None,
-                        command: None,
-                        parent_pid: None,
-                        gpu_instance_id: None,
-                        compute_instance_id: None,
-                    })
-                    .collect();
+                g.processes = Some(
+                    pids.iter()
+                        .map(|&pid| crate::device::GpuProcess {
+                            pid,
+                            used_memory: None,
+                            user: None,
+                            command: None,
+                            parent_pid: None,
+                            gpu_instance_id: None,
+                            compute_instance_id: None,
+                        })
+                        .collect(),
+                );
                 GpuReading::Ok(g)
             })
             .collect();

@@ -120,30 +120,29 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
         ),
     );
     line(out, &wrap_under("  ", &figures, REPORT_WIDTH));
-    if s.processes.is_empty() {
-        line(out, "  no processes");
-    } else {
-        line(
+    let processes = s.listed_processes();
+    match &s.processes {
+        None => line(out, &format!("  {}", format::PROCESSES_NA)),
+        Some(list) if list.is_empty() => line(out, "  no processes"),
+        Some(list) => line(
             out,
             &format!(
                 "  {}:",
-                format::count_of(s.processes.len(), "process", "processes")
+                format::count_of(list.len(), "process", "processes")
             ),
-        );
+        ),
     }
-    let pid_w = s
-        .processes
+    let pid_w = processes
         .iter()
         .map(|p| p.pid.to_string().len())
         .max()
         .unwrap_or(0);
-    let mems: Vec<String> = s
-        .processes
+    let mems: Vec<String> = processes
         .iter()
         .map(|p| format::opt_bytes(p.used_memory))
         .collect();
     let mem_w = mems.iter().map(|m| cells(m)).max().unwrap_or(0);
-    for (p, mem) in s.processes.iter().zip(&mems) {
+    for (p, mem) in processes.iter().zip(&mems) {
         // PROCESS_INDENT, "pid ", the pid, 2 spaces, the command, 2
         // spaces, the memory right-aligned at the report's edge.
         let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + 2 + mem_w;
@@ -347,7 +346,12 @@ mod tests {
             text.contains("memory n/a (n/a), util n/a, temp n/a, power n/a"),
             "{text}"
         );
-        assert!(text.contains("  no processes\n"), "{text}");
+        // An unknown process list is n/a too, not an idle GPU.
+        assert!(
+            text.contains("  processes: n/a (not supported by the driver)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("no processes"), "{text}");
         assert!(text.contains("allocator: n/a"), "{text}");
         assert!(!text.contains(" 0 B"), "{text}");
     }
@@ -400,10 +404,10 @@ mod tests {
         s.temperature_c = Some(65);
         s.power_draw_mw = Some(250_400);
         s.power_limit_mw = Some(700_000);
-        s.processes = vec![
+        s.processes = Some(vec![
             process(4242, Some(3 << 29), "python train.py"),
             process(17, None, "python eval.py"),
-        ];
+        ]);
         let mut g = gpu(s);
         g.allocator = Some(allocator(396 << 20, 560 << 20));
         let text = render(&sample(vec![g]));
@@ -493,7 +497,11 @@ mod tests {
     #[test]
     fn long_names_commands_banners_and_messages_stay_in_80_cells() {
         let mut s = GpuSample::unknown(0, "训练".repeat(60));
-        s.processes = vec![process(1, Some(1 << 20), &"python -m torch.x ".repeat(20))];
+        s.processes = Some(vec![process(
+            1,
+            Some(1 << 20),
+            &"python -m torch.x ".repeat(20),
+        )]);
         let mut mig = GpuSample::unknown(7, "A100 MIG 1g.10gb");
         mig.mig = Some(MigInfo {
             parent_index: 0,

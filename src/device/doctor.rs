@@ -264,7 +264,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                 // (their pids may be another, real process's): listed as the
                 // dashboard lists them, their libraries not looked for.
                 if backend != "nvml" {
-                    processes.extend(s.processes.iter().map(|p| ProcessLibraries {
+                    processes.extend(s.listed_processes().iter().map(|p| ProcessLibraries {
                         gpu: s.index,
                         pid: p.pid,
                         command: p.command.clone(),
@@ -274,7 +274,7 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                         warnings: Vec::new(),
                     }));
                 } else {
-                    for p in &s.processes {
+                    for p in s.listed_processes() {
                         let (libraries, unreadable) = match procfs::gpu_libraries(p.pid) {
                             Ok(l) => (Some(l), None),
                             Err(why) => (None, Some(why)),

@@ -224,29 +224,34 @@ fn sample_gpu(
 }
 
 /// The compute processes on `device`, with owner and command from /proc.
-/// A GPU that cannot list them (not supported, no permission) has none.
-fn processes(device: &Device<'_>, users: &mut UserNames) -> Result<Vec<GpuProcess>, NvmlError> {
+/// `None` for a GPU that cannot list them (not supported, no permission):
+/// unknown, never an idle GPU.
+fn processes(
+    device: &Device<'_>,
+    users: &mut UserNames,
+) -> Result<Option<Vec<GpuProcess>>, NvmlError> {
     let Some(list) = metric(device.running_compute_processes())? else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
-    Ok(list
-        .into_iter()
-        .map(|p| {
-            let info = procfs::process_info_with(p.pid, users);
-            GpuProcess {
-                pid: p.pid,
-                used_memory: match p.used_gpu_memory {
-                    UsedGpuMemory::Used(bytes) => Some(bytes),
-                    UsedGpuMemory::Unavailable => None,
-                },
-                user: info.user,
-                command: info.command,
-                parent_pid: info.parent_pid,
-                gpu_instance_id: p.gpu_instance_id,
-                compute_instance_id: p.compute_instance_id,
-            }
-        })
-        .collect())
+    Ok(Some(
+        list.into_iter()
+            .map(|p| {
+                let info = procfs::process_info_with(p.pid, users);
+                GpuProcess {
+                    pid: p.pid,
+                    used_memory: match p.used_gpu_memory {
+                        UsedGpuMemory::Used(bytes) => Some(bytes),
+                        UsedGpuMemory::Unavailable => None,
+                    },
+                    user: info.user,
+                    command: info.command,
+                    parent_pid: info.parent_pid,
+                    gpu_instance_id: p.gpu_instance_id,
+                    compute_instance_id: p.compute_instance_id,
+                }
+            })
+            .collect(),
+    ))
 }
 
 /// One row per MIG device when MIG is enabled on `device`; none when MIG is
@@ -290,16 +295,16 @@ fn mig_samples(device: &Device<'_>, parent: &GpuSample) -> Result<Vec<GpuSample>
         // Processes on a MIG GPU carry their instance ids; without the
         // instance's ids no process can be placed in it.
         if let Some(gi) = gpu_instance_id {
-            row.processes = parent
-                .processes
-                .iter()
-                .filter(|p| {
-                    p.gpu_instance_id == Some(gi)
-                        && (compute_instance_id.is_none()
-                            || p.compute_instance_id == compute_instance_id)
-                })
-                .cloned()
-                .collect();
+            row.processes = parent.processes.as_ref().map(|list| {
+                list.iter()
+                    .filter(|p| {
+                        p.gpu_instance_id == Some(gi)
+                            && (compute_instance_id.is_none()
+                                || p.compute_instance_id == compute_instance_id)
+                    })
+                    .cloned()
+                    .collect()
+            });
         }
         row.mig = Some(MigInfo {
             parent_index: parent.index,

@@ -816,20 +816,21 @@ impl SimCluster {
             sample.fan_percent = Some(30 + util * 60 / 100);
         }
         if has(Metric::Processes) {
-            sample.processes = g
-                .processes
-                .iter()
-                .filter(|(_, p)| p.has_context)
-                .map(|(&pid, p)| GpuProcess {
-                    pid,
-                    used_memory: Some(p.allocator_bytes + s.config.context_overhead),
-                    user: Some(p.user.clone()),
-                    command: Some(p.command.clone()),
-                    parent_pid: Some(p.parent.unwrap_or(1)),
-                    gpu_instance_id: None,
-                    compute_instance_id: None,
-                })
-                .collect();
+            sample.processes = Some(
+                g.processes
+                    .iter()
+                    .filter(|(_, p)| p.has_context)
+                    .map(|(&pid, p)| GpuProcess {
+                        pid,
+                        used_memory: Some(p.allocator_bytes + s.config.context_overhead),
+                        user: Some(p.user.clone()),
+                        command: Some(p.command.clone()),
+                        parent_pid: Some(p.parent.unwrap_or(1)),
+                        gpu_instance_id: None,
+                        compute_instance_id: None,
+                    })
+                    .collect(),
+            );
         }
         GpuReading::Ok(sample)
     }
@@ -1161,7 +1162,7 @@ mod tests {
         let g = ok(&s[0]);
         assert_eq!(g.memory_total, Some(80 * GIB));
         assert_eq!(g.memory_used, Some(0));
-        assert!(g.processes.is_empty());
+        assert!(g.listed_processes().is_empty());
         assert_eq!(g.fan_percent, None, "an SXM board has no fan: n/a, not 0");
     }
 
@@ -1173,9 +1174,9 @@ mod tests {
         let s = c.telemetry().sample().expect("sim samples");
         let g = ok(&s[0]);
         assert_eq!(g.memory_used, Some(20 * MIB + DEFAULT_CONTEXT_OVERHEAD));
-        assert_eq!(g.processes.len(), 1);
+        assert_eq!(g.listed_processes().len(), 1);
         assert_eq!(
-            g.processes[0].used_memory,
+            g.listed_processes()[0].used_memory,
             Some(20 * MIB + DEFAULT_CONTEXT_OVERHEAD)
         );
         mem.free(p, 20 * MIB);
@@ -1351,7 +1352,11 @@ mod tests {
 
     fn listed_pids(c: &SimCluster, gpu: usize) -> Vec<u32> {
         let s = c.telemetry().sample().expect("sim");
-        ok(&s[gpu]).processes.iter().map(|p| p.pid).collect()
+        ok(&s[gpu])
+            .listed_processes()
+            .iter()
+            .map(|p| p.pid)
+            .collect()
     }
 
     #[test]

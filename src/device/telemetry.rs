@@ -55,7 +55,9 @@ pub struct GpuSample {
     pub memory_clock_mhz: Option<u32>,
     /// Percent of maximum fan speed.
     pub fan_percent: Option<u32>,
-    pub processes: Vec<GpuProcess>,
+    /// `None` when the driver cannot list them (not supported, no
+    /// permission): unknown, not "no processes".
+    pub processes: Option<Vec<GpuProcess>>,
     /// Set when this row is a MIG instance.
     pub mig: Option<MigInfo>,
 }
@@ -78,9 +80,15 @@ impl GpuSample {
             sm_clock_mhz: None,
             memory_clock_mhz: None,
             fan_percent: None,
-            processes: Vec::new(),
+            processes: None,
             mig: None,
         }
+    }
+
+    /// The processes the driver listed; none where it cannot list them
+    /// (for sums and rows; say "n/a" from `processes` itself).
+    pub fn listed_processes(&self) -> &[GpuProcess] {
+        self.processes.as_deref().unwrap_or_default()
     }
 }
 

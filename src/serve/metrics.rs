@@ -380,7 +380,7 @@ pub fn render(input: &MetricsInput<'_>) -> String {
         .iter()
         .filter(|(s, _)| s.mig.is_none())
         .flat_map(|(s, _)| {
-            s.processes.iter().filter_map(move |p| {
+            s.listed_processes().iter().filter_map(move |p| {
                 let used = p.used_memory?;
                 let (gpu, pid) = (s.index.to_string(), p.pid.to_string());
                 let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu), ("pid", &pid)];
@@ -479,7 +479,7 @@ mod tests {
             sm_clock_mhz: Some(1_980),
             memory_clock_mhz: Some(2_619),
             fan_percent: None,
-            processes: vec![GpuProcess {
+            processes: Some(vec![GpuProcess {
                 pid: 4242,
                 used_memory: Some(9 << 30),
                 user: None,
@@ -487,7 +487,7 @@ mod tests {
                 parent_pid: None,
                 gpu_instance_id: None,
                 compute_instance_id: None,
-            }],
+            }]),
             ..GpuSample::unknown(index, "NVIDIA H100 80GB HBM3")
         }
     }

@@ -6,6 +6,10 @@
 /// report. Never a 0: an unknown value is not an empty one.
 pub const NA: &str = "n/a";
 
+/// What `--once` and the processes pane say of a GPU whose driver cannot
+/// list its processes: unknown, not idle.
+pub const PROCESSES_NA: &str = "processes: n/a (not supported by the driver)";
+
 const KIB: u64 = 1 << 10;
 
 /// Binary units, smallest first; index = power of 1024.

@@ -207,6 +207,25 @@ impl Widget for ProcessesPane<'_> {
                     let room = width.saturating_sub(used);
                     spans.push(Span::raw(format::truncate(command, room)));
                 }
+                ProcessLine::Unlisted { gpu } => {
+                    spans.push(Span::styled(right("-", pid_w), theme.dim));
+                    if show_user {
+                        spans.push(Span::styled(format!(" {}", left("-", user_w)), theme.dim));
+                    }
+                    spans.extend(gpu_cell(*gpu, mark == Some(*gpu), gpu_w, theme));
+                    spans.push(Span::styled(format!(" {}", right(NA, mem_w)), theme.dim));
+                    if show_alloc {
+                        spans.push(Span::raw(format!(" {}", right("", alloc_w))));
+                    }
+                    let used: usize = spans.iter().map(Span::width).sum();
+                    spans.push(Span::styled(
+                        format::truncate(
+                            &format!(" {}", format::PROCESSES_NA),
+                            width.saturating_sub(used),
+                        ),
+                        theme.dim,
+                    ));
+                }
                 ProcessLine::Unattributed { gpu, bytes } => {
                     spans.push(Span::styled(right("-", pid_w), theme.dim));
                     if show_user {
