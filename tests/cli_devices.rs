@@ -764,3 +764,49 @@ fn once_says_processes_are_unknown_where_the_driver_cannot_list_them() {
     assert!(v["gpus"][0]["unattributed"].is_null(), "{out}");
     assert!(v["gpus"][0]["memory_used"].is_u64(), "{out}");
 }
+
+#[test]
+fn once_names_mig_devices_by_their_gpu_and_slot_not_as_other_gpus() {
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_GPUS", "2"), ("FAKE_NVML_MIG", "3")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let titles: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("GPU "))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "GPU 0  Fake H200",
+            "  GPU 0 MIG 0  Fake H200 MIG 1g.18gb",
+            "  GPU 0 MIG 1  Fake H200 MIG 1g.18gb",
+            "  GPU 0 MIG 2  Fake H200 MIG 1g.18gb",
+            "GPU 1  Fake H200",
+        ],
+        "{out}"
+    );
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows: Vec<(u64, Option<u64>)> = v["gpus"]
+        .as_array()
+        .expect("gpus")
+        .iter()
+        .map(|g| (g["index"].as_u64().expect("index"), g["mig_index"].as_u64()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0, None),
+            (0, Some(0)),
+            (0, Some(1)),
+            (0, Some(2)),
+            (1, None)
+        ],
+        "{out}"
+    );
+    assert!(v["gpus"][0]["mig_index"].is_null(), "{out}");
+}

@@ -802,6 +802,33 @@ pub struct HeadlessGpu {
     pub breakdown: Option<Breakdown>,
     /// Driver-used bytes no listed process accounts for.
     pub unattributed: Option<u64>,
+    /// A MIG device's slot on its physical GPU (nvidia-smi's "MIG dev"),
+    /// `None` for a physical GPU. A MIG row's `index` is its physical
+    /// GPU's, so that no two rows share an (`index`, `mig_index`).
+    pub mig_index: Option<u32>,
+}
+
+impl HeadlessGpu {
+    /// `reading` with no allocator figures yet. The telemetry's MIG row
+    /// carries its slot as `index`; here `index` is the physical GPU's and
+    /// the slot is `mig_index`.
+    pub fn bare(mut reading: GpuReading) -> HeadlessGpu {
+        let mut mig_index = None;
+        if let GpuReading::Ok(s) = &mut reading
+            && let Some(mig) = &s.mig
+        {
+            mig_index = Some(s.index);
+            s.index = mig.parent_index;
+        }
+        HeadlessGpu {
+            reading,
+            allocator: None,
+            allocators: Vec::new(),
+            breakdown: None,
+            unattributed: None,
+            mig_index,
+        }
+    }
 }
 
 /// One line of `--once --json` / `vramtop record`.
@@ -955,11 +982,10 @@ pub fn headless_sample(
                 None => (None, None, None),
             };
             HeadlessGpu {
-                reading,
                 allocator,
-                allocators: Vec::new(),
                 breakdown: bd,
                 unattributed: un,
+                ..HeadlessGpu::bare(reading)
             }
         })
         .collect();

@@ -92,16 +92,17 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
             return;
         }
     };
-    let lead = format!("GPU {}  ", s.index);
-    let name = match &s.mig {
-        Some(mig) => format!("{} (MIG on GPU {})", s.name, mig.parent_index),
-        None => s.name.clone(),
+    // A MIG device is named by its physical GPU and its slot, indented
+    // under that GPU, as nvidia-smi lists them: its `index` is the GPU's.
+    let lead = match gpu.mig_index {
+        Some(slot) => format!("  GPU {} MIG {slot}  ", s.index),
+        None => format!("GPU {}  ", s.index),
     };
     line(
         out,
         &format!(
             "{lead}{}",
-            elide_end(&name, REPORT_WIDTH.saturating_sub(cells(&lead)))
+            elide_end(&s.name, REPORT_WIDTH.saturating_sub(cells(&lead)))
         ),
     );
     let share = match (s.memory_used, s.memory_total) {
@@ -293,13 +294,7 @@ mod tests {
     }
 
     fn gpu(s: GpuSample) -> HeadlessGpu {
-        HeadlessGpu {
-            reading: GpuReading::Ok(s),
-            allocator: None,
-            allocators: Vec::new(),
-            breakdown: None,
-            unattributed: None,
-        }
+        HeadlessGpu::bare(GpuReading::Ok(s))
     }
 
     fn process(pid: u32, used: Option<u64>, command: &str) -> GpuProcess {
@@ -520,6 +515,7 @@ mod tests {
                 allocators: Vec::new(),
                 breakdown: None,
                 unattributed: None,
+                mig_index: None,
             },
         ]);
         out.banner = Some("showing 1 simulated GPU: NVML is not available ".repeat(4));
@@ -567,7 +563,7 @@ mod tests {
         assert_fits(&text);
         assert!(text.contains("…"), "the long name is cut: {text}");
         assert!(
-            text.contains("GPU 7  A100 MIG 1g.10gb (MIG on GPU 0)"),
+            text.contains("\n  GPU 0 MIG 7  A100 MIG 1g.10gb\n"),
             "{text}"
         );
         assert!(text.contains("GPU 3  lost: fell off the bus"), "{text}");
