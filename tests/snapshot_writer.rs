@@ -348,6 +348,14 @@ fn stress_session_snapshot_replays_as_a_full_match_with_named_frames() {
     );
     let named: Vec<&str> = trace.iter().map(|e| &*e.frames[0].name).collect();
     assert_eq!(named[0], "allocate 5 tensors");
+    // The empty_cache() is marked with an annotate entry of its name, even
+    // where it releases nothing (every segment here holds a live block).
+    let marks: Vec<&str> = trace
+        .iter()
+        .filter(|e| e.action == vramtop::alloc::TraceAction::Annotate)
+        .map(|e| &*e.frames[0].name)
+        .collect();
+    assert_eq!(marks, ["empty_cache()"]);
     assert!(named.contains(&"allocate 3 × 100 MiB"), "{named:?}");
     // 5 + 2 allocated (the third 100 MiB ran out of memory): 4 freed.
     assert_eq!(named.last(), Some(&"free 4 tensors"));

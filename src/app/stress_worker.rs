@@ -424,6 +424,10 @@ impl<D: DeviceMemory> StressExecutor<D> {
             StressCommand::Malloc { sizes, cap } => self.malloc(sizes, *cap),
             StressCommand::Free { addresses } => self.free(addresses),
             StressCommand::EmptyCache => {
+                // Marked in the trace (the saved snapshot's `annotate`
+                // entry, `i`/`I` in the viewer): a call that releases
+                // nothing leaves no other entry.
+                self.allocator.annotate();
                 self.allocator.empty_cache();
                 StressOutcome::CacheEmptied
             }
