@@ -283,9 +283,7 @@ fn process_filter_typed_after_slash_narrows_the_list() {
     f.samples(3);
     assert!(f.screen(120, 40).contains("train.py"));
     f.key(KeyCode::Char('/'));
-    for c in "nomatch".chars() {
-        f.key(KeyCode::Char(c));
-    }
+    f.type_text("nomatch");
     f.key(KeyCode::Enter);
     assert_eq!(f.state().ui.focus, Pane::Processes);
     assert!(!f.screen(120, 40).contains("train.py"));
@@ -1040,9 +1038,7 @@ fn while_typing_the_status_line_shows_the_fields_keys_and_ctrl_c_still_quits() {
 fn a_panel_allocation_between_samples_raises_no_other_gpu_warning() {
     let mut f = Flow::with_stress_panel();
     f.key(KeyCode::Char('s'));
-    for c in "20GiB".chars() {
-        f.key(KeyCode::Char(c));
-    }
+    f.type_text("20GiB");
     f.key(KeyCode::Enter);
     f.key_redraws(KeyCode::Char('a'));
     f.stress_answer();
@@ -1065,6 +1061,13 @@ impl Flow {
     fn stress_answers_until_idle(&mut self) {
         while self.state().stress.busy {
             self.stress_answer();
+        }
+    }
+
+    /// Types `text` a character at a time, as into a field.
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            self.key(KeyCode::Char(c));
         }
     }
 
@@ -1607,9 +1610,7 @@ fn ctrl_u_clears_the_size_field_and_the_process_filter_as_readline_does() {
     let ctrl_u = KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL);
     let mut f = Flow::with_stress_panel();
     f.key(KeyCode::Char('s'));
-    for c in "80GB".chars() {
-        f.key(KeyCode::Char(c));
-    }
+    f.type_text("80GB");
     assert_eq!(f.state().stress.size_text(), Some("80GB"));
     f.dash.on_key(ctrl_u);
     assert_eq!(f.state().stress.size_text(), Some(""), "open and empty");
@@ -1618,9 +1619,7 @@ fn ctrl_u_clears_the_size_field_and_the_process_filter_as_readline_does() {
     f.key(KeyCode::Esc);
     f.key(KeyCode::F(2));
     f.key(KeyCode::Char('/'));
-    for c in "python".chars() {
-        f.key(KeyCode::Char(c));
-    }
+    f.type_text("python");
     assert_eq!(f.state().ui.process_filter.text(), "python");
     f.dash.on_key(ctrl_u);
     assert_eq!(f.state().ui.process_filter.text(), "");
@@ -1635,9 +1634,7 @@ fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
     // words: "cached" there is the "cached but free" of the wider legend.
     let mut f = Flow::with_stress_panel();
     f.key(KeyCode::Char('s'));
-    for c in "80GB".chars() {
-        f.key(KeyCode::Char(c));
-    }
+    f.type_text("80GB");
     f.key(KeyCode::Enter);
     f.key(KeyCode::Char('a'));
     f.stress_answer();
