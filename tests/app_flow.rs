@@ -175,6 +175,9 @@ fn selecting_a_gpu_at_80x24_scrolls_the_processes_to_its_own() {
     // 4242, 4243 and 4244 run on GPUs 0, 1 and 2.
     let mut f = Flow::with_trainers(12, 3);
     f.samples(3);
+    // In pid order (`s`, from any pane) the trainers' lines are 4242,
+    // 4243, 4244, whatever memory each holds at the moment.
+    f.key_redraws(KeyCode::Char('s'));
     let lines = process_lines(&f.screen(80, 24));
     assert!(lines.iter().any(|l| l.contains("4242")), "{lines:?}");
     f.key_redraws(KeyCode::Char('2'));
@@ -1658,4 +1661,138 @@ fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
         f.key(KeyCode::PageDown);
     }
     assert!(help.contains("cached but free (cached):"), "{help}");
+}
+
+/// A flow whose one GPU lists the process `pid` running `command`, as the
+/// driver would (the backend says "nvml": live processes `K` may
+/// signal), with Processes focused.
+fn live_flow(pid: u32, command: &str) -> Flow {
+    let mut f = Flow::new(1);
+    let mut gpu = vramtop::device::GpuSample::unknown(0, "GPU");
+    gpu.processes = Some(vec![vramtop::device::GpuProcess {
+        pid,
+        used_memory: Some(3 << 30),
+        user: None,
+        command: Some(command.to_string()),
+        parent_pid: None,
+        gpu_instance_id: None,
+        compute_instance_id: None,
+    }]);
+    let state = f.dash.state_mut();
+    state.status.backend = "nvml".to_string();
+    state.apply_sample(
+        1000,
+        vec![vramtop::device::GpuReading::Ok(gpu)],
+        std::collections::BTreeMap::new(),
+    );
+    state.ui.focus = Pane::Processes;
+    f
+}
+
+/// A child process of the test that waits to be signalled, and its
+/// command line as `/proc` shows it ("sleep 60").
+fn sleeper() -> (std::process::Child, String) {
+    let child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep runs");
+    let command = command_once_exec_d(child.id());
+    (child, command)
+}
+
+/// The command line of `pid`, a child just spawned, once it has exec'd
+/// `sleep` (until then /proc shows the test's thread there; 10 s at most).
+fn command_once_exec_d(pid: u32) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let command = vramtop::device::procfs::command_line(pid);
+        if command.as_deref() == Some("sleep 60") || std::time::Instant::now() > deadline {
+            return command.expect("its /proc");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn k_then_y_sends_sigterm_to_the_live_process_the_prompt_named() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let (mut child, command) = sleeper();
+    let pid = child.id();
+    let mut f = live_flow(pid, &command);
+    f.key_redraws(KeyCode::Char('K'));
+    let screen = f.screen(80, 24);
+    assert!(
+        screen.contains(&format!("Send SIGTERM to {pid} sleep 60 (3.00 GiB)? y/n")),
+        "{screen}"
+    );
+    assert!(
+        child.try_wait().expect("waits").is_none(),
+        "nothing sent yet"
+    );
+    f.key_redraws(KeyCode::Char('y'));
+    let status = child.wait().expect("it ends");
+    assert_eq!(status.signal(), Some(15), "SIGTERM");
+    let line = f.status_line();
+    assert!(
+        line.contains(&format!("sent SIGTERM to {pid} sleep 60")),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_pid_that_runs_another_command_by_the_confirmation_is_not_signalled() {
+    let (mut child, _) = sleeper();
+    let pid = child.id();
+    // The list showed another program at this pid (it ended, and the pid
+    // went to this one): neither key sends anything to it.
+    let mut f = live_flow(pid, "python train.py");
+    for confirm in ['y', '9'] {
+        f.key_redraws(KeyCode::Char('K'));
+        f.key_redraws(KeyCode::Char(confirm));
+        let screen = f.screen(120, 40);
+        assert!(
+            screen.contains(&format!(
+                "not sent: pid {pid} now runs sleep 60 (pid reused)"
+            )),
+            "{screen}"
+        );
+        assert!(child.try_wait().expect("waits").is_none(), "still runs");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_process_that_ended_before_the_confirmation_is_said_already_gone() {
+    let (mut child, command) = sleeper();
+    let pid = child.id();
+    let mut f = live_flow(pid, &command);
+    f.key_redraws(KeyCode::Char('K'));
+    let _ = child.kill();
+    let _ = child.wait();
+    f.key_redraws(KeyCode::Char('9'));
+    let line = f.status_line();
+    assert!(
+        line.contains(&format!("SIGKILL to {pid}: already gone")),
+        "{line}"
+    );
+}
+
+#[test]
+fn k_on_the_simulated_gpu_sends_nothing_whatever_follows() {
+    // The simulation's trainer 4242: a made-up pid.
+    let mut f = Flow::new(1);
+    f.samples(2);
+    while f.state().ui.focus != Pane::Processes {
+        f.key(KeyCode::Tab);
+    }
+    f.key_redraws(KeyCode::Char('K'));
+    assert!(f.state().ui.signal_prompt.is_none());
+    let line = f.status_line();
+    assert!(
+        line.contains("simulated processes are never signalled"),
+        "{line}"
+    );
+    f.key(KeyCode::Char('y'));
+    assert!(f.state().ui.notice.is_none(), "y did nothing: {line}");
 }

@@ -289,3 +289,53 @@ fn the_stress_walkthrough_of_docs_stress_md_plays_at_120x40_and_fragmentation_oo
     s.keys(&["q"]);
     terminal_restored(&s);
 }
+
+#[test]
+fn k_then_y_in_a_real_terminal_sends_sigterm_to_the_process_the_driver_lists() {
+    use std::os::unix::process::ExitStatusExt as _;
+    // A process for the (fake) driver to list beside vramtop itself.
+    let mut child = Command::new("sleep").arg("60").spawn().expect("sleep runs");
+    let pid = child.id().to_string();
+    let Some(lib) = common::fake_nvml::fake_nvml_with(&[
+        ("FAKE_NVML_GPUS", "1"),
+        ("FAKE_NVML_OTHER_PID", &pid),
+    ]) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    };
+    let dir = lib
+        .parent()
+        .expect("the library has a folder")
+        .display()
+        .to_string();
+    let Some(s) = Session::start_with_env(
+        "vramtop-e2e",
+        "signal",
+        (80, 24),
+        &[("LD_LIBRARY_PATH", &dir)],
+        "--backend nvml --interval 200ms",
+    ) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    };
+    s.wait_for("the sleeper's row", |sc| sc.contains("sleep 60"));
+    // Processes (Shift-Tab from GPUs), its last line: vramtop's own is
+    // first by memory, the sleeper (no memory figure) after it.
+    s.keys(&["BTab", "End", "K"]);
+    s.wait_for("the prompt", |sc| {
+        sc.contains(&format!("Send SIGTERM to {pid} sleep 60? y/n"))
+    });
+    assert!(
+        child.try_wait().expect("waits").is_none(),
+        "nothing sent yet"
+    );
+    s.keys(&["y"]);
+    s.wait_for("the outcome", |sc| {
+        sc.contains(&format!("sent SIGTERM to {pid} sleep 60"))
+    });
+    assert_eq!(child.wait().expect("it ends").signal(), Some(15));
+    s.keys(&["q"]);
+    terminal_restored(&s);
+}

@@ -252,7 +252,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn after_any_scrolling_up_and_page_up_move_the_process_list_unless_at_its_top(
+    fn after_any_scrolling_the_selected_process_shows_and_up_and_page_up_move_it(
         steps in proptest::collection::vec(scroll_step(), 1..40),
     ) {
         let mut s = Session::crowded();
@@ -274,17 +274,33 @@ proptest! {
                 Step::Click { .. } => {}
             }
         }
-        // Neither key may spend itself on rows past the last page.
+        // (selected line, first line drawn, lines drawn) as last drawn.
+        let place = |s: &Session| {
+            let state = s.dash.state();
+            let lines = state.process_lines();
+            let shown = state.ui.process_lines_shown.get();
+            let at = state.selected_process_index(&lines);
+            (at, state.process_view_first(&lines, shown), shown, lines.len())
+        };
+        // The selection is in view, and the view no further than the
+        // last page (no key spent on rows past it); neither key is spent
+        // on nothing while the selection can go up.
         for key in [KeyCode::Up, KeyCode::PageUp] {
-            let Some(before) = first_process_row(&s).filter(|&row| row > 1) else {
+            let (at, first, shown, len) = place(&s);
+            let Some(at) = at else { break };
+            prop_assert!(at >= first && at < first + shown, "{at} not in {first}+{shown}");
+            prop_assert!(first + shown <= len.max(shown), "past the last page");
+            if first_process_row(&s).is_some() {
+                prop_assert_eq!(first_process_row(&s), Some(first + 1), "the title's rows");
+            }
+            if at == 0 {
                 break;
-            };
+            }
             press(&mut s, key);
-            let after = first_process_row(&s);
-            prop_assert!(
-                after.is_some_and(|row| row < before),
-                "{key:?} from rows {before}… left the view at {after:?}"
-            );
+            let (after, first, shown, _) = place(&s);
+            let after = after.unwrap_or(usize::MAX);
+            prop_assert!(after < at, "{key:?} from line {at} left it at {after}");
+            prop_assert!(after >= first && after < first + shown, "{after} out of view");
         }
     }
 }

@@ -1126,6 +1126,95 @@ fn processes_tree_flags_child_contexts_and_lists_unattributed_memory() {
     insta::assert_snapshot!("processes_tree", terminal.backend());
 }
 
+/// A key press through the dashboard's update, as the live loop has it.
+fn key(state: &mut AppState, code: KeyCode, modifiers: KeyModifiers) {
+    let _ =
+        vramtop::app::update::handle_key(state, &Keymap::default(), KeyEvent::new(code, modifiers));
+}
+
+/// [`process_tree_state`] sampled from the driver (live processes, which
+/// `K` may signal), Processes focused, its second line selected.
+fn live_processes_selected() -> AppState {
+    let mut state = process_tree_state();
+    state.status.backend = "nvml".to_string();
+    state.ui.focus = Pane::Processes;
+    key(&mut state, KeyCode::Down, KeyModifiers::NONE);
+    state
+}
+
+#[test]
+fn the_processes_title_says_the_sort_column_and_its_direction_in_ascii_too() {
+    let mut state = process_tree_state();
+    let title = |state: &AppState, theme: &Theme| {
+        let terminal = draw_widget(ProcessesPane::new(state, theme), 100, 5);
+        row_text(terminal.backend().buffer(), 0)
+    };
+    let (colored, ascii) = (Theme::colored(), Theme::colored().with_ascii(true));
+    assert!(title(&state, &colored).contains("tree · by memory ▼ "));
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    assert!(title(&state, &colored).contains("tree · by pid ▲ "));
+    let mut ascii_title = text(draw(&state, &ascii, 80, 24).backend().buffer());
+    assert!(ascii_title.contains("tree - by pid ^ "), "{ascii_title}");
+    key(&mut state, KeyCode::Char('S'), KeyModifiers::SHIFT);
+    assert!(title(&state, &colored).contains("tree · by pid ▼ "));
+    ascii_title = text(draw(&state, &ascii, 80, 24).backend().buffer());
+    assert!(ascii_title.contains("tree - by pid v "), "{ascii_title}");
+}
+
+#[test]
+fn the_selected_process_is_highlighted_only_while_processes_has_the_focus() {
+    let mut state = live_processes_selected();
+    let theme = Theme::colored();
+    let reversed = |state: &AppState, y: u16| {
+        let terminal = draw_widget(ProcessesPane::new(state, &theme), 100, 5);
+        let buf = terminal.backend().buffer();
+        (0..100u16).all(|x| {
+            buf.cell((x, y))
+                .is_some_and(|c| c.modifier.contains(ratatui::style::Modifier::REVERSED))
+        })
+    };
+    // Title, header, then pid 100 and the selected 101, across the pane.
+    assert!(reversed(&state, 3), "the child's line, whole");
+    assert!(!reversed(&state, 2));
+    state.ui.focus = Pane::Gpus;
+    assert!(!reversed(&state, 3), "unfocused, nothing is highlighted");
+}
+
+#[test]
+fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
+    let mut state = live_processes_selected();
+    key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);
+    let theme = Theme::colored();
+    for (w, h, name) in [
+        (80, 24, "signal_prompt_80x24"),
+        (120, 40, "signal_prompt_120x40"),
+    ] {
+        let terminal = draw(&state, &theme, w, h);
+        let screen = text(terminal.backend().buffer());
+        assert!(
+            screen.contains(
+                "Send SIGTERM to 101 python train.py (DataLoader worker 0) (4.00 GiB)? y/n"
+            ),
+            "{screen}"
+        );
+        assert!(screen.contains("9 SIGKILL instead"), "{screen}");
+        assert!(screen.contains("Signal a process on GPU 0"), "{screen}");
+        // The status line offers the prompt's keys, not the pane's.
+        let status = screen.lines().last().unwrap_or_default();
+        assert!(status.contains("y SIGTERM"), "{status}");
+        assert!(!status.contains("Tab pane"), "{status}");
+        insta::assert_snapshot!(name, terminal.backend());
+    }
+    // A command too long for the row gives way; pid, memory and keys stay.
+    state.ui.signal_prompt = state.ui.signal_prompt.take().map(|mut t| {
+        t.command = format!("python {}", "x".repeat(200));
+        t
+    });
+    let screen = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert!(screen.contains("Send SIGTERM to 101 python xx"), "{screen}");
+    assert!(screen.contains("… (4.00 GiB)? y/n"), "{screen}");
+}
+
 #[test]
 fn processes_pane_says_n_a_for_a_gpu_whose_driver_cannot_list_them() {
     let mut s = sample(0, 20 * GIB);

@@ -35,6 +35,13 @@ pub enum Action {
     TogglePause,
     StartFilter,
     ToggleTree,
+    /// Sort the process list by its next column.
+    SortNext,
+    /// Reverse the process list's order.
+    SortReverse,
+    /// Ask to send a signal to the selected process (it waits for a
+    /// confirmation key: [`TypingMode::SignalPrompt`]).
+    SignalProcess,
     /// Show the next probed process's allocator on the selected GPU.
     NextAllocator,
     /// Ask the selected probed process's probe for a snapshot.
@@ -150,6 +157,10 @@ impl Action {
             // equal), which a full filter's notice says too.
             Action::StartFilter => "filter processes (any pane, 64 max)",
             Action::ToggleTree => "process tree / flat list",
+            // The title says the column and its direction (▼ largest first).
+            Action::SortNext => "sort: next column (memory first)",
+            Action::SortReverse => "sort: reverse the order",
+            Action::SignalProcess => "signal selected process (asks y/n)",
             Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the allocator shown",
             // The help adds which key comes back ([`Keymap::describe`]).
@@ -634,6 +645,23 @@ impl Default for Keymap {
                     Action::ToggleTree,
                     Some(Pane::Processes),
                     Some("tree"),
+                    2,
+                ),
+                b(
+                    "s",
+                    Action::SortNext,
+                    Some(Pane::Processes),
+                    Some("sort"),
+                    2,
+                ),
+                b("S", Action::SortReverse, Some(Pane::Processes), None, 3),
+                // htop's and nvitop's kill key is k, which moves up here
+                // (vim): the capital asks first, as theirs do.
+                b(
+                    "K",
+                    Action::SignalProcess,
+                    Some(Pane::Processes),
+                    Some("kill"),
                     2,
                 ),
                 b("v", Action::NextAllocator, None, None, 3),
@@ -1309,6 +1337,8 @@ pub enum TypingMode {
     ScenarioList,
     /// The process filter (`/`).
     ProcessFilter,
+    /// The prompt that confirms a signal to a process (`K`).
+    SignalPrompt,
 }
 
 /// What a key does while a field or list takes the keys.
@@ -1329,6 +1359,10 @@ pub enum TypingKey {
     Down,
     /// Quit vramtop (Ctrl-C quits from every mode).
     Quit,
+    /// Send SIGTERM to the process the signal prompt names.
+    SendTerm,
+    /// Send SIGKILL to it.
+    SendKill,
 }
 
 /// One key of a field or list: (keys as shown, what it does, its status-line
@@ -1391,6 +1425,30 @@ const PROCESS_FILTER_KEYS: [TypingBinding; 4] = [
     ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
 ];
 
+/// The signal prompt: nothing is sent but on its own keys (`y`, `9`),
+/// neither of them Enter, which a key pressed once too often would be.
+const SIGNAL_PROMPT_KEYS: [TypingBinding; 4] = [
+    (
+        "y",
+        TypingKey::SendTerm,
+        "SIGTERM",
+        "send SIGTERM (it may save and exit)",
+    ),
+    (
+        "9",
+        TypingKey::SendKill,
+        "SIGKILL",
+        "send SIGKILL (ends it at once)",
+    ),
+    (
+        "n Esc",
+        TypingKey::Cancel,
+        "cancel",
+        "cancel (any other key too): none sent",
+    ),
+    ("Ctrl-C", TypingKey::Quit, "quit", "quit (nothing is sent)"),
+];
+
 impl TypingMode {
     /// The mode's keys, in the order the status line and the help list them.
     pub fn bindings(self) -> &'static [TypingBinding] {
@@ -1398,6 +1456,7 @@ impl TypingMode {
             TypingMode::StressField => &STRESS_FIELD_KEYS,
             TypingMode::ScenarioList => &SCENARIO_LIST_KEYS,
             TypingMode::ProcessFilter => &PROCESS_FILTER_KEYS,
+            TypingMode::SignalPrompt => &SIGNAL_PROMPT_KEYS,
         }
     }
 
@@ -1504,6 +1563,9 @@ mod tests {
             KeyCode::Char('p') => Action::TogglePause,
             KeyCode::Char('/') => Action::StartFilter,
             KeyCode::Char('t') => Action::ToggleTree,
+            KeyCode::Char('s') => Action::SortNext,
+            KeyCode::Char('S') => Action::SortReverse,
+            KeyCode::Char('K') => Action::SignalProcess,
             KeyCode::Char('v') => Action::NextAllocator,
             KeyCode::Char('c') => Action::CaptureSnapshot,
             KeyCode::Char('o') => Action::OpenSnapshot,
@@ -1549,6 +1611,7 @@ mod tests {
             TypingMode::StressField,
             TypingMode::ScenarioList,
             TypingMode::ProcessFilter,
+            TypingMode::SignalPrompt,
         ] {
             for &(keys, bound, _, _) in mode.bindings() {
                 for name in keys.split(' ') {
@@ -1570,6 +1633,13 @@ mod tests {
         );
         let filter = TypingMode::ProcessFilter;
         assert_eq!(filter.key_for(key(KeyCode::Esc)), Some(TypingKey::Done));
+        // The prompt sends on its own keys only: never on Enter.
+        let prompt = TypingMode::SignalPrompt;
+        assert_eq!(prompt.key_for(key(KeyCode::Enter)), None);
+        assert_eq!(
+            prompt.key_for(key(KeyCode::Char('y'))),
+            Some(TypingKey::SendTerm)
+        );
     }
 
     #[test]
@@ -1901,6 +1971,7 @@ mod tests {
             ("stress field", TypingMode::StressField),
             ("scenario list", TypingMode::ScenarioList),
             ("process filter", TypingMode::ProcessFilter),
+            ("signal prompt", TypingMode::SignalPrompt),
         ] {
             modes.push(Mode {
                 name,

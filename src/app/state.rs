@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::keymap::{TypingKey, TypingMode};
+use super::process_list::{LineKey, ProcessSort, SignalTarget};
 use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::sim::NotStarted;
@@ -370,8 +371,20 @@ pub struct ProcessRow {
 
 /// Every GPU process of `samples`, in tree order when `tree` is set
 /// (children under their GPU-using parent), filtered by `filter` (a
-/// case-insensitive substring of the pid, user or command).
+/// case-insensitive substring of the pid, user or command), in the
+/// driver's order GPU by GPU.
 pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<ProcessRow> {
+    process_rows_sorted(samples, tree, filter, None)
+}
+
+/// [`process_rows`] sorted by `sort` (`None`: the driver's order): in tree
+/// order the roots are sorted, and each parent's children under it.
+pub fn process_rows_sorted(
+    samples: &[&GpuSample],
+    tree: bool,
+    filter: &str,
+    sort: Option<ProcessSort>,
+) -> Vec<ProcessRow> {
     let needle = filter.to_lowercase();
     let matches = |p: &GpuProcess| {
         needle.is_empty()
@@ -383,11 +396,16 @@ pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<Pro
                 .as_deref()
                 .is_some_and(|c| c.to_lowercase().contains(&needle))
     };
-    let all: Vec<(u32, &GpuProcess)> = samples
+    let mut all: Vec<(u32, &GpuProcess)> = samples
         .iter()
         .filter(|s| s.mig.is_none())
         .flat_map(|s| s.listed_processes().iter().map(move |p| (s.index, p)))
         .collect();
+    // Sorted before the tree is built: roots and each parent's children
+    // are taken in this order.
+    if let Some(sort) = sort {
+        all.sort_by(|a, b| sort.compare(*a, *b));
+    }
     let gpu_pids: std::collections::BTreeSet<u32> = all.iter().map(|(_, p)| p.pid).collect();
     let is_child = |p: &GpuProcess| {
         p.parent_pid
@@ -457,6 +475,18 @@ pub enum ProcessLine {
 }
 
 impl ProcessLine {
+    /// What the line is about, which the selection is kept as.
+    pub fn key(&self) -> LineKey {
+        match self {
+            ProcessLine::Process(r) => LineKey::Process {
+                gpu: r.gpu,
+                pid: r.process.pid,
+            },
+            ProcessLine::Unattributed { gpu, .. } => LineKey::Unattributed { gpu: *gpu },
+            ProcessLine::Unlisted { gpu } => LineKey::Unlisted { gpu: *gpu },
+        }
+    }
+
     /// The NVML index of the GPU the line is about.
     pub fn gpu(&self) -> u32 {
         match self {
@@ -649,6 +679,17 @@ pub struct UiState {
     /// The process filter typed after `/`, and whether keys go into it.
     pub process_filter: ProcessFilter,
     pub process_tree: bool,
+    /// The process list's sort column and direction (`s`, `S`).
+    pub process_sort: ProcessSort,
+    /// The selected line of the process list, by what it is about, so it
+    /// stays on its process across re-sorts and samples; `None`: the first
+    /// line.
+    pub selected_process: Option<LineKey>,
+    /// The row of `selected_process` when it was last placed: where the
+    /// selection goes when its process has ended (the line now there).
+    pub selected_process_row: usize,
+    /// A signal waiting for its confirmation: keys go to the prompt.
+    pub signal_prompt: Option<SignalTarget>,
     pub process_scroll: usize,
     /// Process lines in view as the processes pane was last drawn (below
     /// its header); 0 before it was drawn. Written by the drawing like
@@ -736,6 +777,10 @@ impl Default for UiState {
             selected_gpu: 0,
             process_filter: ProcessFilter::Set(String::new()),
             process_tree: true,
+            process_sort: ProcessSort::default(),
+            selected_process: None,
+            selected_process_row: 0,
+            signal_prompt: None,
             process_scroll: 0,
             process_lines_shown: Cell::new(0),
             selected_block: 0,
@@ -901,16 +946,68 @@ impl AppState {
             .or_else(|| self.gpus.first())
     }
 
+    /// Whether the listed processes are live ones of this machine that a
+    /// signal may be sent to: only from the driver (NVML). A simulated
+    /// GPU's pids are made up (one may be a real process's), and a
+    /// snapshot's are of another time.
+    pub fn processes_are_live(&self) -> bool {
+        self.status.backend == "nvml"
+    }
+
+    /// The index in `lines` (as [`AppState::process_lines`] gives them) of
+    /// the selected line: the line of the selected process, else (it
+    /// ended, or none was picked) the one at its last row, clamped to the
+    /// list; `None` for an empty list.
+    pub fn selected_process_index(&self, lines: &[ProcessLine]) -> Option<usize> {
+        if lines.is_empty() {
+            return None;
+        }
+        let ui = &self.ui;
+        ui.selected_process
+            .and_then(|key| lines.iter().position(|l| l.key() == key))
+            .or(Some(ui.selected_process_row.min(lines.len() - 1)))
+    }
+
+    /// The first line of the process list drawn in a pane of `shown`
+    /// lines: the user's scroll, never past the last page, and while
+    /// Processes has the focus moved just enough to show the selected
+    /// line (a re-sort or a sample may have carried it out of view). The
+    /// pane draws from it and the keys move from it.
+    pub fn process_view_first(&self, lines: &[ProcessLine], shown: usize) -> usize {
+        let shown = shown.max(1);
+        let first = self
+            .ui
+            .process_scroll
+            .min(lines.len().saturating_sub(shown));
+        match self.selected_process_index(lines) {
+            Some(at) if self.ui.focus == Pane::Processes => {
+                if at < first {
+                    at
+                } else if at >= first + shown {
+                    at + 1 - shown
+                } else {
+                    first
+                }
+            }
+            _ => first,
+        }
+    }
+
     /// The lines of the processes pane (see [`ProcessLine`]), filtered by
-    /// the process filter and in tree order when the tree is on.
+    /// the process filter, in tree order when the tree is on, sorted as
+    /// the user chose (`s`, `S`).
     pub fn process_lines(&self) -> Vec<ProcessLine> {
         let ui = &self.ui;
         let samples: Vec<&GpuSample> = self.gpus.iter().filter_map(GpuState::sample).collect();
-        let mut lines: Vec<ProcessLine> =
-            process_rows(&samples, ui.process_tree, ui.process_filter.text())
-                .into_iter()
-                .map(ProcessLine::Process)
-                .collect();
+        let mut lines: Vec<ProcessLine> = process_rows_sorted(
+            &samples,
+            ui.process_tree,
+            ui.process_filter.text(),
+            Some(ui.process_sort),
+        )
+        .into_iter()
+        .map(ProcessLine::Process)
+        .collect();
         // A filter looks for processes: the per-GPU remainder is not one.
         if !ui.process_filter.text().is_empty() {
             return lines;

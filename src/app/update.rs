@@ -7,9 +7,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{CaptureMsg, CaptureTarget, cannot_capture, capture_target};
 use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
+use super::process_list::{Signal, SignalOutcome, SignalTarget};
 use super::state::{
-    AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, STRESS_BESIDE_MAP, StressView, UiState,
-    ZOOM_WINDOWS_S, full_filter_message,
+    AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, ProcessLine, STRESS_BESIDE_MAP,
+    StressView, UiState, ZOOM_WINDOWS_S, full_filter_message,
 };
 use super::stress::{KeyUse, StressAction, StressCommand, StressOutcome, StressResult};
 
@@ -30,6 +31,13 @@ pub enum Effect {
     /// Open `path` in the snapshot viewer in this terminal; `at_oom`: at
     /// its OOM, with the allocation sites shown.
     OpenSnapshot { path: PathBuf, at_oom: bool },
+    /// Send `signal` to `target.pid`, which the user confirmed, if it
+    /// still runs `target.command`; then tell [`on_signal_result`] what
+    /// became of it.
+    Signal {
+        signal: Signal,
+        target: SignalTarget,
+    },
     /// Nothing changed.
     None,
 }
@@ -79,6 +87,11 @@ fn notice(state: &mut AppState, text: impl Into<String>) -> Effect {
 }
 
 fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect {
+    // A signal prompt takes every key (Ctrl-C still quits): its own send,
+    // any other closes it, sending nothing.
+    if state.ui.signal_prompt.is_some() && TypingMode::SignalPrompt.takes(key) {
+        return answer_signal_prompt(state, key);
+    }
     // The filter takes the keys while it is typed (Ctrl-C still quits).
     if state.ui.process_filter.is_editing() && TypingMode::ProcessFilter.takes(key) {
         let filter = &mut state.ui.process_filter;
@@ -140,6 +153,89 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
         Some(action) => apply(state, keymap, action),
         None => Effect::None,
     }
+}
+
+/// A key in the signal prompt: `y` sends SIGTERM, `9` SIGKILL (as the
+/// prompt's table binds them), any other key cancels.
+fn answer_signal_prompt(state: &mut AppState, key: KeyEvent) -> Effect {
+    let Some(target) = state.ui.signal_prompt.take() else {
+        return Effect::None;
+    };
+    let signal = match TypingMode::SignalPrompt.key_for(key) {
+        Some(TypingKey::SendTerm) => Signal::Term,
+        Some(TypingKey::SendKill) => Signal::Kill,
+        _ => {
+            return notice(state, format!("cancelled: nothing sent to {}", target.pid));
+        }
+    };
+    Effect::Signal { signal, target }
+}
+
+/// What became of a confirmed signal (the shell's answer to
+/// [`Effect::Signal`]), said on the status line.
+pub fn on_signal_result(
+    state: &mut AppState,
+    signal: Signal,
+    target: &SignalTarget,
+    outcome: &SignalOutcome,
+) {
+    state.ui.notice = Some(outcome.describe(signal, target));
+    state.ui.notice_ms = state.now_ms;
+}
+
+/// `K`: the prompt that confirms a signal to the selected process, or why
+/// none can be sent to it (said led by the key as `keymap` names it).
+fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::SignalProcess;
+    if state.ui.focus != Pane::Processes {
+        let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+        return key_notice(
+            state,
+            keymap,
+            action,
+            format!("signals the process selected in Processes ({tab} moves there)"),
+        );
+    }
+    if !state.processes_are_live() {
+        let why = if state.status.backend == "sim" {
+            "simulated processes are never signalled (their pids are made up)"
+        } else {
+            "these processes are not live ones: none is signalled"
+        };
+        return key_notice(state, keymap, action, why);
+    }
+    let lines = state.process_lines();
+    let row = match state.selected_process_index(&lines).map(|i| &lines[i]) {
+        Some(ProcessLine::Process(row)) => row,
+        Some(_) => return key_notice(state, keymap, action, "this line is no process"),
+        None => return key_notice(state, keymap, action, "no process to signal"),
+    };
+    let pid = row.process.pid;
+    // kill(2) reads 0 and negative pids as process groups: never sent.
+    if pid == 0 || i32::try_from(pid).is_err() {
+        let text = format!("pid {pid} names no single process: nothing sent");
+        return key_notice(state, keymap, action, text);
+    }
+    if pid == std::process::id() || state.stress.pid == Some(pid) {
+        let text = format!("pid {pid} is vramtop's own: nothing sent");
+        return key_notice(state, keymap, action, text);
+    }
+    // The prompt names what it signals, and the shell checks the pid
+    // still runs it: without a command there is nothing to check.
+    let Some(command) = row.process.command.clone() else {
+        let text = format!(
+            "pid {pid} is not in /proc here (it ended, or another PID namespace's): \
+             nothing sent"
+        );
+        return key_notice(state, keymap, action, text);
+    };
+    state.ui.signal_prompt = Some(SignalTarget {
+        pid,
+        gpu: row.gpu,
+        command,
+        used_memory: row.process.used_memory,
+    });
+    Effect::Redraw
 }
 
 /// A key in the stress panel's size or settings field: Enter sets the size
@@ -360,29 +456,65 @@ fn move_selection(state: &mut AppState, delta: isize) {
             };
             remember_selected_address(state);
         }
-        Pane::Processes => {
-            // From the first row drawn (a list that shrank, or a resize,
-            // leaves the stored scroll past it), and never past the last
-            // page: a move beyond it would have to be paid back by the
-            // next moves the other way before the view moved.
-            let last = process_scroll_limit(state);
-            let ui = &mut state.ui;
-            ui.process_scroll = ui
-                .process_scroll
-                .min(last)
-                .saturating_add_signed(delta)
-                .min(last);
-        }
+        Pane::Processes => move_process_selection(state, delta),
         Pane::Timeline => {}
     }
 }
 
-/// The largest useful `process_scroll`: the first row of the process
-/// list's last page, as many rows as the pane last showed (one before it
-/// was drawn). The pane clamps the same way when it draws.
-fn process_scroll_limit(state: &AppState) -> usize {
+/// Moves the process list's selection `delta` lines (clamped to the
+/// list) from the selected line, and the view just enough to show it,
+/// from the first line drawn ([`AppState::process_view_first`]).
+fn move_process_selection(state: &mut AppState, delta: isize) {
+    let lines = state.process_lines();
+    let Some(at) = state.selected_process_index(&lines) else {
+        return;
+    };
     let shown = state.ui.process_lines_shown.get().max(1);
-    state.process_lines().len().saturating_sub(shown)
+    let first = state.process_view_first(&lines, shown);
+    let to = at.saturating_add_signed(delta).min(lines.len() - 1);
+    select_process_line(&mut state.ui, &lines, to);
+    state.ui.process_scroll = if to < first {
+        to
+    } else if to >= first + shown {
+        to + 1 - shown
+    } else {
+        first
+    };
+}
+
+/// Selects line `at` of `lines` by what it is about.
+fn select_process_line(ui: &mut UiState, lines: &[ProcessLine], at: usize) {
+    if let Some(line) = lines.get(at) {
+        ui.selected_process = Some(line.key());
+        ui.selected_process_row = at;
+    }
+}
+
+/// Re-sorts the process list (`s`, `S`): the selection stays on its
+/// process (it is kept by pid), and the view follows it.
+fn sort_processes(state: &mut AppState, sort: super::process_list::ProcessSort) {
+    state.ui.process_sort = sort;
+    // Nothing picked yet (no key in Processes, no GPU selected): the
+    // selection stays on the first line, the view where it is.
+    if state.ui.selected_process.is_none() {
+        return;
+    }
+    let lines = state.process_lines();
+    if let Some(at) = state.selected_process_index(&lines) {
+        state.ui.selected_process_row = at;
+        let shown = state.ui.process_lines_shown.get().max(1);
+        // Into view wherever the list is focused or not: the title says
+        // the order, the selection where its process went.
+        let first = state
+            .ui
+            .process_scroll
+            .min(lines.len().saturating_sub(shown));
+        if at < first {
+            state.ui.process_scroll = at;
+        } else if at >= first + shown {
+            state.ui.process_scroll = at + 1 - shown;
+        }
+    }
 }
 
 /// Selects the GPU at `i` of `state.gpus` (keys, a click, the stress
@@ -413,6 +545,8 @@ fn show_selected_gpus_processes(state: &mut AppState) {
         return;
     };
     let ui = &mut state.ui;
+    // The selection follows the GPU too: `K` then names its process.
+    select_process_line(ui, &lines, at);
     let shown = ui.process_lines_shown.get();
     // The first line drawn: the pane clamps the scroll the same way.
     let first = ui.process_scroll.min(lines.len().saturating_sub(shown));
@@ -621,6 +755,15 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
             }
             ui.process_tree = !ui.process_tree;
         }
+        Action::SortNext => {
+            let sort = ui.process_sort.next_column();
+            sort_processes(state, sort);
+        }
+        Action::SortReverse => {
+            let sort = ui.process_sort.reversed();
+            sort_processes(state, sort);
+        }
+        Action::SignalProcess => return ask_to_signal(state, keymap),
         Action::NextAllocator => {
             let Some(gpu) = state.gpus.get(state.ui.selected_gpu) else {
                 return Effect::None;
@@ -762,6 +905,7 @@ fn capture_snapshot(state: &mut AppState, keymap: &Keymap) -> Effect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::process_list::{ProcessSort, SortColumn};
     use crate::app::state::{ProcessFilter, StatusState};
     use crate::device::{GpuReading, GpuSample};
     use crossterm::event::KeyModifiers;
@@ -916,7 +1060,7 @@ mod tests {
     }
 
     #[test]
-    fn the_process_list_scrolls_no_further_than_its_last_page_so_up_moves_at_once() {
+    fn the_process_list_scrolls_no_further_than_its_last_page_and_follows_the_selection() {
         let mut s = state_with_processes();
         // Two of the four lines in view: the last page is 111, 120.
         s.ui.process_lines_shown.set(2);
@@ -925,17 +1069,24 @@ mod tests {
             press(&mut s, KeyCode::PageDown);
         }
         assert_eq!(s.ui.process_scroll, 2, "PgDn stops at the last page");
+        assert_eq!(s.ui.selected_process_row, 3, "on the last line");
+        // The selection moves at once; the view once it would leave it.
         press(&mut s, KeyCode::Up);
-        assert_eq!(s.ui.process_scroll, 1, "the first Up moves the view");
+        assert_eq!(s.ui.selected_process_row, 2);
+        assert_eq!(s.ui.process_scroll, 2);
+        press(&mut s, KeyCode::Up);
+        assert_eq!(s.ui.process_scroll, 1, "the second Up moves the view");
         press(&mut s, KeyCode::End);
         assert_eq!(s.ui.process_scroll, 2, "End is the last page");
         press(&mut s, KeyCode::PageUp);
         assert_eq!(s.ui.process_scroll, 0);
         // A scroll past the end (the list shrank under it) is not paid back
-        // either: the move starts from the last page drawn.
+        // either: the move starts from the page drawn, which shows the
+        // selection.
         s.ui.process_scroll = 9;
-        press(&mut s, KeyCode::Up);
-        assert_eq!(s.ui.process_scroll, 1);
+        press(&mut s, KeyCode::Down);
+        assert_eq!(s.ui.selected_process_row, 1);
+        assert_eq!(s.ui.process_scroll, 0, "lines 1 and 2 drawn: no scroll");
         // Selecting a GPU on the last page shows the last page.
         s.ui.process_scroll = 0;
         press(&mut s, KeyCode::Char('2'));
@@ -1297,5 +1448,291 @@ mod tests {
         assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
         press(&mut s, KeyCode::Esc);
         assert!(!s.ui.stress_open);
+    }
+
+    /// One GPU per entry of `gpus`, each with its (pid, GiB) processes
+    /// (command `cmd-PID`), sampled through `backend` ("nvml": live).
+    fn state_with_memory(backend: &str, gpus: &[&[(u32, u64)]]) -> AppState {
+        let mut s = AppState::new(StatusState {
+            backend: backend.to_string(),
+            ..StatusState::default()
+        });
+        s.apply_sample(0, readings_of(gpus), BTreeMap::new());
+        s
+    }
+
+    fn readings_of(gpus: &[&[(u32, u64)]]) -> Vec<GpuReading> {
+        gpus.iter()
+            .enumerate()
+            .map(|(i, procs)| {
+                let mut g = GpuSample::unknown(i as u32, "GPU");
+                g.processes = Some(
+                    procs
+                        .iter()
+                        .map(|&(pid, gib)| crate::device::GpuProcess {
+                            pid,
+                            used_memory: Some(gib << 30),
+                            user: None,
+                            command: Some(format!("cmd-{pid}")),
+                            parent_pid: None,
+                            gpu_instance_id: None,
+                            compute_instance_id: None,
+                        })
+                        .collect(),
+                );
+                GpuReading::Ok(g)
+            })
+            .collect()
+    }
+
+    /// The pids of the process lines, in the list's order.
+    fn listed_pids(s: &AppState) -> Vec<u32> {
+        s.process_lines()
+            .iter()
+            .filter_map(|l| match l {
+                ProcessLine::Process(r) => Some(r.process.pid),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The pid of the selected line, if it is a process's.
+    fn selected_pid(s: &AppState) -> Option<u32> {
+        let lines = s.process_lines();
+        match s.selected_process_index(&lines).map(|i| &lines[i]) {
+            Some(ProcessLine::Process(r)) => Some(r.process.pid),
+            _ => None,
+        }
+    }
+
+    fn shift(s: &mut AppState, c: char) -> Effect {
+        handle_key(
+            s,
+            &Keymap::default(),
+            KeyEvent::new(KeyCode::Char(c), KeyModifiers::SHIFT),
+        )
+    }
+
+    #[test]
+    fn the_process_list_is_sorted_by_memory_largest_first_and_s_steps_the_column() {
+        // Two GPUs, listed by the driver GPU by GPU: 30 (1 GiB), 10 (5
+        // GiB) on GPU 0, 20 (3 GiB) on GPU 1.
+        let mut s = state_with_memory("sim", &[&[(30, 1), (10, 5)], &[(20, 3)]]);
+        assert_eq!(listed_pids(&s), [10, 20, 30], "memory, largest first");
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::Pid);
+        assert_eq!(listed_pids(&s), [10, 20, 30], "pid, smallest first");
+        shift(&mut s, 'S');
+        assert_eq!(listed_pids(&s), [30, 20, 10], "S reverses");
+        press(&mut s, KeyCode::Char('s'));
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::Gpu);
+        assert_eq!(listed_pids(&s), [10, 30, 20], "GPU, then pid");
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::Command);
+        assert_eq!(listed_pids(&s), [10, 20, 30], "cmd-10 < cmd-20 < cmd-30");
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(
+            s.ui.process_sort,
+            ProcessSort::default(),
+            "back to memory ▼"
+        );
+        // The per-GPU remainder stays after the processes whatever the order.
+        let mut g = GpuSample::unknown(0, "GPU");
+        g.memory_used = Some(10 << 30);
+        g.processes = Some(Vec::new());
+        s.apply_sample(1000, vec![GpuReading::Ok(g)], BTreeMap::new());
+        assert!(matches!(
+            s.process_lines().last(),
+            Some(ProcessLine::Unattributed { .. })
+        ));
+    }
+
+    #[test]
+    fn the_selection_stays_on_its_process_across_re_sorts() {
+        let mut s = state_with_memory("sim", &[&[(30, 1), (10, 5)], &[(20, 3)]]);
+        s.ui.focus = Pane::Processes;
+        s.ui.process_lines_shown.set(3);
+        press(&mut s, KeyCode::Down);
+        assert_eq!(selected_pid(&s), Some(20), "the second line: 5, 3, 1 GiB");
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(listed_pids(&s), [10, 20, 30]);
+        assert_eq!(selected_pid(&s), Some(20));
+        shift(&mut s, 'S');
+        assert_eq!(listed_pids(&s), [30, 20, 10]);
+        assert_eq!(selected_pid(&s), Some(20));
+        // Moved to the end and re-sorted: still pid 10, now on top.
+        press(&mut s, KeyCode::End);
+        assert_eq!(selected_pid(&s), Some(10));
+        shift(&mut s, 'S');
+        assert_eq!(listed_pids(&s), [10, 20, 30]);
+        assert_eq!(selected_pid(&s), Some(10));
+    }
+
+    #[test]
+    fn a_sample_that_reorders_the_list_keeps_the_selection_and_the_view_on_its_process() {
+        let mut s = state_with_memory("sim", &[&[(10, 5), (20, 3), (30, 1)]]);
+        s.ui.focus = Pane::Processes;
+        // One line in view: the view follows the selection.
+        s.ui.process_lines_shown.set(1);
+        press(&mut s, KeyCode::Down);
+        assert_eq!(selected_pid(&s), Some(20));
+        assert_eq!(s.ui.process_scroll, 1);
+        // Pid 20 grows to the most memory: first by memory now.
+        s.apply_sample(
+            1000,
+            readings_of(&[&[(10, 5), (20, 9), (30, 1)]]),
+            BTreeMap::new(),
+        );
+        assert_eq!(listed_pids(&s), [20, 10, 30]);
+        assert_eq!(selected_pid(&s), Some(20));
+        let lines = s.process_lines();
+        assert_eq!(s.process_view_first(&lines, 1), 0, "its line is drawn");
+        // Down from it goes to the line below it now, not below its old row.
+        press(&mut s, KeyCode::Down);
+        assert_eq!(selected_pid(&s), Some(10));
+        // Its process ends: the line that takes its row is selected.
+        s.apply_sample(1000, readings_of(&[&[(20, 9), (30, 1)]]), BTreeMap::new());
+        assert_eq!(selected_pid(&s), Some(30));
+    }
+
+    #[test]
+    fn k_on_a_simulated_gpus_process_is_refused_and_opens_no_prompt() {
+        let mut s = state_with_memory("sim", &[&[(10, 5)]]);
+        s.ui.focus = Pane::Processes;
+        assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+        assert_eq!(s.ui.signal_prompt, None);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(
+            said.contains("simulated processes are never signalled"),
+            "{said}"
+        );
+        // Nor does y then send anything.
+        assert_eq!(press(&mut s, KeyCode::Char('y')), Effect::Redraw);
+        // A snapshot's processes are no live ones either.
+        let mut s = state_with_memory("snapshot", &[&[(10, 5)]]);
+        s.ui.focus = Pane::Processes;
+        shift(&mut s, 'K');
+        assert_eq!(s.ui.signal_prompt, None);
+    }
+
+    #[test]
+    fn k_asks_and_only_y_or_9_send_the_signal_as_an_effect() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Down);
+        assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+        let target = s.ui.signal_prompt.clone().expect("a prompt");
+        assert_eq!(
+            (target.pid, target.gpu, target.command.as_str()),
+            (20, 0, "cmd-20")
+        );
+        assert_eq!(target.used_memory, Some(3 << 30));
+        // y sends SIGTERM to the process the prompt named.
+        assert_eq!(
+            press(&mut s, KeyCode::Char('y')),
+            Effect::Signal {
+                signal: Signal::Term,
+                target: target.clone()
+            }
+        );
+        assert_eq!(s.ui.signal_prompt, None, "answered, the prompt closes");
+        shift(&mut s, 'K');
+        assert_eq!(
+            press(&mut s, KeyCode::Char('9')),
+            Effect::Signal {
+                signal: Signal::Kill,
+                target
+            }
+        );
+    }
+
+    #[test]
+    fn the_signal_prompt_cancels_on_n_esc_enter_and_any_other_key_sending_nothing() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+        s.ui.focus = Pane::Processes;
+        for code in [
+            KeyCode::Char('n'),
+            KeyCode::Esc,
+            KeyCode::Enter,
+            KeyCode::Char('K'),
+            KeyCode::Char('q'),
+        ] {
+            shift(&mut s, 'K');
+            assert!(s.ui.signal_prompt.is_some());
+            assert_eq!(press(&mut s, code), Effect::Redraw, "{code:?}");
+            assert_eq!(s.ui.signal_prompt, None, "{code:?} closes it");
+            assert_eq!(
+                s.ui.notice.as_deref(),
+                Some("cancelled: nothing sent to 10"),
+                "{code:?}"
+            );
+        }
+        // Ctrl-C still quits from the prompt, sending nothing.
+        shift(&mut s, 'K');
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(handle_key(&mut s, &Keymap::default(), ctrl_c), Effect::Quit);
+    }
+
+    #[test]
+    fn k_refuses_vramtops_own_pid_pid_0_and_a_process_proc_does_not_show() {
+        let own = std::process::id();
+        let mut s = state_with_memory("nvml", &[&[(own, 5), (0, 4), (77, 3)]]);
+        s.ui.focus = Pane::Processes;
+        // The third line, pid 77: its command unreadable here.
+        let mut readings = readings_of(&[&[(own, 5), (0, 4), (77, 3)]]);
+        if let GpuReading::Ok(g) = &mut readings[0]
+            && let Some(p) = g.processes.as_mut().and_then(|p| p.get_mut(2))
+        {
+            p.command = None;
+        }
+        s.apply_sample(1000, readings, BTreeMap::new());
+        for (line, says) in [
+            (0, "is vramtop's own"),
+            (1, "names no single process"),
+            (2, "is not in /proc here"),
+        ] {
+            press(&mut s, KeyCode::Home);
+            for _ in 0..line {
+                press(&mut s, KeyCode::Down);
+            }
+            assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+            assert_eq!(s.ui.signal_prompt, None, "line {line}");
+            let said = s.ui.notice.clone().unwrap_or_default();
+            assert!(said.starts_with("K: "), "{said}");
+            assert!(said.contains(says), "{said}");
+        }
+    }
+
+    #[test]
+    fn k_outside_processes_says_where_it_acts() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+        s.ui.focus = Pane::Gpus;
+        shift(&mut s, 'K');
+        assert_eq!(s.ui.signal_prompt, None);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("Processes (Tab moves there)"), "{said}");
+    }
+
+    #[test]
+    fn a_signals_outcome_is_one_status_line() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+        let target = SignalTarget {
+            pid: 10,
+            gpu: 0,
+            command: "python train.py".to_string(),
+            used_memory: None,
+        };
+        for (outcome, said) in [
+            (SignalOutcome::Sent, "sent SIGTERM to 10 python train.py"),
+            (
+                SignalOutcome::NotPermitted,
+                "SIGTERM to 10: not yours: permission denied",
+            ),
+            (SignalOutcome::Gone, "SIGTERM to 10: already gone"),
+        ] {
+            on_signal_result(&mut s, Signal::Term, &target, &outcome);
+            assert_eq!(s.ui.notice.as_deref(), Some(said));
+        }
     }
 }

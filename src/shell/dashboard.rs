@@ -24,10 +24,11 @@ use super::viewer_run::ViewerExit;
 use crate::app::capture::{CAPTURE_TIMEOUT_MS, CaptureMsg};
 use crate::app::keymap::Keymap;
 use crate::app::observe::AllocatorSources;
+use crate::app::process_list::{Signal, SignalOutcome, SignalTarget};
 use crate::app::state::AppState;
 use crate::app::stress::{StressCommand, StressResult};
 use crate::app::stress_worker::StressWorker;
-use crate::app::update::{Effect, handle_key, on_stress_result};
+use crate::app::update::{Effect, handle_key, on_signal_result, on_stress_result};
 use crate::device::sim::SimCluster;
 use crate::device::{GpuReading, TelemetryError};
 use crate::probe::client::{self, Progress};
@@ -198,6 +199,12 @@ impl<B: Backend> Dashboard<B> {
             Effect::OpenSnapshot { path, at_oom } => {
                 self.viewing = true;
                 Next::OpenSnapshot { path, at_oom }
+            }
+            Effect::Signal { signal, target } => {
+                let outcome = send_signal(signal, &target);
+                tracing::info!(pid = target.pid, signal = signal.name(), ?outcome, "signal");
+                on_signal_result(&mut self.state, signal, &target, &outcome);
+                Next::Continue
             }
         }
     }
@@ -391,6 +398,36 @@ impl<B: Backend> Dashboard<B> {
                     .on_msg(state.now_ms, CaptureMsg::Failed { pid, why });
             }
         }
+    }
+}
+
+/// Sends the signal the user confirmed to `target.pid`, if that pid still
+/// runs the command the prompt named: between the prompt and the key the
+/// process may have ended and its pid gone to another. The update has
+/// refused pids that are not one process's, vramtop's own and simulated
+/// ones; an error is an answer (EPERM, ESRCH), never a panic.
+fn send_signal(signal: Signal, target: &SignalTarget) -> SignalOutcome {
+    use nix::errno::Errno;
+    use nix::sys::signal::{Signal as NixSignal, kill};
+    match crate::device::procfs::command_line(target.pid) {
+        None => return SignalOutcome::Gone,
+        Some(now) if now != target.command => return SignalOutcome::Changed(now),
+        Some(_) => {}
+    }
+    // Checked again here, where the signal is sent: 0 and negative pids
+    // name process groups.
+    let Some(pid) = i32::try_from(target.pid).ok().filter(|&p| p > 0) else {
+        return SignalOutcome::Failed(format!("{} is no single process", target.pid));
+    };
+    let sig = match signal {
+        Signal::Term => NixSignal::SIGTERM,
+        Signal::Kill => NixSignal::SIGKILL,
+    };
+    match kill(nix::unistd::Pid::from_raw(pid), sig) {
+        Ok(()) => SignalOutcome::Sent,
+        Err(Errno::EPERM) => SignalOutcome::NotPermitted,
+        Err(Errno::ESRCH) => SignalOutcome::Gone,
+        Err(e) => SignalOutcome::Failed(e.desc().to_string()),
     }
 }
 

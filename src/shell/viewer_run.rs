@@ -554,6 +554,7 @@ fn event_loop(
                     | Effect::RequestSnapshot { .. }
                     | Effect::SaveSimulatedSnapshot { .. }
                     | Effect::OpenSnapshot { .. }
+                    | Effect::Signal { .. }
                     | Effect::None => {}
                 }
             }

@@ -530,6 +530,18 @@ impl<'a> HelpOverlay<'a> {
                 .collect();
             sections.push((heading, group_rows));
         }
+        // The prompt takes the keys while open: its own keys, from the
+        // table that dispatches them, after the key that opens it.
+        let prompt = match self.keymap.key_name(Action::SignalProcess) {
+            Some(k) => format!("In the signal prompt ({k})"),
+            None => "In the signal prompt".to_string(),
+        };
+        let prompt_rows = TypingMode::SignalPrompt
+            .help_rows()
+            .into_iter()
+            .map(|(keys, what)| (keys, Cow::Borrowed(what), None))
+            .collect();
+        sections.push((prompt, prompt_rows));
         sections
     }
 

@@ -2,7 +2,10 @@
 //! tree view), the allocator figures of every process whose allocator is
 //! visible, and per GPU the driver-used memory no listed process accounts
 //! for. The selected GPU's lines are marked; selecting a GPU scrolls the
-//! list to them (`app::update`).
+//! list to them (`app::update`). The title says the sort column and its
+//! direction (`by memory ▼`); while the pane has the focus the selected
+//! line is highlighted (the one `K` signals). The signal prompt is drawn
+//! over the screen by [`render_signal_prompt`].
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -12,6 +15,8 @@ use ratatui::widgets::Widget;
 use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
+use crate::app::keymap::{TypingKey, TypingMode};
+use crate::app::process_list::{Signal, SignalTarget};
 use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
 
 /// The processes pane of one frame.
@@ -52,10 +57,19 @@ impl Widget for ProcessesPane<'_> {
         let theme = self.theme;
         let g = theme.glyphs();
         let ui = &self.state.ui;
-        let mut detail = vec![Span::styled(
-            if ui.process_tree { "tree" } else { "flat" },
-            theme.text,
-        )];
+        let sort = ui.process_sort;
+        let arrow = if sort.descending {
+            g.sort_descending
+        } else {
+            g.sort_ascending
+        };
+        let mut detail = vec![
+            Span::styled(if ui.process_tree { "tree" } else { "flat" }, theme.text),
+            Span::styled(
+                format!(" · by {} {arrow}", sort.column.label().to_lowercase()),
+                theme.text,
+            ),
+        ];
         match &ui.process_filter {
             ProcessFilter::Editing(text) => {
                 detail.push(Span::styled(" · filter: ", theme.text));
@@ -82,7 +96,12 @@ impl Widget for ProcessesPane<'_> {
         // are out of sight (Tab here, then the arrows scroll).
         let visible = usize::from(block(detail.clone()).inner(area).height.saturating_sub(1));
         ui.process_lines_shown.set(visible);
-        let first = ui.process_scroll.min(rows.len().saturating_sub(visible));
+        let first = self.state.process_view_first(&rows, visible);
+        // Highlighted only while the keys act on it.
+        let selected_line = self
+            .state
+            .selected_process_index(&rows)
+            .filter(|_| ui.focus == Pane::Processes);
         // The selected GPU's lines are marked where lines of several GPUs
         // are listed (with one, every line would be); a selected GPU with
         // none is said in the title, so an unmarked list is not read as
@@ -251,7 +270,16 @@ impl Widget for ProcessesPane<'_> {
                 }
             }
             // Long commands are cut at the pane's edge by the line itself.
-            chrome::line_at(buf, inner, y, &Line::from(spans));
+            let mut line = Line::from(spans);
+            if selected_line == Some(first + i) {
+                // Padded to the pane's width: the highlight is a bar.
+                let used = line.width();
+                if used < width {
+                    line.push_span(Span::raw(" ".repeat(width - used)));
+                }
+                line = line.patch_style(theme.selected);
+            }
+            chrome::line_at(buf, inner, y, &line);
         }
         theme.finish(area, buf);
     }
@@ -273,4 +301,61 @@ fn gpu_cell(gpu: u32, selected: bool, width: usize, theme: &Theme) -> Vec<Span<'
         Span::styled(theme.glyphs().pointer, theme.key),
         Span::styled(index, theme.selected),
     ]
+}
+
+/// The prompt that confirms a signal (`K`), centred over `area`: what it
+/// sends and to whom (pid, command, GPU memory), and the keys that send
+/// it or the other signal, or cancel, named from the prompt's table.
+pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget, theme: &Theme) {
+    let area = area.intersection(buf.area);
+    if area.width < 20 || area.height < 4 {
+        return;
+    }
+    let key = |k| TypingMode::SignalPrompt.key_name(k).unwrap_or("?");
+    let (term, kill, cancel) = (
+        key(TypingKey::SendTerm),
+        key(TypingKey::SendKill),
+        key(TypingKey::Cancel),
+    );
+    let memory = target
+        .used_memory
+        .map(|b| format!(" ({})", format::bytes(b)))
+        .unwrap_or_default();
+    let head = format!("Send {} to {} ", Signal::Term.name(), target.pid);
+    let tail = format!("{memory}? {term}/{cancel}");
+    let keys = Line::from(vec![
+        Span::styled(term, theme.key),
+        Span::styled(format!(" {}  ", Signal::Term.name()), theme.text),
+        Span::styled(kill, theme.key),
+        Span::styled(format!(" {} instead  ", Signal::Kill.name()), theme.text),
+        Span::styled(cancel, theme.key),
+        Span::styled(" cancel (any other key too)", theme.text),
+    ]);
+    let wanted = head.chars().count() + target.command.chars().count() + tail.chars().count();
+    let width = (wanted.max(keys.width()) + 4).min(usize::from(area.width));
+    let inner_w = width.saturating_sub(4);
+    // The command gives way: pid, memory and keys always show.
+    let room = inner_w.saturating_sub(head.chars().count() + tail.chars().count());
+    let question = Line::from(vec![
+        Span::styled(head, theme.text),
+        Span::styled(format::truncate(&target.command, room.max(1)), theme.key),
+        Span::styled(tail, theme.text),
+    ]);
+    let width = u16::try_from(width).unwrap_or(area.width);
+    let (_, inner) = chrome::popup(
+        buf,
+        area,
+        (width, 4),
+        &format!(" Signal a process on GPU {} ", target.gpu),
+        "",
+        2,
+        theme,
+    );
+    let inner = Rect {
+        x: inner.x.saturating_add(1),
+        width: inner.width.saturating_sub(2),
+        ..inner
+    };
+    chrome::line_at(buf, inner, 0, &question);
+    chrome::line_at(buf, inner, 1, &keys);
 }

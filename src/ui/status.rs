@@ -318,7 +318,9 @@ impl<'a> StatusLine<'a> {
     fn hints(&self, width: usize) -> Line<'static> {
         let theme = self.theme;
         let state = self.state;
-        let typing = if state.ui.process_filter.is_editing() {
+        let typing = if state.ui.signal_prompt.is_some() {
+            Some(TypingMode::SignalPrompt)
+        } else if state.ui.process_filter.is_editing() {
             Some(TypingMode::ProcessFilter)
         } else if state.ui.stress_open && state.stress.editing() {
             Some(TypingMode::StressField)

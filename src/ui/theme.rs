@@ -92,6 +92,10 @@ pub struct Glyphs {
     pub at_most: &'static str,
     /// In front of the open-ended last bucket's bound ("≥1GiB").
     pub at_least: &'static str,
+    /// After the process list's sort column: largest (last) first.
+    pub sort_descending: &'static str,
+    /// After it: smallest (first) first.
+    pub sort_ascending: &'static str,
     pub series_allocated: Marker,
     pub series_reserved: Marker,
     pub series_driver: Marker,
@@ -121,6 +125,8 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     line: "─",
     at_most: "≤",
     at_least: "≥",
+    sort_descending: "▼",
+    sort_ascending: "▲",
     series_allocated: Marker::Braille,
     series_reserved: Marker::Braille,
     series_driver: Marker::Braille,
@@ -146,6 +152,8 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     line: "-",
     at_most: "<=",
     at_least: ">=",
+    sort_descending: "v",
+    sort_ascending: "^",
     series_allocated: Marker::Custom('*'),
     series_reserved: Marker::Custom('+'),
     series_driver: Marker::Custom('.'),
@@ -383,6 +391,8 @@ mod tests {
             g.line,
             g.at_most,
             g.at_least,
+            g.sort_descending,
+            g.sort_ascending,
         ] {
             assert!(s.is_ascii(), "{s:?}");
         }

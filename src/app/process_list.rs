@@ -1,0 +1,272 @@
+//! The processes pane's order, selection and signals as data: which column
+//! the list is sorted by, which line is selected (by what it is about, not
+//! by its row, so a re-sort or a sample keeps it on the same process), and
+//! the confirmation a signal waits for. The update acts on these
+//! (`app::update`), the pane draws them (`ui::processes`), the shell sends
+//! the signal (`shell::dashboard`).
+
+use std::cmp::Ordering;
+
+use serde::Serialize;
+
+use crate::device::GpuProcess;
+
+/// A column the process list can be sorted by, in the order the sort key
+/// steps through them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum SortColumn {
+    /// GPU memory the driver attributes to the process (bytes).
+    Memory,
+    Pid,
+    User,
+    /// The GPU's NVML index.
+    Gpu,
+    Command,
+}
+
+impl SortColumn {
+    /// Every column, in the order the sort key steps through them.
+    pub const ALL: [SortColumn; 5] = [
+        SortColumn::Memory,
+        SortColumn::Pid,
+        SortColumn::User,
+        SortColumn::Gpu,
+        SortColumn::Command,
+    ];
+
+    /// The column after this one (after the last, the first).
+    pub fn next(self) -> SortColumn {
+        let i = Self::ALL.iter().position(|&c| c == self).unwrap_or(0);
+        Self::ALL[(i + 1) % Self::ALL.len()]
+    }
+
+    /// Whether the column starts largest first when the key steps to it:
+    /// memory does (who holds the most is what a crowded GPU is read
+    /// for), the others read as a list does, from the smallest.
+    pub fn descending_by_default(self) -> bool {
+        self == SortColumn::Memory
+    }
+
+    /// The column's name in the pane's header and title.
+    pub fn label(self) -> &'static str {
+        match self {
+            SortColumn::Memory => "MEMORY",
+            SortColumn::Pid => "PID",
+            SortColumn::User => "USER",
+            SortColumn::Gpu => "GPU",
+            SortColumn::Command => "COMMAND",
+        }
+    }
+}
+
+/// How the process list is sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProcessSort {
+    pub column: SortColumn,
+    /// Largest (or last in order) first.
+    pub descending: bool,
+}
+
+impl Default for ProcessSort {
+    /// GPU memory, largest first.
+    fn default() -> Self {
+        ProcessSort {
+            column: SortColumn::Memory,
+            descending: true,
+        }
+    }
+}
+
+impl ProcessSort {
+    /// The next column, in its own first direction.
+    pub fn next_column(self) -> ProcessSort {
+        let column = self.column.next();
+        ProcessSort {
+            column,
+            descending: column.descending_by_default(),
+        }
+    }
+
+    /// The same column the other way.
+    pub fn reversed(self) -> ProcessSort {
+        ProcessSort {
+            descending: !self.descending,
+            ..self
+        }
+    }
+
+    /// The order of two processes (each with its GPU's index): by the
+    /// column in the sort's direction; a value not known (no memory
+    /// figure, no user or command readable in /proc) last either way, so
+    /// reversing does not put the unknowns on top; ties by GPU, then pid,
+    /// ascending, so equal rows keep one order from sample to sample.
+    pub fn compare(self, (ga, a): (u32, &GpuProcess), (gb, b): (u32, &GpuProcess)) -> Ordering {
+        let by_column = match self.column {
+            SortColumn::Memory => known_last(a.used_memory, b.used_memory, self.descending),
+            SortColumn::Pid => directed(a.pid.cmp(&b.pid), self.descending),
+            SortColumn::User => known_last(a.user.as_deref(), b.user.as_deref(), self.descending),
+            SortColumn::Gpu => directed(ga.cmp(&gb), self.descending),
+            SortColumn::Command => known_last(
+                a.command.as_deref().map(str::to_lowercase),
+                b.command.as_deref().map(str::to_lowercase),
+                self.descending,
+            ),
+        };
+        by_column.then(ga.cmp(&gb)).then(a.pid.cmp(&b.pid))
+    }
+}
+
+fn directed(order: Ordering, descending: bool) -> Ordering {
+    if descending { order.reverse() } else { order }
+}
+
+/// Known values in the direction asked, unknown ones after them.
+fn known_last<T: Ord>(a: Option<T>, b: Option<T>, descending: bool) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) => directed(a.cmp(&b), descending),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+}
+
+/// What a line of the processes pane is about: the selection is kept as
+/// this, so it stays on its process when the list is re-sorted or a
+/// sample reorders it (a process on two GPUs is two lines, one per GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum LineKey {
+    Process { gpu: u32, pid: u32 },
+    Unattributed { gpu: u32 },
+    Unlisted { gpu: u32 },
+}
+
+/// The signal a confirmed prompt sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Signal {
+    /// Asks the process to end (it may clean up: a trainer can save).
+    Term,
+    /// Ends it at once.
+    Kill,
+}
+
+impl Signal {
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+        }
+    }
+}
+
+/// The process a signal prompt is about, as the list showed it when the
+/// key was pressed: the prompt names it, and the shell sends nothing if
+/// the pid runs something else by then (the process ended and its pid
+/// was reused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignalTarget {
+    pub pid: u32,
+    pub gpu: u32,
+    /// The command line as the list showed it (from /proc).
+    pub command: String,
+    /// GPU memory the driver attributed to it (bytes).
+    pub used_memory: Option<u64>,
+}
+
+/// What became of a signal the user confirmed, as the shell saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignalOutcome {
+    Sent,
+    /// EPERM: the process is another user's.
+    NotPermitted,
+    /// ESRCH, or no such process in /proc any more.
+    Gone,
+    /// The pid now runs this command, not the one confirmed: nothing sent.
+    Changed(String),
+    /// Any other failure, in the system's words.
+    Failed(String),
+}
+
+impl SignalOutcome {
+    /// The status line's one line about `signal` sent (or not) to `target`.
+    pub fn describe(&self, signal: Signal, target: &SignalTarget) -> String {
+        let (pid, name) = (target.pid, signal.name());
+        match self {
+            SignalOutcome::Sent => format!("sent {name} to {pid} {}", target.command),
+            SignalOutcome::NotPermitted => {
+                format!("{name} to {pid}: not yours: permission denied")
+            }
+            SignalOutcome::Gone => format!("{name} to {pid}: already gone"),
+            // The process confirmed ended, and its pid went to another.
+            SignalOutcome::Changed(now) => {
+                format!("{name} not sent: pid {pid} now runs {now} (pid reused)")
+            }
+            SignalOutcome::Failed(why) => format!("{name} to {pid} failed: {why}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: u32, mem: Option<u64>, command: Option<&str>) -> GpuProcess {
+        GpuProcess {
+            pid,
+            used_memory: mem,
+            user: None,
+            command: command.map(str::to_string),
+            parent_pid: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }
+    }
+
+    #[test]
+    fn the_sort_key_steps_through_every_column_and_back_to_memory() {
+        let mut sort = ProcessSort::default();
+        let mut seen = vec![sort.column];
+        for _ in 1..SortColumn::ALL.len() {
+            sort = sort.next_column();
+            seen.push(sort.column);
+        }
+        assert_eq!(seen, SortColumn::ALL);
+        assert_eq!(sort.next_column(), ProcessSort::default());
+        assert!(
+            !ProcessSort::default().next_column().descending,
+            "pid ascends"
+        );
+    }
+
+    #[test]
+    fn unknown_memory_sorts_last_in_both_directions() {
+        let (a, b, c) = (p(1, Some(5), None), p(2, None, None), p(3, Some(9), None));
+        for descending in [true, false] {
+            let sort = ProcessSort {
+                column: SortColumn::Memory,
+                descending,
+            };
+            let mut v = [(0, &a), (0, &b), (0, &c)];
+            v.sort_by(|x, y| sort.compare(*x, *y));
+            let pids: Vec<u32> = v.iter().map(|(_, p)| p.pid).collect();
+            let want = if descending { [3, 1, 2] } else { [1, 3, 2] };
+            assert_eq!(pids, want, "descending {descending}");
+        }
+    }
+
+    #[test]
+    fn commands_sort_ignoring_case_and_ties_go_by_gpu_then_pid() {
+        let (a, b, c) = (
+            p(9, None, Some("b")),
+            p(4, None, Some("A")),
+            p(2, None, Some("b")),
+        );
+        let sort = ProcessSort {
+            column: SortColumn::Command,
+            descending: false,
+        };
+        let mut v = [(1, &a), (0, &b), (1, &c)];
+        v.sort_by(|x, y| sort.compare(*x, *y));
+        let pids: Vec<u32> = v.iter().map(|(_, p)| p.pid).collect();
+        assert_eq!(pids, [4, 2, 9]);
+    }
+}
