@@ -53,13 +53,14 @@ pub fn elide_end(text: &str, width: usize) -> String {
         return String::new();
     };
     let mut out = String::new();
-    let mut used = 0;
     for c in text.chars() {
-        used += char_cells(c);
-        if used > room {
+        out.push(c);
+        // The string's cells, not the sum of its characters': a sign
+        // that joins the character before it can widen the pair.
+        if cells(&out) > room {
+            out.pop();
             break;
         }
-        out.push(c);
     }
     out.push('…');
     out
@@ -326,6 +327,15 @@ fn break_long_word(word: &str, width: usize) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn elide_end_fits_a_text_whose_signs_widen_the_character_before() {
+        // "☺" takes 1 cell, with the emoji selector after it 2.
+        let text = "☺\u{fe0f}".repeat(10);
+        let cut = elide_end(&text, 5);
+        assert!(cells(&cut) <= 5, "{cut:?}: {} cells", cells(&cut));
+        assert!(cut.ends_with('…'));
+    }
 
     #[test]
     fn a_word_longer_than_its_column_breaks_after_punctuation_else_at_the_width() {
