@@ -13,6 +13,7 @@ pub mod diff;
 pub mod doctor;
 pub mod help;
 pub mod open;
+pub mod recording;
 pub mod replay;
 pub mod sample_text;
 pub mod scenario;
@@ -802,12 +803,20 @@ pub enum Command {
     /// `_memory_viz.py segsum` figures and fragmentation, then the top
     /// allocation sites at the end and at the peak of allocated bytes, and
     /// the file's allocator settings.
+    ///
+    /// A `vramtop record` file (told by its content) is read back with
+    /// --summary: per GPU the time span and sampling gaps, memory used at
+    /// its peak with the processes holding it (--top of them), its minimum
+    /// and median, each allocator's peaks, every OOM and allocation retry
+    /// with its time, and the most fragmented moment. A last line cut
+    /// mid-write is counted and skipped.
     Open {
-        /// The snapshot pickle to open.
+        /// The snapshot pickle or `vramtop record` file to open.
         ///
         /// A `torch.cuda.memory._dump_snapshot()` pickle (or a pickled
-        /// `torch.cuda.memory_snapshot()` segment list); with --summary, `-`
-        /// reads it from standard input (a file named `-` is `./-`).
+        /// `torch.cuda.memory_snapshot()` segment list), or the JSON lines
+        /// of `vramtop record`; with --summary, `-` reads it from standard
+        /// input (a file named `-` is `./-`).
         file: PathBuf,
         /// Print the summary instead of opening the viewer.
         #[arg(long)]
@@ -817,7 +826,8 @@ pub enum Command {
         json: bool,
         /// With --summary: how many allocation sites to list.
         ///
-        /// At the end and at the peak of allocated bytes.
+        /// At the end and at the peak of allocated bytes; of a recording,
+        /// the processes at each GPU's memory peak.
         #[arg(long, value_name = "N", requires = "summary", allow_negative_numbers = true, value_parser = count_arg, default_value_t = crate::snapshot::summary::DEFAULT_TOP_SITES)]
         top: usize,
         /// With --summary: read only the final state, not the trace.
@@ -851,7 +861,8 @@ pub enum Command {
     /// Append one JSON line per sample to FILE.
     ///
     /// Each line flushed as it is written, until --duration passes or
-    /// vramtop is stopped.
+    /// vramtop is stopped. `vramtop open FILE --summary` reads it back:
+    /// per GPU the peak and whose it was, each OOM with its time.
     Record {
         /// The JSON-lines file to append to (`-`: stdout).
         ///

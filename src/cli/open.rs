@@ -50,6 +50,10 @@ pub fn run(
 ) -> color_eyre::Result<ExitCode> {
     let background_load =
         std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
+    // A `vramtop record` file, told by its content: summed up, not viewed.
+    if super::recording::is_recording(file) {
+        return recording(file, summary, options, display);
+    }
     if !summary {
         if options.json {
             super::say_error("--json prints the summary as JSON: add --summary");
@@ -145,6 +149,47 @@ pub fn run(
     }
     super::leave_to_exit(snapshot);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `open` of a recording: its summary (`--summary`, `--json`, `--top`);
+/// the viewer and the snapshot-only options are refused in one line.
+fn recording(
+    file: &Path,
+    summary: bool,
+    options: SummaryOptions,
+    display: &DisplayArgs,
+) -> color_eyre::Result<ExitCode> {
+    let name = super::input_name(file);
+    let refused = if !summary {
+        Some(format!(
+            "{name} is a `vramtop record` file: the viewer opens snapshots; summarise it with \
+             `vramtop open {} --summary`",
+            crate::quote::shell_path(&file.display().to_string())
+        ))
+    } else if options.at.is_some() {
+        Some(format!(
+            "{name} is a `vramtop record` file: --at picks a moment of a snapshot's trace, \
+             not of a recording"
+        ))
+    } else if options.no_trace || options.grouping != Grouping::default() {
+        Some(format!(
+            "{name} is a `vramtop record` file: --no-trace and --group are for snapshots"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        super::say_error(why);
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    super::recording::run(
+        file,
+        super::recording::RecordingOptions {
+            json: options.json,
+            top: options.top,
+            ascii: display.ascii,
+        },
+    )
 }
 
 /// What `--no-trace` leaves unsaid: the file past its final state was not

@@ -133,32 +133,12 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
             ),
         ),
     }
-    let pid_w = processes
-        .iter()
-        .map(|p| p.pid.to_string().len())
-        .max()
-        .unwrap_or(0);
-    let mems: Vec<String> = processes
-        .iter()
-        .map(|p| format::opt_bytes(p.used_memory))
-        .collect();
-    let mem_w = mems.iter().map(|m| cells(m)).max().unwrap_or(0);
-    for (p, mem) in processes.iter().zip(&mems) {
-        // PROCESS_INDENT, "pid ", the pid, 2 spaces, the command, 2
-        // spaces, the memory right-aligned at the report's edge.
-        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + 2 + mem_w;
-        let room = REPORT_WIDTH.saturating_sub(fixed);
-        let command = elide_end(p.command.as_deref().unwrap_or(NA), room);
-        let pad = room.saturating_sub(cells(&command));
-        line(
-            out,
-            &format!(
-                "{PROCESS_INDENT}pid {:<pid_w$}  {command}{}  {mem:>mem_w$}",
-                p.pid,
-                " ".repeat(pad),
-            ),
-        );
-    }
+    process_rows(
+        out,
+        processes
+            .iter()
+            .map(|p| (p.pid, p.command.as_deref(), p.used_memory)),
+    );
     // Every allocator the dashboard can show (its `v` cycles them), the
     // one it shows first first; a sample built with the shown one alone
     // lists that.
@@ -193,6 +173,39 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
                 );
             }
         }
+    }
+}
+
+/// One line per process, as `--once` lists them: `pid`, the command cut
+/// to fit, the memory right-aligned at the report's edge (the summary of
+/// a recording lists those at a peak the same way).
+pub(super) fn process_rows<'a>(
+    out: &mut String,
+    processes: impl Iterator<Item = (u32, Option<&'a str>, Option<u64>)>,
+) {
+    let rows: Vec<(u32, &str, String)> = processes
+        .map(|(pid, command, used)| (pid, command.unwrap_or(NA), format::opt_bytes(used)))
+        .collect();
+    let pid_w = rows
+        .iter()
+        .map(|(pid, _, _)| pid.to_string().len())
+        .max()
+        .unwrap_or(0);
+    let mem_w = rows.iter().map(|(_, _, m)| cells(m)).max().unwrap_or(0);
+    for (pid, command, mem) in &rows {
+        // PROCESS_INDENT, "pid ", the pid, 2 spaces, the command, 2
+        // spaces, the memory right-aligned at the report's edge.
+        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + 2 + mem_w;
+        let room = REPORT_WIDTH.saturating_sub(fixed);
+        let command = elide_end(command, room);
+        let pad = room.saturating_sub(cells(&command));
+        line(
+            out,
+            &format!(
+                "{PROCESS_INDENT}pid {pid:<pid_w$}  {command}{}  {mem:>mem_w$}",
+                " ".repeat(pad),
+            ),
+        );
     }
 }
 

@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod factory;
 pub mod nvml;
 pub mod procfs;
+pub mod recording;
 pub mod sampler;
 pub mod sim;
 pub mod telemetry;

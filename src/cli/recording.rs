@@ -1,0 +1,695 @@
+//! `vramtop open REC.jsonl --summary [--json]`: a `vramtop record` file
+//! read back (`device::recording` sums it up; this words it).
+//!
+//! A file is a recording by its content: a first line that is a sample
+//! (`time_unix_ms`, `gpus`), or JSON at all (a pickle never starts with
+//! `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes on to the
+//! snapshot reader as before.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use color_eyre::eyre::WrapErr;
+use serde::Serialize;
+
+use super::EXIT_BAD_INPUT;
+use super::text::{REPORT_WIDTH, path_heading, wrap_under};
+use crate::device::recording::{
+    CounterEvent, CounterKind, GpuRecord, RecordingSummary, first_is_brace, looks_like_recording,
+    read_recording,
+};
+use crate::ui::format::{self, NA, count, count_of};
+
+/// Bytes of a file looked at to tell a recording from a snapshot.
+const SNIFF_BYTES: usize = 1 << 20;
+
+/// Counter rises listed per GPU in the text (all that were kept are in
+/// the JSON).
+const EVENT_LINES: usize = 20;
+
+/// Cells of the label column, as the snapshot summary's.
+const LABEL: usize = 21;
+
+/// Whether `file` is to be read as a recording: by its first bytes (a
+/// sample's line, or any JSON), else by its name (`.jsonl`, `.ndjson`:
+/// an empty or damaged one is said as a recording). Standard input is
+/// told by its first byte alone, peeked without being taken.
+pub fn is_recording(file: &Path) -> bool {
+    if file.as_os_str() == super::STDIN_ARG {
+        use std::io::IsTerminal as _;
+        let stdin = std::io::stdin();
+        // A terminal would keep the peek waiting for a line: the snapshot
+        // reader refuses one with its own words.
+        if stdin.is_terminal() {
+            return false;
+        }
+        let mut lock = stdin.lock();
+        return match lock.fill_buf() {
+            Ok(buf) => first_is_brace(buf),
+            Err(_) => false,
+        };
+    }
+    let by_name = file
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
+    let Ok(f) = std::fs::File::open(file) else {
+        return by_name;
+    };
+    let mut prefix = Vec::new();
+    if f.take(SNIFF_BYTES as u64).read_to_end(&mut prefix).is_err() {
+        return by_name;
+    }
+    by_name || looks_like_recording(&prefix) || first_is_brace(&prefix)
+}
+
+/// What `--summary` of a recording was asked with.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordingOptions {
+    pub json: bool,
+    /// Processes listed at a peak.
+    pub top: usize,
+    pub ascii: bool,
+}
+
+/// The summary of the recording `file` (`-`: standard input), or its one
+/// line of error (exit 2) when it holds no sample.
+pub fn run(file: &Path, options: RecordingOptions) -> color_eyre::Result<ExitCode> {
+    let name = super::input_name(file);
+    let read = if file.as_os_str() == super::STDIN_ARG {
+        match super::piped_stdin() {
+            Ok(stdin) => read_recording(stdin),
+            Err(e) => {
+                super::say_error(e);
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        }
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => read_recording(BufReader::with_capacity(1 << 16, f)),
+            Err(e) => {
+                super::say_error(format_args!(
+                    "cannot read {name}: {}",
+                    crate::quote::io_reason(&e)
+                ));
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        }
+    };
+    let summary = match read {
+        Ok(s) => s,
+        Err(e) => {
+            super::say_error(format_args!("cannot read {name}: {e}"));
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    if let Some(why) = no_samples(&summary) {
+        super::say_error(format_args!("{name}: {why}"));
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    }
+    if options.json {
+        let full = RecordingJson {
+            kind: "recording",
+            first_utc: summary.first_unix_ms.map(utc),
+            last_utc: summary.last_unix_ms.map(utc),
+            summary: &summary,
+        };
+        let text = serde_json::to_string_pretty(&full).wrap_err("cannot encode the summary")?;
+        super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
+    } else {
+        super::emit_text(&render(&name, &summary, options.top), options.ascii)
+            .wrap_err("cannot write the output")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--summary --json` of a recording: `"kind": "recording"`, the span's
+/// ends in UTC (RFC 3339), then the summary's fields
+/// (`device::recording::RecordingSummary`).
+#[derive(Serialize)]
+struct RecordingJson<'a> {
+    kind: &'static str,
+    first_utc: Option<String>,
+    last_utc: Option<String>,
+    #[serde(flatten)]
+    summary: &'a RecordingSummary,
+}
+
+/// Why a recording gives no summary: it holds no sample.
+pub fn no_samples(s: &RecordingSummary) -> Option<String> {
+    if s.samples > 0 {
+        return None;
+    }
+    let k = &s.skipped;
+    Some(if s.lines == 0 {
+        "the file is empty: no samples (a recording that has not written its first one yet?)"
+            .to_string()
+    } else if k.lines() == 0 {
+        format!(
+            "{} and no sample",
+            count(s.lines, "blank line", "blank lines")
+        )
+    } else if k.cut_last_line && k.lines() == 1 {
+        "its only sample is cut mid-write (the recording was stopped while writing it): \
+         no whole sample"
+            .to_string()
+    } else {
+        format!(
+            "no line is a `vramtop record` sample ({}); not a recording?",
+            skipped_words(s)
+        )
+    })
+}
+
+/// "3 lines skipped: 2 not JSON (the first: line 17), the last cut
+/// mid-write".
+fn skipped_words(s: &RecordingSummary) -> String {
+    let k = &s.skipped;
+    let mut parts = Vec::new();
+    if k.not_json > 0 {
+        parts.push(format!("{} not JSON", count(k.not_json, "line", "lines")));
+    }
+    if k.not_a_sample > 0 {
+        parts.push(format!(
+            "{} JSON but no sample",
+            count(k.not_a_sample, "line", "lines")
+        ));
+    }
+    if k.too_long > 0 {
+        parts.push(format!(
+            "{} over {}",
+            count(k.too_long, "line", "lines"),
+            format::bytes(crate::device::recording::MAX_LINE_BYTES as u64)
+        ));
+    }
+    if k.cut_then_appended > 0 {
+        parts.push(format!(
+            "{} cut mid-write, then appended to (its sample after the cut is read)",
+            count(k.cut_then_appended, "sample", "samples")
+        ));
+    }
+    if k.cut_last_line {
+        parts.push(
+            "the last line cut mid-write (the recording was stopped while writing it)".into(),
+        );
+    }
+    let mut out = parts.join(", ");
+    if let Some(first) = k.first_line {
+        let _ = write!(out, "; the first at line {first}");
+    }
+    out
+}
+
+/// `ms` since the Unix epoch in UTC, RFC 3339 with milliseconds.
+fn utc(ms: u64) -> String {
+    datetime(ms).map_or_else(
+        || format!("{ms} ms since the epoch"),
+        |t| t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
+}
+
+fn datetime(ms: u64) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)
+}
+
+/// How the text writes a sample's time: with the date when the recording
+/// spans more than one UTC day, with milliseconds when samples come
+/// faster than one a second.
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    date: bool,
+    millis: bool,
+}
+
+impl Clock {
+    fn of(s: &RecordingSummary) -> Clock {
+        let day = |ms: Option<u64>| ms.and_then(datetime).map(|t| t.date_naive());
+        Clock {
+            date: day(s.first_unix_ms) != day(s.last_unix_ms),
+            millis: s
+                .gpus
+                .iter()
+                .any(|g| g.interval_ms.is_some_and(|i| i < 1_000)),
+        }
+    }
+
+    fn at(self, ms: u64) -> String {
+        let Some(t) = datetime(ms) else {
+            return format!("{ms} ms since the epoch");
+        };
+        let pattern = match (self.date, self.millis) {
+            (true, true) => "%Y-%m-%d %H:%M:%S%.3f",
+            (true, false) => "%Y-%m-%d %H:%M:%S",
+            (false, true) => "%H:%M:%S%.3f",
+            (false, false) => "%H:%M:%S",
+        };
+        t.format(pattern).to_string()
+    }
+}
+
+/// A length of time: "200 ms", "1.5s", "45s", then "7h47m53s".
+fn span(ms: u64) -> String {
+    if ms < 60_000 {
+        format::interval(ms)
+    } else {
+        format::seconds(ms.saturating_add(500) / 1_000)
+    }
+}
+
+/// `label` padded to the label column, 2 cells in.
+fn lead(label: &str) -> String {
+    format!("  {label:<LABEL$}")
+}
+
+fn line_under(out: &mut String, label: &str, text: &str) {
+    let _ = writeln!(out, "{}", wrap_under(&lead(label), text, REPORT_WIDTH));
+}
+
+/// The text summary: the file's span and what was skipped, then per GPU
+/// its samples and gaps, memory used (peak and who held it, minimum,
+/// median), its allocators' peaks, each OOM and allocation retry, and
+/// the most fragmented moment.
+pub fn render(name: &str, s: &RecordingSummary, top: usize) -> String {
+    let mut out = String::new();
+    let counts = format!(
+        "{}, {}",
+        count(s.samples, "sample", "samples"),
+        count_of(s.gpus.len(), "GPU", "GPUs")
+    );
+    let _ = writeln!(out, "{}", path_heading(name, &counts, REPORT_WIDTH));
+    let clock = Clock::of(s);
+    if let (Some(first), Some(last)) = (s.first_unix_ms, s.last_unix_ms) {
+        let full = Clock {
+            date: true,
+            millis: clock.millis,
+        };
+        let end = if clock.date {
+            full.at(last)
+        } else {
+            clock.at(last)
+        };
+        line_under(
+            &mut out,
+            "time (UTC)",
+            &format!("{} to {end} ({})", full.at(first), span(s.duration_ms)),
+        );
+    }
+    if !s.backends.is_empty() {
+        line_under(&mut out, "backend", &s.backends.join(", "));
+    }
+    if s.time_went_back > 0 {
+        line_under(
+            &mut out,
+            "note:",
+            &format!(
+                "time went back in {} (a clock set back, or files joined out of order): \
+                 the span is from the earliest to the latest",
+                count(s.time_went_back, "sample", "samples")
+            ),
+        );
+    }
+    if s.skipped.lines() > 0 {
+        line_under(
+            &mut out,
+            "skipped",
+            &format!(
+                "{}: {}",
+                count(s.skipped.lines(), "line", "lines"),
+                skipped_words(s)
+            ),
+        );
+    }
+    if s.gpus.is_empty() {
+        let _ = writeln!(out, "no GPU: the samples list none");
+    }
+    for g in &s.gpus {
+        gpu_text(&mut out, g, clock, top);
+    }
+    if s.gpus_left_out > 0 {
+        line_under(
+            &mut out,
+            "note:",
+            &format!(
+                "{} past the first {} GPUs not summed up",
+                count(s.gpus_left_out, "GPU entry", "GPU entries"),
+                crate::device::recording::MAX_GPUS
+            ),
+        );
+    }
+    out
+}
+
+fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
+    let head = match g.mig_index {
+        Some(slot) => format!("GPU {} MIG {slot}", g.index),
+        None => format!("GPU {}", g.index),
+    };
+    let name = g.name.as_deref().unwrap_or(NA);
+    let head = format!("{head}  {name}");
+    let _ = writeln!(out, "{}", super::text::elide_end(&head, REPORT_WIDTH));
+    if let Some(uuid) = &g.uuid {
+        line_under(out, "uuid", uuid);
+    }
+    let mut samples = format!(
+        "{} from {} to {}",
+        g.samples,
+        clock.at(g.first_unix_ms),
+        clock.at(g.last_unix_ms)
+    );
+    if let Some(i) = g.interval_ms {
+        let _ = write!(samples, ", every {} (median)", span(i));
+    }
+    if g.lost_samples > 0 {
+        let _ = write!(samples, "; lost in {}", g.lost_samples);
+        if let Some(t) = g.first_lost_unix_ms {
+            let _ = write!(samples, " from {}", clock.at(t));
+        }
+        if let Some(reason) = &g.lost_reason {
+            let _ = write!(samples, " ({reason})");
+        }
+    }
+    if g.absent_samples > 0 {
+        let _ = write!(samples, "; absent from {}", g.absent_samples);
+    }
+    if g.time_went_back > 0 {
+        let _ = write!(samples, "; time went back {} times", g.time_went_back);
+    }
+    line_under(out, "samples", &samples);
+    if let Some(gap) = g.longest_gap {
+        let over = match g.gaps {
+            0 => "none over twice the interval".to_string(),
+            n => format!("{} over twice the interval", count(n, "gap", "gaps")),
+        };
+        line_under(
+            out,
+            "gaps",
+            &format!(
+                "longest {} after {}; {over}",
+                span(gap.ms),
+                clock.at(gap.from_unix_ms)
+            ),
+        );
+    }
+    match &g.memory_used {
+        None => line_under(out, "memory used", &format!("{NA} (no sample gives it)")),
+        Some(m) => {
+            let of_total = match m.peak.memory_total {
+                Some(total) => format!(
+                    " of {} ({})",
+                    format::bytes(total),
+                    format::percent_of(m.peak.bytes, total)
+                ),
+                None => String::new(),
+            };
+            line_under(
+                out,
+                "memory used",
+                &format!(
+                    "peak {}{of_total} at {}; min {} at {}; median {}{}",
+                    format::bytes(m.peak.bytes),
+                    clock.at(m.peak.time_unix_ms),
+                    format::bytes(m.min.bytes),
+                    clock.at(m.min.time_unix_ms),
+                    if m.median_exact { "" } else { "about " },
+                    format::bytes(m.median)
+                ),
+            );
+            peak_processes(out, &m.peak, top);
+        }
+    }
+    for a in &g.allocators {
+        let whose = match a.pid {
+            Some(pid) => format!("allocator pid {pid}"),
+            None => format!("allocator {}", a.source.as_deref().unwrap_or(NA)),
+        };
+        let moment = |p: Option<crate::device::recording::Moment>| {
+            p.map_or_else(
+                || NA.to_string(),
+                |p| format!("{} at {}", format::bytes(p.bytes), clock.at(p.time_unix_ms)),
+            )
+        };
+        let mut figures = format!(
+            "peak allocated {}, peak reserved {}",
+            moment(a.allocated_peak),
+            moment(a.reserved_peak)
+        );
+        let _ = write!(
+            figures,
+            ", {}",
+            counter_words(a.ooms, a.ooms_before, "OOM", "OOMs")
+        );
+        let _ = write!(
+            figures,
+            ", {}",
+            counter_words(
+                a.alloc_retries,
+                a.alloc_retries_before,
+                "alloc retry",
+                "alloc retries"
+            )
+        );
+        line_under(out, &whose, &figures);
+    }
+    // No allocator view is mapped to a MIG device (as `--once`).
+    if g.allocators.is_empty() && g.mig_index.is_none() {
+        line_under(
+            out,
+            "allocator",
+            &format!("{NA} (no probed process in the samples: docs/attach.md)"),
+        );
+    }
+    if g.allocators_left_out > 0 {
+        line_under(
+            out,
+            "",
+            &format!(
+                "{} past the first {} not summed up",
+                count(
+                    g.allocators_left_out,
+                    "allocator sighting",
+                    "allocator sightings"
+                ),
+                crate::device::recording::MAX_ALLOCATORS_PER_GPU
+            ),
+        );
+    }
+    for e in g.events.iter().take(EVENT_LINES) {
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_under("  ", &event_words(e, clock), REPORT_WIDTH)
+        );
+    }
+    let unlisted = (g.events.len().saturating_sub(EVENT_LINES) as u64)
+        .saturating_add(g.ooms_left_out)
+        .saturating_add(g.alloc_retries_left_out);
+    if unlisted > 0 {
+        let _ = writeln!(
+            out,
+            "  … {} more (the first {} of each kind are in --json)",
+            count(unlisted, "rise", "rises"),
+            crate::device::recording::MAX_EVENTS_PER_KIND
+        );
+    }
+    if let Some(f) = &g.fragmentation_peak {
+        let mut text = format!(
+            "highest {} at {}",
+            format::percent(f.fragmentation),
+            clock.at(f.time_unix_ms)
+        );
+        if let Some(pid) = f.pid {
+            let _ = write!(text, " (pid {pid})");
+        }
+        if let (Some(free), Some(largest)) = (f.external_free, f.largest_free_block) {
+            let _ = write!(
+                text,
+                ": {} cached free, largest free block {}",
+                format::bytes(free),
+                format::bytes(largest)
+            );
+        }
+        line_under(out, "fragmentation", &text);
+    }
+}
+
+/// "2 OOMs (1 before)", "0 OOMs", "OOMs n/a" where no sample said.
+fn counter_words(rises: u64, before: Option<u64>, one: &str, many: &str) -> String {
+    match before {
+        None if rises == 0 => format!("{many} {NA}"),
+        Some(b) if b > 0 => format!("{} ({b} before)", count(rises, one, many)),
+        _ => count(rises, one, many),
+    }
+}
+
+/// "OOM #2 at 03:14:07 (pid 4242): reserved 78.1 GiB, allocated 61.0
+/// GiB"; a rise of several: "OOMs #2-#4 at …".
+fn event_words(e: &CounterEvent, clock: Clock) -> String {
+    let (one, many) = match e.kind {
+        CounterKind::Oom => ("OOM", "OOMs"),
+        CounterKind::AllocRetry => ("alloc retry", "alloc retries"),
+    };
+    let which = if e.to == e.from.saturating_add(1) {
+        format!("{one} #{}", e.to)
+    } else {
+        format!("{many} #{}-#{}", e.from.saturating_add(1), e.to)
+    };
+    let mut text = format!("{which} at {}", clock.at(e.time_unix_ms));
+    if let Some(pid) = e.pid {
+        let _ = write!(text, " (pid {pid})");
+    }
+    let figure = |b: Option<u64>| b.map_or_else(|| NA.to_string(), format::bytes);
+    let _ = write!(
+        text,
+        ": reserved {}, allocated {}",
+        figure(e.reserved),
+        figure(e.allocated)
+    );
+    text
+}
+
+/// The processes at a memory peak, as `--once` lists them, `top` of them.
+fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, top: usize) {
+    if !peak.processes_listed {
+        let _ = writeln!(out, "{}", lead("at the peak") + format::PROCESSES_NA);
+        return;
+    }
+    let all = (peak.processes.len() as u64).saturating_add(peak.processes_left_out);
+    if all == 0 {
+        let _ = writeln!(out, "{}no processes", lead("at the peak"));
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{}{}:",
+        lead("at the peak"),
+        count(all, "process", "processes")
+    );
+    super::sample_text::process_rows(
+        out,
+        peak.processes
+            .iter()
+            .take(top)
+            .map(|p| (p.pid, p.command.as_deref(), p.used_memory)),
+    );
+    let shown = peak.processes.len().min(top) as u64;
+    if all > shown {
+        let _ = writeln!(
+            out,
+            "    … {} more{}",
+            all - shown,
+            if shown < peak.processes.len() as u64 {
+                " (--top N lists more)"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::recording::read_recording;
+
+    const GIB: u64 = 1 << 30;
+
+    fn summary(text: &str) -> RecordingSummary {
+        read_recording(text.as_bytes()).expect("in memory")
+    }
+
+    fn sample(t: u64, used: u64, ooms: u64) -> String {
+        format!(
+            r#"{{"time_unix_ms":{t},"backend":"nvml","gpus":[{{"status":"ok","index":0,"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-1","memory_total":{},"memory_used":{used},"processes":[{{"pid":4242,"command":"python train.py --model a-very-long-model-name --batch 8 --and-many-more-flags-than-fit","used_memory":{used}}}],"allocators":[{{"source":"pid 4242","pid":4242,"allocated":{},"reserved":{used},"num_ooms":{ooms},"num_alloc_retries":0,"fragmentation":{{"fragmentation":0.25,"external_free":{},"largest_free_block":{}}},"segments_received":true}}]}}]}}"#,
+            80 * GIB,
+            used / 2,
+            used / 4,
+            used / 16
+        )
+    }
+
+    // 2026-12-07 03:14:05 UTC.
+    const T0: u64 = 1_796_613_245_000;
+
+    #[test]
+    fn the_text_names_the_peak_its_holder_and_each_oom_in_80_columns() {
+        let text: String = [
+            sample(T0, 10 * GIB, 0),
+            sample(T0 + 1_000, 78 * GIB, 0),
+            sample(T0 + 2_000, 78 * GIB, 1),
+            sample(T0 + 3_000, 20 * GIB, 2),
+        ]
+        .join("\n");
+        let out = render("run.jsonl", &summary(&text), 10);
+        assert!(out.starts_with("run.jsonl: 4 samples, 1 GPU\n"), "{out}");
+        assert!(
+            out.contains("2026-12-07 03:14:05 to 03:14:08 (3s)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("peak 78.0 GiB of 80.0 GiB (98%) at 03:14:06"),
+            "{out}"
+        );
+        assert!(out.contains("pid 4242  python train.py"), "{out}");
+        assert!(
+            out.contains("OOM #1 at 03:14:07 (pid 4242): reserved 78.0 GiB, allocated 39.0 GiB"),
+            "{out}"
+        );
+        assert!(out.contains("OOM #2 at 03:14:08"), "{out}");
+        for l in out.lines() {
+            assert!(super::super::text::cells(l) <= REPORT_WIDTH, "{l}");
+        }
+    }
+
+    #[test]
+    fn a_recording_over_midnight_writes_dates() {
+        let text = [sample(T0, GIB, 0), sample(T0 + 86_400_000, GIB, 0)].join("\n");
+        let out = render("r", &summary(&text), 10);
+        assert!(out.contains("2026-12-08 03:14:05"), "{out}");
+    }
+
+    #[test]
+    fn a_cut_last_line_is_said_in_the_text() {
+        let whole = sample(T0, GIB, 0);
+        let text = format!("{whole}\n{}", &whole[..40]);
+        let out = render("r", &summary(&text), 10);
+        assert!(out.contains("the last line cut mid-write"), "{out}");
+    }
+
+    #[test]
+    fn a_file_without_samples_says_why_in_one_line() {
+        assert_eq!(no_samples(&summary(&sample(T0, 1, 0))), None);
+        let empty = no_samples(&summary("")).expect("an error");
+        assert!(empty.contains("empty"), "{empty}");
+        let cut = no_samples(&summary(&sample(T0, 1, 0)[..50])).expect("an error");
+        assert!(cut.contains("cut mid-write"), "{cut}");
+        let junk = no_samples(&summary("\u{1}\u{2}binary\nzz\n")).expect("an error");
+        assert!(junk.contains("2 lines not JSON"), "{junk}");
+        for e in [empty, cut, junk] {
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_rise_of_several_names_the_range() {
+        let e = CounterEvent {
+            kind: CounterKind::Oom,
+            time_unix_ms: T0,
+            pid: None,
+            from: 1,
+            to: 3,
+            reserved: None,
+            allocated: Some(GIB),
+        };
+        let clock = Clock {
+            date: false,
+            millis: false,
+        };
+        assert_eq!(
+            event_words(&e, clock),
+            "OOMs #2-#3 at 03:14:05: reserved n/a, allocated 1.00 GiB"
+        );
+    }
+}

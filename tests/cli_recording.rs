@@ -1,0 +1,136 @@
+//! `vramtop open REC.jsonl --summary [--json]`: a `vramtop record` file
+//! read back, told from a snapshot by its content, whole or cut mid-write.
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_ascii_twin, run_vramtop, run_vramtop_with_stdin};
+
+/// Records `duration` of the simulated GPU at 100 ms into `file`.
+fn record(file: &Path, duration: &str) {
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_vramtop(
+        &[
+            "record",
+            "--backend",
+            "sim",
+            "--interval",
+            "100ms",
+            "--duration",
+            duration,
+            path,
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn a_recording_is_summed_up_per_gpu_in_text_and_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // No .jsonl: the content says it is a recording.
+    let file = dir.path().join("night.log");
+    record(&file, "1s");
+    let path = file.to_str().expect("a UTF-8 path");
+    let text = assert_ascii_twin(&["open", path, "--summary"]);
+    assert!(text.contains("10 samples, 1 GPU"), "{text}");
+    assert!(text.contains("GPU 0  Simulated H100 80GB"), "{text}");
+    // About 100 ms: the sampler ticks late under load.
+    assert!(text.contains(" ms (median)"), "{text}");
+    assert!(text.contains("memory used          peak "), "{text}");
+    assert!(text.contains("pid 4242  python train.py"), "{text}");
+    assert!(
+        text.contains("allocator pid 4242   peak allocated "),
+        "{text}"
+    );
+    let (code, out, err) = run_vramtop(&["open", path, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(json["kind"], "recording");
+    assert_eq!(json["samples"], 10);
+    let gpu = &json["gpus"][0];
+    assert_eq!(gpu["index"], 0);
+    assert!(
+        gpu["memory_used"]["peak"]["bytes"].as_u64().is_some(),
+        "{out}"
+    );
+    assert_eq!(gpu["allocators"][0]["pid"], 4242);
+}
+
+#[test]
+fn a_recording_cut_mid_write_is_summed_up_and_the_cut_said() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("cut.jsonl");
+    record(&file, "500ms");
+    let bytes = std::fs::read(&file).expect("the recording");
+    std::fs::write(&file, &bytes[..bytes.len() - 100]).expect("cut it");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, out, err) = run_vramtop(&["open", path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("4 samples, 1 GPU"), "{out}");
+    assert!(out.contains("the last line cut mid-write"), "{out}");
+}
+
+#[test]
+fn a_recording_on_standard_input_is_told_by_its_first_byte() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("r.jsonl");
+    record(&file, "300ms");
+    let bytes = std::fs::read(&file).expect("the recording");
+    let (code, out, err) = run_vramtop_with_stdin(&["open", "-", "--summary"], &bytes);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("standard input: 3 samples, 1 GPU"), "{out}");
+}
+
+#[test]
+fn a_recording_without_samples_is_refused_in_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, content, why) in [
+        ("empty.jsonl", &b""[..], "the file is empty"),
+        (
+            "binary.jsonl",
+            &b"\x7fELF\x02\x01\x01\0\0\n\0\xff"[..],
+            "not JSON",
+        ),
+        (
+            "other.json",
+            &b"{\"a\": 1}\n"[..],
+            "no line is a `vramtop record` sample",
+        ),
+        (
+            "first.jsonl",
+            &b"{\"time_unix_ms\":17966"[..],
+            "cut mid-write",
+        ),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, content).expect("write");
+        let path = file.to_str().expect("a UTF-8 path");
+        let (code, out, err) = run_vramtop(&["open", path, "--summary"], None);
+        assert_eq!(code, 2, "{name}: {out}{err}");
+        assert!(err.contains(why), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+    }
+}
+
+#[test]
+fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("r.jsonl");
+    record(&file, "200ms");
+    let path = file.to_str().expect("a UTF-8 path");
+    for args in [
+        vec!["open", path],
+        vec!["open", path, "--summary", "--at", "peak"],
+        vec!["open", path, "--summary", "--no-trace"],
+    ] {
+        let (code, _, err) = run_vramtop(&args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("is a `vramtop record` file"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
