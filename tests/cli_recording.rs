@@ -122,8 +122,8 @@ fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
     let path = file.to_str().expect("a UTF-8 path");
     for args in [
         vec!["open", path],
-        vec!["open", path, "--summary", "--at", "peak"],
         vec!["open", path, "--summary", "--no-trace"],
+        vec!["open", path, "--summary", "--group", "file-line"],
     ] {
         let (code, _, err) = run_vramtop(&args, None);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -133,4 +133,42 @@ fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
         );
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
+}
+
+#[test]
+fn at_prints_the_sample_there_as_once_prints_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("r.jsonl");
+    record(&file, "500ms");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, out, err) = run_vramtop(&["open", path, "--at", "peak"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("at: the sample of "), "{out}");
+    assert!(
+        out.contains("\nbackend: sim\nGPU 0  Simulated H100 80GB\n"),
+        "{out}"
+    );
+    assert!(out.contains("  allocator: pid 4242"), "{out}");
+    // With --summary: the summary, then the sample.
+    let (code, out, err) = run_vramtop(&["open", path, "--summary", "--at", "start"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("5 samples, 1 GPU"), "{out}");
+    assert!(out.contains("(line 1 of"), "{out}");
+    // A time of day or an offset: the sample nearest it, whichever that is.
+    let (code, out, err) = run_vramtop(&["open", path, "--at", "+200ms"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("at: the sample of "), "{out}");
+    let (code, out, err) = run_vramtop(&["open", path, "--summary", "--json", "--at", "2"], None);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(json["at"]["line"], 2);
+    assert_eq!(json["at"]["sample"]["backend"], "sim");
+    // A recording read twice cannot come from standard input.
+    let bytes = std::fs::read(&file).expect("the recording");
+    let (code, _, err) = run_vramtop_with_stdin(&["open", "-", "--at", "end"], &bytes);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("save standard input to a file first"), "{err}");
+    // A time is a recording's.
+    let (code, _, err) = run_vramtop(&["open", "x.pickle", "--summary", "--at", "03:14"], None);
+    assert_eq!(code, 2, "{err}");
 }

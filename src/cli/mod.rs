@@ -519,6 +519,43 @@ pub fn at_arg(text: &str) -> Result<At, String> {
     text.parse()
 }
 
+/// `open --at`: a moment of a snapshot's trace (which a recording reads
+/// its own way: start, end, peak, oom, the N-th sample), or a time, which
+/// only a recording has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenAt {
+    Moment(At),
+    Time(crate::device::recording::RecordingTime),
+}
+
+impl OpenAt {
+    pub fn moment(self) -> Option<At> {
+        match self {
+            OpenAt::Moment(at) => Some(at),
+            OpenAt::Time(_) => None,
+        }
+    }
+
+    pub fn time(self) -> Option<crate::device::recording::RecordingTime> {
+        match self {
+            OpenAt::Time(t) => Some(t),
+            OpenAt::Moment(_) => None,
+        }
+    }
+}
+
+/// Parses `open --at`: a moment ([`at_arg`]) or a recording's time; the
+/// moment's error, with what a recording takes, where it is neither.
+pub fn open_at_arg(text: &str) -> Result<OpenAt, String> {
+    use crate::device::recording::{TIME_FORMS, parse_time};
+    match at_arg(text) {
+        Ok(at) => Ok(OpenAt::Moment(at)),
+        Err(why) => parse_time(text)
+            .map(OpenAt::Time)
+            .map_err(|_| format!("{why}; of a recording: {TIME_FORMS}")),
+    }
+}
+
 /// Parses a size argument, with a message that shows the accepted forms. A
 /// bare number is refused: `24` could be bytes or GiB.
 pub fn size_arg(text: &str) -> Result<u64, String> {
@@ -851,8 +888,13 @@ pub enum Command {
         /// entry the summary lists), mark:last. end is the file's final
         /// state: it needs no trace (and works with --no-trace). The viewer
         /// of a big file opens once its trace is read.
-        #[arg(long, value_name = "EVENT", value_parser = at_arg, allow_hyphen_values = true)]
-        at: Option<At>,
+        ///
+        /// Of a recording: print the sample nearest a UTC time (03:14:07,
+        /// 2026-12-07T03:14:07Z), +DURATION after its first sample (+90s),
+        /// start, end, peak (of memory used), oom (the last rise of
+        /// num_ooms) or the N-th sample, as --once prints one.
+        #[arg(long, value_name = "EVENT", value_parser = open_at_arg, allow_hyphen_values = true)]
+        at: Option<OpenAt>,
         #[command(flatten)]
         display: DisplayArgs,
         #[command(flatten)]
@@ -1515,7 +1557,8 @@ pub fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                 top,
                 no_trace,
                 grouping: group.grouping(),
-                at,
+                at: at.and_then(OpenAt::moment),
+                at_time: at.and_then(OpenAt::time),
             },
             &display,
         ),

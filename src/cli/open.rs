@@ -38,8 +38,11 @@ pub struct SummaryOptions {
     pub no_trace: bool,
     /// How the sites are grouped.
     pub grouping: Grouping,
-    /// Also the sites at this moment of every trace (`--at`).
+    /// Also the sites at this moment of every trace (`--at`); of a
+    /// recording, its sample there.
     pub at: Option<At>,
+    /// `--at` as a time, which only a recording has.
+    pub at_time: Option<crate::device::recording::RecordingTime>,
 }
 
 pub fn run(
@@ -53,6 +56,15 @@ pub fn run(
     // A `vramtop record` file, told by its content: summed up, not viewed.
     if super::recording::is_recording(file) {
         return recording(file, summary, options, display);
+    }
+    if options.at_time.is_some() {
+        super::say_error(format_args!(
+            "{}: --at takes a time of a `vramtop record` file; of a snapshot's trace, an event \
+             number or {}",
+            super::input_name(file),
+            crate::snapshot::peak::AT_FORMS
+        ));
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !summary {
         if options.json {
@@ -160,16 +172,16 @@ fn recording(
     display: &DisplayArgs,
 ) -> color_eyre::Result<ExitCode> {
     let name = super::input_name(file);
-    let refused = if !summary {
+    let at = match (options.at, options.at_time) {
+        (_, Some(t)) => Some(super::recording::RecordingAt::Time(t)),
+        (Some(m), None) => Some(super::recording::RecordingAt::Moment(m)),
+        (None, None) => None,
+    };
+    let refused = if !summary && at.is_none() {
         Some(format!(
             "{name} is a `vramtop record` file: the viewer opens snapshots; summarise it with \
              `vramtop open {} --summary`",
             crate::quote::shell_path(&file.display().to_string())
-        ))
-    } else if options.at.is_some() {
-        Some(format!(
-            "{name} is a `vramtop record` file: --at picks a moment of a snapshot's trace, \
-             not of a recording"
         ))
     } else if options.no_trace || options.grouping != Grouping::default() {
         Some(format!(
@@ -185,9 +197,11 @@ fn recording(
     super::recording::run(
         file,
         super::recording::RecordingOptions {
+            summary,
             json: options.json,
             top: options.top,
             ascii: display.ascii,
+            at,
         },
     )
 }

@@ -12,6 +12,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::app::source::{AllocatorSummary, HeadlessGpu, HeadlessOom, HeadlessSample};
+use crate::device::{GpuProcess, GpuReading, GpuSample, MigInfo};
 use color_eyre::eyre::WrapErr;
 use serde::Serialize;
 
@@ -21,6 +25,8 @@ use crate::device::recording::{
     CounterEvent, CounterKind, GpuRecord, RecordingSummary, first_is_brace, looks_like_recording,
     read_recording,
 };
+use crate::device::recording::{Picked, RecordingTime, Target, pick_sample};
+use crate::snapshot::peak::At;
 use crate::ui::format::{self, NA, count, count_of};
 
 /// Bytes of a file looked at to tell a recording from a snapshot.
@@ -66,13 +72,66 @@ pub fn is_recording(file: &Path) -> bool {
     by_name || looks_like_recording(&prefix) || first_is_brace(&prefix)
 }
 
-/// What `--summary` of a recording was asked with.
+/// What `open` of a recording was asked with.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordingOptions {
+    /// Print the summary (`--summary`).
+    pub summary: bool,
     pub json: bool,
     /// Processes listed at a peak.
     pub top: usize,
     pub ascii: bool,
+    /// Also (or, without `--summary`, only) the sample there (`--at`).
+    pub at: Option<RecordingAt>,
+}
+
+/// `--at` of a recording: a moment's word or number, or a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordingAt {
+    Moment(At),
+    Time(RecordingTime),
+}
+
+/// The sample `at` names in the recording `s` sums up, or why none.
+pub fn target(at: RecordingAt, s: &RecordingSummary) -> Result<Target, String> {
+    let (Some(first), Some(last)) = (s.first_unix_ms, s.last_unix_ms) else {
+        return Err("the recording has no sample".to_string());
+    };
+    Ok(match at {
+        RecordingAt::Time(t) => Target::Time(t.resolve(first, last)),
+        RecordingAt::Moment(At::Start) => Target::Time(first),
+        RecordingAt::Moment(At::End) => Target::Time(last),
+        RecordingAt::Moment(At::Event(n)) => Target::Ordinal(u64::try_from(n).unwrap_or(u64::MAX)),
+        RecordingAt::Moment(At::Peak) => {
+            // The highest peak of any GPU; the first of equal ones.
+            let peak = s
+                .gpus
+                .iter()
+                .filter_map(|g| g.memory_used.as_ref())
+                .map(|m| (m.peak.bytes, std::cmp::Reverse(m.peak.time_unix_ms)))
+                .max()
+                .ok_or("no sample gives memory used: --at peak needs one")?;
+            Target::Time(peak.1.0)
+        }
+        RecordingAt::Moment(At::Oom) => {
+            let last_oom = s
+                .gpus
+                .iter()
+                .flat_map(|g| &g.events)
+                .filter(|e| e.kind == CounterKind::Oom)
+                .map(|e| e.time_unix_ms)
+                .max()
+                .ok_or("no allocator's num_ooms rose in the recording: --at oom needs an OOM")?;
+            Target::Time(last_oom)
+        }
+        RecordingAt::Moment(At::Mark(_) | At::LastMark) => {
+            return Err(
+                "--at mark:… is a snapshot's annotate entry; a recording has none (--at takes \
+                 a time, +DURATION, start, end, peak, oom or a sample's number)"
+                    .to_string(),
+            );
+        }
+    })
 }
 
 /// The summary of the recording `file` (`-`: standard input), or its one
@@ -110,20 +169,117 @@ pub fn run(file: &Path, options: RecordingOptions) -> color_eyre::Result<ExitCod
         super::say_error(format_args!("{name}: {why}"));
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
+    let picked = match options.at {
+        None => None,
+        Some(at) => match pick(file, at, &summary) {
+            Ok(p) => Some(p),
+            Err(why) => {
+                super::say_error(format_args!("{name}: {why}"));
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
+            }
+        },
+    };
     if options.json {
         let full = RecordingJson {
             kind: "recording",
             first_utc: summary.first_unix_ms.map(utc),
             last_utc: summary.last_unix_ms.map(utc),
             summary: &summary,
+            at: picked.as_ref().map(|(p, _)| AtJson {
+                line: p.line,
+                time_unix_ms: p.time_unix_ms,
+                utc: utc(p.time_unix_ms),
+                sample: &p.sample,
+            }),
         };
         let text = serde_json::to_string_pretty(&full).wrap_err("cannot encode the summary")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
-    } else {
-        super::emit_text(&render(&name, &summary, options.top), options.ascii)
-            .wrap_err("cannot write the output")?;
+        return Ok(ExitCode::SUCCESS);
     }
+    let mut text = String::new();
+    if options.summary {
+        text.push_str(&render(&name, &summary, options.top));
+    }
+    if let Some((p, asked)) = &picked {
+        if options.summary {
+            text.push('\n');
+        }
+        text.push_str(&sample_at(&name, p, *asked));
+    }
+    super::emit_text(&text, options.ascii).wrap_err("cannot write the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sample `at` names in `file` (read a second time), and the time it
+/// was asked at (`None`: a sample's number).
+fn pick(
+    file: &Path,
+    at: RecordingAt,
+    summary: &RecordingSummary,
+) -> Result<(Picked, Option<u64>), String> {
+    if file.as_os_str() == super::STDIN_ARG {
+        return Err(
+            "--at reads a recording twice (the summary, then the sample): save \
+                    standard input to a file first"
+                .to_string(),
+        );
+    }
+    let target = target(at, summary)?;
+    let f = std::fs::File::open(file)
+        .map_err(|e| format!("cannot read it again: {}", crate::quote::io_reason(&e)))?;
+    let picked = pick_sample(BufReader::with_capacity(1 << 16, f), target)
+        .map_err(|e| format!("cannot read it again: {e}"))?
+        .ok_or("no sample is left in it (was it rewritten meanwhile?)")?;
+    let asked = match target {
+        Target::Time(t) => Some(t),
+        Target::Ordinal(_) => None,
+    };
+    Ok((picked, asked))
+}
+
+/// The picked sample as `--once` prints one, under a line that says
+/// which it is and how far from the time asked.
+fn sample_at(name: &str, p: &Picked, asked: Option<u64>) -> String {
+    let full = Clock {
+        date: true,
+        millis: true,
+    };
+    let mut head = format!(
+        "the sample of {} UTC (line {} of {name})",
+        full.at(p.time_unix_ms),
+        p.line
+    );
+    if let Some(asked) = asked {
+        let off = p.time_unix_ms.abs_diff(asked);
+        if off >= 1_000 {
+            let _ = write!(
+                head,
+                ", the nearest: {} {} the time asked",
+                span(off),
+                if p.time_unix_ms > asked {
+                    "after"
+                } else {
+                    "before"
+                }
+            );
+        }
+    }
+    let mut out = wrap_under("at: ", &head, REPORT_WIDTH);
+    out.push('\n');
+    out.push_str(&super::sample_text::render(&headless(&p.sample)));
+    if p.sample
+        .get("probes")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        out.push_str(&wrap_under(
+            "note: ",
+            "the probes' own lines are not shown (`--json` has the sample whole)",
+            REPORT_WIDTH,
+        ));
+        out.push('\n');
+    }
+    out
 }
 
 /// `--summary --json` of a recording: `"kind": "recording"`, the span's
@@ -136,6 +292,181 @@ struct RecordingJson<'a> {
     last_utc: Option<String>,
     #[serde(flatten)]
     summary: &'a RecordingSummary,
+    /// `--at`'s sample: its line, time, and the object as recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    at: Option<AtJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct AtJson<'a> {
+    line: u64,
+    time_unix_ms: u64,
+    utc: String,
+    sample: &'a serde_json::Map<String, Value>,
+}
+
+fn opt_u64(v: Option<&Value>) -> Option<u64> {
+    v.and_then(Value::as_u64)
+}
+
+fn opt_u32(v: Option<&Value>) -> Option<u32> {
+    opt_u64(v).and_then(|n| u32::try_from(n).ok())
+}
+
+fn opt_i64(v: Option<&Value>) -> Option<i64> {
+    v.and_then(Value::as_i64)
+}
+
+fn opt_text(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str).map(str::to_string)
+}
+
+/// A recorded sample as `--once` holds one, from its JSON object read
+/// leniently (what this version does not find is unknown, as `--once`
+/// says it: "n/a"); the probes' own entries are left out.
+pub fn headless(map: &serde_json::Map<String, Value>) -> HeadlessSample {
+    let gpus = map
+        .get("gpus")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .filter_map(headless_gpu)
+        .collect();
+    let ooms = map
+        .get("ooms")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object)
+        .map(|o| HeadlessOom {
+            gpu: opt_u32(o.get("gpu")),
+            device: opt_u32(o.get("device")).unwrap_or(0),
+            pid: opt_u32(o.get("pid")),
+            seq: opt_u64(o.get("seq")).unwrap_or(0),
+            alloc_bytes: opt_u64(o.get("alloc_bytes")),
+            time: o.get("time").and_then(Value::as_f64),
+            message: opt_text(o.get("message")).unwrap_or_default(),
+            snapshot: opt_text(o.get("snapshot")).map(Into::into),
+            snapshot_error: opt_text(o.get("snapshot_error")),
+        })
+        .collect();
+    HeadlessSample {
+        time_unix_ms: opt_u64(map.get("time_unix_ms")).unwrap_or(0),
+        backend: opt_text(map.get("backend")).unwrap_or_else(|| NA.to_string()),
+        banner: opt_text(map.get("banner")),
+        gpus,
+        probes: Vec::new(),
+        probes_skipped: Vec::new(),
+        ooms,
+        not_started: Vec::new(),
+        not_started_note: opt_text(map.get("not_started_note")),
+    }
+}
+
+fn headless_gpu(g: &serde_json::Map<String, Value>) -> Option<HeadlessGpu> {
+    let index = opt_u32(g.get("index"))?;
+    if g.get("status").and_then(Value::as_str) == Some("lost") {
+        return Some(HeadlessGpu::bare(GpuReading::Lost {
+            index,
+            reason: opt_text(g.get("reason")).unwrap_or_else(|| NA.to_string()),
+        }));
+    }
+    let mut s = GpuSample::unknown(
+        index,
+        opt_text(g.get("name")).unwrap_or_else(|| NA.to_string()),
+    );
+    s.uuid = opt_text(g.get("uuid"));
+    s.memory_total = opt_u64(g.get("memory_total"));
+    s.memory_used = opt_u64(g.get("memory_used"));
+    s.memory_free = opt_u64(g.get("memory_free"));
+    s.gpu_utilization = opt_u32(g.get("gpu_utilization"));
+    s.memory_utilization = opt_u32(g.get("memory_utilization"));
+    s.temperature_c = opt_u32(g.get("temperature_c"));
+    s.power_draw_mw = opt_u32(g.get("power_draw_mw"));
+    s.power_limit_mw = opt_u32(g.get("power_limit_mw"));
+    s.sm_clock_mhz = opt_u32(g.get("sm_clock_mhz"));
+    s.memory_clock_mhz = opt_u32(g.get("memory_clock_mhz"));
+    s.fan_percent = opt_u32(g.get("fan_percent"));
+    s.processes = g.get("processes").and_then(Value::as_array).map(|list| {
+        list.iter()
+            .filter_map(Value::as_object)
+            .filter_map(|p| {
+                Some(GpuProcess {
+                    pid: opt_u32(p.get("pid"))?,
+                    used_memory: opt_u64(p.get("used_memory")),
+                    user: opt_text(p.get("user")),
+                    command: opt_text(p.get("command")),
+                    parent_pid: opt_u32(p.get("parent_pid")),
+                    gpu_instance_id: opt_u32(p.get("gpu_instance_id")),
+                    compute_instance_id: opt_u32(p.get("compute_instance_id")),
+                })
+            })
+            .collect()
+    });
+    s.mig = g.get("mig").and_then(Value::as_object).map(|m| MigInfo {
+        parent_index: opt_u32(m.get("parent_index")).unwrap_or(index),
+        gpu_instance_id: opt_u32(m.get("gpu_instance_id")),
+        compute_instance_id: opt_u32(m.get("compute_instance_id")),
+    });
+    let allocator = |a: &Value| a.as_object().map(headless_allocator);
+    Some(HeadlessGpu {
+        reading: GpuReading::Ok(s),
+        allocator: g.get("allocator").and_then(allocator),
+        allocators: g
+            .get("allocators")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(allocator)
+            .collect(),
+        breakdown: None,
+        unattributed: opt_u64(g.get("unattributed")),
+        mig_index: opt_u32(g.get("mig_index")),
+    })
+}
+
+fn headless_allocator(a: &serde_json::Map<String, Value>) -> AllocatorSummary {
+    let f = a.get("fragmentation").and_then(Value::as_object);
+    let fu = |key: &str| f.and_then(|f| opt_u64(f.get(key))).unwrap_or(0);
+    AllocatorSummary {
+        source: opt_text(a.get("source")).unwrap_or_else(|| NA.to_string()),
+        pid: opt_u32(a.get("pid")),
+        allocated: opt_u64(a.get("allocated")).unwrap_or(0),
+        reserved: opt_u64(a.get("reserved")).unwrap_or(0),
+        active: opt_i64(a.get("active")).unwrap_or(0),
+        inactive_split_bytes: opt_i64(a.get("inactive_split_bytes")).unwrap_or(0),
+        segments: opt_i64(a.get("segments")).unwrap_or(0),
+        num_alloc_retries: opt_i64(a.get("num_alloc_retries")),
+        num_ooms: opt_i64(a.get("num_ooms")),
+        fragmentation: crate::alloc::Fragmentation {
+            // The histogram is not in the text.
+            histogram: Vec::new(),
+            internal_free: fu("internal_free"),
+            external_free: fu("external_free"),
+            non_releasable: fu("non_releasable"),
+            free_in_whole_segments: fu("free_in_whole_segments"),
+            whole_free_segments: fu("whole_free_segments"),
+            largest_free_block: fu("largest_free_block"),
+            free_blocks: fu("free_blocks"),
+            fragmentation: f
+                .and_then(|f| f.get("fragmentation"))
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
+        },
+        segments_age_s: a.get("segments_age_s").and_then(Value::as_f64),
+        segments_received: a
+            .get("segments_received")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        unknown: a
+            .get("unknown")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|u| opt_text(Some(u)))
+            .collect(),
+    }
 }
 
 /// Why a recording gives no summary: it holds no sample.
@@ -670,6 +1001,126 @@ mod tests {
         for e in [empty, cut, junk] {
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    #[test]
+    fn a_recorded_sample_reads_back_as_once_prints_it() {
+        let mut s = GpuSample::unknown(0, "NVIDIA H100 80GB HBM3");
+        s.memory_total = Some(80 * GIB);
+        s.memory_used = Some(61 * GIB);
+        s.temperature_c = Some(61);
+        s.processes = Some(vec![GpuProcess {
+            pid: 4242,
+            used_memory: Some(60 * GIB),
+            user: None,
+            command: Some("python train.py".to_string()),
+            parent_pid: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        }]);
+        let mut mig = GpuSample::unknown(3, "H100 MIG 1g.10gb");
+        mig.mig = Some(MigInfo {
+            parent_index: 1,
+            gpu_instance_id: Some(7),
+            compute_instance_id: Some(0),
+        });
+        let allocator = AllocatorSummary {
+            source: "pid 4242 (probe)".to_string(),
+            pid: Some(4242),
+            allocated: 40 * GIB,
+            reserved: 50 * GIB,
+            active: 0,
+            inactive_split_bytes: 0,
+            segments: 3,
+            num_alloc_retries: Some(2),
+            num_ooms: Some(1),
+            fragmentation: crate::alloc::fragmentation(&[]),
+            segments_age_s: Some(4.0),
+            segments_received: true,
+            unknown: vec!["num_alloc_retries".to_string()],
+        };
+        let sample = HeadlessSample {
+            time_unix_ms: T0,
+            backend: "nvml".to_string(),
+            banner: Some("a banner".to_string()),
+            gpus: vec![
+                HeadlessGpu {
+                    allocator: Some(allocator.clone()),
+                    allocators: vec![allocator],
+                    ..HeadlessGpu::bare(GpuReading::Ok(s))
+                },
+                HeadlessGpu::bare(GpuReading::Ok(mig)),
+                HeadlessGpu::bare(GpuReading::Lost {
+                    index: 2,
+                    reason: "fell off the bus".to_string(),
+                }),
+            ],
+            probes: Vec::new(),
+            probes_skipped: Vec::new(),
+            ooms: vec![HeadlessOom {
+                gpu: Some(0),
+                device: 0,
+                pid: Some(4242),
+                seq: 1,
+                alloc_bytes: Some(GIB),
+                time: Some(1.5),
+                message: "CUDA out of memory".to_string(),
+                snapshot: None,
+                snapshot_error: None,
+            }],
+            not_started: Vec::new(),
+            not_started_note: Some("1 simulated process did not start".to_string()),
+        };
+        let json = serde_json::to_value(&sample).expect("encodes");
+        let back = headless(json.as_object().expect("an object"));
+        let once = super::super::sample_text::render(&sample);
+        assert_eq!(super::super::sample_text::render(&back), once);
+        assert!(once.contains("GPU 1 MIG 3"), "{once}");
+    }
+
+    #[test]
+    fn at_words_name_the_samples_of_the_summary() {
+        let text: String = [
+            sample(T0, 10 * GIB, 0),
+            sample(T0 + 1_000, 78 * GIB, 0),
+            sample(T0 + 2_000, 78 * GIB, 1),
+            sample(T0 + 3_000, 20 * GIB, 1),
+        ]
+        .join("\n");
+        let s = summary(&text);
+        let at = |a| target(RecordingAt::Moment(a), &s);
+        assert_eq!(at(At::Start), Ok(Target::Time(T0)));
+        assert_eq!(at(At::End), Ok(Target::Time(T0 + 3_000)));
+        // The first of equal peaks.
+        assert_eq!(at(At::Peak), Ok(Target::Time(T0 + 1_000)));
+        assert_eq!(at(At::Oom), Ok(Target::Time(T0 + 2_000)));
+        assert_eq!(at(At::Event(2)), Ok(Target::Ordinal(2)));
+        assert!(at(At::LastMark).is_err());
+        assert_eq!(
+            target(RecordingAt::Time(RecordingTime::After(500)), &s),
+            Ok(Target::Time(T0 + 500))
+        );
+        let calm = summary(&sample(T0, GIB, 0));
+        let none = target(RecordingAt::Moment(At::Oom), &calm).expect_err("no OOM");
+        assert!(none.contains("--at oom needs an OOM"), "{none}");
+    }
+
+    #[test]
+    fn a_sample_far_from_the_time_asked_says_how_far() {
+        let line = sample(T0, GIB, 0);
+        let p = crate::device::recording::pick_sample(line.as_bytes(), Target::Time(T0 - 90_000))
+            .expect("in memory")
+            .expect("a sample");
+        let text = sample_at("r.jsonl", &p, Some(T0 - 90_000));
+        assert!(
+            text.starts_with("at: the sample of 2026-12-07 03:14:05.000 UTC (line 1 of r.jsonl),"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the nearest: 1m30s after the time asked"),
+            "{text}"
+        );
+        assert!(text.contains("GPU 0  NVIDIA H100 80GB HBM3"), "{text}");
     }
 
     #[test]

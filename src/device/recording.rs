@@ -459,11 +459,7 @@ impl RecordingReader {
             Ok(Value::Object(map)) if is_sample(&map) => self.sample(&map),
             Ok(_) => self.skip(|s| s.not_a_sample += 1),
             Err(_) => {
-                // A sample appended after the start of one cut mid-write.
-                if let Some(at) = memchr::memmem::rfind(line, SAMPLE_START).filter(|&at| at > 0)
-                    && let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&line[at..])
-                    && is_sample(&map)
-                {
+                if let Some(map) = appended_sample(line) {
                     self.skip(|s| s.cut_then_appended += 1);
                     self.sample(&map);
                 } else if complete || !first_is_brace(line) {
@@ -630,6 +626,162 @@ impl RecordingReader {
             backends: self.backends,
             gpus,
             gpus_left_out: self.gpus_left_out,
+        }
+    }
+}
+
+/// A sample appended after the start of one cut mid-write, found inside
+/// a line that is not JSON.
+fn appended_sample(line: &[u8]) -> Option<Map<String, Value>> {
+    let at = memchr::memmem::rfind(line, SAMPLE_START).filter(|&at| at > 0)?;
+    match serde_json::from_slice::<Value>(line.get(at..)?) {
+        Ok(Value::Object(map)) if is_sample(&map) => Some(map),
+        _ => None,
+    }
+}
+
+/// The sample `line` holds, if it holds one (after a cut start too).
+fn sample_of(line: &[u8]) -> Option<Map<String, Value>> {
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(map)) if is_sample(&map) => Some(map),
+        Ok(_) => None,
+        Err(_) => appended_sample(line),
+    }
+}
+
+/// Which sample `--at` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The sample nearest this time (ms since the Unix epoch), the
+    /// earlier of two as near.
+    Time(u64),
+    /// The N-th sample of the file (1-based), the last where it has fewer.
+    Ordinal(u64),
+}
+
+/// The sample `--at` picked: its line number, its time and its fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Picked {
+    pub line: u64,
+    pub time_unix_ms: u64,
+    pub sample: Map<String, Value>,
+}
+
+/// The sample of `input` that `target` names, read line by line (one
+/// sample kept besides the line being read); `None` of a file without.
+pub fn pick_sample(input: impl BufRead, target: Target) -> Result<Option<Picked>, RecordingError> {
+    let mut best: Option<Picked> = None;
+    let mut line_number = 0u64;
+    let mut samples = 0u64;
+    for_each_line(input, MAX_LINE_BYTES, |line| {
+        line_number = line_number.saturating_add(1);
+        let Line::Whole(bytes, _) = line else { return };
+        if let Target::Ordinal(n) = target
+            && samples >= n.max(1)
+        {
+            return;
+        }
+        let Some(map) = sample_of(bytes) else { return };
+        let Some(t) = time_ms(map.get("time_unix_ms")) else {
+            return;
+        };
+        samples = samples.saturating_add(1);
+        let better = match (target, &best) {
+            (_, None) | (Target::Ordinal(_), Some(_)) => true,
+            (Target::Time(want), Some(b)) => t.abs_diff(want) < b.time_unix_ms.abs_diff(want),
+        };
+        if better {
+            best = Some(Picked {
+                line: line_number,
+                time_unix_ms: t,
+                sample: map,
+            });
+        }
+    })?;
+    Ok(best)
+}
+
+/// A moment of a recording as `--at` writes it, before the recording
+/// is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordingTime {
+    /// A date and time, UTC (ms since the Unix epoch).
+    Utc(u64),
+    /// A time of day, UTC (ms after midnight), on the recording's day.
+    TimeOfDay(u64),
+    /// This long after the first sample (ms).
+    After(u64),
+}
+
+/// What `--at` takes of a recording, for messages.
+pub const TIME_FORMS: &str = "a UTC time (03:14:07, 2026-12-07T03:14:07Z) or +DURATION after \
+                              the first sample (+90s)";
+
+/// Parses a moment of a recording: `+DURATION`, `HH:MM[:SS[.fff]]`, or a
+/// date and time (`2026-12-07T03:14:07Z`, `2026-12-07 03:14:07`, a `Z`
+/// or ` UTC` after it taken, no other zone).
+pub fn parse_time(text: &str) -> Result<RecordingTime, String> {
+    use chrono::{NaiveDateTime, NaiveTime, Timelike as _};
+    let t = text.trim();
+    if let Some(rest) = t.strip_prefix('+') {
+        // The unit is part of the value, as every duration's.
+        return crate::alloc::parse_duration_ms(rest)
+            .filter(|_| !crate::alloc::sizing::is_bare_number(rest))
+            .map(RecordingTime::After)
+            .ok_or_else(|| {
+                format!(
+                    "'{}' is not a duration after the first sample: write e.g. +90s, +10m",
+                    crate::quote::cut(t)
+                )
+            });
+    }
+    let bare = t
+        .strip_suffix('Z')
+        .or_else(|| t.strip_suffix(" UTC"))
+        .unwrap_or(t);
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(at) = NaiveDateTime::parse_from_str(bare, format) {
+            let ms = at.and_utc().timestamp_millis();
+            return u64::try_from(ms)
+                .map(RecordingTime::Utc)
+                .map_err(|_| format!("'{}' is before 1970", crate::quote::cut(t)));
+        }
+    }
+    for format in ["%H:%M:%S%.f", "%H:%M"] {
+        if let Ok(at) = NaiveTime::parse_from_str(bare, format) {
+            let ms = u64::from(at.num_seconds_from_midnight()) * 1_000
+                + u64::from(at.nanosecond() / 1_000_000).min(999);
+            return Ok(RecordingTime::TimeOfDay(ms));
+        }
+    }
+    Err(format!("'{}' is not {TIME_FORMS}", crate::quote::cut(t)))
+}
+
+/// Ms in a day.
+const DAY_MS: u64 = 86_400_000;
+
+impl RecordingTime {
+    /// The time (ms since the Unix epoch) this names in a recording from
+    /// `first` to `last`: a time of day on the first day of the span that
+    /// puts it inside it (the first day where none does).
+    pub fn resolve(self, first: u64, last: u64) -> u64 {
+        match self {
+            RecordingTime::Utc(ms) => ms,
+            RecordingTime::After(ms) => first.saturating_add(ms),
+            RecordingTime::TimeOfDay(ms) => {
+                let first_day = first / DAY_MS;
+                // A span of more than a year is looked at in its first.
+                let last_day = (last / DAY_MS).min(first_day.saturating_add(366));
+                (first_day..=last_day)
+                    .map(|day| day.saturating_mul(DAY_MS).saturating_add(ms))
+                    .find(|t| (first..=last).contains(t))
+                    .unwrap_or_else(|| first_day.saturating_mul(DAY_MS).saturating_add(ms))
+            }
         }
     }
 }
@@ -1412,6 +1564,81 @@ mod tests {
         ));
         assert_eq!(s.gpus.len(), MAX_GPUS);
         assert_eq!(s.gpus_left_out, 3);
+    }
+
+    #[test]
+    fn the_sample_nearest_a_time_is_picked_the_earlier_of_two_as_near() {
+        let text = format!(
+            "{}\n{}\nnot json\n{}\n",
+            line(1_000, 1),
+            line(3_000, 3),
+            line(5_000, 5)
+        );
+        let pick = |target| {
+            pick_sample(text.as_bytes(), target)
+                .expect("in memory")
+                .map(|p| (p.line, p.time_unix_ms))
+        };
+        assert_eq!(pick(Target::Time(4_100)), Some((4, 5_000)));
+        assert_eq!(pick(Target::Time(2_000)), Some((1, 1_000)));
+        assert_eq!(pick(Target::Time(0)), Some((1, 1_000)));
+        assert_eq!(pick(Target::Ordinal(2)), Some((2, 3_000)));
+        assert_eq!(pick(Target::Ordinal(9)), Some((4, 5_000)));
+        assert_eq!(
+            pick_sample(&b"junk\n"[..], Target::Time(1)).expect("in memory"),
+            None
+        );
+    }
+
+    #[test]
+    fn at_times_parse_as_utc_times_of_day_or_offsets() {
+        // 2026-12-07 03:14:07 UTC.
+        let t = 1_796_613_247_000;
+        assert_eq!(
+            parse_time("2026-12-07T03:14:07Z"),
+            Ok(RecordingTime::Utc(t))
+        );
+        assert_eq!(
+            parse_time("2026-12-07 03:14:07.5"),
+            Ok(RecordingTime::Utc(t + 500))
+        );
+        assert_eq!(
+            parse_time("2026-12-07 03:14:07 UTC"),
+            Ok(RecordingTime::Utc(t))
+        );
+        assert_eq!(
+            parse_time("03:14:07"),
+            Ok(RecordingTime::TimeOfDay(11_647_000))
+        );
+        assert_eq!(
+            parse_time("03:14"),
+            Ok(RecordingTime::TimeOfDay(11_640_000))
+        );
+        assert_eq!(parse_time("+90s"), Ok(RecordingTime::After(90_000)));
+        for bad in ["+4", "3pm", "", "2026-12-07T03:14:07+02:00", "25:00"] {
+            assert!(parse_time(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_time_of_day_lands_on_the_day_of_the_span_that_holds_it() {
+        let day = DAY_MS * 20_000;
+        // From 22:00 to 02:00 the next day: 01:00 is on the second.
+        let (first, last) = (day + 22 * 3_600_000, day + DAY_MS + 2 * 3_600_000);
+        assert_eq!(
+            RecordingTime::TimeOfDay(3_600_000).resolve(first, last),
+            day + DAY_MS + 3_600_000
+        );
+        assert_eq!(
+            RecordingTime::TimeOfDay(23 * 3_600_000).resolve(first, last),
+            day + 23 * 3_600_000
+        );
+        // Outside the span: on its first day.
+        assert_eq!(
+            RecordingTime::TimeOfDay(12 * 3_600_000).resolve(first, last),
+            day + 12 * 3_600_000
+        );
+        assert_eq!(RecordingTime::After(5).resolve(first, last), first + 5);
     }
 
     #[test]
