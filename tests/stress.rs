@@ -2298,6 +2298,38 @@ fn verify_needs_tensors_and_reports_intact_or_the_first_bad_offset() {
 }
 
 #[test]
+fn an_oom_on_the_simulated_gpu_names_its_processes_as_pytorch_does() {
+    let cluster = sim();
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let me = memory.pid();
+    let mut exec = StressExecutor::new(
+        CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+        false,
+    );
+    // Another process with a context and 1 GiB of segments.
+    let mut other: SimMemory = cluster.new_process(0, "python other.py");
+    let other_pid = other.pid();
+    vramtop::alloc::DeviceMemory::malloc(&mut other, 1 << 30).expect("fits");
+    let r = exec.execute(&StressCommand::Malloc {
+        sizes: vec![MIB, 1 << 40],
+        cap: None,
+    });
+    let StressOutcome::OutOfMemory { message, .. } = r.outcome else {
+        panic!("{:?}", r.outcome)
+    };
+    // Each process once, by pid in NVML's (the sampler's) order: this
+    // one in PyTorch's words for its own, with its context and segment.
+    assert!(me < other_pid);
+    assert!(
+        message.contains(&format!(
+            "Including non-PyTorch memory, this process has 502.00 MiB memory in use. \
+             Process {other_pid} has 1.49 GiB memory in use. Of the allocated memory"
+        )),
+        "{message}"
+    );
+}
+
+#[test]
 fn the_simulated_worker_fills_each_tensor_with_its_id_and_verify_finds_a_foreign_write() {
     let cluster = sim();
     let memory = cluster.new_process(0, STRESS_COMMAND);
@@ -2429,6 +2461,10 @@ fn every_builtin_scenario_reaches_vramtop_scenarios_figures_step_by_step_in_the_
                     "{at}: largest free block"
                 );
                 assert_eq!(p.oom.is_some(), step.oom.is_some(), "{at}: OOM");
+                // PyTorch's message itself, its process lines included.
+                if let (Some(oom), Some(want)) = (&p.oom, &step.oom) {
+                    assert_eq!(&oom.message, want, "{at}: the OOM message");
+                }
             }
             assert_eq!(
                 p.oom.is_some(),
@@ -2726,7 +2762,7 @@ fn next_variant_applies_its_alloc_conf_through_reconfigure() {
         cmds,
         vec![StressCommand::UseScenarioDevice {
             capacity: s.device_memory,
-            context: s.variants[1].external_use(s.context),
+            processes: s.variants[1].processes(s.context),
             settings: s.variants[1].alloc_conf.clone()
         }]
     );
@@ -3748,9 +3784,11 @@ fn a_pytorch_oom_message_cut_to_its_rows_ends_in_an_ellipsis() {
     load_builtin(&mut p, &mut exec, "fragmentation_oom");
     drive(&mut p, &mut exec, StressAction::ScenarioRun);
     assert!(p.oom.is_some(), "out of memory");
-    // A panel one row taller than 80x24 leaves it under the dashboard: the
-    // message is cut to three rows (on 12 its summary takes its place).
-    let text = panel_text(&p, 80, 13);
+    // A panel two rows taller than 80x24 leaves it under the dashboard:
+    // the message is cut to the four rows that hold its highlighted words
+    // (its process line makes them four; on 13 its summary takes its
+    // place).
+    let text = panel_text(&p, 80, 14);
     assert!(
         !flat(&text).contains("environment-variables"),
         "the message is longer than its rows: {text}"

@@ -837,7 +837,7 @@ impl<D: DeviceMemory> CachingAllocator<D> {
             allocated: self.stats.allocated_bytes.all.current as u64,
             reserved: self.stats.reserved_bytes.all.current as u64,
             private_pool_cached,
-            process_info: String::new(),
+            process_info: super::oom::process_info(&self.device.processes()),
         }))
     }
 

@@ -27,6 +27,20 @@ pub struct MemInfo {
     pub total: u64,
 }
 
+/// One compute process on the device, as NVML lists it
+/// (`nvmlDeviceGetComputeRunningProcesses`): what PyTorch's OOM message
+/// names, one "… has X memory in use. " each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceProcess {
+    pub pid: u32,
+    /// Bytes the driver counts for the process: its CUDA context and
+    /// everything it allocated, PyTorch's segments and others'.
+    pub used: u64,
+    /// Whether it is the process the allocator runs in (PyTorch compares
+    /// NVML's pid with its own).
+    pub this_process: bool,
+}
+
 /// Device memory as the caching allocator uses it.
 pub trait DeviceMemory {
     /// `cudaMalloc(size)`: a new segment's base address.
@@ -45,6 +59,12 @@ pub trait DeviceMemory {
     fn map(&mut self, addr: u64, size: u64) -> Result<(), DeviceError>;
     /// `cuMemUnmap` + `cuMemRelease` of `[addr, addr+size)`.
     fn unmap(&mut self, addr: u64, size: u64);
+    /// The compute processes on the device, in NVML's order, for the OOM
+    /// message; empty where they are not known (PyTorch without NVML
+    /// leaves those lines out).
+    fn processes(&self) -> Vec<DeviceProcess> {
+        Vec::new()
+    }
 }
 
 /// A deterministic device held in memory, for tests, benches and the
@@ -65,6 +85,33 @@ pub struct InMemoryDevice {
     live: BTreeMap<u64, u64>,
     /// Fail every malloc/map of at least this size (fault injection).
     fail_at_or_above: Option<u64>,
+    /// The processes the device has, where they are known: see
+    /// [`InMemoryDevice::set_processes`].
+    processes: Option<SimProcesses>,
+}
+
+/// The processes of an [`InMemoryDevice`] that knows them: the
+/// allocator's own (its context, plus the allocator's segments as they
+/// are) and others that each hold a fixed number of bytes. Their bytes are
+/// the device's external use: set both with [`InMemoryDevice::set_processes`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SimProcesses {
+    /// The allocator's process.
+    pub pid: u32,
+    /// Its CUDA context (bytes).
+    pub context: u64,
+    /// Every other process: (pid, bytes it holds).
+    pub others: Vec<(u32, u64)>,
+}
+
+impl SimProcesses {
+    /// Bytes the processes hold outside the allocator: its context and
+    /// the others'.
+    pub fn external_use(&self) -> u64 {
+        self.others
+            .iter()
+            .fold(self.context, |sum, &(_, bytes)| sum.saturating_add(bytes))
+    }
 }
 
 /// Where simulated device addresses start (a typical CUDA VA on Linux).
@@ -86,7 +133,15 @@ impl InMemoryDevice {
             free_ranges,
             live: BTreeMap::new(),
             fail_at_or_above: None,
+            processes: None,
         }
+    }
+
+    /// The processes on the device, for the OOM message: the allocator's
+    /// own context and the others' bytes become the external use.
+    pub fn set_processes(&mut self, processes: SimProcesses) {
+        self.external_use = processes.external_use();
+        self.processes = Some(processes);
     }
 
     /// Memory the driver uses outside this allocator (e.g. the CUDA context).
@@ -192,6 +247,31 @@ impl DeviceMemory for InMemoryDevice {
 
     fn unmap(&mut self, _addr: u64, size: u64) {
         self.used = self.used.saturating_sub(size);
+    }
+
+    fn processes(&self) -> Vec<DeviceProcess> {
+        let Some(p) = &self.processes else {
+            return Vec::new();
+        };
+        let own = DeviceProcess {
+            pid: p.pid,
+            used: p.context.saturating_add(self.used),
+            this_process: true,
+        };
+        // NVML lists processes in no promised order; by pid reads as
+        // nvidia-smi's list does.
+        let mut all: Vec<DeviceProcess> = p
+            .others
+            .iter()
+            .map(|&(pid, used)| DeviceProcess {
+                pid,
+                used,
+                this_process: false,
+            })
+            .chain([own])
+            .collect();
+        all.sort_by_key(|d| d.pid);
+        all
     }
 }
 

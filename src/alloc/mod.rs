@@ -22,7 +22,7 @@ pub use allocator::{
 };
 pub use analysis::{Fragmentation, fragmentation};
 pub use config::{AllocatorConfig, ConfigError};
-pub use device::{DeviceError, DeviceMemory, InMemoryDevice, MemInfo};
+pub use device::{DeviceError, DeviceMemory, DeviceProcess, InMemoryDevice, MemInfo, SimProcesses};
 pub use layout::{BlockInfo, BlockState, PoolKind, SegmentInfo};
 pub use oom::OutOfMemory;
 pub use sizing::{

@@ -2,7 +2,27 @@
 
 use serde::Serialize;
 
+use super::device::DeviceProcess;
 use super::sizing::format_size;
+
+/// PyTorch's per-process lines of the OOM message, from NVML's list
+/// (`reportProcessMemoryInfo`): its own process as "Including
+/// non-PyTorch memory, this process has X memory in use. ", each other
+/// as "Process PID has X memory in use. ", in the list's order. Empty for
+/// an empty list, as without NVML.
+pub fn process_info(processes: &[DeviceProcess]) -> String {
+    processes
+        .iter()
+        .map(|p| {
+            let who = if p.this_process {
+                "Including non-PyTorch memory, this process".to_string()
+            } else {
+                format!("Process {}", p.pid)
+            };
+            format!("{who} has {} memory in use. ", format_size(p.used))
+        })
+        .collect()
+}
 
 /// Everything PyTorch puts in its `OutOfMemoryError`, captured when the
 /// malloc retry chain gives up.
@@ -28,7 +48,8 @@ pub struct OutOfMemory {
     /// Free cached bytes sitting in private pools (CUDA graphs, MemPool).
     pub private_pool_cached: u64,
     /// NVML's per-process lines ("Process 123 has 1.00 GiB memory in use. "),
-    /// empty when unknown.
+    /// empty when the device does not know its processes
+    /// ([`process_info`] of `DeviceMemory::processes`).
     pub process_info: String,
 }
 
@@ -66,5 +87,69 @@ impl OutOfMemory {
             pool_info,
             format_size(self.reserved_but_unallocated()),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn oom(process_info: String) -> OutOfMemory {
+        OutOfMemory {
+            device: 0,
+            requested: 600 * MIB,
+            rounded: 600 * MIB,
+            alloc_size: 600 * MIB,
+            device_total: 16 << 30,
+            device_free: 100 * MIB,
+            allowed: None,
+            allocated: 10 << 30,
+            reserved: 11 << 30,
+            private_pool_cached: 0,
+            process_info,
+        }
+    }
+
+    #[test]
+    fn process_lines_name_others_by_pid_and_this_process_as_pytorch_does() {
+        let lines = process_info(&[
+            DeviceProcess {
+                pid: 4242,
+                used: 11 * 1024 * MIB + 500 * MIB,
+                this_process: true,
+            },
+            DeviceProcess {
+                pid: 4243,
+                used: 500 * MIB,
+                this_process: false,
+            },
+        ]);
+        assert_eq!(
+            lines,
+            "Including non-PyTorch memory, this process has 11.49 GiB memory in use. \
+             Process 4243 has 500.00 MiB memory in use. "
+        );
+        // They sit between the capacity sentence and the allocated one.
+        let message = oom(lines).message();
+        assert!(
+            message.contains(
+                "of which 100.00 MiB is free. Including non-PyTorch memory, this process has \
+                 11.49 GiB memory in use. Process 4243 has 500.00 MiB memory in use. Of the \
+                 allocated memory 10.00 GiB"
+            ),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn no_known_processes_leave_the_message_as_pytorch_without_nvml_writes_it() {
+        assert_eq!(process_info(&[]), "");
+        assert!(
+            oom(String::new())
+                .message()
+                .contains("is free. Of the allocated memory"),
+        );
     }
 }

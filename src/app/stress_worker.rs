@@ -15,7 +15,9 @@ use std::thread::JoinHandle;
 
 use rustc_hash::FxHashMap;
 
-use crate::alloc::{AllocError, AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice};
+use crate::alloc::{
+    AllocError, AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, SimProcesses,
+};
 use crate::device::Kernels;
 use crate::device::cuda::CudaMemory;
 use crate::device::sim::SimCluster;
@@ -484,10 +486,10 @@ pub struct PanelExecutor<D: DeviceMemory> {
     scenario: Option<StressExecutor<InMemoryDevice>>,
 }
 
-/// A fresh simulated device of `capacity` bytes, `context` of them used.
-fn scenario_device(capacity: u64, context: u64) -> InMemoryDevice {
+/// A fresh simulated device of `capacity` bytes with `processes` on it.
+fn scenario_device(capacity: u64, processes: SimProcesses) -> InMemoryDevice {
     let mut device = InMemoryDevice::new(capacity);
-    device.set_external_use(context);
+    device.set_processes(processes);
     device
 }
 
@@ -511,7 +513,7 @@ impl<D: DeviceMemory> PanelExecutor<D> {
         match command {
             StressCommand::UseScenarioDevice {
                 capacity,
-                context,
+                processes,
                 settings,
             } => {
                 let config = match AllocatorConfig::parse(settings) {
@@ -527,15 +529,20 @@ impl<D: DeviceMemory> PanelExecutor<D> {
                 if let Some(mut old) = self.scenario.take() {
                     freed.extend(old.release_listed());
                 }
-                let (capacity, context) = (*capacity, *context);
+                let capacity = *capacity;
+                // The bytes outside the allocator, as the panel says them.
+                let context = processes.external_use();
                 let allocator = CachingAllocator::new(
-                    scenario_device(capacity, context),
+                    scenario_device(capacity, processes.clone()),
                     self.gpu.allocator().device_index(),
                     config,
                 );
                 let executor = StressExecutor::new(allocator, false)
                     .saving_in(self.gpu.save_dir.clone())
-                    .with_reopen(move || Ok(scenario_device(capacity, context)));
+                    .with_reopen({
+                        let processes = processes.clone();
+                        move || Ok(scenario_device(capacity, processes.clone()))
+                    });
                 let scenario = self.scenario.insert(executor);
                 scenario.result(StressOutcome::DeviceChanged {
                     device: PanelDevice::Scenario { capacity, context },

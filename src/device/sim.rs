@@ -18,8 +18,8 @@ use serde::Serialize;
 use super::telemetry::{DriverInfo, GpuProcess, GpuReading, GpuSample, Telemetry, TelemetryError};
 use super::{Kernels, pattern_byte};
 use crate::alloc::{
-    AllocatorConfig, CachingAllocator, DeviceError, DeviceMemory, DeviceStats, InMemoryDevice,
-    MemInfo, SegmentInfo, human_bytes,
+    AllocatorConfig, CachingAllocator, DeviceError, DeviceMemory, DeviceProcess, DeviceStats,
+    InMemoryDevice, MemInfo, SegmentInfo, human_bytes,
 };
 use crate::snapshot::Snapshot;
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
@@ -1042,6 +1042,27 @@ impl DeviceMemory for SimMemory {
             Self::account(g, pid, -(size as i64));
             Ok(())
         });
+    }
+
+    /// The GPU's processes with a context, as the sampler's NVML list
+    /// gives them (context and allocator bytes each), by pid.
+    fn processes(&self) -> Vec<DeviceProcess> {
+        let s = self.cluster.lock();
+        let context = s.config.context_overhead;
+        s.gpus
+            .get(self.gpu as usize)
+            .map(|g| {
+                g.processes
+                    .iter()
+                    .filter(|(_, p)| p.has_context)
+                    .map(|(&pid, p)| DeviceProcess {
+                        pid,
+                        used: p.allocator_bytes.saturating_add(context),
+                        this_process: pid == self.pid,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 

@@ -141,8 +141,9 @@ fn run_variant_inner(
     };
     let config = AllocatorConfig::parse(&variant.alloc_conf).map_err(|e| failure(e.to_string()))?;
     let mut device = InMemoryDevice::new(scenario.device_memory);
-    // The main process's context, and one per worker that touched CUDA.
-    device.set_external_use(variant.external_use(scenario.context));
+    // The main process's context, and one per worker that touched CUDA:
+    // the processes PyTorch's OOM message names.
+    device.set_processes(variant.processes(scenario.context));
     let mut m = CachingAllocator::new(device, 0, config);
     if record {
         m.record_history(Some(usize::MAX));

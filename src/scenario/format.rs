@@ -15,7 +15,7 @@ use crate::alloc::sizing::{
     MAX_PARSED_SIZE, MAX_PARSED_SIZE_TEXT, SizeRefusal, bare_size_message, bare_size_suggestions,
     is_bare_number, typed_size,
 };
-use crate::alloc::{AllocatorConfig, human_bytes};
+use crate::alloc::{AllocatorConfig, SimProcesses, human_bytes};
 use crate::quote::{cut, parser_complaint};
 
 /// The name of the single run of a scenario without `[[variant]]` tables.
@@ -482,7 +482,34 @@ impl Variant {
     pub fn external_use(&self, context: u64) -> u64 {
         context.saturating_mul(1 + u64::from(self.worker_contexts))
     }
+
+    /// The processes on the device, each with a `context`-byte CUDA
+    /// context: the main one ([`MAIN_PID`]) and a worker per worker
+    /// context, numbered after it, as NVML would list them for PyTorch's
+    /// OOM message.
+    pub fn processes(&self, context: u64) -> SimProcesses {
+        SimProcesses {
+            others: (1..=self.worker_contexts)
+                .map(|n| (MAIN_PID.saturating_add(n), context))
+                .collect(),
+            ..Variant::default_processes(context)
+        }
+    }
+
+    /// The processes of a variant without workers: the main one alone.
+    pub fn default_processes(context: u64) -> SimProcesses {
+        SimProcesses {
+            pid: MAIN_PID,
+            context,
+            others: Vec::new(),
+        }
+    }
 }
+
+/// The pid a scenario's main process has in PyTorch's OOM message (a
+/// simulated one: the first the dashboard's simulation gives out too);
+/// its workers follow it.
+pub const MAIN_PID: u32 = 4242;
 
 /// The most worker contexts a variant may declare.
 pub const MAX_WORKER_CONTEXTS: u32 = 64;

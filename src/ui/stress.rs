@@ -279,8 +279,9 @@ impl<'a> StressPane<'a> {
 
     /// PyTorch's OOM message wrapped to `width`, with "… is reserved by
     /// PyTorch but unallocated" highlighted, and the fewest rows it is cut
-    /// to: those that hold the highlighted words (three at 80 columns,
-    /// four at 72), [`OOM_CUT_ROWS`] where the message has none.
+    /// to: those that hold the highlighted words (four at 80 columns with
+    /// one process line, five at 72; a row less without), [`OOM_CUT_ROWS`]
+    /// where the message has none.
     fn oom_message(&self, oom: &OomState, width: u16) -> (Vec<Line<'static>>, usize) {
         let t = self.theme;
         let highlight = format!(

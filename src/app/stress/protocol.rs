@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::alloc::{DeviceStats, SegmentInfo};
+use crate::alloc::{DeviceStats, SegmentInfo, SimProcesses};
 
 /// A key's intent inside the panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -149,12 +149,13 @@ pub enum StressCommand {
     /// worker picks the name: the panel has no clock).
     SaveSnapshot,
     /// Frees every tensor and moves to a fresh simulated device of
-    /// `capacity` bytes with `context` bytes of it used by the CUDA context
-    /// (a scenario's `device_memory` and `context`, as `vramtop scenario`
-    /// runs it), the allocator under `settings`.
+    /// `capacity` bytes with `processes` on it, each holding its CUDA
+    /// context (a scenario's `device_memory`, `context` and worker
+    /// contexts, as `vramtop scenario` runs it: its OOM message names
+    /// them), the allocator under `settings`.
     UseScenarioDevice {
         capacity: u64,
-        context: u64,
+        processes: SimProcesses,
         settings: String,
     },
     /// Frees everything on the scenario device and goes back to the GPU.

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::scenario::{self, Action as ScenarioAction, Scenario};
+use crate::scenario::{self, Action as ScenarioAction, Scenario, Variant};
 
 use super::{KeyUse, OomAdvice, PanelModal, StressAction, StressCommand, StressPanel, cap_refusal};
 
@@ -187,10 +187,11 @@ impl StressPanel {
         }
         let command = StressCommand::UseScenarioDevice {
             capacity: scenario.device_memory,
-            context: scenario
+            processes: scenario
                 .variants
                 .first()
-                .map_or(scenario.context, |v| v.external_use(scenario.context)),
+                .map(|v| v.processes(scenario.context))
+                .unwrap_or_else(|| Variant::default_processes(scenario.context)),
             settings: scenario
                 .variants
                 .first()
@@ -235,7 +236,7 @@ impl StressPanel {
         let variant = &run.scenario.variants[run.variant];
         let command = StressCommand::UseScenarioDevice {
             capacity: run.scenario.device_memory,
-            context: variant.external_use(run.scenario.context),
+            processes: variant.processes(run.scenario.context),
             settings,
         };
         self.send(command)
