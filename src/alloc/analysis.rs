@@ -48,10 +48,38 @@ pub struct Fragmentation {
     /// The segments of `free_in_whole_segments`.
     pub whole_free_segments: u64,
     pub largest_free_block: u64,
+    /// The largest free block outside wholly free segments (bytes): of the
+    /// split segments, whose free blocks `empty_cache` keeps.
+    pub largest_split_free_block: u64,
     pub free_blocks: u64,
     /// 1 − largest free block / external free: 0 when all free memory is one
     /// block (or there is none), close to 1 when it is scattered in crumbs.
     pub fragmentation: f64,
+}
+
+impl Fragmentation {
+    /// Whether more than half of the free bytes lie in wholly free
+    /// segments: `empty_cache` returns most of it, and the fragmentation
+    /// figure says more about that cache than about fragmentation.
+    pub fn mostly_whole_free_segments(&self) -> bool {
+        self.free_in_whole_segments
+            > self
+                .external_free
+                .saturating_sub(self.free_in_whole_segments)
+    }
+
+    /// The fragmentation of the split segments alone (0 … 1): 1 − their
+    /// largest free block / their free bytes, 0 where they have none.
+    /// What stays fragmented after `empty_cache`.
+    pub fn split_fragmentation(&self) -> f64 {
+        let split_free = self
+            .external_free
+            .saturating_sub(self.free_in_whole_segments);
+        if split_free == 0 {
+            return 0.0;
+        }
+        1.0 - self.largest_split_free_block.min(split_free) as f64 / split_free as f64
+    }
 }
 
 fn bucket_index(size: u64) -> usize {
@@ -144,6 +172,7 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         free_in_whole_segments: 0,
         whole_free_segments: 0,
         largest_free_block: 0,
+        largest_split_free_block: 0,
         free_blocks: 0,
         fragmentation: 0.0,
     };
@@ -151,6 +180,7 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
     // holds, so every sum saturates.
     for seg in segments {
         let mut segment_free = 0u64;
+        let mut segment_largest = 0u64;
         for b in &seg.blocks {
             match b.state {
                 BlockState::ActiveAllocated => {
@@ -166,6 +196,7 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
                     f.external_free = f.external_free.saturating_add(b.size);
                     f.free_blocks += 1;
                     f.largest_free_block = f.largest_free_block.max(b.size);
+                    segment_largest = segment_largest.max(b.size);
                     segment_free = segment_free.saturating_add(b.size);
                 }
             }
@@ -180,6 +211,8 @@ pub fn fragmentation(segments: &[SegmentInfo]) -> Fragmentation {
         if wholly_free {
             f.free_in_whole_segments = f.free_in_whole_segments.saturating_add(segment_free);
             f.whole_free_segments += 1;
+        } else {
+            f.largest_split_free_block = f.largest_split_free_block.max(segment_largest);
         }
     }
     if f.external_free > 0 {
@@ -250,6 +283,36 @@ mod tests {
         assert_eq!(f.fragmentation, 0.0);
         assert_eq!(f.free_in_whole_segments, 30 * MIB);
         assert_eq!(f.whole_free_segments, 1);
+    }
+
+    #[test]
+    fn split_fragmentation_leaves_out_the_wholly_free_segments() {
+        let mut m =
+            CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+        // A freed 60 MiB segment beside a 30 MiB one split by a live 6 MiB
+        // block and a live 4 MiB one after a free 10 MiB: 84 MiB free,
+        // 60 MiB of it whole.
+        let a = m.malloc(60 * MIB, 0).expect("fits");
+        let b = m.malloc(30 * MIB, 0).expect("fits");
+        m.free(b).expect("live");
+        let _c = m.malloc(6 * MIB, 0).expect("fits");
+        let d = m.malloc(10 * MIB, 0).expect("fits");
+        let _e = m.malloc(4 * MIB, 0).expect("fits");
+        m.free(d).expect("live");
+        m.free(a).expect("live");
+        let f = fragmentation(&m.layout());
+        assert_eq!(f.external_free, 80 * MIB);
+        assert_eq!(f.free_in_whole_segments, 60 * MIB);
+        assert!(f.mostly_whole_free_segments());
+        // The split segment's free bytes: 10 MiB and the 10 MiB tail.
+        assert_eq!(f.largest_split_free_block, 10 * MIB);
+        assert!((f.split_fragmentation() - 0.5).abs() < 1e-12);
+        // Overall the 60 MiB block is the largest of 80 MiB.
+        assert!((f.fragmentation - 0.25).abs() < 1e-12);
+        // None free: nothing fragmented, nothing whole.
+        let none = fragmentation(&[]);
+        assert!(!none.mostly_whole_free_segments());
+        assert_eq!(none.split_fragmentation(), 0.0);
     }
 
     #[test]

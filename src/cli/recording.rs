@@ -448,6 +448,8 @@ fn headless_allocator(a: &serde_json::Map<String, Value>) -> AllocatorSummary {
             free_in_whole_segments: fu("free_in_whole_segments"),
             whole_free_segments: fu("whole_free_segments"),
             largest_free_block: fu("largest_free_block"),
+            // 0 in a record written before vramtop wrote it.
+            largest_split_free_block: fu("largest_split_free_block"),
             free_blocks: fu("free_blocks"),
             fragmentation: f
                 .and_then(|f| f.get("fragmentation"))

@@ -18,6 +18,14 @@ use crate::app::state::{AllocatorView, AppState, Pane, SegmentTotals, SegmentsAg
 /// Below this width the figures use short labels.
 const LONG_LABELS_WIDTH: u16 = 60;
 
+/// Fragmentation (0 … 1) from which its figure is in the warning colour:
+/// the largest free block is less than half the free memory.
+const FRAGMENTATION_WARNING: f64 = 0.5;
+
+/// The segments with no live block, in the pane's words and short.
+const WHOLE_FREE: &str = "wholly free segments";
+const WHOLE_FREE_SHORT: &str = "free segs";
+
 /// The fragmentation pane of one frame.
 pub struct FragmentationPane<'a> {
     state: &'a AppState,
@@ -365,7 +373,17 @@ impl Widget for FragmentationPane<'_> {
                 Span::styled(value, value_style),
             ])
         };
-        let frag_style = if f.fragmentation >= 0.5 && then.is_none() {
+        // Free memory mostly in wholly free segments is cache that
+        // empty_cache() (and PyTorch, before it reports out of memory)
+        // returns: the warning is then for the split segments' own
+        // fragmentation, what stays after it.
+        let mostly_whole = f.mostly_whole_free_segments();
+        let warned = if mostly_whole {
+            f.split_fragmentation()
+        } else {
+            f.fragmentation
+        };
+        let frag_style = if warned >= FRAGMENTATION_WARNING && then.is_none() {
             theme.warning
         } else {
             value_style
@@ -393,21 +411,38 @@ impl Widget for FragmentationPane<'_> {
         // PyTorch frees before it reports out of memory: a high frag of
         // only such memory is cached memory, not a threat. Said only where
         // there is some, after ext free (of which it is a part).
-        let whole = (f.whole_free_segments > 0).then(|| {
-            if long {
-                figure(
-                    "wholly free segments",
-                    "",
-                    format!(
-                        "{}, {}",
-                        f.whole_free_segments,
-                        format::bytes(f.free_in_whole_segments)
-                    ),
-                )
-            } else {
-                figure("", "free segs", format::bytes(f.free_in_whole_segments))
-            }
-        });
+        // Where most of the free bytes are such memory, it is said first
+        // in a sentence that says what empty_cache() does with them, in
+        // the figures' colour (it is why the figure is not a warning),
+        // else as a figure: the wordings in the order they are tried.
+        let whole_bytes = format::bytes(f.free_in_whole_segments);
+        let wordings: Vec<Line> = if f.whole_free_segments == 0 {
+            Vec::new()
+        } else if mostly_whole {
+            let returns = format!("empty_cache() returns {whole_bytes}");
+            let fits = |t: &String| t.chars().count() <= usize::from(inner.width);
+            let mut sentences: Vec<Line> = [
+                format!("mostly {WHOLE_FREE}: {returns}"),
+                format!("mostly {WHOLE_FREE_SHORT}: {returns}"),
+                format!("mostly {WHOLE_FREE_SHORT} {whole_bytes}"),
+            ]
+            .into_iter()
+            .filter(fits)
+            .map(|t| Line::from(Span::styled(t, value_style)))
+            .collect();
+            // Where none has the room, the figure as it is said when
+            // it is not most: a row of the histogram is worth more.
+            sentences.push(figure("", WHOLE_FREE_SHORT, whole_bytes.clone()));
+            sentences
+        } else if long {
+            vec![figure(
+                WHOLE_FREE,
+                "",
+                format!("{}, {whole_bytes}", f.whole_free_segments),
+            )]
+        } else {
+            vec![figure("", WHOLE_FREE_SHORT, whole_bytes)]
+        };
         let at = items.len();
         items.extend([
             figure("non-releasable", "non-rel", format::bytes(f.non_releasable)),
@@ -426,23 +461,22 @@ impl Widget for FragmentationPane<'_> {
             items.push(figure("free blocks", "blocks", f.free_blocks.to_string()));
         }
         let without = chrome::flow(items.clone(), inner.width, 2);
-        let figures = match whole {
-            Some(line) => {
-                items.insert(at, line);
-                let with = chrome::flow(items, inner.width, 2);
-                // Where room allows: a row it adds must leave a row for
-                // every size of free block (the stress panel at 80×24 kept
-                // only its figures, its one histogram line gone).
-                let sizes = f.histogram.iter().filter(|b| b.count > 0).count();
-                let room = usize::from(inner.height);
-                if with.len() <= without.len() || with.len().saturating_add(sizes) <= room {
-                    with
-                } else {
-                    without
-                }
-            }
-            None => without,
+        let with = |line: &Line<'static>| {
+            let mut items = items.clone();
+            items.insert(at, line.clone());
+            chrome::flow(items, inner.width, 2)
         };
+        // Where room allows: a row it adds must leave a row for every
+        // size of free block (the stress panel at 80×24 kept only its
+        // figures, its one histogram line gone).
+        let sizes = f.histogram.iter().filter(|b| b.count > 0).count();
+        let room = usize::from(inner.height);
+        let fits = |lines: &Vec<Line<'static>>| {
+            lines.len() <= without.len() || lines.len().saturating_add(sizes) <= room
+        };
+        // Where none fits, the histogram keeps its rows: its bars show
+        // the big free blocks as well.
+        let figures = wordings.iter().map(with).find(fits).unwrap_or(without);
         chrome::lines_at(buf, inner, &figures);
         let used = u16::try_from(figures.len()).unwrap_or(u16::MAX);
         let hist = Rect {
@@ -654,39 +688,151 @@ mod tests {
         );
     }
 
-    #[test]
-    fn wholly_free_segments_are_said_beside_the_fragmentation_where_there_are_some() {
-        use crate::alloc::{BlockState, SegmentInfo};
-        const MIB: u64 = 1 << 20;
-        let segment = large_segment;
+    /// A view of `layout` with its reserved bytes in the stats.
+    fn view_of(layout: Vec<crate::alloc::SegmentInfo>) -> AllocatorView {
         let mut stats = crate::alloc::DeviceStats::default();
-        stats.reserved_bytes.all.current = 1044 << 20;
-        // Two free 512 MiB segments beside a split 20 MiB one: frag 67 %,
-        // 1 GiB of it memory an OOM's retry frees first.
-        let layout = vec![
-            segment(0x7f00_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
-            segment(0x7f10_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
-            segment(
+        let reserved: u64 = layout.iter().map(|s| s.total_size).sum();
+        stats.reserved_bytes.all.current = i64::try_from(reserved).unwrap_or(i64::MAX);
+        AllocatorView::new("pid 1".into(), Some(1), stats, layout)
+    }
+
+    /// The colour of the fragmentation figure ("50%") as drawn.
+    fn frag_figure_colour(view: AllocatorView, width: u16) -> Option<ratatui::style::Color> {
+        use crate::device::{GpuReading, GpuSample};
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        state.apply_sample(
+            0,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "GPU"))],
+            std::collections::BTreeMap::new(),
+        );
+        state.gpus[0].allocator = Some(view);
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, width, 10);
+        let mut buf = Buffer::empty(area);
+        FragmentationPane::new(&state, &theme).render(area, &mut buf);
+        let row = (0..area.height)
+            .find(|&y| {
+                (0..width)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .contains("frag")
+            })
+            .expect("a fragmentation row");
+        let x = (0..width)
+            .find(|&x| {
+                buf[(x, row)].symbol().chars().all(|c| c.is_ascii_digit()) && {
+                    let s = buf[(x, row)].symbol();
+                    !s.is_empty() && s != " "
+                }
+            })
+            .expect("the figure's first digit");
+        Some(buf[(x, row)].fg)
+    }
+
+    /// Two free 512 MiB segments beside a 20 MiB one split by a live
+    /// 10 MiB block: frag 50.5 %, 1 GiB of the free memory in segments
+    /// empty_cache() returns (as an OOM's retry does first).
+    fn mostly_whole_layout() -> Vec<crate::alloc::SegmentInfo> {
+        use crate::alloc::BlockState;
+        const MIB: u64 = 1 << 20;
+        vec![
+            large_segment(0x7f00_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
+            large_segment(0x7f10_0000_0000, &[(512 * MIB, BlockState::Inactive)]),
+            large_segment(
                 0x7f20_0000_0000,
                 &[
                     (10 * MIB, BlockState::ActiveAllocated),
                     (10 * MIB, BlockState::Inactive),
                 ],
             ),
+        ]
+    }
+
+    #[test]
+    fn mostly_wholly_free_segments_say_what_empty_cache_returns_instead_of_a_warning() {
+        let layout = mostly_whole_layout();
+        let wide = pane_text(view_of(layout.clone()), 64, 10);
+        assert!(wide.contains("fragmentation 50%"), "{wide}");
+        assert!(
+            wide.contains("mostly wholly free segments: empty_cache() returns 1.00 GiB"),
+            "{wide}"
+        );
+        let narrow = pane_text(view_of(layout.clone()), 50, 10);
+        assert!(
+            narrow.contains("mostly free segs: empty_cache() returns 1.00 GiB"),
+            "{narrow}"
+        );
+        let narrower = pane_text(view_of(layout.clone()), 36, 10);
+        assert!(narrower.contains("mostly free segs 1.00 GiB"), "{narrower}");
+        // Said where it leaves a row for each size of free block; where
+        // it would take one, the histogram keeps it.
+        let short = pane_text(view_of(layout.clone()), 36, 7);
+        assert!(short.contains("mostly free segs 1.00 GiB"), "{short}");
+        assert!(short.contains("≤512MiB"), "{short}");
+        let shorter = pane_text(view_of(layout.clone()), 36, 6);
+        assert!(!shorter.contains("free segs"), "{shorter}");
+        assert!(shorter.contains("≤512MiB"), "{shorter}");
+        // The split segment alone is one free block: not fragmented, so
+        // the 50 % is in the figures' colour.
+        let theme = Theme::colored();
+        assert_ne!(frag_figure_colour(view_of(layout), 64), theme.warning.fg);
+    }
+
+    #[test]
+    fn fragmented_split_segments_stay_a_warning_beside_mostly_whole_free_ones() {
+        use crate::alloc::BlockState;
+        const MIB: u64 = 1 << 20;
+        // The split segment's 30 MiB free in three 10 MiB holes: 67 % of
+        // it fragmented, what empty_cache() leaves.
+        let mut layout = mostly_whole_layout();
+        layout[2] = large_segment(
+            0x7f20_0000_0000,
+            &[
+                (10 * MIB, BlockState::Inactive),
+                (2 * MIB, BlockState::ActiveAllocated),
+                (10 * MIB, BlockState::Inactive),
+                (2 * MIB, BlockState::ActiveAllocated),
+                (10 * MIB, BlockState::Inactive),
+            ],
+        );
+        let wide = pane_text(view_of(layout.clone()), 64, 10);
+        assert!(wide.contains("mostly wholly free segments"), "{wide}");
+        let theme = Theme::colored();
+        assert_eq!(frag_figure_colour(view_of(layout), 64), theme.warning.fg);
+    }
+
+    #[test]
+    fn wholly_free_segments_are_said_beside_the_fragmentation_where_there_are_some() {
+        use crate::alloc::BlockState;
+        const MIB: u64 = 1 << 20;
+        // A free 20 MiB segment beside a 100 MiB one with 60 MiB free in
+        // six 10 MiB holes: frag 88 %, a quarter of the free memory in a
+        // segment an OOM's retry frees first, the rest fragmented.
+        let mut blocks = Vec::new();
+        for _ in 0..6 {
+            blocks.push((10 * MIB, BlockState::Inactive));
+            blocks.push((10 * MIB, BlockState::ActiveAllocated));
+        }
+        let layout = vec![
+            large_segment(0x7f00_0000_0000, &[(20 * MIB, BlockState::Inactive)]),
+            large_segment(0x7f20_0000_0000, &blocks[..10]),
         ];
-        let view =
-            |l: Vec<SegmentInfo>| AllocatorView::new("pid 1".into(), Some(1), stats.clone(), l);
-        let wide = pane_text(view(layout.clone()), 64, 10);
-        assert!(wide.contains("wholly free segments 2, 1.00 GiB"), "{wide}");
-        let narrow = pane_text(view(layout.clone()), 36, 10);
-        assert!(narrow.contains("free segs 1.00 GiB"), "{narrow}");
+        let wide = pane_text(view_of(layout.clone()), 64, 10);
+        assert!(wide.contains("wholly free segments 1, 20.0 MiB"), "{wide}");
+        assert!(!wide.contains("mostly"), "{wide}");
+        let narrow = pane_text(view_of(layout.clone()), 36, 10);
+        assert!(narrow.contains("free segs 20.0 MiB"), "{narrow}");
+        let theme = Theme::colored();
+        assert_eq!(
+            frag_figure_colour(view_of(layout.clone()), 64),
+            theme.warning.fg
+        );
         // A pane too short for it and a row per size of free block
         // keeps the histogram instead.
-        let short = pane_text(view(layout.clone()), 36, 5);
+        let short = pane_text(view_of(layout.clone()), 36, 4);
         assert!(!short.contains("free segs"), "{short}");
-        assert!(short.contains("≤512MiB"), "{short}");
         // Only the split segment: nothing to say.
-        let split = pane_text(view(layout[2..].to_vec()), 64, 10);
+        let split = pane_text(view_of(layout[1..].to_vec()), 64, 10);
         assert!(!split.contains("free seg"), "{split}");
     }
 
