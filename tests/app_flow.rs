@@ -1632,9 +1632,10 @@ fn ctrl_u_clears_the_size_field_and_the_process_filter_as_readline_does() {
 }
 
 #[test]
-fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
+fn the_breakdowns_short_unalloc_over_the_stress_panel_is_defined_by_the_help() {
     // At 80×24 the panel leaves the breakdown one legend row, in short
-    // words: "cached" there is the "cached but free" of the wider legend.
+    // words: "unalloc" there is the "reserved but unallocated" of the
+    // wider legend.
     let mut f = Flow::with_stress_panel();
     f.key(KeyCode::Char('s'));
     f.type_text("80GB");
@@ -1651,7 +1652,7 @@ fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
         .unwrap_or_default()
         .to_string();
     assert!(
-        legend.contains("▓ cached ") && !legend.contains("cached but free"),
+        legend.contains("▓ unalloc ") && !legend.contains("reserved but unallocated"),
         "{screen}"
     );
     f.key(KeyCode::Char('?'));
@@ -1660,7 +1661,10 @@ fn the_breakdowns_short_cached_over_the_stress_panel_is_defined_by_the_help() {
         help.push_str(&f.screen(80, 24));
         f.key(KeyCode::PageDown);
     }
-    assert!(help.contains("cached but free (cached):"), "{help}");
+    assert!(
+        help.contains("reserved but unallocated (unalloc):"),
+        "{help}"
+    );
 }
 
 /// A flow whose one GPU lists the process `pid` running `command`, as the

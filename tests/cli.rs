@@ -510,7 +510,7 @@ fn demo_ends_by_suggesting_its_own_snapshot_which_saves_and_opens() {
         "reserved =",
         "driver used =",
         "segs =",
-        "split free =",
+        "inact split =",
     ] {
         assert!(out.contains(column), "{column}: {out}");
     }
@@ -842,7 +842,7 @@ fn a_block_requesting_more_than_its_size_is_a_finding_and_no_negative_count() {
     assert!(flat.contains("B more than the segments"), "{out}");
     assert!(!flat.contains(" -4"), "no negative count: {out}");
     // One free block is one.
-    assert!(flat.contains("free in 1 inactive block,"), "{out}");
+    assert!(flat.contains("external free in 1 inactive block,"), "{out}");
 }
 
 #[test]

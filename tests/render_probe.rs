@@ -604,7 +604,7 @@ const T: f64 = 1_764_489_600.0;
 fn segments_older_than_the_stats_and_other_than_them_are_dated_and_dimmed() {
     // The segments say 10 GiB reserved, 4 GiB of it free; four seconds
     // later the stats say 7 GiB reserved, 1 GiB of it free: the pane's
-    // "ext free 4.00 GiB" beside the breakdown's "cached but free 1.00
+    // "ext free 4.00 GiB" beside the breakdown's "reserved but unallocated 1.00
     // GiB" is the allocator of four seconds ago, and says so.
     let state = after(&probe_at(Some(T - 4.2), Some(T), 7 * GIB, 6 * GIB));
     let (screen, style) = fragmentation_at_80x24(&state, "4.00 GiB");
@@ -679,7 +679,7 @@ fn segments_without_times_that_differ_from_the_stats_are_not_current() {
 #[test]
 fn stats_before_the_first_segments_show_no_zero_figures() {
     // The pane read "no free blocks: every cached byte is in use" beside
-    // the breakdown's 4 GiB cached but free, and the map "no segments:
+    // the breakdown's 4 GiB reserved but unallocated, and the map "no segments:
     // the allocator holds no memory".
     let mut snapshot = probe(0);
     let d = snapshot.probes[0].devices.get_mut(&0).expect("device 0");

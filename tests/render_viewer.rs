@@ -978,23 +978,28 @@ fn help_words(v: &ViewerState, theme: &Theme) -> String {
 }
 
 #[test]
-fn the_viewer_help_defines_cached_but_free_as_the_breakdown_bar_draws_it() {
-    // The bar: allocated | pending free | cached but free (of reserved).
+fn the_viewer_help_defines_reserved_as_the_breakdown_bar_draws_its_parts() {
+    // The bar: allocated | pending free | external free (of reserved).
     let Some(mut v) = viewer(SILMONT) else {
         return;
     };
     press(&mut v, KeyCode::Char('?'));
     let help = help_words(&v, &Theme::colored());
     assert!(
-        help.contains("cached but free (cached): reserved − allocated − pending free: freed"),
+        help.contains(
+            "reserved but unallocated (unalloc): reserved − allocated = pending free + external free."
+        ),
         "{help}"
     );
     assert!(
-        help.contains("= allocated + pending free + cached but free."),
+        help.contains("= allocated + pending free + external free."),
         "{help}"
     );
     assert!(!help.contains("reserved − allocated:"), "{help}");
-    assert!(!help.contains("= allocated + cached."), "{help}");
+    assert!(
+        !help.contains("= allocated + reserved but unallocated."),
+        "{help}"
+    );
 }
 
 #[test]
@@ -1753,13 +1758,13 @@ fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
     };
     for (w, h) in [(80, 24), (120, 40)] {
         let screen = text(draw(&v, w, h).backend().buffer());
-        for part in ["▓ cached but free", "▚ pending free", "█ allocated"] {
+        for part in ["▓ external free", "▚ pending free", "█ allocated"] {
             assert!(screen.contains(part), "{w}x{h}: {part}\n{screen}");
         }
     }
-    // At 60 columns in one word each.
+    // At 60 columns short, as the fragmentation pane shortens them.
     let screen = text(draw(&v, 60, 24).backend().buffer());
-    for part in ["▓ cached ", "▚ pending ", "█ allocated "] {
+    for part in ["▓ ext free ", "▚ pending ", "█ allocated "] {
         assert!(screen.contains(part), "60x24: {part}\n{screen}");
     }
 }

@@ -961,13 +961,15 @@ fn scenario_table_says_beside_frag_how_many_segments_are_wholly_free() {
     assert_eq!(v.steps[2].whole_free_segments, 0);
     let (code, out, _) = vramtop(&["scenario", "fragmentation_oom"]);
     assert_eq!(code, 0);
+    // "free segs" on two rows, each word over the column.
     assert!(out.contains(" segs free frag%  label\n"), "{out}");
+    assert!(out.contains("  used      segs\n"), "{out}");
     assert!(
         out.contains("\n   2       0 B  5.86 GiB  6.36 GiB   30   30  96.7  free the long"),
         "{out}"
     );
     assert!(
-        out.contains("free: of segs, those with no live block, which empty_cache() returns"),
+        out.contains("free segs: wholly free segments, those of segs with no live block, which"),
         "{out}"
     );
 }

@@ -347,8 +347,8 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
 }
 
 /// Two cached 200 MiB segments each split by a live block (100 and 120
-/// MiB), the rest of a 1 GiB device taken: 180 MiB cached free in two
-/// pieces, then a 150 MiB request.
+/// MiB), the rest of a 1 GiB device taken: 180 MiB reserved but
+/// unallocated in two pieces, then a 150 MiB request.
 fn out_of_memory_in_a_fragmented_cache() -> Snapshot {
     use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
     const MIB: u64 = 1 << 20;
@@ -384,7 +384,9 @@ fn an_oom_the_cache_held_in_pieces_is_read_as_fragmentation() {
     assert_eq!(code, 0, "{err}");
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        flat.contains("reserved 1000 MiB, 180 MiB of it cached free in 2 blocks (largest 100 MiB)"),
+        flat.contains(
+            "180 MiB reserved but unallocated of 1000 MiB reserved, in 2 blocks, largest 100 MiB"
+        ),
         "{text}"
     );
     assert!(

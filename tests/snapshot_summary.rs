@@ -1037,8 +1037,9 @@ fn fragmentation_line_says_how_much_free_memory_is_in_wholly_free_segments() {
     let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains(
-            "fragmentation 85.7%: 3.49 GiB free in 10 inactive blocks, largest 512 MiB, \
-             503.74 MiB non-releasable, 508 B internal; 3 GiB of the free bytes in 6 wholly \
+            "fragmentation 85.7%: 3.49 GiB external free in 10 inactive blocks, largest \
+             512 MiB, 503.74 MiB non-releasable, 508 B internal free; 3 GiB of the free bytes \
+             in 6 wholly \
              free segments, which empty_cache() returns and PyTorch frees before it \
              reports out of memory"
         ),

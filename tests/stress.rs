@@ -771,7 +771,7 @@ fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_
     );
     assert_eq!(row("segments").delta(), -2);
     assert_eq!(row("allocated").delta(), 0);
-    assert_eq!(row("used, whole GPU").delta(), -(releasable as i128));
+    assert_eq!(row("driver used (GPU)").delta(), -(releasable as i128));
     assert!(
         row("inactive split").b > 0,
         "the holes in the small segments stay"
@@ -1124,7 +1124,7 @@ fn breakdown_keeps_context_and_free_when_the_stress_panel_leaves_it_one_row() {
     let legend = legend.join("\n");
     // "context & other", the dashboard's and the help's term, not a
     // shorter "context" of its own.
-    for part in ["█ allocated", "▓ cached", "▒ context & other", "░ free"] {
+    for part in ["█ allocated", "▓ unalloc", "▒ context & other", "░ free"] {
         assert!(legend.contains(part), "{part}: {legend}\n{screen}");
     }
 }
@@ -1245,9 +1245,15 @@ fn a_focused_process_list_shows_every_process_beside_the_panel_and_keeps_the_fig
         // breakdown's legend under its bar.
         assert!(screen.contains("Simulated"), "{w}x{h}\n{screen}");
         let breakdown = at("Memory breakdown").expect("the breakdown");
-        let figures = rows.get(breakdown + 2).copied().unwrap_or_default();
+        // Its legend's rows, up to the next pane's title.
+        let figures = rows[breakdown + 2..]
+            .iter()
+            .take_while(|l| !l.contains('─'))
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
-            figures.contains("allocated") && figures.contains("free"),
+            figures.contains("allocated") && figures.contains("░ free"),
             "{w}x{h}: {figures}\n{screen}"
         );
     }
@@ -2661,7 +2667,7 @@ fn compact_breakdown_legend_keeps_context_and_other_and_free_on_one_80_column_ro
         .skip_while(|l| !l.contains(" Memory breakdown "))
         .nth(2)
         .unwrap_or_default();
-    for part in ["allocated", "cached", "context & other", "free"] {
+    for part in ["allocated", "unalloc", "context & other", "free"] {
         assert!(legend.contains(part), "{part}: {legend}\n{screen}");
     }
 }
@@ -3218,12 +3224,14 @@ fn the_walkthrough_in_docs_stress_md_reproduces_as_written() {
 }
 
 #[test]
-fn the_compare_row_of_gpu_used_says_it_is_the_whole_gpu_at_80_and_120_columns() {
+fn the_compare_row_of_driver_used_has_its_name_from_every_screen_and_says_gpu_where_it_fits() {
     // The row counts every process on the GPU and the panel's own CUDA
     // context: named "GPU used" beside the allocator's rows, a 10 MiB
-    // allocation read as +810 MiB of the panel's.
+    // allocation read as +810 MiB of the panel's. "driver used" is its
+    // name in the demo, the scenarios and the timeline; "(GPU)" says it
+    // is the whole GPU's where the row has the room.
     let state = stress_screen();
-    for (width, height, label) in [(120, 40, "used, whole GPU "), (80, 24, "whole GPU ")] {
+    for (width, height, label) in [(120, 40, "driver used (GPU) "), (80, 24, "driver used ")] {
         let screen = screen_text(&state, width, height);
         let row = screen
             .lines()
@@ -3248,11 +3256,11 @@ fn at_80x24_the_compare_view_shows_all_seven_figures_and_the_oom_verdict() {
     for label in [
         "allocated",
         "reserved",
-        "whole GPU",
+        "driver used",
         "segments",
-        "split free",
-        "max free",
-        "fragmented",
+        "inact split",
+        "largest",
+        "frag",
     ] {
         assert!(table.contains(label), "{label}: {screen}");
     }

@@ -222,19 +222,21 @@ const COLUMNS: [(&str, Figure); 5] = [
     ("reserved", |s| human_bytes(s.reserved)),
     ("driver used", |s| human_bytes(s.driver_used)),
     ("segs", |s| s.segments.to_string()),
-    ("split free", |s| {
+    // "inactive split" short, as every narrow column writes it.
+    ("inact split", |s| {
         human_bytes(u64::try_from(s.inactive_split_bytes).unwrap_or(0))
     }),
 ];
 
 /// What each column means, in the table's order: each stays on one line.
-const LEGEND: [&str; 6] = [
+const LEGEND: [&str; 7] = [
     "allocated = memory_allocated(),",
     "reserved = memory_reserved(),",
     "driver used = what nvidia-smi shows,",
     "segs = segments (cudaMalloc calls held),",
-    "split free = free pieces of split segments",
-    "(inactive_split_bytes: cached, but only for requests that fit them).",
+    "inact split = inactive split (memory_stats()'s inactive_split_bytes):",
+    "free blocks of segments that also hold a live block: empty_cache()",
+    "cannot release them, and only requests that fit them reuse them.",
 ];
 
 /// The demo's text, in 80 columns: a row of figures per step with the
@@ -338,8 +340,8 @@ mod tests {
         let text = render(&steps(80 << 30).expect("the demo runs"), 80 << 30, None);
         assert!(
             text.contains(concat!(
-                "step                       allocated  reserved  driver used  segs  split free\n",
-                "start (CUDA context only)        0 B       0 B      500 MiB     0         0 B\n",
+                "step                       allocated  reserved  driver used  segs  inact split\n",
+                "start (CUDA context only)        0 B       0 B      500 MiB     0          0 B\n",
                 "  why: nvidia-smi already shows the context\n",
             )),
             "{text}"

@@ -320,13 +320,18 @@ fn line_under(out: &mut String, lead: &str, text: &str) {
 /// reserved and "reserved but unallocated" too, not the pieces).
 fn oom_memory(oom: &crate::snapshot::summary::OomMoment) -> String {
     use crate::alloc::advice::OomCause;
+    // "reserved but unallocated" in PyTorch's OOM message's words, as
+    // every screen names reserved − allocated.
     let held = if oom.cached_free == 0 {
-        format!("reserved {}, none of it free", human_bytes(oom.reserved))
+        format!(
+            "reserved {}, all of it allocated",
+            human_bytes(oom.reserved)
+        )
     } else {
         format!(
-            "reserved {}, {} of it cached free in {} (largest {})",
-            human_bytes(oom.reserved),
+            "{} reserved but unallocated of {} reserved, in {}, largest {}",
             human_bytes(oom.cached_free),
+            human_bytes(oom.reserved),
             count_of(
                 usize::try_from(oom.free_blocks).unwrap_or(usize::MAX),
                 "block",
@@ -422,7 +427,8 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
             out,
             "  fragmentation        ",
             &format!(
-                "per GPU, above; in all {} free in {}, {} non-releasable, {} internal{}",
+                "per GPU, above; in all {} external free in {}, {} non-releasable, {} internal \
+                 free{}",
                 human_bytes(fr.external_free),
                 count(fr.free_blocks, "inactive block", "inactive blocks"),
                 human_bytes(fr.non_releasable),
@@ -438,7 +444,7 @@ fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
         // A percentage, as the viewer's "frag 60%" and the segsum line's
         // internal share above (`--json` keeps the fraction).
         &format!(
-            "{:.1}%: {} free in {}, largest {}, {} non-releasable, {} internal{}",
+            "{:.1}%: {} external free in {}, largest {}, {} non-releasable, {} internal free{}",
             fr.fragmentation * 100.0,
             human_bytes(fr.external_free),
             count(fr.free_blocks, "inactive block", "inactive blocks"),

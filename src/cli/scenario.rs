@@ -244,15 +244,17 @@ pub fn render(r: &ScenarioResult) -> String {
         "{}",
         wrap_words(device.iter().map(String::as_str), TEXT_WIDTH, 2)
     );
-    // The `free` column, once: frag% counts the bytes of wholly free
-    // segments too, and step 2 of fragmentation_oom (frag% 96.7 with
-    // 0 B allocated) read as an alarm about memory that is only cached.
+    // The `free segs` column, once: frag% counts the bytes of wholly
+    // free segments too, and step 2 of fragmentation_oom (frag% 96.7
+    // with 0 B allocated) read as an alarm about memory that is only
+    // cached.
     let _ = writeln!(
         out,
         "{}",
         wrap(
-            "free: of segs, those with no live block, which empty_cache() \
-             returns and PyTorch frees before it reports out of memory",
+            "free segs: wholly free segments, those of segs with no live block, \
+             which empty_cache() returns and PyTorch frees before it reports \
+             out of memory",
             TEXT_WIDTH
         )
     );
@@ -273,10 +275,22 @@ pub fn render(r: &ScenarioResult) -> String {
         // The figures first, in columns that fit 80: the label, of any
         // length, ends the row (a long one wraps there, not in the middle
         // of the figures).
+        // Two-word names on two rows, each word over its column: the
+        // names the other screens use ("driver used", "free segs"), in
+        // the columns that leave the label its room.
         let _ = writeln!(
             out,
             "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4} {:>5}  label",
             "step", "allocated", "reserved", "driver", "segs", "free", "frag%"
+        );
+        let _ = writeln!(
+            out,
+            "{}",
+            format!(
+                "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4}",
+                "", "", "", "used", "", "segs"
+            )
+            .trim_end()
         );
         for s in &v.steps {
             // The whole label, as `--json` gives it: its column wraps it.

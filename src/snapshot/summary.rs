@@ -499,8 +499,9 @@ pub struct OomMoment {
     /// Reserved bytes right after the OOM (PyTorch released every cached
     /// segment it could before giving up).
     pub reserved: u64,
-    /// Reserved but not allocated: free bytes cached in segments that also
-    /// hold live blocks (or wait for stream events).
+    /// Reserved but unallocated (PyTorch's words; the text says them):
+    /// reserved − allocated, the free blocks and those waiting for stream
+    /// events. Named `cached_free` in the JSON since it was first written.
     pub cached_free: u64,
     /// The largest free block and how many there were: the request did
     /// not fit any of them.

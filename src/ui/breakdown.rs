@@ -1,7 +1,7 @@
 //! The memory breakdown of the selected GPU: the dashboard's answer to "why
 //! do nvidia-smi and PyTorch disagree". One stacked bar of the four parts
-//! of the GPU's memory (allocated | cached but free | context & other |
-//! free) and a legend with bytes and shares.
+//! of the GPU's memory (allocated | reserved but unallocated | context &
+//! other | free) and a legend with bytes and shares.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -173,7 +173,9 @@ impl<'a> BreakdownPane<'a> {
                             short(
                                 g.cached_free,
                                 theme.cached_free,
-                                "cached",
+                                // "reserved but unallocated" short, as
+                                // the help defines it.
+                                "unalloc",
                                 b.cached_free,
                                 spaced,
                             ),
@@ -209,7 +211,8 @@ impl<'a> BreakdownPane<'a> {
                         legend_item(
                             g.cached_free,
                             theme.cached_free,
-                            "cached but free",
+                            // PyTorch's OOM message's words for it.
+                            "reserved but unallocated",
                             b.cached_free,
                             total,
                         ),
@@ -235,6 +238,14 @@ impl<'a> BreakdownPane<'a> {
                 ]
             }
         };
+        // The wide legend's gaps narrow to two cells where that saves a
+        // row ("reserved but unallocated" ran 120×40's one row a cell over).
+        if !compact
+            && chrome::flow(items.clone(), width, 2).len()
+                < chrome::flow(items.clone(), width, gap).len()
+        {
+            gap = 2;
+        }
         let mut lines = chrome::flow(items, width, gap);
         // The inconsistency (if any) comes first.
         lines.splice(0..0, std::mem::take(&mut body.lines));

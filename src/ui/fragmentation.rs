@@ -355,8 +355,8 @@ impl Widget for FragmentationPane<'_> {
         let long = inner.width >= LONG_LABELS_WIDTH;
         // Segments of another moment than the stats: their figures are
         // dimmed, after a line that says what the allocator held then and
-        // holds now, so that "ext free 231 MiB" beside "cached but free
-        // 103 MiB" reads as the older figure it is.
+        // holds now, so that "ext free 231 MiB" beside "reserved but
+        // unallocated 103 MiB" reads as the older figure it is.
         let then = match view.segments_age {
             Some(SegmentsAge::Older { then, .. }) => then,
             _ => None,

@@ -25,12 +25,13 @@ pub const DEFINITIONS: [(&str, &str); 17] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
-        "the allocator's segments (memory_reserved()) = allocated + cached.",
+        "the allocator's segments (memory_reserved()) = allocated + reserved but unallocated.",
     ),
-    // "cached" alone in the breakdown's one-row legend (80×24 with the
-    // stress panel open), as "int free" stands for internal free.
+    // PyTorch's OOM message's words; "unalloc" alone in the
+    // breakdown's one-row legend (80×24 with the stress panel open), as
+    // "int free" stands for internal free.
     (
-        "cached but free (cached)",
+        RESERVED_BUT_UNALLOCATED,
         "reserved − allocated: freed blocks kept for reuse.",
     ),
     (
@@ -76,8 +77,8 @@ pub const DEFINITIONS: [(&str, &str); 17] = [
         "a process's allocated / reserved, where its allocator is seen (probe, simulation).",
     ),
     (
-        "inactive split",
-        "free blocks in segments that also hold others: reused only by requests that fit.",
+        INACTIVE_SPLIT,
+        "memory_stats()'s inactive_split_bytes: free blocks in segments that also hold others: reused only by requests that fit.",
     ),
     ("pt", "percentage points: the change of a percentage."),
 ];
@@ -86,6 +87,10 @@ pub const DEFINITIONS: [(&str, &str); 17] = [
 /// theme's glyph for it (▚, or ~ in ASCII), as the legend draws it.
 const PENDING_FREE: &str = "pending free";
 
+/// Terms the dashboard and the viewer define each their own way.
+const RESERVED_BUT_UNALLOCATED: &str = "reserved but unallocated (unalloc)";
+const INACTIVE_SPLIT: &str = "inactive split (inact split)";
+
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
 pub const DASHBOARD_ONLY: [&str; 6] = [
@@ -93,22 +98,22 @@ pub const DASHBOARD_ONLY: [&str; 6] = [
     "free",
     "dropped",
     "alloc/res",
-    "inactive split",
+    INACTIVE_SPLIT,
     "pt",
 ];
 
 /// Definitions the snapshot viewer words its own way: its breakdown bar
-/// splits pending free out of cached but free (the dashboard's bar, of
-/// the driver's figures, has no such part), and the words name the bar's
-/// parts as it draws them.
+/// splits reserved but unallocated into pending free and external free
+/// (the dashboard's bar, of the driver's figures, has no such parts), and
+/// the words name the bar's parts as it draws them.
 pub const VIEWER_MEANINGS: [(&str, &str); 2] = [
     (
         "reserved",
-        "the allocator's segments (memory_reserved()) = allocated + pending free + cached but free.",
+        "the allocator's segments (memory_reserved()) = allocated + pending free + external free.",
     ),
     (
-        "cached but free (cached)",
-        "reserved − allocated − pending free: freed blocks kept for reuse.",
+        RESERVED_BUT_UNALLOCATED,
+        "reserved − allocated = pending free + external free.",
     ),
 ];
 

@@ -11,8 +11,8 @@
 //! ▶0 Simulated H100 80GB █░░░░░░░░░ 1.0/80.0 GiB  92% 64°C 649/700 W 1980/2619 MHz
 //!  1 …                                                             (one per GPU)
 //!  Memory breakdown  GPU 0 · pid 4242 (simulated training) ─────────────────────
-//! █▓▒░░░░░░░░░░░░░░░░░░░░░░░░░ allocated|cached but free|context & other|free
-//! █ allocated 397 MiB 0.5%   ▓ cached but free 163 MiB 0.2%          (legend)
+//! █▓▒░░░░░░░░░░░░░░░░░░░░░░░░░ allocated|reserved but unallocated|context…|free
+//! █ allocated 397 MiB 0.5%   ▓ reserved but unallocated 163 MiB 0.2% (legend)
 //!  Timeline  GPU 0 · last 1m ──────────────┌ Fragmentation  GPU 0 ─────────────
 //! 1.2 GiB│        driver used, reserved,  │frag 88%  largest 20.0 MiB
 //!        │        allocated; ┊ empty_cache│ext free …  non-rel …  int free …

@@ -89,14 +89,16 @@ pub const COMPARE_NAMES: [FigureName; 7] = {
         n("allocated", "allocated"),
         n("reserved", "reserved"),
         // The whole GPU's used memory (`cudaMemGetInfo`), other processes
-        // and the panel's own CUDA context included: named so on the
-        // screen, as every other row is the panel's allocator (its first
+        // and the panel's own CUDA context included: "(GPU)" where it fits
+        // says so, as every other row is the panel's allocator (its first
         // allocation adds the context, hundreds of MiB, to a 10 MiB one).
-        n("used, whole GPU", "whole GPU"),
+        // The short names are the ones every other screen abbreviates
+        // them to (the names table of docs/keys.md).
+        n("driver used (GPU)", "driver used"),
         n("segments", "segments"),
-        n("inactive split", "split free"),
-        n("largest free block", "max free"),
-        n("fragmentation", "fragmented"),
+        n("inactive split", "inact split"),
+        n("largest free block", "largest"),
+        n("fragmentation", "frag"),
     ]
 };
 

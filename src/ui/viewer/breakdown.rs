@@ -123,22 +123,34 @@ pub(super) fn render_breakdown(
     // legend that fits (figures with shares, the reserved total after
     // them), then tighter ones down to one-word labels; the tightest if
     // none does.
-    let mut parts = vec![(g.allocated, theme.allocated, "allocated", allocated)];
+    // Each part's name and, for the tightest legend, its short form. The
+    // third part is the free blocks (reserved − allocated − pending free),
+    // the Fragmentation pane's external free: one name for one figure.
+    let mut parts = vec![(
+        g.allocated,
+        theme.allocated,
+        ("allocated", "allocated"),
+        allocated,
+    )];
     if pending > 0 {
-        parts.push((g.pending_free, theme.pending_free, "pending free", pending));
+        parts.push((
+            g.pending_free,
+            theme.pending_free,
+            ("pending free", "pending"),
+            pending,
+        ));
     }
-    parts.push((g.cached_free, theme.cached_free, "cached but free", cached));
-    // The first word of a label stands for it in the tightest legend
-    // ("pending", "cached", as the dashboard's compact legend says).
+    parts.push((
+        g.cached_free,
+        theme.cached_free,
+        ("external free", "ext free"),
+        cached,
+    ));
     let legend = |shares: bool, note: bool, short: bool| {
         let mut items: Vec<Line<'static>> = parts
             .iter()
-            .map(|&(glyph, style, label, bytes)| {
-                let label = if short {
-                    label.split(' ').next().unwrap_or(label)
-                } else {
-                    label
-                };
+            .map(|&(glyph, style, (label, short_label), bytes)| {
+                let label = if short { short_label } else { label };
                 if shares {
                     legend_item(glyph, style, label, bytes, reserved)
                 } else {

@@ -8,7 +8,7 @@
 //!  GPUs  silmont_mem_snapshot.pickle ──────────────────────────────────────────
 //! ▶0 GPU 0  97 events  reserved 2.52 GiB (peak 3.52 GiB @52)  allocated …
 //!  Memory breakdown  GPU 0 ────────────────────────────────────────────────────
-//! ████████████▓▓▓▓▓▓▓▓  allocated | pending free | cached but free (of reserved)
+//! ████████████▓▓▓▓▓▓▓▓  allocated | pending free | external free (of reserved)
 //!  Timeline  GPU 0 · events 0…97 · cursor 48 ───┌ Fragmentation  GPU 0 ───────
 //! 4 GiB│ reserved, allocated; ▌ cursor          │frag 50%  largest 512 MiB
 //!  Segments  GPU 0 · 7 segments · 20 blocks ──────█ allocated ▓ free ▚ pending
