@@ -378,7 +378,8 @@ pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<Pro
 }
 
 /// [`process_rows`] sorted by `sort` (`None`: the driver's order): in tree
-/// order the roots are sorted, and each parent's children under it.
+/// order the roots are sorted, and each parent's children under it (a
+/// child's line under its parent's line on the same GPU).
 pub fn process_rows_sorted(
     samples: &[&GpuSample],
     tree: bool,
@@ -424,21 +425,30 @@ pub fn process_rows_sorted(
             .map(|&(g, p)| row(g, p, 0))
             .collect();
     }
-    let mut children: BTreeMap<u32, Vec<(u32, &GpuProcess)>> = BTreeMap::new();
+    // A process on several GPUs is a line per GPU: a child's line goes
+    // under its parent's line on the same GPU. Where the parent holds
+    // nothing on the child's GPU, the child's line is a root there.
+    let lines: std::collections::BTreeSet<(u32, u32)> =
+        all.iter().map(|(g, p)| (*g, p.pid)).collect();
+    let parent_line = |g: u32, p: &GpuProcess| {
+        p.parent_pid
+            .filter(|&pp| pp != p.pid && lines.contains(&(g, pp)))
+            .map(|pp| (g, pp))
+    };
+    let mut children: BTreeMap<(u32, u32), Vec<(u32, &GpuProcess)>> = BTreeMap::new();
     for &(g, p) in &all {
-        if is_child(p)
-            && let Some(pp) = p.parent_pid
-        {
-            children.entry(pp).or_default().push((g, p));
+        if let Some(parent) = parent_line(g, p) {
+            children.entry(parent).or_default().push((g, p));
         }
     }
-    let mut out = Vec::new();
-    let mut stack: Vec<(u32, &GpuProcess, usize)> = all
+    let roots: Vec<(u32, &GpuProcess)> = all
         .iter()
-        .rev()
-        .filter(|(_, p)| !is_child(p))
-        .map(|&(g, p)| (g, p, 0))
+        .copied()
+        .filter(|&(g, p)| parent_line(g, p).is_none())
         .collect();
+    let mut out = Vec::new();
+    let mut stack: Vec<(u32, &GpuProcess, usize)> =
+        roots.iter().rev().map(|&(g, p)| (g, p, 0)).collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some((g, p, depth)) = stack.pop() {
         if !seen.insert((g, p.pid)) || depth > 16 {
@@ -447,7 +457,7 @@ pub fn process_rows_sorted(
         if matches(p) {
             out.push(row(g, p, depth));
         }
-        if let Some(kids) = children.get(&p.pid) {
+        if let Some(kids) = children.get(&(g, p.pid)) {
             for &(kg, kp) in kids.iter().rev() {
                 stack.push((kg, kp, depth + 1));
             }
@@ -1250,6 +1260,43 @@ mod tests {
         let filtered = process_rows(&[&s], false, "JOB2");
         assert_eq!(filtered.len(), 1);
         assert_eq!(filtered[0].process.pid, 200);
+    }
+
+    #[test]
+    fn a_child_on_several_gpus_sits_under_its_parents_line_on_each_gpu() {
+        // The launcher (10) and its worker (11) on GPUs 0-3, as a shell
+        // that starts a trainer shows on every GPU the trainer uses; on
+        // GPU 4 only the worker: a root there.
+        let samples: Vec<GpuSample> = (0..5)
+            .map(|g| {
+                let mut s = sample(g, 10 * GIB);
+                let mut processes = vec![proc_(11, Some(10), Some(GIB))];
+                if g < 4 {
+                    processes.insert(0, proc_(10, Some(1), None));
+                }
+                s.processes = Some(processes);
+                s
+            })
+            .collect();
+        let refs: Vec<&GpuSample> = samples.iter().collect();
+        for sort in [None, Some(ProcessSort::default())] {
+            let rows = process_rows_sorted(&refs, true, "", sort);
+            let mut parent_gpu = None;
+            for r in &rows {
+                match (r.process.pid, r.depth) {
+                    (10, 0) => parent_gpu = Some(r.gpu),
+                    (11, 1) => assert_eq!(
+                        Some(r.gpu),
+                        parent_gpu,
+                        "the worker's GPU {} line under the launcher's GPU {parent_gpu:?} line ({sort:?})",
+                        r.gpu
+                    ),
+                    (11, 0) => assert_eq!(r.gpu, 4, "a root only where no parent line is"),
+                    other => panic!("unexpected line {other:?} ({sort:?})"),
+                }
+            }
+            assert_eq!(rows.len(), 9, "every line once ({sort:?})");
+        }
     }
 
     #[test]
