@@ -1156,7 +1156,11 @@ fn the_processes_title_says_the_sort_column_and_its_direction_in_ascii_too() {
         row_text(terminal.backend().buffer(), 0)
     };
     let (colored, ascii) = (Theme::colored(), Theme::colored().with_ascii(true));
-    assert!(title(&state, &colored).contains("tree · by memory ▼ "));
+    // The tree ranks families by memory, not single lines: it says so.
+    assert!(title(&state, &colored).contains("tree · families by memory ▼ "));
+    state.ui.process_tree = false;
+    assert!(title(&state, &colored).contains("flat · by memory ▼ "));
+    state.ui.process_tree = true;
     key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
     assert!(title(&state, &colored).contains("tree · by pid ▲ "));
     let mut ascii_title = text(draw(&state, &ascii, 80, 24).backend().buffer());

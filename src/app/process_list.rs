@@ -101,8 +101,19 @@ impl ProcessSort {
     /// reversing does not put the unknowns on top; ties by GPU, then pid,
     /// ascending, so equal rows keep one order from sample to sample.
     pub fn compare(self, (ga, a): (u32, &GpuProcess), (gb, b): (u32, &GpuProcess)) -> Ordering {
+        self.compare_families((ga, a, a.used_memory), (gb, b, b.used_memory))
+    }
+
+    /// [`ProcessSort::compare`] with each process's memory given: in the
+    /// tree, a family's (the process and its descendants' lines on that
+    /// GPU, bytes), so the family holding the most comes first.
+    pub fn compare_families(
+        self,
+        (ga, a, ma): (u32, &GpuProcess, Option<u64>),
+        (gb, b, mb): (u32, &GpuProcess, Option<u64>),
+    ) -> Ordering {
         let by_column = match self.column {
-            SortColumn::Memory => known_last(a.used_memory, b.used_memory, self.descending),
+            SortColumn::Memory => known_last(ma, mb, self.descending),
             SortColumn::Pid => directed(a.pid.cmp(&b.pid), self.descending),
             SortColumn::User => known_last(a.user.as_deref(), b.user.as_deref(), self.descending),
             SortColumn::Gpu => directed(ga.cmp(&gb), self.descending),

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::keymap::{TypingKey, TypingMode};
-use super::process_list::{LineKey, ProcessSort, SignalTarget};
+use super::process_list::{LineKey, ProcessSort, SignalTarget, SortColumn};
 use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::sim::NotStarted;
@@ -379,7 +379,8 @@ pub fn process_rows(samples: &[&GpuSample], tree: bool, filter: &str) -> Vec<Pro
 
 /// [`process_rows`] sorted by `sort` (`None`: the driver's order): in tree
 /// order the roots are sorted, and each parent's children under it (a
-/// child's line under its parent's line on the same GPU).
+/// child's line under its parent's line on the same GPU); by memory, a
+/// family (a line and its descendants' lines) by what it holds in all.
 pub fn process_rows_sorted(
     samples: &[&GpuSample],
     tree: bool,
@@ -438,14 +439,35 @@ pub fn process_rows_sorted(
     let mut children: BTreeMap<(u32, u32), Vec<(u32, &GpuProcess)>> = BTreeMap::new();
     for &(g, p) in &all {
         if let Some(parent) = parent_line(g, p) {
-            children.entry(parent).or_default().push((g, p));
+            // A pid the driver lists twice on a GPU is one line (the
+            // walk below draws it once), and one in its parent's family.
+            let kids = children.entry(parent).or_default();
+            if !kids.iter().any(|(kg, kp)| *kg == g && kp.pid == p.pid) {
+                kids.push((g, p));
+            }
         }
     }
-    let roots: Vec<(u32, &GpuProcess)> = all
+    let mut roots: Vec<(u32, &GpuProcess)> = all
         .iter()
         .copied()
         .filter(|&(g, p)| parent_line(g, p).is_none())
         .collect();
+    // By memory, a family goes by what it holds in all (a launcher that
+    // holds little above the workers holding most): the biggest first.
+    if let Some(sort) = sort.filter(|s| s.column == SortColumn::Memory) {
+        let memory: BTreeMap<(u32, u32), Option<u64>> = all
+            .iter()
+            .map(|&(g, p)| ((g, p.pid), family_memory(g, p, &children, 0)))
+            .collect();
+        let of = |(g, p): &(u32, &GpuProcess)| memory.get(&(*g, p.pid)).copied().flatten();
+        let by_family = |a: &(u32, &GpuProcess), b: &(u32, &GpuProcess)| {
+            sort.compare_families((a.0, a.1, of(a)), (b.0, b.1, of(b)))
+        };
+        roots.sort_by(by_family);
+        for kids in children.values_mut() {
+            kids.sort_by(by_family);
+        }
+    }
     let mut out = Vec::new();
     let mut stack: Vec<(u32, &GpuProcess, usize)> =
         roots.iter().rev().map(|&(g, p)| (g, p, 0)).collect();
@@ -464,6 +486,27 @@ pub fn process_rows_sorted(
         }
     }
     out
+}
+
+/// GPU memory (bytes) of `p`'s line on GPU `gpu` and of its descendants'
+/// lines there (`children` by parent line): the figures known, `None`
+/// where none is. Deeper than the tree is drawn (16) is not counted.
+fn family_memory(
+    gpu: u32,
+    p: &GpuProcess,
+    children: &BTreeMap<(u32, u32), Vec<(u32, &GpuProcess)>>,
+    depth: usize,
+) -> Option<u64> {
+    let mut total = p.used_memory;
+    if depth >= 16 {
+        return total;
+    }
+    for &(g, kid) in children.get(&(gpu, p.pid)).into_iter().flatten() {
+        if let Some(bytes) = family_memory(g, kid, children, depth + 1) {
+            total = Some(total.unwrap_or(0).saturating_add(bytes));
+        }
+    }
+    total
 }
 
 /// A line of the processes pane, in its order: the processes of every GPU
@@ -1297,6 +1340,33 @@ mod tests {
             }
             assert_eq!(rows.len(), 9, "every line once ({sort:?})");
         }
+    }
+
+    #[test]
+    fn by_memory_the_tree_puts_the_family_holding_most_first() {
+        // A launcher (10: 1 GiB) with two workers (5 and 4 GiB) holds 10
+        // GiB in all: above a lone 6 GiB process, though each of its lines
+        // holds less. Its workers go biggest first under it.
+        let mut s = sample(0, 20 * GIB);
+        s.processes = Some(vec![
+            proc_(10, Some(1), Some(GIB)),
+            proc_(11, Some(10), Some(4 * GIB)),
+            proc_(12, Some(10), Some(5 * GIB)),
+            proc_(20, Some(1), Some(6 * GIB)),
+        ]);
+        let order = |sort: ProcessSort| -> Vec<u32> {
+            process_rows_sorted(&[&s], true, "", Some(sort))
+                .iter()
+                .map(|r| r.process.pid)
+                .collect()
+        };
+        assert_eq!(order(ProcessSort::default()), [10, 12, 11, 20]);
+        assert_eq!(order(ProcessSort::default().reversed()), [20, 10, 11, 12]);
+        let flat: Vec<u32> = process_rows_sorted(&[&s], false, "", Some(ProcessSort::default()))
+            .iter()
+            .map(|r| r.process.pid)
+            .collect();
+        assert_eq!(flat, [20, 12, 11, 10], "flat: each line by its own memory");
     }
 
     #[test]

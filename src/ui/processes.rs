@@ -3,9 +3,10 @@
 //! visible, and per GPU the driver-used memory no listed process accounts
 //! for. The selected GPU's lines are marked; selecting a GPU scrolls the
 //! list to them (`app::update`). The title says the sort column and its
-//! direction (`by memory ▼`); while the pane has the focus the selected
-//! line is highlighted (the one `K` signals). The signal prompt is drawn
-//! over the screen by [`render_signal_prompt`].
+//! direction (`by memory ▼`; in the tree `families by memory ▼`); while
+//! the pane has the focus the selected line is highlighted (the one `K`
+//! signals). The signal prompt is drawn over the screen by
+//! [`render_signal_prompt`].
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -16,7 +17,7 @@ use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::keymap::{TypingKey, TypingMode};
-use crate::app::process_list::{Signal, SignalTarget};
+use crate::app::process_list::{Signal, SignalTarget, SortColumn};
 use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
 
 /// The processes pane of one frame.
@@ -63,10 +64,21 @@ impl Widget for ProcessesPane<'_> {
         } else {
             g.sort_ascending
         };
+        // In the tree a family (a process and its children's lines) goes
+        // by what it holds in all: the title says so, as the rows are not
+        // ranked one by one then.
+        let families = if ui.process_tree && sort.column == SortColumn::Memory {
+            "families "
+        } else {
+            ""
+        };
         let mut detail = vec![
             Span::styled(if ui.process_tree { "tree" } else { "flat" }, theme.text),
             Span::styled(
-                format!(" · by {} {arrow}", sort.column.label().to_lowercase()),
+                format!(
+                    " · {families}by {} {arrow}",
+                    sort.column.label().to_lowercase()
+                ),
                 theme.text,
             ),
         ];
