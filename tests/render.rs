@@ -1191,6 +1191,30 @@ fn the_selected_process_is_highlighted_only_while_processes_has_the_focus() {
 }
 
 #[test]
+fn the_signal_prompt_names_every_gpu_the_process_is_on_and_its_memory_on_them() {
+    // One trainer on GPUs 0-3 (3 GiB each): the signal ends it on all.
+    let readings: Vec<GpuReading> = (0..4)
+        .map(|g| {
+            let mut s = sample(g, 10 * GIB);
+            s.processes = Some(vec![process(300, None, 3 * GIB, "python ddp.py")]);
+            GpuReading::Ok(s)
+        })
+        .collect();
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, readings, BTreeMap::new());
+    state.status.backend = "nvml".to_string();
+    state.ui.focus = Pane::Processes;
+    key(&mut state, KeyCode::Down, KeyModifiers::NONE);
+    key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);
+    let screen = text(draw(&state, &Theme::colored(), 120, 40).backend().buffer());
+    assert!(screen.contains("Signal a process on GPUs 0–3"), "{screen}");
+    assert!(
+        screen.contains("Send SIGTERM to 300 python ddp.py (12.0 GiB)? y/n"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
     let mut state = live_processes_selected();
     key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);

@@ -176,11 +176,45 @@ impl Signal {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SignalTarget {
     pub pid: u32,
-    pub gpu: u32,
+    /// Every GPU the driver lists the pid on, ascending: the signal ends
+    /// it on all of them.
+    pub gpus: Vec<u32>,
     /// The command line as the list showed it (from /proc).
     pub command: String,
-    /// GPU memory the driver attributed to it (bytes).
+    /// GPU memory the driver attributed to it on those GPUs together
+    /// (bytes; the figures known, `None` where none is).
     pub used_memory: Option<u64>,
+}
+
+impl SignalTarget {
+    /// The GPUs it is listed on, in words: "GPU 3", "GPUs 0–3", "GPUs
+    /// 0, 2, 5–7" (runs of three or more as a range).
+    pub fn gpus_named(&self) -> String {
+        let mut gpus = self.gpus.clone();
+        gpus.sort_unstable();
+        gpus.dedup();
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        for g in gpus {
+            match runs.last_mut() {
+                Some((_, last)) if last.checked_add(1) == Some(g) => *last = g,
+                _ => runs.push((g, g)),
+            }
+        }
+        let parts: Vec<String> = runs
+            .iter()
+            .flat_map(|&(a, b)| match b - a {
+                0 => vec![a.to_string()],
+                1 => vec![a.to_string(), b.to_string()],
+                _ => vec![format!("{a}–{b}")],
+            })
+            .collect();
+        let plural = runs.len() > 1 || runs.first().is_some_and(|(a, b)| a != b);
+        format!(
+            "{} {}",
+            if plural { "GPUs" } else { "GPU" },
+            parts.join(", ")
+        )
+    }
 }
 
 /// What became of a signal the user confirmed, as the shell saw it.
@@ -230,6 +264,24 @@ mod tests {
             gpu_instance_id: None,
             compute_instance_id: None,
         }
+    }
+
+    #[test]
+    fn a_signal_target_names_every_gpu_it_is_listed_on_with_runs_as_ranges() {
+        let named = |gpus: &[u32]| {
+            SignalTarget {
+                pid: 1,
+                gpus: gpus.to_vec(),
+                command: String::new(),
+                used_memory: None,
+            }
+            .gpus_named()
+        };
+        assert_eq!(named(&[3]), "GPU 3");
+        assert_eq!(named(&[3, 0, 2, 1]), "GPUs 0–3");
+        assert_eq!(named(&[0, 1]), "GPUs 0, 1");
+        assert_eq!(named(&[0, 2, 5, 6, 7]), "GPUs 0, 2, 5–7");
+        assert_eq!(named(&[4, 4]), "GPU 4");
     }
 
     #[test]

@@ -229,11 +229,32 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         );
         return key_notice(state, keymap, action, text);
     };
+    // The signal ends the process on every GPU it uses: the prompt names
+    // them all, and what it holds on them together.
+    let mut gpus = Vec::new();
+    let mut used_memory: Option<u64> = None;
+    for s in state.gpus.iter().filter_map(GpuState::sample) {
+        if s.mig.is_some() {
+            continue;
+        }
+        for p in s.listed_processes().iter().filter(|p| p.pid == pid) {
+            if !gpus.contains(&s.index) {
+                gpus.push(s.index);
+            }
+            if let Some(bytes) = p.used_memory {
+                used_memory = Some(used_memory.unwrap_or(0).saturating_add(bytes));
+            }
+        }
+    }
+    if gpus.is_empty() {
+        gpus.push(row.gpu);
+    }
+    gpus.sort_unstable();
     state.ui.signal_prompt = Some(SignalTarget {
         pid,
-        gpu: row.gpu,
+        gpus,
         command,
-        used_memory: row.process.used_memory,
+        used_memory,
     });
     Effect::Redraw
 }
@@ -1624,8 +1645,8 @@ mod tests {
         assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
         let target = s.ui.signal_prompt.clone().expect("a prompt");
         assert_eq!(
-            (target.pid, target.gpu, target.command.as_str()),
-            (20, 0, "cmd-20")
+            (target.pid, target.gpus.as_slice(), target.command.as_str()),
+            (20, [0].as_slice(), "cmd-20")
         );
         assert_eq!(target.used_memory, Some(3 << 30));
         // y sends SIGTERM to the process the prompt named.
@@ -1645,6 +1666,18 @@ mod tests {
                 target
             }
         );
+    }
+
+    #[test]
+    fn k_on_a_process_on_several_gpus_targets_all_of_them_with_their_memory_summed() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)], &[(11, 1)], &[(10, 2)], &[(10, 1)]]);
+        s.ui.focus = Pane::Processes;
+        shift(&mut s, 'K');
+        let target = s.ui.signal_prompt.clone().expect("a prompt");
+        assert_eq!(target.pid, 10);
+        assert_eq!(target.gpus, [0, 2, 3]);
+        assert_eq!(target.used_memory, Some(8 << 30));
+        assert_eq!(target.gpus_named(), "GPUs 0, 2, 3");
     }
 
     #[test]
@@ -1719,7 +1752,7 @@ mod tests {
         let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
         let target = SignalTarget {
             pid: 10,
-            gpu: 0,
+            gpus: vec![0],
             command: "python train.py".to_string(),
             used_memory: None,
         };
