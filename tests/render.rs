@@ -1191,6 +1191,25 @@ fn the_selected_process_is_highlighted_only_while_processes_has_the_focus() {
 }
 
 #[test]
+fn at_80_columns_the_status_line_hints_the_focused_processes_panes_sort_and_kill() {
+    let mut state = live_processes_selected();
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    let status = screen.lines().last().unwrap_or_default().to_string();
+    assert!(
+        status.contains("s sort") && status.contains("K kill"),
+        "{status}"
+    );
+    // Elsewhere those keys give way to the global ones.
+    state.ui.focus = Pane::Gpus;
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    let status = screen.lines().last().unwrap_or_default().to_string();
+    assert!(
+        !status.contains("K kill") && status.contains("Tab pane"),
+        "{status}"
+    );
+}
+
+#[test]
 fn the_signal_prompt_names_every_gpu_the_process_is_on_and_its_memory_on_them() {
     // One trainer on GPUs 0-3 (3 GiB each): the signal ends it on all.
     let readings: Vec<GpuReading> = (0..4)

@@ -1122,8 +1122,10 @@ impl Keymap {
 
     /// "key action" pairs for the status line, for the focused pane, most
     /// important first (the stress panel's key among them, so it can be
-    /// found from inside the program). A toggle's hint says what it does
-    /// now: `p resume` while paused, `t flat` in tree view.
+    /// found from inside the program): after quit and help, the focused
+    /// pane's own keys (what it was focused for: `s sort`, `K kill` in
+    /// Processes), then the rest by rank. A toggle's hint says what it
+    /// does now: `p resume` while paused, `t flat` in tree view.
     pub fn hints(
         &self,
         focus: Pane,
@@ -1141,7 +1143,11 @@ impl Keymap {
                 .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
                 .filter(|b| b.pane.is_none_or(|p| p == focus))
                 .filter(|b| offers.allow(b.action))
-                .map(|b| (b.keys, b.hint.map(|h| b.action.hint_now(h, ui)), b.rank))
+                .map(|b| {
+                    // Rank 0 ranks beside quit and help, after them.
+                    let rank = if b.pane == Some(focus) { 0 } else { b.rank };
+                    (b.keys, b.hint.map(|h| b.action.hint_now(h, ui)), rank)
+                })
                 .chain(open),
         )
     }
@@ -2421,5 +2427,36 @@ mod tests {
         assert!(procs.contains(&"filter") && !procs.contains(&"zoom in"));
         let segments = hints(Pane::Segments);
         assert!(segments.contains(&"prev") && segments.contains(&"next"));
+    }
+
+    #[test]
+    fn the_focused_panes_own_keys_are_hinted_right_after_quit_and_help() {
+        let k = Keymap::default();
+        let ui = UiState::default();
+        for pane in Pane::ALL {
+            let hints: Vec<&str> = k
+                .hints(pane, &ui, Offers::default())
+                .iter()
+                .map(|h| h.0)
+                .collect();
+            let own: Vec<&str> = k
+                .bindings
+                .iter()
+                .filter(|b| b.pane == Some(pane) && b.hint.is_some())
+                .map(|b| b.keys.split(' ').next().unwrap_or(b.keys))
+                .collect();
+            assert_eq!(&hints[..2], ["q", "?"], "{pane:?}");
+            assert_eq!(hints[2..2 + own.len()], own[..], "{pane:?}");
+        }
+        let procs: Vec<&str> = k
+            .hints(Pane::Processes, &ui, Offers::default())
+            .iter()
+            .map(|h| h.1)
+            .collect();
+        assert_eq!(
+            procs[2..6],
+            ["filter", "flat", "sort", "kill"],
+            "t: flat in the tree"
+        );
     }
 }
