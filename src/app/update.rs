@@ -183,17 +183,42 @@ pub fn on_signal_result(
     state.ui.notice_ms = state.now_ms;
 }
 
+/// How the focus gets from pane `from` to pane `to` in the fewest presses
+/// of the keys `keymap` binds to the next and previous pane, in the order
+/// the focus cycles: "Tab moves there", "Shift-Tab twice moves there".
+fn way_to(keymap: &Keymap, from: Pane, to: Pane) -> String {
+    let n = Pane::ALL.len();
+    let at = |p: Pane| Pane::ALL.iter().position(|&q| q == p).unwrap_or(0);
+    let forward = (at(to) + n - at(from)) % n;
+    let back = (n - forward) % n;
+    let (action, presses) = if forward <= back {
+        (Action::FocusNext, forward)
+    } else {
+        (Action::FocusPrev, back)
+    };
+    let key = keymap.key_name(action).unwrap_or(match action {
+        Action::FocusNext => "Tab",
+        _ => "Shift-Tab",
+    });
+    match presses {
+        0 => "the focus is there".to_string(),
+        1 => format!("{key} moves there"),
+        2 => format!("{key} twice moves there"),
+        k => format!("{key} {k} times moves there"),
+    }
+}
+
 /// `K`: the prompt that confirms a signal to the selected process, or why
 /// none can be sent to it (said led by the key as `keymap` names it).
 fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::SignalProcess;
     if state.ui.focus != Pane::Processes {
-        let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+        let way = way_to(keymap, state.ui.focus, Pane::Processes);
         return key_notice(
             state,
             keymap,
             action,
-            format!("signals the process selected in Processes ({tab} moves there)"),
+            format!("signals the process selected in Processes ({way})"),
         );
     }
     if !state.processes_are_live() {
@@ -721,12 +746,12 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         Action::Right if matches!(ui.focus, Pane::Segments) => move_selection(state, 1),
         Action::Left | Action::Right => {
             // A key that can do nothing says why (blocks are only in Segments).
-            let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+            let way = way_to(keymap, ui.focus, Pane::Segments);
             return key_notice(
                 state,
                 keymap,
                 action,
-                format!("← and → step between blocks in Segments ({tab} moves there)"),
+                format!("← and → step between blocks in Segments ({way})"),
             );
         }
         Action::PageUp => move_selection(state, -(PAGE_ROWS as isize)),
@@ -766,12 +791,12 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         Action::ToggleTree => {
             if ui.focus != Pane::Processes {
                 // A key that can do nothing says why.
-                let tab = keymap.key_name(Action::FocusNext).unwrap_or("Tab");
+                let way = way_to(keymap, ui.focus, Pane::Processes);
                 return key_notice(
                     state,
                     keymap,
                     action,
-                    format!("the process tree is switched in Processes ({tab} moves there)"),
+                    format!("the process tree is switched in Processes ({way})"),
                 );
             }
             ui.process_tree = !ui.process_tree;
@@ -1738,13 +1763,42 @@ mod tests {
     }
 
     #[test]
-    fn k_outside_processes_says_where_it_acts() {
+    fn k_outside_processes_says_the_fewest_presses_that_move_there() {
+        for (from, way) in [
+            (Pane::Gpus, "Shift-Tab moves there"),
+            (Pane::Breakdown, "Shift-Tab twice moves there"),
+            (Pane::Timeline, "Tab 3 times moves there"),
+            (Pane::Fragmentation, "Tab twice moves there"),
+            (Pane::Segments, "Tab moves there"),
+        ] {
+            let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+            s.ui.focus = from;
+            shift(&mut s, 'K');
+            assert_eq!(s.ui.signal_prompt, None);
+            let said = s.ui.notice.clone().unwrap_or_default();
+            assert!(
+                said.contains(&format!("Processes ({way})")),
+                "{from:?}: {said}"
+            );
+        }
+        // And it is the truth: Shift-Tab from GPUs lands there.
         let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
         s.ui.focus = Pane::Gpus;
-        shift(&mut s, 'K');
-        assert_eq!(s.ui.signal_prompt, None);
+        let back = KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT);
+        handle_key(&mut s, &Keymap::default(), back);
+        assert_eq!(s.ui.focus, Pane::Processes);
+    }
+
+    #[test]
+    fn arrows_outside_segments_say_the_way_to_segments() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+        s.ui.focus = Pane::Gpus;
+        press(&mut s, KeyCode::Left);
         let said = s.ui.notice.clone().unwrap_or_default();
-        assert!(said.contains("Processes (Tab moves there)"), "{said}");
+        assert!(
+            said.contains("Segments (Shift-Tab twice moves there)"),
+            "{said}"
+        );
     }
 
     #[test]
