@@ -292,6 +292,17 @@ fn the_stress_walkthrough_of_docs_stress_md_plays_at_120x40_and_fragmentation_oo
 
 #[test]
 fn k_then_y_in_a_real_terminal_sends_sigterm_to_the_process_the_driver_lists() {
+    k_then_key_sends("signal", "y", "SIGTERM", 15);
+}
+
+#[test]
+fn k_then_i_in_a_real_terminal_sends_sigint_to_the_process_the_driver_lists() {
+    k_then_key_sends("sigint", "i", "SIGINT", 2);
+}
+
+/// `K`, then `key` in the prompt, on a sleeper the fake driver lists:
+/// the status line says `name` was sent, and the sleeper ends by `signo`.
+fn k_then_key_sends(tag: &str, key: &str, name: &str, signo: i32) {
     use std::os::unix::process::ExitStatusExt as _;
     // A process for the (fake) driver to list beside vramtop itself.
     let mut child = Command::new("sleep").arg("60").spawn().expect("sleep runs");
@@ -311,7 +322,7 @@ fn k_then_y_in_a_real_terminal_sends_sigterm_to_the_process_the_driver_lists() {
         .to_string();
     let Some(s) = Session::start_with_env(
         "vramtop-e2e",
-        "signal",
+        tag,
         (80, 24),
         &[("LD_LIBRARY_PATH", &dir)],
         "--backend nvml --interval 200ms",
@@ -331,11 +342,11 @@ fn k_then_y_in_a_real_terminal_sends_sigterm_to_the_process_the_driver_lists() {
         child.try_wait().expect("waits").is_none(),
         "nothing sent yet"
     );
-    s.keys(&["y"]);
+    s.keys(&[key]);
     s.wait_for("the outcome", |sc| {
-        sc.contains(&format!("sent SIGTERM to {pid} sleep 60"))
+        sc.contains(&format!("sent {name} to {pid} sleep 60"))
     });
-    assert_eq!(child.wait().expect("it ends").signal(), Some(15));
+    assert_eq!(child.wait().expect("it ends").signal(), Some(signo));
     s.keys(&["q"]);
     terminal_restored(&s);
 }

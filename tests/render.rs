@@ -1250,7 +1250,7 @@ fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
             ),
             "{screen}"
         );
-        assert!(screen.contains("9 SIGKILL instead"), "{screen}");
+        assert!(screen.contains("9 SIGKILL  i SIGINT"), "{screen}");
         assert!(screen.contains("Signal a process on GPU 0"), "{screen}");
         // The status line offers the prompt's keys, not the pane's.
         let status = screen.lines().last().unwrap_or_default();

@@ -1369,6 +1369,8 @@ pub enum TypingKey {
     SendTerm,
     /// Send SIGKILL to it.
     SendKill,
+    /// Send SIGINT to it (as Ctrl-C in its terminal would).
+    SendInt,
 }
 
 /// One key of a field or list: (keys as shown, what it does, its status-line
@@ -1431,9 +1433,9 @@ const PROCESS_FILTER_KEYS: [TypingBinding; 4] = [
     ("Ctrl-C", TypingKey::Quit, "quit", "quit (other keys type)"),
 ];
 
-/// The signal prompt: nothing is sent but on its own keys (`y`, `9`),
+/// The signal prompt: nothing is sent but on its own keys (`y`, `9`, `i`),
 /// neither of them Enter, which a key pressed once too often would be.
-const SIGNAL_PROMPT_KEYS: [TypingBinding; 4] = [
+const SIGNAL_PROMPT_KEYS: [TypingBinding; 5] = [
     (
         "y",
         TypingKey::SendTerm,
@@ -1445,6 +1447,14 @@ const SIGNAL_PROMPT_KEYS: [TypingBinding; 4] = [
         TypingKey::SendKill,
         "SIGKILL",
         "send SIGKILL (ends it at once)",
+    ),
+    // nvitop's I: a PyTorch job reads it as KeyboardInterrupt, which a
+    // training loop can catch to save a checkpoint before it exits.
+    (
+        "i",
+        TypingKey::SendInt,
+        "SIGINT",
+        "send SIGINT (as Ctrl-C; it may save)",
     ),
     (
         "n Esc",

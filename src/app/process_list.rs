@@ -158,6 +158,9 @@ pub enum Signal {
     Term,
     /// Ends it at once.
     Kill,
+    /// Interrupts it, as Ctrl-C in its terminal would: Python raises
+    /// KeyboardInterrupt, which a training loop can catch to save.
+    Int,
 }
 
 impl Signal {
@@ -165,6 +168,7 @@ impl Signal {
         match self {
             Signal::Term => "SIGTERM",
             Signal::Kill => "SIGKILL",
+            Signal::Int => "SIGINT",
         }
     }
 }

@@ -155,8 +155,8 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     }
 }
 
-/// A key in the signal prompt: `y` sends SIGTERM, `9` SIGKILL (as the
-/// prompt's table binds them), any other key cancels.
+/// A key in the signal prompt: `y` sends SIGTERM, `9` SIGKILL, `i`
+/// SIGINT (as the prompt's table binds them), any other key cancels.
 fn answer_signal_prompt(state: &mut AppState, key: KeyEvent) -> Effect {
     let Some(target) = state.ui.signal_prompt.take() else {
         return Effect::None;
@@ -164,6 +164,7 @@ fn answer_signal_prompt(state: &mut AppState, key: KeyEvent) -> Effect {
     let signal = match TypingMode::SignalPrompt.key_for(key) {
         Some(TypingKey::SendTerm) => Signal::Term,
         Some(TypingKey::SendKill) => Signal::Kill,
+        Some(TypingKey::SendInt) => Signal::Int,
         _ => {
             return notice(state, format!("cancelled: nothing sent to {}", target.pid));
         }
@@ -1663,7 +1664,7 @@ mod tests {
     }
 
     #[test]
-    fn k_asks_and_only_y_or_9_send_the_signal_as_an_effect() {
+    fn k_asks_and_only_y_9_or_i_send_the_signal_as_an_effect() {
         let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3)]]);
         s.ui.focus = Pane::Processes;
         press(&mut s, KeyCode::Down);
@@ -1688,6 +1689,15 @@ mod tests {
             press(&mut s, KeyCode::Char('9')),
             Effect::Signal {
                 signal: Signal::Kill,
+                target: target.clone()
+            }
+        );
+        // i interrupts it (a PyTorch job can catch it and save).
+        shift(&mut s, 'K');
+        assert_eq!(
+            press(&mut s, KeyCode::Char('i')),
+            Effect::Signal {
+                signal: Signal::Int,
                 target
             }
         );

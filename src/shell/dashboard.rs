@@ -422,6 +422,7 @@ fn send_signal(signal: Signal, target: &SignalTarget) -> SignalOutcome {
     let sig = match signal {
         Signal::Term => NixSignal::SIGTERM,
         Signal::Kill => NixSignal::SIGKILL,
+        Signal::Int => NixSignal::SIGINT,
     };
     match kill(nix::unistd::Pid::from_raw(pid), sig) {
         Ok(()) => SignalOutcome::Sent,

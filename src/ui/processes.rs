@@ -317,16 +317,18 @@ fn gpu_cell(gpu: u32, selected: bool, width: usize, theme: &Theme) -> Vec<Span<'
 
 /// The prompt that confirms a signal (`K`), centred over `area`: what it
 /// sends and to whom (pid, command, GPU memory), and the keys that send
-/// it or the other signal, or cancel, named from the prompt's table.
+/// it or another signal (SIGKILL, SIGINT), or cancel, named from the
+/// prompt's table.
 pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget, theme: &Theme) {
     let area = area.intersection(buf.area);
     if area.width < 20 || area.height < 4 {
         return;
     }
     let key = |k| TypingMode::SignalPrompt.key_name(k).unwrap_or("?");
-    let (term, kill, cancel) = (
+    let (term, kill, int, cancel) = (
         key(TypingKey::SendTerm),
         key(TypingKey::SendKill),
+        key(TypingKey::SendInt),
         key(TypingKey::Cancel),
     );
     let memory = target
@@ -339,7 +341,9 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget,
         Span::styled(term, theme.key),
         Span::styled(format!(" {}  ", Signal::Term.name()), theme.text),
         Span::styled(kill, theme.key),
-        Span::styled(format!(" {} instead  ", Signal::Kill.name()), theme.text),
+        Span::styled(format!(" {}  ", Signal::Kill.name()), theme.text),
+        Span::styled(int, theme.key),
+        Span::styled(format!(" {}  ", Signal::Int.name()), theme.text),
         Span::styled(cancel, theme.key),
         Span::styled(" cancel (any other key too)", theme.text),
     ]);
