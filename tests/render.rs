@@ -1172,6 +1172,42 @@ fn the_processes_title_says_the_sort_column_and_its_direction_in_ascii_too() {
 }
 
 #[test]
+fn the_processes_header_marks_the_sorted_column_with_its_arrow() {
+    let mut state = process_tree_state();
+    let header = |state: &AppState, theme: &Theme| {
+        let terminal = draw_widget(ProcessesPane::new(state, theme), 120, 5);
+        row_text(terminal.backend().buffer(), 1)
+    };
+    let colored = Theme::colored();
+    let h = header(&state, &colored);
+    assert!(h.contains("▼MEMORY"), "{h}");
+    assert_eq!(h.matches(['▼', '▲']).count(), 1, "{h}");
+    // Every column in turn, the arrow beside its name and nowhere else.
+    for marked in ["▲PID", "USER▲", "▲GPU", "COMMAND▲"] {
+        key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+        let h = header(&state, &colored);
+        assert!(h.contains(marked), "{marked}: {h}");
+        assert_eq!(h.matches(['▼', '▲']).count(), 1, "{h}");
+    }
+    // The columns keep their places: the GPU arrow takes a space.
+    let plain = |h: &str| h.replace(['▼', '▲'], " ");
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    let memory = header(&state, &colored);
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    let gpu = header(&state, &colored);
+    assert_eq!(
+        plain(&gpu).find("GPU"),
+        plain(&memory).find("GPU"),
+        "{gpu}\n{memory}"
+    );
+    key(&mut state, KeyCode::Char('S'), KeyModifiers::SHIFT);
+    let ascii = header(&state, &Theme::colored().with_ascii(true));
+    assert!(ascii.contains("vGPU"), "{ascii}");
+}
+
+#[test]
 fn the_selected_process_is_highlighted_only_while_processes_has_the_focus() {
     let mut state = live_processes_selected();
     let theme = Theme::colored();

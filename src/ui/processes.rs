@@ -3,10 +3,10 @@
 //! visible, and per GPU the driver-used memory no listed process accounts
 //! for. The selected GPU's lines are marked; selecting a GPU scrolls the
 //! list to them (`app::update`). The title says the sort column and its
-//! direction (`by memory ▼`; in the tree `families by memory ▼`); while
-//! the pane has the focus the selected line is highlighted (the one `K`
-//! signals). The signal prompt is drawn over the screen by
-//! [`render_signal_prompt`].
+//! direction (`by memory ▼`; in the tree `families by memory ▼`), the
+//! header puts the arrow beside the sorted column's name; while the pane
+//! has the focus the selected line is highlighted (the one `K` signals).
+//! The signal prompt is drawn over the screen by [`render_signal_prompt`].
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -161,16 +161,38 @@ impl Widget for ProcessesPane<'_> {
         let user_w = 8;
         let show_alloc = width >= pid_w + gpu_w + mem_w + alloc_w + 4 + 20;
         let show_user = width >= pid_w + gpu_w + mem_w + alloc_w + user_w + 5 + 20;
-        let mut header = vec![Span::raw(right("PID", pid_w))];
+        // The sorted column's name carries the title's arrow, on the side
+        // of its padding: before a right-aligned name, after a left one.
+        let named = |column: SortColumn, before: bool| {
+            let label = column.label();
+            match (sort.column == column, before) {
+                (false, _) => label.to_string(),
+                (true, true) => format!("{arrow}{label}"),
+                (true, false) => format!("{label}{arrow}"),
+            }
+        };
+        let mut header = vec![Span::raw(right(&named(SortColumn::Pid, true), pid_w))];
         if show_user {
-            header.push(Span::raw(format!(" {}", left("USER", user_w))));
+            header.push(Span::raw(format!(
+                " {}",
+                left(&named(SortColumn::User, false), user_w)
+            )));
         }
-        header.push(Span::raw(format!(" {}", right("GPU", gpu_w))));
-        header.push(Span::raw(format!(" {}", right("MEMORY", mem_w))));
+        // GPU fills its 3 cells: its arrow takes the space before it.
+        let gpu_lead = if sort.column == SortColumn::Gpu {
+            arrow
+        } else {
+            " "
+        };
+        header.push(Span::raw(format!("{gpu_lead}{}", right("GPU", gpu_w))));
+        header.push(Span::raw(format!(
+            " {}",
+            right(&named(SortColumn::Memory, true), mem_w)
+        )));
         if show_alloc {
             header.push(Span::raw(format!(" {}", right("alloc/res", alloc_w))));
         }
-        header.push(Span::raw(" COMMAND"));
+        header.push(Span::raw(format!(" {}", named(SortColumn::Command, false))));
         chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
 
         let attached = self.state.probes.attached_pids();
