@@ -73,6 +73,7 @@ fn with_input_8x4<R>(f: impl FnOnce(&MetricsInput<'_>) -> R) -> R {
         samples_total: 1_000,
         scrape_errors_total: 0,
         last_sample_unix_s: Some(1.7e9),
+        last_seen: &std::collections::BTreeMap::new(),
     })
 }
 

@@ -158,6 +158,14 @@ fn sim_metrics_match_once_json_for_the_same_seed() {
         );
         assert_eq!(sample.labels.get("uuid"), gpu["uuid"].as_str());
         assert_eq!(sample.labels.get("name"), gpu["name"].as_str());
+        // vramtop_gpu_up is labelled as every other GPU family is.
+        let up = family(&scrape, "vramtop_gpu_up")
+            .into_iter()
+            .find(|s| s.labels.get("gpu") == Some(index.as_str()))
+            .unwrap_or_else(|| panic!("no up for GPU {index}"));
+        assert_eq!(value(&up.value), 1.0);
+        assert_eq!(up.labels.get("uuid"), gpu["uuid"].as_str());
+        assert_eq!(up.labels.get("name"), gpu["name"].as_str());
     }
 
     // Every simulated training process has allocator figures, labelled by

@@ -12,6 +12,7 @@
 //! of its own, one task per connection, within fixed limits. This thread
 //! takes the samples and publishes each rendered body to it.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use crate::device::factory::{AutoPolicy, select_telemetry_with};
 use crate::device::sampler::{SampleMsg, Sampler};
 use crate::serve::check_listen;
 use crate::serve::http::{self, Limits};
-use crate::serve::metrics::{AllocatorFigures, MetricsInput, render};
+use crate::serve::metrics::{AllocatorFigures, GpuIdentity, MetricsInput, render};
 
 // Simulated time run before serving, so that the simulated training
 // processes have started (the same warm-up as `--once`).
@@ -61,12 +62,16 @@ struct Exporter {
     scrape_errors_total: u64,
     /// The body every scrape gets until the next sample.
     body: watch::Sender<Bytes>,
+    /// Every GPU seen answering, by index: a lost one's `vramtop_gpu_up 0`
+    /// keeps the labels its 1 had.
+    last_seen: BTreeMap<u32, GpuIdentity>,
 }
 
 impl Exporter {
     fn render(&mut self, readings: Vec<GpuReading>, last_sample_unix_s: Option<f64>) {
         // The dashboard shows one allocator per GPU; the exporter all of them.
         let observed = self.sources.observe(readings);
+        GpuIdentity::remember(&mut self.last_seen, &observed.readings);
         let views = observed.every_view();
         let ooms = probe_oom_counts(&observed.probes);
         let allocators: Vec<AllocatorFigures<'_>> = views
@@ -88,6 +93,7 @@ impl Exporter {
             samples_total: self.samples_total,
             scrape_errors_total: self.scrape_errors_total,
             last_sample_unix_s,
+            last_seen: &self.last_seen,
         });
         self.body.send_replace(Bytes::from(body));
     }
@@ -153,6 +159,7 @@ pub fn run(
         samples_total: 0,
         scrape_errors_total: 0,
         body: watch::Sender::new(Bytes::new()),
+        last_seen: BTreeMap::new(),
     };
     exporter.render(Vec::new(), None);
     let (sampler, rx) = Sampler::spawn(

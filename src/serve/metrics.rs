@@ -4,6 +4,8 @@
 //! hertz and ratios in 0–1; counters end in `_total`. A figure the GPU does
 //! not report (`None` in [`GpuSample`]) gives no series at all.
 
+use std::collections::BTreeMap;
+
 use super::exposition::{Family, Labels, MetricType, Sample, TextWriter};
 use crate::alloc::{DeviceStats, Fragmentation};
 use crate::device::{GpuReading, GpuSample};
@@ -202,6 +204,33 @@ impl AllocatorFigures<'_> {
     }
 }
 
+/// What a physical GPU was while it answered: its labels, which a lost
+/// GPU's `vramtop_gpu_up 0` keeps, so it is the series that read 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuIdentity {
+    pub uuid: Option<String>,
+    pub name: String,
+}
+
+impl GpuIdentity {
+    /// The identity of every answering physical GPU of `readings`, by
+    /// index, over what `known` held (a GPU replaced in its slot takes
+    /// the slot's labels).
+    pub fn remember(known: &mut BTreeMap<u32, GpuIdentity>, readings: &[GpuReading]) {
+        for s in readings.iter().filter_map(GpuReading::sample) {
+            if s.mig.is_none() {
+                known.insert(
+                    s.index,
+                    GpuIdentity {
+                        uuid: s.uuid.clone(),
+                        name: s.name.clone(),
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// What one rendering of `/metrics` is made of.
 #[derive(Debug, Clone)]
 pub struct MetricsInput<'a> {
@@ -217,6 +246,9 @@ pub struct MetricsInput<'a> {
     pub scrape_errors_total: u64,
     /// Unix time of the latest sample (seconds), if there was one.
     pub last_sample_unix_s: Option<f64>,
+    /// Every physical GPU seen answering since vramtop started, by index
+    /// ([`GpuIdentity::remember`]): a lost one keeps its labels.
+    pub last_seen: &'a BTreeMap<u32, GpuIdentity>,
 }
 
 /// The labels that identify a GPU row: `gpu` (the physical index), `uuid`
@@ -227,15 +259,23 @@ fn gpu_labels(s: &GpuSample) -> Labels {
         Some(mig) => (mig.parent_index, Some(s.index.to_string())),
         None => (s.index, None),
     };
+    identity_labels(gpu, mig.as_deref(), s.uuid.as_deref(), Some(&s.name))
+}
+
+/// `gpu`, then `mig_instance`, `uuid` and `name` where known, in the
+/// order every GPU family gives them.
+fn identity_labels(gpu: u32, mig: Option<&str>, uuid: Option<&str>, name: Option<&str>) -> Labels {
     let gpu = gpu.to_string();
     let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu)];
-    if let Some(slot) = &mig {
+    if let Some(slot) = mig {
         pairs.push(("mig_instance", slot));
     }
-    if let Some(uuid) = &s.uuid {
+    if let Some(uuid) = uuid {
         pairs.push(("uuid", uuid));
     }
-    pairs.push(("name", &s.name));
+    if let Some(name) = name {
+        pairs.push(("name", name));
+    }
     Labels::new(&pairs)
 }
 
@@ -329,16 +369,25 @@ pub fn render(input: &MetricsInput<'_>) -> String {
         }),
     );
 
-    // Up/down per physical GPU: a lost GPU has only its index.
+    // Up/down per physical GPU, labelled as every GPU family is; a lost
+    // GPU as it was last seen answering (only its index if never).
     let up: Vec<(Labels, f64)> = input
         .readings
         .iter()
         .filter_map(|r| match r {
-            GpuReading::Ok(s) if s.mig.is_none() => Some((s.index, 1.0)),
+            GpuReading::Ok(s) if s.mig.is_none() => Some((gpu_labels(s), 1.0)),
             GpuReading::Ok(_) => None,
-            GpuReading::Lost { index, .. } => Some((*index, 0.0)),
+            GpuReading::Lost { index, .. } => {
+                let seen = input.last_seen.get(index);
+                let labels = identity_labels(
+                    *index,
+                    None,
+                    seen.and_then(|s| s.uuid.as_deref()),
+                    seen.map(|s| s.name.as_str()),
+                );
+                Some((labels, 0.0))
+            }
         })
-        .map(|(index, value)| (Labels::new(&[("gpu", &index.to_string())]), value))
         .collect();
     w.family(
         &GPU_UP,
@@ -504,8 +553,11 @@ mod tests {
             samples_total: 7,
             scrape_errors_total: 1,
             last_sample_unix_s: Some(1_700_000_000.5),
+            last_seen: &NOTHING_SEEN,
         }
     }
+
+    static NOTHING_SEEN: BTreeMap<u32, GpuIdentity> = BTreeMap::new();
 
     /// The sample lines (no comments) of family `name`.
     fn lines_of<'t>(text: &'t str, name: &str) -> Vec<&'t str> {
@@ -536,7 +588,7 @@ mod tests {
             "vramtop_build_info{version=\"0.1.0\",backend=\"nvml\"} 1".to_string(),
             "vramtop_scrape_errors_total 1".to_string(),
             "vramtop_samples_total 7".to_string(),
-            "vramtop_gpu_up{gpu=\"0\"} 1".to_string(),
+            format!("vramtop_gpu_up{labels} 1"),
         ] {
             assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
         }
@@ -583,6 +635,37 @@ mod tests {
         let text = render(&input(&readings, &[]));
         assert!(text.contains("vramtop_gpu_up{gpu=\"1\"} 0\n"), "{text}");
         assert_eq!(lines_of(&text, "vramtop_gpu_memory_total_bytes").len(), 1);
+    }
+
+    #[test]
+    fn gpu_up_carries_uuid_and_name_and_a_lost_gpu_keeps_those_it_answered_with() {
+        let answering = [GpuReading::Ok(full_gpu(0)), GpuReading::Ok(full_gpu(1))];
+        let mut seen = BTreeMap::new();
+        GpuIdentity::remember(&mut seen, &answering);
+        let text = render(&MetricsInput {
+            last_seen: &seen,
+            ..input(&answering, &[])
+        });
+        let up = "vramtop_gpu_up{gpu=\"1\",uuid=\"GPU-1\",name=\"NVIDIA H100 80GB HBM3\"}";
+        assert!(text.contains(&format!("{up} 1\n")), "{text}");
+        // Lost, it is the same series reading 0.
+        let lost = [
+            GpuReading::Ok(full_gpu(0)),
+            GpuReading::Lost {
+                index: 1,
+                reason: "fell off the bus".to_string(),
+            },
+        ];
+        GpuIdentity::remember(&mut seen, &lost);
+        let text = render(&MetricsInput {
+            last_seen: &seen,
+            ..input(&lost, &[])
+        });
+        assert!(text.contains(&format!("{up} 0\n")), "{text}");
+        // Every vramtop_gpu_up line has the labels the memory figures do.
+        for line in lines_of(&text, "vramtop_gpu_up") {
+            assert!(line.contains(",uuid=") && line.contains(",name="), "{line}");
+        }
     }
 
     #[test]
