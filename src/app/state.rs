@@ -472,21 +472,35 @@ pub fn process_rows_sorted(
     let mut stack: Vec<(u32, &GpuProcess, usize)> =
         roots.iter().rev().map(|&(g, p)| (g, p, 0)).collect();
     let mut seen = std::collections::BTreeSet::new();
-    while let Some((g, p, depth)) = stack.pop() {
-        if !seen.insert((g, p.pid)) || depth > 16 {
-            continue;
-        }
-        if matches(p) {
-            out.push(row(g, p, depth));
-        }
-        if let Some(kids) = children.get(&(g, p.pid)) {
-            for &(kg, kp) in kids.iter().rev() {
-                stack.push((kg, kp, depth + 1));
+    // Lines no root leads to (processes listed as each other's parents, a
+    // pid reused under a stale parent) are drawn as roots after the rest:
+    // every line is drawn once, whatever the driver and /proc say.
+    let mut unreached = all.iter();
+    loop {
+        while let Some((g, p, depth)) = stack.pop() {
+            if !seen.insert((g, p.pid)) {
+                continue;
             }
+            if matches(p) {
+                // Deeper than 16 is drawn at 16: the indent has to end.
+                out.push(row(g, p, depth.min(MAX_TREE_DEPTH)));
+            }
+            if let Some(kids) = children.get(&(g, p.pid)) {
+                for &(kg, kp) in kids.iter().rev() {
+                    stack.push((kg, kp, depth.saturating_add(1)));
+                }
+            }
+        }
+        match unreached.find(|(g, p)| !seen.contains(&(*g, p.pid))) {
+            Some(&(g, p)) => stack.push((g, p, 0)),
+            None => break,
         }
     }
     out
 }
+
+/// The deepest indent the process tree draws.
+const MAX_TREE_DEPTH: usize = 16;
 
 /// GPU memory (bytes) of `p`'s line on GPU `gpu` and of its descendants'
 /// lines there (`children` by parent line): the figures known, `None`
@@ -498,7 +512,7 @@ fn family_memory(
     depth: usize,
 ) -> Option<u64> {
     let mut total = p.used_memory;
-    if depth >= 16 {
+    if depth >= MAX_TREE_DEPTH {
         return total;
     }
     for &(g, kid) in children.get(&(gpu, p.pid)).into_iter().flatten() {
@@ -1339,6 +1353,34 @@ mod tests {
                 }
             }
             assert_eq!(rows.len(), 9, "every line once ({sort:?})");
+        }
+    }
+
+    #[test]
+    fn processes_listed_as_each_others_parents_are_still_drawn() {
+        // 10's parent is 11 and 11's is 10: neither is a root, yet both are
+        // on the GPU; with a root beside them, and a chain deeper than the
+        // tree's indent.
+        let mut s = sample(0, 40 * GIB);
+        let mut processes = vec![
+            proc_(10, Some(11), Some(GIB)),
+            proc_(11, Some(10), Some(GIB)),
+            proc_(20, Some(1), Some(GIB)),
+        ];
+        // 100 <- 101 <- ... <- 129: thirty generations.
+        processes.push(proc_(100, Some(1), Some(GIB)));
+        for pid in 101..130 {
+            processes.push(proc_(pid, Some(pid - 1), Some(GIB)));
+        }
+        s.processes = Some(processes);
+        for sort in [None, Some(ProcessSort::default())] {
+            let rows = process_rows_sorted(&[&s], true, "", sort);
+            let mut pids: Vec<u32> = rows.iter().map(|r| r.process.pid).collect();
+            pids.sort_unstable();
+            let mut want: Vec<u32> = [10, 11, 20].into_iter().chain(100..130).collect();
+            want.sort_unstable();
+            assert_eq!(pids, want, "every line once ({sort:?})");
+            assert!(rows.iter().all(|r| r.depth <= MAX_TREE_DEPTH), "{sort:?}");
         }
     }
 
