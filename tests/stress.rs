@@ -16,9 +16,9 @@ use vramtop::app::keymap::{Keymap, PanelKey};
 use vramtop::app::state::{AppState, StatusState};
 use vramtop::app::stress::{
     COUNT_PRESETS, CompareMarks, Figures, HistogramRow, MAX_SETTINGS_INPUT, MAX_SIZE_INPUT,
-    MAX_TYPED_SIZE, NewTensor, OomRoom, PanelDevice, PanelModal, Pattern, RANDOM_MIN_BYTES,
-    SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel, StressResult,
-    full_field_message, histogram_rows, parse_typed_size,
+    MAX_TYPED_SIZE, NewTensor, OomRoom, OtherProcesses, PanelDevice, PanelModal, Pattern,
+    RANDOM_MIN_BYTES, SIZE_PRESETS, StressAction, StressCommand, StressOutcome, StressPanel,
+    StressResult, full_field_message, histogram_rows, parse_typed_size,
 };
 use vramtop::app::stress_worker::{PanelExecutor, STRESS_COMMAND, StressExecutor, StressWorker};
 use vramtop::app::update::{Effect, handle_key, on_stress_result};
@@ -397,6 +397,7 @@ fn oom_after_two_tensors(p: &mut StressPanel, reserved_but_unallocated: u64) {
                 request: MIB,
                 device_free: 0,
                 reserved: 4 * MIB,
+                others: OtherProcesses::default(),
             },
         },
         4 * MIB,
@@ -2013,6 +2014,7 @@ fn a_transformer_step_refused_partway_is_said_refused_and_not_counted() {
                 request: 32 * MIB,
                 device_free: MIB,
                 reserved: 0,
+                others: OtherProcesses::default(),
             },
         },
         0,
@@ -2543,6 +2545,165 @@ fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
     }
 }
 
+/// The dashboard on [`sim`] after the panel ran dataloader_workers' first
+/// variant to its OOM (eight worker contexts of 500 MiB beside the main
+/// process on a 16 GiB device), each command answered at once, then a
+/// sample taken: what the screen shows after `n`, Enter and `g`.
+fn dataloader_workers_oom() -> AppState {
+    let cluster = sim();
+    let mut telemetry = cluster.telemetry();
+    let mut state = AppState::new(StatusState {
+        backend: "sim".into(),
+        sample_interval_ms: 1000,
+        ..StatusState::default()
+    });
+    // The panel's executor, which moves to a scenario's device on load.
+    let memory = cluster.new_process(0, STRESS_COMMAND);
+    let handle = memory.clone();
+    let mut exec = PanelExecutor::new(
+        StressExecutor::new(
+            CachingAllocator::new(memory, 0, AllocatorConfig::default()),
+            false,
+        )
+        .with_reopen(move || Ok(handle.clone())),
+    );
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    assert_eq!(press(&mut state, KeyCode::F(2)), Effect::Redraw);
+    on_stress_result(&mut state, exec.started());
+    for action in [
+        StressAction::LoadScenario(builtin_index("dataloader_workers")),
+        StressAction::ScenarioRun,
+    ] {
+        let mut cmds = state.stress.apply(action);
+        // A running scenario sends its next step on each answer.
+        while let [cmd] = &cmds[..] {
+            cmds = match on_stress_result(&mut state, exec.execute(cmd)) {
+                Effect::Stress(next) => next,
+                _ => Vec::new(),
+            };
+        }
+    }
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+    state
+}
+
+#[test]
+fn the_oom_summary_names_the_devices_other_processes_and_their_bytes() {
+    let state = dataloader_workers_oom();
+    let oom = state
+        .stress
+        .oom
+        .as_ref()
+        .expect("workers_touch_cuda runs out of memory");
+    assert_eq!(
+        oom.room.others,
+        OtherProcesses {
+            count: 8,
+            bytes: 8 * 500 * MIB
+        },
+        "the eight worker contexts, not the main process"
+    );
+    // Wide, PyTorch's words and the processes in full; narrower, the
+    // short forms keep the processes on the row.
+    let (wide, _) = vramtop::ui::oom_summary(oom, 200, 1);
+    let wide = wide.join("\n");
+    assert!(wide.starts_with("CUDA out of memory: tried "), "{wide}");
+    assert!(
+        wide.ends_with("reserved but unallocated · 8 other processes 3.91 GiB"),
+        "{wide}"
+    );
+    // At 80×24 one row, in the short forms; at 120×40, beside the segment
+    // map, two rows broken between figures, in full.
+    for (w, h, rows) in [
+        (
+            80,
+            24,
+            &["CUDA OOM: tried 1.50 GiB · 620 MiB free · 0 B unalloc · 8 others 3.91 GiB"][..],
+        ),
+        (
+            120,
+            40,
+            &[
+                "CUDA out of memory: tried 1.50 GiB · 620 MiB was free",
+                "0 B reserved but unallocated · 8 other processes 3.91 GiB",
+            ],
+        ),
+    ] {
+        let terminal = common::screen::draw(&state, &Theme::colored(), w, h);
+        let screen = common::screen::text(terminal.backend().buffer());
+        let lines: Vec<&str> = screen.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("CUDA "))
+            .unwrap_or_else(|| panic!("{w}×{h}: no summary:\n{screen}"));
+        for (i, row) in rows.iter().enumerate() {
+            let shown = lines.get(at + i).copied().unwrap_or_default();
+            assert!(shown.starts_with(row), "{w}×{h} row {i}: {shown}\n{screen}");
+        }
+    }
+    // Narrower than its shortest wording, the one row is cut at its end
+    // with the mark, as the OOM message's rows are, between figures: not
+    // "· 8 …", a count without what it counts.
+    let narrow = panel_text(&state.stress, 60, 10);
+    let row = narrow
+        .lines()
+        .find(|l| l.starts_with("CUDA OOM"))
+        .unwrap_or_default()
+        .trim_end();
+    assert!(
+        row == "CUDA OOM: tried 1.50 GiB · 620 MiB free · 0 B unalloc …",
+        "{row}\n{narrow}"
+    );
+    insta::assert_snapshot!("stress_dataloader_oom_80x24", screen_text(&state, 80, 24));
+    insta::assert_snapshot!("stress_dataloader_oom_120x40", screen_text(&state, 120, 40));
+}
+
+#[test]
+fn the_oom_summary_says_nothing_of_other_processes_where_there_are_none() {
+    // fragmentation_oom's device has its main process alone.
+    let (mut p, mut exec, _cluster) = scenario_rig();
+    load_builtin(&mut p, &mut exec, "fragmentation_oom");
+    drive(&mut p, &mut exec, StressAction::ScenarioRun);
+    let oom = p
+        .oom
+        .as_ref()
+        .expect("fragmentation_oom runs out of memory");
+    assert_eq!(oom.room.others, OtherProcesses::default());
+    for width in [60, 80, 200] {
+        let (summary, _) = vramtop::ui::oom_summary(oom, width, 1);
+        let summary = summary.join("\n");
+        assert!(!summary.contains("other"), "{width}: {summary}");
+        assert!(
+            summary.contains("reserved but unallocated"),
+            "{width}: {summary}"
+        );
+    }
+    // The simulated GPU with the panel's process alone on GPU 0: the same.
+    let state = stress_screen();
+    let oom = state.stress.oom.as_ref().expect("oom");
+    assert_eq!(oom.room.others, OtherProcesses::default());
+    let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
+    let screen = common::screen::text(terminal.backend().buffer());
+    let row = screen
+        .lines()
+        .find(|l| l.starts_with("CUDA OOM"))
+        .unwrap_or_default();
+    assert_eq!(
+        row.trim_end(),
+        "CUDA OOM: tried 1.00 GiB · 514 MiB was free · 5.00 MiB reserved but unallocated"
+    );
+}
+
 #[test]
 fn stress_status_line_names_the_step_and_run_keys_while_a_scenario_is_loaded_at_80x24() {
     let (mut p, mut exec, _cluster) = scenario_rig();
@@ -2907,6 +3068,7 @@ fn oom_of(tried: u64, layout: &[SegmentInfo]) -> (OomRoom, u64) {
             request: tried,
             device_free: 0,
             reserved,
+            others: OtherProcesses::default(),
         },
         reserved,
     )

@@ -25,7 +25,8 @@ use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
 
 use super::stress::{
-    BadTensor, NewTensor, OomRoom, PanelDevice, StressCommand, StressOutcome, StressResult,
+    BadTensor, NewTensor, OomRoom, OtherProcesses, PanelDevice, StressCommand, StressOutcome,
+    StressResult,
 };
 
 /// The command the simulation lists for the panel's process. Marked
@@ -200,6 +201,9 @@ impl<D: DeviceMemory> StressExecutor<D> {
                                 oom.device_free.min(allowed.saturating_sub(oom.reserved))
                             }),
                             reserved: oom.reserved,
+                            // Nothing ran between the OOM and here: the
+                            // device lists what the message named.
+                            others: OtherProcesses::of(&self.allocator.device().processes()),
                         },
                     };
                 }

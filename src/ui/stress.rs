@@ -294,33 +294,22 @@ impl<'a> StressPane<'a> {
 
     /// PyTorch's OOM message on at most `rows` lines. Cut to fewer rows
     /// than hold its highlighted words it would lose them, so there its
-    /// figures take its place: what was asked, what was free and what is
-    /// reserved but unallocated, one row at 80 columns, where PyTorch's
-    /// first two rows hold only the first two.
+    /// figures take its place: what was asked, what was free, what is
+    /// reserved but unallocated and, where the device has any, what its
+    /// other processes held (the message's "Process PID has …" lines,
+    /// which dataloader_workers' eight worker contexts fill): one row at
+    /// 80 columns, where PyTorch's first two rows hold only the first two.
     fn oom_lines(&self, oom: &OomState, width: u16, rows: usize) -> Vec<Line<'static>> {
         let t = self.theme;
         let (whole, floor) = self.oom_message(oom, width);
         if whole.len() <= rows || rows >= floor {
             return self.cut_to(whole, width, rows);
         }
-        let unallocated = format!(
-            "{} reserved but unallocated",
-            format::bytes(oom.reserved_but_unallocated)
-        );
-        let figures = format!(
-            "tried {} · {} was free · {unallocated}",
-            format::bytes(oom.room.tried),
-            format::bytes(oom.room.device_free),
-        );
-        // PyTorch's opening words where they fit on the row, "CUDA OOM"
-        // where not (80 columns).
-        let long = format!("CUDA out of memory: {figures}");
-        let summary = if long.width() <= usize::from(width) {
-            long
-        } else {
-            format!("CUDA OOM: {figures}")
-        };
-        let lines = highlighted_wrap(&summary, &unallocated, width, t.critical, t.warning);
+        let (summary, unallocated) = oom_summary(oom, usize::from(width), rows);
+        let lines = summary
+            .iter()
+            .flat_map(|row| highlighted_wrap(row, &unallocated, width, t.critical, t.warning))
+            .collect();
         self.cut_to(lines, width, rows)
     }
 
@@ -862,6 +851,114 @@ pub fn stress_message(panel: &StressPanel, keymap: &Keymap) -> Option<String> {
     } else {
         format!("{text} {}", keys.join(", "))
     })
+}
+
+/// The OOM message's summary for at most `rows` rows of `width` cells, as
+/// the texts to wrap (each starts a row), and its words to highlight (what
+/// is reserved but unallocated). Its parts are what was asked, what was
+/// free, what is reserved but unallocated and, only where the device has
+/// other processes, their count and bytes. The first wording that fits
+/// one row is taken, longest first: PyTorch's opening words, then "CUDA
+/// OOM", then (only with other processes, whose part makes the row
+/// longer) the help's short forms ("unalloc", "free", "8 others"). Else,
+/// with other processes, the first whose parts fit `rows` rows broken
+/// between parts (never inside a figure), else the shortest so broken;
+/// without, the shortest as one text. The caller wraps each text and cuts
+/// at its last row.
+pub fn oom_summary(oom: &OomState, width: usize, rows: usize) -> (Vec<String>, String) {
+    let tried = format!("tried {}", format::bytes(oom.room.tried));
+    let free = format::bytes(oom.room.device_free);
+    let unallocated = format::bytes(oom.reserved_but_unallocated);
+    let others = oom.room.others;
+    // (parts, the part to highlight)
+    let wording = |opening: &str, was_free: &str, reserved: &str, processes: Option<String>| {
+        let marked = format!("{unallocated} {reserved}");
+        let mut parts = vec![
+            format!("{opening}{tried}"),
+            format!("{free} {was_free}"),
+            marked.clone(),
+        ];
+        parts.extend(processes);
+        (parts, marked)
+    };
+    let long_unallocated = "reserved but unallocated";
+    let wordings = if others.count == 0 {
+        vec![
+            wording("CUDA out of memory: ", "was free", long_unallocated, None),
+            wording("CUDA OOM: ", "was free", long_unallocated, None),
+        ]
+    } else {
+        let bytes = format::bytes(others.bytes);
+        let (process, other) = if others.count == 1 {
+            ("process", "other")
+        } else {
+            ("processes", "others")
+        };
+        let processes = format!("{} other {process} {bytes}", others.count);
+        vec![
+            wording(
+                "CUDA out of memory: ",
+                "was free",
+                long_unallocated,
+                Some(processes.clone()),
+            ),
+            wording(
+                "CUDA OOM: ",
+                "was free",
+                long_unallocated,
+                Some(processes.clone()),
+            ),
+            wording("CUDA OOM: ", "was free", "unalloc", Some(processes)),
+            wording(
+                "CUDA OOM: ",
+                "free",
+                "unalloc",
+                Some(format!("{} {other} {bytes}", others.count)),
+            ),
+        ]
+    };
+    let one_row =
+        |(parts, marked): &(Vec<String>, String)| (vec![parts.join(" · ")], marked.clone());
+    if let Some(fits) = wordings
+        .iter()
+        .map(one_row)
+        .find(|(row, _)| row.iter().all(|r| r.width() <= width))
+    {
+        return fits;
+    }
+    // Without other processes, as the summary has always been: word-wrapped, so
+    // one row cut at its end keeps "… reserved but".
+    if others.count == 0 {
+        return wordings.last().map(one_row).unwrap_or_default();
+    }
+    // With them, rows broken between parts (beside the segment map at
+    // 120×40), the first wording that fits `rows`, else the shortest: a
+    // row cut at its end loses whole figures, never leaves "· 8 …".
+    let between =
+        |(parts, marked): &(Vec<String>, String)| (rows_of_parts(parts, width), marked.clone());
+    wordings
+        .iter()
+        .map(between)
+        .find(|(r, _)| r.len() <= rows)
+        .or_else(|| wordings.last().map(between))
+        .unwrap_or_default()
+}
+
+/// `parts` joined with " · " on rows of `width` cells, a row broken only
+/// between parts (a part wider than a row has one of its own, which the
+/// caller wraps).
+fn rows_of_parts(parts: &[String], width: usize) -> Vec<String> {
+    let mut rows: Vec<String> = Vec::new();
+    for part in parts {
+        match rows.last_mut() {
+            Some(row) if row.width() + " · ".width() + part.width() <= width => {
+                row.push_str(" · ");
+                row.push_str(part);
+            }
+            _ => rows.push(part.clone()),
+        }
+    }
+    rows
 }
 
 /// A line of OOM advice in words. The actions it suggests are named by

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::alloc::{DeviceStats, SegmentInfo, SimProcesses};
+use crate::alloc::{DeviceProcess, DeviceStats, SegmentInfo, SimProcesses};
 
 /// A key's intent inside the panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -193,7 +193,8 @@ pub struct NewTensor {
 
 /// The room there was at an out-of-memory (bytes): what the failed call
 /// tried to obtain from the device, what the device (or the panel's cap)
-/// had free, and what the allocator held reserved then.
+/// had free, what the allocator held reserved then, and what the device's
+/// other processes held.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct OomRoom {
     /// PyTorch's "Tried to allocate" (the segment size asked for).
@@ -203,6 +204,32 @@ pub struct OomRoom {
     pub request: u64,
     pub device_free: u64,
     pub reserved: u64,
+    /// The other processes of PyTorch's message ("Process PID has X memory
+    /// in use."), as the device listed them at the OOM: how many and the
+    /// bytes they held together. 0 where the device knows none (a real GPU
+    /// in the panel) or the allocator's process is alone on it.
+    pub others: OtherProcesses,
+}
+
+/// The processes on the device other than the allocator's own: a count
+/// and their bytes (their contexts and allocations, as NVML counts them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OtherProcesses {
+    pub count: u64,
+    pub bytes: u64,
+}
+
+impl OtherProcesses {
+    /// Those of `processes` that are not the allocator's own.
+    pub fn of(processes: &[DeviceProcess]) -> Self {
+        processes
+            .iter()
+            .filter(|p| !p.this_process)
+            .fold(Self::default(), |sum, p| Self {
+                count: sum.count.saturating_add(1),
+                bytes: sum.bytes.saturating_add(p.used),
+            })
+    }
 }
 
 /// What happened on the device.
