@@ -50,7 +50,12 @@ fn check_summary(s: &RecordingSummary, fits: bool) -> Result<(), TestCaseError> 
             .count();
         prop_assert!(ooms <= MAX_EVENTS_PER_KIND);
         for e in &g.events {
-            prop_assert!(e.from < e.to);
+            match e.kind {
+                CounterKind::Oom | CounterKind::AllocRetry => prop_assert!(e.from < e.to),
+                CounterKind::OomsFell | CounterKind::AllocRetriesFell => {
+                    prop_assert!(e.from > e.to && e.restart > 0)
+                }
+            }
         }
     }
     Ok(())

@@ -784,6 +784,13 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
                 "alloc retries"
             )
         );
+        if a.restarts > 0 {
+            let _ = write!(
+                figures,
+                ", {} (its counters fell)",
+                count(a.restarts, "restart", "restarts")
+            );
+        }
         line_under(out, &whose, &figures);
     }
     // No allocator view is mapped to a MIG device (as `--once`).
@@ -809,21 +816,18 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
             ),
         );
     }
-    for e in g.events.iter().take(EVENT_LINES) {
-        let _ = writeln!(
-            out,
-            "{}",
-            wrap_under("  ", &event_words(e, clock), REPORT_WIDTH)
-        );
+    let lines = event_lines(&g.events, clock);
+    for line in lines.iter().take(EVENT_LINES) {
+        let _ = writeln!(out, "{}", wrap_under("  ", line, REPORT_WIDTH));
     }
-    let unlisted = (g.events.len().saturating_sub(EVENT_LINES) as u64)
+    let unlisted = (lines.len().saturating_sub(EVENT_LINES) as u64)
         .saturating_add(g.ooms_left_out)
         .saturating_add(g.alloc_retries_left_out);
     if unlisted > 0 {
         let _ = writeln!(
             out,
             "  … {} more (the first {} of each kind are in --json)",
-            count(unlisted, "rise", "rises"),
+            count(unlisted, "event", "events"),
             crate::device::recording::MAX_EVENTS_PER_KIND
         );
     }
@@ -858,17 +862,25 @@ fn counter_words(rises: u64, before: Option<u64>, one: &str, many: &str) -> Stri
 }
 
 /// "OOM #2 at 03:14:07 (pid 4242): reserved 78.1 GiB, allocated 61.0
-/// GiB"; a rise of several: "OOMs #2-#4 at …".
+/// GiB"; a rise of several: "OOMs #2-#4 at …"; after a counter fell (a
+/// restart), numbered by the counter since: "OOM #1 after restart 2 at …";
+/// a fall: "num_ooms fell at …: process restarted (or counters reset)".
 fn event_words(e: &CounterEvent, clock: Clock) -> String {
     let (one, many) = match e.kind {
         CounterKind::Oom => ("OOM", "OOMs"),
         CounterKind::AllocRetry => ("alloc retry", "alloc retries"),
+        CounterKind::OomsFell | CounterKind::AllocRetriesFell => {
+            return fell_words(e, None, clock);
+        }
     };
-    let which = if e.to == e.from.saturating_add(1) {
+    let mut which = if e.to == e.from.saturating_add(1) {
         format!("{one} #{}", e.to)
     } else {
         format!("{many} #{}-#{}", e.from.saturating_add(1), e.to)
     };
+    if e.restart > 0 {
+        let _ = write!(which, " after restart {}", e.restart);
+    }
     let mut text = format!("{which} at {}", clock.at(e.time_unix_ms));
     if let Some(pid) = e.pid {
         let _ = write!(text, " (pid {pid})");
@@ -881,6 +893,58 @@ fn event_words(e: &CounterEvent, clock: Clock) -> String {
         figure(e.allocated)
     );
     text
+}
+
+/// "num_ooms fell from 1 to 0 at 14:32:50 (pid 4242): process restarted
+/// (or counters reset), restart 1"; `retries`: the fall of
+/// `num_alloc_retries` at the same sample, said in the same line.
+fn fell_words(e: &CounterEvent, retries: Option<&CounterEvent>, clock: Clock) -> String {
+    let counter = |e: &CounterEvent| match e.kind {
+        CounterKind::Oom | CounterKind::OomsFell => "num_ooms",
+        CounterKind::AllocRetry | CounterKind::AllocRetriesFell => "num_alloc_retries",
+    };
+    let mut text = format!("{} fell from {} to {}", counter(e), e.from, e.to);
+    if let Some(r) = retries {
+        let _ = write!(text, " and {} from {} to {}", counter(r), r.from, r.to);
+    }
+    let _ = write!(text, " at {}", clock.at(e.time_unix_ms));
+    if let Some(pid) = e.pid {
+        let _ = write!(text, " (pid {pid})");
+    }
+    let _ = write!(
+        text,
+        ": process restarted (or counters reset), restart {}",
+        e.restart
+    );
+    text
+}
+
+/// The lines of a GPU's counter events: a fall of `num_alloc_retries` at
+/// the sample where `num_ooms` fell too is said in the same line.
+fn event_lines(events: &[CounterEvent], clock: Clock) -> Vec<String> {
+    let same =
+        |a: &CounterEvent, b: &CounterEvent| a.time_unix_ms == b.time_unix_ms && a.pid == b.pid;
+    let mut lines = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match e.kind {
+            CounterKind::OomsFell => {
+                let retries = events
+                    .iter()
+                    .skip(i + 1)
+                    .take_while(|r| same(e, r))
+                    .find(|r| r.kind == CounterKind::AllocRetriesFell);
+                lines.push(fell_words(e, retries, clock));
+            }
+            CounterKind::AllocRetriesFell
+                if events[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|o| same(e, o))
+                    .any(|o| o.kind == CounterKind::OomsFell) => {}
+            _ => lines.push(event_words(e, clock)),
+        }
+    }
+    lines
 }
 
 /// The processes at a memory peak, as `--once` lists them, `top` of them.
@@ -974,6 +1038,43 @@ mod tests {
         for l in out.lines() {
             assert!(super::super::text::cells(l) <= REPORT_WIDTH, "{l}");
         }
+    }
+
+    #[test]
+    fn a_counter_that_falls_is_said_as_a_restart_and_the_ooms_after_it_numbered_apart() {
+        // Two nights joined: OOM #1 in each, num_ooms back to 0 between.
+        let text: String = [
+            sample(T0, GIB, 0),
+            sample(T0 + 1_000, GIB, 1),
+            sample(T0 + 2_000, GIB, 0),
+            sample(T0 + 3_000, GIB, 1),
+            sample(T0 + 4_000, GIB, 0),
+            sample(T0 + 5_000, GIB, 1),
+        ]
+        .join("\n");
+        let s = summary(&text);
+        let out = render("run.jsonl", &s, 10);
+        assert!(out.contains("OOM #1 at 03:14:06 (pid 4242)"), "{out}");
+        assert!(
+            out.contains(
+                "num_ooms fell from 1 to 0 at 03:14:07 (pid 4242): process restarted (or\n  \
+                 counters reset), restart 1"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("OOM #1 after restart 1 at 03:14:08"), "{out}");
+        assert!(out.contains("OOM #1 after restart 2 at 03:14:10"), "{out}");
+        assert!(out.contains("2 restarts (its counters fell)"), "{out}");
+        let fell: Vec<_> = s.gpus[0]
+            .events
+            .iter()
+            .filter(|e| e.kind == CounterKind::OomsFell)
+            .map(|e| (e.time_unix_ms, e.from, e.to, e.restart))
+            .collect();
+        assert_eq!(fell, [(T0 + 2_000, 1, 0, 1), (T0 + 4_000, 1, 0, 2)]);
+        let json = serde_json::to_value(&s).expect("encodes");
+        assert_eq!(json["gpus"][0]["events"][1]["kind"], "ooms_fell");
+        assert_eq!(json["gpus"][0]["allocators"][0]["restarts"], 2);
     }
 
     #[test]
@@ -1133,6 +1234,7 @@ mod tests {
             pid: None,
             from: 1,
             to: 3,
+            restart: 0,
             reserved: None,
             allocated: Some(GIB),
         };

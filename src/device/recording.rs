@@ -253,6 +253,11 @@ pub enum CounterKind {
     /// `num_alloc_retries`: cudaMalloc failures after which the allocator
     /// freed its cache and tried again.
     AllocRetry,
+    /// `num_ooms` fell: the process restarted under the same pid (or its
+    /// counters were reset, or recordings of two runs were joined).
+    OomsFell,
+    /// `num_alloc_retries` fell, as `num_ooms` for [`CounterKind::OomsFell`].
+    AllocRetriesFell,
 }
 
 /// A rise of an allocator's `num_ooms` or `num_alloc_retries` between two
@@ -263,9 +268,14 @@ pub struct CounterEvent {
     /// The sample the counter was first seen higher in.
     pub time_unix_ms: u64,
     pub pid: Option<u32>,
-    /// The counter before and after: OOMs `from + 1` to `to` happened.
+    /// The counter before and after: OOMs `from + 1` to `to` happened
+    /// (of a fall: `to` is below `from`).
     pub from: u64,
     pub to: u64,
+    /// How many times the allocator's counters had fallen (restarts) by
+    /// this sample, this one's included: 0 before any, so that the OOMs
+    /// `#1` of two runs are told apart.
+    pub restart: u64,
     /// The allocator's figures in that sample (bytes), where known.
     pub reserved: Option<u64>,
     pub allocated: Option<u64>,
@@ -301,6 +311,9 @@ pub struct AllocatorRecord {
     pub ooms: u64,
     pub alloc_retries_before: Option<u64>,
     pub alloc_retries: u64,
+    /// Samples where its `num_ooms` or `num_alloc_retries` fell: a
+    /// process restarted under its pid (or counters reset).
+    pub restarts: u64,
 }
 
 /// One GPU (or MIG device) over the recording.
@@ -973,39 +986,51 @@ impl GpuState {
             ooms: 0,
             alloc_retries_before: a.retries,
             alloc_retries: 0,
+            restarts: 0,
         });
         record.samples = record.samples.saturating_add(1);
         raise(&mut record.allocated_peak, a.allocated, t);
         raise(&mut record.reserved_peak, a.reserved, t);
+        // A counter that fell is a new process (or a reset): counted again
+        // from where it is, and said, once per sample.
+        let fell = |last: Option<u64>, now: Option<u64>| matches!((last, now), (Some(l), Some(n)) if n < l);
+        if fell(state.last_ooms, a.ooms) || fell(state.last_retries, a.retries) {
+            record.restarts = record.restarts.saturating_add(1);
+        }
+        let restart = record.restarts;
         for (kind, now) in [
             (CounterKind::Oom, a.ooms),
             (CounterKind::AllocRetry, a.retries),
         ] {
             let last = match kind {
                 CounterKind::Oom => &mut state.last_ooms,
-                CounterKind::AllocRetry => &mut state.last_retries,
+                _ => &mut state.last_retries,
             };
             let Some(now) = now else { continue };
-            // A counter that fell is a new process (or a reset): counted
-            // again from where it is, no event.
-            let before = last.replace(now);
-            let Some(before) = before.filter(|&b| now > b) else {
+            let Some(before) = last.replace(now).filter(|&b| now != b) else {
                 continue;
             };
-            let rise = now - before;
-            let (total, kept, left_out) = match kind {
-                CounterKind::Oom => (
-                    &mut record.ooms,
-                    &mut self.ooms_kept,
-                    &mut self.record.ooms_left_out,
-                ),
-                CounterKind::AllocRetry => (
-                    &mut record.alloc_retries,
+            let kind = match kind {
+                CounterKind::Oom if now < before => CounterKind::OomsFell,
+                _ if now < before => CounterKind::AllocRetriesFell,
+                k => k,
+            };
+            let (kept, left_out) = match kind {
+                CounterKind::Oom | CounterKind::OomsFell => {
+                    (&mut self.ooms_kept, &mut self.record.ooms_left_out)
+                }
+                CounterKind::AllocRetry | CounterKind::AllocRetriesFell => (
                     &mut self.retries_kept,
                     &mut self.record.alloc_retries_left_out,
                 ),
             };
-            *total = total.saturating_add(rise);
+            match kind {
+                CounterKind::Oom => record.ooms = record.ooms.saturating_add(now - before),
+                CounterKind::AllocRetry => {
+                    record.alloc_retries = record.alloc_retries.saturating_add(now - before);
+                }
+                CounterKind::OomsFell | CounterKind::AllocRetriesFell => {}
+            }
             if *kept >= MAX_EVENTS_PER_KIND {
                 *left_out = left_out.saturating_add(1);
                 continue;
@@ -1017,6 +1042,7 @@ impl GpuState {
                 pid: a.pid,
                 from: before,
                 to: now,
+                restart,
                 reserved: a.reserved,
                 allocated: a.allocated,
             });
@@ -1384,7 +1410,7 @@ mod tests {
     }
 
     #[test]
-    fn a_counter_that_falls_is_a_new_start_not_an_oom() {
+    fn a_counter_that_falls_is_a_restart_not_an_oom() {
         let text = [
             with_allocators(1_000, &[allocator(1, 1, 1, 5, 0, 0.0)]),
             with_allocators(2_000, &[allocator(1, 1, 1, 0, 0, 0.0)]),
@@ -1393,8 +1419,19 @@ mod tests {
         .join("\n");
         let s = summary(&text);
         let g = gpu(&s);
-        assert_eq!(g.events.len(), 1);
-        assert_eq!((g.events[0].from, g.events[0].to), (0, 1));
+        let events: Vec<_> = g
+            .events
+            .iter()
+            .map(|e| (e.kind, e.from, e.to, e.restart))
+            .collect();
+        assert_eq!(
+            events,
+            [
+                (CounterKind::OomsFell, 5, 0, 1),
+                (CounterKind::Oom, 0, 1, 1)
+            ]
+        );
+        assert_eq!((g.allocators[0].ooms, g.allocators[0].restarts), (1, 1));
     }
 
     #[test]
