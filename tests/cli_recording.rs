@@ -163,6 +163,15 @@ fn at_prints_the_sample_there_as_once_prints_one() {
     let json: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(json["at"]["line"], 2);
     assert_eq!(json["at"]["sample"]["backend"], "sim");
+    // A sample's number past the last, or 0, is an error naming how many.
+    for n in ["0", "6"] {
+        let (code, out, err) = run_vramtop(&["open", path, "--at", n], None);
+        assert_eq!(code, 2, "--at {n}: {out}{err}");
+        assert!(
+            err.contains("the recording has 5 samples (--at takes 1 to 5,"),
+            "{err}"
+        );
+    }
     // A recording read twice cannot come from standard input.
     let bytes = std::fs::read(&file).expect("the recording");
     let (code, _, err) = run_vramtop_with_stdin(&["open", "-", "--at", "end"], &bytes);

@@ -101,7 +101,20 @@ pub fn target(at: RecordingAt, s: &RecordingSummary) -> Result<Target, String> {
         RecordingAt::Time(t) => Target::Time(t.resolve(first, last)),
         RecordingAt::Moment(At::Start) => Target::Time(first),
         RecordingAt::Moment(At::End) => Target::Time(last),
-        RecordingAt::Moment(At::Event(n)) => Target::Ordinal(u64::try_from(n).unwrap_or(u64::MAX)),
+        RecordingAt::Moment(At::Event(n)) => {
+            let n = u64::try_from(n).unwrap_or(u64::MAX);
+            // As a snapshot's event number past its trace: said, not
+            // silently the nearest end.
+            if n == 0 || n > s.samples {
+                return Err(format!(
+                    "--at {n}: the recording has {} (--at takes 1 to {}, or a time, +DURATION, \
+                     start, end, peak, oom)",
+                    count(s.samples, "sample", "samples"),
+                    s.samples
+                ));
+            }
+            Target::Ordinal(n)
+        }
         RecordingAt::Moment(At::Peak) => {
             // The highest peak of any GPU; the first of equal ones.
             let peak = s
@@ -1198,6 +1211,7 @@ mod tests {
         assert_eq!(at(At::Peak), Ok(Target::Time(T0 + 1_000)));
         assert_eq!(at(At::Oom), Ok(Target::Time(T0 + 2_000)));
         assert_eq!(at(At::Event(2)), Ok(Target::Ordinal(2)));
+        assert_eq!(at(At::Event(4)), Ok(Target::Ordinal(4)));
         assert!(at(At::LastMark).is_err());
         assert_eq!(
             target(RecordingAt::Time(RecordingTime::After(500)), &s),
@@ -1206,6 +1220,19 @@ mod tests {
         let calm = summary(&sample(T0, GIB, 0));
         let none = target(RecordingAt::Moment(At::Oom), &calm).expect_err("no OOM");
         assert!(none.contains("--at oom needs an OOM"), "{none}");
+    }
+
+    #[test]
+    fn a_sample_number_past_the_recording_or_zero_is_an_error_naming_how_many() {
+        let text = [sample(T0, GIB, 0), sample(T0 + 1_000, GIB, 0)].join("\n");
+        let s = summary(&text);
+        for n in [0, 3, usize::MAX] {
+            let why = target(RecordingAt::Moment(At::Event(n)), &s).expect_err("past the end");
+            assert!(
+                why.contains("the recording has 2 samples (--at takes 1 to 2,"),
+                "{why}"
+            );
+        }
     }
 
     #[test]

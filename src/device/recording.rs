@@ -668,7 +668,8 @@ pub enum Target {
     /// The sample nearest this time (ms since the Unix epoch), the
     /// earlier of two as near.
     Time(u64),
-    /// The N-th sample of the file (1-based), the last where it has fewer.
+    /// The N-th sample of the file (1-based; the caller checks that the
+    /// file has it), the last where it has fewer.
     Ordinal(u64),
 }
 
