@@ -84,6 +84,45 @@ fn a_recording_on_standard_input_is_told_by_its_first_byte() {
 }
 
 #[test]
+fn a_recording_whose_start_is_cut_off_is_summed_up_from_a_file_or_standard_input() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("r.jsonl");
+    record(&file, "500ms");
+    let bytes = std::fs::read(&file).expect("the recording");
+    // `tail -c`: the first line starts inside a sample.
+    let tail = &bytes[bytes.len() / 3..];
+    let (code, out, err) = run_vramtop_with_stdin(&["open", "-", "--summary"], tail);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1 GPU"), "{out}");
+    assert!(out.contains("not JSON"), "{out}");
+    // Saved under a name that says nothing, with junk in front.
+    let saved = dir.path().join("tail.log");
+    let mut junk = b"Last login: Mon Dec  7 03:00:00 2026\n".to_vec();
+    junk.extend_from_slice(tail);
+    std::fs::write(&saved, &junk).expect("write");
+    let path = saved.to_str().expect("a UTF-8 path");
+    let (code, out, err) = run_vramtop(&["open", path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("1 GPU"), "{out}");
+}
+
+#[test]
+fn text_that_is_neither_a_snapshot_nor_a_recording_says_what_a_recording_needs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "_mw\":628266, cut\nsome notes\n").expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_vramtop(&["open", path, "--summary"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a pickle: looks like text"), "{err}");
+    assert!(
+        err.contains("if this is a `vramtop record` file, no line of its first 16 KiB"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
 fn a_recording_without_samples_is_refused_in_one_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, content, why) in [

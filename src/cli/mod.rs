@@ -1420,8 +1420,9 @@ pub fn snapshot_read_error(
         && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
         && crate::snapshot::read_snapshot_file_final_state(file).is_ok_and(|s| s.trace_not_read);
     // A cut file is said the same way wherever the cut falls.
-    let said =
+    let mut said =
         ends_early(error, file.as_os_str() == STDIN_ARG).unwrap_or_else(|| error.to_string());
+    recording_hint(&mut said);
     if readable_before {
         // Quoted for a shell, to be pasted; say_error then escapes what a
         // terminal would act on, the name included.
@@ -1433,6 +1434,21 @@ pub fn snapshot_read_error(
         )
     } else {
         said
+    }
+}
+
+/// A refusal of text as a pickle, completed for a recording: text that
+/// is not a recording either (`open` takes both) says what one needs.
+pub(crate) fn recording_hint(said: &mut String) {
+    // The pickle reader's words for text (the error may carry the path
+    // before them).
+    if said.contains("not a pickle: looks like text")
+        || said.contains("not a pickle: looks like JSON")
+    {
+        said.push_str(
+            "; if this is a `vramtop record` file, no line of its first 16 KiB is a sample \
+             (`vramtop open FILE --summary` reads one)",
+        );
     }
 }
 

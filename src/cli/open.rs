@@ -250,7 +250,9 @@ fn viewer(
     if let Err(e) = crate::snapshot::check_file_start(file)
         && crate::snapshot::read_snapshot_file_final_state(file).is_err()
     {
-        super::say_error(super::ends_early(&e, false).unwrap_or_else(|| e.to_string()));
+        let mut said = super::ends_early(&e, false).unwrap_or_else(|| e.to_string());
+        super::recording_hint(&mut said);
+        super::say_error(said);
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !std::io::stdout().is_terminal() {

@@ -2,9 +2,10 @@
 //! read back (`device::recording` sums it up; this words it).
 //!
 //! A file is a recording by its content: a first line that is a sample
-//! (`time_unix_ms`, `gpus`), or JSON at all (a pickle never starts with
-//! `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes on to the
-//! snapshot reader as before.
+//! (`time_unix_ms`, `gpus`), or a sample's line in its first KiB (the
+//! start cut off, junk in front), or JSON at all (a pickle never starts
+//! with `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes on to
+//! the snapshot reader as before.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -54,7 +55,7 @@ pub fn is_recording(file: &Path) -> bool {
         }
         let mut lock = stdin.lock();
         return match lock.fill_buf() {
-            Ok(buf) => first_is_brace(buf),
+            Ok(buf) => first_is_brace(buf) || looks_like_recording(buf),
             Err(_) => false,
         };
     }

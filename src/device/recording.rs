@@ -64,16 +64,36 @@ pub enum RecordingError {
     Io(#[from] std::io::Error),
 }
 
+/// Bytes of a file's start searched for a sample's line when its first
+/// line is none (a recording cut at its start, junk in front).
+pub const SNIFF_LINES_BYTES: usize = 16 << 10;
+
 /// Whether `prefix` (the first bytes of a file) is a recording's start:
 /// JSON text whose first line (or as much of it as `prefix` holds) has
-/// the fields of a sample. A pickle starts with its protocol byte, never
-/// with `{`.
+/// the fields of a sample, or, where the first line is something else (a
+/// recording whose start was cut off: `tail -c`; junk in front of it), a
+/// line in the first [`SNIFF_LINES_BYTES`] that opens as `record` writes
+/// a sample. A pickle starts with its protocol byte, never with `{`.
 pub fn looks_like_recording(prefix: &[u8]) -> bool {
-    let start = prefix
+    if is_sample_start(prefix) {
+        return true;
+    }
+    let head = &prefix[..prefix.len().min(SNIFF_LINES_BYTES)];
+    // Any line's opening: `record` writes `time_unix_ms` first. The line
+    // from there on (as much as `prefix` holds) is checked as the first.
+    memchr::memmem::find_iter(head, SAMPLE_START)
+        .take(8)
+        .any(|at| is_sample_start(&prefix[at..]))
+}
+
+/// Whether `bytes` open with a line that is (or, cut by the end of
+/// `bytes`, opens as) a sample.
+fn is_sample_start(bytes: &[u8]) -> bool {
+    let start = bytes
         .iter()
         .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(prefix.len());
-    let rest = &prefix[start..];
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
     if rest.first() != Some(&b'{') {
         return false;
     }
@@ -1690,5 +1710,19 @@ mod tests {
         assert!(!looks_like_recording(b"{\"a\":1}\n"));
         assert!(!looks_like_recording(b"\x80\x02}q\x00"));
         assert!(!looks_like_recording(b""));
+    }
+
+    #[test]
+    fn a_recording_whose_start_is_cut_off_or_behind_junk_is_told_by_a_later_line() {
+        let whole = [line(1, 1), line(2, 1)].join("\n");
+        // `tail -c`: the first line starts mid-sample.
+        assert!(looks_like_recording(&whole.as_bytes()[30..]));
+        // A line of junk (a shell's banner) in front, or junk on the line.
+        assert!(looks_like_recording(
+            format!("Last login: Mon Dec 7\n{whole}").as_bytes()
+        ));
+        assert!(looks_like_recording(format!("\u{1b}[0m{whole}").as_bytes()));
+        // Text without a sample's line is not one.
+        assert!(!looks_like_recording(b"_mw\":1}\n[package]\nname = 1\n"));
     }
 }
