@@ -123,6 +123,17 @@ fn text_that_is_neither_a_snapshot_nor_a_recording_says_what_a_recording_needs()
 }
 
 #[test]
+fn a_pickle_named_jsonl_is_opened_as_the_snapshot_its_content_says() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("renamed.jsonl");
+    std::fs::copy("tests/fixtures/fuzz-nan-in-unknown-setting.pickle", &file).expect("copy");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, out, err) = run_vramtop(&["open", path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("3 segments on 2 devices"), "{out}");
+}
+
+#[test]
 fn a_recording_without_samples_is_refused_in_one_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, content, why) in [

@@ -41,8 +41,9 @@ const EVENT_LINES: usize = 20;
 const LABEL: usize = 21;
 
 /// Whether `file` is to be read as a recording: by its first bytes (a
-/// sample's line, or any JSON), else by its name (`.jsonl`, `.ndjson`:
-/// an empty or damaged one is said as a recording). Standard input is
+/// pickle's protocol byte: not; a sample's line, or any JSON: one), else
+/// by its name (`.jsonl`, `.ndjson`: an empty or damaged one is said as
+/// a recording). Standard input is
 /// told by its first byte alone, peeked without being taken.
 pub fn is_recording(file: &Path) -> bool {
     if file.as_os_str() == super::STDIN_ARG {
@@ -70,8 +71,16 @@ pub fn is_recording(file: &Path) -> bool {
     if f.take(SNIFF_BYTES as u64).read_to_end(&mut prefix).is_err() {
         return by_name;
     }
+    // Content first: a pickle's protocol marker (0x80, protocol 2 and up)
+    // is never a recording's, whatever the name says.
+    if prefix.first() == Some(&PICKLE_PROTO) {
+        return false;
+    }
     by_name || looks_like_recording(&prefix) || first_is_brace(&prefix)
 }
+
+/// The first byte of a pickle of protocol 2 and up (`PROTO`).
+const PICKLE_PROTO: u8 = 0x80;
 
 /// What `open` of a recording was asked with.
 #[derive(Debug, Clone, Copy)]
