@@ -731,7 +731,11 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
         let _ = write!(samples, "; absent from {}", g.absent_samples);
     }
     if g.time_went_back > 0 {
-        let _ = write!(samples, "; time went back {} times", g.time_went_back);
+        let _ = write!(
+            samples,
+            "; time went back {}",
+            count(g.time_went_back, "time", "times")
+        );
     }
     line_under(out, "samples", &samples);
     if let Some(gap) = g.longest_gap {
@@ -1098,6 +1102,20 @@ mod tests {
         let json = serde_json::to_value(&s).expect("encodes");
         assert_eq!(json["gpus"][0]["events"][1]["kind"], "ooms_fell");
         assert_eq!(json["gpus"][0]["allocators"][0]["restarts"], 2);
+    }
+
+    #[test]
+    fn time_going_back_once_is_said_in_the_singular_and_makes_no_gap() {
+        let text = [
+            sample(T0, GIB, 0),
+            sample(T0 + 1_000, GIB, 0),
+            sample(T0 + 2_000 - 60_000, GIB, 0),
+            sample(T0 + 3_000, GIB, 0),
+        ]
+        .join("\n");
+        let out = render("r", &summary(&text), 10);
+        assert!(out.contains("time went back 1 time\n"), "{out}");
+        assert!(out.contains("none over twice the interval"), "{out}");
     }
 
     #[test]

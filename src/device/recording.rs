@@ -427,6 +427,10 @@ struct GpuState {
     /// Samples that listed it (ok or lost).
     listed: u64,
     last_ok_ms: Option<u64>,
+    /// The latest time of its samples so far (ms): after a step back, the
+    /// next interval is measured from here where that is nearer, so that
+    /// one line with a time set back makes no gap.
+    latest_ok_ms: Option<u64>,
     used: Distribution,
     intervals: Distribution,
     allocators: BTreeMap<AllocatorKey, AllocatorState>,
@@ -586,6 +590,7 @@ impl RecordingReader {
                     last_sample: self.samples,
                     listed: 0,
                     last_ok_ms: None,
+                    latest_ok_ms: None,
                     used: Distribution::default(),
                     intervals: Distribution::default(),
                     allocators: BTreeMap::new(),
@@ -923,7 +928,14 @@ impl GpuState {
         }
         match self.last_ok_ms {
             Some(prev) if t < prev => r.time_went_back = r.time_went_back.saturating_add(1),
-            Some(prev) => {
+            Some(last) => {
+                // Forward from the sample before, or from the latest one
+                // where time went back in between and is past it again:
+                // whichever is nearer.
+                let prev = match self.latest_ok_ms {
+                    Some(latest) if latest > last && t >= latest => latest,
+                    _ => last,
+                };
                 let ms = t - prev;
                 self.intervals.add(ms);
                 if r.longest_gap.is_none_or(|g| ms > g.ms) {
@@ -937,6 +949,7 @@ impl GpuState {
             None => {}
         }
         self.last_ok_ms = Some(t);
+        self.latest_ok_ms = Some(self.latest_ok_ms.map_or(t, |l| l.max(t)));
         if let Some(used) = unsigned(gpu.get("memory_used")) {
             self.used.add(used);
             let total = unsigned(gpu.get("memory_total"));
@@ -1255,6 +1268,35 @@ mod tests {
 
     fn gpu(s: &RecordingSummary) -> &GpuRecord {
         s.gpus.first().expect("one GPU")
+    }
+
+    #[test]
+    fn one_sample_with_its_time_set_back_counts_as_time_going_back_not_as_a_gap() {
+        // Every 100 ms, but the fourth line's time is 60 s early.
+        let times = [
+            100_000,
+            100_100,
+            100_200,
+            100_300 - 60_000,
+            100_400,
+            100_500,
+        ];
+        let text: Vec<String> = times.iter().map(|&t| line(t, 1)).collect();
+        let s = summary(&text.join("\n"));
+        let g = gpu(&s);
+        assert_eq!((s.time_went_back, g.time_went_back), (1, 1));
+        assert_eq!(g.gaps, 0);
+        assert_eq!(g.interval_ms, Some(100));
+        assert_eq!(g.longest_gap.map(|gap| gap.ms), Some(200));
+    }
+
+    #[test]
+    fn a_clock_set_back_for_good_counts_once_and_samples_go_on_from_there() {
+        let times = [100_000, 100_100, 40_000, 40_100, 40_200];
+        let text: Vec<String> = times.iter().map(|&t| line(t, 1)).collect();
+        let g = summary(&text.join("\n")).gpus.remove(0);
+        assert_eq!(g.time_went_back, 1);
+        assert_eq!((g.gaps, g.interval_ms), (0, Some(100)));
     }
 
     #[test]
