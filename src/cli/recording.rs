@@ -737,7 +737,26 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
             count(g.time_went_back, "time", "times")
         );
     }
+    if g.samples_after_last > 0 {
+        let _ = write!(
+            samples,
+            "; last seen at {}, {} after without it",
+            clock.at(g.last_unix_ms),
+            count(g.samples_after_last, "sample", "samples")
+        );
+    }
     line_under(out, "samples", &samples);
+    if let (Some(t), Some(last)) = (g.name_changed_unix_ms, &g.last_name) {
+        line_under(
+            out,
+            "note:",
+            &format!(
+                "name changed at {} to {last} (another card, or another recording \
+                 appended)",
+                clock.at(t)
+            ),
+        );
+    }
     if let Some(gap) = g.longest_gap {
         let over = match g.gaps {
             0 => "none over twice the interval".to_string(),
@@ -1116,6 +1135,29 @@ mod tests {
         let out = render("r", &summary(&text), 10);
         assert!(out.contains("time went back 1 time\n"), "{out}");
         assert!(out.contains("none over twice the interval"), "{out}");
+    }
+
+    #[test]
+    fn a_gpu_missing_from_the_last_samples_says_when_it_was_last_seen() {
+        let text = [
+            sample(T0, GIB, 0),
+            sample(T0 + 1_000, GIB, 0),
+            sample(T0 + 2_000, GIB, 0).replace("\"index\":0", "\"index\":1"),
+            sample(T0 + 3_000, GIB, 0)
+                .replace("\"index\":0", "\"index\":1")
+                .replace("HBM3", "PCIe"),
+        ]
+        .join("\n");
+        let out = render("r", &summary(&text), 10);
+        assert!(
+            out.contains("last seen at 03:14:06, 2 samples after without it"),
+            "{out}"
+        );
+        // GPU 1 (the same uuid at another index is another GPU).
+        assert!(
+            out.contains("name changed at 03:14:08 to NVIDIA H100 80GB PCIe"),
+            "{out}"
+        );
     }
 
     #[test]

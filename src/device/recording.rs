@@ -354,6 +354,14 @@ pub struct GpuRecord {
     pub lost_reason: Option<String>,
     /// Samples between its first and last that do not list it at all.
     pub absent_samples: u64,
+    /// Samples of the file after its last (it was gone at the end, or a
+    /// recording of fewer GPUs was appended).
+    pub samples_after_last: u64,
+    /// Where a sample names it otherwise than its first (another card,
+    /// or another recording appended): the first such sample's time and
+    /// the name of its last sample.
+    pub name_changed_unix_ms: Option<u64>,
+    pub last_name: Option<String>,
     /// Its first and last sample with figures (those it was lost in
     /// where it had none).
     pub first_unix_ms: u64,
@@ -572,6 +580,9 @@ impl RecordingReader {
                         first_lost_unix_ms: None,
                         lost_reason: None,
                         absent_samples: 0,
+                        samples_after_last: 0,
+                        name_changed_unix_ms: None,
+                        last_name: None,
                         first_unix_ms: t,
                         last_unix_ms: t,
                         interval_ms: None,
@@ -647,7 +658,10 @@ impl RecordingReader {
         let mut gpus = Vec::with_capacity(self.order.len());
         for key in &self.order {
             if let Some(state) = self.gpus.remove(key) {
-                gpus.push(state.finish());
+                let after = self.samples.saturating_sub(state.last_sample);
+                let mut g = state.finish();
+                g.samples_after_last = after;
+                gpus.push(g);
             }
         }
         RecordingSummary {
@@ -923,8 +937,17 @@ impl GpuState {
         r.samples = r.samples.saturating_add(1);
         r.first_unix_ms = r.first_unix_ms.min(t);
         r.last_unix_ms = r.last_unix_ms.max(t);
-        if r.name.is_none() {
-            r.name = text(gpu.get("name"));
+        let name = text(gpu.get("name"));
+        if r.samples == 1 {
+            r.name = name;
+        } else if name.is_some() && name != r.name {
+            if r.name_changed_unix_ms.is_none() {
+                r.name_changed_unix_ms = Some(t);
+            }
+            r.last_name = name;
+        } else if name.is_some() && r.last_name.is_some() {
+            // Back to its first name: the last sample's is that one.
+            r.last_name = name;
         }
         match self.last_ok_ms {
             Some(prev) if t < prev => r.time_went_back = r.time_went_back.saturating_add(1),
@@ -1297,6 +1320,32 @@ mod tests {
         let g = summary(&text.join("\n")).gpus.remove(0);
         assert_eq!(g.time_went_back, 1);
         assert_eq!((g.gaps, g.interval_ms), (0, Some(100)));
+    }
+
+    #[test]
+    fn a_gpu_gone_before_the_end_or_renamed_is_noted() {
+        let two = |t: u64, second: &str| {
+            format!(
+                r#"{{"time_unix_ms":{t},"gpus":[{{"status":"ok","index":0,"uuid":"GPU-a","name":"H100","memory_used":1}},{{"status":"ok","index":1,"uuid":"GPU-b","name":"{second}","memory_used":1}}]}}"#
+            )
+        };
+        let text = [
+            two(1_000, "A100"),
+            two(2_000, "A100"),
+            two(3_000, "A100 (other)"),
+            line(4_000, 1),
+            line(5_000, 1),
+        ]
+        .join("\n");
+        let s = summary(&text);
+        let (first, second) = (&s.gpus[0], &s.gpus[1]);
+        assert_eq!(first.samples_after_last, 0);
+        assert_eq!(second.samples_after_last, 2);
+        assert_eq!(second.last_unix_ms, 3_000);
+        assert_eq!(first.name_changed_unix_ms, None);
+        assert_eq!(second.name.as_deref(), Some("A100"));
+        assert_eq!(second.name_changed_unix_ms, Some(3_000));
+        assert_eq!(second.last_name.as_deref(), Some("A100 (other)"));
     }
 
     #[test]
