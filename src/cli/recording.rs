@@ -863,8 +863,15 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
         );
     }
     let lines = event_lines(&g.events, clock);
-    for line in lines.iter().take(EVENT_LINES) {
-        let _ = writeln!(out, "{}", wrap_under("  ", line, REPORT_WIDTH));
+    for (label, text) in lines.iter().take(EVENT_LINES) {
+        // A label past the column ("OOMs #12-#14 (restart 2)") keeps a
+        // space before its text.
+        let lead = if super::text::cells(label) < LABEL {
+            lead(label)
+        } else {
+            format!("  {label} ")
+        };
+        let _ = writeln!(out, "{}", wrap_under(&lead, text, REPORT_WIDTH));
     }
     let unlisted = (lines.len().saturating_sub(EVENT_LINES) as u64)
         .saturating_add(g.ooms_left_out)
@@ -907,11 +914,12 @@ fn counter_words(rises: u64, before: Option<u64>, one: &str, many: &str) -> Stri
     }
 }
 
-/// "OOM #2 at 03:14:07 (pid 4242): reserved 78.1 GiB, allocated 61.0
-/// GiB"; a rise of several: "OOMs #2-#4 at …"; after a counter fell (a
-/// restart), numbered by the counter since: "OOM #1 after restart 2 at …";
-/// a fall: "num_ooms fell at …: process restarted (or counters reset)".
-fn event_words(e: &CounterEvent, clock: Clock) -> String {
+/// An event as a labelled row: "OOM #2" and "at 03:14:07 (pid 4242):
+/// reserved 78.1 GiB, allocated 61.0 GiB (+5 alloc retries)" (`retries`:
+/// the rise of `num_alloc_retries` at the same sample); a rise of several:
+/// "OOMs #2-#4"; after a counter fell (a restart), numbered by the counter
+/// since: "OOM #1 (restart 2)".
+fn event_words(e: &CounterEvent, retries: Option<&CounterEvent>, clock: Clock) -> (String, String) {
     let (one, many) = match e.kind {
         CounterKind::Oom => ("OOM", "OOMs"),
         CounterKind::AllocRetry => ("alloc retry", "alloc retries"),
@@ -925,9 +933,9 @@ fn event_words(e: &CounterEvent, clock: Clock) -> String {
         format!("{many} #{}-#{}", e.from.saturating_add(1), e.to)
     };
     if e.restart > 0 {
-        let _ = write!(which, " after restart {}", e.restart);
+        let _ = write!(which, " (restart {})", e.restart);
     }
-    let mut text = format!("{which} at {}", clock.at(e.time_unix_ms));
+    let mut text = format!("at {}", clock.at(e.time_unix_ms));
     if let Some(pid) = e.pid {
         let _ = write!(text, " (pid {pid})");
     }
@@ -938,13 +946,21 @@ fn event_words(e: &CounterEvent, clock: Clock) -> String {
         figure(e.reserved),
         figure(e.allocated)
     );
-    text
+    if let Some(r) = retries {
+        let _ = write!(
+            text,
+            " (+{})",
+            count(r.to.saturating_sub(r.from), "alloc retry", "alloc retries")
+        );
+    }
+    (which, text)
 }
 
-/// "num_ooms fell from 1 to 0 at 14:32:50 (pid 4242): process restarted
-/// (or counters reset), restart 1"; `retries`: the fall of
-/// `num_alloc_retries` at the same sample, said in the same line.
-fn fell_words(e: &CounterEvent, retries: Option<&CounterEvent>, clock: Clock) -> String {
+/// A fall as a labelled row: "restart 1" and "num_ooms fell from 1 to 0
+/// at 14:32:50 (pid 4242): process restarted (or counters reset)";
+/// `retries`: the fall of `num_alloc_retries` at the same sample, said in
+/// the same row.
+fn fell_words(e: &CounterEvent, retries: Option<&CounterEvent>, clock: Clock) -> (String, String) {
     let counter = |e: &CounterEvent| match e.kind {
         CounterKind::Oom | CounterKind::OomsFell => "num_ooms",
         CounterKind::AllocRetry | CounterKind::AllocRetriesFell => "num_alloc_retries",
@@ -957,37 +973,42 @@ fn fell_words(e: &CounterEvent, retries: Option<&CounterEvent>, clock: Clock) ->
     if let Some(pid) = e.pid {
         let _ = write!(text, " (pid {pid})");
     }
-    let _ = write!(
-        text,
-        ": process restarted (or counters reset), restart {}",
-        e.restart
-    );
-    text
+    text.push_str(": process restarted (or counters reset)");
+    (format!("restart {}", e.restart), text)
 }
 
-/// The lines of a GPU's counter events: a fall of `num_alloc_retries` at
-/// the sample where `num_ooms` fell too is said in the same line.
-fn event_lines(events: &[CounterEvent], clock: Clock) -> Vec<String> {
+/// The rows of a GPU's counter events: a rise (or fall) of
+/// `num_alloc_retries` at the sample where `num_ooms` rose (fell) too is
+/// said in the same row, so that the OOMs are not crowded out by the
+/// retries each of them comes with.
+fn event_lines(events: &[CounterEvent], clock: Clock) -> Vec<(String, String)> {
     let same =
         |a: &CounterEvent, b: &CounterEvent| a.time_unix_ms == b.time_unix_ms && a.pid == b.pid;
+    // The retries' kind that goes with an OOM's.
+    let partner = |k: CounterKind| match k {
+        CounterKind::Oom => Some(CounterKind::AllocRetry),
+        CounterKind::OomsFell => Some(CounterKind::AllocRetriesFell),
+        CounterKind::AllocRetry | CounterKind::AllocRetriesFell => None,
+    };
     let mut lines = Vec::new();
     for (i, e) in events.iter().enumerate() {
-        match e.kind {
-            CounterKind::OomsFell => {
-                let retries = events
-                    .iter()
-                    .skip(i + 1)
-                    .take_while(|r| same(e, r))
-                    .find(|r| r.kind == CounterKind::AllocRetriesFell);
-                lines.push(fell_words(e, retries, clock));
-            }
-            CounterKind::AllocRetriesFell
-                if events[..i]
-                    .iter()
-                    .rev()
-                    .take_while(|o| same(e, o))
-                    .any(|o| o.kind == CounterKind::OomsFell) => {}
-            _ => lines.push(event_words(e, clock)),
+        if let Some(with) = partner(e.kind) {
+            let retries = events
+                .iter()
+                .skip(i + 1)
+                .take_while(|r| same(e, r))
+                .find(|r| r.kind == with);
+            lines.push(match e.kind {
+                CounterKind::OomsFell => fell_words(e, retries, clock),
+                _ => event_words(e, retries, clock),
+            });
+        } else if !events[..i]
+            .iter()
+            .rev()
+            .take_while(|o| same(e, o))
+            .any(|o| partner(o.kind) == Some(e.kind))
+        {
+            lines.push(event_words(e, None, clock));
         }
     }
     lines
@@ -1077,10 +1098,13 @@ mod tests {
         );
         assert!(out.contains("pid 4242  python train.py"), "{out}");
         assert!(
-            out.contains("OOM #1 at 03:14:07 (pid 4242): reserved 78.0 GiB, allocated 39.0 GiB"),
+            out.contains(
+                "  OOM #1               at 03:14:07 (pid 4242): reserved 78.0 GiB,\n\
+                 \x20                      allocated 39.0 GiB\n"
+            ),
             "{out}"
         );
-        assert!(out.contains("OOM #2 at 03:14:08"), "{out}");
+        assert!(out.contains("  OOM #2               at 03:14:08"), "{out}");
         for l in out.lines() {
             assert!(super::super::text::cells(l) <= REPORT_WIDTH, "{l}");
         }
@@ -1100,16 +1124,19 @@ mod tests {
         .join("\n");
         let s = summary(&text);
         let out = render("run.jsonl", &s, 10);
-        assert!(out.contains("OOM #1 at 03:14:06 (pid 4242)"), "{out}");
+        assert!(
+            out.contains("  OOM #1               at 03:14:06 (pid 4242)"),
+            "{out}"
+        );
         assert!(
             out.contains(
-                "num_ooms fell from 1 to 0 at 03:14:07 (pid 4242): process restarted (or\n  \
-                 counters reset), restart 1"
+                "  restart 1            num_ooms fell from 1 to 0 at 03:14:07 (pid 4242): process\n\
+                 \x20                      restarted (or counters reset)\n"
             ),
             "{out}"
         );
-        assert!(out.contains("OOM #1 after restart 1 at 03:14:08"), "{out}");
-        assert!(out.contains("OOM #1 after restart 2 at 03:14:10"), "{out}");
+        assert!(out.contains("  OOM #1 (restart 1)   at 03:14:08"), "{out}");
+        assert!(out.contains("  OOM #1 (restart 2)   at 03:14:10"), "{out}");
         assert!(out.contains("2 restarts (its counters fell)"), "{out}");
         let fell: Vec<_> = s.gpus[0]
             .events
@@ -1324,6 +1351,37 @@ mod tests {
     }
 
     #[test]
+    fn a_retry_rise_at_an_oom_joins_its_row_so_the_cap_shows_twenty_ooms() {
+        let with_retries = |t: u64, n: u64| {
+            sample(t, GIB, n).replace(
+                "\"num_alloc_retries\":0",
+                &format!("\"num_alloc_retries\":{}", 5 * n),
+            )
+        };
+        let text: Vec<String> = (0..=25).map(|n| with_retries(T0 + n * 1_000, n)).collect();
+        let out = render("r", &summary(&text.join("\n")), 10);
+        assert!(
+            out.contains("  OOM #20              at 03:14:25 (pid 4242): reserved 1.00 GiB,\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("allocated 512 MiB (+5 alloc retries)\n"),
+            "{out}"
+        );
+        assert!(!out.contains("alloc retry #"), "{out}");
+        assert!(!out.contains("alloc retries #"), "{out}");
+        // 25 OOM rises and 25 retry rises in 25 rows, 20 shown.
+        assert!(out.contains("… 5 events more"), "{out}");
+        // Every continuation of a row is at the figure column.
+        for l in out.lines().filter(|l| l.starts_with("   ")) {
+            assert!(
+                l.starts_with(&" ".repeat(2 + LABEL)) || l.starts_with("    pid "),
+                "{l}"
+            );
+        }
+    }
+
+    #[test]
     fn a_rise_of_several_names_the_range() {
         let e = CounterEvent {
             kind: CounterKind::Oom,
@@ -1340,8 +1398,11 @@ mod tests {
             millis: false,
         };
         assert_eq!(
-            event_words(&e, clock),
-            "OOMs #2-#3 at 03:14:05: reserved n/a, allocated 1.00 GiB"
+            event_words(&e, None, clock),
+            (
+                "OOMs #2-#3".to_string(),
+                "at 03:14:05: reserved n/a, allocated 1.00 GiB".to_string()
+            )
         );
     }
 }
