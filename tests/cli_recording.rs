@@ -170,10 +170,27 @@ fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
     let file = dir.path().join("r.jsonl");
     record(&file, "200ms");
     let path = file.to_str().expect("a UTF-8 path");
-    for args in [
-        vec!["open", path],
-        vec!["open", path, "--summary", "--no-trace"],
-        vec!["open", path, "--summary", "--group", "file-line"],
+    for (args, why) in [
+        (vec!["open", path], "the viewer opens snapshots"),
+        (
+            vec!["open", path, "--summary", "--no-trace"],
+            "file: --no-trace is for snapshots",
+        ),
+        (
+            vec!["open", path, "--summary", "--group", "file-line"],
+            "file: --group is for snapshots",
+        ),
+        (
+            vec![
+                "open",
+                path,
+                "--summary",
+                "--no-trace",
+                "--group",
+                "file-line",
+            ],
+            "file: --no-trace and --group are for snapshots",
+        ),
     ] {
         let (code, _, err) = run_vramtop(&args, None);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -181,6 +198,7 @@ fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
             err.contains("is a `vramtop record` file"),
             "{args:?}: {err}"
         );
+        assert!(err.contains(why), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
@@ -227,6 +245,14 @@ fn at_prints_the_sample_there_as_once_prints_one() {
     let (code, _, err) = run_vramtop_with_stdin(&["open", "-", "--at", "end"], &bytes);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("save standard input to a file first"), "{err}");
+    // No summary was asked: none is named.
+    assert!(
+        err.contains("(where the moment is, then the sample)"),
+        "{err}"
+    );
+    let (code, _, err) = run_vramtop_with_stdin(&["open", "-", "--summary", "--at", "end"], &bytes);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("(the summary, then the sample)"), "{err}");
     // A time is a recording's.
     let (code, _, err) = run_vramtop(&["open", "x.pickle", "--summary", "--at", "03:14"], None);
     assert_eq!(code, 2, "{err}");

@@ -184,8 +184,14 @@ fn recording(
             crate::quote::shell_path(&file.display().to_string())
         ))
     } else if options.no_trace || options.grouping != Grouping::default() {
+        // The flag given, named: a recording has neither.
+        let given = match (options.no_trace, options.grouping != Grouping::default()) {
+            (true, true) => "--no-trace and --group are",
+            (true, false) => "--no-trace is",
+            _ => "--group is",
+        };
         Some(format!(
-            "{name} is a `vramtop record` file: --no-trace and --group are for snapshots"
+            "{name} is a `vramtop record` file: {given} for snapshots"
         ))
     } else {
         None

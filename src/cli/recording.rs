@@ -194,7 +194,7 @@ pub fn run(file: &Path, options: RecordingOptions) -> color_eyre::Result<ExitCod
     }
     let picked = match options.at {
         None => None,
-        Some(at) => match pick(file, at, &summary) {
+        Some(at) => match pick(file, at, &summary, options.summary) {
             Ok(p) => Some(p),
             Err(why) => {
                 super::say_error(format_args!("{name}: {why}"));
@@ -239,13 +239,19 @@ fn pick(
     file: &Path,
     at: RecordingAt,
     summary: &RecordingSummary,
+    with_summary: bool,
 ) -> Result<(Picked, Option<u64>), String> {
     if file.as_os_str() == super::STDIN_ARG {
-        return Err(
-            "--at reads a recording twice (the summary, then the sample): save \
-                    standard input to a file first"
-                .to_string(),
-        );
+        // What the first reading is for, as asked.
+        let first = if with_summary {
+            "the summary"
+        } else {
+            "where the moment is"
+        };
+        return Err(format!(
+            "--at reads a recording twice ({first}, then the sample): save standard input to \
+             a file first"
+        ));
     }
     let target = target(at, summary)?;
     let f = std::fs::File::open(file)
