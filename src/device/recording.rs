@@ -319,9 +319,11 @@ pub struct FragmentationPeak {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AllocatorRecord {
     pub pid: Option<u32>,
-    /// Its `source` in the first sample ("pid 4242 (simulated training,
-    /// step 0)").
+    /// Its `source` in its last sample that gave one ("pid 4242
+    /// (simulated training, step 980)"), and in its first where that one
+    /// differs.
     pub source: Option<String>,
+    pub first_source: Option<String>,
     pub samples: u64,
     pub allocated_peak: Option<Moment>,
     pub reserved_peak: Option<Moment>,
@@ -1036,6 +1038,7 @@ impl GpuState {
         let record = state.record.get_or_insert_with(|| AllocatorRecord {
             pid: a.pid,
             source: a.source.clone(),
+            first_source: None,
             samples: 0,
             allocated_peak: None,
             reserved_peak: None,
@@ -1046,6 +1049,14 @@ impl GpuState {
             restarts: 0,
         });
         record.samples = record.samples.saturating_add(1);
+        // The last source said (a step count, a probe's state moves on),
+        // the first kept beside it once they differ.
+        if a.source.is_some() && a.source != record.source {
+            if record.first_source.is_none() {
+                record.first_source = record.source.take();
+            }
+            record.source = a.source.clone();
+        }
         raise(&mut record.allocated_peak, a.allocated, t);
         raise(&mut record.reserved_peak, a.reserved, t);
         // A counter that fell is a new process (or a reset): counted again
@@ -1320,6 +1331,34 @@ mod tests {
         let g = summary(&text.join("\n")).gpus.remove(0);
         assert_eq!(g.time_went_back, 1);
         assert_eq!((g.gaps, g.interval_ms), (0, Some(100)));
+    }
+
+    #[test]
+    fn an_allocator_keeps_its_last_source_and_its_first_beside_it() {
+        let with_source = |t: u64, step: u32| {
+            with_allocators(t, &[allocator(1, 1, 1, 0, 0, 0.0)])
+                .replace("\"source\":\"", &format!("\"source\":\"step {step} "))
+        };
+        let text = [
+            with_source(1_000, 0),
+            with_source(2_000, 5),
+            with_source(3_000, 9),
+        ]
+        .join("\n");
+        let s = summary(&text);
+        let a = &gpu(&s).allocators[0];
+        assert!(
+            a.source
+                .as_deref()
+                .is_some_and(|x| x.starts_with("step 9 ")),
+            "{a:?}"
+        );
+        assert!(
+            a.first_source
+                .as_deref()
+                .is_some_and(|x| x.starts_with("step 0 ")),
+            "{a:?}"
+        );
     }
 
     #[test]
