@@ -868,6 +868,28 @@ fn a_peak_with_the_ends_sites_says_so_instead_of_listing_them_twice() {
     assert!(!out.contains("the same sites as at the end"), "{out}");
 }
 
+#[test]
+fn at_peak_says_it_is_the_peak_above_instead_of_listing_its_sites_twice() {
+    let Some(path) = shared("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle") else {
+        return;
+    };
+    let (code, out, err) = vramtop(&["open", "--summary", &path]);
+    assert_eq!(code, 0, "{err}");
+    let (code, at_peak, err) = vramtop(&["open", "--summary", "--at", "peak", &path]);
+    assert_eq!(code, 0, "{err}");
+    let flat = at_peak.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("(--at peak): "), "{at_peak}");
+    assert!(flat.contains("the moment of the peak above"), "{at_peak}");
+    // No site row beyond the summary's without --at.
+    let site_rows = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains('%') && l.contains(" blocks "))
+            .count()
+    };
+    assert!(site_rows(&out) > 0, "{out}");
+    assert_eq!(site_rows(&at_peak), site_rows(&out), "{at_peak}");
+}
+
 /// A model's recorded snapshot of a few calls on GPU 0, its entries one
 /// millisecond apart, with an `annotate` marker after the first: a full
 /// match when replayed.

@@ -162,7 +162,11 @@ fn once_without_json_prints_text_and_with_json_prints_json() {
         text.starts_with("backend: sim\nGPU 0  Simulated H100 80GB\n"),
         "{text}"
     );
-    assert!(text.contains("\n    pid 4242  python train.py"), "{text}");
+    // The user between the pid and the command: whose process it is.
+    assert!(
+        text.contains("\n    pid 4242  sim  python train.py"),
+        "{text}"
+    );
     assert!(text.contains("\n  allocator: pid 4242 "), "{text}");
     for args in [
         &["--backend", "sim", "--once", "--json"][..],

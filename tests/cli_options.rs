@@ -475,7 +475,7 @@ fn a_count_or_moment_too_large_for_any_integer_says_its_range_not_what_it_is_not
                 "--at",
                 "18446744073709551616",
             ],
-            format!("for '--at <EVENT>': '18446744073709551616' is not in 0..={most}"),
+            format!("for '--at <MOMENT>': '18446744073709551616' is not in 0..={most}"),
         ),
         (
             &[

@@ -39,7 +39,7 @@ fn a_recording_is_summed_up_per_gpu_in_text_and_json() {
     // About 100 ms: the sampler ticks late under load.
     assert!(text.contains(" ms (median)"), "{text}");
     assert!(text.contains("memory used          peak "), "{text}");
-    assert!(text.contains("pid 4242  python train.py"), "{text}");
+    assert!(text.contains("pid 4242  sim  python train.py"), "{text}");
     assert!(
         text.contains("allocator pid 4242   peak allocated "),
         "{text}"

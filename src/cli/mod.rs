@@ -893,7 +893,7 @@ pub enum Command {
         /// 2026-12-07T03:14:07Z), +DURATION after its first sample (+90s),
         /// start, end, peak (of memory used), oom (the last rise of
         /// num_ooms) or the N-th sample, as --once prints one.
-        #[arg(long, value_name = "EVENT", value_parser = open_at_arg, allow_hyphen_values = true)]
+        #[arg(long, value_name = "MOMENT", value_parser = open_at_arg, allow_hyphen_values = true)]
         at: Option<OpenAt>,
         #[command(flatten)]
         display: DisplayArgs,

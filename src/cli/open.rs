@@ -1029,6 +1029,18 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ", the state listed above"
             } else if same_sites(&at.sites, &d.at_end) {
                 ", the same sites as at the end"
+            } else if d
+                .at_peak_allocated
+                .as_ref()
+                .is_some_and(|p| p.cursor == at.sites.cursor)
+            {
+                ", the moment of the peak above"
+            } else if d
+                .at_last_oom
+                .as_ref()
+                .is_some_and(|o| o.sites.cursor == at.sites.cursor)
+            {
+                ", the moment of the OOM above"
             } else {
                 ""
             };

@@ -1042,14 +1042,27 @@ fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, t
         peak.processes
             .iter()
             .take(top)
-            .map(|p| (p.pid, p.command.as_deref(), p.used_memory)),
+            .map(|p| super::sample_text::ProcessRow {
+                pid: p.pid,
+                user: p.user.as_deref(),
+                command: p.command.as_deref(),
+                used_memory: p.used_memory,
+            }),
     );
     let shown = peak.processes.len().min(top) as u64;
     if all > shown {
+        // The bytes of those not listed: the figures known.
+        let rest = peak
+            .processes
+            .iter()
+            .skip(top)
+            .filter_map(|p| p.used_memory)
+            .fold(peak.processes_left_out_bytes, u64::saturating_add);
         let _ = writeln!(
             out,
-            "    … {} more{}",
+            "    … {} more, {}{}",
             all - shown,
+            format::bytes(rest),
             if shown < peak.processes.len() as u64 {
                 " (--top N lists more)"
             } else {
@@ -1082,6 +1095,36 @@ mod tests {
 
     // 2026-12-07 03:14:05 UTC.
     const T0: u64 = 1_796_613_245_000;
+
+    #[test]
+    fn the_peak_names_each_processs_user_and_the_bytes_of_those_not_listed() {
+        let process = |pid: u32, user: &str, gib: u64| {
+            format!(
+                r#"{{"pid":{pid},"user":"{user}","command":"python job{pid}.py","used_memory":{}}}"#,
+                gib * GIB
+            )
+        };
+        let processes = [
+            process(4242, "alice", 40),
+            process(5000, "bob", 2),
+            process(6000, "carol", 1),
+        ]
+        .join(",");
+        let text = format!(
+            r#"{{"time_unix_ms":{T0},"backend":"nvml","gpus":[{{"status":"ok","index":0,"name":"GPU","uuid":"GPU-1","memory_total":{},"memory_used":{},"processes":[{processes}]}}]}}"#,
+            80 * GIB,
+            43 * GIB
+        );
+        let out = render("run.jsonl", &summary(&text), 1);
+        assert!(out.contains("pid 4242  alice  python job4242.py"), "{out}");
+        assert!(
+            out.contains("… 2 more, 3.00 GiB (--top N lists more)"),
+            "{out}"
+        );
+        let all = render("run.jsonl", &summary(&text), 10);
+        assert!(all.contains("pid 6000  carol  python job6000.py"), "{all}");
+        assert!(!all.contains("more,"), "{all}");
+    }
 
     #[test]
     fn the_text_names_the_peak_its_holder_and_each_oom_in_80_columns() {

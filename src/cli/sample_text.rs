@@ -135,9 +135,12 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
     }
     process_rows(
         out,
-        processes
-            .iter()
-            .map(|p| (p.pid, p.command.as_deref(), p.used_memory)),
+        processes.iter().map(|p| ProcessRow {
+            pid: p.pid,
+            user: p.user.as_deref(),
+            command: p.command.as_deref(),
+            used_memory: p.used_memory,
+        }),
     );
     // Every allocator the dashboard can show (its `v` cycles them), the
     // one it shows first first; a sample built with the shown one alone
@@ -176,37 +179,62 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
     }
 }
 
-/// One line per process, as `--once` lists them: `pid`, the command cut
-/// to fit, the memory right-aligned at the report's edge (the summary of
-/// a recording lists those at a peak the same way).
-pub(super) fn process_rows<'a>(
-    out: &mut String,
-    processes: impl Iterator<Item = (u32, Option<&'a str>, Option<u64>)>,
-) {
-    let rows: Vec<(u32, &str, String)> = processes
-        .map(|(pid, command, used)| (pid, command.unwrap_or(NA), format::opt_bytes(used)))
+/// One line per process, as `--once` lists them: `pid`, the user (where
+/// any is known, cut to [`USER_CELLS`]), the command cut to fit, the
+/// memory right-aligned at the report's edge (the summary of a recording
+/// lists those at a peak the same way).
+pub(super) fn process_rows<'a>(out: &mut String, processes: impl Iterator<Item = ProcessRow<'a>>) {
+    let rows: Vec<(u32, String, &str, String)> = processes
+        .map(|p| {
+            (
+                p.pid,
+                p.user.map(|u| elide_end(u, USER_CELLS)).unwrap_or_default(),
+                p.command.unwrap_or(NA),
+                format::opt_bytes(p.used_memory),
+            )
+        })
         .collect();
     let pid_w = rows
         .iter()
-        .map(|(pid, _, _)| pid.to_string().len())
+        .map(|(pid, ..)| pid.to_string().len())
         .max()
         .unwrap_or(0);
-    let mem_w = rows.iter().map(|(_, _, m)| cells(m)).max().unwrap_or(0);
-    for (pid, command, mem) in &rows {
-        // PROCESS_INDENT, "pid ", the pid, 2 spaces, the command, 2
-        // spaces, the memory right-aligned at the report's edge.
-        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + 2 + mem_w;
+    // No user column where no process has one (a driver that cannot say).
+    let user_w = rows.iter().map(|(_, u, ..)| cells(u)).max().unwrap_or(0);
+    let user_gap = if user_w > 0 { 2 } else { 0 };
+    let mem_w = rows.iter().map(|(.., m)| cells(m)).max().unwrap_or(0);
+    for (pid, user, command, mem) in &rows {
+        // PROCESS_INDENT, "pid ", the pid, 2 spaces, the user and 2 spaces
+        // where there is one, the command, 2 spaces, the memory
+        // right-aligned at the report's edge.
+        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + user_w + user_gap + 2 + mem_w;
         let room = REPORT_WIDTH.saturating_sub(fixed);
         let command = elide_end(command, room);
         let pad = room.saturating_sub(cells(&command));
+        let user = if user_w > 0 {
+            format!("{user}{}  ", " ".repeat(user_w.saturating_sub(cells(user))))
+        } else {
+            String::new()
+        };
         line(
             out,
             &format!(
-                "{PROCESS_INDENT}pid {pid:<pid_w$}  {command}{}  {mem:>mem_w$}",
+                "{PROCESS_INDENT}pid {pid:<pid_w$}  {user}{command}{}  {mem:>mem_w$}",
                 " ".repeat(pad),
             ),
         );
     }
+}
+
+/// The widest user name a process line shows (cells; longer ones are cut).
+const USER_CELLS: usize = 12;
+
+/// What a process line of [`process_rows`] shows.
+pub(super) struct ProcessRow<'a> {
+    pub pid: u32,
+    pub user: Option<&'a str>,
+    pub command: Option<&'a str>,
+    pub used_memory: Option<u64>,
 }
 
 /// "0 OOMs", "1 OOM", or "OOMs n/a" where the source could not say.

@@ -217,6 +217,8 @@ pub struct Moment {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PeakProcess {
     pub pid: u32,
+    /// Its user, `None` where unknown.
+    pub user: Option<String>,
     /// The command line (cut to 512 characters), `None` where unknown.
     pub command: Option<String>,
     /// Bytes the driver attributes to it, `None` where unknown.
@@ -237,6 +239,8 @@ pub struct UsedPeak {
     pub processes: Vec<PeakProcess>,
     /// Processes then past those listed.
     pub processes_left_out: u64,
+    /// The bytes those left out held, of the figures known.
+    pub processes_left_out_bytes: u64,
 }
 
 /// A GPU's memory in use over the recording (the driver's `memory_used`).
@@ -1168,6 +1172,7 @@ fn used_peak(gpu: &Map<String, Value>, used: u64, total: Option<u64>, t: u64) ->
         .filter_map(|p| {
             Some(PeakProcess {
                 pid: small(p.get("pid"))?,
+                user: text(p.get("user")),
                 command: text(p.get("command")),
                 used_memory: unsigned(p.get("used_memory")),
             })
@@ -1181,6 +1186,11 @@ fn used_peak(gpu: &Map<String, Value>, used: u64, total: Option<u64>, t: u64) ->
             .then_with(|| a.pid.cmp(&b.pid))
     });
     let left_out = processes.len().saturating_sub(MAX_PEAK_PROCESSES);
+    let left_out_bytes = processes
+        .iter()
+        .skip(MAX_PEAK_PROCESSES)
+        .filter_map(|p| p.used_memory)
+        .fold(0u64, u64::saturating_add);
     processes.truncate(MAX_PEAK_PROCESSES);
     UsedPeak {
         bytes: used,
@@ -1189,6 +1199,7 @@ fn used_peak(gpu: &Map<String, Value>, used: u64, total: Option<u64>, t: u64) ->
         processes_listed: list.is_some(),
         processes,
         processes_left_out: left_out as u64,
+        processes_left_out_bytes: left_out_bytes,
     }
 }
 
@@ -1439,6 +1450,9 @@ mod tests {
         assert_eq!(peak.processes.len(), MAX_PEAK_PROCESSES);
         assert_eq!(peak.processes_left_out, 40 - MAX_PEAK_PROCESSES as u64);
         assert_eq!(peak.processes[0].pid, 39);
+        // Largest first: those left out are pids 0..8, holding 0 + … + 7 B.
+        let left = 40 - MAX_PEAK_PROCESSES as u64;
+        assert_eq!(peak.processes_left_out_bytes, left * (left - 1) / 2);
     }
 
     #[test]
