@@ -902,7 +902,7 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
         if let (Some(free), Some(largest)) = (f.external_free, f.largest_free_block) {
             let _ = write!(
                 text,
-                ": {} cached free, largest free block {}",
+                ": {} external free, largest free block {}",
                 format::bytes(free),
                 format::bytes(largest)
             );
