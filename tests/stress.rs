@@ -1006,12 +1006,7 @@ fn panel_opened_on(cluster: &SimCluster) -> (AppState, StressExecutor<SimMemory>
         CachingAllocator::new(memory, 0, AllocatorConfig::default()),
         false,
     );
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
+    next_sim_sample(&mut state, cluster, &mut telemetry);
     assert_eq!(press(&mut state, KeyCode::F(2)), Effect::Redraw);
     on_stress_result(&mut state, exec.started());
     (state, exec, telemetry)
@@ -1032,6 +1027,16 @@ fn press_running(state: &mut AppState, exec: &mut StressExecutor<SimMemory>, cod
 /// A dashboard on a simulated GPU with the stress panel driven
 /// synchronously (the executor without its thread): 10 × 1 MiB, mark A,
 /// free every other, empty_cache, mark B, then 100 × 1 GiB to OOM.
+/// One second on `cluster`, then its sample given to the dashboard.
+fn next_sim_sample(state: &mut AppState, cluster: &SimCluster, telemetry: &mut SimTelemetry) {
+    cluster.advance(1000);
+    state.apply_sample(
+        cluster.now_ms(),
+        telemetry.sample().expect("sim"),
+        Default::default(),
+    );
+}
+
 fn stress_screen() -> AppState {
     stress_screen_on(sim())
 }
@@ -1053,12 +1058,7 @@ fn stress_screen_on(cluster: SimCluster) -> AppState {
     state.stress.size_index = SIZE_PRESETS.len() - 1;
     state.stress.count_index = COUNT_PRESETS.len() - 1;
     press_running(&mut state, &mut exec, &[KeyCode::Char('a'), KeyCode::Down]);
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
+    next_sim_sample(&mut state, &cluster, &mut telemetry);
     state
 }
 
@@ -2567,12 +2567,7 @@ fn dataloader_workers_oom() -> AppState {
         )
         .with_reopen(move || Ok(handle.clone())),
     );
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
+    next_sim_sample(&mut state, &cluster, &mut telemetry);
     assert_eq!(press(&mut state, KeyCode::F(2)), Effect::Redraw);
     on_stress_result(&mut state, exec.started());
     for action in [
@@ -2588,12 +2583,7 @@ fn dataloader_workers_oom() -> AppState {
             };
         }
     }
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
+    next_sim_sample(&mut state, &cluster, &mut telemetry);
     state
 }
 
@@ -4611,12 +4601,7 @@ fn at_80x24_the_breakdown_warning_cut_at_the_panes_last_row_ends_in_an_ellipsis(
     });
     state.ui.stress_open = true;
     state.stress = p;
-    cluster.advance(1000);
-    state.apply_sample(
-        cluster.now_ms(),
-        telemetry.sample().expect("sim"),
-        Default::default(),
-    );
+    next_sim_sample(&mut state, &cluster, &mut telemetry);
     let warning = |w: u16, h: u16| {
         let screen = screen_text(&state, w, h);
         // The test backend quotes each row.
