@@ -9,6 +9,7 @@ use ratatui::backend::TestBackend;
 use tokio::sync::mpsc;
 use vramtop::app::capture::CaptureMsg;
 use vramtop::app::keymap::Keymap;
+use vramtop::app::process_list::SortColumn;
 use vramtop::app::state::{AppState, Overlay, Pane, StatusState};
 use vramtop::app::stress::StressResult;
 use vramtop::device::sim::{Fault, SimCluster, SimConfig};
@@ -175,9 +176,11 @@ fn selecting_a_gpu_at_80x24_scrolls_the_processes_to_its_own() {
     // 4242, 4243 and 4244 run on GPUs 0, 1 and 2.
     let mut f = Flow::with_trainers(12, 3);
     f.samples(3);
-    // In pid order (`s`, from any pane) the trainers' lines are 4242,
-    // 4243, 4244, whatever memory each holds at the moment.
-    f.key_redraws(KeyCode::Char('s'));
+    // In pid order (`s` to it, from any pane) the trainers' lines are
+    // 4242, 4243, 4244, whatever memory each holds at the moment.
+    while f.state().ui.process_sort.column != SortColumn::Pid {
+        f.key_redraws(KeyCode::Char('s'));
+    }
     let lines = process_lines(&f.screen(80, 24));
     assert!(lines.iter().any(|l| l.contains("4242")), "{lines:?}");
     f.key_redraws(KeyCode::Char('2'));
@@ -1681,6 +1684,7 @@ fn live_flow(pid: u32, command: &str) -> Flow {
         parent_pid: None,
         gpu_instance_id: None,
         compute_instance_id: None,
+        usage: Default::default(),
     }]);
     let state = f.dash.state_mut();
     state.status.backend = "nvml".to_string();

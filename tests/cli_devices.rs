@@ -810,3 +810,86 @@ fn once_names_mig_devices_by_their_gpu_and_slot_not_as_other_gpus() {
     );
     assert!(v["gpus"][0]["mig_index"].is_null(), "{out}");
 }
+
+/// A `sleep` child, killed when dropped (a failed assertion included).
+struct Sleeper(std::process::Child);
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn once_and_record_give_an_nvml_process_its_sm_cpu_and_host_memory() {
+    // A real process on the fake GPU: /proc has its CPU time and memory.
+    let sleeper = Sleeper(
+        Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("start sleep"),
+    );
+    let pid = sleeper.0.id();
+    let pid_text = pid.to_string();
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_GPUS", "1"), ("FAKE_NVML_OTHER_PID", &pid_text)])
+    else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let sleep_of = |sample: &serde_json::Value| {
+        sample["gpus"][0]["processes"]
+            .as_array()
+            .expect("processes listed")
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .cloned()
+            .unwrap_or_else(|| panic!("pid {pid} listed: {sample}"))
+    };
+
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let sleep = sleep_of(&json(&out));
+    // The fake's other pid uses 5 % of GPU 0's SMs (fake_nvml.c).
+    assert_eq!(sleep["sm_percent"], 5, "{sleep}");
+    assert!(
+        sleep["cpu_percent"].is_null(),
+        "one sample, no interval: {sleep}"
+    );
+    assert!(
+        sleep["host_memory"].as_u64().is_some_and(|b| b > 0),
+        "{sleep}"
+    );
+
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("    pid {pid} ")))
+        .unwrap_or_else(|| panic!("a line for {pid}: {out}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert!(words.windows(3).any(|w| w == ["SM", "5%", "host"]), "{out}");
+    assert!(!out.contains("CPU "), "--once has no CPU figure: {out}");
+
+    // From its second sample on, `record` has the CPU share: sleep's is 0.
+    let (code, out, err) = vramtop(
+        &[
+            "record",
+            "-",
+            "--backend",
+            "nvml",
+            "--duration",
+            "1s",
+            "--interval",
+            "250ms",
+        ],
+        Some(dir),
+    );
+    assert_eq!(code, 0, "{err}");
+    let samples: Vec<serde_json::Value> = out.lines().map(json).collect();
+    assert!(samples.len() >= 2, "{out}");
+    assert!(sleep_of(&samples[0])["cpu_percent"].is_null(), "{out}");
+    let last = sleep_of(samples.last().expect("a sample"));
+    assert_eq!(last["cpu_percent"], 0.0, "sleep uses no CPU: {last}");
+    assert_eq!(last["sm_percent"], 5, "{last}");
+}

@@ -111,6 +111,139 @@ fn processes_carry_used_memory_and_our_user_and_command_from_proc() {
     }
 }
 
+/// Resident bytes of `pid` as /proc/PID/statm says (pages × page size).
+fn resident_bytes(pid: u32) -> u64 {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).expect("statm readable");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("statm has resident pages");
+    pages * rustix::param::page_size() as u64
+}
+
+/// Waits (5 s at most) until `pid` sleeps: a `sleep` just started is
+/// still loading its libraries, its resident memory growing.
+fn wait_asleep(pid: u32) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if state == Some("S") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn processes_carry_sm_from_nvml_and_cpu_and_host_memory_from_proc() {
+    // A real process of ours as the fake's other pid: its /proc is
+    // readable, it stays asleep (0 % CPU) and its resident memory holds.
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .expect("start sleep");
+    let other = sleeper.id();
+    wait_asleep(other);
+    let other_text = other.to_string();
+    let Some(mut t) = fake(&[("FAKE_NVML_OTHER_PID", other_text.as_str())]) else {
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        return;
+    };
+    let own_pid = std::process::id();
+    let first = sample(&mut t);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let second = sample(&mut t);
+    let resident = resident_bytes(other);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    for (i, (a, b)) in first.iter().zip(&second).enumerate() {
+        let gpu = i as u32;
+        let find = |s: &GpuSample, pid| {
+            s.listed_processes()
+                .iter()
+                .find(|p| p.pid == pid)
+                .cloned()
+                .unwrap_or_else(|| panic!("pid {pid} listed on GPU {gpu}"))
+        };
+        let (own, sleep) = (find(ok(a), own_pid), find(ok(a), other));
+        assert_eq!(own.usage.sm_percent, Some(expect::own_process_sm(gpu)));
+        assert_eq!(sleep.usage.sm_percent, Some(expect::other_process_sm(gpu)));
+        assert_eq!(
+            (own.usage.cpu_percent, sleep.usage.cpu_percent),
+            (None, None),
+            "one sample has no interval to divide CPU time by"
+        );
+        assert_eq!(sleep.usage.host_memory, Some(resident));
+        assert!(own.usage.host_memory.is_some_and(|b| b > 0));
+
+        let (own, sleep) = (find(ok(b), own_pid), find(ok(b), other));
+        assert_eq!(sleep.usage.cpu_percent, Some(0.0), "sleep uses no CPU");
+        assert!(own.usage.cpu_percent.is_some_and(|c| c >= 0.0), "{own:?}");
+        assert_eq!(sleep.usage.sm_percent, Some(expect::other_process_sm(gpu)));
+    }
+    // A pid on both GPUs is read once: the same figures on each.
+    let own_on = |gpu: usize| {
+        ok(&second[gpu])
+            .listed_processes()
+            .iter()
+            .find(|p| p.pid == own_pid)
+            .map(|p| (p.usage.cpu_percent, p.usage.host_memory))
+    };
+    assert_eq!(own_on(0), own_on(1));
+}
+
+#[test]
+fn unsupported_process_utilization_leaves_sm_unknown_and_host_figures_known() {
+    let Some(mut t) = fake(&[("FAKE_NVML_UNSUPPORTED", "process_utilization")]) else {
+        return;
+    };
+    let own_pid = std::process::id();
+    for reading in sample(&mut t) {
+        let s = ok(&reading);
+        assert!(
+            s.listed_processes()
+                .iter()
+                .all(|p| p.usage.sm_percent.is_none())
+        );
+        let own = s
+            .listed_processes()
+            .iter()
+            .find(|p| p.pid == own_pid)
+            .expect("this test process is listed");
+        assert!(own.usage.host_memory.is_some(), "{own:?}");
+        assert!(s.gpu_utilization.is_some(), "the GPU's own figures remain");
+    }
+}
+
+#[test]
+fn a_mig_enabled_gpu_has_no_process_sm_and_the_other_gpu_has() {
+    let Some(mut t) = fake(&[("FAKE_NVML_MIG", "2")]) else {
+        return;
+    };
+    let readings = sample(&mut t);
+    let rows: Vec<&GpuSample> = readings.iter().map(ok).collect();
+    assert_eq!(rows.len(), 4, "GPU 0, its two MIG devices, GPU 1: {rows:?}");
+    for row in &rows[..3] {
+        assert!(
+            row.listed_processes()
+                .iter()
+                .all(|p| p.usage.sm_percent.is_none()),
+            "{row:?}"
+        );
+    }
+    let own = rows[3]
+        .listed_processes()
+        .iter()
+        .find(|p| p.pid == std::process::id())
+        .expect("this test process is listed on GPU 1");
+    assert_eq!(own.usage.sm_percent, Some(expect::own_process_sm(1)));
+}
+
 #[test]
 fn unsupported_power_is_none_not_zero_and_other_metrics_remain() {
     let Some(mut t) = fake(&[("FAKE_NVML_NO_POWER", "1")]) else {
@@ -126,7 +259,7 @@ fn unsupported_power_is_none_not_zero_and_other_metrics_remain() {
 
 #[test]
 fn every_unsupported_metric_is_none_and_the_gpu_still_answers() {
-    let all = "memory,utilization,temperature,power,clocks,fan,processes,uuid";
+    let all = "memory,utilization,temperature,power,clocks,fan,processes,uuid,process_utilization";
     let Some(mut t) = fake(&[("FAKE_NVML_UNSUPPORTED", all)]) else {
         return;
     };
@@ -384,7 +517,20 @@ fn two_backends_on_one_library_both_sample_and_shut_down_cleanly() {
     };
     let mut a = NvmlTelemetry::init_with_library(&lib).expect("first init");
     let mut b = NvmlTelemetry::init_with_library(&lib).expect("second init");
-    assert_eq!(sample(&mut a), sample(&mut b));
+    // The processes' host figures are this busy test process's, read at
+    // two moments: only the driver's figures must agree.
+    let driver_view = |mut readings: Vec<GpuReading>| {
+        for r in &mut readings {
+            if let GpuReading::Ok(s) = r {
+                for p in s.processes.iter_mut().flatten() {
+                    p.usage.cpu_percent = None;
+                    p.usage.host_memory = None;
+                }
+            }
+        }
+        readings
+    };
+    assert_eq!(driver_view(sample(&mut a)), driver_view(sample(&mut b)));
     drop(a);
     // NVML counts inits: b stays initialised after a shuts down.
     assert_eq!(sample(&mut b).len(), 2);

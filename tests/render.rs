@@ -20,11 +20,12 @@ use ratatui::style::Color;
 use ratatui::widgets::Widget;
 use vramtop::alloc::{DeviceMemory, DeviceStats};
 use vramtop::app::keymap::{Action, Keymap};
+use vramtop::app::process_list::SortColumn;
 use vramtop::app::state::{
     AllocatorView, AppState, Marker, MarkerKind, Overlay, Pane, ProcessFilter, StatusState,
 };
 use vramtop::device::sim::{Fault, Metric, NotStarted, SimCluster, SimConfig};
-use vramtop::device::{GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry};
+use vramtop::device::{GpuProcess, GpuReading, GpuSample, MigInfo, ProcessUsage, Telemetry};
 use vramtop::ui::{
     self, BreakdownPane, FragmentationPane, GpusPane, NO_ALLOCATOR_NOTE, ProcessesPane,
     SegmentsPane, StatusLine, Theme, TimelinePane,
@@ -131,6 +132,7 @@ fn process(pid: u32, parent: Option<u32>, used: u64, command: &str) -> GpuProces
         parent_pid: parent,
         gpu_instance_id: None,
         compute_instance_id: None,
+        usage: Default::default(),
     }
 }
 
@@ -1162,8 +1164,16 @@ fn the_processes_title_says_the_sort_column_and_its_direction_in_ascii_too() {
     assert!(title(&state, &colored).contains("flat · by memory ▼ "));
     state.ui.process_tree = true;
     key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
-    assert!(title(&state, &colored).contains("tree · by pid ▲ "));
+    assert!(title(&state, &colored).contains("tree · by %SM ▼ "));
     let mut ascii_title = text(draw(&state, &ascii, 80, 24).backend().buffer());
+    assert!(ascii_title.contains("tree - by %SM v "), "{ascii_title}");
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    assert!(title(&state, &colored).contains("tree · by %CPU ▼ "));
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    assert!(title(&state, &colored).contains("tree · by host memory ▼ "));
+    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    assert!(title(&state, &colored).contains("tree · by pid ▲ "));
+    ascii_title = text(draw(&state, &ascii, 80, 24).backend().buffer());
     assert!(ascii_title.contains("tree - by pid ^ "), "{ascii_title}");
     key(&mut state, KeyCode::Char('S'), KeyModifiers::SHIFT);
     assert!(title(&state, &colored).contains("tree · by pid ▼ "));
@@ -1182,8 +1192,19 @@ fn the_processes_header_marks_the_sorted_column_with_its_arrow() {
     let h = header(&state, &colored);
     assert!(h.contains("▼MEMORY"), "{h}");
     assert_eq!(h.matches(['▼', '▲']).count(), 1, "{h}");
-    // Every column in turn, the arrow beside its name and nowhere else.
-    for marked in ["▲PID", "USER▲", "▲GPU", "COMMAND▲"] {
+    // No process has a usage figure here: those columns are not shown…
+    assert!(!h.contains("%SM") && !h.contains("HOST-MEM"), "{h}");
+    // Every column in turn, the arrow beside its name and nowhere else
+    // (a usage column shows while the list is sorted by it).
+    for marked in [
+        "▼%SM",
+        "▼%CPU",
+        "▼HOST-MEM",
+        "▲PID",
+        "USER▲",
+        "▲GPU",
+        "COMMAND▲",
+    ] {
         key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
         let h = header(&state, &colored);
         assert!(h.contains(marked), "{marked}: {h}");
@@ -1193,9 +1214,9 @@ fn the_processes_header_marks_the_sorted_column_with_its_arrow() {
     let plain = |h: &str| h.replace(['▼', '▲'], " ");
     key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
     let memory = header(&state, &colored);
-    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
-    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
-    key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    while state.ui.process_sort.column != SortColumn::Gpu {
+        key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    }
     let gpu = header(&state, &colored);
     assert_eq!(
         plain(&gpu).find("GPU"),
@@ -1302,6 +1323,81 @@ fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
     let screen = text(draw(&state, &theme, 80, 24).backend().buffer());
     assert!(screen.contains("Send SIGTERM to 101 python xx"), "{screen}");
     assert!(screen.contains("… (4.00 GiB)? y/n"), "{screen}");
+}
+
+/// A GPU with a busy process (every usage figure known), one on its
+/// first sample (no %CPU yet) and one with no usage figure at all.
+fn usage_state() -> AppState {
+    let mut s = sample(0, 20 * GIB);
+    let mut busy = process(100, Some(1), 14 * GIB, "python train.py");
+    busy.usage = ProcessUsage {
+        sm_percent: Some(87),
+        cpu_percent: Some(150.4),
+        host_memory: Some(3 * GIB),
+    };
+    let mut fresh = process(200, Some(1), 4 * GIB, "python eval.py");
+    fresh.usage = ProcessUsage {
+        sm_percent: Some(0),
+        cpu_percent: None,
+        host_memory: Some(512 << 20),
+    };
+    let unknown = process(300, Some(1), GIB, "python other.py");
+    s.processes = Some(vec![busy, fresh, unknown]);
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::new());
+    state
+}
+
+/// The header and the process rows of the processes pane `width` wide.
+fn usage_rows(state: &AppState, width: u16) -> Vec<String> {
+    let theme = Theme::colored();
+    let terminal = draw_widget(ProcessesPane::new(state, &theme), width, 6);
+    (1..5)
+        .map(|y| row_text(terminal.backend().buffer(), y))
+        .collect()
+}
+
+#[test]
+fn processes_show_sm_cpu_and_host_memory_at_120_columns_and_dashes_where_unknown() {
+    let rows = usage_rows(&usage_state(), 120);
+    assert!(
+        rows[0].contains("▼MEMORY     alloc/res  %SM  %CPU  HOST-MEM COMMAND"),
+        "{rows:#?}"
+    );
+    assert!(
+        rows[1].contains("14.0 GiB                 87   150  3.00 GiB python train.py"),
+        "{rows:#?}"
+    );
+    assert!(
+        rows[2].contains("4.00 GiB                  0     -   512 MiB python eval.py"),
+        "{rows:#?}"
+    );
+    assert!(
+        rows[3].contains("1.00 GiB                  -     -         - python other.py"),
+        "{rows:#?}"
+    );
+}
+
+#[test]
+fn at_80_columns_host_memory_goes_first_unless_sorted_by() {
+    let mut state = usage_state();
+    let rows = usage_rows(&state, 80);
+    assert!(rows[0].contains(" %SM  %CPU COMMAND"), "{rows:#?}");
+    assert!(!rows[0].contains("HOST-MEM"), "{rows:#?}");
+    assert!(rows[1].contains("  87   150 python train.py"), "{rows:#?}");
+    while state.ui.process_sort.column != SortColumn::HostMemory {
+        key(&mut state, KeyCode::Char('s'), KeyModifiers::NONE);
+    }
+    let rows = usage_rows(&state, 80);
+    assert!(rows[0].contains("▼HOST-MEM"), "{rows:#?}");
+    assert!(!rows[0].contains("%CPU"), "%CPU makes way: {rows:#?}");
+    assert!(rows[1].contains("3.00 GiB"), "{rows:#?}");
+    // Largest first, the unknown last.
+    let pids: Vec<&str> = rows[1..]
+        .iter()
+        .filter_map(|r| r.split_whitespace().next())
+        .collect();
+    assert_eq!(pids, ["100", "200", "300"], "{rows:#?}");
 }
 
 #[test]

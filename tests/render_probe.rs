@@ -159,6 +159,7 @@ fn reading() -> GpuReading {
         parent_pid: Some(1),
         gpu_instance_id: None,
         compute_instance_id: None,
+        usage: Default::default(),
     };
     s.processes = Some(vec![
         proc_(PROBE_PID, 10 * GIB + GIB / 2, "python train.py --lr 3e-4"),

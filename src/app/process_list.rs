@@ -17,6 +17,12 @@ use crate::device::GpuProcess;
 pub enum SortColumn {
     /// GPU memory the driver attributes to the process (bytes).
     Memory,
+    /// The process's share of the GPU's SMs (percent).
+    Sm,
+    /// The process's share of a host CPU since the last sample (percent).
+    Cpu,
+    /// Host memory resident (bytes).
+    HostMemory,
     Pid,
     User,
     /// The GPU's NVML index.
@@ -25,9 +31,15 @@ pub enum SortColumn {
 }
 
 impl SortColumn {
-    /// Every column, in the order the sort key steps through them.
-    pub const ALL: [SortColumn; 5] = [
+    /// Every column, in the order the sort key steps through them: what a
+    /// process uses first (GPU memory, then the GPU's SMs, a CPU and host
+    /// memory: the figures a busy machine is ranked by), then who and
+    /// where it is.
+    pub const ALL: [SortColumn; 8] = [
         SortColumn::Memory,
+        SortColumn::Sm,
+        SortColumn::Cpu,
+        SortColumn::HostMemory,
         SortColumn::Pid,
         SortColumn::User,
         SortColumn::Gpu,
@@ -41,20 +53,41 @@ impl SortColumn {
     }
 
     /// Whether the column starts largest first when the key steps to it:
-    /// memory does (who holds the most is what a crowded GPU is read
-    /// for), the others read as a list does, from the smallest.
+    /// the figures a process uses do (who holds or uses the most is what
+    /// a crowded GPU is read for), the others read as a list does, from
+    /// the smallest.
     pub fn descending_by_default(self) -> bool {
-        self == SortColumn::Memory
+        matches!(
+            self,
+            SortColumn::Memory | SortColumn::Sm | SortColumn::Cpu | SortColumn::HostMemory
+        )
     }
 
-    /// The column's name in the pane's header and title.
+    /// The column's name in the pane's header.
     pub fn label(self) -> &'static str {
         match self {
             SortColumn::Memory => "MEMORY",
+            SortColumn::Sm => "%SM",
+            SortColumn::Cpu => "%CPU",
+            SortColumn::HostMemory => "HOST-MEM",
             SortColumn::Pid => "PID",
             SortColumn::User => "USER",
             SortColumn::Gpu => "GPU",
             SortColumn::Command => "COMMAND",
+        }
+    }
+
+    /// The column in the pane's title ("by memory ▼", "by %SM ▼").
+    pub fn title(self) -> &'static str {
+        match self {
+            SortColumn::Memory => "memory",
+            SortColumn::Sm => "%SM",
+            SortColumn::Cpu => "%CPU",
+            SortColumn::HostMemory => "host memory",
+            SortColumn::Pid => "pid",
+            SortColumn::User => "user",
+            SortColumn::Gpu => "gpu",
+            SortColumn::Command => "command",
         }
     }
 }
@@ -114,6 +147,16 @@ impl ProcessSort {
     ) -> Ordering {
         let by_column = match self.column {
             SortColumn::Memory => known_last(ma, mb, self.descending),
+            SortColumn::Sm => known_last(a.usage.sm_percent, b.usage.sm_percent, self.descending),
+            SortColumn::Cpu => known_last_by(
+                a.usage.cpu_percent,
+                b.usage.cpu_percent,
+                self.descending,
+                f64::total_cmp,
+            ),
+            SortColumn::HostMemory => {
+                known_last(a.usage.host_memory, b.usage.host_memory, self.descending)
+            }
             SortColumn::Pid => directed(a.pid.cmp(&b.pid), self.descending),
             SortColumn::User => known_last(a.user.as_deref(), b.user.as_deref(), self.descending),
             SortColumn::Gpu => directed(ga.cmp(&gb), self.descending),
@@ -133,8 +176,18 @@ fn directed(order: Ordering, descending: bool) -> Ordering {
 
 /// Known values in the direction asked, unknown ones after them.
 fn known_last<T: Ord>(a: Option<T>, b: Option<T>, descending: bool) -> Ordering {
+    known_last_by(a, b, descending, |a, b| a.cmp(b))
+}
+
+/// [`known_last`] with the values ordered by `cmp`.
+fn known_last_by<T>(
+    a: Option<T>,
+    b: Option<T>,
+    descending: bool,
+    cmp: impl Fn(&T, &T) -> Ordering,
+) -> Ordering {
     match (a, b) {
-        (Some(a), Some(b)) => directed(a.cmp(&b), descending),
+        (Some(a), Some(b)) => directed(cmp(&a, &b), descending),
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => Ordering::Equal,
@@ -267,6 +320,7 @@ mod tests {
             parent_pid: None,
             gpu_instance_id: None,
             compute_instance_id: None,
+            usage: Default::default(),
         }
     }
 
@@ -298,10 +352,15 @@ mod tests {
         }
         assert_eq!(seen, SortColumn::ALL);
         assert_eq!(sort.next_column(), ProcessSort::default());
-        assert!(
-            !ProcessSort::default().next_column().descending,
-            "pid ascends"
-        );
+        let pid = SortColumn::ALL
+            .iter()
+            .position(|&c| c == SortColumn::Pid)
+            .expect("pid is a column");
+        let mut sort = ProcessSort::default();
+        for _ in 0..pid {
+            sort = sort.next_column();
+        }
+        assert!(!sort.descending, "pid ascends");
     }
 
     #[test]
@@ -318,6 +377,42 @@ mod tests {
             let want = if descending { [3, 1, 2] } else { [1, 3, 2] };
             assert_eq!(pids, want, "descending {descending}");
         }
+    }
+
+    #[test]
+    fn usage_columns_sort_largest_first_with_the_unknown_last() {
+        let with = |pid, sm, cpu, host| {
+            let mut p = p(pid, None, None);
+            p.usage = crate::device::ProcessUsage {
+                sm_percent: sm,
+                cpu_percent: cpu,
+                host_memory: host,
+            };
+            p
+        };
+        let a = with(1, Some(10), Some(150.5), Some(3 << 30));
+        let b = with(2, None, None, None);
+        let c = with(3, Some(80), Some(2.5), Some(1 << 20));
+        let order = |sort: ProcessSort| {
+            let mut v = [(0, &a), (0, &b), (0, &c)];
+            v.sort_by(|x, y| sort.compare(*x, *y));
+            v.iter().map(|(_, p)| p.pid).collect::<Vec<u32>>()
+        };
+        let mut sort = ProcessSort::default().next_column();
+        assert_eq!(sort.column, SortColumn::Sm);
+        assert!(sort.descending, "largest first when stepped to");
+        assert_eq!(order(sort), [3, 1, 2]);
+        assert_eq!(order(sort.reversed()), [1, 3, 2], "unknown still last");
+        sort = sort.next_column();
+        assert_eq!((sort.column, sort.descending), (SortColumn::Cpu, true));
+        assert_eq!(order(sort), [1, 3, 2]);
+        sort = sort.next_column();
+        assert_eq!(
+            (sort.column, sort.descending),
+            (SortColumn::HostMemory, true)
+        );
+        assert_eq!(order(sort), [1, 3, 2]);
+        assert_eq!(sort.next_column().column, SortColumn::Pid);
     }
 
     #[test]

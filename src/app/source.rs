@@ -268,6 +268,7 @@ pub fn account_probes_in_simulation(
                 parent_pid: None,
                 gpu_instance_id: None,
                 compute_instance_id: None,
+                usage: Default::default(),
             });
         }
     }
@@ -1175,6 +1176,7 @@ mod tests {
                 command: Some("python train.py".into()),
                 parent_pid: Some(1),
                 gpu_instance_id: None,
+                usage: Default::default(),
                 compute_instance_id: None,
             });
         GpuReading::Ok(sample)

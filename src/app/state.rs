@@ -358,7 +358,7 @@ pub fn unattributed(sample: &GpuSample) -> Option<u64> {
 }
 
 /// A row of the process tree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessRow {
     pub gpu: u32,
     pub process: GpuProcess,
@@ -527,7 +527,7 @@ fn family_memory(
 /// (as [`process_rows`] orders them), then per GPU the driver-used memory
 /// no listed process holds. The pane draws these lines and the keys scroll
 /// over them, so both count the same lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ProcessLine {
     Process(ProcessRow),
     /// Driver-used bytes of GPU `gpu` that no listed process holds.
@@ -1244,6 +1244,7 @@ mod tests {
             parent_pid: parent,
             gpu_instance_id: None,
             compute_instance_id: None,
+            usage: Default::default(),
         }
     }
 

@@ -1039,6 +1039,7 @@ mod tests {
                             parent_pid: None,
                             gpu_instance_id: None,
                             compute_instance_id: None,
+                            usage: Default::default(),
                         })
                         .collect(),
                 );
@@ -1523,6 +1524,7 @@ mod tests {
                             command: Some(format!("cmd-{pid}")),
                             parent_pid: None,
                             gpu_instance_id: None,
+                            usage: Default::default(),
                             compute_instance_id: None,
                         })
                         .collect(),
@@ -1567,6 +1569,17 @@ mod tests {
         let mut s = state_with_memory("sim", &[&[(30, 1), (10, 5)], &[(20, 3)]]);
         assert_eq!(listed_pids(&s), [10, 20, 30], "memory, largest first");
         press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::Sm);
+        assert_eq!(
+            listed_pids(&s),
+            [10, 30, 20],
+            "none known: by GPU, then pid"
+        );
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::Cpu);
+        press(&mut s, KeyCode::Char('s'));
+        assert_eq!(s.ui.process_sort.column, SortColumn::HostMemory);
+        press(&mut s, KeyCode::Char('s'));
         assert_eq!(s.ui.process_sort.column, SortColumn::Pid);
         assert_eq!(listed_pids(&s), [10, 20, 30], "pid, smallest first");
         shift(&mut s, 'S');
@@ -1602,7 +1615,10 @@ mod tests {
         s.ui.process_lines_shown.set(3);
         press(&mut s, KeyCode::Down);
         assert_eq!(selected_pid(&s), Some(20), "the second line: 5, 3, 1 GiB");
-        press(&mut s, KeyCode::Char('s'));
+        while s.ui.process_sort.column != SortColumn::Pid {
+            press(&mut s, KeyCode::Char('s'));
+            assert_eq!(selected_pid(&s), Some(20));
+        }
         assert_eq!(listed_pids(&s), [10, 20, 30]);
         assert_eq!(selected_pid(&s), Some(20));
         shift(&mut s, 'S');

@@ -429,6 +429,14 @@ fn headless_gpu(g: &serde_json::Map<String, Value>) -> Option<HeadlessGpu> {
                     parent_pid: opt_u32(p.get("parent_pid")),
                     gpu_instance_id: opt_u32(p.get("gpu_instance_id")),
                     compute_instance_id: opt_u32(p.get("compute_instance_id")),
+                    usage: crate::device::ProcessUsage {
+                        sm_percent: opt_u32(p.get("sm_percent")),
+                        cpu_percent: p
+                            .get("cpu_percent")
+                            .and_then(Value::as_f64)
+                            .filter(|c| c.is_finite() && *c >= 0.0),
+                        host_memory: opt_u64(p.get("host_memory")),
+                    },
                 })
             })
             .collect()
@@ -1279,6 +1287,7 @@ mod tests {
             parent_pid: None,
             gpu_instance_id: None,
             compute_instance_id: None,
+            usage: Default::default(),
         }]);
         let mut mig = GpuSample::unknown(3, "H100 MIG 1g.10gb");
         mig.mig = Some(MigInfo {

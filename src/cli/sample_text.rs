@@ -9,7 +9,7 @@
 //! GPU name, command or message is cut or wrapped).
 
 use crate::app::source::{AllocatorSummary, HeadlessGpu, HeadlessProbe, HeadlessSample};
-use crate::device::GpuReading;
+use crate::device::{GpuReading, ProcessUsage};
 use crate::ui::format::{self, NA};
 
 use super::text::{REPORT_WIDTH, cells, elide_end, wrap_under};
@@ -133,13 +133,18 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
             ),
         ),
     }
-    process_rows(
+    process_rows_with_usage(
         out,
-        processes.iter().map(|p| ProcessRow {
-            pid: p.pid,
-            user: p.user.as_deref(),
-            command: p.command.as_deref(),
-            used_memory: p.used_memory,
+        processes.iter().map(|p| {
+            (
+                ProcessRow {
+                    pid: p.pid,
+                    user: p.user.as_deref(),
+                    command: p.command.as_deref(),
+                    used_memory: p.used_memory,
+                },
+                p.usage,
+            )
         }),
     );
     // Every allocator the dashboard can show (its `v` cycles them), the
@@ -184,7 +189,22 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
 /// memory right-aligned at the report's edge (the summary of a recording
 /// lists those at a peak the same way).
 pub(super) fn process_rows<'a>(out: &mut String, processes: impl Iterator<Item = ProcessRow<'a>>) {
+    process_rows_with_usage(out, processes.map(|p| (p, ProcessUsage::default())));
+}
+
+/// [`process_rows`] with what each process uses besides GPU memory, before
+/// that memory: `SM 30%`, `CPU 2.5%`, `host 1.20 GiB`, each where some
+/// process of the list has it (`-` for the others). One sample has no
+/// %CPU (it needs two), so `--once` shows none; a simulated GPU's
+/// processes have none of them.
+fn process_rows_with_usage<'a>(
+    out: &mut String,
+    processes: impl Iterator<Item = (ProcessRow<'a>, ProcessUsage)>,
+) {
+    let (processes, usages): (Vec<ProcessRow<'a>>, Vec<ProcessUsage>) = processes.unzip();
+    let usage_columns = usage_cells(&usages);
     let rows: Vec<(u32, String, &str, String)> = processes
+        .into_iter()
         .map(|p| {
             (
                 p.pid,
@@ -203,11 +223,13 @@ pub(super) fn process_rows<'a>(out: &mut String, processes: impl Iterator<Item =
     let user_w = rows.iter().map(|(_, u, ..)| cells(u)).max().unwrap_or(0);
     let user_gap = if user_w > 0 { 2 } else { 0 };
     let mem_w = rows.iter().map(|(.., m)| cells(m)).max().unwrap_or(0);
-    for (pid, user, command, mem) in &rows {
+    let usage_w: usize = usage_columns.iter().map(|c| c.width + 2).sum();
+    for (i, (pid, user, command, mem)) in rows.iter().enumerate() {
         // PROCESS_INDENT, "pid ", the pid, 2 spaces, the user and 2 spaces
-        // where there is one, the command, 2 spaces, the memory
-        // right-aligned at the report's edge.
-        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + user_w + user_gap + 2 + mem_w;
+        // where there is one, the command, 2 spaces, the usage columns
+        // with 2 spaces after each, the memory right-aligned at the
+        // report's edge.
+        let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + user_w + user_gap + 2 + usage_w + mem_w;
         let room = REPORT_WIDTH.saturating_sub(fixed);
         let command = elide_end(command, room);
         let pad = room.saturating_sub(cells(&command));
@@ -216,14 +238,77 @@ pub(super) fn process_rows<'a>(out: &mut String, processes: impl Iterator<Item =
         } else {
             String::new()
         };
+        let usage: String = usage_columns
+            .iter()
+            .map(|c| {
+                let cell = c.cells.get(i).map(String::as_str).unwrap_or_default();
+                format!("{cell:<w$}  ", w = c.width)
+            })
+            .collect();
         line(
             out,
             &format!(
-                "{PROCESS_INDENT}pid {pid:<pid_w$}  {user}{command}{}  {mem:>mem_w$}",
+                "{PROCESS_INDENT}pid {pid:<pid_w$}  {user}{command}{}  {usage}{mem:>mem_w$}",
                 " ".repeat(pad),
             ),
         );
     }
+}
+
+/// One usage column of the process lines: a labelled cell a process.
+struct UsageColumn {
+    cells: Vec<String>,
+    /// The widest cell's cells.
+    width: usize,
+}
+
+/// The usage columns some process of `usages` has a figure for, each a
+/// cell a process in order ("SM 30%", "SM -").
+fn usage_cells(usages: &[ProcessUsage]) -> Vec<UsageColumn> {
+    let figures: [(&str, &str, Vec<Option<String>>); 3] = [
+        (
+            "SM ",
+            "%",
+            usages
+                .iter()
+                .map(|u| u.sm_percent.map(|v| v.to_string()))
+                .collect(),
+        ),
+        (
+            "CPU ",
+            "%",
+            usages
+                .iter()
+                .map(|u| u.cpu_percent.map(format::cpu_percent))
+                .collect(),
+        ),
+        (
+            "host ",
+            "",
+            usages
+                .iter()
+                .map(|u| u.host_memory.map(format::bytes))
+                .collect(),
+        ),
+    ];
+    figures
+        .into_iter()
+        .filter(|(.., column)| column.iter().any(Option::is_some))
+        .map(|(label, unit, column)| {
+            let texts: Vec<String> = column
+                .into_iter()
+                .map(|figure| match figure {
+                    Some(v) => format!("{label}{v}{unit}"),
+                    None => format!("{label}{}", format::NOT_MEASURED),
+                })
+                .collect();
+            let width = texts.iter().map(|t| cells(t)).max().unwrap_or(0);
+            UsageColumn {
+                cells: texts,
+                width,
+            }
+        })
+        .collect()
 }
 
 /// The widest user name a process line shows (cells; longer ones are cut).
@@ -347,6 +432,7 @@ mod tests {
             parent_pid: None,
             gpu_instance_id: None,
             compute_instance_id: None,
+            usage: Default::default(),
         }
     }
 
@@ -471,6 +557,40 @@ mod tests {
             ),
             "{text}"
         );
+        assert_fits(&text);
+    }
+
+    #[test]
+    fn usage_figures_some_process_has_stand_before_the_memory_and_dashes_for_the_rest() {
+        let mut s = GpuSample::unknown(0, "NVIDIA H100 80GB HBM3");
+        let mut busy = process(4242, Some(3 << 29), "python train.py");
+        busy.usage = ProcessUsage {
+            sm_percent: Some(87),
+            cpu_percent: None,
+            host_memory: Some(3 << 29),
+        };
+        let mut idle = process(17, Some(1 << 30), "python eval.py");
+        idle.usage.sm_percent = Some(0);
+        s.processes = Some(vec![busy, idle, process(9, None, "sleep 30")]);
+        let text = render(&sample(vec![gpu(s)]));
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("    pid ")).collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(
+            rows[0].ends_with("  SM 87%  host 1.50 GiB  1.50 GiB"),
+            "{text}"
+        );
+        assert!(
+            rows[1].ends_with("  SM 0%   host -         1.00 GiB"),
+            "{text}"
+        );
+        assert!(
+            rows[2].ends_with("  SM -    host -              n/a"),
+            "{text}"
+        );
+        assert!(!text.contains("CPU"), "no process has a CPU figure: {text}");
+        for row in &rows {
+            assert_eq!(cells(row), REPORT_WIDTH, "{text}");
+        }
         assert_fits(&text);
     }
 

@@ -12,6 +12,7 @@ pub mod check;
 pub mod cuda;
 pub mod doctor;
 pub mod factory;
+pub mod host;
 pub mod nvml;
 pub mod procfs;
 pub mod recording;
@@ -20,8 +21,8 @@ pub mod sim;
 pub mod telemetry;
 
 pub use telemetry::{
-    DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError,
-    Unavailability,
+    DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, ProcessUsage, Telemetry,
+    TelemetryError, Unavailability,
 };
 
 use crate::alloc::DeviceError;

@@ -13,18 +13,22 @@
 //!   turns the whole GPU into [`GpuReading::Lost`]; the other GPUs are still
 //!   sampled.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::raw::c_uint;
 use std::path::Path;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::{NvmlError, nvml_try};
+use nvml_wrapper::struct_wrappers::device::ProcessUtilizationSample;
 use nvml_wrapper::{Device, Nvml};
 
+use super::host::HostSampler;
 use super::procfs::{self, UserNames};
 use super::telemetry::{
-    DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError,
-    Unavailability,
+    DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, ProcessUsage, Telemetry,
+    TelemetryError, Unavailability,
 };
 
 const BACKEND: &str = "nvml";
@@ -39,6 +43,8 @@ pub struct NvmlTelemetry {
     gpus: Vec<GpuFacts>,
     driver: DriverInfo,
     users: UserNames,
+    /// The processes' CPU time and resident memory, from /proc.
+    host: HostSampler,
 }
 
 impl std::fmt::Debug for NvmlTelemetry {
@@ -62,6 +68,10 @@ struct GpuFacts {
     /// Whether the facts above were read from a GPU that answered (a GPU
     /// lost at init is asked again once it answers).
     read: bool,
+    /// The newest process utilisation sample's time seen on this GPU
+    /// (microseconds since the Unix epoch, the driver's CPU timestamp):
+    /// the next query asks for the samples after it.
+    sm_seen_us: Option<u64>,
 }
 
 impl GpuFacts {
@@ -72,6 +82,7 @@ impl GpuFacts {
             uuid: None,
             power_limit_mw: None,
             read: false,
+            sm_seen_us: None,
         }
     }
 
@@ -148,12 +159,35 @@ impl NvmlTelemetry {
             gpus,
             driver,
             users: UserNames::default(),
+            host: HostSampler::new(),
         })
     }
 
     /// How many physical GPUs NVML reported at init.
     pub fn gpu_count(&self) -> usize {
         self.gpus.len()
+    }
+
+    /// Fills in each listed process's %CPU and host memory, reading /proc
+    /// once a pid however many GPUs (and MIG rows) list it.
+    fn add_host_usage(&mut self, readings: &mut [GpuReading]) {
+        let pids: BTreeSet<u32> = readings
+            .iter()
+            .filter_map(GpuReading::sample)
+            .flat_map(|s| s.listed_processes().iter().map(|p| p.pid))
+            .collect();
+        let host = self.host.sample(&pids, Instant::now());
+        for reading in readings {
+            let GpuReading::Ok(sample) = reading else {
+                continue;
+            };
+            for p in sample.processes.iter_mut().flatten() {
+                if let Some(figures) = host.get(&p.pid) {
+                    p.usage.cpu_percent = figures.cpu_percent;
+                    p.usage.host_memory = figures.host_memory;
+                }
+            }
+        }
     }
 }
 
@@ -176,6 +210,7 @@ impl Telemetry for NvmlTelemetry {
                 });
             }
         }
+        self.add_host_usage(&mut out);
         Ok(out)
     }
 }
@@ -216,6 +251,16 @@ fn sample_gpu(
     sample.memory_clock_mhz = metric(device.clock_info(Clock::Memory)).map_err(lost)?;
     sample.fan_percent = metric(device.fan_speed(0)).map_err(lost)?;
     sample.processes = processes(&device, users).map_err(lost)?;
+    if let Some(list) = sample.processes.as_mut() {
+        let sm = sm_percents(&device, &mut facts.sm_seen_us).map_err(lost)?;
+        for p in list {
+            // A process the driver has no sample of used no SM time: the
+            // driver keeps samples of non-zero utilisation only.
+            p.usage.sm_percent = sm
+                .as_ref()
+                .map(|by_pid| by_pid.get(&p.pid).copied().unwrap_or(0));
+        }
+    }
 
     let mig_rows = mig_samples(&device, &sample).map_err(lost)?;
     out.push(GpuReading::Ok(sample));
@@ -248,10 +293,64 @@ fn processes(
                     parent_pid: info.parent_pid,
                     gpu_instance_id: p.gpu_instance_id,
                     compute_instance_id: p.compute_instance_id,
+                    usage: ProcessUsage::default(),
                 }
             })
             .collect(),
     ))
+}
+
+/// How far back the first process utilisation query looks, microseconds:
+/// the driver buffers samples for longer, and a process's figure from
+/// before the dashboard started would read as its current one.
+const FIRST_SM_LOOKBACK_US: u64 = 1_000_000;
+
+/// Each process's SM percent over the driver's samples since `seen_us`
+/// (moved on to the newest sample's time), by pid; `None` when the GPU
+/// cannot say (not supported, as on a MIG-enabled GPU, no permission, a
+/// driver without the entry point).
+fn sm_percents(
+    device: &Device<'_>,
+    seen_us: &mut Option<u64>,
+) -> Result<Option<BTreeMap<u32, u32>>, NvmlError> {
+    let since = seen_us.unwrap_or_else(|| now_unix_us().saturating_sub(FIRST_SM_LOOKBACK_US));
+    let samples = match device.process_utilization_stats(since) {
+        Ok(samples) => samples,
+        // No sample since: no process used the SMs meanwhile.
+        Err(NvmlError::NotFound) => Vec::new(),
+        Err(e) if is_gpu_level(&e) => return Err(e),
+        Err(_) => return Ok(None),
+    };
+    if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
+        *seen_us = Some(newest);
+    }
+    Ok(Some(latest_sm_by_pid(&samples)))
+}
+
+/// The latest sample's SM percent of each pid (the driver may return
+/// several a process, one a sample period), at most 100.
+fn latest_sm_by_pid(samples: &[ProcessUtilizationSample]) -> BTreeMap<u32, u32> {
+    let mut latest: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
+    for s in samples {
+        let entry = latest.entry(s.pid).or_insert((s.timestamp, s.sm_util));
+        if s.timestamp >= entry.0 {
+            *entry = (s.timestamp, s.sm_util);
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(pid, (_, sm))| (pid, sm.min(100)))
+        .collect()
+}
+
+/// Now, microseconds since the Unix epoch (the clock of NVML's sample
+/// timestamps); 0 for a clock before 1970.
+fn now_unix_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| u64::try_from(d.as_micros()).ok())
+        .unwrap_or(0)
 }
 
 /// One row per MIG device when MIG is enabled on `device`; none when MIG is
@@ -444,6 +543,32 @@ mod tests {
         );
         assert_eq!(metric::<u32>(Err(NvmlError::NoPermission)).ok(), Some(None));
         assert_eq!(metric(Ok(0u32)).ok(), Some(Some(0)));
+    }
+
+    fn util(pid: u32, timestamp: u64, sm_util: u32) -> ProcessUtilizationSample {
+        ProcessUtilizationSample {
+            pid,
+            timestamp,
+            sm_util,
+            mem_util: 0,
+            enc_util: 0,
+            dec_util: 0,
+        }
+    }
+
+    #[test]
+    fn each_pid_gets_its_latest_sm_sample_capped_at_100() {
+        let samples = [
+            util(7, 200, 40),
+            util(7, 100, 90),
+            util(8, 150, 250),
+            util(7, 300, 35),
+        ];
+        assert_eq!(
+            latest_sm_by_pid(&samples),
+            BTreeMap::from([(7, 35), (8, 100)])
+        );
+        assert!(latest_sm_by_pid(&[]).is_empty());
     }
 
     #[test]

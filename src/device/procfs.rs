@@ -386,7 +386,7 @@ fn read_limited(path: &str, limit: u64) -> Option<Vec<u8>> {
 }
 
 /// Reads at most `limit` bytes of a text file (invalid UTF-8 replaced).
-fn read_to_string_limited(path: &str, limit: u64) -> Option<String> {
+pub(super) fn read_to_string_limited(path: &str, limit: u64) -> Option<String> {
     let bytes = read_limited(path, limit)?;
     Some(match String::from_utf8(bytes) {
         Ok(text) => text,

@@ -828,6 +828,7 @@ impl SimCluster {
                         parent_pid: Some(p.parent.unwrap_or(1)),
                         gpu_instance_id: None,
                         compute_instance_id: None,
+                        usage: Default::default(),
                     })
                     .collect(),
             );

@@ -7,7 +7,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 /// One compute process holding memory on a GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuProcess {
     pub pid: u32,
     /// Bytes of GPU memory the driver attributes to the process.
@@ -21,6 +21,28 @@ pub struct GpuProcess {
     /// MIG placement, when the GPU is partitioned.
     pub gpu_instance_id: Option<u32>,
     pub compute_instance_id: Option<u32>,
+    /// What the process uses besides GPU memory (flat in the JSON).
+    #[serde(flatten)]
+    pub usage: ProcessUsage,
+}
+
+/// What a GPU process uses besides GPU memory, as nvitop shows it: its
+/// share of the GPU's SMs, of the host's CPU and the host memory it holds.
+/// `None` where unknown: a driver that does not report it, a process
+/// `/proc` does not show, the first sample (CPU time needs two), and
+/// every simulated process (its pid is made up, so `/proc` is never read
+/// for it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProcessUsage {
+    /// Percent of the GPU's SM time the process used over the driver's
+    /// last sample period (NVML's process utilisation, 0–100).
+    pub sm_percent: Option<u32>,
+    /// Percent of one CPU the process used between the last two samples
+    /// (user + system time over wall time: above 100 with several busy
+    /// threads, as top shows it), to 0.1.
+    pub cpu_percent: Option<f64>,
+    /// Bytes of host memory resident (RSS).
+    pub host_memory: Option<u64>,
 }
 
 /// A MIG instance shown as its own row.

@@ -536,6 +536,7 @@ mod tests {
                 parent_pid: None,
                 gpu_instance_id: None,
                 compute_instance_id: None,
+                usage: Default::default(),
             }]),
             ..GpuSample::unknown(index, "NVIDIA H100 80GB HBM3")
         }

@@ -197,6 +197,22 @@ fn sizes_apart(
     (a.to_string(), b.to_string(), 0)
 }
 
+/// What a process's usage column (%SM, %CPU, HOST-MEM) shows for a figure
+/// not measured: a simulated process (its pid is made up), the first
+/// sample (CPU time needs two), a driver or `/proc` that does not say.
+pub const NOT_MEASURED: &str = "-";
+
+/// Percent of one CPU as the processes pane and `--once` show it: one
+/// decimal below 100 ("0.3", "99.5"), whole from 100 ("350", several busy
+/// threads), so it fits 5 cells up to 99999 %.
+pub fn cpu_percent(percent: f64) -> String {
+    if percent < 99.95 {
+        format!("{percent:.1}")
+    } else {
+        format!("{percent:.0}")
+    }
+}
+
 /// `bytes` or "n/a".
 pub fn opt_bytes(b: Option<u64>) -> String {
     b.map_or_else(|| NA.to_string(), bytes)
@@ -530,6 +546,16 @@ pub fn file_cut_text(error: &crate::snapshot::SnapshotError, from_stdin: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_percent_has_a_decimal_below_100_and_none_above() {
+        assert_eq!(cpu_percent(0.0), "0.0");
+        assert_eq!(cpu_percent(0.34), "0.3");
+        assert_eq!(cpu_percent(99.94), "99.9");
+        assert_eq!(cpu_percent(99.95), "100");
+        assert_eq!(cpu_percent(350.0), "350");
+        assert!(cpu_percent(99_999.0).chars().count() <= 5);
+    }
 
     #[test]
     fn a_pool_id_has_no_space_for_a_wrapped_line_to_part_it_at() {

@@ -19,6 +19,7 @@ use super::theme::Theme;
 use crate::app::keymap::{TypingKey, TypingMode};
 use crate::app::process_list::{Signal, SignalTarget, SortColumn};
 use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
+use crate::device::ProcessUsage;
 
 /// The processes pane of one frame.
 pub struct ProcessesPane<'a> {
@@ -75,10 +76,7 @@ impl Widget for ProcessesPane<'_> {
         let mut detail = vec![
             Span::styled(if ui.process_tree { "tree" } else { "flat" }, theme.text),
             Span::styled(
-                format!(
-                    " · {families}by {} {arrow}",
-                    sort.column.label().to_lowercase()
-                ),
+                format!(" · {families}by {} {arrow}", sort.column.title()),
                 theme.text,
             ),
         ];
@@ -152,15 +150,37 @@ impl Widget for ProcessesPane<'_> {
             return;
         }
 
-        // Columns; narrow panes drop the user, then the allocator figures.
         let width = usize::from(inner.width);
         let pid_w = 7;
         let gpu_w = 3;
         let mem_w = 9;
-        let alloc_w = 13;
-        let user_w = 8;
-        let show_alloc = width >= pid_w + gpu_w + mem_w + alloc_w + 4 + 20;
-        let show_user = width >= pid_w + gpu_w + mem_w + alloc_w + user_w + 5 + 20;
+        let alloc_w = Optional::Alloc.width();
+        let user_w = Optional::User.width();
+        let (sm_w, cpu_w, host_w) = (
+            Optional::Sm.width(),
+            Optional::Cpu.width(),
+            Optional::HostMemory.width(),
+        );
+        // Where no process has a usage figure (the simulated GPUs: their
+        // pids are made up) its columns would be dashes only: they show
+        // when sorted by, so `s` still says what it sorts by.
+        let measured = rows.iter().any(|r| match r {
+            ProcessLine::Process(r) => r.process.usage != ProcessUsage::default(),
+            _ => false,
+        });
+        let shown = optional_columns(width, sort.column, measured);
+        let show_alloc = shown.contains(&Optional::Alloc);
+        let show_user = shown.contains(&Optional::User);
+        let show_sm = shown.contains(&Optional::Sm);
+        let show_cpu = shown.contains(&Optional::Cpu);
+        let show_host = shown.contains(&Optional::HostMemory);
+        // The cells of the columns after MEMORY, which a line that is no
+        // process leaves blank.
+        let after_memory: usize = shown
+            .iter()
+            .filter(|&&c| c != Optional::User)
+            .map(|c| c.width() + 1)
+            .sum();
         // The sorted column's name carries the title's arrow, on the side
         // of its padding: before a right-aligned name, after a left one.
         let named = |column: SortColumn, before: bool| {
@@ -192,6 +212,15 @@ impl Widget for ProcessesPane<'_> {
         if show_alloc {
             header.push(Span::raw(format!(" {}", right("alloc/res", alloc_w))));
         }
+        for (show, column, w) in [
+            (show_sm, SortColumn::Sm, sm_w),
+            (show_cpu, SortColumn::Cpu, cpu_w),
+            (show_host, SortColumn::HostMemory, host_w),
+        ] {
+            if show {
+                header.push(Span::raw(format!(" {}", right(&named(column, true), w))));
+            }
+        }
         header.push(Span::raw(format!(" {}", named(SortColumn::Command, false))));
         chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
 
@@ -222,6 +251,24 @@ impl Widget for ProcessesPane<'_> {
                             format!(" {}", right(&a, alloc_w)),
                             theme.allocated,
                         ));
+                    }
+                    let usage = &p.usage;
+                    for (show, figure, w) in [
+                        (show_sm, usage.sm_percent.map(|v| v.to_string()), sm_w),
+                        (show_cpu, usage.cpu_percent.map(format::cpu_percent), cpu_w),
+                        (show_host, usage.host_memory.map(format::bytes), host_w),
+                    ] {
+                        if show {
+                            // "-": not measured (a simulated process, the
+                            // first sample, a driver that cannot say).
+                            let style = if figure.is_some() {
+                                theme.text
+                            } else {
+                                theme.dim
+                            };
+                            let text = figure.unwrap_or_else(|| format::NOT_MEASURED.to_string());
+                            spans.push(Span::styled(format!(" {}", right(&text, w)), style));
+                        }
                     }
                     spans.push(Span::raw(" "));
                     if r.depth > 0 {
@@ -267,9 +314,7 @@ impl Widget for ProcessesPane<'_> {
                     }
                     spans.extend(gpu_cell(*gpu, mark == Some(*gpu), gpu_w, theme));
                     spans.push(Span::styled(format!(" {}", right(NA, mem_w)), theme.dim));
-                    if show_alloc {
-                        spans.push(Span::raw(format!(" {}", right("", alloc_w))));
-                    }
+                    spans.push(Span::raw(" ".repeat(after_memory)));
                     let used: usize = spans.iter().map(Span::width).sum();
                     spans.push(Span::styled(
                         format::truncate(
@@ -289,9 +334,7 @@ impl Widget for ProcessesPane<'_> {
                         " {}",
                         right(&format::bytes(*bytes), mem_w)
                     )));
-                    if show_alloc {
-                        spans.push(Span::raw(format!(" {}", right("", alloc_w))));
-                    }
+                    spans.push(Span::raw(" ".repeat(after_memory)));
                     let used: usize = spans.iter().map(Span::width).sum();
                     spans.push(Span::styled(
                         format::truncate(
@@ -317,6 +360,99 @@ impl Widget for ProcessesPane<'_> {
         }
         theme.finish(area, buf);
     }
+}
+
+/// A column the pane shows where the width allows, with its leading space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Optional {
+    /// The allocator's allocated/reserved.
+    Alloc,
+    User,
+    Sm,
+    Cpu,
+    HostMemory,
+}
+
+impl Optional {
+    /// Most important first; a narrow pane drops them from the end.
+    /// alloc/res are the allocator's figures vramtop is for; USER answers
+    /// a shared GPU's first question, whose it is; %SM says whether a
+    /// process holding memory computes at all (an idle one is memory to
+    /// reclaim); %CPU finds a process the host holds back (a starved data
+    /// loader); host memory is the least about the GPU.
+    const BY_IMPORTANCE: [Optional; 5] = [
+        Optional::Alloc,
+        Optional::User,
+        Optional::Sm,
+        Optional::Cpu,
+        Optional::HostMemory,
+    ];
+
+    /// Cells, without the leading space: each fits its header with the
+    /// sort arrow ("▼HOST-MEM") and its widest figure ("100.0", "1.04
+    /// GiB").
+    fn width(self) -> usize {
+        match self {
+            Optional::Alloc => 13,
+            Optional::User => 8,
+            Optional::Sm => 4,
+            Optional::Cpu => 5,
+            Optional::HostMemory => 9,
+        }
+    }
+
+    /// What a process uses besides GPU memory (`GpuProcess::usage`).
+    fn is_usage(self) -> bool {
+        matches!(self, Optional::Sm | Optional::Cpu | Optional::HostMemory)
+    }
+
+    /// The column the list is sorted by, when it is this one.
+    fn sorts(self, column: SortColumn) -> bool {
+        matches!(
+            (self, column),
+            (Optional::User, SortColumn::User)
+                | (Optional::Sm, SortColumn::Sm)
+                | (Optional::Cpu, SortColumn::Cpu)
+                | (Optional::HostMemory, SortColumn::HostMemory)
+        )
+    }
+}
+
+/// Cells PID, GPU and MEMORY take with their spaces, and the space before
+/// COMMAND.
+const FIXED_CELLS: usize = 7 + 1 + 3 + 1 + 9 + 1;
+/// The fewest cells a command keeps: the optional columns go first.
+const MIN_COMMAND_CELLS: usize = 20;
+
+/// The optional columns a pane `width` cells wide shows, in their order of
+/// importance until one does not fit, the sorted column's first (its
+/// figures are what the list is ranked by). At 80 cells all but host
+/// memory show, at 86 and more all of them. The usage columns (%SM,
+/// %CPU, HOST-MEM) only where some process is `measured` or the list is
+/// sorted by them.
+fn optional_columns(width: usize, sorted: SortColumn, measured: bool) -> Vec<Optional> {
+    let wanted = |c: &Optional| measured || !c.is_usage() || c.sorts(sorted);
+    let mut order: Vec<Optional> = Optional::BY_IMPORTANCE
+        .iter()
+        .copied()
+        .filter(|c| c.sorts(sorted))
+        .collect();
+    order.extend(
+        Optional::BY_IMPORTANCE
+            .iter()
+            .copied()
+            .filter(|c| !c.sorts(sorted) && wanted(c)),
+    );
+    let mut used = FIXED_CELLS + MIN_COMMAND_CELLS;
+    let mut shown = Vec::new();
+    for column in order {
+        used += column.width() + 1;
+        if used > width {
+            break;
+        }
+        shown.push(column);
+    }
+    shown
 }
 
 /// The GPU column (a space, then `width` cells) of a line about `gpu`; on
@@ -396,4 +532,48 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget,
     };
     chrome::line_at(buf, inner, 0, &question);
     chrome::line_at(buf, inner, 1, &keys);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_panes_drop_host_memory_then_cpu_then_sm_then_user_then_alloc() {
+        use Optional::*;
+        let at = |width| optional_columns(width, SortColumn::Memory, true);
+        assert_eq!(at(120), [Alloc, User, Sm, Cpu, HostMemory]);
+        assert_eq!(at(86), [Alloc, User, Sm, Cpu, HostMemory]);
+        assert_eq!(at(85), [Alloc, User, Sm, Cpu]);
+        assert_eq!(at(80), [Alloc, User, Sm, Cpu]);
+        assert_eq!(at(75), [Alloc, User, Sm]);
+        assert_eq!(at(69), [Alloc, User]);
+        assert_eq!(at(64), [Alloc]);
+        assert_eq!(at(55), []);
+        assert_eq!(at(0), []);
+    }
+
+    #[test]
+    fn the_sorted_column_is_shown_before_the_others() {
+        use Optional::*;
+        assert_eq!(
+            optional_columns(80, SortColumn::HostMemory, true),
+            [HostMemory, Alloc, User, Sm]
+        );
+        assert_eq!(optional_columns(70, SortColumn::Cpu, true), [Cpu, Alloc]);
+        assert_eq!(optional_columns(120, SortColumn::Sm, true).len(), 5);
+    }
+
+    #[test]
+    fn usage_columns_no_process_has_show_only_while_sorted_by() {
+        use Optional::*;
+        assert_eq!(
+            optional_columns(120, SortColumn::Memory, false),
+            [Alloc, User]
+        );
+        assert_eq!(
+            optional_columns(120, SortColumn::Cpu, false),
+            [Cpu, Alloc, User]
+        );
+    }
 }

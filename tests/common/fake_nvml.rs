@@ -73,6 +73,14 @@ pub mod expect {
     pub fn own_process_memory(gpu: u32) -> u64 {
         (12 - u64::from(gpu)) * GIB
     }
+    /// Percent of `gpu`'s SMs this test process uses (process utilisation).
+    pub fn own_process_sm(gpu: u32) -> u32 {
+        30 + gpu
+    }
+    /// Percent of `gpu`'s SMs the other listed pid uses.
+    pub fn other_process_sm(gpu: u32) -> u32 {
+        5 + gpu
+    }
     /// Bytes used on MIG device `slot` of GPU 0.
     pub fn mig_memory_used(slot: u32) -> u64 {
         (1 + u64::from(slot)) * GIB
