@@ -193,6 +193,30 @@ mod tests {
         assert_eq!(parse_stat(&"(".repeat(10_000)), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_text_never_panics(text in "\\PC{0,400}") {
+            let _ = parse_stat(&text);
+            let _ = parse_statm_resident(&text);
+        }
+
+        #[test]
+        fn a_stat_line_with_any_name_gives_its_times(
+            name in "[^\n]{0,64}",
+            utime in 0u64..u64::MAX / 2,
+            stime in 0u64..u64::MAX / 2,
+            start in proptest::num::u64::ANY,
+        ) {
+            let line = format!(
+                "7 ({name}) R 1 7 7 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0 {start} 0 0\n"
+            );
+            proptest::prop_assert_eq!(
+                parse_stat(&line),
+                Some(CpuTimes { start, busy: utime + stime })
+            );
+        }
+    }
+
     #[test]
     fn statm_gives_the_resident_pages() {
         assert_eq!(
