@@ -362,7 +362,7 @@ impl Widget for ProcessesPane<'_> {
     }
 }
 
-/// A column the pane shows where the width allows, with its leading space.
+/// A column the pane shows where the width allows (each after a space).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Optional {
     /// The allocator's allocated/reserved.
