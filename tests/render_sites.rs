@@ -18,6 +18,7 @@ use common::shared_viewer as viewer;
 
 const SILMONT: &str = "silmont_mem_snapshot.pickle";
 const HYPERION: &str = "Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle";
+const YIYI: &str = "Yiyi-philosophy_LLM-inference_oom_snapshot.pickle";
 
 fn press(v: &mut ViewerState, code: KeyCode) {
     v.handle_key(&Keymap::default(), KeyEvent::new(code, KeyModifiers::NONE));
@@ -233,6 +234,35 @@ fn regrouping_keeps_the_selected_and_expanded_site_on_the_same_frame() {
     let by_function = label(&v).unwrap_or_default();
     assert!(by_function.contains("custom_softmax"), "{by_function}");
     assert!(v.site_expanded);
+}
+
+#[test]
+fn regrouping_keeps_the_selected_block_inside_the_selected_site_in_every_grouping() {
+    // One user-frame site with several caller paths: finer groupings split
+    // it, and the selected site must stay the one holding the selected
+    // block (the block detail and the site's stack agree).
+    let Some(mut v) = viewer(YIYI) else {
+        return;
+    };
+    key(&mut v, 'w');
+    let block_in_site = |v: &ViewerState| {
+        let (_, b) = v.selected_block().expect("a block");
+        v.highlighted().binary_search(&b.address).is_ok()
+    };
+    assert!(block_in_site(&v), "on opening");
+    let first = v.selected_block().map(|(_, b)| b.address);
+    for step in 1..=5 {
+        key(&mut v, 'g');
+        assert!(
+            block_in_site(&v),
+            "after {step} presses of g ({:?}): the block is not in {:?}",
+            v.grouping,
+            v.selected_site().map(|s| s.label.clone())
+        );
+    }
+    // Back at the first grouping the same block is still selected: a
+    // regroup moves the site to the block, not the block away.
+    assert_eq!(v.selected_block().map(|(_, b)| b.address), first);
 }
 
 #[test]

@@ -1523,15 +1523,32 @@ impl ViewerState {
                 // selected (and expanded), as a step keeps the same site.
                 // A key that names no site gives the first row, folded:
                 // another site opened in its place reads as the same one.
+                // The selected block's stack when the block is one of the
+                // site's: under a finer grouping the site splits, and the
+                // part to keep is the one whose block the detail shows.
                 let next = self.grouping.next();
-                let key = self
-                    .selected_site()
-                    .map(|s| site_key(&s.stack, next).unwrap_or(SiteKey::NoStack(self.no_stack)));
+                let selected_block = self.selected_address;
+                let key = self.selected_site().map(|s| {
+                    let stack = selected_block
+                        .filter(|a| s.addresses.binary_search(a).is_ok())
+                        .and_then(|_| self.selected_block())
+                        .map_or(&s.stack, |(_, b)| &b.frames);
+                    site_key(stack, next).unwrap_or(SiteKey::NoStack(self.no_stack))
+                });
                 self.grouping = next;
                 self.selected_site = 0;
                 self.site_scroll = 0;
                 if !self.refresh_sites_keeping(key) {
                     self.site_expanded = false;
+                }
+                // The block detail and the site's stack agree again when the
+                // block is no longer in the selected site.
+                if self.sites_open
+                    && self
+                        .selected_address
+                        .is_none_or(|a| self.highlighted().binary_search(&a).is_err())
+                {
+                    self.select_site_block();
                 }
                 if self.compare.is_some() {
                     self.refresh_compare();
