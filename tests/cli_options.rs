@@ -245,7 +245,7 @@ fn diff_of_two_files_refuses_device_which_is_for_one_files_two_moments() {
             "{args:?}: {err}"
         );
         assert!(
-            err.contains("diff FILE --at A --at B") && err.contains("--devices B:A"),
+            err.contains("diff FILE --at A --at B") && err.contains("--devices GPU:GPU"),
             "{args:?}: {err}"
         );
         assert!(err.ends_with("(see 'vramtop diff --help')\n"), "{err}");
@@ -490,12 +490,12 @@ fn a_count_or_moment_too_large_for_any_integer_says_its_range_not_what_it_is_not
         ),
         (
             &["diff", "a.pickle", "b.pickle", "--devices", "99999999999:0"],
-            "'99999999999' is not in 0..=4294967295 (a device number of B:A)".to_string(),
+            "'99999999999' is not in 0..=4294967295 (a GPU number of --devices)".to_string(),
         ),
     ] {
         let err = usage_error(args);
         assert!(err.contains(&says), "{args:?}: {err}");
-        for flaw in ["is not a count", "is not a moment", "is not B:A"] {
+        for flaw in ["is not a count", "is not a moment", "is not GPU:GPU"] {
             assert!(!err.contains(flaw), "{args:?}: {err}");
         }
     }

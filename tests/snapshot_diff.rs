@@ -198,7 +198,7 @@ fn diff_with_devices_compares_one_gpu_of_each_file() {
     );
     let (code, _, err) = common::run_vramtop(&["diff", &a_path, &b_path, "--devices", "0-1"], None);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("is not B:A"), "{err}");
+    assert!(err.contains("is not GPU:GPU"), "{err}");
 }
 
 #[test]

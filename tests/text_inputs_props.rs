@@ -166,7 +166,7 @@ proptest! {
 #[test]
 fn a_long_diff_devices_value_is_quoted_cut() {
     let long = "7:".repeat(100_000);
-    let e = vramtop::cli::diff::parse_device_pair(&long).expect_err("not B:A");
+    let e = vramtop::cli::diff::parse_device_pair(&long).expect_err("not GPU:GPU");
     assert!(e.len() < MAX_ERROR_BYTES, "{} bytes", e.len());
     assert!(!e.contains('\n'));
 }

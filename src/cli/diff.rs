@@ -38,7 +38,7 @@ pub const AFTER_OR_AT: &str = "diff compares two snapshots or two moments of one
      not provided: diff BEFORE AFTER, or diff FILE --at A --at B";
 
 /// Which of `diff`'s options were given, as far as its two forms differ:
-/// two files (`diff BEFORE AFTER [--devices B:A]`) or one file's two
+/// two files (`diff BEFORE AFTER [--devices GPU:GPU]`) or one file's two
 /// moments (`diff FILE --at A --at B [--device N]`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FormArgs {
@@ -69,12 +69,12 @@ pub fn form_problem(args: FormArgs) -> Option<String> {
     if !given.is_empty() && args.two_files {
         Some(format!(
             "{one_file} {verb} for one file, and two were given: diff FILE --at A --at B; two \
-             files pair GPUs with --devices B:A"
+             files pair GPUs with --devices GPU:GPU"
         ))
     } else if !given.is_empty() && args.devices {
         Some(format!(
             "--devices pairs the GPUs of two files, and {one_file} {verb} for one file: diff \
-             BEFORE AFTER --devices B:A, or diff FILE --at A --at B"
+             BEFORE AFTER --devices GPU:GPU, or diff FILE --at A --at B"
         ))
     } else if args.device && !args.at {
         Some(DEVICE_NEEDS_AT.to_string())
@@ -88,11 +88,11 @@ pub fn form_problem(args: FormArgs) -> Option<String> {
 /// Lines per section in the text output (`--top`); the JSON has all.
 pub const DEFAULT_LINES: usize = 20;
 
-/// `B:A` of `--devices`: two device numbers.
+/// `GPU:GPU` of `--devices`: two device numbers.
 pub fn parse_device_pair(text: &str) -> Result<(u32, u32), String> {
     let bad = || {
         format!(
-            "\"{}\" is not B:A (two device numbers, as 0:1)",
+            "\"{}\" is not GPU:GPU (two device numbers, as 0:1)",
             crate::quote::cut(text)
         )
     };
@@ -101,9 +101,9 @@ pub fn parse_device_pair(text: &str) -> Result<(u32, u32), String> {
         let t = t.trim();
         t.parse::<u32>().map_err(|_| {
             if crate::quote::is_digits(t) {
-                // Two device numbers, one too large: its range, not "not B:A".
+                // Two device numbers, one too large: its range, not "not GPU:GPU".
                 format!(
-                    "{} (a device number of B:A)",
+                    "{} (a GPU number of --devices)",
                     crate::quote::not_in_range(t, 0, u32::MAX.into())
                 )
             } else {
@@ -1101,7 +1101,7 @@ mod tests {
             device,
         };
         let at_with_two = "--at is for one file, and two were given: diff FILE --at A --at B; \
-                           two files pair GPUs with --devices B:A";
+                           two files pair GPUs with --devices GPU:GPU";
         for (what, args, problem) in [
             ("diff A B", given(true, false, false, false), None),
             (
@@ -1129,7 +1129,7 @@ mod tests {
                 given(true, false, false, true),
                 Some(
                     "--device is for one file, and two were given: diff FILE --at A --at B; \
-                     two files pair GPUs with --devices B:A",
+                     two files pair GPUs with --devices GPU:GPU",
                 ),
             ),
             (
@@ -1137,7 +1137,7 @@ mod tests {
                 given(false, true, true, false),
                 Some(
                     "--devices pairs the GPUs of two files, and --at is for one file: diff \
-                     BEFORE AFTER --devices B:A, or diff FILE --at A --at B",
+                     BEFORE AFTER --devices GPU:GPU, or diff FILE --at A --at B",
                 ),
             ),
             (
@@ -1145,7 +1145,7 @@ mod tests {
                 given(false, true, false, true),
                 Some(
                     "--devices pairs the GPUs of two files, and --device is for one file: diff \
-                     BEFORE AFTER --devices B:A, or diff FILE --at A --at B",
+                     BEFORE AFTER --devices GPU:GPU, or diff FILE --at A --at B",
                 ),
             ),
             (
@@ -1153,7 +1153,7 @@ mod tests {
                 given(true, true, true, true),
                 Some(
                     "--at and --device are for one file, and two were given: diff FILE --at A \
-                     --at B; two files pair GPUs with --devices B:A",
+                     --at B; two files pair GPUs with --devices GPU:GPU",
                 ),
             ),
             (

@@ -730,11 +730,12 @@ pub enum Command {
         /// Print the comparison as JSON (every segment and site).
         #[arg(long)]
         json: bool,
-        /// Compare GPU B of BEFORE with GPU A of AFTER (e.g. `0:1`).
+        /// Compare a GPU of BEFORE with a GPU of AFTER: `0:1` is GPU 0 of
+        /// BEFORE with GPU 1 of AFTER.
         ///
         /// One device of each file: two ranks' dumps, or a run that moved
         /// GPU.
-        #[arg(long, value_name = "B:A", value_parser = diff::parse_device_pair)]
+        #[arg(long, value_name = "GPU:GPU", value_parser = diff::parse_device_pair)]
         devices: Option<(u32, u32)>,
         /// Twice: the two moments of the one snapshot's trace to compare.
         ///
