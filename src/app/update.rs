@@ -797,7 +797,7 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                     state,
                     keymap,
                     action,
-                    format!("the process tree is switched in Processes ({way})"),
+                    format!("tree view is a Processes key: nothing changed ({way})"),
                 );
             }
             ui.process_tree = !ui.process_tree;
