@@ -439,6 +439,11 @@ fn open_at_starts_the_viewer_there_and_a_moment_the_file_lacks_is_one_line() {
         };
         let want = format!("event {peak}/97");
         s.wait_for("the cursor at the peak", |sc| sc.contains(&want));
+        // Opened at a moment, the viewer answers who holds the memory
+        // there, as `O` does at an OOM.
+        s.wait_for("the sites pane open", |sc| {
+            sc.contains("Sites  by user frame")
+        });
         s.keys(&["q"]);
         let screen = s.exited();
         assert!(screen.contains("VRAMTOP_EXITED 0"), "{tag}: {screen}");

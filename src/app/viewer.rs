@@ -616,6 +616,13 @@ impl ViewerState {
             self.app.ui.selected_gpu = i;
             self.set_cursor(at);
         }
+        self.show_sites(keymap);
+    }
+
+    /// Opens the allocation-sites pane if it is closed (as `w` does): a
+    /// viewer opened at a moment (`O`, `open FILE --at`) answers first who
+    /// holds the memory there.
+    pub fn show_sites(&mut self, keymap: &Keymap) {
         if !self.sites_open {
             self.act(keymap, ViewerAction::ToggleSites);
         }

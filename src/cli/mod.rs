@@ -879,8 +879,8 @@ pub enum Command {
         /// As the viewer's `g` groups them.
         #[arg(long, value_enum, value_name = "G", requires = "summary", default_value_t = GroupArg::UserFrame)]
         group: GroupArg,
-        /// Open the viewer at this moment; with --summary, also list the
-        /// sites there.
+        /// Open the viewer at this moment, its sites pane open; with
+        /// --summary, list the sites there.
         ///
         /// Of each GPU's trace, where the viewer's cursor starts and the
         /// summary lists the sites: an event number as the viewer shows it

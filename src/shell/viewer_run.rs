@@ -162,10 +162,11 @@ pub fn run_viewer(
     let preloaded = if total <= foreground_limit {
         match load(path, &progress) {
             Ok(mut v) => {
-                if let Some(at) = at
-                    && let Err(e) = v.start_at(at)
-                {
-                    return Ok(ViewerExit::NoMoment(e));
+                if let Some(at) = at {
+                    if let Err(e) = v.start_at(at) {
+                        return Ok(ViewerExit::NoMoment(e));
+                    }
+                    v.show_sites(&Keymap::default());
                 }
                 Some(v)
             }
@@ -471,10 +472,11 @@ fn event_loop(
                         }
                         None => {
                             let mut v = start(full);
-                            if let Some(at) = at
-                                && let Err(e) = v.start_at(at)
-                            {
-                                return Ok(ViewerExit::NoMoment(e));
+                            if let Some(at) = at {
+                                if let Err(e) = v.start_at(at) {
+                                    return Ok(ViewerExit::NoMoment(e));
+                                }
+                                v.show_sites(&keymap);
                             }
                             v
                         }
