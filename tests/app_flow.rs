@@ -151,8 +151,14 @@ fn selecting_the_second_gpu_moves_the_breakdown_to_it() {
     // Keys are the numbers on screen (nvidia-smi's, from 0).
     f.key(KeyCode::Char('1'));
     assert!(f.screen(120, 40).contains("Memory breakdown  GPU 1"));
-    // GPU 1 has no training process: no allocator view, and it says so.
-    assert!(f.screen(120, 40).contains("allocator view: n/a"));
+    // GPU 1 has no training process: no allocator view, and the allocator
+    // panes, folded into one row, say so.
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains("Fragmentation · Segments  no allocator"),
+        "{screen}"
+    );
+    assert!(!screen.contains("Fragmentation  GPU 1"), "{screen}");
     f.key(KeyCode::Char('2'));
     let screen = f.screen(120, 40);
     assert!(screen.contains("Memory breakdown  GPU 1"), "stays");
@@ -1141,12 +1147,14 @@ fn closed_with_tensors_live_the_panels_allocator_stays_the_gpus_view_when_no_oth
     f.samples(2);
     let screen = f.screen(120, 40);
     assert!(!screen.contains("allocator view: n/a"), "{screen}");
+    assert!(!screen.contains("no allocator"), "{screen}");
     assert!(
         screen.contains("Memory breakdown  GPU 0 · vramtop stress panel"),
         "{screen}"
     );
     // Every tensor freed and the cache emptied: nothing of the panel's is
-    // on the GPU, and the breakdown says there is no allocator again.
+    // on the GPU, and the allocator panes fold into the row that says
+    // there is no allocator again.
     f.key(KeyCode::Char('a'));
     f.key(KeyCode::Char('D'));
     f.stress_answer();
@@ -1154,7 +1162,11 @@ fn closed_with_tensors_live_the_panels_allocator_stays_the_gpus_view_when_no_oth
     f.stress_answer();
     f.key(KeyCode::Esc);
     f.samples(1);
-    assert!(f.screen(120, 40).contains("allocator view: n/a"));
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains("Fragmentation · Segments  no allocator"),
+        "{screen}"
+    );
 }
 
 #[test]

@@ -296,6 +296,44 @@ fn k_then_y_in_a_real_terminal_sends_sigterm_to_the_process_the_driver_lists() {
 }
 
 #[test]
+fn eight_fake_driver_gpus_without_an_allocator_are_all_listed_at_80x24_and_120x40() {
+    let Some(lib) = common::fake_nvml::fake_nvml_with(&[("FAKE_NVML_GPUS", "8")]) else {
+        return;
+    };
+    let dir = lib
+        .parent()
+        .expect("the library has a folder")
+        .display()
+        .to_string();
+    for (tag, size) in [("fold80", (80, 24)), ("fold120", (120, 40))] {
+        let Some(s) = Session::start_with_env(
+            "vramtop-e2e",
+            tag,
+            size,
+            &[("LD_LIBRARY_PATH", &dir)],
+            "--backend nvml --interval 200ms",
+        ) else {
+            return;
+        };
+        // No probe, no stress panel: the allocator panes are one row,
+        // and the GPU list keeps every GPU.
+        let screen = s.wait_for("the folded allocator panes", |sc| {
+            dashboard_shown(sc) && sc.contains("no allocator") && sc.contains("7 Fake H200")
+        });
+        for i in 0..8 {
+            assert!(
+                screen.contains(&format!("{i} Fake H200")),
+                "GPU {i}: {screen}"
+            );
+        }
+        assert!(!screen.contains("scrolls"), "{screen}");
+        assert!(!screen.contains("allocator view: n/a"), "{screen}");
+        s.keys(&["q"]);
+        terminal_restored(&s);
+    }
+}
+
+#[test]
 fn k_then_i_in_a_real_terminal_sends_sigint_to_the_process_the_driver_lists() {
     k_then_key_sends("sigint", "i", "SIGINT", 2);
 }

@@ -470,7 +470,7 @@ fn gpu_without_allocator_view_shows_used_and_free_and_says_why() {
 }
 
 #[test]
-fn eight_gpus_at_80x24_scroll_and_leave_the_breakdown_its_figures() {
+fn eight_gpus_at_80x24_scroll_beside_an_allocator_and_leave_the_breakdown_its_figures() {
     let cluster = cluster(8, 1);
     let mut state = AppState::new(status());
     feed(&cluster, &mut state, 30);
@@ -486,7 +486,18 @@ fn eight_gpus_at_80x24_scroll_and_leave_the_breakdown_its_figures() {
             "{screen}"
         );
         assert!(screen.contains("free"), "the legend: {screen}");
-        assert!(screen.contains("8 GPUs, ↑↓ scrolls"), "{screen}");
+        if selected == 0 {
+            assert!(screen.contains("8 GPUs, ↑↓ scrolls"), "{screen}");
+        } else {
+            // GPU 7 has no allocator: its panes fold into one row and
+            // the rows they free show every GPU.
+            assert!(!screen.contains("scrolls"), "{screen}");
+            assert!(screen.contains("no allocator"), "{screen}");
+            for i in 0..8 {
+                assert!(screen.contains(&format!("{i} Simulated H100")), "{screen}");
+            }
+            insta::assert_snapshot!("screen_80x24_eight_gpus_no_allocator", terminal.backend());
+        }
         assert!(
             screen.contains(&format!("▶{selected} Simulated H100")),
             "{screen}"

@@ -28,6 +28,9 @@ pub struct BreakdownPane<'a> {
     /// title; without one the title names no key.
     keymap: Option<&'a Keymap>,
     theme: &'a Theme,
+    /// Says [`NO_ALLOCATOR_NOTE`] under the figures when the GPU shows no
+    /// allocator; off where the collapsed allocator panes' row says it.
+    allocator_note: bool,
 }
 
 /// What the pane draws below its title: a bar (parts and their whole, in
@@ -44,7 +47,15 @@ impl<'a> BreakdownPane<'a> {
             state,
             keymap: None,
             theme,
+            allocator_note: true,
         }
+    }
+
+    /// Leaves [`NO_ALLOCATOR_NOTE`] out: the collapsed allocator panes'
+    /// row below says how to get an allocator, in one row instead of two.
+    pub fn without_allocator_note(mut self) -> Self {
+        self.allocator_note = false;
+        self
     }
 
     /// Names the keys the title mentions as `keymap` binds them.
@@ -55,7 +66,13 @@ impl<'a> BreakdownPane<'a> {
 
     /// Rows this pane would like at `width` columns, title included.
     pub fn preferred_height(state: &AppState, theme: &Theme, width: u16) -> u16 {
-        let body = BreakdownPane::new(state, theme).body(width, false);
+        BreakdownPane::new(state, theme).rows_wanted(width)
+    }
+
+    /// [`BreakdownPane::preferred_height`] of this pane as configured
+    /// (with or without its allocator note).
+    pub fn rows_wanted(&self, width: u16) -> u16 {
+        let body = self.body(width, false);
         let rows = body.lines.len() + usize::from(body.total > 0) + 1;
         u16::try_from(rows).unwrap_or(u16::MAX)
     }
@@ -268,7 +285,7 @@ impl<'a> BreakdownPane<'a> {
                     .map(|l| Line::styled(l, theme.warning)),
             );
         }
-        if gpu.allocator.is_none() {
+        if gpu.allocator.is_none() && self.allocator_note {
             body.lines.extend(
                 chrome::wrap(NO_ALLOCATOR_NOTE, width)
                     .into_iter()

@@ -39,16 +39,24 @@
 //! and segments, unless focused, are left out rather than leave the
 //! breakdown a bar with no row of figures under it. Narrower than 60
 //! columns, the timeline and fragmentation are stacked instead of side by
-//! side. Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small"
-//! line is drawn. The stress panel (`a`/F2, off by default) is drawn over
-//! the lower part of the body; the help overlay is drawn last, over
+//! side. While the selected GPU shows no allocator (and the stress panel
+//! is closed), fragmentation and segments, unless focused, fold into one
+//! row that says how to get one ([`CollapsedPanes`]), ranked after the
+//! timeline; the breakdown leaves its allocator note to that row and the
+//! process list grows past its fifth once every other band has its rows.
+//! Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small" line is
+//! drawn. The stress panel (`a`/F2, off by default) is drawn over the
+//! lower part of the body; the help overlay is drawn last, over
 //! everything.
 
 mod breakdown;
 mod chrome;
+mod collapsed;
 mod fragmentation;
 mod gpus;
 mod help;
+#[cfg(test)]
+mod layout_tests;
 mod processes;
 mod segments;
 mod status;
@@ -60,6 +68,7 @@ pub mod format;
 pub mod theme;
 
 pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
+pub use collapsed::CollapsedLine;
 pub use fragmentation::{FragmentationPane, SEGMENTS_NOT_YET, segments_age_words};
 pub use gpus::GpusPane;
 pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS, VIEWER_MEANINGS};
@@ -108,8 +117,24 @@ pub struct ScreenLayout {
     /// The stress panel, while it is open and shown.
     pub stress: Option<Rect>,
     pub status: Rect,
+    /// The allocator panes folded into one row, while the selected GPU
+    /// shows no allocator (see [`CollapsedPanes`]).
+    pub collapsed: Option<CollapsedPanes>,
     /// The terminal is below the minimum: only a message is drawn.
     pub too_small: bool,
+}
+
+/// The allocator panes (fragmentation, segment map) that have nothing to
+/// show, folded into one row that says how to give them data: the rows
+/// they would spend saying so go to the GPU and process lists. A focused
+/// pane is never folded (it shows why it is empty, and Tab goes on
+/// through the panes in their one order); the row is not a pane, so a
+/// click on it focuses none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollapsedPanes {
+    /// The panes the row stands for, in Tab order.
+    pub panes: Vec<Pane>,
+    pub area: Rect,
 }
 
 impl ScreenLayout {
@@ -139,9 +164,15 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     for &(pane, rect) in &screen.panes {
         match pane {
             Pane::Gpus => GpusPane::new(state, theme).render(rect, buf),
-            Pane::Breakdown => BreakdownPane::new(state, theme)
-                .with_keymap(keymap)
-                .render(rect, buf),
+            Pane::Breakdown => {
+                let pane = BreakdownPane::new(state, theme).with_keymap(keymap);
+                // The collapsed row says how to get an allocator.
+                if screen.collapsed.is_some() {
+                    pane.without_allocator_note().render(rect, buf);
+                } else {
+                    pane.render(rect, buf);
+                }
+            }
             Pane::Timeline => TimelinePane::new(state, theme).render(rect, buf),
             Pane::Fragmentation => {
                 let pane = FragmentationPane::new(state, theme);
@@ -161,6 +192,9 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
             }
             Pane::Processes => ProcessesPane::new(state, theme).render(rect, buf),
         }
+    }
+    if let Some(collapsed) = &screen.collapsed {
+        CollapsedLine::new(state, keymap, theme, &collapsed.panes).render(collapsed.area, buf);
     }
     if let Some(panel) = screen.stress {
         StressPane::new(&state.stress, keymap, theme).render(panel, buf);
@@ -285,6 +319,10 @@ struct Band {
     min: u16,
     /// The height the content asks for; `None`: takes what is left.
     preferred: Option<u16>,
+    /// The height it grows to after every band has its `preferred`:
+    /// the process list beyond its fifth, while the allocator panes are
+    /// collapsed (the rows they freed are its, not a GPU row's).
+    later: Option<u16>,
 }
 
 /// Rows a scrolling list (Segments, Processes) grows to, unfocused, in a
@@ -310,15 +348,21 @@ fn whole_focused_list(focus: Pane, height: u16, state: &AppState) -> Option<u16>
     (content > min_height(focus) && content <= list_cap(height).max(height / 2)).then_some(content)
 }
 
+/// `line`: the pane that stands for the collapsed allocator panes' row
+/// in `included` (see [`CollapsedPanes`]): a band of one row, in their
+/// place; while it is there the breakdown leaves its allocator note to
+/// it and the process list grows to its content, not a fifth.
 fn bands(
     included: &[Pane],
     (width, height): (u16, u16),
     map_first: bool,
     whole_list: Option<(Pane, u16)>,
+    line: Option<Pane>,
     state: &AppState,
     theme: &Theme,
 ) -> Vec<Band> {
-    let has = |p: Pane| included.contains(&p);
+    let line = line.filter(|&p| included.contains(&p));
+    let has = |p: Pane| included.contains(&p) && Some(p) != line;
     let cap = list_cap(height);
     // The segment map shown in place of the stress panel takes what it needs.
     let segments_cap = if map_first { height } else { cap };
@@ -329,27 +373,33 @@ fn bands(
             panes: vec![pane],
             min: rows,
             preferred: Some(rows),
+            later: None,
         },
         _ => Band {
             panes: vec![pane],
             min: min_height(pane),
             preferred: Some(preferred.max(min_height(pane))),
+            later: None,
         },
     };
     let flex = |panes: Vec<Pane>| Band {
         min: panes.iter().map(|&p| min_height(p)).max().unwrap_or(0),
         panes,
         preferred: None,
+        later: None,
     };
     let mut out = Vec::new();
     if has(Pane::Gpus) {
         out.push(fixed(Pane::Gpus, GpusPane::preferred_height(state)));
     }
     if has(Pane::Breakdown) {
-        out.push(fixed(
-            Pane::Breakdown,
-            BreakdownPane::preferred_height(state, theme, width),
-        ));
+        let pane = BreakdownPane::new(state, theme);
+        let pane = if line.is_some() {
+            pane.without_allocator_note()
+        } else {
+            pane
+        };
+        out.push(fixed(Pane::Breakdown, pane.rows_wanted(width)));
     }
     match (has(Pane::Timeline), has(Pane::Fragmentation)) {
         (true, true) if width >= SPLIT_WIDTH => {
@@ -364,6 +414,14 @@ fn bands(
             }
         }
     }
+    if let Some(pane) = line {
+        out.push(Band {
+            panes: vec![pane],
+            min: 1,
+            preferred: Some(1),
+            later: None,
+        });
+    }
     if has(Pane::Segments) {
         out.push(fixed(
             Pane::Segments,
@@ -371,10 +429,13 @@ fn bands(
         ));
     }
     if has(Pane::Processes) {
-        out.push(fixed(
-            Pane::Processes,
-            ProcessesPane::preferred_height(state).min(cap),
-        ));
+        let content = ProcessesPane::preferred_height(state);
+        let mut band = fixed(Pane::Processes, content.min(cap));
+        // The rows the allocator panes would have taken go to the list.
+        if line.is_some() {
+            band.later = Some(content);
+        }
+        out.push(band);
     }
     out
 }
@@ -386,6 +447,7 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
             panes: Vec::new(),
             stress: None,
             status: Rect::default(),
+            collapsed: None,
             too_small: true,
         };
     }
@@ -428,6 +490,24 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
     } else {
         state.ui.focus
     };
+    // The allocator panes with nothing to show fold into one row, unless
+    // focused; with the stress panel open the layout is the panel's.
+    // Before the first sample (no GPU yet) nothing folds: the simulated
+    // GPU's allocator comes with it, and the first frame would fold the
+    // panes only to unfold them a second later.
+    let no_allocator = state.selected().is_some_and(|g| g.allocator.is_none());
+    let collapsed: Vec<Pane> = if state.ui.stress_open || !no_allocator {
+        Vec::new()
+    } else {
+        [Pane::Fragmentation, Pane::Segments]
+            .into_iter()
+            .filter(|&p| p != focus)
+            .collect()
+    };
+    // The row goes in under the first of them, after the timeline (a
+    // chart of the GPU's memory even without an allocator) and before
+    // the process list.
+    let line = collapsed.first().copied();
     let mut priority = vec![focus];
     for p in [
         Pane::Gpus,
@@ -437,8 +517,13 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
         Pane::Fragmentation,
         Pane::Segments,
     ] {
-        if p != focus {
+        if p != focus && !collapsed.contains(&p) {
             priority.push(p);
+        }
+        if p == Pane::Timeline
+            && let Some(line) = line
+        {
+            priority.push(line);
         }
     }
     if map_rect.is_some() {
@@ -463,6 +548,7 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
             (area.width, body_h),
             map_only,
             whole_list,
+            line,
             state,
             theme,
         )
@@ -476,6 +562,7 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
         // way to its figures, the timeline and processes too: the list's
         // rows come out of theirs, not of the breakdown's.
         let gives_way = p != focus
+            && Some(p) != line
             && (matches!(p, Pane::Fragmentation | Pane::Segments) || whole_list.is_some())
             && breakdown_wants_figures
             && included.contains(&Pane::Breakdown);
@@ -511,6 +598,14 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
             extra -= grow;
         }
     }
+    // Then what the lists grow to later (see `Band::later`).
+    for (i, band) in bands.iter().enumerate() {
+        if let Some(later) = band.later {
+            let grow = later.saturating_sub(heights[i]).min(extra);
+            heights[i] += grow;
+            extra -= grow;
+        }
+    }
     // Pass two: the charts share the rest; without charts, the focused
     // pane (or the first) takes it.
     let flexible: Vec<usize> = (0..bands.len())
@@ -529,9 +624,16 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
     }
 
     let mut panes = Vec::new();
+    let mut collapsed_row = None;
     let mut y = area.y;
     for (band, &h) in bands.iter().zip(&heights) {
         match band.panes.as_slice() {
+            [only] if Some(*only) == line => {
+                collapsed_row = Some(CollapsedPanes {
+                    panes: collapsed.clone(),
+                    area: Rect::new(area.x, y, area.width, h),
+                });
+            }
             [left, right] => {
                 let right_w = fragmentation_width(area.width);
                 let left_w = area.width - right_w;
@@ -550,6 +652,7 @@ pub fn layout(area: Rect, state: &AppState, keymap: &Keymap, theme: &Theme) -> S
         panes,
         stress: stress_rect,
         status,
+        collapsed: collapsed_row,
         too_small: false,
     }
 }
