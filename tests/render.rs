@@ -1557,6 +1557,60 @@ fn mig_instances_are_indented_under_their_parent() {
 }
 
 #[test]
+fn a_selected_mig_instance_is_named_with_its_parent_and_marks_only_its_parent_s_lines() {
+    // A MIG row's index is its slot on the parent: slot 1 of GPU 0 is not
+    // GPU 1, in the titles nor in the process list's mark.
+    let mut on_gpu0 = sample(0, 10 * GIB);
+    on_gpu0.processes = Some(vec![process(100, None, GIB, "python train.py")]);
+    let mut on_gpu1 = sample(1, 10 * GIB);
+    on_gpu1.processes = Some(vec![process(111, None, GIB, "python serve.py")]);
+    let mut mig = sample(1, 5 * GIB);
+    mig.name = "MIG 3g.40gb GI 2".to_string();
+    mig.mig = Some(MigInfo {
+        parent_index: 0,
+        gpu_instance_id: Some(2),
+        compute_instance_id: Some(0),
+    });
+    let mut state = AppState::new(status());
+    state.apply_sample(
+        0,
+        vec![
+            GpuReading::Ok(on_gpu0),
+            GpuReading::Ok(on_gpu1),
+            GpuReading::Ok(mig),
+        ],
+        BTreeMap::new(),
+    );
+    state.ui.selected_gpu = 2;
+    assert_eq!(
+        state.selected().map(|g| g.label()).as_deref(),
+        Some("GPU 0 MIG 1")
+    );
+    let theme = Theme::colored();
+    let breakdown = text(
+        draw_widget(BreakdownPane::new(&state, &theme), 100, 5)
+            .backend()
+            .buffer(),
+    );
+    assert!(breakdown.contains("GPU 0 MIG 1"), "{breakdown}");
+    let pointer = theme.glyphs().pointer;
+    let processes = text(
+        draw_widget(ProcessesPane::new(&state, &theme), 100, 5)
+            .backend()
+            .buffer(),
+    );
+    let line = |pid: &str| {
+        processes
+            .lines()
+            .find(|l| l.trim_start().starts_with(pid))
+            .unwrap_or_else(|| panic!("no line for {pid}: {processes}"))
+            .to_string()
+    };
+    assert!(line("100").contains(&format!("{pointer}0")), "{processes}");
+    assert!(!line("111").contains(pointer), "{processes}");
+}
+
+#[test]
 fn status_line_shows_banner_error_dropped_samples_and_hints() {
     let (_cluster, mut state) = training(1);
     state.status.banner =

@@ -618,6 +618,25 @@ impl GpuState {
             GpuReading::Lost { index, .. } => *index,
         }
     }
+
+    /// The physical GPU this row is on: a MIG instance's parent, else the
+    /// row's own index. A MIG row's index is its slot on the parent, so
+    /// slot 1 is not GPU 1; the process list (whose lines are per physical
+    /// GPU) is matched by this.
+    pub fn physical_index(&self) -> u32 {
+        self.sample()
+            .and_then(|s| s.mig.as_ref())
+            .map_or_else(|| self.index(), |m| m.parent_index)
+    }
+
+    /// The row's name in pane titles: "GPU 3", or "GPU 0 MIG 1" for the MIG
+    /// device in slot 1 of GPU 0 (a bare "GPU 1" named another GPU).
+    pub fn label(&self) -> String {
+        match self.sample().and_then(|s| s.mig.as_ref()) {
+            Some(m) => format!("GPU {} MIG {}", m.parent_index, self.index()),
+            None => format!("GPU {}", self.index()),
+        }
+    }
 }
 
 /// The panes, in Tab order.

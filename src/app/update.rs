@@ -584,7 +584,7 @@ pub fn pick_gpu(state: &mut AppState, i: usize) {
 /// under the reader), else scrolled to put it at the top, with the GPU's
 /// other lines below it. A GPU with no line leaves the list where it is.
 fn show_selected_gpus_processes(state: &mut AppState) {
-    let Some(gpu) = state.selected().map(GpuState::index) else {
+    let Some(gpu) = state.selected().map(GpuState::physical_index) else {
         return;
     };
     let lines = state.process_lines();

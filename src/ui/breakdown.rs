@@ -344,7 +344,7 @@ impl Widget for BreakdownPane<'_> {
         let theme = self.theme;
         let mut detail = Vec::new();
         if let Some(gpu) = self.state.selected() {
-            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+            detail.push(Span::styled(gpu.label(), theme.text));
             // Before the source, which is long and is what gets cut off.
             if let Some(note) = probe_choice_note(self.state, gpu, self.keymap) {
                 detail.push(Span::styled(format!(" · {note}"), theme.text));

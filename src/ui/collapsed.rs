@@ -55,7 +55,7 @@ impl<'a> CollapsedLine<'a> {
     /// [`CollapsedLine::ALL_WAYS`] name all three ways.
     pub fn notes(&self) -> Vec<String> {
         let on_gpu = match self.state.selected() {
-            Some(gpu) => format!("no allocator on GPU {}", gpu.index()),
+            Some(gpu) => format!("no allocator on {}", gpu.label()),
             None => "no allocator".to_string(),
         };
         // The key as the keymap binds it: a relabelled key is named as it acts.

@@ -306,7 +306,7 @@ impl Widget for FragmentationPane<'_> {
         if let Some(gpu) = gpu
             && (gpu_fits || notes.is_empty())
         {
-            detail.push(Span::styled(format!("GPU {}", gpu.index()), theme.text));
+            detail.push(Span::styled(gpu.label(), theme.text));
         }
         for (i, (f, style)) in notes.iter().enumerate() {
             let lead = if detail.is_empty() && i == 0 {

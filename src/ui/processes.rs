@@ -18,7 +18,7 @@ use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::keymap::{TypingKey, TypingMode};
 use crate::app::process_list::{Signal, SignalTarget, SortColumn};
-use crate::app::state::{AppState, Pane, ProcessFilter, ProcessLine};
+use crate::app::state::{AppState, GpuState, Pane, ProcessFilter, ProcessLine};
 use crate::device::ProcessUsage;
 
 /// The processes pane of one frame.
@@ -116,7 +116,7 @@ impl Widget for ProcessesPane<'_> {
         // are listed (with one, every line would be); a selected GPU with
         // none is said in the title, so an unmarked list is not read as
         // its processes.
-        let selected = self.state.selected().map(|g| g.index());
+        let selected = self.state.selected().map(GpuState::physical_index);
         let several = rows
             .iter()
             .any(|r| Some(r.gpu()) != rows.first().map(ProcessLine::gpu));

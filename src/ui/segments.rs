@@ -232,7 +232,7 @@ impl Widget for SegmentsPane<'_> {
         let gpu = self
             .state
             .selected()
-            .map(|gpu| Span::styled(format!("GPU {}", gpu.index()), theme.text));
+            .map(|gpu| Span::styled(gpu.label(), theme.text));
         let counts = view.map(|v| {
             format!(
                 "{} · {}",

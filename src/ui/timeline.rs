@@ -416,10 +416,7 @@ impl Widget for TimelinePane<'_> {
                 Some(PlottedDevice::Scenario { .. }) => "scenario device · ",
                 _ => "",
             };
-            detail.push(Span::styled(
-                format!("GPU {} · {on}", gpu.index()),
-                theme.text,
-            ));
+            detail.push(Span::styled(format!("{} · {on}", gpu.label()), theme.text));
         }
         detail.push(Span::styled(
             format!("last {}", format::seconds(window_s)),
