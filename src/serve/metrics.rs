@@ -125,11 +125,11 @@ pub const PEAK_ALLOCATED: Family = gauge(
 );
 pub const LARGEST_FREE_BLOCK: Family = gauge(
     "vramtop_allocator_largest_free_block_bytes",
-    "The largest free block cached by the allocator (bytes): the largest request served without a new cudaMalloc.",
+    "The largest free block in the caching allocator's segments (bytes): the largest request served without a new cudaMalloc.",
 );
 pub const FRAGMENTATION: Family = gauge(
     "vramtop_allocator_fragmentation_ratio",
-    "1 - largest free block / free bytes cached in segments (0-1): 0 when the cached free memory is one block or there is none, near 1 when it is scattered in small pieces.",
+    "1 - largest free block / external free (free bytes in segments) (0-1): 0 when the external free memory is one block or there is none, near 1 when it is scattered in small pieces.",
 );
 
 /// Every family vramtop can emit, in the order it emits them.
