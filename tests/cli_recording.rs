@@ -164,6 +164,51 @@ fn a_recording_without_samples_is_refused_in_one_line() {
     }
 }
 
+/// Every way of opening `path` (`-`: `stdin` piped in): the viewer, the
+/// summary, its JSON, `--at`, `--no-trace`.
+fn every_way_of_opening(path: &str) -> [Vec<&str>; 5] {
+    [
+        vec!["open", path],
+        vec!["open", path, "--summary"],
+        vec!["open", path, "--summary", "--json"],
+        vec!["open", path, "--at", "1"],
+        vec!["open", path, "--summary", "--no-trace"],
+    ]
+}
+
+#[test]
+fn an_empty_file_and_empty_standard_input_are_said_alike_in_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for name in ["empty.jsonl", "empty.pickle", "empty"] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, b"").expect("write");
+        let path = file.to_str().expect("a UTF-8 path");
+        for args in every_way_of_opening(path) {
+            let (code, out, err) = run_vramtop(&args, None);
+            assert_eq!(code, 2, "{args:?}: {out}{err}");
+            assert!(
+                err.contains(&format!(
+                    "{name}: the file is empty: no memory snapshot and no `vramtop record` sample"
+                )),
+                "{args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    for args in every_way_of_opening("-") {
+        let (code, out, err) = run_vramtop_with_stdin(&args, b"");
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        // Not "not a pickle" here and "no samples" there: the same words.
+        assert!(
+            err.contains(
+                "standard input: it is empty: no memory snapshot and no `vramtop record` sample"
+            ),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
     let dir = tempfile::tempdir().expect("temp dir");

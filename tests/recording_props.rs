@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use vramtop::cli::recording::{no_samples, render};
 use vramtop::cli::text::cells;
 use vramtop::device::recording::{
-    CounterKind, MAX_EVENTS_PER_KIND, RecordingSummary, read_recording,
+    CounterKind, MAX_EVENTS_PER_KIND, RecordingSummary, Route, read_recording, route,
 };
 
 fn read(bytes: &[u8]) -> RecordingSummary {
@@ -192,6 +192,22 @@ proptest! {
     ) {
         check_summary(&read(&lines.join(&b'\n')), false)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_bytes_are_routed_without_a_panic_and_only_no_bytes_are_empty(
+        bytes in prop::collection::vec(any::<u8>(), 0..2048)
+    ) {
+        let r = route(&bytes);
+        prop_assert_eq!(r == Route::Empty, bytes.is_empty());
+        if bytes.first() == Some(&0x80) {
+            prop_assert_eq!(r, Route::Snapshot);
+        }
+    }
+
 }
 
 /// Three samples of two GPUs, one rise of num_ooms.

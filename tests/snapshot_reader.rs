@@ -1656,7 +1656,10 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         (
             "empty.pickle",
             Vec::new(),
-            "not a pickle: the input is empty",
+            // `open` says the file is empty (neither a snapshot nor a
+            // recording: it reads both), `replay` that it is no pickle:
+            // "not a pickle: the input is empty".
+            "is empty",
         ),
         (
             "magic.pickle",
@@ -1731,6 +1734,11 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         }
     }
     assert!(!marker.exists(), "the pickle's os.system call ran");
+    let empty = dir.join("empty.pickle").display().to_string();
+    let (_, _, err) = common::run_vramtop(&["open", &empty, "--summary"], None);
+    assert!(err.contains("empty.pickle: the file is empty"), "{err}");
+    let (_, _, err) = common::run_vramtop(&["replay", &empty], None);
+    assert!(err.contains("not a pickle: the input is empty"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -53,9 +53,17 @@ pub fn run(
 ) -> color_eyre::Result<ExitCode> {
     let background_load =
         std::env::var_os(super::DEBUG_BACKGROUND_LOAD_ENV).is_some_and(|v| !v.is_empty());
-    // A `vramtop record` file, told by its content: summed up, not viewed.
-    if super::recording::is_recording(file) {
-        return recording(file, summary, options, display);
+    match super::recording::opened(file) {
+        // Said alike whatever the flags and wherever the nothing came from.
+        super::recording::Opened::Empty => {
+            super::say_error(super::recording::empty_input(file));
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+        // A `vramtop record` file, told by its content: summed up, not viewed.
+        super::recording::Opened::Recording => {
+            return recording(file, summary, options, display);
+        }
+        super::recording::Opened::Snapshot => {}
     }
     if options.at_time.is_some() {
         super::say_error(format_args!(

@@ -2,10 +2,11 @@
 //! read back (`device::recording` sums it up; this words it).
 //!
 //! A file is a recording by its content: a first line that is a sample
-//! (`time_unix_ms`, `gpus`), or a sample's line in its first KiB (the
+//! (`time_unix_ms`, `gpus`), or a sample's line in its first 16 KiB (the
 //! start cut off, junk in front), or JSON at all (a pickle never starts
-//! with `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes on to
-//! the snapshot reader as before.
+//! with `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes
+//! on to the snapshot reader as before. An empty input is neither, said
+//! in one line whatever the flags.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
@@ -23,8 +24,7 @@ use serde::Serialize;
 use super::EXIT_BAD_INPUT;
 use super::text::{REPORT_WIDTH, path_heading, wrap_under};
 use crate::device::recording::{
-    CounterEvent, CounterKind, GpuRecord, RecordingSummary, first_is_brace, looks_like_recording,
-    read_recording,
+    CounterEvent, CounterKind, GpuRecord, RecordingSummary, Route, read_recording, route,
 };
 use crate::device::recording::{Picked, RecordingTime, Target, pick_sample};
 use crate::snapshot::peak::At;
@@ -40,47 +40,83 @@ const EVENT_LINES: usize = 20;
 /// Cells of the label column, as the snapshot summary's.
 const LABEL: usize = 21;
 
-/// Whether `file` is to be read as a recording: by its first bytes (a
-/// pickle's protocol byte: not; a sample's line, or any JSON: one), else
-/// by its name (`.jsonl`, `.ndjson`: an empty or damaged one is said as
-/// a recording). Standard input is
-/// told by its first byte alone, peeked without being taken.
-pub fn is_recording(file: &Path) -> bool {
+/// What `open` makes of a file before reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    /// No byte: said in one line, the same for a file and standard input.
+    Empty,
+    /// Read as a recording.
+    Recording,
+    /// Read as a snapshot.
+    Snapshot,
+}
+
+/// How `file` is to be read: by its first bytes ([`route`]: empty, a
+/// pickle's protocol byte, a sample's line or other JSON), else by its
+/// name (`.jsonl`, `.ndjson`: a damaged one is said as a recording). A
+/// file that cannot be read goes by its name, its reader saying why.
+/// Standard input is told by the bytes that have come, peeked without
+/// being taken; a terminal is not peeked (the peek would wait for a
+/// line: the snapshot reader refuses one with its own words).
+pub fn opened(file: &Path) -> Opened {
     if file.as_os_str() == super::STDIN_ARG {
         use std::io::IsTerminal as _;
         let stdin = std::io::stdin();
-        // A terminal would keep the peek waiting for a line: the snapshot
-        // reader refuses one with its own words.
         if stdin.is_terminal() {
-            return false;
+            return Opened::Snapshot;
         }
         let mut lock = stdin.lock();
         return match lock.fill_buf() {
-            Ok(buf) => first_is_brace(buf) || looks_like_recording(buf),
-            Err(_) => false,
+            Ok(buf) => match route(buf) {
+                Route::Empty => Opened::Empty,
+                Route::Recording => Opened::Recording,
+                Route::Snapshot | Route::ByName => Opened::Snapshot,
+            },
+            Err(_) => Opened::Snapshot,
         };
     }
     let by_name = file
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"));
+    let named = if by_name {
+        Opened::Recording
+    } else {
+        Opened::Snapshot
+    };
     let Ok(f) = std::fs::File::open(file) else {
-        return by_name;
+        return named;
     };
     let mut prefix = Vec::new();
     if f.take(SNIFF_BYTES as u64).read_to_end(&mut prefix).is_err() {
-        return by_name;
+        return named;
     }
-    // Content first: a pickle's protocol marker (0x80, protocol 2 and up)
-    // is never a recording's, whatever the name says.
-    if prefix.first() == Some(&PICKLE_PROTO) {
-        return false;
+    match route(&prefix) {
+        Route::Empty => Opened::Empty,
+        Route::Snapshot => Opened::Snapshot,
+        Route::Recording => Opened::Recording,
+        Route::ByName => named,
     }
-    by_name || looks_like_recording(&prefix) || first_is_brace(&prefix)
 }
 
-/// The first byte of a pickle of protocol 2 and up (`PROTO`).
-const PICKLE_PROTO: u8 = 0x80;
+/// The one line for an input without a byte, file or standard input:
+/// neither a snapshot nor a recording, and the likely why.
+pub fn empty_input(file: &Path) -> String {
+    if file.as_os_str() == super::STDIN_ARG {
+        format!(
+            "{}: it is empty: {NEITHER} came (did the command writing to the pipe fail?)",
+            super::STDIN_NAME
+        )
+    } else {
+        format!(
+            "{}: the file is empty: {NEITHER} in it yet (still being written?)",
+            super::input_name(file)
+        )
+    }
+}
+
+/// What an empty input holds none of.
+const NEITHER: &str = "no memory snapshot and no `vramtop record` sample";
 
 /// What `open` of a recording was asked with.
 #[derive(Debug, Clone, Copy)]
@@ -515,8 +551,7 @@ pub fn no_samples(s: &RecordingSummary) -> Option<String> {
     }
     let k = &s.skipped;
     Some(if s.lines == 0 {
-        "the file is empty: no samples (a recording that has not written its first one yet?)"
-            .to_string()
+        format!("it is empty: {NEITHER} in it (still being written?)")
     } else if k.lines() == 0 {
         format!(
             "{} and no sample",

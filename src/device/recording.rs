@@ -851,6 +851,39 @@ pub fn first_is_brace(line: &[u8]) -> bool {
     line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
+/// Where `open` sends a file, told by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// No byte at all: neither a snapshot nor a recording.
+    Empty,
+    /// A pickle's protocol marker: a snapshot, whatever the file's name.
+    Snapshot,
+    /// A sample's line, or a JSON object: read as a recording, whose
+    /// reader says "no sample" of one that holds none.
+    Recording,
+    /// Something else: the file's name decides (`.jsonl`: a recording).
+    ByName,
+}
+
+/// The first byte of a pickle of protocol 2 and up (`PROTO`).
+pub const PICKLE_PROTO: u8 = 0x80;
+
+/// Where `open` sends a file whose first bytes are `prefix` (as many as
+/// were read: the whole file, or its start). A JSON object (`{`, no
+/// pickle opcode) goes to the recording reader.
+pub fn route(prefix: &[u8]) -> Route {
+    if prefix.is_empty() {
+        return Route::Empty;
+    }
+    if prefix.first() == Some(&PICKLE_PROTO) {
+        return Route::Snapshot;
+    }
+    if looks_like_recording(prefix) || first_is_brace(prefix) {
+        return Route::Recording;
+    }
+    Route::ByName
+}
+
 /// Whether a JSON object has a sample's fields.
 fn is_sample(map: &Map<String, Value>) -> bool {
     time_ms(map.get("time_unix_ms")).is_some() && map.get("gpus").is_some_and(Value::is_array)
@@ -1868,5 +1901,18 @@ mod tests {
         assert!(looks_like_recording(format!("\u{1b}[0m{whole}").as_bytes()));
         // Text without a sample's line is not one.
         assert!(!looks_like_recording(b"_mw\":1}\n[package]\nname = 1\n"));
+    }
+
+    #[test]
+    fn no_bytes_are_empty_a_pickle_a_snapshot_and_a_json_object_a_recording() {
+        assert_eq!(route(b""), Route::Empty);
+        assert_eq!(route(b"{\"a\":1}"), Route::Recording);
+        assert_eq!(route(line(1, 1).as_bytes()), Route::Recording);
+        assert_eq!(route(b"\x80\x02}q\x00"), Route::Snapshot);
+        // A pickle's protocol byte wins over a sample further on.
+        let mut pickle_first = vec![PICKLE_PROTO, b'\n'];
+        pickle_first.extend_from_slice(line(1, 1).as_bytes());
+        assert_eq!(route(&pickle_first), Route::Snapshot);
+        assert_eq!(route(b"notes\n"), Route::ByName);
     }
 }
