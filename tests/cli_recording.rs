@@ -146,7 +146,7 @@ fn a_recording_without_samples_is_refused_in_one_line() {
         (
             "other.json",
             &b"{\"a\": 1}\n"[..],
-            "no line is a `vramtop record` sample",
+            "neither a `vramtop record` file nor a memory snapshot",
         ),
         (
             "first.jsonl",
@@ -206,6 +206,48 @@ fn an_empty_file_and_empty_standard_input_are_said_alike_in_one_line() {
             "{args:?}: {err}"
         );
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn json_without_a_sample_is_neither_a_recording_nor_a_snapshot_however_opened() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // An array was refused as a snapshot ("looks like JSON") and an
+    // object summed up as a recording, or called one by the viewer's
+    // refusal: both are neither, in the same words, whatever the name.
+    for (name, content) in [
+        ("array.json", &b"[1,2]"[..]),
+        ("object.json", &b"{\"a\":1}"[..]),
+        ("array.jsonl", &b"[1,2]\n"[..]),
+        ("object.jsonl", &b"{\"a\":1}\n"[..]),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, content).expect("write");
+        let path = file.to_str().expect("a UTF-8 path");
+        for (args, stdin) in every_way_of_opening(path)
+            .into_iter()
+            .map(|a| (a, None))
+            .chain(
+                every_way_of_opening("-")
+                    .into_iter()
+                    .map(|a| (a, Some(content))),
+            )
+        {
+            let (code, out, err) = match stdin {
+                Some(bytes) => run_vramtop_with_stdin(&args, bytes),
+                None => run_vramtop(&args, None),
+            };
+            assert_eq!(code, 2, "{name} {args:?}: {out}{err}");
+            assert!(
+                err.contains(": neither a `vramtop record` file nor a memory snapshot: no line is a recorded sample (1 line JSON but no sample;"),
+                "{name} {args:?}: {err}"
+            );
+            assert!(
+                !err.contains("is a `vramtop record` file"),
+                "{name} {args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{name} {args:?}: {err}");
+        }
     }
 }
 

@@ -194,6 +194,33 @@ proptest! {
     }
 }
 
+/// JSON of any shape but a sample's: scalars, arrays, objects whose keys
+/// are not a sample's pair (`time_unix_ms` with an array `gpus`).
+fn any_json_but_a_sample() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[ -~]{0,20}".prop_map(Value::from),
+    ];
+    let tree = leaf.prop_recursive(3, 24, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_]{1,12}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    // A top level as a JSON file has one: an array or an object.
+    prop_oneof![
+        prop::collection::vec(tree.clone(), 0..6).prop_map(Value::Array),
+        prop::collection::btree_map("[a-z_]{1,12}", tree, 0..6)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+    ]
+    .prop_filter("a sample's fields", |v| {
+        !(v.get("time_unix_ms").is_some() && v.get("gpus").is_some_and(Value::is_array))
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -208,6 +235,35 @@ proptest! {
         }
     }
 
+    #[test]
+    fn json_of_any_shape_but_a_samples_is_read_as_a_recording_and_refused_as_neither(
+        value in any_json_but_a_sample(),
+        pretty in any::<bool>(),
+        newline in any::<bool>(),
+    ) {
+        let mut bytes = if pretty {
+            serde_json::to_vec_pretty(&value)
+        } else {
+            serde_json::to_vec(&value)
+        }
+        .expect("encodes");
+        if newline {
+            bytes.push(b'\n');
+        }
+        // `[1,2]` went to the snapshot reader and `{"a":1}` to the
+        // recording reader, which the viewer's refusal then called a
+        // recording: both are read as one, and have no sample.
+        prop_assert_eq!(route(&bytes), Route::Recording);
+        let s = read(&bytes);
+        prop_assert_eq!(s.samples, 0);
+        let why = no_samples(&s).expect("no sample");
+        prop_assert!(
+            why.starts_with("neither a `vramtop record` file nor a memory snapshot"),
+            "{}",
+            why
+        );
+        prop_assert!(!why.contains('\n'), "{}", why);
+    }
 }
 
 /// Three samples of two GPUs, one rise of num_ooms.

@@ -205,6 +205,8 @@ fn recording(
         None
     };
     if let Some(why) = refused {
+        // Said of a recording only: JSON without a sample is neither.
+        let why = super::recording::not_a_recording(file).unwrap_or(why);
         super::say_error(why);
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }

@@ -3,8 +3,9 @@
 //!
 //! A file is a recording by its content: a first line that is a sample
 //! (`time_unix_ms`, `gpus`), or a sample's line in its first 16 KiB (the
-//! start cut off, junk in front), or JSON at all (a pickle never starts
-//! with `{`), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes
+//! start cut off, junk in front), or JSON at all (an object or an array:
+//! no pickle starts with `{` or `[`; JSON without a sample is then said
+//! to be neither), or a `.jsonl`/`.ndjson` name; a snapshot pickle goes
 //! on to the snapshot reader as before. An empty input is neither, said
 //! in one line whatever the flags.
 
@@ -24,7 +25,8 @@ use serde::Serialize;
 use super::EXIT_BAD_INPUT;
 use super::text::{REPORT_WIDTH, path_heading, wrap_under};
 use crate::device::recording::{
-    CounterEvent, CounterKind, GpuRecord, RecordingSummary, Route, read_recording, route,
+    CounterEvent, CounterKind, GpuRecord, RecordingSummary, Route, looks_like_recording,
+    read_recording, route,
 };
 use crate::device::recording::{Picked, RecordingTime, Target, pick_sample};
 use crate::snapshot::peak::At;
@@ -113,6 +115,37 @@ pub fn empty_input(file: &Path) -> String {
             super::input_name(file)
         )
     }
+}
+
+/// Why `file`, which [`opened`] reads as a recording, is none, in one
+/// line naming it: `None` where its start opens as a sample does, or
+/// where, read whole, it holds one (or cannot be read: the caller's own
+/// message then stands). Standard input is read to its end: the caller
+/// refuses it either way.
+pub fn not_a_recording(file: &Path) -> Option<String> {
+    let read = if file.as_os_str() == super::STDIN_ARG {
+        let mut stdin = super::piped_stdin().ok()?;
+        if looks_like_recording(stdin.fill_buf().ok()?) {
+            return None;
+        }
+        read_recording(stdin).ok()?
+    } else {
+        let mut prefix = Vec::new();
+        std::fs::File::open(file)
+            .ok()?
+            .take(SNIFF_BYTES as u64)
+            .read_to_end(&mut prefix)
+            .ok()?;
+        if looks_like_recording(&prefix) {
+            return None;
+        }
+        read_recording(BufReader::with_capacity(
+            1 << 16,
+            std::fs::File::open(file).ok()?,
+        ))
+        .ok()?
+    };
+    no_samples(&read).map(|why| format!("{}: {why}", super::input_name(file)))
 }
 
 /// What an empty input holds none of.
@@ -563,7 +596,8 @@ pub fn no_samples(s: &RecordingSummary) -> Option<String> {
             .to_string()
     } else {
         format!(
-            "no line is a `vramtop record` sample ({}); not a recording?",
+            "neither a `vramtop record` file nor a memory snapshot: no line is a recorded \
+             sample ({}), and a snapshot is a pickle (torch.cuda.memory._dump_snapshot())",
             skipped_words(s)
         )
     })

@@ -858,8 +858,8 @@ pub enum Route {
     Empty,
     /// A pickle's protocol marker: a snapshot, whatever the file's name.
     Snapshot,
-    /// A sample's line, or a JSON object: read as a recording, whose
-    /// reader says "no sample" of one that holds none.
+    /// A sample's line, or JSON of any other kind: read as a recording,
+    /// whose reader says "no sample" of JSON that holds none.
     Recording,
     /// Something else: the file's name decides (`.jsonl`: a recording).
     ByName,
@@ -869,8 +869,10 @@ pub enum Route {
 pub const PICKLE_PROTO: u8 = 0x80;
 
 /// Where `open` sends a file whose first bytes are `prefix` (as many as
-/// were read: the whole file, or its start). A JSON object (`{`, no
-/// pickle opcode) goes to the recording reader.
+/// were read: the whole file, or its start). JSON goes to the recording
+/// reader, be it an object (`{`, no pickle opcode) or an array (`[1,2]`,
+/// one line or many; a `[section]` of TOML is text), so
+/// that JSON of every shape ends in the same "no sample" error.
 pub fn route(prefix: &[u8]) -> Route {
     if prefix.is_empty() {
         return Route::Empty;
@@ -878,10 +880,31 @@ pub fn route(prefix: &[u8]) -> Route {
     if prefix.first() == Some(&PICKLE_PROTO) {
         return Route::Snapshot;
     }
-    if looks_like_recording(prefix) || first_is_brace(prefix) {
+    if looks_like_recording(prefix) || first_is_brace(prefix) || opens_json_array(prefix) {
         return Route::Recording;
     }
     Route::ByName
+}
+
+/// Whether `prefix` past blanks opens a JSON array: one whole (pretty
+/// printed over lines too), or cut by the end of `prefix` (its start of a
+/// larger file), not text that merely starts with `[` (TOML's
+/// `[section]`).
+fn opens_json_array(prefix: &[u8]) -> bool {
+    let start = prefix
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(prefix.len());
+    let rest = &prefix[start..];
+    if rest.first() != Some(&b'[') {
+        return false;
+    }
+    let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+    match values.next() {
+        Some(Ok(v)) => v.is_array(),
+        Some(Err(e)) => e.is_eof(),
+        None => false,
+    }
 }
 
 /// Whether a JSON object has a sample's fields.
@@ -1904,8 +1927,15 @@ mod tests {
     }
 
     #[test]
-    fn no_bytes_are_empty_a_pickle_a_snapshot_and_a_json_object_a_recording() {
+    fn json_of_any_shape_is_routed_to_the_recording_reader_and_pickles_and_toml_are_not() {
         assert_eq!(route(b""), Route::Empty);
+        assert_eq!(route(b"[1,2]"), Route::Recording);
+        assert_eq!(route(b"  [1,\n2]\n"), Route::Recording, "pretty printed");
+        assert_eq!(
+            route(b"[1, 2, 3"),
+            Route::Recording,
+            "the start of a longer one"
+        );
         assert_eq!(route(b"{\"a\":1}"), Route::Recording);
         assert_eq!(route(line(1, 1).as_bytes()), Route::Recording);
         assert_eq!(route(b"\x80\x02}q\x00"), Route::Snapshot);
@@ -1913,6 +1943,7 @@ mod tests {
         let mut pickle_first = vec![PICKLE_PROTO, b'\n'];
         pickle_first.extend_from_slice(line(1, 1).as_bytes());
         assert_eq!(route(&pickle_first), Route::Snapshot);
+        assert_eq!(route(b"[package]\nname = 1\n"), Route::ByName);
         assert_eq!(route(b"notes\n"), Route::ByName);
     }
 }
