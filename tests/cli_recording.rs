@@ -291,6 +291,43 @@ fn the_viewer_and_snapshot_options_refuse_a_recording_in_one_line() {
 }
 
 #[test]
+fn a_summary_option_without_summary_on_a_recording_says_its_summary_not_the_viewer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // No .jsonl: the content says it is a recording, as `open` reads it.
+    let file = dir.path().join("night.log");
+    record(&file, "200ms");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_vramtop(&["open", path, "--top", "3", "--at", "2"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "night.log is a `vramtop record` file: --top applies to its summary: add --summary ("
+        ),
+        "{err}"
+    );
+    assert!(err.contains(" --summary --top 3 --at 2)"), "{err}");
+    assert!(!err.contains("viewer"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The line it gives is one that works.
+    let (code, out, err) = run_vramtop(
+        &["open", path, "--summary", "--top", "3", "--at", "2"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(line 2 of"), "{out}");
+    let (code, _, err) = run_vramtop(&["open", path, "--group", "function", "--at", "2"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--group is for snapshots: leave it out (vramtop open "),
+        "{err}"
+    );
+    assert!(
+        err.ends_with(" --at 2) (see 'vramtop open --help')\n"),
+        "{err}"
+    );
+}
+
+#[test]
 fn at_prints_the_sample_there_as_once_prints_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("r.jsonl");

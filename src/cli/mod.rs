@@ -577,15 +577,32 @@ fn size_with_unit(text: &str) -> Result<u64, String> {
 /// `requires = "summary"` below; `--at` is the viewer's too).
 pub const SUMMARY_ONLY_OPTIONS: [&str; 4] = ["--json", "--top", "--no-trace", "--group"];
 
-/// The usage error of a summary-only option given to the viewer
-/// (`open FILE --at oom`), in place of clap's "the following required
+/// The usage error of a summary-only option given without `--summary`
+/// (`open FILE --top 3`), in place of clap's "the following required
 /// arguments were not provided: --summary", which reads as if `open`
 /// always needs `--summary`: the options of [`SUMMARY_ONLY_OPTIONS`] among
-/// `args` (the command line's arguments), and what they apply to. `None`
-/// when `args` has none of them.
+/// `args` (the command line's arguments), and what they apply to: of a
+/// snapshot, the summary and not the viewer; of a `vramtop record` file
+/// (which has no viewer), its summary, or snapshots only. `None` when
+/// `args` has none of them.
 pub fn summary_only_message(args: &[String]) -> Option<String> {
+    // The file as `open` would read it, told by its content as `open`
+    // tells it; standard input is not peeked (a usage error waits for
+    // nothing).
+    let recording = open_file(args).filter(|file| {
+        file.as_os_str() != STDIN_ARG && recording::opened(file) == recording::Opened::Recording
+    });
+    match recording {
+        Some(file) => recording_summary_only_message(args, &file),
+        None => snapshot_summary_only_message(args),
+    }
+}
+
+/// The options of [`SUMMARY_ONLY_OPTIONS`] typed in `args` (before a
+/// `--`), in the table's order.
+fn summary_only_given(args: &[String]) -> Vec<&'static str> {
     let typed: Vec<&String> = args.iter().take_while(|a| *a != "--").collect();
-    let given: Vec<&str> = SUMMARY_ONLY_OPTIONS
+    SUMMARY_ONLY_OPTIONS
         .into_iter()
         .filter(|option| {
             typed.iter().any(|a| {
@@ -593,7 +610,154 @@ pub fn summary_only_message(args: &[String]) -> Option<String> {
                     .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
             })
         })
+        .collect()
+}
+
+/// The FILE of an `open` command line refused for a summary-only option:
+/// the command line parsed again with `--summary` added.
+fn open_file(args: &[String]) -> Option<PathBuf> {
+    let at = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .position(|a| a == "open")?;
+    let mut with = vec!["vramtop".to_string()];
+    with.extend_from_slice(&args[..=at]);
+    with.push("--summary".to_string());
+    with.extend_from_slice(&args[at + 1..]);
+    match Cli::try_parse_from(with).ok()?.command? {
+        Command::Open { file, .. } => Some(file),
+        _ => None,
+    }
+}
+
+/// `"--a"`, `"--a and --b"`, `"--a, --b and --c"`.
+fn options_words(options: &[&str]) -> String {
+    match options.split_last() {
+        None => String::new(),
+        Some((last, [])) => (*last).to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// [`summary_only_message`] of a `vramtop record` file, which has no
+/// viewer: its `--at` prints a sample without `--summary`, `--top` and
+/// `--json` are its summary's, `--no-trace` and `--group` a snapshot's
+/// only (adding `--summary` would be refused in turn). Ends with the
+/// command line to type where it can be shown and parses.
+fn recording_summary_only_message(args: &[String], file: &std::path::Path) -> Option<String> {
+    let given = summary_only_given(args);
+    if given.is_empty() {
+        return None;
+    }
+    let snapshot_only: Vec<&str> = given
+        .iter()
+        .copied()
+        .filter(|o| matches!(*o, "--no-trace" | "--group"))
         .collect();
+    let summary: Vec<&str> = given
+        .iter()
+        .copied()
+        .filter(|o| !snapshot_only.contains(o))
+        .collect();
+    let name = input_name(file);
+    let mut parts = Vec::new();
+    if !snapshot_only.is_empty() {
+        let (verb, them) = if snapshot_only.len() == 1 {
+            ("is", "it")
+        } else {
+            ("are", "them")
+        };
+        parts.push(format!(
+            "{} {verb} for snapshots: leave {them} out",
+            options_words(&snapshot_only)
+        ));
+    }
+    match summary.as_slice() {
+        [] => {}
+        ["--json"] => parts.push("--json prints its summary as JSON: add --summary".to_string()),
+        _ => parts.push(format!(
+            "{} {} to its summary: add --summary",
+            options_words(&summary),
+            if summary.len() == 1 {
+                "applies"
+            } else {
+                "apply"
+            }
+        )),
+    }
+    let mut message = format!("{name} is a `vramtop record` file: {}", parts.join("; "));
+    if let Some(line) = recording_command_line(args, file, &summary) {
+        message.push_str(&format!(" ({line})"));
+    }
+    Some(message)
+}
+
+/// The command line that does what `args` asked of a recording: the
+/// snapshot-only options (and their values) left out, `--summary` added
+/// after `file` where a summary option stays or nothing else would be
+/// printed (no `--at`). `None` where an argument cannot be shown whole
+/// or the line would not parse.
+fn recording_command_line(
+    args: &[String],
+    file: &std::path::Path,
+    summary: &[&str],
+) -> Option<String> {
+    let at = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .position(|a| a == "open")?;
+    let mut kept: Vec<&String> = Vec::new();
+    let mut rest = args[at + 1..].iter();
+    let mut after_separator = false;
+    while let Some(a) = rest.next() {
+        if !after_separator {
+            if a == "--" {
+                after_separator = true;
+            } else if a == "--no-trace" || a.starts_with("--group=") {
+                continue;
+            } else if a == "--group" {
+                rest.next();
+                continue;
+            }
+        }
+        kept.push(a);
+    }
+    let has_at = kept
+        .iter()
+        .take_while(|a| **a != "--")
+        .any(|a| *a == "--at" || a.starts_with("--at="));
+    let summary_flag = "--summary".to_string();
+    if !summary.is_empty() || !has_at {
+        // After the file as typed (`open r.jsonl --summary …`), or before
+        // a `--` (after it, it would be a file's name).
+        let typed = kept.iter().take_while(|a| **a != "--").count();
+        let at_file = kept[..typed]
+            .iter()
+            .position(|a| std::path::Path::new(a.as_str()) == file)
+            .map_or(typed, |i| i + 1);
+        kept.insert(at_file, &summary_flag);
+    }
+    let mut line: Vec<&String> = vec![&args[at]];
+    line.extend(kept);
+    let showable = line.iter().all(|a| {
+        a.chars().count() <= crate::quote::MAX_QUOTED_CHARS && !a.chars().any(char::is_control)
+    });
+    let argv = std::iter::once("vramtop").chain(line.iter().map(|a| a.as_str()));
+    let parses = Cli::try_parse_from(argv).is_ok_and(|cli| cli.usage_problem().is_none());
+    if !(showable && parses) {
+        return None;
+    }
+    let words: Vec<String> = line
+        .iter()
+        .map(|a| crate::quote::shell_word(a).into_owned())
+        .collect();
+    Some(format!("vramtop {}", words.join(" ")))
+}
+
+/// [`summary_only_message`] of a snapshot (or of what is not known to
+/// be a recording): the options are the summary's, not the viewer's.
+fn snapshot_summary_only_message(args: &[String]) -> Option<String> {
+    let given = summary_only_given(args);
     let (last, rest) = given.split_last()?;
     // JSON is no text: --json alone says what it prints.
     if rest.is_empty() && *last == "--json" {
@@ -1749,6 +1913,57 @@ mod tests {
         // A file named like an option after `--` is not one.
         assert_eq!(summary_only_message(&args(&["open", "--", "--top"])), None);
         assert_eq!(summary_only_message(&args(&["open", "--topaz"])), None);
+    }
+
+    #[test]
+    fn a_summary_option_given_for_a_recording_says_what_is_true_of_one_and_the_line_to_type() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
+        let of = |a: &[&str]| {
+            recording_summary_only_message(&args(a), std::path::Path::new("r.jsonl"))
+                .expect("a summary-only option")
+        };
+        // A recording has no viewer: --at alone prints its sample.
+        let top = of(&["open", "r.jsonl", "--top", "3", "--at", "2"]);
+        assert_eq!(
+            top,
+            "r.jsonl is a `vramtop record` file: --top applies to its summary: add --summary \
+             (vramtop open r.jsonl --summary --top 3 --at 2)"
+        );
+        assert!(!top.contains("viewer"), "{top}");
+        assert_eq!(
+            of(&["open", "r.jsonl", "--at", "peak", "--json"]),
+            "r.jsonl is a `vramtop record` file: --json prints its summary as JSON: add \
+             --summary (vramtop open r.jsonl --summary --at peak --json)"
+        );
+        // --summary would be refused next: the snapshot-only options are
+        // left out, and --summary added only where something needs it.
+        assert_eq!(
+            of(&["open", "r.jsonl", "--group", "function", "--at", "2"]),
+            "r.jsonl is a `vramtop record` file: --group is for snapshots: leave it out \
+             (vramtop open r.jsonl --at 2)"
+        );
+        assert_eq!(
+            of(&["open", "r.jsonl", "--no-trace", "--group=file"]),
+            "r.jsonl is a `vramtop record` file: --no-trace and --group are for snapshots: \
+             leave them out (vramtop open r.jsonl --summary)"
+        );
+        assert_eq!(
+            of(&["open", "--top=3", "--no-trace", "--", "r.jsonl"]),
+            "r.jsonl is a `vramtop record` file: --no-trace is for snapshots: leave it out; \
+             --top applies to its summary: add --summary (vramtop open --top=3 --summary -- \
+             r.jsonl)"
+        );
+        // An argument too long to show whole: the advice without the line.
+        let long = "9".repeat(100);
+        let cut = of(&["open", "r.jsonl", "--top", "3", "--at", &long]);
+        assert!(cut.ends_with("add --summary"), "{cut}");
+        assert_eq!(
+            recording_summary_only_message(
+                &args(&["open", "r.jsonl", "--at", "2"]),
+                std::path::Path::new("r.jsonl")
+            ),
+            None
+        );
     }
 
     #[test]
