@@ -328,6 +328,42 @@ fn a_summary_option_without_summary_on_a_recording_says_its_summary_not_the_view
 }
 
 #[test]
+fn an_offset_of_several_units_is_read_and_junk_or_overflow_refused_in_one_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("r.jsonl");
+    record(&file, "300ms");
+    let path = file.to_str().expect("a UTF-8 path");
+    // 1h30m after a 300 ms recording: its last sample, 1h30m less a
+    // fraction of a second before the time asked.
+    let (code, out, err) = run_vramtop(&["open", path, "--at", "+1h30m"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("(line 3 of"), "{out}");
+    assert!(out.contains("before the time asked"), "{out}");
+    for (offset, why) in [
+        (
+            "+1h30",
+            "is not a duration after the first sample: write e.g. +90s, +2m30s",
+        ),
+        ("+2m30x", "is not a duration after the first sample"),
+        (
+            "+99999999999999999999h",
+            "is too long: the most is 277777777h",
+        ),
+        (
+            "+200000000h200000000h",
+            "is too long: the most is 277777777h",
+        ),
+    ] {
+        let (code, _, err) = run_vramtop(&["open", path, "--at", offset], None);
+        assert_eq!(code, 2, "{offset}: {err}");
+        assert!(err.contains(why), "{offset}: {err}");
+        // A recording's form: not said to be no moment of a trace.
+        assert!(!err.contains("is not a moment"), "{offset}: {err}");
+        assert_eq!(err.lines().count(), 1, "{offset}: {err}");
+    }
+}
+
+#[test]
 fn at_prints_the_sample_there_as_once_prints_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("r.jsonl");

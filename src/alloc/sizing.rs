@@ -602,9 +602,73 @@ pub fn duration_ms_exact(text: &str) -> Result<f64, QuantityError> {
     }
 }
 
+/// A duration written as one term or more, each a number and its unit as
+/// [`duration_ms_exact`] reads one (`2m30s`, `1h30m`, `1.5h`, `1h 30m`,
+/// `90s`): their sum in milliseconds, rounded. A term without its unit
+/// (`1h30`), anything else between terms, or none at all is
+/// [`QuantityError::Malformed`]; a term or a sum at or past
+/// [`MAX_PARSED_DURATION_MS`] is [`QuantityError::TooLarge`].
+pub fn compound_duration_ms(text: &str) -> Result<u64, QuantityError> {
+    // One term as every duration reads it ("90 s" included).
+    if let Ok(ms) = duration_ms_exact(text) {
+        return Ok(ms.round() as u64);
+    }
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(QuantityError::Malformed);
+    }
+    let mut total = 0.0f64;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let unit_end = rest[number_end..]
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .map_or(rest.len(), |at| number_end + at);
+        if number_end == 0 || unit_end == number_end {
+            return Err(QuantityError::Malformed);
+        }
+        total += duration_ms_exact(&rest[..unit_end])?;
+        if total >= MAX_PARSED_DURATION_MS as f64 {
+            return Err(QuantityError::TooLarge);
+        }
+        rest = rest[unit_end..].trim_start();
+    }
+    Ok(total.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compound_durations_sum_their_terms_and_junk_or_overflow_is_refused() {
+        assert_eq!(compound_duration_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(compound_duration_ms("2m30s"), Ok(150_000));
+        assert_eq!(compound_duration_ms("1.5h"), Ok(5_400_000));
+        assert_eq!(compound_duration_ms("1h 30m 500ms"), Ok(5_400_500));
+        assert_eq!(compound_duration_ms("90 s"), Ok(90_000));
+        assert_eq!(compound_duration_ms("1min30s"), Ok(90_000));
+        for junk in [
+            "", " ", "1h30", "h", "1hx", "1h-30m", "1..5h", "1h,30m", "1µs", "+1h", "1h30m!",
+        ] {
+            assert_eq!(
+                compound_duration_ms(junk),
+                Err(QuantityError::Malformed),
+                "{junk:?}"
+            );
+        }
+        // Each term within the limit, the sum past it.
+        let half = MAX_PARSED_DURATION_MS / 2 / 3_600_000 + 1;
+        assert_eq!(
+            compound_duration_ms(&format!("{half}h{half}h")),
+            Err(QuantityError::TooLarge)
+        );
+        assert_eq!(
+            compound_duration_ms("1h99999999999999999999999h"),
+            Err(QuantityError::TooLarge)
+        );
+    }
 
     fn with_divisions(d: u64) -> AllocatorConfig {
         AllocatorConfig::parse(&format!("roundup_power2_divisions:{d}")).expect("valid")

@@ -548,6 +548,17 @@ impl OpenAt {
 /// moment's error, with what a recording takes, where it is neither.
 pub fn open_at_arg(text: &str) -> Result<OpenAt, String> {
     use crate::device::recording::{TIME_FORMS, parse_time};
+    // `+DURATION` is a recording's alone: its own error first, which
+    // says what is wrong with the duration (a term without a unit, too
+    // long), then what a snapshot's trace takes.
+    if text.trim_start().starts_with('+') {
+        return parse_time(text).map(OpenAt::Time).map_err(|why| {
+            format!(
+                "{why}; of a snapshot's trace: an event number or {}",
+                crate::snapshot::peak::AT_FORMS
+            )
+        });
+    }
     match at_arg(text) {
         Ok(at) => Ok(OpenAt::Moment(at)),
         Err(why) => parse_time(text)
@@ -1055,9 +1066,10 @@ pub enum Command {
         /// of a big file opens once its trace is read.
         ///
         /// Of a recording: print the sample nearest a UTC time (03:14:07,
-        /// 2026-12-07T03:14:07Z), +DURATION after its first sample (+90s),
-        /// start, end, peak (of memory used), oom (the last rise of
-        /// num_ooms) or the N-th sample, as --once prints one.
+        /// 2026-12-07T03:14:07Z), +DURATION after its first sample (+90s,
+        /// +2m30s, +1h30m, +1.5h), start, end, peak (of memory used), oom
+        /// (the last rise of num_ooms) or the N-th sample, as --once
+        /// prints one.
         #[arg(long, value_name = "MOMENT", value_parser = open_at_arg, allow_hyphen_values = true)]
         at: Option<OpenAt>,
         #[command(flatten)]

@@ -774,7 +774,10 @@ pub enum RecordingTime {
 
 /// What `--at` takes of a recording, for messages.
 pub const TIME_FORMS: &str = "a UTC time (03:14:07, 2026-12-07T03:14:07Z) or +DURATION after \
-                              the first sample (+90s)";
+                              the first sample (+90s, +2m30s, +1h30m, +1.5h)";
+
+/// Examples of `+DURATION`: one unit or several, a fraction.
+const AFTER_FORMS: &str = "+90s, +2m30s, +1h30m or +1.5h (units ms, s, m, h)";
 
 /// Parses a moment of a recording: `+DURATION`, `HH:MM[:SS[.fff]]`, or a
 /// date and time (`2026-12-07T03:14:07Z`, `2026-12-07 03:14:07`, a `Z`
@@ -783,16 +786,24 @@ pub fn parse_time(text: &str) -> Result<RecordingTime, String> {
     use chrono::{NaiveDateTime, NaiveTime, Timelike as _};
     let t = text.trim();
     if let Some(rest) = t.strip_prefix('+') {
-        // The unit is part of the value, as every duration's.
-        return crate::alloc::parse_duration_ms(rest)
-            .filter(|_| !crate::alloc::sizing::is_bare_number(rest))
-            .map(RecordingTime::After)
-            .ok_or_else(|| {
-                format!(
-                    "'{}' is not a duration after the first sample: write e.g. +90s, +10m",
-                    crate::quote::cut(t)
-                )
-            });
+        use crate::alloc::sizing::{MAX_PARSED_DURATION_MS, QuantityError, compound_duration_ms};
+        let quoted = crate::quote::cut(t);
+        // The unit is part of the value, as every duration's: a bare
+        // number is refused, as a term without its unit is (`+1h30`).
+        let read = if crate::alloc::sizing::is_bare_number(rest) {
+            Err(QuantityError::Malformed)
+        } else {
+            compound_duration_ms(rest)
+        };
+        return read.map(RecordingTime::After).map_err(|e| match e {
+            QuantityError::TooLarge => format!(
+                "'{quoted}' is too long: the most is {}h after the first sample",
+                MAX_PARSED_DURATION_MS / 3_600_000
+            ),
+            QuantityError::Malformed => format!(
+                "'{quoted}' is not a duration after the first sample: write e.g. {AFTER_FORMS}"
+            ),
+        });
     }
     let bare = t
         .strip_suffix('Z')
@@ -1876,6 +1887,29 @@ mod tests {
         for bad in ["+4", "3pm", "", "2026-12-07T03:14:07+02:00", "25:00"] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_offset_takes_several_units_and_says_junk_and_overflow_in_one_line() {
+        assert_eq!(parse_time("+1h30m"), Ok(RecordingTime::After(5_400_000)));
+        assert_eq!(parse_time("+2m30s"), Ok(RecordingTime::After(150_000)));
+        assert_eq!(parse_time("+1.5h"), Ok(RecordingTime::After(5_400_000)));
+        assert_eq!(parse_time(" +1h 30m"), Ok(RecordingTime::After(5_400_000)));
+        for junk in ["+4", "+1h30", "+", "+1h-5m", "+1hx"] {
+            let e = parse_time(junk).expect_err(junk);
+            assert!(
+                e.contains("is not a duration after the first sample: write e.g. +90s, +2m30s"),
+                "{junk}: {e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = parse_time("+99999999999999999999h").expect_err("overflow");
+        assert!(
+            e.ends_with("is too long: the most is 277777777h after the first sample"),
+            "{e}"
+        );
+        let e = parse_time("+200000000h200000000h").expect_err("a sum past the limit");
+        assert!(e.contains("is too long"), "{e}");
     }
 
     #[test]
