@@ -25,8 +25,8 @@ use serde::Serialize;
 use super::EXIT_BAD_INPUT;
 use super::text::{REPORT_WIDTH, path_heading, wrap_under};
 use crate::device::recording::{
-    CounterEvent, CounterKind, GpuRecord, RecordingSummary, Route, looks_like_recording,
-    read_recording, route,
+    CounterEvent, CounterKind, GpuRecord, PeakProcess, RecordingSummary, Route,
+    looks_like_recording, read_recording, route,
 };
 use crate::device::recording::{Picked, RecordingTime, Target, pick_sample};
 use crate::snapshot::peak::At;
@@ -1097,7 +1097,57 @@ fn event_lines(events: &[CounterEvent], clock: Clock) -> Vec<(String, String)> {
     lines
 }
 
-/// The processes at a memory peak, as `--once` lists them, `top` of them.
+/// The processes at a peak in the Processes pane's tree order, each with
+/// its depth: a child (a DataLoader worker) under its parent where the
+/// parent is listed too, a family (a process and its children) by what
+/// it holds in all, largest first; the rest as they come, largest first.
+fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize)> {
+    let mut gpu = GpuSample::unknown(0, String::new());
+    gpu.processes = Some(
+        processes
+            .iter()
+            .map(|p| GpuProcess {
+                pid: p.pid,
+                used_memory: p.used_memory,
+                user: None,
+                command: None,
+                parent_pid: p.parent_pid,
+                gpu_instance_id: None,
+                compute_instance_id: None,
+                usage: Default::default(),
+            })
+            .collect(),
+    );
+    let rows = crate::app::state::process_rows_sorted(
+        &[&gpu],
+        true,
+        "",
+        Some(crate::app::process_list::ProcessSort::default()),
+    );
+    // Every process once, in the tree's order (a pid listed twice is one
+    // line there: its other entries follow at the end, as listed).
+    let mut taken = vec![false; processes.len()];
+    let mut out = Vec::with_capacity(processes.len());
+    for row in &rows {
+        if let Some(i) =
+            (0..processes.len()).find(|&i| !taken[i] && processes[i].pid == row.process.pid)
+        {
+            taken[i] = true;
+            out.push((&processes[i], row.depth));
+        }
+    }
+    out.extend(
+        processes
+            .iter()
+            .zip(&taken)
+            .filter(|(_, t)| !**t)
+            .map(|(p, _)| (p, 0)),
+    );
+    out
+}
+
+/// The processes at a memory peak, as `--once` lists them, `top` of them,
+/// children under their parent as the Processes pane's tree draws them.
 fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, top: usize) {
     if !peak.processes_listed {
         let _ = writeln!(out, "{}", lead("at the peak") + format::PROCESSES_NA);
@@ -1114,26 +1164,27 @@ fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, t
         lead("at the peak"),
         count(all, "process", "processes")
     );
+    let rows = peak_tree(&peak.processes);
     super::sample_text::process_rows(
         out,
-        peak.processes
-            .iter()
+        rows.iter()
             .take(top)
-            .map(|p| super::sample_text::ProcessRow {
+            .map(|(p, depth)| super::sample_text::ProcessRow {
                 pid: p.pid,
                 user: p.user.as_deref(),
                 command: p.command.as_deref(),
                 used_memory: p.used_memory,
+                depth: *depth,
             }),
     );
     let shown = peak.processes.len().min(top) as u64;
     if all > shown {
-        // The bytes of those not listed: the figures known.
-        let rest = peak
-            .processes
+        // The bytes of those not listed (past `top` in the tree's order):
+        // the figures known.
+        let rest = rows
             .iter()
             .skip(top)
-            .filter_map(|p| p.used_memory)
+            .filter_map(|(p, _)| p.used_memory)
             .fold(peak.processes_left_out_bytes, u64::saturating_add);
         let _ = writeln!(
             out,
@@ -1172,6 +1223,78 @@ mod tests {
 
     // 2026-12-07 03:14:05 UTC.
     const T0: u64 = 1_796_613_245_000;
+
+    #[test]
+    fn dataloader_workers_at_the_peak_are_listed_under_their_parent_as_the_tree_draws_them() {
+        let process = |pid: u32, parent: u32, gib: u64| {
+            format!(
+                r#"{{"pid":{pid},"parent_pid":{parent},"user":"alice","command":"python job{pid}.py","used_memory":{}}}"#,
+                gib * GIB
+            )
+        };
+        // The workers (4300, 4301) hold less than another job (5000):
+        // flat, largest first, they were listed apart from their parent.
+        let processes = [
+            process(4242, 1, 30),
+            process(5000, 1, 20),
+            process(4300, 4242, 2),
+            process(4301, 4242, 1),
+            // A worker of a parent not on the GPU: a line of its own.
+            process(7001, 7000, 3),
+        ]
+        .join(",");
+        let text = format!(
+            r#"{{"time_unix_ms":{T0},"gpus":[{{"status":"ok","index":0,"memory_used":{},"processes":[{processes}]}}]}}"#,
+            56 * GIB
+        );
+        let s = summary(&text);
+        let out = render("run.jsonl", &s, 10);
+        let pids: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("pid "))
+            .map(|l| l.split_whitespace().next().unwrap_or_default())
+            .collect();
+        assert_eq!(pids, ["4242", "4300", "4301", "5000", "7001"], "{out}");
+        assert!(out.contains("alice  └ python job4300.py"), "{out}");
+        assert!(out.contains("alice  python job7001.py"), "{out}");
+        // --top counts lines in that order; the rest are said with their
+        // bytes: those past the first 2 lines (4301, 5000, 7001).
+        let top2 = render("run.jsonl", &s, 2);
+        assert!(
+            top2.contains("    … 3 more, 24.0 GiB (--top N lists more)"),
+            "{top2}"
+        );
+        // The JSON keeps the flat list, largest first, with the parent.
+        let json = serde_json::to_value(&s).expect("encodes");
+        let listed = &json["gpus"][0]["memory_used"]["peak"]["processes"];
+        assert_eq!(listed[0]["pid"], 4242);
+        assert_eq!(listed[1]["pid"], 5000);
+        assert_eq!(listed[2]["parent_pid"], 7000);
+        for line in out.lines() {
+            assert!(super::super::text::cells(line) <= 80, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_peak_recorded_without_parents_is_listed_flat_largest_first() {
+        // A recording from before `record` wrote parent_pid.
+        let processes = [(4242, 1), (4300, 3), (5000, 2)]
+            .map(|(pid, gib)| {
+                format!(
+                    r#"{{"pid":{pid},"command":"python job{pid}.py","used_memory":{}}}"#,
+                    gib * GIB
+                )
+            })
+            .join(",");
+        let text = format!(
+            r#"{{"time_unix_ms":{T0},"gpus":[{{"status":"ok","index":0,"memory_used":{},"processes":[{processes}]}}]}}"#,
+            6 * GIB
+        );
+        let out = render("run.jsonl", &summary(&text), 10);
+        let at = |pid: &str| out.find(&format!("pid {pid}")).expect(pid);
+        assert!(at("4300") < at("5000") && at("5000") < at("4242"), "{out}");
+        assert!(!out.contains('└'), "{out}");
+    }
 
     #[test]
     fn the_peak_names_each_processs_user_and_the_bytes_of_those_not_listed() {

@@ -142,6 +142,7 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
                     user: p.user.as_deref(),
                     command: p.command.as_deref(),
                     used_memory: p.used_memory,
+                    depth: 0,
                 },
                 p.usage,
             )
@@ -203,7 +204,7 @@ fn process_rows_with_usage<'a>(
 ) {
     let (processes, usages): (Vec<ProcessRow<'a>>, Vec<ProcessUsage>) = processes.unzip();
     let usage_columns = usage_cells(&usages);
-    let rows: Vec<(u32, String, &str, String)> = processes
+    let rows: Vec<(u32, String, &str, String, usize)> = processes
         .into_iter()
         .map(|p| {
             (
@@ -211,6 +212,7 @@ fn process_rows_with_usage<'a>(
                 p.user.map(|u| elide_end(u, USER_CELLS)).unwrap_or_default(),
                 p.command.unwrap_or(NA),
                 format::opt_bytes(p.used_memory),
+                p.depth,
             )
         })
         .collect();
@@ -222,16 +224,22 @@ fn process_rows_with_usage<'a>(
     // No user column where no process has one (a driver that cannot say).
     let user_w = rows.iter().map(|(_, u, ..)| cells(u)).max().unwrap_or(0);
     let user_gap = if user_w > 0 { 2 } else { 0 };
-    let mem_w = rows.iter().map(|(.., m)| cells(m)).max().unwrap_or(0);
+    let mem_w = rows.iter().map(|(.., m, _)| cells(m)).max().unwrap_or(0);
     let usage_w: usize = usage_columns.iter().map(|c| c.width + 2).sum();
-    for (i, (pid, user, command, mem)) in rows.iter().enumerate() {
+    for (i, (pid, user, command, mem, depth)) in rows.iter().enumerate() {
         // PROCESS_INDENT, "pid ", the pid, 2 spaces, the user and 2 spaces
         // where there is one, the command, 2 spaces, the usage columns
         // with 2 spaces after each, the memory right-aligned at the
         // report's edge.
         let fixed = cells(PROCESS_INDENT) + 4 + pid_w + 2 + user_w + user_gap + 2 + usage_w + mem_w;
         let room = REPORT_WIDTH.saturating_sub(fixed);
-        let command = elide_end(command, room);
+        // A child under its parent as the Processes pane's tree draws it
+        // (`--ascii` makes the branch `+ `); deeper than 8 is drawn at 8.
+        let branch = match depth {
+            0 => String::new(),
+            d => format!("{}└ ", "  ".repeat(d.saturating_sub(1).min(7))),
+        };
+        let command = elide_end(&format!("{branch}{command}"), room);
         let pad = room.saturating_sub(cells(&command));
         let user = if user_w > 0 {
             format!("{user}{}  ", " ".repeat(user_w.saturating_sub(cells(user))))
@@ -320,6 +328,8 @@ pub(super) struct ProcessRow<'a> {
     pub user: Option<&'a str>,
     pub command: Option<&'a str>,
     pub used_memory: Option<u64>,
+    /// 0 for a line of its own, 1 for a child drawn under its parent, …
+    pub depth: usize,
 }
 
 /// "0 OOMs", "1 OOM", or "OOMs n/a" where the source could not say.

@@ -223,6 +223,9 @@ pub struct PeakProcess {
     pub command: Option<String>,
     /// Bytes the driver attributes to it, `None` where unknown.
     pub used_memory: Option<u64>,
+    /// Its parent process (a DataLoader worker's: the training script),
+    /// `None` where the sample does not say.
+    pub parent_pid: Option<u32>,
 }
 
 /// The most memory a GPU had in use, and who held it.
@@ -1242,6 +1245,7 @@ fn used_peak(gpu: &Map<String, Value>, used: u64, total: Option<u64>, t: u64) ->
                 user: text(p.get("user")),
                 command: text(p.get("command")),
                 used_memory: unsigned(p.get("used_memory")),
+                parent_pid: small(p.get("parent_pid")),
             })
         })
         .collect();
