@@ -364,6 +364,44 @@ fn an_offset_of_several_units_is_read_and_junk_or_overflow_refused_in_one_line()
 }
 
 #[test]
+fn at_prints_a_samples_probes_and_their_allocator_figures_as_once_does() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("probed.jsonl");
+    let allocator = serde_json::json!({
+        "source": "pid 4242 (probe)", "pid": 4242, "allocated": 3u64 << 30,
+        "reserved": 4u64 << 30, "num_ooms": 1, "num_alloc_retries": 2,
+        "fragmentation": {"fragmentation": 0.5, "external_free": 1u64 << 30,
+                          "largest_free_block": 512u64 << 20},
+        "segments_received": true,
+    });
+    let sample = serde_json::json!({
+        "time_unix_ms": 1_796_613_245_000u64, "backend": "nvml",
+        "gpus": [{"status": "ok", "index": 0, "name": "H100", "memory_used": 5u64 << 30,
+                  "processes": [{"pid": 4242, "command": "python train.py",
+                                 "used_memory": 5u64 << 30}],
+                  "allocator": allocator, "allocators": [allocator]}],
+        "probes": [{"socket": "/run/user/1/vramtop/4242.sock", "pid": 4242,
+                    "status": "connected", "command": "python train.py",
+                    "devices": [{"device": 0, "gpu": 0, "allocator": allocator},
+                                {"device": 1, "gpu": null, "allocator": allocator}]}],
+    });
+    std::fs::write(&file, format!("{sample}\n")).expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (code, out, err) = run_vramtop(&["open", path, "--at", "1"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("\nprobe: pid 4242, connected, python train.py\n"),
+        "{out}"
+    );
+    // The device no GPU is mapped to: only the probe's lines show it.
+    assert!(
+        out.contains("  CUDA device 1: allocated 3.00 GiB, reserved 4.00 GiB"),
+        "{out}"
+    );
+    assert!(!out.contains("not shown"), "{out}");
+}
+
+#[test]
 fn at_prints_the_sample_there_as_once_prints_one() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("r.jsonl");

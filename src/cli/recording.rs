@@ -17,8 +17,11 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::app::source::{AllocatorSummary, HeadlessGpu, HeadlessOom, HeadlessSample};
+use crate::app::source::{
+    AllocatorSummary, HeadlessGpu, HeadlessOom, HeadlessProbe, HeadlessProbeDevice, HeadlessSample,
+};
 use crate::device::{GpuProcess, GpuReading, GpuSample, MigInfo};
+use crate::probe::pid::{PidSource, VisibleDevices};
 use color_eyre::eyre::WrapErr;
 use serde::Serialize;
 
@@ -365,18 +368,6 @@ fn sample_at(name: &str, p: &Picked, asked: Option<u64>) -> String {
     let mut out = wrap_under("at: ", &head, REPORT_WIDTH);
     out.push('\n');
     out.push_str(&super::sample_text::render(&headless(&p.sample)));
-    if p.sample
-        .get("probes")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        out.push_str(&wrap_under(
-            "note: ",
-            "the probes' own lines are not shown (`--json` has the sample whole)",
-            REPORT_WIDTH,
-        ));
-        out.push('\n');
-    }
     out
 }
 
@@ -421,7 +412,7 @@ fn opt_text(v: Option<&Value>) -> Option<String> {
 
 /// A recorded sample as `--once` holds one, from its JSON object read
 /// leniently (what this version does not find is unknown, as `--once`
-/// says it: "n/a"); the probes' own entries are left out.
+/// says it: "n/a"), the probes' own entries included.
 pub fn headless(map: &serde_json::Map<String, Value>) -> HeadlessSample {
     let gpus = map
         .get("gpus")
@@ -454,11 +445,86 @@ pub fn headless(map: &serde_json::Map<String, Value>) -> HeadlessSample {
         backend: opt_text(map.get("backend")).unwrap_or_else(|| NA.to_string()),
         banner: opt_text(map.get("banner")),
         gpus,
-        probes: Vec::new(),
-        probes_skipped: Vec::new(),
+        probes: map
+            .get("probes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .map(headless_probe)
+            .collect(),
+        probes_skipped: map
+            .get("probes_skipped")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| opt_text(Some(s)))
+            .collect(),
         ooms,
         not_started: Vec::new(),
         not_started_note: opt_text(map.get("not_started_note")),
+    }
+}
+
+/// A recorded probe as `--once` holds one, read leniently as the rest:
+/// its line and each CUDA device's allocator figures. Its OOM events are
+/// left out (the sample's `ooms` lists them, as `--once` prints them).
+fn headless_probe(p: &serde_json::Map<String, Value>) -> HeadlessProbe {
+    let visible = p.get("visible_devices").and_then(Value::as_object);
+    let visible_devices = match visible.and_then(|v| v.get("kind")).and_then(Value::as_str) {
+        Some("indices") => VisibleDevices::Indices(
+            visible
+                .and_then(|v| v.get("value"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| opt_u32(Some(i)))
+                .collect(),
+        ),
+        Some("unresolved") => VisibleDevices::Unresolved(
+            opt_text(visible.and_then(|v| v.get("value"))).unwrap_or_default(),
+        ),
+        // Unset, or a form this version does not know: not shown in the
+        // text either way.
+        _ => VisibleDevices::All,
+    };
+    let pid_source = match p.get("pid_source").and_then(Value::as_str) {
+        Some("peer_cred") => Some(PidSource::PeerCred),
+        Some("ns_pid") => Some(PidSource::NsPid),
+        Some("hello") => Some(PidSource::Hello),
+        _ => None,
+    };
+    HeadlessProbe {
+        socket: opt_text(p.get("socket")).unwrap_or_default(),
+        pid: opt_u32(p.get("pid")),
+        probe_pid: opt_u32(p.get("probe_pid")),
+        pid_source,
+        status: opt_text(p.get("status")).unwrap_or_else(|| NA.to_string()),
+        problem: opt_text(p.get("problem")),
+        command: opt_text(p.get("command")),
+        host: opt_text(p.get("host")),
+        torch: opt_text(p.get("torch")),
+        visible_devices,
+        devices: p
+            .get("devices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .filter_map(|d| {
+                Some(HeadlessProbeDevice {
+                    device: opt_u32(d.get("device"))?,
+                    gpu: opt_u32(d.get("gpu")),
+                    allocator: d
+                        .get("allocator")
+                        .and_then(Value::as_object)
+                        .map(headless_allocator),
+                    invalid: opt_text(d.get("invalid")),
+                })
+            })
+            .collect(),
+        oom_total: opt_u64(p.get("oom_total")).unwrap_or(0),
+        ooms: Vec::new(),
     }
 }
 
@@ -1466,7 +1532,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_sample_reads_back_as_once_prints_it() {
+    fn a_recorded_sample_reads_back_as_once_prints_it_its_probes_included() {
         let mut s = GpuSample::unknown(0, "NVIDIA H100 80GB HBM3");
         s.memory_total = Some(80 * GIB);
         s.memory_used = Some(61 * GIB);
@@ -1502,6 +1568,9 @@ mod tests {
             segments_received: true,
             unknown: vec!["num_alloc_retries".to_string()],
         };
+        // The histogram is not in the text, nor read back.
+        let mut allocator = allocator;
+        allocator.fragmentation.histogram.clear();
         let sample = HeadlessSample {
             time_unix_ms: T0,
             backend: "nvml".to_string(),
@@ -1509,7 +1578,7 @@ mod tests {
             gpus: vec![
                 HeadlessGpu {
                     allocator: Some(allocator.clone()),
-                    allocators: vec![allocator],
+                    allocators: vec![allocator.clone()],
                     ..HeadlessGpu::bare(GpuReading::Ok(s))
                 },
                 HeadlessGpu::bare(GpuReading::Ok(mig)),
@@ -1518,8 +1587,45 @@ mod tests {
                     reason: "fell off the bus".to_string(),
                 }),
             ],
-            probes: Vec::new(),
-            probes_skipped: Vec::new(),
+            // A probe's own entry: its line and every CUDA device's
+            // figures, one not mapped to a GPU, one whose figures
+            // cannot be true.
+            probes: vec![HeadlessProbe {
+                socket: "/run/user/1/vramtop/4242.sock".to_string(),
+                pid: Some(4242),
+                probe_pid: Some(17),
+                pid_source: Some(PidSource::NsPid),
+                status: "connected".to_string(),
+                problem: Some("a line skipped".to_string()),
+                command: Some("python train.py".to_string()),
+                host: Some("node7".to_string()),
+                torch: Some("2.5.1".to_string()),
+                visible_devices: VisibleDevices::Indices(vec![0, 2]),
+                devices: vec![
+                    HeadlessProbeDevice {
+                        device: 0,
+                        gpu: Some(0),
+                        allocator: Some(allocator.clone()),
+                        invalid: None,
+                    },
+                    HeadlessProbeDevice {
+                        device: 1,
+                        gpu: None,
+                        allocator: Some(allocator.clone()),
+                        invalid: None,
+                    },
+                    HeadlessProbeDevice {
+                        device: 2,
+                        gpu: Some(2),
+                        allocator: None,
+                        invalid: Some("allocated exceeds reserved".to_string()),
+                    },
+                ],
+                oom_total: 1,
+                // Not read back: the sample's `ooms` lists them.
+                ooms: Vec::new(),
+            }],
+            probes_skipped: vec!["/tmp/vramtop-x: not ours".to_string()],
             ooms: vec![HeadlessOom {
                 gpu: Some(0),
                 device: 0,
@@ -1539,6 +1645,14 @@ mod tests {
         let once = super::super::sample_text::render(&sample);
         assert_eq!(super::super::sample_text::render(&back), once);
         assert!(once.contains("GPU 1 MIG 3"), "{once}");
+        assert_eq!(back.probes, sample.probes);
+        assert!(
+            once.contains("probe: pid 4242, connected, python train.py; a line skipped"),
+            "{once}"
+        );
+        assert!(once.contains("  CUDA device 1: "), "{once}");
+        assert!(once.contains("  GPU 2: figures not shown"), "{once}");
+        assert!(once.contains("1 probe socket or folder not read"), "{once}");
     }
 
     #[test]
