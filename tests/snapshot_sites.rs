@@ -1026,3 +1026,106 @@ fn at_mark_past_the_files_marks_is_one_line_naming_how_many_it_has() {
         assert!(err.contains(why), "{at}: {err}");
     }
 }
+
+/// The probe's stand-in training run (docs/attach.md) out of memory at its
+/// second step: `torch.empty(capacity + 1)` of a 256 MiB device, asked by
+/// `standin_train.py:72 step`, whose `oom` entry records the Python stack
+/// of the failing call.
+const STANDIN_OOM: &str = "tests/fixtures/standin-oom.pickle";
+
+#[test]
+fn an_ooms_stack_is_listed_under_it_in_the_summary_text_and_json() {
+    let (code, text, err) = common::run_vramtop(&["open", STANDIN_OOM, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    // The frame that asked, then its callers, as a site's are listed.
+    assert!(
+        text.contains("\n    asked by standin_train.py:72 step\n"),
+        "{text}"
+    );
+    // Too long for one line of 80: a caller a line, each after the first
+    // led by its `<`, as a site's callers are.
+    assert!(
+        text.contains(
+            "\n             called from standin_train.py:101 main\n                       \
+             < standin_train.py:118 <module>\n"
+        ),
+        "{text}"
+    );
+    // The request's segment, which PyTorch's message names.
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("256.00 MiB requested (a 258 MiB segment: the size"),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+
+    let (code, json, err) =
+        common::run_vramtop(&["open", STANDIN_OOM, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let d = &v["sites"][0];
+    for oom in [&d["oom_events"][0], &d["at_last_oom"]] {
+        assert_eq!(oom["site"], "standin_train.py:72 step", "{oom}");
+        let frames = oom["frames"].as_array().expect("frames");
+        // The user's frames, innermost first: not the launcher's.
+        assert_eq!(frames.len(), 3, "{oom}");
+        assert_eq!(frames[0]["filename"], "python/tests/standin_train.py");
+        assert_eq!(
+            (&frames[0]["line"], &frames[0]["name"]),
+            (&72.into(), &"step".into())
+        );
+        assert_eq!(frames[1]["name"], "main");
+        assert_eq!(
+            oom["called_from"],
+            serde_json::json!(["standin_train.py:101 main", "standin_train.py:118 <module>"])
+        );
+    }
+}
+
+#[test]
+fn an_oom_without_a_stack_says_the_file_records_none_and_each_listed_oom_names_its_asker() {
+    use vramtop::snapshot::types::Frame;
+    // A model-made trace: no stacks at all.
+    let mut snapshot = twice_out_of_memory();
+    let (_dir, path) = written(&snapshot);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("\n    no stack: recorded without stacks\n"),
+        "{text}"
+    );
+    let (_, json, _) = common::run_vramtop(&["open", &path, "--summary", "--json"], None);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let first = &v["sites"][0]["oom_events"][0];
+    assert_eq!(first["frames"], serde_json::json!([]), "{first}");
+    assert!(first["site"].is_null(), "{first}");
+
+    // Each OOM's stack given: the list of OOMs names each one's asker.
+    for (k, e) in snapshot.device_traces[0]
+        .iter_mut()
+        .filter(|e| e.action == TraceAction::Oom)
+        .enumerate()
+    {
+        e.frames = Arc::from(vec![Frame {
+            filename: Arc::from("/home/me/train.py"),
+            line: 40 + k as u64,
+            name: Arc::from("step"),
+        }]);
+    }
+    let (_dir, path) = written(&snapshot);
+    let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let said: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        said.contains("700 MiB requested by train.py:40; event ")
+            && said.contains("900 MiB requested by train.py:41"),
+        "{text}"
+    );
+    assert!(said.contains("asked by train.py:41 step"), "{text}");
+    assert!(
+        !said.contains("no stack: recorded without stacks"),
+        "{text}"
+    );
+}

@@ -21,7 +21,7 @@ use crate::snapshot::read_snapshot_file_final_state;
 use crate::snapshot::sites::Grouping;
 use crate::snapshot::summary::{
     DeviceSites, Figures, MAX_LISTED_MARKERS, MAX_LISTED_OOMS, SitesAt, SitesReport, SizeCount,
-    SnapshotSummary, sites_report, sites_report_at, summarize,
+    SnapshotSummary, oom_segment, sites_report, sites_report_at, summarize,
 };
 use crate::snapshot::types::{AllocatorSettings, SnapshotFormat, UnknownActions};
 
@@ -629,16 +629,21 @@ const CALLERS_AT: usize = 32;
 /// for its line wraps between its words under its own start, so a line
 /// never starts or ends with a separator that belongs to a broken frame.
 fn render_callers(out: &mut String, frames: &[String]) {
+    render_callers_at(out, frames, CALLERS_AT);
+}
+
+/// [`render_callers`] with `called from` `at` cells in.
+fn render_callers_at(out: &mut String, frames: &[String], at: usize) {
     if frames.is_empty() {
         return;
     }
-    let lead = format!("{:CALLERS_AT$}{CALLED_FROM}", "");
+    let lead = format!("{:at$}{CALLED_FROM}", "");
     let joined = frames.join(" < ");
     if cells(&lead) + cells(&joined) <= REPORT_WIDTH {
         let _ = writeln!(out, "{lead}{joined}");
         return;
     }
-    let next = format!("{:1$}< ", "", CALLERS_AT + CALLED_FROM.len() - 2);
+    let next = format!("{:1$}< ", "", at + CALLED_FROM.len() - 2);
     for (k, frame) in frames.iter().enumerate() {
         let lead = if k == 0 { &lead } else { &next };
         let _ = writeln!(
@@ -646,6 +651,44 @@ fn render_callers(out: &mut String, frames: &[String]) {
             "{}",
             wrap_phrases_under(lead, [frame.as_str()], REPORT_WIDTH)
         );
+    }
+}
+
+/// The lead of the line naming the code that asked for an OOM's request.
+const ASKED_BY: &str = "    asked by ";
+/// Callers of an OOM's request listed under it (the text's; `--json`
+/// gives them all).
+const OOM_CALLERS: usize = 6;
+
+/// Which code asked for an OOM's failed request, under the OOM's line:
+/// the frame that asked and its callers, as a site and its callers are
+/// listed; or why there is no stack.
+fn render_oom_stack(out: &mut String, stack: &crate::snapshot::summary::OomStack) {
+    match &stack.site {
+        Some(site) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                wrap_phrases_under(ASKED_BY, [site.as_str()], REPORT_WIDTH)
+            );
+            let callers: Vec<String> = stack
+                .called_from
+                .iter()
+                .take(OOM_CALLERS)
+                .cloned()
+                .collect();
+            render_callers_at(out, &callers, ASKED_BY.len());
+            let more = stack.called_from.len().saturating_sub(callers.len());
+            if more > 0 {
+                let _ = writeln!(
+                    out,
+                    "{:1$}… {more} more in --json",
+                    "",
+                    ASKED_BY.len() + CALLED_FROM.len()
+                );
+            }
+        }
+        None => line_under(out, "    ", stack.no_stack().unwrap_or_default()),
     }
 }
 
@@ -786,7 +829,20 @@ fn oom_list(d: &DeviceSites) -> String {
         .oom_events
         .iter()
         .take(OOM_LINES)
-        .map(|o| format!("event {}, {} requested", o.cursor, human_bytes(o.requested)))
+        .map(|o| {
+            // Which code asked, in short: the last OOM's whole stack is
+            // listed under its own line.
+            let by = o
+                .stack
+                .short_site()
+                .map(|s| format!(" by {s}"))
+                .unwrap_or_default();
+            format!(
+                "event {}, {} requested{by}",
+                o.cursor,
+                human_bytes(o.requested)
+            )
+        })
         .collect();
     let mut text = format!("{} OOMs: {}", d.ooms, listed.join("; "));
     let more = d.ooms.saturating_sub(listed.len());
@@ -997,19 +1053,13 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             // to allocate 40.00 MiB" of a 39.68 MiB request): said, so that
             // the two figures are not read as a disagreement. Expandable
             // segments map pages instead (or without settings: unknown).
-            let expandable = report
-                .allocator_settings
-                .as_ref()
-                .is_none_or(|s| s.expandable_segments);
-            let segment = crate::alloc::sizing::allocation_size(oom.requested);
-            requested = if !expandable && segment != oom.requested {
-                format!(
+            requested = match oom_segment(oom.requested, report.allocator_settings.as_ref()) {
+                Some(segment) => format!(
                     "{requested} requested (a {} segment: the size PyTorch's error message \
                      names)",
                     human_bytes(segment)
-                )
-            } else {
-                format!("{requested} requested")
+                ),
+                None => format!("{requested} requested"),
             };
             line_under(
                 &mut out,
@@ -1022,6 +1072,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                     human_bytes(oom.sites.allocated)
                 ),
             );
+            render_oom_stack(&mut out, &oom.stack);
             line_under(&mut out, "    ", &oom_memory(oom));
             render_sites_explaining(&mut out, &oom.sites, &mut explained);
         }

@@ -13,10 +13,11 @@ use super::invariants::{BackwardsTime, check_trace_times};
 use super::peak::{At, AtError, Moment, Peaks, peaks};
 use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
 use super::sites::{
-    Grouping, NoStackReason, NoTraceCause, Site, SiteKey, Sites, no_trace_cause, sites_of_snapshot,
-    sites_of_state, snapshot_no_stack_reason,
+    Grouping, NoStackReason, NoTraceCause, Site, SiteKey, Sites, callers, file_line, frame_label,
+    is_python, no_trace_cause, site_key, sites_of_snapshot, sites_of_state,
+    snapshot_no_stack_reason, user_facing,
 };
-use super::types::{AllocatorSettings, Segment, Snapshot};
+use super::types::{AllocatorSettings, Frame, Segment, Snapshot};
 use crate::alloc::advice::{OomCause, oom_cause};
 use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
 
@@ -461,8 +462,9 @@ pub struct MarkerEvent {
     pub action: &'static str,
 }
 
-/// One OOM event of a trace: where it is and what it asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// One OOM event of a trace: where it is, what it asked and which code
+/// asked it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OomEvent {
     /// The cursor just after the OOM event (as `--at oom` and the viewer's
     /// `o` land on it).
@@ -472,6 +474,91 @@ pub struct OomEvent {
     pub requested: u64,
     /// Free bytes on the device as the driver said at the OOM.
     pub device_free: u64,
+    /// The failed request's stack, flattened: `frames`, `site`,
+    /// `called_from`.
+    #[serde(flatten)]
+    pub stack: OomStack,
+}
+
+/// Which code asked for an OOM's failed request, from the stack its
+/// `oom` trace entry records (the Python stack of the failing call).
+/// Named as the sites listing names a site by user frame: the frame that
+/// asked, then the user's frames that called it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OomStack {
+    /// The frames worth reading first, innermost first: the user's own,
+    /// else the Python ones, else the informative C++ ones (as `replay`'s
+    /// `first_oom` gives them). Empty when the entry records none.
+    pub frames: Vec<Frame>,
+    /// The frame that asked, labelled as a site by user frame is
+    /// (`train.py:40 step`); `null` without a stack.
+    pub site: Option<String>,
+    /// The user's frames that called it, innermost first, as labels (a
+    /// site's `called_from`).
+    pub called_from: Vec<String>,
+    /// The frame that asked (for the short forms).
+    #[serde(skip)]
+    head: Option<Frame>,
+    /// Whether the file records stacks at all: a request without one is
+    /// then said as recorded without stacks.
+    #[serde(skip)]
+    file_records_stacks: bool,
+}
+
+impl OomStack {
+    /// The stack of an `oom` entry's `frames`, in a file that records
+    /// stacks or not.
+    pub fn of(frames: &[Frame], file_records_stacks: bool) -> OomStack {
+        let key = site_key(frames, Grouping::UserFrame);
+        let head = key.as_ref().and_then(SiteKey::frame).cloned();
+        let called_from = head
+            .as_ref()
+            .map(|h| callers(frames, h).into_iter().map(frame_label).collect())
+            .unwrap_or_default();
+        OomStack {
+            frames: user_facing(frames).into_iter().cloned().collect(),
+            site: key.map(|k| k.label()),
+            called_from,
+            head,
+            file_records_stacks,
+        }
+    }
+
+    /// The frame that asked in short: `file:line` of a Python frame, the
+    /// label of a C++ one.
+    pub fn short_site(&self) -> Option<String> {
+        let head = self.head.as_ref()?;
+        Some(if is_python(head) {
+            file_line(head)
+        } else {
+            frame_label(head)
+        })
+    }
+
+    /// Why there is no stack to show, `None` when there is one: a file
+    /// recorded without stacks says so as the sites do; in one that
+    /// records them, the entry has none.
+    pub fn no_stack(&self) -> Option<&'static str> {
+        if self.site.is_some() {
+            None
+        } else if self.file_records_stacks {
+            Some("no stack recorded for the request")
+        } else {
+            Some(NoStackReason::WithoutStacks.describe())
+        }
+    }
+}
+
+/// The segment PyTorch's OOM message names ("Tried to allocate 20.00
+/// MiB") for a failed `requested` bytes, where it is not the request: the
+/// trace records the rounded request, and the allocator then asked
+/// cudaMalloc for a whole segment. `None` where they are the same, and
+/// with expandable segments, which map pages instead (or without the
+/// settings, when that is unknown).
+pub fn oom_segment(requested: u64, settings: Option<&AllocatorSettings>) -> Option<u64> {
+    let expandable = settings.is_none_or(|s| s.expandable_segments);
+    let segment = crate::alloc::sizing::allocation_size(requested);
+    (!expandable && segment != requested).then_some(segment)
 }
 
 /// The sites at the cursor `--at` names.
@@ -509,6 +596,10 @@ pub struct OomMoment {
     pub free_blocks: u64,
     /// What the figures say about the OOM's cause.
     pub cause: OomCause,
+    /// Which code asked: `frames`, `site`, `called_from`, as an
+    /// [`OomEvent`]'s.
+    #[serde(flatten)]
+    pub stack: OomStack,
     /// Flattened, as [`AtCursor`]'s: the JSON gives the OOM's `cursor`,
     /// `time_us` and `allocated` beside its other figures, as the text
     /// heads the moment with them.
@@ -617,6 +708,7 @@ fn report(
     at: Option<At>,
 ) -> (SitesReport, Vec<AtError>) {
     let reason = snapshot_no_stack_reason(snapshot);
+    let records_stacks = reason != NoStackReason::WithoutStacks;
     let backwards_times = check_trace_times(snapshot);
     let mut errors = Vec::new();
     let sites = scrub_devices(snapshot)
@@ -687,6 +779,7 @@ fn report(
                     largest_free_block: free.largest_free_block,
                     free_blocks: free.free_blocks,
                     cause: oom_cause(e.size, e.addr, cached_free),
+                    stack: OomStack::of(&e.frames, records_stacks),
                     sites: SitesAt::new(sites, top, Some(cursor), e.time_us()),
                 })
             });
@@ -700,6 +793,7 @@ fn report(
                         time_us: e.time_us(),
                         requested: e.size,
                         device_free: e.addr,
+                        stack: OomStack::of(&e.frames, records_stacks),
                     })
                 })
                 .collect();
