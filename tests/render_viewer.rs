@@ -2389,3 +2389,136 @@ fn with_a_filter_on_every_pane_title_says_whether_the_filter_applies_to_it() {
         }
     }
 }
+
+/// The viewer on the probe's stand-in training run out of memory
+/// (tests/fixtures/standin-oom.pickle): it opens at the end, on the OOM
+/// event, the trace's last.
+fn standin_oom() -> ViewerState {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/standin-oom.pickle"
+    );
+    let snapshot = vramtop::snapshot::read_snapshot_file(std::path::Path::new(path))
+        .expect("the fixture loads");
+    let v = ViewerState::new("standin-oom.pickle".to_string(), snapshot);
+    assert!(v.at_oom(), "{}", status_text(&v));
+    v
+}
+
+/// The row of `t`'s screen that starts with `start`.
+fn row_starting(t: &Terminal<TestBackend>, start: &str) -> String {
+    let screen = text(t.backend().buffer());
+    screen
+        .lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no row starts with {start:?}:\n{screen}"))
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn at_an_oom_the_status_line_names_the_segment_pytorch_named_and_the_code_that_asked() {
+    let v = standin_oom();
+    // 80 columns: the segment and the asker's file and line, in short.
+    let t = draw(&v, 80, 24);
+    let status = row_starting(&t, "event 50/50");
+    assert_eq!(
+        status,
+        "event 50/50 · oom 256 MiB requested (258 MiB segment) · by standin_train.py:72"
+    );
+    // 120: the message's figure said as such.
+    let t = draw(&v, 120, 40);
+    let status = row_starting(&t, "event 50/50");
+    assert_eq!(
+        status,
+        "event 50/50 (#49) · oom 256 MiB requested (258 MiB segment, as PyTorch's message says) \
+         · by standin_train.py:72"
+    );
+    // Wider, the asker's function too.
+    let line = status_text_within(&v, 160);
+    assert!(
+        line.ends_with("free on the device · asked by standin_train.py:72 step"),
+        "{line}"
+    );
+    // Enter's hint says what it shows here.
+    let hints = text(t.backend().buffer());
+    assert!(hints.contains("Enter OOM stack"), "{hints}");
+    // One event back the line and the hint are the usual ones.
+    let mut v = v;
+    press(&mut v, KeyCode::Left);
+    let line = status_text_within(&v, 120);
+    assert!(
+        line.starts_with("event 49/50 (#48) · segment_free "),
+        "{line}"
+    );
+    assert!(!line.contains(" by "), "{line}");
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(
+        screen.contains("Enter block") && !screen.contains("OOM stack"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn enter_on_an_oom_lists_the_failed_requests_stack_and_esc_closes_it() {
+    let mut v = standin_oom();
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open && v.detail_oom);
+    let lines: Vec<String> = detail_lines(&v, 76).iter().map(|l| l.to_string()).collect();
+    let detail = lines.join("\n");
+    assert!(
+        detail.contains("asked by      standin_train.py:72 step"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("segment       258 MiB: the size PyTorch's error"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("stack of the failed request, innermost first (3 Python frames"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("  python/tests/standin_train.py:101 main"),
+        "{detail}"
+    );
+    let t = draw(&v, 80, 24);
+    insta::assert_snapshot!("viewer_oom_detail_80x24", t.backend());
+    // ↓ has no block to go to: said, the detail stays.
+    press(&mut v, KeyCode::Down);
+    assert!(v.detail_open && v.detail_oom);
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.detail_open && !v.detail_oom);
+}
+
+#[test]
+fn at_an_oom_recorded_without_stacks_the_status_line_says_there_is_none() {
+    use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
+    const MIB: u64 = 1 << 20;
+    // The model records no stacks; 700 MiB is a whole segment already.
+    let mut m = CachingAllocator::new(InMemoryDevice::new(1 << 30), 0, AllocatorConfig::default());
+    m.record_history(Some(100));
+    let _kept = m.malloc(400 * MIB, 0).expect("fits");
+    assert!(m.malloc(700 * MIB, 0).is_err(), "the OOM");
+    let snapshot = vramtop::snapshot::capture::snapshot_of(&m, 0);
+    let mut v = ViewerState::new("oom.pickle".to_string(), snapshot);
+    press(&mut v, KeyCode::Home);
+    press(&mut v, KeyCode::Char('o'));
+    assert!(v.at_oom(), "{}", status_text(&v));
+    let narrow = status_text_within(&v, 80);
+    assert!(
+        narrow.contains("oom 700 MiB requested · no stack"),
+        "{narrow}"
+    );
+    assert!(!narrow.contains("segment"), "{narrow}");
+    let wide = status_text_within(&v, 160);
+    assert!(wide.contains("no stack: recorded without stacks"), "{wide}");
+    press(&mut v, KeyCode::Enter);
+    let detail: Vec<String> = detail_lines(&v, 76).iter().map(|l| l.to_string()).collect();
+    assert!(
+        detail
+            .iter()
+            .any(|l| l == "asked by      no stack: recorded without stacks"),
+        "{detail:?}"
+    );
+}

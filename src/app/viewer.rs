@@ -180,7 +180,7 @@ impl ViewerAction {
             ViewerAction::PrevMarker => "previous snapshot/annotate entry",
             ViewerAction::NextSegment => "next segment in the map (its first block)",
             ViewerAction::PrevSegment => "this segment's first block, then the previous one's",
-            ViewerAction::BlockDetail => "detail of the selected block (stack of its allocation)",
+            ViewerAction::BlockDetail => "block detail and stack; on an OOM, the failed call's",
             ViewerAction::CycleStream => "filter by stream: all, then each stream",
             // "Each memory pool" only where the GPU has private ones (the
             // help's words define both kinds of pool).
@@ -244,6 +244,9 @@ pub struct ViewerState {
     pub pool_filter: Option<PoolFilter>,
     /// The block-detail overlay is open.
     pub detail_open: bool,
+    /// The open detail is the failed request's of the OOM event at the
+    /// cursor (`Enter` on an OOM), not the selected block's.
+    pub detail_oom: bool,
     /// The selected block's address, kept while the cursor moves.
     pub selected_address: Option<u64>,
     /// The segments at the cursor after the filters (with frames), in
@@ -449,6 +452,7 @@ impl ViewerState {
             stream_filter: None,
             pool_filter: None,
             detail_open: false,
+            detail_oom: false,
             selected_address: None,
             segments: Vec::new(),
             unfiltered_segments: 0,
@@ -578,7 +582,8 @@ impl ViewerState {
         // Keep the selected site by its key (refresh_sites looks it up).
         next.sites = self.sites.take();
         next.refresh();
-        next.detail_open = self.detail_open && next.selected_block().is_some();
+        // An OOM's detail needs the trace: the stage had none to show.
+        next.detail_open = self.detail_open && !self.detail_oom && next.selected_block().is_some();
         let waiting = std::mem::take(&mut self.waiting_actions);
         *self = next;
         // The "waiting for the trace" notice is answered now: the keys'
@@ -854,6 +859,10 @@ impl ViewerState {
     /// Which ways the block detail can move to another block of the map
     /// (`up`: a block before the selected one, `down`: one after it).
     pub fn detail_blocks(&self) -> Scrolled {
+        // An OOM's detail has no block to step to.
+        if self.detail_oom {
+            return Scrolled::at(0, 0);
+        }
         let n = self.block_count();
         Scrolled::at(self.app.ui.selected_block, n.saturating_sub(1))
     }
@@ -957,7 +966,9 @@ impl ViewerState {
         // to look at in an empty map (before the first event, or under a
         // filter that hides every segment), or an empty sites list.
         match action {
-            ViewerAction::BlockDetail if !self.detail_open && self.selected_block().is_none() => {
+            ViewerAction::BlockDetail
+                if !self.detail_open && !self.at_oom() && self.selected_block().is_none() =>
+            {
                 return Some(if self.segments.is_empty() {
                     "the segment map is empty here"
                 } else {
@@ -1432,7 +1443,19 @@ impl ViewerState {
             V::NextSegment => self.move_segment(true),
             V::PrevSegment => self.move_segment(false),
             V::BlockDetail => {
-                if self.selected_block().is_none() && !self.detail_open {
+                if self.detail_open {
+                    self.detail_open = false;
+                    self.detail_oom = false;
+                    return Effect::Redraw;
+                }
+                // On an OOM event the detail is the failed request's:
+                // which code asked, its whole stack.
+                if self.at_oom() {
+                    self.detail_open = true;
+                    self.detail_oom = true;
+                    return Effect::Redraw;
+                }
+                if self.selected_block().is_none() {
                     // The hints offer "Enter block" outside the sites
                     // pane: say why there is none rather than ignore the key.
                     self.app.ui.notice = Some(if self.segments.is_empty() {
@@ -1446,7 +1469,7 @@ impl ViewerState {
                     });
                     return Effect::Redraw;
                 }
-                self.detail_open = !self.detail_open;
+                self.detail_open = true;
                 Effect::Redraw
             }
             V::CycleStream => {
@@ -1894,7 +1917,18 @@ impl ViewerState {
                 Some(DetailKey::Quit) => Effect::Quit,
                 Some(DetailKey::Close) => {
                     self.detail_open = false;
+                    self.detail_oom = false;
                     self.detail_scroll = 0;
+                    Effect::Redraw
+                }
+                Some(DetailKey::PrevBlock | DetailKey::NextBlock) if self.detail_oom => {
+                    let close = keymap
+                        .detail_key_label(DetailKey::Close)
+                        .and_then(|keys| keys.split(' ').next())
+                        .unwrap_or_default();
+                    self.app.ui.notice = Some(format!(
+                        "the OOM's detail has no blocks to step through; {close} closes it"
+                    ));
                     Effect::Redraw
                 }
                 Some(step @ (DetailKey::PrevBlock | DetailKey::NextBlock)) => {
@@ -2023,6 +2057,25 @@ impl ViewerState {
         let c = self.cursor();
         self.device()
             .and_then(|d| c.checked_sub(1).and_then(|i| d.events().get(i)))
+    }
+
+    /// Whether the cursor stands just after an OOM event: `Enter` then
+    /// shows the failed request's stack.
+    pub fn at_oom(&self) -> bool {
+        self.current_event()
+            .is_some_and(|e| e.action == crate::alloc::TraceAction::Oom)
+    }
+
+    /// Which code asked for the failed request of the OOM event at the
+    /// cursor (`None` off an OOM).
+    pub fn oom_stack(&self) -> Option<crate::snapshot::summary::OomStack> {
+        let e = self.current_event()?;
+        (e.action == crate::alloc::TraceAction::Oom).then(|| {
+            crate::snapshot::summary::OomStack::of(
+                &e.frames,
+                self.no_stack != NoStackReason::WithoutStacks,
+            )
+        })
     }
 
     /// Why the selected block (allocated or pending, without a stack) has

@@ -148,28 +148,136 @@ fn private_pool(id: (i64, i64)) -> String {
     }
 }
 
-/// The lines of the block-detail overlay for `width` columns.
+/// Cells of the detail's key column.
+const KEY_CELLS: usize = 14;
+
+/// A detail row: `k` in the key column, `val` beside it. A value too
+/// long for the row wraps under itself, past the key column (the popup
+/// would cut it otherwise). Theme-independent; styles come from the
+/// caller.
+fn kv(k: &str, val: &str, width: u16) -> Vec<Line<'static>> {
+    let room = width.saturating_sub(KEY_CELLS as u16).max(20);
+    let mut rows = chrome::wrap(val, room);
+    if rows.is_empty() {
+        rows.push(String::new());
+    }
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let key = if i == 0 { k } else { "" };
+            Line::from(vec![
+                Span::raw(format!("{key:<KEY_CELLS$}")),
+                Span::raw(row),
+            ])
+        })
+        .collect()
+}
+
+/// A stack's rows, innermost first, under `title` and the counts of its
+/// frames: the Python frames, the C++ ones counted (listed where there
+/// is no Python frame), as the sites pane and `--summary --json` count
+/// them.
+fn stack_lines(frames: &[crate::snapshot::Frame], title: &str, width: u16) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    // Python frames answer "which line of my program"; the C++ frames
+    // of stacks="all" recordings would bury them, so they are counted.
+    let counts = frame_counts(frames);
+    let shown = listed_frames(frames, counts.python == 0);
+    let dropped = super::sites::dropped_note(counts);
+    let python = format::count_of(counts.python, "Python frame", "Python frames");
+    let cpp = format::count_of(counts.cpp, "C++ frame", "C++ frames");
+    let title = if counts.python > 0 && counts.cpp > 0 {
+        format!("{title} ({python}; {cpp} hidden{dropped}):")
+    } else if counts.python > 0 {
+        format!("{title} ({python}{dropped}):")
+    } else if counts.cpp > 0 {
+        format!("{title} ({cpp}{dropped}):")
+    } else {
+        format!("{title}:")
+    };
+    for l in chrome::wrap(&title, width) {
+        lines.push(Line::raw(l));
+    }
+    for f in shown {
+        lines.push(Line::raw(format!(
+            "  {}",
+            frame_line(f, usize::from(width).saturating_sub(2))
+        )));
+    }
+    lines
+}
+
+/// The lines of the OOM detail (`Enter` on an OOM event) for `width`
+/// columns: what the failed request asked, the segment PyTorch's message
+/// names, the device's free bytes, which code asked and its whole stack.
+fn oom_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
+    let (Some(e), Some(stack), Some(d)) = (v.current_event(), v.oom_stack(), v.device()) else {
+        return vec![Line::raw("no OOM event here")];
+    };
+    let first = d.events().first().and_then(|e| e.time_us());
+    let mut rows = vec![
+        kv(
+            "event",
+            &format!(
+                "{}/{} ({})",
+                v.cursor(),
+                d.len(),
+                elapsed(first, e.time_us())
+            ),
+            width,
+        ),
+        kv("requested", &bytes_exactly(e.size), width),
+    ];
+    if let Some(segment) =
+        crate::snapshot::summary::oom_segment(e.size, v.scrub.snapshot.allocator_settings.as_ref())
+    {
+        rows.push(kv(
+            "segment",
+            &format!(
+                "{}: the size PyTorch's error message names (\"Tried to allocate …\"), the \
+                 request rounded up to a whole segment",
+                format::bytes(segment)
+            ),
+            width,
+        ));
+    }
+    rows.push(kv(
+        "device free",
+        &format!("{}, the driver's figure at the OOM", bytes_exactly(e.addr)),
+        width,
+    ));
+    rows.push(kv("stream", &e.stream.to_string(), width));
+    rows.push(kv(
+        "asked by",
+        stack
+            .site
+            .as_deref()
+            .or(stack.no_stack())
+            .unwrap_or_default(),
+        width,
+    ));
+    let mut lines: Vec<Line<'static>> = rows.into_iter().flatten().collect();
+    if !e.frames.is_empty() {
+        lines.push(Line::raw(""));
+        lines.extend(stack_lines(
+            &e.frames,
+            "stack of the failed request, innermost first",
+            width,
+        ));
+    }
+    lines
+}
+
+/// The lines of the block-detail overlay for `width` columns (of the
+/// OOM detail where that is open).
 pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
+    if v.detail_oom {
+        return oom_lines(v, width);
+    }
     let Some((seg, b)) = v.selected_block() else {
         return vec![Line::raw("no block selected")];
     };
-    // Detail theme-independent words; styles come from the caller.
-    // A value too long for the row wraps under itself, past the key column
-    // (the popup would cut it otherwise).
-    let room = width.saturating_sub(14).max(20);
-    let kv = |k: &str, val: String| -> Vec<Line<'static>> {
-        let mut rows = chrome::wrap(&val, room);
-        if rows.is_empty() {
-            rows.push(String::new());
-        }
-        rows.into_iter()
-            .enumerate()
-            .map(|(i, row)| {
-                let key = if i == 0 { k } else { "" };
-                Line::from(vec![Span::raw(format!("{key:<14}")), Span::raw(row)])
-            })
-            .collect()
-    };
+    let kv = |k: &str, val: String| kv(k, &val, width);
     let state = match b.state {
         BlockState::ActiveAllocated => "allocated",
         BlockState::ActivePendingFree => "pending free (freed, waiting on stream events)",
@@ -267,32 +375,7 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         } else {
             "stack of the allocation, innermost first"
         };
-        // Python frames answer "which line of my program"; the C++ frames
-        // of stacks="all" recordings would bury them, so they are counted,
-        // as the sites pane and `--summary --json` count them.
-        let counts = frame_counts(&b.frames);
-        let shown = listed_frames(&b.frames, counts.python == 0);
-        let dropped = super::sites::dropped_note(counts);
-        let python = format::count_of(counts.python, "Python frame", "Python frames");
-        let cpp = format::count_of(counts.cpp, "C++ frame", "C++ frames");
-        let title = if counts.python > 0 && counts.cpp > 0 {
-            format!("{title} ({python}; {cpp} hidden{dropped}):")
-        } else if counts.python > 0 {
-            format!("{title} ({python}{dropped}):")
-        } else if counts.cpp > 0 {
-            format!("{title} ({cpp}{dropped}):")
-        } else {
-            format!("{title}:")
-        };
-        for l in chrome::wrap(&title, width) {
-            lines.push(Line::raw(l));
-        }
-        for f in shown {
-            lines.push(Line::raw(format!(
-                "  {}",
-                frame_line(f, usize::from(width).saturating_sub(2))
-            )));
-        }
+        lines.extend(stack_lines(&b.frames, title, width));
     }
     lines
 }
@@ -305,12 +388,23 @@ pub(super) fn render_detail(
     theme: &Theme,
 ) {
     let label = |key| keymap.detail_key_label(key).unwrap_or_default();
-    let hint = format!(
-        " {}/{} block · {} closes ",
-        first_key(label(DetailKey::PrevBlock)),
-        first_key(label(DetailKey::NextBlock)),
-        first_key(label(DetailKey::Close))
-    );
+    // An OOM's detail has no block to step to.
+    let (title, hint) = if v.detail_oom {
+        (
+            " OOM ",
+            format!(" {} closes ", first_key(label(DetailKey::Close))),
+        )
+    } else {
+        (
+            " Block ",
+            format!(
+                " {}/{} block · {} closes ",
+                first_key(label(DetailKey::PrevBlock)),
+                first_key(label(DetailKey::NextBlock)),
+                first_key(label(DetailKey::Close))
+            ),
+        )
+    };
     // ↑/↓ move to the next block: the detail scrolls by pages.
     let scroll = PopupScroll {
         offset: v.detail_scroll,
@@ -318,28 +412,21 @@ pub(super) fn render_detail(
         rows: &v.detail_page_rows,
         keys: (label(DetailKey::ScrollUp), label(DetailKey::ScrollDown)),
     };
-    render_text_popup(
-        area,
-        buf,
-        (110, " Block ", &hint),
-        theme,
-        &scroll,
-        |width| {
-            detail_lines(v, width)
-                .into_iter()
-                .map(|l| {
-                    if l.spans.len() == 2 {
-                        Line::from(vec![
-                            Span::styled(l.spans[0].content.to_string(), theme.key),
-                            Span::styled(l.spans[1].content.to_string(), theme.text),
-                        ])
-                    } else {
-                        l.style(theme.text)
-                    }
-                })
-                .collect()
-        },
-    );
+    render_text_popup(area, buf, (110, title, &hint), theme, &scroll, |width| {
+        detail_lines(v, width)
+            .into_iter()
+            .map(|l| {
+                if l.spans.len() == 2 {
+                    Line::from(vec![
+                        Span::styled(l.spans[0].content.to_string(), theme.key),
+                        Span::styled(l.spans[1].content.to_string(), theme.text),
+                    ])
+                } else {
+                    l.style(theme.text)
+                }
+            })
+            .collect()
+    });
 }
 
 #[cfg(test)]

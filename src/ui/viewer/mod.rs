@@ -283,8 +283,9 @@ pub fn render_viewer(
             .with_viewer(true)
             .with_viewer_unavailable(&unavailable)
             .with_detail_open(
-                v.detail_open
-                    .then(|| (v.detail_scrolled(), v.detail_blocks())),
+                // An OOM's detail has no blocks: the help does not say
+                // where in the map it stands.
+                (v.detail_open && !v.detail_oom).then(|| (v.detail_scrolled(), v.detail_blocks())),
             )
             .with_compare_open(v.compare.as_ref().map(|_| v.compare_scrolled()))
             .with_quit_returns(v.returns_to_dashboard)

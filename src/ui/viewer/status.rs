@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 
 use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
-use crate::app::viewer::{MarkHere, ViewerState};
+use crate::app::viewer::{MarkHere, ViewerAction, ViewerState};
 use crate::snapshot::TraceEntry;
 use crate::snapshot::scrub::EndMismatch;
 use crate::ui::chrome;
@@ -17,18 +17,34 @@ use crate::ui::theme::Theme;
 
 /// An event in words, the longest form first: "alloc 4.00 MiB at 0x7f…",
 /// then without what a narrow line can spare ("alloc 4.00 MiB": the
-/// address, an OOM's free bytes), so that the action and size stay.
-fn describe_event(e: &TraceEntry) -> Vec<String> {
+/// address, an OOM's free bytes), so that the action and size stay. An
+/// OOM whose request is not the segment PyTorch's error message names
+/// ("Tried to allocate 20.00 MiB" of a 9.13 MiB request, `segment`)
+/// says that segment in every form, the message's figure in the longer
+/// ones: the banner's and the viewer's two sizes read as one story.
+fn describe_event(e: &TraceEntry, segment: Option<u64>) -> Vec<String> {
     let action = e.action.as_str();
     let size = format::bytes(e.size);
     match e.action {
-        crate::alloc::TraceAction::Oom => vec![
-            format!(
-                "{action} {size} requested, {} free on the device",
-                format::bytes(e.addr)
-            ),
-            format!("{action} {size} requested"),
-        ],
+        crate::alloc::TraceAction::Oom => {
+            let free = format::bytes(e.addr);
+            match segment.map(format::bytes) {
+                Some(segment) => vec![
+                    format!(
+                        "{action} {size} requested ({segment} segment, as PyTorch's message \
+                         says), {free} free on the device"
+                    ),
+                    format!(
+                        "{action} {size} requested ({segment} segment, as PyTorch's message says)"
+                    ),
+                    format!("{action} {size} requested ({segment} segment)"),
+                ],
+                None => vec![
+                    format!("{action} {size} requested, {free} free on the device"),
+                    format!("{action} {size} requested"),
+                ],
+            }
+        }
         crate::alloc::TraceAction::Snapshot => vec![format!("{action} ({size} active)")],
         crate::alloc::TraceAction::Annotate => vec![action.to_string()],
         _ => vec![
@@ -151,8 +167,13 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                 (Keep::Words, format!("event {c}/{n} (#{index})")),
                 (Keep::Always, format!("event {c}/{n}")),
             ]));
-            // The last (shortest) form is the action and size.
-            let words = describe_event(e);
+            // The last (shortest) form is the action and size; of three,
+            // the middle one goes with the longer words.
+            let segment = crate::snapshot::summary::oom_segment(
+                e.size,
+                v.scrub.snapshot.allocator_settings.as_ref(),
+            );
+            let words = describe_event(e, segment);
             let last = words.len().saturating_sub(1);
             let forms = words
                 .into_iter()
@@ -161,6 +182,8 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                     (
                         if i == last {
                             Keep::Event
+                        } else if i > 0 {
+                            Keep::Words
                         } else {
                             Keep::Address
                         },
@@ -169,6 +192,23 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
                 })
                 .collect();
             parts.push(Part::of(forms));
+            // Which code asked for an OOM's request: the frame that asked
+            // (its file and line on a narrow line); Enter lists its stack.
+            if let Some(stack) = v.oom_stack() {
+                parts.push(Part::of(match (&stack.site, stack.short_site()) {
+                    (Some(site), Some(short)) => vec![
+                        (Keep::Words, format!("asked by {site}")),
+                        (Keep::Event, format!("by {short}")),
+                    ],
+                    _ => vec![
+                        (
+                            Keep::Words,
+                            stack.no_stack().unwrap_or_default().to_string(),
+                        ),
+                        (Keep::Event, "no stack".to_string()),
+                    ],
+                }));
+            }
             // At the end of a trace that leads elsewhere the panes show the
             // file's recorded state, not the last event's effect: said
             // whatever the width, beside the event it follows.
@@ -429,6 +469,13 @@ pub(super) fn render_status(
         // Opened from the dashboard: `q` goes back there, not out of vramtop.
         for hint in all.iter_mut().filter(|h| h.1 == "quit") {
             hint.1 = "back";
+        }
+    }
+    if v.at_oom() && !sites && !v.detail_open && v.compare.is_none() {
+        // On an OOM event Enter shows the failed request's stack.
+        let enter = keymap.viewer_key_name(ViewerAction::BlockDetail);
+        for hint in all.iter_mut().filter(|h| Some(h.0) == enter) {
+            hint.1 = "OOM stack";
         }
     }
     if area.height == 1 {
