@@ -1808,9 +1808,9 @@ fn k_on_the_simulated_gpu_sends_nothing_whatever_follows() {
     }
     f.key_redraws(KeyCode::Char('K'));
     assert!(f.state().ui.signal_prompt.is_none());
-    let line = f.status_line();
+    let line = f.state().ui.notice.clone().unwrap_or_default();
     assert!(
-        line.contains("simulated processes are never signalled"),
+        line.contains("pid 4242 is simulated (its pid is made up): never signalled"),
         "{line}"
     );
     f.key(KeyCode::Char('y'));

@@ -119,6 +119,7 @@ fn probe(ooms: u64) -> ProbeSnapshot {
             host_pid: Some(PROBE_PID),
             user: None,
             pid_source: Some(PidSource::PeerCred),
+            host_command: None,
             visible_devices: VisibleDevices::All,
             devices: BTreeMap::from([(
                 0,

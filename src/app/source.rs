@@ -326,6 +326,10 @@ pub struct ProbeRow {
     pub serves_snapshots: bool,
     /// "rank 3/8 local 1" when the hello says so.
     pub rank: Option<String>,
+    /// Its command line as `/proc` gave it when the hello came, where `pid`
+    /// is this machine's (peer credentials, NSpid), else `None`: a real
+    /// process that `K` may signal even on the simulated GPU.
+    pub host_command: Option<String>,
 }
 
 /// The snapshot a probe wrote at an OOM: what the banner names.
@@ -582,6 +586,7 @@ impl AppState {
                 ooms: process_ooms(p),
                 serves_snapshots: p.hello.as_ref().is_some_and(|h| h.serves_snapshots()),
                 rank: p.hello.as_ref().and_then(|h| h.rank_label()),
+                host_command: p.host_command.clone(),
             })
             .collect();
         let live: BTreeSet<&String> = board.rows.iter().map(|r| &r.socket).collect();
@@ -1060,6 +1065,7 @@ mod tests {
                 host_pid: Some(pid),
                 user: None,
                 pid_source: Some(PidSource::PeerCred),
+                host_command: None,
                 visible_devices: VisibleDevices::All,
                 devices: BTreeMap::from([(
                     0,

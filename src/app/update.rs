@@ -222,14 +222,6 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
             format!("signals the process selected in Processes ({way})"),
         );
     }
-    if !state.processes_are_live() {
-        let why = if state.status.backend == "sim" {
-            "simulated processes are never signalled (their pids are made up)"
-        } else {
-            "these processes are not live ones: none is signalled"
-        };
-        return key_notice(state, keymap, action, why);
-    }
     let lines = state.process_lines();
     let row = match state.selected_process_index(&lines).map(|i| &lines[i]) {
         Some(ProcessLine::Process(row)) => row,
@@ -246,9 +238,42 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         let text = format!("pid {pid} is vramtop's own: nothing sent");
         return key_notice(state, keymap, action, text);
     }
+    // Off the driver (a simulated GPU, a snapshot) a pid is made up, but
+    // a probed process's is real: the socket's peer credentials gave it,
+    // and its command is /proc's, as the shell checks it before sending.
+    let command = if state.processes_are_live() {
+        row.process.command.clone()
+    } else {
+        let probed = state
+            .probes
+            .rows
+            .iter()
+            .find(|r| r.connected && r.pid == Some(pid));
+        match probed {
+            Some(r) if r.host_command.is_some() => r.host_command.clone(),
+            Some(_) => {
+                let text = format!(
+                    "pid {pid} is the probe's own number (another PID namespace's, not found \
+                     here): nothing sent"
+                );
+                return key_notice(state, keymap, action, text);
+            }
+            None if state.status.backend == "sim" => {
+                let text = format!(
+                    "pid {pid} is simulated (its pid is made up): never signalled; only a \
+                     [probe] process is real here"
+                );
+                return key_notice(state, keymap, action, text);
+            }
+            None => {
+                let text = "these processes are not live ones: none is signalled";
+                return key_notice(state, keymap, action, text);
+            }
+        }
+    };
     // The prompt names what it signals, and the shell checks the pid
     // still runs it: without a command there is nothing to check.
-    let Some(command) = row.process.command.clone() else {
+    let Some(command) = command else {
         let text = format!(
             "pid {pid} is not in /proc here (it ended, or another PID namespace's): \
              nothing sent"
@@ -1667,7 +1692,7 @@ mod tests {
         assert_eq!(s.ui.signal_prompt, None);
         let said = s.ui.notice.clone().unwrap_or_default();
         assert!(
-            said.contains("simulated processes are never signalled"),
+            said.contains("pid 10 is simulated (its pid is made up): never signalled"),
             "{said}"
         );
         // Nor does y then send anything.
@@ -1677,6 +1702,54 @@ mod tests {
         s.ui.focus = Pane::Processes;
         shift(&mut s, 'K');
         assert_eq!(s.ui.signal_prompt, None);
+    }
+
+    fn probe_row(pid: u32, host_command: Option<&str>) -> crate::app::source::ProbeRow {
+        crate::app::source::ProbeRow {
+            socket: format!("/tmp/vramtop-u/{pid}.sock"),
+            pid: Some(pid),
+            connected: true,
+            status: "attached".to_string(),
+            problem: None,
+            command: Some("train.py".to_string()),
+            gpus: vec![0],
+            protocol: 2,
+            ooms: 0,
+            serves_snapshots: true,
+            rank: None,
+            host_command: host_command.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn k_on_a_probed_process_on_the_simulated_gpu_asks_with_its_proc_command() {
+        let mut s = state_with_memory("sim", &[&[(10, 5), (20, 3)]]);
+        s.probes.rows = vec![probe_row(20, Some("python -m vramtop_probe train.py"))];
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Down);
+        assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+        let target =
+            s.ui.signal_prompt
+                .clone()
+                .expect("a probed pid is real: a prompt");
+        assert_eq!(
+            (target.pid, target.command.as_str()),
+            (20, "python -m vramtop_probe train.py"),
+            "the command /proc gave, which the shell checks again before sending"
+        );
+        // The simulated one beside it is still refused.
+        s.ui.signal_prompt = None;
+        press(&mut s, KeyCode::Up);
+        shift(&mut s, 'K');
+        assert_eq!(s.ui.signal_prompt, None);
+        // A probe whose pid is only the hello's (another namespace's): refused.
+        let mut s = state_with_memory("sim", &[&[(20, 3)]]);
+        s.probes.rows = vec![probe_row(20, None)];
+        s.ui.focus = Pane::Processes;
+        shift(&mut s, 'K');
+        assert_eq!(s.ui.signal_prompt, None);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("pid 20 is the probe's own number"), "{said}");
     }
 
     #[test]

@@ -167,6 +167,12 @@ pub struct ProbeState {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     pub pid_source: Option<PidSource>,
+    /// `/proc/<host_pid>/cmdline` when the hello came, where the host pid
+    /// is this machine's (the socket's peer credentials or a unique NSpid
+    /// match, not the hello's own number): what a signal to the process
+    /// checks it still runs before it is sent.
+    #[serde(skip)]
+    pub host_command: Option<String>,
     pub visible_devices: VisibleDevices,
     /// By CUDA ordinal.
     pub devices: BTreeMap<u32, DeviceData>,
@@ -192,6 +198,7 @@ impl ProbeState {
             host_pid: None,
             user: None,
             pid_source: None,
+            host_command: None,
             visible_devices: VisibleDevices::All,
             devices: BTreeMap::new(),
             ooms: Vec::new(),
@@ -204,6 +211,16 @@ impl ProbeState {
     /// The pid to show: the host pid, else the hello's.
     pub fn pid(&self) -> Option<u32> {
         self.host_pid.or(self.hello.as_ref().map(|h| h.pid))
+    }
+
+    /// Whether [`ProbeState::pid`] is a process of vramtop's PID namespace:
+    /// found by the socket's peer credentials or a unique NSpid match, not
+    /// the hello's own number (another namespace's, maybe).
+    pub fn pid_is_this_machines(&self) -> bool {
+        matches!(
+            self.pid_source,
+            Some(PidSource::PeerCred | PidSource::NsPid)
+        )
     }
 
     /// The command line the hello sent, joined.
@@ -279,6 +296,10 @@ impl ProbeState {
                 if let Some(p) = self.host_pid {
                     self.visible_devices = VisibleDevices::of_process(p);
                 }
+                self.host_command = self
+                    .host_pid
+                    .filter(|_| self.pid_is_this_machines())
+                    .and_then(crate::device::procfs::command_line);
                 self.hello = Some(h);
                 self.status = ProbeStatus::Connected;
             }
