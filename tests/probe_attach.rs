@@ -540,3 +540,59 @@ fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
         "{why}"
     );
 }
+
+/// vramtop with `runtime` as `$XDG_RUNTIME_DIR`: its stdout.
+fn vramtop_out(runtime: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .args(args)
+        .env("XDG_RUNTIME_DIR", runtime)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "vramtop {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn doctor_lists_the_probe_and_counts_its_memory_as_once_does() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("4242.sock");
+    fake_probe(&path, vec![hello(4242), stats(), segments()]);
+    let args = ["--backend", "sim", "--sim-gpus", "1"];
+    let once = once_json(root.path());
+    let doctor: Value = serde_json::from_str(&vramtop_out(
+        root.path(),
+        &[&["doctor", "--json"][..], &args[..]].concat(),
+    ))
+    .expect("doctor --json is JSON");
+    assert_eq!(
+        doctor["gpus"][0]["memory_used"], once["gpus"][0]["memory_used"],
+        "doctor's used memory is --once's, the probe's included: {doctor:#}"
+    );
+    let probe = &doctor["probes"][0];
+    assert_eq!(probe["pid"], std::process::id(), "{doctor:#}");
+    assert_eq!(probe["status"], "attached");
+    assert_eq!(probe["devices"][0]["gpu"], 0);
+    // The probed process is real: its libraries are looked for.
+    let row = doctor["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pid"] == std::process::id()))
+        .unwrap_or_else(|| panic!("the probed process is listed: {doctor:#}"));
+    assert_eq!(row["simulated"], false, "{row:#}");
+
+    let text = vramtop_out(root.path(), &[&["doctor"][..], &args[..]].concat());
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "Probes - pid {} attached (train.py --lr 3e-4): cuda:0 on GPU 0; socket",
+            std::process::id()
+        )),
+        "{text}"
+    );
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "{l}");
+    }
+}

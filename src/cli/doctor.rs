@@ -6,11 +6,33 @@ use std::process::ExitCode;
 
 use color_eyre::eyre::WrapErr;
 
+use serde::Serialize;
+
 use super::DeviceArgs;
 use super::text::{REPORT_WIDTH, wrap_phrases_under, wrap_under};
 use crate::alloc::human_bytes;
-use crate::device::doctor::{DoctorReport, diagnose};
+use crate::app::source::resolve_probe_devices;
+use crate::app::source::{HeadlessProbe, account_probes_in_simulation, headless_probes};
+use crate::device::doctor::{DoctorReport, diagnose_with};
 use crate::device::procfs::MappedLibrary;
+use crate::probe::{ProbeSnapshot, Registry, discovery};
+
+/// How long doctor waits for the probes it finds to send their first
+/// figures: as `--once` does, so that its memory figures are `--once`'s.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(1_500);
+
+/// The report with the probes: what `doctor --json` prints.
+#[derive(Debug, Serialize)]
+pub struct DoctorWithProbes {
+    #[serde(flatten)]
+    pub report: DoctorReport,
+    /// The folders looked in for probe sockets.
+    pub probe_dirs: Vec<String>,
+    /// The probes found, as `--once --json` lists them.
+    pub probes: Vec<HeadlessProbe>,
+    /// Probe folders and sockets not read, and why.
+    pub probes_skipped: Vec<String>,
+}
 
 /// `config_read`: the config file found (named or the default one), if
 /// any; `config_error`: why its values were not applied, if they were not.
@@ -20,9 +42,42 @@ pub fn run(
     config_error: Option<String>,
     json: bool,
 ) -> color_eyre::Result<ExitCode> {
-    let mut report = diagnose(args.backend, &args.sim_config());
+    // Probes are found while the backend starts, as for `--once`.
+    let uid = discovery::current_uid();
+    let dirs = discovery::default_dirs(uid);
+    let registry = Registry::start(dirs.clone(), uid);
+    let mut probes = ProbeSnapshot::default();
+    // The probes' memory counted in the readings as `--once` counts it (a
+    // probed process on the simulated GPU holds its reserved bytes and a
+    // context there); their pids are real processes.
+    let mut observe = |readings: &mut Vec<crate::device::GpuReading>,
+                       sim: Option<&crate::device::sim::SimCluster>| {
+        registry.wait_ready(PROBE_WAIT);
+        probes = registry.snapshot();
+        resolve_probe_devices(&mut probes, readings);
+        if let Some(sim) = sim {
+            account_probes_in_simulation(readings, &probes, sim.context_overhead());
+        }
+        probes
+            .probes
+            .iter()
+            .filter(|p| p.status.is_connected() && p.pid_is_this_machines())
+            .filter_map(|p| p.pid())
+            .collect()
+    };
+    let mut report = diagnose_with(args.backend, &args.sim_config(), &mut observe);
     report.config_file = config_read.map(|p| p.display().to_string());
     report.config_error = config_read.and(config_error);
+    let report = DoctorWithProbes {
+        report,
+        probe_dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
+        probes: headless_probes(&probes),
+        probes_skipped: probes
+            .skipped
+            .iter()
+            .map(|(path, why)| format!("{}: {why}", path.display()))
+            .collect(),
+    };
     if json {
         let text = serde_json::to_string_pretty(&report).wrap_err("cannot encode the report")?;
         super::emit(&format!("{text}\n")).wrap_err("cannot write the output")?;
@@ -49,7 +104,8 @@ fn field(out: &mut String, label: &str, text: &str) {
 /// The human-readable report, every line in 80 columns: a long value
 /// wraps under its start, a config file's path breaks at its folders
 /// with its file name whole.
-pub fn render(r: &DoctorReport) -> String {
+pub fn render(all: &DoctorWithProbes) -> String {
+    let r = &all.report;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -158,6 +214,7 @@ pub fn render(r: &DoctorReport) -> String {
             wrap_phrases_under(&lead, [command.as_str(), &libs], REPORT_WIDTH)
         );
     }
+    probes_section(&mut out, all);
     if let Some(note) = &r.not_started_note {
         // Simulated processes the flags asked for that found no room:
         // not among the processes above, as nvidia-smi would not list them.
@@ -176,4 +233,52 @@ pub fn render(r: &DoctorReport) -> String {
         }
     }
     out
+}
+
+/// The probes doctor found: each with its status, pid and GPUs, then the
+/// folders and sockets it skipped and why; none found, where it looked and
+/// how to attach one.
+fn probes_section(out: &mut String, all: &DoctorWithProbes) {
+    if all.probes.is_empty() && all.probes_skipped.is_empty() {
+        let text = format!(
+            "none found (looked in {}); attach a training run with python -m vramtop_probe \
+             train.py … (docs/attach.md)",
+            all.probe_dirs.join(", ")
+        );
+        field(out, "Probes", &text);
+        return;
+    }
+    let _ = writeln!(out, "Probes");
+    for p in &all.probes {
+        let pid = p.pid.map_or_else(|| "?".to_string(), |p| p.to_string());
+        let gpus: Vec<String> = p
+            .devices
+            .iter()
+            .map(|d| match d.gpu {
+                Some(g) => format!("cuda:{} on GPU {g}", d.device),
+                None => format!(
+                    "cuda:{} on no GPU (CUDA_VISIBLE_DEVICES not mapped)",
+                    d.device
+                ),
+            })
+            .collect();
+        let mut text = format!(
+            "pid {pid} {} ({}): {}",
+            p.status,
+            p.command.as_deref().unwrap_or("?"),
+            if gpus.is_empty() {
+                "no devices yet".to_string()
+            } else {
+                gpus.join(", ")
+            }
+        );
+        if let Some(problem) = &p.problem {
+            text.push_str(&format!("; {problem}"));
+        }
+        text.push_str(&format!("; socket {}", p.socket));
+        let _ = writeln!(out, "{}", wrap_under("  - ", &text, REPORT_WIDTH));
+    }
+    for skipped in &all.probes_skipped {
+        let _ = writeln!(out, "{}", wrap_under("  - skipped ", skipped, REPORT_WIDTH));
+    }
 }

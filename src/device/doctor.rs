@@ -10,7 +10,7 @@ use super::cuda::{self, CudaProbe};
 use super::factory::{BackendChoice, select_telemetry};
 use super::procfs::{self, LibraryKind, MappedLibrary, MapsUnreadable};
 use super::sim::{NotStarted, SIM_WARMUP_MS, SimCluster, SimConfig, not_started_note};
-use super::telemetry::{DriverInfo, GpuReading, TelemetryError, Unavailability};
+use super::telemetry::{DriverInfo, GpuProcess, GpuReading, TelemetryError, Unavailability};
 
 /// One GPU process and the CUDA libraries it has mapped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -160,9 +160,49 @@ pub fn environment_warnings(libraries: &[MappedLibrary], driver_cuda: Option<u32
     warnings
 }
 
+/// The CUDA libraries a real process on GPU `gpu` maps, and what they
+/// warn of against the driver's CUDA version.
+fn process_libraries(gpu: u32, p: &GpuProcess, driver_cuda: Option<u32>) -> ProcessLibraries {
+    let (libraries, unreadable) = match procfs::gpu_libraries(p.pid) {
+        Ok(l) => (Some(l), None),
+        Err(why) => (None, Some(why)),
+    };
+    let warnings = libraries
+        .as_deref()
+        .map(|l| environment_warnings(l, driver_cuda))
+        .unwrap_or_default();
+    ProcessLibraries {
+        gpu,
+        pid: p.pid,
+        command: p.command.clone(),
+        libraries,
+        unreadable,
+        simulated: false,
+        warnings,
+    }
+}
+
 /// Gathers the report for the backend `choice` would select. Never fails:
 /// whatever is missing is part of the answer.
 pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
+    diagnose_with(choice, sim, &mut |_, _| Vec::new())
+}
+
+/// What [`diagnose_with`] calls on the readings: returns the pids listed on
+/// a simulated GPU that are real processes.
+pub type ObserveReadings<'a> =
+    dyn FnMut(&mut Vec<GpuReading>, Option<&SimCluster>) -> Vec<u32> + 'a;
+
+/// [`diagnose`], with `observe` called on the readings before the report
+/// is made of them: the command adds the probes there (their memory on a
+/// simulated GPU, as `--once` counts it; a layer above this one), and
+/// returns the pids that are real processes though listed on a simulated
+/// GPU (probed ones), whose libraries are then read as on a real GPU.
+pub fn diagnose_with(
+    choice: BackendChoice,
+    sim: &SimConfig,
+    observe: &mut ObserveReadings<'_>,
+) -> DoctorReport {
     let cuda_probe = cuda::probe();
     let cuda_summary = cuda_probe.explain();
     let mut advice = Vec::new();
@@ -239,10 +279,11 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
     if let Some(cluster) = &simulation {
         cluster.advance(SIM_WARMUP_MS);
     }
-    let readings = telemetry
+    let mut readings = telemetry
         .as_mut()
         .and_then(|t| t.sample().ok())
         .unwrap_or_default();
+    let real_pids = observe(&mut readings, simulation.as_ref());
     let driver_cuda = nvml
         .as_ref()
         .ok()
@@ -264,34 +305,23 @@ pub fn diagnose(choice: BackendChoice, sim: &SimConfig) -> DoctorReport {
                 // (their pids may be another, real process's): listed as the
                 // dashboard lists them, their libraries not looked for.
                 if backend != "nvml" {
-                    processes.extend(s.listed_processes().iter().map(|p| ProcessLibraries {
-                        gpu: s.index,
-                        pid: p.pid,
-                        command: p.command.clone(),
-                        libraries: None,
-                        unreadable: None,
-                        simulated: true,
-                        warnings: Vec::new(),
-                    }));
-                } else {
-                    for p in s.listed_processes() {
-                        let (libraries, unreadable) = match procfs::gpu_libraries(p.pid) {
-                            Ok(l) => (Some(l), None),
-                            Err(why) => (None, Some(why)),
-                        };
-                        let warnings = libraries
-                            .as_deref()
-                            .map(|l| environment_warnings(l, driver_cuda))
-                            .unwrap_or_default();
-                        processes.push(ProcessLibraries {
+                    processes.extend(s.listed_processes().iter().map(|p| {
+                        if real_pids.contains(&p.pid) {
+                            return process_libraries(s.index, p, driver_cuda);
+                        }
+                        ProcessLibraries {
                             gpu: s.index,
                             pid: p.pid,
                             command: p.command.clone(),
-                            libraries,
-                            unreadable,
-                            simulated: false,
-                            warnings,
-                        });
+                            libraries: None,
+                            unreadable: None,
+                            simulated: true,
+                            warnings: Vec::new(),
+                        }
+                    }));
+                } else {
+                    for p in s.listed_processes() {
+                        processes.push(process_libraries(s.index, p, driver_cuda));
                     }
                 }
             }
