@@ -41,7 +41,7 @@ fn a_recording_is_summed_up_per_gpu_in_text_and_json() {
     assert!(text.contains("memory used          peak "), "{text}");
     assert!(text.contains("pid 4242  sim  python train.py"), "{text}");
     assert!(
-        text.contains("allocator pid 4242   peak allocated "),
+        text.contains("allocator pid 4242   highest sample allocated "),
         "{text}"
     );
     let (code, out, err) = run_vramtop(&["open", path, "--summary", "--json"], None);

@@ -541,6 +541,14 @@ fn once_json_lists_a_v2_probes_oom_with_its_snapshot_path() {
     );
 }
 
+/// `stats()` with PyTorch's own peaks: 216 MiB allocated, 2 GiB reserved.
+fn stats_with_peaks() -> String {
+    let mut s: Value = serde_json::from_str(stats().trim_end()).expect("stats() is JSON");
+    s["stats"]["allocated_bytes.all.peak"] = (GIB + 216 * MIB).into();
+    s["stats"]["reserved_bytes.all.peak"] = (2 * GIB).into();
+    format!("{s}\n")
+}
+
 /// vramtop with `runtime` as `$XDG_RUNTIME_DIR`: its stdout.
 fn vramtop_out(runtime: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
@@ -554,6 +562,59 @@ fn vramtop_out(runtime: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn once_json_and_text_give_pytorchs_own_peak_beside_the_sampled_figures() {
+    let (root, dir) = runtime_dir();
+    let path = dir.join("4242.sock");
+    fake_probe(&path, vec![hello(4242), stats_with_peaks(), segments()]);
+    let sample = once_json(root.path());
+    let a = &probe_at(&sample, &path)["devices"][0]["allocator"];
+    assert_eq!(a["allocated"], GIB, "the sample: {a:#}");
+    assert_eq!(a["torch_peak"]["allocated"], GIB + 216 * MIB, "{a:#}");
+    assert_eq!(a["torch_peak"]["reserved"], 2 * GIB, "{a:#}");
+    assert_eq!(
+        a["torch_peak"]["since"],
+        "the process started or its last reset_peak_memory_stats()"
+    );
+    assert_eq!(
+        sample["gpus"][0]["allocator"]["torch_peak"],
+        a["torch_peak"]
+    );
+    let text = vramtop_out(
+        root.path(),
+        &["--backend", "sim", "--sim-gpus", "1", "--once"],
+    );
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("PyTorch's own peak: allocated 1.21 GiB, reserved 2.00 GiB (since the"),
+        "{text}"
+    );
+
+    // A probe that sends no peaks (the other tests' stats()) gets none,
+    // and the simulated trainers never have one.
+    let (root, dir) = runtime_dir();
+    let path = dir.join("4242.sock");
+    fake_probe(&path, vec![hello(4242), stats(), segments()]);
+    let sample = once_json(root.path());
+    let a = &probe_at(&sample, &path)["devices"][0]["allocator"];
+    assert!(a.get("torch_peak").is_none(), "{a:#}");
+    let trainers: Vec<&Value> = sample["gpus"][0]["allocators"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| {
+            a["source"]
+                .as_str()
+                .is_some_and(|s| s.contains("simulated"))
+        })
+        .collect();
+    assert!(!trainers.is_empty(), "{sample:#}");
+    assert!(
+        trainers.iter().all(|a| a.get("torch_peak").is_none()),
+        "{sample:#}"
+    );
 }
 
 #[test]

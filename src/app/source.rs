@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::state::{
-    AllocatorFigures, AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind,
+    AllocatorFigures, AllocatorView, AppState, Breakdown, GpuState, Marker, MarkerKind, OwnPeak,
     REQUESTED_SIZE, SegmentTotals, SegmentsAge, breakdown, unattributed,
 };
 use crate::alloc::{DeviceStats, Fragmentation};
@@ -151,7 +151,8 @@ fn probe_view(
         stats.clone(),
         data.segments.clone().unwrap_or_default(),
     )
-    .with_unknown(unknown);
+    .with_unknown(unknown)
+    .with_own_peak(OwnPeak::of(stats, |key| data.knows(key)));
     let age = match &data.segments {
         None => Some(SegmentsAge::NotYet),
         Some(layout) => SegmentsAge::of(
@@ -766,6 +767,12 @@ pub struct AllocatorSummary {
     /// `requested_size`): their values here are 0 and mean nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unknown: Vec<String>,
+    /// PyTorch's own peaks (a probe's `max_memory_allocated()` and
+    /// `max_memory_reserved()`), which the one-second samples above miss
+    /// inside a step; absent for a simulated allocator and in recordings
+    /// made before vramtop wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch_peak: Option<OwnPeak>,
 }
 
 impl From<&AllocatorView> for AllocatorSummary {
@@ -790,6 +797,7 @@ impl From<&AllocatorView> for AllocatorSummary {
             },
             segments_received: a.segments_age != Some(SegmentsAge::NotYet),
             unknown: a.unknown.clone(),
+            torch_peak: a.own_peak.clone(),
         }
     }
 }

@@ -138,6 +138,53 @@ pub struct AllocatorView {
     /// whose figures are each the probe's latest.
     #[serde(skip)]
     pub segments_age: Option<SegmentsAge>,
+    /// PyTorch's own peaks of this allocator, where a probe sent them: the
+    /// figures above are each one sample (a second apart), which misses a
+    /// peak inside a training step; these are the allocator's counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_peak: Option<OwnPeak>,
+}
+
+/// What PyTorch's own peaks count from, in its words
+/// (`torch.cuda.max_memory_allocated`'s documentation).
+pub const OWN_PEAK_SINCE: &str = "the process started or its last reset_peak_memory_stats()";
+
+/// PyTorch's own peaks of an allocator (bytes): `max_memory_allocated()`
+/// and `max_memory_reserved()` (`allocated_bytes.all.peak`,
+/// `reserved_bytes.all.peak`), `None` where the probe could not say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OwnPeak {
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+    /// What the peaks count from ([`OWN_PEAK_SINCE`]).
+    pub since: String,
+}
+
+impl OwnPeak {
+    /// The peaks in `stats`, a figure known only where the source sent it
+    /// (`knows`) and it is not below its current value: a peak under the
+    /// current figure cannot be true (a probe that left the key out,
+    /// whose slot holds 0). `None` when neither is known.
+    pub fn of(stats: &DeviceStats, knows: impl Fn(&str) -> bool) -> Option<OwnPeak> {
+        let peak = |key: &str, current: i64, peak: i64| {
+            (knows(key) && peak >= current && peak >= 0).then_some(peak as u64)
+        };
+        let allocated = peak(
+            "allocated_bytes.all.peak",
+            stats.allocated_bytes.all.current,
+            stats.allocated_bytes.all.peak,
+        );
+        let reserved = peak(
+            "reserved_bytes.all.peak",
+            stats.reserved_bytes.all.current,
+            stats.reserved_bytes.all.peak,
+        );
+        (allocated.is_some() || reserved.is_some()).then(|| OwnPeak {
+            allocated,
+            reserved,
+            since: OWN_PEAK_SINCE.to_string(),
+        })
+    }
 }
 
 /// Where a probe's segments are behind its stats (see
@@ -249,7 +296,15 @@ impl AllocatorView {
             unknown: Vec::new(),
             device_memory: None,
             segments_age: None,
+            own_peak: None,
         }
+    }
+
+    /// The view with PyTorch's own peaks (a probe's; see
+    /// [`AllocatorView::own_peak`]).
+    pub fn with_own_peak(mut self, peak: Option<OwnPeak>) -> Self {
+        self.own_peak = peak;
+        self
     }
 
     /// The view with its [`AllocatorView::segments_age`].
@@ -1546,5 +1601,30 @@ mod tests {
     fn pane_tab_order_wraps_both_ways() {
         assert_eq!(Pane::Processes.next(), Pane::Gpus);
         assert_eq!(Pane::Gpus.prev(), Pane::Processes);
+    }
+
+    #[test]
+    fn pytorchs_own_peak_is_known_only_where_sent_and_not_below_the_current_figure() {
+        let mut stats = DeviceStats::default();
+        stats.allocated_bytes.all.current = 20 << 20;
+        stats.allocated_bytes.all.peak = 216 << 20;
+        stats.reserved_bytes.all.current = 40 << 20;
+        stats.reserved_bytes.all.peak = 232 << 20;
+        let peak = OwnPeak::of(&stats, |_| true).expect("both sent");
+        assert_eq!(
+            (peak.allocated, peak.reserved),
+            (Some(216 << 20), Some(232 << 20))
+        );
+        assert_eq!(peak.since, OWN_PEAK_SINCE);
+        // Sent as null: unknown, that figure only.
+        let peak = OwnPeak::of(&stats, |k| k != "reserved_bytes.all.peak").expect("one sent");
+        assert_eq!((peak.allocated, peak.reserved), (Some(216 << 20), None));
+        // Left out (the slot holds 0, below the current figure): none.
+        stats.allocated_bytes.all.peak = 0;
+        stats.reserved_bytes.all.peak = 0;
+        assert_eq!(OwnPeak::of(&stats, |_| true), None);
+        // A view without one (a simulated allocator's) has none.
+        let view = AllocatorView::new("sim".to_string(), Some(1), stats, Vec::new());
+        assert_eq!(view.own_peak, None);
     }
 }

@@ -640,7 +640,42 @@ fn headless_allocator(a: &serde_json::Map<String, Value>) -> AllocatorSummary {
             .flatten()
             .filter_map(|u| opt_text(Some(u)))
             .collect(),
+        // Absent in recordings made before vramtop wrote it.
+        torch_peak: a
+            .get("torch_peak")
+            .and_then(|p| serde_json::from_value(p.clone()).ok()),
     }
+}
+
+/// An allocator's peaks over a recording: PyTorch's own where the lines
+/// carry them (`torch_peak`), then the highest sample, which misses a peak
+/// between two samples and says so where it is all there is.
+fn allocator_peaks(
+    a: &crate::device::recording::AllocatorRecord,
+    moment: &dyn Fn(Option<crate::device::recording::Moment>) -> String,
+    clock: &Clock,
+) -> String {
+    let sampled = format!(
+        "highest sample allocated {}, reserved {}",
+        moment(a.allocated_peak),
+        moment(a.reserved_peak)
+    );
+    if a.torch_allocated_peak.is_none() && a.torch_reserved_peak.is_none() {
+        return format!("{sampled} (a peak between samples is missed)");
+    }
+    // Reached by the first sample that carried it, not at it.
+    let by = |p: Option<crate::device::recording::Moment>| {
+        p.map_or_else(
+            || NA.to_string(),
+            |p| format!("{} by {}", format::bytes(p.bytes), clock.at(p.time_unix_ms)),
+        )
+    };
+    format!(
+        "PyTorch's own peak allocated {}, reserved {} (since {}); {sampled}",
+        by(a.torch_allocated_peak),
+        by(a.torch_reserved_peak),
+        crate::app::state::OWN_PEAK_SINCE
+    )
 }
 
 /// Why a recording gives no summary: it holds no sample.
@@ -959,11 +994,7 @@ fn gpu_text(out: &mut String, g: &GpuRecord, clock: Clock, top: usize) {
                 |p| format!("{} at {}", format::bytes(p.bytes), clock.at(p.time_unix_ms)),
             )
         };
-        let mut figures = format!(
-            "peak allocated {}, peak reserved {}",
-            moment(a.allocated_peak),
-            moment(a.reserved_peak)
-        );
+        let mut figures = allocator_peaks(a, &moment, &clock);
         let _ = write!(
             figures,
             ", {}",
@@ -1567,6 +1598,7 @@ mod tests {
             segments_age_s: Some(4.0),
             segments_received: true,
             unknown: vec!["num_alloc_retries".to_string()],
+            torch_peak: None,
         };
         // The histogram is not in the text, nor read back.
         let mut allocator = allocator;
@@ -1768,5 +1800,43 @@ mod tests {
                 "at 03:14:05: reserved n/a, allocated 1.00 GiB".to_string()
             )
         );
+    }
+
+    #[test]
+    fn an_allocators_line_says_pytorchs_own_peak_where_recorded_else_that_samples_miss_one() {
+        let sampled = [sample(T0, 10 * GIB, 0), sample(T0 + 1_000, 20 * GIB, 0)].join("\n");
+        let out = render("run.jsonl", &summary(&sampled), 10);
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "allocator pid 4242 highest sample allocated 10.0 GiB at 03:14:06, reserved \
+                 20.0 GiB at 03:14:06 (a peak between samples is missed)"
+            ),
+            "{out}"
+        );
+        assert!(!flat.contains("PyTorch's own peak"), "{out}");
+        // The same samples with the probe's peaks in their lines.
+        let peak = format!(
+            r#","torch_peak":{{"allocated":{},"reserved":{},"since":"x"}}}}]}}]}}"#,
+            30 * GIB,
+            31 * GIB
+        );
+        let with_peak: Vec<String> = sampled
+            .lines()
+            .map(|l| format!("{}{peak}", l.strip_suffix("}]}]}").unwrap_or(l)))
+            .collect();
+        let out = render("run.jsonl", &summary(&with_peak.join("\n")), 10);
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "allocator pid 4242 PyTorch's own peak allocated 30.0 GiB by 03:14:05, \
+                 reserved 31.0 GiB by 03:14:05 (since the process started or its last \
+                 reset_peak_memory_stats()); highest sample allocated 10.0 GiB at 03:14:06"
+            ),
+            "{out}"
+        );
+        for l in out.lines() {
+            assert!(super::super::text::cells(l) <= REPORT_WIDTH, "{l}");
+        }
     }
 }

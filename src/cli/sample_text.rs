@@ -355,11 +355,15 @@ fn allocator_figures(a: &AllocatorSummary, whose: bool) -> String {
     } else {
         NA.to_string()
     };
-    let figures = format!(
+    let mut figures = format!(
         "allocated {allocated}, reserved {reserved}, {}, {}",
         segment_figures(a),
         ooms(a),
     );
+    // The figures above are one sample; PyTorch's peak may be far above.
+    if let Some(peak) = &a.torch_peak {
+        figures.push_str(&format!("; {}", format::own_peak(peak)));
+    }
     if whose {
         format!("{}: {figures}", a.source)
     } else {
@@ -461,6 +465,7 @@ mod tests {
             segments_age_s: Some(0.0),
             segments_received: true,
             unknown: Vec::new(),
+            torch_peak: None,
         }
     }
 
@@ -564,6 +569,31 @@ mod tests {
             flat.contains(
                 "allocator: probe: allocated 396 MiB, reserved 560 MiB, fragmentation 0% \
                  (largest free block 0 B)"
+            ),
+            "{text}"
+        );
+        assert_fits(&text);
+    }
+
+    #[test]
+    fn a_probes_own_peak_follows_its_sampled_figures_saying_since_when() {
+        let mut s = GpuSample::unknown(0, "NVIDIA H100 80GB HBM3");
+        s.memory_total = Some(80 << 30);
+        s.memory_used = Some(1 << 30);
+        let mut g = gpu(s);
+        let mut a = allocator(20 << 20, 40 << 20);
+        a.torch_peak = Some(crate::app::state::OwnPeak {
+            allocated: Some(216 << 20),
+            reserved: None,
+            since: crate::app::state::OWN_PEAK_SINCE.to_string(),
+        });
+        g.allocator = Some(a);
+        let text = render(&sample(vec![g]));
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "OOMs n/a; PyTorch's own peak: allocated 216 MiB, reserved n/a (since the \
+                 process started or its last reset_peak_memory_stats())"
             ),
             "{text}"
         );

@@ -334,6 +334,13 @@ pub struct AllocatorRecord {
     pub samples: u64,
     pub allocated_peak: Option<Moment>,
     pub reserved_peak: Option<Moment>,
+    /// The highest of PyTorch's own peaks (a probe's `torch_peak`) the
+    /// recording holds, at the first sample that carried it (the peak was
+    /// reached by then): the samples above miss a peak inside a step.
+    /// `None` for a simulated allocator and recordings made before vramtop
+    /// wrote it.
+    pub torch_allocated_peak: Option<Moment>,
+    pub torch_reserved_peak: Option<Moment>,
     /// `num_ooms` in its first sample: OOMs before the recording began.
     pub ooms_before: Option<u64>,
     /// OOMs during the recording (the rises of `num_ooms`).
@@ -938,6 +945,9 @@ struct AllocatorFigures {
     fragmentation: Option<f64>,
     external_free: Option<u64>,
     largest_free_block: Option<u64>,
+    /// PyTorch's own peaks (`torch_peak`), where the line has them.
+    torch_allocated: Option<u64>,
+    torch_reserved: Option<u64>,
 }
 
 impl AllocatorFigures {
@@ -958,6 +968,7 @@ impl AllocatorFigures {
             .unwrap_or_default();
         let known = |stat: &str| !unknown.contains(&stat);
         let frag = a.get("fragmentation").and_then(Value::as_object);
+        let torch_peak = a.get("torch_peak").and_then(Value::as_object);
         let segments_received = a
             .get("segments_received")
             .and_then(Value::as_bool)
@@ -986,6 +997,8 @@ impl AllocatorFigures {
                 .filter(|f| f.is_finite() && (0.0..=1.0).contains(f)),
             external_free: frag.and_then(|f| unsigned(f.get("external_free"))),
             largest_free_block: frag.and_then(|f| unsigned(f.get("largest_free_block"))),
+            torch_allocated: torch_peak.and_then(|p| unsigned(p.get("allocated"))),
+            torch_reserved: torch_peak.and_then(|p| unsigned(p.get("reserved"))),
         })
     }
 }
@@ -1116,6 +1129,8 @@ impl GpuState {
             samples: 0,
             allocated_peak: None,
             reserved_peak: None,
+            torch_allocated_peak: None,
+            torch_reserved_peak: None,
             ooms_before: a.ooms,
             ooms: 0,
             alloc_retries_before: a.retries,
@@ -1133,6 +1148,8 @@ impl GpuState {
         }
         raise(&mut record.allocated_peak, a.allocated, t);
         raise(&mut record.reserved_peak, a.reserved, t);
+        raise(&mut record.torch_allocated_peak, a.torch_allocated, t);
+        raise(&mut record.torch_reserved_peak, a.torch_reserved, t);
         // A counter that fell is a new process (or a reset): counted again
         // from where it is, and said, once per sample.
         let fell = |last: Option<u64>, now: Option<u64>| matches!((last, now), (Some(l), Some(n)) if n < l);
@@ -1983,5 +2000,52 @@ mod tests {
         assert_eq!(route(&pickle_first), Route::Snapshot);
         assert_eq!(route(b"[package]\nname = 1\n"), Route::ByName);
         assert_eq!(route(b"notes\n"), Route::ByName);
+    }
+
+    /// `allocator`'s line with PyTorch's own peaks (`torch_peak`).
+    fn with_torch_peak(line: String, allocated: u64, reserved: u64) -> String {
+        let peak = format!(
+            r#","torch_peak":{{"allocated":{allocated},"reserved":{reserved},"since":"x"}}}}"#
+        );
+        match line.strip_suffix('}') {
+            Some(head) => format!("{head}{peak}"),
+            None => line,
+        }
+    }
+
+    #[test]
+    fn pytorchs_own_peak_is_the_highest_recorded_at_the_first_sample_that_carried_it() {
+        let text = [
+            with_allocators(1_000, &[allocator(1, 10, 20, 0, 0, 0.1)]),
+            with_allocators(
+                2_000,
+                &[with_torch_peak(allocator(1, 10, 20, 0, 0, 0.1), 200, 230)],
+            ),
+            with_allocators(
+                3_000,
+                &[with_torch_peak(allocator(1, 12, 20, 0, 0, 0.1), 200, 240)],
+            ),
+        ]
+        .join("\n");
+        let s = summary(&text);
+        let a = &gpu(&s).allocators[0];
+        let at = |bytes, time_unix_ms| {
+            Some(Moment {
+                bytes,
+                time_unix_ms,
+            })
+        };
+        assert_eq!(
+            a.torch_allocated_peak,
+            at(200, 2_000),
+            "the first of equal peaks"
+        );
+        assert_eq!(a.torch_reserved_peak, at(240, 3_000));
+        // The samples' own highest stays beside it.
+        assert_eq!(a.allocated_peak, at(12, 3_000));
+        // A recording without it (an older vramtop's, a simulated
+        // allocator's) has none.
+        let old = summary(&with_allocators(1_000, &[allocator(1, 10, 20, 0, 0, 0.1)]));
+        assert_eq!(gpu(&old).allocators[0].torch_allocated_peak, None);
     }
 }

@@ -255,6 +255,10 @@ impl<'a> BreakdownPane<'a> {
                 ]
             }
         };
+        let mut items = items;
+        if let Some(peak) = view.and_then(|a| a.own_peak.as_ref()) {
+            items.push(own_peak_item(peak, compact, theme));
+        }
         // The wide legend's gaps narrow to two cells where that saves a
         // row ("reserved but unallocated" ran 120×40's one row a cell over).
         if !compact
@@ -294,6 +298,17 @@ impl<'a> BreakdownPane<'a> {
         }
         body
     }
+}
+
+/// PyTorch's own peaks after the legend ("PyTorch peak 216/232 MiB",
+/// allocated/reserved): the figures above are a sample a second, which
+/// misses a peak inside a training step; the help says since when.
+fn own_peak_item(peak: &crate::app::state::OwnPeak, compact: bool, theme: &Theme) -> Line<'static> {
+    let label = if compact { "peak " } else { "PyTorch peak " };
+    Line::from(vec![
+        Span::styled(label, theme.dim),
+        Span::raw(format::bytes_pair(peak.allocated, peak.reserved)),
+    ])
 }
 
 /// A legend entry: the glyph in its style, then "label bytes share" with

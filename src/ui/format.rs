@@ -218,6 +218,18 @@ pub fn opt_bytes(b: Option<u64>) -> String {
     b.map_or_else(|| NA.to_string(), bytes)
 }
 
+/// "PyTorch's own peak: allocated 216 MiB, reserved 232 MiB (since the
+/// process started or its last reset_peak_memory_stats())": the
+/// allocator's counters, which the one-second samples miss inside a step.
+pub fn own_peak(p: &crate::app::state::OwnPeak) -> String {
+    format!(
+        "PyTorch's own peak: allocated {}, reserved {} (since {})",
+        opt_bytes(p.allocated),
+        opt_bytes(p.reserved),
+        p.since
+    )
+}
+
 /// "used/total unit" with both in the total's unit ("20.1/80.0 GiB"); an
 /// unknown side reads "n/a" ("n/a/80.0 GiB"); both unknown: "n/a". Two
 /// known sides compare as the bytes do ([`sizes_apart`]): a used figure

@@ -21,7 +21,7 @@ use crate::app::viewer::ViewerAction;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 17] = [
+pub const DEFINITIONS: [(&str, &str); 19] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -81,7 +81,19 @@ pub const DEFINITIONS: [(&str, &str); 17] = [
         "memory_stats()'s inactive_split_bytes: free blocks in segments that also hold others: reused only by requests that fit.",
     ),
     ("pt", "percentage points: the change of a percentage."),
+    (
+        OWN_PEAK,
+        "a probed process's max_memory_allocated() / max_memory_reserved(), since it started or its last reset_peak_memory_stats(); the other figures are samples a second apart.",
+    ),
+    (
+        "[probe]",
+        "a process whose allocator vramtop reads; attach a training run with python -m vramtop_probe train.py … (docs/attach.md).",
+    ),
 ];
+
+/// The breakdown's legend item for PyTorch's own peaks ("peak" where the
+/// legend is compact).
+const OWN_PEAK: &str = "PyTorch peak (peak)";
 
 /// The term the segment map's legend calls "pending": shown after the
 /// theme's glyph for it (▚, or ~ in ASCII), as the legend draws it.
@@ -93,7 +105,9 @@ const INACTIVE_SPLIT: &str = "inactive split (inact split)";
 
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
-pub const DASHBOARD_ONLY: [&str; 6] = [
+pub const DASHBOARD_ONLY: [&str; 8] = [
+    OWN_PEAK,
+    "[probe]",
     "context & other",
     "free",
     "dropped",
