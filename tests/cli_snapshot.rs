@@ -486,6 +486,40 @@ fn a_pid_no_process_has_is_exit_2_and_says_no_process_is_running() {
 }
 
 #[test]
+fn a_missing_pid_in_the_simulations_range_is_said_to_be_maybe_simulated_with_what_works() {
+    if !std::path::Path::new("/proc/self").exists() || !std::path::Path::new("/proc/1").exists() {
+        eprintln!("skipped: no /proc to tell a process is running");
+        return;
+    }
+    // A pid the simulation gives (4242 up) that no process has here.
+    let Some(pid) = (4242..14_242u32)
+        .rev()
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+    else {
+        eprintln!("skipped: every pid of the simulation's range runs here");
+        return;
+    };
+    let (root, _dir) = runtime_dir();
+    let cwd = tempfile::tempdir().expect("temp dir");
+    let out = vramtop(root.path(), cwd.path(), &["snapshot", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "if {pid} is a row of vramtop's simulated GPU (shown where no NVIDIA driver is \
+             found), it is a simulated process with a made-up pid and no probe: in the \
+             dashboard, c on its GPU writes its allocator as a snapshot"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("python -m vramtop_probe train.py"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+#[test]
 fn a_v1_probe_is_exit_2_and_asked_to_upgrade() {
     let (root, dir) = runtime_dir();
     fake_probe(&dir, 1, Answer::Silent);

@@ -46,7 +46,7 @@ use crate::snapshot::sites::Grouping;
     about,
     long_about = None,
     args_conflicts_with_subcommands = true,
-    after_help = EXIT_STATUS_HELP
+    after_help = format!("{ATTACH_HELP}\n\n{EXIT_STATUS_HELP}")
 )]
 pub struct Cli {
     /// The dashboard's options (`vramtop` without a command).
@@ -1662,6 +1662,12 @@ pub const EXIT_MISMATCH: u8 = 1;
 pub const EXIT_NOTHING_CHECKED: u8 = 77;
 
 /// The exit codes as `vramtop --help` says them; docs/cli.md has the table.
+/// How a training run gets its probe, which nothing else in the help
+/// names: without one vramtop sees only the driver's figures.
+pub const ATTACH_HELP: &str = "Attach a PyTorch training run: pip install ./python, then python -m \
+     vramtop_probe train.py … (or import vramtop_probe; vramtop_probe.start()); the dashboard, \
+     --once and record then show its allocator (docs/attach.md).";
+
 pub const EXIT_STATUS_HELP: &str = "Exit status: 0 success, 1 a verification found a mismatch or a \
      self-test failed, 2 bad input or usage, 77 check had nothing to check, 128+N the dashboard or \
      the viewer stopped by signal N (docs/cli.md).";

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::{EXIT_BAD_INPUT, EXIT_MISMATCH, say_error};
+use crate::device::sim;
 use crate::probe::client::{self, Progress};
 use crate::probe::discovery;
 use crate::probe::protocol::SnapshotDone;
@@ -147,6 +148,28 @@ pub fn describe(done: &SnapshotDone, copied: u64) -> String {
     parts.join(", ")
 }
 
+/// Whether a pid no process has may be one the dashboard's simulation
+/// showed (it numbers its processes from [`sim::FIRST_PID`] up).
+fn maybe_simulated(pid: u32) -> bool {
+    pid.checked_sub(sim::FIRST_PID)
+        .is_some_and(|past| past < sim::PLAUSIBLE_PIDS)
+}
+
+/// What to do instead when `pid` may be a simulated process's: it has no
+/// probe to ask, but the dashboard writes its allocator model.
+fn simulated_note(pid: u32) -> String {
+    use crate::app::keymap::{Action, Keymap};
+    let c = Keymap::default()
+        .key_name(Action::CaptureSnapshot)
+        .unwrap_or("the snapshot key");
+    format!(
+        "if {pid} is a row of vramtop's simulated GPU (shown where no NVIDIA driver is found), \
+         it is a simulated process with a made-up pid and no probe: in the dashboard, {c} on its \
+         GPU writes its allocator as a snapshot; a real training run gets a probe with python -m \
+         vramtop_probe train.py (docs/attach.md)"
+    )
+}
+
 /// Runs `vramtop snapshot PID`.
 pub fn run(
     pid: u32,
@@ -162,6 +185,9 @@ pub fn run(
     };
     let socket = match client::find_socket(pid, &dirs, uid) {
         Ok(s) => s,
+        Err(e @ client::ClientError::NoProcess { .. }) if maybe_simulated(pid) => {
+            return fail(&format!("{e}; {}", simulated_note(pid)), EXIT_BAD_INPUT);
+        }
         Err(e) => return fail(&e, EXIT_BAD_INPUT),
     };
     let to_stdout = output.is_some_and(|o| o.as_os_str() == "-");

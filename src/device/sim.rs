@@ -24,6 +24,15 @@ use crate::alloc::{
 use crate::snapshot::Snapshot;
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 
+/// The first pid the simulation gives a process; the next ones count up
+/// from it. Made up: a real process may have the same number.
+pub const FIRST_PID: u32 = 4242;
+
+/// Pids past [`FIRST_PID`] a simulation plausibly reaches (its trainers,
+/// workers and stress-panel clients): where `vramtop snapshot` says a
+/// missing pid may be a simulated one.
+pub const PLAUSIBLE_PIDS: u32 = 10_000;
+
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -448,7 +457,7 @@ impl SimCluster {
                 gpus,
                 trainers: Vec::new(),
                 not_started: Vec::new(),
-                next_pid: 4242,
+                next_pid: FIRST_PID,
             })),
         };
         let workers = cluster.lock().config.dataloader_workers;

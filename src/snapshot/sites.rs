@@ -1355,7 +1355,12 @@ impl NoTraceCause {
                  _record_memory_history() still records with enabled=\"all\", the \
                  default; \"state\" keeps no trace, and stopping the recording drops it"
             }
-            Self::HistoryOff => "record with torch.cuda.memory._record_memory_history() to get one",
+            // A probe user turns history on with the probe's flag, not
+            // the call in the script.
+            Self::HistoryOff => {
+                "record with torch.cuda.memory._record_memory_history(), or start the probe \
+                 with python -m vramtop_probe --record-history, to get one"
+            }
             Self::OtherGpus => "history was on; this GPU had no memory events while it recorded",
         }
     }
@@ -2274,5 +2279,18 @@ mod tests {
         }
         assert_eq!(seen, Grouping::ALL.to_vec());
         assert_eq!(g.next(), Grouping::UserFrame);
+    }
+
+    #[test]
+    fn history_off_advice_names_the_call_and_the_probes_flag() {
+        let advice = NoTraceCause::HistoryOff.how_to_get_a_trace();
+        assert!(
+            advice.contains("torch.cuda.memory._record_memory_history()"),
+            "{advice}"
+        );
+        assert!(
+            advice.contains("python -m vramtop_probe --record-history"),
+            "{advice}"
+        );
     }
 }

@@ -299,7 +299,7 @@ impl WhatIfReport {
 pub enum WhatIfError {
     #[error(
         "the snapshot has no allocation trace to replay (record one with \
-         torch.cuda.memory._record_memory_history())"
+         torch.cuda.memory._record_memory_history(), or the probe's --record-history)"
     )]
     NoTrace,
     #[error("'{0}' sets per_process_memory_fraction, which needs a device size: give --capacity")]
