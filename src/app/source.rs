@@ -568,7 +568,8 @@ impl AppState {
     /// marked by `apply_sample` when `num_ooms` rises (the probe's next
     /// stats, up to a stats interval after the event), so its events are not
     /// marked again; other probes' OOM events are marked here, at most one
-    /// per GPU and sample.
+    /// per GPU and sample. A newly seen OOM's process line is selected and
+    /// brought into view, once.
     pub fn apply_probes(&mut self, now_ms: u64, probes: &ProbeSnapshot) {
         let board = &mut self.probes;
         board.now_ms = now_ms;
@@ -600,6 +601,9 @@ impl AppState {
                 board.ended_at.entry(r.socket.clone()).or_insert(now_ms);
             }
         }
+        // The process of the last OOM first seen in this sample, and its
+        // GPU: its line is brought into view once, below.
+        let mut oomed: Option<(u32, Option<u32>)> = None;
         for p in &probes.probes {
             let key = p.socket.display().to_string();
             let seen = board.seen_ooms.get(&key).copied().unwrap_or(0);
@@ -623,6 +627,9 @@ impl AppState {
                     alloc_bytes: e.oom.alloc_bytes,
                     earlier: e.oom.earlier,
                 };
+                if let Some(pid) = p.pid() {
+                    oomed = Some((pid, gpu));
+                }
                 if e.oom.earlier {
                     // Before the dashboard connected: its time is not now,
                     // so no timeline mark; the note says it was earlier,
@@ -651,6 +658,16 @@ impl AppState {
                 board.last_oom = Some(note);
             }
             board.seen_ooms.insert(key, p.oom_total);
+        }
+        // The banner names the OOM; its process's line (`[probe · 1 OOM]`)
+        // may be scrolled out of the pane: selected and shown, as selecting
+        // a GPU does, only now (later samples leave the scroll to the
+        // user). Not under an open signal prompt: the user is deciding
+        // about the selected process.
+        if let Some((pid, gpu)) = oomed
+            && self.ui.signal_prompt.is_none()
+        {
+            self.show_process(pid, gpu);
         }
     }
 }
@@ -1173,6 +1190,93 @@ mod tests {
         step(&mut st, 1000, &snap);
         assert_eq!(ooms(&st), vec![1000]);
         assert_eq!(st.gpus[0].allocator.as_ref().and_then(|a| a.pid), Some(7));
+    }
+
+    /// GPU 0 listing pids 100 (5 GiB), 101 (3 GiB) and the probe's 7
+    /// (1 GiB): by memory, the probe's line is the last of three.
+    fn step_listing(state: &mut AppState, t: u64, snap: &ProbeSnapshot) {
+        let mut g = GpuSample::unknown(0, "GPU");
+        g.processes = Some(
+            [(100, 5u64), (101, 3), (7, 1)]
+                .into_iter()
+                .map(|(pid, gib)| crate::device::GpuProcess {
+                    pid,
+                    used_memory: Some(gib << 30),
+                    user: None,
+                    command: None,
+                    parent_pid: None,
+                    gpu_instance_id: None,
+                    compute_instance_id: None,
+                    usage: Default::default(),
+                })
+                .collect(),
+        );
+        state.apply_sample(
+            t,
+            vec![GpuReading::Ok(g)],
+            allocator_views_with_probes(None, snap, &BTreeMap::new()),
+        );
+        state.apply_probes(t, snap);
+    }
+
+    fn selected_pid(state: &AppState) -> Option<u32> {
+        use crate::app::state::ProcessLine;
+        let lines = state.process_lines();
+        match state.selected_process_index(&lines).map(|i| &lines[i]) {
+            Some(ProcessLine::Process(r)) => Some(r.process.pid),
+            _ => None,
+        }
+    }
+
+    fn press(state: &mut AppState, code: crossterm::event::KeyCode) {
+        use crossterm::event::{KeyEvent, KeyModifiers};
+        crate::app::update::handle_key(
+            state,
+            &crate::app::keymap::Keymap::default(),
+            KeyEvent::new(code, KeyModifiers::NONE),
+        );
+    }
+
+    #[test]
+    fn a_new_oom_selects_its_process_and_scrolls_its_line_into_view_once() {
+        use crossterm::event::KeyCode;
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        // Two of the three lines drawn, as at 80x24: 100 and 101.
+        st.ui.process_lines_shown.set(2);
+        step_listing(&mut st, 0, &snapshot(7, 0, 0));
+        assert_eq!((st.ui.process_scroll, selected_pid(&st)), (0, Some(100)));
+        step_listing(&mut st, 1000, &snapshot(7, 0, 1));
+        assert_eq!(selected_pid(&st), Some(7), "the OOM's process selected");
+        let lines = st.process_lines();
+        let first = st.process_view_first(&lines, 2);
+        assert_eq!(first, 1, "its line (the third) drawn: 101 and 7");
+        // The user goes back to the top; the same OOM, in the next samples,
+        // does not pull the view back.
+        st.ui.focus = crate::app::state::Pane::Processes;
+        press(&mut st, KeyCode::Home);
+        assert_eq!((st.ui.process_scroll, selected_pid(&st)), (0, Some(100)));
+        step_listing(&mut st, 2000, &snapshot(7, 1, 1));
+        step_listing(&mut st, 3000, &snapshot(7, 1, 1));
+        assert_eq!((st.ui.process_scroll, selected_pid(&st)), (0, Some(100)));
+        // A second OOM is new: shown again.
+        step_listing(&mut st, 4000, &snapshot(7, 2, 2));
+        assert_eq!((st.ui.process_scroll, selected_pid(&st)), (1, Some(7)));
+    }
+
+    #[test]
+    fn a_new_oom_leaves_the_selection_alone_under_an_open_signal_prompt() {
+        let mut st = AppState::new(crate::app::state::StatusState::default());
+        st.ui.process_lines_shown.set(2);
+        step_listing(&mut st, 0, &snapshot(7, 0, 0));
+        // `K` on the selected line, pid 100, asks for a confirmation.
+        st.ui.signal_prompt = Some(crate::app::process_list::SignalTarget {
+            pid: 100,
+            gpus: vec![0],
+            command: "cmd-100".into(),
+            used_memory: Some(5 << 30),
+        });
+        step_listing(&mut st, 1000, &snapshot(7, 0, 1));
+        assert_eq!((st.ui.process_scroll, selected_pid(&st)), (0, Some(100)));
     }
 
     fn simulated_gpu(used: u64) -> GpuReading {

@@ -1134,6 +1134,47 @@ impl AppState {
         }
     }
 
+    /// Selects line `at` of `lines` and, unless it is drawn already,
+    /// scrolls the list to put it at the top (the last page in view where
+    /// it is on the last page, as the pane would draw it). Selecting a GPU
+    /// and an OOM seen in a probed process bring a line into view this
+    /// way; the scroll is the user's again afterwards.
+    pub fn show_process_line(&mut self, lines: &[ProcessLine], at: usize) {
+        let Some(line) = lines.get(at) else {
+            return;
+        };
+        let ui = &mut self.ui;
+        // The selection follows too: `K` then names the line's process.
+        ui.selected_process = Some(line.key());
+        ui.selected_process_row = at;
+        let shown = ui.process_lines_shown.get();
+        // The first line drawn: the pane clamps the scroll the same way.
+        let first = ui.process_scroll.min(lines.len().saturating_sub(shown));
+        if shown > 0 && at >= first && at - first < shown {
+            return;
+        }
+        ui.process_scroll = at.min(lines.len().saturating_sub(shown.max(1)));
+    }
+
+    /// Selects the line of process `pid` and brings it into view (see
+    /// [`AppState::show_process_line`]): its line on GPU `gpu` (NVML
+    /// index) where it has one, else its first. `false`, and nothing
+    /// moves, when no line shows it (the filter hides it, or the driver
+    /// does not list it).
+    pub fn show_process(&mut self, pid: u32, gpu: Option<u32>) -> bool {
+        let lines = self.process_lines();
+        let of_pid = |l: &ProcessLine| matches!(l, ProcessLine::Process(r) if r.process.pid == pid);
+        let at = lines
+            .iter()
+            .position(|l| of_pid(l) && gpu.is_none_or(|g| l.gpu() == g))
+            .or_else(|| lines.iter().position(of_pid));
+        let Some(at) = at else {
+            return false;
+        };
+        self.show_process_line(&lines, at);
+        true
+    }
+
     /// The lines of the processes pane (see [`ProcessLine`]), filtered by
     /// the process filter, in tree order when the tree is on, sorted as
     /// the user chose (`s`, `S`).

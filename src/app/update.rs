@@ -613,21 +613,9 @@ fn show_selected_gpus_processes(state: &mut AppState) {
         return;
     };
     let lines = state.process_lines();
-    let Some(at) = lines.iter().position(|l| l.gpu() == gpu) else {
-        return;
-    };
-    let ui = &mut state.ui;
-    // The selection follows the GPU too: `K` then names its process.
-    select_process_line(ui, &lines, at);
-    let shown = ui.process_lines_shown.get();
-    // The first line drawn: the pane clamps the scroll the same way.
-    let first = ui.process_scroll.min(lines.len().saturating_sub(shown));
-    if shown > 0 && at >= first && at - first < shown {
-        return;
+    if let Some(at) = lines.iter().position(|l| l.gpu() == gpu) {
+        state.show_process_line(&lines, at);
     }
-    // At the top where it can be; a GPU on the last page puts the last
-    // page in view, as the pane would draw it.
-    ui.process_scroll = at.min(lines.len().saturating_sub(shown.max(1)));
 }
 
 /// Remembers the address of the selected block, so the selection follows
