@@ -2095,3 +2095,35 @@ fn a_breakdown_title_wider_than_its_pane_leaves_the_source_out_whole() {
     let wide = title(120);
     assert!(wide.ends_with("pid 4242 (simulated training)"), "{wide}");
 }
+
+/// Words of a status line that are a lone "v", ">", "<" or "^": what
+/// `--ascii` drew for an arrow key, naming a key that does something else
+/// (`v`) or nothing.
+fn lone_arrow_stand_ins(line: &str) -> Vec<String> {
+    line.split_whitespace()
+        .filter(|w| matches!(*w, "v" | ">" | "<" | "^" | "^/v" | "</>"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn ascii_mode_names_the_arrow_keys_of_the_dashboards_hints_in_words() {
+    let (_cluster, mut state) = training(2);
+    let ascii = Theme::colored().with_ascii(true);
+    // Segments: ← and → step between blocks, and are hinted.
+    state.ui.focus = Pane::Segments;
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(draw(&state, &ascii, w, h).backend().buffer());
+        let hints = screen.lines().last().unwrap_or_default();
+        assert_eq!(lone_arrow_stand_ins(hints), Vec::<String>::new(), "{hints}");
+        for hint in ["Left prev", "Right next"] {
+            assert!(hints.contains(hint), "{w}x{h}: {hint} in {hints}");
+        }
+        // The Unicode line keeps its arrows.
+        let colored = text(draw(&state, &Theme::colored(), w, h).backend().buffer());
+        let hints = colored.lines().last().unwrap_or_default();
+        for hint in ["← prev", "→ next"] {
+            assert!(hints.contains(hint), "{w}x{h}: {hint} in {hints}");
+        }
+    }
+}

@@ -2522,3 +2522,29 @@ fn at_an_oom_recorded_without_stacks_the_status_line_says_there_is_none() {
         "{detail:?}"
     );
 }
+
+#[test]
+fn ascii_mode_names_the_arrow_keys_of_the_viewers_hints_in_words() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let ascii = Theme::colored().with_ascii(true);
+    // Mid-trace: both ways to step are hinted.
+    seek(&mut v, 3);
+    for (w, h) in [(120, 40), (80, 24)] {
+        let screen = text(draw_with(&v, w, h, &ascii).backend().buffer());
+        let hints = screen.lines().last().unwrap_or_default();
+        let lone: Vec<&str> = hints
+            .split_whitespace()
+            .filter(|word| matches!(*word, "v" | ">" | "<" | "^"))
+            .collect();
+        assert_eq!(lone, Vec::<&str>::new(), "{w}x{h}: {hints}");
+        assert!(hints.contains("Right event"), "{w}x{h}: {hints}");
+        let unicode = text(draw(&v, w, h).backend().buffer());
+        let unicode_hints = unicode.lines().last().unwrap_or_default();
+        assert!(
+            unicode_hints.contains("→ event"),
+            "{w}x{h}: {unicode_hints}"
+        );
+    }
+}

@@ -727,7 +727,8 @@ pub(crate) fn first_shown(selected: usize, rows: usize) -> usize {
 }
 
 /// Key hints ("q quit  ? help  …"), as many of `all` as fit `width`
-/// cells, but at least the first two (quit and help).
+/// cells, but at least the first two (quit and help); the keys named as
+/// the theme names them ([`Theme::key`]).
 pub(crate) fn key_hints(
     all: &[(&'static str, &'static str)],
     width: usize,
@@ -739,7 +740,8 @@ pub(crate) fn key_hints(
             if !spans.is_empty() {
                 spans.push(Span::raw("  "));
             }
-            spans.push(Span::styled(key, theme.key));
+            // Named before measuring: "Down" in ASCII mode is wider than "↓".
+            spans.push(Span::styled(theme.key(key), theme.key));
             spans.push(Span::styled(format!(" {hint}"), theme.text));
         }
         Line::from(spans)

@@ -208,7 +208,7 @@ impl Widget for GpusPane<'_> {
         let fits = usize::from(area.height.saturating_sub(1)) >= gpus.len();
         if !fits {
             detail.push(Span::styled(
-                format!("{} GPUs, ↑↓ scrolls", gpus.len()),
+                format!("{} GPUs, {} scrolls", gpus.len(), theme.key("↑↓")),
                 theme.text,
             ));
         }

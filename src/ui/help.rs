@@ -584,6 +584,7 @@ impl<'a> HelpOverlay<'a> {
                 // The reason after the text, or whole on the row below.
                 Some(why) => {
                     let reason = format!("[{why}]");
+                    let what = theme.key(&what);
                     let joined = format!("{what} {reason}");
                     let parts = if joined.chars().count() <= room {
                         vec![joined]
@@ -594,15 +595,15 @@ impl<'a> HelpOverlay<'a> {
                     };
                     (parts, theme.dim, theme.dim)
                 }
-                None => (wrap(&what), theme.key, theme.text),
+                None => (wrap(&theme.key(&what)), theme.key, theme.text),
             };
             parts
                 .into_iter()
                 .enumerate()
                 .map(|(i, part)| {
-                    let k = if i == 0 { keys } else { "" };
+                    let k = if i == 0 { theme.key(keys) } else { "".into() };
                     Line::from(vec![
-                        Span::styled(left(k, key_w), key_style),
+                        Span::styled(left(&k, key_w), key_style),
                         Span::styled(part, text_style),
                     ])
                 })
@@ -616,7 +617,7 @@ impl<'a> HelpOverlay<'a> {
                 lines.push(Line::raw(""));
             }
             lines.push(Line::styled(heading, theme.header));
-            let key_w = keys_column(&rows);
+            let key_w = keys_column(&rows, theme);
             for r in rows {
                 lines.extend(row(key_w, r));
             }
@@ -631,10 +632,10 @@ impl<'a> HelpOverlay<'a> {
         self.key_sections()
             .iter()
             .flat_map(|(heading, rows)| {
-                let key_w = keys_column(rows);
+                let key_w = keys_column(rows, self.theme);
                 let widths = rows
                     .iter()
-                    .map(move |r| key_w.saturating_add(r.1.chars().count()));
+                    .map(move |r| key_w.saturating_add(self.theme.key(&r.1).chars().count()));
                 std::iter::once(heading.chars().count()).chain(widths)
             })
             .max()
@@ -716,9 +717,10 @@ impl<'a> HelpOverlay<'a> {
 /// columns more, so keys never run into their text. (One column for all
 /// sections, as wide as the comparison's "Esc Enter c", left four blank
 /// columns after the viewer's own keys at 120×40.)
-fn keys_column(rows: &[KeyRow]) -> usize {
+/// The keys are measured as the theme names them ([`Theme::key`]).
+fn keys_column(rows: &[KeyRow], theme: &Theme) -> usize {
     rows.iter()
-        .map(|r| r.0.chars().count())
+        .map(|r| theme.key(r.0).chars().count())
         .max()
         .unwrap_or(0)
         .saturating_add(2)

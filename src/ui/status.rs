@@ -211,7 +211,8 @@ impl<'a> StatusLine<'a> {
         if let Some(n) = &self.state.ui.notice {
             answers.push((
                 Some(self.state.ui.notice_ms),
-                Span::styled(n.clone(), theme.warning).into(),
+                // A notice answers a key and names keys ("← and → step …").
+                Span::styled(theme.key(n).into_owned(), theme.warning).into(),
             ));
         }
         // Behind the segment map the panel that says what its keys did is

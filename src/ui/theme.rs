@@ -2,6 +2,8 @@
 //! character of its own: they ask the theme, so a 16-colour terminal, a
 //! NO_COLOR terminal and an ASCII-only terminal all get a readable screen.
 
+use std::borrow::Cow;
+
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -289,6 +291,37 @@ impl Theme {
         }
     }
 
+    /// A key's name (or a text naming keys: "↓ j", "↑/↓", a key's
+    /// notice) as the screen shows it: in ASCII mode the arrow keys by their names ("Up",
+    /// "Down", "Left", "Right"), where [`Theme::finish`] would leave "^",
+    /// "v", "<" and ">", keys that do something else or nothing. Applied
+    /// to the text before it is measured and laid out; unchanged
+    /// otherwise.
+    pub fn key<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        if !self.ascii || !name.chars().any(|c| arrow_key_word(c).is_some()) {
+            return Cow::Borrowed(name);
+        }
+        let mut out = String::with_capacity(name.len() + 8);
+        let mut after_arrow = false;
+        for c in name.chars() {
+            match arrow_key_word(c) {
+                Some(word) => {
+                    // "↑↓" names two keys: "Up/Down", not "UpDown".
+                    if after_arrow {
+                        out.push('/');
+                    }
+                    out.push_str(word);
+                    after_arrow = true;
+                }
+                None => {
+                    out.push(c);
+                    after_arrow = false;
+                }
+            }
+        }
+        Cow::Owned(out)
+    }
+
     /// In ASCII mode, replaces every non-ASCII character drawn in `area`
     /// with a one-cell ASCII stand-in: what ratatui's own widgets drew
     /// with box-drawing, block or braille characters (chart axes,
@@ -323,6 +356,18 @@ pub fn ascii_text(text: &str) -> String {
             ascii_for(c.encode_utf8(&mut buf)).map_or(c, |plain| plain.chars().next().unwrap_or(c))
         })
         .collect()
+}
+
+/// The name of the arrow key `c` stands for in a key label, `None` for
+/// other characters.
+fn arrow_key_word(c: char) -> Option<&'static str> {
+    Some(match c {
+        '↑' => "Up",
+        '↓' => "Down",
+        '←' => "Left",
+        '→' => "Right",
+        _ => return None,
+    })
 }
 
 /// The one-cell ASCII stand-in for a drawing or punctuation character,
@@ -396,6 +441,18 @@ mod tests {
         ] {
             assert!(s.is_ascii(), "{s:?}");
         }
+    }
+
+    #[test]
+    fn ascii_mode_names_arrow_keys_in_words_and_leaves_other_keys_alone() {
+        let ascii = Theme::colored().with_ascii(true);
+        assert_eq!(ascii.key("↓ j"), "Down j");
+        assert_eq!(ascii.key("↑/↓"), "Up/Down");
+        assert_eq!(ascii.key("↑↓ scrolls"), "Up/Down scrolls");
+        assert_eq!(ascii.key("←"), "Left");
+        assert_eq!(ascii.key("→ l"), "Right l");
+        assert_eq!(ascii.key("PgDn"), "PgDn");
+        assert_eq!(Theme::colored().key("↓ j"), "↓ j", "unchanged in Unicode");
     }
 
     #[test]

@@ -405,6 +405,7 @@ pub(super) fn render_detail(
             ),
         )
     };
+    let hint = theme.key(&hint).into_owned();
     // ↑/↓ move to the next block: the detail scrolls by pages.
     let scroll = PopupScroll {
         offset: v.detail_scroll,

@@ -57,6 +57,7 @@ pub(super) fn render_text_popup<'a>(
         } else {
             format!("{back} {on} scroll")
         };
+        let how = theme.key(&how);
         let note = format!(" rows {}–{last} of {} · {how} ", first + 1, lines.len());
         // A narrow popup keeps the rows and leaves out the keys.
         let room = usize::from(popup.width.saturating_sub(2));

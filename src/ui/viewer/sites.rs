@@ -307,6 +307,7 @@ pub(super) fn render_sites(
     }
     if let Some(marker) = cut.marker(v.site_expanded, keys) {
         let row = u16::try_from(rows).unwrap_or(u16::MAX);
+        let marker = theme.key(&marker).into_owned();
         chrome::line_at(buf, inner, row, &Line::styled(marker, theme.dim));
     }
     if v.site_expanded
@@ -339,6 +340,7 @@ pub(super) fn render_sites(
         chrome::lines_at(buf, detail, &rows);
         if let Some(marker) = shown.marker(keys) {
             let row = u16::try_from(shown.rows).unwrap_or(u16::MAX);
+            let marker = theme.key(&marker).into_owned();
             chrome::line_at(buf, detail, row, &Line::styled(marker, theme.dim));
         }
     }
