@@ -2126,4 +2126,11 @@ fn ascii_mode_names_the_arrow_keys_of_the_dashboards_hints_in_words() {
             assert!(hints.contains(hint), "{w}x{h}: {hint} in {hints}");
         }
     }
+    // The help's keys and its scroll note ("↓ j PgDn more") alike.
+    key(&mut state, KeyCode::Char('?'), KeyModifiers::NONE);
+    let help = text(draw(&state, &ascii, 80, 24).backend().buffer());
+    for named in ["Up k ", "Down j ", " Down j PgDn more"] {
+        assert!(help.contains(named), "{named} in {help}");
+    }
+    assert!(!help.contains(" v j "), "{help}");
 }

@@ -801,6 +801,7 @@ impl Widget for HelpOverlay<'_> {
             } else {
                 format!(" {} {} back", label(Action::Up), name(Action::PageUp))
             };
+            let more = theme.key(&more);
             let text = format!("{more} · rows {}–{last} of {content_h} ", offset + 1);
             let bottom = Rect::new(
                 popup.x + 1,

@@ -374,7 +374,7 @@ impl<'a> StressPane<'a> {
         let (first, last) = list_window(&entries, picker.selected, rows.saturating_sub(1));
         let n = entries.len();
         let key = |k| typing_key(TypingMode::ScenarioList, k);
-        let (up, down) = (key(TypingKey::Up), key(TypingKey::Down));
+        let (up, down) = (t.key(key(TypingKey::Up)), t.key(key(TypingKey::Down)));
         let (done, cancel) = (key(TypingKey::Done), key(TypingKey::Cancel));
         let keys = [
             format!("{up}/{down} choose · {done} loads (frees all) · {cancel} closes"),
