@@ -2492,6 +2492,61 @@ fn enter_on_an_oom_lists_the_failed_requests_stack_and_esc_closes_it() {
 }
 
 #[test]
+fn at_an_oom_the_sites_pane_names_the_failed_request_first_and_enter_on_it_reads_its_stack() {
+    // Opened at the OOM as `open FILE --at oom` and `O` open it.
+    let mut v = standin_oom();
+    v.open_at_oom(&Keymap::default());
+    assert!(v.sites_open && !v.sites_oom_selected);
+    let asked = "OOM 256 MiB asked by standin_train.py:72 step";
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = draw(&v, w, h);
+        let screen = text(t.backend().buffer());
+        // The row, above the sites, says how to reach the stack (in short
+        // beside the timeline); the first site is selected, and Enter
+        // expands it.
+        let hint = if w == 80 {
+            "↑ then Enter: its stack"
+        } else {
+            "↑, Enter: stack"
+        };
+        assert!(
+            screen.contains(&format!(" {asked} · {hint}")),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(
+            screen.contains("Enter expand/fold site"),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(!screen.contains("OOM stack"), "{w}x{h}:\n{screen}");
+        insta::assert_snapshot!(format!("viewer_oom_sites_{w}x{h}"), t.backend());
+    }
+    // ↑: the row selected; the hint says what Enter does there.
+    press(&mut v, KeyCode::Up);
+    assert!(v.sites_oom_selected);
+    for (w, h) in [(80, 24), (120, 40)] {
+        let t = draw(&v, w, h);
+        let screen = text(t.backend().buffer());
+        assert!(screen.contains(&format!("▶{asked}")), "{w}x{h}:\n{screen}");
+        assert!(
+            !screen.contains(&format!("{asked} ·")),
+            "{w}x{h}:\n{screen}"
+        );
+        assert!(screen.contains("Enter OOM stack"), "{w}x{h}:\n{screen}");
+        assert!(!screen.contains("expand/fold site"), "{w}x{h}:\n{screen}");
+        insta::assert_snapshot!(format!("viewer_oom_sites_row_{w}x{h}"), t.backend());
+    }
+    // Enter: the OOM's detail over the panes.
+    press(&mut v, KeyCode::Enter);
+    let screen = text(draw(&v, 80, 24).backend().buffer());
+    assert!(screen.contains("stack of the failed request"), "{screen}");
+    // One event back, off the OOM: no row.
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Left);
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    assert!(!screen.contains(asked), "{screen}");
+}
+
+#[test]
 fn at_an_oom_recorded_without_stacks_the_status_line_says_there_is_none() {
     use vramtop::alloc::{AllocatorConfig, CachingAllocator, InMemoryDevice};
     const MIB: u64 = 1 << 20;

@@ -2444,3 +2444,139 @@ fn open_at_oom_starts_on_the_oom_and_an_at_past_the_end_moves_nothing() {
     );
     assert_eq!(v.cursor(), end);
 }
+
+/// The viewer on the probe's stand-in training run out of memory
+/// (tests/fixtures/standin-oom.pickle), opened at its OOM as `open FILE
+/// --at oom` and the dashboard's `O` open it: the sites pane open.
+fn standin_at_oom() -> ViewerState {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/standin-oom.pickle"
+    );
+    let snapshot = vramtop::snapshot::read_snapshot_file(std::path::Path::new(path))
+        .expect("the fixture loads");
+    let mut v = ViewerState::new("standin-oom.pickle".to_string(), snapshot);
+    v.open_at_oom(&Keymap::default());
+    assert!(v.at_oom() && v.sites_open);
+    v
+}
+
+#[test]
+fn at_an_oom_with_the_sites_open_up_selects_the_oom_row_and_enter_shows_its_stack() {
+    let mut v = standin_at_oom();
+    // Opened on the first site, as before: its blocks highlighted.
+    assert!(v.sites_oom_row());
+    assert!(!v.sites_oom_selected);
+    let first = v.selected_site().cloned().expect("a site is selected");
+    assert_eq!(v.selected_site, 0);
+    assert_eq!(v.highlighted(), first.addresses.as_slice());
+    // ↑ from the first site: the OOM row, no site (nothing highlighted).
+    assert_eq!(press(&mut v, KeyCode::Up), Effect::Redraw);
+    assert!(v.sites_oom_selected);
+    assert!(v.selected_site().is_none() && v.highlighted().is_empty());
+    assert_eq!(press(&mut v, KeyCode::Up), Effect::None, "nothing above it");
+    // Enter: the same OOM detail as Enter with the pane closed.
+    let mut closed = standin_at_oom();
+    press(&mut closed, KeyCode::Char('w'));
+    press(&mut closed, KeyCode::Enter);
+    assert!(closed.detail_open && closed.detail_oom);
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open && v.detail_oom, "the OOM's detail");
+    assert!(!v.site_expanded, "no site expanded");
+    let lines = |v: &ViewerState| -> Vec<String> {
+        vramtop::ui::detail_lines(v, 76)
+            .iter()
+            .map(|l| l.to_string())
+            .collect()
+    };
+    let detail = lines(&v).join("\n");
+    assert!(
+        detail.contains("asked by      standin_train.py:72 step"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("python/tests/standin_train.py:101 main"),
+        "{detail}"
+    );
+    assert_eq!(lines(&v), lines(&closed));
+    // Esc: back in the pane, on the OOM row.
+    press(&mut v, KeyCode::Esc);
+    assert!(!v.detail_open && !v.detail_oom);
+    assert!(v.sites_open && v.sites_oom_selected);
+    // ↓: the first site again, its blocks highlighted, its block selected;
+    // Enter expands it, as ever.
+    assert_eq!(press(&mut v, KeyCode::Down), Effect::Redraw);
+    assert!(!v.sites_oom_selected);
+    assert_eq!(v.selected_site().map(|s| &s.key), Some(&first.key));
+    assert_eq!(v.highlighted(), first.addresses.as_slice());
+    assert!(
+        v.selected_address
+            .is_some_and(|a| first.addresses.binary_search(&a).is_ok()),
+        "the block selection follows the site"
+    );
+    press(&mut v, KeyCode::Enter);
+    assert!(v.site_expanded && !v.detail_open);
+    // Expanded, ↑ scrolls the site's stack: the OOM row is reached after Esc.
+    press(&mut v, KeyCode::Up);
+    assert!(!v.sites_oom_selected);
+    press(&mut v, KeyCode::Esc);
+    press(&mut v, KeyCode::Up);
+    assert!(v.sites_oom_selected);
+}
+
+#[test]
+fn the_oom_row_goes_with_the_oom_and_regrouping_keeps_it_selected() {
+    let mut v = standin_at_oom();
+    let sites = v.sites.as_ref().map_or(0, |s| s.sites.len());
+    assert!(sites >= 2, "{sites} sites");
+    // ↓ then ↑ ↑ passes through the sites to the OOM row.
+    press(&mut v, KeyCode::Down);
+    assert_eq!(v.selected_site, 1);
+    press(&mut v, KeyCode::Up);
+    assert!(!v.sites_oom_selected && v.selected_site == 0);
+    press(&mut v, KeyCode::Up);
+    assert!(v.sites_oom_selected);
+    // `g` regroups the sites under it and leaves the row selected.
+    let grouping = v.grouping;
+    press(&mut v, KeyCode::Char('g'));
+    assert_ne!(v.grouping, grouping);
+    assert!(v.sites_oom_selected && v.highlighted().is_empty());
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_oom, "Enter still shows the stack");
+    press(&mut v, KeyCode::Esc);
+    // One event back there is no OOM and no row: the first site is selected.
+    press(&mut v, KeyCode::Left);
+    assert!(!v.at_oom() && !v.sites_oom_row());
+    assert!(!v.sites_oom_selected);
+    assert!(v.selected_site().is_some());
+    press(&mut v, KeyCode::Up);
+    assert!(!v.sites_oom_selected, "↑ on the first site selects no row");
+    // Back on the OOM the row is there, the first site selected.
+    press(&mut v, KeyCode::Right);
+    assert!(v.sites_oom_row() && !v.sites_oom_selected);
+    // Closing and reopening the pane starts on the first site.
+    press(&mut v, KeyCode::Up);
+    assert!(v.sites_oom_selected);
+    press(&mut v, KeyCode::Char('w'));
+    press(&mut v, KeyCode::Char('w'));
+    assert!(!v.sites_oom_selected && v.selected_site().is_some());
+}
+
+#[test]
+fn a_click_under_the_oom_row_selects_the_site_drawn_there() {
+    use ratatui::layout::Rect;
+    use vramtop::shell::click::click_viewer;
+    use vramtop::ui::{site_at, viewer_layout};
+    let mut v = standin_at_oom();
+    for area in [Rect::new(0, 0, 80, 24), Rect::new(0, 0, 120, 40)] {
+        let rect = viewer_layout(area, &v).sites.expect("the sites pane");
+        // The title, then the OOM row: the first site is two rows down.
+        assert_eq!(site_at(&v, rect, rect.y + 1), None, "the OOM row");
+        assert_eq!(site_at(&v, rect, rect.y + 2), Some(0));
+        assert_eq!(site_at(&v, rect, rect.y + 3), Some(1));
+        assert!(click_viewer(area, &mut v, rect.x + 5, rect.y + 3));
+        assert_eq!(v.selected_site, 1);
+        press(&mut v, KeyCode::Up);
+        assert_eq!(v.selected_site, 0);
+    }
+}

@@ -192,7 +192,9 @@ impl ViewerAction {
             }
             // The help adds the pane's keys ([`Keymap::describe_viewer`]).
             ViewerAction::ToggleSites => "sites pane: memory by site",
-            ViewerAction::ExpandSite => "in the sites pane: expand / fold the site",
+            ViewerAction::ExpandSite => {
+                "in the sites pane: expand / fold the site; on the OOM row, its stack"
+            }
             ViewerAction::CycleGrouping => "next grouping: user frame, python frame, file:line, …",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
@@ -275,6 +277,11 @@ pub struct ViewerState {
     pub sites: Option<Sites>,
     /// Index into `sites.sites`.
     pub selected_site: usize,
+    /// The sites pane's OOM row is selected, not a site: the row the pane
+    /// shows above the sites while the cursor is on an OOM event
+    /// ([`ViewerState::sites_oom_row`]), where `Enter` shows the failed
+    /// request's stack. No site is selected (or highlighted) meanwhile.
+    pub sites_oom_selected: bool,
     /// The selected site shows its stack and blocks.
     pub site_expanded: bool,
     /// Rows the expanded site's stack and blocks are scrolled down (`↑`/`↓`
@@ -464,6 +471,7 @@ impl ViewerState {
             grouping: Grouping::default(),
             sites: None,
             selected_site: 0,
+            sites_oom_selected: false,
             site_expanded: false,
             site_scroll: 0,
             site_scroll_limit: Cell::new(usize::MAX),
@@ -575,6 +583,7 @@ impl ViewerState {
         next.grouping = self.grouping;
         next.sites_open = self.sites_open;
         next.selected_site = self.selected_site;
+        next.sites_oom_selected = self.sites_oom_selected;
         next.site_expanded = self.site_expanded;
         next.site_scroll = self.site_scroll;
         next.show_cpp = self.show_cpp;
@@ -727,9 +736,21 @@ impl ViewerState {
         pools
     }
 
-    /// The selected site, while the sites pane is open.
+    /// The selected site, while the sites pane is open (`None` while its
+    /// OOM row is selected).
     pub fn selected_site(&self) -> Option<&crate::snapshot::sites::Site> {
+        if self.sites_oom_selected {
+            return None;
+        }
         self.sites.as_ref()?.sites.get(self.selected_site)
+    }
+
+    /// Whether the sites pane shows its OOM row: it is open and the cursor
+    /// is on an OOM event. The row names the failed request above the
+    /// sites that held the memory, and `Enter` on it shows the request's
+    /// stack, which the pane's own `Enter` (expand a site) would hide.
+    pub fn sites_oom_row(&self) -> bool {
+        self.sites_open && self.at_oom()
     }
 
     /// The addresses of the selected site's blocks (ascending), for the
@@ -771,6 +792,10 @@ impl ViewerState {
     /// Shows `sites`, selecting the same site as `key` when there is one
     /// (else the row selected before, clamped); whether there was.
     fn install_sites(&mut self, sites: Sites, key: Option<SiteKey>) -> bool {
+        // Off the OOM the row is gone: the site below it is selected.
+        if !self.at_oom() {
+            self.sites_oom_selected = false;
+        }
         // The same key first: a state can hold two groups without a stack.
         let at = key.and_then(|k| {
             let list = &sites.sites;
@@ -816,6 +841,20 @@ impl ViewerState {
     }
 
     fn move_site(&mut self, delta: isize) -> Effect {
+        // The OOM row is above the first site: ↑ from it, ↓ back.
+        if self.sites_oom_selected {
+            if delta <= 0 {
+                return Effect::None;
+            }
+            self.sites_oom_selected = false;
+            self.site_scroll = 0;
+            self.select_site_block();
+            return Effect::Redraw;
+        }
+        if delta < 0 && self.selected_site == 0 && self.sites_oom_row() {
+            self.sites_oom_selected = true;
+            return Effect::Redraw;
+        }
         let n = self.sites.as_ref().map_or(0, |s| s.sites.len());
         if n == 0 {
             return Effect::None;
@@ -975,7 +1014,11 @@ impl ViewerState {
                     "no block selected"
                 });
             }
-            ViewerAction::ExpandSite if self.sites_open && self.selected_site().is_none() => {
+            ViewerAction::ExpandSite
+                if self.sites_open
+                    && !self.sites_oom_selected
+                    && self.selected_site().is_none() =>
+            {
                 return Some("no site here");
             }
             // An empty map, or the first (last) segment selected: no
@@ -1451,9 +1494,7 @@ impl ViewerState {
                 // On an OOM event the detail is the failed request's:
                 // which code asked, its whole stack.
                 if self.at_oom() {
-                    self.detail_open = true;
-                    self.detail_oom = true;
-                    return Effect::Redraw;
+                    return self.open_oom_detail();
                 }
                 if self.selected_block().is_none() {
                     // The hints offer "Enter block" outside the sites
@@ -1525,6 +1566,8 @@ impl ViewerState {
             }
             V::ToggleSites => {
                 self.sites_open = !self.sites_open;
+                // Opened, the pane selects its first site, as it always has.
+                self.sites_oom_selected = false;
                 self.site_expanded = false;
                 self.site_scroll = 0;
                 self.refresh_sites();
@@ -1536,6 +1579,11 @@ impl ViewerState {
             V::ExpandSite => {
                 if !self.sites_open {
                     return Effect::None;
+                }
+                // On the OOM row: the failed request's stack, as `Enter`
+                // shows it on an OOM with the pane closed.
+                if self.sites_oom_selected && self.at_oom() {
+                    return self.open_oom_detail();
                 }
                 if self.selected_site().is_none() {
                     // Hinted only with a site (`unavailable`); pressed
@@ -2064,6 +2112,15 @@ impl ViewerState {
     pub fn at_oom(&self) -> bool {
         self.current_event()
             .is_some_and(|e| e.action == crate::alloc::TraceAction::Oom)
+    }
+
+    /// Opens the OOM detail: the failed request's of the OOM event at the
+    /// cursor (`Enter` on an OOM, or on the sites pane's OOM row).
+    fn open_oom_detail(&mut self) -> Effect {
+        self.detail_open = true;
+        self.detail_oom = true;
+        self.detail_scroll = 0;
+        Effect::Redraw
     }
 
     /// Which code asked for the failed request of the OOM event at the

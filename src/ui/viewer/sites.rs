@@ -194,9 +194,11 @@ pub fn site_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
     if total == 0 {
         return None;
     }
-    // The title is the pane's one row of chrome (its top border).
-    let top = area.y.checked_add(1)?;
-    let height = area.height.checked_sub(1)?;
+    // The title is the pane's one row of chrome (its top border); the
+    // OOM row, where shown, is above the list.
+    let above = 1 + u16::from(v.sites_oom_row());
+    let top = area.y.checked_add(above)?;
+    let height = area.height.checked_sub(above)?;
     let offset = usize::from(row.checked_sub(top)?);
     let cut = ListCut::of(
         total,
@@ -207,8 +209,43 @@ pub fn site_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
     (offset < cut.rows && index < total).then_some(index)
 }
 
+/// The sites pane's OOM row in `width` columns, while the cursor is on an
+/// OOM event: the failed request and the code that asked, then, unless
+/// the row is selected (the status line then hints the key), how to see
+/// its stack: "OOM 256 MiB asked by train.py:72 step · ↑ then Enter: its
+/// stack", in short ("↑, Enter: stack") where that does not fit, and
+/// left out where neither does.
+pub(super) fn oom_row(v: &ViewerState, keymap: &Keymap, width: usize) -> Option<String> {
+    let event = v.current_event()?;
+    let stack = v.oom_stack()?;
+    let size = format::bytes(event.size);
+    let what = match &stack.site {
+        Some(site) => format!("OOM {size} asked by {site}"),
+        None => format!("OOM {size} requested"),
+    };
+    if v.sites_oom_selected {
+        return Some(what);
+    }
+    let up = first_key(SiteKeys::of(keymap).up);
+    let enter = keymap
+        .viewer_key_name(ViewerAction::ExpandSite)
+        .unwrap_or_default();
+    // The longest form that fits: the hint in words, in short, none.
+    let forms = [
+        format!("{what} · {up} then {enter}: its stack"),
+        format!("{what} · {up}, {enter}: stack"),
+    ];
+    Some(
+        forms
+            .into_iter()
+            .find(|f| f.chars().count() <= width)
+            .unwrap_or(what),
+    )
+}
+
 /// The sites pane: the live allocated memory at the cursor by site,
-/// largest first; the selected site expands below the list.
+/// largest first; the selected site expands below the list. On an OOM
+/// event the failed request's row is first, above the sites.
 pub(super) fn render_sites(
     area: Rect,
     beside: bool,
@@ -257,9 +294,38 @@ pub(super) fn render_sites(
         .borders(borders)
         .border_style(theme.border_focused)
         .title(title);
-    let Some(inner) = chrome::inside(block, area, buf, theme) else {
+    let Some(mut inner) = chrome::inside(block, area, buf, theme) else {
         return;
     };
+    // The OOM row takes the list's first row; `↑` from the first site
+    // selects it, as a site.
+    if v.sites_oom_row() {
+        let selected = v.sites_oom_selected;
+        let pointer = if selected {
+            theme.glyphs().pointer
+        } else {
+            " "
+        };
+        let row_width = usize::from(inner.width).saturating_sub(1);
+        let text = oom_row(v, keymap, row_width).unwrap_or_default();
+        let style = if selected {
+            theme.selected
+        } else {
+            theme.warning
+        };
+        chrome::line_at(
+            buf,
+            inner,
+            0,
+            &Line::styled(format!("{pointer}{text}"), style),
+        );
+        inner.y = inner.y.saturating_add(1);
+        inner.height = inner.height.saturating_sub(1);
+        if inner.height == 0 {
+            theme.finish(area, buf);
+            return;
+        }
+    }
     if sites.sites.is_empty() {
         chrome::line_at(
             buf,
@@ -284,7 +350,7 @@ pub(super) fn render_sites(
         .take(rows)
         .enumerate()
     {
-        let selected = i == v.selected_site;
+        let selected = i == v.selected_site && !v.sites_oom_selected;
         let pointer = if selected {
             theme.glyphs().pointer
         } else {

@@ -471,9 +471,20 @@ pub(super) fn render_status(
             hint.1 = "back";
         }
     }
-    if v.at_oom() && !sites && !v.detail_open && v.compare.is_none() {
-        // On an OOM event Enter shows the failed request's stack.
-        let enter = keymap.viewer_key_name(ViewerAction::BlockDetail);
+    // On an OOM event Enter shows the failed request's stack: with the
+    // sites pane taking the keys, on its OOM row (elsewhere it expands
+    // the selected site).
+    let oom_enter = if sites {
+        v.sites_oom_selected && v.at_oom()
+    } else {
+        v.at_oom() && !v.detail_open
+    };
+    if oom_enter && v.compare.is_none() {
+        let enter = keymap.viewer_key_name(if sites {
+            ViewerAction::ExpandSite
+        } else {
+            ViewerAction::BlockDetail
+        });
         for hint in all.iter_mut().filter(|h| Some(h.0) == enter) {
             hint.1 = "OOM stack";
         }
