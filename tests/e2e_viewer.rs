@@ -455,3 +455,34 @@ fn open_at_starts_the_viewer_there_and_a_moment_the_file_lacks_is_one_line() {
         exits_2_with_one_line_naming(&s, "has no OOM event");
     }
 }
+
+#[test]
+fn open_at_oom_reaches_the_failed_requests_stack_from_the_sites_panes_oom_row() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/standin-oom.pickle"
+    );
+    let Some(s) = start("oom-row", &format!("open {path} --at oom")) else {
+        return;
+    };
+    // At the OOM with the sites open: the row names the request and how
+    // to reach its stack; Enter expands the first site.
+    let screen = s.wait_for("the OOM row", |sc| {
+        sc.contains("OOM 256 MiB asked by standin_train.py:72 step · ↑")
+    });
+    assert!(screen.contains("Enter expand/fold site"), "{screen}");
+    s.keys(&["Up"]);
+    s.wait_for("the row selected", |sc| sc.contains("Enter OOM stack"));
+    s.keys(&["Enter"]);
+    s.wait_for("the failed request's stack", |sc| {
+        sc.contains("stack of the failed request") && sc.contains("standin_train.py:101 main")
+    });
+    // Esc back to the pane, still open; q quits.
+    s.keys(&["Escape"]);
+    s.wait_for("the sites pane again", |sc| {
+        sc.contains(" Sites ") && sc.contains("Enter OOM stack")
+    });
+    s.keys(&["q"]);
+    let screen = s.exited();
+    assert!(screen.contains("VRAMTOP_EXITED 0"), "{screen}");
+}
