@@ -192,9 +192,7 @@ impl ViewerAction {
             }
             // The help adds the pane's keys ([`Keymap::describe_viewer`]).
             ViewerAction::ToggleSites => "sites pane: memory by site",
-            ViewerAction::ExpandSite => {
-                "in the sites pane: expand / fold the site; on the OOM row, its stack"
-            }
+            ViewerAction::ExpandSite => "sites pane: expand / fold the site; OOM row: its stack",
             ViewerAction::CycleGrouping => "next grouping: user frame, python frame, file:line, …",
             ViewerAction::ToggleCppFrames => "in an expanded site: show or count C++ frames",
             ViewerAction::MarkA => "mark the cursor as A (for A/B)",
