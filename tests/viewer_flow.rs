@@ -2563,20 +2563,43 @@ fn the_oom_row_goes_with_the_oom_and_regrouping_keeps_it_selected() {
 }
 
 #[test]
-fn a_click_under_the_oom_row_selects_the_site_drawn_there() {
+fn a_click_on_the_oom_row_selects_it_and_one_under_it_the_site_drawn_there() {
     use ratatui::layout::Rect;
     use vramtop::shell::click::click_viewer;
-    use vramtop::ui::{site_at, viewer_layout};
+    use vramtop::ui::{oom_row_at, site_at, viewer_layout};
     let mut v = standin_at_oom();
     for area in [Rect::new(0, 0, 80, 24), Rect::new(0, 0, 120, 40)] {
         let rect = viewer_layout(area, &v).sites.expect("the sites pane");
         // The title, then the OOM row: the first site is two rows down.
+        assert!(oom_row_at(&v, rect, rect.y + 1));
+        assert!(!oom_row_at(&v, rect, rect.y) && !oom_row_at(&v, rect, rect.y + 2));
         assert_eq!(site_at(&v, rect, rect.y + 1), None, "the OOM row");
         assert_eq!(site_at(&v, rect, rect.y + 2), Some(0));
         assert_eq!(site_at(&v, rect, rect.y + 3), Some(1));
         assert!(click_viewer(area, &mut v, rect.x + 5, rect.y + 3));
         assert_eq!(v.selected_site, 1);
-        press(&mut v, KeyCode::Up);
-        assert_eq!(v.selected_site, 0);
+        // A click on the OOM row selects it, as ↑ from the first site;
+        // Enter then shows the stack.
+        assert!(click_viewer(area, &mut v, rect.x + 5, rect.y + 1));
+        assert!(v.sites_oom_selected && v.highlighted().is_empty());
+        assert!(
+            !click_viewer(area, &mut v, rect.x + 5, rect.y + 1),
+            "no change"
+        );
+        press(&mut v, KeyCode::Enter);
+        assert!(v.detail_oom);
+        // Under the detail a click changes nothing.
+        assert!(!click_viewer(area, &mut v, rect.x + 5, rect.y + 2));
+        press(&mut v, KeyCode::Esc);
+        // A click on a site leaves the row.
+        assert!(click_viewer(area, &mut v, rect.x + 5, rect.y + 2));
+        assert!(!v.sites_oom_selected);
+        assert_eq!(v.selected_site().map(|_| v.selected_site), Some(0));
     }
+    // Off the OOM there is no row: the first row under the title is a site's.
+    press(&mut v, KeyCode::Left);
+    let area = Rect::new(0, 0, 80, 24);
+    let rect = viewer_layout(area, &v).sites.expect("the sites pane");
+    assert!(!oom_row_at(&v, rect, rect.y + 1));
+    assert_eq!(site_at(&v, rect, rect.y + 1), Some(0));
 }

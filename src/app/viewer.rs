@@ -863,13 +863,14 @@ impl ViewerState {
 
     /// Selects site `index` (into the listed sites) as `↑`/`↓` do: its
     /// stack from the top, its blocks highlighted and the block selection
-    /// on the one whose stack it shows. Nothing for the selected site or
-    /// an index past the list.
+    /// on the one whose stack it shows (the OOM row no longer selected).
+    /// Nothing for the selected site or an index past the list.
     fn select_site(&mut self, index: usize) -> Effect {
         let n = self.sites.as_ref().map_or(0, |s| s.sites.len());
-        if index >= n || index == self.selected_site {
+        if index >= n || (index == self.selected_site && !self.sites_oom_selected) {
             return Effect::None;
         }
+        self.sites_oom_selected = false;
         self.selected_site = index;
         self.site_scroll = 0;
         self.select_site_block();
@@ -1896,6 +1897,24 @@ impl ViewerState {
         let effect = match site {
             Some(i) if self.sites_open && !modal => self.select_site(i),
             _ => Effect::None,
+        };
+        if had_notice { Effect::Redraw } else { effect }
+    }
+
+    /// A left click on the sites pane's OOM row: selects it as `↑` from
+    /// the first site does (an expanded site folds: the row is read from
+    /// the list). Modal overlays and a notice as [`ViewerState::click_site`].
+    pub fn click_oom_row(&mut self) -> Effect {
+        let had_notice = self.app.ui.notice.take().is_some();
+        let modal =
+            self.detail_open || self.compare.is_some() || self.app.ui.overlay != Overlay::None;
+        let effect = if self.sites_oom_row() && !modal && !self.sites_oom_selected {
+            self.sites_oom_selected = true;
+            self.site_expanded = false;
+            self.site_scroll = 0;
+            Effect::Redraw
+        } else {
+            Effect::None
         };
         if had_notice { Effect::Redraw } else { effect }
     }

@@ -9,7 +9,7 @@ use crate::app::keymap::Keymap;
 use crate::app::state::{AppState, Pane};
 use crate::app::update::{Effect, pick_gpu};
 use crate::app::viewer::ViewerState;
-use crate::ui::{Theme, device_at, gpu_at, layout, site_at, viewer_layout};
+use crate::ui::{Theme, device_at, gpu_at, layout, oom_row_at, site_at, viewer_layout};
 
 /// Applies a left click at (`column`, `row`) of a screen of size `area`,
 /// clearing the status line's notice as a key does; returns whether
@@ -53,6 +53,9 @@ pub fn click_viewer(area: Rect, v: &mut ViewerState, column: u16, row: u16) -> b
     // The sites pane is none of `panes` (it takes its keys whatever has the
     // focus): a click on a site's row selects it.
     if let Some(rect) = screen.sites.filter(|r| r.contains(at)) {
+        if oom_row_at(v, rect, row) {
+            return v.click_oom_row() == Effect::Redraw;
+        }
         return v.click_site(site_at(v, rect, row)) == Effect::Redraw;
     }
     let hit = screen.panes.iter().find(|(_, r)| r.contains(at)).copied();

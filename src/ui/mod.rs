@@ -82,8 +82,8 @@ pub use theme::Theme;
 pub use timeline::{LegendName, TimelinePane};
 pub use viewer::{
     LEGEND_NAMES as VIEWER_LEGEND_NAMES, ViewerLayout, compare_lines, detail_lines, device_at,
-    largest_changes_first, render_loading, render_viewer, site_at, site_detail_lines, status_text,
-    status_text_within, viewer_layout,
+    largest_changes_first, oom_row_at, render_loading, render_viewer, site_at, site_detail_lines,
+    status_text, status_text_within, viewer_layout,
 };
 
 use ratatui::Frame;

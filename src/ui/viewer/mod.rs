@@ -53,7 +53,7 @@ pub use compare::{compare_lines, largest_changes_first};
 pub use detail::detail_lines;
 pub use devices::device_at;
 pub use loading::render_loading;
-pub use sites::{site_at, site_detail_lines};
+pub use sites::{oom_row_at, site_at, site_detail_lines};
 pub use status::{status_text, status_text_within};
 pub use timeline::LEGEND_NAMES;
 

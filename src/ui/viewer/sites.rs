@@ -243,6 +243,12 @@ pub(super) fn oom_row(v: &ViewerState, keymap: &Keymap, width: usize) -> Option<
     )
 }
 
+/// Whether screen row `row` of the sites pane drawn in `area` is its OOM
+/// row (shown while the cursor is on an OOM event), for mouse clicks.
+pub fn oom_row_at(v: &ViewerState, area: Rect, row: u16) -> bool {
+    v.sites_oom_row() && area.height >= 2 && area.y.checked_add(1) == Some(row)
+}
+
 /// The sites pane: the live allocated memory at the cursor by site,
 /// largest first; the selected site expands below the list. On an OOM
 /// event the failed request's row is first, above the sites.
