@@ -2535,6 +2535,16 @@ fn at_an_oom_the_sites_pane_names_the_failed_request_first_and_enter_on_it_reads
         assert!(!screen.contains("expand/fold site"), "{w}x{h}:\n{screen}");
         insta::assert_snapshot!(format!("viewer_oom_sites_row_{w}x{h}"), t.backend());
     }
+    // With --ascii the row names ↑ in words, as the hints do.
+    let mut folded = v.clone();
+    press(&mut folded, KeyCode::Down);
+    let ascii = Theme::colored().with_ascii(true);
+    let screen = text(draw_with(&folded, 80, 24, &ascii).backend().buffer());
+    // ("·" is "-" there, as elsewhere.)
+    assert!(
+        screen.contains(&format!(" {asked} - Up then Enter: its stack")),
+        "{screen}"
+    );
     // Enter: the OOM's detail over the panes.
     press(&mut v, KeyCode::Enter);
     let screen = text(draw(&v, 80, 24).backend().buffer());

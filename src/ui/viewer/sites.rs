@@ -214,8 +214,14 @@ pub fn site_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
 /// the row is selected (the status line then hints the key), how to see
 /// its stack: "OOM 256 MiB asked by train.py:72 step · ↑ then Enter: its
 /// stack", in short ("↑, Enter: stack") where that does not fit, and
-/// left out where neither does.
-pub(super) fn oom_row(v: &ViewerState, keymap: &Keymap, width: usize) -> Option<String> {
+/// left out where neither does. The keys as `theme` shows them (in words
+/// with `--ascii`), measured so.
+pub(super) fn oom_row(
+    v: &ViewerState,
+    keymap: &Keymap,
+    theme: &Theme,
+    width: usize,
+) -> Option<String> {
     let event = v.current_event()?;
     let stack = v.oom_stack()?;
     let size = format::bytes(event.size);
@@ -237,7 +243,8 @@ pub(super) fn oom_row(v: &ViewerState, keymap: &Keymap, width: usize) -> Option<
     ];
     Some(
         forms
-            .into_iter()
+            .iter()
+            .map(|f| theme.key(f).into_owned())
             .find(|f| f.chars().count() <= width)
             .unwrap_or(what),
     )
@@ -313,7 +320,7 @@ pub(super) fn render_sites(
             " "
         };
         let row_width = usize::from(inner.width).saturating_sub(1);
-        let text = oom_row(v, keymap, row_width).unwrap_or_default();
+        let text = oom_row(v, keymap, theme, row_width).unwrap_or_default();
         let style = if selected {
             theme.selected
         } else {
