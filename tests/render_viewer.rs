@@ -2520,6 +2520,13 @@ fn at_an_oom_the_sites_pane_names_the_failed_request_first_and_enter_on_it_reads
         assert!(!screen.contains("OOM stack"), "{w}x{h}:\n{screen}");
         insta::assert_snapshot!(format!("viewer_oom_sites_{w}x{h}"), t.backend());
     }
+    // At 100 columns, beside a narrower timeline, the asker in short keeps
+    // the hint.
+    let screen = text(draw(&v, 100, 30).backend().buffer());
+    assert!(
+        screen.contains(" OOM 256 MiB by standin_train.py:72 · ↑, Enter: stack"),
+        "{screen}"
+    );
     // ↑: the row selected; the hint says what Enter does there.
     press(&mut v, KeyCode::Up);
     assert!(v.sites_oom_selected);

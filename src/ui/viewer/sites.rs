@@ -213,8 +213,8 @@ pub fn site_at(v: &ViewerState, area: Rect, row: u16) -> Option<usize> {
 /// OOM event: the failed request and the code that asked, then, unless
 /// the row is selected (the status line then hints the key), how to see
 /// its stack: "OOM 256 MiB asked by train.py:72 step · ↑ then Enter: its
-/// stack", in short ("↑, Enter: stack") where that does not fit, and
-/// left out where neither does. The keys as `theme` shows them (in words
+/// stack", in short ("↑, Enter: stack") where that does not fit, then
+/// beside the asker's file:line alone, and left out where none does. The keys as `theme` shows them (in words
 /// with `--ascii`), measured so.
 pub(super) fn oom_row(
     v: &ViewerState,
@@ -236,10 +236,17 @@ pub(super) fn oom_row(
     let enter = keymap
         .viewer_key_name(ViewerAction::ExpandSite)
         .unwrap_or_default();
-    // The longest form that fits: the hint in words, in short, none.
+    // The longest form that fits: the hint in words, in short, then with
+    // the asker in short (file:line, as the status line's 80-column
+    // form): the hint is what makes the stack reachable. None last.
+    let short = match stack.short_site() {
+        Some(short) => format!("OOM {size} by {short}"),
+        None => what.clone(),
+    };
     let forms = [
         format!("{what} · {up} then {enter}: its stack"),
         format!("{what} · {up}, {enter}: stack"),
+        format!("{short} · {up}, {enter}: stack"),
     ];
     Some(
         forms
