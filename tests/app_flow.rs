@@ -1689,14 +1689,8 @@ fn live_flow(pid: u32, command: &str) -> Flow {
     let mut f = Flow::new(1);
     let mut gpu = vramtop::device::GpuSample::unknown(0, "GPU");
     gpu.processes = Some(vec![vramtop::device::GpuProcess {
-        pid,
-        used_memory: Some(3 << 30),
-        user: None,
         command: Some(command.to_string()),
-        parent_pid: None,
-        gpu_instance_id: None,
-        compute_instance_id: None,
-        usage: Default::default(),
+        ..vramtop::device::GpuProcess::new(pid, Some(3 << 30))
     }]);
     let state = f.dash.state_mut();
     state.status.backend = "nvml".to_string();

@@ -125,14 +125,10 @@ fn sample(index: u32, used: u64) -> GpuSample {
 
 fn process(pid: u32, parent: Option<u32>, used: u64, command: &str) -> GpuProcess {
     GpuProcess {
-        pid,
-        used_memory: Some(used),
         user: Some("alice".to_string()),
         command: Some(command.to_string()),
         parent_pid: parent,
-        gpu_instance_id: None,
-        compute_instance_id: None,
-        usage: Default::default(),
+        ..GpuProcess::new(pid, Some(used))
     }
 }
 

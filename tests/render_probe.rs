@@ -153,14 +153,10 @@ fn reading() -> GpuReading {
     s.power_draw_mw = Some(420_000);
     s.power_limit_mw = Some(700_000);
     let proc_ = |pid, used, command: &str| GpuProcess {
-        pid,
-        used_memory: Some(used),
         user: Some("alice".to_string()),
         command: Some(command.to_string()),
         parent_pid: Some(1),
-        gpu_instance_id: None,
-        compute_instance_id: None,
-        usage: Default::default(),
+        ..GpuProcess::new(pid, Some(used))
     };
     s.processes = Some(vec![
         proc_(PROBE_PID, 10 * GIB + GIB / 2, "python train.py --lr 3e-4"),

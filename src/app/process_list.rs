@@ -313,14 +313,8 @@ mod tests {
 
     fn p(pid: u32, mem: Option<u64>, command: Option<&str>) -> GpuProcess {
         GpuProcess {
-            pid,
-            used_memory: mem,
-            user: None,
             command: command.map(str::to_string),
-            parent_pid: None,
-            gpu_instance_id: None,
-            compute_instance_id: None,
-            usage: Default::default(),
+            ..GpuProcess::new(pid, mem)
         }
     }
 

@@ -262,14 +262,9 @@ pub fn account_probes_in_simulation(
                 continue;
             };
             list.push(crate::device::GpuProcess {
-                pid,
-                used_memory: Some(bytes),
                 user: p.user.clone(),
                 command: p.command(),
-                parent_pid: None,
-                gpu_instance_id: None,
-                compute_instance_id: None,
-                usage: Default::default(),
+                ..crate::device::GpuProcess::new(pid, Some(bytes))
             });
         }
     }
@@ -1199,16 +1194,7 @@ mod tests {
         g.processes = Some(
             [(100, 5u64), (101, 3), (7, 1)]
                 .into_iter()
-                .map(|(pid, gib)| crate::device::GpuProcess {
-                    pid,
-                    used_memory: Some(gib << 30),
-                    user: None,
-                    command: None,
-                    parent_pid: None,
-                    gpu_instance_id: None,
-                    compute_instance_id: None,
-                    usage: Default::default(),
-                })
+                .map(|(pid, gib)| crate::device::GpuProcess::new(pid, Some(gib << 30)))
                 .collect(),
         );
         state.apply_sample(
@@ -1288,14 +1274,10 @@ mod tests {
             .processes
             .get_or_insert_with(Vec::new)
             .push(crate::device::GpuProcess {
-                pid: 4242,
-                used_memory: Some(used),
                 user: Some("sim".into()),
                 command: Some("python train.py".into()),
                 parent_pid: Some(1),
-                gpu_instance_id: None,
-                usage: Default::default(),
-                compute_instance_id: None,
+                ..crate::device::GpuProcess::new(4242, Some(used))
             });
         GpuReading::Ok(sample)
     }

@@ -1352,14 +1352,10 @@ mod tests {
 
     fn proc_(pid: u32, parent: Option<u32>, used: Option<u64>) -> GpuProcess {
         GpuProcess {
-            pid,
-            used_memory: used,
             user: Some("u".into()),
             command: Some(format!("python job{pid}")),
             parent_pid: parent,
-            gpu_instance_id: None,
-            compute_instance_id: None,
-            usage: Default::default(),
+            ..GpuProcess::new(pid, used)
         }
     }
 

@@ -1044,16 +1044,7 @@ mod tests {
                 let mut g = GpuSample::unknown(i as u32, "GPU");
                 g.processes = Some(
                     pids.iter()
-                        .map(|&pid| crate::device::GpuProcess {
-                            pid,
-                            used_memory: None,
-                            user: None,
-                            command: None,
-                            parent_pid: None,
-                            gpu_instance_id: None,
-                            compute_instance_id: None,
-                            usage: Default::default(),
-                        })
+                        .map(|&pid| crate::device::GpuProcess::new(pid, None))
                         .collect(),
                 );
                 GpuReading::Ok(g)
@@ -1531,14 +1522,8 @@ mod tests {
                     procs
                         .iter()
                         .map(|&(pid, gib)| crate::device::GpuProcess {
-                            pid,
-                            used_memory: Some(gib << 30),
-                            user: None,
                             command: Some(format!("cmd-{pid}")),
-                            parent_pid: None,
-                            gpu_instance_id: None,
-                            usage: Default::default(),
-                            compute_instance_id: None,
+                            ..crate::device::GpuProcess::new(pid, Some(gib << 30))
                         })
                         .collect(),
                 );

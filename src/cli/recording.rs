@@ -1204,14 +1204,8 @@ fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize)> {
         processes
             .iter()
             .map(|p| GpuProcess {
-                pid: p.pid,
-                used_memory: p.used_memory,
-                user: None,
-                command: None,
                 parent_pid: p.parent_pid,
-                gpu_instance_id: None,
-                compute_instance_id: None,
-                usage: Default::default(),
+                ..GpuProcess::new(p.pid, p.used_memory)
             })
             .collect(),
     );
@@ -1569,14 +1563,8 @@ mod tests {
         s.memory_used = Some(61 * GIB);
         s.temperature_c = Some(61);
         s.processes = Some(vec![GpuProcess {
-            pid: 4242,
-            used_memory: Some(60 * GIB),
-            user: None,
             command: Some("python train.py".to_string()),
-            parent_pid: None,
-            gpu_instance_id: None,
-            compute_instance_id: None,
-            usage: Default::default(),
+            ..GpuProcess::new(4242, Some(60 * GIB))
         }]);
         let mut mig = GpuSample::unknown(3, "H100 MIG 1g.10gb");
         mig.mig = Some(MigInfo {

@@ -439,14 +439,8 @@ mod tests {
 
     fn process(pid: u32, used: Option<u64>, command: &str) -> GpuProcess {
         GpuProcess {
-            pid,
-            used_memory: used,
-            user: None,
             command: Some(command.to_string()),
-            parent_pid: None,
-            gpu_instance_id: None,
-            compute_instance_id: None,
-            usage: Default::default(),
+            ..GpuProcess::new(pid, used)
         }
     }
 

@@ -830,14 +830,10 @@ impl SimCluster {
                     .iter()
                     .filter(|(_, p)| p.has_context)
                     .map(|(&pid, p)| GpuProcess {
-                        pid,
-                        used_memory: Some(p.allocator_bytes + s.config.context_overhead),
                         user: Some(p.user.clone()),
                         command: Some(p.command.clone()),
                         parent_pid: Some(p.parent.unwrap_or(1)),
-                        gpu_instance_id: None,
-                        compute_instance_id: None,
-                        usage: Default::default(),
+                        ..GpuProcess::new(pid, Some(p.allocator_bytes + s.config.context_overhead))
                     })
                     .collect(),
             );

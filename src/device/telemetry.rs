@@ -26,6 +26,24 @@ pub struct GpuProcess {
     pub usage: ProcessUsage,
 }
 
+impl GpuProcess {
+    /// A process with its pid and GPU memory known and everything else
+    /// `None` (or unknown usage): what a list of one driver's figures has
+    /// before `/proc` is read; built up with struct update syntax.
+    pub fn new(pid: u32, used_memory: Option<u64>) -> Self {
+        GpuProcess {
+            pid,
+            used_memory,
+            user: None,
+            command: None,
+            parent_pid: None,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+            usage: ProcessUsage::default(),
+        }
+    }
+}
+
 /// What a GPU process uses besides GPU memory, as nvitop shows it: its
 /// share of the GPU's SMs, of the host's CPU and the host memory it holds.
 /// `None` where unknown: a driver that does not report it, a process

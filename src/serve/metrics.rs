@@ -529,14 +529,8 @@ mod tests {
             memory_clock_mhz: Some(2_619),
             fan_percent: None,
             processes: Some(vec![GpuProcess {
-                pid: 4242,
-                used_memory: Some(9 << 30),
-                user: None,
                 command: Some("/usr/bin/python3 train.py --lr 0.1".to_string()),
-                parent_pid: None,
-                gpu_instance_id: None,
-                compute_instance_id: None,
-                usage: Default::default(),
+                ..GpuProcess::new(4242, Some(9 << 30))
             }]),
             ..GpuSample::unknown(index, "NVIDIA H100 80GB HBM3")
         }
