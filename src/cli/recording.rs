@@ -1198,7 +1198,7 @@ fn event_lines(events: &[CounterEvent], clock: Clock) -> Vec<(String, String)> {
 /// its depth: a child (a DataLoader worker) under its parent where the
 /// parent is listed too, a family (a process and its children) by what
 /// it holds in all, largest first; the rest as they come, largest first.
-fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize)> {
+fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize, bool)> {
     let mut gpu = GpuSample::unknown(0, String::new());
     gpu.processes = Some(
         processes
@@ -1224,7 +1224,7 @@ fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize)> {
             (0..processes.len()).find(|&i| !taken[i] && processes[i].pid == row.process.pid)
         {
             taken[i] = true;
-            out.push((&processes[i], row.depth));
+            out.push((&processes[i], row.depth, row.own_context_in_child));
         }
     }
     out.extend(
@@ -1232,7 +1232,7 @@ fn peak_tree(processes: &[PeakProcess]) -> Vec<(&PeakProcess, usize)> {
             .iter()
             .zip(&taken)
             .filter(|(_, t)| !**t)
-            .map(|(p, _)| (p, 0)),
+            .map(|(p, _)| (p, 0, false)),
     );
     out
 }
@@ -1260,12 +1260,13 @@ fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, t
         out,
         rows.iter()
             .take(top)
-            .map(|(p, depth)| super::sample_text::ProcessRow {
+            .map(|(p, depth, own_context)| super::sample_text::ProcessRow {
                 pid: p.pid,
                 user: p.user.as_deref(),
                 command: p.command.as_deref(),
                 used_memory: p.used_memory,
                 depth: *depth,
+                own_context: *own_context,
             }),
     );
     let shown = peak.processes.len().min(top) as u64;
@@ -1275,7 +1276,7 @@ fn peak_processes(out: &mut String, peak: &crate::device::recording::UsedPeak, t
         let rest = rows
             .iter()
             .skip(top)
-            .filter_map(|(p, _)| p.used_memory)
+            .filter_map(|(p, ..)| p.used_memory)
             .fold(peak.processes_left_out_bytes, u64::saturating_add);
         let _ = writeln!(
             out,
@@ -1346,7 +1347,13 @@ mod tests {
             .map(|l| l.split_whitespace().next().unwrap_or_default())
             .collect();
         assert_eq!(pids, ["4242", "4300", "4301", "5000", "7001"], "{out}");
-        assert!(out.contains("alice  └ python job4300.py"), "{out}");
+        // A worker under its parent holds a CUDA context of its own, marked
+        // as the Processes pane marks it; one whose parent is not on the
+        // GPU is not.
+        assert!(
+            out.contains("alice  └ own CUDA context! python job4300.py"),
+            "{out}"
+        );
         assert!(out.contains("alice  python job7001.py"), "{out}");
         // --top counts lines in that order; the rest are said with their
         // bytes: those past the first 2 lines (4301, 5000, 7001).

@@ -30,8 +30,20 @@ pub fn render(sample: &HeadlessSample) -> String {
     if sample.gpus.is_empty() {
         line(&mut out, "no GPU: the backend lists none");
     }
+    // A process whose parent is a GPU process too (on any GPU) holds a
+    // CUDA context of its own: a DataLoader worker that touched CUDA, as
+    // the Processes pane marks it.
+    let gpu_pids: std::collections::BTreeSet<u32> = sample
+        .gpus
+        .iter()
+        .filter_map(|g| match &g.reading {
+            GpuReading::Ok(s) => Some(s.listed_processes().iter().map(|p| p.pid)),
+            GpuReading::Lost { .. } => None,
+        })
+        .flatten()
+        .collect();
     for gpu in &sample.gpus {
-        gpu_text(&mut out, gpu);
+        gpu_text(&mut out, gpu, &gpu_pids);
     }
     for probe in &sample.probes {
         probe_text(&mut out, probe);
@@ -77,7 +89,7 @@ fn line(out: &mut String, text: &str) {
     out.push('\n');
 }
 
-fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
+fn gpu_text(out: &mut String, gpu: &HeadlessGpu, gpu_pids: &std::collections::BTreeSet<u32>) {
     let s = match &gpu.reading {
         GpuReading::Ok(s) => s,
         GpuReading::Lost { index, reason } => {
@@ -143,6 +155,9 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu) {
                     command: p.command.as_deref(),
                     used_memory: p.used_memory,
                     depth: 0,
+                    own_context: p
+                        .parent_pid
+                        .is_some_and(|pp| pp != p.pid && gpu_pids.contains(&pp)),
                 },
                 p.usage,
             )
@@ -204,13 +219,18 @@ fn process_rows_with_usage<'a>(
 ) {
     let (processes, usages): (Vec<ProcessRow<'a>>, Vec<ProcessUsage>) = processes.unzip();
     let usage_columns = usage_cells(&usages);
-    let rows: Vec<(u32, String, &str, String, usize)> = processes
+    let rows: Vec<(u32, String, String, String, usize)> = processes
         .into_iter()
         .map(|p| {
+            let command = p.command.unwrap_or(NA);
             (
                 p.pid,
                 p.user.map(|u| elide_end(u, USER_CELLS)).unwrap_or_default(),
-                p.command.unwrap_or(NA),
+                if p.own_context {
+                    format!("own CUDA context! {command}")
+                } else {
+                    command.to_string()
+                },
                 format::opt_bytes(p.used_memory),
                 p.depth,
             )
@@ -330,6 +350,9 @@ pub(super) struct ProcessRow<'a> {
     pub used_memory: Option<u64>,
     /// 0 for a line of its own, 1 for a child drawn under its parent, …
     pub depth: usize,
+    /// A child of another GPU process holding a CUDA context of its own
+    /// (a whole context wasted): marked as the Processes pane marks it.
+    pub own_context: bool,
 }
 
 /// "0 OOMs", "1 OOM", or "OOMs n/a" where the source could not say.
@@ -591,6 +614,34 @@ mod tests {
             ),
             "{text}"
         );
+        assert_fits(&text);
+    }
+
+    #[test]
+    fn a_worker_whose_parent_is_a_gpu_process_too_is_marked_with_its_own_context() {
+        // The parent on GPU 0, a DataLoader worker that touched CUDA on
+        // GPU 1, and a process whose parent holds no GPU memory.
+        let mut parent = GpuSample::unknown(0, "NVIDIA H100 80GB HBM3");
+        parent.processes = Some(vec![process(4242, Some(30 << 30), "python train.py")]);
+        let mut worker = process(4300, Some(500 << 20), "python train.py");
+        worker.parent_pid = Some(4242);
+        let mut alone = process(7001, Some(1 << 30), "python eval.py");
+        alone.parent_pid = Some(7000);
+        let mut second = GpuSample::unknown(1, "NVIDIA H100 80GB HBM3");
+        second.processes = Some(vec![worker, alone]);
+        let text = render(&sample(vec![gpu(parent), gpu(second)]));
+        let row = |pid: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(&format!("pid {pid} ")))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            row("4300").contains("own CUDA context! python train.py"),
+            "{text}"
+        );
+        assert!(!row("4242").contains("own CUDA context"), "{text}");
+        assert!(!row("7001").contains("own CUDA context"), "{text}");
         assert_fits(&text);
     }
 
