@@ -49,6 +49,34 @@ def test_without_xdg_runtime_dir_the_socket_goes_under_tmp_per_user(tmp_path):
     assert protocol.socket_path(99, {}) == f"{fallback}/99.sock"
 
 
+def test_vramtop_probe_dir_replaces_both_defaults_when_set_and_not_empty(tmp_path):
+    chosen = str(tmp_path / "probes")
+    for env in (
+        {"VRAMTOP_PROBE_DIR": chosen},
+        {"VRAMTOP_PROBE_DIR": chosen, "XDG_RUNTIME_DIR": str(tmp_path)},
+    ):
+        assert protocol.socket_dir(env) == chosen
+        assert protocol.socket_path(77, env) == os.path.join(chosen, "77.sock")
+    # Empty: as unset.
+    env = {"VRAMTOP_PROBE_DIR": "", "XDG_RUNTIME_DIR": str(tmp_path)}
+    assert protocol.socket_dir(env) == str(tmp_path / "vramtop")
+    assert protocol.socket_dir({"VRAMTOP_PROBE_DIR": ""}) == f"/tmp/vramtop-{protocol.username()}"
+
+
+def test_the_probe_serves_in_vramtop_probe_dir_creating_it_0700(runtime_dir, monkeypatch, client_of):
+    # A short path (socket paths are limited to 107 bytes); XDG_RUNTIME_DIR is set too, and loses.
+    chosen = os.path.join(runtime_dir, "p")
+    monkeypatch.setenv("VRAMTOP_PROBE_DIR", chosen)
+    handle = vramtop_probe.start()
+    assert handle.error is None, handle.error
+    assert handle.path == os.path.join(chosen, f"{os.getpid()}.sock")
+    assert stat.S_IMODE(os.stat(chosen).st_mode) == 0o700
+    assert not os.path.exists(os.path.join(runtime_dir, "vramtop"))
+    assert client_of(handle).message()["type"] == "hello"
+    handle.stop()
+    assert not os.path.exists(handle.path)
+
+
 def test_tmpdir_does_not_move_the_socket_vramtop_looks_for_it_under_tmp(tmp_path):
     # Schedulers such as SLURM set a per-job TMPDIR; vramtop scans /tmp/vramtop-<user>.
     fallback = f"/tmp/vramtop-{protocol.username()}"
@@ -56,6 +84,8 @@ def test_tmpdir_does_not_move_the_socket_vramtop_looks_for_it_under_tmp(tmp_path
     assert protocol.socket_dir({"TMPDIR": str(tmp_path), "XDG_RUNTIME_DIR": ""}) == fallback
 
 
+# The two tests below are of the default folder itself: their probe listens in the real
+# /tmp/vramtop-<user> (under this process's pid, for a moment); they assert only their own socket.
 @pytest.mark.parametrize("tmpdir_set", [True, False])
 def test_the_tmp_fallback_serves_under_tmp_with_tmpdir_set_or_unset(
     monkeypatch, tmp_path, client_of, tmpdir_set

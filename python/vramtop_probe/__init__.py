@@ -10,8 +10,8 @@ or with no code change::
     python -m vramtop_probe train.py --lr 3e-4
 
 The probe serves ``torch.cuda.memory_stats()`` and ``torch.cuda.memory_snapshot()`` to vramtop
-over a Unix socket (``$XDG_RUNTIME_DIR/vramtop/<pid>.sock`` or ``/tmp/vramtop-<user>/<pid>.sock``)
-from a daemon thread. It never imports torch, never initialises CUDA and never raises into the
+over a Unix socket (``$XDG_RUNTIME_DIR/vramtop/<pid>.sock`` or ``/tmp/vramtop-<user>/<pid>.sock``;
+``$VRAMTOP_PROBE_DIR/<pid>.sock`` instead where that is set, for vramtop too) from a daemon thread. It never imports torch, never initialises CUDA and never raises into the
 script: errors are logged once on the ``vramtop_probe`` logger and the probe stops.
 
 Snapshots (protocol v2): ``start(record_history=True)`` or ``--record-history`` records PyTorch's

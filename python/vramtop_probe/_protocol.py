@@ -55,9 +55,17 @@ def username() -> str:
         return str(uid)
 
 
+# Names the one folder the probe listens in, replacing the defaults; vramtop reads it too.
+PROBE_DIR_ENV = "VRAMTOP_PROBE_DIR"
+
+
 def socket_dir(env: Mapping[str, str] | None = None) -> str:
-    """``$XDG_RUNTIME_DIR/vramtop`` when XDG_RUNTIME_DIR is a directory, else /tmp/vramtop-<user>."""
+    """``$VRAMTOP_PROBE_DIR`` when set and not empty (vramtop then looks there alone), else
+    ``$XDG_RUNTIME_DIR/vramtop`` when XDG_RUNTIME_DIR is a directory, else /tmp/vramtop-<user>."""
     env = os.environ if env is None else env
+    chosen = env.get(PROBE_DIR_ENV, "")
+    if chosen:
+        return chosen
     runtime = env.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "vramtop")

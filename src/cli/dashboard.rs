@@ -88,8 +88,18 @@ pub fn once(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
 /// readings after the simulation's warm-up, with the figures of the
 /// probes found (waited for up to [`PROBE_WAIT`]).
 pub fn once_sample(device: &DeviceArgs) -> color_eyre::Result<HeadlessSample> {
+    let uid = crate::probe::discovery::current_uid();
+    once_sample_in(device, crate::probe::discovery::probe_dirs(uid))
+}
+
+/// [`once_sample`] with the probes looked for in `dirs` (tests choose a
+/// private folder without changing the process's environment).
+pub fn once_sample_in(
+    device: &DeviceArgs,
+    dirs: crate::probe::discovery::ProbeDirs,
+) -> color_eyre::Result<HeadlessSample> {
     // Probes are discovered while the backend starts.
-    let registry = crate::probe::Registry::start_default();
+    let registry = crate::probe::Registry::start_in(dirs, crate::probe::discovery::current_uid());
     let mut selection = select(device, AutoPolicy::INTERACTIVE)?;
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);

@@ -28,6 +28,12 @@ pub struct DoctorWithProbes {
     pub report: DoctorReport,
     /// The folders looked in for probe sockets.
     pub probe_dirs: Vec<String>,
+    /// Where [`Self::probe_dirs`] came from: `default` or
+    /// `VRAMTOP_PROBE_DIR`.
+    pub probe_dirs_source: &'static str,
+    /// [`Self::probe_dirs`] in words for the text report.
+    #[serde(skip)]
+    pub probe_dirs_text: String,
     /// The probes found, as `--once --json` lists them.
     pub probes: Vec<HeadlessProbe>,
     /// Probe folders and sockets not read, and why.
@@ -44,8 +50,8 @@ pub fn run(
 ) -> color_eyre::Result<ExitCode> {
     // Probes are found while the backend starts, as for `--once`.
     let uid = discovery::current_uid();
-    let dirs = discovery::default_dirs(uid);
-    let registry = Registry::start(dirs.clone(), uid);
+    let dirs = discovery::probe_dirs(uid);
+    let registry = Registry::start_in(dirs.clone(), uid);
     let mut probes = ProbeSnapshot::default();
     // The probes' memory counted in the readings as `--once` counts it (a
     // probed process on the simulated GPU holds its reserved bytes and a
@@ -70,7 +76,9 @@ pub fn run(
     report.config_error = config_read.and(config_error);
     let report = DoctorWithProbes {
         report,
-        probe_dirs: dirs.iter().map(|d| d.display().to_string()).collect(),
+        probe_dirs: dirs.dirs.iter().map(|d| d.display().to_string()).collect(),
+        probe_dirs_source: dirs.source(),
+        probe_dirs_text: dirs.describe(),
         probes: headless_probes(&probes),
         probes_skipped: probes
             .skipped
@@ -243,7 +251,7 @@ fn probes_section(out: &mut String, all: &DoctorWithProbes) {
         let text = format!(
             "none found (looked in {}); attach a training run with python -m vramtop_probe \
              train.py … (docs/attach.md)",
-            all.probe_dirs.join(", ")
+            all.probe_dirs_text
         );
         field(out, "Probes", &text);
         return;

@@ -1127,8 +1127,9 @@ pub enum Command {
     },
     /// Explain what was found, which backend was chosen and why.
     ///
-    /// What was found: the driver, NVML, CUDA, NVRTC, the GPUs; which
-    /// backend was chosen and why, and what to install.
+    /// What was found: the driver, NVML, CUDA, NVRTC, the GPUs, the
+    /// probes and the folders looked in for them (VRAMTOP_PROBE_DIR where
+    /// set); which backend was chosen and why, and what to install.
     ///
     /// Exits 0 whatever it finds (2 only for a usage error), also with a
     /// broken config file (said as a warning).
@@ -1222,6 +1223,8 @@ pub enum Command {
     /// Asks the process's probe (python -m vramtop_probe) for the snapshot:
     /// segments and blocks, and the trace when the probe records history
     /// (--record-history). Opens in `vramtop open` and `vramtop replay`.
+    /// The probe's socket is looked for where the dashboard looks
+    /// (VRAMTOP_PROBE_DIR where set).
     ///
     /// Exit 2 when PID has no probe or its probe cannot take snapshots
     /// (v1), 1 when the probe failed or did not answer in time.
@@ -1666,7 +1669,9 @@ pub const EXIT_NOTHING_CHECKED: u8 = 77;
 /// names: without one vramtop sees only the driver's figures.
 pub const ATTACH_HELP: &str = "Attach a PyTorch training run: pip install ./python, then python -m \
      vramtop_probe train.py … (or import vramtop_probe; vramtop_probe.start()); the dashboard, \
-     --once and record then show its allocator (docs/attach.md).";
+     --once and record then show its allocator (docs/attach.md). The probe listens in \
+     $XDG_RUNTIME_DIR/vramtop or /tmp/vramtop-<user>, where vramtop looks; set VRAMTOP_PROBE_DIR \
+     for both to use that folder instead.";
 
 pub const EXIT_STATUS_HELP: &str = "Exit status: 0 success, 1 a verification found a mismatch or a \
      self-test failed, 2 bad input or usage, 77 check had nothing to check, 128+N the dashboard or \

@@ -178,7 +178,7 @@ pub fn run(
     force: bool,
 ) -> color_eyre::Result<ExitCode> {
     let uid = discovery::current_uid();
-    let dirs = discovery::default_dirs(uid);
+    let dirs = discovery::probe_dirs(uid);
     let fail = |e: &dyn std::fmt::Display, code: u8| -> color_eyre::Result<ExitCode> {
         say_error(e);
         Ok(ExitCode::from(code))

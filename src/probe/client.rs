@@ -212,8 +212,12 @@ pub fn new_request_id() -> String {
 /// named `<pid>.sock` whose peer is that process, else the first whose
 /// peer credentials say `pid` (a probe in a container names its socket by
 /// the container's pid).
-pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, ClientError> {
-    let scan = discovery::scan(dirs, uid);
+pub fn find_socket(
+    pid: u32,
+    dirs: &discovery::ProbeDirs,
+    uid: u32,
+) -> Result<PathBuf, ClientError> {
+    let scan = discovery::scan(&dirs.dirs, uid);
     let peer_pid = |path: &Path| {
         UnixStream::connect(path)
             .ok()
@@ -252,14 +256,9 @@ pub fn find_socket(pid: u32, dirs: &[PathBuf], uid: u32) -> Result<PathBuf, Clie
             others: seen.into_iter().collect(),
         });
     }
-    let dirs = dirs
-        .iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
     Err(ClientError::NoProbe {
         pid,
-        dirs,
+        dirs: dirs.describe(),
         others: seen.into_iter().collect(),
     })
 }
@@ -672,7 +671,7 @@ mod tests {
         let _listener = UnixListener::bind(d.path().join("123.sock")).expect("bind");
         let e = find_socket(
             live_pid_without_probe(),
-            &[d.path().to_path_buf()],
+            &vec![d.path().to_path_buf()].into(),
             discovery::current_uid(),
         )
         .expect_err("not that pid");
@@ -704,7 +703,7 @@ mod tests {
         let _listener = UnixListener::bind(d.path().join("123.sock")).expect("bind");
         let e = find_socket(
             NO_SUCH_PID,
-            &[d.path().to_path_buf()],
+            &vec![d.path().to_path_buf()].into(),
             discovery::current_uid(),
         )
         .expect_err("no such process");
@@ -745,8 +744,12 @@ mod tests {
     fn no_socket_for_the_pid_is_no_probe() {
         let d = private_dir();
         let live = live_pid_without_probe();
-        let e = find_socket(live, &[d.path().to_path_buf()], discovery::current_uid())
-            .expect_err("none");
+        let e = find_socket(
+            live,
+            &vec![d.path().to_path_buf()].into(),
+            discovery::current_uid(),
+        )
+        .expect_err("none");
         assert!(
             matches!(e, ClientError::NoProbe { pid, .. } if pid == live),
             "{e}"
@@ -755,8 +758,12 @@ mod tests {
         let me = std::process::id();
         let sock = d.path().join(format!("{me}.sock"));
         let _l = UnixListener::bind(&sock).expect("bind");
-        let found =
-            find_socket(me, &[d.path().to_path_buf()], discovery::current_uid()).expect("found");
+        let found = find_socket(
+            me,
+            &vec![d.path().to_path_buf()].into(),
+            discovery::current_uid(),
+        )
+        .expect("found");
         assert_eq!(found, sock);
     }
 

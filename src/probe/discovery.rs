@@ -1,7 +1,10 @@
 //! Where probes listen and which of their sockets vramtop trusts.
 //!
 //! A probe listens on `$XDG_RUNTIME_DIR/vramtop/<pid>.sock` or
-//! `/tmp/vramtop-<user>/<pid>.sock`. vramtop reads a socket only when
+//! `/tmp/vramtop-<user>/<pid>.sock`, or, where `$VRAMTOP_PROBE_DIR` is set
+//! and not empty, in that folder alone (for the probe and vramtop alike:
+//! a shared container mount, or two experiments kept apart). vramtop reads
+//! a socket only when
 //! - the directory is a real directory (not a symlink), owned by the
 //!   current uid and neither group- nor world-writable (so no one else can
 //!   plant a socket there), and
@@ -11,8 +14,13 @@
 //! Anything else is skipped with a reason (shown by the status line and
 //! in `--once --json`), never followed.
 
+use std::ffi::OsStr;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+/// The environment variable that names the one folder probes listen in,
+/// replacing the default folders (the Python probe reads it too).
+pub const PROBE_DIR_ENV: &str = "VRAMTOP_PROBE_DIR";
 
 /// The directory name under `$XDG_RUNTIME_DIR`.
 pub const RUNTIME_SUBDIR: &str = "vramtop";
@@ -81,8 +89,92 @@ fn user_names(uid: u32) -> Vec<String> {
     names
 }
 
-/// The directories to scan, in order: `$XDG_RUNTIME_DIR/vramtop` (when the
-/// variable is set) and `/tmp/vramtop-<user>` (never under `$TMPDIR`).
+/// The folders to scan and where that list came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeDirs {
+    pub dirs: Vec<PathBuf>,
+    /// The list is the one folder `$VRAMTOP_PROBE_DIR` names, not the
+    /// defaults.
+    pub from_env: bool,
+}
+
+impl From<Vec<PathBuf>> for ProbeDirs {
+    /// Folders given by the caller (tests, a registry over chosen folders).
+    fn from(dirs: Vec<PathBuf>) -> Self {
+        ProbeDirs {
+            dirs,
+            from_env: false,
+        }
+    }
+}
+
+impl ProbeDirs {
+    /// Where the list came from, in words: `VRAMTOP_PROBE_DIR` or
+    /// `default`.
+    pub fn source(&self) -> &'static str {
+        if self.from_env {
+            PROBE_DIR_ENV
+        } else {
+            "default"
+        }
+    }
+
+    /// The folders for a message, comma-separated, with
+    /// "(from VRAMTOP_PROBE_DIR)" after the override, so that a user who
+    /// set it long ago sees why the usual folders were not looked in.
+    pub fn describe(&self) -> String {
+        let list = self
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.from_env {
+            format!("{list} (from {PROBE_DIR_ENV})")
+        } else {
+            list
+        }
+    }
+
+    /// Says on each skipped entry that is the override folder itself that
+    /// the folder came from `$VRAMTOP_PROBE_DIR` (the skipped list is what
+    /// `--once --json` and doctor show).
+    pub fn annotate(&self, skipped: &mut [Skipped]) {
+        if !self.from_env {
+            return;
+        }
+        for s in skipped.iter_mut().filter(|s| self.dirs.contains(&s.path)) {
+            s.reason
+                .push_str(&format!(" (the folder {PROBE_DIR_ENV} names)"));
+        }
+    }
+}
+
+/// The folders to scan for the current environment: `$VRAMTOP_PROBE_DIR`
+/// alone where it is set and not empty, else [`default_dirs`].
+pub fn probe_dirs(uid: u32) -> ProbeDirs {
+    probe_dirs_with(std::env::var_os(PROBE_DIR_ENV).as_deref(), uid)
+}
+
+/// [`probe_dirs`] with the variable's value given (`None`: unset), so that
+/// tests need not change the process's environment.
+pub fn probe_dirs_with(override_dir: Option<&OsStr>, uid: u32) -> ProbeDirs {
+    match override_dir.filter(|v| !v.is_empty()) {
+        Some(dir) => ProbeDirs {
+            dirs: vec![PathBuf::from(dir)],
+            from_env: true,
+        },
+        None => ProbeDirs {
+            dirs: default_dirs(uid),
+            from_env: false,
+        },
+    }
+}
+
+/// The default directories to scan, in order: `$XDG_RUNTIME_DIR/vramtop`
+/// (when the variable is set) and `/tmp/vramtop-<user>` (never under
+/// `$TMPDIR`). [`probe_dirs`] is what callers want: it honours
+/// `$VRAMTOP_PROBE_DIR`.
 pub fn default_dirs(uid: u32) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
@@ -309,6 +401,57 @@ mod tests {
         assert!(s.candidates.is_empty());
         assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
         assert!(s.skipped[0].reason.starts_with("more than 4096 entries"));
+    }
+
+    #[test]
+    fn the_override_replaces_the_default_dirs_when_set_and_not_empty() {
+        let uid = current_uid();
+        let d = probe_dirs_with(Some(OsStr::new("/srv/shared/probes")), uid);
+        assert_eq!(d.dirs, vec![PathBuf::from("/srv/shared/probes")]);
+        assert!(d.from_env);
+        assert_eq!(d.source(), "VRAMTOP_PROBE_DIR");
+        assert_eq!(d.describe(), "/srv/shared/probes (from VRAMTOP_PROBE_DIR)");
+        for unset in [None, Some(OsStr::new(""))] {
+            let d = probe_dirs_with(unset, uid);
+            assert!(!d.from_env, "{unset:?}");
+            assert_eq!(d.source(), "default");
+            assert!(
+                d.dirs
+                    .iter()
+                    .any(|p| p.starts_with(FALLBACK_PARENT)
+                        && p.to_string_lossy().contains("/vramtop-")),
+                "{:?}",
+                d.dirs
+            );
+            assert!(!d.describe().contains("VRAMTOP_PROBE_DIR"));
+        }
+    }
+
+    #[test]
+    fn an_unsafe_override_dir_is_skipped_as_a_default_one_is_and_says_where_it_came_from() {
+        let d = private_dir();
+        let _l = UnixListener::bind(d.path().join("7.sock")).expect("bind");
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let dirs = probe_dirs_with(Some(d.path().as_os_str()), current_uid());
+        let mut s = scan(&dirs.dirs, current_uid());
+        assert!(s.candidates.is_empty());
+        dirs.annotate(&mut s.skipped);
+        assert_eq!(s.skipped.len(), 1, "{:?}", s.skipped);
+        assert!(
+            s.skipped[0]
+                .reason
+                .ends_with("writable (want 0700) (the folder VRAMTOP_PROBE_DIR names)"),
+            "{}",
+            s.skipped[0].reason
+        );
+        // The defaults' skipped entries are left as they are.
+        let mut plain = scan(&[d.path().to_path_buf()], current_uid()).skipped;
+        ProbeDirs::from(vec![d.path().to_path_buf()]).annotate(&mut plain);
+        assert!(
+            plain[0].reason.ends_with("(want 0700)"),
+            "{}",
+            plain[0].reason
+        );
     }
 
     #[test]

@@ -454,7 +454,7 @@ struct Entry {
 }
 
 struct Shared {
-    dirs: Vec<PathBuf>,
+    dirs: discovery::ProbeDirs,
     uid: u32,
     stop: AtomicBool,
     entries: Mutex<BTreeMap<PathBuf, Entry>>,
@@ -477,14 +477,21 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Watches the default directories for the current user.
+    /// Watches the directories for the current user: `$VRAMTOP_PROBE_DIR`
+    /// where set, else the default ones.
     pub fn start_default() -> Registry {
         let uid = discovery::current_uid();
-        Registry::start(discovery::default_dirs(uid), uid)
+        Registry::start_in(discovery::probe_dirs(uid), uid)
     }
 
     /// Watches `dirs`, trusting sockets owned by `uid`.
     pub fn start(dirs: Vec<PathBuf>, uid: u32) -> Registry {
+        Registry::start_in(dirs.into(), uid)
+    }
+
+    /// Watches `dirs`, trusting sockets owned by `uid`; a skipped folder
+    /// that came from `$VRAMTOP_PROBE_DIR` says so.
+    pub fn start_in(dirs: discovery::ProbeDirs, uid: u32) -> Registry {
         let shared = Arc::new(Shared {
             dirs,
             uid,
@@ -560,7 +567,8 @@ fn scan_loop(shared: &Arc<Shared>) {
 }
 
 fn scan_once(shared: &Arc<Shared>) {
-    let scan = discovery::scan(&shared.dirs, shared.uid);
+    let mut scan = discovery::scan(&shared.dirs.dirs, shared.uid);
+    shared.dirs.annotate(&mut scan.skipped);
     *lock(&shared.skipped) = scan.skipped;
     {
         let mut entries = lock(&shared.entries);
@@ -653,7 +661,7 @@ fn remove_if_stale(shared: &Shared, path: &Path) -> Option<String> {
     let file_id = lock(&shared.entries).get(path).map(|e| e.file_id)?;
     let in_our_dir = path
         .parent()
-        .is_some_and(|parent| shared.dirs.iter().any(|d| d == parent));
+        .is_some_and(|parent| shared.dirs.dirs.iter().any(|d| d == parent));
     let meta = std::fs::symlink_metadata(path).ok()?;
     if !in_our_dir
         || discovery::check_socket(&meta, shared.uid).is_some()
