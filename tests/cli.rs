@@ -388,6 +388,7 @@ fn a_record_file_that_cannot_be_written_is_named_in_the_error() {
 fn closed_stdout_pipe_is_not_a_panic() {
     use std::io::Read as _;
     let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(["--backend", "sim", "--once", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -443,6 +444,7 @@ fn a_report_written_into_a_closed_pipe_ends_quietly_with_success() {
 #[test]
 fn dashboard_without_a_terminal_explains_the_headless_options() {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(["--backend", "sim"])
         .stdin(std::process::Stdio::null())
         .output()
@@ -1115,6 +1117,7 @@ fn no_color_leaves_the_help_unstyled_on_a_terminal_too() {
     let styled = |args: &str| -> bool {
         let out = std::process::Command::new(&script)
             .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
+            .env(common::PROBE_DIR_ENV, common::no_probes_dir())
             .env_remove("NO_COLOR")
             .output()
             .expect("script runs");
@@ -1173,6 +1176,7 @@ fn no_color_before_or_among_the_help_commands_words_prints_the_help_unstyled() {
     let run = |args: &str| {
         let out = std::process::Command::new(&script)
             .args(["-qec", &format!("{exe} {args}"), "/dev/null"])
+            .env(common::PROBE_DIR_ENV, common::no_probes_dir())
             .env_remove("NO_COLOR")
             .output()
             .expect("script runs");
@@ -1224,6 +1228,7 @@ fn help_piped_into_a_pager_is_wrapped_to_the_users_terminal_unless_columns_says(
     let widest = |shell: &str| {
         let out = std::process::Command::new(&script)
             .args(["-qec", &format!("stty cols 60; {shell}"), "/dev/null"])
+            .env(common::PROBE_DIR_ENV, common::no_probes_dir())
             .env_remove(vramtop::cli::help::COLUMNS_ENV)
             .env("NO_COLOR", "1")
             .output()
@@ -1257,6 +1262,7 @@ fn help_into_a_pipe_with_no_terminal_anywhere_is_100_columns() {
     };
     let out = std::process::Command::new(setsid)
         .args(["-w", env!("CARGO_BIN_EXE_vramtop"), "open", "--help"])
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .env_remove(vramtop::cli::help::COLUMNS_ENV)
         .env("NO_COLOR", "1")
         .stdin(std::process::Stdio::null())

@@ -13,6 +13,7 @@ use std::process::Command;
 fn vramtop(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
     let home = tempfile::tempdir().expect("temp dir");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+    common::isolate_probes(&mut cmd);
     cmd.args(args)
         .env("XDG_CONFIG_HOME", home.path())
         .env("XDG_STATE_HOME", home.path());

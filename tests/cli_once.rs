@@ -8,7 +8,7 @@ mod common;
 use clap::Parser as _;
 use serde_json::Value;
 use vramtop::cli::Cli;
-use vramtop::cli::dashboard::once_sample;
+use vramtop::cli::dashboard::once_sample_in;
 use vramtop::cli::sample_text::render;
 use vramtop::cli::text::cells;
 use vramtop::ui::format;
@@ -20,7 +20,9 @@ use vramtop::ui::format;
 fn both(args: &[&str]) -> (Value, String) {
     let cli = Cli::try_parse_from(std::iter::once("vramtop").chain(args.iter().copied()))
         .expect("the options parse");
-    let sample = once_sample(&cli.dashboard.device).expect("a simulated sample");
+    // In this process: no probe of the machine's, as the binary is run.
+    let sample = once_sample_in(&cli.dashboard.device, vec![common::no_probes_dir()].into())
+        .expect("a simulated sample");
     let json = serde_json::to_value(&sample).expect("the sample encodes");
     (json, render(&sample))
 }

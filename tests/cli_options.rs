@@ -1045,6 +1045,7 @@ fn doctor_with_backend_sim_says_it_was_chosen() {
 /// Runs vramtop with `config_home` as `$XDG_CONFIG_HOME`.
 fn vramtop_with_config_home(config_home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(args)
         .env("XDG_CONFIG_HOME", config_home)
         .env("NO_COLOR", "1")
@@ -1163,6 +1164,7 @@ fn doctor_names_a_broken_default_config_file() {
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::write(dir.join("config.toml"), "backend = \"gpu\"\n").expect("write");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(["doctor", "--json"])
         .env("XDG_CONFIG_HOME", home.path())
         .output()

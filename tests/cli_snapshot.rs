@@ -1,5 +1,7 @@
 //! `vramtop snapshot PID` against a fake probe written here: a Unix socket
-//! server in a private `$XDG_RUNTIME_DIR` that speaks protocol v2 and, when
+//! server in a private `$XDG_RUNTIME_DIR` (vramtop is pointed at its
+//! `vramtop` folder alone with `VRAMTOP_PROBE_DIR`, so no probe running on
+//! the machine is met) that speaks protocol v2 and, when
 //! asked, writes a real snapshot (the crate's writer) into a folder of its
 //! own and names it in `snapshot_done`, as `vramtop_probe` does. The socket
 //! is named for this test process, which is also its peer (SO_PEERCRED).
@@ -149,11 +151,15 @@ fn traced_snapshot() -> Snapshot {
     exec.snapshot()
 }
 
+/// The variable that points vramtop at one probe folder.
+const PROBE_DIR_ENV: &str = vramtop::probe::discovery::PROBE_DIR_ENV;
+
 fn vramtop(root: &Path, cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .args(args)
         .current_dir(cwd)
         .env("XDG_RUNTIME_DIR", root)
+        .env(PROBE_DIR_ENV, root.join("vramtop"))
         .env("XDG_STATE_HOME", root.join("state"))
         .output()
         .expect("run vramtop")
@@ -423,6 +429,7 @@ fn output_dash_into_a_closed_pipe_ends_quietly_with_success() {
         .args(["snapshot", &pid, "-o", "-"])
         .current_dir(cwd.path())
         .env("XDG_RUNTIME_DIR", root.path())
+        .env(PROBE_DIR_ENV, root.path().join("vramtop"))
         .env("XDG_STATE_HOME", root.path().join("state"))
         .stdout(writer)
         .output()
@@ -446,8 +453,8 @@ fn output_dash_into_a_closed_pipe_ends_quietly_with_success() {
 }
 
 #[test]
-fn no_probe_for_the_pid_is_exit_2_and_says_so() {
-    let (root, _dir) = runtime_dir();
+fn no_probe_for_the_pid_is_exit_2_and_says_so_and_where_it_looked() {
+    let (root, dir) = runtime_dir();
     let cwd = tempfile::tempdir().expect("temp dir");
     // A running process without a probe: this test.
     let pid = std::process::id().to_string();
@@ -460,6 +467,14 @@ fn no_probe_for_the_pid_is_exit_2_and_says_so() {
     );
     assert!(stderr.contains("python -m vramtop_probe"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // The one folder looked in, and why only that one.
+    assert!(
+        stderr.contains(&format!(
+            "(looked in {} (from VRAMTOP_PROBE_DIR))",
+            dir.display()
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Live attach end to end: a fake probe written here (a Unix socket server
 //! that speaks protocol v1) in a private `$XDG_RUNTIME_DIR`, and
-//! `vramtop --once --json` run with that directory, must list the probe
+//! `vramtop --once --json` run with that directory's `vramtop` folder as
+//! `VRAMTOP_PROBE_DIR` (so that no probe running on the machine is met;
+//! the tests of the default folders say so), must list the probe
 //! with the pid the kernel gives for the socket's peer (this test process)
 //! and put its allocator figures on the GPU. When `python3` and
 //! `python/vramtop_probe` are both here, the real probe (with the stand-in
@@ -99,6 +101,7 @@ fn once_json(runtime: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .args(["--backend", "sim", "--sim-gpus", "1", "--once", "--json"])
         .env("XDG_RUNTIME_DIR", runtime)
+        .env(common::PROBE_DIR_ENV, runtime.join("vramtop"))
         .output()
         .expect("the binary runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -184,6 +187,7 @@ fn once_says_how_much_older_the_segments_are_than_the_stats_as_the_pane_does() {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .args(["--backend", "sim", "--sim-gpus", "1", "--once"])
         .env("XDG_RUNTIME_DIR", root.path())
+        .env(common::PROBE_DIR_ENV, root.path().join("vramtop"))
         .output()
         .expect("the binary runs");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -293,6 +297,9 @@ fn the_python_probe_with_the_stand_in_torch_is_attached() {
         .env("PYTHONPATH", "python:python/tests/stand_in")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("XDG_RUNTIME_DIR", root.path())
+        // The probe's own default folder under the private runtime dir
+        // (the one vramtop is pointed at), whatever the caller's shell set.
+        .env_remove(common::PROBE_DIR_ENV)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -358,6 +365,9 @@ fn login_name() -> String {
 fn once_json_finds_a_probe_in_the_tmp_fallback_whether_or_not_tmpdir_is_set() {
     // Without XDG_RUNTIME_DIR the probe listens in /tmp/vramtop-<user>
     // whatever TMPDIR says (schedulers such as SLURM set TMPDIR per job).
+    // A test of the default folders: vramtop scans the real one (no
+    // VRAMTOP_PROBE_DIR), and only this test's own socket is asserted, so
+    // other probes of the user's there change nothing.
     let dir = PathBuf::from(format!("/tmp/vramtop-{}", login_name()));
     if !dir.exists() {
         std::fs::create_dir(&dir).expect("mkdir the fallback directory");
@@ -370,7 +380,8 @@ fn once_json_finds_a_probe_in_the_tmp_fallback_whether_or_not_tmpdir_is_set() {
     for tmpdir in [Some(job_tmp.path()), None] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
         cmd.args(["--backend", "sim", "--sim-gpus", "1", "--once", "--json"])
-            .env_remove("XDG_RUNTIME_DIR");
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove(common::PROBE_DIR_ENV);
         match tmpdir {
             Some(t) => cmd.env("TMPDIR", t),
             None => cmd.env_remove("TMPDIR"),
@@ -383,6 +394,104 @@ fn once_json_finds_a_probe_in_the_tmp_fallback_whether_or_not_tmpdir_is_set() {
         assert_eq!(p["status"], "attached", "TMPDIR {tmpdir:?}: {p:#}");
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// The sockets `sample` lists.
+fn sockets(sample: &Value) -> Vec<String> {
+    sample["probes"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| p["socket"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn vramtop_probe_dir_replaces_the_default_dirs_for_once_and_doctor() {
+    // A probe in the default /tmp/vramtop-<user> (this test's own socket)
+    // and one in the override folder: with VRAMTOP_PROBE_DIR set only the
+    // second is seen, without it only the first (the premise).
+    let default_dir = PathBuf::from(format!("/tmp/vramtop-{}", login_name()));
+    if !default_dir.exists() {
+        std::fs::create_dir(&default_dir).expect("mkdir the fallback directory");
+        std::fs::set_permissions(&default_dir, std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+    }
+    let in_default = default_dir.join(format!("{}-override-test.sock", std::process::id()));
+    let _ = std::fs::remove_file(&in_default);
+    fake_probe(&in_default, vec![hello(41), stats(), segments()]);
+    let (_root, chosen) = runtime_dir();
+    let in_chosen = chosen.join("4343.sock");
+    fake_probe(&in_chosen, vec![hello(4343), stats(), segments()]);
+
+    let once = |probe_dir: Option<&Path>| -> Value {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
+        cmd.args(["--backend", "sim", "--sim-gpus", "1", "--once", "--json"])
+            .env_remove("XDG_RUNTIME_DIR");
+        match probe_dir {
+            Some(d) => cmd.env(common::PROBE_DIR_ENV, d),
+            None => cmd.env_remove(common::PROBE_DIR_ENV),
+        };
+        let out = cmd.output().expect("the binary runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        serde_json::from_str(&stdout).expect("JSON")
+    };
+    let with = once(Some(&chosen));
+    assert_eq!(
+        sockets(&with),
+        vec![in_chosen.display().to_string()],
+        "{with:#}"
+    );
+    assert_eq!(probe_at(&with, &in_chosen)["status"], "attached");
+    // Set but empty: the defaults, as unset.
+    for unset in [None, Some(Path::new(""))] {
+        let without = once(unset);
+        let seen = sockets(&without);
+        assert!(
+            seen.contains(&in_default.display().to_string()),
+            "{unset:?}: {without:#}"
+        );
+        assert!(
+            !seen.contains(&in_chosen.display().to_string()),
+            "{unset:?}: {without:#}"
+        );
+    }
+
+    // doctor says where it looked and where that came from.
+    let (empty_root, empty) = runtime_dir();
+    let doctor = |json: bool| {
+        let mut args = vec!["doctor", "--backend", "sim"];
+        if json {
+            args.push("--json");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+            .args(&args)
+            .env("XDG_CONFIG_HOME", empty_root.path())
+            .env(common::PROBE_DIR_ENV, &empty)
+            .output()
+            .expect("the binary runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report: Value = serde_json::from_str(&doctor(true)).expect("JSON");
+    assert_eq!(
+        report["probe_dirs"],
+        serde_json::json!([empty.display().to_string()])
+    );
+    assert_eq!(report["probe_dirs_source"], "VRAMTOP_PROBE_DIR");
+    let text = doctor(false);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(&format!(
+            "none found (looked in {} (from VRAMTOP_PROBE_DIR))",
+            empty.display()
+        )),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&in_default);
 }
 
 #[test]
@@ -554,6 +663,7 @@ fn vramtop_out(runtime: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .args(args)
         .env("XDG_RUNTIME_DIR", runtime)
+        .env(common::PROBE_DIR_ENV, runtime.join("vramtop"))
         .output()
         .expect("the binary runs");
     assert!(

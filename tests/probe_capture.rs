@@ -75,6 +75,9 @@ impl Run {
             .env("PYTHONPATH", "python:python/tests/stand_in")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("XDG_RUNTIME_DIR", self.root.path())
+            // Its default folder under the private runtime dir, whatever
+            // the caller's shell set; vramtop is pointed at that folder.
+            .env_remove(common::PROBE_DIR_ENV)
             .env("XDG_STATE_HOME", self.path("state"))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -87,6 +90,7 @@ impl Run {
             .args(args)
             .current_dir(self.root.path())
             .env("XDG_RUNTIME_DIR", self.root.path())
+            .env(common::PROBE_DIR_ENV, self.path("vramtop"))
             .env("XDG_STATE_HOME", self.path("state"))
             .output()
             .expect("vramtop runs")
@@ -259,12 +263,17 @@ fn the_dashboard_shows_the_oom_banner_and_capital_o_opens_that_snapshot_at_its_o
     let socket = run.path("vramtop").join(format!("{pid}.sock"));
     wait_until(|| socket.exists() && run.path("ready").exists());
     let runtime = run.root.path().to_string_lossy().to_string();
+    let probes = run.path("vramtop").to_string_lossy().to_string();
     let state = run.path("state").to_string_lossy().to_string();
     let Some(s) = common::tmux::Session::start_with_env(
         "vramtop-e2e",
         "oom-banner",
         (120, 40),
-        &[("XDG_RUNTIME_DIR", &runtime), ("XDG_STATE_HOME", &state)],
+        &[
+            ("XDG_RUNTIME_DIR", &runtime),
+            (common::PROBE_DIR_ENV, &probes),
+            ("XDG_STATE_HOME", &state),
+        ],
         "",
     ) else {
         std::fs::write(&stop, b"").expect("write the stop file");
@@ -337,12 +346,17 @@ fn the_dashboard_keeps_sampling_while_the_snapshot_viewer_is_open() {
     let socket = run.path("vramtop").join(format!("{}.sock", child.id()));
     wait_until(|| socket.exists() && run.path("ready").exists());
     let runtime = run.root.path().to_string_lossy().to_string();
+    let probes = run.path("vramtop").to_string_lossy().to_string();
     let state = run.path("state").to_string_lossy().to_string();
     let Some(s) = common::tmux::Session::start_with_env(
         "vramtop-e2e",
         "viewer-sampling",
         (80, 24),
-        &[("XDG_RUNTIME_DIR", &runtime), ("XDG_STATE_HOME", &state)],
+        &[
+            ("XDG_RUNTIME_DIR", &runtime),
+            (common::PROBE_DIR_ENV, &probes),
+            ("XDG_STATE_HOME", &state),
+        ],
         "--backend sim --interval 250ms",
     ) else {
         std::fs::write(&stop, b"").expect("write the stop file");

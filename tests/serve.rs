@@ -52,6 +52,8 @@ fn serve_with_env(test: &str, args: &[&str], envs: &[(&str, &std::path::Path)]) 
         .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0"])
         .args(["--log-file", &log])
         .args(args)
+        // No probe of the machine's; a test's own `envs` may name a folder.
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -552,10 +554,14 @@ fn an_attached_probes_allocator_is_exported_under_its_host_pid() {
     let runtime = tempfile::tempdir().expect("temp dir");
     let (reserved, allocated) = (3u64 << 29, 1u64 << 30);
     fake_probe(runtime.path(), reserved, allocated);
+    let probes = runtime.path().join("vramtop");
     let server = serve_with_env(
         "probe",
         &["--interval", "200ms"],
-        &[("XDG_RUNTIME_DIR", runtime.path())],
+        &[
+            ("XDG_RUNTIME_DIR", runtime.path()),
+            (common::PROBE_DIR_ENV, probes.as_path()),
+        ],
     );
     // The fake probe is this process: the kernel's peer credentials say so.
     let pid = std::process::id().to_string();

@@ -602,6 +602,7 @@ fn open_quotes_the_path_of_its_summary_hint_for_a_shell() {
     // folder, or the pasted command would read it as an option.
     std::fs::write(dir.join("-x.pickle"), b"\x80\x04K\x01.").expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
+        .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(["open", "--", "-x.pickle"])
         .current_dir(&dir)
         .stdin(std::process::Stdio::null())

@@ -85,6 +85,13 @@ class LineClient:
         self.sock.close()
 
 
+@pytest.fixture(autouse=True)
+def no_probe_dir_override(monkeypatch):
+    """No VRAMTOP_PROBE_DIR from the caller's shell: the tests choose the probe's folder (a
+    private XDG_RUNTIME_DIR, or the override in the tests of it) and pass it on to children."""
+    monkeypatch.delenv("VRAMTOP_PROBE_DIR", raising=False)
+
+
 @pytest.fixture
 def runtime_dir(monkeypatch):
     """A fresh XDG_RUNTIME_DIR with a short path (Unix socket paths are limited to 107 bytes)."""
@@ -135,6 +142,9 @@ def client_of():
 
 def subprocess_env(**extra: str) -> dict:
     env = dict(os.environ)
+    # The child's probe listens where the test says (XDG_RUNTIME_DIR, or VRAMTOP_PROBE_DIR in
+    # ``extra``), never in a folder the caller's shell named.
+    env.pop("VRAMTOP_PROBE_DIR", None)
     env["PYTHONPATH"] = os.pathsep.join([PYTHON_DIR, STAND_IN])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra)

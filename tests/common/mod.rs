@@ -53,13 +53,41 @@ pub fn run_vramtop_with_env(
 /// The vramtop binary with `args`, reading no config file of the user's:
 /// the user's own (~/.config/vramtop/config.toml) must not change what a
 /// test sees, so the default location is an empty folder.
+///
+/// It also looks for probes in a private empty folder only
+/// ([`isolate_probes`]); a test that starts a probe points
+/// `VRAMTOP_PROBE_DIR` at that probe's folder after this.
 pub fn vramtop_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramtop"));
     cmd.args(args).env(
         "XDG_CONFIG_HOME",
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
     );
+    isolate_probes(&mut cmd);
     cmd
+}
+
+/// The variable that replaces the folders probes listen in, for vramtop
+/// and the Python probe alike.
+pub const PROBE_DIR_ENV: &str = vramtop::probe::discovery::PROBE_DIR_ENV;
+
+/// A private (0700), empty folder no probe listens in: what the tests'
+/// vramtop scans unless a test starts a probe of its own, so that a
+/// probed process of the same user running on the machine (in
+/// `/tmp/vramtop-<user>` or `$XDG_RUNTIME_DIR/vramtop`) changes no test's
+/// output.
+pub fn no_probes_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-probes");
+    std::fs::create_dir_all(&dir).expect("the no-probes folder can be made");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .expect("the no-probes folder can be made private");
+    dir
+}
+
+/// Points `cmd` (vramtop, or a probe it starts) at [`no_probes_dir`].
+pub fn isolate_probes(cmd: &mut Command) {
+    cmd.env(PROBE_DIR_ENV, no_probes_dir());
 }
 
 /// Gives `cmd` the help's width for no terminal (`COLUMNS`, which the

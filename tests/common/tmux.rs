@@ -58,8 +58,16 @@ impl Session {
             return None;
         }
         let name = format!("{prefix}-{tag}-{}", std::process::id());
-        let env_prefix: String = env
+        // No probe of the machine's (one of this user's running in the
+        // default folders) shows on the screen; a test's own value wins.
+        let no_probes = super::no_probes_dir();
+        let no_probes = no_probes.to_string_lossy();
+        let isolation = [(super::PROBE_DIR_ENV, no_probes.as_ref())];
+        let given = env.iter().any(|(k, _)| *k == super::PROBE_DIR_ENV);
+        let env_prefix: String = isolation
             .iter()
+            .filter(|_| !given)
+            .chain(env.iter())
             .map(|(k, v)| format!("{k}='{}' ", v.replace('\'', "'\\''")))
             .collect();
         let env_prefix = if env_prefix.is_empty() {
