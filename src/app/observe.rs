@@ -4,8 +4,9 @@
 //! `--once`, `record` and `serve` all go through [`AllocatorSources::observe`],
 //! so that they cannot disagree on which allocator a GPU shows.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::source::{
     HeadlessSample, account_probes_in_simulation, allocator_figures, allocator_views_with_probes,
@@ -13,6 +14,7 @@ use super::source::{
 };
 use super::state::{AllocatorView, AppState};
 use crate::device::GpuReading;
+use crate::device::host::HostSampler;
 use crate::device::sim::SimCluster;
 use crate::probe::{ProbeSnapshot, Registry};
 
@@ -22,6 +24,10 @@ use crate::probe::{ProbeSnapshot, Registry};
 pub struct AllocatorSources {
     sim: Option<SimCluster>,
     probes: Registry,
+    /// %CPU and host memory of the probed processes drawn on a simulated
+    /// GPU (NVML's backend reads them for its own process list); kept
+    /// between samples for %CPU. A lock, as [`Self::observe`] takes `&self`.
+    probed_host: Mutex<HostSampler>,
 }
 
 impl AllocatorSources {
@@ -33,7 +39,11 @@ impl AllocatorSources {
     /// With a registry started earlier (`--once` discovers probes while the
     /// backend starts).
     pub fn with_registry(sim: Option<SimCluster>, probes: Registry) -> Self {
-        AllocatorSources { sim, probes }
+        AllocatorSources {
+            sim,
+            probes,
+            probed_host: Mutex::new(HostSampler::new()),
+        }
     }
 
     /// The simulation, when it is the backend.
@@ -55,11 +65,58 @@ impl AllocatorSources {
         resolve_probe_devices(&mut probes, &readings);
         if let Some(sim) = &self.sim {
             account_probes_in_simulation(&mut readings, &probes, sim.context_overhead());
+            self.add_probed_host_usage(&mut readings, &probes);
         }
         Observation {
             sim: self.sim.as_ref(),
             readings,
             probes,
+        }
+    }
+}
+
+impl AllocatorSources {
+    /// Fills in %CPU and host memory of the probed processes' rows on the
+    /// simulated GPUs: they are real processes of this machine, read from
+    /// `/proc` as NVML's backend reads its processes. The simulated
+    /// processes' pids are made up and never read (one may be a real pid
+    /// of someone else's).
+    fn add_probed_host_usage(&self, readings: &mut [GpuReading], probes: &ProbeSnapshot) {
+        let probed: BTreeSet<u32> = probes
+            .probes
+            .iter()
+            .filter(|p| p.status.is_connected())
+            .filter_map(|p| p.pid())
+            .collect();
+        if probed.is_empty() {
+            return;
+        }
+        let host = match self.probed_host.lock() {
+            Ok(mut sampler) => sampler.sample(&probed, Instant::now()),
+            Err(poisoned) => poisoned.into_inner().sample(&probed, Instant::now()),
+        };
+        fill_probed_usage(readings, &probed, &host);
+    }
+}
+
+/// Puts `host`'s figures into the rows of `probed` pids that have none.
+fn fill_probed_usage(
+    readings: &mut [GpuReading],
+    probed: &BTreeSet<u32>,
+    host: &std::collections::HashMap<u32, crate::device::host::HostUsage>,
+) {
+    for reading in readings {
+        let GpuReading::Ok(sample) = reading else {
+            continue;
+        };
+        for p in sample.processes.iter_mut().flatten() {
+            if !probed.contains(&p.pid) {
+                continue;
+            }
+            if let Some(figures) = host.get(&p.pid) {
+                p.usage.cpu_percent = p.usage.cpu_percent.or(figures.cpu_percent);
+                p.usage.host_memory = p.usage.host_memory.or(figures.host_memory);
+            }
         }
     }
 }
@@ -167,6 +224,49 @@ mod tests {
         // No probe directory: only the simulated trainers are seen.
         let sources = AllocatorSources::with_registry(Some(cluster), Registry::start(vec![], 0));
         (sources, readings)
+    }
+
+    #[test]
+    fn a_probed_process_on_a_simulated_gpu_gets_host_figures_and_a_simulated_one_never() {
+        let (_, mut readings) = sources_with_trainers(1, 1);
+        let GpuReading::Ok(sample) = &mut readings[0] else {
+            panic!("the simulation samples GPU 0");
+        };
+        let simulated = sample.listed_processes()[0].pid;
+        let real = std::process::id();
+        sample
+            .processes
+            .get_or_insert_with(Vec::new)
+            .push(crate::device::GpuProcess::new(real, Some(1 << 30)));
+        // The host sampler read both pids (a made-up pid may be a real
+        // one of this machine): only the probed one is taken.
+        let mut sampler = HostSampler::new();
+        let mut host = sampler.sample(&BTreeSet::from([real, simulated]), Instant::now());
+        host.insert(
+            simulated,
+            crate::device::host::HostUsage {
+                cpu_percent: Some(50.0),
+                host_memory: Some(1),
+            },
+        );
+        fill_probed_usage(&mut readings, &BTreeSet::from([real]), &host);
+        let GpuReading::Ok(sample) = &readings[0] else {
+            panic!("still GPU 0");
+        };
+        let row = |pid: u32| {
+            sample
+                .listed_processes()
+                .iter()
+                .find(|p| p.pid == pid)
+                .map(|p| p.usage)
+                .expect("listed")
+        };
+        assert!(
+            row(real).host_memory.is_some_and(|b| b > 0),
+            "this test process has resident memory"
+        );
+        assert_eq!(row(simulated).host_memory, None);
+        assert_eq!(row(simulated).cpu_percent, None);
     }
 
     #[test]
