@@ -1323,13 +1323,137 @@ fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
         insta::assert_snapshot!(name, terminal.backend());
     }
     // A command too long for the row gives way; pid, memory and keys stay.
-    state.ui.signal_prompt = state.ui.signal_prompt.take().map(|mut t| {
-        t.command = format!("python {}", "x".repeat(200));
-        t
+    state.ui.signal_prompt = state.ui.signal_prompt.take().map(|mut p| {
+        if let Some(t) = p.targets.first_mut() {
+            t.command = format!("python {}", "x".repeat(200));
+        }
+        p
     });
     let screen = text(draw(&state, &theme, 80, 24).backend().buffer());
     assert!(screen.contains("Send SIGTERM to 101 python xx"), "{screen}");
     assert!(screen.contains("… (4.00 GiB)? y/n"), "{screen}");
+}
+
+/// Live processes on two GPUs, one with a 7-digit pid, Processes focused;
+/// `tagged` of them tagged (Space on their lines, from the top).
+fn tagged_state(tagged: &[usize]) -> AppState {
+    let mut gpu0 = sample(0, 20 * GIB);
+    gpu0.processes = Some(vec![
+        process(100, Some(1), 9 * GIB, "python train.py --epochs 3"),
+        process(4_194_001, Some(1), 5 * GIB, "python eval.py"),
+        process(2345, Some(1), 2 * GIB, "jupyter-kernel"),
+    ]);
+    let mut gpu1 = sample(1, 20 * GIB);
+    gpu1.processes = Some(vec![process(
+        100,
+        Some(1),
+        3 * GIB,
+        "python train.py --epochs 3",
+    )]);
+    let mut state = AppState::new(status());
+    state.apply_sample(
+        1000,
+        vec![GpuReading::Ok(gpu0), GpuReading::Ok(gpu1)],
+        BTreeMap::new(),
+    );
+    state.status.backend = "nvml".to_string();
+    state.ui.focus = Pane::Processes;
+    let mut at = 0;
+    for &line in tagged {
+        while at < line {
+            key(&mut state, KeyCode::Down, KeyModifiers::NONE);
+            at += 1;
+        }
+        key(&mut state, KeyCode::Char(' '), KeyModifiers::NONE);
+    }
+    state
+}
+
+#[test]
+fn tagged_processes_are_marked_before_their_pid_and_counted_in_the_title_at_80x24() {
+    // The lines by memory: 100 on GPU 0, 4194001, 100 on GPU 1, 2345.
+    let state = tagged_state(&[0, 1]);
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    assert!(screen.contains("2 tagged"), "{screen}");
+    assert!(screen.contains("●4194001"), "{screen}");
+    // Pid 100 is tagged on both its GPUs' lines: the signal ends it on both.
+    assert_eq!(screen.matches("●100").count(), 2, "{screen}");
+    assert!(!screen.contains("●2345"), "{screen}");
+    // The status line offers the key that untags them.
+    let status = screen.lines().last().unwrap_or_default();
+    assert!(status.contains("Space tag"), "{status}");
+    assert!(status.contains("Esc untag"), "{status}");
+    insta::assert_snapshot!("processes_tagged_80x24", terminal.backend());
+    // Without colour and in ASCII the mark is a character of its own.
+    let mono = text(
+        draw(&state, &Theme::monochrome(), 80, 24)
+            .backend()
+            .buffer(),
+    );
+    assert!(mono.contains("●4194001"), "{mono}");
+    let ascii_theme = Theme::colored().with_ascii(true);
+    let ascii = text(draw(&state, &ascii_theme, 80, 24).backend().buffer());
+    assert!(
+        ascii.contains("*4194001") && ascii.contains("*100"),
+        "{ascii}"
+    );
+    assert!(ascii.is_ascii(), "{ascii}");
+}
+
+#[test]
+fn without_tags_the_pid_column_keeps_its_width() {
+    let state = tagged_state(&[]);
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    assert!(!screen.contains("tagged"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.starts_with("4194001 ")),
+        "{screen}"
+    );
+}
+
+#[test]
+fn the_signal_prompt_for_tagged_processes_names_their_count_pids_and_memory_at_80x24() {
+    let mut state = tagged_state(&[0, 1, 3]);
+    key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);
+    let terminal = draw(&state, &Theme::colored(), 80, 24);
+    let screen = text(terminal.backend().buffer());
+    assert!(
+        screen.contains("Signal 3 tagged processes on GPUs 0, 1"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Send SIGTERM to 3 processes: 100, 4194001, 2345 (19.0 GiB)? y/n"),
+        "{screen}"
+    );
+    insta::assert_snapshot!("signal_prompt_tagged_80x24", terminal.backend());
+}
+
+#[test]
+fn a_signal_prompt_for_many_tagged_pids_counts_those_that_do_not_fit() {
+    let mut gpu0 = sample(0, 80 * GIB);
+    gpu0.processes = Some(
+        (0..20u32)
+            .map(|i| process(4_190_000 + i, Some(1), GIB, "python worker.py"))
+            .collect(),
+    );
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(gpu0)], BTreeMap::new());
+    state.status.backend = "nvml".to_string();
+    state.ui.focus = Pane::Processes;
+    for _ in 0..20 {
+        key(&mut state, KeyCode::Char(' '), KeyModifiers::NONE);
+        key(&mut state, KeyCode::Down, KeyModifiers::NONE);
+    }
+    assert_eq!(state.ui.process_tags.len(), 20);
+    key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    let question = screen
+        .lines()
+        .find(|l| l.contains("Send SIGTERM to 20 processes: 4190000, "))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(question.contains(" more (20.0 GiB)? y/n"), "{question}");
+    assert!(question.chars().count() <= 80, "{question}");
 }
 
 /// A GPU with a busy process (every usage figure known), one on its

@@ -39,9 +39,13 @@ pub enum Action {
     SortNext,
     /// Reverse the process list's order.
     SortReverse,
-    /// Ask to send a signal to the selected process (it waits for a
-    /// confirmation key: [`TypingMode::SignalPrompt`]).
+    /// Ask to send a signal to the selected process, or to the tagged
+    /// ones where some are (it waits for a confirmation key:
+    /// [`TypingMode::SignalPrompt`]).
     SignalProcess,
+    /// Tag the selected process for [`Action::SignalProcess`], or untag
+    /// it (Esc in Processes untags them all).
+    ToggleTag,
     /// Show the next probed process's allocator on the selected GPU.
     NextAllocator,
     /// Ask the selected probed process's probe for a snapshot.
@@ -160,7 +164,9 @@ impl Action {
             // The title says the column and its direction (▼ largest first).
             Action::SortNext => "sort: next column (memory first)",
             Action::SortReverse => "sort: reverse the order",
-            Action::SignalProcess => "signal selected process (asks y/n)",
+            Action::SignalProcess => "signal selected/tagged (asks y/n)",
+            // Esc: `Action::Back`, which untags in Processes.
+            Action::ToggleTag => "tag/untag for K (Esc untags all)",
             Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the allocator shown",
             // The help adds which key comes back ([`Keymap::describe`]).
@@ -664,6 +670,14 @@ impl Default for Keymap {
                     Some("kill"),
                     2,
                 ),
+                // nvitop's and htop's tag key: K then signals the tagged.
+                b(
+                    "Space",
+                    Action::ToggleTag,
+                    Some(Pane::Processes),
+                    Some("tag"),
+                    2,
+                ),
                 b("v", Action::NextAllocator, None, None, 3),
                 // Hinted while on offer (`Offers`): a probe attached, a
                 // snapshot taken, an OOM snapshot written.
@@ -1137,13 +1151,33 @@ impl Keymap {
             .iter()
             .filter(|b| b.key == PanelKey::Open)
             .map(|b| (b.keys, b.hint, b.rank));
+        let tagging = focus == Pane::Processes && !ui.process_tags.is_empty();
+        let mut own: Vec<&Binding> = self
+            .bindings
+            .iter()
+            .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
+            .filter(|b| b.pane.is_none_or(|p| p == focus))
+            .filter(|b| offers.allow(b.action))
+            .collect();
+        // With processes tagged, the keys that tag, signal and untag them
+        // come first (stable: the table's order among them), so a short
+        // line keeps them over the filter's and the sort's.
+        let tag_keys = |b: &&Binding| {
+            matches!(
+                b.action,
+                Action::Back | Action::ToggleTag | Action::SignalProcess
+            )
+        };
+        if tagging {
+            own.sort_by_key(|b| !tag_keys(b));
+        }
         self.hints_with(
-            self.bindings
-                .iter()
-                .filter(|b| !matches!(b.action, Action::Quit | Action::ToggleHelp))
-                .filter(|b| b.pane.is_none_or(|p| p == focus))
-                .filter(|b| offers.allow(b.action))
+            own.into_iter()
                 .map(|b| {
+                    // The key that untags them all is hinted beside them.
+                    if tagging && b.action == Action::Back {
+                        return (b.keys, Some("untag"), 0);
+                    }
                     // Rank 0 ranks beside quit and help, after them.
                     let rank = if b.pane == Some(focus) { 0 } else { b.rank };
                     (b.keys, b.hint.map(|h| b.action.hint_now(h, ui)), rank)
@@ -1190,6 +1224,17 @@ impl Keymap {
         match (action, self.key_name(Action::Quit)) {
             (Action::OpenSnapshot, Some(quit)) => {
                 Cow::Owned(format!("{} ({quit} returns)", action.describe()))
+            }
+            (Action::ToggleTag, _) => {
+                match (
+                    self.key_name(Action::SignalProcess),
+                    self.key_name(Action::Back),
+                ) {
+                    (Some(signal), Some(back)) => {
+                        Cow::Owned(format!("tag/untag for {signal} ({back} untags all)"))
+                    }
+                    _ => Cow::Borrowed(action.describe()),
+                }
             }
             _ => Cow::Borrowed(action.describe()),
         }
@@ -1273,6 +1318,7 @@ fn label_key(token: &str) -> Option<KeyEvent> {
         "Enter" => plain(KeyCode::Enter),
         "Del" => plain(KeyCode::Delete),
         "Bksp" => plain(KeyCode::Backspace),
+        "Space" => plain(KeyCode::Char(' ')),
         "0…9" => plain(KeyCode::Char('0')),
         "Ctrl-C" => Some(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
         "Ctrl-U" => Some(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::CONTROL)),
@@ -1582,6 +1628,7 @@ mod tests {
             KeyCode::Char('s') => Action::SortNext,
             KeyCode::Char('S') => Action::SortReverse,
             KeyCode::Char('K') => Action::SignalProcess,
+            KeyCode::Char(' ') => Action::ToggleTag,
             KeyCode::Char('v') => Action::NextAllocator,
             KeyCode::Char('c') => Action::CaptureSnapshot,
             KeyCode::Char('o') => Action::OpenSnapshot,
@@ -2468,5 +2515,54 @@ mod tests {
             ["filter", "flat", "sort", "kill"],
             "t: flat in the tree"
         );
+    }
+
+    #[test]
+    fn with_processes_tagged_processes_hints_untag_kill_and_tag_first() {
+        let k = Keymap::default();
+        let mut ui = UiState::default();
+        ui.process_tags.push(crate::app::process_list::ProcessTag {
+            pid: 10,
+            command: Some("python train.py".to_string()),
+        });
+        let hints = k.hints(Pane::Processes, &ui, Offers::default());
+        assert_eq!(
+            hints[2..5],
+            [("Esc", "untag"), ("K", "kill"), ("Space", "tag")]
+        );
+        // Elsewhere Esc is no untag (it untags in Processes only).
+        let gpus = k.hints(Pane::Gpus, &ui, Offers::default());
+        assert!(!gpus.iter().any(|h| h.1 == "untag"), "{gpus:?}");
+        // Without tags Esc is not hinted.
+        let none = k.hints(Pane::Processes, &UiState::default(), Offers::default());
+        assert!(!none.iter().any(|h| h.0 == "Esc"), "{none:?}");
+    }
+
+    #[test]
+    fn space_is_named_space_and_its_help_names_the_keys_of_the_table() {
+        let k = Keymap::default();
+        assert_eq!(
+            k.action_for(key(KeyCode::Char(' '))),
+            Some(Action::ToggleTag)
+        );
+        assert_eq!(k.key_name(Action::ToggleTag), Some("Space"));
+        assert_eq!(
+            k.describe(Action::ToggleTag),
+            "tag/untag for K (Esc untags all)"
+        );
+        let mut moved = Keymap::default();
+        for b in &mut moved.bindings {
+            if b.action == Action::SignalProcess {
+                b.keys = "x";
+            }
+        }
+        assert_eq!(
+            moved.describe(Action::ToggleTag),
+            "tag/untag for x (Esc untags all)"
+        );
+        // In the help's 80-column two-column layout a description keeps
+        // to 34 columns.
+        assert!(k.describe(Action::ToggleTag).chars().count() <= 34);
+        assert!(Action::SignalProcess.describe().chars().count() <= 34);
     }
 }

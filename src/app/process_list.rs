@@ -274,6 +274,103 @@ impl SignalTarget {
     }
 }
 
+/// A process tagged in the processes pane (Space), for `K` to signal with
+/// the other tagged ones: its pid and the command the list showed for it
+/// (from /proc), the identity the shell checks again before it sends. A
+/// tag whose pid is listed no more, or runs another command (the process
+/// ended and its pid was reused), is dropped ([`ProcessTag::holds`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ProcessTag {
+    pub pid: u32,
+    /// `None`: the list showed no command (not in /proc here).
+    pub command: Option<String>,
+}
+
+impl ProcessTag {
+    /// The tag of `process` as the list shows it now.
+    pub fn of(process: &GpuProcess) -> Self {
+        ProcessTag {
+            pid: process.pid,
+            command: process.command.clone(),
+        }
+    }
+
+    /// Whether `process` is the one tagged: its pid, running the command
+    /// that was tagged.
+    pub fn holds(&self, process: &GpuProcess) -> bool {
+        self.pid == process.pid && self.command == process.command
+    }
+}
+
+/// What a signal prompt asks to signal: the selected process, or the
+/// tagged ones `K` was pressed with (those of them a signal may be sent
+/// to, in the order they were tagged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignalPrompt {
+    /// Never empty: a prompt with nothing to send is not opened.
+    pub targets: Vec<SignalTarget>,
+    /// How many processes were tagged when `K` was pressed (0: the prompt
+    /// is about the selected process alone); more than `targets` where
+    /// some of them cannot be signalled (simulated, vramtop's own).
+    pub tagged: usize,
+}
+
+impl SignalPrompt {
+    /// The prompt about one process, the selected one.
+    pub fn one(target: SignalTarget) -> Self {
+        SignalPrompt {
+            targets: vec![target],
+            tagged: 0,
+        }
+    }
+
+    /// Whether it is about the tagged processes.
+    pub fn is_tagged(&self) -> bool {
+        self.tagged > 0
+    }
+
+    /// Every GPU its processes are listed on, in words (as
+    /// [`SignalTarget::gpus_named`]).
+    pub fn gpus_named(&self) -> String {
+        SignalTarget {
+            pid: 0,
+            gpus: self.targets.iter().flat_map(|t| t.gpus.clone()).collect(),
+            command: String::new(),
+            used_memory: None,
+        }
+        .gpus_named()
+    }
+
+    /// GPU memory its processes hold together (bytes; `None` where no
+    /// figure is known).
+    pub fn used_memory(&self) -> Option<u64> {
+        self.targets
+            .iter()
+            .filter_map(|t| t.used_memory)
+            .reduce(u64::saturating_add)
+    }
+
+    /// Its pids, comma separated, in at most `room` characters: as many as
+    /// fit, then "+N more" for the rest (at least the first pid and the
+    /// count of the others, past `room` if need be).
+    pub fn pids_within(&self, room: usize) -> String {
+        let pids: Vec<String> = self.targets.iter().map(|t| t.pid.to_string()).collect();
+        let all = pids.join(", ");
+        if all.chars().count() <= room || pids.len() <= 1 {
+            return all;
+        }
+        let mut shown = pids.len() - 1;
+        loop {
+            let more = format!(", +{} more", pids.len() - shown);
+            let text = format!("{}{more}", pids[..shown].join(", "));
+            if shown == 1 || text.chars().count() <= room {
+                return text;
+            }
+            shown -= 1;
+        }
+    }
+}
+
 /// What became of a signal the user confirmed, as the shell saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SignalOutcome {
@@ -305,6 +402,45 @@ impl SignalOutcome {
             SignalOutcome::Failed(why) => format!("{name} to {pid} failed: {why}"),
         }
     }
+}
+
+/// The status line's one line about `signal` sent (or not) to each of
+/// several processes (the tagged ones): how many got it, and of those that
+/// did not, which and why (the first few, each as [`SignalOutcome::describe`]
+/// says it less the signal's name); one process is said as for one.
+pub fn describe_outcomes(signal: Signal, outcomes: &[(SignalTarget, SignalOutcome)]) -> String {
+    if let [(target, outcome)] = outcomes {
+        return outcome.describe(signal, target);
+    }
+    let name = signal.name();
+    let sent = outcomes
+        .iter()
+        .filter(|(_, o)| *o == SignalOutcome::Sent)
+        .count();
+    let mut text = format!("{name} sent to {sent} of {}", outcomes.len());
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|(_, o)| *o != SignalOutcome::Sent)
+        .map(|(t, o)| match o {
+            SignalOutcome::Sent => String::new(),
+            SignalOutcome::NotPermitted => format!("{}: not yours", t.pid),
+            SignalOutcome::Gone => format!("{}: already gone", t.pid),
+            SignalOutcome::Changed(_) => format!("{}: pid reused, not sent", t.pid),
+            SignalOutcome::Failed(why) => format!("{}: {why}", t.pid),
+        })
+        .collect();
+    // The status line wraps a notice: three reasons and a count keep it
+    // to a line or two at 80 columns.
+    const NAMED: usize = 3;
+    if !failed.is_empty() {
+        text.push_str(" (");
+        text.push_str(&failed[..failed.len().min(NAMED)].join("; "));
+        if failed.len() > NAMED {
+            text.push_str(&format!("; {} more not sent", failed.len() - NAMED));
+        }
+        text.push(')');
+    }
+    text
 }
 
 #[cfg(test)]
@@ -424,5 +560,67 @@ mod tests {
         v.sort_by(|x, y| sort.compare(*x, *y));
         let pids: Vec<u32> = v.iter().map(|(_, p)| p.pid).collect();
         assert_eq!(pids, [4, 2, 9]);
+    }
+
+    fn target(pid: u32, gpus: &[u32], used_memory: Option<u64>) -> SignalTarget {
+        SignalTarget {
+            pid,
+            gpus: gpus.to_vec(),
+            command: format!("cmd-{pid}"),
+            used_memory,
+        }
+    }
+
+    #[test]
+    fn a_prompt_for_several_names_their_pids_as_fit_and_the_rest_counted() {
+        let prompt = SignalPrompt {
+            targets: (1..=5).map(|i| target(4_190_000 + i, &[0], None)).collect(),
+            tagged: 5,
+        };
+        let all = "4190001, 4190002, 4190003, 4190004, 4190005";
+        assert_eq!(prompt.pids_within(100), all);
+        assert_eq!(prompt.pids_within(all.len()), all);
+        assert_eq!(prompt.pids_within(30), "4190001, 4190002, +3 more");
+        // Never less than the first and a count, even past the room.
+        assert_eq!(prompt.pids_within(3), "4190001, +4 more");
+        let one = SignalPrompt::one(target(7, &[1], Some(3)));
+        assert_eq!(one.pids_within(0), "7");
+        assert!(!one.is_tagged());
+    }
+
+    #[test]
+    fn a_prompt_for_several_sums_their_memory_and_names_all_their_gpus() {
+        let prompt = SignalPrompt {
+            targets: vec![
+                target(1, &[0, 1], Some(2 << 30)),
+                target(2, &[3], None),
+                target(3, &[2], Some(1 << 30)),
+            ],
+            tagged: 3,
+        };
+        assert_eq!(prompt.used_memory(), Some(3 << 30));
+        assert_eq!(prompt.gpus_named(), "GPUs 0–3");
+        let unknown = SignalPrompt {
+            targets: vec![target(2, &[3], None)],
+            tagged: 1,
+        };
+        assert_eq!(unknown.used_memory(), None);
+    }
+
+    #[test]
+    fn a_tag_holds_its_pid_only_while_it_runs_the_command_tagged() {
+        let tag = ProcessTag::of(&p(10, None, Some("python train.py")));
+        assert!(tag.holds(&p(10, Some(5), Some("python train.py"))));
+        assert!(!tag.holds(&p(10, None, Some("bash"))), "pid reused");
+        assert!(!tag.holds(&p(11, None, Some("python train.py"))));
+    }
+
+    #[test]
+    fn the_outcomes_of_one_signal_read_as_that_of_one() {
+        let t = target(10, &[0], None);
+        assert_eq!(
+            describe_outcomes(Signal::Int, &[(t, SignalOutcome::Sent)]),
+            "sent SIGINT to 10 cmd-10"
+        );
     }
 }

@@ -1255,12 +1255,14 @@ mod tests {
         st.ui.process_lines_shown.set(2);
         step_listing(&mut st, 0, &snapshot(7, 0, 0));
         // `K` on the selected line, pid 100, asks for a confirmation.
-        st.ui.signal_prompt = Some(crate::app::process_list::SignalTarget {
-            pid: 100,
-            gpus: vec![0],
-            command: "cmd-100".into(),
-            used_memory: Some(5 << 30),
-        });
+        st.ui.signal_prompt = Some(crate::app::process_list::SignalPrompt::one(
+            crate::app::process_list::SignalTarget {
+                pid: 100,
+                gpus: vec![0],
+                command: "cmd-100".into(),
+                used_memory: Some(5 << 30),
+            },
+        ));
         step_listing(&mut st, 1000, &snapshot(7, 0, 1));
         assert_eq!((st.ui.process_scroll, selected_pid(&st)), (0, Some(100)));
     }

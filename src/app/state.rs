@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::keymap::{TypingKey, TypingMode};
-use super::process_list::{LineKey, ProcessSort, SignalTarget, SortColumn};
+use super::process_list::{LineKey, ProcessSort, ProcessTag, SignalPrompt, SortColumn};
 use super::stress::{PanelDevice, StressPanel};
 use crate::alloc::{DeviceStats, Fragmentation, SegmentInfo, fragmentation};
 use crate::device::sim::NotStarted;
@@ -830,7 +830,11 @@ pub struct UiState {
     /// selection goes when its process has ended (the line now there).
     pub selected_process_row: usize,
     /// A signal waiting for its confirmation: keys go to the prompt.
-    pub signal_prompt: Option<SignalTarget>,
+    pub signal_prompt: Option<SignalPrompt>,
+    /// The processes tagged (Space) for `K` to signal together, in the
+    /// order they were tagged; a tag whose process is listed no more is
+    /// dropped with the sample that no longer lists it.
+    pub process_tags: Vec<ProcessTag>,
     pub process_scroll: usize,
     /// Process lines in view as the processes pane was last drawn (below
     /// its header); 0 before it was drawn. Written by the drawing like
@@ -922,6 +926,7 @@ impl Default for UiState {
             selected_process: None,
             selected_process_row: 0,
             signal_prompt: None,
+            process_tags: Vec::new(),
             process_scroll: 0,
             process_lines_shown: Cell::new(0),
             selected_block: 0,
@@ -969,6 +974,11 @@ impl UiState {
         } else {
             StressView::Panel
         }
+    }
+
+    /// Whether `process` is tagged for `K` (Space).
+    pub fn is_tagged(&self, process: &GpuProcess) -> bool {
+        self.process_tags.iter().any(|t| t.holds(process))
     }
 
     /// The timeline window in milliseconds.
@@ -1313,6 +1323,28 @@ impl AppState {
             self.ui.selected_gpu = self.gpus.len().saturating_sub(1);
         }
         self.follow_selected_block();
+        self.drop_stale_tags();
+    }
+
+    /// Drops the tags of processes the list shows no more: ended, or their
+    /// pid now running another command (reused). A process the list cannot
+    /// show (its GPU lost, its driver not listing) loses its tag too: `K`
+    /// signals only what the pane shows tagged.
+    fn drop_stale_tags(&mut self) {
+        if self.ui.process_tags.is_empty() {
+            return;
+        }
+        let listed: Vec<&GpuProcess> = self
+            .gpus
+            .iter()
+            .filter_map(GpuState::sample)
+            // The lines are of whole GPUs (as `process_rows` lists them).
+            .filter(|s| s.mig.is_none())
+            .flat_map(|s| s.listed_processes())
+            .collect();
+        self.ui
+            .process_tags
+            .retain(|t| listed.iter().any(|p| t.holds(p)));
     }
 
     /// Puts the selection back on the block the user selected, by address:

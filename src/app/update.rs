@@ -7,12 +7,15 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{CaptureMsg, CaptureTarget, cannot_capture, capture_target};
 use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
-use super::process_list::{Signal, SignalOutcome, SignalTarget};
+use super::process_list::{
+    ProcessTag, Signal, SignalOutcome, SignalPrompt, SignalTarget, describe_outcomes,
+};
 use super::state::{
     AppState, GpuState, MAX_FILTER_CHARS, Overlay, Pane, ProcessLine, STRESS_BESIDE_MAP,
     StressView, UiState, ZOOM_WINDOWS_S, full_filter_message,
 };
 use super::stress::{KeyUse, StressAction, StressCommand, StressOutcome, StressResult};
+use crate::device::GpuProcess;
 
 /// What the event loop must do after an update.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,12 +34,13 @@ pub enum Effect {
     /// Open `path` in the snapshot viewer in this terminal; `at_oom`: at
     /// its OOM, with the allocation sites shown.
     OpenSnapshot { path: PathBuf, at_oom: bool },
-    /// Send `signal` to `target.pid`, which the user confirmed, if it
-    /// still runs `target.command`; then tell [`on_signal_result`] what
-    /// became of it.
+    /// Send `signal` to each target's pid (the selected process, or the
+    /// tagged ones), which the user confirmed, if it still runs the
+    /// target's command; then tell [`on_signal_result`] what became of
+    /// each.
     Signal {
         signal: Signal,
-        target: SignalTarget,
+        targets: Vec<SignalTarget>,
     },
     /// Nothing changed.
     None,
@@ -158,7 +162,7 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
 /// A key in the signal prompt: `y` sends SIGTERM, `9` SIGKILL, `i`
 /// SIGINT (as the prompt's table binds them), any other key cancels.
 fn answer_signal_prompt(state: &mut AppState, key: KeyEvent) -> Effect {
-    let Some(target) = state.ui.signal_prompt.take() else {
+    let Some(prompt) = state.ui.signal_prompt.take() else {
         return Effect::None;
     };
     let signal = match TypingMode::SignalPrompt.key_for(key) {
@@ -166,21 +170,29 @@ fn answer_signal_prompt(state: &mut AppState, key: KeyEvent) -> Effect {
         Some(TypingKey::SendKill) => Signal::Kill,
         Some(TypingKey::SendInt) => Signal::Int,
         _ => {
-            return notice(state, format!("cancelled: nothing sent to {}", target.pid));
+            let whom = match prompt.targets.as_slice() {
+                [one] if !prompt.is_tagged() => one.pid.to_string(),
+                [_] => "the tagged process".to_string(),
+                all => format!("the {} tagged processes", all.len()),
+            };
+            return notice(state, format!("cancelled: nothing sent to {whom}"));
         }
     };
-    Effect::Signal { signal, target }
+    Effect::Signal {
+        signal,
+        targets: prompt.targets,
+    }
 }
 
 /// What became of a confirmed signal (the shell's answer to
-/// [`Effect::Signal`]), said on the status line.
+/// [`Effect::Signal`]: each target with its outcome, in the effect's
+/// order), said on the status line.
 pub fn on_signal_result(
     state: &mut AppState,
     signal: Signal,
-    target: &SignalTarget,
-    outcome: &SignalOutcome,
+    outcomes: &[(SignalTarget, SignalOutcome)],
 ) {
-    state.ui.notice = Some(outcome.describe(signal, target));
+    state.ui.notice = Some(describe_outcomes(signal, outcomes));
     state.ui.notice_ms = state.now_ms;
 }
 
@@ -209,18 +221,28 @@ fn way_to(keymap: &Keymap, from: Pane, to: Pane) -> String {
     }
 }
 
-/// `K`: the prompt that confirms a signal to the selected process, or why
-/// none can be sent to it (said led by the key as `keymap` names it).
+/// `K`: the prompt that confirms a signal to the selected process (to
+/// the tagged ones where some are), or why none can be sent (said led by
+/// the key as `keymap` names it).
 fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::SignalProcess;
+    let tagged = state.ui.process_tags.len();
     if state.ui.focus != Pane::Processes {
         let way = way_to(keymap, state.ui.focus, Pane::Processes);
+        let what = match tagged {
+            0 => "the process selected".to_string(),
+            1 => "the process tagged".to_string(),
+            n => format!("the {n} processes tagged"),
+        };
         return key_notice(
             state,
             keymap,
             action,
-            format!("signals the process selected in Processes ({way})"),
+            format!("signals {what} in Processes ({way})"),
         );
+    }
+    if tagged > 0 {
+        return ask_to_signal_tagged(state, keymap);
     }
     let lines = state.process_lines();
     let row = match state.selected_process_index(&lines).map(|i| &lines[i]) {
@@ -228,21 +250,87 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         Some(_) => return key_notice(state, keymap, action, "this line is no process"),
         None => return key_notice(state, keymap, action, "no process to signal"),
     };
-    let pid = row.process.pid;
-    // kill(2) reads 0 and negative pids as process groups: never sent.
-    if pid == 0 || i32::try_from(pid).is_err() {
-        let text = format!("pid {pid} names no single process: nothing sent");
+    match signal_target(state, &row.process, row.gpu) {
+        Ok(target) => {
+            state.ui.signal_prompt = Some(SignalPrompt::one(target));
+            Effect::Redraw
+        }
+        Err(why) => key_notice(state, keymap, action, why),
+    }
+}
+
+/// `K` with processes tagged: the prompt names those a signal may be sent
+/// to; a notice says why the others are left out (simulated, vramtop's
+/// own…), or why none is signalled.
+fn ask_to_signal_tagged(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::SignalProcess;
+    let tags = state.ui.process_tags.clone();
+    let mut targets = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
+    for tag in &tags {
+        // The tag's process as the list shows it now (dropped with the
+        // sample that no longer lists it, so normally found).
+        let listed = state
+            .gpus
+            .iter()
+            .filter_map(GpuState::sample)
+            .filter(|s| s.mig.is_none())
+            .find_map(|s| {
+                s.listed_processes()
+                    .iter()
+                    .find(|p| tag.holds(p))
+                    .map(|p| (p.clone(), s.index))
+            });
+        match listed {
+            Some((process, gpu)) => match signal_target(state, &process, gpu) {
+                Ok(target) => targets.push(target),
+                Err(why) => refused.push(why),
+            },
+            None => refused.push(format!("pid {} is listed no more: nothing sent", tag.pid)),
+        }
+    }
+    let n = tags.len();
+    if targets.is_empty() {
+        let first = refused.first().cloned().unwrap_or_default();
+        let text = if n == 1 {
+            first
+        } else {
+            format!("none of the {n} tagged can be signalled: {first}")
+        };
         return key_notice(state, keymap, action, text);
     }
+    if let Some(first) = refused.first() {
+        // Said under the prompt: the prompt counts those it signals.
+        let left = refused.len();
+        let text = if left == 1 {
+            format!("1 tagged left out: {first}")
+        } else {
+            format!("{left} tagged left out, as {first}")
+        };
+        key_notice(state, keymap, action, text);
+    }
+    state.ui.signal_prompt = Some(SignalPrompt { targets, tagged: n });
+    Effect::Redraw
+}
+
+/// What a signal to `process` (listed on GPU `gpu`) would be sent to, or
+/// why none may be: pids that are no single process's, vramtop's own,
+/// simulated ones, and processes without a command to check again before
+/// sending.
+fn signal_target(state: &AppState, process: &GpuProcess, gpu: u32) -> Result<SignalTarget, String> {
+    let pid = process.pid;
+    // kill(2) reads 0 and negative pids as process groups: never sent.
+    if pid == 0 || i32::try_from(pid).is_err() {
+        return Err(format!("pid {pid} names no single process: nothing sent"));
+    }
     if pid == std::process::id() || state.stress.pid == Some(pid) {
-        let text = format!("pid {pid} is vramtop's own: nothing sent");
-        return key_notice(state, keymap, action, text);
+        return Err(format!("pid {pid} is vramtop's own: nothing sent"));
     }
     // Off the driver (a simulated GPU, a snapshot) a pid is made up, but
     // a probed process's is real: the socket's peer credentials gave it,
     // and its command is /proc's, as the shell checks it before sending.
     let command = if state.processes_are_live() {
-        row.process.command.clone()
+        process.command.clone()
     } else {
         let probed = state
             .probes
@@ -252,33 +340,29 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         match probed {
             Some(r) if r.host_command.is_some() => r.host_command.clone(),
             Some(_) => {
-                let text = format!(
+                return Err(format!(
                     "pid {pid} is the probe's own number (another PID namespace's, not found \
                      here): nothing sent"
-                );
-                return key_notice(state, keymap, action, text);
+                ));
             }
             None if state.status.backend == "sim" => {
-                let text = format!(
+                return Err(format!(
                     "pid {pid} is simulated (its pid is made up): never signalled; only a \
                      [probe] process is real here"
-                );
-                return key_notice(state, keymap, action, text);
+                ));
             }
             None => {
-                let text = "these processes are not live ones: none is signalled";
-                return key_notice(state, keymap, action, text);
+                return Err("these processes are not live ones: none is signalled".to_string());
             }
         }
     };
     // The prompt names what it signals, and the shell checks the pid
     // still runs it: without a command there is nothing to check.
     let Some(command) = command else {
-        let text = format!(
+        return Err(format!(
             "pid {pid} is not in /proc here (it ended, or another PID namespace's): \
              nothing sent"
-        );
-        return key_notice(state, keymap, action, text);
+        ));
     };
     // The signal ends the process on every GPU it uses: the prompt names
     // them all, and what it holds on them together.
@@ -298,15 +382,44 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         }
     }
     if gpus.is_empty() {
-        gpus.push(row.gpu);
+        gpus.push(gpu);
     }
     gpus.sort_unstable();
-    state.ui.signal_prompt = Some(SignalTarget {
+    Ok(SignalTarget {
         pid,
         gpus,
         command,
         used_memory,
-    });
+    })
+}
+
+/// Space in Processes: tags the selected process for `K`, or untags it
+/// (by pid and command, so a re-sort, a sample or its other GPU's line
+/// keep it tagged, and a pid reused by another command is not).
+fn toggle_tag(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::ToggleTag;
+    if state.ui.focus != Pane::Processes {
+        let way = way_to(keymap, state.ui.focus, Pane::Processes);
+        return key_notice(
+            state,
+            keymap,
+            action,
+            format!("tags a process in Processes: nothing tagged ({way})"),
+        );
+    }
+    let lines = state.process_lines();
+    let process = match state.selected_process_index(&lines).map(|i| &lines[i]) {
+        Some(ProcessLine::Process(row)) => &row.process,
+        Some(_) => return key_notice(state, keymap, action, "this line is no process"),
+        None => return key_notice(state, keymap, action, "no process to tag"),
+    };
+    let tags = &mut state.ui.process_tags;
+    match tags.iter().position(|t| t.holds(process)) {
+        Some(i) => {
+            tags.remove(i);
+        }
+        None => tags.push(ProcessTag::of(process)),
+    }
     Effect::Redraw
 }
 
@@ -734,6 +847,9 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                 ui.overlay = Overlay::None;
             } else if !ui.process_filter.text().is_empty() && ui.focus == Pane::Processes {
                 ui.process_filter.text_mut().clear();
+            } else if !ui.process_tags.is_empty() && ui.focus == Pane::Processes {
+                // The tags go together (Space untags one).
+                ui.process_tags.clear();
             } else if state.probes.oom_banner().is_some() {
                 // Nothing else to close: the OOM's line goes (it stayed
                 // after the process ended); `O` still opens the snapshot.
@@ -824,6 +940,7 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
             sort_processes(state, sort);
         }
         Action::SignalProcess => return ask_to_signal(state, keymap),
+        Action::ToggleTag => return toggle_tag(state, keymap),
         Action::NextAllocator => {
             let Some(gpu) = state.gpus.get(state.ui.selected_gpu) else {
                 return Effect::None;
@@ -1701,10 +1818,7 @@ mod tests {
         s.ui.focus = Pane::Processes;
         press(&mut s, KeyCode::Down);
         assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
-        let target =
-            s.ui.signal_prompt
-                .clone()
-                .expect("a probed pid is real: a prompt");
+        let target = only_target(&s).expect("a probed pid is real: a prompt");
         assert_eq!(
             (target.pid, target.command.as_str()),
             (20, "python -m vramtop_probe train.py"),
@@ -1725,13 +1839,22 @@ mod tests {
         assert!(said.contains("pid 20 is the probe's own number"), "{said}");
     }
 
+    /// The process the open signal prompt is about, when it is about one
+    /// selected process.
+    fn only_target(s: &AppState) -> Option<SignalTarget> {
+        match s.ui.signal_prompt.as_ref() {
+            Some(p) if !p.is_tagged() && p.targets.len() == 1 => p.targets.first().cloned(),
+            _ => None,
+        }
+    }
+
     #[test]
     fn k_asks_and_only_y_9_or_i_send_the_signal_as_an_effect() {
         let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3)]]);
         s.ui.focus = Pane::Processes;
         press(&mut s, KeyCode::Down);
         assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
-        let target = s.ui.signal_prompt.clone().expect("a prompt");
+        let target = only_target(&s).expect("a prompt");
         assert_eq!(
             (target.pid, target.gpus.as_slice(), target.command.as_str()),
             (20, [0].as_slice(), "cmd-20")
@@ -1742,7 +1865,7 @@ mod tests {
             press(&mut s, KeyCode::Char('y')),
             Effect::Signal {
                 signal: Signal::Term,
-                target: target.clone()
+                targets: vec![target.clone()]
             }
         );
         assert_eq!(s.ui.signal_prompt, None, "answered, the prompt closes");
@@ -1751,7 +1874,7 @@ mod tests {
             press(&mut s, KeyCode::Char('9')),
             Effect::Signal {
                 signal: Signal::Kill,
-                target: target.clone()
+                targets: vec![target.clone()]
             }
         );
         // i interrupts it (a PyTorch job can catch it and save).
@@ -1760,7 +1883,7 @@ mod tests {
             press(&mut s, KeyCode::Char('i')),
             Effect::Signal {
                 signal: Signal::Int,
-                target
+                targets: vec![target]
             }
         );
     }
@@ -1770,7 +1893,7 @@ mod tests {
         let mut s = state_with_memory("nvml", &[&[(10, 5)], &[(11, 1)], &[(10, 2)], &[(10, 1)]]);
         s.ui.focus = Pane::Processes;
         shift(&mut s, 'K');
-        let target = s.ui.signal_prompt.clone().expect("a prompt");
+        let target = only_target(&s).expect("a prompt");
         assert_eq!(target.pid, 10);
         assert_eq!(target.gpus, [0, 2, 3]);
         assert_eq!(target.used_memory, Some(8 << 30));
@@ -1890,8 +2013,214 @@ mod tests {
             ),
             (SignalOutcome::Gone, "SIGTERM to 10: already gone"),
         ] {
-            on_signal_result(&mut s, Signal::Term, &target, &outcome);
+            on_signal_result(&mut s, Signal::Term, &[(target.clone(), outcome)]);
             assert_eq!(s.ui.notice.as_deref(), Some(said));
         }
+    }
+
+    fn tagged_pids(s: &AppState) -> Vec<u32> {
+        s.ui.process_tags.iter().map(|t| t.pid).collect()
+    }
+
+    #[test]
+    fn space_tags_and_untags_the_selected_process_only_in_processes() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3), (30, 1)]]);
+        s.ui.focus = Pane::Gpus;
+        assert_eq!(press(&mut s, KeyCode::Char(' ')), Effect::Redraw);
+        assert!(s.ui.process_tags.is_empty(), "not outside Processes");
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(
+            said.starts_with("Space: tags a process in Processes"),
+            "{said}"
+        );
+        assert!(said.contains("Shift-Tab moves there"), "{said}");
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [10, 20]);
+        assert_eq!(
+            s.ui.process_tags[0].command.as_deref(),
+            Some("cmd-10"),
+            "tagged with the command the shell checks"
+        );
+        // Space again on a tagged line untags it alone.
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [10]);
+        // Esc in Processes untags all; then, with none, does nothing.
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(press(&mut s, KeyCode::Esc), Effect::Redraw);
+        assert!(s.ui.process_tags.is_empty());
+        assert_eq!(press(&mut s, KeyCode::Esc), Effect::None);
+    }
+
+    #[test]
+    fn esc_clears_the_filter_before_the_tags_and_leaves_tags_elsewhere() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        s.ui.process_filter = crate::app::state::ProcessFilter::Set("cmd".to_string());
+        press(&mut s, KeyCode::Esc);
+        assert_eq!(s.ui.process_filter.text(), "");
+        assert_eq!(tagged_pids(&s), [10], "the filter went first");
+        s.ui.focus = Pane::Gpus;
+        press(&mut s, KeyCode::Esc);
+        assert_eq!(tagged_pids(&s), [10], "Esc untags in Processes only");
+    }
+
+    #[test]
+    fn a_tag_stays_on_its_process_across_a_re_sort_and_a_sample() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3), (30, 1)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [20]);
+        shift(&mut s, 'S');
+        assert_eq!(listed_pids(&s), [30, 20, 10]);
+        s.apply_sample(
+            1000,
+            readings_of(&[&[(10, 5), (20, 9), (30, 1)]]),
+            BTreeMap::new(),
+        );
+        assert_eq!(tagged_pids(&s), [20], "still pid 20, wherever it sorts");
+        assert!(s.ui.is_tagged(&crate::device::GpuProcess {
+            command: Some("cmd-20".to_string()),
+            ..crate::device::GpuProcess::new(20, None)
+        }));
+    }
+
+    #[test]
+    fn a_tag_is_dropped_when_its_process_ends_or_its_pid_runs_another_command() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [10, 20]);
+        // Pid 10 ends; pid 20 is reused by another command.
+        let mut readings = readings_of(&[&[(20, 3)]]);
+        if let GpuReading::Ok(g) = &mut readings[0]
+            && let Some(p) = g.processes.as_mut().and_then(|p| p.first_mut())
+        {
+            p.command = Some("another".to_string());
+        }
+        s.apply_sample(1000, readings, BTreeMap::new());
+        assert!(s.ui.process_tags.is_empty());
+        // The new pid 20 is not tagged: K asks about the selected line.
+        shift(&mut s, 'K');
+        let target = only_target(&s).expect("a prompt about the selected line");
+        assert_eq!((target.pid, target.command.as_str()), (20, "another"));
+    }
+
+    #[test]
+    fn k_with_tags_asks_about_all_of_them_and_sends_one_effect_naming_each() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (20, 3), (30, 1)], &[(30, 2)]]);
+        s.ui.focus = Pane::Processes;
+        // Tag 30 (first on GPU 0's last line) and 10; 20 stays untagged.
+        press(&mut s, KeyCode::Char(' '));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [10, 30]);
+        press(&mut s, KeyCode::Up);
+        assert_eq!(selected_pid(&s), Some(20), "the selection is not tagged");
+        assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+        let prompt = s.ui.signal_prompt.clone().expect("a prompt");
+        assert_eq!(prompt.tagged, 2);
+        let pids: Vec<u32> = prompt.targets.iter().map(|t| t.pid).collect();
+        assert_eq!(pids, [10, 30], "the tagged, not the selected");
+        assert_eq!(prompt.targets[1].gpus, [0, 1]);
+        assert_eq!(prompt.used_memory(), Some(8 << 30));
+        assert_eq!(prompt.gpus_named(), "GPUs 0, 1");
+        assert_eq!(
+            press(&mut s, KeyCode::Char('9')),
+            Effect::Signal {
+                signal: Signal::Kill,
+                targets: prompt.targets.clone(),
+            }
+        );
+        // Cancelled, it says so of all of them.
+        shift(&mut s, 'K');
+        press(&mut s, KeyCode::Char('n'));
+        assert_eq!(
+            s.ui.notice.as_deref(),
+            Some("cancelled: nothing sent to the 2 tagged processes")
+        );
+        // Outside Processes the notice counts them.
+        s.ui.focus = Pane::Gpus;
+        shift(&mut s, 'K');
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("signals the 2 processes tagged"), "{said}");
+    }
+
+    #[test]
+    fn k_with_tags_leaves_out_those_it_may_not_signal_and_says_why() {
+        let own = std::process::id();
+        let mut s = state_with_memory("nvml", &[&[(10, 5), (own, 3)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        shift(&mut s, 'K');
+        let prompt = s.ui.signal_prompt.clone().expect("a prompt for pid 10");
+        assert_eq!((prompt.targets.len(), prompt.tagged), (1, 2));
+        assert_eq!(prompt.targets[0].pid, 10);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("1 tagged left out"), "{said}");
+        assert!(said.contains("is vramtop's own"), "{said}");
+    }
+
+    #[test]
+    fn k_with_only_simulated_processes_tagged_opens_no_prompt() {
+        let mut s = state_with_memory("sim", &[&[(10, 5), (20, 3)]]);
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char(' '));
+        assert_eq!(tagged_pids(&s), [10, 20], "tagging is only a mark");
+        assert_eq!(shift(&mut s, 'K'), Effect::Redraw);
+        assert_eq!(s.ui.signal_prompt, None);
+        let said = s.ui.notice.clone().unwrap_or_default();
+        assert!(
+            said.contains("none of the 2 tagged can be signalled"),
+            "{said}"
+        );
+        assert!(said.contains("is simulated"), "{said}");
+        assert_eq!(press(&mut s, KeyCode::Char('y')), Effect::Redraw);
+    }
+
+    #[test]
+    fn the_outcome_of_a_signal_to_several_says_how_many_got_it_and_why_not() {
+        let mut s = state_with_memory("nvml", &[&[(10, 5)]]);
+        let t = |pid| SignalTarget {
+            pid,
+            gpus: vec![0],
+            command: format!("cmd-{pid}"),
+            used_memory: None,
+        };
+        on_signal_result(
+            &mut s,
+            Signal::Term,
+            &[(t(1), SignalOutcome::Sent), (t(2), SignalOutcome::Sent)],
+        );
+        assert_eq!(s.ui.notice.as_deref(), Some("SIGTERM sent to 2 of 2"));
+        on_signal_result(
+            &mut s,
+            Signal::Kill,
+            &[
+                (t(1), SignalOutcome::Sent),
+                (t(2), SignalOutcome::NotPermitted),
+                (t(3), SignalOutcome::Changed("other".to_string())),
+                (t(4), SignalOutcome::Gone),
+                (t(5), SignalOutcome::Failed("odd".to_string())),
+            ],
+        );
+        assert_eq!(
+            s.ui.notice.as_deref(),
+            Some(
+                "SIGKILL sent to 1 of 5 (2: not yours; 3: pid reused, not sent; \
+                 4: already gone; 1 more not sent)"
+            )
+        );
     }
 }

@@ -200,10 +200,23 @@ impl<B: Backend> Dashboard<B> {
                 self.viewing = true;
                 Next::OpenSnapshot { path, at_oom }
             }
-            Effect::Signal { signal, target } => {
-                let outcome = send_signal(signal, &target);
-                tracing::info!(pid = target.pid, signal = signal.name(), ?outcome, "signal");
-                on_signal_result(&mut self.state, signal, &target, &outcome);
+            Effect::Signal { signal, targets } => {
+                // Each checked and sent on its own: one that ended or is
+                // another user's does not keep the others from theirs.
+                let outcomes: Vec<(SignalTarget, SignalOutcome)> = targets
+                    .into_iter()
+                    .map(|target| {
+                        let outcome = send_signal(signal, &target);
+                        tracing::info!(
+                            pid = target.pid,
+                            signal = signal.name(),
+                            ?outcome,
+                            "signal"
+                        );
+                        (target, outcome)
+                    })
+                    .collect();
+                on_signal_result(&mut self.state, signal, &outcomes);
                 Next::Continue
             }
         }

@@ -202,8 +202,8 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     StatusLine::new(state, keymap, theme)
         .on_screen(area.height)
         .render(screen.status, buf);
-    if let Some(target) = &state.ui.signal_prompt {
-        processes::render_signal_prompt(area, buf, target, theme);
+    if let Some(prompt) = &state.ui.signal_prompt {
+        processes::render_signal_prompt(area, buf, prompt, theme);
     }
     if state.ui.overlay == Overlay::Help {
         HelpOverlay::new(keymap, theme)

@@ -6,6 +6,8 @@
 //! direction (`by memory ▼`; in the tree `families by memory ▼`), the
 //! header puts the arrow beside the sorted column's name; while the pane
 //! has the focus the selected line is highlighted (the one `K` signals).
+//! A process tagged for `K` (Space) has a mark before its pid (`●`; `*`
+//! in ASCII), and the title counts them ("2 tagged").
 //! The signal prompt is drawn over the screen by [`render_signal_prompt`].
 
 use ratatui::buffer::Buffer;
@@ -17,7 +19,7 @@ use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::keymap::{TypingKey, TypingMode};
-use crate::app::process_list::{Signal, SignalTarget, SortColumn};
+use crate::app::process_list::{Signal, SignalPrompt, SortColumn};
 use crate::app::state::{AppState, GpuState, Pane, ProcessFilter, ProcessLine};
 use crate::device::ProcessUsage;
 
@@ -91,6 +93,12 @@ impl Widget for ProcessesPane<'_> {
             }
             ProcessFilter::Set(_) => {}
         }
+        // Tagged processes may be filtered out of sight: the count says
+        // how many `K` would signal.
+        let tagged = ui.process_tags.len();
+        if tagged > 0 {
+            detail.push(Span::styled(format!(" · {tagged} tagged"), theme.key));
+        }
         let rows = self.state.process_lines();
         let block = |detail| {
             chrome::pane_block_within(
@@ -151,7 +159,10 @@ impl Widget for ProcessesPane<'_> {
         }
 
         let width = usize::from(inner.width);
-        let pid_w = 7;
+        // With tags the pid column takes a cell more, for the mark before
+        // a 7-digit pid (pid_max goes to 4194304).
+        let tag_w = usize::from(tagged > 0);
+        let pid_w = 7 + tag_w;
         let gpu_w = 3;
         let mem_w = 9;
         let alloc_w = Optional::Alloc.width();
@@ -168,7 +179,7 @@ impl Widget for ProcessesPane<'_> {
             ProcessLine::Process(r) => r.process.usage != ProcessUsage::default(),
             _ => false,
         });
-        let shown = optional_columns(width, sort.column, measured);
+        let shown = optional_columns(width.saturating_sub(tag_w), sort.column, measured);
         let show_alloc = shown.contains(&Optional::Alloc);
         let show_user = shown.contains(&Optional::User);
         let show_sm = shown.contains(&Optional::Sm);
@@ -232,7 +243,17 @@ impl Widget for ProcessesPane<'_> {
             match row {
                 ProcessLine::Process(r) => {
                     let p = &r.process;
-                    spans.push(Span::raw(right(&p.pid.to_string(), pid_w)));
+                    if ui.is_tagged(p) {
+                        // The mark right before the pid, as the GPU
+                        // column's pointer before its number.
+                        let pid = p.pid.to_string();
+                        let lead = pid_w.saturating_sub(pid.chars().count() + 1);
+                        spans.push(Span::raw(" ".repeat(lead)));
+                        spans.push(Span::styled(g.tag, theme.key));
+                        spans.push(Span::styled(pid, theme.key));
+                    } else {
+                        spans.push(Span::raw(right(&p.pid.to_string(), pid_w)));
+                    }
                     if show_user {
                         let user = p.user.as_deref().unwrap_or(NA);
                         spans.push(Span::raw(format!(" {}", left(user, user_w))));
@@ -474,14 +495,19 @@ fn gpu_cell(gpu: u32, selected: bool, width: usize, theme: &Theme) -> Vec<Span<'
 }
 
 /// The prompt that confirms a signal (`K`), centred over `area`: what it
-/// sends and to whom (pid, command, GPU memory), and the keys that send
-/// it or another signal (SIGKILL, SIGINT), or cancel, named from the
+/// sends and to whom (pid, command, GPU memory; for several tagged
+/// processes their count, pids and memory together), and the keys that
+/// send it or another signal (SIGKILL, SIGINT), or cancel, named from the
 /// prompt's table.
-pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget, theme: &Theme) {
+pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, prompt: &SignalPrompt, theme: &Theme) {
     let area = area.intersection(buf.area);
     if area.width < 20 || area.height < 4 {
         return;
     }
+    let Some(first) = prompt.targets.first() else {
+        return;
+    };
+    let several = prompt.targets.len() > 1;
     let key = |k| TypingMode::SignalPrompt.key_name(k).unwrap_or("?");
     let (term, kill, int, cancel) = (
         key(TypingKey::SendTerm),
@@ -489,11 +515,19 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget,
         key(TypingKey::SendInt),
         key(TypingKey::Cancel),
     );
-    let memory = target
-        .used_memory
+    let memory = prompt
+        .used_memory()
         .map(|b| format!(" ({})", format::bytes(b)))
         .unwrap_or_default();
-    let head = format!("Send {} to {} ", Signal::Term.name(), target.pid);
+    let head = if several {
+        format!(
+            "Send {} to {} processes: ",
+            Signal::Term.name(),
+            prompt.targets.len()
+        )
+    } else {
+        format!("Send {} to {} ", Signal::Term.name(), first.pid)
+    };
     let tail = format!("{memory}? {term}/{cancel}");
     let keys = Line::from(vec![
         Span::styled(term, theme.key),
@@ -505,26 +539,42 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, target: &SignalTarget,
         Span::styled(cancel, theme.key),
         Span::styled(" cancel (any other key too)", theme.text),
     ]);
-    let wanted = head.chars().count() + target.command.chars().count() + tail.chars().count();
+    // What gives way to the width: the command, or the list of pids.
+    let whom_all = if several {
+        prompt.pids_within(usize::MAX)
+    } else {
+        first.command.clone()
+    };
+    let wanted = head.chars().count() + whom_all.chars().count() + tail.chars().count();
     let width = (wanted.max(keys.width()) + 4).min(usize::from(area.width));
     let inner_w = width.saturating_sub(4);
-    // The command gives way: pid, memory and keys always show.
+    // Pids (or the pid), memory and keys always show.
     let room = inner_w.saturating_sub(head.chars().count() + tail.chars().count());
+    let whom = if several {
+        prompt.pids_within(room)
+    } else {
+        format::truncate(&first.command, room.max(1))
+    };
     let question = Line::from(vec![
         Span::styled(head, theme.text),
-        Span::styled(format::truncate(&target.command, room.max(1)), theme.key),
+        Span::styled(whom, theme.key),
         Span::styled(tail, theme.text),
     ]);
+    let title = if prompt.is_tagged() {
+        let signalled = prompt.targets.len();
+        let of = if signalled < prompt.tagged {
+            format!("{signalled} of {} tagged", prompt.tagged)
+        } else if signalled == 1 {
+            "the tagged process".to_string()
+        } else {
+            format!("{signalled} tagged processes")
+        };
+        format!(" Signal {of} on {} ", prompt.gpus_named())
+    } else {
+        format!(" Signal a process on {} ", prompt.gpus_named())
+    };
     let width = u16::try_from(width).unwrap_or(area.width);
-    let (_, inner) = chrome::popup(
-        buf,
-        area,
-        (width, 4),
-        &format!(" Signal a process on {} ", target.gpus_named()),
-        "",
-        2,
-        theme,
-    );
+    let (_, inner) = chrome::popup(buf, area, (width, 4), &title, "", 2, theme);
     let inner = Rect {
         x: inner.x.saturating_add(1),
         width: inner.width.saturating_sub(2),

@@ -84,6 +84,8 @@ pub struct Glyphs {
     pub cursor: &'static str,
     /// Marks the selected GPU row.
     pub pointer: &'static str,
+    /// Marks a process tagged for `K` (Space), before its pid.
+    pub tag: &'static str,
     /// Tree branch in front of a child process or a MIG instance.
     pub branch: &'static str,
     /// Separator between status items.
@@ -122,6 +124,7 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     histogram: "█",
     cursor: "▏",
     pointer: "▶",
+    tag: "●",
     branch: "└ ",
     separator: " │ ",
     line: "─",
@@ -149,6 +152,7 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     histogram: "#",
     cursor: "_",
     pointer: ">",
+    tag: "*",
     branch: "`-",
     separator: " | ",
     line: "-",
@@ -431,6 +435,7 @@ mod tests {
             g.histogram,
             g.cursor,
             g.pointer,
+            g.tag,
             g.branch,
             g.separator,
             g.line,
