@@ -830,6 +830,10 @@ pub struct UiState {
     /// selection goes when its process has ended (the line now there).
     pub selected_process_row: usize,
     /// A signal waiting for its confirmation: keys go to the prompt.
+    /// The digit of the last key when that key selected a GPU: the next
+    /// digit makes a two-digit GPU number (`1` then `2`: GPU 12) where a
+    /// machine lists GPU 10 or more. Any other key forgets it.
+    pub gpu_digit: Option<u8>,
     pub signal_prompt: Option<SignalPrompt>,
     /// The processes tagged (Space) for `K` to signal together, in the
     /// order they were tagged; a tag whose process is listed no more is
@@ -926,6 +930,7 @@ impl Default for UiState {
             selected_process: None,
             selected_process_row: 0,
             signal_prompt: None,
+            gpu_digit: None,
             process_tags: Vec::new(),
             process_scroll: 0,
             process_lines_shown: Cell::new(0),

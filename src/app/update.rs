@@ -61,7 +61,21 @@ pub fn handle_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effec
     }
     // A notice answers one key: the next key replaces it.
     let had_notice = state.ui.notice.take().is_some();
-    let effect = dispatch_key(state, keymap, key);
+    let previous_digit = state.ui.gpu_digit.take();
+    let mut effect = dispatch_key(state, keymap, key);
+    if let (Some(tens), Some(ones)) = (previous_digit, state.ui.gpu_digit) {
+        // Two digits one after the other: GPU 10 and up, where listed
+        // (the second digit selected GPU `ones` meanwhile).
+        let number = u32::from(tens) * 10 + u32::from(ones);
+        if tens > 0
+            && let Some(i) = state.gpus.iter().position(|g| g.index() == number)
+        {
+            pick_gpu(state, i);
+            state.ui.notice = None;
+            state.ui.gpu_digit = None;
+            effect = Effect::Redraw;
+        }
+    }
     if state.ui.notice.is_some() {
         state.ui.notice_ms = state.now_ms;
     }
@@ -1019,9 +1033,25 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                 } else {
                     format!("GPUs here: {}", numbers.join(", "))
                 };
+                // Still the first digit of a number (`1` of GPU 12 where
+                // GPU 1 is gone).
+                state.ui.gpu_digit = Some(n);
                 return notice(state, format!("no GPU {n}: {have}"));
             };
             pick_gpu(state, i);
+            state.ui.gpu_digit = Some(n);
+            // Where GPUs 10 and up are listed, the help's `0…9` row does
+            // not say how to reach them: the status line does, when the
+            // digit can start one.
+            let first = u32::from(n) * 10;
+            let last = state.gpus.iter().map(GpuState::index).max().unwrap_or(0);
+            if n > 0 && last >= first {
+                let to = last.min(first + 9);
+                return notice(
+                    state,
+                    format!("GPU {n} · {n} then 0…{}: GPU {first}…{to}", to - first),
+                );
+            }
         }
     }
     Effect::Redraw
@@ -1103,6 +1133,42 @@ mod tests {
             &Keymap::default(),
             KeyEvent::new(code, KeyModifiers::NONE),
         )
+    }
+
+    #[test]
+    fn two_digits_one_after_the_other_select_gpu_ten_and_up_where_listed() {
+        let mut s = state_with_gpus(16);
+        press(&mut s, KeyCode::Char('1'));
+        assert_eq!(s.selected().map(GpuState::index), Some(1));
+        // The status line says how to go on (the help's row says 0…9).
+        assert_eq!(
+            s.ui.notice.as_deref(),
+            Some("GPU 1 · 1 then 0…5: GPU 10…15")
+        );
+        press(&mut s, KeyCode::Char('2'));
+        assert_eq!(s.selected().map(GpuState::index), Some(12), "1 then 2");
+        assert_eq!(s.ui.notice, None);
+        // A third digit starts a new number.
+        press(&mut s, KeyCode::Char('3'));
+        assert_eq!(s.selected().map(GpuState::index), Some(3));
+        // Any other key between two digits keeps them apart.
+        press(&mut s, KeyCode::Char('1'));
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Char('5'));
+        assert_eq!(s.selected().map(GpuState::index), Some(5));
+        // A number not listed leaves the second digit's own GPU.
+        press(&mut s, KeyCode::Char('2'));
+        press(&mut s, KeyCode::Char('7'));
+        assert_eq!(s.selected().map(GpuState::index), Some(7), "no GPU 27");
+        // 0 leads no number: 0 then 5 is GPU 5.
+        press(&mut s, KeyCode::Char('0'));
+        press(&mut s, KeyCode::Char('5'));
+        assert_eq!(s.selected().map(GpuState::index), Some(5));
+        // With ten GPUs or fewer each digit is its GPU, as before.
+        let mut few = state_with_gpus(4);
+        press(&mut few, KeyCode::Char('1'));
+        press(&mut few, KeyCode::Char('2'));
+        assert_eq!(few.selected().map(GpuState::index), Some(2));
     }
 
     #[test]
