@@ -710,6 +710,7 @@ fn colored_theme_uses_only_the_16_basic_ansi_colours() {
     state.gpus[0].history.mark(Marker {
         t_ms: state.now_ms - 5_000,
         kind: MarkerKind::Oom,
+        count: 1,
     });
     let basic = |c: Color| !matches!(c, Color::Rgb(..) | Color::Indexed(_));
     for overlay in [Overlay::None, Overlay::Help] {
@@ -900,10 +901,12 @@ fn timeline_marks_empty_cache_and_oom_events() {
     history.mark(Marker {
         t_ms: now - 20_000,
         kind: MarkerKind::EmptyCache,
+        count: 1,
     });
     history.mark(Marker {
         t_ms: now - 8_000,
         kind: MarkerKind::Oom,
+        count: 1,
     });
     let theme = Theme::colored();
     let terminal = draw_widget(TimelinePane::new(&state, &theme), 70, 14);
@@ -914,6 +917,16 @@ fn timeline_marks_empty_cache_and_oom_events() {
     let marks = buf.content().iter().filter(|c| c.symbol() == "┃").count();
     assert!(marks >= 5, "the OOM is a vertical line: {marks} cells");
     insta::assert_snapshot!("timeline_markers", terminal.backend());
+    // One mark for 40 OOMs between two samples: the legend counts OOMs,
+    // not marks.
+    state.gpus[0].history.mark(Marker {
+        t_ms: now - 4_000,
+        kind: MarkerKind::Oom,
+        count: 40,
+    });
+    let terminal = draw_widget(TimelinePane::new(&state, &theme), 70, 14);
+    let drawn = text(terminal.backend().buffer());
+    assert!(drawn.contains("OOM ×41"), "{drawn}");
 }
 
 #[test]
@@ -985,10 +998,12 @@ fn in_a_two_or_three_row_chart_the_dashboards_marks_are_drawn_over_the_lines_ful
     history.mark(Marker {
         t_ms: now - 8_000,
         kind: MarkerKind::Oom,
+        count: 1,
     });
     history.mark(Marker {
         t_ms: now - 4_000,
         kind: MarkerKind::EmptyCache,
+        count: 1,
     });
     for ascii in [false, true] {
         let theme = Theme::colored().with_ascii(ascii);

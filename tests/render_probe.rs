@@ -1124,6 +1124,7 @@ fn attached_with_marks() -> AppState {
         history.mark(Marker {
             t_ms: 2_000 + k * 2_000,
             kind,
+            count: 1,
         });
     }
     state

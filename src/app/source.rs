@@ -647,6 +647,7 @@ impl AppState {
                         h.mark(Marker {
                             t_ms: now_ms,
                             kind: MarkerKind::Oom,
+                            count: 1,
                         });
                     }
                 }

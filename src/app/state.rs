@@ -68,6 +68,10 @@ pub enum MarkerKind {
 pub struct Marker {
     pub t_ms: u64,
     pub kind: MarkerKind,
+    /// How many at that moment: the OOMs an allocator's `num_ooms` grew by
+    /// between two samples (a training loop that fails every step makes
+    /// hundreds a second); 1 for a release or an OOM a probe's note reports.
+    pub count: u64,
 }
 
 /// A GPU's timeline: bounded, oldest first.
@@ -1293,6 +1297,10 @@ impl AppState {
                     history.mark(Marker {
                         t_ms: now_ms,
                         kind: MarkerKind::Oom,
+                        count: u64::try_from(
+                            now.stats.num_ooms.saturating_sub(prev.stats.num_ooms),
+                        )
+                        .unwrap_or(1),
                     });
                 }
                 if known("num_device_free")
@@ -1301,6 +1309,7 @@ impl AppState {
                     history.mark(Marker {
                         t_ms: now_ms,
                         kind: MarkerKind::EmptyCache,
+                        count: 1,
                     });
                 }
             }
@@ -1635,11 +1644,25 @@ mod tests {
             vec![GpuReading::Ok(sample(0, GIB))],
             BTreeMap::from([(0, view(1, 2))]),
         );
+        // A loop failing every step: 40 more OOMs by the next sample are
+        // one mark that counts them all.
+        st.apply_sample(
+            2000,
+            vec![GpuReading::Ok(sample(0, GIB))],
+            BTreeMap::from([(0, view(41, 2))]),
+        );
         let h = &st.gpus[0].history;
-        assert_eq!(h.points.len(), 2);
-        let kinds: Vec<MarkerKind> = h.markers.iter().map(|m| m.kind).collect();
-        assert_eq!(kinds, vec![MarkerKind::Oom, MarkerKind::EmptyCache]);
-        assert_eq!(st.status.samples, 2);
+        assert_eq!(h.points.len(), 3);
+        let marks: Vec<(MarkerKind, u64)> = h.markers.iter().map(|m| (m.kind, m.count)).collect();
+        assert_eq!(
+            marks,
+            vec![
+                (MarkerKind::Oom, 1),
+                (MarkerKind::EmptyCache, 1),
+                (MarkerKind::Oom, 40)
+            ]
+        );
+        assert_eq!(st.status.samples, 3);
     }
 
     #[test]

@@ -485,16 +485,29 @@ impl Widget for TimelinePane<'_> {
         let allocated = series(&points, device, end, exp, gap_ms, |p| p.allocated);
 
         // A mark is of the device of the point it was made with.
-        let markers: Vec<(f64, MarkerKind)> = gpu
+        let shown_marks: Vec<&crate::app::state::Marker> = gpu
             .history
             .markers
             .iter()
             .filter(|m| m.t_ms >= from && m.t_ms <= end)
             .filter(|m| gpu.history.device_at(m.t_ms).is_none_or(|d| d == device))
+            .collect();
+        let markers: Vec<(f64, MarkerKind)> = shown_marks
+            .iter()
             .map(|m| ((m.t_ms as f64 - end as f64) / 1000.0, m.kind))
             .collect();
-        let count = |k: MarkerKind| markers.iter().filter(|m| m.1 == k).count();
-        let (releases, ooms) = (count(MarkerKind::EmptyCache), count(MarkerKind::Oom));
+        // The legend counts releases by their marks and OOMs one by one:
+        // a mark stands for every OOM between two samples ("OOM ×16" over
+        // a loop that failed 1,600 times read as 16).
+        let releases = shown_marks
+            .iter()
+            .filter(|m| m.kind == MarkerKind::EmptyCache)
+            .count();
+        let ooms = shown_marks
+            .iter()
+            .filter(|m| m.kind == MarkerKind::Oom)
+            .fold(0u64, |n, m| n.saturating_add(m.count.max(1)));
+        let ooms = usize::try_from(ooms).unwrap_or(usize::MAX);
 
         // The legend, with latest values when they fit on one line, as
         // everywhere ("1.04 GiB"), else without them; in shorter words
