@@ -2269,3 +2269,145 @@ fn ascii_mode_names_the_arrow_keys_of_the_dashboards_hints_in_words() {
     }
     assert!(!help.contains(" v j "), "{help}");
 }
+
+// The process detail (Enter in Processes).
+
+/// `state` with Processes focused, the line `down` lines from the top
+/// selected and Enter pressed on it.
+fn detail_open(mut state: AppState, down: usize) -> AppState {
+    state.ui.focus = Pane::Processes;
+    key(&mut state, KeyCode::Home, KeyModifiers::NONE);
+    for _ in 0..down {
+        key(&mut state, KeyCode::Down, KeyModifiers::NONE);
+    }
+    key(&mut state, KeyCode::Enter, KeyModifiers::NONE);
+    assert!(state.ui.process_detail.is_some(), "Enter opens the detail");
+    state
+}
+
+#[test]
+fn the_detail_of_a_simulated_process_says_its_pid_is_made_up_at_80x24_and_120x40() {
+    let (_cluster, mut state) = training(1);
+    // As the live dashboard has it: the trainer's allocator `c` writes.
+    state.simulated_allocators = BTreeMap::from([(0, vec![4242])]);
+    let state = detail_open(state, 0);
+    let theme = Theme::colored();
+    for (w, h, name) in [
+        (80, 24, "process_detail_simulated_80x24"),
+        (120, 40, "process_detail_simulated_120x40"),
+    ] {
+        let terminal = draw(&state, &theme, w, h);
+        let screen = text(terminal.backend().buffer());
+        assert!(screen.contains("Process 4242"), "{screen}");
+        assert!(
+            screen.contains("pid        4242 (simulated: its pid is made up)"),
+            "{screen}"
+        );
+        // The whole command, which the pane cuts.
+        assert!(
+            screen.contains("python train.py --model gpt-1.3b --batch 8 (simulated)"),
+            "{screen}"
+        );
+        // Not measured on a simulated GPU: "-", as the pane's columns.
+        assert!(screen.contains("%SM -"), "{screen}");
+        assert!(screen.contains("%CPU -, memory -"), "{screen}");
+        assert!(screen.contains("allocator  allocated"), "{screen}");
+        // Its allocator is the one shown: `c` captures it, from the table.
+        assert!(screen.contains("keys       c snapshot"), "{screen}");
+        let status = screen.lines().last().unwrap_or_default();
+        assert!(status.contains("Esc close"), "{status}");
+        assert!(!status.contains("Tab pane"), "{status}");
+        insta::assert_snapshot!(name, terminal.backend());
+    }
+    // ASCII and no colour draw it too.
+    let ascii = Theme::monochrome().with_ascii(true);
+    let terminal = draw(&state, &ascii, 80, 24);
+    let buf = terminal.backend().buffer();
+    assert!(common::screen::non_ascii(buf).is_empty());
+    assert_no_colours(buf, "the process detail");
+    assert!(text(buf).contains("Esc/Enter closes"));
+}
+
+/// [`live_processes_selected`] with the child's command longer than any
+/// row and its usage measured.
+fn child_with_its_own_context() -> AppState {
+    let mut s = sample(0, 20 * GIB);
+    let mut child = process(
+        101,
+        Some(100),
+        4 * GIB,
+        "python train.py --data /datasets/imagenet/train --workers 8 --prefetch 4 \
+         --pin-memory --seed 1234 (DataLoader worker 0)",
+    );
+    child.usage = ProcessUsage {
+        sm_percent: Some(3),
+        cpu_percent: Some(97.5),
+        host_memory: Some(3 * GIB / 2),
+    };
+    s.processes = Some(vec![
+        process(100, Some(1), 14 * GIB, "python train.py --epochs 3"),
+        child,
+    ]);
+    let mut state = AppState::new(status());
+    state.status.backend = "nvml".to_string();
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::new());
+    state
+}
+
+#[test]
+fn the_detail_of_a_child_with_its_own_context_names_its_gpu_parent_at_80x24_and_120x40() {
+    let state = detail_open(child_with_its_own_context(), 1);
+    let theme = Theme::colored();
+    for (w, h, name) in [
+        (80, 24, "process_detail_child_80x24"),
+        (120, 40, "process_detail_child_120x40"),
+    ] {
+        let terminal = draw(&state, &theme, w, h);
+        let screen = text(terminal.backend().buffer());
+        assert!(
+            screen.contains("parent     100 python train.py --epochs 3"),
+            "{screen}"
+        );
+        assert!(screen.contains("own CUDA context!"), "{screen}");
+        // Wrapped, the whole command is there: its end too.
+        assert!(screen.contains("(DataLoader worker 0)"), "{screen}");
+        assert!(screen.contains("memory 4.00 GiB, %SM 3%"), "{screen}");
+        assert!(screen.contains("%CPU 97.5%, memory 1.50 GiB"), "{screen}");
+        // A live process: K signals it.
+        assert!(screen.contains("K signal it"), "{screen}");
+        insta::assert_snapshot!(name, terminal.backend());
+    }
+}
+
+#[test]
+fn the_detail_of_a_process_that_ended_says_so_and_keeps_its_command() {
+    let mut state = detail_open(child_with_its_own_context(), 1);
+    let mut s = sample(0, 20 * GIB);
+    s.processes = Some(vec![process(
+        100,
+        Some(1),
+        14 * GIB,
+        "python train.py --epochs 3",
+    )]);
+    state.apply_sample(2000, vec![GpuReading::Ok(s.clone())], BTreeMap::new());
+    state.apply_sample(9000, vec![GpuReading::Ok(s)], BTreeMap::new());
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    assert!(
+        screen.contains("ended 7s ago: no GPU lists pid 101 any more"),
+        "{screen}"
+    );
+    assert!(screen.contains("(DataLoader worker 0)"), "{screen}");
+    assert!(!screen.contains("K signal it"), "{screen}");
+}
+
+#[test]
+fn the_process_detail_draws_at_every_small_size_without_panicking() {
+    let state = detail_open(child_with_its_own_context(), 1);
+    for theme in [Theme::colored(), Theme::monochrome().with_ascii(true)] {
+        for w in 0..=45u16 {
+            for h in 0..=14u16 {
+                let _ = draw(&state, &theme, w, h);
+            }
+        }
+    }
+}

@@ -1351,3 +1351,43 @@ fn processes_row(state: &AppState, pid: &str) -> (String, String) {
         .to_string();
     (screen, row)
 }
+
+#[test]
+fn the_detail_of_a_probed_process_shows_its_probe_and_allocator_at_80x24_and_120x40() {
+    let mut state = attached();
+    state.ui.focus = vramtop::app::state::Pane::Processes;
+    let keymap = Keymap::default();
+    let press = |state: &mut AppState, code| {
+        handle_key(state, &keymap, KeyEvent::new(code, KeyModifiers::NONE))
+    };
+    press(&mut state, KeyCode::Home);
+    assert_eq!(press(&mut state, KeyCode::Enter), Effect::Redraw);
+    assert_eq!(
+        state.ui.process_detail.as_ref().map(|d| d.process.pid),
+        Some(PROBE_PID)
+    );
+    let theme = Theme::colored();
+    for (w, h, name) in [
+        (80, 24, "process_detail_probe_80x24"),
+        (120, 40, "process_detail_probe_120x40"),
+    ] {
+        let terminal = draw(&state, &theme, w, h);
+        let screen = text(terminal.backend().buffer());
+        // The fixture's hello gives no rank; its probe reported one OOM.
+        assert!(
+            screen.contains("probe      attached, rank n/a, 1 OOM"),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("allocator  allocated 6.00 GiB, reserved 10.0 GiB, active 6.00 GiB"),
+            "{screen}"
+        );
+        assert!(screen.contains("largest free block"), "{screen}");
+        assert!(screen.contains("segments as new as the stats"), "{screen}");
+        assert!(screen.contains("OOMs 1 since it started"), "{screen}");
+        // A v1 probe takes no snapshot requests: `c` is not offered, `K` is.
+        assert!(screen.contains("K signal it"), "{screen}");
+        assert!(!screen.contains("c snapshot"), "{screen}");
+        insta::assert_snapshot!(name, terminal.backend());
+    }
+}

@@ -954,7 +954,7 @@ fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
         "free the oldest tensor",
         "pause / resume the timeline",
         "open the OOM snapshot at its OOM",
-        "close help / filter / OOM line",
+        "close help/detail/filter/OOM line",
         "process tree / flat list",
     ] {
         assert!(open.contains(kept), "{kept}: {open}");

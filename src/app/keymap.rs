@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde::Serialize;
 
+use super::process_detail::DetailKeys;
 use super::state::{Pane, StressView, UiState};
 use super::stress::StressAction;
 use super::viewer::ViewerAction;
@@ -46,6 +47,9 @@ pub enum Action {
     /// Tag the selected process for [`Action::SignalProcess`], or untag
     /// it (Esc in Processes untags them all).
     ToggleTag,
+    /// Open the detail of the selected process (everything known about
+    /// it, its full command line); in the detail, close it.
+    ProcessDetail,
     /// Show the next probed process's allocator on the selected GPU.
     NextAllocator,
     /// Ask the selected probed process's probe for a snapshot.
@@ -141,7 +145,7 @@ impl Action {
         match self {
             Action::Quit => "quit",
             Action::ToggleHelp => "help (this screen)",
-            Action::Back => "close help / filter / OOM line",
+            Action::Back => "close help/detail/filter/OOM line",
             Action::FocusNext => "next pane",
             Action::FocusPrev => "previous pane",
             Action::Up => "move up (GPU, block, process)",
@@ -167,6 +171,7 @@ impl Action {
             Action::SignalProcess => "signal selected/tagged (asks y/n)",
             // Esc: `Action::Back`, which untags in Processes.
             Action::ToggleTag => "tag/untag for K (Esc untags all)",
+            Action::ProcessDetail => "details of the selected process",
             Action::NextAllocator => "allocator: next process on GPU",
             Action::CaptureSnapshot => "snapshot of the allocator shown",
             // The help adds which key comes back ([`Keymap::describe`]).
@@ -678,6 +683,14 @@ impl Default for Keymap {
                     Some("tag"),
                     2,
                 ),
+                // nvitop's detail key; Enter or Esc closes it.
+                b(
+                    "Enter",
+                    Action::ProcessDetail,
+                    Some(Pane::Processes),
+                    Some("detail"),
+                    2,
+                ),
                 b("v", Action::NextAllocator, None, None, 3),
                 // Hinted while on offer (`Offers`): a probe attached, a
                 // snapshot taken, an OOM snapshot written.
@@ -1186,6 +1199,64 @@ impl Keymap {
         )
     }
 
+    /// "key action" pairs of the keys that act on the process detail's
+    /// process from the detail, of those `acts` says can (`K` signals it,
+    /// `c` captures its allocator, `v` shows its allocator), named from
+    /// the table in its order: the detail lists them, the status line
+    /// hints them.
+    pub fn process_detail_acts(&self, acts: DetailKeys) -> Vec<(&'static str, &'static str)> {
+        let first = |keys: &'static str| keys.split(' ').next().unwrap_or(keys);
+        self.bindings
+            .iter()
+            .filter_map(|b| {
+                let hint = match b.action {
+                    Action::SignalProcess if acts.signal => "signal it",
+                    Action::CaptureSnapshot if acts.capture => "snapshot",
+                    Action::NextAllocator if acts.show_allocator => "show its allocator",
+                    _ => return None,
+                };
+                Some((first(b.keys), hint))
+            })
+            .collect()
+    }
+
+    /// "key action" pairs for the status line while the process detail
+    /// is open (it takes the keys, as the help does): quit and help, the
+    /// key that closes it, a scroll key where it scrolls (`scrolled`: ↓
+    /// while there are rows below, else ↑ while there are some above),
+    /// then [`Keymap::process_detail_acts`].
+    pub fn process_detail_hints(
+        &self,
+        acts: DetailKeys,
+        scrolled: Scrolled,
+    ) -> Vec<(&'static str, &'static str)> {
+        let scroll = if scrolled.down {
+            Some(Action::Down)
+        } else if scrolled.up {
+            Some(Action::Up)
+        } else {
+            None
+        };
+        let own = self
+            .bindings
+            .iter()
+            .filter(|b| b.action == Action::Back || Some(b.action) == scroll)
+            .map(|b| {
+                let hint = if b.action == Action::Back {
+                    "close"
+                } else {
+                    "scroll"
+                };
+                (b.keys, Some(hint), 0)
+            })
+            .chain(
+                self.process_detail_acts(acts)
+                    .into_iter()
+                    .map(|(key, hint)| (key, Some(hint), 1)),
+            );
+        self.hints_with(own)
+    }
+
     /// (keys, description, where) rows for the help overlay: the
     /// dashboard's bindings, then the key that opens the stress panel.
     pub fn help_rows(&self) -> Vec<(&'static str, Cow<'static, str>, &'static str)> {
@@ -1629,6 +1700,7 @@ mod tests {
             KeyCode::Char('S') => Action::SortReverse,
             KeyCode::Char('K') => Action::SignalProcess,
             KeyCode::Char(' ') => Action::ToggleTag,
+            KeyCode::Enter => Action::ProcessDetail,
             KeyCode::Char('v') => Action::NextAllocator,
             KeyCode::Char('c') => Action::CaptureSnapshot,
             KeyCode::Char('o') => Action::OpenSnapshot,

@@ -4,6 +4,7 @@
 pub mod capture;
 pub mod keymap;
 pub mod observe;
+pub mod process_detail;
 pub mod process_list;
 pub mod source;
 pub mod state;

@@ -843,6 +843,17 @@ pub struct UiState {
     /// order they were tagged; a tag whose process is listed no more is
     /// dropped with the sample that no longer lists it.
     pub process_tags: Vec<ProcessTag>,
+    /// The process detail (Enter in Processes), while it is open: it
+    /// takes the keys as the help does (the help opens over it).
+    pub process_detail: Option<super::process_detail::ProcessDetail>,
+    /// The largest useful scroll of the process detail as last drawn
+    /// (rows below its view at the top) and the rows it showed: written
+    /// by the drawing like `help_scroll_limit`, so its keys clamp to it
+    /// and page by it.
+    #[serde(skip)]
+    pub detail_scroll_limit: Cell<usize>,
+    #[serde(skip)]
+    pub detail_page_rows: Cell<usize>,
     pub process_scroll: usize,
     /// Process lines in view as the processes pane was last drawn (below
     /// its header); 0 before it was drawn. Written by the drawing like
@@ -936,6 +947,9 @@ impl Default for UiState {
             signal_prompt: None,
             gpu_digit: None,
             process_tags: Vec::new(),
+            process_detail: None,
+            detail_scroll_limit: Cell::new(usize::MAX),
+            detail_page_rows: Cell::new(0),
             process_scroll: 0,
             process_lines_shown: Cell::new(0),
             selected_block: 0,
@@ -1338,6 +1352,7 @@ impl AppState {
         }
         self.follow_selected_block();
         self.drop_stale_tags();
+        self.follow_process_detail();
     }
 
     /// Drops the tags of processes the list shows no more: ended, or their

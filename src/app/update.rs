@@ -7,6 +7,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::capture::{CaptureMsg, CaptureTarget, cannot_capture, capture_target};
 use super::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
+use super::process_detail::ProcessDetail;
 use super::process_list::{
     ProcessTag, Signal, SignalOutcome, SignalPrompt, SignalTarget, describe_outcomes,
 };
@@ -146,8 +147,9 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     {
         return pick_scenario(state, key);
     }
-    // Help is modal over the panel too: its keys go through `apply`.
-    if state.ui.overlay == Overlay::None {
+    // Help and the process detail are modal over the panel too: their
+    // keys go through `apply`.
+    if state.ui.overlay == Overlay::None && state.ui.process_detail.is_none() {
         if state.ui.stress_open {
             if let Some(k) = keymap.stress_key_for(key) {
                 // Behind the segment map nobody sees which tensor is
@@ -331,7 +333,11 @@ fn ask_to_signal_tagged(state: &mut AppState, keymap: &Keymap) -> Effect {
 /// why none may be: pids that are no single process's, vramtop's own,
 /// simulated ones, and processes without a command to check again before
 /// sending.
-fn signal_target(state: &AppState, process: &GpuProcess, gpu: u32) -> Result<SignalTarget, String> {
+pub(super) fn signal_target(
+    state: &AppState,
+    process: &GpuProcess,
+    gpu: u32,
+) -> Result<SignalTarget, String> {
     let pid = process.pid;
     // kill(2) reads 0 and negative pids as process groups: never sent.
     if pid == 0 || i32::try_from(pid).is_err() {
@@ -846,6 +852,9 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
             return Effect::Redraw;
         }
     }
+    if ui.overlay == Overlay::None && ui.process_detail.is_some() {
+        return apply_in_process_detail(state, keymap, action);
+    }
     match action {
         Action::Quit => return Effect::Quit,
         Action::ToggleHelp => {
@@ -955,6 +964,7 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         }
         Action::SignalProcess => return ask_to_signal(state, keymap),
         Action::ToggleTag => return toggle_tag(state, keymap),
+        Action::ProcessDetail => return open_process_detail(state, keymap),
         Action::NextAllocator => {
             let Some(gpu) = state.gpus.get(state.ui.selected_gpu) else {
                 return Effect::None;
@@ -1055,6 +1065,167 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
         }
     }
     Effect::Redraw
+}
+
+/// Enter in Processes: opens the detail of the selected process, or says
+/// why there is none (led by its key as `keymap` names it).
+fn open_process_detail(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::ProcessDetail;
+    if state.ui.focus != Pane::Processes {
+        let way = way_to(keymap, state.ui.focus, Pane::Processes);
+        return key_notice(
+            state,
+            keymap,
+            action,
+            format!("shows the process selected in Processes ({way})"),
+        );
+    }
+    let lines = state.process_lines();
+    match state.selected_process_index(&lines).map(|i| &lines[i]) {
+        Some(ProcessLine::Process(row)) => {
+            let probed = state.probes.attached_pids().contains(&row.process.pid);
+            state.ui.process_detail = Some(ProcessDetail::of(row, probed));
+            // Not drawn yet: the keys clamp to the drawing's limit.
+            state.ui.detail_scroll_limit.set(usize::MAX);
+            state.ui.detail_page_rows.set(0);
+            Effect::Redraw
+        }
+        Some(_) => key_notice(
+            state,
+            keymap,
+            action,
+            "this line is no process (memory no listed process holds)",
+        ),
+        None => key_notice(state, keymap, action, "no process to show"),
+    }
+}
+
+/// A key while the process detail is open (it takes the keys, as the help
+/// does): the moves scroll it, Esc and Enter close it, quit and help act
+/// as everywhere, `K`, `c` and `v` act on its process; other keys do
+/// nothing behind it.
+fn apply_in_process_detail(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
+    let ui = &mut state.ui;
+    let Some(at) = ui.process_detail.as_ref().map(|d| d.scroll) else {
+        return Effect::None;
+    };
+    let limit = ui.detail_scroll_limit.get();
+    let page = match ui.detail_page_rows.get() {
+        0 => PAGE_ROWS,
+        rows => rows.saturating_sub(1).max(1),
+    };
+    let current = at.min(limit);
+    let scroll = match action {
+        Action::Up => current.saturating_sub(1),
+        Action::Down => current.saturating_add(1),
+        Action::PageUp => current.saturating_sub(page),
+        Action::PageDown => current.saturating_add(page),
+        Action::First => 0,
+        Action::Last => limit,
+        Action::Quit => return Effect::Quit,
+        Action::ToggleHelp => {
+            ui.help_scroll = 0;
+            ui.overlay = Overlay::Help;
+            return Effect::Redraw;
+        }
+        Action::Back | Action::ProcessDetail => {
+            ui.process_detail = None;
+            return Effect::Redraw;
+        }
+        Action::SignalProcess => return signal_detail_process(state, keymap),
+        Action::CaptureSnapshot => return capture_detail_process(state, keymap),
+        Action::NextAllocator => return show_detail_allocator(state, keymap),
+        _ => return Effect::None,
+    }
+    .min(limit);
+    match state.ui.process_detail.as_mut() {
+        Some(detail) if detail.scroll != scroll => {
+            detail.scroll = scroll;
+            Effect::Redraw
+        }
+        _ => Effect::None,
+    }
+}
+
+/// `K` in the process detail: asks to signal its process (not the tagged
+/// ones: the detail is about one), or says why it cannot be.
+fn signal_detail_process(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::SignalProcess;
+    let Some(facts) = state.process_detail_facts() else {
+        return Effect::None;
+    };
+    let pid = facts.pid;
+    let target = match (facts.ended_ms, facts.gpus.first()) {
+        (None, Some(line)) => signal_target(state, line.process, line.gpu),
+        _ => Err(format!("pid {pid} has ended: nothing sent")),
+    };
+    match target {
+        Ok(target) => {
+            state.ui.signal_prompt = Some(SignalPrompt::one(target));
+            Effect::Redraw
+        }
+        Err(why) => key_notice(state, keymap, action, why),
+    }
+}
+
+/// `c` in the process detail: captures its allocator where it is the one
+/// shown, else says how to show it (`v`) or that it has none.
+fn capture_detail_process(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::CaptureSnapshot;
+    let keys = state.process_detail_keys();
+    if keys.capture {
+        return capture_snapshot(state, keymap);
+    }
+    let pid = state
+        .ui
+        .process_detail
+        .as_ref()
+        .map_or(0, |d| d.process.pid);
+    let text = match keymap.key_name(Action::NextAllocator) {
+        Some(v) if keys.show_allocator => {
+            format!("pid {pid}'s allocator is not the one shown: {v} shows it")
+        }
+        _ => format!(
+            "pid {pid} has no allocator to capture (a probe gives it one: \
+             python -m vramtop_probe; docs/attach.md)"
+        ),
+    };
+    key_notice(state, keymap, action, text)
+}
+
+/// `v` in the process detail: shows its allocator (on the first of its
+/// GPUs that does not show it yet), selecting that GPU; the selection
+/// stays on its line.
+fn show_detail_allocator(state: &mut AppState, keymap: &Keymap) -> Effect {
+    let action = Action::NextAllocator;
+    let Some(facts) = state.process_detail_facts() else {
+        return Effect::None;
+    };
+    let pid = facts.pid;
+    let Some(gpu) = facts.gpus.iter().find(|g| g.can_show).map(|g| g.gpu) else {
+        let text = if facts.gpus.iter().any(|g| g.shown.is_some()) {
+            format!("pid {pid}'s allocator is the one shown")
+        } else {
+            format!(
+                "pid {pid} has no allocator to show (a probe gives it one: \
+                 python -m vramtop_probe; docs/attach.md)"
+            )
+        };
+        return key_notice(state, keymap, action, text);
+    };
+    if let Some(i) = state
+        .gpus
+        .iter()
+        .position(|g| g.index() == gpu && g.physical_index() == gpu)
+    {
+        pick_gpu(state, i);
+    }
+    state.ui.allocator_pick.insert(gpu, pid);
+    state.show_process(pid, Some(gpu));
+    notice(
+        state,
+        format!("GPU {gpu} shows pid {pid}'s allocator from the next sample"),
+    )
 }
 
 /// `c`: asks the probe of the selected probed process for a snapshot, or
@@ -2288,5 +2459,180 @@ mod tests {
                  4: already gone; 1 more not sent)"
             )
         );
+    }
+
+    #[test]
+    fn enter_in_processes_opens_the_detail_of_the_selected_line_and_esc_or_enter_closes_it() {
+        let mut s = state_with_processes();
+        // Outside Processes Enter says where it acts, and opens nothing.
+        assert_eq!(press(&mut s, KeyCode::Enter), Effect::Redraw);
+        assert!(s.ui.process_detail.is_none());
+        assert!(
+            s.ui.notice
+                .as_deref()
+                .is_some_and(|n| n.starts_with("Enter: shows the process selected in Processes")),
+            "{:?}",
+            s.ui.notice
+        );
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Down);
+        assert_eq!(press(&mut s, KeyCode::Enter), Effect::Redraw);
+        let detail = s.ui.process_detail.clone().expect("Enter opens the detail");
+        assert_eq!((detail.process.pid, detail.gpu), (110, 1));
+        // It takes the keys: ↓ scrolls it (nothing to scroll before it is
+        // drawn past its end) and leaves the selection where it is.
+        s.ui.detail_scroll_limit.set(3);
+        assert_eq!(press(&mut s, KeyCode::Down), Effect::Redraw);
+        assert_eq!(s.ui.process_detail.as_ref().map(|d| d.scroll), Some(1));
+        assert_eq!(press(&mut s, KeyCode::End), Effect::Redraw);
+        assert_eq!(s.ui.process_detail.as_ref().map(|d| d.scroll), Some(3));
+        assert_eq!(press(&mut s, KeyCode::Down), Effect::None, "at its end");
+        assert_eq!(selected_pid(&s), Some(110));
+        // Keys of the panes behind it do nothing (`t` would flip the tree).
+        assert_eq!(press(&mut s, KeyCode::Char('t')), Effect::None);
+        assert!(s.ui.process_tree);
+        // The help opens over it; Esc closes the help, then the detail.
+        press(&mut s, KeyCode::Char('?'));
+        assert_eq!(s.ui.overlay, Overlay::Help);
+        press(&mut s, KeyCode::Esc);
+        assert_eq!(s.ui.overlay, Overlay::None);
+        assert!(s.ui.process_detail.is_some());
+        press(&mut s, KeyCode::Esc);
+        assert!(s.ui.process_detail.is_none());
+        // Enter closes it too, and q quits from it as from the help.
+        press(&mut s, KeyCode::Enter);
+        assert!(s.ui.process_detail.is_some());
+        press(&mut s, KeyCode::Enter);
+        assert!(s.ui.process_detail.is_none());
+        press(&mut s, KeyCode::Enter);
+        assert_eq!(press(&mut s, KeyCode::Char('q')), Effect::Quit);
+    }
+
+    #[test]
+    fn enter_on_a_line_that_is_no_process_says_so_and_opens_nothing() {
+        let mut s = AppState::new(StatusState::default());
+        let mut g = GpuSample::unknown(0, "GPU");
+        g.memory_used = Some(4 << 30);
+        g.processes = Some(vec![crate::device::GpuProcess::new(7, Some(1 << 30))]);
+        s.apply_sample(0, vec![GpuReading::Ok(g)], BTreeMap::new());
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::End);
+        assert!(matches!(
+            s.process_lines().last(),
+            Some(ProcessLine::Unattributed { .. })
+        ));
+        press(&mut s, KeyCode::Enter);
+        assert!(s.ui.process_detail.is_none());
+        assert!(
+            s.ui.notice
+                .as_deref()
+                .is_some_and(|n| n.starts_with("Enter: this line is no process")),
+            "{:?}",
+            s.ui.notice
+        );
+    }
+
+    #[test]
+    fn the_detail_of_a_process_that_ends_says_when_and_is_back_if_it_is_listed_again() {
+        let mut s = state_with_processes();
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Enter);
+        assert_eq!(
+            s.ui.process_detail.as_ref().map(|d| d.process.pid),
+            Some(100)
+        );
+        assert_eq!(s.process_detail_facts().map(|f| f.gpus.len()), Some(1));
+        // GPU 0 lists pid 100 no more.
+        let gone: Vec<GpuReading> = (0..4)
+            .map(|i| GpuReading::Ok(GpuSample::unknown(i, "GPU")))
+            .collect();
+        s.apply_sample(5000, gone.clone(), BTreeMap::new());
+        s.apply_sample(6000, gone, BTreeMap::new());
+        let facts = s.process_detail_facts().expect("the detail stays open");
+        assert_eq!(facts.ended_ms, Some(5000), "when it was first missed");
+        assert!(facts.gpus.is_empty());
+        // Ended, nothing acts on it: K says so.
+        assert_eq!(s.process_detail_keys(), Default::default());
+        shift(&mut s, 'K');
+        assert!(s.ui.signal_prompt.is_none());
+        assert!(
+            s.ui.notice
+                .as_deref()
+                .is_some_and(|n| n.contains("pid 100 has ended")),
+            "{:?}",
+            s.ui.notice
+        );
+        // Its pid running another command is not it.
+        let reused = readings_of(&[&[(100, 1)]]);
+        s.apply_sample(7000, reused, BTreeMap::new());
+        assert_eq!(
+            s.process_detail_facts().and_then(|f| f.ended_ms),
+            Some(5000)
+        );
+    }
+
+    #[test]
+    fn k_in_the_detail_signals_its_process_not_the_tagged_ones() {
+        let mut s = state_with_processes();
+        s.status.backend = "nvml".to_string();
+        let readings = readings_of(&[&[(100, 1)], &[(110, 2), (111, 3)]]);
+        s.apply_sample(1000, readings, BTreeMap::new());
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Char(' '));
+        // Sorted by memory: 111, 110, 100; 111 is tagged.
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Enter);
+        let pid = s.ui.process_detail.as_ref().map(|d| d.process.pid);
+        assert_eq!(pid, Some(110));
+        assert!(s.process_detail_keys().signal);
+        shift(&mut s, 'K');
+        let prompt = s.ui.signal_prompt.clone().expect("K asks");
+        assert_eq!(
+            prompt.targets.iter().map(|t| t.pid).collect::<Vec<_>>(),
+            [110]
+        );
+        assert!(!prompt.is_tagged());
+    }
+
+    #[test]
+    fn a_probed_process_on_a_simulated_gpu_is_not_called_simulated_even_after_it_ended() {
+        let mut s = state_with_processes();
+        s.status.backend = "sim".to_string();
+        s.probes.rows.push(crate::app::source::ProbeRow {
+            socket: "/tmp/vramtop-test/100.sock".to_string(),
+            pid: Some(100),
+            connected: true,
+            status: "attached".to_string(),
+            problem: None,
+            command: None,
+            gpus: vec![0],
+            protocol: 2,
+            ooms: 0,
+            serves_snapshots: true,
+            rank: None,
+            host_command: None,
+        });
+        s.ui.focus = Pane::Processes;
+        press(&mut s, KeyCode::Enter);
+        let facts = s.process_detail_facts().expect("open");
+        assert!(facts.probe.is_some());
+        assert!(!facts.simulated && !facts.recorded);
+        // pid 110 has no probe: its pid is made up.
+        press(&mut s, KeyCode::Esc);
+        press(&mut s, KeyCode::Down);
+        press(&mut s, KeyCode::Enter);
+        assert!(s.process_detail_facts().is_some_and(|f| f.simulated));
+        press(&mut s, KeyCode::Esc);
+        press(&mut s, KeyCode::Up);
+        press(&mut s, KeyCode::Enter);
+        // The probe goes, and its process with it.
+        s.probes.rows.clear();
+        let gone: Vec<GpuReading> = (0..4)
+            .map(|i| GpuReading::Ok(GpuSample::unknown(i, "GPU")))
+            .collect();
+        s.apply_sample(5000, gone, BTreeMap::new());
+        let facts = s.process_detail_facts().expect("still open");
+        assert_eq!(facts.ended_ms, Some(5000));
+        assert!(!facts.simulated, "its pid was real");
     }
 }

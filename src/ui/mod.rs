@@ -46,7 +46,8 @@
 //! process list grows past its fifth once every other band has its rows.
 //! Below [`MIN_WIDTH`]×[`MIN_HEIGHT`] only a "terminal too small" line is
 //! drawn. The stress panel (`a`/F2, off by default) is drawn over the
-//! lower part of the body; the help overlay is drawn last, over
+//! lower part of the body; the process detail (Enter in Processes) over
+//! the panes, the signal prompt over it, and the help overlay last, over
 //! everything.
 
 mod breakdown;
@@ -57,6 +58,7 @@ mod gpus;
 mod help;
 #[cfg(test)]
 mod layout_tests;
+mod process_detail;
 mod processes;
 mod segments;
 mod status;
@@ -72,6 +74,7 @@ pub use collapsed::CollapsedLine;
 pub use fragmentation::{FragmentationPane, SEGMENTS_NOT_YET, segments_age_words};
 pub use gpus::GpusPane;
 pub use help::{DASHBOARD_ONLY, DEFINITIONS, HelpOverlay, VIEWER_DEFINITIONS, VIEWER_MEANINGS};
+pub use process_detail::{process_detail_lines, render_process_detail};
 pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::{StatusLine, oom_banner, probe_note};
@@ -199,6 +202,14 @@ pub fn render(area: Rect, buf: &mut Buffer, state: &AppState, keymap: &Keymap, t
     if let Some(panel) = screen.stress {
         StressPane::new(&state.stress, keymap, theme).render(panel, buf);
     }
+    // Over the panes, the status line (whose hints are its keys, read
+    // from how it was drawn) left in view; under the prompt `K` opens
+    // from it, and the help `?` opens over it.
+    let body = Rect {
+        height: screen.status.y.saturating_sub(area.y),
+        ..area
+    };
+    render_process_detail(body, buf, state, keymap, theme);
     StatusLine::new(state, keymap, theme)
         .on_screen(area.height)
         .render(screen.status, buf);

@@ -15,7 +15,7 @@ use super::chrome;
 use super::format;
 use super::theme::Theme;
 use crate::app::capture::CaptureMsg;
-use crate::app::keymap::{Action, Keymap, TypingMode};
+use crate::app::keymap::{Action, Keymap, Scrolled, TypingMode};
 use crate::app::source::{OomNote, OomSnapshot, ProbeNote, ProbeRow};
 use crate::app::state::{AppState, StressView};
 use crate::device::sim::{not_started_note, not_started_short_note};
@@ -330,8 +330,14 @@ impl<'a> StatusLine<'a> {
         } else {
             None
         };
+        let detail = state.ui.process_detail.as_ref();
         let all = if let Some(mode) = typing {
             mode.hints()
+        } else if let Some(detail) = detail {
+            // The detail takes the keys: its own are hinted.
+            let scrolled = Scrolled::at(detail.scroll, state.ui.detail_scroll_limit.get());
+            self.keymap
+                .process_detail_hints(state.process_detail_keys(), scrolled)
         } else if self.state.ui.stress_open {
             self.keymap
                 .stress_hints(state.offers().panel, state.ui.stress_view())
