@@ -229,3 +229,73 @@ fn a_folder_given_as_a_snapshot_is_said_without_the_systems_error_number() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// Every command that reads a snapshot says a bad file in the same one
+/// line with the same exit code: an empty file, a folder, text, a cut
+/// pickle and a pickle that is no snapshot, whichever command met it
+/// (`open` with stdout not a terminal included: the file is said before
+/// the terminal).
+#[test]
+fn every_snapshot_command_says_a_bad_file_in_the_same_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let good = dir.path().join("good.pickle");
+    // {'segments': []}, protocol 2: a snapshot of nothing.
+    std::fs::write(
+        &good,
+        b"\x80\x02}q\x00X\x08\x00\x00\x00segmentsq\x01]q\x02s.",
+    )
+    .unwrap();
+    let folder = dir.path().join("folder.pickle");
+    std::fs::create_dir(&folder).unwrap();
+    let bad: [(&str, Option<&[u8]>, &str); 5] = [
+        ("empty.pickle", Some(b""), "the file is empty"),
+        ("folder.pickle", None, "Is a directory"),
+        (
+            "notes.txt",
+            Some(b"hello world\n"),
+            "not a pickle: looks like text",
+        ),
+        (
+            "cut.pickle",
+            // Cut inside its first 16-byte frame.
+            Some(b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94"),
+            "the file ends early",
+        ),
+        (
+            "dict.pickle",
+            // {'a': 1}, protocol 2.
+            Some(b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s."),
+            "not a PyTorch memory snapshot: top level is a dict without a 'segments' key",
+        ),
+    ];
+    let good = good.display().to_string();
+    for (name, bytes, expected) in bad {
+        let path = dir.path().join(name);
+        if let Some(bytes) = bytes {
+            std::fs::write(&path, bytes).unwrap();
+        }
+        let path = path.display().to_string();
+        let commands: [Vec<&str>; 7] = [
+            vec!["open", &path],
+            vec!["open", &path, "--summary"],
+            vec!["open", &path, "--summary", "--no-trace"],
+            vec!["replay", &path],
+            vec!["replay", &path, "--alloc-conf", "expandable_segments:True"],
+            vec!["diff", &good, &path],
+            vec!["diff", &path, &good],
+        ];
+        let mut said: Option<String> = None;
+        for args in commands {
+            let (code, out, err) = vramtop(&args, &[]);
+            assert_eq!(code, 2, "{args:?}: {err}");
+            assert!(out.is_empty(), "{args:?}: {out}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.contains(expected), "{args:?}: {err}");
+            assert!(err.contains(name), "{args:?} names the file: {err}");
+            match &said {
+                None => said = Some(err),
+                Some(first) => assert_eq!(&err, first, "{args:?} against `open`"),
+            }
+        }
+    }
+}

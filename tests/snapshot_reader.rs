@@ -1656,10 +1656,8 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         (
             "empty.pickle",
             Vec::new(),
-            // `open` says the file is empty (neither a snapshot nor a
-            // recording: it reads both), `replay` that it is no pickle:
-            // "not a pickle: the input is empty".
-            "is empty",
+            // Said alike by every command (`open` reads recordings too).
+            "the file is empty",
         ),
         (
             "magic.pickle",
@@ -1738,7 +1736,7 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
     let (_, _, err) = common::run_vramtop(&["open", &empty, "--summary"], None);
     assert!(err.contains("empty.pickle: the file is empty"), "{err}");
     let (_, _, err) = common::run_vramtop(&["replay", &empty], None);
-    assert!(err.contains("not a pickle: the input is empty"), "{err}");
+    assert!(err.contains("empty.pickle: the file is empty"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -541,6 +541,10 @@ fn open_summary_json_has_the_documented_keys() {
     assert!(text.contains("total_reserved"), "{text}");
 }
 
+/// `{'segments': []}`, protocol 2: a snapshot of nothing, which the viewer
+/// would open.
+const EMPTY_SNAPSHOT: &[u8] = b"\x80\x02}q\x00X\x08\x00\x00\x00segmentsq\x01]q\x02s.";
+
 #[test]
 fn open_of_a_bad_file_or_without_summary_exits_2_with_one_line() {
     let dir = std::env::temp_dir().join(format!("vramtop-open-{}", std::process::id()));
@@ -571,9 +575,19 @@ fn open_of_a_bad_file_or_without_summary_exits_2_with_one_line() {
     assert_eq!(err, summary_err);
     assert!(err.contains("not a pickle: looks like text"), "{err}");
     assert!(!err.contains("needs a terminal"), "{err}");
-    // A file that starts as a pickle gets the --summary hint.
+    // A pickle that is no snapshot is said as --summary says it too.
+    let int = dir.join("int.pickle");
+    std::fs::write(&int, b"\x80\x04K\x01.").expect("write");
+    let int = int.display().to_string();
+    let (code, _, summary_err) = vramtop(&["open", &int, "--summary"]);
+    assert_eq!(code, 2);
+    let (code, _, err) = vramtop(&["open", &int]);
+    assert_eq!(code, 2);
+    assert_eq!(err, summary_err);
+    assert!(err.contains("not a PyTorch memory snapshot"), "{err}");
+    // A snapshot gets the --summary hint.
     let pickle = dir.join("a.pickle");
-    std::fs::write(&pickle, b"\x80\x04K\x01.").expect("write");
+    std::fs::write(&pickle, EMPTY_SNAPSHOT).expect("write");
     let (code, _, err) = vramtop(&["open", &pickle.display().to_string()]);
     assert_eq!(code, 2);
     assert!(
@@ -589,7 +603,7 @@ fn open_quotes_the_path_of_its_summary_hint_for_a_shell() {
     let dir = tmp.path().join("my runs");
     std::fs::create_dir_all(&dir).expect("folder");
     let pickle = dir.join("a b$HOME.pickle");
-    std::fs::write(&pickle, b"\x80\x04K\x01.").expect("write");
+    std::fs::write(&pickle, EMPTY_SNAPSHOT).expect("write");
     let path = pickle.display().to_string();
     let (code, _, err) = vramtop(&["open", &path]);
     assert_eq!(code, 2, "{err}");
@@ -600,7 +614,7 @@ fn open_quotes_the_path_of_its_summary_hint_for_a_shell() {
     );
     // A relative name starting with `-` is written from the current
     // folder, or the pasted command would read it as an option.
-    std::fs::write(dir.join("-x.pickle"), b"\x80\x04K\x01.").expect("write");
+    std::fs::write(dir.join("-x.pickle"), EMPTY_SNAPSHOT).expect("write");
     let out = Command::new(env!("CARGO_BIN_EXE_vramtop"))
         .env(common::PROBE_DIR_ENV, common::no_probes_dir())
         .args(["open", "--", "-x.pickle"])

@@ -1596,6 +1596,11 @@ pub fn snapshot_read_error(
     file: &std::path::Path,
     error: &crate::snapshot::SnapshotError,
 ) -> String {
+    // Nothing at all is said as `open` says it, whichever command read it:
+    // "not a pickle" read as a wrong file, not as one still being written.
+    if is_empty_input(error) {
+        return recording::empty_input(file);
+    }
     let readable_before = file.as_os_str() != STDIN_ARG
         && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
         && crate::snapshot::read_snapshot_file_final_state(file).is_ok_and(|s| s.trace_not_read);
@@ -1614,6 +1619,16 @@ pub fn snapshot_read_error(
         )
     } else {
         said
+    }
+}
+
+/// Whether `error` is the reader's refusal of an input without a byte.
+fn is_empty_input(error: &crate::snapshot::SnapshotError) -> bool {
+    use crate::snapshot::SnapshotError;
+    match error {
+        SnapshotError::Pickle(crate::snapshot::pickle::PickleError::Empty) => true,
+        SnapshotError::InFile { source, .. } => is_empty_input(source),
+        _ => false,
     }
 }
 

@@ -104,7 +104,10 @@ pub fn run(
     let snapshot = match read {
         Ok(s) => s,
         Err(e) if options.no_trace => {
-            super::say_error(super::ends_early(&e, from_stdin).unwrap_or_else(|| e.to_string()));
+            // As the whole read says it, less the pointer to --no-trace.
+            let mut said = super::ends_early(&e, from_stdin).unwrap_or_else(|| e.to_string());
+            super::recording_hint(&mut said);
+            super::say_error(said);
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         Err(e) => {
@@ -272,6 +275,12 @@ fn viewer(
         return Ok(ExitCode::from(EXIT_BAD_INPUT));
     }
     if !std::io::stdout().is_terminal() {
+        // A wrong file is said before the terminal: the summary that the
+        // line below points to would only refuse it next.
+        if let Some(said) = not_a_snapshot(file) {
+            super::say_error(said);
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
         // Quoted for a shell, to be pasted (a space, a `$` in the name).
         super::say_error(format_args!(
             "the snapshot viewer needs a terminal on stdout; for text output use \
@@ -312,6 +321,30 @@ fn viewer(
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
     }
+}
+
+/// The most bytes [`not_a_snapshot`] reads of a file: a snapshot's final
+/// state usually ends within them; a larger file is not read twice.
+const SNAPSHOT_CHECK_BYTES: u64 = 4 << 20;
+
+/// Why `file`, whose first bytes pass as a pickle, is no snapshot, as the
+/// summary says it: its final state read from at most
+/// [`SNAPSHOT_CHECK_BYTES`] bytes. `None` where it reads as one, and for a
+/// larger file whose read only ran out of bytes (nothing known yet).
+fn not_a_snapshot(file: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let opened = std::fs::File::open(file).ok()?;
+    let len = opened.metadata().ok()?.len();
+    let error =
+        crate::snapshot::read_snapshot_from_final_state(opened.take(SNAPSHOT_CHECK_BYTES), file)
+            .err()?;
+    let cut = super::ends_early(&error, false);
+    if cut.is_some() && len > SNAPSHOT_CHECK_BYTES {
+        return None;
+    }
+    let mut said = cut.unwrap_or_else(|| error.to_string());
+    super::recording_hint(&mut said);
+    Some(said)
 }
 
 fn bytes(n: u64) -> String {
