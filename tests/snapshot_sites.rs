@@ -241,7 +241,9 @@ fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
     let (code, out, err) = common::run_vramtop(&["replay", &path, "--capacity", "1GiB"], None);
     assert!(code == 0 || code == 1, "{err}");
     let report = out
-        .split("out of memory at")
+        // The run's detail, not the table's footnote ("* ran out of
+        // memory at #8 …").
+        .split("\n    out of memory at")
         .nth(1)
         .expect("the what-if runs out of memory at 1 GiB");
     // A frame starts 6 cells in; a path too long for its line goes on

@@ -1033,25 +1033,55 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
     assert_eq!(
         row_cells(&out, "peak reserved"),
         [
-            ["3.52 GiB", "1.52 GiB *"],
-            ["3.52 GiB", "1.56 GiB *"],
-            ["3.52 GiB", "1.54 GiB *"]
+            ["3.52 GiB", "1.52 GiB"],
+            ["3.52 GiB", "1.56 GiB"],
+            ["3.52 GiB", "1.54 GiB"]
+        ],
+        "{out}"
+    );
+    // The column is marked in its header, once: a mark beside each figure
+    // read as "differs" where a figure equals the original's.
+    let headers: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("original  "))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ["original", "recorded settings *"],
+            ["original", "expandable_segments:True *"],
+            ["original", "max_split_size_mb:128 *"]
         ],
         "{out}"
     );
     assert!(
         unwrapped(&out).contains(
-            "* after an OOM at #48 (expandable_segments:True, max_split_size_mb:128): the \
-             allocations that failed there and later are not in these figures"
+            "* ran out of memory at #48 (expandable_segments:True, max_split_size_mb:128): \
+             every figure of these columns leaves out the allocations that failed there and \
+             later"
         ),
         "{out}"
     );
-    let divergence = row_cells(&out, "first divergence");
-    assert_eq!(divergence.len(), 3, "{out}");
-    assert!(
-        divergence.iter().flatten().all(|c| !c.contains('*')),
-        "only figures are marked: {out}"
-    );
+    for row in [
+        "peak allocated",
+        "final reserved",
+        "final allocated",
+        "segments peak / final",
+        "pages mapped / unmapped",
+    ] {
+        let cells = row_cells(&out, row);
+        assert_eq!(cells.len(), 3, "{row}: {out}");
+        assert!(
+            cells.iter().flatten().all(|c| !c.contains('*')),
+            "only the headers are marked: {row}: {out}"
+        );
+    }
     args.push("--json");
     let (code, json, _) = run_vramtop(&args, None);
     assert_eq!(code, 0);
@@ -1105,7 +1135,8 @@ fn a_capacity_also_runs_the_recorded_settings_beside_the_others() {
             .map(str::trim)
             .filter(|c| !c.is_empty())
             .collect::<Vec<_>>(),
-        ["original", RECORDED_LABEL],
+        // Marked: it ran out of memory.
+        ["original", format!("{RECORDED_LABEL} *").as_str()],
         "{out}"
     );
     assert_eq!(

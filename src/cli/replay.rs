@@ -629,8 +629,10 @@ fn settings_label(settings: &str) -> String {
     }
 }
 
-/// Marks a figure of a run that skipped allocations (out of memory where
-/// the original got them): the footnote under the table says so.
+/// Marks the column of a run that skipped allocations (out of memory
+/// where the original got them) in its header, not beside each figure: a
+/// mark beside a figure equal to the original's read as "differs". The
+/// footnote under the table says what it means.
 const PARTIAL_MARK: &str = " *";
 
 /// A row that does not apply to a run (pages of a run without expandable
@@ -641,20 +643,10 @@ const NOT_APPLICABLE: &str = "n/a";
 fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
     let runs = &d.runs;
     let cells = |f: &dyn Fn(&RunFigures) -> String| runs.iter().map(f).collect::<Vec<_>>();
-    // The figures of a run that skipped allocations are partial: a lower
-    // peak there is the missing allocations, not the settings.
-    let figures = |f: &dyn Fn(&RunFigures) -> String| {
-        runs.iter()
-            .map(|r| {
-                let cell = f(r);
-                if r.figures_partial_after.is_some() && cell != NOT_APPLICABLE {
-                    cell + PARTIAL_MARK
-                } else {
-                    cell
-                }
-            })
-            .collect::<Vec<_>>()
-    };
+    // The figures of a run that skipped allocations are partial (a lower
+    // peak there is the missing allocations, not the settings): its
+    // column's header says so ([`PARTIAL_MARK`]).
+    let figures = cells;
     vec![
         (
             "settings",
@@ -908,7 +900,17 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         );
     }
     let label = |r: &RunFigures| column_label(r, d.original_figures);
-    let header: Vec<String> = d.runs.iter().map(label).collect();
+    let header: Vec<String> = d
+        .runs
+        .iter()
+        .map(|r| {
+            if r.figures_partial_after.is_some() {
+                label(r) + PARTIAL_MARK
+            } else {
+                label(r)
+            }
+        })
+        .collect();
     render_table(out, &header, &whatif_rows(d, recorded));
     render_partial_footnotes(out, &d.runs, d.original_figures);
     if d.original_figures == OriginalFigures::Model {
@@ -1035,8 +1037,9 @@ fn allocated_differs_by_carving(original: &RunFigures, run: &RunFigures) -> Opti
     ))
 }
 
-/// One footnote per trace index where columns began to skip allocations:
-/// "* after an OOM at #48 (expandable_segments:True): …".
+/// One footnote per trace index where columns began to skip allocations,
+/// whose headers carry [`PARTIAL_MARK`]: "* ran out of memory at #48
+/// (expandable_segments:True): every figure of the column leaves out …".
 fn render_partial_footnotes(out: &mut String, runs: &[RunFigures], original: OriginalFigures) {
     let mut columns_by_index: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for r in runs {
@@ -1052,9 +1055,14 @@ fn render_partial_footnotes(out: &mut String, runs: &[RunFigures], original: Ori
             out,
             "  * ",
             &format!(
-                "after an OOM at #{index} ({}): the allocations that failed there and later are \
-                 not in these figures",
-                columns.join(", ")
+                "ran out of memory at #{index} ({}): every figure of {} leaves out the \
+                 allocations that failed there and later",
+                columns.join(", "),
+                if columns.len() == 1 {
+                    "the column"
+                } else {
+                    "these columns"
+                }
             ),
         );
     }
