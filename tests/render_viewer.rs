@@ -1770,6 +1770,35 @@ fn at_80_columns_the_breakdown_legend_names_every_part_its_bar_draws() {
 }
 
 #[test]
+fn the_breakdowns_external_free_is_the_fragmentation_panes_figure_not_reserved_but_unallocated() {
+    // With pending-free blocks, reserved − allocated (the dashboard's
+    // "reserved but unallocated") is more than the free blocks: the
+    // breakdown's third part is the free blocks alone, the Fragmentation
+    // pane's "ext free", so it keeps that name and that figure.
+    let Some(v) = viewer("volcengine_verl_mem.pickle") else {
+        return;
+    };
+    let screen = text(draw(&v, 120, 40).backend().buffer());
+    let figure_after = |label: &str| {
+        let at = screen
+            .find(label)
+            .unwrap_or_else(|| panic!("{label}\n{screen}"));
+        screen[at + label.len()..]
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(screen.contains("▚ pending free"), "{screen}");
+    assert_eq!(
+        figure_after("▓ external free "),
+        figure_after("ext free "),
+        "{screen}"
+    );
+    assert!(!screen.contains("reserved but unallocated"), "{screen}");
+}
+
+#[test]
 fn every_gpu_row_uses_the_same_wording_as_the_others() {
     // muduard's b has ten GiB on GPU 1; a 2 MiB segment copied onto GPU 0
     // gives a second row with short figures. At 80 columns only the short
