@@ -455,9 +455,8 @@ fn gpu_without_allocator_view_shows_used_and_free_and_says_why() {
 
     let pane = draw_widget(BreakdownPane::new(&state, &theme), 120, 5);
     let drawn = text(pane.backend().buffer());
-    // 12 GiB and the 500 MiB context: 12.49 GiB, which never rounds up to
-    // the exact 12.5 GiB.
-    assert!(drawn.contains("used 12.4 GiB"), "{drawn}");
+    // 12 GiB and the 500 MiB context: 12.49 GiB, to the nearest 12.5 GiB.
+    assert!(drawn.contains("used 12.5 GiB"), "{drawn}");
     assert!(drawn.contains("free 67.5 GiB"), "{drawn}");
     // The note wraps; compare it without the line breaks.
     let flat: String = drawn.split_whitespace().collect::<Vec<_>>().join(" ");

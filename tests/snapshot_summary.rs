@@ -1053,7 +1053,7 @@ fn fragmentation_line_says_how_much_free_memory_is_in_wholly_free_segments() {
     assert!(
         flat.contains(
             "fragmentation 85.7%: 3.49 GiB external free in 10 inactive blocks, largest \
-             512 MiB, 503.74 MiB non-releasable, 508 B internal free; 3 GiB of the free bytes \
+             512 MiB, 503.75 MiB non-releasable, 508 B internal free; 3 GiB of the free bytes \
              in 6 wholly \
              free segments, which empty_cache() returns and PyTorch frees before it \
              reports out of memory"

@@ -85,49 +85,27 @@ pub fn format_size(size: u64) -> String {
     }
 }
 
-/// `size` bytes in the unit 1024^`exp` with `decimals` decimals: rounded
-/// to the nearest figure, except that a size is never rounded up to a
-/// figure that is itself an exact size (a whole number of bytes: "2.00
-/// MiB", "1.50 GiB", "99.5 MiB", "512 MiB"), which reads as that size: the
-/// figure below is shown, so such a figure means at least that size
-/// ("1.99 MiB" for 2 MiB − 512 B, which as "2.00 MiB" beside a 2 MiB
-/// segment read as "fills it"). A figure no size is exactly ("3.03 GiB")
-/// is the nearest either way. Exact: integer arithmetic, no float.
+/// `size` bytes in the unit 1024^`exp` with `decimals` decimals, rounded
+/// to the nearest figure (a tie to the even one): 500.95 MiB with none is
+/// "501". Exact: integer arithmetic, no float.
 pub fn size_figure(size: u64, exp: usize, decimals: u32) -> String {
-    figure_text(size_figures(size, exp, decimals).shown, decimals)
+    figure_text(nearest_figure(size, exp, decimals), decimals)
 }
 
-/// `size` bytes counted in steps of 1024^`exp` / 10^`decimals` (`decimals`
-/// up to 6), two ways.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SizeFigures {
-    /// As [`size_figure`] writes it: the nearest, never rounded up onto
-    /// an exact size.
-    pub shown: u128,
-    /// The nearest, a tie to the even figure.
-    pub nearest: u128,
-}
-
-/// `size` in steps of 1024^`exp` / 10^`decimals`: what [`size_figure`]
-/// shows, and the nearest figure. Both are monotonic in `size`.
-pub fn size_figures(size: u64, exp: usize, decimals: u32) -> SizeFigures {
+/// `size` counted in steps of 1024^`exp` / 10^`decimals` (`decimals` up
+/// to 6), rounded to the nearest step, a tie to the even one (as float
+/// formatting did). Monotonic in `size`.
+pub fn nearest_figure(size: u64, exp: usize, decimals: u32) -> u128 {
     let scale = 10u128.pow(decimals.min(6));
     let unit = 1u128 << (10 * exp.min(6));
     // < 2^64 · 10^6: no overflow.
     let scaled = u128::from(size) * scale;
     let (cut, rest) = (scaled / unit, scaled % unit);
-    let up = cut + 1;
-    // The figure `up` stands for up · unit / scale bytes: exact when whole.
-    let up_is_a_size = (up * unit).is_multiple_of(scale);
-    // Nearest, a tie to the even figure (as float formatting did).
     let nearer_up = rest * 2 > unit || (rest * 2 == unit && cut % 2 == 1);
-    SizeFigures {
-        shown: if nearer_up && !up_is_a_size { up } else { cut },
-        nearest: if nearer_up { up } else { cut },
-    }
+    if nearer_up { cut + 1 } else { cut }
 }
 
-/// A figure of [`size_figures`] written with its `decimals` decimals:
+/// A figure of [`nearest_figure`] written with its `decimals` decimals:
 /// 1234 with 2 is "12.34".
 pub fn figure_text(figure: u128, decimals: u32) -> String {
     let scale = 10u128.pow(decimals.min(6));
@@ -142,19 +120,45 @@ pub fn figure_text(figure: u128, decimals: u32) -> String {
 
 /// `size` bytes in the unit 1024^`exp` with three significant digits (two
 /// decimals below 10, one below 100, none above), so columns of sizes keep
-/// a steady width; rounded as [`size_figure`] rounds.
+/// a steady width; rounded to the nearest, the decimals counted after the
+/// rounding: 9.996 MiB is "10.0", not "10.00".
 pub fn three_significant_digits(size: u64, exp: usize) -> String {
-    size_figure(size, exp, three_digit_decimals(size, exp))
+    let decimals = three_digit_decimals(size, exp);
+    figure_text(nearest_figure(size, exp, decimals), decimals)
 }
 
 /// The decimals that give `size` three significant digits in the unit
-/// 1024^`exp`: two below 10, one below 100, none above.
+/// 1024^`exp` once rounded: two below 10, one below 100, none above
+/// (9.996 rounds to 10.0, so one).
 pub fn three_digit_decimals(size: u64, exp: usize) -> u32 {
     let shift = 10 * u32::try_from(exp).unwrap_or(u32::MAX).min(6);
-    match size >> shift {
+    let mut decimals = match size >> shift {
         0..10 => 2,
         10..100 => 1,
         _ => 0,
+    };
+    // A figure rounded up to the next power of ten has a digit too many
+    // at these decimals (10.00, 100.0): one decimal fewer.
+    while decimals > 0 && nearest_figure(size, exp, decimals) >= 1000 {
+        decimals -= 1;
+    }
+    decimals
+}
+
+/// The power of 1024 a size is written in with `decimals` decimals
+/// (`decimals(size, exp)`): the largest unit that keeps an integer part,
+/// picked after rounding, so that 1023.6 MiB, which rounds to 1024 MiB,
+/// is written in GiB ("1.00 GiB").
+fn rounded_unit(size: u64, decimals: impl Fn(u64, usize) -> u32) -> usize {
+    let (exp, _) = largest_unit(size, BYTE_UNITS.len());
+    if exp == 0 || exp + 1 >= BYTE_UNITS.len() {
+        return exp;
+    }
+    let d = decimals(size, exp);
+    if nearest_figure(size, exp, d) >= 1024 * 10u128.pow(d) {
+        exp + 1
+    } else {
+        exp
     }
 }
 
@@ -171,20 +175,22 @@ fn largest_unit(size: u64, units: usize) -> (usize, u64) {
 }
 
 /// The power of 1024 a screen writes `size` in (2 for 500 MiB): the
-/// largest unit that keeps an integer part, as [`display_bytes`] picks it.
+/// largest unit that keeps an integer part once rounded to three
+/// significant digits, as [`display_bytes`] picks it (3 for 1023.6 MiB,
+/// "1.00 GiB").
 pub fn unit_exp(size: u64) -> usize {
-    largest_unit(size, BYTE_UNITS.len()).0
+    rounded_unit(size, three_digit_decimals)
 }
 
 /// Bytes as every screen shows them (the dashboard, the viewer, the
 /// stress panel's messages): the largest binary unit that keeps an
-/// integer part, three significant digits, never rounded up to an exact
-/// size ([`size_figure`]): "512 B", "1.50 GiB", "12.3 MiB", "500 MiB",
-/// "1.99 MiB" for 2 MiB − 512 B. Lives
-/// here, the lowest layer, so that the application's messages and the
-/// panes agree; `ui::format::bytes` is this function.
+/// integer part, three significant digits, rounded to the nearest
+/// ([`size_figure`]): "512 B", "1.50 GiB", "12.3 MiB", "501 MiB" for
+/// 500.95 MiB, "1.00 GiB" for 1023.6 MiB (the unit is picked after the
+/// rounding). Lives here, the lowest layer, so that the application's
+/// messages and the panes agree; `ui::format::bytes` is this function.
 pub fn display_bytes(size: u64) -> String {
-    let (exp, _) = largest_unit(size, BYTE_UNITS.len());
+    let exp = unit_exp(size);
     if exp == 0 {
         return format!("{size} B");
     }
@@ -202,17 +208,17 @@ const BYTE_UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// Human-friendly binary size for our own output (not PyTorch's format):
 /// "512 B", "1.50 MiB", "20 MiB": a whole number only when the size is
-/// exactly that many units, else two decimals, never rounded up to an
-/// exact size ([`size_figure`]: "1.99 MiB" for 2 MiB − 512 B, "2.00 MiB"
-/// for 2 MiB + 512 B). The text reports' formatter (`diff`, `replay`,
-/// `open --summary`): in the unit [`display_bytes`] picks, with two
+/// exactly that many units, else two decimals rounded to the nearest
+/// ([`size_figure`]: "2.00 MiB" for 2 MiB − 512 B, "1.00 GiB" for
+/// 1023.999 MiB: the unit is picked after the rounding). The text
+/// reports' formatter (`diff`, `replay`, `open --summary`): with two
 /// decimals where the screens keep three significant digits.
 pub fn human_bytes(size: u64) -> String {
-    let (exp, whole) = largest_unit(size, BYTE_UNITS.len());
+    let exp = rounded_unit(size, |_, _| 2);
     if exp == 0 {
         format!("{size} B")
     } else if size.trailing_zeros() as usize >= 10 * exp {
-        format!("{whole} {}", BYTE_UNITS[exp])
+        format!("{} {}", size >> (10 * exp), BYTE_UNITS[exp])
     } else {
         format!("{} {}", size_figure(size, exp, 2), BYTE_UNITS[exp])
     }
@@ -641,6 +647,8 @@ pub fn compound_duration_ms(text: &str) -> Result<u64, QuantityError> {
 mod tests {
     use super::*;
 
+    const KIB: u64 = 1 << 10;
+
     #[test]
     fn compound_durations_sum_their_terms_and_junk_or_overflow_is_refused() {
         assert_eq!(compound_duration_ms("1h30m"), Ok(5_400_000));
@@ -911,27 +919,57 @@ mod tests {
     }
 
     #[test]
-    fn a_size_just_under_a_boundary_never_reads_as_the_boundary() {
+    fn a_size_rounds_to_the_nearest_figure() {
         const GIB: u64 = 1 << 30;
-        // A block of 2 MiB − 512 B beside a 2 MiB segment does not fill it.
+        // silmont_fwd_fp32_128's allocated (500.95 MiB) and its peak
+        // (534.95 MiB): the nearest whole MiB, not the figure below.
+        assert_eq!(display_bytes(525_286_400), "501 MiB");
+        assert_eq!(display_bytes(560_938_188), "535 MiB");
+        assert_eq!(human_bytes(525_286_400), "500.95 MiB");
+        // A size rounds down as it rounds up.
+        assert_eq!(display_bytes(500 * MIB + 400 * KIB), "500 MiB");
+        assert_eq!(display_bytes(500 * MIB + 600 * KIB), "501 MiB");
+        // A tie goes to the even figure: 500.5 to 500, 501.5 to 502.
+        assert_eq!(display_bytes(500 * MIB + 512 * KIB), "500 MiB");
+        assert_eq!(display_bytes(501 * MIB + 512 * KIB), "502 MiB");
+        // Just under a boundary is the boundary to three digits.
         let under = 2 * MIB - 512;
-        assert_eq!(display_bytes(under), "1.99 MiB");
-        assert_eq!(display_bytes(2 * MIB), "2.00 MiB");
-        assert_eq!(human_bytes(under), "1.99 MiB");
+        assert_eq!(display_bytes(under), "2.00 MiB");
+        assert_eq!(human_bytes(under), "2.00 MiB");
         assert_eq!(human_bytes(2 * MIB), "2 MiB", "whole only when exact");
         assert_eq!(human_bytes(2 * MIB + 512), "2.00 MiB");
-        // Never up to a whole figure, at every width of the figure; the
-        // nearest figure where it is no exact size.
-        assert_eq!(display_bytes(10 * MIB - 512), "9.99 MiB");
-        assert_eq!(display_bytes(100 * MIB - 512), "99.9 MiB");
-        assert_eq!(display_bytes(1024 * MIB - 512), "1023 MiB");
-        assert_eq!(display_bytes(u64::MAX), "15.9 EiB");
-        assert_eq!(human_bytes(1024 * MIB - 512), "1023.99 MiB");
-        assert_eq!(display_bytes(1023), "1023 B");
-        assert_eq!(display_bytes(3 * GIB / 2 - 512), "1.49 GiB");
+        assert_eq!(display_bytes(3 * GIB / 2 - 512), "1.50 GiB");
         let near_3_03_gib = 3_253_000_000;
         assert_eq!(display_bytes(near_3_03_gib), "3.03 GiB", "3.0296…: nearest");
         assert_eq!(human_bytes(near_3_03_gib), "3.03 GiB");
+    }
+
+    #[test]
+    fn the_digits_and_the_unit_are_picked_after_rounding() {
+        // A figure that rounds up to the next power of ten keeps three
+        // significant digits: "10.0 MiB", not "10.00 MiB".
+        assert_eq!(display_bytes(10 * MIB - 512), "10.0 MiB");
+        assert_eq!(display_bytes(100 * MIB - 512), "100 MiB");
+        assert_eq!(display_bytes(10 * KIB - 1), "10.0 KiB");
+        assert_eq!(display_bytes(9 * MIB + 994 * KIB), "9.97 MiB");
+        // 999.5 MiB rounds to 1000 MiB, still in MiB (up to four integer
+        // digits, as 1000 B to 1023 B); 1023.6 MiB rounds to 1024 MiB:
+        // the next unit, "1.00 GiB", never "1024 MiB".
+        assert_eq!(display_bytes(999 * MIB + 512 * KIB), "1000 MiB");
+        assert_eq!(display_bytes(1023 * MIB + 400 * KIB), "1023 MiB");
+        let mib_1023_6 = 1023 * MIB + 614 * KIB;
+        assert_eq!(display_bytes(mib_1023_6), "1.00 GiB");
+        assert_eq!(unit_exp(mib_1023_6), 3);
+        assert_eq!(display_bytes(1024 * MIB - 512), "1.00 GiB");
+        assert_eq!(human_bytes(1024 * MIB - 512), "1.00 GiB");
+        assert_eq!(human_bytes(1023 * MIB + 1013 * KIB), "1023.99 MiB");
+        assert_eq!(human_bytes(1024 * MIB - 1), "1.00 GiB", "not 1024.00 MiB");
+        // Bytes have no decimals to round: 1023 B stays in bytes.
+        assert_eq!(display_bytes(1023), "1023 B");
+        assert_eq!(display_bytes(1024), "1.00 KiB");
+        // The largest unit has no next one: 16 EiB − 1 B reads 16.0 EiB.
+        assert_eq!(display_bytes(u64::MAX), "16.0 EiB");
+        assert_eq!(human_bytes(u64::MAX), "16.00 EiB");
     }
 
     #[test]
@@ -958,7 +996,7 @@ mod tests {
                 human_bytes(size)
             );
         }
-        assert_eq!(human_bytes(u64::MAX), "15.99 EiB", "not 16384.00 PiB");
+        assert_eq!(human_bytes(u64::MAX), "16.00 EiB", "not 16384.00 PiB");
         assert_eq!(human_bytes(1 << 60), "1 EiB");
     }
 }

@@ -68,17 +68,16 @@ pub fn in_unit(bytes: u64, exp: usize) -> f64 {
 
 /// `bytes` in the unit 1024^`exp` with three significant digits (two
 /// decimals below 10, one below 100, none above), so columns of sizes keep
-/// a steady width; never rounded up to an exact size, as [`bytes`] is.
+/// a steady width; rounded to the nearest, as [`bytes`] is.
 fn three_digits(bytes: u64, exp: usize) -> String {
     crate::alloc::sizing::three_significant_digits(bytes, exp)
 }
 
-/// Bytes in the largest binary unit that keeps an integer part:
-/// "512 B", "1.50 GiB", "12.3 MiB", "500 MiB"; never rounded up to a
-/// figure that is an exact size, so a size just under a boundary never
-/// reads as it ("1.99 MiB" for 2 MiB − 512 B, beside a "2.00 MiB"
-/// segment). The one byte style of
-/// every screen; the application layer's messages use the same function
+/// Bytes in the largest binary unit that keeps an integer part once
+/// rounded: "512 B", "1.50 GiB", "12.3 MiB", "501 MiB" (500.95 MiB),
+/// "1.00 GiB" (1023.6 MiB, not "1024 MiB"); three significant digits,
+/// rounded to the nearest. The one byte style of every screen; the
+/// application layer's messages use the same function
 /// (`alloc::sizing::display_bytes`).
 pub fn bytes(b: u64) -> String {
     crate::alloc::sizing::display_bytes(b)
@@ -103,7 +102,7 @@ pub fn signed_change(change: i64, show: impl FnOnce(u64) -> String) -> String {
 /// "512B"), for histogram labels and tight columns: the same units as
 /// everywhere else, only packed.
 pub fn bytes_short(b: u64) -> String {
-    let exp = unit_exp(b);
+    let exp = crate::alloc::sizing::unit_exp(b);
     if exp == 0 {
         return format!("{b}B");
     }
@@ -127,12 +126,12 @@ pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
             let (a, b, exp) = sizes_apart(
                 a,
                 b,
-                unit_exp(a.max(b)),
+                crate::alloc::sizing::unit_exp(a.max(b)),
                 crate::alloc::sizing::three_digit_decimals,
             );
             return format!("{a}/{b} {}", unit_name(exp));
         }
-        _ => unit_exp(a.unwrap_or(0).max(b.unwrap_or(0))),
+        _ => crate::alloc::sizing::unit_exp(a.unwrap_or(0).max(b.unwrap_or(0))),
     };
     let part = |v: Option<u64>| match v {
         Some(v) if exp == 0 => v.to_string(),
@@ -147,45 +146,49 @@ pub fn bytes_pair(a: Option<u64>, b: Option<u64>) -> String {
 const MAX_PAIR_DECIMALS: u32 = 3;
 
 /// Two sizes written to be read together (used/total, allocated/reserved)
-/// in one unit: each rounded as every size is
-/// ([`crate::alloc::sizing::size_figure`]: to the nearest, never up onto
-/// an exact size), so that the pair compares as the bytes do: the smaller
-/// never reads as large as the larger or above it, and two sizes read
-/// equal only when they are. Each side starts at `decimals(side, exp)`
-/// decimals in the unit 1024^`exp`; where the smaller size's nearest
-/// figure would reach the larger's, both take more decimals (up to
-/// [`MAX_PAIR_DECIMALS`]), then the next smaller unit: 0.99 of 1 GiB is
-/// "0.99/1.00 GiB", where one decimal gave "0.9/1.0 GiB" (90 % beside a
-/// ">99%"). Bytes are exact, so the search ends there at the latest.
-/// The two figures and the unit's power of 1024.
+/// in one unit: each rounded to the nearest as every size is, so that the
+/// pair compares as the bytes do: the smaller never reads as large as the
+/// larger or above it, and two sizes read equal only when they are. Each
+/// side starts at `decimals(side, exp)` decimals in the unit 1024^`exp`;
+/// where the two figures do not compare as the bytes do, both take more
+/// decimals (up to [`MAX_PAIR_DECIMALS`], where the smaller side is cut
+/// rather than rounded if that parts them), then the next smaller unit:
+/// 0.99 of 1 GiB is "0.99/1.00 GiB", where one decimal gave "1.0/1.0 GiB".
+/// Bytes are exact, so the search ends there at the latest. The two
+/// figures and the unit's power of 1024.
 fn sizes_apart(
     a: u64,
     b: u64,
     exp: usize,
     decimals: impl Fn(u64, usize) -> u32,
 ) -> (String, String, usize) {
-    use crate::alloc::sizing::{figure_text, size_figures};
-    // x / 10^dx < y / 10^dy, exactly (figures < 2^84, 10^6 < 2^20).
-    let below =
-        |x: u128, dx: u32, y: u128, dy: u32| x * 10u128.pow(dy.min(6)) < y * 10u128.pow(dx.min(6));
+    use crate::alloc::sizing::{figure_text, nearest_figure};
+    // x / 10^dx against y / 10^dy, exactly (figures < 2^84, 10^6 < 2^20).
+    let order = |x: u128, dx: u32, y: u128, dy: u32| {
+        (x * 10u128.pow(dy.min(6))).cmp(&(y * 10u128.pow(dx.min(6))))
+    };
     let mut exp = exp.min(UNITS.len() - 1);
     while exp > 0 {
         let (mut da, mut db) = (decimals(a, exp), decimals(b, exp));
         loop {
-            let (fa, fb) = (size_figures(a, exp, da), size_figures(b, exp, db));
-            let apart = match a.cmp(&b) {
-                std::cmp::Ordering::Equal => true,
-                std::cmp::Ordering::Less => below(fa.nearest, da, fb.shown, db),
-                std::cmp::Ordering::Greater => below(fb.nearest, db, fa.shown, da),
-            };
-            let last = da.max(db) >= MAX_PAIR_DECIMALS;
-            // At the most decimals, figures that differ are enough: the
-            // smaller is then below the larger (both round monotonically).
-            let differ = below(fa.shown, da, fb.shown, db) || below(fb.shown, db, fa.shown, da);
-            if apart || (last && differ) {
-                return (figure_text(fa.shown, da), figure_text(fb.shown, db), exp);
+            let (fa, fb) = (nearest_figure(a, exp, da), nearest_figure(b, exp, db));
+            if order(fa, da, fb, db) == a.cmp(&b) {
+                return (figure_text(fa, da), figure_text(fb, db), exp);
             }
-            if last {
+            if da.max(db) >= MAX_PAIR_DECIMALS {
+                // At the most decimals the smaller side is cut, not
+                // rounded, where that parts the two: 80 GiB − 1 B of
+                // 80 GiB is "79.999/80.000 GiB", not a pair of byte counts.
+                let cut = |size: u64, d: u32| {
+                    (u128::from(size) * 10u128.pow(d.min(6))) >> (10 * exp.min(6))
+                };
+                let (ca, cb) = match a.cmp(&b) {
+                    std::cmp::Ordering::Less => (cut(a, da), fb),
+                    _ => (fa, cut(b, db)),
+                };
+                if order(ca, da, cb, db) == a.cmp(&b) {
+                    return (figure_text(ca, da), figure_text(cb, db), exp);
+                }
                 break;
             }
             // Both alike from here: one more decimal than either had.
@@ -617,13 +620,18 @@ mod tests {
         assert_eq!(bytes(3 * GIB / 2), "1.50 GiB");
         assert_eq!(bytes(12 * GIB + 300 * MIB), "12.3 GiB");
         assert_eq!(bytes(500 * MIB), "500 MiB");
-        assert_eq!(bytes(u64::MAX), "15.9 EiB", "16 EiB less a byte");
+        assert_eq!(bytes(u64::MAX), "16.0 EiB", "16 EiB less a byte");
+        // Rounded to the nearest, the unit picked after the rounding.
+        assert_eq!(bytes(500 * MIB + 973 * KIB), "501 MiB");
+        assert_eq!(bytes(1023 * MIB + 614 * KIB), "1.00 GiB");
     }
 
     #[test]
-    fn packed_and_paired_sizes_never_round_up_to_an_exact_size() {
+    fn packed_and_paired_sizes_round_to_the_nearest_and_pairs_stay_apart() {
         let under = 2 * MIB - 512;
-        assert_eq!(bytes_short(under), "1.99MiB");
+        assert_eq!(bytes_short(under), "2.00MiB");
+        assert_eq!(bytes_short(500 * MIB + 973 * KIB), "501MiB");
+        assert_eq!(bytes_short(1023 * MIB + 614 * KIB), "1.00GiB");
         // Beside the size it is just under, whose figure its nearest one
         // would be, both take a decimal more.
         assert_eq!(bytes_pair(Some(under), Some(2 * MIB)), "1.999/2.000 MiB");
