@@ -11,7 +11,7 @@ use vramtop::app::capture::CaptureMsg;
 use vramtop::app::keymap::Keymap;
 use vramtop::app::process_list::SortColumn;
 use vramtop::app::state::{AppState, Overlay, Pane, StatusState};
-use vramtop::app::stress::StressResult;
+use vramtop::app::stress::{StressAction, StressResult};
 use vramtop::device::sim::{Fault, SimCluster, SimConfig};
 use vramtop::device::{Telemetry, TelemetryError};
 use vramtop::shell::dashboard::{Dashboard, Next};
@@ -832,6 +832,34 @@ fn the_stress_panel_starts_its_worker_and_an_allocation_comes_back_as_tensors() 
         f.state().stress.message
     );
     assert!(!f.state().stress.busy, "the answer ends the wait");
+}
+
+#[test]
+fn a_then_a_typed_before_the_worker_answers_opens_the_panel_and_allocates() {
+    let mut f = Flow::new(1);
+    f.samples(2);
+    // Both keys arrive before the worker's first answer, as `tmux
+    // send-keys a a` types them on a fresh dashboard.
+    f.key_redraws(KeyCode::Char('a'));
+    assert!(f.state().ui.stress_open, "the first a opens the panel");
+    f.key(KeyCode::Char('a'));
+    assert_eq!(
+        f.state().stress.queued,
+        vec![StressAction::Allocate],
+        "the second a waits for the worker: {:?}",
+        f.state().stress.message
+    );
+    // Its first answer (ready), then the allocation's.
+    f.stress_answer();
+    f.stress_answer();
+    let count = f.state().stress.count() as usize;
+    assert_eq!(
+        f.state().stress.tensors.len(),
+        count,
+        "{:?}",
+        f.state().stress.message
+    );
+    assert!(f.state().stress.queued.is_empty() && !f.state().stress.busy);
 }
 
 #[test]

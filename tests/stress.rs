@@ -787,6 +787,66 @@ fn worker_on_the_simulation_releases_only_whole_free_segments_and_everything_on_
 }
 
 #[test]
+fn the_panel_says_why_in_the_models_words_as_the_demo_does() {
+    use vramtop::alloc::explain::Why;
+    let cluster = sim();
+    let mut d = Driven::start(&cluster);
+    d.panel.count_index = 0;
+    d.act(StressAction::MarkCompare);
+    // 7 MiB: no cached block, a 20 MiB segment (spec §1.4), and the
+    // simulated process's CUDA context, made by its first allocation.
+    d.panel.custom_size = Some(7 * MIB);
+    d.act(StressAction::Allocate);
+    assert_eq!(
+        d.panel.message.as_deref(),
+        Some("allocated 1 tensor; reserved grew by 20.0 MiB")
+    );
+    assert_eq!(
+        d.panel.why,
+        vec![
+            Why::NewSegment {
+                request: 7 * MIB,
+                segment: 20 * MIB,
+                several: false
+            },
+            Why::ContextCreated { bytes: 500 * MIB }
+        ]
+    );
+    // Marking B says the driver-used row's +500 MiB past reserved is that
+    // context.
+    d.act(StressAction::MarkCompare);
+    assert_eq!(
+        d.panel.why,
+        vec![Why::DriverPastReserved {
+            bytes: 500 * MIB as i64,
+            context: Some(500 * MIB)
+        }]
+    );
+    // A second 7 MiB fits the 13 MiB left of that segment.
+    d.act(StressAction::Allocate);
+    assert_eq!(
+        d.panel.message.as_deref(),
+        Some("allocated 1 tensor; reserved stays 20.0 MiB")
+    );
+    assert_eq!(d.panel.why, vec![Why::ServedFromCache]);
+    // Freeing one leaves a hole beside the other: nothing to release.
+    d.act(StressAction::FreeOldest);
+    d.act(StressAction::EmptyCache);
+    assert_eq!(d.panel.message.as_deref(), Some("empty_cache released 0 B"));
+    assert_eq!(d.panel.why, vec![Why::EverySegmentHoldsALiveBlock]);
+    // The same words as the demo's step.
+    assert!(
+        vramtop::cli::demo::steps(80 << 30)
+            .expect("the demo runs")
+            .iter()
+            .any(|s| s.lesson == Why::EverySegmentHoldsALiveBlock.short())
+    );
+    // At 80 columns the reason keeps to one row where rows are short.
+    let shortest = ui::why_wordings(&d.panel.why);
+    assert!(shortest.last().expect("a wording").chars().count() <= 80);
+}
+
+#[test]
 fn a_capped_worker_on_the_simulation_allocates_up_to_the_cap_and_no_further() {
     let cluster = sim();
     let mut d = Driven::start_with(&cluster, StressPanel::with_cap(Some(50 * MIB)));
@@ -3120,7 +3180,9 @@ fn oom_advice_splits_cached_memory_into_releasable_and_stranded() {
         lines[0]
     );
     assert!(
-        lines[1].contains("expandable_segments:True or max_split_size_mb would let 400 MiB"),
+        lines[1].contains(
+            "expandable_segments:True would remap 400 MiB of it in whole free 20 MiB pages"
+        ),
         "{lines:?}"
     );
     assert!(lines[1].contains("press S"));
@@ -3672,6 +3734,7 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
         },
         OomAdvice::TrySettings {
             reusable: 400 * MIB,
+            max_split_mb: Some(128),
         },
         OomAdvice::HolesTooSmall {
             stranded: 200 * MIB,
@@ -3682,14 +3745,17 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
         },
         OomAdvice::TryVariant {
             reusable: 400 * MIB,
+            max_split_mb: Some(128),
             presses: 1,
         },
         OomAdvice::TryVariant {
             reusable: 400 * MIB,
+            max_split_mb: Some(128),
             presses: 2,
         },
         OomAdvice::NoVariantSets {
             reusable: 400 * MIB,
+            max_split_mb: Some(128),
         },
     ];
     let moved = keymap_on_f_keys();
@@ -3716,7 +3782,10 @@ fn the_oom_advice_names_the_keys_the_keymap_binds_to_what_it_suggests() {
     let keymap = Keymap::default();
     let text = |a| ui::oom_advice_text(a, &keymap);
     assert!(text(every[2]).starts_with("free some of the panel's live tensors (d, o, x, D): "));
-    assert!(text(every[5]).ends_with(" of it in whole 20 MiB pages be reused (press S to try)"));
+    assert!(text(every[5]).ends_with(
+        "; max_split_size_mb:128 would never split blocks ≥ 128 MiB: the OOM path frees cached \
+         ones whole (press S to try)"
+    ));
     // On screen, after the panel's OOM at 80×24.
     let state = stress_screen();
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("test backend");
@@ -4031,12 +4100,17 @@ fn in_a_scenario_the_oom_advice_tries_settings_with_the_variant_that_sets_them()
     // to do instead.
     let mut run = p.scenario.clone().expect("a scenario");
     let reusable = 400 * MIB;
-    let try_settings = OomAdvice::TrySettings { reusable };
+    let max_split_mb = Some(128);
+    let try_settings = OomAdvice::TrySettings {
+        reusable,
+        max_split_mb,
+    };
     run.variant = 2;
     assert_eq!(
         run.advice_here(try_settings),
         OomAdvice::TryVariant {
             reusable,
+            max_split_mb,
             presses: 2
         },
         "from max_split_size the next one that sets other settings is two away"
@@ -4045,7 +4119,13 @@ fn in_a_scenario_the_oom_advice_tries_settings_with_the_variant_that_sets_them()
         v.alloc_conf.clear();
     }
     let none = run.advice_here(try_settings);
-    assert_eq!(none, OomAdvice::NoVariantSets { reusable });
+    assert_eq!(
+        none,
+        OomAdvice::NoVariantSets {
+            reusable,
+            max_split_mb
+        }
+    );
     let said = words(vec![none]).join("");
     assert!(
         said.ends_with("(u leaves the scenario, then S sets them)"),
@@ -4453,7 +4533,10 @@ fn every_oom_advice_has_a_one_row_wording_at_80_columns_that_names_its_keys() {
         OomAdvice::ExpandableOn {
             non_releasable: wide,
         },
-        OomAdvice::TrySettings { reusable: wide },
+        OomAdvice::TrySettings {
+            reusable: wide,
+            max_split_mb: Some(wide >> 20),
+        },
         OomAdvice::HolesTooSmall {
             stranded: wide,
             request: wide,
@@ -4461,13 +4544,18 @@ fn every_oom_advice_has_a_one_row_wording_at_80_columns_that_names_its_keys() {
         OomAdvice::SmallPoolOnly { stranded: wide },
         OomAdvice::TryVariant {
             reusable: wide,
+            max_split_mb: Some(wide >> 20),
             presses: 1,
         },
         OomAdvice::TryVariant {
             reusable: wide,
+            max_split_mb: Some(wide >> 20),
             presses: 2,
         },
-        OomAdvice::NoVariantSets { reusable: wide },
+        OomAdvice::NoVariantSets {
+            reusable: wide,
+            max_split_mb: Some(wide >> 20),
+        },
     ];
     for stranded in [Stranded::BesideTensors, Stranded::InPages, Stranded::Both] {
         every.push(OomAdvice::Reclaim {

@@ -10,6 +10,7 @@ pub mod allocator;
 pub mod analysis;
 pub mod config;
 pub mod device;
+pub mod explain;
 pub mod layout;
 pub mod oom;
 pub mod sizing;

@@ -9,8 +9,10 @@ use color_eyre::eyre::{WrapErr, eyre};
 use serde::Serialize;
 
 use super::text::{REPORT_WIDTH, cells, wrap_phrases_under, wrap_under};
+use crate::alloc::explain::Why;
 use crate::alloc::{
-    AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, TraceAction, human_bytes,
+    AllocatorConfig, CachingAllocator, DeviceMemory, InMemoryDevice, TraceAction, allocation_size,
+    human_bytes,
 };
 use crate::snapshot::capture::{snapshot_with_frames, synthetic_frames};
 use crate::snapshot::{Frames, Snapshot, write_snapshot_file};
@@ -30,7 +32,7 @@ pub struct DemoStep {
     pub driver_used: u64,
     pub segments: i64,
     pub inactive_split_bytes: i64,
-    pub lesson: &'static str,
+    pub lesson: String,
 }
 
 /// Microseconds of the trace clock per demo step: the entries of step `n`
@@ -89,7 +91,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
     let mut m = CachingAllocator::new(device, 0, AllocatorConfig::default());
     m.record_history(Some(usize::MAX));
     let mut out = Vec::new();
-    let mut record = |m: &CachingAllocator<InMemoryDevice>, step: &str, lesson: &'static str| {
+    let mut record = |m: &CachingAllocator<InMemoryDevice>, step: &str, lesson: &str| {
         let info = m.device().mem_get_info();
         out.push(DemoStep {
             step: step.to_string(),
@@ -98,7 +100,7 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
             driver_used: info.total - info.free,
             segments: m.stats().segment.all.current,
             inactive_split_bytes: m.stats().inactive_split_bytes.all.current,
-            lesson,
+            lesson: lesson.to_string(),
         });
     };
     let fail = |e| eyre!("the demo's model call failed: {e}");
@@ -125,17 +127,23 @@ fn run_model(memory: u64) -> color_eyre::Result<(Vec<DemoStep>, CachingAllocator
     );
     m.set_time_us(3 * STEP_TIME_US);
     let d = m.malloc(7 * MIB, 0).map_err(fail)?;
+    // The lessons the stress panel gives for the same moves: the model's.
     record(
         &m,
         "d = 7 MiB",
-        "no cached block is 7 MiB or more: a second segment",
+        &Why::NewSegment {
+            request: 7 * MIB,
+            segment: allocation_size(7 * MIB),
+            several: false,
+        }
+        .short(),
     );
     m.set_time_us(4 * STEP_TIME_US);
     marked_empty_cache(&mut m);
     record(
         &m,
         "empty_cache()",
-        "nothing freed: every segment holds a live block",
+        &Why::EverySegmentHoldsALiveBlock.short(),
     );
     m.set_time_us(5 * STEP_TIME_US);
     m.free(a).map_err(fail)?;
@@ -296,7 +304,7 @@ pub fn render(steps: &[DemoStep], memory: u64, saved: Option<&Path>) -> String {
             "{}",
             row(&s.step, figures.iter().map(String::as_str).collect())
         );
-        let _ = writeln!(out, "{}", wrap_under("  why: ", s.lesson, REPORT_WIDTH));
+        let _ = writeln!(out, "{}", wrap_under("  why: ", &s.lesson, REPORT_WIDTH));
     }
     let _ = writeln!(out, "\n{}", wrap_phrases_under("", LEGEND, REPORT_WIDTH));
     // The command on a line of its own, whole, to be copied.

@@ -380,6 +380,8 @@ impl<B: Backend> Dashboard<B> {
         match spawned {
             Ok(w) => {
                 state.stress.pid = w.pid();
+                // Keys typed before its first answer wait for it.
+                state.stress.worker_spawned();
                 self.stress_worker = Some(w);
             }
             Err(e) => state

@@ -79,7 +79,8 @@ pub use processes::ProcessesPane;
 pub use segments::SegmentsPane;
 pub use status::{StatusLine, oom_banner, probe_note};
 pub use stress::{
-    StressPane, highlighted_wrap, oom_advice_text, oom_advice_wordings, oom_summary, stress_message,
+    StressPane, highlighted_wrap, oom_advice_text, oom_advice_wordings, oom_summary,
+    stress_message, why_wordings,
 };
 pub use theme::Theme;
 pub use timeline::{LegendName, TimelinePane};

@@ -26,6 +26,7 @@ use unicode_width::UnicodeWidthStr as _;
 use super::chrome;
 use super::format;
 use super::theme::Theme;
+use crate::alloc::explain::Why;
 use crate::alloc::sizing::format_size;
 use crate::app::keymap::{Action, Keymap, PanelKey, TypingKey, TypingMode};
 use crate::app::stress::{
@@ -75,6 +76,8 @@ const OOM_CUT_ROWS: usize = 3;
 /// cached byte reused", takes three at a 72-column panel).
 const MESSAGE_ROWS: usize = 3;
 const ADVICE_ROWS: usize = 3;
+/// Rows the reason under the message may take ("why: …").
+const WHY_ROWS: usize = 2;
 /// Rows a scenario's explanation may take.
 const EXPLANATION_ROWS: usize = 3;
 /// The compare view two figures a row (narrow panels): label, A, B and Δ
@@ -526,6 +529,16 @@ impl<'a> StressPane<'a> {
             }),
             MESSAGE_ROWS,
         ));
+        // Why the figures moved (the model's lessons): under the message,
+        // in full where two rows hold it, else in a few words.
+        let why_at = parts.len();
+        if !self.panel.why.is_empty() {
+            let wordings = why_wordings(&self.panel.why);
+            parts.push((
+                Box::new(move |r| fitted_wording(&wordings, width, r, t.dim)),
+                WHY_ROWS,
+            ));
+        }
         let oom_at = parts.len();
         if let Some(oom) = &self.panel.oom {
             parts.push((Box::new(move |r| self.oom_lines(oom, width, r)), OOM_ROWS));
@@ -569,11 +582,20 @@ impl<'a> StressPane<'a> {
         // nothing would help): it stays longest, whole.
         let verdict = advice_end.checked_sub(1).filter(|&v| v >= advice_at);
         let mut order = vec![(explanation_at, 0)];
+        if !self.panel.why.is_empty() {
+            order.extend([(why_at, 1), (why_at, 0)]);
+        }
         if let Some(oom) = &self.panel.oom {
             order.push((oom_at, self.oom_message(oom, width).1));
         }
         let before_verdict = advice_at..verdict.unwrap_or(advice_end);
         order.extend(before_verdict.clone().map(|i| (i, 1)));
+        // A verdict on three rows (both settings, each with its
+        // mechanism) gives way to its two-row wording before the OOM
+        // message gives up its highlighted words.
+        if let Some(v) = verdict {
+            order.push((v, 2));
+        }
         // The summary keeps the message's figures on one row: it goes
         // before any advice line does. A message given two rows is drawn
         // as the summary too, and the row it leaves goes to the tensors.
@@ -1072,19 +1094,21 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
                 format!("{n} shares pages with live tensors: only freeing them returns it"),
             ]
         }
-        OomAdvice::TrySettings { reusable } => {
+        OomAdvice::TrySettings {
+            reusable,
+            max_split_mb,
+        } => {
             let try_it = keys
                 .first()
                 .map(|key| format!(" (press {key} to try)"))
                 .unwrap_or_default();
-            let reusable = b(reusable);
-            let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it {PAGES} be reused{try_it}"
-            )];
-            wordings.extend(settings_wordings(&reusable, &[try_it]));
-            wordings
+            settings_wordings(&b(reusable), max_split_mb, "", &[try_it])
         }
-        OomAdvice::TryVariant { reusable, presses } => {
+        OomAdvice::TryVariant {
+            reusable,
+            max_split_mb,
+            presses,
+        } => {
             let tails = match (keys.first(), presses) {
                 (Some(key), 1) => vec![
                     format!(" (press {key}: the next variant sets them)"),
@@ -1096,15 +1120,12 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
                 ],
                 (None, _) => vec![String::new()],
             };
-            let reusable = b(reusable);
-            let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it {PAGES} be reused{}",
-                tails[0]
-            )];
-            wordings.extend(settings_wordings(&reusable, &tails));
-            wordings
+            settings_wordings(&b(reusable), max_split_mb, "", &tails)
         }
-        OomAdvice::NoVariantSets { reusable } => {
+        OomAdvice::NoVariantSets {
+            reusable,
+            max_split_mb,
+        } => {
             // The settings field outside the scenario, keys first: they
             // are what to do.
             let tails = match keys.as_slice() {
@@ -1114,14 +1135,12 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
                 ],
                 _ => vec![String::new()],
             };
-            let reusable = b(reusable);
-            let mut wordings = vec![format!(
-                "{SETTINGS} would let {reusable} of it {PAGES} be reused; no variant of this scenario \
-                 sets them{}",
-                tails[0]
-            )];
-            wordings.extend(settings_wordings(&reusable, &tails));
-            wordings
+            settings_wordings(
+                &b(reusable),
+                max_split_mb,
+                "; no variant of this scenario sets them",
+                &tails,
+            )
         }
         OomAdvice::HolesTooSmall { stranded, request } => {
             let (stranded, request) = (b(stranded), b(request));
@@ -1155,29 +1174,74 @@ pub fn oom_advice_wordings(advice: OomAdvice, keymap: &Keymap) -> Vec<String> {
     }
 }
 
-/// The settings that would make room of stranded memory, as PyTorch
-/// spells them.
-const SETTINGS: &str = "expandable_segments:True or max_split_size_mb";
-
-/// What the reusable figure counts: the free blocks' whole 20 MiB pages
-/// (figures.rs), less than what a variant may then reuse where the
-/// slivers join up (fragmentation_oom's expandable variant reuses them
-/// all).
-const PAGES: &str = "in whole 20 MiB pages";
-
-/// The shorter wordings of advice to try the settings that would let
-/// `reusable` be reused, longest first: each of `tails` (how to try them,
-/// longest first) after the settings, then the last after
+/// The wordings of advice to try the settings that would make room of
+/// stranded memory, longest first, each setting with its own mechanism
+/// (they differ: pages are expandable segments' alone): what
+/// `expandable_segments:True` would do with the `reusable` bytes of whole
+/// free 20 MiB pages, then, where `max_split_mb` gives a value, what
+/// `max_split_size_mb` would do instead, then `note` and each of `tails`
+/// (how to try them, longest first); the shortest names
 /// `expandable_segments:True` alone, the one PyTorch's message names.
-fn settings_wordings(reusable: &str, tails: &[String]) -> Vec<String> {
-    let mut wordings: Vec<String> = tails
-        .iter()
-        .map(|t| format!("{SETTINGS} would reuse {reusable} in 20 MiB pages{t}"))
-        .collect();
+fn settings_wordings(
+    reusable: &str,
+    max_split_mb: Option<u64>,
+    note: &str,
+    tails: &[String],
+) -> Vec<String> {
+    // (what expandable segments do, what max_split_size_mb does), longest
+    // first; the short one keeps to two rows at 80 columns with a tail, as
+    // the OOM message above needs the rest of an 80×24 panel.
+    let forms: Vec<(String, String)> = [
+        (
+            format!(
+                "expandable_segments:True would remap {reusable} of it in whole free 20 MiB pages"
+            ),
+            max_split_mb.map(|mb| {
+                format!(
+                    "; max_split_size_mb:{mb} would never split blocks ≥ {mb} MiB: the OOM path \
+                     frees cached ones whole"
+                )
+            }),
+        ),
+        (
+            format!("expandable_segments:True would remap {reusable} of free pages"),
+            max_split_mb
+                .map(|mb| format!("; max_split_size_mb:{mb} never splits blocks ≥ {mb} MiB")),
+        ),
+    ]
+    .into_iter()
+    .map(|(e, m)| (e, m.unwrap_or_default()))
+    .collect();
+    let mut wordings: Vec<String> = Vec::new();
+    for (expandable, max_split) in &forms {
+        wordings.extend(
+            tails
+                .iter()
+                .map(|t| format!("{expandable}{max_split}{note}{t}")),
+        );
+    }
     if let Some(last) = tails.last() {
+        wordings.push(format!("{}{last}", forms[1].0));
         wordings.push(format!(
             "expandable_segments:True would reuse {reusable}{last}"
         ));
+    }
+    // Longest first, whichever setting and tail make them long.
+    wordings.sort_by_key(|w| std::cmp::Reverse(w.width()));
+    wordings.dedup();
+    wordings
+}
+
+/// The reasons under the panel's message, longest first: each in full,
+/// then each in a few words (one row at 80 columns).
+pub fn why_wordings(why: &[Why]) -> Vec<String> {
+    let join = |words: fn(Why) -> String| {
+        let parts: Vec<String> = why.iter().map(|&w| words(w)).collect();
+        format!("why: {}", parts.join("; "))
+    };
+    let mut wordings = vec![join(Why::text), join(Why::short)];
+    if let Some(&first) = why.first() {
+        wordings.push(format!("why: {}", first.short()));
     }
     wordings.dedup();
     wordings

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::alloc::advice::{max_split_below, typical_split_segment};
 use crate::alloc::analysis::{
     BUCKETS, FIRST_BUCKET_LOG2, LAST_BUCKET_LOG2, released_by_empty_cache,
 };
@@ -204,8 +205,9 @@ pub struct Reclaim {
     /// live block, and parts of free pages of expandable segments.
     pub non_releasable: u64,
     /// The part of `non_releasable` in ordinary (not expandable) segments
-    /// of the large pool: the memory expandable segments or
-    /// `max_split_size_mb` could make reusable for a large request.
+    /// of the large pool: memory that expandable segments (unmapping its
+    /// whole free pages) or `max_split_size_mb` (not splitting big blocks
+    /// in the first place) could leave reusable for a large request.
     pub stranded_large_pool: u64,
     /// The part of `non_releasable` in expandable segments: parts of pages
     /// that also hold live tensors, which no setting returns.
@@ -237,9 +239,9 @@ pub fn reclaim(layout: &[SegmentInfo]) -> Reclaim {
 /// Bytes of free blocks in ordinary large-pool segments that also hold a
 /// live block, counted in whole 20 MiB pages: what expandable segments
 /// (which unmap whole free pages and map them again where a request needs
-/// them) or `max_split_size_mb` (which keeps big blocks whole) could turn
-/// into room for a large request. Holes smaller than a page stay holes
-/// under any setting.
+/// them) could turn into room for a large request. Holes smaller than a
+/// page stay holes under that setting. (`max_split_size_mb` works on whole
+/// blocks instead: it keeps big ones from being split at all.)
 fn stranded_in_whole_pages(layout: &[SegmentInfo]) -> u64 {
     layout
         .iter()
@@ -304,19 +306,35 @@ pub enum OomAdvice {
     /// Expandable segments are on: the `non_releasable` bytes left share
     /// pages with live tensors, which no setting returns.
     ExpandableOn { non_releasable: u64 },
-    /// `expandable_segments:True` or `max_split_size_mb` would let
-    /// `reusable` bytes of the stranded memory be reused: the settings
-    /// field is the way to try.
-    TrySettings { reusable: u64 },
+    /// A setting would make room of the stranded memory, each by its own
+    /// mechanism: `expandable_segments:True` unmaps the `reusable` bytes
+    /// of whole free 20 MiB pages and maps them again where the request
+    /// needs them; `max_split_size_mb:N` (`max_split_mb`, where the split
+    /// segments are large enough for a value PyTorch takes) keeps blocks
+    /// of N MiB or more whole, never split for smaller requests, so that a
+    /// freed one is a whole cached segment the OOM path releases (and
+    /// `empty_cache` too) instead of a sliver beside a live tensor. The
+    /// settings field is the way to try.
+    TrySettings {
+        reusable: u64,
+        max_split_mb: Option<u64>,
+    },
     /// [`OomAdvice::TrySettings`] in a scenario: the settings field would
     /// start a fresh allocator and leave the scenario's steps behind, so
     /// the way to try is the scenario's variant that sets them, `presses`
     /// of the next-variant key away.
-    TryVariant { reusable: u64, presses: usize },
+    TryVariant {
+        reusable: u64,
+        max_split_mb: Option<u64>,
+        presses: usize,
+    },
     /// [`OomAdvice::TrySettings`] in a scenario none of whose variants
     /// sets them: they can only be tried on the panel's own tensors, out
     /// of the scenario.
-    NoVariantSets { reusable: u64 },
+    NoVariantSets {
+        reusable: u64,
+        max_split_mb: Option<u64>,
+    },
     /// No setting makes room of the large pool's `stranded` bytes: its
     /// holes between live tensors are too small or too few for `request`.
     HolesTooSmall { stranded: u64, request: u64 },
@@ -434,7 +452,18 @@ pub fn oom_advice(
         && in_pages >= LARGE_NON_RELEASABLE
         && oom.tried <= free_with_cache.saturating_add(in_pages)
     {
-        lines.push(OomAdvice::TrySettings { reusable: in_pages });
+        // The value that would have kept the split segments whole; none
+        // once it is set (it did not keep these) or where they are too
+        // small for any value PyTorch takes.
+        let max_split_mb = if settings.contains("max_split_size_mb") {
+            None
+        } else {
+            typical_split_segment(layout).and_then(max_split_below)
+        };
+        lines.push(OomAdvice::TrySettings {
+            reusable: in_pages,
+            max_split_mb,
+        });
     } else if large_request && r.stranded_large_pool >= LARGE_NON_RELEASABLE {
         lines.push(OomAdvice::HolesTooSmall {
             stranded: r.stranded_large_pool,

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::keymap::{AtEnd, PanelKey, TypingKey, TypingMode};
 use super::state::AllocatorView;
+use crate::alloc::explain::Why;
 
 mod figures;
 mod input;
@@ -233,6 +234,22 @@ pub struct StressPanel {
     /// ("no scenario loaded:" then "n lists them"). [`StressPanel::say`]
     /// and [`StressPanel::say_then`] set both.
     pub message_keys: Vec<KeyUse>,
+    /// Why the figures moved as the message says (the lessons `vramtop
+    /// demo` gives, from the model's [`Why`]): drawn under the message
+    /// where the panel has room. A new message drops them.
+    pub why: Vec<Why>,
+    /// Whether an allocation has succeeded on the GPU since the worker
+    /// started: on the simulated GPU the first one also creates the
+    /// process's CUDA context (a real GPU's worker made it when it
+    /// started, and other processes move its figure).
+    pub allocated_once: bool,
+    /// Whether the worker runs on a real GPU (its `Started` answer).
+    pub real_gpu: bool,
+    /// The CUDA context the first allocation created on the simulated
+    /// GPU: [`StressPanel::answers`] with that answer, and its bytes.
+    pub context_created: Option<(u64, u64)>,
+    /// [`StressPanel::answers`] when A was marked.
+    pub marked_a_at: u64,
     /// A command in `message` to copy ("vramtop replay FILE", or the
     /// allocator settings applied): the panel breaks its rows before it,
     /// never inside it (one wider than a row is broken where it has a `/`
@@ -241,6 +258,11 @@ pub struct StressPanel {
     /// A command is with the worker: new requests wait for its answer, so
     /// the panel never frees an address twice.
     pub busy: bool,
+    /// The worker was spawned and its first answer has not come yet: keys
+    /// typed meanwhile wait in [`StressPanel::queued`] as they do while
+    /// busy, and run once it says it is ready (`a a` typed quickly on a
+    /// fresh dashboard opened the panel and lost the allocation).
+    pub starting: bool,
     /// The command with the worker is a snapshot to write (`W`, or `c`
     /// on the panel's allocator with the panel closed): its answer is the
     /// snapshot's, whether written or failed.
@@ -298,7 +320,13 @@ impl Default for StressPanel {
             message: None,
             message_keys: Vec::new(),
             message_command: None,
+            why: Vec::new(),
+            allocated_once: false,
+            real_gpu: false,
+            context_created: None,
+            marked_a_at: 0,
             busy: false,
+            starting: false,
             saving: false,
             queued: Vec::new(),
             dropped_keys: 0,
@@ -381,6 +409,17 @@ impl StressPanel {
         self.gpu.is_some()
     }
 
+    /// The shell spawned the worker: until its first answer, keys wait.
+    pub fn worker_spawned(&mut self) {
+        self.starting = !self.ready();
+    }
+
+    /// Whether keys must wait for an answer: one to the command with the
+    /// worker, or the worker's first (it is starting).
+    fn waiting(&self) -> bool {
+        self.busy || (self.starting && !self.ready())
+    }
+
     /// The cap that applies now: a scenario's simulated device has none
     /// (running out of its memory is the point).
     pub fn active_cap(&self) -> Option<u64> {
@@ -406,6 +445,15 @@ impl StressPanel {
         self.marks
             .both()
             .map(|_| self.answers.saturating_sub(self.marked_b_at))
+    }
+
+    /// The bytes of the CUDA context the panel's first allocation created
+    /// between A and B, once both are marked: part of the driver-used
+    /// row's Δ that reserved's does not have.
+    pub fn context_between_marks(&self) -> Option<u64> {
+        self.marks.both()?;
+        let (at, bytes) = self.context_created?;
+        (self.marked_a_at < at && at <= self.marked_b_at).then_some(bytes)
     }
 
     /// The compare rows when both marks are set.
@@ -458,6 +506,7 @@ impl StressPanel {
         self.message = Some(text.into());
         self.message_keys = keys;
         self.message_command = None;
+        self.why.clear();
     }
 
     /// Why no command can go to the worker now.
@@ -513,6 +562,34 @@ impl StressPanel {
         commands
     }
 
+    /// Why an allocation of the tensors `new` grew reserved by `grew`
+    /// bytes, as the model's rules tell it: the cache held no free block
+    /// for the request, and a request of that size gets a segment of a set
+    /// size (spec §1.4), or expandable segments mapped pages.
+    fn allocation_why(&self, new: &[NewTensor], grew: u64) -> Option<Why> {
+        if new.is_empty() {
+            return None;
+        }
+        if grew == 0 {
+            return Some(Why::ServedFromCache);
+        }
+        let config = crate::alloc::AllocatorConfig::parse(&self.settings).unwrap_or_default();
+        if config.expandable_segments {
+            return Some(Why::PagesMapped);
+        }
+        let first = new[0].requested;
+        if new.iter().any(|t| t.requested != first) {
+            return Some(Why::NoCachedBlockFitsAll);
+        }
+        let request = crate::alloc::round_size(first, &config);
+        let segment = crate::alloc::allocation_size(request);
+        Some(Why::NewSegment {
+            request,
+            segment,
+            several: grew > segment,
+        })
+    }
+
     /// Forgets the last OOM once memory was freed since (a free, or an
     /// empty_cache that released some): its figures ("… of which 3.97 GiB
     /// is free", the live tensors its advice would free) describe a state
@@ -541,6 +618,7 @@ impl StressPanel {
         match self.marks {
             CompareMarks::None => {
                 self.marks = CompareMarks::A(self.figures);
+                self.marked_a_at = self.answers;
                 self.say_then(
                     "marked A: act, then",
                     vec![KeyUse::act(StressAction::MarkCompare, "marks B")],
@@ -553,9 +631,21 @@ impl StressPanel {
                     "marked B: A | B | Δ below;",
                     vec![KeyUse::act(StressAction::MarkCompare, "starts over")],
                 );
+                // The driver-used row is the whole GPU's: where it moved
+                // apart from reserved, say what else moved it.
+                let b = self.figures;
+                let past_reserved = (i128::from(b.driver_used) - i128::from(a.driver_used))
+                    - (i128::from(b.reserved) - i128::from(a.reserved));
+                if past_reserved != 0 && self.device == PanelDevice::Gpu {
+                    self.why.push(Why::DriverPastReserved {
+                        bytes: i64::try_from(past_reserved).unwrap_or(i64::MAX),
+                        context: self.context_between_marks(),
+                    });
+                }
             }
             CompareMarks::Both(..) => {
                 self.marks = CompareMarks::A(self.figures);
+                self.marked_a_at = self.answers;
                 self.say("marked a new A");
             }
         }
@@ -657,7 +747,7 @@ impl StressPanel {
     /// While the worker is busy, actions other than moving the cursor wait
     /// in [`StressPanel::queued`].
     pub fn apply(&mut self, action: StressAction) -> Vec<StressCommand> {
-        if !self.busy {
+        if !self.waiting() {
             // A key typed at an idle panel: a refusal before it was said.
             self.refused_keys = 0;
         }
@@ -666,7 +756,7 @@ impl StressPanel {
 
     /// [`StressPanel::apply`] of a key typed now or waiting in the queue.
     fn apply_now(&mut self, action: StressAction) -> Vec<StressCommand> {
-        if self.busy
+        if self.waiting()
             && !matches!(
                 action,
                 StressAction::Up
@@ -970,6 +1060,7 @@ impl StressPanel {
                 real_gpu,
             } => {
                 self.gpu = Some(gpu);
+                self.real_gpu = real_gpu;
                 self.cap = self
                     .cap_setting
                     .or_else(|| default_cap(free_at_start, real_gpu));
@@ -984,12 +1075,36 @@ impl StressPanel {
                 self.oom = None;
                 self.add(&new);
                 let (now, then) = (self.figures.reserved, before.reserved);
+                // A fall says its own cause (the retry path released
+                // cached segments), where "no new segment" may be false.
+                let why = if now < then {
+                    None
+                } else {
+                    self.allocation_why(&new, now - then)
+                };
+                let on_gpu = self.device == PanelDevice::Gpu;
+                let context = (!self.allocated_once && on_gpu && !self.real_gpu)
+                    .then(|| {
+                        // The driver's growth past reserved's: on the
+                        // simulated GPU exactly the context; on a real
+                        // one other processes may move it too.
+                        let driver = self.figures.driver_used.saturating_sub(before.driver_used);
+                        driver.saturating_sub(now.saturating_sub(then))
+                    })
+                    .filter(|&bytes| bytes > 0);
+                self.allocated_once |= on_gpu;
                 self.say(if now < then {
                     // The retry path released cached segments to make room.
                     format!(
                         "allocated {}; reserved fell by {} (cached segments released to make room)",
                         tensors(new.len() as u64),
                         fmt(then - now)
+                    )
+                } else if now == then {
+                    format!(
+                        "allocated {}; reserved stays {}",
+                        tensors(new.len() as u64),
+                        fmt(now)
                     )
                 } else {
                     format!(
@@ -998,6 +1113,12 @@ impl StressPanel {
                         fmt(now - then)
                     )
                 });
+                self.why.extend(why);
+                self.why
+                    .extend(context.map(|bytes| Why::ContextCreated { bytes }));
+                if let Some(bytes) = context {
+                    self.context_created = Some((self.answers, bytes));
+                }
             }
             StressOutcome::OutOfMemory {
                 allocated,
@@ -1140,6 +1261,7 @@ impl StressPanel {
                 // Nothing released, nothing the OOM described changed.
                 let past = if released > 0 { self.oom_past() } else { "" };
                 self.say(format!("empty_cache released {}{past}", fmt(released)));
+                self.why.push(Why::empty_cache(&result.layout, released));
             }
             StressOutcome::CapRefused { allocated, message } => {
                 self.refused_keys += 1;
@@ -1156,6 +1278,18 @@ impl StressPanel {
         }
         self.selected = self.selected.min(self.tensors.len().saturating_sub(1));
         self.busy = false;
+        self.starting = false;
+        if !self.ready() && !self.queued.is_empty() {
+            // The worker could not start (its one answer says why): the
+            // keys that waited for it have nothing to run on.
+            let waited = self.queued.len() as u64;
+            self.queued.clear();
+            let message = self.message.take().unwrap_or_default();
+            self.message = Some(format!(
+                "{message}; {} typed while it started dropped",
+                keys(waited)
+            ));
+        }
         let source = match self.device {
             PanelDevice::Gpu => "vramtop stress panel".to_string(),
             PanelDevice::Scenario { capacity, .. } => {
@@ -1268,6 +1402,58 @@ mod tests {
         assert_eq!(
             p.queued[MAX_QUEUED..],
             [StressAction::EmptyCache, StressAction::FreeAll]
+        );
+    }
+
+    #[test]
+    fn keys_typed_while_the_worker_starts_wait_and_run_once_it_is_ready() {
+        let mut p = StressPanel::default();
+        p.worker_spawned();
+        assert!(p.apply(StressAction::Allocate).is_empty(), "queued");
+        assert!(p.apply(StressAction::MarkCompare).is_empty(), "queued");
+        assert_eq!(
+            p.queued,
+            vec![StressAction::Allocate, StressAction::MarkCompare]
+        );
+        let started = StressResult {
+            outcome: StressOutcome::Started {
+                gpu: 0,
+                free_at_start: 80 * GIB,
+                total: 80 * GIB,
+                real_gpu: false,
+            },
+            stats: Default::default(),
+            layout: Vec::new(),
+            driver_used: 0,
+        };
+        let sent = p.on_result(started);
+        assert!(
+            matches!(&sent[..], [StressCommand::Malloc { sizes, .. }]
+                if sizes.len() == p.count() as usize),
+            "{sent:?}"
+        );
+        assert_eq!(p.queued, vec![StressAction::MarkCompare], "after it");
+    }
+
+    #[test]
+    fn keys_that_waited_for_a_worker_that_failed_to_start_are_dropped_aloud() {
+        let mut p = StressPanel::default();
+        p.worker_spawned();
+        p.apply(StressAction::Allocate);
+        let failed = StressResult {
+            outcome: StressOutcome::Failed {
+                allocated: Vec::new(),
+                message: "cannot open CUDA GPU 0: no device".to_string(),
+            },
+            stats: Default::default(),
+            layout: Vec::new(),
+            driver_used: 0,
+        };
+        assert!(p.on_result(failed).is_empty());
+        assert!(p.queued.is_empty());
+        assert_eq!(
+            p.message.as_deref(),
+            Some("cannot open CUDA GPU 0: no device; 1 key typed while it started dropped")
         );
     }
 

@@ -59,7 +59,11 @@ impl ScenarioRun {
     /// memory), not by the settings field, which replaces the allocator
     /// the steps run on.
     pub fn advice_here(&self, advice: OomAdvice) -> OomAdvice {
-        let OomAdvice::TrySettings { reusable } = advice else {
+        let OomAdvice::TrySettings {
+            reusable,
+            max_split_mb,
+        } = advice
+        else {
             return advice;
         };
         let variants = &self.scenario.variants;
@@ -73,9 +77,17 @@ impl ScenarioRun {
                     .get((self.variant + k) % variants.len())
                     .is_some_and(|v| sets(&v.alloc_conf) && Some(v.alloc_conf.as_str()) != now)
             })
-            .map_or(OomAdvice::NoVariantSets { reusable }, |presses| {
-                OomAdvice::TryVariant { reusable, presses }
-            })
+            .map_or(
+                OomAdvice::NoVariantSets {
+                    reusable,
+                    max_split_mb,
+                },
+                |presses| OomAdvice::TryVariant {
+                    reusable,
+                    max_split_mb,
+                    presses,
+                },
+            )
     }
 
     /// The variant's name.
