@@ -266,12 +266,23 @@ fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
         Some(_) => return key_notice(state, keymap, action, "this line is no process"),
         None => return key_notice(state, keymap, action, "no process to signal"),
     };
-    match signal_target(state, &row.process, row.gpu) {
+    let target = signal_target(state, &row.process, row.gpu);
+    prompt_or_say_why(state, keymap, target)
+}
+
+/// Opens the prompt that confirms a signal to `target`, or says on the
+/// status line why no signal may be sent.
+fn prompt_or_say_why(
+    state: &mut AppState,
+    keymap: &Keymap,
+    target: Result<SignalTarget, String>,
+) -> Effect {
+    match target {
         Ok(target) => {
             state.ui.signal_prompt = Some(SignalPrompt::one(target));
             Effect::Redraw
         }
-        Err(why) => key_notice(state, keymap, action, why),
+        Err(why) => key_notice(state, keymap, Action::SignalProcess, why),
     }
 }
 
@@ -1150,7 +1161,6 @@ fn apply_in_process_detail(state: &mut AppState, keymap: &Keymap, action: Action
 /// `K` in the process detail: asks to signal its process (not the tagged
 /// ones: the detail is about one), or says why it cannot be.
 fn signal_detail_process(state: &mut AppState, keymap: &Keymap) -> Effect {
-    let action = Action::SignalProcess;
     let Some(facts) = state.process_detail_facts() else {
         return Effect::None;
     };
@@ -1159,13 +1169,7 @@ fn signal_detail_process(state: &mut AppState, keymap: &Keymap) -> Effect {
         (None, Some(line)) => signal_target(state, line.process, line.gpu),
         _ => Err(format!("pid {pid} has ended: nothing sent")),
     };
-    match target {
-        Ok(target) => {
-            state.ui.signal_prompt = Some(SignalPrompt::one(target));
-            Effect::Redraw
-        }
-        Err(why) => key_notice(state, keymap, action, why),
-    }
+    prompt_or_say_why(state, keymap, target)
 }
 
 /// `c` in the process detail: captures its allocator where it is the one

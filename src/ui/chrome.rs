@@ -198,6 +198,42 @@ pub(crate) fn popup(
     (popup, inner)
 }
 
+/// The bottom note of a popup whose `total` rows scroll, `rows` of them
+/// shown from `first`: which rows show and the keys that scroll it ("rows
+/// 3–12 of 40 · ↑ ↓ scroll"; `back` and `on` are the up and down keys'
+/// names), only the rows where the popup is too narrow for the keys.
+/// Nothing where every row shows.
+pub(crate) fn scroll_note(
+    buf: &mut Buffer,
+    popup: Rect,
+    (first, rows, total): (usize, usize, usize),
+    (back, on): (&str, &str),
+    theme: &Theme,
+) {
+    let most = total.saturating_sub(rows);
+    if most == 0 {
+        return;
+    }
+    let last = first.saturating_add(rows).min(total);
+    let how = if first == 0 {
+        format!("{on} scrolls")
+    } else if first >= most {
+        format!("{back} scrolls back")
+    } else {
+        format!("{back} {on} scroll")
+    };
+    let how = theme.key(&how);
+    let shown = first.saturating_add(1);
+    let note = format!(" rows {shown}–{last} of {total} · {how} ");
+    let room = usize::from(popup.width.saturating_sub(2));
+    let note = if note.chars().count() <= room {
+        note
+    } else {
+        format!(" {shown}–{last}/{total} ")
+    };
+    bottom_note(buf, popup, &note, theme);
+}
+
 /// Writes `note` on the bottom border of `popup`, after its corner (cut to
 /// fit): where a scrolled popup says which rows it shows.
 pub(crate) fn bottom_note(buf: &mut Buffer, popup: Rect, note: &str, theme: &Theme) {

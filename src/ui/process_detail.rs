@@ -21,7 +21,7 @@ use super::chrome;
 use super::format::{self, NA, NOT_MEASURED};
 use super::fragmentation::{SEGMENTS_NOT_YET, segments_age_words};
 use super::theme::Theme;
-use crate::app::keymap::{Action, Keymap, Scrolled};
+use crate::app::keymap::{Action, Keymap};
 use crate::app::process_detail::DetailGpu;
 use crate::app::state::{AllocatorView, AppState, SegmentsAge};
 
@@ -346,25 +346,13 @@ pub fn render_process_detail(
     let hint = theme.key(&hint).into_owned();
     let (popup, inner) = chrome::popup(buf, area, (width, height), &title, &hint, rows, theme);
     chrome::lines_at(buf, inner, lines.get(first..).unwrap_or_default());
-    if most > 0 {
-        let last = (first + rows).min(lines.len());
-        let scrolled = Scrolled::at(first, most);
-        let key = |a| keymap.key_label(a).unwrap_or_default();
-        let how = match (scrolled.up, scrolled.down) {
-            (false, _) => format!("{} scrolls", key(Action::Down)),
-            (true, false) => format!("{} scrolls back", key(Action::Up)),
-            (true, true) => format!("{} {} scroll", key(Action::Up), key(Action::Down)),
-        };
-        let how = theme.key(&how);
-        let note = format!(" rows {}–{last} of {} · {how} ", first + 1, lines.len());
-        // A narrow popup keeps the rows and leaves out the keys.
-        let room = usize::from(popup.width.saturating_sub(2));
-        let note = if note.chars().count() <= room {
-            note
-        } else {
-            format!(" {}–{last}/{} ", first + 1, lines.len())
-        };
-        chrome::bottom_note(buf, popup, &note, theme);
-    }
+    let key = |a| keymap.key_label(a).unwrap_or_default();
+    chrome::scroll_note(
+        buf,
+        popup,
+        (first, rows, lines.len()),
+        (key(Action::Up), key(Action::Down)),
+        theme,
+    );
     theme.finish(popup, buf);
 }

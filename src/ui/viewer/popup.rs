@@ -47,26 +47,7 @@ pub(super) fn render_text_popup<'a>(
     let first = scroll.offset.min(most);
     let (popup, inner) = chrome::popup(buf, area, (width, height), title, hint, rows, theme);
     chrome::lines_at(buf, inner, lines.get(first..).unwrap_or_default());
-    if most > 0 {
-        let last = (first + rows).min(lines.len());
-        let (back, on) = scroll.keys;
-        let how = if first == 0 {
-            format!("{on} scrolls")
-        } else if first == most {
-            format!("{back} scrolls back")
-        } else {
-            format!("{back} {on} scroll")
-        };
-        let how = theme.key(&how);
-        let note = format!(" rows {}–{last} of {} · {how} ", first + 1, lines.len());
-        // A narrow popup keeps the rows and leaves out the keys.
-        let room = usize::from(popup.width.saturating_sub(2));
-        let note = if note.chars().count() <= room {
-            note
-        } else {
-            format!(" {}–{last}/{} ", first + 1, lines.len())
-        };
-        chrome::bottom_note(buf, popup, &note, theme);
-    }
+    let (back, on) = scroll.keys;
+    chrome::scroll_note(buf, popup, (first, rows, lines.len()), (back, on), theme);
     theme.finish(popup, buf);
 }
