@@ -243,19 +243,15 @@ fn way_to(keymap: &Keymap, from: Pane, to: Pane) -> String {
 fn ask_to_signal(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::SignalProcess;
     let tagged = state.ui.process_tags.len();
-    if state.ui.focus != Pane::Processes {
-        let way = way_to(keymap, state.ui.focus, Pane::Processes);
-        let what = match tagged {
-            0 => "the process selected".to_string(),
-            1 => "the process tagged".to_string(),
-            n => format!("the {n} processes tagged"),
-        };
-        return key_notice(
-            state,
-            keymap,
-            action,
-            format!("signals {what} in Processes ({way})"),
-        );
+    let what = match tagged {
+        0 => "the process selected".to_string(),
+        1 => "the process tagged".to_string(),
+        n => format!("the {n} processes tagged"),
+    };
+    if let Some(said) = outside_processes(state, keymap, action, |way| {
+        format!("signals {what} in Processes ({way})")
+    }) {
+        return said;
     }
     if tagged > 0 {
         return ask_to_signal_tagged(state, keymap);
@@ -424,19 +420,31 @@ pub(super) fn signal_target(
     })
 }
 
+/// `None` where Processes has the focus, else the notice that `action`
+/// acts there: `says` words it, given the way to move there ("Shift-Tab
+/// moves there").
+fn outside_processes(
+    state: &mut AppState,
+    keymap: &Keymap,
+    action: Action,
+    says: impl FnOnce(String) -> String,
+) -> Option<Effect> {
+    if state.ui.focus == Pane::Processes {
+        return None;
+    }
+    let way = way_to(keymap, state.ui.focus, Pane::Processes);
+    Some(key_notice(state, keymap, action, says(way)))
+}
+
 /// Space in Processes: tags the selected process for `K`, or untags it
 /// (by pid and command, so a re-sort, a sample or its other GPU's line
 /// keep it tagged, and a pid reused by another command is not).
 fn toggle_tag(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::ToggleTag;
-    if state.ui.focus != Pane::Processes {
-        let way = way_to(keymap, state.ui.focus, Pane::Processes);
-        return key_notice(
-            state,
-            keymap,
-            action,
-            format!("tags a process in Processes: nothing tagged ({way})"),
-        );
+    if let Some(said) = outside_processes(state, keymap, action, |way| {
+        format!("tags a process in Processes: nothing tagged ({way})")
+    }) {
+        return said;
     }
     let lines = state.process_lines();
     let process = match state.selected_process_index(&lines).map(|i| &lines[i]) {
@@ -1082,14 +1090,10 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
 /// why there is none (led by its key as `keymap` names it).
 fn open_process_detail(state: &mut AppState, keymap: &Keymap) -> Effect {
     let action = Action::ProcessDetail;
-    if state.ui.focus != Pane::Processes {
-        let way = way_to(keymap, state.ui.focus, Pane::Processes);
-        return key_notice(
-            state,
-            keymap,
-            action,
-            format!("shows the process selected in Processes ({way})"),
-        );
+    if let Some(said) = outside_processes(state, keymap, action, |way| {
+        format!("shows the process selected in Processes ({way})")
+    }) {
+        return said;
     }
     let lines = state.process_lines();
     match state.selected_process_index(&lines).map(|i| &lines[i]) {
