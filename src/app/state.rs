@@ -468,10 +468,7 @@ pub fn process_rows_sorted(
         all.sort_by(|a, b| sort.compare(*a, *b));
     }
     let gpu_pids: std::collections::BTreeSet<u32> = all.iter().map(|(_, p)| p.pid).collect();
-    let is_child = |p: &GpuProcess| {
-        p.parent_pid
-            .is_some_and(|pp| pp != p.pid && gpu_pids.contains(&pp))
-    };
+    let is_child = |p: &GpuProcess| p.own_context_in_child(&gpu_pids);
     let row = |gpu: u32, p: &GpuProcess, depth: usize| ProcessRow {
         gpu,
         process: p.clone(),

@@ -42,6 +42,15 @@ impl GpuProcess {
             usage: ProcessUsage::default(),
         }
     }
+
+    /// Whether the process is a child of another GPU process, so that it
+    /// holds a CUDA context of its own (a DataLoader worker that touched
+    /// CUDA: a whole context wasted). `gpu_pids`: every pid the driver
+    /// lists on the physical GPUs. `false` where the parent is unknown.
+    pub fn own_context_in_child(&self, gpu_pids: &std::collections::BTreeSet<u32>) -> bool {
+        self.parent_pid
+            .is_some_and(|pp| pp != self.pid && gpu_pids.contains(&pp))
+    }
 }
 
 /// What a GPU process uses besides GPU memory, as nvitop shows it: its
