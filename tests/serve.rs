@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fake_nvml::expect;
 use prometheus_parse::{Scrape, Value};
 use vramtop::serve::metrics::FAMILIES;
 
@@ -47,9 +48,14 @@ fn serve(test: &str, args: &[&str]) -> Server {
 
 /// [`serve`] with extra environment variables.
 fn serve_with_env(test: &str, args: &[&str], envs: &[(&str, &std::path::Path)]) -> Server {
+    serve_on("sim", test, args, envs)
+}
+
+/// [`serve_with_env`] on telemetry backend `backend`.
+fn serve_on(backend: &str, test: &str, args: &[&str], envs: &[(&str, &std::path::Path)]) -> Server {
     let log = log_file(test);
     let mut child = Command::new(env!("CARGO_BIN_EXE_vramtop"))
-        .args(["serve", "--backend", "sim", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--backend", backend, "--listen", "127.0.0.1:0"])
         .args(["--log-file", &log])
         .args(args)
         // No probe of the machine's; a test's own `envs` may name a folder.
@@ -199,6 +205,7 @@ fn sim_metrics_match_once_json_for_the_same_seed() {
         "vramtop_allocator_inactive_split_bytes",
         "vramtop_allocator_segments",
         "vramtop_allocator_peak_allocated_bytes",
+        "vramtop_allocator_peak_reserved_bytes",
         "vramtop_allocator_fragmentation_ratio",
     ] {
         assert_eq!(family(&scrape, name).len(), 4, "{name}");
@@ -581,6 +588,10 @@ fn an_attached_probes_allocator_is_exported_under_its_host_pid() {
                 Some(allocated as f64)
             );
             assert_eq!(of_probe("vramtop_allocator_ooms_total"), Some(3.0));
+            // The probe sent no peaks: none is exported, not a 0 below
+            // the current figures.
+            assert_eq!(of_probe("vramtop_allocator_peak_allocated_bytes"), None);
+            assert_eq!(of_probe("vramtop_allocator_peak_reserved_bytes"), None);
             return;
         }
         assert!(
@@ -588,5 +599,81 @@ fn an_attached_probes_allocator_is_exported_under_its_host_pid() {
             "the probe's allocator never appeared:\n{body}"
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn process_usage_and_a_childs_own_context_are_exported_from_nvml() {
+    // The fake lists the calling process (vramtop serve) on each GPU and
+    // beside it FAKE_NVML_OTHER_PID: this test, vramtop's parent. So
+    // vramtop is a child of a GPU process holding a context of its own.
+    let parent = std::process::id();
+    let Some(lib) = common::fake_nvml::fake_nvml_with(&[
+        ("FAKE_NVML_GPUS", "2"),
+        ("FAKE_NVML_OTHER_PID", &parent.to_string()),
+    ]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let server = serve_on(
+        "nvml",
+        "usage",
+        &["--interval", "100ms"],
+        &[("LD_LIBRARY_PATH", dir)],
+    );
+    let (child, parent) = (server.child.id().to_string(), parent.to_string());
+    // CPU time needs two samples: scrape until it is there.
+    let started = Instant::now();
+    let (body, parsed) = loop {
+        let (body, parsed) = scrape(server.addr);
+        if family(&parsed, "vramtop_process_cpu_utilization_ratio").len() == 2 {
+            break (body, parsed);
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "no CPU figure for both processes:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let of = |name: &str, gpu: Option<&str>, pid: &str| {
+        family(&parsed, name)
+            .into_iter()
+            .filter(|s| s.labels.get("pid") == Some(pid) && s.labels.get("gpu") == gpu)
+            .map(|s| value(&s.value))
+            .collect::<Vec<_>>()
+    };
+    let sm = "vramtop_gpu_process_sm_utilization_ratio";
+    for gpu in 0..2u32 {
+        let g = gpu.to_string();
+        let ratio = |percent: u32| vec![f64::from(percent) / 100.0];
+        assert_eq!(
+            of(sm, Some(&g), &child),
+            ratio(expect::own_process_sm(gpu)),
+            "{body}"
+        );
+        assert_eq!(
+            of(sm, Some(&g), &parent),
+            ratio(expect::other_process_sm(gpu)),
+            "{body}"
+        );
+    }
+    // Host figures: one series per process though each is on two GPUs.
+    let host = family(&parsed, "vramtop_process_host_memory_bytes");
+    assert_eq!(host.len(), 2, "{body}");
+    assert!(
+        host.iter()
+            .all(|s| s.labels.get("gpu").is_none() && value(&s.value) > 0.0)
+    );
+    for pid in [&child, &parent] {
+        let cpu = of("vramtop_process_cpu_utilization_ratio", None, pid);
+        assert!(cpu.len() == 1 && cpu[0] >= 0.0, "{body}");
+    }
+    // vramtop, on both GPUs, is the child with a context of its own there.
+    let own = family(&parsed, "vramtop_gpu_process_own_context_info");
+    assert_eq!(own.len(), 2, "{body}");
+    for s in own {
+        assert_eq!(s.labels.get("pid"), Some(child.as_str()));
+        assert_eq!(s.labels.get("parent_pid"), Some(parent.as_str()));
+        assert_eq!(value(&s.value), 1.0);
     }
 }

@@ -4,11 +4,11 @@
 //! hertz and ratios in 0–1; counters end in `_total`. A figure the GPU does
 //! not report (`None` in [`GpuSample`]) gives no series at all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::exposition::{Family, Labels, MetricType, Sample, TextWriter};
-use crate::alloc::{DeviceStats, Fragmentation};
-use crate::device::{GpuReading, GpuSample};
+use crate::alloc::{DeviceStats, Fragmentation, Stat};
+use crate::device::{GpuProcess, GpuReading, GpuSample};
 
 const fn gauge(name: &'static str, help: &'static str) -> Family {
     Family {
@@ -91,6 +91,22 @@ pub const PROCESS_MEMORY: Family = gauge(
     "vramtop_gpu_process_memory_used_bytes",
     "GPU memory the driver attributes to a process (bytes); name is the executable's file name.",
 );
+pub const PROCESS_SM: Family = gauge(
+    "vramtop_gpu_process_sm_utilization_ratio",
+    "Fraction of the GPU's SM time the process used over the driver's last sample period (0-1; NVML process utilization).",
+);
+pub const PROCESS_OWN_CONTEXT: Family = gauge(
+    "vramtop_gpu_process_own_context_info",
+    "Always 1, only for a child of another GPU process that holds a CUDA context of its own on this GPU (e.g. a DataLoader worker that touched CUDA); parent_pid is that GPU process.",
+);
+pub const PROCESS_CPU: Family = gauge(
+    "vramtop_process_cpu_utilization_ratio",
+    "CPU time (user + system) of a GPU process over wall time between the last two samples, in CPUs: above 1 when several threads are busy, as top's percent over 100. One series per process, whatever GPUs it uses.",
+);
+pub const PROCESS_HOST_MEMORY: Family = gauge(
+    "vramtop_process_host_memory_bytes",
+    "Host memory resident (RSS) of a GPU process (bytes). One series per process, whatever GPUs it uses.",
+);
 pub const ALLOCATED: Family = gauge(
     "vramtop_allocator_allocated_bytes",
     "Bytes handed out to tensors by a process's caching allocator (torch.cuda.memory_allocated()).",
@@ -123,6 +139,10 @@ pub const PEAK_ALLOCATED: Family = gauge(
     "vramtop_allocator_peak_allocated_bytes",
     "Highest allocated bytes since the process started or last reset its peak stats (max_memory_allocated()).",
 );
+pub const PEAK_RESERVED: Family = gauge(
+    "vramtop_allocator_peak_reserved_bytes",
+    "Highest reserved bytes since the process started or last reset its peak stats (max_memory_reserved()).",
+);
 pub const LARGEST_FREE_BLOCK: Family = gauge(
     "vramtop_allocator_largest_free_block_bytes",
     "The largest free block in the caching allocator's segments (bytes): the largest request served without a new cudaMalloc.",
@@ -151,6 +171,10 @@ pub const FAMILIES: &[Family] = &[
     CLOCK_MEMORY,
     FAN,
     PROCESS_MEMORY,
+    PROCESS_SM,
+    PROCESS_OWN_CONTEXT,
+    PROCESS_CPU,
+    PROCESS_HOST_MEMORY,
     ALLOCATED,
     RESERVED,
     ACTIVE,
@@ -159,6 +183,7 @@ pub const FAMILIES: &[Family] = &[
     ALLOC_RETRIES,
     OOMS,
     PEAK_ALLOCATED,
+    PEAK_RESERVED,
     LARGEST_FREE_BLOCK,
     FRAGMENTATION,
 ];
@@ -201,6 +226,15 @@ impl AllocatorFigures<'_> {
             "reserved_bytes.all.current",
             self.stats.reserved_bytes.all.current.max(0) as f64,
         )
+    }
+
+    /// PyTorch's own peak under key `key` (bytes), known as the dashboard
+    /// knows it: sent, and not below the current figure, which a peak
+    /// cannot be (a probe that left the key out, whose slot holds 0).
+    fn own_peak(&self, key: &str, stat: &Stat) -> Option<f64> {
+        (stat.peak >= stat.current && stat.peak >= 0)
+            .then_some(stat.peak as f64)
+            .and_then(|peak| self.known(key, peak))
     }
 }
 
@@ -301,6 +335,42 @@ fn per_gpu(
     );
 }
 
+/// The labels of a process: `gpu` (for a figure of one GPU), `pid`, `name`
+/// (the executable's file name) where known, and `parent_pid` when given.
+fn process_labels(gpu: Option<u32>, p: &GpuProcess, parent_pid: Option<u32>) -> Labels {
+    let gpu = gpu.map(|g| g.to_string());
+    let pid = p.pid.to_string();
+    let parent = parent_pid.map(|pp| pp.to_string());
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(4);
+    if let Some(gpu) = &gpu {
+        pairs.push(("gpu", gpu));
+    }
+    pairs.push(("pid", &pid));
+    if let Some(name) = p.command.as_deref().and_then(process_name) {
+        pairs.push(("name", name));
+    }
+    if let Some(parent) = &parent {
+        pairs.push(("parent_pid", parent));
+    }
+    Labels::new(&pairs)
+}
+
+/// One per-process family over process lines; lines where `value` is
+/// `None` give no sample.
+fn per_process(
+    w: &mut TextWriter,
+    family: &Family,
+    lines: &[(Labels, &GpuProcess)],
+    value: impl Fn(&GpuProcess) -> Option<f64>,
+) {
+    w.family(
+        family,
+        lines
+            .iter()
+            .filter_map(|(labels, p)| value(p).map(|value| Sample { labels, value })),
+    );
+}
+
 /// One allocator family over every allocator view.
 fn per_allocator<'a>(
     w: &mut TextWriter,
@@ -329,6 +399,23 @@ fn milliwatts(mw: Option<u32>) -> Option<f64> {
 
 fn megahertz(mhz: Option<u32>) -> Option<f64> {
     mhz.map(|mhz| f64::from(mhz) * 1e6)
+}
+
+/// Percent of one CPU → CPUs (1 is one CPU busy all the time); a figure
+/// that cannot be a share of time (NaN, negative) is no figure.
+fn cpus(percent: Option<f64>) -> Option<f64> {
+    percent
+        .filter(|p| p.is_finite() && *p >= 0.0)
+        .map(|p| p / 100.0)
+}
+
+/// What one process uses of the host, labelled `pid` and `name`.
+struct HostFigures {
+    labels: Labels,
+    /// CPUs busy ([`cpus`]).
+    cpu: Option<f64>,
+    /// Resident bytes.
+    memory: Option<f64>,
 }
 
 fn bytes(b: Option<u64>) -> Option<f64> {
@@ -424,27 +511,56 @@ pub fn render(input: &MetricsInput<'_>) -> String {
     per_gpu(&mut w, &FAN, &gpus, |s| percent(s.fan_percent));
 
     // Processes from the physical GPUs only: a MIG row repeats a subset of
-    // its parent's processes, which would count them twice.
-    let processes: Vec<(Labels, f64)> = gpus
+    // its parent's processes, which would count them twice. The series are
+    // as many as the driver lists processes, as nvidia-smi shows them.
+    let listed: Vec<(u32, &GpuProcess)> = gpus
         .iter()
         .filter(|(s, _)| s.mig.is_none())
-        .flat_map(|(s, _)| {
-            s.listed_processes().iter().filter_map(move |p| {
-                let used = p.used_memory?;
-                let (gpu, pid) = (s.index.to_string(), p.pid.to_string());
-                let mut pairs: Vec<(&str, &str)> = vec![("gpu", &gpu), ("pid", &pid)];
-                if let Some(name) = p.command.as_deref().and_then(process_name) {
-                    pairs.push(("name", name));
-                }
-                Some((Labels::new(&pairs), used as f64))
-            })
-        })
+        .flat_map(|(s, _)| s.listed_processes().iter().map(move |p| (s.index, p)))
         .collect();
+    let lines: Vec<(Labels, &GpuProcess)> = listed
+        .iter()
+        .map(|&(gpu, p)| (process_labels(Some(gpu), p, None), p))
+        .collect();
+    per_process(&mut w, &PROCESS_MEMORY, &lines, |p| bytes(p.used_memory));
+    per_process(&mut w, &PROCESS_SM, &lines, |p| percent(p.usage.sm_percent));
+
+    let gpu_pids: BTreeSet<u32> = listed.iter().map(|(_, p)| p.pid).collect();
+    let children: Vec<(Labels, &GpuProcess)> = listed
+        .iter()
+        .filter(|(_, p)| p.own_context_in_child(&gpu_pids))
+        .map(|&(gpu, p)| (process_labels(Some(gpu), p, p.parent_pid), p))
+        .collect();
+    per_process(&mut w, &PROCESS_OWN_CONTEXT, &children, |_| Some(1.0));
+
+    // CPU and host memory belong to the process, not to one of its GPUs:
+    // one series per pid, from its first line that knows the figure.
+    let mut hosts: BTreeMap<u32, HostFigures> = BTreeMap::new();
+    for &(_, p) in &listed {
+        let h = hosts.entry(p.pid).or_insert_with(|| HostFigures {
+            labels: process_labels(None, p, None),
+            cpu: None,
+            memory: None,
+        });
+        h.cpu = h.cpu.or_else(|| cpus(p.usage.cpu_percent));
+        h.memory = h.memory.or_else(|| bytes(p.usage.host_memory));
+    }
     w.family(
-        &PROCESS_MEMORY,
-        processes.iter().map(|(labels, value)| Sample {
-            labels,
-            value: *value,
+        &PROCESS_CPU,
+        hosts.values().filter_map(|h| {
+            h.cpu.map(|value| Sample {
+                labels: &h.labels,
+                value,
+            })
+        }),
+    );
+    w.family(
+        &PROCESS_HOST_MEMORY,
+        hosts.values().filter_map(|h| {
+            h.memory.map(|value| Sample {
+                labels: &h.labels,
+                value,
+            })
         }),
     );
 
@@ -492,10 +608,10 @@ pub fn render(input: &MetricsInput<'_>) -> String {
         }
     });
     per_allocator(&mut w, &PEAK_ALLOCATED, &allocators, |a| {
-        a.known(
-            "allocated_bytes.all.peak",
-            a.stats.allocated_bytes.all.peak as f64,
-        )
+        a.own_peak("allocated_bytes.all.peak", &a.stats.allocated_bytes.all)
+    });
+    per_allocator(&mut w, &PEAK_RESERVED, &allocators, |a| {
+        a.own_peak("reserved_bytes.all.peak", &a.stats.reserved_bytes.all)
     });
     // The free-block figures come from the segment layout, which a probe
     // always sends whole.
@@ -512,7 +628,7 @@ pub fn render(input: &MetricsInput<'_>) -> String {
 mod tests {
     use super::*;
     use crate::alloc::fragmentation;
-    use crate::device::{GpuProcess, MigInfo};
+    use crate::device::{MigInfo, ProcessUsage};
 
     fn full_gpu(index: u32) -> GpuSample {
         GpuSample {
@@ -789,8 +905,8 @@ mod tests {
     fn every_emitted_family_is_declared_and_counters_end_in_total() {
         let mut stats = DeviceStats::default();
         stats.reserved_bytes.all.current = 1;
+        stats.reserved_bytes.all.peak = 1;
         let free = fragmentation(&[]);
-        let readings = [GpuReading::Ok(full_gpu(0))];
         let allocators = [AllocatorFigures {
             gpu: 0,
             pid: Some(1),
@@ -799,6 +915,19 @@ mod tests {
             unknown: &[],
             ooms_seen: None,
         }];
+        let mut gpu = full_gpu(0);
+        if let Some(ps) = gpu.processes.as_mut() {
+            ps[0].usage = ProcessUsage {
+                sm_percent: Some(30),
+                cpu_percent: Some(99.5),
+                host_memory: Some(1 << 30),
+            };
+            ps.push(GpuProcess {
+                parent_pid: Some(4242),
+                ..GpuProcess::new(4243, Some(500 << 20))
+            });
+        }
+        let readings = [GpuReading::Ok(gpu)];
         let text = render(&input(&readings, &allocators));
         let mut typed = Vec::new();
         for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
@@ -823,6 +952,262 @@ mod tests {
                 f.name
             );
             assert!(f.name.starts_with("vramtop_"), "{}", f.name);
+        }
+    }
+
+    /// A trainer (pid 100) on GPUs 0 and 1 and its DataLoader worker
+    /// (pid 101) with a context of its own on GPU 0, every usage figure
+    /// known.
+    fn trainer_and_worker() -> [GpuReading; 2] {
+        let usage = |sm| ProcessUsage {
+            sm_percent: Some(sm),
+            cpu_percent: Some(250.0),
+            host_memory: Some(3 << 30),
+        };
+        let trainer = |gpu: u32| GpuProcess {
+            command: Some("/opt/venv/bin/python train.py".to_string()),
+            parent_pid: Some(1),
+            usage: usage(30 + gpu),
+            ..GpuProcess::new(100, Some(8 << 30))
+        };
+        let worker = GpuProcess {
+            command: Some("/opt/venv/bin/python train.py".to_string()),
+            parent_pid: Some(100),
+            usage: ProcessUsage {
+                sm_percent: Some(0),
+                cpu_percent: Some(12.5),
+                host_memory: Some(700 << 20),
+            },
+            ..GpuProcess::new(101, Some(500 << 20))
+        };
+        let mut g0 = full_gpu(0);
+        g0.processes = Some(vec![trainer(0), worker]);
+        let mut g1 = full_gpu(1);
+        g1.processes = Some(vec![trainer(1)]);
+        [GpuReading::Ok(g0), GpuReading::Ok(g1)]
+    }
+
+    #[test]
+    fn process_sm_utilization_is_a_ratio_per_gpu_and_pid() {
+        let readings = trainer_and_worker();
+        let text = render(&input(&readings, &[]));
+        let family = "vramtop_gpu_process_sm_utilization_ratio";
+        assert_eq!(
+            lines_of(&text, family),
+            [
+                format!("{family}{{gpu=\"0\",pid=\"100\",name=\"python\"}} 0.3"),
+                format!("{family}{{gpu=\"0\",pid=\"101\",name=\"python\"}} 0"),
+                format!("{family}{{gpu=\"1\",pid=\"100\",name=\"python\"}} 0.31"),
+            ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn cpu_and_host_memory_are_one_series_per_process_whatever_its_gpus() {
+        let readings = trainer_and_worker();
+        let text = render(&input(&readings, &[]));
+        // 250 % of one CPU is 2.5 CPUs: above 1 with several busy threads.
+        assert_eq!(
+            lines_of(&text, "vramtop_process_cpu_utilization_ratio"),
+            [
+                "vramtop_process_cpu_utilization_ratio{pid=\"100\",name=\"python\"} 2.5",
+                "vramtop_process_cpu_utilization_ratio{pid=\"101\",name=\"python\"} 0.125",
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            lines_of(&text, "vramtop_process_host_memory_bytes"),
+            [
+                "vramtop_process_host_memory_bytes{pid=\"100\",name=\"python\"} 3221225472",
+                "vramtop_process_host_memory_bytes{pid=\"101\",name=\"python\"} 734003200",
+            ],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_process_usage_gives_no_series_not_zero() {
+        // full_gpu's process has no usage figure (the first sample, a
+        // driver without process utilisation, a pid /proc does not show).
+        let readings = [GpuReading::Ok(full_gpu(0))];
+        let text = render(&input(&readings, &[]));
+        for absent in [
+            "vramtop_gpu_process_sm_utilization_ratio",
+            "vramtop_process_cpu_utilization_ratio",
+            "vramtop_process_host_memory_bytes",
+            "vramtop_gpu_process_own_context_info",
+        ] {
+            assert!(!text.contains(absent), "{absent}:\n{text}");
+        }
+        // One figure known, the others still absent; a CPU figure that is
+        // no share of time is no figure either.
+        let mut gpu = full_gpu(0);
+        if let Some(ps) = gpu.processes.as_mut() {
+            ps[0].usage.host_memory = Some(1 << 20);
+            ps[0].usage.cpu_percent = Some(f64::NAN);
+        }
+        let readings = [GpuReading::Ok(gpu)];
+        let text = render(&input(&readings, &[]));
+        assert_eq!(
+            lines_of(&text, "vramtop_process_host_memory_bytes").len(),
+            1
+        );
+        assert!(
+            !text.contains("vramtop_process_cpu_utilization_ratio"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("vramtop_gpu_process_sm_utilization_ratio"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn own_context_info_marks_only_children_of_gpu_processes() {
+        let readings = trainer_and_worker();
+        let text = render(&input(&readings, &[]));
+        assert_eq!(
+            lines_of(&text, "vramtop_gpu_process_own_context_info"),
+            [
+                "vramtop_gpu_process_own_context_info{gpu=\"0\",pid=\"101\",name=\"python\",parent_pid=\"100\"} 1"
+            ],
+            "{text}"
+        );
+        // A parent that is no GPU process, or unknown, marks nothing.
+        let mut gpu = full_gpu(0);
+        if let Some(ps) = gpu.processes.as_mut() {
+            ps[0].parent_pid = Some(1);
+            ps.push(GpuProcess::new(77, Some(1 << 20)));
+            ps.push(GpuProcess {
+                parent_pid: Some(78),
+                ..GpuProcess::new(78, Some(1 << 20))
+            });
+        }
+        let readings = [GpuReading::Ok(gpu)];
+        let text = render(&input(&readings, &[]));
+        assert!(
+            !text.contains("vramtop_gpu_process_own_context_info"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_child_on_a_mig_instance_is_marked_once_from_its_parent_gpu() {
+        let [parent, _] = trainer_and_worker();
+        let GpuReading::Ok(parent) = parent else {
+            panic!("an answering GPU");
+        };
+        let mut mig = GpuSample::unknown(2, "MIG 1g.10gb");
+        mig.processes = parent.processes.clone();
+        mig.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(7),
+            compute_instance_id: Some(0),
+        });
+        let readings = [GpuReading::Ok(parent), GpuReading::Ok(mig)];
+        let text = render(&input(&readings, &[]));
+        assert_eq!(
+            lines_of(&text, "vramtop_gpu_process_own_context_info").len(),
+            1
+        );
+        assert_eq!(
+            lines_of(&text, "vramtop_gpu_process_sm_utilization_ratio").len(),
+            2
+        );
+    }
+
+    #[test]
+    fn pytorchs_own_peaks_are_exported_where_sent_and_not_below_current() {
+        let mut stats = DeviceStats::default();
+        stats.allocated_bytes.all.current = 3 << 20;
+        stats.allocated_bytes.all.peak = 5 << 20;
+        stats.reserved_bytes.all.current = 4 << 20;
+        stats.reserved_bytes.all.peak = 6 << 20;
+        let free = fragmentation(&[]);
+        fn figures<'a>(
+            stats: &'a DeviceStats,
+            fragmentation: &'a Fragmentation,
+            unknown: &'a [String],
+        ) -> AllocatorFigures<'a> {
+            AllocatorFigures {
+                gpu: 0,
+                pid: Some(7),
+                stats,
+                fragmentation,
+                unknown,
+                ooms_seen: None,
+            }
+        }
+        let text = render(&input(&[], &[figures(&stats, &free, &[])]));
+        for expected in [
+            "vramtop_allocator_peak_allocated_bytes{gpu=\"0\",pid=\"7\"} 5242880",
+            "vramtop_allocator_peak_reserved_bytes{gpu=\"0\",pid=\"7\"} 6291456",
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected}\n{text}");
+        }
+        // Sent as null: unknown.
+        let unknown = ["reserved_bytes.all.peak".to_string()];
+        let text = render(&input(&[], &[figures(&stats, &free, &unknown)]));
+        assert!(
+            !text.contains("vramtop_allocator_peak_reserved_bytes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vramtop_allocator_peak_allocated_bytes"),
+            "{text}"
+        );
+        // Left out (its slot 0, below the current figure): no peak either.
+        let mut older = stats.clone();
+        older.reserved_bytes.all.peak = 0;
+        older.allocated_bytes.all.peak = 0;
+        let text = render(&input(&[], &[figures(&older, &free, &[])]));
+        assert!(!text.contains("vramtop_allocator_peak_"), "{text}");
+    }
+
+    #[test]
+    fn the_exposition_with_every_process_figure_parses() {
+        let readings = trainer_and_worker();
+        let mut stats = DeviceStats::default();
+        stats.reserved_bytes.all.current = 1;
+        stats.reserved_bytes.all.peak = 2;
+        let free = fragmentation(&[]);
+        let allocators = [AllocatorFigures {
+            gpu: 0,
+            pid: Some(100),
+            stats: &stats,
+            fragmentation: &free,
+            unknown: &[],
+            ooms_seen: None,
+        }];
+        let text = render(&input(&readings, &allocators));
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+            .expect("the exposition parses");
+        let of = |name: &str| {
+            scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == name)
+                .collect::<Vec<_>>()
+        };
+        let cpu = of("vramtop_process_cpu_utilization_ratio");
+        assert_eq!(cpu.len(), 2);
+        assert_eq!(cpu[0].labels.get("pid"), Some("100"));
+        assert!(matches!(cpu[0].value, prometheus_parse::Value::Gauge(v) if v == 2.5));
+        let child = of("vramtop_gpu_process_own_context_info");
+        assert_eq!(child.len(), 1);
+        assert_eq!(child[0].labels.get("parent_pid"), Some("100"));
+        assert_eq!(of("vramtop_gpu_process_sm_utilization_ratio").len(), 3);
+        assert_eq!(of("vramtop_process_host_memory_bytes").len(), 2);
+        assert_eq!(of("vramtop_allocator_peak_reserved_bytes").len(), 1);
+        for name in [
+            "vramtop_gpu_process_sm_utilization_ratio",
+            "vramtop_process_cpu_utilization_ratio",
+            "vramtop_process_host_memory_bytes",
+            "vramtop_gpu_process_own_context_info",
+            "vramtop_allocator_peak_reserved_bytes",
+        ] {
+            assert!(scrape.docs.contains_key(name), "{name} has HELP");
         }
     }
 
