@@ -155,9 +155,7 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu, gpu_pids: &std::collections::BT
                     command: p.command.as_deref(),
                     used_memory: p.used_memory,
                     depth: 0,
-                    own_context: p
-                        .parent_pid
-                        .is_some_and(|pp| pp != p.pid && gpu_pids.contains(&pp)),
+                    own_context: p.own_context_in_child(gpu_pids),
                 },
                 p.usage,
             )
