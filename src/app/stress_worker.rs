@@ -370,6 +370,14 @@ impl<D: DeviceMemory> StressExecutor<D> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        if let Some(dir) = &self.save_dir
+            && let Err(e) = crate::probe::snapshot_file::create_private_dir(dir)
+        {
+            return failed(format!(
+                "snapshot not saved: cannot create {}: {e}",
+                dir.display()
+            ));
+        }
         let in_dir = |name: String| match &self.save_dir {
             Some(dir) => dir.join(name),
             None => PathBuf::from(name),

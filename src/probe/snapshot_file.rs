@@ -134,9 +134,91 @@ pub fn remove_copied(path: &Path, opened: &File) -> io::Result<()> {
     std::fs::remove_file(path)
 }
 
+/// The folder snapshots go into, as the probe picks it (so that the
+/// dashboard's own, a simulated process's and the stress panel's, sit
+/// beside the probes'): `$VRAMTOP_SNAPSHOT_DIR`, else
+/// `$XDG_STATE_HOME/vramtop/snapshots` (an absolute one), else
+/// `~/.local/state/vramtop/snapshots`; `None` without a home.
+pub fn default_snapshot_dir() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    default_snapshot_dir_with(
+        std::env::var_os("VRAMTOP_SNAPSHOT_DIR").as_deref(),
+        std::env::var_os("XDG_STATE_HOME").as_deref(),
+        home.as_deref(),
+    )
+}
+
+/// [`default_snapshot_dir`] from the variables' values.
+pub fn default_snapshot_dir_with(
+    chosen: Option<&std::ffi::OsStr>,
+    xdg_state_home: Option<&std::ffi::OsStr>,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    if let Some(chosen) = chosen.filter(|c| !c.is_empty()) {
+        return Some(PathBuf::from(chosen));
+    }
+    if let Some(state) = xdg_state_home.map(Path::new).filter(|s| s.is_absolute()) {
+        return Some(state.join("vramtop").join("snapshots"));
+    }
+    home.filter(|h| !h.as_os_str().is_empty()).map(|h| {
+        h.join(".local")
+            .join("state")
+            .join("vramtop")
+            .join("snapshots")
+    })
+}
+
+/// Creates `dir` (and its missing parents) with mode 0700, as the probe
+/// creates its folder: snapshots hold the user's stack traces. An existing
+/// folder is left as it is.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshots_go_where_the_probe_puts_them() {
+        let home = Path::new("/home/ada");
+        let os = |s: &'static str| Some(std::ffi::OsStr::new(s));
+        assert_eq!(
+            default_snapshot_dir_with(os("/data/snaps"), os("/state"), Some(home)),
+            Some(PathBuf::from("/data/snaps"))
+        );
+        assert_eq!(
+            default_snapshot_dir_with(os(""), os("/state"), Some(home)),
+            Some(PathBuf::from("/state/vramtop/snapshots"))
+        );
+        // A relative XDG_STATE_HOME is ignored, as the spec says.
+        assert_eq!(
+            default_snapshot_dir_with(None, os("state"), Some(home)),
+            Some(PathBuf::from("/home/ada/.local/state/vramtop/snapshots"))
+        );
+        assert_eq!(default_snapshot_dir_with(None, None, None), None);
+    }
+
+    #[test]
+    fn a_missing_snapshot_folder_is_made_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let d = tempfile::tempdir().expect("temp dir");
+        let dir = d.path().join("state").join("vramtop").join("snapshots");
+        create_private_dir(&dir).expect("created");
+        let mode = std::fs::metadata(&dir)
+            .expect("exists")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        create_private_dir(&dir).expect("an existing one is fine");
+    }
     use crate::probe::discovery::current_uid;
 
     fn pickle_at(dir: &Path, name: &str) -> PathBuf {

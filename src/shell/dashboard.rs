@@ -123,7 +123,8 @@ impl<B: Backend> Dashboard<B> {
 
     /// Makes the snapshots the dashboard writes itself (the stress panel's,
     /// for a worker started after this call, and a simulated process's)
-    /// go into `dir` instead of the current directory.
+    /// go into `dir` (created, private, when missing) instead of the
+    /// current directory.
     pub fn save_snapshots_in(&mut self, dir: PathBuf) {
         self.save_dir = Some(dir);
     }
@@ -540,6 +541,14 @@ fn save_sim_snapshot(cluster: &SimCluster, pid: u32, dir: Option<PathBuf>) -> Ca
     };
     // An absolute path, so the status line's and the exit list's path can
     // be used from any folder.
+    if let Some(dir) = &dir
+        && let Err(e) = crate::probe::snapshot_file::create_private_dir(dir)
+    {
+        return CaptureMsg::Failed {
+            pid,
+            why: format!("snapshot not saved: cannot create {}: {e}", dir.display()),
+        };
+    }
     let dir = dir
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_default();
@@ -569,6 +578,28 @@ fn save_sim_snapshot(cluster: &SimCluster, pid: u32, dir: Option<PathBuf>) -> Ca
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_simulated_process_snapshot_goes_into_its_folder_made_private_when_missing() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let cluster = SimCluster::new(crate::device::sim::SimConfig {
+            gpus: 1,
+            training_processes: 1,
+            seed: 3,
+            ..crate::device::sim::SimConfig::default()
+        });
+        cluster.advance(5_000);
+        let (_, pid, _) = *cluster.trainer_stats().first().expect("a trainer");
+        let d = tempfile::tempdir().expect("temp dir");
+        let dir = d.path().join("state").join("vramtop").join("snapshots");
+        let CaptureMsg::Done { path, .. } = save_sim_snapshot(&cluster, pid, Some(dir.clone()))
+        else {
+            panic!("saved");
+        };
+        assert_eq!(path.parent(), Some(dir.as_path()));
+        let mode = std::fs::metadata(&dir).expect("made").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
 
     fn done(path: &std::path::Path) -> SnapshotDone {
         SnapshotDone {

@@ -229,6 +229,12 @@ async fn event_loop(
         capture: capture_tx,
     };
     let mut dashboard = Dashboard::new(terminal, state, sources, options.theme.clone(), replies);
+    // A simulated process's snapshot (`c`) and the stress panel's (`W`) go
+    // where the probe puts its own, not into whatever folder vramtop was
+    // started from (a git checkout, say).
+    if let Some(dir) = crate::probe::snapshot_file::default_snapshot_dir() {
+        dashboard.save_snapshots_in(dir);
+    }
     // The snapshot viewer while it is open. Dropping it stops it and waits
     // for its last draw: on every way out of here (a signal, an error, a
     // panic), before the caller restores the terminal.

@@ -85,9 +85,22 @@ pub fn no_probes_dir() -> PathBuf {
     dir
 }
 
-/// Points `cmd` (vramtop, or a probe it starts) at [`no_probes_dir`].
+/// Points `cmd` (vramtop, or a probe it starts) at [`no_probes_dir`], and
+/// the snapshots it writes itself (`c` on a simulated process, the stress
+/// panel's `W`) at [`test_snapshots_dir`], not the user's state folder.
 pub fn isolate_probes(cmd: &mut Command) {
     cmd.env(PROBE_DIR_ENV, no_probes_dir());
+    cmd.env(SNAPSHOT_DIR_ENV, test_snapshots_dir());
+}
+
+/// The variable that names the folder snapshots are written into, for
+/// vramtop and the Python probe alike.
+pub const SNAPSHOT_DIR_ENV: &str = "VRAMTOP_SNAPSHOT_DIR";
+
+/// Where the tests' vramtop writes its own snapshots (never the user's
+/// `~/.local/state/vramtop/snapshots`).
+pub fn test_snapshots_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("snapshots")
 }
 
 /// Gives `cmd` the help's width for no terminal (`COLUMNS`, which the

@@ -62,11 +62,17 @@ impl Session {
         // default folders) shows on the screen; a test's own value wins.
         let no_probes = super::no_probes_dir();
         let no_probes = no_probes.to_string_lossy();
-        let isolation = [(super::PROBE_DIR_ENV, no_probes.as_ref())];
-        let given = env.iter().any(|(k, _)| *k == super::PROBE_DIR_ENV);
+        // Nor does it write snapshots into the user's state folder.
+        let snapshots = super::test_snapshots_dir();
+        let snapshots = snapshots.to_string_lossy();
+        let isolation = [
+            (super::PROBE_DIR_ENV, no_probes.as_ref()),
+            (super::SNAPSHOT_DIR_ENV, snapshots.as_ref()),
+        ];
+        let given = |name: &str| env.iter().any(|(k, _)| *k == name);
         let env_prefix: String = isolation
             .iter()
-            .filter(|_| !given)
+            .filter(|(k, _)| !given(k))
             .chain(env.iter())
             .map(|(k, v)| format!("{k}='{}' ", v.replace('\'', "'\\''")))
             .collect();
