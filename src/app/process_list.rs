@@ -236,14 +236,24 @@ pub struct SignalTarget {
     /// Every GPU the driver lists the pid on, ascending: the signal ends
     /// it on all of them.
     pub gpus: Vec<u32>,
-    /// The command line as the list showed it (from /proc).
+    /// The command line from /proc: what the shell checks the pid still
+    /// runs before sending.
     pub command: String,
+    /// The process's words as its Processes line shows them, where they
+    /// are not /proc's (a probe names its script, not the interpreter's
+    /// path): what the prompt and the outcome name it by.
+    pub shown: Option<String>,
     /// GPU memory the driver attributed to it on those GPUs together
     /// (bytes; the figures known, `None` where none is).
     pub used_memory: Option<u64>,
 }
 
 impl SignalTarget {
+    /// What the prompt and the outcome call it: its line's words.
+    pub fn name(&self) -> &str {
+        self.shown.as_deref().unwrap_or(&self.command)
+    }
+
     /// The GPUs it is listed on, in words: "GPU 3", "GPUs 0–3", "GPUs
     /// 0, 2, 5–7" (runs of three or more as a range).
     pub fn gpus_named(&self) -> String {
@@ -336,6 +346,7 @@ impl SignalPrompt {
             pid: 0,
             gpus: self.targets.iter().flat_map(|t| t.gpus.clone()).collect(),
             command: String::new(),
+            shown: None,
             used_memory: None,
         }
         .gpus_named()
@@ -390,7 +401,7 @@ impl SignalOutcome {
     pub fn describe(&self, signal: Signal, target: &SignalTarget) -> String {
         let (pid, name) = (target.pid, signal.name());
         match self {
-            SignalOutcome::Sent => format!("sent {name} to {pid} {}", target.command),
+            SignalOutcome::Sent => format!("sent {name} to {pid} {}", target.name()),
             SignalOutcome::NotPermitted => {
                 format!("{name} to {pid}: not yours: permission denied")
             }
@@ -461,6 +472,7 @@ mod tests {
                 pid: 1,
                 gpus: gpus.to_vec(),
                 command: String::new(),
+                shown: None,
                 used_memory: None,
             }
             .gpus_named()
@@ -567,6 +579,7 @@ mod tests {
             pid,
             gpus: gpus.to_vec(),
             command: format!("cmd-{pid}"),
+            shown: None,
             used_memory,
         }
     }

@@ -1261,6 +1261,7 @@ mod tests {
                 pid: 100,
                 gpus: vec![0],
                 command: "cmd-100".into(),
+                shown: None,
                 used_memory: Some(5 << 30),
             },
         ));

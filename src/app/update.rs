@@ -412,10 +412,15 @@ pub(super) fn signal_target(
         gpus.push(gpu);
     }
     gpus.sort_unstable();
+    // A probed process on a simulated GPU: its line shows the probe's
+    // words (the script), /proc's command line starts with the
+    // interpreter's path; the prompt names it as the line does.
+    let shown = process.command.clone().filter(|c| *c != command);
     Ok(SignalTarget {
         pid,
         gpus,
         command,
+        shown,
         used_memory,
     })
 }
@@ -2069,6 +2074,9 @@ mod tests {
             (20, "python -m vramtop_probe train.py"),
             "the command /proc gave, which the shell checks again before sending"
         );
+        // The prompt names it as its line does, not by the interpreter's
+        // path that /proc's command line starts with.
+        assert_eq!(target.name(), "cmd-20");
         // The simulated one beside it is still refused.
         s.ui.signal_prompt = None;
         press(&mut s, KeyCode::Up);
@@ -2248,6 +2256,7 @@ mod tests {
             pid: 10,
             gpus: vec![0],
             command: "python train.py".to_string(),
+            shown: None,
             used_memory: None,
         };
         for (outcome, said) in [
@@ -2441,6 +2450,7 @@ mod tests {
             pid,
             gpus: vec![0],
             command: format!("cmd-{pid}"),
+            shown: None,
             used_memory: None,
         };
         on_signal_result(

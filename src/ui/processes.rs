@@ -543,7 +543,7 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, prompt: &SignalPrompt,
     let whom_all = if several {
         prompt.pids_within(usize::MAX)
     } else {
-        first.command.clone()
+        first.name().to_string()
     };
     let wanted = head.chars().count() + whom_all.chars().count() + tail.chars().count();
     let width = (wanted.max(keys.width()) + 4).min(usize::from(area.width));
@@ -553,7 +553,7 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, prompt: &SignalPrompt,
     let whom = if several {
         prompt.pids_within(room)
     } else {
-        format::truncate(&first.command, room.max(1))
+        format::truncate(first.name(), room.max(1))
     };
     let question = Line::from(vec![
         Span::styled(head, theme.text),
