@@ -21,7 +21,7 @@ use crate::app::viewer::ViewerAction;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 19] = [
+pub const DEFINITIONS: [(&str, &str); 20] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -70,7 +70,7 @@ pub const DEFINITIONS: [(&str, &str); 19] = [
     ),
     (
         "dropped",
-        "samples the dashboard was too busy to read; the timeline has gaps there.",
+        "samples the dashboard was too busy to read (timeline gaps).",
     ),
     (
         "alloc/res",
@@ -78,18 +78,25 @@ pub const DEFINITIONS: [(&str, &str); 19] = [
     ),
     (
         INACTIVE_SPLIT,
-        "memory_stats()'s inactive_split_bytes: free blocks in segments that also hold others: reused only by requests that fit.",
+        "free blocks in segments that hold others (memory_stats()).",
     ),
     ("pt", "percentage points: the change of a percentage."),
     (
         OWN_PEAK,
-        "a probed process's max_memory_allocated() / max_memory_reserved(), since it started or its last reset_peak_memory_stats(); the other figures are samples a second apart.",
+        "a probed process's max_memory_allocated() / max_memory_reserved().",
     ),
     (
         "[probe]",
-        "a process whose allocator vramtop reads; attach a training run with python -m vramtop_probe train.py … (docs/attach.md).",
+        "a process whose allocator vramtop reads: python -m vramtop_probe train.py … (docs/attach.md).",
+    ),
+    (
+        OWN_CONTEXT,
+        "a child GPU process (a DataLoader worker that touched CUDA): a context of its own.",
     ),
 ];
+
+/// The Processes pane's mark on a child holding a CUDA context of its own.
+const OWN_CONTEXT: &str = "own CUDA context!";
 
 /// The breakdown's legend item for PyTorch's own peaks ("peak" where the
 /// legend is compact).
@@ -105,9 +112,10 @@ const INACTIVE_SPLIT: &str = "inactive split (inact split)";
 
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
-pub const DASHBOARD_ONLY: [&str; 8] = [
+pub const DASHBOARD_ONLY: [&str; 9] = [
     OWN_PEAK,
     "[probe]",
+    OWN_CONTEXT,
     "context & other",
     "free",
     "dropped",
