@@ -763,6 +763,14 @@ fn doctor_lists_the_probe_and_counts_its_memory_as_once_does() {
         )),
         "{text}"
     );
+    // Where it looked, and why there only, with a probe found too.
+    assert!(
+        flat.contains(&format!(
+            "looked in {} (from VRAMTOP_PROBE_DIR)",
+            dir.display()
+        )),
+        "{text}"
+    );
     for l in text.lines() {
         assert!(l.chars().count() <= 80, "{l}");
     }

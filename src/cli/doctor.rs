@@ -289,4 +289,11 @@ fn probes_section(out: &mut String, all: &DoctorWithProbes) {
     for skipped in &all.probes_skipped {
         let _ = writeln!(out, "{}", wrap_under("  - skipped ", skipped, REPORT_WIDTH));
     }
+    // Where they were looked for, as "none found" says it: a folder
+    // `VRAMTOP_PROBE_DIR` names hides the default ones' probes.
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap_under("  looked in ", &all.probe_dirs_text, REPORT_WIDTH)
+    );
 }
