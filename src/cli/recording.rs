@@ -1350,8 +1350,13 @@ mod tests {
         // A worker under its parent holds a CUDA context of its own, marked
         // as the Processes pane marks it; one whose parent is not on the
         // GPU is not.
+        // The first of the two is drawn with a sibling below it.
         assert!(
-            out.contains("alice  └ own CUDA context! python job4300.py"),
+            out.contains("alice  ├ own CUDA context! python job4300.py"),
+            "{out}"
+        );
+        assert!(
+            out.contains("alice  └ own CUDA context! python job4301.py"),
             "{out}"
         );
         assert!(out.contains("alice  python job7001.py"), "{out}");

@@ -244,6 +244,8 @@ fn process_rows_with_usage<'a>(
     let user_gap = if user_w > 0 { 2 } else { 0 };
     let mem_w = rows.iter().map(|(.., m, _)| cells(m)).max().unwrap_or(0);
     let usage_w: usize = usage_columns.iter().map(|c| c.width + 2).sum();
+    let depths: Vec<Option<usize>> = rows.iter().map(|r| Some(r.4)).collect();
+    let more_siblings = crate::ui::format::siblings_below(&depths);
     for (i, (pid, user, command, mem, depth)) in rows.iter().enumerate() {
         // PROCESS_INDENT, "pid ", the pid, 2 spaces, the user and 2 spaces
         // where there is one, the command, 2 spaces, the usage columns
@@ -255,7 +257,14 @@ fn process_rows_with_usage<'a>(
         // (`--ascii` makes the branch `+ `); deeper than 8 is drawn at 8.
         let branch = match depth {
             0 => String::new(),
-            d => format!("{}└ ", "  ".repeat(d.saturating_sub(1).min(7))),
+            d => {
+                let glyph = if more_siblings.get(i).copied().unwrap_or(false) {
+                    "├ "
+                } else {
+                    "└ "
+                };
+                format!("{}{glyph}", "  ".repeat(d.saturating_sub(1).min(7)))
+            }
         };
         let command = elide_end(&format!("{branch}{command}"), room);
         let pad = room.saturating_sub(cells(&command));

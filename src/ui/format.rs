@@ -558,6 +558,31 @@ pub fn file_cut_text(error: &crate::snapshot::SnapshotError, from_stdin: bool) -
     })
 }
 
+/// For each line of a process tree given by its depth (`None`: a line
+/// that is no process, which ends every family above it): whether it is a
+/// child with a sibling further down, drawn `├` rather than the last
+/// child's `└`, as the Processes pane and the text reports draw trees.
+pub fn siblings_below(depths: &[Option<usize>]) -> Vec<bool> {
+    // From the end: `next_at[d]` is whether a line of depth `d` follows
+    // within the current family.
+    let mut out = vec![false; depths.len()];
+    let mut next_at: Vec<bool> = Vec::new();
+    for (i, depth) in depths.iter().enumerate().rev() {
+        let Some(d) = *depth else {
+            next_at.clear();
+            continue;
+        };
+        if d > 0 {
+            out[i] = next_at.get(d).copied().unwrap_or(false);
+        }
+        // Deeper lines below belong to this one: their depths start over.
+        next_at.truncate(d.saturating_add(1));
+        next_at.resize(d.saturating_add(1), false);
+        next_at[d] = true;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -236,6 +236,8 @@ impl Widget for ProcessesPane<'_> {
         chrome::line_at(buf, inner, 0, &Line::from(header).style(theme.header));
 
         let attached = self.state.probes.attached_pids();
+        // A child with a sibling below it gets `├`, the last one `└`.
+        let more_siblings = more_siblings_below(&rows);
         // Scrolling never leaves the last page half empty (`first` above).
         for (i, row) in rows.iter().skip(first).take(visible).enumerate() {
             let y = u16::try_from(i + 1).unwrap_or(u16::MAX);
@@ -293,8 +295,13 @@ impl Widget for ProcessesPane<'_> {
                     }
                     spans.push(Span::raw(" "));
                     if r.depth > 0 {
+                        let branch = if more_siblings.get(first + i).copied().unwrap_or(false) {
+                            g.branch_more
+                        } else {
+                            g.branch
+                        };
                         spans.push(Span::styled(
-                            format!("{}{}", "  ".repeat(r.depth - 1), g.branch),
+                            format!("{}{branch}", "  ".repeat(r.depth - 1)),
                             theme.dim,
                         ));
                     }
@@ -445,12 +452,21 @@ const FIXED_CELLS: usize = 7 + 1 + 3 + 1 + 9 + 1;
 /// The fewest cells a command keeps: the optional columns go first.
 const MIN_COMMAND_CELLS: usize = 20;
 
-/// The optional columns a pane `width` cells wide shows, in their order of
-/// importance until one does not fit, the sorted column's first (its
-/// figures are what the list is ranked by). At 80 cells all but host
-/// memory show, at 86 and more all of them. The usage columns (%SM,
-/// %CPU, HOST-MEM) only where some process is `measured` or the list is
-/// sorted by them.
+/// For each line: whether it is a child with a sibling further down (a
+/// line of the same depth before any line of its parent's depth or
+/// less, or a line that is no process), so that its branch is `├`, not
+/// the last child's `└`.
+fn more_siblings_below(rows: &[ProcessLine]) -> Vec<bool> {
+    let depths: Vec<Option<usize>> = rows
+        .iter()
+        .map(|l| match l {
+            ProcessLine::Process(r) => Some(r.depth),
+            _ => None,
+        })
+        .collect();
+    super::format::siblings_below(&depths)
+}
+
 fn optional_columns(width: usize, sorted: SortColumn, measured: bool) -> Vec<Optional> {
     let wanted = |c: &Optional| measured || !c.is_usage() || c.sorts(sorted);
     let mut order: Vec<Optional> = Optional::BY_IMPORTANCE
@@ -587,6 +603,35 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, prompt: &SignalPrompt,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_with_a_sibling_below_is_drawn_as_a_middle_branch_and_the_last_as_the_end() {
+        let line = |pid: u32, depth: usize| {
+            ProcessLine::Process(crate::app::state::ProcessRow {
+                gpu: 0,
+                process: crate::device::GpuProcess::new(pid, None),
+                depth,
+                own_context_in_child: depth > 0,
+            })
+        };
+        // A parent with two workers, the first with a child of its own,
+        // then another root with one worker, then a line that is no
+        // process, then an orphaned depth-1 line.
+        let rows = vec![
+            line(1, 0),
+            line(2, 1),
+            line(3, 2),
+            line(4, 1),
+            line(5, 0),
+            line(6, 1),
+            ProcessLine::Unattributed { gpu: 0, bytes: 1 },
+            line(7, 1),
+        ];
+        assert_eq!(
+            more_siblings_below(&rows),
+            [false, true, false, false, false, false, false, false]
+        );
+    }
 
     #[test]
     fn narrow_panes_drop_host_memory_then_cpu_then_sm_then_user_then_alloc() {

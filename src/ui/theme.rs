@@ -86,8 +86,11 @@ pub struct Glyphs {
     pub pointer: &'static str,
     /// Marks a process tagged for `K` (Space), before its pid.
     pub tag: &'static str,
-    /// Tree branch in front of a child process or a MIG instance.
+    /// Tree branch in front of a child process or a MIG instance: the
+    /// last of its parent's.
     pub branch: &'static str,
+    /// Tree branch in front of a child with a sibling below it.
+    pub branch_more: &'static str,
     /// Separator between status items.
     pub separator: &'static str,
     /// Legend sample of a line series.
@@ -126,6 +129,7 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     pointer: "▶",
     tag: "●",
     branch: "└ ",
+    branch_more: "├ ",
     separator: " │ ",
     line: "─",
     at_most: "≤",
@@ -154,6 +158,7 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     pointer: ">",
     tag: "*",
     branch: "`-",
+    branch_more: "|-",
     separator: " | ",
     line: "-",
     at_most: "<=",
@@ -437,6 +442,7 @@ mod tests {
             g.pointer,
             g.tag,
             g.branch,
+            g.branch_more,
             g.separator,
             g.line,
             g.at_most,
