@@ -416,6 +416,10 @@ pub fn unattributed(sample: &GpuSample) -> Option<u64> {
     Some(used.saturating_sub(listed))
 }
 
+/// The words the Processes pane puts before the command of a child
+/// holding a CUDA context of its own (and that the filter finds).
+pub const OWN_CONTEXT_MARK: &str = "own CUDA context!";
+
 /// A row of the process tree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessRow {
@@ -446,17 +450,6 @@ pub fn process_rows_sorted(
     filter: &str,
     sort: Option<ProcessSort>,
 ) -> Vec<ProcessRow> {
-    let needle = filter.to_lowercase();
-    let matches = |p: &GpuProcess| {
-        needle.is_empty()
-            || p.pid.to_string().contains(&needle)
-            || p.user
-                .as_deref()
-                .is_some_and(|u| u.to_lowercase().contains(&needle))
-            || p.command
-                .as_deref()
-                .is_some_and(|c| c.to_lowercase().contains(&needle))
-    };
     let mut all: Vec<(u32, &GpuProcess)> = samples
         .iter()
         .filter(|s| s.mig.is_none())
@@ -469,6 +462,20 @@ pub fn process_rows_sorted(
     }
     let gpu_pids: std::collections::BTreeSet<u32> = all.iter().map(|(_, p)| p.pid).collect();
     let is_child = |p: &GpuProcess| p.own_context_in_child(&gpu_pids);
+    let needle = filter.to_lowercase();
+    // What the line shows: the pid, user and command, and the mark of a
+    // child holding a context of its own (`/context` finds the workers).
+    let matches = |p: &GpuProcess| {
+        needle.is_empty()
+            || p.pid.to_string().contains(&needle)
+            || p.user
+                .as_deref()
+                .is_some_and(|u| u.to_lowercase().contains(&needle))
+            || p.command
+                .as_deref()
+                .is_some_and(|c| c.to_lowercase().contains(&needle))
+            || (is_child(p) && OWN_CONTEXT_MARK.to_lowercase().contains(&needle))
+    };
     let row = |gpu: u32, p: &GpuProcess, depth: usize| ProcessRow {
         gpu,
         process: p.clone(),
@@ -537,13 +544,21 @@ pub fn process_rows_sorted(
             if !seen.insert((g, p.pid)) {
                 continue;
             }
-            if matches(p) {
+            let shown = matches(p);
+            if shown {
                 // Deeper than 16 is drawn at 16: the indent has to end.
                 out.push(row(g, p, depth.min(MAX_TREE_DEPTH)));
             }
+            // A line the filter hides leaves its children at its own
+            // depth: no branch points at a parent not drawn.
+            let kids_depth = if shown {
+                depth.saturating_add(1)
+            } else {
+                depth
+            };
             if let Some(kids) = children.get(&(g, p.pid)) {
                 for &(kg, kp) in kids.iter().rev() {
-                    stack.push((kg, kp, depth.saturating_add(1)));
+                    stack.push((kg, kp, kids_depth));
                 }
             }
         }
@@ -1487,6 +1502,15 @@ mod tests {
         let filtered = process_rows(&[&s], false, "JOB2");
         assert_eq!(filtered.len(), 1);
         assert_eq!(filtered[0].process.pid, 200);
+        // The filter finds what the line shows: the worker by its mark.
+        // Its parent filtered out, it is a line of its own, not a branch
+        // pointing at a line not drawn.
+        let workers = process_rows(&[&s], true, "Context");
+        let found: Vec<(u32, usize, bool)> = workers
+            .iter()
+            .map(|r| (r.process.pid, r.depth, r.own_context_in_child))
+            .collect();
+        assert_eq!(found, [(101, 0, true)]);
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn process_rows_with_usage<'a>(
                 p.pid,
                 p.user.map(|u| elide_end(u, USER_CELLS)).unwrap_or_default(),
                 if p.own_context {
-                    format!("own CUDA context! {command}")
+                    format!("{} {command}", crate::app::state::OWN_CONTEXT_MARK)
                 } else {
                     command.to_string()
                 },

@@ -96,7 +96,7 @@ pub const DEFINITIONS: [(&str, &str); 20] = [
 ];
 
 /// The Processes pane's mark on a child holding a CUDA context of its own.
-const OWN_CONTEXT: &str = "own CUDA context!";
+const OWN_CONTEXT: &str = crate::app::state::OWN_CONTEXT_MARK;
 
 /// The breakdown's legend item for PyTorch's own peaks ("peak" where the
 /// legend is compact).

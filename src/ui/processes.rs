@@ -20,7 +20,7 @@ use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::keymap::{TypingKey, TypingMode};
 use crate::app::process_list::{Signal, SignalPrompt, SortColumn};
-use crate::app::state::{AppState, GpuState, Pane, ProcessFilter, ProcessLine};
+use crate::app::state::{AppState, GpuState, OWN_CONTEXT_MARK, Pane, ProcessFilter, ProcessLine};
 use crate::device::ProcessUsage;
 
 /// The processes pane of one frame.
@@ -306,7 +306,7 @@ impl Widget for ProcessesPane<'_> {
                         ));
                     }
                     if r.own_context_in_child {
-                        spans.push(Span::styled("own CUDA context! ", theme.warning));
+                        spans.push(Span::styled(format!("{OWN_CONTEXT_MARK} "), theme.warning));
                     }
                     // A live probe reports this process's real allocator,
                     // and its OOMs: one from before the dashboard connected
