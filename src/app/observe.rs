@@ -117,6 +117,11 @@ fn fill_probed_usage(
                 p.usage.cpu_percent = p.usage.cpu_percent.or(figures.cpu_percent);
                 p.usage.host_memory = p.usage.host_memory.or(figures.host_memory);
             }
+            // Its parent, as the NVML backend reads it for its processes
+            // (the detail names it; the tree puts a worker under it).
+            if p.parent_pid.is_none() {
+                p.parent_pid = crate::device::procfs::process_info(p.pid).parent_pid;
+            }
         }
     }
 }
@@ -233,6 +238,7 @@ mod tests {
             panic!("the simulation samples GPU 0");
         };
         let simulated = sample.listed_processes()[0].pid;
+        let simulated_parent = sample.listed_processes()[0].parent_pid;
         let real = std::process::id();
         sample
             .processes
@@ -264,6 +270,19 @@ mod tests {
         assert!(
             row(real).host_memory.is_some_and(|b| b > 0),
             "this test process has resident memory"
+        );
+        let parent = |pid: u32| {
+            sample
+                .listed_processes()
+                .iter()
+                .find(|p| p.pid == pid)
+                .and_then(|p| p.parent_pid)
+        };
+        assert_eq!(parent(real), Some(std::os::unix::process::parent_id()));
+        assert_eq!(
+            parent(simulated),
+            simulated_parent,
+            "a made-up pid is never read"
         );
         assert_eq!(row(simulated).host_memory, None);
         assert_eq!(row(simulated).cpu_percent, None);
