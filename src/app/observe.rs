@@ -4,7 +4,7 @@
 //! `--once`, `record` and `serve` all go through [`AllocatorSources::observe`],
 //! so that they cannot disagree on which allocator a GPU shows.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -82,10 +82,12 @@ impl AllocatorSources {
     /// processes' pids are made up and never read (one may be a real pid
     /// of someone else's).
     fn add_probed_host_usage(&self, readings: &mut [GpuReading], probes: &ProbeSnapshot) {
+        // Only a pid of this machine's namespace: a probe in a container
+        // says its own number, which here may be anybody's process.
         let probed: BTreeSet<u32> = probes
             .probes
             .iter()
-            .filter(|p| p.status.is_connected())
+            .filter(|p| p.status.is_connected() && p.pid_is_this_machines())
             .filter_map(|p| p.pid())
             .collect();
         if probed.is_empty() {
@@ -95,7 +97,12 @@ impl AllocatorSources {
             Ok(mut sampler) => sampler.sample(&probed, Instant::now()),
             Err(poisoned) => poisoned.into_inner().sample(&probed, Instant::now()),
         };
-        fill_probed_usage(readings, &probed, &host);
+        // Each pid's parent read once, however many GPUs list it.
+        let parents: HashMap<u32, Option<u32>> = probed
+            .iter()
+            .map(|&pid| (pid, crate::device::procfs::parent_pid(pid)))
+            .collect();
+        fill_probed_usage(readings, &probed, &host, &parents);
     }
 }
 
@@ -103,7 +110,8 @@ impl AllocatorSources {
 fn fill_probed_usage(
     readings: &mut [GpuReading],
     probed: &BTreeSet<u32>,
-    host: &std::collections::HashMap<u32, crate::device::host::HostUsage>,
+    host: &HashMap<u32, crate::device::host::HostUsage>,
+    parents: &HashMap<u32, Option<u32>>,
 ) {
     for reading in readings {
         let GpuReading::Ok(sample) = reading else {
@@ -120,7 +128,7 @@ fn fill_probed_usage(
             // Its parent, as the NVML backend reads it for its processes
             // (the detail names it; the tree puts a worker under it).
             if p.parent_pid.is_none() {
-                p.parent_pid = crate::device::procfs::process_info(p.pid).parent_pid;
+                p.parent_pid = parents.get(&p.pid).copied().flatten();
             }
         }
     }
@@ -255,7 +263,8 @@ mod tests {
                 host_memory: Some(1),
             },
         );
-        fill_probed_usage(&mut readings, &BTreeSet::from([real]), &host);
+        let parents = HashMap::from([(real, crate::device::procfs::parent_pid(real))]);
+        fill_probed_usage(&mut readings, &BTreeSet::from([real]), &host, &parents);
         let GpuReading::Ok(sample) = &readings[0] else {
             panic!("still GPU 0");
         };

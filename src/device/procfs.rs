@@ -103,6 +103,15 @@ pub fn process_info_with(pid: u32, users: &mut UserNames) -> ProcessInfo {
     }
 }
 
+/// The parent of `pid` from its `status` (`None` where /proc does not
+/// say): the one figure of [`process_info`] a caller that knows the rest
+/// needs, without reading the command line too.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    read_to_string_limited(&format!("/proc/{pid}/status"), 64 * 1024)
+        .as_deref()
+        .and_then(parse_status_ppid)
+}
+
 /// The command line of `pid` (arguments joined by spaces), or its `comm`
 /// name when the command line is empty (kernel threads, zombies).
 pub fn command_line(pid: u32) -> Option<String> {
