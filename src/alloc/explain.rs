@@ -197,5 +197,33 @@ mod tests {
     fn empty_cache_releasing_nothing_says_whether_anything_was_cached() {
         assert_eq!(Why::empty_cache(&[], 0), Why::NothingCached);
         assert_eq!(Why::empty_cache(&[], MIB), Why::FreeSegmentsReleased);
+        // A segment with a live block and a cached free one: nothing goes,
+        // because the segment is not wholly free.
+        let block = |address: u64, state: BlockState| crate::alloc::layout::BlockInfo {
+            address,
+            size: MIB,
+            requested_size: MIB,
+            state,
+        };
+        let segment = SegmentInfo {
+            device: 0,
+            address: 0,
+            total_size: 2 * MIB,
+            allocated_size: MIB,
+            active_size: MIB,
+            requested_size: MIB,
+            stream: 0,
+            segment_type: crate::alloc::PoolKind::Small,
+            segment_pool_id: (0, 0),
+            is_expandable: false,
+            blocks: vec![
+                block(0, BlockState::ActiveAllocated),
+                block(MIB, BlockState::Inactive),
+            ],
+        };
+        assert_eq!(
+            Why::empty_cache(std::slice::from_ref(&segment), 0),
+            Why::EverySegmentHoldsALiveBlock
+        );
     }
 }
