@@ -16,6 +16,16 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// The peak as a figure to show (bytes), where it can be true: not
+    /// negative and not below the current value (a source that left the
+    /// peak out, whose slot holds 0). Whether the source sent it at all is
+    /// the caller's to know.
+    pub fn plausible_peak(&self) -> Option<u64> {
+        (self.peak >= self.current)
+            .then(|| u64::try_from(self.peak).ok())
+            .flatten()
+    }
+
     pub fn increase(&mut self, amount: u64) {
         let amount = amount as i64;
         self.current += amount;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::capture::{CaptureTarget, cannot_capture, capture_target};
 use super::process_list::ProcessTag;
 use super::source::ProbeRow;
-use super::state::{AllocatorView, AppState, GpuState, ProcessRow};
+use super::state::{AllocatorView, AppState, ProcessRow};
 use crate::device::GpuProcess;
 
 /// The open process detail: the process it is about (by pid and command,
@@ -91,23 +91,14 @@ impl DetailFacts<'_> {
     }
 }
 
-/// The lines of whole GPUs (as the process list takes them).
-fn listed(state: &AppState) -> impl Iterator<Item = (u32, &GpuProcess)> {
-    state
-        .gpus
-        .iter()
-        .filter_map(GpuState::sample)
-        .filter(|s| s.mig.is_none())
-        .flat_map(|s| s.listed_processes().iter().map(move |p| (s.index, p)))
-}
-
 impl AppState {
     /// What the open process detail is about, gathered from the state;
     /// `None` while no detail is open.
     pub fn process_detail_facts(&self) -> Option<DetailFacts<'_>> {
         let detail = self.ui.process_detail.as_ref()?;
         let pid = detail.process.pid;
-        let mut gpus: Vec<DetailGpu<'_>> = listed(self)
+        let mut gpus: Vec<DetailGpu<'_>> = self
+            .whole_gpu_processes()
             .filter(|(_, p)| detail.process.holds(p))
             .map(|(gpu, process)| {
                 let shown = self
@@ -133,7 +124,8 @@ impl AppState {
         gpus.sort_by_key(|g| g.gpu != detail.gpu);
         let process = gpus.first().map(|g| g.process);
         let parent_pid = process.and_then(|p| p.parent_pid).filter(|&pp| pp != pid);
-        let parent_line = parent_pid.and_then(|pp| listed(self).find(|(_, p)| p.pid == pp));
+        let parent_line =
+            parent_pid.and_then(|pp| self.whole_gpu_processes().find(|(_, p)| p.pid == pp));
         let probe = self
             .probes
             .rows
@@ -159,7 +151,9 @@ impl AppState {
         let Some(detail) = self.ui.process_detail.as_ref() else {
             return;
         };
-        let here = listed(self).any(|(_, p)| detail.process.holds(p));
+        let here = self
+            .whole_gpu_processes()
+            .any(|(_, p)| detail.process.holds(p));
         let probed = self.probes.attached_pids().contains(&detail.process.pid);
         let now = self.now_ms;
         if let Some(detail) = self.ui.process_detail.as_mut() {

@@ -254,34 +254,39 @@ impl SignalTarget {
         self.shown.as_deref().unwrap_or(&self.command)
     }
 
-    /// The GPUs it is listed on, in words: "GPU 3", "GPUs 0–3", "GPUs
-    /// 0, 2, 5–7" (runs of three or more as a range).
+    /// The GPUs it is listed on, in words (see [`gpus_in_words`]).
     pub fn gpus_named(&self) -> String {
-        let mut gpus = self.gpus.clone();
-        gpus.sort_unstable();
-        gpus.dedup();
-        let mut runs: Vec<(u32, u32)> = Vec::new();
-        for g in gpus {
-            match runs.last_mut() {
-                Some((_, last)) if last.checked_add(1) == Some(g) => *last = g,
-                _ => runs.push((g, g)),
-            }
-        }
-        let parts: Vec<String> = runs
-            .iter()
-            .flat_map(|&(a, b)| match b - a {
-                0 => vec![a.to_string()],
-                1 => vec![a.to_string(), b.to_string()],
-                _ => vec![format!("{a}–{b}")],
-            })
-            .collect();
-        let plural = runs.len() > 1 || runs.first().is_some_and(|(a, b)| a != b);
-        format!(
-            "{} {}",
-            if plural { "GPUs" } else { "GPU" },
-            parts.join(", ")
-        )
+        gpus_in_words(&self.gpus)
     }
+}
+
+/// GPU numbers in words: "GPU 3", "GPUs 0–3", "GPUs 0, 2, 5–7" (runs of
+/// three or more as a range; order and repeats do not matter).
+pub fn gpus_in_words(gpus: &[u32]) -> String {
+    let mut gpus = gpus.to_vec();
+    gpus.sort_unstable();
+    gpus.dedup();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for g in gpus {
+        match runs.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(g) => *last = g,
+            _ => runs.push((g, g)),
+        }
+    }
+    let parts: Vec<String> = runs
+        .iter()
+        .flat_map(|&(a, b)| match b - a {
+            0 => vec![a.to_string()],
+            1 => vec![a.to_string(), b.to_string()],
+            _ => vec![format!("{a}–{b}")],
+        })
+        .collect();
+    let plural = runs.len() > 1 || runs.first().is_some_and(|(a, b)| a != b);
+    format!(
+        "{} {}",
+        if plural { "GPUs" } else { "GPU" },
+        parts.join(", ")
+    )
 }
 
 /// A process tagged in the processes pane (Space), for `K` to signal with
@@ -342,14 +347,8 @@ impl SignalPrompt {
     /// Every GPU its processes are listed on, in words (as
     /// [`SignalTarget::gpus_named`]).
     pub fn gpus_named(&self) -> String {
-        SignalTarget {
-            pid: 0,
-            gpus: self.targets.iter().flat_map(|t| t.gpus.clone()).collect(),
-            command: String::new(),
-            shown: None,
-            used_memory: None,
-        }
-        .gpus_named()
+        let gpus: Vec<u32> = self.targets.iter().flat_map(|t| t.gpus.clone()).collect();
+        gpus_in_words(&gpus)
     }
 
     /// GPU memory its processes hold together (bytes; `None` where no

@@ -170,19 +170,11 @@ impl OwnPeak {
     /// current figure cannot be true (a probe that left the key out,
     /// whose slot holds 0). `None` when neither is known.
     pub fn of(stats: &DeviceStats, knows: impl Fn(&str) -> bool) -> Option<OwnPeak> {
-        let peak = |key: &str, current: i64, peak: i64| {
-            (knows(key) && peak >= current && peak >= 0).then_some(peak as u64)
+        let peak = |key: &str, stat: &crate::alloc::Stat| {
+            knows(key).then(|| stat.plausible_peak()).flatten()
         };
-        let allocated = peak(
-            "allocated_bytes.all.peak",
-            stats.allocated_bytes.all.current,
-            stats.allocated_bytes.all.peak,
-        );
-        let reserved = peak(
-            "reserved_bytes.all.peak",
-            stats.reserved_bytes.all.current,
-            stats.reserved_bytes.all.peak,
-        );
+        let allocated = peak("allocated_bytes.all.peak", &stats.allocated_bytes.all);
+        let reserved = peak("reserved_bytes.all.peak", &stats.reserved_bytes.all);
         (allocated.is_some() || reserved.is_some()).then(|| OwnPeak {
             allocated,
             reserved,
@@ -845,11 +837,11 @@ pub struct UiState {
     /// The row of `selected_process` when it was last placed: where the
     /// selection goes when its process has ended (the line now there).
     pub selected_process_row: usize,
-    /// A signal waiting for its confirmation: keys go to the prompt.
     /// The digit of the last key when that key selected a GPU: the next
     /// digit makes a two-digit GPU number (`1` then `2`: GPU 12) where a
     /// machine lists GPU 10 or more. Any other key forgets it.
     pub gpu_digit: Option<u8>,
+    /// A signal waiting for its confirmation: keys go to the prompt.
     pub signal_prompt: Option<SignalPrompt>,
     /// The processes tagged (Space) for `K` to signal together, in the
     /// order they were tagged; a tag whose process is listed no more is
@@ -980,6 +972,15 @@ impl Default for UiState {
 }
 
 impl UiState {
+    /// Selects line `at` of `lines` by what it is about (its process, so
+    /// that the selection stays on it across re-sorts and samples).
+    pub fn select_process_line(&mut self, lines: &[ProcessLine], at: usize) {
+        if let Some(line) = lines.get(at) {
+            self.selected_process = Some(line.key());
+            self.selected_process_row = at;
+        }
+    }
+
     /// Whether the terminal, as last told (a resize) or drawn, is below
     /// [`MIN_SCREEN`]; `false` before either.
     pub fn too_small(&self) -> bool {
@@ -1185,13 +1186,12 @@ impl AppState {
     /// and an OOM seen in a probed process bring a line into view this
     /// way; the scroll is the user's again afterwards.
     pub fn show_process_line(&mut self, lines: &[ProcessLine], at: usize) {
-        let Some(line) = lines.get(at) else {
+        if at >= lines.len() {
             return;
-        };
+        }
         let ui = &mut self.ui;
         // The selection follows too: `K` then names the line's process.
-        ui.selected_process = Some(line.key());
-        ui.selected_process_row = at;
+        ui.select_process_line(lines, at);
         let shown = ui.process_lines_shown.get();
         // The first line drawn: the pane clamps the scroll the same way.
         let first = ui.process_scroll.min(lines.len().saturating_sub(shown));
@@ -1375,17 +1375,20 @@ impl AppState {
         if self.ui.process_tags.is_empty() {
             return;
         }
-        let listed: Vec<&GpuProcess> = self
-            .gpus
+        let mut tags = std::mem::take(&mut self.ui.process_tags);
+        tags.retain(|t| self.whole_gpu_processes().any(|(_, p)| t.holds(p)));
+        self.ui.process_tags = tags;
+    }
+
+    /// The processes of whole GPUs with their GPU's number, as the
+    /// process list takes them (a MIG row lists its GPU's processes
+    /// again).
+    pub fn whole_gpu_processes(&self) -> impl Iterator<Item = (u32, &GpuProcess)> {
+        self.gpus
             .iter()
             .filter_map(GpuState::sample)
-            // The lines are of whole GPUs (as `process_rows` lists them).
             .filter(|s| s.mig.is_none())
-            .flat_map(|s| s.listed_processes())
-            .collect();
-        self.ui
-            .process_tags
-            .retain(|t| listed.iter().any(|p| t.holds(p)));
+            .flat_map(|s| s.listed_processes().iter().map(move |p| (s.index, p)))
     }
 
     /// Puts the selection back on the block the user selected, by address:

@@ -294,16 +294,9 @@ fn ask_to_signal_tagged(state: &mut AppState, keymap: &Keymap) -> Effect {
         // The tag's process as the list shows it now (dropped with the
         // sample that no longer lists it, so normally found).
         let listed = state
-            .gpus
-            .iter()
-            .filter_map(GpuState::sample)
-            .filter(|s| s.mig.is_none())
-            .find_map(|s| {
-                s.listed_processes()
-                    .iter()
-                    .find(|p| tag.holds(p))
-                    .map(|p| (p.clone(), s.index))
-            });
+            .whole_gpu_processes()
+            .find(|(_, p)| tag.holds(p))
+            .map(|(gpu, p)| (p.clone(), gpu));
         match listed {
             Some((process, gpu)) => match signal_target(state, &process, gpu) {
                 Ok(target) => targets.push(target),
@@ -395,17 +388,12 @@ pub(super) fn signal_target(
     // them all, and what it holds on them together.
     let mut gpus = Vec::new();
     let mut used_memory: Option<u64> = None;
-    for s in state.gpus.iter().filter_map(GpuState::sample) {
-        if s.mig.is_some() {
-            continue;
+    for (gpu, p) in state.whole_gpu_processes().filter(|(_, p)| p.pid == pid) {
+        if !gpus.contains(&gpu) {
+            gpus.push(gpu);
         }
-        for p in s.listed_processes().iter().filter(|p| p.pid == pid) {
-            if !gpus.contains(&s.index) {
-                gpus.push(s.index);
-            }
-            if let Some(bytes) = p.used_memory {
-                used_memory = Some(used_memory.unwrap_or(0).saturating_add(bytes));
-            }
+        if let Some(bytes) = p.used_memory {
+            used_memory = Some(used_memory.unwrap_or(0).saturating_add(bytes));
         }
     }
     if gpus.is_empty() {
@@ -701,7 +689,7 @@ fn move_process_selection(state: &mut AppState, delta: isize) {
     let shown = state.ui.process_lines_shown.get().max(1);
     let first = state.process_view_first(&lines, shown);
     let to = at.saturating_add_signed(delta).min(lines.len() - 1);
-    select_process_line(&mut state.ui, &lines, to);
+    state.ui.select_process_line(&lines, to);
     state.ui.process_scroll = if to < first {
         to
     } else if to >= first + shown {
@@ -709,14 +697,6 @@ fn move_process_selection(state: &mut AppState, delta: isize) {
     } else {
         first
     };
-}
-
-/// Selects line `at` of `lines` by what it is about.
-fn select_process_line(ui: &mut UiState, lines: &[ProcessLine], at: usize) {
-    if let Some(line) = lines.get(at) {
-        ui.selected_process = Some(line.key());
-        ui.selected_process_row = at;
-    }
 }
 
 /// Re-sorts the process list (`s`, `S`): the selection stays on its

@@ -37,8 +37,12 @@ pub fn render(sample: &HeadlessSample) -> String {
         .gpus
         .iter()
         .filter_map(|g| match &g.reading {
-            GpuReading::Ok(s) => Some(s.listed_processes().iter().map(|p| p.pid)),
-            GpuReading::Lost { .. } => None,
+            // The physical GPUs' lists, as the Processes pane takes them
+            // (a MIG row lists its GPU's processes again).
+            GpuReading::Ok(s) if s.mig.is_none() => {
+                Some(s.listed_processes().iter().map(|p| p.pid))
+            }
+            _ => None,
         })
         .flatten()
         .collect();

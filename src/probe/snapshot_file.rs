@@ -173,9 +173,7 @@ pub fn default_snapshot_dir_with(
 /// folder is left as it is.
 pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
-    if dir.is_dir() {
-        return Ok(());
-    }
+    // Recursive: an existing folder is no error, and its mode is kept.
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -232,9 +232,8 @@ impl AllocatorFigures<'_> {
     /// knows it: sent, and not below the current figure, which a peak
     /// cannot be (a probe that left the key out, whose slot holds 0).
     fn own_peak(&self, key: &str, stat: &Stat) -> Option<f64> {
-        (stat.peak >= stat.current && stat.peak >= 0)
-            .then_some(stat.peak as f64)
-            .and_then(|peak| self.known(key, peak))
+        stat.plausible_peak()
+            .and_then(|peak| self.known(key, peak as f64))
     }
 }
 

@@ -48,6 +48,15 @@ pub fn process_detail_lines(
     let rows = |out: &mut Vec<Line<'static>>, label: &str, text: &str, style: Style| {
         labelled(out, label, text, style, width, theme);
     };
+    // A figure the process may not have: "n/a", dimmed, where unknown.
+    let known_or_na = |out: &mut Vec<Line<'static>>, label: &str, text: Option<&str>| {
+        let style = if text.is_some() {
+            theme.text
+        } else {
+            theme.dim
+        };
+        labelled(out, label, text.unwrap_or(NA), style, width, theme);
+    };
     if let Some(ended) = facts.ended_ms {
         let ago = format::seconds(state.now_ms.saturating_sub(ended) / 1000);
         let text = format!(
@@ -90,37 +99,19 @@ pub fn process_detail_lines(
             &format!("{parent} (no GPU process)"),
             theme.text,
         ),
-        None if facts.ended_ms.is_none() => rows(&mut out, "parent", NA, theme.dim),
+        None if facts.ended_ms.is_none() => known_or_na(&mut out, "parent", None),
         None => {}
     }
     let user = process.and_then(|p| p.user.as_deref());
     if facts.ended_ms.is_none() {
-        rows(
-            &mut out,
-            "user",
-            user.unwrap_or(NA),
-            if user.is_some() {
-                theme.text
-            } else {
-                theme.dim
-            },
-        );
+        known_or_na(&mut out, "user", user);
     }
     // The whole command, wrapped (the pane cuts it at its edge); an ended
     // process's as it was tagged when the detail opened.
     let command = process
         .and_then(|p| p.command.as_deref())
         .or(detail.process.command.as_deref());
-    rows(
-        &mut out,
-        "command",
-        command.unwrap_or(NA),
-        if command.is_some() {
-            theme.text
-        } else {
-            theme.dim
-        },
-    );
+    known_or_na(&mut out, "command", command);
     let tagged = if facts.tagged {
         let signal = keymap.key_name(Action::SignalProcess).unwrap_or_default();
         format!("yes ({signal} in Processes signals the tagged together)")

@@ -467,6 +467,12 @@ fn more_siblings_below(rows: &[ProcessLine]) -> Vec<bool> {
     super::format::siblings_below(&depths)
 }
 
+/// The optional columns a pane `width` cells wide shows, in their order of
+/// importance until one does not fit, the sorted column's first (its
+/// figures are what the list is ranked by). At 80 cells all but host
+/// memory show, at 86 and more all of them. The usage columns (%SM,
+/// %CPU, HOST-MEM) only where some process is `measured` or the list is
+/// sorted by them.
 fn optional_columns(width: usize, sorted: SortColumn, measured: bool) -> Vec<Optional> {
     let wanted = |c: &Optional| measured || !c.is_usage() || c.sorts(sorted);
     let mut order: Vec<Optional> = Optional::BY_IMPORTANCE
