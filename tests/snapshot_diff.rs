@@ -927,3 +927,79 @@ fn no_site_changed_says_when_sites_freed_and_allocated_the_same_again() {
         "{out}"
     );
 }
+
+/// `s` as the same program would record it run from another folder: every
+/// absolute path of its stacks under `/moved`.
+fn run_from_elsewhere(s: &Snapshot) -> Snapshot {
+    use vramtop::snapshot::{Frame, Frames};
+    let moved = |frames: &Frames| -> Frames {
+        frames
+            .iter()
+            .map(|f| Frame {
+                filename: if f.filename.starts_with('/') {
+                    format!("/moved{}", f.filename).into()
+                } else {
+                    f.filename.clone()
+                },
+                ..f.clone()
+            })
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let mut out = s.clone();
+    for segment in &mut out.segments {
+        for block in &mut segment.blocks {
+            block.frames = moved(&block.frames);
+        }
+    }
+    out
+}
+
+#[test]
+fn diff_of_one_program_run_from_two_folders_matches_its_sites_and_says_so() {
+    let Some((path, s)) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let elsewhere = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("silmont-moved.pickle");
+    vramtop::snapshot::write_snapshot_file(&run_from_elsewhere(&s), &elsewhere)
+        .expect("writes the moved copy");
+    let elsewhere = elsewhere.display().to_string();
+    for grouping in [
+        "user-frame",
+        "python-frame",
+        "file-line",
+        "function",
+        "whole-stack",
+    ] {
+        let (code, out, err) =
+            common::run_vramtop(&["diff", &path, &elsewhere, "--group", grouping], None);
+        assert_eq!(code, 0, "{err}");
+        let text = unwrapped(&out);
+        assert!(
+            text.contains("0 changed") && text.contains("no site's live bytes changed"),
+            "{grouping}: every site is the same code run from elsewhere: {out}"
+        );
+        assert!(
+            text.contains("matched by file name, not path") && text.contains("/moved/"),
+            "{grouping}: the pairing is said with an example: {out}"
+        );
+        let (code, json, err) = common::run_vramtop(
+            &["diff", &path, &elsewhere, "--group", grouping, "--json"],
+            None,
+        );
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let sites = v["sites"].as_array().expect("sites");
+        assert!(
+            sites.iter().any(|s| s.get("after_key").is_some()),
+            "{grouping}: AFTER's own key is kept: {json}"
+        );
+        assert!(
+            sites.iter().all(|s| s["kind"] == "same"),
+            "{grouping}: {json}"
+        );
+    }
+    // A file compared with itself pairs nothing by name.
+    let (_, out, _) = common::run_vramtop(&["diff", &path, &path], None);
+    assert!(!unwrapped(&out).contains("matched by file name"), "{out}");
+}

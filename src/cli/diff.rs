@@ -813,10 +813,49 @@ fn render_body(diff: &Diff, top: usize, renewed: usize) -> String {
     if let Some(note) = stackless {
         note_line(&mut out, &note);
     }
+    if let Some(note) = paired_by_portable_paths(diff) {
+        note_line(&mut out, &note);
+    }
     segment_lines(&mut out, "only in BEFORE", &diff.only_before, top);
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
     out.push_str(&render_site_changes(diff, top, renewed));
     out
+}
+
+/// Says how many sites were paired across paths that differ (the two
+/// files come from two checkouts, machines or environments), with the
+/// first pair of paths as the example; `None` when none was.
+fn paired_by_portable_paths(diff: &Diff) -> Option<String> {
+    let paired: Vec<(&SiteKey, &SiteKey)> = diff
+        .sites
+        .iter()
+        .filter_map(|s| Some((&s.key, s.after_key.as_ref()?)))
+        .collect();
+    let files = |key: &SiteKey| -> Vec<String> {
+        match key {
+            SiteKey::Frame(f) => vec![f.filename.to_string()],
+            SiteKey::Function { filename, .. } => vec![filename.to_string()],
+            SiteKey::Stack(frames) => frames.iter().map(|f| f.filename.to_string()).collect(),
+            SiteKey::NoStack(_) => Vec::new(),
+        }
+    };
+    // The shortest pair of paths that differ reads best as the example.
+    let example = paired
+        .iter()
+        .flat_map(|(before, after)| files(before).into_iter().zip(files(after)))
+        .filter(|(b, a)| b != a)
+        .min_by_key(|(b, a)| b.len() + a.len())
+        .map(|(b, a)| format!(" (BEFORE's {b} is AFTER's {a})"))
+        .unwrap_or_default();
+    let n = paired.len();
+    if n == 0 {
+        return None;
+    }
+    Some(format!(
+        "{n} site{} matched by file name, not path: the files name the same code by other \
+         paths{example}",
+        if n == 1 { "" } else { "s" }
+    ))
 }
 
 /// The "live bytes by site" table (also the viewer's A/B text).

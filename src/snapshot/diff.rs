@@ -3,7 +3,11 @@
 //!
 //! Segments only before / only after are keyed by (address, total size),
 //! as `torch/cuda/_memory_viz.py compare` keys them; live bytes are
-//! compared by allocation site ([`super::sites`]). Pure: no I/O.
+//! compared by allocation site ([`super::sites`]). Two files of one program
+//! run from two places (two checkouts, machines or environments) name the
+//! same code by different paths: a site left unmatched on both sides is
+//! paired by its files' portable paths when that pairing is unambiguous.
+//! Pure: no I/O.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -12,7 +16,9 @@ use thiserror::Error;
 
 use super::peak::{Highest, highest_between};
 use super::scrub::DeviceScrub;
-use super::sites::{Grouping, NoStackReason, SiteKey, Sites, sites_of_snapshot, sites_of_state};
+use super::sites::{
+    Grouping, NoStackReason, SiteKey, Sites, short_file, sites_of_snapshot, sites_of_state,
+};
 use super::types::{Segment, Snapshot};
 use crate::alloc::{BlockState, PoolKind, TraceAction};
 
@@ -103,6 +109,11 @@ pub struct SiteChange {
     pub kind: SiteChangeKind,
     pub bytes: Change,
     pub blocks: Change,
+    /// AFTER's key, when it names the site's code by other paths than
+    /// BEFORE's `key` (the files come from two checkouts, machines or
+    /// environments) and the two were paired by their portable paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after_key: Option<SiteKey>,
 }
 
 /// What changed between two moments.
@@ -162,7 +173,47 @@ fn segment_ref(s: &Segment) -> SegmentRef {
     }
 }
 
-/// The sites of both sides matched by key.
+/// A file's path as two places one program runs from share it: past the
+/// last `site-packages` or `dist-packages` folder (an installed package,
+/// wherever its environment lives), else the file's name.
+fn portable_path(filename: &str) -> &str {
+    ["site-packages", "dist-packages"]
+        .iter()
+        .filter_map(|folder| {
+            let at = filename.rfind(folder)?;
+            let rest = filename.get(at + folder.len()..)?;
+            rest.strip_prefix(['/', '\\'])
+        })
+        // The innermost such folder: a virtual environment inside another
+        // package's folder is still the package's.
+        .min_by_key(|rest| rest.len())
+        .unwrap_or_else(|| short_file(filename))
+}
+
+/// A site's key with each file as [`portable_path`] gives it: the key's
+/// kind, then each frame's (file, line, function).
+type PortableKey<'a> = (u8, Vec<(&'a str, u64, &'a str)>);
+
+/// A site's key with each file as [`portable_path`] gives it; `None` for
+/// the no-stack groups, which match exactly.
+fn portable_key(key: &SiteKey) -> Option<PortableKey<'_>> {
+    fn frame(f: &super::types::Frame) -> (&str, u64, &str) {
+        (portable_path(&f.filename), f.line, &f.name)
+    }
+    match key {
+        SiteKey::Frame(f) => Some((0, vec![frame(f)])),
+        SiteKey::Function { filename, name } => {
+            Some((1, vec![(portable_path(filename), 0, &**name)]))
+        }
+        SiteKey::Stack(frames) => Some((2, frames.iter().map(frame).collect())),
+        SiteKey::NoStack(_) => None,
+    }
+}
+
+/// The sites of both sides matched by key; a site of one side that no
+/// site of the other has, paired with the one site left over on the other
+/// side whose key names the same code by [`portable_path`]s (never when
+/// either side has two such sites: which one is which would be a guess).
 pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
     let mut rows: Vec<SiteChange> = Vec::new();
     let mut at: HashMap<&SiteKey, usize> = HashMap::new();
@@ -174,11 +225,17 @@ pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
             kind: SiteChangeKind::Gone,
             bytes: Change::new(s.bytes, 0),
             blocks: Change::new(s.blocks, 0),
+            after_key: None,
         });
     }
+    // Which of BEFORE's rows a site of AFTER matched.
+    let mut matched = vec![false; rows.len()];
     for s in &after.sites {
         match at.get(&s.key) {
             Some(&i) => {
+                if let Some(m) = matched.get_mut(i) {
+                    *m = true;
+                }
                 if let Some(r) = rows.get_mut(i) {
                     r.bytes = Change::new(r.bytes.before, s.bytes);
                     r.blocks = Change::new(r.blocks.before, s.blocks);
@@ -190,9 +247,11 @@ pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
                 kind: SiteChangeKind::New,
                 bytes: Change::new(0, s.bytes),
                 blocks: Change::new(0, s.blocks),
+                after_key: None,
             }),
         }
     }
+    pair_by_portable_paths(&mut rows, before.sites.len(), &matched);
     for r in &mut rows {
         r.kind = match (r.bytes.before, r.bytes.after) {
             (0, _) => SiteChangeKind::New,
@@ -214,6 +273,58 @@ pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
             .then_with(|| a.label.cmp(&b.label))
     });
     rows
+}
+
+/// Pairs `rows`' unmatched BEFORE rows (the first `before_rows`, those
+/// not `matched`) with its AFTER-only rows (the rest) by [`portable_key`],
+/// where each portable key is one row's on each side: the AFTER row's
+/// figures join the BEFORE row's, which keeps AFTER's key as `after_key`.
+fn pair_by_portable_paths(rows: &mut Vec<SiteChange>, before_rows: usize, matched: &[bool]) {
+    // Portable key → (BEFORE rows, the last of them, AFTER rows, the last).
+    let mut by_key: HashMap<PortableKey<'_>, (usize, usize, usize, usize)> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        let before_only = i < before_rows && !matched.get(i).copied().unwrap_or(true);
+        if !before_only && i < before_rows {
+            continue;
+        }
+        let Some(key) = portable_key(&r.key) else {
+            continue;
+        };
+        let e = by_key.entry(key).or_insert((0, 0, 0, 0));
+        if before_only {
+            e.0 += 1;
+            e.1 = i;
+        } else {
+            e.2 += 1;
+            e.3 = i;
+        }
+    }
+    let pairs: Vec<(usize, usize)> = by_key
+        .values()
+        .filter(|&&(b, _, a, _)| b == 1 && a == 1)
+        .map(|&(_, b, _, a)| (b, a))
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let mut taken = vec![false; rows.len()];
+    for &(b, a) in &pairs {
+        let Some(after) = rows.get(a).cloned() else {
+            continue;
+        };
+        if let (Some(r), Some(t)) = (rows.get_mut(b), taken.get_mut(a)) {
+            r.bytes = Change::new(r.bytes.before, after.bytes.after);
+            r.blocks = Change::new(r.blocks.before, after.blocks.after);
+            r.after_key = Some(after.key);
+            *t = true;
+        }
+    }
+    let mut i = 0;
+    rows.retain(|_| {
+        let keep = !taken.get(i).copied().unwrap_or(false);
+        i += 1;
+        keep
+    });
 }
 
 /// Compares two sets of segments and their sites.
@@ -439,6 +550,95 @@ mod tests {
         let total: i64 = rows.iter().map(|r| r.bytes.change).sum();
         assert_eq!(total, 410 - 250);
         assert_eq!(rows[0].bytes, Change::new(100, 300));
+    }
+
+    fn live<'f>(address: u64, size: u64, frames: &'f Frames) -> LiveAllocation<'f> {
+        LiveAllocation {
+            address,
+            size,
+            requested_size: size,
+            frames,
+            stack_lost: false,
+        }
+    }
+
+    #[test]
+    fn one_program_from_two_checkouts_pairs_its_sites_by_file_name() {
+        let r = NoStackReason::BeforeRecording;
+        let (a_here, b_here) = (
+            stack("/home/ann/proj/train.py", 10),
+            stack("/home/ann/proj/model.py", 5),
+        );
+        let (a_there, b_there) = (
+            stack("/scratch/bob/proj/train.py", 10),
+            stack("/scratch/bob/proj/model.py", 5),
+        );
+        let before = group(
+            [live(1, 100, &a_here), live(2, 50, &b_here)],
+            Grouping::UserFrame,
+            r,
+        );
+        let after = group(
+            [live(1, 300, &a_there), live(2, 50, &b_there)],
+            Grouping::UserFrame,
+            r,
+        );
+        let rows = compare_sites(&before, &after);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].kind, SiteChangeKind::Grown);
+        assert_eq!(rows[0].bytes, Change::new(100, 300));
+        assert_eq!(rows[1].kind, SiteChangeKind::Same);
+        let after_file = match &rows[0].after_key {
+            Some(SiteKey::Frame(f)) => f.filename.to_string(),
+            other => panic!("AFTER's key is kept: {other:?}"),
+        };
+        assert_eq!(after_file, "/scratch/bob/proj/train.py");
+    }
+
+    #[test]
+    fn installed_packages_pair_past_their_environments_folder() {
+        assert_eq!(
+            portable_path("/opt/venv-a/lib/python3.10/site-packages/torch/nn/modules/linear.py"),
+            "torch/nn/modules/linear.py"
+        );
+        assert_eq!(
+            portable_path("C:\\envs\\b\\Lib\\site-packages\\torch\\functional.py"),
+            "torch\\functional.py"
+        );
+        assert_eq!(
+            portable_path("/usr/lib/python3/dist-packages/einops/einops.py"),
+            "einops/einops.py"
+        );
+        assert_eq!(portable_path("/home/ann/train.py"), "train.py");
+        assert_eq!(portable_path("site-packages"), "site-packages");
+        // Two packages' files of one name stay apart.
+        assert_ne!(
+            portable_path("/a/site-packages/torch/functional.py"),
+            portable_path("/b/site-packages/einops/functional.py")
+        );
+    }
+
+    #[test]
+    fn sites_of_one_file_name_in_two_folders_stay_unpaired() {
+        let r = NoStackReason::BeforeRecording;
+        let (x1, x2) = (stack("/a/one/util.py", 3), stack("/a/two/util.py", 3));
+        let y = stack("/b/one/util.py", 3);
+        let before = group(
+            [live(1, 100, &x1), live(2, 50, &x2)],
+            Grouping::UserFrame,
+            r,
+        );
+        let after = group([live(1, 300, &y)], Grouping::UserFrame, r);
+        let rows = compare_sites(&before, &after);
+        // Which of BEFORE's two util.py:3 is AFTER's would be a guess.
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(rows.iter().all(|r| r.after_key.is_none()));
+        // Matched exactly, nothing is paired by name.
+        let same = compare_sites(&before, &before);
+        assert!(
+            same.iter()
+                .all(|r| r.after_key.is_none() && r.kind == SiteChangeKind::Same)
+        );
     }
 
     #[test]
