@@ -673,7 +673,7 @@ impl Default for Keymap {
                     Action::SignalProcess,
                     Some(Pane::Processes),
                     Some("kill"),
-                    2,
+                    1,
                 ),
                 // nvitop's and htop's tag key: K then signals the tagged.
                 b(
@@ -689,7 +689,7 @@ impl Default for Keymap {
                     Action::ProcessDetail,
                     Some(Pane::Processes),
                     Some("detail"),
-                    2,
+                    1,
                 ),
                 b("v", Action::NextAllocator, None, None, 3),
                 // Hinted while on offer (`Offers`): a probe attached, a
@@ -1150,8 +1150,8 @@ impl Keymap {
     /// "key action" pairs for the status line, for the focused pane, most
     /// important first (the stress panel's key among them, so it can be
     /// found from inside the program): after quit and help, the focused
-    /// pane's own keys (what it was focused for: `s sort`, `K kill` in
-    /// Processes), then the rest by rank. A toggle's hint says what it
+    /// pane's own keys by rank (what it was focused for: `Enter detail`,
+    /// `K kill` in Processes), then the rest by rank. A toggle's hint says what it
     /// does now: `p resume` while paused, `t flat` in tree view.
     pub fn hints(
         &self,
@@ -1172,6 +1172,20 @@ impl Keymap {
             .filter(|b| b.pane.is_none_or(|p| p == focus))
             .filter(|b| offers.allow(b.action))
             .collect();
+        // The focused pane's own keys by their rank (stable: the table's
+        // order within one), so a short line keeps the pane's most used:
+        // Processes' "Enter detail" came last of six and fell off at 80
+        // columns, behind the filter's and the sort's. With processes
+        // tagged, the table's order stays for the sort below.
+        if !tagging {
+            own.sort_by_key(|b| {
+                if b.pane == Some(focus) {
+                    b.rank
+                } else {
+                    u8::MAX
+                }
+            });
+        }
         // With processes tagged, the keys that tag, signal and untag them
         // come first (stable: the table's order among them), so a short
         // line keeps them over the filter's and the sort's.
@@ -2568,10 +2582,15 @@ mod tests {
                 .iter()
                 .map(|h| h.0)
                 .collect();
-            let own: Vec<&str> = k
+            // By rank, the table's order within one.
+            let mut own: Vec<&Binding> = k
                 .bindings
                 .iter()
                 .filter(|b| b.pane == Some(pane) && b.hint.is_some())
+                .collect();
+            own.sort_by_key(|b| b.rank);
+            let own: Vec<&str> = own
+                .iter()
                 .map(|b| b.keys.split(' ').next().unwrap_or(b.keys))
                 .collect();
             assert_eq!(&hints[..2], ["q", "?"], "{pane:?}");
@@ -2583,8 +2602,8 @@ mod tests {
             .map(|h| h.1)
             .collect();
         assert_eq!(
-            procs[2..6],
-            ["filter", "flat", "sort", "kill"],
+            procs[2..8],
+            ["kill", "detail", "filter", "flat", "sort", "tag"],
             "t: flat in the tree"
         );
     }
