@@ -1457,12 +1457,12 @@ fn at_80x24_a_fresh_oom_and_a_long_snapshot_note_take_three_status_rows_the_path
     assert!(banner < note, "the banner, then the note:\n{screen}");
     let note_row = note_row_of(&screen, 32710);
     assert!(
-        note_row.contains("segments only") && note_row.contains('…'),
+        note_row.contains("no trace") && note_row.contains('…'),
         "the caveat and the path elided in the middle: {note_row}"
     );
-    // The name's start and end: host and pid, time and kind.
+    // Its root and the folder it is in, the name's start and end.
     assert!(
-        note_row.contains(": …/vm-32710-") && note_row.ends_with("demand.pickle"),
+        note_row.contains(": /…/snapshots/vm-32710-") && note_row.ends_with(".pickle"),
         "{note_row}"
     );
     assert!(note_row.chars().count() <= 80, "one row: {note_row}");
@@ -1487,7 +1487,7 @@ fn a_snapshot_notes_elided_path_keeps_its_end_whole_beside_the_rows_ran_out_mark
         Some("showing 1 simulated GPU: nvml is not available (libnvidia-ml.so.1 not found)".into());
     let screen = f.screen(80, 24);
     let note_row = note_row_of(&screen, 21525);
-    assert!(note_row.contains(": …/vm-21525-"), "{screen}");
+    assert!(note_row.contains(": /…/snapshots/vm-21525-"), "{screen}");
     // The marker that more messages are left out follows the path, which
     // keeps its end: it cut ".pickle" to ".pickl…".
     assert!(note_row.ends_with('…'), "the rows ran out:\n{screen}");

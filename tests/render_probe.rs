@@ -1004,8 +1004,9 @@ fn capture_note_says_the_key_first_and_its_whole_path_where_the_rows_allow() {
     let mut state = attached_with(|_| probe_v2(0, None));
     let long = "/home/someone/.local/state/vramtop/snapshots/node7-17-rank3-20261202T002819Z-demand.pickle";
     // 80×24 gives the messages two rows: the note with its folders on the
-    // first and its name on the second fits them, and with the caveat it
-    // takes more and goes in one; 120×40 has rows for both.
+    // first and its name on the second fits them; with the caveat it takes
+    // more and goes in one, the folder it is in still said, and how to get
+    // a trace on the other; 120×40 has rows for both.
     for (size, has_trace, whole) in [
         ((80, 24), true, true),
         ((80, 24), false, false),
@@ -1019,23 +1020,49 @@ fn capture_note_says_the_key_first_and_its_whole_path_where_the_rows_allow() {
             .unwrap_or_default();
         let case = format!("{size:?} has_trace {has_trace}");
         assert!(note.contains("(o opens it"), "{case}: {screen}");
-        assert!(
-            has_trace || note.contains("segments only"),
+        assert!(has_trace || note.contains("no trace"), "{case}: {screen}");
+        let text = status_text_from(&screen, "snapshot of pid 4321");
+        assert_eq!(
+            text.contains("for a trace, start the probe with --record-history"),
+            !has_trace,
             "{case}: {screen}"
         );
-        let text = status_text_from(&screen, "snapshot of pid 4321");
         if whole {
             assert!(text.contains(long), "{case}: {screen}");
         } else {
-            // One row: the name's start and end around an "…".
+            // One row: its root, the folder it is in, the name's start and
+            // end around an "…".
             let note = note.trim_end();
             assert!(
-                note.contains(": …/node7-17-") && note.ends_with("demand.pickle"),
+                note.contains("no trace: /…/snapshots/node7-17-") && note.ends_with("pickle"),
                 "{case}: {screen}"
             );
-            assert!(note.contains('…'), "{case}: {screen}");
         }
     }
+}
+
+#[test]
+fn capture_note_at_80x24_under_the_fallback_banner_says_the_folder_and_no_trace() {
+    let mut state = attached_with(|_| probe_v2(0, None));
+    // The simulated GPU's banner takes one of the two rows: the note has
+    // the other, and the folder it was written to is said in it.
+    state.status.banner = Some("showing 1 simulated GPU: no NVIDIA driver is installed".into());
+    let long =
+        "/home/someone/.local/state/vramtop/snapshots/vm-4447-rankx-20261207T214924Z-demand.pickle";
+    let screen = screen_after_capture(&mut state, long, false, (80, 24));
+    let note = screen
+        .lines()
+        .find(|l| l.contains("snapshot of pid 4321"))
+        .unwrap_or_default()
+        .trim_end();
+    assert!(
+        note.contains("(o opens it), no trace: /…/snapshots/vm-4447-") && note.ends_with("pickle"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("showing 1 simulated GPU: no NVIDIA driver is installed"),
+        "{screen}"
+    );
 }
 
 #[test]
@@ -1049,8 +1076,8 @@ fn capture_note_of_a_long_host_and_pid_keeps_every_part_of_the_name_where_rows_a
         assert!(text.contains(long), "has_trace {has_trace}: {screen}");
         assert!(!text.contains('…'), "has_trace {has_trace}: {screen}");
         // At 80×24 the note's two rows: its folders on the first, its name
-        // whole on the second; with the caveat, in one row, the name's start
-        // and end.
+        // whole on the second; with the caveat, in one row, the folder it
+        // is in and the name's start and end.
         let screen = screen_after_capture(&mut state, long, has_trace, (80, 24));
         let note = screen
             .lines()
@@ -1068,7 +1095,7 @@ fn capture_note_of_a_long_host_and_pid_keeps_every_part_of_the_name_where_rows_a
             );
         } else {
             assert!(
-                note.contains("…/gpu-node-a100-") && note.ends_with("demand.pickle"),
+                note.contains("/…/snapshots/gpu-node-a1") && note.ends_with(".pickle"),
                 "{screen}"
             );
         }

@@ -434,6 +434,51 @@ pub fn elide_path(path: &str, width: usize) -> String {
     format!("{}{name}", elide_middle(folders, room))
 }
 
+/// `path` (`/`-separated) in at most `width` cells, where it is before
+/// what it is called: whole when it fits; else its first folders and its
+/// last one around a `…` for those between (`~/.local/…/snapshots/a.pickle`);
+/// else its root, its last folder and its name's start and end
+/// (`~/…/snapshots/vm-17-…oom.pickle`) while the name keeps
+/// [`MIN_NAME_CELLS`]; else as [`elide_path`] (`…/vm-17-…oom.pickle`). A
+/// note that kept the name whole left only `…/` of the folder it is in.
+pub fn elide_path_keeping_folder(path: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr as _;
+    if path.width() <= width {
+        return path.to_string();
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    // The root ("~", "" of an absolute path, a relative path's first
+    // folder) and the folders after it, the last folder, the name.
+    let [head @ .., folder, name] = parts.as_slice() else {
+        return elide_path(path, width);
+    };
+    if head.is_empty() || folder.is_empty() || name.is_empty() {
+        return elide_path(path, width);
+    }
+    // Folders left out from the middle, whole ones, the first kept longest.
+    for keep in (1..head.len()).rev() {
+        let shown = format!("{}/…/{folder}/{name}", head[..keep].join("/"));
+        if shown.width() <= width {
+            return shown;
+        }
+    }
+    let prefix = if head.len() > 1 {
+        format!("{}/…/{folder}/", head[0])
+    } else {
+        format!("{}/{folder}/", head[0])
+    };
+    match width.checked_sub(prefix.width()) {
+        Some(room) if room >= MIN_NAME_CELLS => format!("{prefix}{}", elide_middle(name, room)),
+        _ if name.width() + 2 <= width => elide_path(path, width),
+        _ if width > 2 => format!("…/{}", elide_middle(name, width - 2)),
+        _ => elide_middle(name, width),
+    }
+}
+
+/// The cells of a file's name [`elide_path_keeping_folder`] keeps beside
+/// its folder: its start and its end (`vm-17-…-oom.pickle`).
+const MIN_NAME_CELLS: usize = 16;
+
 /// The terminal cells `c` takes (none for a control character).
 fn char_cells(c: char) -> usize {
     unicode_width::UnicodeWidthChar::width(c).unwrap_or(0)
@@ -586,6 +631,41 @@ pub fn siblings_below(depths: &[Option<usize>]) -> Vec<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shortened_path_keeps_its_last_folder_before_its_whole_name() {
+        let path = "~/.local/state/vramtop/snapshots/vm-4447-rankx-20261207T214924Z-demand.pickle";
+        let cells = |s: &str| unicode_width::UnicodeWidthStr::width(s);
+        assert_eq!(elide_path_keeping_folder(path, 200), path);
+        // Whole folders go from the middle, the first kept longest.
+        assert_eq!(
+            elide_path_keeping_folder(path, 70),
+            "~/.local/…/snapshots/vm-4447-rankx-20261207T214924Z-demand.pickle"
+        );
+        assert_eq!(
+            elide_path_keeping_folder(path, 60),
+            "~/…/snapshots/vm-4447-rankx-20261207T214924Z-demand.pickle"
+        );
+        // Then the name's middle, the folder it is in still said: the
+        // note at 80 columns has about 35 cells for it.
+        let shown = elide_path_keeping_folder(path, 35);
+        assert!(cells(&shown) <= 35, "{shown}");
+        assert!(shown.starts_with("~/…/snapshots/vm-4447-"), "{shown}");
+        assert!(shown.contains('…') && shown.ends_with(".pickle"), "{shown}");
+        // Too narrow for the folder and a readable name: the name's ends.
+        let shown = elide_path_keeping_folder(path, 24);
+        assert!(cells(&shown) <= 24, "{shown}");
+        assert!(shown.starts_with("…/vm-4447-"), "{shown}");
+        // An absolute path keeps its root.
+        let shown =
+            elide_path_keeping_folder("/tmp/tmp.k2Xv9aQ/vm-17-20261207T214924Z-oom.pickle", 40);
+        assert!(cells(&shown) <= 40, "{shown}");
+        assert!(shown.starts_with("/…/tmp.k2Xv9aQ/vm-17-"), "{shown}");
+        assert!(shown.ends_with("-oom.pickle"), "{shown}");
+        for w in 0..90 {
+            assert!(cells(&elide_path_keeping_folder(path, w)) <= w, "{w}");
+        }
+    }
 
     #[test]
     fn cpu_percent_has_a_decimal_below_100_and_none_above() {

@@ -33,7 +33,8 @@ struct Message {
     /// messages would overrun.
     one_row: Option<Span<'static>>,
     /// A detail of the message before it (the OOM's note under its
-    /// banner), which gives way first where the rows are too few.
+    /// banner, how to get a trace under a snapshot's note that has none),
+    /// which gives way first where the rows are too few.
     detail: bool,
 }
 
@@ -222,7 +223,8 @@ impl<'a> StatusLine<'a> {
             answers.push((None, Span::styled(m, theme.text).into()));
         }
         // A capture under way (or just done) answers a key too: its path
-        // whole where the rows allow, else in one row.
+        // whole where the rows allow, else in one row; under a snapshot
+        // without a trace, how to get one, where a row is left for it.
         if let Some(c) = capture {
             answers.push((
                 capture_ms,
@@ -235,6 +237,21 @@ impl<'a> StatusLine<'a> {
                     detail: false,
                 },
             ));
+            if matches!(
+                c,
+                CaptureMsg::Done {
+                    has_trace: false,
+                    ..
+                }
+            ) {
+                answers.push((
+                    capture_ms,
+                    Message {
+                        detail: true,
+                        ..Span::styled(NO_TRACE_HOW, theme.text).into()
+                    },
+                ));
+            }
         }
         // The OOM banner, and right after it the OOM's note in one row when
         // the banner names the same OOM (the note told it again in full,
@@ -507,7 +524,8 @@ pub fn oom_banner_within(
 }
 
 /// A capture's note. A written snapshot's is said whole, key and caveat
-/// first (`snapshot of pid N (o opens it): ~/…`), and wraps onto the rows
+/// first (`snapshot of pid N (o opens it), no trace: ~/…`; how to get a
+/// trace is a message of its own, [`NO_TRACE_HOW`]), and wraps onto the rows
 /// it needs: cut to its name, or its name's middle elided at 80 columns,
 /// the file to open was never read. `key` opens a written one, as the
 /// keymap binds it.
@@ -527,7 +545,7 @@ fn capture_note(note: &CaptureMsg, home: Option<&Path>, key: Option<&str>) -> St
             has_trace,
         } => {
             let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
-            let caveat = if *has_trace { "" } else { SEGMENTS_ONLY_CAVEAT };
+            let caveat = if *has_trace { "" } else { NO_TRACE_CAVEAT };
             return format!(
                 "snapshot of pid {pid}{opens}{caveat}: {}",
                 whole_path_under_home(path, home)
@@ -538,12 +556,12 @@ fn capture_note(note: &CaptureMsg, home: Option<&Path>, key: Option<&str>) -> St
 }
 
 /// [`capture_note`] in one row of `width` cells where it can: whole where
-/// it fits, else a written snapshot's with its path elided in the middle
-/// (its folders first; its file name's middle where the name alone does
-/// not fit), the caveat shortened to
-/// "segments only" where the whole one leaves the path too little room.
-/// The whole path stays in the note at a taller screen, in the log, and in
-/// the list of the session's snapshots printed on quitting.
+/// it fits, else a written snapshot's with its path shortened to the room
+/// the key and the caveat leave: the folders between its first and its
+/// last left out, then its name's middle, so that the folder it is in is
+/// still said (see [`format::elide_path_keeping_folder`]). The whole path
+/// stays in the note at a taller screen, in the log, and in the list of
+/// the session's snapshots printed on quitting.
 fn capture_note_within(
     note: &CaptureMsg,
     home: Option<&Path>,
@@ -562,54 +580,21 @@ fn capture_note_within(
     if Line::from(whole.as_str()).width() <= width {
         return whole;
     }
-    let note_path = path;
-    let path = whole_path_under_home(note_path, home);
-    let path_w = Line::from(path.as_str()).width();
     let opens = key.map(|k| format!(" ({k} opens it)")).unwrap_or_default();
-    let caveats: &[&str] = if *has_trace {
-        &[""]
-    } else {
-        &[SEGMENTS_ONLY_CAVEAT, SEGMENTS_ONLY_SHORT]
-    };
-    // The first wording that leaves the path the room it needs (at most
-    // MIN_PATH_CELLS), else the last.
-    let leads: Vec<String> = caveats
-        .iter()
-        .map(|caveat| format!("snapshot of pid {pid}{opens}{caveat}: "))
-        .collect();
-    let room = |lead: &String| width.saturating_sub(Line::from(lead.as_str()).width());
-    let lead = leads
-        .iter()
-        .find(|lead| room(lead) >= path_w.min(MIN_PATH_CELLS))
-        .or_else(|| leads.last());
-    let name = match note_path.file_name() {
-        Some(n) => n.to_string_lossy().into_owned(),
-        None => path.clone(),
-    };
-    lead.map_or(whole.clone(), |lead| {
-        let room = room(lead);
-        // The folders give way first, to "…/"; where the name itself does
-        // not fit, its start and end (host, pid; time, kind) around an
-        // "…", as the OOM banner keeps them.
-        let shown = if Line::from(name.as_str()).width() + 2 <= room {
-            format::elide_path(&path, room)
-        } else if room > 2 && name != path {
-            format!("…/{}", format::elide_middle(&name, room - 2))
-        } else {
-            format::elide_middle(&name, room)
-        };
-        format!("{lead}{shown}")
-    })
+    let caveat = if *has_trace { "" } else { NO_TRACE_CAVEAT };
+    let lead = format!("snapshot of pid {pid}{opens}{caveat}: ");
+    let room = width.saturating_sub(Line::from(lead.as_str()).width());
+    let path = whole_path_under_home(path, home);
+    format!("{lead}{}", format::elide_path_keeping_folder(&path, room))
 }
 
-/// The cells a written snapshot's path keeps in one row before its note's
-/// caveat is shortened (the file name of a probe's snapshot, host, pid,
-/// time and kind, is about 45).
-const MIN_PATH_CELLS: usize = 40;
+/// What a capture's note says of a snapshot without a trace (PyTorch's
+/// history of allocations): its segments are all it holds.
+const NO_TRACE_CAVEAT: &str = ", no trace";
 
-/// [`SEGMENTS_ONLY_CAVEAT`] in one row with its path: the hint to start the
-/// probe with `--record-history` is in the whole note and docs/attach.md.
-const SEGMENTS_ONLY_SHORT: &str = ", segments only";
+/// How to get a snapshot with a trace, under the note of one without: the
+/// probe records PyTorch's history only when started so (docs/attach.md).
+const NO_TRACE_HOW: &str = "for a trace, start the probe with --record-history";
 
 /// `path` whole, under `home` written `~/…`.
 fn whole_path_under_home(path: &Path, home: Option<&Path>) -> String {
@@ -646,10 +631,6 @@ fn path_under_home(path: &Path, home: Option<&Path>) -> String {
         _ => whole,
     }
 }
-
-/// What a capture's note says of a snapshot without a trace.
-const SEGMENTS_ONLY_CAVEAT: &str =
-    ", segments only: no trace (start the probe with --record-history)";
 
 /// The longest path [`path_under_home`] writes whole (characters).
 const WHOLE_PATH_CHARS: usize = 32;
@@ -793,7 +774,7 @@ mod tests {
         );
         let note = capture_note(&done("/s/a.pickle", false), None, Some("o"));
         assert!(
-            note.contains("/s/a.pickle") && note.contains("segments only"),
+            note.contains("/s/a.pickle") && note.contains("no trace"),
             "{note}"
         );
         assert_eq!(
@@ -813,7 +794,7 @@ mod tests {
         assert_eq!(
             capture_note(&done(path, false), home, Some("o")),
             format!(
-                "snapshot of pid 7 (o opens it){SEGMENTS_ONLY_CAVEAT}: \
+                "snapshot of pid 7 (o opens it){NO_TRACE_CAVEAT}: \
                  ~/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle"
             )
         );
@@ -825,31 +806,37 @@ mod tests {
     }
 
     #[test]
-    fn a_written_snapshots_one_row_note_elides_its_path_in_the_middle() {
+    fn a_written_snapshots_one_row_note_keeps_the_folder_it_is_in_at_80_columns() {
         let home = Some(Path::new("/home/u"));
         let path = "/home/u/.local/state/vramtop/snapshots/host-1234-20261206-101500-oom.pickle";
         let width = |s: &str| Line::from(s).width();
-        // With a trace: the folders give way, the file's name stays whole.
-        let note = capture_note_within(&done(path, true), home, Some("o"), 80);
-        assert!(width(&note) <= 80, "{note}");
-        assert!(
-            note.starts_with("snapshot of pid 7 (o opens it): ~/"),
-            "{note}"
-        );
-        assert!(
-            note.contains('…') && note.ends_with("/host-1234-20261206-101500-oom.pickle"),
-            "{note}"
-        );
-        // Without: the caveat shortened, the name's start and end kept.
-        let note = capture_note_within(&done(path, false), home, Some("o"), 80);
-        assert!(width(&note) <= 80, "{note}");
-        assert!(
-            note.starts_with("snapshot of pid 7 (o opens it), segments only: …/host-1234-"),
-            "{note}"
-        );
-        assert!(
-            note.contains('…') && note.ends_with("-oom.pickle"),
-            "{note}"
+        // With a trace or without, the folder the file is in and the
+        // root it is under are said, and the name's start and end: it read
+        // "…/host-1234-…" at 80 columns, with no word of where that was.
+        for (has_trace, lead) in [
+            (
+                true,
+                "snapshot of pid 7 (o opens it): ~/…/snapshots/host-1234-",
+            ),
+            (
+                false,
+                "snapshot of pid 7 (o opens it), no trace: ~/…/snapshots/host-1234-",
+            ),
+        ] {
+            let note = capture_note_within(&done(path, has_trace), home, Some("o"), 80);
+            assert!(width(&note) <= 80, "{note}");
+            assert!(note.starts_with(lead), "{note}");
+            assert!(
+                note.contains("-20") && note.ends_with("-oom.pickle"),
+                "{note}"
+            );
+        }
+        // Where the folders between fit, only some give way.
+        let note = capture_note_within(&done(path, true), home, Some("o"), 100);
+        assert_eq!(
+            note,
+            "snapshot of pid 7 (o opens it): ~/.local/state/…/snapshots/\
+             host-1234-20261206-101500-oom.pickle"
         );
         // Whole where it fits; other notes as they are.
         assert_eq!(
