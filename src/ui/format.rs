@@ -477,7 +477,7 @@ pub fn elide_path_keeping_folder(path: &str, width: usize) -> String {
 
 /// The cells of a file's name [`elide_path_keeping_folder`] keeps beside
 /// its folder: its start and its end (`vm-17-…-oom.pickle`).
-const MIN_NAME_CELLS: usize = 16;
+const MIN_NAME_CELLS: usize = 12;
 
 /// The terminal cells `c` takes (none for a control character).
 fn char_cells(c: char) -> usize {
@@ -662,6 +662,13 @@ mod tests {
         assert!(cells(&shown) <= 40, "{shown}");
         assert!(shown.starts_with("/…/tmp.k2Xv9aQ/vm-17-"), "{shown}");
         assert!(shown.ends_with("-oom.pickle"), "{shown}");
+        // A long folder of its own ($VRAMTOP_SNAPSHOT_DIR from mktemp -d)
+        // still said where the name keeps 12 cells: 33 at 80 columns.
+        let shown = elide_path_keeping_folder(
+            "/tmp/tmp.hqJ0EZ7SF9/vm-8398-rankx-20261207T220435Z-demand.pickle",
+            33,
+        );
+        assert!(shown.starts_with("/…/tmp.hqJ0EZ7SF9/vm-8398"), "{shown}");
         for w in 0..90 {
             assert!(cells(&elide_path_keeping_folder(path, w)) <= w, "{w}");
         }
