@@ -13,7 +13,8 @@ use vramtop::snapshot::capture::snapshot_of;
 use vramtop::snapshot::read_snapshot_file;
 use vramtop::snapshot::replay::{config_from_settings, verify};
 use vramtop::snapshot::whatif::{
-    DeviceWhatIf, Outcome, RECORDED_LABEL, WhatIfError, WhatIfReport, WhatIfSetting, whatif,
+    DeviceWhatIf, Outcome, RECORDED_LABEL, WhatIfError, WhatIfReport, WhatIfSetting,
+    recorded_capacity, whatif,
 };
 use vramtop::snapshot::{Snapshot, TraceEntry};
 
@@ -1346,4 +1347,124 @@ fn expandable_segments_off_on_a_trace_that_began_with_them_says_it_keeps_them() 
         .expect("the run");
     assert_eq!(off["expandable_segments"], false);
     assert_eq!(off["start_expandable_segments"], 2);
+}
+
+#[test]
+fn the_capacity_an_oom_records_is_the_device_the_run_had() {
+    let mut checked = 0;
+    for seed in 1..=4u64 {
+        let mut m = model("", 2 * GIB);
+        mixed_workload(&mut m, 2000, seed.wrapping_mul(0x9e37_79b9));
+        if count(&m, TraceAction::Oom) == 0 {
+            continue;
+        }
+        checked += 1;
+        // The whole trace, and its second half (a mid-run trace's start
+        // holds what the first half reserved).
+        for from in [0, m.trace_len() / 2] {
+            let snapshot = snapshot_of(&m, from);
+            let Some(r) = recorded_capacity(&snapshot) else {
+                let ooms = snapshot.device_traces[0]
+                    .iter()
+                    .filter(|e| e.action == TraceAction::Oom)
+                    .count();
+                assert_eq!(ooms, 0, "seed {seed} from {from}: an OOM gives a capacity");
+                continue;
+            };
+            assert_eq!(r.bytes, 2 * GIB, "seed {seed} from {from}: {r:?}");
+            assert_eq!(r.reserved + r.device_free, r.bytes);
+            let e = &snapshot.device_traces[0][r.index];
+            assert_eq!(e.action, TraceAction::Oom);
+            assert_eq!(e.addr, r.device_free);
+        }
+    }
+    assert!(checked >= 2, "only {checked} workloads ran out of memory");
+}
+
+#[test]
+fn no_oom_or_a_trace_its_final_state_contradicts_gives_no_recorded_capacity() {
+    let mut m = model("", 64 * GIB);
+    mixed_workload(&mut m, 500, 7);
+    let snapshot = snapshot_of(&m, 0);
+    assert_eq!(count(&m, TraceAction::Oom), 0);
+    assert_eq!(recorded_capacity(&snapshot), None);
+    let mut small = model("", 2 * GIB);
+    mixed_workload(&mut small, 2000, 0x1234_5678);
+    let mut broken = snapshot_of(&small, 0);
+    assert!(recorded_capacity(&broken).is_some());
+    // A segment_alloc after the OOMs larger than everything reserved at
+    // the end: reserved before it would be negative.
+    let mut entry = broken.device_traces[0].last().cloned().expect("a trace");
+    entry.action = TraceAction::SegmentAlloc;
+    entry.size = u64::MAX / 2;
+    broken.device_traces[0].push(entry);
+    assert_eq!(recorded_capacity(&broken), None);
+}
+
+#[test]
+fn whatif_without_capacity_of_a_file_that_ran_out_replays_at_the_recorded_capacity() {
+    let mut m = model("", 2 * GIB);
+    mixed_workload(&mut m, 2000, 0x1234_5678);
+    assert!(count(&m, TraceAction::Oom) > 0);
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("whatif-ran-out.pickle");
+    vramtop::snapshot::write_snapshot_file(&snapshot_of(&m, 0), &path).expect("writes");
+    let file = path.display().to_string();
+    let (code, out, err) = run_vramtop(
+        &["replay", &file, "--alloc-conf", "max_split_size_mb:64"],
+        None,
+    );
+    assert!(code == 0 || code == 1, "{err}");
+    let text = unwrapped(&out);
+    assert!(
+        text.contains("capacity: 2 GiB, the recording's at its out of memory"),
+        "{out}"
+    );
+    assert!(text.contains("--capacity unlimited none"), "{out}");
+    let (_, json, err) = run_vramtop(
+        &[
+            "replay",
+            &file,
+            "--alloc-conf",
+            "max_split_size_mb:64",
+            "--json",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).expect(&err);
+    assert_eq!(v["capacity"], 2 * GIB);
+    assert_eq!(v["capacity_from_recording"]["bytes"], 2 * GIB);
+    // The recorded settings at that capacity run out as the original did.
+    let d = &v["devices"][0];
+    assert_eq!(d["runs"][0]["ooms"], d["runs"][1]["ooms"], "{json}");
+    // Unlimited, on request: no capacity, nothing said of the recording's.
+    let (_, json, err) = run_vramtop(
+        &[
+            "replay",
+            &file,
+            "--alloc-conf",
+            "max_split_size_mb:64",
+            "--capacity",
+            "unlimited",
+            "--json",
+        ],
+        None,
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).expect(&err);
+    assert!(v["capacity"].is_null(), "{json}");
+    assert!(v.get("capacity_from_recording").is_none(), "{json}");
+    let (_, out, _) = run_vramtop(
+        &[
+            "replay",
+            &file,
+            "--alloc-conf",
+            "max_split_size_mb:64",
+            "--capacity",
+            "Unlimited",
+        ],
+        None,
+    );
+    assert!(
+        unwrapped(&out).contains("cudaMalloc capacity unlimited"),
+        "{out}"
+    );
 }

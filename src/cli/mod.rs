@@ -584,6 +584,21 @@ fn size_with_unit(text: &str) -> Result<u64, String> {
         .map_err(|why| why.message(&quoted, crate::alloc::sizing::MAX_PARSED_SIZE_TEXT))
 }
 
+/// `replay --capacity`: a size, or `unlimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityArg {
+    Bytes(u64),
+    Unlimited,
+}
+
+/// [`CapacityArg`] of `text`: `unlimited` (any case), else [`size_arg`].
+pub fn capacity_arg(text: &str) -> Result<CapacityArg, String> {
+    if text.trim().eq_ignore_ascii_case("unlimited") {
+        return Ok(CapacityArg::Unlimited);
+    }
+    size_arg(text).map(CapacityArg::Bytes)
+}
+
 /// The options of `open` that only its `--summary` takes (each is
 /// `requires = "summary"` below; `--at` is the viewer's too).
 pub const SUMMARY_ONLY_OPTIONS: [&str; 4] = ["--json", "--top", "--no-trace", "--group"];
@@ -991,17 +1006,19 @@ pub enum Command {
             help_heading = "What-if mode"
         )]
         alloc_conf: Vec<String>,
-        /// What-if: the memory cudaMalloc may take (e.g. 23GiB).
+        /// What-if: the memory cudaMalloc may take (e.g. 23GiB, or unlimited).
         ///
         /// The card's memory less
         /// the CUDA context (~0.5 GiB) and other processes, e.g. --capacity
-        /// 23GiB for a 24 GB card (a unit is required); unlimited when
-        /// absent. It replays the recorded settings at SIZE too, in a
+        /// 23GiB for a 24 GB card (a unit is required). When absent: what
+        /// the recording shows at its out-of-memory (reserved + the
+        /// device's free bytes then), unlimited for a file that never ran
+        /// out. It replays the recorded settings at SIZE too, in a
         /// column before those of --alloc-conf. A trace that
         /// starts mid-run holding more than SIZE is said not to fit, not
         /// replayed.
-        #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
-        capacity: Option<u64>,
+        #[arg(long, value_name = "SIZE", value_parser = capacity_arg, allow_hyphen_values = true, help_heading = "What-if mode")]
+        capacity: Option<CapacityArg>,
         #[command(flatten)]
         text: AsciiArgs,
     },

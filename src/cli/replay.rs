@@ -20,7 +20,7 @@ use crate::snapshot::replay::{
 use crate::snapshot::types::skipped_trace_text;
 use crate::snapshot::whatif::{
     DeviceWhatIf, OriginalFigures, RECORDED_LABEL, RunFigures, WhatIfError, WhatIfReport,
-    WhatIfSetting, whatif,
+    WhatIfSetting, recorded_capacity, whatif,
 };
 
 pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode> {
@@ -509,7 +509,7 @@ fn result_line(out: &mut String, verdict: &Verdict) {
 pub fn run_whatif(
     file: &Path,
     confs: &[String],
-    capacity: Option<u64>,
+    capacity: Option<super::CapacityArg>,
     json: bool,
     ascii: bool,
 ) -> color_eyre::Result<ExitCode> {
@@ -540,6 +540,18 @@ pub fn run_whatif(
     // the what-if runs show; their table alone read as a clean answer.
     let verified = verify(&snapshot);
     let finding = Verdict::of(&verified).finding();
+    // Unlimited, a file that ran out of memory would run out under no
+    // setting: every what-if column would read as the fix. Without
+    // --capacity, the recording's own capacity at its OOM.
+    let from_recording = match capacity {
+        None => recorded_capacity(&snapshot),
+        Some(_) => None,
+    };
+    let capacity = match capacity {
+        Some(super::CapacityArg::Bytes(bytes)) => Some(bytes),
+        Some(super::CapacityArg::Unlimited) => None,
+        None => from_recording.map(|r| r.bytes),
+    };
     // Under a capacity, the recorded settings at that capacity too, first:
     // the original ran on whatever the recorded device had, and settings
     // compared only with it would read as the cause of an OOM that is the
@@ -583,6 +595,7 @@ pub fn run_whatif(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
+    report.capacity_from_recording = from_recording;
     // The original column is the model's re-run: where verify does not
     // match the recording, its figures are not the recording's.
     report.check_original(&verified);
@@ -1263,6 +1276,22 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
             REPORT_WIDTH
         )
     );
+    if let Some(r) = &report.capacity_from_recording {
+        line_under(
+            &mut out,
+            "capacity: ",
+            &format!(
+                "{}, the recording's at its out of memory (GPU {} event {}/{}: {} reserved + {} \
+                 free on the device); --capacity SIZE sets another, --capacity unlimited none",
+                human_bytes(r.bytes),
+                r.device,
+                r.index.saturating_add(1),
+                r.events,
+                human_bytes(r.reserved),
+                human_bytes(r.device_free),
+            ),
+        );
+    }
     for d in &report.devices {
         render_whatif_device(&mut out, d, report.recorded_settings.as_deref());
     }

@@ -267,6 +267,10 @@ pub struct WhatIfReport {
     /// PyTorch's defaults assumed).
     pub recorded_settings: Option<String>,
     pub capacity: Option<u64>,
+    /// Where `capacity` came from when no `--capacity` was given: the
+    /// recording's out-of-memory ([`recorded_capacity`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_from_recording: Option<RecordedCapacity>,
     pub devices: Vec<DeviceWhatIf>,
     pub unreplayable: Vec<Unreplayable>,
 }
@@ -368,9 +372,94 @@ pub fn whatif(
     Ok(WhatIfReport {
         recorded_settings: snapshot.allocator_settings.as_ref().map(|s| s.conf.clone()),
         capacity,
+        capacity_from_recording: None,
         devices,
         unreplayable,
     })
+}
+
+/// The capacity a recording shows its cudaMalloc had, read at an
+/// out-of-memory: the bytes the process's allocator had reserved right
+/// then (after the retry path's releases) plus the device's free bytes the
+/// `oom` entry records. A what-if without `--capacity` of a file that ran
+/// out of memory replays at it: unlimited, every setting would "fix" the
+/// OOM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RecordedCapacity {
+    /// reserved + device_free (bytes).
+    pub bytes: u64,
+    pub device: u32,
+    /// The `oom` entry's index in the device's trace (event `index + 1`
+    /// as the viewer and the summary count).
+    pub index: usize,
+    /// Events in the device's trace.
+    pub events: usize,
+    /// Bytes reserved at the OOM.
+    pub reserved: u64,
+    /// The device's free bytes at the OOM (recorded).
+    pub device_free: u64,
+}
+
+/// The tightest capacity the out-of-memory entries of `snapshot` show:
+/// of every `oom` of every device, the least reserved + device free.
+/// Reserved at an entry is the device's final reserved bytes with the
+/// segment events after it undone. `None` when no trace records an OOM,
+/// or the figures do not add up (a trace the final state contradicts).
+/// Cost: one pass over the traces, backwards.
+pub fn recorded_capacity(snapshot: &Snapshot) -> Option<RecordedCapacity> {
+    let mut best: Option<RecordedCapacity> = None;
+    for (device, trace) in snapshot.device_traces.iter().enumerate() {
+        let Ok(device) = u32::try_from(device) else {
+            break;
+        };
+        if !trace.iter().any(|e| e.action == TraceAction::Oom) {
+            continue;
+        }
+        let mut reserved: Option<u64> = Some(
+            snapshot
+                .segments
+                .iter()
+                .filter(|s| s.device == device)
+                .fold(0u64, |sum, s| sum.saturating_add(s.total_size)),
+        );
+        // This device's tightest, kept only if its walk adds up.
+        let mut tightest: Option<RecordedCapacity> = None;
+        for (index, e) in trace.iter().enumerate().rev() {
+            let Some(now) = reserved else {
+                break;
+            };
+            match e.action {
+                TraceAction::Oom => {
+                    if let Some(bytes) = now.checked_add(e.addr)
+                        && tightest.is_none_or(|b| bytes < b.bytes)
+                    {
+                        tightest = Some(RecordedCapacity {
+                            bytes,
+                            device,
+                            index,
+                            events: trace.len(),
+                            reserved: now,
+                            device_free: e.addr,
+                        });
+                    }
+                }
+                TraceAction::SegmentAlloc | TraceAction::SegmentMap => {
+                    reserved = now.checked_sub(e.size);
+                }
+                TraceAction::SegmentFree | TraceAction::SegmentUnmap => {
+                    reserved = now.checked_add(e.size);
+                }
+                _ => {}
+            }
+        }
+        if reserved.is_some()
+            && let Some(t) = tightest
+            && best.is_none_or(|b| t.bytes < b.bytes)
+        {
+            best = Some(t);
+        }
+    }
+    best
 }
 
 // --------------------------------------------------------------------- device
