@@ -1638,11 +1638,12 @@ fn dict_with_segments(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Every kind of bad input gives `vramtop open --summary` and `vramtop
-/// replay` one line on stderr saying what was found, exit code 2, nothing on
-/// stdout and no panic.
+/// Every kind of bad input gives `vramtop open --summary`, `vramtop replay`
+/// and `vramtop diff` one line on stderr saying what was found, exit code 2,
+/// nothing on stdout and no panic; the line names only what the command
+/// reads (`open` reads `vramtop record` files too, replay and diff do not).
 #[test]
-fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
+fn bad_inputs_are_one_line_errors_with_exit_2_naming_what_each_command_reads() {
     let dir = std::env::temp_dir().join(format!("vramtop-bad-input-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -1700,6 +1701,11 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
             "segments[0].address: expected int, found str",
         ),
         (
+            "notes.txt",
+            b"some notes\nnot a snapshot\n".to_vec(),
+            "not a pickle: looks like text",
+        ),
+        (
             "no_stop.pickle",
             b"\x80\x04K\x01".to_vec(),
             "the file ends early: 4 bytes, cut before the pickle's end mark; was it copied \
@@ -1717,10 +1723,14 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
         let path = dir.join(name);
         std::fs::write(&path, &bytes).unwrap();
         let path = path.display().to_string();
-        for args in [
-            vec!["open", &path, "--summary"],
-            vec!["open", &path, "--summary", "--no-trace"],
-            vec!["replay", &path],
+        let good = "tests/fixtures/fuzz-nan-in-unknown-setting.pickle";
+        // (command line, whether the command reads `vramtop record` files)
+        for (args, reads_recordings) in [
+            (vec!["open", &path, "--summary"], true),
+            (vec!["open", &path, "--summary", "--no-trace"], true),
+            (vec!["replay", &path], false),
+            (vec!["diff", &path, good], false),
+            (vec!["diff", good, &path], false),
         ] {
             let (code, out, err) = common::run_vramtop(&args, None);
             assert_eq!(code, 2, "{args:?}: {err}");
@@ -1729,14 +1739,33 @@ fn bad_inputs_are_one_line_errors_with_exit_2_for_open_and_replay() {
             assert!(err.contains(expected), "{args:?}: {err}");
             assert!(err.contains(name), "the file is named: {err}");
             assert!(!err.contains("panicked"), "{err}");
+            if !reads_recordings {
+                assert!(!err.contains("vramtop record"), "{args:?}: {err}");
+            }
         }
     }
     assert!(!marker.exists(), "the pickle's os.system call ran");
     let empty = dir.join("empty.pickle").display().to_string();
     let (_, _, err) = common::run_vramtop(&["open", &empty, "--summary"], None);
-    assert!(err.contains("empty.pickle: the file is empty"), "{err}");
-    let (_, _, err) = common::run_vramtop(&["replay", &empty], None);
-    assert!(err.contains("empty.pickle: the file is empty"), "{err}");
+    assert!(
+        err.contains(
+            "empty.pickle: the file is empty: no memory snapshot and no `vramtop record` \
+             sample in it yet"
+        ),
+        "{err}"
+    );
+    for args in [vec!["replay", &empty], vec!["diff", &empty, &empty]] {
+        let (_, _, err) = common::run_vramtop(&args, None);
+        assert!(
+            err.contains("empty.pickle: the file is empty: no memory snapshot in it yet"),
+            "{args:?}: {err}"
+        );
+    }
+    // Text: `open` says what a recording needs, replay and diff only that
+    // it is no snapshot.
+    let notes = dir.join("notes.txt").display().to_string();
+    let (_, _, err) = common::run_vramtop(&["open", &notes, "--summary"], None);
+    assert!(err.contains("if this is a `vramtop record` file"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

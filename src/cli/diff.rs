@@ -155,7 +155,7 @@ pub fn run(
         } else {
             super::read_snapshot_arg_with(p, DIFF_STACKS)
         };
-        read.map_err(|e| super::snapshot_read_error(p, &e))
+        read.map_err(|e| super::snapshot_read_error(p, &e, super::Reads::Snapshots))
     };
     let (b, a) = match (read(before, after), read(after, before)) {
         (Ok(b), Ok(a)) => (b, a),
@@ -331,7 +331,11 @@ pub fn run_moments(
     let snapshot = match super::read_snapshot_arg_with(file, DIFF_STACKS) {
         Ok(s) => Arc::new(s),
         Err(e) => {
-            super::say_error(super::snapshot_read_error(file, &e));
+            super::say_error(super::snapshot_read_error(
+                file,
+                &e,
+                super::Reads::Snapshots,
+            ));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };

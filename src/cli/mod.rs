@@ -1604,6 +1604,26 @@ pub fn read_stdin_final_state(
     crate::snapshot::read_snapshot_from_final_state(input, std::path::Path::new(STDIN_NAME))
 }
 
+/// What a command reads, so that its bad-file line names only that: `open`
+/// reads memory snapshots and `vramtop record` files (told by content),
+/// `replay` and `diff` snapshots alone, where a hint about recordings
+/// would send the user to a file the command cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    SnapshotsAndRecordings,
+    Snapshots,
+}
+
+impl Reads {
+    /// What an empty input holds none of ("no memory snapshot").
+    fn none_of(self) -> &'static str {
+        match self {
+            Reads::SnapshotsAndRecordings => recording::NEITHER,
+            Reads::Snapshots => "no memory snapshot",
+        }
+    }
+}
+
 /// Why the snapshot `file` could not be read, as one line: the reader's
 /// error and, when the damage lies past the file's final state (a trace
 /// cut short, a file still being copied), how to read that state, which
@@ -1612,11 +1632,13 @@ pub fn read_stdin_final_state(
 pub fn snapshot_read_error(
     file: &std::path::Path,
     error: &crate::snapshot::SnapshotError,
+    reads: Reads,
 ) -> String {
-    // Nothing at all is said as `open` says it, whichever command read it:
-    // "not a pickle" read as a wrong file, not as one still being written.
+    // Nothing at all is said in one line whichever command read it, naming
+    // what that command reads: "not a pickle" would read as a wrong file,
+    // not as one still being written.
     if is_empty_input(error) {
-        return recording::empty_input(file);
+        return recording::empty_input(file, reads);
     }
     let readable_before = file.as_os_str() != STDIN_ARG
         && !matches!(error, crate::snapshot::SnapshotError::Io { .. })
@@ -1624,7 +1646,9 @@ pub fn snapshot_read_error(
     // A cut file is said the same way wherever the cut falls.
     let mut said =
         ends_early(error, file.as_os_str() == STDIN_ARG).unwrap_or_else(|| error.to_string());
-    recording_hint(&mut said);
+    if reads == Reads::SnapshotsAndRecordings {
+        recording_hint(&mut said);
+    }
     if readable_before {
         // Quoted for a shell, to be pasted; say_error then escapes what a
         // terminal would act on, the name included.

@@ -56,7 +56,10 @@ pub fn run(
     match super::recording::opened(file) {
         // Said alike whatever the flags and wherever the nothing came from.
         super::recording::Opened::Empty => {
-            super::say_error(super::recording::empty_input(file));
+            super::say_error(super::recording::empty_input(
+                file,
+                super::Reads::SnapshotsAndRecordings,
+            ));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         // A `vramtop record` file, told by its content: summed up, not viewed.
@@ -111,7 +114,11 @@ pub fn run(
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
         Err(e) => {
-            super::say_error(super::snapshot_read_error(file, &e));
+            super::say_error(super::snapshot_read_error(
+                file,
+                &e,
+                super::Reads::SnapshotsAndRecordings,
+            ));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -309,7 +316,11 @@ fn viewer(
         // A moment of the trace needs the whole file: said as the
         // summary, which reads it whole, says it.
         ViewerExit::BadFile(e) if at.is_some() => {
-            super::say_error(super::snapshot_read_error(file, &e));
+            super::say_error(super::snapshot_read_error(
+                file,
+                &e,
+                super::Reads::SnapshotsAndRecordings,
+            ));
             Ok(ExitCode::from(EXIT_BAD_INPUT))
         }
         ViewerExit::BadFile(e) => {

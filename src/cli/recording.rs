@@ -105,16 +105,17 @@ pub fn opened(file: &Path) -> Opened {
 }
 
 /// The one line for an input without a byte, file or standard input:
-/// neither a snapshot nor a recording, and the likely why.
-pub fn empty_input(file: &Path) -> String {
+/// none of what the command `reads` came, and the likely why.
+pub fn empty_input(file: &Path, reads: super::Reads) -> String {
+    let none = reads.none_of();
     if file.as_os_str() == super::STDIN_ARG {
         format!(
-            "{}: it is empty: {NEITHER} came (did the command writing to the pipe fail?)",
+            "{}: it is empty: {none} came (did the command writing to the pipe fail?)",
             super::STDIN_NAME
         )
     } else {
         format!(
-            "{}: the file is empty: {NEITHER} in it yet (still being written?)",
+            "{}: the file is empty: {none} in it yet (still being written?)",
             super::input_name(file)
         )
     }
@@ -151,8 +152,8 @@ pub fn not_a_recording(file: &Path) -> Option<String> {
     no_samples(&read).map(|why| format!("{}: {why}", super::input_name(file)))
 }
 
-/// What an empty input holds none of.
-const NEITHER: &str = "no memory snapshot and no `vramtop record` sample";
+/// What an empty input holds none of, to `open` (which reads both).
+pub(super) const NEITHER: &str = "no memory snapshot and no `vramtop record` sample";
 
 /// What `open` of a recording was asked with.
 #[derive(Debug, Clone, Copy)]

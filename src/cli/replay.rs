@@ -28,7 +28,11 @@ pub fn run(file: &Path, json: bool, ascii: bool) -> color_eyre::Result<ExitCode>
     let snapshot = match super::read_snapshot_arg_with(file, Stacks::Skip) {
         Ok(s) => s,
         Err(e) => {
-            super::say_error(super::snapshot_read_error(file, &e));
+            super::say_error(super::snapshot_read_error(
+                file,
+                &e,
+                super::Reads::Snapshots,
+            ));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
@@ -529,7 +533,11 @@ pub fn run_whatif(
     let snapshot = match super::read_snapshot_arg(file) {
         Ok(s) => s,
         Err(e) => {
-            super::say_error(super::snapshot_read_error(file, &e));
+            super::say_error(super::snapshot_read_error(
+                file,
+                &e,
+                super::Reads::Snapshots,
+            ));
             return Ok(ExitCode::from(EXIT_BAD_INPUT));
         }
     };
