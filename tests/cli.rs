@@ -619,6 +619,29 @@ fn replay_counts_one_oom_in_the_singular() {
     assert!(out.contains(", 1 OOM in the trace)"), "{out}");
 }
 
+/// A saved scenario's clock is made up (step n at n × 1000 µs): the
+/// summary and `diff` write its times in whole milliseconds, not with a
+/// precision of a microsecond the file never had.
+#[test]
+fn a_saved_scenarios_synthetic_clock_is_shown_in_whole_milliseconds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join("fo.pickle");
+    let base = base.to_str().expect("utf-8 temp path");
+    let (code, _, err) = vramtop(&["scenario", "fragmentation_oom", "--save-snapshot", base]);
+    assert_eq!(code, 0, "{err}");
+    let saved = dir.path().join("fo-default.pickle");
+    let saved = saved.to_str().expect("utf-8 temp path");
+    let (code, out, err) = vramtop(&["open", saved, "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    // The OOM is step 4's: 3 ms after step 1's first event.
+    assert!(out.contains(", t+3 ms: 2 GiB requested"), "{out}");
+    assert!(!out.contains(".000 ms"), "{out}");
+    let (code, out, err) = vramtop(&["diff", saved, "--at", "1", "--at", "peak"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("t+0 ms"), "{out}");
+    assert!(!out.contains(".000 ms"), "{out}");
+}
+
 #[test]
 fn replay_words_a_mismatch_within_80_columns_without_debug_output() {
     use vramtop::snapshot::capture::snapshot_of;

@@ -528,6 +528,7 @@ fn moment_text(compared: &Compared, cursor: usize, asked: At, t0: Option<i64>) -
         compared.events,
         compared.time_at(cursor),
         t0,
+        compared.scrub.whole_ms(),
     );
     match asked {
         At::Event(_) => at,
@@ -565,8 +566,15 @@ fn render_moments(name: &str, compared: &Compared, t0: Option<i64>, top: usize) 
         );
     }
     let h = &c.highest;
-    let at =
-        |m: &Moment| super::open::moment(compared.cursor(m.cursor), compared.events, m.time_us, t0);
+    let at = |m: &Moment| {
+        super::open::moment(
+            compared.cursor(m.cursor),
+            compared.events,
+            m.time_us,
+            t0,
+            compared.scrub.whole_ms(),
+        )
+    };
     let _ = writeln!(
         out,
         "{}",

@@ -156,7 +156,7 @@ pub fn run(
                 "allocation sites: ",
                 &format!(
                     "at {} (--at end): nothing allocated, the file has no GPU",
-                    moment(None, 0, None, None)
+                    moment(None, 0, None, None, false)
                 ),
             );
         }
@@ -634,6 +634,7 @@ pub(crate) fn moment(
     events: usize,
     time_us: Option<i64>,
     first_us: Option<i64>,
+    whole_ms: bool,
 ) -> String {
     let Some(c) = cursor else {
         return "the end (the file's own state)".to_string();
@@ -645,7 +646,7 @@ pub(crate) fn moment(
         let _ = write!(
             out,
             ", {}",
-            crate::ui::format::since_start(t.saturating_sub(t0))
+            crate::ui::format::since_start_on(t.saturating_sub(t0), whole_ms)
         );
     }
     out
@@ -1016,8 +1017,9 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
             );
         }
         if let Some(p) = &d.peaks {
-            let at =
-                |m: &crate::snapshot::peak::Moment| moment(Some(m.cursor), d.events, m.time_us, t0);
+            let at = |m: &crate::snapshot::peak::Moment| {
+                moment(Some(m.cursor), d.events, m.time_us, t0, d.whole_ms_clock)
+            };
             line_under(
                 &mut out,
                 "  ",
@@ -1044,7 +1046,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
         let _ = writeln!(
             out,
             "  at {}: {} allocated",
-            moment(d.at_end.cursor, d.events, None, None),
+            moment(d.at_end.cursor, d.events, None, None, false),
             human_bytes(d.at_end.allocated)
         );
         let mut explained = Vec::new();
@@ -1058,7 +1060,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 "  ",
                 &format!(
                     "at the peak of allocated, {}: {} allocated{}",
-                    moment(at.cursor, d.events, at.time_us, t0),
+                    moment(at.cursor, d.events, at.time_us, t0, d.whole_ms_clock),
                     human_bytes(at.allocated),
                     if as_at_end {
                         ", the same sites as at the end"
@@ -1110,7 +1112,13 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 "  ",
                 &format!(
                     "at {which}, {}: {}, {} free on the device; {} allocated",
-                    moment(oom.sites.cursor, d.events, oom.sites.time_us, t0),
+                    moment(
+                        oom.sites.cursor,
+                        d.events,
+                        oom.sites.time_us,
+                        t0,
+                        d.whole_ms_clock
+                    ),
                     requested,
                     free,
                     human_bytes(oom.sites.allocated)
@@ -1154,7 +1162,13 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 "  ",
                 &format!(
                     "at {}{asked}: {} allocated, {} reserved{listed}",
-                    moment(at.sites.cursor, d.events, at.sites.time_us, t0),
+                    moment(
+                        at.sites.cursor,
+                        d.events,
+                        at.sites.time_us,
+                        t0,
+                        d.whole_ms_clock
+                    ),
                     human_bytes(at.sites.allocated),
                     human_bytes(at.reserved)
                 ),

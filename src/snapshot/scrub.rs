@@ -457,6 +457,20 @@ pub struct DeviceScrub {
     recorded_end: Option<ScrubState>,
     /// How the replay's end differs from the recorded state, if it does.
     end_mismatch: Option<EndMismatch>,
+    /// Whether the trace's clock counts whole milliseconds
+    /// ([`whole_ms_clock`]).
+    whole_ms: bool,
+}
+
+/// Whether every recorded time of `events` is a whole number of
+/// milliseconds (a multiple of 1000 µs), at least one being recorded: a
+/// clock as coarse as that (`vramtop scenario --save-snapshot` stamps step
+/// n at n × 1000 µs, a made-up clock) is shown without a fraction of a
+/// millisecond. PyTorch's own clock counts microseconds, so a real trace
+/// is all whole milliseconds only by chance, and then shows what it holds.
+pub fn whole_ms_clock(events: &[TraceEntry]) -> bool {
+    let mut times = events.iter().filter_map(TraceEntry::time_us).peekable();
+    times.peek().is_some() && times.all(|t| t % 1000 == 0)
 }
 
 fn empty_frames() -> Frames {
@@ -521,11 +535,19 @@ impl DeviceScrub {
             misfits: 0,
             recorded_end: None,
             end_mismatch: None,
+            whole_ms: false,
         };
+        me.whole_ms = whole_ms_clock(me.events());
         let start = me.undo_trace();
         me.replay_forward(start);
         me.find_marks();
         me
+    }
+
+    /// Whether the trace's clock counts whole milliseconds
+    /// ([`whole_ms_clock`]), computed once.
+    pub fn whole_ms(&self) -> bool {
+        self.whole_ms
     }
 
     /// The device's trace (empty without one).

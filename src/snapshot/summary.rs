@@ -407,6 +407,11 @@ pub struct DeviceSites {
     pub events: usize,
     /// The trace's first recorded time (µs), the origin of "t+".
     pub first_time_us: Option<i64>,
+    /// Whether the trace's clock counts whole milliseconds (see
+    /// [`crate::snapshot::scrub::whole_ms_clock`]): how "t+" is written,
+    /// not a figure of the file, so not in the JSON.
+    #[serde(skip)]
+    pub whole_ms_clock: bool,
     /// `None` without a trace.
     pub peaks: Option<Peaks>,
     pub at_end: SitesAt,
@@ -733,6 +738,7 @@ fn report(
                     device,
                     events: 0,
                     first_time_us: None,
+                    whole_ms_clock: false,
                     peaks: None,
                     at_end,
                     at_peak_allocated: None,
@@ -828,6 +834,7 @@ fn report(
                 device,
                 events: d.len(),
                 first_time_us: d.events().iter().find_map(|e| e.time_us()),
+                whole_ms_clock: d.whole_ms(),
                 peaks,
                 at_end,
                 at_peak_allocated: at_peak,

@@ -53,9 +53,21 @@ pub fn pool_id(id: (i64, i64)) -> String {
 /// `us` microseconds after a trace's first event, as the viewer and the
 /// summary write it: "t+951.991 ms" under a second, "t+26.181 s" from one.
 pub fn since_start(us: i64) -> String {
+    since_start_on(us, false)
+}
+
+/// [`since_start`] of a trace whose clock counts whole milliseconds
+/// (`whole_ms`: every time a multiple of 1000 µs, as the synthetic clock of
+/// `vramtop scenario`/`demo --save-snapshot` stamps step n at n × 1000 µs):
+/// "t+12 ms" rather than "t+12.000 ms", no precision the file lacks.
+/// From a second "t+26.181 s" either way: that is milliseconds.
+pub fn since_start_on(us: i64, whole_ms: bool) -> String {
     // unsigned_abs: the negation of i64::MIN (a file's time) overflows.
     if us.unsigned_abs() >= 1_000_000 {
         format!("t+{:.3} s", us as f64 / 1e6)
+    } else if whole_ms {
+        // Under a second: |us| < 1e6, so the division is exact and small.
+        format!("t+{} ms", us / 1000)
     } else {
         format!("t+{:.3} ms", us as f64 / 1e3)
     }
@@ -708,6 +720,16 @@ mod tests {
         assert_eq!(since_start(1_000_000), "t+1.000 s");
         assert_eq!(since_start(26_180_692), "t+26.181 s");
         assert_eq!(since_start(i64::MIN).split(' ').nth(1), Some("s"));
+    }
+
+    #[test]
+    fn a_whole_millisecond_clock_shows_no_fraction_of_a_millisecond() {
+        assert_eq!(since_start_on(12_000, true), "t+12 ms");
+        assert_eq!(since_start_on(0, true), "t+0 ms");
+        assert_eq!(since_start_on(999_000, true), "t+999 ms");
+        // From a second the figure is milliseconds already.
+        assert_eq!(since_start_on(26_181_000, true), "t+26.181 s");
+        assert_eq!(since_start_on(12_000, false), "t+12.000 ms");
     }
 
     #[test]

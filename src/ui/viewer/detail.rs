@@ -97,7 +97,12 @@ fn allocated_at(v: &ViewerState, b: &crate::snapshot::Block) -> String {
         Some(i) => {
             let first = d.events().first().and_then(|e| e.time_us());
             let t = d.events().get(i).and_then(|e| e.time_us());
-            format!("at event {}/{} ({})", i + 1, d.len(), elapsed(first, t))
+            format!(
+                "at event {}/{} ({})",
+                i + 1,
+                d.len(),
+                elapsed(first, t, d.whole_ms())
+            )
         }
         // With the site row's reason when it says when too (one story:
         // not "before the trace" here and "while history was off" there).
@@ -222,7 +227,7 @@ fn oom_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
                 "{}/{} ({})",
                 v.cursor(),
                 d.len(),
-                elapsed(first, e.time_us())
+                elapsed(first, e.time_us(), d.whole_ms())
             ),
             width,
         ),

@@ -400,10 +400,11 @@ pub(super) fn filter_hides(v: &ViewerState) -> bool {
     !filters(v).is_empty() && v.unfiltered_segments > 0
 }
 
-/// Microseconds as "t+12.345 ms" from the first event of the trace.
-pub(super) fn elapsed(first: Option<i64>, t: Option<i64>) -> String {
+/// Microseconds as "t+12.345 ms" from the first event of the trace ("t+12
+/// ms" on a clock of whole milliseconds, `whole_ms`).
+pub(super) fn elapsed(first: Option<i64>, t: Option<i64>, whole_ms: bool) -> String {
     match (first, t) {
-        (Some(f), Some(t)) => format::since_start(t.saturating_sub(f)),
+        (Some(f), Some(t)) => format::since_start_on(t.saturating_sub(f), whole_ms),
         _ => format!("time {}", format::NA),
     }
 }
@@ -414,18 +415,30 @@ mod tests {
 
     #[test]
     fn elapsed_reads_milliseconds_below_a_second_and_seconds_from_one() {
-        assert_eq!(elapsed(Some(1_000), Some(13_345)), "t+12.345 ms");
-        assert_eq!(elapsed(Some(0), Some(2_500_000)), "t+2.500 s");
-        assert_eq!(elapsed(Some(0), Some(999_999)), "t+999.999 ms");
+        assert_eq!(elapsed(Some(1_000), Some(13_345), false), "t+12.345 ms");
+        assert_eq!(elapsed(Some(0), Some(2_500_000), false), "t+2.500 s");
+        assert_eq!(elapsed(Some(0), Some(999_999), false), "t+999.999 ms");
+    }
+
+    #[test]
+    fn elapsed_on_a_whole_millisecond_clock_has_no_fraction_under_a_second() {
+        assert_eq!(elapsed(Some(1_000), Some(13_000), true), "t+12 ms");
+        assert_eq!(elapsed(Some(0), Some(2_500_000), true), "t+2.500 s");
     }
 
     #[test]
     fn elapsed_without_both_times_is_na_and_extreme_times_do_not_overflow() {
-        assert_eq!(elapsed(None, Some(5)), format!("time {}", format::NA));
-        assert_eq!(elapsed(Some(5), None), format!("time {}", format::NA));
-        assert!(elapsed(Some(i64::MIN), Some(i64::MAX)).ends_with(" s"));
+        assert_eq!(
+            elapsed(None, Some(5), false),
+            format!("time {}", format::NA)
+        );
+        assert_eq!(
+            elapsed(Some(5), None, false),
+            format!("time {}", format::NA)
+        );
+        assert!(elapsed(Some(i64::MIN), Some(i64::MAX), false).ends_with(" s"));
         // An event stamped i64::MIN after one at 1 µs: the difference
         // saturates at i64::MIN, whose absolute value has no i64.
-        assert!(elapsed(Some(1), Some(i64::MIN)).ends_with(" s"));
+        assert!(elapsed(Some(1), Some(i64::MIN), false).ends_with(" s"));
     }
 }

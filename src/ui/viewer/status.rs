@@ -224,7 +224,10 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
             }
             parts.push(Part::one(Keep::Stream, format!("stream {}", e.stream)));
             let first = d.events().first().and_then(|e| e.time_us());
-            parts.push(Part::one(Keep::Time, elapsed(first, e.time_us())));
+            parts.push(Part::one(
+                Keep::Time,
+                elapsed(first, e.time_us(), d.whole_ms()),
+            ));
         }
         None if n == 0 => parts.push(Part::one(
             Keep::Always,
