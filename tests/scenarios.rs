@@ -213,9 +213,13 @@ fn fragmentation_ooms_by_default_and_not_with_expandable_segments_or_max_split()
     assert_eq!(plain.peak_reserved, 6000 * MIB);
     let v = r.variant("default").expect("variant");
     let msg = v.steps[3].oom.as_deref().expect("an OOM message");
+    // Free on the device: 8 GiB less the 6,000 MiB reserved and the
+    // simulated context, in PyTorch's two decimals of GiB.
+    let free = (8 << 30) - 6000 * MIB - vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD;
+    let free = format!("{:.2} GiB is free", free as f64 / (1u64 << 30) as f64);
     assert!(
         msg.contains("Tried to allocate 2.00 GiB")
-            && msg.contains("1.64 GiB is free")
+            && msg.contains(&free)
             && msg.contains("1.46 GiB is reserved by PyTorch but unallocated"),
         "{msg}"
     );
@@ -590,26 +594,40 @@ fn scenario_list_names_every_builtin_with_its_title() {
 
 #[test]
 fn scenario_text_says_its_device_and_context_are_the_scenarios_own() {
-    // fragmentation_oom sets a 512 MiB context where the demo and the
-    // simulated GPU assume 500 MiB: the text says whose figure it is.
+    // A scenario file sets its own context; the text says whose figure it
+    // is. The built-ins set the one the demo and the simulated GPU assume.
+    let assumed = vramtop::alloc::human_bytes(vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD);
     let (code, out, err) = vramtop(&["scenario", "fragmentation_oom"]);
     assert_eq!(code, 0, "{err}");
     let said = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        said.contains(
-            "the scenario's device 8 GiB, CUDA context 512 MiB (driver used = reserved + context)"
-        ),
+        said.contains(&format!(
+            "the scenario's device 8 GiB, CUDA context {assumed} (driver used = reserved + context)"
+        )),
         "{out}"
     );
     let (code, demo, err) = vramtop(&["demo"]);
     assert_eq!(code, 0, "{err}");
-    let assumed = vramtop::alloc::human_bytes(vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD);
     assert!(
         demo.contains(&format!(
             "({assumed} CUDA context, as every simulated GPU assumes)"
         )),
         "{demo}"
     );
+}
+
+/// Every built-in scenario's CUDA context is the one the simulated GPU,
+/// the demo and the docs assume: one figure for one simulated context.
+#[test]
+fn every_builtin_scenario_sets_the_simulated_gpus_context() {
+    for name in scenario::builtin_names() {
+        let s = scenario::builtin(name).expect("built in").expect("parses");
+        assert_eq!(
+            s.context,
+            vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD,
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -964,8 +982,13 @@ fn scenario_table_says_beside_frag_how_many_segments_are_wholly_free() {
     // "free segs" on two rows, each word over the column.
     assert!(out.contains(" segs free frag%  label\n"), "{out}");
     assert!(out.contains("  used      segs\n"), "{out}");
+    // Driver used: the 6,000 MiB reserved and the simulated context.
+    let used =
+        vramtop::alloc::human_bytes(6000 * MIB + vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD);
     assert!(
-        out.contains("\n   2       0 B  5.86 GiB  6.36 GiB   30   30  96.7  free the long"),
+        out.contains(&format!(
+            "\n   2       0 B  5.86 GiB  {used}   30   30  96.7  free the long"
+        )),
         "{out}"
     );
     assert!(

@@ -2593,11 +2593,14 @@ fn stress_panel_keeps_scenario_line_after_oom_at_80x24() {
     // The OOM message and its advice share the panel with the scenario
     // line, which says where the run stopped, and the selected tensor: the
     // message is its one-row summary, which keeps its figures.
+    // 8 GiB less the 6,000 MiB reserved and the simulated context.
+    let free = 8 * GIB - 6000 * MIB - vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD;
+    let free_said = format!("{:.2} GiB was free", free as f64 / GIB as f64);
     for part in [
         "scenario fragmentation_oom",
         "step 4/4",
         "CUDA OOM: tried 2.00 GiB",
-        "1.64 GiB was free",
+        free_said.as_str(),
         "1.46 GiB reserved but unallocated",
         "empty_cache() could release",
     ] {
@@ -2853,8 +2856,9 @@ fn stress_panel_calls_the_scenarios_context_context_and_other_as_the_breakdown_d
     let (mut p, mut exec, _cluster) = scenario_rig();
     load_builtin(&mut p, &mut exec, "fragmentation_oom");
     let message = p.message.clone().unwrap_or_default();
+    let context = vramtop::alloc::human_bytes(vramtop::device::sim::DEFAULT_CONTEXT_OVERHEAD);
     assert!(
-        message.contains("(512 MiB of it context & other)"),
+        message.contains(&format!("({context} of it context & other)")),
         "{message}"
     );
 }
