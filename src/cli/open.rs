@@ -599,7 +599,10 @@ pub fn render_summary(name: &str, report: &SnapshotSummary) -> String {
     if !report.segments.is_empty() {
         let _ = writeln!(
             out,
-            "segments (segsum: allocated = requested / internal free / external free):"
+            // _memory_viz's per-segment external free counts pending-free
+            // blocks too; the help's external free is free blocks alone (the
+            // fragmentation line's, the viewer's): both terms, one figure.
+            "segments (segsum: requested / internal free / external free + pending free):"
         );
     }
     for s in report.segments.iter().take(SEGMENT_LINES) {
