@@ -728,7 +728,7 @@ fn once_json_and_text_give_pytorchs_own_peak_beside_the_sampled_figures() {
 }
 
 #[test]
-fn doctor_lists_the_probe_and_counts_its_memory_as_once_does() {
+fn doctor_lists_the_probe_in_once_s_words_and_counts_its_memory_as_once_does() {
     let (root, dir) = runtime_dir();
     let path = dir.join("4242.sock");
     fake_probe(&path, vec![hello(4242), stats(), segments()]);
@@ -756,12 +756,17 @@ fn doctor_lists_the_probe_and_counts_its_memory_as_once_does() {
 
     let text = vramtop_out(root.path(), &[&["doctor"][..], &args[..]].concat());
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The probe in `--once`'s words: one wording for one fact.
+    let head = format!("pid {}, attached, train.py --lr 3e-4", std::process::id());
     assert!(
-        flat.contains(&format!(
-            "Probes - pid {} attached (train.py --lr 3e-4): cuda:0 on GPU 0; socket",
-            std::process::id()
-        )),
+        flat.contains(&format!("Probes - {head}: GPU 0 (cuda:0); socket")),
         "{text}"
+    );
+    let once_text = vramtop_out(root.path(), &[&["--once"][..], &args[..]].concat());
+    let once_flat = once_text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        once_flat.contains(&format!("probe: {head} GPU 0: ")),
+        "{once_text}"
     );
     // Where it looked, and why there only, with a probe found too.
     assert!(

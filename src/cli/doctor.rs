@@ -258,36 +258,39 @@ fn probes_section(out: &mut String, all: &DoctorWithProbes) {
     }
     let _ = writeln!(out, "Probes");
     for p in &all.probes {
-        let pid = p.pid.map_or_else(|| "?".to_string(), |p| p.to_string());
+        // The probe and its devices in `--once`'s words; doctor adds the
+        // CUDA index of a mapped device (what the run calls it) and the
+        // socket.
         let gpus: Vec<String> = p
             .devices
             .iter()
-            .map(|d| match d.gpu {
-                Some(g) => format!("cuda:{} on GPU {g}", d.device),
-                None => format!(
-                    "cuda:{} on no GPU (CUDA_VISIBLE_DEVICES not mapped)",
-                    d.device
-                ),
+            .map(|d| {
+                let name = super::sample_text::probe_device_name(d);
+                match d.gpu {
+                    Some(_) => format!("{name} (cuda:{})", d.device),
+                    None => format!("{name} (on no GPU: CUDA_VISIBLE_DEVICES not mapped)"),
+                }
             })
             .collect();
         let mut text = format!(
-            "pid {pid} {} ({}): {}",
-            p.status,
-            p.command.as_deref().unwrap_or("?"),
+            "{}: {}",
+            super::sample_text::probe_head(p),
             if gpus.is_empty() {
                 "no devices yet".to_string()
             } else {
                 gpus.join(", ")
             }
         );
-        if let Some(problem) = &p.problem {
-            text.push_str(&format!("; {problem}"));
-        }
         text.push_str(&format!("; socket {}", p.socket));
         let _ = writeln!(out, "{}", wrap_under("  - ", &text, REPORT_WIDTH));
     }
     for skipped in &all.probes_skipped {
-        let _ = writeln!(out, "{}", wrap_under("  - skipped ", skipped, REPORT_WIDTH));
+        // "not read", as `--once`'s note says of the same sockets.
+        let _ = writeln!(
+            out,
+            "{}",
+            wrap_under("  - not read: ", skipped, REPORT_WIDTH)
+        );
     }
     // Where they were looked for, as "none found" says it: a folder
     // `VRAMTOP_PROBE_DIR` names hides the default ones' probes.

@@ -424,19 +424,32 @@ fn segment_figures(a: &AllocatorSummary) -> String {
     )
 }
 
-fn probe_text(out: &mut String, p: &HeadlessProbe) {
+/// A probe as `--once` and `doctor` name it: "pid 2199, attached,
+/// train.py --lr 3e-4" and its problem, if any. One wording for one fact
+/// wherever vramtop lists its probes.
+pub(crate) fn probe_head(p: &HeadlessProbe) -> String {
     let pid = p.pid.map_or_else(|| NA.to_string(), |p| p.to_string());
     let command = p.command.as_deref().unwrap_or(NA);
     let mut head = format!("pid {pid}, {}, {command}", p.status);
     if let Some(problem) = &p.problem {
         head.push_str(&format!("; {problem}"));
     }
-    line(out, &wrap_under("probe: ", &head, REPORT_WIDTH));
+    head
+}
+
+/// Where a probe's CUDA device is, as `--once` and `doctor` name it: "GPU
+/// 0", or "CUDA device 1" where it maps to no GPU vramtop lists.
+pub(crate) fn probe_device_name(d: &crate::app::source::HeadlessProbeDevice) -> String {
+    match d.gpu {
+        Some(g) => format!("GPU {g}"),
+        None => format!("CUDA device {}", d.device),
+    }
+}
+
+fn probe_text(out: &mut String, p: &HeadlessProbe) {
+    line(out, &wrap_under("probe: ", &probe_head(p), REPORT_WIDTH));
     for d in &p.devices {
-        let lead = match d.gpu {
-            Some(g) => format!("  GPU {g}: "),
-            None => format!("  CUDA device {}: ", d.device),
-        };
+        let lead = format!("  {}: ", probe_device_name(d));
         let text = match (&d.invalid, &d.allocator) {
             (Some(why), _) => format!("figures not shown: {why}"),
             (None, Some(a)) => allocator_figures(a, false),
