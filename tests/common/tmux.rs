@@ -237,6 +237,14 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // tmux 3.3 leaves its socket file behind after kill-server: one
+        // per test and run piled up in the user's tmux folder.
+        let socket = tmux_on(&self.name, &["display-message", "-p", "#{socket_path}"])
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
         tmux_on(&self.name, &["kill-server"]);
+        if let Some(path) = socket {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
