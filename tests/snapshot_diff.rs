@@ -1003,3 +1003,85 @@ fn diff_of_one_program_run_from_two_folders_matches_its_sites_and_says_so() {
     let (_, out, _) = common::run_vramtop(&["diff", &path, &path], None);
     assert!(!unwrapped(&out).contains("matched by file name"), "{out}");
 }
+
+/// The fragmentation scenario's default and expandable-segments runs, as
+/// `--save-snapshot` writes them: the first 200 MiB segment of one and the
+/// one expandable segment of the other start at the same address.
+fn fragmentation_pair(dir: &std::path::Path) -> (String, String) {
+    let saved = dir.join("frag.pickle");
+    let (code, out, err) = common::run_vramtop(
+        &[
+            "scenario",
+            "fragmentation_oom",
+            "--save-snapshot",
+            &saved.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let file = |variant: &str| {
+        dir.join(format!("frag-{variant}.pickle"))
+            .display()
+            .to_string()
+    };
+    (file("default"), file("expandable_segments"))
+}
+
+#[test]
+fn a_segment_at_one_address_with_two_sizes_is_said_resized_not_at_no_shared_address() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (before, after) = fragmentation_pair(dir.path());
+    let (code, out, err) = common::run_vramtop(&["diff", &before, &after], None);
+    assert_eq!(code, 0, "{out}{err}");
+    let text = unwrapped(&out);
+    assert!(
+        !text.contains("no segment is at the same address"),
+        "0x7f0000000000 is on both sides: {out}"
+    );
+    assert!(
+        text.contains(
+            "note: no segment is the same (address and size) on both sides: the lists below are \
+             all of each side; the segment at 0x7f0000000000 grew from 200 MiB to 6.41 GiB \
+             (expandable segments grow and shrink in place); the totals and the sites compare"
+        ),
+        "{out}"
+    );
+    let (code, json, err) = common::run_vramtop(&["diff", &before, &after, "--json"], None);
+    assert_eq!(code, 0, "{json}{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let resized = v["resized"].as_array().expect("resized");
+    assert_eq!(resized.len(), 1, "{json}");
+    assert_eq!(resized[0]["address"], 0x7f00_0000_0000_u64);
+    assert_eq!(resized[0]["before"], 200_u64 << 20);
+}
+
+#[test]
+fn diff_names_expandable_segments_in_text_and_json_as_the_summary_does() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (before, after) = fragmentation_pair(dir.path());
+    let (code, out, err) = common::run_vramtop(&["diff", &before, &after], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("  0x7f0000000000 dev 0 stream 0 large expandable 6.41 GiB (6.39 GiB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  0x7f0000000000 dev 0 stream 0 large 200 MiB (150 MiB allocated)\n"),
+        "{out}"
+    );
+    let (_, summary, _) = common::run_vramtop(&["open", &after, "--summary"], None);
+    assert!(summary.contains("large expandable 6.41 GiB"), "{summary}");
+    let (code, json, err) = common::run_vramtop(&["diff", &before, &after, "--json"], None);
+    assert_eq!(code, 0, "{json}{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let expandable = |side: &str| -> Vec<bool> {
+        v[side]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|s| s["is_expandable"].as_bool().expect("is_expandable"))
+            .collect()
+    };
+    assert_eq!(expandable("only_after"), vec![true], "{json}");
+    assert!(expandable("only_before").iter().all(|e| !e), "{json}");
+}

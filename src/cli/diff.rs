@@ -17,7 +17,8 @@ use super::text::{
 use crate::alloc::human_bytes;
 use crate::snapshot::Snapshot;
 use crate::snapshot::diff::{
-    Change, CursorDiff, Diff, SegmentRef, diff_cursors, diff_snapshot_devices, diff_snapshots,
+    Change, CursorDiff, Diff, ResizedSegment, SegmentRef, diff_cursors, diff_snapshot_devices,
+    diff_snapshots,
 };
 use crate::snapshot::peak::{At, AtError, Highest, Moment};
 use crate::snapshot::scrub::{DeviceScrub, scrub_devices};
@@ -644,7 +645,13 @@ fn segment_lines(out: &mut String, title: &str, list: &[SegmentRef], top: usize)
             format!("{:#x}", s.address),
             format!("dev {}", s.device),
             format!("stream {}", s.stream),
-            format!("{} {}", s.segment_type.as_str(), human_bytes(s.total_size)),
+            // As `open --summary` names a segment: "large expandable".
+            format!(
+                "{}{} {}",
+                s.segment_type.as_str(),
+                if s.is_expandable { " expandable" } else { "" },
+                human_bytes(s.total_size)
+            ),
             format!("({} allocated)", human_bytes(s.allocated)),
         ];
         let _ = writeln!(
@@ -810,17 +817,33 @@ fn render_body(diff: &Diff, top: usize, renewed: usize) -> String {
         )),
         (None, None) => None,
     };
-    if none_shared {
-        let note = format!(
-            "no segment is at the same address on both sides (two processes, two GPUs or a \
-             restart): the lists below are all of each side; {}",
-            if stackless.is_some() {
-                "the totals compare"
-            } else {
-                "the totals and the sites compare"
-            }
-        );
-        note_line(&mut out, &note);
+    let compare = if stackless.is_some() {
+        "the totals compare"
+    } else {
+        "the totals and the sites compare"
+    };
+    match (none_shared, resized_text(&diff.resized)) {
+        (true, None) => note_line(
+            &mut out,
+            &format!(
+                "no segment is at the same address on both sides (two processes, two GPUs or \
+                 a restart): the lists below are all of each side; {compare}"
+            ),
+        ),
+        // Segments match by address and size: one at the same address
+        // with another size is on both lists, and "no segment at the same
+        // address" would be false.
+        (true, Some(resized)) => note_line(
+            &mut out,
+            &format!(
+                "no segment is the same (address and size) on both sides: the lists below are \
+                 all of each side; {resized}; {compare}"
+            ),
+        ),
+        (false, Some(resized)) => {
+            note_line(&mut out, &format!("{resized}: each is in both lists below"))
+        }
+        (false, None) => {}
     }
     if let Some(note) = stackless {
         note_line(&mut out, &note);
@@ -832,6 +855,43 @@ fn render_body(diff: &Diff, top: usize, renewed: usize) -> String {
     segment_lines(&mut out, "only in AFTER", &diff.only_after, top);
     out.push_str(&render_site_changes(diff, top, renewed));
     out
+}
+
+/// What the note says of the addresses that hold a segment on both sides
+/// with two sizes: "the segment at 0x… grew from 200 MiB to 6.41 GiB", or
+/// how many grew and shrank, and why a segment can (expandable segments
+/// map pages as they grow, unmap them as they are released); `None` when
+/// there is none.
+fn resized_text(resized: &[ResizedSegment]) -> Option<String> {
+    const WHY: &str = "expandable segments grow and shrink in place";
+    match resized {
+        [] => None,
+        [one] => Some(format!(
+            "the segment at {:#x} {} from {} to {} ({WHY})",
+            one.address,
+            if one.after > one.before {
+                "grew"
+            } else {
+                "shrank"
+            },
+            human_bytes(one.before),
+            human_bytes(one.after)
+        )),
+        many => {
+            let grew = many.iter().filter(|r| r.after > r.before).count();
+            let shrank = many.len() - grew;
+            let how = match (grew, shrank) {
+                (_, 0) => "all grew".to_string(),
+                (0, _) => "all shrank".to_string(),
+                (g, s) => format!("{g} grew, {s} shrank"),
+            };
+            Some(format!(
+                "{} segments are at the same address on both sides with another size ({how}; \
+                 {WHY})",
+                many.len()
+            ))
+        }
+    }
 }
 
 /// Says how many sites were paired across paths that differ (the two
@@ -991,6 +1051,7 @@ mod tests {
             total_size: 20 << 20,
             stream: 0,
             segment_type: PoolKind::Large,
+            is_expandable: false,
             allocated: 0,
         }
     }
@@ -1006,6 +1067,7 @@ mod tests {
             segments: Change::new(1, 1),
             only_before: vec![segment(0, 0x7f00_0000_0000)],
             only_after: vec![segment(1, 0x7e00_0000_0000)],
+            resized: Vec::new(),
             sites: Vec::new(),
             before_without_stacks: Some(NoStackReason::WithoutStacks),
             after_without_stacks: Some(NoStackReason::BeforeRecording),
@@ -1035,6 +1097,50 @@ mod tests {
     }
 
     #[test]
+    fn segments_at_one_address_with_two_sizes_are_said_grown_and_shrunk() {
+        let resized = |address, before: u64, after: u64| ResizedSegment {
+            address,
+            before: before << 20,
+            after: after << 20,
+        };
+        // Some segment shared: the note says only what changed size.
+        let diff = Diff {
+            grouping: Grouping::UserFrame,
+            reserved: Change::new(60 << 20, 60 << 20),
+            allocated: Change::new(0, 0),
+            segments: Change::new(3, 3),
+            only_before: vec![segment(0, 0x7f00_0000_0000), segment(0, 0x7e00_0000_0000)],
+            only_after: vec![segment(0, 0x7f00_0000_0000), segment(0, 0x7e00_0000_0000)],
+            resized: vec![
+                resized(0x7f00_0000_0000, 20, 40),
+                resized(0x7e00_0000_0000, 20, 2),
+            ],
+            sites: Vec::new(),
+            before_without_stacks: None,
+            after_without_stacks: None,
+        };
+        let text = render_diff("a.pickle", "b.pickle", &diff, DEFAULT_LINES);
+        let unwrapped = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            unwrapped.contains(
+                "note: 2 segments are at the same address on both sides with another size (1 \
+                 grew, 1 shrank; expandable segments grow and shrink in place): each is in both \
+                 lists below"
+            ),
+            "{text}"
+        );
+        assert!(!unwrapped.contains("no segment is"), "{text}");
+        assert_eq!(
+            resized_text(&[resized(1, 20, 2)]).as_deref(),
+            Some(
+                "the segment at 0x1 shrank from 20 MiB to 2 MiB (expandable segments grow and \
+                 shrink in place)"
+            )
+        );
+        assert_eq!(resized_text(&[]), None);
+    }
+
+    #[test]
     fn no_change_reads_as_a_dash_for_bytes_and_counts_alike() {
         let diff = Diff {
             grouping: Grouping::UserFrame,
@@ -1043,6 +1149,7 @@ mod tests {
             segments: Change::new(1, 1),
             only_before: Vec::new(),
             only_after: Vec::new(),
+            resized: Vec::new(),
             sites: Vec::new(),
             before_without_stacks: None,
             after_without_stacks: None,

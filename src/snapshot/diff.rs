@@ -74,8 +74,25 @@ pub struct SegmentRef {
     pub total_size: u64,
     pub stream: u64,
     pub segment_type: PoolKind,
+    /// Whether it is an expandable segment (`expandable_segments:True`):
+    /// one address range whose pages are mapped as it grows, so it can be
+    /// at one address on both sides with two sizes.
+    pub is_expandable: bool,
     /// Σ sizes of its allocated blocks (bytes).
     pub allocated: u64,
+}
+
+/// An address that holds a segment on both sides, of two sizes: in the
+/// only-before and the only-after lists alike, since segments match by
+/// (address, total size). An expandable segment grows (or shrinks) in
+/// place; two runs can also start their first segments at one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ResizedSegment {
+    pub address: u64,
+    /// BEFORE's total size there (bytes).
+    pub before: u64,
+    /// AFTER's total size there (bytes).
+    pub after: u64,
 }
 
 /// How a site's live bytes changed.
@@ -127,6 +144,9 @@ pub struct Diff {
     pub only_before: Vec<SegmentRef>,
     /// In AFTER's order.
     pub only_after: Vec<SegmentRef>,
+    /// The addresses of `only_before` that `only_after` has too (a
+    /// segment there on both sides, of two sizes), in BEFORE's order.
+    pub resized: Vec<ResizedSegment>,
     /// Every site of either side, by change (largest growth first, largest
     /// shrink last; ties by label).
     pub sites: Vec<SiteChange>,
@@ -164,6 +184,7 @@ fn segment_ref(s: &Segment) -> SegmentRef {
         total_size: s.total_size,
         stream: s.stream,
         segment_type: s.segment_type,
+        is_expandable: s.is_expandable,
         allocated: s
             .blocks
             .iter()
@@ -349,25 +370,48 @@ pub fn diff_segments(
     };
     let (rb, ab) = total(before);
     let (ra, aa) = total(after);
+    let only_before: Vec<SegmentRef> = before
+        .iter()
+        .filter(|s| !after_keys.contains(&key(s)))
+        .map(segment_ref)
+        .collect();
+    let only_after: Vec<SegmentRef> = after
+        .iter()
+        .filter(|s| !before_keys.contains(&key(s)))
+        .map(segment_ref)
+        .collect();
     Diff {
         grouping: after_sites.grouping,
         reserved: Change::new(rb, ra),
         allocated: Change::new(ab, aa),
         segments: Change::new(before.len() as u64, after.len() as u64),
-        only_before: before
-            .iter()
-            .filter(|s| !after_keys.contains(&key(s)))
-            .map(segment_ref)
-            .collect(),
-        only_after: after
-            .iter()
-            .filter(|s| !before_keys.contains(&key(s)))
-            .map(segment_ref)
-            .collect(),
+        resized: resized(&only_before, &only_after),
+        only_before,
+        only_after,
         sites: compare_sites(before_sites, after_sites),
         before_without_stacks: without_stacks(before_sites),
         after_without_stacks: without_stacks(after_sites),
     }
+}
+
+/// The addresses both lists hold, each with its two sizes, in `only_before`'s
+/// order. By address alone, as the lists are keyed (`--devices` compares
+/// two GPUs' segments).
+fn resized(only_before: &[SegmentRef], only_after: &[SegmentRef]) -> Vec<ResizedSegment> {
+    let after: HashMap<u64, u64> = only_after
+        .iter()
+        .map(|s| (s.address, s.total_size))
+        .collect();
+    only_before
+        .iter()
+        .filter_map(|s| {
+            Some(ResizedSegment {
+                address: s.address,
+                before: s.total_size,
+                after: *after.get(&s.address)?,
+            })
+        })
+        .collect()
 }
 
 /// The devices a snapshot's segments are on, ascending.
@@ -639,6 +683,37 @@ mod tests {
             same.iter()
                 .all(|r| r.after_key.is_none() && r.kind == SiteChangeKind::Same)
         );
+    }
+
+    #[test]
+    fn an_address_in_both_lists_is_resized_with_its_two_sizes() {
+        let at = |address, total_size| SegmentRef {
+            device: 0,
+            address,
+            total_size,
+            stream: 0,
+            segment_type: PoolKind::Large,
+            is_expandable: false,
+            allocated: 0,
+        };
+        let before = [at(0x100, 20), at(0x200, 20), at(0x300, 40)];
+        let after = [at(0x300, 10), at(0x400, 20), at(0x100, 60)];
+        assert_eq!(
+            resized(&before, &after),
+            vec![
+                ResizedSegment {
+                    address: 0x100,
+                    before: 20,
+                    after: 60
+                },
+                ResizedSegment {
+                    address: 0x300,
+                    before: 40,
+                    after: 10
+                },
+            ]
+        );
+        assert!(resized(&before, &[at(0x500, 20)]).is_empty());
     }
 
     #[test]
