@@ -674,7 +674,7 @@ fn replay_words_a_mismatch_within_80_columns_without_debug_output() {
         (
             "lone.pickle",
             lone,
-            "first divergence     event #0: PyTorch alloc(",
+            "first divergence     event 1/1 (#0): PyTorch alloc(",
         ),
     ] {
         let path = dir.path().join(name);

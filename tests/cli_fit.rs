@@ -356,7 +356,7 @@ fn whatif_of_a_snapshot_under_a_deep_folder_fits_80_cells_in_groups_of_columns()
 }
 
 #[test]
-fn whatif_oom_frames_break_a_long_path_after_a_folder_with_the_file_name_whole() {
+fn whatif_oom_stacks_read_as_the_summarys_sites_within_80_cells() {
     let Some(file) = common::shared_snapshot("Hyperion-shuo_large_cl128_fw_with_grad_bf16.pickle")
     else {
         return;
@@ -375,14 +375,17 @@ fn whatif_oom_frames_break_a_long_path_after_a_folder_with_the_file_name_whole()
     let (code, out, err) = run_on_terminal(&args, None);
     assert_eq!(code, 0, "{err}");
     assert_fits_80_cells("replay --alloc-conf", &out);
-    // A frame 6 cells in; the rest of its path 2 cells further in.
+    // The code that asked as `open --summary` labels a site (a file's
+    // name, not its long path), its callers lined up under it.
     assert!(
         out.contains(
-            "      /data/home/svenshen/cs336/assignment2-systems/.venv/lib/python3.12/\n\
-             \x20       site-packages/einops/_backends.py:288 in einsum\n"
+            "      asked by _backends.py:288 einsum\n\
+             \x20              called from einops.py:916 einsum\n\
+             \x20                        < model.py:41 forward\n"
         ),
         "{out}"
     );
+    assert!(!out.contains("/.venv/lib/python3.12/"), "{out}");
     // PyTorch's message wraps under its start, whole.
     let unwrapped = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(

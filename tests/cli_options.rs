@@ -812,7 +812,9 @@ fn replay_verdict_mismatch_names_the_first_divergence_with_exit_1() {
     assert_eq!(v["result"], "MISMATCH", "{out}");
     let why = v["why"].as_str().unwrap_or_default();
     assert!(
-        why.starts_with("GPU 0: event #") && why.contains(": PyTorch alloc("),
+        why.starts_with("GPU 0: event ")
+            && why.contains(" (#")
+            && why.contains("): PyTorch alloc("),
         "{out}"
     );
     let (code, out, _) = vramtop(&["replay", &file]);

@@ -246,23 +246,22 @@ fn whatif_oom_report_shows_the_users_frames_not_the_unwinder() {
         .split("\n    out of memory at")
         .nth(1)
         .expect("the what-if runs out of memory at 1 GiB");
-    // A frame starts 6 cells in; a path too long for its line goes on
-    // 2 cells further in.
+    // As `open --summary` names an OOM's code: the frame that asked, then
+    // the user's frames that called it, each a site label.
     let lines: Vec<&str> = report
         .lines()
-        .skip_while(|l| !l.contains("allocated at (the user's frames"))
-        .skip(1)
-        .take_while(|l| l.starts_with("      /") || l.starts_with("        "))
+        .skip_while(|l| !l.starts_with("      asked by "))
+        .take_while(|l| l.starts_with("      asked by ") || l.starts_with("         "))
         .collect();
-    let mut frames: Vec<String> = Vec::new();
-    for line in lines {
-        match frames.last_mut() {
-            Some(frame) if line.starts_with("        ") => frame.push_str(line.trim_start()),
-            _ => frames.push(line.trim_start().to_string()),
-        }
-    }
-    assert!(!frames.is_empty(), "{report}");
-    assert!(frames.iter().all(|f| f.contains(".py:")), "{frames:?}");
+    assert_eq!(
+        lines,
+        [
+            "      asked by trace_peak_memory.py:13 custom_scaled_dot_product_attention",
+            "               called from trace_peak_memory.py:43 main",
+            "                         < trace_peak_memory.py:98 <module>",
+        ],
+        "{report}"
+    );
     assert!(!report.contains("unwind"), "{report}");
     assert!(!report.contains("CachingAllocator"), "{report}");
 }

@@ -526,9 +526,11 @@ fn cli_table_has_one_column_per_conf_and_json_has_one_run_each() {
     // Four columns (the recorded settings at the capacity first) do not
     // fit 80 beside the row names: groups of them, each beside the
     // original's column.
+    // A header row: "original", then the columns' names (a detail line
+    // may start with "original obtained …").
     let headers: Vec<&str> = out
         .lines()
-        .filter(|l| l.trim_start().starts_with("original"))
+        .filter(|l| l.trim_start().starts_with("original  "))
         .collect();
     assert_eq!(headers.len(), 3, "{out}");
     assert!(
@@ -827,7 +829,8 @@ fn an_oom_line_names_the_request_and_points_at_the_segment_pytorch_names() {
     let (_, out, err) = run_vramtop(&["replay", &path, "--capacity", "1KiB"], None);
     assert!(
         unwrapped(&out).contains(
-            "out of memory at #1: a 2.00 MiB request on stream 0; PyTorch's message below \
+            "out of memory at event 2/97 (#1): a 2.00 MiB request on stream 0; PyTorch's \
+             message below \
              names the segment it tried to reserve for it"
         ),
         "{out}{err}"
@@ -1063,9 +1066,9 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
     );
     assert!(
         unwrapped(&out).contains(
-            "* ran out of memory at #48 (expandable_segments:True, max_split_size_mb:128): \
-             every figure of these columns leaves out the allocations that failed there and \
-             later"
+            "* expandable_segments:True, max_split_size_mb:128 ran out of memory at event 49/97 \
+             (#48): every figure of these columns leaves out the allocations that failed there \
+             and later"
         ),
         "{out}"
     );
@@ -1106,8 +1109,8 @@ fn figures_of_a_column_that_ran_out_of_memory_are_marked_partial() {
 
 #[test]
 fn a_capacity_also_runs_the_recorded_settings_beside_the_others() {
-    // At 3 GiB the settings given run out of memory at #52, the recorded
-    // ones earlier (#50): the OOM is the capacity's, not the settings'.
+    // At 3 GiB the settings given run out of memory at #52 (event 53), the
+    // recorded ones earlier (#50): the OOM is the capacity's, not the settings'.
     // Beside only the original (which ran on the recorded device, with no
     // OOM) the settings read as its cause.
     let Some(path) = shared("silmont_mem_snapshot.pickle") else {
@@ -1152,9 +1155,9 @@ fn a_capacity_also_runs_the_recorded_settings_beside_the_others() {
     assert_eq!(
         row_cells(&out, "out of memory"),
         [
-            ["no", "2×, first at #50"],
-            ["no", "at #52"],
-            ["no", "at #52"]
+            ["no", "2×, first at event 51/97 (#50)"],
+            ["no", "at event 53/97 (#52)"],
+            ["no", "at event 53/97 (#52)"]
         ],
         "{out}"
     );
@@ -1300,7 +1303,7 @@ fn whatif_ascii_prints_the_table_in_ascii_one_character_for_one() {
         "--capacity",
         "2GiB",
     ]);
-    for unicode in ["reserved−allocated", "—", "3×", "…"] {
+    for unicode in ["reserved−allocated", "—", "3×"] {
         assert!(plain.contains(unicode), "{unicode}: {plain}");
     }
 }
@@ -1466,5 +1469,84 @@ fn whatif_without_capacity_of_a_file_that_ran_out_replays_at_the_recorded_capaci
     assert!(
         unwrapped(&out).contains("cudaMalloc capacity unlimited"),
         "{out}"
+    );
+}
+
+#[test]
+fn an_oom_of_a_cpp_only_stack_names_the_autograd_node_as_the_summary_does() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (_, out, err) = run_vramtop(
+        &[
+            "replay",
+            &path,
+            "--alloc-conf",
+            "expandable_segments:True",
+            "--capacity",
+            "2GiB",
+        ],
+        None,
+    );
+    // The backward thread records no Python frame: the code that asked is
+    // the autograd node, labelled as `open --summary` labels its site.
+    for asked in [
+        "\n      asked by BmmBackward0::apply (C++)\n",
+        "\n      asked by DivBackward0::apply (C++)\n",
+    ] {
+        assert!(out.contains(asked), "{asked:?}\n{out}{err}");
+    }
+    // Not the demangled signatures of the allocator's callers.
+    for signature in ["c10::ArrayRef", "_empty_generic", "??:?"] {
+        assert!(!out.contains(signature), "{signature}\n{out}");
+    }
+}
+
+#[test]
+fn replay_names_events_as_the_viewer_does_and_at_takes_its_index() {
+    let Some(path) = shared("silmont_mem_snapshot.pickle") else {
+        return;
+    };
+    let path = path.display().to_string();
+    let (_, out, err) = run_vramtop(&["replay", &path, "--capacity", "2GiB"], None);
+    let text = unwrapped(&out);
+    // The trace index `#40` is the 41st event, as the viewer's status
+    // line says it.
+    assert!(
+        text.contains("first divergence: alloc of 512.00 MiB on stream 0 at event 41/97 (#40);"),
+        "{out}{err}"
+    );
+    assert!(
+        text.contains("out of memory at event 41/97 (#40): a 512.00 MiB request"),
+        "{out}"
+    );
+    assert!(!text.contains("at #40"), "{out}");
+    // `--at #40` is that event (the state just after it), as `--at 41` is.
+    let summary_at = |at: &str| {
+        let (code, out, err) = run_vramtop(&["open", &path, "--summary", "--at", at], None);
+        assert_eq!(code, 0, "{at}: {err}");
+        out.lines()
+            .find(|l| l.starts_with("  at event 41/97"))
+            .map(|l| l.replace(&format!(" (--at {at})"), ""))
+            .unwrap_or_else(|| panic!("{at}: {out}"))
+    };
+    assert_eq!(summary_at("#40"), summary_at("41"));
+    let (code, by_index, err) = run_vramtop(
+        &["diff", &path, "--at", "#40", "--at", "#96", "--json"],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&by_index).expect("JSON");
+    assert_eq!(v["before_at"]["cursor"], 41, "{by_index}");
+    assert_eq!(v["before_at"]["asked"], "#40", "{by_index}");
+    assert_eq!(v["after_at"]["cursor"], 97, "{by_index}");
+    let (code, _, err) = run_vramtop(&["diff", &path, "--at", "#97", "--at", "0"], None);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "#97 is past the end of GPU 0's trace: it has 97 events (--at takes #0 to #96)"
+        ),
+        "{err}"
     );
 }

@@ -513,8 +513,8 @@ impl GroupArg {
     }
 }
 
-/// Parses `--at`: an event number as the viewer shows it, a word, or
-/// `mark:N`.
+/// Parses `--at`: an event number as the viewer shows it, a trace index
+/// (`#N`), a word, or `mark:N`.
 pub fn at_arg(text: &str) -> Result<At, String> {
     text.parse()
 }
@@ -930,7 +930,9 @@ pub enum Command {
         /// Twice: the two moments of the one snapshot's trace to compare.
         ///
         /// As the viewer's A/B marks do (the earlier is BEFORE): event
-        /// numbers as the viewer shows them ("event 40/97" is 40), or start,
+        /// numbers as the viewer shows them ("event 40/97" is 40), #N (just
+        /// after the event replay and the viewer call #N: "event 41/97
+        /// (#40)" is #40 or 41), or start,
         /// peak (of allocated), end, oom (the last OOM), mark:N (just after
         /// the N-th snapshot/annotate entry, as open --summary lists them),
         /// mark:last. Adds the highest
@@ -1076,11 +1078,13 @@ pub enum Command {
         ///
         /// Of each GPU's trace, where the viewer's cursor starts and the
         /// summary lists the sites: an event number as the viewer shows it
-        /// ("event 40/97" is 40), or start, peak (of allocated), end, oom
-        /// (the last OOM), mark:N (just after the N-th snapshot/annotate
-        /// entry the summary lists), mark:last. end is the file's final
-        /// state: it needs no trace (and works with --no-trace). The viewer
-        /// of a big file opens once its trace is read.
+        /// ("event 40/97" is 40), #N (just after the event replay and the
+        /// viewer call #N: "event 41/97 (#40)" is #40 or 41), start, peak
+        /// (of allocated), end, oom (the last OOM), mark:N (just after the
+        /// N-th snapshot/annotate entry the summary lists), mark:last. end
+        /// is the file's final state: it needs no trace (and works with
+        /// --no-trace). The viewer of a big file opens once its trace is
+        /// read.
         ///
         /// Of a recording: print the sample nearest a UTC time (03:14:07,
         /// 2026-12-07T03:14:07Z), +DURATION after its first sample (+90s,

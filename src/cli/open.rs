@@ -702,8 +702,10 @@ fn render_callers_at(out: &mut String, frames: &[String], at: usize) {
     }
 }
 
-/// The lead of the line naming the code that asked for an OOM's request.
-const ASKED_BY: &str = "    asked by ";
+/// The words before the code that asked for an OOM's request.
+const ASKED_BY: &str = "asked by ";
+/// The summary's indent of an OOM's stack, under the OOM's line.
+const OOM_STACK_INDENT: &str = "    ";
 /// Callers of an OOM's request listed under it (the text's; `--json`
 /// gives them all).
 const OOM_CALLERS: usize = 6;
@@ -712,12 +714,23 @@ const OOM_CALLERS: usize = 6;
 /// the frame that asked and its callers, as a site and its callers are
 /// listed; or why there is no stack.
 fn render_oom_stack(out: &mut String, stack: &crate::snapshot::summary::OomStack) {
+    render_oom_stack_under(out, stack, OOM_STACK_INDENT);
+}
+
+/// [`render_oom_stack`] `indent` cells in: `replay`'s what-if names the
+/// code that asked for a run's OOM in the same words, under its own line.
+pub(crate) fn render_oom_stack_under(
+    out: &mut String,
+    stack: &crate::snapshot::summary::OomStack,
+    indent: &str,
+) {
+    let asked_by = format!("{indent}{ASKED_BY}");
     match &stack.site {
         Some(site) => {
             let _ = writeln!(
                 out,
                 "{}",
-                wrap_phrases_under(ASKED_BY, [site.as_str()], REPORT_WIDTH)
+                wrap_phrases_under(&asked_by, [site.as_str()], REPORT_WIDTH)
             );
             let callers: Vec<String> = stack
                 .called_from
@@ -725,18 +738,18 @@ fn render_oom_stack(out: &mut String, stack: &crate::snapshot::summary::OomStack
                 .take(OOM_CALLERS)
                 .cloned()
                 .collect();
-            render_callers_at(out, &callers, ASKED_BY.len());
+            render_callers_at(out, &callers, asked_by.len());
             let more = stack.called_from.len().saturating_sub(callers.len());
             if more > 0 {
                 let _ = writeln!(
                     out,
                     "{:1$}… {more} more in --json",
                     "",
-                    ASKED_BY.len() + CALLED_FROM.len()
+                    asked_by.len() + CALLED_FROM.len()
                 );
             }
         }
-        None => line_under(out, "    ", stack.no_stack().unwrap_or_default()),
+        None => line_under(out, indent, stack.no_stack().unwrap_or_default()),
     }
 }
 

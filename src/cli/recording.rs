@@ -220,6 +220,12 @@ pub fn target(at: RecordingAt, s: &RecordingSummary) -> Result<Target, String> {
                 .ok_or("no allocator's num_ooms rose in the recording: --at oom needs an OOM")?;
             Target::Time(last_oom)
         }
+        RecordingAt::Moment(At::Index(index)) => {
+            return Err(format!(
+                "--at #{index} is an index into a snapshot's trace; a recording has none (--at \
+                 takes a time, +DURATION, start, end, peak, oom or a sample's number)"
+            ));
+        }
         RecordingAt::Moment(At::Mark(_) | At::LastMark) => {
             return Err(
                 "--at mark:… is a snapshot's annotate entry; a recording has none (--at takes \
@@ -1707,6 +1713,11 @@ mod tests {
         assert_eq!(at(At::Event(2)), Ok(Target::Ordinal(2)));
         assert_eq!(at(At::Event(4)), Ok(Target::Ordinal(4)));
         assert!(at(At::LastMark).is_err());
+        let index = at(At::Index(1)).expect_err("a snapshot trace's index");
+        assert!(
+            index.contains("--at #1 is an index into a snapshot's trace"),
+            "{index}"
+        );
         assert_eq!(
             target(RecordingAt::Time(RecordingTime::After(500)), &s),
             Ok(Target::Time(T0 + 500))

@@ -1,7 +1,7 @@
 //! `vramtop replay FILE --verify [--json]` and the what-if replay
 //! `vramtop replay FILE --alloc-conf CONF… [--capacity SIZE] [--json]`.
 
-use super::text::{REPORT_WIDTH, cells, path_heading, wrap, wrap_under, wrap_words};
+use super::text::{REPORT_WIDTH, cells, path_heading, wrap, wrap_under};
 use crate::ui::format::count_of;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,9 +14,11 @@ use super::{EXIT_BAD_INPUT, EXIT_MISMATCH};
 use crate::alloc::{AllocatorConfig, human_bytes};
 use crate::snapshot::Stacks;
 use crate::snapshot::invariants::Finding;
+use crate::snapshot::peak::event_at_index;
 use crate::snapshot::replay::{
     DeviceReplay, ReplayStart, VerifyReport, config_from_settings, verify,
 };
+use crate::snapshot::summary::OomStack;
 use crate::snapshot::types::skipped_trace_text;
 use crate::snapshot::whatif::{
     DeviceWhatIf, OriginalFigures, RECORDED_LABEL, RunFigures, WhatIfError, WhatIfReport,
@@ -92,8 +94,11 @@ impl Verdict {
         if let Some(r) = report.replays.iter().find(|r| !r.full_match()) {
             return Verdict::Mismatch(match &r.divergence {
                 Some(d) => format!(
-                    "GPU {}: event #{}: PyTorch {} / model {}",
-                    r.device, d.event_index, d.expected, d.model
+                    "GPU {}: {}: PyTorch {} / model {}",
+                    r.device,
+                    event_at_index(d.event_index, r.events_in_trace),
+                    d.expected,
+                    d.model
                 ),
                 None => format!("GPU {}: the final state differs", r.device),
             });
@@ -292,8 +297,10 @@ fn render_device(out: &mut String, r: &DeviceReplay) {
             out,
             "  first divergence     ",
             &format!(
-                "event #{}: PyTorch {} / model {}",
-                d.event_index, d.expected, d.model
+                "{}: PyTorch {} / model {}",
+                event_at_index(d.event_index, r.events_in_trace),
+                d.expected,
+                d.model
             ),
         );
         if matches!(r.start, ReplayStart::Reconstructed { .. }) {
@@ -668,6 +675,7 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
     // peak there is the missing allocations, not the settings): its
     // column's header says so ([`PARTIAL_MARK`]).
     let figures = cells;
+    let event = |index: usize| event_at_index(index, d.trace_entries);
     vec![
         (
             "settings",
@@ -743,8 +751,8 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             "out of memory",
             cells(&|r| match &r.first_oom {
                 None => "no".to_string(),
-                Some(o) if r.ooms == 1 => format!("at #{}", o.event_index),
-                Some(o) => format!("{}×, first at #{}", r.ooms, o.event_index),
+                Some(o) if r.ooms == 1 => format!("at {}", event(o.event_index)),
+                Some(o) => format!("{}×, first at {}", r.ooms, event(o.event_index)),
             }),
         ),
         (
@@ -752,7 +760,7 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             cells(&|r| match (&r.divergence, r.label.as_str()) {
                 (_, "original") => "—".to_string(),
                 (None, _) => "none".to_string(),
-                (Some(d), _) => format!("at #{}", d.event_index),
+                (Some(d), _) => format!("at {}", event(d.event_index)),
             }),
         ),
     ]
@@ -933,7 +941,7 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
         })
         .collect();
     render_table(out, &header, &whatif_rows(d, recorded));
-    render_partial_footnotes(out, &d.runs, d.original_figures);
+    render_partial_footnotes(out, &d.runs, d.original_figures, d.trace_entries);
     if d.original_figures == OriginalFigures::Model {
         line_under(
             out,
@@ -950,10 +958,11 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             out,
             NOTE,
             &format!(
-                "{} released cached segments first (first at #{first}); read as malloc's \
+                "{} released cached segments first (first at {}); read as malloc's \
                  retry path on a full device, not empty_cache(): if the program called \
                  empty_cache() there, runs with more room diverge there",
-                count_of(d.releases_read_as_retry.len(), "allocation", "allocations")
+                count_of(d.releases_read_as_retry.len(), "allocation", "allocations"),
+                event_at_index(first, d.trace_entries)
             ),
         );
     }
@@ -1016,14 +1025,16 @@ fn render_whatif_device(out: &mut String, d: &DeviceWhatIf, recorded: Option<&st
             out,
             NOTE,
             &format!(
-                "the model with the recorded settings decided otherwise than the recording at \
-                 #{} ({}: {}); the original column is approximate from there",
-                div.event_index, div.call, div.summary
+                "the model with the recorded settings decided otherwise than the recording on \
+                 the {} at {}: {}; the original column is approximate from there",
+                div.call,
+                event_at_index(div.event_index, d.trace_entries),
+                div.summary
             ),
         );
     }
     for r in &d.runs {
-        render_run_details(out, r, &label(r));
+        render_run_details(out, r, &label(r), d.trace_entries);
     }
 }
 
@@ -1061,7 +1072,12 @@ fn allocated_differs_by_carving(original: &RunFigures, run: &RunFigures) -> Opti
 /// One footnote per trace index where columns began to skip allocations,
 /// whose headers carry [`PARTIAL_MARK`]: "* ran out of memory at #48
 /// (expandable_segments:True): every figure of the column leaves out …".
-fn render_partial_footnotes(out: &mut String, runs: &[RunFigures], original: OriginalFigures) {
+fn render_partial_footnotes(
+    out: &mut String,
+    runs: &[RunFigures],
+    original: OriginalFigures,
+    events: usize,
+) {
     let mut columns_by_index: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for r in runs {
         if let Some(index) = r.figures_partial_after {
@@ -1076,9 +1092,10 @@ fn render_partial_footnotes(out: &mut String, runs: &[RunFigures], original: Ori
             out,
             "  * ",
             &format!(
-                "ran out of memory at #{index} ({}): every figure of {} leaves out the \
+                "{} ran out of memory at {}: every figure of {} leaves out the \
                  allocations that failed there and later",
                 columns.join(", "),
+                event_at_index(index, events),
                 if columns.len() == 1 {
                     "the column"
                 } else {
@@ -1108,7 +1125,8 @@ const DETAIL: &str = "    ";
 /// The lead of a line under a detail (an OOM's frames and message).
 const SUB_DETAIL: &str = "      ";
 
-fn render_run_details(out: &mut String, r: &RunFigures, name: &str) {
+/// `events`: the entries of the device's trace, for the events' names.
+fn render_run_details(out: &mut String, r: &RunFigures, name: &str, events: usize) {
     // Each entry already wrapped in 80 columns under its lead.
     let mut lines: Vec<String> = Vec::new();
     let say = |lines: &mut Vec<String>, lead: &str, text: &str| {
@@ -1119,8 +1137,10 @@ fn render_run_details(out: &mut String, r: &RunFigures, name: &str) {
             &mut lines,
             DETAIL,
             &format!(
-                "first divergence at #{} ({}): {}",
-                div.event_index, div.call, div.summary
+                "first divergence: {} at {}; {}",
+                div.call,
+                event_at_index(div.event_index, events),
+                div.summary
             ),
         );
     }
@@ -1136,63 +1156,21 @@ fn render_run_details(out: &mut String, r: &RunFigures, name: &str) {
             &mut lines,
             DETAIL,
             &format!(
-                "out of memory at #{}: a {} request on stream {}{message_says}",
-                o.event_index,
+                "out of memory at {}: a {} request on stream {}{message_says}",
+                event_at_index(o.event_index, events),
                 crate::alloc::format_size(o.size),
                 o.stream
             ),
         );
-        if o.frames.is_empty() {
-            say(&mut lines, SUB_DETAIL, "(no stack frames recorded)");
-        } else if !o.python_frames {
-            say(
-                &mut lines,
-                SUB_DETAIL,
-                "(no Python frames recorded; C++ frames, innermost first:)",
-            );
-        } else {
-            say(
-                &mut lines,
-                SUB_DETAIL,
-                "allocated at (the user's frames, innermost first):",
-            );
-        }
-        for f in o.frames.iter().take(8) {
-            // C++ frames often have no file, and line 0 when none is known.
-            let file = if f.filename.is_empty() {
-                "??"
-            } else {
-                &f.filename
-            };
-            let line = f
-                .known_line()
-                .filter(|&line| line > 0)
-                .map_or_else(|| "?".to_string(), |line| line.to_string());
-            // Whole: a path too long for the line breaks after a `/`, its
-            // file name kept whole, the rest 2 cells further in than the
-            // frame's start so that it does not read as the next frame.
-            let place = format!("{file}:{line}");
-            let function = format!("in {}", f.name);
-            let frame = wrap_words(
-                [place.as_str(), &function],
-                REPORT_WIDTH - SUB_DETAIL.len(),
-                2,
-            );
-            lines.push(
-                frame
-                    .lines()
-                    .map(|l| format!("{SUB_DETAIL}{l}"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            );
-        }
-        if o.frames.len() > 8 {
-            say(
-                &mut lines,
-                SUB_DETAIL,
-                &format!("… {} more frames", o.frames.len() - 8),
-            );
-        }
+        // Which code asked, as `open --summary` names an OOM's: the frame
+        // that asked as a site label (a C++-only stack's autograd node,
+        // `BmmBackward0::apply (C++)`) and the user's frames that called it.
+        // The frames are those worth reading already; a run's trace
+        // records stacks where its OOM has none.
+        let stack = OomStack::of(&o.frames, true);
+        let mut asked = String::new();
+        super::open::render_oom_stack_under(&mut asked, &stack, SUB_DETAIL);
+        lines.push(asked.trim_end_matches('\n').to_string());
         if let Some(m) = &o.message {
             say(&mut lines, SUB_DETAIL, m);
         }

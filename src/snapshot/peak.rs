@@ -96,6 +96,10 @@ pub enum At {
     /// The cursor after this many events, as the viewer shows it ("event
     /// N/M").
     Event(usize),
+    /// Just after the event at this index of the trace as stored, counted
+    /// from 0 as `replay` and the viewer's "(#40)" name events (`#N`: the
+    /// cursor N+1, "event 41/97 (#40)").
+    Index(usize),
     /// Before the first event (cursor 0).
     Start,
     /// The first cursor at the peak of allocated bytes (the viewer's `P`).
@@ -112,18 +116,52 @@ pub enum At {
     LastMark,
 }
 
-/// What `--at` takes besides an event number, for messages: the words and
-/// the `snapshot`/`annotate` entries.
-pub const AT_FORMS: &str = "start, peak, end, oom, mark:N (the N-th snapshot/annotate entry) or \
-                            mark:last";
+/// The event at trace index `index` (0-based, as `replay` and what-if
+/// name events) of a trace of `events` events, in the viewer's words:
+/// its count from 1 and its index, "event 41/97 (#40)" (`--at #40` and
+/// `--at 41` land just after it).
+pub fn event_at_index(index: usize, events: usize) -> String {
+    format!(
+        "event {}/{events} ({INDEX_PREFIX}{index})",
+        index.saturating_add(1)
+    )
+}
+
+/// What `--at` takes besides an event number, for messages: a trace
+/// index, the words and the `snapshot`/`annotate` entries.
+pub const AT_FORMS: &str = "#N (replay's #N: event N+1), start, peak, end, oom, \
+                            mark:N (the N-th snapshot/annotate entry) or mark:last";
 
 /// The prefix of `--at mark:N`.
 const MARK_PREFIX: &str = "mark:";
+
+/// The prefix of `--at #N`, a trace index.
+const INDEX_PREFIX: &str = "#";
+
+/// `#N` (what follows the prefix): an index from 0.
+fn index_from_str(rest: &str) -> Result<At, String> {
+    let rest = rest.trim();
+    if !crate::quote::is_digits(rest) {
+        return Err(format!(
+            "'{INDEX_PREFIX}{}' is not a trace index: write #N for the event replay and the \
+             viewer call #N (#0 is the first event, \"event 1/…\")",
+            crate::quote::cut(rest)
+        ));
+    }
+    rest.parse::<usize>().map(At::Index).map_err(|_| {
+        crate::quote::not_in_range(
+            &format!("{INDEX_PREFIX}{rest}"),
+            0,
+            u64::try_from(usize::MAX).unwrap_or(u64::MAX),
+        )
+    })
+}
 
 impl std::fmt::Display for At {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             At::Event(n) => write!(f, "{n}"),
+            At::Index(n) => write!(f, "{INDEX_PREFIX}{n}"),
             At::Start => f.write_str("start"),
             At::Peak => f.write_str("peak"),
             At::End => f.write_str("end"),
@@ -183,6 +221,9 @@ impl std::str::FromStr for At {
         {
             return mark_from_str(rest);
         }
+        if let Some(rest) = word.strip_prefix(INDEX_PREFIX) {
+            return index_from_str(rest);
+        }
         // `-0` is 0, as a count's `-0` (`--top`) is.
         let word = match word.strip_prefix('-') {
             Some(rest) if !rest.is_empty() && rest.bytes().all(|b| b == b'0') => rest,
@@ -226,6 +267,16 @@ pub enum AtError {
         event: usize,
         events: usize,
     },
+    /// `--at #N` past the trace's last index.
+    #[error(
+        "#{index} is past the end of GPU {device}'s trace: it has {events} events{}",
+        index_range(*events)
+    )]
+    PastLastIndex {
+        device: u32,
+        index: usize,
+        events: usize,
+    },
     #[error("GPU {device}'s trace has no OOM event: --at oom needs one")]
     NoOom { device: u32 },
     /// `--at mark:N` past the trace's `snapshot`/`annotate` entries, or
@@ -250,6 +301,15 @@ pub enum AtError {
          final state, which was read"
     )]
     TraceNotRead { at: At },
+}
+
+/// What `--at #N` takes of a trace of `events` events: " (#0 to #96)",
+/// or nothing of an empty one.
+fn index_range(events: usize) -> String {
+    match events.checked_sub(1) {
+        Some(last) => format!(" (--at takes #0 to #{last})"),
+        None => String::new(),
+    }
 }
 
 /// "GPU 0's trace has 41 snapshot/annotate entries: --at mark:50 is past
@@ -282,6 +342,15 @@ impl At {
                 events,
             }),
             At::Event(event) => Ok(event),
+            // After the event at `index`: the cursor one past it.
+            At::Index(index) => index
+                .checked_add(1)
+                .filter(|&cursor| cursor <= events)
+                .ok_or(AtError::PastLastIndex {
+                    device: device.device,
+                    index,
+                    events,
+                }),
             At::Start => Ok(0),
             At::End => Ok(events),
             At::Peak => Ok(peaks(device).allocated.cursor),
@@ -346,6 +415,22 @@ mod tests {
         );
         assert_eq!(At::Event(7).to_string(), "7");
         assert_eq!(At::Oom.to_string(), "oom");
+    }
+
+    #[test]
+    fn at_reads_hash_n_as_the_trace_index_the_event_after_it() {
+        assert_eq!("#40".parse::<At>(), Ok(At::Index(40)));
+        assert_eq!(" #0 ".parse::<At>(), Ok(At::Index(0)));
+        assert_eq!(At::Index(40).to_string(), "#40");
+        for bad in ["#", "#-1", "#x", "#4.0"] {
+            let e = bad.parse::<At>().expect_err(bad);
+            assert!(e.contains("is not a trace index"), "{bad}: {e}");
+        }
+        let e = "#99999999999999999999999"
+            .parse::<At>()
+            .expect_err("past usize");
+        assert!(e.contains("is not in 0..="), "{e}");
+        assert_eq!(event_at_index(40, 97), "event 41/97 (#40)");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::{elapsed, filters};
 use crate::app::keymap::Keymap;
 use crate::app::viewer::{MarkHere, ViewerAction, ViewerState};
 use crate::snapshot::TraceEntry;
+use crate::snapshot::peak::event_at_index;
 use crate::snapshot::scrub::EndMismatch;
 use crate::ui::chrome;
 use crate::ui::format;
@@ -164,7 +165,7 @@ fn status_parts(v: &ViewerState) -> Vec<Part> {
             // (the count less one: a narrow line can spare it).
             let index = c.saturating_sub(1);
             parts.push(Part::of(vec![
-                (Keep::Words, format!("event {c}/{n} (#{index})")),
+                (Keep::Words, event_at_index(index, n)),
                 (Keep::Always, format!("event {c}/{n}")),
             ]));
             // The last (shortest) form is the action and size; of three,
