@@ -1041,8 +1041,8 @@ fn a_segment_at_one_address_with_two_sizes_is_said_resized_not_at_no_shared_addr
     assert!(
         text.contains(
             "note: no segment is the same (address and size) on both sides: the lists below are \
-             all of each side; the segment at 0x7f0000000000 grew from 200 MiB to 6.41 GiB \
-             (expandable segments grow and shrink in place); the totals and the sites compare"
+             all of each side; 0x7f0000000000 holds a segment of 200 MiB in BEFORE and one of \
+             6.41 GiB in AFTER; the totals and the sites compare"
         ),
         "{out}"
     );

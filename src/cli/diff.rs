@@ -858,16 +858,18 @@ fn render_body(diff: &Diff, top: usize, renewed: usize) -> String {
 }
 
 /// What the note says of the addresses that hold a segment on both sides
-/// with two sizes: "the segment at 0x… grew from 200 MiB to 6.41 GiB", or
-/// how many grew and shrank, and why a segment can (expandable segments
-/// map pages as they grow, unmap them as they are released); `None` when
-/// there is none.
+/// with two sizes: "the segment at 0x… grew from 200 MiB to 6.41 GiB" where
+/// it is expandable (such a segment maps pages as it grows and unmaps them
+/// as it is released), else "0x… holds 200 MiB before and 6.41 GiB after"
+/// (two segments that began at one address: two runs, or a segment freed
+/// and another obtained there); how many, for several; `None` when there
+/// is none.
 fn resized_text(resized: &[ResizedSegment]) -> Option<String> {
     const WHY: &str = "expandable segments grow and shrink in place";
     match resized {
         [] => None,
-        [one] => Some(format!(
-            "the segment at {:#x} {} from {} to {} ({WHY})",
+        [one] if one.expandable => Some(format!(
+            "the expandable segment at {:#x} {} from {} to {} ({WHY})",
             one.address,
             if one.after > one.before {
                 "grew"
@@ -877,17 +879,28 @@ fn resized_text(resized: &[ResizedSegment]) -> Option<String> {
             human_bytes(one.before),
             human_bytes(one.after)
         )),
+        [one] => Some(format!(
+            "{:#x} holds a segment of {} in BEFORE and one of {} in AFTER",
+            one.address,
+            human_bytes(one.before),
+            human_bytes(one.after)
+        )),
         many => {
             let grew = many.iter().filter(|r| r.after > r.before).count();
             let shrank = many.len() - grew;
             let how = match (grew, shrank) {
-                (_, 0) => "all grew".to_string(),
-                (0, _) => "all shrank".to_string(),
-                (g, s) => format!("{g} grew, {s} shrank"),
+                (_, 0) => "all larger after".to_string(),
+                (0, _) => "all smaller after".to_string(),
+                (g, s) => format!("{g} larger after, {s} smaller"),
+            };
+            let expandable = many.iter().filter(|r| r.expandable).count();
+            let why = match expandable {
+                0 => String::new(),
+                n if n == many.len() => format!("; all expandable: {WHY}"),
+                n => format!("; {n} expandable: {WHY}"),
             };
             Some(format!(
-                "{} segments are at the same address on both sides with another size ({how}; \
-                 {WHY})",
+                "{} segments are at the same address on both sides with another size ({how}{why})",
                 many.len()
             ))
         }
@@ -1102,6 +1115,7 @@ mod tests {
             address,
             before: before << 20,
             after: after << 20,
+            expandable: true,
         };
         // Some segment shared: the note says only what changed size.
         let diff = Diff {
@@ -1124,8 +1138,8 @@ mod tests {
         assert!(
             unwrapped.contains(
                 "note: 2 segments are at the same address on both sides with another size (1 \
-                 grew, 1 shrank; expandable segments grow and shrink in place): each is in both \
-                 lists below"
+                 larger after, 1 smaller; all expandable: expandable segments grow and shrink in \
+                 place): each is in both lists below"
             ),
             "{text}"
         );
@@ -1133,9 +1147,18 @@ mod tests {
         assert_eq!(
             resized_text(&[resized(1, 20, 2)]).as_deref(),
             Some(
-                "the segment at 0x1 shrank from 20 MiB to 2 MiB (expandable segments grow and \
-                 shrink in place)"
+                "the expandable segment at 0x1 shrank from 20 MiB to 2 MiB (expandable segments \
+                 grow and shrink in place)"
             )
+        );
+        // Not both expandable: two segments that began at one address.
+        let two = ResizedSegment {
+            expandable: false,
+            ..resized(1, 20, 2)
+        };
+        assert_eq!(
+            resized_text(&[two]).as_deref(),
+            Some("0x1 holds a segment of 20 MiB in BEFORE and one of 2 MiB in AFTER")
         );
         assert_eq!(resized_text(&[]), None);
     }

@@ -93,6 +93,11 @@ pub struct ResizedSegment {
     pub before: u64,
     /// AFTER's total size there (bytes).
     pub after: u64,
+    /// Both sides' segments there are expandable: likely one segment that
+    /// grew or shrank in place; else two segments that began at one
+    /// address (two runs, or a segment freed and another obtained there; a
+    /// segment never changes its kind).
+    pub expandable: bool,
 }
 
 /// How a site's live bytes changed.
@@ -398,17 +403,19 @@ pub fn diff_segments(
 /// order. By address alone, as the lists are keyed (`--devices` compares
 /// two GPUs' segments).
 fn resized(only_before: &[SegmentRef], only_after: &[SegmentRef]) -> Vec<ResizedSegment> {
-    let after: HashMap<u64, u64> = only_after
+    let after: HashMap<u64, (u64, bool)> = only_after
         .iter()
-        .map(|s| (s.address, s.total_size))
+        .map(|s| (s.address, (s.total_size, s.is_expandable)))
         .collect();
     only_before
         .iter()
         .filter_map(|s| {
+            let &(size, expandable) = after.get(&s.address)?;
             Some(ResizedSegment {
                 address: s.address,
                 before: s.total_size,
-                after: *after.get(&s.address)?,
+                after: size,
+                expandable: expandable && s.is_expandable,
             })
         })
         .collect()
@@ -704,12 +711,14 @@ mod tests {
                 ResizedSegment {
                     address: 0x100,
                     before: 20,
-                    after: 60
+                    after: 60,
+                    expandable: false,
                 },
                 ResizedSegment {
                     address: 0x300,
                     before: 40,
-                    after: 10
+                    after: 10,
+                    expandable: false,
                 },
             ]
         );
