@@ -1267,12 +1267,11 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
             &mut out,
             "capacity: ",
             &format!(
-                "{}, the recording's at its out of memory (GPU {} event {}/{}: {} reserved + {} \
-                 free on the device); --capacity SIZE sets another, --capacity unlimited none",
+                "{}, the recording's at its out of memory (GPU {} {}: {} reserved + {} free on \
+                 the device); --capacity SIZE sets another, --capacity unlimited none",
                 human_bytes(r.bytes),
                 r.device,
-                r.index.saturating_add(1),
-                r.events,
+                crate::snapshot::peak::event_at_index(r.index, r.events),
                 human_bytes(r.reserved),
                 human_bytes(r.device_free),
             ),
