@@ -1543,6 +1543,86 @@ fn fragmentation_oom_viewer() -> ViewerState {
     scenario_viewer("fragmentation_oom", "foom.pickle", "foom-default.pickle")
 }
 
+/// Words of `text` with every run of spaces and line breaks made one
+/// space: a wrapped popup row and a wrapped summary line compared.
+fn words(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The value of the OOM detail's `key` row, its wrapped rows joined: the
+/// rows from `key`'s to the next keyed one, past the key column.
+fn detail_row(lines: &[String], key: &str) -> Option<String> {
+    const KEY_CELLS: usize = 14;
+    let start = lines
+        .iter()
+        .position(|l| l.get(..KEY_CELLS).is_some_and(|k| k.trim_end() == key))?;
+    let mut value = String::new();
+    for (i, l) in lines[start..].iter().enumerate() {
+        let (k, v) = l.split_at(l.len().min(KEY_CELLS));
+        if (i > 0 && !k.trim().is_empty()) || l.trim().is_empty() {
+            break;
+        }
+        value.push(' ');
+        value.push_str(v);
+    }
+    Some(words(&value))
+}
+
+#[test]
+fn the_oom_detail_gives_the_cause_the_summary_gives_in_its_words_and_figures() {
+    // The fragmentation_oom scenario's file, read by `open --summary` and
+    // by the viewer: one OOM, the last event, the cursor's at the end.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let base = dir.path().join("foom.pickle").display().to_string();
+    let (code, _, err) = common::run_vramtop(
+        &["scenario", "fragmentation_oom", "--save-snapshot", &base],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let file = dir.path().join("foom-default.pickle");
+    let file_arg = file.display().to_string();
+    let (code, summary, err) = common::run_vramtop(&["open", &file_arg, "--summary"], None);
+    assert_eq!(code, 0, "{err}");
+    let (code, json, err) = common::run_vramtop(&["open", &file_arg, "--summary", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    let kind = json
+        .pointer("/sites/0/at_last_oom/cause/kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or_else(|| panic!("no cause.kind in {json}"));
+    assert_eq!(kind, "split_between_cache_and_device");
+
+    let snapshot = vramtop::snapshot::read_snapshot_file(&file).expect("the scenario's file");
+    let mut v = ViewerState::new("foom-default.pickle".to_string(), snapshot);
+    assert!(v.at_oom(), "the file ends on its OOM");
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open && v.detail_oom);
+    let lines: Vec<String> = detail_lines(&v, 76).iter().map(|l| l.to_string()).collect();
+    let detail = lines.join("\n");
+    let held = detail_row(&lines, "held").unwrap_or_else(|| panic!("no held row: {detail}"));
+    let cause = detail_row(&lines, "cause").unwrap_or_else(|| panic!("no cause row: {detail}"));
+    assert_eq!(
+        held,
+        "1.46 GiB reserved but unallocated of 5.86 GiB reserved, in 30 blocks, largest 50 MiB"
+    );
+    assert!(cause.contains("neither alone: fragmentation"), "{cause}");
+    assert!(cause.contains("expandable_segments:True"), "{cause}");
+    // The summary says the same, in one sentence.
+    let said = format!("{held}; {cause}");
+    assert!(
+        words(&summary).contains(&said),
+        "the popup says {said:?}; the summary:\n{summary}"
+    );
+    insta::assert_snapshot!(
+        "viewer_fragmentation_oom_detail_80x24",
+        draw(&v, 80, 24).backend()
+    );
+    insta::assert_snapshot!(
+        "viewer_fragmentation_oom_detail_120x40",
+        draw(&v, 120, 40).backend()
+    );
+}
+
 #[test]
 fn at_80_columns_the_gpus_row_keeps_gpu_n_beside_its_oom_badge() {
     // fragmentation_oom's file: both peaks and an OOM make the row 81

@@ -310,11 +310,11 @@ fn open_summary_names_the_last_oom_with_the_sites_it_met() {
     assert_eq!(listed + oom.sites.other_bytes, oom.sites.allocated);
     // After empty_cache only b's segment stays: nothing cached, and the
     // device's free 724 MiB is the only room there was.
-    assert_eq!(oom.reserved, 300 * MIB);
-    assert_eq!((oom.cached_free, oom.free_blocks), (0, 0));
+    assert_eq!(oom.memory.reserved, 300 * MIB);
+    assert_eq!((oom.memory.cached_free, oom.memory.free_blocks), (0, 0));
     assert_eq!(oom.device_free, 1024 * MIB - 300 * MIB);
     assert_eq!(
-        oom.cause,
+        oom.memory.cause,
         OomCause::Exhausted {
             short: 900 * MIB - oom.device_free
         }
@@ -374,11 +374,11 @@ fn an_oom_the_cache_held_in_pieces_is_read_as_fragmentation() {
     let report = sites_report(&snapshot, Grouping::default(), 5);
     let oom = report.sites[0].at_last_oom.as_ref().expect("the OOM");
     assert_eq!(oom.requested, 150 * MIB);
-    assert_eq!(oom.cached_free, 180 * MIB);
-    assert_eq!(oom.free_blocks, 2);
-    assert_eq!(oom.largest_free_block, 100 * MIB);
-    assert_eq!(oom.reserved, 1000 * MIB);
-    assert_eq!(oom.cause, OomCause::FragmentedCache);
+    assert_eq!(oom.memory.cached_free, 180 * MIB);
+    assert_eq!(oom.memory.free_blocks, 2);
+    assert_eq!(oom.memory.largest_free_block, 100 * MIB);
+    assert_eq!(oom.memory.reserved, 1000 * MIB);
+    assert_eq!(oom.memory.cause, OomCause::FragmentedCache);
 
     let (_dir, path) = written(&snapshot);
     let (code, text, err) = common::run_vramtop(&["open", &path, "--summary"], None);

@@ -25,7 +25,7 @@ use crate::snapshot::sites::{
     Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
 };
-use crate::snapshot::summary::{cursors_at, segment_info};
+use crate::snapshot::summary::{OomMemory, cursors_at, segment_info};
 use crate::snapshot::types::{Block, Segment};
 
 /// Events a page key moves at least (and 1 % of the trace when that is more).
@@ -337,6 +337,11 @@ pub struct ViewerState {
     /// titles say so. Where the cursor's state has no such block the
     /// panes show it, whether or not it equals the final one.
     pub shows_final_state: bool,
+    /// At an OOM event: what the allocator held right after it and the
+    /// cause that points to, as `open --summary` says it (one computation,
+    /// [`OomMemory::of`], over every segment, whatever the filters show).
+    /// `None` off an OOM.
+    pub oom_memory: Option<OomMemory>,
 }
 
 /// How much of a file the reader has parsed, while the viewer waits for
@@ -490,6 +495,7 @@ impl ViewerState {
             trace_error: None,
             returns_to_dashboard: false,
             shows_final_state: false,
+            oom_memory: None,
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
         // list GPU 0 first with nothing but the dump's `snapshot` event, and
@@ -1229,6 +1235,13 @@ impl ViewerState {
             && cursor < d.len()
             && placed < state.blocks.len()
             && same_blocks(&layout, &d.segments_at(d.len()));
+        // The cause of an OOM is the allocator's, which searched every
+        // segment: from the whole layout, before the filters.
+        self.oom_memory = cursor
+            .checked_sub(1)
+            .and_then(|i| d.events().get(i))
+            .filter(|e| e.action == crate::alloc::TraceAction::Oom)
+            .map(|e| OomMemory::of(e, &state, &layout));
         self.unfiltered_segments = layout.len();
         self.segments = layout
             .into_iter()

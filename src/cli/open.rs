@@ -377,50 +377,6 @@ fn line_under(out: &mut String, lead: &str, text: &str) {
     let _ = writeln!(out, "{}", wrap_under(lead, text, REPORT_WIDTH));
 }
 
-/// What the allocator held at an OOM and what that says about its cause:
-/// the figures an OOM investigation starts from (PyTorch's message gives
-/// reserved and "reserved but unallocated" too, not the pieces).
-fn oom_memory(oom: &crate::snapshot::summary::OomMoment) -> String {
-    use crate::alloc::advice::OomCause;
-    // "reserved but unallocated" in PyTorch's OOM message's words, as
-    // every screen names reserved − allocated.
-    let held = if oom.cached_free == 0 {
-        format!(
-            "reserved {}, all of it allocated",
-            human_bytes(oom.reserved)
-        )
-    } else {
-        format!(
-            "{} reserved but unallocated of {} reserved, in {}, largest {}",
-            human_bytes(oom.cached_free),
-            human_bytes(oom.reserved),
-            count_of(
-                usize::try_from(oom.free_blocks).unwrap_or(usize::MAX),
-                "block",
-                "blocks"
-            ),
-            human_bytes(oom.largest_free_block)
-        )
-    };
-    let cause = match oom.cause {
-        OomCause::FragmentedCache => "the cache alone held the request, in pieces too small: \
-             fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps pages \
-             instead of splitting segments)"
-            .to_string(),
-        OomCause::SplitBetweenCacheAndDevice => "the device's free memory and the cache's \
-             free blocks together held the request, neither alone: fragmentation \
-             (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets cached pages be \
-             unmapped and mapped again as one range)"
-            .to_string(),
-        OomCause::Exhausted { short } => format!(
-            "{} short of the request with every free byte of the device and the cache: \
-             live blocks held the memory (the sites below); settings make no room",
-            human_bytes(short)
-        ),
-    };
-    format!("{held}; {cause}")
-}
-
 /// `across_gpus`: the figures are the total of several GPUs, whose free
 /// blocks never combine: no fragmentation or largest block is said for them.
 fn render_figures(out: &mut String, f: &Figures, across_gpus: bool) {
@@ -1141,7 +1097,7 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
             render_oom_stack(&mut out, &oom.stack);
-            line_under(&mut out, "    ", &oom_memory(oom));
+            line_under(&mut out, "    ", &oom.memory.describe("the sites below"));
             render_sites_explaining(&mut out, &oom.sites, &mut explained);
         }
         if let Some(at) = &d.at_cursor {

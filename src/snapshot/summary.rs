@@ -11,14 +11,15 @@ use serde::Serialize;
 
 use super::invariants::{BackwardsTime, check_trace_times};
 use super::peak::{At, AtError, Moment, Peaks, peaks};
-use super::scrub::{DeviceScrub, EndMismatch, MarkKind, scrub_devices};
+use super::scrub::{DeviceScrub, EndMismatch, MarkKind, ScrubState, scrub_devices};
 use super::sites::{
     Grouping, NoStackReason, NoTraceCause, Site, SiteKey, Sites, callers, file_line, frame_label,
     is_python, no_trace_cause, site_key, sites_of_snapshot, sites_of_state,
     snapshot_no_stack_reason, user_facing,
 };
-use super::types::{AllocatorSettings, Frame, Segment, Snapshot};
+use super::types::{AllocatorSettings, Frame, Segment, Snapshot, TraceEntry};
 use crate::alloc::advice::{OomCause, oom_cause};
+use crate::alloc::human_bytes;
 use crate::alloc::{BlockInfo, BlockState, Fragmentation, PoolKind, SegmentInfo, fragmentation};
 
 /// Converts a snapshot segment to the allocator's [`SegmentInfo`]; sums the
@@ -588,6 +589,29 @@ pub struct OomMoment {
     /// Free bytes on the device as the driver said at the OOM (PyTorch
     /// writes them in the event's address field).
     pub device_free: u64,
+    /// What the allocator held and what that says of the cause:
+    /// `reserved`, `cached_free`, `largest_free_block`, `free_blocks`,
+    /// `cause`, flattened where the JSON has always had them.
+    #[serde(flatten)]
+    pub memory: OomMemory,
+    /// Which code asked: `frames`, `site`, `called_from`, as an
+    /// [`OomEvent`]'s.
+    #[serde(flatten)]
+    pub stack: OomStack,
+    /// Flattened, as [`AtCursor`]'s: the JSON gives the OOM's `cursor`,
+    /// `time_us` and `allocated` beside its other figures, as the text
+    /// heads the moment with them.
+    #[serde(flatten)]
+    pub sites: SitesAt,
+}
+
+/// What the allocator held at an OOM and what that says about its cause:
+/// the figures an OOM investigation starts from (PyTorch's message gives
+/// reserved and "reserved but unallocated" too, not the pieces). One
+/// computation and one text for `open --summary` and the viewer's OOM
+/// detail, so the two never tell different causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OomMemory {
     /// Reserved bytes right after the OOM (PyTorch released every cached
     /// segment it could before giving up).
     pub reserved: u64,
@@ -601,15 +625,81 @@ pub struct OomMoment {
     pub free_blocks: u64,
     /// What the figures say about the OOM's cause.
     pub cause: OomCause,
-    /// Which code asked: `frames`, `site`, `called_from`, as an
-    /// [`OomEvent`]'s.
-    #[serde(flatten)]
-    pub stack: OomStack,
-    /// Flattened, as [`AtCursor`]'s: the JSON gives the OOM's `cursor`,
-    /// `time_us` and `allocated` beside its other figures, as the text
-    /// heads the moment with them.
-    #[serde(flatten)]
-    pub sites: SitesAt,
+}
+
+impl OomMemory {
+    /// The figures of the OOM event `e` (its `size` the request, its
+    /// `addr` the device's free bytes) from the state right after it and
+    /// that state's whole layout (every stream's and pool's segments: the
+    /// allocator searched them all).
+    pub fn of(e: &TraceEntry, state: &ScrubState, layout: &[Segment]) -> OomMemory {
+        let layout: Vec<SegmentInfo> = layout.iter().map(segment_info).collect();
+        let free = fragmentation(&layout);
+        let cached_free = state.reserved.saturating_sub(state.allocated);
+        OomMemory {
+            reserved: state.reserved,
+            cached_free,
+            largest_free_block: free.largest_free_block,
+            free_blocks: free.free_blocks,
+            cause: oom_cause(e.size, e.addr, cached_free),
+        }
+    }
+
+    /// The figures in words, then the cause they point to: "1.46 GiB
+    /// reserved but unallocated of 3.00 GiB reserved, in 30 blocks,
+    /// largest 50 MiB; the cache alone held the request, …". `sites` says
+    /// where the live blocks' sites are listed ("the sites below"), for
+    /// an OOM the live blocks caused.
+    pub fn describe(&self, sites: &str) -> String {
+        format!("{}; {}", self.held_text(), self.cause_text(sites))
+    }
+
+    /// The figures in words: "1.46 GiB reserved but unallocated of 3.00
+    /// GiB reserved, in 30 blocks, largest 50 MiB".
+    pub fn held_text(&self) -> String {
+        // "reserved but unallocated" in PyTorch's OOM message's words, as
+        // every screen names reserved − allocated.
+        if self.cached_free == 0 {
+            format!(
+                "reserved {}, all of it allocated",
+                human_bytes(self.reserved)
+            )
+        } else {
+            format!(
+                "{} reserved but unallocated of {} reserved, in {} {}, largest {}",
+                human_bytes(self.cached_free),
+                human_bytes(self.reserved),
+                self.free_blocks,
+                if self.free_blocks == 1 {
+                    "block"
+                } else {
+                    "blocks"
+                },
+                human_bytes(self.largest_free_block)
+            )
+        }
+    }
+
+    /// The cause the figures point to, in words, with what answers it
+    /// (`sites` as [`OomMemory::describe`] takes it).
+    pub fn cause_text(&self, sites: &str) -> String {
+        match self.cause {
+            OomCause::FragmentedCache => "the cache alone held the request, in pieces too small: \
+                 fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps pages \
+                 instead of splitting segments)"
+                .to_string(),
+            OomCause::SplitBetweenCacheAndDevice => "the device's free memory and the cache's \
+                 free blocks together held the request, neither alone: fragmentation \
+                 (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets cached pages be \
+                 unmapped and mapped again as one range)"
+                .to_string(),
+            OomCause::Exhausted { short } => format!(
+                "{} short of the request with every free byte of the device and the cache: \
+                 live blocks held the memory ({sites}); settings make no room",
+                human_bytes(short)
+            ),
+        }
+    }
 }
 
 /// Who holds the memory: per device, the top sites at the end and at the
@@ -772,19 +862,12 @@ fn report(
             let at_last_oom = d.prev_mark(MarkKind::Oom, usize::MAX).and_then(|cursor| {
                 let e = d.events().get(cursor.checked_sub(1)?)?;
                 let state = d.state_at(cursor);
-                let layout: Vec<SegmentInfo> =
-                    d.layout_of(&state).iter().map(segment_info).collect();
-                let free = fragmentation(&layout);
-                let cached_free = state.reserved.saturating_sub(state.allocated);
+                let memory = OomMemory::of(e, &state, &d.layout_of(&state));
                 let sites = sites_of_state(&state, grouping, reason);
                 Some(OomMoment {
                     requested: e.size,
                     device_free: e.addr,
-                    reserved: state.reserved,
-                    cached_free,
-                    largest_free_block: free.largest_free_block,
-                    free_blocks: free.free_blocks,
-                    cause: oom_cause(e.size, e.addr, cached_free),
+                    memory,
                     stack: OomStack::of(&e.frames, records_stacks),
                     sites: SitesAt::new(sites, top, Some(cursor), e.time_us()),
                 })

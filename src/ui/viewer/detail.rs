@@ -214,7 +214,9 @@ fn stack_lines(frames: &[crate::snapshot::Frame], title: &str, width: u16) -> Ve
 
 /// The lines of the OOM detail (`Enter` on an OOM event) for `width`
 /// columns: what the failed request asked, the segment PyTorch's message
-/// names, the device's free bytes, which code asked and its whole stack.
+/// names (where it is not the request), the device's free bytes, what the
+/// allocator held and the cause that points to, which code asked and its
+/// whole stack.
 fn oom_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     let (Some(e), Some(stack), Some(d)) = (v.current_event(), v.oom_stack(), v.device()) else {
         return vec![Line::raw("no OOM event here")];
@@ -251,6 +253,16 @@ fn oom_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
         &format!("{}, the driver's figure at the OOM", bytes_exactly(e.addr)),
         width,
     ));
+    // Why it failed, in `open --summary`'s words and figures (one
+    // computation, [`crate::snapshot::summary::OomMemory`]).
+    if let Some(memory) = &v.oom_memory {
+        rows.push(kv("held", &memory.held_text(), width));
+        rows.push(kv(
+            "cause",
+            &memory.cause_text("the sites pane lists them"),
+            width,
+        ));
+    }
     rows.push(kv("stream", &e.stream.to_string(), width));
     rows.push(kv(
         "asked by",
