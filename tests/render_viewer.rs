@@ -492,6 +492,69 @@ fn enter_opens_the_block_detail_with_the_python_frames_of_its_allocation() {
 }
 
 #[test]
+fn a_free_blocks_detail_names_the_allocation_the_trace_last_freed_there() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    // Block 1 at the end: 512 MiB free at 0x7f2062000000, DivBackward0's
+    // at event 53 (freed at 63), then ExpBackward0's from 70 to 88.
+    let (_, b) = v.selected_block().expect("a block");
+    assert_eq!(b.address, 0x7f20_6200_0000);
+    assert_eq!(b.state, vramtop::alloc::BlockState::Inactive);
+    press(&mut v, KeyCode::Enter);
+    let detail = detail_lines(&v, 100)
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    assert!(
+        detail.contains(
+            "last held by ExpBackward0::apply (C++) (allocated at event 70, freed at event 88)"
+        ),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("stack of its last allocation, innermost first"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains("torch::autograd::generated::ExpBackward0::apply"),
+        "{detail}"
+    );
+    assert!(!detail.contains("no allocation recorded"), "{detail}");
+    insta::assert_snapshot!(
+        "viewer_free_block_last_held_120x40",
+        draw(&v, 120, 40).backend()
+    );
+    // Before event 63 the last allocation freed there is DivBackward0's.
+    press(&mut v, KeyCode::Esc);
+    seek(&mut v, 65);
+    for _ in 0..100 {
+        press(&mut v, KeyCode::Up);
+    }
+    let mut guard = 0;
+    while v
+        .selected_block()
+        .is_some_and(|(_, b)| b.address != 0x7f20_6200_0000)
+    {
+        press(&mut v, KeyCode::Down);
+        guard += 1;
+        assert!(guard < 100, "no block at 0x7f2062000000 at event 65");
+    }
+    let (_, b) = v.selected_block().expect("a block");
+    assert_eq!(b.state, vramtop::alloc::BlockState::Inactive);
+    let detail = detail_lines(&v, 100)
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    assert!(
+        detail.contains(
+            "last held by DivBackward0::apply (C++) (allocated at event 53, freed at event 63)"
+        ),
+        "{detail}"
+    );
+}
+
+#[test]
 fn the_block_detail_names_the_private_pool_of_its_segment_and_not_the_default_one() {
     // volcengine's segments are in three pools: (0, 0), (0, 1), (0, 2).
     let Some(mut v) = viewer("volcengine_verl_mem.pickle") else {
@@ -1620,6 +1683,65 @@ fn the_oom_detail_gives_the_cause_the_summary_gives_in_its_words_and_figures() {
     insta::assert_snapshot!(
         "viewer_fragmentation_oom_detail_120x40",
         draw(&v, 120, 40).backend()
+    );
+}
+
+#[test]
+fn a_free_blocks_detail_names_what_last_held_it_or_that_nothing_did_since_its_segment_was_made() {
+    let mut v = fragmentation_oom_viewer();
+    // At the OOM every free block is a piece of a block freed in the
+    // trace: the first one's detail names it.
+    let mut guard = 0;
+    while v
+        .selected_block()
+        .is_some_and(|(_, b)| b.state != vramtop::alloc::BlockState::Inactive)
+    {
+        press(&mut v, KeyCode::Down);
+        guard += 1;
+        assert!(guard < 200, "no free block at the OOM");
+    }
+    let held = detail_lines(&v, 100)
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    assert!(
+        held.contains("last held by <vramtop scenario fragmentation_oom>:"),
+        "{held}"
+    );
+    assert!(held.contains("allocated at event "), "{held}");
+    assert!(held.contains(", freed at event "), "{held}");
+    assert!(
+        held.contains("stack of its last allocation, innermost first"),
+        "{held}"
+    );
+    assert!(!held.contains("no allocation recorded"), "{held}");
+    // After the first event, a segment_alloc, its segment is one free
+    // block nothing has held yet.
+    let mut fresh = fragmentation_oom_viewer();
+    seek(&mut fresh, 1);
+    let (_, b) = fresh.selected_block().expect("the new segment's block");
+    assert_eq!(b.state, vramtop::alloc::BlockState::Inactive);
+    let never = detail_lines(&fresh, 100)
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>();
+    assert!(
+        never.contains("nothing was allocated in it since its segment was made at event 1)"),
+        "{never}"
+    );
+    assert!(!never.contains("last held by"), "{never}");
+    // Drawn one event before the OOM (which changes no block; `Enter` on
+    // the OOM opens the OOM's detail).
+    press(&mut v, KeyCode::Left);
+    assert_eq!(
+        v.selected_block().map(|(_, b)| b.state),
+        Some(vramtop::alloc::BlockState::Inactive)
+    );
+    press(&mut v, KeyCode::Enter);
+    assert!(v.detail_open && !v.detail_oom);
+    insta::assert_snapshot!(
+        "viewer_free_block_last_held_80x24",
+        draw(&v, 80, 24).backend()
     );
 }
 

@@ -5,7 +5,7 @@
 //! at the cursor), so the dashboard's fragmentation and segment panes draw
 //! it unchanged. Pure: keys in, state out, no terminal.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use crossterm::event::KeyEvent;
@@ -20,7 +20,7 @@ use crate::device::{GpuReading, GpuSample};
 use crate::snapshot::Snapshot;
 use crate::snapshot::diff::{CursorDiff, diff_cursors};
 use crate::snapshot::peak::{At, AtError, Peaks, peaks};
-use crate::snapshot::scrub::{DeviceScrub, EndMismatch, MarkKind, Scrub, ScrubState};
+use crate::snapshot::scrub::{DeviceScrub, EndMismatch, LastHeld, MarkKind, Scrub, ScrubState};
 use crate::snapshot::sites::{
     Grouping, NoStackReason, SiteKey, Sites, group, site_key, sites_of_live_blocks,
     snapshot_no_stack_reason,
@@ -342,7 +342,15 @@ pub struct ViewerState {
     /// [`OomMemory::of`], over every segment, whatever the filters show).
     /// `None` off an OOM.
     pub oom_memory: Option<OomMemory>,
+    /// The last [`ViewerState::selected_last_held`] answer and what it
+    /// was asked (device index, cursor, block address, block size): the
+    /// detail asks it every frame, the answer changes only with those.
+    last_held: RefCell<Option<(LastHeldAsked, LastHeld)>>,
 }
+
+/// What [`ViewerState::selected_last_held`] was asked: device index,
+/// cursor, block address and size (bytes).
+type LastHeldAsked = (usize, usize, u64, u64);
 
 /// How much of a file the reader has parsed, while the viewer waits for
 /// Keys kept while the trace is read: a held arrow key must not grow
@@ -496,6 +504,7 @@ impl ViewerState {
             returns_to_dashboard: false,
             shows_final_state: false,
             oom_memory: None,
+            last_held: RefCell::new(None),
         };
         // Open on a GPU that holds memory: a dump of a process on GPU 1 can
         // list GPU 0 first with nothing but the dump's `snapshot` event, and
@@ -2179,6 +2188,26 @@ impl ViewerState {
             .and_then(|d| d.block_at(self.cursor(), b.address))
             .is_some_and(|l| l.stack_lost);
         Some(self.no_stack.within_trace(lost))
+    }
+
+    /// What last held the selected free block, from the trace: `None` for
+    /// a block that is not free, or without events to search. Asked every
+    /// frame the detail is drawn; searched once per block and cursor.
+    pub fn selected_last_held(&self) -> Option<LastHeld> {
+        let (_, b) = self.selected_block()?;
+        if b.state != BlockState::Inactive {
+            return None;
+        }
+        let d = self.device().filter(|d| !d.is_empty())?;
+        let key = (self.device_index(), self.cursor(), b.address, b.size);
+        if let Some((asked, held)) = *self.last_held.borrow()
+            && asked == key
+        {
+            return Some(held);
+        }
+        let held = d.last_held(self.cursor(), b.address, b.size);
+        *self.last_held.borrow_mut() = Some((key, held));
+        Some(held)
     }
 
     /// Whether the selected block's size was inferred (see the scrub docs).

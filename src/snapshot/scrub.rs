@@ -57,6 +57,24 @@ pub const MAX_CHECKPOINTS: usize = 256;
 /// timeline of millions of events is drawn from a few thousand of them.
 const PEAK_BLOCK: usize = 1024;
 
+/// What last held a free range, as [`DeviceScrub::last_held`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastHeld {
+    /// A block freed in the trace: at `address`, of `requested` bytes,
+    /// allocated at event index `allocated` (`None`: before the trace
+    /// began) and freed (`free_completed`) at event index `freed`.
+    Freed {
+        address: u64,
+        requested: u64,
+        allocated: Option<usize>,
+        freed: usize,
+    },
+    /// Nothing since its segment was made, at this event index.
+    NotSinceSegment(usize),
+    /// Nothing the trace records: free since before it began.
+    NotInTrace,
+}
+
 /// A block the reconstruction holds (active: allocated or pending free;
 /// inactive space is whatever no block covers).
 #[derive(Debug, Clone, PartialEq)]
@@ -1141,6 +1159,47 @@ impl DeviceScrub {
             .rposition(|e| e.action == TraceAction::Alloc && e.addr == addr)
     }
 
+    /// What last held the free range `addr..addr + size` at `cursor`: the
+    /// most recent block freed there before the cursor and the event that
+    /// allocated it, found by searching backwards from the cursor. The
+    /// search stops at the first such free, or at the event that made the
+    /// range's segment (nothing held it since), so a range freed a moment
+    /// ago costs a moment's events; one never held costs the events back
+    /// to its segment's creation, or to the trace's start.
+    ///
+    /// A freed block is placed by its address and its request (the trace
+    /// records requests, not block sizes): a block whose request lay
+    /// before `addr` and only its rounding inside the range is not seen.
+    pub fn last_held(&self, cursor: usize, addr: u64, size: u64) -> LastHeld {
+        let end = cursor.min(self.len());
+        let events = &self.events()[..end];
+        let range_end = addr.saturating_add(size.max(1));
+        let overlaps =
+            |from: u64, bytes: u64| from < range_end && addr < from.saturating_add(bytes.max(1));
+        for (i, e) in events.iter().enumerate().rev() {
+            match e.action {
+                TraceAction::FreeCompleted if overlaps(e.addr, e.size) => {
+                    let allocated = events[..i]
+                        .iter()
+                        .rposition(|a| a.action == TraceAction::Alloc && a.addr == e.addr);
+                    return LastHeld::Freed {
+                        address: e.addr,
+                        requested: e.size,
+                        allocated,
+                        freed: i,
+                    };
+                }
+                TraceAction::SegmentAlloc | TraceAction::SegmentMap
+                    if e.addr <= addr && addr < e.addr.saturating_add(e.size) =>
+                {
+                    return LastHeld::NotSinceSegment(i);
+                }
+                _ => {}
+            }
+        }
+        LastHeld::NotInTrace
+    }
+
     /// The cursor just after the next `kind` event after `cursor`.
     pub fn next_mark(&self, kind: MarkKind, cursor: usize) -> Option<usize> {
         // The marks are in event order (`find_marks`): start at the first
@@ -1613,6 +1672,83 @@ mod tests {
         assert_eq!(d.events()[by].action, TraceAction::Alloc);
         assert_eq!(by, 1, "after the segment_alloc that made room for it");
         assert_eq!(d.points[d.len()].allocated, 4 * MIB);
+    }
+
+    #[test]
+    fn last_held_names_the_block_last_freed_in_a_free_range_or_why_none() {
+        let mut m = model("", 8 * GIB);
+        // Before the trace: a small block (its 2 MiB segment's rest free
+        // ever since) and a large one the trace frees.
+        let small = m.malloc(512 * 1024, 0).expect("fits");
+        let early = m.malloc(30 * MIB, 0).expect("fits");
+        let skip = m.trace_len();
+        let a = m.malloc(4 * MIB, 0).expect("fits");
+        let _b = m.malloc(4 * MIB, 0).expect("fits");
+        m.free(a).expect("live");
+        m.free(early).expect("live");
+        let snapshot = snapshot_of(&m, skip);
+        let d = &Scrub::new(Arc::new(snapshot)).devices[0];
+        let free: Vec<Block> = d
+            .segments_at(d.len())
+            .into_iter()
+            .flat_map(|s| s.blocks)
+            .filter(|b| b.state == BlockState::Inactive)
+            .collect();
+        let held = |addr: u64| {
+            let b = free
+                .iter()
+                .find(|b| b.address == addr)
+                .expect("a free block");
+            d.last_held(d.len(), b.address, b.size)
+        };
+        let LastHeld::Freed {
+            address,
+            allocated: Some(i),
+            freed,
+            ..
+        } = held(a)
+        else {
+            panic!("a was allocated and freed in the trace: {:?}", held(a));
+        };
+        assert_eq!(address, a);
+        assert_eq!(d.events()[i].action, TraceAction::Alloc);
+        assert_eq!(d.events()[freed].action, TraceAction::FreeCompleted);
+        assert!(i < freed && d.events()[freed].addr == a);
+        assert!(
+            matches!(
+                held(early),
+                LastHeld::Freed {
+                    allocated: None,
+                    ..
+                }
+            ),
+            "allocated before the trace, freed in it: {:?}",
+            held(early)
+        );
+        // The rest of a's segment, after b: nothing held it since the
+        // segment was made.
+        let rest = free
+            .iter()
+            .find(|b| b.address > a && b.address < a + 20 * MIB)
+            .expect("the rest of a's 20 MiB segment");
+        let LastHeld::NotSinceSegment(made) = d.last_held(d.len(), rest.address, rest.size) else {
+            panic!("{:?}", d.last_held(d.len(), rest.address, rest.size));
+        };
+        assert_eq!(d.events()[made].action, TraceAction::SegmentAlloc);
+        let small_rest = free
+            .iter()
+            .find(|b| b.address > small && b.address < small + 2 * MIB)
+            .expect("the rest of the small segment");
+        assert_eq!(
+            d.last_held(d.len(), small_rest.address, small_rest.size),
+            LastHeld::NotInTrace
+        );
+        // Before a's free, what last held its range is older than the
+        // cursor: nothing, since its segment was made.
+        assert_eq!(
+            d.last_held(freed, a, 4 * MIB),
+            LastHeld::NotSinceSegment(made)
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::popup::{PopupScroll, render_text_popup};
 use crate::alloc::BlockState;
 use crate::app::keymap::{DetailKey, Keymap, first_key};
 use crate::app::viewer::ViewerState;
+use crate::snapshot::scrub::LastHeld;
 use crate::snapshot::sites::{NoStackReason, frame_counts, listed_frames, shown_file, site_key};
 use crate::ui::chrome;
 use crate::ui::format;
@@ -356,16 +357,16 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
     .flatten()
     .collect();
     lines.push(Line::raw(""));
-    if b.frames.is_empty() {
-        let why = match b.state {
-            BlockState::Inactive => "stack: n/a (a free block; no allocation recorded for it)",
-            // With no trace the site row gives the file's reason: no trace
-            // began, so none is to blame.
-            _ if no_events(v) == Some(NoEvents::NoTrace) => {
-                "stack: n/a (none recorded for this block; the site row says why)"
-            }
+    if b.state == BlockState::Inactive {
+        lines.extend(free_block_lines(v, b, width));
+    } else if b.frames.is_empty() {
+        // With no trace the site row gives the file's reason: no trace
+        // began, so none is to blame.
+        let why = if no_events(v) == Some(NoEvents::NoTrace) {
+            "stack: n/a (none recorded for this block; the site row says why)"
+        } else {
             // The site row's reason, with what would record one.
-            _ => match v.selected_no_stack_reason().unwrap_or(v.no_stack) {
+            match v.selected_no_stack_reason().unwrap_or(v.no_stack) {
                 NoStackReason::BeforeRecording => {
                     "stack: n/a (allocated while history was off; call \
                      _record_memory_history earlier to record it)"
@@ -381,20 +382,116 @@ pub fn detail_lines(v: &ViewerState, width: u16) -> Vec<Line<'static>> {
                     "stack: n/a (allocated before the trace began: the file no longer holds \
                      its allocation; a larger max_entries keeps more of the trace)"
                 }
-            },
+            }
         };
         for l in chrome::wrap(why, width) {
             lines.push(Line::raw(l));
         }
     } else {
-        let title = if b.state == BlockState::Inactive {
-            "stack of its last allocation, innermost first"
-        } else {
-            "stack of the allocation, innermost first"
-        };
-        lines.extend(stack_lines(&b.frames, title, width));
+        lines.extend(stack_lines(
+            &b.frames,
+            "stack of the allocation, innermost first",
+            width,
+        ));
     }
     lines
+}
+
+/// Event index `i` as the viewer numbers events: the cursor just after it.
+fn event_number(i: usize) -> usize {
+    i.saturating_add(1)
+}
+
+/// The rows under a free block's figures: what last held it and the stack
+/// of that allocation, from the trace (searched back from the cursor);
+/// the stack the file's final state keeps for it where the trace says
+/// nothing; "no allocation recorded" only where neither holds one.
+fn free_block_lines(v: &ViewerState, b: &crate::snapshot::Block, width: u16) -> Vec<Line<'static>> {
+    let last_stack = "stack of its last allocation, innermost first";
+    let wrapped = |text: &str| -> Vec<Line<'static>> {
+        chrome::wrap(text, width)
+            .into_iter()
+            .map(Line::raw)
+            .collect()
+    };
+    let d = v.device();
+    match v.selected_last_held() {
+        Some(LastHeld::Freed {
+            address,
+            requested,
+            allocated,
+            freed,
+        }) => {
+            let frames = allocated
+                .and_then(|i| d?.events().get(i))
+                .map(|e| e.frames.clone());
+            let who = match &frames {
+                None => "a block allocated before the trace began".to_string(),
+                Some(f) => match site_key(f, v.grouping) {
+                    Some(k) => k.label(),
+                    None => "an allocation without a stack".to_string(),
+                },
+            };
+            // Where what held it began elsewhere (a larger block since
+            // split, or one of the pieces merged into this one): its
+            // request and address.
+            let at = if address == b.address {
+                String::new()
+            } else {
+                format!("{} at {address:#x}, ", format::bytes(requested))
+            };
+            let when = match allocated {
+                Some(i) => format!(
+                    "allocated at event {}, freed at event {}",
+                    event_number(i),
+                    event_number(freed)
+                ),
+                None => format!("freed at event {}", event_number(freed)),
+            };
+            let mut lines = wrapped(&format!("last held by {who} ({at}{when})"));
+            match frames {
+                Some(f) if !f.is_empty() => lines.extend(stack_lines(&f, last_stack, width)),
+                Some(_) if v.no_stack == NoStackReason::WithoutStacks => lines.extend(wrapped(
+                    "stack: n/a (recorded without stacks: record with \
+                     _record_memory_history(stacks=\"python\") or \"all\")",
+                )),
+                Some(_) => lines.extend(wrapped("stack: n/a (none recorded for that allocation)")),
+                None => lines.extend(wrapped(
+                    "stack: n/a (its allocation came before the trace began)",
+                )),
+            }
+            lines
+        }
+        Some(LastHeld::NotSinceSegment(i)) => wrapped(&format!(
+            "stack: n/a (a free block; nothing was allocated in it since its segment was made \
+             at event {})",
+            event_number(i)
+        )),
+        // The file's final state keeps the stack of a free block's last
+        // allocation, which the trace does not hold: said at the end only
+        // (a block of the same address and size earlier in the trace
+        // shows those frames too, of an allocation still to come).
+        _ if !b.frames.is_empty() && d.is_none_or(|d| v.cursor() >= d.len()) => {
+            stack_lines(&b.frames, last_stack, width)
+        }
+        Some(LastHeld::NotInTrace) => wrapped(
+            "stack: n/a (a free block; no allocation recorded for it: free since before the \
+             trace began)",
+        ),
+        None => wrapped(match no_events(v) {
+            Some(NoEvents::Reading) => {
+                "stack: n/a (a free block; what last held it is known once the trace is read)"
+            }
+            Some(NoEvents::Unreadable) => {
+                "stack: n/a (a free block; the trace that would say what held it could not be \
+                 read)"
+            }
+            Some(NoEvents::NoTrace) | None => {
+                "stack: n/a (a free block; no allocation recorded for it: the file holds its \
+                 final state only)"
+            }
+        }),
+    }
 }
 
 pub(super) fn render_detail(
