@@ -967,6 +967,80 @@ fn text_starting_with_an_opcode_no_pickle_can_start_with_is_not_a_pickle() {
 }
 
 #[test]
+fn text_starting_with_an_opcode_that_fails_early_is_said_as_text() {
+    // 'L' is LONG, 'N' NONE then 'a' APPEND, 'V' UNICODE then a line: each
+    // first byte starts a pickle, but the parse fails within the first
+    // line of what reads as text.
+    for (text, start) in [
+        (&b"Loading model...\n"[..], "it starts \"Loading model...\""),
+        (b"Loading...", "it starts \"Loading...\""),
+        (b"Name: foo\n", "it starts \"Name: foo\""),
+        (b"Name:\tbash\nUmask:\t0022\n", "it starts \"Name:\\tbash\""),
+        (b"Sure thing", "it starts \"Sure thing\""),
+        (
+            "Ошибка: нет памяти\n".as_bytes(),
+            "it starts \"Ошибка: нет памяти\"",
+        ),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.starts_with("not a pickle: looks like text: "), "{err}");
+        assert!(err.contains(start), "{err}");
+        assert!(!err.contains("byte"), "{err}");
+    }
+}
+
+#[test]
+fn a_saved_python_traceback_or_oom_message_is_said_as_one() {
+    for (text, what) in [
+        (
+            &b"Traceback (most recent call last):\n  File \"train.py\", line 9\n"[..],
+            "this is a Python traceback, not a memory snapshot",
+        ),
+        (
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+            "this is a PyTorch out-of-memory error, not a memory snapshot",
+        ),
+        (
+            b"CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.15 GiB total)\n",
+            "this is a PyTorch out-of-memory error, not a memory snapshot",
+        ),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.starts_with("not a pickle: "), "{err}");
+        assert!(err.contains(what), "{err}");
+        assert!(err.contains("torch.cuda.memory._dump_snapshot("), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+    }
+}
+
+#[test]
+fn protocol_0_pickles_that_fail_early_are_still_said_as_pickles() {
+    // Printable, but no words on their first line: pickles, said as the
+    // parse found them.
+    for (pickle, said) in [
+        (&b"Ne."[..], "malformed pickle: APPENDS at byte 1"),
+        (b"Nz.", "unknown pickle opcode 0x7a ('z') at byte 1"),
+        (b"(lp0\nI1\nI2\n", "truncated pickle"),
+        (b"I12\n", "truncated pickle"),
+        (
+            b"cos\nsystem\n(S'echo hi'\ntR.",
+            "refused pickle opcode GLOBAL",
+        ),
+    ] {
+        let err = parse(pickle).unwrap_err().to_string();
+        assert!(err.starts_with(said), "{pickle:?}: {err}");
+    }
+    // A code-running opcode after words is refused as such.
+    let err = parse(b"(Vhello world\nios\nsystem\n.").unwrap_err();
+    assert!(
+        matches!(err, PickleError::Refused { opcode: "INST", .. }),
+        "{err:?}"
+    );
+    // And a protocol 0 pickle still reads.
+    assert!(parse(b"(dp0\nVsegments\np1\n(lp2\ns.").is_ok());
+}
+
+#[test]
 fn zip_archives_are_recognised_as_checkpoints() {
     let err = read_snapshot(b"PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl").unwrap_err();
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Every parser of text a user or another process hands vramtop, fed
 //! arbitrary input: probe lines, the config file, `PYTORCH_CUDA_ALLOC_CONF`,
-//! the stress panel's fields, size and duration options, `/proc` status and
-//! `CUDA_VISIBLE_DEVICES`. Nothing may panic, and every refusal is one line
+//! the stress panel's fields, size and duration options, `/proc` status,
+//! `CUDA_VISIBLE_DEVICES` and text handed over as a snapshot. Nothing may panic, and every refusal is one line
 //! of bounded length (input is quoted cut short).
 
 use proptest::prelude::*;
@@ -156,6 +156,13 @@ proptest! {
     }
 
     #[test]
+    fn text_read_as_a_snapshot_is_refused_in_one_line(text in any_text()) {
+        if let Err(e) = vramtop::snapshot::read_snapshot(text.as_bytes()) {
+            assert_one_line("text as a snapshot", &e.to_string())?;
+        }
+    }
+
+    #[test]
     fn proc_status_and_visible_devices_of_any_text_never_panic(text in any_text()) {
         let pids = parse_nspid(&text);
         prop_assert!(pids.len() <= text.len());
@@ -169,4 +176,34 @@ fn a_long_diff_devices_value_is_quoted_cut() {
     let e = vramtop::cli::diff::parse_device_pair(&long).expect_err("not GPU:GPU");
     assert!(e.len() < MAX_ERROR_BYTES, "{} bytes", e.len());
     assert!(!e.contains('\n'));
+}
+
+/// Text a user may hand over as a snapshot, and what the refusal starts
+/// with: what the text is, not the pickle opcode its first bytes happen to
+/// be ('T' BINSTRING, 'L' LONG, 'N' NONE then 'a' APPEND).
+#[test]
+fn text_handed_over_as_a_snapshot_is_said_as_text() {
+    let status = std::fs::read("/proc/self/status").unwrap_or_else(|_| b"Name:\tx\n".to_vec());
+    let cases: [(&[u8], &str); 6] = [
+        (
+            b"Traceback (most recent call last):\n  File \"train.py\", line 3\n",
+            "not a pickle: this is a Python traceback",
+        ),
+        (b"Loading model...\n", "not a pickle: looks like text"),
+        (b"Name: foo\n", "not a pickle: looks like text"),
+        (status.as_slice(), "not a pickle: looks like text"),
+        (b"hello world\n", "not a pickle: looks like text"),
+        (b"{\"segments\": []}\n", "not a pickle: looks like JSON"),
+    ];
+    for (text, said) in cases {
+        let e = vramtop::snapshot::read_snapshot(text).expect_err("text is no snapshot");
+        let e = e.to_string();
+        assert!(
+            e.starts_with(said),
+            "{:?}: {e}",
+            String::from_utf8_lossy(text)
+        );
+        assert!(!e.contains(" at byte "), "{e}");
+        assert!(!e.contains('\n') && e.len() <= MAX_ERROR_BYTES, "{e}");
+    }
 }

@@ -522,6 +522,7 @@ fn run_parser(
     };
     let (result, broken) = attempt(true);
     let result = if broken { attempt(false).0 } else { result };
+    let result = result.map_err(|e| text_instead_of(bytes, e));
     if result.is_ok()
         && let Some(progress) = progress
     {
@@ -624,55 +625,168 @@ pub(crate) fn check_looks_like_pickle(bytes: &[u8]) -> Result<(), PickleError> {
     if name.is_some() && !CANNOT_START.contains(&first) {
         return Ok(());
     }
+    if let Some(text) = text_refusal(bytes) {
+        return Err(text);
+    }
     let shown = quoted_char_suffix(first);
+    match name {
+        // A text file "hello" starts with 'h', BINGET: an opcode, but one
+        // that needs a value or mark already read.
+        Some(name) => not_a_pickle(format!(
+            "first byte 0x{first:02x}{shown} is {name}, which no pickle starts with"
+        )),
+        None => not_a_pickle(format!(
+            "first byte 0x{first:02x}{shown} is not a pickle opcode"
+        )),
+    }
+}
+
+/// Bytes at the start of an input looked at to tell text: the window the
+/// refusal of text quotes from and the failure must fall in.
+const TEXT_WINDOW: usize = 256;
+
+/// The refusal of `bytes` as text (JSON, a Python traceback, any other
+/// text) when its first [`TEXT_WINDOW`] bytes are printable UTF-8; `None`
+/// for anything else, a pickle's `PROTO` header (0x80) included.
+fn text_refusal(bytes: &[u8]) -> Option<PickleError> {
     let trimmed = bytes.trim_ascii_start();
-    // What the file looks like comes first: it is what the user needs to
-    // read on an 80-column line; the byte says why.
     // JSON opens an object or an array of values; "[package]" (TOML, INI)
-    // opens neither.
+    // opens neither. Neither bracket is an opcode, so JSON is said from its
+    // first byte, whatever follows.
     let json_value_follows = |rest: &[u8]| {
         rest.trim_ascii_start()
             .first()
             .is_none_or(|&b| b"\"{[]-0123456789tfn".contains(&b))
     };
-    let hint = if trimmed.starts_with(b"{")
-        || (trimmed.starts_with(b"[") && json_value_follows(&trimmed[1..]))
-    {
-        "looks like JSON: "
-    } else if bytes
-        .iter()
-        .take(256)
-        .all(|b| (b.is_ascii() && !b.is_ascii_control()) || b.is_ascii_whitespace())
-    {
-        "looks like text: "
-    } else {
-        ""
-    };
-    if !hint.is_empty() {
-        // Text needs no opcode names: what it starts with says it all.
-        // Its first 24 characters, "…" inside the quote where the line goes
-        // on: a byte count there read as part of the file, and counted
-        // the line, not the file.
-        let start = String::from_utf8_lossy(&trimmed[..trimmed.len().min(64)]);
-        let line = start.lines().next().unwrap_or_default();
-        let shown: String = line.chars().take(24).collect();
-        let more = if shown.len() < line.len() { "…" } else { "" };
+    let json = trimmed.starts_with(b"{")
+        || (trimmed.starts_with(b"[") && json_value_follows(&trimmed[1..]));
+    if !json && !reads_as_text(bytes) {
+        return None;
+    }
+    let window = &trimmed[..trimmed.len().min(TEXT_WINDOW)];
+    let not_a_pickle = |reason: String| Some(PickleError::NotAPickle { reason });
+    // What the file looks like comes first: it is what the user needs to
+    // read on an 80-column line. A saved error is said as one: the user
+    // meant to open the snapshot of it.
+    if !json && let Some(what) = python_error_text(window) {
         return not_a_pickle(format!(
-            "{hint}it starts \"{}{more}\"; a memory snapshot is the binary pickle \
-             torch.cuda.memory._dump_snapshot() writes",
-            crate::quote::escape_controls(&shown)
+            "this is {what}, not a memory snapshot: save one from the failing process \
+             with torch.cuda.memory._dump_snapshot(\"snapshot.pickle\")"
         ));
     }
-    match name {
-        // A text file "hello" starts with 'h', BINGET: an opcode, but one
-        // that needs a value or mark already read.
-        Some(name) => not_a_pickle(format!(
-            "{hint}first byte 0x{first:02x}{shown} is {name}, which no pickle starts with"
-        )),
-        None => not_a_pickle(format!(
-            "{hint}first byte 0x{first:02x}{shown} is not a pickle opcode"
-        )),
+    let hint = if json {
+        "looks like JSON"
+    } else {
+        "looks like text"
+    };
+    // Text needs no opcode names: what it starts with says it all. Its
+    // first 24 characters, "…" inside the quote where the line goes on: a
+    // byte count there read as part of the file, and counted the line, not
+    // the file.
+    let start = String::from_utf8_lossy(&trimmed[..trimmed.len().min(64)]);
+    let line = start.lines().next().unwrap_or_default();
+    let shown: String = line.chars().take(24).collect();
+    let more = if shown.len() < line.len() { "…" } else { "" };
+    not_a_pickle(format!(
+        "{hint}: it starts \"{}{more}\"; a memory snapshot is the binary pickle \
+         torch.cuda.memory._dump_snapshot() writes",
+        crate::quote::escape_controls(&shown)
+    ))
+}
+
+/// Whether the first [`TEXT_WINDOW`] bytes of `bytes` (all of a shorter
+/// input) are printable UTF-8: characters other than controls, and
+/// whitespace (line breaks, tabs, form and line feeds). A character cut by the window's end counts as text.
+fn reads_as_text(bytes: &[u8]) -> bool {
+    let window = &bytes[..bytes.len().min(TEXT_WINDOW)];
+    let text = match std::str::from_utf8(window) {
+        Ok(text) => text,
+        // Cut inside a character at the window's end (not at the input's).
+        Err(e) if e.error_len().is_none() && window.len() < bytes.len() => {
+            match std::str::from_utf8(&window[..e.valid_up_to()]) {
+                Ok(text) => text,
+                Err(_) => return false,
+            }
+        }
+        Err(_) => return false,
+    };
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| !c.is_control() || c.is_ascii_whitespace() || c == '\x0b')
+}
+
+/// What `window`, the start of a text, says it is when it is a Python
+/// traceback or PyTorch's out-of-memory error: a user who saved the error
+/// opens it for the snapshot.
+fn python_error_text(window: &[u8]) -> Option<&'static str> {
+    let text = String::from_utf8_lossy(window);
+    if text.starts_with("Traceback (most recent call last)") {
+        Some("a Python traceback")
+    } else if text.contains("OutOfMemoryError") || text.contains("CUDA out of memory") {
+        Some("a PyTorch out-of-memory error")
+    } else {
+        None
     }
+}
+
+/// `error`, a failed parse of `bytes`, said as text when `bytes` read as
+/// text and the parse failed early, within [`TEXT_WINDOW`] bytes of a
+/// first line of words ("Name: foo" is NONE then APPEND), or at the first
+/// opcode of a first line with a word in it ("Loading..." is LONG).
+/// Refusals (a code-running opcode), limits and cycles are said as they
+/// are: they are about what the bytes would do, text or not; so are
+/// failures later in the input, where a protocol 0 pickle (text itself)
+/// was read for a while, and those of a first line of no words
+/// (`I12x`).
+fn text_instead_of(bytes: &[u8], error: PickleError) -> PickleError {
+    use PickleError as E;
+    let offset = match &error {
+        E::Malformed { offset, .. }
+        | E::Unsupported { offset, .. }
+        | E::UnknownOpcode { offset, .. }
+        | E::Truncated { offset, .. }
+        | E::TruncatedLine { offset, .. }
+        | E::IntegerTooLarge { offset, .. } => *offset,
+        E::MissingStop { end } => *end,
+        E::Empty
+        | E::NotAPickle { .. }
+        | E::Refused { .. }
+        | E::UnsupportedProtocol { .. }
+        | E::Cycle { .. }
+        | E::LimitExceeded { .. } => return error,
+    };
+    let (letters, gap) = first_line_words(bytes);
+    // Two letters and a gap make words; a first opcode that fails on its
+    // own line needs a word of 5 letters after the opcode's byte (the
+    // malformed protocol 0 arguments of `I12x` or `Sabc` have none).
+    let first_opcode_on_a_word = offset == 0
+        && first_line_words(bytes.get(1..).unwrap_or_default()).0 >= 5
+        && !matches!(error, E::IntegerTooLarge { .. });
+    let words = (letters >= 2 && gap) || first_opcode_on_a_word;
+    if offset >= TEXT_WINDOW || !words {
+        return error;
+    }
+    text_refusal(bytes).unwrap_or(error)
+}
+
+/// The first line of `bytes` (within [`TEXT_WINDOW`]): its longest run of
+/// ASCII letters, and whether a space or tab follows something else on it.
+/// A protocol 0 pickle's opcode lines have no such gap but in a string's
+/// argument (`Va b`).
+fn first_line_words(bytes: &[u8]) -> (usize, bool) {
+    let window = &bytes[..bytes.len().min(TEXT_WINDOW)];
+    let line = window.split(|&b| b == b'\n').next().unwrap_or_default();
+    let letters = line
+        .split(|b| !b.is_ascii_alphabetic())
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0);
+    let gap = line
+        .trim_ascii_start()
+        .iter()
+        .any(|&b| b == b' ' || b == b'\t');
+    (letters, gap)
 }
 
 /// Opcodes that take what earlier opcodes left (the stack, a mark, the
