@@ -580,7 +580,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_simulated_process_snapshot_goes_into_its_folder_made_private_when_missing() {
+    fn a_simulated_process_snapshot_is_a_private_file_in_its_folder_made_private_when_missing() {
         use std::os::unix::fs::PermissionsExt as _;
         let cluster = SimCluster::new(crate::device::sim::SimConfig {
             gpus: 1,
@@ -599,6 +599,12 @@ mod tests {
         assert_eq!(path.parent(), Some(dir.as_path()));
         let mode = std::fs::metadata(&dir).expect("made").permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
+        // The file too: 0600, as `vramtop snapshot` writes its copies.
+        let mode = std::fs::metadata(&path)
+            .expect("saved")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     fn done(path: &std::path::Path) -> SnapshotDone {

@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -88,8 +89,9 @@ pub fn snapshot_to_bytes(snapshot: &Snapshot) -> Vec<u8> {
     out
 }
 
-/// Writes `snapshot` to `path` (through a `.partial` file renamed into
-/// place, so a failed write never leaves half a pickle under the name).
+/// Writes `snapshot` to `path`, mode 0600 (through a `.partial` file
+/// renamed into place, so a failed write never leaves half a pickle under
+/// the name).
 /// Returns the bytes written.
 pub fn write_snapshot_file(snapshot: &Snapshot, path: &Path) -> Result<u64, WriteError> {
     write_snapshot_file_with(snapshot, path, &WriteOptions::default())
@@ -109,7 +111,20 @@ pub fn write_snapshot_file_with(
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     let result = (|| {
-        let file = std::fs::File::create(&partial)?;
+        // Made 0600 as it is created, like the files `vramtop snapshot`
+        // copies: a snapshot's stack frames name the user's code. A
+        // `.partial` left by a write that died is removed first, so the
+        // new file is created (and the mode applied), never reused.
+        if let Err(e) = std::fs::remove_file(&partial)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            return Err(e);
+        }
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&partial)?;
         let mut out = io::BufWriter::with_capacity(1 << 20, file);
         write_snapshot_with(snapshot, &mut out, options)?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
@@ -675,6 +690,27 @@ mod tests {
             panic!("no allocator_settings dict");
         };
         pairs.iter().map(|(k, _)| format!("{k:?}")).collect()
+    }
+
+    #[test]
+    fn a_snapshot_file_is_written_private_even_over_a_stale_partial() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let model = crate::snapshot::capture::recording_model("", 1 << 30).unwrap();
+        let snapshot = crate::snapshot::capture::snapshot_of(&model, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.pickle");
+        write_snapshot_file(&snapshot, &path).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        // A write that died left a world-readable `.partial`: the next one
+        // does not reuse it (and its mode).
+        let partial = dir.path().join("b.pickle.partial");
+        std::fs::write(&partial, b"half").unwrap();
+        std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let path = dir.path().join("b.pickle");
+        write_snapshot_file(&snapshot, &path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        assert!(!partial.exists());
     }
 
     #[test]
