@@ -1335,16 +1335,23 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
         let mut args = args.to_vec();
         args.extend(["--json", "--ascii"]);
         let (code, _, err) = vramtop(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         if err.contains("'--json' cannot be used with '--ascii'") {
-            assert_eq!(code, 2, "{args:?}: {err}");
             refused.push(name);
-        } else {
-            assert_eq!(name, "vramtop --once", "{args:?}: {code} {err}");
         }
     }
+    // The same rule everywhere: the dashboard's `--once --json` too.
     assert_eq!(
         refused,
-        ["open --summary", "replay", "diff", "scenario", "demo"]
+        [
+            "open --summary",
+            "replay",
+            "diff",
+            "scenario",
+            "demo",
+            "vramtop --once"
+        ]
     );
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md"))
         .expect("docs/cli.md");
@@ -1355,13 +1362,36 @@ fn the_docs_name_every_command_that_refuses_ascii_with_json() {
         .and_then(|before| before.rsplit("It changes only the text: ").next())
         .expect("the sentence on --ascii with --json");
     assert_eq!(
-        said, "`open --summary`, `replay`, `diff`, `scenario` and `demo`",
+        said, "`open --summary`, `replay`, `diff`, `scenario`, `demo` and `vramtop --once`",
         "{said}"
     );
-    assert!(
-        docs.contains("so `vramtop --once --json --ascii` prints the JSON as without it"),
-        "the dashboard takes both"
-    );
+}
+
+#[test]
+fn the_dashboards_once_json_refuses_ascii_on_the_command_line_only() {
+    // `vramtop --once --json --ascii` printed the JSON as without --ascii,
+    // where every other command with both refuses them together.
+    for args in [
+        &["--once", "--json", "--ascii", "--backend", "sim"][..],
+        &["--ascii", "--once", "--json", "--backend", "sim"],
+    ] {
+        // Clap names the later option first.
+        let err = usage_error(args);
+        assert!(
+            err.contains("'--json' cannot be used with '--ascii'")
+                || err.contains("'--ascii' cannot be used with '--json'"),
+            "{args:?}: {err}"
+        );
+    }
+    // A config file's `ascii = true` is a default for the screen, not the
+    // option: `--once --json` with it prints the JSON.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "ascii = true\n").expect("write");
+    let config = config.display().to_string();
+    let (code, out, err) = vramtop(&["--config", &config, "--once", "--json", "--backend", "sim"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"gpus\""), "{out}");
 }
 
 #[test]

@@ -83,8 +83,13 @@ pub struct DashboardArgs {
     /// With --once: print it as JSON (fields: docs/cli.md).
     ///
     /// Without it, --once prints the sample as text in 80 columns (ASCII
-    /// with --ascii).
-    #[arg(long, requires = "once", help_heading = "Dashboard")]
+    /// with --ascii, which --json refuses).
+    #[arg(
+        long,
+        requires = "once",
+        conflicts_with = "ascii",
+        help_heading = "Dashboard"
+    )]
     pub json: bool,
     /// The most the stress panel may hold reserved (e.g. 2GiB).
     ///
