@@ -667,6 +667,15 @@ const PARTIAL_MARK: &str = " *";
 /// segments): nothing to mark.
 const NOT_APPLICABLE: &str = "n/a";
 
+/// The row of the largest reserved − allocated gap, in PyTorch's words
+/// for that gap (its OOM message's "If reserved but unallocated memory is
+/// large"): "peak reserved−allocated" read as the peak of reserved less
+/// allocated. 25 cells at most: wider, the name column left no room in
+/// 80 for a run's OOM, "2×, first at event 51/97 (#50)", beside
+/// "defaults (recorded)" (nor for "expandable_segments:True" beside
+/// "not recorded: defaults" from 29).
+const UNALLOCATED_ROW: &str = "most reserved unallocated";
+
 /// The comparison table rows: (row name, one cell per run).
 fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
     let runs = &d.runs;
@@ -700,7 +709,7 @@ fn whatif_rows(d: &DeviceWhatIf, recorded: Option<&str>) -> Vec<(&'static str, V
             figures(&|r| human_bytes(r.peak_allocated)),
         ),
         (
-            "peak reserved−allocated",
+            UNALLOCATED_ROW,
             figures(&|r| human_bytes(r.peak_unallocated)),
         ),
         // Two rows, not "99.0% (largest free 24.41 MiB)" in one: a column
@@ -1292,7 +1301,7 @@ pub fn render_whatif(name: &str, report: &WhatIfReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{REPORT_WIDTH, cells, fitted_widths, render_table, start_counts};
+    use super::{REPORT_WIDTH, UNALLOCATED_ROW, cells, fitted_widths, render_table, start_counts};
 
     fn table(header: &[&str], rows: &[(&'static str, Vec<&str>)]) -> String {
         let header: Vec<String> = header.iter().map(ToString::to_string).collect();
@@ -1306,6 +1315,26 @@ mod tests {
             assert!(cells(line) <= REPORT_WIDTH, "{line:?}\n{out}");
         }
         out
+    }
+
+    #[test]
+    fn the_commonest_comparisons_fit_80_columns_beside_the_widest_row_name() {
+        // The original of a file that recorded no settings beside
+        // expandable_segments:True, and a run's OOM at a capacity beside
+        // recorded defaults: each cell on one line.
+        for (header, cells) in [
+            (
+                ["original", "expandable_segments:True"],
+                ["not recorded: defaults", "expandable_segments:True"],
+            ),
+            (
+                ["original", "recorded settings *"],
+                ["defaults (recorded)", "2×, first at event 51/97 (#50)"],
+            ),
+        ] {
+            let out = table(&header, &[(UNALLOCATED_ROW, cells.to_vec())]);
+            assert_eq!(out.lines().count(), 2, "{out}");
+        }
     }
 
     #[test]
@@ -1323,7 +1352,7 @@ mod tests {
 
     #[test]
     fn columns_past_80_go_in_groups_each_beside_the_original_again() {
-        let name = "peak reserved−allocated";
+        let name = UNALLOCATED_ROW;
         let out = table(
             &[
                 "original",
