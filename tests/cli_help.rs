@@ -20,6 +20,34 @@ fn every_commands_help_is_pinned() {
 }
 
 #[test]
+fn open_help_lists_the_viewer_keys_that_find_whose_memory_it_is() {
+    let help = Cli::command()
+        .find_subcommand_mut("open")
+        .expect("open")
+        .render_long_help()
+        .to_string();
+    let keys: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split("  ").next())
+        .collect();
+    // The sites, the peaks and jumps, the marks and compare were found
+    // only behind `?` in the viewer.
+    for want in [
+        "←/→/PgUp/PgDn",
+        "o/n/e",
+        "P/R/B",
+        "w",
+        "Enter",
+        "m/M/c",
+        "?",
+    ] {
+        assert!(keys.contains(&want), "{want} not listed: {keys:?}\n{help}");
+    }
+    assert!(help.contains("whose memory"), "{help}");
+}
+
+#[test]
 fn replay_help_lists_only_replays_options() {
     let help = Cli::command()
         .find_subcommand_mut("replay")

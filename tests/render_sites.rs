@@ -929,7 +929,7 @@ fn the_function_grouping_names_a_cpp_function_as_the_other_groupings_do() {
     };
     // The user-frame grouping falls back to the autograd node's frame.
     let short = label_of(&v, "DivBackward0").expect("a DivBackward0 site");
-    assert_eq!(short, "DivBackward0::apply (C++)");
+    assert_eq!(short, "DivBackward0::apply (C++, backward pass)");
     while v.grouping != Grouping::Function {
         key(&mut v, 'g');
     }
@@ -938,7 +938,10 @@ fn the_function_grouping_names_a_cpp_function_as_the_other_groupings_do() {
         Some(short.as_str())
     );
     let screen = text(draw(&v, 80, 24).backend().buffer());
-    assert!(screen.contains("DivBackward0::apply (C++)"), "{screen}");
+    assert!(
+        screen.contains("DivBackward0::apply (C++, backward pass)"),
+        "{screen}"
+    );
     assert!(!screen.contains("autograd::generated"), "{screen}");
 }
 

@@ -343,6 +343,34 @@ fn below_40x10_the_viewer_says_the_size_and_the_one_key_that_acts() {
 }
 
 #[test]
+fn at_80_columns_the_hints_offer_the_peak_and_the_sites_whose_memory_it_is_is_read_with() {
+    let Some(mut v) = viewer(SILMONT) else {
+        return;
+    };
+    let hints = |v: &ViewerState| {
+        let screen = text(draw(v, 80, 24).backend().buffer());
+        screen.lines().last().unwrap_or_default().to_string()
+    };
+    // At the end (where it opens), mid-trace, and with the sites pane
+    // open (its Enter hint is the longest): `P` was ranked with the page
+    // and filter keys and fell off the line.
+    for line in [
+        hints(&v),
+        {
+            seek(&mut v, 40);
+            hints(&v)
+        },
+        {
+            press(&mut v, KeyCode::Char('w'));
+            hints(&v)
+        },
+    ] {
+        assert!(line.contains("  P peak"), "{line}");
+        assert!(line.contains("  w sites"), "{line}");
+    }
+}
+
+#[test]
 fn a_file_with_no_gpu_hints_only_quit_and_help() {
     // `pickle.dumps([], protocol=2)`, a bare segment list with none: no
     // segments, no trace, no GPU.
@@ -508,7 +536,7 @@ fn a_free_blocks_detail_names_the_allocation_the_trace_last_freed_there() {
         .collect::<String>();
     assert!(
         detail.contains(
-            "last held by ExpBackward0::apply (C++) (allocated at event 70, freed at event 88)"
+            "last held by ExpBackward0::apply (C++, backward pass) (allocated at event 70, freed at event 88)"
         ),
         "{detail}"
     );
@@ -548,7 +576,7 @@ fn a_free_blocks_detail_names_the_allocation_the_trace_last_freed_there() {
         .collect::<String>();
     assert!(
         detail.contains(
-            "last held by DivBackward0::apply (C++) (allocated at event 53, freed at event 63)"
+            "last held by DivBackward0::apply (C++, backward pass) (allocated at event 53, freed at event 63)"
         ),
         "{detail}"
     );

@@ -1492,8 +1492,8 @@ fn an_oom_of_a_cpp_only_stack_names_the_autograd_node_as_the_summary_does() {
     // The backward thread records no Python frame: the code that asked is
     // the autograd node, labelled as `open --summary` labels its site.
     for asked in [
-        "\n      asked by BmmBackward0::apply (C++)\n",
-        "\n      asked by DivBackward0::apply (C++)\n",
+        "\n      asked by BmmBackward0::apply (C++, backward pass)\n",
+        "\n      asked by DivBackward0::apply (C++, backward pass)\n",
     ] {
         assert!(out.contains(asked), "{asked:?}\n{out}{err}");
     }

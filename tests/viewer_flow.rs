@@ -1020,6 +1020,38 @@ fn a_key_that_changes_nothing_still_clears_the_last_notice_from_the_screen() {
 }
 
 #[test]
+fn a_dashboard_key_with_no_use_in_the_viewer_says_so_and_names_the_help_key() {
+    let mut v = story_viewer();
+    let before = v.cursor();
+    for (code, said) in [
+        (KeyCode::Char('/'), "/"),
+        (KeyCode::Char('K'), "K"),
+        (KeyCode::Char('a'), "a"),
+        (KeyCode::Char('t'), "t"),
+        (KeyCode::Char(' '), "Space"),
+        (KeyCode::Char('='), "+"),
+    ] {
+        assert_eq!(press(&mut v, code), Effect::Redraw, "{code:?}");
+        assert_eq!(
+            v.app.ui.notice.as_deref(),
+            Some(format!("{said} does nothing here: ? lists the viewer's keys").as_str()),
+            "{code:?}"
+        );
+        assert_eq!(v.cursor(), before, "{code:?}");
+        assert_eq!(v.app.ui.overlay, Overlay::None, "{code:?}");
+    }
+    // A key no table binds stays silent, as on the dashboard; it clears
+    // the notice the key before left.
+    assert_eq!(press(&mut v, KeyCode::Char('Q')), Effect::Redraw);
+    assert_eq!(v.app.ui.notice, None);
+    assert_eq!(press(&mut v, KeyCode::Char('Q')), Effect::None);
+    // The viewer's own keys and the dashboard's that work there act as
+    // before, without the notice.
+    press(&mut v, KeyCode::Tab);
+    assert_eq!(v.app.ui.notice, None);
+}
+
+#[test]
 fn viewer_help_describes_shared_keys_without_the_dashboards_processes_or_filter() {
     let rows = Keymap::default().viewer_help_rows();
     for (keys, what) in &rows {

@@ -495,6 +495,41 @@ const COMPARE_BINDINGS: [(&str, CompareKey, Option<&str>); 8] = [
     ("End", CompareKey::Bottom, None),
 ];
 
+/// The viewer's keys in the order a snapshot is read to find whose memory
+/// it is, each group's keys with what they do together: `vramtop open
+/// --help` lists them ([`Keymap::viewer_guide`]), named from the viewer's
+/// table, so a relabelled key is named there as it acts.
+const VIEWER_GUIDE: &[(&[ViewerAction], &str)] = {
+    use ViewerAction as V;
+    &[
+        (
+            &[V::StepBack, V::StepForward, V::PageBack, V::PageForward],
+            "step through the trace: an event, 1 % of it",
+        ),
+        (
+            &[V::NextOom, V::NextSegmentAlloc, V::NextEmptyCache],
+            "jump to the next OOM, segment_alloc, empty_cache point (capitals: back)",
+        ),
+        (
+            &[V::PeakAllocated, V::PeakReserved, V::BiggestAllocation],
+            "jump to the peak of allocated bytes, of reserved bytes, just after the biggest allocation",
+        ),
+        (
+            &[V::ToggleSites],
+            "whose memory it is: the allocation sites holding the bytes at the cursor, \
+             biggest first (Enter: a site's stack)",
+        ),
+        (
+            &[V::BlockDetail],
+            "the selected block's detail and the stack of its allocation; at an OOM, the failed call's",
+        ),
+        (
+            &[V::MarkA, V::MarkB, V::Compare],
+            "mark two moments A and B, compare them (what was allocated between, by site)",
+        ),
+    ]
+};
+
 /// One binding of the snapshot viewer (shown in its help and hints).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ViewerBinding {
@@ -509,9 +544,9 @@ pub struct ViewerBinding {
 fn viewer_bindings() -> Vec<ViewerBinding> {
     use ViewerAction as V;
     // Rank 1: what a snapshot is read with (a step, the next OOM, the
-    // block, the sites) and the A/B compare (mark, compare), which an
-    // 80-column line keeps together; 2: the other moves (the peak
-    // among them) and the filters; 3: the start, the grouping and the
+    // block, the peak, the sites) and the A/B compare (mark, compare),
+    // which an 80-column line keeps together; 2: the other moves and
+    // the filters; 3: the start, the grouping and the
     // timeline's zoom, which a short status line drops first (all are listed by `?`). At
     // the last event the back moves take the forward ones' places, and
     // at 120 columns they pushed `m mark A  c A/B` off the line.
@@ -545,7 +580,10 @@ fn viewer_bindings() -> Vec<ViewerBinding> {
         b("Enter", V::ExpandSite, Some("expand/fold site"), 0),
         b("s", V::CycleStream, Some("stream"), 2),
         b("p", V::CyclePool, Some("pool"), 2),
-        b("P", V::PeakAllocated, Some("peak"), 2),
+        // Rank 1: the peak is where "whose memory is it" is asked first
+        // (`P`, then `w`); at rank 2 it came after the page and filter
+        // keys and an 80-column line never showed it.
+        b("P", V::PeakAllocated, Some("peak"), 1),
         b("R", V::PeakReserved, None, 3),
         b("B", V::BiggestAllocation, None, 3),
         b("w", V::ToggleSites, Some("sites"), 1),
@@ -1117,6 +1155,55 @@ impl Keymap {
             .iter()
             .find(|b| b.key == key)
             .and_then(|b| b.keys.split(' ').next())
+    }
+
+    /// The viewer's keys for finding whose memory a snapshot's bytes are,
+    /// as `vramtop open --help` lists them: each group's keys as the
+    /// viewer's table names them ("P/R/B"), with what they do; the last,
+    /// the key that lists them all. A group whose keys the table no longer
+    /// binds is left out.
+    pub fn viewer_guide(&self) -> Vec<(String, &'static str)> {
+        let mut guide: Vec<(String, &'static str)> = VIEWER_GUIDE
+            .iter()
+            .filter_map(|(actions, what)| {
+                let keys: Option<Vec<&str>> =
+                    actions.iter().map(|&a| self.viewer_key_name(a)).collect();
+                Some((keys?.join("/"), *what))
+            })
+            .collect();
+        if let Some(help) = self.key_name(Action::ToggleHelp) {
+            guide.push((
+                help.to_string(),
+                "every key of the viewer, and what its words mean",
+            ));
+        }
+        guide
+    }
+
+    /// How the tables name the key `event` ("/", "K", "Space", "+" of
+    /// "=" too): the dashboard's token for it, else the stress panel's,
+    /// else the character itself. A notice about a key names the one
+    /// pressed.
+    pub fn pressed_label(&self, event: KeyEvent) -> Cow<'static, str> {
+        // `=` zooms in as `+` does (see `action_for`).
+        let code = match event.code {
+            KeyCode::Char('=') => KeyCode::Char('+'),
+            code => code,
+        };
+        // "0…9" stands for every digit, not the one pressed.
+        let named =
+            |token: &&str| *token != GPU_DIGITS && label_key(token).is_some_and(|k| k.code == code);
+        let token = self
+            .bindings
+            .iter()
+            .flat_map(|b| b.keys.split(' '))
+            .chain(self.stress.iter().flat_map(|b| b.keys.split(' ')))
+            .find(named);
+        match (token, event.code) {
+            (Some(token), _) => Cow::Borrowed(token),
+            (None, KeyCode::Char(c)) => Cow::Owned(c.to_string()),
+            (None, _) => Cow::Borrowed("this key"),
+        }
     }
 
     /// The first key of `action`'s binding in the viewer's table ("Enter"
@@ -2305,6 +2392,50 @@ mod tests {
         let top = Scrolled::at(0, 5);
         assert!(k.detail_hints(top, top).contains(&("Esc", "close")));
         assert!(!k.detail_hints(top, top).iter().any(|h| h.1 == "event"));
+    }
+
+    #[test]
+    fn the_open_commands_key_guide_names_the_viewers_keys_from_its_table() {
+        let k = Keymap::default();
+        let guide = k.viewer_guide();
+        let keys: Vec<&str> = guide.iter().map(|(keys, _)| keys.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "←/→/PgUp/PgDn",
+                "o/n/e",
+                "P/R/B",
+                "w",
+                "Enter",
+                "m/M/c",
+                "?"
+            ]
+        );
+        // Relabelled in the table, a key is named as it acts.
+        let mut moved = Keymap::default();
+        for b in &mut moved.viewer {
+            if b.action == ViewerAction::PeakAllocated {
+                b.keys = "F8";
+            }
+        }
+        assert_eq!(moved.viewer_guide()[2].0, "F8/R/B");
+    }
+
+    #[test]
+    fn a_pressed_key_is_named_as_the_tables_name_it() {
+        let k = Keymap::default();
+        for (code, label) in [
+            (KeyCode::Char('/'), "/"),
+            (KeyCode::Char(' '), "Space"),
+            (KeyCode::Char('='), "+"),
+            (KeyCode::F(2), "F2"),
+            (KeyCode::Char('a'), "a"),
+            // Not "0…9": the digit pressed.
+            (KeyCode::Char('7'), "7"),
+            (KeyCode::Char('Q'), "Q"),
+        ] {
+            assert_eq!(k.pressed_label(key(code)), label, "{code:?}");
+        }
     }
 
     #[test]

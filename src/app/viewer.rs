@@ -2062,6 +2062,11 @@ impl ViewerState {
             return self.act(keymap, action);
         }
         let Some(action) = keymap.action_for(key) else {
+            // The dashboard's `a` opens its stress panel, which the
+            // viewer has not.
+            if keymap.opens_stress(key) {
+                return self.does_nothing_here(keymap, key);
+            }
             return Effect::None;
         };
         if self.app.ui.overlay != Overlay::None {
@@ -2115,8 +2120,23 @@ impl ViewerState {
                 }
                 effect
             }
-            _ => Effect::None,
+            // A dashboard key the viewer has no use for (`/`, `K`, `t`):
+            // silent, it read as a key that had not registered.
+            _ => self.does_nothing_here(keymap, key),
         }
+    }
+
+    /// Says that `key`, a dashboard key, does nothing in the viewer, and
+    /// which key lists the viewer's own (as the dashboard's keys say why
+    /// they do nothing where they cannot act). A key no table binds stays
+    /// silent, as it does on the dashboard.
+    fn does_nothing_here(&mut self, keymap: &Keymap, key: KeyEvent) -> Effect {
+        let pressed = keymap.pressed_label(key);
+        let help = keymap.key_name(Action::ToggleHelp).unwrap_or("?");
+        self.app.ui.notice = Some(format!(
+            "{pressed} does nothing here: {help} lists the viewer's keys"
+        ));
+        Effect::Redraw
     }
 
     /// The stack frames listed in the expanded site, by index into its

@@ -1030,23 +1030,9 @@ pub enum Command {
         text: AsciiArgs,
     },
     /// Open a memory snapshot in the viewer, or print its summary.
-    ///
-    /// The interactive viewer: scrub through the snapshot's trace (←/→,
-    /// PgUp/PgDn, Home/End, o/n/e jump to OOMs, segment_allocs, empty_cache
-    /// points), select a block, Enter shows the stack of its allocation.
-    ///
-    /// With --summary: print per device and in total the segments,
-    /// reserved/allocated bytes, block states, segment sizes,
-    /// `_memory_viz.py segsum` figures and fragmentation, then the top
-    /// allocation sites at the end and at the peak of allocated bytes, and
-    /// the file's allocator settings.
-    ///
-    /// A `vramtop record` file (told by its content) is read back with
-    /// --summary: per GPU the time span and sampling gaps, memory used at
-    /// its peak with the processes holding it (--top of them), its minimum
-    /// and median, each allocator's peaks, every OOM and allocation retry
-    /// with its time, and the most fragmented moment. A last line cut
-    /// mid-write is counted and skipped.
+    // The long help lists the viewer's keys from its keymap
+    // (`open::long_about`), so it names them as they act.
+    #[command(long_about = open::long_about())]
     Open {
         /// The snapshot pickle or `vramtop record` file to open.
         ///

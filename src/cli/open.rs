@@ -11,6 +11,7 @@ use color_eyre::eyre::WrapErr;
 use super::text::{REPORT_WIDTH, cells, path_heading, wrap_phrases_under, wrap_under};
 use super::{DisplayArgs, EXIT_BAD_INPUT};
 use crate::alloc::human_bytes;
+use crate::app::keymap::Keymap;
 use crate::shell::viewer_run::{FOREGROUND_LOAD_BYTES, ViewerExit, run_viewer};
 use std::sync::Arc;
 
@@ -24,6 +25,36 @@ use crate::snapshot::summary::{
     SnapshotSummary, oom_segment, sites_report, sites_report_at, summarize,
 };
 use crate::snapshot::types::{AllocatorSettings, SnapshotFormat, UnknownActions};
+
+/// `vramtop open --help`'s description: what the command does, then the
+/// viewer's keys for finding whose memory the bytes are (at the peak, at
+/// the OOM), one a line, named from the viewer's keymap
+/// ([`Keymap::viewer_guide`]), then what --summary prints.
+pub fn long_about() -> String {
+    let keymap = Keymap::default();
+    let guide = keymap.viewer_guide();
+    let width = guide.iter().map(|(keys, _)| cells(keys)).max().unwrap_or(0);
+    let mut keys = String::new();
+    for (k, what) in &guide {
+        let pad = " ".repeat(width.saturating_sub(cells(k)));
+        let _ = write!(keys, "\n  {k}{pad}  {what}");
+    }
+    format!(
+        "Open a memory snapshot in the viewer, or print its summary.\n\n\
+         The interactive viewer scrubs through the snapshot's trace and says whose memory \
+         it is: which code holds the bytes at the peak, at an OOM, at any event. Its keys:\
+         {keys}\n\n\
+         With --summary: print per device and in total the segments, reserved/allocated \
+         bytes, block states, segment sizes, `_memory_viz.py segsum` figures and \
+         fragmentation, then the top allocation sites at the end and at the peak of \
+         allocated bytes, and the file's allocator settings.\n\n\
+         A `vramtop record` file (told by its content) is read back with --summary: per GPU \
+         the time span and sampling gaps, memory used at its peak with the processes \
+         holding it (--top of them), its minimum and median, each allocator's peaks, every \
+         OOM and allocation retry with its time, and the most fragmented moment. A last \
+         line cut mid-write is counted and skipped."
+    )
+}
 
 /// Segments listed in the text output (all of them are in the JSON).
 const SEGMENT_LINES: usize = 20;

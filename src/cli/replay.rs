@@ -1173,7 +1173,7 @@ fn render_run_details(out: &mut String, r: &RunFigures, name: &str, events: usiz
         );
         // Which code asked, as `open --summary` names an OOM's: the frame
         // that asked as a site label (a C++-only stack's autograd node,
-        // `BmmBackward0::apply (C++)`) and the user's frames that called it.
+        // `BmmBackward0::apply (C++, backward pass)`) and the user's frames that called it.
         // The frames are those worth reading already; a run's trace
         // records stacks where its OOM has none.
         let stack = OomStack::of(&o.frames, true);

@@ -209,11 +209,39 @@ pub fn frame_label(f: &Frame) -> String {
         return format!("{} {}", file_line(f), f.name);
     }
     let name = cpp_name(&f.name);
+    let backward = backward_note(&name);
     if has_no_file(&f.filename) {
-        format!("{name} (C++)")
+        format!("{name} (C++{backward})")
     } else {
-        format!("{name} ({})", file_line(f))
+        format!("{name} ({}{backward})", file_line(f))
     }
+}
+
+/// What a site label adds to a C++ function's place where the function
+/// is an autograd node's `apply` (`DivBackward0::apply`,
+/// `MaxPool2DWithIndicesBackward0::apply`): ", backward pass". The
+/// autograd engine runs these on its own thread in `backward()`, which
+/// records no Python frame, so without it a site that holds most of a
+/// peak named no code of the user's and said nothing of where it ran.
+/// Empty for any other function. `name` is as [`cpp_name`] has it.
+fn backward_note(name: &str) -> &'static str {
+    if is_autograd_backward_node(name) {
+        ", backward pass"
+    } else {
+        ""
+    }
+}
+
+/// Whether a C++ function (as [`cpp_name`] has it) is the `apply` of a
+/// generated autograd node: its class ends in `Backward` and the digits
+/// of its version (`DivBackward0`, `CudnnConvolutionBackward`).
+fn is_autograd_backward_node(name: &str) -> bool {
+    let Some(class) = name.strip_suffix("::apply") else {
+        return false;
+    };
+    let class = class.rsplit("::").next().unwrap_or(class);
+    let stem = class.trim_end_matches(|c: char| c.is_ascii_digit());
+    stem.len() > "Backward".len() && stem.ends_with("Backward")
 }
 
 /// A C++ function as site labels name it: [`short_function`], without the
@@ -355,10 +383,12 @@ impl SiteKey {
             // A C++ function is named as the other groupings name its
             // frame, not by its whole signature.
             SiteKey::Function { filename, name } if !is_python_file(filename) => {
+                let name = cpp_name(name);
+                let backward = backward_note(&name);
                 if has_no_file(filename) {
-                    format!("{} (C++)", cpp_name(name))
+                    format!("{name} (C++{backward})")
                 } else {
-                    format!("{} ({})", cpp_name(name), short_file(filename))
+                    format!("{name} ({}{backward})", short_file(filename))
                 }
             }
             SiteKey::Function { filename, name } => {
@@ -2252,6 +2282,42 @@ mod tests {
             frame_label(&frame("??", 0, "at::cuda::getNewWorkspace()")),
             "at::cuda::getNewWorkspace (C++)"
         );
+    }
+
+    #[test]
+    fn an_autograd_nodes_apply_is_labelled_as_the_backward_pass() {
+        let node = |name| frame("??", 0, name);
+        assert_eq!(
+            frame_label(&node(
+                "torch::autograd::generated::DivBackward0::apply(std::vector<at::Tensor>&&)"
+            )),
+            "DivBackward0::apply (C++, backward pass)"
+        );
+        assert_eq!(
+            frame_label(&frame(
+                "/src/torch/csrc/autograd/generated/Functions.cpp",
+                12,
+                "torch::autograd::generated::MaxPool2DWithIndicesBackward1::apply(x)"
+            )),
+            "MaxPool2DWithIndicesBackward1::apply (Functions.cpp:12, backward pass)"
+        );
+        // Neither a forward function nor a node's other methods.
+        for name in [
+            "at::cuda::getNewWorkspace()",
+            "torch::autograd::generated::DivBackward0::release_variables()",
+            "Backward0::apply()",
+        ] {
+            assert!(
+                frame_label(&node(name)).ends_with("(C++)"),
+                "{name}: {}",
+                frame_label(&node(name))
+            );
+        }
+        let function = SiteKey::Function {
+            filename: "??".into(),
+            name: "torch::autograd::generated::BmmBackward0::apply(x)".into(),
+        };
+        assert_eq!(function.label(), "BmmBackward0::apply (C++, backward pass)");
     }
 
     #[test]

@@ -421,10 +421,13 @@ impl Widget for FragmentationPane<'_> {
         } else if mostly_whole {
             let returns = format!("empty_cache() returns {whole_bytes}");
             let fits = |t: &String| t.chars().count() <= usize::from(inner.width);
+            // "mostly in": most of the free bytes are in such segments.
+            // "mostly free segs" read as segments that are mostly free,
+            // which these are not: they are wholly free.
             let mut sentences: Vec<Line> = [
-                format!("mostly {WHOLE_FREE}: {returns}"),
-                format!("mostly {WHOLE_FREE_SHORT}: {returns}"),
-                format!("mostly {WHOLE_FREE_SHORT} {whole_bytes}"),
+                format!("mostly in {WHOLE_FREE}: {returns}"),
+                format!("mostly in {WHOLE_FREE_SHORT}: {returns}"),
+                format!("mostly in {WHOLE_FREE_SHORT}: {whole_bytes}"),
             ]
             .into_iter()
             .filter(fits)
@@ -754,20 +757,23 @@ mod tests {
         let wide = pane_text(view_of(layout.clone()), 64, 10);
         assert!(wide.contains("fragmentation 50%"), "{wide}");
         assert!(
-            wide.contains("mostly wholly free segments: empty_cache() returns 1.00 GiB"),
+            wide.contains("mostly in wholly free segments: empty_cache() returns 1.00 GiB"),
             "{wide}"
         );
-        let narrow = pane_text(view_of(layout.clone()), 50, 10);
+        let narrow = pane_text(view_of(layout.clone()), 53, 10);
         assert!(
-            narrow.contains("mostly free segs: empty_cache() returns 1.00 GiB"),
+            narrow.contains("mostly in free segs: empty_cache() returns 1.00 GiB"),
             "{narrow}"
         );
         let narrower = pane_text(view_of(layout.clone()), 36, 10);
-        assert!(narrower.contains("mostly free segs 1.00 GiB"), "{narrower}");
+        assert!(
+            narrower.contains("mostly in free segs: 1.00 GiB"),
+            "{narrower}"
+        );
         // Said where it leaves a row for each size of free block; where
         // it would take one, the histogram keeps it.
         let short = pane_text(view_of(layout.clone()), 36, 7);
-        assert!(short.contains("mostly free segs 1.00 GiB"), "{short}");
+        assert!(short.contains("mostly in free segs: 1.00 GiB"), "{short}");
         assert!(short.contains("≤512MiB"), "{short}");
         let shorter = pane_text(view_of(layout.clone()), 36, 6);
         assert!(!shorter.contains("free segs"), "{shorter}");
@@ -796,7 +802,7 @@ mod tests {
             ],
         );
         let wide = pane_text(view_of(layout.clone()), 64, 10);
-        assert!(wide.contains("mostly wholly free segments"), "{wide}");
+        assert!(wide.contains("mostly in wholly free segments"), "{wide}");
         let theme = Theme::colored();
         assert_eq!(frag_figure_colour(view_of(layout), 64), theme.warning.fg);
     }
