@@ -1043,8 +1043,8 @@ fn help_at_80_columns_wraps_long_key_descriptions_instead_of_cutting_them() {
                 .collect::<Vec<_>>()
                 .join(" ");
             assert!(
-                words.contains("in the current directory"),
-                "the W row is whole: {screen}"
+                words.contains("in the snapshot folder"),
+                "the W row is whole, and says where W writes: {screen}"
             );
         }
     }

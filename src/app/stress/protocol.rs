@@ -57,8 +57,9 @@ pub enum StressAction {
     /// The scenario's next variant (rewound).
     ScenarioNextVariant,
     /// Writes the worker's allocator (layout and whole trace) as a PyTorch
-    /// memory snapshot `vramtop-stress-<unix time>.pickle` in the current
-    /// directory.
+    /// memory snapshot `vramtop-stress-<unix time>.pickle` in the snapshot
+    /// folder (the dashboard's save folder: `$VRAMTOP_SNAPSHOT_DIR`, else
+    /// the probe's; the current directory only where it has none).
     SaveSnapshot,
     /// Unloads the scenario: frees its tensors and goes back to the GPU.
     UnloadScenario,
@@ -114,7 +115,7 @@ impl StressAction {
             }
             StressAction::ScenarioNextVariant => "scenario: next variant (rewound)",
             StressAction::SaveSnapshot => {
-                "write a PyTorch snapshot: vramtop-stress-<unix time>.pickle in the current directory"
+                "write a PyTorch snapshot: vramtop-stress-<unix time>.pickle in the snapshot folder"
             }
             StressAction::UnloadScenario => {
                 "scenario: unload (free its tensors, back to the GPU from its simulated device)"
@@ -145,8 +146,9 @@ pub enum StressCommand {
     /// pattern of its id when it was allocated).
     Verify,
     /// Writes the allocator as a PyTorch memory snapshot pickle named
-    /// `vramtop-stress-<unix time>.pickle` in the current directory (the
-    /// worker picks the name: the panel has no clock).
+    /// `vramtop-stress-<unix time>.pickle` in the worker's save folder
+    /// (the current directory where it has none; the worker picks the
+    /// name: the panel has no clock).
     SaveSnapshot,
     /// Frees every tensor and moves to a fresh simulated device of
     /// `capacity` bytes with `processes` on it, each holding its CUDA
