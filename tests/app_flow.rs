@@ -1001,6 +1001,44 @@ fn c_on_a_simulated_training_process_writes_its_snapshot_and_o_opens_it() {
 }
 
 #[test]
+fn with_the_stress_panel_open_the_capture_note_offers_no_key_the_panel_takes() {
+    let mut f = Flow::new(2);
+    let dir = fresh_dir("simcap-panel");
+    f.dash.save_snapshots_in(dir.clone());
+    f.samples(5);
+    let pid = f.state().gpus[0]
+        .allocator
+        .as_ref()
+        .and_then(|a| a.pid)
+        .expect("GPU 0 shows its trainer");
+    f.key_redraws(KeyCode::Char('c'));
+    assert!(matches!(f.capture_answer(), CaptureMsg::Done { .. }));
+    let before = f.screen(120, 40);
+    assert!(
+        before.contains(&format!("snapshot of pid {pid} (o opens it)")),
+        "{before}"
+    );
+    // In the panel `o` frees the oldest tensor: the note must not send
+    // anyone there to open the snapshot.
+    f.key_redraws(KeyCode::F(2));
+    f.stress_answer();
+    let screen = f.screen(120, 40);
+    assert!(
+        screen.contains(&format!("snapshot of pid {pid}")),
+        "{screen}"
+    );
+    assert!(!screen.contains("o opens it"), "{screen}");
+    // Closed again, `o` opens it and the note says so.
+    f.key_redraws(KeyCode::F(2));
+    let after = f.screen(120, 40);
+    assert!(
+        after.contains(&format!("snapshot of pid {pid} (o opens it)")),
+        "{after}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn w_in_the_stress_panel_saves_into_the_dashboards_save_folder() {
     let mut f = Flow::new(1);
     let dir = fresh_dir("save");

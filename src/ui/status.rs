@@ -201,9 +201,15 @@ impl<'a> StatusLine<'a> {
         let oom = self.state.probes.oom_banner();
         let home = s.home_dir.as_deref();
         // The keys the banner and the capture's note name, as the table
-        // binds them.
-        let open_oom = self.keymap.key_name(Action::OpenOomSnapshot);
-        let open = self.keymap.key_name(Action::OpenSnapshot);
+        // binds them; none where the open stress panel takes that key (its
+        // `o` frees the oldest tensor): the note then names no key.
+        let dashboard_key = |action| {
+            self.keymap
+                .key_name(action)
+                .filter(|k| !(self.state.ui.stress_open && self.keymap.stress_takes(k)))
+        };
+        let open_oom = dashboard_key(Action::OpenOomSnapshot);
+        let open = dashboard_key(Action::OpenSnapshot);
         let capture = self.state.capture.note_at(self.state.now_ms);
         let capture_ms = capture.and(self.state.capture.note.as_ref().map(|(t, _)| *t));
         // The answers to keys, each with when it was given (ms; `None`: a
