@@ -463,6 +463,49 @@ fn v_switches_the_allocator_between_two_probed_processes_on_one_gpu() {
 }
 
 #[test]
+fn the_breakdown_offers_no_v_pick_while_the_stress_panel_owns_it() {
+    let mut state = attached();
+    let both = two_probes_on_one_gpu();
+    let views = allocator_views_with_probes(None, &both, &state.ui.allocator_pick);
+    state.apply_sample(30_000, vec![reading()], views);
+    state.apply_probes(30_000, &both);
+    let keymap = Keymap::default();
+    handle_key(
+        &mut state,
+        &keymap,
+        KeyEvent::new(KeyCode::Char('v'), KeyModifiers::NONE),
+    );
+    let screen = breakdown_text(&state);
+    assert!(
+        screen.contains("v: pid 5555 from the next sample"),
+        "{screen}"
+    );
+    // The panel opened on GPU 0: its allocator is the one shown there and
+    // its `v` verifies tensors, so the pick waits and the title says
+    // nothing of `v`.
+    handle_key(
+        &mut state,
+        &keymap,
+        KeyEvent::new(KeyCode::F(2), KeyModifiers::NONE),
+    );
+    state.stress.gpu = Some(0);
+    let screen = breakdown_text(&state);
+    assert!(!screen.contains("from the next sample"), "{screen}");
+    assert!(!screen.contains("v: "), "{screen}");
+    // Closed, the pick is still offered as the dashboard's.
+    handle_key(
+        &mut state,
+        &keymap,
+        KeyEvent::new(KeyCode::F(2), KeyModifiers::NONE),
+    );
+    let screen = breakdown_text(&state);
+    assert!(
+        screen.contains("v: pid 5555 from the next sample"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn the_lowest_pid_is_shown_by_default_whatever_the_socket_names_sort_as() {
     // "11144.sock" sorts before "9180.sock" by path; the pids order them
     // the other way, and the default is the first of `v`'s (pid) order.

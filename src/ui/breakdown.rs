@@ -333,6 +333,12 @@ pub(super) fn legend_item(
 /// while an allocator not among them is shown (the stress panel's). The
 /// key is `keymap`'s for [`Action::NextAllocator`]; unnamed without one.
 fn probe_choice_note(state: &AppState, gpu: &GpuState, keymap: Option<&Keymap>) -> Option<String> {
+    // The open panel shows its own allocator on its GPU and takes the
+    // keys (its `v` verifies tensors): a pick waits for it to close, so
+    // neither "from the next sample" nor the dashboard's `v` is true here.
+    if state.ui.stress_open && state.stress.gpu == Some(gpu.index()) {
+        return None;
+    }
     let choice = state.probe_choice(gpu)?;
     let key = keymap.and_then(|k| k.key_name(Action::NextAllocator));
     if let Some(picked) = choice.pending() {
