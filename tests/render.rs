@@ -2314,6 +2314,22 @@ fn the_detail_of_a_simulated_process_says_its_pid_is_made_up_at_80x24_and_120x40
         assert!(screen.contains("allocator  allocated"), "{screen}");
         // Its allocator is the one shown: `c` captures it, from the table.
         assert!(screen.contains("keys       c snapshot"), "{screen}");
+        // ... and where that leads for whose memory it is, inside the
+        // popup's border (wrapped at 80 columns).
+        let said: String = screen
+            .lines()
+            .skip_while(|l| !l.contains("keys       c snapshot"))
+            .skip(1)
+            .take(2)
+            .map(|l| l.split('│').nth(1).unwrap_or_default().trim().to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            said.starts_with(
+                "whose memory it is: c captures its allocator, then o opens it and w shows the sites"
+            ),
+            "{screen}"
+        );
         let status = screen.lines().last().unwrap_or_default();
         assert!(status.contains("Esc close"), "{status}");
         assert!(!status.contains("Tab pane"), "{status}");

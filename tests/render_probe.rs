@@ -1311,7 +1311,13 @@ fn the_oom_banner_and_the_snapshot_keys_texts_name_the_keys_the_keymap_binds() {
         }
     );
     let capital_o = KeyEvent::new(KeyCode::Char('O'), KeyModifiers::NONE);
-    assert_eq!(handle_key(&mut opened, &moved, capital_o), Effect::None);
+    // It opens nothing: the viewer binds it (the OOM before), so it says
+    // whose key it is and how to get there, in the keys as bound.
+    assert_eq!(handle_key(&mut opened, &moved, capital_o), Effect::Redraw);
+    assert_eq!(
+        opened.ui.notice.as_deref(),
+        Some("O is the snapshot viewer's: F9 captures the allocator shown, F8 opens it")
+    );
     // The notices of keys that cannot act lead with the key pressed.
     let mut quiet = attached_with(|_| probe_v2(0, None));
     handle_key(&mut quiet, &moved, f(7));

@@ -1157,6 +1157,44 @@ impl Keymap {
             .and_then(|b| b.keys.split(' ').next())
     }
 
+    /// Why `key`, which the dashboard's table leaves unbound where it was
+    /// pressed, does nothing there, where another screen binds it: the
+    /// snapshot viewer's keys (`w`, `P`, `m`, ...) say how a snapshot is
+    /// reached, the stress panel's (`W`, while it is closed) how the panel
+    /// is opened, every key named from the tables. `stress_open`: the
+    /// panel took its own keys first. `None`: no table binds it, and it
+    /// stays silent.
+    pub fn bound_elsewhere(&self, key: KeyEvent, stress_open: bool) -> Option<String> {
+        let pressed = self.pressed_label(key);
+        if self.viewer.iter().any(|b| label_names(b.keys, key)) {
+            return Some(match self.whose_memory_route() {
+                Some((capture, open, _)) => format!(
+                    "{pressed} is the snapshot viewer's: {capture} captures the allocator \
+                     shown, {open} opens it"
+                ),
+                None => format!("{pressed} is the snapshot viewer's"),
+            });
+        }
+        if !stress_open && self.stress_key_for(key).is_some() {
+            return Some(match self.stress_key_name(PanelKey::Open) {
+                Some(open) => format!("{pressed} is the stress panel's: {open} opens it"),
+                None => format!("{pressed} is the stress panel's"),
+            });
+        }
+        None
+    }
+
+    /// The keys that answer "whose memory is it" from the dashboard, as
+    /// the tables name them: the dashboard's capture and open keys, then
+    /// the viewer's sites key; `None` where one of them is unbound.
+    pub fn whose_memory_route(&self) -> Option<(&'static str, &'static str, &'static str)> {
+        Some((
+            self.key_name(Action::CaptureSnapshot)?,
+            self.key_name(Action::OpenSnapshot)?,
+            self.viewer_key_name(ViewerAction::ToggleSites)?,
+        ))
+    }
+
     /// The viewer's keys for finding whose memory a snapshot's bytes are,
     /// as `vramtop open --help` lists them: each group's keys as the
     /// viewer's table names them ("P/R/B"), with what they do; the last,
@@ -2419,6 +2457,32 @@ mod tests {
             }
         }
         assert_eq!(moved.viewer_guide()[2].0, "F8/R/B");
+    }
+
+    #[test]
+    fn a_key_bound_elsewhere_is_named_with_the_route_from_the_tables() {
+        let k = Keymap::default();
+        assert_eq!(
+            k.bound_elsewhere(key(KeyCode::Char('w')), false).as_deref(),
+            Some("w is the snapshot viewer's: c captures the allocator shown, o opens it")
+        );
+        // With the panel open its keys are its own; W is not reached.
+        assert_eq!(k.bound_elsewhere(key(KeyCode::Char('W')), true), None);
+        assert_eq!(k.bound_elsewhere(key(KeyCode::Char('Q')), false), None);
+        // Relabelled in the table, the route names the keys as they act.
+        let mut moved = Keymap::default();
+        for b in &mut moved.bindings {
+            if b.action == Action::CaptureSnapshot {
+                b.keys = "F9";
+            }
+        }
+        assert_eq!(
+            moved
+                .bound_elsewhere(key(KeyCode::Char('P')), false)
+                .as_deref(),
+            Some("P is the snapshot viewer's: F9 captures the allocator shown, o opens it")
+        );
+        assert_eq!(moved.whose_memory_route(), Some(("F9", "o", "w")));
     }
 
     #[test]

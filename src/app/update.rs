@@ -171,7 +171,12 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
     }
     match keymap.action_for(key) {
         Some(action) => apply(state, keymap, action),
-        None => Effect::None,
+        // A key of the snapshot viewer or the stress panel: silent, it
+        // read as a key that had not registered (`w` for the sites).
+        None => match keymap.bound_elsewhere(key, state.ui.stress_open) {
+            Some(text) => notice(state, text),
+            None => Effect::None,
+        },
     }
 }
 
@@ -1333,6 +1338,29 @@ mod tests {
         press(&mut few, KeyCode::Char('1'));
         press(&mut few, KeyCode::Char('2'));
         assert_eq!(few.selected().map(GpuState::index), Some(2));
+    }
+
+    #[test]
+    fn a_viewer_or_stress_panel_key_on_the_dashboard_says_whose_key_it_is() {
+        let mut s = state_with_gpus(1);
+        let viewer = "is the snapshot viewer's: c captures the allocator shown, o opens it";
+        for code in ['w', 'P', 'm', 'e', 'x', 'z', 'g', 'n', 'i'].map(KeyCode::Char) {
+            assert_eq!(press(&mut s, code), Effect::Redraw, "{code:?}");
+            let said = s.ui.notice.clone().unwrap_or_default();
+            assert!(said.ends_with(viewer), "{code:?}: {said}");
+        }
+        assert_eq!(s.ui.notice.as_deref(), Some(format!("i {viewer}").as_str()));
+        // The stress panel's own key, with the panel closed.
+        press(&mut s, KeyCode::Char('W'));
+        assert_eq!(
+            s.ui.notice.as_deref(),
+            Some("W is the stress panel's: a opens it")
+        );
+        // A key no table binds stays silent, and clears the last notice.
+        assert_eq!(press(&mut s, KeyCode::Char('Q')), Effect::Redraw);
+        assert_eq!(s.ui.notice, None);
+        assert_eq!(press(&mut s, KeyCode::Char('Q')), Effect::None);
+        assert_eq!(s.ui.notice, None);
     }
 
     #[test]

@@ -165,7 +165,8 @@ pub fn process_detail_lines(
         out.push(Line::raw(""));
         gpu_rows(&mut out, g, facts.probe.is_some(), width, theme);
     }
-    let acts = keymap.process_detail_acts(state.process_detail_keys());
+    let keys = state.process_detail_keys();
+    let acts = keymap.process_detail_acts(keys);
     if !acts.is_empty() {
         out.push(Line::raw(""));
         let mut spans = vec![Span::styled(chrome::left("keys", LABEL_CELLS), theme.dim)];
@@ -177,6 +178,19 @@ pub fn process_detail_lines(
             spans.push(Span::styled(format!(" {hint}"), theme.text));
         }
         out.push(Line::from(spans));
+        // "snapshot" alone did not say that it leads to whose memory the
+        // process holds: the viewer's sites, two keys further on.
+        if let (true, Some((capture, open, sites))) = (keys.capture, keymap.whose_memory_route()) {
+            rows(
+                &mut out,
+                "",
+                &format!(
+                    "whose memory it is: {capture} captures its allocator, then {open} opens \
+                     it and {sites} shows the sites"
+                ),
+                theme.dim,
+            );
+        }
     }
     out
 }
