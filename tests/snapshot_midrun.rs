@@ -603,3 +603,44 @@ fn trace_opening_inside_a_failed_calls_retry_starts_after_that_call() {
         );
     }
 }
+
+#[test]
+fn the_summary_of_a_trace_begun_mid_run_says_its_peaks_are_the_windows() {
+    use vramtop::cli::open::render_sites;
+    use vramtop::snapshot::SnapshotFormat;
+    use vramtop::snapshot::sites::Grouping;
+    use vramtop::snapshot::summary::sites_report;
+
+    let mut m = model("", 4 * GIB);
+    // Held across the cut: the window starts with it live, as a ring
+    // buffer that dropped its allocation leaves it.
+    let held = m.malloc(300 << 20, 0).expect("fits");
+    mixed_workload(&mut m, 200, 7);
+    let skip = m.trace_len() - 50;
+    let said = |skip: usize| {
+        let snapshot = Arc::new(snapshot_of(&m, skip));
+        let report = sites_report(&snapshot, Grouping::default(), 5);
+        let json = serde_json::to_value(&report).expect("serialises");
+        let text = render_sites(&report, true, SnapshotFormat::DumpSnapshot);
+        (json["sites"][0]["starts_mid_run"].clone(), text)
+    };
+    let (json, text) = said(skip);
+    assert_eq!(json, serde_json::Value::Bool(true));
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        one_line.contains(
+            "note: the trace begins mid-run (PyTorch's ring buffer kept only its last \
+             max_entries events): the peaks and the sites at the peak are of the recorded \
+             window only; torch.cuda.max_memory_allocated() may be higher"
+        ),
+        "{text}"
+    );
+    // Before the peaks it qualifies, and within 80 columns.
+    assert!(one_line.find("mid-run") < one_line.find("peak allocated"));
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    // A full history says nothing of it.
+    let (json, text) = said(0);
+    assert_eq!(json, serde_json::Value::Bool(false));
+    assert!(!text.contains("mid-run"), "{text}");
+    let _ = held;
+}

@@ -1019,6 +1019,17 @@ pub fn render_sites(report: &SitesReport, trace_read: bool, format: SnapshotForm
                 ),
             );
         }
+        if d.starts_mid_run && d.peaks.is_some() {
+            // "peak reserved 436 MiB at event 0/100000, before the first
+            // event" read as the run's own peak; it is the window's.
+            line_under(
+                &mut out,
+                "  note: ",
+                "the trace begins mid-run (PyTorch's ring buffer kept only its last \
+                 max_entries events): the peaks and the sites at the peak are of the recorded \
+                 window only; torch.cuda.max_memory_allocated() may be higher",
+            );
+        }
         if let Some(p) = &d.peaks {
             let at = |m: &crate::snapshot::peak::Moment| {
                 moment(Some(m.cursor), d.events, m.time_us, t0, d.whole_ms_clock)

@@ -413,6 +413,12 @@ pub struct DeviceSites {
     /// not a figure of the file, so not in the JSON.
     #[serde(skip)]
     pub whole_ms_clock: bool,
+    /// Whether the trace begins mid-run (PyTorch's ring buffer kept only
+    /// its last `max_entries` events; blocks were live before its first):
+    /// the peaks and the sites at the peak are then of the recorded window
+    /// only, and PyTorch's own `max_memory_allocated()` may be higher.
+    /// Read off the scrub's start state, which the summary builds anyway.
+    pub starts_mid_run: bool,
     /// `None` without a trace.
     pub peaks: Option<Peaks>,
     pub at_end: SitesAt,
@@ -829,6 +835,7 @@ fn report(
                     events: 0,
                     first_time_us: None,
                     whole_ms_clock: false,
+                    starts_mid_run: false,
                     peaks: None,
                     at_end,
                     at_peak_allocated: None,
@@ -918,6 +925,7 @@ fn report(
                 events: d.len(),
                 first_time_us: d.events().iter().find_map(|e| e.time_us()),
                 whole_ms_clock: d.whole_ms(),
+                starts_mid_run: d.starts_mid_run(),
                 peaks,
                 at_end,
                 at_peak_allocated: at_peak,
