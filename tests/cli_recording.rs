@@ -455,3 +455,29 @@ fn at_prints_the_sample_there_as_once_prints_one() {
     let (code, _, err) = run_vramtop(&["open", "x.pickle", "--summary", "--at", "03:14"], None);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn replay_and_diff_of_a_recording_say_what_it_is_and_which_command_reads_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("rec.jsonl");
+    record(&file, "300ms");
+    let path = file.to_str().expect("a UTF-8 path");
+    let said = format!(
+        "{path}: a `vramtop record` file, not a memory snapshot: `vramtop open {path} --summary` \
+         summarises it"
+    );
+    for args in [vec!["replay", path], vec!["diff", path, path]] {
+        let (code, _, err) = run_vramtop(&args, None);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(&said), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // Other JSON stays refused as before: not a recording.
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, "{\"a\": 1}\n").expect("write");
+    let other = other.to_str().expect("a UTF-8 path");
+    let (code, _, err) = run_vramtop(&["replay", other], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a pickle: looks like JSON"), "{err}");
+    assert!(!err.contains("vramtop record"), "{err}");
+}

@@ -1643,6 +1643,15 @@ pub fn snapshot_read_error(
         ends_early(error, file.as_os_str() == STDIN_ARG).unwrap_or_else(|| error.to_string());
     if reads == Reads::SnapshotsAndRecordings {
         recording_hint(&mut said);
+    } else if is_text_refusal(&said) && recording::is_recording_file(file) {
+        // "not a pickle: looks like JSON" of a file `open` reads: said what
+        // it is and which command reads it.
+        let shown = crate::quote::shell_path(&file.display().to_string());
+        return format!(
+            "{}: a `vramtop record` file, not a memory snapshot: `vramtop open {shown} \
+             --summary` summarises it",
+            input_name(file)
+        );
     }
     if readable_before {
         // Quoted for a shell, to be pasted; say_error then escapes what a
@@ -1668,14 +1677,18 @@ fn is_empty_input(error: &crate::snapshot::SnapshotError) -> bool {
     }
 }
 
+/// Whether `said` is the pickle reader's refusal of text or JSON (the
+/// error may carry the path before its words).
+fn is_text_refusal(said: &str) -> bool {
+    said.contains("not a pickle: looks like text") || said.contains("not a pickle: looks like JSON")
+}
+
 /// A refusal of text as a pickle, completed for a recording: text that
 /// is not a recording either (`open` takes both) says what one needs.
 pub(crate) fn recording_hint(said: &mut String) {
     // The pickle reader's words for text (the error may carry the path
     // before them).
-    if said.contains("not a pickle: looks like text")
-        || said.contains("not a pickle: looks like JSON")
-    {
+    if is_text_refusal(said) {
         said.push_str(
             "; if this is a `vramtop record` file, no line of its first 16 KiB is a sample \
              (`vramtop open FILE --summary` reads one)",

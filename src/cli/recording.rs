@@ -152,6 +152,19 @@ pub fn not_a_recording(file: &Path) -> Option<String> {
     no_samples(&read).map(|why| format!("{}: {why}", super::input_name(file)))
 }
 
+/// Whether `file` (not standard input, which a first read used up) opens
+/// as a `vramtop record` file does, told by content as `open` tells it
+/// (a sample line among its first lines), not by its name.
+pub fn is_recording_file(file: &Path) -> bool {
+    if file.as_os_str() == super::STDIN_ARG {
+        return false;
+    }
+    let mut prefix = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(SNIFF_BYTES as u64).read_to_end(&mut prefix))
+        .is_ok_and(|_| looks_like_recording(&prefix))
+}
+
 /// What an empty input holds none of, to `open` (which reads both).
 pub(super) const NEITHER: &str = "no memory snapshot and no `vramtop record` sample";
 
