@@ -210,7 +210,7 @@ fn whatif_oom_report_shows_an_unknown_line_as_a_question_mark() {
     let (_, stdout, stderr) = common::run_vramtop(&["replay", &file, "--capacity", "4MiB"], None);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        stdout.contains("train.py:? in forward"),
+        stdout.contains("asked by train.py:? forward"),
         "{stdout}\n{stderr}"
     );
 }
