@@ -1439,6 +1439,19 @@ fn whatif_without_capacity_of_a_file_that_ran_out_replays_at_the_recorded_capaci
     // The recorded settings at that capacity run out as the original did.
     let d = &v["devices"][0];
     assert_eq!(d["runs"][0]["ooms"], d["runs"][1]["ooms"], "{json}");
+    // A share of the device's total needs the device's size, which the
+    // OOM's reserved + free is not: still refused without --capacity.
+    let (code, _, err) = run_vramtop(
+        &[
+            "replay",
+            &file,
+            "--alloc-conf",
+            "per_process_memory_fraction:0.5",
+        ],
+        None,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give --capacity"), "{err}");
     // Unlimited, on request: no capacity, nothing said of the recording's.
     let (_, json, err) = run_vramtop(
         &[

@@ -557,10 +557,24 @@ pub fn run_whatif(
     let finding = Verdict::of(&verified).finding();
     // Unlimited, a file that ran out of memory would run out under no
     // setting: every what-if column would read as the fix. Without
-    // --capacity, the recording's own capacity at its OOM.
+    // --capacity, the recording's own capacity at its OOM: only where the
+    // trace is of that one GPU (the what-if takes one capacity for all its
+    // GPUs, and another GPU's could be larger) and no setting asks for
+    // per_process_memory_fraction (a share of the device's total, which
+    // reserved + free at the OOM is not: it lacks the CUDA context).
+    let fraction_asked = settings
+        .iter()
+        .any(|s| s.config.per_process_memory_fraction.is_some());
     let from_recording = match capacity {
-        None => recorded_capacity(&snapshot),
-        Some(_) => None,
+        None if !fraction_asked => recorded_capacity(&snapshot).filter(|r| {
+            snapshot
+                .device_traces
+                .iter()
+                .enumerate()
+                .filter(|(_, trace)| !trace.is_empty())
+                .all(|(device, _)| device == r.device as usize)
+        }),
+        _ => None,
     };
     let capacity = match capacity {
         Some(super::CapacityArg::Bytes(bytes)) => Some(bytes),
