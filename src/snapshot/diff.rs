@@ -306,29 +306,33 @@ pub fn compare_sites(before: &Sites, after: &Sites) -> Vec<SiteChange> {
 /// where each portable key is one row's on each side: the AFTER row's
 /// figures join the BEFORE row's, which keeps AFTER's key as `after_key`.
 fn pair_by_portable_paths(rows: &mut Vec<SiteChange>, before_rows: usize, matched: &[bool]) {
-    // Portable key → (BEFORE rows, the last of them, AFTER rows, the last).
-    let mut by_key: HashMap<PortableKey<'_>, (usize, usize, usize, usize)> = HashMap::new();
+    // Portable key → (BEFORE's sites of it, its unmatched row, AFTER's
+    // sites of it, its unmatched row). A site matched exactly counts on
+    // both sides: a key another site of either side shares is ambiguous.
+    type Seen = (usize, Option<usize>, usize, Option<usize>);
+    let mut by_key: HashMap<PortableKey<'_>, Seen> = HashMap::new();
     for (i, r) in rows.iter().enumerate() {
-        let before_only = i < before_rows && !matched.get(i).copied().unwrap_or(true);
-        if !before_only && i < before_rows {
-            continue;
-        }
         let Some(key) = portable_key(&r.key) else {
             continue;
         };
-        let e = by_key.entry(key).or_insert((0, 0, 0, 0));
-        if before_only {
-            e.0 += 1;
-            e.1 = i;
-        } else {
+        let e = by_key.entry(key).or_insert((0, None, 0, None));
+        if i >= before_rows {
             e.2 += 1;
-            e.3 = i;
+            e.3 = Some(i);
+        } else if matched.get(i).copied().unwrap_or(true) {
+            e.0 += 1;
+            e.2 += 1;
+        } else {
+            e.0 += 1;
+            e.1 = Some(i);
         }
     }
     let pairs: Vec<(usize, usize)> = by_key
         .values()
-        .filter(|&&(b, _, a, _)| b == 1 && a == 1)
-        .map(|&(_, b, _, a)| (b, a))
+        .filter_map(|&(b, row_b, a, row_a)| match (b, row_b, a, row_a) {
+            (1, Some(rb), 1, Some(ra)) => Some((rb, ra)),
+            _ => None,
+        })
         .collect();
     if pairs.is_empty() {
         return;
@@ -684,6 +688,21 @@ mod tests {
         // Which of BEFORE's two util.py:3 is AFTER's would be a guess.
         assert_eq!(rows.len(), 3, "{rows:?}");
         assert!(rows.iter().all(|r| r.after_key.is_none()));
+        // One of BEFORE's matched AFTER's exactly: the other pair of that
+        // file name could still be anyone's.
+        let (z1, z2) = (stack("/x/one/util.py", 3), stack("/x/three/util.py", 3));
+        let after = group(
+            [live(1, 100, &x1), live(2, 70, &z2)],
+            Grouping::UserFrame,
+            r,
+        );
+        let before_one = group(
+            [live(1, 100, &x1), live(2, 50, &z1)],
+            Grouping::UserFrame,
+            r,
+        );
+        let rows = compare_sites(&before_one, &after);
+        assert!(rows.iter().all(|r| r.after_key.is_none()), "{rows:?}");
         // Matched exactly, nothing is paired by name.
         let same = compare_sites(&before, &before);
         assert!(
