@@ -499,33 +499,54 @@ const COMPARE_BINDINGS: [(&str, CompareKey, Option<&str>); 8] = [
 /// it is, each group's keys with what they do together: `vramtop open
 /// --help` lists them ([`Keymap::viewer_guide`]), named from the viewer's
 /// table, so a relabelled key is named there as it acts.
-const VIEWER_GUIDE: &[(&[ViewerAction], &str)] = {
+/// Its groups: the keys, what they do, then other keys a note names with
+/// their use ("O/N/E: back"), none for no note.
+type GuideGroup = (
+    &'static [ViewerAction],
+    &'static str,
+    &'static [ViewerAction],
+    &'static str,
+);
+
+const VIEWER_GUIDE: &[GuideGroup] = {
     use ViewerAction as V;
     &[
         (
             &[V::StepBack, V::StepForward, V::PageBack, V::PageForward],
             "step through the trace: an event, 1 % of it",
+            &[],
+            "",
         ),
         (
             &[V::NextOom, V::NextSegmentAlloc, V::NextEmptyCache],
-            "jump to the next OOM, segment_alloc, empty_cache point (capitals: back)",
+            "jump to the next OOM, segment_alloc, empty_cache point",
+            &[V::PrevOom, V::PrevSegmentAlloc, V::PrevEmptyCache],
+            "back",
         ),
         (
             &[V::PeakAllocated, V::PeakReserved, V::BiggestAllocation],
             "jump to the peak of allocated bytes, of reserved bytes, just after the biggest allocation",
+            &[],
+            "",
         ),
         (
             &[V::ToggleSites],
             "whose memory it is: the allocation sites holding the bytes at the cursor, \
-             biggest first (Enter: a site's stack)",
+             biggest first",
+            &[V::ExpandSite],
+            "a site's stack",
         ),
         (
             &[V::BlockDetail],
             "the selected block's detail and the stack of its allocation; at an OOM, the failed call's",
+            &[],
+            "",
         ),
         (
             &[V::MarkA, V::MarkB, V::Compare],
             "mark two moments A and B, compare them (what was allocated between, by site)",
+            &[],
+            "",
         ),
     ]
 };
@@ -1200,19 +1221,27 @@ impl Keymap {
     /// viewer's table names them ("P/R/B"), with what they do; the last,
     /// the key that lists them all. A group whose keys the table no longer
     /// binds is left out.
-    pub fn viewer_guide(&self) -> Vec<(String, &'static str)> {
-        let mut guide: Vec<(String, &'static str)> = VIEWER_GUIDE
+    pub fn viewer_guide(&self) -> Vec<(String, String)> {
+        let names = |actions: &[ViewerAction]| -> Option<String> {
+            let keys: Option<Vec<&str>> =
+                actions.iter().map(|&a| self.viewer_key_name(a)).collect();
+            Some(keys?.join("/"))
+        };
+        let mut guide: Vec<(String, String)> = VIEWER_GUIDE
             .iter()
-            .filter_map(|(actions, what)| {
-                let keys: Option<Vec<&str>> =
-                    actions.iter().map(|&a| self.viewer_key_name(a)).collect();
-                Some((keys?.join("/"), *what))
+            .filter_map(|&(actions, what, noted, note)| {
+                // A note whose keys the table no longer binds is left out.
+                let what = match names(noted).filter(|n| !n.is_empty()) {
+                    Some(noted) => format!("{what} ({noted}: {note})"),
+                    None => what.to_string(),
+                };
+                Some((names(actions)?, what))
             })
             .collect();
         if let Some(help) = self.key_name(Action::ToggleHelp) {
             guide.push((
                 help.to_string(),
-                "every key of the viewer, and what its words mean",
+                "every key of the viewer, and what its words mean".to_string(),
             ));
         }
         guide
@@ -2457,6 +2486,15 @@ mod tests {
             }
         }
         assert_eq!(moved.viewer_guide()[2].0, "F8/R/B");
+        // The keys a group's note names come from the table too.
+        assert!(k.viewer_guide()[1].1.ends_with("(O/N/E: back)"));
+        assert!(k.viewer_guide()[3].1.ends_with("(Enter: a site's stack)"));
+        for b in &mut moved.viewer {
+            if b.action == ViewerAction::PrevOom {
+                b.keys = "F9";
+            }
+        }
+        assert!(moved.viewer_guide()[1].1.ends_with("(F9/N/E: back)"));
     }
 
     #[test]

@@ -303,7 +303,8 @@ pub enum AtError {
     TraceNotRead { at: At },
 }
 
-/// What `--at #N` takes of a trace of `events` events: " (#0 to #96)",
+/// What `--at #N` takes of a trace of `events` events: " (--at takes #0
+/// to #96)",
 /// or nothing of an empty one.
 fn index_range(events: usize) -> String {
     match events.checked_sub(1) {
