@@ -839,6 +839,18 @@ fn an_oom_line_names_the_request_and_points_at_the_segment_pytorch_names() {
         unwrapped(&out).contains("Tried to allocate 20.00 MiB"),
         "{out}"
     );
+    // The message's total is the replay's capacity, not the card's: said
+    // right after it, so the same OOM read beside PyTorch's own message
+    // (whose total counts the CUDA context) is not two different totals.
+    let text = unwrapped(&out);
+    let message = text.find("has a total capacity of").expect("the message");
+    let note = text
+        .find(
+            "(its \"total capacity\" is this replay's cudaMalloc capacity; PyTorch's names \
+             the whole card, its CUDA context included)",
+        )
+        .expect("the note on the total");
+    assert!(message < note, "{out}");
 }
 
 // ------------------------------------------------------------------ a start that does not fit

@@ -1143,6 +1143,10 @@ fn column_label(r: &RunFigures, original: OriginalFigures) -> String {
     }
 }
 
+/// Said under a replayed OOM's message: whose "total capacity" it names.
+pub const REPLAY_TOTAL_CAPACITY: &str = "(its \"total capacity\" is this replay's cudaMalloc \
+     capacity; PyTorch's names the whole card, its CUDA context included)";
+
 /// The lead of a detail line under a run's name.
 const DETAIL: &str = "    ";
 /// The lead of a line under a detail (an OOM's frames and message).
@@ -1196,6 +1200,11 @@ fn render_run_details(out: &mut String, r: &RunFigures, name: &str, events: usiz
         lines.push(asked.trim_end_matches('\n').to_string());
         if let Some(m) = &o.message {
             say(&mut lines, SUB_DETAIL, m);
+            // The replayed device is the cudaMalloc capacity alone: the
+            // recording does not hold the card's total, so the message's
+            // "total capacity" is smaller than the one PyTorch printed by
+            // the CUDA context (the same OOM, two totals, otherwise).
+            say(&mut lines, SUB_DETAIL, REPLAY_TOTAL_CAPACITY);
         }
         if let Some(free) = o.device_free {
             say(
