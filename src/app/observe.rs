@@ -60,17 +60,28 @@ impl AllocatorSources {
     /// Takes the probes' state beside `readings` and maps their devices to
     /// the readings' GPUs. Build views from the result right away: the
     /// simulated trainers are read when the views are built.
-    pub fn observe(&self, mut readings: Vec<GpuReading>) -> Observation<'_> {
-        let mut probes = self.probes.snapshot();
+    pub fn observe(&self, readings: Vec<GpuReading>) -> Observation<'_> {
+        self.observe_with(readings, self.probes.snapshot())
+    }
+
+    /// [`Self::observe`] with the probes' state given.
+    fn observe_with(
+        &self,
+        mut readings: Vec<GpuReading>,
+        mut probes: ProbeSnapshot,
+    ) -> Observation<'_> {
         resolve_probe_devices(&mut probes, &readings);
+        let mut probed_in_sim = BTreeMap::new();
         if let Some(sim) = &self.sim {
-            account_probes_in_simulation(&mut readings, &probes, sim.context_overhead());
+            probed_in_sim =
+                account_probes_in_simulation(&mut readings, &probes, sim.context_overhead());
             self.add_probed_host_usage(&mut readings, &probes);
         }
         Observation {
             sim: self.sim.as_ref(),
             readings,
             probes,
+            probed_in_sim,
         }
     }
 }
@@ -140,6 +151,10 @@ pub struct Observation<'a> {
     sim: Option<&'a SimCluster>,
     pub readings: Vec<GpuReading>,
     pub probes: ProbeSnapshot,
+    /// Bytes of probed processes added to each simulated GPU's driver used
+    /// (by GPU index): the simulated device the stress panel's worker reads
+    /// does not count them. Empty on a real GPU, whose driver counts them.
+    probed_in_sim: BTreeMap<u32, u64>,
 }
 
 impl Observation<'_> {
@@ -213,6 +228,7 @@ impl Observation<'_> {
         state.sim_not_started = self.sim.map(SimCluster::not_started).unwrap_or_default();
         state.apply_sample(now_ms, self.readings, views);
         state.apply_probes(now_ms, &self.probes);
+        state.stress.unseen_driver_used = self.probed_in_sim;
     }
 }
 
@@ -417,5 +433,113 @@ mod tests {
             assert_eq!(shown, per_gpu.get(&index).and_then(|v| v.pid));
             assert!(shown.is_some());
         }
+    }
+
+    /// A connected probe, pid 77, on GPU 0 holding `reserved` bytes.
+    fn probe_on_gpu0(reserved: i64) -> ProbeSnapshot {
+        use crate::alloc::DeviceStats;
+        use crate::probe::pid::VisibleDevices;
+        use crate::probe::protocol::Hello;
+        use crate::probe::registry::DeviceData;
+        use crate::probe::{ProbeState, ProbeStatus};
+        let mut stats = DeviceStats::default();
+        stats.reserved_bytes.all.current = reserved;
+        ProbeSnapshot {
+            probes: vec![ProbeState {
+                socket: "/x/77.sock".into(),
+                status: ProbeStatus::Connected,
+                problem: None,
+                hello: Some(Hello {
+                    pid: 77,
+                    argv: vec!["train.py".into()],
+                    devices: vec![0],
+                    ..Hello::default()
+                }),
+                host_pid: Some(77),
+                user: None,
+                // Not this machine's pid: no host figures are read for it.
+                pid_source: None,
+                host_command: None,
+                visible_devices: VisibleDevices::All,
+                devices: BTreeMap::from([(
+                    0,
+                    DeviceData {
+                        stats: Some(stats),
+                        ..DeviceData::default()
+                    },
+                )]),
+                ooms: Vec::new(),
+                oom_total: 0,
+                oom_by_device: BTreeMap::new(),
+                lines: 0,
+            }],
+            ..ProbeSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn the_stress_compares_driver_used_is_the_gpus_rows_with_a_probe_on_the_simulated_gpu() {
+        use crate::alloc::{AllocatorConfig, CachingAllocator};
+        use crate::app::state::StatusState;
+        use crate::app::stress::StressAction;
+        use crate::app::stress_worker::{STRESS_COMMAND, StressExecutor};
+        use crate::app::update::{Effect, on_stress_result};
+
+        let (sources, _) = sources_with_trainers(1, 0);
+        let sim = sources.sim().expect("the simulation").clone();
+        let allocator = CachingAllocator::new(
+            sim.new_process(0, STRESS_COMMAND),
+            0,
+            AllocatorConfig::default(),
+        );
+        let mut worker = StressExecutor::new(allocator, false);
+        let probe = probe_on_gpu0(300 << 20);
+        let mut state = AppState::new(StatusState::default());
+        // A sample as the dashboard takes it, the probe counted in the
+        // simulated GPU's readings.
+        let sample = |state: &mut AppState| {
+            let readings = sim.telemetry().sample().expect("the simulation samples");
+            sources
+                .observe_with(readings, probe.clone())
+                .apply_to(state, 0);
+        };
+        let gpus_row = |state: &AppState| {
+            state.gpus[0]
+                .reading
+                .sample()
+                .and_then(|s| s.memory_used)
+                .expect("the GPUs row's used memory")
+        };
+        let started = worker.started();
+        // A key on the panel, its commands run on the worker.
+        let mut press = |state: &mut AppState, action| {
+            let mut commands = state.stress.apply(action);
+            while !commands.is_empty() {
+                let mut next = Vec::new();
+                for command in &commands {
+                    if let Effect::Stress(more) = on_stress_result(state, worker.execute(command)) {
+                        next.extend(more);
+                    }
+                }
+                commands = next;
+            }
+        };
+        on_stress_result(&mut state, started);
+        sample(&mut state);
+        press(&mut state, StressAction::MarkCompare);
+        let row_at_a = gpus_row(&state);
+        press(&mut state, StressAction::Allocate);
+        sample(&mut state);
+        press(&mut state, StressAction::MarkCompare);
+        let row_at_b = gpus_row(&state);
+        let (a, b) = state.stress.marks.both().expect("A and B marked");
+        // The probe's context (500 MiB) and reserved bytes are in the row,
+        // not in the worker's device.
+        assert_eq!(
+            row_at_b - state.stress.figures.driver_used,
+            sim.context_overhead() + (300 << 20)
+        );
+        assert_eq!((a.driver_used, b.driver_used), (row_at_a, row_at_b));
+        assert!(b.driver_used > a.driver_used, "the allocation moved it");
     }
 }

@@ -214,11 +214,16 @@ pub fn resolve_probe_devices(probes: &mut ProbeSnapshot, readings: &[GpuReading]
 /// allocator while "used" held only the simulation's own processes:
 /// "context & other" mixed two processes and the probe had no row. Only
 /// for the simulation: NVML already counts every process.
+///
+/// Returns the bytes added to each GPU's driver used (by GPU index, only
+/// GPUs it added to): the simulated device's own `cudaMemGetInfo`, which
+/// the stress panel's worker reads, does not count them.
 pub fn account_probes_in_simulation(
     readings: &mut [GpuReading],
     probes: &ProbeSnapshot,
     context_bytes: u64,
-) {
+) -> BTreeMap<u32, u64> {
+    let mut added: BTreeMap<u32, u64> = BTreeMap::new();
     for p in probes.probes.iter().filter(|p| p.status.is_connected()) {
         let Some(pid) = p.pid() else {
             continue;
@@ -253,8 +258,14 @@ pub fn account_probes_in_simulation(
                 let total = sample.memory_total.unwrap_or(u64::MAX);
                 let before = *used;
                 *used = used.saturating_add(bytes).min(total);
+                // At most `bytes`; 0 where used was already past total.
+                let grew = used.saturating_sub(before);
                 if let Some(free) = sample.memory_free.as_mut() {
-                    *free = free.saturating_sub(*used - before);
+                    *free = free.saturating_sub(grew);
+                }
+                if grew > 0 {
+                    let entry = added.entry(gpu).or_insert(0);
+                    *entry = entry.saturating_add(grew);
                 }
             }
             // A driver that cannot list processes keeps its list unknown.
@@ -268,6 +279,7 @@ pub fn account_probes_in_simulation(
             });
         }
     }
+    added
 }
 
 /// Allocator views by GPU index: the simulated training processes, then

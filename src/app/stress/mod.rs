@@ -212,8 +212,16 @@ pub struct StressPanel {
     /// The cap given with `--stress-cap`: it replaces the default (on the
     /// simulated GPU too) when the worker starts.
     pub cap_setting: Option<u64>,
-    /// The allocator's figures after the last result.
+    /// The allocator's figures after the last result, as the worker's
+    /// device reports them.
     pub figures: Figures,
+    /// Bytes the dashboard's GPUs row counts in each GPU's driver used
+    /// (by GPU index) that the worker's device does not: the probed
+    /// processes the dashboard adds to a simulated GPU's readings. Set by
+    /// each sample; empty on a real GPU, whose driver counts every
+    /// process. The compare marks add them, so that its driver-used row
+    /// reads what the GPUs row does.
+    pub unseen_driver_used: std::collections::BTreeMap<u32, u64>,
     /// The worker's allocator, for the dashboard's panes.
     pub view: Option<AllocatorView>,
     /// Whether the compare view lists the free-block histogram too (`H`).
@@ -311,6 +319,7 @@ impl Default for StressPanel {
             cap: None,
             cap_setting: None,
             figures: Figures::default(),
+            unseen_driver_used: std::collections::BTreeMap::new(),
             view: None,
             show_histogram: false,
             marks: CompareMarks::None,
@@ -614,10 +623,28 @@ impl StressPanel {
         }
     }
 
+    /// The figures a compare mark takes now: the worker's, with driver
+    /// used the whole GPU's as the GPUs row counts it (the probed
+    /// processes a simulated GPU's device does not see added). A scenario's
+    /// device is the panel's own: nothing else is on it.
+    pub fn mark_figures(&self) -> Figures {
+        let unseen = match (self.device, self.gpu) {
+            (PanelDevice::Gpu, Some(gpu)) => {
+                self.unseen_driver_used.get(&gpu).copied().unwrap_or(0)
+            }
+            _ => 0,
+        };
+        Figures {
+            driver_used: self.figures.driver_used.saturating_add(unseen),
+            ..self.figures
+        }
+    }
+
     fn mark(&mut self) {
+        let figures = self.mark_figures();
         match self.marks {
             CompareMarks::None => {
-                self.marks = CompareMarks::A(self.figures);
+                self.marks = CompareMarks::A(figures);
                 self.marked_a_at = self.answers;
                 self.say_then(
                     "marked A: act, then",
@@ -625,7 +652,7 @@ impl StressPanel {
                 );
             }
             CompareMarks::A(a) => {
-                self.marks = CompareMarks::Both(a, self.figures);
+                self.marks = CompareMarks::Both(a, figures);
                 self.marked_b_at = self.answers;
                 self.say_then(
                     "marked B: A | B | Δ below;",
@@ -633,7 +660,7 @@ impl StressPanel {
                 );
                 // The driver-used row is the whole GPU's: where it moved
                 // apart from reserved, say what else moved it.
-                let b = self.figures;
+                let b = figures;
                 let past_reserved = (i128::from(b.driver_used) - i128::from(a.driver_used))
                     - (i128::from(b.reserved) - i128::from(a.reserved));
                 if past_reserved != 0 && self.device == PanelDevice::Gpu {
@@ -644,7 +671,7 @@ impl StressPanel {
                 }
             }
             CompareMarks::Both(..) => {
-                self.marks = CompareMarks::A(self.figures);
+                self.marks = CompareMarks::A(figures);
                 self.marked_a_at = self.answers;
                 self.say("marked a new A");
             }
