@@ -967,6 +967,52 @@ fn text_starting_with_an_opcode_no_pickle_can_start_with_is_not_a_pickle() {
 }
 
 #[test]
+fn text_starting_with_a_code_running_opcode_is_said_as_text_and_nothing_runs() {
+    // 'c' is GLOBAL, 'P' PERSID, 'N' NONE then 'o' OBJ: opcodes that the
+    // reader refuses, on a first line of words with a gap between them no
+    // module name has. The message quotes the text, not the opcode.
+    for (text, start) in [
+        (
+            &b"class Net(torch.nn.Module):\n    pass\n"[..],
+            "it starts \"class Net(torch.nn.Modul…\"",
+        ),
+        (
+            b"cd /tmp && python train.py\n",
+            "it starts \"cd /tmp && python train.…\"",
+        ),
+        (
+            b"Python 3.12 on the node\n",
+            "it starts \"Python 3.12 on the node\"",
+        ),
+        (b"Notes on the run\n", "it starts \"Notes on the run\""),
+        (
+            b"import torch\nimport torch.nn as nn\n",
+            "it starts \"import torch\"",
+        ),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.starts_with("not a pickle: looks like text: "), "{err}");
+        assert!(err.contains(start), "{err}");
+        assert!(
+            !err.contains("refused") && !err.contains("executed"),
+            "{err}"
+        );
+    }
+    // A pickle that names a module (no gap on its line), or a refused
+    // opcode after a first line that read, is still refused as such.
+    for pickle in [
+        &b"cos\nsystem\n(S'echo hi'\ntR."[..],
+        b"cbuiltins\nexec\n(Vprint(1)\ntR.",
+        b"Pfoo\n.",
+        b"(Vhello world\nios\nsystem\n.",
+    ] {
+        let err = parse(pickle).unwrap_err();
+        assert!(matches!(err, PickleError::Refused { .. }), "{err:?}");
+        assert!(err.to_string().contains("nothing was executed"), "{err}");
+    }
+}
+
+#[test]
 fn text_starting_with_an_opcode_that_fails_early_is_said_as_text() {
     // 'L' is LONG, 'N' NONE then 'a' APPEND, 'V' UNICODE then a line: each
     // first byte starts a pickle, but the parse fails within the first

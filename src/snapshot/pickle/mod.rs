@@ -734,13 +734,30 @@ fn python_error_text(window: &[u8]) -> Option<&'static str> {
 /// text and the parse failed early, within [`TEXT_WINDOW`] bytes of a
 /// first line of words ("Name: foo" is NONE then APPEND), or at the first
 /// opcode of a first line with a word in it ("Loading..." is LONG).
-/// Refusals (a code-running opcode), limits and cycles are said as they
-/// are: they are about what the bytes would do, text or not; so are
-/// failures later in the input, where a protocol 0 pickle (text itself)
-/// was read for a while, and those of a first line of no words
+/// A refused code-running opcode is said as text only on a first line of
+/// words with a gap between them (`class Foo:` is GLOBAL, `Python 3` is
+/// PERSID, `Notes on` is NONE then OBJ): a pickle's `GLOBAL` or `INST`
+/// names a module, which has no space (`cos`, `cbuiltins`), and one after
+/// the first line follows opcodes that read. Nothing ran either way: the
+/// refusal came before the opcode did anything. Limits and cycles are
+/// said as they are: they are about what the bytes would do, text or not;
+/// so are failures later in the input, where a protocol 0 pickle (text
+/// itself) was read for a while, and those of a first line of no words
 /// (`I12x`).
 fn text_instead_of(bytes: &[u8], error: PickleError) -> PickleError {
     use PickleError as E;
+    if let E::Refused { offset, .. } = &error {
+        let (letters, gap) = first_line_words(bytes);
+        let window = &bytes[..bytes.len().min(TEXT_WINDOW)];
+        let first_line_end = window
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(window.len());
+        if *offset < first_line_end && letters >= 2 && gap {
+            return text_refusal(bytes).unwrap_or(error);
+        }
+        return error;
+    }
     let offset = match &error {
         E::Malformed { offset, .. }
         | E::Unsupported { offset, .. }
