@@ -921,23 +921,28 @@ fn the_oom_banner_writes_a_path_under_home_with_a_tilde() {
 }
 
 #[test]
-fn at_80_columns_the_oom_banner_keeps_the_file_name_whole() {
-    let state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
-    let terminal = draw(&state, &Theme::colored(), 80, 24);
-    let screen = text(terminal.backend().buffer());
-    let banner = screen
-        .lines()
-        .find(|l| l.contains("OOM in pid 4321"))
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        banner.contains("O opens ")
-            && banner.contains("node7-17-rank3-20261201T120002Z-oom.pickle"),
-        "{screen}"
-    );
-    // What follows the banner may be cut; the banner itself is not.
-    let own = banner.split('│').next().unwrap_or_default();
-    assert!(!own.contains('…') || own.contains("/…/"), "{banner}");
+fn at_80_columns_the_oom_banner_keeps_the_file_name_whole_and_its_folder() {
+    let name = "node7-17-rank3-20261201T120002Z-oom.pickle";
+    for (home, path) in [
+        (None, format!("/…/snapshots/{name}")),
+        (Some("/home/u"), format!("~/…/snapshots/{name}")),
+    ] {
+        let mut state = attached_with(|i| probe_v2(u64::from(i >= 20), Some(OOM_FILE)));
+        state.status.home_dir = home.map(PathBuf::from);
+        let terminal = draw(&state, &Theme::colored(), 80, 24);
+        let screen = text(terminal.backend().buffer());
+        let banner = screen
+            .lines()
+            .find(|l| l.contains("OOM") && l.contains("4321: O opens "))
+            .unwrap_or_default()
+            .to_string();
+        // The folder too: over SSH the user types the path, and the name
+        // alone did not say where it is.
+        assert!(banner.contains(&format!("O opens {path}")), "{screen}");
+        // What follows the banner may be cut; the banner itself is not.
+        let own = banner.split('│').next().unwrap_or_default();
+        assert!(!own.contains('…') || own.contains("/…/"), "{banner}");
+    }
 }
 
 #[test]
@@ -1293,7 +1298,7 @@ fn the_oom_banner_and_the_snapshot_keys_texts_name_the_keys_the_keymap_binds() {
             40,
             "OOM in pid 4321: F7 opens its snapshot at the OOM: ",
         ),
-        (80, 24, "OOM in pid 4321: F7 opens "),
+        (80, 24, "OOM pid 4321: F7 opens /…/snapshots/"),
     ] {
         let screen = screen_with(&state, &moved, w, h);
         assert!(screen.contains(said), "{w}×{h}: {screen}");

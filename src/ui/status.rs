@@ -486,8 +486,10 @@ pub fn oom_banner(o: &OomSnapshot, home: Option<&std::path::Path>, key: Option<&
 }
 
 /// [`oom_banner`] in `width` columns where its shorter wordings can: the
-/// command left out, then "O opens PATH", then the file's name alone, so
-/// that the file the key opens is never the part cut off.
+/// command left out, then "O opens PATH", then the path with its middle
+/// folders left out but its last folder and its name whole, then the
+/// file's name alone, so that the file the key opens is never the part
+/// cut off.
 pub fn oom_banner_within(
     o: &OomSnapshot,
     home: Option<&std::path::Path>,
@@ -510,15 +512,37 @@ pub fn oom_banner_within(
     // cut the time and the kind off.
     let lead = format!("OOM pid {pid}: {opens} ");
     let room = width.saturating_sub(lead.chars().count());
+    // Before the name alone, the path with the folders between its first
+    // and its last left out, as the capture's note shortens it, where the
+    // name stays whole: over SSH the user types the path, and the name
+    // alone did not say which folder it is in.
+    let whole = whole_path_under_home(&o.path, home);
+    let keeping_folder = |lead: &str| {
+        let room = width.saturating_sub(Line::from(lead).width());
+        let shown = format::elide_path_keeping_folder(&whole, room);
+        let folder_and_name = o
+            .path
+            .parent()
+            .and_then(Path::file_name)
+            .map(|f| format!("/{}/{name}", f.to_string_lossy()));
+        folder_and_name
+            .is_some_and(|tail| shown.ends_with(&tail))
+            .then(|| format!("{lead}{shown}"))
+    };
+    let long_lead = format!("OOM in pid {pid}: {opens} ");
     let shorter = [
-        format!("OOM in pid {pid}: {opens} its snapshot at the OOM: {path}"),
-        format!("OOM in pid {pid}: {opens} {path}"),
-        format!("OOM in pid {pid}: {opens} {name}"),
-        format!("{lead}{name}"),
-        format!("{lead}{}", format::elide_middle(&name, room)),
+        Some(format!(
+            "OOM in pid {pid}: {opens} its snapshot at the OOM: {path}"
+        )),
+        Some(format!("{long_lead}{path}")),
+        keeping_folder(&long_lead),
+        keeping_folder(&lead),
+        Some(format!("{long_lead}{name}")),
+        Some(format!("{lead}{name}")),
+        Some(format!("{lead}{}", format::elide_middle(&name, room))),
     ];
     std::iter::once(full)
-        .chain(shorter)
+        .chain(shorter.into_iter().flatten())
         .reduce(|fits, next| {
             if Line::from(fits.as_str()).width() <= width {
                 fits
