@@ -1183,17 +1183,34 @@ impl Keymap {
     /// snapshot viewer's keys (`w`, `P`, `m`, ...) say how a snapshot is
     /// reached, the stress panel's (`W`, while it is closed) how the panel
     /// is opened, every key named from the tables. `stress_open`: the
-    /// panel took its own keys first. `None`: no table binds it, and it
-    /// stays silent.
-    pub fn bound_elsewhere(&self, key: KeyEvent, stress_open: bool) -> Option<String> {
+    /// panel took its own keys first. `offers`: what the snapshot keys can
+    /// act on now; the route named is one that does (capture and open
+    /// where a capture is offered, else the snapshot taken, else the OOM's,
+    /// else `vramtop open FILE`): "c captures" with nothing to capture
+    /// sent the user to a key that only said why not. `None`: no table
+    /// binds it, and it stays silent.
+    pub fn bound_elsewhere(
+        &self,
+        key: KeyEvent,
+        stress_open: bool,
+        offers: Offers,
+    ) -> Option<String> {
         let pressed = self.pressed_label(key);
         if self.viewer.iter().any(|b| label_names(b.keys, key)) {
-            return Some(match self.whose_memory_route() {
-                Some((capture, open, _)) => format!(
-                    "{pressed} is the snapshot viewer's: {capture} captures the allocator \
-                     shown, {open} opens it"
-                ),
-                None => format!("{pressed} is the snapshot viewer's"),
+            let whose = format!("{pressed} is the snapshot viewer's");
+            let open = self.key_name(Action::OpenSnapshot);
+            let open_oom = self.key_name(Action::OpenOomSnapshot);
+            return Some(match (self.whose_memory_route(), open, open_oom) {
+                (Some((capture, open, _)), _, _) if offers.capture => {
+                    format!("{whose}: {capture} captures the allocator shown, {open} opens it")
+                }
+                (_, Some(open), _) if offers.open => {
+                    format!("{whose}: {open} opens the last snapshot taken")
+                }
+                (_, _, Some(open_oom)) if offers.open_oom => {
+                    format!("{whose}: {open_oom} opens the OOM's snapshot")
+                }
+                _ => format!("{whose}: `vramtop open FILE` opens a snapshot"),
             });
         }
         if !stress_open && self.stress_key_for(key).is_some() {
@@ -2500,13 +2517,24 @@ mod tests {
     #[test]
     fn a_key_bound_elsewhere_is_named_with_the_route_from_the_tables() {
         let k = Keymap::default();
+        let capture = Offers {
+            capture: true,
+            ..Offers::default()
+        };
         assert_eq!(
-            k.bound_elsewhere(key(KeyCode::Char('w')), false).as_deref(),
+            k.bound_elsewhere(key(KeyCode::Char('w')), false, capture)
+                .as_deref(),
             Some("w is the snapshot viewer's: c captures the allocator shown, o opens it")
         );
         // With the panel open its keys are its own; W is not reached.
-        assert_eq!(k.bound_elsewhere(key(KeyCode::Char('W')), true), None);
-        assert_eq!(k.bound_elsewhere(key(KeyCode::Char('Q')), false), None);
+        assert_eq!(
+            k.bound_elsewhere(key(KeyCode::Char('W')), true, capture),
+            None
+        );
+        assert_eq!(
+            k.bound_elsewhere(key(KeyCode::Char('Q')), false, capture),
+            None
+        );
         // Relabelled in the table, the route names the keys as they act.
         let mut moved = Keymap::default();
         for b in &mut moved.bindings {
@@ -2516,11 +2544,48 @@ mod tests {
         }
         assert_eq!(
             moved
-                .bound_elsewhere(key(KeyCode::Char('P')), false)
+                .bound_elsewhere(key(KeyCode::Char('P')), false, capture)
                 .as_deref(),
             Some("P is the snapshot viewer's: F9 captures the allocator shown, o opens it")
         );
         assert_eq!(moved.whose_memory_route(), Some(("F9", "o", "w")));
+    }
+
+    #[test]
+    fn a_viewer_key_names_a_route_that_acts_when_nothing_can_be_captured() {
+        let k = Keymap::default();
+        let w = |offers| {
+            k.bound_elsewhere(key(KeyCode::Char('w')), false, offers)
+                .unwrap_or_default()
+        };
+        // Nothing to capture, nothing taken: the command line's route.
+        assert_eq!(
+            w(Offers::default()),
+            "w is the snapshot viewer's: `vramtop open FILE` opens a snapshot"
+        );
+        // A snapshot taken earlier (its probe gone): its key.
+        let open = Offers {
+            open: true,
+            open_oom: true,
+            ..Offers::default()
+        };
+        assert_eq!(
+            w(open),
+            "w is the snapshot viewer's: o opens the last snapshot taken"
+        );
+        // Only an OOM's snapshot: its key.
+        let oom = Offers {
+            open_oom: true,
+            ..Offers::default()
+        };
+        assert_eq!(
+            w(oom),
+            "w is the snapshot viewer's: O opens the OOM's snapshot"
+        );
+        for said in [w(Offers::default()), w(open), w(oom)] {
+            assert!(!said.contains("captures"), "{said}");
+            assert!(said.chars().count() <= 80, "{said}");
+        }
     }
 
     #[test]

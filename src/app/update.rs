@@ -173,7 +173,7 @@ fn dispatch_key(state: &mut AppState, keymap: &Keymap, key: KeyEvent) -> Effect 
         Some(action) => apply(state, keymap, action),
         // A key of the snapshot viewer or the stress panel: silent, it
         // read as a key that had not registered (`w` for the sites).
-        None => match keymap.bound_elsewhere(key, state.ui.stress_open) {
+        None => match keymap.bound_elsewhere(key, state.ui.stress_open, state.offers()) {
             Some(text) => notice(state, text),
             None => Effect::None,
         },
@@ -1343,7 +1343,11 @@ mod tests {
     #[test]
     fn a_viewer_or_stress_panel_key_on_the_dashboard_says_whose_key_it_is() {
         let mut s = state_with_gpus(1);
-        let viewer = "is the snapshot viewer's: c captures the allocator shown, o opens it";
+        // No probe, nothing taken: capturing is not offered, so the route
+        // named is the command line's, not `c`, which would only say why
+        // it cannot.
+        assert!(!s.offers().capture);
+        let viewer = "is the snapshot viewer's: `vramtop open FILE` opens a snapshot";
         for code in ['w', 'P', 'm', 'e', 'x', 'z', 'g', 'n', 'i'].map(KeyCode::Char) {
             assert_eq!(press(&mut s, code), Effect::Redraw, "{code:?}");
             let said = s.ui.notice.clone().unwrap_or_default();
