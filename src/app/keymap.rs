@@ -1198,6 +1198,11 @@ impl Keymap {
         let pressed = self.pressed_label(key);
         if self.viewer.iter().any(|b| label_names(b.keys, key)) {
             let whose = format!("{pressed} is the snapshot viewer's");
+            // With the stress panel open the route's keys are the panel's
+            // (`o` frees its oldest tensor): the panel is closed first.
+            if stress_open && let Some(close) = self.stress_key_name(PanelKey::Close) {
+                return Some(format!("{whose}: {close} closes the stress panel first"));
+            }
             let open = self.key_name(Action::OpenSnapshot);
             let open_oom = self.key_name(Action::OpenOomSnapshot);
             return Some(match (self.whose_memory_route(), open, open_oom) {
@@ -2586,6 +2591,28 @@ mod tests {
             assert!(!said.contains("captures"), "{said}");
             assert!(said.chars().count() <= 80, "{said}");
         }
+    }
+
+    #[test]
+    fn a_viewer_key_with_the_stress_panel_open_says_to_close_the_panel_first() {
+        let k = Keymap::default();
+        let capture = Offers {
+            capture: true,
+            open: true,
+            ..Offers::default()
+        };
+        let said = k
+            .bound_elsewhere(key(KeyCode::Char('w')), true, capture)
+            .unwrap_or_default();
+        let close = k
+            .stress_key_name(PanelKey::Close)
+            .expect("the panel closes");
+        assert_eq!(
+            said,
+            format!("w is the snapshot viewer's: {close} closes the stress panel first")
+        );
+        // Not the dashboard's route: with the panel open `o` is the panel's.
+        assert!(!said.contains("o opens"), "{said}");
     }
 
     #[test]
