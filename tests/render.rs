@@ -1313,6 +1313,28 @@ fn the_signal_prompt_names_every_gpu_the_process_is_on_and_its_memory_on_them() 
 }
 
 #[test]
+fn the_signal_prompt_for_pid_1_says_it_is_init_at_80x24() {
+    // In a container vramtop shares with its trainer, the trainer can be
+    // pid 1: signalling it is allowed, but the prompt says what it ends.
+    let mut s = sample(0, 10 * GIB);
+    s.processes = Some(vec![process(1, None, 3 * GIB, "python train.py")]);
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::new());
+    state.status.backend = "nvml".to_string();
+    state.ui.focus = Pane::Processes;
+    key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    assert!(
+        screen.contains("pid 1 is init: ending it ends all in its namespace"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Send SIGTERM to 1 python train.py (3.00 GiB)? y/n"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn the_signal_prompt_names_pid_command_and_memory_at_80x24_and_120x40() {
     let mut state = live_processes_selected();
     key(&mut state, KeyCode::Char('K'), KeyModifiers::SHIFT);

@@ -516,6 +516,9 @@ fn gpu_cell(gpu: u32, selected: bool, width: usize, theme: &Theme) -> Vec<Span<'
     ]
 }
 
+/// The pid of a PID namespace's init.
+const INIT_PID: u32 = 1;
+
 /// The prompt that confirms a signal (`K`), centred over `area`: what it
 /// sends and to whom (pid, command, GPU memory; for several tagged
 /// processes their count, pids and memory together), and the keys that
@@ -592,6 +595,11 @@ pub fn render_signal_prompt(area: Rect, buf: &mut Buffer, prompt: &SignalPrompt,
             format!("{signalled} tagged processes")
         };
         format!(" Signal {of} on {} ", prompt.gpus_named())
+    } else if first.pid == INIT_PID {
+        // The init of vramtop's PID namespace (a container's main
+        // process, or the machine's): the kernel drops a SIGKILL sent to
+        // it from inside, and ending it ends every process under it.
+        format!(" pid {INIT_PID} is init: ending it ends all in its namespace ")
     } else {
         format!(" Signal a process on {} ", prompt.gpus_named())
     };
