@@ -1,7 +1,8 @@
 //! Fragmentation of the selected GPU's allocator: how its cached free
 //! memory is scattered. The figures on top (fragmentation, largest free
 //! block, external/non-releasable/internal free), then a histogram of free
-//! block sizes in log2 buckets, one line per bucket.
+//! block sizes in log2 buckets, one line per bucket (a pane too short for
+//! bars: "count×bound" items on a line or two).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -172,30 +173,81 @@ fn then_and_now(then: SegmentTotals, view: &AllocatorView, width: usize) -> Stri
     }
 }
 
+/// The fewest histogram rows drawn as bars. The form follows the rows
+/// the pane has, never the buckets a sample fills: at 80×24 the
+/// dashboard's pane has 3 or 4, and the simulated training run's free
+/// blocks fill 4 or 5 sizes from one second to the next, so choosing by
+/// the data flipped it between bars and one "count×bound" line a second.
+const BAR_ROWS: usize = 3;
+
 /// How the histogram fits in `rows` lines.
 #[derive(Debug, PartialEq)]
 enum Histogram<'f> {
     /// One bar line per bucket: every bucket from the smallest to the
-    /// largest non-empty one when they fit, else only the non-empty ones.
-    Bars(Vec<&'f Bucket>),
-    /// Too many buckets for one line each: "count×bound" items, flowed.
+    /// largest non-empty one when they fit, else only the non-empty ones;
+    /// where even those do not fit, the `rows - 1` holding most free
+    /// bytes (in size order), and a last line for the rest (`left_out`).
+    Bars {
+        buckets: Vec<&'f Bucket>,
+        left_out: Vec<&'f Bucket>,
+    },
+    /// Fewer than [`BAR_ROWS`] lines: "count×bound" items, flowed.
     Compact(Vec<&'f Bucket>),
 }
 
 fn histogram(f: &Fragmentation, rows: usize) -> Histogram<'_> {
     let non_empty: Vec<&Bucket> = f.histogram.iter().filter(|b| b.count > 0).collect();
+    if rows < BAR_ROWS {
+        return Histogram::Compact(non_empty);
+    }
     let first = f.histogram.iter().position(|b| b.count > 0);
     let last = f.histogram.iter().rposition(|b| b.count > 0);
     if let (Some(first), Some(last)) = (first, last)
         && last - first < rows
     {
-        return Histogram::Bars(f.histogram[first..=last].iter().collect());
+        return Histogram::Bars {
+            buckets: f.histogram[first..=last].iter().collect(),
+            left_out: Vec::new(),
+        };
     }
     if non_empty.len() <= rows {
-        Histogram::Bars(non_empty)
-    } else {
-        Histogram::Compact(non_empty)
+        return Histogram::Bars {
+            buckets: non_empty,
+            left_out: Vec::new(),
+        };
     }
+    // Buckets by the bytes they hold, most first (ties: the larger bound),
+    // as the compact line keeps them: the bucket holding most of the free
+    // memory is never the one left out.
+    let mut by_bytes: Vec<usize> = (0..non_empty.len()).collect();
+    by_bytes.sort_by_key(|&i| std::cmp::Reverse((non_empty[i].bytes, i)));
+    let mut keep = vec![false; non_empty.len()];
+    for &i in by_bytes.iter().take(rows - 1) {
+        keep[i] = true;
+    }
+    let (buckets, left_out) = non_empty
+        .iter()
+        .zip(&keep)
+        .partition::<Vec<_>, _>(|&(_, &k)| k);
+    Histogram::Bars {
+        buckets: buckets.into_iter().map(|(b, _)| *b).collect(),
+        left_out: left_out.into_iter().map(|(b, _)| *b).collect(),
+    }
+}
+
+/// The last item or line of a histogram cut short: how many sizes are
+/// left out and the free bytes they hold ("+3 sizes: 37.3 MiB").
+fn left_out_line<'t>(left_out: &[&Bucket], theme: &'t Theme) -> Line<'t> {
+    let bytes = left_out
+        .iter()
+        .fold(0u64, |sum, b| sum.saturating_add(b.bytes));
+    // Size buckets, as the items before it are ("12×≤8MiB": 12 blocks of
+    // that size): "+3 more" read as three more blocks.
+    let sizes = if left_out.len() == 1 { "size" } else { "sizes" };
+    Line::from(Span::styled(
+        format!("+{} {sizes}: {}", left_out.len(), format::bytes(bytes)),
+        theme.dim,
+    ))
 }
 
 /// The "count×bound" items of `buckets` (in size order) flowed into at most
@@ -230,20 +282,14 @@ fn compact_lines<'t>(
             .filter(|&(_, &k)| k)
             .map(|(b, _)| item(b))
             .collect();
-        let left_out = buckets.len() - kept;
-        if left_out > 0 {
-            let bytes = buckets
+        if kept < buckets.len() {
+            let left_out: Vec<&Bucket> = buckets
                 .iter()
                 .zip(&keep)
                 .filter(|&(_, &k)| !k)
-                .fold(0u64, |sum, (b, _)| sum.saturating_add(b.bytes));
-            // Size buckets, as the items before it are ("12×≤8MiB": 12
-            // blocks of that size): "+3 more" read as three more blocks.
-            let sizes = if left_out == 1 { "size" } else { "sizes" };
-            items.push(Line::from(Span::styled(
-                format!("+{left_out} {sizes}: {}", format::bytes(bytes)),
-                theme.dim,
-            )));
+                .map(|(b, _)| *b)
+                .collect();
+            items.push(left_out_line(&left_out, theme));
         }
         let lines = chrome::flow(items, width, 2);
         if lines.len() <= rows || kept == 0 {
@@ -503,8 +549,8 @@ impl Widget for FragmentationPane<'_> {
             theme.finish(area, buf);
             return;
         }
-        let buckets = match histogram(f, usize::from(hist.height)) {
-            Histogram::Bars(b) => b,
+        let (buckets, left_out) = match histogram(f, usize::from(hist.height)) {
+            Histogram::Bars { buckets, left_out } => (buckets, left_out),
             Histogram::Compact(b) => {
                 let lines = compact_lines(&b, hist.width, usize::from(hist.height), theme);
                 chrome::lines_at(buf, hist, &lines);
@@ -556,6 +602,9 @@ impl Widget for FragmentationPane<'_> {
                 ));
             }
             lines.push(Line::from(spans));
+        }
+        if !left_out.is_empty() {
+            lines.push(left_out_line(&left_out, theme));
         }
         chrome::lines_at(buf, hist, &lines);
         theme.finish(area, buf);
@@ -891,7 +940,7 @@ mod tests {
         f.histogram[5].count = 3;
         f.histogram[9].count = 2;
         let lens = |h: Histogram| match h {
-            Histogram::Bars(b) => ("bars", b.len()),
+            Histogram::Bars { buckets, .. } => ("bars", buckets.len()),
             Histogram::Compact(b) => ("compact", b.len()),
         };
         assert_eq!(
@@ -906,6 +955,44 @@ mod tests {
         );
         assert_eq!(lens(histogram(&f, 2)), ("compact", 3), "count×bound items");
         assert_eq!(lens(histogram(&f, 0)), ("compact", 3));
+    }
+
+    #[test]
+    fn histogram_form_follows_the_rows_not_how_many_sizes_are_filled() {
+        // Sizes far apart (no run of empties fits), 1 to 8 of them, each
+        // holding more bytes than the one before.
+        let with_sizes = |n: usize| {
+            let mut f = fragmentation(&[]);
+            for k in 0..n {
+                f.histogram[2 * k].count = 1;
+                f.histogram[2 * k].bytes = (k as u64 + 1) << 20;
+            }
+            f
+        };
+        for rows in 0..8 {
+            let forms: Vec<&str> = (1..=8)
+                .map(|n| match histogram(&with_sizes(n), rows) {
+                    Histogram::Bars { .. } => "bars",
+                    Histogram::Compact(_) => "compact",
+                })
+                .collect();
+            let want = if rows < BAR_ROWS { "compact" } else { "bars" };
+            assert!(forms.iter().all(|&f| f == want), "{rows} rows: {forms:?}");
+        }
+        // Five sizes in four rows: the three holding most, in size order,
+        // and a line for the two left out.
+        let f = with_sizes(5);
+        let Histogram::Bars { buckets, left_out } = histogram(&f, 4) else {
+            panic!("four rows are bars");
+        };
+        let bytes = |b: &[&Bucket]| b.iter().map(|b| b.bytes >> 20).collect::<Vec<_>>();
+        assert_eq!(bytes(&buckets), [3, 4, 5]);
+        assert_eq!(bytes(&left_out), [1, 2]);
+        let theme = Theme::default();
+        assert_eq!(
+            left_out_line(&left_out, &theme).to_string(),
+            "+2 sizes: 3.00 MiB"
+        );
     }
 
     #[test]
