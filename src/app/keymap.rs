@@ -75,6 +75,9 @@ pub struct Offers {
     /// The selected GPU has a second process with an allocator to switch
     /// to (`v`).
     pub next_allocator: bool,
+    /// The stress panel's allocator holds memory on the selected GPU: not
+    /// among `v`'s, it shows while the panel is open.
+    pub stress_allocator: bool,
     /// More than one GPU is listed (`0…9` select another).
     pub several_gpus: bool,
     /// What the stress panel's keys have to act on.
@@ -119,6 +122,9 @@ impl Offers {
             Action::CaptureSnapshot if !self.capture => Some("no process to capture"),
             Action::OpenSnapshot if !self.open => Some("no snapshot yet"),
             Action::OpenOomSnapshot if !self.open_oom => Some("no OOM snapshot"),
+            Action::NextAllocator if !self.next_allocator && self.stress_allocator => {
+                Some("stress panel's: shown while open")
+            }
             Action::NextAllocator if !self.next_allocator => {
                 Some("no 2nd process with an allocator")
             }

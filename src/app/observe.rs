@@ -391,6 +391,52 @@ mod tests {
     }
 
     #[test]
+    fn v_beside_the_stress_panels_allocator_says_where_that_one_shows() {
+        // One trainer on GPU 0 and, closed, the stress panel holding
+        // memory there: two rows with allocator figures, one for `v`.
+        use crate::app::keymap::Action;
+        use crate::app::update::apply;
+        let (sources, readings) = sources_with_trainers(1, 1);
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        sources.observe(readings).apply_to(&mut state, 1_000);
+        let keymap = crate::app::keymap::Keymap::default();
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 20 << 20;
+        state.stress.gpu = Some(0);
+        state.stress.view = Some(AllocatorView::new(
+            "stress panel".to_string(),
+            Some(4243),
+            stats,
+            Vec::new(),
+        ));
+        assert_eq!(
+            state.allocator_pids_on(0).len(),
+            1,
+            "the panel's is not v's"
+        );
+        apply(&mut state, &keymap, Action::NextAllocator);
+        let said = state.ui.notice.clone().unwrap_or_default();
+        assert_eq!(
+            said,
+            "v: nothing to switch to: the stress panel's allocator shows with the panel (a)"
+        );
+        assert!(said.chars().count() <= 80, "{said}");
+        assert_eq!(
+            state.offers().unavailable(Action::NextAllocator),
+            Some("stress panel's: shown while open")
+        );
+        // Its memory freed, the panel is no longer said.
+        state.stress.view = None;
+        apply(&mut state, &keymap, Action::NextAllocator);
+        let said = state.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("one process with an allocator"), "{said}");
+        assert_eq!(
+            state.offers().unavailable(Action::NextAllocator),
+            Some("no 2nd process with an allocator")
+        );
+    }
+
+    #[test]
     fn every_allocator_of_a_gpu_is_listed_in_v_order_the_shown_one_first() {
         // Five trainers on two GPUs: GPU 0 has three, GPU 1 two.
         let (sources, readings) = sources_with_trainers(2, 5);

@@ -553,6 +553,17 @@ impl AppState {
         pids
     }
 
+    /// Whether the stress panel's allocator holds memory on GPU `gpu`,
+    /// where its process has a row with allocator figures. `v` does not
+    /// cycle to it: the panes show it while the panel is open (and,
+    /// closed, only where no other allocator is seen on the GPU; see
+    /// [`AppState::apply_sample`]), so `v` and the help say where it is.
+    pub fn stress_allocator_on(&self, gpu: u32) -> bool {
+        self.stress.gpu == Some(gpu)
+            && self.stress.device == super::stress::PanelDevice::Gpu
+            && self.stress.view.as_ref().is_some_and(|v| v.reserved() > 0)
+    }
+
     /// The processes of `gpu` whose allocator can be shown (probes and
     /// simulated trainers), when there is more than one.
     pub fn probe_choice(&self, gpu: &GpuState) -> Option<ProbeChoice> {

@@ -1096,6 +1096,10 @@ impl AppState {
                 .gpus
                 .get(self.ui.selected_gpu)
                 .is_some_and(|g| self.probe_choice(g).is_some()),
+            stress_allocator: self
+                .gpus
+                .get(self.ui.selected_gpu)
+                .is_some_and(|g| self.stress_allocator_on(g.index())),
             several_gpus: {
                 let mut numbers: Vec<u32> = self.gpus.iter().map(GpuState::index).collect();
                 numbers.sort_unstable();

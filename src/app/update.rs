@@ -981,6 +981,23 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
             let Some(choice) = state.probe_choice(gpu) else {
                 let index = gpu.index();
                 let probes = state.allocator_pids_on(index).len();
+                // The panel's own allocator is not among `v`'s: say where
+                // it shows, as its process row has allocator figures too.
+                if probes == 1 && state.stress_allocator_on(index) {
+                    let open = keymap
+                        .stress_key_name(PanelKey::Open)
+                        .map(|k| format!(" ({k})"))
+                        .unwrap_or_default();
+                    return key_notice(
+                        state,
+                        keymap,
+                        action,
+                        format!(
+                            "nothing to switch to: the stress panel's allocator \
+                             shows with the panel{open}"
+                        ),
+                    );
+                }
                 return key_notice(
                     state,
                     keymap,
