@@ -14,7 +14,7 @@ use super::format;
 use super::theme::Theme;
 use crate::alloc::advice::{CachedFreeAdvice, cached_free_advice};
 use crate::app::keymap::{Action, Keymap};
-use crate::app::state::{AppState, GpuState, Pane, breakdown};
+use crate::app::state::{AppState, GpuState, Pane, PlottedDevice, breakdown};
 use crate::device::GpuReading;
 
 /// Shown when no process's allocator is visible on the selected GPU.
@@ -364,7 +364,28 @@ impl Widget for BreakdownPane<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = self.theme;
         let mut detail = Vec::new();
-        if let Some(gpu) = self.state.selected() {
+        let on_scenario = self
+            .state
+            .selected()
+            .map(|g| PlottedDevice::of(g.allocator.as_ref()));
+        if let (Some(gpu), Some(PlottedDevice::Scenario { capacity })) =
+            (self.state.selected(), on_scenario)
+        {
+            // The stress panel's scenario device stands in for the GPU's
+            // figures here while the GPUs pane above keeps the GPU's own
+            // (1.5 of 80 GiB beside a 24 GiB device): "GPU 0" on both read
+            // as one device's two disagreeing figures. 60 columns, so that
+            // the title fits 80 with the pane's name.
+            detail.push(Span::styled(
+                format!(
+                    "simulated scenario device {}, not {}",
+                    format::bytes(capacity),
+                    gpu.label()
+                ),
+                theme.text,
+            ));
+            detail.push(Span::styled(" · stress panel", theme.dim));
+        } else if let Some(gpu) = self.state.selected() {
             detail.push(Span::styled(gpu.label(), theme.text));
             // Before the source, which is long and is what gets cut off.
             if let Some(note) = probe_choice_note(self.state, gpu, self.keymap) {
@@ -445,6 +466,36 @@ mod tests {
     use crate::alloc::advice::MaxSplitAdvice;
 
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_scenario_device_breakdown_is_titled_as_not_the_gpu_the_gpus_pane_shows() {
+        use crate::alloc::DeviceStats;
+        use crate::app::state::{AllocatorView, StatusState};
+        use crate::device::GpuSample;
+        let mut state = AppState::new(StatusState::default());
+        let view = AllocatorView::new(
+            "stress panel · scenario device 8.00 GiB (simulated)".into(),
+            None,
+            DeviceStats::default(),
+            Vec::new(),
+        )
+        .on_device(8 * GIB, 6 * GIB);
+        state.apply_sample(
+            0,
+            vec![GpuReading::Ok(GpuSample::unknown(0, "Simulated H100 80GB"))],
+            std::collections::BTreeMap::from([(0, view)]),
+        );
+        let theme = Theme::colored();
+        let area = Rect::new(0, 0, 80, 4);
+        let mut buf = Buffer::empty(area);
+        BreakdownPane::new(&state, &theme).render(area, &mut buf);
+        let title: String = (0..80).map(|x| buf[(x, 0)].symbol().to_string()).collect();
+        assert!(
+            title.contains("simulated scenario device 8.00 GiB, not GPU 0 · stress panel"),
+            "{title}"
+        );
+        assert!(!title.contains("breakdown  GPU 0"), "{title}");
+    }
 
     #[test]
     fn the_warning_names_the_cache_its_share_and_each_remedy_advised() {
