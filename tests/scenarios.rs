@@ -887,7 +887,8 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
          [[step]]\nlabel = \"\"\nalloc = {{ name = \"b\", size = \"1GiB\" }}\n"
     );
     let header = format!(
-        "== {variant} (PYTORCH_CUDA_ALLOC_CONF={alloc_conf}; 2 workers with a CUDA context each)"
+        "== {variant} (PYTORCH_CUDA_ALLOC_CONF={alloc_conf}; 2 workers with a CUDA context each: \
+         driver used = reserved + 3 contexts)"
     );
     let dir = std::env::temp_dir().join(format!("vramtop-scenario-mine-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -991,8 +992,41 @@ fn scenario_table_says_beside_frag_how_many_segments_are_wholly_free() {
         )),
         "{out}"
     );
+    let said = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        out.contains("free segs: wholly free segments, those of segs with no live block, which"),
+        said.contains(
+            "free segs: how many of the segs hold no live block; empty_cache() returns \
+             those, and PyTorch frees them before it reports out of memory"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_driver_used_formula_counts_a_context_for_every_worker_that_has_one() {
+    // workers_touch_cuda: 4 GiB reserved, 8.39 GiB driver used after step
+    // 1, the nine contexts the header must account for.
+    let (code, out, err) = vramtop(&["scenario", "dataloader_workers"]);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_80_columns("dataloader_workers", &out);
+    let said = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !said.contains("(driver used = reserved + context)"),
+        "one context is not the workers' variant's: {out}"
+    );
+    assert!(
+        said.contains("(driver used = reserved + a context per process)"),
+        "{out}"
+    );
+    assert!(
+        said.contains(
+            "== workers_touch_cuda (PyTorch defaults; 8 workers with a CUDA context each: \
+             driver used = reserved + 9 contexts)"
+        ),
+        "{out}"
+    );
+    assert!(
+        said.contains("== cpu_workers_pin_memory (PyTorch defaults)"),
         "{out}"
     );
 }

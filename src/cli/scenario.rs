@@ -233,11 +233,18 @@ pub fn render(r: &ScenarioResult) -> String {
     // large device's figures push the line past the width.
     // Both figures are the scenario's own (`device_memory`, `context`),
     // not the simulated GPU's that the demo and the dashboard assume.
+    // Driver used counts a context per process: where a variant has
+    // workers with contexts of their own, its header gives its count.
+    let formula = if r.variants.iter().any(|v| v.worker_contexts > 0) {
+        "(driver used = reserved + a context per process)"
+    } else {
+        "(driver used = reserved + context)"
+    };
     let device = [
         "the scenario's".to_string(),
         format!("device {},", human_bytes(r.device_memory)),
         format!("CUDA context {}", human_bytes(r.context)),
-        "(driver used = reserved + context)".to_string(),
+        formula.to_string(),
     ];
     let _ = writeln!(
         out,
@@ -252,9 +259,9 @@ pub fn render(r: &ScenarioResult) -> String {
         out,
         "{}",
         wrap(
-            "free segs: wholly free segments, those of segs with no live block, \
-             which empty_cache() returns and PyTorch frees before it reports \
-             out of memory",
+            "free segs: how many of the segs hold no live block; empty_cache() \
+             returns those, and PyTorch frees them before it reports out of \
+             memory",
             TEXT_WIDTH
         )
     );
@@ -264,9 +271,13 @@ pub fn render(r: &ScenarioResult) -> String {
         } else {
             format!("PYTORCH_CUDA_ALLOC_CONF={}", v.alloc_conf)
         };
+        // The main process's context and one per worker.
         let workers = match v.worker_contexts {
             0 => String::new(),
-            n => format!("; {n} workers with a CUDA context each"),
+            n => format!(
+                "; {n} workers with a CUDA context each: driver used = reserved + {} contexts",
+                u64::from(n) + 1
+            ),
         };
         // A variant's name and alloc_conf come from the file: the header
         // wraps, hanging under the variant's name.
