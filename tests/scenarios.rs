@@ -911,7 +911,8 @@ fn every_scenario_report_fits_80_columns_long_label_words_included() {
         );
     }
     assert!(!out.contains('…'), "{out}");
-    assert!(out.contains("peak allocated 900.50 GiB,"), "{out}");
+    // The table's three significant digits (900.5 rounds to the even 900).
+    assert!(out.contains("peak allocated 900 GiB,"), "{out}");
     // One row a step, the figures on its first line: an empty label's too.
     let rows = out
         .lines()
@@ -997,6 +998,35 @@ fn scenario_table_says_beside_frag_how_many_segments_are_wholly_free() {
         said.contains(
             "free segs: how many of the segs hold no live block; empty_cache() returns \
              those, and PyTorch frees them before it reports out of memory"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_scenarios_summary_writes_its_bytes_as_its_table_does() {
+    // dataloader_workers' table reads 11.0 and 12.5 GiB; its summaries
+    // read "11 GiB" and "12.50 GiB", two more precisions of one figure.
+    let (code, out, err) = vramtop(&["scenario", "dataloader_workers"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("peak allocated 11.0 GiB, peak reserved 11.0 GiB, empty_cache released 0 B"),
+        "{out}"
+    );
+    assert!(
+        out.contains("peak allocated 12.5 GiB, peak reserved 12.5 GiB,"),
+        "{out}"
+    );
+    assert!(out.contains("  11.0 GiB  12.5 GiB  13.0 GiB"), "{out}");
+    // A step's released bytes too, and a peak of 530 MiB + 4 KiB reads as
+    // its row does (it read "530.00 MiB" under a row's "530 MiB").
+    let (code, out, err) = vramtop(&["scenario", "empty_cache_live_block"]);
+    assert_eq!(code, 0, "{err}");
+    let said = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(said.contains("segment goes · released 20.0 MiB"), "{out}");
+    assert!(
+        said.contains(
+            "peak allocated 530 MiB, peak reserved 534 MiB, empty_cache released 534 MiB"
         ),
         "{out}"
     );

@@ -307,7 +307,7 @@ pub fn render(r: &ScenarioResult) -> String {
             // The whole label, as `--json` gives it: its column wraps it.
             let mut label = s.label.clone();
             if s.released > 0 {
-                let _ = write!(label, " · released {}", human_bytes(s.released));
+                let _ = write!(label, " · released {}", display_bytes(s.released));
             }
             if s.oom.is_some() {
                 label.push_str(" · OUT OF MEMORY");
@@ -315,7 +315,8 @@ pub fn render(r: &ScenarioResult) -> String {
             // Three significant digits, as the screens write bytes: at
             // most 9 cells, where the reports' two decimals ran to 11
             // ("530.00 MiB" for 530 MiB + 4 KiB pushed its row's label
-            // out of its column, under a "530 MiB" that was exact).
+            // out of its column, under a "530 MiB" that was exact). The
+            // labels' released bytes and the summary's peaks the same.
             let figures = format!(
                 "{:>4} {:>9} {:>9} {:>9} {:>4} {:>4} {:>5.1}  ",
                 s.step,
@@ -345,12 +346,15 @@ pub fn render(r: &ScenarioResult) -> String {
             }
         }
         let sm = &v.summary;
+        // The table's precision: "peak allocated 11 GiB" beside a row's
+        // "11.0 GiB" and a "12.50 GiB" peak read as three kinds of figure
+        // (`--json` has the bytes).
         let peaks = [
-            format!("peak allocated {},", human_bytes(sm.peak_allocated)),
-            format!("peak reserved {},", human_bytes(sm.peak_reserved)),
+            format!("peak allocated {},", display_bytes(sm.peak_allocated)),
+            format!("peak reserved {},", display_bytes(sm.peak_reserved)),
             format!(
                 "empty_cache released {}",
-                human_bytes(sm.empty_cache_released)
+                display_bytes(sm.empty_cache_released)
             ),
         ];
         let _ = writeln!(
