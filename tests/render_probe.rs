@@ -208,7 +208,7 @@ fn breakdown_shows_the_probes_figures_and_the_cached_free_warning() {
     );
     assert!(screen.contains("allocated 6.00 GiB"), "{screen}");
     assert!(
-        screen.contains("warning: 4.00 GiB reserved but unallocated (40 %"),
+        screen.contains("warning: 4.00 GiB reserved but unallocated (40%"),
         "{screen}"
     );
     assert!(screen.contains("expandable_segments:True"), "{screen}");

@@ -140,7 +140,7 @@ fn mixed_precision_backward_runs_last_layer_first_and_states_the_saving_it_shows
     assert_eq!(saved, 40);
     assert!(!r.explanation.contains("most of"), "{}", r.explanation);
     assert!(
-        r.explanation.contains("cuts it by 40 % (3.81 to 2.28 GiB)"),
+        r.explanation.contains("cuts it by 40% (3.81 to 2.28 GiB)"),
         "{}",
         r.explanation
     );

@@ -519,7 +519,7 @@ const VIEWER_GUIDE: &[GuideGroup] = {
     &[
         (
             &[V::StepBack, V::StepForward, V::PageBack, V::PageForward],
-            "step through the trace: an event, 1 % of it",
+            "step through the trace: an event, 1% of it",
             &[],
             "",
         ),

@@ -166,8 +166,8 @@ impl ViewerAction {
         match self {
             ViewerAction::StepBack => "one event back",
             ViewerAction::StepForward => "one event forward",
-            ViewerAction::PageBack => "back 1 % of the trace (at least 100 events)",
-            ViewerAction::PageForward => "forward 1 % of the trace (at least 100 events)",
+            ViewerAction::PageBack => "back 1% of the trace (at least 100 events)",
+            ViewerAction::PageForward => "forward 1% of the trace (at least 100 events)",
             ViewerAction::First => "before the first event",
             ViewerAction::Last => "after the last event (the snapshot's own state)",
             ViewerAction::NextOom => "next OOM",

@@ -278,7 +278,7 @@ pub fn render(r: &CheckReport) -> String {
                         if r.backend == "cuda" {
                             // A real GPU may be shared: only a share of its free memory.
                             format!(
-                                "at {:.0} % of what the GPU has free{}",
+                                "at {:.0}% of what the GPU has free{}",
                                 REAL_GPU_FREE_SHARE * 100.0,
                                 r.free
                                     .map(|f| format!(": {}", human_bytes(f)))
@@ -401,7 +401,7 @@ mod tests {
             .join(" ");
         // A real GPU's cap is a share of what is free, not all of it.
         assert!(
-            text.contains("(--budget 512 MiB, capped at 5 % of what the GPU has free)"),
+            text.contains("(--budget 512 MiB, capped at 5% of what the GPU has free)"),
             "{text}"
         );
         assert!(

@@ -93,7 +93,7 @@ pub struct DashboardArgs {
     pub json: bool,
     /// The most the stress panel may hold reserved (e.g. 2GiB).
     ///
-    /// A request above it is refused. Default: 50 % of the free memory on a
+    /// A request above it is refused. Default: 50% of the free memory on a
     /// real GPU, no cap on the simulated GPU.
     #[arg(long, value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true, help_heading = "Dashboard")]
     pub stress_cap: Option<u64>,
@@ -1172,7 +1172,7 @@ pub enum Command {
         device: u32,
         /// The most to allocate at once (at least 70 MiB).
         ///
-        /// On a real GPU also at most 5 % of its free memory.
+        /// On a real GPU also at most 5% of its free memory.
         #[arg(long, default_value = "512MiB", value_name = "SIZE", value_parser = size_arg, allow_hyphen_values = true)]
         budget: u64,
         #[command(flatten)]

@@ -443,10 +443,11 @@ impl Widget for BreakdownPane<'_> {
 /// The breakdown's words for a large reserved-but-unallocated cache.
 fn cached_free_warning(advice: &CachedFreeAdvice) -> String {
     let mut text = format!(
-        "{} reserved but unallocated ({:.0} % of reserved): try \
+        "{} reserved but unallocated ({} of reserved): try \
          PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
         format::bytes(advice.cached),
-        advice.percent_of_reserved.round()
+        // The legend's percentages' form ("25%"), not one of its own.
+        format::percent(advice.percent_of_reserved / 100.0)
     );
     if let Some(max_split) = advice.max_split_size {
         let value = match max_split.example_mb {
@@ -502,7 +503,7 @@ mod tests {
         let plain = cached_free_advice(6 * GIB, 9 * GIB, 0, &[]).expect("3 GiB, 33 %");
         let w = cached_free_warning(&plain);
         assert!(w.starts_with("3.00 GiB reserved but unallocated"), "{w}");
-        assert!(w.contains("(33 % of reserved)"), "{w}");
+        assert!(w.contains("(33% of reserved)"), "{w}");
         assert!(w.contains("expandable_segments:True"), "{w}");
         assert!(!w.contains("max_split_size_mb"), "{w}");
         let split = cached_free_advice(6 * GIB, 9 * GIB, 2 * GIB, &[]).expect("advises");

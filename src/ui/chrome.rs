@@ -307,7 +307,7 @@ pub(crate) fn lines_at(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
 
 /// Like [`lines_at`], but where `lines` has more lines than `area` has
 /// rows the last row shown ends in "…": a wrapped sentence cut at a row's
-/// end read as whole ("… (25 % of reserved): try").
+/// end read as whole ("… (25% of reserved): try").
 pub(crate) fn lines_at_marking_cut(buf: &mut Buffer, area: Rect, lines: &[Line<'_>]) {
     let rows = usize::from(area.height);
     if lines.len() <= rows {
