@@ -468,6 +468,13 @@ fn cli_bad_alloc_conf_is_one_line_naming_the_key_exit_2() {
     };
     let file = path.to_str().expect("utf-8 path");
     replay_refuses_alloc_conf(file, "expandable_segmnts:True", "expandable_segmnts");
+    // A typo names the option it is near, as the config file names a key.
+    replay_refuses_alloc_conf(
+        file,
+        "expandable_segment:True",
+        "unrecognized allocator option 'expandable_segment' \
+         (did you mean 'expandable_segments'?)",
+    );
     replay_exits_2_naming(
         &["replay", file, "--alloc-conf", "max_split_size_mb:5"],
         "max_split_size_mb",

@@ -14,8 +14,13 @@ pub const ROUNDUP_SLOTS: usize = 16;
 /// A setting string that PyTorch would refuse.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {
-    #[error("unrecognized allocator option '{0}' (known: {known})", known = KNOWN_KEYS.join(", "))]
-    UnknownKey(String),
+    /// An option PyTorch does not know, with the known one it is most
+    /// likely a misspelling of, if any: that one named, else all of them.
+    #[error("unrecognized allocator option '{key}' ({})", unknown_key_hint(*near))]
+    UnknownKey {
+        key: String,
+        near: Option<&'static str>,
+    },
     #[error("allocator option '{key}' expects {expected}, found '{found}'")]
     BadValue {
         key: String,
@@ -38,6 +43,16 @@ pub enum ConfigError {
     /// ([`AllocatorConfig::parse_modelled`]).
     #[error("{0}")]
     NotModelled(&'static str),
+}
+
+/// What an unknown option's error adds in parentheses: the option it is
+/// near ("did you mean 'expandable_segments'?", as the config file says of
+/// a key), else the list of known ones.
+fn unknown_key_hint(near: Option<&str>) -> String {
+    match near {
+        Some(known) => format!("did you mean '{known}'?"),
+        None => format!("known: {}", KNOWN_KEYS.join(", ")),
+    }
 }
 
 const KNOWN_KEYS: &[&str] = &[
@@ -326,7 +341,10 @@ impl AllocatorConfig {
                         });
                     }
                 }
-                _ => return Err(ConfigError::UnknownKey(key)),
+                _ => {
+                    let near = super::spelling::nearest(&key, KNOWN_KEYS.iter().copied());
+                    return Err(ConfigError::UnknownKey { key, near });
+                }
             }
             match p.peek() {
                 None | Some(Token::Comma) => {}
@@ -432,6 +450,27 @@ fn parse_roundup(p: &mut Parser) -> Result<[u64; ROUNDUP_SLOTS], ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_option_names_the_known_one_a_typo_away_else_all_of_them() {
+        let err = AllocatorConfig::parse("expandable_segment:True")
+            .expect_err("unknown")
+            .to_string();
+        assert_eq!(
+            err,
+            "unrecognized allocator option 'expandable_segment' \
+             (did you mean 'expandable_segments'?)"
+        );
+        let err = AllocatorConfig::parse("Max_Split_Size_MB:128")
+            .expect_err("case matters to PyTorch")
+            .to_string();
+        assert!(err.contains("did you mean 'max_split_size_mb'?"), "{err}");
+        let err = AllocatorConfig::parse("garbage:1")
+            .expect_err("unknown")
+            .to_string();
+        assert!(!err.contains("did you mean"), "{err}");
+        assert!(err.contains("(known: max_split_size_mb, "), "{err}");
+    }
 
     #[test]
     fn an_integer_setting_past_u64_is_said_with_its_range() {

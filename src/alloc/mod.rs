@@ -14,6 +14,7 @@ pub mod explain;
 pub mod layout;
 pub mod oom;
 pub mod sizing;
+pub mod spelling;
 pub mod stats;
 pub mod trace;
 

@@ -269,46 +269,11 @@ impl From<String> for Problem {
     }
 }
 
-/// The known key `key` is most likely a misspelling of: one at most two
-/// edits away (a letter added, left out, changed or two swapped), and
-/// fewer than the key's own letters; case is ignored.
+/// The known key `key` is most likely a misspelling of
+/// ([`crate::alloc::spelling::nearest`], as the allocator settings'
+/// options suggest theirs).
 fn nearest_key(key: &str) -> Option<&'static str> {
-    let key = key.to_lowercase();
-    KNOWN_KEYS
-        .iter()
-        .map(|(known, _)| (edit_distance(&key, known), *known))
-        .filter(|&(distance, _)| distance <= 2 && distance < key.chars().count())
-        .min_by_key(|&(distance, _)| distance)
-        .map(|(_, known)| known)
-}
-
-/// The optimal string alignment distance between `a` and `b`, in
-/// characters: insertions, deletions, substitutions and swaps of two
-/// neighbours. Keys are short: the table is `(|a| + 1) × (|b| + 1)`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let width = b.len() + 1;
-    let mut table = vec![0usize; (a.len() + 1) * width];
-    let at = |i: usize, j: usize| i * width + j;
-    for i in 0..=a.len() {
-        table[at(i, 0)] = i;
-    }
-    for j in 0..=b.len() {
-        table[at(0, j)] = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (table[at(i - 1, j)] + 1)
-                .min(table[at(i, j - 1)] + 1)
-                .min(table[at(i - 1, j - 1)] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(table[at(i - 2, j - 2)] + 1);
-            }
-            table[at(i, j)] = best;
-        }
-    }
-    table[at(a.len(), b.len())]
+    crate::alloc::spelling::nearest(key, KNOWN_KEYS.iter().map(|(known, _)| *known))
 }
 
 /// Reads one `key = value` of the file into `file`, or says what is wrong
