@@ -990,6 +990,35 @@ fn help_screen(
 }
 
 #[test]
+fn help_with_the_stress_panel_open_says_what_b_is_in_the_compare_tables_b_n_ago() {
+    // The compare table's first header cell reads "B: 4 ago" once actions
+    // follow the marks; the panel's help at 80 columns says what that is.
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let unwrapped = |stress: bool| {
+        let screen = help_screen(&keymap, &theme, (80, 200), stress);
+        screen
+            .split_whitespace()
+            .filter(|w| !w.chars().all(|c| "│─┌┐└┘".contains(c)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let open = unwrapped(true);
+    assert!(
+        open.contains(
+            "B: N ago: the panel's compare table: A and B are the figures when c marked \
+             them (Δ = B − A); B was marked N of the panel's actions ago, so it is not the \
+             figures now."
+        ),
+        "{open}"
+    );
+    assert!(
+        !unwrapped(false).contains("B: N ago"),
+        "the panel's word only"
+    );
+}
+
+#[test]
 fn help_with_the_stress_panel_open_promises_no_dashboard_key_the_panel_takes() {
     let keymap = Keymap::default();
     let theme = Theme::colored();

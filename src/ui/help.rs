@@ -163,6 +163,23 @@ pub const VIEWER_DEFINITIONS: [(&str, &str); 5] = [
     ),
 ];
 
+/// The definition the help adds with the stress panel open: the compare
+/// table's first header cell, "B: 3 ago" ([`super::stress::compare_head_ago`]),
+/// which said nothing of what B is or why it is counted. The marking
+/// key is named from `keymap`.
+fn compare_head_defined(keymap: &Keymap) -> (String, String) {
+    let marks = keymap
+        .stress_key_name(PanelKey::Act(StressAction::MarkCompare))
+        .map_or_else(String::new, |key| format!("when {key} marked them "));
+    (
+        super::stress::compare_head_ago("N"),
+        format!(
+            "the panel's compare table: A and B are the figures {marks}(Δ = B − A); \
+             B was marked N of the panel's actions ago, so it is not the figures now."
+        ),
+    )
+}
+
 /// The definition of a timeline legend's short words, from the names the
 /// legend takes them from: the short words as the term ("res, alloc,
 /// released") and what each stands for ("in a narrow timeline legend: res
@@ -671,7 +688,10 @@ impl<'a> HelpOverlay<'a> {
                 .collect()
         } else {
             // The stress panel is the dashboard's.
-            compare_short_names(&COMPARE_NAMES).into_iter().collect()
+            compare_short_names(&COMPARE_NAMES)
+                .into_iter()
+                .chain(self.stress.then(|| compare_head_defined(self.keymap)))
+                .collect()
         };
         let viewer = self.viewer;
         let shown = DEFINITIONS

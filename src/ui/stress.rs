@@ -83,6 +83,12 @@ const EXPLANATION_ROWS: usize = 3;
 /// The compare view two figures a row (narrow panels): label, A, B and Δ
 /// widths of one half, and the gap between the halves.
 const TWO_UP_LABEL: usize = 11;
+
+/// The compare table's first header cell where it is short, "B: 3 ago"
+/// for `n` = "3": the help defines it with `n` = "N".
+pub(super) fn compare_head_ago(n: &str) -> String {
+    format!("B: {n} ago")
+}
 const TWO_UP_VALUE: usize = 8;
 const TWO_UP_DELTA: usize = 9;
 const TWO_UP_GAP: usize = 2;
@@ -683,10 +689,13 @@ impl<'a> StressPane<'a> {
             None | Some(0) => "figure".to_string(),
             Some(n) => {
                 let actions = if n == 1 { "action" } else { "actions" };
-                [format!("B: {n} {actions} ago"), format!("B: {n} ago")]
-                    .into_iter()
-                    .find(|h| h.width() <= width)
-                    .unwrap_or_else(|| "figure".to_string())
+                [
+                    format!("B: {n} {actions} ago"),
+                    compare_head_ago(&n.to_string()),
+                ]
+                .into_iter()
+                .find(|h| h.width() <= width)
+                .unwrap_or_else(|| "figure".to_string())
             }
         }
     }
