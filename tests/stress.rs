@@ -990,6 +990,37 @@ fn help_screen(
 }
 
 #[test]
+fn help_with_the_stress_panel_open_defines_the_cap_its_title_names() {
+    // The panel's title says "cap 40.0 GiB" and a request past it is
+    // refused whole: the panel's help says what the cap is and where it
+    // comes from, at 80 columns.
+    let keymap = Keymap::default();
+    let theme = Theme::colored();
+    let unwrapped = |stress: bool| {
+        let screen = help_screen(&keymap, &theme, (80, 200), stress);
+        screen
+            .split_whitespace()
+            .filter(|w| !w.chars().all(|c| "│─┌┐└┘".contains(c)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let open = unwrapped(true);
+    assert!(
+        open.contains(&format!(
+            "cap: the most the stress panel's tensors may take (--stress-cap; on a real GPU \
+             {}% of the memory free when the panel started, none on the simulated one): a \
+             request past it is refused whole, before anything is allocated.",
+            vramtop::app::stress::REAL_GPU_CAP_PERCENT
+        )),
+        "{open}"
+    );
+    assert!(
+        !unwrapped(false).contains("the most the stress panel's tensors"),
+        "the panel's word only"
+    );
+}
+
+#[test]
 fn help_with_the_stress_panel_open_says_what_b_is_in_the_compare_tables_b_n_ago() {
     // The compare table's first header cell reads "B: 4 ago" once actions
     // follow the marks; the panel's help at 80 columns says what that is.

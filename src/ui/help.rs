@@ -180,6 +180,21 @@ fn compare_head_defined(keymap: &Keymap) -> (String, String) {
     )
 }
 
+/// The definition the help adds with the stress panel open: the cap its
+/// title names ("cap 40.0 GiB"), which refuses a request whole, where a
+/// real out of memory allocates what fits first.
+fn stress_cap_defined() -> (String, String) {
+    (
+        "cap".to_string(),
+        format!(
+            "the most the stress panel's tensors may take (--stress-cap; on a real GPU {}% of \
+             the memory free when the panel started, none on the simulated one): a request \
+             past it is refused whole, before anything is allocated.",
+            crate::app::stress::REAL_GPU_CAP_PERCENT
+        ),
+    )
+}
+
 /// The definition of a timeline legend's short words, from the names the
 /// legend takes them from: the short words as the term ("res, alloc,
 /// released") and what each stands for ("in a narrow timeline legend: res
@@ -691,6 +706,7 @@ impl<'a> HelpOverlay<'a> {
             compare_short_names(&COMPARE_NAMES)
                 .into_iter()
                 .chain(self.stress.then(|| compare_head_defined(self.keymap)))
+                .chain(self.stress.then(stress_cap_defined))
                 .collect()
         };
         let viewer = self.viewer;
