@@ -135,6 +135,33 @@ fn doctor_with_a_fake_nvml_reports_its_gpus_and_the_libraries_of_each_process() 
 }
 
 #[test]
+fn once_says_nvmls_free_and_what_the_driver_keeps_for_itself_in_text_and_json() {
+    use common::fake_nvml::expect;
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_GPUS", "1")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["--once", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["gpus"][0]["memory_free"], expect::memory_free(0), "{out}");
+    // NVML's v2 figures: total = used + free + the driver's reservation.
+    let total = expect::MEMORY_TOTAL;
+    assert_ne!(expect::memory_free(0), total - expect::memory_used(0));
+    let (code, text, err) = vramtop(&["--once"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    // The dashboard's units: 120.5 GiB reads 120 GiB, as in its legend.
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "memory 20.0/141.0 GiB (14%), free 120 GiB (512 MiB kept by the driver), util 42%"
+        ),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+#[test]
 fn doctor_words_each_process_libraries_and_why_they_are_unreadable() {
     let Some(lib) = fake_nvml_with(&[]) else {
         return;

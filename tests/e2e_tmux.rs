@@ -328,6 +328,13 @@ fn eight_fake_driver_gpus_without_an_allocator_are_all_listed_at_80x24_and_120x4
         }
         assert!(!screen.contains("scrolls"), "{screen}");
         assert!(!screen.contains("allocator view: n/a"), "{screen}");
+        // Free is NVML's (nvidia-smi's, `--once`'s: 120.5 GiB), and the
+        // 512 MiB NVML counts in neither used nor free is a part of its own.
+        assert!(
+            screen.contains("░ free 120 GiB 85%")
+                && screen.contains("╱ kept by the driver 512 MiB 0.4%"),
+            "{screen}"
+        );
         s.keys(&["q"]);
         terminal_restored(&s);
     }

@@ -34,6 +34,7 @@ use vramtop::ui::{
 use common::screen::{draw, draw_widget, help_row, text};
 
 const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
 
 fn status() -> StatusState {
     StatusState {
@@ -1942,6 +1943,56 @@ fn breakdown_shows_a_reserved_above_used_as_it_is_and_flags_it() {
         "no clamped figure that looks real: {drawn}"
     );
     insta::assert_snapshot!("breakdown_reserved_over_used_120x6", pane.backend());
+}
+
+#[test]
+fn breakdown_free_is_the_drivers_free_and_what_it_keeps_for_itself_a_part_of_its_own() {
+    // NVML's v2 figures: total = used + free + the driver's own
+    // reservation (512 MiB here), so free is not total − used.
+    let mut s = sample(0, 10 * GIB);
+    s.memory_free = Some(70 * GIB - 512 * MIB);
+    let theme = Theme::colored();
+    let mut plain = AppState::new(status());
+    plain.apply_sample(1000, vec![GpuReading::Ok(s.clone())], BTreeMap::new());
+    let pane = draw_widget(BreakdownPane::new(&plain, &theme), 120, 5);
+    let drawn = text(pane.backend().buffer());
+    assert!(drawn.contains("░ free 69.5 GiB 87%"), "{drawn}");
+    assert!(
+        drawn.contains("╱ kept by the driver 512 MiB 0.6%"),
+        "{drawn}"
+    );
+    assert!(
+        !drawn.contains("free 70.0 GiB"),
+        "not total − used: {drawn}"
+    );
+    // The bar ends in the driver's part, after free.
+    let bar = row_text(pane.backend().buffer(), 1);
+    assert!(bar.trim_end().ends_with("░╱"), "{bar}");
+
+    let mut stats = DeviceStats::default();
+    stats.allocated_bytes.all.current = (6 * GIB) as i64;
+    stats.reserved_bytes.all.current = (9 * GIB) as i64;
+    let view = AllocatorView::new("probe pid 7".into(), Some(7), stats, Vec::new());
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![GpuReading::Ok(s)], BTreeMap::from([(0, view)]));
+    let pane = draw_widget(BreakdownPane::new(&state, &theme), 120, 5);
+    let drawn = text(pane.backend().buffer());
+    for part in [
+        "█ allocated 6.00 GiB",
+        "▓ reserved but unallocated 3.00 GiB",
+        "▒ context & other 1.00 GiB",
+        "░ free 69.5 GiB 87%",
+        "╱ kept by the driver 512 MiB 0.6%",
+    ] {
+        assert!(drawn.contains(part), "{part}: {drawn}");
+    }
+    insta::assert_snapshot!("breakdown_driver_held_120x5", pane.backend());
+    // Given two legend rows at 80 columns the legend is compact: the
+    // driver's part in its short form.
+    let pane = draw_widget(BreakdownPane::new(&state, &theme), 80, 4);
+    let drawn = text(pane.backend().buffer());
+    assert!(drawn.contains("free 69.5 GiB"), "{drawn}");
+    assert!(drawn.contains("╱ driver-held 512 MiB"), "{drawn}");
 }
 
 #[test]

@@ -2934,6 +2934,8 @@ fn compact_breakdown_legend_keeps_context_and_other_and_free_on_one_80_column_ro
     if let vramtop::device::GpuReading::Ok(s) = &mut gpu.reading {
         s.memory_used = Some(reserved + 1040 * MIB);
         s.memory_total = Some(reserved + 1040 * MIB + 1460 * MIB);
+        // The simulated driver keeps nothing for itself.
+        s.memory_free = Some(1460 * MIB);
     }
     let terminal = common::screen::draw(&state, &Theme::colored(), 80, 24);
     let screen = common::screen::text(terminal.backend().buffer());

@@ -361,8 +361,13 @@ pub struct Breakdown {
     /// Driver-used memory outside the allocator: CUDA contexts, other
     /// processes, non-PyTorch allocations (`driver used − reserved`).
     pub context_and_other: u64,
-    /// Not used at all (`total − driver used`).
+    /// Not used at all: the driver's free figure (NVML's, what nvidia-smi
+    /// shows) where it gives one, else `total − driver used`.
     pub free: u64,
+    /// What the driver keeps for itself outside every process (NVML v2:
+    /// `total − used − free`): 0 where the driver gives no separate free
+    /// figure or reserves nothing. Not PyTorch's "reserved".
+    pub driver_held: u64,
     /// By how much the allocator's reserved exceeds the GPU's used memory
     /// (bytes), which cannot be on one GPU: the view is then likely of
     /// another GPU (CUDA and NVML numbering them differently). The other
@@ -372,26 +377,70 @@ pub struct Breakdown {
     pub reserved_over_used: Option<u64>,
 }
 
+/// A GPU's memory in parts that sum to `total` (bytes): used, free and
+/// what the driver holds for itself. NVML's v2 figures count the driver's
+/// own reservation in neither used nor free, so `total − used` is more
+/// than the free memory nvidia-smi (and `--once`, and the metrics) show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceMemory {
+    pub total: u64,
+    /// Driver used, at most `total`.
+    pub used: u64,
+    /// The driver's free figure where it gives one (at most
+    /// `total − used`), else `total − used`.
+    pub free: u64,
+    /// `total − used − free`: kept by the driver, in no process.
+    pub driver_held: u64,
+}
+
+impl DeviceMemory {
+    /// The sample's parts; `None` without a total or used figure.
+    pub fn of(sample: &GpuSample) -> Option<DeviceMemory> {
+        let total = sample.memory_total?;
+        let used = sample.memory_used?.min(total);
+        let rest = total - used;
+        let free = sample.memory_free.map_or(rest, |f| f.min(rest));
+        Some(DeviceMemory {
+            total,
+            used,
+            free,
+            driver_held: rest - free,
+        })
+    }
+
+    /// A device with no separate free figure: free is `total − used`.
+    pub fn of_used(total: u64, used: u64) -> DeviceMemory {
+        let used = used.min(total);
+        DeviceMemory {
+            total,
+            used,
+            free: total - used,
+            driver_held: 0,
+        }
+    }
+}
+
 /// Computes the breakdown; without an allocator view the allocated and
 /// cached parts are unknown (`None`), and only used/free are shown.
 pub fn breakdown(sample: &GpuSample, allocator: Option<&AllocatorView>) -> Option<Breakdown> {
     // Unknown totals (a probe's nulls) split nothing: only used/free.
     let a = allocator.filter(|a| a.knows_totals())?;
-    let (total, used) = match a.device_memory {
-        Some(device) => device,
-        None => {
-            let total = sample.memory_total?;
-            (total, sample.memory_used?.min(total))
-        }
+    let memory = match a.device_memory {
+        // The allocator's own device (the stress panel's scenario device)
+        // has no driver reservation.
+        Some((total, used)) => DeviceMemory::of_used(total, used),
+        None => DeviceMemory::of(sample)?,
     };
+    let used = memory.used;
     let reserved = a.reserved().min(used);
     let allocated = a.allocated().min(reserved);
     Some(Breakdown {
-        total,
+        total: memory.total,
         allocated,
         cached_free: reserved - allocated,
         context_and_other: used - reserved,
-        free: total - used,
+        free: memory.free,
+        driver_held: memory.driver_held,
         reserved_over_used: a.reserved().checked_sub(used).filter(|&d| d > 0),
     })
 }
@@ -1460,6 +1509,33 @@ mod tests {
             None,
             "no allocator: no split, not zeros"
         );
+    }
+
+    #[test]
+    fn breakdown_free_is_the_drivers_free_and_its_own_reservation_a_part_of_its_own() {
+        // NVML v2: total = used + free + the driver's reservation.
+        let mut s = sample(0, 10 * GIB);
+        s.memory_free = Some(70 * GIB - 512 * (1 << 20));
+        let mut stats = DeviceStats::default();
+        stats.allocated_bytes.all.current = (6 * GIB) as i64;
+        stats.reserved_bytes.all.current = (9 * GIB) as i64;
+        let a = AllocatorView::new("t".into(), None, stats, Vec::new());
+        let b = breakdown(&s, Some(&a)).expect("all known");
+        assert_eq!(b.free, s.memory_free.expect("set"));
+        assert_eq!(b.driver_held, 512 << 20);
+        assert_eq!(
+            b.allocated + b.cached_free + b.context_and_other + b.free + b.driver_held,
+            b.total
+        );
+        // No separate free figure: free is what used leaves.
+        s.memory_free = None;
+        let m = DeviceMemory::of(&s).expect("known");
+        assert_eq!((m.free, m.driver_held), (70 * GIB, 0));
+        // A free figure past what used leaves is cut to it, never summed
+        // past the total.
+        s.memory_free = Some(75 * GIB);
+        let m = DeviceMemory::of(&s).expect("known");
+        assert_eq!((m.free, m.driver_held), (70 * GIB, 0));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! GPU name, command or message is cut or wrapped).
 
 use crate::app::source::{AllocatorSummary, HeadlessGpu, HeadlessProbe, HeadlessSample};
+use crate::app::state::DeviceMemory;
 use crate::device::{GpuReading, ProcessUsage};
+use crate::ui::DRIVER_HELD;
 use crate::ui::format::{self, NA};
 
 use super::text::{REPORT_WIDTH, cells, elide_end, wrap_under};
@@ -125,8 +127,19 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu, gpu_pids: &std::collections::BT
         (Some(used), Some(total)) => format::percent_of(used, total),
         _ => NA.to_string(),
     };
+    // Free as the driver says it (nvidia-smi's, the JSON's `memory_free`)
+    // where the driver keeps some memory for itself: used/total alone
+    // would read as more free than there is.
+    let held = match DeviceMemory::of(s) {
+        Some(m) if m.driver_held > 0 => format!(
+            ", free {} ({} {DRIVER_HELD})",
+            format::bytes(m.free),
+            format::bytes(m.driver_held)
+        ),
+        _ => String::new(),
+    };
     let figures = format!(
-        "memory {} ({share}), util {}, temp {}, power {}",
+        "memory {} ({share}){held}, util {}, temp {}, power {}",
         format::bytes_of(s.memory_used, s.memory_total),
         format::opt_unit(s.gpu_utilization, "%"),
         format::opt_unit(s.temperature_c, "°C"),
@@ -614,6 +627,31 @@ mod tests {
             "{text}"
         );
         assert_fits(&text);
+    }
+
+    #[test]
+    fn free_is_said_as_the_driver_says_it_where_the_driver_keeps_some_for_itself() {
+        let mut s = GpuSample::unknown(0, "NVIDIA H200");
+        s.memory_total = Some(141 << 30);
+        s.memory_used = Some(20 << 30);
+        // NVML v2: total = used + free + 512 MiB the driver keeps.
+        s.memory_free = Some((121 << 30) - (512 << 20));
+        let text = render(&sample(vec![gpu(s.clone())]));
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(
+                "memory 20.0/141.0 GiB (14%), free 120 GiB (512 MiB kept by the driver), util n/a"
+            ),
+            "{text}"
+        );
+        assert_fits(&text);
+        // Free as used leaves it: nothing more to say.
+        s.memory_free = Some(121 << 30);
+        let text = render(&sample(vec![gpu(s)]));
+        assert!(
+            text.contains("memory 20.0/141.0 GiB (14%), util n/a"),
+            "{text}"
+        );
     }
 
     #[test]

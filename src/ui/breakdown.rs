@@ -1,7 +1,9 @@
 //! The memory breakdown of the selected GPU: the dashboard's answer to "why
 //! do nvidia-smi and PyTorch disagree". One stacked bar of the four parts
 //! of the GPU's memory (allocated | reserved but unallocated | context &
-//! other | free) and a legend with bytes and shares.
+//! other | free), a fifth where the driver keeps some for itself (kept by
+//! the driver: NVML's `total − used − free`), and a legend with bytes and
+//! shares.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -14,8 +16,14 @@ use super::format;
 use super::theme::Theme;
 use crate::alloc::advice::{CachedFreeAdvice, cached_free_advice};
 use crate::app::keymap::{Action, Keymap};
-use crate::app::state::{AppState, GpuState, Pane, PlottedDevice, breakdown};
+use crate::app::state::{AppState, DeviceMemory, GpuState, Pane, PlottedDevice, breakdown};
 use crate::device::GpuReading;
+
+/// The legend's name for what the driver keeps for itself (NVML's
+/// `total − used − free`): not "reserved", which is PyTorch's word here.
+pub const DRIVER_HELD: &str = "kept by the driver";
+/// [`DRIVER_HELD`] where the legend is compact.
+pub const DRIVER_HELD_SHORT: &str = "driver-held";
 
 /// Shown when no process's allocator is visible on the selected GPU.
 pub const NO_ALLOCATOR_NOTE: &str = "allocator view: n/a — no process's allocator is visible \
@@ -104,7 +112,7 @@ impl<'a> BreakdownPane<'a> {
                 return body;
             }
         };
-        let (Some(total), Some(used)) = (sample.memory_total, sample.memory_used) else {
+        let Some(memory) = DeviceMemory::of(sample) else {
             body.lines.push(Line::styled(
                 "memory: n/a (the driver does not report it for this GPU)",
                 theme.dim,
@@ -116,20 +124,49 @@ impl<'a> BreakdownPane<'a> {
         let view = gpu.breakdown_view();
         // The allocator's own device, when it has one (the stress panel's
         // scenario device), is what the breakdown splits.
-        let (total, used) = view
+        let memory = view
             .and_then(|a| a.device_memory)
-            .unwrap_or((total, used.min(total)));
+            .map_or(memory, |(total, used)| DeviceMemory::of_used(total, used));
+        let DeviceMemory {
+            total,
+            used,
+            free,
+            driver_held,
+        } = memory;
         body.total = total;
+        // The driver's own part, after free, where it holds any: the parts
+        // then still sum to the total and free reads as nvidia-smi's.
+        let held_part =
+            (driver_held > 0).then_some((driver_held, g.driver_held, theme.driver_held));
+        let held_item = |compact: bool| {
+            (driver_held > 0).then(|| {
+                if compact {
+                    Line::from(vec![
+                        Span::styled(g.driver_held, theme.driver_held),
+                        Span::raw(format!(
+                            " {DRIVER_HELD_SHORT} {}",
+                            format::bytes(driver_held)
+                        )),
+                    ])
+                } else {
+                    legend_item(
+                        g.driver_held,
+                        theme.driver_held,
+                        DRIVER_HELD,
+                        driver_held,
+                        total,
+                    )
+                }
+            })
+        };
         let split = breakdown(sample, view);
         // Columns between legend items (the compact legend may narrow it).
         let mut gap = if compact { 2 } else { 3 };
         let items = match (split, view) {
             // The figures as they are, never a clamped split that looks real.
             (Some(b), Some(a)) if b.reserved_over_used.is_some() => {
-                body.bar = vec![
-                    (used, g.context, theme.context),
-                    (total - used, g.free, theme.free),
-                ];
+                body.bar = vec![(used, g.context, theme.context), (free, g.free, theme.free)];
+                body.bar.extend(held_part);
                 let reserved = a.reserved();
                 let excess = b.reserved_over_used.unwrap_or_default();
                 body.lines.extend(
@@ -147,18 +184,20 @@ impl<'a> BreakdownPane<'a> {
                     .into_iter()
                     .map(|l| Line::styled(l, theme.critical)),
                 );
-                vec![
+                let mut items = vec![
                     legend_item(g.context, theme.context, "GPU used", used, total),
-                    legend_item(g.free, theme.free, "free", total - used, total),
-                    Line::from(vec![
-                        Span::styled("allocator: ", theme.dim),
-                        Span::raw(format!(
-                            "allocated {}  reserved {}  (context & other: n/a)",
-                            format::bytes(a.allocated()),
-                            format::bytes(reserved)
-                        )),
-                    ]),
-                ]
+                    legend_item(g.free, theme.free, "free", free, total),
+                ];
+                items.extend(held_item(compact));
+                items.push(Line::from(vec![
+                    Span::styled("allocator: ", theme.dim),
+                    Span::raw(format!(
+                        "allocated {}  reserved {}  (context & other: n/a)",
+                        format::bytes(a.allocated()),
+                        format::bytes(reserved)
+                    )),
+                ]));
+                items
             }
             (Some(b), _) => {
                 body.bar = vec![
@@ -167,6 +206,7 @@ impl<'a> BreakdownPane<'a> {
                     (b.context_and_other, g.context, theme.context),
                     (b.free, g.free, theme.free),
                 ];
+                body.bar.extend(held_part);
                 if compact {
                     // "context & other" as everywhere else (the help
                     // defines it): where the row is short the gaps and then
@@ -178,8 +218,8 @@ impl<'a> BreakdownPane<'a> {
                             Span::raw(format!("{space}{label} {}", format::bytes(bytes))),
                         ])
                     };
-                    let legend = |spaced| {
-                        vec![
+                    let legend = |spaced: bool| {
+                        let mut items = vec![
                             short(
                                 g.allocated,
                                 theme.allocated,
@@ -204,7 +244,17 @@ impl<'a> BreakdownPane<'a> {
                                 spaced,
                             ),
                             short(g.free, theme.free, "free", b.free, spaced),
-                        ]
+                        ];
+                        if b.driver_held > 0 {
+                            items.push(short(
+                                g.driver_held,
+                                theme.driver_held,
+                                DRIVER_HELD_SHORT,
+                                b.driver_held,
+                                spaced,
+                            ));
+                        }
+                        items
                     };
                     // The loosest of these that takes the fewest rows.
                     let (items, tight_gap) =
@@ -217,7 +267,7 @@ impl<'a> BreakdownPane<'a> {
                     gap = tight_gap;
                     items
                 } else {
-                    vec![
+                    let mut items = vec![
                         legend_item(
                             g.allocated,
                             theme.allocated,
@@ -241,18 +291,20 @@ impl<'a> BreakdownPane<'a> {
                             total,
                         ),
                         legend_item(g.free, theme.free, "free", b.free, total),
-                    ]
+                    ];
+                    items.extend(held_item(false));
+                    items
                 }
             }
             (None, _) => {
-                body.bar = vec![
-                    (used, g.context, theme.context),
-                    (total - used, g.free, theme.free),
-                ];
-                vec![
+                body.bar = vec![(used, g.context, theme.context), (free, g.free, theme.free)];
+                body.bar.extend(held_part);
+                let mut items = vec![
                     legend_item(g.context, theme.context, "used", used, total),
-                    legend_item(g.free, theme.free, "free", total - used, total),
-                ]
+                    legend_item(g.free, theme.free, "free", free, total),
+                ];
+                items.extend(held_item(compact));
+                items
             }
         };
         let mut items = items;
@@ -511,6 +563,16 @@ mod tests {
         assert!(
             w.contains("max_split_size_mb:N (N MiB below their size)"),
             "{w}"
+        );
+    }
+
+    #[test]
+    fn the_help_defines_the_drivers_part_by_both_its_legend_names() {
+        assert!(
+            super::super::DEFINITIONS.iter().any(|(term, _)| {
+                term.starts_with(DRIVER_HELD) && term.contains(&format!("({DRIVER_HELD_SHORT})"))
+            }),
+            "a term names {DRIVER_HELD} ({DRIVER_HELD_SHORT})"
         );
     }
 

@@ -21,7 +21,7 @@ use crate::app::viewer::ViewerAction;
 /// The definitions shown next to the keys: (term, meaning). Short on
 /// purpose: at 80×24 they share the screen with every key. A term names
 /// in parentheses the short form a narrow pane shows ("ext free").
-pub const DEFINITIONS: [(&str, &str); 20] = [
+pub const DEFINITIONS: [(&str, &str); 21] = [
     ("allocated", "live tensors (memory_allocated())."),
     (
         "reserved",
@@ -38,7 +38,10 @@ pub const DEFINITIONS: [(&str, &str); 20] = [
         "context & other",
         "driver used − reserved: CUDA contexts, other processes.",
     ),
-    ("free", "total − driver used."),
+    // The driver's figure, as nvidia-smi, `--once` and the metrics say
+    // it; one row each at 120×40, where every definition fits.
+    ("free", "unused, as the driver (nvidia-smi) says."),
+    (DRIVER_HELD, "total − used − free."),
     (
         "internal free (int free)",
         "rounding inside allocated blocks.",
@@ -68,10 +71,7 @@ pub const DEFINITIONS: [(&str, &str); 20] = [
         "selected block",
         "drawn reversed as # allocated, = free, ~ pending.",
     ),
-    (
-        "dropped",
-        "samples the dashboard was too busy to read (timeline gaps).",
-    ),
+    ("dropped", "samples missed while busy (timeline gaps)."),
     (
         "alloc/res",
         "a process's allocated / reserved, where its allocator is seen (probe, simulation).",
@@ -106,18 +106,22 @@ const OWN_PEAK: &str = "PyTorch peak (peak)";
 /// theme's glyph for it (▚, or ~ in ASCII), as the legend draws it.
 const PENDING_FREE: &str = "pending free";
 
+/// The breakdown's part for what NVML counts in neither used nor free.
+const DRIVER_HELD: &str = "kept by the driver (driver-held)";
+
 /// Terms the dashboard and the viewer define each their own way.
 const RESERVED_BUT_UNALLOCATED: &str = "reserved but unallocated (unalloc)";
 const INACTIVE_SPLIT: &str = "inactive split (inact split)";
 
 /// Definitions that describe the live dashboard (driver-used memory,
 /// contexts), not a snapshot: the viewer's help leaves them out.
-pub const DASHBOARD_ONLY: [&str; 9] = [
+pub const DASHBOARD_ONLY: [&str; 10] = [
     OWN_PEAK,
     "[probe]",
     OWN_CONTEXT,
     "context & other",
     "free",
+    DRIVER_HELD,
     "dropped",
     "alloc/res",
     INACTIVE_SPLIT,

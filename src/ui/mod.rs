@@ -69,7 +69,7 @@ mod viewer;
 pub mod format;
 pub mod theme;
 
-pub use breakdown::{BreakdownPane, NO_ALLOCATOR_NOTE};
+pub use breakdown::{BreakdownPane, DRIVER_HELD, DRIVER_HELD_SHORT, NO_ALLOCATOR_NOTE};
 pub use collapsed::CollapsedLine;
 pub use fragmentation::{FragmentationPane, SEGMENTS_NOT_YET, segments_age_words};
 pub use gpus::GpusPane;

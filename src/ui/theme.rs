@@ -47,6 +47,9 @@ pub struct Theme {
     pub context: Style,
     /// Memory nobody uses.
     pub free: Style,
+    /// Memory the driver keeps for itself, in no process (NVML's
+    /// `total − used − free`).
+    pub driver_held: Style,
     /// Blocks freed by the client but waiting for stream events.
     pub pending_free: Style,
     pub histogram: Style,
@@ -78,6 +81,7 @@ pub struct Glyphs {
     pub cached_free: &'static str,
     pub context: &'static str,
     pub free: &'static str,
+    pub driver_held: &'static str,
     pub pending_free: &'static str,
     pub histogram: &'static str,
     /// The cursor after the process filter while it is edited.
@@ -123,6 +127,7 @@ const UNICODE_GLYPHS: Glyphs = Glyphs {
     cached_free: "▓",
     context: "▒",
     free: "░",
+    driver_held: "╱",
     pending_free: "▚",
     histogram: "█",
     cursor: "▏",
@@ -152,6 +157,7 @@ const ASCII_GLYPHS: Glyphs = Glyphs {
     cached_free: "=",
     context: "+",
     free: ".",
+    driver_held: "/",
     pending_free: "~",
     histogram: "#",
     cursor: "_",
@@ -208,6 +214,7 @@ impl Theme {
             cached_free: fg(Color::Yellow),
             context: fg(Color::Magenta),
             free: fg(Color::DarkGray),
+            driver_held: fg(Color::Blue),
             pending_free: fg(Color::Cyan),
             histogram: fg(Color::Blue),
             marker_release: fg(Color::Cyan),
@@ -245,6 +252,8 @@ impl Theme {
             cached_free: plain,
             context: plain,
             free: m(Modifier::DIM),
+            // The glyph tells it from free.
+            driver_held: m(Modifier::DIM),
             pending_free: m(Modifier::ITALIC),
             histogram: plain,
             marker_release: m(Modifier::BOLD),
@@ -436,6 +445,7 @@ mod tests {
             g.cached_free,
             g.context,
             g.free,
+            g.driver_held,
             g.pending_free,
             g.histogram,
             g.cursor,
