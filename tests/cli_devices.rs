@@ -703,6 +703,28 @@ fn record_under_auto_refuses_a_broken_driver_instead_of_recording_the_sim() {
 }
 
 #[test]
+fn once_json_under_auto_refuses_a_broken_driver_and_once_text_says_it_is_simulated() {
+    let Some(dir) = broken_driver() else {
+        return;
+    };
+    // The JSON is read by a script that sees no banner: refused, as
+    // `record` and `serve` refuse, with the way to ask for the simulation.
+    let (code, out, err) = vramtop(&["--once", "--json"], Some(&dir));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("kernel driver is not loaded"), "{err}");
+    assert!(err.contains("--backend sim"), "{err}");
+    // Asked for, the simulation is exported.
+    let (code, out, err) = vramtop(&["--once", "--json", "--backend", "sim"], Some(&dir));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"backend\": \"sim\""), "{out}");
+    // A person reading the text sees the simulated GPU and why.
+    let (code, out, err) = vramtop(&["--once"], Some(&dir));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("kernel driver is not loaded"), "{out}");
+}
+
+#[test]
 fn serve_under_auto_refuses_a_broken_driver_instead_of_serving_the_sim() {
     let Some(dir) = broken_driver() else {
         return;
@@ -749,12 +771,13 @@ fn once_under_auto_still_shows_a_broken_driver_simulated_and_says_why() {
         first.starts_with("backend: sim; showing 1 simulated GPU: "),
         "{out}"
     );
-    let (code, out, err) = vramtop(&["--once", "--json"], Some(&dir));
+    // `--once --json` is refused instead (an export: see
+    // once_json_under_auto_refuses_a_broken_driver_…); its banner is that
+    // of an explicit simulation.
+    let (code, out, err) = vramtop(&["--once", "--json", "--backend", "sim"], Some(&dir));
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
     assert_eq!(v["backend"], "sim", "{out}");
-    let banner = v["banner"].as_str().unwrap_or_default();
-    assert!(banner.contains("kernel driver is not loaded"), "{out}");
 }
 
 #[test]

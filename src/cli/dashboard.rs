@@ -25,7 +25,8 @@ use crate::ui::format::count;
 const PROBE_WAIT: Duration = Duration::from_millis(1_500);
 
 /// The backend, with `policy` for `--backend auto`: the dashboard and
-/// `--once` simulate a broken driver under a banner, `record` refuses to.
+/// `--once` simulate a broken driver under a banner, `record` and
+/// `--once --json` refuse to.
 fn select(device: &DeviceArgs, policy: AutoPolicy) -> color_eyre::Result<TelemetrySelection> {
     select_telemetry_with(device.backend, &device.sim_config(), policy).map_err(|e| eyre!("{e}"))
 }
@@ -73,7 +74,15 @@ pub fn run(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
 /// `--once`: one full sample on stdout, as JSON with `--json`, else as
 /// text (`sample_text`).
 pub fn once(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
-    let sample = once_sample(&args.device)?;
+    // The JSON is an export, read by a script that sees no banner: a broken
+    // driver fails it as it fails `serve` and `record`; the text says the
+    // GPU is simulated and why, to the person reading it.
+    let policy = if args.json {
+        AutoPolicy::EXPORT
+    } else {
+        AutoPolicy::INTERACTIVE
+    };
+    let sample = once_sample(&args.device, policy)?;
     if !args.json {
         super::emit_text(&super::sample_text::render(&sample), args.display.ascii)
             .wrap_err("cannot write the output")?;
@@ -87,20 +96,30 @@ pub fn once(args: &DashboardArgs) -> color_eyre::Result<ExitCode> {
 /// The one sample `--once` prints (as JSON or text): the backend's
 /// readings after the simulation's warm-up, with the figures of the
 /// probes found (waited for up to [`PROBE_WAIT`]).
-pub fn once_sample(device: &DeviceArgs) -> color_eyre::Result<HeadlessSample> {
+/// `policy`: when `--backend auto` may fall back to the simulation.
+pub fn once_sample(device: &DeviceArgs, policy: AutoPolicy) -> color_eyre::Result<HeadlessSample> {
     let uid = crate::probe::discovery::current_uid();
-    once_sample_in(device, crate::probe::discovery::probe_dirs(uid))
+    once_sample_with(device, crate::probe::discovery::probe_dirs(uid), policy)
 }
 
-/// [`once_sample`] with the probes looked for in `dirs` (tests choose a
-/// private folder without changing the process's environment).
+/// [`once_sample`] of `--once` (text) with the probes looked for in `dirs`
+/// (tests choose a private folder without changing the process's
+/// environment).
 pub fn once_sample_in(
     device: &DeviceArgs,
     dirs: crate::probe::discovery::ProbeDirs,
 ) -> color_eyre::Result<HeadlessSample> {
+    once_sample_with(device, dirs, AutoPolicy::INTERACTIVE)
+}
+
+fn once_sample_with(
+    device: &DeviceArgs,
+    dirs: crate::probe::discovery::ProbeDirs,
+    policy: AutoPolicy,
+) -> color_eyre::Result<HeadlessSample> {
     // Probes are discovered while the backend starts.
     let registry = crate::probe::Registry::start_in(dirs, crate::probe::discovery::current_uid());
-    let mut selection = select(device, AutoPolicy::INTERACTIVE)?;
+    let mut selection = select(device, policy)?;
     if let Some(sim) = &selection.sim {
         sim.advance(SIM_WARMUP_MS);
     }
