@@ -194,6 +194,10 @@ pub fn record(
     let deadline = duration_ms
         .map(|ms| started + Duration::from_millis(ms.saturating_add(sampling.interval.max(1_000))));
     let mut lines = 0u64;
+    // GPUs already said lost on stderr: once each, when first seen lost
+    // (its lines carry it; the file's reader, `open FILE --summary`, lists
+    // it), so an unattended recording's log says a GPU went missing.
+    let mut said_lost = std::collections::BTreeSet::new();
     while !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
         let msg = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(msg) => msg,
@@ -210,6 +214,13 @@ pub fn record(
                 continue;
             }
         };
+        for reading in &readings {
+            if let crate::device::GpuReading::Lost { index, reason } = reading
+                && said_lost.insert(*index)
+            {
+                eprintln!("{}", lost_note(*index, lines, reason));
+            }
+        }
         let sample = sources
             .observe(readings)
             .headless(backend, banner.as_deref());
@@ -233,6 +244,16 @@ pub fn record(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The stderr line `record` writes when GPU `index` is first read lost, in
+/// the sample numbered `sample` from 0 (`reason`: the driver's words).
+fn lost_note(index: u32, sample: u64, reason: &str) -> String {
+    format!(
+        "vramtop record: GPU {index} lost from sample {} on: {}; the lines say so",
+        sample.saturating_add(1),
+        crate::quote::escape_controls(reason)
+    )
+}
+
 /// `record FILE` with FILE `-` writes to stdout (a file named `-` is `./-`).
 pub const RECORD_TO_STDOUT: &str = "-";
 
@@ -245,6 +266,14 @@ fn recorded_ticks(duration_ms: u64, interval_ms: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_gpu_is_said_once_with_the_sample_it_was_lost_in_counted_from_1() {
+        assert_eq!(
+            lost_note(1, 3, "GPU is lost\u{1b}[2J"),
+            "vramtop record: GPU 1 lost from sample 4 on: GPU is lost\\u{1b}[2J; the lines say so"
+        );
+    }
 
     #[test]
     fn a_recording_has_duration_over_interval_ticks_rounded_up() {
