@@ -1314,6 +1314,40 @@ fn the_signal_prompt_names_every_gpu_the_process_is_on_and_its_memory_on_them() 
 }
 
 #[test]
+fn a_lost_gpus_timeline_says_lost_and_gives_no_latest_values_as_if_now() {
+    let mut state = AppState::new(status());
+    for t in 0..5u64 {
+        state.apply_sample(
+            1000 * (t + 1),
+            vec![GpuReading::Ok(sample(0, 15 * GIB))],
+            BTreeMap::new(),
+        );
+    }
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    assert!(screen.contains("driver used 15.0 GiB"), "{screen}");
+    assert!(!screen.contains("LOST"), "{screen}");
+    state.apply_sample(
+        6000,
+        vec![GpuReading::Lost {
+            index: 0,
+            reason: "the GPU fell off the bus".to_string(),
+        }],
+        BTreeMap::new(),
+    );
+    let screen = text(draw(&state, &Theme::colored(), 80, 24).backend().buffer());
+    assert!(
+        screen.contains("GPU 0 lost: the GPU fell off the bus"),
+        "{screen}"
+    );
+    let title = screen
+        .lines()
+        .find(|l| l.contains("Timeline"))
+        .unwrap_or_default();
+    assert!(title.contains("LOST"), "{screen}");
+    assert!(!screen.contains("driver used 15.0 GiB"), "{screen}");
+}
+
+#[test]
 fn the_signal_prompt_for_pid_1_says_it_is_init_at_80x24() {
     // In a container vramtop shares with its trainer, the trainer can be
     // pid 1: signalling it is allowed, but the prompt says what it ends.

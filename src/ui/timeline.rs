@@ -14,6 +14,7 @@ use super::chrome::{self, LegendForm, LegendWords};
 use super::format;
 use super::theme::Theme;
 use crate::app::state::{AppState, HistoryPoint, MarkerKind, Pane, PlottedDevice};
+use crate::device::GpuReading;
 
 /// The timeline pane of one frame.
 pub struct TimelinePane<'a> {
@@ -422,6 +423,12 @@ impl Widget for TimelinePane<'_> {
             format!("last {}", format::seconds(window_s)),
             theme.text,
         ));
+        // A lost GPU's chart ends where its samples did: said in the title,
+        // and its legend gives no latest values (they would read as now).
+        let lost = gpu.is_some_and(|g| matches!(g.reading, GpuReading::Lost { .. }));
+        if lost {
+            detail.push(Span::styled(" · LOST", theme.critical));
+        }
         if ui.paused {
             detail.push(Span::styled(" · PAUSED", theme.warning));
         }
@@ -480,9 +487,14 @@ impl Widget for TimelinePane<'_> {
             .sample_interval_ms
             .max(1)
             .saturating_mul(GAP_INTERVALS);
-        let driver = series(&points, device, end, exp, gap_ms, |p| p.driver_used);
-        let reserved = series(&points, device, end, exp, gap_ms, |p| p.reserved);
-        let allocated = series(&points, device, end, exp, gap_ms, |p| p.allocated);
+        let mut driver = series(&points, device, end, exp, gap_ms, |p| p.driver_used);
+        let mut reserved = series(&points, device, end, exp, gap_ms, |p| p.reserved);
+        let mut allocated = series(&points, device, end, exp, gap_ms, |p| p.allocated);
+        if lost {
+            for s in [&mut driver, &mut reserved, &mut allocated] {
+                s.latest = None;
+            }
+        }
 
         // A mark is of the device of the point it was made with.
         let shown_marks: Vec<&crate::app::state::Marker> = gpu
