@@ -1007,15 +1007,16 @@ fn help_with_the_stress_panel_open_defines_the_cap_its_title_names() {
     let open = unwrapped(true);
     assert!(
         open.contains(&format!(
-            "cap: the most the stress panel's tensors may take (--stress-cap; on a real GPU \
-             {}% of the memory free when the panel started, none on the simulated one): a \
-             request past it is refused whole, before anything is allocated.",
+            "cap: the most the stress panel may hold (--stress-cap; on a real GPU {}% of the \
+             memory free when the panel started, none on the simulated one): a request that \
+             would pass it is refused before it is sent; one whose blocks pass it stops there, \
+             the tensors before it kept.",
             vramtop::app::stress::REAL_GPU_CAP_PERCENT
         )),
         "{open}"
     );
     assert!(
-        !unwrapped(false).contains("the most the stress panel's tensors"),
+        !unwrapped(false).contains("the most the stress panel may hold"),
         "the panel's word only"
     );
 }

@@ -425,11 +425,51 @@ mod tests {
             state.offers().unavailable(Action::NextAllocator),
             Some("stress panel's: shown while open")
         );
+        // Open, the panes show the panel's allocator now: no key to open it.
+        state.ui.stress_open = true;
+        apply(&mut state, &keymap, Action::NextAllocator);
+        let said = state.ui.notice.clone().unwrap_or_default();
+        assert_eq!(
+            said,
+            "v: nothing to switch to: the stress panel's allocator is the one shown now"
+        );
+        assert!(said.chars().count() <= 80, "{said}");
+        state.ui.stress_open = false;
         // Its memory freed, the panel is no longer said.
         state.stress.view = None;
         apply(&mut state, &keymap, Action::NextAllocator);
         let said = state.ui.notice.clone().unwrap_or_default();
         assert!(said.contains("one process with an allocator"), "{said}");
+        assert_eq!(
+            state.offers().unavailable(Action::NextAllocator),
+            Some("no 2nd process with an allocator")
+        );
+    }
+
+    #[test]
+    fn v_and_its_help_agree_beside_the_stress_panel_with_no_trainer() {
+        // No trainer on GPU 0, the panel holding memory there: the panes
+        // show the panel's allocator already; `v` and the help both say
+        // there is no other process's, not "shown while open".
+        use crate::app::keymap::Action;
+        use crate::app::update::apply;
+        let (sources, readings) = sources_with_trainers(1, 0);
+        let mut state = AppState::new(crate::app::state::StatusState::default());
+        sources.observe(readings).apply_to(&mut state, 1_000);
+        let keymap = crate::app::keymap::Keymap::default();
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 20 << 20;
+        state.stress.gpu = Some(0);
+        state.stress.view = Some(AllocatorView::new(
+            "stress panel".to_string(),
+            Some(4243),
+            stats,
+            Vec::new(),
+        ));
+        assert!(state.allocator_pids_on(0).is_empty());
+        apply(&mut state, &keymap, Action::NextAllocator);
+        let said = state.ui.notice.clone().unwrap_or_default();
+        assert!(said.contains("has a probe to switch to"), "{said}");
         assert_eq!(
             state.offers().unavailable(Action::NextAllocator),
             Some("no 2nd process with an allocator")

@@ -564,6 +564,15 @@ impl AppState {
             && self.stress.view.as_ref().is_some_and(|v| v.reserved() > 0)
     }
 
+    /// Whether `v` on GPU `gpu` has nothing to switch to but the stress
+    /// panel's allocator: one other process's allocator is shown, and the
+    /// panel's holds memory there. With none, the panes show the panel's
+    /// allocator already (`v` says no process has a probe); with two or
+    /// more, `v` switches between those. `v` and its help hint both ask.
+    pub fn only_the_stress_allocator_besides(&self, gpu: u32) -> bool {
+        self.allocator_pids_on(gpu).len() == 1 && self.stress_allocator_on(gpu)
+    }
+
     /// The processes of `gpu` whose allocator can be shown (probes and
     /// simulated trainers), when there is more than one.
     pub fn probe_choice(&self, gpu: &GpuState) -> Option<ProbeChoice> {

@@ -1148,7 +1148,7 @@ impl AppState {
             stress_allocator: self
                 .gpus
                 .get(self.ui.selected_gpu)
-                .is_some_and(|g| self.stress_allocator_on(g.index())),
+                .is_some_and(|g| self.only_the_stress_allocator_besides(g.index())),
             several_gpus: {
                 let mut numbers: Vec<u32> = self.gpus.iter().map(GpuState::index).collect();
                 numbers.sort_unstable();

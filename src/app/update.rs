@@ -983,20 +983,22 @@ pub fn apply(state: &mut AppState, keymap: &Keymap, action: Action) -> Effect {
                 let probes = state.allocator_pids_on(index).len();
                 // The panel's own allocator is not among `v`'s: say where
                 // it shows, as its process row has allocator figures too.
-                if probes == 1 && state.stress_allocator_on(index) {
-                    let open = keymap
-                        .stress_key_name(PanelKey::Open)
-                        .map(|k| format!(" ({k})"))
-                        .unwrap_or_default();
-                    return key_notice(
-                        state,
-                        keymap,
-                        action,
+                if state.only_the_stress_allocator_besides(index) {
+                    // Open, the panes show it now: no key to name.
+                    let text = if state.ui.stress_open {
+                        "nothing to switch to: the stress panel's allocator is the one shown now"
+                            .to_string()
+                    } else {
+                        let open = keymap
+                            .stress_key_name(PanelKey::Open)
+                            .map(|k| format!(" ({k})"))
+                            .unwrap_or_default();
                         format!(
                             "nothing to switch to: the stress panel's allocator \
                              shows with the panel{open}"
-                        ),
-                    );
+                        )
+                    };
+                    return key_notice(state, keymap, action, text);
                 }
                 return key_notice(
                     state,

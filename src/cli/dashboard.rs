@@ -214,12 +214,8 @@ pub fn record(
                 continue;
             }
         };
-        for reading in &readings {
-            if let crate::device::GpuReading::Lost { index, reason } = reading
-                && said_lost.insert(*index)
-            {
-                eprintln!("{}", lost_note(*index, lines, reason));
-            }
+        for note in newly_lost(&readings, &mut said_lost, lines) {
+            eprintln!("{note}");
         }
         let sample = sources
             .observe(readings)
@@ -242,6 +238,25 @@ pub fn record(
         count(lines, "sample", "samples")
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The stderr lines for the GPUs of `readings` read lost for the first
+/// time (`said`: those said before, updated), in the sample numbered
+/// `sample` from 0.
+fn newly_lost(
+    readings: &[crate::device::GpuReading],
+    said: &mut std::collections::BTreeSet<u32>,
+    sample: u64,
+) -> Vec<String> {
+    readings
+        .iter()
+        .filter_map(|reading| match reading {
+            crate::device::GpuReading::Lost { index, reason } if said.insert(*index) => {
+                Some(lost_note(*index, sample, reason))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The stderr line `record` writes when GPU `index` is first read lost, in
@@ -272,6 +287,23 @@ mod tests {
         assert_eq!(
             lost_note(1, 3, "GPU is lost\u{1b}[2J"),
             "vramtop record: GPU 1 lost from sample 4 on: GPU is lost\\u{1b}[2J; the lines say so"
+        );
+    }
+
+    #[test]
+    fn a_gpu_lost_in_many_samples_is_said_in_the_first_only() {
+        use crate::device::GpuReading;
+        let lost = |index| GpuReading::Lost {
+            index,
+            reason: "gone".to_string(),
+        };
+        let mut said = std::collections::BTreeSet::new();
+        assert_eq!(newly_lost(&[lost(1)], &mut said, 0).len(), 1);
+        assert!(newly_lost(&[lost(1)], &mut said, 1).is_empty());
+        let later = newly_lost(&[lost(1), lost(2)], &mut said, 2);
+        assert_eq!(
+            later,
+            ["vramtop record: GPU 2 lost from sample 3 on: gone; the lines say so"]
         );
     }
 

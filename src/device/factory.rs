@@ -78,14 +78,14 @@ pub struct AutoPolicy {
 }
 
 impl AutoPolicy {
-    /// The dashboard, `--once`, doctor and check: a person reads the
-    /// banner that says the GPU is simulated and why.
+    /// The dashboard, `--once` (text), doctor and check: a person reads
+    /// the banner that says the GPU is simulated and why.
     pub const INTERACTIVE: AutoPolicy = AutoPolicy {
         simulate_without_driver: true,
         simulate_on_broken_driver: true,
     };
-    /// `serve` and `record`: machine-readable exports, read by no one who
-    /// would see a banner. A broken driver exported as a healthy simulated
+    /// `serve`, `record` and `--once --json`: machine-readable exports,
+    /// read by no one who would see a banner. A broken driver exported as a healthy simulated
     /// GPU would hide the very fault they are run to catch.
     pub const EXPORT: AutoPolicy = AutoPolicy {
         simulate_without_driver: true,

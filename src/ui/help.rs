@@ -185,15 +185,17 @@ fn compare_head_defined(keymap: &Keymap) -> (String, String) {
 }
 
 /// The definition the help adds with the stress panel open: the cap its
-/// title names ("cap 40.0 GiB"), which refuses a request whole, where a
-/// real out of memory allocates what fits first.
+/// title names ("cap 40.0 GiB"): the panel refuses a request whose bytes
+/// would pass it before sending it, and its worker stops a batch at the
+/// tensor whose blocks (a new segment can be larger) would.
 fn stress_cap_defined() -> (String, String) {
     (
         "cap".to_string(),
         format!(
-            "the most the stress panel's tensors may take (--stress-cap; on a real GPU {}% of \
-             the memory free when the panel started, none on the simulated one): a request \
-             past it is refused whole, before anything is allocated.",
+            "the most the stress panel may hold (--stress-cap; on a real GPU {}% of the \
+             memory free when the panel started, none on the simulated one): a request that \
+             would pass it is refused before it is sent; one whose blocks pass it stops \
+             there, the tensors before it kept.",
             crate::app::stress::REAL_GPU_CAP_PERCENT
         ),
     )
