@@ -943,3 +943,28 @@ fn once_and_record_give_an_nvml_process_its_sm_cpu_and_host_memory() {
     assert_eq!(last["cpu_percent"], 0.0, "sleep uses no CPU: {last}");
     assert_eq!(last["sm_percent"], 5, "{last}");
 }
+
+#[test]
+fn once_says_no_access_not_lost_for_a_gpu_this_user_may_not_open() {
+    let Some(lib) = fake_nvml_with(&[("FAKE_NVML_NO_HANDLE", "0")]) else {
+        return;
+    };
+    let dir = lib.parent().expect("the library has a folder");
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    // "lost" reads as a GPU that fell off the bus; this one is there.
+    assert!(
+        out.contains("GPU 0  no access: no permission to open this GPU\n"),
+        "{out}"
+    );
+    assert!(!out.contains("lost"), "{out}");
+    let (code, out, err) = vramtop(&["--once", "--backend", "nvml", "--json"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["gpus"][0]["cause"], "no_access", "{out}");
+    let (code, out, err) = vramtop(&["doctor", "--backend", "nvml"], Some(dir));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no access: no permission to open this GPU"),
+        "{out}"
+    );
+}

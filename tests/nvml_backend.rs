@@ -11,7 +11,9 @@ use std::time::Instant;
 use common::fake_nvml::{Variant, build_fake_nvml, expect, fake_nvml_variant_with, fake_nvml_with};
 use vramtop::device::nvml::NvmlTelemetry;
 use vramtop::device::procfs::{self, LibraryKind};
-use vramtop::device::{GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError, Unavailability};
+use vramtop::device::{
+    GpuReading, GpuSample, MigInfo, Telemetry, TelemetryError, Unanswered, Unavailability,
+};
 
 /// An NVML backend over a fake configured by `settings`; `None` without cc.
 fn fake(settings: &[(&str, &str)]) -> Option<NvmlTelemetry> {
@@ -280,9 +282,14 @@ fn lost_gpu_is_reported_lost_while_the_other_gpu_is_sampled() {
     assert_eq!(readings.len(), 2);
     assert_eq!(ok(&readings[0]).memory_used, Some(expect::memory_used(0)));
     match &readings[1] {
-        GpuReading::Lost { index, reason } => {
+        GpuReading::Lost {
+            index,
+            reason,
+            cause,
+        } => {
             assert_eq!(*index, 1);
             assert!(reason.contains("fell off the bus"), "{reason}");
+            assert_eq!(*cause, Unanswered::Lost);
         }
         other => panic!("GPU 1 should be lost: {other:?}"),
     }
@@ -308,15 +315,21 @@ fn gpu_lost_after_init_turns_lost_on_the_next_sample_and_stays_lost() {
 }
 
 #[test]
-fn gpu_without_a_handle_is_lost_and_does_not_stop_the_others() {
+fn gpu_without_permission_is_no_access_not_lost_and_does_not_stop_the_others() {
     let Some(mut t) = fake(&[("FAKE_NVML_NO_HANDLE", "0")]) else {
         return;
     };
     let readings = sample(&mut t);
     match &readings[0] {
-        GpuReading::Lost { index: 0, reason } => {
-            assert!(reason.contains("no handle"), "{reason}");
+        GpuReading::Lost {
+            index: 0,
+            reason,
+            cause,
+        } => {
             assert!(reason.contains("permission"), "{reason}");
+            // A GPU this user may not open is there: not "lost".
+            assert_eq!(*cause, Unanswered::NoAccess);
+            assert_eq!(cause.label(), "no access");
         }
         other => panic!("GPU 0 should be lost: {other:?}"),
     }

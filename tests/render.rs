@@ -1331,6 +1331,7 @@ fn a_lost_gpus_timeline_says_lost_and_gives_no_latest_values_as_if_now() {
         vec![GpuReading::Lost {
             index: 0,
             reason: "the GPU fell off the bus".to_string(),
+            cause: vramtop::device::Unanswered::Lost,
         }],
         BTreeMap::new(),
     );

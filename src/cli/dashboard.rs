@@ -251,9 +251,11 @@ fn newly_lost(
     readings
         .iter()
         .filter_map(|reading| match reading {
-            crate::device::GpuReading::Lost { index, reason } if said.insert(*index) => {
-                Some(lost_note(*index, sample, reason))
-            }
+            crate::device::GpuReading::Lost {
+                index,
+                reason,
+                cause,
+            } if said.insert(*index) => Some(lost_note(*index, sample, reason, *cause)),
             _ => None,
         })
         .collect()
@@ -261,9 +263,10 @@ fn newly_lost(
 
 /// The stderr line `record` writes when GPU `index` is first read lost, in
 /// the sample numbered `sample` from 0 (`reason`: the driver's words).
-fn lost_note(index: u32, sample: u64, reason: &str) -> String {
+fn lost_note(index: u32, sample: u64, reason: &str, cause: crate::device::Unanswered) -> String {
     format!(
-        "vramtop record: GPU {index} lost from sample {} on: {}; the lines say so",
+        "vramtop record: GPU {index} {} from sample {} on: {}; the lines say so",
+        cause.label(),
         sample.saturating_add(1),
         crate::quote::escape_controls(reason)
     )
@@ -285,7 +288,12 @@ mod tests {
     #[test]
     fn a_lost_gpu_is_said_once_with_the_sample_it_was_lost_in_counted_from_1() {
         assert_eq!(
-            lost_note(1, 3, "GPU is lost\u{1b}[2J"),
+            lost_note(
+                1,
+                3,
+                "GPU is lost\u{1b}[2J",
+                crate::device::Unanswered::Lost
+            ),
             "vramtop record: GPU 1 lost from sample 4 on: GPU is lost\\u{1b}[2J; the lines say so"
         );
     }
@@ -296,6 +304,7 @@ mod tests {
         let lost = |index| GpuReading::Lost {
             index,
             reason: "gone".to_string(),
+            cause: crate::device::Unanswered::Lost,
         };
         let mut said = std::collections::BTreeSet::new();
         assert_eq!(newly_lost(&[lost(1)], &mut said, 0).len(), 1);

@@ -181,7 +181,7 @@ pub fn render(all: &DoctorWithProbes) -> String {
     for g in &r.gpus {
         let label = format!("GPU {}", g.index);
         match &g.lost {
-            Some(why) => field(&mut out, &label, &format!("lost: {why}")),
+            Some(why) => field(&mut out, &label, why),
             None => field(
                 &mut out,
                 &label,

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::app::source::{
     AllocatorSummary, HeadlessGpu, HeadlessOom, HeadlessProbe, HeadlessProbeDevice, HeadlessSample,
 };
-use crate::device::{GpuProcess, GpuReading, GpuSample, MigInfo};
+use crate::device::{GpuProcess, GpuReading, GpuSample, MigInfo, Unanswered};
 use crate::probe::pid::{PidSource, VisibleDevices};
 use color_eyre::eyre::WrapErr;
 use serde::Serialize;
@@ -554,6 +554,7 @@ fn headless_gpu(g: &serde_json::Map<String, Value>) -> Option<HeadlessGpu> {
         return Some(HeadlessGpu::bare(GpuReading::Lost {
             index,
             reason: opt_text(g.get("reason")).unwrap_or_else(|| NA.to_string()),
+            cause: Unanswered::from_name(g.get("cause").and_then(Value::as_str).unwrap_or("lost")),
         }));
     }
     let mut s = GpuSample::unknown(
@@ -1637,6 +1638,7 @@ mod tests {
                 HeadlessGpu::bare(GpuReading::Lost {
                     index: 2,
                     reason: "fell off the bus".to_string(),
+                    cause: Unanswered::Lost,
                 }),
             ],
             // A probe's own entry: its line and every CUDA device's

@@ -98,12 +98,16 @@ fn line(out: &mut String, text: &str) {
 fn gpu_text(out: &mut String, gpu: &HeadlessGpu, gpu_pids: &std::collections::BTreeSet<u32>) {
     let s = match &gpu.reading {
         GpuReading::Ok(s) => s,
-        GpuReading::Lost { index, reason } => {
+        GpuReading::Lost {
+            index,
+            reason,
+            cause,
+        } => {
             line(
                 out,
                 &wrap_under(
                     &format!("GPU {index}  "),
-                    &format!("lost: {reason}"),
+                    &format!("{}: {reason}", cause.label()),
                     REPORT_WIDTH,
                 ),
             );
@@ -818,6 +822,7 @@ mod tests {
                 reading: GpuReading::Lost {
                     index: 3,
                     reason: "fell off the bus ".repeat(10),
+                    cause: crate::device::Unanswered::Lost,
                 },
                 allocator: None,
                 allocators: Vec::new(),

@@ -39,6 +39,8 @@ pub struct GpuLine {
     /// Driver-side used memory (nvidia-smi's figure: CUDA contexts and
     /// every process's reserved memory), `--once`'s `memory_used`.
     pub memory_used: Option<u64>,
+    /// Why the GPU gave no reading, with the word its row leads with
+    /// ("lost: …", "no access: …").
     pub lost: Option<String>,
 }
 
@@ -325,14 +327,18 @@ pub fn diagnose_with(
                     }
                 }
             }
-            GpuReading::Lost { index, reason } => {
+            GpuReading::Lost {
+                index,
+                reason,
+                cause,
+            } => {
                 advice.push(format!("GPU {index} is not answering: {reason}"));
                 gpus.push(GpuLine {
                     index: *index,
                     name: "?".to_string(),
                     memory_total: None,
                     memory_used: None,
-                    lost: Some(reason.clone()),
+                    lost: Some(format!("{}: {reason}", cause.label())),
                 });
             }
         }

@@ -22,7 +22,7 @@ pub mod telemetry;
 
 pub use telemetry::{
     DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, ProcessUsage, Telemetry,
-    TelemetryError, Unavailability,
+    TelemetryError, Unanswered, Unavailability,
 };
 
 use crate::alloc::DeviceError;

@@ -10,8 +10,9 @@
 //!   field, never 0;
 //! - a failure that means the GPU itself is gone (GPU lost, reset required,
 //!   unknown driver error, NVML uninitialised, or no handle for the index)
-//!   turns the whole GPU into [`GpuReading::Lost`]; the other GPUs are still
-//!   sampled.
+//!   turns the whole GPU into [`GpuReading::Lost`], whose `cause` says
+//!   "lost" only for a GPU that is gone (lost, reset required) and "no
+//!   access" for a permission error; the other GPUs are still sampled.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::raw::c_uint;
@@ -28,7 +29,7 @@ use super::host::HostSampler;
 use super::procfs::{self, UserNames};
 use super::telemetry::{
     DriverInfo, GpuProcess, GpuReading, GpuSample, MigInfo, ProcessUsage, Telemetry,
-    TelemetryError, Unavailability,
+    TelemetryError, Unanswered, Unavailability,
 };
 
 const BACKEND: &str = "nvml";
@@ -203,10 +204,11 @@ impl Telemetry for NvmlTelemetry {
     fn sample(&mut self) -> Result<Vec<GpuReading>, TelemetryError> {
         let mut out = Vec::with_capacity(self.gpus.len());
         for facts in &mut self.gpus {
-            if let Err(reason) = sample_gpu(&self.nvml, facts, &mut self.users, &mut out) {
+            if let Err((cause, reason)) = sample_gpu(&self.nvml, facts, &mut self.users, &mut out) {
                 out.push(GpuReading::Lost {
                     index: facts.index,
                     reason,
+                    cause,
                 });
             }
         }
@@ -216,17 +218,26 @@ impl Telemetry for NvmlTelemetry {
 }
 
 /// Pushes the row of one GPU, then one row per MIG device on it; pushes
-/// nothing and returns the reason when the GPU is lost.
+/// nothing and returns why and the reason when the GPU gave no reading.
 fn sample_gpu(
     nvml: &Nvml,
     facts: &mut GpuFacts,
     users: &mut UserNames,
     out: &mut Vec<GpuReading>,
-) -> Result<(), String> {
-    let device = nvml
-        .device_by_index(facts.index)
-        .map_err(|e| format!("no handle for the GPU: {}", describe(&e)))?;
-    let lost = |e: NvmlError| describe(&e);
+) -> Result<(), (Unanswered, String)> {
+    let device = nvml.device_by_index(facts.index).map_err(|e| match e {
+        // The row's "no access" already says what failed; the handle is
+        // how, which the user cannot act on.
+        NvmlError::NoPermission => (
+            Unanswered::NoAccess,
+            "no permission to open this GPU".to_owned(),
+        ),
+        e => (
+            unanswered(&e),
+            format!("no handle for the GPU: {}", describe(&e)),
+        ),
+    })?;
+    let lost = |e: NvmlError| (unanswered(&e), describe(&e));
     if !facts.read {
         facts.read_from(&device).map_err(lost)?;
     }
@@ -463,6 +474,16 @@ fn is_gpu_level(e: &NvmlError) -> bool {
             | NvmlError::Uninitialized
             | NvmlError::Unknown
     )
+}
+
+/// Which word a GPU's row leads with for an error that left it unread:
+/// "lost" only where NVML says the GPU is gone.
+fn unanswered(e: &NvmlError) -> Unanswered {
+    match e {
+        NvmlError::GpuLost | NvmlError::ResetRequired => Unanswered::Lost,
+        NvmlError::NoPermission => Unanswered::NoAccess,
+        _ => Unanswered::Failed,
+    }
 }
 
 /// A user-facing phrase for an NVML error.

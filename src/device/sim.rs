@@ -791,6 +791,7 @@ impl SimCluster {
             return GpuReading::Lost {
                 index: index as u32,
                 reason: "GPU has fallen off the bus (simulated fault)".to_string(),
+                cause: super::telemetry::Unanswered::Lost,
             };
         }
         let has = |m: Metric| !g.unsupported.contains(&m);

@@ -146,11 +146,51 @@ impl GpuSample {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum GpuReading {
     Ok(GpuSample),
-    /// The GPU disappeared or failed (fell off the bus, reset); skipped, not fatal.
+    /// The GPU gave no reading: it disappeared (fell off the bus, reset),
+    /// this user may not read it, or the driver failed; skipped, not fatal.
+    /// `cause` says which, for the word a row leads with.
     Lost {
         index: u32,
         reason: String,
+        cause: Unanswered,
     },
+}
+
+/// Why a GPU gave no reading. A row says "lost" only for a GPU that is
+/// gone (NVML's GPU_IS_LOST, a reset needed): one this user may not open
+/// is there and answers its owner, and saying "lost" sends them looking
+/// for a hardware fault.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unanswered {
+    /// Fell off the bus, stopped responding, needs a reset.
+    #[default]
+    Lost,
+    /// No permission to open or read the GPU.
+    NoAccess,
+    /// Any other driver error: the reason says what.
+    Failed,
+}
+
+impl Unanswered {
+    /// The word a GPU's row leads with, before its reason.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unanswered::Lost => "lost",
+            Unanswered::NoAccess => "no access",
+            Unanswered::Failed => "error",
+        }
+    }
+
+    /// Reads the `cause` a recording or `--json` wrote; a recording from
+    /// before the field existed said "lost" for every cause.
+    pub fn from_name(name: &str) -> Unanswered {
+        match name {
+            "no_access" => Unanswered::NoAccess,
+            "failed" => Unanswered::Failed,
+            _ => Unanswered::Lost,
+        }
+    }
 }
 
 impl GpuReading {

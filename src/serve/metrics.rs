@@ -740,6 +740,7 @@ mod tests {
             GpuReading::Lost {
                 index: 1,
                 reason: "fell off the bus".to_string(),
+                cause: crate::device::Unanswered::Lost,
             },
         ];
         let text = render(&input(&readings, &[]));
@@ -764,6 +765,7 @@ mod tests {
             GpuReading::Lost {
                 index: 1,
                 reason: "fell off the bus".to_string(),
+                cause: crate::device::Unanswered::Lost,
             },
         ];
         GpuIdentity::remember(&mut seen, &lost);

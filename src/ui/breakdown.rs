@@ -104,9 +104,13 @@ impl<'a> BreakdownPane<'a> {
         };
         let sample = match &gpu.reading {
             GpuReading::Ok(s) => s,
-            GpuReading::Lost { index, reason } => {
+            GpuReading::Lost {
+                index,
+                reason,
+                cause,
+            } => {
                 body.lines.push(Line::styled(
-                    format!("GPU {index} lost: {reason}"),
+                    format!("GPU {index} {}: {reason}", cause.label()),
                     theme.critical,
                 ));
                 return body;

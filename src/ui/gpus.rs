@@ -11,7 +11,7 @@ use super::chrome::{self, left, right};
 use super::format::{self, NA};
 use super::theme::Theme;
 use crate::app::state::{AppState, GpuState, Pane};
-use crate::device::{GpuReading, GpuSample};
+use crate::device::{GpuReading, GpuSample, Unanswered};
 
 /// The GPUs pane of one frame.
 pub struct GpusPane<'a> {
@@ -199,10 +199,13 @@ impl Widget for GpusPane<'_> {
         let theme = self.theme;
         let g = theme.glyphs();
         let gpus = &self.state.gpus;
-        let lost = gpus
-            .iter()
-            .filter(|g| matches!(g.reading, GpuReading::Lost { .. }))
-            .count();
+        // GPUs without a reading, counted by cause: "1 lost" for one
+        // this user may not open would send them looking for a fault.
+        let unanswered = |wanted: Unanswered| {
+            gpus.iter()
+                .filter(|g| matches!(g.reading, GpuReading::Lost { cause, .. } if cause == wanted))
+                .count()
+        };
         let mut detail = Vec::new();
         // Rows under the title: say so when not every GPU fits.
         let fits = usize::from(area.height.saturating_sub(1)) >= gpus.len();
@@ -212,9 +215,16 @@ impl Widget for GpusPane<'_> {
                 theme.text,
             ));
         }
-        if lost > 0 {
-            let sep = if detail.is_empty() { "" } else { " · " };
-            detail.push(Span::styled(format!("{sep}{lost} lost"), theme.critical));
+        for (cause, word) in [
+            (Unanswered::Lost, "lost"),
+            (Unanswered::NoAccess, "no access"),
+            (Unanswered::Failed, "failing"),
+        ] {
+            let n = unanswered(cause);
+            if n > 0 {
+                let sep = if detail.is_empty() { "" } else { " · " };
+                detail.push(Span::styled(format!("{sep}{n} {word}"), theme.critical));
+            }
         }
         let block = chrome::pane_block_within(
             Pane::Gpus,
@@ -286,8 +296,11 @@ impl Widget for GpusPane<'_> {
             spans.push(Span::styled(left(&index, cols.index - 2), idx_style));
             spans.push(Span::raw(" "));
             match &gpu.reading {
-                GpuReading::Lost { reason, .. } => {
-                    spans.push(Span::styled(format!("lost: {reason}"), theme.critical));
+                GpuReading::Lost { reason, cause, .. } => {
+                    spans.push(Span::styled(
+                        format!("{}: {reason}", cause.label()),
+                        theme.critical,
+                    ));
                 }
                 GpuReading::Ok(s) => {
                     let t = row_text(s);

@@ -425,9 +425,16 @@ impl Widget for TimelinePane<'_> {
         ));
         // A lost GPU's chart ends where its samples did: said in the title,
         // and its legend gives no latest values (they would read as now).
-        let lost = gpu.is_some_and(|g| matches!(g.reading, GpuReading::Lost { .. }));
-        if lost {
-            detail.push(Span::styled(" · LOST", theme.critical));
+        // "NO ACCESS" for a GPU this user may not read: "LOST" is for one
+        // that is gone.
+        let unanswered = gpu.and_then(|g| match g.reading {
+            GpuReading::Lost { cause, .. } => Some(cause),
+            GpuReading::Ok(_) => None,
+        });
+        let lost = unanswered.is_some();
+        if let Some(cause) = unanswered {
+            let word = cause.label().to_uppercase();
+            detail.push(Span::styled(format!(" · {word}"), theme.critical));
         }
         if ui.paused {
             detail.push(Span::styled(" · PAUSED", theme.warning));
