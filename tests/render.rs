@@ -1743,10 +1743,57 @@ fn mig_instances_are_indented_under_their_parent() {
     let terminal = draw_widget(GpusPane::new(&state, &theme), 100, 6);
     let buf = terminal.backend().buffer();
     assert!(row_text(buf, 2).contains("0 Test GPU"));
-    assert!(row_text(buf, 3).contains("└ MIG 3g.40gb GI 1"));
-    assert!(row_text(buf, 4).contains("└ MIG 3g.40gb GI 2"));
+    // Each led by its slot, the name's "MIG" said once.
+    assert!(row_text(buf, 3).contains("└ MIG 0 3g.40gb GI 1"));
+    assert!(row_text(buf, 4).contains("└ MIG 1 3g.40gb GI 2"));
     assert!(row_text(buf, 5).contains("1 Test GPU"));
     insta::assert_snapshot!("gpus_mig", terminal.backend());
+}
+
+#[test]
+fn mig_devices_of_one_profile_differ_by_their_slot_at_80_columns() {
+    // A real driver names every MIG device of a profile alike, the
+    // parent's name in front: cut at 80 columns, the rows were identical.
+    let mut parent = sample(0, 10 * GIB);
+    parent.name = "NVIDIA H100 80GB HBM3".to_string();
+    // As NVML lists it on the parent: with its GPU and compute instance.
+    let mut on_mig = process(100, None, GIB, "python train.py");
+    on_mig.gpu_instance_id = Some(7);
+    on_mig.compute_instance_id = Some(0);
+    parent.processes = Some(vec![on_mig.clone()]);
+    let mut readings = vec![GpuReading::Ok(parent)];
+    for slot in 0..3 {
+        let mut s = sample(slot, GIB);
+        s.name = "NVIDIA H100 80GB HBM3 MIG 1g.10gb".to_string();
+        s.mig = Some(MigInfo {
+            parent_index: 0,
+            gpu_instance_id: Some(7 + slot),
+            compute_instance_id: Some(0),
+        });
+        if slot == 0 {
+            s.processes = Some(vec![on_mig.clone()]);
+        }
+        readings.push(GpuReading::Ok(s));
+    }
+    let mut state = AppState::new(status());
+    state.status.backend = "nvml".to_string();
+    state.apply_sample(0, readings, BTreeMap::new());
+    let theme = Theme::colored();
+    let terminal = draw_widget(GpusPane::new(&state, &theme), 80, 6);
+    let buf = terminal.backend().buffer();
+    for (row, slot) in [(3, 0), (4, 1), (5, 2)] {
+        let line = row_text(buf, row);
+        assert!(line.contains(&format!("└ MIG {slot} 1g.10gb ")), "{line}");
+    }
+    // The process detail at 80 columns: the MIG label, wider than the
+    // label column, does not run into its figures; an unknown %SM reads
+    // as the unknown memory beside it would.
+    let state = detail_open(state, 0);
+    let screen = text(draw(&state, &theme, 80, 24).backend().buffer());
+    assert!(screen.contains("GPU 0 MIG GI 7 CI 0"), "{screen}");
+    assert!(!screen.contains("MIG …"), "{screen}");
+    assert!(screen.contains("%SM n/a"), "{screen}");
+    assert!(!screen.contains("%SM -"), "{screen}");
 }
 
 #[test]
@@ -2416,9 +2463,10 @@ fn the_detail_of_a_simulated_process_says_its_pid_is_made_up_at_80x24_and_120x40
             screen.contains("python train.py --model gpt-1.3b --batch 8 (simulated)"),
             "{screen}"
         );
-        // Not measured on a simulated GPU: "-", as the pane's columns.
-        assert!(screen.contains("%SM -"), "{screen}");
-        assert!(screen.contains("%CPU -, memory -"), "{screen}");
+        // Not measured on a simulated GPU: "n/a", as the memory beside
+        // it reads an unknown figure (the pane's narrow columns say "-").
+        assert!(screen.contains("%SM n/a"), "{screen}");
+        assert!(screen.contains("%CPU n/a, memory n/a"), "{screen}");
         assert!(screen.contains("allocator  allocated"), "{screen}");
         // Its allocator is the one shown: `c` captures it, from the table.
         assert!(screen.contains("keys       c snapshot"), "{screen}");

@@ -139,6 +139,30 @@ fn row_text(s: &GpuSample) -> RowText {
     }
 }
 
+/// A row's name after the branch glyph. A MIG device leads with its slot,
+/// "MIG 1 1g.18gb", as the breakdown's title "GPU 0 MIG 1" and
+/// nvidia-smi's "MIG dev" name it: devices of one profile share one name,
+/// and the slot at the end of a cut name was lost. The parent's name the
+/// driver repeats in front ("NVIDIA H100 … MIG 1g.10gb") is left out, the
+/// row above says it.
+fn row_name(gpus: &[GpuState], s: &GpuSample) -> String {
+    let Some(mig) = &s.mig else {
+        return s.name.clone();
+    };
+    let parent = gpus
+        .iter()
+        .filter_map(GpuState::sample)
+        .find(|p| p.mig.is_none() && p.index == mig.parent_index)
+        .map(|p| p.name.as_str());
+    let rest = parent
+        .and_then(|p| s.name.strip_prefix(p))
+        .unwrap_or(&s.name)
+        .trim_start();
+    let profile = rest.strip_prefix("MIG").unwrap_or(rest).trim_start();
+    let profile = if profile.is_empty() { &s.name } else { profile };
+    format!("MIG {} {profile}", s.index)
+}
+
 fn columns(width: usize, gpus: &[GpuState], texts: &[Option<RowText>]) -> Columns {
     let max_of = |f: &dyn Fn(&RowText) -> usize, header: usize| {
         texts.iter().flatten().map(f).max().unwrap_or(0).max(header)
@@ -153,7 +177,7 @@ fn columns(width: usize, gpus: &[GpuState], texts: &[Option<RowText>]) -> Column
     let name_len = gpus
         .iter()
         .filter_map(|g| g.sample())
-        .map(|s| s.name.chars().count() + if s.mig.is_some() { 2 } else { 0 })
+        .map(|s| row_name(gpus, s).chars().count() + if s.mig.is_some() { 2 } else { 0 })
         .max()
         .unwrap_or(4)
         .max(4);
@@ -286,8 +310,8 @@ impl Widget for GpusPane<'_> {
                 theme.text
             };
             spans.push(Span::styled(pointer, theme.key));
-            // A MIG instance is named by its row (GI/CI in the name), not
-            // by a second index that reads like a physical GPU's.
+            // A MIG instance's slot is in its name ("└ MIG 1 …"), not in
+            // this column, where it would read like a physical GPU's index.
             let index = if is_mig {
                 String::new()
             } else {
@@ -305,7 +329,7 @@ impl Widget for GpusPane<'_> {
                 GpuReading::Ok(s) => {
                     let t = row_text(s);
                     let name = if is_mig {
-                        format!("{}{}", g.branch, s.name)
+                        format!("{}{}", g.branch, row_name(gpus, s))
                     } else {
                         s.name.clone()
                     };

@@ -7,9 +7,10 @@
 //! allocator's figures where one is attached; and the keys that act on it
 //! from here, named from the keymap. A process no GPU lists any more is
 //! said to have ended, with what was known of it. Figures not known read
-//! as the pane reads them ("n/a", "-"), never 0; figures on a row are
-//! apart by commas, not "·", which `--ascii` draws as "-" (a figure not
-//! measured beside one read "%CPU - - memory -"). Taller than the screen,
+//! "n/a", never 0: the pane's narrow columns say "-" for a usage figure
+//! not measured, but here one beside a memory "n/a" read as two different
+//! states ("memory n/a, %SM -"); figures on a row are apart by commas, not
+//! "·", which `--ascii` draws as "-". Taller than the screen,
 //! it scrolls, and its bottom border says which rows are shown.
 
 use ratatui::buffer::Buffer;
@@ -18,7 +19,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 
 use super::chrome;
-use super::format::{self, NA, NOT_MEASURED};
+use super::format::{self, NA};
 use super::fragmentation::{SEGMENTS_NOT_YET, segments_age_words};
 use super::theme::Theme;
 use crate::app::keymap::{Action, Keymap};
@@ -125,13 +126,12 @@ pub fn process_detail_lines(
     // %CPU and host memory are the process's, the same on each GPU line.
     if let Some(p) = process {
         let usage = &p.usage;
-        let cpu = usage.cpu_percent.map_or_else(
-            || NOT_MEASURED.to_string(),
-            |c| format::cpu_percent(c) + "%",
-        );
+        let cpu = usage
+            .cpu_percent
+            .map_or_else(|| NA.to_string(), |c| format::cpu_percent(c) + "%");
         let host = usage
             .host_memory
-            .map_or_else(|| NOT_MEASURED.to_string(), format::bytes);
+            .map_or_else(|| NA.to_string(), format::bytes);
         rows(
             &mut out,
             "host",
@@ -214,7 +214,7 @@ fn gpu_rows(
     let sm = p
         .usage
         .sm_percent
-        .map_or_else(|| NOT_MEASURED.to_string(), |v| format!("{v}%"));
+        .map_or_else(|| NA.to_string(), |v| format!("{v}%"));
     labelled(
         out,
         &format!("GPU {}{mig}", g.gpu),
@@ -301,8 +301,16 @@ fn labelled(
 ) {
     let room = usize::from(width).saturating_sub(LABEL_CELLS).max(10);
     let room = u16::try_from(room).unwrap_or(u16::MAX);
+    // A label wider than its column (a MIG device's "GPU 0 MIG GI 7 CI 0")
+    // gets a row of its own: cut to the column it ran into its text.
+    let own_row = label.chars().count() >= LABEL_CELLS;
+    if own_row {
+        for row in chrome::wrap_breaking(label, width.max(1)) {
+            out.push(Line::styled(row, theme.dim));
+        }
+    }
     for (i, row) in chrome::wrap_breaking(text, room).into_iter().enumerate() {
-        let lead = if i == 0 {
+        let lead = if i == 0 && !own_row {
             chrome::left(label, LABEL_CELLS)
         } else {
             " ".repeat(LABEL_CELLS)
