@@ -2583,3 +2583,44 @@ fn the_process_detail_draws_at_every_small_size_without_panicking() {
         }
     }
 }
+
+#[test]
+fn without_an_allocator_under_a_driver_the_panes_say_to_attach_the_probe_not_simulated_training() {
+    let mut state = AppState::new(status());
+    state.status.backend = "nvml".to_string();
+    state.apply_sample(
+        0,
+        vec![GpuReading::Ok(sample(0, 10 * GIB))],
+        BTreeMap::new(),
+    );
+    let theme = Theme::colored();
+    // The Fragmentation pane's width at 80x24, beside the Timeline.
+    let frag = text(
+        draw_widget(FragmentationPane::new(&state, &theme), 37, 8)
+            .backend()
+            .buffer(),
+    );
+    let segs = text(
+        draw_widget(SegmentsPane::new(&state, &theme), 80, 4)
+            .backend()
+            .buffer(),
+    );
+    for drawn in [&frag, &segs] {
+        // Under a driver there is no simulated training to show one.
+        assert!(!drawn.contains("simulated"), "{drawn}");
+        let words: String = drawn.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("python -m vramtop_probe train.py"),
+            "{drawn}"
+        );
+        assert!(words.contains("docs/attach.md"), "{drawn}");
+    }
+    // On the simulation, its training processes do.
+    state.status.backend = "sim".to_string();
+    let frag = text(
+        draw_widget(FragmentationPane::new(&state, &theme), 37, 8)
+            .backend()
+            .buffer(),
+    );
+    assert!(frag.contains("simulated training"), "{frag}");
+}

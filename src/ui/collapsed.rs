@@ -74,7 +74,9 @@ impl<'a> CollapsedLine<'a> {
             ),
             format!("no allocator: python -m vramtop_probe train.py{panel} · vramtop open FILE"),
             format!("no allocator: python -m vramtop_probe{panel} · vramtop open FILE"),
-            format!("no allocator: vramtop_probe{panel} · vramtop open"),
+            // Where "python -m vramtop_probe" does not fit: a bare
+            // "vramtop_probe" read as a command that is not one.
+            format!("no allocator: docs/attach.md{panel} · vramtop open"),
         ];
         if !panel.is_empty() {
             notes.push(format!("no allocator{panel}"));
@@ -179,6 +181,28 @@ mod tests {
             let used = label.map_or(0, |l| l.chars().count() + 2) + note.chars().count() + 2;
             assert!(used < usize::from(width), "{width}: {note}");
         }
+    }
+
+    #[test]
+    fn the_probe_is_named_as_the_whole_command_or_not_at_all() {
+        // At 80 columns with one pane collapsed the row read
+        // "vramtop_probe", the command cut to a word that runs nothing.
+        for panes in [
+            &[Pane::Segments][..],
+            &[Pane::Fragmentation],
+            &[Pane::Fragmentation, Pane::Segments],
+        ] {
+            for width in super::super::MIN_WIDTH..=240 {
+                let (_, note) = line_text(panes, width);
+                assert!(
+                    !note.contains("vramtop_probe") || note.contains("python -m vramtop_probe"),
+                    "{panes:?} at {width}: {note}"
+                );
+            }
+        }
+        let (label, note) = line_text(&[Pane::Segments], 80);
+        assert_eq!(label.as_deref(), Some("Segments"));
+        assert!(note.contains("docs/attach.md"), "{note}");
     }
 
     #[test]

@@ -121,6 +121,19 @@ fn nothing_reserved(view: &AllocatorView) -> bool {
 
 /// What the pane says while a probe's stats have come and its segments
 /// not yet (they come every 5 s by default).
+/// The Fragmentation and Segments panes' note where no allocator is
+/// visible: what `needs` one ("fragmentation needs") and how to get one
+/// on this backend. Only the simulation has simulated training; under a
+/// driver it is a process run with the probe attached.
+pub(crate) fn no_allocator_view_note(backend: &str, needs: &str) -> String {
+    let how = if backend == "sim" {
+        "(simulated training shows one)"
+    } else {
+        "(run it as `python -m vramtop_probe train.py`: docs/attach.md)"
+    };
+    format!("allocator view: n/a — {needs} a process's allocator {how}")
+}
+
 pub const SEGMENTS_NOT_YET: &str =
     "segments not received yet: the probe sends them every few seconds";
 
@@ -374,11 +387,11 @@ impl Widget for FragmentationPane<'_> {
             return;
         };
         let Some(view) = view else {
-            let note = self.empty_note.unwrap_or(
-                "allocator view: n/a — fragmentation needs a process's allocator \
-                 (simulated training shows one)",
+            let note = self.empty_note.map_or_else(
+                || no_allocator_view_note(&self.state.status.backend, "fragmentation needs"),
+                str::to_string,
             );
-            chrome::note_at(buf, inner, note, theme.dim);
+            chrome::note_at(buf, inner, &note, theme.dim);
             theme.finish(area, buf);
             return;
         };

@@ -359,11 +359,16 @@ impl Widget for SegmentsPane<'_> {
             return;
         };
         let Some(view) = view else {
-            let note = self.empty_note.unwrap_or(
-                "allocator view: n/a — the segment map needs a process's allocator \
-                 (simulated training shows one)",
+            let note = self.empty_note.map_or_else(
+                || {
+                    super::fragmentation::no_allocator_view_note(
+                        &self.state.status.backend,
+                        "the segment map needs",
+                    )
+                },
+                str::to_string,
             );
-            chrome::note_at(buf, inner, note, theme.dim);
+            chrome::note_at(buf, inner, &note, theme.dim);
             theme.finish(area, buf);
             return;
         };
