@@ -40,6 +40,7 @@ fn status() -> StatusState {
     StatusState {
         backend: "sim".to_string(),
         banner: None,
+        banner_short: None,
         sample_interval_ms: 1000,
         samples: 0,
         dropped_samples: 0,
@@ -1900,6 +1901,27 @@ fn the_no_driver_banner_drops_its_details_to_fit_80_columns_and_is_whole_at_120(
     );
     // Narrower still: the outcome, and where the reason is.
     assert_eq!(row(50), "showing 1 simulated GPU: vramtop doctor says why");
+}
+
+#[test]
+fn a_driver_version_mismatch_banner_keeps_its_reason_in_short_at_80_columns() {
+    let (_cluster, mut state) = training(1);
+    // After a driver upgrade without a reboot: 83 columns without the
+    // remedy in parentheses, so at 80 it read only "vramtop doctor says
+    // why", while `--once` gave the reason.
+    let full = "showing 1 simulated GPU: the NVIDIA kernel driver and libnvidia-ml versions \
+                differ (reboot or reload the driver after an upgrade)";
+    state.status.banner = Some(full.into());
+    state.status.banner_short =
+        Some("showing 1 simulated GPU: kernel driver and libnvidia-ml versions differ".into());
+    let row = |w: u16| status_message_row(&state, w);
+    assert_eq!(row(140), full);
+    assert_eq!(
+        row(80),
+        "showing 1 simulated GPU: kernel driver and libnvidia-ml versions differ"
+    );
+    // Narrower still: doctor says why.
+    assert_eq!(row(60), "showing 1 simulated GPU: vramtop doctor says why");
 }
 
 #[test]

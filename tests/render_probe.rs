@@ -170,6 +170,7 @@ fn attached() -> AppState {
     let mut state = AppState::new(StatusState {
         backend: "nvml".to_string(),
         banner: None,
+        banner_short: None,
         sample_interval_ms: 1000,
         samples: 0,
         dropped_samples: 0,

@@ -1079,6 +1079,9 @@ pub struct StatusState {
     pub backend: String,
     /// Why the backend is a fallback, shown as a banner.
     pub banner: Option<String>,
+    /// The banner with the reason in a few words, for a row too narrow
+    /// for `banner` (before "vramtop doctor says why").
+    pub banner_short: Option<String>,
     pub sample_interval_ms: u64,
     pub samples: u64,
     pub dropped_samples: u64,

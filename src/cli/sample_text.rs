@@ -219,6 +219,27 @@ fn gpu_text(out: &mut String, gpu: &HeadlessGpu, gpu_pids: &std::collections::BT
     }
 }
 
+/// `command` in `room` cells, cut before a trailing "(simulated)" (or
+/// "(…; simulated)") rather than through it: cut at the end, a simulated
+/// process read "(simula…", one that looks like a real one.
+fn elide_keeping_simulated(command: &str, room: usize) -> String {
+    if cells(command) <= room {
+        return command.to_string();
+    }
+    let mark = command
+        .rfind(" (")
+        .map(|at| &command[at..])
+        .filter(|tail| tail.ends_with("simulated)"));
+    match mark {
+        // Some of the command before it, at least a few cells.
+        Some(tail) if cells(tail) + 4 <= room => {
+            let head = &command[..command.len() - tail.len()];
+            format!("{}{tail}", elide_end(head, room - cells(tail)))
+        }
+        _ => elide_end(command, room),
+    }
+}
+
 /// One line per process, as `--once` lists them: `pid`, the user (where
 /// any is known, cut to [`USER_CELLS`]), the command cut to fit, the
 /// memory right-aligned at the report's edge (the summary of a recording
@@ -287,7 +308,7 @@ fn process_rows_with_usage<'a>(
                 format!("{}{glyph}", "  ".repeat(d.saturating_sub(1).min(7)))
             }
         };
-        let command = elide_end(&format!("{branch}{command}"), room);
+        let command = elide_keeping_simulated(&format!("{branch}{command}"), room);
         let pad = room.saturating_sub(cells(&command));
         let user = if user_w > 0 {
             format!("{user}{}  ", " ".repeat(user_w.saturating_sub(cells(user))))
@@ -799,6 +820,32 @@ mod tests {
         g.allocator = Some(a);
         let text = render(&sample(vec![g]));
         assert!(text.contains("allocated n/a, reserved 1.00 GiB"), "{text}");
+    }
+
+    #[test]
+    fn a_cut_simulated_command_keeps_its_simulated_mark() {
+        let mut out = String::new();
+        process_rows(
+            &mut out,
+            [ProcessRow {
+                pid: 4242,
+                user: Some("sim"),
+                command: Some("python train.py --model gpt-1.3b --batch 8 --epochs 30 (simulated)"),
+                used_memory: Some(1 << 30),
+                depth: 0,
+                own_context: false,
+            }]
+            .into_iter(),
+        );
+        let row = out.lines().next().unwrap_or_default();
+        // Cut at the end it read "(simula…", like a real process's.
+        assert!(row.contains("… (simulated)  "), "{row}");
+        assert!(cells(row) <= REPORT_WIDTH, "{row}");
+        // A real command is cut at its end, as before.
+        assert_eq!(
+            elide_keeping_simulated("python serve.py (port 8080)", 20),
+            "python serve.py (po…"
+        );
     }
 
     #[test]

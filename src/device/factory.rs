@@ -40,6 +40,22 @@ impl std::fmt::Debug for TelemetrySelection {
     }
 }
 
+impl TelemetrySelection {
+    /// The fallback banner with the reason in a few words ("showing 1
+    /// simulated GPU: kernel driver and libnvidia-ml versions differ"),
+    /// for a row too narrow for `fallback_reason`; `None` where the cause
+    /// has no short wording.
+    pub fn fallback_short(&self) -> Option<String> {
+        let (outcome, _) = self.fallback_reason.as_deref()?.split_once(": ")?;
+        match self.nvml_error.as_ref()? {
+            TelemetryError::Unavailable { cause, .. } => {
+                cause.short().map(|short| format!("{outcome}: {short}"))
+            }
+            _ => None,
+        }
+    }
+}
+
 fn simulated(config: &SimConfig, nvml_error: Option<TelemetryError>) -> TelemetrySelection {
     let cluster = SimCluster::new(config.clone());
     let fallback_reason = nvml_error.as_ref().map(|e| {
@@ -200,6 +216,38 @@ mod tests {
         let error = sel.nvml_error.expect("the NVML error").to_string();
         assert!(error.starts_with("nvml "), "{error}");
         assert!(sel.sim.is_some());
+    }
+
+    #[test]
+    fn a_version_mismatch_has_a_short_banner_that_fits_80_columns() {
+        let mismatch = TelemetryError::Unavailable {
+            backend: "nvml",
+            reason: "the NVIDIA kernel driver and libnvidia-ml versions differ \
+                     (reboot or reload the driver after an upgrade)"
+                .into(),
+            cause: crate::device::Unavailability::VersionMismatch,
+        };
+        let sel = simulated(&SimConfig::default(), Some(mismatch));
+        let short = sel.fallback_short().expect("a short banner");
+        assert_eq!(
+            short,
+            "showing 1 simulated GPU: kernel driver and libnvidia-ml versions differ"
+        );
+        assert!(short.chars().count() <= 80, "{short}");
+        // Every cause's short wording fits 80 columns beside the outcome.
+        use crate::device::Unavailability as U;
+        for cause in [
+            U::LibraryMissing,
+            U::LibraryUnusable,
+            U::DriverNotLoaded,
+            U::NoPermission,
+            U::VersionMismatch,
+            U::NoDevices,
+        ] {
+            let short = cause.short().expect("a short wording");
+            let line = format!("showing 8 simulated GPUs: {short}");
+            assert!(line.chars().count() <= 80, "{line}");
+        }
     }
 
     #[test]

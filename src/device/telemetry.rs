@@ -234,6 +234,25 @@ pub enum Unavailability {
     Other,
 }
 
+impl Unavailability {
+    /// The cause in a few words, for a banner at 80 columns beside
+    /// "showing 1 simulated GPU: "; `None` where only the whole reason
+    /// says it (`Other`).
+    pub fn short(self) -> Option<&'static str> {
+        match self {
+            Unavailability::LibraryMissing => Some("no NVIDIA driver is installed"),
+            Unavailability::LibraryUnusable => Some("libnvidia-ml is not usable"),
+            Unavailability::DriverNotLoaded => Some("the NVIDIA kernel driver is not loaded"),
+            Unavailability::NoPermission => Some("no permission to use the NVIDIA driver"),
+            Unavailability::VersionMismatch => {
+                Some("kernel driver and libnvidia-ml versions differ")
+            }
+            Unavailability::NoDevices => Some("the driver lists no GPUs"),
+            Unavailability::Other => None,
+        }
+    }
+}
+
 /// A telemetry backend failed as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TelemetryError {

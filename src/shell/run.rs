@@ -174,6 +174,7 @@ async fn event_loop(
     let mut state = AppState::new(StatusState {
         backend: selection.backend.to_string(),
         banner: selection.fallback_reason.clone(),
+        banner_short: selection.fallback_short(),
         sample_interval_ms: options.interval.as_millis() as u64,
         home_dir: std::env::var_os("HOME")
             .filter(|h| !h.is_empty())

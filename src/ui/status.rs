@@ -303,7 +303,7 @@ impl<'a> StatusLine<'a> {
         }
         // The longest wording of the fallback banner that fits a row: it
         // stays on screen, and its details are in `vramtop doctor`.
-        let tiers = banner_tiers(s.banner.as_deref());
+        let tiers = banner_tiers(s.banner.as_deref(), s.banner_short.as_deref());
         let banner = tiers
             .iter()
             .flatten()
@@ -425,11 +425,13 @@ fn map_in_place_of_panel(state: &AppState) -> bool {
 }
 
 /// The fallback banner's wordings, longest first: as given; without its
-/// parenthesised details ("(libnvidia-ml.so.1 not found)"); the outcome
-/// alone ("showing 1 simulated GPU", before the first ": "), pointing to
-/// doctor for the reason. Each differs from the one before; none without
-/// a banner.
-fn banner_tiers(banner: Option<&str>) -> Vec<Option<String>> {
+/// parenthesised details ("(libnvidia-ml.so.1 not found)"); `short`, the
+/// reason in a few words (a driver upgrade without a reboot is common on
+/// a shared server, and "doctor says why" hid it at 80 columns); the
+/// outcome alone ("showing 1 simulated GPU", before the first ": "),
+/// pointing to doctor for the reason. Each differs from the one before;
+/// none without a banner.
+fn banner_tiers(banner: Option<&str>, short: Option<&str>) -> Vec<Option<String>> {
     let Some(full) = banner else {
         return vec![None];
     };
@@ -449,7 +451,10 @@ fn banner_tiers(banner: Option<&str>) -> Vec<Option<String>> {
         .split_once(": ")
         .map(|(outcome, _)| format!("{outcome}: vramtop doctor says why"));
     let mut tiers = vec![Some(full.to_string())];
-    for t in [Some(plain), outcome].into_iter().flatten() {
+    for t in [Some(plain), short.map(str::to_string), outcome]
+        .into_iter()
+        .flatten()
+    {
         if !tiers.contains(&Some(t.clone())) {
             tiers.push(Some(t));
         }
