@@ -1627,6 +1627,28 @@ fn processes_pane_says_n_a_for_a_gpu_whose_driver_cannot_list_them() {
 }
 
 #[test]
+fn processes_pane_words_an_unlisting_driver_whole_at_80_columns() {
+    // Two GPUs, neither listing processes: at 80 columns the note read
+    // "processes: n/a (not supported by t…".
+    let unlisted = |i| {
+        let mut s = sample(i, 20 * GIB);
+        s.processes = None;
+        GpuReading::Ok(s)
+    };
+    let mut state = AppState::new(status());
+    state.apply_sample(1000, vec![unlisted(0), unlisted(1)], BTreeMap::new());
+    for theme in [Theme::colored(), Theme::colored().with_ascii(true)] {
+        let terminal = draw_widget(ProcessesPane::new(&state, &theme), 80, 4);
+        let buf = terminal.backend().buffer();
+        for y in 2..4 {
+            let row = row_text(buf, y);
+            assert!(row.contains("n/a: the driver does not list them"), "{row}");
+            assert!(!row.contains('…') && !row.contains('~'), "{row}");
+        }
+    }
+}
+
+#[test]
 fn processes_title_says_which_rows_show_when_some_are_out_of_sight() {
     // Three rows (parent, child, unattributed) in a pane with room for two.
     let mut state = process_tree_state();

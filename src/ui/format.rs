@@ -10,6 +10,11 @@ pub const NA: &str = "n/a";
 /// list its processes: unknown, not idle.
 pub const PROCESSES_NA: &str = "processes: n/a (not supported by the driver)";
 
+/// [`PROCESSES_NA`] for the Processes pane's command column where that
+/// is cut (at 80 columns it read "processes: n/a (not supported by t…"):
+/// the column's header says "processes" already.
+pub const PROCESSES_NA_SHORT: &str = "n/a: the driver does not list them";
+
 const KIB: u64 = 1 << 10;
 
 /// Binary units, smallest first; index = power of 1024.

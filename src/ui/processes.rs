@@ -344,13 +344,14 @@ impl Widget for ProcessesPane<'_> {
                     spans.push(Span::styled(format!(" {}", right(NA, mem_w)), theme.dim));
                     spans.push(Span::raw(" ".repeat(after_memory)));
                     let used: usize = spans.iter().map(Span::width).sum();
-                    spans.push(Span::styled(
-                        format::truncate(
-                            &format!(" {}", format::PROCESSES_NA),
-                            width.saturating_sub(used),
-                        ),
-                        theme.dim,
-                    ));
+                    let room = width.saturating_sub(used);
+                    // The longest wording that fits, cut only where none does.
+                    let note = [format::PROCESSES_NA, format::PROCESSES_NA_SHORT]
+                        .into_iter()
+                        .map(|n| format!(" {n}"))
+                        .find(|n| n.chars().count() <= room)
+                        .unwrap_or_else(|| format!(" {}", format::PROCESSES_NA_SHORT));
+                    spans.push(Span::styled(format::truncate(&note, room), theme.dim));
                 }
                 ProcessLine::Unattributed { gpu, bytes } => {
                     spans.push(Span::styled(right("-", pid_w), theme.dim));
