@@ -44,7 +44,7 @@ pub const LAST_SAMPLE: Family = gauge(
 );
 pub const GPU_UP: Family = gauge(
     "vramtop_gpu_up",
-    "1 when the GPU answered the last sample, 0 when it was lost (fell off the bus, reset).",
+    "1 when the GPU answered the last sample, 0 when it did not (lost, no access, a driver error).",
 );
 pub const MEMORY_TOTAL: Family = gauge(
     "vramtop_gpu_memory_total_bytes",
