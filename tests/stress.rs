@@ -989,21 +989,23 @@ fn help_screen(
     common::screen::text(terminal.backend().buffer())
 }
 
+/// The help's words at 80 columns (tall enough for all of it), with the
+/// stress panel open or not, wrapped lines joined and frames left out.
+fn help_words_at_80(stress: bool) -> String {
+    let screen = help_screen(&Keymap::default(), &Theme::colored(), (80, 200), stress);
+    screen
+        .split_whitespace()
+        .filter(|w| !w.chars().all(|c| "│─┌┐└┘".contains(c)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[test]
 fn help_with_the_stress_panel_open_defines_the_cap_its_title_names() {
     // The panel's title says "cap 40.0 GiB" and a request past it is
     // refused whole: the panel's help says what the cap is and where it
     // comes from, at 80 columns.
-    let keymap = Keymap::default();
-    let theme = Theme::colored();
-    let unwrapped = |stress: bool| {
-        let screen = help_screen(&keymap, &theme, (80, 200), stress);
-        screen
-            .split_whitespace()
-            .filter(|w| !w.chars().all(|c| "│─┌┐└┘".contains(c)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let unwrapped = help_words_at_80;
     let open = unwrapped(true);
     assert!(
         open.contains(&format!(
@@ -1025,16 +1027,7 @@ fn help_with_the_stress_panel_open_defines_the_cap_its_title_names() {
 fn help_with_the_stress_panel_open_says_what_b_is_in_the_compare_tables_b_n_ago() {
     // The compare table's first header cell reads "B: 4 ago" once actions
     // follow the marks; the panel's help at 80 columns says what that is.
-    let keymap = Keymap::default();
-    let theme = Theme::colored();
-    let unwrapped = |stress: bool| {
-        let screen = help_screen(&keymap, &theme, (80, 200), stress);
-        screen
-            .split_whitespace()
-            .filter(|w| !w.chars().all(|c| "│─┌┐└┘".contains(c)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
+    let unwrapped = help_words_at_80;
     let open = unwrapped(true);
     assert!(
         open.contains(

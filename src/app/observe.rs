@@ -390,6 +390,20 @@ mod tests {
         assert!(said.contains("one process with an allocator"), "{said}");
     }
 
+    /// The stress panel's allocator holding 20 MiB on GPU 0 (its worker
+    /// pid 4243), as after `a` with the panel on that GPU.
+    fn hold_stress_memory_on_gpu_0(state: &mut AppState) {
+        let mut stats = crate::alloc::DeviceStats::default();
+        stats.reserved_bytes.all.current = 20 << 20;
+        state.stress.gpu = Some(0);
+        state.stress.view = Some(AllocatorView::new(
+            "stress panel".to_string(),
+            Some(4243),
+            stats,
+            Vec::new(),
+        ));
+    }
+
     #[test]
     fn v_beside_the_stress_panels_allocator_says_where_that_one_shows() {
         // One trainer on GPU 0 and, closed, the stress panel holding
@@ -400,15 +414,7 @@ mod tests {
         let mut state = AppState::new(crate::app::state::StatusState::default());
         sources.observe(readings).apply_to(&mut state, 1_000);
         let keymap = crate::app::keymap::Keymap::default();
-        let mut stats = crate::alloc::DeviceStats::default();
-        stats.reserved_bytes.all.current = 20 << 20;
-        state.stress.gpu = Some(0);
-        state.stress.view = Some(AllocatorView::new(
-            "stress panel".to_string(),
-            Some(4243),
-            stats,
-            Vec::new(),
-        ));
+        hold_stress_memory_on_gpu_0(&mut state);
         assert_eq!(
             state.allocator_pids_on(0).len(),
             1,
@@ -457,15 +463,7 @@ mod tests {
         let mut state = AppState::new(crate::app::state::StatusState::default());
         sources.observe(readings).apply_to(&mut state, 1_000);
         let keymap = crate::app::keymap::Keymap::default();
-        let mut stats = crate::alloc::DeviceStats::default();
-        stats.reserved_bytes.all.current = 20 << 20;
-        state.stress.gpu = Some(0);
-        state.stress.view = Some(AllocatorView::new(
-            "stress panel".to_string(),
-            Some(4243),
-            stats,
-            Vec::new(),
-        ));
+        hold_stress_memory_on_gpu_0(&mut state);
         assert!(state.allocator_pids_on(0).is_empty());
         apply(&mut state, &keymap, Action::NextAllocator);
         let said = state.ui.notice.clone().unwrap_or_default();
